@@ -1,0 +1,173 @@
+"""Minimal HTTP/1.1 framing on raw trio sockets, shared by the mock upstream and sr-bench.
+
+Both tools sit on the measured path of every benchmark, so they skip h11/httpx and do
+only the framing they need: heads up to a blank line, Content-Length and chunked bodies.
+"""
+from __future__ import annotations
+
+import socket
+from http import HTTPStatus
+
+import trio
+
+RECV_SIZE = 65536
+MAX_HEAD = 65536
+MAX_LINE = 8192
+
+
+class ProtocolError(Exception):
+    """The peer sent something that is not HTTP/1.1 as this module understands it."""
+
+
+class PeerClosed(ProtocolError):
+    """The peer closed the connection in the middle of a message."""
+
+
+def set_nodelay(sock: trio.socket.SocketType) -> None:
+    """Disable Nagle: small writes must leave at once or every latency grows by ~40 ms."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def abort(sock: trio.socket.SocketType) -> None:
+    """Close with an RST instead of a FIN, as a crashed or reset peer would."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    sock.close()
+
+
+async def send_all(sock: trio.socket.SocketType, data: bytes) -> None:
+    """Write all of data; a small message goes out in one send() call."""
+    sent = await sock.send(data)
+    if sent == len(data):
+        return
+    view = memoryview(data)
+    while sent < len(view):
+        sent += await sock.send(view[sent:])
+
+
+def reason(status: int) -> bytes:
+    """The standard reason phrase for a status code, or an empty one."""
+    try:
+        return HTTPStatus(status).phrase.encode("ascii")
+    except ValueError:
+        return b""
+
+
+def chunk(data: bytes) -> bytes:
+    """Frame data as one chunk of a chunked body."""
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def parse_head(head: bytes) -> tuple[bytes, dict[bytes, bytes]]:
+    """Split a message head into its first line and lower-cased headers (repeats joined by ', ')."""
+    lines = head.split(b"\r\n")
+    headers: dict[bytes, bytes] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(b":")
+        if not sep:
+            raise ProtocolError(f"malformed header line {line[:80]!r}")
+        name = name.strip().lower()
+        value = value.strip()
+        headers[name] = headers[name] + b", " + value if name in headers else value
+    return lines[0], headers
+
+
+def is_chunked(headers: dict[bytes, bytes]) -> bool:
+    """Whether the body uses chunked transfer encoding."""
+    te = headers.get(b"transfer-encoding")
+    return te is not None and b"chunked" in te.lower()
+
+
+def content_length(headers: dict[bytes, bytes]) -> int:
+    """The declared Content-Length, 0 when absent."""
+    value = headers.get(b"content-length")
+    if value is None:
+        return 0
+    try:
+        length = int(value)
+    except ValueError:
+        raise ProtocolError(f"bad Content-Length {value!r}") from None
+    if length < 0:
+        raise ProtocolError(f"bad Content-Length {value!r}")
+    return length
+
+
+class Reader:
+    """A receive buffer over one socket, read message by message."""
+
+    __slots__ = ("sock", "buf")
+
+    def __init__(self, sock: trio.socket.SocketType) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+
+    async def fill(self) -> bool:
+        """Receive more bytes into the buffer; False on end of stream."""
+        data = await self.sock.recv(RECV_SIZE)
+        if not data:
+            return False
+        self.buf += data
+        return True
+
+    async def read_head(self) -> bytes | None:
+        """The next head without its blank line, or None if the peer closed between messages."""
+        start = 0
+        while True:
+            end = self.buf.find(b"\r\n\r\n", start)
+            if end >= 0:
+                head = bytes(self.buf[:end])
+                del self.buf[: end + 4]
+                return head
+            if len(self.buf) > MAX_HEAD:
+                raise ProtocolError("head too large")
+            start = max(0, len(self.buf) - 3)
+            if not await self.fill():
+                if self.buf:
+                    raise PeerClosed("connection closed inside a head")
+                return None
+
+    async def read_exact(self, n: int) -> bytes:
+        """Exactly n bytes."""
+        while len(self.buf) < n:
+            if not await self.fill():
+                raise PeerClosed("connection closed inside a body")
+        data = bytes(self.buf[:n])
+        del self.buf[:n]
+        return data
+
+    async def read_line(self) -> bytes:
+        """One CRLF-terminated line without its CRLF."""
+        start = 0
+        while True:
+            end = self.buf.find(b"\r\n", start)
+            if end >= 0:
+                line = bytes(self.buf[:end])
+                del self.buf[: end + 2]
+                return line
+            if len(self.buf) > MAX_LINE:
+                raise ProtocolError("line too long")
+            start = max(0, len(self.buf) - 1)
+            if not await self.fill():
+                raise PeerClosed("connection closed inside a chunked body")
+
+    async def read_chunked(self) -> bytes:
+        """A whole chunked body, decoded; trailers are read and dropped."""
+        parts = []
+        while True:
+            size_line = await self.read_line()
+            try:
+                size = int(size_line.split(b";", 1)[0], 16)
+            except ValueError:
+                raise ProtocolError(f"bad chunk size {size_line[:40]!r}") from None
+            if size == 0:
+                while await self.read_line():
+                    pass
+                return b"".join(parts)
+            data = await self.read_exact(size + 2)
+            parts.append(data[:-2])
+
+    async def read_body(self, headers: dict[bytes, bytes]) -> bytes:
+        """The body a request or a length-delimited response carries."""
+        if is_chunked(headers):
+            return await self.read_chunked()
+        length = content_length(headers)
+        return await self.read_exact(length) if length else b""

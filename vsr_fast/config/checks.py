@@ -1,0 +1,145 @@
+"""Load checks across blocks: names unique, references declared, entrypoints well formed.
+
+Each check appends ``<path>: <code>: <message>`` lines; nothing here raises, so
+one load reports every problem at once.
+"""
+from __future__ import annotations
+
+import os
+from collections import Counter
+from urllib.parse import urlsplit
+
+from .schema import Decision, ModelRef, Recipe, RouterConfig, RuleNode
+
+SERVED_API_FORMATS = {"openai"}
+
+
+def check(config: RouterConfig) -> tuple[list[str], list[str]]:
+    """Return (errors, warnings) for a configuration whose shape already decoded."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    models = _check_providers(config, errors, warnings)
+    for recipe in config.recipes:
+        _check_recipe(recipe, models, errors)
+    _check_entrypoints(config, models, errors)
+    return errors, warnings
+
+
+def _dupes(names: list[str]) -> list[str]:
+    return [n for n, c in Counter(names).items() if c > 1]
+
+
+def _check_providers(config: RouterConfig, errors: list[str], warnings: list[str]) -> set[str]:
+    names = [m.name for m in config.providers.models]
+    for name in _dupes(names):
+        errors.append(f"providers.models[{name}].name: duplicate_name: {name!r} is declared more than once")
+    for model in config.providers.models:
+        base = f"providers.models[{model.name}]"
+        if model.api_format not in SERVED_API_FORMATS:
+            errors.append(
+                f"{base}.api_format: invalid_value: {model.api_format!r} is not served yet "
+                f"(served: {', '.join(sorted(SERVED_API_FORMATS))})"
+            )
+        for i, ref in enumerate(model.backend_refs):
+            where = f"{base}.backend_refs[{i}]"
+            problem = endpoint_problem(ref.endpoint)
+            if problem:
+                errors.append(f"{where}.endpoint: invalid_value: {problem}")
+            auth = ref.auth
+            if auth and auth.api_key_env and auth.api_key:
+                errors.append(f"{where}.auth: invalid_value: set api_key_env or api_key, not both")
+            if auth and auth.api_key_env and auth.api_key_env not in os.environ:
+                warnings.append(
+                    f"{where}.auth.api_key_env: missing_credential: ${auth.api_key_env} is not set; "
+                    "calls to this backend carry no key"
+                )
+    return set(names)
+
+
+def endpoint_problem(endpoint: str) -> str | None:
+    """Why an endpoint cannot be called, or None. Bare ``host:port`` means plain http."""
+    url = endpoint if "://" in endpoint else f"http://{endpoint}"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError as exc:
+        return f"{endpoint!r} is not a URL: {exc}"
+    if parts.scheme not in ("http", "https"):
+        return f"{endpoint!r}: scheme must be http or https"
+    if not parts.hostname:
+        return f"{endpoint!r} names no host"
+    return None
+
+
+def _check_recipe(recipe: Recipe, models: set[str], errors: list[str]) -> None:
+    base = f"recipes[{recipe.name}]"
+    for name in _dupes([d.name for d in recipe.decisions]):
+        errors.append(f"{base}.decisions: duplicate_name: decision {name!r} is declared more than once")
+    for i, decision in enumerate(recipe.decisions):
+        _check_decision(decision, f"{base}.decisions[{i}]", models, errors)
+    if recipe.fallback:
+        _check_refs(recipe.fallback.modelRefs, f"{base}.fallback", models, errors)
+
+
+def _check_decision(decision: Decision, base: str, models: set[str], errors: list[str]) -> None:
+    _check_refs(decision.modelRefs, base, models, errors)
+    _check_rule(decision.rules, f"{base}.rules", errors)
+
+
+def _check_refs(refs: list[ModelRef], base: str, models: set[str], errors: list[str]) -> None:
+    for j, ref in enumerate(refs):
+        if ref.model not in models:
+            errors.append(
+                f"{base}.modelRefs[{j}].model: unknown_model: {ref.model!r} is not declared in providers.models"
+            )
+
+
+def _check_rule(node: RuleNode, path: str, errors: list[str]) -> None:
+    is_leaf = node.type is not None or node.name is not None
+    if node.operator and is_leaf:
+        errors.append(f"{path}: invalid_value: a node is either an operator over conditions or a leaf, not both")
+        return
+    if not node.operator:
+        if not (node.type and node.name):
+            errors.append(f"{path}: invalid_value: a leaf condition needs both type and name")
+        elif node.conditions:
+            errors.append(f"{path}.conditions: invalid_value: a leaf condition has no conditions")
+        return
+    if node.operator == "NOT" and len(node.conditions) != 1:
+        errors.append(f"{path}.conditions: invalid_value: NOT takes exactly one condition")
+    for i, child in enumerate(node.conditions):
+        if child.on_unknown is not None:
+            errors.append(f"{path}.conditions[{i}].on_unknown: invalid_value: on_unknown belongs to the rules root")
+        _check_rule(child, f"{path}.conditions[{i}]", errors)
+
+
+def _check_entrypoints(config: RouterConfig, models: set[str], errors: list[str]) -> None:
+    recipes = {r.name for r in config.recipes}
+    for name in _dupes([r.name for r in config.recipes]):
+        errors.append(f"recipes[{name}].name: duplicate_name: recipe {name!r} is declared more than once")
+    claimed: list[str] = []
+    for i, ep in enumerate(config.entrypoints):
+        base = f"entrypoints[{i}]"
+        if ep.recipe is None:
+            errors.append(f"{base}.recipe: missing_field: an entrypoint names the recipe it serves")
+        elif ep.recipe not in recipes:
+            errors.append(f"{base}.recipe: unknown_recipe: {ep.recipe!r} is not declared in recipes")
+        for name in ep.model_names:
+            if name in models:
+                errors.append(
+                    f"{base}.model_names: invalid_value: {name!r} is a provider model; "
+                    "a request naming it goes to that model directly"
+                )
+        claimed.extend(ep.model_names)
+        if ep.api == "systemone" and ep.default:
+            errors.append(f"{base}.default: invalid_value: only a chat entrypoint can be the default")
+    for name in _dupes(claimed):
+        errors.append(f"entrypoints: duplicate_name: model name {name!r} is claimed by more than one entrypoint")
+    defaults = [ep for ep in config.entrypoints if ep.default and ep.api == "chat"]
+    if len(config.recipes) > 1 and len(defaults) != 1:
+        errors.append(
+            f"entrypoints: invalid_value: {len(config.recipes)} recipes need exactly one chat entrypoint "
+            f"with default: true (found {len(defaults)})"
+        )
+    elif len(defaults) > 1:
+        errors.append(f"entrypoints: invalid_value: {len(defaults)} chat entrypoints say default: true; one may")

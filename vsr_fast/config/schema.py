@@ -1,0 +1,158 @@
+"""The v0.5 configuration as msgspec Structs: the single source of truth for its shape.
+
+Every block forbids unknown fields, so a typo fails the load with its path
+instead of being kept silently. Cross-references (models, recipes) are checked
+in ``checks.py``; this module only says what each block may hold.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta, Struct, field
+
+
+class _Block(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Base of every configuration block: strict, frozen, keyword-only."""
+
+
+PositiveMs = Annotated[int, Meta(ge=1, le=3_600_000)]
+
+
+# --- providers -----------------------------------------------------------------
+
+
+class Auth(_Block):
+    """How a static key reaches a backend (spec 6.7); no key means no credential is sent."""
+
+    api_key_env: str | None = None
+    api_key: str | None = None
+    header: str = "Authorization"
+    prefix: str = "Bearer"
+
+
+class BackendRef(_Block):
+    """One endpoint serving a provider model; tried in order on failure."""
+
+    endpoint: str
+    name: str | None = None
+    protocol: Literal["http", "https"] | None = None
+    weight: Annotated[int, Meta(ge=0)] = 1
+    auth: Auth | None = None
+    connect_timeout_ms: PositiveMs = 2_000
+    # Time allowed between bytes of the answer, not for the whole answer: streams may be long.
+    read_timeout_ms: PositiveMs = 120_000
+    # httpcore's pool work grows with its size (STACK-NOTES): small pools, sharded clients.
+    max_connections: Annotated[int, Meta(ge=1, le=64)] = 8
+    pool_shards: Annotated[int, Meta(ge=1, le=16)] = 2
+
+
+class ProviderModel(_Block):
+    """A model alias: its transport and facts (spec 6.4)."""
+
+    name: Annotated[str, Meta(min_length=1)]
+    backend_refs: Annotated[list[BackendRef], Meta(min_length=1)]
+    provider_model_id: str | None = None
+    api_format: Literal["openai", "responses", "anthropic", "images", "systemone"] = "openai"
+    description: str | None = None
+    capabilities: list[str] = field(default_factory=list)
+    context_window_size: Annotated[int, Meta(ge=1)] | None = None
+
+    @property
+    def upstream_model(self) -> str:
+        """The model name the backend itself knows."""
+        return self.provider_model_id or self.name
+
+
+class Providers(_Block):
+    models: list[ProviderModel] = field(default_factory=list)
+
+
+# --- recipes -------------------------------------------------------------------
+
+
+class RuleNode(_Block):
+    """A condition tree node: an operator over children, or a leaf naming a signal."""
+
+    operator: Literal["AND", "OR", "NOT"] | None = None
+    conditions: list[RuleNode] = field(default_factory=list)
+    type: str | None = None
+    name: str | None = None
+    label: str | None = None
+    on_unknown: Literal["no_match", "match", "fail_request"] | None = None
+
+
+class ModelRef(_Block):
+    model: Annotated[str, Meta(min_length=1)]
+    weight: Annotated[float, Meta(ge=0)] = 1.0
+    use_reasoning: bool | None = None
+    lora_name: str | None = None
+
+
+class Algorithm(_Block):
+    type: Literal["static"] = "static"
+
+
+class Decision(_Block):
+    name: Annotated[str, Meta(min_length=1)]
+    modelRefs: Annotated[list[ModelRef], Meta(min_length=1)]
+    priority: int = 0
+    description: str | None = None
+    rules: RuleNode = RuleNode(operator="AND")
+    algorithm: Algorithm = Algorithm()
+
+
+class Fallback(_Block):
+    """Where a request goes when no decision matches."""
+
+    modelRefs: Annotated[list[ModelRef], Meta(min_length=1)]
+
+
+class Recipe(_Block):
+    name: Annotated[str, Meta(min_length=1)]
+    decisions: list[Decision] = field(default_factory=list)
+    strategy: Literal["priority"] = "priority"
+    fallback: Fallback | None = None
+
+
+class Entrypoint(_Block):
+    api: Literal["chat", "systemone"] = "chat"
+    model_names: list[str] = field(default_factory=list)
+    recipe: str | None = None
+    default: bool = False
+
+
+# --- global ----------------------------------------------------------------------
+
+
+class HeadersConfig(_Block):
+    debug: Literal["none", "any", "authenticated"] = "none"
+    debug_principals: list[str] = field(default_factory=list)
+
+
+class Limits(_Block):
+    max_body_bytes: Annotated[int, Meta(ge=1024, le=1 << 30)] = 64 * 1024 * 1024
+
+
+class RouterSettings(_Block):
+    headers: HeadersConfig = HeadersConfig()
+    limits: Limits = Limits()
+
+
+class Global(_Block):
+    router: RouterSettings = RouterSettings()
+
+
+class RouterConfig(_Block):
+    """A whole v0.5 configuration document."""
+
+    version: str
+    providers: Providers = Providers()
+    recipes: list[Recipe] = field(default_factory=list)
+    entrypoints: list[Entrypoint] = field(default_factory=list)
+    global_: Global = field(default_factory=Global, name="global")
+
+
+def convert(raw: object, typ: type) -> object:
+    """Convert decoded YAML/JSON into ``typ``; raises ``msgspec.ValidationError``."""
+    return msgspec.convert(raw, typ, strict=True)

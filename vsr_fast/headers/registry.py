@@ -1,0 +1,77 @@
+"""Every header the router reads or writes, registered once (spec 5.10).
+
+Outside this package no code spells an ``x-`` header name: it imports the
+constant. Contract tests hold the code to the registry.
+"""
+from __future__ import annotations
+
+import enum
+from typing import NamedTuple
+
+
+class Surface(enum.Enum):
+    PUBLIC = "public"
+    DEBUG = "debug"
+    CONTROL = "control"
+    INTERNAL = "internal"
+
+
+class Direction(enum.Enum):
+    REQUEST = "request"
+    RESPONSE = "response"
+    PROVIDER_REQUEST = "provider_request"
+
+
+class Header(NamedTuple):
+    name: str
+    direction: Direction
+    surface: Surface
+    feature: str
+    doc: str
+    sensitivity: str = "none"
+
+
+REGISTRY: dict[str, Header] = {}
+
+
+def _register(name: str, direction: Direction, surface: Surface, feature: str, doc: str, sensitivity: str = "none") -> str:
+    REGISTRY[name] = Header(name, direction, surface, feature, doc, sensitivity)
+    return name
+
+
+R, Q, P = Direction.RESPONSE, Direction.REQUEST, Direction.PROVIDER_REQUEST
+PUB, DBG, CTL = Surface.PUBLIC, Surface.DEBUG, Surface.CONTROL
+
+SCHEMA_VERSION = _register("x-vsr-schema-version", R, PUB, "headers", "Version of the public header set (3).")
+CONFIG_VERSION = _register("x-vsr-config-version", R, PUB, "config", "Hash of the loaded configuration file.")
+RESPONSE_PATH = _register("x-vsr-response-path", R, PUB, "headers", "How the response was produced.")
+SELECTED_RECIPE = _register("x-vsr-selected-recipe", R, PUB, "recipes", "Recipe that routed the request; absent for a model named directly.")
+SELECTED_DECISION = _register("x-vsr-selected-decision", R, PUB, "decisions", "Decision that matched; absent when none did.")
+SELECTED_MODEL = _register("x-vsr-selected-model", R, PUB, "selection", "Provider model that answered (or would have).")
+REPLAY_ID = _register("x-vsr-replay-id", R, PUB, "router_replay", "Replay record of this request, when one was kept.")
+WARNINGS = _register("x-vsr-warnings", R, PUB, "headers", "RFC 8941 list of guard codes and translation losses.")
+TRACE = _register("x-vsr-trace", R, DBG, "headers", "RFC 8941 dictionary of debug data, for allowed callers only.")
+DEBUG = _register("x-vsr-debug", Q, CTL, "headers", "Asks for x-vsr-trace.")
+SESSION_ID = _register("x-vsr-session-id", Q, CTL, "sessions", "Names the session.")
+REQUEST_ID = _register("x-request-id", Q, Surface.PUBLIC, "headers", "Request correlation id; reaches providers.")
+
+PUBLIC_SCHEMA = "3"
+ROUTER_PREFIX = "x-vsr-"
+
+# The only client headers a provider-bound request may carry (spec 5.10): the
+# router writes content-type, accept and the backend's credential itself.
+TO_PROVIDER = frozenset({REQUEST_ID, "traceparent", "tracestate", "user-agent"})
+
+
+class ResponsePath(enum.StrEnum):
+    """Values of x-vsr-response-path."""
+
+    UPSTREAM = "upstream"
+    CACHE = "cache"
+    FAST_RESPONSE = "fast_response"
+    LOOPER = "looper"
+    IMAGE_GENERATION = "image_generation"
+    BLOCKED = "blocked"
+    RATE_LIMITED = "rate_limited"
+    ERROR = "error"
+    FALLBACK = "fallback"

@@ -1,0 +1,92 @@
+"""Prometheus text metrics, kept in plain dicts.
+
+Hand-written rather than prometheus_client: the hot path pays one dict update
+per sample and no lock (each worker process is single-threaded on trio), and
+each worker exposes its own series, as the router's workers share nothing.
+"""
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+
+Labels = tuple[str, ...]
+
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(names: Labels, values: Labels, extra: str = "") -> str:
+    parts = [f'{n}="{_escape(v)}"' for n, v in zip(names, values)]
+    if extra:
+        parts.append(extra)
+    return "{" + ",".join(parts) + "}" if parts else ""
+
+
+class Counter:
+    def __init__(self, name: str, doc: str, labels: Labels) -> None:
+        self.name, self.doc, self.label_names = name, doc, labels
+        self.values: dict[Labels, float] = defaultdict(float)
+
+    def inc(self, *labels: str, by: float = 1.0) -> None:
+        self.values[labels] += by
+
+    def render(self) -> list[str]:
+        out = [f"# HELP {self.name} {self.doc}", f"# TYPE {self.name} counter"]
+        out += [f"{self.name}{_labels(self.label_names, k)} {v:g}" for k, v in sorted(self.values.items())]
+        return out
+
+
+class Histogram:
+    def __init__(self, name: str, doc: str, labels: Labels, buckets: tuple[float, ...] = LATENCY_BUCKETS_S) -> None:
+        self.name, self.doc, self.label_names, self.buckets = name, doc, labels, buckets
+        self.counts: dict[Labels, list[int]] = {}
+        self.sums: dict[Labels, float] = defaultdict(float)
+
+    def observe(self, value: float, *labels: str) -> None:
+        counts = self.counts.get(labels)
+        if counts is None:
+            counts = self.counts[labels] = [0] * (len(self.buckets) + 1)
+        counts[bisect.bisect_left(self.buckets, value)] += 1
+        self.sums[labels] += value
+
+    def render(self) -> list[str]:
+        out = [f"# HELP {self.name} {self.doc}", f"# TYPE {self.name} histogram"]
+        for key, counts in sorted(self.counts.items()):
+            running = 0
+            for bound, n in zip((*self.buckets, float("inf")), counts):
+                running += n
+                le = 'le="+Inf"' if bound == float("inf") else f'le="{bound:g}"'
+                out.append(f"{self.name}_bucket{_labels(self.label_names, key, le)} {running}")
+            out.append(f"{self.name}_sum{_labels(self.label_names, key)} {self.sums[key]:.6f}")
+            out.append(f"{self.name}_count{_labels(self.label_names, key)} {running}")
+        return out
+
+
+class Metrics:
+    """Every series the router exports."""
+
+    def __init__(self) -> None:
+        self.requests = Counter(
+            "vsr_requests_total", "Requests by route and HTTP status.", ("api", "recipe", "decision", "model", "status")
+        )
+        self.latency = Histogram(
+            "vsr_request_duration_seconds", "Request latency until the last byte.", ("api", "decision", "model")
+        )
+        self.upstream_attempts = Counter(
+            "vsr_upstream_attempts_total", "Upstream attempts by backend and outcome.", ("model", "backend", "outcome")
+        )
+        self.upstream_errors = Counter(
+            "vsr_upstream_errors_total", "Upstream failures by backend and kind.", ("model", "backend", "kind")
+        )
+        self.disconnects = Counter(
+            "vsr_client_disconnects_total", "Clients that left before their answer ended.", ("api",)
+        )
+
+    def render(self) -> bytes:
+        lines: list[str] = []
+        for series in (self.requests, self.latency, self.upstream_attempts, self.upstream_errors, self.disconnects):
+            lines += series.render()
+        return ("\n".join(lines) + "\n").encode()

@@ -1,0 +1,1 @@
+"""Wire codecs for the client protocols (msgspec Structs) and their error shapes."""

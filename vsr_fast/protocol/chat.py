@@ -1,0 +1,183 @@
+"""OpenAI Chat Completions wire types.
+
+Tolerant of fields we do not read (clients and providers add them all the
+time), strict about the types of the fields we do. The raw request bytes are
+kept next to the decoded request and forwarded unchanged unless the model name
+or a plugin rewrites them.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+from msgspec import Struct, field
+
+
+class ImageURL(Struct, frozen=True):
+    url: str
+    detail: str | None = None
+
+
+class InputAudio(Struct, frozen=True):
+    data: str
+    format: str
+
+
+class TextPart(Struct, tag="text", frozen=True):
+    text: str
+
+
+class ImagePart(Struct, tag="image_url", frozen=True):
+    image_url: ImageURL
+
+
+class AudioPart(Struct, tag="input_audio", frozen=True):
+    input_audio: InputAudio
+
+
+class FilePart(Struct, tag="file", frozen=True):
+    file: dict[str, Any]
+
+
+class RefusalPart(Struct, tag="refusal", frozen=True):
+    refusal: str
+
+
+ContentPart = TextPart | ImagePart | AudioPart | FilePart | RefusalPart
+
+
+class FunctionCall(Struct, frozen=True):
+    name: str
+    arguments: str
+
+
+class ToolCall(Struct, frozen=True):
+    id: str
+    function: FunctionCall
+    type: str = "function"
+
+
+class Message(Struct, frozen=True):
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[ContentPart] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+
+    def text(self) -> str:
+        """The message's text parts joined; images and audio contribute nothing."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+class FunctionDef(Struct, frozen=True):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class Tool(Struct, frozen=True):
+    function: FunctionDef
+    type: str = "function"
+
+
+class StreamOptions(Struct, frozen=True):
+    include_usage: bool | None = None
+
+
+class ChatRequest(Struct, frozen=True):
+    """The fields of a Chat Completions request that routing reads."""
+
+    messages: list[Message]
+    model: str = ""
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    tools: list[Tool] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    n: int | None = None
+    user: str | None = None
+    metadata: dict[str, str] | None = None
+
+
+# --- responses ---------------------------------------------------------------------
+
+
+class Usage(Struct, frozen=True):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class AssistantMessage(Struct, frozen=True):
+    role: str = "assistant"
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    refusal: str | None = None
+
+
+class Choice(Struct, frozen=True):
+    index: int
+    message: AssistantMessage
+    finish_reason: str | None = None
+
+
+class ChatResponse(Struct, frozen=True):
+    id: str
+    choices: list[Choice]
+    model: str
+    created: int = 0
+    object: str = "chat.completion"
+    usage: Usage | None = None
+
+
+class ChunkDelta(Struct, frozen=True):
+    role: str | None = None
+    content: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+
+
+class ChunkChoice(Struct, frozen=True):
+    index: int
+    delta: ChunkDelta
+    finish_reason: str | None = None
+
+
+class ChatChunk(Struct, frozen=True):
+    id: str
+    choices: list[ChunkChoice]
+    model: str
+    created: int = 0
+    object: str = "chat.completion.chunk"
+    usage: Usage | None = None
+
+
+class ErrorBody(Struct, frozen=True, omit_defaults=False):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(Struct, frozen=True):
+    error: ErrorBody
+
+
+REQUEST_DECODER = msgspec.json.Decoder(ChatRequest)
+# Top-level keys with their values left as raw JSON: rewriting `model` then
+# costs a copy of the other values, not a re-encode of the whole conversation.
+TOP_LEVEL_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
+RESPONSE_DECODER = msgspec.json.Decoder(ChatResponse)
+CHUNK_DECODER = msgspec.json.Decoder(ChatChunk)
+ENCODER = msgspec.json.Encoder()
+
+__all__ = [name for name in dir() if not name.startswith("_") and name[0].isupper()] + [
+    "REQUEST_DECODER", "TOP_LEVEL_DECODER", "ENCODER", "field",
+]

@@ -1,0 +1,39 @@
+"""Error bodies in the client protocol's own shape, and request decode errors with paths."""
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+from ..errors import RequestError, VsrError
+from .chat import ENCODER, ErrorBody, ErrorResponse
+
+_AT = re.compile(r" - at `\$(.*)`$")
+
+
+def openai_error_body(exc: VsrError) -> bytes:
+    """``{"error": {message, type, param, code}}`` as OpenAI sends it."""
+    return ENCODER.encode(ErrorResponse(ErrorBody(exc.message, exc.type, exc.param, exc.code)))
+
+
+def decode_error(exc: msgspec.DecodeError) -> RequestError:
+    """Map a msgspec decode or validation error to a 400 naming the bad field's path."""
+    text = str(exc)
+    m = _AT.search(text)
+    if isinstance(exc, msgspec.ValidationError):
+        path = m.group(1).lstrip(".") if m else None
+        message = _AT.sub("", text)
+        missing = re.match(r"Object missing required field `([^`]*)`", message)
+        if missing:
+            path = f"{path}.{missing.group(1)}" if path else missing.group(1)
+        where = f" at `{path}`" if path else ""
+        err = RequestError(f"Invalid request body: {message}{where}", param=path or None)
+        err.code = "invalid_type" if message.startswith("Expected") else "invalid_value"
+        return err
+    if "UTF-8" in text:
+        err = RequestError(f"Request body is not valid UTF-8: {text}")
+        err.code = "invalid_utf8"
+        return err
+    err = RequestError(f"Request body is not valid JSON: {text}")
+    err.code = "invalid_json"
+    return err

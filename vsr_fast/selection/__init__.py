@@ -1,0 +1,1 @@
+"""Selectors and executors: how a decision's models become the ones called."""

@@ -1,0 +1,1 @@
+"""The trio server: the hot-path handler, the quart-trio routes, and process lifetime."""

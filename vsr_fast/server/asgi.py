@@ -1,0 +1,69 @@
+"""Small ASGI helpers shared by the raw handlers: body reading, whole responses, disconnects."""
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from ..errors import BodyTooLarge
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+HeaderList = list[tuple[bytes, bytes]]
+
+
+class ClientGone(Exception):
+    """The client disconnected before the exchange finished."""
+
+
+def header(scope: Scope, name: bytes) -> bytes | None:
+    """The first value of a request header (names are lowercase in ASGI)."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return value
+    return None
+
+
+async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The whole request body; BodyTooLarge as soon as it is known to exceed ``limit``."""
+    declared = header(scope, b"content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(f"Request body of {int(declared)} bytes exceeds the limit of {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(f"Request body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def send_whole(send: Send, status: int, headers: HeaderList, body: bytes) -> None:
+    """A complete response in two ASGI messages, with its Content-Length."""
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def watch_disconnect(receive: Receive, scope: trio.CancelScope, gone: list[bool]) -> None:
+    """Cancel ``scope`` when the client leaves.
+
+    hypercorn-trio keeps accepting send() after the client has gone
+    (STACK-NOTES), so without this an abandoned stream would keep the upstream
+    generating and billing tokens.
+    """
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            gone.append(True)
+            scope.cancel()
+            return

@@ -1,0 +1,104 @@
+"""Running the router: one trio process on hypercorn's trio worker, or several sharing a socket."""
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import sys
+from dataclasses import dataclass
+
+import hypercorn.config
+import hypercorn.trio
+import trio
+
+from ..config import Loaded
+from ..upstream import open_upstreams
+from .app import make_app
+from .state import AppState
+
+log = logging.getLogger("vsr_fast.serve")
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    workers: int = 1
+    fd: int | None = None              # an inherited listening socket (worker processes)
+    config_path: str = ""              # what workers load
+    graceful_timeout_s: float = 30.0   # how long SIGTERM waits for in-flight requests
+    keep_alive_timeout_s: float = 75.0
+
+
+def _hypercorn_config(opts: ServeOptions) -> hypercorn.config.Config:
+    cfg = hypercorn.config.Config()
+    cfg.bind = [f"fd://{opts.fd}"] if opts.fd is not None else [f"{opts.host}:{opts.port}"]
+    cfg.graceful_timeout = opts.graceful_timeout_s
+    cfg.keep_alive_timeout = opts.keep_alive_timeout_s
+    cfg.accesslog = None
+    cfg.errorlog = logging.getLogger("hypercorn.error")
+    return cfg
+
+
+async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Serve until SIGTERM or SIGINT, then drain in-flight requests for up to the graceful timeout."""
+    async with open_upstreams(loaded.config) as upstreams:
+        state = AppState(loaded=loaded, upstreams=upstreams)
+        shutdown = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_on_signals, state, shutdown)
+            binds = await nursery.start(_serve_http, make_app(state), _hypercorn_config(opts), shutdown)
+            print(f"vsr-fast: serving on {', '.join(binds)} (config {loaded.version_hash})", file=sys.stderr, flush=True)
+            task_status.started(binds)
+            await shutdown.wait()
+            # hypercorn returns once drained; then stop the signal watcher.
+        log.info("vsr-fast: stopped")
+
+
+async def _serve_http(app, cfg: hypercorn.config.Config, shutdown: trio.Event, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    await hypercorn.trio.serve(app, cfg, shutdown_trigger=shutdown.wait, task_status=task_status)
+
+
+async def _on_signals(state: AppState, shutdown: trio.Event) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            state.draining = True
+            shutdown.set()
+            return
+
+
+def run(loaded: Loaded, opts: ServeOptions) -> int:
+    """Entry point of ``vsr-fast serve``: one process, or a supervisor of ``workers`` processes."""
+    if opts.workers <= 1 or opts.fd is not None:
+        trio.run(serve, loaded, opts)
+        return 0
+    return trio.run(_supervise, opts)
+
+
+async def _supervise(opts: ServeOptions) -> int:
+    """Bind once, start one worker process per CPU asked for, forward SIGTERM, wait for all."""
+    sock = socket.create_server((opts.host, opts.port), reuse_port=False, backlog=1024)
+    sock.set_inheritable(True)
+    host, port = sock.getsockname()[:2]
+    worker_argv = ["serve", "--config", opts.config_path, "--fd", str(sock.fileno())]
+    procs = []
+    for _ in range(opts.workers):
+        procs.append(await trio.lowlevel.open_process(
+            [sys.executable, "-m", "vsr_fast", *worker_argv], pass_fds=(sock.fileno(),)
+        ))
+    print(f"vsr-fast: supervisor of {opts.workers} workers on http://{host}:{port}", file=sys.stderr, flush=True)
+    async with trio.open_nursery() as nursery:
+        async def forward() -> None:
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    for p in procs:
+                        if p.returncode is None:
+                            p.send_signal(signum)
+        nursery.start_soon(forward)
+        codes = [await p.wait() for p in procs]
+        nursery.cancel_scope.cancel()
+    sock.close()
+    return max((abs(c) for c in codes), default=0)
+
+
+__all__ = ["ServeOptions", "run", "serve"]

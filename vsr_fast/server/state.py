@@ -1,0 +1,34 @@
+"""What every request handler shares: the loaded configuration and its run-time parts."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..config import Loaded
+from ..metrics import Metrics
+from ..routing import RoutingTable
+from ..upstream import Attempt, Dispatcher, Upstreams
+
+
+@dataclass
+class AppState:
+    loaded: Loaded
+    upstreams: Upstreams
+    metrics: Metrics = field(default_factory=Metrics)
+    draining: bool = False
+
+    def __post_init__(self) -> None:
+        self.table = RoutingTable(self.loaded.config)
+        self.dispatcher = Dispatcher(self.upstreams, self._count_attempt)
+        self.config_version = self.loaded.version_hash.encode()
+        self.max_body_bytes = self.loaded.config.global_.router.limits.max_body_bytes
+
+    def _count_attempt(self, attempt: Attempt) -> None:
+        if attempt.error is not None:
+            outcome = attempt.error
+        elif attempt.status is not None and attempt.status >= 400:
+            outcome = f"http_{attempt.status}"
+        else:
+            outcome = "ok"
+        self.metrics.upstream_attempts.inc(attempt.model, attempt.backend, outcome)
+        if outcome != "ok":
+            self.metrics.upstream_errors.inc(attempt.model, attempt.backend, outcome)

@@ -1,0 +1,188 @@
+"""Calling the chosen models: attempts in order, fallback before the first byte.
+
+Order: each candidate model's backend_refs in turn, then the next candidate.
+A connect error, a timeout, a 429 or a 5xx moves on; any other status is the
+model's answer and is relayed as it is. A stream counts as started once its
+first body chunk arrived, so a backend that fails before producing anything
+still falls back; after that, the relay reports the failure in-stream.
+
+httpx errors are mapped into vsr-fast's tree here, once.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+
+import httpx
+
+from ..config.schema import ProviderModel
+from ..errors import UpstreamError, UpstreamStatus, UpstreamTimeout
+from .pool import Backend, Upstreams
+
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+Headers = list[tuple[str, str]]
+
+
+@dataclass(slots=True)
+class Attempt:
+    model: str
+    backend: str
+    status: int | None
+    error: str | None
+    seconds: float
+
+
+@dataclass(slots=True)
+class Whole:
+    """A complete upstream answer."""
+
+    model: ProviderModel
+    backend: Backend
+    status: int
+    body: bytes
+    content_type: str
+    attempts: list[Attempt] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Stream:
+    """An upstream stream whose first chunk has arrived; ``aclose`` must be awaited."""
+
+    model: ProviderModel
+    backend: Backend
+    status: int
+    content_type: str
+    first: bytes
+    rest: AsyncIterator[bytes]
+    response: httpx.Response
+    attempts: list[Attempt] = field(default_factory=list)
+
+    async def aclose(self) -> None:
+        await self.response.aclose()
+
+
+BodyFor = Callable[[ProviderModel], bytes]
+
+
+class Dispatcher:
+    """Sends one request to its candidates in fallback order."""
+
+    def __init__(self, upstreams: Upstreams, on_attempt: Callable[[Attempt], None]) -> None:
+        self._upstreams = upstreams
+        self._on_attempt = on_attempt
+
+    def _order(self, candidates: tuple[ProviderModel, ...]) -> Iterator[tuple[ProviderModel, Backend]]:
+        for model in candidates:
+            for backend in self._upstreams.backends[model.name]:
+                yield model, backend
+
+    def _headers(self, backend: Backend, extra: Headers) -> Headers:
+        headers = [("content-type", "application/json"), ("accept-encoding", "identity"), *extra]
+        if backend.auth:
+            headers.append(backend.auth)
+        return headers
+
+    def _record(self, attempts: list[Attempt], model: ProviderModel, backend: Backend,
+                started: float, status: int | None, error: str | None) -> None:
+        attempt = Attempt(model.name, backend.label, status, error, time.perf_counter() - started)
+        attempts.append(attempt)
+        self._on_attempt(attempt)
+
+    async def whole(self, candidates: tuple[ProviderModel, ...], body_for: BodyFor, extra: Headers) -> Whole:
+        """The first answer that is not a retryable failure."""
+        attempts: list[Attempt] = []
+        failure: UpstreamError | None = None
+        for model, backend in self._order(candidates):
+            started = time.perf_counter()
+            try:
+                resp = await backend.client().post(
+                    backend.chat_url, content=body_for(model), headers=self._headers(backend, extra)
+                )
+            except httpx.TransportError as exc:
+                failure = _transport_failure(exc, backend)
+                self._record(attempts, model, backend, started, None, failure.code)
+                continue
+            self._record(attempts, model, backend, started, resp.status_code, None)
+            if resp.status_code in RETRYABLE_STATUS:
+                failure = _status_failure(resp.status_code, resp.content, resp.headers, backend)
+                continue
+            content_type = resp.headers.get("content-type", "application/json")
+            return Whole(model, backend, resp.status_code, resp.content, content_type, attempts)
+        raise _exhausted(failure, attempts)
+
+    async def stream(self, candidates: tuple[ProviderModel, ...], body_for: BodyFor, extra: Headers) -> Stream | Whole:
+        """An open stream with its first chunk, or a Whole for a non-retryable error answer."""
+        attempts: list[Attempt] = []
+        failure: UpstreamError | None = None
+        for model, backend in self._order(candidates):
+            started = time.perf_counter()
+            client = backend.client()
+            request = client.build_request(
+                "POST", backend.chat_url, content=body_for(model), headers=self._headers(backend, extra)
+            )
+            try:
+                resp = await client.send(request, stream=True)
+            except httpx.TransportError as exc:
+                failure = _transport_failure(exc, backend)
+                self._record(attempts, model, backend, started, None, failure.code)
+                continue
+            status = resp.status_code
+            content_type = resp.headers.get("content-type", "text/event-stream")
+            try:
+                if status >= 400:
+                    body = await resp.aread()
+                    await resp.aclose()
+                    self._record(attempts, model, backend, started, status, None)
+                    if status in RETRYABLE_STATUS:
+                        failure = _status_failure(status, body, resp.headers, backend)
+                        continue
+                    return Whole(model, backend, status, body, content_type, attempts)
+                rest = resp.aiter_raw()
+                first = await _first_chunk(rest)
+            except httpx.TransportError as exc:
+                await resp.aclose()
+                failure = _transport_failure(exc, backend)
+                self._record(attempts, model, backend, started, status, failure.code)
+                continue
+            except BaseException:
+                await resp.aclose()
+                raise
+            self._record(attempts, model, backend, started, status, None)
+            return Stream(model, backend, status, content_type, first, rest, resp, attempts)
+        raise _exhausted(failure, attempts)
+
+
+async def _first_chunk(chunks: AsyncIterator[bytes]) -> bytes:
+    async for chunk in chunks:
+        if chunk:
+            return chunk
+    return b""
+
+
+def _transport_failure(exc: httpx.TransportError, backend: Backend) -> UpstreamError:
+    if isinstance(exc, httpx.TimeoutException):
+        return UpstreamTimeout(f"backend {backend.label} timed out ({type(exc).__name__})")
+    return UpstreamError(f"backend {backend.label} failed: {type(exc).__name__}: {exc or 'connection failed'}")
+
+
+def _status_failure(status: int, body: bytes, headers: httpx.Headers, backend: Backend) -> UpstreamError:
+    return UpstreamStatus(
+        f"backend {backend.label} answered HTTP {status}",
+        status=status,
+        body=body,
+        content_type=headers.get("content-type", "application/json"),
+    )
+
+
+def _exhausted(failure: UpstreamError | None, attempts: list[Attempt]) -> UpstreamError:
+    if failure is None:
+        return UpstreamError("no backend is configured for the chosen models")
+    tried = ", ".join(f"{a.backend}: {a.status or a.error}" for a in attempts)
+    if isinstance(failure, UpstreamStatus):
+        # The client sees a gateway error, not one backend's body: several were tried.
+        err: UpstreamError = UpstreamError(f"every upstream attempt failed ({tried})")
+        err.status = 429 if all(a.status == 429 for a in attempts) else 502
+        return err
+    failure.message = f"every upstream attempt failed ({tried})"
+    return failure
