@@ -8,11 +8,11 @@ HTTP/1.1 server on raw trio sockets rather than hypercorn (which costs ~1.2 ms o
 request here). Every response, and every chunk of a stream, leaves in one send() on a
 TCP_NODELAY socket, so Nagle and delayed ACKs never add their 40 ms to a measurement.
 
-Why trio and not asyncio: measured on this machine with sr-bench at concurrency 16, this
-server costs about 60 µs of CPU per whole answer, against about 35 µs for an asyncio
-Protocol version of the same server; both are 1-3% of what the router spends per request,
-so the smaller and stack-consistent trio code won (and disconnect detection is a plain
-sibling task rather than callback bookkeeping).
+Why trio and not asyncio: measured here with sr-bench (20,000 whole answers), this server
+costs ~85 µs of CPU per request at concurrency 1 and ~30 µs at 16; an asyncio Protocol
+version of the same code costs ~45 and ~20 µs. Both are 1-3% of the 2.5-5 ms a
+hypercorn-trio + httpx proxy spends per request, so the stack-consistent trio code won,
+with disconnect detection as a plain sibling task rather than callback bookkeeping.
 
 Counters (``GET /_mock/stats``), for chat requests only: ``requests`` = received;
 ``completed`` = successful answers written in full; ``cancelled`` = answers whose client
@@ -434,6 +434,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m bench.mock_upstream",
         description="A cheap mock OpenAI Chat Completions upstream for tests and benchmarks.",
+        epilog="Routes: POST /v1/chat/completions (and /chat/completions), GET /v1/models; for tests "
+        "GET /_mock/stats, POST /_mock/reset (zero the counters), POST /_mock/config with a JSON "
+        "object of any knob above, e.g. {\"fail_rate\": 1, \"fail_status\": 429}.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     p.add_argument("--port", type=int, default=8001, help="port to bind; 0 picks a free one (default %(default)s)")
@@ -444,7 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fail-status", type=int, default=d.fail_status, help="status of injected failures (default %(default)s)")
     p.add_argument(
         "--fail-mode", choices=["status", "reset", "midstream"], default=d.fail_mode,
-        help="status: OpenAI error JSON; reset: RST without answering; midstream: drop after 2 chunks",
+        help="status: an OpenAI error JSON; reset: RST without answering; midstream: drop the connection "
+        "after 2 stream chunks (after half the body of a whole answer)",
     )
     p.add_argument("--content", default=d.content, help="the fixed completion text")
     p.add_argument("--seed", type=int, default=None, help="seed for deterministic failure injection")

@@ -1,14 +1,12 @@
 """The ASGI entry: the hot path as a raw handler, every other route through quart-trio."""
 from __future__ import annotations
 
-import trio
-
 from ..errors import RequestError
 from ..headers.public import public_headers
 from ..headers.registry import ResponsePath
 from ..protocol.errors import openai_error_body
 from .admin import make_admin
-from .asgi import Receive, Scope, Send, header, send_whole
+from .asgi import Receive, Scope, Send, header, send_whole, shield_final
 from .chat import handle_chat
 from .state import AppState
 
@@ -43,17 +41,11 @@ async def _method_not_allowed(state: AppState, send: Send) -> None:
 
 
 async def _until_response_ends(app, scope: Scope, receive: Receive, send: Send) -> None:
-    """Run quart until its response is sent, then return.
+    """Run quart so that a ``Connection: close`` request gets its connection closed.
 
-    quart-trio keeps its request task (and so the connection) alive until the
-    client disconnects, so a ``Connection: close`` request would never be
-    closed (STACK-NOTES). Ending the ASGI call once the last body message is
-    sent lets hypercorn close the connection as asked.
+    hypercorn closes the socket from inside the app's final ``send``; quart-trio
+    cancels its request nursery at that moment, which interrupts the close and
+    leaves the connection open until the client gives up (STACK-NOTES). The
+    final send is shielded so hypercorn can finish closing.
     """
-    async with trio.open_nursery() as nursery:
-        async def send_then_finish(message: dict) -> None:
-            await send(message)
-            if message["type"] == "http.response.body" and not message.get("more_body", False):
-                nursery.cancel_scope.cancel()
-
-        nursery.start_soon(app, scope, receive, send_then_finish)
+    await app(scope, receive, shield_final(send))

@@ -54,16 +54,55 @@ async def send_whole(send: Send, status: int, headers: HeaderList, body: bytes) 
     await send({"type": "http.response.body", "body": body})
 
 
-async def watch_disconnect(receive: Receive, scope: trio.CancelScope, gone: list[bool]) -> None:
-    """Cancel ``scope`` when the client leaves.
+class DisconnectWatch:
+    """Cancels a scope when the client leaves before its response ended.
 
     hypercorn-trio keeps accepting send() after the client has gone
     (STACK-NOTES), so without this an abandoned stream would keep the upstream
-    generating and billing tokens.
+    generating and billing tokens. hypercorn also delivers ``http.disconnect``
+    once a response is complete, and closes a ``Connection: close`` socket
+    from inside the final send: ``send`` marks the response finished first and
+    shields that last message, so neither is mistaken for a client leaving.
     """
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            gone.append(True)
-            scope.cancel()
-            return
+
+    __slots__ = ("_receive", "_send", "_scope", "finished", "gone")
+
+    def __init__(self, receive: Receive, send: Send, scope: trio.CancelScope) -> None:
+        self._receive, self._send, self._scope = receive, send, scope
+        self.finished = False
+        self.gone = False
+
+    async def run(self) -> None:
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                if not self.finished:
+                    self.gone = True
+                    self._scope.cancel()
+                return
+
+    async def send(self, message: Message) -> None:
+        if is_final(message):
+            self.finished = True
+            with trio.CancelScope(shield=True):
+                await self._send(message)
+        else:
+            await self._send(message)
+
+
+def is_final(message: Message) -> bool:
+    """Whether ``message`` ends the response."""
+    return message["type"] == "http.response.body" and not message.get("more_body", False)
+
+
+def shield_final(send: Send) -> Send:
+    """``send`` with the response's last message shielded from cancellation."""
+
+    async def shielded(message: Message) -> None:
+        if is_final(message):
+            with trio.CancelScope(shield=True):
+                await send(message)
+        else:
+            await send(message)
+
+    return shielded

@@ -20,7 +20,7 @@ from ..protocol.errors import decode_error, openai_error_body
 from ..protocol.rewrite import ModelRewriter
 from ..protocol.sse import EventCutter, error_event
 from ..upstream import Stream, Whole
-from .asgi import ClientGone, HeaderList, Receive, Scope, Send, read_body, send_whole, watch_disconnect
+from .asgi import ClientGone, HeaderList, Receive, Scope, Send, DisconnectWatch, read_body, send_whole
 from .state import AppState
 
 log = logging.getLogger("vsr_fast.chat")
@@ -86,18 +86,18 @@ async def _serve(state: AppState, ex: Exchange, scope: Scope, receive: Receive, 
     rewrite = ModelRewriter(raw, request.model)
     body_for = lambda model: rewrite(model.upstream_model)  # noqa: E731
     extra = provider_headers(scope)
-    gone: list[bool] = []
     failure: VsrError | None = None
     with trio.CancelScope() as cancel_on_leave:
+        watch = DisconnectWatch(receive, send, cancel_on_leave)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(watch_disconnect, receive, cancel_on_leave, gone)
+            nursery.start_soon(watch.run)
             # Expected failures are kept as values: a nursery would wrap them in an ExceptionGroup.
             try:
-                await _answer(state, ex, send, request.stream, route.candidates, body_for, extra)
+                await _answer(state, ex, watch.send, request.stream, route.candidates, body_for, extra)
             except VsrError as exc:
                 failure = exc
             nursery.cancel_scope.cancel()
-    if gone:
+    if watch.gone:
         raise ClientGone
     if failure is not None:
         raise failure

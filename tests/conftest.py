@@ -1,0 +1,23 @@
+import pytest
+
+from .procs import config, mock_upstream, model, router, write_config
+
+
+@pytest.fixture(scope="module")
+def mock():
+    with mock_upstream() as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def routed(mock, tmp_path_factory):
+    """A router with one recipe whose decision prefers general-model, then fast-model."""
+    doc = config(
+        [model("general-model", f"{mock.url}/v1", upstream_name="mock-general"),
+         model("fast-model", f"{mock.url}/v1", upstream_name="mock-fast")],
+        [{"name": "general", "priority": 10, "rules": {"operator": "AND", "conditions": []},
+          "modelRefs": [{"model": "general-model"}, {"model": "fast-model"}]}],
+    )
+    path = write_config(doc, str(tmp_path_factory.mktemp("cfg")))
+    with router(path) as proc:
+        yield proc

@@ -1,0 +1,193 @@
+"""Fallback before the first byte, in-stream errors after it, disconnects and shutdown, over real processes."""
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import time
+
+import httpx
+import openai
+import pytest
+
+from .procs import config, free_port, mock_upstream, model, router, write_config
+
+CHAT = [{"role": "user", "content": "Say hello"}]
+
+
+def post(proc, **extra):
+    return httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": CHAT, **extra}, timeout=20)
+
+
+def stats(mock) -> dict:
+    return httpx.get(f"{mock.url}/_mock/stats").json()
+
+
+def wait_for(predicate, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def failing():
+    with mock_upstream("--fail-rate", "1", "--fail-status", "500") as proc:
+        yield proc
+
+
+@pytest.fixture
+def healthy():
+    with mock_upstream() as proc:
+        yield proc
+
+
+def two_models(tmp_path, primary: str, secondary: str) -> str:
+    doc = config(
+        [model("primary", f"{primary}/v1", upstream_name="up-primary"),
+         model("secondary", f"{secondary}/v1", upstream_name="up-secondary")],
+        [{"name": "main", "modelRefs": [{"model": "primary"}, {"model": "secondary"}]}],
+    )
+    return write_config(doc, str(tmp_path))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_upstream_500_falls_back_to_next_model(tmp_path, failing, healthy, stream):
+    with router(two_models(tmp_path, failing.url, healthy.url)) as proc:
+        r = post(proc, stream=stream)
+        assert r.status_code == 200, r.text
+        assert r.headers["x-vsr-selected-model"] == "secondary"
+        assert r.headers["x-vsr-response-path"] == "fallback"
+        assert r.headers["x-vsr-selected-decision"] == "main"
+        assert stats(failing)["failures_injected"] >= 1
+        body = r.text
+        assert ("[DONE]" in body) if stream else ("up-secondary" in body)
+        metrics = httpx.get(f"{proc.url}/metrics").text
+        assert 'vsr_upstream_errors_total{model="primary",backend="primary[0]",kind="http_500"}' in metrics
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_upstream_down_falls_back_to_next_backend(tmp_path, healthy, stream):
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    doc = config([{"name": "m", "backend_refs": [{"endpoint": dead, "name": "dead"},
+                                                 {"endpoint": f"{healthy.url}/v1", "name": "alive"}]}],
+                 [{"name": "d", "modelRefs": [{"model": "m"}]}])
+    with router(write_config(doc, str(tmp_path))) as proc:
+        r = post(proc, stream=stream)
+        assert r.status_code == 200, r.text
+        assert r.headers["x-vsr-selected-model"] == "m"
+        assert r.headers["x-vsr-response-path"] == "upstream"   # same model, another backend
+
+
+def test_every_upstream_down_is_502_in_openai_shape(tmp_path):
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    doc = config([model("m", dead)], [{"name": "d", "modelRefs": [{"model": "m"}]}])
+    with router(write_config(doc, str(tmp_path))) as proc:
+        client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="x", max_retries=0)
+        with pytest.raises(openai.APIStatusError) as info:
+            client.chat.completions.create(model="vsr/auto", messages=CHAT)
+        assert info.value.status_code == 502
+        assert info.value.body["code"] == "upstream_failed"
+        assert info.value.response.headers["x-vsr-response-path"] == "error"
+        assert info.value.response.headers["x-vsr-selected-decision"] == "d"
+        r = post(proc, stream=True)
+        assert r.status_code == 502 and r.json()["error"]["type"] == "upstream_error"
+
+
+def test_all_upstreams_failing_with_500_is_502(tmp_path, failing):
+    with router(two_models(tmp_path, failing.url, failing.url)) as proc:
+        r = post(proc)
+        assert r.status_code == 502
+        assert r.json()["error"]["code"] == "upstream_failed"
+        assert "primary[0]: 500" in r.json()["error"]["message"]
+        assert "secondary[0]: 500" in r.json()["error"]["message"]
+
+
+def test_upstream_4xx_is_relayed_without_fallback(tmp_path, healthy):
+    with mock_upstream("--fail-rate", "1", "--fail-status", "400") as bad:
+        with router(two_models(tmp_path, bad.url, healthy.url)) as proc:
+            r = post(proc)
+            assert r.status_code == 400
+            assert r.headers["x-vsr-selected-model"] == "primary"
+            assert stats(healthy)["requests"] == 0
+
+
+def test_midstream_failure_ends_with_an_error_event(tmp_path, healthy):
+    with mock_upstream("--fail-rate", "1", "--fail-mode", "midstream", "--chunks", "6") as broken:
+        with router(two_models(tmp_path, broken.url, healthy.url)) as proc:
+            client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="x", max_retries=0)
+            got = []
+            with pytest.raises(openai.APIError) as info:
+                for chunk in client.chat.completions.create(model="vsr/auto", messages=CHAT, stream=True):
+                    got.append(chunk)
+            assert got, "the chunks before the failure reached the client"
+            assert "mid-stream" in str(info.value)
+            assert stats(healthy)["requests"] == 0, "no fallback after the first byte"
+
+
+def test_client_disconnect_mid_stream_cancels_upstream(tmp_path):
+    with mock_upstream("--chunks", "200", "--chunk-interval-ms", "50") as slow:
+        doc = config([model("m", f"{slow.url}/v1")], [{"name": "d", "modelRefs": [{"model": "m"}]}])
+        with router(write_config(doc, str(tmp_path))) as proc:
+            body = json.dumps({"model": "vsr/auto", "messages": CHAT, "stream": True}).encode()
+            with socket.create_connection(("127.0.0.1", proc.port)) as s:
+                s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                first = s.recv(65536)
+                assert first.startswith(b"HTTP/1.1 200")
+            started = time.monotonic()
+            assert wait_for(lambda: stats(slow)["cancelled"] == 1, timeout=5), stats(slow)
+            assert time.monotonic() - started < 5          # the 10 s stream was cut, not finished
+            assert stats(slow)["completed"] == 0
+            metrics = httpx.get(f"{proc.url}/metrics").text
+            assert 'vsr_client_disconnects_total{api="chat"} 1' in metrics
+            assert 'status="499"' in metrics
+
+
+def test_sigterm_drains_an_inflight_stream(tmp_path):
+    with mock_upstream("--chunks", "20", "--chunk-interval-ms", "50") as slow:
+        doc = config([model("m", f"{slow.url}/v1")], [{"name": "d", "modelRefs": [{"model": "m"}]}])
+        proc = router(write_config(doc, str(tmp_path))).start()
+        try:
+            with httpx.Client(timeout=20) as client:
+                with client.stream("POST", f"{proc.url}/v1/chat/completions",
+                                   json={"model": "vsr/auto", "messages": CHAT, "stream": True}) as r:
+                    chunks = r.iter_raw()
+                    received = next(chunks)
+                    proc.signal(signal.SIGTERM)
+                    for chunk in chunks:
+                        received += chunk
+            assert received.rstrip().endswith(b"data: [DONE]")
+            assert received.count(b"chat.completion.chunk") == 20
+            assert proc.wait(20) == 0
+            with pytest.raises(httpx.ConnectError):
+                httpx.get(f"{proc.url}/health")
+        finally:
+            proc.stop()
+
+
+def test_several_workers_share_the_port_and_stop_together(tmp_path, healthy):
+    port = free_port()
+    doc = config([model("m", f"{healthy.url}/v1")], [{"name": "d", "modelRefs": [{"model": "m"}]}])
+    from .procs import Proc
+    proc = Proc(["-m", "vsr_fast", "serve", "--config", write_config(doc, str(tmp_path)),
+                 "--port", str(port), "--workers", "2"], "supervisor of 2 workers").start()
+    try:
+        url = f"http://127.0.0.1:{port}"
+        assert wait_for(lambda: _ready(url), timeout=15)
+        for _ in range(10):
+            r = httpx.post(f"{url}/v1/chat/completions", json={"model": "vsr/auto", "messages": CHAT})
+            assert r.status_code == 200
+        proc.signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    finally:
+        proc.stop()
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/ready", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
