@@ -10,9 +10,9 @@ TCP_NODELAY socket, so Nagle and delayed ACKs never add their 40 ms to a measure
 
 Why trio and not asyncio: measured here with sr-bench (20,000 whole answers), this server
 costs ~85 µs of CPU per request at concurrency 1 and ~30 µs at 16; an asyncio Protocol
-version of the same code costs ~45 and ~20 µs. Both are 1-3% of the 2.5-5 ms a
-hypercorn-trio + httpx proxy spends per request, so the stack-consistent trio code won,
-with disconnect detection as a plain sibling task rather than callback bookkeeping.
+version of the same code costs ~45 and ~20 µs. The difference is 1-4% of the 1.1-2.2 ms
+the floor proxy (hypercorn-trio + httpx) spends per request here, so the stack-consistent
+trio code won, with disconnect detection as a plain sibling task, not callback bookkeeping.
 
 Counters (``GET /_mock/stats``), for chat requests only: ``requests`` = received;
 ``completed`` = successful answers written in full; ``cancelled`` = answers whose client
@@ -64,6 +64,8 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class StreamOptions(msgspec.Struct):
+    """The request's stream_options; only include_usage changes the answer."""
+
     include_usage: bool = False
 
 
@@ -76,6 +78,8 @@ class ChatRequest(msgspec.Struct):
 
 
 class Request(msgspec.Struct):
+    """One parsed HTTP request, body read in full."""
+
     method: bytes
     path: bytes
     headers: dict[bytes, bytes]

@@ -59,10 +59,12 @@ class RunResult:
 
     @property
     def ok(self) -> int:
+        """Successful requests."""
         return len(self.latencies)
 
     @property
     def attempts(self) -> int:
+        """Every measured request, failed or not."""
         return self.ok + self.http_errors + self.conn_errors
 
     def merge(self, other: RunResult) -> None:
@@ -392,12 +394,16 @@ def percentile(sorted_values: list[float], pct: float) -> float | None:
     return sorted_values[int(rank) - 1]
 
 
+def ms(seconds: float | None) -> float | None:
+    """Seconds to milliseconds, passing None through."""
+    return None if seconds is None else seconds * 1000
+
+
 def summarise(name: str, concurrency: int, stream: bool, run: RunResult) -> dict:
     """One report row's numbers (times in ms) for a cell."""
     lat = sorted(run.latencies)
     ttfb = sorted(run.ttfbs)
-    ms = lambda v: None if v is None else v * 1000  # noqa: E731
-    row = {
+    return {
         "target": name,
         "concurrency": concurrency,
         "stream": stream,
@@ -418,7 +424,6 @@ def summarise(name: str, concurrency: int, stream: bool, run: RunResult) -> dict
         "cpu_us_per_req": run.server_cpu / run.ok * 1e6 if run.server_cpu is not None and run.ok else None,
         "bench_cpu_us_per_req": run.bench_cpu / run.ok * 1e6 if run.ok else None,
     }
-    return row
 
 
 def compare(rows: list[dict], direct_name: str | None) -> None:
