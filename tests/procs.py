@@ -2,79 +2,13 @@
 from __future__ import annotations
 
 import os
-import re
-import signal
-import subprocess
-import sys
 import tempfile
-import threading
-import time
-from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-_URL = re.compile(r"http://([\d.]+):(\d+)")
+from bench._procs import ROOT, Proc
 
-
-class Proc:
-    """A subprocess that prints ``... http://HOST:PORT`` on stderr once it serves."""
-
-    def __init__(self, args: list[str], ready: str, env: dict[str, str] | None = None) -> None:
-        self.args = args
-        self.ready = ready
-        self.env = {**os.environ, **(env or {})}
-        self.lines: list[str] = []
-        self.url = ""
-        self.port = 0
-        self.popen: subprocess.Popen | None = None
-
-    def start(self, timeout: float = 20.0) -> "Proc":
-        self.popen = subprocess.Popen(
-            [sys.executable, *self.args], cwd=ROOT, env=self.env,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )
-        found = threading.Event()
-
-        def drain() -> None:
-            assert self.popen and self.popen.stderr
-            for line in self.popen.stderr:
-                self.lines.append(line.rstrip("\n"))
-                m = _URL.search(line)
-                if not found.is_set() and self.ready in line and m:
-                    self.url, self.port = f"http://{m.group(1)}:{m.group(2)}", int(m.group(2))
-                    found.set()
-
-        threading.Thread(target=drain, daemon=True).start()
-        deadline = time.monotonic() + timeout
-        while not found.wait(0.05):
-            if self.popen.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"{self.args} did not start:\n" + "\n".join(self.lines))
-        return self
-
-    def signal(self, signum: int = signal.SIGTERM) -> None:
-        assert self.popen
-        self.popen.send_signal(signum)
-
-    def wait(self, timeout: float = 20.0) -> int:
-        assert self.popen
-        return self.popen.wait(timeout)
-
-    def stop(self) -> None:
-        if self.popen and self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                self.popen.wait(10)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(5)
-
-    def __enter__(self) -> "Proc":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+__all__ = ["ROOT", "Proc", "config", "free_port", "mock_upstream", "model", "router", "write_config"]
 
 
 def mock_upstream(*flags: str) -> Proc:

@@ -1,0 +1,59 @@
+"""``make bench``: direct mock vs floor proxy vs router, measured in one run.
+
+Starts the mock upstream, the floor proxy (bench/floor.py) and the router on
+a one-decision recipe in front of the same mock, then drives all three with
+sr-bench at each concurrency, streamed and not, and prints sr-bench's table
+(with CPU per request of each server, and the router's CPU over the floor's).
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+from ._procs import ROOT, Proc
+
+
+def router_config(mock_url: str) -> dict:
+    """A recipe with one decision, static algorithm, in front of the mock."""
+    return {
+        "version": "v0.5",
+        "providers": {"models": [{"name": "bench-model", "provider_model_id": "mock",
+                                  "backend_refs": [{"endpoint": f"{mock_url}/v1"}]}]},
+        "recipes": [{"name": "default", "decisions": [
+            {"name": "all", "rules": {"operator": "AND", "conditions": []}, "modelRefs": [{"model": "bench-model"}]}
+        ]}],
+        "entrypoints": [{"api": "chat", "model_names": ["mock"], "recipe": "default", "default": True}],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the comparison; extra arguments go to sr-bench."""
+    parser = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__)
+    parser.add_argument("--concurrency", default="1,16,64")
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--workers", type=int, default=1, help="router worker processes")
+    args, extra = parser.parse_known_args(argv)
+
+    with Proc(["-m", "bench.mock_upstream", "--port", "0"], "listening") as mock:
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            yaml.safe_dump(router_config(mock.url), f)
+        floor = Proc(["-m", "bench.floor", "--port", "0", "--upstream", mock.url], "listening")
+        router = Proc(["-m", "vsr_fast", "serve", "--config", f.name, "--port", "0"], "vsr-fast: serving on")
+        with floor, router:
+            cmd = [
+                sys.executable, "-m", "bench.sr_bench",
+                "--direct", mock.url, "--target", f"floor={floor.url}", "--target", f"router={router.url}",
+                "--pid", f"direct={mock.popen.pid}", "--pid", f"floor={floor.popen.pid}",
+                "--pid", f"router={router.popen.pid}",
+                "-c", args.concurrency, "--stream", "both", "-n", str(args.requests), "--model", "mock", *extra,
+            ]
+            print("$ " + " ".join(cmd[1:]), file=sys.stderr, flush=True)
+            return subprocess.run(cmd, cwd=ROOT).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

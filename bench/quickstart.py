@@ -1,0 +1,79 @@
+"""``make run``: the mock upstream and the router on the quickstart configuration, together.
+
+One command, one process group: Ctrl-C (or SIGTERM) stops both. The mock
+listens where config/quickstart.yaml points (127.0.0.1:8001); the router on
+127.0.0.1:8080 unless ``--port`` says otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import sys
+
+import trio
+
+MOCK_PORT = 8001
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+async def _run(config: str, port: int) -> int:
+    for p, what in ((MOCK_PORT, "the mock upstream"), (port, "the router")):
+        if not _port_free(p):
+            print(f"quickstart: port {p} for {what} is taken; stop what uses it first", file=sys.stderr)
+            return 1
+    mock = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "bench.mock_upstream", "--host", "127.0.0.1", "--port", str(MOCK_PORT)]
+    )
+    router = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "vsr_fast", "serve", "--config", config, "--host", "127.0.0.1", "--port", str(port)]
+    )
+    print(f"quickstart: router on http://127.0.0.1:{port}, mock upstream on http://127.0.0.1:{MOCK_PORT}; "
+          "Ctrl-C stops both", file=sys.stderr, flush=True)
+    async with trio.open_nursery() as nursery:
+        async def stop_on_signal() -> None:
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    for proc in (router, mock):
+                        if proc.returncode is None:
+                            proc.send_signal(signal.SIGTERM)
+                    return
+
+        async def stop_when_one_exits() -> None:
+            async with trio.open_nursery() as inner:
+                async def wait(proc) -> None:
+                    await proc.wait()
+                    inner.cancel_scope.cancel()
+                inner.start_soon(wait, router)
+                inner.start_soon(wait, mock)
+            for proc in (router, mock):
+                if proc.returncode is None:
+                    proc.send_signal(signal.SIGTERM)
+            await router.wait()
+            await mock.wait()
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(stop_on_signal)
+        nursery.start_soon(stop_when_one_exits)
+    return router.returncode if router.returncode and router.returncode > 0 else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start both; return when both have stopped."""
+    parser = argparse.ArgumentParser(prog="python -m bench.quickstart", description=__doc__)
+    parser.add_argument("--config", default="config/quickstart.yaml")
+    parser.add_argument("--port", type=int, default=8080)
+    args = parser.parse_args(argv)
+    return trio.run(_run, args.config, args.port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
