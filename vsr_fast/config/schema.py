@@ -9,11 +9,13 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import msgspec
-from msgspec import Meta, Struct, field
+from msgspec import Meta, field
+
+from .schema_base import Block
+from .signals import Predicate, Projections, Signals
 
 
-class _Block(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Base of every configuration block: strict, frozen, keyword-only."""
+_Block = Block
 
 
 PositiveMs = Annotated[int, Meta(ge=1, le=3_600_000)]
@@ -80,6 +82,17 @@ class RuleNode(_Block):
     name: str | None = None
     label: str | None = None
     on_unknown: Literal["no_match", "match", "fail_request"] | None = None
+    # A leaf may test the number its signal publishes instead of its match.
+    gt: float | None = None
+    gte: float | None = None
+    lt: float | None = None
+    lte: float | None = None
+    eq: float | None = None
+
+    def predicate(self) -> Predicate | None:
+        """The leaf's numeric predicate, or None when it tests the match."""
+        p = Predicate(gt=self.gt, gte=self.gte, lt=self.lt, lte=self.lte, eq=self.eq)
+        return None if p.is_empty() else p
 
 
 class ModelRef(_Block):
@@ -110,8 +123,10 @@ class Fallback(_Block):
 
 class Recipe(_Block):
     name: Annotated[str, Meta(min_length=1)]
+    signals: Signals = Signals()
+    projections: Projections = Projections()
     decisions: list[Decision] = field(default_factory=list)
-    strategy: Literal["priority"] = "priority"
+    strategy: Literal["priority", "confidence"] = "priority"
     fallback: Fallback | None = None
 
 
@@ -143,10 +158,26 @@ class Global(_Block):
     router: RouterSettings = RouterSettings()
 
 
+class Identity(_Block):
+    """Where a listener reads the caller's identity. Client headers count only when trusted."""
+
+    trust_headers: bool = False
+    user_header: str = "x-authz-user-id"
+    groups_header: str = "x-authz-user-groups"
+
+
+class Listener(_Block):
+    name: Annotated[str, Meta(min_length=1)]
+    address: str = "127.0.0.1"
+    port: Annotated[int, Meta(ge=0, le=65535)] = 8080
+    identity: Identity = Identity()
+
+
 class RouterConfig(_Block):
     """A whole v0.5 configuration document."""
 
     version: str
+    listeners: list[Listener] = field(default_factory=list)
     providers: Providers = Providers()
     recipes: list[Recipe] = field(default_factory=list)
     entrypoints: list[Entrypoint] = field(default_factory=list)

@@ -1,0 +1,321 @@
+"""Pure-Python references for the C kernels in vsr_fast._ext.
+
+Used only by the parity tests (tests/test_ext_*.py) and by bench/kernels.py;
+the router never imports this module. Each function is the plain, obviously
+correct version of a kernel with the same contract, written as the best honest
+pure-Python code for the job (regex and str methods where they are fastest,
+rank_bm25 itself for BM25), so the benchmark's ratios compare like with like.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+
+from rank_bm25 import BM25Okapi
+
+# ------------------------------------------------------------------ shared Unicode rules
+
+CJK_RANGES: tuple[tuple[int, int], ...] = (
+    (0x1100, 0x11FF),
+    (0x3005, 0x3007),
+    (0x3040, 0x30FF),
+    (0x3100, 0x312F),
+    (0x3130, 0x318F),
+    (0x31A0, 0x31BF),
+    (0x31F0, 0x31FF),
+    (0x3400, 0x4DBF),
+    (0x4E00, 0x9FFF),
+    (0xA960, 0xA97F),
+    (0xAC00, 0xD7FF),
+    (0xF900, 0xFAFF),
+    (0xFF66, 0xFFDC),
+    (0x1B000, 0x1B16F),
+    (0x20000, 0x323AF),
+)
+_CJK_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in CJK_RANGES)
+
+
+def is_cjk(ch: str) -> bool:
+    """ch lies in one of CJK_RANGES."""
+    cp = ord(ch)
+    return any(lo <= cp <= hi for lo, hi in CJK_RANGES)
+
+
+def fold_char(ch: str) -> str:
+    """The fold of one character: casefold() if one character, else lower() if one, else ch."""
+    folded = ch.casefold()
+    if len(folded) == 1:
+        return folded
+    lowered = ch.lower()
+    return lowered if len(lowered) == 1 else ch
+
+
+@functools.cache
+def _fold_tables() -> tuple[dict[int, str], re.Pattern[str]]:
+    """The fold of every character it changes, and a regex for the characters on
+    which str.lower() disagrees with it (plus Σ, which lower() reads in context)."""
+    table: dict[int, str] = {}
+    special = ["\u03a3"]
+    for cp in range(0x110000):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        ch = chr(cp)
+        if ch.lower() == ch and ch.casefold() == ch:
+            continue
+        folded = fold_char(ch)
+        if folded != ch:
+            table[cp] = folded
+        if folded != ch.lower():
+            special.append(ch)
+    return table, re.compile("[" + "".join(re.escape(ch) for ch in special) + "]")
+
+
+def fold_case(text: str) -> str:
+    """fold_char over the text; str.lower() when that gives the same, as it mostly does."""
+    if text.isascii():
+        return text.lower()
+    table, special = _fold_tables()
+    if special.search(text) is None:
+        return text.lower()
+    return text.translate(table)
+
+
+# ------------------------------------------------------------------ windows
+
+def _cont(data: bytes, i: int) -> bool:
+    return data[i] & 0xC0 == 0x80
+
+
+def byte_windows(data: bytes, size: int, overlap: int) -> list[tuple[int, int]]:
+    """[start, end) windows of at most `size` bytes cut at code-point boundaries."""
+    if size < 1 or not 0 <= overlap < size:
+        raise ValueError("need size >= 1 and 0 <= overlap < size")
+    n = len(data)
+    windows: list[tuple[int, int]] = []
+    start = 0
+    while n:
+        if n - start <= size:
+            end = n
+        else:
+            end = start + size
+            while end > start and _cont(data, end):
+                end -= 1
+            if end == start:  # one code point longer than size: a window of its own
+                end = start + 1
+                while end < n and _cont(data, end):
+                    end += 1
+        windows.append((start, end))
+        if end == n:
+            break
+        nxt = end - overlap
+        while nxt > start and _cont(data, nxt):
+            nxt -= 1
+        char_end = end + 1
+        while char_end < n and _cont(data, char_end):
+            char_end += 1
+        if nxt < char_end - size:  # the next window must hold the character at `end`
+            nxt = min(char_end - size, end)
+            while nxt < end and _cont(data, nxt):
+                nxt += 1
+        if nxt <= start:
+            nxt = start + 1
+            while nxt < end and _cont(data, nxt):
+                nxt += 1
+        start = nxt
+    return windows
+
+
+def _marker(tokens: int) -> bytes:
+    return b"[... %d tokens omitted ...]" % tokens
+
+
+def routing_view_offsets(data: bytes, budget_bytes: int, head_share: float = 0.25) -> tuple[int, int, int]:
+    """(head_end, tail_start, omitted_tokens) of the routing view."""
+    if budget_bytes < 64 or not 0.0 <= head_share <= 1.0:
+        raise ValueError("need budget_bytes >= 64 and 0 <= head_share <= 1")
+    n = len(data)
+    if n <= budget_bytes:
+        return n, n, 0
+    avail = budget_bytes - len(_marker(-(-n // 4)))
+    head = int(avail * head_share)
+    tail = n - (avail - head)
+    while head > 0 and _cont(data, head):
+        head -= 1
+    while tail < n and _cont(data, tail):
+        tail += 1
+    return head, tail, -(-(tail - head) // 4)
+
+
+def routing_view(data: bytes, budget_bytes: int, head_share: float = 0.25) -> bytes:
+    """Head and tail of data around the omission marker, within budget_bytes."""
+    head, tail, omitted = routing_view_offsets(data, budget_bytes, head_share)
+    if not omitted:
+        return data
+    return b"".join((data[:head], _marker(omitted), data[tail:]))
+
+
+# ------------------------------------------------------------------ BM25
+
+def tokenize(text: str) -> list[str]:
+    """Lowercase; runs of alphanumerics; each alphanumeric CJK character alone."""
+    tokens: list[str] = []
+    run: list[str] = []
+    for ch in text.lower():
+        if ch.isalnum() and not is_cjk(ch):
+            run.append(ch)
+            continue
+        if run:
+            tokens.append("".join(run))
+            run = []
+        if ch.isalnum():
+            tokens.append(ch)
+    if run:
+        tokens.append("".join(run))
+    return tokens
+
+
+class BM25Reference:
+    """rank_bm25.BM25Okapi behind the kernel's interface."""
+
+    def __init__(self, corpus: Sequence[Sequence[str]], k1: float = 1.5, b: float = 0.75,
+                 epsilon: float = 0.25) -> None:
+        self.okapi = BM25Okapi([list(doc) for doc in corpus], k1=k1, b=b, epsilon=epsilon)
+
+    def scores(self, query_tokens: Sequence[str]):
+        return self.okapi.get_scores(query_tokens)
+
+    def top_k(self, query_tokens: Sequence[str], k: int) -> list[tuple[int, float]]:
+        scores = self.scores(query_tokens)
+        order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
+        return [(i, float(scores[i])) for i in order]
+
+
+# ------------------------------------------------------------------ keywords
+
+@functools.cache
+def _keyword_regex(keyword: str, boundary: bool) -> re.Pattern[str]:
+    literal = re.escape(keyword)
+    if not boundary:
+        return re.compile(literal)
+    # Not next to a word character (\w), a CJK character excepted.
+    word = rf"[^\W{_CJK_CLASS}]"
+    return re.compile(rf"(?<!{word}){literal}(?!{word})")
+
+
+def count_keywords(text: str, keywords: Sequence[str], case_sensitive: bool = False) -> tuple[list[int], int]:
+    """Per-keyword counts of non-overlapping whole-word matches, and the total."""
+    folded = text if case_sensitive else fold_case(text)
+    counts = []
+    for keyword in keywords:
+        if not keyword:
+            raise ValueError("keywords must be non-empty")
+        pattern = keyword if case_sensitive else fold_case(keyword)
+        if pattern not in folded:  # the cheap test first: most keywords are absent
+            counts.append(0)
+            continue
+        boundary = not any(is_cjk(ch) for ch in keyword)
+        counts.append(len(_keyword_regex(pattern, boundary).findall(folded)))
+    return counts, sum(counts)
+
+
+def density(total_matches: int, text_len_chars: int) -> float:
+    """Matches per 1,000 characters; 0.0 for empty text."""
+    if total_matches < 0 or text_len_chars < 0:
+        raise ValueError("counts must be >= 0")
+    return total_matches * 1000.0 / text_len_chars if text_len_chars else 0.0
+
+
+_WORD = re.compile(f"(?:(?=[{_CJK_CLASS}])[^\\W_])|[^\\W_{_CJK_CLASS}]+")
+
+
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """[start, end) of each word: a run of alphanumerics, or one alphanumeric CJK character."""
+    return [m.span() for m in _WORD.finditer(text)]
+
+
+def _keyword_span(keyword: str) -> tuple[str, int]:
+    """A keyword's text from its first word's start to its last word's end, and its word count."""
+    spans = word_spans(keyword)
+    if not spans:
+        return "", 0
+    return keyword[spans[0][0]:spans[-1][1]], len(spans)
+
+
+def _text_spans(text: str, spans: list[tuple[int, int]], words: int) -> list[str]:
+    return [text[spans[i][0]:spans[i + words - 1][1]] for i in range(len(spans) - words + 1)]
+
+
+def trigrams(s: str) -> set[str]:
+    """The character trigrams of s; a string shorter than 3 is its own single gram."""
+    if len(s) < 3:
+        return {s} if s else set()
+    return {s[i:i + 3] for i in range(len(s) - 2)}
+
+
+def ngram_best(text: str, keywords: Sequence[str], case_sensitive: bool = False) -> list[float]:
+    """Each keyword's best Jaccard trigram similarity with a span of as many words."""
+    fold = (lambda s: s) if case_sensitive else fold_case
+    folded = fold(text)
+    spans = word_spans(folded)
+    span_grams: dict[int, list[set[str]]] = {}
+    best = []
+    for keyword in keywords:
+        kspan, words = _keyword_span(fold(keyword))
+        if words == 0:
+            best.append(0.0)
+            continue
+        if words not in span_grams:
+            span_grams[words] = [trigrams(s) for s in _text_spans(folded, spans, words)]
+        kgrams = trigrams(kspan)
+        best.append(max((len(kgrams & g) / len(kgrams | g) for g in span_grams[words]), default=0.0))
+    return best
+
+
+def ngram_match(text: str, keywords: Sequence[str], threshold: float,
+                case_sensitive: bool = False) -> list[tuple[int, float]]:
+    """[(keyword_index, similarity)] of keywords whose best similarity >= threshold."""
+    best = ngram_best(text, keywords, case_sensitive)
+    return [(k, s) for k, s in enumerate(best) if s >= threshold]
+
+
+def levenshtein(a: str, b: str) -> int:
+    """Edit distance in code points (insert, delete, substitute: cost 1 each)."""
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1]
+
+
+def fuzzy_distances(text: str, keywords: Sequence[str], max_distance: int,
+                    case_sensitive: bool = False) -> list[int]:
+    """Each keyword's least distance to a span of as many words if <= max_distance, else -1."""
+    fold = (lambda s: s) if case_sensitive else fold_case
+    folded = fold(text)
+    spans = word_spans(folded)
+    result = []
+    for keyword in keywords:
+        kspan, words = _keyword_span(fold(keyword))
+        best = -1
+        if words:
+            for span in _text_spans(folded, spans, words):
+                if abs(len(span) - len(kspan)) > max_distance:
+                    continue  # the distance is at least the difference in length
+                d = levenshtein(span, kspan)
+                if d <= max_distance and (best < 0 or d < best):
+                    best = d
+                    if d == 0:
+                        break
+        result.append(best)
+    return result
+
+
+def fuzzy_match(text: str, keywords: Sequence[str], max_distance: int,
+                case_sensitive: bool = False) -> list[tuple[int, int]]:
+    """[(keyword_index, distance)] of keywords within max_distance of some span."""
+    distances = fuzzy_distances(text, keywords, max_distance, case_sensitive)
+    return [(k, d) for k, d in enumerate(distances) if d >= 0]
