@@ -202,6 +202,7 @@ cdef class KeywordMatcher:
     cdef const int32_t* _kbytes
     cdef const int32_t* _kchars
     cdef const unsigned char* _boundary
+    cdef const unsigned char* _skip
 
     def __init__(self, keywords, *, bint case_sensitive=False):
         self.keywords = tuple(keywords)
@@ -225,9 +226,11 @@ cdef class KeywordMatcher:
         kbytes = np.asarray([len(p) for p in patterns] or [0], dtype=np.int32)
         kchars_arr = np.asarray(kchars or [0], dtype=np.int32)
         boundary_arr = np.asarray(boundary or [0], dtype=np.uint8)
+        skip = np.zeros(256, dtype=np.uint8)
+        skip[:0x80] = delta[rawclasses[:0x80]] == 0
         if out_ids.size == 0:
             out_ids = np.zeros(1, dtype=np.int32)
-        self._arrays = (classes, rawclasses, delta, out_off, out_ids, kbytes, kchars_arr, boundary_arr)
+        self._arrays = (classes, rawclasses, delta, out_off, out_ids, kbytes, kchars_arr, boundary_arr, skip)
         self._ncls = ncls
         self._out_row = <int32_t>(first_output * ncls)
         cdef const int32_t[::1] v
@@ -247,6 +250,8 @@ cdef class KeywordMatcher:
         self._kchars = &v[0]
         cdef const unsigned char[::1] b = boundary_arr
         self._boundary = &b[0]
+        b = skip
+        self._skip = &b[0]
 
     def counts(self, text):
         """Per-keyword match counts (int64 array, keyword order) and their total."""
@@ -302,7 +307,13 @@ cdef class KeywordMatcher:
                 if row >= out_row:
                     self._report(p, n, row, i, False, counts, last_end)
             return
+        cdef const unsigned char* skip = self._skip
         while i < n:
+            if row == 0:
+                while i < n and skip[p[i]]:
+                    i += 1
+                if i == n:
+                    break
             c = p[i]
             if c < 0x80:
                 row = delta[row + rawclasses[c]]

@@ -23,7 +23,7 @@ def base() -> dict:
             {"name": "fast", "backend_refs": [{"endpoint": "http://127.0.0.1:9/v1"}]},
             {"name": "smart", "backend_refs": [{"endpoint": "127.0.0.1:10"}]},
         ]},
-        "recipes": [{"name": "default", "decisions": [
+        "recipes": [{"name": "default", "signals": {"keywords": [{"name": "k", "keywords": ["kw"]}]}, "decisions": [
             {"name": "a", "modelRefs": [{"model": "fast"}]},
             {"name": "b", "priority": 5, "modelRefs": [{"model": "smart"}]},
             {"name": "c", "rules": {"operator": "OR", "conditions": [{"type": "keyword", "name": "k"}]},

@@ -55,6 +55,7 @@ class UnsupportedMedia(RequestError):
 
 class RoutingError(VsrError):
     status, code, type = 400, "routing_error", "invalid_request_error"
+    recipe: str | None = None   # the recipe that could not route it, for the response headers
 
 
 class ModelNotFound(RoutingError):

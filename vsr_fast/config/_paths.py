@@ -1,6 +1,6 @@
 """Turn msgspec's ``$.recipes[0].decisions[2]`` paths into the config's own form.
 
-Lists of named registries (recipes, provider models) are addressed by name, so
+Lists of named registries (recipes, provider models, signal rules) are addressed by name, so
 an error reads ``recipes[default].decisions[2].modelRefs[0].model``; every
 other list by index, as the author sees it in the file.
 """
@@ -34,7 +34,8 @@ def render(steps: list[str | int], raw: object) -> str:
         if isinstance(step, int):
             label: str | int = step
             item = node[step] if isinstance(node, list) and step < len(node) else None
-            if tuple(keys[-2:]) in NAMED_LISTS or tuple(keys[-1:]) in NAMED_LISTS:
+            named = tuple(keys[-2:]) in NAMED_LISTS or tuple(keys[-1:]) in NAMED_LISTS
+            if named or (len(keys) >= 2 and keys[-2] == "signals"):
                 if isinstance(item, dict) and isinstance(item.get("name"), str):
                     label = item["name"]
             parts.append(f"[{label}]")

@@ -15,6 +15,9 @@ from . import _paths
 from .checks import check
 from .schema import RouterConfig, convert
 
+if typing.TYPE_CHECKING:
+    from ..routing.plan import RoutingTable
+
 SCHEMA_VERSION = "v0.5"
 
 # Top-level sections of earlier schemas: refused with what replaced them (spec 5.11).
@@ -22,13 +25,27 @@ REMOVED_SECTIONS = {
     "routing": "the top-level routing block; its signals and decisions live in recipes[] in v0.5",
 }
 
+# Signal types of earlier schemas and what replaces each (spec 5.2, "Removed signal types").
+REMOVED_SIGNAL_TYPES = {
+    "classifiers": "a systemone choice question over the classifier's labels",
+    "preferences": "one systemone choice question among the preferences",
+    "embeddings": "a systemone yes/no question that quotes the rule's examples",
+    "kb": "a systemone set question over the knowledge base's labels",
+    "reasks": "turn_relation with labels: [reask]",
+    "topic_continuity": "turn_relation with labels: [continue, shift]",
+    "events": "keywords rules with operator: OR",
+    "structure": "keywords rules with a count or density predicate",
+    "actions": "one systemone choice question, action",
+}
+
 
 @dataclass(frozen=True)
 class Loaded:
-    """A configuration that loaded, with its warnings and the version hash for headers."""
+    """A configuration that loaded, compiled for routing, with its warnings and version hash."""
 
     config: RouterConfig
     version_hash: str
+    table: "RoutingTable"
     warnings: list[str] = field(default_factory=list)
 
 
@@ -68,7 +85,15 @@ def load_raw(raw: object, *, version_hash: str = "") -> Loaded:
     errors, warnings = check(config)
     if errors:
         raise ConfigError(errors)
-    return Loaded(config=config, version_hash=version_hash, warnings=warnings)
+    # Compiling the routing table runs the checks that need compiled signals.
+    from ..routing.plan import RoutingTable
+    from ..signals.base import CompileErrors
+
+    compile_errors = CompileErrors()
+    table = RoutingTable(config, compile_errors)
+    if compile_errors.lines:
+        raise ConfigError(compile_errors.lines)
+    return Loaded(config=config, version_hash=version_hash, table=table, warnings=warnings)
 
 
 def _precheck(raw: dict) -> list[str]:
@@ -84,6 +109,14 @@ def _precheck(raw: dict) -> list[str]:
     for key, what in REMOVED_SECTIONS.items():
         if key in raw:
             errors.append(f"{key}: removed_section: {what}")
+    for i, recipe in enumerate(raw.get("recipes") or []):
+        signals = recipe.get("signals") if isinstance(recipe, dict) else None
+        if not isinstance(signals, dict):
+            continue
+        name = recipe.get("name", i)
+        for key, what in REMOVED_SIGNAL_TYPES.items():
+            if key in signals:
+                errors.append(f"recipes[{name}].signals.{key}: removed_signal_type: {key} was removed; write {what}")
     return errors
 
 

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta, field
 
+from ..headers import registry as headers
 from .schema_base import Block
 from .signals import Predicate, Projections, Signals
 
@@ -162,8 +163,8 @@ class Identity(_Block):
     """Where a listener reads the caller's identity. Client headers count only when trusted."""
 
     trust_headers: bool = False
-    user_header: str = "x-authz-user-id"
-    groups_header: str = "x-authz-user-groups"
+    user_header: str = headers.AUTHZ_USER
+    groups_header: str = headers.AUTHZ_GROUPS
 
 
 class Listener(_Block):

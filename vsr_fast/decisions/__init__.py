@@ -1,4 +1,4 @@
-"""Decisions: condition trees over signals, and the recipe's strategy."""
+"""Decisions: condition trees over signals, projections, and the recipe's strategy."""
 from .engine import Chosen as Chosen
 from .engine import choose as choose
 from .engine import evaluate as evaluate

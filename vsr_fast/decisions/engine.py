@@ -6,38 +6,50 @@ logic, so an unknown leaf stays unknown until the root, where the decision's
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..config.schema import Decision, Recipe, RuleNode
 from ..errors import RoutingError
+from ..signals.registry import Readings
 
 Truth = bool | None
-SignalKey = tuple[str, str, str | None]   # (type, name, label)
-Lookup = Callable[[SignalKey], Truth]
 
 
-def evaluate(node: RuleNode, lookup: Lookup) -> Truth:
+def leaf_truth(node: RuleNode, readings: Readings) -> Truth:
+    """A leaf's value: its signal's match, or its predicate on the signal's number."""
+    outcome = readings.get(node.type or "", node.name or "")
+    if outcome is None or outcome.matched is None:
+        return None
+    predicate = node.predicate()
+    if predicate is None:
+        return outcome.matched
+    return None if outcome.value is None else predicate.holds(outcome.value)
+
+
+def evaluate(node: RuleNode, readings: Readings) -> Truth:
     """Three-valued value of a condition tree; an empty AND is true, an empty OR false."""
     if node.operator is None:
-        return lookup((node.type or "", node.name or "", node.label))
+        return leaf_truth(node, readings)
     if node.operator == "NOT":
-        value = evaluate(node.conditions[0], lookup)
+        value = evaluate(node.conditions[0], readings)
         return None if value is None else not value
-    results = (evaluate(child, lookup) for child in node.conditions)
-    if node.operator == "AND":
-        unknown = False
-        for r in results:
-            if r is False:
-                return False
-            unknown |= r is None
-        return None if unknown else True
+    decisive = node.operator == "OR"     # the child value that settles the node at once
     unknown = False
-    for r in results:
-        if r is True:
-            return True
+    for child in node.conditions:
+        r = evaluate(child, readings)
+        if r is decisive:
+            return decisive
         unknown |= r is None
-    return None if unknown else False
+    return None if unknown else not decisive
+
+
+def leaves(node: RuleNode):
+    """Every leaf of a condition tree."""
+    if node.operator is None:
+        yield node
+    else:
+        for child in node.conditions:
+            yield from leaves(child)
 
 
 class DecisionFailed(RoutingError):
@@ -54,34 +66,55 @@ def settle(decision: Decision, value: Truth) -> bool:
     if policy == "match":
         return True
     if policy == "fail_request":
-        raise DecisionFailed(
-            f"decision {decision.name!r} could not be resolved: a signal it reads is unknown"
-        )
+        raise DecisionFailed(f"decision {decision.name!r} could not be resolved: a signal it reads is unknown")
     return False
+
+
+def confidence(decision: Decision, readings: Readings) -> float:
+    """Mean confidence of the leaves that hold; 0 for a decision that holds by no leaf."""
+    values = [
+        outcome.confidence
+        for leaf in leaves(decision.rules)
+        if leaf_truth(leaf, readings) is True and (outcome := readings.get(leaf.type or "", leaf.name or ""))
+    ]
+    return sum(values) / len(values) if values else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One decision's result, for the preview and the trace."""
+
+    name: str
+    value: Truth
+    matched: bool
+    priority: int
+    confidence: float
 
 
 @dataclass(frozen=True, slots=True)
 class Chosen:
     decision: Decision | None
-    matched: tuple[str, ...]   # names of every matching decision, best first
+    verdicts: tuple[Verdict, ...]
+    why: str
 
 
-def choose(recipe: Recipe, lookup: Lookup) -> Chosen:
-    """The recipe's priority strategy: the highest priority matching decision; ties by order."""
-    matched = [d for d in _by_priority(recipe) if settle(d, evaluate(d.rules, lookup))]
-    return Chosen(matched[0] if matched else None, tuple(d.name for d in matched))
-
-
-def _by_priority(recipe: Recipe) -> list[Decision]:
-    # sorted() is stable, so equal priorities keep the file's order.
-    return sorted(recipe.decisions, key=lambda d: -d.priority)
-
-
-def no_signals(_: SignalKey) -> Truth:
-    """The lookup used before any signal layer exists: every signal is unknown."""
-    return None
-
-
-def lookup_from(values: Mapping[SignalKey, Truth]) -> Lookup:
-    """A lookup over a mapping; absent signals are unknown."""
-    return lambda key: values.get(key)
+def choose(recipe: Recipe, readings: Readings) -> Chosen:
+    """Evaluate every decision and pick one by the recipe's strategy."""
+    verdicts = []
+    for d in recipe.decisions:
+        value = evaluate(d.rules, readings)
+        matched = settle(d, value)
+        conf = confidence(d, readings) if matched and recipe.strategy == "confidence" else (1.0 if matched else 0.0)
+        verdicts.append(Verdict(d.name, value, matched, d.priority, conf))
+    order = {d.name: i for i, d in enumerate(recipe.decisions)}
+    candidates = [v for v in verdicts if v.matched]
+    if not candidates:
+        return Chosen(None, tuple(verdicts), "no decision matched")
+    if recipe.strategy == "confidence":
+        best = min(candidates, key=lambda v: (-v.confidence, -v.priority, order[v.name]))
+        why = f"highest confidence {best.confidence:.3g} of {len(candidates)} matching"
+    else:
+        best = min(candidates, key=lambda v: (-v.priority, order[v.name]))
+        why = f"highest priority {best.priority} of {len(candidates)} matching"
+    by_name = {d.name: d for d in recipe.decisions}
+    return Chosen(by_name[best.name], tuple(verdicts), why)

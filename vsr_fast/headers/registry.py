@@ -53,6 +53,8 @@ WARNINGS = _register("x-vsr-warnings", R, PUB, "headers", "RFC 8941 list of guar
 TRACE = _register("x-vsr-trace", R, DBG, "headers", "RFC 8941 dictionary of debug data, for allowed callers only.")
 DEBUG = _register("x-vsr-debug", Q, CTL, "headers", "Asks for x-vsr-trace.")
 SESSION_ID = _register("x-vsr-session-id", Q, CTL, "sessions", "Names the session.")
+AUTHZ_USER = _register("x-authz-user-id", Q, CTL, "role_bindings", "Caller's user id, read only from a trusted listener.", "identity")
+AUTHZ_GROUPS = _register("x-authz-user-groups", Q, CTL, "role_bindings", "Caller's groups (comma-separated), read only from a trusted listener.", "identity")
 REQUEST_ID = _register("x-request-id", Q, Surface.PUBLIC, "headers", "Request correlation id; reaches providers.")
 
 PUBLIC_SCHEMA = "3"

@@ -8,9 +8,11 @@ from ..protocol.errors import openai_error_body
 from .admin import make_admin
 from .asgi import Receive, Scope, Send, header, send_whole, shield_final
 from .chat import handle_chat
+from .preview import handle_preview
 from .state import AppState
 
 CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
+PREVIEW_PATH = "/api/v1/routing/preview"
 
 
 def make_app(state: AppState):
@@ -23,6 +25,8 @@ def make_app(state: AppState):
                 await handle_chat(state, scope, receive, send)
             else:
                 await _method_not_allowed(state, send)
+        elif scope["type"] == "http" and scope["path"] == PREVIEW_PATH and scope["method"] == "POST":
+            await handle_preview(state, scope, receive, send)
         elif scope["type"] == "http" and header(scope, b"connection") == b"close":
             await _until_response_ends(admin, scope, receive, send)
         else:

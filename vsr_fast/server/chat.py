@@ -9,18 +9,17 @@ from __future__ import annotations
 import logging
 import time
 
-import msgspec
 import trio
 
 from ..errors import VsrError
 from ..headers import registry as h
 from ..headers.public import public_headers
-from ..protocol.chat import REQUEST_DECODER
-from ..protocol.errors import decode_error, openai_error_body
+from ..protocol.errors import openai_error_body
 from ..protocol.rewrite import ModelRewriter
 from ..protocol.sse import EventCutter, error_event
 from ..upstream import Stream, Whole
 from .asgi import ClientGone, HeaderList, Receive, Scope, Send, DisconnectWatch, read_body, send_whole
+from .route import decode_chat, route_chat
 from .state import AppState
 
 log = logging.getLogger("vsr_fast.chat")
@@ -75,11 +74,8 @@ async def handle_chat(state: AppState, scope: Scope, receive: Receive, send: Sen
 
 async def _serve(state: AppState, ex: Exchange, scope: Scope, receive: Receive, send: Send) -> None:
     raw = await read_body(scope, receive, state.max_body_bytes)
-    try:
-        request = REQUEST_DECODER.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise decode_error(exc) from None
-    route = state.table.route(request.model)
+    request = decode_chat(raw)
+    route = route_chat(state.table, request, lambda: state.identity(scope))
     ex.recipe, ex.decision, ex.model = route.recipe, route.decision, route.candidates[0].name
     if route.fallback:
         ex.path = h.ResponsePath.FALLBACK
@@ -160,6 +156,7 @@ async def _relay(state: AppState, ex: Exchange, send: Send, stream: Stream) -> N
 
 async def _send_error(state: AppState, ex: Exchange, send: Send, exc: VsrError) -> None:
     ex.status = exc.status
+    ex.recipe = ex.recipe or getattr(exc, "recipe", None)
     ex.path = h.ResponsePath.ERROR
     headers = ex.headers(state)
     headers.append(_JSON)

@@ -5,8 +5,8 @@ from dataclasses import dataclass, field
 
 from ..config import Loaded
 from ..metrics import Metrics
-from ..routing import RoutingTable
 from ..upstream import Attempt, Dispatcher, Upstreams
+from .route import identity_reader
 
 
 @dataclass
@@ -17,7 +17,8 @@ class AppState:
     draining: bool = False
 
     def __post_init__(self) -> None:
-        self.table = RoutingTable(self.loaded.config)
+        self.table = self.loaded.table
+        self.identity = identity_reader(self.loaded.config)
         self.dispatcher = Dispatcher(self.upstreams, self._count_attempt)
         self.config_version = self.loaded.version_hash.encode()
         self.max_body_bytes = self.loaded.config.global_.router.limits.max_body_bytes

@@ -1,0 +1,145 @@
+"""End to end: a 12-decision heuristic recipe routes real requests; the preview agrees with every live route."""
+from __future__ import annotations
+
+import copy
+
+import httpx
+import openai
+import pytest
+import yaml
+
+from .procs import ROOT, router, write_config
+
+EXAMPLE = ROOT / "config" / "examples" / "heuristics.yaml"
+LONG = "Please summarise the following report. " + "The quarterly numbers were steady across regions. " * 200
+TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}]
+IMAGE = [{"type": "text", "text": "What is in this picture?"},
+         {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]
+
+
+def user(text):
+    return [{"role": "user", "content": text}]
+
+
+# (case id, messages, extra body fields, expected decision or None for the fallback, expected model)
+CASES = [
+    ("image", [{"role": "user", "content": IMAGE}], {}, "vision", "vision-model"),
+    ("long", user(LONG), {}, "long_context", "long-model"),
+    ("tools", user("What's the weather in Paris?"), {"tools": TOOLS}, "tools", "tool-model"),
+    ("urgent_code", user("URGENT: my python function crashes, please debug ASAP"), {}, "urgent_code", "premium-model"),
+    ("arithmetic", user("What is 12 * 34 and then 5+6"), {}, "math", "math-model"),
+    ("integral", user("Compute the integral of x squared"), {}, "math", "math-model"),
+    ("chinese", user("请帮我写一首关于秋天的诗，描写落叶和夕阳的景色。"), {}, "chinese", "zh-model"),
+    ("cjk_keyword", user("我的数据库很慢"), {}, "chinese", "zh-model"),
+    ("french", user("Bonjour, pouvez-vous me recommander un bon restaurant à Lyon pour ce soir ?"), {}, "french", "fr-model"),
+    ("code", user("Can you refactor this code for readability?"), {}, "code", "code-model"),
+    ("bm25", user("how do I speed up a sql query that joins two tables"), {}, "code", "code-model"),
+    ("fuzzy", user("my kubernets cluster keeps restarting pods"), {}, "code", "code-model"),
+    ("questions", user("Why is the sky blue? Why is grass green? Why is the sea salty?"), {}, "many_questions", "chat-model"),
+    ("dialogue", [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+                  {"role": "user", "content": "tell me a story"}, {"role": "assistant", "content": "once upon"},
+                  {"role": "user", "content": "and then what happened"}], {}, "long_dialogue", "chat-model"),
+    ("gold", user("Write a haiku about the sea"), {"metadata": {"tier": "gold"}}, "gold_calm", "premium-model"),
+    ("gold_urgent", user("urgent: write a haiku about the sea"), {"metadata": {"tier": "gold"}}, "urgent", "premium-model"),
+    ("fallback", user("Write a haiku about the sea"), {}, None, "default-model"),
+    ("emoji", user("🙂🙂🙂"), {}, None, "default-model"),
+]
+
+
+@pytest.fixture(scope="module")
+def heuristic_router(mock, tmp_path_factory):
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    for m in doc["providers"]["models"]:
+        m["backend_refs"] = [{"endpoint": f"{mock.url}/v1"}]
+    with router(write_config(doc, str(tmp_path_factory.mktemp("cfg")))) as proc:
+        yield proc
+
+
+@pytest.mark.parametrize("case, messages, extra, decision, model", CASES, ids=[c[0] for c in CASES])
+def test_live_route_and_preview_agree(heuristic_router, case, messages, extra, decision, model):
+    client = openai.OpenAI(base_url=f"{heuristic_router.url}/v1", api_key="x", max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(model="vsr/auto", messages=messages, **extra)
+    assert raw.parse().choices[0].message.content
+    assert raw.headers.get("x-vsr-selected-decision") == decision
+    assert raw.headers["x-vsr-selected-model"] == model
+    assert raw.headers["x-vsr-response-path"] == ("upstream" if decision else "fallback")
+
+    body = {"model": "vsr/auto", "messages": messages, **extra}
+    preview = httpx.post(f"{heuristic_router.url}/api/v1/routing/preview", json=body).json()
+    assert preview["decision"] == decision
+    assert preview["model"] == model
+    assert preview["recipe"] == "default"
+    assert preview["fallback"] is (decision is None)
+    matched = [d["name"] for d in preview["decisions"] if d["matched"]]
+    if decision:
+        assert decision in matched and preview["why"].startswith("highest priority")
+    else:
+        assert matched == [] and preview["why"] == "no decision matched"
+    assert preview["timings_us"]["routing"] > 0
+
+
+def test_preview_lists_signals_with_values_and_timings(heuristic_router):
+    body = {"model": "vsr/auto", "messages": user("Why? Why? Why? urgent")}
+    preview = httpx.post(f"{heuristic_router.url}/api/v1/routing/preview", json=body).json()
+    by_name = {(s["type"], s["name"]): s for s in preview["signals"]}
+    assert by_name[("keyword", "many_questions")]["matched"] is True
+    assert by_name[("keyword", "many_questions")]["value"] == 3.0
+    assert by_name[("keyword", "urgent")]["matched"] is True
+    assert by_name[("context", "long")]["matched"] is False
+    assert by_name[("language", "zh")]["matched"] in (False, None)
+    assert set(preview["timings_us"]["signals"]) >= {"keyword", "language", "context", "conversation"}
+
+
+def test_preview_reports_bad_bodies_like_the_hot_path(heuristic_router):
+    r = httpx.post(f"{heuristic_router.url}/api/v1/routing/preview", content=b'{"model": "x", "messages": 5}')
+    assert r.status_code == 400
+    assert r.json()["error"]["param"] == "messages"
+
+
+def test_provider_model_named_directly_in_preview(heuristic_router):
+    preview = httpx.post(f"{heuristic_router.url}/api/v1/routing/preview",
+                         json={"model": "code-model", "messages": user("hi")}).json()
+    assert preview["recipe"] is None and preview["decision"] is None and preview["model"] == "code-model"
+    assert preview["signals"] == []
+
+
+def test_no_fallback_means_routing_error(mock, tmp_path):
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    for m in doc["providers"]["models"]:
+        m["backend_refs"] = [{"endpoint": f"{mock.url}/v1"}]
+    del doc["recipes"][0]["fallback"]
+    with router(write_config(copy.deepcopy(doc), str(tmp_path))) as proc:
+        r = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": user("a haiku")})
+        assert r.status_code == 400
+        assert r.json()["error"]["code"] == "no_decision_matched"
+        assert r.headers["x-vsr-selected-recipe"] == "default"
+        p = httpx.post(f"{proc.url}/api/v1/routing/preview", json={"model": "vsr/auto", "messages": user("a haiku")})
+        assert p.status_code == 400 and p.json()["error"]["code"] == "no_decision_matched"
+
+
+def test_trusted_identity_routes_by_role(mock, tmp_path):
+    doc = {
+        "version": "v0.5",
+        "listeners": [{"name": "main", "identity": {"trust_headers": True}}],
+        "providers": {"models": [{"name": "admin-model", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
+                                 {"name": "user-model", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}]},
+        "recipes": [{"name": "default",
+                     "signals": {"role_bindings": [{"name": "admins", "role": "admin",
+                                                    "subjects": [{"kind": "Group", "name": "platform-admins"}]}]},
+                     "decisions": [{"name": "admin", "priority": 10,
+                                    "rules": {"operator": "AND", "conditions": [{"type": "authz", "name": "admins"}]},
+                                    "modelRefs": [{"model": "admin-model"}]}],
+                     "fallback": {"modelRefs": [{"model": "user-model"}]}}],
+    }
+    trusted = write_config(doc, str(tmp_path))
+    untrusted_doc = copy.deepcopy(doc)
+    untrusted_doc["listeners"][0]["identity"]["trust_headers"] = False
+    untrusted = write_config(untrusted_doc, str(tmp_path))
+    headers = {"x-authz-user-id": "alice", "x-authz-user-groups": "staff, platform-admins"}
+    body = {"model": "auto", "messages": user("hello")}
+    with router(trusted) as proc:
+        assert httpx.post(f"{proc.url}/v1/chat/completions", json=body, headers=headers).headers["x-vsr-selected-model"] == "admin-model"
+        assert httpx.post(f"{proc.url}/v1/chat/completions", json=body).headers["x-vsr-selected-model"] == "user-model"
+    with router(untrusted) as proc:
+        r = httpx.post(f"{proc.url}/v1/chat/completions", json=body, headers=headers)
+        assert r.headers["x-vsr-selected-model"] == "user-model", "client identity headers must be ignored"

@@ -1,0 +1,70 @@
+"""``role_bindings`` signals (condition type ``authz``): roles from trusted identity (spec 5.2).
+
+A binding matches when the caller, as the server's trusted authenticator
+named it in ``request.identity``, is one of its User subjects or belongs to
+one of its Group subjects. This family never reads headers, metadata or any
+other client-supplied field: identity arrives only through ``Identity``.
+
+Fail closed: an anonymous caller (``identity.user`` None, per ``Identity``)
+matches no binding, even if groups came with it, and the answer is a plain
+False, never unknown, so no ``on_unknown`` setting can turn it into a match.
+"""
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from ..config.signals import RoleBinding
+from .base import CanonicalRequest, CompileErrors, Identity, Outcome
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    role: str
+    users: frozenset[str]
+    groups: frozenset[str]
+
+    def answer(self, who: Identity) -> Outcome:
+        if who.user is None:
+            return Outcome(False, detail="anonymous caller")
+        if who.user in self.users:
+            return Outcome(True, detail=f"user {who.user} holds role {self.role}")
+        shared = self.groups.intersection(who.groups)
+        if shared:
+            return Outcome(True, detail=f"group {min(shared)} holds role {self.role}")
+        return Outcome(False, detail=f"user {who.user} does not hold role {self.role}")
+
+
+class AuthzFamily:
+    """The compiled ``role_bindings`` of one recipe."""
+
+    condition_type = "authz"
+
+    def __init__(self, rules: dict[str, _Compiled]) -> None:
+        self._rules = rules
+
+    def names(self) -> Collection[str]:
+        return self._rules.keys()
+
+    def evaluate(self, request: CanonicalRequest, names: Collection[str]) -> dict[str, Outcome]:
+        who = request.identity
+        return {name: self._rules[name].answer(who) for name in names}
+
+
+def compile(rules: list[RoleBinding], path: str, errors: CompileErrors) -> AuthzFamily:
+    """Compile ``rules``; the schema already refuses empty names and subject lists."""
+    compiled: dict[str, _Compiled] = {}
+    for rule in rules:
+        if rule.name in compiled:
+            errors.add(f"{path}[{rule.name}].name", "duplicate_name",
+                       f"role binding {rule.name!r} is declared more than once")
+            continue
+        compiled[rule.name] = _Compiled(
+            rule.role,
+            frozenset(s.name for s in rule.subjects if s.kind == "User"),
+            frozenset(s.name for s in rule.subjects if s.kind == "Group"),
+        )
+    return AuthzFamily(compiled)
+
+
+__all__ = ["AuthzFamily", "compile"]
