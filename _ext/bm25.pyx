@@ -17,6 +17,8 @@ import numpy as np
 
 from _text cimport VSR_CJK_FLAT, VSR_CJK_NRANGES
 
+__all__ = ["CJK_RANGES", "BM25Index", "tokenize"]
+
 CJK_RANGES = tuple(
     (<Py_ssize_t>VSR_CJK_FLAT[2 * r], <Py_ssize_t>VSR_CJK_FLAT[2 * r + 1])
     for r in range(VSR_CJK_NRANGES)

@@ -36,6 +36,18 @@ from _text cimport (
     utf8_prev,
 )
 
+__all__ = [
+    "CJK_RANGES",
+    "FuzzyMatcher",
+    "KeywordMatcher",
+    "NgramMatcher",
+    "count_keywords",
+    "density",
+    "fold_case",
+    "fuzzy_match",
+    "ngram_match",
+]
+
 CJK_RANGES = tuple(
     (<Py_ssize_t>VSR_CJK_FLAT[2 * r], <Py_ssize_t>VSR_CJK_FLAT[2 * r + 1])
     for r in range(VSR_CJK_NRANGES)
@@ -202,7 +214,6 @@ cdef class KeywordMatcher:
     cdef const int32_t* _kbytes
     cdef const int32_t* _kchars
     cdef const unsigned char* _boundary
-    cdef const unsigned char* _skip
 
     def __init__(self, keywords, *, bint case_sensitive=False):
         self.keywords = tuple(keywords)
@@ -212,8 +223,10 @@ cdef class KeywordMatcher:
         kchars = []
         boundary = []
         for keyword in self.keywords:
-            if not isinstance(keyword, str) or not keyword:
-                raise ValueError(f"keywords must be non-empty str, got {keyword!r}")
+            if not isinstance(keyword, str):
+                raise TypeError(f"keywords must be str, got {keyword!r}")
+            if not keyword:
+                raise ValueError("keywords must be non-empty")
             folded = keyword if case_sensitive else fold_case(keyword)
             patterns.append(folded.encode())
             kchars.append(len(folded))
@@ -226,11 +239,9 @@ cdef class KeywordMatcher:
         kbytes = np.asarray([len(p) for p in patterns] or [0], dtype=np.int32)
         kchars_arr = np.asarray(kchars or [0], dtype=np.int32)
         boundary_arr = np.asarray(boundary or [0], dtype=np.uint8)
-        skip = np.zeros(256, dtype=np.uint8)
-        skip[:0x80] = delta[rawclasses[:0x80]] == 0
         if out_ids.size == 0:
             out_ids = np.zeros(1, dtype=np.int32)
-        self._arrays = (classes, rawclasses, delta, out_off, out_ids, kbytes, kchars_arr, boundary_arr, skip)
+        self._arrays = (classes, rawclasses, delta, out_off, out_ids, kbytes, kchars_arr, boundary_arr)
         self._ncls = ncls
         self._out_row = <int32_t>(first_output * ncls)
         cdef const int32_t[::1] v
@@ -250,8 +261,6 @@ cdef class KeywordMatcher:
         self._kchars = &v[0]
         cdef const unsigned char[::1] b = boundary_arr
         self._boundary = &b[0]
-        b = skip
-        self._skip = &b[0]
 
     def counts(self, text):
         """Per-keyword match counts (int64 array, keyword order) and their total."""
@@ -307,13 +316,7 @@ cdef class KeywordMatcher:
                 if row >= out_row:
                     self._report(p, n, row, i, False, counts, last_end)
             return
-        cdef const unsigned char* skip = self._skip
         while i < n:
-            if row == 0:
-                while i < n and skip[p[i]]:
-                    i += 1
-                if i == n:
-                    break
             c = p[i]
             if c < 0x80:
                 row = delta[row + rawclasses[c]]

@@ -16,6 +16,16 @@ import numpy as np
 
 from _text cimport is_cont
 
+__all__ = [
+    "BYTES_PER_TOKEN",
+    "OMISSION_PREFIX",
+    "OMISSION_SUFFIX",
+    "ROUTING_VIEW_MIN_BYTES",
+    "byte_windows",
+    "routing_view",
+    "routing_view_offsets",
+]
+
 # The marker's text is the spec's: "[... 41000 tokens omitted ...]".
 OMISSION_PREFIX = b"[... "
 OMISSION_SUFFIX = b" tokens omitted ...]"
@@ -88,7 +98,7 @@ cdef Py_ssize_t _walk(const unsigned char* p, Py_ssize_t n, Py_ssize_t size,
         start = nxt
 
 
-def byte_windows(const unsigned char[::1] data, Py_ssize_t size, Py_ssize_t overlap):
+def byte_windows(const unsigned char[::1] data not None, Py_ssize_t size, Py_ssize_t overlap):
     """Split UTF-8 bytes into windows of at most `size` bytes, cut at code-point boundaries.
 
     Returns an int64 array of shape (n, 2) of [start, end) byte offsets; see windows.pyi.
@@ -153,7 +163,7 @@ cdef _check_view_args(Py_ssize_t budget_bytes, double head_share):
         raise ValueError(f"head_share must be in [0, 1], got {head_share}")
 
 
-def routing_view_offsets(const unsigned char[::1] data, Py_ssize_t budget_bytes,
+def routing_view_offsets(const unsigned char[::1] data not None, Py_ssize_t budget_bytes,
                          double head_share=0.25):
     """Return (head_end, tail_start, omitted_tokens) of the routing view of `data`.
 

@@ -99,11 +99,12 @@ def bm25_row(rng: random.Random) -> Row:
     vocab = [f"term{i}" for i in range(2000)]
     weights = [1 / (i + 1) for i in range(len(vocab))]
     corpus = [rng.choices(vocab, weights, k=rng.randint(5, 40)) for _ in range(1000)]
-    query = rng.choices(vocab[:300], k=6)
+    # 2 very common terms (in most documents), 3 common ones, 3 Zipf draws (mostly rare).
+    query = rng.choices(vocab[:10], k=2) + rng.choices(vocab[:100], k=3) + rng.choices(vocab, weights, k=3)
     index = bm25.BM25Index(corpus)
     okapi = ref.BM25Reference(corpus).okapi
     return compare(
-        "bm25", "1 query (6 tokens) × 1,000 docs vs rank-bm25",
+        "bm25", "1 query (8 tokens) × 1,000 docs vs rank-bm25",
         lambda: index.scores(query), lambda: okapi.get_scores(query),
         lambda a, b: np.allclose(a, b, rtol=0, atol=1e-9), goal=50,
     )

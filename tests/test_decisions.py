@@ -174,7 +174,7 @@ LOAD_CASES = [
     (base_doc(signals={"keywords": [{"name": "n", "keywords": ["a", " "]}]}),
      ["recipes[default].signals.keywords[n].keywords[1]: invalid_value: an empty keyword matches nothing"]),
     (base_doc(signals={"keywords": [{"name": "n", "keywords": ["a"]}, {"name": "n", "keywords": ["b"]}]}),
-     ["recipes[default].signals.keywords[n]: duplicate_name: keyword rule 'n' is declared more than once"]),
+     ["recipes[default].signals.keywords[n].name: duplicate_name: keywords rule 'n' is declared more than once"]),
     (base_doc(signals={"keywords": [{"name": "n", "keywords": ["a"], "methd": "regex"}]}),
      ["recipes[default].signals.keywords[n].methd: unknown_field: not a field of this block"]),
     (base_doc(signals={"structure": [{"name": "x"}]}),

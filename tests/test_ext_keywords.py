@@ -125,8 +125,10 @@ def test_invalid_utf8_bytes_do_not_break_the_scan():
 def test_rejects_bad_keywords_and_text():
     with pytest.raises(ValueError):
         kw.KeywordMatcher(["ok", ""])
-    with pytest.raises(ValueError):
+    with pytest.raises(TypeError):
         kw.KeywordMatcher([b"bytes"])
+    with pytest.raises(TypeError):
+        kw.NgramMatcher([b"bytes"], 0.5)
     with pytest.raises(TypeError):
         kw.KeywordMatcher(["ok"]).counts(42)
 

@@ -310,7 +310,8 @@ def test_context_counts_every_role_and_skips_media(contexts):
 
 
 @pytest.mark.parametrize(("rule", "detail"), [
-    ("medium", "2400 tokens not in [1000, 16000]"),
+    ("short", "2400 tokens not in [0, 999]"),
+    ("medium", "2400 tokens in [1000, 16000]"),
     ("long", "2400 tokens not in [200000, inf)"),
     ("anything", "2400 tokens in [0, inf)"),
 ])
@@ -544,7 +545,7 @@ def test_authz_family_shape_and_duplicates(bindings):
     assert set(bindings.names()) == {"admins", "staff", "kind_matters"}
     _, errors = compiled(authz, RoleBinding, "role_bindings", [BINDINGS[0], BINDINGS[1], BINDINGS[0]])
     assert errors.lines == [
-        f"{P}.role_bindings[admins].name: duplicate_name: role binding 'admins' is declared more than once"]
+        f"{P}.role_bindings[admins].name: duplicate_name: role_bindings rule 'admins' is declared more than once"]
 
 
 # --- metadata -----------------------------------------------------------------------
@@ -595,11 +596,14 @@ def test_metadata_table(metadatas, meta, rule, matched, detail):
 
 
 def test_metadata_from_chat_json(metadatas):
-    present = chat({"messages": [{"role": "user", "content": "x"}], "metadata": {"tier": "gold", "region": "eu-central-2"}})
-    absent = chat({"messages": [{"role": "user", "content": "x"}]})
+    message = {"role": "user", "content": "x"}
+    present = chat({"messages": [message], "metadata": {"tier": "gold", "region": "eu-central-2"}})
+    absent = chat({"messages": [message]})
     names = ["gold", "not_free", "paid", "has_tier", "no_tier", "eu"]
-    assert [o.matched for o in metadatas.evaluate(present, names).values()] == [True, True, True, True, False, True]
-    assert [o.matched for o in metadatas.evaluate(absent, names).values()] == [False, True, False, False, True, False]
+    outcomes = metadatas.evaluate(present, names)
+    assert [outcomes[n].matched for n in names] == [True, True, True, True, False, True]
+    outcomes = metadatas.evaluate(absent, names)
+    assert [outcomes[n].matched for n in names] == [False, True, False, False, True, False]
     assert metadatas.condition_type == "metadata"
     assert set(metadatas.names()) == {r["name"] for r in METADATA_RULES}
 
@@ -661,7 +665,7 @@ def _file(**file: str) -> FilePart:
     (_parts(AUDIO), {"audio"}),
     (_parts(TextPart(text="transcribe"), AUDIO, IMAGE), {"text", "audio", "image"}),
     (_parts(_file(mime_type="video/mp4")), {"video"}),
-    (_parts(_file(filename="clip.MOV".lower())), {"video"}),
+    (_parts(_file(filename="clip.mov")), {"video"}),
     (_parts(_file(filename="scan.png")), {"image"}),
     (_parts(_file(filename="report.pdf")), set()),                      # a file, none of the four media
     (CanonicalRequest([Message(role="system", content="be brief"), Message(role="user", content=[IMAGE])]),

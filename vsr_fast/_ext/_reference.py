@@ -195,13 +195,16 @@ class BM25Reference:
 # ------------------------------------------------------------------ keywords
 
 @functools.cache
-def _keyword_regex(keyword: str, boundary: bool) -> re.Pattern[str]:
+def _keyword_regex(keyword: str) -> re.Pattern[str]:
+    """keyword, not next to a word character (\\w, a CJK character excepted).
+
+    The literal comes first and the look-behind after it, "(?<!W kw)", not
+    "(?<!W)kw": a pattern that starts with a literal lets re search for it
+    directly, over ten times faster on 32 KB.
+    """
     literal = re.escape(keyword)
-    if not boundary:
-        return re.compile(literal)
-    # Not next to a word character (\w), a CJK character excepted.
     word = rf"[^\W{_CJK_CLASS}]"
-    return re.compile(rf"(?<!{word}){literal}(?!{word})")
+    return re.compile(rf"{literal}(?<!{word}{literal})(?!{word})")
 
 
 def count_keywords(text: str, keywords: Sequence[str], case_sensitive: bool = False) -> tuple[list[int], int]:
@@ -215,8 +218,10 @@ def count_keywords(text: str, keywords: Sequence[str], case_sensitive: bool = Fa
         if pattern not in folded:  # the cheap test first: most keywords are absent
             counts.append(0)
             continue
-        boundary = not any(is_cjk(ch) for ch in keyword)
-        counts.append(len(_keyword_regex(pattern, boundary).findall(folded)))
+        if any(is_cjk(ch) for ch in keyword):  # no boundary check: str.count's own rule
+            counts.append(folded.count(pattern))
+        else:
+            counts.append(len(_keyword_regex(pattern).findall(folded)))
     return counts, sum(counts)
 
 

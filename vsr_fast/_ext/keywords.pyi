@@ -39,7 +39,7 @@ class KeywordMatcher:
     keywords: Final[tuple[str, ...]]
     case_sensitive: Final[bool]
     def __init__(self, keywords: Iterable[str], *, case_sensitive: bool = False) -> None:
-        """Raises ValueError for an empty or non-str keyword."""
+        """Raises ValueError for an empty keyword, TypeError for a non-str one."""
     def counts(self, text: str | bytes) -> tuple[npt.NDArray[np.int64], int]:
         """(per-keyword counts in keyword order, total)."""
     def density(self, text: str | bytes) -> float:

@@ -15,7 +15,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from ..config.signals import RoleBinding
-from .base import CanonicalRequest, CompileErrors, Identity, Outcome
+from .base import CanonicalRequest, CompileErrors, Identity, Outcome, RuleFamily, compile_each
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,16 +35,10 @@ class _Compiled:
         return Outcome(False, detail=f"user {who.user} does not hold role {self.role}")
 
 
-class AuthzFamily:
+class AuthzFamily(RuleFamily):
     """The compiled ``role_bindings`` of one recipe."""
 
     condition_type = "authz"
-
-    def __init__(self, rules: dict[str, _Compiled]) -> None:
-        self._rules = rules
-
-    def names(self) -> Collection[str]:
-        return self._rules.keys()
 
     def evaluate(self, request: CanonicalRequest, names: Collection[str]) -> dict[str, Outcome]:
         who = request.identity
@@ -53,18 +47,11 @@ class AuthzFamily:
 
 def compile(rules: list[RoleBinding], path: str, errors: CompileErrors) -> AuthzFamily:
     """Compile ``rules``; the schema already refuses empty names and subject lists."""
-    compiled: dict[str, _Compiled] = {}
-    for rule in rules:
-        if rule.name in compiled:
-            errors.add(f"{path}[{rule.name}].name", "duplicate_name",
-                       f"role binding {rule.name!r} is declared more than once")
-            continue
-        compiled[rule.name] = _Compiled(
-            rule.role,
-            frozenset(s.name for s in rule.subjects if s.kind == "User"),
-            frozenset(s.name for s in rule.subjects if s.kind == "Group"),
-        )
-    return AuthzFamily(compiled)
+    return AuthzFamily(compile_each(rules, path, errors, lambda rule, _path, _errors: _Compiled(
+        rule.role,
+        frozenset(s.name for s in rule.subjects if s.kind == "User"),
+        frozenset(s.name for s in rule.subjects if s.kind == "Group"),
+    )))
 
 
 __all__ = ["AuthzFamily", "compile"]

@@ -98,7 +98,7 @@ class CanonicalRequest:
 
 
 def _file_medium(part: FilePart) -> str:
-    mime = str(part.file.get("mime_type") or part.file.get("filename") or "")
+    mime = str(part.file.get("mime_type") or part.file.get("filename") or "").lower()
     for medium, marks in (("video", ("video/", ".mp4", ".mov", ".webm")), ("audio", ("audio/", ".mp3", ".wav")),
                           ("image", ("image/", ".png", ".jpg", ".jpeg", ".gif", ".webp"))):
         if any(mark in mime for mark in marks):
@@ -128,3 +128,32 @@ class CompileErrors:
 
     def add(self, path: str, code: str, message: str) -> None:
         self.lines.append(f"{path}: {code}: {message}")
+
+
+class RuleFamily:
+    """Base of the compiled families: rule name -> that rule's compiled form.
+
+    A rule that failed to load is kept as None, so conditions naming it are not
+    also reported as undeclared; the load fails on its own error anyway.
+    """
+
+    condition_type: str = ""
+
+    def __init__(self, rules: dict) -> None:
+        self._rules = rules
+
+    def names(self) -> Collection[str]:
+        return self._rules.keys()
+
+
+def compile_each(rules: list, path: str, errors: CompileErrors, compile_one) -> dict:
+    """``{name: compile_one(rule, rule_path, errors)}``; a repeated name is a load error."""
+    compiled: dict = {}
+    for rule in rules:
+        rule_path = f"{path}[{rule.name}]"
+        if rule.name in compiled:
+            kind = path.rsplit(".", 1)[-1]
+            errors.add(f"{rule_path}.name", "duplicate_name", f"{kind} rule {rule.name!r} is declared more than once")
+            continue
+        compiled[rule.name] = compile_one(rule, rule_path, errors)
+    return compiled

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from ..config.signals import ContextRule, TokenCount
-from .base import CanonicalRequest, CompileErrors, Outcome
+from .base import CanonicalRequest, CompileErrors, Outcome, RuleFamily, compile_each
 
 BYTES_PER_TOKEN = 4
 
@@ -51,16 +51,10 @@ class _Compiled:
         return f"[{self.low}, {'inf)' if self.high is None else f'{self.high}]'}"
 
 
-class ContextFamily:
+class ContextFamily(RuleFamily):
     """The compiled ``context`` rules of one recipe."""
 
     condition_type = "context"
-
-    def __init__(self, rules: dict[str, _Compiled | None]) -> None:
-        self._rules = rules
-
-    def names(self) -> Collection[str]:
-        return self._rules.keys()
 
     def evaluate(self, request: CanonicalRequest, names: Collection[str]) -> dict[str, Outcome]:
         if not names:
@@ -78,15 +72,7 @@ def _answer(rule: _Compiled | None, tokens: int) -> Outcome:
 
 def compile(rules: list[ContextRule], path: str, errors: CompileErrors) -> ContextFamily:
     """Check and compile ``rules``; problems go to ``errors``, never raised."""
-    compiled: dict[str, _Compiled | None] = {}
-    for rule in rules:
-        rule_path = f"{path}[{rule.name}]"
-        if rule.name in compiled:
-            errors.add(f"{rule_path}.name", "duplicate_name",
-                       f"context rule {rule.name!r} is declared more than once")
-            continue
-        compiled[rule.name] = _compile_rule(rule, rule_path, errors)
-    return ContextFamily(compiled)
+    return ContextFamily(compile_each(rules, path, errors, _compile_rule))
 
 
 def _compile_rule(rule: ContextRule, rule_path: str, errors: CompileErrors) -> _Compiled | None:

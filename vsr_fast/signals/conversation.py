@@ -11,7 +11,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from ..config.signals import ConversationRule, ConversationSource, Predicate
-from .base import CanonicalRequest, CompileErrors, Outcome
+from .base import CanonicalRequest, CompileErrors, Outcome, RuleFamily, compile_each
 
 # The legacy Chat Completions role "function" carries a function's result: the
 # old spelling of a tool result, so it counts as one.
@@ -70,16 +70,10 @@ class _Compiled:
         return Outcome(hit, value=n, detail=f"{n} {self.noun}, {'' if hit else 'not '}{self.bounds}")
 
 
-class ConversationFamily:
+class ConversationFamily(RuleFamily):
     """The compiled ``conversation`` rules of one recipe."""
 
     condition_type = "conversation"
-
-    def __init__(self, rules: dict[str, _Compiled | None]) -> None:
-        self._rules = rules
-
-    def names(self) -> Collection[str]:
-        return self._rules.keys()
 
     def evaluate(self, request: CanonicalRequest, names: Collection[str]) -> dict[str, Outcome]:
         if not names:
@@ -96,15 +90,7 @@ def _answer(rule: _Compiled | None, tally: Tally) -> Outcome:
 
 def compile(rules: list[ConversationRule], path: str, errors: CompileErrors) -> ConversationFamily:
     """Check and compile ``rules``; problems go to ``errors``, never raised."""
-    compiled: dict[str, _Compiled | None] = {}
-    for rule in rules:
-        rule_path = f"{path}[{rule.name}]"
-        if rule.name in compiled:
-            errors.add(f"{rule_path}.name", "duplicate_name",
-                       f"conversation rule {rule.name!r} is declared more than once")
-            continue
-        compiled[rule.name] = _compile_rule(rule, rule_path, errors)
-    return ConversationFamily(compiled)
+    return ConversationFamily(compile_each(rules, path, errors, _compile_rule))
 
 
 def _compile_rule(rule: ConversationRule, rule_path: str, errors: CompileErrors) -> _Compiled | None:

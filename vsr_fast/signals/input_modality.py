@@ -8,19 +8,13 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from ..config.signals import InputModalityRule
-from .base import CanonicalRequest, CompileErrors, Outcome
+from .base import CanonicalRequest, CompileErrors, Outcome, RuleFamily, compile_each
 
 
-class InputModalityFamily:
+class InputModalityFamily(RuleFamily):
     """The compiled ``input_modality`` rules of one recipe: rule name -> medium."""
 
     condition_type = "input_modality"
-
-    def __init__(self, rules: dict[str, str]) -> None:
-        self._rules = rules
-
-    def names(self) -> Collection[str]:
-        return self._rules.keys()
 
     def evaluate(self, request: CanonicalRequest, names: Collection[str]) -> dict[str, Outcome]:
         if not names:
@@ -37,14 +31,7 @@ def _answer(medium: str, carried: frozenset[str], listed: str) -> Outcome:
 
 def compile(rules: list[InputModalityRule], path: str, errors: CompileErrors) -> InputModalityFamily:
     """Compile ``rules``; the schema already limits ``modality`` to the four media."""
-    compiled: dict[str, str] = {}
-    for rule in rules:
-        if rule.name in compiled:
-            errors.add(f"{path}[{rule.name}].name", "duplicate_name",
-                       f"input_modality rule {rule.name!r} is declared more than once")
-            continue
-        compiled[rule.name] = rule.modality
-    return InputModalityFamily(compiled)
+    return InputModalityFamily(compile_each(rules, path, errors, lambda rule, _path, _errors: rule.modality))
 
 
 __all__ = ["InputModalityFamily", "compile"]

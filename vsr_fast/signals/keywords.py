@@ -21,7 +21,7 @@ import numpy as np
 from .._ext import bm25 as _bm25
 from .._ext import keywords as _kw
 from ..config.signals import KeywordRule
-from .base import CanonicalRequest, CompileErrors, Outcome
+from .base import CanonicalRequest, CompileErrors, Outcome, RuleFamily, compile_each
 
 CONDITION_TYPE = "keyword"
 
@@ -124,21 +124,17 @@ class _Fuzzy(_Rule):
                        detail=", ".join(near[:5]) or "nothing within distance")
 
 
-class KeywordFamily:
+class KeywordFamily(RuleFamily):
     condition_type = CONDITION_TYPE
-
-    def __init__(self, rules: dict[str, _Rule]) -> None:
-        self._rules = rules
-
-    def names(self) -> Collection[str]:
-        return self._rules.keys()
 
     def evaluate(self, request: CanonicalRequest, names: Collection[str]) -> dict[str, Outcome]:
         out = {}
         with_history: str | None = None
         for name in names:
             compiled = self._rules[name]
-            if compiled.rule.include_history:
+            if compiled is None:
+                out[name] = Outcome(None, confidence=0.0, detail="rule failed to load")
+            elif compiled.rule.include_history:
                 if with_history is None:
                     with_history = "\n".join([*request.history, request.text])
                 out[name] = compiled.outcome(with_history)
@@ -149,18 +145,11 @@ class KeywordFamily:
 
 def compile(rules: list[KeywordRule], path: str, errors: CompileErrors) -> KeywordFamily:
     """Compile every rule; invalid regexes and forms the method cannot use are load errors."""
-    compiled: dict[str, _Rule] = {}
-    for rule in rules:
-        where = f"{path}[{rule.name}]"
-        if rule.name in compiled:
-            errors.add(where, "duplicate_name", f"keyword rule {rule.name!r} is declared more than once")
-            continue
-        if not _check(rule, where, errors):
-            continue
-        made = _make(rule, where, errors)
-        if made is not None:
-            compiled[rule.name] = made
-    return KeywordFamily(compiled)
+    return KeywordFamily(compile_each(rules, path, errors, _compile_rule))
+
+
+def _compile_rule(rule: KeywordRule, where: str, errors: CompileErrors) -> _Rule | None:
+    return _make(rule, where, errors) if _check(rule, where, errors) else None
 
 
 def _check(rule: KeywordRule, where: str, errors: CompileErrors) -> bool:

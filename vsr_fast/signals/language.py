@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from py3langid import langid
 
 from ..config.signals import LanguageRule
-from .base import CanonicalRequest, CompileErrors, Outcome
+from .base import CanonicalRequest, CompileErrors, Outcome, RuleFamily, compile_each
 
 # Only the head of the turn is classified. The cost is linear in the bytes the
 # model walks (~0.1 ms a KB, ~0.1 s for a 1 MB paste), while a few KB already
@@ -40,10 +40,7 @@ def _identifier() -> langid.LanguageIdentifier:
     that mutates it. Loaded at compile rather than import so that a process with
     no language rules never pays for it.
     """
-    ident = langid.LanguageIdentifier
-    if hasattr(ident, "from_model_file"):           # py3langid 0.4
-        return ident.from_model_file(langid.MODEL_FILE, norm_probs=True)
-    return ident.from_pickled_model(langid.MODEL_FILE, norm_probs=True)  # py3langid 0.3
+    return langid.LanguageIdentifier.from_model_file(langid.MODEL_FILE, norm_probs=True)
 
 
 def known_codes() -> frozenset[str]:
@@ -95,16 +92,10 @@ class _Compiled:
     min_confidence: float
 
 
-class LanguageFamily:
+class LanguageFamily(RuleFamily):
     """The compiled ``language`` rules of one recipe."""
 
     condition_type = "language"
-
-    def __init__(self, rules: dict[str, _Compiled | None]) -> None:
-        self._rules = rules
-
-    def names(self) -> Collection[str]:
-        return self._rules.keys()
 
     def evaluate(self, request: CanonicalRequest, names: Collection[str]) -> dict[str, Outcome]:
         if not names:
@@ -126,16 +117,8 @@ def _answer(rule: _Compiled | None, found: Detection) -> Outcome:
 
 def compile(rules: list[LanguageRule], path: str, errors: CompileErrors) -> LanguageFamily:
     """Check and compile ``rules``; problems go to ``errors``, never raised."""
-    compiled: dict[str, _Compiled | None] = {}
     known = known_codes() if rules else frozenset()
-    for rule in rules:
-        rule_path = f"{path}[{rule.name}]"
-        if rule.name in compiled:
-            errors.add(f"{rule_path}.name", "duplicate_name",
-                       f"language rule {rule.name!r} is declared more than once")
-            continue
-        compiled[rule.name] = _compile_rule(rule, rule_path, known, errors)
-    return LanguageFamily(compiled)
+    return LanguageFamily(compile_each(rules, path, errors, lambda r, p, e: _compile_rule(r, p, known, e)))
 
 
 def _compile_rule(rule: LanguageRule, rule_path: str, known: frozenset[str],

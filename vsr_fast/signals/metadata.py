@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from ..config.signals import MetadataPredicate, MetadataRule
-from .base import CanonicalRequest, CompileErrors, Outcome
+from .base import CanonicalRequest, CompileErrors, Outcome, RuleFamily, compile_each
 
 # The predicate fields, by their config names ("in" is ``in_`` in Python).
 _FIELDS = (("equals", "equals"), ("not_equals", "not_equals"), ("in", "in_"),
@@ -40,16 +40,10 @@ class _Compiled:
         return Outcome(hit, detail=f"{self.key}={shown!r}, {self.says} {_VERDICT[hit]}")
 
 
-class MetadataFamily:
+class MetadataFamily(RuleFamily):
     """The compiled ``metadata`` rules of one recipe."""
 
     condition_type = "metadata"
-
-    def __init__(self, rules: dict[str, _Compiled | None]) -> None:
-        self._rules = rules
-
-    def names(self) -> Collection[str]:
-        return self._rules.keys()
 
     def evaluate(self, request: CanonicalRequest, names: Collection[str]) -> dict[str, Outcome]:
         metadata = request.metadata
@@ -64,15 +58,7 @@ def _answer(rule: _Compiled | None, metadata: dict[str, str]) -> Outcome:
 
 def compile(rules: list[MetadataRule], path: str, errors: CompileErrors) -> MetadataFamily:
     """Check and compile ``rules``; problems go to ``errors``, never raised."""
-    compiled: dict[str, _Compiled | None] = {}
-    for rule in rules:
-        rule_path = f"{path}[{rule.name}]"
-        if rule.name in compiled:
-            errors.add(f"{rule_path}.name", "duplicate_name",
-                       f"metadata rule {rule.name!r} is declared more than once")
-            continue
-        compiled[rule.name] = _compile_rule(rule, f"{rule_path}.predicate", errors)
-    return MetadataFamily(compiled)
+    return MetadataFamily(compile_each(rules, path, errors, lambda r, p, e: _compile_rule(r, p + ".predicate", e)))
 
 
 def _compile_rule(rule: MetadataRule, at: str, errors: CompileErrors) -> _Compiled | None:
