@@ -1,7 +1,9 @@
 """vsr_fast._ext.bm25: scores equal rank_bm25.BM25Okapi's, and the tokenizer's rules."""
 
+import ast
 import math
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +13,8 @@ from rank_bm25 import BM25Okapi
 
 from vsr_fast._ext import _reference as ref
 from vsr_fast._ext import bm25
+
+MODULE = bm25
 
 # A small vocabulary, so tokens repeat across documents and some reach more than
 # half of them: the negative-idf epsilon floor is exercised often.
@@ -129,3 +133,28 @@ def test_cjk_ranges_agree_everywhere():
     from vsr_fast._ext import keywords
 
     assert bm25.CJK_RANGES == keywords.CJK_RANGES == ref.CJK_RANGES
+
+
+def stub_surface(module) -> dict[str, set[str]]:
+    """Top-level names of the module's .pyi stub, each with the members it declares."""
+    stub = Path(module.__file__).with_name(module.__name__.rsplit(".", 1)[1] + ".pyi")
+    surface: dict[str, set[str]] = {}
+    for node in ast.parse(stub.read_text()).body:
+        if isinstance(node, ast.ClassDef):
+            surface[node.name] = {
+                item.name if isinstance(item, ast.FunctionDef) else item.target.id
+                for item in node.body
+                if isinstance(item, (ast.FunctionDef, ast.AnnAssign))
+            }
+        elif isinstance(node, ast.FunctionDef):
+            surface[node.name] = set()
+        elif isinstance(node, ast.AnnAssign):
+            surface[node.target.id] = set()
+    return surface
+
+
+def test_public_surface_is_the_stub():
+    surface = stub_surface(MODULE)
+    assert sorted(MODULE.__all__) == sorted(surface)
+    for name, members in surface.items():
+        assert all(hasattr(getattr(MODULE, name), member) for member in members), name

@@ -1,7 +1,9 @@
 """vsr_fast._ext.windows: parity with the pure-Python reference, and the properties
 the guard and the routing view rely on (valid UTF-8 cuts, coverage, overlap, budget)."""
 
+import ast
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,6 +12,8 @@ from hypothesis import strategies as st
 
 from vsr_fast._ext import _reference as ref
 from vsr_fast._ext import windows
+
+MODULE = windows
 
 # Any UTF-8 character, often from the scripts that break naive byte cuts.
 CHARS = st.one_of(
@@ -179,3 +183,28 @@ def test_routing_view_constants_match_the_spec():
     assert windows.OMISSION_PREFIX + b"41000" + windows.OMISSION_SUFFIX == b"[... 41000 tokens omitted ...]"
     assert windows.BYTES_PER_TOKEN == 4
     assert windows.ROUTING_VIEW_MIN_BYTES == 64
+
+
+def stub_surface(module) -> dict[str, set[str]]:
+    """Top-level names of the module's .pyi stub, each with the members it declares."""
+    stub = Path(module.__file__).with_name(module.__name__.rsplit(".", 1)[1] + ".pyi")
+    surface: dict[str, set[str]] = {}
+    for node in ast.parse(stub.read_text()).body:
+        if isinstance(node, ast.ClassDef):
+            surface[node.name] = {
+                item.name if isinstance(item, ast.FunctionDef) else item.target.id
+                for item in node.body
+                if isinstance(item, (ast.FunctionDef, ast.AnnAssign))
+            }
+        elif isinstance(node, ast.FunctionDef):
+            surface[node.name] = set()
+        elif isinstance(node, ast.AnnAssign):
+            surface[node.target.id] = set()
+    return surface
+
+
+def test_public_surface_is_the_stub():
+    surface = stub_surface(MODULE)
+    assert sorted(MODULE.__all__) == sorted(surface)
+    for name, members in surface.items():
+        assert all(hasattr(getattr(MODULE, name), member) for member in members), name
