@@ -171,3 +171,69 @@ class Reader:
             return await self.read_chunked()
         length = content_length(headers)
         return await self.read_exact(length) if length else b""
+
+
+# --- a tiny server side, shared by the fakes: whole requests in, whole responses out ------------
+
+JSON_TYPE = b"application/json"
+
+
+class Request:
+    """One parsed HTTP/1.1 request, body read in full; header names lower-cased."""
+
+    __slots__ = ("method", "path", "headers", "body", "keep_alive")
+
+    def __init__(self, method: bytes, path: bytes, headers: dict[bytes, bytes], body: bytes, keep_alive: bool) -> None:
+        self.method = method
+        self.path = path
+        self.headers = headers
+        self.body = body
+        self.keep_alive = keep_alive
+
+
+async def read_request(sock: trio.socket.SocketType, reader: Reader) -> Request | None:
+    """The next request on a server connection, or None when the client closed it cleanly.
+
+    Answers ``Expect: 100-continue`` itself; the query string is dropped from the path.
+    """
+    head = await reader.read_head()
+    if head is None:
+        return None
+    line, headers = parse_head(head)
+    parts = line.split(b" ")
+    if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
+        raise ProtocolError(f"bad request line {line[:80]!r}")
+    method, target, version = parts
+    if headers.get(b"expect", b"").lower() == b"100-continue":
+        await send_all(sock, b"HTTP/1.1 100 Continue\r\n\r\n")
+    body = await reader.read_body(headers)
+    connection = headers.get(b"connection", b"").lower()
+    keep_alive = b"close" not in connection if version == b"HTTP/1.1" else b"keep-alive" in connection
+    return Request(method, target.split(b"?", 1)[0], headers, body, keep_alive)
+
+
+def response_bytes(
+    status: int, body: bytes, keep_alive: bool, content_type: bytes = JSON_TYPE, extra_headers: bytes = b""
+) -> bytes:
+    """A whole length-delimited response, head and body, ready for a single send().
+
+    extra_headers is inserted verbatim: complete ``Name: value\\r\\n`` lines.
+    """
+    close = b"" if keep_alive else b"Connection: close\r\n"
+    return b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s%s\r\n%s" % (
+        status, reason(status), content_type, len(body), extra_headers, close, body
+    )
+
+
+async def watch_peer(reader: Reader, scope: trio.CancelScope) -> None:
+    """Cancel scope once the client closes or resets the connection; pipelined bytes are kept.
+
+    Writes into the kernel buffer keep succeeding for a while after the peer left, so a
+    server that must notice a departed client waits for its EOF in a sibling task.
+    """
+    try:
+        while await reader.fill():
+            pass
+    except OSError:
+        pass
+    scope.cancel()

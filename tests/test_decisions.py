@@ -152,8 +152,10 @@ KW = {"keywords": [{"name": "urgent", "keywords": ["urgent"]}]}
 LOAD_CASES = [
     (with_rules({"operator": "AND", "conditions": [{"type": "keyword", "name": "urgentt"}]}, signals=KW),
      ["recipes[default].decisions[0].rules.conditions[0]: unknown_signal: keyword rule 'urgentt' is not declared in this recipe's signals.keywords"]),
+    (with_rules({"operator": "AND", "conditions": [{"type": "weather", "name": "rain"}]}),
+     ["recipes[default].decisions[0].rules.conditions[0].type: unknown_signal: 'weather' is not a condition type this router serves"]),
     (with_rules({"operator": "AND", "conditions": [{"type": "domain", "name": "math"}]}),
-     ["recipes[default].decisions[0].rules.conditions[0].type: unknown_signal: 'domain' is not a condition type this router serves"]),
+     ["recipes[default].decisions[0].rules.conditions[0]: unknown_signal: domain rule 'math' is not declared in this recipe's signals"]),
     (with_rules({"operator": "AND", "conditions": [{"type": "embedding", "name": "x"}]}),
      ["recipes[default].decisions[0].rules.conditions[0].type: removed_signal_type: 'embedding' conditions were removed; write a systemone yes/no question quoting the examples"]),
     (with_rules({"operator": "AND", "conditions": [{"type": "keyword", "name": "urgent", "label": "x"}]}, signals=KW),
@@ -189,13 +191,13 @@ def test_condition_and_signal_load_errors(doc, lines):
     assert load_errors(doc) == lines
 
 
-def test_unread_signals_are_not_evaluated():
+async def test_unread_signals_are_not_evaluated():
     doc = with_rules({"operator": "AND", "conditions": [{"type": "keyword", "name": "urgent"}]},
                      signals={**KW, "language": [{"name": "en"}]})
     loaded = load_raw(doc)
     compiled = loaded.table.recipes["default"]
     from vsr_fast.signals.base import CanonicalRequest
     from vsr_fast.protocol.chat import Message
-    r = compiled.read(lambda: CanonicalRequest([Message(role="user", content="this is urgent")]))
+    r = await compiled.read(lambda: CanonicalRequest([Message(role="user", content="this is urgent")]), None)
     assert set(r.outcomes) == {("keyword", "urgent")}
     assert set(r.timings_us) == {"keyword"}

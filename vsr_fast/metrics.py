@@ -85,8 +85,10 @@ class Metrics:
             "vsr_client_disconnects_total", "Clients that left before their answer ended.", ("api",)
         )
 
-    def render(self) -> bytes:
+    def render(self, *extra: list[str]) -> bytes:
         lines: list[str] = []
         for series in (self.requests, self.latency, self.upstream_attempts, self.upstream_errors, self.disconnects):
             lines += series.render()
+        for more in extra:
+            lines += more
         return ("\n".join(lines) + "\n").encode()

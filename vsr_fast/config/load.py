@@ -90,7 +90,7 @@ def load_raw(raw: object, *, version_hash: str = "") -> Loaded:
     from ..signals.base import CompileErrors
 
     compile_errors = CompileErrors()
-    table = RoutingTable(config, compile_errors)
+    table = RoutingTable(config, compile_errors, warnings)
     if compile_errors.lines:
         raise ConfigError(compile_errors.lines)
     return Loaded(config=config, version_hash=version_hash, table=table, warnings=warnings)

@@ -13,7 +13,9 @@ from msgspec import Meta, field
 
 from ..headers import registry as headers
 from .schema_base import Block
-from .signals import Predicate, Projections, Signals
+from .application import Signals
+from .catalog import ModelCatalog
+from .signals import Predicate, Projections
 
 
 _Block = Block
@@ -83,6 +85,7 @@ class RuleNode(_Block):
     name: str | None = None
     label: str | None = None
     on_unknown: Literal["no_match", "match", "fail_request"] | None = None
+    on_error: Literal["no_match", "match"] | None = None   # a systemone condition's own policy
     # A leaf may test the number its signal publishes instead of its match.
     gt: float | None = None
     gte: float | None = None
@@ -129,6 +132,8 @@ class Recipe(_Block):
     decisions: list[Decision] = field(default_factory=list)
     strategy: Literal["priority", "confidence"] = "priority"
     fallback: Fallback | None = None
+    # Application signal condition type -> deployment, over global.model_catalog.bindings.
+    model_bindings: dict[str, str] = field(default_factory=dict)
 
 
 class Entrypoint(_Block):
@@ -157,6 +162,7 @@ class RouterSettings(_Block):
 
 class Global(_Block):
     router: RouterSettings = RouterSettings()
+    model_catalog: ModelCatalog = ModelCatalog()
 
 
 class Identity(_Block):

@@ -10,7 +10,7 @@ from .schema_base import Block
 Name = Annotated[str, Meta(min_length=1)]
 
 
-class Predicate(Block):
+class Predicate(Block, kw_only=True):
     """A numeric test: every bound given must hold."""
 
     gt: float | None = None
@@ -33,7 +33,7 @@ class Predicate(Block):
         )
 
 
-class KeywordRule(Block):
+class KeywordRule(Block, kw_only=True):
     """``keywords``: literal, regex, BM25, n-gram or fuzzy matches over the current turn."""
 
     name: Name
@@ -52,7 +52,7 @@ class KeywordRule(Block):
     fuzzy_threshold: Annotated[int, Meta(ge=0, le=8)] = 2   # largest edit distance that matches
 
 
-class LanguageRule(Block):
+class LanguageRule(Block, kw_only=True):
     """``language``: the request's language is one of ``languages`` (default: the rule's name)."""
 
     name: Name
@@ -64,7 +64,7 @@ class LanguageRule(Block):
 TokenCount = int | str  # 8000, "8K", "1M"
 
 
-class ContextRule(Block):
+class ContextRule(Block, kw_only=True):
     """``context``: the request's estimated tokens (4 UTF-8 bytes a token) lie in [min, max]."""
 
     name: Name
@@ -73,17 +73,17 @@ class ContextRule(Block):
     description: str | None = None
 
 
-class ConversationSource(Block):
+class ConversationSource(Block, kw_only=True):
     type: Literal["message", "turn", "tool_definition", "tool_call", "tool_result", "system_prompt"]
     role: Literal["system", "developer", "user", "assistant", "tool"] | None = None
 
 
-class ConversationFeature(Block):
+class ConversationFeature(Block, kw_only=True):
     type: Literal["count", "exists"] = "count"
     source: ConversationSource = field(default_factory=lambda: ConversationSource(type="message"))
 
 
-class ConversationRule(Block):
+class ConversationRule(Block, kw_only=True):
     """``conversation``: structural facts about the messages and tools."""
 
     name: Name
@@ -92,12 +92,12 @@ class ConversationRule(Block):
     description: str | None = None
 
 
-class Subject(Block):
+class Subject(Block, kw_only=True):
     kind: Literal["User", "Group"]
     name: Name
 
 
-class RoleBinding(Block):
+class RoleBinding(Block, kw_only=True):
     """``role_bindings`` (condition type ``authz``): a role held by trusted subjects."""
 
     name: Name
@@ -106,7 +106,7 @@ class RoleBinding(Block):
     description: str | None = None
 
 
-class MetadataPredicate(Block):
+class MetadataPredicate(Block, kw_only=True):
     equals: str | None = None
     not_equals: str | None = None
     in_: list[str] | None = field(default=None, name="in")
@@ -114,7 +114,7 @@ class MetadataPredicate(Block):
     matches: str | None = None     # a regular expression, searched
 
 
-class MetadataRule(Block):
+class MetadataRule(Block, kw_only=True):
     """``metadata``: a predicate on one key of the request's (untrusted) metadata."""
 
     name: Name
@@ -123,7 +123,7 @@ class MetadataRule(Block):
     description: str | None = None
 
 
-class InputModalityRule(Block):
+class InputModalityRule(Block, kw_only=True):
     """``input_modality``: the request carries parts of this medium."""
 
     name: Name
@@ -131,20 +131,10 @@ class InputModalityRule(Block):
     description: str | None = None
 
 
-class Signals(Block):
-    keywords: list[KeywordRule] = field(default_factory=list)
-    language: list[LanguageRule] = field(default_factory=list)
-    context: list[ContextRule] = field(default_factory=list)
-    conversation: list[ConversationRule] = field(default_factory=list)
-    role_bindings: list[RoleBinding] = field(default_factory=list)
-    metadata: list[MetadataRule] = field(default_factory=list)
-    input_modality: list[InputModalityRule] = field(default_factory=list)
-
-
 # --- projections ------------------------------------------------------------------
 
 
-class ProjectionInput(Block):
+class ProjectionInput(Block, kw_only=True):
     type: Name
     name: Name
     weight: float
@@ -152,13 +142,13 @@ class ProjectionInput(Block):
     value_source: Literal["match", "confidence", "value"] = "match"
 
 
-class ProjectionScore(Block):
+class ProjectionScore(Block, kw_only=True):
     name: Name
     inputs: Annotated[list[ProjectionInput], Meta(min_length=1)]
     method: Literal["weighted_sum"] = "weighted_sum"
 
 
-class BandOutput(Block):
+class BandOutput(Block, kw_only=True):
     name: Name
     gt: float | None = None
     gte: float | None = None
@@ -166,14 +156,14 @@ class BandOutput(Block):
     lte: float | None = None
 
 
-class ProjectionMapping(Block):
+class ProjectionMapping(Block, kw_only=True):
     name: Name
     source: Name
     outputs: Annotated[list[BandOutput], Meta(min_length=1)]
     method: Literal["threshold_bands"] = "threshold_bands"
 
 
-class Projections(Block):
+class Projections(Block, kw_only=True):
     scores: list[ProjectionScore] = field(default_factory=list)
     mappings: list[ProjectionMapping] = field(default_factory=list)
 

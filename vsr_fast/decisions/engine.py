@@ -19,7 +19,10 @@ def leaf_truth(node: RuleNode, readings: Readings) -> Truth:
     """A leaf's value: its signal's match, or its predicate on the signal's number."""
     outcome = readings.get(node.type or "", node.name or "")
     if outcome is None or outcome.matched is None:
-        return None
+        # A systemone condition's own on_error resolves its unknown (spec 6.10).
+        return None if node.on_error is None else node.on_error == "match"
+    if node.label is not None:
+        return (outcome.labels or {}).get(node.label)
     predicate = node.predicate()
     if predicate is None:
         return outcome.matched
@@ -98,7 +101,7 @@ class Chosen:
     why: str
 
 
-def choose(recipe: Recipe, readings: Readings) -> Chosen:
+def choose(recipe: Recipe, readings: Readings) -> Chosen:  # noqa: C901 - one pass, one strategy switch
     """Evaluate every decision and pick one by the recipe's strategy."""
     verdicts = []
     for d in recipe.decisions:

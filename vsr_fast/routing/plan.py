@@ -7,9 +7,11 @@ invalid regexes) run here, so ``config validate`` reports them too.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from ..config.catalog import ModelCatalog
 from ..config.schema import ProviderModel, Recipe, RouterConfig, RuleNode
 from ..config.signals import CONDITION_TYPES
 from ..decisions import engine
@@ -17,7 +19,17 @@ from ..decisions.projections import TYPE as PROJECTION, CompiledProjections
 from ..errors import ModelNotFound, RoutingError
 from ..selection import static
 from ..signals.base import CanonicalRequest, CompileErrors
+from ..signals.learned import LearnedSignals, compile_learned, outcome_of
 from ..signals.registry import VALUED, Readings, RecipeSignals
+from ..systemone import capabilities as caps
+from ..systemone.client import SystemOneClient
+from ..systemone.states import build_state
+from ..systemone.views import view_for
+
+# Condition types of learned signals: the systemone primitive and the application signals.
+LEARNED_TYPES = frozenset({"systemone", "domain", "fact_check", "user_feedback", "jailbreak", "safety", "pii",
+                           "hallucination", "refusal", "turn_relation", "complexity", "modality"})
+DEFAULT_SIGNAL_DEADLINE_S = 45.0
 
 # Condition types of earlier schemas (spec 5.2, "Removed signal types").
 REMOVED_CONDITION_TYPES = {
@@ -54,33 +66,75 @@ class CompiledRecipe:
     recipe: Recipe
     path: str
     signals: RecipeSignals
+    learned: LearnedSignals
     projections: CompiledProjections
     evaluates: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        self.evaluates = self.signals.reads_anything or bool(self.projections.scores)
+        self.evaluates = self.signals.reads_anything or bool(self.learned.read) or bool(self.projections.scores)
 
-    def read(self, request: Callable[[], CanonicalRequest]) -> Readings:
-        """Evaluate the signals the decisions read, then the projections."""
+    async def read(self, request: Callable[[], CanonicalRequest], systemone: "SystemOneAsker | None") -> Readings:
+        """Evaluate the heuristics and the System One questions the decisions read, then the projections."""
         readings = Readings()
         if self.evaluates:
-            self.signals.evaluate(request(), readings)
+            canonical = request()
+            self.signals.evaluate(canonical, readings)
+            if self.learned.read:
+                await self._ask(canonical, readings, systemone)
             self.projections.evaluate(readings)
         return readings
 
+    async def _ask(self, canonical: CanonicalRequest, readings: Readings, systemone: "SystemOneAsker | None") -> None:
+        asked = self.learned.asked()
+        if systemone is None:
+            answers: dict = {}
+            why = "no System One client"
+        else:
+            started = time.perf_counter_ns()
+            answers = await systemone.ask(asked, canonical)
+            readings.timings_us["systemone"] = (time.perf_counter_ns() - started) / 1000
+            why = "no answer in time"
+        for rule in self.learned.read:
+            readings.outcomes[(rule.condition_type, rule.name)] = outcome_of(rule, answers.get(rule.share), why)
 
-def compile_recipe(recipe: Recipe, errors: CompileErrors) -> CompiledRecipe:
+    def declares(self, type_: str, name: str) -> bool:
+        return self.signals.declares(type_, name) or self.learned.declares(type_, name)
+
+
+class SystemOneAsker:
+    """Binds the client to the state building and budgets of one configuration."""
+
+    def __init__(self, client: SystemOneClient, views: dict, timeouts_ms: dict[str, int], deadline_s: float) -> None:
+        self.client, self.views, self.timeouts_ms, self.deadline_s = client, views, timeouts_ms, deadline_s
+
+    async def ask(self, asked, canonical: CanonicalRequest):
+        def state_for(share):
+            return build_state(canonical, share.spec, self.views[share.deployment])
+        return await self.client.ask(asked, state_for, self.deadline_s, self.timeouts_ms)
+
+
+def compile_recipe(recipe: Recipe, catalog: ModelCatalog, capable: Callable, errors: CompileErrors,
+                   warnings: list[str]) -> CompiledRecipe:
     """Compile one recipe's signals and projections and check every condition against them."""
     path = f"recipes[{recipe.name}]"
     signals = RecipeSignals(recipe, path, errors)
-    projections = CompiledProjections(recipe.projections, f"{path}.projections", errors, signals.declares)
+    learned = compile_learned(recipe.signals, path, recipe.model_bindings, catalog, capable, errors, warnings)
+
+    def declares(type_: str, name: str) -> bool:
+        return signals.declares(type_, name) or learned.declares(type_, name)
+
+    projections = CompiledProjections(recipe.projections, f"{path}.projections", errors, declares)
     read: list[tuple[str, str]] = list(projections.inputs())
     for i, decision in enumerate(recipe.decisions):
         for leaf_path, leaf in _leaves(decision.rules, f"{path}.decisions[{i}].rules"):
-            _check_leaf(leaf, leaf_path, signals, projections, errors)
+            _check_leaf(leaf, leaf_path, signals, learned, projections, errors)
+            if leaf.on_error is not None and decision.rules.on_unknown is not None:
+                errors.add(f"{leaf_path}.on_error", "invalid_value",
+                           "a condition's on_error cannot be set together with its decision's rules.on_unknown")
             read.append((leaf.type or "", leaf.name or ""))
     signals.mark_read(read)
-    return CompiledRecipe(recipe, path, signals, projections)
+    learned.mark_read(read)
+    return CompiledRecipe(recipe, path, signals, learned, projections)
 
 
 def _leaves(node: RuleNode, path: str) -> Iterator[tuple[str, RuleNode]]:
@@ -92,9 +146,14 @@ def _leaves(node: RuleNode, path: str) -> Iterator[tuple[str, RuleNode]]:
         yield from _leaves(child, f"{path}.conditions[{i}]")
 
 
-def _check_leaf(leaf: RuleNode, path: str, signals: RecipeSignals, projections: CompiledProjections,
-                errors: CompileErrors) -> None:
+def _check_leaf(leaf: RuleNode, path: str, signals: RecipeSignals, learned: LearnedSignals,
+                projections: CompiledProjections, errors: CompileErrors) -> None:
     type_, name = leaf.type or "", leaf.name or ""
+    if leaf.on_error is not None and type_ != "systemone":
+        errors.add(f"{path}.on_error", "invalid_value", "on_error belongs to systemone conditions")
+    if type_ in LEARNED_TYPES:
+        _check_learned_leaf(leaf, path, learned, errors)
+        return
     if type_ in REMOVED_CONDITION_TYPES:
         errors.add(f"{path}.type", "removed_signal_type",
                    f"{type_!r} conditions were removed; write {REMOVED_CONDITION_TYPES[type_]}")
@@ -117,13 +176,33 @@ def _check_leaf(leaf: RuleNode, path: str, signals: RecipeSignals, projections: 
         errors.add(path, "invalid_value", f"{type_} signals publish no number for gt/gte/lt/lte/eq to test")
 
 
+def _check_learned_leaf(leaf: RuleNode, path: str, learned: LearnedSignals, errors: CompileErrors) -> None:
+    rule = learned.rule(leaf.type or "", leaf.name or "")
+    if rule is None:
+        errors.add(path, "unknown_signal", f"{leaf.type} rule {leaf.name!r} is not declared in this recipe's signals")
+        return
+    if rule.stage != "request":
+        errors.add(path, "invalid_value", f"decisions route before an answer exists; {leaf.type} rule {leaf.name!r} "
+                   "reads the response stage")
+    if leaf.label is not None and leaf.label not in rule.options:
+        errors.add(f"{path}.label", "invalid_value",
+                   f"{leaf.label!r} is not an option of {leaf.type} rule {leaf.name!r} ({', '.join(rule.options) or 'none'})")
+
+
 class RoutingTable:
     """The configuration compiled for lookups on the request path."""
 
-    def __init__(self, config: RouterConfig, errors: CompileErrors | None = None) -> None:
+    def __init__(self, config: RouterConfig, errors: CompileErrors | None = None,
+                 warnings: list[str] | None = None) -> None:
         errors = errors if errors is not None else CompileErrors()
+        warnings = warnings if warnings is not None else []
+        self.catalog = config.global_.model_catalog
+        self.deployments = caps.deployments(self.catalog)
+        self.decision_models: dict = {}           # embedded models, built when a rule resolves to them
+        self._capable: dict[str, caps.Capable | None] = {}
         self.models = {m.name: m for m in config.providers.models}
-        self.recipes = {r.name: compile_recipe(r, errors) for r in config.recipes}
+        self.recipes = {r.name: compile_recipe(r, self.catalog, lambda n: self._capability(n, errors), errors, warnings)
+                        for r in config.recipes}
         self.by_name: dict[str, CompiledRecipe] = {}
         self.default: CompiledRecipe | None = None
         for ep in config.entrypoints:
@@ -137,6 +216,33 @@ class RoutingTable:
             self.default = self.recipes[config.recipes[0].name]
         self.entrypoint_names = list(self.by_name)
 
+    def _capability(self, name: str, errors: CompileErrors) -> caps.Capable | None:
+        if name not in self._capable:
+            try:
+                self._capable[name] = caps.resolve(name, self.deployments[name], self.decision_models)
+            except Exception as exc:  # a model that cannot be built is a load error, whatever broke
+                self._capable[name] = None
+                errors.add(f"global.model_catalog.deployments.{name}.artifact", "invalid_value",
+                           f"cannot load {self.deployments[name].artifact!r}: {type(exc).__name__}: {exc}")
+        return self._capable[name]
+
+    def used_deployments(self) -> dict[str, int]:
+        """Deployments some rule resolves to, with the call timeout their rules ask for (ms)."""
+        used: dict[str, int] = {}
+        for compiled in self.recipes.values():
+            for rule in compiled.learned.rules.values():
+                dep = rule.share.deployment
+                own = rule.timeout_ms or self.deployments[dep].timeout_ms or 0
+                used[dep] = max(used.get(dep, 0), own)
+        return used
+
+    def asker(self, client: SystemOneClient) -> SystemOneAsker:
+        """The request stage's System One asker over this table's deployments."""
+        used = self.used_deployments()
+        views = {name: view_for(self.deployments[name], self._capable.get(name)) for name in used}
+        deadline = self.catalog.signal_timeout_ms / 1000 or DEFAULT_SIGNAL_DEADLINE_S
+        return SystemOneAsker(client, views, {k: v for k, v in used.items() if v}, deadline)
+
     def recipe_for(self, model_name: str) -> CompiledRecipe | None:
         """The recipe serving a public model name, or None when a provider model is named."""
         if model_name in self.models:
@@ -146,7 +252,8 @@ class RoutingTable:
             raise ModelNotFound(f"The model {model_name!r} does not exist", param="model")
         return recipe
 
-    def route(self, model_name: str, request: Callable[[], CanonicalRequest]) -> Route:
+    async def route(self, model_name: str, request: Callable[[], CanonicalRequest],
+                    systemone: SystemOneAsker | None = None) -> Route:
         """Resolve one request; raises RoutingError when nothing can serve it.
 
         ``request`` builds the canonical request; it is called only when the
@@ -156,7 +263,7 @@ class RoutingTable:
         if compiled is None:
             return Route(None, None, (self.models[model_name],))
         recipe = compiled.recipe
-        readings = compiled.read(request)
+        readings = await compiled.read(request, systemone)
         try:
             chosen = engine.choose(recipe, readings)
         except RoutingError as exc:

@@ -40,7 +40,8 @@ def make_admin(state: AppState) -> QuartTrio:
 
     @app.get("/metrics")
     async def metrics() -> Response:
-        return Response(state.metrics.render(), content_type="text/plain; version=0.0.4; charset=utf-8")
+        extra = [state.systemone_client.metrics.render()] if state.systemone_client else []
+        return Response(state.metrics.render(*extra), content_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.errorhandler(HTTPException)
     async def http_error(exc: HTTPException) -> tuple[Response, int]:

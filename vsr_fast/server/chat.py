@@ -75,7 +75,7 @@ async def handle_chat(state: AppState, scope: Scope, receive: Receive, send: Sen
 async def _serve(state: AppState, ex: Exchange, scope: Scope, receive: Receive, send: Send) -> None:
     raw = await read_body(scope, receive, state.max_body_bytes)
     request = decode_chat(raw)
-    route = route_chat(state.table, request, lambda: state.identity(scope))
+    route = await route_chat(state.table, request, lambda: state.identity(scope), state.systemone)
     ex.recipe, ex.decision, ex.model = route.recipe, route.decision, route.candidates[0].name
     if route.fallback:
         ex.path = h.ResponsePath.FALLBACK

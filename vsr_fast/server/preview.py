@@ -54,7 +54,7 @@ async def handle_preview(state: AppState, scope: Scope, receive: Receive, send: 
         raw = await read_body(scope, receive, state.max_body_bytes)
         request = decode_chat(raw)
         started = time.perf_counter_ns()
-        route = route_chat(state.table, request, lambda: state.identity(scope))
+        route = await route_chat(state.table, request, lambda: state.identity(scope), state.systemone)
         routing_us = (time.perf_counter_ns() - started) / 1000
     except VsrError as exc:
         headers = public_headers(config_version=state.config_version, path=ResponsePath.ERROR,

@@ -9,6 +9,7 @@ from ..config.schema import RouterConfig
 from ..protocol.chat import REQUEST_DECODER, ChatRequest
 from ..protocol.errors import decode_error
 from ..routing import Route, RoutingTable
+from ..routing.plan import SystemOneAsker
 from ..signals.base import ANONYMOUS, CanonicalRequest, Identity
 from .asgi import Scope, header
 
@@ -47,6 +48,7 @@ def decode_chat(raw: bytes) -> ChatRequest:
         raise decode_error(exc) from None
 
 
-def route_chat(table: RoutingTable, request: ChatRequest, identity: Callable[[], Identity]) -> Route:
+async def route_chat(table: RoutingTable, request: ChatRequest, identity: Callable[[], Identity],
+                     systemone: SystemOneAsker | None = None) -> Route:
     """Route a decoded request; the canonical form is built only if a signal is read."""
-    return table.route(request.model, lambda: CanonicalRequest.from_chat(request, identity()))
+    return await table.route(request.model, lambda: CanonicalRequest.from_chat(request, identity()), systemone)

@@ -12,6 +12,7 @@ import hypercorn.trio
 import trio
 
 from ..config import Loaded
+from ..systemone.open import open_systemone
 from ..upstream import open_upstreams
 from .app import make_app
 from .state import AppState
@@ -42,8 +43,8 @@ def _hypercorn_config(opts: ServeOptions) -> hypercorn.config.Config:
 
 async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve until SIGTERM or SIGINT, then drain in-flight requests for up to the graceful timeout."""
-    async with open_upstreams(loaded.config) as upstreams:
-        state = AppState(loaded=loaded, upstreams=upstreams)
+    async with open_upstreams(loaded.config) as upstreams, open_systemone(loaded) as systemone:
+        state = AppState(loaded=loaded, upstreams=upstreams, systemone_client=systemone)
         shutdown = trio.Event()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_on_signals, state, shutdown)

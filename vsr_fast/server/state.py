@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from ..config import Loaded
 from ..metrics import Metrics
+from ..systemone.client import SystemOneClient
 from ..upstream import Attempt, Dispatcher, Upstreams
 from .route import identity_reader
 
@@ -13,12 +14,15 @@ from .route import identity_reader
 class AppState:
     loaded: Loaded
     upstreams: Upstreams
+    systemone_client: SystemOneClient | None = None
     metrics: Metrics = field(default_factory=Metrics)
     draining: bool = False
 
     def __post_init__(self) -> None:
         self.table = self.loaded.table
         self.identity = identity_reader(self.loaded.config)
+        client = self.systemone_client
+        self.systemone = self.table.asker(client) if client is not None else None
         self.dispatcher = Dispatcher(self.upstreams, self._count_attempt)
         self.config_version = self.loaded.version_hash.encode()
         self.max_body_bytes = self.loaded.config.global_.router.limits.max_body_bytes

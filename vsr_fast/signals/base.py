@@ -33,6 +33,8 @@ class Outcome:
     value: float | None = None        # the number the rule publishes (count, density, tokens)
     confidence: float = 1.0           # for strategy: confidence and projections
     detail: str | None = None         # why, in a few words, for the preview and the trace
+    labels: dict[str, bool] | None = None   # per option, for conditions that name a label
+    spans: list | None = None               # span answers, for masking
 
 
 class CanonicalRequest:
@@ -70,6 +72,42 @@ class CanonicalRequest:
     def history(self) -> list[str]:
         """The earlier user turns, oldest first."""
         return self.user_turns[:-1]
+
+    @cached_property
+    def current_index(self) -> int:
+        """Index of the current user turn in ``messages`` (-1 when there is none)."""
+        for i in range(len(self.messages) - 1, -1, -1):
+            if self.messages[i].role == "user":
+                return i
+        return -1
+
+    def previous_turns(self, n: int) -> list[tuple[str, str]]:
+        """The last ``n`` user and assistant turns before the current one, oldest first."""
+        if n <= 0:
+            return []
+        earlier = self.messages[: max(self.current_index, 0)]
+        turns = [(m.role, m.text()) for m in earlier if m.role in ("user", "assistant") and m.text()]
+        return turns[-n:]
+
+    @cached_property
+    def previous_answer(self) -> str | None:
+        """The assistant answer the current turn replies to."""
+        for m in reversed(self.messages[: max(self.current_index, 0)]):
+            if m.role == "assistant":
+                return m.text()
+        return None
+
+    @cached_property
+    def tool_results(self) -> list[str]:
+        return [m.text() for m in self.messages if m.role in ("tool", "function")]
+
+    @cached_property
+    def images(self) -> list[str]:
+        """Image URLs of the current turn."""
+        i = self.current_index
+        if i < 0 or isinstance(self.messages[i].content, str):
+            return []
+        return [p.image_url.url for p in self.messages[i].content or () if isinstance(p, ImagePart)]
 
     @cached_property
     def all_text_bytes(self) -> int:

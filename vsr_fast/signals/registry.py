@@ -28,7 +28,8 @@ COMPILERS: dict[str, Compiler] = {
 }
 
 # Condition types whose outcomes carry a number a leaf predicate can test.
-VALUED = {"keyword", "context", "conversation", "projection"}
+VALUED = {"keyword", "context", "conversation", "projection", "systemone", "domain", "fact_check", "user_feedback",
+          "jailbreak", "safety", "pii", "hallucination", "refusal", "turn_relation", "complexity", "modality"}
 
 
 @dataclass(slots=True)

@@ -1,0 +1,151 @@
+"""The ``systemone`` primitive and the eleven application signals' rule blocks (spec 5.2).
+
+Each application signal takes exactly the fields of the spec's table, plus
+name, description, deployment and timeout_ms; any other field fails the load.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from msgspec import Meta, field
+
+from .catalog import TimeoutMs
+from .schema_base import Block
+from .signals import (
+    ContextRule,
+    ConversationRule,
+    InputModalityRule,
+    KeywordRule,
+    LanguageRule,
+    MetadataRule,
+    Predicate,
+    RoleBinding,
+)
+
+Name = Annotated[str, Meta(min_length=1)]
+StageName = Literal["request", "response"]
+
+
+class _Rule(Block, kw_only=True):
+    name: Name
+    description: str | None = None
+    deployment: str | None = None
+    timeout_ms: TimeoutMs | None = None
+
+
+class HistoryInput(Block, kw_only=True):
+    history: bool = False
+
+
+class PiiInput(Block, kw_only=True):
+    history: bool = False
+    tool_results: bool = False
+
+
+class TurnsInput(Block, kw_only=True):
+    previous_turns: Annotated[int, Meta(ge=0, le=32)] = 4
+
+
+class DomainRule(_Rule, kw_only=True):
+    labels: list[str] | None = None
+    predicate: Predicate | None = None
+    model_scores: dict[str, float] | None = None
+
+
+class LabelledRule(_Rule, kw_only=True):
+    """fact_check, user_feedbacks, modality: labels and a predicate."""
+
+    labels: list[str] | None = None
+    predicate: Predicate | None = None
+
+
+class JailbreakRule(_Rule, kw_only=True):
+    predicate: Predicate | None = None
+    stage: StageName = "request"
+    input: HistoryInput = HistoryInput()
+    on_unknown: Literal["no_match", "match"] = "no_match"
+
+
+class SafetyRule(_Rule, kw_only=True):
+    labels: list[str] | None = None
+    predicate: Predicate | None = None
+    stage: StageName = "request"
+
+
+class PiiRule(_Rule, kw_only=True):
+    predicate: Predicate | None = None
+    ignore_labels: list[str] = field(default_factory=list)
+    input: PiiInput = PiiInput()
+    on_unknown: Literal["no_match", "match"] = "no_match"
+
+
+class PredicateRule(_Rule, kw_only=True):
+    """hallucination, refusal: a predicate only."""
+
+    predicate: Predicate | None = None
+
+
+class TurnRelationRule(_Rule, kw_only=True):
+    labels: list[str] | None = None
+    input: TurnsInput = TurnsInput()
+
+
+class ComplexityRule(_Rule, kw_only=True):
+    labels: list[str] | None = None
+
+
+class QuestionSpec(Block, kw_only=True):
+    """An operator's own System One question."""
+
+    type: Literal["choice", "noul", "score", "set", "span"]
+    instructions: str | None = None
+    # choice, set, span: option -> description; score: level descriptions from 0.
+    criteria: dict[str, str] | list[str] | None = None
+    head: str | None = None
+
+
+class SystemOneInput(Block, kw_only=True):
+    history: bool = False
+    previous_turns: Annotated[int, Meta(ge=0, le=32)] = 0
+    tool_results: bool = False
+    image: bool = False
+    audio: bool = False
+    video: bool = False
+    answer: bool = False
+    context: bool = False
+
+
+class SystemOneRule(_Rule, kw_only=True):
+    question: QuestionSpec
+    predicate: Predicate | None = None
+    labels: list[str] | None = None
+    ignore_labels: list[str] = field(default_factory=list)
+    stage: StageName = "request"
+    input: SystemOneInput = SystemOneInput()
+    coverage: Literal["truncate", "full"] = "truncate"
+    on_unscanned: Literal["unknown", "match", "no_match"] = "unknown"
+
+
+class Signals(Block, kw_only=True):
+    """``recipes[].signals``: seven heuristic types, the systemone primitive, eleven application types."""
+
+    keywords: list[KeywordRule] = field(default_factory=list)
+    language: list[LanguageRule] = field(default_factory=list)
+    context: list[ContextRule] = field(default_factory=list)
+    conversation: list[ConversationRule] = field(default_factory=list)
+    role_bindings: list[RoleBinding] = field(default_factory=list)
+    metadata: list[MetadataRule] = field(default_factory=list)
+    input_modality: list[InputModalityRule] = field(default_factory=list)
+
+    systemone: list[SystemOneRule] = field(default_factory=list)
+    domains: list[DomainRule] = field(default_factory=list)
+    fact_check: list[LabelledRule] = field(default_factory=list)
+    user_feedbacks: list[LabelledRule] = field(default_factory=list)
+    jailbreak: list[JailbreakRule] = field(default_factory=list)
+    safety: list[SafetyRule] = field(default_factory=list)
+    pii: list[PiiRule] = field(default_factory=list)
+    hallucination: list[PredicateRule] = field(default_factory=list)
+    refusal: list[PredicateRule] = field(default_factory=list)
+    turn_relation: list[TurnRelationRule] = field(default_factory=list)
+    complexity: list[ComplexityRule] = field(default_factory=list)
+    modality: list[LabelledRule] = field(default_factory=list)

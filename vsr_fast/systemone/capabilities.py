@@ -1,0 +1,65 @@
+"""What each deployment answers, resolved at load from its card, its configuration or the defaults."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+from ..config.catalog import BUILTIN_DEPLOYMENTS, Deployment, ModelCatalog
+from .runtime import DecisionModel, ModelCard
+
+# Built-in model_runtime artifacts: name -> "module:factory" returning a DecisionModel.
+BUILTIN_ARTIFACTS = {"vsr-static-1": "vsr_fast.models.vsr_static:load"}
+
+# A remote API that says nothing answers choice, yes/no and score over text (spec 5.9).
+REMOTE_DEFAULT_TYPES = ("choice", "noul", "score")
+
+
+@dataclass(frozen=True)
+class Capable:
+    """One deployment as the load checks see it."""
+
+    name: str
+    kind: str                          # embedded | attached | remote
+    question_types: frozenset[str]
+    modalities: frozenset[str]
+    span_heads: frozenset[str] = frozenset()
+    calibrated: dict[str, float] = field(default_factory=dict)
+    model: str = ""                    # the model's name, for messages
+    known: bool = True                 # False: an attached runtime, checked when its card is read
+    validated_tokens: int | None = None
+
+
+def deployments(catalog: ModelCatalog) -> dict[str, Deployment]:
+    """Declared deployments over the pre-declared ones (declaring ``primary`` again replaces it)."""
+    return {**BUILTIN_DEPLOYMENTS, **catalog.deployments}
+
+
+def load_model(artifact: str) -> DecisionModel:
+    """Import and build an in-process model: a built-in name or ``module:factory``."""
+    target = BUILTIN_ARTIFACTS.get(artifact, artifact)
+    module_name, _, attr = target.partition(":")
+    if not attr:
+        raise ValueError(f"artifact {artifact!r} is neither a built-in model nor 'module:factory'")
+    factory = getattr(importlib.import_module(module_name), attr)
+    return factory()
+
+
+def from_card(name: str, kind: str, card: ModelCard) -> Capable:
+    return Capable(name, kind, frozenset(card.question_types), frozenset(card.modalities),
+                   frozenset(card.span_heads), dict(card.calibrated), card.name,
+                   validated_tokens=card.validated_input_tokens)
+
+
+def resolve(name: str, dep: Deployment, models: dict[str, DecisionModel]) -> Capable:
+    """Capabilities of one deployment; embedded models are built here (and kept in ``models``)."""
+    if dep.provider == "systemone":
+        caps = dep.capabilities
+        types = frozenset(caps.question_types) if caps else frozenset(REMOTE_DEFAULT_TYPES)
+        media = frozenset(caps.modalities) if caps else frozenset({"text"})
+        return Capable(name, "remote", types, media, model=dep.model or "")
+    if dep.endpoint:
+        return Capable(name, "attached", frozenset(), frozenset(), known=False)
+    model = models.get(name)
+    if model is None:
+        model = models[name] = load_model(dep.artifact or "vsr-static-1")
+    return from_card(name, "embedded", model.card)

@@ -1,0 +1,18 @@
+"""Building the System One state a question reads from a request (spec 1.2, 5.1)."""
+from __future__ import annotations
+
+from ..protocol.systemone import State, Turn
+from ..signals.base import CanonicalRequest
+from ..signals.learned import StateSpec
+
+
+def build_state(request: CanonicalRequest, spec: StateSpec, view) -> State:
+    """The state for ``spec``: the current turn (through ``view``) plus the parts the spec asks for."""
+    return State(
+        request=view(request.text),
+        history=[view(t) for t in request.history] if spec.history else [],
+        previous_turns=[Turn(role=r, content=view(c)) for r, c in request.previous_turns(spec.previous_turns)],  # type: ignore[arg-type]
+        previous_answer=view(request.previous_answer) if spec.previous_answer and request.previous_answer else None,
+        tool_results=[view(t) for t in request.tool_results] if spec.tool_results else [],
+        images=list(request.images) if spec.images else [],
+    )
