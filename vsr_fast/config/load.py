@@ -78,11 +78,13 @@ def load_raw(raw: object, *, version_hash: str = "") -> Loaded:
     errors = _precheck(raw)
     if errors:
         raise ConfigError(errors)
+    warnings_early = _rename_aliases(raw)
     errors = collect_shape_errors(raw, RouterConfig, [], raw)
     if errors:
         raise ConfigError(errors)
     config = typing.cast(RouterConfig, convert(raw, RouterConfig))
     errors, warnings = check(config)
+    warnings = warnings_early + warnings
     if errors:
         raise ConfigError(errors)
     # Compiling the routing table runs the checks that need compiled signals.
@@ -118,6 +120,34 @@ def _precheck(raw: dict) -> list[str]:
             if key in signals:
                 errors.append(f"recipes[{name}].signals.{key}: removed_signal_type: {key} was removed; write {what}")
     return errors
+
+
+def _rename_aliases(raw: dict) -> list[str]:
+    """``decision`` loads as ``systemone``, in signals and conditions, with a warning (spec 5.2, 6.9)."""
+    warnings: list[str] = []
+    for i, recipe in enumerate(raw.get("recipes") or []):
+        if not isinstance(recipe, dict):
+            continue
+        where = f"recipes[{recipe.get('name', i)}]"
+        signals = recipe.get("signals")
+        if isinstance(signals, dict) and "decision" in signals:
+            signals.setdefault("systemone", [])
+            if isinstance(signals["systemone"], list) and isinstance(signals["decision"], list):
+                signals["systemone"].extend(signals.pop("decision"))
+                warnings.append(f"{where}.signals.decision: renamed_signal_type: decision loads as systemone; write systemone")
+        for j, decision in enumerate(recipe.get("decisions") or []):
+            if isinstance(decision, dict) and isinstance(decision.get("rules"), dict):
+                _rename_conditions(decision["rules"], f"{where}.decisions[{j}].rules", warnings)
+    return warnings
+
+
+def _rename_conditions(node: dict, path: str, warnings: list[str]) -> None:
+    if node.get("type") == "decision":
+        node["type"] = "systemone"
+        warnings.append(f"{path}.type: renamed_signal_type: decision loads as systemone; write systemone")
+    for k, child in enumerate(node.get("conditions") or []):
+        if isinstance(child, dict):
+            _rename_conditions(child, f"{path}.conditions[{k}]", warnings)
 
 
 _MSG = [
