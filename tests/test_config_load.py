@@ -87,7 +87,7 @@ CASES = [
     (edit("providers/models/0/backend_refs/0/endpoint", "ftp://x"),
      ["providers.models[fast].backend_refs[0].endpoint: invalid_value: 'ftp://x': scheme must be http or https"]),
     (edit("providers/models/0/api_format", "anthropic"),
-     ["providers.models[fast].api_format: invalid_value: 'anthropic' is not served yet (served: openai)"]),
+     ["providers.models[fast].api_format: invalid_value: 'anthropic' is not served yet (served: openai, systemone)"]),
     (edit("providers/models/1/name", "fast"),
      ["providers.models[fast].name: duplicate_name: 'fast' is declared more than once",
       "recipes[default].decisions[1].modelRefs[0].model: unknown_model: 'smart' is not declared in providers.models"]),

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from .schema import Decision, ModelRef, Recipe, RouterConfig, RuleNode
 
-SERVED_API_FORMATS = {"openai"}
+SERVED_API_FORMATS = {"openai", "systemone"}
 
 
 def check(config: RouterConfig) -> tuple[list[str], list[str]]:
@@ -22,7 +22,30 @@ def check(config: RouterConfig) -> tuple[list[str], list[str]]:
     for recipe in config.recipes:
         _check_recipe(recipe, models, errors)
     _check_entrypoints(config, models, errors)
+    _check_native_routes(config, errors)
     return errors, warnings
+
+
+def _check_native_routes(config: RouterConfig, errors: list[str]) -> None:
+    """A System One entrypoint's recipe routes only to native aliases; a chat recipe never does."""
+    formats = {m.name: m.api_format for m in config.providers.models}
+    systemone_recipes = {ep.recipe for ep in config.entrypoints if ep.api == "systemone"}
+    for recipe in config.recipes:
+        native = recipe.name in systemone_recipes
+        refs = [(f"recipes[{recipe.name}].decisions[{i}]", d.modelRefs) for i, d in enumerate(recipe.decisions)]
+        if recipe.fallback:
+            refs.append((f"recipes[{recipe.name}].fallback", recipe.fallback.modelRefs))
+        for base, model_refs in refs:
+            for j, ref in enumerate(model_refs):
+                fmt = formats.get(ref.model)
+                if fmt is None:
+                    continue
+                if native and fmt != "systemone":
+                    errors.append(f"{base}.modelRefs[{j}].model: invalid_value: a System One entrypoint's decisions "
+                                  f"route to native aliases (api_format: systemone); {ref.model!r} is {fmt}")
+                elif not native and fmt == "systemone":
+                    errors.append(f"{base}.modelRefs[{j}].model: invalid_value: {ref.model!r} is a native alias; "
+                                  "only a System One entrypoint routes to it")
 
 
 def _dupes(names: list[str]) -> list[str]:
@@ -40,6 +63,14 @@ def _check_providers(config: RouterConfig, errors: list[str], warnings: list[str
                 f"{base}.api_format: invalid_value: {model.api_format!r} is not served yet "
                 f"(served: {', '.join(sorted(SERVED_API_FORMATS))})"
             )
+        if model.api_format == "systemone":
+            if (model.deployment is None) == (not model.backend_refs):
+                errors.append(f"{base}: invalid_value: a native alias (api_format: systemone) names exactly one of "
+                              "deployment or backend_refs")
+        elif model.deployment is not None:
+            errors.append(f"{base}.deployment: invalid_value: only a native alias (api_format: systemone) names a deployment")
+        elif not model.backend_refs:
+            errors.append(f"{base}.backend_refs: missing_field: a provider model needs at least one backend_ref")
         for i, ref in enumerate(model.backend_refs):
             where = f"{base}.backend_refs[{i}]"
             problem = endpoint_problem(ref.endpoint)
@@ -136,9 +167,11 @@ def _check_entrypoints(config: RouterConfig, models: set[str], errors: list[str]
     for name in _dupes(claimed):
         errors.append(f"entrypoints: duplicate_name: model name {name!r} is claimed by more than one entrypoint")
     defaults = [ep for ep in config.entrypoints if ep.default and ep.api == "chat"]
-    if len(config.recipes) > 1 and len(defaults) != 1:
+    native = {ep.recipe for ep in config.entrypoints if ep.api == "systemone"}
+    chat_recipes = [r for r in config.recipes if r.name not in native]
+    if len(chat_recipes) > 1 and len(defaults) != 1:
         errors.append(
-            f"entrypoints: invalid_value: {len(config.recipes)} recipes need exactly one chat entrypoint "
+            f"entrypoints: invalid_value: {len(chat_recipes)} recipes need exactly one chat entrypoint "
             f"with default: true (found {len(defaults)})"
         )
     elif len(defaults) > 1:

@@ -56,7 +56,9 @@ class ProviderModel(_Block):
     """A model alias: its transport and facts (spec 6.4)."""
 
     name: Annotated[str, Meta(min_length=1)]
-    backend_refs: Annotated[list[BackendRef], Meta(min_length=1)]
+    backend_refs: list[BackendRef] = field(default_factory=list)
+    # A native alias (api_format: systemone) names one catalog deployment instead of backend_refs.
+    deployment: str | None = None
     provider_model_id: str | None = None
     api_format: Literal["openai", "responses", "anthropic", "images", "systemone"] = "openai"
     description: str | None = None

@@ -180,12 +180,12 @@ class StandardResponse(Struct, frozen=True):
     usage: Usage = Usage()
 
 
-class ErrorBody(Struct, frozen=True, omit_defaults=True):
+class ErrorBody(Struct, frozen=True):
     code: str                       # invalid_request, question_failed, invalid_input, overloaded, ...
     message: str
-    type: str = "systemone_error"
     question: str | None = None     # the failed question, for question_failed / invalid_input
     state: str | None = None        # the batch entry it failed about
+    type: str = "systemone_error"
 
 
 class ErrorResponse(Struct, frozen=True):

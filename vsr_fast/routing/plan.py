@@ -205,15 +205,22 @@ class RoutingTable:
                         for r in config.recipes}
         self.by_name: dict[str, CompiledRecipe] = {}
         self.default: CompiledRecipe | None = None
+        self.systemone_by_name: dict[str, CompiledRecipe] = {}
         for ep in config.entrypoints:
-            if ep.api != "chat" or ep.recipe not in self.recipes:
+            if ep.recipe not in self.recipes:
+                continue
+            if ep.api == "systemone":
+                for name in ep.model_names:
+                    self.systemone_by_name[name] = self.recipes[ep.recipe]
                 continue
             for name in ep.model_names:
                 self.by_name[name] = self.recipes[ep.recipe]
             if ep.default:
                 self.default = self.recipes[ep.recipe]
-        if self.default is None and len(config.recipes) == 1:
-            self.default = self.recipes[config.recipes[0].name]
+        native = {ep.recipe for ep in config.entrypoints if ep.api == "systemone"}
+        chat_recipes = [r for r in config.recipes if r.name not in native]
+        if self.default is None and len(chat_recipes) == 1:
+            self.default = self.recipes[chat_recipes[0].name]
         self.entrypoint_names = list(self.by_name)
 
     def _capability(self, name: str, errors: CompileErrors) -> caps.Capable | None:
@@ -226,9 +233,27 @@ class RoutingTable:
                            f"cannot load {self.deployments[name].artifact!r}: {type(exc).__name__}: {exc}")
         return self._capable[name]
 
+    def systemone_recipe_for(self, model_name: str | None) -> CompiledRecipe:
+        """The recipe of the System One entrypoint a System One request names (or the only one)."""
+        if model_name and model_name in self.systemone_by_name:
+            return self.systemone_by_name[model_name]
+        recipes = list(dict.fromkeys(id(r) for r in self.systemone_by_name.values()))
+        if model_name is None and len(recipes) == 1:
+            return next(iter(self.systemone_by_name.values()))
+        raise ModelNotFound(f"No System One entrypoint serves the model {model_name!r}", param="model")
+
+    def native_aliases(self) -> dict[str, ProviderModel]:
+        return {n: m for n, m in self.models.items() if m.api_format == "systemone"}
+
+    def ensure_model(self, name: str) -> None:
+        """Build the embedded model of deployment ``name`` if no rule's load check already did."""
+        if name not in self.decision_models:
+            self._capability(name, CompileErrors())
+
     def used_deployments(self) -> dict[str, int]:
-        """Deployments some rule resolves to, with the call timeout their rules ask for (ms)."""
-        used: dict[str, int] = {}
+        """Deployments some rule or native alias resolves to, with the call timeout their rules ask for (ms)."""
+        used: dict[str, int] = {m.deployment: 0 for m in self.native_aliases().values()
+                                if m.deployment and m.deployment in self.deployments}
         for compiled in self.recipes.values():
             for rule in compiled.learned.rules.values():
                 dep = rule.share.deployment
@@ -246,6 +271,9 @@ class RoutingTable:
     def recipe_for(self, model_name: str) -> CompiledRecipe | None:
         """The recipe serving a public model name, or None when a provider model is named."""
         if model_name in self.models:
+            if self.models[model_name].api_format == "systemone":
+                raise RoutingError(f"{model_name!r} is a native System One alias: ask it on /v1/systemone",
+                                   param="model")
             return None
         recipe = self.by_name.get(model_name) or self.default
         if recipe is None:
@@ -262,6 +290,11 @@ class RoutingTable:
         compiled = self.recipe_for(model_name)
         if compiled is None:
             return Route(None, None, (self.models[model_name],))
+        return await self.route_recipe(compiled, request, systemone)
+
+    async def route_recipe(self, compiled: CompiledRecipe, request: Callable[[], CanonicalRequest],
+                           systemone: SystemOneAsker | None = None) -> Route:
+        """Route through one compiled recipe: its signals, decisions, strategy and fallback."""
         recipe = compiled.recipe
         readings = await compiled.read(request, systemone)
         try:

@@ -24,7 +24,8 @@ def make_admin(state: AppState) -> QuartTrio:
 
     @app.get("/v1/models")
     async def models() -> Response:
-        names = list(state.table.entrypoint_names) + list(state.table.models)
+        chat_models = [n for n, m in state.table.models.items() if m.api_format != "systemone"]
+        names = list(state.table.entrypoint_names) + chat_models
         data = [{"id": n, "object": "model", "created": 0, "owned_by": "vsr-fast"} for n in names]
         return jsonify({"object": "list", "data": data})
 

@@ -9,10 +9,13 @@ from .admin import make_admin
 from .asgi import Receive, Scope, Send, header, send_whole, shield_final
 from .chat import handle_chat
 from .preview import handle_preview
+from .systemone_api import handle_systemone, models_listing
 from .state import AppState
 
 CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
 PREVIEW_PATH = "/api/v1/routing/preview"
+SYSTEMONE_PATHS = frozenset({"/v1/systemone", "/v1/decisions"})
+SYSTEMONE_MODELS = "/v1/systemone/models"
 
 
 def make_app(state: AppState):
@@ -27,6 +30,13 @@ def make_app(state: AppState):
                 await _method_not_allowed(state, send)
         elif scope["type"] == "http" and scope["path"] == PREVIEW_PATH and scope["method"] == "POST":
             await handle_preview(state, scope, receive, send)
+        elif scope["type"] == "http" and scope["path"] in SYSTEMONE_PATHS and scope["method"] == "POST":
+            await handle_systemone(state, scope, receive, send)
+        elif scope["type"] == "http" and scope["path"] == SYSTEMONE_MODELS and scope["method"] == "GET":
+            headers = public_headers(config_version=state.config_version, path=ResponsePath.UPSTREAM,
+                                     recipe=None, decision=None, model=None)
+            headers.append((b"content-type", b"application/json"))
+            await send_whole(send, 200, headers, models_listing(state))
         elif scope["type"] == "http" and header(scope, b"connection") == b"close":
             await _until_response_ends(admin, scope, receive, send)
         else:

@@ -77,7 +77,7 @@ class Upstreams:
     def __init__(self, config: RouterConfig) -> None:
         self.backends: dict[str, list[Backend]] = {
             m.name: [Backend(m, ref, i) for i, ref in enumerate(m.backend_refs) if ref.weight > 0]
-            for m in config.providers.models
+            for m in config.providers.models if m.api_format != "systemone"
         }
 
     async def aclose(self) -> None:

@@ -1,0 +1,59 @@
+"""``global.stores``: where the event stream and the response cache live (spec 6.2).
+
+Stores say where state is; they never turn a feature on. The response cache
+is turned on by a ``response_cache`` plugin entry and the replay by
+``router_replay`` (``vsr_fast.plugins``); writing a backend here does neither.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from msgspec import Meta
+
+from .schema_base import Block
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+class EventStreamStore(Block):
+    """``global.stores.event_stream``: the routing events' stream.
+
+    ``redis`` appends to the Redis stream ``stream`` at ``url``; ``embedded``
+    appends to a journal file under ``path`` and needs no server (the
+    quickstart). Both spill to ``path`` when the in-memory queue is full.
+    """
+
+    backend: Literal["redis", "embedded"] = "embedded"
+    # Query parameters reach redis-py (socket_timeout=..., e.g.); they win over our defaults.
+    url: str = DEFAULT_REDIS_URL
+    stream: Annotated[str, Meta(min_length=1)] = "vsr:events"
+    # Approximate trim (XADD MAXLEN ~); None keeps every entry. A consumer group
+    # lagging by more than this loses what was trimmed: size it above the worst backlog.
+    maxlen: Annotated[int, Meta(ge=1_000)] | None = 1_000_000
+    batch: Annotated[int, Meta(ge=1, le=4_096)] = 128              # events per write
+    queue: Annotated[int, Meta(ge=16, le=10_000_000)] = 65_536     # events held in memory before spilling
+    # The embedded journal and the spill journal live here (relative to the working directory).
+    path: Annotated[str, Meta(min_length=1)] = ".vsr/events"
+    # Past this the spill journal refuses events, and each one counts as lost.
+    spill_max_bytes: Annotated[int, Meta(ge=1 << 20)] = 1 << 30
+
+
+class ResponseCacheStore(Block):
+    """``global.stores.response_cache``: where exact answers are kept."""
+
+    backend_type: Literal["memory", "redis"] = "memory"
+    url: str = DEFAULT_REDIS_URL
+    prefix: Annotated[str, Meta(min_length=1)] = "vsr:cache:"
+    max_entries: Annotated[int, Meta(ge=1)] = 10_000               # memory backend only
+    # An answer larger than this is not cached (llm_cache_write_skipped_total{reason="too_large"}).
+    max_entry_bytes: Annotated[int, Meta(ge=1024, le=64 << 20)] = 1 << 20
+
+
+class Stores(Block):
+    """``global.stores``."""
+
+    event_stream: EventStreamStore = EventStreamStore()
+    response_cache: ResponseCacheStore = ResponseCacheStore()
+
+
+__all__ = ["DEFAULT_REDIS_URL", "EventStreamStore", "ResponseCacheStore", "Stores"]

@@ -1,0 +1,104 @@
+"""The router's own System One API: ``POST /v1/systemone`` and ``/v1/decisions``, ``GET /v1/systemone/models``.
+
+Served on an ``api: systemone`` entrypoint (spec 6.3): the request's state is
+routed by the entrypoint's recipe like any text, and its decision's native
+aliases (``api_format: systemone``) answer it, in the form it came in. A
+native alias that is overloaded, down or late passes the request to the next
+candidate; a verdict about the request itself (a failed question, invalid
+input) goes back to the caller as it is.
+"""
+from __future__ import annotations
+
+import msgspec
+
+from ..errors import ModelNotFound, RoutingError, VsrError
+from ..headers.public import public_headers
+from ..headers.registry import ResponsePath
+from ..protocol import systemone as wire
+from ..protocol.chat import Message
+from ..signals.base import CanonicalRequest
+from ..systemone.deployments import CallFailed
+from ..systemone.open import alias_key
+from .asgi import Receive, Scope, Send, read_body, send_whole
+from .state import AppState
+
+_JSON = (b"content-type", b"application/json")
+STATUS = {"invalid_request": 400, "model_not_found": 404, "question_failed": 422, "invalid_input": 422,
+          "overloaded": 429, "timeout": 504}
+# Failures that say nothing about the request: the next candidate may answer it.
+PASS_ON = frozenset({"overloaded", "timeout", "unreachable", "invalid_response"})
+
+
+def _error(code: str, message: str, *, question: str | None = None, state: str | None = None) -> tuple[int, bytes]:
+    status = STATUS.get(code, 502 if not code.startswith("http_") else int(code[5:]))
+    body = wire.ErrorResponse(wire.ErrorBody(code=code, message=message, question=question, state=state))
+    return status, wire.ENCODER.encode(body)
+
+
+async def handle_systemone(state: AppState, scope: Scope, receive: Receive, send: Send) -> None:
+    """Route a System One request through its entrypoint's recipe and answer it with a native alias."""
+    recipe = decision = model = None
+    try:
+        raw = await read_body(scope, receive, state.max_body_bytes)
+        try:
+            body = wire.decode_request(raw)
+        except msgspec.DecodeError as exc:   # ValidationError included
+            status, out = _error("invalid_request", str(exc))
+        else:
+            compiled = state.table.systemone_recipe_for(body.model)
+            route = await state.table.route_recipe(compiled, lambda: _canonical(body), state.systemone)
+            recipe, decision = route.recipe, route.decision
+            model, status, out = await _answer(state, route.candidates, body)
+    except ModelNotFound as exc:
+        status, out = _error("model_not_found", exc.message)
+    except RoutingError as exc:
+        status, out = _error("invalid_request", exc.message)
+        recipe = exc.recipe
+    except VsrError as exc:
+        status, out = _error(exc.code, exc.message)
+    path = ResponsePath.UPSTREAM if status < 400 else ResponsePath.ERROR
+    headers = public_headers(config_version=state.config_version, path=path, recipe=recipe, decision=decision, model=model)
+    headers.append(_JSON)
+    await send_whole(send, status, headers, out)
+
+
+def _canonical(body: wire.StandardRequest | wire.BatchRequest) -> CanonicalRequest:
+    """Route on the text the questions are about: the state's request (a batch's first entry)."""
+    first = body.state if isinstance(body, wire.StandardRequest) else next(iter(body.states.values())).state
+    return CanonicalRequest([Message(role="user", content=first.request)])
+
+
+async def _answer(state: AppState, candidates, body) -> tuple[str, int, bytes]:
+    client = state.systemone_client
+    last: tuple[int, bytes] = _error("unreachable", "no native alias could answer")
+    model = candidates[0].name
+    for alias in candidates:
+        runner = None
+        if client is not None:
+            runner = client.runners.get(alias.deployment or "") or client.runners.get(alias_key(alias.name))
+        if runner is None:
+            last = _error("unreachable", f"native alias {alias.name!r} has no running deployment")
+            continue
+        model = alias.name
+        try:
+            response = await runner.call(msgspec.structs.replace(body, model=alias.provider_model_id or body.model))
+        except CallFailed as exc:
+            last = _error(exc.code, exc.message, question=exc.question, state=exc.state)
+            if exc.code in PASS_ON or exc.code.startswith("http_5"):
+                continue
+            return model, last[0], last[1]
+        return model, 200, wire.ENCODER.encode(response)
+    return model, last[0], last[1]
+
+
+def models_listing(state: AppState) -> bytes:
+    """``GET /v1/systemone/models``: the native aliases and what each answers."""
+    infos = []
+    for name, alias in state.table.native_aliases().items():
+        capable = state.table._capable.get(alias.deployment or "")
+        infos.append(wire.ModelInfo(
+            name=name, description=alias.description or "",
+            question_types=sorted(capable.question_types) if capable else [],
+            modalities=sorted(capable.modalities) if capable else [],
+        ))
+    return wire.ENCODER.encode(wire.ModelList(models=infos))
