@@ -143,3 +143,21 @@ def test_trusted_identity_routes_by_role(mock, tmp_path):
     with router(untrusted) as proc:
         r = httpx.post(f"{proc.url}/v1/chat/completions", json=body, headers=headers)
         assert r.headers["x-vsr-selected-model"] == "user-model", "client identity headers must be ignored"
+
+
+def test_trace_only_for_allowed_callers_that_ask(mock, heuristic_router, tmp_path):
+    body = {"model": "vsr/auto", "messages": user("URGENT: debug my python code ASAP")}
+    r = httpx.post(f"{heuristic_router.url}/v1/chat/completions", json=body, headers={"x-vsr-debug": "1"})
+    assert "x-vsr-trace" not in r.headers, "debug: none (the default) never sends the trace"
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    for m in doc["providers"]["models"]:
+        m["backend_refs"] = [{"endpoint": f"{mock.url}/v1"}]
+    doc["global"] = {"router": {"headers": {"debug": "any"}}}
+    with router(write_config(doc, str(tmp_path))) as proc:
+        plain = httpx.post(f"{proc.url}/v1/chat/completions", json=body)
+        assert "x-vsr-trace" not in plain.headers
+        traced = httpx.post(f"{proc.url}/v1/chat/completions", json=body, headers={"x-vsr-debug": "1"})
+        trace = traced.headers["x-vsr-trace"]
+        assert 'signals=("keyword:code" "keyword:urgent")' in trace
+        assert 'decision="urgent_code"' in trace and 'why="highest priority 230 of' in trace
+        assert len(trace) <= 4096

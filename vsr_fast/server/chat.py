@@ -18,7 +18,7 @@ from ..protocol.errors import openai_error_body
 from ..protocol.rewrite import ModelRewriter
 from ..protocol.sse import EventCutter, error_event
 from ..upstream import Stream, Whole
-from .asgi import ClientGone, HeaderList, Receive, Scope, Send, DisconnectWatch, read_body, send_whole
+from .asgi import ClientGone, DisconnectWatch, HeaderList, Receive, Scope, Send, header, read_body, send_whole
 from .route import decode_chat, route_chat
 from .state import AppState
 
@@ -26,12 +26,14 @@ log = logging.getLogger("vsr_fast.chat")
 API = "chat"
 _TO_PROVIDER = tuple(name.encode() for name in h.TO_PROVIDER)
 _JSON = (b"content-type", b"application/json")
+_TRACE = h.TRACE.encode()
+_DEBUG = h.DEBUG.encode()
 
 
 class Exchange:
     """What one request has decided so far; read by headers, metrics and errors."""
 
-    __slots__ = ("recipe", "decision", "model", "path", "status", "started")
+    __slots__ = ("recipe", "decision", "model", "path", "status", "started", "trace")
 
     def __init__(self) -> None:
         self.recipe: str | None = None
@@ -40,12 +42,16 @@ class Exchange:
         self.path = h.ResponsePath.UPSTREAM
         self.status = 500
         self.started = time.perf_counter()
+        self.trace: str | None = None
 
     def headers(self, state: AppState) -> HeaderList:
-        return public_headers(
+        out = public_headers(
             config_version=state.config_version, path=self.path,
             recipe=self.recipe, decision=self.decision, model=self.model,
         )
+        if self.trace is not None:
+            out.append((_TRACE, self.trace.encode()))
+        return out
 
 
 def provider_headers(scope: Scope) -> list[tuple[str, str]]:
@@ -77,6 +83,8 @@ async def _serve(state: AppState, ex: Exchange, scope: Scope, receive: Receive, 
     request = decode_chat(raw)
     route = await route_chat(state.table, request, lambda: state.identity(scope), state.systemone)
     ex.recipe, ex.decision, ex.model = route.recipe, route.decision, route.candidates[0].name
+    if state.debug_policy != "none" and header(scope, _DEBUG) is not None:
+        ex.trace = state.trace_for(scope, route)
     if route.fallback:
         ex.path = h.ResponsePath.FALLBACK
     rewrite = ModelRewriter(raw, request.model)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..config import Loaded
+from ..headers import trace
 from ..metrics import Metrics
 from ..systemone.client import SystemOneClient
 from ..upstream import Attempt, Dispatcher, Upstreams
@@ -23,9 +24,22 @@ class AppState:
         self.identity = identity_reader(self.loaded.config)
         client = self.systemone_client
         self.systemone = self.table.asker(client) if client is not None else None
+        self.debug_policy = self.loaded.config.global_.router.headers.debug
         self.dispatcher = Dispatcher(self.upstreams, self._count_attempt)
         self.config_version = self.loaded.version_hash.encode()
         self.max_body_bytes = self.loaded.config.global_.router.limits.max_body_bytes
+
+    def trace_for(self, scope, route) -> str | None:
+        """x-vsr-trace for a caller that asked, when the debug policy allows it."""
+        identity = self.identity(scope)
+        if not trace.allowed(self.debug_policy, True, identity.user is not None):
+            return None
+        principals = self.loaded.config.global_.router.headers.debug_principals
+        if self.debug_policy == "authenticated" and principals and identity.user not in principals:
+            return None
+        chosen = route.chosen
+        return trace.trace_value(signals=trace.matched_signals(route.readings), decision=route.decision,
+                                 why=chosen.why if chosen else "model named directly")
 
     def _count_attempt(self, attempt: Attempt) -> None:
         if attempt.error is not None:
