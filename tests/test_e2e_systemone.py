@@ -172,3 +172,38 @@ def test_a_down_api_never_fails_a_request(mock, tmp_path):
         detail = {(s["type"], s["name"]): s for s in preview["signals"]}
         assert detail[("domain", "math")]["matched"] is None
         assert detail[("jailbreak", "attack")]["matched"] is False      # on_unknown: no_match
+
+
+def attached_config(mock_url: str, runtime_url: str) -> dict:
+    return {
+        "version": "v0.5",
+        "providers": {"models": [{"name": "m", "backend_refs": [{"endpoint": f"{mock_url}/v1"}]}]},
+        "global": {"model_catalog": {"deployments": {"gpu": {"provider": "model_runtime", "endpoint": runtime_url}},
+                                     "bindings": {"pii": "gpu"}}},
+        "recipes": [{"name": "r", "signals": {"pii": [{"name": "personal"}]},
+                     "decisions": [{"name": "private", "rules": {"operator": "AND", "conditions": [{"type": "pii", "name": "personal"}]},
+                                    "modelRefs": [{"model": "m"}]}],
+                     "fallback": {"modelRefs": [{"model": "m"}]}}],
+    }
+
+
+def test_attached_runtime_card_is_read_at_start_and_checked(mock, fake, tmp_path):
+    path = write_config(attached_config(mock.url, fake.url), str(tmp_path))
+    httpx.post(f"{fake.url}/_fake/reset")
+    httpx.post(f"{fake.url}/_fake/model", json={"name": "rt", "question_types": ["choice", "noul"], "contract": "4.0.0"}).raise_for_status()
+    proc = router(path)
+    with pytest.raises(RuntimeError) as info:
+        proc.start()
+    assert ('error: recipes[r].signals.pii[personal]: span_required: resolves to deployment "gpu", which cannot answer '
+            "span questions") in info.value.args[0]
+    httpx.post(f"{fake.url}/_fake/model", json={"name": "rt", "question_types": ["choice", "noul", "span"], "contract": "3.2.0"})
+    with pytest.raises(RuntimeError) as info:
+        router(path).start()
+    assert "incompatible: the runtime at" in info.value.args[0] and "contract 3.2.0" in info.value.args[0]
+    httpx.post(f"{fake.url}/_fake/model", json={"name": "rt", "question_types": ["choice", "noul", "span"], "contract": "4.0.0"})
+    set_rules(fake, [{"question": "preset:pii", "answer": {"span": [["EMAIL_ADDRESS", 0, 5]]}}])
+    with router(path) as ok:
+        r = ask(ok, "a@b.c is my mail")
+        assert r.headers["x-vsr-selected-decision"] == "private"
+        (call,) = calls(fake)
+        assert call["path"] == "/v1/decisions"

@@ -214,6 +214,7 @@ class ModelInfo(Struct, frozen=True, omit_defaults=True):
     question_types: list[str] = field(default_factory=list)
     modalities: list[str] = field(default_factory=list)
     presets: list[str] = field(default_factory=list)
+    contract: str = ""              # a model runtime's contract version; "" for a remote API
 
 
 class ModelList(Struct, frozen=True):

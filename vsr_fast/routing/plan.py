@@ -193,13 +193,15 @@ class RoutingTable:
     """The configuration compiled for lookups on the request path."""
 
     def __init__(self, config: RouterConfig, errors: CompileErrors | None = None,
-                 warnings: list[str] | None = None) -> None:
+                 warnings: list[str] | None = None, attached: dict[str, caps.Capable] | None = None) -> None:
         errors = errors if errors is not None else CompileErrors()
         warnings = warnings if warnings is not None else []
         self.catalog = config.global_.model_catalog
         self.deployments = caps.deployments(self.catalog)
         self.decision_models: dict = {}           # embedded models, built when a rule resolves to them
-        self._capable: dict[str, caps.Capable | None] = {}
+        # Attached runtimes' capabilities, once their cards were read at start.
+        self._capable: dict[str, caps.Capable | None] = dict(attached or {})
+        self.config = config
         self.models = {m.name: m for m in config.providers.models}
         self.recipes = {r.name: compile_recipe(r, self.catalog, lambda n: self._capability(n, errors), errors, warnings)
                         for r in config.recipes}

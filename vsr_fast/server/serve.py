@@ -12,7 +12,8 @@ import hypercorn.trio
 import trio
 
 from ..config import Loaded
-from ..systemone.open import open_systemone
+from ..errors import ConfigError
+from ..systemone.open import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
 from .app import make_app
 from .state import AppState
@@ -43,6 +44,7 @@ def _hypercorn_config(opts: ServeOptions) -> hypercorn.config.Config:
 
 async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve until SIGTERM or SIGINT, then drain in-flight requests for up to the graceful timeout."""
+    loaded = await read_attached_cards(loaded)
     async with open_upstreams(loaded.config) as upstreams, open_systemone(loaded) as systemone:
         state = AppState(loaded=loaded, upstreams=upstreams, systemone_client=systemone)
         shutdown = trio.Event()
@@ -71,7 +73,14 @@ async def _on_signals(state: AppState, shutdown: trio.Event) -> None:
 def run(loaded: Loaded, opts: ServeOptions) -> int:
     """Entry point of ``vsr-fast serve``: one process, or a supervisor of ``workers`` processes."""
     if opts.workers <= 1 or opts.fd is not None:
-        trio.run(serve, loaded, opts)
+        try:
+            trio.run(serve, loaded, opts)
+        except ConfigError as exc:
+            print("vsr-fast: refusing to start: an attached runtime's model card refuses the configuration",
+                  file=sys.stderr)
+            for line in exc.lines:
+                print(f"error: {line}", file=sys.stderr)
+            return 2
         return 0
     return trio.run(_supervise, opts)
 

@@ -4,11 +4,26 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import dataclasses
+import logging
+
+import httpx
+import msgspec
+import trio
+
 from ..config import Loaded
+from ..errors import ConfigError
+from ..routing.plan import RoutingTable
+from ..signals.base import CompileErrors
+from .capabilities import Capable
+from .deployments import Attached
+from .runtime import CONTRACT
 from ..config.catalog import Deployment, DeploymentAuth
 from ..config.schema import ProviderModel
 from .client import SystemOneClient
 from .deployments import runner
+
+log = logging.getLogger("vsr_fast.systemone")
 
 
 def alias_key(alias: str) -> str:
@@ -25,6 +40,47 @@ def _alias_deployment(model: ProviderModel) -> Deployment:
         timeout_ms=min(ref.read_timeout_ms, 60_000),
         auth=DeploymentAuth(api_key_env=auth.api_key_env, header=auth.header, prefix=auth.prefix) if auth else None,
     )
+
+
+async def read_attached_cards(loaded: Loaded) -> Loaded:
+    """Read each attached runtime's model card and check the rules against it (spec 5.9).
+
+    A card that refuses a rule fails the start like a load error; a runtime that
+    does not answer is logged and its questions stay unknown until it does.
+    """
+    table = loaded.table
+    attached = {n: table.deployments[n] for n in table.used_deployments()
+                if table.deployments[n].provider == "model_runtime" and table.deployments[n].endpoint}
+    if not attached:
+        return loaded
+    found: dict[str, Capable] = {}
+    errors: list[str] = []
+    for name, dep in attached.items():
+        runtime = Attached(name, dep)
+        try:
+            with trio.move_on_after(5):
+                listing = await runtime.models()
+        except (httpx.HTTPError, msgspec.DecodeError) as exc:
+            log.warning("attached runtime %s did not give its model card: %s", name, exc)
+            continue
+        finally:
+            await runtime.aclose()
+        if not listing.models:
+            continue
+        card = listing.models[0]
+        if card.contract and card.contract != CONTRACT:
+            errors.append(f"global.model_catalog.deployments.{name}: incompatible: the runtime at {dep.endpoint} "
+                          f"speaks contract {card.contract}; this router needs {CONTRACT}")
+            continue
+        found[name] = Capable(name, "attached", frozenset(card.question_types), frozenset(card.modalities or ["text"]),
+                              model=card.name)
+    compile_errors = CompileErrors()
+    warnings: list[str] = []
+    table = RoutingTable(loaded.config, compile_errors, warnings, attached=found)
+    errors += compile_errors.lines
+    if errors:
+        raise ConfigError(errors)
+    return dataclasses.replace(loaded, table=table, warnings=loaded.warnings + warnings)
 
 
 @asynccontextmanager
