@@ -18,7 +18,7 @@ class ScriptedModel:
     card = ModelCard(
         name="scripted-1", family="scripted", question_types=["choice", "noul", "score", "set", "span"],
         presets=["domain", "jailbreak", "pii", "complexity"], trained=["domain"], calibrated={"domain": 0.4},
-        span_heads=[], validated_input_tokens=4096,
+        span_heads=[], validated_input_tokens=4096, trained_ids={"jailbreak": "attack"},
     )
 
     def __init__(self) -> None:

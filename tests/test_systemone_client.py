@@ -270,3 +270,15 @@ async def test_embedded_model_answers_in_a_worker_thread():
     assert [(s.label, s.start, s.end) for s in outcome.spans] == [("EMAIL_ADDRESS", 9, 24)]
     assert loaded.warnings == ["recipes[default].signals.pii[emails]: uncalibrated_preset: preset pii on deployment "
                                "'local' (scripted-1) has no calibrated threshold; the rule uses 0.5"]
+
+
+async def test_a_family_trained_id_replaces_the_router_owned_one():
+    d = doc({"jailbreak": [{"name": "attack"}], "complexity": [{"name": "c"}]},
+            [{"type": "jailbreak", "name": "attack"}, {"type": "complexity", "name": "c", "label": "hard"}],
+            deployments={"local": {"provider": "model_runtime", "artifact": "tests.scripted_model:make"}})
+    d["global"]["model_catalog"]["system"] = {"decision_model": {"deployment": "local"}}
+    loaded = load_raw(d)
+    rec = Recorder(neutral)
+    asker = loaded.table.asker(SystemOneClient({"local": rec}, loaded.version_hash))
+    await loaded.table.route("x", lambda: user("hello"), asker)
+    assert list(rec.bodies[0]["questions"]) == ["attack", "preset:complexity"]

@@ -190,7 +190,8 @@ class _Compiler:
                 self.warnings.append(
                     f"{rule_path}: uncalibrated_preset: preset {preset_name} on deployment {deployment!r} "
                     f"({capable.model or capable.kind}) has no calibrated threshold; the rule uses 0.5")
-        wire_id = preset.wire_id
+        # A family's trained ID where its model declares one; else the Router-owned ID (spec 5.1).
+        wire_id = (capable.trained_ids.get(preset_name) if capable is not None else None) or preset.wire_id
         self.add(LearnedRule(
             condition_type, rule.name, rule_path, preset.type, options, chosen, frozenset(ignore),
             _threshold(predicate, default), stage, Share(wire_id, deployment, stage, spec),

@@ -27,6 +27,7 @@ class Capable:
     model: str = ""                    # the model's name, for messages
     known: bool = True                 # False: an attached runtime, checked when its card is read
     validated_tokens: int | None = None
+    trained_ids: dict[str, str] = field(default_factory=dict)
 
 
 def deployments(catalog: ModelCatalog) -> dict[str, Deployment]:
@@ -47,7 +48,7 @@ def load_model(artifact: str) -> DecisionModel:
 def from_card(name: str, kind: str, card: ModelCard) -> Capable:
     return Capable(name, kind, frozenset(card.question_types), frozenset(card.modalities),
                    frozenset(card.span_heads), dict(card.calibrated), card.name,
-                   validated_tokens=card.validated_input_tokens)
+                   validated_tokens=card.validated_input_tokens, trained_ids=dict(card.trained_ids))
 
 
 def resolve(name: str, dep: Deployment, models: dict[str, DecisionModel]) -> Capable:
