@@ -17,7 +17,10 @@ MOCK_PORT = 8001
 
 
 def _port_free(port: int) -> bool:
+    # SO_REUSEADDR as the servers set it: a port whose last connections sit in
+    # TIME_WAIT after a previous run is free for them, so it is free here too.
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
