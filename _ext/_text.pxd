@@ -13,6 +13,13 @@ cdef extern from "Python.h":
     # lack `nogil`.
     uint32_t _vsr_tolower "Py_UNICODE_TOLOWER" (uint32_t ch) nogil
     bint _vsr_isalnum "Py_UNICODE_ISALNUM" (uint32_t ch) nogil
+    # What str.lower() itself calls for one character (CPython's lower_ucs4):
+    # the full lowercase mapping, 1 to 3 code points written to res, and the two
+    # properties of the Final_Sigma rule for U+03A3 (see _lower_sigma in bm25.pyx).
+    # Private CPython functions, exported by 3.11's headers (cpython/unicodeobject.h).
+    int _vsr_lower_full "_PyUnicode_ToLowerFull" (uint32_t ch, uint32_t* res) nogil
+    bint _vsr_is_cased "_PyUnicode_IsCased" (uint32_t ch) nogil
+    bint _vsr_is_case_ignorable "_PyUnicode_IsCaseIgnorable" (uint32_t ch) nogil
 
 cdef extern from *:
     """
@@ -196,3 +203,14 @@ cdef inline uint32_t fold(uint32_t cp) noexcept nogil:
         if lo < VSR_FOLD_NEXC and VSR_FOLD_EXC[2 * lo] == cp:
             return VSR_FOLD_EXC[2 * lo + 1]
     return _vsr_tolower(cp)
+
+
+cdef inline Py_ssize_t lower_full(uint32_t cp, uint32_t* out) noexcept nogil:
+    """str.lower() of one character other than U+03A3 (capital sigma, which
+    depends on its neighbours: see the kernels' own Final_Sigma helper): 1 to 3
+    code points into out, their number returned. Only U+0130 gives more than one
+    (i + U+0307) in Unicode 14."""
+    if cp < 0x80:
+        out[0] = cp + 32 if 0x41 <= cp <= 0x5A else cp
+        return 1
+    return _vsr_lower_full(cp, out)

@@ -5,17 +5,41 @@ Scores equal rank_bm25.BM25Okapi's on the same tokens (same idf, same epsilon
 floor for negative idf, same float operations). Tokens are interned to term ids
 when the index is built; a query is scored by walking the CSR postings of its
 terms, so its cost grows with the postings it touches, not with the corpus.
+
+scores_text() tokenizes in C as tokenize() does, reading the str's own code
+points (1, 2 or 4 bytes each, no UTF-8 copy): each token's lowercase code points
+are hashed as they are read and looked up in an open-addressing table of the
+vocabulary built with the index, so a token the index does not know costs no
+Python object.
 """
 
-from libc.stdint cimport int32_t, int64_t
+from cpython.unicode cimport PyUnicode_FromKindAndData
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
+from libc.string cimport memcmp, memcpy
 
 import math
 import re
 
 import numpy as np
 
-from _text cimport VSR_CJK_FLAT, VSR_CJK_NRANGES
+from _text cimport (
+    VSR_CJK_FLAT,
+    VSR_CJK_NRANGES,
+    _vsr_is_case_ignorable,
+    _vsr_is_cased,
+    _vsr_isalnum,
+    is_cjk,
+    lower_full,
+)
+
+cdef extern from "Python.h":
+    int PyUnicode_READY(object) except -1
+    int PyUnicode_KIND(object)
+    void* PyUnicode_DATA(object)
+    int PyUnicode_1BYTE_KIND
+    int PyUnicode_2BYTE_KIND
+    int PyUnicode_4BYTE_KIND
 
 __all__ = ["CJK_RANGES", "BM25Index", "tokenize"]
 
@@ -40,6 +64,225 @@ def tokenize(str text not None):
     return _TOKEN.findall(text.lower())
 
 
+# --------------------------------------------------------------------------- C tokenizer
+
+ctypedef fused char_t:
+    uint8_t
+    uint16_t
+    uint32_t
+
+cdef extern from *:
+    """
+    /* FNV-1a over a token's code points (each as one 32-bit unit), then a
+       multiplicative spread for the table slot. */
+    #define VSR_SEED ((uint64_t)0xCBF29CE484222325ULL)
+    #define VSR_PRIME ((uint64_t)0x100000001B3ULL)
+    #define VSR_SPREAD ((uint64_t)0x9E3779B97F4A7C15ULL)
+    """
+    const uint64_t _SEED "VSR_SEED"
+    const uint64_t _PRIME "VSR_PRIME"
+    const uint64_t _SPREAD "VSR_SPREAD"
+
+# ASCII: lowercase of each byte, and 0 for the bytes that are not alphanumeric.
+cdef uint8_t _ASCII_TOKEN[128]
+for _c in range(128):
+    _ASCII_TOKEN[_c] = 0
+    if 0x30 <= _c <= 0x39 or 0x61 <= _c <= 0x7A:
+        _ASCII_TOKEN[_c] = _c
+    elif 0x41 <= _c <= 0x5A:
+        _ASCII_TOKEN[_c] = _c + 32
+del _c
+
+
+cdef inline uint64_t _hash_cps(const uint32_t* cps, Py_ssize_t length) noexcept nogil:
+    cdef uint64_t h = _SEED
+    cdef Py_ssize_t i
+    for i in range(length):
+        h = (h ^ cps[i]) * _PRIME
+    return h
+
+
+cdef uint32_t _lower_sigma(const char_t* data, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
+    """str.lower() of the U+03A3 at data[i]: final sigma (U+03C2) when a cased
+    character precedes it and none follows it, case-ignorable ones skipped both
+    ways; else U+03C3. CPython's handle_capital_sigma, read for read."""
+    cdef Py_ssize_t j
+    cdef uint32_t c = 0
+    cdef bint final_sigma
+    j = i - 1
+    while j >= 0:
+        c = data[j]
+        if not _vsr_is_case_ignorable(c):
+            break
+        j -= 1
+    final_sigma = j >= 0 and _vsr_is_cased(c)
+    if final_sigma and i + 1 < n:
+        j = i + 1
+        while j < n:
+            c = data[j]
+            if not _vsr_is_case_ignorable(c):
+                break
+            j += 1
+        final_sigma = j == n or not _vsr_is_cased(c)
+    return 0x3C2 if final_sigma else 0x3C3
+
+
+# Called with each token's lowercase code points: buf[:min(length, cap)], and
+# the hash of all `length` of them. A token longer than cap was not kept whole.
+ctypedef void (*_emit_fn)(void* sink, const uint32_t* buf, Py_ssize_t length, uint64_t h) noexcept nogil
+
+
+cdef void _scan(const char_t* data, Py_ssize_t n, uint32_t* buf, Py_ssize_t cap,
+                _emit_fn emit, void* sink) noexcept nogil:
+    """The tokens of tokenize(text) for the str whose code points are data[:n].
+
+    Each character is lowercased as str.lower() does (full mapping, final sigma
+    in context), and each code point of its lowercase then either extends the
+    current run of alphanumerics, ends it, or (alphanumeric CJK) is a token alone.
+    buf holds cap >= 1 code points.
+    """
+    cdef Py_ssize_t i, k, nout, length = 0
+    cdef uint64_t h = _SEED
+    cdef uint32_t c, lc
+    cdef uint32_t low[4]
+    for i in range(n):
+        c = data[i]
+        if c < 0x80:
+            lc = _ASCII_TOKEN[c]
+            if lc:
+                if length < cap:
+                    buf[length] = lc
+                length += 1
+                h = (h ^ lc) * _PRIME
+            elif length:
+                emit(sink, buf, length, h)
+                length = 0
+                h = _SEED
+            continue
+        if c == 0x3A3:
+            low[0] = _lower_sigma(data, n, i)
+            nout = 1
+        else:
+            nout = lower_full(c, low)
+        for k in range(nout):
+            lc = low[k]
+            if not _vsr_isalnum(lc):
+                if length:
+                    emit(sink, buf, length, h)
+                    length = 0
+                    h = _SEED
+            elif is_cjk(lc):
+                if length:
+                    emit(sink, buf, length, h)
+                    length = 0
+                buf[0] = lc
+                emit(sink, buf, 1, (_SEED ^ lc) * _PRIME)
+                h = _SEED
+            else:
+                if length < cap:
+                    buf[length] = lc
+                length += 1
+                h = (h ^ lc) * _PRIME
+    if length:
+        emit(sink, buf, length, h)
+
+
+cdef int _scan_str(str text, uint32_t* buf, Py_ssize_t cap, _emit_fn emit, void* sink) except -1:
+    """_scan over a str in its own storage (1, 2 or 4 bytes a code point)."""
+    PyUnicode_READY(text)
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void* data = PyUnicode_DATA(text)
+    cdef Py_ssize_t n = len(text)
+    with nogil:
+        if kind == PyUnicode_1BYTE_KIND:
+            _scan(<const uint8_t*>data, n, buf, cap, emit, sink)
+        elif kind == PyUnicode_2BYTE_KIND:
+            _scan(<const uint16_t*>data, n, buf, cap, emit, sink)
+        else:
+            _scan(<const uint32_t*>data, n, buf, cap, emit, sink)
+    return 0
+
+
+cdef struct _Collect:
+    uint32_t* cps      # every token's code points, one after another
+    Py_ssize_t n_cps
+    Py_ssize_t* ends   # token t is cps[ends[t - 1]:ends[t]]
+    Py_ssize_t n_tokens
+
+
+cdef void _collect(void* sink, const uint32_t* buf, Py_ssize_t length, uint64_t h) noexcept nogil:
+    cdef _Collect* c = <_Collect*>sink
+    memcpy(c.cps + c.n_cps, buf, length * sizeof(uint32_t))
+    c.n_cps += length
+    c.ends[c.n_tokens] = c.n_cps
+    c.n_tokens += 1
+
+
+def _c_tokens(str text not None):
+    """The tokens BM25Index.scores_text() reads from text, as strs.
+
+    For the parity tests: equal to tokenize(text) for every str.
+    """
+    cdef Py_ssize_t n = len(text), t, start = 0
+    cdef _Collect c
+    # A character lowercases to at most 3 code points, so tokens hold at most 3n.
+    cdef Py_ssize_t cap = 3 * n + 1
+    c.cps = <uint32_t*>malloc(cap * sizeof(uint32_t))
+    c.ends = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
+    cdef uint32_t* buf = <uint32_t*>malloc(cap * sizeof(uint32_t))
+    c.n_cps = c.n_tokens = 0
+    try:
+        if c.cps == NULL or c.ends == NULL or buf == NULL:
+            raise MemoryError()
+        _scan_str(text, buf, cap, _collect, &c)
+        tokens = []
+        for t in range(c.n_tokens):
+            tokens.append(PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, c.cps + start, c.ends[t] - start))
+            start = c.ends[t]
+        return tokens
+    finally:
+        free(c.cps)
+        free(c.ends)
+        free(buf)
+
+
+# The vocabulary as an open-addressing table, and the postings to add.
+cdef struct _Lookup:
+    const uint64_t* slot_hash   # per slot: the term's hash
+    const int32_t* slot_term    # per slot: term id, -1 for an empty slot
+    uint64_t mask
+    int shift                   # slot = (hash * _SPREAD) >> shift
+    const int64_t* term_off     # term t's code points: pool[term_off[t]:term_off[t + 1]]
+    const uint32_t* pool
+    Py_ssize_t max_len          # the longest term, in code points
+    const int64_t* offsets      # CSR postings, as in BM25Index
+    const int32_t* docs
+    const double* weights
+    double* out
+
+
+cdef void _score_token(void* sink, const uint32_t* buf, Py_ssize_t length, uint64_t h) noexcept nogil:
+    """Add the token's postings to out if the vocabulary has it."""
+    cdef _Lookup* lk = <_Lookup*>sink
+    cdef uint64_t slot
+    cdef int32_t t
+    cdef Py_ssize_t j, end
+    if length > lk.max_len:
+        return
+    slot = (h * _SPREAD) >> lk.shift
+    while True:
+        t = lk.slot_term[slot]
+        if t < 0:
+            return
+        if (lk.slot_hash[slot] == h and lk.term_off[t + 1] - lk.term_off[t] == length
+                and memcmp(lk.pool + lk.term_off[t], buf, length * sizeof(uint32_t)) == 0):
+            break
+        slot = (slot + 1) & lk.mask
+    end = lk.offsets[t + 1]
+    for j in range(lk.offsets[t], end):
+        lk.out[lk.docs[j]] += lk.weights[j]
+
+
 cdef class BM25Index:
     """Okapi BM25 index over tokenised documents (lists of token strings)."""
 
@@ -51,6 +294,9 @@ cdef class BM25Index:
     cdef const int64_t* _offsets
     cdef const int32_t* _docs
     cdef const double* _weights
+    # The vocabulary's hash table for scores_text(); _lookup.out is set per call.
+    cdef object _table_arrs
+    cdef _Lookup _lookup
 
     def __init__(self, corpus, double k1=1.5, double b=0.75, double epsilon=0.25):
         if not k1 >= 0.0:
@@ -85,6 +331,7 @@ cdef class BM25Index:
         self.avgdl = total_len / self.n_docs if self.n_docs else 0.0
         idf = self._idf(post_docs)
         self._build_postings(post_docs, post_tfs, doc_lens, idf)
+        self._build_table(list(vocab))
 
     def _idf(self, post_docs):
         n = self.n_docs
@@ -126,6 +373,54 @@ cdef class BM25Index:
         cdef const double[::1] weights_view = self._weights_arr
         self._weights = &weights_view[0] if weights else NULL
 
+    def _build_table(self, terms):
+        """The hash table of the vocabulary (terms in term-id order) for scores_text().
+
+        Terms hash by their code points as _scan hashes a token's. A term that no
+        token can equal (upper case, punctuation, ...) is in it all the same and
+        simply never found.
+        """
+        cdef Py_ssize_t n_terms = len(terms), size = 8, bits = 3, t
+        while size < 2 * n_terms:
+            size *= 2
+            bits += 1
+        # surrogatepass: a term may hold a lone surrogate, as a str may.
+        pool = np.frombuffer("".join(terms).encode("utf-32-le", "surrogatepass") or b"\0\0\0\0",
+                             dtype=np.uint32)
+        term_off = np.zeros(n_terms + 1, dtype=np.int64)
+        if n_terms:
+            np.cumsum([len(term) for term in terms], out=term_off[1:])
+        slot_hash = np.zeros(size, dtype=np.uint64)
+        slot_term = np.full(size, -1, dtype=np.int32)
+        self._table_arrs = (pool, term_off, slot_hash, slot_term)
+        cdef const uint32_t[::1] pool_view = pool
+        cdef const int64_t[::1] off_view = term_off
+        cdef uint64_t[::1] hash_view = slot_hash
+        cdef int32_t[::1] term_view = slot_term
+        cdef uint64_t h, slot, mask = <uint64_t>size - 1
+        cdef int shift = 64 - bits
+        cdef Py_ssize_t max_len = 0
+        for t in range(n_terms):
+            h = _hash_cps(&pool_view[0] + off_view[t], off_view[t + 1] - off_view[t])
+            slot = (h * _SPREAD) >> shift
+            while term_view[slot] >= 0:
+                slot = (slot + 1) & mask
+            hash_view[slot] = h
+            term_view[slot] = <int32_t>t
+            if off_view[t + 1] - off_view[t] > max_len:
+                max_len = off_view[t + 1] - off_view[t]
+        self._lookup.slot_hash = &hash_view[0]
+        self._lookup.slot_term = &term_view[0]
+        self._lookup.mask = mask
+        self._lookup.shift = shift
+        self._lookup.term_off = &off_view[0]
+        self._lookup.pool = &pool_view[0]
+        self._lookup.max_len = max_len
+        self._lookup.offsets = self._offsets
+        self._lookup.docs = self._docs
+        self._lookup.weights = self._weights
+        self._lookup.out = NULL
+
     @property
     def n_terms(self):
         """Number of distinct tokens in the corpus."""
@@ -160,6 +455,33 @@ cdef class BM25Index:
         finally:
             if ids != stack_ids:
                 free(ids)
+        return result
+
+    def scores_text(self, str text not None):
+        """scores(tokenize(text)), tokenizing in C: the same float64 array, bit for bit.
+
+        Tokens are lowercased, hashed and looked up without building a str, and
+        their postings added in text order, as scores() adds its query's.
+        """
+        result = np.zeros(self.n_docs, dtype=np.float64)
+        if self.n_docs == 0 or len(text) == 0:
+            return result
+        cdef double[::1] out = result
+        cdef _Lookup lookup = self._lookup
+        lookup.out = &out[0]
+        # Only tokens up to the longest term's length can be found: keep that much.
+        cdef uint32_t stack_buf[128]
+        cdef uint32_t* buf = stack_buf
+        cdef Py_ssize_t cap = lookup.max_len + 1
+        if cap > 128:
+            buf = <uint32_t*>malloc(cap * sizeof(uint32_t))
+            if buf == NULL:
+                raise MemoryError()
+        try:
+            _scan_str(text, buf, cap, _score_token, &lookup)
+        finally:
+            if buf != stack_buf:
+                free(buf)
         return result
 
     cdef void _accumulate(self, const int32_t* ids, Py_ssize_t m, double* out) noexcept nogil:

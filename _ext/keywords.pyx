@@ -17,7 +17,7 @@ shared by every matcher here and by vsr_fast._ext._reference:
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc, qsort
+from libc.stdlib cimport calloc, free, malloc, qsort
 from libc.string cimport memcpy, memset
 
 from collections import deque
@@ -502,18 +502,91 @@ cdef Py_ssize_t _gram_set(const uint32_t* cps, Py_ssize_t s, Py_ssize_t e, uint6
     return unique
 
 
-cdef inline Py_ssize_t _common(const uint64_t* a, Py_ssize_t na, const uint64_t* b, Py_ssize_t nb) noexcept nogil:
-    cdef Py_ssize_t i = 0, j = 0, common = 0
-    while i < na and j < nb:
-        if a[i] < b[j]:
-            i += 1
-        elif a[i] > b[j]:
-            j += 1
-        else:
-            common += 1
-            i += 1
-            j += 1
-    return common
+cdef extern from *:
+    """
+    #define VSR_GRAM_SPREAD ((uint64_t)0x9E3779B97F4A7C15ULL)
+    """
+    const uint64_t _SPREAD "VSR_GRAM_SPREAD"  # slot = (code * _SPREAD) >> shift
+
+
+# The text's trigrams at positions lo <= i < hi, counted (the trigram at i is
+# cps[i:i + 3]). Each distinct trigram code of the text gets a dense id from a
+# hash table, the keywords' trigrams first (ids below n_kgrams), so moving the
+# window updates counts, the number of distinct trigrams in it, and, for each
+# keyword, how many of its trigrams are in it: no set is built or sorted.
+cdef struct _Window:
+    const uint32_t* cps
+    int32_t* table         # open addressing: the id in each slot, -1 if free
+    uint64_t* codes        # the trigram code of each id
+    uint64_t mask
+    int shift
+    int32_t n_ids
+    int32_t* pos_id        # id of the trigram at each position, -1 until first seen
+    int32_t* counts        # occurrences in the window, by id
+    Py_ssize_t distinct
+    Py_ssize_t lo, hi
+    int32_t n_kgrams
+    const int64_t* kg_off  # keywords with trigram id g: kg_kw[kg_off[g]:kg_off[g + 1]]
+    const int32_t* kg_kw
+    Py_ssize_t* common     # per keyword: its trigrams in the window
+
+
+cdef inline int32_t _gram_id(_Window* win, uint64_t code) noexcept nogil:
+    """The id of a trigram code, a new one if the text has not shown it before."""
+    cdef uint64_t slot = (code * _SPREAD) >> win.shift
+    cdef int32_t gid
+    while True:
+        gid = win.table[slot]
+        if gid < 0:
+            gid = win.table[slot] = win.n_ids
+            win.codes[gid] = code
+            win.n_ids += 1
+            return gid
+        if win.codes[gid] == code:
+            return gid
+        slot = (slot + 1) & win.mask
+
+
+cdef inline void _window_add(_Window* win, Py_ssize_t i) noexcept nogil:
+    cdef int32_t gid = win.pos_id[i]
+    cdef Py_ssize_t j
+    if gid < 0:
+        gid = _gram_id(win, (<uint64_t>win.cps[i] << 42) | (<uint64_t>win.cps[i + 1] << 21) | win.cps[i + 2])
+        win.pos_id[i] = gid
+    win.counts[gid] += 1
+    if win.counts[gid] == 1:
+        win.distinct += 1
+        if gid < win.n_kgrams:
+            for j in range(win.kg_off[gid], win.kg_off[gid + 1]):
+                win.common[win.kg_kw[j]] += 1
+
+
+cdef inline void _window_remove(_Window* win, Py_ssize_t i) noexcept nogil:
+    cdef int32_t gid = win.pos_id[i]  # set: i was added
+    cdef Py_ssize_t j
+    win.counts[gid] -= 1
+    if win.counts[gid] == 0:
+        win.distinct -= 1
+        if gid < win.n_kgrams:
+            for j in range(win.kg_off[gid], win.kg_off[gid + 1]):
+                win.common[win.kg_kw[j]] -= 1
+
+
+cdef inline void _window_move(_Window* win, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    """Make the window [lo, hi); neither bound may move back."""
+    if lo >= win.hi:
+        # Disjoint from the current window: empty it, start afresh.
+        while win.lo < win.hi:
+            _window_remove(win, win.lo)
+            win.lo += 1
+        win.lo = win.hi = lo
+    else:
+        while win.lo < lo:
+            _window_remove(win, win.lo)
+            win.lo += 1
+    while win.hi < hi:
+        _window_add(win, win.hi)
+        win.hi += 1
 
 
 cdef class NgramMatcher:
@@ -523,17 +596,25 @@ cdef class NgramMatcher:
     the text, as the span from the first word's start to the last word's end.
     Similarity is |A & B| / |A | B| over the two spans' sets of character
     trigrams; a span shorter than 3 characters is its own single gram.
+
+    The spans of m words, taken in order, start and end further and further
+    into the text, so one window slides over the text's trigrams for each m:
+    |A & B| and |B| are kept up to date as trigrams enter and leave it, and
+    |A | B| = |A| + |B| - |A & B|.
     """
 
     cdef readonly tuple keywords
     cdef readonly double threshold
     cdef readonly bint case_sensitive
-    cdef Py_ssize_t _nk, _max_words
+    cdef Py_ssize_t _nk, _max_words, _n_kgrams
     cdef object _arrays
     cdef const int64_t* _kwords
     cdef const int64_t* _gram_off
     cdef const uint64_t* _grams
     cdef const int64_t* _group_ids   # keyword ids ordered by word count
+    cdef const uint64_t* _kg_codes   # the distinct trigram codes of all keywords
+    cdef const int64_t* _kg_off      # and the keywords that hold each (CSR)
+    cdef const int32_t* _kg_kw
 
     def __init__(self, keywords, double threshold, *, bint case_sensitive=False):
         if not 0.0 < threshold <= 1.0:
@@ -552,11 +633,14 @@ cdef class NgramMatcher:
             raise MemoryError()
         grams = []
         gram_off = [0]
+        holders = {}  # trigram code -> the keywords that hold it
         try:
             for k in range(self._nk):
                 count = _gram_set(&cview[0], oview[k], oview[k + 1], buf)
                 for i in range(count):
                     grams.append(buf[i])
+                    if not buf[i] >> 63:  # a short span's gram is compared apart
+                        holders.setdefault(buf[i], []).append(k)
                 gram_off.append(len(grams))
         finally:
             free(buf)
@@ -565,8 +649,13 @@ cdef class NgramMatcher:
         gram_off_arr = np.asarray(gram_off, dtype=np.int64)
         if group_ids.size == 0:
             group_ids = np.zeros(1, dtype=np.int64)
+        self._n_kgrams = len(holders)
+        kg_codes = np.asarray(list(holders) or [0], dtype=np.uint64)
+        kg_off = np.zeros(len(holders) + 1, dtype=np.int64)
+        np.cumsum([len(ks) for ks in holders.values()], out=kg_off[1:])
+        kg_kw = np.asarray([k for ks in holders.values() for k in ks] or [0], dtype=np.int32)
         self._max_words = int(kwords[:self._nk].max()) if self._nk else 0
-        self._arrays = (kwords, grams_arr, gram_off_arr, group_ids)
+        self._arrays = (kwords, grams_arr, gram_off_arr, group_ids, kg_codes, kg_off, kg_kw)
         cdef const int64_t[::1] v
         v = kwords
         self._kwords = &v[0]
@@ -574,8 +663,14 @@ cdef class NgramMatcher:
         self._gram_off = &v[0]
         v = group_ids
         self._group_ids = &v[0]
+        v = kg_off
+        self._kg_off = &v[0]
         cdef const uint64_t[::1] g = grams_arr
         self._grams = &g[0]
+        g = kg_codes
+        self._kg_codes = &g[0]
+        cdef const int32_t[::1] kw = kg_kw
+        self._kg_kw = &kw[0]
 
     def best(self, text):
         """Each keyword's best similarity over the text's spans (float64 array; 0.0: none)."""
@@ -586,48 +681,89 @@ cdef class NgramMatcher:
             return result
         cdef double[::1] best = result
         cdef _Words w
-        cdef uint64_t* span
+        cdef _Window win
+        cdef Py_ssize_t n_pos, cap, size, bits
+        cdef bint ok
         with nogil:
             _split_words(p, n, not self.case_sensitive, &w)
-            # A span's trigrams are at most its characters, at most the text's.
-            span = <uint64_t*>malloc((w.n_cps + 1) * sizeof(uint64_t))
-            if span != NULL:
-                self._best(&w, span, &best[0])
-                free(span)
+            n_pos = w.n_cps - 2 if w.n_cps > 2 else 0
+            cap = self._n_kgrams + n_pos  # distinct trigrams: at most the keywords' and the text's
+            size, bits = 16, 4
+            while size < cap + cap // 2:
+                size *= 2
+                bits += 1
+            win.cps = w.cps
+            win.table = <int32_t*>malloc(size * sizeof(int32_t))
+            win.codes = <uint64_t*>malloc((cap + 1) * sizeof(uint64_t))
+            win.mask = <uint64_t>size - 1
+            win.shift = <int>(64 - bits)
+            win.pos_id = <int32_t*>malloc((n_pos + 1) * sizeof(int32_t))
+            win.counts = <int32_t*>calloc(cap + 1, sizeof(int32_t))
+            win.common = <Py_ssize_t*>calloc(self._nk, sizeof(Py_ssize_t))
+            ok = win.table != NULL and win.codes != NULL and win.pos_id != NULL and win.counts != NULL and win.common != NULL
+            if ok:
+                self._best(&w, &win, &best[0])
+            free(win.table)
+            free(win.codes)
+            free(win.pos_id)
+            free(win.counts)
+            free(win.common)
             _free_words(&w)
-        if span == NULL:
+        if not ok:
             raise MemoryError()
         return result
 
     def match(self, text):
         """[(keyword_index, similarity)] of the keywords whose best similarity >= threshold."""
-        best = self.best(text)
-        return [(int(k), float(best[k])) for k in np.flatnonzero(best >= self.threshold)]
+        cdef const double[::1] best = self.best(text)
+        cdef Py_ssize_t k
+        return [(k, best[k]) for k in range(self._nk) if best[k] >= self.threshold]
 
-    cdef void _best(self, _Words* w, uint64_t* span, double* best) noexcept nogil:
-        cdef Py_ssize_t g = 0, words, start, count, j, idx, k, kcount, common
-        cdef double bound, similarity
-        # Keywords in order of word count: each span's gram set is built once and
-        # compared with every keyword of that many words.
+    cdef void _best(self, _Words* w, _Window* win, double* best) noexcept nogil:
+        cdef Py_ssize_t g = 0, gi, words, start, j, idx, k, kcount, common, s, e
+        cdef uint64_t short_code
+        cdef double similarity
+        memset(win.table, 0xFF, (win.mask + 1) * sizeof(int32_t))
+        memset(win.pos_id, 0xFF, (w.n_cps - 2 if w.n_cps > 2 else 0) * sizeof(int32_t))
+        win.n_ids = 0
+        win.n_kgrams = <int32_t>self._n_kgrams
+        win.kg_off = self._kg_off
+        win.kg_kw = self._kg_kw
+        for gi in range(self._n_kgrams):  # distinct codes: ids 0 .. n_kgrams - 1
+            _gram_id(win, self._kg_codes[gi])
+        # Keywords in order of word count: for each count, one pass of the window.
         while g < self._nk:
             words = self._kwords[self._group_ids[g]]
             j = g
             while j < self._nk and self._kwords[self._group_ids[j]] == words:
                 j += 1
             if words > 0:
+                win.lo = win.hi = 0
+                win.distinct = 0
                 for start in range(w.n_words - words + 1):
-                    count = _gram_set(w.cps, w.starts[start], w.ends[start + words - 1], span)
+                    s = w.starts[start]
+                    e = w.ends[start + words - 1]
+                    # The span's trigrams start at s .. e - 3; none if it is shorter than 3.
+                    _window_move(win, s, e - 2 if e - 2 > s else s)
+                    if e - s < 3:
+                        # Its one gram is itself: it matches (1.0) only a keyword that is the same short span.
+                        short_code = _short_gram(w.cps + s, e - s)
+                        for idx in range(g, j):
+                            k = self._group_ids[idx]
+                            if (self._gram_off[k + 1] - self._gram_off[k] == 1
+                                    and self._grams[self._gram_off[k]] == short_code):
+                                best[k] = 1.0
+                        continue
                     for idx in range(g, j):
                         k = self._group_ids[idx]
-                        kcount = self._gram_off[k + 1] - self._gram_off[k]
-                        # Jaccard <= min/max of the set sizes: skip what cannot win.
-                        bound = <double>min(kcount, count) / <double>max(kcount, count)
-                        if bound <= best[k]:
+                        common = win.common[k]
+                        if common == 0:
                             continue
-                        common = _common(self._grams + self._gram_off[k], kcount, span, count)
-                        similarity = <double>common / <double>(kcount + count - common)
+                        kcount = self._gram_off[k + 1] - self._gram_off[k]
+                        similarity = <double>common / <double>(kcount + win.distinct - common)
                         if similarity > best[k]:
                             best[k] = similarity
+                _window_move(win, win.hi, win.hi)  # empty: counts and common back to 0
             g = j
 
 

@@ -7,6 +7,11 @@ its reference (vsr_fast._ext._reference, the best honest pure-Python version;
 rank_bm25 itself for BM25), and the speed-up. Both sides get the same prepared
 inputs (matchers and indexes are built once, outside the timing), and each pair
 is checked to give the same answer before it is timed. Takes about 30 s.
+
+The "bm25 scores_text" rows compare the C tokenizer + scoring with the Python
+path it replaces in the keyword signal (tokenize(), then the C scores()), and
+with rank-bm25 on the same text; their Python column is that path, not a
+_reference function. A goal in µs bounds the kernel's own median.
 """
 
 from __future__ import annotations
@@ -59,18 +64,25 @@ class Row:
     workload: str
     c_us: float
     py_us: float
-    goal: float | None = None
+    goal: float | None = None  # a speed-up
+    goal_us: float | None = None  # a ceiling on the kernel's own time
 
     def cells(self) -> list[str]:
         ratio = self.py_us / self.c_us
-        goal = "" if self.goal is None else f"≥ {self.goal:g}× ({'met' if ratio >= self.goal else 'NOT met'})"
-        return [self.kernel, self.workload, f"{self.c_us:,.2f}", f"{self.py_us:,.1f}", f"{ratio:,.1f}×", goal]
+        goals = []
+        if self.goal is not None:
+            goals.append(f"≥ {self.goal:g}× ({'met' if ratio >= self.goal else 'NOT met'})")
+        if self.goal_us is not None:
+            goals.append(f"< {self.goal_us:g} µs ({'met' if self.c_us < self.goal_us else 'NOT met'})")
+        return [self.kernel, self.workload, f"{self.c_us:,.2f}", f"{self.py_us:,.1f}", f"{ratio:,.1f}×",
+                ", ".join(goals)]
 
 
-def compare(kernel: str, workload: str, c_fn, py_fn, same: Callable[[object, object], bool], goal=None) -> Row:
+def compare(kernel: str, workload: str, c_fn, py_fn, same: Callable[[object, object], bool], goal=None,
+            goal_us=None) -> Row:
     if not same(c_fn(), py_fn()):
         raise AssertionError(f"{kernel}: kernel and reference disagree on {workload}")
-    return Row(kernel, workload, median_us(c_fn), median_us(py_fn), goal)
+    return Row(kernel, workload, median_us(c_fn), median_us(py_fn), goal, goal_us)
 
 
 # ------------------------------------------------------------------ workloads
@@ -108,6 +120,24 @@ def bm25_row(rng: random.Random) -> Row:
         lambda: index.scores(query), lambda: okapi.get_scores(query),
         lambda a, b: np.allclose(a, b, rtol=0, atol=1e-9), goal=50,
     )
+
+
+def bm25_text_rows(rng: random.Random) -> list[Row]:
+    """The keyword signal's bm25 method: the rule's keywords are the documents, a
+    2 KB user turn the query, tokenized in C (scores_text) or by tokenize()."""
+    docs = [bm25.tokenize(k) for k in KEYWORDS_20]
+    text = prose(rng, 2048, ["urgent", "ASAP", "Refund", "password:", "ignore previous", "北京", "😀", "Invoice"])
+    index = bm25.BM25Index(docs)
+    reference = ref.BM25Reference(docs)
+    workload = f"2 KB user turn × {len(docs)} keyword docs"
+    return [
+        compare("bm25 scores_text", f"{workload}, vs tokenize() + scores()",
+                lambda: index.scores_text(text), lambda: index.scores(bm25.tokenize(text)),
+                lambda a, b: np.array_equal(a, b)),
+        compare("bm25 scores_text", f"{workload}, vs rank-bm25 (regex tokenizer)",
+                lambda: index.scores_text(text), lambda: reference.scores_text(text),
+                lambda a, b: np.allclose(a, b, rtol=0, atol=1e-9)),
+    ]
 
 
 KEYWORDS_20 = [
@@ -166,7 +196,7 @@ def fuzzy_ngram_rows(rng: random.Random) -> list[Row]:
     return [
         compare("ngram (trigram Jaccard)", "10 keywords of 1-4 words, 2 KB text",
                 lambda: ngram.match(text), lambda: ref.ngram_match(text, targets, 0.5),
-                lambda a, b: a == b),
+                lambda a, b: a == b, goal_us=40),
         compare("fuzzy (Levenshtein ≤ 2)", "10 keywords of 1-4 words, 2 KB text",
                 lambda: fuzzy.match(text), lambda: ref.fuzzy_match(text, targets, 2),
                 lambda a, b: a == b),
@@ -177,7 +207,9 @@ def main() -> None:
     started = time.perf_counter()
     rng = random.Random(2024)
     ref.fold_case("Ü")  # build the reference's fold tables outside the timing
-    rows = [bm25_row(rng), *keyword_rows(rng), *window_rows(rng), *fuzzy_ngram_rows(rng)]
+    # The text rows draw from their own generator, so the other rows' inputs stay as they were.
+    rows = [bm25_row(rng), *bm25_text_rows(random.Random(2048)), *keyword_rows(rng), *window_rows(rng),
+            *fuzzy_ngram_rows(rng)]
     header = ["kernel", "workload", "C µs (median)", "Python µs (median)", "speed-up", "goal"]
     print("| " + " | ".join(header) + " |")
     print("|" + "|".join("---" for _ in header) + "|")

@@ -25,9 +25,10 @@ def write_config(doc: dict, directory: str | None = None) -> str:
 
 
 def router(config_path: str, *flags: str, env: dict[str, str] | None = None) -> Proc:
-    """The router on a free port."""
+    """The router on a free port; its embedded event journal in a directory of its own."""
+    state_dir = tempfile.mkdtemp(prefix="vsr-state-")
     return Proc(["-m", "vsr_fast", "serve", "--config", config_path, "--host", "127.0.0.1", "--port", "0", *flags],
-                "vsr-fast: serving on", env=env)
+                "vsr-fast: serving on", env={"VSR_STATE_DIR": state_dir, **(env or {})})
 
 
 def model(name: str, *endpoints: str, upstream_name: str | None = None, **ref_extra) -> dict:

@@ -129,6 +129,100 @@ def test_tokenize_table(text, tokens):
     assert ref.tokenize(text) == tokens
 
 
+# ------------------------------------------------------------------ scores_text: tokenizing in C
+
+# Text pieces that stress str.lower() and str.isalnum(): CJK, kana, Hangul, digits
+# of other scripts, final and non-final sigma (lower() reads Σ in context), İ
+# (lowercases to two code points, the second a combining mark), titlecase
+# digraphs, Kelvin sign, combining marks, emoji, '_', fullwidth forms, a lone surrogate.
+TEXT_PIECES = st.one_of(
+    st.sampled_from(VOCAB + ["ROUTER", "Router", "unknown", "MODEL.", "x1_k8s", "ΣΟΦΙΑΣ", "σοφιας", "ΑΣ",
+                             "Σ", "İstanbul", "ǅemal", "\u212aelvin", "e\u0301", "ａｂｃ１２", "٣٤", "Ⅻ", "½",
+                             "北京大学", "カタカナ", "한국어", "\ud800", "😀👍"]),
+    st.sampled_from(list(" \n\t,.;:!?-_()[]'\"/\\。、・")),
+    st.text(st.characters(codec="utf-8"), max_size=6),
+    st.text(st.characters(min_codepoint=0x370, max_codepoint=0x3FF), max_size=6),  # Greek
+    st.text(st.characters(min_codepoint=0x4E00, max_codepoint=0x4E40), max_size=4),
+    st.text(st.characters(), max_size=4),  # anything, surrogates included
+)
+MIXED_CASE = st.sampled_from([str, str.upper, str.lower, str.title, str.swapcase])
+TEXT = st.lists(st.tuples(TEXT_PIECES, MIXED_CASE), max_size=30).map(lambda parts: "".join(f(p) for p, f in parts))
+
+
+@settings(max_examples=500, deadline=None)
+@given(TEXT)
+def test_c_tokenizer_matches_tokenize(text):
+    assert bm25._c_tokens(text) == bm25.tokenize(text) == ref.tokenize(text)
+
+
+def test_c_tokenizer_on_every_code_point():
+    """Every code point (surrogates too) through lower() and isalnum(): alone, inside
+    one long run, and on both sides of a capital sigma, whose lowercase depends on
+    whether its neighbours are cased or case-ignorable."""
+    everything = [chr(cp) for cp in range(0x110000)]
+    for text in (
+        " ".join(everything),
+        "".join(everything),
+        "".join(f"a\u03a3{ch} " for ch in everything),  # Σ after a cased letter: final unless ch is cased
+        "".join(f" {ch}\u03a3 " for ch in everything),  # Σ after ch: final only if ch is cased
+        "".join(f"a{ch}\u03a3{ch}b " for ch in everything),  # both sides, skipping ch if case-ignorable
+    ):
+        assert bm25._c_tokens(text) == bm25.tokenize(text)
+
+
+def assert_scores_text_exact(index, text):
+    got = index.scores_text(text)
+    expected = index.scores(bm25.tokenize(text))
+    assert got.dtype == np.float64 and got.shape == (index.n_docs,)
+    assert got.tobytes() == expected.tobytes()  # the same sums in the same order: bit for bit
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(TEXT, min_size=1, max_size=12), TEXT, st.floats(0.05, 3.0), st.floats(0.0, 1.0))
+def test_scores_text_equals_scores_of_tokenize(keywords, text, k1, b):
+    # As the keyword signal builds it: each keyword's tokens are a document.
+    index = bm25.BM25Index([bm25.tokenize(k) for k in keywords], k1=k1, b=b)
+    assert_scores_text_exact(index, text)
+    # Text made of the keywords themselves, in another case, so most tokens are known.
+    assert_scores_text_exact(index, " ".join(k.upper() for k in keywords) + text + "".join(keywords))
+
+
+@settings(max_examples=200, deadline=None)
+@given(CORPUS, st.lists(st.sampled_from(VOCAB + ["ROUTER", "unknown", "Σ", " ", ",", "_", "İ", "ÉMILE"]), max_size=40))
+def test_scores_text_on_raw_token_corpora(corpus, pieces):
+    # Documents that are not tokenize() output ("Émile" keeps its capital) can
+    # only be found by scores() when a query token equals them: never, here too.
+    index = bm25.BM25Index(corpus)
+    assert_scores_text_exact(index, "".join(pieces))
+    assert_scores_text_exact(index, " ".join(pieces))
+
+
+def test_scores_text_table():
+    index = bm25.BM25Index([bm25.tokenize(k) for k in ["machine learning", "北京", "ΣΟΦΙΑΣ", "İ", "x" * 200]])
+    for text in ["", "   ", "Machine LEARNING in 北京!", "σοφιας ΣΟΦΙΑΣ ΣΟΦΙΑΣ.", "İ i\u0307 I", "x" * 199,
+                 "x" * 200, "X" * 200 + " " + "x" * 201, "machine" * 50, "\ud800learning\udfff"]:
+        assert_scores_text_exact(index, text)
+    assert index.scores_text("Machine LEARNING").tolist() == index.scores(["machine", "learning"]).tolist()
+    # The document is "σοφιας": Σ lowercases to ς only where it ends a word, and
+    # '.' (case-ignorable) does not end one where ',' does.
+    assert index.scores_text("ΣΟΦΙΑΣ")[2] > 0 and index.scores_text("ΣΟΦΙΑΣ, Α")[2] > 0
+    assert index.scores_text("ΣΟΦΙΑΣ.Α")[2] == 0.0 and bm25.tokenize("ΣΟΦΙΑΣ.Α") == ["σοφιασ", "α"]
+    assert bm25.BM25Index([]).scores_text("anything").shape == (0,)
+    assert bm25.BM25Index([[], []]).scores_text("anything").tolist() == [0.0, 0.0]
+    with pytest.raises(TypeError):
+        index.scores_text(b"bytes")
+
+
+def test_scores_text_with_a_large_vocabulary():
+    rng = random.Random(11)
+    words = [f"w{i}" for i in range(3000)] + ["北", "京", "naïve", "σοφιας", "k8s"]
+    corpus = [rng.choices(words, k=rng.randint(1, 8)) for _ in range(500)]
+    index = bm25.BM25Index(corpus)
+    text = " ".join(rng.choices(words + ["W17", "NAÏVE", "absent", "w", "w3000"], k=2000))
+    assert_scores_text_exact(index, text)
+    assert_scores_text_exact(index, text.replace(" ", ""))
+
+
 def test_cjk_ranges_agree_everywhere():
     from vsr_fast._ext import keywords
 

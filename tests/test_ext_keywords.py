@@ -161,6 +161,30 @@ def test_ngram_matches_reference(text_keywords, threshold, case_sensitive):
     assert kw.ngram_match(text.encode(), keywords, threshold, case_sensitive=case_sensitive) == matcher.match(text)
 
 
+# A tiny alphabet: spans repeat trigrams within themselves ("aaaa", "abab a"),
+# keywords share trigrams with each other, and spans of 1 or 2 characters (one
+# gram of their own) sit among longer ones, which is what the sliding window's
+# counts must get right.
+SMALL_TEXT = st.text(st.sampled_from(list("aaabbA -_.北京")), max_size=120)
+SMALL_KEYWORDS = st.lists(st.text(st.sampled_from(list("aabB -北")), min_size=1, max_size=12), max_size=10)
+
+
+@settings(max_examples=400, deadline=None)
+@given(SMALL_TEXT, SMALL_KEYWORDS, st.booleans())
+def test_ngram_repeated_trigrams_match_reference(text, keywords, case_sensitive):
+    matcher = kw.NgramMatcher(keywords, 0.5, case_sensitive=case_sensitive)
+    assert matcher.best(text).tolist() == ref.ngram_best(text, keywords, case_sensitive)
+    assert matcher.best(text.encode()).tolist() == ref.ngram_best(text, keywords, case_sensitive)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(["ab", "aab", "abab", "ba", "b", "a", "北", "baab"]), min_size=1, max_size=300),
+       SMALL_KEYWORDS)
+def test_ngram_long_repetitive_text_matches_reference(words, keywords):
+    text = " ".join(words)
+    assert kw.NgramMatcher(keywords, 0.5).best(text).tolist() == ref.ngram_best(text, keywords)
+
+
 def test_ngram_table():
     text = "I love Machine Learnin, deep lerning and 北京大学! Cats."
     matcher = kw.NgramMatcher(["machine learning", "deep learning", "北京大学", "cat", "--", "dog"], 0.5)

@@ -186,6 +186,11 @@ class BM25Reference:
     def scores(self, query_tokens: Sequence[str]):
         return self.okapi.get_scores(query_tokens)
 
+    def scores_text(self, text: str):
+        """rank_bm25 on the text's tokens, tokenized by the fastest pure-Python way
+        (the regex of bm25.tokenize, equal to tokenize() above)."""
+        return self.okapi.get_scores(_WORD.findall(text.lower()))
+
     def top_k(self, query_tokens: Sequence[str], k: int) -> list[tuple[int, float]]:
         scores = self.scores(query_tokens)
         order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]

@@ -39,5 +39,8 @@ class BM25Index:
         """
     def scores(self, query_tokens: Sequence[str]) -> npt.NDArray[np.float64]:
         """One score per document; repeated tokens count each time, unknown ones add 0."""
+    def scores_text(self, text: str) -> npt.NDArray[np.float64]:
+        """scores(tokenize(text)), bit for bit, tokenizing in C: no str is built for a
+        token, and one the index does not know costs a hash lookup."""
     def top_k(self, query_tokens: Sequence[str], k: int) -> list[tuple[int, float]]:
         """Up to k (doc_index, score) pairs, best first, ties by lower index. k < 0: ValueError."""

@@ -20,6 +20,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, default=1, help="worker processes sharing the socket")
     serve.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds SIGTERM waits for in-flight requests")
     serve.add_argument("--fd", type=int, help=argparse.SUPPRESS)
+    serve.add_argument("--worker-index", type=int, default=0, help=argparse.SUPPRESS)
     serve.add_argument("--log-level", default="WARNING")
 
     config = sub.add_parser("config", help="configuration tools")
@@ -65,6 +66,6 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"warning: {line}", file=sys.stderr)
     opts = ServeOptions(
         host=args.host, port=args.port, workers=args.workers, fd=args.fd,
-        graceful_timeout_s=args.graceful_timeout, config_path=args.config,
+        graceful_timeout_s=args.graceful_timeout, config_path=args.config, worker=args.worker_index,
     )
     return run(loaded, opts)

@@ -85,6 +85,9 @@ def load_raw(raw: object, *, version_hash: str = "") -> Loaded:
     config = typing.cast(RouterConfig, convert(raw, RouterConfig))
     errors, warnings = check(config)
     warnings = warnings_early + warnings
+    from .plugins import check_plugins
+
+    errors += check_plugins(config)
     if errors:
         raise ConfigError(errors)
     # Compiling the routing table runs the checks that need compiled signals.

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from msgspec import Meta
 
@@ -230,8 +230,7 @@ def refusal(client_api: str, output: Output | None, tool_choice: Any = None) -> 
             or image_generation_forbidden(client_api, output, tool_choice))
 
 
-@dataclass(frozen=True, slots=True)
-class ImageToolPlan:
+class ImageToolPlan(NamedTuple):
     add_tool: bool     # append {"type": "image_generation"} to the request's tools
     force_tool: bool   # set tool_choice {"type": "image_generation"}
 

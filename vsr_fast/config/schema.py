@@ -6,7 +6,7 @@ in ``checks.py``; this module only says what each block may hold.
 """
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta, field
@@ -16,6 +16,7 @@ from .schema_base import Block
 from .application import Signals
 from .catalog import ModelCatalog
 from .signals import Predicate, Projections
+from .stores import Stores
 
 
 _Block = Block
@@ -112,6 +113,13 @@ class Algorithm(_Block):
     type: Literal["static"] = "static"
 
 
+class PluginEntry(_Block):
+    """``{type, configuration}``: a plugin at one layer (global, recipe or decision); checked per type at load."""
+
+    type: Annotated[str, Meta(min_length=1)]
+    configuration: dict[str, Any] = field(default_factory=dict)
+
+
 class Decision(_Block):
     name: Annotated[str, Meta(min_length=1)]
     modelRefs: Annotated[list[ModelRef], Meta(min_length=1)]
@@ -119,6 +127,7 @@ class Decision(_Block):
     description: str | None = None
     rules: RuleNode = RuleNode(operator="AND")
     algorithm: Algorithm = Algorithm()
+    plugins: list[PluginEntry] = field(default_factory=list)
 
 
 class Fallback(_Block):
@@ -136,6 +145,7 @@ class Recipe(_Block):
     fallback: Fallback | None = None
     # Application signal condition type -> deployment, over global.model_catalog.bindings.
     model_bindings: dict[str, str] = field(default_factory=dict)
+    plugins: list[PluginEntry] = field(default_factory=list)
 
 
 class Entrypoint(_Block):
@@ -165,6 +175,8 @@ class RouterSettings(_Block):
 class Global(_Block):
     router: RouterSettings = RouterSettings()
     model_catalog: ModelCatalog = ModelCatalog()
+    stores: Stores = Stores()
+    plugins: list[PluginEntry] = field(default_factory=list)
 
 
 class Identity(_Block):

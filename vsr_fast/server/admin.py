@@ -1,7 +1,8 @@
 """Everything off the hot path, on quart-trio: models, health, readiness, metrics."""
 from __future__ import annotations
 
-from quart import Response, jsonify
+import msgspec
+from quart import Response, jsonify, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
@@ -42,7 +43,32 @@ def make_admin(state: AppState) -> QuartTrio:
     @app.get("/metrics")
     async def metrics() -> Response:
         extra = [state.systemone_client.metrics.render()] if state.systemone_client else []
+        if state.events is not None:
+            extra.append(state.events.prometheus_lines())
         return Response(state.metrics.render(*extra), content_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.get("/api/v1/replay/<replay_id>")
+    async def replay_record(replay_id: str) -> Response | tuple[Response, int]:
+        record = await state.events.records.get_record(replay_id) if state.events else None
+        if record is None:
+            return _not_found(f"no replay record {replay_id!r}"), 404
+        return Response(msgspec.json.encode(record), content_type="application/json")
+
+    @app.get("/api/v1/replay")
+    async def replay_listing() -> Response | tuple[Response, int]:
+        args = request.args
+        try:
+            limit = min(int(args.get("limit", 100)), 1000)
+            since = int(args["since_ms"]) if "since_ms" in args else None
+            until = int(args["until_ms"]) if "until_ms" in args else None
+        except ValueError:
+            return _bad("limit, since_ms and until_ms are integers"), 400
+        if state.events is None:
+            return Response(b'{"records":[]}', content_type="application/json")
+        rows = await state.events.records.list_records(decision=args.get("decision"), model=args.get("model"),
+                                                       recipe=args.get("recipe"), since_ms=since, until_ms=until,
+                                                       limit=limit)
+        return Response(msgspec.json.encode({"records": rows}), content_type="application/json")
 
     @app.errorhandler(HTTPException)
     async def http_error(exc: HTTPException) -> tuple[Response, int]:
@@ -51,3 +77,12 @@ def make_admin(state: AppState) -> QuartTrio:
         return jsonify(body), exc.code or 500
 
     return app
+
+
+def _not_found(message: str) -> Response:
+    return jsonify({"error": {"message": message, "type": "invalid_request_error", "param": None, "code": "not_found"}})
+
+
+def _bad(message: str) -> Response:
+    return jsonify({"error": {"message": message, "type": "invalid_request_error", "param": None,
+                              "code": "invalid_value"}})

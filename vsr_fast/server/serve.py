@@ -2,20 +2,25 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import sys
 from dataclasses import dataclass
 
 import hypercorn.config
+import msgspec
 import hypercorn.trio
 import trio
 
 from ..config import Loaded
-from ..errors import ConfigError
+from ..errors import ConfigError, VsrError
+from ..events.service import open_event_services
+from ..protocol.rewrite import ModelRewriter
 from ..systemone.open import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
 from .app import make_app
+from .recording import Policies
 from .state import AppState
 
 log = logging.getLogger("vsr_fast.serve")
@@ -28,6 +33,7 @@ class ServeOptions:
     workers: int = 1
     fd: int | None = None              # an inherited listening socket (worker processes)
     config_path: str = ""              # what workers load
+    worker: int = 0                    # this worker's index under a supervisor
     graceful_timeout_s: float = 30.0   # how long SIGTERM waits for in-flight requests
     keep_alive_timeout_s: float = 75.0
 
@@ -45,8 +51,18 @@ def _hypercorn_config(opts: ServeOptions) -> hypercorn.config.Config:
 async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve until SIGTERM or SIGINT, then drain in-flight requests for up to the graceful timeout."""
     loaded = await read_attached_cards(loaded)
-    async with open_upstreams(loaded.config) as upstreams, open_systemone(loaded) as systemone:
-        state = AppState(loaded=loaded, upstreams=upstreams, systemone_client=systemone)
+    holder: list[AppState] = []
+
+    async def send_shadow(model_name: str, body: bytes) -> tuple[int, bytes]:
+        return await shadow_call(holder[0], model_name, body)
+
+    stores = _resolve_stores(loaded, opts)
+    replay = Policies(loaded).global_replay()
+    async with open_upstreams(loaded.config) as upstreams, open_systemone(loaded) as systemone, \
+            open_event_services(stores, replay=replay, send_shadow=send_shadow,
+                                consumer_name=f"{socket.gethostname()}-{opts.port}-{opts.worker}") as events:
+        state = AppState(loaded=loaded, upstreams=upstreams, systemone_client=systemone, events=events)
+        holder.append(state)
         shutdown = trio.Event()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_on_signals, state, shutdown)
@@ -56,6 +72,30 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
             await shutdown.wait()
             # hypercorn returns once drained; then stop the signal watcher.
         log.info("vsr-fast: stopped")
+
+
+def _resolve_stores(loaded: Loaded, opts: ServeOptions):
+    """The stores with the event journal's default place filled in: one per listener port and worker."""
+    stores = loaded.config.global_.stores
+    stream = stores.event_stream
+    if stream.path is not None:
+        return stores
+    where = str(opts.port) if opts.port else f"pid{os.getpid()}"
+    if opts.worker:
+        where += f"-w{opts.worker}"
+    path = os.path.join(os.environ.get("VSR_STATE_DIR", ".vsr"), "events", where)
+    return msgspec.structs.replace(stores, event_stream=msgspec.structs.replace(stream, path=path))
+
+
+async def shadow_call(state: AppState, model_name: str, body: bytes) -> tuple[int, bytes]:
+    """A shadow copy to ``model_name`` with the router's own backend key, never the user's credential."""
+    model = state.table.models[model_name]
+    rewrite = ModelRewriter(body, "")
+    try:
+        answer = await state.dispatcher.whole((model,), lambda m: rewrite(m.upstream_model), [])
+    except VsrError as exc:
+        return exc.status, exc.message.encode()
+    return answer.status, answer.body
 
 
 async def _serve_http(app, cfg: hypercorn.config.Config, shutdown: trio.Event, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -90,11 +130,11 @@ async def _supervise(opts: ServeOptions) -> int:
     sock = socket.create_server((opts.host, opts.port), reuse_port=False, backlog=1024)
     sock.set_inheritable(True)
     host, port = sock.getsockname()[:2]
-    worker_argv = ["serve", "--config", opts.config_path, "--fd", str(sock.fileno())]
+    worker_argv = ["serve", "--config", opts.config_path, "--fd", str(sock.fileno()), "--port", str(port)]
     procs = []
-    for _ in range(opts.workers):
+    for index in range(opts.workers):
         procs.append(await trio.lowlevel.open_process(
-            [sys.executable, "-m", "vsr_fast", *worker_argv], pass_fds=(sock.fileno(),)
+            [sys.executable, "-m", "vsr_fast", *worker_argv, "--worker-index", str(index)], pass_fds=(sock.fileno(),)
         ))
     print(f"vsr-fast: supervisor of {opts.workers} workers on http://{host}:{port}", file=sys.stderr, flush=True)
     async with trio.open_nursery() as nursery:

@@ -4,10 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..config import Loaded
+from ..events.service import EventServices
 from ..headers import trace
 from ..metrics import Metrics
 from ..systemone.client import SystemOneClient
 from ..upstream import Attempt, Dispatcher, Upstreams
+from .recording import Policies
 from .route import identity_reader
 
 
@@ -16,6 +18,7 @@ class AppState:
     loaded: Loaded
     upstreams: Upstreams
     systemone_client: SystemOneClient | None = None
+    events: EventServices | None = None
     metrics: Metrics = field(default_factory=Metrics)
     draining: bool = False
 
@@ -25,6 +28,7 @@ class AppState:
         client = self.systemone_client
         self.systemone = self.table.asker(client) if client is not None else None
         self.debug_policy = self.loaded.config.global_.router.headers.debug
+        self.policies = Policies(self.loaded)
         self.dispatcher = Dispatcher(self.upstreams, self._count_attempt)
         self.config_version = self.loaded.version_hash.encode()
         self.max_body_bytes = self.loaded.config.global_.router.limits.max_body_bytes

@@ -91,7 +91,7 @@ class _BM25(_Rule):
         self.index = _bm25.BM25Index([_bm25.tokenize(k) for k in rule.keywords])
 
     def outcome(self, text: str) -> Outcome:
-        scores = self.index.scores(_bm25.tokenize(text))
+        scores = self.index.scores_text(text)  # = scores(tokenize(text)), tokenized in C
         hits = [bool(s > self.rule.bm25_threshold) for s in scores]
         best = float(scores.max()) if len(scores) else 0.0
         return Outcome(_combine(self.rule.operator, hits), value=best, confidence=best / (best + 1) if best > 0 else 0.0,

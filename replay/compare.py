@@ -1,0 +1,134 @@
+"""Routes before and after, compared: which decisions and models moved, by count, with examples.
+
+``run`` compares each recorded route with the route a new configuration
+gives the same request; ``diff`` compares the routes two exports recorded for
+the same requests. Both report through ``Comparison``.
+"""
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+
+from vsr_fast.events.types import DecisionChosen, ErrorRaised, Event
+
+EXAMPLES = 3
+
+
+@dataclass(frozen=True, order=True)
+class Outcome:
+    """Where routing sent a request: its recipe, decision and first model, or the error it raised."""
+
+    recipe: str | None = None
+    decision: str | None = None
+    model: str | None = None
+    fallback: bool = False
+    error: str | None = None
+
+    @property
+    def decision_label(self) -> str:
+        if self.error:
+            return f"error:{self.error}"
+        if self.decision:
+            return self.decision
+        return "(recipe fallback)" if self.fallback else "(model named)"
+
+    @property
+    def model_label(self) -> str:
+        return self.model or "-"
+
+    def json(self) -> dict:
+        return {"recipe": self.recipe, "decision": self.decision, "model": self.model, "fallback": self.fallback,
+                "error": self.error}
+
+
+def recorded_outcome(ev: Event) -> Outcome | None:
+    """The route an event recorded: a decision event, or the error that stopped routing."""
+    if isinstance(ev, DecisionChosen):
+        return Outcome(ev.recipe, ev.decision, ev.model, ev.fallback)
+    if isinstance(ev, ErrorRaised) and ev.stage in ("decode", "route"):
+        return Outcome(ev.recipe, error=ev.code)
+    return None
+
+
+@dataclass
+class Move:
+    count: int = 0
+    examples: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Comparison:
+    """Pairs of (before, after) routes, counted."""
+
+    compared: int = 0
+    unchanged: int = 0
+    approximate: int = 0                 # a cut request copy, or System One signals unknown offline
+    skipped: collections.Counter = field(default_factory=collections.Counter)
+    moves: dict[tuple[Outcome, Outcome], Move] = field(default_factory=dict)
+    decisions_before: collections.Counter = field(default_factory=collections.Counter)
+    decisions_after: collections.Counter = field(default_factory=collections.Counter)
+    models_before: collections.Counter = field(default_factory=collections.Counter)
+    models_after: collections.Counter = field(default_factory=collections.Counter)
+
+    def add(self, replay_id: str, before: Outcome, after: Outcome, *, approximate: bool = False) -> None:
+        self.compared += 1
+        self.approximate += approximate
+        self.decisions_before[before.decision_label] += 1
+        self.decisions_after[after.decision_label] += 1
+        self.models_before[before.model_label] += 1
+        self.models_after[after.model_label] += 1
+        if before == after:
+            self.unchanged += 1
+            return
+        move = self.moves.setdefault((before, after), Move())
+        move.count += 1
+        if len(move.examples) < EXAMPLES:
+            move.examples.append(replay_id)
+
+    @property
+    def changed(self) -> int:
+        return self.compared - self.unchanged
+
+    def sorted_moves(self) -> list[tuple[Outcome, Outcome, Move]]:
+        return [(b, a, m) for (b, a), m in sorted(self.moves.items(), key=lambda kv: (-kv[1].count, kv[0]))]
+
+    def json(self) -> dict:
+        return {
+            "compared": self.compared, "unchanged": self.unchanged, "changed": self.changed,
+            "approximate": self.approximate, "skipped": dict(self.skipped),
+            "moves": [{"from": b.json(), "to": a.json(), "count": m.count, "examples": m.examples}
+                      for b, a, m in self.sorted_moves()],
+            "decisions": _table(self.decisions_before, self.decisions_after),
+            "models": _table(self.models_before, self.models_after),
+        }
+
+    def text(self, title: str) -> str:
+        lines = [title, f"  compared   {self.compared}", f"  unchanged  {self.unchanged}",
+                 f"  changed    {self.changed}"]
+        if self.approximate:
+            lines.append(f"  approximate {self.approximate} (a request copy cut at max_body_bytes, or a System One"
+                         " signal read unknown offline)")
+        for reason, n in sorted(self.skipped.items()):
+            lines.append(f"  skipped    {n} ({reason.replace('_', ' ')})")
+        if self.moves:
+            lines += ["", "Moved:"]
+            for b, a, m in self.sorted_moves():
+                route = f"{b.decision_label} -> {a.decision_label}"
+                models = "" if b.model == a.model else f"  [{b.model_label} -> {a.model_label}]"
+                lines.append(f"  {m.count:>6}  {route}{models}  e.g. {', '.join(m.examples)}")
+        for name, before, after in (("Decisions", self.decisions_before, self.decisions_after),
+                                    ("Models", self.models_before, self.models_after)):
+            if before == after:
+                continue
+            lines += ["", f"{name}:{'before':>28}{'after':>8}"]
+            for key, row in _table(before, after).items():
+                lines.append(f"  {key:<28}{row['before']:>8}{row['after']:>8}")
+        return "\n".join(lines)
+
+
+def _table(before: collections.Counter, after: collections.Counter) -> dict[str, dict[str, int]]:
+    keys = sorted(set(before) | set(after), key=lambda k: (-(before[k] + after[k]), k))
+    return {k: {"before": before[k], "after": after[k]} for k in keys}
+
+
+__all__ = ["Comparison", "Move", "Outcome", "recorded_outcome"]

@@ -1,0 +1,117 @@
+"""Re-route recorded requests offline under another configuration: signals and decisions, no upstream call.
+
+A request is re-routed from the canonical copy its ``request_received``
+event kept (``router_replay.capture_request_body``), with the identity
+routing read then. Requests recorded without a copy are counted, not guessed.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import IO
+
+from vsr_fast.config import Loaded
+from vsr_fast.errors import VsrError
+from vsr_fast.events.types import DecisionChosen, ErrorRaised, Event, RequestReceived, now_ms
+from vsr_fast.server.route import decode_chat, route_chat
+from vsr_fast.signals.base import Identity
+
+from .compare import Comparison, Outcome, recorded_outcome
+from .sources import LINE_ENCODER, ExportLine
+
+
+@dataclass
+class Recorded:
+    replay_id: str
+    received: RequestReceived | None = None
+    received_id: str = ""
+    outcome: Outcome | None = None
+
+
+def requests(events: Iterable[tuple[str, Event]]) -> Iterator[Recorded]:
+    """Each request with its recorded route, as soon as both are known; the incomplete ones at the end."""
+    pending: dict[str, Recorded] = {}
+    for entry_id, ev in events:
+        is_received = isinstance(ev, RequestReceived)
+        outcome = None if is_received else recorded_outcome(ev)
+        if not is_received and outcome is None:
+            continue
+        r = pending.get(ev.replay_id)
+        if r is None:
+            r = pending[ev.replay_id] = Recorded(ev.replay_id)
+        if isinstance(ev, RequestReceived):
+            r.received, r.received_id = ev, entry_id
+        elif r.outcome is None:
+            r.outcome = outcome
+        if r.received is not None and r.outcome is not None:
+            yield pending.pop(ev.replay_id)
+    yield from pending.values()
+
+
+# What a learned signal's outcome says when no System One client was given (routing/plan.py).
+_OFFLINE = "no System One client"
+
+
+async def reroute(loaded: Loaded, received: RequestReceived) -> tuple[Outcome, bool]:
+    """The route ``loaded`` gives the recorded request copy, and whether a learned signal read unknown.
+
+    No System One client is given: offline, the decision model is not asked,
+    so a rule that reads it is unknown and its decisions settle by on_unknown.
+    """
+    assert received.request is not None
+    identity = Identity(user=received.user, groups=frozenset(received.groups))
+    try:
+        request = decode_chat(received.request)
+        route = await route_chat(loaded.table, request, lambda: identity)
+    except VsrError as exc:
+        return Outcome(getattr(exc, "recipe", None), error=exc.code), False
+    model = route.candidates[0].name if route.candidates else None
+    offline = route.readings is not None and any(
+        o.matched is None and _OFFLINE in (o.detail or "") for o in route.readings.outcomes.values())
+    return Outcome(route.recipe, route.decision, model, route.fallback), offline
+
+
+async def run(loaded: Loaded, events: Iterable[tuple[str, Event]], *, out: IO[bytes] | None = None,
+              on_request: Callable[[int], None] | None = None) -> Comparison:
+    """Compare every recorded route with the one ``loaded`` gives; ``out`` receives the re-routed export."""
+    cmp = Comparison()
+    seen = 0
+    for r in requests(events):
+        seen += 1
+        if on_request is not None:
+            on_request(seen)
+        if r.received is None:
+            cmp.skipped["no_request_event"] += 1
+            continue
+        if r.received.request is None:
+            cmp.skipped["no_request_copy"] += 1
+            continue
+        if r.outcome is None:
+            cmp.skipped["no_recorded_route"] += 1
+            continue
+        after, offline = await reroute(loaded, r.received)
+        cmp.add(r.replay_id, r.outcome, after, approximate=r.received.request_truncated or offline)
+        if out is not None:
+            _write(out, r, after, loaded.version_hash)
+    return cmp
+
+
+def _write(out: IO[bytes], r: Recorded, after: Outcome, version: str) -> None:
+    """The request and its new route as export lines, so ``diff`` can compare runs like recordings."""
+    received = r.received
+    assert received is not None
+    common = {"replay_id": received.replay_id, "request_id": received.request_id,
+              "session_id": received.session_id, "recipe": after.recipe, "config_version": version,
+              "seq": received.seq + 1, "ts_ms": now_ms()}
+    routed: Event
+    if after.error:
+        routed = ErrorRaised(**common, stage="route", code=after.error, status=400)
+    else:
+        routed = DecisionChosen(**common, decision=after.decision, model=after.model,
+                                candidates=[after.model] if after.model else [], fallback=after.fallback,
+                                why="vsr-replay run")
+    for ev in (received, routed):
+        out.write(LINE_ENCODER.encode(ExportLine(r.received_id, ev)) + b"\n")
+
+
+__all__ = ["Recorded", "requests", "reroute", "run"]

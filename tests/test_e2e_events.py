@@ -1,0 +1,118 @@
+"""End to end: the router appends routing events to a real Redis stream; replay records and the response cache."""
+from __future__ import annotations
+
+import time
+import uuid
+
+import httpx
+import msgspec
+import pytest
+import redis
+
+from vsr_fast.events.types import decode_event
+
+from .procs import router, write_config
+
+CHAT = [{"role": "user", "content": "Tell me about the sea"}]
+
+
+def wait_for(predicate, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    return None
+
+
+@pytest.fixture
+def stream_name():
+    name = f"vsr-test:{uuid.uuid4().hex}:events"
+    yield name
+    r = redis.Redis.from_url("redis://127.0.0.1:6379/0")
+    for key in r.scan_iter(f"{name}*"):
+        r.delete(key)
+    r.delete(name)
+
+
+def doc(mock_url: str, stream: str, *, cache: bool = False) -> dict:
+    plugins = [{"type": "router_replay", "configuration": {"capture_request_body": True, "capture_response_body": True}}]
+    if cache:
+        plugins.append({"type": "response_cache", "configuration": {"ttl_seconds": 60}})
+    return {
+        "version": "v0.5",
+        "providers": {"models": [{"name": "m", "backend_refs": [{"endpoint": f"{mock_url}/v1"}]}]},
+        "recipes": [{"name": "r", "decisions": [{"name": "d", "modelRefs": [{"model": "m"}]}]}],
+        "global": {"plugins": plugins,
+                   "stores": {"event_stream": {"backend": "redis", "stream": stream},
+                              "response_cache": {"backend_type": "redis", "prefix": f"{stream}:cache:"}}},
+    }
+
+
+def events_of(stream: str, replay_id: str) -> list:
+    r = redis.Redis.from_url("redis://127.0.0.1:6379/0")
+    out = []
+    for _, fields in r.xrange(stream):
+        payload = next(v for k, v in fields.items() if k in (b"e", b"event", b"data", b"payload"))
+        ev = decode_event(payload)
+        if ev.replay_id == replay_id:
+            out.append(ev)
+    return out
+
+
+@pytest.mark.parametrize("stream_flag", [False, True])
+def test_events_of_a_request_arrive_in_order_and_the_record_is_served(mock, tmp_path, stream_name, stream_flag):
+    with router(write_config(doc(mock.url, stream_name), str(tmp_path))) as proc:
+        r = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "auto", "messages": CHAT, "stream": stream_flag},
+                       headers={"x-request-id": "req-e2e-1"})
+        assert r.status_code == 200
+        replay_id = r.headers["x-vsr-replay-id"]
+        events = wait_for(lambda: (lambda e: e if len(e) >= 5 else None)(events_of(stream_name, replay_id)))
+        assert events, "the request's events reached the stream"
+        kinds = [type(e).__name__ for e in events]
+        assert kinds == ["RequestReceived", "SignalsEvaluated", "DecisionChosen", "UpstreamAttempted", "AnswerCompleted"]
+        assert [e.seq for e in events] == list(range(len(events)))
+        assert {e.request_id for e in events} == {"req-e2e-1"}
+        assert events[-1].streamed is stream_flag and events[-1].status == 200
+        record = wait_for(lambda: (lambda x: x if x.status_code == 200 and x.json().get("status") else None)(
+            httpx.get(f"{proc.url}/api/v1/replay/{replay_id}")))
+        assert record is not None, "the replay recorder built the record, answer included"
+        body = record.json()
+        assert body["decision"] == "d" and body["selected_model"] == "m" and body["model"] == "m"
+        assert body["status"] == 200 and body["streamed"] is stream_flag
+        listing = httpx.get(f"{proc.url}/api/v1/replay", params={"decision": "d"}).json()["records"]
+        assert replay_id in [row["id"] for row in listing]
+        assert httpx.get(f"{proc.url}/api/v1/replay/nope").status_code == 404
+        metrics = httpx.get(f"{proc.url}/metrics").text
+        assert "vsr_events_sent_total" in metrics
+
+
+def test_an_identical_request_is_served_from_the_response_cache(mock, tmp_path, stream_name):
+    with router(write_config(doc(mock.url, stream_name, cache=True), str(tmp_path))) as proc:
+        body = {"model": "auto", "messages": [{"role": "user", "content": f"cache me {uuid.uuid4().hex}"}]}
+        first = httpx.post(f"{proc.url}/v1/chat/completions", json=body)
+        assert first.headers["x-vsr-response-path"] == "upstream"
+        second = wait_for(lambda: (lambda r: r if r.headers["x-vsr-response-path"] == "cache" else None)(
+            httpx.post(f"{proc.url}/v1/chat/completions", json=body)), timeout=10)
+        assert second is not None, "the cache writer stored the released answer"
+        assert second.json()["choices"] == first.json()["choices"]
+        assert second.headers["x-vsr-selected-decision"] == "d"
+        other = httpx.post(f"{proc.url}/v1/chat/completions", json={**body, "temperature": 0.1})
+        assert other.headers["x-vsr-response-path"] == "upstream"
+
+
+def test_a_bad_plugin_configuration_fails_the_load(mock, tmp_path, stream_name):
+    from vsr_fast.config import load_raw
+    from vsr_fast.errors import ConfigError
+    d = doc(mock.url, stream_name)
+    d["global"]["plugins"][0]["configuration"]["max_body_byte"] = 10
+    with pytest.raises(ConfigError) as info:
+        load_raw(d)
+    assert info.value.lines == ["global.plugins[0].configuration.max_body_byte: unknown_field: not a field of this block"]
+    d["global"]["plugins"] = [{"type": "image_gen"}]
+    with pytest.raises(ConfigError) as info:
+        load_raw(d)
+    assert info.value.lines == ["global.plugins[0].type: invalid_value: plugin type 'image_gen' is not served "
+                                "(served: response_cache, router_replay)"]
+    assert msgspec  # the wire helpers above decode real stream entries

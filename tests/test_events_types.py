@@ -1,0 +1,268 @@
+"""Events as data: the wire format, what a request's events carry, the plugins' policies, keys and records."""
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+import vsr_fast.events as events_pkg
+from vsr_fast.config import load_raw
+from vsr_fast.events import capture
+from vsr_fast.events.request import RequestEvents
+from vsr_fast.events.types import (
+    EVENT_TYPES,
+    AnswerCompleted,
+    CacheIntent,
+    DecisionChosen,
+    RequestReceived,
+    ShadowAnswered,
+    SignalsEvaluated,
+    UpstreamAttempted,
+    Usage,
+    decode_event,
+    encode_event,
+    event_from_json,
+    event_json,
+    new_replay_id,
+)
+from vsr_fast.plugins import response_cache as rc
+from vsr_fast.plugins import router_replay as rr
+from vsr_fast.protocol.chat import REQUEST_DECODER
+from vsr_fast.server.route import decode_chat, route_chat
+from vsr_fast.signals.base import Identity
+from vsr_fast.upstream import Attempt
+
+
+class ListSink:
+    """Stands in for EventSink where only the recorded events matter."""
+
+    def __init__(self) -> None:
+        self.events: list = []
+
+    def record(self, event) -> None:
+        encode_event(event)          # what the real sink does first: it must encode
+        self.events.append(event)
+
+
+def test_public_surface_is_pinned():
+    for name in events_pkg.__all__:
+        assert hasattr(events_pkg, name), name
+    assert {"RequestEvents", "EventSink", "open_event_stream", "open_event_services", "ReplayRecords",
+            "run_consumer"} <= set(events_pkg.__all__)
+
+
+@pytest.mark.parametrize("cls", EVENT_TYPES)
+def test_every_kind_round_trips_in_msgpack_and_json(cls):
+    ev = cls(replay_id="r1", request_id="q", session_id="s", recipe="default", config_version="v", seq=3, ts_ms=5)
+    assert decode_event(encode_event(ev)) == ev
+    assert event_from_json(event_json(ev)) == ev
+
+
+def test_events_are_strict_and_tagged():
+    data = msgspec.msgpack.encode({"kind": "decision_chosen", "replay_id": "r", "surprise": 1})
+    with pytest.raises(msgspec.ValidationError, match="surprise"):
+        decode_event(data)
+    data = msgspec.msgpack.encode({"kind": "no_such_kind", "replay_id": "r"})
+    with pytest.raises(msgspec.ValidationError):
+        decode_event(data)
+
+
+def test_replay_ids_sort_by_time_and_do_not_repeat():
+    ids = [new_replay_id() for _ in range(1000)]
+    assert len(set(ids)) == 1000 and all(len(i) == 24 for i in ids)
+    assert ids[0][:12] <= ids[-1][:12]
+
+
+CONFIG = {
+    "version": "v0.5",
+    "providers": {"models": [{"name": m, "backend_refs": [{"endpoint": "http://127.0.0.1:9/v1"}]}
+                             for m in ("code-model", "general-model")]},
+    "recipes": [{"name": "default",
+                 "signals": {"keywords": [{"name": "code", "keywords": ["python", "rust"]}]},
+                 "decisions": [
+                     {"name": "code", "priority": 10, "modelRefs": [{"model": "code-model"}, {"model": "general-model"}],
+                      "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "code"}]}},
+                     {"name": "general", "priority": 0, "modelRefs": [{"model": "general-model"}]}]}],
+}
+
+
+async def _route(text: str):
+    raw = msgspec.json.encode({"model": "vsr/auto", "messages": [{"role": "user", "content": text}]})
+    request = decode_chat(raw)
+    route = await route_chat(load_raw(CONFIG).table, request, lambda: Identity("ana", frozenset({"eng"})))
+    return raw, request, route
+
+
+async def test_a_request_s_events_are_numbered_and_carry_its_identity():
+    sink = ListSink()
+    policy = rr.ReplayPolicy(capture_request_body=True)
+    ev = RequestEvents(sink, config_version="cfg1", request_id="req-1", session_id="sess-1", policy=policy)
+    raw, request, route = await _route("a rust question")
+    ev.routed(raw, request, route, identity=Identity("ana", frozenset({"eng"})))
+    ev.attempt(Attempt("code-model", "b0", 503, None, 0.01))
+    ev.attempt(Attempt("general-model", "b1", 200, None, 0.02))
+    ev.answer(status=200, response_path="fallback", model="general-model", streamed=False,
+              finish_reason="stop", usage=Usage(prompt_tokens=3, completion_tokens=4, total_tokens=7))
+    kinds = [type(e) for e in sink.events]
+    assert kinds == [RequestReceived, SignalsEvaluated, DecisionChosen, UpstreamAttempted, UpstreamAttempted,
+                     AnswerCompleted]
+    assert [e.seq for e in sink.events] == list(range(6))
+    assert {(e.replay_id, e.request_id, e.session_id, e.recipe, e.config_version) for e in sink.events} == {
+        (ev.replay_id, "req-1", "sess-1", "default", "cfg1")}
+    received, signals, decision, a1, a2, _ = sink.events
+    assert received.user == "ana" and received.groups == ["eng"]
+    assert decode_chat(received.request).messages[0].content == "a rust question"
+    assert signals.readings[0].matched is True and signals.coverage == 1.0 and "keyword" in signals.timings_us
+    assert (decision.decision, decision.model, decision.candidates) == ("code", "code-model",
+                                                                        ["code-model", "general-model"])
+    assert [v.name for v in decision.verdicts if v.matched] == ["code", "general"]
+    assert (a1.fallback, a2.fallback, a2.attempt) == (False, True, 2)
+
+
+async def test_without_capture_the_events_keep_no_request_and_no_identity():
+    sink = ListSink()
+    ev = RequestEvents(sink, config_version="c", policy=rr.ReplayPolicy())
+    raw, request, route = await _route("a rust question")
+    ev.routed(raw, request, route, identity=Identity("ana"))
+    received = sink.events[0]
+    assert received.request is None and received.user is None and received.body_bytes == len(raw)
+    off = rr.ReplayPolicy(capture_request_body=True, capture_personal_data=False)
+    assert off.request_bytes == 0 and not RequestEvents(sink, config_version="c").kept
+
+
+def test_the_request_copy_is_capped_and_keeps_the_current_turn_longest():
+    history = [{"role": "user", "content": "old " * 500}, {"role": "assistant", "content": "answer " * 500},
+               {"role": "user", "content": "rust " * 100},
+               {"role": "user", "content": [{"type": "text", "text": "look"},
+                                            {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 9000}}]}]
+    request = REQUEST_DECODER.decode(msgspec.json.encode({"model": "m", "messages": history}))
+    body, cut = capture.request_copy(request, 1024)
+    assert cut and body is not None and len(body) <= 1024
+    copy = decode_chat(body)
+    assert copy.messages[-1].content[1].image_url.url == "data:image/png;omitted"
+    assert len(copy.messages[0].content) < len(copy.messages[2].content)
+    small, cut = capture.request_copy(REQUEST_DECODER.decode(b'{"messages":[{"role":"user","content":"hi"}]}'), 1024)
+    assert not cut and decode_chat(small).messages[0].content == "hi"
+
+
+def test_answer_facts_read_whole_and_streamed_answers():
+    whole = b'{"id":"x","choices":[{"index":0,"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3,"prompt_tokens_details":{}}}'
+    facts = capture.answer_facts(whole, False)
+    assert (facts.finish_reason, facts.usage.total_tokens, facts.complete, facts.error) == ("stop", 3, True, False)
+    sse = (b'data: {"choices":[{"index":0,"delta":{"content":"h"}}]}\n\n'
+           b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}\n\ndata: [DONE]\n\n')
+    assert capture.answer_facts(sse, True).finish_reason == "length" and capture.answer_facts(sse, True).complete
+    cut = sse.replace(b"data: [DONE]\n\n", b"")
+    assert not capture.answer_facts(cut, True).complete
+    err = sse.replace(b"data: [DONE]", b'data: {"error":{"message":"boom"}}')
+    assert capture.answer_facts(err, True).error
+
+
+def test_answer_capture_keeps_a_prefix_and_counts_everything():
+    cap = capture.AnswerCapture(5)
+    for chunk in (b"abc", b"defg", b"hi"):
+        cap.feed(chunk)
+    assert (cap.body(), cap.size, cap.truncated) == (b"abcde", 9, True)
+
+
+# --- the plugins' policies ----------------------------------------------------------------
+
+
+def _replay(doc: dict) -> rr.RouterReplayConfig:
+    return msgspec.convert(doc, rr.RouterReplayConfig, strict=True)
+
+
+def test_router_replay_layers_override_field_by_field():
+    glob = _replay({"enabled": True, "max_body_bytes": 100, "shadow": {"model": "cand", "sample_rate": 0.1}})
+    recipe = _replay({"capture_request_body": True, "shadow": {"sample_rate": 0.5}})
+    policy = rr.resolve(glob, recipe, None)
+    assert policy.capture_request_body and policy.max_body_bytes == 100 and policy.request_bytes == 100
+    assert policy.shadow == rr.ShadowPolicy(model="cand", sample_rate=0.5)
+    assert rr.resolve(glob, _replay({"shadow": None})).shadow is None
+    assert not rr.resolve().enabled and rr.resolve(_replay({})).enabled
+    assert not rr.resolve(glob, _replay({"enabled": False})).enabled
+    with pytest.raises(msgspec.ValidationError, match="max_body_bytes"):
+        _replay({"max_body_bytes": -1})
+    with pytest.raises(msgspec.ValidationError, match="unknown field"):
+        _replay({"capture_bodies": True})
+
+
+def test_router_replay_check_names_a_shadow_without_a_known_model():
+    errors = rr.check([("global.plugins[0]", _replay({"shadow": {"model": "ghost"}}))], ["general-model"])
+    assert errors == ["global.plugins[0].shadow.model: unknown_model: shadow model 'ghost' is not in providers.models"]
+    errors = rr.check([("recipes[r].plugins[0]", _replay({"shadow": {"sample_rate": 1.0}}))], ["m"])
+    assert errors[0].startswith("recipes[r].plugins[0].shadow.model: missing_field")
+    assert rr.check([("g", _replay({"shadow": {"model": "m"}})), ("d", _replay({"shadow": None}))], []) == []
+
+
+def test_response_cache_key_covers_request_guard_revision_and_principal():
+    policy = rc.resolve(msgspec.convert({"enabled": True}, rc.ResponseCacheConfig, strict=True))
+    a = b'{"model":"vsr/auto","messages":[{"role":"user","content":"hi"}],"temperature":0,"user":"x"}'
+    b = b'{"temperature":0, "messages":[{"content":"hi","role":"user"}],"model":"vsr/auto"}'
+    key = lambda raw, **kw: rc.cache_key(raw, **{"recipe": "r", "decision": "d", "guard": None,
+                                                 "policy": policy, "principal": "user:ana", **kw})
+    assert key(a) == key(b)
+    assert key(a) != key(a.replace(b'"hi"', b'"hi!"'))
+    assert key(a) != key(a, guard={"rules": [{"action": "block"}]})
+    assert key(a) != key(a, principal="user:bob")
+    assert key(a) != key(a, decision="other")
+    revised = rc.resolve(msgspec.convert({"revision": {"policy_revision": "2"}}, rc.ResponseCacheConfig, strict=True))
+    assert key(a) != key(a, policy=revised)
+    assert rc.principal("user", user=None) == "user:anonymous" and rc.principal("global", user="ana") == ""
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"mode": "semantic"}, rc.ResponseCacheConfig, strict=True)
+
+
+WHOLE = b'{"id":"x","choices":[{"index":0,"message":{"content":"hi"},"finish_reason":"stop"}]}'
+SSE = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+
+
+def answer(**kw) -> AnswerCompleted:
+    fields = {"replay_id": "r", "status": 200, "body": WHOLE, "body_bytes": len(WHOLE), "content_type": "application/json",
+              "cache": CacheIntent(key="k", ttl_seconds=60), **kw}
+    return AnswerCompleted(**fields)
+
+
+@pytest.mark.parametrize("fields, reason", [
+    ({}, None),
+    ({"guard": "passed"}, None),
+    ({"guard": "noted"}, None),
+    ({"streamed": True, "held": True, "body": SSE, "body_bytes": len(SSE)}, None),
+    ({"guard": "blocked"}, "blocked"),
+    ({"guard": "flagged"}, "flagged"),
+    ({"guard": "over_limit"}, "over_limit"),
+    ({"guard": "incomplete"}, "incomplete"),
+    ({"complete": False}, "incomplete"),
+    ({"body": WHOLE.replace(b',"finish_reason":"stop"', b"")}, "incomplete"),
+    ({"body": WHOLE.replace(b"stop", b"length")}, "truncated"),
+    ({"streamed": True, "body": SSE.replace(b"data: [DONE]\n\n", b"")}, "incomplete"),
+    ({"status": 500}, "error"),
+    ({"body": b'{"error":{"message":"x"}}'}, "error"),
+    ({"body_truncated": True}, "incomplete"),
+    ({"body_bytes": 10 << 20}, "too_large"),
+])
+def test_only_answers_the_guard_released_whole_may_be_cached(fields, reason):
+    assert rc.skip_reason(answer(**fields), 1 << 20) == reason
+
+
+async def test_a_record_is_folded_from_its_events_in_order_whatever_the_arrival():
+    sink = ListSink()
+    policy = rr.ReplayPolicy(capture_request_body=True, capture_response_body=True, max_body_bytes=10)
+    ev = RequestEvents(sink, config_version="c", request_id="q", policy=policy)
+    raw, request, route = await _route("python please")
+    ev.routed(raw, request, route)
+    ev.attempt(Attempt("code-model", "b0", 200, None, 0.01))
+    cap = capture.AnswerCapture(1000)
+    cap.feed(SSE)
+    ev.answer(status=200, response_path="upstream", model="code-model", streamed=True, held=True, guard="passed",
+              content_type="text/event-stream", captured=cap, cache=CacheIntent(key="k", ttl_seconds=9))
+    shadow = ShadowAnswered(replay_id=ev.replay_id, seq=0, model="cand", status=200, body=b"x")
+    stored = [rr.for_record(e) for e in [shadow, *reversed(sink.events)]]
+    rec = rr.build_record(stored)
+    assert (rec.id, rec.request_id, rec.recipe, rec.decision, rec.selected_model, rec.model) == (
+        ev.replay_id, "q", "default", "code", "code-model", "code-model")
+    assert rec.matched_signals == ["keyword:code"] and rec.attempts[0].backend == "b0"
+    assert (rec.streamed, rec.stream, rec.guard, rec.finish_reason) == (True, "buffered", "passed", "stop")
+    assert rec.response_body == SSE[:10].decode() and rec.response_truncated
+    assert rec.cache.key == "k" and rec.shadow[0].model == "cand" and rec.events == 6
+    assert rec.request_body is None and rec.request_truncated   # 10 bytes cannot hold even the skeleton
+    assert msgspec.json.decode(msgspec.json.encode(rec))["decision"] == "code"

@@ -1,0 +1,345 @@
+"""The Messages, Responses and Images codecs and the adapters' request side: decode,
+round trips, bad bodies with their paths, error shapes, the response store."""
+from __future__ import annotations
+
+import json
+
+import anthropic
+import msgspec
+import openai
+import pytest
+
+from vsr_fast.config.output import UnsupportedCapability
+from vsr_fast.errors import BodyTooLarge, ModelNotFound, RequestError, UpstreamError, UpstreamTimeout, VsrError
+from vsr_fast.protocol import adapters as adapters_module
+from vsr_fast.protocol import anthropic as anthropic_wire
+from vsr_fast.protocol import images as images_wire
+from vsr_fast.protocol import responses as responses_wire
+from vsr_fast.protocol import translate
+from vsr_fast.protocol.adapters import make_adapters
+from vsr_fast.protocol.responses import MemoryResponseStore, StoredResponse
+from vsr_fast.signals.base import Identity
+
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+MESSAGES = {
+    "model": "claude-sonnet-4-5", "max_tokens": 1024, "stream": False, "temperature": 0.2,
+    "stop_sequences": ["\n\nHuman:"], "metadata": {"user_id": "u-42"}, "service_tier": "auto",
+    "system": [{"type": "text", "text": "You are a weather bot.", "cache_control": {"type": "ephemeral"}}],
+    "messages": [
+        {"role": "user", "content": [
+            {"type": "text", "text": "What's this, and the weather in Paris?"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+            {"type": "image", "source": {"type": "url", "url": "https://example.com/cat.jpg"}}]},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Checking."},
+            {"type": "tool_use", "id": "toolu_01", "name": "get_weather", "input": {"city": "Paris"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_01", "content": [{"type": "text", "text": "21C"}]},
+            {"type": "text", "text": "And tomorrow?"}]},
+    ],
+    "tools": [{"name": "get_weather", "description": "Weather", "input_schema": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}],
+    "tool_choice": {"type": "auto", "disable_parallel_tool_use": True},
+}
+
+RESPONSES = {
+    "model": "gpt-5", "instructions": "You are a weather bot.", "max_output_tokens": 500, "store": True,
+    "truncation": "auto", "include": ["reasoning.encrypted_content"],
+    "input": [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "input_text", "text": "What's this?"},
+                                     {"type": "input_image", "image_url": "https://example.com/cat.jpg", "detail": "low"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "hm"}]},
+        {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
+         "content": [{"type": "output_text", "text": "A cat.", "annotations": []}]},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "21C"},
+        {"role": "user", "content": "Thanks"},
+    ],
+    "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}, "strict": True},
+              {"type": "web_search"}],
+    "tool_choice": "auto", "previous_response_id": None, "metadata": {"k": "v"},
+}
+
+
+@pytest.fixture
+def adapters():
+    return make_adapters(MemoryResponseStore())
+
+
+def bad(adapter, doc) -> RequestError:
+    with pytest.raises(RequestError) as caught:
+        adapter.decode(json.dumps(doc).encode() if not isinstance(doc, bytes) else doc)
+    return caught.value
+
+
+# --- Messages ------------------------------------------------------------------------------
+
+
+def test_messages_request_round_trips(adapters):
+    req = adapters["messages"].decode(json.dumps(MESSAGES).encode())
+    body = req.body
+    assert body.system_text() == "You are a weather bot."
+    assert isinstance(body.messages[0].content[1].source, anthropic_wire.Base64Source)
+    assert isinstance(body.messages[0].content[2].source, anthropic_wire.URLSource)
+    assert isinstance(body.messages[2].content[0], anthropic_wire.ToolResultBlock)
+    assert body.tool_choice.disable_parallel_tool_use is True
+    again = anthropic_wire.REQUEST_DECODER.decode(anthropic_wire.ENCODER.encode(body))
+    assert again == body
+    canonical = adapters["messages"].canonical(req, Identity("alice"))
+    assert canonical.text == "And tomorrow?" and canonical.history == ["What's this, and the weather in Paris?"]
+    assert canonical.modalities == {"text", "image"} and canonical.tool_count == 1
+    assert canonical.metadata == {"user_id": "u-42"} and canonical.identity.user == "alice"
+    assert canonical.messages[0].role == "system"
+
+
+@pytest.mark.parametrize(("doc", "path"), [
+    ({"model": "c", "messages": []}, "max_tokens"),
+    ({"model": "c", "max_tokens": 0, "messages": []}, "max_tokens"),
+    ({"model": "c", "max_tokens": 5, "messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
+    ({"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "video"}]}]},
+     "messages[0].content[0].type"),
+    ({"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "data": "AA"}}]}]}, "messages[0].content[0].source.media_type"),
+    ({"model": "c", "max_tokens": 5, "temperature": 1.5, "messages": []}, "temperature"),
+    ({"model": "c", "max_tokens": 5, "messages": [], "tool_choice": {"type": "sometimes"}}, "tool_choice.type"),
+])
+def test_bad_messages_requests_name_the_field(adapters, doc, path):
+    err = bad(adapters["messages"], doc)
+    assert err.param == path and f"`{path}`" in err.message
+    status, content_type, body = adapters["messages"].error(err)
+    assert (status, content_type) == (400, "application/json")
+    parsed = json.loads(body)
+    assert parsed["type"] == "error" and parsed["error"]["type"] == "invalid_request_error"
+    assert path in parsed["error"]["message"]
+
+
+def test_messages_bad_json_is_a_400_in_anthropics_shape(adapters):
+    err = bad(adapters["messages"], b'{"model": ')
+    assert err.code == "invalid_json"
+    assert json.loads(adapters["messages"].error(err)[2])["error"]["type"] == "invalid_request_error"
+
+
+def _error(cls, status=None, code=None) -> VsrError:
+    exc = cls("nope")
+    if status is not None:
+        exc.status = status
+    if code is not None:
+        exc.code = code
+    return exc
+
+
+@pytest.mark.parametrize(("exc", "status", "kind"), [
+    (_error(RequestError), 400, "invalid_request_error"),
+    (_error(ModelNotFound), 404, "not_found_error"),
+    (_error(BodyTooLarge), 413, "request_too_large"),
+    (_error(UpstreamError, 429), 429, "rate_limit_error"),
+    (_error(VsrError), 500, "api_error"),
+    (_error(UpstreamError), 502, "api_error"),
+    (_error(UpstreamTimeout), 504, "api_error"),
+    (_error(UpstreamError, 503), 529, "overloaded_error"),
+    (_error(UpstreamError, 502, "overloaded"), 529, "overloaded_error"),
+    (_error(UpstreamError, 529), 529, "overloaded_error"),
+    (_error(RequestError, 415), 415, "invalid_request_error"),
+])
+def test_errors_in_anthropics_shape_and_statuses(adapters, exc, status, kind):
+    got_status, content_type, body = adapters["messages"].error(exc)
+    assert (got_status, content_type) == (status, "application/json")
+    assert json.loads(body) == {"type": "error", "error": {"type": kind, "message": "nope"}}
+
+
+def test_errors_in_openais_shape_overloaded_is_429(adapters):
+    for api in ("chat", "responses", "images"):
+        status, _, body = adapters[api].error(_error(UpstreamError, 503, "overloaded"))
+        assert status == 429
+        assert json.loads(body)["error"] == {"message": "nope", "type": "upstream_error", "param": None,
+                                             "code": "overloaded"}
+        status, _, body = adapters[api].error(_error(ModelNotFound))
+        assert status == 404 and json.loads(body)["error"]["code"] == "model_not_found"
+
+
+def test_messages_answer_and_events_encode_as_the_sdk_expects():
+    msg = anthropic_wire.OutMessage("msg_1", "claude", [anthropic_wire.OutText("hi"),
+                                                         anthropic_wire.OutToolUse("toolu_1", "f", {"a": 1})],
+                                    "tool_use", None, anthropic_wire.Usage(3, 4))
+    parsed = anthropic.types.Message.model_validate_json(anthropic_wire.ENCODER.encode(msg))
+    assert parsed.content[1].input == {"a": 1} and parsed.usage.output_tokens == 4
+    # Decoding a backend's answer keeps unknown block types as loose blocks.
+    doc = {"id": "m", "type": "message", "role": "assistant", "model": "c", "stop_reason": "end_turn",
+           "content": [{"type": "server_tool_use", "id": "s", "name": "web_search", "input": {}},
+                       {"type": "text", "text": "x", "citations": []}], "usage": {"input_tokens": 1, "output_tokens": 1}}
+    answer = anthropic_wire.RESPONSE_DECODER.decode(json.dumps(doc))
+    assert [b.type for b in answer.content] == ["server_tool_use", "text"]
+
+
+# --- Responses -------------------------------------------------------------------------------
+
+
+def test_responses_request_round_trips(adapters):
+    req = adapters["responses"].decode(json.dumps(RESPONSES).encode())
+    body = req.body
+    items = body.items()
+    assert [i.type for i in items] == ["message", "message", "reasoning", "message", "function_call",
+                                       "function_call_output", "message"]
+    assert isinstance(items[1].content[1], responses_wire.InputImage) and items[1].content[1].detail == "low"
+    assert items[4].call_id == "call_1" and items[5].output == "21C"
+    again = responses_wire.REQUEST_DECODER.decode(responses_wire.ENCODER.encode(body))
+    assert again == body
+    canonical = adapters["responses"].canonical(req)
+    assert canonical.text == "Thanks" and canonical.history == ["What's this?"]
+    assert canonical.modalities == {"text", "image"}
+    assert [m.role for m in canonical.messages] == ["system", "user", "assistant", "tool", "user"]
+    assert canonical.messages[0].content == "You are a weather bot.\n\nBe brief."
+    assert canonical.tool_count == 1 and canonical.metadata == {"k": "v"}
+    string_input = adapters["responses"].decode(b'{"model":"m","input":"hello"}')
+    assert adapters["responses"].canonical(string_input).text == "hello"
+
+
+@pytest.mark.parametrize(("doc", "path"), [
+    ({"model": "m", "input": [{"role": "user", "content": [{"type": "input_video"}]}]}, "input[0].content[0].type"),
+    ({"model": "m", "input": 5}, "input"),
+    ({"model": "m", "input": "x", "max_output_tokens": 0}, "max_output_tokens"),
+    ({"model": "m", "input": "x", "tools": [{"name": "f"}]}, "tools[0].type"),
+    ({"model": "m", "input": "x", "stream": "yes"}, "stream"),
+])
+def test_bad_responses_requests_name_the_field(adapters, doc, path):
+    err = bad(adapters["responses"], doc)
+    assert err.param == path
+    status, _, body = adapters["responses"].error(err)
+    assert status == 400 and json.loads(body)["error"]["param"] == path
+
+
+def test_a_responses_item_missing_what_translation_needs_is_a_400_with_its_path(adapters):
+    adapter = adapters["responses"]
+    req = adapter.decode(b'{"model":"m","input":[{"role":"user","content":"x"},{"type":"function_call","name":"f"}]}')
+    with pytest.raises(RequestError) as caught:
+        adapter.canonical(req)
+    assert caught.value.param == "input[1].call_id"
+    with pytest.raises(RequestError):
+        adapter.upstream(req, "anthropic", "c")
+
+
+async def test_previous_response_id_continues_the_stored_conversation(adapters):
+    adapter = adapters["responses"]
+    first = adapter.decode(b'{"model":"m","input":"My name is Ada.","instructions":"be kind"}')
+    answer = {"id": "resp_1", "object": "response", "model": "m", "status": "completed",
+              "output": [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                          "content": [{"type": "output_text", "text": "Hi Ada.", "annotations": []}]}]}
+    await adapter.remember(first, json.dumps(answer).encode())
+    follow = await adapter.prepare(adapter.decode(
+        b'{"model":"m","previous_response_id":"resp_1","input":[{"role":"user","content":"My name?"}]}'))
+    assert follow.previous_response_id == "resp_1" and follow.body.previous_response_id is None
+    canonical = adapter.canonical(follow)
+    assert canonical.user_turns == ["My name is Ada.", "My name?"]
+    assert [m.role for m in canonical.messages] == ["user", "assistant", "user"]   # instructions not carried over
+    # The expanded request reaches any backend; the answer echoes the id the client sent.
+    messages_body = json.loads(adapter.upstream(follow, "anthropic", "c").body)
+    assert [m["role"] for m in messages_body["messages"]] == ["user", "assistant", "user"]
+    passthrough = json.loads(adapter.upstream(follow, "responses", "g").body)
+    assert "previous_response_id" not in passthrough and len(passthrough["input"]) == 3
+    chat_answer = {"id": "c1", "model": "g", "choices": [{"index": 0, "message": {"content": "Ada."}, "finish_reason": "stop"}]}
+    reply = adapter.whole(follow, "openai", 200, json.dumps(chat_answer).encode())
+    doc = openai.types.responses.Response.model_validate_json(reply.body)
+    assert doc.previous_response_id == "resp_1" and doc.output_text == "Ada."
+    # The third turn sees all of it.
+    await adapter.remember(follow, reply.body)
+    third = await adapter.prepare(adapter.decode(
+        json.dumps({"model": "m", "previous_response_id": doc.id, "input": "And again?"}).encode()))
+    assert adapter.canonical(third).user_turns == ["My name is Ada.", "My name?", "And again?"]
+
+
+async def test_unknown_previous_response_and_store_false(adapters):
+    adapter = adapters["responses"]
+    with pytest.raises(RequestError) as caught:
+        await adapter.prepare(adapter.decode(b'{"model":"m","input":"x","previous_response_id":"resp_nope"}'))
+    assert (caught.value.code, caught.value.param, caught.value.status) == (
+        "previous_response_not_found", "previous_response_id", 400)
+    store = adapter.store
+    req = adapter.decode(b'{"model":"m","input":"x","store":false}')
+    await adapter.remember(req, b'{"id":"resp_2","output":[]}')
+    await adapter.remember(adapter.decode(b'{"model":"m","input":"x"}'), b'{"error":{"message":"x"}}')
+    assert len(store) == 0
+
+
+async def test_memory_store_is_a_bounded_lru():
+    store = MemoryResponseStore(max_entries=2, max_bytes=40)
+    for name in ("a", "b"):
+        await store.put(StoredResponse(name, msgspec.Raw(b"[1]")))
+    assert await store.get("a") is not None          # a is now the most recent
+    await store.put(StoredResponse("c", msgspec.Raw(b"[2]")))
+    assert await store.get("b") is None and await store.get("a") is not None
+    await store.put(StoredResponse("d", msgspec.Raw(b"[" + b"0," * 18 + b"0]")))   # 39 bytes
+    assert await store.get("c") is None and await store.get("a") is None   # evicted for the bytes
+    assert await store.get("d") is not None and len(store) == 1
+    await store.put(StoredResponse("big", msgspec.Raw(b"[" + b"0," * 20 + b"0]")))   # over the bound alone
+    assert len(store) == 0
+
+
+# --- Images --------------------------------------------------------------------------------------
+
+
+def test_images_request_and_response(adapters):
+    req = adapters["images"].decode(b'{"model":"gpt-image-1","prompt":"a red fox","n":2,"size":"1024x1024",'
+                                    b'"response_format":"b64_json","moderation":"low"}')
+    assert (req.body.prompt, req.body.n, req.body.size) == ("a red fox", 2, "1024x1024")
+    assert adapters["images"].canonical(req).text == "a red fox"
+    assert adapters["images"].stream(req) is False and adapters["images"].model(req) == "gpt-image-1"
+    doc = images_wire.ImagesResponse(1700000000, [images_wire.Image(b64_json=PNG), images_wire.Image(url="https://x")])
+    encoded = images_wire.ENCODER.encode(doc)
+    assert json.loads(encoded) == {"created": 1700000000, "data": [{"b64_json": PNG}, {"url": "https://x"}]}
+    assert openai.types.ImagesResponse.model_validate_json(encoded).data[1].url == "https://x"
+
+
+@pytest.mark.parametrize(("doc", "path"), [
+    ({"model": "m"}, "prompt"),
+    ({"prompt": ""}, "prompt"),
+    ({"prompt": "x", "n": 11}, "n"),
+    ({"prompt": "x", "response_format": "gif"}, "response_format"),
+    ({"prompt": "x", "stream": True}, "stream"),
+])
+def test_bad_images_requests_name_the_field(adapters, doc, path):
+    assert bad(adapters["images"], doc).param == path
+
+
+def test_pairs_no_protocol_can_bridge_are_refused(adapters):
+    chat = adapters["chat"].decode(b'{"model":"m","messages":[{"role":"user","content":"draw"}]}')
+    with pytest.raises(UnsupportedCapability):
+        adapters["chat"].upstream(chat, "images", "dall-e")
+    messages = adapters["messages"].decode(b'{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}]}')
+    with pytest.raises(UnsupportedCapability):
+        adapters["messages"].upstream(messages, "images", "dall-e")
+    img = adapters["images"].decode(b'{"prompt":"x"}')
+    for fmt in ("openai", "anthropic", "systemone"):
+        with pytest.raises(UnsupportedCapability) as caught:
+            adapters["images"].upstream(img, fmt, "m")
+        assert caught.value.code == "unsupported_capability" and caught.value.status == 400
+
+
+def test_same_protocol_requests_leave_as_the_client_sent_them(adapters):
+    raw = json.dumps(MESSAGES).encode()
+    req = adapters["messages"].decode(raw)
+    assert adapters["messages"].upstream(req, "anthropic", "claude-sonnet-4-5").body is raw
+    renamed = json.loads(adapters["messages"].upstream(req, "anthropic", "claude-other").body)
+    assert renamed == {**MESSAGES, "model": "claude-other"}
+
+
+def test_public_surfaces_are_pinned():
+    assert sorted(translate.__all__) == sorted(
+        name for name in vars(translate) if not name.startswith("_") and name not in (
+            "annotations",))
+    assert set(adapters_module.__all__) == {
+        "Adapter", "ChatAdapter", "ImagesAdapter", "Inbound", "MessagesAdapter", "Outbound", "Reply",
+        "ResponsesAdapter", "chat_messages", "make_adapters"}
+
+
+def test_an_image_decision_adds_and_forces_the_image_generation_tool(adapters):
+    adapter = adapters["responses"]
+    req = adapter.decode(b'{"model":"m","input":"a fox","tools":[{"type":"function","name":"f"}],"top_logprobs":2}')
+    assert adapter.with_image_tool(req, add=False, force=False) is req
+    both = adapter.with_image_tool(req, add=True, force=True)
+    doc = json.loads(both.raw)
+    assert doc["tools"] == [{"type": "function", "name": "f"}, {"type": "image_generation"}]
+    assert doc["tool_choice"] == {"type": "image_generation"} and doc["top_logprobs"] == 2
+    assert [t.type for t in both.body.tools] == ["function", "image_generation"]
+    assert json.loads(adapter.upstream(both, "responses", "omni").body)["model"] == "omni"

@@ -1,0 +1,156 @@
+"""``vsr-replay``: a recorded stream re-routed under a changed keyword rule moves what the change moves, only."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+import yaml
+
+from vsr_fast.config import load_file
+from vsr_fast.config.stores import EventStreamStore
+from vsr_fast.events.redis_stream import RedisTransport
+from vsr_fast.events.request import RequestEvents
+from vsr_fast.events.service import open_event_stream
+from vsr_fast.events.writer import EventSink
+from vsr_fast.plugins.router_replay import ReplayPolicy
+from vsr_fast.server.route import decode_chat, route_chat
+from vsr_fast.signals.base import ANONYMOUS
+from vsr_fast.upstream import Attempt
+
+from .procs import ROOT
+from .test_events_fixtures import REDIS_URL, r, stream_name, wait_for  # noqa: F401
+
+VSR_REPLAY = Path(sys.executable).with_name("vsr-replay")
+
+
+def config(code_keywords: list[str]) -> dict:
+    models = ["code-model", "billing-model", "general-model"]
+    return {
+        "version": "v0.5",
+        "providers": {"models": [{"name": m, "backend_refs": [{"endpoint": "http://127.0.0.1:9/v1"}]} for m in models]},
+        "recipes": [{
+            "name": "default",
+            "signals": {"keywords": [{"name": "code", "keywords": code_keywords},
+                                     {"name": "billing", "keywords": ["invoice", "refund"]}]},
+            "decisions": [
+                {"name": "code", "priority": 20, "modelRefs": [{"model": "code-model"}],
+                 "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "code"}]}},
+                {"name": "billing", "priority": 10, "modelRefs": [{"model": "billing-model"}],
+                 "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "billing"}]}},
+                {"name": "general", "priority": 0, "modelRefs": [{"model": "general-model"}]},
+            ],
+        }],
+        "entrypoints": [{"api": "chat", "model_names": ["vsr/auto"], "recipe": "default", "default": True}],
+    }
+
+
+TRAFFIC = {
+    "rust": "how do I write rust macros",          # code under the old rule, general under the new
+    "golang": "golang channels explained",         # general under the old rule, code under the new
+    "refund": "please refund my last invoice",
+    "python": "a python list comprehension",
+    "hello": "hello there",
+}
+
+
+@pytest.fixture
+def configs(tmp_path: Path) -> tuple[str, str]:
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    old.write_text(yaml.safe_dump(config(["python", "rust"])))
+    new.write_text(yaml.safe_dump(config(["python", "golang"])))
+    return str(old), str(new)
+
+
+async def record_traffic(sink, config_path: str, repeat: int = 1) -> dict[str, list[str]]:
+    """Route TRAFFIC for real under ``config_path`` and record each request as the server would."""
+    loaded = load_file(config_path)
+    policy = ReplayPolicy(capture_request_body=True)
+    ids: dict[str, list[str]] = {}
+    for _ in range(repeat):
+        for name, text in TRAFFIC.items():
+            raw = msgspec.json.encode({"model": "vsr/auto", "messages": [{"role": "user", "content": text}]})
+            request = decode_chat(raw)
+            route = await route_chat(loaded.table, request, lambda: ANONYMOUS)
+            ev = RequestEvents(sink, config_version=loaded.version_hash, policy=policy)
+            ev.routed(raw, request, route)
+            ev.attempt(Attempt(route.candidates[0].name, "mock", 200, None, 0.01))
+            ev.answer(status=200, response_path="upstream", model=route.candidates[0].name, streamed=False)
+            ids.setdefault(name, []).append(ev.replay_id)
+    return ids
+
+
+def vsr_replay(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(VSR_REPLAY), *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def moves(result: dict) -> list[tuple[str, str, str, str, int]]:
+    return sorted((m["from"]["decision"], m["to"]["decision"], m["from"]["model"], m["to"]["model"], m["count"])
+                  for m in result["moves"])
+
+
+@pytest.fixture
+async def recorded(r, stream_name, configs, tmp_path) -> dict[str, list[str]]:
+    sink = EventSink(RedisTransport(REDIS_URL, stream_name), tmp_path / "spill").start()
+    ids = await record_traffic(sink, configs[0], repeat=2)
+    assert sink.wait_drained(10)
+    sink.close()
+    return ids
+
+
+async def test_run_shows_the_decisions_a_changed_keyword_rule_moves_and_nothing_else(recorded, stream_name, configs):
+    done = vsr_replay("run", "--config", configs[1], "--redis", REDIS_URL, "--stream", stream_name, "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["compared"], result["changed"], result["unchanged"], result["approximate"]) == (10, 4, 6, 0)
+    assert moves(result) == [("code", "general", "code-model", "general-model", 2),
+                             ("general", "code", "general-model", "code-model", 2)]
+    examples = {m["from"]["decision"]: set(m["examples"]) for m in result["moves"]}
+    assert examples == {"code": set(recorded["rust"]), "general": set(recorded["golang"])}
+    assert result["decisions"]["billing"] == {"before": 2, "after": 2}
+
+    same = json.loads(vsr_replay("run", "--config", configs[0], "--redis", REDIS_URL, "--stream", stream_name,
+                                 "--json").stdout)
+    assert (same["changed"], same["unchanged"], same["moves"]) == (0, 10, [])
+
+    text = vsr_replay("run", "--config", configs[1], "--redis", REDIS_URL, "--stream", stream_name, "--progress",
+                      "--fail-on-change")
+    assert text.returncode == 1
+    assert "changed    4" in text.stdout and "code -> general" in text.stdout and "general -> code" in text.stdout
+    assert "re-route [" in text.stderr and "100.0%" in text.stderr
+
+
+async def test_export_then_run_then_diff_agree(recorded, stream_name, configs, tmp_path):
+    export, rerouted = tmp_path / "recorded.jsonl", tmp_path / "rerouted.jsonl"
+    done = vsr_replay("export", "--redis", REDIS_URL, "--stream", stream_name, "-o", str(export))
+    assert done.returncode == 0 and "exported 50 events" in done.stderr, done.stderr
+    assert len(export.read_text().splitlines()) == 50
+    run = json.loads(vsr_replay("run", "--config", configs[1], "--input", str(export), "--out", str(rerouted),
+                                "--json").stdout)
+    diff = json.loads(vsr_replay("diff", str(export), str(rerouted), "--json").stdout)
+    assert moves(diff) == moves(run) and (diff["compared"], diff["changed"]) == (10, 4)
+    assert "only_in_a" not in diff["skipped"]
+
+
+async def test_run_reads_the_embedded_journal_and_counts_requests_without_a_copy(configs, tmp_path):
+    store = EventStreamStore(backend="embedded", path=str(tmp_path / "events"))
+    async with open_event_stream(store) as stream:
+        ids = await record_traffic(stream.sink, configs[0])
+        RequestEvents(stream.sink, config_version="x", policy=ReplayPolicy()).received(b"{}", None)
+        await wait_for(stream.sink.drained)
+    done = vsr_replay("run", "--config", configs[1], "--journal", store.path, "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["compared"], result["changed"]) == (5, 2)
+    assert result["skipped"] == {"no_request_copy": 1}
+    assert {e for m in result["moves"] for e in m["examples"]} == {ids["rust"][0], ids["golang"][0]}
+
+
+def test_a_bad_configuration_is_reported_not_raised(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: v0.3\n")
+    done = vsr_replay("run", "--config", str(bad), "--input", str(tmp_path / "none.jsonl"))
+    assert done.returncode == 2 and "version" in done.stderr and "Traceback" not in done.stderr

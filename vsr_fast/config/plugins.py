@@ -1,0 +1,70 @@
+"""Plugin entries: each ``{type, configuration}`` checked against its type's block, layers merged (spec 6.5)."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import msgspec
+
+from ..plugins import CONFIGURATIONS
+from ..plugins import router_replay as _replay
+from .load import render_validation_error
+from .schema import PluginEntry, Recipe, RouterConfig
+
+
+def check_plugins(config: RouterConfig) -> list[str]:
+    """Every plugin entry's configuration against its type, and the replay checks across layers."""
+    errors: list[str] = []
+    layers = [("global.plugins", config.global_.plugins)]
+    for recipe in config.recipes:
+        layers.append((f"recipes[{recipe.name}].plugins", recipe.plugins))
+        for i, decision in enumerate(recipe.decisions):
+            layers.append((f"recipes[{recipe.name}].decisions[{i}].plugins", decision.plugins))
+    for path, entries in layers:
+        for j, entry in enumerate(entries):
+            if entry.type not in CONFIGURATIONS:
+                errors.append(f"{path}[{j}].type: invalid_value: plugin type {entry.type!r} is not served "
+                              f"(served: {', '.join(sorted(CONFIGURATIONS))})")
+                continue
+            try:
+                msgspec.convert(entry.configuration, CONFIGURATIONS[entry.type], strict=True)
+            except msgspec.ValidationError as exc:
+                line = render_validation_error(exc, [], entry.configuration)
+                errors.append(f"{path}[{j}].configuration.{line}" if not line.startswith("(document)")
+                              else f"{path}[{j}].configuration{line[len('(document)'):]}")
+    if errors:
+        return errors   # the layers below need every configuration to decode
+    models = [m.name for m in config.providers.models]
+    for recipe in config.recipes:
+        for i, decision in enumerate(recipe.decisions):
+            stack = [("global.plugins[router_replay].configuration", layer_of(config.global_.plugins, "router_replay")),
+                     (f"recipes[{recipe.name}].plugins[router_replay].configuration", layer_of(recipe.plugins, "router_replay")),
+                     (f"recipes[{recipe.name}].decisions[{i}].plugins[router_replay].configuration",
+                      layer_of(decision.plugins, "router_replay"))]
+            for line in _replay.check(stack, models):
+                if line not in errors:
+                    errors.append(line)
+    return errors
+
+
+def layer_of(entries: list[PluginEntry], type_: str):
+    """The typed configuration of ``type_`` at one layer, or None when the layer has no such entry."""
+    for entry in entries:
+        if entry.type == type_:
+            return _convert(type_, msgspec.json.encode(entry.configuration))
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _convert(type_: str, encoded: bytes):
+    return msgspec.json.decode(encoded, type=CONFIGURATIONS[type_])
+
+
+def layers(config: RouterConfig, recipe: Recipe | None, decision_name: str | None, type_: str) -> list:
+    """The configurations of ``type_``, lowest first: global, recipe, decision (spec 6.5)."""
+    out = [layer_of(config.global_.plugins, type_)]
+    if recipe is not None:
+        out.append(layer_of(recipe.plugins, type_))
+        decision = next((d for d in recipe.decisions if d.name == decision_name), None)
+        if decision is not None:
+            out.append(layer_of(decision.plugins, type_))
+    return out

@@ -1,0 +1,74 @@
+"""The cache writer: stores the answers response_cache may reuse, and says why it skipped the others."""
+from __future__ import annotations
+
+import collections
+
+import redis
+
+from ..plugins.response_cache import SKIP_REASONS, ResponseCache, answer_of, skip_reason
+from .consumers import Acks
+from .source import Entry, StoreUnavailable
+from .types import AnswerCompleted, CacheWritten, Event, now_ms
+from .writer import EventSink
+
+
+class CacheWriter:
+    """Consumer group ``cache-writer``: answers that carry a cache intent, stored unless ``skip_reason`` objects.
+
+    Each outcome is appended to the stream as a ``cache_write`` event (the replay
+    record shows it) when a sink is given.
+    """
+
+    group = "cache-writer"
+
+    def __init__(self, cache: ResponseCache, sink: EventSink | None = None) -> None:
+        self.cache = cache
+        self.sink = sink
+        self.stored = 0
+        self.skipped: collections.Counter[str] = collections.Counter()
+
+    async def handle(self, entries: list[Entry], acks: Acks) -> None:
+        items = []
+        notes: list[Event] = []
+        skipped: collections.Counter[str] = collections.Counter()
+        for e in entries:
+            ev = e.event
+            if not isinstance(ev, AnswerCompleted) or ev.cache is None:
+                continue
+            reason = skip_reason(ev, self.cache.max_entry_bytes)
+            if reason is None:
+                items.append((ev.cache.key, answer_of(ev), ev.cache.ttl_seconds))
+            else:
+                skipped[reason] += 1
+            notes.append(_note(ev, reason))
+        if items:
+            try:
+                await self.cache.put_many(items)
+            except redis.RedisError as exc:
+                raise StoreUnavailable(f"response cache: {type(exc).__name__}: {exc}") from exc
+        self.stored += len(items)
+        self.skipped.update(skipped)
+        if self.sink is not None:
+            for note in notes:
+                self.sink.record(note)
+        acks.done(*(e.id for e in entries))
+
+    def prometheus_lines(self) -> list[str]:
+        out = ["# HELP llm_cache_writes_total Answers the cache writer stored.",
+               "# TYPE llm_cache_writes_total counter", f"llm_cache_writes_total {self.stored}",
+               "# HELP llm_cache_write_skipped_total Answers the cache writer did not store, by reason.",
+               "# TYPE llm_cache_write_skipped_total counter"]
+        out += [f'llm_cache_write_skipped_total{{reason="{r}"}} {self.skipped[r]}' for r in SKIP_REASONS]
+        return out
+
+
+def _note(ev: AnswerCompleted, reason: str | None) -> CacheWritten:
+    assert ev.cache is not None
+    return CacheWritten(replay_id=ev.replay_id, request_id=ev.request_id, session_id=ev.session_id,
+                        recipe=ev.recipe, config_version=ev.config_version, seq=ev.seq, ts_ms=now_ms(),
+                        replay=ev.replay, key=ev.cache.key, stored=reason is None, reason=reason,
+                        ttl_seconds=ev.cache.ttl_seconds if reason is None else 0,
+                        bytes=ev.body_bytes if reason is None else 0)
+
+
+__all__ = ["CacheWriter"]

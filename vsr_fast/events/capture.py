@@ -1,0 +1,203 @@
+"""What an event keeps of a request or an answer (sans I/O).
+
+- ``request_copy``: the canonical, size-capped Chat Completions body that
+  ``router_replay`` keeps and ``vsr-replay run`` re-routes.
+- ``AnswerCapture``: the answer's bytes as the client received them, up to a
+  bound, fed chunk by chunk by the relay.
+- ``answer_facts``: finish reason, usage and completeness read back from a
+  whole body or an SSE stream, for consumers that got no facts from the server.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ..protocol.chat import AudioPart, ChatRequest, FilePart, ImagePart, ImageURL, InputAudio, Message, TextPart
+from .types import Usage
+
+_JSON = msgspec.json.Encoder()
+
+
+# --- the request copy ----------------------------------------------------------------
+
+
+def request_copy(request: ChatRequest, max_bytes: int) -> tuple[bytes | None, bool]:
+    """``(body, truncated)``: the request's routing fields as JSON, at most ``max_bytes``.
+
+    Canonical: the fields routing reads, re-encoded, so two clients' spellings
+    of one request give one copy. Media data (data: URLs, audio, files) is left
+    out, its kind kept. Past the cap, message texts are cut, oldest first,
+    the current user turn last, so a re-route sees the text signals read most.
+    None when even the skeleton does not fit.
+    """
+    if max_bytes <= 0:
+        return None, True
+    messages = [_without_media(m) for m in request.messages]
+    slim = msgspec.structs.replace(request, messages=messages)
+    body = _encode(slim)
+    media_cut = messages != request.messages
+    if len(body) <= max_bytes:
+        return body, media_cut
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    order = [i for i in range(len(messages)) if i != last_user] + ([last_user] if last_user >= 0 else [])
+    for i in order:
+        over = len(body) - max_bytes
+        if over <= 0:
+            break
+        messages[i] = _cut_text(messages[i], over)
+        body = _encode(msgspec.structs.replace(slim, messages=messages))
+        # JSON escapes can make a cut text longer than its bytes: one more pass at most.
+        over = len(body) - max_bytes
+        if over > 0:
+            messages[i] = _cut_text(messages[i], over)
+            body = _encode(msgspec.structs.replace(slim, messages=messages))
+    if len(body) > max_bytes:
+        body = _encode(msgspec.structs.replace(slim, messages=messages, tools=None))
+    return (body, True) if len(body) <= max_bytes else (None, True)
+
+
+def _encode(request: ChatRequest) -> bytes:
+    """JSON without the fields left at null: the decoder's defaults bring them back."""
+    return _JSON.encode(_compact(msgspec.to_builtins(request)))
+
+
+def _compact(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _compact(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_compact(v) for v in value]
+    return value
+
+
+def _without_media(message: Message) -> Message:
+    if not isinstance(message.content, list):
+        return message
+    parts = []
+    changed = False
+    for part in message.content:
+        if isinstance(part, ImagePart) and part.image_url.url.startswith("data:"):
+            mime = part.image_url.url[5:].split(";", 1)[0].split(",", 1)[0]
+            part = ImagePart(ImageURL(f"data:{mime};omitted", part.image_url.detail))
+            changed = True
+        elif isinstance(part, AudioPart) and part.input_audio.data:
+            part = AudioPart(InputAudio("", part.input_audio.format))
+            changed = True
+        elif isinstance(part, FilePart) and "file_data" in part.file:
+            part = FilePart({k: v for k, v in part.file.items() if k != "file_data"})
+            changed = True
+        parts.append(part)
+    return msgspec.structs.replace(message, content=parts) if changed else message
+
+
+def _cut(text: str, drop_bytes: int) -> str:
+    raw = text.encode()
+    keep = max(0, len(raw) - drop_bytes)
+    return raw[:keep].decode(errors="ignore")
+
+
+def _cut_text(message: Message, drop_bytes: int) -> Message:
+    """The message with up to ``drop_bytes`` UTF-8 bytes cut from the end of its text."""
+    if isinstance(message.content, str):
+        return msgspec.structs.replace(message, content=_cut(message.content, drop_bytes))
+    if not isinstance(message.content, list):
+        return message
+    parts: list[Any] = []
+    for part in reversed(message.content):
+        if drop_bytes > 0 and isinstance(part, TextPart):
+            size = len(part.text.encode())
+            part = TextPart(_cut(part.text, drop_bytes))
+            drop_bytes -= size - len(part.text.encode())
+        parts.append(part)
+    return msgspec.structs.replace(message, content=parts[::-1])
+
+
+# --- the answer ----------------------------------------------------------------------
+
+
+class AnswerCapture:
+    """The answer's first ``limit`` bytes, fed chunk by chunk; ``size`` counts them all."""
+
+    __slots__ = ("_parts", "limit", "size")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.size = 0
+        self._parts: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> None:
+        room = self.limit - self.size
+        self.size += len(chunk)
+        if room > 0:
+            self._parts.append(chunk if len(chunk) <= room else chunk[:room])
+
+    @property
+    def truncated(self) -> bool:
+        return self.size > self.limit
+
+    def body(self) -> bytes:
+        return b"".join(self._parts)
+
+
+class _Choice(msgspec.Struct):
+    finish_reason: str | None = None
+
+
+class _Usage(msgspec.Struct):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class _Payload(msgspec.Struct):
+    """Any Chat Completions answer or chunk, tolerantly: only what we read."""
+
+    choices: list[_Choice] | None = None
+    usage: _Usage | None = None
+    error: Any = None
+
+
+def _usage(u: _Usage | None) -> Usage | None:
+    return None if u is None else Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
+                                         total_tokens=u.total_tokens)
+
+
+_PAYLOAD = msgspec.json.Decoder(_Payload)
+
+
+class AnswerFacts(msgspec.Struct, frozen=True):
+    finish_reason: str | None
+    usage: Usage | None
+    complete: bool
+    error: bool
+
+
+def answer_facts(body: bytes, streamed: bool) -> AnswerFacts:
+    """Finish reason, usage, completeness and error, read from a whole body or an SSE stream."""
+    if not streamed:
+        try:
+            p = _PAYLOAD.decode(body)
+        except msgspec.DecodeError:
+            return AnswerFacts(None, None, False, True)
+        reason = next((c.finish_reason for c in p.choices or () if c.finish_reason), None)
+        return AnswerFacts(reason, _usage(p.usage), True, p.error is not None)
+    reason, usage, done, error = None, None, False, False
+    for line in body.splitlines():
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            done = True
+            continue
+        try:
+            p = _PAYLOAD.decode(data)
+        except msgspec.DecodeError:
+            error = True
+            continue
+        error |= p.error is not None
+        usage = _usage(p.usage) or usage
+        reason = next((c.finish_reason for c in p.choices or () if c.finish_reason), reason)
+    return AnswerFacts(reason, usage, done and not error, error)
+
+
+__all__ = ["AnswerCapture", "AnswerFacts", "answer_facts", "request_copy"]

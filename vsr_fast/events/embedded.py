@@ -1,0 +1,221 @@
+"""The embedded event stream: a journal file instead of Redis, for one router process.
+
+The same two faces as Redis: the writer's transport (``send``) and the
+readers' source (consumer groups). Entry ids are the frames' byte offsets.
+
+Delivery marks (the highest index appended per space) make re-sends land
+once, as the Redis script does; they are saved with the journal size they
+cover, and on open the frames past that size are read back into them, so a
+crash between an append and its marks costs nothing.
+
+A consumer group is an offset file: every entry before ``committed`` is
+acknowledged, and ``acked`` lists the acknowledged entries after it (a
+consumer may finish entries out of order). A consumer that restarts reads
+again from ``committed``, skipping ``acked``.
+
+One process only: two routers appending to one journal would interleave
+their marks and their groups' offsets.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from .journal import Journal, pack, write_atomic
+from .source import Entry, entry
+from .writer import Item, TransportDown
+
+_GROUP_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+
+
+class _Marks(msgspec.Struct):
+    end: int = 0
+    marks: dict[str, int] = {}
+
+
+@dataclass
+class _Group:
+    path: Path
+    committed: int = 0
+    acked: set[int] = field(default_factory=set)
+    cursor: int = 0
+    ends: dict[int, int] = field(default_factory=dict)   # delivered offset -> the next frame's offset
+
+
+class EmbeddedLog:
+    """One journal directory: ``stream.journal``, ``stream.marks`` and ``groups/<name>.offset``."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.dir = Path(directory)
+        (self.dir / "groups").mkdir(parents=True, exist_ok=True)
+        self.journal = Journal(self.dir / "stream.journal")
+        self._marks_path = self.dir / "stream.marks"
+        self._cond = threading.Condition()
+        self._groups: dict[str, _Group] = {}
+        self._closed = False
+        saved = self._load_marks()
+        start = saved.end if saved.end <= self.journal.end else 0
+        self.journal.repair(start)
+        self._marks = {bytes.fromhex(k): v for k, v in saved.marks.items()} if start else {}
+        for frames in self._chunks(start):
+            for f in frames:
+                if f.index > self._marks.get(f.space, 0):
+                    self._marks[f.space] = f.index
+
+    def _chunks(self, offset: int):
+        while True:
+            frames = self.journal.read(offset, 4096)
+            if not frames:
+                return
+            yield frames
+            offset = frames[-1].end
+
+    def _load_marks(self) -> _Marks:
+        try:
+            return msgspec.json.decode(self._marks_path.read_bytes(), type=_Marks)
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            return _Marks()
+
+    def _save_marks(self) -> None:
+        doc = _Marks(end=self.journal.end, marks={k.hex(): v for k, v in self._marks.items()})
+        write_atomic(self._marks_path, msgspec.json.encode(doc))
+
+    # --- the transport ------------------------------------------------------------------
+
+    def send(self, items: list[Item]) -> int:
+        with self._cond:
+            fresh = []
+            marks = dict(self._marks)
+            for space, index, payload in items:
+                if index > marks.get(space, 0):
+                    fresh.append(pack(space, index, payload))
+                    marks[space] = index
+            if fresh:
+                try:
+                    self.journal.append(b"".join(fresh))
+                except OSError as exc:
+                    raise TransportDown(f"embedded journal: {exc}") from exc
+                self._marks = marks
+                self._save_marks()
+                self._cond.notify_all()
+            return len(fresh)
+
+    # --- the source ---------------------------------------------------------------------
+
+    def _group(self, name: str) -> _Group:
+        group = self._groups.get(name)
+        if group is None:
+            raise KeyError(f"consumer group {name!r} does not exist: ensure_group first")
+        return group
+
+    def ensure_group(self, group: str, start: str = "0") -> None:
+        if not _GROUP_NAME.match(group):
+            raise ValueError(f"consumer group name {group!r}: letters, digits and _.:- only")
+        with self._cond:
+            if group in self._groups:
+                return
+            path = self.dir / "groups" / f"{group}.offset"
+            state = _Group(path)
+            try:
+                doc = json.loads(path.read_text())
+                state.committed, state.acked = int(doc["committed"]), set(doc.get("acked", ()))
+            except (OSError, ValueError, KeyError):
+                state.committed = self.journal.end if start == "$" else 0
+                self._save_group(state)
+            state.cursor = state.committed
+            self._groups[group] = state
+
+    def reset_consumer(self, group: str, consumer: str) -> None:
+        with self._cond:
+            g = self._group(group)
+            g.cursor, g.ends = g.committed, {}
+
+    def read(self, group: str, consumer: str, count: int, block_ms: int, after: str | None = None) -> list[Entry]:
+        if after is not None:
+            return []              # unacknowledged entries come back through reset_consumer and plain reads
+        with self._cond:
+            if self._closed:
+                return []
+            out = self._take(group, count)
+            if not out and block_ms > 0 and not self._closed:
+                self._cond.wait(block_ms / 1000)
+                out = self._take(group, count)
+            return out
+
+    def _take(self, name: str, count: int) -> list[Entry]:
+        g = self._group(name)
+        out: list[Entry] = []
+        while len(out) < count and not self._closed:
+            frames = self.journal.read(g.cursor, count - len(out))
+            if not frames:
+                break
+            for f in frames:
+                g.ends[f.offset] = f.end
+                if f.offset not in g.acked:
+                    out.append(entry(str(f.offset), f.payload))
+            g.cursor = frames[-1].end
+        if self._advance(g):
+            self._save_group(g)
+        return out
+
+    def claim(self, group: str, consumer: str, min_idle_ms: int, count: int) -> list[Entry]:
+        return []                  # one process: nobody else holds entries
+
+    def ack(self, group: str, ids: list[str]) -> None:
+        if not ids:
+            return
+        with self._cond:
+            g = self._group(group)
+            g.acked.update(int(i) for i in ids if int(i) >= g.committed)
+            self._advance(g)
+            self._save_group(g)
+
+    @staticmethod
+    def _advance(g: _Group) -> bool:
+        moved = False
+        while g.committed in g.acked and g.committed in g.ends:
+            g.acked.discard(g.committed)
+            g.committed = g.ends.pop(g.committed)
+            moved = True
+        return moved
+
+    def _save_group(self, g: _Group) -> None:
+        write_atomic(g.path, json.dumps({"committed": g.committed, "acked": sorted(g.acked)}).encode())
+
+    def range(self, start: str | None, end: str | None, count: int) -> list[Entry]:
+        offset = int(start) if start else 0
+        last = int(end) if end else None
+        out: list[Entry] = []
+        while len(out) < count:
+            frames = self.journal.read(offset, count - len(out) + 1)
+            if not frames:
+                break
+            for f in frames:
+                if start and f.offset == int(start):
+                    continue       # exclusive start
+                if last is not None and f.offset > last:
+                    return out
+                out.append(entry(str(f.offset), f.payload))
+                if len(out) == count:
+                    break
+            offset = frames[-1].end
+        return out
+
+    def length(self) -> int:
+        return sum(len(frames) for frames in self._chunks(0))
+
+    def close(self) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._cond.notify_all()
+            self.journal.close()
+
+
+__all__ = ["EmbeddedLog"]

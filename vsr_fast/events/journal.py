@@ -1,0 +1,166 @@
+"""Append-only journal files of framed events: the spill journal and the embedded stream.
+
+A frame is a 32-byte header and the event's msgpack bytes::
+
+    u32 payload length | u32 crc32(space, index, payload) | u64 index | 16 bytes space | payload
+
+``(space, index)`` is the event's delivery id (see ``writer``): a store that
+has seen index ``i`` of a space skips every frame of that space up to ``i``,
+which is what makes a re-send land once.
+
+Appends are one ``os.write`` of whole frames, and the in-memory ``end`` moves
+only after it, so a reader that stops at ``end`` never sees half a frame. A
+crash can still leave a torn tail; ``repair`` cuts it on open. No fsync per
+append: the journal survives the process, not the machine (``sync`` on close).
+"""
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import zlib
+from pathlib import Path
+from typing import NamedTuple
+
+HEADER = struct.Struct("<IIQ16s")
+MAX_PAYLOAD = 256 << 20
+_READ_CHUNK = 1 << 20
+
+
+class Frame(NamedTuple):
+    offset: int          # where the frame starts: the embedded stream's entry id
+    end: int             # where the next one starts
+    space: bytes
+    index: int
+    payload: bytes
+
+
+def pack(space: bytes, index: int, payload: bytes) -> bytes:
+    crc = zlib.crc32(payload, zlib.crc32(space + index.to_bytes(8, "little")))
+    return HEADER.pack(len(payload), crc, index, space) + payload
+
+
+def _check(data: bytes | memoryview, at: int) -> tuple[int, int, bytes, int] | None:
+    """``(index, payload_start, space, payload_end)`` of a whole, intact frame at ``at``, else None."""
+    if len(data) - at < HEADER.size:
+        return None
+    length, crc, index, space = HEADER.unpack_from(data, at)
+    start, stop = at + HEADER.size, at + HEADER.size + length
+    if length > MAX_PAYLOAD or stop > len(data):
+        return None
+    if zlib.crc32(data[start:stop], zlib.crc32(space + index.to_bytes(8, "little"))) != crc:
+        return None
+    return index, start, space, stop
+
+
+class Journal:
+    """One journal file, opened for appends from any thread and positional reads."""
+
+    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+        self.path = Path(path)
+        if readonly:
+            self._fd = os.open(self.path, os.O_RDONLY)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        self.end = os.fstat(self._fd).st_size
+        self._lock = threading.Lock()
+
+    def append(self, data: bytes) -> int:
+        """Append whole frames; returns where they start. On OSError nothing is left behind."""
+        with self._lock:
+            start = self.end
+            try:
+                written = os.write(self._fd, data)
+                while written < len(data):
+                    written += os.write(self._fd, data[written:])
+            except OSError:
+                os.ftruncate(self._fd, start)   # a partial frame would corrupt the tail
+                raise
+            self.end = start + len(data)
+            return start
+
+    def read(self, offset: int, max_frames: int, limit: int | None = None) -> list[Frame]:
+        """Up to ``max_frames`` whole frames from ``offset`` up to ``limit`` (default: the current end)."""
+        stop = self.end if limit is None else min(limit, self.end)
+        frames: list[Frame] = []
+        while offset < stop and len(frames) < max_frames:
+            chunk = os.pread(self._fd, min(_READ_CHUNK, stop - offset), offset)
+            at = 0
+            while len(frames) < max_frames:
+                found = _check(chunk, at)
+                if found is None:
+                    break
+                index, start, space, payload_end = found
+                frames.append(Frame(offset + at, offset + payload_end, space, index, bytes(chunk[start:payload_end])))
+                at = payload_end
+            if at == 0:
+                big = self._read_big(offset, stop)
+                if big is None:
+                    break                   # torn or corrupt: ``repair`` deals with it on open
+                frames.append(big)
+                at = big.end - offset
+            offset += at
+        return frames
+
+    def _read_big(self, offset: int, stop: int) -> Frame | None:
+        """A frame larger than one read chunk."""
+        head = os.pread(self._fd, HEADER.size, offset)
+        if len(head) < HEADER.size:
+            return None
+        length = HEADER.unpack_from(head)[0]
+        if offset + HEADER.size + length > stop or length > MAX_PAYLOAD:
+            return None
+        data = os.pread(self._fd, HEADER.size + length, offset)
+        found = _check(data, 0)
+        if found is None:
+            return None
+        index, start, space, payload_end = found
+        return Frame(offset, offset + payload_end, space, index, data[start:payload_end])
+
+    def repair(self, offset: int = 0) -> int:
+        """Cut a torn or corrupt tail after ``offset``; returns how many bytes were cut."""
+        with self._lock:
+            good = offset
+            while True:
+                frames = self.read(good, 4096)
+                if not frames:
+                    break
+                good = frames[-1].end
+            cut = self.end - good
+            if cut:
+                os.ftruncate(self._fd, good)
+                self.end = good
+            return cut
+
+    def refresh(self) -> int:
+        """A read-only journal's size, after another process appended to it."""
+        self.end = os.fstat(self._fd).st_size
+        return self.end
+
+    def truncate(self, size: int = 0) -> None:
+        with self._lock:
+            os.ftruncate(self._fd, size)
+            self.end = size
+
+    def sync(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def write_atomic(path: Path, data: bytes, *, durable: bool = False) -> None:
+    """Replace ``path`` with ``data`` so a reader sees the old or the new file, never half of one."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+__all__ = ["Frame", "HEADER", "Journal", "pack", "write_atomic"]

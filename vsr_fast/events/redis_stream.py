@@ -1,0 +1,171 @@
+"""The event stream on Redis: the writer's transport (XADD through a dedup script) and the reader.
+
+redis-py is blocking: the transport runs on the writer thread, the source in
+trio worker threads. Redis errors are mapped here, once: the writer sees
+``TransportDown``, readers ``StoreUnavailable``.
+
+In Redis Cluster the script's keys must share a slot: name the stream with a
+hash tag (``{vsr}:events``), and its marks ``{vsr}:events:mark:...`` follow.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+from .source import Entry, StoreUnavailable, entry
+from .writer import Item, TransportDown
+
+# KEYS[1] the stream, KEYS[2..] one mark per delivery space in the batch.
+# ARGV[1] maxlen (0: none), ARGV[2] the marks' TTL, then (mark key number, index, payload) per event.
+# One script call appends a whole batch and moves the marks with it, atomically:
+# a reply lost on the way back costs a re-send that this same check skips.
+_APPEND = """
+local maxlen = tonumber(ARGV[1])
+local marks = {}
+for k = 2, #KEYS do marks[k] = tonumber(redis.call('GET', KEYS[k]) or '0') end
+local added = 0
+for i = 3, #ARGV, 3 do
+  local k = tonumber(ARGV[i])
+  local index = tonumber(ARGV[i + 1])
+  if index > marks[k] then
+    if maxlen > 0 then
+      redis.call('XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*', 'e', ARGV[i + 2])
+    else
+      redis.call('XADD', KEYS[1], '*', 'e', ARGV[i + 2])
+    end
+    marks[k] = index
+    added = added + 1
+  end
+end
+for k = 2, #KEYS do redis.call('SET', KEYS[k], marks[k], 'EX', ARGV[2]) end
+return added
+"""
+
+# A mark must outlive any re-send of its space: the longest outage plus a restart.
+MARK_TTL_S = 30 * 86_400
+FIELD = b"e"
+
+
+def client(url: str, *, socket_timeout: float) -> redis.Redis:
+    """A client whose URL query (``?socket_timeout=...``) wins over our defaults."""
+    return redis.Redis.from_url(url, socket_timeout=socket_timeout, socket_connect_timeout=min(socket_timeout, 2.0),
+                                health_check_interval=30)
+
+
+class RedisTransport:
+    """Appends batches to one Redis stream, each event once."""
+
+    def __init__(self, url: str, stream: str, *, maxlen: int | None = None, socket_timeout: float = 5.0) -> None:
+        self.stream = stream
+        self._maxlen = maxlen or 0
+        self._redis = client(url, socket_timeout=socket_timeout)
+        self._sha: str | None = None
+        self._marks: dict[bytes, str] = {}
+
+    def _mark(self, space: bytes) -> str:
+        key = self._marks.get(space)
+        if key is None:
+            key = self._marks[space] = f"{self.stream}:mark:{space.hex()}"
+        return key
+
+    def send(self, items: list[Item]) -> int:
+        keys = [self.stream]
+        numbers: dict[bytes, int] = {}
+        args: list[Any] = [self._maxlen, MARK_TTL_S]
+        for space, index, payload in items:
+            k = numbers.get(space)
+            if k is None:
+                keys.append(self._mark(space))
+                k = numbers[space] = len(keys)      # Lua's 1-based KEYS number
+            args += (k, index, payload)
+        try:
+            if self._sha is None:
+                self._sha = self._redis.script_load(_APPEND)
+            try:
+                return int(self._redis.evalsha(self._sha, len(keys), *keys, *args))
+            except redis.exceptions.NoScriptError:          # Redis restarted: its script cache is empty
+                self._sha = self._redis.script_load(_APPEND)
+                return int(self._redis.evalsha(self._sha, len(keys), *keys, *args))
+        except redis.RedisError as exc:
+            raise TransportDown(f"{type(exc).__name__}: {exc}") from exc
+
+    def close(self) -> None:
+        self._redis.close()
+
+
+def _entries(rows: Any) -> list[Entry]:
+    """XRANGE / XREADGROUP / XAUTOCLAIM rows, in RESP2 or RESP3 shape, as entries."""
+    out = []
+    for entry_id, fields in rows or ():
+        eid = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+        out.append(entry(eid, (fields or {}).get(FIELD)))
+    return out
+
+
+def _stream_rows(reply: Any) -> Any:
+    if not reply:
+        return []
+    if isinstance(reply, dict):                    # RESP3
+        return next(iter(reply.values()))[0] if reply else []
+    return reply[0][1]
+
+
+class RedisSource:
+    """Consumer groups over a Redis stream."""
+
+    def __init__(self, url: str, stream: str, *, socket_timeout: float = 10.0) -> None:
+        self.stream = stream
+        # Reads block server-side for up to block_ms: the socket waits longer than that.
+        self._redis = client(url, socket_timeout=socket_timeout)
+
+    def _call(self, fn, *args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise StoreUnavailable(f"event stream {self.stream}: {type(exc).__name__}: {exc}") from exc
+
+    def ensure_group(self, group: str, start: str = "0") -> None:
+        try:
+            self._call(self._redis.xgroup_create, self.stream, group, id=start, mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    def reset_consumer(self, group: str, consumer: str) -> None:
+        """Nothing to do: Redis keeps each consumer's pending entries; ``read(after="0")`` returns them."""
+
+    def read(self, group: str, consumer: str, count: int, block_ms: int, after: str | None = None) -> list[Entry]:
+        try:
+            if after is None:
+                reply = self._call(self._redis.xreadgroup, group, consumer, {self.stream: ">"}, count=count,
+                                   block=block_ms)
+            else:
+                reply = self._call(self._redis.xreadgroup, group, consumer, {self.stream: after}, count=count)
+        except redis.ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            self.ensure_group(group)                # the stream was deleted under us: start over
+            return []
+        return _entries(_stream_rows(reply))
+
+    def claim(self, group: str, consumer: str, min_idle_ms: int, count: int) -> list[Entry]:
+        reply = self._call(self._redis.xautoclaim, self.stream, group, consumer, min_idle_ms, "0-0", count=count)
+        return _entries(reply[1] if reply else [])
+
+    def ack(self, group: str, ids: list[str]) -> None:
+        if ids:
+            self._call(self._redis.xack, self.stream, group, *ids)
+
+    def range(self, start: str | None, end: str | None, count: int) -> list[Entry]:
+        lo = f"({start}" if start else "-"
+        return _entries(self._call(self._redis.xrange, self.stream, lo, end or "+", count=count))
+
+    def length(self) -> int:
+        return int(self._call(self._redis.xlen, self.stream))
+
+    def close(self) -> None:
+        self._redis.close()
+
+
+__all__ = ["MARK_TTL_S", "RedisSource", "RedisTransport", "client"]

@@ -1,0 +1,194 @@
+"""One request's events, numbered in order: what the request path calls.
+
+Every method builds one event and enqueues it (``EventSink.record``): no
+await, no I/O. The request's replay policy (``router_replay``, layers
+merged) decides what the events may carry: the request copy and identity,
+the answer's bytes, and whether a shadow copy is sampled.
+"""
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterable
+
+from ..plugins.response_cache import CachedAnswer
+from ..plugins.router_replay import DISABLED, ReplayPolicy
+from ..protocol.chat import ChatRequest
+from ..routing import Route
+from ..signals.base import Identity
+from ..signals.registry import Readings
+from ..upstream import Attempt
+from .capture import AnswerCapture, request_copy
+from .types import (
+    AnswerCompleted,
+    CacheHit,
+    CacheIntent,
+    DecisionChosen,
+    DecisionVerdict,
+    ErrorRaised,
+    GuardOutcome,
+    RequestReceived,
+    ShadowCopy,
+    SignalReading,
+    SignalsEvaluated,
+    UpstreamAttempted,
+    Usage,
+    new_replay_id,
+    now_ms,
+)
+from .writer import EventSink
+
+
+class RequestEvents:
+    """The event recorder of one request. ``replay_id`` goes in x-vsr-replay-id when ``kept``."""
+
+    __slots__ = (
+        "_attempts",
+        "_seq",
+        "config_version",
+        "policy",
+        "recipe",
+        "replay_id",
+        "request_id",
+        "session_id",
+        "sink",
+        "started",
+        "started_ms",
+    )
+
+    def __init__(self, sink: EventSink, *, config_version: str, request_id: str = "", session_id: str | None = None,
+                 policy: ReplayPolicy = DISABLED, replay_id: str | None = None) -> None:
+        self.sink = sink
+        self.replay_id = replay_id or new_replay_id()
+        self.request_id = request_id
+        self.session_id = session_id
+        self.recipe: str | None = None
+        self.config_version = config_version
+        self.policy = policy
+        self.started = time.perf_counter()
+        self.started_ms = now_ms()
+        self._seq = 0
+        self._attempts = 0
+
+    @property
+    def kept(self) -> bool:
+        """Whether router_replay keeps a record of this request (and the response names it)."""
+        return self.policy.enabled
+
+    def _common(self) -> dict:
+        seq = self._seq
+        self._seq += 1
+        return {"replay_id": self.replay_id, "request_id": self.request_id, "session_id": self.session_id,
+                "recipe": self.recipe, "config_version": self.config_version, "seq": seq, "ts_ms": now_ms(),
+                "replay": self.policy.enabled}
+
+    def _elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+    # --- the request --------------------------------------------------------------------
+
+    def received(self, raw: bytes, request: ChatRequest | None, *, route: Route | None = None,
+                 identity: Identity | None = None, api: str = "chat", shadow: bool = True) -> None:
+        """The request arrived (record it once routing chose the policy; ``ts_ms`` is its arrival).
+
+        ``shadow``: False where router_replay.shadow must not run (anything but
+        single-model provider dispatch, spec 5.7).
+        """
+        if route is not None:
+            self.recipe = route.recipe
+        p = self.policy
+        copy, cut = (None, False)
+        user, groups = None, []
+        if request is not None and p.request_bytes > 0:
+            copy, cut = request_copy(request, p.request_bytes)
+            if identity is not None:
+                user, groups = identity.user, sorted(identity.groups)
+        shadow_copy = None
+        sp = p.shadow
+        if shadow and p.enabled and sp is not None and random.random() < sp.sample_rate:
+            live = route.candidates[0].name if route is not None and route.candidates else None
+            shadow_copy = ShadowCopy(model=sp.model, body=raw, live_model=live, timeout_seconds=sp.timeout_seconds,
+                                     max_concurrency=sp.max_concurrency, max_body_bytes=p.response_bytes)
+        fields = self._common()
+        fields["ts_ms"] = self.started_ms
+        self.sink.record(RequestReceived(
+            **fields, api=api, model=request.model if request is not None else "",
+            stream=request.stream if request is not None else False, body_bytes=len(raw), request=copy,
+            request_truncated=cut, user=user, groups=groups, shadow=shadow_copy,
+        ))
+
+    def signals(self, readings: Readings | None) -> None:
+        """The signals routing read: values, matches, coverage and per-family timings."""
+        if readings is None:
+            return
+        out = [SignalReading(type=t, name=n, matched=o.matched, value=o.value, confidence=o.confidence,
+                             detail=o.detail) for (t, n), o in readings.outcomes.items()]
+        known = sum(1 for r in out if r.matched is not None)
+        self.sink.record(SignalsEvaluated(
+            **self._common(), readings=out, coverage=known / len(out) if out else 1.0,
+            timings_us=dict(readings.timings_us), total_us=sum(readings.timings_us.values()),
+        ))
+
+    def decision(self, route: Route, *, algorithm: str = "static") -> None:
+        """The decision and the model ranking routing chose."""
+        self.recipe = route.recipe
+        chosen = route.chosen
+        verdicts = [DecisionVerdict(name=v.name, value=v.value, matched=v.matched, priority=v.priority,
+                                    confidence=v.confidence) for v in (chosen.verdicts if chosen else ())]
+        names = [m.name for m in route.candidates]
+        self.sink.record(DecisionChosen(
+            **self._common(), decision=route.decision, model=names[0] if names else None, candidates=names,
+            algorithm=algorithm, fallback=route.fallback, why=chosen.why if chosen else "model named directly",
+            verdicts=verdicts,
+        ))
+
+    def routed(self, raw: bytes, request: ChatRequest, route: Route, *, identity: Identity | None = None,
+               shadow: bool = True) -> None:
+        """``received``, ``signals`` and ``decision`` at once: what the hot path calls after routing."""
+        self.received(raw, request, route=route, identity=identity, shadow=shadow)
+        self.signals(route.readings)
+        self.decision(route)
+
+    # --- the call and the answer ----------------------------------------------------------
+
+    def attempt(self, attempt: Attempt) -> None:
+        """One upstream attempt (``Dispatcher``'s ``on_attempt`` hook, or the attempts list after the call)."""
+        self._attempts += 1
+        self.sink.record(UpstreamAttempted(
+            **self._common(), attempt=self._attempts, model=attempt.model, backend=attempt.backend,
+            status=attempt.status, error=attempt.error, duration_ms=attempt.seconds * 1000,
+            fallback=self._attempts > 1,
+        ))
+
+    def capture(self, cache: CacheIntent | None, cache_max_bytes: int) -> AnswerCapture | None:
+        """What the relay feeds the answer to: enough for the cache and the record, or None for neither."""
+        limit = max(self.policy.response_bytes, cache_max_bytes if cache is not None else 0)
+        return AnswerCapture(limit) if limit > 0 else None
+
+    def answer(self, *, status: int, response_path: str, model: str | None, streamed: bool, held: bool = False,
+               complete: bool = True, finish_reason: str | None = None, usage: Usage | None = None,
+               guard: GuardOutcome = "none", guard_codes: Iterable[str] = (), content_type: str | None = None,
+               captured: AnswerCapture | None = None, ttfb_ms: float | None = None,
+               cache: CacheIntent | None = None) -> None:
+        """The answer as the client received it. ``cache``: store it if the guard released it whole."""
+        body = captured.body() if captured is not None else None
+        self.sink.record(AnswerCompleted(
+            **self._common(), status=status, response_path=response_path, model=model, streamed=streamed,
+            held=held, complete=complete, finish_reason=finish_reason, usage=usage, guard=guard,
+            guard_codes=list(guard_codes), duration_ms=self._elapsed_ms(), ttfb_ms=ttfb_ms,
+            content_type=content_type, body=body, body_bytes=captured.size if captured is not None else 0,
+            body_truncated=captured.truncated if captured is not None else False,
+            replay_body_bytes=self.policy.response_bytes, cache=cache,
+        ))
+
+    def cache_hit(self, key: str, answer: CachedAnswer, *, decision: str | None) -> None:
+        """The answer came from the response cache."""
+        self.sink.record(CacheHit(**self._common(), key=key, model=answer.model, decision=decision,
+                                  age_ms=max(0, now_ms() - answer.stored_ms)))
+
+    def error(self, *, stage: str, code: str, status: int, message: str = "") -> None:
+        """A failure the client saw (or that ended the answer), by stage: decode, route, upstream, relay..."""
+        self.sink.record(ErrorRaised(**self._common(), stage=stage, code=code, status=status, message=message[:512]))
+
+
+__all__ = ["RequestEvents"]

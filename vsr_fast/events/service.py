@@ -1,0 +1,182 @@
+"""Lifetimes: the event stream, and the consumers it drives, as ``async with`` blocks (STYLE 10).
+
+``open_event_stream`` starts the writer thread and yields the sink (for the
+request path) and the source (for consumers); on exit it sends what it can
+within the close timeout and keeps the rest on disk for the next start.
+
+``open_event_services`` adds the consumers: the replay recorder, the cache
+writer and, given the server's ``send``, the shadow dispatcher, each in its
+own consumer group, each a task of the nursery it owns.
+
+Spill directories. Each process takes the first free ``spill-<n>`` slot under
+``path`` (an flock marks it taken), so routers on one host never share a
+journal, and a restarted router adopts a slot, with any events a previous
+process left in it. The embedded stream lives in ``path/stream`` and allows
+one process (a second one fails at start).
+"""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+from ..config.stores import EventStreamStore, Stores
+from ..errors import ConfigError
+from ..plugins.response_cache import ResponseCache
+from ..plugins.router_replay import DISABLED, ReplayPolicy
+from .cache_writer import CacheWriter
+from .consumers import ConsumerStats, prometheus_lines, run_consumer
+from .embedded import EmbeddedLog
+from .recorder import ReplayRecorder
+from .records import MemoryRecords, RedisRecords, ReplayRecords
+from .redis_stream import RedisSource, RedisTransport
+from .shadow import Send, ShadowDispatcher
+from .source import StreamSource
+from .writer import EventSink
+
+log = logging.getLogger("vsr_fast.events")
+MAX_SLOTS = 64
+
+
+@dataclass
+class EventStream:
+    sink: EventSink
+    source: StreamSource
+    config: EventStreamStore
+    spill_dir: Path
+
+
+def _take_slot(base: Path, prefix: str) -> tuple[Path, int]:
+    """The first ``<prefix>-<n>`` directory under ``base`` no other process holds, and its lock fd."""
+    for n in range(MAX_SLOTS):
+        path = base / f"{prefix}-{n}"
+        path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        return path, fd
+    raise ConfigError([f"global.stores.event_stream.path: {base}: every one of {MAX_SLOTS} spill slots is taken"])
+
+
+def _lock_embedded(directory: Path) -> int:
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ConfigError([(f"global.stores.event_stream.path: {directory} is another router's embedded stream; "
+                            "the embedded backend serves one process (use backend: redis for several)")]) from None
+    return fd
+
+
+@asynccontextmanager
+async def open_event_stream(config: EventStreamStore, *, close_timeout_s: float = 5.0) -> AsyncIterator[EventStream]:
+    """The event stream ``config`` describes, its writer thread running."""
+    base = Path(config.path)
+    locks: list[int] = []
+    if config.backend == "redis":
+        transport = RedisTransport(config.url, config.stream, maxlen=config.maxlen)
+        source: StreamSource = RedisSource(config.url, config.stream)
+        spill, fd = _take_slot(base / config.stream.replace("/", "_").replace(":", "_"), "spill")
+    else:
+        locks.append(_lock_embedded(base / "stream"))
+        embedded = EmbeddedLog(base / "stream")
+        transport, source = embedded, embedded  # type: ignore[assignment]
+        spill, fd = _take_slot(base, "spill")
+    locks.append(fd)
+    sink = EventSink(transport, spill, queue=config.queue, batch=config.batch,
+                     spill_max_bytes=config.spill_max_bytes, close_timeout_s=close_timeout_s).start()
+    try:
+        yield EventStream(sink, source, config, spill)
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(sink.close)
+            source.close()
+            for lock in locks:
+                os.close(lock)
+
+
+@dataclass
+class EventServices:
+    """What the server holds while it runs: the sink, the records, the cache and the consumers' counters."""
+
+    stream: EventStream
+    records: ReplayRecords
+    cache: ResponseCache
+    cache_writer: CacheWriter
+    shadow: ShadowDispatcher | None = None
+    consumer_stats: list[ConsumerStats] = field(default_factory=list)
+
+    @property
+    def sink(self) -> EventSink:
+        return self.stream.sink
+
+    def prometheus_lines(self) -> list[str]:
+        """Every events series, for /metrics."""
+        lines = self.sink.prometheus_lines() + prometheus_lines(self.consumer_stats)
+        lines += self.cache_writer.prometheus_lines()
+        if self.shadow is not None:
+            lines += self.shadow.prometheus_lines()
+        return lines
+
+
+def open_records(config: EventStreamStore, policy: ReplayPolicy) -> ReplayRecords:
+    """Records beside the stream: in Redis under ``<stream>:replay:``, or in memory for the embedded stream."""
+    if config.backend == "redis":
+        return ReplayRecords(RedisRecords(config.url, f"{config.stream}:replay:", max_records=policy.max_records,
+                                          ttl_seconds=policy.ttl_seconds))
+    return ReplayRecords(MemoryRecords(max_records=policy.max_records, ttl_seconds=policy.ttl_seconds))
+
+
+@asynccontextmanager
+async def open_event_services(stores: Stores, *, replay: ReplayPolicy = DISABLED, send_shadow: Send | None = None,
+                              consumer_name: str | None = None,
+                              close_timeout_s: float = 5.0) -> AsyncIterator[EventServices]:
+    """The event stream and its consumers for a running router.
+
+    ``replay``: the global router_replay policy (its ``max_records`` and
+    ``ttl_seconds`` bound the record store). ``send_shadow``: the server's
+    upstream call for shadow copies; without it no copy is sent.
+    ``consumer_name``: this process's name in each group, stable across
+    restarts if possible (host and worker index); by default host and pid, and
+    a dead process's unacknowledged entries are claimed after a minute.
+    """
+    name = consumer_name or f"{socket.gethostname()}-{os.getpid()}"
+    async with open_event_stream(stores.event_stream, close_timeout_s=close_timeout_s) as stream:
+        records = open_records(stores.event_stream, replay)
+        cache = ResponseCache(stores.response_cache)
+        try:
+            async with trio.open_nursery() as nursery:
+                services = EventServices(stream, records, cache, CacheWriter(cache, stream.sink))
+                consumers: list = [ReplayRecorder(records), services.cache_writer]
+                if send_shadow is not None:
+                    services.shadow = ShadowDispatcher(send_shadow, stream.sink, nursery)
+                    consumers.append(services.shadow)
+                for consumer in consumers:
+                    stats = ConsumerStats(consumer.group)
+                    services.consumer_stats.append(stats)
+                    # Not awaited: a store that is down at start must not hold the router's start.
+                    nursery.start_soon(_run, stream.source, consumer, name, stats)
+                yield services
+                nursery.cancel_scope.cancel()
+        finally:
+            records.close()
+            cache.close()
+
+
+async def _run(source: StreamSource, consumer, name: str, stats: ConsumerStats) -> None:
+    await run_consumer(source, consumer, name=name, stats=stats)
+
+
+__all__ = ["EventServices", "EventStream", "open_event_services", "open_event_stream", "open_records"]

@@ -1,0 +1,129 @@
+"""The shadow dispatcher: ``router_replay.shadow`` copies, sent off the request path.
+
+A sampled request reaches the stream with a ``ShadowCopy`` (the client's
+body, never its headers). This consumer sends it to the candidate model
+through the server's own upstream client and appends the answer as a
+``shadow_answer`` event next to the live one. The live answer was sent long
+before: a shadow can neither delay nor change it.
+
+``send(model_name, body) -> (status, body)`` is the server's: it puts the
+model's upstream name into the body and calls the model with the model's own
+static credential, never a user's (spec 6.7). Copies go out whole
+(``stream: false``) so the two answers compare.
+
+Each candidate model gets ``max_concurrency`` copies in flight; a copy that
+finds them all busy is skipped and counted, so a slow candidate never makes
+the group fall behind. A copy is acknowledged when its answer is recorded; a
+copy in flight when the router stops is sent again on the next start.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Awaitable, Callable
+
+import msgspec
+import trio
+
+from .capture import answer_facts
+from .consumers import Acks
+from .source import Entry
+from .types import RequestReceived, ShadowAnswered, now_ms
+from .writer import EventSink
+
+log = logging.getLogger("vsr_fast.events.shadow")
+Send = Callable[[str, bytes], Awaitable[tuple[int, bytes]]]
+_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_JSON = msgspec.json.Encoder()
+
+
+def whole_body(body: bytes) -> bytes:
+    """The request asking for a whole answer: ``stream: false``, no ``stream_options``."""
+    top = _TOP.decode(body)
+    top["stream"] = msgspec.Raw(b"false")
+    top.pop("stream_options", None)
+    return _JSON.encode(top)
+
+
+class ShadowDispatcher:
+    """Consumer group ``shadow``. Its copies run in ``nursery``, which must outlive the consumer task."""
+
+    group = "shadow"
+
+    def __init__(self, send: Send, sink: EventSink, nursery: trio.Nursery) -> None:
+        self._send = send
+        self._sink = sink
+        self._nursery = nursery
+        self._limiters: dict[str, trio.CapacityLimiter] = {}
+        self.sent = 0
+        self.failed = 0
+        self.skipped: collections.Counter[str] = collections.Counter()
+
+    def _limiter(self, model: str, size: int) -> trio.CapacityLimiter:
+        limiter = self._limiters.get(model)
+        if limiter is None:
+            limiter = self._limiters[model] = trio.CapacityLimiter(size)
+        elif limiter.total_tokens != size:
+            limiter.total_tokens = size
+        return limiter
+
+    async def handle(self, entries: list[Entry], acks: Acks) -> None:
+        for e in entries:
+            ev = e.event
+            if not isinstance(ev, RequestReceived) or ev.shadow is None:
+                acks.done(e.id)
+                continue
+            limiter = self._limiter(ev.shadow.model, ev.shadow.max_concurrency)
+            token = object()
+            try:
+                limiter.acquire_on_behalf_of_nowait(token)
+            except trio.WouldBlock:
+                self.skipped["busy"] += 1
+                acks.done(e.id)
+                continue
+            self._nursery.start_soon(self._shadow, e.id, ev, limiter, token, acks)
+
+    async def _shadow(self, entry_id: str, ev: RequestReceived, limiter: trio.CapacityLimiter, token: object,
+                      acks: Acks) -> None:
+        copy = ev.shadow
+        assert copy is not None
+        started = trio.current_time()
+        status: int | None = None
+        body: bytes | None = None
+        error: str | None = None
+        try:
+            with trio.move_on_after(copy.timeout_seconds) as scope:
+                status, body = await self._send(copy.model, whole_body(copy.body))
+            if scope.cancelled_caught:
+                error = "timeout"
+        except Exception as exc:  # the edge of a background copy: its failure is recorded, never raised
+            error = f"{type(exc).__name__}: {exc}"
+        finally:
+            limiter.release_on_behalf_of(token)
+        if error is None:
+            self.sent += 1
+        else:
+            self.failed += 1
+        facts = answer_facts(body, False) if body is not None and status == 200 else None
+        keep = body[:copy.max_body_bytes] if body is not None and copy.max_body_bytes > 0 else None
+        self._sink.record(ShadowAnswered(
+            replay_id=ev.replay_id, request_id=ev.request_id, session_id=ev.session_id, recipe=ev.recipe,
+            config_version=ev.config_version, seq=ev.seq, ts_ms=now_ms(), replay=ev.replay,
+            model=copy.model, live_model=copy.live_model, status=status,
+            duration_ms=(trio.current_time() - started) * 1000,
+            finish_reason=facts.finish_reason if facts else None, usage=facts.usage if facts else None,
+            body=keep, body_truncated=keep is not None and body is not None and len(body) > len(keep), error=error,
+        ))
+        acks.done(entry_id)
+
+    def prometheus_lines(self) -> list[str]:
+        return [
+            "# HELP vsr_shadow_requests_total Shadow copies sent, by outcome.",
+            "# TYPE vsr_shadow_requests_total counter",
+            f'vsr_shadow_requests_total{{outcome="answered"}} {self.sent}',
+            f'vsr_shadow_requests_total{{outcome="failed"}} {self.failed}',
+            f'vsr_shadow_requests_total{{outcome="skipped_busy"}} {self.skipped["busy"]}',
+        ]
+
+
+__all__ = ["Send", "ShadowDispatcher", "whole_body"]

@@ -1,0 +1,364 @@
+"""The event sink: the request path enqueues, one writer thread sends in batches.
+
+``EventSink.record`` encodes the event once (msgpack) and appends it to a
+bounded deque: no await, no lock, a few hundred nanoseconds. A dedicated
+thread drains the deque and hands batches to a ``Transport`` (a Redis stream,
+or the embedded journal).
+
+When the store is slow or down, events wait in the deque; past its bound,
+``record`` appends them to the spill journal instead, and from then on every
+event goes there, behind them, until the writer has re-sent the journal in
+order and emptied it. Nothing is dropped silently: the only losses are a full
+or failing spill disk and events recorded after ``close``, each counted in
+``vsr_events_lost_total{reason}``.
+
+Exactly once on the stream. Every event gets a delivery id ``(space, index)``
+that does not depend on the stream: ``space`` is 16 random bytes naming one
+ordered sequence, ``index`` its position in it. Events from the deque take
+the writer's space, numbered as the writer takes them (so in sending order);
+events spilled by ``record`` take the journal's space, numbered under the
+journal's lock (so in file order). The store keeps, per space, the highest
+index it appended, and skips anything at or below it, in the same atomic step
+as the append (a Lua script for Redis). So a batch whose reply was lost, or a
+journal re-sent from a stale offset after a crash, lands once. Rejected: a
+Redis SET of sent ids (one key per event: gigabytes at 50k events/s for any
+useful TTL), and explicit XADD ids (they must grow across every router
+writing the stream, so clock skew between hosts turns into refused events).
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from .journal import Journal, pack, write_atomic
+from .types import Event, encode_event
+
+log = logging.getLogger("vsr_fast.events")
+
+Item = tuple[bytes, int, bytes]   # (space, index, payload)
+POLL_S = 0.001          # the writer's poll while busy: at most this much added latency to the stream
+IDLE_AFTER_S = 0.1      # quiet this long, it sleeps until record() wakes it
+
+
+class TransportDown(Exception):
+    """The store did not take a batch; whether some of it landed is unknown. Retry it as it is."""
+
+
+class Transport(Protocol):
+    """Where the writer thread sends batches. Called from that thread only."""
+
+    def send(self, items: list[Item]) -> int:
+        """Append each item whose index is above its space's mark, in order; returns how many were new."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+@dataclass(slots=True)
+class _Batch:
+    items: list[Item]
+    journal_end: int | None = None   # set when the batch came from the spill journal
+    retried: bool = False
+
+
+@dataclass
+class SinkStats:
+    """Counters of one sink; each is written by one thread only."""
+
+    queued: int = 0        # record(): into the deque
+    spilled: int = 0       # record(): into the spill journal
+    sent: int = 0          # appended to the stream
+    resent: int = 0        # of ``sent``: from the journal, or retried after a failure
+    deduplicated: int = 0  # re-sent but already on the stream: skipped by the store
+    failures: int = 0      # batches the store did not take
+    lost: dict[str, int] = field(default_factory=lambda: collections.defaultdict(int))
+
+
+class EventSink:
+    """The request path's handle on the event stream; ``start`` it, ``close`` it."""
+
+    def __init__(self, transport: Transport, spill_dir: str | Path, *, queue: int = 65_536, batch: int = 128,
+                 spill_max_bytes: int = 1 << 30, close_timeout_s: float = 5.0) -> None:
+        self._transport = transport
+        self._bound = queue
+        self._batch = batch
+        self._spill_max = spill_max_bytes
+        self._close_timeout = close_timeout_s
+        self.stats = SinkStats()
+        self._queue: collections.deque[bytes] = collections.deque()
+        self._wake = threading.Event()
+        self._idle = False
+        self._connected = True
+        self._stopping = False
+        self._closed = False
+        self._abandoned = False
+        self._take_lock = threading.Lock()   # writer's take vs close's final spill, never the hot path
+        self._space = os.urandom(16)         # the deque's delivery space
+        self._next = 0
+        self._inflight: _Batch | None = None
+        self._last_work = 0.0
+        # The spill journal: ``_spilling`` is set by record() and cleared by the writer, both under _jlock.
+        self._dir = Path(spill_dir)
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._jlock = threading.Lock()
+        self._journal = Journal(self._dir / "spill.journal")
+        self._state = self._dir / "spill.offset"
+        self._jspace = os.urandom(16)
+        self._jnext = 0
+        self._jread = self._load_offset()
+        self._journal.repair(self._jread)
+        # Events a previous process left in the journal go first; new ones queue behind them.
+        self._spilling = self._journal.end > self._jread
+        if self._spilling:
+            log.warning("event stream: %d bytes of spilled events from an earlier run to re-send",
+                        self._journal.end - self._jread)
+        self._thread = threading.Thread(target=self._run, name="vsr-events-writer", daemon=True)
+
+    # --- the request path ---------------------------------------------------------
+
+    def record(self, event: Event) -> None:
+        """Enqueue one event; never blocks on the store. Spills to disk past the queue's bound."""
+        self.record_encoded(encode_event(event))
+
+    def record_encoded(self, payload: bytes) -> None:
+        """Enqueue an event already encoded with ``encode_event``."""
+        if self._spilling or len(self._queue) >= self._bound or self._closed:
+            self._spill(payload)
+            return
+        self._queue.append(payload)
+        self.stats.queued += 1
+        if self._idle:
+            self._wake.set()
+
+    def _spill(self, payload: bytes) -> None:
+        with self._jlock:
+            if self._closed:
+                self._lose("closed")
+                return
+            if self._journal.end + len(payload) + 32 > self._spill_max:
+                self._lose("spill_full")
+                return
+            self._spilling = True
+            self._jnext += 1
+            try:
+                self._journal.append(pack(self._jspace, self._jnext, payload))
+            except OSError as exc:
+                self._jnext -= 1
+                self._lose("spill_error", exc)
+                return
+            self.stats.spilled += 1
+        if self._idle:
+            self._wake.set()
+
+    def _lose(self, reason: str, exc: BaseException | None = None) -> None:
+        self.stats.lost[reason] += 1
+        n = self.stats.lost[reason]
+        if n & (n - 1) == 0:   # 1, 2, 4, 8...: loud, not a log line per event
+            log.error("event stream: %d event(s) lost (%s)%s", n, reason, f": {exc!r}" if exc else "")
+
+    # --- lifetime -----------------------------------------------------------------
+
+    def start(self) -> EventSink:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Send what is pending within the close timeout; spill the rest to disk for the next start.
+
+        Blocking: call it from a worker thread (``open_event_stream`` does).
+        """
+        deadline = time.monotonic() + self._close_timeout
+        self._stopping = True
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(max(0.0, deadline - time.monotonic()) + 0.5)
+        with self._take_lock:
+            self._abandoned = True           # a send still running may land; dedup covers it
+            leftover = list(self._inflight.items) if self._inflight and self._inflight.journal_end is None else []
+            self._inflight = None
+        with self._jlock:
+            self._closed = True
+            while self._queue:
+                self._next += 1
+                leftover.append((self._space, self._next, self._queue.popleft()))
+            if leftover:
+                self._prepend(leftover)
+            elif self._journal.end == self._jread and self._jread:
+                self._journal.truncate(0)        # everything spilled was sent
+                self._jread = 0
+                self._save_offset()
+            self._journal.sync()
+            self._journal.close()
+        self._transport.close()
+
+    def _prepend(self, items: list[Item]) -> None:
+        """Put unsent deque events in front of the journal's unsent ones: their order is older."""
+        rest = b"".join(pack(f.space, f.index, f.payload) for f in self._journal.read(self._jread, 1 << 62))
+        head = b"".join(pack(*item) for item in items)
+        write_atomic(self._journal.path, head + rest, durable=True)
+        self._jread = 0
+        self._save_offset()
+        self.stats.spilled += len(items)
+        log.warning("event stream: %d unsent event(s) kept in %s for the next start", len(items), self._journal.path)
+        reopened = Journal(self._journal.path)
+        self._journal.close()
+        self._journal = reopened
+
+    # --- the writer thread --------------------------------------------------------
+
+    def _run(self) -> None:
+        backoff = 0.05
+        deadline: float | None = None
+        while True:
+            if self._stopping and deadline is None:
+                deadline = time.monotonic() + self._close_timeout
+            batch = self._current()
+            if self._abandoned:
+                return
+            if batch is None:
+                if self._stopping:
+                    return
+                if not self._leave_spill():
+                    self._sleep()
+                continue
+            try:
+                added = self._transport.send(batch.items)
+            except TransportDown as exc:
+                self.stats.failures += 1
+                if self._connected or self.stats.failures & (self.stats.failures - 1) == 0:
+                    log.warning("event stream: store unavailable, keeping events (%s)", exc)
+                self._connected = False
+                batch.retried = True
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return
+                    time.sleep(min(backoff, left))   # _wake stays set once closing: no spinning on it
+                else:
+                    self._wake.clear()
+                    self._wake.wait(backoff)         # close() cuts the wait short
+                backoff = min(backoff * 2, 1.0)
+                continue
+            if not self._connected:
+                log.warning("event stream: store back; re-sending")
+            self._connected, backoff = True, 0.05
+            self._done(batch, added)
+
+    def _current(self) -> _Batch | None:
+        with self._take_lock:
+            if self._inflight is None and not self._abandoned:
+                self._inflight = self._take()
+            return self._inflight
+
+    def _take(self) -> _Batch | None:
+        """The next batch: the deque first (older), then the spill journal."""
+        q = self._queue
+        if q:
+            items: list[Item] = []
+            for _ in range(min(self._batch, len(q))):
+                self._next += 1
+                items.append((self._space, self._next, q.popleft()))
+            return _Batch(items)
+        if self._journal.end > self._jread:
+            frames = self._journal.read(self._jread, self._batch)
+            if frames:
+                return _Batch([(f.space, f.index, f.payload) for f in frames], journal_end=frames[-1].end)
+        return None
+
+    def _done(self, batch: _Batch, added: int) -> None:
+        self._last_work = time.monotonic()
+        st = self.stats
+        st.sent += added
+        st.deduplicated += len(batch.items) - added
+        if batch.retried or batch.journal_end is not None:
+            st.resent += added
+        with self._take_lock:
+            if self._abandoned:
+                return
+            if batch.journal_end is not None:
+                self._jread = batch.journal_end
+                self._save_offset()
+            self._inflight = None
+
+    def _leave_spill(self) -> bool:
+        """Everything spilled is on the stream: empty the journal and let record() use the deque again."""
+        if not self._spilling:
+            return False
+        with self._jlock:
+            if self._journal.end > self._jread or self._closed:
+                return False
+            self._journal.truncate(0)
+            self._jread = 0
+            self._save_offset()
+            self._spilling = False
+        return True
+
+    def _sleep(self) -> None:
+        """Wait for events. While traffic is recent, poll: then record() never pays a wake-up
+        (an Event.set is a lock and a futex call, the tail of its cost). After a quiet spell,
+        sleep until record() wakes us (it checks ``_idle``)."""
+        if time.monotonic() - self._last_work < IDLE_AFTER_S:
+            time.sleep(POLL_S)
+            return
+        self._idle = True
+        if not self._queue and not (self._journal.end > self._jread):
+            self._wake.wait(0.05)
+        self._wake.clear()
+        self._idle = False
+
+    def _load_offset(self) -> int:
+        try:
+            return int(self._state.read_text().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def _save_offset(self) -> None:
+        write_atomic(self._state, str(self._jread).encode())
+
+    # --- what the sink reports ----------------------------------------------------
+
+    def drained(self) -> bool:
+        """Nothing waits: the deque, the batch in flight and the spill journal are all empty."""
+        return not self._queue and self._inflight is None and not (self._journal.end > self._jread)
+
+    def wait_drained(self, timeout: float, sleep: Callable[[float], None] = time.sleep) -> bool:
+        """Block until ``drained()`` (tests and benchmarks)."""
+        deadline = time.monotonic() + timeout
+        while not self.drained():
+            if time.monotonic() >= deadline:
+                return False
+            sleep(0.005)
+        return True
+
+    def prometheus_lines(self) -> list[str]:
+        st = self.stats
+        out: list[str] = []
+        for name, doc, value in (
+            ("vsr_events_queued_total", "Routing events enqueued in memory.", st.queued),
+            ("vsr_events_spilled_total", "Routing events written to the spill journal.", st.spilled),
+            ("vsr_events_sent_total", "Routing events appended to the event stream.", st.sent),
+            ("vsr_events_resent_total", "Events appended from the spill journal or after a failed batch.", st.resent),
+            ("vsr_events_deduplicated_total", "Re-sent events the stream already held, skipped.", st.deduplicated),
+            ("vsr_events_store_failures_total", "Batches the event store did not take.", st.failures),
+        ):
+            out += [f"# HELP {name} {doc}", f"# TYPE {name} counter", f"{name} {value}"]
+        out += ["# HELP vsr_events_lost_total Routing events lost, by reason.", "# TYPE vsr_events_lost_total counter"]
+        out += [f'vsr_events_lost_total{{reason="{r}"}} {n}' for r, n in sorted(st.lost.items())]
+        for name, doc, value in (
+            ("vsr_events_queue_depth", "Routing events waiting in memory.", len(self._queue)),
+            ("vsr_events_spill_backlog_bytes", "Bytes of spilled events not yet re-sent.", self._journal.end - self._jread),
+            ("vsr_events_store_up", "1 when the last write to the event store succeeded.", int(self._connected)),
+        ):
+            out += [f"# HELP {name} {doc}", f"# TYPE {name} gauge", f"{name} {value}"]
+        return out
+
+
+__all__ = ["EventSink", "Item", "SinkStats", "Transport", "TransportDown"]

@@ -1,0 +1,414 @@
+"""One adapter per client API, with one interface the server drives.
+
+How the server uses this (one request)::
+
+    adapter = adapters[api]                       # "chat", "messages", "responses", "images"
+    req = adapter.decode(raw)                     # RequestError (400, param = the bad field's path)
+    req = await adapter.prepare(req)              # Responses: previous_response_id expanded from the store
+    route = table.route(adapter.model(req), lambda: adapter.canonical(req, identity))
+    # the output contract's run-time rules go here: config.output.refusal(api, output, tool_choice),
+    # and for Responses, adapter.with_image_tool(req, *config.output.image_tool_plan(...))
+    outbound = {}                                 # per candidate model, for headers and warnings
+    def body_for(model):
+        out = outbound[model.name] = adapter.upstream(req, model.api_format, model.upstream_model)
+        return out.body                           # POST to <endpoint>{out.path} with out.headers added
+    if adapter.stream(req):
+        answer = await dispatcher.stream(candidates, body_for, extra)
+        # a Whole here is an error answer: render it with adapter.whole, as below
+        tr = adapter.stream_translator(req, answer.model.api_format)   # content-type text/event-stream
+        headers: x-vsr-warnings = render_warnings(outbound[answer.model.name].losses)
+        send tr.feed(chunk) for every chunk (whole events only: no EventCutter needed),
+        then tr.close(); on a mid-stream failure send tr.fail(exc) instead of close()
+        await adapter.remember(req, tr.final())   # Responses only; None is ignored
+    else:
+        answer = await dispatcher.whole(candidates, body_for, extra)
+        reply = adapter.whole(req, answer.model.api_format, answer.status, answer.body, answer.content_type)
+        send reply.status, reply.content_type, reply.body,
+             x-vsr-warnings = render_warnings(outbound[...].losses + reply.losses)
+        await adapter.remember(req, reply.body)
+    on VsrError exc: status, content_type, body = adapter.error(exc)
+    on UpstreamStatus exc: adapter.whole(req, api_format, exc.status, exc.body): the backend's
+        error body in the client's shape
+
+Same protocol on both sides (chat->openai, messages->anthropic, responses->responses,
+images->images) costs what the Chat hot path costs today: the client's bytes go out
+with only ``model`` rewritten (``ModelRewriter``), answers and error bodies come back
+unchanged, and streams pass through byte for byte (released at event boundaries).
+Any other pair goes through the neutral forms of ``protocol.translate`` and records
+what it could not carry as ``Loss``es. Pairs no protocol can bridge (a Chat or Messages client and an image
+model, an Images client and a text model) raise ``UnsupportedCapability``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from ..config.output import UnsupportedCapability
+from ..errors import RequestError, VsrError
+from ..signals.base import ANONYMOUS, CanonicalRequest, Identity
+from . import anthropic, chat, images, responses
+from .errors import decode_error, openai_error_body
+from .rewrite import ModelRewriter
+from .translate import (
+    BY_FORMAT, CHAT, IMAGES, MESSAGES, PATHS, RESPONSES, Answer, Conversation, Loss, NewId, Passthrough,
+    StreamTranslator, Translating, WholeToStream, chat_messages, new_id, read_error,
+)
+
+JSON = "application/json"
+
+
+@dataclass(slots=True)
+class Inbound:
+    """A decoded client request: its bytes (forwarded as they are to a same-protocol
+    backend), its typed body, and what translating it has cost so far (memoised, since
+    fallback asks for one body per candidate model)."""
+
+    api: str
+    raw: bytes
+    body: Any
+    previous_response_id: str | None = None   # Responses, once prepare() expanded it
+    memo: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Outbound:
+    """The request for one backend: POST ``path`` (under the endpoint's base URL) with
+    ``body`` and ``headers``; ``stream`` says whether the backend will answer in SSE."""
+
+    path: str
+    body: bytes
+    stream: bool
+    headers: tuple[tuple[str, str], ...] = ()
+    losses: tuple[Loss, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A whole answer (or error) in the client's protocol."""
+
+    status: int
+    content_type: str
+    body: bytes
+    losses: tuple[Loss, ...] = ()
+
+
+class Adapter:
+    """The interface, with the parts every client API shares."""
+
+    api = ""
+    native = ""   # the api_format spoken without translation
+    _decoder: msgspec.json.Decoder
+
+    # --- request -------------------------------------------------------------------------
+
+    def decode(self, raw: bytes) -> Inbound:
+        """The typed request; RequestError naming the bad field's path otherwise."""
+        try:
+            return Inbound(self.api, raw, self._decoder.decode(raw))
+        except msgspec.DecodeError as exc:
+            raise decode_error(exc) from None
+
+    async def prepare(self, req: Inbound) -> Inbound:
+        """Anything that needs I/O before routing; only Responses has some."""
+        return req
+
+    def model(self, req: Inbound) -> str:
+        return req.body.model
+
+    def stream(self, req: Inbound) -> bool:
+        return req.body.stream
+
+    def canonical(self, req: Inbound, identity: Identity = ANONYMOUS) -> CanonicalRequest:
+        """The protocol-neutral request the signals read, built from Chat messages."""
+        conv, _ = self._conversation(req)
+        return CanonicalRequest(chat_messages(conv), tools=len(conv.tools), metadata=conv.metadata,
+                                identity=identity)
+
+    def upstream(self, req: Inbound, api_format: str, upstream_model: str) -> Outbound:
+        """The request for a backend speaking ``api_format``, naming ``upstream_model``."""
+        if api_format not in PATHS:
+            raise UnsupportedCapability(f"api_format {api_format!r} does not serve {self.api} requests")
+        headers = (("anthropic-version", anthropic.API_VERSION),) if api_format == "anthropic" else ()
+        if api_format == self.native:
+            rewrite = req.memo.get("rewrite")
+            if rewrite is None:
+                rewrite = req.memo["rewrite"] = ModelRewriter(req.raw, self.model(req))
+            return Outbound(PATHS[api_format], rewrite(upstream_model), self.stream(req), headers)
+        key = ("body", api_format, upstream_model)
+        if key not in req.memo:
+            req.memo[key] = self._translate(req, api_format, upstream_model)
+        body, losses = req.memo[key]
+        return Outbound(PATHS[api_format], body, self.stream(req) and api_format != "images", headers,
+                        tuple(losses))
+
+    def _translate(self, req: Inbound, api_format: str, model: str) -> tuple[bytes, list[Loss]]:
+        if api_format == "images":
+            raise UnsupportedCapability(f"the {self.api} API cannot return an image; "
+                                        "an images model serves the Responses and Images APIs")
+        conv, read_losses = self._conversation(req)
+        body, write_losses = BY_FORMAT[api_format].write_request(conv, model)
+        return body, [*read_losses, *write_losses]
+
+    def _conversation(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
+        found = req.memo.get("conversation")
+        if found is None:
+            found = req.memo["conversation"] = self._read(req)
+        return found
+
+    def _read(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
+        raise NotImplementedError
+
+    # --- answers --------------------------------------------------------------------------
+
+    def whole(self, req: Inbound, api_format: str, status: int, body: bytes, content_type: str = JSON) -> Reply:
+        """A complete backend answer (or error answer) in the client's protocol; a
+        same-protocol answer passes unchanged, with the backend's ``content_type``."""
+        if api_format == self.native:
+            return Reply(status, content_type, body)
+        if status >= 400:
+            return self._error_reply(read_error(status, body))
+        try:
+            answer, read_losses = self._read_answer(api_format, body)
+        except msgspec.DecodeError as exc:
+            return self._error_reply(_unreadable(exc))
+        except VsrError as exc:   # a Responses answer whose status is failed
+            return self._error_reply(exc)
+        out, write_losses = self._write_answer(req, answer)
+        return Reply(status, JSON, out, (*read_losses, *write_losses))
+
+    def _read_answer(self, api_format: str, body: bytes) -> tuple[Answer, list[Loss]]:
+        reader = IMAGES if api_format == "images" else BY_FORMAT[api_format]
+        return reader.read_answer(body)
+
+    def _write_answer(self, req: Inbound, answer: Answer) -> tuple[bytes, list[Loss]]:
+        raise NotImplementedError
+
+    def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id) -> StreamTranslator:
+        """A sans-I/O translator from the backend's SSE bytes to the client's."""
+        if api_format == self.native:
+            return Passthrough(self._passthrough_fail)
+        writer = self._writer(req, new_id)
+        if api_format == "images":
+            return WholeToStream(IMAGES.read_answer, writer)
+        return Translating(BY_FORMAT[api_format].StreamReader(), writer)
+
+    def _writer(self, req: Inbound, new_id: NewId):
+        raise NotImplementedError
+
+    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int) -> bytes:
+        raise NotImplementedError
+
+    async def remember(self, req: Inbound, body: bytes | None) -> None:
+        """Keep an answer for later turns; only Responses does."""
+
+    # --- errors -----------------------------------------------------------------------------
+
+    def error(self, exc: VsrError) -> tuple[int, str, bytes]:
+        """``(status, content_type, body)`` of one of our errors in the client's shape.
+
+        OpenAI shape; ``code == "overloaded"`` answers 429, which OpenAI clients retry.
+        """
+        status = 429 if exc.code == "overloaded" else exc.status
+        return status, JSON, openai_error_body(exc)
+
+    def _error_reply(self, exc: VsrError) -> Reply:
+        status, content_type, body = self.error(exc)
+        return Reply(status, content_type, body)
+
+
+def _unreadable(exc: msgspec.DecodeError) -> VsrError:
+    err = VsrError(f"the upstream answer could not be read: {exc}")
+    err.status, err.code, err.type = 502, "upstream_failed", "upstream_error"
+    return err
+
+
+class ChatAdapter(Adapter):
+    api, native = "chat", "openai"
+    _decoder = chat.REQUEST_DECODER
+
+    def canonical(self, req: Inbound, identity: Identity = ANONYMOUS) -> CanonicalRequest:
+        return CanonicalRequest.from_chat(req.body, identity)
+
+    def _read(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
+        return CHAT.read_request(req.body, req.raw)
+
+    def _write_answer(self, req: Inbound, answer: Answer) -> tuple[bytes, list[Loss]]:
+        return CHAT.write_answer(answer)
+
+    def _writer(self, req: Inbound, new_id: NewId):
+        options = req.body.stream_options
+        return CHAT.StreamWriter(bool(options and options.include_usage))
+
+    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int) -> bytes:
+        return CHAT.StreamWriter(False).fail(message, status, code)
+
+
+class MessagesAdapter(Adapter):
+    api, native = "messages", "anthropic"
+    _decoder = anthropic.REQUEST_DECODER
+
+    def _read(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
+        return MESSAGES.read_request(req.body, req.raw)
+
+    def canonical(self, req: Inbound, identity: Identity = ANONYMOUS) -> CanonicalRequest:
+        conv, _ = self._conversation(req)
+        meta = {k: v for k, v in (req.body.metadata or {}).items() if isinstance(v, str)}
+        return CanonicalRequest(chat_messages(conv), tools=len(req.body.tools or ()), metadata=meta,
+                                identity=identity)
+
+    def _write_answer(self, req: Inbound, answer: Answer) -> tuple[bytes, list[Loss]]:
+        return MESSAGES.write_answer(answer)
+
+    def _writer(self, req: Inbound, new_id: NewId):
+        return MESSAGES.StreamWriter()
+
+    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int) -> bytes:
+        return MESSAGES.StreamWriter().fail(message, status, code)
+
+    def error(self, exc: VsrError) -> tuple[int, str, bytes]:
+        """Anthropic's shape and statuses: 529 overloaded_error for ``code == "overloaded"``."""
+        status, body = anthropic.vsr_error_answer(exc)
+        return status, JSON, body
+
+
+class ResponsesAdapter(Adapter):
+    """Responses, with ``previous_response_id`` served from ``store``."""
+
+    api, native = "responses", "responses"
+    _decoder = responses.REQUEST_DECODER
+
+    def __init__(self, store: responses.ResponseStore) -> None:
+        self.store = store
+
+    async def prepare(self, req: Inbound) -> Inbound:
+        """Expand ``previous_response_id`` into the stored conversation, so any backend can
+        continue it; an unknown id is a 400 naming the field, as OpenAI answers."""
+        previous = req.body.previous_response_id
+        if previous is None:
+            return req
+        record = await self.store.get(previous)
+        if record is None:
+            err = RequestError(f"Previous response with id '{previous}' not found.", param="previous_response_id")
+            err.code = "previous_response_not_found"
+            raise err
+        top = dict(chat.TOP_LEVEL_DECODER.decode(req.raw))
+        top["input"] = msgspec.Raw(_join_arrays(bytes(record.items), _input_items(top.get("input"))))
+        top.pop("previous_response_id")
+        raw = responses.ENCODER.encode(top)
+        try:
+            body = responses.REQUEST_DECODER.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise decode_error(exc) from None
+        return Inbound(self.api, raw, body, previous)
+
+    def with_image_tool(self, req: Inbound, *, add: bool, force: bool) -> Inbound:
+        """The request with the ``image_generation`` tool added and/or forced, as
+        ``config.output.image_tool_plan`` decides for an image decision (spec 5.8)."""
+        if not (add or force):
+            return req
+        top = dict(chat.TOP_LEVEL_DECODER.decode(req.raw))
+        if add:
+            tools = [msgspec.Raw(responses.ENCODER.encode(t)) for t in req.body.tools or ()]
+            top["tools"] = [*tools, {"type": "image_generation"}]
+        if force:
+            top["tool_choice"] = {"type": "image_generation"}
+        raw = responses.ENCODER.encode(top)
+        return Inbound(self.api, raw, responses.REQUEST_DECODER.decode(raw), req.previous_response_id)
+
+    def _read(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
+        return RESPONSES.read_request(req.body, req.raw)
+
+    def _translate(self, req: Inbound, api_format: str, model: str) -> tuple[bytes, list[Loss]]:
+        if api_format != "images":
+            return super()._translate(req, api_format, model)
+        conv, read_losses = self._conversation(req)
+        tool = next((msgspec.structs.asdict(t) for t in req.body.tools or () if t.type == "image_generation"), None)
+        body, write_losses = IMAGES.write_images_request(conv, model, tool)
+        return body, [*read_losses, *write_losses]
+
+    def _echo(self, req: Inbound) -> Any:
+        echo = RESPONSES.Echo(req.body)
+        if req.previous_response_id is not None:
+            echo.fields["previous_response_id"] = req.previous_response_id
+        return echo
+
+    def _write_answer(self, req: Inbound, answer: Answer) -> tuple[bytes, list[Loss]]:
+        return RESPONSES.write_answer(answer, self._echo(req))
+
+    def _writer(self, req: Inbound, new_id: NewId):
+        return RESPONSES.StreamWriter(self._echo(req), new_id)
+
+    def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id) -> StreamTranslator:
+        if api_format == self.native:
+            return Passthrough(self._passthrough_fail, tap=req.body.store is not False)
+        return super().stream_translator(req, api_format, new_id=new_id)
+
+    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int) -> bytes:
+        return RESPONSES.StreamWriter(RESPONSES.Echo(None), first_sequence=events).fail(message, status, code)
+
+    async def remember(self, req: Inbound, body: bytes | None) -> None:
+        """Store the conversation so far under the answer's id (unless ``store: false``)."""
+        if body is None or req.body.store is False:
+            return
+        try:
+            answer = responses.REMEMBERED_DECODER.decode(body)
+        except msgspec.DecodeError:
+            return   # an error body: nothing to continue from
+        top = chat.TOP_LEVEL_DECODER.decode(req.raw)
+        output = b"[" + b",".join(bytes(item) for item in answer.output) + b"]"
+        items = _join_arrays(_input_items(top.get("input")), output)
+        await self.store.put(responses.StoredResponse(answer.id, msgspec.Raw(items), answer.model))
+
+
+def _input_items(raw: msgspec.Raw | None) -> bytes:
+    """A request's ``input`` as a JSON array of items (a string input is one user message)."""
+    if raw is None:
+        return b"[]"
+    value = bytes(raw).strip()
+    if value.startswith(b"["):
+        return value
+    return responses.ENCODER.encode([{"type": "message", "role": "user", "content": msgspec.Raw(value)}])
+
+
+def _join_arrays(first: bytes, second: bytes) -> bytes:
+    a, b = first.strip()[1:-1].strip(), second.strip()[1:-1].strip()
+    return b"[" + a + (b"," if a and b else b"") + b + b"]"
+
+
+class ImagesAdapter(Adapter):
+    api, native = "images", "images"
+    _decoder = images.REQUEST_DECODER
+
+    def decode(self, raw: bytes) -> Inbound:
+        req = super().decode(raw)
+        if req.body.stream:
+            # Partial-image streaming is a later codec; say so rather than answer whole.
+            raise RequestError("Streaming image generation is not supported", param="stream")
+        return req
+
+    def canonical(self, req: Inbound, identity: Identity = ANONYMOUS) -> CanonicalRequest:
+        return CanonicalRequest([chat.Message(role="user", content=req.body.prompt)], identity=identity)
+
+    def _translate(self, req: Inbound, api_format: str, model: str) -> tuple[bytes, list[Loss]]:
+        if api_format != "responses":
+            raise UnsupportedCapability(f"an image is generated on the Images or Responses API, "
+                                        f"not api_format {api_format!r}")
+        return IMAGES.images_to_responses(req.body, model)
+
+    def _write_answer(self, req: Inbound, answer: Answer) -> tuple[bytes, list[Loss]]:
+        return IMAGES.write_answer(answer, req.body)
+
+    def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id) -> StreamTranslator:
+        raise UnsupportedCapability("image generation answers whole")
+
+
+def make_adapters(store: responses.ResponseStore) -> dict[str, Adapter]:
+    """One adapter per client API; the Responses one keeps its answers in ``store``."""
+    return {"chat": ChatAdapter(), "messages": MessagesAdapter(), "responses": ResponsesAdapter(store),
+            "images": ImagesAdapter()}
+
+
+__all__ = ["Adapter", "ChatAdapter", "ImagesAdapter", "Inbound", "MessagesAdapter", "Outbound", "Reply",
+           "ResponsesAdapter", "chat_messages", "make_adapters"]

@@ -1,0 +1,317 @@
+"""Anthropic Messages wire types (``POST /v1/messages``).
+
+Like ``chat.py``: tolerant of fields we do not read, strict about the types of
+the ones we do. Request content blocks are a tagged union on ``type``; an
+unknown block type is a 400 naming its path, as Anthropic answers too.
+Answers and stream events from a backend are decoded into loose Structs
+(``Block``, ``Delta``) so that a block type added next month passes through
+translation as a recorded loss instead of a decode error.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+from ..errors import VsrError
+
+API_VERSION = "2023-06-01"   # the anthropic-version header a translated request carries
+
+
+# --- request -------------------------------------------------------------------------
+
+
+class Base64Source(Struct, tag="base64", frozen=True):
+    media_type: str
+    data: str
+
+
+class URLSource(Struct, tag="url", frozen=True):
+    url: str
+
+
+class FileSource(Struct, tag="file", frozen=True):
+    file_id: str
+
+
+class TextSource(Struct, tag="text", frozen=True):
+    """A plain-text document source."""
+
+    data: str
+    media_type: str = "text/plain"
+
+
+class ContentSource(Struct, tag="content", frozen=True):
+    content: str | list[dict[str, Any]]
+
+
+ImageSource = Base64Source | URLSource | FileSource
+DocumentSource = Base64Source | URLSource | FileSource | TextSource | ContentSource
+
+
+class TextBlock(Struct, tag="text", frozen=True):
+    text: str
+
+
+class ImageBlock(Struct, tag="image", frozen=True):
+    source: ImageSource
+
+
+class DocumentBlock(Struct, tag="document", frozen=True):
+    source: DocumentSource
+    title: str | None = None
+
+
+class ToolUseBlock(Struct, tag="tool_use", frozen=True):
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class ToolResultBlock(Struct, tag="tool_result", frozen=True):
+    tool_use_id: str
+    content: str | list[TextBlock | ImageBlock | DocumentBlock] | None = None
+    is_error: bool = False
+
+
+class ThinkingBlock(Struct, tag="thinking", frozen=True):
+    thinking: str
+    signature: str = ""
+
+
+class RedactedThinkingBlock(Struct, tag="redacted_thinking", frozen=True):
+    data: str
+
+
+class ServerToolUseBlock(Struct, tag="server_tool_use", frozen=True):
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class WebSearchResultBlock(Struct, tag="web_search_tool_result", frozen=True):
+    tool_use_id: str
+    content: Any = None
+
+
+ContentBlock = (
+    TextBlock | ImageBlock | DocumentBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock
+    | RedactedThinkingBlock | ServerToolUseBlock | WebSearchResultBlock
+)
+
+
+class Message(Struct, frozen=True):
+    role: Literal["user", "assistant"]
+    content: str | list[ContentBlock]
+
+
+class Tool(Struct, frozen=True, omit_defaults=True):
+    """A client tool (``type`` absent or ``custom``) or a server tool (any other ``type``)."""
+
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any] | None = None
+    type: str | None = None
+    strict: bool | None = None
+
+    @property
+    def is_client_tool(self) -> bool:
+        return self.type in (None, "custom")
+
+
+class ToolChoice(Struct, frozen=True, omit_defaults=True):
+    type: Literal["auto", "any", "tool", "none"]
+    name: str | None = None
+    disable_parallel_tool_use: bool | None = None
+
+
+class MessagesRequest(Struct, frozen=True, omit_defaults=True):
+    """The fields of a Messages request that routing and translation read."""
+
+    messages: list[Message]
+    max_tokens: Annotated[int, Meta(ge=1)]
+    model: str = ""
+    system: str | list[TextBlock] | None = None
+    stop_sequences: list[str] | None = None
+    temperature: Annotated[float, Meta(ge=0, le=1)] | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice | None = None
+    metadata: dict[str, Any] | None = None
+    stream: bool = False
+    thinking: dict[str, Any] | None = None
+
+    def system_text(self) -> str:
+        if self.system is None:
+            return ""
+        if isinstance(self.system, str):
+            return self.system
+        return "\n".join(b.text for b in self.system)
+
+
+# --- response --------------------------------------------------------------------------
+
+
+class Usage(Struct, frozen=True):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+
+
+class Block(Struct, frozen=True):
+    """An answer's content block, any type: the fields of the types we translate, all optional."""
+
+    type: str
+    text: str | None = None
+    id: str | None = None
+    name: str | None = None
+    input: Any = None
+
+
+class MessagesResponse(Struct, frozen=True):
+    """A complete answer as a backend sends it (decoding) and as we send it (encoding)."""
+
+    id: str
+    content: list[Block]
+    model: str = ""
+    type: str = "message"
+    role: str = "assistant"
+    stop_reason: str | None = None
+    stop_sequence: str | None = None
+    usage: Usage = Usage()
+
+
+class OutText(Struct, tag="text", frozen=True):
+    text: str
+
+
+class OutToolUse(Struct, tag="tool_use", frozen=True):
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class OutMessage(Struct, frozen=True):
+    """The answer we send an Anthropic client: only the block types we produce."""
+
+    id: str
+    model: str
+    content: list[OutText | OutToolUse]
+    stop_reason: str | None
+    stop_sequence: str | None = None
+    usage: Usage = Usage()
+    type: str = "message"
+    role: str = "assistant"
+
+
+# --- stream events ------------------------------------------------------------------------
+
+
+class Delta(Struct, frozen=True):
+    """A content_block_delta's delta, any type."""
+
+    type: str
+    text: str | None = None
+    partial_json: str | None = None
+
+
+class MessageStart(Struct, frozen=True):
+    message: MessagesResponse
+
+
+class ContentBlockStart(Struct, frozen=True):
+    index: int
+    content_block: Block
+
+
+class ContentBlockDelta(Struct, frozen=True):
+    index: int
+    delta: Delta
+
+
+class ContentBlockStop(Struct, frozen=True):
+    index: int
+
+
+class StopDelta(Struct, frozen=True):
+    stop_reason: str | None = None
+    stop_sequence: str | None = None
+
+
+class DeltaUsage(Struct, frozen=True):
+    output_tokens: int = 0
+    input_tokens: int | None = None
+
+
+class MessageDelta(Struct, frozen=True):
+    delta: StopDelta = StopDelta()
+    usage: DeltaUsage = DeltaUsage()
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+class ErrorDetail(Struct, frozen=True):
+    type: str
+    message: str
+
+
+class ErrorResponse(Struct, frozen=True):
+    error: ErrorDetail
+    type: str = "error"
+
+
+# Anthropic's status -> error type (docs: "HTTP errors"); 502 and 504 are not in its
+# table, and an api_error keeps them recognisable as gateway failures.
+ERROR_TYPES: dict[int, str] = {
+    400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+    500: "api_error", 502: "api_error", 504: "api_error", 529: "overloaded_error",
+}
+STATUS_OF_TYPE = {
+    "invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
+    "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429,
+    "api_error": 500, "overloaded_error": 529,
+}
+
+
+def error_status_and_type(status: int, code: str | None = None) -> tuple[int, str]:
+    """The status and error type an Anthropic client gets for one of our errors.
+
+    ``code == "overloaded"`` and a 503 become Anthropic's 529 overloaded_error;
+    another 4xx becomes an invalid_request_error and another 5xx an api_error,
+    both keeping their status.
+    """
+    if code == "overloaded" or status in (503, 529):
+        return 529, "overloaded_error"
+    kind = ERROR_TYPES.get(status)
+    if kind is None:
+        kind = "invalid_request_error" if status < 500 else "api_error"
+    return status, kind
+
+
+def error_body(message: str, kind: str) -> bytes:
+    return ENCODER.encode(ErrorResponse(ErrorDetail(kind, message)))
+
+
+def vsr_error_answer(exc: VsrError) -> tuple[int, bytes]:
+    """``(status, body)`` of an error in Anthropic's shape."""
+    status, kind = error_status_and_type(exc.status, exc.code)
+    return status, error_body(exc.message, kind)
+
+
+REQUEST_DECODER = msgspec.json.Decoder(MessagesRequest)
+RESPONSE_DECODER = msgspec.json.Decoder(MessagesResponse)
+ERROR_DECODER = msgspec.json.Decoder(ErrorResponse)
+EVENT_DECODERS: dict[str, msgspec.json.Decoder] = {
+    "message_start": msgspec.json.Decoder(MessageStart),
+    "content_block_start": msgspec.json.Decoder(ContentBlockStart),
+    "content_block_delta": msgspec.json.Decoder(ContentBlockDelta),
+    "content_block_stop": msgspec.json.Decoder(ContentBlockStop),
+    "message_delta": msgspec.json.Decoder(MessageDelta),
+    "error": ERROR_DECODER,
+}
+ENCODER = msgspec.json.Encoder()

@@ -1,0 +1,273 @@
+"""OpenAI Responses wire types (``POST /v1/responses``) and the response store.
+
+Input items are one loose Struct (``Item``) rather than a tagged union: a
+message item may leave out its ``type`` (the SDK's EasyInputMessage), which a
+msgspec tag cannot express. Translation checks, per item type, the fields it
+needs and names the path of a missing one. Content parts are a tagged union.
+
+``previous_response_id`` is served by the Router itself: the store keeps, per
+response it answered, the whole conversation as Responses input items (the
+input, expanded, then the output), so a follow-up can reach any backend,
+whatever protocol it speaks. ``ResponseStore`` is the seam; ``MemoryResponseStore``
+is a bounded LRU, and a Redis one can keep the same records as bytes.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Annotated, Any, Protocol
+
+import msgspec
+from msgspec import Meta, Struct
+
+
+# --- request -------------------------------------------------------------------------
+
+
+class InputText(Struct, tag="input_text", frozen=True):
+    text: str
+
+
+class InputImage(Struct, tag="input_image", frozen=True, omit_defaults=True):
+    image_url: str | None = None
+    file_id: str | None = None
+    detail: str | None = None
+
+
+class InputFile(Struct, tag="input_file", frozen=True, omit_defaults=True):
+    file_id: str | None = None
+    file_data: str | None = None
+    file_url: str | None = None
+    filename: str | None = None
+
+
+class OutputText(Struct, tag="output_text", frozen=True):
+    text: str
+    annotations: list[Any] = msgspec.field(default_factory=list)
+
+
+class Refusal(Struct, tag="refusal", frozen=True):
+    refusal: str
+
+
+class ReasoningText(Struct, tag="reasoning_text", frozen=True):
+    text: str
+
+
+class SummaryText(Struct, tag="summary_text", frozen=True):
+    text: str
+
+
+Part = InputText | InputImage | InputFile | OutputText | Refusal | ReasoningText | SummaryText
+OutputPart = InputText | InputImage | InputFile
+
+
+class Item(Struct, frozen=True, omit_defaults=True):
+    """One input item: a message (``type`` may be absent), a function_call, a
+    function_call_output, or another item type (kept, and reported as a loss when translated)."""
+
+    type: str = "message"
+    role: str | None = None
+    content: str | list[Part] | None = None
+    id: str | None = None
+    call_id: str | None = None
+    name: str | None = None
+    arguments: str | None = None
+    output: str | list[OutputPart] | None = None
+    status: str | None = None
+    result: str | None = None
+
+
+class Tool(Struct, frozen=True, omit_defaults=True):
+    """A function tool, or a hosted tool (web_search, image_generation, ...) kept by type."""
+
+    type: str
+    name: str | None = None
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+    size: str | None = None
+    quality: str | None = None
+
+
+class ResponsesRequest(Struct, frozen=True, omit_defaults=True):
+    """The fields of a Responses request that routing and translation read."""
+
+    model: str = ""
+    input: str | list[Item] = ""
+    instructions: str | None = None
+    tools: list[Tool] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    max_output_tokens: Annotated[int, Meta(ge=1)] | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stream: bool = False
+    previous_response_id: str | None = None
+    store: bool | None = None
+    metadata: dict[str, str] | None = None
+    user: str | None = None
+    text: dict[str, Any] | None = None
+    reasoning: dict[str, Any] | None = None
+
+    def items(self) -> list[Item]:
+        """The input as items: a string input is one user message."""
+        if isinstance(self.input, str):
+            return [Item(role="user", content=self.input)]
+        return self.input
+
+
+# --- response ----------------------------------------------------------------------------
+
+
+class InputTokensDetails(Struct, frozen=True):
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+class OutputTokensDetails(Struct, frozen=True):
+    reasoning_tokens: int = 0
+
+
+class Usage(Struct, frozen=True):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    input_tokens_details: InputTokensDetails = InputTokensDetails()
+    output_tokens_details: OutputTokensDetails = OutputTokensDetails()
+
+
+class OutPart(Struct, frozen=True):
+    """An output message's content part, any type."""
+
+    type: str
+    text: str | None = None
+    refusal: str | None = None
+
+
+class OutItem(Struct, frozen=True):
+    """An output item, any type: the fields of the types we translate, all optional."""
+
+    type: str
+    id: str | None = None
+    role: str | None = None
+    status: str | None = None
+    content: list[OutPart] | None = None
+    call_id: str | None = None
+    name: str | None = None
+    arguments: str | None = None
+    result: str | None = None
+
+
+class IncompleteDetails(Struct, frozen=True):
+    reason: str | None = None
+
+
+class ResponseError(Struct, frozen=True):
+    code: str | None = None
+    message: str = ""
+
+
+class Response(Struct, frozen=True):
+    """A response object as a backend sends it; ``output`` items loose."""
+
+    id: str
+    output: list[OutItem] = msgspec.field(default_factory=list)
+    model: str = ""
+    status: str | None = None
+    created_at: float = 0
+    usage: Usage | None = None
+    incomplete_details: IncompleteDetails | None = None
+    error: ResponseError | None = None
+
+
+class Event(Struct, frozen=True):
+    """One stream event, any type: the fields of the events we translate, all optional."""
+
+    type: str
+    sequence_number: int = 0
+    response: Response | None = None
+    item: OutItem | None = None
+    output_index: int = 0
+    content_index: int = 0
+    item_id: str | None = None
+    delta: str | None = None
+    text: str | None = None
+    arguments: str | None = None
+    part: OutPart | None = None
+    code: str | None = None
+    message: str | None = None
+
+
+class Remembered(Struct, frozen=True):
+    """What remembering needs of an answer: its id, and its output items as raw JSON."""
+
+    id: str
+    output: list[msgspec.Raw] = msgspec.field(default_factory=list)
+    model: str = ""
+
+
+# --- the response store ------------------------------------------------------------------------
+
+
+class StoredResponse(Struct, frozen=True):
+    """One answered response: its whole conversation as a JSON array of input items."""
+
+    id: str
+    items: msgspec.Raw
+    model: str = ""
+
+
+class ResponseStore(Protocol):
+    """Where ``previous_response_id`` is looked up; async so a networked store fits."""
+
+    async def get(self, response_id: str) -> StoredResponse | None:
+        """The stored response, or None if it is unknown or was evicted."""
+        ...
+
+    async def put(self, record: StoredResponse) -> None:
+        """Keep a response for later turns."""
+        ...
+
+
+class MemoryResponseStore:
+    """An in-process LRU: at most ``max_entries`` responses and ``max_bytes`` of items.
+
+    A conversation larger than ``max_bytes`` on its own is not kept: its follow-up
+    gets ``previous_response_not_found``, as after any eviction.
+
+    Rejected: a TTL. The bound already caps memory, and an hour-old thread a user
+    resumes is exactly what the store is for.
+    """
+
+    def __init__(self, max_entries: int = 10_000, max_bytes: int = 256 * 1024 * 1024) -> None:
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._records: OrderedDict[str, StoredResponse] = OrderedDict()
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    async def get(self, response_id: str) -> StoredResponse | None:
+        record = self._records.get(response_id)
+        if record is not None:
+            self._records.move_to_end(response_id)
+        return record
+
+    async def put(self, record: StoredResponse) -> None:
+        old = self._records.pop(record.id, None)
+        if old is not None:
+            self._bytes -= len(old.items)
+        self._records[record.id] = record
+        self._bytes += len(record.items)
+        while self._records and (len(self._records) > self.max_entries or self._bytes > self.max_bytes):
+            _, evicted = self._records.popitem(last=False)
+            self._bytes -= len(evicted.items)
+
+
+REQUEST_DECODER = msgspec.json.Decoder(ResponsesRequest)
+ITEMS_DECODER = msgspec.json.Decoder(list[Item])
+RESPONSE_DECODER = msgspec.json.Decoder(Response)
+REMEMBERED_DECODER = msgspec.json.Decoder(Remembered)
+EVENT_DECODER = msgspec.json.Decoder(Event)
+ENCODER = msgspec.json.Encoder()

@@ -1,0 +1,512 @@
+"""OpenAI Chat Completions <-> the neutral forms."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgspec
+
+from .. import chat as wire
+from ._common import ENCODER, read_error, unknown_fields
+from ._ir import (
+    Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
+    GeneratedImage, Image, Started, Text, TextDelta, ToolCall, ToolChoice, ToolDef, ToolResult, Turn, Usage,
+)
+from ._losses import CONVERTED, Loss, dropped
+from ._sse import data_event
+
+PATH = "/chat/completions"
+# Top-level request fields the neutral form carries; any other is reported dropped.
+KNOWN = frozenset({
+    "model", "messages", "stream", "stream_options", "tools", "tool_choice", "parallel_tool_calls",
+    "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "user", "metadata", "n",
+    "response_format", "reasoning_effort",
+})
+FINISH_IN = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "function_call": "tool_calls",
+             "content_filter": "content_filter"}
+FINISH_OUT = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "content_filter": "content_filter",
+              "stop_sequence": "stop"}
+
+
+class _Extras(msgspec.Struct, frozen=True):
+    """Request fields ``chat.ChatRequest`` does not decode, read only when translating."""
+
+    stop: str | list[str] | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: dict[str, Any] | None = None
+    reasoning_effort: str | None = None
+
+
+_EXTRAS = msgspec.json.Decoder(_Extras)
+
+
+# --- request ------------------------------------------------------------------------
+
+
+def read_request(req: wire.ChatRequest, raw: bytes) -> tuple[Conversation, list[Loss]]:
+    losses = unknown_fields(raw, KNOWN)
+    extras = _EXTRAS.decode(raw)
+    conv = Conversation(turns=[], stream=req.stream)
+    leading = True
+    for i, m in enumerate(req.messages):
+        path = f"messages[{i}]"
+        if m.name is not None:
+            losses.append(dropped(f"{path}.name"))
+        if m.role in ("system", "developer"):
+            texts = _texts(m, path, losses)
+            if leading:
+                conv.system += texts
+            else:
+                conv.turns.append(Turn("system", list(texts), path))
+            continue
+        leading = False
+        if m.role == "user":
+            conv.turns.append(Turn("user", _parts(m, path, losses), path))
+        elif m.role == "assistant":
+            parts: list = _texts(m, path, losses)
+            for j, tc in enumerate(m.tool_calls or ()):
+                parts.append(ToolCall(tc.id, tc.function.name, tc.function.arguments, f"{path}.tool_calls[{j}]"))
+            conv.turns.append(Turn("assistant", parts, path))
+        elif m.role == "tool":
+            result = ToolResult(m.tool_call_id or "", list(_texts(m, path, losses)), path=path)
+            if conv.turns and conv.turns[-1].role == "tool":
+                conv.turns[-1].parts.append(result)
+            else:
+                conv.turns.append(Turn("tool", [result], path))
+        else:
+            losses.append(dropped(path))   # the legacy "function" role
+    for i, tool in enumerate(req.tools or ()):
+        f = tool.function
+        if tool.type != "function":
+            losses.append(dropped(f"tools[{i}]"))
+            continue
+        conv.tools.append(ToolDef(f.name, f.description, f.parameters, f.strict, f"tools[{i}]"))
+    conv.tool_choice = _tool_choice(req.tool_choice, losses)
+    conv.parallel_tool_calls = extras.parallel_tool_calls
+    conv.max_tokens = req.max_completion_tokens or req.max_tokens
+    conv.temperature, conv.top_p = req.temperature, req.top_p
+    conv.stop = [extras.stop] if isinstance(extras.stop, str) else list(extras.stop or ())
+    conv.user, conv.metadata = req.user, req.metadata
+    conv.response_format, conv.reasoning_effort = extras.response_format, extras.reasoning_effort
+    if req.n is not None and req.n > 1:
+        losses.append(Loss(CONVERTED, "unsupported", "n"))
+    return conv, losses
+
+
+def _texts(m: wire.Message, path: str, losses: list[Loss]) -> list:
+    if m.content is None:
+        return []
+    if isinstance(m.content, str):
+        return [Text(m.content, f"{path}.content")] if m.content else []
+    out: list = []
+    for j, p in enumerate(m.content):
+        where = f"{path}.content[{j}]"
+        if isinstance(p, wire.TextPart):
+            out.append(Text(p.text, where))
+        elif isinstance(p, wire.RefusalPart):
+            out.append(Text(p.refusal, where))
+        else:
+            losses.append(dropped(where))
+    return out
+
+
+def _parts(m: wire.Message, path: str, losses: list[Loss]) -> list:
+    if not isinstance(m.content, list):
+        return _texts(m, path, losses)
+    out: list = []
+    for j, p in enumerate(m.content):
+        where = f"{path}.content[{j}]"
+        if isinstance(p, wire.TextPart):
+            out.append(Text(p.text, where))
+        elif isinstance(p, wire.ImagePart):
+            out.append(Image(p.image_url.url, p.image_url.detail, where))
+        elif isinstance(p, wire.FilePart):
+            f = p.file
+            out.append(File(data_url=f.get("file_data"), file_id=f.get("file_id"), filename=f.get("filename"),
+                            path=where))
+        else:
+            losses.append(dropped(where))   # input_audio: neither other protocol takes audio
+    return out
+
+
+def _tool_choice(choice: str | dict | None, losses: list[Loss]) -> ToolChoice | None:
+    if choice is None:
+        return None
+    if choice in ("auto", "none", "required"):
+        return ToolChoice(choice)
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        name = (choice.get("function") or {}).get("name")
+        if isinstance(name, str):
+            return ToolChoice("tool", name)
+    losses.append(dropped("tool_choice"))
+    return None
+
+
+def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
+    losses: list[Loss] = []
+    messages: list[dict] = []
+    if conv.system:
+        messages.append({"role": "system", "content": _content(conv.system)})
+    for turn in conv.turns:
+        if turn.role == "tool":
+            for r in turn.parts:
+                messages.append({"role": "tool", "tool_call_id": r.call_id, "content": _result_text(r, losses)})
+            continue
+        if turn.role == "assistant":
+            msg: dict = {"role": "assistant", "content": "".join(p.text for p in turn.parts if isinstance(p, Text))}
+            calls = [p for p in turn.parts if isinstance(p, ToolCall)]
+            if calls:
+                msg["tool_calls"] = [{"id": c.id, "type": "function",
+                                      "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
+                msg["content"] = msg["content"] or None
+            messages.append(msg)
+            continue
+        messages.append({"role": turn.role, "content": _content(turn.parts, losses)})
+    body: dict = {"model": model, "messages": messages}
+    if conv.tools:
+        body["tools"] = [_tool(t) for t in conv.tools]
+    if conv.tool_choice is not None:
+        c = conv.tool_choice
+        body["tool_choice"] = {"type": "function", "function": {"name": c.name}} if c.kind == "tool" else c.kind
+    _put(body, "parallel_tool_calls", conv.parallel_tool_calls)
+    # max_tokens, not max_completion_tokens: every OpenAI-compatible server knows it.
+    _put(body, "max_tokens", conv.max_tokens)
+    _put(body, "temperature", conv.temperature)
+    _put(body, "top_p", conv.top_p)
+    if conv.stop:
+        body["stop"] = conv.stop
+    _put(body, "user", conv.user)
+    _put(body, "metadata", conv.metadata)
+    _put(body, "response_format", conv.response_format)
+    _put(body, "reasoning_effort", conv.reasoning_effort)
+    if conv.stream:
+        # Usage comes only when asked; the client's protocol reports it either way.
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    return ENCODER.encode(body), losses
+
+
+def _put(body: dict, key: str, value: object) -> None:
+    if value is not None:
+        body[key] = value
+
+
+def _tool(t: ToolDef) -> dict:
+    f: dict = {"name": t.name}
+    _put(f, "description", t.description)
+    _put(f, "parameters", t.parameters)
+    _put(f, "strict", t.strict)
+    return {"type": "function", "function": f}
+
+
+def _content(parts: list, losses: list[Loss] | None = None) -> str | list[dict]:
+    if all(isinstance(p, Text) for p in parts):
+        return "\n\n".join(p.text for p in parts) if len(parts) != 1 else parts[0].text
+    out: list[dict] = []
+    for p in parts:
+        if isinstance(p, Text):
+            out.append({"type": "text", "text": p.text})
+        elif isinstance(p, Image):
+            image: dict = {"url": p.url}
+            _put(image, "detail", p.detail)
+            out.append({"type": "image_url", "image_url": image})
+        elif isinstance(p, File) and (p.data_url or p.file_id):
+            f: dict = {}
+            _put(f, "file_data", p.data_url)
+            _put(f, "file_id", p.file_id)
+            _put(f, "filename", p.filename)
+            out.append({"type": "file", "file": f})
+        elif losses is not None:
+            losses.append(dropped(p.path))   # a file by URL: Chat takes inline data or ids only
+    return out
+
+
+def _result_text(r: ToolResult, losses: list[Loss]) -> str:
+    # A tool message carries text only.
+    texts = []
+    for p in r.content:
+        if isinstance(p, Text):
+            texts.append(p.text)
+        else:
+            losses.append(dropped(p.path))
+    if r.is_error:
+        losses.append(Loss(CONVERTED, "unsupported", f"{r.path}.is_error"))
+    return "\n".join(texts)
+
+
+def chat_messages(conv: Conversation) -> list[wire.Message]:
+    """The neutral conversation as Chat messages: what CanonicalRequest is built from."""
+    out: list[wire.Message] = []
+    if conv.system:
+        out.append(wire.Message(role="system", content="\n\n".join(t.text for t in conv.system)))
+    for turn in conv.turns:
+        if turn.role == "tool":
+            for r in turn.parts:
+                text = "\n".join(p.text for p in r.content if isinstance(p, Text))
+                out.append(wire.Message(role="tool", content=text, tool_call_id=r.call_id))
+            continue
+        parts: list = []
+        calls: list[wire.ToolCall] = []
+        for p in turn.parts:
+            if isinstance(p, Text):
+                parts.append(wire.TextPart(p.text))
+            elif isinstance(p, Image):
+                parts.append(wire.ImagePart(wire.ImageURL(p.url, p.detail)))
+            elif isinstance(p, File):
+                parts.append(wire.FilePart({"file_data": p.data_url, "file_id": p.file_id, "filename": p.filename}))
+            elif isinstance(p, ToolCall):
+                calls.append(wire.ToolCall(p.id, wire.FunctionCall(p.name, p.arguments)))
+        out.append(wire.Message(role=turn.role, content=parts, tool_calls=calls or None))
+    return out
+
+
+# --- answers --------------------------------------------------------------------------------
+
+
+class _Call(msgspec.Struct, frozen=True):
+    name: str = ""
+    arguments: str = ""
+
+
+class _ToolCall(msgspec.Struct, frozen=True):
+    id: str = ""
+    function: _Call = _Call()
+    type: str = "function"
+
+
+class _Msg(msgspec.Struct, frozen=True):
+    content: str | None = None
+    refusal: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _Choice(msgspec.Struct, frozen=True):
+    message: _Msg = _Msg()
+    finish_reason: str | None = None
+    index: int = 0
+
+
+class _Response(msgspec.Struct, frozen=True):
+    id: str = ""
+    model: str = ""
+    created: int = 0
+    choices: list[_Choice] = []
+    usage: wire.Usage | None = None
+
+
+_RESPONSE = msgspec.json.Decoder(_Response)
+
+
+def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
+    doc = _RESPONSE.decode(body)
+    losses: list[Loss] = [dropped(f"choices[{i}]") for i in range(1, len(doc.choices))]
+    parts: list = []
+    finish = "stop"
+    if doc.choices:
+        choice = doc.choices[0]
+        if choice.message.content:
+            parts.append(Text(choice.message.content, "choices[0].message.content"))
+        if choice.message.refusal:
+            parts.append(Text(choice.message.refusal, "choices[0].message.refusal"))
+            losses.append(Loss(CONVERTED, "unsupported", "choices[0].message.refusal"))
+        for j, tc in enumerate(choice.message.tool_calls or ()):
+            parts.append(ToolCall(tc.id, tc.function.name, tc.function.arguments, f"choices[0].message.tool_calls[{j}]"))
+        finish = FINISH_IN.get(choice.finish_reason or "stop", "stop")
+    usage = Usage(doc.usage.prompt_tokens, doc.usage.completion_tokens) if doc.usage else None
+    return Answer(doc.id, doc.model, parts, finish, usage, doc.created), losses
+
+
+def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
+    losses: list[Loss] = []
+    text = "".join(p.text for p in answer.parts if isinstance(p, Text))
+    calls = [p for p in answer.parts if isinstance(p, ToolCall)]
+    for p in answer.parts:
+        if isinstance(p, GeneratedImage):
+            losses.append(dropped(p.path))   # Chat cannot carry an image answer
+    message: dict = {"role": "assistant", "content": text or (None if calls else ""), "refusal": None}
+    if calls:
+        message["tool_calls"] = [{"id": c.id, "type": "function",
+                                  "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
+    body: dict = {
+        "id": answer.id, "object": "chat.completion", "created": answer.created or int(time.time()),
+        "model": answer.model,
+        "choices": [{"index": 0, "message": message, "logprobs": None,
+                     "finish_reason": FINISH_OUT[answer.finish]}],
+    }
+    if answer.usage is not None:
+        u = answer.usage
+        body["usage"] = {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
+                         "total_tokens": u.input_tokens + u.output_tokens}
+    return ENCODER.encode(body), losses
+
+
+# --- streams -----------------------------------------------------------------------------------------
+
+
+class _DeltaCall(msgspec.Struct, frozen=True):
+    index: int = 0
+    id: str | None = None
+    function: _Call | None = None
+
+
+class _Delta(msgspec.Struct, frozen=True):
+    content: str | None = None
+    refusal: str | None = None
+    tool_calls: list[_DeltaCall] | None = None
+
+
+class _ChunkChoice(msgspec.Struct, frozen=True):
+    delta: _Delta = _Delta()
+    finish_reason: str | None = None
+    index: int = 0
+
+
+class _Chunk(msgspec.Struct, frozen=True):
+    id: str = ""
+    model: str = ""
+    created: int = 0
+    choices: list[_ChunkChoice] = []
+    usage: wire.Usage | None = None
+    error: Any = None
+
+
+_CHUNK = msgspec.json.Decoder(_Chunk)
+
+
+class StreamReader:
+    """Chat chunks -> neutral events. Holds the finish reason until the usage chunk and [DONE]."""
+
+    def __init__(self) -> None:
+        self.losses: list[Loss] = []
+        self._started = False
+        self._open: int | None = None            # the open block's index
+        self._next = 0
+        self._calls: dict[int, int] = {}        # Chat tool_calls[].index -> block index
+        self._text_block: int | None = None
+        self._finish: str | None = None
+        self._usage: Usage | None = None
+        self._done = False
+
+    def event(self, name: str | None, data: bytes) -> list[Event]:
+        if self._done:
+            return []
+        if data == b"[DONE]":
+            return self._end()
+        chunk = _CHUNK.decode(data)
+        if chunk.error is not None:
+            self._done = True
+            err = read_error(500, data)
+            return [Failed(err.message, err.status, err.code)]
+        if not chunk.choices and chunk.usage is None:
+            return []   # Azure's prompt-filter chunk: no id, no model, nothing to say yet
+        out: list[Event] = []
+        if not self._started:
+            self._started = True
+            out.append(Started(chunk.id, chunk.model, chunk.created))
+        if chunk.usage is not None:
+            self._usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+        for choice in chunk.choices:
+            if choice.index != 0:
+                continue
+            d = choice.delta
+            for text in (d.content, d.refusal):
+                if text:
+                    out += self._text(text)
+            for tc in d.tool_calls or ():
+                out += self._call(tc)
+            if choice.finish_reason is not None:
+                self._finish = choice.finish_reason
+        return out
+
+    def _text(self, text: str) -> list[Event]:
+        out: list[Event] = []
+        if self._open is None or self._open != self._text_block:
+            out += self._stop()
+            self._text_block = self._open = self._next
+            self._next += 1
+            out.append(BlockStart(self._open, "text"))
+        out.append(TextDelta(self._open, text))
+        return out
+
+    def _call(self, tc: _DeltaCall) -> list[Event]:
+        out: list[Event] = []
+        block = self._calls.get(tc.index)
+        if block is None:
+            out += self._stop()
+            block = self._calls[tc.index] = self._open = self._next
+            self._next += 1
+            name = tc.function.name if tc.function else ""
+            # Some servers leave the id out; the client needs one to send the result back.
+            out.append(BlockStart(block, "tool", tc.id or f"call_{block}", name))
+        if tc.function and tc.function.arguments:
+            out.append(ArgsDelta(block, tc.function.arguments))
+        return out
+
+    def _stop(self) -> list[Event]:
+        if self._open is None:
+            return []
+        stopped, self._open = self._open, None
+        return [BlockStop(stopped)]
+
+    def _end(self) -> list[Event]:
+        self._done = True
+        out: list[Event] = [] if self._started else [Started("", "")]
+        out += self._stop()
+        out.append(Finished(FINISH_IN.get(self._finish or "stop", "stop"), self._usage))
+        return out
+
+    def close(self) -> list[Event]:
+        if self._done:
+            return []
+        if self._finish is None:
+            self._done = True
+            return [Failed("the upstream stream ended before the answer did", 502, "upstream_failed")]
+        return self._end()   # a backend that ends without [DONE]
+
+
+class StreamWriter:
+    """Neutral events -> Chat chunks; a usage chunk only when the client asked for one."""
+
+    def __init__(self, include_usage: bool) -> None:
+        self.include_usage = include_usage
+        self.losses: list[Loss] = []
+        self._prefix = b""
+        self._tools: dict[int, int] = {}   # block index -> tool_calls[].index
+
+    def write(self, ev: Event) -> bytes:
+        if isinstance(ev, Started):
+            self._prefix = b'{"id":%s,"object":"chat.completion.chunk","created":%d,"model":%s,"choices":' % (
+                ENCODER.encode(ev.id or "chatcmpl-vsr"), ev.created or int(time.time()), ENCODER.encode(ev.model))
+            return self._chunk({"role": "assistant", "content": ""})
+        if isinstance(ev, TextDelta):
+            return self._chunk({"content": ev.text})
+        if isinstance(ev, BlockStart):
+            if ev.kind == "text":
+                return b""
+            if ev.kind == "image":
+                self.losses.append(dropped(f"output[{ev.index}]"))
+                return b""
+            n = self._tools[ev.index] = len(self._tools)
+            return self._chunk({"tool_calls": [{"index": n, "id": ev.call_id, "type": "function",
+                                                "function": {"name": ev.name, "arguments": ""}}]})
+        if isinstance(ev, ArgsDelta):
+            return self._chunk({"tool_calls": [{"index": self._tools[ev.index], "function": {"arguments": ev.json}}]})
+        if isinstance(ev, BlockStop):
+            return b""
+        if isinstance(ev, Finished):
+            out = self._chunk({}, FINISH_OUT[ev.finish])
+            if self.include_usage:
+                u = ev.usage or Usage()
+                usage = {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
+                         "total_tokens": u.input_tokens + u.output_tokens}
+                out += data_event(self._prefix + b'[],"usage":' + ENCODER.encode(usage) + b"}")
+            return out + data_event(b"[DONE]")
+        return self.fail(ev.message, ev.status, ev.code)
+
+    def fail(self, message: str, status: int, code: str | None) -> bytes:
+        kind = "invalid_request_error" if status < 500 else "server_error"
+        return data_event(ENCODER.encode({"error": {"message": message, "type": kind, "param": None, "code": code}}))
+
+    def _chunk(self, delta: dict, finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return data_event(self._prefix + ENCODER.encode([choice]) + b"}")

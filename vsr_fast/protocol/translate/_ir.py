@@ -1,0 +1,195 @@
+"""The protocol-neutral forms every translation goes through.
+
+Translation is hub and spoke: each protocol reads its request, answer and
+stream into these forms and writes them back out, so three protocols need six
+readers and writers rather than six pairwise translators per direction. The
+forms carry ``path``, the place a part came from in the source document, so a
+writer that cannot carry a part records a loss naming the client's field.
+
+Requests: ``Conversation`` of ``Turn``s of parts. Answers: ``Answer``.
+Streams: the events at the bottom, with one ordering contract every reader
+keeps and every writer relies on: ``Started`` first; then blocks, one open at
+a time (``BlockStart``, its deltas, ``BlockStop``), except that a Chat
+backend may send a late argument delta to a tool call it already left (a
+writer that cannot reopen a block records a loss); then ``Finished``, or
+``Failed`` at any point.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from msgspec import Struct, field
+
+# --- request parts -------------------------------------------------------------------
+
+
+class Text(Struct, frozen=True):
+    text: str
+    path: str = ""
+
+
+class Image(Struct, frozen=True):
+    """An image by URL; inline images are ``data:`` URLs."""
+
+    url: str
+    detail: str | None = None
+    path: str = ""
+
+
+class File(Struct, frozen=True):
+    """A document: inline as a ``data:`` URL, by URL, or by a provider file id."""
+
+    data_url: str | None = None
+    url: str | None = None
+    file_id: str | None = None
+    filename: str | None = None
+    path: str = ""
+
+
+class ToolCall(Struct, frozen=True):
+    id: str
+    name: str
+    arguments: str   # JSON text, as Chat and Responses carry it
+    path: str = ""
+
+
+class ToolResult(Struct, frozen=True):
+    call_id: str
+    content: list[Text | Image | File]
+    is_error: bool = False
+    path: str = ""
+
+
+class GeneratedImage(Struct, frozen=True):
+    """An image the model made (answers only): base64 data or a URL."""
+
+    b64: str | None = None
+    url: str | None = None
+    revised_prompt: str | None = None
+    path: str = ""
+
+
+Part = Text | Image | File | ToolCall | ToolResult
+
+
+class Turn(Struct):
+    """One turn; ``tool`` turns hold ToolResults; ``system`` turns are mid-conversation instructions."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    parts: list[Part]
+    path: str = ""
+
+
+class ToolDef(Struct, frozen=True):
+    name: str
+    description: str | None = None
+    parameters: dict | None = None
+    strict: bool | None = None
+    path: str = ""
+
+
+class ToolChoice(Struct, frozen=True):
+    kind: Literal["auto", "none", "required", "tool"]
+    name: str | None = None
+    path: str = "tool_choice"
+
+
+class Conversation(Struct):
+    """A request, whatever protocol it came in."""
+
+    turns: list[Turn]
+    system: list[Text] = field(default_factory=list)   # the leading instructions
+    tools: list[ToolDef] = field(default_factory=list)
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: list[str] = field(default_factory=list)
+    stream: bool = False
+    user: str | None = None
+    metadata: dict[str, str] | None = None
+    response_format: dict | None = None   # Chat's response_format, Responses' text.format
+    reasoning_effort: str | None = None
+
+
+# --- answers -----------------------------------------------------------------------------
+
+Finish = Literal["stop", "length", "tool_calls", "content_filter", "stop_sequence"]
+
+
+class Usage(Struct, frozen=True):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class Answer(Struct):
+    id: str
+    model: str
+    parts: list[Text | ToolCall | GeneratedImage]
+    finish: Finish = "stop"
+    usage: Usage | None = None
+    created: int = 0
+    stop_sequence: str | None = None
+
+
+# --- stream events -----------------------------------------------------------------------------
+
+
+class Started(Struct, frozen=True):
+    id: str
+    model: str
+    created: int = 0
+    input_tokens: int | None = None
+
+
+class BlockStart(Struct, frozen=True):
+    index: int
+    kind: Literal["text", "tool", "image"]
+    call_id: str = ""
+    name: str = ""
+    image: GeneratedImage | None = None   # an image block arrives whole, at its start
+
+
+class TextDelta(Struct, frozen=True):
+    index: int
+    text: str
+
+
+class ArgsDelta(Struct, frozen=True):
+    index: int
+    json: str
+
+
+class BlockStop(Struct, frozen=True):
+    index: int
+
+
+class Finished(Struct, frozen=True):
+    finish: Finish
+    usage: Usage | None = None
+    stop_sequence: str | None = None
+
+
+class Failed(Struct, frozen=True):
+    message: str
+    status: int = 500
+    code: str | None = None
+
+
+Event = Started | BlockStart | TextDelta | ArgsDelta | BlockStop | Finished | Failed
+
+
+def answer_events(answer: Answer) -> list[Event]:
+    """A whole answer as the stream events that would have carried it."""
+    events: list[Event] = [Started(answer.id, answer.model, answer.created,
+                                   answer.usage.input_tokens if answer.usage else None)]
+    for i, part in enumerate(answer.parts):
+        if isinstance(part, Text):
+            events += [BlockStart(i, "text"), TextDelta(i, part.text), BlockStop(i)]
+        elif isinstance(part, ToolCall):
+            events += [BlockStart(i, "tool", part.id, part.name), ArgsDelta(i, part.arguments), BlockStop(i)]
+        else:
+            events += [BlockStart(i, "image", image=part), BlockStop(i)]
+    events.append(Finished(answer.finish, answer.usage, answer.stop_sequence))
+    return events

@@ -1,0 +1,405 @@
+"""Anthropic Messages <-> the neutral forms."""
+from __future__ import annotations
+
+from .. import anthropic as wire
+from ._common import ENCODER, data_url, dumps, parse_arguments, read_error, split_data_url, unknown_fields
+from ._ir import (
+    Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
+    Image, Started, Text, TextDelta, ToolCall, ToolChoice, ToolDef, ToolResult, Turn, Usage,
+)
+from ._losses import CONVERTED, DEFAULTED, MOVED, Loss, dropped
+from ._sse import named_event
+
+PATH = "/messages"
+# Anthropic requires max_tokens; a Chat or Responses client that leaves it out gets this,
+# recorded as a "defaulted" loss. 4096 is what every current Claude model can produce.
+DEFAULT_MAX_TOKENS = 4096
+KNOWN = frozenset({
+    "model", "messages", "max_tokens", "system", "stop_sequences", "temperature", "top_p", "tools",
+    "tool_choice", "metadata", "stream",
+})
+FINISH_IN = {"end_turn": "stop", "max_tokens": "length", "stop_sequence": "stop_sequence",
+             "tool_use": "tool_calls", "refusal": "content_filter", "pause_turn": "stop",
+             "model_context_window_exceeded": "length"}
+FINISH_OUT = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
+              "stop_sequence": "stop_sequence", "content_filter": "refusal"}
+_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+
+
+# --- request -------------------------------------------------------------------------
+
+
+def read_request(req: wire.MessagesRequest, raw: bytes) -> tuple[Conversation, list[Loss]]:
+    losses = unknown_fields(raw, KNOWN)
+    conv = Conversation(turns=[], stream=req.stream, max_tokens=req.max_tokens,
+                        temperature=req.temperature, top_p=req.top_p, stop=list(req.stop_sequences or ()))
+    if isinstance(req.system, str):
+        conv.system = [Text(req.system, "system")] if req.system else []
+    elif req.system:
+        conv.system = [Text(b.text, f"system[{i}]") for i, b in enumerate(req.system)]
+    for i, m in enumerate(req.messages):
+        _read_message(m, f"messages[{i}]", conv, losses)
+    for i, tool in enumerate(req.tools or ()):
+        if tool.is_client_tool:
+            conv.tools.append(ToolDef(tool.name, tool.description, tool.input_schema, tool.strict, f"tools[{i}]"))
+        else:
+            losses.append(dropped(f"tools[{i}]"))   # a server tool runs at Anthropic only
+    c = req.tool_choice
+    if c is not None:
+        conv.tool_choice = ToolChoice({"any": "required"}.get(c.type, c.type), c.name)
+        if c.disable_parallel_tool_use is not None:
+            conv.parallel_tool_calls = not c.disable_parallel_tool_use
+    meta = req.metadata or {}
+    if isinstance(meta.get("user_id"), str):
+        conv.user = meta["user_id"]
+    return conv, losses   # top_k and thinking are not in KNOWN: unknown_fields reported them
+
+
+def _read_message(m: wire.Message, path: str, conv: Conversation, losses: list[Loss]) -> None:
+    if isinstance(m.content, str):
+        conv.turns.append(Turn(m.role, [Text(m.content, f"{path}.content")], path))
+        return
+    turn: Turn | None = None
+    for j, block in enumerate(m.content):
+        where = f"{path}.content[{j}]"
+        if isinstance(block, wire.ToolResultBlock):
+            part = ToolResult(block.tool_use_id, _result_content(block, where, losses), block.is_error, where)
+            role = "tool"
+        else:
+            part = _part(block, where, losses)
+            role = m.role
+            if part is None:
+                continue
+        # A user message mixing tool results and text becomes a tool turn then a user turn.
+        if turn is None or turn.role != role:
+            turn = Turn(role, [], path)
+            conv.turns.append(turn)
+        turn.parts.append(part)
+
+
+def _part(block, where: str, losses: list[Loss]):
+    if isinstance(block, wire.TextBlock):
+        return Text(block.text, where)
+    if isinstance(block, wire.ImageBlock):
+        return _image(block.source, where, losses)
+    if isinstance(block, wire.DocumentBlock):
+        return _document(block, where, losses)
+    if isinstance(block, wire.ToolUseBlock):
+        return ToolCall(block.id, block.name, dumps(block.input), where)
+    losses.append(dropped(where))   # thinking, server tool blocks: nothing else carries them
+    return None
+
+
+def _image(source, where: str, losses: list[Loss]) -> Image | None:
+    if isinstance(source, wire.Base64Source):
+        return Image(data_url(source.media_type, source.data), path=where)
+    if isinstance(source, wire.URLSource):
+        return Image(source.url, path=where)
+    losses.append(dropped(f"{where}.source"))   # an Anthropic file id means nothing elsewhere
+    return None
+
+
+def _document(block: wire.DocumentBlock, where: str, losses: list[Loss]):
+    s = block.source
+    if isinstance(s, wire.Base64Source):
+        return File(data_url=data_url(s.media_type, s.data), filename=block.title, path=where)
+    if isinstance(s, wire.URLSource):
+        return File(url=s.url, filename=block.title, path=where)
+    if isinstance(s, wire.TextSource):
+        return Text(s.data, where)
+    losses.append(dropped(f"{where}.source"))
+    return None
+
+
+def _result_content(block: wire.ToolResultBlock, where: str, losses: list[Loss]) -> list:
+    if block.content is None:
+        return []
+    if isinstance(block.content, str):
+        return [Text(block.content, f"{where}.content")]
+    parts = [_part(b, f"{where}.content[{k}]", losses) for k, b in enumerate(block.content)]
+    return [p for p in parts if p is not None]
+
+
+def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
+    losses: list[Loss] = []
+    system = [{"type": "text", "text": t.text} for t in conv.system]
+    messages: list[dict] = []
+    for turn in conv.turns:
+        if turn.role == "system":
+            # Anthropic has one system prompt, before the conversation.
+            system += [{"type": "text", "text": p.text} for p in turn.parts]
+            losses.append(Loss(MOVED, "position", turn.path))
+            continue
+        role = "assistant" if turn.role == "assistant" else "user"
+        blocks = [b for b in (_block(p, losses) for p in turn.parts) if b is not None]
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"] += blocks   # tool results and the user's next words share a turn
+        else:
+            messages.append({"role": role, "content": blocks})
+    body: dict = {"model": model, "messages": messages}
+    if conv.max_tokens is None:
+        losses.append(Loss(DEFAULTED, "required", "max_tokens"))
+    body["max_tokens"] = conv.max_tokens or DEFAULT_MAX_TOKENS
+    if system:
+        body["system"] = system
+    if conv.tools:
+        body["tools"] = [_tool(t) for t in conv.tools]
+    choice = _tool_choice(conv)
+    if choice is not None:
+        body["tool_choice"] = choice
+    if conv.temperature is not None:
+        body["temperature"] = min(conv.temperature, 1.0)
+        if conv.temperature > 1.0:
+            losses.append(Loss(CONVERTED, "out_of_range", "temperature"))
+    if conv.top_p is not None:
+        body["top_p"] = conv.top_p
+    if conv.stop:
+        body["stop_sequences"] = conv.stop
+    if conv.user:
+        body["metadata"] = {"user_id": conv.user}
+    if conv.metadata:
+        losses.append(dropped("metadata"))
+    if conv.response_format is not None:
+        losses.append(dropped("response_format"))
+    if conv.reasoning_effort is not None:
+        losses.append(dropped("reasoning_effort"))
+    if conv.stream:
+        body["stream"] = True
+    return ENCODER.encode(body), losses
+
+
+def _block(p, losses: list[Loss]) -> dict | None:
+    if isinstance(p, Text):
+        return {"type": "text", "text": p.text}
+    if isinstance(p, ToolCall):
+        args = parse_arguments(p.arguments)
+        if args is None:
+            losses.append(Loss(CONVERTED, "invalid_json", p.path))
+            args = {}
+        return {"type": "tool_use", "id": p.id, "name": p.name, "input": args}
+    if isinstance(p, ToolResult):
+        content = [b for b in (_block(c, losses) for c in p.content) if b is not None]
+        block: dict = {"type": "tool_result", "tool_use_id": p.call_id, "content": content}
+        if p.is_error:
+            block["is_error"] = True
+        return block
+    if isinstance(p, Image):
+        if p.detail not in (None, "auto"):
+            losses.append(dropped(f"{p.path}.detail"))
+        inline = split_data_url(p.url)
+        if inline is not None:
+            if inline[0] not in _IMAGE_TYPES:
+                losses.append(dropped(p.path, "unsupported_media_type"))
+                return None
+            return {"type": "image", "source": {"type": "base64", "media_type": inline[0], "data": inline[1]}}
+        return {"type": "image", "source": {"type": "url", "url": p.url}}
+    if isinstance(p, File):
+        inline = split_data_url(p.data_url) if p.data_url else None
+        if inline is not None and inline[0] == "application/pdf":
+            return {"type": "document", "source": {"type": "base64", "media_type": inline[0], "data": inline[1]}}
+        if p.url:
+            return {"type": "document", "source": {"type": "url", "url": p.url}}
+        losses.append(dropped(p.path))   # a file id, or a document type Anthropic does not read
+        return None
+    losses.append(dropped(p.path))
+    return None
+
+
+def _tool(t: ToolDef) -> dict:
+    tool: dict = {"name": t.name, "input_schema": t.parameters or {"type": "object", "properties": {}}}
+    if t.description is not None:
+        tool["description"] = t.description
+    if t.strict:
+        tool["strict"] = True
+    return tool
+
+
+def _tool_choice(conv: Conversation) -> dict | None:
+    c = conv.tool_choice
+    if c is None and conv.parallel_tool_calls is not False:
+        return None
+    kind = "auto" if c is None else {"required": "any"}.get(c.kind, c.kind)
+    out: dict = {"type": kind}
+    if kind == "tool":
+        out["name"] = c.name
+    if conv.parallel_tool_calls is False and kind != "none":
+        out["disable_parallel_tool_use"] = True
+    return out
+
+
+# --- answers ----------------------------------------------------------------------------------
+
+
+def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
+    doc = wire.RESPONSE_DECODER.decode(body)
+    losses: list[Loss] = []
+    parts: list = []
+    for i, b in enumerate(doc.content):
+        if b.type == "text":
+            parts.append(Text(b.text or "", f"content[{i}]"))
+        elif b.type == "tool_use":
+            parts.append(ToolCall(b.id or "", b.name or "", dumps(b.input or {}), f"content[{i}]"))
+        else:
+            losses.append(dropped(f"content[{i}]"))
+    if doc.stop_reason == "pause_turn":
+        losses.append(Loss(CONVERTED, "unsupported", "stop_reason"))
+    usage = Usage(doc.usage.input_tokens, doc.usage.output_tokens)
+    finish = FINISH_IN.get(doc.stop_reason or "end_turn", "stop")
+    return Answer(doc.id, doc.model, parts, finish, usage, 0, doc.stop_sequence), losses
+
+
+def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
+    losses: list[Loss] = []
+    content: list = []
+    for p in answer.parts:
+        if isinstance(p, Text):
+            content.append(wire.OutText(p.text))
+        elif isinstance(p, ToolCall):
+            args = parse_arguments(p.arguments)
+            if args is None:
+                losses.append(Loss(CONVERTED, "invalid_json", p.path))
+            content.append(wire.OutToolUse(p.id, p.name, args or {}))
+        else:
+            losses.append(dropped(p.path))   # Messages cannot carry an image answer
+    u = answer.usage or Usage()
+    msg = wire.OutMessage(answer.id, answer.model, content, FINISH_OUT[answer.finish], answer.stop_sequence,
+                          wire.Usage(u.input_tokens, u.output_tokens))
+    return ENCODER.encode(msg), losses
+
+
+# --- streams ---------------------------------------------------------------------------------------
+
+
+class StreamReader:
+    """Messages events -> neutral events; skips blocks nothing else carries (thinking)."""
+
+    def __init__(self) -> None:
+        self.losses: list[Loss] = []
+        self._blocks: dict[int, int] = {}   # Anthropic index -> block index; skipped ones absent
+        self._next = 0
+        self._stop: str | None = None
+        self._stop_sequence: str | None = None
+        self._input: int | None = None
+        self._output = 0
+        self._done = False
+        self._started = False
+
+    def event(self, name: str | None, data: bytes) -> list[Event]:
+        decoder = wire.EVENT_DECODERS.get(name or "")
+        if decoder is None or self._done:
+            return []   # ping, message_stop handled at close, and event types added later
+        ev = decoder.decode(data)
+        if isinstance(ev, wire.MessageStart):
+            self._started = True
+            self._input = ev.message.usage.input_tokens
+            return [Started(ev.message.id, ev.message.model, 0, self._input)]
+        if isinstance(ev, wire.ContentBlockStart):
+            return self._start(ev)
+        if isinstance(ev, wire.ContentBlockDelta):
+            block = self._blocks.get(ev.index)
+            if block is None:
+                return []
+            if ev.delta.type == "text_delta" and ev.delta.text:
+                return [TextDelta(block, ev.delta.text)]
+            if ev.delta.type == "input_json_delta" and ev.delta.partial_json:
+                return [ArgsDelta(block, ev.delta.partial_json)]
+            return []
+        if isinstance(ev, wire.ContentBlockStop):
+            block = self._blocks.get(ev.index)
+            return [] if block is None else [BlockStop(block)]
+        if isinstance(ev, wire.MessageDelta):
+            self._stop, self._stop_sequence = ev.delta.stop_reason, ev.delta.stop_sequence
+            self._output = ev.usage.output_tokens
+            if ev.usage.input_tokens is not None:
+                self._input = ev.usage.input_tokens
+            # Finish here rather than at message_stop: everything is known.
+            self._done = True
+            return [Finished(FINISH_IN.get(self._stop or "end_turn", "stop"),
+                             Usage(self._input or 0, self._output), self._stop_sequence)]
+        self._done = True   # an error event
+        status = wire.STATUS_OF_TYPE.get(ev.error.type, 500)
+        err = read_error(status, data)
+        return [Failed(err.message, err.status, err.code)]
+
+    def _start(self, ev: wire.ContentBlockStart) -> list[Event]:
+        b = ev.content_block
+        if b.type not in ("text", "tool_use"):
+            self.losses.append(dropped(f"content[{ev.index}]"))
+            return []
+        block = self._blocks[ev.index] = self._next
+        self._next += 1
+        if b.type == "text":
+            out: list[Event] = [BlockStart(block, "text")]
+            if b.text:
+                out.append(TextDelta(block, b.text))
+            return out
+        out = [BlockStart(block, "tool", b.id or "", b.name or "")]
+        if b.input:
+            out.append(ArgsDelta(block, dumps(b.input)))
+        return out
+
+    def close(self) -> list[Event]:
+        if self._done:
+            return []
+        self._done = True
+        return [Failed("the upstream stream ended before the answer did", 502, "upstream_failed")]
+
+
+_DELTA_TEXT = b'{"type":"content_block_delta","index":%d,"delta":{"type":"text_delta","text":%s}}'
+_DELTA_JSON = b'{"type":"content_block_delta","index":%d,"delta":{"type":"input_json_delta","partial_json":%s}}'
+
+
+class StreamWriter:
+    """Neutral events -> Messages events; one block open at a time, as Anthropic streams them."""
+
+    def __init__(self) -> None:
+        self.losses: list[Loss] = []
+        self._index: dict[int, int] = {}   # block index -> Anthropic content index
+        self._open: int | None = None
+        self._input = 0
+
+    def write(self, ev: Event) -> bytes:
+        if isinstance(ev, Started):
+            self._input = ev.input_tokens or 0
+            message = wire.OutMessage(ev.id or "msg_vsr", ev.model, [], None, None, wire.Usage(self._input, 0))
+            return named_event(b"message_start", b'{"type":"message_start","message":%s}' % ENCODER.encode(message))
+        if isinstance(ev, BlockStart):
+            if ev.kind == "image":
+                self.losses.append(dropped(f"output[{ev.index}]"))
+                return b""
+            out = self._close_open()
+            n = self._index[ev.index] = len(self._index)
+            self._open = ev.index
+            block = ({"type": "text", "text": ""} if ev.kind == "text"
+                     else {"type": "tool_use", "id": ev.call_id, "name": ev.name, "input": {}})
+            return out + named_event(b"content_block_start", ENCODER.encode(
+                {"type": "content_block_start", "index": n, "content_block": block}))
+        if isinstance(ev, (TextDelta, ArgsDelta)):
+            if ev.index != self._open:
+                if ev.index in self._index:
+                    self.losses.append(dropped(f"content[{self._index[ev.index]}]", "interleaved"))
+                return b""
+            n = self._index[ev.index]
+            if isinstance(ev, TextDelta):
+                return named_event(b"content_block_delta", _DELTA_TEXT % (n, ENCODER.encode(ev.text)))
+            return named_event(b"content_block_delta", _DELTA_JSON % (n, ENCODER.encode(ev.json)))
+        if isinstance(ev, BlockStop):
+            return self._close_open() if ev.index == self._open else b""
+        if isinstance(ev, Finished):
+            u = ev.usage or Usage(self._input, 0)
+            delta = {"type": "message_delta",
+                     "delta": {"stop_reason": FINISH_OUT[ev.finish], "stop_sequence": ev.stop_sequence},
+                     "usage": {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens}}
+            return (self._close_open() + named_event(b"message_delta", ENCODER.encode(delta))
+                    + named_event(b"message_stop", b'{"type":"message_stop"}'))
+        return self.fail(ev.message, ev.status, ev.code)
+
+    def fail(self, message: str, status: int, code: str | None) -> bytes:
+        _, kind = wire.error_status_and_type(status, code)
+        return named_event(b"error", wire.error_body(message, kind))
+
+    def _close_open(self) -> bytes:
+        if self._open is None:
+            return b""
+        n, self._open = self._index[self._open], None
+        return named_event(b"content_block_stop", b'{"type":"content_block_stop","index":%d}' % n)

@@ -1,0 +1,581 @@
+"""OpenAI Responses <-> the neutral forms."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgspec
+
+from ...errors import RequestError
+from .. import responses as wire
+from ._common import ENCODER, NewId, new_id, upstream_error, unknown_fields
+from ._ir import (
+    Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
+    GeneratedImage, Image, Started, Text, TextDelta, ToolCall, ToolChoice, ToolDef, ToolResult, Turn, Usage,
+)
+from ._losses import CONVERTED, Loss, dropped
+from ._sse import named_event
+
+PATH = "/responses"
+KNOWN = frozenset({
+    "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens",
+    "temperature", "top_p", "stream", "previous_response_id", "store", "metadata", "user", "text", "reasoning",
+})
+INCOMPLETE_IN = {"max_output_tokens": "length", "content_filter": "content_filter"}
+INCOMPLETE_OUT = {"length": "max_output_tokens", "content_filter": "content_filter"}
+
+
+# --- request -------------------------------------------------------------------------
+
+
+def read_request(req: wire.ResponsesRequest, raw: bytes) -> tuple[Conversation, list[Loss]]:
+    """The neutral form; a RequestError naming the path of an item missing a field it needs."""
+    losses = unknown_fields(raw, KNOWN)
+    conv = Conversation(turns=[], stream=req.stream, max_tokens=req.max_output_tokens,
+                        temperature=req.temperature, top_p=req.top_p, user=req.user, metadata=req.metadata,
+                        parallel_tool_calls=req.parallel_tool_calls)
+    if req.instructions:
+        conv.system.append(Text(req.instructions, "instructions"))
+    if isinstance(req.input, str):
+        conv.turns.append(Turn("user", [Text(req.input, "input")], "input"))
+    else:
+        for i, item in enumerate(req.input):
+            _read_item(item, f"input[{i}]", conv, losses)
+    for i, tool in enumerate(req.tools or ()):
+        if tool.type == "function" and tool.name:
+            conv.tools.append(ToolDef(tool.name, tool.description, tool.parameters, tool.strict, f"tools[{i}]"))
+        else:
+            losses.append(dropped(f"tools[{i}]"))   # hosted tools run at OpenAI only
+    conv.tool_choice = _tool_choice(req.tool_choice, losses)
+    fmt = (req.text or {}).get("format")
+    if isinstance(fmt, dict) and fmt.get("type") in ("json_schema", "json_object"):
+        if fmt["type"] == "json_object":
+            conv.response_format = {"type": "json_object"}
+        else:
+            schema = {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}
+            conv.response_format = {"type": "json_schema", "json_schema": schema}
+    effort = (req.reasoning or {}).get("effort")
+    if isinstance(effort, str):
+        conv.reasoning_effort = effort
+    return conv, losses
+
+
+def _need(value: str | None, path: str) -> str:
+    if value is None:
+        field = path.rsplit(".", 1)[-1]
+        raise RequestError(f"Invalid request body: Object missing required field `{field}` at `{path}`", param=path)
+    return value
+
+
+def _read_item(item: wire.Item, path: str, conv: Conversation, losses: list[Loss]) -> None:
+    last = conv.turns[-1] if conv.turns else None
+    if item.type == "message":
+        role = _need(item.role, f"{path}.role")
+        parts = _parts(item.content, f"{path}.content", losses)
+        if role in ("system", "developer"):
+            if last is None:
+                conv.system += [p for p in parts if isinstance(p, Text)]
+            else:
+                conv.turns.append(Turn("system", parts, path))
+        elif role == "assistant" and last is not None and last.role == "assistant":
+            last.parts += parts
+        elif role in ("user", "assistant"):
+            conv.turns.append(Turn(role, parts, path))
+        else:
+            losses.append(dropped(f"{path}.role"))
+    elif item.type == "function_call":
+        call = ToolCall(_need(item.call_id, f"{path}.call_id"), _need(item.name, f"{path}.name"),
+                        item.arguments or "", path)
+        if last is not None and last.role == "assistant":
+            last.parts.append(call)
+        else:
+            conv.turns.append(Turn("assistant", [call], path))
+    elif item.type == "function_call_output":
+        output = item.output if item.output is not None else ""
+        result = ToolResult(_need(item.call_id, f"{path}.call_id"), _parts(output, f"{path}.output", losses),
+                            path=path)
+        if last is not None and last.role == "tool":
+            last.parts.append(result)
+        else:
+            conv.turns.append(Turn("tool", [result], path))
+    else:
+        losses.append(dropped(path))   # reasoning, hosted tool calls, item references
+
+
+def _parts(content, path: str, losses: list[Loss]) -> list:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [Text(content, path)]
+    out: list = []
+    for j, p in enumerate(content):
+        where = f"{path}[{j}]"
+        if isinstance(p, (wire.InputText, wire.OutputText)):
+            out.append(Text(p.text, where))
+        elif isinstance(p, wire.Refusal):
+            out.append(Text(p.refusal, where))
+        elif isinstance(p, wire.InputImage) and p.image_url:
+            out.append(Image(p.image_url, p.detail, where))
+        elif isinstance(p, wire.InputFile) and (p.file_data or p.file_url or p.file_id):
+            out.append(File(p.file_data, p.file_url, p.file_id, p.filename, where))
+        else:
+            losses.append(dropped(where))   # an image by OpenAI file id, reasoning text
+    return out
+
+
+def _tool_choice(choice: str | dict | None, losses: list[Loss]) -> ToolChoice | None:
+    if choice is None:
+        return None
+    if choice in ("auto", "none", "required"):
+        return ToolChoice(choice)
+    if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("name"), str):
+        return ToolChoice("tool", choice["name"])
+    losses.append(dropped("tool_choice"))
+    return None
+
+
+def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
+    losses: list[Loss] = []
+    items: list[dict] = []
+    for turn in conv.turns:
+        if turn.role == "tool":
+            for r in turn.parts:
+                items.append({"type": "function_call_output", "call_id": r.call_id,
+                              "output": _result_output(r, losses)})
+        elif turn.role == "assistant":
+            text = "".join(p.text for p in turn.parts if isinstance(p, Text))
+            if text:
+                items.append({"type": "message", "role": "assistant", "content": text})
+            for c in turn.parts:
+                if isinstance(c, ToolCall):
+                    items.append({"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments})
+        else:
+            items.append({"type": "message", "role": turn.role, "content": _content(turn.parts, losses)})
+    # store false: the Router keeps the conversation (previous_response_id), not the backend.
+    body: dict = {"model": model, "input": items, "store": False}
+    if conv.system:
+        body["instructions"] = "\n\n".join(t.text for t in conv.system)
+    if conv.tools:
+        # strict defaults to true on Responses and false elsewhere: say it.
+        body["tools"] = [{"type": "function", "name": t.name, "description": t.description,
+                          "parameters": t.parameters or {"type": "object", "properties": {}},
+                          "strict": bool(t.strict)} for t in conv.tools]
+        for tool in body["tools"]:
+            if tool["description"] is None:
+                del tool["description"]
+    c = conv.tool_choice
+    if c is not None:
+        body["tool_choice"] = {"type": "function", "name": c.name} if c.kind == "tool" else c.kind
+    for key, value in (("parallel_tool_calls", conv.parallel_tool_calls), ("max_output_tokens", conv.max_tokens),
+                       ("temperature", conv.temperature), ("top_p", conv.top_p), ("user", conv.user),
+                       ("metadata", conv.metadata)):
+        if value is not None:
+            body[key] = value
+    if conv.stop:
+        losses.append(dropped("stop"))
+    rf = conv.response_format
+    if rf is not None and rf.get("type") == "json_schema":
+        body["text"] = {"format": {"type": "json_schema", **(rf.get("json_schema") or {})}}
+    elif rf is not None and rf.get("type") == "json_object":
+        body["text"] = {"format": {"type": "json_object"}}
+    if conv.reasoning_effort is not None:
+        body["reasoning"] = {"effort": conv.reasoning_effort}
+    if conv.stream:
+        body["stream"] = True
+    return ENCODER.encode(body), losses
+
+
+def _content(parts: list, losses: list[Loss]) -> list[dict]:
+    out: list[dict] = []
+    for p in parts:
+        if isinstance(p, Text):
+            out.append({"type": "input_text", "text": p.text})
+        elif isinstance(p, Image):
+            image: dict = {"type": "input_image", "image_url": p.url, "detail": p.detail or "auto"}
+            out.append(image)
+        elif isinstance(p, File):
+            f: dict = {"type": "input_file"}
+            for key, value in (("file_data", p.data_url), ("file_url", p.url), ("file_id", p.file_id),
+                               ("filename", p.filename)):
+                if value is not None:
+                    f[key] = value
+            out.append(f)
+        else:
+            losses.append(dropped(p.path))
+    return out
+
+
+def _result_output(r: ToolResult, losses: list[Loss]) -> str | list[dict]:
+    if r.is_error:
+        losses.append(Loss(CONVERTED, "unsupported", f"{r.path}.is_error"))
+    if all(isinstance(p, Text) for p in r.content):
+        return "\n".join(p.text for p in r.content)
+    return _content(r.content, losses)
+
+
+# --- answers -------------------------------------------------------------------------------------
+
+
+def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
+    doc = wire.RESPONSE_DECODER.decode(body)
+    if doc.status == "failed":
+        err = doc.error or wire.ResponseError()
+        raise upstream_error(502, err.message or "the upstream response failed", err.code, "upstream_error")
+    losses: list[Loss] = []
+    parts: list = _read_output(doc.output, losses)
+    usage = Usage(doc.usage.input_tokens, doc.usage.output_tokens) if doc.usage else None
+    return Answer(doc.id, doc.model, parts, _finish(doc, parts), usage, int(doc.created_at)), losses
+
+
+def _read_output(output: list[wire.OutItem], losses: list[Loss]) -> list:
+    parts: list = []
+    for i, item in enumerate(output):
+        where = f"output[{i}]"
+        if item.type == "message":
+            for j, p in enumerate(item.content or ()):
+                if p.type == "output_text":
+                    parts.append(Text(p.text or "", f"{where}.content[{j}]"))
+                elif p.type == "refusal":
+                    parts.append(Text(p.refusal or "", f"{where}.content[{j}]"))
+                    losses.append(Loss(CONVERTED, "unsupported", f"{where}.content[{j}]"))
+                else:
+                    losses.append(dropped(f"{where}.content[{j}]"))
+        elif item.type == "function_call":
+            parts.append(ToolCall(item.call_id or "", item.name or "", item.arguments or "", where))
+        elif item.type == "image_generation_call" and item.result:
+            parts.append(GeneratedImage(b64=item.result, path=where))
+        else:
+            losses.append(dropped(where))   # reasoning and hosted tool calls
+    return parts
+
+
+def _finish(doc: wire.Response, parts: list) -> str:
+    if doc.status == "incomplete":
+        reason = doc.incomplete_details.reason if doc.incomplete_details else None
+        return INCOMPLETE_IN.get(reason or "", "length")
+    return "tool_calls" if any(isinstance(p, ToolCall) for p in parts) else "stop"
+
+
+def _usage(u: Usage | None) -> dict:
+    u = u or Usage()
+    return {"input_tokens": u.input_tokens, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": u.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": u.input_tokens + u.output_tokens}
+
+
+class Echo:
+    """The request fields a response object repeats back to the client."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, req: wire.ResponsesRequest | None) -> None:
+        req = req or wire.ResponsesRequest()
+        self.fields: dict[str, Any] = {
+            "instructions": req.instructions,
+            "max_output_tokens": req.max_output_tokens,
+            "metadata": req.metadata or {},
+            "parallel_tool_calls": True if req.parallel_tool_calls is None else req.parallel_tool_calls,
+            "previous_response_id": req.previous_response_id,
+            "store": True if req.store is None else req.store,
+            "temperature": 1.0 if req.temperature is None else req.temperature,
+            "tool_choice": req.tool_choice or "auto",
+            "tools": [msgspec.Raw(ENCODER.encode(t)) for t in req.tools or ()],
+            "top_p": 1.0 if req.top_p is None else req.top_p,
+            "user": req.user,
+        }
+
+    def response(self, id: str, model: str, created: int, status: str, output: list,
+                 usage: dict | None, finish: str | None = None) -> dict:
+        incomplete = {"reason": INCOMPLETE_OUT[finish]} if status == "incomplete" and finish else None
+        return {"id": id, "object": "response", "created_at": created, "status": status, "error": None,
+                "incomplete_details": incomplete, "model": model, "output": output, "usage": usage,
+                **self.fields}
+
+
+def output_items(parts: list, new_id: NewId, losses: list[Loss]) -> list[dict]:
+    """An answer's parts as output items: consecutive texts share one message item."""
+    items: list[dict] = []
+    for p in parts:
+        if isinstance(p, Text):
+            if items and items[-1]["type"] == "message":
+                items[-1]["content"].append({"type": "output_text", "text": p.text, "annotations": []})
+            else:
+                items.append({"type": "message", "id": new_id("msg_"), "status": "completed", "role": "assistant",
+                              "content": [{"type": "output_text", "text": p.text, "annotations": []}]})
+        elif isinstance(p, ToolCall):
+            items.append({"type": "function_call", "id": new_id("fc_"), "call_id": p.id, "name": p.name,
+                          "arguments": p.arguments, "status": "completed"})
+        elif p.b64:
+            items.append(_image_item(new_id("ig_"), p))
+        else:
+            losses.append(dropped(p.path, "url_only"))   # image_generation_call carries base64 only
+    return items
+
+
+def _image_item(item_id: str, p: GeneratedImage) -> dict:
+    item = {"type": "image_generation_call", "id": item_id, "status": "completed", "result": p.b64}
+    if p.revised_prompt:
+        item["revised_prompt"] = p.revised_prompt
+    return item
+
+
+def write_answer(answer: Answer, echo: Echo, new_id: NewId = new_id) -> tuple[bytes, list[Loss]]:
+    losses: list[Loss] = []
+    output = output_items(answer.parts, new_id, losses)
+    status = "incomplete" if answer.finish in INCOMPLETE_OUT else "completed"
+    body = echo.response(new_id("resp_"), answer.model, answer.created or int(time.time()), status, output,
+                         _usage(answer.usage), answer.finish)
+    return ENCODER.encode(body), losses
+
+
+# --- streams ----------------------------------------------------------------------------------------
+
+
+class StreamReader:
+    """Responses events -> neutral events; an item type nothing else carries is skipped."""
+
+    def __init__(self) -> None:
+        self.losses: list[Loss] = []
+        self._blocks: dict[tuple[int, int], int] = {}   # (output_index, content_index) -> block
+        self._sent: dict[int, int] = {}                  # block -> characters sent so far
+        self._open: int | None = None
+        self._next = 0
+        self._tools = False
+        self._done = False
+
+    def event(self, name: str | None, data: bytes) -> list[Event]:
+        if self._done:
+            return []
+        ev = wire.EVENT_DECODER.decode(data)
+        t = ev.type
+        if t == "response.created" and ev.response is not None:
+            r = ev.response
+            return [Started(r.id, r.model, int(r.created_at))]
+        if t == "response.output_item.added" and ev.item is not None:
+            return self._item_added(ev)
+        if t == "response.content_part.added" and ev.part is not None:
+            if ev.part.type not in ("output_text", "refusal"):
+                return []
+            return self._start((ev.output_index, ev.content_index), BlockStart(self._next, "text"))
+        if t in ("response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta"):
+            key = (ev.output_index, ev.content_index if t != "response.function_call_arguments.delta" else -1)
+            return self._delta(key, ev.delta or "", t.endswith("arguments.delta"))
+        if t in ("response.output_text.done", "response.refusal.done"):
+            return self._catch_up((ev.output_index, ev.content_index), ev.text or "", False)
+        if t == "response.function_call_arguments.done":
+            return self._catch_up((ev.output_index, -1), ev.arguments or "", True)
+        if t == "response.content_part.done":
+            return self._stop((ev.output_index, ev.content_index))
+        if t == "response.output_item.done" and ev.item is not None:
+            return self._item_done(ev)
+        if t in ("response.completed", "response.incomplete") and ev.response is not None:
+            self._done = True
+            r = ev.response
+            usage = Usage(r.usage.input_tokens, r.usage.output_tokens) if r.usage else None
+            finish = _finish(r, [ToolCall("", "", "")] if self._tools else [])
+            return [*self._stop_open(), Finished(finish, usage)]
+        if t in ("response.failed", "error"):
+            self._done = True
+            err = (ev.response.error if ev.response and ev.response.error else None)
+            message = ev.message or (err.message if err else "") or "the upstream response failed"
+            code = ev.code or (err.code if err else None)
+            return [Failed(message, 529 if code == "overloaded" else 500, code)]
+        return []   # in_progress, reasoning and image partials: nothing to carry
+
+    def _item_added(self, ev: wire.Event) -> list[Event]:
+        item = ev.item
+        if item.type == "function_call":
+            self._tools = True
+            out = self._start((ev.output_index, -1), BlockStart(self._next, "tool", item.call_id or "", item.name or ""))
+            if item.arguments:
+                out += self._delta((ev.output_index, -1), item.arguments, True)
+            return out
+        if item.type not in ("message", "image_generation_call"):
+            self.losses.append(dropped(f"output[{ev.output_index}]"))
+        return []
+
+    def _item_done(self, ev: wire.Event) -> list[Event]:
+        item = ev.item
+        if item.type == "function_call":
+            out = self._catch_up((ev.output_index, -1), item.arguments or "", True)
+            return out + self._stop((ev.output_index, -1))
+        if item.type == "image_generation_call" and item.result:
+            out = self._stop_open()
+            block = self._next
+            self._next += 1
+            return out + [BlockStart(block, "image", image=GeneratedImage(b64=item.result)), BlockStop(block)]
+        return []
+
+    def _start(self, key: tuple[int, int], start: BlockStart) -> list[Event]:
+        out = self._stop_open()
+        self._blocks[key] = self._open = start.index
+        self._sent[start.index] = 0
+        self._next += 1
+        return out + [start]
+
+    def _delta(self, key: tuple[int, int], delta: str, args: bool) -> list[Event]:
+        block = self._blocks.get(key)
+        if block is None or not delta:
+            return []
+        self._sent[block] += len(delta)
+        return [ArgsDelta(block, delta) if args else TextDelta(block, delta)]
+
+    def _catch_up(self, key: tuple[int, int], full: str, args: bool) -> list[Event]:
+        """A backend that sends only ``.done`` events (no deltas) still gets its text through."""
+        block = self._blocks.get(key)
+        if block is None:
+            return []
+        rest = full[self._sent[block]:]
+        return self._delta(key, rest, args) if rest else []
+
+    def _stop(self, key: tuple[int, int]) -> list[Event]:
+        block = self._blocks.get(key)
+        if block is None or block != self._open:
+            return []
+        self._open = None
+        return [BlockStop(block)]
+
+    def _stop_open(self) -> list[Event]:
+        if self._open is None:
+            return []
+        block, self._open = self._open, None
+        return [BlockStop(block)]
+
+    def close(self) -> list[Event]:
+        if self._done:
+            return []
+        self._done = True
+        return [Failed("the upstream stream ended before the answer did", 502, "upstream_failed")]
+
+
+class StreamWriter:
+    """Neutral events -> Responses events, numbered; keeps the output for the final response object."""
+
+    def __init__(self, echo: Echo, new_id: NewId = new_id, first_sequence: int = 0) -> None:
+        self.losses: list[Loss] = []
+        self.final: bytes | None = None   # the response object of response.completed/incomplete
+        self._echo = echo
+        self._new_id = new_id
+        self._seq = first_sequence
+        self._id = ""
+        self._model = ""
+        self._created = 0
+        self._output: list[dict] = []
+        self._items: dict[int, int] = {}    # block -> output index
+        self._open: int | None = None
+        self._message: int | None = None    # the output index of the message item texts go into
+
+    def _event(self, kind: str, fields: dict) -> bytes:
+        data = {"type": kind, "sequence_number": self._seq, **fields}
+        self._seq += 1
+        return named_event(kind.encode(), ENCODER.encode(data))
+
+    def _response(self, status: str, usage: dict | None = None, finish: str | None = None) -> dict:
+        return self._echo.response(self._id, self._model, self._created, status, self._output, usage, finish)
+
+    def write(self, ev: Event) -> bytes:
+        if isinstance(ev, Started):
+            self._id, self._model = self._new_id("resp_"), ev.model
+            self._created = ev.created or int(time.time())
+            r = self._response("in_progress")
+            return self._event("response.created", {"response": r}) + self._event("response.in_progress", {"response": r})
+        if isinstance(ev, BlockStart):
+            return self._start(ev)
+        if isinstance(ev, TextDelta):
+            return self._text(ev)
+        if isinstance(ev, ArgsDelta):
+            if ev.index != self._open:
+                self.losses.append(dropped(f"output[{self._items.get(ev.index, -1)}]", "interleaved"))
+                return b""
+            n = self._items[ev.index]
+            self._output[n]["arguments"] += ev.json
+            return self._event("response.function_call_arguments.delta",
+                               {"item_id": self._output[n]["id"], "output_index": n, "delta": ev.json})
+        if isinstance(ev, BlockStop):
+            return self._stop(ev.index) if ev.index == self._open else b""
+        if isinstance(ev, Finished):
+            return self._finish(ev)
+        return self.fail(ev.message, ev.status, ev.code)
+
+    def _start(self, ev: BlockStart) -> bytes:
+        out = self._stop(self._open) if self._open is not None else b""
+        if ev.kind == "image":
+            if ev.image is None or not ev.image.b64:
+                self.losses.append(dropped(f"output[{len(self._output)}]", "url_only"))
+                return out
+            out += self._close_message()
+            item = _image_item(self._new_id("ig_"), ev.image)
+            n = len(self._output)
+            self._output.append(item)
+            pending = {**item, "status": "in_progress", "result": None}
+            return (out + self._event("response.output_item.added", {"output_index": n, "item": pending})
+                    + self._event("response.output_item.done", {"output_index": n, "item": item}))
+        self._open = ev.index
+        if ev.kind == "tool":
+            out += self._close_message()
+            n = self._items[ev.index] = len(self._output)
+            item = {"type": "function_call", "id": self._new_id("fc_"), "call_id": ev.call_id, "name": ev.name,
+                    "arguments": "", "status": "in_progress"}
+            self._output.append(item)
+            return out + self._event("response.output_item.added", {"output_index": n, "item": item})
+        if self._message is None:
+            self._message = len(self._output)
+            item = {"type": "message", "id": self._new_id("msg_"), "status": "in_progress", "role": "assistant",
+                    "content": []}
+            self._output.append(item)
+            out += self._event("response.output_item.added", {"output_index": self._message, "item": dict(item, content=[])})
+        n = self._items[ev.index] = self._message
+        message = self._output[n]
+        part = {"type": "output_text", "text": "", "annotations": []}
+        message["content"].append(part)
+        return out + self._event("response.content_part.added", {
+            "item_id": message["id"], "output_index": n, "content_index": len(message["content"]) - 1,
+            "part": dict(part)})
+
+    def _text(self, ev: TextDelta) -> bytes:
+        if ev.index != self._open:
+            self.losses.append(dropped(f"output[{self._items.get(ev.index, -1)}]", "interleaved"))
+            return b""
+        n = self._items[ev.index]
+        message = self._output[n]
+        message["content"][-1]["text"] += ev.text
+        return self._event("response.output_text.delta", {
+            "item_id": message["id"], "output_index": n, "content_index": len(message["content"]) - 1,
+            "delta": ev.text, "logprobs": []})
+
+    def _stop(self, block: int) -> bytes:
+        self._open = None
+        n = self._items[block]
+        item = self._output[n]
+        if item["type"] == "function_call":
+            item["status"] = "completed"
+            return (self._event("response.function_call_arguments.done",
+                                {"item_id": item["id"], "output_index": n, "arguments": item["arguments"]})
+                    + self._event("response.output_item.done", {"output_index": n, "item": item}))
+        k = len(item["content"]) - 1
+        part = item["content"][k]
+        return (self._event("response.output_text.done", {"item_id": item["id"], "output_index": n,
+                                                          "content_index": k, "text": part["text"], "logprobs": []})
+                + self._event("response.content_part.done", {"item_id": item["id"], "output_index": n,
+                                                             "content_index": k, "part": part}))
+
+    def _close_message(self) -> bytes:
+        if self._message is None:
+            return b""
+        n, self._message = self._message, None
+        item = self._output[n]
+        item["status"] = "completed"
+        return self._event("response.output_item.done", {"output_index": n, "item": item})
+
+    def _finish(self, ev: Finished) -> bytes:
+        out = self._stop(self._open) if self._open is not None else b""
+        # A message item stays open across its text blocks; a tool or image item, or the end, closes it.
+        out += self._close_message()
+        status = "incomplete" if ev.finish in INCOMPLETE_OUT else "completed"
+        r = self._response(status, _usage(ev.usage), ev.finish)
+        self.final = ENCODER.encode(r)
+        return out + self._event(f"response.{status}", {"response": r})
+
+    def fail(self, message: str, status: int, code: str | None) -> bytes:
+        return self._event("error", {"code": code or ("server_error" if status >= 500 else "invalid_request"),
+                                     "message": message, "param": None})

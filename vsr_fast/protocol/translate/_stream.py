@@ -1,0 +1,216 @@
+"""Stream translators: backend SSE bytes in, client SSE bytes out, sans I/O.
+
+Every translator's output is whole events only, so an error event appended
+after a backend failure is never glued onto half a JSON line.
+
+``Passthrough`` serves a client and backend that speak the same protocol:
+bytes leave as they came, cut at the last event boundary (``EventCutter``), at
+no cost beyond that and a count. ``Translating`` parses the backend's events,
+reads them into neutral events and writes the client's. ``WholeToStream`` serves a streaming client
+whose backend answers whole (the Images API): it keeps the body and writes
+the events at ``close``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import msgspec
+
+from ...errors import VsrError
+from ._ir import Answer, Event, Failed, answer_events
+from ._losses import Loss
+from ..sse import EventCutter
+from ._sse import SSEParser
+
+
+class Writer(Protocol):
+    losses: list[Loss]
+
+    def write(self, ev: Event) -> bytes: ...
+
+    def fail(self, message: str, status: int, code: str | None) -> bytes: ...
+
+
+class Reader(Protocol):
+    losses: list[Loss]
+
+    def event(self, name: str | None, data: bytes) -> list[Event]: ...
+
+    def close(self) -> list[Event]: ...
+
+
+class StreamTranslator(Protocol):
+    """What the server drives: ``feed`` each backend chunk, ``close`` at a clean end,
+    ``fail`` instead when the backend broke mid-stream."""
+
+    losses: list[Loss]
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Client bytes for this backend chunk (possibly empty)."""
+        ...
+
+    def close(self) -> bytes:
+        """The client bytes that end the stream."""
+        ...
+
+    def fail(self, exc: VsrError) -> bytes:
+        """An in-stream error event in the client's shape, ending the stream."""
+        ...
+
+    def final(self) -> bytes | None:
+        """For a Responses client: the completed response object, to remember; else None."""
+        ...
+
+
+class _Finalizer(msgspec.Struct):
+    response: msgspec.Raw = msgspec.Raw(b"null")   # Raw cannot be part of a union
+
+
+_FINAL = msgspec.json.Decoder(_Finalizer)
+_FINAL_EVENTS = frozenset({"response.completed", "response.incomplete"})
+
+
+class Passthrough:
+    """Same protocol both sides: bytes unchanged, released up to the last complete event.
+
+    ``tap`` (a Responses client whose answer is to be remembered) also parses the
+    events, to keep the final response object; the bytes still pass unchanged.
+    """
+
+    def __init__(self, fail: Callable[[str, int, str | None, int], bytes], tap: bool = False) -> None:
+        self.losses: list[Loss] = []
+        self._fail = fail
+        self._parser = SSEParser() if tap else None
+        self._final: bytes | None = None
+        self._events = 0
+        self._cutter = EventCutter()
+
+    def feed(self, chunk: bytes) -> bytes:
+        if self._parser is not None:
+            for name, data in self._parser.feed(chunk):
+                if name in _FINAL_EVENTS:
+                    self._keep(data)
+        out = self._cutter.feed(chunk)
+        self._events += out.count(b"\n\n")
+        return out
+
+    def _keep(self, data: bytes) -> None:
+        try:
+            response = _FINAL.decode(data).response
+        except msgspec.DecodeError:
+            return
+        if bytes(response) != b"null":
+            self._final = bytes(response)
+
+    def close(self) -> bytes:
+        if self._parser is not None:
+            for name, data in self._parser.close():
+                if name in _FINAL_EVENTS:
+                    self._keep(data)
+        return self._cutter.flush()
+
+    def fail(self, exc: VsrError) -> bytes:
+        self._cutter.flush()   # half an event: dropped, the error event replaces it
+        return self._fail(exc.message, exc.status, exc.code, self._events)
+
+    def final(self) -> bytes | None:
+        return self._final
+
+
+class Translating:
+    """Backend events -> neutral events -> client events."""
+
+    def __init__(self, reader: Reader, writer: Writer) -> None:
+        self._parser = SSEParser()
+        self._reader = reader
+        self._writer = writer
+        self._ended = False
+        self._failed = False
+
+    @property
+    def losses(self) -> list[Loss]:
+        return self._reader.losses + self._writer.losses
+
+    def feed(self, chunk: bytes) -> bytes:
+        if self._ended:
+            return b""
+        return self._write_all(self._parser.feed(chunk))
+
+    def close(self) -> bytes:
+        if self._ended:
+            return b""
+        out = self._write_all(self._parser.close())
+        if not self._ended:
+            out += self._emit(self._reader.close())
+        self._ended = True
+        return out
+
+    def fail(self, exc: VsrError) -> bytes:
+        if self._ended:
+            return b""
+        self._ended = True
+        return self._writer.fail(exc.message, exc.status, exc.code)
+
+    def final(self) -> bytes | None:
+        return getattr(self._writer, "final", None)
+
+    def _write_all(self, events) -> bytes:
+        out = b""
+        for name, data in events:
+            try:
+                neutral = self._reader.event(name, data)
+            except msgspec.DecodeError as exc:
+                # An event we cannot read ends the answer: guessing would corrupt it.
+                neutral = [Failed(f"unreadable upstream event: {exc}", 502, "upstream_failed")]
+            out += self._emit(neutral)
+            if self._ended:
+                break
+        return out
+
+    def _emit(self, neutral: list[Event]) -> bytes:
+        out = b""
+        for ev in neutral:
+            out += self._writer.write(ev)
+            if isinstance(ev, Failed):
+                self._ended = True
+                break
+        return out
+
+
+class WholeToStream:
+    """A whole backend answer written as the client's stream once it is complete."""
+
+    def __init__(self, read: Callable[[bytes], tuple[Answer, list[Loss]]], writer: Writer) -> None:
+        self._read = read
+        self._writer = writer
+        self._body = bytearray()
+        self._losses: list[Loss] = []
+        self._ended = False
+
+    @property
+    def losses(self) -> list[Loss]:
+        return self._losses + self._writer.losses
+
+    def feed(self, chunk: bytes) -> bytes:
+        self._body += chunk
+        return b""
+
+    def close(self) -> bytes:
+        if self._ended:
+            return b""
+        self._ended = True
+        try:
+            answer, self._losses = self._read(bytes(self._body))
+        except msgspec.DecodeError as exc:
+            return self._writer.fail(f"unreadable upstream answer: {exc}", 502, "upstream_failed")
+        except VsrError as exc:   # the backend's answer was itself a failure
+            return self._writer.fail(exc.message, exc.status, exc.code)
+        return b"".join(self._writer.write(ev) for ev in answer_events(answer))
+
+    def fail(self, exc: VsrError) -> bytes:
+        self._ended = True
+        return self._writer.fail(exc.message, exc.status, exc.code)
+
+    def final(self) -> bytes | None:
+        return getattr(self._writer, "final", None)

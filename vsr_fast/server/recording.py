@@ -1,0 +1,114 @@
+"""One request's events and response cache, as the chat handler uses them.
+
+Everything here only enqueues events or reads the cache: nothing on this
+path awaits the event stream. Policies (router_replay, response_cache) are
+merged per (recipe, decision) once and kept.
+"""
+from __future__ import annotations
+
+import uuid
+from functools import lru_cache
+
+from ..config import plugins as plugin_config
+from ..errors import VsrError
+from ..events.request import RequestEvents
+from ..events.types import CacheIntent
+from ..headers import registry as h
+from ..plugins import response_cache, router_replay
+from ..protocol.chat import ChatRequest
+from ..routing import Route
+from ..upstream import Attempt
+from .asgi import Scope, header
+
+_REQUEST_ID = h.REQUEST_ID.encode()
+_SESSION_ID = h.SESSION_ID.encode()
+
+
+class Policies:
+    """The merged router_replay and response_cache policies of each (recipe, decision)."""
+
+    def __init__(self, loaded) -> None:
+        self.config = loaded.config
+        self.recipes = {r.name: r for r in loaded.config.recipes}
+        self.replay = lru_cache(maxsize=1024)(self._replay)
+        self.cache = lru_cache(maxsize=1024)(self._cache)
+
+    def _layers(self, recipe: str | None, decision: str | None, type_: str) -> list:
+        return plugin_config.layers(self.config, self.recipes.get(recipe or ""), decision, type_)
+
+    def _replay(self, recipe: str | None, decision: str | None) -> router_replay.ReplayPolicy:
+        return router_replay.resolve(*self._layers(recipe, decision, "router_replay"))
+
+    def _cache(self, recipe: str | None, decision: str | None) -> response_cache.CachePolicy:
+        return response_cache.resolve(*self._layers(recipe, decision, "response_cache"))
+
+    def global_replay(self) -> router_replay.ReplayPolicy:
+        return router_replay.resolve(plugin_config.layer_of(self.config.global_.plugins, "router_replay"))
+
+
+class Recording:
+    """The events and cache intent of one request; a no-op without an event stream."""
+
+    __slots__ = ("events", "intent", "capture", "services")
+
+    def __init__(self, state, scope: Scope) -> None:
+        self.services = state.events
+        self.events: RequestEvents | None = None
+        self.intent: CacheIntent | None = None
+        self.capture = None
+        if self.services is not None:
+            rid = header(scope, _REQUEST_ID)
+            sid = header(scope, _SESSION_ID)
+            self.events = RequestEvents(
+                self.services.sink, config_version=state.loaded.version_hash,
+                request_id=rid.decode("latin-1") if rid else uuid.uuid4().hex,
+                session_id=sid.decode("latin-1") if sid else None,
+            )
+
+    def routed(self, state, scope: Scope, raw: bytes, request: ChatRequest, route: Route) -> None:
+        """Record the request, its signals and its decision; decide whether its answer may be cached."""
+        ev = self.events
+        if ev is None:
+            return
+        ev.policy = state.policies.replay(route.recipe, route.decision)
+        identity = state.identity(scope)
+        ev.routed(raw, request, route, identity=identity, shadow=len(route.candidates) >= 1 and route.recipe is not None)
+        cache = state.policies.cache(route.recipe, route.decision)
+        if cache.enabled:
+            key = response_cache.cache_key(raw, recipe=route.recipe, decision=route.decision, guard=None, policy=cache,
+                                           principal=response_cache.principal(cache.scope, user=identity.user))
+            self.intent = CacheIntent(key=key, ttl_seconds=cache.ttl_seconds)
+        self.capture = ev.capture(self.intent, self.services.cache.max_entry_bytes)
+
+    def replay_header(self) -> tuple[bytes, bytes] | None:
+        ev = self.events
+        return (h.REPLAY_ID.encode(), ev.replay_id.encode()) if ev is not None and ev.kept else None
+
+    async def cached(self, route: Route):
+        """A stored answer for this request, or None."""
+        if self.intent is None or self.services is None:
+            return None
+        answer = await self.services.cache.lookup(self.intent.key)
+        if answer is not None and self.events is not None:
+            self.events.cache_hit(self.intent.key, answer, decision=route.decision)
+        return answer
+
+    def attempts(self, attempts: list[Attempt]) -> None:
+        if self.events is not None:
+            for a in attempts:
+                self.events.attempt(a)
+
+    def feed(self, chunk: bytes) -> None:
+        if self.capture is not None:
+            self.capture.feed(chunk)
+
+    def answered(self, *, status: int, path: str, model: str | None, streamed: bool, complete: bool,
+                 content_type: str | None) -> None:
+        if self.events is not None:
+            self.events.answer(status=status, response_path=path, model=model, streamed=streamed, complete=complete,
+                               content_type=content_type, captured=self.capture,
+                               cache=self.intent if complete and status < 400 else None)
+
+    def failed(self, stage: str, exc: VsrError) -> None:
+        if self.events is not None:
+            self.events.error(stage=stage, code=exc.code, status=exc.status, message=exc.message)
