@@ -9,9 +9,10 @@ import os
 from collections import Counter
 from urllib.parse import urlsplit
 
+from .output import ModelFacts, output_capability_missing, output_not_executable
 from .schema import Decision, ModelRef, Recipe, RouterConfig, RuleNode
 
-SERVED_API_FORMATS = {"openai", "systemone"}
+SERVED_API_FORMATS = {"openai", "anthropic", "responses", "images", "systemone"}
 
 
 def check(config: RouterConfig) -> tuple[list[str], list[str]]:
@@ -23,7 +24,19 @@ def check(config: RouterConfig) -> tuple[list[str], list[str]]:
         _check_recipe(recipe, models, errors)
     _check_entrypoints(config, models, errors)
     _check_native_routes(config, errors)
+    _check_outputs(config, errors)
     return errors, warnings
+
+
+def _check_outputs(config: RouterConfig, errors: list[str]) -> None:
+    """Every decision's output contract against what its models declare (spec 5.8)."""
+    facts = {m.name: ModelFacts.of(m.name, m.api_format, m.capabilities, m.modalities) for m in config.providers.models}
+    for recipe in config.recipes:
+        for i, d in enumerate(recipe.decisions):
+            path = f"recipes[{recipe.name}].decisions[{i}]"
+            refs = [r.model for r in d.modelRefs if r.model in facts]
+            errors += output_capability_missing(path, d.output, refs, facts)
+            errors += output_not_executable(path, d.output, d.algorithm.type, refs, facts)
 
 
 def _check_native_routes(config: RouterConfig, errors: list[str]) -> None:

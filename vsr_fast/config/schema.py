@@ -16,6 +16,7 @@ from .schema_base import Block
 from .application import Signals
 from .catalog import ModelCatalog
 from .signals import Predicate, Projections
+from .output import Output
 from .stores import Stores
 
 
@@ -29,12 +30,16 @@ PositiveMs = Annotated[int, Meta(ge=1, le=3_600_000)]
 
 
 class Auth(_Block):
-    """How a static key reaches a backend (spec 6.7); no key means no credential is sent."""
+    """How a static key reaches a backend (spec 6.7); no key means no credential is sent.
+
+    ``header`` and ``prefix`` default to the provider's own: ``x-api-key`` with no
+    prefix for an ``anthropic`` backend, ``Authorization: Bearer`` otherwise.
+    """
 
     api_key_env: str | None = None
     api_key: str | None = None
-    header: str = "Authorization"
-    prefix: str = "Bearer"
+    header: str | None = None
+    prefix: str | None = None
 
 
 class BackendRef(_Block):
@@ -64,6 +69,7 @@ class ProviderModel(_Block):
     api_format: Literal["openai", "responses", "anthropic", "images", "systemone"] = "openai"
     description: str | None = None
     capabilities: list[str] = field(default_factory=list)
+    modalities: dict[Literal["input", "output"], list[str]] | None = None
     context_window_size: Annotated[int, Meta(ge=1)] | None = None
 
     @property
@@ -128,6 +134,7 @@ class Decision(_Block):
     rules: RuleNode = RuleNode(operator="AND")
     algorithm: Algorithm = Algorithm()
     plugins: list[PluginEntry] = field(default_factory=list)
+    output: Output | None = None         # the decision's output contract (spec 5.8)
 
 
 class Fallback(_Block):

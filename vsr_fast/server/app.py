@@ -7,12 +7,16 @@ from ..headers.registry import ResponsePath
 from ..protocol.errors import openai_error_body
 from .admin import make_admin
 from .asgi import Receive, Scope, Send, header, send_whole, shield_final
-from .chat import handle_chat
+from .gateway import handle_api
 from .preview import handle_preview
 from .systemone_api import handle_systemone, models_listing
 from .state import AppState
 
-CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
+# Inference routes -> client API (the adapters of protocol/adapters.py).
+API_PATHS = {
+    "/v1/chat/completions": "chat", "/chat/completions": "chat",
+    "/v1/messages": "messages", "/v1/responses": "responses", "/v1/images/generations": "images",
+}
 PREVIEW_PATH = "/api/v1/routing/preview"
 SYSTEMONE_PATHS = frozenset({"/v1/systemone", "/v1/decisions"})
 SYSTEMONE_MODELS = "/v1/systemone/models"
@@ -23,9 +27,10 @@ def make_app(state: AppState):
     admin = make_admin(state)
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] in CHAT_PATHS:
+        api = API_PATHS.get(scope["path"]) if scope["type"] == "http" else None
+        if api is not None:
             if scope["method"] == "POST":
-                await handle_chat(state, scope, receive, send)
+                await handle_api(state, api, scope, receive, send)
             else:
                 await _method_not_allowed(state, send)
         elif scope["type"] == "http" and scope["path"] == PREVIEW_PATH and scope["method"] == "POST":

@@ -16,7 +16,6 @@ import trio
 from ..config import Loaded
 from ..errors import ConfigError, VsrError
 from ..events.service import open_event_services
-from ..protocol.rewrite import ModelRewriter
 from ..systemone.open import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
 from .app import make_app
@@ -90,9 +89,10 @@ def _resolve_stores(loaded: Loaded, opts: ServeOptions):
 async def shadow_call(state: AppState, model_name: str, body: bytes) -> tuple[int, bytes]:
     """A shadow copy to ``model_name`` with the router's own backend key, never the user's credential."""
     model = state.table.models[model_name]
-    rewrite = ModelRewriter(body, "")
+    chat = state.adapters["chat"]
     try:
-        answer = await state.dispatcher.whole((model,), lambda m: rewrite(m.upstream_model), [])
+        req = chat.decode(body)
+        answer = await state.dispatcher.whole((model,), lambda m: chat.upstream(req, m.api_format, m.upstream_model), [])
     except VsrError as exc:
         return exc.status, exc.message.encode()
     return answer.status, answer.body

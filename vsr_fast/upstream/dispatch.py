@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Protocol
 from dataclasses import dataclass, field
 
 import httpx
@@ -20,7 +21,7 @@ from ..config.schema import ProviderModel
 from ..errors import UpstreamError, UpstreamStatus, UpstreamTimeout
 from .pool import Backend, Upstreams
 
-RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504, 529})
 Headers = list[tuple[str, str]]
 
 
@@ -62,7 +63,15 @@ class Stream:
         await self.response.aclose()
 
 
-BodyFor = Callable[[ProviderModel], bytes]
+class Outbound(Protocol):
+    """What one candidate model is sent: POST ``path`` under the backend's base URL."""
+
+    path: str
+    body: bytes
+    headers: tuple[tuple[str, str], ...]
+
+
+OutboundFor = Callable[[ProviderModel], "Outbound"]
 
 
 class Dispatcher:
@@ -77,8 +86,8 @@ class Dispatcher:
             for backend in self._upstreams.backends[model.name]:
                 yield model, backend
 
-    def _headers(self, backend: Backend, extra: Headers) -> Headers:
-        headers = [("content-type", "application/json"), ("accept-encoding", "identity"), *extra]
+    def _headers(self, backend: Backend, extra: Headers, out: "Outbound") -> Headers:
+        headers = [("content-type", "application/json"), ("accept-encoding", "identity"), *extra, *out.headers]
         if backend.auth:
             headers.append(backend.auth)
         return headers
@@ -89,15 +98,16 @@ class Dispatcher:
         attempts.append(attempt)
         self._on_attempt(attempt)
 
-    async def whole(self, candidates: tuple[ProviderModel, ...], body_for: BodyFor, extra: Headers) -> Whole:
+    async def whole(self, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor, extra: Headers) -> Whole:
         """The first answer that is not a retryable failure."""
         attempts: list[Attempt] = []
         failure: UpstreamError | None = None
         for model, backend in self._order(candidates):
             started = time.perf_counter()
+            out = outbound_for(model)
             try:
                 resp = await backend.client().post(
-                    backend.chat_url, content=body_for(model), headers=self._headers(backend, extra)
+                    backend.base + out.path, content=out.body, headers=self._headers(backend, extra, out)
                 )
             except httpx.TransportError as exc:
                 failure = _transport_failure(exc, backend)
@@ -111,15 +121,18 @@ class Dispatcher:
             return Whole(model, backend, resp.status_code, resp.content, content_type, attempts)
         raise _exhausted(failure, attempts)
 
-    async def stream(self, candidates: tuple[ProviderModel, ...], body_for: BodyFor, extra: Headers) -> Stream | Whole:
-        """An open stream with its first chunk, or a Whole for a non-retryable error answer."""
+    async def stream(self, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor,
+                     extra: Headers) -> Stream | Whole:
+        """An open stream with its first chunk, or a Whole for a non-retryable error answer (or a whole answer
+        from a backend that does not stream, such as an images model)."""
         attempts: list[Attempt] = []
         failure: UpstreamError | None = None
         for model, backend in self._order(candidates):
             started = time.perf_counter()
             client = backend.client()
+            out = outbound_for(model)
             request = client.build_request(
-                "POST", backend.chat_url, content=body_for(model), headers=self._headers(backend, extra)
+                "POST", backend.base + out.path, content=out.body, headers=self._headers(backend, extra, out)
             )
             try:
                 resp = await client.send(request, stream=True)
@@ -130,7 +143,7 @@ class Dispatcher:
             status = resp.status_code
             content_type = resp.headers.get("content-type", "text/event-stream")
             try:
-                if status >= 400:
+                if status >= 400 or "text/event-stream" not in content_type:
                     body = await resp.aread()
                     await resp.aclose()
                     self._record(attempts, model, backend, started, status, None)

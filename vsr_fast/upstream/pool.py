@@ -35,8 +35,9 @@ class Backend:
     def __init__(self, model: ProviderModel, ref: BackendRef, index: int) -> None:
         self.model = model
         self.label = ref.name or f"{model.name}[{index}]"
-        self.chat_url = base_url(ref) + "/chat/completions"
-        self.auth: tuple[str, str] | None = _auth_header(ref)
+        self.base = base_url(ref)
+        self.chat_url = self.base + "/chat/completions"
+        self.auth: tuple[str, str] | None = _auth_header(ref, model.api_format)
         connect = ref.connect_timeout_ms / 1000
         read = ref.read_timeout_ms / 1000
         self._clients = [
@@ -61,14 +62,22 @@ class Backend:
             await client.aclose()
 
 
-def _auth_header(ref: BackendRef) -> tuple[str, str] | None:
+# A provider's own credential header and prefix (spec 6.7: a backend defaults to its provider's).
+PROVIDER_AUTH = {"anthropic": ("x-api-key", "")}
+DEFAULT_AUTH = ("Authorization", "Bearer")
+
+
+def _auth_header(ref: BackendRef, api_format: str) -> tuple[str, str] | None:
     auth = ref.auth
     if auth is None:
         return None
     key = os.environ.get(auth.api_key_env) if auth.api_key_env else auth.api_key
     if not key:
         return None
-    return auth.header, f"{auth.prefix} {key}" if auth.prefix else key
+    default_header, default_prefix = PROVIDER_AUTH.get(api_format, DEFAULT_AUTH)
+    header = auth.header or default_header
+    prefix = default_prefix if auth.prefix is None else auth.prefix
+    return header, f"{prefix} {key}" if prefix else key
 
 
 class Upstreams:
