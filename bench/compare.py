@@ -17,9 +17,10 @@ import yaml
 from ._procs import ROOT, Proc
 
 
-def router_config(mock_url: str) -> dict:
+def router_config(mock_url: str, events: str = "embedded") -> dict:
     """A recipe with one decision, static algorithm, in front of the mock."""
     return {
+        "global": {"stores": {"event_stream": {"backend": events}}},
         "version": "v0.5",
         "providers": {"models": [{"name": "bench-model", "provider_model_id": "mock",
                                   "backend_refs": [{"endpoint": f"{mock_url}/v1"}]}]},
@@ -36,11 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", default="1,16,64")
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=1, help="router worker processes")
+    parser.add_argument("--events", choices=["embedded", "redis", "off"], default="embedded",
+                        help="the router's event stream backend (off: none recorded)")
     args, extra = parser.parse_known_args(argv)
 
     with Proc(["-m", "bench.mock_upstream", "--port", "0"], "listening") as mock:
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-            yaml.safe_dump(router_config(mock.url), f)
+            yaml.safe_dump(router_config(mock.url, args.events), f)
         floor = Proc(["-m", "bench.floor", "--port", "0", "--upstream", mock.url], "listening")
         router = Proc(["-m", "vsr_fast", "serve", "--config", f.name, "--port", "0"], "vsr-fast: serving on")
         with floor, router:

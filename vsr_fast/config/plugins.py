@@ -68,3 +68,21 @@ def layers(config: RouterConfig, recipe: Recipe | None, decision_name: str | Non
         if decision is not None:
             out.append(layer_of(decision.plugins, type_))
     return out
+
+
+def _entries(config: RouterConfig):
+    yield from config.global_.plugins
+    for recipe in config.recipes:
+        yield from recipe.plugins
+        for decision in recipe.decisions:
+            yield from decision.plugins
+
+
+def types_used(config: RouterConfig) -> set[str]:
+    """The plugin types some layer configures (enabled or not: a layer may enable what another disables)."""
+    return {entry.type for entry in _entries(config)}
+
+
+def shadow_used(config: RouterConfig) -> bool:
+    """Whether any router_replay layer names a shadow model."""
+    return any(entry.type == "router_replay" and entry.configuration.get("shadow") for entry in _entries(config))

@@ -8,12 +8,15 @@ import socket
 import sys
 from dataclasses import dataclass
 
+from contextlib import asynccontextmanager
+
 import hypercorn.config
 import msgspec
 import hypercorn.trio
 import trio
 
 from ..config import Loaded
+from ..config import plugins as plugin_config
 from ..errors import ConfigError, VsrError
 from ..events.service import open_event_services
 from ..systemone.open import open_systemone, read_attached_cards
@@ -57,9 +60,13 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
 
     stores = _resolve_stores(loaded, opts)
     replay = Policies(loaded).global_replay()
-    async with open_upstreams(loaded.config) as upstreams, open_systemone(loaded) as systemone, \
-            open_event_services(stores, replay=replay, send_shadow=send_shadow,
-                                consumer_name=f"{socket.gethostname()}-{opts.port}-{opts.worker}") as events:
+    uses = plugin_config.types_used(loaded.config)
+    events_cm = (open_event_services(stores, replay=replay,
+                                     send_shadow=send_shadow if plugin_config.shadow_used(loaded.config) else None,
+                                     consumer_name=f"{socket.gethostname()}-{opts.port}-{opts.worker}",
+                                     record="router_replay" in uses, cache_writes="response_cache" in uses)
+                 if stores.event_stream.backend != "off" else _nothing())
+    async with open_upstreams(loaded.config) as upstreams, open_systemone(loaded) as systemone, events_cm as events:
         state = AppState(loaded=loaded, upstreams=upstreams, systemone_client=systemone, events=events)
         holder.append(state)
         shutdown = trio.Event()
@@ -71,6 +78,11 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
             await shutdown.wait()
             # hypercorn returns once drained; then stop the signal watcher.
         log.info("vsr-fast: stopped")
+
+
+@asynccontextmanager
+async def _nothing():
+    yield None
 
 
 def _resolve_stores(loaded: Loaded, opts: ServeOptions):
