@@ -32,11 +32,13 @@ def matched_signals(readings: Readings | None) -> list[str]:
 
 
 def trace_value(*, signals: list[str], decision: str | None, why: str | None, algorithm: str = "static",
-                confidence: float | None = None) -> str:
+                confidence: float | None = None, coverage: dict[str, str] | None = None) -> str:
     """The serialized dictionary, cut to 4 KB by dropping the lowest-priority members."""
     members = []
     if signals:
         members.append("signals=(" + " ".join(_string(s) for s in signals) + ")")
+    if coverage:
+        members.append("coverage=(" + " ".join(_string(f"{k}={v}") for k, v in coverage.items()) + ")")
     if confidence is not None:
         members.append(f"confidence={confidence:.3f}")
     members.append(f"algorithm={_string(algorithm)}")

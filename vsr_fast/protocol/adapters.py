@@ -324,7 +324,16 @@ class ResponsesAdapter(Adapter):
         if api_format != "images":
             return super()._translate(req, api_format, model)
         conv, read_losses = self._conversation(req)
-        tool = next((msgspec.structs.asdict(t) for t in req.body.tools or () if t.type == "image_generation"), None)
+        tools = req.body.tools or ()
+        tool = next((msgspec.structs.asdict(t) for t in tools if t.type == "image_generation"), None)
+        # The Images API is the image_generation tool: neither it (its options go into the
+        # request) nor a tool_choice forcing it is lost. The readers reported both as hosted
+        # tools, which a text backend could not run.
+        carried = {f"tools[{i}]" for i, t in enumerate(tools) if t.type == "image_generation"}
+        choice = req.body.tool_choice
+        if isinstance(choice, dict) and choice.get("type") == "image_generation":
+            carried.add("tool_choice")
+        read_losses = [x for x in read_losses if not (x.action == "dropped" and x.field in carried)]
         body, write_losses = IMAGES.write_images_request(conv, model, tool)
         return body, [*read_losses, *write_losses]
 

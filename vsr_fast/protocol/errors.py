@@ -9,6 +9,8 @@ from ..errors import RequestError, VsrError
 from .chat import ENCODER, ErrorBody, ErrorResponse
 
 _AT = re.compile(r" - at `\$(.*)`$")
+# msgspec's type mismatch; its constraint failures ("Expected `int` >= 1") are values of the right type.
+_WRONG_TYPE = re.compile(r"Expected `[^`]*`, got `[^`]*`")
 
 
 def openai_error_body(exc: VsrError) -> bytes:
@@ -28,7 +30,7 @@ def decode_error(exc: msgspec.DecodeError) -> RequestError:
             path = f"{path}.{missing.group(1)}" if path else missing.group(1)
         where = f" at `{path}`" if path else ""
         err = RequestError(f"Invalid request body: {message}{where}", param=path or None)
-        err.code = "invalid_type" if message.startswith("Expected") else "invalid_value"
+        err.code = "invalid_type" if _WRONG_TYPE.match(message) else "invalid_value"
         return err
     if "UTF-8" in text:
         err = RequestError(f"Request body is not valid UTF-8: {text}")

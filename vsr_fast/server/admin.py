@@ -43,6 +43,8 @@ def make_admin(state: AppState) -> QuartTrio:
     @app.get("/metrics")
     async def metrics() -> Response:
         extra = [state.systemone_client.metrics.render()] if state.systemone_client else []
+        if state.systemone is not None:
+            extra.append(state.systemone.scan_metrics.render())
         if state.events is not None:
             extra.append(state.events.prometheus_lines())
         return Response(state.metrics.render(*extra), content_type="text/plain; version=0.0.4; charset=utf-8")

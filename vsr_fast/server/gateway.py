@@ -37,7 +37,7 @@ class Exchange:
     """What one request has decided so far; read by headers, metrics and errors."""
 
     __slots__ = ("api", "recipe", "decision", "model", "path", "status", "started", "trace", "extra", "rec",
-                 "warnings")
+                 "warnings", "codes")
 
     def __init__(self, api: str) -> None:
         self.api = api
@@ -51,6 +51,7 @@ class Exchange:
         self.extra: list[tuple[bytes, bytes]] = []
         self.rec: Recording | None = None
         self.warnings: str = ""
+        self.codes: list[str] = []        # warning codes ahead of translation losses (scan_partial, ...)
 
     def headers(self, state: AppState) -> HeaderList:
         out = public_headers(config_version=state.config_version, path=self.path,
@@ -97,6 +98,8 @@ async def _serve(state: AppState, adapter: Adapter, ex: Exchange, scope: Scope, 
     route = await state.table.route(adapter.model(req), lambda: adapter.canonical(req, state.identity(scope)),
                                     state.systemone)
     ex.recipe, ex.decision, ex.model = route.recipe, route.decision, route.candidates[0].name
+    if route.readings is not None and any(c != "full" for c in route.readings.coverage.values()):
+        ex.codes.append("scan_partial")
     req = _apply_output_contract(adapter, req, route)
     if ex.api == "images" or output_rules.is_image_decision(_output(route)):
         ex.path = h.ResponsePath.IMAGE_GENERATION
@@ -174,15 +177,31 @@ async def _answer(state: AppState, adapter: Adapter, ex: Exchange, send: Send, r
     losses = list(getattr(outbound.get(answer.model.name), "losses", ()))
     if isinstance(answer, Stream):
         await _relay(state, adapter, ex, send, req, answer, losses)
+    elif adapter.stream(req) and answer.status < 400 and answer.model.api_format == "images":
+        await _send_whole_as_stream(state, adapter, ex, send, req, answer, losses)
     else:
         await _send_whole_answer(state, adapter, ex, send, req, answer, losses)
+
+
+async def _send_whole_as_stream(state: AppState, adapter: Adapter, ex: Exchange, send: Send, req: Inbound,
+                                answer: Whole, losses: list) -> None:
+    """An images model answers whole; a client that asked for a stream still gets its protocol's events."""
+    tr = adapter.stream_translator(req, "images")
+    body = tr.feed(answer.body) + tr.close()
+    ex.warnings = render_warnings(losses + list(tr.losses), codes=ex.codes)
+    headers = ex.headers(state) + [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+    await send_whole(send, answer.status, headers, body)
+    ex.rec.feed(body)
+    ex.rec.answered(status=answer.status, path=ex.path.value, model=ex.model, streamed=True, complete=True,
+                    content_type="text/event-stream")
+    await adapter.remember(req, tr.final())
 
 
 async def _send_whole_answer(state: AppState, adapter: Adapter, ex: Exchange, send: Send, req: Inbound,
                              answer: Whole, losses: list) -> None:
     reply = adapter.whole(req, answer.model.api_format, answer.status, answer.body, answer.content_type)
     ex.status = reply.status
-    ex.warnings = render_warnings(losses + list(reply.losses))
+    ex.warnings = render_warnings(losses + list(reply.losses), codes=ex.codes)
     headers = ex.headers(state)
     headers.append((b"content-type", reply.content_type.encode()))
     await send_whole(send, reply.status, headers, reply.body)
@@ -213,7 +232,7 @@ async def _relay(state: AppState, adapter: Adapter, ex: Exchange, send: Send, re
     JSON line before the error event.
     """
     tr = adapter.stream_translator(req, stream.model.api_format)
-    ex.warnings = render_warnings(losses)
+    ex.warnings = render_warnings(losses, codes=ex.codes)
     headers = ex.headers(state)
     headers += [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
     rec = ex.rec
@@ -264,6 +283,7 @@ async def _send_error(state: AppState, adapter: Adapter, ex: Exchange, send: Sen
     ex.status = status
     ex.recipe = ex.recipe or getattr(exc, "recipe", None)
     ex.path = h.ResponsePath.ERROR
+    ex.warnings = render_warnings([], codes=ex.codes)
     headers = ex.headers(state)
     headers.append((b"content-type", content_type.encode()))
     await send_whole(send, status, headers, body)

@@ -45,8 +45,9 @@ class AppState:
         if self.debug_policy == "authenticated" and principals and identity.user not in principals:
             return None
         chosen = route.chosen
+        coverage = {f"{t}:{n}": c for (t, n), c in route.readings.coverage.items()} if route.readings else None
         return trace.trace_value(signals=trace.matched_signals(route.readings), decision=route.decision,
-                                 why=chosen.why if chosen else "model named directly")
+                                 why=chosen.why if chosen else "model named directly", coverage=coverage)
 
     def _count_attempt(self, attempt: Attempt) -> None:
         if attempt.error is not None:

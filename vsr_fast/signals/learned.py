@@ -58,6 +58,8 @@ class LearnedRule:
     timeout_ms: int | None
     on_unknown: str | None            # jailbreak/pii: no_match | match
     preset: Preset | None = None
+    threshold: float | None = None    # the predicate's bound, for a guard scan's re-reads
+    on_unscanned: str = "unknown"     # a full-coverage rule whose input was not read whole
     question: wire.Question | None = None   # the wire question (filled once shares are merged)
 
 
@@ -87,6 +89,13 @@ class LearnedSignals:
     def asked(self) -> dict[Share, wire.Question]:
         """The questions the request stage asks: one per share of the read rules."""
         return {r.share: self.questions[r.share] for r in self.read}
+
+
+def _bound(rule_predicate: Predicate | None, default: float) -> float | None:
+    """The probability a rule's predicate turns on (its gte/gt), for re-read margins."""
+    if rule_predicate is None or rule_predicate.is_empty():
+        return default
+    return rule_predicate.gte if rule_predicate.gte is not None else rule_predicate.gt
 
 
 def _threshold(rule_predicate: Predicate | None, default: float) -> Callable[[float], bool]:
@@ -195,7 +204,9 @@ class _Compiler:
         self.add(LearnedRule(
             condition_type, rule.name, rule_path, preset.type, options, chosen, frozenset(ignore),
             _threshold(predicate, default), stage, Share(wire_id, deployment, stage, spec),
-            rule.timeout_ms, on_unknown, preset=preset,
+            rule.timeout_ms, on_unknown, preset=preset, threshold=_bound(predicate, default),
+            # Compiled jailbreak and pii rules count unreadable text as an attack or as personal data.
+            on_unscanned="match" if condition_type in ("jailbreak", "pii") else "unknown",
         ))
 
     def systemone_rule(self, rule: app.SystemOneRule) -> None:
@@ -232,7 +243,8 @@ class _Compiler:
         learned = LearnedRule(
             SYSTEMONE, rule.name, rule_path, q.type, options, tuple(rule.labels or ()), frozenset(rule.ignore_labels),
             _threshold(rule.predicate, NEUTRAL_THRESHOLD), rule.stage, Share(wire_id, deployment, rule.stage, spec),
-            rule.timeout_ms, None, question=question,
+            rule.timeout_ms, None, question=question, threshold=_bound(rule.predicate, NEUTRAL_THRESHOLD),
+            on_unscanned=rule.on_unscanned,
         )
         self.add(learned)
         self.out.questions[learned.share] = question

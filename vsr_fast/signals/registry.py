@@ -44,11 +44,13 @@ class Reading:
 class Readings:
     """Every outcome of one request's signals, keyed by (condition type, rule name)."""
 
-    __slots__ = ("outcomes", "timings_us")
+    __slots__ = ("outcomes", "timings_us", "coverage")
 
     def __init__(self) -> None:
         self.outcomes: dict[tuple[str, str], Outcome] = {}
         self.timings_us: dict[str, float] = {}
+        # Guard rules that read their input in windows: "full", "partial n/m" or "none".
+        self.coverage: dict[tuple[str, str], str] = {}
 
     def get(self, type_: str, name: str) -> Outcome | None:
         return self.outcomes.get((type_, name))

@@ -5,24 +5,43 @@ the same state share one entry; one distinct state is a standard request, two
 or more a batch with entries "1", "2", ... in a fixed order. All deployments
 are asked concurrently under the signals' deadline. A late or failed answer
 is None (unknown) and never fails the request by itself.
+
+A request-stage call refused as ``overloaded`` waits for capacity when
+``on_signal_overload.action`` is ``retry`` (``overload.py``); the shares still
+unread when that wait runs out come back in ``Answered.overloaded``, for the
+gateway's retryable error.
 """
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import trio
 
+from ..config.catalog import OnSignalOverload
 from ..metrics import Counter, Histogram
 from ..protocol import systemone as wire
 from ..signals.learned import Share
 from .deployments import DEFAULT_TIMEOUT_MS, Body, CallFailed, Response, entries_of
+from .overload import OverloadMetrics, OverloadPolicy, RequestWait
 from .reuse import AnswerCache, question_key, state_key
 
 log = logging.getLogger("vsr_fast.systemone")
 Answers = dict[Share, wire.Answer | None]
+REQUEST_STAGE = "request"
+
+
+class Answered(dict):
+    """Every share's answer or None (a plain ``Answers`` mapping), and which of the Nones are overload's.
+
+    ``overloaded`` holds the shares left unread because their model was still
+    overloaded when the request's wait ran out; empty unless
+    ``on_signal_overload.action`` is ``retry``.
+    """
+
+    overloaded: frozenset[Share] = frozenset()
 
 
 @dataclass
@@ -48,19 +67,25 @@ class SystemOneMetrics:
         self.latency = Histogram("vsr_systemone_call_seconds", "System One call latency.", ("deployment",))
         self.reused = Counter("vsr_systemone_answers_reused_total", "Answers served from reuse, not asked.",
                               ("deployment",))
+        self.overload = OverloadMetrics()
 
     def render(self) -> list[str]:
-        return self.calls.render() + self.latency.render() + self.reused.render()
+        return self.calls.render() + self.latency.render() + self.reused.render() + self.overload.render()
 
 
 class SystemOneClient:
     """Asks a stage's questions of every deployment they resolve to."""
 
-    def __init__(self, runners: dict, generation: str, metrics: SystemOneMetrics | None = None) -> None:
+    def __init__(self, runners: dict, generation: str, metrics: SystemOneMetrics | None = None, *,
+                 on_overload: OnSignalOverload | None = None, random: Callable[[], float] | None = None) -> None:
+        """``on_overload`` is ``global.model_catalog.on_signal_overload``; ``random`` jitters the overload
+        gate's step (tests pass a constant)."""
         self.runners = runners
         self.generation = generation
         self.metrics = metrics or SystemOneMetrics()
         self.caches = {name: AnswerCache.for_deployment(r.local) for name, r in runners.items()}
+        extra = {"random": random} if random is not None else {}
+        self.overload = OverloadPolicy(on_overload, metrics=self.metrics.overload, **extra)
 
     def plan(self, asked: dict[Share, wire.Question], state_for: Callable[[Share], wire.State]) -> tuple[list[Call], Answers]:
         """Merge questions into calls; answers already known come back without a call."""
@@ -91,57 +116,67 @@ class SystemOneClient:
         return calls, reused
 
     async def ask(self, asked: dict[Share, wire.Question], state_for: Callable[[Share], wire.State],
-                  deadline_s: float, timeouts_ms: dict[str, int] | None = None) -> Answers:
-        """Every share's answer, or None when it could not be had in time."""
-        calls, answers = self.plan(asked, state_for)
+                  deadline_s: float, timeouts_ms: dict[str, int] | None = None) -> Answered:
+        """Every share's answer, or None when it could not be had in time; see ``Answered.overloaded``."""
+        calls, reused = self.plan(asked, state_for)
+        answers = Answered(reused)
         for share in asked:
             answers.setdefault(share, None)
         if not calls:
             return answers
+        wait = self.overload.request()
         with trio.move_on_after(deadline_s):
             async with trio.open_nursery() as nursery:
                 for call in calls:
                     timeout_s = ((timeouts_ms or {}).get(call.deployment) or DEFAULT_TIMEOUT_MS) / 1000
-                    nursery.start_soon(self._ask_into, call, timeout_s, answers)
+                    nursery.start_soon(self._ask_into, call, timeout_s, answers, wait)
+        # The wait keys each call it left overloaded by the Call it sent, which a
+        # named-question retry may have narrowed: only its shares went unread for overload.
+        answers.overloaded = frozenset(s for sent in wait.unread for s in _shares(sent) if answers[s] is None)
         return answers
 
-    async def _ask_into(self, call: Call, timeout_s: float, answers: Answers) -> None:
+    async def _ask_into(self, call: Call, timeout_s: float, answers: Answers, wait: RequestWait) -> None:
         """One deployment's call, its one retry after a named question failure, into ``answers``."""
         runner = self.runners[call.deployment]
+        may_wait = any(s.stage == REQUEST_STAGE for shares in call.shares.values() for s in shares)
         started = time.perf_counter()
         outcome = "ok"
+
+        async def send(sent: Call) -> Response:
+            async def attempt() -> Response:
+                nonlocal started
+                started = time.perf_counter()   # the model's latency is its last ask's, never the wait's
+                return await _attempt(runner, sent, timeout_s)
+            return await wait.call(call.deployment, attempt, sent, may_wait=may_wait)
+
         try:
-            with trio.fail_after(timeout_s):
-                answered, response = await self._call_with_retries(runner, call)
+            answered, response = await self._call_with_retries(send, call)
         except CallFailed as exc:
             outcome = exc.code
             log.info("System One call to %s failed: %s", call.deployment, exc)
-            return
-        except trio.TooSlowError:
-            outcome = "timeout"
             return
         finally:
             self.metrics.calls.inc(call.deployment, outcome)
             self.metrics.latency.observe(time.perf_counter() - started, call.deployment)
         self._store(answered, response, answers)
 
-    async def _call_with_retries(self, runner, call: Call) -> tuple[Call, Response]:
+    async def _call_with_retries(self, send: Callable[[Call], Awaitable[Response]], call: Call) -> tuple[Call, Response]:
         """Ask; after a remote ``question_failed`` or ``invalid_input``, ask once more without it (spec 5.3)."""
         try:
-            return call, await runner.call(call.body())
+            return call, await send(call)
         except CallFailed as exc:
             retry = _without(call, exc)
             if retry is None:
                 raise
         try:
-            return retry, await runner.call(retry.body())
+            return retry, await send(retry)
         except CallFailed as again:
             if again.code != "question_failed" or again.question is None:
                 raise
             last = _without(retry, CallFailed("question_failed", "", question=again.question))
             if last is None:
                 raise
-            return last, await runner.call(last.body())
+            return last, await send(last)
 
     def _store(self, call: Call, response: Response, answers: Answers) -> None:
         """Hand each answer to the shares that asked it, and keep it for reuse."""
@@ -164,6 +199,18 @@ class SystemOneClient:
     async def aclose(self) -> None:
         for runner in self.runners.values():
             await runner.aclose()
+
+
+async def _attempt(runner, call: Call, timeout_s: float) -> Response:
+    """One ask of ``call``; the deployment's timeout bounds each attempt, not an overload wait."""
+    with trio.move_on_after(timeout_s):
+        return await runner.call(call.body())
+    raise CallFailed("timeout", f"{call.deployment}: no answer within {timeout_s:g} s")
+
+
+def _shares(call: Call) -> list[Share]:
+    """The shares of the questions ``call`` carries."""
+    return [s for name, _, questions in call.entries for q in questions for s in call.shares.get((name, q), ())]
 
 
 def _without(call: Call, exc: CallFailed) -> Call | None:

@@ -119,7 +119,7 @@ def _parts(m: wire.Message, path: str, losses: list[Loss]) -> list:
         if isinstance(p, wire.TextPart):
             out.append(Text(p.text, where))
         elif isinstance(p, wire.ImagePart):
-            out.append(Image(p.image_url.url, p.image_url.detail, where))
+            out.append(Image(p.image_url.url, p.image_url.detail, where, f"{where}.image_url.detail"))
         elif isinstance(p, wire.FilePart):
             f = p.file
             out.append(File(data_url=f.get("file_data"), file_id=f.get("file_id"), filename=f.get("filename"),

@@ -49,6 +49,7 @@ def write_images_request(conv: Conversation, model: str, tool: dict | None) -> t
             losses.append(dropped(p.path))   # generation reads text only; edits are a later codec
     if conv.system:
         losses.append(dropped("instructions"))
+    losses += [dropped(t.path) for t in conv.tools]   # function tools: an image model calls none
     body: dict = {"model": model, "prompt": "\n".join(p.text for p in prompt_parts if isinstance(p, Text)),
                   "n": 1, "response_format": "b64_json"}
     for key in ("size", "quality", "background", "output_format"):

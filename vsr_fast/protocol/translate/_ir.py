@@ -29,11 +29,13 @@ class Text(Struct, frozen=True):
 
 
 class Image(Struct, frozen=True):
-    """An image by URL; inline images are ``data:`` URLs."""
+    """An image by URL; inline images are ``data:`` URLs. ``detail_path`` is where the
+    source put ``detail`` (Chat nests it under ``image_url``); empty means ``<path>.detail``."""
 
     url: str
     detail: str | None = None
     path: str = ""
+    detail_path: str = ""
 
 
 class File(Struct, frozen=True):

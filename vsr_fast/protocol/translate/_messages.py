@@ -185,7 +185,7 @@ def _block(p, losses: list[Loss]) -> dict | None:
         return block
     if isinstance(p, Image):
         if p.detail not in (None, "auto"):
-            losses.append(dropped(f"{p.path}.detail"))
+            losses.append(dropped(p.detail_path or f"{p.path}.detail"))
         inline = split_data_url(p.url)
         if inline is not None:
             if inline[0] not in _IMAGE_TYPES:
