@@ -238,6 +238,15 @@ async def test_a_call_refused_just_after_a_round_joins_it_and_spends_no_round(au
     assert answered == {} and sorted(wait.unread) == [0, 1]
 
 
+async def test_a_slow_ask_of_an_earlier_round_does_not_hold_a_later_round_open(autojump_clock):
+    # Round 1 (0.5 s): one ask is refused at once, the other after 1 s. Round 2 (1.0 s) sends the
+    # first alone; the slow one, refused at 1.5 s after round 2 is back, waits for round 3.
+    runner = Scripted(always, latency=lambda n: 1.0 if n == 3 else 0.0)
+    wait, _ = await calls_of_one_request(OverloadPolicy(RETRY, random=lambda: 0.5), runner, 2)
+    assert runner.times() == [0.0, 0.0, 0.5, 0.5, 1.0, 2.0, 2.0]
+    assert sorted(wait.unread) == [0, 1]
+
+
 async def test_a_call_leaving_the_wait_hands_its_rounds_to_the_others(autojump_clock):
     # Call 0 waits first, so it drives the request's rounds; when it leaves (its window no longer
     # needed, say), call 1 takes over and still asks at 0.5 s.

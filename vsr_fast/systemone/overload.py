@@ -266,7 +266,7 @@ class RequestWait:
         model = self._models.get(deployment)
         if model is None:
             assert self.started is not None
-            model = self._models[deployment] = _ModelWait(self, self._policy.gate(deployment), self.started)
+            model = self._models[deployment] = _ModelWait(self, self._policy, deployment, self.started)
         return model
 
 
@@ -280,11 +280,10 @@ class _ModelWait:
     one call at a time.
     """
 
-    def __init__(self, request: RequestWait, gate: ModelGate, started: float) -> None:
-        policy = request._policy
+    def __init__(self, request: RequestWait, policy: OverloadPolicy, deployment: str, started: float) -> None:
         self._request = request
         self._metrics = policy.metrics
-        self.gate = gate
+        self.gate = policy.gate(deployment)
         self._slots = [started + f * policy.wait_s for f in ROUND_AT]
         self._ends_at = self._slots[-1]
         self._rounds = 0
@@ -370,6 +369,7 @@ class _ModelWait:
     def _send_round(self) -> None:
         self._rounds += 1
         self._last_round = trio.current_time()
+        self._round_asks = 0      # an ask still out from an earlier round holds only that round open
         waiting, self._waiting = self._waiting, []
         for call in waiting:
             self._send(call, in_round=True)
