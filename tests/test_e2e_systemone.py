@@ -251,3 +251,25 @@ def test_unread_windows_count_as_unscanned_and_warn(mock, fake, tmp_path):
         assert "scan_partial" in r.headers["x-vsr-warnings"]
         # Compiled jailbreak rules count unreadable text as an attack (on_unscanned: match).
         assert r.headers["x-vsr-selected-decision"] == "blocked"
+
+
+def test_overload_retry_waits_for_capacity_then_routes_on_the_answers(mock, fake, tmp_path):
+    d = config(mock.url, fake.url)
+    d["global"]["model_catalog"]["on_signal_overload"] = {"action": "retry", "wait_ms": 2000}
+    with router(write_config(d, str(tmp_path))) as proc:
+        set_rules(fake, [{"question": "*", "fail": "overloaded", "times": 2}, *MATH_HARD])
+        started = time.monotonic()
+        r = ask(proc, "Prove that sqrt(2) is irrational #overload")
+        assert r.status_code == 200
+        assert r.headers["x-vsr-selected-decision"] == "hard_math", "the answers after the wait routed it"
+        assert len(calls(fake)) == 3
+        assert time.monotonic() - started >= 0.4, "rounds at a quarter and at half of the wait"
+        metrics = httpx.get(f"{proc.url}/metrics").text
+        assert 'vsr_signal_overload_waits_total{deployment="s1",outcome="ok"}' in metrics
+
+
+def test_overload_refuse_leaves_rules_unknown_at_once(fake, s1_router):
+    set_rules(fake, [{"question": "*", "fail": "overloaded", "times": 1}, *MATH_HARD])
+    r = ask(s1_router, "Prove that sqrt(2) is irrational #refuse")
+    assert r.headers["x-vsr-selected-decision"] == "tools_or_unsure"     # unknown -> on_unknown: match
+    assert len(calls(fake)) == 1

@@ -112,7 +112,11 @@ class CompiledRecipe:
                 if result is not None:
                     readings.coverage[key] = str(rule_scan.coverage if rule_scan else result.coverage)
             else:
-                readings.outcomes[key] = outcome_of(rule, answers.get(rule.share), "no answer in time")
+                overloaded = rule.share in getattr(answers, "overloaded", ())
+                if overloaded:
+                    readings.overloaded.add(key)
+                readings.outcomes[key] = outcome_of(rule, answers.get(rule.share),
+                                                    "overloaded" if overloaded else "no answer in time")
 
     def declares(self, type_: str, name: str) -> bool:
         return self.signals.declares(type_, name) or self.learned.declares(type_, name)

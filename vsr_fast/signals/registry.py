@@ -44,13 +44,15 @@ class Reading:
 class Readings:
     """Every outcome of one request's signals, keyed by (condition type, rule name)."""
 
-    __slots__ = ("outcomes", "timings_us", "coverage")
+    __slots__ = ("outcomes", "timings_us", "coverage", "overloaded")
 
     def __init__(self) -> None:
         self.outcomes: dict[tuple[str, str], Outcome] = {}
         self.timings_us: dict[str, float] = {}
         # Guard rules that read their input in windows: "full", "partial n/m" or "none".
         self.coverage: dict[tuple[str, str], str] = {}
+        # Rules left unread because their decision model was overloaded past the wait.
+        self.overloaded: set[tuple[str, str]] = set()
 
     def get(self, type_: str, name: str) -> Outcome | None:
         return self.outcomes.get((type_, name))

@@ -97,7 +97,8 @@ async def open_systemone(loaded: Loaded) -> AsyncIterator[SystemOneClient | None
             table.ensure_model(name)
     runners = {name: runner(name, table.deployments[name], table.decision_models) for name in used}
     runners.update({alias_key(n): runner(alias_key(n), _alias_deployment(m), {}) for n, m in aliases.items()})
-    client = SystemOneClient(runners, loaded.version_hash)
+    client = SystemOneClient(runners, loaded.version_hash,
+                             on_overload=loaded.config.global_.model_catalog.on_signal_overload)
     try:
         yield client
     finally:
