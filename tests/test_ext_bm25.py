@@ -3,10 +3,11 @@
 import ast
 import math
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
+
+from .stubs import assert_surface_is_the_stub
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
@@ -229,26 +230,5 @@ def test_cjk_ranges_agree_everywhere():
     assert bm25.CJK_RANGES == keywords.CJK_RANGES == ref.CJK_RANGES
 
 
-def stub_surface(module) -> dict[str, set[str]]:
-    """Top-level names of the module's .pyi stub, each with the members it declares."""
-    stub = Path(module.__file__).with_name(module.__name__.rsplit(".", 1)[1] + ".pyi")
-    surface: dict[str, set[str]] = {}
-    for node in ast.parse(stub.read_text()).body:
-        if isinstance(node, ast.ClassDef):
-            surface[node.name] = {
-                item.name if isinstance(item, ast.FunctionDef) else item.target.id
-                for item in node.body
-                if isinstance(item, (ast.FunctionDef, ast.AnnAssign))
-            }
-        elif isinstance(node, ast.FunctionDef):
-            surface[node.name] = set()
-        elif isinstance(node, ast.AnnAssign):
-            surface[node.target.id] = set()
-    return surface
-
-
 def test_public_surface_is_the_stub():
-    surface = stub_surface(MODULE)
-    assert sorted(MODULE.__all__) == sorted(surface)
-    for name, members in surface.items():
-        assert all(hasattr(getattr(MODULE, name), member) for member in members), name
+    assert_surface_is_the_stub(MODULE)
