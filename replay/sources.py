@@ -7,6 +7,7 @@ spells it.
 """
 from __future__ import annotations
 
+import abc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -30,7 +31,7 @@ LINE = msgspec.json.Decoder(ExportLine)
 LINE_ENCODER = msgspec.json.Encoder()
 
 
-class Source:
+class Source(abc.ABC):
     """A readable range of events; ``done``/``total`` are in ``unit`` (events or bytes)."""
 
     unit = "events"
@@ -38,8 +39,9 @@ class Source:
     done = 0
     undecodable = 0
 
+    @abc.abstractmethod
     def __iter__(self) -> Iterator[tuple[str, Event]]:
-        raise NotImplementedError
+        """(entry id, event) in stream order."""
 
 
 class ExportFile(Source):

@@ -40,6 +40,7 @@ model, an Images client and a text model) raise ``UnsupportedCapability``.
 """
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,7 +95,7 @@ class Reply:
     losses: tuple[Loss, ...] = ()
 
 
-class Adapter:
+class Adapter(abc.ABC):
     """The interface, with the parts every client API shares."""
 
     api = ""
@@ -157,8 +158,9 @@ class Adapter:
             found = req.memo["conversation"] = self._read(req)
         return found
 
+    @abc.abstractmethod
     def _read(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
-        raise NotImplementedError
+        """The client's request as the neutral conversation, with what reading it lost."""
 
     # --- answers --------------------------------------------------------------------------
 
@@ -182,8 +184,9 @@ class Adapter:
         reader = IMAGES if api_format == "images" else BY_FORMAT[api_format]
         return reader.read_answer(body)
 
+    @abc.abstractmethod
     def _write_answer(self, req: Inbound, answer: Answer) -> tuple[bytes, list[Loss]]:
-        raise NotImplementedError
+        """A neutral answer in the client's protocol."""
 
     def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id) -> StreamTranslator:
         """A sans-I/O translator from the backend's SSE bytes to the client's."""
@@ -194,11 +197,13 @@ class Adapter:
             return WholeToStream(IMAGES.read_answer, writer)
         return Translating(BY_FORMAT[api_format].StreamReader(), writer)
 
+    @abc.abstractmethod
     def _writer(self, req: Inbound, new_id: NewId):
-        raise NotImplementedError
+        """The client protocol's stream writer."""
 
+    @abc.abstractmethod
     def _passthrough_fail(self, message: str, status: int, code: str | None, events: int) -> bytes:
-        raise NotImplementedError
+        """The in-stream error event that ends a same-protocol stream."""
 
     async def remember(self, req: Inbound, body: bytes | None) -> None:
         """Keep an answer for later turns; only Responses does."""
@@ -410,6 +415,16 @@ class ImagesAdapter(Adapter):
         return IMAGES.write_answer(answer, req.body)
 
     def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id) -> StreamTranslator:
+        raise UnsupportedCapability("image generation answers whole")
+
+    # An Images request is a prompt, read by canonical(); its answers are never streamed (decode refuses it).
+    def _read(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
+        raise UnsupportedCapability("an Images request is a prompt, not a conversation")
+
+    def _writer(self, req: Inbound, new_id: NewId):
+        raise UnsupportedCapability("image generation answers whole")
+
+    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int) -> bytes:
         raise UnsupportedCapability("image generation answers whole")
 
 
