@@ -273,3 +273,68 @@ def test_overload_refuse_leaves_rules_unknown_at_once(fake, s1_router):
     r = ask(s1_router, "Prove that sqrt(2) is irrational #refuse")
     assert r.headers["x-vsr-selected-decision"] == "tools_or_unsure"     # unknown -> on_unknown: match
     assert len(calls(fake)) == 1
+
+
+def refusing_config(mock_url: str, s1_url: str, *, action: str, on_unknown: str) -> dict:
+    d = config(mock_url, s1_url)
+    recipe = d["recipes"][0]
+    recipe["signals"]["jailbreak"][0]["on_unknown"] = on_unknown
+    blocked = recipe["decisions"][0]
+    blocked["modelRefs"] = []
+    blocked["plugins"] = [{"type": "fast_response", "configuration": {"message": "Declined by the guard."}}]
+    d["global"]["model_catalog"]["on_signal_overload"] = {"action": action, "wait_ms": 300}
+    return d
+
+
+def test_fast_response_answers_in_each_protocol_without_a_model(mock, fake, tmp_path):
+    import anthropic
+    import openai
+
+    set_rules(fake, [{"question": "preset:jailbreak", "answer": {"choice": {"jailbreak": 0.99, "benign": 0.01}}}])
+    httpx.post(f"{mock.url}/_mock/reset")
+    with router(write_config(refusing_config(mock.url, fake.url, action="refuse", on_unknown="no_match"),
+                             str(tmp_path))) as proc:
+        chat = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="x", max_retries=0)
+        raw = chat.chat.completions.with_raw_response.create(model="auto", messages=[{"role": "user", "content": "hi"}])
+        assert raw.parse().choices[0].message.content == "Declined by the guard."
+        assert raw.headers["x-vsr-response-path"] == "fast_response"
+        assert raw.headers["x-vsr-selected-decision"] == "blocked" and "x-vsr-selected-model" not in raw.headers
+        text = "".join(c.choices[0].delta.content or "" for c in chat.chat.completions.create(
+            model="auto", messages=[{"role": "user", "content": "hi"}], stream=True) if c.choices)
+        assert text == "Declined by the guard."
+        msg = anthropic.Anthropic(base_url=proc.url, api_key="x", max_retries=0).messages.create(
+            model="auto", max_tokens=50, messages=[{"role": "user", "content": "hi"}])
+        assert msg.content[0].text == "Declined by the guard." and msg.stop_reason == "end_turn"
+        assert httpx.get(f"{mock.url}/_mock/stats").json()["requests"] == 0
+
+
+@pytest.mark.parametrize("on_unknown", ["match", "no_match"], ids=["failed-closed-refusal", "unread-refusing-rule"])
+def test_overloaded_refusing_rule_answers_a_retryable_error(mock, fake, tmp_path, on_unknown):
+    import anthropic
+    import openai
+
+    set_rules(fake, [{"question": "*", "fail": "overloaded"}])
+    httpx.post(f"{mock.url}/_mock/reset")
+    with router(write_config(refusing_config(mock.url, fake.url, action="retry", on_unknown=on_unknown),
+                             str(tmp_path))) as proc:
+        r = ask(proc, "hello there")
+        assert r.status_code == 429
+        assert r.json()["error"]["code"] == "overloaded"
+        assert r.headers["retry-after"] == "1"
+        assert "guard_overloaded" in r.headers["x-vsr-warnings"]
+        with pytest.raises(anthropic.APIStatusError) as info:
+            anthropic.Anthropic(base_url=proc.url, api_key="x", max_retries=0).messages.create(
+                model="auto", max_tokens=20, messages=[{"role": "user", "content": "hello"}])
+        assert info.value.status_code == 529 and info.value.body["error"]["type"] == "overloaded_error"
+        assert httpx.get(f"{mock.url}/_mock/stats").json()["requests"] == 0, "never forwarded unchecked"
+        metrics = httpx.get(f"{proc.url}/metrics").text
+        assert "vsr_signal_overload_retryable_total" in metrics
+    del openai
+
+
+def test_without_retry_an_overloaded_fail_closed_rule_refuses(mock, fake, tmp_path):
+    set_rules(fake, [{"question": "*", "fail": "overloaded"}])
+    with router(write_config(refusing_config(mock.url, fake.url, action="refuse", on_unknown="match"),
+                             str(tmp_path))) as proc:
+        r = ask(proc, "hello there")
+        assert r.status_code == 200 and r.headers["x-vsr-response-path"] == "fast_response"

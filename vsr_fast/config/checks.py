@@ -126,6 +126,9 @@ def _check_recipe(recipe: Recipe, models: set[str], errors: list[str]) -> None:
 
 
 def _check_decision(decision: Decision, base: str, models: set[str], errors: list[str]) -> None:
+    if not decision.modelRefs and not any(p.type == "fast_response" for p in decision.plugins):
+        errors.append(f"{base}.modelRefs: missing_field: a decision names modelRefs or answers with a "
+                      "fast_response plugin")
     _check_refs(decision.modelRefs, base, models, errors)
     _check_rule(decision.rules, f"{base}.rules", errors)
 

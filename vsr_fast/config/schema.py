@@ -128,7 +128,8 @@ class PluginEntry(_Block):
 
 class Decision(_Block):
     name: Annotated[str, Meta(min_length=1)]
-    modelRefs: Annotated[list[ModelRef], Meta(min_length=1)]
+    # Empty only for a decision that answers with a fast_response plugin.
+    modelRefs: list[ModelRef] = field(default_factory=list)
     priority: int = 0
     description: str | None = None
     rules: RuleNode = RuleNode(operator="AND")

@@ -1,4 +1,5 @@
 """Plugins: one module per plugin type (spec 5.7). Plugins act; they turn nothing on by themselves."""
+from .fast_response import FastResponseConfig as FastResponseConfig
 from .response_cache import CachePolicy as CachePolicy
 from .response_cache import ResponseCache as ResponseCache
 from .response_cache import ResponseCacheConfig as ResponseCacheConfig
@@ -11,9 +12,10 @@ from .router_replay import ShadowConfig as ShadowConfig
 CONFIGURATIONS = {
     "router_replay": RouterReplayConfig,
     "response_cache": ResponseCacheConfig,
+    "fast_response": FastResponseConfig,
 }
 
 __all__ = [
-    "CONFIGURATIONS", "CachePolicy", "ReplayPolicy", "ReplayRecord", "ResponseCache", "ResponseCacheConfig",
+    "CONFIGURATIONS", "CachePolicy", "FastResponseConfig", "ReplayPolicy", "ReplayRecord", "ResponseCache", "ResponseCacheConfig",
     "RouterReplayConfig", "ShadowConfig",
 ]

@@ -161,6 +161,7 @@ class SystemOneAsker:
     async def ask_with_scans(self, asked, scanned: set, rules, canonical: CanonicalRequest):
         """The stage's merged call and its guard scans, concurrently, under the signals' deadline."""
         answers: dict = {}
+        got: list = []      # the client's Answered (it carries which shares overload left unread)
         guards: dict = {}
         for share in scanned:
             scan_rules = [ScanRule.from_learned(r, threshold=r.threshold, on_unscanned=r.on_unscanned)
@@ -170,11 +171,13 @@ class SystemOneAsker:
         with trio.move_on_after(self.deadline_s):
             async with trio.open_nursery() as nursery:
                 async def call() -> None:
-                    answers.update(await self.ask(asked, canonical))
+                    got.append(await self.ask(asked, canonical))
                 if asked:
                     nursery.start_soon(call)
                 for share, guard in guards.items():
                     nursery.start_soon(self._scan, share, guard, canonical)
+        if got:
+            answers = got[0]
         scans = {share: guard.result() for share, guard in guards.items()}
         for result in scans.values():
             self.scan_metrics.record(result)

@@ -15,6 +15,9 @@ import time
 import trio
 
 from ..config import output as output_rules
+from ..decisions import engine
+from ..plugins import fast_response
+from ..systemone import overload
 from ..errors import RequestError, RoutingError, UpstreamError, VsrError
 from ..headers import registry as h
 from ..headers.public import public_headers
@@ -97,7 +100,8 @@ async def _serve(state: AppState, adapter: Adapter, ex: Exchange, scope: Scope, 
     req = await adapter.prepare(adapter.decode(raw))
     route = await state.table.route(adapter.model(req), lambda: adapter.canonical(req, state.identity(scope)),
                                     state.systemone)
-    ex.recipe, ex.decision, ex.model = route.recipe, route.decision, route.candidates[0].name
+    ex.recipe, ex.decision = route.recipe, route.decision
+    ex.model = route.candidates[0].name if route.candidates else None
     if route.readings is not None and any(c != "full" for c in route.readings.coverage.values()):
         ex.codes.append("scan_partial")
     req = _apply_output_contract(adapter, req, route)
@@ -111,6 +115,11 @@ async def _serve(state: AppState, adapter: Adapter, ex: Exchange, scope: Scope, 
     replay = ex.rec.replay_header()
     if replay is not None:
         ex.extra.append(replay)
+    fast = state.policies.fast(route.recipe, route.decision)
+    _refuse_if_overloaded(state, ex, route, fast is not None)
+    if fast is not None:
+        await _send_fast(state, adapter, ex, send, req, fast.message)
+        return
     cached = await ex.rec.cached(route)
     if cached is not None:
         await _send_cached(state, ex, send, cached)
@@ -139,6 +148,73 @@ async def _serve(state: AppState, adapter: Adapter, ex: Exchange, scope: Scope, 
         raise ClientGone
     if failure is not None:
         raise failure
+
+
+class OverloadedRetryable(VsrError):
+    """The decision model was too busy to read a rule that refuses requests: the client should retry."""
+
+    status, code, type = 429, "overloaded", "overloaded_error"
+
+
+def _refuse_if_overloaded(state: AppState, ex: Exchange, route: Route, chosen_refuses: bool) -> None:
+    """The two cases of spec "When the decision model is overloaded" that answer a retryable error.
+
+    1. Only rules that failed closed on the overloaded model refuse the request.
+    2. A rule left unread for overload would have refused it had it matched.
+    Never forward a request while such a rule is unread; a routing question left
+    unread lets the request go on.
+    """
+    readings, chosen = route.readings, route.chosen
+    client = state.systemone_client
+    if readings is None or not readings.overloaded or chosen is None or client is None:
+        return
+    if client.overload.config.action != "retry":
+        return
+    policies, recipe = state.policies, route.recipe
+    if chosen_refuses and chosen.decision is not None:
+        held = [(leaf.type or "", leaf.name or "") for leaf in engine.leaves(chosen.decision.rules)
+                if engine.leaf_truth(leaf, readings) is True]
+        if held and all(key in readings.overloaded for key in held):
+            _raise_retryable(state, ex, client)
+    floor = chosen.decision.priority if chosen.decision is not None else None
+    for decision in state.table.recipes[recipe].recipe.decisions if recipe else ():
+        if chosen.decision is not None and decision.name == chosen.decision.name:
+            continue
+        if floor is not None and decision.priority < floor:
+            continue
+        if policies.fast(recipe, decision.name) is None:
+            continue
+        if any((leaf.type or "", leaf.name or "") in readings.overloaded for leaf in engine.leaves(decision.rules)):
+            _raise_retryable(state, ex, client)
+
+
+def _raise_retryable(state: AppState, ex: Exchange, client) -> None:
+    ex.codes.append(overload.WARNING)
+    ex.extra.append((b"retry-after", str(client.overload.retry_after_s).encode()))
+    client.overload.count_retryable(ex.api)
+    raise OverloadedRetryable("the decision model is overloaded; retry after the Retry-After delay")
+
+
+async def _send_fast(state: AppState, adapter: Adapter, ex: Exchange, send: Send, req: Inbound, message: str) -> None:
+    """The decision's fast_response, in the client's protocol, with no model called."""
+    ex.path = h.ResponsePath.FAST_RESPONSE
+    ex.model = None
+    ex.status = 200
+    model = ex.decision or "fast_response"
+    if adapter.stream(req):
+        tr = adapter.stream_translator(req, "openai")
+        body = tr.feed(fast_response.chat_stream(message, model)) + tr.close()
+        content_type = "text/event-stream"
+    else:
+        reply = adapter.whole(req, "openai", 200, fast_response.chat_completion(message, model))
+        body, content_type = reply.body, reply.content_type
+    ex.warnings = render_warnings([], codes=ex.codes)
+    headers = ex.headers(state)
+    headers.append((b"content-type", content_type.encode()))
+    await send_whole(send, 200, headers, body)
+    ex.rec.feed(body)
+    ex.rec.answered(status=200, path=ex.path.value, model=None, streamed=adapter.stream(req), complete=True,
+                    content_type=content_type)
 
 
 def _output(route: Route):

@@ -31,7 +31,7 @@ def preview_body(route: Route, model_name: str, routing_us: float) -> dict:
         "model_requested": model_name,
         "recipe": route.recipe,
         "decision": route.decision,
-        "model": route.candidates[0].name,
+        "model": route.candidates[0].name if route.candidates else None,
         "candidates": [m.name for m in route.candidates],
         "fallback": route.fallback,
         "why": chosen.why if chosen else "the request names a provider model directly",
@@ -63,6 +63,7 @@ async def handle_preview(state: AppState, scope: Scope, receive: Receive, send: 
         await send_whole(send, exc.status, headers, openai_error_body(exc))
         return
     headers = public_headers(config_version=state.config_version, path=ResponsePath.UPSTREAM,
-                             recipe=route.recipe, decision=route.decision, model=route.candidates[0].name)
+                             recipe=route.recipe, decision=route.decision,
+                             model=route.candidates[0].name if route.candidates else None)
     headers.append(_JSON)
     await send_whole(send, 200, headers, _ENCODER.encode(preview_body(route, request.model, routing_us)))

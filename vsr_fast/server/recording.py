@@ -32,6 +32,7 @@ class Policies:
         self.recipes = {r.name: r for r in loaded.config.recipes}
         self.replay = lru_cache(maxsize=1024)(self._replay)
         self.cache = lru_cache(maxsize=1024)(self._cache)
+        self.fast = lru_cache(maxsize=1024)(self._fast)
 
     def _layers(self, recipe: str | None, decision: str | None, type_: str) -> list:
         return plugin_config.layers(self.config, self.recipes.get(recipe or ""), decision, type_)
@@ -41,6 +42,11 @@ class Policies:
 
     def _cache(self, recipe: str | None, decision: str | None) -> response_cache.CachePolicy:
         return response_cache.resolve(*self._layers(recipe, decision, "response_cache"))
+
+    def _fast(self, recipe: str | None, decision: str | None):
+        """The fast_response that answers for this decision (the most specific layer), or None."""
+        layers = [layer for layer in self._layers(recipe, decision, "fast_response") if layer is not None]
+        return layers[-1] if layers else None
 
     def global_replay(self) -> router_replay.ReplayPolicy:
         return router_replay.resolve(plugin_config.layer_of(self.config.global_.plugins, "router_replay"))
