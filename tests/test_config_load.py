@@ -75,7 +75,8 @@ CASES = [
     (edit("recipes/0/decisions/1/priority", "high"),
      ["recipes[default].decisions[1].priority: invalid_type: expected int, got str"]),
     (edit("recipes/0/decisions/0/modelRefs", []),
-     ["recipes[default].decisions[0].modelRefs: invalid_value: Expected `array` of length >= 1"]),
+     ["recipes[default].decisions[0].modelRefs: missing_field: a decision names modelRefs or answers with a "
+      "fast_response plugin"]),
     (edit("recipes/0/decisions/0/name", None, delete=True),
      ["recipes[default].decisions[0].name: missing_field: required"]),
     (edit("recipes/0/strategy", "random"),

@@ -114,5 +114,5 @@ def test_a_bad_plugin_configuration_fails_the_load(mock, tmp_path, stream_name):
     with pytest.raises(ConfigError) as info:
         load_raw(d)
     assert info.value.lines == ["global.plugins[0].type: invalid_value: plugin type 'image_gen' is not served "
-                                "(served: response_cache, router_replay)"]
+                                "(served: fast_response, response_cache, router_replay)"]
     assert msgspec  # the wire helpers above decode real stream entries
