@@ -123,7 +123,10 @@ class SystemOneRule(_Rule, kw_only=True):
     stage: StageName = "request"
     input: SystemOneInput = SystemOneInput()
     coverage: Literal["truncate", "full"] = "truncate"
-    on_unscanned: Literal["unknown", "match", "no_match"] = "unknown"
+    # A full-coverage answer that could not read the whole input: what it means. best_effort
+    # trusts what was read when at least min_coverage of the windows were.
+    on_unscanned: Literal["unknown", "match", "no_match", "best_effort"] = "unknown"
+    min_coverage: Annotated[float, Meta(ge=0, le=1)] = 0.0
 
 
 class Signals(Block, kw_only=True):

@@ -110,7 +110,11 @@ class CompiledRecipe:
                 readings.outcomes[key] = (_apply_on_unknown(rule, rule_scan.outcome()) if rule_scan
                                           else outcome_of(rule, None, "scan did not run"))
                 if result is not None:
-                    readings.coverage[key] = str(rule_scan.coverage if rule_scan else result.coverage)
+                    coverage = str(rule_scan.coverage if rule_scan else result.coverage)
+                    readings.coverage[key] = coverage
+                    # The replay record and the preview read the detail: say how much was read.
+                    outcome = readings.outcomes[key]
+                    outcome.detail = f"{outcome.detail or ''}; coverage {coverage}".lstrip("; ")
             else:
                 overloaded = rule.share in getattr(answers, "overloaded", ())
                 if overloaded:
@@ -164,7 +168,8 @@ class SystemOneAsker:
         got: list = []      # the client's Answered (it carries which shares overload left unread)
         guards: dict = {}
         for share in scanned:
-            scan_rules = [ScanRule.from_learned(r, threshold=r.threshold, on_unscanned=r.on_unscanned)
+            scan_rules = [ScanRule.from_learned(r, threshold=r.threshold, on_unscanned=r.on_unscanned,
+                                                min_coverage=r.min_coverage)
                           for r in rules if r.share == share]
             guards[share] = GuardScan(canonical.text, scan_rules, self.scan_params[share.deployment],
                                       seed=random.getrandbits(32))

@@ -4,6 +4,10 @@ Every method reads the current user turn, and the earlier user turns too with
 ``include_history``. Literal matching, BM25, n-grams and fuzzy matching run in
 the C kernels of ``vsr_fast._ext``; regexes use ``re``.
 
+BM25 scores the request against the rule's keywords as documents, with
+rank-bm25's Okapi idf: a term found in half of the keywords or more weighs
+nothing (or less), so a bm25 rule needs three keywords or more to match at all.
+
 Published values: the total match count (exact, regex), or the density in
 matches per 1,000 characters when the rule sets a ``density`` predicate, the
 best BM25 score, the best n-gram similarity, and the number of keywords within

@@ -60,6 +60,7 @@ class LearnedRule:
     preset: Preset | None = None
     threshold: float | None = None    # the predicate's bound, for a guard scan's re-reads
     on_unscanned: str = "unknown"     # a full-coverage rule whose input was not read whole
+    min_coverage: float = 0.0         # with on_unscanned: best_effort
     question: wire.Question | None = None   # the wire question (filled once shares are merged)
 
 
@@ -244,7 +245,7 @@ class _Compiler:
             SYSTEMONE, rule.name, rule_path, q.type, options, tuple(rule.labels or ()), frozenset(rule.ignore_labels),
             _threshold(rule.predicate, NEUTRAL_THRESHOLD), rule.stage, Share(wire_id, deployment, rule.stage, spec),
             rule.timeout_ms, None, question=question, threshold=_bound(rule.predicate, NEUTRAL_THRESHOLD),
-            on_unscanned=rule.on_unscanned,
+            on_unscanned=rule.on_unscanned, min_coverage=rule.min_coverage,
         )
         self.add(learned)
         self.out.questions[learned.share] = question
