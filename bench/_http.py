@@ -1,11 +1,19 @@
-"""Minimal HTTP/1.1 framing on raw trio sockets, shared by the mock upstream and sr-bench.
+"""Minimal HTTP/1.1 framing on raw trio sockets, shared by sr-bench and the fake servers.
 
-Both tools sit on the measured path of every benchmark, so they skip h11/httpx and do
-only the framing they need: heads up to a blank line, Content-Length and chunked bodies.
+sr-bench and the mock upstream sit on the measured path of every benchmark, so they skip
+h11/httpx and do only the framing they need: heads up to a blank line, Content-Length and
+chunked bodies. The server side (``Server``, ``read_request``, ``response_bytes``,
+``watched``, ``serve_until_signal``) is the one the mock upstream and the fake System One
+both run on.
 """
 from __future__ import annotations
 
+import abc
+
+import signal
 import socket
+import sys
+from collections.abc import Awaitable
 from http import HTTPStatus
 
 import trio
@@ -237,3 +245,89 @@ async def watch_peer(reader: Reader, scope: trio.CancelScope) -> None:
     except OSError:
         pass
     scope.cancel()
+
+
+async def watched(reader: Reader, work: Awaitable[object]) -> bool:
+    """Await work while watching for the client leaving; False if it left before work finished.
+
+    A failed write (OSError) counts as the client leaving too. The write failing alone is
+    not reliable: writes into the kernel buffer keep succeeding for a while after the peer
+    closed, so a sibling task (``watch_peer``) waits for its EOF and cancels the work.
+    """
+    finished = False
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch_peer, reader, nursery.cancel_scope)
+        try:
+            await work
+            finished = True
+        except OSError:
+            pass
+        nursery.cancel_scope.cancel()
+    return finished
+
+
+class Server(abc.ABC):
+    """A keep-alive HTTP/1.1 server: one trio task per connection, requests answered in order.
+
+    Subclasses answer requests in ``dispatch`` and word the 400 for a malformed one in
+    ``bad_request``. Every socket gets TCP_NODELAY, so each single send() leaves at once.
+    """
+
+    async def serve(self, host: str, port: int, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Listen and serve until cancelled; reports the bound port through task_status."""
+        family = trio.socket.AF_INET6 if ":" in host else trio.socket.AF_INET
+        listener = trio.socket.socket(family, trio.socket.SOCK_STREAM)
+        with listener:
+            listener.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_REUSEADDR, 1)
+            await listener.bind((host, port))
+            listener.listen(1024)
+            task_status.started(listener.getsockname()[1])
+            async with trio.open_nursery() as nursery:
+                while True:
+                    try:
+                        sock, _ = await listener.accept()
+                    except OSError:
+                        # Out of descriptors or an aborted handshake: back off, keep serving.
+                        await trio.sleep(0.01)
+                        continue
+                    nursery.start_soon(self.connection, sock)
+
+    async def connection(self, sock: trio.socket.SocketType) -> None:
+        """Serve one keep-alive connection until either side closes it."""
+        set_nodelay(sock)
+        reader = Reader(sock)
+        try:
+            while True:
+                try:
+                    request = await read_request(sock, reader)
+                except PeerClosed:
+                    return
+                except ProtocolError as exc:
+                    await send_all(sock, response_bytes(400, self.bad_request(str(exc)), False))
+                    return
+                if request is None or not await self.dispatch(sock, reader, request):
+                    return
+        except OSError:
+            return  # the client reset the connection; nothing left to answer
+        finally:
+            sock.close()
+
+    @abc.abstractmethod
+    async def dispatch(self, sock: trio.socket.SocketType, reader: Reader, req: Request) -> bool:
+        """Answer one request; returns whether the connection stays open."""
+
+    @abc.abstractmethod
+    def bad_request(self, message: str) -> bytes:
+        """The JSON body of the 400 answered to a request this module cannot parse."""
+
+
+async def serve_until_signal(server: Server, name: str, host: str, port: int) -> None:
+    """Run server until SIGTERM or SIGINT, once bound printing ``NAME: listening on http://HOST:PORT`` to stderr."""
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            bound = await nursery.start(server.serve, host, port)
+            shown = f"[{host}]" if ":" in host else host
+            print(f"{name}: listening on http://{shown}:{bound}", file=sys.stderr, flush=True)
+            async for _ in signals:
+                nursery.cancel_scope.cancel()
+                break

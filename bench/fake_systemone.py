@@ -118,7 +118,6 @@ Example: "overloaded twice, then answer billing", and a slow, failing PII check:
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import time
 from pathlib import Path
@@ -128,18 +127,8 @@ import msgspec
 import trio
 from msgspec import Meta, Struct
 
-from bench._http import (
-    PeerClosed,
-    ProtocolError,
-    Reader,
-    Request,
-    abort,
-    read_request,
-    response_bytes,
-    send_all,
-    set_nodelay,
-    watch_peer,
-)
+from bench import _http
+from bench._http import Reader, Request, abort, response_bytes, send_all, serve_until_signal, watched
 from bench._procs import Proc
 from vsr_fast.protocol.systemone import (
     LIMITS,
@@ -556,49 +545,15 @@ class Fake:
 # --- the trio adapter ---------------------------------------------------------------------------
 
 
-class Server:
-    """One trio task per connection, requests answered in order."""
+class Server(_http.Server):
+    """One trio task per connection (``bench._http.Server``), requests answered in order."""
 
     def __init__(self, fake: Fake) -> None:
         self.fake = fake
 
-    async def serve(self, host: str, port: int, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Listen and serve until cancelled; reports the bound port through task_status."""
-        family = trio.socket.AF_INET6 if ":" in host else trio.socket.AF_INET
-        listener = trio.socket.socket(family, trio.socket.SOCK_STREAM)
-        with listener:
-            listener.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_REUSEADDR, 1)
-            await listener.bind((host, port))
-            listener.listen(1024)
-            task_status.started(listener.getsockname()[1])
-            async with trio.open_nursery() as nursery:
-                while True:
-                    try:
-                        sock, _ = await listener.accept()
-                    except OSError:
-                        await trio.sleep(0.01)  # out of descriptors or an aborted handshake
-                        continue
-                    nursery.start_soon(self.connection, sock)
-
-    async def connection(self, sock: trio.socket.SocketType) -> None:
-        """Serve one keep-alive connection until either side closes it."""
-        set_nodelay(sock)
-        reader = Reader(sock)
-        try:
-            while True:
-                try:
-                    req = await read_request(sock, reader)
-                except PeerClosed:
-                    return
-                except ProtocolError as exc:
-                    await send_all(sock, response_bytes(400, error_json("invalid_request", str(exc)), False))
-                    return
-                if req is None or not await self.dispatch(sock, reader, req):
-                    return
-        except OSError:
-            return  # the client reset the connection
-        finally:
-            sock.close()
+    def bad_request(self, message: str) -> bytes:
+        """The body of the 400 a request that is not HTTP/1.1 gets."""
+        return error_json("invalid_request", message)
 
     async def dispatch(self, sock: trio.socket.SocketType, reader: Reader, req: Request) -> bool:
         """Answer one request; returns whether the connection stays open."""
@@ -618,7 +573,8 @@ class Server:
         call = self.fake.record(req)
         outcome = self.fake.decide(req.body)
         if outcome.latency_s > 0 or outcome.hang:
-            if not await self.wait(reader, outcome.latency_s if not outcome.hang else None):
+            pause = trio.sleep_forever() if outcome.hang else trio.sleep(outcome.latency_s)
+            if not await watched(reader, pause):  # the client left first
                 call["disconnected"] = True
                 return False
         if outcome.reset:
@@ -629,28 +585,10 @@ class Server:
         await send_all(sock, data)
         return req.keep_alive
 
-    async def wait(self, reader: Reader, seconds: float | None) -> bool:
-        """Sleep (forever when seconds is None); False if the client left first."""
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(watch_peer, reader, nursery.cancel_scope)
-            if seconds is None:
-                await trio.sleep_forever()
-            await trio.sleep(seconds)
-            nursery.cancel_scope.cancel()
-            return True
-        return False
-
 
 async def run(host: str, port: int, fake: Fake) -> None:
     """Serve until SIGTERM or SIGINT."""
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with trio.open_nursery() as nursery:
-            bound = await nursery.start(Server(fake).serve, host, port)
-            shown = f"[{host}]" if ":" in host else host
-            print(f"fake_systemone: listening on http://{shown}:{bound}", file=sys.stderr, flush=True)
-            async for _ in signals:
-                nursery.cancel_scope.cancel()
-                break
+    await serve_until_signal(Server(fake), "fake_systemone", host, port)
 
 
 def process(*flags: str) -> Proc:

@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import random
-import signal
 import sys
 import time
 from typing import Annotated, Literal
@@ -47,19 +46,17 @@ import msgspec
 import trio
 
 from bench._http import (
-    PeerClosed,
-    ProtocolError,
     Reader,
+    Request,
+    Server,
     abort,
     chunk,
-    parse_head,
-    reason,
+    response_bytes,
     send_all,
-    set_nodelay,
+    serve_until_signal,
+    watched,
 )
 
-JSON = b"application/json"
-SSE = b"text/event-stream"
 MODEL_ID = "mock-model"
 MIDSTREAM_CHUNKS = 2
 
@@ -167,16 +164,6 @@ class Plan(msgspec.Struct):
     tools_raw: list[msgspec.Raw] | None = None
 
 
-class Request(msgspec.Struct):
-    """One parsed HTTP request, body read in full."""
-
-    method: bytes
-    path: bytes
-    headers: dict[bytes, bytes]
-    body: bytes
-    keep_alive: bool
-
-
 class Stats:
     """Counters served by ``/_mock/stats``; the last request is kept raw and decoded on demand."""
 
@@ -260,14 +247,6 @@ def error_body(message: str, status: int, api: str = "chat") -> bytes:
     )
 
 
-def response_bytes(status: int, body: bytes, keep_alive: bool, content_type: bytes = JSON) -> bytes:
-    """A whole response, head and body, ready for a single send()."""
-    close = b"" if keep_alive else b"Connection: close\r\n"
-    return b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s\r\n%s" % (
-        status, reason(status), content_type, len(body), close, body
-    )
-
-
 def stream_head(keep_alive: bool) -> bytes:
     """The head of a chunked SSE response."""
     close = b"" if keep_alive else b"Connection: close\r\n"
@@ -284,26 +263,8 @@ def usage(prompt_bytes: int, content: str) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-async def read_request(sock: trio.socket.SocketType, reader: Reader) -> Request | None:
-    """The next request on the connection, or None when the client closed it cleanly."""
-    head = await reader.read_head()
-    if head is None:
-        return None
-    line, headers = parse_head(head)
-    parts = line.split(b" ")
-    if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
-        raise ProtocolError(f"bad request line {line[:80]!r}")
-    method, target, version = parts
-    if headers.get(b"expect", b"").lower() == b"100-continue":
-        await send_all(sock, b"HTTP/1.1 100 Continue\r\n\r\n")
-    body = await reader.read_body(headers)
-    connection = headers.get(b"connection", b"").lower()
-    keep_alive = b"close" not in connection if version == b"HTTP/1.1" else b"keep-alive" in connection
-    return Request(method, target.split(b"?", 1)[0], headers, body, keep_alive)
-
-
-class MockUpstream:
-    """The server: one trio task per connection, requests answered in order."""
+class MockUpstream(Server):
+    """The server: one trio task per connection (``bench._http.Server``), requests answered in order."""
 
     def __init__(self, config: MockConfig) -> None:
         self.stats = Stats()
@@ -317,44 +278,9 @@ class MockUpstream:
         self.deltas = stream_deltas(config.content, config.chunks)
         self.content_json = msgspec.json.encode(config.content)
 
-    async def serve(self, host: str, port: int, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Listen and serve until cancelled; reports the bound port through task_status."""
-        family = trio.socket.AF_INET6 if ":" in host else trio.socket.AF_INET
-        listener = trio.socket.socket(family, trio.socket.SOCK_STREAM)
-        with listener:
-            listener.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_REUSEADDR, 1)
-            await listener.bind((host, port))
-            listener.listen(1024)
-            task_status.started(listener.getsockname()[1])
-            async with trio.open_nursery() as nursery:
-                while True:
-                    try:
-                        sock, _ = await listener.accept()
-                    except OSError:
-                        # Out of descriptors or an aborted handshake: back off, keep serving.
-                        await trio.sleep(0.01)
-                        continue
-                    nursery.start_soon(self.connection, sock)
-
-    async def connection(self, sock: trio.socket.SocketType) -> None:
-        """Serve one keep-alive connection until either side closes it."""
-        set_nodelay(sock)
-        reader = Reader(sock)
-        try:
-            while True:
-                try:
-                    request = await read_request(sock, reader)
-                except PeerClosed:
-                    return
-                except ProtocolError as exc:
-                    await send_all(sock, response_bytes(400, error_body(str(exc), 400), False))
-                    return
-                if request is None or not await self.dispatch(sock, reader, request):
-                    return
-        except OSError:
-            return  # the client reset the connection; nothing left to answer
-        finally:
-            sock.close()
+    def bad_request(self, message: str) -> bytes:
+        """The body of the 400 a request that is not HTTP/1.1 gets."""
+        return error_body(message, 400)
 
     async def dispatch(self, sock: trio.socket.SocketType, reader: Reader, req: Request) -> bool:
         """Answer one request; returns whether the connection stays open."""
@@ -419,29 +345,12 @@ class MockUpstream:
             await send_all(sock, response_bytes(200, self.whole_body(req, plan, config), req.keep_alive))
             stats.completed += 1
             return req.keep_alive
-        finished = await self.guarded(reader, self.answer(sock, req, plan, config))
+        finished = await watched(reader, self.answer(sock, req, plan, config))
         if finished:
             stats.completed += 1
         else:
             stats.cancelled += 1
         return finished and req.keep_alive
-
-    async def guarded(self, reader: Reader, work) -> bool:
-        """Run work while watching for the client leaving; False if it left before work finished.
-
-        The write failing alone is not reliable: writes into the kernel buffer keep
-        succeeding for a while after the peer closed, so a sibling task waits for its EOF.
-        """
-        finished = False
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(watch_peer, reader, nursery.cancel_scope)
-            try:
-                await work
-                finished = True
-            except OSError:
-                pass
-            nursery.cancel_scope.cancel()
-        return finished
 
     async def answer(self, sock: trio.socket.SocketType, req: Request, plan: Plan, config: MockConfig) -> None:
         """The successful answer, after the configured latency."""
@@ -781,27 +690,9 @@ WHOLE = {"chat": chat_whole, "messages": messages_whole, "responses": responses_
 EVENTS = {"chat": chat_events, "messages": messages_events, "responses": responses_events}
 
 
-async def watch_peer(reader: Reader, scope: trio.CancelScope) -> None:
-    """Cancel scope once the client closes or resets the connection; pipelined bytes are kept."""
-    try:
-        while await reader.fill():
-            pass
-    except OSError:
-        pass
-    scope.cancel()
-
-
 async def run(host: str, port: int, config: MockConfig) -> None:
     """Serve until SIGTERM or SIGINT."""
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with trio.open_nursery() as nursery:
-            server = MockUpstream(config)
-            bound = await nursery.start(server.serve, host, port)
-            shown = f"[{host}]" if ":" in host else host
-            print(f"mock_upstream: listening on http://{shown}:{bound}", file=sys.stderr, flush=True)
-            async for _ in signals:
-                nursery.cancel_scope.cancel()
-                break
+    await serve_until_signal(MockUpstream(config), "mock_upstream", host, port)
 
 
 def build_parser() -> argparse.ArgumentParser:
