@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", default="1,16,64")
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=1, help="router worker processes")
-    parser.add_argument("--events", choices=["embedded", "redis", "off"], default="embedded",
-                        help="the router's event stream backend (off: none recorded)")
+    parser.add_argument("--events", choices=["embedded", "redis", "none"], default="embedded",
+                        help="the router's event stream backend (none: nothing recorded)")
     args, extra = parser.parse_known_args(argv)
 
     with Proc(["-m", "bench.mock_upstream", "--port", "0"], "listening") as mock:

@@ -23,8 +23,9 @@ class EventStreamStore(Block):
     quickstart). Both spill to ``path`` when the in-memory queue is full.
     """
 
-    # "off" records nothing: no replay records, no cache writes, no shadow copies.
-    backend: Literal["redis", "embedded", "off"] = "embedded"
+    # "none" records nothing: no replay records, no cache writes, no shadow copies. (Not "off":
+    # YAML reads a bare off as false.)
+    backend: Literal["redis", "embedded", "none"] = "embedded"
     # Query parameters reach redis-py (socket_timeout=..., e.g.); they win over our defaults.
     url: str = DEFAULT_REDIS_URL
     stream: Annotated[str, Meta(min_length=1)] = "vsr:events"

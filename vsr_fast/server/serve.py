@@ -65,7 +65,7 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
                                      send_shadow=send_shadow if plugin_config.shadow_used(loaded.config) else None,
                                      consumer_name=f"{socket.gethostname()}-{opts.port}-{opts.worker}",
                                      record="router_replay" in uses, cache_writes="response_cache" in uses)
-                 if stores.event_stream.backend != "off" else _nothing())
+                 if stores.event_stream.backend != "none" else _nothing())
     async with open_upstreams(loaded.config) as upstreams, open_systemone(loaded) as systemone, events_cm as events:
         state = AppState(loaded=loaded, upstreams=upstreams, systemone_client=systemone, events=events)
         holder.append(state)
