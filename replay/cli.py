@@ -10,7 +10,6 @@ exits 1 when anything did, for a CI gate before a configuration ships.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
 from contextlib import nullcontext
@@ -21,6 +20,7 @@ import trio
 
 from vsr_fast.config import load_file
 from vsr_fast.errors import ConfigError
+from vsr_fast.systemone.open import open_systemone, read_attached_cards
 
 from . import diff as diff_mod
 from . import rerun
@@ -75,8 +75,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         seen[0] = n
         progress.update(source.done, n)
 
+    async def rerun_all(out):
+        if args.offline:
+            return await rerun.run(loaded, source, out=out, on_request=on_request)
+        # System One questions go to the deployments NEW.yaml resolves to, as in the live router.
+        checked = await read_attached_cards(loaded)
+        async with open_systemone(checked) as client:
+            asker = checked.table.asker(client) if client is not None else None
+            return await rerun.run(checked, source, out=out, on_request=on_request, systemone=asker)
+
     with out_cm as out:
-        cmp = trio.run(functools.partial(rerun.run, loaded, source, out=out, on_request=on_request))
+        cmp = trio.run(rerun_all, out)
     progress.close(source.done, seen[0])
     if source.undecodable:
         cmp.skipped["undecodable_event"] += source.undecodable
@@ -115,6 +124,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print the result as JSON")
     r.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
     r.add_argument("--fail-on-change", action="store_true", help="exit 1 when any route moved")
+    r.add_argument("--offline", action="store_true",
+                   help="do not ask the decision model: learned signals read unknown (routes marked approximate)")
     r.set_defaults(func=cmd_run)
 
     d = sub.add_parser("diff", help="compare the routes two exports recorded for the same requests")

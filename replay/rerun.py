@@ -13,6 +13,7 @@ from typing import IO
 from vsr_fast.config import Loaded
 from vsr_fast.errors import VsrError
 from vsr_fast.events.types import DecisionChosen, ErrorRaised, Event, RequestReceived, now_ms
+from vsr_fast.routing.plan import SystemOneAsker
 from vsr_fast.server.route import decode_chat, route_chat
 from vsr_fast.signals.base import Identity
 
@@ -52,17 +53,19 @@ def requests(events: Iterable[tuple[str, Event]]) -> Iterator[Recorded]:
 _OFFLINE = "no System One client"
 
 
-async def reroute(loaded: Loaded, received: RequestReceived) -> tuple[Outcome, bool]:
+async def reroute(loaded: Loaded, received: RequestReceived,
+                  systemone: SystemOneAsker | None = None) -> tuple[Outcome, bool]:
     """The route ``loaded`` gives the recorded request copy, and whether a learned signal read unknown.
 
-    No System One client is given: offline, the decision model is not asked,
-    so a rule that reads it is unknown and its decisions settle by on_unknown.
+    With ``systemone``, learned rules ask the configuration's deployments, as the
+    live router would (no model is called); without it (``--offline``) a rule
+    that reads the decision model is unknown and its decisions settle by on_unknown.
     """
     assert received.request is not None
     identity = Identity(user=received.user, groups=frozenset(received.groups))
     try:
         request = decode_chat(received.request)
-        route = await route_chat(loaded.table, request, lambda: identity)
+        route = await route_chat(loaded.table, request, lambda: identity, systemone)
     except VsrError as exc:
         return Outcome(getattr(exc, "recipe", None), error=exc.code), False
     model = route.candidates[0].name if route.candidates else None
@@ -72,7 +75,7 @@ async def reroute(loaded: Loaded, received: RequestReceived) -> tuple[Outcome, b
 
 
 async def run(loaded: Loaded, events: Iterable[tuple[str, Event]], *, out: IO[bytes] | None = None,
-              on_request: Callable[[int], None] | None = None) -> Comparison:
+              on_request: Callable[[int], None] | None = None, systemone: SystemOneAsker | None = None) -> Comparison:
     """Compare every recorded route with the one ``loaded`` gives; ``out`` receives the re-routed export."""
     cmp = Comparison()
     seen = 0
@@ -89,7 +92,7 @@ async def run(loaded: Loaded, events: Iterable[tuple[str, Event]], *, out: IO[by
         if r.outcome is None:
             cmp.skipped["no_recorded_route"] += 1
             continue
-        after, offline = await reroute(loaded, r.received)
+        after, offline = await reroute(loaded, r.received, systemone)
         cmp.add(r.replay_id, r.outcome, after, approximate=r.received.request_truncated or offline)
         if out is not None:
             _write(out, r, after, loaded.version_hash)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -84,7 +85,9 @@ async def record_traffic(sink, config_path: str, repeat: int = 1) -> dict[str, l
 
 
 def vsr_replay(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VSR_REPLAY), *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    # PYTHONPATH: configurations may name the scripted test model (tests.scripted_model).
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([str(VSR_REPLAY), *args], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
 
 
 def moves(result: dict) -> list[tuple[str, str, str, str, int]]:
@@ -154,3 +157,45 @@ def test_a_bad_configuration_is_reported_not_raised(tmp_path):
     bad.write_text("version: v0.3\n")
     done = vsr_replay("run", "--config", str(bad), "--input", str(tmp_path / "none.jsonl"))
     assert done.returncode == 2 and "version" in done.stderr and "Traceback" not in done.stderr
+
+
+def learned_config(domain_labels: list[str]) -> dict:
+    """A recipe routing on a domain rule answered by the scripted in-process decision model."""
+    doc = config(["python"])
+    doc["global"] = {"model_catalog": {"deployments": {"local": {"provider": "model_runtime",
+                                                                  "artifact": "tests.scripted_model:make"}},
+                                       "system": {"decision_model": {"deployment": "local"}}}}
+    recipe = doc["recipes"][0]
+    recipe["signals"]["domains"] = [{"name": "topic", "labels": domain_labels, "predicate": {"gte": 0.5}}]
+    recipe["decisions"][1]["rules"] = {"operator": "AND", "conditions": [{"type": "domain", "name": "topic"}]}
+    return doc
+
+
+async def test_run_asks_the_new_configurations_decision_model(stream_name, tmp_path):
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    old.write_text(yaml.safe_dump(learned_config(["law"])))
+    new.write_text(yaml.safe_dump(learned_config(["history"])))
+    # The scripted model picks the option its text names: "law" and "history" requests.
+    sink = EventSink(RedisTransport(REDIS_URL, stream_name), tmp_path / "spill").start()
+    loaded = load_file(str(old))
+    from vsr_fast.systemone.open import open_systemone
+    async with open_systemone(loaded) as client:
+        asker = loaded.table.asker(client)
+        for text in ("a question about law", "a question about history"):
+            raw = msgspec.json.encode({"model": "vsr/auto", "messages": [{"role": "user", "content": text}]})
+            request = decode_chat(raw)
+            route = await route_chat(loaded.table, request, lambda: ANONYMOUS, asker)
+            ev = RequestEvents(sink, config_version=loaded.version_hash, policy=ReplayPolicy(capture_request_body=True))
+            ev.routed(raw, request, route)
+            ev.answer(status=200, response_path="upstream", model=route.candidates[0].name, streamed=False)
+    assert sink.wait_drained(10)
+    sink.close()
+    done = vsr_replay("run", "--config", str(new), "--redis", REDIS_URL, "--stream", stream_name, "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert moves(result) == [("billing", "general", "billing-model", "general-model", 1),
+                             ("general", "billing", "general-model", "billing-model", 1)]
+    assert result["approximate"] == 0
+    offline = json.loads(vsr_replay("run", "--config", str(new), "--redis", REDIS_URL, "--stream", stream_name,
+                                    "--json", "--offline").stdout)
+    assert offline["approximate"] == 2, "offline, the domain rule reads unknown"
