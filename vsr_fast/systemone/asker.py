@@ -1,0 +1,92 @@
+"""The request stage's System One asker: merged calls and guard scans under the signals' deadline.
+
+It binds the client to one configuration's state building (routing views per
+deployment), call timeouts, scan window parameters and wire questions.
+"""
+from __future__ import annotations
+
+import random
+
+import msgspec
+import trio
+
+from ..protocol import systemone as wire
+from ..signals.base import CanonicalRequest
+from .client import SystemOneClient
+from .deployments import CallFailed
+from .scan import GuardScan, ScanMetrics, ScanRule, scan
+from .states import build_state
+
+
+class SystemOneAsker:
+    """Binds the client to the state building, guard scans and budgets of one configuration."""
+
+    def __init__(self, client: SystemOneClient, views: dict, timeouts_ms: dict[str, int], deadline_s: float,
+                 scan_params: dict | None = None, max_parallel: dict | None = None,
+                 questions: dict | None = None) -> None:
+        self.client, self.views, self.timeouts_ms, self.deadline_s = client, views, timeouts_ms, deadline_s
+        self.scan_params = scan_params or {}
+        self.max_parallel = max_parallel or {}
+        self._questions = questions or {}     # share -> its wire question, for guard-scan windows
+        self.scan_metrics = ScanMetrics()
+
+    async def ask(self, asked, canonical: CanonicalRequest):
+        def state_for(share):
+            return build_state(canonical, share.spec, self.views[share.deployment])
+        return await self.client.ask(asked, state_for, self.deadline_s, self.timeouts_ms)
+
+    def scanned(self, asked, canonical: CanonicalRequest) -> set:
+        """Full-coverage questions whose input is longer than one window: read in windows, not in a view."""
+        out = set()
+        size = None
+        for share in asked:
+            params = self.scan_params.get(share.deployment)
+            if share.spec.coverage != "full" or params is None:
+                continue
+            if size is None:
+                size = len(canonical.text.encode())
+            if size > params.window_bytes:
+                out.add(share)
+        return out
+
+    async def ask_with_scans(self, asked, scanned: set, rules, canonical: CanonicalRequest):
+        """The stage's merged call and its guard scans, concurrently, under the signals' deadline."""
+        answers: dict = {}
+        got: list = []      # the client's Answered (it carries which shares overload left unread)
+        guards: dict = {}
+        for share in scanned:
+            scan_rules = [ScanRule.from_learned(r, threshold=r.threshold, on_unscanned=r.on_unscanned,
+                                                min_coverage=r.min_coverage)
+                          for r in rules if r.share == share]
+            guards[share] = GuardScan(canonical.text, scan_rules, self.scan_params[share.deployment],
+                                      seed=random.getrandbits(32))
+        with trio.move_on_after(self.deadline_s):
+            async with trio.open_nursery() as nursery:
+                async def call() -> None:
+                    got.append(await self.ask(asked, canonical))
+                if asked:
+                    nursery.start_soon(call)
+                for share, guard in guards.items():
+                    nursery.start_soon(self._scan, share, guard, canonical)
+        if got:
+            answers = got[0]
+        scans = {share: guard.result() for share, guard in guards.items()}
+        for result in scans.values():
+            self.scan_metrics.record(result)
+        return answers, scans
+
+    async def _scan(self, share, guard, canonical: CanonicalRequest) -> None:
+        runner = self.client.runners[share.deployment]
+        question = self._questions[share]
+
+        async def ask_window(text: str, wire_ids) -> dict | None:
+            state = build_state(canonical, share.spec, lambda t: t)
+            state = msgspec.structs.replace(state, request=text)
+            try:
+                with trio.fail_after((self.timeouts_ms.get(share.deployment) or 1000) / 1000):
+                    response = await runner.call(wire.StandardRequest(state=state, questions={share.wire_id: question}))
+            except (CallFailed, trio.TooSlowError):
+                return None
+            return response.answers
+
+        await scan(guard, ask_window, max_parallel=self.max_parallel.get(share.deployment, 4))
