@@ -1,7 +1,6 @@
 """Server-sent events: cutting a relayed byte stream at event boundaries (sans I/O)."""
 from __future__ import annotations
 
-from .chat import ENCODER, ErrorBody, ErrorResponse
 
 
 class EventCutter:
@@ -29,9 +28,3 @@ class EventCutter:
         """Whatever is left when the upstream ended cleanly."""
         rest, self._pending = self._pending, b""
         return rest
-
-
-def error_event(message: str, type_: str, code: str) -> bytes:
-    """An OpenAI-style in-stream error event (the SDK raises it as an APIError)."""
-    body = ENCODER.encode(ErrorResponse(ErrorBody(message, type_, None, code)))
-    return b"data: " + body + b"\n\n"
