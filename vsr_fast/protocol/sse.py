@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 
-
 class EventCutter:
     """Feed raw upstream chunks; get back only whole events, unchanged.
 
