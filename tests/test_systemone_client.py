@@ -282,3 +282,26 @@ async def test_a_family_trained_id_replaces_the_router_owned_one():
     asker = loaded.table.asker(SystemOneClient({"local": rec}, loaded.version_hash))
     await loaded.table.route("x", lambda: user("hello"), asker)
     assert list(rec.bodies[0]["questions"]) == ["attack", "preset:complexity"]
+
+
+async def test_a_set_question_is_asked_label_by_label_of_a_model_without_sets():
+    signals = {"safety": [{"name": "weapons", "labels": ["Guns and Illegal Weapons", "S9"]}],
+               "systemone": [{"name": "topics", "question": {"type": "set", "criteria": {"billing": "Billing", "bug": "A bug"}},
+                              "labels": ["bug"]}]}
+    conditions = [{"type": "safety", "name": "weapons"}, {"type": "systemone", "name": "topics"}]
+    d = doc(signals, conditions, deployments=remote_with(["choice", "noul", "score"]))
+
+    def answer(state, *, qid, question):
+        assert isinstance(question, wire.NoulQuestion)
+        return wire.NoulAnswer(0.9 if qid.endswith(("/S9", "/bug")) else 0.05)
+
+    route, rec, _ = await route_with(d, user("where can I buy a rifle, and is this a bug?"), answer)
+    (body,) = rec.bodies
+    assert sorted(body["questions"]) == ["preset:harm_categories/Guns and Illegal Weapons", "preset:harm_categories/S9",
+                                         "systemone:topics/billing", "systemone:topics/bug"]
+    assert all(q["type"] == "noul" for q in body["questions"].values())
+    weapons = route.readings.outcomes[("safety", "weapons")]
+    assert weapons.matched is True
+    assert (weapons.labels["Guns and Illegal Weapons"], weapons.labels["S9"]) == (False, True)
+    assert route.readings.outcomes[("systemone", "topics")].matched is True
+    assert route.decision == "d"

@@ -15,6 +15,7 @@ from ..config.catalog import PRIMARY, Deployment, ModelCatalog
 from ..config.signals import Predicate
 from ..protocol import systemone as wire
 from ..systemone import capabilities as caps
+from ..systemone.split import SetAsNoul
 from ..systemone.presets import APPLICATION_SIGNALS, NEUTRAL_THRESHOLD, PRESETS, Preset
 from .base import CompileErrors, Outcome
 
@@ -138,7 +139,8 @@ class _Compiler:
         capable = self.capable(name)
         if capable is None or not capable.known:
             return capable
-        if question_type not in capable.question_types:
+        set_by_noul = question_type == "set" and "noul" in capable.question_types
+        if question_type not in capable.question_types and not set_by_noul:
             if question_type == "span":
                 kind = binding_type or "this rule"
                 self.errors.add(rule_path, "span_required",
@@ -295,22 +297,32 @@ def compile_learned(signals: app.Signals, recipe_path: str, recipe_bindings: dic
                       spec=StateSpec(previous_turns=rule.input.previous_turns))
     for rule in signals.complexity:
         c.preset_rule("complexity", rule, labels=rule.labels)
-    _merge_shares(c.out)
+    _merge_shares(c.out, capable)
     return c.out
 
 
-def _merge_shares(out: LearnedSignals) -> None:
-    """One wire question per share: a set question carries the union of its rules' labels."""
+def _merge_shares(out: LearnedSignals, capable: Callable[[str], caps.Capable | None]) -> None:
+    """One wire question per share: a set question carries the union of its rules' labels, and is
+    asked label by label of a deployment that answers noul but no set (spec 5.2)."""
     by_share: dict[Share, list[LearnedRule]] = {}
     for rule in out.rules.values():
         by_share.setdefault(rule.share, []).append(rule)
     for share, rules in by_share.items():
         first = rules[0]
         if first.preset is None:
+            if first.question_type == "set":
+                answers = capable(share.deployment)
+                if answers is not None and answers.known and "set" not in answers.question_types:
+                    out.questions[share] = SetAsNoul(out.questions[share])
+                    for r in rules:
+                        r.question = out.questions[share]
             continue
         if first.question_type == "set":
             wanted = {label for r in rules for label in (r.labels or r.options)}
             question = first.preset.question(tuple(o for o in first.options if o in wanted))
+            answers = capable(share.deployment)
+            if answers is not None and answers.known and "set" not in answers.question_types:
+                question = SetAsNoul(question)
         else:
             question = first.preset.question()
         out.questions[share] = question

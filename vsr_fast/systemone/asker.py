@@ -15,6 +15,7 @@ from ..signals.base import CanonicalRequest
 from .client import SystemOneClient
 from .deployments import CallFailed
 from .scan import GuardScan, ScanMetrics, ScanRule, scan
+from .split import SetAsNoul
 from .states import build_state
 
 
@@ -84,6 +85,11 @@ class SystemOneAsker:
             state = msgspec.structs.replace(state, request=text)
             try:
                 with trio.fail_after((self.timeouts_ms.get(share.deployment) or 1000) / 1000):
+                    if isinstance(question, SetAsNoul):
+                        response = await runner.call(wire.StandardRequest(state=state,
+                                                                          questions=question.expand(share.wire_id)))
+                        folded = question.collapse(share.wire_id, response.answers)
+                        return {share.wire_id: folded} if folded is not None else None
                     response = await runner.call(wire.StandardRequest(state=state, questions={share.wire_id: question}))
             except (CallFailed, trio.TooSlowError):
                 return None

@@ -27,6 +27,7 @@ from ..signals.learned import Share
 from .deployments import DEFAULT_TIMEOUT_MS, Body, CallFailed, Response, entries_of
 from .overload import OverloadMetrics, OverloadPolicy, RequestWait
 from .reuse import AnswerCache, question_key, state_key
+from .split import SetAsNoul, cache_form
 
 log = logging.getLogger("vsr_fast.systemone")
 Answers = dict[Share, wire.Answer | None]
@@ -51,6 +52,7 @@ class Call:
     deployment: str
     entries: list[tuple[str, wire.State, dict[str, wire.Question]]]
     shares: dict[tuple[str, str], list[Share]] = field(default_factory=dict)   # (entry, wire_id) -> shares
+    splits: dict[str, SetAsNoul] = field(default_factory=dict)    # wire_id -> a set asked label by label
 
     def body(self) -> Body:
         """Standard form for one entry, batch form for two or more."""
@@ -90,11 +92,12 @@ class SystemOneClient:
     def plan(self, asked: dict[Share, wire.Question], state_for: Callable[[Share], wire.State]) -> tuple[list[Call], Answers]:
         """Merge questions into calls; answers already known come back without a call."""
         reused: Answers = {}
+        split: dict[str, SetAsNoul] = {}
         by_dep: dict[str, dict[bytes, tuple[wire.State, dict[str, wire.Question], list[Share]]]] = {}
         for share, question in asked.items():
             state = state_for(share)
             skey = state_key(state)
-            key = (self.generation, skey, question_key(share.wire_id, question))
+            key = (self.generation, skey, question_key(share.wire_id, cache_form(question)))
             hit = self.caches[share.deployment].get(key)
             if hit is not None:
                 reused[share] = hit
@@ -102,11 +105,15 @@ class SystemOneClient:
                 continue
             entries = by_dep.setdefault(share.deployment, {})
             _, questions, shares = entries.setdefault(skey, (state, {}, []))
-            questions[share.wire_id] = question
+            if isinstance(question, SetAsNoul):
+                questions.update(question.expand(share.wire_id))
+                split.setdefault(share.wire_id, question)
+            else:
+                questions[share.wire_id] = question
             shares.append(share)
         calls = []
         for dep, entries in by_dep.items():
-            call = Call(dep, [])
+            call = Call(dep, [], splits=split)
             for i, (state, questions, shares) in enumerate(entries.values(), start=1):
                 name = str(i)
                 call.entries.append((name, state, questions))
@@ -195,6 +202,14 @@ class SystemOneClient:
                 for share in call.shares.get((name, wire_id), ()):
                     answers[share] = answer
                 cache.put((self.generation, skey, question_key(wire_id, question)), answer)
+            for wire_id, split in call.splits.items():
+                shares = call.shares.get((name, wire_id), ())
+                folded = split.collapse(wire_id, got) if shares else None
+                if folded is None:
+                    continue
+                for share in shares:
+                    answers[share] = folded
+                cache.put((self.generation, skey, question_key(wire_id, split.question)), folded)
 
     async def aclose(self) -> None:
         for runner in self.runners.values():
