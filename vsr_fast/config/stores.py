@@ -52,11 +52,22 @@ class ResponseCacheStore(Block):
     max_entry_bytes: Annotated[int, Meta(ge=1024, le=64 << 20)] = 1 << 20
 
 
+class ResponsesStore(Block):
+    """``global.stores.responses``: the Responses API's conversations, for ``previous_response_id``."""
+
+    backend_type: Literal["memory", "redis"] = "memory"
+    url: str = DEFAULT_REDIS_URL
+    prefix: Annotated[str, Meta(min_length=1)] = "vsr:responses:"
+    ttl_seconds: Annotated[int, Meta(ge=60)] = 7 * 86_400      # redis only
+    max_entries: Annotated[int, Meta(ge=1)] = 10_000           # memory only
+
+
 class Stores(Block):
     """``global.stores``."""
 
     event_stream: EventStreamStore = EventStreamStore()
     response_cache: ResponseCacheStore = ResponseCacheStore()
+    responses: ResponsesStore = ResponsesStore()
 
 
-__all__ = ["DEFAULT_REDIS_URL", "EventStreamStore", "ResponseCacheStore", "Stores"]
+__all__ = ["DEFAULT_REDIS_URL", "EventStreamStore", "ResponseCacheStore", "ResponsesStore", "Stores"]

@@ -7,7 +7,7 @@ from ..config import Loaded
 from ..events.service import EventServices
 from ..headers import trace
 from ..protocol.adapters import make_adapters
-from ..protocol.responses import MemoryResponseStore
+from .response_store import response_store
 from ..metrics import Metrics
 from ..systemone.client import SystemOneClient
 from ..upstream import Attempt, Dispatcher, Upstreams
@@ -31,7 +31,7 @@ class AppState:
         self.systemone = self.table.asker(client) if client is not None else None
         self.debug_policy = self.loaded.config.global_.router.headers.debug
         self.policies = Policies(self.loaded)
-        self.adapters = make_adapters(MemoryResponseStore())
+        self.adapters = make_adapters(response_store(self.loaded.config.global_.stores.responses))
         self.dispatcher = Dispatcher(self.upstreams, self._count_attempt)
         self.config_version = self.loaded.version_hash.encode()
         self.max_body_bytes = self.loaded.config.global_.router.limits.max_body_bytes

@@ -1,0 +1,45 @@
+"""previous_response_id across routers: the Responses conversations in a shared Redis store."""
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import openai
+import pytest
+import redis
+
+from .procs import router, write_config
+
+
+@pytest.fixture
+def prefix():
+    name = f"vsr-test:{uuid.uuid4().hex}:responses:"
+    yield name
+    r = redis.Redis.from_url("redis://127.0.0.1:6379/0")
+    for key in r.scan_iter(f"{name}*"):
+        r.delete(key)
+
+
+def test_a_follow_up_on_another_router_finds_the_conversation(mock, tmp_path, prefix):
+    doc = {
+        "version": "v0.5",
+        "providers": {"models": [{"name": "m", "api_format": "openai", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}]},
+        "recipes": [{"name": "r", "decisions": [{"name": "d", "modelRefs": [{"model": "m"}]}]}],
+        "global": {"stores": {"responses": {"backend_type": "redis", "prefix": prefix},
+                              "event_stream": {"backend": "none"}}},
+    }
+    path = write_config(doc, str(tmp_path))
+    with router(path) as a, router(path) as b:
+        first = openai.OpenAI(base_url=f"{a.url}/v1", api_key="x", max_retries=0).responses.create(
+            model="auto", input="Remember the word heliotrope.")
+        follow = openai.OpenAI(base_url=f"{b.url}/v1", api_key="x", max_retries=0).responses.create(
+            model="auto", input="Which word?", previous_response_id=first.id)
+        assert follow.status == "completed" and follow.output_text
+        seen = [m["content"] if isinstance(m["content"], str) else m["content"][0]["text"]
+                for m in httpx.get(f"{mock.url}/_mock/stats").json()["last_request"]["body"]["messages"]
+                if m["role"] == "user"]
+        assert seen == ["Remember the word heliotrope.", "Which word?"], "router b sent the whole conversation"
+        with pytest.raises(openai.BadRequestError) as info:
+            openai.OpenAI(base_url=f"{b.url}/v1", api_key="x", max_retries=0).responses.create(
+                model="auto", input="x", previous_response_id="resp_unknown")
+        assert info.value.body["code"] == "previous_response_not_found"

@@ -1,0 +1,54 @@
+"""Where ``previous_response_id`` lives when several routers serve one client: Redis.
+
+redis-py blocks, so each call runs in a worker thread behind a limiter; the
+request path awaits only its own lookup. The memory store
+(``protocol.responses.MemoryResponseStore``) stays the default for one process.
+"""
+from __future__ import annotations
+
+import msgspec
+import redis
+import trio
+
+from ..config.stores import ResponsesStore
+from ..protocol.responses import MemoryResponseStore, ResponseStore, StoredResponse
+
+# JSON, not msgpack: the conversation is kept as raw JSON (msgspec.Raw) and stays so.
+_ENCODE = msgspec.json.Encoder()
+_DECODE = msgspec.json.Decoder(StoredResponse)
+
+
+class RedisResponseStore:
+    """One key per response under ``prefix``, with a time to live."""
+
+    def __init__(self, url: str, prefix: str, ttl_seconds: int) -> None:
+        self._redis = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=1.0)
+        self._prefix = prefix
+        self._ttl = ttl_seconds
+        self._limiter = trio.CapacityLimiter(8)
+
+    async def get(self, response_id: str) -> StoredResponse | None:
+        try:
+            data = await trio.to_thread.run_sync(self._redis.get, self._prefix + response_id, limiter=self._limiter)
+        except redis.RedisError:
+            return None   # an unreachable store reads as an unknown id: the client starts a new thread
+        return _DECODE.decode(data) if data else None
+
+    async def put(self, record: StoredResponse) -> None:
+        try:
+            await trio.to_thread.run_sync(self._set, record, limiter=self._limiter)
+        except redis.RedisError:
+            return        # not kept: its follow-up gets previous_response_not_found, as after an eviction
+
+    def _set(self, record: StoredResponse) -> None:
+        self._redis.set(self._prefix + record.id, _ENCODE.encode(record), ex=self._ttl)
+
+    def close(self) -> None:
+        self._redis.close()
+
+
+def response_store(config: ResponsesStore) -> ResponseStore:
+    """The store ``global.stores.responses`` names."""
+    if config.backend_type == "redis":
+        return RedisResponseStore(config.url, config.prefix, config.ttl_seconds)
+    return MemoryResponseStore(max_entries=config.max_entries)
