@@ -17,6 +17,7 @@ import trio
 
 from ..config.catalog import Deployment
 from ..protocol import systemone as wire
+from ..upstream.pool import refuse_cookies
 from .runtime import DecisionModel
 
 DEFAULT_TIMEOUT_MS = 1000
@@ -90,6 +91,7 @@ class _Http:
             headers=headers, verify=verify, trust_env=False, timeout=httpx.Timeout(timeout_s),
             limits=httpx.Limits(max_connections=16, max_keepalive_connections=16),
         )
+        refuse_cookies(self._client)
 
     async def call(self, body: Body) -> Response:
         if self.model_name and body.model is None:

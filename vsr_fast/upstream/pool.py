@@ -8,6 +8,7 @@ robin, instead of one large pool. Clients are built once: building one costs
 """
 from __future__ import annotations
 
+import http.cookiejar
 import itertools
 import os
 from contextlib import asynccontextmanager
@@ -51,6 +52,8 @@ class Backend:
             )
             for _ in range(ref.pool_shards)
         ]
+        for client in self._clients:
+            refuse_cookies(client)
         self._cycle = itertools.cycle(self._clients)
 
     def client(self) -> httpx.AsyncClient:
@@ -65,6 +68,12 @@ class Backend:
 # A provider's own credential header and prefix (spec 6.7: a backend defaults to its provider's).
 PROVIDER_AUTH = {"anthropic": ("x-api-key", "")}
 DEFAULT_AUTH = ("Authorization", "Bearer")
+
+
+def refuse_cookies(client: httpx.AsyncClient) -> None:
+    """Keep no cookie a backend sets: one client serves every user, so a kept cookie would ride
+    on the next user's request (and parsing it into a jar costs time on every answer)."""
+    client.cookies.jar.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
 
 
 def _auth_header(ref: BackendRef, api_format: str) -> tuple[str, str] | None:
