@@ -43,6 +43,13 @@ class Source(abc.ABC):
     def __iter__(self) -> Iterator[tuple[str, Event]]:
         """(entry id, event) in stream order."""
 
+    def _decoded(self, e) -> Iterator[tuple[str, Event]]:
+        """The entry's event, or nothing (counted) when it did not decode."""
+        if e.event is None:
+            self.undecodable += 1
+        else:
+            yield e.id, e.event
+
 
 class ExportFile(Source):
     unit = "bytes"
@@ -87,10 +94,7 @@ class RedisStream(Source):
                     return
                 for e in entries:
                     self.done += 1
-                    if e.event is None:
-                        self.undecodable += 1
-                    else:
-                        yield e.id, e.event
+                    yield from self._decoded(e)
                 after = entries[-1].id
         finally:
             self.source.close()
@@ -127,11 +131,7 @@ class EmbeddedJournal(Source):
                         continue
                     if last is not None and f.offset > last:
                         return
-                    e = entry(str(f.offset), f.payload)
-                    if e.event is None:
-                        self.undecodable += 1
-                    else:
-                        yield e.id, e.event
+                    yield from self._decoded(entry(str(f.offset), f.payload))
                 offset = frames[-1].end
         finally:
             self.journal.close()
