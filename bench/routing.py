@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 import trio
 
-from vsr_fast.config import load_file
+from vsr_fast.routing import load_file
 from vsr_fast.server.route import decode_chat, route_chat
 from vsr_fast.signals.base import ANONYMOUS
 

@@ -16,7 +16,7 @@ import httpx
 import trio
 
 from bench.fake_systemone import process as fake_process
-from vsr_fast.config import load_raw
+from vsr_fast.routing import load_raw
 from vsr_fast.protocol import systemone as wire
 from vsr_fast.protocol.chat import Message
 from vsr_fast.signals.base import CanonicalRequest

@@ -18,9 +18,9 @@ from typing import IO
 import msgspec
 import trio
 
-from vsr_fast.config import load_file
+from vsr_fast.routing import load_file
 from vsr_fast.errors import ConfigError
-from vsr_fast.systemone.open import open_systemone, read_attached_cards
+from vsr_fast.routing.open_systemone import open_systemone, read_attached_cards
 
 from . import diff as diff_mod
 from . import rerun

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
-from vsr_fast.config import Loaded
+from vsr_fast.routing import Loaded
 from vsr_fast.errors import VsrError
 from vsr_fast.events.types import DecisionChosen, ErrorRaised, Event, RequestReceived, now_ms
 from vsr_fast.routing.plan import SystemOneAsker

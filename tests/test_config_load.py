@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vsr_fast.config import load_bytes, load_raw
+from vsr_fast.routing import load_bytes, load_raw
 from vsr_fast.errors import ConfigError
 
 from .procs import ROOT

@@ -6,7 +6,7 @@ import itertools
 import msgspec
 import pytest
 
-from vsr_fast.config import load_raw
+from vsr_fast.routing import load_raw
 from vsr_fast.config.schema import Decision, ModelRef, Recipe, RuleNode
 from vsr_fast.config.signals import Projections
 from vsr_fast.decisions.engine import DecisionFailed, choose, evaluate

@@ -103,7 +103,7 @@ def test_an_identical_request_is_served_from_the_response_cache(mock, tmp_path, 
 
 
 def test_a_bad_plugin_configuration_fails_the_load(mock, tmp_path, stream_name):
-    from vsr_fast.config import load_raw
+    from vsr_fast.routing import load_raw
     from vsr_fast.errors import ConfigError
     d = doc(mock.url, stream_name)
     d["global"]["plugins"][0]["configuration"]["max_body_byte"] = 10

@@ -33,7 +33,7 @@ from vsr_fast.events.types import (
     ShadowCopy,
     now_ms,
 )
-from vsr_fast.plugins.response_cache import ResponseCache
+from vsr_fast.events.cache_store import ResponseCache
 from vsr_fast.plugins.router_replay import ReplayPolicy, ShadowPolicy
 
 from .procs import ROOT

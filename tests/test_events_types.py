@@ -5,8 +5,8 @@ import msgspec
 import pytest
 
 import vsr_fast.events as events_pkg
-from vsr_fast.config import load_raw
-from vsr_fast.events import capture
+from vsr_fast.routing import load_raw
+from vsr_fast.events import cache_store, capture, replay_record
 from vsr_fast.events.request import RequestEvents
 from vsr_fast.events.types import (
     EVENT_TYPES,
@@ -241,7 +241,7 @@ def answer(**kw) -> AnswerCompleted:
     ({"body_bytes": 10 << 20}, "too_large"),
 ])
 def test_only_answers_the_guard_released_whole_may_be_cached(fields, reason):
-    assert rc.skip_reason(answer(**fields), 1 << 20) == reason
+    assert cache_store.skip_reason(answer(**fields), 1 << 20) == reason
 
 
 async def test_a_record_is_folded_from_its_events_in_order_whatever_the_arrival():
@@ -256,8 +256,8 @@ async def test_a_record_is_folded_from_its_events_in_order_whatever_the_arrival(
     ev.answer(status=200, response_path="upstream", model="code-model", streamed=True, held=True, guard="passed",
               content_type="text/event-stream", captured=cap, cache=CacheIntent(key="k", ttl_seconds=9))
     shadow = ShadowAnswered(replay_id=ev.replay_id, seq=0, model="cand", status=200, body=b"x")
-    stored = [rr.for_record(e) for e in [shadow, *reversed(sink.events)]]
-    rec = rr.build_record(stored)
+    stored = [replay_record.for_record(e) for e in [shadow, *reversed(sink.events)]]
+    rec = replay_record.build_record(stored)
     assert (rec.id, rec.request_id, rec.recipe, rec.decision, rec.selected_model, rec.model) == (
         ev.replay_id, "q", "default", "code", "code-model", "code-model")
     assert rec.matched_signals == ["keyword:code"] and rec.attempts[0].backend == "b0"

@@ -15,10 +15,10 @@ import pytest
 import trio
 
 from bench.fake_systemone import process as fake_process
-from vsr_fast.config import load_raw
+from vsr_fast.routing import load_raw
 from vsr_fast.config.catalog import Deployment, OnSignalOverload
 from vsr_fast.protocol import systemone as wire
-from vsr_fast.signals.learned import Share, StateSpec
+from vsr_fast.systemone.learned import Share, StateSpec
 from vsr_fast.systemone.client import SystemOneClient
 from vsr_fast.systemone.deployments import CallFailed, Remote
 from vsr_fast.systemone.overload import OverloadPolicy, retry_after_seconds

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 import yaml
 
-from vsr_fast.config import load_file
+from vsr_fast.routing import load_file
 from vsr_fast.config.stores import EventStreamStore
 from vsr_fast.events.redis_stream import RedisTransport
 from vsr_fast.events.request import RequestEvents
@@ -178,7 +178,7 @@ async def test_run_asks_the_new_configurations_decision_model(stream_name, tmp_p
     # The scripted model picks the option its text names: "law" and "history" requests.
     sink = EventSink(RedisTransport(REDIS_URL, stream_name), tmp_path / "spill").start()
     loaded = load_file(str(old))
-    from vsr_fast.systemone.open import open_systemone
+    from vsr_fast.routing.open_systemone import open_systemone
     async with open_systemone(loaded) as client:
         asker = loaded.table.asker(client)
         for text in ("a question about law", "a question about history"):

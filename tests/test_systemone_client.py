@@ -6,7 +6,7 @@ import copy
 import msgspec
 import pytest
 
-from vsr_fast.config import load_raw
+from vsr_fast.routing import load_raw
 from vsr_fast.errors import ConfigError
 from vsr_fast.protocol import systemone as wire
 from vsr_fast.signals.base import CanonicalRequest

@@ -5,7 +5,7 @@ import argparse
 import logging
 import sys
 
-from ..config import load_file
+from ..routing import load_file
 from ..errors import ConfigError
 
 

@@ -1,8 +1,8 @@
-"""The v0.5 configuration: schema, loading, load checks."""
-from .load import Loaded as Loaded
-from .load import load_bytes as load_bytes
-from .load import load_file as load_file
-from .load import load_raw as load_raw
+"""The v0.5 configuration: schema, shape and load checks. Routing compiles what passes (``vsr_fast.routing``)."""
+from .load import Checked as Checked
+from .load import check_bytes as check_bytes
+from .load import check_file as check_file
+from .load import check_raw as check_raw
 from .schema import RouterConfig as RouterConfig
 
-__all__ = ["Loaded", "RouterConfig", "load_bytes", "load_file", "load_raw"]
+__all__ = ["Checked", "RouterConfig", "check_bytes", "check_file", "check_raw"]

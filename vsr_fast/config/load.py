@@ -2,21 +2,16 @@
 from __future__ import annotations
 
 import hashlib
-import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import msgspec
 import yaml
 
 from ..errors import ConfigError
-from . import _paths
 from .checks import check
+from .shape import collect_shape_errors
 from .schema import RouterConfig, convert
-
-if typing.TYPE_CHECKING:
-    from ..routing.plan import RoutingTable
 
 SCHEMA_VERSION = "v0.5"
 
@@ -40,26 +35,29 @@ REMOVED_SIGNAL_TYPES = {
 
 
 @dataclass(frozen=True)
-class Loaded:
-    """A configuration that loaded, compiled for routing, with its warnings and version hash."""
+class Checked:
+    """A configuration whose shape and cross-references passed, with its warnings and version hash.
+
+    Routing compiles it (``vsr_fast.routing.load_*``): the checks that need
+    compiled signals or plugin blocks run there.
+    """
 
     config: RouterConfig
     version_hash: str
-    table: "RoutingTable"
     warnings: list[str] = field(default_factory=list)
 
 
-def load_file(path: str | Path) -> Loaded:
+def check_file(path: str | Path) -> Checked:
     """Read and check ``path``; raises ConfigError listing every problem found."""
     p = Path(path)
     try:
         data = p.read_bytes()
     except OSError as exc:
         raise ConfigError([f"{p}: unreadable: {exc.strerror or exc}"]) from exc
-    return load_bytes(data, source=str(p))
+    return check_bytes(data, source=str(p))
 
 
-def load_bytes(data: bytes, *, source: str = "<config>") -> Loaded:
+def check_bytes(data: bytes, *, source: str = "<config>") -> Checked:
     """Parse YAML (or JSON) bytes and check them as a v0.5 configuration."""
     try:
         raw = yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
@@ -68,10 +66,10 @@ def load_bytes(data: bytes, *, source: str = "<config>") -> Loaded:
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError([f"{where}: yaml_error: {problem}"]) from exc
-    return load_raw(raw, version_hash=hashlib.sha256(data).hexdigest()[:16])
+    return check_raw(raw, version_hash=hashlib.sha256(data).hexdigest()[:16])
 
 
-def load_raw(raw: object, *, version_hash: str = "") -> Loaded:
+def check_raw(raw: object, *, version_hash: str = "") -> Checked:
     """Check an already-decoded document."""
     if not isinstance(raw, dict):
         raise ConfigError([f"(document): invalid_type: expected a mapping, got {type(raw).__name__}"])
@@ -84,21 +82,9 @@ def load_raw(raw: object, *, version_hash: str = "") -> Loaded:
         raise ConfigError(errors)
     config = typing.cast(RouterConfig, convert(raw, RouterConfig))
     errors, warnings = check(config)
-    warnings = warnings_early + warnings
-    from .plugins import check_plugins
-
-    errors += check_plugins(config)
     if errors:
         raise ConfigError(errors)
-    # Compiling the routing table runs the checks that need compiled signals.
-    from ..routing.plan import RoutingTable
-    from ..signals.base import CompileErrors
-
-    compile_errors = CompileErrors()
-    table = RoutingTable(config, compile_errors, warnings)
-    if compile_errors.lines:
-        raise ConfigError(compile_errors.lines)
-    return Loaded(config=config, version_hash=version_hash, table=table, warnings=warnings)
+    return Checked(config=config, version_hash=version_hash, warnings=warnings_early + warnings)
 
 
 def _precheck(raw: dict) -> list[str]:
@@ -151,71 +137,3 @@ def _rename_conditions(node: dict, path: str, warnings: list[str]) -> None:
     for k, child in enumerate(node.get("conditions") or []):
         if isinstance(child, dict):
             _rename_conditions(child, f"{path}.conditions[{k}]", warnings)
-
-
-_MSG = [
-    (re.compile(r"Object contains unknown field `([^`]*)`"), "unknown_field", "{0}", "not a field of this block"),
-    (re.compile(r"Object missing required field `([^`]*)`"), "missing_field", "{0}", "required"),
-    (re.compile(r"Expected `([^`]*)`, got `([^`]*)`"), "invalid_type", "", "expected {0}, got {1}"),
-]
-
-
-def render_validation_error(exc: msgspec.ValidationError, base: list[str | int], raw: object) -> str:
-    """One line ``<path>: <code>: <message>`` for a msgspec validation error."""
-    text = str(exc)
-    message, _, where = text.partition(" - at `")
-    steps = base + _paths.steps_of(where.rstrip("`")) if where else list(base)
-    code, detail = "invalid_value", message
-    for pattern, c, extra_step, template in _MSG:
-        m = pattern.search(message)
-        if m:
-            code, detail = c, template.format(*m.groups())
-            if extra_step:
-                steps.append(extra_step.format(*m.groups()))
-            break
-    return f"{_paths.render(steps, raw)}: {code}: {detail}"
-
-
-def collect_shape_errors(value: object, typ: object, steps: list[str | int], raw: object) -> list[str]:
-    """Every shape error in ``value``, descending so that sibling errors are all reported.
-
-    msgspec stops at the first error; we re-check each child on its own so one
-    load lists every bad block. An error that no child explains is this level's.
-    """
-    try:
-        convert(value, typ)  # type: ignore[arg-type]
-        return []
-    except msgspec.ValidationError as exc:
-        here = render_validation_error(exc, steps, raw)
-    errors: list[str] = []
-    for child_value, child_type, child_steps in _children(value, typ, steps):
-        errors.extend(collect_shape_errors(child_value, child_type, child_steps, raw))
-    return errors or [here]
-
-
-def _children(value: object, typ: object, steps: list[str | int]):
-    typ = _unwrap(typ)
-    origin = typing.get_origin(typ)
-    if origin is list and isinstance(value, list):
-        (item_type,) = typing.get_args(typ)
-        for i, item in enumerate(value):
-            yield item, item_type, steps + [i]
-    elif isinstance(typ, type) and issubclass(typ, msgspec.Struct) and isinstance(value, dict):
-        for f in msgspec.structs.fields(typ):
-            if f.encode_name in value:
-                yield value[f.encode_name], f.type, steps + [f.encode_name]
-
-
-def _unwrap(typ: object) -> object:
-    """Strip Annotated and Optional so the descent sees the container or Struct."""
-    while True:
-        origin = typing.get_origin(typ)
-        if origin is typing.Annotated:
-            typ = typing.get_args(typ)[0]
-        elif origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-            args = [a for a in typing.get_args(typ) if a is not type(None)]
-            if len(args) != 1:
-                return typ
-            typ = args[0]
-        else:
-            return typ

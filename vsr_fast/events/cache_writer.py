@@ -5,7 +5,7 @@ import collections
 
 import redis
 
-from ..plugins.response_cache import SKIP_REASONS, ResponseCache, answer_of, skip_reason
+from .cache_store import SKIP_REASONS, ResponseCache, answer_of, skip_reason
 from .consumers import Acks
 from .source import Entry, StoreUnavailable
 from .types import AnswerCompleted, CacheWritten, Event, now_ms

@@ -1,7 +1,7 @@
 """The replay recorder: keeps each request's events as its Router Replay record."""
 from __future__ import annotations
 
-from ..plugins.router_replay import for_record
+from .replay_record import for_record
 from .consumers import Acks
 from .records import ReplayRecords
 from .source import Entry

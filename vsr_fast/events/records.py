@@ -21,7 +21,7 @@ from typing import Any
 import redis
 import trio
 
-from ..plugins.router_replay import RecordSummary, ReplayRecord, build_record
+from .replay_record import RecordSummary, ReplayRecord, build_record
 from .redis_stream import client
 from .source import StoreUnavailable
 from .types import AnswerCompleted, CacheHit, DecisionChosen, ErrorRaised, Event, decode_event, encode_event

@@ -29,7 +29,7 @@ import trio
 
 from ..config.stores import EventStreamStore, Stores
 from ..errors import ConfigError
-from ..plugins.response_cache import ResponseCache
+from .cache_store import ResponseCache
 from ..plugins.router_replay import DISABLED, ReplayPolicy
 from .cache_writer import CacheWriter
 from .consumers import ConsumerStats, prometheus_lines, run_consumer

@@ -19,7 +19,7 @@ from ..decisions.projections import TYPE as PROJECTION, CompiledProjections
 from ..errors import ModelNotFound, RoutingError
 from ..selection import static
 from ..signals.base import CanonicalRequest, CompileErrors
-from ..signals.learned import LearnedSignals, compile_learned, outcome_of
+from ..systemone.learned import LearnedSignals, compile_learned, outcome_of
 from ..signals.registry import VALUED, Readings, RecipeSignals
 from ..systemone import capabilities as caps
 from ..systemone.asker import SystemOneAsker

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from functools import lru_cache
 
-from ..config import plugins as plugin_config
+from ..plugins import layers as plugin_config
 from ..errors import VsrError
 from ..events.request import RequestEvents
 from ..events.types import CacheIntent

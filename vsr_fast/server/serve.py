@@ -15,11 +15,11 @@ import msgspec
 import hypercorn.trio
 import trio
 
-from ..config import Loaded
-from ..config import plugins as plugin_config
+from ..routing import Loaded
+from ..plugins import layers as plugin_config
 from ..errors import ConfigError, VsrError
 from ..events.service import open_event_services
-from ..systemone.open import open_systemone, read_attached_cards
+from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
 from .app import make_app
 from .recording import Policies

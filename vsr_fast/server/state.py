@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import Loaded
+from ..routing import Loaded
 from ..events.service import EventServices
 from ..headers import trace
 from ..protocol.adapters import make_adapters

@@ -18,7 +18,7 @@ from ..protocol import systemone as wire
 from ..protocol.chat import Message
 from ..signals.base import CanonicalRequest
 from ..systemone.deployments import CallFailed
-from ..systemone.open import alias_key
+from ..routing.open_systemone import alias_key
 from .asgi import Receive, Scope, Send, read_body, send_whole
 from .state import AppState
 

@@ -23,7 +23,7 @@ import trio
 from ..config.catalog import OnSignalOverload
 from ..metrics import Counter, Histogram
 from ..protocol import systemone as wire
-from ..signals.learned import Share
+from .learned import Share
 from .deployments import DEFAULT_TIMEOUT_MS, Body, CallFailed, Response, entries_of
 from .overload import OverloadMetrics, OverloadPolicy, RequestWait
 from .reuse import AnswerCache, question_key, state_key

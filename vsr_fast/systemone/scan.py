@@ -115,7 +115,7 @@ from ..signals.base import Outcome
 from .views import QUESTION_RESERVE_TOKENS
 
 if TYPE_CHECKING:
-    from ..signals.learned import LearnedRule
+    from .learned import LearnedRule
 
 __all__ = [
     "MAX_WINDOWS", "Ask", "Coverage", "GuardScan", "Read", "RuleScan", "ScanMetrics", "ScanParams", "ScanPlan",
@@ -310,7 +310,7 @@ class ScanRule:
     ``threshold`` is the probability its predicate needs (log-odds distances to it
     drive re-reads); None reads nothing again (a score rule, a ``lt`` predicate).
     ``passes`` defaults to ``p >= threshold``. Labels and ignore labels apply as in
-    ``signals.learned.outcome_of``.
+    ``systemone.learned.outcome_of``.
     """
 
     key: str                              # e.g. "jailbreak:prompt_attack": result and metric label

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..protocol.systemone import State, Turn
 from ..signals.base import CanonicalRequest
-from ..signals.learned import StateSpec
+from .learned import StateSpec
 
 
 def build_state(request: CanonicalRequest, spec: StateSpec, view) -> State:

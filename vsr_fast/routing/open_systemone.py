@@ -11,17 +11,17 @@ import httpx
 import msgspec
 import trio
 
-from ..config import Loaded
+from .loaded import Loaded
 from ..errors import ConfigError
-from ..routing.plan import RoutingTable
+from .plan import RoutingTable
 from ..signals.base import CompileErrors
-from .capabilities import Capable
-from .deployments import Attached
-from .runtime import CONTRACT
+from ..systemone.capabilities import Capable
+from ..systemone.deployments import Attached
+from ..systemone.runtime import CONTRACT
 from ..config.catalog import Deployment, DeploymentAuth
 from ..config.schema import ProviderModel
-from .client import SystemOneClient
-from .deployments import runner
+from ..systemone.client import SystemOneClient
+from ..systemone.deployments import runner
 
 log = logging.getLogger("vsr_fast.systemone")
 

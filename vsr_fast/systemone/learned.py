@@ -14,10 +14,10 @@ from ..config import application as app
 from ..config.catalog import PRIMARY, Deployment, ModelCatalog
 from ..config.signals import Predicate
 from ..protocol import systemone as wire
-from ..systemone import capabilities as caps
-from ..systemone.split import SetAsNoul
-from ..systemone.presets import APPLICATION_SIGNALS, NEUTRAL_THRESHOLD, PRESETS, Preset
-from .base import CompileErrors, Outcome
+from . import capabilities as caps
+from .split import SetAsNoul
+from .presets import APPLICATION_SIGNALS, NEUTRAL_THRESHOLD, PRESETS, Preset
+from ..signals.base import CompileErrors, Outcome
 
 SYSTEMONE = "systemone"
 

@@ -5,10 +5,10 @@ from functools import lru_cache
 
 import msgspec
 
-from ..plugins import CONFIGURATIONS
-from ..plugins import router_replay as _replay
-from .load import render_validation_error
-from .schema import PluginEntry, Recipe, RouterConfig
+from ..config.schema import PluginEntry, Recipe, RouterConfig
+from ..config.shape import render_validation_error
+from . import router_replay as _replay
+from .table import CONFIGURATIONS
 
 
 def check_plugins(config: RouterConfig) -> list[str]:

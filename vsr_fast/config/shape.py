@@ -1,0 +1,78 @@
+"""Shape errors: msgspec validation errors as one line each, ``<path>: <code>: <message>``, siblings all reported."""
+from __future__ import annotations
+
+import re
+import typing
+
+import msgspec
+
+from . import _paths
+from .schema import convert
+
+
+_MSG = [
+    (re.compile(r"Object contains unknown field `([^`]*)`"), "unknown_field", "{0}", "not a field of this block"),
+    (re.compile(r"Object missing required field `([^`]*)`"), "missing_field", "{0}", "required"),
+    (re.compile(r"Expected `([^`]*)`, got `([^`]*)`"), "invalid_type", "", "expected {0}, got {1}"),
+]
+
+
+def render_validation_error(exc: msgspec.ValidationError, base: list[str | int], raw: object) -> str:
+    """One line ``<path>: <code>: <message>`` for a msgspec validation error."""
+    text = str(exc)
+    message, _, where = text.partition(" - at `")
+    steps = base + _paths.steps_of(where.rstrip("`")) if where else list(base)
+    code, detail = "invalid_value", message
+    for pattern, c, extra_step, template in _MSG:
+        m = pattern.search(message)
+        if m:
+            code, detail = c, template.format(*m.groups())
+            if extra_step:
+                steps.append(extra_step.format(*m.groups()))
+            break
+    return f"{_paths.render(steps, raw)}: {code}: {detail}"
+
+
+def collect_shape_errors(value: object, typ: object, steps: list[str | int], raw: object) -> list[str]:
+    """Every shape error in ``value``, descending so that sibling errors are all reported.
+
+    msgspec stops at the first error; we re-check each child on its own so one
+    load lists every bad block. An error that no child explains is this level's.
+    """
+    try:
+        convert(value, typ)  # type: ignore[arg-type]
+        return []
+    except msgspec.ValidationError as exc:
+        here = render_validation_error(exc, steps, raw)
+    errors: list[str] = []
+    for child_value, child_type, child_steps in _children(value, typ, steps):
+        errors.extend(collect_shape_errors(child_value, child_type, child_steps, raw))
+    return errors or [here]
+
+
+def _children(value: object, typ: object, steps: list[str | int]):
+    typ = _unwrap(typ)
+    origin = typing.get_origin(typ)
+    if origin is list and isinstance(value, list):
+        (item_type,) = typing.get_args(typ)
+        for i, item in enumerate(value):
+            yield item, item_type, steps + [i]
+    elif isinstance(typ, type) and issubclass(typ, msgspec.Struct) and isinstance(value, dict):
+        for f in msgspec.structs.fields(typ):
+            if f.encode_name in value:
+                yield value[f.encode_name], f.type, steps + [f.encode_name]
+
+
+def _unwrap(typ: object) -> object:
+    """Strip Annotated and Optional so the descent sees the container or Struct."""
+    while True:
+        origin = typing.get_origin(typ)
+        if origin is typing.Annotated:
+            typ = typing.get_args(typ)[0]
+        elif origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+            args = [a for a in typing.get_args(typ) if a is not type(None)]
+            if len(args) != 1:
+                return typ
+            typ = args[0]
+        else:
+            return typ
