@@ -5,63 +5,46 @@ that ``open_event_stream`` / ``open_event_services`` yield. The consumers:
 ``ReplayRecorder``, ``CacheWriter``, ``ShadowDispatcher``, run by
 ``run_consumer``. The records: ``ReplayRecords.get_record`` / ``list_records``.
 """
-# Exports resolve on first use (PEP 562): the plugin modules import events.types
-# and events.capture, and the consumers here import the plugins, so eager
-# imports in this file would make a cycle out of any first import.
-import importlib
-
-_WHERE = {
-    "CacheWriter": "cache_writer",
-    "AnswerCapture": "capture",
-    "answer_facts": "capture",
-    "request_copy": "capture",
-    "Acks": "consumers",
-    "Consumer": "consumers",
-    "ConsumerStats": "consumers",
-    "run_consumer": "consumers",
-    "EmbeddedLog": "embedded",
-    "ReplayRecorder": "recorder",
-    "ReplayRecords": "records",
-    "RedisSource": "redis_stream",
-    "RedisTransport": "redis_stream",
-    "RequestEvents": "request",
-    "EventServices": "service",
-    "EventStream": "service",
-    "open_event_services": "service",
-    "open_event_stream": "service",
-    "open_records": "service",
-    "ShadowDispatcher": "shadow",
-    "Entry": "source",
-    "StoreUnavailable": "source",
-    "StreamSource": "source",
-    "AnswerCompleted": "types",
-    "CacheHit": "types",
-    "CacheIntent": "types",
-    "CacheWritten": "types",
-    "DecisionChosen": "types",
-    "ErrorRaised": "types",
-    "Event": "types",
-    "RequestReceived": "types",
-    "ShadowAnswered": "types",
-    "SignalsEvaluated": "types",
-    "UpstreamAttempted": "types",
-    "Usage": "types",
-    "decode_event": "types",
-    "encode_event": "types",
-    "new_replay_id": "types",
-    "EventSink": "writer",
-    "TransportDown": "writer",
-}
-
-
-def __getattr__(name: str):
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
+from .cache_writer import CacheWriter as CacheWriter
+from .capture import AnswerCapture as AnswerCapture
+from .capture import answer_facts as answer_facts
+from .capture import request_copy as request_copy
+from .consumers import Acks as Acks
+from .consumers import Consumer as Consumer
+from .consumers import ConsumerStats as ConsumerStats
+from .consumers import run_consumer as run_consumer
+from .embedded import EmbeddedLog as EmbeddedLog
+from .recorder import ReplayRecorder as ReplayRecorder
+from .records import ReplayRecords as ReplayRecords
+from .redis_stream import RedisSource as RedisSource
+from .redis_stream import RedisTransport as RedisTransport
+from .request import RequestEvents as RequestEvents
+from .service import EventServices as EventServices
+from .service import EventStream as EventStream
+from .service import open_event_services as open_event_services
+from .service import open_event_stream as open_event_stream
+from .service import open_records as open_records
+from .shadow import ShadowDispatcher as ShadowDispatcher
+from .source import Entry as Entry
+from .source import StoreUnavailable as StoreUnavailable
+from .source import StreamSource as StreamSource
+from .types import AnswerCompleted as AnswerCompleted
+from .types import CacheHit as CacheHit
+from .types import CacheIntent as CacheIntent
+from .types import CacheWritten as CacheWritten
+from .types import DecisionChosen as DecisionChosen
+from .types import ErrorRaised as ErrorRaised
+from .types import Event as Event
+from .types import RequestReceived as RequestReceived
+from .types import ShadowAnswered as ShadowAnswered
+from .types import SignalsEvaluated as SignalsEvaluated
+from .types import UpstreamAttempted as UpstreamAttempted
+from .types import Usage as Usage
+from .types import decode_event as decode_event
+from .types import encode_event as encode_event
+from .types import new_replay_id as new_replay_id
+from .writer import EventSink as EventSink
+from .writer import TransportDown as TransportDown
 
 __all__ = [
     "Acks", "AnswerCapture", "AnswerCompleted", "CacheHit", "CacheIntent", "CacheWriter", "CacheWritten", "Consumer",

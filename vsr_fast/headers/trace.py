@@ -6,8 +6,6 @@ and ``truncated`` ends the dictionary. Only callers that
 """
 from __future__ import annotations
 
-from ..signals.registry import Readings
-
 MAX_BYTES = 4096
 
 
@@ -15,20 +13,6 @@ def _string(value: str) -> str:
     """An RFC 8941 sf-string: printable ASCII with quotes and backslashes escaped."""
     clean = "".join(c if 0x20 <= ord(c) < 0x7F else "?" for c in value)
     return '"' + clean.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def matched_signals(readings: Readings | None) -> list[str]:
-    """The matched rules as ``type:name``, and ``type:name:option`` for labelled answers."""
-    if readings is None:
-        return []
-    out = []
-    for (type_, name), outcome in readings.outcomes.items():
-        if outcome.matched:
-            out.append(f"{type_}:{name}")
-        for label, hit in (outcome.labels or {}).items():
-            if hit:
-                out.append(f"{type_}:{name}:{label}")
-    return out
 
 
 def trace_value(*, signals: list[str], decision: str | None, why: str | None, algorithm: str = "static",

@@ -48,7 +48,7 @@ import msgspec
 
 from ..config.output import UnsupportedCapability
 from ..errors import RequestError, VsrError
-from ..signals.base import ANONYMOUS, CanonicalRequest, Identity
+from .canonical import ANONYMOUS, CanonicalRequest, Identity
 from . import anthropic, chat, images, responses
 from .errors import decode_error, openai_error_body
 from .rewrite import ModelRewriter

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from ..routing import Loaded
 from ..events.service import EventServices
 from ..headers import trace
+from ..signals.registry import matched_signals
 from ..protocol.adapters import make_adapters
 from .response_store import response_store
 from ..metrics import Metrics
@@ -46,7 +47,7 @@ class AppState:
             return None
         chosen = route.chosen
         coverage = {f"{t}:{n}": c for (t, n), c in route.readings.coverage.items()} if route.readings else None
-        return trace.trace_value(signals=trace.matched_signals(route.readings), decision=route.decision,
+        return trace.trace_value(signals=matched_signals(route.readings), decision=route.decision,
                                  why=chosen.why if chosen else "model named directly", coverage=coverage)
 
     def _count_attempt(self, attempt: Attempt) -> None:

@@ -100,4 +100,18 @@ class RecipeSignals:
                 readings.outcomes[(type_, name)] = outcome
 
 
-__all__ = ["CONDITION_TYPES", "COMPILERS", "VALUED", "Reading", "Readings", "RecipeSignals"]
+def matched_signals(readings: Readings | None) -> list[str]:
+    """The matched rules as ``type:name``, and ``type:name:option`` for labelled answers."""
+    if readings is None:
+        return []
+    out = []
+    for (type_, name), outcome in readings.outcomes.items():
+        if outcome.matched:
+            out.append(f"{type_}:{name}")
+        for label, hit in (outcome.labels or {}).items():
+            if hit:
+                out.append(f"{type_}:{name}:{label}")
+    return out
+
+
+__all__ = ["CONDITION_TYPES", "COMPILERS", "VALUED", "Reading", "Readings", "RecipeSignals", "matched_signals"]
