@@ -1,17 +1,39 @@
-"""The one error tree of vsr-fast. Every error knows its HTTP status and code.
+"""The one error tree of vsr-fast. Every error knows its HTTP status, code and stage.
 
-    VsrError                      500 internal
-    ├── ConfigError                   config_invalid      (load failures; never reaches a client)
-    ├── RequestError              400 invalid_request_error
-    │   ├── BodyTooLarge          413 request_too_large
-    │   └── UnsupportedMedia      415 unsupported_media_type
-    ├── RoutingError              400 routing_error       (no decision/model could serve it)
-    │   └── ModelNotFound         404 model_not_found
-    └── UpstreamError             502 upstream_failed
-        ├── UpstreamTimeout       504 upstream_timeout
-        └── UpstreamStatus        (the upstream's own status, passed through)
+    VsrError                        500 internal               internal
+    ├── ConfigError                     config_invalid         load (never reaches a client)
+    ├── RequestError                400 invalid_request        decode
+    │   ├── InvalidJson             400 invalid_json
+    │   ├── InvalidUtf8             400 invalid_utf8
+    │   ├── InvalidType             400 invalid_type
+    │   ├── InvalidValue            400 invalid_value
+    │   ├── PreviousResponseNotFound 400 previous_response_not_found
+    │   ├── MethodNotAllowed        405 method_not_allowed
+    │   ├── BodyTooLarge            413 request_too_large
+    │   └── UnsupportedMedia        415 unsupported_media_type
+    ├── RoutingError                400 routing_error          route
+    │   ├── ModelNotFound           404 model_not_found
+    │   ├── NoDecision              400 no_decision_matched
+    │   ├── DecisionFailed          400 decision_unresolved
+    │   └── OutputRefused           400 output_refused         (the decision's output contract)
+    │       ├── ImageRouteRequired        image_route_required
+    │       ├── ImageGenerationForbidden  image_generation_forbidden
+    │       └── UnsupportedCapability     unsupported_capability
+    ├── Overloaded                  429 overloaded             route (the decision model; Retry-After)
+    ├── RequestTimeout              504 request_timeout        the stage the deadline cut
+    ├── StoreUnavailable            503 store_unavailable      store (Redis or another store did not answer)
+    └── UpstreamError               502 upstream_failed        upstream
+        ├── UpstreamTimeout         504 upstream_timeout
+        ├── UpstreamsExhausted      502                        every attempt failed with a status
+        │   └── UpstreamsRateLimited 429 rate_limited          every attempt answered 429
+        └── _UpstreamAnswered       (the upstream's own status)
+            ├── UpstreamStatus      its body relayed
+            └── UpstreamAnswer      its error read and re-rendered in the client's protocol
 
-httpx errors are mapped into this tree once, in ``vsr_fast.upstream._dispatch``.
+Status, code, type and stage are class attributes: an error is never changed
+after it is raised; a different answer is a different class. httpx errors are
+mapped into this tree once, in ``vsr_fast.upstream.dispatch``; redis errors
+where each store reads, ``from`` the original.
 """
 from __future__ import annotations
 
@@ -22,6 +44,7 @@ class VsrError(Exception):
     status: int = 500
     code: str = "internal"
     type: str = "server_error"
+    stage: str = "internal"
 
     def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
@@ -32,17 +55,44 @@ class VsrError(Exception):
 class ConfigError(VsrError):
     """A configuration that does not load; ``lines`` holds every error found."""
 
-    code = "config_invalid"
+    code, stage = "config_invalid", "load"
 
     def __init__(self, lines: list[str]) -> None:
         super().__init__("\n".join(lines))
         self.lines = lines
 
 
+# --- decode ------------------------------------------------------------------------------
+
+
 class RequestError(VsrError):
     """The client sent something we cannot read; ``param`` is the path to the bad field."""
 
-    status, code, type = 400, "invalid_request", "invalid_request_error"
+    status, code, type, stage = 400, "invalid_request", "invalid_request_error", "decode"
+
+
+class InvalidJson(RequestError):
+    code = "invalid_json"
+
+
+class InvalidUtf8(RequestError):
+    code = "invalid_utf8"
+
+
+class InvalidType(RequestError):
+    code = "invalid_type"
+
+
+class InvalidValue(RequestError):
+    code = "invalid_value"
+
+
+class PreviousResponseNotFound(RequestError):
+    code = "previous_response_not_found"
+
+
+class MethodNotAllowed(RequestError):
+    status, code = 405, "method_not_allowed"
 
 
 class BodyTooLarge(RequestError):
@@ -53,30 +103,116 @@ class UnsupportedMedia(RequestError):
     status, code = 415, "unsupported_media_type"
 
 
+# --- route -------------------------------------------------------------------------------
+
+
 class RoutingError(VsrError):
-    status, code, type = 400, "routing_error", "invalid_request_error"
-    recipe: str | None = None   # the recipe that could not route it, for the response headers
+    """No decision or model could serve the request; ``recipe`` names the recipe that tried."""
+
+    status, code, type, stage = 400, "routing_error", "invalid_request_error", "route"
+
+    def __init__(self, message: str, *, param: str | None = None, recipe: str | None = None) -> None:
+        super().__init__(message, param=param)
+        self.recipe = recipe
 
 
 class ModelNotFound(RoutingError):
     status, code = 404, "model_not_found"
 
 
+class NoDecision(RoutingError):
+    code = "no_decision_matched"
+
+
+class DecisionFailed(RoutingError):
+    """A decision with ``on_unknown: fail_request`` could not be resolved."""
+
+    code = "decision_unresolved"
+
+
+class OutputRefused(RoutingError):
+    """A request the decision's output contract refuses before any model is called."""
+
+    code = "output_refused"
+
+
+class ImageRouteRequired(OutputRefused):
+    code = "image_route_required"
+
+
+class ImageGenerationForbidden(OutputRefused):
+    code = "image_generation_forbidden"
+
+
+class UnsupportedCapability(OutputRefused):
+    code = "unsupported_capability"
+
+
+class Overloaded(VsrError):
+    """The decision model was too busy to read a rule that refuses requests: the client should retry."""
+
+    status, code, type, stage = 429, "overloaded", "overloaded_error", "route"
+
+
+# --- the request as a whole ----------------------------------------------------------------
+
+
+class RequestTimeout(VsrError):
+    """The request's deadline (``global.router.limits.request_timeout_ms``) passed before it was answered."""
+
+    status, code, type, stage = 504, "request_timeout", "timeout_error", "deadline"
+
+
+class StoreUnavailable(VsrError):
+    """A store the request needs (Redis) did not answer: try again later. Never the client's fault."""
+
+    status, code, type, stage = 503, "store_unavailable", "api_error", "store"
+
+
+# --- upstream ------------------------------------------------------------------------------
+
+
 class UpstreamError(VsrError):
     """Every backend of every candidate model failed before answering."""
 
-    status, code, type = 502, "upstream_failed", "upstream_error"
+    status, code, type, stage = 502, "upstream_failed", "upstream_error", "upstream"
 
 
 class UpstreamTimeout(UpstreamError):
     status, code = 504, "upstream_timeout"
 
 
-class UpstreamStatus(UpstreamError):
+class UpstreamsExhausted(UpstreamError):
+    """Several backends answered error statuses: the client sees a gateway error, not one backend's body."""
+
+
+class UpstreamsRateLimited(UpstreamsExhausted):
+    """Every attempt answered 429."""
+
+    status, code = 429, "rate_limited"
+
+
+class _UpstreamAnswered(UpstreamError):
+    """An upstream's own error status reaches the client: the one error whose status is per instance."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class UpstreamStatus(_UpstreamAnswered):
     """The last upstream answered with an error status; relay its status and body."""
 
     def __init__(self, message: str, *, status: int, body: bytes, content_type: str) -> None:
-        super().__init__(message)
-        self.status = status
+        super().__init__(message, status=status)
         self.body = body
         self.content_type = content_type
+
+
+class UpstreamAnswer(_UpstreamAnswered):
+    """A backend's error answer, read in its protocol and rendered in the client's."""
+
+    def __init__(self, message: str, *, status: int, code: str | None, type_: str | None) -> None:
+        super().__init__(message, status=status)
+        self.code = code or ("overloaded" if status == 529 else "upstream_error")
+        self.type = type_ or ("invalid_request_error" if status < 500 else "upstream_error")

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 from msgspec import Meta
 
-from ..errors import RoutingError
+from ..errors import ImageGenerationForbidden, ImageRouteRequired, OutputRefused, UnsupportedCapability
 from .schema_base import Block
 
 Kind = Literal["text", "image", "audio", "video"]
@@ -179,22 +179,6 @@ def _kind_text(output: Output) -> str:
 
 
 # --- run time -----------------------------------------------------------------------------------
-
-
-class OutputRefused(RoutingError):
-    """A request the decision's output contract refuses before any model is called."""
-
-
-class ImageRouteRequired(OutputRefused):
-    status, code = 400, "image_route_required"
-
-
-class ImageGenerationForbidden(OutputRefused):
-    status, code = 400, "image_generation_forbidden"
-
-
-class UnsupportedCapability(OutputRefused):
-    status, code = 400, "unsupported_capability"
 
 
 def image_route_required(client_api: str, output: Output | None) -> ImageRouteRequired | None:

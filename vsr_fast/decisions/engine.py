@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config.schema import Decision, Recipe, RuleNode
-from ..errors import RoutingError
+from ..errors import DecisionFailed
 from ..signals.registry import Readings
 
 Truth = bool | None
@@ -55,13 +55,7 @@ def leaves(node: RuleNode):
             yield from leaves(child)
 
 
-class DecisionFailed(RoutingError):
-    """A decision with ``on_unknown: fail_request`` could not be resolved."""
-
-    code = "decision_unresolved"
-
-
-def settle(decision: Decision, value: Truth) -> bool:
+def settle(decision: Decision, value: Truth, recipe: str | None = None) -> bool:
     """Apply the decision's ``on_unknown`` policy to an unresolved result."""
     if value is not None:
         return value
@@ -69,7 +63,8 @@ def settle(decision: Decision, value: Truth) -> bool:
     if policy == "match":
         return True
     if policy == "fail_request":
-        raise DecisionFailed(f"decision {decision.name!r} could not be resolved: a signal it reads is unknown")
+        raise DecisionFailed(f"decision {decision.name!r} could not be resolved: a signal it reads is unknown",
+                             recipe=recipe)
     return False
 
 
@@ -106,7 +101,7 @@ def choose(recipe: Recipe, readings: Readings) -> Chosen:  # noqa: C901 - one pa
     verdicts = []
     for d in recipe.decisions:
         value = evaluate(d.rules, readings)
-        matched = settle(d, value)
+        matched = settle(d, value, recipe.name)
         conf = confidence(d, readings) if matched and recipe.strategy == "confidence" else (1.0 if matched else 0.0)
         verdicts.append(Verdict(d.name, value, matched, d.priority, conf))
     order = {d.name: i for i, d in enumerate(recipe.decisions)}

@@ -9,14 +9,8 @@ from typing import NamedTuple, Protocol
 
 import msgspec
 
-from ..errors import VsrError
+from ..errors import StoreUnavailable
 from .types import Event, decode_event
-
-
-class StoreUnavailable(VsrError):
-    """The event store did not answer (connection refused, timeout); try again later."""
-
-    status, code = 503, "event_store_unavailable"
 
 
 class Entry(NamedTuple):

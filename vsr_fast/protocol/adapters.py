@@ -47,7 +47,7 @@ from typing import Any
 import msgspec
 
 from ..config.output import UnsupportedCapability
-from ..errors import RequestError, VsrError
+from ..errors import PreviousResponseNotFound, RequestError, UpstreamError, VsrError
 from .canonical import ANONYMOUS, CanonicalRequest, Identity
 from . import anthropic, chat, images, responses
 from .errors import decode_error, openai_error_body
@@ -223,10 +223,8 @@ class Adapter(abc.ABC):
         return Reply(status, content_type, body)
 
 
-def _unreadable(exc: msgspec.DecodeError) -> VsrError:
-    err = VsrError(f"the upstream answer could not be read: {exc}")
-    err.status, err.code, err.type = 502, "upstream_failed", "upstream_error"
-    return err
+def _unreadable(exc: msgspec.DecodeError) -> UpstreamError:
+    return UpstreamError(f"the upstream answer could not be read: {exc}")
 
 
 class ChatAdapter(Adapter):
@@ -295,9 +293,8 @@ class ResponsesAdapter(Adapter):
             return req
         record = await self.store.get(previous)
         if record is None:
-            err = RequestError(f"Previous response with id '{previous}' not found.", param="previous_response_id")
-            err.code = "previous_response_not_found"
-            raise err
+            raise PreviousResponseNotFound(f"Previous response with id '{previous}' not found.",
+                                           param="previous_response_id")
         top = dict(chat.TOP_LEVEL_DECODER.decode(req.raw))
         top["input"] = msgspec.Raw(_join_arrays(bytes(record.items), _input_items(top.get("input"))))
         top.pop("previous_response_id")

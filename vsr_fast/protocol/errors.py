@@ -5,7 +5,7 @@ import re
 
 import msgspec
 
-from ..errors import RequestError, VsrError
+from ..errors import InvalidJson, InvalidType, InvalidUtf8, InvalidValue, RequestError, VsrError
 from .chat import ENCODER, ErrorBody, ErrorResponse
 
 _AT = re.compile(r" - at `\$(.*)`$")
@@ -29,13 +29,8 @@ def decode_error(exc: msgspec.DecodeError) -> RequestError:
         if missing:
             path = f"{path}.{missing.group(1)}" if path else missing.group(1)
         where = f" at `{path}`" if path else ""
-        err = RequestError(f"Invalid request body: {message}{where}", param=path or None)
-        err.code = "invalid_type" if _WRONG_TYPE.match(message) else "invalid_value"
-        return err
+        kind = InvalidType if _WRONG_TYPE.match(message) else InvalidValue
+        return kind(f"Invalid request body: {message}{where}", param=path or None)
     if "UTF-8" in text:
-        err = RequestError(f"Request body is not valid UTF-8: {text}")
-        err.code = "invalid_utf8"
-        return err
-    err = RequestError(f"Request body is not valid JSON: {text}")
-    err.code = "invalid_json"
-    return err
+        return InvalidUtf8(f"Request body is not valid UTF-8: {text}")
+    return InvalidJson(f"Request body is not valid JSON: {text}")

@@ -16,7 +16,7 @@ from ..config.schema import ProviderModel, Recipe, RouterConfig, RuleNode
 from ..config.signals import CONDITION_TYPES
 from ..decisions import engine
 from ..decisions.projections import TYPE as PROJECTION, CompiledProjections
-from ..errors import ModelNotFound, RoutingError
+from ..errors import ModelNotFound, NoDecision, RoutingError
 from ..selection import static
 from ..signals.base import CanonicalRequest, CompileErrors
 from ..systemone.learned import LearnedSignals, compile_learned, outcome_of
@@ -44,10 +44,6 @@ REMOVED_CONDITION_TYPES = {
     "structure": "keywords rules with a count or density predicate",
     "action": "one systemone choice question, action",
 }
-
-
-class NoDecision(RoutingError):
-    code = "no_decision_matched"
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,11 +318,7 @@ class RoutingTable:
         """Route through one compiled recipe: its signals, decisions, strategy and fallback."""
         recipe = compiled.recipe
         readings = await compiled.read(request, systemone)
-        try:
-            chosen = engine.choose(recipe, readings)
-        except RoutingError as exc:
-            exc.recipe = recipe.name
-            raise
+        chosen = engine.choose(recipe, readings)
         if chosen.decision is not None:
             names = static.candidates(chosen.decision.modelRefs)
             return Route(recipe.name, chosen.decision.name, tuple(self.models[n] for n in names),
@@ -335,6 +327,5 @@ class RoutingTable:
             names = static.candidates(recipe.fallback.modelRefs)
             return Route(recipe.name, None, tuple(self.models[n] for n in names), fallback=True,
                          readings=readings, chosen=chosen)
-        exc = NoDecision(f"No decision of recipe {recipe.name!r} matched and it has no fallback", param="model")
-        exc.recipe = recipe.name
-        raise exc
+        raise NoDecision(f"No decision of recipe {recipe.name!r} matched and it has no fallback", param="model",
+                         recipe=recipe.name)

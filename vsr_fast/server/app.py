@@ -1,7 +1,7 @@
 """The ASGI entry: the hot path as a raw handler, every other route through quart-trio."""
 from __future__ import annotations
 
-from ..errors import RequestError
+from ..errors import MethodNotAllowed
 from ..headers.public import public_headers
 from ..headers.registry import ResponsePath
 from ..protocol.errors import openai_error_body
@@ -51,8 +51,7 @@ def make_app(state: AppState):
 
 
 async def _method_not_allowed(state: AppState, send: Send) -> None:
-    err = RequestError("Only POST is allowed on this route")
-    err.status, err.code = 405, "method_not_allowed"
+    err = MethodNotAllowed("Only POST is allowed on this route")
     headers = public_headers(config_version=state.config_version, path=ResponsePath.ERROR,
                              recipe=None, decision=None, model=None)
     headers += [(b"content-type", b"application/json"), (b"allow", b"POST")]

@@ -18,7 +18,7 @@ from ..config import output as output_rules
 from ..decisions import engine
 from ..plugins import fast_response
 from ..systemone import overload
-from ..errors import RequestError, RoutingError, UpstreamError, VsrError
+from ..errors import Overloaded, RequestError, RoutingError, UpstreamError, VsrError
 from ..headers import registry as h
 from ..headers.public import public_headers
 from ..protocol.adapters import Adapter, Inbound
@@ -150,12 +150,6 @@ async def _serve(state: AppState, adapter: Adapter, ex: Exchange, scope: Scope, 
         raise failure
 
 
-class OverloadedRetryable(VsrError):
-    """The decision model was too busy to read a rule that refuses requests: the client should retry."""
-
-    status, code, type = 429, "overloaded", "overloaded_error"
-
-
 def _refuse_if_overloaded(state: AppState, ex: Exchange, route: Route, chosen_refuses: bool) -> None:
     """The two cases of spec "When the decision model is overloaded" that answer a retryable error.
 
@@ -192,7 +186,7 @@ def _raise_retryable(state: AppState, ex: Exchange, client) -> None:
     ex.codes.append(overload.WARNING)
     ex.extra.append((b"retry-after", str(client.overload.retry_after_s).encode()))
     client.overload.count_retryable(ex.api)
-    raise OverloadedRetryable("the decision model is overloaded; retry after the Retry-After delay")
+    raise Overloaded("the decision model is overloaded; retry after the Retry-After delay")
 
 
 async def _send_fast(state: AppState, adapter: Adapter, ex: Exchange, send: Send, req: Inbound, message: str) -> None:

@@ -11,6 +11,7 @@ import redis
 import trio
 
 from ..config.stores import ResponsesStore
+from ..errors import StoreUnavailable
 from ..protocol.responses import MemoryResponseStore, ResponseStore, StoredResponse
 
 # JSON, not msgpack: the conversation is kept as raw JSON (msgspec.Raw) and stays so.
@@ -30,8 +31,9 @@ class RedisResponseStore:
     async def get(self, response_id: str) -> StoredResponse | None:
         try:
             data = await trio.to_thread.run_sync(self._redis.get, self._prefix + response_id, limiter=self._limiter)
-        except redis.RedisError:
-            return None   # an unreachable store reads as an unknown id: the client starts a new thread
+        except redis.RedisError as exc:
+            # Not the client's fault, and not an unknown id: the thread exists, the store is away.
+            raise StoreUnavailable(f"the responses store did not answer: {type(exc).__name__}") from exc
         return _DECODE.decode(data) if data else None
 
     async def put(self, record: StoredResponse) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from ..config.schema import ProviderModel
-from ..errors import UpstreamError, UpstreamStatus, UpstreamTimeout
+from ..errors import UpstreamError, UpstreamsExhausted, UpstreamsRateLimited, UpstreamStatus, UpstreamTimeout
 from .pool import Backend, Upstreams
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504, 529})
@@ -192,10 +192,9 @@ def _exhausted(failure: UpstreamError | None, attempts: list[Attempt]) -> Upstre
     if failure is None:
         return UpstreamError("no backend is configured for the chosen models")
     tried = ", ".join(f"{a.backend}: {a.status or a.error}" for a in attempts)
+    message = f"every upstream attempt failed ({tried})"
     if isinstance(failure, UpstreamStatus):
         # The client sees a gateway error, not one backend's body: several were tried.
-        err: UpstreamError = UpstreamError(f"every upstream attempt failed ({tried})")
-        err.status = 429 if all(a.status == 429 for a in attempts) else 502
-        return err
-    failure.message = f"every upstream attempt failed ({tried})"
-    return failure
+        every_429 = all(a.status == 429 for a in attempts)
+        return (UpstreamsRateLimited if every_429 else UpstreamsExhausted)(message)
+    return type(failure)(message)

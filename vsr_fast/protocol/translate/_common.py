@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 
 import msgspec
 
-from ...errors import VsrError
+from ...errors import UpstreamAnswer
 from ..chat import TOP_LEVEL_DECODER
 from ._losses import Loss, dropped
 
@@ -65,13 +65,9 @@ def dumps(value: object) -> str:
     return ENCODER.encode(value).decode()
 
 
-def upstream_error(status: int, message: str, code: str | None, type_: str | None) -> VsrError:
+def upstream_error(status: int, message: str, code: str | None, type_: str | None) -> UpstreamAnswer:
     """A backend's error answer, as an error of ours the client adapter can render."""
-    exc = VsrError(message)
-    exc.status = status
-    exc.code = code or ("overloaded" if status == 529 else "upstream_error")
-    exc.type = type_ or ("invalid_request_error" if status < 500 else "upstream_error")
-    return exc
+    return UpstreamAnswer(message, status=status, code=code, type_=type_)
 
 
 class _OpenAIError(msgspec.Struct):
@@ -90,7 +86,7 @@ class _AnyError(msgspec.Struct):
     type: str | None = None
 
 
-def read_error(status: int, body: bytes) -> VsrError:
+def read_error(status: int, body: bytes) -> UpstreamAnswer:
     """Any backend's error body (OpenAI's or Anthropic's shape, or text) as one of our errors."""
     try:
         doc = msgspec.json.decode(body, type=_AnyError)
