@@ -113,6 +113,10 @@ def test_a_bad_plugin_configuration_fails_the_load(mock, tmp_path, stream_name):
     d["global"]["plugins"] = [{"type": "image_gen"}]
     with pytest.raises(ConfigError) as info:
         load_raw(d)
-    assert info.value.lines == ["global.plugins[0].type: invalid_value: plugin type 'image_gen' is not served "
-                                "(served: fast_response, response_cache, router_replay)"]
+    assert info.value.lines == ["global.plugins[0].type: removed_plugin_type: image_gen was removed; write nothing: "
+                                "declare the decision's output and route to an api_format: images model"]
+    d["global"]["plugins"] = [{"type": "context"}]
+    with pytest.raises(ConfigError) as info:
+        load_raw(d)
+    assert info.value.lines[0].startswith("global.plugins[0].type: invalid_value: plugin type 'context' is not served")
     assert msgspec  # the wire helpers above decode real stream entries

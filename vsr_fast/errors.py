@@ -9,6 +9,7 @@
     │   ├── InvalidValue            400 invalid_value
     │   ├── PreviousResponseNotFound 400 previous_response_not_found
     │   ├── MethodNotAllowed        405 method_not_allowed
+    │   ├── BodyTimeout             408 body_timeout
     │   ├── BodyTooLarge            413 request_too_large
     │   └── UnsupportedMedia        415 unsupported_media_type
     ├── RoutingError                400 routing_error          route
@@ -93,6 +94,12 @@ class PreviousResponseNotFound(RequestError):
 
 class MethodNotAllowed(RequestError):
     status, code = 405, "method_not_allowed"
+
+
+class BodyTimeout(RequestError):
+    """The request body did not arrive before the request's deadline."""
+
+    status, code = 408, "body_timeout"
 
 
 class BodyTooLarge(RequestError):

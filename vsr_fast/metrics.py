@@ -84,10 +84,14 @@ class Metrics:
         self.disconnects = Counter(
             "vsr_client_disconnects_total", "Clients that left before their answer ended.", ("api",)
         )
+        self.timeouts = Counter(
+            "vsr_request_timeouts_total", "Requests cut by their deadline, by the stage it passed in.", ("api", "stage")
+        )
 
     def render(self, *extra: list[str]) -> bytes:
         lines: list[str] = []
-        for series in (self.requests, self.latency, self.upstream_attempts, self.upstream_errors, self.disconnects):
+        for series in (self.requests, self.latency, self.upstream_attempts, self.upstream_errors, self.disconnects,
+                       self.timeouts):
             lines += series.render()
         for more in extra:
             lines += more

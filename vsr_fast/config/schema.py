@@ -136,6 +136,8 @@ class Decision(_Block):
     algorithm: Algorithm = Algorithm()
     plugins: list[PluginEntry] = field(default_factory=list)
     output: Output | None = None         # the decision's output contract (spec 5.8)
+    # The decision's own request deadline, from the request's arrival; the global limit otherwise.
+    request_timeout_ms: PositiveMs | None = None
 
 
 class Fallback(_Block):
@@ -173,6 +175,9 @@ class HeadersConfig(_Block):
 
 class Limits(_Block):
     max_body_bytes: Annotated[int, Meta(ge=1024, le=1 << 30)] = 64 * 1024 * 1024
+    # From the first byte of the body to the last byte of the answer, every stage and attempt included.
+    # LiteLLM's default (600 s): long enough for a reasoning model's stream, short enough to free a stuck one.
+    request_timeout_ms: PositiveMs = 600_000
 
 
 class RouterSettings(_Block):

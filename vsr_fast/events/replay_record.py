@@ -15,6 +15,7 @@ from .types import (
     DecisionVerdict,
     ErrorRaised,
     Event,
+    PluginsApplied,
     RequestReceived,
     ShadowAnswered,
     SignalReading,
@@ -118,6 +119,8 @@ class ReplayRecord(_Rec):
     cache: CacheRecord | None = None
     shadow: list[ShadowRecord] = field(default_factory=list)
     errors: list[ErrorRecord] = field(default_factory=list)
+    # What the request plugins changed, ``model: type: change`` (system_prompt, request_params, ...).
+    plugins: list[str] = field(default_factory=list)
     events: int = 0
 
 
@@ -173,6 +176,8 @@ def _apply(rec: ReplayRecord, ev: Event) -> None:
         rec.shadow.append(ShadowRecord(model=ev.model, status=ev.status, duration_ms=ev.duration_ms,
                                        finish_reason=ev.finish_reason, usage=ev.usage, body=body,
                                        body_truncated=ev.body_truncated or cut, error=ev.error))
+    elif isinstance(ev, PluginsApplied):
+        rec.plugins += [f"{ev.model}: {c}" if ev.model else c for c in ev.changes]
     elif isinstance(ev, ErrorRaised):
         rec.errors.append(ErrorRecord(stage=ev.stage, code=ev.code, status=ev.status, message=ev.message))
         rec.status = rec.status or ev.status

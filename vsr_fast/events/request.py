@@ -27,6 +27,7 @@ from .types import (
     DecisionVerdict,
     ErrorRaised,
     GuardOutcome,
+    PluginsApplied,
     RequestReceived,
     ShadowCopy,
     SignalReading,
@@ -185,6 +186,10 @@ class RequestEvents:
         """The answer came from the response cache."""
         self.sink.record(CacheHit(**self._common(), key=key, model=answer.model, decision=decision,
                                   age_ms=max(0, now_ms() - answer.stored_ms)))
+
+    def plugins_applied(self, model: str | None, changes: list[str]) -> None:
+        """What the request plugins changed in one candidate's provider-bound request."""
+        self.sink.record(PluginsApplied(**self._common(), model=model, changes=changes))
 
     def error(self, *, stage: str, code: str, status: int, message: str = "") -> None:
         """A failure the client saw (or that ended the answer), by stage: decode, route, upstream, relay..."""

@@ -181,6 +181,13 @@ class ShadowAnswered(_Event, tag="shadow_answer"):
     error: str | None = None
 
 
+class PluginsApplied(_Event, tag="plugins_applied"):
+    """What the request plugins changed in the provider-bound request, per candidate: ``type: change``."""
+
+    model: str | None = None
+    changes: list[str] = field(default_factory=list)
+
+
 class ErrorRaised(_Event, tag="error"):
     stage: str = "internal"           # decode, route, upstream, relay, guard, internal
     code: str = "internal"
@@ -189,10 +196,11 @@ class ErrorRaised(_Event, tag="error"):
 
 
 Event = (RequestReceived | SignalsEvaluated | DecisionChosen | UpstreamAttempted | AnswerCompleted
-         | CacheHit | CacheWritten | ShadowAnswered | ErrorRaised)
+         | CacheHit | CacheWritten | ShadowAnswered | PluginsApplied | ErrorRaised)
 
 EVENT_TYPES: tuple[type[Struct], ...] = (RequestReceived, SignalsEvaluated, DecisionChosen, UpstreamAttempted,
-                                         AnswerCompleted, CacheHit, CacheWritten, ShadowAnswered, ErrorRaised)
+                                         AnswerCompleted, CacheHit, CacheWritten, ShadowAnswered, PluginsApplied,
+                                         ErrorRaised)
 KINDS = tuple(t.__struct_config__.tag for t in EVENT_TYPES)
 
 _ENCODER = msgspec.msgpack.Encoder()

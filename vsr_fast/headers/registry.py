@@ -64,6 +64,21 @@ ROUTER_PREFIX = "x-vsr-"
 # router writes content-type, accept and the backend's credential itself.
 TO_PROVIDER = frozenset({REQUEST_ID, "traceparent", "tracestate", "user-agent"})
 
+# Provider-bound headers the router writes itself: framing, the backend's credential,
+# the protocol version it speaks. header_mutation may not write them (reserved_header).
+ROUTER_WRITES = frozenset({
+    "host", "content-type", "content-length", "transfer-encoding", "connection", "accept-encoding",
+    "authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "anthropic-version",
+})
+IDENTITY_PREFIX = "x-authz-"
+
+
+def router_owned(name: str) -> bool:
+    """Whether the router owns ``name`` on provider-bound requests: its own x-vsr-*, identity,
+    credentials and framing (spec 5.7, header_mutation's reserved_header)."""
+    low = name.lower()
+    return low.startswith(ROUTER_PREFIX) or low.startswith(IDENTITY_PREFIX) or low in ROUTER_WRITES or low in REGISTRY
+
 
 class ResponsePath(enum.StrEnum):
     """Values of x-vsr-response-path."""

@@ -7,8 +7,10 @@ from .router_replay import RouterReplayConfig as RouterReplayConfig
 from .router_replay import ShadowConfig as ShadowConfig
 
 from .table import CONFIGURATIONS as CONFIGURATIONS
+from .table import PLUGINS as PLUGINS
+from .table import SHAPING as SHAPING
 
 __all__ = [
-    "CONFIGURATIONS", "CachePolicy", "FastResponseConfig", "ReplayPolicy", "ResponseCacheConfig",
+    "CONFIGURATIONS", "PLUGINS", "SHAPING", "CachePolicy", "FastResponseConfig", "ReplayPolicy", "ResponseCacheConfig",
     "RouterReplayConfig", "ShadowConfig",
 ]

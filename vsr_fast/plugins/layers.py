@@ -8,7 +8,7 @@ import msgspec
 from ..config.schema import PluginEntry, Recipe, RouterConfig
 from ..config.shape import render_validation_error
 from . import router_replay as _replay
-from .table import CONFIGURATIONS
+from .table import CONFIGURATIONS, PLUGINS, REMOVED_PLUGIN_TYPES
 
 
 def check_plugins(config: RouterConfig) -> list[str]:
@@ -21,10 +21,20 @@ def check_plugins(config: RouterConfig) -> list[str]:
             layers.append((f"recipes[{recipe.name}].decisions[{i}].plugins", decision.plugins))
     for path, entries in layers:
         for j, entry in enumerate(entries):
+            if entry.type in REMOVED_PLUGIN_TYPES:
+                errors.append(f"{path}[{j}].type: removed_plugin_type: {entry.type} was removed; write "
+                              f"{REMOVED_PLUGIN_TYPES[entry.type]}")
+                continue
             if entry.type not in CONFIGURATIONS:
                 errors.append(f"{path}[{j}].type: invalid_value: plugin type {entry.type!r} is not served "
                               f"(served: {', '.join(sorted(CONFIGURATIONS))})")
                 continue
+            own_check = PLUGINS[entry.type].check
+            if own_check is not None:
+                early = own_check(entry.configuration, f"{path}[{j}].configuration")
+                if early:
+                    errors += early
+                    continue
             try:
                 msgspec.convert(entry.configuration, CONFIGURATIONS[entry.type], strict=True)
             except msgspec.ValidationError as exc:

@@ -46,6 +46,7 @@ from typing import Any
 
 import msgspec
 
+from ..config import output as output_rules
 from ..config.output import UnsupportedCapability
 from ..errors import PreviousResponseNotFound, RequestError, UpstreamError, VsrError
 from .canonical import ANONYMOUS, CanonicalRequest, Identity
@@ -117,6 +118,14 @@ class Adapter(abc.ABC):
 
     def model(self, req: Inbound) -> str:
         return req.body.model
+
+    def tool_choice(self, req: Inbound) -> Any:
+        """The client's ``tool_choice``, for the output contract's refusals; None where the API has none."""
+        return getattr(req.body, "tool_choice", None)
+
+    def with_output_tools(self, req: Inbound, output: Any) -> Inbound:
+        """The request with the tools the decision's output contract adds; only Responses carries any."""
+        return req
 
     def stream(self, req: Inbound) -> bool:
         return req.body.stream
@@ -304,6 +313,13 @@ class ResponsesAdapter(Adapter):
         except msgspec.DecodeError as exc:
             raise decode_error(exc) from None
         return Inbound(self.api, raw, body, previous)
+
+    def with_output_tools(self, req: Inbound, output: Any) -> Inbound:
+        tools = [getattr(tool, "type", None) for tool in (req.body.tools or ())]
+        plan = output_rules.image_tool_plan("responses", output, [t for t in tools if t], req.body.tool_choice)
+        if plan.add_tool or plan.force_tool:
+            return self.with_image_tool(req, add=plan.add_tool, force=plan.force_tool)
+        return req
 
     def with_image_tool(self, req: Inbound, *, add: bool, force: bool) -> Inbound:
         """The request with the ``image_generation`` tool added and/or forced, as

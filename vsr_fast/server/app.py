@@ -7,7 +7,7 @@ from ..headers.registry import ResponsePath
 from ..protocol.errors import openai_error_body
 from .admin import make_admin
 from .asgi import Receive, Scope, Send, header, send_whole, shield_final
-from .gateway import handle_api
+from .pipeline import handle_api
 from .preview import handle_preview
 from .systemone_api import handle_systemone, models_listing
 from .state import AppState

@@ -14,7 +14,8 @@ from ..errors import VsrError
 from ..events.request import RequestEvents
 from ..events.types import CacheIntent
 from ..headers import registry as h
-from ..plugins import response_cache, router_replay
+from ..plugins import PLUGINS, SHAPING, response_cache, router_replay
+from ..plugins.shaping import Shaping
 from ..protocol.chat import ChatRequest
 from ..routing import Route
 from ..upstream import Attempt
@@ -33,6 +34,7 @@ class Policies:
         self.replay = lru_cache(maxsize=1024)(self._replay)
         self.cache = lru_cache(maxsize=1024)(self._cache)
         self.fast = lru_cache(maxsize=1024)(self._fast)
+        self.shaping = lru_cache(maxsize=1024)(self._shaping)
 
     def _layers(self, recipe: str | None, decision: str | None, type_: str) -> list:
         return plugin_config.layers(self.config, self.recipes.get(recipe or ""), decision, type_)
@@ -47,6 +49,15 @@ class Policies:
         """The fast_response that answers for this decision (the most specific layer), or None."""
         layers = [layer for layer in self._layers(recipe, decision, "fast_response") if layer is not None]
         return layers[-1] if layers else None
+
+    def _shaping(self, recipe: str | None, decision: str | None) -> Shaping | None:
+        """The shaping plugins (system_prompt, header_mutation, request_params, prompt_cache) resolved, or None."""
+        steps = []
+        for type_ in SHAPING:
+            policy = PLUGINS[type_].resolve(*self._layers(recipe, decision, type_))
+            if policy is not None:
+                steps.append((type_, policy))
+        return Shaping(tuple(steps)) if steps else None
 
     def global_replay(self) -> router_replay.ReplayPolicy:
         return router_replay.resolve(plugin_config.layer_of(self.config.global_.plugins, "router_replay"))
@@ -114,6 +125,10 @@ class Recording:
             self.events.answer(status=status, response_path=path, model=model, streamed=streamed, complete=complete,
                                content_type=content_type, captured=self.capture,
                                cache=self.intent if complete and status < 400 else None)
+
+    def plugins_applied(self, model: str | None, changes: list[str]) -> None:
+        if self.events is not None:
+            self.events.plugins_applied(model, changes)
 
     def failed(self, stage: str, exc: VsrError) -> None:
         if self.events is not None:

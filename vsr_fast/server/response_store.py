@@ -49,8 +49,55 @@ class RedisResponseStore:
         self._redis.close()
 
 
-def response_store(config: ResponsesStore) -> ResponseStore:
-    """The store ``global.stores.responses`` names."""
+class DeferredStore:
+    """Writes leave the request path: ``put`` queues the record (bounded) and a background task stores it.
+
+    A follow-up that names a record still queued reads it from the queue, so a
+    client that continues at once never misses its own previous turn. When the
+    queue is full, ``put`` writes in line: backpressure, never a lost turn.
+    """
+
+    def __init__(self, inner: ResponseStore, max_pending: int = 1024) -> None:
+        self.inner = inner
+        self._pending: dict[str, StoredResponse] = {}
+        self._send, self._receive = trio.open_memory_channel[StoredResponse](max_pending)
+
+    async def get(self, response_id: str) -> StoredResponse | None:
+        record = self._pending.get(response_id)
+        return record if record is not None else await self.inner.get(response_id)
+
+    async def put(self, record: StoredResponse) -> None:
+        try:
+            self._send.send_nowait(record)
+        except trio.WouldBlock:
+            await self.inner.put(record)
+            return
+        self._pending[record.id] = record
+
+    async def run(self) -> None:
+        """Store queued records until cancelled; what is left is written on the way out (shielded, bounded)."""
+        try:
+            async for record in self._receive:
+                await self._store(record)
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                while True:
+                    try:
+                        record = self._receive.receive_nowait()
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                    await self._store(record)
+
+    async def _store(self, record: StoredResponse) -> None:
+        try:
+            await self.inner.put(record)
+        finally:
+            if self._pending.get(record.id) is record:
+                del self._pending[record.id]
+
+
+def response_store(config: ResponsesStore) -> DeferredStore:
+    """The store ``global.stores.responses`` names, its writes off the request path."""
     if config.backend_type == "redis":
-        return RedisResponseStore(config.url, config.prefix, config.ttl_seconds)
-    return MemoryResponseStore(max_entries=config.max_entries)
+        return DeferredStore(RedisResponseStore(config.url, config.prefix, config.ttl_seconds))
+    return DeferredStore(MemoryResponseStore(max_entries=config.max_entries))

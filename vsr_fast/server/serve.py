@@ -70,13 +70,18 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
         state = AppState(loaded=loaded, upstreams=upstreams, systemone_client=systemone, events=events)
         holder.append(state)
         shutdown = trio.Event()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_on_signals, state, shutdown)
-            binds = await nursery.start(_serve_http, make_app(state), _hypercorn_config(opts), shutdown)
-            print(f"vsr-fast: serving on {', '.join(binds)} (config {loaded.version_hash})", file=sys.stderr, flush=True)
-            task_status.started(binds)
-            await shutdown.wait()
-            # hypercorn returns once drained; then stop the signal watcher.
+        async with trio.open_nursery() as background:
+            # Work that leaves the request path (the responses store's writes) outlives the drain.
+            background.start_soon(state.response_store.run)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_on_signals, state, shutdown)
+                binds = await nursery.start(_serve_http, make_app(state), _hypercorn_config(opts), shutdown)
+                print(f"vsr-fast: serving on {', '.join(binds)} (config {loaded.version_hash})", file=sys.stderr,
+                      flush=True)
+                task_status.started(binds)
+                await shutdown.wait()
+                # hypercorn returns once drained; then stop the signal watcher.
+            background.cancel_scope.cancel()
         log.info("vsr-fast: stopped")
 
 

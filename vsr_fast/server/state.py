@@ -32,10 +32,13 @@ class AppState:
         self.systemone = self.table.asker(client) if client is not None else None
         self.debug_policy = self.loaded.config.global_.router.headers.debug
         self.policies = Policies(self.loaded)
-        self.adapters = make_adapters(response_store(self.loaded.config.global_.stores.responses))
+        self.response_store = response_store(self.loaded.config.global_.stores.responses)
+        self.adapters = make_adapters(self.response_store)
         self.dispatcher = Dispatcher(self.upstreams, self._count_attempt)
         self.config_version = self.loaded.version_hash.encode()
-        self.max_body_bytes = self.loaded.config.global_.router.limits.max_body_bytes
+        limits = self.loaded.config.global_.router.limits
+        self.max_body_bytes = limits.max_body_bytes
+        self.request_timeout_s = limits.request_timeout_ms / 1000
 
     def trace_for(self, scope, route) -> str | None:
         """x-vsr-trace for a caller that asked, when the debug policy allows it."""

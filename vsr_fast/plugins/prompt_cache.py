@@ -1,0 +1,102 @@
+"""``prompt_cache``: bounded Anthropic prompt-cache markers, placed after route selection (spec 5.7).
+
+Anthropic caches a prompt prefix up to each ``cache_control`` marker, at most
+four markers a request. The plugin marks, in order, the last tool, the last
+system block and the last content block of the last message, skipping what
+the caller already marked and never exceeding ``max_markers`` in all. Other
+formats cache prefixes on their own: the plugin leaves them alone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from msgspec import UNSET, Meta, UnsetType
+
+from ..config.schema_base import Block
+from ._merge import merged_fields
+
+TYPE = "prompt_cache"
+ANTHROPIC_MAX_MARKERS = 4
+Target = Literal["tools", "system", "messages"]
+
+
+class PromptCacheConfig(Block):
+    """``{type: prompt_cache, configuration: {enabled, ttl, max_markers, targets}}`` at one layer."""
+
+    enabled: bool | UnsetType = UNSET
+    ttl: Literal["5m", "1h"] | UnsetType = UNSET
+    max_markers: Annotated[int, Meta(ge=1, le=ANTHROPIC_MAX_MARKERS)] | UnsetType = UNSET
+    targets: list[Target] | UnsetType = UNSET
+
+
+@dataclass(frozen=True, slots=True)
+class PromptCache:
+    ttl: str = "5m"
+    max_markers: int = ANTHROPIC_MAX_MARKERS
+    targets: tuple[str, ...] = ("tools", "system", "messages")
+
+    def apply(self, body: dict[str, Any], api_format: str) -> str | None:
+        """Mark ``body`` in place (Anthropic only); how many markers were added, for the replay record."""
+        if api_format != "anthropic":
+            return None
+        marker = {"type": "ephemeral"} if self.ttl == "5m" else {"type": "ephemeral", "ttl": self.ttl}
+        room = min(self.max_markers, ANTHROPIC_MAX_MARKERS) - _count_markers(body)
+        added = []
+        for target in self.targets:
+            if room <= 0:
+                break
+            block = _last_block(body, target)
+            if block is not None and "cache_control" not in block:
+                block["cache_control"] = marker
+                added.append(target)
+                room -= 1
+        return f"markers on {', '.join(added)}" if added else None
+
+
+def resolve(*layers: PromptCacheConfig | None) -> PromptCache | None:
+    values = merged_fields(*layers)
+    if not values or values.get("enabled") is False:
+        return None
+    return PromptCache(ttl=values.get("ttl", "5m"), max_markers=values.get("max_markers", ANTHROPIC_MAX_MARKERS),
+                       targets=tuple(values.get("targets", PromptCache.targets)))
+
+
+def _blocks(body: dict) -> list[dict]:
+    found = [t for t in body.get("tools") or [] if isinstance(t, dict)]
+    if isinstance(body.get("system"), list):
+        found += [b for b in body["system"] if isinstance(b, dict)]
+    for m in body.get("messages") or []:
+        if isinstance(m, dict) and isinstance(m.get("content"), list):
+            found += [b for b in m["content"] if isinstance(b, dict)]
+    return found
+
+
+def _count_markers(body: dict) -> int:
+    return sum(1 for b in _blocks(body) if "cache_control" in b)
+
+
+def _last_block(body: dict, target: str) -> dict | None:
+    """The block a marker goes on, turning a plain-string system prompt or message into one text block."""
+    if target == "tools":
+        tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
+        return tools[-1] if tools else None
+    if target == "system":
+        system = body.get("system")
+        if isinstance(system, str) and system:
+            body["system"] = [{"type": "text", "text": system}]
+            return body["system"][0]
+        blocks = [b for b in system or [] if isinstance(b, dict)] if isinstance(system, list) else []
+        return blocks[-1] if blocks else None
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    if not messages:
+        return None
+    last = messages[-1]
+    content = last.get("content")
+    if isinstance(content, str) and content:
+        last["content"] = [{"type": "text", "text": content}]
+        return last["content"][0]
+    blocks = [b for b in content or [] if isinstance(b, dict)] if isinstance(content, list) else []
+    # Thinking blocks cannot carry a marker.
+    blocks = [b for b in blocks if b.get("type") not in ("thinking", "redacted_thinking")]
+    return blocks[-1] if blocks else None

@@ -1,0 +1,185 @@
+"""``request_params``: constrain or remove request parameters, and set the decision's generation shape (spec 5.7).
+
+Constraints: ``blocked_params`` are removed, ``max_tokens_limit`` caps the
+answer's token budget, ``max_n`` caps ``n``, ``temperature`` is clamped.
+The generation shape (``generation``) bounds a turn as the tier report
+(``conversation-tier-budgets.md``) does: thinking on or off, a token budget,
+a thinking budget, and ``reasoning_effort`` only together with thinking (a
+served vLLM rejects effort without it). Every value is written in the target
+``api_format``'s own fields; what a format cannot carry is left out.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from msgspec import UNSET, Meta, UnsetType
+
+from ..config.schema_base import Block
+from ._merge import merged_fields
+
+TYPE = "request_params"
+Tokens = Annotated[int, Meta(ge=1, le=10_000_000)]
+# Fields that make the request what it is: blocking them would not constrain it, it would break it.
+_ESSENTIAL = frozenset({"model", "messages", "input", "prompt", "stream"})
+# The fields each api_format spells the answer's token budget with.
+_MAX_TOKENS = {"openai": ("max_tokens", "max_completion_tokens"), "anthropic": ("max_tokens",),
+               "responses": ("max_output_tokens",)}
+_ANTHROPIC_MIN_THINKING = 1024     # the smallest budget_tokens Anthropic accepts
+
+
+class TemperatureBounds(Block):
+    min: Annotated[float, Meta(ge=0, le=2)] = 0.0
+    max: Annotated[float, Meta(ge=0, le=2)] = 2.0
+
+
+class Generation(Block):
+    """One tier's generation shape."""
+
+    thinking: bool | None = None
+    max_tokens: Tokens | None = None
+    thinking_budget: Tokens | None = None
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+
+
+class RequestParamsConfig(Block):
+    """``{type: request_params, configuration: ...}`` at one layer."""
+
+    enabled: bool | UnsetType = UNSET
+    blocked_params: list[Annotated[str, Meta(min_length=1)]] | UnsetType = UNSET
+    max_tokens_limit: Tokens | UnsetType = UNSET
+    max_n: Annotated[int, Meta(ge=1, le=128)] | UnsetType = UNSET
+    temperature: TemperatureBounds | UnsetType = UNSET
+    generation: Generation | UnsetType = UNSET
+
+
+@dataclass(frozen=True, slots=True)
+class RequestParams:
+    blocked: frozenset[str] = frozenset()
+    max_tokens_limit: int | None = None
+    max_n: int | None = None
+    temperature: TemperatureBounds | None = None
+    generation: Generation | None = None
+
+    def apply(self, body: dict[str, Any], api_format: str) -> str | None:
+        """Rewrite ``body`` in place for ``api_format``; what changed, for the replay record."""
+        if api_format not in _MAX_TOKENS:
+            return None
+        changes: list[str] = []
+        for name in sorted(self.blocked & body.keys()):
+            del body[name]
+            changes.append(f"-{name}")
+        gen = self.generation
+        limit = min(x for x in (self.max_tokens_limit, gen.max_tokens if gen else None, 1 << 62) if x)
+        if limit < 1 << 62:
+            changes += _cap_tokens(body, api_format, limit, set_when_absent=bool(gen and gen.max_tokens))
+        if self.max_n is not None and isinstance(body.get("n"), int) and body["n"] > self.max_n:
+            body["n"] = self.max_n
+            changes.append(f"n={self.max_n}")
+        t = self.temperature
+        if t is not None and isinstance(body.get("temperature"), (int, float)):
+            clamped = min(max(body["temperature"], t.min), t.max)
+            if clamped != body["temperature"]:
+                body["temperature"] = clamped
+                changes.append(f"temperature={clamped:g}")
+        if gen is not None and gen.thinking is not None:
+            changes += _THINKING[api_format](body, gen)
+        return " ".join(changes) or None
+
+
+def resolve(*layers: RequestParamsConfig | None) -> RequestParams | None:
+    values = merged_fields(*layers)
+    if not values or values.get("enabled") is False:
+        return None
+    params = RequestParams(blocked=frozenset(values.get("blocked_params", ())),
+                           max_tokens_limit=values.get("max_tokens_limit"), max_n=values.get("max_n"),
+                           temperature=values.get("temperature"), generation=values.get("generation"))
+    return None if params == RequestParams() else params
+
+
+def check(raw: dict, path: str) -> list[str]:
+    """Load errors the block's types cannot say."""
+    errors = []
+    for i, name in enumerate(raw.get("blocked_params") or []):
+        if name in _ESSENTIAL:
+            errors.append(f"{path}.blocked_params[{i}]: invalid_value: {name!r} makes the request what it is; "
+                          "it cannot be removed")
+    t = raw.get("temperature")
+    if isinstance(t, dict) and isinstance(t.get("min"), (int, float)) and isinstance(t.get("max"), (int, float)) \
+            and t["min"] > t["max"]:
+        errors.append(f"{path}.temperature: invalid_value: min {t['min']} is above max {t['max']}")
+    gen = raw.get("generation")
+    if isinstance(gen, dict):
+        if gen.get("reasoning_effort") is not None and gen.get("thinking") is not True:
+            errors.append(f"{path}.generation.reasoning_effort: invalid_value: reasoning_effort is sent only "
+                          "together with thinking: true (a served vLLM rejects it otherwise)")
+        if gen.get("thinking_budget") is not None and gen.get("thinking") is not True:
+            errors.append(f"{path}.generation.thinking_budget: invalid_value: a thinking budget needs thinking: true")
+        budget, most = gen.get("thinking_budget"), gen.get("max_tokens")
+        if isinstance(budget, int) and isinstance(most, int) and budget >= most:
+            errors.append(f"{path}.generation.thinking_budget: invalid_value: the thinking budget ({budget}) must "
+                          f"be below max_tokens ({most}): thinking is billed against the same budget")
+    return errors
+
+
+def _cap_tokens(body: dict, api_format: str, limit: int, *, set_when_absent: bool) -> list[str]:
+    names = _MAX_TOKENS[api_format]
+    present = [n for n in names if isinstance(body.get(n), int)]
+    changes = []
+    for name in present:
+        if body[name] > limit:
+            body[name] = limit
+            changes.append(f"{name}={limit}")
+    if not present and (set_when_absent or api_format == "anthropic"):
+        body[names[0]] = limit
+        changes.append(f"{names[0]}={limit}")
+    return changes
+
+
+def _chat_thinking(body: dict, gen: Generation) -> list[str]:
+    """vLLM's chat template switches: ``chat_template_kwargs.enable_thinking`` and ``thinking_budget``."""
+    kwargs = body.get("chat_template_kwargs")
+    kwargs = dict(kwargs) if isinstance(kwargs, dict) else {}
+    kwargs["enable_thinking"] = bool(gen.thinking)
+    changes = [f"thinking={'on' if gen.thinking else 'off'}"]
+    if gen.thinking and gen.thinking_budget:
+        kwargs["thinking_budget"] = gen.thinking_budget
+        changes.append(f"thinking_budget={gen.thinking_budget}")
+    else:
+        kwargs.pop("thinking_budget", None)
+    body["chat_template_kwargs"] = kwargs
+    if gen.thinking and gen.reasoning_effort:
+        body["reasoning_effort"] = gen.reasoning_effort
+        changes.append(f"reasoning_effort={gen.reasoning_effort}")
+    else:
+        body.pop("reasoning_effort", None)
+    return changes
+
+
+def _messages_thinking(body: dict, gen: Generation) -> list[str]:
+    """Anthropic's ``thinking`` block; its budget must be at least 1,024 and below ``max_tokens``."""
+    if not gen.thinking:
+        body["thinking"] = {"type": "disabled"}
+        return ["thinking=off"]
+    most = body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else None
+    budget = max(gen.thinking_budget or _ANTHROPIC_MIN_THINKING, _ANTHROPIC_MIN_THINKING)
+    if most is not None and budget >= most:
+        body["max_tokens"] = most = budget + (gen.max_tokens or _ANTHROPIC_MIN_THINKING)
+    body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    return ["thinking=on", f"budget_tokens={budget}"]
+
+
+def _responses_thinking(body: dict, gen: Generation) -> list[str]:
+    """Responses has no thinking switch or budget: ``reasoning.effort`` with thinking, no reasoning block without."""
+    if not gen.thinking:
+        body.pop("reasoning", None)
+        return ["thinking=off"]
+    if gen.reasoning_effort:
+        reasoning = dict(body["reasoning"]) if isinstance(body.get("reasoning"), dict) else {}
+        reasoning["effort"] = gen.reasoning_effort
+        body["reasoning"] = reasoning
+        return ["thinking=on", f"reasoning.effort={gen.reasoning_effort}"]
+    return ["thinking=on"]
+
+
+_THINKING = {"openai": _chat_thinking, "anthropic": _messages_thinking, "responses": _responses_thinking}

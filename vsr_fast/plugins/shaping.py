@@ -1,0 +1,51 @@
+"""The request plugins that rewrite a provider-bound request, run together in the spec's order (spec 5.7).
+
+Applied once per candidate model, after route selection, on the request
+already written in that candidate's ``api_format``: the body is decoded once,
+each plugin edits it in place, and it is encoded once. A request with no such
+plugin is never decoded again (same-protocol bytes stay as the client sent them).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from .header_mutation import HeaderMutation
+
+_DECODE = msgspec.json.Decoder()
+_ENCODE = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True, slots=True)
+class Shaped:
+    body: bytes
+    headers: tuple[tuple[str, str], ...]
+    changes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Shaping:
+    """The resolved shaping plugins of one (recipe, decision): ``(type, policy)`` in order."""
+
+    steps: tuple[tuple[str, Any], ...]
+
+    def apply(self, body: bytes, api_format: str, headers: tuple[tuple[str, str], ...]) -> Shaped:
+        """The provider-bound body and headers after every plugin, with what each changed."""
+        changes: list[str] = []
+        doc = None
+        out_headers = list(headers)
+        for type_, policy in self.steps:
+            if isinstance(policy, HeaderMutation):
+                change = policy.apply(out_headers)
+            else:
+                if doc is None:
+                    doc = _DECODE.decode(body)
+                    if not isinstance(doc, dict):
+                        return Shaped(body, headers, ())
+                change = policy.apply(doc, api_format)
+            if change:
+                changes.append(f"{type_}: {change}")
+        new_body = _ENCODE.encode(doc) if doc is not None and changes else body
+        return Shaped(new_body, tuple(out_headers), tuple(changes))

@@ -1,0 +1,15 @@
+"""Stage 1, decode: the body read under the request's deadline, then decoded in the client's protocol."""
+from __future__ import annotations
+
+from ..asgi import Receive, read_body
+from .exchange import Exchange
+
+
+async def read(ex: Exchange, receive: Receive) -> None:
+    """The whole body (BodyTooLarge past the limit, ClientGone if the client leaves)."""
+    ex.raw = await read_body(ex.scope, receive, ex.state.max_body_bytes)
+
+
+async def decode(ex: Exchange) -> None:
+    """The typed request (RequestError with the bad field's path), expanded by any I/O the protocol needs."""
+    ex.req = await ex.adapter.prepare(ex.adapter.decode(ex.raw))

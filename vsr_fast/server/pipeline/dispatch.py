@@ -1,0 +1,41 @@
+"""Stage 4, dispatch: each candidate's request in its own ``api_format``, shaped by the request plugins,
+sent in fallback order under the request's deadline."""
+from __future__ import annotations
+
+import dataclasses
+
+from ...config.schema import ProviderModel
+from ...protocol.adapters import Outbound
+from ...upstream import Stream, Whole
+from .exchange import Exchange
+
+
+async def dispatch(ex: Exchange) -> Stream | Whole:
+    """The first answer (an open stream, or a whole body) of the candidates in order."""
+    r, req = ex.route, ex.req
+    assert r is not None and req is not None
+
+    def outbound_for(model: ProviderModel) -> Outbound:
+        out = ex.outbound.get(model.name)
+        if out is None:
+            out = ex.adapter.upstream(req, model.api_format, model.upstream_model)
+            # The client's forwarded headers join the request's own, so header_mutation sees them all.
+            out = dataclasses.replace(out, headers=(*client_headers, *out.headers))
+            out = ex.outbound[model.name] = _shaped(ex, out, model)
+        return out
+
+    client_headers = tuple(ex.provider_headers())
+    dispatcher = ex.state.dispatcher
+    send = dispatcher.stream if ex.adapter.stream(req) else dispatcher.whole
+    answer = await send(r.candidates, outbound_for, [])
+    ex.rec.attempts(answer.attempts)
+    return answer
+
+
+def _shaped(ex: Exchange, out: Outbound, model: ProviderModel) -> Outbound:
+    if ex.shaping is None:
+        return out
+    shaped = ex.shaping.apply(out.body, model.api_format, out.headers)
+    if shaped.changes:
+        ex.rec.plugins_applied(model.name, list(shaped.changes))
+    return dataclasses.replace(out, body=shaped.body, headers=shaped.headers)

@@ -1,0 +1,30 @@
+"""Stage 3, request plugins: those that answer instead of a model (fast_response, response_cache), then
+the shaping plugins the dispatch applies to each candidate's request (system_prompt, header_mutation,
+request_params, prompt_cache; masking, last, joins them)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...plugins.response_cache import CachedAnswer
+from .exchange import Exchange
+
+
+@dataclass(frozen=True, slots=True)
+class Fast:
+    """The decision's fixed message."""
+
+    message: str
+
+
+async def request_plugins(ex: Exchange) -> Fast | CachedAnswer | None:
+    """An answer that needs no model (fast_response, then a cache hit), or None after setting the shaping."""
+    r, policies = ex.route, ex.state.policies
+    assert r is not None
+    fast = policies.fast(r.recipe, r.decision)
+    if fast is not None:
+        return Fast(fast.message)
+    cached = await ex.rec.cached(r)
+    if cached is not None:
+        return cached
+    ex.shaping = policies.shaping(r.recipe, r.decision)
+    return None

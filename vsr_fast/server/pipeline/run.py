@@ -1,0 +1,114 @@
+"""The request pipeline, top to bottom: one inference request of any client API from its first byte to its last.
+
+    read body ─► decode ─► route ─► request plugins ─► dispatch ─► answer ─► record
+                                    (fast_response,     (candidates   (whole,
+                                     response_cache:     in order,     streamed,
+                                     may answer here)    shaped)       or an error)
+
+One deadline covers the whole request (``global.router.limits.request_timeout_ms``,
+or the chosen decision's own): every stage runs under it, and the stream relay
+ends with the protocol's error event when it passes. Once the body is read, a
+disconnect watch cancels every stage the moment the client leaves (System One
+calls and upstream attempts included).
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+import trio
+
+from ...errors import BodyTimeout, RequestTimeout, VsrError
+from ..asgi import ClientGone, DisconnectWatch, Receive, Scope, Send
+from ..state import AppState
+from .answer import answer, error
+from .decode import decode, read
+from .dispatch import dispatch
+from .exchange import Exchange
+from .plugins import request_plugins
+from .route import route
+
+log = logging.getLogger("vsr_fast.gateway")
+# Time past the deadline for the answer stage to write its own timeout (a 504 or a stream's error event).
+_GRACE_S = 1.0
+
+
+async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, send: Send) -> None:
+    """Serve one inference request of client API ``api`` end to end."""
+    ex = Exchange(state, api, scope)
+    try:
+        await _serve(ex, receive, send)
+    except VsrError as exc:
+        ex.rec.failed(exc.stage, exc)
+        if not ex.responded:
+            await error(ex, send, exc)
+    except ClientGone:
+        ex.status = 499
+        state.metrics.disconnects.inc(api)
+        ex.rec.answered(status=499, path=ex.path.value, model=ex.model, streamed=False, complete=False,
+                        content_type=None)
+    except Exception as exc:  # the ASGI edge: a bug, never Cancelled (a BaseException)
+        log.exception("internal error on %s", scope.get("path"))
+        failure = VsrError("internal error")
+        ex.rec.failed("internal", failure)
+        if not ex.responded:
+            await error(ex, send, failure)
+        del exc
+    finally:
+        m = state.metrics
+        m.requests.inc(api, ex.recipe or "", ex.decision or "", ex.model or "", str(ex.status))
+        m.latency.observe(time.perf_counter() - ex.started, api, ex.decision or "", ex.model or "")
+
+
+async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
+    with trio.move_on_at(ex.deadline) as cut:
+        await read(ex, receive)
+    if cut.cancelled_caught:
+        ex.state.metrics.timeouts.inc(ex.api, "body")
+        raise BodyTimeout("the request body did not arrive within the request's deadline")
+    failure: VsrError | None = None
+    with trio.CancelScope() as cancel_on_leave:
+        watch = DisconnectWatch(receive, send, cancel_on_leave)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch.run)
+            # Expected failures are kept as values: a nursery would wrap them in an ExceptionGroup.
+            async def send_tracked(message) -> None:
+                ex.responded = True
+                await watch.send(message)
+
+            try:
+                await _stages(ex, send_tracked)
+            except VsrError as exc:
+                failure = exc
+            nursery.cancel_scope.cancel()
+    if watch.gone:
+        raise ClientGone
+    if failure is not None:
+        raise failure
+
+
+async def _stages(ex: Exchange, send: Send) -> None:
+    """The stages, each under the request's deadline; the answer stage keeps to it on its own."""
+    with trio.CancelScope(deadline=ex.deadline + _GRACE_S):
+        with trio.CancelScope(deadline=ex.deadline) as cut:
+            ex.stage = "decode"
+            await decode(ex)
+            ex.stage = "route"
+            await route(ex)
+            cut.deadline = ex.deadline          # the chosen decision may set its own
+            ex.stage = "plugins"
+            result = await request_plugins(ex)
+            if result is None:
+                ex.stage = "dispatch"
+                result = await dispatch(ex)
+        if cut.cancelled_caught:
+            raise _timed_out(ex)
+        ex.stage = "answer"
+        await answer(ex, send, result)
+
+
+def _timed_out(ex: Exchange) -> RequestTimeout:
+    ex.state.metrics.timeouts.inc(ex.api, ex.stage)
+    seconds = ex.state.request_timeout_s
+    return RequestTimeout(f"the request was not answered within its deadline ({seconds:g} s; "
+                          f"it was at the {ex.stage} stage)")
