@@ -18,6 +18,7 @@ from ._merge import merged_fields
 
 TYPE = "prompt_cache"
 ANTHROPIC_MAX_MARKERS = 4
+TARGETS = ("tools", "system", "messages")
 Target = Literal["tools", "system", "messages"]
 
 
@@ -34,7 +35,7 @@ class PromptCacheConfig(Block):
 class PromptCache:
     ttl: str = "5m"
     max_markers: int = ANTHROPIC_MAX_MARKERS
-    targets: tuple[str, ...] = ("tools", "system", "messages")
+    targets: tuple[str, ...] = TARGETS
 
     def apply(self, body: dict[str, Any], api_format: str) -> str | None:
         """Mark ``body`` in place (Anthropic only); how many markers were added, for the replay record."""
@@ -59,7 +60,7 @@ def resolve(*layers: PromptCacheConfig | None) -> PromptCache | None:
     if not values or values.get("enabled") is False:
         return None
     return PromptCache(ttl=values.get("ttl", "5m"), max_markers=values.get("max_markers", ANTHROPIC_MAX_MARKERS),
-                       targets=tuple(values.get("targets", PromptCache.targets)))
+                       targets=tuple(values.get("targets", TARGETS)))
 
 
 def _blocks(body: dict) -> list[dict]:

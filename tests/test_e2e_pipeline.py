@@ -1,0 +1,208 @@
+"""The request pipeline end to end, with real processes: one deadline per request, a client that leaves
+during routing, and the request plugins' provider-bound requests as the mock upstream received them."""
+from __future__ import annotations
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from bench.fake_systemone import process as fake_process
+
+from .procs import config, mock_upstream, model, router, write_config
+
+BODIES = {
+    "chat": ("/v1/chat/completions", {"model": "vsr/auto", "messages": [{"role": "user", "content": "hello"}]}),
+    "messages": ("/v1/messages", {"model": "vsr/auto", "max_tokens": 64,
+                                  "messages": [{"role": "user", "content": "hello"}]}),
+    "responses": ("/v1/responses", {"model": "vsr/auto", "input": "hello"}),
+}
+
+
+def metric(proc, name: str, **labels) -> float:
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    total = 0.0
+    for line in httpx.get(f"{proc.url}/metrics").text.splitlines():
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    assert want is not None
+    return total
+
+
+# --- one deadline per request ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def silent():
+    """A backend that accepts and answers nothing for a minute."""
+    with mock_upstream("--latency-ms", "60000") as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def trickle():
+    """A backend whose stream sends one event a second."""
+    with mock_upstream("--chunks", "60", "--chunk-interval-ms", "1000") as proc:
+        yield proc
+
+
+def deadline_router(upstream, tmp_path_factory, fmt: str):
+    doc = config([{**model("m", f"{upstream.url}/v1"), "api_format": fmt}],
+                 [{"name": "only", "rules": {"operator": "AND", "conditions": []}, "modelRefs": [{"model": "m"}]}])
+    doc["global"] = {"router": {"limits": {"request_timeout_ms": 1500}}}
+    return router(write_config(doc, str(tmp_path_factory.mktemp("deadline"))))
+
+
+@pytest.mark.parametrize("api", sorted(BODIES))
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_silent_backend_gets_the_client_its_504_at_the_request_deadline(silent, tmp_path_factory, api, stream):
+    fmt = {"chat": "openai", "messages": "anthropic", "responses": "responses"}[api]
+    with deadline_router(silent, tmp_path_factory, fmt) as proc:
+        path, body = BODIES[api]
+        r = httpx.post(f"{proc.url}{path}", json={**body, "stream": stream}, timeout=30)
+        assert r.status_code == 504, r.text
+        text = r.text
+        assert "within its deadline" in text and "dispatch stage" in text
+        assert r.headers["x-vsr-response-path"] == "error"
+        assert metric(proc, "vsr_request_timeouts_total", api=api, stage="dispatch") == 1
+        # The router keeps serving: a second request is cut the same way, not queued behind the first.
+        assert httpx.post(f"{proc.url}{path}", json=body, timeout=30).status_code == 504
+
+
+@pytest.mark.parametrize("api", sorted(BODIES))
+def test_a_trickling_stream_is_cut_at_the_deadline_with_the_protocols_error_event(trickle, tmp_path_factory, api):
+    fmt = {"chat": "openai", "messages": "anthropic", "responses": "responses"}[api]
+    with deadline_router(trickle, tmp_path_factory, fmt) as proc:
+        path, body = BODIES[api]
+        with httpx.stream("POST", f"{proc.url}{path}", json={**body, "stream": True}, timeout=30) as r:
+            assert r.status_code == 200
+            text = "".join(r.iter_text())
+        assert "request's deadline passed" in text
+        assert "[DONE]" not in text
+        assert metric(proc, "vsr_request_timeouts_total", api=api, stage="answer") == 1
+
+
+def test_a_decision_may_set_its_own_deadline(silent, tmp_path_factory):
+    doc = config([model("m", f"{silent.url}/v1")],
+                 [{"name": "only", "request_timeout_ms": 700, "rules": {"operator": "AND", "conditions": []},
+                   "modelRefs": [{"model": "m"}]}])
+    with router(write_config(doc, str(tmp_path_factory.mktemp("own")))) as proc:
+        r = httpx.post(f"{proc.url}/v1/chat/completions", json=BODIES["chat"][1], timeout=30)
+        assert r.status_code == 504 and "0.7" not in r.headers.get("x-vsr-selected-decision", "")
+        assert r.headers["x-vsr-selected-decision"] == "only"
+
+
+def test_a_client_that_leaves_during_routing_cancels_the_system_one_call(tmp_path_factory):
+    with fake_process() as fake, mock_upstream() as upstream:
+        httpx.post(f"{fake.url}/_fake/rules", json={"rules": [{"latency_ms": 30000}]}).raise_for_status()
+        doc = config([model("m", f"{upstream.url}/v1")],
+                     [{"name": "asks", "rules": {"operator": "AND", "conditions": [{"type": "systemone", "name": "q"}]},
+                       "modelRefs": [{"model": "m"}]}],
+                     signals={"systemone": [{"name": "q", "question": {"type": "noul", "instructions": "Is it?"}}]},
+                     fallback={"modelRefs": [{"model": "m"}]})
+        doc["global"] = {"model_catalog": {
+            "deployments": {"s1": {"provider": "systemone", "endpoint": f"{fake.url}/v1/systemone", "model": "fake",
+                                   "timeout_ms": 60000,
+                                   "capabilities": {"question_types": ["noul"]}}},
+            "system": {"decision_model": {"deployment": "s1"}}}}
+        with router(write_config(doc, str(tmp_path_factory.mktemp("leave")))) as proc:
+            with pytest.raises(httpx.ReadTimeout):
+                httpx.post(f"{proc.url}/v1/chat/completions", json=BODIES["chat"][1], timeout=1.0)
+            # The router noticed the client leave and closed its System One call: the fake saw it go.
+            for _ in range(100):
+                calls = httpx.get(f"{fake.url}/_fake/calls").json()["calls"]
+                if calls and calls[0]["disconnected"]:
+                    break
+                httpx.get(f"{proc.url}/health", timeout=5)   # a round trip, not a sleep: the router serves on
+            assert calls and calls[0]["disconnected"] is True and calls[0]["status"] is None
+            assert metric(proc, "vsr_client_disconnects_total", api="chat") == 1
+
+
+# --- the request plugins -----------------------------------------------------------------------------
+
+PLUGINS = [
+    {"type": "system_prompt", "configuration": {"mode": "insert", "system_prompt": "Answer briefly."}},
+    {"type": "header_mutation", "configuration": {"add": [{"name": "X-Tenant-Tier", "value": "premium"}],
+                                                  "update": [{"name": "user-agent", "value": "vsr-test"}],
+                                                  "delete": ["traceparent"]}},
+    {"type": "request_params", "configuration": {"blocked_params": ["logprobs"], "max_tokens_limit": 100,
+                                                 "temperature": {"max": 1.0},
+                                                 "generation": {"thinking": True, "thinking_budget": 64,
+                                                                "reasoning_effort": "low"}}},
+    {"type": "prompt_cache", "configuration": {"enabled": True}},
+]
+
+
+@pytest.fixture(scope="module")
+def shaped(tmp_path_factory):
+    with mock_upstream() as upstream:
+        models = [{**model(f"m-{fmt}", f"{upstream.url}/v1"), "api_format": fmt}
+                  for fmt in ("openai", "anthropic", "responses")]
+        decisions = [{"name": f"to-{fmt}", "priority": 10, "plugins": PLUGINS,
+                      "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": fmt}]},
+                      "modelRefs": [{"model": f"m-{fmt}"}]} for fmt in ("openai", "anthropic", "responses")]
+        doc = config(models, decisions, signals={"keywords": [{"name": fmt, "operator": "OR", "keywords": [fmt]}
+                                                              for fmt in ("openai", "anthropic", "responses")]})
+        doc["global"] = {"plugins": [{"type": "router_replay", "configuration": {"enabled": True}}]}
+        with router(write_config(doc, str(tmp_path_factory.mktemp("shaped")))) as proc:
+            yield proc, upstream
+
+
+def last_request(upstream) -> dict:
+    return httpx.get(f"{upstream.url}/_mock/stats").json()["last_request"]
+
+
+def test_plugins_shape_a_chat_backends_request_from_the_openai_sdk(shaped):
+    proc, upstream = shaped
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", default_headers={"traceparent": "00-a-b-01"})
+    client.chat.completions.create(model="vsr/auto", max_tokens=5000, temperature=1.7, logprobs=True,
+                                   messages=[{"role": "system", "content": "Mine."},
+                                             {"role": "user", "content": "go openai"}])
+    sent = last_request(upstream)
+    body, headers = sent["body"], sent["headers"]
+    assert [m["content"] for m in body["messages"][:2]] == ["Answer briefly.", "Mine."]    # insert keeps the caller's
+    assert body["max_tokens"] == 100 and body["temperature"] == 1.0 and "logprobs" not in body
+    assert body["chat_template_kwargs"] == {"enable_thinking": True, "thinking_budget": 64}
+    assert body["reasoning_effort"] == "low"
+    assert headers["x-tenant-tier"] == "premium" and headers["user-agent"] == "vsr-test"
+    assert "traceparent" not in headers
+    assert "cache_control" not in str(body)                       # prompt_cache leaves OpenAI alone
+
+
+def test_plugins_shape_a_messages_backends_request_from_the_anthropic_sdk(shaped):
+    proc, upstream = shaped
+    client = anthropic.Anthropic(base_url=proc.url, api_key="k")
+    reply = client.messages.with_raw_response.create(
+        model="vsr/auto", max_tokens=5000, system="Mine.", tools=[{"name": "t", "input_schema": {"type": "object"}}],
+        messages=[{"role": "user", "content": "go anthropic"}])
+    sent = last_request(upstream)
+    body, headers = sent["body"], sent["headers"]
+    assert body["system"][0]["text"] == "Answer briefly.\n\nMine."
+    assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    # Anthropic's smallest thinking budget is 1,024, below max_tokens (100 was the cap): raised to fit.
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024} and body["max_tokens"] > 1024
+    assert headers["x-tenant-tier"] == "premium" and headers["anthropic-version"]
+    record = httpx.get(f"{proc.url}/api/v1/replay/{reply.headers['x-vsr-replay-id']}").json()
+    assert any(p.startswith("m-anthropic: system_prompt: insert") for p in record["plugins"])
+    assert any("prompt_cache: markers on tools, system, messages" in p for p in record["plugins"])
+
+
+def test_plugins_shape_a_responses_backends_request(shaped):
+    proc, upstream = shaped
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
+    client.responses.create(model="vsr/auto", input="go responses", instructions="Mine.", max_output_tokens=5000)
+    body = last_request(upstream)["body"]
+    assert body["instructions"] == "Answer briefly.\n\nMine."
+    assert body["max_output_tokens"] == 100 and body["reasoning"] == {"effort": "low"}
+
+
+def test_a_chat_client_reaching_a_messages_backend_gets_the_shape_in_anthropic_fields(shaped):
+    proc, upstream = shaped
+    r = httpx.post(f"{proc.url}/v1/chat/completions", json={
+        "model": "vsr/auto", "max_tokens": 50, "messages": [{"role": "user", "content": "go anthropic"}]})
+    assert r.status_code == 200
+    body = last_request(upstream)["body"]
+    assert body["system"][0]["text"].startswith("Answer briefly.") and "chat_template_kwargs" not in body
+    assert body["thinking"]["type"] == "enabled"
