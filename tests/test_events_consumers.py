@@ -79,11 +79,12 @@ async def test_a_consumer_resumes_after_cancel_without_redoing_acknowledged_work
         record_requests(stream.sink, [f"a{i}" for i in range(25)])
         await drained(stream.sink)
         first = Counting(hold={"a3/1", "a7/0"})          # finished, never acknowledged
+        first_stats = ConsumerStats("counting")
         async with trio.open_nursery() as nursery:
-            await nursery.start(lambda task_status: run_consumer(stream.source, first, name="c1",
+            await nursery.start(lambda task_status: run_consumer(stream.source, first, name="c1", stats=first_stats,
                                                                  task_status=task_status))
             await wait_for(lambda: len(first.seen) == 50, what="the first 50")
-            await trio.sleep(0.1)                         # its acks reach the store
+            await wait_for(lambda: first_stats.acked == 48, what="its 48 acks to reach the store")
             nursery.cancel_scope.cancel()
         record_requests(stream.sink, [f"b{i}" for i in range(15)])
         await drained(stream.sink)
@@ -91,8 +92,7 @@ async def test_a_consumer_resumes_after_cancel_without_redoing_acknowledged_work
         stats = ConsumerStats("counting")
         async with trio.open_nursery() as nursery:
             nursery.start_soon(lambda: run_consumer(stream.source, again, name="c1", stats=stats))
-            await wait_for(lambda: len(again.seen) == 32, what="the rest")
-            await trio.sleep(0.2)
+            await wait_for(lambda: len(again.seen) == 32 and stats.acked == 32, what="the rest, acknowledged")
             nursery.cancel_scope.cancel()
     assert sorted(again.seen) == sorted(["a3/1", "a7/0"] + [f"b{i}/{s}" for i in range(15) for s in (0, 1)])
     # Redis: the two held entries come back as pending, and so may what the cancelled run's
@@ -168,10 +168,11 @@ def test_a_killed_consumer_process_resumes_without_redoing_acknowledged_work(str
 
     child = subprocess.Popen(args, cwd=ROOT)
     try:
-        end = time.monotonic() + 15
-        while len(set(log.read_text().splitlines())) < 300 and time.monotonic() < end:
+        # Until the store says every entry is acknowledged: from then on nothing can be delivered again.
+        end = time.monotonic() + 30
+        while _acknowledged(backend, r, stream_config.stream, path, list(keys)) != set(keys):
+            assert time.monotonic() < end, "the restarted consumer never acknowledged everything"
             time.sleep(0.01)
-        time.sleep(0.3)
     finally:
         child.kill()
         child.wait(10)
