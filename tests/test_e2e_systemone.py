@@ -7,15 +7,7 @@ import time
 import httpx
 import pytest
 
-from bench.fake_systemone import process as fake_process
-
 from .procs import free_port, router, write_config
-
-
-@pytest.fixture(scope="module")
-def fake():
-    with fake_process() as proc:
-        yield proc
 
 
 def set_rules(fake, rules: list[dict]) -> None:

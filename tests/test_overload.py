@@ -13,7 +13,6 @@ import httpx
 import pytest
 import trio
 
-from bench.fake_systemone import process as fake_process
 from vsr_fast.config import load_raw
 from vsr_fast.config.catalog import Deployment, OnSignalOverload
 from vsr_fast.protocol import systemone as wire
@@ -317,12 +316,6 @@ async def test_metric_lines(autojump_clock):
 # decoded into ``overloaded``, real timeouts, on the real clock. A check here asserts what
 # the fake recorded (which calls, in which order, with which status) and what the client
 # answered, never a time: the exact schedule is the virtual-clock tests' job above.
-
-
-@pytest.fixture(scope="module")
-def fake():
-    with fake_process() as proc:
-        yield proc
 
 
 def fake_rules(fake, *rules: dict) -> None:
