@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
 import msgspec
 import pytest
@@ -15,6 +14,7 @@ from vsr_fast.events.redis_stream import RedisTransport
 from vsr_fast.events.types import AnswerCompleted, decode_event, encode_event
 from vsr_fast.events.writer import EventSink, TransportDown
 
+from .procs import wait_until
 from .test_events_fixtures import REDIS_URL, own_redis, r, request_events, stream_name  # noqa: F401
 
 
@@ -98,14 +98,6 @@ def switch(request):
     if request.param == "memory":
         return MemorySwitch()
     return RedisSwitch(request.getfixturevalue("own_redis"))
-
-
-def wait_until(predicate, what: str, timeout: float = 20.0) -> None:
-    """Poll ``predicate`` until true; fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)
 
 
 def numbered(n: int, start: int = 0) -> list[bytes]:
