@@ -161,3 +161,37 @@ def test_trace_only_for_allowed_callers_that_ask(mock, heuristic_router, tmp_pat
         assert 'signals=("keyword:code" "keyword:urgent")' in trace
         assert 'decision="urgent_code"' in trace and 'why="highest priority 230 of' in trace
         assert len(trace) <= 4096
+
+
+def test_custom_identity_header_names_and_debug_principals(mock, tmp_path):
+    doc = {
+        "version": "v0.5",
+        "listeners": [{"name": "main", "identity": {"trust_headers": True, "user_header": "X-Auth-User",
+                                                    "groups_header": "x-auth-groups"}}],
+        "providers": {"models": [{"name": "admin-model", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
+                                 {"name": "user-model", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}]},
+        "recipes": [{"name": "default",
+                     "signals": {"role_bindings": [{"name": "admins", "role": "admin",
+                                                    "subjects": [{"kind": "Group", "name": "platform-admins"}]}]},
+                     "decisions": [{"name": "admin", "priority": 10,
+                                    "rules": {"operator": "AND", "conditions": [{"type": "authz", "name": "admins"}]},
+                                    "modelRefs": [{"model": "admin-model"}]}],
+                     "fallback": {"modelRefs": [{"model": "user-model"}]}}],
+        "global": {"router": {"headers": {"debug": "authenticated", "debug_principals": ["alice"]}}},
+    }
+    body = {"model": "auto", "messages": user("hello")}
+
+    def send(**headers: str) -> httpx.Response:
+        return httpx.post(f"{proc.url}/v1/chat/completions", json=body, headers={"x-vsr-debug": "1", **headers})
+
+    with router(write_config(doc, str(tmp_path))) as proc:
+        alice = send(**{"x-auth-user": "alice", "x-auth-groups": "staff, platform-admins"})
+        assert alice.headers["x-vsr-selected-model"] == "admin-model", "the configured header names are read"
+        assert 'decision="admin"' in alice.headers["x-vsr-trace"], "alice is a debug principal"
+        bob = send(**{"x-auth-user": "bob", "x-auth-groups": "platform-admins"})
+        assert bob.headers["x-vsr-selected-model"] == "admin-model"
+        assert "x-vsr-trace" not in bob.headers, "authenticated, but not a debug principal"
+        default_names = send(**{"x-authz-user-id": "alice", "x-authz-user-groups": "platform-admins"})
+        assert default_names.headers["x-vsr-selected-model"] == "user-model", "the default names are not read"
+        assert "x-vsr-trace" not in default_names.headers, "so the caller is anonymous"
+        assert "x-vsr-trace" not in send().headers

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 
 import httpx
 import pytest
 
-from .procs import free_port, router, write_config
+from .procs import Proc, free_port, router, write_config
 
 
 def set_rules(fake, rules: list[dict]) -> None:
@@ -349,3 +350,56 @@ def test_without_retry_an_overloaded_fail_closed_rule_refuses(mock, fake, tmp_pa
         assert r.json()["choices"][0]["message"]["content"] == "Declined by the guard."
         assert httpx.get(f"{mock.url}/_mock/stats").json()["requests"] == 0, "the upstream was never called"
         assert [c["status"] for c in calls(fake)] == [429], "refused once, not asked again under action: refuse"
+
+
+# --- TLS and keys to a remote System One API -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def https_fake(fake, tmp_path_factory):
+    """The fake System One behind TLS: a throwaway self-signed certificate for 127.0.0.1 (openssl)."""
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = d / "cert.pem", d / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    target = fake.url.removeprefix("http://")
+    with Proc(["-m", "tests.tls_proxy", "--cert", str(cert), "--key", str(key), "--target", target],
+              "tls_proxy: listening") as proxy:
+        yield f"https://127.0.0.1:{proxy.port}", cert
+
+
+def tls_config(mock_url: str, s1_url: str, **deployment) -> dict:
+    d = config(mock_url, s1_url)
+    d["global"]["model_catalog"]["deployments"]["s1"].update(deployment)
+    return d
+
+
+def test_an_untrusted_certificate_is_never_sent_a_question(mock, fake, https_fake, tmp_path):
+    url, _ = https_fake
+    set_rules(fake, MATH_HARD)
+    with router(write_config(tls_config(mock.url, url), str(tmp_path))) as proc:
+        r = ask(proc, "Prove that sqrt(2) is irrational #tls-untrusted")
+        assert r.status_code == 200
+        assert r.headers["x-vsr-selected-decision"] == "tools_or_unsure", "unknown: on_unknown decided"
+        assert calls(fake) == [], "the handshake failed before any question left"
+        metrics = httpx.get(f"{proc.url}/metrics").text
+        assert 'vsr_systemone_calls_total{deployment="s1",outcome="unreachable"}' in metrics
+
+
+@pytest.mark.parametrize("tls, auth, header, value", [
+    ("ca_file", {"header": "x-api-key", "prefix": ""}, "x-api-key", "s1-secret"),
+    ({"verify": False}, {}, "authorization", "Bearer s1-secret"),
+], ids=["ca_file+custom-header", "verify-false+bearer"])
+def test_a_trusted_api_is_asked_with_the_key_from_its_file(mock, fake, https_fake, tmp_path, tls, auth, header, value):
+    url, cert = https_fake
+    key_file = tmp_path / "s1.key"
+    key_file.write_text("s1-secret\n")               # the trailing newline is not part of the key
+    d = tls_config(mock.url, url, tls={"ca_file": str(cert)} if tls == "ca_file" else tls,
+                   auth={"api_key_file": str(key_file), **auth})
+    set_rules(fake, MATH_HARD)
+    with router(write_config(d, str(tmp_path))) as proc:
+        r = ask(proc, f"Prove that sqrt(2) is irrational #tls-{header}")
+        assert r.headers["x-vsr-selected-decision"] == "hard_math", "routed on the answers"
+        (call,) = calls(fake)
+        assert call["headers"][header] == value
