@@ -117,12 +117,13 @@ def test_no_fallback_means_routing_error(mock, tmp_path):
         assert p.status_code == 400 and p.json()["error"]["code"] == "no_decision_matched"
 
 
-def test_trusted_identity_routes_by_role(mock, tmp_path):
-    doc = {
+def role_doc(mock_url: str, identity: dict) -> dict:
+    """Members of the group platform-admins go to admin-model, everyone else to user-model."""
+    return {
         "version": "v0.5",
-        "listeners": [{"name": "main", "identity": {"trust_headers": True}}],
-        "providers": {"models": [{"name": "admin-model", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
-                                 {"name": "user-model", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}]},
+        "listeners": [{"name": "main", "identity": identity}],
+        "providers": {"models": [{"name": "admin-model", "backend_refs": [{"endpoint": f"{mock_url}/v1"}]},
+                                 {"name": "user-model", "backend_refs": [{"endpoint": f"{mock_url}/v1"}]}]},
         "recipes": [{"name": "default",
                      "signals": {"role_bindings": [{"name": "admins", "role": "admin",
                                                     "subjects": [{"kind": "Group", "name": "platform-admins"}]}]},
@@ -131,6 +132,10 @@ def test_trusted_identity_routes_by_role(mock, tmp_path):
                                     "modelRefs": [{"model": "admin-model"}]}],
                      "fallback": {"modelRefs": [{"model": "user-model"}]}}],
     }
+
+
+def test_trusted_identity_routes_by_role(mock, tmp_path):
+    doc = role_doc(mock.url, {"trust_headers": True})
     trusted = write_config(doc, str(tmp_path))
     untrusted_doc = copy.deepcopy(doc)
     untrusted_doc["listeners"][0]["identity"]["trust_headers"] = False
@@ -164,21 +169,8 @@ def test_trace_only_for_allowed_callers_that_ask(mock, heuristic_router, tmp_pat
 
 
 def test_custom_identity_header_names_and_debug_principals(mock, tmp_path):
-    doc = {
-        "version": "v0.5",
-        "listeners": [{"name": "main", "identity": {"trust_headers": True, "user_header": "X-Auth-User",
-                                                    "groups_header": "x-auth-groups"}}],
-        "providers": {"models": [{"name": "admin-model", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
-                                 {"name": "user-model", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}]},
-        "recipes": [{"name": "default",
-                     "signals": {"role_bindings": [{"name": "admins", "role": "admin",
-                                                    "subjects": [{"kind": "Group", "name": "platform-admins"}]}]},
-                     "decisions": [{"name": "admin", "priority": 10,
-                                    "rules": {"operator": "AND", "conditions": [{"type": "authz", "name": "admins"}]},
-                                    "modelRefs": [{"model": "admin-model"}]}],
-                     "fallback": {"modelRefs": [{"model": "user-model"}]}}],
-        "global": {"router": {"headers": {"debug": "authenticated", "debug_principals": ["alice"]}}},
-    }
+    doc = role_doc(mock.url, {"trust_headers": True, "user_header": "X-Auth-User", "groups_header": "x-auth-groups"})
+    doc["global"] = {"router": {"headers": {"debug": "authenticated", "debug_principals": ["alice"]}}}
     body = {"model": "auto", "messages": user("hello")}
 
     def send(**headers: str) -> httpx.Response:
