@@ -230,3 +230,16 @@ def test_no_recipe_unknown_model_is_404(mock, tmp_path):
             sdk(proc).chat.completions.create(model="gpt-nothing", messages=CHAT)
         assert info.value.body["code"] == "model_not_found"
         assert sdk(proc).chat.completions.create(model="only", messages=CHAT).choices
+
+
+def test_a_model_ref_s_lora_name_is_the_model_its_backend_is_asked_for(mock, tmp_path):
+    doc = config([model("base", f"{mock.url}/v1", upstream_name="mock-base")],
+                 [{"name": "sql", "modelRefs": [{"model": "base", "lora_name": "sql-adapter"}]}])
+    with router(write_config(doc, str(tmp_path))) as proc:
+        routed_to_adapter = sdk(proc).chat.completions.with_raw_response.create(model="vsr/auto", messages=CHAT)
+        assert mock_stats(mock)["last_request"]["body"]["model"] == "sql-adapter"
+        assert routed_to_adapter.headers["x-vsr-selected-model"] == "base", "the model keeps its own name"
+        assert routed_to_adapter.parse().choices[0].message.content
+        # Named directly, the model has no decision and so no adapter: its provider_model_id.
+        sdk(proc).chat.completions.create(model="base", messages=CHAT)
+        assert mock_stats(mock)["last_request"]["body"]["model"] == "mock-base"
