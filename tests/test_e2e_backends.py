@@ -49,67 +49,6 @@ def blackhole() -> Iterator[str]:
         server.close()
 
 
-# --- timeouts --------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def slow():
-    """A mock upstream that takes a minute to answer."""
-    with mock_upstream("--latency-ms", "60000") as proc:
-        yield proc
-
-
-def test_read_timeout_ms_ends_a_silent_backend_with_504(tmp_path, slow):
-    httpx.post(f"{slow.url}/_mock/reset")
-    doc = config([model("m", f"{slow.url}/v1", read_timeout_ms=300)], [{"name": "d", "modelRefs": [{"model": "m"}]}])
-    with router(write_config(doc, str(tmp_path))) as proc:
-        r = post(proc)
-        assert r.status_code == 504, r.text
-        error = r.json()["error"]
-        assert error["code"] == "upstream_timeout"
-        assert r.headers["x-vsr-response-path"] == "error"
-        # The backend had the request (so the connect and the write were done) and was holding the
-        # answer back: it was the read that timed out, and the router hung up on it.
-        wait_until(lambda: httpx.get(f"{slow.url}/_mock/stats").json()["cancelled"] == 1, "the mock to see it leave")
-        assert httpx.get(f"{slow.url}/_mock/stats").json()["completed"] == 0
-        metrics = httpx.get(f"{proc.url}/metrics").text
-        assert 'vsr_upstream_errors_total{model="m",backend="m[0]",kind="upstream_timeout"}' in metrics
-
-
-@pytest.mark.parametrize("stream", [False, True])
-def test_a_timed_out_model_falls_back_to_the_next(tmp_path, slow, mock, stream):
-    doc = config([model("slow", f"{slow.url}/v1", read_timeout_ms=300), model("quick", f"{mock.url}/v1")],
-                 [{"name": "d", "modelRefs": [{"model": "slow"}, {"model": "quick"}]}])
-    with router(write_config(doc, str(tmp_path))) as proc:
-        r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=30,
-                       json={"model": "vsr/auto", "messages": CHAT, "stream": stream})
-        assert r.status_code == 200, r.text
-        assert r.headers["x-vsr-response-path"] == "fallback"
-        assert r.headers["x-vsr-selected-model"] == "quick"
-        assert ("[DONE]" in r.text) if stream else r.json()["choices"][0]["message"]["content"]
-
-
-def test_connect_timeout_ms_gives_up_on_a_backend_that_never_accepts(tmp_path, mock):
-    with blackhole() as endpoint:
-        # The read timeout is an hour: only the connect timeout can end the first backend's attempt.
-        doc = config([model("m", endpoint, connect_timeout_ms=300, read_timeout_ms=3_600_000)],
-                     [{"name": "d", "modelRefs": [{"model": "m"}]}])
-        with router(write_config(doc, str(tmp_path))) as proc:
-            r = post(proc)
-            assert r.status_code == 504, r.text         # no connection, so the connect timed out
-            assert r.json()["error"]["code"] == "upstream_timeout"
-        doc = config([{"name": "m", "backend_refs": [
-                          {"endpoint": endpoint, "name": "hole", "connect_timeout_ms": 300, "read_timeout_ms": 3_600_000},
-                          {"endpoint": f"{mock.url}/v1", "name": "alive"}]}],
-                     [{"name": "d", "modelRefs": [{"model": "m"}]}])
-        with router(write_config(doc, str(tmp_path))) as proc:
-            r = post(proc)
-            assert r.status_code == 200, r.text
-            assert r.headers["x-vsr-response-path"] == "upstream"     # the same model's next backend
-            metrics = httpx.get(f"{proc.url}/metrics").text
-            assert 'vsr_upstream_errors_total{model="m",backend="hole",kind="upstream_timeout"}' in metrics
-
-
 # --- pool size and shards -------------------------------------------------------------------------
 
 
@@ -174,29 +113,106 @@ class Gate:
                 s.close()
 
 
-@pytest.mark.parametrize("max_connections, pool_shards, requests", [(1, 1, 3), (2, 1, 4), (1, 3, 3), (2, 2, 6)])
-def test_max_connections_and_pool_shards_bound_the_connections_to_a_backend(
-        tmp_path, max_connections, pool_shards, requests):
-    limit = max_connections * pool_shards
-    gate = Gate()
-    try:
-        doc = config([model("m", gate.url, max_connections=max_connections, pool_shards=pool_shards)],
-                     [{"name": "d", "modelRefs": [{"model": "m"}]}])
-        with router(write_config(doc, str(tmp_path))) as proc:
-            statuses: list[int] = []
-            clients = [threading.Thread(target=lambda: statuses.append(post(proc, timeout=60).status_code))
-                       for _ in range(requests)]
-            for c in clients:
-                c.start()
-            # Every connection the pools allow is busy with a held request; the other requests
-            # wait for one of them (shards are used round robin, so each shard fills its own).
-            wait_until(lambda: gate.waiting == limit, f"{limit} requests held at the gate")
-            held_on = gate.accepted
-            gate.opened.set()
-            for c in clients:
-                c.join(60)
-            assert statuses == [200] * requests
-            assert gate.answered == requests
-            assert held_on == limit and gate.accepted == limit, (held_on, gate.accepted)
-    finally:
+# --- one router, a model per case -----------------------------------------------------------------
+
+POOLS = [(1, 1, 3), (2, 1, 4), (1, 3, 3), (2, 2, 6)]     # (max_connections, pool_shards, concurrent requests)
+
+
+@pytest.fixture(scope="module")
+def slow():
+    """A mock upstream that takes a minute to answer."""
+    with mock_upstream("--latency-ms", "60000") as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def gates():
+    made = {pool: Gate() for pool in POOLS}
+    yield made
+    for gate in made.values():
         gate.close()
+
+
+@pytest.fixture(scope="module")
+def backends(mock, slow, gates, tmp_path_factory):
+    """One router whose models each exercise one transport setting; a request names the model directly."""
+    with blackhole() as hole:
+        models = [
+            model("slow", f"{slow.url}/v1", read_timeout_ms=300),
+            model("quick", f"{mock.url}/v1"),
+            # The read timeout is an hour: only the connect timeout can end an attempt on the hole.
+            model("hole", hole, connect_timeout_ms=300, read_timeout_ms=3_600_000),
+            {"name": "hole-then-alive", "backend_refs": [
+                {"endpoint": hole, "name": "hole", "connect_timeout_ms": 300, "read_timeout_ms": 3_600_000},
+                {"endpoint": f"{mock.url}/v1", "name": "alive"}]},
+            *(model(f"pool-{m}x{s}", gate.url, max_connections=m, pool_shards=s)
+              for (m, s, _), gate in gates.items()),
+        ]
+        doc = config(models, [{"name": "d", "modelRefs": [{"model": "slow"}, {"model": "quick"}]}])
+        with router(write_config(doc, str(tmp_path_factory.mktemp("backends")))) as proc:
+            yield proc
+
+
+def ask(proc, model_name: str, stream: bool = False, timeout: float = 30) -> httpx.Response:
+    return httpx.post(f"{proc.url}/v1/chat/completions", timeout=timeout,
+                      json={"model": model_name, "messages": CHAT, "stream": stream})
+
+
+# --- timeouts --------------------------------------------------------------------------------------
+
+
+def test_read_timeout_ms_ends_a_silent_backend_with_504(backends, slow):
+    httpx.post(f"{slow.url}/_mock/reset")
+    r = ask(backends, "slow")
+    assert r.status_code == 504, r.text
+    assert r.json()["error"]["code"] == "upstream_timeout"
+    assert r.headers["x-vsr-response-path"] == "error"
+    # The backend had the request (so the connect and the write were done) and was holding the
+    # answer back: it was the read that timed out, and the router hung up on it.
+    wait_until(lambda: httpx.get(f"{slow.url}/_mock/stats").json()["cancelled"] >= 1, "the mock to see it leave")
+    assert httpx.get(f"{slow.url}/_mock/stats").json()["completed"] == 0
+    metrics = httpx.get(f"{backends.url}/metrics").text
+    assert 'vsr_upstream_errors_total{model="slow",backend="slow[0]",kind="upstream_timeout"}' in metrics
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_timed_out_model_falls_back_to_the_next(backends, stream):
+    r = ask(backends, "vsr/auto", stream=stream)
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-response-path"] == "fallback"
+    assert r.headers["x-vsr-selected-model"] == "quick"
+    assert ("[DONE]" in r.text) if stream else r.json()["choices"][0]["message"]["content"]
+
+
+def test_connect_timeout_ms_gives_up_on_a_backend_that_never_accepts(backends):
+    r = ask(backends, "hole")
+    assert r.status_code == 504, r.text              # no connection, so the connect timed out
+    assert r.json()["error"]["code"] == "upstream_timeout"
+    r = ask(backends, "hole-then-alive")
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-response-path"] == "upstream"     # the same model's next backend
+    metrics = httpx.get(f"{backends.url}/metrics").text
+    assert 'vsr_upstream_errors_total{model="hole-then-alive",backend="hole",kind="upstream_timeout"}' in metrics
+
+
+@pytest.mark.parametrize("max_connections, pool_shards, requests", POOLS)
+def test_max_connections_and_pool_shards_bound_the_connections_to_a_backend(
+        backends, gates, max_connections, pool_shards, requests):
+    limit = max_connections * pool_shards
+    gate = gates[(max_connections, pool_shards, requests)]
+    statuses: list[int] = []
+    clients = [threading.Thread(target=lambda: statuses.append(
+                   ask(backends, f"pool-{max_connections}x{pool_shards}", timeout=60).status_code))
+               for _ in range(requests)]
+    for c in clients:
+        c.start()
+    # Every connection the pools allow is busy with a held request; the other requests
+    # wait for one of them (shards are used round robin, so each shard fills its own).
+    wait_until(lambda: gate.waiting == limit, f"{limit} requests held at the gate")
+    held_on = gate.accepted
+    gate.opened.set()
+    for c in clients:
+        c.join(60)
+    assert statuses == [200] * requests
+    assert gate.answered == requests
+    assert held_on == limit and gate.accepted == limit, (held_on, gate.accepted)
