@@ -36,6 +36,7 @@ Routes
     ``{"calls": [...], "models_requests": N}``: every request to the two decision routes,
     in arrival order, valid or not, as ``{index, method, path, headers (lower-cased names),
     body (parsed JSON, or the raw text when it is not JSON), time (time.time() at arrival),
+    latency_ms (the rules' latency the call waits before its answer or failure),
     status (null until answered, and for good when the client left or the call was reset),
     disconnected (the client left before the answer)}``.
 ``POST /_fake/model``
@@ -440,6 +441,7 @@ class Fake:
             "headers": {k.decode("latin-1"): v.decode("latin-1") for k, v in req.headers.items()},
             "body": body,
             "time": time.time(),
+            "latency_ms": 0.0,
             "status": None,
             "disconnected": False,
         }
@@ -572,6 +574,7 @@ class Server(_http.Server):
     async def decision(self, sock: trio.socket.SocketType, reader: Reader, req: Request) -> bool:
         call = self.fake.record(req)
         outcome = self.fake.decide(req.body)
+        call["latency_ms"] = outcome.latency_s * 1000
         if outcome.latency_s > 0 or outcome.hang:
             pause = trio.sleep_forever() if outcome.hang else trio.sleep(outcome.latency_s)
             if not await watched(reader, pause):  # the client left first

@@ -1,11 +1,20 @@
 import pytest
 
+from bench.fake_systemone import process as fake_process
+
 from .procs import config, mock_upstream, model, router, write_config
 
 
 @pytest.fixture(scope="module")
 def mock():
     with mock_upstream() as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def fake():
+    """The fake System One API (bench.fake_systemone) as a real HTTP server."""
+    with fake_process() as proc:
         yield proc
 
 

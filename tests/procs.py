@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 
 import yaml
 
 from bench._procs import ROOT, Proc
 
-__all__ = ["ROOT", "Proc", "config", "free_port", "mock_upstream", "model", "router", "write_config"]
+__all__ = ["ROOT", "Proc", "config", "free_port", "mock_upstream", "model", "router", "wait_until", "write_config"]
 
 
 def mock_upstream(*flags: str) -> Proc:
@@ -55,3 +56,11 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_until(predicate, what: str, timeout: float = 20.0) -> None:
+    """Poll ``predicate`` until it holds; fail naming ``what`` at the deadline (a bound, never a measurement)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)

@@ -111,6 +111,13 @@ CASES = [
     (edit("entrypoints", [{"api": "chat", "model_names": ["x"], "recipe": "default", "default": True},
                           {"api": "chat", "model_names": ["x"], "recipe": "default"}]),
      ["entrypoints: duplicate_name: model name 'x' is claimed by more than one entrypoint"]),
+    # Accepted by the spec but read by nothing here: refused until they act, never kept silently.
+    (edit("providers/models/0/context_window_size", 131072),
+     ["providers.models[fast].context_window_size: unsupported_field: not read by this router yet (no route "
+      "compares a request's size with it); remove it"]),
+    (edit("recipes/0/signals", {"domains": [{"name": "math", "model_scores": {"fast": 0.9}}]}),
+     ["recipes[default].signals.domains[math].model_scores: unsupported_field: not read by this router yet (the "
+      "static selector tries a decision's modelRefs in order); order the modelRefs and remove it"]),
 ]
 
 

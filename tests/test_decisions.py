@@ -201,3 +201,14 @@ async def test_unread_signals_are_not_evaluated():
     r = await compiled.read(lambda: CanonicalRequest([Message(role="user", content="this is urgent")]), None)
     assert set(r.outcomes) == {("keyword", "urgent")}
     assert set(r.timings_us) == {"keyword"}
+
+
+def test_static_candidates_keep_order_once_per_model_and_take_the_first_ref_s_lora_name():
+    from vsr_fast.config.schema import ProviderModel
+    from vsr_fast.selection.static import candidate_models
+
+    models = {n: ProviderModel(name=n, provider_model_id=f"up-{n}") for n in ("a", "b")}
+    refs = [ModelRef(model="b", lora_name="b-adapter"), ModelRef(model="a"), ModelRef(model="b", lora_name="other")]
+    got = candidate_models(refs, models)
+    assert [(m.name, m.upstream_model) for m in got] == [("b", "b-adapter"), ("a", "up-a")]
+    assert got[1] is models["a"], "a ref without lora_name is the provider model itself"

@@ -104,12 +104,10 @@ def test_bad_bodies_get_openai_errors_and_router_keeps_serving(routed, body, cod
     assert_still_serves(routed)
 
 
-def test_oversized_body_is_413_without_reading_it_all(routed):
-    size = 65 * 1024 * 1024
-    with socket.create_connection(("127.0.0.1", routed.port), timeout=10) as s:
-        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: %d\r\n\r\n" % size)
-        s.sendall(b"{" + b" " * 65536)
+def answer_413(port: int, raw: bytes) -> None:
+    """Send ``raw`` and nothing more, then read the answer: a 413 request_too_large."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(raw)
         answer = b""
         while b"request_too_large" not in answer:
             chunk = s.recv(65536)
@@ -118,22 +116,41 @@ def test_oversized_body_is_413_without_reading_it_all(routed):
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
     assert b'"code":"request_too_large"' in answer
+
+
+def test_oversized_body_is_413_without_reading_it_all(routed):
+    # Only the head is sent: the router answers from the declared length, before any body byte.
+    answer_413(routed.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            b"Content-Length: %d\r\n\r\n" % (65 * 1024 * 1024))
     assert_still_serves(routed)
 
 
-def test_oversized_chunked_body_is_413(routed):
-    def chunks():
-        block = b"x" * (1 << 20)
-        for _ in range(66):
-            yield block
+SMALL_LIMIT = 64 * 1024
 
-    try:
-        r = httpx.post(f"{routed.url}/v1/chat/completions", content=chunks(), timeout=30)
-        assert r.status_code == 413
-        assert r.json()["error"]["code"] == "request_too_large"
-    except httpx.WriteError:
-        pass  # the router may close before the client finished sending; the next request proves it lives
-    assert_still_serves(routed)
+
+@pytest.fixture(scope="module")
+def small_body_router(mock, tmp_path_factory):
+    """A router that takes request bodies of at most 64 KiB."""
+    doc = config([model("general-model", f"{mock.url}/v1")], [{"name": "general", "modelRefs": [{"model": "general-model"}]}])
+    doc["global"] = {"router": {"limits": {"max_body_bytes": SMALL_LIMIT}}}
+    with router(write_config(doc, str(tmp_path_factory.mktemp("small")))) as proc:
+        yield proc
+
+
+def test_oversized_chunked_body_is_413(small_body_router):
+    # One chunk whose last byte crosses the limit, and nothing after it: the router has read
+    # every byte sent when it answers, so it closes cleanly (no RST) and the 413 always arrives.
+    size = SMALL_LIMIT + 1
+    answer_413(small_body_router.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                                       b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                       b"%x\r\n" % size + b"x" * size)
+    assert_still_serves(small_body_router)
+    at_limit = {"model": "vsr/auto", "messages": [{"role": "user", "content": ""}]}
+    padding = SMALL_LIMIT - len(json.dumps(at_limit))
+    at_limit["messages"][0]["content"] = "y" * padding
+    r = httpx.post(f"{small_body_router.url}/v1/chat/completions", content=json.dumps(at_limit).encode(),
+                   headers={"content-type": "application/json"})
+    assert r.status_code == 200, "a body of exactly the limit is taken"
 
 
 def test_get_on_chat_route_is_405(routed):
@@ -213,3 +230,16 @@ def test_no_recipe_unknown_model_is_404(mock, tmp_path):
             sdk(proc).chat.completions.create(model="gpt-nothing", messages=CHAT)
         assert info.value.body["code"] == "model_not_found"
         assert sdk(proc).chat.completions.create(model="only", messages=CHAT).choices
+
+
+def test_a_model_ref_s_lora_name_is_the_model_its_backend_is_asked_for(mock, tmp_path):
+    doc = config([model("base", f"{mock.url}/v1", upstream_name="mock-base")],
+                 [{"name": "sql", "modelRefs": [{"model": "base", "lora_name": "sql-adapter"}]}])
+    with router(write_config(doc, str(tmp_path))) as proc:
+        routed_to_adapter = sdk(proc).chat.completions.with_raw_response.create(model="vsr/auto", messages=CHAT)
+        assert mock_stats(mock)["last_request"]["body"]["model"] == "sql-adapter"
+        assert routed_to_adapter.headers["x-vsr-selected-model"] == "base", "the model keeps its own name"
+        assert routed_to_adapter.parse().choices[0].message.content
+        # Named directly, the model has no decision and so no adapter: its provider_model_id.
+        sdk(proc).chat.completions.create(model="base", messages=CHAT)
+        assert mock_stats(mock)["last_request"]["body"]["model"] == "mock-base"

@@ -11,7 +11,7 @@ import redis
 
 from vsr_fast.events.types import decode_event
 
-from .procs import router, write_config
+from .procs import free_port, mock_upstream, router, write_config
 
 CHAT = [{"role": "user", "content": "Tell me about the sea"}]
 
@@ -120,3 +120,65 @@ def test_a_bad_plugin_configuration_fails_the_load(mock, tmp_path, stream_name):
         load_raw(d)
     assert info.value.lines[0].startswith("global.plugins[0].type: invalid_value: plugin type 'context' is not served")
     assert msgspec  # the wire helpers above decode real stream entries
+
+
+def test_the_shadow_copy_goes_to_its_model_with_the_router_key_and_never_holds_the_answer(mock, tmp_path):
+    """A real router, a real shadow model (a second mock upstream): copies land, a hanging one holds nothing."""
+    with mock_upstream() as cand:
+        doc = {
+            "version": "v0.5",
+            "providers": {"models": [
+                {"name": "live", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
+                {"name": "cand", "provider_model_id": "mock-cand",
+                 "backend_refs": [{"endpoint": f"{cand.url}/v1", "auth": {"api_key_env": "VSR_TEST_SHADOW_KEY"}}]}]},
+            "recipes": [{"name": "r", "decisions": [{"name": "d", "modelRefs": [{"model": "live"}]}]}],
+            "global": {"plugins": [{"type": "router_replay", "configuration": {
+                "shadow": {"model": "cand", "sample_rate": 1.0, "max_concurrency": 2, "timeout_seconds": 600}}}]},
+        }
+        headers = {"authorization": "Bearer client-secret"}
+        with router(write_config(doc, str(tmp_path)), env={"VSR_TEST_SHADOW_KEY": "sk-shadow"}) as proc:
+            first = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "auto", "messages": CHAT},
+                               headers=headers, timeout=20)
+            assert first.status_code == 200 and first.headers["x-vsr-selected-model"] == "live"
+            record = wait_for(lambda: (lambda x: x if x.status_code == 200 and x.json()["shadow"] else None)(
+                httpx.get(f"{proc.url}/api/v1/replay/{first.headers['x-vsr-replay-id']}")))
+            assert record is not None, "the shadow's answer reached the replay record"
+            (shadow,) = record.json()["shadow"]
+            assert shadow["model"] == "cand" and shadow["status"] == 200
+            seen = httpx.get(f"{cand.url}/_mock/stats").json()
+            assert (seen["requests"], seen["completed"]) == (1, 1)
+            assert seen["last_request"]["body"]["model"] == "mock-cand"
+            assert seen["last_request"]["headers"]["authorization"] == "Bearer sk-shadow", "the router's key only"
+
+            # The shadow model now holds every copy for a minute: the live answer still comes at once.
+            httpx.post(f"{cand.url}/_mock/config", json={"latency_ms": 60_000}).raise_for_status()
+            second = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "auto", "messages": CHAT},
+                                headers=headers, timeout=20)
+            assert second.status_code == 200
+            assert wait_for(lambda: httpx.get(f"{cand.url}/_mock/stats").json()["requests"] == 2), \
+                "the second copy was sent"
+            assert httpx.get(f"{cand.url}/_mock/stats").json()["completed"] == 1, "and is still unanswered"
+            held = httpx.get(f"{proc.url}/api/v1/replay/{second.headers['x-vsr-replay-id']}").json()
+            assert held["status"] == 200 and held["shadow"] == [], "recorded without waiting for its shadow"
+
+
+def test_spill_max_bytes_bounds_what_an_unreachable_store_costs_and_requests_are_served(mock, tmp_path):
+    dead = f"redis://127.0.0.1:{free_port()}/0?socket_timeout=0.5&socket_connect_timeout=0.5"
+    doc = {
+        "version": "v0.5",
+        "providers": {"models": [{"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}]},
+        "recipes": [{"name": "r", "decisions": [{"name": "d", "modelRefs": [{"model": "m"}]}]}],
+        "global": {"plugins": [{"type": "router_replay", "configuration": {
+                       "capture_request_body": True, "max_body_bytes": 1 << 20}}],
+                   "stores": {"event_stream": {"backend": "redis", "url": dead, "stream": "vsr-test:spill",
+                                               "queue": 16, "batch": 4, "spill_max_bytes": 1 << 20}}},
+    }
+    big = "x" * (300 * 1024)
+    with router(write_config(doc, str(tmp_path))) as proc:
+        for i in range(8):       # ~2.4 MB of request copies: more than the 1 MiB journal takes
+            r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20,
+                           json={"model": "auto", "messages": [{"role": "user", "content": f"{i} {big}"}]})
+            assert r.status_code == 200
+        metrics = httpx.get(f"{proc.url}/metrics").text
+    lost = [line for line in metrics.splitlines() if line.startswith('vsr_events_lost_total{reason="spill_full"}')]
+    assert lost and float(lost[0].split()[-1]) > 0, "\n".join(l for l in metrics.splitlines() if "vsr_events" in l)

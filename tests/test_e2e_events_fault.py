@@ -5,48 +5,21 @@ the stream exactly once (the writer spills while Redis is down and re-sends).
 """
 from __future__ import annotations
 
-import shutil
-import subprocess
 import time
 from collections import Counter
 
 import httpx
-import pytest
 import redis
 
 from vsr_fast.events.types import decode_event
 
-from .procs import free_port, router, write_config
-
-REDIS = shutil.which("redis-server")
-pytestmark = pytest.mark.skipif(REDIS is None, reason="redis-server is not installed")
+from .procs import router, write_config
+from .test_events_fixtures import own_redis  # noqa: F401
 
 
-def start_redis(port: int, workdir) -> subprocess.Popen:
-    # Append-only with fsync on every write: what was on the stream before the stop is there after it.
-    proc = subprocess.Popen([REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
-                             "--appendfsync", "always", "--dir", str(workdir)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            client.ping()
-            return proc
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("redis-server did not start")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    proc.wait(10)
-
-
-def test_redis_down_mid_load_loses_and_duplicates_nothing(mock, tmp_path):
-    port = free_port()
-    server = start_redis(port, tmp_path)
+def test_redis_down_mid_load_loses_and_duplicates_nothing(mock, tmp_path, own_redis):
+    # own_redis fails the test when redis-server is missing: make test guarantees one, so never a skip.
+    port = own_redis.port
     stream = "vsr-fault:events"
     doc = {
         "version": "v0.5",
@@ -56,32 +29,29 @@ def test_redis_down_mid_load_loses_and_duplicates_nothing(mock, tmp_path):
                                                "stream": stream, "queue": 64, "batch": 16}}},
     }
     statuses: list[int] = []
-    try:
-        with router(write_config(doc, str(tmp_path))) as proc, httpx.Client(timeout=10) as client:
-            def burst(n: int) -> None:
-                for i in range(n):
-                    r = client.post(f"{proc.url}/v1/chat/completions",
-                                    json={"model": "auto", "messages": [{"role": "user", "content": f"hello {i}"}]})
-                    statuses.append(r.status_code)
+    with router(write_config(doc, str(tmp_path))) as proc, httpx.Client(timeout=10) as client:
+        def burst(n: int) -> None:
+            for i in range(n):
+                r = client.post(f"{proc.url}/v1/chat/completions",
+                                json={"model": "auto", "messages": [{"role": "user", "content": f"hello {i}"}]})
+                statuses.append(r.status_code)
 
-            burst(60)
-            stop(server)                  # Redis goes away mid-load
-            burst(80)                     # more events than the queue holds: they spill
-            server = start_redis(port, tmp_path)
-            burst(60)
-            total = 200
-            r = redis.Redis(port=port)
-            deadline = time.monotonic() + 20
-            events = []
-            while time.monotonic() < deadline:
-                events = [decode_event(fields[b"e"]) if b"e" in fields else decode_event(next(iter(fields.values())))
-                          for _, fields in r.xrange(stream)]
-                if len({e.replay_id for e in events}) >= total and len(events) >= total * 5:
-                    break
-                time.sleep(0.2)
-            metrics = httpx.get(f"{proc.url}/metrics").text
-    finally:
-        stop(server)
+        burst(60)
+        own_redis.shutdown_saving()   # Redis goes away mid-load
+        burst(80)                     # more events than the queue holds: they spill
+        own_redis.start()
+        burst(60)
+        total = 200
+        r = redis.Redis(port=port)
+        deadline = time.monotonic() + 20
+        events = []
+        while time.monotonic() < deadline:
+            events = [decode_event(fields[b"e"]) if b"e" in fields else decode_event(next(iter(fields.values())))
+                      for _, fields in r.xrange(stream)]
+            if len({e.replay_id for e in events}) >= total and len(events) >= total * 5:
+                break
+            time.sleep(0.2)
+        metrics = httpx.get(f"{proc.url}/metrics").text
     assert statuses == [200] * 200, "the router answered every request while Redis was down"
     per_request = Counter(e.replay_id for e in events)
     assert len(per_request) == 200, "\n".join(line for line in metrics.splitlines() if line.startswith("vsr_events"))

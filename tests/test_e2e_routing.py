@@ -117,12 +117,13 @@ def test_no_fallback_means_routing_error(mock, tmp_path):
         assert p.status_code == 400 and p.json()["error"]["code"] == "no_decision_matched"
 
 
-def test_trusted_identity_routes_by_role(mock, tmp_path):
-    doc = {
+def role_doc(mock_url: str, identity: dict) -> dict:
+    """Members of the group platform-admins go to admin-model, everyone else to user-model."""
+    return {
         "version": "v0.5",
-        "listeners": [{"name": "main", "identity": {"trust_headers": True}}],
-        "providers": {"models": [{"name": "admin-model", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
-                                 {"name": "user-model", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}]},
+        "listeners": [{"name": "main", "identity": identity}],
+        "providers": {"models": [{"name": "admin-model", "backend_refs": [{"endpoint": f"{mock_url}/v1"}]},
+                                 {"name": "user-model", "backend_refs": [{"endpoint": f"{mock_url}/v1"}]}]},
         "recipes": [{"name": "default",
                      "signals": {"role_bindings": [{"name": "admins", "role": "admin",
                                                     "subjects": [{"kind": "Group", "name": "platform-admins"}]}]},
@@ -131,6 +132,10 @@ def test_trusted_identity_routes_by_role(mock, tmp_path):
                                     "modelRefs": [{"model": "admin-model"}]}],
                      "fallback": {"modelRefs": [{"model": "user-model"}]}}],
     }
+
+
+def test_trusted_identity_routes_by_role(mock, tmp_path):
+    doc = role_doc(mock.url, {"trust_headers": True})
     trusted = write_config(doc, str(tmp_path))
     untrusted_doc = copy.deepcopy(doc)
     untrusted_doc["listeners"][0]["identity"]["trust_headers"] = False
@@ -161,3 +166,24 @@ def test_trace_only_for_allowed_callers_that_ask(mock, heuristic_router, tmp_pat
         assert 'signals=("keyword:code" "keyword:urgent")' in trace
         assert 'decision="urgent_code"' in trace and 'why="highest priority 230 of' in trace
         assert len(trace) <= 4096
+
+
+def test_custom_identity_header_names_and_debug_principals(mock, tmp_path):
+    doc = role_doc(mock.url, {"trust_headers": True, "user_header": "X-Auth-User", "groups_header": "x-auth-groups"})
+    doc["global"] = {"router": {"headers": {"debug": "authenticated", "debug_principals": ["alice"]}}}
+    body = {"model": "auto", "messages": user("hello")}
+
+    def send(**headers: str) -> httpx.Response:
+        return httpx.post(f"{proc.url}/v1/chat/completions", json=body, headers={"x-vsr-debug": "1", **headers})
+
+    with router(write_config(doc, str(tmp_path))) as proc:
+        alice = send(**{"x-auth-user": "alice", "x-auth-groups": "staff, platform-admins"})
+        assert alice.headers["x-vsr-selected-model"] == "admin-model", "the configured header names are read"
+        assert 'decision="admin"' in alice.headers["x-vsr-trace"], "alice is a debug principal"
+        bob = send(**{"x-auth-user": "bob", "x-auth-groups": "platform-admins"})
+        assert bob.headers["x-vsr-selected-model"] == "admin-model"
+        assert "x-vsr-trace" not in bob.headers, "authenticated, but not a debug principal"
+        default_names = send(**{"x-authz-user-id": "alice", "x-authz-user-groups": "platform-admins"})
+        assert default_names.headers["x-vsr-selected-model"] == "user-model", "the default names are not read"
+        assert "x-vsr-trace" not in default_names.headers, "so the caller is anonymous"
+        assert "x-vsr-trace" not in send().headers

@@ -1,20 +1,14 @@
 """End to end: the router asks a fake System One API over real HTTP and routes on its answers."""
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 
 import httpx
 import pytest
 
-from bench.fake_systemone import process as fake_process
-
-from .procs import free_port, router, write_config
-
-
-@pytest.fixture(scope="module")
-def fake():
-    with fake_process() as proc:
-        yield proc
+from .procs import Proc, free_port, router, write_config
 
 
 def set_rules(fake, rules: list[dict]) -> None:
@@ -24,6 +18,15 @@ def set_rules(fake, rules: list[dict]) -> None:
 
 def calls(fake) -> list[dict]:
     return httpx.get(f"{fake.url}/_fake/calls").json()["calls"]
+
+
+def wait_for_calls(fake, predicate, timeout: float = 20.0) -> list[dict]:
+    """The fake's calls once ``predicate(calls)`` holds; fails at the deadline."""
+    deadline = time.monotonic() + timeout
+    while not (seen := calls(fake)) or not predicate(seen):
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.02)
+    return seen
 
 
 def config(mock_url: str, s1_url: str, *, timeout_ms: int = 1500) -> dict:
@@ -132,13 +135,15 @@ def test_invalid_input_drops_the_entry(fake, s1_router):
 
 
 def test_a_slow_api_leaves_rules_unknown_and_on_unknown_decides(fake, s1_router):
-    set_rules(fake, [{"question": "*", "latency_ms": 3000}])
-    started = time.monotonic()
+    set_rules(fake, [{"question": "*", "latency_ms": 60_000}])
     r = ask(s1_router, "anything at all #5")
-    elapsed = time.monotonic() - started
     assert r.status_code == 200
     assert r.headers["x-vsr-selected-decision"] == "tools_or_unsure"     # on_unknown: match
-    assert elapsed < 2.9, "the deployment's 1.5 s timeout bounds the wait"
+    # The answer came while the fake still held its one call: the deployment's timeout ended
+    # the wait, and the router hung up on the call (the fake sees the client leave).
+    (call,) = wait_for_calls(fake, lambda c: c[0]["disconnected"])
+    assert call["status"] is None
+    assert 'vsr_systemone_calls_total{deployment="s1",outcome="timeout"}' in httpx.get(f"{s1_router.url}/metrics").text
 
 
 def test_overloaded_and_5xx_leave_rules_unknown(fake, s1_router):
@@ -162,11 +167,11 @@ def test_answers_are_reused_for_an_identical_request(fake, s1_router):
 def test_a_down_api_never_fails_a_request(mock, tmp_path):
     dead = f"http://127.0.0.1:{free_port()}"
     with router(write_config(config(mock.url, dead), str(tmp_path))) as proc:
-        started = time.monotonic()
         r = ask(proc, "hello")
         assert r.status_code == 200
         assert r.headers["x-vsr-selected-decision"] == "tools_or_unsure"
-        assert time.monotonic() - started < 3
+        metrics = httpx.get(f"{proc.url}/metrics").text
+        assert 'vsr_systemone_calls_total{deployment="s1",outcome="unreachable"}' in metrics, "refused, not timed out"
         preview = httpx.post(f"{proc.url}/api/v1/routing/preview",
                              json={"model": "auto", "messages": [{"role": "user", "content": "hello"}]}).json()
         detail = {(s["type"], s["name"]): s for s in preview["signals"]}
@@ -258,12 +263,13 @@ def test_overload_retry_waits_for_capacity_then_routes_on_the_answers(mock, fake
     d["global"]["model_catalog"]["on_signal_overload"] = {"action": "retry", "wait_ms": 2000}
     with router(write_config(d, str(tmp_path))) as proc:
         set_rules(fake, [{"question": "*", "fail": "overloaded", "times": 2}, *MATH_HARD])
-        started = time.monotonic()
         r = ask(proc, "Prove that sqrt(2) is irrational #overload")
         assert r.status_code == 200
         assert r.headers["x-vsr-selected-decision"] == "hard_math", "the answers after the wait routed it"
-        assert len(calls(fake)) == 3
-        assert time.monotonic() - started >= 0.4, "rounds at a quarter and at half of the wait"
+        # Refused twice, asked again in the wait's rounds, answered on the third ask, all one request.
+        seen = calls(fake)
+        assert [c["status"] for c in seen] == [429, 429, 200]
+        assert len({json.dumps(c["body"], sort_keys=True) for c in seen}) == 1, "the same call asked again"
         metrics = httpx.get(f"{proc.url}/metrics").text
         assert 'vsr_signal_overload_waits_total{deployment="s1",outcome="ok"}' in metrics
 
@@ -334,7 +340,66 @@ def test_overloaded_refusing_rule_answers_a_retryable_error(mock, fake, tmp_path
 
 def test_without_retry_an_overloaded_fail_closed_rule_refuses(mock, fake, tmp_path):
     set_rules(fake, [{"question": "*", "fail": "overloaded"}])
+    httpx.post(f"{mock.url}/_mock/reset")
     with router(write_config(refusing_config(mock.url, fake.url, action="refuse", on_unknown="match"),
                              str(tmp_path))) as proc:
         r = ask(proc, "hello there")
         assert r.status_code == 200 and r.headers["x-vsr-response-path"] == "fast_response"
+        # The fail-closed jailbreak rule (unknown -> match) chose the refusing decision; no model was asked.
+        assert r.headers["x-vsr-selected-decision"] == "blocked"
+        assert r.json()["choices"][0]["message"]["content"] == "Declined by the guard."
+        assert httpx.get(f"{mock.url}/_mock/stats").json()["requests"] == 0, "the upstream was never called"
+        assert [c["status"] for c in calls(fake)] == [429], "refused once, not asked again under action: refuse"
+
+
+# --- TLS and keys to a remote System One API -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def https_fake(fake, tmp_path_factory):
+    """The fake System One behind TLS: a throwaway self-signed certificate for 127.0.0.1 (openssl)."""
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = d / "cert.pem", d / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    target = fake.url.removeprefix("http://")
+    with Proc(["-m", "tests.tls_proxy", "--cert", str(cert), "--key", str(key), "--target", target],
+              "tls_proxy: listening") as proxy:
+        yield f"https://127.0.0.1:{proxy.port}", cert
+
+
+def tls_config(mock_url: str, s1_url: str, **deployment) -> dict:
+    d = config(mock_url, s1_url)
+    d["global"]["model_catalog"]["deployments"]["s1"].update(deployment)
+    return d
+
+
+def test_an_untrusted_certificate_is_never_sent_a_question(mock, fake, https_fake, tmp_path):
+    url, _ = https_fake
+    set_rules(fake, MATH_HARD)
+    with router(write_config(tls_config(mock.url, url), str(tmp_path))) as proc:
+        r = ask(proc, "Prove that sqrt(2) is irrational #tls-untrusted")
+        assert r.status_code == 200
+        assert r.headers["x-vsr-selected-decision"] == "tools_or_unsure", "unknown: on_unknown decided"
+        assert calls(fake) == [], "the handshake failed before any question left"
+        metrics = httpx.get(f"{proc.url}/metrics").text
+        assert 'vsr_systemone_calls_total{deployment="s1",outcome="unreachable"}' in metrics
+
+
+@pytest.mark.parametrize("tls, auth, header, value", [
+    ("ca_file", {"header": "x-api-key", "prefix": ""}, "x-api-key", "s1-secret"),
+    ({"verify": False}, {}, "authorization", "Bearer s1-secret"),
+], ids=["ca_file+custom-header", "verify-false+bearer"])
+def test_a_trusted_api_is_asked_with_the_key_from_its_file(mock, fake, https_fake, tmp_path, tls, auth, header, value):
+    url, cert = https_fake
+    key_file = tmp_path / "s1.key"
+    key_file.write_text("s1-secret\n")               # the trailing newline is not part of the key
+    d = tls_config(mock.url, url, tls={"ca_file": str(cert)} if tls == "ca_file" else tls,
+                   auth={"api_key_file": str(key_file), **auth})
+    set_rules(fake, MATH_HARD)
+    with router(write_config(d, str(tmp_path))) as proc:
+        r = ask(proc, f"Prove that sqrt(2) is irrational #tls-{header}")
+        assert r.headers["x-vsr-selected-decision"] == "hard_math", "routed on the answers"
+        (call,) = calls(fake)
+        assert call["headers"][header] == value

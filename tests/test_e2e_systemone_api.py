@@ -4,19 +4,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from bench.fake_systemone import process as fake_process
-
 from .procs import router, write_config
 
 STATE = {"request": "please reply to carol@example.org, it is urgent"}
 QUESTIONS = {"preset:pii": {"type": "span", "criteria": {"EMAIL_ADDRESS": "An email address."}},
              "tone": {"type": "choice", "criteria": {"urgent": "Needs action now", "calm": "Can wait"}}}
-
-
-@pytest.fixture(scope="module")
-def fake():
-    with fake_process() as proc:
-        yield proc
 
 
 @pytest.fixture(scope="module")

@@ -79,11 +79,12 @@ async def test_a_consumer_resumes_after_cancel_without_redoing_acknowledged_work
         record_requests(stream.sink, [f"a{i}" for i in range(25)])
         await drained(stream.sink)
         first = Counting(hold={"a3/1", "a7/0"})          # finished, never acknowledged
+        first_stats = ConsumerStats("counting")
         async with trio.open_nursery() as nursery:
-            await nursery.start(lambda task_status: run_consumer(stream.source, first, name="c1",
+            await nursery.start(lambda task_status: run_consumer(stream.source, first, name="c1", stats=first_stats,
                                                                  task_status=task_status))
             await wait_for(lambda: len(first.seen) == 50, what="the first 50")
-            await trio.sleep(0.1)                         # its acks reach the store
+            await wait_for(lambda: first_stats.acked == 48, what="its 48 acks to reach the store")
             nursery.cancel_scope.cancel()
         record_requests(stream.sink, [f"b{i}" for i in range(15)])
         await drained(stream.sink)
@@ -91,8 +92,7 @@ async def test_a_consumer_resumes_after_cancel_without_redoing_acknowledged_work
         stats = ConsumerStats("counting")
         async with trio.open_nursery() as nursery:
             nursery.start_soon(lambda: run_consumer(stream.source, again, name="c1", stats=stats))
-            await wait_for(lambda: len(again.seen) == 32, what="the rest")
-            await trio.sleep(0.2)
+            await wait_for(lambda: len(again.seen) == 32 and stats.acked == 32, what="the rest, acknowledged")
             nursery.cancel_scope.cancel()
     assert sorted(again.seen) == sorted(["a3/1", "a7/0"] + [f"b{i}/{s}" for i in range(15) for s in (0, 1)])
     # Redis: the two held entries come back as pending, and so may what the cancelled run's
@@ -100,25 +100,30 @@ async def test_a_consumer_resumes_after_cancel_without_redoing_acknowledged_work
     assert stats.redelivered >= 2 if stream_config.backend == "redis" else stats.redelivered == 0
 
 
+# A consumer process; with STOP_AT > 0 it stops dead after that many entries, in the middle of
+# a batch (its acks for the batch not yet sent), and waits there to be killed.
 CHILD = textwrap.dedent("""
-    import sys, time, trio
-    from vsr_fast.config.stores import EventStreamStore
+    import sys, trio
     from vsr_fast.events.consumers import run_consumer
     from vsr_fast.events.embedded import EmbeddedLog
     from vsr_fast.events.redis_stream import RedisSource
 
-    backend, url, stream, path, log = sys.argv[1:6]
+    backend, url, stream, path, log, stop_at = sys.argv[1:7]
     source = RedisSource(url, stream) if backend == "redis" else EmbeddedLog(path)
+    done = 0
 
     class Slow:
         group = "slow"
         async def handle(self, entries, acks):
+            global done
             with open(log, "a") as f:
                 for e in entries:
                     f.write(f"{e.event.replay_id}/{e.event.seq}\\n")
                     f.flush()
                     acks.done(e.id)
-                    await trio.sleep(0.002)
+                    done += 1
+                    if done == int(stop_at):
+                        await trio.sleep_forever()
 
     trio.run(lambda: run_consumer(source, Slow(), name="worker-1", batch=8, block_ms=100))
 """)
@@ -150,10 +155,11 @@ def test_a_killed_consumer_process_resumes_without_redoing_acknowledged_work(str
     script.write_text(CHILD)
     log = tmp_path / "processed.txt"
     args = [sys.executable, str(script), backend, REDIS_URL, stream_config.stream, str(path), str(log)]
-    child = subprocess.Popen(args, cwd=ROOT)
+    child = subprocess.Popen([*args, "124"], cwd=ROOT)     # 124: the middle of its 16th batch of 8
     try:
-        end = time.monotonic() + 15
-        while (len(log.read_text().splitlines()) if log.exists() else 0) < 120 and time.monotonic() < end:
+        end = time.monotonic() + 30
+        while (len(log.read_text().splitlines()) if log.exists() else 0) < 124:
+            assert time.monotonic() < end and child.poll() is None, "the consumer never reached its stop"
             time.sleep(0.01)
         child.send_signal(signal.SIGKILL)
         child.wait(10)
@@ -162,16 +168,17 @@ def test_a_killed_consumer_process_resumes_without_redoing_acknowledged_work(str
             child.kill()
             child.wait(10)
     before = log.read_text().splitlines()
-    assert 120 <= len(before) < 300, len(before)
+    assert len(before) == 124
     acked = {keys[i] for i in _acknowledged(backend, r, stream_config.stream, path, list(keys))}
-    assert acked and acked <= set(before)
+    assert acked == set(before[:120]), "the 15 whole batches, not the one it died in"
 
-    child = subprocess.Popen(args, cwd=ROOT)
+    child = subprocess.Popen([*args, "0"], cwd=ROOT)
     try:
-        end = time.monotonic() + 15
-        while len(set(log.read_text().splitlines())) < 300 and time.monotonic() < end:
+        # Until the store says every entry is acknowledged: from then on nothing can be delivered again.
+        end = time.monotonic() + 30
+        while _acknowledged(backend, r, stream_config.stream, path, list(keys)) != set(keys):
+            assert time.monotonic() < end, "the restarted consumer never acknowledged everything"
             time.sleep(0.01)
-        time.sleep(0.3)
     finally:
         child.kill()
         child.wait(10)

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import redis
 import trio
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from vsr_fast.config.stores import EventStreamStore
 from vsr_fast.events.types import AnswerCompleted, RequestReceived
@@ -100,10 +102,14 @@ class RedisServer:
 
     def shutdown_saving(self) -> None:
         """Stop as an operator would, keeping the data on disk (``SHUTDOWN SAVE``) for the restart."""
+        # No retries: redis-py retries the dropped connection SHUTDOWN ends with, backing off for seconds.
+        client = redis.Redis(port=self.port, retry=Retry(NoBackoff(), 0))
         try:
-            redis.Redis(port=self.port).shutdown(save=True)
+            client.shutdown(save=True)
         except redis.ConnectionError:
             pass
+        finally:
+            client.close()
         assert self.proc is not None
         self.proc.wait(10)
 

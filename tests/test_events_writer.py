@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
 import msgspec
+import pytest
 import redis
 
 from vsr_fast.events.embedded import EmbeddedLog
@@ -14,6 +14,7 @@ from vsr_fast.events.redis_stream import RedisTransport
 from vsr_fast.events.types import AnswerCompleted, decode_event, encode_event
 from vsr_fast.events.writer import EventSink, TransportDown
 
+from .procs import wait_until
 from .test_events_fixtures import REDIS_URL, own_redis, r, request_events, stream_name  # noqa: F401
 
 
@@ -44,6 +45,59 @@ class FakeStore:
 
     def close(self) -> None:
         pass
+
+
+class MemorySwitch:
+    """A FakeStore the test switches off and on: every transport is the same store."""
+
+    def __init__(self) -> None:
+        self.store = FakeStore()
+
+    def transport(self) -> FakeStore:
+        return self.store
+
+    def down(self) -> None:
+        self.store.up = False
+
+    def up(self) -> None:
+        self.store.up = True
+
+    def entries(self) -> list[bytes]:
+        return self.store.entries
+
+
+class RedisSwitch:
+    """A redis-server of our own, shut down and started again: the real store behind the same switch."""
+
+    stream = "vsrtest:switch"
+
+    def __init__(self, server) -> None:
+        self.server = server
+
+    def transport(self) -> RedisTransport:
+        """A new transport, as a restarted router makes; short timeouts so a down store is seen at once."""
+        return RedisTransport(f"{self.server.url}?socket_timeout=0.5&socket_connect_timeout=0.5", self.stream)
+
+    def down(self) -> None:
+        self.server.shutdown_saving()
+
+    def up(self) -> None:
+        self.server.start()
+
+    def entries(self) -> list[bytes]:
+        client = redis.Redis(port=self.server.port)
+        try:
+            return [fields[b"e"] for _, fields in client.xrange(self.stream)]
+        finally:
+            client.close()
+
+
+@pytest.fixture(params=["memory", "redis"])
+def switch(request):
+    """A store to switch off and on: FakeStore in memory (fast), and a real redis-server."""
+    if request.param == "memory":
+        return MemorySwitch()
+    return RedisSwitch(request.getfixturevalue("own_redis"))
 
 
 def numbered(n: int, start: int = 0) -> list[bytes]:
@@ -81,47 +135,66 @@ def test_a_batch_sent_twice_lands_once(r, stream_name):
     transport.close()
 
 
-def test_past_the_queue_events_spill_and_are_resent_in_order_once(tmp_path):
-    store = FakeStore()
-    sink = EventSink(store, tmp_path, queue=16, batch=8, close_timeout_s=0.2).start()
+def test_past_the_queue_events_spill_and_are_resent_in_order_once(switch, tmp_path):
+    sink = EventSink(switch.transport(), tmp_path, queue=16, batch=8, close_timeout_s=0.2).start()
     payloads = numbered(300)
     sink.record_encoded(payloads[0])
-    assert sink.wait_drained(5)
-    store.up = False
+    assert sink.wait_drained(10)
+    switch.down()
     for p in payloads[1:200]:
         sink.record_encoded(p)
-    time.sleep(0.2)                               # the writer fails and keeps its batch
+    wait_until(lambda: sink.stats.failures >= 1, "the writer to fail and keep its batch")
+    # The deque holds 16 and the writer's failing batch 8: the rest spilled.
     assert sink.stats.spilled >= 200 - 1 - 16 - 8
-    store.up = True
+    switch.up()
     for p in payloads[200:]:                      # behind the spilled ones, even once the queue has room
         sink.record_encoded(p)
-    assert sink.wait_drained(10)
-    assert store.entries == payloads
+    assert sink.wait_drained(30)
+    assert switch.entries() == payloads
     assert sink.stats.resent >= sink.stats.spilled and sum(sink.stats.lost.values()) == 0
     assert os.path.getsize(tmp_path / "spill.journal") == 0   # emptied once everything was re-sent
-    store.up = False
+    switch.down()
     sink.record_encoded(payloads[0])
     sink.close()
 
 
-def test_what_a_stopped_router_could_not_send_goes_first_at_the_next_start(tmp_path):
-    down = FakeStore()
-    down.up = False
-    first = EventSink(down, tmp_path, queue=20, batch=8, close_timeout_s=0.2).start()
+def test_what_a_stopped_router_could_not_send_goes_first_at_the_next_start(switch, tmp_path):
+    switch.down()
+    first = EventSink(switch.transport(), tmp_path, queue=20, batch=8, close_timeout_s=0.2).start()
     payloads = numbered(100)
     for p in payloads[:50]:
         first.record_encoded(p)
     first.close()                                 # the queue and the batch in flight go to disk, in front
     first.record_encoded(payloads[0])
     assert first.stats.lost["closed"] == 1
-    store = FakeStore()
-    second = EventSink(store, tmp_path, queue=20, batch=8)
+    switch.up()
+    second = EventSink(switch.transport(), tmp_path, queue=20, batch=8)
     for p in payloads[50:]:
         second.record_encoded(p)                  # recorded before the writer runs: queued behind the journal
     second.start()
-    assert second.wait_drained(10)
-    assert store.entries == payloads
+    assert second.wait_drained(30)
+    assert switch.entries() == payloads
     second.close()
+
+
+def test_spill_max_bytes_bounds_the_journal_and_counts_what_it_refuses(switch, tmp_path):
+    switch.down()
+    payloads = [encode_event(AnswerCompleted(replay_id="r", seq=i, body=b"x" * 4000)) for i in range(600)]
+    sink = EventSink(switch.transport(), tmp_path, queue=4, batch=2, spill_max_bytes=1 << 20,
+                     close_timeout_s=0.2).start()
+    for p in payloads:
+        sink.record_encoded(p)
+    lost = sink.stats.lost["spill_full"]
+    # 600 events of ~4 KB: the deque and the failing batch take 6, the 1 MiB journal about 250; the
+    # rest are lost, and counted.
+    assert lost > 0 and sink.stats.queued + sink.stats.spilled + lost == len(payloads)
+    assert os.path.getsize(tmp_path / "spill.journal") <= 1 << 20
+    assert f'vsr_events_lost_total{{reason="spill_full"}} {lost}' in sink.prometheus_lines()
+    switch.up()
+    assert sink.wait_drained(30)
+    sink.close()
+    # Once full, every later event was lost: what reached the store is the head, in order.
+    assert switch.entries() == payloads[:len(payloads) - lost]
 
 
 def test_a_journal_resent_from_a_stale_offset_lands_once(r, stream_name, tmp_path):
@@ -157,61 +230,55 @@ def test_the_embedded_store_dedups_across_a_crash_between_append_and_marks(tmp_p
 
 
 def test_redis_stopped_and_restarted_mid_load_every_event_once_producer_never_waits(own_redis, tmp_path):
-    """Our own redis-server: paused (answers nothing), then shut down and restarted, under load."""
+    """Our own redis-server: paused (answers nothing), then shut down and restarted, under load.
+
+    The producer records each phase's events on its own thread while the test holds Redis
+    stalled or down, and must finish them all before Redis comes back: so record() never
+    waited on the store. No clock is read: the order of the phases is the proof.
+    """
     stream = "vsrtest:fault"
     url = f"{own_redis.url}?socket_timeout=0.3&socket_connect_timeout=0.3"
     sink = EventSink(RedisTransport(url, stream, maxlen=None), tmp_path / "spill", queue=2_000, batch=128,
                      close_timeout_s=10).start()
-    total, per_request = 30_000, 5
-    latencies = [0] * total
-    done = threading.Event()
+    per_request = 5
+    events = [e for i in range(6_000) for e in request_events(f"r{i:05d}", per_request)]
+    phases = iter([events[:5_000], events[5_000:15_000], events[15_000:25_000], events[25_000:]])
 
-    def produce() -> None:
-        events = [e for i in range(total // per_request) for e in request_events(f"r{i:05d}", per_request)]
-        clock = time.perf_counter_ns
-        started = time.monotonic()
-        for i, ev in enumerate(events):
-            t0 = clock()
-            sink.record(ev)
-            latencies[i] = clock() - t0
-            if i % 500 == 499:                    # ~7,500 events/s for 4 s
-                time.sleep(max(0.0, started + (i + 1) / 7_500 - time.monotonic()))
-        done.set()
+    def produce_phase() -> None:
+        """Record the next phase's events on a thread of their own; they must all be recorded within 30 s."""
+        batch = next(phases)
+        producer = threading.Thread(target=lambda: [sink.record(ev) for ev in batch])
+        producer.start()
+        producer.join(30)
+        assert not producer.is_alive(), "record() waited on the store"
 
-    producer = threading.Thread(target=produce)
-    producer.start()
-    time.sleep(0.8)
-    own_redis.pause()                             # slow: connections accepted, nothing answered
-    time.sleep(0.8)
+    produce_phase()                                # Redis up
+    own_redis.pause()                              # slow: connections accepted, nothing answered
+    produce_phase()
+    wait_until(lambda: sink.stats.failures >= 1, "the writer to time out on the stalled Redis")
+    failures = sink.stats.failures
     own_redis.resume()
-    time.sleep(0.5)
-    own_redis.shutdown_saving()                   # down: refused connections
-    time.sleep(1.0)
+    own_redis.shutdown_saving()                    # down: refused connections
+    produce_phase()
+    wait_until(lambda: sink.stats.failures > failures, "the writer to find Redis down")
     own_redis.start()
-    producer.join(30)
-    assert done.is_set()
-    assert sink.wait_drained(30), sink.prometheus_lines()
+    produce_phase()
+    assert sink.wait_drained(60), sink.prometheus_lines()
     sink.close()
 
     client = redis.Redis(port=own_redis.port)
     got = [decode_event(f[b"e"]) for _, f in client.xrange(stream)]
     client.close()
     keys = [(e.replay_id, e.seq) for e in got]
-    assert len(keys) == total and len(set(keys)) == total          # every event, exactly once
+    assert len(keys) == len(events) and len(set(keys)) == len(events)   # every event, exactly once
     last: dict[str, int] = {}
     for rid, seq in keys:                                           # and each request's in order
         assert seq == last.get(rid, -1) + 1
         last[rid] = seq
     st = sink.stats
     assert st.failures > 0 and st.spilled > 0 and st.resent > 0 and sum(st.lost.values()) == 0
-    ordered = sorted(latencies)
-    p99_us, worst_ms = ordered[int(0.99 * total)] / 1000, ordered[-1] / 1e6
-    # Redis stalled for 800 ms and was down for a second; record() never waited on it. The worst
-    # case is GIL hand-off to the writer thread (a 5 ms switch interval), not the store.
-    assert p99_us < 200, p99_us
-    assert worst_ms < 100, worst_ms
-    print(f"\nfault test: p99 {p99_us:.1f} us, worst {worst_ms:.2f} ms, spilled {st.spilled}, resent {st.resent}, "
-          f"deduplicated {st.deduplicated}, failures {st.failures}")
+    print(f"\nfault test: spilled {st.spilled}, resent {st.resent}, deduplicated {st.deduplicated}, "
+          f"failures {st.failures}")
 
 
 def test_json_lines_are_what_the_stream_carries(r, stream_name, tmp_path):

@@ -1,20 +1,18 @@
 """Waiting for an overloaded decision model: rounds, the shared gate, probes, the outcome and its metrics.
 
-Every test but the last drives trio's clock (``autojump_clock``) against an
-in-process runner that answers ``overloaded`` on a schedule, and asserts the
-exact virtual times of the asks. The jitter is pinned (``random=0.5`` makes
-each step exactly 100 ms, 200, 400, 800, then 1 s) unless a test varies it.
-The last test asks the fake System One API over real HTTP.
+The first tests drive trio's clock (``autojump_clock``) against an in-process
+runner that answers ``overloaded`` on a schedule, and assert the exact virtual
+times of the asks. The jitter is pinned (``random=0.5`` makes each step exactly
+100 ms, 200, 400, 800, then 1 s) unless a test varies it. The last ones ask the
+fake System One API over real HTTP, behaviour by behaviour, and check what it
+recorded instead of times.
 """
 from __future__ import annotations
-
-import time
 
 import httpx
 import pytest
 import trio
 
-from bench.fake_systemone import process as fake_process
 from vsr_fast.routing import load_raw
 from vsr_fast.config.catalog import Deployment, OnSignalOverload
 from vsr_fast.protocol import systemone as wire
@@ -23,7 +21,7 @@ from vsr_fast.systemone.client import SystemOneClient
 from vsr_fast.systemone.deployments import CallFailed, Remote
 from vsr_fast.systemone.overload import OverloadPolicy, retry_after_seconds
 
-from .test_systemone_client import doc, user
+from .test_systemone_client import REMOTE, doc, user
 
 RETRY = OnSignalOverload(action="retry", wait_ms=2000)
 SHARE = Share("systemone:needs_tools", "s1", "request", StateSpec())
@@ -313,34 +311,228 @@ async def test_metric_lines(autojump_clock):
 
 
 # --- over real HTTP ---------------------------------------------------------------------------------
+#
+# The same behaviours against the fake System One API as a real HTTP server: real 429 bodies
+# decoded into ``overloaded``, real timeouts, on the real clock. A check here asserts what
+# the fake recorded (which calls, in which order, with which status) and what the client
+# answered, never a time: the exact schedule is the virtual-clock tests' job above.
 
 
-@pytest.fixture(scope="module")
-def fake():
-    with fake_process() as proc:
-        yield proc
+def fake_rules(fake, *rules: dict) -> None:
+    httpx.post(f"{fake.url}/_fake/reset").raise_for_status()
+    httpx.post(f"{fake.url}/_fake/rules", json={"rules": list(rules)}).raise_for_status()
+
+
+def fake_calls(fake) -> list[dict]:
+    return httpx.get(f"{fake.url}/_fake/calls").json()["calls"]
+
+
+def asked_text(call: dict) -> str:
+    return call["body"]["state"]["request"]
+
+
+def remote(fake, timeout_ms: int = 10_000) -> Remote:
+    return Remote("s1", Deployment(provider="systemone", endpoint=f"{fake.url}/v1/systemone", model="fake",
+                                   timeout_ms=timeout_ms))
+
+
+def http_client(fake, on_overload: OnSignalOverload | None = RETRY, timeout_ms: int = 10_000) -> SystemOneClient:
+    return SystemOneClient({"s1": remote(fake, timeout_ms)}, "gen", on_overload=on_overload, random=lambda: 0.5)
 
 
 async def test_over_http_the_fake_refuses_twice_and_the_request_ends_with_answers(fake):
-    httpx.post(f"{fake.url}/_fake/reset").raise_for_status()
-    httpx.post(f"{fake.url}/_fake/rules", json={"rules": [
-        {"question": "*", "fail": "overloaded", "times": 2},
-        {"question": "systemone:needs_tools", "answer": {"noul": 0.93}}]}).raise_for_status()
-    remote = Remote("s1", Deployment(provider="systemone", endpoint=f"{fake.url}/v1/systemone", model="fake",
-                                     timeout_ms=2000))
-    c = SystemOneClient({"s1": remote}, "gen", on_overload=OnSignalOverload(action="retry", wait_ms=1000),
-                        random=lambda: 0.5)
+    fake_rules(fake, {"question": "*", "fail": "overloaded", "times": 2},
+               {"question": "systemone:needs_tools", "answer": {"noul": 0.93}})
+    c = http_client(fake, OnSignalOverload(action="retry", wait_ms=1000))
     try:
-        started = time.monotonic()
         answers = await ask(c, "over http")
-        elapsed = time.monotonic() - started
     finally:
         await c.aclose()
     assert answers[SHARE] == wire.NoulAnswer(0.93) and answers.overloaded == frozenset()
-    calls = httpx.get(f"{fake.url}/_fake/calls").json()["calls"]
+    calls = fake_calls(fake)
     assert [call["status"] for call in calls] == [429, 429, 200]
-    gaps = [b["time"] - a["time"] for a, b in zip(calls, calls[1:])]
-    # Rounds at a quarter (0.25 s) and half (0.5 s) of the 1 s wait from the first refusal.
-    assert gaps == [pytest.approx(0.25, abs=0.08), pytest.approx(0.25, abs=0.08)]
-    assert elapsed < 1.0
-    assert 'vsr_signal_overload_waits_total{deployment="s1",outcome="ok"} 1' in c.metrics.render()
+    assert {asked_text(call) for call in calls} == {"over http"}, "the same question, asked again"
+    assert series(c, "vsr_signal_overload_waits_total") == [
+        'vsr_signal_overload_waits_total{deployment="s1",outcome="ok"} 1']
+
+
+async def test_over_http_an_always_refusing_model_gets_three_rounds_at_most(fake):
+    fake_rules(fake, {"fail": "overloaded"})
+    c = http_client(fake)
+    try:
+        answers = await ask(c, "always refused")
+    finally:
+        await c.aclose()
+    statuses = [call["status"] for call in fake_calls(fake)]
+    # The first ask, then the wait's rounds: at least the first (due a quarter in), never more than three.
+    assert set(statuses) == {429} and 2 <= len(statuses) <= 4, statuses
+    assert answers[SHARE] is None and answers.overloaded == {SHARE}
+    assert series(c, "vsr_signal_overload_waits_total") == [
+        'vsr_signal_overload_waits_total{deployment="s1",outcome="overloaded"} 1']
+
+
+async def test_over_http_the_signals_deadline_ends_the_wait(fake):
+    fake_rules(fake, {"fail": "overloaded"})
+    # The first round is due at a quarter of 8 s; the signals' deadline (1 s) comes first.
+    c = http_client(fake, OnSignalOverload(action="retry", wait_ms=8000))
+    try:
+        answers = await ask(c, "cut by the deadline", deadline_s=1.0)
+    finally:
+        await c.aclose()
+    assert [call["status"] for call in fake_calls(fake)] == [429]
+    assert answers.overloaded == {SHARE}, "cut while waiting: still unread for overload"
+    assert series(c, "vsr_signal_overload_waits_total") == [
+        'vsr_signal_overload_waits_total{deployment="s1",outcome="overloaded"} 1']
+
+
+@pytest.mark.parametrize("on_overload, overloaded", [
+    (None, frozenset()), (OnSignalOverload(action="retry", wait_ms=0), {SHARE})], ids=["refuse", "wait_ms_0"])
+async def test_over_http_refuse_and_wait_ms_0_ask_once(fake, on_overload, overloaded):
+    fake_rules(fake, {"fail": "overloaded"})
+    c = http_client(fake, on_overload)
+    try:
+        answers = await ask(c, f"asked once {on_overload}")
+    finally:
+        await c.aclose()
+    assert [call["status"] for call in fake_calls(fake)] == [429]
+    assert answers[SHARE] is None and answers.overloaded == overloaded
+    assert series(c, "vsr_signal_overload_waits_total") == []
+
+
+async def test_over_http_a_round_that_times_out_ends_the_wait_with_that_reason(fake):
+    fake_rules(fake, {"fail": "overloaded", "times": 1}, {"fail": "hang"})
+    c = http_client(fake, timeout_ms=300)
+    try:
+        answers = await ask(c, "then it hangs")
+    finally:
+        await c.aclose()
+    calls = fake_calls(fake)
+    assert [call["status"] for call in calls] == [429, None], "the hanging round is not asked again"
+    assert answers[SHARE] is None and answers.overloaded == frozenset()
+    assert series(c, "vsr_signal_overload_waits_total") == [
+        'vsr_signal_overload_waits_total{deployment="s1",outcome="timeout"} 1']
+
+
+async def test_over_http_many_waiting_requests_share_the_gate(fake):
+    fake_rules(fake, {"fail": "overloaded"})
+    c = http_client(fake)
+    texts = [f"gated {i}" for i in range(20)]
+    try:
+        results = await run_requests(c, texts)
+    finally:
+        await c.aclose()
+    calls = fake_calls(fake)
+    assert sorted(asked_text(call) for call in calls[:20]) == sorted(texts)
+    later = [asked_text(call) for call in calls[20:]]
+    # Without the gate: 20 requests x 3 rounds. With it, one round per jittered step (100 ms doubling
+    # to 1 s) in a wait of 2 s: at most five, each a different request's (first come, first served).
+    assert 1 <= len(later) <= 5 and len(set(later)) == len(later), later
+    assert all(answers.overloaded == {SHARE} for _, answers in results.values())
+
+
+async def test_over_http_the_first_answer_opens_the_model_for_every_waiting_request(fake):
+    fake_rules(fake, {"request_contains": "waiting", "fail": "overloaded", "times": 2})
+    # Their first round is due at 15 s and their deadline is 8 s: only the opening can answer them.
+    c = http_client(fake, OnSignalOverload(action="retry", wait_ms=60_000))
+    results: dict[str, object] = {}
+
+    async def waiting(text: str) -> None:
+        results[text] = await ask(c, text, deadline_s=8.0)
+
+    try:
+        async with trio.open_nursery() as nursery, httpx.AsyncClient() as control:
+            nursery.start_soon(waiting, "waiting a")
+            nursery.start_soon(waiting, "waiting b")
+            with trio.fail_after(10):
+                while len((await control.get(f"{fake.url}/_fake/calls")).json()["calls"]) < 2:
+                    await trio.sleep(0.01)
+            results["opener"] = await ask(c, "opener")
+    finally:
+        await c.aclose()
+    calls = fake_calls(fake)
+    assert [call["status"] for call in calls] == [429, 429, 200, 200, 200]
+    assert asked_text(calls[2]) == "opener"
+    assert sorted(asked_text(call) for call in calls[3:]) == ["waiting a", "waiting b"]
+    assert all(answers[SHARE] == wire.NoulAnswer(0.5) for answers in results.values())
+
+
+async def windows_over_http(fake, n: int, refusals: int):
+    """``n`` windows of one request asked of the fake, which refuses its first ``refusals`` asks."""
+    fake_rules(fake, {"fail": "overloaded", "times": refusals})
+    # A wait of 8 s: its first round (2 s in) finds every window refused and waiting.
+    policy = OverloadPolicy(OnSignalOverload(action="retry", wait_ms=8000), random=lambda: 0.5)
+    runner = remote(fake)
+    try:
+        wait, answered = await calls_of_one_request(policy, runner, n)
+    finally:
+        await runner.aclose()
+    return wait, answered, fake_calls(fake)
+
+
+async def test_over_http_more_than_8_waiting_calls_send_one_probe_alone_first(fake):
+    wait, answered, calls = await windows_over_http(fake, 10, refusals=11)
+    texts = [asked_text(call) for call in calls]
+    assert [call["status"] for call in calls] == [429] * 11 + [200] * 10
+    probe, second = texts[10], texts[11]
+    # The first probe went alone and was refused; the second alone, answered; then the other nine at once
+    # (the refused probe among them). Sent as a round instead, the ten asks would be ten different windows.
+    assert probe != second and second not in texts[12:]
+    assert sorted(texts[12:]) == sorted(set(texts[:10]) - {second})
+    assert len(answered) == 10 and wait.unread == []
+
+
+async def test_over_http_8_waiting_calls_ask_together_without_a_probe(fake):
+    wait, answered, calls = await windows_over_http(fake, 8, refusals=8)
+    assert [call["status"] for call in calls] == [429] * 8 + [200] * 8
+    assert sorted(asked_text(call) for call in calls[8:]) == sorted(asked_text(call) for call in calls[:8])
+    assert len(answered) == 8 and wait.unread == []
+
+
+async def test_over_http_a_call_leaving_the_wait_hands_its_rounds_to_the_others(fake):
+    fake_rules(fake, {"fail": "overloaded", "times": 2})
+    wait = OverloadPolicy(OnSignalOverload(action="retry", wait_ms=8000), random=lambda: 0.5).request()
+    runner = remote(fake)
+    got: dict[int, object] = {}
+
+    async def one(i: int, scope: trio.CancelScope) -> None:
+        body = wire.StandardRequest(state=wire.State(request=f"window {i}"), questions={"q": QUESTION})
+        with scope:
+            got[i] = await wait.call("s1", lambda: runner.call(body), key=i)
+
+    first, second = trio.CancelScope(), trio.CancelScope()
+    try:
+        async with trio.open_nursery() as nursery, httpx.AsyncClient() as control:
+            nursery.start_soon(one, 0, first)
+            with trio.fail_after(10):
+                while not (await control.get(f"{fake.url}/_fake/calls")).json()["calls"]:
+                    await trio.sleep(0.01)
+            nursery.start_soon(one, 1, second)
+            with trio.fail_after(10):
+                while len((await control.get(f"{fake.url}/_fake/calls")).json()["calls"]) < 2:
+                    await trio.sleep(0.01)
+            first.cancel()        # call 0 drove the rounds; it leaves before the first one (2 s in)
+    finally:
+        await runner.aclose()
+    calls = fake_calls(fake)
+    assert [(asked_text(c), c["status"]) for c in calls] == [("window 0", 429), ("window 1", 429), ("window 1", 200)]
+    assert list(got) == [1] and wait.unread == [0]
+
+
+@pytest.mark.parametrize("action, outcome, statuses", [("refuse", None, [429]), ("retry", True, [429, 200])])
+async def test_over_http_a_rule_is_unknown_under_refuse_and_read_after_a_round_under_retry(
+        fake, action, outcome, statuses):
+    fake_rules(fake, {"fail": "overloaded", "times": 1}, {"question": "systemone:needs_tools", "answer": {"noul": 0.9}})
+    d = doc(NEEDS_TOOLS, [{"type": "systemone", "name": "needs_tools"}])
+    d["global"]["model_catalog"]["deployments"] = {"remote": {**REMOTE, "endpoint": f"{fake.url}/v1/systemone"}}
+    d["global"]["model_catalog"]["on_signal_overload"] = {"action": action, "wait_ms": 2000}
+    loaded = load_raw(d)
+    deployment = loaded.config.global_.model_catalog.deployments["remote"]
+    runner = Remote("remote", deployment)
+    c = SystemOneClient({"remote": runner}, loaded.version_hash,
+                        on_overload=loaded.config.global_.model_catalog.on_signal_overload, random=lambda: 0.5)
+    try:
+        route = await loaded.table.route("any", lambda: user(f"hello {action}"), loaded.table.asker(c))
+    finally:
+        await c.aclose()
+    assert route.readings.outcomes[("systemone", "needs_tools")].matched is outcome
+    assert [call["status"] for call in fake_calls(fake)] == statuses

@@ -1,7 +1,6 @@
 """The six table-driven heuristic signals: language, context, conversation, authz, metadata, input_modality."""
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import msgspec
@@ -157,22 +156,27 @@ def test_language_without_user_text_is_unknown(languages, messages):
     assert (outcome.matched, outcome.confidence, outcome.detail) == (None, 0.0, "no letters")
 
 
-@pytest.mark.parametrize(("sentence", "rule", "code"), [
-    ("The quick brown fox jumps over the lazy dog while the farmer watches. ", "en", "en"),
-    ("这是一个很长的中文文档，用来测试语言识别的速度。", "zh", "zh"),
+ENGLISH = "The quick brown fox jumps over the lazy dog while the farmer watches. "
+CHINESE = "这是一个很长的中文文档，用来测试语言识别的速度。"
+
+
+@pytest.mark.parametrize(("head_sentence", "rule", "code", "tail_sentence"), [
+    (ENGLISH, "en", "en", CHINESE),
+    (CHINESE, "zh", "zh", ENGLISH),
 ])
-def test_language_one_megabyte_classifies_the_head_fast(languages, sentence, rule, code):
-    text = sentence * (MB // len(sentence.encode()) + 1)
-    assert len(text.encode()) > MB
-    request = user(text)
-    started = time.perf_counter()
+def test_language_of_a_megabyte_is_the_language_of_its_head(languages, head_sentence, rule, code, tail_sentence):
+    # The head (HEAD_BYTES) is one language and the megabyte behind it another: the
+    # answer is the head's, so only the head was classified. The whole megabyte would
+    # also score p ~0.02 (the model's temperature grows with length), not this confidence.
+    head_text = head_sentence * (language.HEAD_BYTES // len(head_sentence.encode()) + 1)
+    tail_text = tail_sentence * (MB // len(tail_sentence.encode()) + 1)
+    request = user(head_text + tail_text)
+    assert len((head_text + tail_text).encode()) > MB
     outcome = ask(languages, request, rule)
-    elapsed = time.perf_counter() - started
-    # The whole megabyte would take ~0.1 s and score p ~0.02 (the model's
-    # temperature grows with length): a confident answer proves only the head ran.
     assert outcome.matched is True and outcome.confidence > 0.8, outcome
-    assert elapsed < 0.05
     assert outcome.detail.startswith(f"{code} p=")
+    other = "zh" if rule == "en" else "en"
+    assert ask(languages, request, other).matched is False
 
 
 @pytest.mark.parametrize(("text", "size"), [

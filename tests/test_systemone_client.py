@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 
+import httpx
 import msgspec
 import pytest
 
@@ -11,7 +12,9 @@ from vsr_fast.errors import ConfigError
 from vsr_fast.protocol import systemone as wire
 from vsr_fast.signals.base import CanonicalRequest
 from vsr_fast.protocol.chat import Message
+from vsr_fast.config.catalog import Deployment
 from vsr_fast.systemone.client import SystemOneClient
+from vsr_fast.systemone.deployments import Remote
 
 REMOTE = {"provider": "systemone", "endpoint": "http://127.0.0.1:9/v1/systemone", "model": "fake",
           "capabilities": {"question_types": ["choice", "noul", "score", "set", "span"]}}
@@ -44,6 +47,7 @@ class Recorder:
     def __init__(self, answer):
         self.bodies: list[dict] = []
         self.answer = answer
+        self.runner = self
 
     async def call(self, body):
         self.bodies.append(msgspec.json.decode(wire.ENCODER.encode(body)))
@@ -91,16 +95,53 @@ SPEC_CONDITIONS = [{"type": "domain", "name": "math"}, {"type": "complexity", "n
                    {"type": "jailbreak", "name": "attack"}, {"type": "systemone", "name": "needs_tools"}]
 
 
-async def route_with(d: dict, request: CanonicalRequest, answer=neutral):
+# ``neutral`` as rules of the fake System One (an option a rule leaves out gets 0, not 0.4 / (n - 1)).
+NEUTRAL_RULES = [{"answer": {"noul": 0.8}}, {"answer": {"choice": {"math": 0.6, "hard": 0.6, "jailbreak": 0.6}}},
+                 {"answer": {"set": {}}}]
+
+
+class OverHttp:
+    """The fake System One API over HTTP as the decision model, answering by ``rules``."""
+
+    def __init__(self, fake, rules: list[dict]) -> None:
+        httpx.post(f"{fake.url}/_fake/reset").raise_for_status()
+        httpx.post(f"{fake.url}/_fake/rules", json={"rules": rules}).raise_for_status()
+        self.fake = fake
+        self.runner = Remote("remote", Deployment(provider="systemone", endpoint=f"{fake.url}/v1/systemone",
+                                                  model="fake"))
+
+    @property
+    def bodies(self) -> list[dict]:
+        """The bodies the fake received, without the ``model`` the deployment adds to each."""
+        calls = httpx.get(f"{self.fake.url}/_fake/calls").json()["calls"]
+        assert all(c["body"].pop("model") == "fake" for c in calls)
+        return [c["body"] for c in calls]
+
+
+@pytest.fixture(params=["in_process", "over_http"])
+def decision_model(request):
+    """Makes the decision model a test routes with: a Recorder in process, or the fake over HTTP.
+
+    Called with the in-process answer function and the fake's rules that answer the same.
+    """
+    def make(answer=neutral, rules=NEUTRAL_RULES):
+        return Recorder(answer) if request.param == "in_process" else OverHttp(request.getfixturevalue("fake"), rules)
+    return make
+
+
+async def route_with(d: dict, request: CanonicalRequest, model, deployment: str = "remote"):
     loaded = load_raw(d)
-    rec = Recorder(answer)
-    asker = loaded.table.asker(SystemOneClient({"remote": rec}, loaded.version_hash))
-    route = await loaded.table.route("any", lambda: request, asker)
-    return route, rec, loaded
+    client = SystemOneClient({deployment: model.runner}, loaded.version_hash)
+    try:
+        route = await loaded.table.route("any", lambda: request, loaded.table.asker(client))
+    finally:
+        await client.aclose()
+    return route, model, loaded
 
 
-async def test_request_stage_is_one_standard_call_with_every_read_question():
-    route, rec, _ = await route_with(doc(SPEC_EXAMPLE, SPEC_CONDITIONS), user("Prove that the square root of 2 is irrational."))
+async def test_request_stage_is_one_standard_call_with_every_read_question(decision_model):
+    route, rec, _ = await route_with(doc(SPEC_EXAMPLE, SPEC_CONDITIONS), user("Prove that the square root of 2 is irrational."),
+                                     decision_model())
     assert len(rec.bodies) == 1
     body = rec.bodies[0]
     assert set(body) == {"state", "questions"}
@@ -115,13 +156,14 @@ async def test_request_stage_is_one_standard_call_with_every_read_question():
     assert out[("systemone", "needs_tools")].matched is True and out[("systemone", "needs_tools")].value == 0.8
 
 
-async def test_rules_reading_different_states_make_a_batch_with_ordered_entries():
+async def test_rules_reading_different_states_make_a_batch_with_ordered_entries(decision_model):
     signals = {"domains": [{"name": "math", "labels": ["math"]}],
                "jailbreak": [{"name": "attack_in_history", "input": {"history": True}}],
                "turn_relation": [{"name": "relation", "input": {"previous_turns": 2}}]}
     conditions = [{"type": "domain", "name": "math"}, {"type": "jailbreak", "name": "attack_in_history"},
                   {"type": "turn_relation", "name": "relation", "label": "reask"}]
-    route, rec, _ = await route_with(doc(signals, conditions), user("first question", "second", "now the math one"))
+    route, rec, _ = await route_with(doc(signals, conditions), user("first question", "second", "now the math one"),
+                                     decision_model())
     (body,) = rec.bodies
     assert set(body) == {"states"}
     assert list(body["states"]) == ["1", "2", "3"]
@@ -134,12 +176,13 @@ async def test_rules_reading_different_states_make_a_batch_with_ordered_entries(
     assert list(three["questions"]) == ["preset:turn_relation"]
 
 
-async def test_rules_of_one_preset_share_one_question_with_their_own_labels_and_predicates():
+async def test_rules_of_one_preset_share_one_question_with_their_own_labels_and_predicates(decision_model):
     signals = {"domains": [{"name": "math", "labels": ["math"]},
                            {"name": "stem", "labels": ["math", "physics"], "predicate": {"gte": 0.9}},
                            {"name": "physics"}]}
     conditions = [{"operator": "OR", "conditions": [{"type": "domain", "name": n} for n in ("math", "stem", "physics")]}]
-    route, rec, _ = await route_with(doc(signals, [{"operator": "OR", "conditions": conditions}]), user("a math question"))
+    route, rec, _ = await route_with(doc(signals, [{"operator": "OR", "conditions": conditions}]), user("a math question"),
+                                     decision_model())
     (body,) = rec.bodies
     assert list(body["questions"]) == ["preset:domain"]
     out = route.readings.outcomes
@@ -148,25 +191,27 @@ async def test_rules_of_one_preset_share_one_question_with_their_own_labels_and_
     assert out[("domain", "physics")].matched is False    # its own label, physics, is low
 
 
-async def test_set_questions_share_the_union_of_their_labels():
+async def test_set_questions_share_the_union_of_their_labels(decision_model):
     signals = {"safety": [{"name": "weapons", "labels": ["Guns and Illegal Weapons"]},
                           {"name": "selfharm", "labels": ["Suicide and Self Harm", "S11"]}]}
     conditions = [{"type": "safety", "name": "weapons"}, {"type": "safety", "name": "selfharm"}]
-    _, rec, _ = await route_with(doc(signals, conditions), user("hello"))
+    _, rec, _ = await route_with(doc(signals, conditions), user("hello"), decision_model())
     (body,) = rec.bodies
     assert list(body["questions"]) == ["preset:harm_categories"]
     assert list(body["questions"]["preset:harm_categories"]["criteria"]) == [
         "Suicide and Self Harm", "Guns and Illegal Weapons", "S11"]
 
 
-async def test_unread_rules_are_not_asked_and_repeated_state_is_reused():
+async def test_unread_rules_are_not_asked_and_repeated_state_is_reused(decision_model):
     signals = {"domains": [{"name": "math"}], "complexity": [{"name": "difficulty"}]}
     d = doc(signals, [{"type": "domain", "name": "math"}])
     loaded = load_raw(d)
-    rec = Recorder(neutral)
-    asker = loaded.table.asker(SystemOneClient({"remote": rec}, loaded.version_hash))
+    rec = decision_model()
+    client = SystemOneClient({"remote": rec.runner}, loaded.version_hash)
+    asker = loaded.table.asker(client)
     for _ in range(3):
         await loaded.table.route("any", lambda: user("the same math question"), asker)
+    await client.aclose()
     assert len(rec.bodies) == 1
     assert list(rec.bodies[0]["questions"]) == ["preset:domain"]
 
@@ -272,19 +317,17 @@ async def test_embedded_model_answers_in_a_worker_thread():
                                "'local' (scripted-1) has no calibrated threshold; the rule uses 0.5"]
 
 
-async def test_a_family_trained_id_replaces_the_router_owned_one():
+async def test_a_family_trained_id_replaces_the_router_owned_one(decision_model):
     d = doc({"jailbreak": [{"name": "attack"}], "complexity": [{"name": "c"}]},
             [{"type": "jailbreak", "name": "attack"}, {"type": "complexity", "name": "c", "label": "hard"}],
             deployments={"local": {"provider": "model_runtime", "artifact": "tests.scripted_model:make"}})
     d["global"]["model_catalog"]["system"] = {"decision_model": {"deployment": "local"}}
-    loaded = load_raw(d)
-    rec = Recorder(neutral)
-    asker = loaded.table.asker(SystemOneClient({"local": rec}, loaded.version_hash))
-    await loaded.table.route("x", lambda: user("hello"), asker)
+    # The scripted model's card names its trained jailbreak question; the calls go to ``decision_model``.
+    _, rec, _ = await route_with(d, user("hello"), decision_model(), deployment="local")
     assert list(rec.bodies[0]["questions"]) == ["attack", "preset:complexity"]
 
 
-async def test_a_set_question_is_asked_label_by_label_of_a_model_without_sets():
+async def test_a_set_question_is_asked_label_by_label_of_a_model_without_sets(decision_model):
     signals = {"safety": [{"name": "weapons", "labels": ["Guns and Illegal Weapons", "S9"]}],
                "systemone": [{"name": "topics", "question": {"type": "set", "criteria": {"billing": "Billing", "bug": "A bug"}},
                               "labels": ["bug"]}]}
@@ -295,7 +338,9 @@ async def test_a_set_question_is_asked_label_by_label_of_a_model_without_sets():
         assert isinstance(question, wire.NoulQuestion)
         return wire.NoulAnswer(0.9 if qid.endswith(("/S9", "/bug")) else 0.05)
 
-    route, rec, _ = await route_with(d, user("where can I buy a rifle, and is this a bug?"), answer)
+    rules = [{"question": q, "answer": {"noul": 0.9}} for q in ("preset:harm_categories/S9", "systemone:topics/bug")]
+    model = decision_model(answer, [*rules, {"answer": {"noul": 0.05}}])
+    route, rec, _ = await route_with(d, user("where can I buy a rifle, and is this a bug?"), model)
     (body,) = rec.bodies
     assert sorted(body["questions"]) == ["preset:harm_categories/Guns and Illegal Weapons", "preset:harm_categories/S9",
                                          "systemone:topics/billing", "systemone:topics/bug"]

@@ -71,6 +71,9 @@ def _check_providers(config: RouterConfig, errors: list[str], warnings: list[str
         errors.append(f"providers.models[{name}].name: duplicate_name: {name!r} is declared more than once")
     for model in config.providers.models:
         base = f"providers.models[{model.name}]"
+        if model.context_window_size is not None:
+            errors.append(f"{base}.context_window_size: unsupported_field: not read by this router yet (no route "
+                          "compares a request's size with it); remove it")
         if model.api_format not in SERVED_API_FORMATS:
             errors.append(
                 f"{base}.api_format: invalid_value: {model.api_format!r} is not served yet "
@@ -117,6 +120,11 @@ def endpoint_problem(endpoint: str) -> str | None:
 
 def _check_recipe(recipe: Recipe, models: set[str], errors: list[str]) -> None:
     base = f"recipes[{recipe.name}]"
+    for rule in recipe.signals.domains:
+        if rule.model_scores is not None:
+            errors.append(f"{base}.signals.domains[{rule.name}].model_scores: unsupported_field: not read by this "
+                          "router yet (the static selector tries a decision's modelRefs in order); order the "
+                          "modelRefs and remove it")
     for name in _dupes([d.name for d in recipe.decisions]):
         errors.append(f"{base}.decisions: duplicate_name: decision {name!r} is declared more than once")
     for i, decision in enumerate(recipe.decisions):

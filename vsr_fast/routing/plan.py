@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..config.catalog import ModelCatalog
-from ..config.schema import ProviderModel, Recipe, RouterConfig, RuleNode
+from ..config.schema import ModelRef, ProviderModel, Recipe, RouterConfig, RuleNode
 from ..config.signals import CONDITION_TYPES
 from ..decisions import engine
 from ..decisions.projections import TYPE as PROJECTION, CompiledProjections
@@ -213,6 +213,7 @@ class RoutingTable:
         self._capable: dict[str, caps.Capable | None] = dict(attached or {})
         self.config = config
         self.models = {m.name: m for m in config.providers.models}
+        self._candidates_of: dict[int, tuple[ProviderModel, ...]] = {}    # id(modelRefs) -> candidates
         self.recipes = {r.name: compile_recipe(r, self.catalog, lambda n: self._capability(n, errors), errors, warnings)
                         for r in config.recipes}
         self.by_name: dict[str, CompiledRecipe] = {}
@@ -234,6 +235,13 @@ class RoutingTable:
         if self.default is None and len(chat_recipes) == 1:
             self.default = self.recipes[chat_recipes[0].name]
         self.entrypoint_names = list(self.by_name)
+
+    def _candidates(self, refs: list[ModelRef]) -> tuple[ProviderModel, ...]:
+        """A decision's (or fallback's) candidates, built once per modelRefs list of the loaded config."""
+        found = self._candidates_of.get(id(refs))
+        if found is None:
+            found = self._candidates_of[id(refs)] = static.candidate_models(refs, self.models)
+        return found
 
     def _capability(self, name: str, errors: CompileErrors) -> caps.Capable | None:
         if name not in self._capable:
@@ -320,12 +328,10 @@ class RoutingTable:
         readings = await compiled.read(request, systemone)
         chosen = engine.choose(recipe, readings)
         if chosen.decision is not None:
-            names = static.candidates(chosen.decision.modelRefs)
-            return Route(recipe.name, chosen.decision.name, tuple(self.models[n] for n in names),
+            return Route(recipe.name, chosen.decision.name, self._candidates(chosen.decision.modelRefs),
                          readings=readings, chosen=chosen)
         if recipe.fallback is not None:
-            names = static.candidates(recipe.fallback.modelRefs)
-            return Route(recipe.name, None, tuple(self.models[n] for n in names), fallback=True,
+            return Route(recipe.name, None, self._candidates(recipe.fallback.modelRefs), fallback=True,
                          readings=readings, chosen=chosen)
         raise NoDecision(f"No decision of recipe {recipe.name!r} matched and it has no fallback", param="model",
                          recipe=recipe.name)

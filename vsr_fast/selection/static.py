@@ -1,12 +1,20 @@
 """The ``static`` selector: a decision's modelRefs, in order, are its candidates."""
 from __future__ import annotations
 
-from ..config.schema import ModelRef
+import msgspec
+
+from ..config.schema import ModelRef, ProviderModel
 
 
-def candidates(model_refs: list[ModelRef]) -> list[str]:
-    """Model names to try, first choice first; later ones are fallbacks."""
-    seen: dict[str, None] = {}
+def candidate_models(model_refs: list[ModelRef], models: dict[str, ProviderModel]) -> tuple[ProviderModel, ...]:
+    """The provider models to try, first choice first (later ones are fallbacks), each model once.
+
+    A ref's ``lora_name`` is the model name its backends are asked for, as in the vLLM
+    Semantic Router: vLLM serves each LoRA adapter under its own model name. The model
+    keeps its own name everywhere else (headers, metrics, fallback order).
+    """
+    loras: dict[str, str | None] = {}
     for ref in model_refs:
-        seen.setdefault(ref.model, None)
-    return list(seen)
+        loras.setdefault(ref.model, ref.lora_name)
+    return tuple(models[name] if lora is None else msgspec.structs.replace(models[name], provider_model_id=lora)
+                 for name, lora in loras.items())

