@@ -140,6 +140,9 @@ def script(tools: list[Tool], has_result: bool) -> Turn:
 
 
 def chat_turn(body: dict) -> Turn:
+    for name in ("tool_choice", "parallel_tool_calls"):
+        if name in body and not body.get("tools"):
+            raise BadRequest(f"Invalid value for '{name}': '{name}' is only allowed when 'tools' are specified.")
     tools = []
     for t in body.get("tools") or ():
         if t.get("type") == "function":
@@ -195,6 +198,8 @@ def check_betas(headers: dict[bytes, bytes], body: dict) -> None:
     for name, prefix in BETA_FIELDS.items():
         if name in body and not any(b.startswith(prefix) for b in betas):
             raise BadRequest(f"{name}: Extra inputs are not permitted")
+    if "tool_choice" in body and not body.get("tools"):
+        raise BadRequest("tool_choice: tool_choice may only be specified while providing tools")
     thinking = body.get("thinking")
     if isinstance(thinking, dict) and thinking.get("type") == "adaptive" and not any(
         b.startswith(("adaptive-thinking-", "effort-")) for b in betas

@@ -139,6 +139,8 @@ def check_round_trip(run: Run) -> None:
     assert not wrong, f"requests reached the agent model on {wrong}, not {ROUTE[fmt]}"
     calls = [i for i, e in enumerate(run.log) if e["answer"].get("tool")]
     assert calls, "no request offered the agent model a tool (the tools were lost on the way)\n" + run.tail()
+    streamed = bool(run.log[calls[0]]["body"].get("stream"))
+    assert streamed == run.cell.stream, f"the backend was asked for stream={streamed}, the cell is {run.cell.mode}"
     finals = [i for i, e in enumerate(run.log) if e["answer"].get("text") == DONE and i > calls[0]]
     assert finals, "no request after the tool call carried the tool's result back\n" + run.tail()
     assert DONE in run.stdout, f"the client did not print the final answer\n{run.tail()}"
