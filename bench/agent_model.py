@@ -17,7 +17,9 @@ trip whatever the client:
 
 Like Anthropic's API, ``/v1/messages`` refuses the beta fields of a body whose
 ``anthropic-beta`` header does not unlock them (400 ``invalid_request_error``, ``"<field>: Extra
-inputs are not permitted"``): a router that forwards such a body must forward the header too.
+inputs are not permitted"``; Claude Code sends ``context_management``): a router that forwards
+such a body must forward the header too. Like both real APIs, it refuses ``tool_choice`` without
+``tools`` (what a backend sees when a translation lost the tools).
 
 Every request is logged (path, headers, decoded body, what was answered) for the tests:
 ``GET /_agent/log`` returns the log, ``POST /_agent/reset`` empties it.
@@ -46,12 +48,15 @@ ROUTES = {
     b"/v1/responses": "responses", b"/responses": "responses",
 }
 
-# Messages fields Anthropic's API accepts only with an anthropic-beta token of this prefix.
+# Messages fields Anthropic's API accepts only with an anthropic-beta token of this prefix: the
+# fields of the beta MessageCreateParams that the stable one lacks (official SDK, anthropic 2.15).
+# output_config, adaptive thinking, role "system" messages and a tool's defer_loading are stable
+# there, so they pass without a header, as they do at the real API.
 BETA_FIELDS = {
     "context_management": "context-management-",
-    "output_config": "effort-",
     "mcp_servers": "mcp-client-",
-    "container": "code-execution-",
+    "fallbacks": "server-side-fallback-",
+    "thread": "message-threads-",
 }
 
 _enc = msgspec.json.encode
@@ -200,15 +205,6 @@ def check_betas(headers: dict[bytes, bytes], body: dict) -> None:
             raise BadRequest(f"{name}: Extra inputs are not permitted")
     if "tool_choice" in body and not body.get("tools"):
         raise BadRequest("tool_choice: tool_choice may only be specified while providing tools")
-    thinking = body.get("thinking")
-    if isinstance(thinking, dict) and thinking.get("type") == "adaptive" and not any(
-        b.startswith(("adaptive-thinking-", "effort-")) for b in betas
-    ):
-        raise BadRequest("thinking: Input tag 'adaptive' found using 'type' does not match any of the "
-                         "expected tags: 'disabled', 'enabled'")
-    for i, tool in enumerate(body.get("tools") or ()):
-        if isinstance(tool, dict) and "defer_loading" in tool and not any(b.startswith("advanced-tool-use-") for b in betas):
-            raise BadRequest(f"tools.{i}.custom.defer_loading: Extra inputs are not permitted")
 
 
 def usage_of(body: bytes, text: str) -> tuple[int, int]:
@@ -269,12 +265,11 @@ def chat_events(turn: Turn, model: str, n: int, usage: tuple[int, int], body: di
     events = [event({"role": "assistant", "content": "", "refusal": None})]
     events += [event({"content": piece}) for piece in split(turn.text)]
     if turn.tool is not None:
-        call = chat_tool_call(turn, f"call_agent_{n}")
-        inner = call[call["type"]]
-        whole = inner.pop("arguments" if call["type"] == "function" else "input")
-        key = "arguments" if call["type"] == "function" else "input"
-        events.append(event({"tool_calls": [{"index": 0, **call, call["type"]: {**inner, key: ""}}]}))
-        events += [event({"tool_calls": [{"index": 0, call["type"]: {key: piece}}]}) for piece in split(whole)]
+        # The call opens with its id, type, name and empty arguments; argument deltas follow.
+        kind, key = ("custom", "input") if turn.tool.kind == "custom" else ("function", "arguments")
+        opened = {"index": 0, "id": f"call_agent_{n}", "type": kind, kind: {"name": turn.tool.name, key: ""}}
+        events.append(event({"tool_calls": [opened]}))
+        events += [event({"tool_calls": [{"index": 0, kind: {key: piece}}]}) for piece in split(turn.arguments)]
     events.append(event({}, "tool_calls" if turn.tool else "stop"))
     if include_usage:
         events.append(sse(None, {**head, "choices": [], "usage": chat_usage(*usage)}))
@@ -337,7 +332,8 @@ def responses_output(turn: Turn, n: int) -> list[dict]:
                "content": [{"type": "output_text", "text": turn.text, "annotations": [], "logprobs": []}]}]
     if turn.tool is not None:
         tool = turn.tool
-        item: dict = {"id": f"fc_agent_{n}", "call_id": f"call_agent_{n}", "name": tool.name, "status": "completed"}
+        prefix = "ctc" if tool.kind == "custom" else "fc"
+        item: dict = {"id": f"{prefix}_agent_{n}", "call_id": f"call_agent_{n}", "name": tool.name, "status": "completed"}
         if tool.namespace is not None:
             item["namespace"] = tool.namespace
         if tool.kind == "custom":
@@ -349,7 +345,7 @@ def responses_output(turn: Turn, n: int) -> list[dict]:
 
 def responses_object(body: dict, model: str, n: int, status: str, output: list, usage: tuple[int, int] | None) -> dict:
     usage_doc = None if usage is None else {
-        "input_tokens": usage[0], "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens": usage[0], "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
         "output_tokens": usage[1], "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": usage[0] + usage[1]}
     return {"id": f"resp_agent_{n}", "object": "response", "created_at": int(time.time()), "status": status,
