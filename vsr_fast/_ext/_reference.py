@@ -336,3 +336,21 @@ def fuzzy_match(text: str, keywords: Sequence[str], max_distance: int,
     """[(keyword_index, distance)] of keywords within max_distance of some span."""
     distances = fuzzy_distances(text, keywords, max_distance, case_sensitive)
     return [(k, d) for k, d in enumerate(distances) if d >= 0]
+
+
+# ------------------------------------------------------------------ JSON nesting
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*("|$)', re.S)
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def nesting_depth(data: bytes, limit: int) -> int:
+    """Deepest nesting of arrays and objects outside strings; limit + 1 once past limit."""
+    brackets = _JSON_STRING.sub(b"", bytes(data)).translate(None, _NOT_BRACKET)
+    depth = deepest = 0
+    for b in brackets:
+        depth += 1 if b in b"[{" else -1
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return limit + 1
+    return deepest

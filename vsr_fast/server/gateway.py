@@ -97,7 +97,7 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
 
 async def _serve(state: AppState, adapter: Adapter, ex: Exchange, scope: Scope, receive: Receive, send: Send) -> None:
     raw = await read_body(scope, receive, state.max_body_bytes)
-    req = await adapter.prepare(adapter.decode(raw))
+    req = await adapter.prepare(adapter.decode(raw, scope["headers"]))
     route = await state.table.route(adapter.model(req), lambda: adapter.canonical(req, state.identity(scope)),
                                     state.systemone)
     ex.recipe, ex.decision = route.recipe, route.decision
@@ -111,7 +111,7 @@ async def _serve(state: AppState, adapter: Adapter, ex: Exchange, scope: Scope, 
         ex.trace = state.trace_for(scope, route)
     if route.fallback:
         ex.path = h.ResponsePath.FALLBACK
-    ex.rec.routed(state, scope, raw, req.body if ex.api == "chat" else None, route)
+    ex.rec.routed(state, scope, raw, req, route)
     replay = ex.rec.replay_header()
     if replay is not None:
         ex.extra.append(replay)
