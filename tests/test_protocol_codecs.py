@@ -202,7 +202,7 @@ def test_responses_request_round_trips(adapters):
     assert canonical.modalities == {"text", "image"}
     assert [m.role for m in canonical.messages] == ["system", "user", "assistant", "tool", "user"]
     assert canonical.messages[0].content == "You are a weather bot.\n\nBe brief."
-    assert canonical.tool_count == 1 and canonical.metadata == {"k": "v"}
+    assert canonical.tool_count == 2 and canonical.metadata == {"k": "v"}   # web_search counts too, as on Chat
     string_input = adapters["responses"].decode(b'{"model":"m","input":"hello"}')
     assert adapters["responses"].canonical(string_input).text == "hello"
 

@@ -76,10 +76,13 @@ ANTHROPIC_BETA = _register("anthropic-beta", P, PUB, "protocol",
                            "Anthropic betas the client's body uses; reach an anthropic backend only.")
 OPENAI_BETA = _register("openai-beta", P, PUB, "protocol",
                         "OpenAI betas the client's body uses; reach a backend of the client's own format only.")
+CODEX_RESPONSES_LITE = _register("x-openai-internal-codex-responses-lite", P, PUB, "protocol",
+                                 "Codex's Responses dialect (tools in additional_tools input items); reaches a "
+                                 "responses backend only.")
 SAME_FORMAT = {
     "anthropic": frozenset({ANTHROPIC_VERSION, ANTHROPIC_BETA}),
     "openai": frozenset({OPENAI_BETA}),
-    "responses": frozenset({OPENAI_BETA}),
+    "responses": frozenset({OPENAI_BETA, CODEX_RESPONSES_LITE}),
 }
 
 # A count_tokens answer computed by the router rather than by the model's provider.

@@ -356,6 +356,13 @@ class ResponsesAdapter(Adapter):
         raw = responses.ENCODER.encode(top)
         return replace(req, raw=raw, body=responses.REQUEST_DECODER.decode(raw), memo={})
 
+    def canonical(self, req: Inbound, identity: Identity = ANONYMOUS) -> CanonicalRequest:
+        """As for every API, with every tool the client declared counted: Codex declares its tools in
+        additional_tools input items, grouped in namespaces; hosted tools count too."""
+        conv, _ = self.conversation(req)
+        return CanonicalRequest(chat_messages(conv), tools=RESPONSES.declared_tool_count(req.body),
+                                metadata=conv.metadata, identity=identity)
+
     def _read(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
         return RESPONSES.read_request(req.body, req.raw)
 

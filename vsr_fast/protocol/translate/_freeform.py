@@ -58,6 +58,14 @@ class ToolNames:
         self.by_function.setdefault(function, ToolName(name, namespace, custom))
         return function
 
+    def function_of(self, name: str, namespace: str | None) -> str:
+        """The function name of the client's tool ``name`` (in ``namespace``, or the only one so named)."""
+        if namespace is None:
+            found = [f for f, tool in self.by_function.items() if tool.name == name]
+            if len(found) == 1:
+                return found[0]
+        return qualified(namespace, name)
+
     def client_tool(self, function: str) -> ToolName:
         """The client's tool behind a function name (itself, for a plain function tool)."""
         return self.by_function.get(function) or ToolName(function)
@@ -75,6 +83,12 @@ def tool_names(req: wire.ResponsesRequest | None) -> ToolNames:
         if item.type in ("custom_tool_call", "function_call") and item.name:
             names.add(item.name, item.namespace, item.type == "custom_tool_call")
     return names
+
+
+def declared_tool_count(req: wire.ResponsesRequest) -> int:
+    """Every tool the request declares, top-level and in additional_tools items, a namespace's
+    tools each counted, hosted tools included: what a routing rule on tools counts."""
+    return sum(len(t.tools or ()) if t.type == "namespace" else 1 for t in _declared(req))
 
 
 def _declared(req: wire.ResponsesRequest) -> list[wire.Tool]:
@@ -136,5 +150,5 @@ def custom_input(arguments: str, where: str, losses: list[Loss]) -> str:
     return arguments
 
 
-__all__ = ["INPUT_SCHEMA", "ToolName", "ToolNames", "custom_arguments", "custom_input", "function_defs",
-           "qualified", "tool_names"]
+__all__ = ["INPUT_SCHEMA", "ToolName", "ToolNames", "custom_arguments", "custom_input", "declared_tool_count",
+           "function_defs", "qualified", "tool_names"]

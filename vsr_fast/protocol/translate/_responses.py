@@ -9,7 +9,9 @@ import msgspec
 from ...errors import RequestError
 from .. import responses as wire
 from ._common import ENCODER, NewId, new_id, upstream_error, unknown_fields
-from ._freeform import ToolNames, custom_arguments, custom_input, function_defs, qualified, tool_names
+from ._freeform import (
+    ToolNames, custom_arguments, custom_input, declared_tool_count, function_defs, qualified, tool_names,
+)
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
     GeneratedImage, Image, Started, Text, TextDelta, ToolCall, ToolChoice, ToolResult, Turn, Usage,
@@ -43,7 +45,7 @@ def read_request(req: wire.ResponsesRequest, raw: bytes) -> tuple[Conversation, 
         for i, item in enumerate(req.input):
             _read_item(item, f"input[{i}]", conv, losses)
     conv.tools[:0] = function_defs(list(req.tools or ()), "tools", losses)
-    conv.tool_choice = _tool_choice(req.tool_choice, losses)
+    conv.tool_choice = _tool_choice(req.tool_choice, losses, tool_names(req))
     fmt = (req.text or {}).get("format")
     if isinstance(fmt, dict) and fmt.get("type") in ("json_schema", "json_object"):
         if fmt["type"] == "json_object":
@@ -131,14 +133,14 @@ def _parts(content, path: str, losses: list[Loss]) -> list:
     return out
 
 
-def _tool_choice(choice: str | dict | None, losses: list[Loss]) -> ToolChoice | None:
+def _tool_choice(choice: str | dict | None, losses: list[Loss], names: ToolNames) -> ToolChoice | None:
     if choice is None:
         return None
     if choice in ("auto", "none", "required"):
         return ToolChoice(choice)
     if isinstance(choice, dict) and choice.get("type") in ("function", "custom") and isinstance(choice.get("name"), str):
         namespace = choice.get("namespace")
-        return ToolChoice("tool", qualified(namespace if isinstance(namespace, str) else None, choice["name"]))
+        return ToolChoice("tool", names.function_of(choice["name"], namespace if isinstance(namespace, str) else None))
     losses.append(dropped("tool_choice"))
     return None
 
