@@ -24,7 +24,7 @@ import pytest
 from bench._procs import Proc
 
 from .client_shapes import FIXTURES
-from .procs import config, mock_upstream, model, router, write_config
+from .procs import config, model, router, write_config
 
 MIB = 1 << 20
 HI = [{"role": "user", "content": "hi"}]
@@ -41,7 +41,8 @@ def agent():
 @pytest.fixture(scope="module")
 def gw(mock, agent, tmp_path_factory):
     """One router: a model of each api_format on the mock, and two on the scripted agent model."""
-    models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt} for fmt in ("openai", "anthropic", "responses")]
+    models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt}
+              for fmt in ("openai", "anthropic", "responses")]
     models += [{**model(f"agent-{fmt}", f"{agent.url}/v1", upstream_name="agent-model"), "api_format": fmt}
                for fmt in ("openai", "anthropic")]
     doc = config(models, [{"name": "general", "modelRefs": [{"model": "m-openai"}]}])

@@ -104,7 +104,10 @@ class RequestEvents:
         copy, cut = (None, False)
         user, groups = None, []
         if p.request_bytes > 0 and (request is not None or api != "chat"):
-            copy, cut = request_copy(request, p.request_bytes) if request is not None else body_copy(raw, p.request_bytes)
+            if request is not None:
+                copy, cut = request_copy(request, p.request_bytes)
+            else:
+                copy, cut = body_copy(raw, p.request_bytes)
             if identity is not None:
                 user, groups = identity.user, sorted(identity.groups)
         shadow_copy = None
