@@ -295,3 +295,15 @@ def test_count_tokens_is_an_estimate_elsewhere(gw, model_name):
     assert short.headers["x-vsr-token-count"] == long.headers["x-vsr-token-count"] == "estimate"
     assert 0 < short.parse().input_tokens < long.parse().input_tokens
     assert long.parse().input_tokens >= 200
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages/count_tokens"])
+def test_a_non_ascii_header_bound_for_the_provider_is_served(gw, agent, path):
+    """User-Agent reaches providers; a client's non-ASCII one goes as the bytes it sent."""
+    httpx.post(f"{agent.url}/_agent/reset")
+    model_name = "agent-openai" if path == "/v1/chat/completions" else "agent-anthropic"
+    body = {"model": model_name, "messages": HI}
+    r = httpx.post(f"{gw.url}{path}", json=body, headers={"user-agent": "caf\u00e9-client/1".encode("latin-1")},
+                   timeout=30)
+    assert r.status_code == 200, r.text
+    assert agent_log(agent)[-1]["headers"]["user-agent"] == "caf\u00e9-client/1"

@@ -110,6 +110,11 @@ class ChatRequest(Struct, frozen=True):
     n: int | None = None
     user: str | None = None
     metadata: dict[str, str] | None = None
+    # Not read by routing: typed so that a wrong type is a 400 here, not a failure in translation.
+    stop: str | list[str] | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: dict[str, Any] | None = None
+    reasoning_effort: str | None = None
 
 
 # --- responses ---------------------------------------------------------------------

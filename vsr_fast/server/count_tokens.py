@@ -89,7 +89,7 @@ async def _forwarded(state: AppState, adapter, req: Inbound, candidates, scope: 
     def outbound_for(model) -> Outbound:
         return Outbound(PATH, rewrite(model.upstream_model), False, headers)
 
-    extra = [(k.decode(), v.decode("latin-1")) for k, v in scope["headers"] if k in _TO_PROVIDER]
+    extra = [(k.decode(), v) for k, v in scope["headers"] if k in _TO_PROVIDER]   # bytes: see gateway
     try:
         answer = await state.dispatcher.whole(anthropic_models, outbound_for, extra)
     except UpstreamError as exc:

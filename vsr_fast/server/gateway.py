@@ -67,9 +67,10 @@ class Exchange:
         return out
 
 
-def provider_headers(scope: Scope) -> list[tuple[str, str]]:
-    """The client headers registered to reach providers; every other one, x-vsr-* included, stays here."""
-    return [(k.decode(), v.decode("latin-1")) for k, v in scope["headers"] if k in _TO_PROVIDER]
+def provider_headers(scope: Scope) -> list[tuple[str, bytes]]:
+    """The client headers registered to reach providers; every other one, x-vsr-* included, stays here.
+    Values stay bytes: httpx encodes a str value as ASCII and would fail on a client's non-ASCII one."""
+    return [(k.decode(), v) for k, v in scope["headers"] if k in _TO_PROVIDER]
 
 
 async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, send: Send) -> None:

@@ -185,10 +185,13 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     if conv.stop:
         losses.append(dropped("stop"))
     rf = conv.response_format
-    if rf is not None and rf.get("type") == "json_schema":
-        body["text"] = {"format": {"type": "json_schema", **(rf.get("json_schema") or {})}}
+    schema = rf.get("json_schema") if rf is not None else None
+    if rf is not None and rf.get("type") == "json_schema" and isinstance(schema, dict):
+        body["text"] = {"format": {"type": "json_schema", **schema}}
     elif rf is not None and rf.get("type") == "json_object":
         body["text"] = {"format": {"type": "json_object"}}
+    elif rf is not None and rf.get("type") != "text":
+        losses.append(dropped("response_format"))   # a json_schema without its schema, or a type Responses lacks
     if conv.reasoning_effort is not None:
         body["reasoning"] = {"effort": conv.reasoning_effort}
     if conv.stream:
