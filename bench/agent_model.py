@@ -8,7 +8,8 @@ It answers OpenAI Chat Completions (``POST /v1/chat/completions``), Anthropic Me
 (``POST /v1/responses``), whole or streamed as each real API streams, and plays one tool round
 trip whatever the client:
 
-- a conversation that already holds a tool result gets the final text answer ``DONE``;
+- a conversation that already holds a tool result gets the final text answer ``DONE``; as at the
+  real APIs, a result must answer a call of the turn before it (Responses: of an earlier item);
 - otherwise, a request that offers tools gets a short preamble and a call to the first tool the
   client offers (functions, Anthropic client tools, Responses ``custom`` tools and the tools of a
   ``namespace``, top-level or in ``additional_tools`` input items), with arguments made from the
@@ -88,7 +89,7 @@ class BadRequest(Exception):
     """The request cannot be answered; the message is the API's own wording."""
 
 
-def example(schema: object, name: str = "") -> object:
+def example(schema: object) -> object:
     """A value that validates against a JSON schema: required properties, first enum, minimal sizes."""
     if not isinstance(schema, dict):
         return STRING_VALUE
@@ -105,8 +106,8 @@ def example(schema: object, name: str = "") -> object:
                 merged: dict = {}
                 for option in options:
                     merged.update(option)
-                return example(merged, name)
-            return example(options[0], name)
+                return example(merged)
+            return example(options[0])
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "string")
@@ -114,13 +115,13 @@ def example(schema: object, name: str = "") -> object:
         kind = "object" if "properties" in schema else "string"
     if kind == "object":
         props = schema.get("properties") or {}
-        return {key: example(props.get(key, {}), key) for key in schema.get("required") or ()}
+        return {key: example(props.get(key, {})) for key in schema.get("required") or ()}
     if kind == "array":
-        return [example(schema.get("items", {}), name) for _ in range(schema.get("minItems", 0))]
-    if kind == "integer":
-        return max(int(schema.get("minimum", 1)), 1) if schema.get("minimum", 1) >= 0 else int(schema["minimum"])
-    if kind == "number":
-        return float(schema.get("minimum", 1))
+        return [example(schema.get("items", {})) for _ in range(schema.get("minItems", 0))]
+    if kind in ("integer", "number"):
+        low = schema.get("minimum", 1)
+        value = min(max(low, 1) if low >= 0 else low, schema.get("maximum", float("inf")))
+        return int(value) if kind == "integer" else float(value)
     if kind == "boolean":
         return False
     if kind == "null":
@@ -155,7 +156,16 @@ def chat_turn(body: dict) -> Turn:
             tools.append(Tool(fn.get("name", ""), schema=fn.get("parameters") or {}))
         elif t.get("type") == "custom":
             tools.append(Tool((t.get("custom") or {}).get("name", ""), kind="custom"))
-    has_result = any(m.get("role") == "tool" for m in body.get("messages") or () if isinstance(m, dict))
+    calls: set = set()
+    has_result = False
+    for m in body.get("messages") or ():
+        if m.get("role") == "assistant":
+            calls = {c.get("id") for c in m.get("tool_calls") or ()}
+        elif m.get("role") == "tool":
+            if m.get("tool_call_id") not in calls:
+                raise BadRequest("Invalid parameter: messages with role 'tool' must be a response to a "
+                                 "preceeding message with 'tool_calls'.")
+            has_result = True
     return script(tools, has_result)
 
 
@@ -163,11 +173,23 @@ def messages_turn(body: dict) -> Turn:
     # Server tools (web_search_20250305, bash_20250124, ...) carry a versioned type: skip them.
     tools = [Tool(t.get("name", ""), schema=t.get("input_schema") or {})
              for t in body.get("tools") or () if t.get("type") in (None, "custom")]
-    has_result = any(
-        isinstance(b, dict) and b.get("type") == "tool_result"
-        for m in body.get("messages") or () if isinstance(m, dict) and isinstance(m.get("content"), list)
-        for b in m["content"]
-    )
+    uses: set = set()
+    has_result = False
+    turns = [m for m in body.get("messages") or () if m.get("role") != "system"]
+    for i, m in enumerate(turns):
+        blocks = m.get("content") if isinstance(m.get("content"), list) else []
+        if m.get("role") == "assistant":
+            uses = {b.get("id") for b in blocks if b.get("type") == "tool_use"}
+            continue
+        for j, b in enumerate(blocks):
+            if b.get("type") == "tool_result":
+                if b.get("tool_use_id") not in uses:
+                    raise BadRequest(
+                        f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                        f"{b.get('tool_use_id')}. Each `tool_result` block must have a corresponding `tool_use` "
+                        "block in the previous message.")
+                has_result = True
+        uses = set()
     return script(tools, has_result)
 
 
@@ -192,8 +214,17 @@ def responses_turn(body: dict) -> Turn:
     for item in items:
         if isinstance(item, dict) and item.get("type") == "additional_tools":
             tools += responses_tools(item.get("tools") or [])
-    has_result = any(isinstance(i, dict) and i.get("type") in ("function_call_output", "custom_tool_call_output")
-                     for i in items)
+    calls: set = set()
+    has_result = False
+    for item in items:
+        kind = item.get("type")
+        if kind in ("function_call", "custom_tool_call"):
+            calls.add(item.get("call_id"))
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            # With previous_response_id the call may be in the stored conversation, not in input.
+            if item.get("call_id") not in calls and not body.get("previous_response_id"):
+                raise BadRequest(f"No tool call found for function call output with call_id {item.get('call_id')}.")
+            has_result = True
     return script(tools, has_result)
 
 

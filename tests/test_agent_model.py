@@ -179,3 +179,18 @@ def test_count_tokens_and_bad_bodies(agent):
     assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
     assert httpx.get(f"{agent}/v1/nowhere").status_code == 404
     assert httpx.post(f"{agent}/_agent/reset").status_code == 200 and log(agent) == []
+
+
+def test_a_tool_result_must_answer_a_call(agent):
+    """As at the real APIs: a result without its call is refused, in each API's words."""
+    chat = httpx.post(f"{agent}/v1/chat/completions", json={"model": "m", "messages": [
+        {"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_x", "content": "r"}]})
+    assert chat.status_code == 400 and "must be a response to a preceeding message with 'tool_calls'" in chat.text
+    messages = httpx.post(f"{agent}/v1/messages", json={"model": "m", "max_tokens": 5, "messages": [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_a", "name": "t", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_b", "content": "r"}]}]})
+    assert messages.status_code == 400
+    assert messages.json()["error"]["message"].startswith("messages.1.content.0: unexpected `tool_use_id`")
+    responses = httpx.post(f"{agent}/v1/responses", json={"model": "m", "input": [
+        {"type": "function_call_output", "call_id": "call_x", "output": "r"}]})
+    assert responses.status_code == 400 and "call_id call_x" in responses.json()["error"]["message"]

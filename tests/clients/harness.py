@@ -91,6 +91,11 @@ class Run:
     stderr: str
     log: list[dict]
 
+    def said(self) -> str:
+        """What the client said last: its first line of output, else its last line of errors."""
+        errors = self.stderr.strip().splitlines()
+        return first_line(self.stdout) or (first_line(errors[-1]) if errors else "")
+
     def tail(self, n: int = 1500) -> str:
         return f"exit {self.returncode}\n--- stdout\n{self.stdout[-n:]}\n--- stderr\n{self.stderr[-n:]}"
 
@@ -129,8 +134,7 @@ def check_round_trip(run: Run) -> None:
     answer called a tool and a later request carried its result back.
     """
     fmt = run.cell.fmt
-    said = first_line(run.stdout.strip() or run.stderr.strip().splitlines()[-1] if run.stderr.strip() else run.stdout)
-    assert run.returncode == 0, f"the client exited {run.returncode}: {said}\n{run.tail()}"
+    assert run.returncode == 0, f"the client exited {run.returncode}: {run.said()}\n{run.tail()}"
     assert run.log, f"no request reached the agent model\n{run.tail()}"
     refused = [e for e in run.log if e.get("answer", {}).get("status") != 200]
     assert not refused, "the agent model refused: " + "; ".join(
