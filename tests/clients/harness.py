@@ -3,8 +3,9 @@
 A cell is one client (speaking one client API, streamed or whole) doing one tool round trip
 through a router whose only model is the agent model (``bench/agent_model.py``) in one
 backend ``api_format``. The client runs as a subprocess with a throwaway HOME and an
-environment built from nothing (no key or setting of this machine leaks in); its output,
-the agent model's request log and the router's log are kept under ``.clients/runs/<cell>/``.
+environment built from nothing (no key or setting of this machine leaks in); its output, the
+agent model's request log and the router's log stay in ``.clients/runs/<cell>/`` and its HOME
+in ``$TMPDIR/vsr-clients/<cell>/`` until the cell runs again.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ NODE_BIN = CLIENTS / "node_modules" / ".bin"
 VENV_BIN = CLIENTS / "venv" / "bin"
 RUNS = CLIENTS / "runs"
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
+HOMES = Path(tempfile.gettempdir()) / "vsr-clients"
 FORMATS = ("openai", "anthropic", "responses")
 ROUTE = {"openai": "chat", "anthropic": "messages", "responses": "responses"}   # the agent model's log names
 PROMPT = "Use your first tool once, then answer."
@@ -61,9 +63,11 @@ def base_env(home: Path, **extra: str) -> dict[str, str]:
 
 
 def throwaway_home(cell: Cell) -> Path:
-    """A fresh HOME with an empty working directory ``work`` inside it."""
-    home = Path(tempfile.mkdtemp(prefix=f"vsr-client-{cell.client}-"))
-    (home / "work").mkdir()
+    """A fresh HOME outside the repository (a client must not find this git checkout around it),
+    with an empty working directory ``work`` inside; the cell's previous HOME goes first."""
+    home = HOMES / cell.name
+    shutil.rmtree(home, ignore_errors=True)
+    (home / "work").mkdir(parents=True)
     return home
 
 
@@ -118,8 +122,7 @@ def run_client(cell: Cell, agent: Agent, router: Proc, argv: list[str], env: dic
 
 def keep(run: Run, router_lines: list[str]) -> None:
     where = RUNS / run.cell.name
-    shutil.rmtree(where, ignore_errors=True)
-    where.mkdir(parents=True)
+    where.mkdir(parents=True, exist_ok=True)
     (where / "stdout.txt").write_text(run.stdout)
     (where / "stderr.txt").write_text(run.stderr)
     (where / "agent_log.json").write_text(json.dumps(run.log, indent=1))
