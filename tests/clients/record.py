@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 
 from ..procs import ROOT, Proc
-from .harness import Agent, Cell, run_client
-from .test_agents import CLAUDE_ENV, CODEX_CONFIG, KEY, NODE_BIN, PROMPT, base_env, throwaway_home
+from .harness import Agent, Cell, run_client, throwaway_home
+from .test_agents import claude_code, codex
 
 FIXTURES = ROOT / "tests" / "fixtures" / "clients"
 KEEP_HEADERS = ("anthropic-beta", "anthropic-version", "openai-beta", "x-openai-internal-codex-responses-lite",
@@ -72,19 +72,11 @@ def save(name: str, client: str, entry: dict, scrub: Scrubber) -> None:
     print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size} bytes)")
 
 
-class Direct:
-    """The agent model standing in for the router: the client's requests reach it unchanged."""
-
-    def __init__(self, proc: Proc) -> None:
-        self.url = proc.url
-        self.lines = proc.lines
-
-
-def record(agent: Agent, direct: Direct) -> None:
+def record(agent: Agent, direct: Proc) -> None:
+    """Both agents straight to the agent model process ``direct``: their requests reach it unchanged."""
     cell = Cell("claude-code", "messages", True, "anthropic")
     home = throwaway_home(cell)
-    env = base_env(home, ANTHROPIC_BASE_URL=direct.url, **CLAUDE_ENV)
-    run = run_client(cell, agent, direct, [str(NODE_BIN / "claude"), "-p", PROMPT], env, home / "work")
+    run = run_client(cell, agent, direct, *claude_code(home, direct.url), home / "work")
     scrub = Scrubber(home)
     client = run.log[0]["headers"].get("user-agent", "claude-cli").split(" ")[0]
     # The Agent tool runs a sub-agent with its own, smaller tool list: the main thread's last
@@ -96,11 +88,7 @@ def record(agent: Agent, direct: Direct) -> None:
 
     cell = Cell("codex", "responses", True, "responses")
     home = throwaway_home(cell)
-    (home / ".codex").mkdir()
-    (home / ".codex" / "config.toml").write_text(CODEX_CONFIG.format(base_url=direct.url))
-    env = base_env(home, CODEX_HOME=str(home / ".codex"), VSR_API_KEY=KEY)
-    argv = [str(NODE_BIN / "codex"), "exec", "--skip-git-repo-check", PROMPT]
-    run = run_client(cell, agent, direct, argv, env, home / "work")
+    run = run_client(cell, agent, direct, *codex(home, direct.url), home / "work")
     scrub = Scrubber(home)
     client = run.log[0]["headers"].get("user-agent", "codex").split(" ")[0]
     save("codex.first", client, run.log[0], scrub)
@@ -111,7 +99,7 @@ def record(agent: Agent, direct: Direct) -> None:
 def main() -> int:
     FIXTURES.mkdir(parents=True, exist_ok=True)
     with Proc(["-m", "bench.agent_model", "--host", "127.0.0.1", "--port", "0"], "listening") as proc:
-        record(Agent(proc), Direct(proc))
+        record(Agent(proc), proc)
     return 0
 
 

@@ -7,6 +7,8 @@ sub-agent of its own; Codex's freeform ``exec`` in the ``functions`` namespace o
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from .harness import FORMATS, KEY, NODE_BIN, PROMPT, Cell, base_env, check_round_trip, run_client, throwaway_home
@@ -38,23 +40,26 @@ stream_max_retries = 0
 """
 
 
-@pytest.mark.parametrize("cell", [Cell("claude-code", "messages", True, f) for f in FORMATS], ids=lambda c: c.name)
-def test_claude_code(cell, installed, agent, routers):
-    """``claude -p`` with ANTHROPIC_BASE_URL on the router, default model, default tools."""
-    home = throwaway_home(cell)
-    env = base_env(home, ANTHROPIC_BASE_URL=routers[cell.fmt].url, **CLAUDE_ENV)
-    run = run_client(cell, agent, routers[cell.fmt], [str(NODE_BIN / "claude"), "-p", PROMPT], env, home / "work")
-    check_round_trip(run)
+def claude_code(home: Path, base_url: str) -> tuple[list[str], dict[str, str]]:
+    """``claude -p`` with ANTHROPIC_BASE_URL on base_url, default model, default tools."""
+    return [str(NODE_BIN / "claude"), "-p", PROMPT], base_env(home, ANTHROPIC_BASE_URL=base_url, **CLAUDE_ENV)
 
 
-@pytest.mark.parametrize("cell", [Cell("codex", "responses", True, f) for f in FORMATS], ids=lambda c: c.name)
-def test_codex(cell, installed, agent, routers):
-    """``codex exec`` with a custom provider over /v1/responses on the router, default model."""
-    home = throwaway_home(cell)
+def codex(home: Path, base_url: str) -> tuple[list[str], dict[str, str]]:
+    """``codex exec`` with a custom provider over /v1/responses on base_url, default model."""
     codex_home = home / ".codex"
     codex_home.mkdir()
-    (codex_home / "config.toml").write_text(CODEX_CONFIG.format(base_url=routers[cell.fmt].url))
+    (codex_home / "config.toml").write_text(CODEX_CONFIG.format(base_url=base_url))
     env = base_env(home, CODEX_HOME=str(codex_home), VSR_API_KEY=KEY)
-    argv = [str(NODE_BIN / "codex"), "exec", "--skip-git-repo-check", PROMPT]
-    run = run_client(cell, agent, routers[cell.fmt], argv, env, home / "work")
-    check_round_trip(run)
+    return [str(NODE_BIN / "codex"), "exec", "--skip-git-repo-check", PROMPT], env
+
+
+AGENTS = {"claude-code": claude_code, "codex": codex}
+CELLS = [Cell("claude-code", "messages", True, f) for f in FORMATS] + [Cell("codex", "responses", True, f) for f in FORMATS]
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=lambda c: c.name)
+def test_agent(cell, installed, agent, routers):
+    home = throwaway_home(cell)
+    argv, env = AGENTS[cell.client](home, routers[cell.fmt].url)
+    check_round_trip(run_client(cell, agent, routers[cell.fmt], argv, env, home / "work"))
