@@ -86,6 +86,7 @@ OPENAI_CASES = [
      "invalid_value", "input[0].role"),
     ("/v1/responses", b'{"model": "m-responses", "input": "x", "tool_choice": "always"}', "invalid_value",
      "tool_choice"),
+    ("/v1/responses", b'{"model": "m-responses", "input": "\xff\xfe"}', "invalid_utf8", None),
     ("/v1/images/generations", DEEP, "invalid_json", None),
     ("/v1/images/generations", b'{"prompt": "a cat", "n": "two"}', "invalid_type", "n"),
 ]
@@ -112,6 +113,8 @@ ANTHROPIC_CASES = [
      "messages.0.role: Input should be 'assistant', 'system' or 'user'"),
     ("/v1/messages", b'{"model": "m-anthropic", "messages": [{"role": "user", "content": "x"}]}',
      "max_tokens: Field required"),
+    ("/v1/messages", b'{"model": "m-anthropic", "max_tokens": 8, "messages": [{"role": "user", "content": "\xff"}]}',
+     "The request body is not valid UTF-8"),
     ("/v1/messages/count_tokens", b'{"model": "m-anthropic", "messages": [', "There was an error parsing"),
     ("/v1/messages/count_tokens", DEEP, "The request body is not accepted"),
     ("/v1/messages/count_tokens", b'{"model": "m-anthropic", "messages": []}',
@@ -191,7 +194,9 @@ def send_whole_body_and_read(port: int, path: str, size: int) -> bytes:
 
 @pytest.mark.parametrize(("path", "shape"), [("/v1/chat/completions", b'"code":"request_too_large"'),
                                              ("/v1/messages", b'"type":"request_too_large"'),
-                                             ("/v1/responses", b'"code":"request_too_large"')])
+                                             ("/v1/messages/count_tokens", b'"type":"request_too_large"'),
+                                             ("/v1/responses", b'"code":"request_too_large"'),
+                                             ("/v1/images/generations", b'"code":"request_too_large"')])
 def test_an_over_limit_body_sent_whole_reads_the_413(gw, path, shape):
     answer = send_whole_body_and_read(gw.port, path, 65 * MIB)
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]

@@ -275,6 +275,18 @@ def test_deep_nesting_is_a_400_on_every_api(adapters, api, raw):
     assert status == 400 and b"256" in body
 
 
+def test_deep_nesting_is_refused_by_the_system_one_api_and_the_preview_decoders():
+    """The other routes that decode a client body: a decode error (their 400), never RecursionError."""
+    from vsr_fast.protocol import systemone
+    from vsr_fast.server.route import decode_chat
+
+    with pytest.raises(msgspec.DecodeError, match="nested deeper than 256 levels"):
+        systemone.decode_request(b'{"state": ' + b"[" * 200_000 + b"]" * 200_000 + b"}")
+    with pytest.raises(RequestError) as caught:
+        decode_chat(DEEP)
+    assert caught.value.status == 400 and caught.value.code == "invalid_json"
+
+
 def test_a_responses_item_missing_what_translation_needs_is_a_400_with_its_path(adapters):
     adapter = adapters["responses"]
     req = adapter.decode(b'{"model":"m","input":[{"role":"user","content":"x"},{"type":"function_call","name":"f"}]}')
