@@ -48,6 +48,13 @@ __all__ = [
     "ngram_match",
 ]
 
+# Which edges of a keyword get a word-boundary check: only those that are word
+# characters. A boundary is about not cutting a word; punctuation, symbols and
+# emoji at an edge cut nothing, so "!" counts every "!" in "day!!!".
+cdef enum:
+    _LEFT = 1
+    _RIGHT = 2
+
 CJK_RANGES = tuple(
     (<Py_ssize_t>VSR_CJK_FLAT[2 * r], <Py_ssize_t>VSR_CJK_FLAT[2 * r + 1])
     for r in range(VSR_CJK_NRANGES)
@@ -197,8 +204,10 @@ cdef class KeywordMatcher:
     """Counts many literal keywords at once over a text, in one pass of an Aho-Corasick DFA.
 
     Each keyword counts its own non-overlapping occurrences, leftmost first (as
-    str.count does), that are not preceded or followed by a word character
-    (regex \\w, CJK excepted); a keyword with a CJK character has no such check.
+    str.count does). Word boundaries are checked only at a keyword's edges that
+    are word characters (regex \\w, CJK excepted): "c++" needs no word character
+    before it but may be followed by anything, "!" matches wherever it occurs,
+    and "!!!" holds three "!". A keyword with a CJK character has no check.
     """
 
     cdef readonly tuple keywords
@@ -230,7 +239,7 @@ cdef class KeywordMatcher:
             folded = keyword if case_sensitive else fold_case(keyword)
             patterns.append(folded.encode())
             kchars.append(len(folded))
-            boundary.append(not any(_is_cjk_py(ord(ch)) for ch in keyword))
+            boundary.append(_edges(folded) if not any(_is_cjk_py(ord(ch)) for ch in keyword) else 0)
         classes, ncls, delta, n_states, out_off, out_ids, first_output = _build_automaton(patterns)
         rawclasses = classes.copy()
         if not case_sensitive:
@@ -356,11 +365,12 @@ cdef class KeywordMatcher:
                 start = end - self._kbytes[k]
             if start < last_end[k]:
                 continue  # overlaps this keyword's previous match
-            if self._boundary[k]:
+            if self._boundary[k] & _LEFT:
                 if start > 0:
                     utf8_decode(p, n, utf8_prev(p, n, start), &cp)
                     if is_boundary_word(fold(cp) if ci else cp):
                         continue
+            if self._boundary[k] & _RIGHT:
                 if end < n:
                     utf8_decode(p, n, end, &cp)
                     if is_boundary_word(fold(cp) if ci else cp):
@@ -376,6 +386,15 @@ def count_keywords(text, keywords, *, bint case_sensitive=False):
 
 cdef bint _is_cjk_py(Py_ssize_t cp):
     return is_cjk(<uint32_t>cp)
+
+
+cdef unsigned char _edges(str folded):
+    cdef unsigned char out = 0
+    if is_boundary_word(<uint32_t>ord(folded[0])):
+        out |= _LEFT
+    if is_boundary_word(<uint32_t>ord(folded[len(folded) - 1])):
+        out |= _RIGHT
+    return out
 
 
 # --------------------------------------------------------------------------- words and spans

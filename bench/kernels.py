@@ -17,6 +17,7 @@ _reference function. A goal in µs bounds the kernel's own median.
 from __future__ import annotations
 
 import gc
+import json
 import random
 import statistics
 import time
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vsr_fast._ext import _reference as ref
-from vsr_fast._ext import bm25, keywords, windows
+from vsr_fast._ext import bm25, jsonscan, keywords, windows
 
 SAMPLE_NS = 2_000_000  # a timed batch lasts at least 2 ms, far above the clock's resolution
 BUDGET_S = 1.2  # per side of each row
@@ -203,13 +204,28 @@ def fuzzy_ngram_rows(rng: random.Random) -> list[Row]:
     ]
 
 
+def jsonscan_rows(rng: random.Random) -> list[Row]:
+    """The nesting bound every client body passes before decoding (protocol/errors.py)."""
+    turns = [{"role": rng.choice(["user", "assistant"]), "content": [{"type": "text", "text": prose(rng, 180)}]}
+             for _ in range(10)]
+    small = json.dumps({"model": "vsr/auto", "messages": turns}).encode()[:2048]
+    image = "data:image/png;base64," + "A" * (2**20)
+    big_image = json.dumps({"model": "m", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "what is this?"}, {"type": "image_url", "image_url": {"url": image}}]}]}).encode()
+    many = json.dumps({"model": "m", "messages": turns * 500}).encode()
+    return [compare("json nesting depth", workload, lambda b=body: jsonscan.nesting_depth(b, 256),
+                    lambda b=body: ref.nesting_depth(b, 256), lambda a, b: a == b)
+            for workload, body in (("2 KB chat body", small), ("1 MB body: one base64 image", big_image),
+                                   (f"{len(many) >> 20} MB body: 5,000 turns of text parts", many))]
+
+
 def main() -> None:
     started = time.perf_counter()
     rng = random.Random(2024)
     ref.fold_case("Ü")  # build the reference's fold tables outside the timing
     # The text rows draw from their own generator, so the other rows' inputs stay as they were.
     rows = [bm25_row(rng), *bm25_text_rows(random.Random(2048)), *keyword_rows(rng), *window_rows(rng),
-            *fuzzy_ngram_rows(rng)]
+            *fuzzy_ngram_rows(rng), *jsonscan_rows(random.Random(7))]
     header = ["kernel", "workload", "C µs (median)", "Python µs (median)", "speed-up", "goal"]
     print("| " + " | ".join(header) + " |")
     print("|" + "|".join("---" for _ in header) + "|")

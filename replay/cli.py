@@ -4,8 +4,10 @@
     vsr-replay run --config NEW.yaml (--input FILE | --redis URL ... | --journal DIR | --from-config FILE)
     vsr-replay diff A.jsonl B.jsonl
 
-``run`` and ``diff`` print what moved (``--json`` for tools); ``--fail-on-change``
-exits 1 when anything did, for a CI gate before a configuration ships.
+``run`` and ``diff`` print what moved (``--json`` for tools) and every request
+they skipped, counted by reason; ``--fail-on-change`` exits 1 when anything
+moved, or when nothing could be compared (a gate that compared nothing proves
+nothing), for a CI gate before a configuration ships.
 """
 from __future__ import annotations
 
@@ -93,18 +95,32 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps({"config": args.config, "config_version": loaded.version_hash, **cmp.json()}, indent=2))
     else:
         print(cmp.text(f"vsr-replay run: recorded routes re-routed under {args.config} ({loaded.version_hash})"))
-    return 1 if args.fail_on_change and cmp.changed else 0
+    return _gate(args, cmp)
+
+
+def _gate(args: argparse.Namespace, cmp) -> int:
+    """``--fail-on-change``: 1 when a route moved, or when nothing was compared at all."""
+    if not args.fail_on_change:
+        return 0
+    if cmp.compared == 0:
+        print("vsr-replay: nothing was compared (see the skipped counts), so nothing is shown unchanged",
+              file=sys.stderr)
+        return 1
+    return 1 if cmp.changed else 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    a = diff_mod.outcomes(open_source(input=args.a))
-    b = diff_mod.outcomes(open_source(input=args.b))
+    sources = open_source(input=args.a), open_source(input=args.b)
+    a, b = (diff_mod.outcomes(source) for source in sources)
     cmp = diff_mod.diff(a, b)
+    for side, source in zip("ab", sources):
+        if source.undecodable:
+            cmp.skipped[f"undecodable_line_in_{side}"] += source.undecodable
     if args.json:
         print(json.dumps({"a": args.a, "b": args.b, **cmp.json()}, indent=2))
     else:
         print(cmp.text(f"vsr-replay diff: {args.a} -> {args.b}"))
-    return 1 if args.fail_on_change and cmp.changed else 0
+    return _gate(args, cmp)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -123,7 +139,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="also write the requests with their new routes as an export (for diff)")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
     r.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
-    r.add_argument("--fail-on-change", action="store_true", help="exit 1 when any route moved")
+    r.add_argument("--fail-on-change", action="store_true",
+                   help="exit 1 when any route moved, or when no request could be compared")
     r.add_argument("--offline", action="store_true",
                    help="do not ask the decision model: learned signals read unknown (routes marked approximate)")
     r.set_defaults(func=cmd_run)
@@ -132,7 +149,8 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("a")
     d.add_argument("b")
     d.add_argument("--json", action="store_true", help="print the result as JSON")
-    d.add_argument("--fail-on-change", action="store_true", help="exit 1 when any route moved")
+    d.add_argument("--fail-on-change", action="store_true",
+                   help="exit 1 when any route moved, or when no request could be compared")
     d.set_defaults(func=cmd_diff)
     return p
 

@@ -1,8 +1,11 @@
 """Re-route recorded requests offline under another configuration: signals and decisions, no upstream call.
 
-A request is re-routed from the canonical copy its ``request_received``
-event kept (``router_replay.capture_request_body``), with the identity
-routing read then. Requests recorded without a copy are counted, not guessed.
+A request is re-routed from the copy its ``request_received`` event kept
+(``router_replay.capture_request_body``), read by the adapter of the client
+API it came in (Chat, Messages, Responses, Images), with the identity routing
+read then. Requests recorded without a copy are counted, not guessed. A
+Responses request that continued a stored one (``previous_response_id``) is
+re-routed on what it sent, without the stored turns: marked approximate.
 """
 from __future__ import annotations
 
@@ -13,8 +16,9 @@ from typing import IO
 from vsr_fast.routing import Loaded
 from vsr_fast.errors import VsrError
 from vsr_fast.events.types import DecisionChosen, ErrorRaised, Event, RequestReceived, now_ms
+from vsr_fast.protocol.adapters import Adapter, make_adapters
+from vsr_fast.protocol.responses import MemoryResponseStore
 from vsr_fast.routing.plan import SystemOneAsker
-from vsr_fast.server.route import decode_chat, route_chat
 from vsr_fast.signals.base import Identity
 
 from .compare import Comparison, Outcome, recorded_outcome
@@ -53,31 +57,40 @@ def requests(events: Iterable[tuple[str, Event]]) -> Iterator[Recorded]:
 _OFFLINE = "no System One client"
 
 
-async def reroute(loaded: Loaded, received: RequestReceived,
-                  systemone: SystemOneAsker | None = None) -> tuple[Outcome, bool]:
-    """The route ``loaded`` gives the recorded request copy, and whether a learned signal read unknown.
+def recorded_adapters() -> dict[str, Adapter]:
+    """The client APIs' adapters, reading recorded copies (no store: nothing is continued here)."""
+    return make_adapters(MemoryResponseStore(max_entries=1))
+
+
+async def reroute(loaded: Loaded, received: RequestReceived, systemone: SystemOneAsker | None = None,
+                  adapters: dict[str, Adapter] | None = None) -> tuple[Outcome, bool]:
+    """The route ``loaded`` gives the recorded request copy, and whether it is approximate: a learned
+    signal read unknown, or a Responses request continued turns its copy does not hold.
 
     With ``systemone``, learned rules ask the configuration's deployments, as the
     live router would (no model is called); without it (``--offline``) a rule
     that reads the decision model is unknown and its decisions settle by on_unknown.
     """
     assert received.request is not None
+    adapter = (adapters or recorded_adapters())[received.api]
     identity = Identity(user=received.user, groups=frozenset(received.groups))
     try:
-        request = decode_chat(received.request)
-        route = await route_chat(loaded.table, request, lambda: identity, systemone)
+        req = adapter.decode(received.request)
+        route = await loaded.table.route(adapter.model(req), lambda: adapter.canonical(req, identity), systemone)
     except VsrError as exc:
         return Outcome(getattr(exc, "recipe", None), error=exc.code), False
     model = route.candidates[0].name if route.candidates else None
     offline = route.readings is not None and any(
         o.matched is None and _OFFLINE in (o.detail or "") for o in route.readings.outcomes.values())
-    return Outcome(route.recipe, route.decision, model, route.fallback), offline
+    continued = getattr(req.body, "previous_response_id", None) is not None
+    return Outcome(route.recipe, route.decision, model, route.fallback), offline or continued
 
 
 async def run(loaded: Loaded, events: Iterable[tuple[str, Event]], *, out: IO[bytes] | None = None,
               on_request: Callable[[int], None] | None = None, systemone: SystemOneAsker | None = None) -> Comparison:
     """Compare every recorded route with the one ``loaded`` gives; ``out`` receives the re-routed export."""
     cmp = Comparison()
+    adapters = recorded_adapters()
     seen = 0
     for r in requests(events):
         seen += 1
@@ -92,7 +105,10 @@ async def run(loaded: Loaded, events: Iterable[tuple[str, Event]], *, out: IO[by
         if r.outcome is None:
             cmp.skipped["no_recorded_route"] += 1
             continue
-        after, offline = await reroute(loaded, r.received, systemone)
+        if r.received.api not in adapters:
+            cmp.skipped[f"api_{r.received.api}"] += 1   # a client API this router does not re-route
+            continue
+        after, offline = await reroute(loaded, r.received, systemone, adapters)
         cmp.add(r.replay_id, r.outcome, after, approximate=r.received.request_truncated or offline)
         if out is not None:
             _write(out, r, after, loaded.version_hash)

@@ -15,7 +15,7 @@ from typing import IO
 import msgspec
 import yaml
 
-from vsr_fast.config.stores import EventStreamStore
+from vsr_fast.config.stores import EventStreamStore, default_events_dir
 from vsr_fast.events.journal import Journal
 from vsr_fast.events.redis_stream import RedisSource
 from vsr_fast.events.source import entry
@@ -137,6 +137,42 @@ class EmbeddedJournal(Source):
             self.journal.close()
 
 
+class EmbeddedJournals(Source):
+    """Several routers' journals read one after the other (every port and worker of a host that
+    ran the default path); entry ids are ``<directory>/<offset>``. A request's events all sit in
+    the journal of the process that served it, so reading them in turn keeps them together."""
+
+    unit = "bytes"
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.parts = [(p.parent.parent.name, EmbeddedJournal(str(p))) for p in paths]
+        self.total = sum(j.total or 0 for _, j in self.parts)
+
+    def __iter__(self) -> Iterator[tuple[str, Event]]:
+        before = 0
+        for name, journal in self.parts:
+            for entry_id, ev in journal:
+                self.done = before + journal.done
+                yield f"{name}/{entry_id}", ev
+            before += journal.total or 0
+            self.undecodable += journal.undecodable
+
+
+def default_journals(start: str | None, end: str | None) -> Source:
+    """The embedded journals a router left under ``$VSR_STATE_DIR/events`` with no ``path`` set."""
+    base = Path(default_events_dir())
+    found = sorted(base.glob("*/stream/stream.journal"))
+    if not found:
+        raise FileNotFoundError(f"{base}: no embedded stream journal here (run the router with this configuration "
+                                "from this directory first, or set VSR_STATE_DIR to where it ran)")
+    if len(found) == 1:
+        return EmbeddedJournal(str(found[0]), start=start, end=end)
+    if start or end:
+        raise ValueError(f"{base} holds {len(found)} journals ({', '.join(p.parent.parent.name for p in found)}): "
+                         "name one with --journal DIR to read a range of it")
+    return EmbeddedJournals(found)
+
+
 def stream_config(config_path: str) -> EventStreamStore:
     """``global.stores.event_stream`` of a configuration file (the default embedded stream when absent)."""
     raw = yaml.safe_load(Path(config_path).read_bytes()) or {}
@@ -158,9 +194,13 @@ def open_source(*, input: str | None = None, redis_url: str | None = None, strea
         cfg = stream_config(from_config)
         if cfg.backend == "redis":
             return RedisStream(cfg.url, cfg.stream, start=start, end=end)
+        if cfg.backend == "none":
+            raise ValueError(f"{from_config}: global.stores.event_stream.backend is none: nothing was recorded")
+        if cfg.path is None:
+            return default_journals(start, end)
         return EmbeddedJournal(str(Path(cfg.path) / "stream"), start=start, end=end)
     raise ValueError("name the events: --input FILE, --redis URL [--stream KEY], --journal DIR or --from-config FILE")
 
 
-__all__ = ["EmbeddedJournal", "ExportFile", "ExportLine", "LINE", "LINE_ENCODER", "RedisStream", "Source",
-           "open_source", "stream_config"]
+__all__ = ["EmbeddedJournal", "EmbeddedJournals", "ExportFile", "ExportLine", "LINE", "LINE_ENCODER", "RedisStream",
+           "Source", "default_journals", "open_source", "stream_config"]

@@ -330,14 +330,19 @@ def text_of(content) -> str:
     return "".join(b.get("text", "") for b in content or () if isinstance(b, dict))
 
 
-def check_backend_common(backend: str, last: dict, mock_stats: dict, calls: int, stream: bool) -> dict:
+def check_backend_common(backend: str, last: dict, mock_stats: dict, calls: int, stream: bool,
+                         client_api: str = "") -> dict:
     body = last["body"]
     assert isinstance(body, dict), body
     assert mock_stats["by_api"] == {**{k: 0 for k in ("chat", "messages", "responses", "images")},
                                     ROUTE_OF[backend]: calls}
     assert body["model"] == f"m-{backend}"
     assert bool(body.get("stream", False)) == stream
-    if backend == "anthropic":
+    if backend == "anthropic" and client_api == "messages":
+        # The client's own body goes unchanged, and with it the version it was written for.
+        assert last["headers"].get("anthropic-version") == anthropic.Anthropic(api_key="x").default_headers[
+            "anthropic-version"]
+    elif backend == "anthropic":
         assert last["headers"].get("anthropic-version") == "2023-06-01"
     assert "x-api-key" not in last["headers"] and "authorization" not in last["headers"]
     return body
@@ -504,7 +509,7 @@ def test_matrix(gw, mock, client_api, backend, stream, case):
     assert seen.model == model_name   # the mock answers with the model it was asked for
     s = stats(mock)
     check_usage(seen, counted(s))
-    body = check_backend_common(backend, s["last_request"], s, 1, stream)
+    body = check_backend_common(backend, s["last_request"], s, 1, stream, client_api)
 
     if case != "tool":
         assert seen.text == CANNED
@@ -536,7 +541,7 @@ def test_matrix(gw, mock, client_api, backend, stream, case):
     assert final.text == FINAL
     assert final.calls == []
     assert final.stop == client.stop_text
-    body = check_backend_common(backend, s["last_request"], s, 2, stream)
+    body = check_backend_common(backend, s["last_request"], s, 2, stream, client_api)
     check_tool_def(backend, body)
     check_tool_result(backend, body, call_id)
 
@@ -600,9 +605,10 @@ MESSAGES_BAD = [
     (b'{"model": "m-anthropic", "max_tokens": 10, "messages": [', None),
     (b'{"model": "m-anthropic", "messages": [{"role": "user", "content": "hi"}]}', "max_tokens"),
     (b'{"model": "m-anthropic", "max_tokens": 10, "messages": [{"role": "wizard", "content": "hi"}]}',
-     "messages[0].role"),
+     "messages.0.role"),
     (b'{"model": "m-anthropic", "max_tokens": 10, "messages": [{"role": "user", "content": [{"type": "hologram"}]}]}',
-     "messages[0].content[0]"),
+     "messages.0.content.0"),
+    (b'{"model": "m-anthropic", "max_tokens": 10, "messages": []}', "messages"),
     (b'{"model": "m-anthropic", "max_tokens": 0, "messages": []}', "max_tokens"),
 ]
 
@@ -644,7 +650,8 @@ def test_bad_body_anthropic_shape(gw, mock, body, path):
     assert doc["error"]["type"] == "invalid_request_error"
     assert doc["error"]["message"]
     if path is not None:
-        assert f"`{path}" in doc["error"]["message"], doc   # Anthropic has no param field: the message names it
+        # Anthropic has no param field: its message starts with the field's dotted path.
+        assert doc["error"]["message"].startswith(f"{path}: "), doc
     assert r.headers["x-vsr-response-path"] == "error"
     assert stats(mock)["requests"] == 0
     still_serves(gw, mock)

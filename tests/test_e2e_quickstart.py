@@ -42,3 +42,17 @@ def test_quickstart_pii_spans_are_in_the_preview(quickstart):
     assert pii["matched"] is True
     assert "CREDIT_CARD" in pii["detail"] and "EMAIL_ADDRESS" in pii["detail"]
     assert "systemone" in preview["timings_us"]["signals"]
+
+
+@pytest.mark.parametrize(("name", "recipe"), [("code-model", None), ("gpt-4o", "default"),
+                                              ("claude-sonnet-4-5", "default")])
+def test_the_readmes_model_names(quickstart, name, recipe):
+    """A provider model named directly skips the recipe; a name no one claims reaches the default
+    recipe (spec 6.3's catch-all), on every client API."""
+    for path, body in (("/v1/chat/completions", {"messages": [{"role": "user", "content": "Write a haiku"}]}),
+                       ("/v1/messages", {"max_tokens": 16, "messages": [{"role": "user", "content": "Write a haiku"}]}),
+                       ("/v1/responses", {"input": "Write a haiku"})):
+        r = httpx.post(f"{quickstart.url}{path}", json={"model": name, **body}, timeout=20)
+        assert r.status_code == 200, r.text
+        assert r.headers.get("x-vsr-selected-recipe") == recipe
+        assert r.headers["x-vsr-selected-model"] == ("code-model" if recipe is None else "general-model")

@@ -144,6 +144,32 @@ def test_the_request_copy_is_capped_and_keeps_the_current_turn_longest():
     assert not cut and decode_chat(small).messages[0].content == "hi"
 
 
+def test_a_messages_or_responses_copy_is_the_body_as_received_capped_so_it_still_decodes():
+    from vsr_fast.protocol import anthropic
+
+    doc = {"model": "claude-x", "max_tokens": 64, "system": "s " * 200, "messages": [
+        {"role": "user", "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "A" * 9000}},
+            {"type": "text", "text": "old " * 400}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}]},
+        {"role": "user", "content": "rust question"}]}
+    raw = msgspec.json.encode(doc)
+    assert capture.body_copy(raw, len(raw)) == (raw, False)
+    body, cut = capture.body_copy(raw, 1024)
+    assert cut and body is not None and len(body) <= 1024
+    copy = anthropic.REQUEST_DECODER.decode(body)   # names, ids and tags are never cut
+    assert copy.messages[0].content[0].source.data == "" and copy.messages[0].content[0].source.media_type
+    assert copy.messages[1].content[0].name == "Bash" and copy.messages[2].content == "rust question"
+    assert len(copy.messages[0].content[1].text) < 1600   # the longest texts were cut first
+    responses = msgspec.json.encode({"model": "m", "input": [{"role": "user", "content": [
+        {"type": "input_image", "image_url": "data:image/png;base64," + "B" * 5000},
+        {"type": "input_text", "text": "hi"}]}]})
+    body, cut = capture.body_copy(responses, 200)
+    assert cut and b"data:image/png;omitted" in body and b'"hi"' in body
+    assert capture.body_copy(b"[1, 2, 3]" * 100, 10) == (None, True)
+    assert capture.body_copy(raw, 0) == (None, True)
+
+
 def test_answer_facts_read_whole_and_streamed_answers():
     whole = b'{"id":"x","choices":[{"index":0,"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3,"prompt_tokens_details":{}}}'
     facts = capture.answer_facts(whole, False)

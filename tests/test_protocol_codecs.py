@@ -94,25 +94,36 @@ def test_messages_request_round_trips(adapters):
     assert canonical.messages[0].role == "system"
 
 
-@pytest.mark.parametrize(("doc", "path"), [
-    ({"model": "c", "messages": []}, "max_tokens"),
-    ({"model": "c", "max_tokens": 0, "messages": []}, "max_tokens"),
-    ({"model": "c", "max_tokens": 5, "messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
+HI = [{"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize(("doc", "param", "message"), [
+    ({"model": "c", "messages": HI}, "max_tokens", "max_tokens: Field required"),
+    ({"model": "c", "max_tokens": 0, "messages": HI}, "max_tokens",
+     "max_tokens: Input should be greater than or equal to 1"),
+    ({"model": "c", "max_tokens": 5, "messages": [{"role": "robot", "content": "x"}]}, "messages[0].role",
+     "messages.0.role: Input should be 'assistant', 'system' or 'user'"),
     ({"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "video"}]}]},
-     "messages[0].content[0].type"),
+     "messages[0].content[0].type",
+     "messages.0.content.0: Input tag 'video' found using 'type' does not match any of the expected tags: 'text', "),
     ({"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": [
-        {"type": "image", "source": {"type": "base64", "data": "AA"}}]}]}, "messages[0].content[0].source.media_type"),
-    ({"model": "c", "max_tokens": 5, "temperature": 1.5, "messages": []}, "temperature"),
-    ({"model": "c", "max_tokens": 5, "messages": [], "tool_choice": {"type": "sometimes"}}, "tool_choice.type"),
+        {"type": "image", "source": {"type": "base64", "data": "AA"}}]}]}, "messages[0].content[0].source.media_type",
+     "messages.0.content.0.source.media_type: Field required"),
+    ({"model": "c", "max_tokens": 5, "temperature": 1.5, "messages": HI}, "temperature",
+     "temperature: Input should be less than or equal to 1.0"),
+    ({"model": "c", "max_tokens": 5, "messages": HI, "tool_choice": {"type": "sometimes"}}, "tool_choice.type",
+     "tool_choice.type: Input should be 'any', 'auto', 'none' or 'tool'"),
+    ({"model": "c", "max_tokens": 5, "messages": []}, "messages", "messages: at least one message is required"),
+    ({"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": 5}]}, "messages[0].content",
+     "messages.0.content: Input should be a valid string or a valid list"),
 ])
-def test_bad_messages_requests_name_the_field(adapters, doc, path):
+def test_bad_messages_requests_in_anthropics_words(adapters, doc, param, message):
+    """Anthropic names the field in its message (``messages.1.role: ...``); Claude Code reads it."""
     err = bad(adapters["messages"], doc)
-    assert err.param == path and f"`{path}`" in err.message
+    assert err.param == param and err.message.startswith(message), err.message
     status, content_type, body = adapters["messages"].error(err)
     assert (status, content_type) == (400, "application/json")
-    parsed = json.loads(body)
-    assert parsed["type"] == "error" and parsed["error"]["type"] == "invalid_request_error"
-    assert path in parsed["error"]["message"]
+    assert json.loads(body) == {"type": "error", "error": {"type": "invalid_request_error", "message": err.message}}
 
 
 def test_messages_bad_json_is_a_400_in_anthropics_shape(adapters):
@@ -191,7 +202,7 @@ def test_responses_request_round_trips(adapters):
     assert canonical.modalities == {"text", "image"}
     assert [m.role for m in canonical.messages] == ["system", "user", "assistant", "tool", "user"]
     assert canonical.messages[0].content == "You are a weather bot.\n\nBe brief."
-    assert canonical.tool_count == 1 and canonical.metadata == {"k": "v"}
+    assert canonical.tool_count == 2 and canonical.metadata == {"k": "v"}   # web_search counts too, as on Chat
     string_input = adapters["responses"].decode(b'{"model":"m","input":"hello"}')
     assert adapters["responses"].canonical(string_input).text == "hello"
 
@@ -208,6 +219,72 @@ def test_bad_responses_requests_name_the_field(adapters, doc, path):
     assert err.param == path
     status, _, body = adapters["responses"].error(err)
     assert status == 400 and json.loads(body)["error"]["param"] == path
+
+
+@pytest.mark.parametrize(("doc", "param", "code", "message"), [
+    # A body with messages instead of input is refused, not forwarded (OpenAI's words).
+    ({"model": "m", "messages": [{"role": "user", "content": "x"}]}, "messages", "unknown_parameter",
+     "Unknown parameter: 'messages'."),
+    ({"model": "m", "input": "x", "tool_choice": "sometimes"}, "tool_choice", "invalid_value",
+     "Invalid request body: Invalid value 'sometimes' at `tool_choice`. Supported values are: 'auto', 'none', "
+     "'required'."),
+    ({"model": "m", "input": [{"role": "wizard", "content": "x"}]}, "input[0].role", "invalid_value",
+     "Invalid request body: Invalid value 'wizard' at `input[0].role`. Supported values are: 'assistant', "
+     "'developer', 'system', 'user'."),
+    ({"model": "m", "input": "x", "truncation": "sometimes"}, "truncation", "invalid_value", "Invalid request body"),
+])
+def test_responses_is_strict_where_openai_is(adapters, doc, param, code, message):
+    err = bad(adapters["responses"], doc)
+    assert (err.param, err.code) == (param, code) and err.message.startswith(message), err.message
+    status, _, body = adapters["responses"].error(err)
+    assert status == 400 and json.loads(body)["error"] == {"message": err.message, "type": "invalid_request_error",
+                                                          "param": param, "code": code}
+
+
+def test_responses_knows_every_parameter_of_the_sdk():
+    """Strict about unknown fields, so every field the openai SDK can send must be known (Codex adds one)."""
+    from openai.types.responses import response_create_params
+
+    known = {f.encode_name for f in msgspec.inspect.type_info(responses_wire.ResponsesRequest).fields}
+    assert set(response_create_params.ResponseCreateParamsBase.__annotations__) <= known
+    assert {"stream", "client_metadata"} <= known
+
+
+@pytest.mark.parametrize(("doc", "param", "code", "message"), [
+    ({"model": "m", "messages": []}, "messages", "empty_array",
+     "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead."),
+    ({"model": "m", "messages": [{"role": "user", "content": "x"}], "tool_choice": "always"}, "tool_choice",
+     "invalid_value", "Invalid request body: Invalid value 'always' at `tool_choice`."),
+])
+def test_chat_is_strict_where_openai_is(adapters, doc, param, code, message):
+    err = bad(adapters["chat"], doc)
+    assert (err.param, err.code) == (param, code) and err.message.startswith(message), err.message
+
+
+DEEP = b'{"model": "m", "metadata": ' + b'[' * 200_000 + b']' * 200_000 + b'}'
+
+
+@pytest.mark.parametrize("api", ["chat", "messages", "responses", "images"])
+@pytest.mark.parametrize("raw", [DEEP, b'{"model": "m", "x": ' + b'{"a":' * 300 + b'1' + b'}' * 300 + b'}'],
+                         ids=["200k-deep", "300-deep"])
+def test_deep_nesting_is_a_400_on_every_api(adapters, api, raw):
+    """msgspec raises RecursionError near 100k levels, Python walks near 1k: refused before either."""
+    err = bad(adapters[api], raw)
+    assert err.status == 400 and err.code == "invalid_json" and "nested deeper than 256 levels" in err.message
+    status, _, body = adapters[api].error(err)
+    assert status == 400 and b"256" in body
+
+
+def test_deep_nesting_is_refused_by_the_system_one_api_and_the_preview_decoders():
+    """The other routes that decode a client body: a decode error (their 400), never RecursionError."""
+    from vsr_fast.protocol import systemone
+    from vsr_fast.server.route import decode_chat
+
+    with pytest.raises(msgspec.DecodeError, match="nested deeper than 256 levels"):
+        systemone.decode_request(b'{"state": ' + b"[" * 200_000 + b"]" * 200_000 + b"}")
+    with pytest.raises(RequestError) as caught:
+        decode_chat(DEEP)
+    assert caught.value.status == 400 and caught.value.code == "invalid_json"
 
 
 def test_a_responses_item_missing_what_translation_needs_is_a_400_with_its_path(adapters):

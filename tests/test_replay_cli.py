@@ -199,3 +199,29 @@ async def test_run_asks_the_new_configurations_decision_model(stream_name, tmp_p
     offline = json.loads(vsr_replay("run", "--config", str(new), "--redis", REDIS_URL, "--stream", stream_name,
                                     "--json", "--offline").stdout)
     assert offline["approximate"] == 2, "offline, the domain rule reads unknown"
+
+
+async def test_reroute_reads_every_client_apis_copy(configs):
+    """A recorded copy is read by its own API's adapter; a continued Responses request is approximate."""
+    from replay import rerun
+    from vsr_fast.events.types import RequestReceived
+
+    loaded = load_file(configs[0])
+    cases = [
+        ("messages", {"model": "vsr/auto", "max_tokens": 8, "messages": [
+            {"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "rust"}]}]},
+         "code", False),
+        ("responses", {"model": "vsr/auto", "input": [{"type": "additional_tools", "tools": []},
+                                                      {"role": "user", "content": "a refund please"}]},
+         "billing", False),
+        ("responses", {"model": "vsr/auto", "input": "rust", "previous_response_id": "resp_1"}, "code", True),
+        ("images", {"model": "vsr/auto", "prompt": "a rust logo"}, "code", False),
+        ("chat", {"model": "vsr/auto", "messages": [{"role": "user", "content": "hello"}]}, "general", False),
+    ]
+    for api, body, decision, approximate in cases:
+        received = RequestReceived(replay_id="r", api=api, request=msgspec.json.encode(body))
+        outcome, approx = await rerun.reroute(loaded, received)
+        assert (outcome.decision, approx) == (decision, approximate), api
+    bad = RequestReceived(replay_id="r", api="messages", request=b'{"model": "vsr/auto", "messages": []}')
+    outcome, _ = await rerun.reroute(loaded, bad)
+    assert outcome.error == "empty_array"

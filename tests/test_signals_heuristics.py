@@ -55,7 +55,11 @@ def user(text: str, *, identity: Identity = ANONYMOUS, **kw: Any) -> CanonicalRe
 
 
 def chat(doc: dict[str, Any], identity: Identity = ANONYMOUS) -> CanonicalRequest:
-    """A request as the server builds it: Chat JSON bytes through the shared decoder."""
+    """A request as the server builds it: Chat JSON bytes through the shared decoder. An empty
+    conversation never passes the Chat decoder (OpenAI's empty_array), but reaches the signals
+    from a Responses request whose input is empty: built directly."""
+    if not doc["messages"]:
+        return CanonicalRequest([], identity=identity)
     return CanonicalRequest.from_chat(REQUEST_DECODER.decode(msgspec.json.encode(doc)), identity)
 
 

@@ -51,6 +51,8 @@ CASES = [
     ("count-gte", {"keywords": [r"\?"], "method": "regex", "count": {"gte": 3}}, "a? b? c?", True, 3.0),
     ("count-short", {"keywords": [r"\?"], "method": "regex", "count": {"gte": 3}}, "a? b?", False, 2.0),
     ("count-literal", {"keywords": ["step"], "count": {"eq": 2}}, "step one, step two", True, 2.0),
+    # A punctuation keyword has no word edge to check: every "!" counts (issue 10).
+    ("count-punctuation", {"keywords": ["!"], "count": {"gte": 3}}, "What a day!!! Really!", True, 4.0),
     ("density-gt", {"keywords": ["json"], "density": {"gt": 50}}, "json json", True, 1000 * 2 / 9),
     ("density-low", {"keywords": ["json"], "density": {"gt": 50}}, "json " + "x" * 995, False, 1.0),
     ("regex-or", {"method": "regex", "keywords": [r"\d+\s*\+\s*\d+", "integral"]}, "what is 2 + 3", True, 1.0),

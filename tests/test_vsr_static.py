@@ -53,7 +53,15 @@ def spans(model, text: str) -> list[tuple[str, str]]:
 
 
 def test_exports():
-    assert sorted(vsr_static.__all__) == sorted(["ArtifactError", "SPAN_LABELS", "VsrStatic1", "load"])
+    assert sorted(vsr_static.__all__) == sorted(["ArtifactError", "SPAN_LABELS", "VsrStatic1", "count_tokens", "load"])
+
+
+def test_count_tokens_is_the_models_own_tokenizers_count(model):
+    """What count_tokens estimates with: the WordPiece tokens the model itself reads, no specials."""
+    texts = ["How do I reverse a linked list in Python?", "naïve café, 北京 😀", ""]
+    expected = sum(len(model.embedding.tokenizer.encode(t, add_special_tokens=False).ids) for t in texts)
+    assert vsr_static.count_tokens(texts) == expected > 10
+    assert vsr_static.count_tokens([]) == 0
 
 
 def test_load_is_cached_and_is_a_decision_model(model):

@@ -7,6 +7,8 @@
     │   ├── InvalidUtf8             400 invalid_utf8
     │   ├── InvalidType             400 invalid_type
     │   ├── InvalidValue            400 invalid_value
+    │   ├── EmptyArray              400 empty_array
+    │   ├── UnknownParameter        400 unknown_parameter
     │   ├── PreviousResponseNotFound 400 previous_response_not_found
     │   ├── MethodNotAllowed        405 method_not_allowed
     │   ├── BodyTimeout             408 body_timeout
@@ -86,6 +88,14 @@ class InvalidType(RequestError):
 
 class InvalidValue(RequestError):
     code = "invalid_value"
+
+
+class EmptyArray(RequestError):
+    code = "empty_array"
+
+
+class UnknownParameter(RequestError):
+    code = "unknown_parameter"
 
 
 class PreviousResponseNotFound(RequestError):

@@ -3,6 +3,7 @@
 - windows: UTF-8-safe scan windows and the routing view of a long input.
 - bm25: BM25 index and scoring equal to rank_bm25's, and the BM25 tokenizer.
 - keywords: literal keyword counts and density, trigram similarity, fuzzy words.
+- jsonscan: how deeply raw JSON nests, before any decoder reads it.
 
 Each module's contract is its .pyi stub. _reference holds pure-Python
 equivalents for the parity tests and benchmarks only.

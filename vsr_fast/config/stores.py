@@ -6,6 +6,7 @@ is turned on by a ``response_cache`` plugin entry and the replay by
 """
 from __future__ import annotations
 
+import os
 from typing import Annotated, Literal
 
 from msgspec import Meta
@@ -41,6 +42,12 @@ class EventStreamStore(Block):
     spill_max_bytes: Annotated[int, Meta(ge=1 << 20)] = 1 << 30
 
 
+def default_events_dir() -> str:
+    """Where event journals live when ``event_stream.path`` is unset: ``$VSR_STATE_DIR/events``
+    (``.vsr`` by default), one directory per listener port and worker below it."""
+    return os.path.join(os.environ.get("VSR_STATE_DIR", ".vsr"), "events")
+
+
 class ResponseCacheStore(Block):
     """``global.stores.response_cache``: where exact answers are kept."""
 
@@ -70,4 +77,5 @@ class Stores(Block):
     responses: ResponsesStore = ResponsesStore()
 
 
-__all__ = ["DEFAULT_REDIS_URL", "EventStreamStore", "ResponseCacheStore", "ResponsesStore", "Stores"]
+__all__ = ["DEFAULT_REDIS_URL", "EventStreamStore", "ResponseCacheStore", "ResponsesStore", "Stores",
+           "default_events_dir"]

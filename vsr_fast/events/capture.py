@@ -2,6 +2,8 @@
 
 - ``request_copy``: the canonical, size-capped Chat Completions body that
   ``router_replay`` keeps and ``vsr-replay run`` re-routes.
+- ``body_copy``: any other client API's body as received, size-capped the
+  same way (media left out, then texts cut), for the same re-route.
 - ``AnswerCapture``: the answer's bytes as the client received them, up to a
   bound, fed chunk by chunk by the relay.
 - ``answer_facts``: finish reason, usage and completeness read back from a
@@ -112,6 +114,58 @@ def _cut_text(message: Message, drop_bytes: int) -> Message:
     return msgspec.structs.replace(message, content=parts[::-1])
 
 
+# A string under one of these keys names or tags something: never cut, or the copy would not decode.
+_NAMES = frozenset({"type", "role", "model", "name", "id", "call_id", "tool_use_id", "namespace", "media_type",
+                    "previous_response_id", "status", "detail"})
+_JSON_DECODER = msgspec.json.Decoder()
+
+
+def body_copy(raw: bytes, max_bytes: int) -> tuple[bytes | None, bool]:
+    """``(body, truncated)``: a Messages, Responses or Images body as received, at most ``max_bytes``.
+
+    Whole when it fits. Past the cap, media data (base64 sources, ``data:`` URLs,
+    file data) is left out, its kind kept, then the longest texts are cut first,
+    so the copy still decodes as the client's protocol. None when even that does
+    not fit, or the body is no JSON object.
+    """
+    if max_bytes <= 0:
+        return None, True
+    if len(raw) <= max_bytes:
+        return raw, False
+    try:
+        doc = _JSON_DECODER.decode(raw)
+    except msgspec.DecodeError:
+        return None, True
+    if not isinstance(doc, dict):
+        return None, True
+    leaves: list[tuple[dict | list, str | int]] = []
+    _slim(doc, leaves)
+    body = _JSON.encode(doc)
+    leaves.sort(key=lambda leaf: -len(leaf[0][leaf[1]]))   # type: ignore[index]
+    for container, key in leaves:
+        over = len(body) - max_bytes
+        if over <= 0:
+            break
+        container[key] = _cut(container[key], over)   # type: ignore[index]
+        body = _JSON.encode(doc)
+    return (body, True) if len(body) <= max_bytes else (None, True)
+
+
+def _slim(value: Any, leaves: list[tuple[dict | list, str | int]]) -> None:
+    """Leave media data out of ``value`` in place; collect the strings that may be cut."""
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, v in list(items):
+        if isinstance(v, str):
+            if key == "file_data" or (key == "data" and isinstance(value, dict) and value.get("type") == "base64"):
+                value[key] = ""
+            elif v.startswith("data:") and ";base64," in v[:100]:
+                value[key] = v[:v.index(";base64,")] + ";omitted"
+            elif key not in _NAMES:
+                leaves.append((value, key))
+        elif isinstance(v, (dict, list)):
+            _slim(v, leaves)
+
+
 # --- the answer ----------------------------------------------------------------------
 
 
@@ -200,4 +254,4 @@ def answer_facts(body: bytes, streamed: bool) -> AnswerFacts:
     return AnswerFacts(reason, usage, done and not error, error)
 
 
-__all__ = ["AnswerCapture", "AnswerFacts", "answer_facts", "request_copy"]
+__all__ = ["AnswerCapture", "AnswerFacts", "answer_facts", "body_copy", "request_copy"]

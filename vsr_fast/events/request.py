@@ -18,7 +18,7 @@ from ..routing import Route
 from ..signals.base import Identity
 from ..signals.registry import Readings
 from ..upstream import Attempt
-from .capture import AnswerCapture, request_copy
+from .capture import AnswerCapture, body_copy, request_copy
 from .types import (
     AnswerCompleted,
     CacheHit,
@@ -89,32 +89,41 @@ class RequestEvents:
     # --- the request --------------------------------------------------------------------
 
     def received(self, raw: bytes, request: ChatRequest | None, *, route: Route | None = None,
-                 identity: Identity | None = None, api: str = "chat", shadow: bool = True) -> None:
+                 identity: Identity | None = None, api: str = "chat", shadow: bool = True,
+                 model: str | None = None, stream: bool | None = None) -> None:
         """The request arrived (record it once routing chose the policy; ``ts_ms`` is its arrival).
 
-        ``shadow``: False where router_replay.shadow must not run (anything but
-        single-model provider dispatch, spec 5.7).
+        Chat: ``request`` is the decoded body, kept as its canonical copy. Any other
+        client API: ``request`` is None, the body is kept as received (``body_copy``),
+        and ``model`` and ``stream`` say what it asked for. ``shadow``: False where
+        router_replay.shadow must not run (anything but single-model provider dispatch
+        of a Chat request, spec 5.7).
         """
         if route is not None:
             self.recipe = route.recipe
         p = self.policy
         copy, cut = (None, False)
         user, groups = None, []
-        if request is not None and p.request_bytes > 0:
-            copy, cut = request_copy(request, p.request_bytes)
+        if p.request_bytes > 0 and (request is not None or api != "chat"):
+            if request is not None:
+                copy, cut = request_copy(request, p.request_bytes)
+            else:
+                copy, cut = body_copy(raw, p.request_bytes)
             if identity is not None:
                 user, groups = identity.user, sorted(identity.groups)
         shadow_copy = None
         sp = p.shadow
-        if shadow and p.enabled and sp is not None and random.random() < sp.sample_rate:
+        # The shadow dispatcher sends Chat Completions bodies: other APIs are not sampled.
+        if shadow and api == "chat" and p.enabled and sp is not None and random.random() < sp.sample_rate:
             live = route.candidates[0].name if route is not None and route.candidates else None
             shadow_copy = ShadowCopy(model=sp.model, body=raw, live_model=live, timeout_seconds=sp.timeout_seconds,
                                      max_concurrency=sp.max_concurrency, max_body_bytes=p.response_bytes)
         fields = self._common()
         fields["ts_ms"] = self.started_ms
+        if request is not None:
+            model, stream = request.model, request.stream
         self.sink.record(RequestReceived(
-            **fields, api=api, model=request.model if request is not None else "",
-            stream=request.stream if request is not None else False, body_bytes=len(raw), request=copy,
+            **fields, api=api, model=model or "", stream=bool(stream), body_bytes=len(raw), request=copy,
             request_truncated=cut, user=user, groups=groups, shadow=shadow_copy,
         ))
 
@@ -143,10 +152,11 @@ class RequestEvents:
             verdicts=verdicts,
         ))
 
-    def routed(self, raw: bytes, request: ChatRequest, route: Route, *, identity: Identity | None = None,
-               shadow: bool = True) -> None:
+    def routed(self, raw: bytes, request: ChatRequest | None, route: Route, *, identity: Identity | None = None,
+               shadow: bool = True, api: str = "chat", model: str | None = None, stream: bool | None = None) -> None:
         """``received``, ``signals`` and ``decision`` at once: what the hot path calls after routing."""
-        self.received(raw, request, route=route, identity=identity, shadow=shadow)
+        self.received(raw, request, route=route, identity=identity, shadow=shadow, api=api, model=model,
+                      stream=stream)
         self.signals(route.readings)
         self.decision(route)
 

@@ -97,8 +97,10 @@ class RequestReceived(_Event, tag="request_received"):
     model: str = ""                   # the model name the client asked for
     stream: bool = False
     body_bytes: int = 0               # the size of the client's body
-    # A canonical Chat Completions body (routing fields, media data left out),
-    # capped at router_replay.max_body_bytes; present only when capture is allowed.
+    # The request, capped at router_replay.max_body_bytes; present only when capture is
+    # allowed. Chat: a canonical Chat Completions body (routing fields, media data left
+    # out). Messages, Responses, Images: the body as received (past the cap, media data
+    # left out and the longest texts cut; request_truncated says so).
     request: bytes | None = None
     request_truncated: bool = False
     user: str | None = None           # the identity routing read, kept with the request copy

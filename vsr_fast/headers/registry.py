@@ -64,6 +64,32 @@ ROUTER_PREFIX = "x-vsr-"
 # router writes content-type, accept and the backend's credential itself.
 TO_PROVIDER = frozenset({REQUEST_ID, "traceparent", "tracestate", "user-agent"})
 
+# Provider-defined headers a client sends for the body it sends: the betas that
+# unlock fields (Claude Code's context_management, output_config, mid-conversation
+# system messages) and the API version that reads them. They reach a backend of
+# the client's own api_format only, which receives that body unchanged; a
+# translated body is written for the backend's stable API and carries none.
+ANTHROPIC_VERSION = _register("anthropic-version", P, PUB, "protocol",
+                              "Anthropic API version; the client's reaches an anthropic backend with its own body "
+                              "(a translated body gets 2023-06-01).")
+ANTHROPIC_BETA = _register("anthropic-beta", P, PUB, "protocol",
+                           "Anthropic betas the client's body uses; reach an anthropic backend only.")
+OPENAI_BETA = _register("openai-beta", P, PUB, "protocol",
+                        "OpenAI betas the client's body uses; reach a backend of the client's own format only.")
+CODEX_RESPONSES_LITE = _register("x-openai-internal-codex-responses-lite", P, PUB, "protocol",
+                                 "Codex's Responses dialect (tools in additional_tools input items); reaches a "
+                                 "responses backend only.")
+SAME_FORMAT = {
+    "anthropic": frozenset({ANTHROPIC_VERSION, ANTHROPIC_BETA}),
+    "openai": frozenset({OPENAI_BETA}),
+    "responses": frozenset({OPENAI_BETA, CODEX_RESPONSES_LITE}),
+}
+
+# A count_tokens answer computed by the router rather than by the model's provider.
+TOKEN_COUNT = _register("x-vsr-token-count", R, PUB, "protocol",
+                        "On POST /v1/messages/count_tokens: 'estimate' when the router counted with its embedded "
+                        "tokenizer (the model's backend is not an Anthropic one), absent when the backend counted.")
+
 # Provider-bound headers the router writes itself: framing, the backend's credential,
 # the protocol version it speaks. header_mutation may not write them (reserved_header).
 ROUTER_WRITES = frozenset({

@@ -41,7 +41,8 @@ model, an Images client and a text model) raise ``UnsupportedCapability``.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgspec
@@ -49,9 +50,12 @@ import msgspec
 from ..config import output as output_rules
 from ..config.output import UnsupportedCapability
 from ..errors import PreviousResponseNotFound, RequestError, UpstreamError, VsrError
+from ..headers.registry import ANTHROPIC_VERSION, SAME_FORMAT
 from .canonical import ANONYMOUS, CanonicalRequest, Identity
 from . import anthropic, chat, images, responses
-from .errors import decode_error, openai_error_body
+from .errors import (
+    BodyProblem, Problem, anthropic_request_error, decode_body, openai_error_body, openai_request_error, problem_of,
+)
 from .rewrite import ModelRewriter
 from .translate import (
     BY_FORMAT, CHAT, IMAGES, MESSAGES, PATHS, RESPONSES, Answer, Conversation, Loss, NewId, Passthrough,
@@ -72,6 +76,8 @@ class Inbound:
     body: Any
     previous_response_id: str | None = None   # Responses, once prepare() expanded it
     memo: dict = field(default_factory=dict)
+    # The client's provider-defined headers (anthropic-beta, ...): for a backend of its own format.
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +88,7 @@ class Outbound:
     path: str
     body: bytes
     stream: bool
-    headers: tuple[tuple[str, str], ...] = ()
+    headers: tuple[tuple[str, str | bytes], ...] = ()
     losses: tuple[Loss, ...] = ()
 
 
@@ -105,12 +111,19 @@ class Adapter(abc.ABC):
 
     # --- request -------------------------------------------------------------------------
 
-    def decode(self, raw: bytes) -> Inbound:
-        """The typed request; RequestError naming the bad field's path otherwise."""
+    def decode(self, raw: bytes, headers: Iterable[tuple[bytes, bytes]] = ()) -> Inbound:
+        """The typed request; a 400 RequestError in the client's words naming the bad field's path
+        otherwise (never a 5xx: depth, encoding and size problems included). ``headers``: the
+        client's request headers, of which those its own api_format defines are kept."""
         try:
-            return Inbound(self.api, raw, self._decoder.decode(raw))
-        except msgspec.DecodeError as exc:
-            raise decode_error(exc) from None
+            body = decode_body(self._decoder, raw)
+        except BodyProblem as exc:
+            raise self.request_error(exc.problem) from None
+        return Inbound(self.api, raw, body, headers=same_format_headers(self.native, headers))
+
+    def request_error(self, problem: Problem) -> RequestError:
+        """A decode problem in the client's words (OpenAI's, unless the API says otherwise)."""
+        return openai_request_error(problem)
 
     async def prepare(self, req: Inbound) -> Inbound:
         """Anything that needs I/O before routing; only Responses has some."""
@@ -132,7 +145,7 @@ class Adapter(abc.ABC):
 
     def canonical(self, req: Inbound, identity: Identity = ANONYMOUS) -> CanonicalRequest:
         """The protocol-neutral request the signals read, built from Chat messages."""
-        conv, _ = self._conversation(req)
+        conv, _ = self.conversation(req)
         return CanonicalRequest(chat_messages(conv), tools=len(conv.tools), metadata=conv.metadata,
                                 identity=identity)
 
@@ -140,7 +153,7 @@ class Adapter(abc.ABC):
         """The request for a backend speaking ``api_format``, naming ``upstream_model``."""
         if api_format not in PATHS:
             raise UnsupportedCapability(f"api_format {api_format!r} does not serve {self.api} requests")
-        headers = (("anthropic-version", anthropic.API_VERSION),) if api_format == "anthropic" else ()
+        headers = self.provider_headers(req, api_format)
         if api_format == self.native:
             rewrite = req.memo.get("rewrite")
             if rewrite is None:
@@ -153,15 +166,24 @@ class Adapter(abc.ABC):
         return Outbound(PATHS[api_format], body, self.stream(req) and api_format != "images", headers,
                         tuple(losses))
 
+    def provider_headers(self, req: Inbound, api_format: str) -> tuple[tuple[str, str | bytes], ...]:
+        """The protocol headers a backend of ``api_format`` gets: the client's own betas and version
+        when the body goes to it unchanged, and an Anthropic backend always an anthropic-version."""
+        headers = req.headers if api_format == self.native else ()
+        if api_format == "anthropic" and not any(k == ANTHROPIC_VERSION for k, _ in headers):
+            headers += ((ANTHROPIC_VERSION, anthropic.API_VERSION),)
+        return headers
+
     def _translate(self, req: Inbound, api_format: str, model: str) -> tuple[bytes, list[Loss]]:
         if api_format == "images":
             raise UnsupportedCapability(f"the {self.api} API cannot return an image; "
                                         "an images model serves the Responses and Images APIs")
-        conv, read_losses = self._conversation(req)
+        conv, read_losses = self.conversation(req)
         body, write_losses = BY_FORMAT[api_format].write_request(conv, model)
         return body, [*read_losses, *write_losses]
 
-    def _conversation(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
+    def conversation(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
+        """The client's request as the neutral conversation (memoised), with what reading it lost."""
         found = req.memo.get("conversation")
         if found is None:
             found = req.memo["conversation"] = self._read(req)
@@ -232,6 +254,14 @@ class Adapter(abc.ABC):
         return Reply(status, content_type, body)
 
 
+def same_format_headers(api_format: str, headers: Iterable[tuple[bytes, bytes]]) -> tuple[tuple[str, bytes], ...]:
+    """The client's headers that ``api_format`` defines for its bodies (header registry: SAME_FORMAT)."""
+    names = SAME_FORMAT.get(api_format)
+    if not names:
+        return ()
+    return tuple((k.decode("latin-1"), v) for k, v in headers if k.decode("latin-1") in names)
+
+
 def _unreadable(exc: msgspec.DecodeError) -> UpstreamError:
     return UpstreamError(f"the upstream answer could not be read: {exc}")
 
@@ -265,7 +295,7 @@ class MessagesAdapter(Adapter):
         return MESSAGES.read_request(req.body, req.raw)
 
     def canonical(self, req: Inbound, identity: Identity = ANONYMOUS) -> CanonicalRequest:
-        conv, _ = self._conversation(req)
+        conv, _ = self.conversation(req)
         meta = {k: v for k, v in (req.body.metadata or {}).items() if isinstance(v, str)}
         return CanonicalRequest(chat_messages(conv), tools=len(req.body.tools or ()), metadata=meta,
                                 identity=identity)
@@ -283,6 +313,10 @@ class MessagesAdapter(Adapter):
         """Anthropic's shape and statuses: 529 overloaded_error for ``code == "overloaded"``."""
         status, body = anthropic.vsr_error_answer(exc)
         return status, JSON, body
+
+    def request_error(self, problem: Problem) -> RequestError:
+        """Anthropic's words (``messages.1.role: Input should be ...``): Claude Code reads them."""
+        return anthropic_request_error(problem)
 
 
 class ResponsesAdapter(Adapter):
@@ -310,9 +344,9 @@ class ResponsesAdapter(Adapter):
         raw = responses.ENCODER.encode(top)
         try:
             body = responses.REQUEST_DECODER.decode(raw)
-        except msgspec.DecodeError as exc:
-            raise decode_error(exc) from None
-        return Inbound(self.api, raw, body, previous)
+        except msgspec.DecodeError as exc:   # a stored item the current schema refuses
+            raise openai_request_error(problem_of(exc, responses.ResponsesRequest)) from None
+        return replace(req, raw=raw, body=body, previous_response_id=previous, memo={})
 
     def with_output_tools(self, req: Inbound, output: Any) -> Inbound:
         tools = [getattr(tool, "type", None) for tool in (req.body.tools or ())]
@@ -333,7 +367,14 @@ class ResponsesAdapter(Adapter):
         if force:
             top["tool_choice"] = {"type": "image_generation"}
         raw = responses.ENCODER.encode(top)
-        return Inbound(self.api, raw, responses.REQUEST_DECODER.decode(raw), req.previous_response_id)
+        return replace(req, raw=raw, body=responses.REQUEST_DECODER.decode(raw), memo={})
+
+    def canonical(self, req: Inbound, identity: Identity = ANONYMOUS) -> CanonicalRequest:
+        """As for every API, with every tool the client declared counted: Codex declares its tools in
+        additional_tools input items, grouped in namespaces; hosted tools count too."""
+        conv, _ = self.conversation(req)
+        return CanonicalRequest(chat_messages(conv), tools=RESPONSES.declared_tool_count(req.body),
+                                metadata=conv.metadata, identity=identity)
 
     def _read(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
         return RESPONSES.read_request(req.body, req.raw)
@@ -341,7 +382,7 @@ class ResponsesAdapter(Adapter):
     def _translate(self, req: Inbound, api_format: str, model: str) -> tuple[bytes, list[Loss]]:
         if api_format != "images":
             return super()._translate(req, api_format, model)
-        conv, read_losses = self._conversation(req)
+        conv, read_losses = self.conversation(req)
         tools = req.body.tools or ()
         tool = next((msgspec.structs.asdict(t) for t in tools if t.type == "image_generation"), None)
         # The Images API is the image_generation tool: neither it (its options go into the
@@ -408,8 +449,8 @@ class ImagesAdapter(Adapter):
     api, native = "images", "images"
     _decoder = images.REQUEST_DECODER
 
-    def decode(self, raw: bytes) -> Inbound:
-        req = super().decode(raw)
+    def decode(self, raw: bytes, headers: Iterable[tuple[bytes, bytes]] = ()) -> Inbound:
+        req = super().decode(raw, headers)
         if req.body.stream:
             # Partial-image streaming is a later codec; say so rather than answer whole.
             raise RequestError("Streaming image generation is not supported", param="stream")

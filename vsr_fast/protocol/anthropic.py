@@ -102,7 +102,10 @@ ContentBlock = (
 
 
 class Message(Struct, frozen=True):
-    role: Literal["user", "assistant"]
+    """A turn; ``system`` is Claude Code's mid-conversation instruction (beta
+    ``mid-conversation-system-2026-04-07``), carried in place where the target can."""
+
+    role: Literal["user", "assistant", "system"]
     content: str | list[ContentBlock]
 
 
@@ -126,11 +129,11 @@ class ToolChoice(Struct, frozen=True, omit_defaults=True):
     disable_parallel_tool_use: bool | None = None
 
 
-class MessagesRequest(Struct, frozen=True, omit_defaults=True):
-    """The fields of a Messages request that routing and translation read."""
+class CountTokensRequest(Struct, frozen=True, omit_defaults=True, kw_only=True):
+    """A ``POST /v1/messages/count_tokens`` body: a Messages request, ``max_tokens`` optional."""
 
-    messages: list[Message]
-    max_tokens: Annotated[int, Meta(ge=1)]
+    messages: Annotated[list[Message], Meta(min_length=1)]
+    max_tokens: Annotated[int, Meta(ge=1)] | None = None
     model: str = ""
     system: str | list[TextBlock] | None = None
     stop_sequences: list[str] | None = None
@@ -149,6 +152,12 @@ class MessagesRequest(Struct, frozen=True, omit_defaults=True):
         if isinstance(self.system, str):
             return self.system
         return "\n".join(b.text for b in self.system)
+
+
+class MessagesRequest(CountTokensRequest, frozen=True, omit_defaults=True, kw_only=True):
+    """The fields of a Messages request that routing and translation read."""
+
+    max_tokens: Annotated[int, Meta(ge=1)]
 
 
 # --- response --------------------------------------------------------------------------
@@ -194,6 +203,15 @@ class OutToolUse(Struct, tag="tool_use", frozen=True):
     input: dict[str, Any]
 
 
+class OutUsage(Struct, frozen=True):
+    """Usage as Anthropic sends it: every counter an integer (clients add them up), never null."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+
 class OutMessage(Struct, frozen=True):
     """The answer we send an Anthropic client: only the block types we produce."""
 
@@ -202,7 +220,7 @@ class OutMessage(Struct, frozen=True):
     content: list[OutText | OutToolUse]
     stop_reason: str | None
     stop_sequence: str | None = None
-    usage: Usage = Usage()
+    usage: OutUsage = OutUsage()
     type: str = "message"
     role: str = "assistant"
 
@@ -304,6 +322,7 @@ def vsr_error_answer(exc: VsrError) -> tuple[int, bytes]:
 
 
 REQUEST_DECODER = msgspec.json.Decoder(MessagesRequest)
+COUNT_TOKENS_DECODER = msgspec.json.Decoder(CountTokensRequest)
 RESPONSE_DECODER = msgspec.json.Decoder(MessagesResponse)
 ERROR_DECODER = msgspec.json.Decoder(ErrorResponse)
 EVENT_DECODERS: dict[str, msgspec.json.Decoder] = {

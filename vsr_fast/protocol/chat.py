@@ -7,10 +7,10 @@ or a plugin rewrites them.
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
-from msgspec import Struct, field
+from msgspec import Meta, Struct, field
 
 
 class ImageURL(Struct, frozen=True):
@@ -90,14 +90,19 @@ class StreamOptions(Struct, frozen=True):
 
 
 class ChatRequest(Struct, frozen=True):
-    """The fields of a Chat Completions request that routing reads."""
+    """The fields of a Chat Completions request that routing reads.
 
-    messages: list[Message]
+    Strict where OpenAI is: at least one message (``empty_array``), the roles
+    and tool_choice modes it knows. Fields it does not read pass (vendor
+    extensions such as vLLM's are common on Chat).
+    """
+
+    messages: Annotated[list[Message], Meta(min_length=1)]
     model: str = ""
     stream: bool = False
     stream_options: StreamOptions | None = None
     tools: list[Tool] | None = None
-    tool_choice: str | dict[str, Any] | None = None
+    tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
     max_tokens: int | None = None
     max_completion_tokens: int | None = None
     temperature: float | None = None
@@ -105,6 +110,11 @@ class ChatRequest(Struct, frozen=True):
     n: int | None = None
     user: str | None = None
     metadata: dict[str, str] | None = None
+    # Not read by routing: typed so that a wrong type is a 400 here, not a failure in translation.
+    stop: str | list[str] | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: dict[str, Any] | None = None
+    reasoning_effort: str | None = None
 
 
 # --- responses ---------------------------------------------------------------------

@@ -1,16 +1,223 @@
-"""Error bodies in the client protocol's own shape, and request decode errors with paths."""
+"""Why a request body does not decode, and that reason in each client protocol's own words.
+
+Every client API decodes its body through ``decode_body``: the JSON nesting is
+bounded first (``MAX_JSON_DEPTH``: what walks a decoded value recurses, and
+msgspec itself raises RecursionError near 100,000 levels), then msgspec decodes
+and validates. A failure becomes one ``Problem`` (what is wrong, where, with
+the allowed values when the schema has a list of them), which each protocol
+renders as its API does:
+
+- OpenAI (Chat, Responses, Images): ``{"error": {message, type, param, code}}``
+  with ``param`` the field's path, ``messages[0].role``, and OpenAI's codes
+  (``unknown_parameter``, ``empty_array``, ``invalid_type``, ``invalid_value``).
+- Anthropic (Messages): ``{"type": "error", "error": {"type": "invalid_request_error",
+  "message": "messages.1.role: Input should be 'user', 'assistant' or 'system'"}}``:
+  the dotted path, then the validation message in Anthropic's wording.
+"""
 from __future__ import annotations
 
+import functools
 import re
+from dataclasses import dataclass
+from typing import Any
 
 import msgspec
+from msgspec import inspect as mi
 
-from ..errors import InvalidJson, InvalidType, InvalidUtf8, InvalidValue, RequestError, VsrError
+from .._ext.jsonscan import nesting_depth
+from ..errors import (
+    EmptyArray, InvalidJson, InvalidType, InvalidUtf8, InvalidValue, RequestError, UnknownParameter, VsrError,
+)
 from .chat import ENCODER, ErrorBody, ErrorResponse
 
+# Deeper than any real request (a tool's JSON Schema rarely passes 20) and far below
+# the interpreter's recursion limit, which msgspec.to_builtins and our walks share.
+MAX_JSON_DEPTH = 256
+
 _AT = re.compile(r" - at `\$(.*)`$")
-# msgspec's type mismatch; its constraint failures ("Expected `int` >= 1") are values of the right type.
-_WRONG_TYPE = re.compile(r"Expected `[^`]*`, got `[^`]*`")
+_SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[\.\.\.\]")
+_MISSING = re.compile(r"Object missing required field `([^`]*)`")
+_UNKNOWN = re.compile(r"Object contains unknown field `([^`]*)`")
+_WRONG_TYPE = re.compile(r"Expected `([^`]*)`, got `([^`]*)`")
+_BOUND = re.compile(r"Expected `([^`]*)` (>=|<=|>|<) (\S+)$")
+_LENGTH = re.compile(r"Expected `([^`]*)` of length (>=|<=) (\d+)$")
+_ENUM = re.compile(r"Invalid enum value '(.*)'$")
+_VALUE = re.compile(r"Invalid value '(.*)'$")
+
+Path = tuple[str | int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One reason a body does not decode. ``kind``: json, utf8, depth, missing, unknown,
+    type, bound, length, enum, tag or invalid; ``path``: where, as keys and indices."""
+
+    kind: str
+    path: Path = ()
+    detail: str = ""                 # msgspec's own words, without the path
+    value: str | None = None         # the refused enum value or tag
+    options: tuple[str, ...] = ()    # the allowed values, when the schema lists them
+    expected: str = ""               # the expected type, or the bound/length constraint
+    got: str = ""
+
+
+class BodyProblem(Exception):
+    """Raised by ``decode_body``; render ``problem`` in the client's protocol."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.detail)
+        self.problem = problem
+
+
+def decode_body(decoder: msgspec.json.Decoder, raw: bytes) -> Any:
+    """``decoder.decode(raw)``, refusing over-deep JSON first; BodyProblem on any failure."""
+    if nesting_depth(raw, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+        raise BodyProblem(Problem("depth", detail=f"JSON nested deeper than {MAX_JSON_DEPTH} levels"))
+    try:
+        return decoder.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise BodyProblem(problem_of(exc, decoder.type)) from None
+    except RecursionError:   # unreachable past the depth check; kept so no decode can be a 500
+        raise BodyProblem(Problem("depth", detail="JSON nested too deeply")) from None
+
+
+def problem_of(exc: msgspec.DecodeError, schema: Any = None) -> Problem:
+    """A msgspec error as a Problem; ``schema`` (the decoded type) supplies allowed values."""
+    text = str(exc)
+    if not isinstance(exc, msgspec.ValidationError):
+        kind = "utf8" if "UTF-8" in text else "json"
+        return Problem(kind, detail=text)
+    m = _AT.search(text)
+    path = _parse_path(m.group(1)) if m else ()
+    detail = _AT.sub("", text)
+    if (found := _MISSING.match(detail)) is not None:
+        return Problem("missing", (*path, found.group(1)), detail)
+    if (found := _UNKNOWN.match(detail)) is not None:
+        return Problem("unknown", (*path, found.group(1)), detail)
+    if (found := _WRONG_TYPE.match(detail)) is not None:
+        return Problem("type", path, detail, expected=found.group(1), got=found.group(2))
+    if (found := _LENGTH.match(detail)) is not None:
+        return Problem("length", path, detail, expected=f"{found.group(2)} {found.group(3)}", got=found.group(1))
+    if (found := _BOUND.match(detail)) is not None:
+        return Problem("bound", path, detail, expected=f"{found.group(2)} {found.group(3)}", got=found.group(1))
+    if (found := _ENUM.match(detail)) is not None:
+        return Problem("enum", path, detail, found.group(1), _literal_values(schema, path))
+    if (found := _VALUE.match(detail)) is not None:
+        tags = _tags(schema, path[:-1]) if path else ()
+        if tags:
+            return Problem("tag", path, detail, found.group(1), tags)
+        return Problem("invalid", path, detail, found.group(1))
+    return Problem("invalid", path, detail)
+
+
+def _parse_path(text: str) -> Path:
+    out: list[str | int] = []
+    for m in _SEGMENT.finditer(text):
+        if m.group(1) is not None:
+            out.append(m.group(1))
+        elif m.group(2) is not None:
+            out.append(int(m.group(2)))
+        else:
+            out.append("...")
+    return tuple(out)
+
+
+# --- allowed values, read from the schema ---------------------------------------------------
+
+
+def _literal_values(schema: Any, path: Path) -> tuple[str, ...]:
+    return tuple(str(v) for t in _types_at(schema, path) if isinstance(t, mi.LiteralType) for v in t.values)
+
+
+def _tags(schema: Any, path: Path) -> tuple[str, ...]:
+    """The tags of the tagged union found at ``path`` (a content block's ``type``s, say)."""
+    return tuple(str(t.tag) for t in _types_at(schema, path) if isinstance(t, mi.StructType) and t.tag is not None)
+
+
+def _types_at(schema: Any, path: Path) -> list[mi.Type]:
+    if schema is None:
+        return []
+    return _walk(_info(schema), tuple("#" if isinstance(p, int) else p for p in path))
+
+
+@functools.cache
+def _info(schema: Any) -> mi.Type:
+    return mi.type_info(schema)
+
+
+def _walk(t: mi.Type, path: tuple[str, ...]) -> list[mi.Type]:
+    """Every type that can stand at ``path`` below ``t`` (unions and containers looked through)."""
+    if isinstance(t, mi.UnionType):
+        return [found for member in t.types for found in _walk(member, path)]
+    if isinstance(t, mi.Metadata):
+        return _walk(t.type, path)
+    if not path:
+        return [t]
+    head, rest = path[0], path[1:]
+    if isinstance(t, (mi.ListType, mi.SetType, mi.FrozenSetType, mi.VarTupleType)) and head == "#":
+        return _walk(t.item_type, rest)
+    if isinstance(t, mi.DictType):
+        return _walk(t.value_type, rest)
+    if isinstance(t, mi.StructType):
+        return [found for f in t.fields if f.encode_name == head for found in _walk(f.type, rest)]
+    return []
+
+
+# --- OpenAI's words ---------------------------------------------------------------------------
+
+
+def openai_path(path: Path) -> str:
+    """``messages[0].content``: OpenAI's ``param``."""
+    out = ""
+    for p in path:
+        if isinstance(p, int) or p == "...":   # "...": a dict key msgspec does not name
+            out += f"[{p}]"
+        else:
+            out += f".{p}" if out else p
+    return out
+
+
+def _quoted(values: tuple[str, ...]) -> str:
+    return ", ".join(f"'{v}'" for v in values)
+
+
+def _code(p: Problem) -> str:
+    """OpenAI's error code for the problem (kept on our errors for every protocol: events, metrics)."""
+    if p.kind == "length" and p.expected == ">= 1":
+        return "empty_array"
+    return {"json": "invalid_json", "utf8": "invalid_utf8", "depth": "invalid_json", "type": "invalid_type",
+            "unknown": "unknown_parameter"}.get(p.kind, "invalid_value")
+
+
+# Each code a decode problem can have -> its class in the error tree.
+_ERRORS: dict[str, type[RequestError]] = {
+    "invalid_json": InvalidJson, "invalid_utf8": InvalidUtf8, "invalid_type": InvalidType,
+    "invalid_value": InvalidValue, "empty_array": EmptyArray, "unknown_parameter": UnknownParameter,
+}
+
+
+def openai_request_error(problem: Problem) -> RequestError:
+    """A 400 in OpenAI's shape: ``param`` is the path, ``code`` says what kind of problem."""
+    p = problem
+    path = openai_path(p.path)
+    where = f" at `{path}`" if path else ""
+    code = _code(p)
+    if p.kind == "json":
+        message = f"Request body is not valid JSON: {p.detail}"
+    elif p.kind == "utf8":
+        message = f"Request body is not valid UTF-8: {p.detail}"
+    elif p.kind == "depth":
+        message = f"Request body is not accepted: {p.detail}"
+    elif p.kind == "unknown":
+        message = f"Unknown parameter: '{path}'."
+    elif code == "empty_array":
+        message = (f"Invalid '{path}': empty array. Expected an array with minimum length 1, "
+                   "but got an empty array instead.")
+    elif p.kind in ("enum", "tag") and p.options:
+        message = f"Invalid request body: Invalid value '{p.value}'{where}. Supported values are: {_quoted(p.options)}."
+    else:
+        message = f"Invalid request body: {p.detail}{where}"
+    return _ERRORS[code](message, param=path or None)
 
 
 def openai_error_body(exc: VsrError) -> bytes:
@@ -18,19 +225,66 @@ def openai_error_body(exc: VsrError) -> bytes:
     return ENCODER.encode(ErrorResponse(ErrorBody(exc.message, exc.type, exc.param, exc.code)))
 
 
-def decode_error(exc: msgspec.DecodeError) -> RequestError:
-    """Map a msgspec decode or validation error to a 400 naming the bad field's path."""
-    text = str(exc)
-    m = _AT.search(text)
-    if isinstance(exc, msgspec.ValidationError):
-        path = m.group(1).lstrip(".") if m else None
-        message = _AT.sub("", text)
-        missing = re.match(r"Object missing required field `([^`]*)`", message)
-        if missing:
-            path = f"{path}.{missing.group(1)}" if path else missing.group(1)
-        where = f" at `{path}`" if path else ""
-        kind = InvalidType if _WRONG_TYPE.match(message) else InvalidValue
-        return kind(f"Invalid request body: {message}{where}", param=path or None)
-    if "UTF-8" in text:
-        return InvalidUtf8(f"Request body is not valid UTF-8: {text}")
-    return InvalidJson(f"Request body is not valid JSON: {text}")
+# --- Anthropic's words -----------------------------------------------------------------------------
+
+# msgspec's type names -> the words Anthropic's validation messages use.
+_TYPE_WORDS = {"str": "a valid string", "int": "a valid integer", "float": "a valid number",
+               "bool": "a valid boolean", "array": "a valid list", "object": "a valid dictionary",
+               "null": "null"}
+_BOUND_WORDS = {">=": "greater than or equal to", "<=": "less than or equal to", ">": "greater than",
+                "<": "less than"}
+
+
+def anthropic_path(path: Path) -> str:
+    """``messages.1.role``: how Anthropic names a field in its messages."""
+    return ".".join(str(p) for p in path)
+
+
+def _or(values: list[str]) -> str:
+    return values[0] if len(values) == 1 else ", ".join(values[:-1]) + f" or {values[-1]}"
+
+
+def anthropic_message(problem: Problem) -> str:
+    """The problem as Anthropic words it: ``<dotted path>: <what is wrong>``."""
+    p = problem
+    if p.kind == "json":
+        return f"There was an error parsing the body of your request: {p.detail}"
+    if p.kind == "utf8":
+        return f"The request body is not valid UTF-8: {p.detail}"
+    if p.kind == "depth":
+        return f"The request body is not accepted: {p.detail}"
+    path = p.path
+    if p.kind == "missing":
+        what = "Field required"
+    elif p.kind == "unknown":
+        what = "Extra inputs are not permitted"
+    elif p.kind == "type":
+        what = "Input should be " + _or([_TYPE_WORDS.get(t.strip(), f"a valid {t.strip()}")
+                                         for t in p.expected.split("|")])
+    elif p.kind == "bound":
+        op, bound = p.expected.split(" ", 1)
+        what = f"Input should be {_BOUND_WORDS[op]} {bound}"
+    elif p.kind == "length" and path == ("messages",) and p.expected == ">= 1":
+        what = "at least one message is required"
+    elif p.kind == "length":
+        op, n = p.expected.split(" ", 1)
+        what = f"List should have {'at least' if op == '>=' else 'at most'} {n} item{'s' if n != '1' else ''}"
+    elif p.kind == "enum" and p.options:
+        what = "Input should be " + _or([f"'{v}'" for v in p.options])
+    elif p.kind == "tag":
+        path = path[:-1]   # Anthropic names the block, then the tag field it read
+        what = (f"Input tag '{p.value}' found using 'type' does not match any of the expected tags: "
+                f"{_quoted(p.options)}")
+    else:
+        what = p.detail
+    return f"{anthropic_path(path)}: {what}" if path else what
+
+
+def anthropic_request_error(problem: Problem) -> RequestError:
+    """A 400 whose message is in Anthropic's words (the Messages adapter renders its shape)."""
+    return _ERRORS[_code(problem)](anthropic_message(problem), param=openai_path(problem.path) or None)
+
+
+__all__ = ["BodyProblem", "MAX_JSON_DEPTH", "Problem", "anthropic_message", "anthropic_path",
+           "anthropic_request_error", "decode_body", "openai_error_body", "openai_path",
+           "openai_request_error", "problem_of"]

@@ -14,7 +14,7 @@ is a bounded LRU, and a Redis one can keep the same records as bytes.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 import msgspec
 from msgspec import Meta, Struct
@@ -61,24 +61,10 @@ Part = InputText | InputImage | InputFile | OutputText | Refusal | ReasoningText
 OutputPart = InputText | InputImage | InputFile
 
 
-class Item(Struct, frozen=True, omit_defaults=True):
-    """One input item: a message (``type`` may be absent), a function_call, a
-    function_call_output, or another item type (kept, and reported as a loss when translated)."""
-
-    type: str = "message"
-    role: str | None = None
-    content: str | list[Part] | None = None
-    id: str | None = None
-    call_id: str | None = None
-    name: str | None = None
-    arguments: str | None = None
-    output: str | list[OutputPart] | None = None
-    status: str | None = None
-    result: str | None = None
-
-
 class Tool(Struct, frozen=True, omit_defaults=True):
-    """A function tool, or a hosted tool (web_search, image_generation, ...) kept by type."""
+    """A function tool, a freeform ``custom`` tool (its input one string, its ``format`` text or a
+    grammar), a ``namespace`` of function and custom tools (Codex), or a hosted tool
+    (web_search, image_generation, ...) kept by type."""
 
     type: str
     name: str | None = None
@@ -87,16 +73,41 @@ class Tool(Struct, frozen=True, omit_defaults=True):
     strict: bool | None = None
     size: str | None = None
     quality: str | None = None
+    format: dict[str, Any] | None = None          # custom
+    tools: "list[Tool] | None" = None              # namespace
 
 
-class ResponsesRequest(Struct, frozen=True, omit_defaults=True):
-    """The fields of a Responses request that routing and translation read."""
+class Item(Struct, frozen=True, omit_defaults=True):
+    """One input item: a message (``type`` may be absent), a function_call or custom_tool_call
+    (either may name its ``namespace``), their outputs, an ``additional_tools`` item (tools
+    declared at that point of the conversation: Codex), or another item type (kept, and
+    reported as a loss when translated)."""
+
+    type: str = "message"
+    role: Literal["user", "assistant", "system", "developer"] | None = None
+    content: str | list[Part] | None = None
+    id: str | None = None
+    call_id: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+    arguments: str | None = None
+    input: str | None = None                        # custom_tool_call
+    output: str | list[OutputPart] | None = None
+    status: str | None = None
+    result: str | None = None
+    tools: list[Tool] | None = None                 # additional_tools
+
+
+class ResponsesRequest(Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
+    """A Responses request. Strict like OpenAI's API: a top-level field it does not define
+    is a 400 ``unknown_parameter`` (a body with ``messages`` instead of ``input`` is refused,
+    not forwarded). The fields routing and translation do not read are typed loosely."""
 
     model: str = ""
     input: str | list[Item] = ""
     instructions: str | None = None
     tools: list[Tool] | None = None
-    tool_choice: str | dict[str, Any] | None = None
+    tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     max_output_tokens: Annotated[int, Meta(ge=1)] | None = None
     temperature: float | None = None
@@ -108,6 +119,27 @@ class ResponsesRequest(Struct, frozen=True, omit_defaults=True):
     user: str | None = None
     text: dict[str, Any] | None = None
     reasoning: dict[str, Any] | None = None
+    truncation: Literal["auto", "disabled"] | None = None
+    # Read by no one here; declared so that they are known: the create parameters of the
+    # openai SDK this package is tested with, and Codex's client_metadata.
+    access_programs: Any = None
+    background: bool | None = None
+    background_options: Any = None
+    image: Any = None
+    moderation: Any = None
+    prompt_cache_options: Any = None
+    conversation: Any = None
+    include: list[str] | None = None
+    max_tool_calls: int | None = None
+    prompt: Any = None
+    prompt_cache_key: str | None = None
+    prompt_cache_retention: str | None = None
+    safety_identifier: str | None = None
+    service_tier: str | None = None
+    stream_options: dict[str, Any] | None = None
+    top_logprobs: int | None = None
+    context_management: Any = None
+    client_metadata: dict[str, Any] | None = None
 
     def items(self) -> list[Item]:
         """The input as items: a string input is one user message."""

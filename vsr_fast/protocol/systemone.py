@@ -18,6 +18,8 @@ from typing import Any, Literal
 import msgspec
 from msgspec import Struct, field
 
+from .._ext.jsonscan import nesting_depth
+
 # --- the state: named parts of what the questions are about ---------------------------
 
 
@@ -227,6 +229,8 @@ def decode_request(body: bytes) -> StandardRequest | BatchRequest:
     The two forms are told apart by their keys before typed decoding, so a
     mixed body is refused as mixed instead of as an unknown field.
     """
+    if nesting_depth(body, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+        raise msgspec.DecodeError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     top = _TOP.decode(body)
     if not isinstance(top, dict):
         raise msgspec.ValidationError("Expected `object`")
@@ -243,6 +247,7 @@ def decode_request(body: bytes) -> StandardRequest | BatchRequest:
 
 
 _TOP = msgspec.json.Decoder(Any)
+MAX_JSON_DEPTH = 256   # as every client API (protocol.errors); a deeper body is an invalid_request
 _STANDARD = msgspec.json.Decoder(StandardRequest)
 _BATCH = msgspec.json.Decoder(BatchRequest)
 STANDARD_RESPONSE = msgspec.json.Decoder(StandardResponse)

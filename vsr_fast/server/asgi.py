@@ -47,6 +47,65 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+# After a 413 the rest of the refused body is read and dropped before the connection
+# closes (nginx's lingering close): a socket closed with unread data sends a reset, and a
+# client still sending then sees a broken pipe instead of the 413 already written. The
+# bounds cap what a client can make us read for nothing; past them the socket closes.
+LINGER_MAX_BYTES = 256 << 20
+LINGER_MAX_S = 10.0
+
+
+def lingering_close(app):
+    """``app`` with a bounded lingering close after a 413: the answer is sent whole first (so a
+    client that stopped sending reads it at once), then the unread body is discarded, then the
+    response ends and hypercorn closes or recycles the connection."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        ended = False
+        refused = False
+
+        async def tracked() -> Message:
+            nonlocal ended
+            message = await receive()
+            ended = ended or message["type"] == "http.disconnect" or not message.get("more_body", False)
+            return message
+
+        async def lingering(message: Message) -> None:
+            nonlocal refused
+            if message["type"] == "http.response.start":
+                refused = message["status"] == 413
+            elif refused and not ended and is_final(message):
+                await send({**message, "more_body": True})
+                await _discard(tracked, _declared(scope))
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        await app(scope, tracked, lingering)
+
+    return wrapped
+
+
+def _declared(scope: Scope) -> int:
+    value = header(scope, b"content-length")
+    return int(value) if value is not None and value.isdigit() else LINGER_MAX_BYTES
+
+
+async def _discard(receive: Receive, expected: int) -> None:
+    """Read and drop up to ``expected`` body bytes within the bounds; nothing when it is past them."""
+    if expected > LINGER_MAX_BYTES:
+        return
+    size = 0
+    with trio.move_on_after(LINGER_MAX_S):
+        while size <= LINGER_MAX_BYTES:
+            message = await receive()
+            if message["type"] == "http.disconnect" or not message.get("more_body", False):
+                return
+            size += len(message.get("body", b""))
+
+
 async def send_whole(send: Send, status: int, headers: HeaderList, body: bytes) -> None:
     """A complete response in two ASGI messages, with its Content-Length."""
     headers.append((b"content-length", str(len(body)).encode()))

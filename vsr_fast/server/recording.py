@@ -16,7 +16,7 @@ from ..events.types import CacheIntent
 from ..headers import registry as h
 from ..plugins import PLUGINS, SHAPING, response_cache, router_replay
 from ..plugins.shaping import Shaping
-from ..protocol.chat import ChatRequest
+from ..protocol.adapters import Inbound
 from ..routing import Route
 from ..upstream import Attempt
 from .asgi import Scope, header
@@ -82,14 +82,18 @@ class Recording:
                 session_id=sid.decode("latin-1") if sid else None,
             )
 
-    def routed(self, state, scope: Scope, raw: bytes, request: ChatRequest, route: Route) -> None:
-        """Record the request, its signals and its decision; decide whether its answer may be cached."""
+    def routed(self, state, scope: Scope, raw: bytes, req: Inbound, route: Route) -> None:
+        """Record the request (its client API, and the body as received where capture allows), its
+        signals and its decision; decide whether its answer may be cached."""
         ev = self.events
         if ev is None:
             return
         ev.policy = state.policies.replay(route.recipe, route.decision)
         identity = state.identity(scope)
-        ev.routed(raw, request, route, identity=identity, shadow=len(route.candidates) >= 1 and route.recipe is not None)
+        adapter = state.adapters[req.api]
+        ev.routed(raw, req.body if req.api == "chat" else None, route, identity=identity,
+                  shadow=len(route.candidates) >= 1 and route.recipe is not None, api=req.api,
+                  model=adapter.model(req), stream=adapter.stream(req))
         cache = state.policies.cache(route.recipe, route.decision)
         if cache.enabled:
             key = response_cache.cache_key(raw, recipe=route.recipe, decision=route.decision, guard=None, policy=cache,

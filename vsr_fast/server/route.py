@@ -3,11 +3,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import msgspec
-
 from ..config.schema import RouterConfig
 from ..protocol.chat import REQUEST_DECODER, ChatRequest
-from ..protocol.errors import decode_error
+from ..protocol.errors import BodyProblem, decode_body, openai_request_error
 from ..routing import Route, RoutingTable
 from ..routing.plan import SystemOneAsker
 from ..signals.base import ANONYMOUS, CanonicalRequest, Identity
@@ -41,11 +39,11 @@ def identity_reader(config: RouterConfig) -> IdentityReader:
 
 
 def decode_chat(raw: bytes) -> ChatRequest:
-    """The typed request; a RequestError naming the bad field's path otherwise."""
+    """The typed request; a 400 RequestError naming the bad field's path otherwise (depth included)."""
     try:
-        return REQUEST_DECODER.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise decode_error(exc) from None
+        return decode_body(REQUEST_DECODER, raw)
+    except BodyProblem as exc:
+        raise openai_request_error(exc.problem) from None
 
 
 async def route_chat(table: RoutingTable, request: ChatRequest, identity: Callable[[], Identity],

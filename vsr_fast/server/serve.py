@@ -17,6 +17,7 @@ import trio
 
 from ..routing import Loaded
 from ..plugins import layers as plugin_config
+from ..config.stores import default_events_dir
 from ..errors import ConfigError, VsrError
 from ..events.service import open_event_services
 from ..routing.open_systemone import open_systemone, read_attached_cards
@@ -99,7 +100,7 @@ def _resolve_stores(loaded: Loaded, opts: ServeOptions):
     where = str(opts.port) if opts.port else f"pid{os.getpid()}"
     if opts.worker:
         where += f"-w{opts.worker}"
-    path = os.path.join(os.environ.get("VSR_STATE_DIR", ".vsr"), "events", where)
+    path = os.path.join(default_events_dir(), where)
     return msgspec.structs.replace(stores, event_stream=msgspec.structs.replace(stream, path=path))
 
 

@@ -22,7 +22,7 @@ from ..errors import UpstreamError, UpstreamsExhausted, UpstreamsRateLimited, Up
 from .pool import Backend, Upstreams
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504, 529})
-Headers = list[tuple[str, str]]
+Headers = list[tuple[str, str | bytes]]   # bytes for values passed on from a client, as it sent them
 
 
 @dataclass(slots=True)
@@ -68,7 +68,7 @@ class Outbound(Protocol):
 
     path: str
     body: bytes
-    headers: tuple[tuple[str, str], ...]
+    headers: tuple[tuple[str, str | bytes], ...]
 
 
 OutboundFor = Callable[[ProviderModel], "Outbound"]

@@ -9,13 +9,16 @@ under ``artifacts/`` and rebuilt by ``python -m vsr_fast.models.vsr_static.build
     model = load()                       # cached; checks artifacts/SHA256SUMS first
     model.card                           # what it answers, honestly
     model.answer([Entry(state, questions), ...])
+    count_tokens(["some text", ...])     # its WordPiece tokenizer's count (count_tokens estimates)
 """
 from __future__ import annotations
 
 import functools
 from pathlib import Path
 
-from ._artifacts import ARTIFACTS, ArtifactError, read
+from tokenizers import Tokenizer
+
+from ._artifacts import ARTIFACTS, ArtifactError, read, verify
 from ._model import SPAN_LABELS, VsrStatic1
 
 
@@ -32,4 +35,18 @@ def load(directory: Path | None = None) -> VsrStatic1:
     return _default() if directory is None else VsrStatic1(read(Path(directory)))
 
 
-__all__ = ["SPAN_LABELS", "ArtifactError", "VsrStatic1", "load"]
+@functools.cache
+def _tokenizer() -> Tokenizer:
+    verify(ARTIFACTS)
+    return Tokenizer.from_file(str(ARTIFACTS / "tokenizer.json"))
+
+
+def count_tokens(texts: list[str]) -> int:
+    """The number of WordPiece tokens the model's tokenizer makes of ``texts``, special tokens left
+    out. CPU-bound (the first call also loads the tokenizer): call it from a worker thread."""
+    if not texts:
+        return 0
+    return sum(len(e.ids) for e in _tokenizer().encode_batch_fast(texts, add_special_tokens=False))
+
+
+__all__ = ["SPAN_LABELS", "ArtifactError", "VsrStatic1", "count_tokens", "load"]

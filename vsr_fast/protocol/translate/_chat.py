@@ -28,24 +28,11 @@ FINISH_OUT = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "c
               "stop_sequence": "stop"}
 
 
-class _Extras(msgspec.Struct, frozen=True):
-    """Request fields ``chat.ChatRequest`` does not decode, read only when translating."""
-
-    stop: str | list[str] | None = None
-    parallel_tool_calls: bool | None = None
-    response_format: dict[str, Any] | None = None
-    reasoning_effort: str | None = None
-
-
-_EXTRAS = msgspec.json.Decoder(_Extras)
-
-
 # --- request ------------------------------------------------------------------------
 
 
 def read_request(req: wire.ChatRequest, raw: bytes) -> tuple[Conversation, list[Loss]]:
     losses = unknown_fields(raw, KNOWN)
-    extras = _EXTRAS.decode(raw)
     conv = Conversation(turns=[], stream=req.stream)
     leading = True
     for i, m in enumerate(req.messages):
@@ -82,12 +69,12 @@ def read_request(req: wire.ChatRequest, raw: bytes) -> tuple[Conversation, list[
             continue
         conv.tools.append(ToolDef(f.name, f.description, f.parameters, f.strict, f"tools[{i}]"))
     conv.tool_choice = _tool_choice(req.tool_choice, losses)
-    conv.parallel_tool_calls = extras.parallel_tool_calls
+    conv.parallel_tool_calls = req.parallel_tool_calls
     conv.max_tokens = req.max_completion_tokens or req.max_tokens
     conv.temperature, conv.top_p = req.temperature, req.top_p
-    conv.stop = [extras.stop] if isinstance(extras.stop, str) else list(extras.stop or ())
+    conv.stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or ())
     conv.user, conv.metadata = req.user, req.metadata
-    conv.response_format, conv.reasoning_effort = extras.response_format, extras.reasoning_effort
+    conv.response_format, conv.reasoning_effort = req.response_format, req.reasoning_effort
     if req.n is not None and req.n > 1:
         losses.append(Loss(CONVERTED, "unsupported", "n"))
     return conv, losses
@@ -121,7 +108,7 @@ def _parts(m: wire.Message, path: str, losses: list[Loss]) -> list:
         elif isinstance(p, wire.ImagePart):
             out.append(Image(p.image_url.url, p.image_url.detail, where, f"{where}.image_url.detail"))
         elif isinstance(p, wire.FilePart):
-            f = p.file
+            f = {k: v for k, v in p.file.items() if isinstance(v, str)}
             out.append(File(data_url=f.get("file_data"), file_id=f.get("file_id"), filename=f.get("filename"),
                             path=where))
         else:
@@ -135,7 +122,8 @@ def _tool_choice(choice: str | dict | None, losses: list[Loss]) -> ToolChoice | 
     if choice in ("auto", "none", "required"):
         return ToolChoice(choice)
     if isinstance(choice, dict) and choice.get("type") == "function":
-        name = (choice.get("function") or {}).get("name")
+        function = choice.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
         if isinstance(name, str):
             return ToolChoice("tool", name)
     losses.append(dropped("tool_choice"))

@@ -56,6 +56,9 @@ def read_request(req: wire.MessagesRequest, raw: bytes) -> tuple[Conversation, l
 
 
 def _read_message(m: wire.Message, path: str, conv: Conversation, losses: list[Loss]) -> None:
+    if m.role == "system":
+        _read_system(m, path, conv, losses)
+        return
     if isinstance(m.content, str):
         conv.turns.append(Turn(m.role, [Text(m.content, f"{path}.content")], path))
         return
@@ -75,6 +78,25 @@ def _read_message(m: wire.Message, path: str, conv: Conversation, losses: list[L
             turn = Turn(role, [], path)
             conv.turns.append(turn)
         turn.parts.append(part)
+
+
+def _read_system(m: wire.Message, path: str, conv: Conversation, losses: list[Loss]) -> None:
+    """A system message in ``messages`` (Claude Code's mid-conversation instructions): before
+    any turn it joins the system prompt; later it is a system turn, which Chat and Responses
+    carry in place and a translated Messages body moves into its system prompt."""
+    if isinstance(m.content, str):
+        texts = [Text(m.content, f"{path}.content")]
+    else:
+        texts = []
+        for j, block in enumerate(m.content):
+            if isinstance(block, wire.TextBlock):
+                texts.append(Text(block.text, f"{path}.content[{j}]"))
+            else:
+                losses.append(dropped(f"{path}.content[{j}]"))   # instructions are text
+    if not conv.turns:
+        conv.system += texts
+    else:
+        conv.turns.append(Turn("system", list(texts), path))
 
 
 def _part(block, where: str, losses: list[Loss]):
@@ -263,7 +285,7 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
             losses.append(dropped(p.path))   # Messages cannot carry an image answer
     u = answer.usage or Usage()
     msg = wire.OutMessage(answer.id, answer.model, content, FINISH_OUT[answer.finish], answer.stop_sequence,
-                          wire.Usage(u.input_tokens, u.output_tokens))
+                          wire.OutUsage(u.input_tokens, u.output_tokens))
     return ENCODER.encode(msg), losses
 
 
@@ -361,7 +383,7 @@ class StreamWriter:
     def write(self, ev: Event) -> bytes:
         if isinstance(ev, Started):
             self._input = ev.input_tokens or 0
-            message = wire.OutMessage(ev.id or "msg_vsr", ev.model, [], None, None, wire.Usage(self._input, 0))
+            message = wire.OutMessage(ev.id or "msg_vsr", ev.model, [], None, None, wire.OutUsage(self._input, 0))
             return named_event(b"message_start", b'{"type":"message_start","message":%s}' % ENCODER.encode(message))
         if isinstance(ev, BlockStart):
             if ev.kind == "image":
@@ -387,9 +409,12 @@ class StreamWriter:
             return self._close_open() if ev.index == self._open else b""
         if isinstance(ev, Finished):
             u = ev.usage or Usage(self._input, 0)
+            # The input count often arrives only now (a Chat backend reports usage last):
+            # message_delta carries it, as Anthropic's does, for clients that add usage up.
+            usage = wire.OutUsage(u.input_tokens or self._input, u.output_tokens)
             delta = {"type": "message_delta",
                      "delta": {"stop_reason": FINISH_OUT[ev.finish], "stop_sequence": ev.stop_sequence},
-                     "usage": {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens}}
+                     "usage": usage}
             return (self._close_open() + named_event(b"message_delta", ENCODER.encode(delta))
                     + named_event(b"message_stop", b'{"type":"message_stop"}'))
         return self.fail(ev.message, ev.status, ev.code)

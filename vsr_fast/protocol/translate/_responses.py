@@ -9,11 +9,14 @@ import msgspec
 from ...errors import RequestError
 from .. import responses as wire
 from ._common import ENCODER, NewId, new_id, upstream_error, unknown_fields
+from ._freeform import (
+    ToolNames, custom_arguments, custom_input, declared_tool_count, function_defs, qualified, tool_names,
+)
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
-    GeneratedImage, Image, Started, Text, TextDelta, ToolCall, ToolChoice, ToolDef, ToolResult, Turn, Usage,
+    GeneratedImage, Image, Started, Text, TextDelta, ToolCall, ToolChoice, ToolResult, Turn, Usage,
 )
-from ._losses import CONVERTED, Loss, dropped
+from ._losses import CONVERTED, MOVED, Loss, dropped
 from ._sse import named_event
 
 PATH = "/responses"
@@ -41,12 +44,8 @@ def read_request(req: wire.ResponsesRequest, raw: bytes) -> tuple[Conversation, 
     else:
         for i, item in enumerate(req.input):
             _read_item(item, f"input[{i}]", conv, losses)
-    for i, tool in enumerate(req.tools or ()):
-        if tool.type == "function" and tool.name:
-            conv.tools.append(ToolDef(tool.name, tool.description, tool.parameters, tool.strict, f"tools[{i}]"))
-        else:
-            losses.append(dropped(f"tools[{i}]"))   # hosted tools run at OpenAI only
-    conv.tool_choice = _tool_choice(req.tool_choice, losses)
+    conv.tools[:0] = function_defs(list(req.tools or ()), "tools", losses)
+    conv.tool_choice = _tool_choice(req.tool_choice, losses, tool_names(req))
     fmt = (req.text or {}).get("format")
     if isinstance(fmt, dict) and fmt.get("type") in ("json_schema", "json_object"):
         if fmt["type"] == "json_object":
@@ -69,6 +68,13 @@ def _need(value: str | None, path: str) -> str:
 
 def _read_item(item: wire.Item, path: str, conv: Conversation, losses: list[Loss]) -> None:
     last = conv.turns[-1] if conv.turns else None
+    if item.type == "additional_tools":
+        # Tools declared at this point of the conversation: the other protocols declare
+        # tools for the whole request, which moves them only if turns came before.
+        conv.tools += function_defs(list(item.tools or ()), f"{path}.tools", losses)
+        if conv.turns:
+            losses.append(Loss(MOVED, "position", path))
+        return
     if item.type == "message":
         role = _need(item.role, f"{path}.role")
         parts = _parts(item.content, f"{path}.content", losses)
@@ -83,14 +89,18 @@ def _read_item(item: wire.Item, path: str, conv: Conversation, losses: list[Loss
             conv.turns.append(Turn(role, parts, path))
         else:
             losses.append(dropped(f"{path}.role"))
-    elif item.type == "function_call":
-        call = ToolCall(_need(item.call_id, f"{path}.call_id"), _need(item.name, f"{path}.name"),
-                        item.arguments or "", path)
+    elif item.type in ("function_call", "custom_tool_call"):
+        name = qualified(item.namespace, _need(item.name, f"{path}.name"))
+        if item.type == "custom_tool_call":
+            arguments = custom_arguments(_need(item.input, f"{path}.input"))
+        else:
+            arguments = item.arguments or ""
+        call = ToolCall(_need(item.call_id, f"{path}.call_id"), name, arguments, path)
         if last is not None and last.role == "assistant":
             last.parts.append(call)
         else:
             conv.turns.append(Turn("assistant", [call], path))
-    elif item.type == "function_call_output":
+    elif item.type in ("function_call_output", "custom_tool_call_output"):
         output = item.output if item.output is not None else ""
         result = ToolResult(_need(item.call_id, f"{path}.call_id"), _parts(output, f"{path}.output", losses),
                             path=path)
@@ -123,13 +133,14 @@ def _parts(content, path: str, losses: list[Loss]) -> list:
     return out
 
 
-def _tool_choice(choice: str | dict | None, losses: list[Loss]) -> ToolChoice | None:
+def _tool_choice(choice: str | dict | None, losses: list[Loss], names: ToolNames) -> ToolChoice | None:
     if choice is None:
         return None
     if choice in ("auto", "none", "required"):
         return ToolChoice(choice)
-    if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("name"), str):
-        return ToolChoice("tool", choice["name"])
+    if isinstance(choice, dict) and choice.get("type") in ("function", "custom") and isinstance(choice.get("name"), str):
+        namespace = choice.get("namespace")
+        return ToolChoice("tool", names.function_of(choice["name"], namespace if isinstance(namespace, str) else None))
     losses.append(dropped("tool_choice"))
     return None
 
@@ -174,10 +185,13 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     if conv.stop:
         losses.append(dropped("stop"))
     rf = conv.response_format
-    if rf is not None and rf.get("type") == "json_schema":
-        body["text"] = {"format": {"type": "json_schema", **(rf.get("json_schema") or {})}}
+    schema = rf.get("json_schema") if rf is not None else None
+    if rf is not None and rf.get("type") == "json_schema" and isinstance(schema, dict):
+        body["text"] = {"format": {"type": "json_schema", **schema}}
     elif rf is not None and rf.get("type") == "json_object":
         body["text"] = {"format": {"type": "json_object"}}
+    elif rf is not None and rf.get("type") != "text":
+        losses.append(dropped("response_format"))   # a json_schema without its schema, or a type Responses lacks
     if conv.reasoning_effort is not None:
         body["reasoning"] = {"effort": conv.reasoning_effort}
     if conv.stream:
@@ -266,9 +280,10 @@ def _usage(u: Usage | None) -> dict:
 class Echo:
     """The request fields a response object repeats back to the client."""
 
-    __slots__ = ("fields",)
+    __slots__ = ("fields", "names")
 
     def __init__(self, req: wire.ResponsesRequest | None) -> None:
+        self.names: ToolNames = tool_names(req)   # function calls back to the client's tool kinds
         req = req or wire.ResponsesRequest()
         self.fields: dict[str, Any] = {
             "instructions": req.instructions,
@@ -292,8 +307,9 @@ class Echo:
                 **self.fields}
 
 
-def output_items(parts: list, new_id: NewId, losses: list[Loss]) -> list[dict]:
-    """An answer's parts as output items: consecutive texts share one message item."""
+def output_items(parts: list, new_id: NewId, losses: list[Loss], names: ToolNames | None = None) -> list[dict]:
+    """An answer's parts as output items: consecutive texts share one message item; a call of a
+    custom or namespaced tool is the client's kind of call again (``names``)."""
     items: list[dict] = []
     for p in parts:
         if isinstance(p, Text):
@@ -303,13 +319,37 @@ def output_items(parts: list, new_id: NewId, losses: list[Loss]) -> list[dict]:
                 items.append({"type": "message", "id": new_id("msg_"), "status": "completed", "role": "assistant",
                               "content": [{"type": "output_text", "text": p.text, "annotations": []}]})
         elif isinstance(p, ToolCall):
-            items.append({"type": "function_call", "id": new_id("fc_"), "call_id": p.id, "name": p.name,
-                          "arguments": p.arguments, "status": "completed"})
+            item = call_item(p.id, p.name, names or ToolNames(), new_id)
+            _set_call_arguments(item, p.arguments, p.path, losses)
+            items.append(item)
         elif p.b64:
             items.append(_image_item(new_id("ig_"), p))
         else:
             losses.append(dropped(p.path, "url_only"))   # image_generation_call carries base64 only
     return items
+
+
+def call_item(call_id: str, function: str, names: ToolNames, new_id: NewId) -> dict:
+    """An in-progress call item for a call of ``function``, as the client declared that tool."""
+    tool = names.client_tool(function)
+    if tool.custom:
+        item = {"type": "custom_tool_call", "id": new_id("ctc_"), "call_id": call_id, "name": tool.name,
+                "input": "", "status": "in_progress"}
+    else:
+        item = {"type": "function_call", "id": new_id("fc_"), "call_id": call_id, "name": tool.name,
+                "arguments": "", "status": "in_progress"}
+    if tool.namespace is not None:
+        item["namespace"] = tool.namespace
+    return item
+
+
+def _set_call_arguments(item: dict, arguments: str, where: str, losses: list[Loss]) -> None:
+    """Complete a call item with the model's arguments (a custom call's: its input string)."""
+    if item["type"] == "custom_tool_call":
+        item["input"] = custom_input(arguments, where, losses)
+    else:
+        item["arguments"] = arguments
+    item["status"] = "completed"
 
 
 def _image_item(item_id: str, p: GeneratedImage) -> dict:
@@ -321,7 +361,7 @@ def _image_item(item_id: str, p: GeneratedImage) -> dict:
 
 def write_answer(answer: Answer, echo: Echo, new_id: NewId = new_id) -> tuple[bytes, list[Loss]]:
     losses: list[Loss] = []
-    output = output_items(answer.parts, new_id, losses)
+    output = output_items(answer.parts, new_id, losses, echo.names)
     status = "incomplete" if answer.finish in INCOMPLETE_OUT else "completed"
     body = echo.response(new_id("resp_"), answer.model, answer.created or int(time.time()), status, output,
                          _usage(answer.usage), answer.finish)
@@ -464,6 +504,7 @@ class StreamWriter:
         self._items: dict[int, int] = {}    # block -> output index
         self._open: int | None = None
         self._message: int | None = None    # the output index of the message item texts go into
+        self._custom: dict[int, str] = {}   # output index of a custom tool call -> its JSON arguments so far
 
     def _event(self, kind: str, fields: dict) -> bytes:
         data = {"type": kind, "sequence_number": self._seq, **fields}
@@ -488,6 +529,10 @@ class StreamWriter:
                 self.losses.append(dropped(f"output[{self._items.get(ev.index, -1)}]", "interleaved"))
                 return b""
             n = self._items[ev.index]
+            if n in self._custom:
+                # A custom call's input is a string inside these JSON arguments: sent whole at its end.
+                self._custom[n] += ev.json
+                return b""
             self._output[n]["arguments"] += ev.json
             return self._event("response.function_call_arguments.delta",
                                {"item_id": self._output[n]["id"], "output_index": n, "delta": ev.json})
@@ -514,10 +559,11 @@ class StreamWriter:
         if ev.kind == "tool":
             out += self._close_message()
             n = self._items[ev.index] = len(self._output)
-            item = {"type": "function_call", "id": self._new_id("fc_"), "call_id": ev.call_id, "name": ev.name,
-                    "arguments": "", "status": "in_progress"}
+            item = call_item(ev.call_id, ev.name, self._echo.names, self._new_id)
+            if item["type"] == "custom_tool_call":
+                self._custom[n] = ""
             self._output.append(item)
-            return out + self._event("response.output_item.added", {"output_index": n, "item": item})
+            return out + self._event("response.output_item.added", {"output_index": n, "item": dict(item)})
         if self._message is None:
             self._message = len(self._output)
             item = {"type": "message", "id": self._new_id("msg_"), "status": "in_progress", "role": "assistant",
@@ -547,6 +593,12 @@ class StreamWriter:
         self._open = None
         n = self._items[block]
         item = self._output[n]
+        if item["type"] == "custom_tool_call":
+            _set_call_arguments(item, self._custom.pop(n), f"output[{n}]", self.losses)
+            ids = {"item_id": item["id"], "output_index": n}
+            return (self._event("response.custom_tool_call_input.delta", {**ids, "delta": item["input"]})
+                    + self._event("response.custom_tool_call_input.done", {**ids, "input": item["input"]})
+                    + self._event("response.output_item.done", {"output_index": n, "item": item}))
         if item["type"] == "function_call":
             item["status"] = "completed"
             return (self._event("response.function_call_arguments.done",

@@ -12,4 +12,4 @@ async def read(ex: Exchange, receive: Receive) -> None:
 
 async def decode(ex: Exchange) -> None:
     """The typed request (RequestError with the bad field's path), expanded by any I/O the protocol needs."""
-    ex.req = await ex.adapter.prepare(ex.adapter.decode(ex.raw))
+    ex.req = await ex.adapter.prepare(ex.adapter.decode(ex.raw, ex.scope["headers"]))

@@ -68,9 +68,10 @@ class Exchange:
             out.append((b"content-type", content_type.encode()))
         return out
 
-    def provider_headers(self) -> list[tuple[str, str]]:
-        """The client headers registered to reach providers; every other one, x-vsr-* included, stays here."""
-        return [(k.decode(), v.decode("latin-1")) for k, v in self.scope["headers"] if k in _TO_PROVIDER]
+    def provider_headers(self) -> list[tuple[str, bytes]]:
+        """The client headers registered to reach providers; every other one, x-vsr-* included, stays here.
+        Values stay bytes: httpx encodes a str value as ASCII and would fail on a client's non-ASCII one."""
+        return [(k.decode(), v) for k, v in self.scope["headers"] if k in _TO_PROVIDER]
 
     def time_left(self) -> float:
         return self.deadline - trio.current_time()

@@ -33,7 +33,7 @@ async def route(ex: Exchange) -> None:
         ex.trace = state.trace_for(ex.scope, r)
     if r.fallback:
         ex.path = h.ResponsePath.FALLBACK
-    ex.rec.routed(state, ex.scope, ex.raw, req.body if ex.api == "chat" else None, r)
+    ex.rec.routed(state, ex.scope, ex.raw, req, r)
     replay = ex.rec.replay_header()
     if replay is not None:
         ex.extra.append(replay)

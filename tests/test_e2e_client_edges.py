@@ -1,0 +1,314 @@
+"""End to end, issue 10: the edges real clients hit, against a real router process.
+
+- Bad input on every client API (Chat, Messages, Responses, Images, count_tokens): each answer
+  in the API's own error shape, with the bad field's path, never a 5xx; the router keeps serving.
+- 413 for an over-limit body the client keeps sending: the client reads the 413 (lingering close).
+- Claude Code's body, with its betas, reaches an Anthropic backend that refuses beta fields
+  without their header (the scripted agent model, as Anthropic's API does); its system
+  messages in ``messages`` reach every backend.
+- Codex's freeform tool, through a Chat backend, comes back as a ``custom_tool_call``.
+- ``POST /v1/messages/count_tokens``: counted by an Anthropic backend, estimated otherwise.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+
+import anthropic
+import httpx
+import httpx2
+import openai
+import pytest
+
+from bench._procs import Proc
+
+from .client_shapes import FIXTURES
+from .procs import config, model, router, write_config
+
+MIB = 1 << 20
+HI = [{"role": "user", "content": "hi"}]
+DEEP = b'{"model": "m-openai", "x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+NESTED = b"[" * 300 + b"]" * 300
+
+
+@pytest.fixture(scope="module")
+def agent():
+    with Proc(["-m", "bench.agent_model", "--host", "127.0.0.1", "--port", "0"], "listening") as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def gw(mock, agent, tmp_path_factory):
+    """One router: a model of each api_format on the mock, and two on the scripted agent model."""
+    models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt}
+              for fmt in ("openai", "anthropic", "responses")]
+    models += [{**model(f"agent-{fmt}", f"{agent.url}/v1", upstream_name="agent-model"), "api_format": fmt}
+               for fmt in ("openai", "anthropic")]
+    doc = config(models, [{"name": "general", "modelRefs": [{"model": "m-openai"}]}])
+    with router(write_config(doc, str(tmp_path_factory.mktemp("cfg-edges")))) as proc:
+        yield proc
+
+
+def agent_log(agent) -> list[dict]:
+    return httpx.get(f"{agent.url}/_agent/log").json()
+
+
+def still_serves(gw) -> None:
+    """Every client API answers after a bad request."""
+    for path, body in (("/v1/chat/completions", {"model": "m-openai", "messages": HI}),
+                       ("/v1/messages", {"model": "m-anthropic", "max_tokens": 8, "messages": HI}),
+                       ("/v1/responses", {"model": "m-responses", "input": "hi"}),
+                       ("/v1/messages/count_tokens", {"model": "m-openai", "messages": HI})):
+        r = httpx.post(f"{gw.url}{path}", json=body, timeout=10)
+        assert r.status_code == 200, (path, r.text)
+
+
+# --- bad input on every client API --------------------------------------------------------------------------
+
+OPENAI_CASES = [
+    # path, body, code, param
+    ("/v1/chat/completions", b'{"model": "m-openai", "messages": [', "invalid_json", None),
+    ("/v1/chat/completions", DEEP, "invalid_json", None),
+    ("/v1/chat/completions", b'{"model": "m-openai", "messages": ' + NESTED + b"}", "invalid_json", None),
+    ("/v1/chat/completions", b'{"model": "m-openai", "messages": []}', "empty_array", "messages"),
+    ("/v1/chat/completions", b'{"model": "m-openai", "messages": [{"role": "robot", "content": "x"}]}',
+     "invalid_value", "messages[0].role"),
+    ("/v1/chat/completions", b'{"model": "m-openai", "messages": [{"role": "user", "content": "x"}], '
+                             b'"tool_choice": "always"}', "invalid_value", "tool_choice"),
+    ("/v1/chat/completions", b'{"model": "m-openai", "messages": [{"role": "user", "content": "\xff"}]}',
+     "invalid_utf8", None),
+    ("/v1/responses", b'{"model": "m-responses", "input": ', "invalid_json", None),
+    ("/v1/responses", DEEP, "invalid_json", None),
+    ("/v1/responses", b'{"model": "m-responses", "messages": [{"role": "user", "content": "hi"}]}',
+     "unknown_parameter", "messages"),
+    ("/v1/responses", b'{"model": "m-responses", "input": [{"role": "robot", "content": "x"}]}',
+     "invalid_value", "input[0].role"),
+    ("/v1/responses", b'{"model": "m-responses", "input": "x", "tool_choice": "always"}', "invalid_value",
+     "tool_choice"),
+    ("/v1/responses", b'{"model": "m-responses", "input": "\xff\xfe"}', "invalid_utf8", None),
+    ("/v1/images/generations", DEEP, "invalid_json", None),
+    ("/v1/images/generations", b'{"prompt": "a cat", "n": "two"}', "invalid_type", "n"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "code", "param"), OPENAI_CASES)
+def test_bad_input_gets_openais_shape_and_the_router_keeps_serving(gw, path, body, code, param):
+    r = httpx.post(f"{gw.url}{path}", content=body, headers={"content-type": "application/json"}, timeout=30)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert set(r.json()) == {"error"} and err["type"] == "invalid_request_error"
+    assert (err["code"], err["param"]) == (code, param) and err["message"]
+    assert r.headers["x-vsr-response-path"] == "error"
+    still_serves(gw)
+
+
+ANTHROPIC_CASES = [
+    # path, body, message (its start)
+    ("/v1/messages", b'{"model": "m-anthropic", "max_tokens": 8, "messages": [', "There was an error parsing"),
+    ("/v1/messages", DEEP, "The request body is not accepted: JSON nested deeper than 256 levels"),
+    ("/v1/messages", b'{"model": "m-anthropic", "max_tokens": 8, "messages": []}',
+     "messages: at least one message is required"),
+    ("/v1/messages", b'{"model": "m-anthropic", "max_tokens": 8, "messages": [{"role": "robot", "content": "x"}]}',
+     "messages.0.role: Input should be 'assistant', 'system' or 'user'"),
+    ("/v1/messages", b'{"model": "m-anthropic", "messages": [{"role": "user", "content": "x"}]}',
+     "max_tokens: Field required"),
+    ("/v1/messages", b'{"model": "m-anthropic", "max_tokens": 8, "messages": [{"role": "user", "content": "\xff"}]}',
+     "The request body is not valid UTF-8"),
+    ("/v1/messages/count_tokens", b'{"model": "m-anthropic", "messages": [', "There was an error parsing"),
+    ("/v1/messages/count_tokens", DEEP, "The request body is not accepted"),
+    ("/v1/messages/count_tokens", b'{"model": "m-anthropic", "messages": []}',
+     "messages: at least one message is required"),
+    ("/v1/messages/count_tokens", b'{"model": "m-anthropic", "messages": [{"role": "user", "content": 5}]}',
+     "messages.0.content: Input should be a valid string or a valid list"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "message"), ANTHROPIC_CASES)
+def test_bad_input_gets_anthropics_shape_and_words(gw, path, body, message):
+    r = httpx.post(f"{gw.url}{path}", content=body, headers={"content-type": "application/json"}, timeout=30)
+    assert r.status_code == 400, r.text
+    doc = r.json()
+    assert doc == {"type": "error", "error": {"type": "invalid_request_error", "message": doc["error"]["message"]}}
+    assert doc["error"]["message"].startswith(message), doc
+    still_serves(gw)
+
+
+def test_the_sdks_raise_their_own_bad_request_errors(gw):
+    client = anthropic.Anthropic(base_url=gw.url, api_key="x", max_retries=0,
+                                 http_client=httpx2.Client(timeout=10))
+    with pytest.raises(anthropic.BadRequestError) as info:
+        client.messages.create(model="m-anthropic", max_tokens=8, messages=[])
+    assert info.value.body["error"]["message"] == "messages: at least one message is required"
+    with pytest.raises(anthropic.BadRequestError):
+        client.messages.count_tokens(model="m-anthropic", messages=[{"role": "wizard", "content": "x"}])
+    oa = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="x", max_retries=0, timeout=10)
+    with pytest.raises(openai.BadRequestError) as oinfo:
+        oa.responses.create(model="m-responses", input="x", extra_body={"messages": []})
+    assert (oinfo.value.code, oinfo.value.param) == ("unknown_parameter", "messages")
+    with pytest.raises(openai.BadRequestError) as cinfo:
+        oa.chat.completions.create(model="m-openai", messages=[])
+    assert cinfo.value.code == "empty_array"
+    still_serves(gw)
+
+
+def test_get_on_count_tokens_is_a_405_in_anthropics_shape(gw):
+    r = httpx.get(f"{gw.url}/v1/messages/count_tokens")
+    assert r.status_code == 405 and r.json()["type"] == "error" and r.headers["allow"] == "POST"
+
+
+# --- 413 with a lingering close ------------------------------------------------------------------------------
+
+
+def send_whole_body_and_read(port: int, path: str, size: int) -> bytes:
+    """Send a body of ``size`` bytes with its Content-Length in full (as clients do), reading meanwhile."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        head = (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {size}\r\n\r\n").encode()
+        failure: list[BaseException] = []
+
+        def write() -> None:
+            try:
+                s.sendall(head + b"{" + b" " * (size - 1))
+            except OSError as exc:   # what a client sees when the router closes too soon
+                failure.append(exc)
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        answer = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+            if b"\r\n\r\n" in answer:
+                head_end = answer.index(b"\r\n\r\n") + 4
+                length = int(next(line.split(b":")[1] for line in answer[:head_end].split(b"\r\n")
+                                  if line.lower().startswith(b"content-length")))
+                if len(answer) >= head_end + length:
+                    break
+        writer.join(30)
+        assert not failure, f"the client could not send its body: {failure[0]!r}"
+        return answer
+
+
+@pytest.mark.parametrize(("path", "shape"), [("/v1/chat/completions", b'"code":"request_too_large"'),
+                                             ("/v1/messages", b'"type":"request_too_large"'),
+                                             ("/v1/messages/count_tokens", b'"type":"request_too_large"'),
+                                             ("/v1/responses", b'"code":"request_too_large"'),
+                                             ("/v1/images/generations", b'"code":"request_too_large"')])
+def test_an_over_limit_body_sent_whole_reads_the_413(gw, path, shape):
+    answer = send_whole_body_and_read(gw.port, path, 65 * MIB)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert shape in answer
+    still_serves(gw)
+
+
+def test_an_over_limit_chunked_body_reads_the_413(gw):
+    def chunks():
+        block = b"x" * MIB
+        for _ in range(66):
+            yield block
+
+    r = httpx.post(f"{gw.url}/v1/chat/completions", content=chunks(), timeout=60)
+    assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
+    still_serves(gw)
+
+
+# --- Claude Code and Codex through the router ------------------------------------------------------------------
+
+
+def fixture(name: str) -> dict:
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_claude_codes_body_and_betas_reach_an_anthropic_backend(gw, agent, stream):
+    doc = fixture("claude_code.tool_result")
+    body = {**doc["body"], "model": "agent-anthropic", "stream": stream}
+    httpx.post(f"{agent.url}/_agent/reset")
+    r = httpx.post(f"{gw.url}/v1/messages", json=body, headers=doc["headers"], timeout=30)
+    # The agent model refuses context_management unless anthropic-beta unlocks it, as Anthropic does.
+    assert r.status_code == 200, r.text
+    seen = agent_log(agent)[-1]
+    assert seen["headers"]["anthropic-beta"] == doc["headers"]["anthropic-beta"]
+    assert seen["headers"]["anthropic-version"] == doc["headers"]["anthropic-version"]
+    assert seen["body"] == {**doc["body"], "model": "agent-model", "stream": stream}
+    assert seen["answer"]["text"].startswith("AGENT_MODEL_DONE")
+    assert ("event: message_stop" in r.text) if stream else r.json()["content"][0]["text"] == seen["answer"]["text"]
+
+
+def test_claude_codes_system_messages_reach_a_chat_backend_in_place(gw, agent):
+    doc = fixture("claude_code.tool_result")
+    assert any(m["role"] == "system" for m in doc["body"]["messages"][1:])
+    httpx.post(f"{agent.url}/_agent/reset")
+    r = httpx.post(f"{gw.url}/v1/messages", json={**doc["body"], "model": "agent-openai", "stream": False},
+                   headers=doc["headers"], timeout=30)
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["cache_read_input_tokens"] == 0   # integers, never null
+    seen = agent_log(agent)[-1]
+    assert "anthropic-beta" not in seen["headers"]   # a translated body carries no betas
+    roles = [m["role"] for m in seen["body"]["messages"]]
+    assert roles[0] == "system" and "system" in roles[1:]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_codexs_freeform_tool_comes_back_as_a_custom_tool_call(gw, agent, stream):
+    doc = fixture("codex.first")
+    httpx.post(f"{agent.url}/_agent/reset")
+    oa = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="x", max_retries=0, timeout=30)
+    kw = {k: v for k, v in doc["body"].items() if k not in ("model", "stream", "client_metadata")}
+    kw["extra_body"] = {"client_metadata": doc["body"]["client_metadata"]}
+    if stream:
+        with oa.responses.stream(model="agent-openai", **kw) as s:
+            final = s.get_final_response()
+    else:
+        final = oa.responses.create(model="agent-openai", **kw)
+    seen = agent_log(agent)[-1]
+    called = seen["answer"]["tool"]["name"]
+    assert called == "functions__exec" and seen["api"] == "chat"
+    call = next(o for o in final.output if o.type == "custom_tool_call")
+    assert (call.name, call.namespace, call.input) == ("exec", "functions", "vsr-agent-model")
+
+
+# --- count_tokens ---------------------------------------------------------------------------------------
+
+
+def test_count_tokens_is_counted_by_an_anthropic_backend(gw, agent):
+    httpx.post(f"{agent.url}/_agent/reset")
+    client = anthropic.Anthropic(base_url=gw.url, api_key="x", max_retries=0, http_client=httpx2.Client(timeout=10))
+    raw = client.messages.with_raw_response.count_tokens(
+        model="agent-anthropic", messages=[{"role": "user", "content": "How many tokens is this?"}],
+        extra_headers={"anthropic-beta": "context-management-2025-06-27"})
+    counted = raw.parse()
+    seen = agent_log(agent)[-1]
+    assert seen["path"] == "/v1/messages/count_tokens" and seen["body"]["model"] == "agent-model"
+    assert seen["headers"]["anthropic-beta"] == "context-management-2025-06-27"
+    assert counted.input_tokens > 0
+    assert "x-vsr-token-count" not in raw.headers
+    assert raw.headers["x-vsr-selected-model"] == "agent-anthropic"
+
+
+@pytest.mark.parametrize("model_name", ["m-openai", "m-responses", "m-anthropic", "vsr/auto"])
+def test_count_tokens_is_an_estimate_elsewhere(gw, model_name):
+    """A Chat or Responses backend has no count; the mock's Anthropic route has none either (404)."""
+    client = anthropic.Anthropic(base_url=gw.url, api_key="x", max_retries=0, http_client=httpx2.Client(timeout=10))
+    short = client.messages.with_raw_response.count_tokens(model=model_name, messages=HI)
+    long = client.messages.with_raw_response.count_tokens(
+        model=model_name, system="You are terse.", messages=[{"role": "user", "content": "hello " * 200}],
+        tools=[{"name": "get_weather", "description": "Weather", "input_schema": {"type": "object"}}])
+    assert short.headers["x-vsr-token-count"] == long.headers["x-vsr-token-count"] == "estimate"
+    assert 0 < short.parse().input_tokens < long.parse().input_tokens
+    assert long.parse().input_tokens >= 200
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages/count_tokens"])
+def test_a_non_ascii_header_bound_for_the_provider_is_served(gw, agent, path):
+    """User-Agent reaches providers; a client's non-ASCII one goes as the bytes it sent."""
+    httpx.post(f"{agent.url}/_agent/reset")
+    model_name = "agent-openai" if path == "/v1/chat/completions" else "agent-anthropic"
+    body = {"model": model_name, "messages": HI}
+    r = httpx.post(f"{gw.url}{path}", json=body, headers={"user-agent": "caf\u00e9-client/1".encode("latin-1")},
+                   timeout=30)
+    assert r.status_code == 200, r.text
+    assert agent_log(agent)[-1]["headers"]["user-agent"] == "caf\u00e9-client/1"

@@ -1,0 +1,114 @@
+"""``POST /v1/messages/count_tokens``: how many input tokens a Messages request holds.
+
+The request is routed as the same body sent to ``/v1/messages`` would be.
+When the model it would reach is served in Anthropic's format, the count comes
+from that backend (the body goes with the model name rewritten, the client's
+anthropic-beta and anthropic-version with it), so it is the model's own. Any
+other backend has no such endpoint, and an Anthropic one may lack it (404,
+405, 501) or be down: then the router answers an estimate, marked with
+``x-vsr-token-count: estimate``: the number of tokens vsr-static-1's WordPiece
+tokenizer makes of the text the request carries (system prompt, message texts,
+tool calls and results, tool definitions as JSON; images and documents count
+nothing). It is an estimate of size, not the model's own count.
+
+No routing events are recorded: nothing is generated.
+"""
+from __future__ import annotations
+
+import logging
+
+import msgspec
+import trio
+
+from ..errors import UpstreamError, VsrError
+from ..headers import registry as h
+from ..headers.public import public_headers
+from ..models import vsr_static
+from ..protocol import anthropic
+from ..protocol.adapters import Inbound, Outbound, same_format_headers
+from ..protocol.errors import BodyProblem, decode_body
+from ..protocol.rewrite import ModelRewriter
+from ..protocol.translate import Conversation, chat_messages
+from .asgi import Receive, Scope, Send, read_body, send_whole
+from .state import AppState
+
+log = logging.getLogger("vsr_fast.count_tokens")
+PATH = "/messages/count_tokens"
+_TO_PROVIDER = frozenset(name.encode() for name in h.TO_PROVIDER)
+_ESTIMATE = (h.TOKEN_COUNT.encode(), b"estimate")
+_NO_ENDPOINT = frozenset({404, 405, 501})
+_JSON = msgspec.json.Encoder()
+
+
+class Counted(msgspec.Struct, frozen=True):
+    input_tokens: int
+
+
+async def handle_count_tokens(state: AppState, scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer one count_tokens request in Anthropic's shape, errors included."""
+    adapter = state.adapters["messages"]
+    recipe = decision = model = None
+    extra: list[tuple[bytes, bytes]] = []
+    try:
+        raw = await read_body(scope, receive, state.max_body_bytes)
+        try:
+            body = decode_body(anthropic.COUNT_TOKENS_DECODER, raw)
+        except BodyProblem as exc:
+            raise adapter.request_error(exc.problem) from None
+        req = Inbound("messages", raw, body, headers=same_format_headers("anthropic", scope["headers"]))
+        route = await state.table.route(body.model, lambda: adapter.canonical(req, state.identity(scope)),
+                                        state.systemone)
+        recipe, decision = route.recipe, route.decision
+        model = route.candidates[0].name if route.candidates else None
+        status, out = await _forwarded(state, adapter, req, route.candidates, scope)
+        if status is None:
+            conv, _ = adapter.conversation(req)
+            count = await trio.to_thread.run_sync(vsr_static.count_tokens, conversation_texts(conv))
+            status, out = 200, _JSON.encode(Counted(count))
+            extra.append(_ESTIMATE)
+    except VsrError as exc:
+        recipe = recipe or getattr(exc, "recipe", None)
+        status, _, out = adapter.error(exc)
+    path = h.ResponsePath.UPSTREAM if status < 400 else h.ResponsePath.ERROR
+    headers = public_headers(config_version=state.config_version, path=path, recipe=recipe, decision=decision,
+                             model=model)
+    headers += extra
+    headers.append((b"content-type", b"application/json"))
+    await send_whole(send, status, headers, out)
+
+
+async def _forwarded(state: AppState, adapter, req: Inbound, candidates, scope: Scope) -> tuple[int | None, bytes]:
+    """The count from the first candidate models served in Anthropic's format, with fallback among
+    them; ``(None, b"")`` when the first candidate is not one, or none of them counts."""
+    anthropic_models = tuple(m for m in candidates if m.api_format == "anthropic")
+    if not candidates or candidates[0].api_format != "anthropic":
+        return None, b""
+    rewrite = ModelRewriter(req.raw, req.body.model)
+    headers = adapter.provider_headers(req, "anthropic")
+
+    def outbound_for(model) -> Outbound:
+        return Outbound(PATH, rewrite(model.upstream_model), False, headers)
+
+    extra = [(k.decode(), v) for k, v in scope["headers"] if k in _TO_PROVIDER]   # bytes: see gateway
+    try:
+        answer = await state.dispatcher.whole(anthropic_models, outbound_for, extra)
+    except UpstreamError as exc:
+        log.warning("count_tokens: no Anthropic backend counted (%s); answering an estimate", exc.message)
+        return None, b""
+    if answer.status in _NO_ENDPOINT:
+        return None, b""
+    return answer.status, answer.body
+
+
+def conversation_texts(conv: Conversation) -> list[str]:
+    """Every text a request carries to the model, for the estimate: what its tokens are made of."""
+    texts: list[str] = []
+    for m in chat_messages(conv):
+        texts.append(m.text())
+        texts += [part for call in m.tool_calls or () for part in (call.function.name, call.function.arguments)]
+    for tool in conv.tools:
+        texts += [tool.name, tool.description or "", _JSON.encode(tool.parameters or {}).decode()]
+    return [t for t in texts if t]
+
+
+__all__ = ["handle_count_tokens", "conversation_texts"]
