@@ -22,7 +22,7 @@ import openai.types.chat.completion_create_params as chat_params
 import openai.types.responses.response_create_params as responses_params
 import pytest
 
-from vsr_fast.config.load import load_raw
+from vsr_fast.routing import load_raw
 from vsr_fast.protocol.adapters import make_adapters
 from vsr_fast.protocol.responses import MemoryResponseStore
 from vsr_fast.signals.conversation import TOOL_RESULT_ROLES
