@@ -17,16 +17,27 @@ import yaml
 from ._procs import ROOT, Proc
 
 
-def router_config(mock_url: str, events: str = "embedded") -> dict:
-    """A recipe with one decision, static algorithm, in front of the mock."""
+# The four request plugins that rewrite the provider-bound request, as a decision would carry them.
+SHAPING_PLUGINS = [
+    {"type": "system_prompt", "configuration": {"mode": "insert", "system_prompt": "Answer briefly."}},
+    {"type": "header_mutation", "configuration": {"add": [{"name": "x-tenant-tier", "value": "bench"}]}},
+    {"type": "request_params", "configuration": {
+        "max_tokens_limit": 1024, "generation": {"thinking": False, "max_tokens": 512}}},
+    {"type": "prompt_cache", "configuration": {"enabled": True}},
+]
+
+
+def router_config(mock_url: str, events: str = "embedded", plugins: bool = False) -> dict:
+    """A recipe with one decision, static algorithm, in front of the mock; ``plugins``: the four shaping ones."""
+    decision = {"name": "all", "rules": {"operator": "AND", "conditions": []}, "modelRefs": [{"model": "bench-model"}]}
+    if plugins:
+        decision["plugins"] = SHAPING_PLUGINS
     return {
         "global": {"stores": {"event_stream": {"backend": events}}},
         "version": "v0.5",
         "providers": {"models": [{"name": "bench-model", "provider_model_id": "mock",
                                   "backend_refs": [{"endpoint": f"{mock_url}/v1"}]}]},
-        "recipes": [{"name": "default", "decisions": [
-            {"name": "all", "rules": {"operator": "AND", "conditions": []}, "modelRefs": [{"model": "bench-model"}]}
-        ]}],
+        "recipes": [{"name": "default", "decisions": [decision]}],
         "entrypoints": [{"api": "chat", "model_names": ["mock"], "recipe": "default", "default": True}],
     }
 
@@ -39,11 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1, help="router worker processes")
     parser.add_argument("--events", choices=["embedded", "redis", "none"], default="embedded",
                         help="the router's event stream backend (none: nothing recorded)")
+    parser.add_argument("--plugins", action="store_true",
+                        help="configure system_prompt, header_mutation, request_params and prompt_cache on the decision")
     args, extra = parser.parse_known_args(argv)
 
     with Proc(["-m", "bench.mock_upstream", "--port", "0"], "listening") as mock:
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-            yaml.safe_dump(router_config(mock.url, args.events), f)
+            yaml.safe_dump(router_config(mock.url, args.events, args.plugins), f)
         floor = Proc(["-m", "bench.floor", "--port", "0", "--upstream", mock.url], "listening")
         router = Proc(["-m", "vsr_fast", "serve", "--config", f.name, "--port", "0"], "vsr-fast: serving on")
         with floor, router:

@@ -206,3 +206,24 @@ def test_a_chat_client_reaching_a_messages_backend_gets_the_shape_in_anthropic_f
     body = last_request(upstream)["body"]
     assert body["system"][0]["text"].startswith("Answer briefly.") and "chat_template_kwargs" not in body
     assert body["thinking"]["type"] == "enabled"
+
+
+def test_the_signals_take_half_of_what_the_request_has_left_and_the_model_the_rest(tmp_path_factory):
+    """signal_timeout_ms 0 (the default): a decision model that never answers is given up on at half the
+    request's deadline, the question reads unknown, and the request is still answered before the deadline."""
+    with fake_process() as fake, mock_upstream() as upstream:
+        httpx.post(f"{fake.url}/_fake/rules", json={"rules": [{"latency_ms": 30000}]}).raise_for_status()
+        doc = config([model("m", f"{upstream.url}/v1"), model("other", f"{upstream.url}/v1")],
+                     [{"name": "asks", "rules": {"operator": "AND", "conditions": [{"type": "systemone", "name": "q"}]},
+                       "modelRefs": [{"model": "other"}]}],
+                     signals={"systemone": [{"name": "q", "question": {"type": "noul", "instructions": "Is it?"}}]},
+                     fallback={"modelRefs": [{"model": "m"}]})
+        doc["global"] = {"router": {"limits": {"request_timeout_ms": 3000}}, "model_catalog": {
+            "deployments": {"s1": {"provider": "systemone", "endpoint": f"{fake.url}/v1/systemone", "model": "fake",
+                                   "timeout_ms": 60000, "capabilities": {"question_types": ["noul"]}}},
+            "system": {"decision_model": {"deployment": "s1"}}}}
+        with router(write_config(doc, str(tmp_path_factory.mktemp("half")))) as proc:
+            r = httpx.post(f"{proc.url}/v1/chat/completions", json=BODIES["chat"][1], timeout=30)
+            assert r.status_code == 200, r.text
+            assert r.headers["x-vsr-response-path"] == "fallback" and r.headers["x-vsr-selected-model"] == "m"
+            assert metric(proc, "vsr_request_timeouts_total") == 0

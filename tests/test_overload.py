@@ -17,7 +17,7 @@ from vsr_fast.routing import load_raw
 from vsr_fast.config.catalog import Deployment, OnSignalOverload
 from vsr_fast.protocol import systemone as wire
 from vsr_fast.systemone.learned import Share, StateSpec
-from vsr_fast.systemone.client import SystemOneClient
+from vsr_fast.systemone.client import Answered, SystemOneClient
 from vsr_fast.systemone.deployments import CallFailed, Remote
 from vsr_fast.systemone.overload import OverloadPolicy, retry_after_seconds
 
@@ -72,7 +72,11 @@ def client(runner, on_overload: OnSignalOverload | None = RETRY, random=lambda: 
 
 
 async def ask(c: SystemOneClient, text: str = "hello", deadline_s: float = 10.0, timeouts_ms=None):
-    return await c.ask({SHARE: QUESTION}, lambda share: wire.State(request=text), deadline_s, timeouts_ms)
+    """The client under the caller's deadline, as the request stage asks it."""
+    answers = Answered()
+    with trio.move_on_after(deadline_s):
+        await c.ask_into(answers, {SHARE: QUESTION}, lambda share: wire.State(request=text), timeouts_ms)
+    return answers
 
 
 def series(c: SystemOneClient, name: str) -> list[str]:

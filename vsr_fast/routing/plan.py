@@ -30,7 +30,6 @@ from ..systemone.views import view_for
 # Condition types of learned signals: the systemone primitive and the application signals.
 LEARNED_TYPES = frozenset({"systemone", "domain", "fact_check", "user_feedback", "jailbreak", "safety", "pii",
                            "hallucination", "refusal", "turn_relation", "complexity", "modality"})
-DEFAULT_SIGNAL_DEADLINE_S = 45.0
 
 # Condition types of earlier schemas (spec 5.2, "Removed signal types").
 REMOVED_CONDITION_TYPES = {
@@ -285,7 +284,8 @@ class RoutingTable:
         """The request stage's System One asker over this table's deployments."""
         used = self.used_deployments()
         views = {name: view_for(self.deployments[name], self._capable.get(name)) for name in used}
-        deadline = self.catalog.signal_timeout_ms / 1000 or DEFAULT_SIGNAL_DEADLINE_S
+        # 0: derived from each request's own deadline (SystemOneAsker.signals_deadline).
+        signal_timeout_s = self.catalog.signal_timeout_ms / 1000 or None
         params, parallel = {}, {}
         for name in used:
             dep = self.deployments[name]
@@ -294,8 +294,8 @@ class RoutingTable:
                                                   validated_tokens=capable.validated_tokens if capable else None)
             parallel[name] = dep.scan_window.max_parallel
         questions = {share: q for compiled in self.recipes.values() for share, q in compiled.learned.questions.items()}
-        return SystemOneAsker(client, views, {k: v for k, v in used.items() if v}, deadline, params, parallel,
-                              questions)
+        return SystemOneAsker(client, views, {k: v for k, v in used.items() if v}, signal_timeout_s, params,
+                              parallel, questions)
 
     def recipe_for(self, model_name: str) -> CompiledRecipe | None:
         """The recipe serving a public model name, or None when a provider model is named."""

@@ -122,25 +122,29 @@ class SystemOneClient:
             calls.append(call)
         return calls, reused
 
-    async def ask(self, asked: dict[Share, wire.Question], state_for: Callable[[Share], wire.State],
-                  deadline_s: float, timeouts_ms: dict[str, int] | None = None) -> Answered:
-        """Every share's answer, or None when it could not be had in time; see ``Answered.overloaded``."""
+    async def ask_into(self, answers: Answered, asked: dict[Share, wire.Question],
+                       state_for: Callable[[Share], wire.State], timeouts_ms: dict[str, int] | None = None) -> None:
+        """Fill ``answers`` with every share's answer as its call returns (None until then).
+
+        No deadline of its own: the caller's cancel scope ends it, and what came
+        in before stays in ``answers``, with ``answers.overloaded`` set either way.
+        """
         calls, reused = self.plan(asked, state_for)
-        answers = Answered(reused)
+        answers.update(reused)
         for share in asked:
             answers.setdefault(share, None)
         if not calls:
-            return answers
+            return
         wait = self.overload.request()
-        with trio.move_on_after(deadline_s):
+        try:
             async with trio.open_nursery() as nursery:
                 for call in calls:
                     timeout_s = ((timeouts_ms or {}).get(call.deployment) or DEFAULT_TIMEOUT_MS) / 1000
                     nursery.start_soon(self._ask_into, call, timeout_s, answers, wait)
-        # The wait keys each call it left overloaded by the Call it sent, which a
-        # named-question retry may have narrowed: only its shares went unread for overload.
-        answers.overloaded = frozenset(s for sent in wait.unread for s in _shares(sent) if answers[s] is None)
-        return answers
+        finally:
+            # The wait keys each call it left overloaded by the Call it sent, which a
+            # named-question retry may have narrowed: only its shares went unread for overload.
+            answers.overloaded = frozenset(s for sent in wait.unread for s in _shares(sent) if answers[s] is None)
 
     async def _ask_into(self, call: Call, timeout_s: float, answers: Answers, wait: RequestWait) -> None:
         """One deployment's call, its one retry after a named question failure, into ``answers``."""
