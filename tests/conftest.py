@@ -19,6 +19,13 @@ def fake():
 
 
 @pytest.fixture(scope="module")
+def silent():
+    """A mock upstream that accepts and answers nothing for a minute."""
+    with mock_upstream("--latency-ms", "60000") as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
 def routed(mock, tmp_path_factory):
     """A router with one recipe whose decision prefers general-model, then fast-model."""
     doc = config(

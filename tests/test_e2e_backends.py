@@ -1,7 +1,7 @@
 """A backend's transport settings, end to end: connect and read timeouts, pool size and shards.
 
 Each test runs the router as a real process against real sockets: the mock upstream
-(slow, for the read timeout), a listening socket whose accept queue is full (a connect
+(silent, for the read timeout), a listening socket whose accept queue is full (a connect
 that never completes), and a small HTTP server of the test's own that counts the
 connections it accepts and holds its answers until the test lets them go.
 """
@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from .procs import config, mock_upstream, model, router, wait_until, write_config
+from .procs import config, model, router, wait_until, write_config
 
 CHAT = [{"role": "user", "content": "Say hello"}]
 ANSWER = json.dumps({"id": "chatcmpl-gate", "object": "chat.completion", "model": "gate",
@@ -119,13 +119,6 @@ POOLS = [(1, 1, 3), (2, 1, 4), (1, 3, 3), (2, 2, 6)]     # (max_connections, poo
 
 
 @pytest.fixture(scope="module")
-def slow():
-    """A mock upstream that takes a minute to answer."""
-    with mock_upstream("--latency-ms", "60000") as proc:
-        yield proc
-
-
-@pytest.fixture(scope="module")
 def gates():
     made = {pool: Gate() for pool in POOLS}
     yield made
@@ -134,11 +127,11 @@ def gates():
 
 
 @pytest.fixture(scope="module")
-def backends(mock, slow, gates, tmp_path_factory):
+def backends(mock, silent, gates, tmp_path_factory):
     """One router whose models each exercise one transport setting; a request names the model directly."""
     with blackhole() as hole:
         models = [
-            model("slow", f"{slow.url}/v1", read_timeout_ms=300),
+            model("slow", f"{silent.url}/v1", read_timeout_ms=300),
             model("quick", f"{mock.url}/v1"),
             # The read timeout is an hour: only the connect timeout can end an attempt on the hole.
             model("hole", hole, connect_timeout_ms=300, read_timeout_ms=3_600_000),
@@ -161,16 +154,16 @@ def ask(proc, model_name: str, stream: bool = False, timeout: float = 30) -> htt
 # --- timeouts --------------------------------------------------------------------------------------
 
 
-def test_read_timeout_ms_ends_a_silent_backend_with_504(backends, slow):
-    httpx.post(f"{slow.url}/_mock/reset")
+def test_read_timeout_ms_ends_a_silent_backend_with_504(backends, silent):
+    httpx.post(f"{silent.url}/_mock/reset")
     r = ask(backends, "slow")
     assert r.status_code == 504, r.text
     assert r.json()["error"]["code"] == "upstream_timeout"
     assert r.headers["x-vsr-response-path"] == "error"
     # The backend had the request (so the connect and the write were done) and was holding the
     # answer back: it was the read that timed out, and the router hung up on it.
-    wait_until(lambda: httpx.get(f"{slow.url}/_mock/stats").json()["cancelled"] >= 1, "the mock to see it leave")
-    assert httpx.get(f"{slow.url}/_mock/stats").json()["completed"] == 0
+    wait_until(lambda: httpx.get(f"{silent.url}/_mock/stats").json()["cancelled"] >= 1, "the mock to see it leave")
+    assert httpx.get(f"{silent.url}/_mock/stats").json()["completed"] == 0
     metrics = httpx.get(f"{backends.url}/metrics").text
     assert 'vsr_upstream_errors_total{model="slow",backend="slow[0]",kind="upstream_timeout"}' in metrics
 

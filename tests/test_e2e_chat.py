@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from .procs import config, mock_upstream, model, router, write_config
+from .procs import config, model, router, write_config
 
 CHAT = [{"role": "user", "content": "Say hello"}]
 PUBLIC = ("x-vsr-schema-version", "x-vsr-config-version", "x-vsr-response-path")

@@ -33,13 +33,6 @@ def metric(proc, name: str, **labels) -> float:
 
 
 @pytest.fixture(scope="module")
-def silent():
-    """A backend that accepts and answers nothing for a minute."""
-    with mock_upstream("--latency-ms", "60000") as proc:
-        yield proc
-
-
-@pytest.fixture(scope="module")
 def trickle():
     """A backend whose stream sends one event a second."""
     with mock_upstream("--chunks", "60", "--chunk-interval-ms", "1000") as proc:

@@ -1,6 +1,5 @@
 """vsr_fast._ext.bm25: scores equal rank_bm25.BM25Okapi's, and the tokenizer's rules."""
 
-import ast
 import math
 import random
 

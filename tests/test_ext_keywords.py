@@ -1,9 +1,7 @@
 """vsr_fast._ext.keywords: counts, density, trigram and fuzzy matches equal the
 pure-Python reference's, on text with CJK, emoji, combining marks and mixed case."""
 
-import ast
 
-import numpy as np
 import pytest
 
 from .stubs import assert_surface_is_the_stub

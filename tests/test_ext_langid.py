@@ -7,7 +7,6 @@ probabilities differ from both by its rounding; against py3langid's classify
 the tolerance is that rounding, bounded from the size of the sums.
 """
 
-import ast
 import math
 import unicodedata
 from concurrent.futures import ThreadPoolExecutor

@@ -1,7 +1,6 @@
 """vsr_fast._ext.windows: parity with the pure-Python reference, and the properties
 the guard and the routing view rely on (valid UTF-8 cuts, coverage, overlap, budget)."""
 
-import ast
 import re
 
 import numpy as np

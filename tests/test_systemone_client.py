@@ -1,7 +1,6 @@
 """System One from the router's side: load checks, the wire form of merged calls, answers to outcomes."""
 from __future__ import annotations
 
-import copy
 
 import httpx
 import msgspec

@@ -24,7 +24,7 @@ from ..config.catalog import OnSignalOverload
 from ..metrics import Counter, Histogram
 from ..protocol import systemone as wire
 from .learned import Share
-from .deployments import DEFAULT_TIMEOUT_MS, Body, CallFailed, Response, entries_of
+from .deployments import DEFAULT_TIMEOUT_MS, Body, CallFailed, Response
 from .overload import OverloadMetrics, OverloadPolicy, RequestWait
 from .reuse import AnswerCache, question_key, state_key
 from .split import SetAsNoul, cache_form

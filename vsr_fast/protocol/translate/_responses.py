@@ -10,7 +10,7 @@ from ...errors import RequestError
 from .. import responses as wire
 from ._common import ENCODER, NewId, new_id, upstream_error, unknown_fields
 from ._freeform import (
-    ToolNames, custom_arguments, custom_input, declared_tool_count, function_defs, qualified, tool_names,
+    ToolNames, custom_arguments, custom_input, function_defs, qualified, tool_names,
 )
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
