@@ -377,10 +377,11 @@ async def test_over_http_an_always_refusing_model_gets_three_rounds_at_most(fake
 
 async def test_over_http_the_signals_deadline_ends_the_wait(fake):
     fake_rules(fake, {"fail": "overloaded"})
-    # The first round is due at a quarter of 8 s; the signals' deadline (1 s) comes first.
-    c = http_client(fake, OnSignalOverload(action="retry", wait_ms=8000))
+    # The first round is due at a quarter of 60 s; the signals' deadline (5 s, room for the first
+    # call to come back on a loaded machine) comes first.
+    c = http_client(fake, OnSignalOverload(action="retry", wait_ms=60_000))
     try:
-        answers = await ask(c, "cut by the deadline", deadline_s=1.0)
+        answers = await ask(c, "cut by the deadline", deadline_s=5.0)
     finally:
         await c.aclose()
     assert [call["status"] for call in fake_calls(fake)] == [429]
