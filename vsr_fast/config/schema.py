@@ -178,6 +178,15 @@ class Limits(_Block):
     # From the first byte of the body to the last byte of the answer, every stage and attempt included.
     # LiteLLM's default (600 s): long enough for a reasoning model's stream, short enough to free a stuck one.
     request_timeout_ms: PositiveMs = 600_000
+    # A connection's time to send a request's headers, from its opening or from the previous answer's end.
+    # hypercorn has one timer for both, so it is also how long an idle kept-alive connection stays open.
+    # nginx's client_header_timeout (60 s); past it the socket closes with no answer, as nginx's does,
+    # since no route (hence no client protocol) is known yet.
+    header_timeout_ms: PositiveMs = 60_000
+    # The body's pace (Apache mod_reqtimeout's body=…,MinRate=…): body_timeout_ms to start with, one more
+    # second per min_body_bytes_per_s received, never past the request's deadline; 408 past it.
+    body_timeout_ms: PositiveMs = 30_000
+    min_body_bytes_per_s: Annotated[int, Meta(ge=0)] = 1024
 
 
 class RouterSettings(_Block):
