@@ -10,6 +10,7 @@
     │   ├── EmptyArray              400 empty_array
     │   ├── UnknownParameter        400 unknown_parameter
     │   ├── PreviousResponseNotFound 400 previous_response_not_found
+    │   ├── AmbiguousFraming        400 ambiguous_framing      (Content-Length with Transfer-Encoding)
     │   ├── MethodNotAllowed        405 method_not_allowed
     │   ├── BodyTimeout             408 body_timeout
     │   ├── BodyTooLarge            413 request_too_large
@@ -100,6 +101,13 @@ class UnknownParameter(RequestError):
 
 class PreviousResponseNotFound(RequestError):
     code = "previous_response_not_found"
+
+
+class AmbiguousFraming(RequestError):
+    """A request that says where its body ends twice (Content-Length and Transfer-Encoding): the shape of
+    request smuggling, refused and the connection closed, as Envoy does."""
+
+    code = "ambiguous_framing"
 
 
 class MethodNotAllowed(RequestError):

@@ -96,7 +96,7 @@ def lingering_close(app):
                 refused = message["status"] == 413
             elif refused and not ended and is_final(message):
                 await send({**message, "more_body": True})
-                await _discard(tracked, _declared(scope))
+                await discard_body(tracked, _declared(scope))
                 message = {"type": "http.response.body", "body": b"", "more_body": False}
             await send(message)
 
@@ -110,7 +110,7 @@ def _declared(scope: Scope) -> int:
     return int(value) if value is not None and value.isdigit() else LINGER_MAX_BYTES
 
 
-async def _discard(receive: Receive, expected: int) -> None:
+async def discard_body(receive: Receive, expected: int = LINGER_MAX_BYTES) -> None:
     """Read and drop up to ``expected`` body bytes within the bounds; nothing when it is past them."""
     if expected > LINGER_MAX_BYTES:
         return

@@ -29,6 +29,11 @@ STATUS = {"invalid_request": 400, "model_not_found": 404, "question_failed": 422
 PASS_ON = frozenset({"overloaded", "timeout", "unreachable", "invalid_response"})
 
 
+def error_body(exc: VsrError) -> bytes:
+    """``exc`` in the System One API's error shape."""
+    return wire.ENCODER.encode(wire.ErrorResponse(wire.ErrorBody(code=exc.code, message=exc.message)))
+
+
 def _error(code: str, message: str, *, question: str | None = None, state: str | None = None) -> tuple[int, bytes]:
     status = STATUS.get(code, 502 if not code.startswith("http_") else int(code[5:]))
     body = wire.ErrorResponse(wire.ErrorBody(code=code, message=message, question=question, state=state))
