@@ -28,6 +28,9 @@
     ├── StoreUnavailable            503 store_unavailable      store (Redis or another store did not answer)
     └── UpstreamError               502 upstream_failed        upstream
         ├── UpstreamTimeout         504 upstream_timeout
+        ├── UpstreamInvalid             upstream_invalid_answer   a status outside 2xx/4xx/5xx, a redirect, a body
+        │                                                         not of its protocol's shape
+        ├── UpstreamTooLarge            upstream_answer_too_large past the backend's max_response_bytes
         ├── UpstreamsExhausted      502                        every attempt failed with a status
         │   └── UpstreamsRateLimited 429 rate_limited          every attempt answered 429
         └── _UpstreamAnswered       (the upstream's own status)
@@ -205,6 +208,19 @@ class UpstreamError(VsrError):
 
 class UpstreamTimeout(UpstreamError):
     status, code = 504, "upstream_timeout"
+
+
+class UpstreamInvalid(UpstreamError):
+    """A backend's answer is not one the router can trust: a status outside 200-299 and 400-599 (a
+    redirect included: the router never follows one) or a success body not of its protocol's shape."""
+
+    code = "upstream_invalid_answer"
+
+
+class UpstreamTooLarge(UpstreamError):
+    """A backend's answer grew past its ``max_response_bytes``: it is dropped, never held whole."""
+
+    code = "upstream_answer_too_large"
 
 
 class UpstreamsExhausted(UpstreamError):

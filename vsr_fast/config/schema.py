@@ -56,6 +56,8 @@ class BackendRef(_Block):
     # httpcore's pool work grows with its size (STACK-NOTES): small pools, sharded clients.
     max_connections: Annotated[int, Meta(ge=1, le=64)] = 8
     pool_shards: Annotated[int, Meta(ge=1, le=16)] = 2
+    # An answer (whole or streamed) past this is cut with a 502 or the stream's error event, never held whole.
+    max_response_bytes: Annotated[int, Meta(ge=1024, le=1 << 30)] = 64 * 1024 * 1024
 
 
 class ProviderModel(_Block):
