@@ -33,7 +33,7 @@ def main() -> None:
     print("|---|---:|---:|")
     for size, rounds in ((600, 20000), (64 << 10, 2000), (1 << 20, 200)):
         body = answer(size)
-        check = median_us(lambda b: check_shape("openai", b, "bench"), body, rounds)
+        check = median_us(lambda b: check_shape("/chat/completions", b, "bench"), body, rounds)
         full = median_us(json.loads, body, rounds)
         print(f"| {len(body):,} B | {check:.1f} | {full:.1f} |")
 

@@ -31,6 +31,7 @@
         ├── UpstreamInvalid             upstream_invalid_answer   a status outside 2xx/4xx/5xx, a redirect, a body
         │                                                         not of its protocol's shape
         ├── UpstreamTooLarge            upstream_answer_too_large past the backend's max_response_bytes
+        ├── BackendsBusy            503 backends_busy          every backend at its max_pending (Retry-After)
         ├── UpstreamsExhausted      502                        every attempt failed with a status
         │   └── UpstreamsRateLimited 429 rate_limited          every attempt answered 429
         └── _UpstreamAnswered       (the upstream's own status)
@@ -52,6 +53,7 @@ class VsrError(Exception):
     code: str = "internal"
     type: str = "server_error"
     stage: str = "internal"
+    retry_after_s: int | None = None     # sent as Retry-After with the error
 
     def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
@@ -221,6 +223,12 @@ class UpstreamTooLarge(UpstreamError):
     """A backend's answer grew past its ``max_response_bytes``: it is dropped, never held whole."""
 
     code = "upstream_answer_too_large"
+
+
+class BackendsBusy(UpstreamError):
+    """Every backend tried already holds its ``max_pending`` requests: refused at once rather than queued."""
+
+    status, code, retry_after_s = 503, "backends_busy", 1
 
 
 class UpstreamsExhausted(UpstreamError):

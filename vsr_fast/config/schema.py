@@ -58,6 +58,9 @@ class BackendRef(_Block):
     pool_shards: Annotated[int, Meta(ge=1, le=16)] = 2
     # An answer (whole or streamed) past this is cut with a 502 or the stream's error event, never held whole.
     max_response_bytes: Annotated[int, Meta(ge=1024, le=1 << 30)] = 64 * 1024 * 1024
+    # Requests in flight or queued for a connection; past it the backend is skipped, and with every backend
+    # skipped the client gets 503 with Retry-After at once. Unset: four times the connections.
+    max_pending: Annotated[int, Meta(ge=1, le=100_000)] | None = None
 
 
 class ProviderModel(_Block):

@@ -40,8 +40,14 @@ class _Images(msgspec.Struct):
     data: list[msgspec.Raw]
 
 
-_SHAPES = {"openai": msgspec.json.Decoder(_Chat), "anthropic": msgspec.json.Decoder(_Messages),
-           "responses": msgspec.json.Decoder(_Responses), "images": msgspec.json.Decoder(_Images)}
+class _Counted(msgspec.Struct):
+    input_tokens: int
+
+
+# By the path the request went to under the backend's base: what answers there must hold.
+_SHAPES = {"/chat/completions": msgspec.json.Decoder(_Chat), "/messages": msgspec.json.Decoder(_Messages),
+           "/responses": msgspec.json.Decoder(_Responses), "/images/generations": msgspec.json.Decoder(_Images),
+           "/messages/count_tokens": msgspec.json.Decoder(_Counted)}
 
 
 def check_status(status: int, label: str) -> None:
@@ -51,15 +57,15 @@ def check_status(status: int, label: str) -> None:
         raise UpstreamInvalid(f"backend {label} answered HTTP {status}: {kind}")
 
 
-def check_shape(api_format: str, body: bytes, label: str) -> None:
-    """UpstreamInvalid unless a success ``body`` is JSON of ``api_format``'s top-level shape."""
-    decoder = _SHAPES.get(api_format)
+def check_shape(path: str, body: bytes, label: str) -> None:
+    """UpstreamInvalid unless a success ``body`` from ``path`` is JSON of the top-level shape answers there have."""
+    decoder = _SHAPES.get(path)
     if decoder is None:
         return
     try:
         decoder.decode(body)
     except msgspec.DecodeError as exc:   # ValidationError included
-        raise UpstreamInvalid(f"backend {label} answered 2xx with a body that is not a {api_format} answer: "
+        raise UpstreamInvalid(f"backend {label} answered 2xx with a body that is not an answer of {path}: "
                               f"{exc}") from None
 
 

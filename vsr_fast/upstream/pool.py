@@ -42,6 +42,8 @@ class Backend:
         self.auth: tuple[str, str] | None = _auth_header(ref, key, model.api_format)
         self.secret = key.encode() if key else None     # struck from any error body a backend echoes it in
         self.max_response_bytes = ref.max_response_bytes
+        self.max_pending = ref.max_pending or 4 * ref.max_connections * ref.pool_shards
+        self.pending = 0        # attempts sent or waiting for a connection, streams until closed
         connect = ref.connect_timeout_ms / 1000
         read = ref.read_timeout_ms / 1000
         self._clients = [
