@@ -1,4 +1,4 @@
-"""Request smuggling shapes and wrong methods (issue 13): each refused in the route's protocol, the smuggled
+"""Request smuggling shapes, wrong methods, media types and sizes (issue 13): each refused in the route's protocol, the smuggled
 bytes never served as a second request, and the router keeps serving.
 
 h11 (under hypercorn) accepts bare LF line endings and has no option to refuse them, so they are not
@@ -12,6 +12,7 @@ import pytest
 
 from .conftest import connect, edge_router, read_until_closed
 
+SMALL_LIMIT = 64 * 1024
 SMUGGLED = b"GET /health HTTP/1.1\r\nHost: router\r\n\r\n"
 ROUTES = ["/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/messages/count_tokens",
           "/api/v1/routing/preview", "/v1/systemone"]
@@ -19,7 +20,7 @@ ROUTES = ["/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/messages
 
 @pytest.fixture(scope="module")
 def edge(upstream, tmp_path_factory):
-    with edge_router(upstream, str(tmp_path_factory.mktemp("strict"))) as proc:
+    with edge_router(upstream, str(tmp_path_factory.mktemp("strict")), max_body_bytes=SMALL_LIMIT) as proc:
         yield proc
 
 
@@ -93,3 +94,34 @@ def test_a_method_other_than_post_gets_405_in_the_routes_protocol(edge, path, me
     assert r.headers["allow"] == "POST"
     expected = "invalid_request_error" if path.startswith("/v1/messages") else "method_not_allowed"
     assert error_code(path, r.content) == expected
+
+
+@pytest.mark.parametrize("path", ROUTES)
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded",
+                                          "multipart/form-data; boundary=x", "application/jsonx"])
+def test_a_body_that_is_not_json_by_its_content_type_gets_415_in_the_routes_protocol(edge, path, content_type):
+    headers = {"content-type": content_type} if content_type else {}
+    with httpx.Client(base_url=edge.url, timeout=10) as client:
+        r = client.post(path, content=b'{"model": "vsr/auto"}', headers=headers)
+        assert r.status_code == 415, r.text
+        assert r.headers["accept"] == "application/json"
+        expected = "invalid_request_error" if path.startswith("/v1/messages") else "unsupported_media_type"
+        assert error_code(path, r.content) == expected
+        # The refused body was read, so the same connection serves the next request.
+        assert client.get("/health").status_code == 200
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "Application/JSON",
+                                          "application/vnd.api+json"])
+def test_json_by_any_spelling_is_served(edge, content_type):
+    r = httpx.post(f"{edge.url}/v1/chat/completions", timeout=30, headers={"content-type": content_type},
+                   content=json.dumps({"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]}))
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize("path", ["/v1/systemone", "/api/v1/routing/preview", "/v1/messages/count_tokens"])
+def test_an_oversized_body_gets_413_in_the_routes_protocol(edge, path):
+    body = json.dumps({"model": "vsr/decide", "pad": "x" * SMALL_LIMIT})
+    r = httpx.post(f"{edge.url}{path}", content=body, headers={"content-type": "application/json"}, timeout=30)
+    assert r.status_code == 413, r.text
+    assert error_code(path, r.content) == "request_too_large"      # Anthropic's own type for a 413 too

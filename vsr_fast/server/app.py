@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from functools import partial
 
-from ..errors import AmbiguousFraming, MethodNotAllowed, VsrError
+from ..errors import AmbiguousFraming, MethodNotAllowed, UnsupportedMedia, VsrError
 from ..headers.public import public_headers
 from ..headers.registry import ResponsePath
 from ..protocol import anthropic
@@ -51,11 +51,18 @@ def make_app(state: AppState):
             return
         handler = posts.get(path)
         if handler is not None:
-            if method == "POST":
-                await handler(state, scope, receive, send)
-            else:
+            if method != "POST":
                 await _refuse(state, send, path, MethodNotAllowed("Only POST is allowed on this route"),
                               (b"allow", b"POST"))
+            elif not is_json(header(scope, b"content-type")):
+                # A web page may POST text/plain, a form or an untyped blob to any origin with no CORS
+                # preflight; only JSON bodies are served. The body is read first (bounded) so the
+                # connection stays usable.
+                await discard_body(receive)
+                await _refuse(state, send, path, UnsupportedMedia("Content-Type must be application/json"),
+                              (b"accept", b"application/json"))
+            else:
+                await handler(state, scope, receive, send)
         elif path == SYSTEMONE_MODELS and method == "GET":
             headers = public_headers(config_version=state.config_version, path=ResponsePath.UPSTREAM,
                                      recipe=None, decision=None, model=None)
@@ -76,6 +83,14 @@ def _post_routes() -> dict[str, Handler]:
     routes[PREVIEW_PATH] = handle_preview
     routes.update(dict.fromkeys(SYSTEMONE_PATHS, handle_systemone))
     return routes
+
+
+def is_json(content_type: bytes | None) -> bool:
+    """Whether a Content-Type names JSON: application/json or a ``+json`` type, any parameters."""
+    if content_type is None:
+        return False
+    media = content_type.split(b";", 1)[0].strip().lower()
+    return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
 
 
 async def _api(api: str, state: AppState, scope: Scope, receive: Receive, send: Send) -> None:
