@@ -81,8 +81,10 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
                 nursery.start_soon(_on_signals, state, shutdown)
                 limits = loaded.config.global_.router.limits
                 binds = await nursery.start(_serve_http, make_app(state), _hypercorn_config(opts, limits), shutdown)
-                print(f"vsr-fast: serving on {', '.join(binds)} (config {loaded.version_hash})", file=sys.stderr,
-                      flush=True)
+                # One write, newline included: workers share the supervisor's stderr, and print's two
+                # writes (text, then newline) let two workers' lines run together.
+                sys.stderr.write(f"vsr-fast: serving on {', '.join(binds)} (config {loaded.version_hash})\n")
+                sys.stderr.flush()
                 task_status.started(binds)
                 await shutdown.wait()
                 # hypercorn returns once drained; then stop the signal watcher.
