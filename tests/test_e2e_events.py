@@ -175,7 +175,9 @@ def test_spill_max_bytes_bounds_what_an_unreachable_store_costs_and_requests_are
     }
     big = "x" * (300 * 1024)
     with router(write_config(doc, str(tmp_path))) as proc:
-        for i in range(8):       # ~2.4 MB of request copies: more than the 1 MiB journal takes
+        # 40 events: the queue (16) and a batch (4) hold the first four requests' events; the other
+        # four requests' copies (~1.2 MB) are more than the 1 MiB journal takes.
+        for i in range(8):
             r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20,
                            json={"model": "auto", "messages": [{"role": "user", "content": f"{i} {big}"}]})
             assert r.status_code == 200

@@ -6,7 +6,12 @@ import subprocess
 import time
 
 import httpx
+import msgspec
 import pytest
+
+from vsr_fast.config.catalog import Deployment
+from vsr_fast.protocol import systemone as wire
+from vsr_fast.systemone.deployments import CallFailed, Remote
 
 from .procs import Proc, free_port, router, write_config
 
@@ -375,31 +380,46 @@ def tls_config(mock_url: str, s1_url: str, **deployment) -> dict:
     return d
 
 
-def test_an_untrusted_certificate_is_never_sent_a_question(mock, fake, https_fake, tmp_path):
-    url, _ = https_fake
-    set_rules(fake, MATH_HARD)
-    with router(write_config(tls_config(mock.url, url), str(tmp_path))) as proc:
-        r = ask(proc, "Prove that sqrt(2) is irrational #tls-untrusted")
-        assert r.status_code == 200
-        assert r.headers["x-vsr-selected-decision"] == "tools_or_unsure", "unknown: on_unknown decided"
-        assert calls(fake) == [], "the handshake failed before any question left"
-        metrics = httpx.get(f"{proc.url}/metrics").text
-        assert 'vsr_systemone_calls_total{deployment="s1",outcome="unreachable"}' in metrics
-
-
-@pytest.mark.parametrize("tls, auth, header, value", [
-    ("ca_file", {"header": "x-api-key", "prefix": ""}, "x-api-key", "s1-secret"),
-    ({"verify": False}, {}, "authorization", "Bearer s1-secret"),
-], ids=["ca_file+custom-header", "verify-false+bearer"])
-def test_a_trusted_api_is_asked_with_the_key_from_its_file(mock, fake, https_fake, tmp_path, tls, auth, header, value):
+def test_a_trusted_api_is_asked_with_the_key_from_its_file(mock, fake, https_fake, tmp_path):
     url, cert = https_fake
     key_file = tmp_path / "s1.key"
     key_file.write_text("s1-secret\n")               # the trailing newline is not part of the key
-    d = tls_config(mock.url, url, tls={"ca_file": str(cert)} if tls == "ca_file" else tls,
-                   auth={"api_key_file": str(key_file), **auth})
+    d = tls_config(mock.url, url, tls={"ca_file": str(cert)},
+                   auth={"api_key_file": str(key_file), "header": "x-api-key", "prefix": ""})
     set_rules(fake, MATH_HARD)
     with router(write_config(d, str(tmp_path))) as proc:
-        r = ask(proc, f"Prove that sqrt(2) is irrational #tls-{header}")
+        r = ask(proc, "Prove that sqrt(2) is irrational #tls-ca-file")
         assert r.headers["x-vsr-selected-decision"] == "hard_math", "routed on the answers"
         (call,) = calls(fake)
-        assert call["headers"][header] == value
+        assert call["headers"]["x-api-key"] == "s1-secret"
+
+
+async def ask_over_tls(url: str, **deployment) -> wire.StandardResponse:
+    """One question to the fake behind TLS through a Remote deployment built from ``deployment``."""
+    remote = Remote("s1", msgspec.convert({"provider": "systemone", "endpoint": f"{url}/v1/systemone", "model": "fake",
+                                           **deployment}, Deployment))
+    try:
+        return await remote.call(wire.StandardRequest(state=wire.State(request="tls"),
+                                                      questions={"q": wire.NoulQuestion()}))
+    finally:
+        await remote.aclose()
+
+
+async def test_an_untrusted_certificate_is_never_sent_a_question(fake, https_fake):
+    url, _ = https_fake
+    set_rules(fake, [])
+    with pytest.raises(CallFailed) as info:
+        await ask_over_tls(url)                      # verify: true, and no ca_file that names our certificate
+    assert info.value.code == "unreachable"          # the proxy listens: the TLS handshake is what failed
+    assert calls(fake) == [], "the handshake failed before any question left"
+
+
+async def test_verify_false_asks_with_the_default_bearer_key_from_its_file(fake, https_fake, tmp_path):
+    url, _ = https_fake
+    key_file = tmp_path / "s1.key"
+    key_file.write_text("s1-secret")
+    set_rules(fake, [])
+    answer = await ask_over_tls(url, tls={"verify": False}, auth={"api_key_file": str(key_file)})
+    assert answer.answers["q"] == wire.NoulAnswer(0.5)
+    (call,) = calls(fake)
+    assert call["headers"]["authorization"] == "Bearer s1-secret"

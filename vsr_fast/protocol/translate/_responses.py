@@ -9,10 +9,10 @@ import msgspec
 from ...errors import RequestError
 from .. import responses as wire
 from ._common import ENCODER, NewId, new_id, upstream_error, unknown_fields
-from ._freeform import (
-    ToolNames, custom_arguments, custom_input, function_defs, qualified, tool_names,
+# declared_tool_count is read as RESPONSES.declared_tool_count by the adapter: a re-export, not unused.
+from ._freeform import (  # noqa: F401
+    ToolNames, custom_arguments, custom_input, declared_tool_count, function_defs, qualified, tool_names,
 )
-from ._freeform import declared_tool_count as declared_tool_count  # adapters reads RESPONSES.declared_tool_count
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
     GeneratedImage, Image, Started, Text, TextDelta, ToolCall, ToolChoice, ToolResult, Turn, Usage,
