@@ -210,7 +210,8 @@ def test_an_over_limit_chunked_body_reads_the_413(gw):
         for _ in range(66):
             yield block
 
-    r = httpx.post(f"{gw.url}/v1/chat/completions", content=chunks(), timeout=60)
+    r = httpx.post(f"{gw.url}/v1/chat/completions", content=chunks(), timeout=60,
+                   headers={"content-type": "application/json"})
     assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
     still_serves(gw)
 

@@ -91,7 +91,8 @@ def test_preview_lists_signals_with_values_and_timings(heuristic_router):
 
 
 def test_preview_reports_bad_bodies_like_the_hot_path(heuristic_router):
-    r = httpx.post(f"{heuristic_router.url}/api/v1/routing/preview", content=b'{"model": "x", "messages": 5}')
+    r = httpx.post(f"{heuristic_router.url}/api/v1/routing/preview", content=b'{"model": "x", "messages": 5}',
+                   headers={"content-type": "application/json"})
     assert r.status_code == 400
     assert r.json()["error"]["param"] == "messages"
 

@@ -101,7 +101,7 @@ def test_invalid_bodies_are_refused_with_invalid_request(api, body, fragment):
 def test_unknown_model_and_malformed_json(api):
     r = post(api, {"model": "nope", "state": STATE, "questions": QUESTIONS})
     assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
-    r = httpx.post(f"{api.url}/v1/systemone", content=b"{oops")
+    r = httpx.post(f"{api.url}/v1/systemone", content=b"{oops", headers={"content-type": "application/json"})
     assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_request"
 
 

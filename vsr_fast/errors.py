@@ -10,6 +10,7 @@
     │   ├── EmptyArray              400 empty_array
     │   ├── UnknownParameter        400 unknown_parameter
     │   ├── PreviousResponseNotFound 400 previous_response_not_found
+    │   ├── AmbiguousFraming        400 ambiguous_framing      (Content-Length with Transfer-Encoding)
     │   ├── MethodNotAllowed        405 method_not_allowed
     │   ├── BodyTimeout             408 body_timeout
     │   ├── BodyTooLarge            413 request_too_large
@@ -27,6 +28,10 @@
     ├── StoreUnavailable            503 store_unavailable      store (Redis or another store did not answer)
     └── UpstreamError               502 upstream_failed        upstream
         ├── UpstreamTimeout         504 upstream_timeout
+        ├── UpstreamInvalid             upstream_invalid_answer   a status outside 2xx/4xx/5xx, a redirect, a body
+        │                                                         not of its protocol's shape
+        ├── UpstreamTooLarge            upstream_answer_too_large past the backend's max_response_bytes
+        ├── BackendsBusy            503 backends_busy          every backend at its max_pending (Retry-After)
         ├── UpstreamsExhausted      502                        every attempt failed with a status
         │   └── UpstreamsRateLimited 429 rate_limited          every attempt answered 429
         └── _UpstreamAnswered       (the upstream's own status)
@@ -48,6 +53,7 @@ class VsrError(Exception):
     code: str = "internal"
     type: str = "server_error"
     stage: str = "internal"
+    retry_after_s: int | None = None     # sent as Retry-After with the error
 
     def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
@@ -100,6 +106,13 @@ class UnknownParameter(RequestError):
 
 class PreviousResponseNotFound(RequestError):
     code = "previous_response_not_found"
+
+
+class AmbiguousFraming(RequestError):
+    """A request that says where its body ends twice (Content-Length and Transfer-Encoding): the shape of
+    request smuggling, refused and the connection closed, as Envoy does."""
+
+    code = "ambiguous_framing"
 
 
 class MethodNotAllowed(RequestError):
@@ -197,6 +210,25 @@ class UpstreamError(VsrError):
 
 class UpstreamTimeout(UpstreamError):
     status, code = 504, "upstream_timeout"
+
+
+class UpstreamInvalid(UpstreamError):
+    """A backend's answer is not one the router can trust: a status outside 200-299 and 400-599 (a
+    redirect included: the router never follows one) or a success body not of its protocol's shape."""
+
+    code = "upstream_invalid_answer"
+
+
+class UpstreamTooLarge(UpstreamError):
+    """A backend's answer grew past its ``max_response_bytes``: it is dropped, never held whole."""
+
+    code = "upstream_answer_too_large"
+
+
+class BackendsBusy(UpstreamError):
+    """Every backend tried already holds its ``max_pending`` requests: refused at once rather than queued."""
+
+    status, code, retry_after_s = 503, "backends_busy", 1
 
 
 class UpstreamsExhausted(UpstreamError):

@@ -56,6 +56,11 @@ class BackendRef(_Block):
     # httpcore's pool work grows with its size (STACK-NOTES): small pools, sharded clients.
     max_connections: Annotated[int, Meta(ge=1, le=64)] = 8
     pool_shards: Annotated[int, Meta(ge=1, le=16)] = 2
+    # An answer (whole or streamed) past this is cut with a 502 or the stream's error event, never held whole.
+    max_response_bytes: Annotated[int, Meta(ge=1024, le=1 << 30)] = 64 * 1024 * 1024
+    # Requests in flight or queued for a connection; past it the backend is skipped, and with every backend
+    # skipped the client gets 503 with Retry-After at once. Unset: four times the connections.
+    max_pending: Annotated[int, Meta(ge=1, le=100_000)] | None = None
 
 
 class ProviderModel(_Block):
@@ -178,6 +183,15 @@ class Limits(_Block):
     # From the first byte of the body to the last byte of the answer, every stage and attempt included.
     # LiteLLM's default (600 s): long enough for a reasoning model's stream, short enough to free a stuck one.
     request_timeout_ms: PositiveMs = 600_000
+    # A connection's time to send a request's headers, from its opening or from the previous answer's end.
+    # hypercorn has one timer for both, so it is also how long an idle kept-alive connection stays open.
+    # nginx's client_header_timeout (60 s); past it the socket closes with no answer, as nginx's does,
+    # since no route (hence no client protocol) is known yet.
+    header_timeout_ms: PositiveMs = 60_000
+    # The body's pace (Apache mod_reqtimeout's body=…,MinRate=…): body_timeout_ms to start with, one more
+    # second per min_body_bytes_per_s received, never past the request's deadline; 408 past it.
+    body_timeout_ms: PositiveMs = 30_000
+    min_body_bytes_per_s: Annotated[int, Meta(ge=0)] = 1024
 
 
 class RouterSettings(_Block):

@@ -1,17 +1,20 @@
 """The ASGI entry: the hot path as a raw handler, every other route through quart-trio."""
 from __future__ import annotations
 
-from ..errors import MethodNotAllowed
+from collections.abc import Awaitable, Callable
+from functools import partial
+
+from ..errors import AmbiguousFraming, MethodNotAllowed, UnsupportedMedia, VsrError
 from ..headers.public import public_headers
 from ..headers.registry import ResponsePath
 from ..protocol import anthropic
 from ..protocol.errors import openai_error_body
 from .admin import make_admin
-from .asgi import Receive, Scope, Send, header, lingering_close, send_whole, shield_final
+from .asgi import Receive, Scope, Send, discard_body, header, lingering_close, send_whole, shield_final
 from .count_tokens import handle_count_tokens
 from .pipeline import handle_api
 from .preview import handle_preview
-from .systemone_api import handle_systemone, models_listing
+from .systemone_api import error_body as systemone_error_body, handle_systemone, models_listing
 from .state import AppState
 
 # Inference routes -> client API (the adapters of protocol/adapters.py).
@@ -20,37 +23,52 @@ API_PATHS = {
     "/v1/messages": "messages", "/v1/responses": "responses", "/v1/images/generations": "images",
 }
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+ANTHROPIC_PREFIX = "/v1/messages"     # /v1/messages and its count_tokens: Anthropic's error shape
 PREVIEW_PATH = "/api/v1/routing/preview"
 SYSTEMONE_PATHS = frozenset({"/v1/systemone", "/v1/decisions"})
 SYSTEMONE_MODELS = "/v1/systemone/models"
+Handler = Callable[[AppState, Scope, Receive, Send], Awaitable[None]]
 
 
 def make_app(state: AppState):
     """An ASGI app over ``state``."""
     admin = make_admin(state)
+    posts = _post_routes()
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        api = API_PATHS.get(scope["path"]) if scope["type"] == "http" else None
-        if api is not None:
-            if scope["method"] == "POST":
-                await handle_api(state, api, scope, receive, send)
+        if scope["type"] != "http":
+            await admin(scope, receive, send)
+            return
+        path, method = scope["path"], scope["method"]
+        if header(scope, b"transfer-encoding") is not None and header(scope, b"content-length") is not None:
+            # h11 lets chunked win and keeps the connection, so the bytes past the chunked body would be
+            # read as a second request; it has no option to refuse this, so the refusal is here. The
+            # chunked body is read first (bounded): answering while hypercorn still parses it races its
+            # reader for the socket.
+            await discard_body(receive)
+            await _refuse(state, send, path, AmbiguousFraming("Content-Length and Transfer-Encoding together "
+                                                              "are refused"), (b"connection", b"close"))
+            return
+        handler = posts.get(path)
+        if handler is not None:
+            if method != "POST":
+                await _refuse(state, send, path, MethodNotAllowed("Only POST is allowed on this route"),
+                              (b"allow", b"POST"))
+            elif not is_json(header(scope, b"content-type")):
+                # A web page may POST text/plain, a form or an untyped blob to any origin with no CORS
+                # preflight; only JSON bodies are served. The body is read first (bounded) so the
+                # connection stays usable.
+                await discard_body(receive)
+                await _refuse(state, send, path, UnsupportedMedia("Content-Type must be application/json"),
+                              (b"accept", b"application/json"))
             else:
-                await _method_not_allowed(state, send, api == "messages")
-        elif scope["type"] == "http" and scope["path"] == COUNT_TOKENS_PATH:
-            if scope["method"] == "POST":
-                await handle_count_tokens(state, scope, receive, send)
-            else:
-                await _method_not_allowed(state, send, anthropic_shape=True)
-        elif scope["type"] == "http" and scope["path"] == PREVIEW_PATH and scope["method"] == "POST":
-            await handle_preview(state, scope, receive, send)
-        elif scope["type"] == "http" and scope["path"] in SYSTEMONE_PATHS and scope["method"] == "POST":
-            await handle_systemone(state, scope, receive, send)
-        elif scope["type"] == "http" and scope["path"] == SYSTEMONE_MODELS and scope["method"] == "GET":
+                await handler(state, scope, receive, send)
+        elif path == SYSTEMONE_MODELS and method == "GET":
             headers = public_headers(config_version=state.config_version, path=ResponsePath.UPSTREAM,
                                      recipe=None, decision=None, model=None)
             headers.append((b"content-type", b"application/json"))
             await send_whole(send, 200, headers, models_listing(state))
-        elif scope["type"] == "http" and header(scope, b"connection") == b"close":
+        elif header(scope, b"connection") == b"close":
             await _until_response_ends(admin, scope, receive, send)
         else:
             await admin(scope, receive, send)
@@ -58,13 +76,39 @@ def make_app(state: AppState):
     return lingering_close(app)
 
 
-async def _method_not_allowed(state: AppState, send: Send, anthropic_shape: bool = False) -> None:
-    err = MethodNotAllowed("Only POST is allowed on this route")
+def _post_routes() -> dict[str, Handler]:
+    """Every POST-only route to its handler."""
+    routes: dict[str, Handler] = {path: partial(_api, api) for path, api in API_PATHS.items()}
+    routes[COUNT_TOKENS_PATH] = handle_count_tokens
+    routes[PREVIEW_PATH] = handle_preview
+    routes.update(dict.fromkeys(SYSTEMONE_PATHS, handle_systemone))
+    return routes
+
+
+def is_json(content_type: bytes | None) -> bool:
+    """Whether a Content-Type names JSON: application/json or a ``+json`` type, any parameters."""
+    if content_type is None:
+        return False
+    media = content_type.split(b";", 1)[0].strip().lower()
+    return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
+
+
+async def _api(api: str, state: AppState, scope: Scope, receive: Receive, send: Send) -> None:
+    await handle_api(state, api, scope, receive, send)
+
+
+async def _refuse(state: AppState, send: Send, path: str, err: VsrError, *extra: tuple[bytes, bytes]) -> None:
+    """``err`` before any handler ran, in the protocol of the route ``path`` names."""
     headers = public_headers(config_version=state.config_version, path=ResponsePath.ERROR,
                              recipe=None, decision=None, model=None)
-    headers += [(b"content-type", b"application/json"), (b"allow", b"POST")]
-    body = anthropic.error_body(err.message, "invalid_request_error") if anthropic_shape else openai_error_body(err)
-    await send_whole(send, 405, headers, body)
+    headers += [(b"content-type", b"application/json"), *extra]
+    if path.startswith(ANTHROPIC_PREFIX):
+        status, body = anthropic.vsr_error_answer(err)
+    elif path in SYSTEMONE_PATHS:
+        status, body = err.status, systemone_error_body(err)
+    else:
+        status, body = err.status, openai_error_body(err)
+    await send_whole(send, status, headers, body)
 
 
 async def _until_response_ends(app, scope: Scope, receive: Receive, send: Send) -> None:

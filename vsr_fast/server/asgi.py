@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import trio
 
-from ..errors import BodyTooLarge
+from ..errors import BodyTimeout, BodyTooLarge
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -27,24 +28,40 @@ def header(scope: Scope, name: bytes) -> bytes | None:
     return None
 
 
-async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
-    """The whole request body; BodyTooLarge as soon as it is known to exceed ``limit``."""
+@dataclass(frozen=True, slots=True)
+class BodyPace:
+    """How long a request body may take to arrive: ``grace_s`` to start with, plus one second per
+    ``min_rate`` bytes received (Apache mod_reqtimeout's ``body=…,MinRate=…``; 0: no extension)."""
+
+    grace_s: float
+    min_rate: int
+
+
+async def read_body(scope: Scope, receive: Receive, limit: int, pace: BodyPace) -> bytes:
+    """The whole request body; BodyTooLarge as soon as it is known to exceed ``limit``, BodyTimeout when it
+    falls behind ``pace`` (the caller's own deadline still applies on top)."""
     declared = header(scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge(f"Request body of {int(declared)} bytes exceeds the limit of {limit} bytes")
     chunks: list[bytes] = []
     size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientGone
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge(f"Request body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    started = trio.current_time()
+    with trio.CancelScope(deadline=started + pace.grace_s) as cut:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ClientGone
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge(f"Request body exceeds the limit of {limit} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            if pace.min_rate:
+                cut.deadline = started + pace.grace_s + size / pace.min_rate
+    raise BodyTimeout(f"the request body arrived too slowly ({size} bytes in {trio.current_time() - started:.1f} s; "
+                      f"allowed: {pace.grace_s:g} s plus one second per {pace.min_rate} bytes)")
 
 
 # After a 413 the rest of the refused body is read and dropped before the connection
@@ -79,7 +96,7 @@ def lingering_close(app):
                 refused = message["status"] == 413
             elif refused and not ended and is_final(message):
                 await send({**message, "more_body": True})
-                await _discard(tracked, _declared(scope))
+                await discard_body(tracked, _declared(scope))
                 message = {"type": "http.response.body", "body": b"", "more_body": False}
             await send(message)
 
@@ -93,7 +110,7 @@ def _declared(scope: Scope) -> int:
     return int(value) if value is not None and value.isdigit() else LINGER_MAX_BYTES
 
 
-async def _discard(receive: Receive, expected: int) -> None:
+async def discard_body(receive: Receive, expected: int = LINGER_MAX_BYTES) -> None:
     """Read and drop up to ``expected`` body bytes within the bounds; nothing when it is past them."""
     if expected > LINGER_MAX_BYTES:
         return

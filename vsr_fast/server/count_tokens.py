@@ -50,7 +50,7 @@ async def handle_count_tokens(state: AppState, scope: Scope, receive: Receive, s
     recipe = decision = model = None
     extra: list[tuple[bytes, bytes]] = []
     try:
-        raw = await read_body(scope, receive, state.max_body_bytes)
+        raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
         try:
             body = decode_body(anthropic.COUNT_TOKENS_DECODER, raw)
         except BodyProblem as exc:

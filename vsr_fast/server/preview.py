@@ -51,7 +51,7 @@ def preview_body(route: Route, model_name: str, routing_us: float) -> dict:
 async def handle_preview(state: AppState, scope: Scope, receive: Receive, send: Send) -> None:
     """Route the body and answer with the route, its signals and its reasons."""
     try:
-        raw = await read_body(scope, receive, state.max_body_bytes)
+        raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
         request = decode_chat(raw)
         started = time.perf_counter_ns()
         route = await route_chat(state.table, request, lambda: state.identity(scope), state.systemone)

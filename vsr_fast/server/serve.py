@@ -17,6 +17,7 @@ import trio
 
 from ..routing import Loaded
 from ..plugins import layers as plugin_config
+from ..config.schema import Limits
 from ..config.stores import default_events_dir
 from ..errors import ConfigError, VsrError
 from ..events.service import open_event_services
@@ -38,14 +39,16 @@ class ServeOptions:
     config_path: str = ""              # what workers load
     worker: int = 0                    # this worker's index under a supervisor
     graceful_timeout_s: float = 30.0   # how long SIGTERM waits for in-flight requests
-    keep_alive_timeout_s: float = 75.0
 
 
-def _hypercorn_config(opts: ServeOptions) -> hypercorn.config.Config:
+def _hypercorn_config(opts: ServeOptions, limits: Limits) -> hypercorn.config.Config:
     cfg = hypercorn.config.Config()
     cfg.bind = [f"fd://{opts.fd}"] if opts.fd is not None else [f"{opts.host}:{opts.port}"]
     cfg.graceful_timeout = opts.graceful_timeout_s
-    cfg.keep_alive_timeout = opts.keep_alive_timeout_s
+    # hypercorn's idle timer runs from a connection's opening (or an answer's end) until a request's headers
+    # are whole: the header timeout. Its read_timeout stays unset: it bounds every read, including while a
+    # client silently waits for a long answer, and would cut those; the body's pace covers the body.
+    cfg.keep_alive_timeout = limits.header_timeout_ms / 1000
     cfg.accesslog = None
     cfg.errorlog = logging.getLogger("hypercorn.error")
     return cfg
@@ -76,9 +79,12 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
             background.start_soon(state.response_store.run)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_on_signals, state, shutdown)
-                binds = await nursery.start(_serve_http, make_app(state), _hypercorn_config(opts), shutdown)
-                print(f"vsr-fast: serving on {', '.join(binds)} (config {loaded.version_hash})", file=sys.stderr,
-                      flush=True)
+                limits = loaded.config.global_.router.limits
+                binds = await nursery.start(_serve_http, make_app(state), _hypercorn_config(opts, limits), shutdown)
+                # One write, newline included: workers share the supervisor's stderr, and print's two
+                # writes (text, then newline) let two workers' lines run together.
+                sys.stderr.write(f"vsr-fast: serving on {', '.join(binds)} (config {loaded.version_hash})\n")
+                sys.stderr.flush()
                 task_status.started(binds)
                 await shutdown.wait()
                 # hypercorn returns once drained; then stop the signal watcher.

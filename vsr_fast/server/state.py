@@ -12,6 +12,7 @@ from .response_store import response_store
 from ..metrics import Metrics
 from ..systemone.client import SystemOneClient
 from ..upstream import Attempt, Dispatcher, Upstreams
+from .asgi import BodyPace
 from .recording import Policies
 from .route import identity_reader
 
@@ -39,6 +40,7 @@ class AppState:
         limits = self.loaded.config.global_.router.limits
         self.max_body_bytes = limits.max_body_bytes
         self.request_timeout_s = limits.request_timeout_ms / 1000
+        self.body_pace = BodyPace(limits.body_timeout_ms / 1000, limits.min_body_bytes_per_s)
 
     def trace_for(self, scope, route) -> str | None:
         """x-vsr-trace for a caller that asked, when the debug policy allows it."""

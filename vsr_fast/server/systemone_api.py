@@ -24,9 +24,14 @@ from .state import AppState
 
 _JSON = (b"content-type", b"application/json")
 STATUS = {"invalid_request": 400, "model_not_found": 404, "question_failed": 422, "invalid_input": 422,
-          "overloaded": 429, "timeout": 504}
+          "overloaded": 429, "timeout": 504, "body_timeout": 408, "request_too_large": 413}
 # Failures that say nothing about the request: the next candidate may answer it.
 PASS_ON = frozenset({"overloaded", "timeout", "unreachable", "invalid_response"})
+
+
+def error_body(exc: VsrError) -> bytes:
+    """``exc`` in the System One API's error shape."""
+    return wire.ENCODER.encode(wire.ErrorResponse(wire.ErrorBody(code=exc.code, message=exc.message)))
 
 
 def _error(code: str, message: str, *, question: str | None = None, state: str | None = None) -> tuple[int, bytes]:
@@ -39,7 +44,7 @@ async def handle_systemone(state: AppState, scope: Scope, receive: Receive, send
     """Route a System One request through its entrypoint's recipe and answer it with a native alias."""
     recipe = decision = model = None
     try:
-        raw = await read_body(scope, receive, state.max_body_bytes)
+        raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
         try:
             body = wire.decode_request(raw)
         except msgspec.DecodeError as exc:   # ValidationError included

@@ -1,8 +1,13 @@
 """Calling the chosen models: attempts in order, fallback before the first byte.
 
 Order: each candidate model's backend_refs in turn, then the next candidate.
-A connect error, a timeout, a 429 or a 5xx moves on; any other status is the
-model's answer and is relayed as it is. A stream counts as started once its
+A connect error, a timeout, a 429 or a 5xx moves on, and so does an answer the
+router cannot trust (``answers``: a redirect or an unknown status, a success
+body not of its protocol's shape, an answer past ``max_response_bytes``); any
+other status is the model's answer, its body relayed with the backend's key
+struck out. A backend already holding ``max_pending`` requests is skipped
+at once; with every one skipped the client gets 503 with Retry-After
+(``BackendsBusy``) rather than a place in a queue. A stream counts as started once its
 first body chunk arrived, so a backend that fails before producing anything
 still falls back; after that, the relay reports the failure in-stream.
 
@@ -18,7 +23,8 @@ from dataclasses import dataclass, field
 import httpx
 
 from ..config.schema import ProviderModel
-from ..errors import UpstreamError, UpstreamsExhausted, UpstreamsRateLimited, UpstreamStatus, UpstreamTimeout
+from ..errors import BackendsBusy, UpstreamError, UpstreamsExhausted, UpstreamsRateLimited, UpstreamStatus, UpstreamTimeout
+from . import answers
 from .pool import Backend, Upstreams
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504, 529})
@@ -58,8 +64,12 @@ class Stream:
     rest: AsyncIterator[bytes]
     response: httpx.Response
     attempts: list[Attempt] = field(default_factory=list)
+    released: bool = False      # its backend's pending slot was given back
 
     async def aclose(self) -> None:
+        if not self.released:
+            self.released = True
+            self.backend.pending -= 1
         await self.response.aclose()
 
 
@@ -105,20 +115,26 @@ class Dispatcher:
         for model, backend in self._order(candidates):
             started = time.perf_counter()
             out = outbound_for(model)
-            try:
-                resp = await backend.client().post(
-                    backend.base + out.path, content=out.body, headers=self._headers(backend, extra, out)
-                )
-            except httpx.TransportError as exc:
-                failure = _transport_failure(exc, backend)
-                self._record(attempts, model, backend, started, None, failure.code)
+            resp = await self._open(attempts, model, backend, started, out, extra)
+            if isinstance(resp, UpstreamError):
+                failure = resp
                 continue
-            self._record(attempts, model, backend, started, resp.status_code, None)
-            if resp.status_code in RETRYABLE_STATUS:
-                failure = _status_failure(resp.status_code, resp.content, resp.headers, backend)
+            status = resp.status_code
+            try:
+                body = await _read_whole(resp, model, backend, out.path)
+            except UpstreamError as exc:
+                failure = exc
+                self._record(attempts, model, backend, started, status, failure.code)
+                continue
+            finally:
+                backend.pending -= 1
+                await resp.aclose()
+            self._record(attempts, model, backend, started, status, None)
+            if status in RETRYABLE_STATUS:
+                failure = _status_failure(status, body, resp.headers, backend)
                 continue
             content_type = resp.headers.get("content-type", "application/json")
-            return Whole(model, backend, resp.status_code, resp.content, content_type, attempts)
+            return Whole(model, backend, status, body, content_type, attempts)
         raise _exhausted(failure, attempts)
 
     async def stream(self, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor,
@@ -129,41 +145,82 @@ class Dispatcher:
         failure: UpstreamError | None = None
         for model, backend in self._order(candidates):
             started = time.perf_counter()
-            client = backend.client()
             out = outbound_for(model)
-            request = client.build_request(
-                "POST", backend.base + out.path, content=out.body, headers=self._headers(backend, extra, out)
-            )
-            try:
-                resp = await client.send(request, stream=True)
-            except httpx.TransportError as exc:
-                failure = _transport_failure(exc, backend)
-                self._record(attempts, model, backend, started, None, failure.code)
+            resp = await self._open(attempts, model, backend, started, out, extra)
+            if isinstance(resp, UpstreamError):
+                failure = resp
                 continue
             status = resp.status_code
             content_type = resp.headers.get("content-type", "text/event-stream")
+            streaming = False       # once the Stream is handed over, its aclose gives the slot back
             try:
                 if status >= 400 or "text/event-stream" not in content_type:
-                    body = await resp.aread()
-                    await resp.aclose()
+                    try:
+                        body = await _read_whole(resp, model, backend, out.path)
+                    finally:
+                        await resp.aclose()
                     self._record(attempts, model, backend, started, status, None)
                     if status in RETRYABLE_STATUS:
                         failure = _status_failure(status, body, resp.headers, backend)
                         continue
                     return Whole(model, backend, status, body, content_type, attempts)
-                rest = resp.aiter_raw()
-                first = await _first_chunk(rest)
-            except httpx.TransportError as exc:
+                answers.check_status(status, backend.label)
+                raw = resp.aiter_raw()
+                first = await _first_chunk(raw)
+                self._record(attempts, model, backend, started, status, None)
+                rest = answers.Bounded(raw, backend.max_response_bytes, backend.label, len(first))
+                streaming = True
+                return Stream(model, backend, status, content_type, first, rest, resp, attempts)
+            except (UpstreamError, httpx.TransportError) as exc:
                 await resp.aclose()
-                failure = _transport_failure(exc, backend)
+                failure = exc if isinstance(exc, UpstreamError) else _transport_failure(exc, backend)
                 self._record(attempts, model, backend, started, status, failure.code)
                 continue
             except BaseException:
                 await resp.aclose()
                 raise
-            self._record(attempts, model, backend, started, status, None)
-            return Stream(model, backend, status, content_type, first, rest, resp, attempts)
+            finally:
+                if not streaming:
+                    backend.pending -= 1
         raise _exhausted(failure, attempts)
+
+    async def _open(self, attempts: list[Attempt], model: ProviderModel, backend: Backend, started: float,
+                    out: "Outbound", extra: Headers) -> httpx.Response | UpstreamError:
+        """The backend's response with its headers read and its body not yet, holding one of the backend's
+        pending slots (the caller gives it back); or the failure, recorded, with no slot held."""
+        if backend.pending >= backend.max_pending:
+            failure: UpstreamError = BackendsBusy(
+                f"backend {backend.label} already holds its {backend.max_pending} pending requests")
+        else:
+            client = backend.client()
+            request = client.build_request(
+                "POST", backend.base + out.path, content=out.body, headers=self._headers(backend, extra, out)
+            )
+            backend.pending += 1
+            try:
+                return await client.send(request, stream=True)
+            except BaseException as exc:
+                backend.pending -= 1
+                if not isinstance(exc, httpx.TransportError):
+                    raise
+                failure = _transport_failure(exc, backend)
+        self._record(attempts, model, backend, started, None, failure.code)
+        return failure
+
+
+async def _read_whole(resp: httpx.Response, model: ProviderModel, backend: Backend, path: str) -> bytes:
+    """A whole answer the router may relay: a relayable status, bounded, a success of its protocol's shape,
+    an error sanitized. Every failure, a broken connection's included, is an UpstreamError."""
+    label = backend.label
+    answers.check_status(resp.status_code, label)
+    try:
+        body = await answers.read_bounded(resp, backend.max_response_bytes, label)
+    except httpx.TransportError as exc:
+        raise _transport_failure(exc, backend) from None
+    if resp.status_code >= 400:
+        return answers.sanitized(body, backend.secret, model.api_format, resp.status_code, label)
+    answers.check_shape(path, body, label)
+    return body
 
 
 async def _first_chunk(chunks: AsyncIterator[bytes]) -> bytes:

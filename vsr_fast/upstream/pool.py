@@ -38,7 +38,12 @@ class Backend:
         self.label = ref.name or f"{model.name}[{index}]"
         self.base = base_url(ref)
         self.chat_url = self.base + "/chat/completions"
-        self.auth: tuple[str, str] | None = _auth_header(ref, model.api_format)
+        key = _key(ref)
+        self.auth: tuple[str, str] | None = _auth_header(ref, key, model.api_format)
+        self.secret = key.encode() if key else None     # struck from any error body a backend echoes it in
+        self.max_response_bytes = ref.max_response_bytes
+        self.max_pending = ref.max_pending or 4 * ref.max_connections * ref.pool_shards
+        self.pending = 0        # attempts sent or waiting for a connection, streams until closed
         connect = ref.connect_timeout_ms / 1000
         read = ref.read_timeout_ms / 1000
         self._clients = [
@@ -76,12 +81,16 @@ def refuse_cookies(client: httpx.AsyncClient) -> None:
     client.cookies.jar.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
 
 
-def _auth_header(ref: BackendRef, api_format: str) -> tuple[str, str] | None:
+def _key(ref: BackendRef) -> str | None:
     auth = ref.auth
     if auth is None:
         return None
-    key = os.environ.get(auth.api_key_env) if auth.api_key_env else auth.api_key
-    if not key:
+    return (os.environ.get(auth.api_key_env) if auth.api_key_env else auth.api_key) or None
+
+
+def _auth_header(ref: BackendRef, key: str | None, api_format: str) -> tuple[str, str] | None:
+    auth = ref.auth
+    if auth is None or not key:
         return None
     default_header, default_prefix = PROVIDER_AUTH.get(api_format, DEFAULT_AUTH)
     header = auth.header or default_header

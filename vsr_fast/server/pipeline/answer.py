@@ -168,4 +168,7 @@ async def error(ex: Exchange, send: Send, exc: VsrError) -> None:
     ex.recipe = ex.recipe or getattr(exc, "recipe", None)
     ex.path = h.ResponsePath.ERROR
     ex.warnings = render_warnings([], codes=ex.codes)
-    await send_whole(send, status, ex.headers(content_type), body)
+    headers = ex.headers(content_type)
+    if exc.retry_after_s is not None:
+        headers.append((b"retry-after", str(exc.retry_after_s).encode()))
+    await send_whole(send, status, headers, body)

@@ -6,8 +6,9 @@ from .exchange import Exchange
 
 
 async def read(ex: Exchange, receive: Receive) -> None:
-    """The whole body (BodyTooLarge past the limit, ClientGone if the client leaves)."""
-    ex.raw = await read_body(ex.scope, receive, ex.state.max_body_bytes)
+    """The whole body (BodyTooLarge past the limit, BodyTimeout behind the body's pace, ClientGone if the
+    client leaves)."""
+    ex.raw = await read_body(ex.scope, receive, ex.state.max_body_bytes, ex.state.body_pace)
 
 
 async def decode(ex: Exchange) -> None:

@@ -1,0 +1,93 @@
+"""A hostile upstream for the reliability tests: a real HTTP server whose answers a router must not trust.
+
+``python -m tests.hostile_upstream`` prints ``hostile_upstream: listening on http://HOST:PORT``. The first
+path segment picks the misbehaviour, so one server plays every backend (``endpoint: URL/<mode>/v1``):
+
+- ``ok``: a normal chat completion;
+- ``invalid-json``, ``wrong-shape``: 200 with a body that is not JSON, or JSON without ``choices``;
+- ``status999``, ``redirect``: HTTP 999, or a 307 with no Location;
+- ``huge``, ``huge-sse``: 100 MB of JSON or of SSE events, chunked, with no Content-Length;
+- ``echo-key``: 401 whose message quotes the credential the request carried;
+- ``long-error``: 400 with a 1 MiB error body that also quotes it.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+HUGE = 100 * 1000 * 1000
+PIECE = 1 << 20
+CHAT = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "hostile",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "fine"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+EVENT = b'data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"hostile","choices":[{"index":0,' \
+        b'"delta":{"content":"x"},"finish_reason":null}]}\n\n'
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        mode = self.path.strip("/").split("/")[0]
+        key = (self.headers.get("authorization", "").removeprefix("Bearer ") or self.headers.get("x-api-key", ""))
+        if mode == "ok":
+            self.whole(200, json.dumps(CHAT).encode())
+        elif mode == "invalid-json":
+            self.whole(200, b'{"choices": [ this is not json')
+        elif mode == "wrong-shape":
+            self.whole(200, json.dumps({"id": "x", "object": "chat.completion"}).encode())
+        elif mode == "status999":
+            self.whole(999, json.dumps(CHAT).encode())
+        elif mode == "redirect":
+            self.whole(307, b"")
+        elif mode == "huge":
+            self.chunked("application/json", b'{"choices": [' + b" " * (PIECE - 13))
+        elif mode == "huge-sse":
+            self.chunked("text/event-stream", EVENT * (PIECE // len(EVENT)))
+        elif mode == "echo-key":
+            error = {"message": f"Incorrect API key provided: {key}.", "type": "invalid_request_error",
+                     "code": "invalid_api_key"}
+            self.whole(401, json.dumps({"error": error}).encode())
+        elif mode == "long-error":
+            error = {"message": f"bad request from {key}: " + "x" * PIECE, "type": "invalid_request_error"}
+            self.whole(400, json.dumps({"error": error}).encode())
+        else:
+            self.whole(404, b'{"error": {"message": "unknown mode"}}')
+
+    def whole(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def chunked(self, content_type: str, piece: bytes) -> None:
+        """About HUGE bytes of ``piece`` repeated, until the client stops reading."""
+        self.send_response(200)
+        self.send_header("content-type", content_type)
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        frame = f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+        try:
+            for _ in range(HUGE // len(piece)):
+                self.wfile.write(frame)
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+
+def main() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    host, port = server.server_address[:2]
+    print(f"hostile_upstream: listening on http://{host}:{port}", file=sys.stderr, flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""Request smuggling shapes, wrong methods, media types and sizes (issue 13): each refused in the route's protocol, the smuggled
+bytes never served as a second request, and the router keeps serving.
+
+h11 (under hypercorn) accepts bare LF line endings and has no option to refuse them, so they are not
+tested as refused here."""
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from .conftest import connect, edge_router, read_until_closed
+
+SMALL_LIMIT = 64 * 1024
+SMUGGLED = b"GET /health HTTP/1.1\r\nHost: router\r\n\r\n"
+ROUTES = ["/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/messages/count_tokens",
+          "/api/v1/routing/preview", "/v1/systemone"]
+
+
+@pytest.fixture(scope="module")
+def edge(upstream, tmp_path_factory):
+    with edge_router(upstream, str(tmp_path_factory.mktemp("strict")), max_body_bytes=SMALL_LIMIT) as proc:
+        yield proc
+
+
+def exchange(proc, raw: bytes) -> list[bytes]:
+    """Send ``raw`` on a fresh connection; every response the router wrote before closing it."""
+    s = connect(proc)
+    with s:
+        s.sendall(raw)
+        got = read_until_closed(s)
+    return [b"HTTP/1.1 " + part for part in got.split(b"HTTP/1.1 ")[1:]]
+
+
+def parts(response: bytes) -> tuple[int, dict[str, str], bytes]:
+    top, _, body = response.partition(b"\r\n\r\n")
+    lines = top.decode().split("\r\n")
+    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+    return int(lines[0].split(" ")[1]), headers, body
+
+
+def error_code(path: str, body: bytes) -> str:
+    """The machine-readable error of ``body`` in the route's protocol (Anthropic's has only a type)."""
+    doc = json.loads(body)
+    if path.startswith("/v1/messages"):
+        assert doc["type"] == "error"
+        return doc["error"]["type"]
+    return doc["error"]["code"]
+
+
+@pytest.mark.parametrize("path", ROUTES)
+@pytest.mark.parametrize("order", ["cl-first", "te-first"])
+def test_content_length_with_transfer_encoding_is_refused_and_the_connection_closed(edge, path, order):
+    framing = ["Content-Length: 5", "Transfer-Encoding: chunked"]
+    if order == "te-first":
+        framing.reverse()
+    head = "\r\n".join([f"POST {path} HTTP/1.1", "Host: router", "Content-Type: application/json", *framing])
+    responses = exchange(edge, head.encode() + b"\r\n\r\n0\r\n\r\n" + SMUGGLED)
+    assert len(responses) == 1, responses    # the bytes after the chunked body were never read as a request
+    status, headers, body = parts(responses[0])
+    assert status == 400 and headers["connection"] == "close"
+    expected = "invalid_request_error" if path.startswith("/v1/messages") else "ambiguous_framing"
+    assert error_code(path, body) == expected
+    assert "Content-Length and Transfer-Encoding" in body.decode()
+    assert httpx.get(f"{edge.url}/health", timeout=10).status_code == 200
+
+
+# Shapes h11 refuses itself; the test holds the router to it (one refusal, the connection closed).
+REFUSED_BY_H11 = {
+    "two different Content-Lengths": (b"Content-Length: 4\r\nContent-Length: 5\r\n\r\nabcde", 400),
+    "a coding before chunked": (b"Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501),
+    "an unknown coding": (b"Transfer-Encoding: xchunked\r\n\r\n0\r\n\r\n", 501),
+    "chunked twice": (b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 501),
+    "a space before the colon": (b"Transfer-Encoding : chunked\r\n\r\n0\r\n\r\n", 400),
+    "a signed Content-Length": (b"Content-Length: +4\r\n\r\nabcd", 400),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(REFUSED_BY_H11))
+def test_other_smuggling_shapes_are_refused_and_the_connection_closed(edge, shape):
+    rest, expected = REFUSED_BY_H11[shape]
+    responses = exchange(edge, b"POST /v1/chat/completions HTTP/1.1\r\nHost: router\r\n" + rest + SMUGGLED)
+    assert len(responses) == 1, responses
+    status, headers, _ = parts(responses[0])
+    assert status == expected and headers["connection"] == "close"
+
+
+@pytest.mark.parametrize("path", ROUTES + ["/v1/decisions", "/chat/completions", "/v1/images/generations"])
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
+def test_a_method_other_than_post_gets_405_in_the_routes_protocol(edge, path, method):
+    r = httpx.request(method, f"{edge.url}{path}", timeout=10)
+    assert r.status_code == 405, r.text
+    assert r.headers["allow"] == "POST"
+    expected = "invalid_request_error" if path.startswith("/v1/messages") else "method_not_allowed"
+    assert error_code(path, r.content) == expected
+
+
+@pytest.mark.parametrize("path", ROUTES)
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded",
+                                          "multipart/form-data; boundary=x", "application/jsonx"])
+def test_a_body_that_is_not_json_by_its_content_type_gets_415_in_the_routes_protocol(edge, path, content_type):
+    headers = {"content-type": content_type} if content_type else {}
+    with httpx.Client(base_url=edge.url, timeout=10) as client:
+        r = client.post(path, content=b'{"model": "vsr/auto"}', headers=headers)
+        assert r.status_code == 415, r.text
+        assert r.headers["accept"] == "application/json"
+        expected = "invalid_request_error" if path.startswith("/v1/messages") else "unsupported_media_type"
+        assert error_code(path, r.content) == expected
+        # The refused body was read, so the same connection serves the next request.
+        assert client.get("/health").status_code == 200
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "Application/JSON",
+                                          "application/vnd.api+json"])
+def test_json_by_any_spelling_is_served(edge, content_type):
+    r = httpx.post(f"{edge.url}/v1/chat/completions", timeout=30, headers={"content-type": content_type},
+                   content=json.dumps({"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]}))
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize("path", ["/v1/systemone", "/api/v1/routing/preview", "/v1/messages/count_tokens"])
+def test_an_oversized_body_gets_413_in_the_routes_protocol(edge, path):
+    body = json.dumps({"model": "vsr/decide", "pad": "x" * SMALL_LIMIT})
+    r = httpx.post(f"{edge.url}{path}", content=body, headers={"content-type": "application/json"}, timeout=30)
+    assert r.status_code == 413, r.text
+    assert error_code(path, r.content) == "request_too_large"      # Anthropic's own type for a 413 too
