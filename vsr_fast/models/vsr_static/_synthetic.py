@@ -10,7 +10,8 @@ Build time only. Three families, each a product of short hand-written phrase lis
   modes, system-prompt extraction, hypothetical framings and instructions hidden in
   documents, carrying AdvBench requests or plain goals, in the same languages;
 - ``domain_questions``: WordNet terms of each subject area (``_wordnet``) in generic
-  question frames, and the terms' definitions as statements.
+  question frames, and the terms' definitions as statements;
+- ``code_requests``: programming requests, SQL over business-named tables among them.
 
 No benchmark text was read to write these lists; the benchmark sets are named in
 ``bench/decision_quality.py`` and the build drops any training text that nearly
@@ -246,6 +247,47 @@ def fill(template: str, request: str) -> str:
     for slot in ("{{ prompt }}", "{{prompt}}"):
         template = template.replace(slot, request)
     return template
+
+
+# --- code requests: the "computer science" area as people ask for it -----------------------------
+# Programming requests name business things (orders, invoices) as often as technical ones; WordNet
+# has few programming terms, so without these the domain head reads "orders and customers" as business.
+LANGUAGES = ["Python", "JavaScript", "TypeScript", "Java", "C", "C++", "C#", "Go", "Rust", "Ruby", "PHP", "Kotlin",
+             "Swift", "Bash", "SQL", "R", "Scala", "Haskell"]
+TABLES = ["orders", "customers", "invoices", "products", "employees", "payments", "users", "accounts", "sales",
+          "suppliers", "tickets", "students", "courses", "transactions", "shipments", "reviews"]
+CODE_TASKS = ["parses a CSV file", "reverses a linked list", "validates an email address", "retries a failed HTTP request",
+              "merges two sorted arrays", "counts word frequencies in a file", "reads a JSON config",
+              "computes a moving average", "removes duplicates from a list", "sends an email with an attachment",
+              "converts a date string to a timestamp", "paginates API results", "hashes a password",
+              "calculates the total of all {t}", "exports {t} to Excel", "finds the top 10 {t} by revenue",
+              "groups {t} by month", "caches expensive function calls", "walks a directory tree"]
+CODE_FRAMES = ["Write a {l} function that {k}.", "How do I write a {l} script that {k}?", "write {l} code that {k}",
+               "Can you show me a {l} program that {k}?", "Implement something in {l} that {k}.",
+               "What's the cleanest way in {l} to write code that {k}?"]
+SQL_FRAMES = ["Write a SQL statement joining {t} to {u}.", "SQL to count {t} per {u}", "How do I join {t} with {u} in SQL?",
+              "Write a query that returns all {t} without {u}.", "select the latest {t} for each of the {u} in postgres",
+              "Create a table for {t} with a foreign key to {u}.", "Why is my query on {t} and {u} so slow?",
+              "Write a SQL view that sums {t} by {u}.", "How do I index the {t} table for lookups by {u}?"]
+DEBUG_FRAMES = ["My {l} code throws a null pointer error, how do I debug it?", "Why does my {l} loop never end?",
+                "How do I fix a merge conflict in git?", "What does this {l} error mean: index out of range?",
+                "How do I write unit tests for my {l} code?", "My {l} program uses too much memory, what can I do?",
+                "How do I set up a REST API in {l}?", "How do I make this {l} code run in parallel?"]
+
+
+def code_requests(rng: random.Random, count: int) -> list[str]:
+    """``count`` programming requests in many languages; a third of them SQL over business-named tables."""
+    out = []
+    for _ in range(count):
+        t, u = rng.sample(TABLES, 2)
+        kind = rng.random()
+        if kind < 0.35:
+            out.append(rng.choice(SQL_FRAMES).format(t=t, u=u))
+        elif kind < 0.8:
+            out.append(rng.choice(CODE_FRAMES).format(l=rng.choice(LANGUAGES), k=rng.choice(CODE_TASKS).format(t=t)))
+        else:
+            out.append(rng.choice(DEBUG_FRAMES).format(l=rng.choice(LANGUAGES)))
+    return out
 
 
 # --- domain questions -------------------------------------------------------------------------
