@@ -166,7 +166,7 @@ def build(work: Path, out: Path, log) -> None:
     dw, db, dmeta = train_domain(emb, domain, log)
     sources = {n: {"version": s.version, "sha256": s.sha256, "licence": s.licence}
                for n, s in [*_sources.WHEELS.items(), *_sources.DEBS.items()]
-               if n in (*_sources.BUILD_WHEELS_2, *_sources.DEBS)}
+               if n in (*_sources.BUILD_WHEELS_2, "eld", *_sources.DEBS)}
     counts = collections.Counter(r.source for r in jailbreak + domain)
     meta = {
         "name": NAME,
