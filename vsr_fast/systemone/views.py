@@ -19,7 +19,7 @@ def budget_bytes(dep: Deployment, capable: Capable | None, validated_tokens: int
         # A byte-level tokenizer gives no byte more than one token: cap at one byte a token.
         budget = min(budget, validated_tokens - QUESTION_RESERVE_TOKENS)
     elif validated_tokens:
-        # A small encoder (vsr-static-1 reads 512 tokens) reads no further than its length:
+        # A small encoder (vsr-static-1 and -2 read 512 tokens) reads no further than its length:
         # give it the head and tail that fit, rather than a head it would cut itself.
         budget = min(budget, max(validated_tokens * BYTES_PER_TOKEN, 1024))
     return budget

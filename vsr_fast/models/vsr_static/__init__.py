@@ -1,12 +1,15 @@
-"""vsr-static-1: the embedded default decision model of the ``primary`` deployment.
+"""The embedded decision models: vsr-static-2 (the ``primary`` deployment's default) and vsr-static-1.
 
 A static embedding distilled from all-MiniLM-L6-v2 (int8, 30522 x 256), logistic
 heads for ``domain`` and ``jailbreak``, calibrated zero-shot scoring for the other
 presets and validators for structured PII spans. numpy + ``tokenizers`` +
-``phonenumbers`` at run time; no GPU, no download. The artifacts are committed
-under ``artifacts/`` and rebuilt by ``python -m vsr_fast.models.vsr_static.build``.
+``phonenumbers`` at run time; no GPU, no download. vsr-static-2 shares
+vsr-static-1's embedding and trains its heads on traffic-like data (see
+``_corpus``); vsr-static-1 stays loadable because replayed records name it. The
+artifacts are committed under ``artifacts/`` and ``artifacts-2/`` and rebuilt by
+``python -m vsr_fast.models.vsr_static.build [--model vsr-static-1]``.
 
-    model = load()                       # cached; checks artifacts/SHA256SUMS first
+    model = load()                       # vsr-static-2, cached; checks SHA256SUMS first
     model.card                           # what it answers, honestly
     model.answer([Entry(state, questions), ...])
     count_tokens(["some text", ...])     # its WordPiece tokenizer's count (count_tokens estimates)
@@ -18,21 +21,34 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from ._artifacts import ARTIFACTS, ArtifactError, read, verify
-from ._model import SPAN_LABELS, VsrStatic1
+from ._artifacts import ARTIFACTS, ARTIFACTS_2, FILES, FILES_2, ArtifactError, read, verify
+from ._model import SPAN_LABELS, VsrStatic, VsrStatic1
+
+DEFAULT = "vsr-static-2"
 
 
 @functools.cache
-def _default() -> VsrStatic1:
-    return VsrStatic1(read(ARTIFACTS))
+def load_1() -> VsrStatic:
+    """vsr-static-1 from its committed artifacts (loaded once)."""
+    return VsrStatic(read(ARTIFACTS, FILES))
 
 
-def load(directory: Path | None = None) -> VsrStatic1:
-    """The model from the committed artifacts (loaded once), or a fresh one from ``directory``.
+@functools.cache
+def load_2() -> VsrStatic:
+    """vsr-static-2 from its committed artifacts (loaded once)."""
+    return VsrStatic(read(ARTIFACTS_2, FILES_2))
+
+
+def load(directory: Path | None = None) -> VsrStatic:
+    """The default model (loaded once), or a fresh one from ``directory`` (either layout).
 
     Raises ArtifactError when a file is missing or differs from SHA256SUMS.
     """
-    return _default() if directory is None else VsrStatic1(read(Path(directory)))
+    if directory is None:
+        return load_2()
+    directory = Path(directory)
+    files = FILES if (directory / "embedding.npz").exists() else FILES_2
+    return VsrStatic(read(directory, files))
 
 
 @functools.cache
@@ -49,4 +65,5 @@ def count_tokens(texts: list[str]) -> int:
     return sum(len(e.ids) for e in _tokenizer().encode_batch_fast(texts, add_special_tokens=False))
 
 
-__all__ = ["SPAN_LABELS", "ArtifactError", "VsrStatic1", "count_tokens", "load"]
+__all__ = ["DEFAULT", "SPAN_LABELS", "ArtifactError", "VsrStatic", "VsrStatic1", "count_tokens", "load", "load_1",
+           "load_2"]

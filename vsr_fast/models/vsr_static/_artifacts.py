@@ -1,6 +1,6 @@
-"""The committed artifacts of vsr-static-1: their names, their checksums and how they load.
+"""The committed artifacts of vsr-static-1 and -2: their names, their checksums and how they load.
 
-    artifacts/
+    artifacts/         vsr-static-1 (kept loadable: replayed records name it)
       embedding.npz    q: int8 (30522, 256) token table; scale: float32 (30522,) per-row scale
       heads.npz        domain_w (256, 14), domain_b (14,), jailbreak_w (256, 2), jailbreak_b (2,)
       model.json       labels, the zero-shot temperature and cosine calibration, measured thresholds,
@@ -8,6 +8,11 @@
       tokenizer.json   all-MiniLM-L6-v2's WordPiece tokenizer, padding and truncation removed
       NOTICE           the Apache-2.0 attribution of the teacher and the data's licences
       SHA256SUMS       `sha256sum` lines for every file above; checked before anything is read
+    artifacts-2/       vsr-static-2: the same embedding and tokenizer, new heads
+      heads.npz        domain_w (256, 14), domain_b; jailbreak_w (513, 2), jailbreak_b: the jailbreak
+                       head reads the embedding, a length feature and their product (``features``)
+      model.json, NOTICE, SHA256SUMS as above; SHA256SUMS also pins ../artifacts/embedding.npz and
+                       ../artifacts/tokenizer.json, which vsr-static-2 shares with vsr-static-1
 """
 from __future__ import annotations
 
@@ -20,19 +25,22 @@ from typing import Any
 import numpy as np
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
+ARTIFACTS_2 = Path(__file__).parent / "artifacts-2"
 FILES = ("embedding.npz", "heads.npz", "model.json", "tokenizer.json", "NOTICE")
+FILES_2 = ("heads.npz", "model.json", "NOTICE", "../artifacts/embedding.npz", "../artifacts/tokenizer.json")
 SUMS = "SHA256SUMS"
+LENGTH_SCALE = 6.0   # the length feature is log(1 + tokens) / 6: about 1 at 512 tokens
 
 
 class ArtifactError(Exception):
     """The artifacts are missing, or differ from their SHA256SUMS: the model must not load."""
 
 
-def sha256_lines(directory: Path) -> str:
-    return "".join(f"{hashlib.sha256((directory / n).read_bytes()).hexdigest()}  {n}\n" for n in FILES)
+def sha256_lines(directory: Path, files: tuple[str, ...] = FILES) -> str:
+    return "".join(f"{hashlib.sha256((directory / n).read_bytes()).hexdigest()}  {n}\n" for n in files)
 
 
-def verify(directory: Path) -> None:
+def verify(directory: Path, files: tuple[str, ...] = FILES) -> None:
     """Raise ArtifactError unless every file listed in SHA256SUMS is present and matches it."""
     try:
         listed = (directory / SUMS).read_text().splitlines()
@@ -42,8 +50,8 @@ def verify(directory: Path) -> None:
     if any(len(p) != 2 for p in pairs):
         raise ArtifactError(f"{directory / SUMS}: lines must be '<sha256>  <name>'")
     expected = {name: digest for digest, name in pairs}
-    if set(expected) != set(FILES):
-        raise ArtifactError(f"{SUMS} lists {sorted(expected)}, expected {sorted(FILES)}")
+    if set(expected) != set(files):
+        raise ArtifactError(f"{SUMS} lists {sorted(expected)}, expected {sorted(files)}")
     for name, digest in expected.items():
         try:
             actual = hashlib.sha256((directory / name).read_bytes()).hexdigest()
@@ -65,12 +73,26 @@ def dequantise(q: np.ndarray, scale: np.ndarray) -> np.ndarray:
     return q.astype(np.float32) * scale[:, None]
 
 
-def read(directory: Path = ARTIFACTS) -> Artifacts:
-    """Verified artifacts from ``directory``; the checksums are read before any array is."""
-    verify(directory)
-    with np.load(directory / "embedding.npz", allow_pickle=False) as emb:
+def _named(files: tuple[str, ...], name: str) -> str:
+    return next(f for f in files if f.rsplit("/", 1)[-1] == name)
+
+
+def read(directory: Path = ARTIFACTS, files: tuple[str, ...] = FILES) -> Artifacts:
+    """Verified artifacts from ``directory`` laid out as ``files``; the checksums are read before any array is."""
+    verify(directory, files)
+    with np.load(directory / _named(files, "embedding.npz"), allow_pickle=False) as emb:
         table = dequantise(emb["q"], emb["scale"])
     with np.load(directory / "heads.npz", allow_pickle=False) as h:
         heads = {k: h[k] for k in h.files}
     meta = json.loads((directory / "model.json").read_text())
-    return Artifacts(table, heads, meta, (directory / "tokenizer.json").read_text())
+    return Artifacts(table, heads, meta, (directory / _named(files, "tokenizer.json")).read_text())
+
+
+def features(kind: str, vectors: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """What a head reads: the embedding alone, or with log-length and their product ("embedding+length")."""
+    if kind == "embedding":
+        return vectors
+    if kind == "embedding+length":
+        length = (np.log1p(counts) / LENGTH_SCALE).astype(np.float32)[:, None]
+        return np.hstack([vectors, length, vectors * length])
+    raise ArtifactError(f"unknown head features {kind!r}")

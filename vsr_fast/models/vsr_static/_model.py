@@ -1,9 +1,14 @@
-"""vsr-static-1: System One answers from a static embedding, two trained heads and PII validators.
+"""vsr-static-1 and -2: System One answers from a static embedding, two trained heads and PII validators.
 
-How each question is answered (T, a and b come from model.json, fit at build time):
+The two models share this code and the embedding; they differ in their heads and
+in the data those were trained on (``model.json`` says which). How each question
+is answered (T, a and b come from model.json, fit at build time):
 
-    preset:domain      trained logistic head over the 14 subject areas (MMLU)
-    preset:jailbreak   trained logistic head, benign / jailbreak (S-Labs)
+    preset:domain      trained logistic head over the 14 subject areas (-1: MMLU; -2: MMLU,
+                       WordNet-templated questions, chatterbot files)
+    preset:jailbreak   trained logistic head, benign / jailbreak (-1: S-Labs; -2: S-Labs and
+                       the sources of ``_corpus``), over the embedding or, for -2, the
+                       embedding, a log-length feature and their product
     preset:pii         regexes + validators (``_pii``); structured labels only
     other choice       softmax(cos(text, option description) / T)
     score              the same softmax over the level descriptions; score = expected level
@@ -62,7 +67,7 @@ from ...protocol.systemone import (
 from ...systemone.presets import PRESETS
 from ...systemone.runtime import ModelCard
 from . import _pii
-from ._artifacts import Artifacts
+from ._artifacts import Artifacts, features
 from ._embedding import StaticEmbedding
 
 TRAINED = ("domain", "jailbreak")
@@ -94,29 +99,44 @@ class _Plan:
     descriptions: list[str] = field(default_factory=list)
 
 
-class VsrStatic1:
-    """The embedded default decision model; build one with ``vsr_fast.models.vsr_static.load``."""
+@dataclass(frozen=True)
+class _Head:
+    w: np.ndarray
+    b: np.ndarray
+    labels: tuple[str, ...]
+    features: str      # see _artifacts.features
+
+    def probabilities(self, vector: np.ndarray, count: float) -> np.ndarray:
+        x = features(self.features, vector[None, :], np.array([count], np.float32))
+        return _softmax(x @ self.w + self.b)[0]
+
+
+class VsrStatic:
+    """An embedded decision model (vsr-static-1 or -2); build one with ``vsr_fast.models.vsr_static.load``."""
 
     def __init__(self, artifacts: Artifacts) -> None:
         meta = artifacts.meta
         self.meta = meta
+        self.name = str(meta["name"])
         self.embedding = StaticEmbedding(Tokenizer.from_str(artifacts.tokenizer_json), artifacts.table,
                                          max_tokens=int(meta["max_tokens"]))
-        self.heads = {name: (artifacts.heads[f"{name}_w"], artifacts.heads[f"{name}_b"],
-                             tuple(meta["heads"][name]["labels"])) for name in TRAINED}
+        self.heads = {name: _Head(artifacts.heads[f"{name}_w"], artifacts.heads[f"{name}_b"],
+                                  tuple(meta["heads"][name]["labels"]),
+                                  meta["heads"][name].get("features", "embedding")) for name in TRAINED}
         zs = meta["zero_shot"]
         self.temperature = float(zs["temperature"])
         self.cos_a, self.cos_b = (float(v) for v in zs["cosine_logit"])
         self._descriptions: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
         self.card = ModelCard(
-            name="vsr-static-1",
+            name=self.name,
             family="vsr-static",
             question_types=["choice", "noul", "score", "set", "span"],
             modalities=["text"],
             presets=list(ANSWERED),
             trained=list(TRAINED),
-            # Only what was measured: jailbreak's cut maximises accuracy on S-Labs validation.
+            # Only what was measured: jailbreak's cut, chosen on validation data (-1: the best
+            # accuracy on S-Labs; -2: at most 1 % false alarms on short benign texts).
             calibrated={"jailbreak": float(meta["heads"]["jailbreak"]["threshold"])},
             span_heads=[],
             validated_input_tokens=int(meta["max_tokens"]),
@@ -133,7 +153,11 @@ class VsrStatic1:
         live = [plan for p in plans for plan in p.values() if isinstance(plan, _Plan)]
         texts = {t for plan in live if not isinstance(plan.question, SpanQuestion)
                  for t in (plan.text, plan.other) if t}
-        vectors = dict(zip(texts, self.embedding.encode(list(texts)))) if texts else {}
+        vectors: dict[str, tuple[np.ndarray, float]] = {}
+        if texts:
+            order = list(texts)
+            encoded, counts = self.embedding.encode_counted(order)
+            vectors = {t: (v, float(c)) for t, v, c in zip(order, encoded, counts)}
         descs = self._embed_descriptions([d for plan in live for d in plan.descriptions])
         return [{qid: plan if isinstance(plan, QuestionError) else self._finish(plan, vectors, descs)
                  for qid, plan in p.items()} for p in plans]
@@ -145,7 +169,7 @@ class VsrStatic1:
         name = qid.removeprefix("preset:") if qid.startswith("preset:") else None
         preset = name if name in PRESETS else None
         if preset in UNANSWERED:
-            return QuestionError("question_failed", f"vsr-static-1 does not answer preset:{preset}")
+            return QuestionError("question_failed", f"{self.name} does not answer preset:{preset}")
         kind = q.__struct_config__.tag
         if kind in LIMITS and not LIMITS[kind][0] <= len(q.criteria) <= LIMITS[kind][1]:
             low, high = LIMITS[kind]
@@ -161,7 +185,7 @@ class VsrStatic1:
         if text is None:
             return QuestionError("invalid_input", "preset:refusal reads the answer; the state has none")
         if not text.strip() and (state.images or state.videos):
-            return QuestionError("invalid_input", "vsr-static-1 reads text only; this state's text is empty")
+            return QuestionError("invalid_input", f"{self.name} reads text only; this state's text is empty")
         plan = _Plan(q, preset, text=text)
         if isinstance(q, (ChoiceQuestion, SetQuestion)):
             plan.descriptions = [self._describe(k, v) for k, v in q.criteria.items()]
@@ -197,15 +221,15 @@ class VsrStatic1:
 
     def _plan_span(self, q: SpanQuestion, state: State) -> _Plan | QuestionError:
         if q.head is not None:
-            return QuestionError("question_failed", f"vsr-static-1 has no span head {q.head!r}")
+            return QuestionError("question_failed", f"{self.name} has no span head {q.head!r}")
         if not set(q.criteria) & set(SPAN_LABELS):
             return QuestionError("question_failed", f"no span detector for {sorted(q.criteria)}; "
-                                 f"vsr-static-1 marks {list(SPAN_LABELS)}")
+                                 f"{self.name} marks {list(SPAN_LABELS)}")
         if q.part not in TEXT_PARTS:
             return QuestionError("question_failed", f"span offsets index a text part, not {q.part!r}")
         text = getattr(state, q.part) or ""
         if not text and q.part == "request" and (state.images or state.videos):
-            return QuestionError("invalid_input", "vsr-static-1 reads text only; this state's text is empty")
+            return QuestionError("invalid_input", f"{self.name} reads text only; this state's text is empty")
         return _Plan(q, None, text=text)
 
     # --- embedding option descriptions, cached -------------------------------------------------
@@ -226,20 +250,20 @@ class VsrStatic1:
 
     # --- answers -------------------------------------------------------------------------------
 
-    def _finish(self, plan: _Plan, vectors: dict[str, np.ndarray], descs: dict[str, np.ndarray]) -> Answer:
+    def _finish(self, plan: _Plan, vectors: dict[str, tuple[np.ndarray, float]],
+                descs: dict[str, np.ndarray]) -> Answer:
         q = plan.question
         if isinstance(q, SpanQuestion):
             return SpanAnswer([Span(label, start, end, probability, plan.text[start:end])
                                for label, start, end, probability in _pii.find(plan.text, frozenset(q.criteria))])
-        v = vectors.get(plan.text)
-        v = np.zeros(self.embedding.dim, np.float32) if v is None else v
+        v, count = vectors.get(plan.text) or (np.zeros(self.embedding.dim, np.float32), 0.0)
         if plan.preset in PAIR_PRESETS:
             other = vectors.get(plan.other)
-            cos = float(v @ other) if other is not None else 0.0
+            cos = float(v @ other[0]) if other is not None else 0.0
             return NoulAnswer(float(np.clip(cos, 0.0, 1.0)))
         cos = np.array([v @ descs[d] for d in plan.descriptions]) if plan.descriptions else np.zeros(0)
         if isinstance(q, ChoiceQuestion):
-            return self._choice(plan, q, v, cos)
+            return self._choice(plan, q, v, count, cos)
         if isinstance(q, ScoreQuestion):
             p = _softmax(cos / self.temperature)
             keys = [str(i) for i in range(len(q.criteria))]
@@ -249,13 +273,12 @@ class VsrStatic1:
             return SetAnswer(dict(zip(q.criteria, _sigmoid(self.cos_a * cos + self.cos_b).round(6).tolist())))
         return NoulAnswer(self._noul(q, cos))
 
-    def _choice(self, plan: _Plan, q: ChoiceQuestion, v: np.ndarray, cos: np.ndarray) -> ChoiceAnswer:
+    def _choice(self, plan: _Plan, q: ChoiceQuestion, v: np.ndarray, count: float, cos: np.ndarray) -> ChoiceAnswer:
         options = list(q.criteria)
         head = self.heads.get(plan.preset) if plan.preset in TRAINED else None
-        if head is not None and len(options) >= 2 and set(options) <= set(head[2]):
-            w, b, labels = head
-            full = _softmax(v @ w + b)
-            p = full[[labels.index(o) for o in options]]
+        if head is not None and len(options) >= 2 and set(options) <= set(head.labels):
+            full = head.probabilities(v, count)
+            p = full[[head.labels.index(o) for o in options]]
             p = p / p.sum()      # a narrowed question: the head's probabilities over what was asked
         else:
             p = _softmax(cos / self.temperature)
@@ -269,3 +292,6 @@ class VsrStatic1:
             return float(_softmax(cos / self.temperature)[0])
         p = float(_sigmoid(self.cos_a * cos[0] + self.cos_b))
         return p if true else 1.0 - p
+
+
+VsrStatic1 = VsrStatic   # the name this class had when vsr-static-1 was the only model

