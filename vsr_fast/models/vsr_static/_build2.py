@@ -25,6 +25,8 @@ from tokenizers import Tokenizer
 
 from ...systemone.presets import DOMAINS
 from . import _corpus, _sources
+from ._fit import auc as _auc
+from ._fit import fit_logistic, softmax, zero_shot_calibration
 from ._artifacts import ARTIFACTS, FILES_2, SUMS, features, read, sha256_lines
 from ._embedding import StaticEmbedding
 
@@ -52,12 +54,10 @@ def _encode(emb: StaticEmbedding, rows: list[_corpus.Row], kind: str) -> np.ndar
 
 
 def auc(scores: np.ndarray, positive: np.ndarray) -> float:
-    from .build import auc as _auc
     return _auc(scores, positive)
 
 
 def train_jailbreak(emb: StaticEmbedding, rows: list[_corpus.Row], log) -> tuple[np.ndarray, np.ndarray, dict]:
-    from .build import fit_logistic, softmax
     train = [r for r in rows if r.split == "train"]
     val = [r for r in rows if r.split == "validation"]
     xt, xv = _encode(emb, train, JAILBREAK_FEATURES), _encode(emb, val, JAILBREAK_FEATURES)
@@ -90,7 +90,6 @@ def train_jailbreak(emb: StaticEmbedding, rows: list[_corpus.Row], log) -> tuple
 
 
 def train_domain(emb: StaticEmbedding, rows: list[_corpus.Row], log) -> tuple[np.ndarray, np.ndarray, dict]:
-    from .build import fit_logistic, softmax
     labels = list(DOMAINS)
     train = [r for r in rows if r.split == "train"]
     val = [r for r in rows if r.split == "validation"]
@@ -154,7 +153,6 @@ def write(out: Path, heads: dict[str, np.ndarray], meta: dict, log) -> None:
 
 
 def build(work: Path, out: Path, log) -> None:
-    from .build import zero_shot_calibration
     base = read(ARTIFACTS)   # vsr-static-1's table, verified against its SHA256SUMS
     emb = StaticEmbedding(Tokenizer.from_str(base.tokenizer_json), base.table, max_tokens=int(base.meta["max_tokens"]))
     p = packages(work, log)

@@ -41,6 +41,7 @@ from . import _sources
 from ._artifacts import ARTIFACTS, ARTIFACTS_2, FILES, SUMS, dequantise, sha256_lines
 from ._bert import Bert, read_safetensors
 from ._embedding import StaticEmbedding
+from ._fit import auc, fit_logistic, log, softmax, zero_shot_calibration
 
 DIM = 256
 SIF = 1e-4            # model2vec's default SIF coefficient
@@ -48,10 +49,6 @@ MAX_TOKENS = 512      # what the runtime reads of a text: the teacher's own posi
 BATCH = 512
 L2_GRID = (0.3, 0.1, 0.03, 0.01, 1e-3)
 JAILBREAK_LABELS = ("benign", "jailbreak")
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 # --- 2. distillation ---------------------------------------------------------------------------
@@ -106,61 +103,6 @@ def quantise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # --- 3. logistic regression -----------------------------------------------------------------
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, classes: int, l2: float, steps: int = 300,
-                 init: tuple[np.ndarray, np.ndarray] | None = None,
-                 weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Multinomial logistic regression with an L2 penalty on the weights, by full-batch Adam.
-
-    Features are standardised while fitting and the scaling is folded back into
-    (w, b), so the runtime takes raw embeddings. The loss is convex, so Adam with
-    a decaying step reaches the optimum to well within what the metrics resolve;
-    ``init`` (standardised-space weights of a previous fit) warm-starts a grid;
-    ``weights`` (one per row) reweights the loss, uniform when None.
-    Returns the raw-space (w, b) and the standardised-space pair for warm starts.
-    """
-    mu, sd = x.mean(0), x.std(0) + 1e-6
-    z = ((x - mu) / sd).astype(np.float32)
-    n, d = z.shape
-    w, b = (np.zeros((d, classes), np.float32), np.zeros(classes, np.float32)) if init is None else (
-        init[0].copy(), init[1].copy())
-    onehot = np.eye(classes, dtype=np.float32)[y]
-    share = (np.full(n, 1.0 / n) if weights is None else weights / weights.sum()).astype(np.float32)[:, None]
-    m = [np.zeros_like(w), np.zeros_like(b)]
-    v = [np.zeros_like(w), np.zeros_like(b)]
-    for t in range(1, steps + 1):
-        logits = z @ w + b
-        logits -= logits.max(1, keepdims=True)
-        p = np.exp(logits)
-        p /= p.sum(1, keepdims=True)
-        g = (p - onehot) * share
-        grads = [z.T @ g + l2 * w, g.sum(0)]
-        lr = 0.05 / np.sqrt(1 + t / 50)
-        for i, (param, grad) in enumerate(zip((w, b), grads)):
-            m[i] = 0.9 * m[i] + 0.1 * grad
-            v[i] = 0.999 * v[i] + 0.001 * grad**2
-            param -= lr * (m[i] / (1 - 0.9**t)) / (np.sqrt(v[i] / (1 - 0.999**t)) + 1e-8)
-    w_raw = w / sd[:, None]
-    return (w_raw.astype(np.float32), (b - mu @ w_raw).astype(np.float32)), (w, b)
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    z = logits - logits.max(-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(-1, keepdims=True)
-
-
-def auc(scores: np.ndarray, positive: np.ndarray) -> float:
-    """ROC AUC by ranks (ties averaged)."""
-    order = np.argsort(scores, kind="mergesort")
-    ranks = np.empty(len(scores))
-    ranks[order] = np.arange(1, len(scores) + 1)
-    for s in np.unique(scores[np.diff(np.sort(scores), prepend=np.nan) == 0]):
-        tie = scores == s
-        ranks[tie] = ranks[tie].mean()
-    npos = positive.sum()
-    return float((ranks[positive].sum() - npos * (npos + 1) / 2) / (npos * (len(scores) - npos)))
-
-
 def train_head(name: str, emb: StaticEmbedding, data: list[_sources.Example], labels: tuple[str, ...],
                l2_grid: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray, dict]:
     """Pick L2 on the validation split, then refit on train alone; returns (w, b, validation metrics)."""
@@ -196,40 +138,6 @@ def jailbreak_threshold(emb: StaticEmbedding, data: list[_sources.Example], w: n
 
 
 # --- 4. zero-shot calibration --------------------------------------------------------------
-
-
-def zero_shot_calibration(emb: StaticEmbedding, data: list[_sources.Example]) -> dict:
-    """Temperature and cosine->probability map, fit on MMLU train texts against DOMAINS' descriptions.
-
-    The temperature minimises the negative log-likelihood of softmax(cos/T) over the
-    14 descriptions. The logistic map sigmoid(a*cos + b) is fit on every (text,
-    description) pair, the pairs of the text's own area weighted 13 to 1 so that a
-    cosine with no other evidence lands at 0.5 where a match and a non-match are
-    equally likely: it turns one cosine into a probability for set and yes/no questions.
-    """
-    rows = [e for e in data if e.split == "train"]
-    labels = list(DOMAINS)
-    y = np.array([labels.index(e.label) for e in rows])
-    cos = emb.encode([e.text for e in rows]) @ emb.encode(list(DOMAINS.values())).T
-    grid = np.exp(np.linspace(np.log(0.005), np.log(0.5), 200))
-    nll = [-np.log(softmax(cos / t)[np.arange(len(y)), y]).mean() for t in grid]
-    temperature = float(grid[int(np.argmin(nll))])
-    zs_acc = float((cos.argmax(1) == y).mean())
-    match = np.zeros_like(cos, dtype=bool)
-    match[np.arange(len(y)), y] = True
-    weight = np.where(match, len(labels) - 1, 1.0).ravel()
-    c, t = cos.ravel(), match.ravel().astype(float)
-    a, b = 1.0 / temperature, -float(np.median(c)) / temperature
-    for _ in range(50):   # Newton on the weighted 1-D logistic loss
-        p = 1 / (1 + np.exp(-(a * c + b)))
-        g = np.array([(weight * (p - t) * c).sum(), (weight * (p - t)).sum()])
-        h = weight * p * (1 - p)
-        hess = np.array([[(h * c * c).sum(), (h * c).sum()], [(h * c).sum(), h.sum()]]) + 1e-9 * np.eye(2)
-        a, b = np.array([a, b]) - np.linalg.solve(hess, g)
-    log(f"zero-shot: T={temperature:.4f} (domain accuracy {zs_acc:.3f} on train), "
-        f"cosine map sigmoid({a:.2f}*cos{b:+.2f}), p=0.5 at cos={-b / a:.3f}")
-    return {"temperature": round(temperature, 5), "cosine_logit": [round(float(a), 4), round(float(b), 4)],
-            "train_zero_shot_domain_accuracy": round(zs_acc, 4)}
 
 
 # --- 5. writing ------------------------------------------------------------------------------
