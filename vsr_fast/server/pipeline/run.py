@@ -47,13 +47,12 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
         state.metrics.disconnects.inc(api)
         ex.rec.answered(status=499, path=ex.path.value, model=ex.model, streamed=False, complete=False,
                         content_type=None)
-    except Exception as exc:  # the ASGI edge: a bug, never Cancelled (a BaseException)
+    except Exception:  # the ASGI edge: a bug, never Cancelled (a BaseException)
         log.exception("internal error on %s", scope.get("path"))
         failure = VsrError("internal error")
         ex.rec.failed("internal", failure)
         if not ex.responded:
             await error(ex, send, failure)
-        del exc
     finally:
         m = state.metrics
         m.requests.inc(api, ex.recipe or "", ex.decision or "", ex.model or "", str(ex.status))
