@@ -8,10 +8,15 @@ path segment picks the misbehaviour, so one server plays every backend (``endpoi
 - ``status999``, ``redirect``: HTTP 999, or a 307 with no Location;
 - ``huge``, ``huge-sse``: 100 MB of JSON or of SSE events, chunked, with no Content-Length;
 - ``echo-key``: 401 whose message quotes the credential the request carried;
-- ``long-error``: 400 with a 1 MiB error body that also quotes it.
+- ``long-error``: 400 with a 1 MiB error body that also quotes it;
+- ``cookie``: a chat completion that sets a cookie, whose content is the Cookie header it received
+  (``no cookie`` when none);
+- ``gzip``, ``brotli``: a chat completion in a content coding the router did not ask for (gzip
+  compressed for real; ``br`` as bytes that are not brotli).
 """
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -56,13 +61,23 @@ class Handler(BaseHTTPRequestHandler):
         elif mode == "long-error":
             error = {"message": f"bad request from {key}: " + "x" * PIECE, "type": "invalid_request_error"}
             self.whole(400, json.dumps({"error": error}).encode())
+        elif mode == "cookie":
+            answer = dict(CHAT, choices=[{**CHAT["choices"][0], "message": {
+                "role": "assistant", "content": self.headers.get("cookie", "no cookie")}}])
+            self.whole(200, json.dumps(answer).encode(), [("set-cookie", "session=alice; Path=/")])
+        elif mode == "gzip":
+            self.whole(200, gzip.compress(json.dumps(CHAT).encode()), [("content-encoding", "gzip")])
+        elif mode == "brotli":
+            self.whole(200, b"\x1b\x00not brotli", [("content-encoding", "br")])
         else:
             self.whole(404, b'{"error": {"message": "unknown mode"}}')
 
-    def whole(self, status: int, body: bytes) -> None:
+    def whole(self, status: int, body: bytes, headers: list[tuple[str, str]] = ()) -> None:
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
+        for name, value in headers:
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 
