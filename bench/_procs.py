@@ -32,7 +32,9 @@ class Proc:
         self.port = 0
         self.popen: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 20.0) -> "Proc":
+    # Generous: a wait, not a measurement. A router's start (imports, the embedded model) took more
+    # than 20 s while the 2-core box ran four test suites and benchmarks at once (load average 26).
+    def start(self, timeout: float = 120.0) -> "Proc":
         self.popen = subprocess.Popen(
             [*self.prefix, sys.executable, *self.args], cwd=ROOT, env=self.env,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

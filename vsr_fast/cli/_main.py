@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from ..routing import load_file
@@ -17,7 +18,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", required=True, help="v0.5 configuration file (YAML)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080, help="0 picks a free port (printed when ready)")
-    serve.add_argument("--workers", type=int, default=1, help="worker processes sharing the socket")
+    serve.add_argument("--workers", type=_workers, default=1,
+                       help="worker processes sharing the socket; 'auto': one per core this process may use")
     serve.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds SIGTERM waits for in-flight requests")
     serve.add_argument("--fd", type=int, help=argparse.SUPPRESS)
     serve.add_argument("--worker-index", type=int, default=0, help=argparse.SUPPRESS)
@@ -28,6 +30,18 @@ def _parser() -> argparse.ArgumentParser:
     validate = config_sub.add_parser("validate", help="print every load error and warning; exit 1 on an error")
     validate.add_argument("file")
     return p
+
+
+def _workers(value: str) -> int:
+    if value == "auto":
+        return len(os.sched_getaffinity(0))
+    try:
+        count = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is neither a number nor 'auto'") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError("at least 1")
+    return count
 
 
 def main(argv: list[str] | None = None) -> int:

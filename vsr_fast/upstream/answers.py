@@ -71,7 +71,7 @@ def check_shape(path: str, body: bytes, label: str) -> None:
 
 async def read_bounded(resp: Response, limit: int, label: str) -> bytes:
     """The whole body of ``resp``, read in chunks; UpstreamTooLarge as soon as it is known to pass ``limit``."""
-    declared = resp.headers.get("content-length", "")
+    declared = resp.header(b"content-length")
     if declared.isdigit() and int(declared) > limit:
         raise _too_large(label, limit)
     chunks: list[bytes] = []

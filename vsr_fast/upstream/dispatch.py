@@ -131,9 +131,9 @@ class Dispatcher:
                 await resp.aclose()
             self._record(attempts, model, backend, started, status, None)
             if status in RETRYABLE_STATUS:
-                failure = _status_failure(status, body, resp.headers, backend)
+                failure = _status_failure(status, body, resp, backend)
                 continue
-            content_type = resp.headers.get("content-type", "application/json")
+            content_type = resp.header(b"content-type", "application/json")
             return Whole(model, backend, status, body, content_type, attempts)
         raise _exhausted(failure, attempts)
 
@@ -151,7 +151,7 @@ class Dispatcher:
                 failure = resp
                 continue
             status = resp.status
-            content_type = resp.headers.get("content-type", "text/event-stream")
+            content_type = resp.header(b"content-type", "text/event-stream")
             streaming = False       # once the Stream is handed over, its aclose gives the slot back
             try:
                 if status >= 400 or "text/event-stream" not in content_type:
@@ -161,7 +161,7 @@ class Dispatcher:
                         await resp.aclose()
                     self._record(attempts, model, backend, started, status, None)
                     if status in RETRYABLE_STATUS:
-                        failure = _status_failure(status, body, resp.headers, backend)
+                        failure = _status_failure(status, body, resp, backend)
                         continue
                     return Whole(model, backend, status, body, content_type, attempts)
                 answers.check_status(status, backend.label)
@@ -241,12 +241,12 @@ def _transport_failure(exc: Exception, backend: Backend) -> UpstreamError:
     return UpstreamError(f"backend {backend.label} failed: {type(exc).__name__}: {exc or 'connection failed'}")
 
 
-def _status_failure(status: int, body: bytes, headers: dict[str, str], backend: Backend) -> UpstreamError:
+def _status_failure(status: int, body: bytes, resp: Response, backend: Backend) -> UpstreamError:
     return UpstreamStatus(
         f"backend {backend.label} answered HTTP {status}",
         status=status,
         body=body,
-        content_type=headers.get("content-type", "application/json"),
+        content_type=resp.header(b"content-type", "application/json"),
     )
 
 

@@ -69,18 +69,24 @@ def new_pool(max_connections: int, context: ssl.SSLContext) -> httpcore.AsyncCon
 class Response:
     """An answer whose status and headers have arrived; its body is read through ``chunks`` or ``read``."""
 
-    __slots__ = ("_raw", "headers", "label", "status")
+    __slots__ = ("_raw", "label", "status")
 
     def __init__(self, raw: httpcore.Response, label: str) -> None:
         self._raw = raw
         self.label = label
         self.status: int = raw.status
-        self.headers: dict[str, str] = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw.headers}
+
+    def header(self, name: bytes, default: str = "") -> str:
+        """The first value of header ``name`` (lowercase); the few the router reads are looked up, not all decoded."""
+        for key, value in self._raw.headers:
+            if key.lower() == name:
+                return value.decode("latin-1")
+        return default
 
     def chunks(self) -> AsyncIterator[bytes]:
         """The body as it arrives. The router asks for ``identity``; a backend that compresses anyway with
         gzip or deflate is decoded, as httpx did; any other coding, or a broken one, is UpstreamInvalid."""
-        coding = self.headers.get("content-encoding", "identity").strip().lower()
+        coding = self.header(b"content-encoding", "identity").strip().lower()
         if coding in ("identity", ""):
             return aiter(self._raw.stream)
         if coding in ("gzip", "x-gzip", "deflate"):

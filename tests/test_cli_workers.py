@@ -1,0 +1,24 @@
+"""``vsr-fast serve --workers``: a count, or ``auto`` for one worker per core the process may run on."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from vsr_fast.cli._main import _parser
+
+
+def test_auto_is_one_worker_per_usable_core():
+    args = _parser().parse_args(["serve", "--config", "c.yaml", "--workers", "auto"])
+    assert args.workers == len(os.sched_getaffinity(0))
+    assert _parser().parse_args(["serve", "--config", "c.yaml", "--workers", "3"]).workers == 3
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "many"])
+def test_a_bad_count_is_a_usage_error_naming_it(value):
+    out = subprocess.run([sys.executable, "-m", "vsr_fast", "serve", "--config", "c.yaml", "--workers", value],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert "--workers" in out.stderr and ("at least 1" in out.stderr or "'many'" in out.stderr)
