@@ -102,12 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--body-bytes", type=int, default=1024)
     parser.add_argument("--events", choices=["embedded", "none"], default="embedded")
     parser.add_argument("--plugins", action="store_true", help="also the router with the four shaping plugins")
+    parser.add_argument("--keep", metavar="DIR", help="keep callgrind's dumps here (callgrind_annotate reads them)")
     args = parser.parse_args(argv)
 
     rows: list[tuple[str, dict[bool, float]]] = []
     with tempfile.TemporaryDirectory(prefix="vsr-cost-") as tmp, \
             Proc(["-m", "bench.mock_upstream", "--port", "0"], "listening") as mock:
-        outdir = Path(tmp)
+        outdir = Path(args.keep or tmp)
+        outdir.mkdir(parents=True, exist_ok=True)
         servers = [("floor", ["-m", "bench.floor", "--port", "0", "--upstream", mock.url], "listening")]
         variants = [("router", False)] + ([("router+plugins", True)] if args.plugins else [])
         for name, plugins in variants:

@@ -84,6 +84,23 @@ def test_a_decision_may_set_its_own_deadline(silent, tmp_path_factory):
         assert r.headers["x-vsr-selected-decision"] == "only"
 
 
+def test_a_decision_s_later_deadline_covers_its_whole_stream(tmp_path_factory):
+    # The router's deadline (1 s, plus its 1 s of grace for the answer stage) passes while the stream
+    # (4 chunks 0.7 s apart) is still coming; the decision's own 8 s is the one that holds.
+    with mock_upstream("--chunks", "4", "--chunk-interval-ms", "700") as slow:
+        doc = config([model("m", f"{slow.url}/v1")],
+                     [{"name": "only", "request_timeout_ms": 8000, "rules": {"operator": "AND", "conditions": []},
+                       "modelRefs": [{"model": "m"}]}])
+        doc["global"] = {"router": {"limits": {"request_timeout_ms": 1000}}}
+        with router(write_config(doc, str(tmp_path_factory.mktemp("later")))) as proc:
+            path, body = BODIES["chat"]
+            with httpx.stream("POST", f"{proc.url}{path}", json={**body, "stream": True}, timeout=30) as r:
+                assert r.status_code == 200
+                text = "".join(r.iter_text())
+            assert text.rstrip().endswith("data: [DONE]"), text[-300:]
+            assert metric(proc, "vsr_request_timeouts_total") == 0
+
+
 def test_a_client_that_leaves_during_routing_cancels_the_system_one_call(tmp_path_factory):
     with fake_process() as fake, mock_upstream() as upstream:
         httpx.post(f"{fake.url}/_fake/rules", json={"rules": [{"latency_ms": 30000}]}).raise_for_status()

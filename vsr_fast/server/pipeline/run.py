@@ -66,8 +66,9 @@ async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
         ex.state.metrics.timeouts.inc(ex.api, "body")
         raise BodyTimeout("the request body did not arrive within the request's deadline")
     failure: VsrError | None = None
-    with trio.CancelScope() as cancel_on_leave:
-        watch = DisconnectWatch(receive, send, cancel_on_leave)
+    # One scope ends the stages when the client leaves and when the answer stage overruns the deadline.
+    with trio.CancelScope(deadline=ex.deadline + _GRACE_S) as outer:
+        watch = DisconnectWatch(receive, send, outer)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch.run)
             # Expected failures are kept as values: a nursery would wrap them in an ExceptionGroup.
@@ -76,7 +77,7 @@ async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
                 await watch.send(message)
 
             try:
-                await _stages(ex, send_tracked)
+                await _stages(ex, send_tracked, outer)
             except VsrError as exc:
                 failure = exc
             nursery.cancel_scope.cancel()
@@ -86,24 +87,25 @@ async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
         raise failure
 
 
-async def _stages(ex: Exchange, send: Send) -> None:
-    """The stages, each under the request's deadline; the answer stage keeps to it on its own."""
-    with trio.CancelScope(deadline=ex.deadline + _GRACE_S):
-        with trio.CancelScope(deadline=ex.deadline) as cut:
-            ex.stage = "decode"
-            await decode(ex)
-            ex.stage = "route"
-            await route(ex)
-            cut.deadline = ex.deadline          # the chosen decision may set its own
-            ex.stage = "plugins"
-            result = await request_plugins(ex)
-            if result is None:
-                ex.stage = "dispatch"
-                result = await dispatch(ex)
-        if cut.cancelled_caught:
-            raise _timed_out(ex)
-        ex.stage = "answer"
-        await answer(ex, send, result)
+async def _stages(ex: Exchange, send: Send, outer: trio.CancelScope) -> None:
+    """The stages, each under the request's deadline; the answer stage keeps to it on its own, within
+    ``outer``'s grace past it."""
+    with trio.CancelScope(deadline=ex.deadline) as cut:
+        ex.stage = "decode"
+        await decode(ex)
+        ex.stage = "route"
+        await route(ex)
+        # The chosen decision may set its own deadline, later or earlier than the router's.
+        cut.deadline, outer.deadline = ex.deadline, ex.deadline + _GRACE_S
+        ex.stage = "plugins"
+        result = await request_plugins(ex)
+        if result is None:
+            ex.stage = "dispatch"
+            result = await dispatch(ex)
+    if cut.cancelled_caught:
+        raise _timed_out(ex)
+    ex.stage = "answer"
+    await answer(ex, send, result)
 
 
 def _timed_out(ex: Exchange) -> RequestTimeout:
