@@ -233,7 +233,7 @@ def goals(rows: list[dict]) -> list[tuple[str, bool, str]]:
     for conc in concs:
         r = ratio(cells.get(("vsr-fast", conc, False)), cells.get(("litellm", conc, False)))
         checks.append((f"vsr-fast ≥ {GOAL_RATIO:g}× LiteLLM's req/s at concurrency {conc}",
-                       r is not None and r >= GOAL_RATIO, "no figure" if r is None else f"{r:.1f}×"))
+                       r is not None and r >= GOAL_RATIO, "no figure" if r is None else f"{r:.2f}×"))
     mine = [cells[k] for k in cells if k[0] == "vsr-fast"]
     errors = sum(r["http_errors"] + r["conn_errors"] for r in mine)
     checks.append(("vsr-fast: zero errors", bool(mine) and errors == 0, f"{errors} errors"))
@@ -295,13 +295,14 @@ def scaling(args: argparse.Namespace) -> int:
                               None, args, pin=args.pin)
         after = load_average()
     cells = index(report["rows"])
-    print("| concurrency | stream | 1 worker | 2 workers | 2 ÷ 1 | sr-bench CPU µs/req (1 / 2 workers) |")
+    print("| concurrency | stream | 1 worker | 2 workers | 2 ÷ 1 | sr-bench CPU µs/req, share of its core (1 / 2 workers) |")
     print("|---|---|---|---|---|---|")
     for conc, stream in sorted({(r["concurrency"], r["stream"]) for r in report["rows"]}, key=lambda k: (k[1], k[0])):
         one, two = cells.get(("vsr-fast-w1", conc, stream)), cells.get(("vsr-fast-w2", conc, stream))
         r = two["req_per_s"] / one["req_per_s"] if one and two and one["req_per_s"] else None
-        client = " / ".join(f"{c['bench_cpu_us_per_req']:.0f}" if c and c["bench_cpu_us_per_req"] else "—"
-                            for c in (one, two))
+        # The client's CPU per request times its rate: how much of its pinned core it kept busy.
+        client = " / ".join(f"{c['bench_cpu_us_per_req']:.0f} µs, {c['bench_cpu_us_per_req'] * c['req_per_s'] / 1e4:.0f} %"
+                            if c and c["bench_cpu_us_per_req"] else "—" for c in (one, two))
         print(f"| {conc} | {'on' if stream else 'off'} | {cell(one)} | {cell(two)} | "
               f"{'—' if r is None else f'{r:.2f}×'} | {client} |")
     print(f"\nsr-bench pinned to CPU {args.pin} (taskset); servers unpinned")
