@@ -211,17 +211,27 @@ def ratio(mine: dict | None, theirs: dict | None) -> float | None:
     return mine["req_per_s"] / theirs["req_per_s"]
 
 
+def cpu_ratio(mine: dict | None, theirs: dict | None) -> float | None:
+    """LiteLLM's CPU per request over vsr-fast's: the per-core throughput ratio, which a busy box
+    (other processes taking the cores unevenly) moves far less than the req/s ratio."""
+    if mine is None or theirs is None or not mine.get("cpu_us_per_req") or theirs.get("cpu_us_per_req") is None:
+        return None
+    return theirs["cpu_us_per_req"] / mine["cpu_us_per_req"]
+
+
 def peer_table(rows: list[dict], version: str) -> str:
     """The issue's side-by-side table, one line per (concurrency, stream)."""
     cells = index(rows)
     keys = sorted({(r["concurrency"], r["stream"]) for r in rows}, key=lambda k: (k[1], k[0]))
-    lines = [f"| concurrency | stream | direct mock | LiteLLM {version} proxy | vsr-fast | vsr-fast ÷ LiteLLM |",
-             "|---|---|---|---|---|---|"]
+    lines = [f"| concurrency | stream | direct mock | LiteLLM {version} proxy | vsr-fast | vsr-fast ÷ LiteLLM, req/s "
+             "| LiteLLM ÷ vsr-fast, CPU per request |",
+             "|---|---|---|---|---|---|---|"]
     for conc, stream in keys:
         mine, theirs = cells.get(("vsr-fast", conc, stream)), cells.get(("litellm", conc, stream))
-        r = ratio(mine, theirs)
+        r, c = ratio(mine, theirs), cpu_ratio(mine, theirs)
         lines.append(f"| {conc} | {'on' if stream else 'off'} | {cell(cells.get(('direct', conc, stream)))} | "
-                     f"{cell(theirs)} | {cell(mine)} | {'—' if r is None else f'{r:.1f}×'} |")
+                     f"{cell(theirs)} | {cell(mine)} | {'—' if r is None else f'{r:.1f}×'} | "
+                     f"{'—' if c is None else f'{c:.1f}×'} |")
     return "\n".join(lines)
 
 

@@ -37,18 +37,21 @@ def test_litellm_gets_the_model_the_router_serves_routed_to_the_same_mock():
     assert router["providers"]["models"][0]["backend_refs"][0]["endpoint"] == entry["litellm_params"]["api_base"]
 
 
-def row(target: str, conc: int, req_per_s: float, added_p50: float | None = None, errors: int = 0) -> dict:
+def row(target: str, conc: int, req_per_s: float, added_p50: float | None = None, errors: int = 0,
+        cpu: float | None = None) -> dict:
     return {"target": target, "concurrency": conc, "stream": False, "req_per_s": req_per_s, "p50_ms": 1.0,
             "p99_ms": 2.0, "http_errors": errors, "conn_errors": 0, "added_p50_ms": added_p50,
-            "cpu_us_per_req": None}
+            "cpu_us_per_req": cpu}
 
 
 def test_goals_are_met_at_exactly_ten_times_and_a_tenth():
     rows = [row("direct", 1, 5000), row("litellm", 1, 50, added_p50=20.0), row("vsr-fast", 1, 500, added_p50=2.0),
-            row("litellm", 64, 40), row("vsr-fast", 64, 400)]
+            row("litellm", 64, 40, cpu=8000), row("vsr-fast", 64, 400, cpu=1250)]
     checks = peer.goals(rows)
     assert [met for _, met, _ in checks] == [True, True, True, True]
-    assert "10.0×" in peer.peer_table(rows, "1.0")
+    table = peer.peer_table(rows, "1.0").splitlines()
+    assert table[-1].endswith("| 10.0× | 6.4× |")     # req/s ratio, then CPU per request ratio
+    assert table[-2].endswith("| 10.0× | — |")
 
 
 def test_goals_fail_below_ten_times_on_errors_and_on_a_slow_added_p50():
