@@ -29,8 +29,8 @@ import yaml
 from ._procs import ROOT, Proc
 from .compare import router_config
 
-# The newest release whose [proxy] extra installs here: 1.108.x to 1.110.x pin litellm-proxy /
-# litellm-proxy-extras releases that PyPI does not carry.
+# A release whose [proxy] extra installs here on Python 3.11: 1.108.13 to 1.110.2 (the newest on
+# 2026-12-01) pin litellm-proxy / litellm-proxy-extras releases that PyPI does not carry.
 LITELLM_VERSION = "1.106.12"
 PEER_DIR = ROOT / ".peer"
 VENV = PEER_DIR / "venv"
