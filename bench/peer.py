@@ -119,6 +119,7 @@ def free_port() -> int:
 
 
 def write_yaml(data: dict, directory: str, name: str) -> str:
+    """``data`` as ``directory/name``; returns the path."""
     path = os.path.join(directory, name)
     with open(path, "w") as f:
         yaml.safe_dump(data, f)
@@ -180,6 +181,7 @@ def run_sr_bench(targets: dict[str, str], pids: dict[str, int], direct: str | No
 
 
 def load_average() -> str:
+    """The 1/5/15-minute load averages: recorded beside every figure on this shared box."""
     return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
@@ -195,12 +197,14 @@ def cell(row: dict | None) -> str:
 
 
 def fmt_ms(value: float | None) -> str:
+    """Milliseconds as the issue writes them: 0.08 ms, 23.6 ms, 1.87 s."""
     if value is None:
         return "—"
     return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.2f} ms" if value < 10 else f"{value:.1f} ms"
 
 
 def index(rows: list[dict]) -> dict[tuple[str, int, bool], dict]:
+    """sr-bench's rows by (target, concurrency, stream)."""
     return {(r["target"], r["concurrency"], r["stream"]): r for r in rows}
 
 
@@ -289,6 +293,22 @@ def peer(args: argparse.Namespace) -> int:
     return 0 if all(met for _, met, _ in checks) else 1
 
 
+def scaling_table(rows: list[dict]) -> str:
+    """1 worker against 2, with what the pinned client spent."""
+    cells = index(rows)
+    lines = ["| concurrency | stream | 1 worker | 2 workers | 2 ÷ 1 | sr-bench CPU µs/req, share of its core (1 / 2 workers) |",
+             "|---|---|---|---|---|---|"]
+    for conc, stream in sorted({(r["concurrency"], r["stream"]) for r in rows}, key=lambda k: (k[1], k[0])):
+        one, two = cells.get(("vsr-fast-w1", conc, stream)), cells.get(("vsr-fast-w2", conc, stream))
+        r = two["req_per_s"] / one["req_per_s"] if one and two and one["req_per_s"] else None
+        # The client's CPU per request times its rate: how much of its pinned core it kept busy.
+        client = " / ".join(f"{c['bench_cpu_us_per_req']:.0f} µs, {c['bench_cpu_us_per_req'] * c['req_per_s'] / 1e4:.0f} %"
+                            if c and c["bench_cpu_us_per_req"] else "—" for c in (one, two))
+        lines.append(f"| {conc} | {'on' if stream else 'off'} | {cell(one)} | {cell(two)} | "
+                     f"{'—' if r is None else f'{r:.2f}×'} | {client} |")
+    return "\n".join(lines)
+
+
 def scaling(args: argparse.Namespace) -> int:
     """The router with 2 workers against 1, the client pinned to one core."""
     with tempfile.TemporaryDirectory(prefix="vsr-peer-") as tmp, contextlib.ExitStack() as stack:
@@ -304,23 +324,14 @@ def scaling(args: argparse.Namespace) -> int:
         report = run_sr_bench({n: p.url for n, p in procs.items()}, {n: p.popen.pid for n, p in procs.items()},
                               None, args, pin=args.pin)
         after = load_average()
-    cells = index(report["rows"])
-    print("| concurrency | stream | 1 worker | 2 workers | 2 ÷ 1 | sr-bench CPU µs/req, share of its core (1 / 2 workers) |")
-    print("|---|---|---|---|---|---|")
-    for conc, stream in sorted({(r["concurrency"], r["stream"]) for r in report["rows"]}, key=lambda k: (k[1], k[0])):
-        one, two = cells.get(("vsr-fast-w1", conc, stream)), cells.get(("vsr-fast-w2", conc, stream))
-        r = two["req_per_s"] / one["req_per_s"] if one and two and one["req_per_s"] else None
-        # The client's CPU per request times its rate: how much of its pinned core it kept busy.
-        client = " / ".join(f"{c['bench_cpu_us_per_req']:.0f} µs, {c['bench_cpu_us_per_req'] * c['req_per_s'] / 1e4:.0f} %"
-                            if c and c["bench_cpu_us_per_req"] else "—" for c in (one, two))
-        print(f"| {conc} | {'on' if stream else 'off'} | {cell(one)} | {cell(two)} | "
-              f"{'—' if r is None else f'{r:.2f}×'} | {client} |")
+    print(scaling_table(report["rows"]))
     print(f"\nsr-bench pinned to CPU {args.pin} (taskset); servers unpinned")
     print(f"load average (1/5/15 min) before: {before}; after: {after}; {os.cpu_count()} CPUs")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line."""
     p = argparse.ArgumentParser(prog="python -m bench.peer", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--install", action="store_true",
@@ -342,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Install the peer if needed, then run; exit 1 when a goal is not met."""
     args = build_parser().parse_args(argv)
     if args.print_litellm_config:
         yaml.safe_dump(litellm_config(args.print_litellm_config.rstrip("/")), sys.stdout)

@@ -68,3 +68,10 @@ def test_a_missing_litellm_figure_fails_the_goal():
     checks = peer.goals([row("vsr-fast", 1, 500, added_p50=1.0)])
     against_litellm = [(met, detail) for goal, met, detail in checks if "LiteLLM" in goal]
     assert against_litellm == [(False, "no figure"), (False, "no figure")]
+
+
+def test_scaling_table_gives_the_ratio_and_the_clients_share_of_its_core():
+    one = dict(row("vsr-fast-w1", 16, 400), bench_cpu_us_per_req=100.0)
+    two = dict(row("vsr-fast-w2", 16, 720), bench_cpu_us_per_req=125.0)
+    last = peer.scaling_table([one, two]).splitlines()[-1]
+    assert last.endswith("| 1.80× | 100 µs, 4 % / 125 µs, 9 % |")
