@@ -37,7 +37,6 @@ VENV = PEER_DIR / "venv"
 LITELLM = VENV / "bin" / "litellm"
 GOAL_RATIO = 10.0            # vsr-fast req/s over LiteLLM's, at every concurrency
 GOAL_ADDED_P50_SHARE = 0.1   # vsr-fast's added p50 at concurrency 1 over LiteLLM's
-NAMES = ("direct", "litellm", "vsr-fast")
 
 # Proc runs the project's interpreter; this replaces it with LiteLLM's own (same pid, so
 # sr-bench's --pid and Proc.stop reach the proxy itself).
@@ -112,7 +111,7 @@ def uvicorn_log_config() -> dict:
 
 
 def free_port() -> int:
-    """A port free right now (LiteLLM's CLI takes no port 0)."""
+    """A port free right now, for LiteLLM's --port: its readiness line would not name one it was given as 0."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
