@@ -111,6 +111,21 @@ CASES = [
     (edit("entrypoints", [{"api": "chat", "model_names": ["x"], "recipe": "default", "default": True},
                           {"api": "chat", "model_names": ["x"], "recipe": "default"}]),
      ["entrypoints: duplicate_name: model name 'x' is claimed by more than one entrypoint"]),
+    (edit("global", {"stores": {"event_stream": {"max_age_s": 10}}}),
+     ["global.stores.event_stream.max_age_s: invalid_value: Expected `int` >= 60"]),
+    (edit("global", {"stores": {"event_stream": {"max_age_s": "a week"}}}),
+     ["global.stores.event_stream.max_age_s: invalid_type: expected int | null, got str"]),
+    (edit("global", {"stores": {"event_stream": {"maxlen": 10}}}),
+     ["global.stores.event_stream.maxlen: invalid_value: Expected `int` >= 1000"]),
+    (edit("global", {"router": {"limits": {"max_connections": 0}}}),
+     ["global.router.limits.max_connections: invalid_value: Expected `int` >= 1"]),
+    (edit("global", {"router": {"limits": {"max_connections": "many"}}}),
+     ["global.router.limits.max_connections: invalid_type: expected int | null, got str"]),
+    (edit("global", {"router": {"cors": {"allow_origins": ["https://app.example.com/"]}}}),
+     [r"global.router.cors.allow_origins[0]: invalid_value: Expected `str` matching regex "
+      r"'^(\\*|null|https?://[A-Za-z0-9.\\-\\[\\]:]+)$'"]),
+    (edit("global", {"router": {"cors": {"allow_origins": "https://app.example.com"}}}),
+     ["global.router.cors.allow_origins: invalid_type: expected array, got str"]),
     # Accepted by the spec but read by nothing here: refused until they act, never kept silently.
     (edit("providers/models/0/context_window_size", 131072),
      ["providers.models[fast].context_window_size: unsupported_field: not read by this router yet (no route "

@@ -8,8 +8,9 @@ other status is the model's answer, its body relayed with the backend's key
 struck out. A backend already holding ``max_pending`` requests is skipped
 at once; with every one skipped the client gets 503 with Retry-After
 (``BackendsBusy``) rather than a place in a queue. A stream counts as started once its
-first body chunk arrived, so a backend that fails before producing anything
-still falls back; after that, the relay reports the failure in-stream.
+first well-formed event arrived, so a backend that fails or streams something
+else before that still falls back; after that, the relay reports the failure
+in-stream (``answers.Checked`` keeps checking each event).
 
 httpx errors are mapped into vsr-fast's tree here, once.
 """
@@ -165,10 +166,10 @@ class Dispatcher:
                         continue
                     return Whole(model, backend, status, body, content_type, attempts)
                 answers.check_status(status, backend.label)
-                raw = resp.aiter_raw()
-                first = await _first_chunk(raw)
+                rest = answers.Checked(resp.aiter_raw(), answers.EventCheck(model.api_format, backend.label),
+                                       backend.max_response_bytes, backend.label)
+                first = await _first_event(rest)
                 self._record(attempts, model, backend, started, status, None)
-                rest = answers.Bounded(raw, backend.max_response_bytes, backend.label, len(first))
                 streaming = True
                 return Stream(model, backend, status, content_type, first, rest, resp, attempts)
             except (UpstreamError, httpx.TransportError) as exc:
@@ -223,11 +224,16 @@ async def _read_whole(resp: httpx.Response, model: ProviderModel, backend: Backe
     return body
 
 
-async def _first_chunk(chunks: AsyncIterator[bytes]) -> bytes:
+async def _first_event(chunks: answers.Checked) -> bytes:
+    """The stream's bytes up to its first well-formed event: a backend whose stream is broken from the start
+    (not an event stream, an empty one, a first event that is no event of its protocol) is UpstreamInvalid
+    while the router can still fall back, before a byte reaches the client."""
+    first = b""
     async for chunk in chunks:
-        if chunk:
-            return chunk
-    return b""
+        first += chunk
+        if chunks.events:
+            break
+    return first
 
 
 def _transport_failure(exc: httpx.TransportError, backend: Backend) -> UpstreamError:
