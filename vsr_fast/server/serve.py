@@ -167,7 +167,8 @@ def run(loaded: Loaded, opts: ServeOptions) -> int:
         try:
             trio.run(serve, loaded, opts)
         except ConfigError as exc:
-            print("vsr-fast: refusing to start: an attached runtime's model card refuses the configuration",
+            # What only shows once the parts start: an attached runtime's model card, a deployment's files.
+            print("vsr-fast: refusing to start: the configuration does not hold where the router runs",
                   file=sys.stderr)
             for line in exc.lines:
                 print(f"error: {line}", file=sys.stderr)
