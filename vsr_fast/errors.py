@@ -13,6 +13,7 @@
     │   ├── AmbiguousFraming        400 ambiguous_framing      (Content-Length with Transfer-Encoding)
     │   ├── OriginRefused           403 origin_not_allowed     (an Origin not in global.router.cors.allow_origins)
     │   ├── MethodNotAllowed        405 method_not_allowed
+    │   ├── HeaderTimeout           408 header_timeout         (a request head unfinished at header_timeout_ms)
     │   ├── BodyTimeout             408 body_timeout
     │   ├── BodyTooLarge            413 request_too_large
     │   └── UnsupportedMedia        415 unsupported_media_type
@@ -125,6 +126,12 @@ class OriginRefused(RequestError):
 
 class MethodNotAllowed(RequestError):
     status, code = 405, "method_not_allowed"
+
+
+class HeaderTimeout(RequestError):
+    """A request's head was still unfinished when ``limits.header_timeout_ms`` passed (slowloris)."""
+
+    status, code = 408, "header_timeout"
 
 
 class BodyTimeout(RequestError):

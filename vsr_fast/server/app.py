@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from functools import partial
 
-from ..errors import AmbiguousFraming, MethodNotAllowed, OriginRefused, UnsupportedMedia, VsrError
+from ..errors import AmbiguousFraming, HeaderTimeout, MethodNotAllowed, OriginRefused, UnsupportedMedia, VsrError
 from ..headers.public import public_headers
 from ..headers.registry import ResponsePath
 from ..protocol import anthropic
@@ -138,13 +138,27 @@ async def _refuse(state: AppState, send: Send, path: str, err: VsrError, *extra:
     headers = public_headers(config_version=state.config_version, path=ResponsePath.ERROR,
                              recipe=None, decision=None, model=None)
     headers += [(b"content-type", b"application/json"), *extra]
-    if path.startswith(ANTHROPIC_PREFIX):
-        status, body = anthropic.vsr_error_answer(err)
-    elif path in SYSTEMONE_PATHS:
-        status, body = err.status, systemone_error_body(err)
-    else:
-        status, body = err.status, openai_error_body(err)
+    status, body = error_for_path(path, err)
     await send_whole(send, status, headers, body)
+
+
+def error_for_path(path: str, err: VsrError) -> tuple[int, bytes]:
+    """``(status, body)`` of ``err`` in the protocol of the route ``path`` names (OpenAI's by default)."""
+    if path.startswith(ANTHROPIC_PREFIX):
+        return anthropic.vsr_error_answer(err)
+    if path in SYSTEMONE_PATHS:
+        return err.status, systemone_error_body(err)
+    return err.status, openai_error_body(err)
+
+
+def header_timeout_answer(head: bytes) -> bytes:
+    """The whole 408 for a request head the header timeout cut, in the protocol of the path its request
+    line names (when it got that far)."""
+    line = head.split(b"\n", 1)[0].split(b" ")
+    path = line[1].split(b"?", 1)[0].decode("latin-1") if len(line) > 1 else ""
+    status, body = error_for_path(path, HeaderTimeout("the request's headers did not arrive in time"))
+    return (b"HTTP/1.1 %d Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+            b"content-length: %d\r\n\r\n%s" % (status, len(body), body))
 
 
 async def _until_response_ends(app, scope: Scope, receive: Receive, send: Send) -> None:

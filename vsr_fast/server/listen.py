@@ -6,8 +6,11 @@ hypercorn's ``worker_serve`` takes no connection limit and hands its accept loop
 ``max_connections`` a new one is answered at once ``503`` with ``Retry-After: 1`` and
 ``Connection: close`` (nginx's ``limit_conn`` answers 503 too), written before the request is
 read since no protocol is known yet, its bytes then read and dropped for up to a second so
-the close does not reset the answer away. At the shutdown trigger the loop stops and the
-listening socket closes at once: a connection arriving during the drain is refused by the
+the close does not reset the answer away. A connection whose request head is still unfinished
+when the header timeout (hypercorn's idle timer) passes is answered ``408`` in the protocol of
+the path its request line names, if it got that far, before the close (hypercorn closes
+silently); one that sent nothing is closed silently, as nginx does. At the shutdown trigger the
+loop stops and the listening socket closes at once: a connection arriving during the drain is refused by the
 kernel rather than queued; those in flight have ``graceful_timeout`` to finish, as in
 hypercorn.
 """
@@ -19,6 +22,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from functools import partial
 
+import h11
 import hypercorn.config
 import trio
 from hypercorn.trio.lifespan import Lifespan
@@ -29,6 +33,8 @@ from hypercorn.typing import ConnectionState
 from hypercorn.utils import repr_socket_addr, wrap_app
 
 log = logging.getLogger("vsr_fast.listen")
+# The answer to a request head unfinished at the header timeout, from what the head holds so far.
+LateAnswer = Callable[[bytes], bytes]
 
 # accept(2) failures that mean "no resources now", not "no socket": wait and go on (as trio's serve_listeners).
 _RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
@@ -60,8 +66,37 @@ class Connections:
                 "# TYPE vsr_connections_refused_total counter", f"vsr_connections_refused_total {self.refused}"]
 
 
+class EdgeServer(TCPServer):
+    """hypercorn's connection server, answering a request head the header timeout cut."""
+
+    def __init__(self, late_answer: LateAnswer, *args) -> None:
+        super().__init__(*args)
+        self.late_answer = late_answer
+
+    async def _idle_timeout(self) -> None:
+        with trio.move_on_after(self.config.keep_alive_timeout) as timer:
+            await self.context.terminated.wait()
+        with trio.CancelScope(shield=True):
+            if timer.cancelled_caught and (head := self._unfinished_head()):
+                with trio.move_on_after(LINGER_S):
+                    try:
+                        await self.stream.send_all(self.late_answer(head))
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        pass
+            await self._initiate_server_close()
+
+    def _unfinished_head(self) -> bytes:
+        """The bytes of a request head h11 holds unparsed while it waits for the rest; b"" otherwise."""
+        conn = getattr(getattr(self, "protocol", None), "protocol", None)
+        conn = getattr(conn, "connection", None)
+        if not isinstance(conn, h11.Connection) or conn.their_state is not h11.IDLE:
+            return b""
+        return conn.trailing_data[0]
+
+
 async def serve_http(app, cfg: hypercorn.config.Config, sock: socket.socket, shutdown: Callable[[], Awaitable[None]],
-                     connections: Connections, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+                     connections: Connections, late_answer: LateAnswer, *,
+                     task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve ``app`` on the listening ``sock`` until ``shutdown`` returns, then drain (hypercorn's
     ``worker_serve`` for one plain-HTTP socket, with this module's accept loop)."""
     cfg.set_statsd_logger_class(StatsdLogger)
@@ -74,7 +109,7 @@ async def serve_http(app, cfg: hypercorn.config.Config, sock: socket.socket, shu
         await lifespan.wait_for_startup()
         async with trio.open_nursery() as server_nursery:
             listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
-            handler = partial(TCPServer, app, cfg, context, ConnectionState(lifespan_state.copy()))
+            handler = partial(EdgeServer, late_answer, app, cfg, context, ConnectionState(lifespan_state.copy()))
             task_status.started([f"http://{repr_socket_addr(sock.family, sock.getsockname())}"])
             async with trio.open_nursery() as accepting:
                 async def stop() -> None:

@@ -23,7 +23,7 @@ from ..errors import ConfigError, VsrError
 from ..events.service import open_event_services
 from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
-from .app import make_app
+from .app import header_timeout_answer, make_app
 from .listen import Connections, serve_http
 from .recording import Policies
 from .state import AppState
@@ -83,7 +83,7 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
                 cfg = _hypercorn_config(opts, limits)
                 state.connections = Connections(max_connections(limits))
                 binds = await nursery.start(serve_http, make_app(state), cfg, _listening_socket(opts, cfg),
-                                            shutdown.wait, state.connections)
+                                            shutdown.wait, state.connections, header_timeout_answer)
                 # One write, newline included: workers share the supervisor's stderr, and print's two
                 # writes (text, then newline) let two workers' lines run together.
                 sys.stderr.write(f"vsr-fast: serving on {', '.join(binds)} (config {loaded.version_hash})\n")
