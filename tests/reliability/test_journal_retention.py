@@ -14,9 +14,11 @@ import pytest
 
 from replay.sources import EmbeddedJournal
 from vsr_fast.events.embedded import SEGMENTS_PER_BOUND, EmbeddedLog
+from vsr_fast.events.redis_stream import RedisTransport
 from vsr_fast.events.segments import Segments, segment_paths
 
 from ..procs import config, model, router, write_config
+from ..test_events_fixtures import REDIS_URL, r, stream_name  # noqa: F401
 
 MAXLEN = 1_000
 SEGMENT = MAXLEN // SEGMENTS_PER_BOUND
@@ -169,3 +171,17 @@ def _frames(view: Segments):
 def _mock():
     from ..procs import mock_upstream
     return mock_upstream()
+
+
+def test_the_redis_stream_trims_entries_older_than_max_age(r, stream_name):
+    """The Redis stream's age bound: XTRIM MINID ~ with each batch (whole nodes, as MAXLEN ~ trims)."""
+    for i in range(300):                                   # appended at 1970-01-01 00:00:01, as far as ids say
+        r.xadd(stream_name, {"e": b"old"}, id=f"1000-{i + 1}")
+    transport = RedisTransport(REDIS_URL, stream_name, max_age_s=3_600)
+    space = os.urandom(16)
+    assert transport.send(events(space, 0, 10)) == 10
+    rows = r.xrange(stream_name)
+    old = [row for row in rows if row[1][b"e"] == b"old"]
+    assert len(old) <= 200, len(old)                       # at least one whole node of them went
+    assert len(rows) - len(old) == 10                      # every new one is kept
+    transport.close()

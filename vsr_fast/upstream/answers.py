@@ -72,8 +72,9 @@ class EventCheck:
 
     Well formed: every line a comment or one of the event-stream fields (``data``, ``event``, ``id``,
     ``retry``), an event's data (its ``data`` lines joined) a JSON object of the backend's protocol or
-    Chat's ``[DONE]``. Line ends are LF or CRLF, as every LLM API writes them (a bare CR is not taken for
-    one). The first bad event sets ``failure`` (UpstreamInvalid); the bytes before it are good.
+    Chat's ``[DONE]``; a block without data dispatches nothing and is let through. Line ends are LF or
+    CRLF, as every LLM API writes them (a bare CR is not taken for one). The first bad event sets
+    ``failure`` (UpstreamInvalid); the bytes before it are good.
     """
 
     __slots__ = ("_data", "_label", "_pending", "events", "failure")
@@ -111,7 +112,6 @@ class EventCheck:
 
     def _problem(self, block: bytes) -> UpstreamInvalid | None:
         data: list[bytes] = []
-        fields = False
         for line in block.split(b"\n"):
             if line.endswith(b"\r"):
                 line = line[:-1]
@@ -120,12 +120,10 @@ class EventCheck:
             name, _, value = line.partition(b":")
             if name not in _FIELDS:
                 return self._bad("a line that is not an event-stream field", line)
-            fields = True
             if name == b"data":
                 data.append(value[1:] if value[:1] == b" " else value)
         if not data:
-            # Comments alone are a keep-alive; fields without data are no event of an LLM API.
-            return self._bad("an event without data", block) if fields else None
+            return None     # comments, or a retry: / id: alone: nothing is dispatched, as SSE says
         value = b"\n".join(data)
         if value == b"[DONE]" and self._data is _ANY_OBJECT:
             self.events += 1
