@@ -1,26 +1,27 @@
 """The soak (issue 13): 60,000 requests through the quickstart configuration, zero errors, flat memory.
 
 ``python -m bench.soak --workers 1`` (and ``--workers 2``) starts the mock upstream and the router on
-config/quickstart.yaml (its endpoints pointed at the mock, its embedded event journal in a temporary
-directory), then sends ``--requests`` requests in phases of ``--phase``: four keep-alive connections at
-once, each with its own kind of request (Chat whole, Chat streamed, Messages whole, Responses whole), with
-sr-bench's client. After each phase it reads the resident memory of the router's processes (the sum over
-workers). It prints one line per phase and a summary: errors, and the RSS growth per 10,000 requests after
-``--warmup`` requests (the slope of a least-squares line through the samples, and the last sample minus
-the first). Not part of ``make test``: it takes minutes, and memory figures are for bench/RESULTS.md.
+config/quickstart.yaml (its endpoints pointed at the mock; the configuration and each worker's embedded
+event journal in a temporary directory, removed at the end), then sends ``--requests`` requests in phases
+of ``--phase``: four keep-alive connections at once, each with its own kind of request (Chat whole, Chat
+streamed, Messages whole, Responses whole), with sr-bench's client. After each phase it reads the resident
+memory of the router's processes (the sum over workers). It prints one line per phase and a summary:
+errors, and the RSS growth per 10,000 requests after ``--warmup`` requests (the slope of a least-squares
+line through the samples, and the last sample minus the first). Not part of ``make test``: it takes
+minutes, and memory figures are for bench/RESULTS.md.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import tempfile
 import time
 
 import msgspec
 import trio
-import yaml
 
-from ._procs import ROOT, Proc
+from ._procs import ROOT, Proc, children
 from .sr_bench import Budget, RunResult, Target, request_bytes, resolve, worker
 
 QUESTION = "How do I reverse a linked list in Python? Show the iterative version and explain each step."
@@ -36,15 +37,11 @@ KINDS = {
 }
 
 
-def soak_config(mock_url: str, events_dir: str) -> str:
-    """config/quickstart.yaml with its endpoints at ``mock_url`` and its journal under ``events_dir``."""
-    text = (ROOT / "config" / "quickstart.yaml").read_text().replace("http://127.0.0.1:8001", mock_url)
-    doc = yaml.safe_load(text)
-    stores = doc.setdefault("global", {}).setdefault("stores", {})
-    stores.setdefault("event_stream", {})["path"] = events_dir
-    fd, path = tempfile.mkstemp(suffix=".yaml", prefix="soak-")
-    with os.fdopen(fd, "w") as f:
-        yaml.safe_dump(doc, f, sort_keys=False)
+def soak_config(mock_url: str, directory: str) -> str:
+    """config/quickstart.yaml with its endpoints at ``mock_url``, written into ``directory``."""
+    path = os.path.join(directory, "soak.yaml")
+    with open(path, "w") as f:
+        f.write((ROOT / "config" / "quickstart.yaml").read_text().replace("http://127.0.0.1:8001", mock_url))
     return path
 
 
@@ -57,20 +54,6 @@ def rss_kib(pids: list[int]) -> int:
                 if line.startswith("VmRSS:"):
                     total += int(line.split()[1])
     return total
-
-
-def children(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                out.append(int(entry))
-    return sorted(out)
 
 
 def slope(points: list[tuple[int, int]]) -> float:
@@ -133,12 +116,14 @@ def main() -> None:
     parser.add_argument("--phase", type=int, default=5_000)
     parser.add_argument("--warmup", type=int, default=10_000)
     args = parser.parse_args()
-    events = tempfile.mkdtemp(prefix="soak-events-")
+    # The configuration and every worker's event journal ($VSR_STATE_DIR/events/<port>-w<i>), removed after.
+    work = tempfile.mkdtemp(prefix="vsr-soak-")
     with Proc(["-m", "bench.mock_upstream", "--host", "127.0.0.1", "--port", "0"], "listening") as mock:
-        config = soak_config(mock.url, events)
+        config = soak_config(mock.url, work)
         ready = "supervisor of" if args.workers > 1 else "vsr-fast: serving on"
         router = Proc(["-m", "vsr_fast", "serve", "--config", config, "--port", "0" if args.workers == 1 else
-                       str(_free_port()), "--workers", str(args.workers)], ready).start(timeout=60)
+                       str(_free_port()), "--workers", str(args.workers)], ready,
+                      env={"VSR_STATE_DIR": work}).start(timeout=60)
         try:
             deadline = time.monotonic() + 60
             while sum("vsr-fast: serving on" in line for line in router.lines) < args.workers:
@@ -150,6 +135,7 @@ def main() -> None:
             out = trio.run(drive, url, pids, args.requests, args.phase, args.warmup)
         finally:
             router.stop()
+            shutil.rmtree(work, ignore_errors=True)
     print(f"soak: workers {args.workers}: {out['requests']} requests in {out['seconds']:.0f} s, "
           f"errors {out['errors']} {out['error_kinds'] or ''}; RSS {out['rss_start_mib']:.1f} MiB at start, "
           f"{out['rss_warm_mib']:.1f} after {args.warmup} (warm-up), {out['rss_end_mib']:.1f} at the end; growth after "
