@@ -36,8 +36,10 @@ def children(pid: int) -> list[int]:
 class Proc:
     """A subprocess that prints ``... http://HOST:PORT`` on stderr once it serves."""
 
-    def __init__(self, args: list[str], ready: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, args: list[str], ready: str, env: dict[str, str] | None = None,
+                 prefix: list[str] | None = None) -> None:
         self.args = args
+        self.prefix = prefix or []  # a command the interpreter runs under (valgrind, for bench.cost)
         self.ready = ready
         self.env = {**os.environ, **(env or {})}
         self.lines: list[str] = []
@@ -47,7 +49,7 @@ class Proc:
 
     def start(self, timeout: float = 20.0) -> "Proc":
         self.popen = subprocess.Popen(
-            [sys.executable, *self.args], cwd=ROOT, env=self.env,
+            [*self.prefix, sys.executable, *self.args], cwd=ROOT, env=self.env,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )
         found = threading.Event()

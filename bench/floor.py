@@ -2,9 +2,10 @@
 
 ``python -m bench.floor --port 8081 --upstream http://127.0.0.1:8001`` serves a raw ASGI
 app (no Quart) with hypercorn's trio worker and forwards every request, unchanged, to the
-upstream through one shared ``httpx.AsyncClient``. It does no routing work at all, so
+upstream through one shared httpcore connection pool (what the router's dispatcher drives,
+below httpx's ``Client``). It does no routing work at all, so
 router minus floor is what routing costs, and floor minus the direct mock is what the
-hypercorn-trio + httpx stack costs.
+hypercorn-trio + httpcore stack costs.
 
 The request path is appended verbatim to --upstream: give the upstream's origin, e.g.
 ``http://127.0.0.1:8001``, not a ``.../v1`` base URL.
@@ -16,19 +17,20 @@ import signal
 import sys
 from functools import partial
 
-import httpx
+import httpcore
 import hypercorn.trio
 import msgspec
 import trio
 from hypercorn.config import Config
 
-# Hop-by-hop headers describe one connection, not the message; h11 and httpx frame
+# Hop-by-hop headers describe one connection, not the message; h11 on both sides frames
 # each side themselves, so Content-Length is recomputed too on the way up.
 HOP_BY_HOP = frozenset((
     b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"te",
     b"trailer", b"upgrade", b"host", b"content-length",
 ))
 RESPONSE_HOP_BY_HOP = HOP_BY_HOP - {b"content-length"}
+UPSTREAM_ERRORS = (httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError)
 
 
 def error_json(status: int, message: str) -> bytes:
@@ -70,9 +72,11 @@ async def watch_disconnect(receive, scope: trio.CancelScope) -> None:
 class FloorApp:
     """The ASGI application: forward, relay, nothing else."""
 
-    def __init__(self, client: httpx.AsyncClient, upstream: str) -> None:
-        self.client = client
-        self.upstream = upstream.rstrip("/")
+    def __init__(self, pool: httpcore.AsyncConnectionPool, upstream: str, timeout: float) -> None:
+        self.pool = pool
+        self.upstream = upstream.rstrip("/").encode("ascii")
+        self.host = self.upstream.split(b"://", 1)[-1].split(b"/", 1)[0]
+        self.timeouts = {"connect": 10.0, "read": timeout, "write": timeout, "pool": None}
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":
@@ -93,26 +97,26 @@ class FloorApp:
 
     async def relay(self, scope, body: bytes, send) -> None:
         """Forward the request and relay status, headers and raw body bytes back."""
-        url = self.upstream + scope["raw_path"].decode("latin-1")
+        url = self.upstream + scope["raw_path"]
         if scope["query_string"]:
-            url += "?" + scope["query_string"].decode("latin-1")
-        headers = [(k, v) for k, v in scope["headers"] if k not in HOP_BY_HOP]
-        request = self.client.build_request(scope["method"], url, headers=headers, content=body)
+            url += b"?" + scope["query_string"]
+        headers = [(b"host", self.host), *((k, v) for k, v in scope["headers"] if k not in HOP_BY_HOP),
+                   (b"content-length", b"%d" % len(body))]
+        request = httpcore.Request(scope["method"].encode("ascii"), url, headers=headers, content=body,
+                                   extensions={"timeout": self.timeouts})
         try:
-            response = await self.client.send(request, stream=True)
-        except httpx.HTTPError as exc:
+            response = await self.pool.handle_async_request(request)
+        except UPSTREAM_ERRORS as exc:
             await send_error(send, 502, f"upstream unreachable: {exc!r}")
             return
         try:
-            out_headers = [
-                (k.lower(), v) for k, v in response.headers.raw if k.lower() not in RESPONSE_HOP_BY_HOP
-            ]
-            await send({"type": "http.response.start", "status": response.status_code, "headers": out_headers})
-            if "content-length" in response.headers:
+            out_headers = [(k.lower(), v) for k, v in response.headers if k.lower() not in RESPONSE_HOP_BY_HOP]
+            await send({"type": "http.response.start", "status": response.status, "headers": out_headers})
+            if any(k == b"content-length" for k, _ in out_headers):
                 await send_whole(response, send)
             else:
                 await send_stream(response, send)
-        except httpx.HTTPError:
+        except UPSTREAM_ERRORS:
             # The upstream broke after the head went out: returning without the end of the
             # body makes hypercorn close the connection, so the client sees the truncation.
             return
@@ -120,15 +124,15 @@ class FloorApp:
             await response.aclose()
 
 
-async def send_whole(response: httpx.Response, send) -> None:
+async def send_whole(response: httpcore.Response, send) -> None:
     """Relay a length-delimited body in one message (raw bytes: no re-encoding)."""
-    body = b"".join([piece async for piece in response.aiter_raw()])
+    body = b"".join([piece async for piece in response.stream])
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-async def send_stream(response: httpx.Response, send) -> None:
+async def send_stream(response: httpcore.Response, send) -> None:
     """Relay a streamed body piece by piece as the upstream produces it."""
-    async for piece in response.aiter_raw():
+    async for piece in response.stream:
         await send({"type": "http.response.body", "body": piece, "more_body": True})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
@@ -152,13 +156,9 @@ async def lifespan(receive, send) -> None:
             return
 
 
-def make_client(pool: int, timeout: float) -> httpx.AsyncClient:
-    """The one shared upstream client, with a small pool: httpcore's per-request work grows with it."""
-    return httpx.AsyncClient(
-        trust_env=False,
-        limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool),
-        timeout=httpx.Timeout(timeout, connect=10.0, pool=None),
-    )
+def make_pool(size: int) -> httpcore.AsyncConnectionPool:
+    """The one shared upstream pool, small: httpcore's per-request work grows with it."""
+    return httpcore.AsyncConnectionPool(max_connections=size, max_keepalive_connections=size, keepalive_expiry=5.0)
 
 
 def make_config(host: str, port: int) -> Config:
@@ -177,8 +177,8 @@ async def run(host: str, port: int, upstream: str, pool: int, timeout: float) ->
     # The receiver exists before the readiness line, so an early SIGTERM still drains.
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         stop = trio.Event()
-        async with make_client(pool, timeout) as client, trio.open_nursery() as nursery:
-            app = FloorApp(client, upstream)
+        async with make_pool(pool) as upstream_pool, trio.open_nursery() as nursery:
+            app = FloorApp(upstream_pool, upstream, timeout)
 
             async def serve(task_status=trio.TASK_STATUS_IGNORED) -> None:
                 await hypercorn.trio.serve(app, make_config(host, port), shutdown_trigger=stop.wait,
@@ -196,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line."""
     p = argparse.ArgumentParser(
         prog="python -m bench.floor",
-        description="A bare hypercorn-trio + httpx pass-through proxy: the floor the router is compared against.",
+        description="A bare hypercorn-trio + httpcore pass-through proxy: the floor the router is compared against.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     p.add_argument("--port", type=int, default=8081, help="port to bind; 0 picks a free one (default %(default)s)")

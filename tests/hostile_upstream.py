@@ -13,10 +13,15 @@ path segment picks the misbehaviour, so one server plays every backend (``endpoi
 - ``sse-html``: 200 ``text/event-stream`` whose body is an HTML page; ``sse-not-json``: events whose data is
   not JSON; ``sse-empty``: an event stream with no event; ``sse-no-field``: JSON lines without ``data:``;
 - ``sse-broken-later``: two good events, then one whose data is not JSON, then more good ones;
-- ``sse-truncated``: two good events, then half of one, and the connection closes.
+- ``sse-truncated``: two good events, then half of one, and the connection closes;
+- ``cookie``: a chat completion that sets a cookie, whose content is the Cookie header it received
+  (``no cookie`` when none);
+- ``gzip``, ``brotli``: a chat completion in a content coding the router did not ask for (gzip
+  compressed for real; ``br`` as bytes that are not brotli).
 """
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -108,13 +113,23 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_header("content-length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+        elif mode == "cookie":
+            answer = dict(CHAT, choices=[{**CHAT["choices"][0], "message": {
+                "role": "assistant", "content": self.headers.get("cookie", "no cookie")}}])
+            self.whole(200, json.dumps(answer).encode(), [("set-cookie", "session=alice; Path=/")])
+        elif mode == "gzip":
+            self.whole(200, gzip.compress(json.dumps(CHAT).encode()), [("content-encoding", "gzip")])
+        elif mode == "brotli":
+            self.whole(200, b"\x1b\x00not brotli", [("content-encoding", "br")])
         else:
             self.whole(404, b'{"error": {"message": "unknown mode"}}')
 
-    def whole(self, status: int, body: bytes) -> None:
+    def whole(self, status: int, body: bytes, headers: list[tuple[str, str]] = ()) -> None:
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
+        for name, value in headers:
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 

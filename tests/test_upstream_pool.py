@@ -1,24 +1,16 @@
-"""Upstream clients are shared by every user: they must keep nothing one answer sets for the next request."""
+"""Upstream pools are shared by every user and drive httpcore directly: they keep nothing one answer sets
+for the next request, take each backend's limits, and read what a backend sends beside what was asked."""
 from __future__ import annotations
 
 import httpx
 import msgspec
+import pytest
 
 from vsr_fast.config.schema import ProviderModel
 from vsr_fast.upstream.pool import Backend, base_url
+from vsr_fast.upstream.transport import ssl_context
 
-
-async def test_a_backend_keeps_no_cookie():
-    model = msgspec.convert({"name": "m", "backend_refs": [{"endpoint": "http://127.0.0.1:9/v1"}]}, ProviderModel)
-    backend = Backend(model, model.backend_refs[0], 0)
-    try:
-        for client in backend._clients:
-            answer = httpx.Response(200, headers={"set-cookie": "session=alice; Path=/"},
-                                    request=httpx.Request("POST", backend.chat_url))
-            client.cookies.extract_cookies(answer)
-            assert len(client.cookies) == 0
-    finally:
-        await backend.aclose()
+from .procs import Proc, config, router, write_config
 
 
 def test_endpoint_forms():
@@ -31,18 +23,67 @@ def test_endpoint_forms():
     assert url("http://h:1/openai/v1/") == "http://h:1/openai/v1"
 
 
-async def test_a_backend_s_clients_take_its_timeouts_pool_size_and_shards():
+def test_the_origin_is_parsed_once_with_its_host_header():
+    def origin(endpoint: str):
+        model = msgspec.convert({"name": "m", "backend_refs": [{"endpoint": endpoint}]}, ProviderModel)
+        return Backend(model, model.backend_refs[0], 0, ssl_context()).origin
+
+    o = origin("http://127.0.0.1:8000/openai/v1/")
+    assert (o.scheme, o.host, o.port, o.host_header) == (b"http", b"127.0.0.1", 8000, b"127.0.0.1:8000")
+    url = o.url("/chat/completions")
+    assert url.target == b"/openai/v1/chat/completions" and o.url("/chat/completions") is url
+    o = origin("https://api.example.com")
+    assert (o.port, o.host_header, o.url("/messages").target) == (None, b"api.example.com", b"/v1/messages")
+    assert origin("https://api.example.com:443/v1").host_header == b"api.example.com"
+
+
+async def test_a_backend_s_pools_take_its_timeouts_pool_size_and_shards():
     model = msgspec.convert({"name": "m", "backend_refs": [{"endpoint": "http://127.0.0.1:9/v1", "connect_timeout_ms": 250,
                                                             "read_timeout_ms": 7_000, "max_connections": 3,
                                                             "pool_shards": 4}]}, ProviderModel)
-    backend = Backend(model, model.backend_refs[0], 0)
+    backend = Backend(model, model.backend_refs[0], 0, ssl_context())
     try:
-        assert len(backend._clients) == 4
-        for client in backend._clients:
-            assert client.timeout == httpx.Timeout(connect=0.25, read=7.0, write=7.0, pool=7.0)
-            pool = client._transport._pool
+        assert backend.timeouts == {"connect": 0.25, "read": 7.0, "write": 7.0, "pool": 7.0}
+        assert len(backend._pools) == 4
+        for pool in backend._pools:
             assert (pool._max_connections, pool._max_keepalive_connections) == (3, 3)
         # Round robin: each request takes the next shard, all four in turn.
-        assert [id(backend.client()) for _ in range(8)] == [id(c) for c in backend._clients] * 2
+        assert [id(backend.pool()) for _ in range(8)] == [id(p) for p in backend._pools] * 2
     finally:
         await backend.aclose()
+
+
+@pytest.fixture(scope="module")
+def edge(tmp_path_factory):
+    with Proc(["-m", "tests.hostile_upstream"], "listening") as hostile:
+        models = [{"name": f"m-{mode}", "backend_refs": [{"endpoint": f"{hostile.url}/{mode}/v1"}]}
+                  for mode in ("cookie", "gzip", "brotli")]
+        doc = config(models, [{"name": "only", "modelRefs": [{"model": "m-cookie"}]}])
+        with router(write_config(doc, str(tmp_path_factory.mktemp("pool")))) as proc:
+            yield proc
+
+
+def chat(edge, model: str) -> httpx.Response:
+    return httpx.post(f"{edge.url}/v1/chat/completions", timeout=30,
+                      json={"model": model, "messages": [{"role": "user", "content": "hello"}]})
+
+
+def test_a_cookie_one_answer_sets_never_rides_on_the_next_request(edge):
+    for _ in range(3):
+        r = chat(edge, "m-cookie")
+        assert r.status_code == 200, r.text
+        assert r.json()["choices"][0]["message"]["content"] == "no cookie"
+
+
+def test_a_gzip_answer_sent_anyway_is_read(edge):
+    r = chat(edge, "m-gzip")
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["message"]["content"] == "fine"
+
+
+def test_a_coding_the_router_cannot_read_is_a_502_naming_it(edge):
+    r = chat(edge, "m-brotli")
+    assert r.status_code == 502, r.text
+    error = r.json()["error"]
+    assert error["code"] == "upstream_invalid_answer" and "'br'" in error["message"]
+    assert chat(edge, "m-gzip").status_code == 200

@@ -7,6 +7,7 @@ question and entry. httpx errors are mapped here, once.
 """
 from __future__ import annotations
 
+import http.cookiejar
 import os
 import ssl
 from pathlib import Path
@@ -19,12 +20,17 @@ import trio
 from ..config.catalog import Deployment
 from ..errors import ConfigError
 from ..protocol import systemone as wire
-from ..upstream.pool import refuse_cookies
 from .runtime import DecisionModel
 
 DEFAULT_TIMEOUT_MS = 1000
 Body = wire.StandardRequest | wire.BatchRequest
 Response = wire.StandardResponse | wire.BatchResponse
+
+
+def refuse_cookies(client: httpx.AsyncClient) -> None:
+    """Keep no cookie a deployment sets: one client serves every user, so a kept cookie would ride
+    on the next user's request (and parsing it into a jar costs time on every answer)."""
+    client.cookies.jar.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
 
 
 class CallFailed(Exception):

@@ -10,10 +10,10 @@ import logging
 import re
 from collections.abc import AsyncIterator
 
-import httpx
 import msgspec
 
 from ..errors import UpstreamError, UpstreamInvalid, UpstreamTooLarge
+from .transport import Response
 
 log = logging.getLogger("vsr_fast.upstream")
 
@@ -160,14 +160,14 @@ def check_shape(path: str, body: bytes, label: str) -> None:
                               f"{exc}") from None
 
 
-async def read_bounded(resp: httpx.Response, limit: int, label: str) -> bytes:
+async def read_bounded(resp: Response, limit: int, label: str) -> bytes:
     """The whole body of ``resp``, read in chunks; UpstreamTooLarge as soon as it is known to pass ``limit``."""
     declared = resp.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise _too_large(label, limit)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in resp.aiter_bytes():
+    async for chunk in resp.chunks():
         size += len(chunk)
         if size > limit:
             raise _too_large(label, limit)

@@ -12,7 +12,7 @@ first well-formed event arrived, so a backend that fails or streams something
 else before that still falls back; after that, the relay reports the failure
 in-stream (``answers.Checked`` keeps checking each event).
 
-httpx errors are mapped into vsr-fast's tree here, once.
+Transport errors (httpcore's, ``transport.TransportError``) are mapped into vsr-fast's tree here, once.
 """
 from __future__ import annotations
 
@@ -21,15 +21,15 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Protocol
 from dataclasses import dataclass, field
 
-import httpx
-
 from ..config.schema import ProviderModel
 from ..errors import BackendsBusy, UpstreamError, UpstreamsExhausted, UpstreamsRateLimited, UpstreamStatus, UpstreamTimeout
-from . import answers
+from . import answers, transport
 from .pool import Backend, Upstreams
+from .transport import Response, TransportError
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504, 529})
 Headers = list[tuple[str, str | bytes]]   # bytes for values passed on from a client, as it sent them
+_JSON_HEADERS = ((b"content-type", b"application/json"), (b"accept-encoding", b"identity"))
 
 
 @dataclass(slots=True)
@@ -63,7 +63,7 @@ class Stream:
     content_type: str
     first: bytes
     rest: AsyncIterator[bytes]
-    response: httpx.Response
+    response: Response
     attempts: list[Attempt] = field(default_factory=list)
     released: bool = False      # its backend's pending slot was given back
 
@@ -97,8 +97,8 @@ class Dispatcher:
             for backend in self._upstreams.backends[model.name]:
                 yield model, backend
 
-    def _headers(self, backend: Backend, extra: Headers, out: "Outbound") -> Headers:
-        headers = [("content-type", "application/json"), ("accept-encoding", "identity"), *extra, *out.headers]
+    def _headers(self, backend: Backend, extra: Headers, out: "Outbound") -> list[tuple[bytes, bytes]]:
+        headers = [*_JSON_HEADERS, *map(_as_bytes, extra), *map(_as_bytes, out.headers)]
         if backend.auth:
             headers.append(backend.auth)
         return headers
@@ -120,7 +120,7 @@ class Dispatcher:
             if isinstance(resp, UpstreamError):
                 failure = resp
                 continue
-            status = resp.status_code
+            status = resp.status
             try:
                 body = await _read_whole(resp, model, backend, out.path)
             except UpstreamError as exc:
@@ -151,7 +151,7 @@ class Dispatcher:
             if isinstance(resp, UpstreamError):
                 failure = resp
                 continue
-            status = resp.status_code
+            status = resp.status
             content_type = resp.headers.get("content-type", "text/event-stream")
             streaming = False       # once the Stream is handed over, its aclose gives the slot back
             try:
@@ -166,13 +166,13 @@ class Dispatcher:
                         continue
                     return Whole(model, backend, status, body, content_type, attempts)
                 answers.check_status(status, backend.label)
-                rest = answers.Checked(resp.aiter_raw(), answers.EventCheck(model.api_format, backend.label),
+                rest = answers.Checked(resp.chunks(), answers.EventCheck(model.api_format, backend.label),
                                        backend.max_response_bytes, backend.label)
                 first = await _first_event(rest)
                 self._record(attempts, model, backend, started, status, None)
                 streaming = True
                 return Stream(model, backend, status, content_type, first, rest, resp, attempts)
-            except (UpstreamError, httpx.TransportError) as exc:
+            except (UpstreamError, *TransportError) as exc:
                 await resp.aclose()
                 failure = exc if isinstance(exc, UpstreamError) else _transport_failure(exc, backend)
                 self._record(attempts, model, backend, started, status, failure.code)
@@ -186,40 +186,38 @@ class Dispatcher:
         raise _exhausted(failure, attempts)
 
     async def _open(self, attempts: list[Attempt], model: ProviderModel, backend: Backend, started: float,
-                    out: "Outbound", extra: Headers) -> httpx.Response | UpstreamError:
+                    out: "Outbound", extra: Headers) -> Response | UpstreamError:
         """The backend's response with its headers read and its body not yet, holding one of the backend's
         pending slots (the caller gives it back); or the failure, recorded, with no slot held."""
         if backend.pending >= backend.max_pending:
             failure: UpstreamError = BackendsBusy(
                 f"backend {backend.label} already holds its {backend.max_pending} pending requests")
         else:
-            client = backend.client()
-            request = client.build_request(
-                "POST", backend.base + out.path, content=out.body, headers=self._headers(backend, extra, out)
-            )
+            headers = self._headers(backend, extra, out)
             backend.pending += 1
             try:
-                return await client.send(request, stream=True)
+                return await transport.send(backend.pool(), backend.origin, out.path, out.body, headers,
+                                            backend.timeouts, backend.label)
             except BaseException as exc:
                 backend.pending -= 1
-                if not isinstance(exc, httpx.TransportError):
+                if not isinstance(exc, TransportError):
                     raise
                 failure = _transport_failure(exc, backend)
         self._record(attempts, model, backend, started, None, failure.code)
         return failure
 
 
-async def _read_whole(resp: httpx.Response, model: ProviderModel, backend: Backend, path: str) -> bytes:
+async def _read_whole(resp: Response, model: ProviderModel, backend: Backend, path: str) -> bytes:
     """A whole answer the router may relay: a relayable status, bounded, a success of its protocol's shape,
     an error sanitized. Every failure, a broken connection's included, is an UpstreamError."""
     label = backend.label
-    answers.check_status(resp.status_code, label)
+    answers.check_status(resp.status, label)
     try:
         body = await answers.read_bounded(resp, backend.max_response_bytes, label)
-    except httpx.TransportError as exc:
+    except TransportError as exc:
         raise _transport_failure(exc, backend) from None
-    if resp.status_code >= 400:
-        return answers.sanitized(body, backend.secret, model.api_format, resp.status_code, label)
+    if resp.status >= 400:
+        return answers.sanitized(body, backend.secret, model.api_format, resp.status, label)
     answers.check_shape(path, body, label)
     return body
 
@@ -236,13 +234,20 @@ async def _first_event(chunks: answers.Checked) -> bytes:
     return first
 
 
-def _transport_failure(exc: httpx.TransportError, backend: Backend) -> UpstreamError:
-    if isinstance(exc, httpx.TimeoutException):
+def _as_bytes(header: tuple[str, str | bytes]) -> tuple[bytes, bytes]:
+    # Names are the router's own (ASCII); a client's value stays the bytes it sent.
+    name, value = header
+    return (name.encode("ascii") if isinstance(name, str) else name,
+            value.encode("ascii") if isinstance(value, str) else value)
+
+
+def _transport_failure(exc: Exception, backend: Backend) -> UpstreamError:
+    if isinstance(exc, transport.Timeout):
         return UpstreamTimeout(f"backend {backend.label} timed out ({type(exc).__name__})")
     return UpstreamError(f"backend {backend.label} failed: {type(exc).__name__}: {exc or 'connection failed'}")
 
 
-def _status_failure(status: int, body: bytes, headers: httpx.Headers, backend: Backend) -> UpstreamError:
+def _status_failure(status: int, body: bytes, headers: dict[str, str], backend: Backend) -> UpstreamError:
     return UpstreamStatus(
         f"backend {backend.label} answered HTTP {status}",
         status=status,
@@ -254,10 +259,10 @@ def _status_failure(status: int, body: bytes, headers: httpx.Headers, backend: B
 def _exhausted(failure: UpstreamError | None, attempts: list[Attempt]) -> UpstreamError:
     if failure is None:
         return UpstreamError("no backend is configured for the chosen models")
-    tried = ", ".join(f"{a.backend}: {a.status or a.error}" for a in attempts)
+    tried = ", ".join(f"{a.backend}: {' '.join(str(x) for x in (a.status, a.error) if x)}" for a in attempts)
     message = f"every upstream attempt failed ({tried})"
     if isinstance(failure, UpstreamStatus):
         # The client sees a gateway error, not one backend's body: several were tried.
         every_429 = all(a.status == 429 for a in attempts)
         return (UpstreamsRateLimited if every_429 else UpstreamsExhausted)(message)
-    return type(failure)(message)
+    return type(failure)(f"{message}; the last: {failure}")

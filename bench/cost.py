@@ -1,0 +1,135 @@
+"""Instructions per request, router vs floor proxy, counted by callgrind.
+
+``python -m bench.cost [--plugins] [--requests 200]`` starts the mock upstream natively
+and each server (the floor proxy, the router, the router with the four shaping plugins)
+under ``valgrind --tool=callgrind``, warms it up, zeroes the counters, sends
+``--requests`` sequential requests (whole, then streamed), dumps the counters and prints
+instructions per request and the ratio to the floor.
+
+Why instructions and not CPU seconds: on a shared 2-core box the CPU-time ratio of
+``bench.compare`` moves by ±0.2 from run to run, as large as the differences it is
+meant to show. Callgrind counts every instruction of every thread of the server
+process, the same count whatever else the machine does, so a change of a few percent
+is visible. It does not see cache misses or syscall time inside the kernel; the wall
+and CPU-time figures stay with ``bench.compare``.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import httpx
+import yaml
+
+from ._procs import Proc
+from .compare import router_config
+from .sr_bench import chat_body
+
+_TOTALS = re.compile(r"^(?:summary|totals):\s+(\d+)", re.M)
+
+
+class Counted:
+    """A server process running under callgrind, whose counters can be zeroed and dumped."""
+
+    def __init__(self, name: str, args: list[str], ready: str, outdir: Path) -> None:
+        self.name = name
+        self.outdir = outdir
+        prefix = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={outdir}/{name}.%p",
+                  "--dump-line=no", "--log-file=" + str(outdir / f"{name}.valgrind.log")]
+        self.proc = Proc(args, ready, prefix=prefix)
+
+    def __enter__(self) -> "Counted":
+        self.proc.start(timeout=900.0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.stop()
+
+    def _control(self, flag: str) -> None:
+        assert self.proc.popen
+        subprocess.run(["callgrind_control", flag, str(self.proc.popen.pid)], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+
+    def zero(self) -> None:
+        self._control("-z")
+
+    def dump(self) -> int:
+        """Dump the counters; the instructions since the last zero."""
+        before = set(glob.glob(f"{self.outdir}/{self.name}.*.[0-9]*"))
+        self._control("-d")
+        new = sorted(set(glob.glob(f"{self.outdir}/{self.name}.*.[0-9]*")) - before, key=os.path.getmtime)
+        if not new:
+            raise RuntimeError(f"{self.name}: callgrind wrote no dump")
+        match = _TOTALS.search(Path(new[-1]).read_text(errors="replace"))
+        if not match:
+            raise RuntimeError(f"{self.name}: no totals in {new[-1]}")
+        return int(match.group(1))
+
+
+def send(url: str, stream: bool, count: int, body_bytes: int) -> None:
+    """``count`` sequential Chat Completions requests; every one must succeed."""
+    body = chat_body("mock", stream, body_bytes, None)
+    headers = {"content-type": "application/json"}
+    with httpx.Client(timeout=300.0) as client:
+        for _ in range(count):
+            r = client.post(f"{url}/v1/chat/completions", content=body, headers=headers)
+            if r.status_code != 200 or (stream and b"[DONE]" not in r.content[-32:]):
+                raise RuntimeError(f"{url}: HTTP {r.status_code}: {r.content[:200]!r}")
+
+
+def measure(server: Counted, requests: int, warmup: int, body_bytes: int) -> dict[bool, float]:
+    """Instructions per request, whole (False) and streamed (True)."""
+    per_request = {}
+    for stream in (False, True):
+        send(server.proc.url, stream, warmup, body_bytes)
+        server.zero()
+        send(server.proc.url, stream, requests, body_bytes)
+        per_request[stream] = server.dump() / requests
+    return per_request
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure floor, router and (with --plugins) router with the shaping plugins; print a table."""
+    parser = argparse.ArgumentParser(prog="python -m bench.cost", description=__doc__)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--body-bytes", type=int, default=1024)
+    parser.add_argument("--events", choices=["embedded", "none"], default="embedded")
+    parser.add_argument("--plugins", action="store_true", help="also the router with the four shaping plugins")
+    args = parser.parse_args(argv)
+
+    rows: list[tuple[str, dict[bool, float]]] = []
+    with tempfile.TemporaryDirectory(prefix="vsr-cost-") as tmp, \
+            Proc(["-m", "bench.mock_upstream", "--port", "0"], "listening") as mock:
+        outdir = Path(tmp)
+        servers = [("floor", ["-m", "bench.floor", "--port", "0", "--upstream", mock.url], "listening")]
+        variants = [("router", False)] + ([("router+plugins", True)] if args.plugins else [])
+        for name, plugins in variants:
+            config = outdir / f"{name}.yaml"
+            config.write_text(yaml.safe_dump(router_config(mock.url, args.events, plugins)))
+            servers.append((name, ["-m", "vsr_fast", "serve", "--config", str(config), "--port", "0"],
+                            "vsr-fast: serving on"))
+        for name, server_args, ready in servers:
+            print(f"{name}: starting under callgrind", file=sys.stderr, flush=True)
+            with Counted(name, server_args, ready, outdir) as server:
+                rows.append((name, measure(server, args.requests, args.warmup, args.body_bytes)))
+
+    floor = rows[0][1]
+    print(f"instructions per request, {args.requests} sequential requests after {args.warmup} warm-up, "
+          f"{args.body_bytes}-byte body, events {args.events}")
+    print("| server | whole | × floor | streamed | × floor |")
+    print("|---|---|---|---|---|")
+    for name, counts in rows:
+        print(f"| {name} | {counts[False] / 1e6:.2f} M | {counts[False] / floor[False]:.2f} "
+              f"| {counts[True] / 1e6:.2f} M | {counts[True] / floor[True]:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""The upstream call on httpcore's connection pool, one layer below httpx's Client.
+
+httpx's ``AsyncClient`` builds a ``Request``, merges and re-parses the URL, wraps
+headers in its own model, runs its auth and redirect generators, event hooks and
+cookie extraction, and wraps the answer in a ``Response``, on every call: the same
+request costs 1.6x the CPU through httpx 0.28 as through its pool (``python -m
+bench.upstream_client``), none of which a proxy with a fixed URL per backend and no
+redirects needs. httpcore
+is the pool httpx itself drives, so connection reuse, HTTP/1.1 parsing, TLS and the
+connect / read / write / pool timeouts are the same code as before.
+"""
+from __future__ import annotations
+
+import ssl
+import zlib
+from collections.abc import AsyncIterator, Sequence
+from urllib.parse import urlsplit
+
+import httpcore
+import httpx
+
+from ..errors import UpstreamInvalid
+
+# Every failure of the connection or of HTTP itself; what the dispatcher turns into UpstreamError.
+TransportError = (httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError,
+                  httpcore.UnsupportedProtocol, httpcore.ProxyError)
+Timeout = httpcore.TimeoutException
+
+_DEFAULT_PORTS = {b"http": 80, b"https": 443}
+
+
+class Origin:
+    """One backend's scheme, host and port, parsed once, and the URL of each path under its base."""
+
+    __slots__ = ("_base", "_urls", "host_header", "host", "port", "scheme")
+
+    def __init__(self, base: str) -> None:
+        parts = urlsplit(base)
+        self.scheme = parts.scheme.encode("ascii")
+        self.host = (parts.hostname or "").encode("idna")
+        self.port = parts.port
+        default = _DEFAULT_PORTS.get(self.scheme)
+        netloc = parts.netloc.rsplit("@", 1)[-1]
+        self.host_header = netloc.encode("idna") if self.port not in (None, default) else self.host
+        self._base = parts.path.rstrip("/")
+        self._urls: dict[str, httpcore.URL] = {}
+
+    def url(self, path: str) -> httpcore.URL:
+        """The URL of ``path`` under the base, built once per path."""
+        url = self._urls.get(path)
+        if url is None:
+            url = httpcore.URL(scheme=self.scheme, host=self.host, port=self.port,
+                               target=(self._base + path).encode("ascii"))
+            self._urls[path] = url
+        return url
+
+
+def ssl_context() -> ssl.SSLContext:
+    """The same verification httpx's clients use (certifi's roots): building one costs ~40 ms, so once per pool."""
+    return httpx.create_ssl_context()
+
+
+def new_pool(max_connections: int, context: ssl.SSLContext) -> httpcore.AsyncConnectionPool:
+    """A pool of at most ``max_connections``, every one kept alive for 5 s idle (httpx's default)."""
+    return httpcore.AsyncConnectionPool(ssl_context=context, max_connections=max_connections,
+                                        max_keepalive_connections=max_connections, keepalive_expiry=5.0)
+
+
+class Response:
+    """An answer whose status and headers have arrived; its body is read through ``chunks`` or ``read``."""
+
+    __slots__ = ("_raw", "headers", "label", "status")
+
+    def __init__(self, raw: httpcore.Response, label: str) -> None:
+        self._raw = raw
+        self.label = label
+        self.status: int = raw.status
+        self.headers: dict[str, str] = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw.headers}
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        """The body as it arrives. The router asks for ``identity``; a backend that compresses anyway with
+        gzip or deflate is decoded, as httpx did; any other coding, or a broken one, is UpstreamInvalid."""
+        coding = self.headers.get("content-encoding", "identity").strip().lower()
+        if coding in ("identity", ""):
+            return aiter(self._raw.stream)
+        if coding in ("gzip", "x-gzip", "deflate"):
+            return _inflated(aiter(self._raw.stream), self.label)
+        raise UpstreamInvalid(f"backend {self.label} answered in content-encoding {coding!r}, "
+                              "not the identity asked for")
+
+    async def aclose(self) -> None:
+        await self._raw.aclose()
+
+
+async def _inflated(chunks: AsyncIterator[bytes], label: str) -> AsyncIterator[bytes]:
+    inflate = zlib.decompressobj(wbits=47)   # 32 + 15: a gzip or a zlib header, found from the first bytes
+    try:
+        async for chunk in chunks:
+            out = inflate.decompress(chunk)
+            if out:
+                yield out
+        tail = inflate.flush()
+    except zlib.error as exc:
+        raise UpstreamInvalid(f"backend {label} answered a broken compressed body: {exc}") from None
+    if tail:
+        yield tail
+
+
+async def send(pool: httpcore.AsyncConnectionPool, origin: Origin, path: str, body: bytes,
+               headers: Sequence[tuple[bytes, bytes]], timeouts: dict[str, float], label: str) -> Response:
+    """POST ``body`` to ``path`` under ``origin`` (backend ``label``); returns once the status and headers are in."""
+    request = httpcore.Request(
+        b"POST", origin.url(path),
+        headers=[(b"Host", origin.host_header), *headers, (b"Content-Length", b"%d" % len(body))],
+        content=body, extensions={"timeout": timeouts},
+    )
+    return Response(await pool.handle_async_request(request), label)
