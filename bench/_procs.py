@@ -18,6 +18,21 @@ ROOT = Path(__file__).resolve().parent.parent
 _URL = re.compile(r"http://([\d.]+):(\d+)")
 
 
+def children(pid: int) -> list[int]:
+    """The live child processes of ``pid``, from /proc (a supervisor's workers)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                out.append(int(entry))
+    return sorted(out)
+
+
 class Proc:
     """A subprocess that prints ``... http://HOST:PORT`` on stderr once it serves."""
 

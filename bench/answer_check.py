@@ -1,7 +1,9 @@
-"""The cost of checking a whole upstream answer's top-level shape (vsr_fast.upstream.answers.check_shape).
+"""The cost of checking a whole upstream answer's top-level shape (vsr_fast.upstream.answers.check_shape),
+and a streamed one's events (vsr_fast.upstream.answers.EventCheck).
 
 ``python -m bench.answer_check``: median µs per check of a chat completion of three sizes, next to a full
-``json.loads`` of the same body for scale.
+``json.loads`` of the same body for scale; then median µs per streamed chunk fed to EventCheck, one event a
+chunk, for a Chat chunk and a Messages event, and for ten events in one chunk.
 """
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import json
 import statistics
 import time
 
-from vsr_fast.upstream.answers import check_shape
+from vsr_fast.upstream.answers import EventCheck, check_shape
 
 
 def answer(content_bytes: int) -> bytes:
@@ -36,6 +38,17 @@ def main() -> None:
         check = median_us(lambda b: check_shape("/chat/completions", b, "bench"), body, rounds)
         full = median_us(json.loads, body, rounds)
         print(f"| {len(body):,} B | {check:.1f} | {full:.1f} |")
+    chat = (b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,'
+            b'"delta":{"content":"Hello there"},"finish_reason":null}]}\n\n')
+    messages = (b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+                b'"delta":{"type":"text_delta","text":"Hello there"}}\n\n')
+    print()
+    print("| streamed chunk | EventCheck.feed µs |")
+    print("|---|---:|")
+    for name, api_format, chunk in (("Chat chunk", "openai", chat), ("Messages event", "anthropic", messages),
+                                    ("10 Chat chunks at once", "openai", chat * 10)):
+        check = EventCheck(api_format, "bench")
+        print(f"| {name}, {len(chunk)} B | {median_us(check.feed, chunk, 20000):.1f} |")
 
 
 if __name__ == "__main__":

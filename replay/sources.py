@@ -16,7 +16,7 @@ import msgspec
 import yaml
 
 from vsr_fast.config.stores import EventStreamStore, default_events_dir
-from vsr_fast.events.journal import Journal
+from vsr_fast.events.segments import LEGACY, Segments, segment_paths
 from vsr_fast.events.redis_stream import RedisSource
 from vsr_fast.events.source import entry
 from vsr_fast.events.types import Event
@@ -106,19 +106,12 @@ class EmbeddedJournal(Source):
     unit = "bytes"
 
     def __init__(self, path: str, *, start: str | None = None, end: str | None = None) -> None:
-        p = Path(path)
-        for candidate in (p, p / "stream.journal", p / "stream" / "stream.journal"):
-            if candidate.is_file():
-                p = candidate
-                break
-        else:
-            raise FileNotFoundError(f"{path}: no embedded stream journal here (stream/stream.journal)")
-        self.journal = Journal(p, readonly=True)
+        self.journal = Segments(journal_dir(Path(path)), readonly=True)
         self.start, self.end = start, end
         self.total = self.journal.end
 
     def __iter__(self) -> Iterator[tuple[str, Event]]:
-        offset = int(self.start) if self.start else 0
+        offset = int(self.start) if self.start else self.journal.first
         last = int(self.end) if self.end else None
         try:
             while True:
@@ -137,6 +130,17 @@ class EmbeddedJournal(Source):
             self.journal.close()
 
 
+def journal_dir(p: Path) -> Path:
+    """The directory holding an embedded stream's segments: ``p`` itself, its ``stream`` below it, or the one
+    of a segment (or of a journal written before segments) named directly."""
+    if p.is_file():
+        return p.parent
+    for candidate in (p, p / "stream"):
+        if segment_paths(candidate) or (candidate / LEGACY).is_file():
+            return candidate
+    raise FileNotFoundError(f"{p}: no embedded stream journal here (stream/stream.*.journal)")
+
+
 class EmbeddedJournals(Source):
     """Several routers' journals read one after the other (every port and worker of a host that
     ran the default path); entry ids are ``<directory>/<offset>``. A request's events all sit in
@@ -145,7 +149,7 @@ class EmbeddedJournals(Source):
     unit = "bytes"
 
     def __init__(self, paths: list[Path]) -> None:
-        self.parts = [(p.parent.parent.name, EmbeddedJournal(str(p))) for p in paths]
+        self.parts = [(p.parent.name, EmbeddedJournal(str(p))) for p in paths]
         self.total = sum(j.total or 0 for _, j in self.parts)
 
     def __iter__(self) -> Iterator[tuple[str, Event]]:
@@ -161,14 +165,14 @@ class EmbeddedJournals(Source):
 def default_journals(start: str | None, end: str | None) -> Source:
     """The embedded journals a router left under ``$VSR_STATE_DIR/events`` with no ``path`` set."""
     base = Path(default_events_dir())
-    found = sorted(base.glob("*/stream/stream.journal"))
+    found = sorted(d for d in base.glob("*/stream") if segment_paths(d) or (d / LEGACY).is_file())
     if not found:
         raise FileNotFoundError(f"{base}: no embedded stream journal here (run the router with this configuration "
                                 "from this directory first, or set VSR_STATE_DIR to where it ran)")
     if len(found) == 1:
         return EmbeddedJournal(str(found[0]), start=start, end=end)
     if start or end:
-        raise ValueError(f"{base} holds {len(found)} journals ({', '.join(p.parent.parent.name for p in found)}): "
+        raise ValueError(f"{base} holds {len(found)} journals ({', '.join(p.parent.name for p in found)}): "
                          "name one with --journal DIR to read a range of it")
     return EmbeddedJournals(found)
 

@@ -9,6 +9,11 @@ path segment picks the misbehaviour, so one server plays every backend (``endpoi
 - ``huge``, ``huge-sse``: 100 MB of JSON or of SSE events, chunked, with no Content-Length;
 - ``echo-key``: 401 whose message quotes the credential the request carried;
 - ``long-error``: 400 with a 1 MiB error body that also quotes it;
+- ``sse-ok``: a well-formed stream (Chat's chunks, or Messages' events under ``/messages``);
+- ``sse-html``: 200 ``text/event-stream`` whose body is an HTML page; ``sse-not-json``: events whose data is
+  not JSON; ``sse-empty``: an event stream with no event; ``sse-no-field``: JSON lines without ``data:``;
+- ``sse-broken-later``: two good events, then one whose data is not JSON, then more good ones;
+- ``sse-truncated``: two good events, then half of one, and the connection closes;
 - ``cookie``: a chat completion that sets a cookie, whose content is the Cookie header it received
   (``no cookie`` when none);
 - ``gzip``, ``brotli``: a chat completion in a content coding the router did not ask for (gzip
@@ -28,6 +33,42 @@ CHAT = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": 
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
 EVENT = b'data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"hostile","choices":[{"index":0,' \
         b'"delta":{"content":"x"},"finish_reason":null}]}\n\n'
+
+
+MESSAGES_EVENTS = [
+    b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message","role":'
+    b'"assistant","model":"hostile","content":[],"stop_reason":null,"usage":{"input_tokens":1,"output_tokens":0}}}\n\n',
+    b'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text",'
+    b'"text":""}}\n\n',
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta",'
+    b'"text":"x"}}\n\n',
+    b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n',
+    b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},'
+    b'"usage":{"output_tokens":1}}\n\n',
+    b'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+]
+CHAT_EVENTS = [EVENT, EVENT, EVENT, b"data: [DONE]\n\n"]
+NOT_JSON = b"data: {this is not json\n\n"
+
+
+def sse_body(mode: str, messages: bool) -> tuple[bytes, bool]:
+    """The body of an SSE mode, and whether the connection then closes with it unfinished."""
+    good = MESSAGES_EVENTS if messages else CHAT_EVENTS
+    if mode == "sse-ok":
+        return b"".join(good), False
+    if mode == "sse-html":
+        return b"<html><body><h1>502 Bad Gateway</h1></body></html>\n", False
+    if mode == "sse-not-json":
+        return NOT_JSON * 3, False
+    if mode == "sse-empty":
+        return b": keep-alive\n\n", False
+    if mode == "sse-no-field":
+        return b"".join(good).replace(b"data: ", b""), False
+    if mode == "sse-broken-later":
+        return b"".join(good[:2]) + NOT_JSON + b"".join(good[2:]), False
+    if mode == "sse-truncated":
+        return b"".join(good[:2]) + good[2][:len(good[2]) // 2], True
+    raise KeyError(mode)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -61,6 +102,17 @@ class Handler(BaseHTTPRequestHandler):
         elif mode == "long-error":
             error = {"message": f"bad request from {key}: " + "x" * PIECE, "type": "invalid_request_error"}
             self.whole(400, json.dumps({"error": error}).encode())
+        elif mode.startswith("sse-"):
+            body, cut = sse_body(mode, self.path.endswith("/messages"))
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            if cut:      # no framing: the stream ends when the connection does
+                self.send_header("connection", "close")
+                self.close_connection = True
+            else:
+                self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
         elif mode == "cookie":
             answer = dict(CHAT, choices=[{**CHAT["choices"][0], "message": {
                 "role": "assistant", "content": self.headers.get("cookie", "no cookie")}}])

@@ -64,6 +64,8 @@ def edit(path: str, value, *, delete: bool = False) -> dict:
     return doc
 
 
+REMOTE = {"provider": "systemone", "endpoint": "https://systemone.example", "model": "m"}
+
 CASES = [
     (edit("version", "v0.3"), ["version: invalid_value: 'v0.3' is not a schema this router reads; it reads `version: v0.5`"]),
     (edit("version", None, delete=True), ["version: missing_field: a v0.5 configuration starts with `version: v0.5`"]),
@@ -111,6 +113,32 @@ CASES = [
     (edit("entrypoints", [{"api": "chat", "model_names": ["x"], "recipe": "default", "default": True},
                           {"api": "chat", "model_names": ["x"], "recipe": "default"}]),
      ["entrypoints: duplicate_name: model name 'x' is claimed by more than one entrypoint"]),
+    (edit("global", {"stores": {"event_stream": {"max_age_s": 10}}}),
+     ["global.stores.event_stream.max_age_s: invalid_value: Expected `int` >= 60"]),
+    (edit("global", {"stores": {"event_stream": {"max_age_s": "a week"}}}),
+     ["global.stores.event_stream.max_age_s: invalid_type: expected int | null, got str"]),
+    (edit("global", {"stores": {"event_stream": {"maxlen": 10}}}),
+     ["global.stores.event_stream.maxlen: invalid_value: Expected `int` >= 1000"]),
+    (edit("global", {"router": {"limits": {"max_connections": 0}}}),
+     ["global.router.limits.max_connections: invalid_value: Expected `int` >= 1"]),
+    (edit("global", {"router": {"limits": {"max_connections": "many"}}}),
+     ["global.router.limits.max_connections: invalid_type: expected int | null, got str"]),
+    (edit("global", {"router": {"cors": {"allow_origins": ["https://app.example.com/"]}}}),
+     [r"global.router.cors.allow_origins[0]: invalid_value: Expected `str` matching regex "
+      r"'^(\\*|null|https?://[A-Za-z0-9.\\-\\[\\]:]+)$'"]),
+    (edit("global", {"router": {"cors": {"allow_origins": "https://app.example.com"}}}),
+     ["global.router.cors.allow_origins: invalid_type: expected array, got str"]),
+    (edit("global", {"model_catalog": {"deployments": {"remote": {**REMOTE, "tls": {"ca_file": "/nonexistent/ca.pem"}}}}}),
+     ["global.model_catalog.deployments.remote.tls.ca_file: file_unreadable: /nonexistent/ca.pem: No such file or "
+      "directory"]),
+    (edit("global", {"model_catalog": {"deployments": {"remote": {**REMOTE, "tls": {"ca_file": str(ROOT / "Makefile")}}}}}),
+     [f"global.model_catalog.deployments.remote.tls.ca_file: file_unreadable: {ROOT / 'Makefile'}: holds no CA "
+      "certificate (NO_CERTIFICATE_OR_CRL_FOUND)"]),
+    (edit("global", {"model_catalog": {"deployments": {"remote": {**REMOTE, "auth": {"api_key_file": "/nonexistent/key"}}}}}),
+     ["global.model_catalog.deployments.remote.auth.api_key_file: file_unreadable: /nonexistent/key: No such file or "
+      "directory"]),
+    (edit("global", {"model_catalog": {"deployments": {"remote": {**REMOTE, "auth": {"api_key_file": "/dev/null"}}}}}),
+     ["global.model_catalog.deployments.remote.auth.api_key_file: file_unreadable: /dev/null: empty"]),
     # Accepted by the spec but read by nothing here: refused until they act, never kept silently.
     (edit("providers/models/0/context_window_size", 131072),
      ["providers.models[fast].context_window_size: unsupported_field: not read by this router yet (no route "
@@ -228,3 +256,19 @@ def test_serve_refuses_a_missing_file(tmp_path):
     result = run_cli("serve", "--config", str(tmp_path / "absent.yaml"), "--port", "0")
     assert result.returncode == 2
     assert "unreadable" in result.stderr
+
+
+@pytest.mark.parametrize("field, value", [("tls", {"ca_file": "/nonexistent/ca.pem"}),
+                                          ("auth", {"api_key_file": "/nonexistent/key"})])
+def test_serve_refuses_a_deployment_file_it_cannot_read_in_one_line(tmp_path, field, value):
+    """Was: a traceback at start (ca_file), or every call sent with no key (api_key_file)."""
+    doc = base()
+    doc["global"] = {"model_catalog": {"deployments": {"remote": {**REMOTE, field: value}}}}
+    path = tmp_path / "files.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    result = run_cli("serve", "--config", str(path), "--port", "0")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    name = next(iter(value))
+    assert (f"error: global.model_catalog.deployments.remote.{field}.{name}: file_unreadable: {value[name]}: "
+            "No such file or directory") in result.stderr.splitlines()

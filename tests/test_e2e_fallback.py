@@ -11,6 +11,8 @@ import httpx
 import openai
 import pytest
 
+from bench._procs import children
+
 from .procs import config, free_port, mock_upstream, model, router, write_config
 
 CHAT = [{"role": "user", "content": "Say hello"}]
@@ -168,21 +170,6 @@ def test_sigterm_drains_an_inflight_stream(tmp_path):
             proc.stop()
 
 
-def _children(pid: int) -> list[int]:
-    """The live child processes of ``pid``, from /proc."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid and fields[0] != "Z":
-                out.append(int(entry))
-    return sorted(out)
-
-
 def test_several_workers_share_the_port_and_stop_together(tmp_path, healthy):
     port = free_port()
     doc = config([model("m", f"{healthy.url}/v1")], [{"name": "d", "modelRefs": [{"model": "m"}]}])
@@ -193,7 +180,7 @@ def test_several_workers_share_the_port_and_stop_together(tmp_path, healthy):
     try:
         url = f"http://127.0.0.1:{port}"
         assert wait_for(lambda: sum("vsr-fast: serving on" in line for line in proc.lines) == 2, timeout=20), proc.lines
-        workers = _children(proc.popen.pid)
+        workers = children(proc.popen.pid)
         assert len(workers) == 2, workers
         # Each worker alone: the other is stopped (SIGSTOP), so only this one can accept; every
         # request on a fresh connection is answered, so each of the two processes serves.

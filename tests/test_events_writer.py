@@ -223,7 +223,7 @@ def test_the_embedded_store_dedups_across_a_crash_between_append_and_marks(tmp_p
     again = EmbeddedLog(tmp_path)
     assert again.send(items) == 2                                   # 7 and 8 were found on open
     assert [decode_event(e.payload).seq for e in again.range(None, None, 100)] == list(range(10))
-    with open(tmp_path / "stream.journal", "ab") as f:
+    with open(again.journal.live.path, "ab") as f:
         f.write(b"\x10\x00\x00")                                     # a torn tail
     again.close()
     assert len(EmbeddedLog(tmp_path).range(None, None, 100)) == 10

@@ -11,7 +11,9 @@
     │   ├── UnknownParameter        400 unknown_parameter
     │   ├── PreviousResponseNotFound 400 previous_response_not_found
     │   ├── AmbiguousFraming        400 ambiguous_framing      (Content-Length with Transfer-Encoding)
+    │   ├── OriginRefused           403 origin_not_allowed     (an Origin not in global.router.cors.allow_origins)
     │   ├── MethodNotAllowed        405 method_not_allowed
+    │   ├── HeaderTimeout           408 header_timeout         (a request head unfinished at header_timeout_ms)
     │   ├── BodyTimeout             408 body_timeout
     │   ├── BodyTooLarge            413 request_too_large
     │   └── UnsupportedMedia        415 unsupported_media_type
@@ -25,6 +27,7 @@
     │       └── UnsupportedCapability     unsupported_capability
     ├── Overloaded                  429 overloaded             route (the decision model; Retry-After)
     ├── RequestTimeout              504 request_timeout        the stage the deadline cut
+    ├── ShuttingDown                503 shutting_down          drain (SIGTERM's graceful timeout; Retry-After)
     ├── StoreUnavailable            503 store_unavailable      store (Redis or another store did not answer)
     └── UpstreamError               502 upstream_failed        upstream
         ├── UpstreamTimeout         504 upstream_timeout
@@ -115,8 +118,20 @@ class AmbiguousFraming(RequestError):
     code = "ambiguous_framing"
 
 
+class OriginRefused(RequestError):
+    """A browser's request from an origin the configuration does not allow (``global.router.cors``)."""
+
+    status, code = 403, "origin_not_allowed"
+
+
 class MethodNotAllowed(RequestError):
     status, code = 405, "method_not_allowed"
+
+
+class HeaderTimeout(RequestError):
+    """A request's head was still unfinished when ``limits.header_timeout_ms`` passed (slowloris)."""
+
+    status, code = 408, "header_timeout"
 
 
 class BodyTimeout(RequestError):
@@ -191,6 +206,13 @@ class RequestTimeout(VsrError):
     """The request's deadline (``global.router.limits.request_timeout_ms``) passed before it was answered."""
 
     status, code, type, stage = 504, "request_timeout", "timeout_error", "deadline"
+
+
+class ShuttingDown(VsrError):
+    """The router is stopping (SIGTERM) and its graceful timeout is about to pass: the request is answered
+    now rather than cut without a status; another instance, or this one restarted, can take it."""
+
+    status, code, type, stage, retry_after_s = 503, "shutting_down", "api_error", "drain", 1
 
 
 class StoreUnavailable(VsrError):

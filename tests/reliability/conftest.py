@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from ..procs import config, mock_upstream, model, router, write_config
+from ..procs import Proc, config, mock_upstream, model, router, write_config
 
 
 @pytest.fixture(scope="module")
@@ -15,15 +15,22 @@ def upstream():
         yield proc
 
 
-def edge_router(upstream, directory: str, **limits):
-    """A router in front of ``upstream`` with ``global.router.limits`` set to ``limits``."""
+@pytest.fixture(scope="module")
+def hostile():
+    """tests/hostile_upstream.py: one real HTTP server playing every misbehaving backend."""
+    with Proc(["-m", "tests.hostile_upstream"], "listening") as proc:
+        yield proc
+
+
+def edge_router(upstream, directory: str, cors: dict | None = None, **limits):
+    """A router in front of ``upstream`` with ``global.router.limits`` set to ``limits`` (and ``cors``)."""
     doc = config([model("m", f"{upstream.url}/v1"),
                   {"name": "local-scripted", "api_format": "systemone", "deployment": "local"}],
                  [{"name": "only", "rules": {"operator": "AND", "conditions": []}, "modelRefs": [{"model": "m"}]}])
     doc["recipes"].append({"name": "native", "decisions": [{"name": "local",
                                                             "modelRefs": [{"model": "local-scripted"}]}]})
     doc["entrypoints"].append({"api": "systemone", "model_names": ["vsr/decide"], "recipe": "native"})
-    doc["global"] = {"router": {"limits": limits}, "model_catalog": {"deployments": {
+    doc["global"] = {"router": {"limits": limits, **({"cors": cors} if cors else {})}, "model_catalog": {"deployments": {
         "local": {"provider": "model_runtime", "artifact": "tests.scripted_model:make"}}}}
     return router(write_config(doc, directory))
 

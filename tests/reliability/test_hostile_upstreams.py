@@ -8,17 +8,11 @@ import httpx
 import openai
 import pytest
 
-from ..procs import Proc, config, router, write_config
+from ..procs import config, router, write_config
 
 SECRET = "sk-router-own-backend-key-0123456789"
 UNTRUSTED = ["invalid-json", "wrong-shape", "status999", "redirect", "huge"]
 CHAT = {"messages": [{"role": "user", "content": "hello"}]}
-
-
-@pytest.fixture(scope="module")
-def hostile():
-    with Proc(["-m", "tests.hostile_upstream"], "listening") as proc:
-        yield proc
 
 
 def backend(hostile, mode: str, **extra) -> dict:

@@ -6,6 +6,7 @@ one load reports every problem at once.
 from __future__ import annotations
 
 import os
+import ssl
 from collections import Counter
 from urllib.parse import urlsplit
 
@@ -25,7 +26,31 @@ def check(config: RouterConfig) -> tuple[list[str], list[str]]:
     _check_entrypoints(config, models, errors)
     _check_native_routes(config, errors)
     _check_outputs(config, errors)
+    _check_deployment_files(config, errors)
     return errors, warnings
+
+
+def _check_deployment_files(config: RouterConfig, errors: list[str]) -> None:
+    """A deployment's CA file and key file must be readable where the router starts: without this a missing
+    CA file was a traceback at start, and an unreadable key file sent every call without a key."""
+    for name, dep in config.global_.model_catalog.deployments.items():
+        base = f"global.model_catalog.deployments.{name}"
+        if dep.tls.ca_file:
+            try:
+                ssl.create_default_context(cafile=dep.tls.ca_file)
+            except OSError as exc:      # ssl.SSLError included: a file that holds no certificate
+                why = f"holds no CA certificate ({exc.reason})" if isinstance(exc, ssl.SSLError) else exc.strerror
+                errors.append(f"{base}.tls.ca_file: file_unreadable: {dep.tls.ca_file}: {why}")
+        if dep.auth is not None and dep.auth.api_key_file:
+            try:
+                with open(dep.auth.api_key_file, encoding="utf-8") as f:
+                    key = f.read().strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+                errors.append(f"{base}.auth.api_key_file: file_unreadable: {dep.auth.api_key_file}: {why}")
+            else:
+                if not key:
+                    errors.append(f"{base}.auth.api_key_file: file_unreadable: {dep.auth.api_key_file}: empty")
 
 
 def _check_outputs(config: RouterConfig, errors: list[str]) -> None:

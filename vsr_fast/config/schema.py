@@ -192,11 +192,26 @@ class Limits(_Block):
     # second per min_body_bytes_per_s received, never past the request's deadline; 408 past it.
     body_timeout_ms: PositiveMs = 30_000
     min_body_bytes_per_s: Annotated[int, Meta(ge=0)] = 1024
+    # Concurrent connections per listening socket and worker; past it a new connection gets 503 with
+    # Retry-After and is closed. None: half the process's open-file limit (each may hold a backend's too).
+    max_connections: Annotated[int, Meta(ge=1, le=1_000_000)] | None = None
+
+
+# An origin as a browser sends it (scheme://host[:port], no path), "null" (sandboxed pages, file://), or "*".
+Origin = Annotated[str, Meta(pattern=r"^(\*|null|https?://[A-Za-z0-9.\-\[\]:]+)$")]
+
+
+class Cors(_Block):
+    """``global.router.cors``: which web pages may call the router. A request with an ``Origin`` header (a
+    browser's) from an origin not listed is refused 403; requests without one (SDKs, agents) never are."""
+
+    allow_origins: list[Origin] = field(default_factory=list)
 
 
 class RouterSettings(_Block):
     headers: HeadersConfig = HeadersConfig()
     limits: Limits = Limits()
+    cors: Cors = Cors()
 
 
 class Global(_Block):

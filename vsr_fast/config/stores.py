@@ -30,9 +30,12 @@ class EventStreamStore(Block):
     # Query parameters reach redis-py (socket_timeout=..., e.g.); they win over our defaults.
     url: str = DEFAULT_REDIS_URL
     stream: Annotated[str, Meta(min_length=1)] = "vsr:events"
-    # Approximate trim (XADD MAXLEN ~); None keeps every entry. A consumer group
-    # lagging by more than this loses what was trimmed: size it above the worst backlog.
+    # Retention, both backends, approximate: Redis trims with XADD MAXLEN ~ and XTRIM MINID ~ (a consumer
+    # group lagging past them loses what was trimmed: size them above the worst backlog); the embedded
+    # journal drops whole segments of an eighth of the bounds, only those every consumer group running in
+    # the router has acknowledged (a lagging group keeps its unread entries). None: no bound.
     maxlen: Annotated[int, Meta(ge=1_000)] | None = 1_000_000
+    max_age_s: Annotated[int, Meta(ge=60)] | None = 7 * 86_400
     batch: Annotated[int, Meta(ge=1, le=4_096)] = 128              # events per write
     queue: Annotated[int, Meta(ge=16, le=10_000_000)] = 65_536     # events held in memory before spilling
     # The embedded journal and the spill journal live here (relative to the working directory).

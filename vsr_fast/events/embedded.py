@@ -13,6 +13,11 @@ acknowledged, and ``acked`` lists the acknowledged entries after it (a
 consumer may finish entries out of order). A consumer that restarts reads
 again from ``committed``, skipping ``acked``.
 
+Retention (``maxlen`` events and ``max_age_s``, as the Redis stream's trim)
+drops whole segments of the journal (``segments``), the oldest first and only
+those every consumer group running here has acknowledged: a group that lags
+keeps its unread entries, whatever the bounds.
+
 One process only: two routers appending to one journal would interleave
 their marks and their groups' offsets.
 """
@@ -27,7 +32,8 @@ from pathlib import Path
 
 import msgspec
 
-from .journal import Journal, pack, write_atomic
+from .journal import pack, write_atomic
+from .segments import Segments
 from .source import Entry, entry
 from .writer import Item, TransportDown
 
@@ -37,6 +43,7 @@ _GROUP_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 class _Marks(msgspec.Struct):
     end: int = 0
     marks: dict[str, int] = {}
+    live: int = 0          # events in the live segment before ``end``
 
 
 @dataclass
@@ -49,28 +56,44 @@ class _Group:
 
 
 MARKS_EVERY_S = 1.0
+# A segment holds an eighth of maxlen (and spans an eighth of max_age_s): what is kept stays within an eighth
+# of the bounds, and a roll, an fsync and a file create, comes once per so many events.
+SEGMENTS_PER_BOUND = 8
+UNBOUNDED_SEGMENT = 1 << 20
 
 
 class EmbeddedLog:
-    """One journal directory: ``stream.journal``, ``stream.marks`` and ``groups/<name>.offset``."""
+    """One journal directory: ``stream.<base>.journal`` segments, ``stream.marks`` and ``groups/<name>.offset``."""
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, *, maxlen: int | None = None, max_age_s: float | None = None) -> None:
         self.dir = Path(directory)
         (self.dir / "groups").mkdir(parents=True, exist_ok=True)
-        self.journal = Journal(self.dir / "stream.journal")
+        self.journal = Segments(self.dir)
+        self.maxlen, self.max_age_s = maxlen, max_age_s
+        self._segment_entries = max(1, maxlen // SEGMENTS_PER_BOUND) if maxlen else UNBOUNDED_SEGMENT
+        self._roll_after_s = max_age_s / SEGMENTS_PER_BOUND if max_age_s else None
         self._marks_path = self.dir / "stream.marks"
         self._cond = threading.Condition()
         self._groups: dict[str, _Group] = {}
         self._closed = False
         self._marks_saved = 0.0
         saved = self._load_marks()
-        start = saved.end if saved.end <= self.journal.end else 0
+        live_base = self.journal.bases[-1]
+        # The saved marks cover the frames before saved.end; those after it (a crash between an append and
+        # the marks) are read back into them, and into the live segment's count.
+        valid = self.journal.first <= saved.end <= self.journal.end
+        start = saved.end if valid else self.journal.first
         self.journal.repair(start)
-        self._marks = {bytes.fromhex(k): v for k, v in saved.marks.items()} if start else {}
+        self._marks = {bytes.fromhex(k): v for k, v in saved.marks.items()} if valid else {}
+        self._live = saved.live if valid and saved.end >= live_base else 0
         for frames in self._chunks(start):
             for f in frames:
                 if f.index > self._marks.get(f.space, 0):
                     self._marks[f.space] = f.index
+                if f.offset >= live_base:
+                    self._live += 1
+        # The live segment's age is unknown across a restart: it counts from now.
+        self._live_started = time.monotonic()
 
     def _chunks(self, offset: int):
         while True:
@@ -95,7 +118,7 @@ class EmbeddedLog:
         if now - self._marks_saved < MARKS_EVERY_S:
             return
         self._marks_saved = now
-        doc = _Marks(end=self.journal.end, marks={k.hex(): v for k, v in self._marks.items()})
+        doc = _Marks(end=self.journal.end, marks={k.hex(): v for k, v in self._marks.items()}, live=self._live)
         write_atomic(self._marks_path, msgspec.json.encode(doc))
 
     # --- the transport ------------------------------------------------------------------
@@ -110,13 +133,41 @@ class EmbeddedLog:
                     marks[space] = index
             if fresh:
                 try:
+                    self._roll_if_due()
                     self.journal.append(b"".join(fresh))
                 except OSError as exc:
                     raise TransportDown(f"embedded journal: {exc}") from exc
+                self._live += len(fresh)
                 self._marks = marks
                 self._save_marks()
                 self._cond.notify_all()
             return len(fresh)
+
+    # --- retention ----------------------------------------------------------------------
+
+    def _roll_if_due(self) -> None:
+        """Start a new segment when the live one is full or old enough, then drop what retention lets go."""
+        full = self._live >= self._segment_entries
+        old = self._roll_after_s is not None and time.monotonic() - self._live_started >= self._roll_after_s
+        if not (full or old) or not self._live:
+            return
+        self.journal.roll(self._live)
+        self._live, self._live_started = 0, time.monotonic()
+        self._marks_saved = 0.0          # the marks' ``live`` count now belongs to the new segment
+        self._save_marks()
+        self._trim()
+
+    def _trim(self) -> None:
+        # Every group's first unacknowledged entry: nothing at or past it may go.
+        keep_from = min((g.committed for g in self._groups.values()), default=self.journal.end)
+        self.journal.trim(maxlen=self.maxlen, live_count=self._live, max_age_s=self.max_age_s, now=time.time(),
+                          keep_from=keep_from)
+
+    def stats(self) -> dict[str, int]:
+        """Events held, bytes on disk and segments (for tests and the soak)."""
+        with self._cond:
+            held = self._live + sum(self.journal.closed_count(i) for i in range(len(self.journal.files) - 1))
+            return {"events": held, "bytes": self.journal.disk_bytes(), "segments": len(self.journal.files)}
 
     # --- the source ---------------------------------------------------------------------
 
@@ -138,7 +189,11 @@ class EmbeddedLog:
                 doc = json.loads(path.read_text())
                 state.committed, state.acked = int(doc["committed"]), set(doc.get("acked", ()))
             except (OSError, ValueError, KeyError):
-                state.committed = self.journal.end if start == "$" else 0
+                state.committed = self.journal.end if start == "$" else self.journal.first
+                self._save_group(state)
+            if state.committed < self.journal.first:
+                # Trimmed while this group was not running here (nothing pinned it): it resumes at the oldest.
+                state.committed, state.acked = self.journal.first, set()
                 self._save_group(state)
             state.cursor = state.committed
             self._groups[group] = state
@@ -185,7 +240,8 @@ class EmbeddedLog:
         with self._cond:
             g = self._group(group)
             g.acked.update(int(i) for i in ids if int(i) >= g.committed)
-            self._advance(g)
+            if self._advance(g) and len(self.journal.files) > 1:
+                self._trim()     # a group that caught up may free the segments it held
             self._save_group(g)
 
     @staticmethod
@@ -201,7 +257,7 @@ class EmbeddedLog:
         write_atomic(g.path, json.dumps({"committed": g.committed, "acked": sorted(g.acked)}).encode())
 
     def range(self, start: str | None, end: str | None, count: int) -> list[Entry]:
-        offset = int(start) if start else 0
+        offset = int(start) if start else self.journal.first
         last = int(end) if end else None
         out: list[Entry] = []
         while len(out) < count:
@@ -220,7 +276,7 @@ class EmbeddedLog:
         return out
 
     def length(self) -> int:
-        return sum(len(frames) for frames in self._chunks(0))
+        return sum(len(frames) for frames in self._chunks(self.journal.first))
 
     def close(self) -> None:
         with self._cond:

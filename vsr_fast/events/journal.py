@@ -146,6 +146,10 @@ class Journal:
     def sync(self) -> None:
         os.fsync(self._fd)
 
+    def modified(self) -> float:
+        """When the last append landed (the file's mtime, wall clock)."""
+        return os.fstat(self._fd).st_mtime
+
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)

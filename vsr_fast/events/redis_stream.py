@@ -17,15 +17,17 @@ from .source import Entry, StoreUnavailable, entry
 from .writer import Item, TransportDown
 
 # KEYS[1] the stream, KEYS[2..] one mark per delivery space in the batch.
-# ARGV[1] maxlen (0: none), ARGV[2] the marks' TTL, then (mark key number, index, payload) per event.
+# ARGV[1] maxlen (0: none), ARGV[2] the marks' TTL, ARGV[3] the entries' maximum age in ms (0: none),
+# then (mark key number, index, payload) per event.
 # One script call appends a whole batch and moves the marks with it, atomically:
 # a reply lost on the way back costs a re-send that this same check skips.
 _APPEND = """
 local maxlen = tonumber(ARGV[1])
+local max_age_ms = tonumber(ARGV[3])
 local marks = {}
 for k = 2, #KEYS do marks[k] = tonumber(redis.call('GET', KEYS[k]) or '0') end
 local added = 0
-for i = 3, #ARGV, 3 do
+for i = 4, #ARGV, 3 do
   local k = tonumber(ARGV[i])
   local index = tonumber(ARGV[i + 1])
   if index > marks[k] then
@@ -39,6 +41,11 @@ for i = 3, #ARGV, 3 do
   end
 end
 for k = 2, #KEYS do redis.call('SET', KEYS[k], marks[k], 'EX', ARGV[2]) end
+if max_age_ms > 0 and added > 0 then
+  -- Entry ids start with their append time in ms: older ones go, approximately (whole nodes), as MAXLEN ~.
+  local now = redis.call('TIME')
+  redis.call('XTRIM', KEYS[1], 'MINID', '~', now[1] * 1000 + math.floor(now[2] / 1000) - max_age_ms)
+end
 return added
 """
 
@@ -56,9 +63,11 @@ def client(url: str, *, socket_timeout: float) -> redis.Redis:
 class RedisTransport:
     """Appends batches to one Redis stream, each event once."""
 
-    def __init__(self, url: str, stream: str, *, maxlen: int | None = None, socket_timeout: float = 5.0) -> None:
+    def __init__(self, url: str, stream: str, *, maxlen: int | None = None, max_age_s: float | None = None,
+                 socket_timeout: float = 5.0) -> None:
         self.stream = stream
         self._maxlen = maxlen or 0
+        self._max_age_ms = int(max_age_s * 1000) if max_age_s else 0
         self._redis = client(url, socket_timeout=socket_timeout)
         self._sha: str | None = None
         self._marks: dict[bytes, str] = {}
@@ -72,7 +81,7 @@ class RedisTransport:
     def send(self, items: list[Item]) -> int:
         keys = [self.stream]
         numbers: dict[bytes, int] = {}
-        args: list[Any] = [self._maxlen, MARK_TTL_S]
+        args: list[Any] = [self._maxlen, MARK_TTL_S, self._max_age_ms]
         for space, index, payload in items:
             k = numbers.get(space)
             if k is None:

@@ -86,12 +86,12 @@ async def open_event_stream(config: EventStreamStore, *, close_timeout_s: float 
     base = Path(config.path)
     locks: list[int] = []
     if config.backend == "redis":
-        transport = RedisTransport(config.url, config.stream, maxlen=config.maxlen)
+        transport = RedisTransport(config.url, config.stream, maxlen=config.maxlen, max_age_s=config.max_age_s)
         source: StreamSource = RedisSource(config.url, config.stream)
         spill, fd = _take_slot(base / config.stream.replace("/", "_").replace(":", "_"), "spill")
     else:
         locks.append(_lock_embedded(base / "stream"))
-        embedded = EmbeddedLog(base / "stream")
+        embedded = EmbeddedLog(base / "stream", maxlen=config.maxlen, max_age_s=config.max_age_s)
         transport, source = embedded, embedded  # type: ignore[assignment]
         spill, fd = _take_slot(base, "spill")
     locks.append(fd)

@@ -42,7 +42,9 @@ def make_admin(state: AppState) -> QuartTrio:
 
     @app.get("/metrics")
     async def metrics() -> Response:
-        extra = [state.systemone_client.metrics.render()] if state.systemone_client else []
+        extra = [state.connections.prometheus_lines()]
+        if state.systemone_client:
+            extra.append(state.systemone_client.metrics.render())
         if state.systemone is not None:
             extra.append(state.systemone.scan_metrics.render())
         if state.events is not None:

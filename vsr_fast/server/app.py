@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from functools import partial
 
-from ..errors import AmbiguousFraming, MethodNotAllowed, UnsupportedMedia, VsrError
+from ..errors import AmbiguousFraming, HeaderTimeout, MethodNotAllowed, OriginRefused, UnsupportedMedia, VsrError
 from ..headers.public import public_headers
 from ..headers.registry import ResponsePath
 from ..protocol import anthropic
@@ -34,12 +34,28 @@ def make_app(state: AppState):
     """An ASGI app over ``state``."""
     admin = make_admin(state)
     posts = _post_routes()
+    allowed = frozenset(o.lower().encode() for o in state.loaded.config.global_.router.cors.allow_origins)
+    any_origin = b"*" in allowed
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await admin(scope, receive, send)
             return
         path, method = scope["path"], scope["method"]
+        origin = header(scope, b"origin")
+        if origin is not None:
+            # A browser's request: only from the origins the configuration lists. Without this any web page
+            # could spend the router's backends with a JSON POST (its preflight answered or not).
+            if not any_origin and origin.lower() not in allowed:
+                await discard_body(receive)
+                await _refuse(state, send, path, OriginRefused(
+                    f"Origin {origin.decode('latin-1')} is not allowed (global.router.cors.allow_origins)"),
+                    (b"vary", b"origin"))
+                return
+            if method == "OPTIONS" and header(scope, b"access-control-request-method") is not None:
+                await send_whole(send, 204, _preflight(scope, origin), b"")
+                return
+            send = _with_cors(send, origin)
         if header(scope, b"transfer-encoding") is not None and header(scope, b"content-length") is not None:
             # h11 lets chunked win and keeps the connection, so the bytes past the chunked body would be
             # read as a second request; it has no option to refuse this, so the refusal is here. The
@@ -76,6 +92,26 @@ def make_app(state: AppState):
     return lingering_close(app)
 
 
+def _preflight(scope: Scope, origin: bytes) -> list[tuple[bytes, bytes]]:
+    """A CORS preflight's answer for an allowed origin: POST and GET, the headers it asked for."""
+    asked = header(scope, b"access-control-request-headers")
+    headers = [(b"access-control-allow-origin", origin), (b"vary", b"origin"),
+               (b"access-control-allow-methods", b"GET, POST"), (b"access-control-max-age", b"600")]
+    if asked:
+        headers.append((b"access-control-allow-headers", asked))
+    return headers
+
+
+def _with_cors(send: Send, origin: bytes) -> Send:
+    """``send`` that marks the answer readable by the allowed ``origin``, the router's headers included."""
+    async def cors(message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), (b"access-control-allow-origin", origin),
+                                              (b"access-control-expose-headers", b"*"), (b"vary", b"origin")]}
+        await send(message)
+    return cors
+
+
 def _post_routes() -> dict[str, Handler]:
     """Every POST-only route to its handler."""
     routes: dict[str, Handler] = {path: partial(_api, api) for path, api in API_PATHS.items()}
@@ -102,13 +138,27 @@ async def _refuse(state: AppState, send: Send, path: str, err: VsrError, *extra:
     headers = public_headers(config_version=state.config_version, path=ResponsePath.ERROR,
                              recipe=None, decision=None, model=None)
     headers += [(b"content-type", b"application/json"), *extra]
-    if path.startswith(ANTHROPIC_PREFIX):
-        status, body = anthropic.vsr_error_answer(err)
-    elif path in SYSTEMONE_PATHS:
-        status, body = err.status, systemone_error_body(err)
-    else:
-        status, body = err.status, openai_error_body(err)
+    status, body = error_for_path(path, err)
     await send_whole(send, status, headers, body)
+
+
+def error_for_path(path: str, err: VsrError) -> tuple[int, bytes]:
+    """``(status, body)`` of ``err`` in the protocol of the route ``path`` names (OpenAI's by default)."""
+    if path.startswith(ANTHROPIC_PREFIX):
+        return anthropic.vsr_error_answer(err)
+    if path in SYSTEMONE_PATHS:
+        return err.status, systemone_error_body(err)
+    return err.status, openai_error_body(err)
+
+
+def header_timeout_answer(head: bytes) -> bytes:
+    """The whole 408 for a request head the header timeout cut, in the protocol of the path its request
+    line names (when it got that far)."""
+    line = head.split(b"\n", 1)[0].split(b" ")
+    path = line[1].split(b"?", 1)[0].decode("latin-1") if len(line) > 1 else ""
+    status, body = error_for_path(path, HeaderTimeout("the request's headers did not arrive in time"))
+    return (b"HTTP/1.1 %d Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+            b"content-length: %d\r\n\r\n%s" % (status, len(body), body))
 
 
 async def _until_response_ends(app, scope: Scope, receive: Receive, send: Send) -> None:

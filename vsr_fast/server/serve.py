@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 
 import hypercorn.config
 import msgspec
-import hypercorn.trio
+import resource
 import trio
 
 from ..routing import Loaded
@@ -23,7 +23,8 @@ from ..errors import ConfigError, VsrError
 from ..events.service import open_event_services
 from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
-from .app import make_app
+from .app import header_timeout_answer, make_app
+from .listen import Connections, serve_http
 from .recording import Policies
 from .state import AppState
 
@@ -43,7 +44,6 @@ class ServeOptions:
 
 def _hypercorn_config(opts: ServeOptions, limits: Limits) -> hypercorn.config.Config:
     cfg = hypercorn.config.Config()
-    cfg.bind = [f"fd://{opts.fd}"] if opts.fd is not None else [f"{opts.host}:{opts.port}"]
     cfg.graceful_timeout = opts.graceful_timeout_s
     # hypercorn's idle timer runs from a connection's opening (or an answer's end) until a request's headers
     # are whole: the header timeout. Its read_timeout stays unset: it bounds every read, including while a
@@ -78,9 +78,12 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
             # Work that leaves the request path (the responses store's writes) outlives the drain.
             background.start_soon(state.response_store.run)
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_on_signals, state, shutdown)
+                nursery.start_soon(_on_signals, state, shutdown, opts.graceful_timeout_s)
                 limits = loaded.config.global_.router.limits
-                binds = await nursery.start(_serve_http, make_app(state), _hypercorn_config(opts, limits), shutdown)
+                cfg = _hypercorn_config(opts, limits)
+                state.connections = Connections(max_connections(limits))
+                binds = await nursery.start(serve_http, make_app(state), cfg, _listening_socket(opts, cfg),
+                                            shutdown.wait, state.connections, header_timeout_answer)
                 # One write, newline included: workers share the supervisor's stderr, and print's two
                 # writes (text, then newline) let two workers' lines run together.
                 sys.stderr.write(f"vsr-fast: serving on {', '.join(binds)} (config {loaded.version_hash})\n")
@@ -122,16 +125,40 @@ async def shadow_call(state: AppState, model_name: str, body: bytes) -> tuple[in
     return answer.status, answer.body
 
 
-async def _serve_http(app, cfg: hypercorn.config.Config, shutdown: trio.Event, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    await hypercorn.trio.serve(app, cfg, shutdown_trigger=shutdown.wait, task_status=task_status)
+def _listening_socket(opts: ServeOptions, cfg: hypercorn.config.Config) -> socket.socket:
+    """The socket inherited from a supervisor (``--fd``), or one bound here."""
+    if opts.fd is not None:
+        sock = socket.socket(fileno=opts.fd)
+    else:
+        family = socket.AF_INET6 if ":" in opts.host else socket.AF_INET
+        sock = socket.create_server((opts.host, opts.port), family=family, backlog=cfg.backlog)
+    sock.setblocking(False)
+    return sock
 
 
-async def _on_signals(state: AppState, shutdown: trio.Event) -> None:
+def max_connections(limits: Limits) -> int:
+    """``limits.max_connections``, or half the open-file limit: each connection may hold a backend's too."""
+    if limits.max_connections is not None:
+        return limits.max_connections
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return max(16, (soft if soft != resource.RLIM_INFINITY else 65_536) // 2)
+
+
+async def _on_signals(state: AppState, shutdown: trio.Event, graceful_timeout_s: float) -> None:
+    """At SIGTERM or SIGINT: the accept loop stops and the listening socket closes (``listen``), in-flight
+    connections drain; each request in flight is held to a deadline ahead of the graceful timeout, so one
+    still running then is answered 503 shutting_down (a stream: its protocol's error event) rather than cut
+    with no status."""
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for _ in signals:
-            state.draining = True
+            state.drain(trio.current_time() + max(0.0, graceful_timeout_s - drain_margin_s(graceful_timeout_s)))
             shutdown.set()
             return
+
+
+def drain_margin_s(graceful_timeout_s: float) -> float:
+    """How long before the graceful timeout requests are stopped: time to write their answers."""
+    return min(1.0, graceful_timeout_s / 4)
 
 
 def run(loaded: Loaded, opts: ServeOptions) -> int:
@@ -140,7 +167,8 @@ def run(loaded: Loaded, opts: ServeOptions) -> int:
         try:
             trio.run(serve, loaded, opts)
         except ConfigError as exc:
-            print("vsr-fast: refusing to start: an attached runtime's model card refuses the configuration",
+            # What only shows once the parts start: an attached runtime's model card, a deployment's files.
+            print("vsr-fast: refusing to start: the configuration does not hold where the router runs",
                   file=sys.stderr)
             for line in exc.lines:
                 print(f"error: {line}", file=sys.stderr)
@@ -154,7 +182,8 @@ async def _supervise(opts: ServeOptions) -> int:
     sock = socket.create_server((opts.host, opts.port), reuse_port=False, backlog=1024)
     sock.set_inheritable(True)
     host, port = sock.getsockname()[:2]
-    worker_argv = ["serve", "--config", opts.config_path, "--fd", str(sock.fileno()), "--port", str(port)]
+    worker_argv = ["serve", "--config", opts.config_path, "--fd", str(sock.fileno()), "--port", str(port),
+                   "--graceful-timeout", str(opts.graceful_timeout_s)]
     procs = []
     for index in range(opts.workers):
         procs.append(await trio.lowlevel.open_process(
@@ -168,6 +197,10 @@ async def _supervise(opts: ServeOptions) -> int:
                     for p in procs:
                         if p.returncode is None:
                             p.send_signal(signum)
+                    # The workers close their copies of the listening socket as they stop accepting; this
+                    # one kept it listening, so connections arriving during the drain were queued and then
+                    # dropped. Closed now, the last worker's close refuses them (ECONNREFUSED).
+                    sock.close()
         nursery.start_soon(forward)
         codes = [await p.wait() for p in procs]
         nursery.cancel_scope.cancel()

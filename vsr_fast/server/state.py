@@ -1,6 +1,7 @@
 """What every request handler shares: the loaded configuration and its run-time parts."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..routing import Loaded
@@ -13,6 +14,7 @@ from ..metrics import Metrics
 from ..systemone.client import SystemOneClient
 from ..upstream import Attempt, Dispatcher, Upstreams
 from .asgi import BodyPace
+from .listen import Connections
 from .recording import Policies
 from .route import identity_reader
 
@@ -25,6 +27,10 @@ class AppState:
     events: EventServices | None = None
     metrics: Metrics = field(default_factory=Metrics)
     draining: bool = False
+    # Set at SIGTERM: no request runs past it, so each gets its answer before the graceful timeout cuts it.
+    drain_deadline: float = math.inf
+    inflight: set = field(default_factory=set)      # the pipeline's Exchanges now running
+    connections: Connections = field(default_factory=lambda: Connections(None))   # the listener's (serve sets)
 
     def __post_init__(self) -> None:
         self.table = self.loaded.table
@@ -41,6 +47,13 @@ class AppState:
         self.max_body_bytes = limits.max_body_bytes
         self.request_timeout_s = limits.request_timeout_ms / 1000
         self.body_pace = BodyPace(limits.body_timeout_ms / 1000, limits.min_body_bytes_per_s)
+
+    def drain(self, deadline: float) -> None:
+        """Stop every request at ``deadline`` (trio time) at the latest: each then answers ShuttingDown."""
+        self.draining = True
+        self.drain_deadline = deadline
+        for ex in list(self.inflight):
+            ex.cut_at(deadline)
 
     def trace_for(self, scope, route) -> str | None:
         """x-vsr-trace for a caller that asked, when the debug policy allows it."""

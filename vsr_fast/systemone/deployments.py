@@ -18,6 +18,7 @@ import msgspec
 import trio
 
 from ..config.catalog import Deployment
+from ..errors import ConfigError
 from ..protocol import systemone as wire
 from .runtime import DecisionModel
 
@@ -87,7 +88,7 @@ class _Http:
         self.model_name = dep.model or ""
         self.max_retries = dep.max_retries
         headers = dict(dep.headers)
-        key = _key(dep)
+        key = _key(name, dep)
         if key:
             auth = dep.auth
             assert auth is not None
@@ -157,17 +158,19 @@ def _url(endpoint: str, path: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{base_path}{path}"
 
 
-def _key(dep: Deployment) -> str | None:
+def _key(name: str, dep: Deployment) -> str | None:
     auth = dep.auth
     if auth is None:
         return None
     if auth.api_key_env:
         return os.environ.get(auth.api_key_env)
     if auth.api_key_file:
+        # The load checks read it too; one that became unreadable since is still no reason to call keyless.
         try:
             return Path(auth.api_key_file).read_text().strip()
-        except OSError:
-            return None
+        except OSError as exc:
+            raise ConfigError([f"global.model_catalog.deployments.{name}.auth.api_key_file: "
+                               f"file_unreadable: {auth.api_key_file}: {exc.strerror}"]) from None
     return None
 
 

@@ -7,11 +7,12 @@ building it), so it costs a JSON scan of the body (bench/RESULTS.md, "upstream a
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator
 
 import msgspec
 
-from ..errors import UpstreamInvalid, UpstreamTooLarge
+from ..errors import UpstreamError, UpstreamInvalid, UpstreamTooLarge
 from .transport import Response
 
 log = logging.getLogger("vsr_fast.upstream")
@@ -44,10 +45,100 @@ class _Counted(msgspec.Struct):
     input_tokens: int
 
 
+class _Object(msgspec.Struct):
+    """Any JSON object: msgspec checks the syntax and skips every field without building it."""
+
+
+class _Typed(msgspec.Struct):
+    type: str
+
+
 # By the path the request went to under the backend's base: what answers there must hold.
 _SHAPES = {"/chat/completions": msgspec.json.Decoder(_Chat), "/messages": msgspec.json.Decoder(_Messages),
            "/responses": msgspec.json.Decoder(_Responses), "/images/generations": msgspec.json.Decoder(_Images),
            "/messages/count_tokens": msgspec.json.Decoder(_Counted)}
+
+
+# A streamed event's data, by the backend's api_format: Chat chunks are objects ending with [DONE]; Messages and
+# Responses events are objects with their ``type``.
+_EVENT_DATA = {"anthropic": msgspec.json.Decoder(_Typed), "responses": msgspec.json.Decoder(_Typed)}
+_ANY_OBJECT = msgspec.json.Decoder(_Object)
+_FIELDS = frozenset({b"data", b"event", b"id", b"retry"})
+_BOUNDARY = re.compile(rb"\r?\n\r?\n")
+
+
+class EventCheck:
+    """Feed a backend's SSE bytes as they come; learn how many of them end in well-formed events.
+
+    Well formed: every line a comment or one of the event-stream fields (``data``, ``event``, ``id``,
+    ``retry``), an event's data (its ``data`` lines joined) a JSON object of the backend's protocol or
+    Chat's ``[DONE]``; a block without data dispatches nothing and is let through. Line ends are LF or
+    CRLF, as every LLM API writes them (a bare CR is not taken for one). The first bad event sets
+    ``failure`` (UpstreamInvalid); the bytes before it are good.
+    """
+
+    __slots__ = ("_data", "_label", "_pending", "events", "failure")
+
+    def __init__(self, api_format: str, label: str) -> None:
+        self._data = _EVENT_DATA.get(api_format, _ANY_OBJECT)
+        self._label = label
+        self._pending = b""
+        self.events = 0
+        self.failure: UpstreamInvalid | None = None
+
+    def feed(self, chunk: bytes) -> int:
+        """How many bytes of ``chunk`` may pass: all of it, its unfinished event included, unless an event
+        in it is bad; then only those before that event."""
+        data = self._pending + chunk if self._pending else chunk
+        carried = len(data) - len(chunk)
+        start = 0
+        for m in _BOUNDARY.finditer(data):
+            self.failure = self._problem(data[start:m.start()])
+            if self.failure is not None:
+                self._pending = b""
+                return max(0, start - carried)
+            start = m.end()
+        self._pending = data[start:]
+        return len(chunk)
+
+    def close(self) -> UpstreamInvalid | None:
+        """The backend ended its stream: what is left must be a whole event, and there must have been one."""
+        rest, self._pending = self._pending.rstrip(b"\r\n"), b""
+        if rest:
+            self.failure = self._problem(rest)
+        if self.failure is None and not self.events:
+            self.failure = UpstreamInvalid(f"backend {self._label} answered an event stream without an event")
+        return self.failure
+
+    def _problem(self, block: bytes) -> UpstreamInvalid | None:
+        data: list[bytes] = []
+        for line in block.split(b"\n"):
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if not line or line[0] == 0x3A:       # ":" starts a comment (a keep-alive)
+                continue
+            name, _, value = line.partition(b":")
+            if name not in _FIELDS:
+                return self._bad("a line that is not an event-stream field", line)
+            if name == b"data":
+                data.append(value[1:] if value[:1] == b" " else value)
+        if not data:
+            return None     # comments, or a retry: / id: alone: nothing is dispatched, as SSE says
+        value = b"\n".join(data)
+        if value == b"[DONE]" and self._data is _ANY_OBJECT:
+            self.events += 1
+            return None
+        try:
+            self._data.decode(value)
+        except msgspec.DecodeError as exc:
+            return self._bad(f"an event whose data is not a JSON event of its protocol ({exc})", value)
+        self.events += 1
+        return None
+
+    def _bad(self, what: str, sample: bytes) -> UpstreamInvalid:
+        # The backend's bytes go to the log, not to the client: they are not the router's to relay.
+        log.warning("backend %s streamed %s: %r", self._label, what, sample[:200])
+        return UpstreamInvalid(f"backend {self._label} streamed {what}")
 
 
 def check_status(status: int, label: str) -> None:
@@ -84,24 +175,48 @@ async def read_bounded(resp: Response, limit: int, label: str) -> bytes:
     return b"".join(chunks)
 
 
-class Bounded:
-    """``chunks`` until ``limit`` bytes in all (``already`` counted), then UpstreamTooLarge. A class, not an
-    async generator: the relay may drop it unfinished, and it holds nothing to finalize."""
+class Checked:
+    """A backend's event stream as it comes, each chunk released only as far as its events are well formed
+    (``EventCheck``) and ``limit`` bytes in all (``already`` counted); past either, UpstreamInvalid or
+    UpstreamTooLarge, after the good bytes before it. A class, not an async generator: the relay may drop
+    it unfinished, and it holds nothing to finalize."""
 
-    __slots__ = ("_chunks", "_label", "_limit", "_size")
+    __slots__ = ("_check", "_chunks", "_failure", "_label", "_limit", "_size")
 
-    def __init__(self, chunks: AsyncIterator[bytes], limit: int, label: str, already: int) -> None:
-        self._chunks, self._limit, self._label, self._size = chunks, limit, label, already
+    def __init__(self, chunks: AsyncIterator[bytes], check: EventCheck, limit: int, label: str,
+                 already: int = 0) -> None:
+        self._chunks, self._check, self._limit, self._label, self._size = chunks, check, limit, label, already
+        self._failure: UpstreamError | None = None
 
-    def __aiter__(self) -> "Bounded":
+    @property
+    def events(self) -> int:
+        return self._check.events
+
+    def __aiter__(self) -> "Checked":
         return self
 
     async def __anext__(self) -> bytes:
-        chunk = await self._chunks.__anext__()
+        if self._failure is not None:
+            raise self._failure
+        try:
+            chunk = await self._chunks.__anext__()
+        except StopAsyncIteration:
+            failure = self._check.close()
+            if failure is not None:
+                self._failure = failure
+                raise failure from None
+            raise
         self._size += len(chunk)
         if self._size > self._limit:
-            raise _too_large(self._label, self._limit)
-        return chunk
+            self._failure = _too_large(self._label, self._limit)
+            raise self._failure
+        good = self._check.feed(chunk)
+        if self._check.failure is None:
+            return chunk
+        self._failure = self._check.failure
+        if not good:
+            raise self._failure
+        return chunk[:good]
 
 
 def _too_large(label: str, limit: int) -> UpstreamTooLarge:

@@ -8,8 +8,9 @@ other status is the model's answer, its body relayed with the backend's key
 struck out. A backend already holding ``max_pending`` requests is skipped
 at once; with every one skipped the client gets 503 with Retry-After
 (``BackendsBusy``) rather than a place in a queue. A stream counts as started once its
-first body chunk arrived, so a backend that fails before producing anything
-still falls back; after that, the relay reports the failure in-stream.
+first well-formed event arrived, so a backend that fails or streams something
+else before that still falls back; after that, the relay reports the failure
+in-stream (``answers.Checked`` keeps checking each event).
 
 Transport errors (httpcore's, ``transport.TransportError``) are mapped into vsr-fast's tree here, once.
 """
@@ -165,10 +166,10 @@ class Dispatcher:
                         continue
                     return Whole(model, backend, status, body, content_type, attempts)
                 answers.check_status(status, backend.label)
-                raw = resp.chunks()
-                first = await _first_chunk(raw)
+                rest = answers.Checked(resp.chunks(), answers.EventCheck(model.api_format, backend.label),
+                                       backend.max_response_bytes, backend.label)
+                first = await _first_event(rest)
                 self._record(attempts, model, backend, started, status, None)
-                rest = answers.Bounded(raw, backend.max_response_bytes, backend.label, len(first))
                 streaming = True
                 return Stream(model, backend, status, content_type, first, rest, resp, attempts)
             except (UpstreamError, *TransportError) as exc:
@@ -221,11 +222,16 @@ async def _read_whole(resp: Response, model: ProviderModel, backend: Backend, pa
     return body
 
 
-async def _first_chunk(chunks: AsyncIterator[bytes]) -> bytes:
+async def _first_event(chunks: answers.Checked) -> bytes:
+    """The stream's bytes up to its first well-formed event: a backend whose stream is broken from the start
+    (not an event stream, an empty one, a first event that is no event of its protocol) is UpstreamInvalid
+    while the router can still fall back, before a byte reaches the client."""
+    first = b""
     async for chunk in chunks:
-        if chunk:
-            return chunk
-    return b""
+        first += chunk
+        if chunks.events:
+            break
+    return first
 
 
 def _as_bytes(header: tuple[str, str | bytes]) -> tuple[bytes, bytes]:

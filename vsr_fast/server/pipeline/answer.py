@@ -9,7 +9,7 @@ import logging
 
 import trio
 
-from ...errors import RequestTimeout, UpstreamError, VsrError
+from ...errors import RequestTimeout, ShuttingDown, UpstreamError, UpstreamInvalid, UpstreamTooLarge, VsrError
 from ...headers import registry as h
 from ...plugins import fast_response
 from ...plugins.response_cache import CachedAnswer
@@ -122,7 +122,7 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
     try:
         await send({"type": "http.response.start", "status": stream.status,
                     "headers": ex.headers(SSE) + [(b"cache-control", b"no-cache")]})
-        with trio.move_on_at(ex.deadline) as cut:
+        with ex.deadline_scope() as cut:
             await _pass(rec, send, tr.feed(stream.first))
             try:
                 async for chunk in stream.rest:
@@ -131,8 +131,12 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
             except Exception as exc:  # httpx stream errors after the first byte: no fallback now
                 log.warning("upstream %s failed mid-stream: %r", stream.backend.label, exc)
                 ex.state.metrics.upstream_errors.inc(stream.model.name, stream.backend.label, "midstream")
-                failure = UpstreamError(f"upstream {stream.backend.label} failed mid-stream")
-        if cut.cancelled_caught:
+                # A broken event or an answer past its size keeps its own code; the rest are the transport's.
+                kind = type(exc) if isinstance(exc, (UpstreamInvalid, UpstreamTooLarge)) else UpstreamError
+                failure = kind(f"upstream {stream.backend.label} failed mid-stream: {exc}")
+        if cut.cancelled_caught and ex.drained():
+            failure = ShuttingDown("the router is stopping; its graceful timeout passed while the answer streamed")
+        elif cut.cancelled_caught:
             failure = RequestTimeout("the request's deadline passed while the answer streamed")
             ex.state.metrics.timeouts.inc(ex.api, "answer")
         if failure is not None:

@@ -27,7 +27,7 @@ _WARNINGS = h.WARNINGS.encode()
 class Exchange:
     """What one request has decided so far; read by headers, metrics, errors and the record."""
 
-    __slots__ = ("adapter", "api", "codes", "deadline", "decision", "extra", "model", "outbound", "path", "raw",
+    __slots__ = ("_deadline", "_scopes", "adapter", "api", "codes", "decision", "extra", "model", "outbound", "path", "raw",
                  "rec", "recipe", "req", "responded", "route", "scope", "shaping", "stage", "started", "state",
                  "status", "trace", "warnings", "arrived")
 
@@ -36,7 +36,8 @@ class Exchange:
         self.adapter: Adapter = state.adapters[api]
         self.started = time.perf_counter()
         self.arrived = trio.current_time()
-        self.deadline = self.arrived + state.request_timeout_s
+        self._deadline = self.arrived + state.request_timeout_s
+        self._scopes: list[tuple[trio.CancelScope, float]] = []
         self.responded = False          # the response has started: an error can no longer be sent whole
         self.stage = "decode"
         self.raw = b""
@@ -72,6 +73,30 @@ class Exchange:
         """The client headers registered to reach providers; every other one, x-vsr-* included, stays here.
         Values stay bytes: httpx encodes a str value as ASCII and would fail on a client's non-ASCII one."""
         return [(k.decode(), v) for k, v in self.scope["headers"] if k in _TO_PROVIDER]
+
+    @property
+    def deadline(self) -> float:
+        """The request's deadline (trio time): its own, or the drain's once the router is stopping."""
+        return min(self._deadline, self.state.drain_deadline)
+
+    @deadline.setter
+    def deadline(self, value: float) -> None:
+        self._deadline = value
+
+    def deadline_scope(self, extra_s: float = 0.0) -> trio.CancelScope:
+        """A cancel scope at the deadline (plus ``extra_s``) that follows it if the drain brings it nearer."""
+        cut = trio.CancelScope(deadline=self.deadline + extra_s)
+        self._scopes.append((cut, extra_s))
+        return cut
+
+    def cut_at(self, deadline: float) -> None:
+        """Bring every scope of this request to ``deadline`` at the latest (the drain's)."""
+        for cut, extra_s in self._scopes:
+            cut.deadline = min(cut.deadline, deadline + extra_s)
+
+    def drained(self) -> bool:
+        """Whether the deadline that passed was the drain's."""
+        return self.state.draining and trio.current_time() >= self.state.drain_deadline
 
     def time_left(self) -> float:
         return self.deadline - trio.current_time()

@@ -18,7 +18,7 @@ import time
 
 import trio
 
-from ...errors import BodyTimeout, RequestTimeout, VsrError
+from ...errors import BodyTimeout, RequestTimeout, ShuttingDown, VsrError
 from ..asgi import ClientGone, DisconnectWatch, Receive, Scope, Send
 from ..state import AppState
 from .answer import answer, error
@@ -36,6 +36,7 @@ _GRACE_S = 1.0
 async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, send: Send) -> None:
     """Serve one inference request of client API ``api`` end to end."""
     ex = Exchange(state, api, scope)
+    state.inflight.add(ex)
     try:
         await _serve(ex, receive, send)
     except VsrError as exc:
@@ -54,20 +55,23 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
         if not ex.responded:
             await error(ex, send, failure)
     finally:
+        state.inflight.discard(ex)
         m = state.metrics
         m.requests.inc(api, ex.recipe or "", ex.decision or "", ex.model or "", str(ex.status))
         m.latency.observe(time.perf_counter() - ex.started, api, ex.decision or "", ex.model or "")
 
 
 async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
-    with trio.move_on_at(ex.deadline) as cut:
+    with ex.deadline_scope() as cut:
         await read(ex, receive)
     if cut.cancelled_caught:
         ex.state.metrics.timeouts.inc(ex.api, "body")
+        if ex.drained():
+            raise ShuttingDown("the router is stopping; its graceful timeout passed while the body arrived")
         raise BodyTimeout("the request body did not arrive within the request's deadline")
     failure: VsrError | None = None
     # One scope ends the stages when the client leaves and when the answer stage overruns the deadline.
-    with trio.CancelScope(deadline=ex.deadline + _GRACE_S) as outer:
+    with ex.deadline_scope(_GRACE_S) as outer:
         watch = DisconnectWatch(receive, send, outer)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch.run)
@@ -90,7 +94,7 @@ async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
 async def _stages(ex: Exchange, send: Send, outer: trio.CancelScope) -> None:
     """The stages, each under the request's deadline; the answer stage keeps to it on its own, within
     ``outer``'s grace past it."""
-    with trio.CancelScope(deadline=ex.deadline) as cut:
+    with ex.deadline_scope() as cut:
         ex.stage = "decode"
         await decode(ex)
         ex.stage = "route"
@@ -108,8 +112,10 @@ async def _stages(ex: Exchange, send: Send, outer: trio.CancelScope) -> None:
     await answer(ex, send, result)
 
 
-def _timed_out(ex: Exchange) -> RequestTimeout:
+def _timed_out(ex: Exchange) -> RequestTimeout | ShuttingDown:
     ex.state.metrics.timeouts.inc(ex.api, ex.stage)
+    if ex.drained():
+        return ShuttingDown(f"the router is stopping; its graceful timeout passed at the {ex.stage} stage")
     seconds = ex.state.request_timeout_s
     return RequestTimeout(f"the request was not answered within its deadline ({seconds:g} s; "
                           f"it was at the {ex.stage} stage)")

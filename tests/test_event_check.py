@@ -1,0 +1,53 @@
+"""answers.EventCheck, sans I/O: a backend's event stream cut anywhere is judged event by event, and the bytes
+before a bad event are released whole."""
+from __future__ import annotations
+
+from vsr_fast.errors import UpstreamInvalid
+from vsr_fast.upstream.answers import EventCheck
+
+CHUNK = b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"x"}}]}\n\n'
+DONE = b"data: [DONE]\n\n"
+TYPED = b'event: message_stop\r\ndata: {"type":"message_stop"}\r\n\r\n'
+
+
+def test_a_good_stream_cut_at_every_byte_passes_whole():
+    stream = b": keep-alive\n\n" + CHUNK * 3 + b"retry: 1000\n\n" + DONE
+    check = EventCheck("openai", "b")
+    passed = sum(check.feed(stream[i:i + 1]) for i in range(len(stream)))
+    assert passed == len(stream) and check.close() is None
+    assert check.events == 4
+
+
+def test_crlf_events_of_a_typed_protocol_pass():
+    check = EventCheck("anthropic", "b")
+    assert check.feed(TYPED * 2) == len(TYPED) * 2 and check.close() is None and check.events == 2
+
+
+def test_only_the_bytes_before_a_bad_event_pass():
+    check = EventCheck("openai", "b")
+    chunk = CHUNK * 2 + b"data: {not json\n\n" + CHUNK
+    assert check.feed(chunk) == len(CHUNK) * 2
+    assert isinstance(check.failure, UpstreamInvalid) and "not a JSON event" in check.failure.message
+    assert b"not json" not in check.failure.message.encode()     # the backend's bytes stay in the log
+
+
+def test_a_line_that_is_no_field_a_typeless_event_and_done_on_messages_are_refused():
+    for api_format, chunk in (("openai", b'{"choices": []}\n\n'), ("anthropic", b'data: {"index": 0}\n\n'),
+                              ("anthropic", DONE), ("responses", CHUNK)):
+        check = EventCheck(api_format, "b")
+        assert check.feed(chunk) == 0 and check.failure is not None, (api_format, chunk)
+
+
+def test_a_stream_that_ends_mid_event_or_without_one_is_refused_at_close():
+    check = EventCheck("openai", "b")
+    assert check.feed(CHUNK + CHUNK[:20]) == len(CHUNK) + 20      # the unfinished event waits for its end
+    assert check.close() is not None
+    empty = EventCheck("openai", "b")
+    empty.feed(b": only a comment\n\n")
+    assert "without an event" in empty.close().message
+
+
+def test_an_event_without_its_blank_line_at_the_end_is_taken():
+    check = EventCheck("openai", "b")
+    check.feed(CHUNK + b"data: [DONE]\n")
+    assert check.close() is None and check.events == 2

@@ -1,0 +1,173 @@
+"""The listening socket's accept loop, in place of hypercorn's: the same per-connection server
+(hypercorn's ``TCPServer``), plus a cap on concurrent connections and a drain that closes the socket itself.
+
+hypercorn's ``worker_serve`` takes no connection limit and hands its accept loop to
+``trio.serve_listeners``. This loop counts the connections it runs; past
+``max_connections`` a new one is answered at once ``503`` with ``Retry-After: 1`` and
+``Connection: close`` (nginx's ``limit_conn`` answers 503 too), written before the request is
+read since no protocol is known yet, its bytes then read and dropped for up to a second so
+the close does not reset the answer away. A connection whose request head is still unfinished
+when the header timeout (hypercorn's idle timer) passes is answered ``408`` in the protocol of
+the path its request line names, if it got that far, before the close (hypercorn closes
+silently); one that sent nothing is closed silently, as nginx does. At the shutdown trigger the
+loop stops and the listening socket closes at once: a connection arriving during the drain is refused by the
+kernel rather than queued; those in flight have ``graceful_timeout`` to finish, as in
+hypercorn.
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from functools import partial
+
+import h11
+import hypercorn.config
+import trio
+from hypercorn.trio.lifespan import Lifespan
+from hypercorn.trio.statsd import StatsdLogger
+from hypercorn.trio.tcp_server import TCPServer
+from hypercorn.trio.worker_context import WorkerContext
+from hypercorn.typing import ConnectionState
+from hypercorn.utils import repr_socket_addr, wrap_app
+
+log = logging.getLogger("vsr_fast.listen")
+# The answer to a request head unfinished at the header timeout, from what the head holds so far.
+LateAnswer = Callable[[bytes], bytes]
+
+# accept(2) failures that mean "no resources now", not "no socket": wait and go on (as trio's serve_listeners).
+_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
+         b"connection: close\r\ncontent-length: %d\r\n\r\n%s")
+_BUSY_BODY = (b'{"error": {"message": "this listener already holds its %d connections; retry shortly", '
+              b'"type": "server_error", "param": null, "code": "too_many_connections"}}')
+LINGER_S = 1.0
+
+
+# Refused connections still being answered; past this many, one more is closed with no answer (a flood of
+# them must not hold a descriptor each for LINGER_S).
+MAX_LINGERING = 256
+
+
+class Connections:
+    """How many connections a listener runs, and how many it refused."""
+
+    __slots__ = ("active", "cap", "lingering", "refused")
+
+    def __init__(self, cap: int | None) -> None:
+        self.cap, self.active, self.refused, self.lingering = cap, 0, 0, 0
+
+    def full(self) -> bool:
+        return self.cap is not None and self.active >= self.cap
+
+    def prometheus_lines(self) -> list[str]:
+        return ["# TYPE vsr_connections_active gauge", f"vsr_connections_active {self.active}",
+                "# TYPE vsr_connections_refused_total counter", f"vsr_connections_refused_total {self.refused}"]
+
+
+class EdgeServer(TCPServer):
+    """hypercorn's connection server, answering a request head the header timeout cut."""
+
+    def __init__(self, late_answer: LateAnswer, *args) -> None:
+        super().__init__(*args)
+        self.late_answer = late_answer
+
+    async def _idle_timeout(self) -> None:
+        with trio.move_on_after(self.config.keep_alive_timeout) as timer:
+            await self.context.terminated.wait()
+        with trio.CancelScope(shield=True):
+            if timer.cancelled_caught and (head := self._unfinished_head()):
+                with trio.move_on_after(LINGER_S):
+                    try:
+                        await self.stream.send_all(self.late_answer(head))
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        pass
+            await self._initiate_server_close()
+
+    def _unfinished_head(self) -> bytes:
+        """The bytes of a request head h11 holds unparsed while it waits for the rest; b"" otherwise."""
+        conn = getattr(getattr(self, "protocol", None), "protocol", None)
+        conn = getattr(conn, "connection", None)
+        if not isinstance(conn, h11.Connection) or conn.their_state is not h11.IDLE:
+            return b""
+        return conn.trailing_data[0]
+
+
+async def serve_http(app, cfg: hypercorn.config.Config, sock: socket.socket, shutdown: Callable[[], Awaitable[None]],
+                     connections: Connections, late_answer: LateAnswer, *,
+                     task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Serve ``app`` on the listening ``sock`` until ``shutdown`` returns, then drain (hypercorn's
+    ``worker_serve`` for one plain-HTTP socket, with this module's accept loop)."""
+    cfg.set_statsd_logger_class(StatsdLogger)
+    app = wrap_app(app, cfg.wsgi_max_body_size, None)
+    lifespan_state: dict = {}
+    lifespan = Lifespan(app, cfg, lifespan_state)
+    context = WorkerContext(None)
+    async with trio.open_nursery() as lifespan_nursery:
+        await lifespan_nursery.start(lifespan.handle_lifespan)
+        await lifespan.wait_for_startup()
+        async with trio.open_nursery() as server_nursery:
+            listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+            handler = partial(EdgeServer, late_answer, app, cfg, context, ConnectionState(lifespan_state.copy()))
+            task_status.started([f"http://{repr_socket_addr(sock.family, sock.getsockname())}"])
+            async with trio.open_nursery() as accepting:
+                async def stop() -> None:
+                    await shutdown()
+                    accepting.cancel_scope.cancel()
+                accepting.start_soon(stop)
+                accepting.start_soon(_accept, listener, handler, server_nursery, connections)
+            await listener.aclose()         # refused from now on; the connections in flight drain
+            await context.terminated.set()
+            server_nursery.cancel_scope.deadline = trio.current_time() + cfg.graceful_timeout
+        await lifespan.wait_for_shutdown()
+        lifespan_nursery.cancel_scope.cancel()
+
+
+async def _accept(listener: trio.SocketListener, handler, nursery: trio.Nursery, connections: Connections) -> None:
+    while True:
+        try:
+            stream = await listener.accept()
+        except OSError as exc:
+            if exc.errno not in _RESOURCES:
+                raise
+            log.error("accept failed (%s); retrying in 100 ms", errno.errorcode.get(exc.errno, exc.errno))
+            await trio.sleep(0.1)
+            continue
+        if connections.full():
+            connections.refused += 1
+            if connections.lingering >= MAX_LINGERING:
+                await trio.aclose_forcefully(stream)
+            else:
+                connections.lingering += 1
+                nursery.start_soon(_refuse, stream, connections)
+        else:
+            connections.active += 1
+            nursery.start_soon(_run, stream, handler, connections)
+
+
+async def _run(stream: trio.SocketStream, handler, connections: Connections) -> None:
+    try:
+        await handler(stream)
+    finally:
+        connections.active -= 1
+        await trio.aclose_forcefully(stream)
+
+
+async def _refuse(stream: trio.SocketStream, connections: Connections) -> None:
+    """503 on a connection past the cap, then a lingering close."""
+    body = _BUSY_BODY % (connections.cap or 0)
+    try:
+        with trio.move_on_after(LINGER_S):
+            await stream.send_all(_BUSY % (len(body), body))
+            await stream.send_eof()
+            while await stream.receive_some(65536):
+                pass
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        pass
+    finally:
+        connections.lingering -= 1
+        await trio.aclose_forcefully(stream)
+
+
+__all__ = ["Connections", "serve_http"]
