@@ -9,6 +9,7 @@ import os
 from collections import Counter
 from urllib.parse import urlsplit
 
+from .auth_checks import check_auth
 from .output import ModelFacts, output_capability_missing, output_not_executable
 from .schema import Decision, ModelRef, Recipe, RouterConfig, RuleNode
 
@@ -25,6 +26,7 @@ def check(config: RouterConfig) -> tuple[list[str], list[str]]:
     _check_entrypoints(config, models, errors)
     _check_native_routes(config, errors)
     _check_outputs(config, errors)
+    check_auth(config, models, errors, warnings)
     return errors, warnings
 
 

@@ -1,6 +1,7 @@
 """Running the router: one trio process on hypercorn's trio worker, or several sharing a socket."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -19,6 +20,7 @@ from ..routing import Loaded
 from ..plugins import layers as plugin_config
 from ..config.schema import Limits
 from ..config.stores import default_events_dir
+from ..auth.source import serving_listener
 from ..errors import ConfigError, VsrError
 from ..events.service import open_event_services
 from ..routing.open_systemone import open_systemone, read_attached_cards
@@ -32,8 +34,8 @@ log = logging.getLogger("vsr_fast.serve")
 
 @dataclass(frozen=True)
 class ServeOptions:
-    host: str = "127.0.0.1"
-    port: int = 8080
+    host: str | None = None            # None: the serving listener's address (127.0.0.1 without one)
+    port: int | None = None            # None: the serving listener's port (8080 without one)
     workers: int = 1
     fd: int | None = None              # an inherited listening socket (worker processes)
     config_path: str = ""              # what workers load
@@ -41,9 +43,21 @@ class ServeOptions:
     graceful_timeout_s: float = 30.0   # how long SIGTERM waits for in-flight requests
 
 
+def resolve_bind(loaded: Loaded, opts: ServeOptions) -> ServeOptions:
+    """The serving address: the command line's, else ``listeners[]``' serving listener's, else 127.0.0.1:8080."""
+    listener = serving_listener(loaded.config)
+    host = opts.host if opts.host is not None else (listener.address if listener else "127.0.0.1")
+    port = opts.port if opts.port is not None else (listener.port if listener else 8080)
+    return dataclasses.replace(opts, host=host, port=port)
+
+
+def _bind(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def _hypercorn_config(opts: ServeOptions, limits: Limits) -> hypercorn.config.Config:
     cfg = hypercorn.config.Config()
-    cfg.bind = [f"fd://{opts.fd}"] if opts.fd is not None else [f"{opts.host}:{opts.port}"]
+    cfg.bind = [f"fd://{opts.fd}"] if opts.fd is not None else [_bind(opts.host or "127.0.0.1", opts.port or 0)]
     cfg.graceful_timeout = opts.graceful_timeout_s
     # hypercorn's idle timer runs from a connection's opening (or an answer's end) until a request's headers
     # are whole: the header timeout. Its read_timeout stays unset: it bounds every read, including while a
@@ -56,6 +70,7 @@ def _hypercorn_config(opts: ServeOptions, limits: Limits) -> hypercorn.config.Co
 
 async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve until SIGTERM or SIGINT, then drain in-flight requests for up to the graceful timeout."""
+    opts = resolve_bind(loaded, opts)
     loaded = await read_attached_cards(loaded)
     holder: list[AppState] = []
 
@@ -74,12 +89,21 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
         state = AppState(loaded=loaded, upstreams=upstreams, systemone_client=systemone, events=events)
         holder.append(state)
         shutdown = trio.Event()
+        await state.auth.load()
+        state.limiter.start()
         async with trio.open_nursery() as background:
             # Work that leaves the request path (the responses store's writes) outlives the drain.
             background.start_soon(state.response_store.run)
+            background.start_soon(state.auth.run)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_on_signals, state, shutdown)
                 limits = loaded.config.global_.router.limits
+                admin = _admin_listener(loaded, opts)
+                if admin is not None:
+                    admin_cfg = _hypercorn_config(dataclasses.replace(opts, fd=None, host=admin.address,
+                                                                      port=admin.port), limits)
+                    admin_binds = await nursery.start(_serve_http, make_app(state, "admin"), admin_cfg, shutdown)
+                    sys.stderr.write(f"vsr-fast: admin on {', '.join(admin_binds)}\n")
                 binds = await nursery.start(_serve_http, make_app(state), _hypercorn_config(opts, limits), shutdown)
                 # One write, newline included: workers share the supervisor's stderr, and print's two
                 # writes (text, then newline) let two workers' lines run together.
@@ -89,7 +113,15 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
                 await shutdown.wait()
                 # hypercorn returns once drained; then stop the signal watcher.
             background.cancel_scope.cancel()
+        state.limiter.stop()
+        state.auth.close()
         log.info("vsr-fast: stopped")
+
+
+def _admin_listener(loaded: Loaded, opts: ServeOptions):
+    """The admin listener this process binds: under a supervisor, worker 0 alone (one port, one owner)."""
+    admin = next((listener for listener in loaded.config.listeners if listener.role == "admin"), None)
+    return admin if admin is not None and opts.worker == 0 else None
 
 
 @asynccontextmanager
@@ -146,11 +178,12 @@ def run(loaded: Loaded, opts: ServeOptions) -> int:
                 print(f"error: {line}", file=sys.stderr)
             return 2
         return 0
-    return trio.run(_supervise, opts)
+    return trio.run(_supervise, resolve_bind(loaded, opts))
 
 
 async def _supervise(opts: ServeOptions) -> int:
     """Bind once, start one worker process per CPU asked for, forward SIGTERM, wait for all."""
+    assert opts.host is not None and opts.port is not None
     sock = socket.create_server((opts.host, opts.port), reuse_port=False, backlog=1024)
     sock.set_inheritable(True)
     host, port = sock.getsockname()[:2]

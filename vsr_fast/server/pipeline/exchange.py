@@ -29,7 +29,7 @@ class Exchange:
 
     __slots__ = ("adapter", "api", "codes", "deadline", "decision", "extra", "model", "outbound", "path", "raw",
                  "rec", "recipe", "req", "responded", "route", "scope", "shaping", "stage", "started", "state",
-                 "status", "trace", "warnings", "arrived")
+                 "status", "trace", "warnings", "arrived", "ticket", "meter")
 
     def __init__(self, state: AppState, api: str, scope: Scope) -> None:
         self.state, self.api, self.scope = state, api, scope
@@ -54,6 +54,8 @@ class Exchange:
         self.warnings = ""
         self.codes: list[str] = []        # warning codes ahead of translation losses (scan_partial, ...)
         self.rec = Recording(state, scope)
+        self.ticket = None                # the caller's places in its rate limits, released when it ends
+        self.meter = None                 # counts the answer's tokens when a limit charges them
 
     def headers(self, content_type: str | None = None) -> HeaderList:
         """The public headers of the answer, with its warnings, trace and extras."""
@@ -72,6 +74,12 @@ class Exchange:
         """The client headers registered to reach providers; every other one, x-vsr-* included, stays here.
         Values stay bytes: httpx encodes a str value as ASCII and would fail on a client's non-ASCII one."""
         return [(k.decode(), v) for k, v in self.scope["headers"] if k in _TO_PROVIDER]
+
+    def feed(self, chunk: bytes) -> None:
+        """One piece of the answer as the client receives it: to the record and, when metered, the meter."""
+        self.rec.feed(chunk)
+        if self.meter is not None:
+            self.meter.feed(chunk)
 
     def time_left(self) -> float:
         return self.deadline - trio.current_time()
