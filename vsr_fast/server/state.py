@@ -51,6 +51,9 @@ class AppState:
         # Stored keys may carry limits of their own: with a key store, the limiter is always ready.
         keys_have_limits = auth.enabled and (auth.store.backend == "redis"
                                              or any(not k.limits.empty() for k in auth.keys))
+        self.delegated_models = frozenset(name for name, backends in self.upstreams.backends.items()
+                                          if any(b.delegated is not None for b in backends))
+        self.delegated_header = config.global_.services.authz.delegated_credential.header.lower().encode()
         self.limiter = Limiter(config.global_.router.rate_limits, auth.store, keys_have_limits=keys_have_limits,
                                lease_s=self.request_timeout_s, metrics=self.metrics)
 

@@ -25,7 +25,7 @@ import httpx
 from ..config.schema import ProviderModel
 from ..errors import BackendsBusy, UpstreamError, UpstreamsExhausted, UpstreamsRateLimited, UpstreamStatus, UpstreamTimeout
 from . import answers
-from .pool import Backend, Upstreams
+from .pool import Backend, Upstreams, credential_header
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504, 529})
 Headers = list[tuple[str, str | bytes]]   # bytes for values passed on from a client, as it sent them
@@ -79,6 +79,7 @@ class Outbound(Protocol):
     path: str
     body: bytes
     headers: tuple[tuple[str, str | bytes], ...]
+    credential: str | None
 
 
 OutboundFor = Callable[[ProviderModel], "Outbound"]
@@ -100,6 +101,10 @@ class Dispatcher:
         headers = [("content-type", "application/json"), ("accept-encoding", "identity"), *extra, *out.headers]
         if backend.auth:
             headers.append(backend.auth)
+        elif backend.delegated is not None:
+            credential = out.credential
+            if credential:
+                headers.append(credential_header(backend.delegated, credential))
         return headers
 
     def _record(self, attempts: list[Attempt], model: ProviderModel, backend: Backend,
