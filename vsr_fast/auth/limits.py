@@ -195,6 +195,13 @@ class Limiter:
     def start(self) -> None:
         if self._worker is not None:
             self._worker.start()
+            self._worker.submit(self._warm)
+
+    def _warm(self) -> None:
+        """Connect and load the scripts before the first request needs them."""
+        assert self._redis is not None
+        self._sha["admit"] = self._redis.script_load(_ADMIT)
+        self._sha["done"] = self._redis.script_load(_DONE)
 
     def stop(self) -> None:
         if self._worker is not None:
