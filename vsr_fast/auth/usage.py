@@ -11,6 +11,7 @@ from __future__ import annotations
 import msgspec
 
 _MARK = b'"usage"'
+_MAX_LINE = 1 << 20        # a partial line kept past this is dropped (its usage with it): bounded memory
 
 
 class _Usage(msgspec.Struct):
@@ -45,19 +46,19 @@ class UsageMeter:
         self.seen = False
 
     def feed(self, chunk: bytes) -> None:
+        """One piece of a stream, cut anywhere: complete lines are read, the partial one is kept."""
         self.answer_bytes += len(chunk)
-        if _MARK not in chunk and _MARK not in self.tail + chunk[:16]:
-            self.tail = chunk[-16:]
-            return
-        data = self.tail + chunk
-        cut = data.rfind(b"\n")
+        cut = chunk.rfind(b"\n")
         if cut < 0:
-            self.tail = data
+            if len(self.tail) < _MAX_LINE:
+                self.tail += chunk
             return
-        self.tail = data[cut + 1:]
-        for line in data[:cut].split(b"\n"):
-            if _MARK in line:
-                self._read(line[5:] if line.startswith(b"data:") else line)
+        lines = self.tail + chunk[:cut] if self.tail else chunk[:cut]
+        self.tail = chunk[cut + 1:]
+        if _MARK in lines:
+            for line in lines.split(b"\n"):
+                if _MARK in line:
+                    self._read(line[5:] if line.startswith(b"data:") else line)
 
     def whole(self, body: bytes) -> None:
         """A whole answer: one JSON document, however it is laid out."""

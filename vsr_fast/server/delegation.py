@@ -10,11 +10,14 @@ could reach a delegated upstream and that carries none is refused with 401
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from ..config.schema import ProviderModel
 from ..errors import DelegatedCredentialMissing
 from .asgi import Scope, header
+
+_TOKEN = re.compile(rb"[\x21-\x7e]+")
 
 
 def delegated_credential(state, scope: Scope, candidates: Iterable[ProviderModel]) -> str | None:
@@ -23,8 +26,11 @@ def delegated_credential(state, scope: Scope, candidates: Iterable[ProviderModel
     if not delegated or not any(m.name in delegated for m in candidates):
         return None
     value = header(scope, state.delegated_header)
-    credential = value.decode("latin-1").strip() if value else ""
+    credential = value.strip() if value else b""
     if not credential:
         raise DelegatedCredentialMissing(
             "this route reaches an upstream that acts for you, and the request carries no delegated credential")
-    return credential
+    if not _TOKEN.fullmatch(credential):
+        # A folded or spaced value is no credential: it would travel as something else than what was issued.
+        raise DelegatedCredentialMissing("the delegated credential is malformed (visible ASCII without spaces only)")
+    return credential.decode("ascii")
