@@ -229,9 +229,13 @@ def _limited_pair(mock, tmp_path, prefix, limits: dict):
     return router(path), router(path)
 
 
-def test_requests_per_minute_are_one_window_across_two_routers(mock, tmp_path, prefix):
-    limit = 24
+@pytest.mark.parametrize("limit", [24, 150])
+def test_requests_per_minute_are_one_window_across_two_routers(mock, tmp_path, prefix, limit):
+    """Never past the limit; under it by at most the places each router leased and did not spend (a lease is
+    one place under 50 a minute, limit/50 above: 3 of 150 here). Twice the limit is sent, few enough to end
+    well within the minute on a loaded box (a longer run would rightly see the window slide)."""
     a, b = _limited_pair(mock, tmp_path, prefix, {"rpm": limit})
+    lease = max(1, limit // 50)
     with a, b:
         body = {"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]}
         headers = {"authorization": f"Bearer {KEY}"}
@@ -240,11 +244,14 @@ def test_requests_per_minute_are_one_window_across_two_routers(mock, tmp_path, p
             return httpx.post(f"{(a, b)[i % 2].url}/v1/chat/completions", json=body, headers=headers, timeout=30)
 
         with ThreadPoolExecutor(32) as pool:
-            answers = list(pool.map(one, range(3 * limit)))
+            answers = list(pool.map(one, range(2 * limit)))
+        live = redis.Redis.from_url(REDIS_URL).zcard(f"{prefix}limit:key:metered:rpm")
         ok = [r for r in answers if r.status_code == 200]
         refused = [r for r in answers if r.status_code == 429]
         assert not any("deciding locally" in line for line in a.lines + b.lines), a.lines + b.lines
-        assert len(ok) == limit and len(refused) == 2 * limit, [r.status_code for r in answers]
+        assert len(ok) <= live <= limit, "the shared log holds every admission, and leased places, never past it"
+        assert limit - 2 * (lease - 1) <= len(ok) <= limit, [r.status_code for r in answers]
+        assert len(ok) + len(refused) == 2 * limit
         r = refused[0]
         assert r.headers["x-vsr-response-path"] == "rate_limited"
         assert 1 <= int(r.headers["retry-after"]) <= 60

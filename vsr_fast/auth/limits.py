@@ -1,17 +1,30 @@
 """Rate limits and budgets per key, team and tenant, shared by every router through Redis.
 
-One Lua script admits a request against every limit that applies to it, all
-or nothing: requests per minute (a sliding log), tokens per minute (per-second
-buckets over the last 60 s), requests in flight (leases that expire, so a router
-that dies frees its slots) and the period's budget. Tokens are added when the
-answer ends, from its usage. A router also keeps the same windows locally; when
-Redis does not answer within ``store_timeout_ms`` (or is marked away after a
-failure, for a second) the local windows decide alone, so a router never lets
-more than a limit through by itself.
+A request must not pay a Redis round trip (a worker-thread hand-off and
+redis-py's encoding cost ~300 µs of CPU), so each router holds small leases:
+
+- requests per minute: the router reserves ``k`` places in the shared sliding
+  log at once (one atomic Lua call that never grants past the limit) and spends
+  them locally; places left unused for a second are given back. Nothing is ever
+  admitted that the shared log did not grant, so the limit holds across routers.
+- requests in flight: the same with expiring leases (renewed while held, so a
+  router that dies frees its places); a finished request's place returns to its
+  router's pool, which gives back what stays idle.
+- tokens per minute and budgets: counted after the answer, from its usage.
+  Every ``_SYNC_S`` the router adds its new tokens to the shared per-second
+  buckets and reads the window's total back in one call; a request is admitted
+  while that total plus what this router charged since is under the limit (so
+  routers overshoot by at most one sync interval's tokens, as any after-the-fact
+  count does). A view older than ``_SYNC_S`` is refreshed before deciding.
+
+``k`` is 1 under 50 requests (or places) a minute and grows to 64 with the
+limit, so a small limit is exact and a large one costs one call per ``k``.
+When Redis does not answer (``store_timeout_ms``, then a second marked away)
+each router decides with its own windows alone, which never let more than a
+limit through by themselves.
 """
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import os
@@ -20,6 +33,7 @@ from collections import deque
 from dataclasses import dataclass
 
 import redis
+import trio
 
 from ..config.auth import AuthStore, Limits, RateLimits
 from ..errors import RateLimited
@@ -28,89 +42,72 @@ from .worker import CallTimedOut, Worker
 
 log = logging.getLogger("vsr_fast.auth")
 
-WINDOW_MS = 60_000
-_PERIOD_MS = {"minute": 60_000, "hour": 3_600_000, "day": 86_400_000, "month": 30 * 86_400_000}
+WINDOW_S = 60.0
+_PERIOD_S = {"minute": 60, "hour": 3_600, "day": 86_400, "month": 30 * 86_400}
 _DOWN_FOR_S = 1.0
+_SYNC_S = 0.1              # how stale a router's view of the shared token counts may get
+_IDLE_S = 1.0              # leased places unused this long go back
+_LEASE_TTL_S = 30.0        # an in-flight lease not renewed for this long frees itself (a dead router's)
 
-# KEYS per scope: rpm log, tpm buckets, in-flight leases, budget counter.
-# ARGV: now_ms, request id, lease_ms, then per scope: rpm, tpm, concurrent, budget (0: none).
-# Returns {-1} when admitted (and records the request everywhere), else {scope index, limit name, retry ms}.
-_ADMIT = """
-local now = tonumber(ARGV[1])
-local rid = ARGV[2]
-local lease = tonumber(ARGV[3])
-local n = #KEYS / 4
-local since = now - 60000
-for i = 0, n - 1 do
-  local a = 4 + i * 4
-  local rpm, tpm, conc, bud = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-  if rpm > 0 then
-    local k = KEYS[i * 4 + 1]
-    redis.call('ZREMRANGEBYSCORE', k, '-inf', since)
-    if redis.call('ZCARD', k) >= rpm then
-      local oldest = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')
-      return {i, 'rpm', tonumber(oldest[2]) + 60000 - now}
-    end
-  end
-  if tpm > 0 then
-    local k = KEYS[i * 4 + 2]
-    local rows = redis.call('HGETALL', k)
-    local sum, first, floor = 0, nil, math.floor(since / 1000)
-    for j = 1, #rows, 2 do
-      local s = tonumber(rows[j])
-      if s <= floor then redis.call('HDEL', k, rows[j]) else
-        sum = sum + tonumber(rows[j + 1])
-        if first == nil or s < first then first = s end
-      end
-    end
-    if sum >= tpm then return {i, 'tpm', (first + 1) * 1000 + 60000 - now} end
-  end
-  if conc > 0 then
-    local k = KEYS[i * 4 + 3]
-    redis.call('ZREMRANGEBYSCORE', k, '-inf', now)
-    if redis.call('ZCARD', k) >= conc then return {i, 'concurrent', 1000} end
-  end
-  if bud > 0 then
-    local k = KEYS[i * 4 + 4]
-    if tonumber(redis.call('GET', k) or '0') >= bud then return {i, 'budget', redis.call('PTTL', k)} end
-  end
+# KEYS[1] the sliding log. ARGV: now_ms, k, limit, member prefix, first member number.
+# Grants up to k places (members scored now); returns {granted, retry_ms}.
+_LEASE_RPM = """
+local now, k, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 60000)
+local g = math.min(k, limit - redis.call('ZCARD', KEYS[1]))
+if g <= 0 then
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  return {0, tonumber(oldest[2]) + 60000 - now}
 end
-for i = 0, n - 1 do
-  local a = 4 + i * 4
-  if tonumber(ARGV[a]) > 0 then
-    redis.call('ZADD', KEYS[i * 4 + 1], now, rid)
-    redis.call('PEXPIRE', KEYS[i * 4 + 1], 61000)
-  end
-  if tonumber(ARGV[a + 2]) > 0 then
-    redis.call('ZADD', KEYS[i * 4 + 3], now + lease, rid)
-    redis.call('PEXPIRE', KEYS[i * 4 + 3], lease + 1000)
-  end
-end
-return {-1}
+local first = tonumber(ARGV[5])
+for i = 0, g - 1 do redis.call('ZADD', KEYS[1], now, ARGV[4] .. (first + i)) end
+redis.call('PEXPIRE', KEYS[1], 61000)
+return {g, 0}
 """
 
-# KEYS per scope as above; ARGV: now_ms, request id, tokens, then per scope: tpm flag, concurrent flag,
-# budget period ms (0: none).
-_DONE = """
-local now = tonumber(ARGV[1])
-local tokens = tonumber(ARGV[3])
-local n = #KEYS / 4
-for i = 0, n - 1 do
-  local a = 4 + i * 3
-  if tonumber(ARGV[a]) > 0 and tokens > 0 then
-    local k = KEYS[i * 4 + 2]
-    redis.call('HINCRBY', k, math.floor(now / 1000), tokens)
-    redis.call('PEXPIRE', k, 61000)
-  end
-  if tonumber(ARGV[a + 1]) > 0 then redis.call('ZREM', KEYS[i * 4 + 3], ARGV[2]) end
-  local period = tonumber(ARGV[a + 2])
-  if period > 0 and tokens > 0 then
-    local k = KEYS[i * 4 + 4]
-    redis.call('INCRBY', k, tokens)
-    if redis.call('PTTL', k) < 0 then redis.call('PEXPIRE', k, period - (now % period)) end
+# KEYS[1] the in-flight leases. ARGV: now_ms, k, limit, ttl_ms, member prefix, first member number.
+_LEASE_CONC = """
+local now, k, limit, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local g = math.min(k, limit - redis.call('ZCARD', KEYS[1]))
+if g <= 0 then return 0 end
+local first = tonumber(ARGV[6])
+for i = 0, g - 1 do redis.call('ZADD', KEYS[1], now + ttl, ARGV[5] .. (first + i)) end
+redis.call('PEXPIRE', KEYS[1], ttl + 1000)
+return g
+"""
+
+# KEYS[1] a sorted set. ARGV: score (0: remove), the set's ttl_ms, members...: renews (XX) or removes places
+# this router holds.
+_PLACES = """
+local score = tonumber(ARGV[1])
+for i = 3, #ARGV do
+  if score > 0 then redis.call('ZADD', KEYS[1], 'XX', score, ARGV[i]) else redis.call('ZREM', KEYS[1], ARGV[i]) end
+end
+if score > 0 then redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2])) end
+return 1
+"""
+
+# KEYS[1] per-second token buckets, KEYS[2] the period's budget counter. ARGV: now_ms, tokens, budget ttl_ms.
+# Adds this router's new tokens, returns {window total, earliest bucket second, budget used, budget ttl_ms}.
+_TOKENS = """
+local now, tokens, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+if tokens > 0 then
+  redis.call('HINCRBY', KEYS[1], math.floor(now / 1000), tokens)
+  redis.call('PEXPIRE', KEYS[1], 61000)
+  redis.call('INCRBY', KEYS[2], tokens)
+  if redis.call('PTTL', KEYS[2]) < 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+end
+local rows = redis.call('HGETALL', KEYS[1])
+local sum, first, floor = 0, -1, math.floor((now - 60000) / 1000)
+for j = 1, #rows, 2 do
+  local s = tonumber(rows[j])
+  if s <= floor then redis.call('HDEL', KEYS[1], rows[j]) else
+    sum = sum + tonumber(rows[j + 1])
+    if first < 0 or s < first then first = s end
   end
 end
-return 1
+return {sum, first, tonumber(redis.call('GET', KEYS[2]) or '0'), redis.call('PTTL', KEYS[2])}
 """
 
 
@@ -121,69 +118,123 @@ class Scope:
     limits: Limits
 
 
+class _Window:
+    """A sliding 60 s count with its running total, so reading it never walks the window."""
+
+    __slots__ = ("entries", "total")
+
+    def __init__(self) -> None:
+        self.entries: deque[tuple[float, int]] = deque()
+        self.total = 0
+
+    def add(self, now: float, n: int) -> None:
+        self.entries.append((now, n))
+        self.total += n
+
+    def trim(self, now: float) -> None:
+        since = now - WINDOW_S
+        entries = self.entries
+        while entries and entries[0][0] <= since:
+            self.total -= entries.popleft()[1]
+
+    def retry_s(self, now: float) -> float:
+        return self.entries[0][0] + WINDOW_S - now if self.entries else 1.0
+
+
 class _Local:
-    """One scope's windows in this router alone."""
+    """One scope's windows in this router alone: what decides when Redis is away."""
 
     __slots__ = ("requests", "tokens", "in_flight", "spent", "period")
 
     def __init__(self) -> None:
-        self.requests: deque[float] = deque()
-        self.tokens: deque[tuple[float, int]] = deque()
+        self.requests = _Window()
+        self.tokens = _Window()
         self.in_flight = 0
         self.spent = 0
         self.period = -1
 
     def refusal(self, limits: Limits, now: float) -> tuple[str, float] | None:
-        since = now - WINDOW_MS / 1000
         if limits.rpm is not None:
-            while self.requests and self.requests[0] <= since:
-                self.requests.popleft()
-            if len(self.requests) >= limits.rpm:
-                return "rpm", self.requests[0] + 60 - now
+            self.requests.trim(now)
+            if self.requests.total >= limits.rpm:
+                return "rpm", self.requests.retry_s(now)
         if limits.tpm is not None:
-            while self.tokens and self.tokens[0][0] <= since:
-                self.tokens.popleft()
-            if sum(t for _, t in self.tokens) >= limits.tpm:
-                return "tpm", self.tokens[0][0] + 60 - now
+            self.tokens.trim(now)
+            if self.tokens.total >= limits.tpm:
+                return "tpm", self.tokens.retry_s(now)
         if limits.concurrent is not None and self.in_flight >= limits.concurrent:
             return "concurrent", 1.0
         if limits.budget is not None:
-            period_ms = _PERIOD_MS[limits.budget.period]
-            index = int(now * 1000) // period_ms
+            period = _PERIOD_S[limits.budget.period]
+            index = int(now // period)
             if index != self.period:
                 self.period, self.spent = index, 0
             if self.spent >= limits.budget.tokens:
-                return "budget", ((index + 1) * period_ms - now * 1000) / 1000
+                return "budget", (index + 1) * period - now
         return None
+
+
+class _Shared:
+    """One scope's leases and view of the shared counts."""
+
+    __slots__ = ("rpm_free", "rpm_since", "conc_free", "conc_held", "conc_since", "leasing", "tokens_new",
+                 "tokens_seen", "tokens_first", "spent_seen", "budget_ttl_s", "synced", "syncing", "renewed",
+                 "refused_until", "refused_retry_s")
+
+    def __init__(self) -> None:
+        self.rpm_free: list[str] = []          # places granted in the shared log, not yet spent
+        self.rpm_since = 0.0
+        self.conc_free: list[str] = []         # in-flight places this router holds and no request uses
+        self.conc_held: set[str] = set()       # every in-flight place this router holds
+        self.conc_since = 0.0
+        self.leasing: trio.Event | None = None
+        self.tokens_new = 0                    # charged here, not yet added to the shared buckets
+        self.tokens_seen = 0                   # the window's total at the last sync
+        self.tokens_first = -1
+        self.spent_seen = 0
+        self.budget_ttl_s = 0.0
+        self.synced = -1.0
+        self.syncing: trio.Event | None = None
+        self.renewed = time.time()
+        self.refused_until = 0.0
+        self.refused_retry_s = 1.0
+
+
+def _lease_size(limit: int) -> int:
+    return max(1, min(64, limit // 50))
 
 
 class Ticket:
     """One admitted request: what ``done`` releases and charges."""
 
-    __slots__ = ("scopes", "rid", "shared", "meters")
+    __slots__ = ("scopes", "places", "meters")
 
-    def __init__(self, scopes: tuple[Scope, ...], rid: str, shared: bool) -> None:
-        self.scopes, self.rid, self.shared = scopes, rid, shared
+    def __init__(self, scopes: tuple[Scope, ...], places: list[str | None]) -> None:
+        self.scopes, self.places = scopes, places
         self.meters = any(s.limits.tpm is not None or s.limits.budget is not None for s in scopes)
+
+
+class _Refused(Exception):
+    def __init__(self, scope: Scope, limit: str, retry_s: float) -> None:
+        self.scope, self.limit, self.retry_s = scope, limit, retry_s
 
 
 class Limiter:
     """Admits requests against their scopes' limits; a no-op (``active`` False) when none are configured."""
 
-    def __init__(self, config: RateLimits, store: AuthStore, *, keys_have_limits: bool, lease_s: float,
+    def __init__(self, config: RateLimits, store: AuthStore, *, keys_have_limits: bool, lease_s: float = 0.0,
                  metrics=None) -> None:
-        self.config = config
         self.active = keys_have_limits or bool(config.teams) or bool(config.tenants)
         self.metrics = metrics
         self._teams = {name: Scope("team", name, lim) for name, lim in config.teams.items() if not lim.empty()}
         self._tenants = {name: Scope("tenant", name, lim) for name, lim in config.tenants.items() if not lim.empty()}
         self._key_scopes: dict[str, Scope] = {}
         self._local: dict[tuple[str, str], _Local] = {}
+        self._shared: dict[tuple[str, str], _Shared] = {}
         self._timeout = config.store_timeout_ms / 1000
-        self._lease_ms = int(lease_s * 1000) + 5_000
         self._prefix = store.prefix + "limit:"
-        self._ids = itertools.count()
-        self._rid_base = f"{os.getpid()}.{time.time_ns() % 10**9}."
+        self._next_member = 0
+        self._member = f"{os.getpid()}.{time.time_ns() % 10**9}."
         self._redis: redis.Redis | None = None
         self._worker: Worker | None = None
         self._down_until = 0.0
@@ -192,20 +243,34 @@ class Limiter:
             self._redis = redis.Redis.from_url(store.url, socket_timeout=1.0, socket_connect_timeout=0.5)
             self._worker = Worker("vsr-limits")
 
+    # --- lifecycle ---------------------------------------------------------------------
+
     def start(self) -> None:
         if self._worker is not None:
             self._worker.start()
             self._worker.submit(self._warm)
 
-    def _warm(self) -> None:
-        """Connect and load the scripts before the first request needs them."""
-        assert self._redis is not None
-        self._sha["admit"] = self._redis.script_load(_ADMIT)
-        self._sha["done"] = self._redis.script_load(_DONE)
-
     def stop(self) -> None:
         if self._worker is not None:
             self._worker.stop()
+
+    async def run(self) -> None:
+        """Keep the shared view fresh and the leases tidy until cancelled; give every lease back on the way out."""
+        if self._worker is None:
+            return
+        try:
+            while True:
+                await trio.sleep(_SYNC_S)
+                await self._tend()
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(2):
+                for (kind, name), sh in list(self._shared.items()):
+                    base = f"{self._prefix}{kind}:{name}:"
+                    self._give_back(base + "rpm", sh.rpm_free)
+                    self._give_back(base + "inflight", list(sh.conc_held))
+                    sh.rpm_free, sh.conc_free, sh.conc_held = [], [], set()
+
+    # --- the request path ------------------------------------------------------------------
 
     def scopes(self, identity: Identity) -> tuple[Scope, ...]:
         out = []
@@ -226,43 +291,50 @@ class Limiter:
         if not scopes:
             return None
         now = time.time()
-        rid = self._rid_base + str(next(self._ids))
-        refusal = None
-        shared = False
-        if self._worker is not None and now >= self._down_until:
-            try:
-                refusal = await self._worker.call(self._admit_shared, scopes, rid, int(now * 1000),
-                                                  timeout=self._timeout)
-                shared = True
-            except (redis.RedisError, CallTimedOut, OSError) as exc:
-                self._mark_down(exc)
-        if not shared:
-            refusal = self._admit_local(scopes, now)
-        if refusal is not None:
-            scope, limit, retry_s = refusal
+        places: list[str | None] = []
+        try:
+            for s in scopes:
+                refused = self._local_of(s).refusal(s.limits, now) if not self._shared_up() else None
+                if refused is not None:
+                    raise _Refused(s, *refused)
+                places.append(await self._admit_shared(s, now) if self._shared_up() else None)
+        except _Refused as r:
+            for s, place in zip(scopes, places):
+                self._unspend(s, place)
             if self.metrics is not None:
-                self.metrics.rate_limited.inc(api, scope.kind, limit)
-            raise RateLimited(f"{scope.kind} {scope.name!r} is over its {_WORDS[limit]}; retry after "
-                              f"{math.ceil(retry_s)} s", retry_after_s=math.ceil(retry_s))
-        self._record_local(scopes, now)
-        return Ticket(scopes, rid, shared)
+                self.metrics.rate_limited.inc(api, r.scope.kind, r.limit)
+            retry = math.ceil(max(r.retry_s, 1.0))
+            raise RateLimited(f"{r.scope.kind} {r.scope.name!r} is over its {_WORDS[r.limit]}; retry after "
+                              f"{retry} s", retry_after_s=retry) from None
+        for s in scopes:
+            local = self._local_of(s)
+            if s.limits.rpm is not None:
+                local.requests.add(now, 1)
+            if s.limits.concurrent is not None:
+                local.in_flight += 1
+        return Ticket(scopes, places)
 
     def done(self, ticket: Ticket, tokens: int) -> None:
-        """Release the request's slot and charge its tokens; never waits."""
+        """Release the request's places and charge its tokens; never waits."""
         now = time.time()
-        for s in ticket.scopes:
+        for s, place in zip(ticket.scopes, ticket.places):
             local = self._local_of(s)
             if s.limits.concurrent is not None:
                 local.in_flight = max(0, local.in_flight - 1)
             if tokens > 0:
                 if s.limits.tpm is not None:
-                    local.tokens.append((now, tokens))
+                    local.tokens.add(now, tokens)
                 if s.limits.budget is not None:
                     local.spent += tokens
-        if self._worker is not None and (ticket.shared or tokens > 0) and now >= self._down_until:
-            self._worker.submit(self._done_shared, ticket.scopes, ticket.rid, int(now * 1000), tokens)
+            sh = self._shared.get((s.kind, s.name))
+            if sh is not None:
+                if place is not None:
+                    sh.conc_free.append(place)
+                    sh.conc_since = now
+                if tokens > 0 and (s.limits.tpm is not None or s.limits.budget is not None):
+                    sh.tokens_new += tokens
 
-    # --- local -----------------------------------------------------------------------
+    # --- local ---------------------------------------------------------------------------
 
     def _local_of(self, s: Scope) -> _Local:
         local = self._local.get((s.kind, s.name))
@@ -270,21 +342,14 @@ class Limiter:
             local = self._local[(s.kind, s.name)] = _Local()
         return local
 
-    def _admit_local(self, scopes: tuple[Scope, ...], now: float):
-        for s in scopes:
-            refused = self._local_of(s).refusal(s.limits, now)
-            if refused is not None:
-                return s, refused[0], refused[1]
-        return None
+    def _shared_of(self, s: Scope) -> _Shared:
+        sh = self._shared.get((s.kind, s.name))
+        if sh is None:
+            sh = self._shared[(s.kind, s.name)] = _Shared()
+        return sh
 
-    def _record_local(self, scopes: tuple[Scope, ...], now: float) -> None:
-        # Kept whether Redis decided or not: when it goes away, this router's own recent traffic still counts.
-        for s in scopes:
-            local = self._local_of(s)
-            if s.limits.rpm is not None:
-                local.requests.append(now)
-            if s.limits.concurrent is not None:
-                local.in_flight += 1
+    def _shared_up(self) -> bool:
+        return self._worker is not None and time.time() >= self._down_until
 
     def _mark_down(self, exc: BaseException) -> None:
         if time.time() >= self._down_until:
@@ -292,16 +357,160 @@ class Limiter:
                         type(exc).__name__, _DOWN_FOR_S)
         self._down_until = time.time() + _DOWN_FOR_S
 
-    # --- shared (worker thread) ------------------------------------------------------------
+    # --- shared ----------------------------------------------------------------------------
 
-    def _keys(self, scopes: tuple[Scope, ...], now_ms: int) -> list[str]:
-        keys = []
-        for s in scopes:
+    async def _admit_shared(self, s: Scope, now: float) -> str | None:
+        """Spend one leased place of each count limit, leasing more when none is left; the in-flight place
+        taken (given back by ``done``), or None. Falls back to the local windows when Redis is away."""
+        lim, sh = s.limits, self._shared_of(s)
+        try:
+            if lim.tpm is not None or lim.budget is not None:
+                if now - sh.synced > _SYNC_S:
+                    await self._sync(s, sh)
+                refused = self._token_refusal(lim, sh, now)
+                if refused is not None:
+                    raise _Refused(s, *refused)
+            if lim.rpm is not None:
+                if not sh.rpm_free and now < sh.refused_until:
+                    # Refused a moment ago: a flood of refusals asks Redis at most once per _SYNC_S.
+                    raise _Refused(s, "rpm", sh.refused_retry_s)
+                while not sh.rpm_free:
+                    await self._lease(s, sh, "rpm", now)
+                sh.rpm_free.pop()
+                sh.rpm_since = now
+            if lim.concurrent is not None:
+                while not sh.conc_free:
+                    await self._lease(s, sh, "concurrent", now)
+                return sh.conc_free.pop()
+            return None
+        except (redis.RedisError, CallTimedOut, OSError) as exc:
+            self._mark_down(exc)
+            refused = self._local_of(s).refusal(lim, now)
+            if refused is not None:
+                raise _Refused(s, *refused) from None
+            return None
+
+    def _token_refusal(self, lim: Limits, sh: _Shared, now: float) -> tuple[str, float] | None:
+        if lim.tpm is not None and sh.tokens_seen + sh.tokens_new >= lim.tpm:
+            first = sh.tokens_first
+            return "tpm", (first + 1 + WINDOW_S - now) if first >= 0 else 1.0
+        if lim.budget is not None and sh.spent_seen + sh.tokens_new >= lim.budget.tokens:
+            return "budget", sh.budget_ttl_s or 1.0
+        return None
+
+    def _unspend(self, s: Scope, place: str | None) -> None:
+        """A request admitted by an earlier scope and refused by a later one: its places are not used."""
+        sh = self._shared.get((s.kind, s.name))
+        if sh is not None and place is not None:
+            sh.conc_free.append(place)
+
+    async def _lease(self, s: Scope, sh: _Shared, which: str, now: float) -> None:
+        """One lease call per scope at a time: the others wait for it and look again."""
+        if sh.leasing is not None:
+            await sh.leasing.wait()
+            return
+        sh.leasing = trio.Event()
+        try:
+            assert self._worker is not None
             base = f"{self._prefix}{s.kind}:{s.name}:"
-            period = s.limits.budget.period if s.limits.budget is not None else None
-            budget = f"{base}budget:{now_ms // _PERIOD_MS[period]}" if period else f"{base}budget"
-            keys += (base + "rpm", base + "tpm", base + "inflight", budget)
-        return keys
+            limit = s.limits.rpm if which == "rpm" else s.limits.concurrent
+            assert limit is not None
+            k = _lease_size(limit)
+            first = self._next_member          # the k member names this lease may use, never reused
+            self._next_member += k
+            if which == "rpm":
+                granted, retry_ms = await self._worker.call(
+                    self._eval, "lease_rpm", _LEASE_RPM, [base + "rpm"],
+                    [int(now * 1000), k, limit, self._member, first], timeout=self._timeout)
+                if int(granted) <= 0:
+                    sh.refused_retry_s = int(retry_ms) / 1000
+                    sh.refused_until = now + min(sh.refused_retry_s, _SYNC_S)
+                    raise _Refused(s, "rpm", sh.refused_retry_s)
+                sh.rpm_free += [f"{self._member}{first + i}" for i in range(int(granted))]
+            else:
+                granted = await self._worker.call(
+                    self._eval, "lease_conc", _LEASE_CONC, [base + "inflight"],
+                    [int(now * 1000), k, limit, int(_LEASE_TTL_S * 1000), self._member, first],
+                    timeout=self._timeout)
+                if int(granted) <= 0:
+                    raise _Refused(s, "concurrent", 1.0)
+                new = [f"{self._member}{first + i}" for i in range(int(granted))]
+                sh.conc_free += new
+                sh.conc_held.update(new)
+                sh.conc_since = now
+        finally:
+            sh.leasing.set()
+            sh.leasing = None
+
+    async def _sync(self, s: Scope, sh: _Shared) -> None:
+        """Add this router's new tokens to the shared counts and read them back (one call at a time)."""
+        if sh.syncing is not None:
+            await sh.syncing.wait()
+            return
+        sh.syncing = trio.Event()
+        try:
+            assert self._worker is not None
+            now = time.time()
+            base = f"{self._prefix}{s.kind}:{s.name}:"
+            budget = s.limits.budget
+            period = _PERIOD_S[budget.period] if budget is not None else 60
+            budget_key = f"{base}budget:{int(now // period)}"
+            ttl_ms = int(((int(now // period) + 1) * period - now) * 1000) + 1
+            pushed = sh.tokens_new
+            total, first, spent, budget_ttl = await self._worker.call(
+                self._eval, "tokens", _TOKENS, [base + "tpm", budget_key], [int(now * 1000), pushed, ttl_ms],
+                timeout=self._timeout)
+            sh.tokens_new -= pushed
+            sh.tokens_seen, sh.tokens_first, sh.spent_seen = int(total), int(first), int(spent)
+            sh.budget_ttl_s = max(int(budget_ttl), 0) / 1000
+            sh.synced = now
+        finally:
+            sh.syncing.set()
+            sh.syncing = None
+
+    async def _tend(self) -> None:
+        """Push new tokens, renew held in-flight leases, give back what stayed idle."""
+        now = time.time()
+        for key, sh in list(self._shared.items()):
+            s = self._scope_named(*key)
+            if s is None or not self._shared_up():
+                continue
+            base = f"{self._prefix}{s.kind}:{s.name}:"
+            try:
+                if sh.tokens_new or (now - sh.synced > 1.0 and sh.synced >= 0):
+                    await self._sync(s, sh)
+                if sh.rpm_free and now - sh.rpm_since > _IDLE_S:
+                    idle, sh.rpm_free = sh.rpm_free, []
+                    self._give_back(base + "rpm", idle)
+                if sh.conc_free and now - sh.conc_since > _IDLE_S:
+                    idle, sh.conc_free = sh.conc_free, []
+                    sh.conc_held.difference_update(idle)
+                    self._give_back(base + "inflight", idle)
+                if sh.conc_held and now - sh.renewed > _LEASE_TTL_S / 3:
+                    sh.renewed = now
+                    assert self._worker is not None
+                    self._worker.submit(self._eval, "places", _PLACES, [base + "inflight"],
+                                        [int((now + _LEASE_TTL_S) * 1000), int(_LEASE_TTL_S * 1000) + 1000,
+                                         *sh.conc_held])
+            except (redis.RedisError, CallTimedOut, OSError) as exc:
+                self._mark_down(exc)
+
+    def _scope_named(self, kind: str, name: str) -> Scope | None:
+        if kind == "key":
+            return self._key_scopes.get(name)
+        return (self._teams if kind == "team" else self._tenants).get(name)
+
+    def _give_back(self, key: str, members: list[str]) -> None:
+        if members and self._worker is not None:
+            self._worker.submit(self._eval, "places", _PLACES, [key], [0, 0, *members])
+
+    # --- the worker thread -------------------------------------------------------------------
+
+    def _warm(self) -> None:
+        """Connect and load the scripts before the first request needs them."""
+        assert self._redis is not None
+        for name, script in _SCRIPTS.items():
+            self._sha[name] = self._redis.script_load(script)
 
     def _eval(self, name: str, script: str, keys: list[str], args: list) -> object:
         assert self._redis is not None
@@ -314,26 +523,7 @@ class Limiter:
             self._sha[name] = self._redis.script_load(script)
             return self._redis.evalsha(self._sha[name], len(keys), *keys, *args)
 
-    def _admit_shared(self, scopes: tuple[Scope, ...], rid: str, now_ms: int):
-        args: list = [now_ms, rid, self._lease_ms]
-        for s in scopes:
-            lim = s.limits
-            args += (lim.rpm or 0, lim.tpm or 0, lim.concurrent or 0, lim.budget.tokens if lim.budget else 0)
-        reply = self._eval("admit", _ADMIT, self._keys(scopes, now_ms), args)
-        index = int(reply[0])
-        if index < 0:
-            return None
-        limit = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
-        return scopes[index], limit, max(int(reply[2]), 1) / 1000
 
-    def _done_shared(self, scopes: tuple[Scope, ...], rid: str, now_ms: int, tokens: int) -> None:
-        args: list = [now_ms, rid, tokens]
-        for s in scopes:
-            lim = s.limits
-            args += (1 if lim.tpm else 0, 1 if lim.concurrent else 0,
-                     _PERIOD_MS[lim.budget.period] if lim.budget else 0)
-        self._eval("done", _DONE, self._keys(scopes, now_ms), args)
-
-
+_SCRIPTS = {"lease_rpm": _LEASE_RPM, "lease_conc": _LEASE_CONC, "places": _PLACES, "tokens": _TOKENS}
 _WORDS = {"rpm": "requests per minute", "tpm": "tokens per minute", "concurrent": "requests in flight",
           "budget": "budget for the period"}

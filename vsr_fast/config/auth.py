@@ -76,4 +76,4 @@ class RateLimits(Block):
     tenants: dict[str, Limits] = field(default_factory=dict)
     # How long a router waits for the shared window before deciding alone with its local one: long enough for
     # a busy host's round trip (a timed-out admission may still count in Redis), short against a dead one.
-    store_timeout_ms: Annotated[int, Meta(ge=1, le=5_000)] = 500
+    store_timeout_ms: Annotated[int, Meta(ge=1, le=10_000)] = 2_000

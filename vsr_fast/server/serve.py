@@ -95,6 +95,7 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
             # Work that leaves the request path (the responses store's writes) outlives the drain.
             background.start_soon(state.response_store.run)
             background.start_soon(state.auth.run)
+            background.start_soon(state.limiter.run)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_on_signals, state, shutdown)
                 limits = loaded.config.global_.router.limits
