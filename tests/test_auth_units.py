@@ -135,3 +135,15 @@ def test_local_windows_hold_each_limit():
         assert "tokens per minute" in caught.value.message and 1 <= caught.value.retry_after_s <= 60
         assert await lim.admit(Identity(user="v"), "chat") is None, "no limit applies to a caller without one"
     trio.run(main)
+
+
+def test_the_production_example_loads():
+    from vsr_fast.routing import load_file
+
+    from .procs import ROOT
+
+    loaded = load_file(str(ROOT / "config" / "examples" / "production.yaml"))
+    auth = loaded.config.global_.router.auth
+    assert auth.enabled and auth.store.backend == "redis" and {k.id for k in auth.keys} == {"oncall", "web-frontend"}
+    assert [listener.role for listener in loaded.config.listeners] == ["serving", "admin"]
+    assert not any("missing_identity_source" in w for w in loaded.warnings)
