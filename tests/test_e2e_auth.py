@@ -367,3 +367,24 @@ def test_session_headers_name_the_session(mock, tmp_path):
             wait_until(lambda: record(rid) is not None, f"the replay record of {name}")
             assert record(rid)["session_id"] == f"s-{name}"
             assert KEY not in json.dumps(record(rid)) and ADMIN_KEY not in json.dumps(record(rid))
+
+
+def test_keys_are_managed_on_the_admin_listener(mock, tmp_path, prefix):
+    doc = auth_doc(mock.url, store={"backend": "redis", "url": REDIS_URL, "prefix": prefix, "refresh_ms": 100})
+    doc["listeners"] = [{"name": "main", "port": 0}, {"name": "ops", "role": "admin", "port": 0}]
+    with router(write_config(doc, str(tmp_path))) as proc:
+        admin = next(line for line in proc.lines if line.startswith("vsr-fast: admin on")).split()[-1]
+        assert httpx.post(f"{proc.url}/api/v1/keys", json={"id": "x"},
+                          headers={"authorization": f"Bearer {ADMIN_KEY}"}).status_code == 404
+        made = httpx.post(f"{admin}/api/v1/keys", json={"id": "web", "team": "web", "limits": {"rpm": 5}})
+        assert made.status_code == 201, made.text
+        key = made.json()["key"]
+        assert httpx.post(f"{admin}/api/v1/keys", json={"id": "web"}).status_code == 409
+        assert httpx.post(f"{admin}/api/v1/keys", json={"id": "w", "nope": 1}).status_code == 400
+        listed = httpx.get(f"{admin}/api/v1/keys").json()["keys"]
+        assert [k["id"] for k in listed] == ["web"] and listed[0]["limits"]["rpm"] == 5 and key not in str(listed)
+        ok = lambda: httpx.get(f"{proc.url}/v1/models", headers={"authorization": f"Bearer {key}"}).status_code
+        wait_until(lambda: ok() == 200, "the new key to be accepted")
+        assert httpx.delete(f"{admin}/api/v1/keys/web").status_code == 200
+        assert httpx.delete(f"{admin}/api/v1/keys/web").status_code == 404
+        wait_until(lambda: ok() == 401, "the revoked key to be refused")
