@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Iterable
+from typing import Annotated
 
 import msgspec
 
@@ -30,11 +31,10 @@ def digest(key: str | bytes) -> str:
     return hashlib.sha256(key.encode() if isinstance(key, str) else key).hexdigest()
 
 
-class StoredKey(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """A key kept in Redis (``vsr-fast keys create``): the same fields as a declared one, and when it was made."""
+class KeyFields(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+    """What a new key is made with (``vsr-fast keys create``, ``POST /api/v1/keys``): a declared key's fields."""
 
-    id: str
-    sha256: str
+    id: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
     user: str | None = None
     team: str | None = None
     tenant: str | None = None
@@ -43,6 +43,12 @@ class StoredKey(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     models: list[str] = []
     admin: bool = False
     limits: Limits = Limits()
+
+
+class StoredKey(KeyFields, frozen=True, kw_only=True):
+    """A key kept in Redis: its fields, its SHA-256 and when it was made."""
+
+    sha256: str
     created_ms: int = 0
 
 

@@ -13,8 +13,8 @@ import time
 import msgspec
 import redis
 
-from ..config.auth import AuthStore, Limits
-from .keys import StoredKey, digest, new_key
+from ..config.auth import AuthStore
+from .keys import KeyFields, StoredKey, digest, new_key
 
 _ENCODE = msgspec.json.Encoder()
 _DECODE = msgspec.json.Decoder(StoredKey)
@@ -41,16 +41,13 @@ class KeyStore:
         version, rows = pipe.execute()
         return int(version or 0), [_DECODE.decode(v) for v in rows.values()]
 
-    def create(self, key_id: str, *, user: str | None = None, team: str | None = None, tenant: str | None = None,
-               groups: list[str] | None = None, entrypoints: list[str] | None = None,
-               models: list[str] | None = None, admin: bool = False, limits: Limits | None = None) -> str:
-        """A new key for ``key_id``; returns the key, the only time it is ever seen."""
-        if any(k.id == key_id for k in self.load()[1]):
-            raise ValueError(f"a key with id {key_id!r} exists; rotate or revoke it")
+    def create(self, fields: KeyFields) -> str:
+        """A new key with ``fields``; returns the key, the only time it is ever seen."""
+        if any(k.id == fields.id for k in self.load()[1]):
+            raise ValueError(f"a key with id {fields.id!r} exists; rotate or revoke it")
         key = new_key()
-        record = StoredKey(id=key_id, sha256=digest(key), user=user, team=team, tenant=tenant, groups=groups or [],
-                           entrypoints=entrypoints or [], models=models or [], admin=admin,
-                           limits=limits or Limits(), created_ms=time.time_ns() // 1_000_000)
+        record = StoredKey(**msgspec.structs.asdict(fields), sha256=digest(key),
+                           created_ms=time.time_ns() // 1_000_000)
         self._write(record)
         return key
 

@@ -12,6 +12,7 @@ import sys
 import msgspec
 import redis
 
+from ..auth.keys import KeyFields
 from ..auth.store import KeyStore
 from ..config.auth import AuthStore, Budget, Limits
 from ..errors import ConfigError
@@ -48,8 +49,9 @@ def _run(store: KeyStore, args: argparse.Namespace) -> int:
         budget = Budget(tokens=args.budget_tokens, period=args.budget_period) if args.budget_tokens else None
         limits = Limits(rpm=args.rpm, tpm=args.tpm, concurrent=args.concurrent, budget=budget)
         try:
-            key = store.create(args.id, user=args.user, team=args.team, tenant=args.tenant, groups=args.group,
-                               entrypoints=args.entrypoint, models=args.model, admin=args.admin, limits=limits)
+            key = store.create(KeyFields(id=args.id, user=args.user, team=args.team, tenant=args.tenant,
+                                         groups=args.group, entrypoints=args.entrypoint, models=args.model,
+                                         admin=args.admin, limits=limits))
         except ValueError as exc:
             print(f"vsr-fast keys: {exc}", file=sys.stderr)
             return 1

@@ -1,16 +1,14 @@
 """Everything off the hot path, on quart-trio: models, health, readiness, metrics."""
 from __future__ import annotations
 
-from typing import Annotated
-
 import msgspec
 import trio
 from quart import Response, jsonify, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from ..auth.keys import KeyFields
 from ..auth.store import KeyStore
-from ..config.auth import Limits
 from ..headers import registry as h
 from .state import AppState
 
@@ -116,15 +114,13 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
     @app.post("/api/v1/keys")
     async def create_key() -> Response | tuple[Response, int]:
         try:
-            body = msgspec.json.decode(await request.get_data(), type=NewKey)
+            body = msgspec.json.decode(await request.get_data(), type=KeyFields)
         except msgspec.ValidationError as exc:
             return _bad(f"invalid key: {exc}"), 400
         except msgspec.DecodeError:
             return _bad("the body is a JSON object"), 400
         try:
-            key = await call(KeyStore.create, body.id, user=body.user, team=body.team, tenant=body.tenant,
-                             groups=body.groups, entrypoints=body.entrypoints, models=body.models, admin=body.admin,
-                             limits=body.limits)
+            key = await call(KeyStore.create, body)
         except ValueError as exc:
             return _bad(str(exc)), 409
         if key is None:
@@ -147,18 +143,6 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
         if key is None:
             return no_store()
         return jsonify({"id": key_id, "key": key}), 200
-
-
-class NewKey(msgspec.Struct, forbid_unknown_fields=True):
-    id: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
-    user: str | None = None
-    team: str | None = None
-    tenant: str | None = None
-    groups: list[str] = []
-    entrypoints: list[str] = []
-    models: list[str] = []
-    admin: bool = False
-    limits: Limits = Limits()
 
 
 def _not_found(message: str) -> Response:
