@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 
 import httpx
 import openai
@@ -138,8 +139,11 @@ def role_doc(mock_url: str, identity: dict) -> dict:
 def test_trusted_identity_routes_by_role(mock, tmp_path):
     doc = role_doc(mock.url, {"trust_headers": True})
     trusted = write_config(doc, str(tmp_path))
+    # An untrusted listener needs another identity source to load with role bindings: client keys here.
     untrusted_doc = copy.deepcopy(doc)
     untrusted_doc["listeners"][0]["identity"]["trust_headers"] = False
+    untrusted_doc["global"] = {"router": {"auth": {"enabled": True, "keys": [
+        {"id": "bob", "sha256": hashlib.sha256(b"vsk-bob").hexdigest()}]}}}
     untrusted = write_config(untrusted_doc, str(tmp_path))
     headers = {"x-authz-user-id": "alice", "x-authz-user-groups": "staff, platform-admins"}
     body = {"model": "auto", "messages": user("hello")}
@@ -147,7 +151,8 @@ def test_trusted_identity_routes_by_role(mock, tmp_path):
         assert httpx.post(f"{proc.url}/v1/chat/completions", json=body, headers=headers).headers["x-vsr-selected-model"] == "admin-model"
         assert httpx.post(f"{proc.url}/v1/chat/completions", json=body).headers["x-vsr-selected-model"] == "user-model"
     with router(untrusted) as proc:
-        r = httpx.post(f"{proc.url}/v1/chat/completions", json=body, headers=headers)
+        r = httpx.post(f"{proc.url}/v1/chat/completions", json=body,
+                       headers={**headers, "authorization": "Bearer vsk-bob"})
         assert r.headers["x-vsr-selected-model"] == "user-model", "client identity headers must be ignored"
 
 

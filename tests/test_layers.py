@@ -21,6 +21,7 @@ LAYERS = [
     {"models"},
     {"routing"},
     {"events"},
+    {"auth"},
     {"pipeline"},
     {"server"},
     {"cli"},

@@ -2,6 +2,12 @@
 
     VsrError                        500 internal               internal
     ├── ConfigError                     config_invalid         load (never reaches a client)
+    ├── AuthError                   401 invalid_api_key        auth (before the body is decoded)
+    │   ├── MissingKey              401 missing_api_key
+    │   ├── KeyNotAllowed           403 model_not_allowed      (the key may not call this entrypoint or model)
+    │   ├── AdminOnly               403 admin_only             (an admin route without an admin key)
+    │   └── DelegatedCredentialMissing 401 delegated_credential_missing (spec 6.7; before any upstream call)
+    ├── RateLimited                 429 rate_limit_exceeded    auth (Retry-After: when the window frees)
     ├── RequestError                400 invalid_request        decode
     │   ├── InvalidJson             400 invalid_json
     │   ├── InvalidUtf8             400 invalid_utf8
@@ -14,6 +20,7 @@
     │   ├── OriginRefused           403 origin_not_allowed     (an Origin not in global.router.cors.allow_origins)
     │   ├── MethodNotAllowed        405 method_not_allowed
     │   ├── HeaderTimeout           408 header_timeout         (a request head unfinished at header_timeout_ms)
+    │   ├── RouteNotFound           404 not_found              (a route this listener does not serve)
     │   ├── BodyTimeout             408 body_timeout
     │   ├── BodyTooLarge            413 request_too_large
     │   └── UnsupportedMedia        415 unsupported_media_type
@@ -74,6 +81,45 @@ class ConfigError(VsrError):
         self.lines = lines
 
 
+# --- auth --------------------------------------------------------------------------------
+
+
+class AuthError(VsrError):
+    """The caller did not present a key the router knows (wrong, revoked or expired)."""
+
+    status, code, type, stage = 401, "invalid_api_key", "authentication_error", "auth"
+
+
+class MissingKey(AuthError):
+    code = "missing_api_key"
+
+
+class KeyNotAllowed(AuthError):
+    """A known key asking for an entrypoint or model outside what it may call."""
+
+    status, code, type = 403, "model_not_allowed", "permission_error"
+
+
+class AdminOnly(AuthError):
+    status, code, type = 403, "admin_only", "permission_error"
+
+
+class DelegatedCredentialMissing(AuthError):
+    """A delegated upstream would be called and the request carries no credential for it (spec 6.7)."""
+
+    code = "delegated_credential_missing"
+
+
+class RateLimited(VsrError):
+    """A key, team or tenant is over one of its limits; ``retry_after_s`` says when the window frees."""
+
+    status, code, type, stage = 429, "rate_limit_exceeded", "rate_limit_error", "auth"
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = max(1, retry_after_s)
+
+
 # --- decode ------------------------------------------------------------------------------
 
 
@@ -132,6 +178,13 @@ class HeaderTimeout(RequestError):
     """A request's head was still unfinished when ``limits.header_timeout_ms`` passed (slowloris)."""
 
     status, code = 408, "header_timeout"
+
+
+class RouteNotFound(RequestError):
+    """A path this listener does not serve; the same answer as one that exists nowhere, so the serving
+    listener does not reveal the admin routes."""
+
+    status, code = 404, "not_found"
 
 
 class BodyTimeout(RequestError):

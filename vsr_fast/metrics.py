@@ -87,11 +87,18 @@ class Metrics:
         self.timeouts = Counter(
             "vsr_request_timeouts_total", "Requests cut by their deadline, by the stage it passed in.", ("api", "stage")
         )
+        self.rate_limited = Counter(
+            "vsr_rate_limited_total", "Requests refused with 429 by a key's, team's or tenant's limit.",
+            ("api", "scope", "limit")
+        )
+        self.auth_failures = Counter(
+            "vsr_auth_failures_total", "Requests refused for their key (missing, invalid, not allowed).", ("api", "code")
+        )
 
     def render(self, *extra: list[str]) -> bytes:
         lines: list[str] = []
         for series in (self.requests, self.latency, self.upstream_attempts, self.upstream_errors, self.disconnects,
-                       self.timeouts):
+                       self.timeouts, self.rate_limited, self.auth_failures):
             lines += series.render()
         for more in extra:
             lines += more

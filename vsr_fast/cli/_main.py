@@ -1,4 +1,4 @@
-"""``vsr-fast serve`` and ``vsr-fast config validate``."""
+"""``vsr-fast serve``, ``vsr-fast config validate`` and ``vsr-fast keys``."""
 from __future__ import annotations
 
 import argparse
@@ -16,14 +16,40 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="serve the router on a configuration")
     serve.add_argument("--config", required=True, help="v0.5 configuration file (YAML)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8080, help="0 picks a free port (printed when ready)")
+    serve.add_argument("--host", help="overrides the serving listener's address (127.0.0.1 without listeners[])")
+    serve.add_argument("--port", type=int, help="overrides the serving listener's port (8080 without listeners[]); "
+                                                "0 picks a free port (printed when ready)")
     serve.add_argument("--workers", type=_workers, default=1,
                        help="worker processes sharing the socket; 'auto': one per core this process may use")
     serve.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds SIGTERM waits for in-flight requests")
     serve.add_argument("--fd", type=int, help=argparse.SUPPRESS)
     serve.add_argument("--worker-index", type=int, default=0, help=argparse.SUPPRESS)
     serve.add_argument("--log-level", default="WARNING")
+
+    keys = sub.add_parser("keys", help="client keys kept in Redis, shared by every router (global.router.auth.store)")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    for name, doc in (("create", "make a key; prints it once"), ("list", "every stored key, without the keys"),
+                      ("revoke", "stop a key on every router (within store.refresh_ms)"),
+                      ("rotate", "a new key for the same id; the old one stops at once")):
+        k = keys_sub.add_parser(name, help=doc)
+        k.add_argument("--config", help="read the store from this file's global.router.auth.store")
+        k.add_argument("--redis", help="the store's Redis URL (default: the config's, else redis://127.0.0.1:6379/0)")
+        k.add_argument("--prefix", help="the store's key prefix (default: the config's, else vsr:auth:)")
+        if name != "list":
+            k.add_argument("id", help="the key's id (a name, never the key)")
+        if name == "create":
+            for flag in ("user", "team", "tenant"):
+                k.add_argument(f"--{flag}")
+            k.add_argument("--group", action="append", default=[], help="a group role_bindings may match (repeat)")
+            k.add_argument("--entrypoint", action="append", default=[], help="an entrypoint model name it may call "
+                                                                             "(repeat; none: all)")
+            k.add_argument("--model", action="append", default=[], help="a provider model it may reach (repeat)")
+            k.add_argument("--admin", action="store_true", help="may call the admin routes")
+            for flag in ("rpm", "tpm", "concurrent"):
+                k.add_argument(f"--{flag}", type=int)
+            k.add_argument("--budget-tokens", type=int)
+            k.add_argument("--budget-period", choices=("minute", "hour", "day", "month"), default="day")
+        k.add_argument("--json", action="store_true", help="machine-readable output")
 
     config = sub.add_parser("config", help="configuration tools")
     config_sub = config.add_subparsers(dest="config_command", required=True)
@@ -49,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "config":
         return _validate(args.file)
+    if args.command == "keys":
+        from .keys import run_keys
+
+        return run_keys(args)
     return _serve(args)
 
 

@@ -10,6 +10,7 @@ import ssl
 from collections import Counter
 from urllib.parse import urlsplit
 
+from .auth_checks import check_auth
 from .output import ModelFacts, output_capability_missing, output_not_executable
 from .schema import Decision, ModelRef, Recipe, RouterConfig, RuleNode
 
@@ -27,6 +28,7 @@ def check(config: RouterConfig) -> tuple[list[str], list[str]]:
     _check_native_routes(config, errors)
     _check_outputs(config, errors)
     _check_deployment_files(config, errors)
+    check_auth(config, models, errors, warnings)
     return errors, warnings
 
 

@@ -14,6 +14,7 @@ from msgspec import Meta, field
 from ..headers import registry as headers
 from .schema_base import Block
 from .application import Signals
+from .auth import ClientAuth, RateLimits
 from .catalog import ModelCatalog
 from .signals import Predicate, Projections
 from .output import Output
@@ -40,6 +41,9 @@ class Auth(_Block):
     api_key: str | None = None
     header: str | None = None
     prefix: str | None = None
+    # "delegated": the call acts for the requesting user, with the credential the authenticator in front
+    # wrote into global.services.authz.delegated_credential.header (spec 6.7); no key then.
+    credential: Literal["delegated"] | None = None
 
 
 class BackendRef(_Block):
@@ -176,6 +180,8 @@ class Entrypoint(_Block):
 class HeadersConfig(_Block):
     debug: Literal["none", "any", "authenticated"] = "none"
     debug_principals: list[str] = field(default_factory=list)
+    # Client headers that also name the session after x-vsr-session-id, in order (spec 5.10).
+    session_id_headers: list[str] = field(default_factory=lambda: list(headers.SESSION_ALIASES))
 
 
 class Limits(_Block):
@@ -212,10 +218,28 @@ class RouterSettings(_Block):
     headers: HeadersConfig = HeadersConfig()
     limits: Limits = Limits()
     cors: Cors = Cors()
+    auth: ClientAuth = ClientAuth()
+    rate_limits: RateLimits = RateLimits()
+
+
+class DelegatedCredential(_Block):
+    """Where the authenticator in front writes the requesting user's credential (spec 6.7)."""
+
+    enabled: bool = False
+    header: str = headers.DELEGATED_CREDENTIAL
+
+
+class Authz(_Block):
+    delegated_credential: DelegatedCredential = DelegatedCredential()
+
+
+class Services(_Block):
+    authz: Authz = Authz()
 
 
 class Global(_Block):
     router: RouterSettings = RouterSettings()
+    services: Services = Services()
     model_catalog: ModelCatalog = ModelCatalog()
     stores: Stores = Stores()
     plugins: list[PluginEntry] = field(default_factory=list)
@@ -227,10 +251,16 @@ class Identity(_Block):
     trust_headers: bool = False
     user_header: str = headers.AUTHZ_USER
     groups_header: str = headers.AUTHZ_GROUPS
+    team_header: str = headers.AUTHZ_TEAM
+    tenant_header: str = headers.AUTHZ_TENANT
 
 
 class Listener(_Block):
+    """A socket the router serves. ``serving``: the client APIs; ``admin``: replay, preview, metrics and
+    key management, which then leave the serving listener."""
+
     name: Annotated[str, Meta(min_length=1)]
+    role: Literal["serving", "admin"] = "serving"
     address: str = "127.0.0.1"
     port: Annotated[int, Meta(ge=0, le=65535)] = 8080
     identity: Identity = Identity()

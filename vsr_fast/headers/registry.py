@@ -55,6 +55,19 @@ DEBUG = _register("x-vsr-debug", Q, CTL, "headers", "Asks for x-vsr-trace.")
 SESSION_ID = _register("x-vsr-session-id", Q, CTL, "sessions", "Names the session.")
 AUTHZ_USER = _register("x-authz-user-id", Q, CTL, "role_bindings", "Caller's user id, read only from a trusted listener.", "identity")
 AUTHZ_GROUPS = _register("x-authz-user-groups", Q, CTL, "role_bindings", "Caller's groups (comma-separated), read only from a trusted listener.", "identity")
+AUTHZ_TEAM = _register("x-authz-team", Q, CTL, "rate_limits", "Caller's team, read only from a trusted listener.", "identity")
+AUTHZ_TENANT = _register("x-authz-tenant", Q, CTL, "rate_limits", "Caller's tenant, read only from a trusted listener.", "identity")
+# Client keys (global.router.auth): Authorization: Bearer on every client API, x-api-key on Messages.
+API_KEY = _register("x-api-key", Q, CTL, "auth", "Anthropic's key header: a client key on /v1/messages.", "secret")
+DELEGATED_CREDENTIAL = _register("x-vsr-delegated-credential", Q, CTL, "auth",
+                                 "The requesting user's credential, written by the authenticator in front; reaches "
+                                 "only a delegated upstream (spec 6.7).", "secret")
+SESSION_ALIASES = (
+    _register("x-session-id", Q, CTL, "sessions", "Names the session when x-vsr-session-id is absent."),
+    _register("x-claude-code-session-id", Q, CTL, "sessions", "Claude Code's session id; names the session."),
+)
+CONVERSATION_ID = _register("x-conversation-id", Q, CTL, "sessions",
+                            "A conversation's identity, kept apart from the session (spec 5.10).")
 REQUEST_ID = _register("x-request-id", Q, Surface.PUBLIC, "headers", "Request correlation id; reaches providers.")
 
 PUBLIC_SCHEMA = "3"

@@ -90,6 +90,8 @@ class Outbound:
     stream: bool
     headers: tuple[tuple[str, str | bytes], ...] = ()
     losses: tuple[Loss, ...] = ()
+    # The requesting user's credential, for a delegated backend only (spec 6.7); never logged or recorded.
+    credential: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,16 +7,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from .chat import AudioPart, ChatRequest, FilePart, ImagePart, Message, TextPart
 
 
 @dataclass(frozen=True, slots=True)
 class Identity:
-    """The caller as a trusted authenticator named it; ``user`` None means anonymous."""
+    """Who is calling, as one of the identity sources named it: a client key the router holds, or a trusted
+    listener's headers. ``user`` None means anonymous. The rest of the code reads only this.
+
+    ``entrypoints`` / ``models`` None: no restriction. ``key_id`` names the key, never the key itself.
+    """
 
     user: str | None = None
     groups: frozenset[str] = frozenset()
+    team: str | None = None
+    tenant: str | None = None
+    key_id: str | None = None
+    entrypoints: frozenset[str] | None = None
+    models: frozenset[str] | None = None
+    admin: bool = False
+    limits: Any = None          # the key's own config.auth.Limits, when it has any
 
 
 ANONYMOUS = Identity()

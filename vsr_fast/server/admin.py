@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import msgspec
+import trio
 from quart import Response, jsonify, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from ..auth.keys import KeyFields
+from ..auth.store import KeyStore
 from ..headers import registry as h
 from .state import AppState
 
@@ -74,6 +77,8 @@ def make_admin(state: AppState) -> QuartTrio:
                                                        limit=limit)
         return Response(msgspec.json.encode({"records": rows}), content_type="application/json")
 
+    _key_routes(app, state)
+
     @app.errorhandler(HTTPException)
     async def http_error(exc: HTTPException) -> tuple[Response, int]:
         body = {"error": {"message": exc.description or exc.name, "type": "invalid_request_error",
@@ -81,6 +86,65 @@ def make_admin(state: AppState) -> QuartTrio:
         return jsonify(body), exc.code or 500
 
     return app
+
+
+def _key_routes(app: QuartTrio, state: AppState) -> None:
+    """Key management over HTTP, as ``vsr-fast keys`` does it: on the admin surface only (``app.py`` keeps it
+    off the serving listener or behind an admin key). A key is in the answer of create and rotate only."""
+    store_config = state.loaded.config.global_.router.auth.store
+
+    async def call(fn, *args, **kwargs):
+        if store_config.backend != "redis":
+            return None
+        store = KeyStore(store_config)
+        try:
+            return await trio.to_thread.run_sync(lambda: fn(store, *args, **kwargs))
+        finally:
+            store.close()
+
+    def no_store() -> tuple[Response, int]:
+        return _bad("no key store: set global.router.auth.store.backend: redis"), 400
+
+    @app.get("/api/v1/keys")
+    async def list_keys() -> Response | tuple[Response, int]:
+        rows = await call(KeyStore.list)
+        if rows is None:
+            return no_store()
+        return Response(msgspec.json.encode({"keys": rows}),
+                        content_type="application/json")
+
+    @app.post("/api/v1/keys")
+    async def create_key() -> Response | tuple[Response, int]:
+        try:
+            body = msgspec.json.decode(await request.get_data(), type=KeyFields)
+        except msgspec.ValidationError as exc:
+            return _bad(f"invalid key: {exc}"), 400
+        except msgspec.DecodeError:
+            return _bad("the body is a JSON object"), 400
+        try:
+            key = await call(KeyStore.create, body)
+        except ValueError as exc:
+            return _bad(str(exc)), 409
+        if key is None:
+            return no_store()
+        return jsonify({"id": body.id, "key": key}), 201
+
+    @app.delete("/api/v1/keys/<key_id>")
+    async def revoke_key(key_id: str) -> Response | tuple[Response, int]:
+        gone = await call(KeyStore.revoke, key_id)
+        if gone is None:
+            return no_store()
+        return (jsonify({"id": key_id, "revoked": True}), 200) if gone else (_not_found(f"no key {key_id!r}"), 404)
+
+    @app.post("/api/v1/keys/<key_id>/rotate")
+    async def rotate_key(key_id: str) -> Response | tuple[Response, int]:
+        try:
+            key = await call(KeyStore.rotate, key_id)
+        except KeyError:
+            return _not_found(f"no key {key_id!r}"), 404
+        if key is None:
+            return no_store()
+        return jsonify({"id": key_id, "key": key}), 200
 
 
 def _not_found(message: str) -> Response:

@@ -4,7 +4,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from functools import partial
 
-from ..errors import AmbiguousFraming, HeaderTimeout, MethodNotAllowed, OriginRefused, UnsupportedMedia, VsrError
+from werkzeug.exceptions import NotFound
+
+from ..errors import (AdminOnly, AmbiguousFraming, AuthError, HeaderTimeout, MethodNotAllowed, OriginRefused,
+                      RouteNotFound, UnsupportedMedia, VsrError)
 from ..headers.public import public_headers
 from ..headers.registry import ResponsePath
 from ..protocol import anthropic
@@ -27,15 +30,30 @@ ANTHROPIC_PREFIX = "/v1/messages"     # /v1/messages and its count_tokens: Anthr
 PREVIEW_PATH = "/api/v1/routing/preview"
 SYSTEMONE_PATHS = frozenset({"/v1/systemone", "/v1/decisions"})
 SYSTEMONE_MODELS = "/v1/systemone/models"
+MODELS_PATH = "/v1/models"
+# The client API each client route authenticates as (which key headers it reads).
+CLIENT_APIS = {**API_PATHS, COUNT_TOKENS_PATH: "count_tokens", SYSTEMONE_MODELS: "systemone", MODELS_PATH: "models",
+               **dict.fromkeys(SYSTEMONE_PATHS, "systemone")}
+# The operator's routes: on the admin listener when there is one, else behind an admin key when keys are on.
+ADMIN_PREFIXES = ("/api/v1/replay", "/api/v1/keys")
+ADMIN_PATHS = frozenset({PREVIEW_PATH, "/metrics"})
+# Routes anyone may reach on any listener: a load balancer's probes.
+PROBE_PATHS = frozenset({"/health", "/ready"})
 Handler = Callable[[AppState, Scope, Receive, Send], Awaitable[None]]
 
 
-def make_app(state: AppState):
-    """An ASGI app over ``state``."""
+def is_admin_path(path: str) -> bool:
+    return path in ADMIN_PATHS or path.startswith(ADMIN_PREFIXES)
+
+
+def make_app(state: AppState, role: str = "serving"):
+    """An ASGI app over ``state`` for a listener of ``role``: ``serving`` (the client APIs, and the admin
+    routes unless an admin listener serves them) or ``admin`` (the admin routes and the probes only)."""
     admin = make_admin(state)
     posts = _post_routes()
     allowed = frozenset(o.lower().encode() for o in state.loaded.config.global_.router.cors.allow_origins)
     any_origin = b"*" in allowed
+    admin_elsewhere = role == "serving" and state.admin_listener
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -56,6 +74,24 @@ def make_app(state: AppState):
                 await send_whole(send, 204, _preflight(scope, origin), b"")
                 return
             send = _with_cors(send, origin)
+        api = CLIENT_APIS.get(path)
+        try:
+            if role == "admin":
+                if not (is_admin_path(path) or path in PROBE_PATHS):
+                    await _not_here(state, send)
+                    return
+            elif is_admin_path(path):
+                if admin_elsewhere:
+                    await _not_here(state, send)
+                    return
+                if state.auth.enabled and not state.auth.identify(scope, "admin").admin:
+                    raise AdminOnly("this route needs an admin key")
+            elif api is not None:
+                state.auth.identify(scope, api)
+        except AuthError as exc:
+            state.metrics.auth_failures.inc(api or "admin", exc.code)
+            await _refuse(state, send, path, exc, *_challenge(exc))
+            return
         if header(scope, b"transfer-encoding") is not None and header(scope, b"content-length") is not None:
             # h11 lets chunked win and keeps the connection, so the bytes past the chunked body would be
             # read as a second request; it has no option to refuse this, so the refusal is here. The
@@ -131,6 +167,16 @@ def is_json(content_type: bytes | None) -> bool:
 
 async def _api(api: str, state: AppState, scope: Scope, receive: Receive, send: Send) -> None:
     await handle_api(state, api, scope, receive, send)
+
+
+def _challenge(exc: AuthError) -> tuple[tuple[bytes, bytes], ...]:
+    return ((b"www-authenticate", b'Bearer realm="vsr-fast"'),) if exc.status == 401 else ()
+
+
+async def _not_here(state: AppState, send: Send) -> None:
+    """404 for a route this listener does not serve, worded as quart words one that exists nowhere."""
+    err = RouteNotFound(NotFound.description)
+    await send_whole(send, 404, [(b"content-type", b"application/json")], openai_error_body(err))
 
 
 async def _refuse(state: AppState, send: Send, path: str, err: VsrError, *extra: tuple[bytes, bytes]) -> None:

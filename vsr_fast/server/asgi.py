@@ -70,10 +70,12 @@ async def read_body(scope: Scope, receive: Receive, limit: int, pace: BodyPace) 
 # bounds cap what a client can make us read for nothing; past them the socket closes.
 LINGER_MAX_BYTES = 256 << 20
 LINGER_MAX_S = 10.0
+# Answers sent before the body is read: too large, and the caller's key or limits refused (401, 403, 429).
+UNREAD_BODY_STATUSES = frozenset({401, 403, 413, 429})
 
 
 def lingering_close(app):
-    """``app`` with a bounded lingering close after a 413: the answer is sent whole first (so a
+    """``app`` with a bounded lingering close after a 413 (or an auth refusal): the answer is sent whole first (so a
     client that stopped sending reads it at once), then the unread body is discarded, then the
     response ends and hypercorn closes or recycles the connection."""
 
@@ -93,7 +95,7 @@ def lingering_close(app):
         async def lingering(message: Message) -> None:
             nonlocal refused
             if message["type"] == "http.response.start":
-                refused = message["status"] == 413
+                refused = message["status"] in UNREAD_BODY_STATUSES
             elif refused and not ended and is_final(message):
                 await send({**message, "more_body": True})
                 await discard_body(tracked, _declared(scope))

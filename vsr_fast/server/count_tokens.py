@@ -30,6 +30,7 @@ from ..protocol.errors import BodyProblem, decode_body
 from ..protocol.rewrite import ModelRewriter
 from ..protocol.translate import Conversation, chat_messages
 from .asgi import Receive, Scope, Send, read_body, send_whole
+from .delegation import delegated_credential
 from .state import AppState
 
 log = logging.getLogger("vsr_fast.count_tokens")
@@ -85,9 +86,10 @@ async def _forwarded(state: AppState, adapter, req: Inbound, candidates, scope: 
         return None, b""
     rewrite = ModelRewriter(req.raw, req.body.model)
     headers = adapter.provider_headers(req, "anthropic")
+    credential = delegated_credential(state, scope, anthropic_models)
 
     def outbound_for(model) -> Outbound:
-        return Outbound(PATH, rewrite(model.upstream_model), False, headers)
+        return Outbound(PATH, rewrite(model.upstream_model), False, headers, credential=credential)
 
     extra = [(k.decode(), v) for k, v in scope["headers"] if k in _TO_PROVIDER]   # bytes: see gateway
     try:

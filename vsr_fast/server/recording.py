@@ -22,7 +22,6 @@ from ..upstream import Attempt
 from .asgi import Scope, header
 
 _REQUEST_ID = h.REQUEST_ID.encode()
-_SESSION_ID = h.SESSION_ID.encode()
 
 
 class Policies:
@@ -63,6 +62,15 @@ class Policies:
         return router_replay.resolve(plugin_config.layer_of(self.config.global_.plugins, "router_replay"))
 
 
+def session_id(scope: Scope, names: tuple[bytes, ...]) -> bytes | None:
+    """The session's name: x-vsr-session-id, else the first of the configured client headers (spec 5.10)."""
+    for name in names:
+        value = header(scope, name)
+        if value:
+            return value
+    return None
+
+
 class Recording:
     """The events and cache intent of one request; a no-op without an event stream."""
 
@@ -75,7 +83,7 @@ class Recording:
         self.capture = None
         if self.services is not None:
             rid = header(scope, _REQUEST_ID)
-            sid = header(scope, _SESSION_ID)
+            sid = session_id(scope, state.session_headers)
             self.events = RequestEvents(
                 self.services.sink, config_version=state.loaded.version_hash,
                 request_id=rid.decode("latin-1") if rid else uuid.uuid4().hex,
@@ -97,7 +105,8 @@ class Recording:
         cache = state.policies.cache(route.recipe, route.decision)
         if cache.enabled:
             key = response_cache.cache_key(raw, recipe=route.recipe, decision=route.decision, guard=None, policy=cache,
-                                           principal=response_cache.principal(cache.scope, user=identity.user))
+                                           principal=response_cache.principal(cache.scope, user=identity.user,
+                                                                              team=identity.team, tenant=identity.tenant))
             self.intent = CacheIntent(key=key, ttl_seconds=cache.ttl_seconds)
         self.capture = ev.capture(self.intent, self.services.cache.max_entry_bytes)
 

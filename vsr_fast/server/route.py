@@ -3,39 +3,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..config.schema import RouterConfig
 from ..protocol.chat import REQUEST_DECODER, ChatRequest
 from ..protocol.errors import BodyProblem, decode_body, openai_request_error
 from ..routing import Route, RoutingTable
 from ..routing.plan import SystemOneAsker
-from ..signals.base import ANONYMOUS, CanonicalRequest, Identity
-from .asgi import Scope, header
-
-IdentityReader = Callable[[Scope], Identity]
-
-
-def identity_reader(config: RouterConfig) -> IdentityReader:
-    """How this server learns who the caller is: trusted listener headers, or nobody.
-
-    Client-sent identity headers count only where a listener sets
-    ``identity.trust_headers: true`` (an authenticator in front writes them);
-    otherwise every caller is anonymous and role bindings fail closed.
-    """
-    listener = config.listeners[0] if config.listeners else None
-    if listener is None or not listener.identity.trust_headers:
-        return lambda scope: ANONYMOUS
-    user_name = listener.identity.user_header.lower().encode()
-    groups_name = listener.identity.groups_header.lower().encode()
-
-    def read(scope: Scope) -> Identity:
-        user = header(scope, user_name)
-        groups = header(scope, groups_name)
-        return Identity(
-            user=user.decode("latin-1").strip() or None if user else None,
-            groups=frozenset(g.strip() for g in groups.decode("latin-1").split(",") if g.strip()) if groups else frozenset(),
-        )
-
-    return read
+from ..signals.base import CanonicalRequest, Identity
 
 
 def decode_chat(raw: bytes) -> ChatRequest:

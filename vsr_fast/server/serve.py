@@ -1,6 +1,7 @@
 """Running the router: one trio process on hypercorn's trio worker, or several sharing a socket."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -19,6 +20,7 @@ from ..routing import Loaded
 from ..plugins import layers as plugin_config
 from ..config.schema import Limits
 from ..config.stores import default_events_dir
+from ..auth.source import serving_listener
 from ..errors import ConfigError, VsrError
 from ..events.service import open_event_services
 from ..routing.open_systemone import open_systemone, read_attached_cards
@@ -33,13 +35,21 @@ log = logging.getLogger("vsr_fast.serve")
 
 @dataclass(frozen=True)
 class ServeOptions:
-    host: str = "127.0.0.1"
-    port: int = 8080
+    host: str | None = None            # None: the serving listener's address (127.0.0.1 without one)
+    port: int | None = None            # None: the serving listener's port (8080 without one)
     workers: int = 1
     fd: int | None = None              # an inherited listening socket (worker processes)
     config_path: str = ""              # what workers load
     worker: int = 0                    # this worker's index under a supervisor
     graceful_timeout_s: float = 30.0   # how long SIGTERM waits for in-flight requests
+
+
+def resolve_bind(loaded: Loaded, opts: ServeOptions) -> ServeOptions:
+    """The serving address: the command line's, else ``listeners[]``' serving listener's, else 127.0.0.1:8080."""
+    listener = serving_listener(loaded.config)
+    host = opts.host if opts.host is not None else (listener.address if listener else "127.0.0.1")
+    port = opts.port if opts.port is not None else (listener.port if listener else 8080)
+    return dataclasses.replace(opts, host=host, port=port)
 
 
 def _hypercorn_config(opts: ServeOptions, limits: Limits) -> hypercorn.config.Config:
@@ -56,6 +66,7 @@ def _hypercorn_config(opts: ServeOptions, limits: Limits) -> hypercorn.config.Co
 
 async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve until SIGTERM or SIGINT, then drain in-flight requests for up to the graceful timeout."""
+    opts = resolve_bind(loaded, opts)
     loaded = await read_attached_cards(loaded)
     holder: list[AppState] = []
 
@@ -74,14 +85,26 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
         state = AppState(loaded=loaded, upstreams=upstreams, systemone_client=systemone, events=events)
         holder.append(state)
         shutdown = trio.Event()
+        await state.auth.load()
+        state.limiter.start()
         async with trio.open_nursery() as background:
             # Work that leaves the request path (the responses store's writes) outlives the drain.
             background.start_soon(state.response_store.run)
+            background.start_soon(state.auth.run)
+            background.start_soon(state.limiter.run)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_on_signals, state, shutdown, opts.graceful_timeout_s)
                 limits = loaded.config.global_.router.limits
                 cfg = _hypercorn_config(opts, limits)
                 state.connections = Connections(max_connections(limits))
+                admin = _admin_listener(loaded, opts)
+                if admin is not None:
+                    admin_opts = dataclasses.replace(opts, fd=None, host=admin.address, port=admin.port)
+                    admin_cfg = _hypercorn_config(admin_opts, limits)
+                    admin_binds = await nursery.start(serve_http, make_app(state, "admin"), admin_cfg,
+                                                      _listening_socket(admin_opts, admin_cfg), shutdown.wait,
+                                                      Connections(max_connections(limits)), header_timeout_answer)
+                    sys.stderr.write(f"vsr-fast: admin on {', '.join(admin_binds)}\n")
                 binds = await nursery.start(serve_http, make_app(state), cfg, _listening_socket(opts, cfg),
                                             shutdown.wait, state.connections, header_timeout_answer)
                 # One write, newline included: workers share the supervisor's stderr, and print's two
@@ -92,7 +115,15 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
                 await shutdown.wait()
                 # hypercorn returns once drained; then stop the signal watcher.
             background.cancel_scope.cancel()
+        state.limiter.stop()
+        state.auth.close()
         log.info("vsr-fast: stopped")
+
+
+def _admin_listener(loaded: Loaded, opts: ServeOptions):
+    """The admin listener this process binds: under a supervisor, worker 0 alone (one port, one owner)."""
+    admin = next((listener for listener in loaded.config.listeners if listener.role == "admin"), None)
+    return admin if admin is not None and opts.worker == 0 else None
 
 
 @asynccontextmanager
@@ -174,11 +205,12 @@ def run(loaded: Loaded, opts: ServeOptions) -> int:
                 print(f"error: {line}", file=sys.stderr)
             return 2
         return 0
-    return trio.run(_supervise, opts)
+    return trio.run(_supervise, resolve_bind(loaded, opts))
 
 
 async def _supervise(opts: ServeOptions) -> int:
     """Bind once, start one worker process per CPU asked for, forward SIGTERM, wait for all."""
+    assert opts.host is not None and opts.port is not None
     sock = socket.create_server((opts.host, opts.port), reuse_port=False, backlog=1024)
     sock.set_inheritable(True)
     host, port = sock.getsockname()[:2]

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from ..routing import Loaded
 from ..events.service import EventServices
-from ..headers import trace
+from ..headers import registry as h, trace
 from ..signals.registry import matched_signals
 from ..protocol.adapters import make_adapters
 from .response_store import response_store
@@ -16,7 +16,8 @@ from ..upstream import Attempt, Dispatcher, Upstreams
 from .asgi import BodyPace
 from .listen import Connections
 from .recording import Policies
-from .route import identity_reader
+from ..auth.limits import Limiter
+from ..auth.source import Authenticator
 
 
 @dataclass
@@ -34,7 +35,13 @@ class AppState:
 
     def __post_init__(self) -> None:
         self.table = self.loaded.table
-        self.identity = identity_reader(self.loaded.config)
+        config = self.loaded.config
+        self.auth = Authenticator(config)
+        self.identity = self.auth.identity
+        self.admin_listener = any(listener.role == "admin" for listener in config.listeners)
+        auth = config.global_.router.auth
+        self.session_headers = tuple(name.lower().encode() for name in
+                                     (h.SESSION_ID, *config.global_.router.headers.session_id_headers))
         client = self.systemone_client
         self.systemone = self.table.asker(client) if client is not None else None
         self.debug_policy = self.loaded.config.global_.router.headers.debug
@@ -47,6 +54,14 @@ class AppState:
         self.max_body_bytes = limits.max_body_bytes
         self.request_timeout_s = limits.request_timeout_ms / 1000
         self.body_pace = BodyPace(limits.body_timeout_ms / 1000, limits.min_body_bytes_per_s)
+        # Stored keys may carry limits of their own: with a key store, the limiter is always ready.
+        keys_have_limits = auth.enabled and (auth.store.backend == "redis"
+                                             or any(not k.limits.empty() for k in auth.keys))
+        self.delegated_models = frozenset(name for name, backends in self.upstreams.backends.items()
+                                          if any(b.delegated is not None for b in backends))
+        self.delegated_header = config.global_.services.authz.delegated_credential.header.lower().encode()
+        self.limiter = Limiter(config.global_.router.rate_limits, auth.store, keys_have_limits=keys_have_limits,
+                               lease_s=self.request_timeout_s, metrics=self.metrics)
 
     def drain(self, deadline: float) -> None:
         """Stop every request at ``deadline`` (trio time) at the latest: each then answers ShuttingDown."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from ..config.schema import ProviderModel
 from ..errors import BackendsBusy, UpstreamError, UpstreamsExhausted, UpstreamsRateLimited, UpstreamStatus, UpstreamTimeout
 from . import answers, transport
-from .pool import Backend, Upstreams
+from .pool import Backend, Upstreams, credential_header
 from .transport import Response, TransportError
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504, 529})
@@ -80,6 +80,7 @@ class Outbound(Protocol):
     path: str
     body: bytes
     headers: tuple[tuple[str, str | bytes], ...]
+    credential: str | None
 
 
 OutboundFor = Callable[[ProviderModel], "Outbound"]
@@ -101,6 +102,10 @@ class Dispatcher:
         headers = [*_JSON_HEADERS, *map(_as_bytes, extra), *map(_as_bytes, out.headers)]
         if backend.auth:
             headers.append(backend.auth)
+        elif backend.delegated is not None:
+            credential = out.credential
+            if credential:
+                headers.append(credential_header(backend.delegated, credential))
         return headers
 
     def _record(self, attempts: list[Attempt], model: ProviderModel, backend: Backend,

@@ -41,6 +41,10 @@ class Backend:
         self.origin = Origin(self.base)
         key = _key(ref)
         self.auth: tuple[bytes, bytes] | None = _auth_header(ref, key, model.api_format)
+        # A delegated backend acts for the requesting user: the request's own credential goes under this
+        # header and prefix (spec 6.7); no key of the router's.
+        self.delegated: tuple[str, str] | None = _place(ref, model.api_format) \
+            if ref.auth is not None and ref.auth.credential == "delegated" else None
         self.secret = key.encode() if key else None     # struck from any error body a backend echoes it in
         self.max_response_bytes = ref.max_response_bytes
         self.max_pending = ref.max_pending or 4 * ref.max_connections * ref.pool_shards
@@ -71,15 +75,25 @@ def _key(ref: BackendRef) -> str | None:
     return (os.environ.get(auth.api_key_env) if auth.api_key_env else auth.api_key) or None
 
 
-def _auth_header(ref: BackendRef, key: str | None, api_format: str) -> tuple[bytes, bytes] | None:
+def _place(ref: BackendRef, api_format: str) -> tuple[str, str]:
+    """The header and prefix a credential travels under: the backend's, else its provider's own."""
     auth = ref.auth
-    if auth is None or not key:
-        return None
+    assert auth is not None
     default_header, default_prefix = PROVIDER_AUTH.get(api_format, DEFAULT_AUTH)
-    header = auth.header or default_header
-    prefix = default_prefix if auth.prefix is None else auth.prefix
-    value = f"{prefix} {key}" if prefix else key
+    return auth.header or default_header, default_prefix if auth.prefix is None else auth.prefix
+
+
+def credential_header(place: tuple[str, str], credential: str) -> tuple[bytes, bytes]:
+    """The header that carries ``credential`` at ``place`` (header, prefix), as the transport sends it."""
+    header, prefix = place
+    value = f"{prefix} {credential}" if prefix else credential
     return header.encode("ascii"), value.encode("latin-1")
+
+
+def _auth_header(ref: BackendRef, key: str | None, api_format: str) -> tuple[bytes, bytes] | None:
+    if ref.auth is None or not key:
+        return None
+    return credential_header(_place(ref, api_format), key)
 
 
 class Upstreams:

@@ -9,7 +9,7 @@ import logging
 
 import trio
 
-from ...errors import RequestTimeout, ShuttingDown, UpstreamError, UpstreamInvalid, UpstreamTooLarge, VsrError
+from ...errors import RateLimited, RequestTimeout, ShuttingDown, UpstreamError, UpstreamInvalid, UpstreamTooLarge, VsrError
 from ...headers import registry as h
 from ...plugins import fast_response
 from ...plugins.response_cache import CachedAnswer
@@ -42,6 +42,8 @@ async def _send(ex: Exchange, send: Send, body: bytes, content_type: str, *, str
         headers.append((b"cache-control", b"no-cache"))
     await send_whole(send, ex.status, headers, body)
     ex.rec.feed(body)
+    if ex.meter is not None:
+        (ex.meter.feed if streamed else ex.meter.whole)(body)
     ex.rec.answered(status=ex.status, path=ex.path.value, model=ex.model, streamed=streamed, complete=True,
                     content_type=content_type)
 
@@ -123,10 +125,10 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
         await send({"type": "http.response.start", "status": stream.status,
                     "headers": ex.headers(SSE) + [(b"cache-control", b"no-cache")]})
         with ex.deadline_scope() as cut:
-            await _pass(rec, send, tr.feed(stream.first))
+            await _pass(ex, send, tr.feed(stream.first))
             try:
                 async for chunk in stream.rest:
-                    await _pass(rec, send, tr.feed(chunk))
+                    await _pass(ex, send, tr.feed(chunk))
                 complete = True
             except Exception as exc:  # httpx stream errors after the first byte: no fallback now
                 log.warning("upstream %s failed mid-stream: %r", stream.backend.label, exc)
@@ -145,7 +147,7 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
             tail = tr.fail(failure)
         else:
             tail = tr.close()
-        rec.feed(tail)
+        ex.feed(tail)
         await send({"type": "http.response.body", "body": tail, "more_body": False})
         rec.answered(status=ex.status, path=ex.path.value, model=ex.model, streamed=True, complete=complete,
                      content_type=SSE)
@@ -159,9 +161,9 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
                 await stream.aclose()
 
 
-async def _pass(rec, send: Send, out: bytes) -> None:
+async def _pass(ex: Exchange, send: Send, out: bytes) -> None:
     if out:
-        rec.feed(out)
+        ex.feed(out)
         await send({"type": "http.response.body", "body": out, "more_body": True})
 
 
@@ -170,7 +172,7 @@ async def error(ex: Exchange, send: Send, exc: VsrError) -> None:
     status, content_type, body = ex.adapter.error(exc)
     ex.status = status
     ex.recipe = ex.recipe or getattr(exc, "recipe", None)
-    ex.path = h.ResponsePath.ERROR
+    ex.path = h.ResponsePath.RATE_LIMITED if isinstance(exc, RateLimited) else h.ResponsePath.ERROR
     ex.warnings = render_warnings([], codes=ex.codes)
     headers = ex.headers(content_type)
     if exc.retry_after_s is not None:

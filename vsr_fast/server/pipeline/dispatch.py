@@ -7,6 +7,7 @@ import dataclasses
 from ...config.schema import ProviderModel
 from ...protocol.adapters import Outbound
 from ...upstream import Stream, Whole
+from ..delegation import delegated_credential
 from .exchange import Exchange
 
 
@@ -14,13 +15,14 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
     """The first answer (an open stream, or a whole body) of the candidates in order."""
     r, req = ex.route, ex.req
     assert r is not None and req is not None
+    credential = delegated_credential(ex.state, ex.scope, r.candidates)
 
     def outbound_for(model: ProviderModel) -> Outbound:
         out = ex.outbound.get(model.name)
         if out is None:
             out = ex.adapter.upstream(req, model.api_format, model.upstream_model)
             # The client's forwarded headers join the request's own, so header_mutation sees them all.
-            out = dataclasses.replace(out, headers=(*client_headers, *out.headers))
+            out = dataclasses.replace(out, headers=(*client_headers, *out.headers), credential=credential)
             out = ex.outbound[model.name] = _shaped(ex, out, model)
         return out
 

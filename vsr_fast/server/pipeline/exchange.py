@@ -29,7 +29,7 @@ class Exchange:
 
     __slots__ = ("_deadline", "_scopes", "adapter", "api", "codes", "decision", "extra", "model", "outbound", "path", "raw",
                  "rec", "recipe", "req", "responded", "route", "scope", "shaping", "stage", "started", "state",
-                 "status", "trace", "warnings", "arrived")
+                 "status", "trace", "warnings", "arrived", "ticket", "meter")
 
     def __init__(self, state: AppState, api: str, scope: Scope) -> None:
         self.state, self.api, self.scope = state, api, scope
@@ -55,6 +55,8 @@ class Exchange:
         self.warnings = ""
         self.codes: list[str] = []        # warning codes ahead of translation losses (scan_partial, ...)
         self.rec = Recording(state, scope)
+        self.ticket = None                # the caller's places in its rate limits, released when it ends
+        self.meter = None                 # counts the answer's tokens when a limit charges them
 
     def headers(self, content_type: str | None = None) -> HeaderList:
         """The public headers of the answer, with its warnings, trace and extras."""
@@ -97,6 +99,12 @@ class Exchange:
     def drained(self) -> bool:
         """Whether the deadline that passed was the drain's."""
         return self.state.draining and trio.current_time() >= self.state.drain_deadline
+
+    def feed(self, chunk: bytes) -> None:
+        """One piece of the answer as the client receives it: to the record and, when metered, the meter."""
+        self.rec.feed(chunk)
+        if self.meter is not None:
+            self.meter.feed(chunk)
 
     def time_left(self) -> float:
         return self.deadline - trio.current_time()

@@ -7,6 +7,7 @@ from ...protocol.adapters import Inbound
 from ...routing import Route
 from ..asgi import header
 from . import overload
+from .admit import allowed_route, check_name
 from .exchange import Exchange
 
 _DEBUG = h.DEBUG.encode()
@@ -16,8 +17,10 @@ async def route(ex: Exchange) -> None:
     """Choose the recipe, decision and candidates; refuse what the output contract or the overload policy refuses."""
     state, adapter, req = ex.state, ex.adapter, ex.req
     assert req is not None
-    r = await state.table.route(adapter.model(req), lambda: adapter.canonical(req, state.identity(ex.scope)),
-                                state.systemone)
+    name = adapter.model(req)
+    check_name(ex, name)
+    r = allowed_route(ex, await state.table.route(name, lambda: adapter.canonical(req, state.identity(ex.scope)),
+                                                  state.systemone))
     ex.route = r
     ex.recipe, ex.decision = r.recipe, r.decision
     own = r.chosen.decision.request_timeout_ms if r.chosen is not None and r.chosen.decision is not None else None

@@ -1,9 +1,11 @@
 """The request pipeline, top to bottom: one inference request of any client API from its first byte to its last.
 
-    read body ─► decode ─► route ─► request plugins ─► dispatch ─► answer ─► record
-                                    (fast_response,     (candidates   (whole,
-                                     response_cache:     in order,     streamed,
-                                     may answer here)    shaped)       or an error)
+    admit ─► read body ─► decode ─► route ─► request plugins ─► dispatch ─► answer ─► record
+   (rate limits,                   (a key's     (fast_response,     (candidates   (whole,
+    body unread)                   models)      response_cache:     in order,     streamed,
+                                                may answer here)    shaped)       or an error)
+
+The caller's identity is read before any of these, at the edge (``app.py``).
 
 One deadline covers the whole request (``global.router.limits.request_timeout_ms``,
 or the chosen decision's own): every stage runs under it, and the stream relay
@@ -21,6 +23,7 @@ import trio
 from ...errors import BodyTimeout, RequestTimeout, ShuttingDown, VsrError
 from ..asgi import ClientGone, DisconnectWatch, Receive, Scope, Send
 from ..state import AppState
+from .admit import admit, release
 from .answer import answer, error
 from .decode import decode, read
 from .dispatch import dispatch
@@ -56,14 +59,19 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
             await error(ex, send, failure)
     finally:
         state.inflight.discard(ex)
+        release(ex)
         m = state.metrics
         m.requests.inc(api, ex.recipe or "", ex.decision or "", ex.model or "", str(ex.status))
         m.latency.observe(time.perf_counter() - ex.started, api, ex.decision or "", ex.model or "")
 
 
 async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
+    ex.stage = "auth"
+    await admit(ex)
     with ex.deadline_scope() as cut:
         await read(ex, receive)
+    if ex.meter is not None:
+        ex.meter.request_bytes = len(ex.raw)
     if cut.cancelled_caught:
         ex.state.metrics.timeouts.inc(ex.api, "body")
         if ex.drained():

@@ -1,0 +1,149 @@
+"""Who is calling, piece by piece: the identity load checks (spec 8), the usage meter, the local windows."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import trio
+
+from vsr_fast.auth.limits import Limiter
+from vsr_fast.auth.usage import UsageMeter
+from vsr_fast.config.auth import AuthStore, Limits, RateLimits
+from vsr_fast.errors import ConfigError, RateLimited
+from vsr_fast.protocol.canonical import Identity
+from vsr_fast.routing import load_raw
+
+from .test_config_load import base
+
+SHA = "a" * 64
+ROLE = {"role_bindings": [{"name": "admins", "role": "admin", "subjects": [{"kind": "Group", "name": "g"}]}]}
+SOURCE = "set global.router.auth.enabled with client keys, or identity.trust_headers: true on a serving listener " \
+         "behind an authenticator"
+
+
+def lines_of(doc: dict) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        load_raw(doc)
+    return info.value.lines
+
+
+def with_(path: list, value) -> dict:
+    doc = copy.deepcopy(base())
+    node = doc
+    for part in path[:-1]:
+        node = node.setdefault(part, {}) if isinstance(part, str) else node[part]
+    node[path[-1]] = value
+    return doc
+
+
+@pytest.mark.parametrize("doc,line", [
+    (with_(["recipes", 0, "signals"], ROLE),
+     f"recipes[default].signals.role_bindings: missing_identity_source: role bindings read the caller's identity "
+     f"and nothing gives one; {SOURCE}"),
+    (with_(["global", "router"], {"headers": {"debug": "authenticated"}}),
+     f"global.router.headers.debug: missing_identity_source: 'authenticated' needs to know the caller; {SOURCE}"),
+    (with_(["global", "router"], {"rate_limits": {"teams": {"t": {"rpm": 1}}}}),
+     f"global.router.rate_limits.teams: missing_identity_source: limits per team need to know the caller's team; "
+     f"{SOURCE}"),
+    (with_(["global", "router"], {"auth": {"enabled": True}}),
+     "global.router.auth.keys: missing_field: client keys are on and no key is declared or stored; declare keys "
+     "(by sha256) or set store.backend: redis"),
+    (with_(["global", "router"], {"auth": {"enabled": True, "keys": [{"id": "k", "sha256": SHA,
+                                                                      "entrypoints": ["nope"]}]}}),
+     "global.router.auth.keys[k].entrypoints[0]: unknown_entrypoint: 'nope' is no entrypoint's model name"),
+    (with_(["global", "router"], {"auth": {"enabled": True, "keys": [{"id": "k", "sha256": SHA},
+                                                                     {"id": "k", "sha256": "b" * 64}]}}),
+     "global.router.auth.keys: duplicate_name: id 'k' is declared 2 times"),
+    (with_(["listeners"], [{"name": "a", "role": "admin", "port": 9000}, {"name": "b", "role": "admin"}]),
+     "listeners: invalid_value: 2 listeners have role admin (a, b); one may"),
+    (with_(["global", "services"], {"authz": {"delegated_credential": {"enabled": True, "header": "Authorization"}}}),
+     "global.services.authz.delegated_credential.header: invalid_value: 'Authorization' is an API-key, "
+     "Authorization or identity header; the delegated credential needs a header of its own "
+     "(x-vsr-delegated-credential)"),
+])
+def test_each_identity_problem_fails_with_its_line(doc, line):
+    assert line in lines_of(doc)
+
+
+def test_an_identity_source_lets_them_load():
+    trusted = with_(["recipes", 0, "signals"], {**base()["recipes"][0]["signals"], **ROLE})
+    trusted["listeners"] = [{"name": "main", "identity": {"trust_headers": True}}]
+    assert load_raw(trusted)
+    keyed = with_(["recipes", 0, "signals"], {**base()["recipes"][0]["signals"], **ROLE})
+    keyed["global"] = {"router": {"auth": {"enabled": True, "keys": [{"id": "k", "sha256": SHA}]},
+                                  "headers": {"debug": "authenticated"},
+                                  "rate_limits": {"tenants": {"acme": {"tpm": 1000}}}}}
+    assert load_raw(keyed)
+
+
+def test_an_admin_listener_beyond_this_host_is_a_warning():
+    doc = with_(["listeners"], [{"name": "main"}, {"name": "ops", "role": "admin", "address": "0.0.0.0", "port": 9}])
+    assert any(w.startswith("listeners[ops].address: the admin listener") for w in load_raw(doc).warnings)
+
+
+# --- usage -------------------------------------------------------------------------------------
+
+
+def test_usage_of_a_whole_answer_in_each_protocol():
+    for body, tokens in ((b'{"id":"x","usage":{"prompt_tokens":17,"completion_tokens":13,"total_tokens":30}}', 30),
+                         (b'{\n  "type": "message",\n  "usage": {"input_tokens": 5, "output_tokens": 7}\n}', 12),
+                         (b'{"object":"response","usage":{"input_tokens":3,"output_tokens":4,"total_tokens":7}}', 7)):
+        m = UsageMeter(100)
+        m.whole(body)
+        assert m.tokens() == tokens
+
+
+def test_usage_of_streams_split_anywhere():
+    chat = (b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n'
+            b'data: {"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}\n\n'
+            b'data: [DONE]\n\n')
+    messages = (b'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":9,'
+                b'"output_tokens":1}}}\n\nevent: content_block_delta\ndata: {"type":"content_block_delta"}\n\n'
+                b'event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":6}}\n\n')
+    responses = (b'event: response.completed\ndata: {"type":"response.completed","response":{"usage":'
+                 b'{"input_tokens":2,"output_tokens":3,"total_tokens":5}}}\n\n')
+    for stream, tokens in ((chat, 15), (messages, 15), (responses, 5)):
+        for size in (1, 7, 64, len(stream)):
+            m = UsageMeter(0)
+            for i in range(0, len(stream), size):
+                m.feed(stream[i:i + size])
+            assert m.tokens() == tokens, (stream[:30], size)
+
+
+def test_an_answer_without_usage_is_estimated_from_its_bytes():
+    m = UsageMeter(400)
+    answer = b'data: {"choices":[{"delta":{"content":"' + b"x" * 390 + b'"}}]}\n\n'
+    m.feed(answer)
+    assert m.tokens() == (400 + len(answer)) // 4
+
+
+# --- the local windows (no Redis) ------------------------------------------------------------
+
+
+def test_local_windows_hold_each_limit():
+    async def main():
+        lim = Limiter(RateLimits(teams={"t": Limits(concurrent=2, tpm=50)}), AuthStore(), keys_have_limits=True,
+                      lease_s=60)
+        me = Identity(user="u", key_id="k", team="t", limits=Limits(rpm=3))
+        tickets = [await lim.admit(me, "chat"), await lim.admit(me, "chat")]
+        with pytest.raises(RateLimited) as caught:
+            await lim.admit(me, "chat")
+        assert "requests in flight" in caught.value.message and caught.value.retry_after_s == 1
+        lim.done(tickets.pop(), 60)
+        with pytest.raises(RateLimited) as caught:
+            await lim.admit(me, "chat")
+        assert "tokens per minute" in caught.value.message and 1 <= caught.value.retry_after_s <= 60
+        assert await lim.admit(Identity(user="v"), "chat") is None, "no limit applies to a caller without one"
+    trio.run(main)
+
+
+def test_the_production_example_loads():
+    from vsr_fast.routing import load_file
+
+    from .procs import ROOT
+
+    loaded = load_file(str(ROOT / "config" / "examples" / "production.yaml"))
+    auth = loaded.config.global_.router.auth
+    assert auth.enabled and auth.store.backend == "redis" and {k.id for k in auth.keys} == {"oncall", "web-frontend"}
+    assert [listener.role for listener in loaded.config.listeners] == ["serving", "admin"]
+    assert not any("missing_identity_source" in w for w in loaded.warnings)

@@ -1,0 +1,390 @@
+"""Who is calling, end to end: real routers, a real Redis, the official SDKs.
+
+- A missing, wrong or revoked key gets each client API's own 401 (OpenAI's
+  ``authentication_error`` on Chat, Responses, Images and the model list;
+  Anthropic's on Messages and count_tokens); a revocation made with the CLI
+  reaches a running router without a restart.
+- A key limited to one entrypoint gets 403 elsewhere; a key limited to models
+  only reaches those.
+- Requests and tokens per minute are one window for two routers sharing Redis;
+  with Redis away each router holds the limit by itself.
+- Admin routes are not served on the serving listener when an admin listener
+  exists, and need an admin key when keys are on and none does.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import anthropic
+import httpx
+import openai
+import pytest
+import redis
+
+from .procs import ROOT, free_port, model, router, wait_until, write_config
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+KEY = "vsk-declared-" + "k" * 32
+ADMIN_KEY = "vsk-admin-" + "a" * 32
+OTHER_KEY = "vsk-other-" + "o" * 32
+
+
+def sha(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def auth_doc(mock_url: str, *, keys: list[dict] | None = None, store: dict | None = None, **router_extra) -> dict:
+    """Two entrypoints on one recipe, an OpenAI and an Anthropic model, client keys on."""
+    auth: dict = {"enabled": True, "keys": keys if keys is not None else [
+        {"id": "declared", "sha256": sha(KEY)},
+        {"id": "ops", "sha256": sha(ADMIN_KEY), "admin": True},
+        {"id": "auto-only", "sha256": sha(OTHER_KEY), "entrypoints": ["vsr/auto"]},
+    ]}
+    if store is not None:
+        auth["store"] = store
+    return {
+        "version": "v0.5",
+        "providers": {"models": [model("m", f"{mock_url}/v1", upstream_name="mock-m"),
+                                 {**model("m-anthropic", f"{mock_url}/v1"), "api_format": "anthropic"}]},
+        "recipes": [{"name": "default", "decisions": [
+            {"name": "all", "priority": 1, "rules": {"operator": "AND", "conditions": []},
+             "modelRefs": [{"model": "m"}]}]}],
+        "entrypoints": [{"api": "chat", "model_names": ["vsr/auto"], "recipe": "default", "default": True},
+                        {"api": "chat", "model_names": ["vsr/other"], "recipe": "default"}],
+        "global": {"router": {"auth": auth, **router_extra}},
+    }
+
+
+def keys_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vsr_fast", "keys", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+
+
+@pytest.fixture
+def prefix():
+    """A Redis prefix of this test's own, removed afterwards."""
+    p = f"vsr-test-auth-{uuid.uuid4().hex[:12]}:"
+    yield p
+    r = redis.Redis.from_url(REDIS_URL)
+    for k in r.scan_iter(match=p + "*"):
+        r.delete(k)
+    r.close()
+
+
+@pytest.fixture(scope="module")
+def keyed(mock, tmp_path_factory):
+    with router(write_config(auth_doc(mock.url), str(tmp_path_factory.mktemp("cfg")))) as proc:
+        yield proc
+
+
+def _oa(url: str, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=key or "unused", max_retries=0)
+
+
+def _an(url: str, key: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=url, api_key=key or "unused", max_retries=0)
+
+
+def _chat(c: openai.OpenAI, name: str = "vsr/auto"):
+    return c.chat.completions.create(model=name, messages=[{"role": "user", "content": "hi"}])
+
+
+def _openai_calls(c: openai.OpenAI, omit: bool = False):
+    """Every OpenAI-shaped client API; ``omit`` sends no Authorization header at all."""
+    h = {"extra_headers": {"Authorization": openai.Omit()}} if omit else {}
+    msgs = [{"role": "user", "content": "hi"}]
+    return {
+        "chat": lambda: c.chat.completions.create(model="vsr/auto", messages=msgs, **h),
+        "chat-stream": lambda: list(c.chat.completions.create(model="vsr/auto", stream=True, messages=msgs, **h)),
+        "responses": lambda: c.responses.create(model="vsr/auto", input="hi", **h),
+        "images": lambda: c.images.generate(model="vsr/auto", prompt="a cat", **h),
+        "models": lambda: c.models.list(**h),
+    }
+
+
+def _anthropic_calls(c: anthropic.Anthropic, omit: bool = False):
+    h = {"extra_headers": {"x-api-key": anthropic.Omit()}} if omit else {}
+    msgs = [{"role": "user", "content": "hi"}]
+    return {
+        "messages": lambda: c.messages.create(model="vsr/auto", max_tokens=16, messages=msgs, **h),
+        "count_tokens": lambda: c.messages.count_tokens(model="vsr/auto", messages=msgs, **h),
+    }
+
+
+def assert_openai_401(call, code: str) -> None:
+    with pytest.raises(openai.AuthenticationError) as caught:
+        call()
+    err = caught.value
+    assert err.status_code == 401
+    assert err.body["type"] == "authentication_error" and err.body["code"] == code, err.body
+    assert err.response.headers["x-vsr-response-path"] == "error"
+
+
+def assert_anthropic_401(call) -> None:
+    with pytest.raises(anthropic.AuthenticationError) as caught:
+        call()
+    err = caught.value
+    assert err.status_code == 401
+    assert err.body == {"type": "error", "error": {"type": "authentication_error", "message": err.body["error"]["message"]}}
+
+
+@pytest.mark.parametrize("key,code", [("", "missing_api_key"), ("vsk-wrong", "invalid_api_key"),
+                                      (KEY[:-1] + "X", "invalid_api_key")])
+def test_missing_or_wrong_key_gets_each_protocols_401(keyed, key, code):
+    for name, call in _openai_calls(_oa(keyed.url, key), omit=not key).items():
+        assert_openai_401(call, code)
+    for name, call in _anthropic_calls(_an(keyed.url, key), omit=not key).items():
+        assert_anthropic_401(call)
+
+
+def test_the_right_key_reaches_every_client_api(keyed):
+    c = _oa(keyed.url, KEY)
+    assert _chat(c).choices[0].message.content
+    assert c.responses.create(model="vsr/auto", input="hi").output_text
+    assert [m.id for m in c.models.list()]
+    a = _an(keyed.url, KEY)                  # x-api-key, as Anthropic's SDK sends it
+    assert a.messages.create(model="vsr/auto", max_tokens=16, messages=[{"role": "user", "content": "hi"}]).content
+    bearer = anthropic.Anthropic(base_url=keyed.url, auth_token=KEY, max_retries=0)     # Authorization: Bearer
+    assert bearer.messages.count_tokens(model="vsr/auto", messages=[{"role": "user", "content": "hi"}]).input_tokens
+
+
+def test_x_api_key_counts_on_messages_only(keyed):
+    """Anthropic's key header is a Messages header: on Chat only Authorization counts."""
+    r = httpx.post(f"{keyed.url}/v1/chat/completions", headers={"x-api-key": KEY},
+                   json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 401 and r.json()["error"]["code"] == "missing_api_key"
+
+
+def test_a_key_limited_to_one_entrypoint(keyed):
+    c = _oa(keyed.url, OTHER_KEY)
+    assert _chat(c, "vsr/auto").choices[0].message.content
+    with pytest.raises(openai.PermissionDeniedError) as caught:
+        _chat(c, "vsr/other")
+    assert caught.value.body["code"] == "model_not_allowed" and caught.value.body["param"] == "model"
+    with pytest.raises(openai.PermissionDeniedError):
+        _chat(c, "m")                        # a provider model named directly is not one of its entrypoints
+    with pytest.raises(anthropic.PermissionDeniedError) as an:
+        _an(keyed.url, OTHER_KEY).messages.create(model="vsr/other", max_tokens=16,
+                                                  messages=[{"role": "user", "content": "hi"}])
+    assert an.value.body["error"]["type"] == "permission_error"
+    assert _chat(_oa(keyed.url, KEY), "vsr/other").choices[0].message.content, "an unrestricted key reaches both"
+
+
+def test_a_key_limited_to_models_reaches_only_them(mock, tmp_path):
+    doc = auth_doc(mock.url, keys=[{"id": "anth", "sha256": sha(KEY), "models": ["m-anthropic"]}])
+    with router(write_config(doc, str(tmp_path))) as proc:
+        c = _oa(proc.url, KEY)
+        r = c.chat.completions.with_raw_response.create(model="m-anthropic",
+                                                        messages=[{"role": "user", "content": "hi"}])
+        assert r.headers["x-vsr-selected-model"] == "m-anthropic"
+        with pytest.raises(openai.PermissionDeniedError):
+            _chat(c, "m")
+
+
+def test_a_revoked_stored_key_stops_on_a_running_router(mock, tmp_path, prefix):
+    store = {"backend": "redis", "url": REDIS_URL, "prefix": prefix, "refresh_ms": 100}
+    made = keys_cli("create", "--redis", REDIS_URL, "--prefix", prefix, "ci-bot", "--team", "platform", "--json")
+    assert made.returncode == 0, made.stderr
+    key = json.loads(made.stdout)["key"]
+    assert key.startswith("vsk-")
+    stored = redis.Redis.from_url(REDIS_URL).hgetall(prefix + "keys")
+    assert list(stored) == [sha(key).encode()] and key.encode() not in b"".join(stored.values()), \
+        "Redis keeps the key's SHA-256, never the key"
+    with router(write_config(auth_doc(mock.url, store=store), str(tmp_path))) as proc:
+        c = _oa(proc.url, key)
+        assert _chat(c).choices[0].message.content
+        listed = keys_cli("list", "--redis", REDIS_URL, "--prefix", prefix, "--json")
+        assert [row["id"] for row in json.loads(listed.stdout)] == ["ci-bot"] and key not in listed.stdout
+        assert keys_cli("revoke", "--redis", REDIS_URL, "--prefix", prefix, "ci-bot").returncode == 0
+
+        def refused() -> bool:
+            try:
+                _chat(c)
+            except openai.AuthenticationError:
+                return True
+            return False
+
+        wait_until(refused, "the revoked key to be refused")
+        assert_anthropic_401(_anthropic_calls(_an(proc.url, key))["messages"])
+        # A key made while the router runs works without a restart, and rotation retires its old key.
+        second = json.loads(keys_cli("create", "--redis", REDIS_URL, "--prefix", prefix, "second", "--json").stdout)["key"]
+        wait_until(lambda: httpx.get(f"{proc.url}/v1/models", headers={"authorization": f"Bearer {second}"}
+                                     ).status_code == 200, "the new key to be accepted")
+        rotated = json.loads(keys_cli("rotate", "--redis", REDIS_URL, "--prefix", prefix, "second", "--json").stdout)["key"]
+        wait_until(lambda: httpx.get(f"{proc.url}/v1/models", headers={"authorization": f"Bearer {second}"}
+                                     ).status_code == 401, "the rotated-out key to be refused")
+        assert httpx.get(f"{proc.url}/v1/models", headers={"authorization": f"Bearer {rotated}"}).status_code == 200
+        assert all(key not in line and rotated not in line for line in proc.lines), "a key reached the log"
+
+
+def _limited_pair(mock, tmp_path, prefix, limits: dict):
+    store = {"backend": "redis", "url": REDIS_URL, "prefix": prefix}
+    doc = auth_doc(mock.url, keys=[{"id": "metered", "sha256": sha(KEY), "limits": limits}], store=store)
+    path = write_config(doc, str(tmp_path))
+    return router(path), router(path)
+
+
+@pytest.mark.parametrize("limit", [24, 150])
+def test_requests_per_minute_are_one_window_across_two_routers(mock, tmp_path, prefix, limit):
+    """Never past the limit; under it by at most the places each router leased and did not spend (a lease is
+    one place under 50 a minute, limit/50 above: 3 of 150 here). Twice the limit is sent, few enough to end
+    well within the minute on a loaded box (a longer run would rightly see the window slide)."""
+    a, b = _limited_pair(mock, tmp_path, prefix, {"rpm": limit})
+    lease = max(1, limit // 50)
+    with a, b:
+        body = {"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]}
+        headers = {"authorization": f"Bearer {KEY}"}
+
+        def one(i: int) -> httpx.Response:
+            return httpx.post(f"{(a, b)[i % 2].url}/v1/chat/completions", json=body, headers=headers, timeout=30)
+
+        with ThreadPoolExecutor(32) as pool:
+            answers = list(pool.map(one, range(2 * limit)))
+        live = redis.Redis.from_url(REDIS_URL).zcard(f"{prefix}limit:key:metered:rpm")
+        ok = [r for r in answers if r.status_code == 200]
+        refused = [r for r in answers if r.status_code == 429]
+        assert not any("deciding locally" in line for line in a.lines + b.lines), a.lines + b.lines
+        assert len(ok) <= live <= limit, "the shared log holds every admission, and leased places, never past it"
+        assert limit - 2 * (lease - 1) <= len(ok) <= limit, [r.status_code for r in answers]
+        assert len(ok) + len(refused) == 2 * limit
+        r = refused[0]
+        assert r.headers["x-vsr-response-path"] == "rate_limited"
+        assert 1 <= int(r.headers["retry-after"]) <= 60
+        assert r.json()["error"]["type"] == "rate_limit_error" and r.json()["error"]["code"] == "rate_limit_exceeded"
+        with pytest.raises(anthropic.RateLimitError) as caught:
+            _an(b.url, KEY).messages.create(model="vsr/auto", max_tokens=8, messages=[{"role": "user", "content": "x"}])
+        assert caught.value.body["error"]["type"] == "rate_limit_error"
+        assert caught.value.response.headers["x-vsr-response-path"] == "rate_limited"
+
+
+def test_tokens_per_minute_count_streamed_usage_across_two_routers(mock, tmp_path, prefix):
+    """The mock answers 30 tokens a request; with a 100-token window the fifth request is refused."""
+    a, b = _limited_pair(mock, tmp_path, prefix, {"tpm": 100})
+    tpm_key = f"{prefix}limit:key:metered:tpm"
+    r = redis.Redis.from_url(REDIS_URL)
+    with a, b:
+        charged = 0
+        for i, proc in enumerate((a, b, a, b)):
+            c = _oa(proc.url, KEY)
+            if i % 2:
+                chunks = list(c.chat.completions.create(model="vsr/auto", stream=True,
+                                                        stream_options={"include_usage": True},
+                                                        messages=[{"role": "user", "content": "hi"}]))
+                tokens = next(ch.usage.total_tokens for ch in chunks if ch.usage)
+            else:
+                tokens = _chat(c).usage.total_tokens
+            charged += tokens
+            wait_until(lambda: sum(int(v) for v in r.hvals(tpm_key)) == charged, "the tokens to reach Redis")
+        assert charged >= 100
+        with pytest.raises(openai.RateLimitError) as caught:
+            _chat(_oa(b.url, KEY))
+        assert "tokens per minute" in caught.value.body["message"]
+        # Messages streams carry usage in their own events: charged as well.
+        with pytest.raises(anthropic.RateLimitError):
+            _an(a.url, KEY).messages.create(model="vsr/auto", max_tokens=8, messages=[{"role": "user", "content": "x"}])
+    r.close()
+
+
+def test_with_redis_away_each_router_holds_the_limit_alone(mock, tmp_path):
+    dead = f"redis://127.0.0.1:{free_port()}/0"       # nothing listens here
+    store = {"backend": "redis", "url": dead, "prefix": "vsr-test-dead:"}
+    doc = auth_doc(mock.url, keys=[{"id": "metered", "sha256": sha(KEY), "limits": {"rpm": 5}}], store=store)
+    with router(write_config(doc, str(tmp_path))) as proc:
+        c = _oa(proc.url, KEY)
+        codes = []
+        for _ in range(8):
+            try:
+                _chat(c)
+                codes.append(200)
+            except openai.RateLimitError:
+                codes.append(429)
+        assert codes == [200] * 5 + [429] * 3, "declared keys still work, and the local window holds the limit"
+        assert any("deciding locally" in line for line in proc.lines)
+
+
+def test_admin_routes_are_not_served_on_the_serving_listener(mock, tmp_path):
+    doc = auth_doc(mock.url)
+    doc["listeners"] = [{"name": "main", "port": 0}, {"name": "ops", "role": "admin", "port": 0}]
+    with router(write_config(doc, str(tmp_path))) as proc:
+        admin = next(line for line in proc.lines if line.startswith("vsr-fast: admin on")).split()[-1]
+        assert admin.startswith("http://127.0.0.1:") and admin != proc.url
+        auth = {"authorization": f"Bearer {ADMIN_KEY}"}
+        preview = {"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]}
+        for method, path in (("GET", "/metrics"), ("GET", "/api/v1/replay"), ("GET", "/api/v1/replay/abc"),
+                             ("POST", "/api/v1/routing/preview")):
+            served = httpx.request(method, proc.url + path, headers=auth, json=preview if method == "POST" else None)
+            missing = httpx.get(proc.url + "/no/such/route")
+            assert served.status_code == 404 and served.json() == missing.json(), (path, served.text)
+        assert httpx.get(admin + "/metrics").status_code == 200
+        assert httpx.get(admin + "/api/v1/replay").status_code == 200
+        assert httpx.post(admin + "/api/v1/routing/preview", json=preview).status_code == 200
+        assert httpx.post(admin + "/v1/chat/completions", json=preview, headers=auth).status_code == 404, \
+            "the admin listener serves no client API"
+        assert httpx.get(admin + "/health").status_code == 200 and httpx.get(proc.url + "/health").status_code == 200
+
+
+def test_admin_routes_need_an_admin_key_without_an_admin_listener(keyed):
+    assert httpx.get(f"{keyed.url}/metrics").status_code == 401
+    refused = httpx.get(f"{keyed.url}/api/v1/replay", headers={"authorization": f"Bearer {KEY}"})
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "admin_only"
+    metrics = httpx.get(f"{keyed.url}/metrics", headers={"authorization": f"Bearer {ADMIN_KEY}"})
+    assert metrics.status_code == 200
+    assert 'vsr_auth_failures_total{api="admin",code="missing_api_key"}' in metrics.text
+
+
+def test_listener_address_and_port_are_honoured(mock, tmp_path):
+    port = free_port()
+    doc = auth_doc(mock.url)
+    doc["listeners"] = [{"name": "main", "address": "127.0.0.1", "port": port}]
+    path = write_config(doc, str(tmp_path))
+    from bench._procs import Proc
+
+    with Proc(["-m", "vsr_fast", "serve", "--config", path], "vsr-fast: serving on") as proc:
+        assert proc.port == port
+
+
+def test_session_headers_name_the_session(mock, tmp_path):
+    doc = auth_doc(mock.url)
+    doc["global"]["plugins"] = [{"type": "router_replay", "configuration": {"capture_request_body": True}}]
+    with router(write_config(doc, str(tmp_path))) as proc:
+        auth = {"authorization": f"Bearer {ADMIN_KEY}"}
+        ids = {}
+        for name in ("x-vsr-session-id", "x-session-id", "x-claude-code-session-id"):
+            r = httpx.post(f"{proc.url}/v1/chat/completions", headers={**auth, name: f"s-{name}"},
+                           json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
+            ids[name] = r.headers["x-vsr-replay-id"]
+
+        def record(rid: str):
+            got = httpx.get(f"{proc.url}/api/v1/replay/{rid}", headers=auth)
+            return got.json() if got.status_code == 200 else None
+
+        for name, rid in ids.items():
+            wait_until(lambda: record(rid) is not None, f"the replay record of {name}")
+            assert record(rid)["session_id"] == f"s-{name}"
+            assert KEY not in json.dumps(record(rid)) and ADMIN_KEY not in json.dumps(record(rid))
+
+
+def test_keys_are_managed_on_the_admin_listener(mock, tmp_path, prefix):
+    doc = auth_doc(mock.url, store={"backend": "redis", "url": REDIS_URL, "prefix": prefix, "refresh_ms": 100})
+    doc["listeners"] = [{"name": "main", "port": 0}, {"name": "ops", "role": "admin", "port": 0}]
+    with router(write_config(doc, str(tmp_path))) as proc:
+        admin = next(line for line in proc.lines if line.startswith("vsr-fast: admin on")).split()[-1]
+        assert httpx.post(f"{proc.url}/api/v1/keys", json={"id": "x"},
+                          headers={"authorization": f"Bearer {ADMIN_KEY}"}).status_code == 404
+        made = httpx.post(f"{admin}/api/v1/keys", json={"id": "web", "team": "web", "limits": {"rpm": 5}})
+        assert made.status_code == 201, made.text
+        key = made.json()["key"]
+        assert httpx.post(f"{admin}/api/v1/keys", json={"id": "web"}).status_code == 409
+        assert httpx.post(f"{admin}/api/v1/keys", json={"id": "w", "nope": 1}).status_code == 400
+        listed = httpx.get(f"{admin}/api/v1/keys").json()["keys"]
+        assert [k["id"] for k in listed] == ["web"] and listed[0]["limits"]["rpm"] == 5 and key not in str(listed)
+        ok = lambda: httpx.get(f"{proc.url}/v1/models", headers={"authorization": f"Bearer {key}"}).status_code
+        wait_until(lambda: ok() == 200, "the new key to be accepted")
+        assert httpx.delete(f"{admin}/api/v1/keys/web").status_code == 200
+        assert httpx.delete(f"{admin}/api/v1/keys/web").status_code == 404
+        wait_until(lambda: ok() == 401, "the revoked key to be refused")

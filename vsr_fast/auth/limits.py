@@ -1,0 +1,529 @@
+"""Rate limits and budgets per key, team and tenant, shared by every router through Redis.
+
+A request must not pay a Redis round trip (a worker-thread hand-off and
+redis-py's encoding cost ~300 µs of CPU), so each router holds small leases:
+
+- requests per minute: the router reserves ``k`` places in the shared sliding
+  log at once (one atomic Lua call that never grants past the limit) and spends
+  them locally; places left unused for a second are given back. Nothing is ever
+  admitted that the shared log did not grant, so the limit holds across routers.
+- requests in flight: the same with expiring leases (renewed while held, so a
+  router that dies frees its places); a finished request's place returns to its
+  router's pool, which gives back what stays idle.
+- tokens per minute and budgets: counted after the answer, from its usage.
+  Every ``_SYNC_S`` the router adds its new tokens to the shared per-second
+  buckets and reads the window's total back in one call; a request is admitted
+  while that total plus what this router charged since is under the limit (so
+  routers overshoot by at most one sync interval's tokens, as any after-the-fact
+  count does). A view older than ``_SYNC_S`` is refreshed before deciding.
+
+``k`` is 1 under 50 requests (or places) a minute and grows to 64 with the
+limit, so a small limit is exact and a large one costs one call per ``k``.
+When Redis does not answer (``store_timeout_ms``, then a second marked away)
+each router decides with its own windows alone, which never let more than a
+limit through by themselves.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import redis
+import trio
+
+from ..config.auth import AuthStore, Limits, RateLimits
+from ..errors import RateLimited
+from ..protocol.canonical import Identity
+from .worker import CallTimedOut, Worker
+
+log = logging.getLogger("vsr_fast.auth")
+
+WINDOW_S = 60.0
+_PERIOD_S = {"minute": 60, "hour": 3_600, "day": 86_400, "month": 30 * 86_400}
+_DOWN_FOR_S = 1.0
+_SYNC_S = 0.1              # how stale a router's view of the shared token counts may get
+_IDLE_S = 1.0              # leased places unused this long go back
+_LEASE_TTL_S = 30.0        # an in-flight lease not renewed for this long frees itself (a dead router's)
+
+# KEYS[1] the sliding log. ARGV: now_ms, k, limit, member prefix, first member number.
+# Grants up to k places (members scored now); returns {granted, retry_ms}.
+_LEASE_RPM = """
+local now, k, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 60000)
+local g = math.min(k, limit - redis.call('ZCARD', KEYS[1]))
+if g <= 0 then
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  return {0, tonumber(oldest[2]) + 60000 - now}
+end
+local first = tonumber(ARGV[5])
+for i = 0, g - 1 do redis.call('ZADD', KEYS[1], now, ARGV[4] .. (first + i)) end
+redis.call('PEXPIRE', KEYS[1], 61000)
+return {g, 0}
+"""
+
+# KEYS[1] the in-flight leases. ARGV: now_ms, k, limit, ttl_ms, member prefix, first member number.
+_LEASE_CONC = """
+local now, k, limit, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local g = math.min(k, limit - redis.call('ZCARD', KEYS[1]))
+if g <= 0 then return 0 end
+local first = tonumber(ARGV[6])
+for i = 0, g - 1 do redis.call('ZADD', KEYS[1], now + ttl, ARGV[5] .. (first + i)) end
+redis.call('PEXPIRE', KEYS[1], ttl + 1000)
+return g
+"""
+
+# KEYS[1] a sorted set. ARGV: score (0: remove), the set's ttl_ms, members...: renews (XX) or removes places
+# this router holds.
+_PLACES = """
+local score = tonumber(ARGV[1])
+for i = 3, #ARGV do
+  if score > 0 then redis.call('ZADD', KEYS[1], 'XX', score, ARGV[i]) else redis.call('ZREM', KEYS[1], ARGV[i]) end
+end
+if score > 0 then redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2])) end
+return 1
+"""
+
+# KEYS[1] per-second token buckets, KEYS[2] the period's budget counter. ARGV: now_ms, tokens, budget ttl_ms.
+# Adds this router's new tokens, returns {window total, earliest bucket second, budget used, budget ttl_ms}.
+_TOKENS = """
+local now, tokens, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+if tokens > 0 then
+  redis.call('HINCRBY', KEYS[1], math.floor(now / 1000), tokens)
+  redis.call('PEXPIRE', KEYS[1], 61000)
+  redis.call('INCRBY', KEYS[2], tokens)
+  if redis.call('PTTL', KEYS[2]) < 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+end
+local rows = redis.call('HGETALL', KEYS[1])
+local sum, first, floor = 0, -1, math.floor((now - 60000) / 1000)
+for j = 1, #rows, 2 do
+  local s = tonumber(rows[j])
+  if s <= floor then redis.call('HDEL', KEYS[1], rows[j]) else
+    sum = sum + tonumber(rows[j + 1])
+    if first < 0 or s < first then first = s end
+  end
+end
+return {sum, first, tonumber(redis.call('GET', KEYS[2]) or '0'), redis.call('PTTL', KEYS[2])}
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    kind: str            # key, team, tenant
+    name: str
+    limits: Limits
+
+
+class _Window:
+    """A sliding 60 s count with its running total, so reading it never walks the window."""
+
+    __slots__ = ("entries", "total")
+
+    def __init__(self) -> None:
+        self.entries: deque[tuple[float, int]] = deque()
+        self.total = 0
+
+    def add(self, now: float, n: int) -> None:
+        self.entries.append((now, n))
+        self.total += n
+
+    def trim(self, now: float) -> None:
+        since = now - WINDOW_S
+        entries = self.entries
+        while entries and entries[0][0] <= since:
+            self.total -= entries.popleft()[1]
+
+    def retry_s(self, now: float) -> float:
+        return self.entries[0][0] + WINDOW_S - now if self.entries else 1.0
+
+
+class _Local:
+    """One scope's windows in this router alone: what decides when Redis is away."""
+
+    __slots__ = ("requests", "tokens", "in_flight", "spent", "period")
+
+    def __init__(self) -> None:
+        self.requests = _Window()
+        self.tokens = _Window()
+        self.in_flight = 0
+        self.spent = 0
+        self.period = -1
+
+    def refusal(self, limits: Limits, now: float) -> tuple[str, float] | None:
+        if limits.rpm is not None:
+            self.requests.trim(now)
+            if self.requests.total >= limits.rpm:
+                return "rpm", self.requests.retry_s(now)
+        if limits.tpm is not None:
+            self.tokens.trim(now)
+            if self.tokens.total >= limits.tpm:
+                return "tpm", self.tokens.retry_s(now)
+        if limits.concurrent is not None and self.in_flight >= limits.concurrent:
+            return "concurrent", 1.0
+        if limits.budget is not None:
+            period = _PERIOD_S[limits.budget.period]
+            index = int(now // period)
+            if index != self.period:
+                self.period, self.spent = index, 0
+            if self.spent >= limits.budget.tokens:
+                return "budget", (index + 1) * period - now
+        return None
+
+
+class _Shared:
+    """One scope's leases and view of the shared counts."""
+
+    __slots__ = ("rpm_free", "rpm_since", "conc_free", "conc_held", "conc_since", "leasing", "tokens_new",
+                 "tokens_seen", "tokens_first", "spent_seen", "budget_ttl_s", "synced", "syncing", "renewed",
+                 "refused_until", "refused_retry_s")
+
+    def __init__(self) -> None:
+        self.rpm_free: list[str] = []          # places granted in the shared log, not yet spent
+        self.rpm_since = 0.0
+        self.conc_free: list[str] = []         # in-flight places this router holds and no request uses
+        self.conc_held: set[str] = set()       # every in-flight place this router holds
+        self.conc_since = 0.0
+        self.leasing: trio.Event | None = None
+        self.tokens_new = 0                    # charged here, not yet added to the shared buckets
+        self.tokens_seen = 0                   # the window's total at the last sync
+        self.tokens_first = -1
+        self.spent_seen = 0
+        self.budget_ttl_s = 0.0
+        self.synced = -1.0
+        self.syncing: trio.Event | None = None
+        self.renewed = time.time()
+        self.refused_until = 0.0
+        self.refused_retry_s = 1.0
+
+
+def _lease_size(limit: int) -> int:
+    return max(1, min(64, limit // 50))
+
+
+class Ticket:
+    """One admitted request: what ``done`` releases and charges."""
+
+    __slots__ = ("scopes", "places", "meters")
+
+    def __init__(self, scopes: tuple[Scope, ...], places: list[str | None]) -> None:
+        self.scopes, self.places = scopes, places
+        self.meters = any(s.limits.tpm is not None or s.limits.budget is not None for s in scopes)
+
+
+class _Refused(Exception):
+    def __init__(self, scope: Scope, limit: str, retry_s: float) -> None:
+        self.scope, self.limit, self.retry_s = scope, limit, retry_s
+
+
+class Limiter:
+    """Admits requests against their scopes' limits; a no-op (``active`` False) when none are configured."""
+
+    def __init__(self, config: RateLimits, store: AuthStore, *, keys_have_limits: bool, lease_s: float = 0.0,
+                 metrics=None) -> None:
+        self.active = keys_have_limits or bool(config.teams) or bool(config.tenants)
+        self.metrics = metrics
+        self._teams = {name: Scope("team", name, lim) for name, lim in config.teams.items() if not lim.empty()}
+        self._tenants = {name: Scope("tenant", name, lim) for name, lim in config.tenants.items() if not lim.empty()}
+        self._key_scopes: dict[str, Scope] = {}
+        self._local: dict[tuple[str, str], _Local] = {}
+        self._shared: dict[tuple[str, str], _Shared] = {}
+        self._timeout = config.store_timeout_ms / 1000
+        self._prefix = store.prefix + "limit:"
+        self._next_member = 0
+        self._member = f"{os.getpid()}.{time.time_ns() % 10**9}."
+        self._redis: redis.Redis | None = None
+        self._worker: Worker | None = None
+        self._down_until = 0.0
+        self._sha: dict[str, str] = {}
+        if self.active and store.backend == "redis":
+            self._redis = redis.Redis.from_url(store.url, socket_timeout=1.0, socket_connect_timeout=0.5)
+            self._worker = Worker("vsr-limits")
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._worker is not None:
+            self._worker.start()
+            self._worker.submit(self._warm)
+
+    def stop(self) -> None:
+        if self._worker is not None:
+            self._worker.stop()
+
+    async def run(self) -> None:
+        """Keep the shared view fresh and the leases tidy until cancelled; give every lease back on the way out."""
+        if self._worker is None:
+            return
+        try:
+            while True:
+                await trio.sleep(_SYNC_S)
+                await self._tend()
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(2):
+                for (kind, name), sh in list(self._shared.items()):
+                    base = f"{self._prefix}{kind}:{name}:"
+                    self._give_back(base + "rpm", sh.rpm_free)
+                    self._give_back(base + "inflight", list(sh.conc_held))
+                    sh.rpm_free, sh.conc_free, sh.conc_held = [], [], set()
+
+    # --- the request path ------------------------------------------------------------------
+
+    def scopes(self, identity: Identity) -> tuple[Scope, ...]:
+        out = []
+        if identity.limits is not None and identity.key_id is not None:
+            s = self._key_scopes.get(identity.key_id)
+            if s is None or s.limits is not identity.limits:
+                s = self._key_scopes[identity.key_id] = Scope("key", identity.key_id, identity.limits)
+            out.append(s)
+        if identity.team is not None and identity.team in self._teams:
+            out.append(self._teams[identity.team])
+        if identity.tenant is not None and identity.tenant in self._tenants:
+            out.append(self._tenants[identity.tenant])
+        return tuple(out)
+
+    async def admit(self, identity: Identity, api: str) -> Ticket | None:
+        """A ticket for an admitted request (None when no limit applies); RateLimited otherwise."""
+        scopes = self.scopes(identity)
+        if not scopes:
+            return None
+        now = time.time()
+        places: list[str | None] = []
+        try:
+            for s in scopes:
+                refused = self._local_of(s).refusal(s.limits, now) if not self._shared_up() else None
+                if refused is not None:
+                    raise _Refused(s, *refused)
+                places.append(await self._admit_shared(s, now) if self._shared_up() else None)
+        except _Refused as r:
+            for s, place in zip(scopes, places):
+                self._unspend(s, place)
+            if self.metrics is not None:
+                self.metrics.rate_limited.inc(api, r.scope.kind, r.limit)
+            retry = math.ceil(max(r.retry_s, 1.0))
+            raise RateLimited(f"{r.scope.kind} {r.scope.name!r} is over its {_WORDS[r.limit]}; retry after "
+                              f"{retry} s", retry_after_s=retry) from None
+        for s in scopes:
+            local = self._local_of(s)
+            if s.limits.rpm is not None:
+                local.requests.add(now, 1)
+            if s.limits.concurrent is not None:
+                local.in_flight += 1
+        return Ticket(scopes, places)
+
+    def done(self, ticket: Ticket, tokens: int) -> None:
+        """Release the request's places and charge its tokens; never waits."""
+        now = time.time()
+        for s, place in zip(ticket.scopes, ticket.places):
+            local = self._local_of(s)
+            if s.limits.concurrent is not None:
+                local.in_flight = max(0, local.in_flight - 1)
+            if tokens > 0:
+                if s.limits.tpm is not None:
+                    local.tokens.add(now, tokens)
+                if s.limits.budget is not None:
+                    local.spent += tokens
+            sh = self._shared.get((s.kind, s.name))
+            if sh is not None:
+                if place is not None:
+                    sh.conc_free.append(place)
+                    sh.conc_since = now
+                if tokens > 0 and (s.limits.tpm is not None or s.limits.budget is not None):
+                    sh.tokens_new += tokens
+
+    # --- local ---------------------------------------------------------------------------
+
+    def _local_of(self, s: Scope) -> _Local:
+        local = self._local.get((s.kind, s.name))
+        if local is None:
+            local = self._local[(s.kind, s.name)] = _Local()
+        return local
+
+    def _shared_of(self, s: Scope) -> _Shared:
+        sh = self._shared.get((s.kind, s.name))
+        if sh is None:
+            sh = self._shared[(s.kind, s.name)] = _Shared()
+        return sh
+
+    def _shared_up(self) -> bool:
+        return self._worker is not None and time.time() >= self._down_until
+
+    def _mark_down(self, exc: BaseException) -> None:
+        if time.time() >= self._down_until:
+            log.warning("rate limits: the shared store did not answer (%s); deciding locally for %.0f s",
+                        type(exc).__name__, _DOWN_FOR_S)
+        self._down_until = time.time() + _DOWN_FOR_S
+
+    # --- shared ----------------------------------------------------------------------------
+
+    async def _admit_shared(self, s: Scope, now: float) -> str | None:
+        """Spend one leased place of each count limit, leasing more when none is left; the in-flight place
+        taken (given back by ``done``), or None. Falls back to the local windows when Redis is away."""
+        lim, sh = s.limits, self._shared_of(s)
+        try:
+            if lim.tpm is not None or lim.budget is not None:
+                if now - sh.synced > _SYNC_S:
+                    await self._sync(s, sh)
+                refused = self._token_refusal(lim, sh, now)
+                if refused is not None:
+                    raise _Refused(s, *refused)
+            if lim.rpm is not None:
+                if not sh.rpm_free and now < sh.refused_until:
+                    # Refused a moment ago: a flood of refusals asks Redis at most once per _SYNC_S.
+                    raise _Refused(s, "rpm", sh.refused_retry_s)
+                while not sh.rpm_free:
+                    await self._lease(s, sh, "rpm", now)
+                sh.rpm_free.pop()
+                sh.rpm_since = now
+            if lim.concurrent is not None:
+                while not sh.conc_free:
+                    await self._lease(s, sh, "concurrent", now)
+                return sh.conc_free.pop()
+            return None
+        except (redis.RedisError, CallTimedOut, OSError) as exc:
+            self._mark_down(exc)
+            refused = self._local_of(s).refusal(lim, now)
+            if refused is not None:
+                raise _Refused(s, *refused) from None
+            return None
+
+    def _token_refusal(self, lim: Limits, sh: _Shared, now: float) -> tuple[str, float] | None:
+        if lim.tpm is not None and sh.tokens_seen + sh.tokens_new >= lim.tpm:
+            first = sh.tokens_first
+            return "tpm", (first + 1 + WINDOW_S - now) if first >= 0 else 1.0
+        if lim.budget is not None and sh.spent_seen + sh.tokens_new >= lim.budget.tokens:
+            return "budget", sh.budget_ttl_s or 1.0
+        return None
+
+    def _unspend(self, s: Scope, place: str | None) -> None:
+        """A request admitted by an earlier scope and refused by a later one: its places are not used."""
+        sh = self._shared.get((s.kind, s.name))
+        if sh is not None and place is not None:
+            sh.conc_free.append(place)
+
+    async def _lease(self, s: Scope, sh: _Shared, which: str, now: float) -> None:
+        """One lease call per scope at a time: the others wait for it and look again."""
+        if sh.leasing is not None:
+            await sh.leasing.wait()
+            return
+        sh.leasing = trio.Event()
+        try:
+            assert self._worker is not None
+            base = f"{self._prefix}{s.kind}:{s.name}:"
+            limit = s.limits.rpm if which == "rpm" else s.limits.concurrent
+            assert limit is not None
+            k = _lease_size(limit)
+            first = self._next_member          # the k member names this lease may use, never reused
+            self._next_member += k
+            if which == "rpm":
+                granted, retry_ms = await self._worker.call(
+                    self._eval, "lease_rpm", _LEASE_RPM, [base + "rpm"],
+                    [int(now * 1000), k, limit, self._member, first], timeout=self._timeout)
+                if int(granted) <= 0:
+                    sh.refused_retry_s = int(retry_ms) / 1000
+                    sh.refused_until = now + min(sh.refused_retry_s, _SYNC_S)
+                    raise _Refused(s, "rpm", sh.refused_retry_s)
+                sh.rpm_free += [f"{self._member}{first + i}" for i in range(int(granted))]
+            else:
+                granted = await self._worker.call(
+                    self._eval, "lease_conc", _LEASE_CONC, [base + "inflight"],
+                    [int(now * 1000), k, limit, int(_LEASE_TTL_S * 1000), self._member, first],
+                    timeout=self._timeout)
+                if int(granted) <= 0:
+                    raise _Refused(s, "concurrent", 1.0)
+                new = [f"{self._member}{first + i}" for i in range(int(granted))]
+                sh.conc_free += new
+                sh.conc_held.update(new)
+                sh.conc_since = now
+        finally:
+            sh.leasing.set()
+            sh.leasing = None
+
+    async def _sync(self, s: Scope, sh: _Shared) -> None:
+        """Add this router's new tokens to the shared counts and read them back (one call at a time)."""
+        if sh.syncing is not None:
+            await sh.syncing.wait()
+            return
+        sh.syncing = trio.Event()
+        try:
+            assert self._worker is not None
+            now = time.time()
+            base = f"{self._prefix}{s.kind}:{s.name}:"
+            budget = s.limits.budget
+            period = _PERIOD_S[budget.period] if budget is not None else 60
+            budget_key = f"{base}budget:{int(now // period)}"
+            ttl_ms = int(((int(now // period) + 1) * period - now) * 1000) + 1
+            pushed = sh.tokens_new
+            total, first, spent, budget_ttl = await self._worker.call(
+                self._eval, "tokens", _TOKENS, [base + "tpm", budget_key], [int(now * 1000), pushed, ttl_ms],
+                timeout=self._timeout)
+            sh.tokens_new -= pushed
+            sh.tokens_seen, sh.tokens_first, sh.spent_seen = int(total), int(first), int(spent)
+            sh.budget_ttl_s = max(int(budget_ttl), 0) / 1000
+            sh.synced = now
+        finally:
+            sh.syncing.set()
+            sh.syncing = None
+
+    async def _tend(self) -> None:
+        """Push new tokens, renew held in-flight leases, give back what stayed idle."""
+        now = time.time()
+        for key, sh in list(self._shared.items()):
+            s = self._scope_named(*key)
+            if s is None or not self._shared_up():
+                continue
+            base = f"{self._prefix}{s.kind}:{s.name}:"
+            try:
+                if sh.tokens_new or (now - sh.synced > 1.0 and sh.synced >= 0):
+                    await self._sync(s, sh)
+                if sh.rpm_free and now - sh.rpm_since > _IDLE_S:
+                    idle, sh.rpm_free = sh.rpm_free, []
+                    self._give_back(base + "rpm", idle)
+                if sh.conc_free and now - sh.conc_since > _IDLE_S:
+                    idle, sh.conc_free = sh.conc_free, []
+                    sh.conc_held.difference_update(idle)
+                    self._give_back(base + "inflight", idle)
+                if sh.conc_held and now - sh.renewed > _LEASE_TTL_S / 3:
+                    sh.renewed = now
+                    assert self._worker is not None
+                    self._worker.submit(self._eval, "places", _PLACES, [base + "inflight"],
+                                        [int((now + _LEASE_TTL_S) * 1000), int(_LEASE_TTL_S * 1000) + 1000,
+                                         *sh.conc_held])
+            except (redis.RedisError, CallTimedOut, OSError) as exc:
+                self._mark_down(exc)
+
+    def _scope_named(self, kind: str, name: str) -> Scope | None:
+        if kind == "key":
+            return self._key_scopes.get(name)
+        return (self._teams if kind == "team" else self._tenants).get(name)
+
+    def _give_back(self, key: str, members: list[str]) -> None:
+        if members and self._worker is not None:
+            self._worker.submit(self._eval, "places", _PLACES, [key], [0, 0, *members])
+
+    # --- the worker thread -------------------------------------------------------------------
+
+    def _warm(self) -> None:
+        """Connect and load the scripts before the first request needs them."""
+        assert self._redis is not None
+        for name, script in _SCRIPTS.items():
+            self._sha[name] = self._redis.script_load(script)
+
+    def _eval(self, name: str, script: str, keys: list[str], args: list) -> object:
+        assert self._redis is not None
+        sha = self._sha.get(name)
+        if sha is None:
+            sha = self._sha[name] = self._redis.script_load(script)
+        try:
+            return self._redis.evalsha(sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:        # Redis restarted: its script cache is empty
+            self._sha[name] = self._redis.script_load(script)
+            return self._redis.evalsha(self._sha[name], len(keys), *keys, *args)
+
+
+_SCRIPTS = {"lease_rpm": _LEASE_RPM, "lease_conc": _LEASE_CONC, "places": _PLACES, "tokens": _TOKENS}
+_WORDS = {"rpm": "requests per minute", "tpm": "tokens per minute", "concurrent": "requests in flight",
+          "budget": "budget for the period"}

@@ -1,0 +1,164 @@
+"""Where the caller's identity comes from: the router's client keys, or a trusted listener's headers.
+
+With ``global.router.auth.enabled`` every client API needs a key, read from
+``Authorization: Bearer`` (every API) or ``x-api-key`` (Messages, as
+Anthropic's SDK sends it); never from the query string. Without it, identity
+headers count only on a listener with ``identity.trust_headers: true``, and
+everyone else is anonymous. Stored keys are reloaded by ``run`` whenever their
+version in Redis moves; the request path only reads the current keyring.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import redis
+import trio
+
+from ..config.schema import Listener, RouterConfig
+from ..errors import AuthError, MissingKey
+from ..headers import registry as h
+from ..protocol.canonical import Identity
+from .keys import Keyring
+from .store import KeyStore
+
+log = logging.getLogger("vsr_fast.auth")
+
+ANONYMOUS = Identity()
+_AUTHORIZATION = b"authorization"
+_API_KEY = h.API_KEY.encode()
+_BEARER = b"bearer "
+# Where scope carries the identity once read: the rest of the request reads it from there.
+SCOPE_KEY = "vsr.identity"
+KEY_HEADER_APIS = frozenset({"messages", "count_tokens"})
+
+
+def presented_key(scope, api: str) -> bytes | None:
+    """The key the caller sent: a Bearer token, else (Messages) x-api-key. The first of each header counts."""
+    bearer = api_key = None
+    for name, value in scope["headers"]:
+        if name == _AUTHORIZATION and bearer is None:
+            bearer = value
+        elif name == _API_KEY and api_key is None:
+            api_key = value
+    if bearer is not None and bearer[:7].lower() == _BEARER:
+        token = bearer[7:].strip()
+        if token:
+            return token
+    if api_key is not None and api in KEY_HEADER_APIS:
+        return api_key.strip() or None
+    return None
+
+
+def trusted_reader(listener: Listener | None) -> Callable[[object], Identity]:
+    """The identity an authenticator in front wrote, on a listener that trusts it; anonymous otherwise."""
+    if listener is None or not listener.identity.trust_headers:
+        return lambda scope: ANONYMOUS
+    ident = listener.identity
+    names = {ident.user_header.lower().encode(): "user", ident.groups_header.lower().encode(): "groups",
+             ident.team_header.lower().encode(): "team", ident.tenant_header.lower().encode(): "tenant"}
+
+    def read(scope) -> Identity:
+        found: dict[str, str] = {}
+        for name, value in scope["headers"]:
+            field = names.get(name)
+            if field is not None and field not in found:
+                found[field] = value.decode("latin-1").strip()
+        if not found:
+            return ANONYMOUS
+        groups = found.get("groups")
+        return Identity(user=found.get("user") or None, team=found.get("team") or None,
+                        tenant=found.get("tenant") or None,
+                        groups=frozenset(g.strip() for g in groups.split(",") if g.strip()) if groups else frozenset())
+
+    return read
+
+
+def serving_listener(config: RouterConfig) -> Listener | None:
+    return next((listener for listener in config.listeners if listener.role == "serving"), None)
+
+
+class Authenticator:
+    """Reads each request's identity once and leaves it on the scope."""
+
+    def __init__(self, config: RouterConfig) -> None:
+        auth = config.global_.router.auth
+        self.enabled = auth.enabled
+        self.store_config = auth.store
+        self._declared = list(auth.keys)
+        self.keyring = Keyring(self._declared)
+        self._trusted = trusted_reader(serving_listener(config))
+        self._store = KeyStore(auth.store) if auth.enabled and auth.store.backend == "redis" else None
+        self._version = -1
+        self.reloads = 0
+
+    @property
+    def stores_keys(self) -> bool:
+        return self._store is not None
+
+    def identify(self, scope, api: str) -> Identity:
+        """The caller's identity (kept on the scope); MissingKey or AuthError when keys are on and it has none."""
+        if self.enabled:
+            key = presented_key(scope, api)
+            if key is None:
+                raise MissingKey("no API key: send it as 'Authorization: Bearer <key>'"
+                                 + (" or 'x-api-key: <key>'" if api in KEY_HEADER_APIS else ""))
+            identity = self.keyring.lookup(key)
+            if identity is None:
+                raise AuthError("invalid API key")
+        else:
+            identity = self._trusted(scope)
+        scope[SCOPE_KEY] = identity
+        return identity
+
+    def identity(self, scope) -> Identity:
+        """The identity ``identify`` read for this request (the trusted headers' for a route that did not)."""
+        found = scope.get(SCOPE_KEY)
+        if found is None:
+            found = scope[SCOPE_KEY] = ANONYMOUS if self.enabled else self._trusted(scope)
+        return found
+
+    # --- stored keys ---------------------------------------------------------------------
+
+    def refresh(self) -> bool:
+        """Reload stored keys when their version moved (blocking: a worker thread calls it)."""
+        assert self._store is not None
+        if self._store.version() == self._version:
+            return False
+        version, stored = self._store.load()
+        self.keyring = Keyring([*self._declared, *stored])
+        self._version = version
+        self.reloads += 1
+        return True
+
+    async def load(self) -> None:
+        """The first load, before serving; a Redis that is away leaves only the declared keys until it answers."""
+        if self._store is None:
+            return
+        try:
+            await trio.to_thread.run_sync(self.refresh)
+        except redis.RedisError as exc:
+            log.warning("client keys: the key store did not answer (%s); serving declared keys only",
+                        type(exc).__name__)
+
+    async def run(self) -> None:
+        """Follow the stored keys until cancelled: a revocation reaches this router within ``refresh_ms``."""
+        if self._store is None:
+            return
+        period = self.store_config.refresh_ms / 1000
+        limiter = trio.CapacityLimiter(1)
+        failing = False
+        while True:
+            await trio.sleep(period)
+            try:
+                await trio.to_thread.run_sync(self.refresh, limiter=limiter, abandon_on_cancel=True)
+                failing = False
+            except redis.RedisError as exc:
+                if not failing:
+                    log.warning("client keys: the key store did not answer (%s); keeping the last keys read",
+                                type(exc).__name__)
+                failing = True
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()

@@ -1,0 +1,79 @@
+"""``global.router.auth`` and ``global.router.rate_limits``: who may call, and how much.
+
+Client keys are an identity source inside the router (the other is a trusted
+listener's identity headers). A key is never written here: only its SHA-256,
+so the file can be committed. Keys created with ``vsr-fast keys create`` live
+in Redis under ``store.prefix`` and reach every router sharing it.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from msgspec import Meta, field
+
+from .schema_base import Block
+from .stores import DEFAULT_REDIS_URL
+
+Sha256Hex = Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")]
+
+
+class Budget(Block):
+    """A spend budget per period: the declared pricing's cost, or tokens where no pricing is declared."""
+
+    tokens: Annotated[int, Meta(ge=1)]
+    period: Literal["minute", "hour", "day", "month"] = "day"
+
+
+class Limits(Block):
+    """Limits of one key, team or tenant; an unset one does not apply."""
+
+    rpm: Annotated[int, Meta(ge=1)] | None = None               # requests per minute (sliding window)
+    tpm: Annotated[int, Meta(ge=1)] | None = None               # tokens per minute, counted from usage
+    concurrent: Annotated[int, Meta(ge=1)] | None = None        # requests in flight
+    budget: Budget | None = None
+
+    def empty(self) -> bool:
+        return self.rpm is None and self.tpm is None and self.concurrent is None and self.budget is None
+
+
+class ClientKey(Block):
+    """A declared key: the identity it maps to and what it may reach."""
+
+    id: Annotated[str, Meta(min_length=1, max_length=128)]
+    sha256: Sha256Hex
+    user: str | None = None
+    team: str | None = None
+    tenant: str | None = None
+    groups: list[str] = field(default_factory=list)            # labels role_bindings' Group subjects match
+    entrypoints: list[str] = field(default_factory=list)       # model names of entrypoints it may call; empty: all
+    models: list[str] = field(default_factory=list)            # provider models it may name or be routed to; empty: all
+    admin: bool = False                                        # may call the admin routes on the serving listener
+    limits: Limits = Limits()
+
+
+class AuthStore(Block):
+    """Where stored keys and shared limit windows live: Redis, shared by every router."""
+
+    backend: Literal["redis", "none"] = "none"
+    url: str = DEFAULT_REDIS_URL
+    prefix: Annotated[str, Meta(min_length=1)] = "vsr:auth:"
+    # How often each router checks the keys' version: a revocation reaches every router within this.
+    refresh_ms: Annotated[int, Meta(ge=50, le=1_000)] = 250
+
+
+class ClientAuth(Block):
+    """``global.router.auth``: off by default (the quickstart); on, every client API needs a key."""
+
+    enabled: bool = False
+    keys: list[ClientKey] = field(default_factory=list)
+    store: AuthStore = AuthStore()
+
+
+class RateLimits(Block):
+    """``global.router.rate_limits``: limits per team and tenant (a key's own sit on the key)."""
+
+    teams: dict[str, Limits] = field(default_factory=dict)
+    tenants: dict[str, Limits] = field(default_factory=dict)
+    # How long a router waits for the shared window before deciding alone with its local one: long enough for
+    # a busy host's round trip (a timed-out admission may still count in Redis), short against a dead one.
+    store_timeout_ms: Annotated[int, Meta(ge=1, le=10_000)] = 2_000
