@@ -87,6 +87,7 @@ class CompiledRecipe:
                 readings.outcomes[(rule.condition_type, rule.name)] = outcome_of(rule, None, "no System One client")
             return
         started = time.perf_counter_ns()
+        readings.request_text = canonical.text
         scanned = systemone.scanned(asked, canonical)
         asked = {s: q for s, q in asked.items() if s not in scanned}
         answers, scans = await systemone.ask_with_scans(asked, scanned, self.learned.read, canonical)

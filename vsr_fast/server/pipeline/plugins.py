@@ -27,4 +27,5 @@ async def request_plugins(ex: Exchange) -> Fast | CachedAnswer | None:
     if cached is not None:
         return cached
     ex.shaping = policies.shaping(r.recipe, r.decision)
+    ex.masking = policies.masking(r.recipe, r.decision)
     return None
