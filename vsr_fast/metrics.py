@@ -87,11 +87,14 @@ class Metrics:
         self.timeouts = Counter(
             "vsr_request_timeouts_total", "Requests cut by their deadline, by the stage it passed in.", ("api", "stage")
         )
+        self.judge_truncated = Counter(
+            "vsr_match_judge_truncated_total", "Judges that read only their first max_candidates.", ("feature",)
+        )
 
     def render(self, *extra: list[str]) -> bytes:
         lines: list[str] = []
         for series in (self.requests, self.latency, self.upstream_attempts, self.upstream_errors, self.disconnects,
-                       self.timeouts):
+                       self.timeouts, self.judge_truncated):
             lines += series.render()
         for more in extra:
             lines += more

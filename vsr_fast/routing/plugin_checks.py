@@ -1,13 +1,16 @@
-"""Load checks of plugin blocks that need the compiled recipes: the rules and presets a plugin names.
+"""Load checks of plugin blocks that need the compiled recipes: the rules, presets and deployments a plugin names.
 
 ``masking`` names a ``pii`` rule its recipe declares, and takes the pii
-preset's labels in ``entity_types`` and ``placeholders`` (spec 5.7). Each
+preset's labels in ``entity_types`` and ``placeholders`` (spec 5.7).
+``tools.select`` asks tool_need (noul) and tool_rank (choice) of its judge's
+deployment, or of the decision model: it must exist and answer both. Each
 line names the layer that wrote the bad field.
 """
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..config.catalog import PRIMARY
 from ..config.schema import PluginEntry, RouterConfig
 from ..plugins import masking
 from ..plugins._merge import merged_fields
@@ -70,8 +73,39 @@ def _deepest(config: RouterConfig, recipe, i: int, field: str) -> str:
     return found or any_found or f"recipes[{recipe.name}].decisions[{i}].plugins"
 
 
+def judge_deployments(config: RouterConfig) -> dict[str, str]:
+    """Deployment -> the path of a tools.select that asks it (its judge's own, else the decision model)."""
+    default = config.global_.model_catalog.system.decision_model.deployment or PRIMARY
+    out: dict[str, str] = {}
+    for path, _, entry in _entries(config, "tools"):
+        select = entry.configuration.get("select")
+        if not isinstance(select, dict):
+            continue
+        match = select.get("match") if isinstance(select.get("match"), dict) else {}
+        judge = match.get("judge") if isinstance(match.get("judge"), dict) else {}
+        out.setdefault(judge.get("deployment") or default, f"{path}.select")
+    return out
+
+
+def check_tools(config: RouterConfig, table, errors: CompileErrors) -> None:
+    for name, path in judge_deployments(config).items():
+        if name not in table.deployments:
+            errors.add(f"{path}.match.judge.deployment", "unknown_deployment",
+                       f"{name!r} is not declared in global.model_catalog.deployments")
+            continue
+        capable = table.capability(name, errors)
+        if capable is None or not capable.known:
+            continue
+        missing = sorted({"choice", "noul"} - capable.question_types)
+        if missing:
+            errors.add(f"{path}.match.judge", "question_type_unsupported",
+                       f'tool_need and tool_rank ask noul and choice questions; deployment "{name}" '
+                       f"does not answer {', '.join(missing)}")
+
+
 def check(config: RouterConfig, table, errors: CompileErrors) -> None:
     def declares_pii(recipe: str, name: str) -> bool:
         return table.recipes[recipe].learned.declares("pii", name)
 
     check_masking(config, declares_pii, errors)
+    check_tools(config, table, errors)

@@ -14,7 +14,7 @@ from ..errors import VsrError
 from ..events.request import RequestEvents
 from ..events.types import CacheIntent
 from ..headers import registry as h
-from ..plugins import PLUGINS, SHAPING, masking, response_cache, router_replay
+from ..plugins import PLUGINS, SHAPING, masking, response_cache, router_replay, tools
 from ..plugins.shaping import Shaping
 from ..protocol.adapters import Inbound
 from ..routing import Route
@@ -36,6 +36,9 @@ class Policies:
         self.fast = lru_cache(maxsize=1024)(self._fast)
         self.shaping = lru_cache(maxsize=1024)(self._shaping)
         self.masking = lru_cache(maxsize=1024)(self._masking)
+        # Resolved now, for every decision: a tools catalog is read from disk, never on the request path.
+        self._tools = {(r.name, d.name): tools.resolve(*self._layers(r.name, d.name, "tools"))
+                       for r in loaded.config.recipes for d in r.decisions}
 
     def _layers(self, recipe: str | None, decision: str | None, type_: str) -> list:
         return plugin_config.layers(self.config, self.recipes.get(recipe or ""), decision, type_)
@@ -62,6 +65,10 @@ class Policies:
 
     def _masking(self, recipe: str | None, decision: str | None) -> masking.Masking | None:
         return masking.resolve(*self._layers(recipe, decision, "masking"))
+
+    def tools(self, recipe: str | None, decision: str | None) -> tools.Tools | None:
+        """The decision's tools policy; a recipe's fallback and a model named directly have none."""
+        return self._tools.get((recipe or "", decision or ""))
 
     def withholds_request(self, recipe: str | None, decision: str | None) -> bool:
         """Whether the record and the shadow must not carry this request as received: its decision masks,

@@ -18,7 +18,7 @@ from ..protocol import systemone as wire
 from ..signals.base import CanonicalRequest
 from .client import Answered, SystemOneClient
 from .learned import Share
-from .deployments import CallFailed
+from .deployments import DEFAULT_TIMEOUT_MS, CallFailed
 from .scan import GuardScan, ScanMetrics, ScanRule, scan
 from .split import SetAsNoul
 from .states import build_state
@@ -148,3 +148,25 @@ class SystemOneAsker:
             if result is not None and result.coverage.kind == "full":
                 out[text] = list(result.spans)
         return out
+
+    async def ask_standard(self, deployment: str, state: wire.State, questions: dict[str, wire.Question],
+                           timeout_ms: int | None = None) -> dict[str, wire.Answer] | None:
+        """One standard request to ``deployment`` (a plugin's judge: tools' tool_need and tool_rank), within
+        ``timeout_ms`` (else the deployment's, else 1,000 ms); None when it fails or is late."""
+        runner = self.client.runners.get(deployment)
+        if runner is None:
+            return None
+        timeout_s = (timeout_ms or self.timeouts_ms.get(deployment) or DEFAULT_TIMEOUT_MS) / 1000
+        outcome = "ok"
+        try:
+            with trio.fail_after(timeout_s):
+                response = await runner.call(wire.StandardRequest(state=state, questions=questions))
+        except CallFailed as exc:
+            outcome = exc.code
+            return None
+        except trio.TooSlowError:
+            outcome = "timeout"
+            return None
+        finally:
+            self.client.metrics.calls.inc(deployment, outcome)
+        return response.answers
