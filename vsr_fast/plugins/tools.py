@@ -287,7 +287,7 @@ def listed(body: dict, fmt: str) -> list[ToolRef]:
 def keep_tools(body: dict, fmt: str, keep: Callable[[ToolRef], bool]) -> list[str]:
     """Remove, in place, every tool ``keep`` refuses (an emptied namespace or additional_tools item goes too),
     and a ``tool_choice`` naming a removed tool; the removed tools' keys."""
-    removed: list[str] = []
+    removed: list[ToolRef] = []
 
     def kept(tools: list, namespace: str | None = None) -> list:
         out = []
@@ -299,7 +299,7 @@ def keep_tools(body: dict, fmt: str, keep: Callable[[ToolRef], bool]) -> list[st
                 continue
             ref = _ref(tool, fmt, namespace)
             if ref is not None and not keep(ref):
-                removed.append(ref.key)
+                removed.append(ref)
                 continue
             out.append(tool)
         return out
@@ -317,8 +317,8 @@ def keep_tools(body: dict, fmt: str, keep: Callable[[ToolRef], bool]) -> list[st
                     continue
             items.append(item)
         body["input"] = items
-    _fix_choice(body, fmt, set(removed))
-    return removed
+    _fix_choice(body, fmt, {key for ref in removed for key in ref.keys()})
+    return [ref.key for ref in removed]
 
 
 def _fix_choice(body: dict, fmt: str, removed: set[str]) -> None:
@@ -330,7 +330,7 @@ def _fix_choice(body: dict, fmt: str, removed: set[str]) -> None:
     if isinstance(choice, dict):
         inner = choice.get("function") if fmt == "openai" else choice
         name = inner.get("name") if isinstance(inner, dict) else None
-        if name in removed:
+        if name in removed:     # any name the removed tool answers to (a namespaced tool's bare name too)
             del body["tool_choice"]
 
 
