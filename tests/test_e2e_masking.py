@@ -158,3 +158,53 @@ def test_masking_fails_the_request_closed_when_its_rule_cannot_be_read(tmp_path_
             assert r.status_code == 503 and r.json()["error"]["code"] == "masking_unavailable"
             assert EMAIL not in r.text
             assert httpx.get(f"{upstream.url}/_mock/stats").json()["requests"] == 0
+
+
+def test_masking_reuses_the_routing_answer_and_asks_only_the_texts_routing_did_not_read(tmp_path_factory):
+    """A remote decision model: routing asks the pii rule about the current turn; masking asks one more call,
+    about the other texts only (the system message), and masks what both answers labelled."""
+    from bench.fake_systemone import process as fake_process
+
+    turn, system = f"Mail me at {EMAIL} please.", f"Ops: {OTHER_EMAIL}"
+    with fake_process() as fake, mock_upstream() as upstream:
+        rules = [{"question": "preset:pii", "request_contains": text,
+                  "answer": {"span": [["EMAIL_ADDRESS", text.index(value), text.index(value) + len(value)]]}}
+                 for text, value in ((turn, EMAIL), (system, OTHER_EMAIL))]
+        httpx.post(f"{fake.url}/_fake/rules", json={"rules": rules}).raise_for_status()
+        doc = config([model("m", f"{upstream.url}/v1")],
+                     [{"name": "private", "rules": {"operator": "AND", "conditions": [{"type": "pii", "name": "personal"}]},
+                       "modelRefs": [{"model": "m"}],
+                       "plugins": [{"type": "masking", "configuration": {"signal": "personal"}}]}],
+                     signals={"pii": [{"name": "personal"}]}, fallback={"modelRefs": [{"model": "m"}]})
+        doc["global"] = {"model_catalog": {
+            "deployments": {"s1": {"provider": "systemone", "endpoint": f"{fake.url}/v1/systemone", "model": "fake",
+                                   "capabilities": {"question_types": ["span", "choice", "noul"]}}},
+            "system": {"decision_model": {"deployment": "s1"}}}}
+        with router(write_config(doc, str(tmp_path_factory.mktemp("reuse")))) as proc:
+            client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
+            raw = client.chat.completions.with_raw_response.create(model="vsr/auto", messages=[
+                {"role": "system", "content": system}, {"role": "user", "content": turn}])
+            assert raw.headers["x-vsr-selected-decision"] == "private"
+            text = sent(upstream)
+            assert_clean(text)
+            assert text.count("[EMAIL_ADDRESS]") == 2
+            calls = [c["body"] for c in httpx.get(f"{fake.url}/_fake/calls").json()["calls"]]
+            assert len(calls) == 2
+            assert calls[0]["state"]["request"] == turn                   # routing read the current turn
+            assert calls[1]["state"]["request"] == system                 # masking asked only what it lacked
+
+
+def test_a_long_tool_result_is_read_whole_in_windows_and_masked(masked):
+    proc, upstream = masked
+    filler = "The quarterly numbers were reviewed line by line. " * 400          # ~20 KB: many scan windows
+    result = f"{filler}Contact {EMAIL} or {PHONE}. {filler}Again: {EMAIL}."
+    r = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": [
+        {"role": "user", "content": "Check the report via anthropic."},
+        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+                                              "function": {"name": "report", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": result}],
+        "tools": [{"type": "function", "function": {"name": "report", "parameters": {"type": "object"}}}]})
+    assert r.status_code == 200, r.text
+    text = sent(upstream)
+    assert_clean(text)
+    assert text.count("[EMAIL_ADDRESS]") == 3 and "<phone>" in text       # the system prompt's, and both copies
