@@ -185,17 +185,19 @@ def test_filter_mode_reads_at_most_255_tools_and_keeps_top_k_plus_the_preserved(
     assert metric(proc, "vsr_match_judge_truncated_total") == before + 1
 
 
-def test_select_on_error_fail_refuses_and_skip_sends_the_request_unchanged(tmp_path_factory):
+def test_select_on_error_fail_refuses_skip_and_keep_send_the_tools_unchanged_strip_drops_them(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("failing")
     db = catalog(tmp, 10)
     with mock_upstream() as upstream:
         decisions = [{"name": mode, "priority": 10, "modelRefs": [{"model": "m"}],
                       "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": mode}]},
                       "plugins": [{"type": "tools", "configuration": {"select": {
-                          "mode": "add", "tools_db_path": db, "on_error": mode, "timeout_ms": 300,
-                          "match": {"judge": {"deployment": "gone"}}}}}]} for mode in ("fail", "skip")]
+                          "mode": select_mode, "on_error": mode, "timeout_ms": 300,
+                          **({"tools_db_path": db} if select_mode == "add" else {}),
+                          "match": {"judge": {"deployment": "gone"}}}}}]}
+                     for mode, select_mode in (("fail", "add"), ("skip", "add"), ("keep", "filter"), ("strip", "filter"))]
         doc = config([model("m", f"{upstream.url}/v1")], decisions, signals={"keywords": [
-            {"name": m, "operator": "OR", "keywords": [f"on {m}"]} for m in ("fail", "skip")]})
+            {"name": m, "operator": "OR", "keywords": [f"on {m}"]} for m in ("fail", "skip", "keep", "strip")]})
         doc["global"] = {"model_catalog": {"deployments": {"gone": {
             "provider": "systemone", "endpoint": f"http://127.0.0.1:{free_port()}/v1/systemone", "model": "x",
             "timeout_ms": 300}}}}
@@ -206,4 +208,11 @@ def test_select_on_error_fail_refuses_and_skip_sends_the_request_unchanged(tmp_p
             assert caught.value.status_code == 503 and "tool_selection_failed" in caught.value.response.text
             assert httpx.get(f"{upstream.url}/_mock/stats").json()["requests"] == 0
             client.chat.completions.create(model="vsr/auto", messages=[{"role": "user", "content": "on skip"}])
+            assert "tools" not in sent(upstream)
+            offered = [chat_tool("a"), chat_tool("b")]
+            client.chat.completions.create(model="vsr/auto", tools=offered,
+                                           messages=[{"role": "user", "content": "on keep"}])
+            assert names(sent(upstream)) == ["a", "b"]
+            client.chat.completions.create(model="vsr/auto", tools=offered,
+                                           messages=[{"role": "user", "content": "on strip"}])
             assert "tools" not in sent(upstream)

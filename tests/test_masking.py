@@ -7,29 +7,21 @@ import json
 
 import pytest
 
-from vsr_fast.errors import ConfigError
 from vsr_fast.plugins import masking
 from vsr_fast.routing import load_raw
 from vsr_fast.server.recording import Policies
 
+from . import test_plugins_config as plugins_config
+from .test_plugins_config import errors_of
+
 
 def doc(decision_plugins: list, global_plugins: list | None = None, pii: list | None = None) -> dict:
-    return {
-        "version": "v0.5",
-        "providers": {"models": [{"name": "m", "backend_refs": [{"endpoint": "http://127.0.0.1:1/v1"}]}]},
-        "global": {"plugins": global_plugins or []},
-        "recipes": [{"name": "default", "signals": {"pii": pii if pii is not None else [{"name": "personal"}]},
-                     "decisions": [{"name": "d", "modelRefs": [{"model": "m"}], "plugins": decision_plugins}]}],
-    }
+    out = plugins_config.doc(decision_plugins, global_plugins)
+    out["recipes"][0]["signals"] = {"pii": pii if pii is not None else [{"name": "personal"}]}
+    return out
 
 
-def errors_of(d: dict) -> list[str]:
-    with pytest.raises(ConfigError) as info:
-        load_raw(d)
-    return info.value.lines
-
-
-AT = "recipes[default].decisions[0].plugins[0].configuration"
+AT = f"{plugins_config.AT}.configuration"
 
 
 @pytest.mark.parametrize(("configuration", "line"), [

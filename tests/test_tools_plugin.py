@@ -6,32 +6,22 @@ import json
 
 import pytest
 
-from vsr_fast.errors import ConfigError
 from vsr_fast.plugins import tools as tp
 from vsr_fast.routing import load_raw
 from vsr_fast.server.recording import Policies
 
+from . import test_plugins_config as plugins_config
+from .test_plugins_config import errors_of
+
 
 def doc(decision_plugins: list, global_plugins: list | None = None, deployments: dict | None = None) -> dict:
-    out = {
-        "version": "v0.5",
-        "providers": {"models": [{"name": "m", "backend_refs": [{"endpoint": "http://127.0.0.1:1/v1"}]}]},
-        "global": {"plugins": global_plugins or []},
-        "recipes": [{"name": "default",
-                     "decisions": [{"name": "d", "modelRefs": [{"model": "m"}], "plugins": decision_plugins}]}],
-    }
+    out = plugins_config.doc(decision_plugins, global_plugins)
     if deployments:
         out["global"]["model_catalog"] = {"deployments": deployments}
     return out
 
 
-def errors_of(d: dict) -> list[str]:
-    with pytest.raises(ConfigError) as info:
-        load_raw(d)
-    return info.value.lines
-
-
-AT = "recipes[default].decisions[0].plugins[0].configuration"
+AT = f"{plugins_config.AT}.configuration"
 
 
 @pytest.fixture
@@ -99,7 +89,7 @@ def test_layers_merge_policy_and_select_field_by_field_and_select_null_turns_it_
     assert [t.name for t in policy.select.catalog] == ["a", "b"] and policy.select.on_error == "skip"
     off = load_raw(doc([{"type": "tools", "configuration": {"select": None}}],
                        global_plugins=[{"type": "tools", "configuration": {"select": {"mode": "filter"}}}]))
-    assert Policies(off).tools("default", "d").select is None
+    assert Policies(off).tools("default", "d") is None          # nothing left to do: no policy at all
 
 
 BODIES = {

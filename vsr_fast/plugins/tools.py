@@ -221,9 +221,10 @@ def resolve(*layers: ToolsConfig | None) -> Tools | None:
             judge=match.judge or JudgeConfig(), need_threshold=s.get("need_threshold", 0.5),
             preserve_count=s.get("preserve_count", 0), on_error=s.get("on_error", "skip" if mode == "add" else "keep"),
             timeout_ms=s.get("timeout_ms", 1000))
-    return Tools(mode=policy.get("mode", "passthrough"), allow=frozenset(policy.get("allow_tools", ())),
-                 block=frozenset(policy.get("block_tools", ())), strip_history=policy.get("strip_tool_history", False),
-                 select=select)
+    tools = Tools(mode=policy.get("mode", "passthrough"), allow=frozenset(policy.get("allow_tools", ())),
+                  block=frozenset(policy.get("block_tools", ())), strip_history=policy.get("strip_tool_history", False),
+                  select=select)
+    return None if tools == Tools() else tools     # a block that changes nothing costs its requests nothing
 
 
 # --- a request's tools, in the client's format ---------------------------------------------------
