@@ -151,7 +151,8 @@ def selecting(tmp_path_factory):
                           "modelRefs": [{"model": "m-openai"}]})
         doc = config(models, decisions, signals={"keywords": [
             {"name": k, "operator": "OR", "keywords": [f"via {k}"]} for k in (*FORMATS, "narrow")]})
-        doc["global"] = {"plugins": [{"type": "router_replay", "configuration": {"enabled": True}}]}
+        doc["global"] = {"plugins": [{"type": "router_replay", "configuration": {"enabled": True}}],
+                         "router": {"headers": {"debug": "any"}}}
         with router(write_config(doc, str(tmp))) as proc:
             yield proc, upstream
 
@@ -176,9 +177,10 @@ def test_filter_mode_reads_at_most_255_tools_and_keeps_top_k_plus_the_preserved(
     proc, upstream = selecting
     before = metric(proc, "vsr_match_judge_truncated_total")
     tools = [chat_tool(f"t{i:03d}") for i in range(300)]
-    r = httpx.post(f"{proc.url}/v1/chat/completions", json={
+    r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"x-vsr-debug": "1"}, json={
         "model": "vsr/auto", "tools": tools, "messages": [{"role": "user", "content": "Do it via narrow."}]})
     assert r.status_code == 200, r.text
+    assert 'match_judge_truncated="tools.select 299 candidates, judge read 255"' in r.headers["x-vsr-trace"]
     kept = names(sent(upstream))
     assert kept[0] == "t000" and len(kept) == 3                  # preserve_count 1, then the judge's top 2
     assert all(int(n[1:]) < 256 for n in kept)                   # the judge read the first 1 + 255, in order
