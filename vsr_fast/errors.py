@@ -36,6 +36,8 @@
     ├── RequestTimeout              504 request_timeout        the stage the deadline cut
     ├── ShuttingDown                503 shutting_down          drain (SIGTERM's graceful timeout; Retry-After)
     ├── StoreUnavailable            503 store_unavailable      store (Redis or another store did not answer)
+    ├── MaskingUnavailable          503 masking_unavailable    plugins (spans for a text to mask could not be had)
+    ├── ToolSelectionFailed         503 tool_selection_failed  plugins (tools.select with on_error: fail)
     └── UpstreamError               502 upstream_failed        upstream
         ├── UpstreamTimeout         504 upstream_timeout
         ├── UpstreamInvalid             upstream_invalid_answer   a status outside 2xx/4xx/5xx, a redirect, a body
@@ -272,6 +274,22 @@ class StoreUnavailable(VsrError):
     """A store the request needs (Redis) did not answer: try again later. Never the client's fault."""
 
     status, code, type, stage = 503, "store_unavailable", "api_error", "store"
+
+
+# --- request plugins ---------------------------------------------------------------------------
+
+
+class MaskingUnavailable(VsrError):
+    """masking could not get the personal-data spans of a text it must read: the request fails closed,
+    unsent. The message names no text (it would carry what masking protects)."""
+
+    status, code, type, stage = 503, "masking_unavailable", "api_error", "plugins"
+
+
+class ToolSelectionFailed(VsrError):
+    """tools.select could not choose (the decision model failed or was late) and its on_error is fail."""
+
+    status, code, type, stage = 503, "tool_selection_failed", "api_error", "plugins"
 
 
 # --- upstream ------------------------------------------------------------------------------

@@ -94,11 +94,14 @@ class Metrics:
         self.auth_failures = Counter(
             "vsr_auth_failures_total", "Requests refused for their key (missing, invalid, not allowed).", ("api", "code")
         )
+        self.judge_truncated = Counter(
+            "vsr_match_judge_truncated_total", "Judges that read only their first max_candidates.", ("feature",)
+        )
 
     def render(self, *extra: list[str]) -> bytes:
         lines: list[str] = []
         for series in (self.requests, self.latency, self.upstream_attempts, self.upstream_errors, self.disconnects,
-                       self.timeouts, self.rate_limited, self.auth_failures):
+                       self.timeouts, self.rate_limited, self.auth_failures, self.judge_truncated):
             lines += series.render()
         for more in extra:
             lines += more

@@ -55,6 +55,7 @@ class RequestEvents:
         "sink",
         "started",
         "started_ms",
+        "withheld",
     )
 
     def __init__(self, sink: EventSink, *, config_version: str, request_id: str = "", session_id: str | None = None,
@@ -70,6 +71,7 @@ class RequestEvents:
         self.started_ms = now_ms()
         self._seq = 0
         self._attempts = 0
+        self.withheld = False   # masking protects this request: the record keeps neither body
 
     @property
     def kept(self) -> bool:
@@ -90,21 +92,23 @@ class RequestEvents:
 
     def received(self, raw: bytes, request: ChatRequest | None, *, route: Route | None = None,
                  identity: Identity | None = None, api: str = "chat", shadow: bool = True,
-                 model: str | None = None, stream: bool | None = None) -> None:
+                 model: str | None = None, stream: bool | None = None, withhold: bool = False) -> None:
         """The request arrived (record it once routing chose the policy; ``ts_ms`` is its arrival).
 
         Chat: ``request`` is the decoded body, kept as its canonical copy. Any other
         client API: ``request`` is None, the body is kept as received (``body_copy``),
         and ``model`` and ``stream`` say what it asked for. ``shadow``: False where
         router_replay.shadow must not run (anything but single-model provider dispatch
-        of a Chat request, spec 5.7).
+        of a Chat request, spec 5.7). ``withhold``: keep no copy of the body (masking
+        protects what it holds), nor of the answer, which can echo the request's fields.
         """
         if route is not None:
             self.recipe = route.recipe
+        self.withheld = withhold
         p = self.policy
         copy, cut = (None, False)
         user, groups = None, []
-        if p.request_bytes > 0 and (request is not None or api != "chat"):
+        if p.request_bytes > 0 and not withhold and (request is not None or api != "chat"):
             if request is not None:
                 copy, cut = request_copy(request, p.request_bytes)
             else:
@@ -153,10 +157,11 @@ class RequestEvents:
         ))
 
     def routed(self, raw: bytes, request: ChatRequest | None, route: Route, *, identity: Identity | None = None,
-               shadow: bool = True, api: str = "chat", model: str | None = None, stream: bool | None = None) -> None:
+               shadow: bool = True, api: str = "chat", model: str | None = None, stream: bool | None = None,
+               withhold: bool = False) -> None:
         """``received``, ``signals`` and ``decision`` at once: what the hot path calls after routing."""
         self.received(raw, request, route=route, identity=identity, shadow=shadow, api=api, model=model,
-                      stream=stream)
+                      stream=stream, withhold=withhold)
         self.signals(route.readings)
         self.decision(route)
 
@@ -189,7 +194,7 @@ class RequestEvents:
             guard_codes=list(guard_codes), duration_ms=self._elapsed_ms(), ttfb_ms=ttfb_ms,
             content_type=content_type, body=body, body_bytes=captured.size if captured is not None else 0,
             body_truncated=captured.truncated if captured is not None else False,
-            replay_body_bytes=self.policy.response_bytes, cache=cache,
+            replay_body_bytes=0 if self.withheld else self.policy.response_bytes, cache=cache,
         ))
 
     def cache_hit(self, key: str, answer: CachedAnswer, *, decision: str | None) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from . import fast_response, header_mutation, prompt_cache, request_params, response_cache, router_replay
-from . import system_prompt
+from . import masking, system_prompt, tools
 
 
 class PluginType(NamedTuple):
@@ -28,10 +28,13 @@ PLUGINS: dict[str, PluginType] = {
                                   header_mutation.resolve),
     "request_params": PluginType(request_params.RequestParamsConfig, request_params.check, request_params.resolve),
     "prompt_cache": PluginType(prompt_cache.PromptCacheConfig, resolve=prompt_cache.resolve),
+    "masking": PluginType(masking.MaskingConfig, masking.check, masking.resolve),
+    "tools": PluginType(tools.ToolsConfig, tools.check, tools.resolve),
 }
 CONFIGURATIONS = {name: t.configuration for name, t in PLUGINS.items()}
 
-# The request plugins that rewrite the provider-bound request, in the spec's order (masking, last, joins here).
+# The request plugins that rewrite the provider-bound request, in the spec's order; masking, the last
+# rewrite, follows them on what they wrote (it asks System One, so dispatch runs it: pipeline/masking.py).
 SHAPING = ("system_prompt", "header_mutation", "request_params", "prompt_cache")
 
 # Plugin types of earlier schemas and what replaces each (spec 5.7, 8: "Removed plugins").

@@ -142,6 +142,11 @@ class Adapter(abc.ABC):
         """The request with the tools the decision's output contract adds; only Responses carries any."""
         return req
 
+    def with_raw(self, req: Inbound, raw: bytes) -> Inbound:
+        """The request as a request plugin rewrote it (``raw``, in this API's own format): what every
+        candidate's body is then written from."""
+        return replace(req, raw=raw, body=self._decoder.decode(raw), memo={})
+
     def stream(self, req: Inbound) -> bool:
         return req.body.stream
 

@@ -12,6 +12,7 @@ from ..config import Checked, RouterConfig, check_bytes, check_file, check_raw
 from ..errors import ConfigError
 from ..plugins.layers import check_plugins
 from ..signals.base import CompileErrors
+from . import plugin_checks
 from .plan import RoutingTable
 
 
@@ -33,6 +34,8 @@ def compile_checked(checked: Checked) -> Loaded:
     warnings = list(checked.warnings)
     compile_errors = CompileErrors()
     table = RoutingTable(checked.config, compile_errors, warnings)
+    if not compile_errors.lines:
+        plugin_checks.check(checked.config, table, compile_errors)
     if compile_errors.lines:
         raise ConfigError(compile_errors.lines)
     return Loaded(config=checked.config, version_hash=checked.version_hash, table=table, warnings=warnings)

@@ -26,6 +26,7 @@ from ..systemone.asker import SystemOneAsker
 from ..systemone.client import SystemOneClient
 from ..systemone.scan import ScanParams
 from ..systemone.views import view_for
+from .plugin_checks import judge_deployments
 
 # Condition types of learned signals: the systemone primitive and the application signals.
 LEARNED_TYPES = frozenset({"systemone", "domain", "fact_check", "user_feedback", "jailbreak", "safety", "pii",
@@ -87,6 +88,7 @@ class CompiledRecipe:
                 readings.outcomes[(rule.condition_type, rule.name)] = outcome_of(rule, None, "no System One client")
             return
         started = time.perf_counter_ns()
+        readings.request_text = canonical.text
         scanned = systemone.scanned(asked, canonical)
         asked = {s: q for s, q in asked.items() if s not in scanned}
         answers, scans = await systemone.ask_with_scans(asked, scanned, self.learned.read, canonical)
@@ -242,6 +244,10 @@ class RoutingTable:
             found = self._candidates_of[id(refs)] = static.candidate_models(refs, self.models)
         return found
 
+    def capability(self, name: str, errors: CompileErrors) -> caps.Capable | None:
+        """What deployment ``name`` answers (building an embedded model once); load problems go to ``errors``."""
+        return self._capability(name, errors)
+
     def _capability(self, name: str, errors: CompileErrors) -> caps.Capable | None:
         if name not in self._capable:
             try:
@@ -278,6 +284,9 @@ class RoutingTable:
                 dep = rule.share.deployment
                 own = rule.timeout_ms or self.deployments[dep].timeout_ms or 0
                 used[dep] = max(used.get(dep, 0), own)
+        for dep in judge_deployments(self.config):     # the tools plugin's tool_need and tool_rank
+            if dep in self.deployments:
+                used.setdefault(dep, self.deployments[dep].timeout_ms or 0)
         return used
 
     def asker(self, client: SystemOneClient) -> SystemOneAsker:

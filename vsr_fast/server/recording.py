@@ -14,7 +14,7 @@ from ..errors import VsrError
 from ..events.request import RequestEvents
 from ..events.types import CacheIntent
 from ..headers import registry as h
-from ..plugins import PLUGINS, SHAPING, response_cache, router_replay
+from ..plugins import PLUGINS, SHAPING, masking, response_cache, router_replay, tools
 from ..plugins.shaping import Shaping
 from ..protocol.adapters import Inbound
 from ..routing import Route
@@ -34,6 +34,10 @@ class Policies:
         self.cache = lru_cache(maxsize=1024)(self._cache)
         self.fast = lru_cache(maxsize=1024)(self._fast)
         self.shaping = lru_cache(maxsize=1024)(self._shaping)
+        self.masking = lru_cache(maxsize=1024)(self._masking)
+        # Resolved now, for every decision: a tools catalog is read from disk, never on the request path.
+        self._tools = {(r.name, d.name): tools.resolve(*self._layers(r.name, d.name, "tools"))
+                       for r in loaded.config.recipes for d in r.decisions}
 
     def _layers(self, recipe: str | None, decision: str | None, type_: str) -> list:
         return plugin_config.layers(self.config, self.recipes.get(recipe or ""), decision, type_)
@@ -57,6 +61,21 @@ class Policies:
             if policy is not None:
                 steps.append((type_, policy))
         return Shaping(tuple(steps)) if steps else None
+
+    def _masking(self, recipe: str | None, decision: str | None) -> masking.Masking | None:
+        return masking.resolve(*self._layers(recipe, decision, "masking"))
+
+    def tools(self, recipe: str | None, decision: str | None) -> tools.Tools | None:
+        """The decision's tools policy; a recipe's fallback and a model named directly have none."""
+        return self._tools.get((recipe or "", decision or ""))
+
+    def withholds_request(self, recipe: str | None, decision: str | None) -> bool:
+        """Whether the record and the shadow must not carry this request as received: its decision masks,
+        and no router_replay layer says ``capture_personal_data: true`` (the default leaves it unset)."""
+        if self.masking(recipe, decision) is None:
+            return False
+        return not any(layer is not None and layer.capture_personal_data is True
+                       for layer in self._layers(recipe, decision, "router_replay"))
 
     def global_replay(self) -> router_replay.ReplayPolicy:
         return router_replay.resolve(plugin_config.layer_of(self.config.global_.plugins, "router_replay"))
@@ -99,9 +118,11 @@ class Recording:
         ev.policy = state.policies.replay(route.recipe, route.decision)
         identity = state.identity(scope)
         adapter = state.adapters[req.api]
+        # A masking decision's request reaches neither the record nor a shadow model as received.
+        withhold = state.policies.withholds_request(route.recipe, route.decision)
         ev.routed(raw, req.body if req.api == "chat" else None, route, identity=identity,
-                  shadow=len(route.candidates) >= 1 and route.recipe is not None, api=req.api,
-                  model=adapter.model(req), stream=adapter.stream(req))
+                  shadow=len(route.candidates) >= 1 and route.recipe is not None and not withhold, api=req.api,
+                  model=adapter.model(req), stream=adapter.stream(req), withhold=withhold)
         cache = state.policies.cache(route.recipe, route.decision)
         if cache.enabled:
             key = response_cache.cache_key(raw, recipe=route.recipe, decision=route.decision, guard=None, policy=cache,

@@ -44,7 +44,7 @@ class Reading:
 class Readings:
     """Every outcome of one request's signals, keyed by (condition type, rule name)."""
 
-    __slots__ = ("outcomes", "timings_us", "coverage", "overloaded")
+    __slots__ = ("outcomes", "timings_us", "coverage", "overloaded", "request_text")
 
     def __init__(self) -> None:
         self.outcomes: dict[tuple[str, str], Outcome] = {}
@@ -53,6 +53,8 @@ class Readings:
         self.coverage: dict[tuple[str, str], str] = {}
         # Rules left unread because their decision model was overloaded past the wait.
         self.overloaded: set[tuple[str, str]] = set()
+        # The current turn the System One questions read: masking reuses its span answers by this text.
+        self.request_text: str | None = None
 
     def get(self, type_: str, name: str) -> Outcome | None:
         return self.outcomes.get((type_, name))

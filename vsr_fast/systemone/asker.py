@@ -17,7 +17,8 @@ import trio
 from ..protocol import systemone as wire
 from ..signals.base import CanonicalRequest
 from .client import Answered, SystemOneClient
-from .deployments import CallFailed
+from .learned import Share
+from .deployments import DEFAULT_TIMEOUT_MS, CallFailed
 from .scan import GuardScan, ScanMetrics, ScanRule, scan
 from .split import SetAsNoul
 from .states import build_state
@@ -89,13 +90,15 @@ class SystemOneAsker:
             self.scan_metrics.record(result)
         return answers, scans
 
-    async def _scan(self, share, guard, canonical: CanonicalRequest) -> None:
+    async def _scan(self, share, guard, canonical: CanonicalRequest | None) -> None:
+        """Read ``guard``'s windows; each window's state is the request's parts (``canonical``, or none
+        for a text read on its own) with the window as its request."""
         runner = self.client.runners[share.deployment]
         question = self._questions[share]
+        base = build_state(canonical, share.spec, lambda t: t) if canonical is not None else wire.State()
 
         async def ask_window(text: str, wire_ids) -> dict | None:
-            state = build_state(canonical, share.spec, lambda t: t)
-            state = msgspec.structs.replace(state, request=text)
+            state = msgspec.structs.replace(base, request=text)
             try:
                 with trio.fail_after((self.timeouts_ms.get(share.deployment) or 1000) / 1000):
                     if isinstance(question, SetAsNoul):
@@ -109,3 +112,61 @@ class SystemOneAsker:
             return response.answers
 
         await scan(guard, ask_window, max_parallel=self.max_parallel.get(share.deployment, 4))
+
+    async def spans(self, rule, texts: list[str]) -> dict[str, list[wire.Span] | None]:
+        """Every span ``rule`` (a span rule) keeps in each text, each text read on its own (masking, spec 5.7).
+
+        Texts that fit one window go in one merged call (a standard request for one
+        text, a batch for more), answers reused from the client's cache by state, so
+        a text the request stage already asked about costs nothing. A longer text is
+        read whole in windows. A text left without a full answer maps to None.
+        """
+        share = rule.share
+        params = self.scan_params.get(share.deployment)
+        window = params.window_bytes if params is not None else None
+        short = [t for t in texts if window is None or len(t.encode()) <= window]
+        long_ = [t for t in texts if window is not None and len(t.encode()) > window]
+        out: dict[str, list[wire.Span] | None] = {t: None for t in texts}
+        # One share per text: shares of one call are told apart by their stage, and keyed for reuse by state.
+        shares = {Share(share.wire_id, share.deployment, f"masking:{i}", share.spec): t for i, t in enumerate(short)}
+        question = self._questions[share]
+        answers = Answered()
+        guards = {t: GuardScan(t, [ScanRule.from_learned(rule, threshold=rule.threshold, on_unscanned="unknown")],
+                               params, seed=random.getrandbits(32)) for t in long_}
+        async with trio.open_nursery() as nursery:
+            if shares:
+                nursery.start_soon(self.client.ask_into, answers, dict.fromkeys(shares, question),
+                                   lambda s: wire.State(request=shares[s]), self.timeouts_ms)
+            for guard in guards.values():
+                nursery.start_soon(self._scan, share, guard, None)
+        for s, text in shares.items():
+            answer = answers.get(s)
+            if isinstance(answer, wire.SpanAnswer):
+                out[text] = [x for x in answer.spans if x.label not in rule.ignore and rule.passes(x.probability)]
+        for text, guard in guards.items():
+            result = guard.result().rules.get(f"{rule.condition_type}:{rule.name}")
+            if result is not None and result.coverage.kind == "full":
+                out[text] = list(result.spans)
+        return out
+
+    async def ask_standard(self, deployment: str, state: wire.State, questions: dict[str, wire.Question],
+                           timeout_ms: int | None = None) -> dict[str, wire.Answer] | None:
+        """One standard request to ``deployment`` (a plugin's judge: tools' tool_need and tool_rank), within
+        ``timeout_ms`` (else the deployment's, else 1,000 ms); None when it fails or is late."""
+        runner = self.client.runners.get(deployment)
+        if runner is None:
+            return None
+        timeout_s = (timeout_ms or self.timeouts_ms.get(deployment) or DEFAULT_TIMEOUT_MS) / 1000
+        outcome = "ok"
+        try:
+            with trio.fail_after(timeout_s):
+                response = await runner.call(wire.StandardRequest(state=state, questions=questions))
+        except CallFailed as exc:
+            outcome = exc.code
+            return None
+        except trio.TooSlowError:
+            outcome = "timeout"
+            return None
+        finally:
+            self.client.metrics.calls.inc(deployment, outcome)
+        return response.answers

@@ -16,8 +16,9 @@ Transport errors (httpcore's, ``transport.TransportError``) are mapped into vsr-
 """
 from __future__ import annotations
 
+import inspect
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Protocol
 from dataclasses import dataclass, field
 
@@ -83,7 +84,13 @@ class Outbound(Protocol):
     credential: str | None
 
 
-OutboundFor = Callable[[ProviderModel], "Outbound"]
+# A candidate's request, built when it is first tried; awaitable where a rewrite asks System One (masking).
+OutboundFor = Callable[[ProviderModel], "Outbound | Awaitable[Outbound]"]
+
+
+async def _built(outbound_for: OutboundFor, model: ProviderModel) -> "Outbound":
+    out = outbound_for(model)
+    return await out if inspect.isawaitable(out) else out
 
 
 class Dispatcher:
@@ -120,7 +127,7 @@ class Dispatcher:
         failure: UpstreamError | None = None
         for model, backend in self._order(candidates):
             started = time.perf_counter()
-            out = outbound_for(model)
+            out = await _built(outbound_for, model)
             resp = await self._open(attempts, model, backend, started, out, extra)
             if isinstance(resp, UpstreamError):
                 failure = resp
@@ -151,7 +158,7 @@ class Dispatcher:
         failure: UpstreamError | None = None
         for model, backend in self._order(candidates):
             started = time.perf_counter()
-            out = outbound_for(model)
+            out = await _built(outbound_for, model)
             resp = await self._open(attempts, model, backend, started, out, extra)
             if isinstance(resp, UpstreamError):
                 failure = resp

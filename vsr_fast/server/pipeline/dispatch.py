@@ -1,4 +1,4 @@
-"""Stage 4, dispatch: each candidate's request in its own ``api_format``, shaped by the request plugins,
+"""Stage 4, dispatch: each candidate's request in its own ``api_format``, shaped by the request plugins (masking last),
 sent in fallback order under the request's deadline."""
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from ...protocol.adapters import Outbound
 from ...upstream import Stream, Whole
 from ..delegation import delegated_credential
 from .exchange import Exchange
+from .masking import mask
 
 
 async def dispatch(ex: Exchange) -> Stream | Whole:
@@ -17,13 +18,13 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
     assert r is not None and req is not None
     credential = delegated_credential(ex.state, ex.scope, r.candidates)
 
-    def outbound_for(model: ProviderModel) -> Outbound:
+    async def outbound_for(model: ProviderModel) -> Outbound:
         out = ex.outbound.get(model.name)
         if out is None:
             out = ex.adapter.upstream(req, model.api_format, model.upstream_model)
             # The client's forwarded headers join the request's own, so header_mutation sees them all.
             out = dataclasses.replace(out, headers=(*client_headers, *out.headers), credential=credential)
-            out = ex.outbound[model.name] = _shaped(ex, out, model)
+            out = ex.outbound[model.name] = await _shaped(ex, out, model)
         return out
 
     client_headers = tuple(ex.provider_headers())
@@ -34,10 +35,18 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
     return answer
 
 
-def _shaped(ex: Exchange, out: Outbound, model: ProviderModel) -> Outbound:
-    if ex.shaping is None:
-        return out
-    shaped = ex.shaping.apply(out.body, model.api_format, out.headers)
-    if shaped.changes:
-        ex.rec.plugins_applied(model.name, list(shaped.changes))
-    return dataclasses.replace(out, body=shaped.body, headers=shaped.headers)
+async def _shaped(ex: Exchange, out: Outbound, model: ProviderModel) -> Outbound:
+    """The shaping plugins in order, then masking, the last rewrite, on what they wrote."""
+    changes: list[str] = []
+    if ex.shaping is not None:
+        shaped = ex.shaping.apply(out.body, model.api_format, out.headers)
+        changes += shaped.changes
+        out = dataclasses.replace(out, body=shaped.body, headers=shaped.headers)
+    if ex.masking is not None:
+        body, change = await mask(ex, out.body, model.api_format, ex.masking)
+        if change:
+            changes.append(f"masking: {change}")
+            out = dataclasses.replace(out, body=body)
+    if changes:
+        ex.rec.plugins_applied(model.name, changes)
+    return out

@@ -1,7 +1,7 @@
 """One request's shared state: what each stage reads and writes, and nothing else.
 
 decode writes ``raw`` and ``req``; route writes ``route`` and the decision's
-facts; the request plugins write ``shaping``; dispatch writes ``answer``; the
+facts; the request plugins write ``shaping`` and ``masking``; dispatch writes ``answer``; the
 answer stage writes the status and path; ``rec`` records every step.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ _WARNINGS = h.WARNINGS.encode()
 class Exchange:
     """What one request has decided so far; read by headers, metrics, errors and the record."""
 
-    __slots__ = ("_deadline", "_scopes", "adapter", "api", "codes", "decision", "extra", "model", "outbound", "path", "raw",
+    __slots__ = ("_deadline", "_scopes", "adapter", "api", "codes", "masked_spans", "masking", "decision", "extra", "model", "outbound", "path", "raw",
                  "rec", "recipe", "req", "responded", "route", "scope", "shaping", "stage", "started", "state",
                  "status", "trace", "warnings", "arrived", "ticket", "meter")
 
@@ -44,6 +44,8 @@ class Exchange:
         self.req: Inbound | None = None
         self.route: Route | None = None
         self.shaping: Any = None
+        self.masking: Any = None          # the decision's masking policy: dispatch's last rewrite
+        self.masked_spans: dict | None = None   # text -> the pii rule's spans, kept across candidates
         self.outbound: dict[str, Outbound] = {}
         self.recipe: str | None = None
         self.decision: str | None = None

@@ -1,12 +1,13 @@
 """Stage 3, request plugins: those that answer instead of a model (fast_response, response_cache), then
-the shaping plugins the dispatch applies to each candidate's request (system_prompt, header_mutation,
-request_params, prompt_cache; masking, last, joins them)."""
+tools on the client's request, then the rewrites the dispatch applies to each candidate's request
+(system_prompt, header_mutation, request_params, prompt_cache, and masking last)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ...plugins.response_cache import CachedAnswer
 from .exchange import Exchange
+from .tools import govern
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,5 +27,7 @@ async def request_plugins(ex: Exchange) -> Fast | CachedAnswer | None:
     cached = await ex.rec.cached(r)
     if cached is not None:
         return cached
+    await govern(ex)      # tools: first of the request rewrites, on the request as the client wrote it
     ex.shaping = policies.shaping(r.recipe, r.decision)
+    ex.masking = policies.masking(r.recipe, r.decision)
     return None

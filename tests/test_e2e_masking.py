@@ -1,0 +1,210 @@
+"""masking end to end (spec 5.7): real router and mock upstream processes, the official SDKs as clients.
+
+Every client API reaches a backend of every api_format; the provider-bound request the mock upstream
+logged must hold no email address or phone number in any position (system, messages, tool-call
+arguments, tool results, the text a system prompt added), and the replay record neither.
+"""
+from __future__ import annotations
+
+import json
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from .procs import config, free_port, mock_upstream, model, router, write_config
+
+EMAIL = "jane.doe@example.com"
+OTHER_EMAIL = "ops-desk@example.org"
+PHONE = "+1 650-253-0000"
+FORMATS = ("openai", "anthropic", "responses")
+PII_SIGNALS = {"pii": [{"name": "personal"}],
+               "keywords": [{"name": fmt, "operator": "OR", "keywords": [f"via {fmt}"]} for fmt in FORMATS]}
+PLUGINS = [
+    {"type": "system_prompt", "configuration": {"mode": "insert",
+                                                "system_prompt": f"Escalations go to {OTHER_EMAIL}."}},
+    {"type": "masking", "configuration": {"enabled": True, "signal": "personal",
+                                          "entity_types": ["EMAIL_ADDRESS", "PHONE_NUMBER"],
+                                          "placeholders": {"PHONE_NUMBER": "<phone>"}}},
+]
+
+
+@pytest.fixture(scope="module")
+def masked(tmp_path_factory):
+    with mock_upstream() as upstream:
+        models = [{**model(f"m-{fmt}", f"{upstream.url}/v1"), "api_format": fmt} for fmt in FORMATS]
+        decisions = [{"name": f"to-{fmt}", "priority": 10, "plugins": PLUGINS,
+                      "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": fmt}]},
+                      "modelRefs": [{"model": f"m-{fmt}"}]} for fmt in FORMATS]
+        doc = config(models, decisions, signals=PII_SIGNALS)
+        doc["global"] = {"plugins": [{"type": "router_replay", "configuration": {
+            "enabled": True, "capture_request_body": True, "capture_response_body": True,
+            "max_body_bytes": 65536}}]}
+        with router(write_config(doc, str(tmp_path_factory.mktemp("masked")))) as proc:
+            yield proc, upstream
+
+
+def sent(upstream) -> str:
+    """The provider-bound request as the mock upstream received it, as one JSON text."""
+    return json.dumps(httpx.get(f"{upstream.url}/_mock/stats").json()["last_request"]["body"])
+
+
+def assert_clean(text: str) -> None:
+    for value in (EMAIL, OTHER_EMAIL, PHONE, "650-253-0000", "jane.doe", "ops-desk"):
+        assert value not in text, f"{value!r} reached the provider: {text}"
+
+
+def assert_masked(proc, upstream, replay_id: str | None) -> None:
+    text = sent(upstream)
+    assert_clean(text)
+    assert "[EMAIL_ADDRESS]" in text and "<phone>" in text
+    assert "Escalations go to [EMAIL_ADDRESS]" in text          # the system prompt's own text, masked too
+    if replay_id:
+        record = httpx.get(f"{proc.url}/api/v1/replay/{replay_id}").json()
+        assert_clean(json.dumps(record))
+        assert any("masking: masked" in p for p in record["plugins"]), record["plugins"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_chat_request_reaches_every_api_format_masked(masked, fmt):
+    proc, upstream = masked
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
+    raw = client.chat.completions.with_raw_response.create(model="vsr/auto", messages=[
+        {"role": "system", "content": f"The user is {EMAIL}."},
+        {"role": "user", "content": f"Find the account of {EMAIL}, phone {PHONE}."},
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "call_1", "type": "function",
+            "function": {"name": "lookup", "arguments": json.dumps({"email": EMAIL, "phone": PHONE})}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": f"Account 42 belongs to {EMAIL}, {PHONE}."},
+        {"role": "user", "content": f"Summarise it via {fmt}."},
+    ], tools=[{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}])
+    assert raw.http_response.status_code == 200
+    assert_masked(proc, upstream, raw.headers.get("x-vsr-replay-id"))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_messages_request_reaches_every_api_format_masked(masked, fmt, stream):
+    proc, upstream = masked
+    client = anthropic.Anthropic(base_url=proc.url, api_key="k")
+    messages = [
+        {"role": "user", "content": f"Find the account of {EMAIL}, phone {PHONE}."},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "lookup",
+                                           "input": {"contact": {"email": EMAIL, "phone": PHONE}}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1",
+             "content": [{"type": "text", "text": f"Account 42 belongs to {EMAIL}, {PHONE}."}]},
+            {"type": "text", "text": f"Summarise it via {fmt}."}]},
+    ]
+    tools = [{"name": "lookup", "input_schema": {"type": "object"}}]
+    if stream:
+        with client.messages.stream(model="vsr/auto", max_tokens=64, system=f"The user is {EMAIL}.",
+                                    messages=messages, tools=tools) as s:
+            s.get_final_message()
+        replay_id = None
+    else:
+        raw = client.messages.with_raw_response.create(model="vsr/auto", max_tokens=64, system=f"The user is {EMAIL}.",
+                                                       messages=messages, tools=tools)
+        replay_id = raw.headers.get("x-vsr-replay-id")
+    assert_masked(proc, upstream, replay_id)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_responses_request_reaches_every_api_format_masked(masked, fmt):
+    proc, upstream = masked
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
+    raw = client.responses.with_raw_response.create(model="vsr/auto", instructions=f"The user is {EMAIL}.", input=[
+        {"role": "user", "content": f"Find the account of {EMAIL}, phone {PHONE}."},
+        {"type": "function_call", "call_id": "call_1", "name": "lookup",
+         "arguments": json.dumps({"email": EMAIL, "phone": PHONE})},
+        {"type": "function_call_output", "call_id": "call_1", "output": f"Account 42 belongs to {EMAIL}, {PHONE}."},
+        {"role": "user", "content": [{"type": "input_text", "text": f"Summarise it via {fmt}."}]},
+    ], tools=[{"type": "function", "name": "lookup", "parameters": {"type": "object"}}])
+    assert raw.http_response.status_code == 200
+    assert_masked(proc, upstream, raw.headers.get("x-vsr-replay-id"))
+
+
+def test_a_request_without_personal_data_is_sent_as_the_client_wrote_it(masked):
+    proc, upstream = masked
+    body = {"model": "vsr/auto", "messages": [{"role": "user", "content": "Hello there, via openai."}]}
+    r = httpx.post(f"{proc.url}/v1/chat/completions", json=body)
+    assert r.status_code == 200
+    got = json.loads(sent(upstream))
+    assert got["messages"][-1]["content"] == "Hello there, via openai."
+    # The system prompt's own address is still masked: masking reads what the plugins before it wrote.
+    assert got["messages"][0]["content"] == "Escalations go to [EMAIL_ADDRESS]."
+
+
+def test_masking_fails_the_request_closed_when_its_rule_cannot_be_read(tmp_path_factory):
+    """The pii rule's deployment does not answer: 503 masking_unavailable, and the provider gets nothing."""
+    with mock_upstream() as upstream:
+        doc = config([model("m", f"{upstream.url}/v1")],
+                     [{"name": "only", "rules": {"operator": "AND", "conditions": []}, "modelRefs": [{"model": "m"}],
+                       "plugins": [{"type": "masking", "configuration": {"signal": "personal"}}]}],
+                     signals={"pii": [{"name": "personal", "deployment": "gone"}]})
+        doc["global"] = {"model_catalog": {"deployments": {"gone": {
+            "provider": "systemone", "endpoint": f"http://127.0.0.1:{free_port()}/v1/systemone", "model": "x",
+            "timeout_ms": 500, "capabilities": {"question_types": ["span", "choice", "noul"]}}}}}
+        with router(write_config(doc, str(tmp_path_factory.mktemp("closed")))) as proc:
+            client = anthropic.Anthropic(base_url=proc.url, api_key="k", max_retries=0)
+            with pytest.raises(anthropic.InternalServerError) as caught:
+                client.messages.create(model="vsr/auto", max_tokens=10,
+                                       messages=[{"role": "user", "content": f"Mail {EMAIL}"}])
+            assert caught.value.status_code == 529      # Anthropic's words for a 503
+            assert EMAIL not in caught.value.response.text and "masking" in caught.value.response.text
+            r = httpx.post(f"{proc.url}/v1/chat/completions", json={
+                "model": "vsr/auto", "messages": [{"role": "user", "content": f"Mail {EMAIL}"}]})
+            assert r.status_code == 503 and r.json()["error"]["code"] == "masking_unavailable"
+            assert EMAIL not in r.text
+            assert httpx.get(f"{upstream.url}/_mock/stats").json()["requests"] == 0
+
+
+def test_masking_reuses_the_routing_answer_and_asks_only_the_texts_routing_did_not_read(tmp_path_factory):
+    """A remote decision model: routing asks the pii rule about the current turn; masking asks one more call,
+    about the other texts only (the system message), and masks what both answers labelled."""
+    from bench.fake_systemone import process as fake_process
+
+    turn, system = f"Mail me at {EMAIL} please.", f"Ops: {OTHER_EMAIL}"
+    with fake_process() as fake, mock_upstream() as upstream:
+        rules = [{"question": "preset:pii", "request_contains": text,
+                  "answer": {"span": [["EMAIL_ADDRESS", text.index(value), text.index(value) + len(value)]]}}
+                 for text, value in ((turn, EMAIL), (system, OTHER_EMAIL))]
+        httpx.post(f"{fake.url}/_fake/rules", json={"rules": rules}).raise_for_status()
+        doc = config([model("m", f"{upstream.url}/v1")],
+                     [{"name": "private", "rules": {"operator": "AND", "conditions": [{"type": "pii", "name": "personal"}]},
+                       "modelRefs": [{"model": "m"}],
+                       "plugins": [{"type": "masking", "configuration": {"signal": "personal"}}]}],
+                     signals={"pii": [{"name": "personal"}]}, fallback={"modelRefs": [{"model": "m"}]})
+        doc["global"] = {"model_catalog": {
+            "deployments": {"s1": {"provider": "systemone", "endpoint": f"{fake.url}/v1/systemone", "model": "fake",
+                                   "capabilities": {"question_types": ["span", "choice", "noul"]}}},
+            "system": {"decision_model": {"deployment": "s1"}}}}
+        with router(write_config(doc, str(tmp_path_factory.mktemp("reuse")))) as proc:
+            client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
+            raw = client.chat.completions.with_raw_response.create(model="vsr/auto", messages=[
+                {"role": "system", "content": system}, {"role": "user", "content": turn}])
+            assert raw.headers["x-vsr-selected-decision"] == "private"
+            text = sent(upstream)
+            assert_clean(text)
+            assert text.count("[EMAIL_ADDRESS]") == 2
+            calls = [c["body"] for c in httpx.get(f"{fake.url}/_fake/calls").json()["calls"]]
+            assert len(calls) == 2
+            assert calls[0]["state"]["request"] == turn                   # routing read the current turn
+            assert calls[1]["state"]["request"] == system                 # masking asked only what it lacked
+
+
+def test_a_long_tool_result_is_read_whole_in_windows_and_masked(masked):
+    proc, upstream = masked
+    filler = "The quarterly numbers were reviewed line by line. " * 400          # ~20 KB: many scan windows
+    result = f"{filler}Contact {EMAIL} or {PHONE}. {filler}Again: {EMAIL}."
+    r = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": [
+        {"role": "user", "content": "Check the report via anthropic."},
+        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+                                              "function": {"name": "report", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": result}],
+        "tools": [{"type": "function", "function": {"name": "report", "parameters": {"type": "object"}}}]})
+    assert r.status_code == 200, r.text
+    text = sent(upstream)
+    assert_clean(text)
+    assert text.count("[EMAIL_ADDRESS]") == 3 and "<phone>" in text       # the system prompt's, and both copies

@@ -1,0 +1,105 @@
+"""masking: its configuration's bad forms (one line each, with the path), layering, and the walk over each
+api_format's body (every text position read, every copy of a value replaced, names and ids left alone)."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from vsr_fast.plugins import masking
+from vsr_fast.routing import load_raw
+from vsr_fast.server.recording import Policies
+
+from . import test_plugins_config as plugins_config
+from .test_plugins_config import errors_of
+
+
+def doc(decision_plugins: list, global_plugins: list | None = None, pii: list | None = None) -> dict:
+    out = plugins_config.doc(decision_plugins, global_plugins)
+    out["recipes"][0]["signals"] = {"pii": pii if pii is not None else [{"name": "personal"}]}
+    return out
+
+
+AT = f"{plugins_config.AT}.configuration"
+
+
+@pytest.mark.parametrize(("configuration", "line"), [
+    ({"signal": "nobody"}, f"{AT}.signal: unknown_signal: masking names pii rule 'nobody', which "
+                           "recipes[default].signals.pii does not declare"),
+    ({"enabled": True}, f"{AT}.signal: missing_field: masking names the pii rule"),
+    ({"signal": "personal", "entity_types": ["EMAIL"]},
+     f"{AT}.entity_types[0]: invalid_value: 'EMAIL' is not a label of preset pii"),
+    ({"signal": "personal", "placeholders": {"PHONE": "<p>"}},
+     f"{AT}.placeholders.PHONE: invalid_value: 'PHONE' is not a label of preset pii"),
+    ({"signal": "personal", "placeholders": {"PHONE_NUMBER": ""}}, f"{AT}.placeholders.PHONE_NUMBER: invalid_value"),
+    ({"signal": "personal", "entity_types": "EMAIL_ADDRESS"}, f"{AT}.entity_types: invalid_type"),
+    ({"signal": "personal", "mask_char": "*"}, f"{AT}.mask_char: unknown_field"),
+])
+def test_each_bad_form_is_one_line_with_its_path(configuration, line):
+    lines = errors_of(doc([{"type": "masking", "configuration": configuration}]))
+    assert len(lines) == 1 and lines[0].startswith(line), lines
+
+
+def test_a_global_block_takes_its_rule_from_the_decision_and_a_decision_may_turn_it_off():
+    loaded = load_raw(doc([{"type": "masking", "configuration": {"signal": "personal"}}],
+                          global_plugins=[{"type": "masking", "configuration": {"entity_types": ["EMAIL_ADDRESS"]}}]))
+    policy = Policies(loaded).masking("default", "d")
+    assert policy == masking.Masking("personal", frozenset({"EMAIL_ADDRESS"}), {})
+    off = load_raw(doc([{"type": "masking", "configuration": {"enabled": False}}],
+                       global_plugins=[{"type": "masking", "configuration": {"signal": "personal"}}]))
+    assert Policies(off).masking("default", "d") is None
+    # A global block naming a rule a recipe lacks fails at the global block.
+    lines = errors_of(doc([], global_plugins=[{"type": "masking", "configuration": {"signal": "personal"}}], pii=[]))
+    assert lines == ["global.plugins[0].configuration.signal: unknown_signal: masking "
+                     "names pii rule 'personal', which recipes[default].signals.pii does not declare"]
+
+
+def test_masking_withholds_the_request_from_the_record_unless_personal_data_is_captured():
+    replay = {"type": "router_replay", "configuration": {"capture_request_body": True}}
+    plain = Policies(load_raw(doc([{"type": "masking", "configuration": {"signal": "personal"}}], [replay])))
+    assert plain.withholds_request("default", "d") is True
+    opted = {"type": "router_replay", "configuration": {"capture_request_body": True, "capture_personal_data": True}}
+    clear = Policies(load_raw(doc([{"type": "masking", "configuration": {"signal": "personal"}}], [opted])))
+    assert clear.withholds_request("default", "d") is False
+    assert Policies(load_raw(doc([], [replay]))).withholds_request("default", "d") is False
+
+
+E, P = "a@example.com", "+1 650-253-0000"
+BODIES = {
+    "openai": {"model": "x", "tools": [{"type": "function", "function": {"name": "lookup", "description": E}}],
+               "messages": [
+                   {"role": "system", "content": f"sys {E}"},
+                   {"role": "user", "content": [{"type": "text", "text": f"hi {E}"},
+                                                {"type": "image_url", "image_url": {"url": f"https://x/{E}"}}]},
+                   {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
+                       "name": "lookup", "arguments": json.dumps({"e": E, "p": P})}}]},
+                   {"role": "tool", "tool_call_id": "c1", "content": f"{P} and {P}"}]},
+    "anthropic": {"model": "x", "system": [{"type": "text", "text": f"sys {E}"}], "messages": [
+        {"role": "user", "content": f"hi {E}"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "lookup",
+                                           "input": {"who": {"e": E}, "list": [P]}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": f"{P}"},
+                                     {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                  "data": "QUJD"}}]}]},
+    "responses": {"model": "x", "instructions": f"sys {E}", "input": [
+        {"role": "user", "content": [{"type": "input_text", "text": f"hi {E}"}]},
+        {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": json.dumps({"e": E})},
+        {"type": "function_call_output", "call_id": "c1", "output": P},
+        {"type": "custom_tool_call", "call_id": "c2", "name": "apply_patch", "input": f"patch {E}"}]},
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(BODIES))
+def test_every_text_position_is_read_and_every_copy_replaced(fmt):
+    body = copy.deepcopy(BODIES[fmt])
+    found = masking.texts(body, fmt)
+    assert any(E in t for t in found) and any(P in t for t in found)
+    assert "lookup" not in found and "x" not in found and "QUJD" not in found   # names, ids, media: not text
+    count = masking.replace(body, fmt, {E: "[EMAIL_ADDRESS]", P: "[PHONE_NUMBER]"})
+    text = json.dumps(body)
+    assert count >= 4
+    # Tool definitions are not a text position the spec names; the conversation is clean.
+    conversation = json.dumps({k: v for k, v in body.items() if k != "tools"})
+    assert E not in conversation and P not in conversation and "[EMAIL_ADDRESS]" in text
+    assert masking.replace(body, fmt, {E: "x"}) == 0                               # nothing left to replace

@@ -1,0 +1,150 @@
+"""``masking``: replace the personal data a named ``pii`` rule finds in the provider-bound request (spec 5.7).
+
+The last of the request rewrites. It reads the request as it is sent, in the
+candidate's ``api_format``: system instructions, messages, tool-call
+arguments and tool results, and what a system prompt brought in. Each text
+position is asked about on its own (``texts``); every value a kept span
+labels is then replaced, wherever a copy of it appears in those positions,
+by its entity type's placeholder (``replace``). The System One side (asking,
+reuse by text, failing closed) is ``vsr_fast.server.pipeline.masking``; the
+load checks that need the recipe's rules are ``vsr_fast.routing.plugin_checks``.
+
+This module is pure: the block, the merged policy, and the walk over a
+decoded body.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from msgspec import UNSET, Meta, UnsetType
+
+from ..config.schema_base import Block
+from ._merge import merged_fields
+
+TYPE = "masking"
+Label = Annotated[str, Meta(min_length=1)]
+
+# Where each api_format keeps the conversation: every text position is under one of these.
+_ROOTS = {"openai": ("messages",), "anthropic": ("system", "messages"), "responses": ("instructions", "input")}
+# Keys whose values are names, ids, markers or media, never text a person wrote.
+_NOT_TEXT = frozenset({"type", "role", "id", "call_id", "tool_call_id", "tool_use_id", "name", "namespace", "model",
+                       "signature", "encrypted_content", "cache_control", "media_type", "url", "image_url", "file_id",
+                       "file_data", "file_url", "status", "detail", "format", "mime_type", "partial_image"})
+
+
+class MaskingConfig(Block):
+    """``{type: masking, configuration: {enabled, signal, entity_types, placeholders}}`` at one layer."""
+
+    enabled: bool | UnsetType = UNSET
+    signal: Label | UnsetType = UNSET                             # the pii rule whose spans are masked
+    entity_types: list[Label] | UnsetType = UNSET                 # the labels masked; all the rule keeps if unset
+    placeholders: dict[Label, Annotated[str, Meta(min_length=1)]] | UnsetType = UNSET
+
+
+@dataclass(frozen=True, slots=True)
+class Masking:
+    """The merged masking policy of one (recipe, decision)."""
+
+    signal: str
+    entity_types: frozenset[str] | None = None
+    placeholders: dict[str, str] = field(default_factory=dict)
+
+    def wants(self, label: str) -> bool:
+        return self.entity_types is None or label in self.entity_types
+
+    def placeholder(self, label: str) -> str:
+        return self.placeholders.get(label) or f"[{label}]"
+
+
+def resolve(*layers: MaskingConfig | None) -> Masking | None:
+    values = merged_fields(*layers)
+    if not values or values.get("enabled") is False or "signal" not in values:
+        return None
+    types = values.get("entity_types")
+    return Masking(values["signal"], frozenset(types) if types is not None else None,
+                   dict(values.get("placeholders") or {}))
+
+
+def check(raw: dict, path: str) -> list[str]:
+    """What the block's types would say without the key's path: an empty placeholder."""
+    placeholders = raw.get("placeholders")
+    if isinstance(placeholders, dict):
+        return [f"{path}.placeholders.{label}: invalid_value: a placeholder must not be empty (the value would "
+                "vanish from the request without a trace)" for label, text in placeholders.items() if text == ""]
+    return []
+
+
+# Replacing also reaches URLs (a copy of a value in a link's query still leaves the router); reading does not.
+_NOT_REPLACED = _NOT_TEXT - {"url", "image_url", "file_url"}
+
+
+def _walk(node: Any, visit: Callable[[str], str | None], parent: dict | None = None, key: str | None = None,
+          skip: frozenset[str] = _NOT_TEXT) -> Any:
+    """Call ``visit`` on every text leaf under ``node``; a str it returns replaces the leaf."""
+    if isinstance(node, str):
+        if key == "data" and not (parent is not None and parent.get("type") == "text"):
+            return None                     # base64 media; a text document's data is text
+        return visit(node)
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            new = _walk(item, visit, parent, key, skip)
+            if new is not None:
+                node[i] = new
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            if k in skip:
+                continue
+            new = _walk(v, visit, node, k, skip)
+            if new is not None:
+                node[k] = new
+    return None
+
+
+def _roots(body: dict, api_format: str) -> Iterator[str]:
+    for root in _ROOTS.get(api_format, ()):
+        if root in body:
+            yield root
+
+
+def texts(body: dict, api_format: str) -> list[str]:
+    """The distinct non-blank texts of ``body``'s text positions, in order of first appearance."""
+    seen: dict[str, None] = {}
+
+    def visit(text: str) -> None:
+        if text.strip():
+            seen.setdefault(text, None)
+        return None
+
+    for root in _roots(body, api_format):
+        new = _walk(body[root], visit, body, root)
+        assert new is None or isinstance(new, str)
+    return list(seen)
+
+
+def replace(body: dict, api_format: str, values: dict[str, str]) -> int:
+    """Replace every copy of each value (value -> placeholder) in ``body``'s text positions, in place;
+    how many copies were replaced. Longer values first, so a value inside another is never left half."""
+    if not values:
+        return 0
+    ordered = sorted(values, key=len, reverse=True)
+    count = 0
+
+    def visit(text: str) -> str | None:
+        nonlocal count
+        out = text
+        for value in ordered:
+            if value in out:
+                count += out.count(value)
+                out = out.replace(value, values[value])
+        return out if out is not text else None
+
+    for root in _roots(body, api_format):
+        new = _walk(body[root], visit, body, root, _NOT_REPLACED)
+        if new is not None:
+            body[root] = new
+    return count
+
+
+__all__ = ["Masking", "MaskingConfig", "TYPE", "check", "replace", "resolve", "texts"]

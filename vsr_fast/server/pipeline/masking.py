@@ -1,0 +1,87 @@
+"""The masking step of dispatch: the last rewrite of each candidate's provider-bound request (spec 5.7).
+
+It reads the body as it is sent (after the shaping plugins), asks the named
+pii rule about every text position it has not read yet, and replaces every
+copy of each labelled value. Spans are kept per request by text, so a
+fallback candidate pays only for texts its own format wrote differently;
+the request stage's answer about the current turn is reused by its text, and
+the System One client's reuse cache answers any text already asked about.
+A text it cannot read whole fails the request closed (``MaskingUnavailable``),
+before anything is sent.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import msgspec
+
+from ...errors import MaskingUnavailable
+from ...plugins import masking
+from .exchange import Exchange
+
+_DECODE = msgspec.json.Decoder()
+_ENCODE = msgspec.json.Encoder()
+
+
+async def mask(ex: Exchange, body: bytes, api_format: str, policy: masking.Masking) -> tuple[bytes, str | None]:
+    """``body`` with its personal data replaced, and what changed (counts by label, never a value)."""
+    doc = _DECODE.decode(body)
+    if not isinstance(doc, dict):
+        return body, None
+    found = masking.texts(doc, api_format)
+    spans = ex.masked_spans
+    if spans is None:
+        spans = ex.masked_spans = _from_routing(ex, policy)
+    missing = [t for t in found if t not in spans]
+    if missing:
+        rule = _rule(ex, policy)
+        asker = ex.state.systemone
+        if asker is None:
+            raise MaskingUnavailable("masking could not read the request: no decision model serves its pii rule")
+        got = await asker.spans(rule, missing)
+        unread = sum(1 for t in missing if got.get(t) is None)
+        if unread:
+            raise MaskingUnavailable(f"masking could not read {unread} of the request's {len(found)} texts "
+                                     f"(pii rule {policy.signal!r}); the request was not sent")
+        spans.update(got)   # type: ignore[arg-type]
+    values: dict[str, str] = {}
+    labels: Counter[str] = Counter()
+    for text in found:
+        for s in spans[text] or ():
+            value = text[s.start:s.end]
+            if value.strip() and policy.wants(s.label) and value not in values:
+                values[value] = policy.placeholder(s.label)
+                labels[s.label] += 1
+    if not masking.replace(doc, api_format, values):
+        return body, None
+    return _ENCODE.encode(doc), "masked " + ", ".join(f"{n} {label}" for label, n in sorted(labels.items()))
+
+
+def _rule(ex: Exchange, policy: masking.Masking):
+    r = ex.route
+    assert r is not None and r.recipe is not None
+    rule = ex.state.table.recipes[r.recipe].learned.rule("pii", policy.signal)
+    assert rule is not None, "the load checks that masking names a declared pii rule"
+    return rule
+
+
+def _from_routing(ex: Exchange, policy: masking.Masking) -> dict:
+    """The pii rule's spans about the current turn, when routing read that turn whole."""
+    readings = ex.route.readings if ex.route is not None else None
+    if readings is None or readings.request_text is None:
+        return {}
+    key = ("pii", policy.signal)
+    outcome = readings.outcomes.get(key)
+    if outcome is None or outcome.matched is None or outcome.spans is None:
+        return {}
+    text = readings.request_text
+    coverage = readings.coverage.get(key)
+    if coverage is None:
+        # Read through the routing view: its offsets index the text only when the view kept it whole.
+        asker = ex.state.systemone
+        view = asker.views.get(_rule(ex, policy).share.deployment) if asker is not None else None
+        if view is None or view(text) != text:
+            return {}
+    elif coverage != "full":
+        return {}
+    return {text: list(outcome.spans)}
