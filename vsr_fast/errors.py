@@ -26,6 +26,8 @@
     ├── Overloaded                  429 overloaded             route (the decision model; Retry-After)
     ├── RequestTimeout              504 request_timeout        the stage the deadline cut
     ├── StoreUnavailable            503 store_unavailable      store (Redis or another store did not answer)
+    ├── ResponseBlocked             403 response_blocked       guard (a response_guard block rule)
+    ├── ResponseTooLarge            502 response_too_large     guard (a held answer past its 64 MiB bound)
     └── UpstreamError               502 upstream_failed        upstream
         ├── UpstreamTimeout         504 upstream_timeout
         ├── UpstreamInvalid             upstream_invalid_answer   a status outside 2xx/4xx/5xx, a redirect, a body
@@ -197,6 +199,21 @@ class StoreUnavailable(VsrError):
     """A store the request needs (Redis) did not answer: try again later. Never the client's fault."""
 
     status, code, type, stage = 503, "store_unavailable", "api_error", "store"
+
+
+# --- the response stage --------------------------------------------------------------------
+
+
+class ResponseBlocked(VsrError):
+    """The decision's response_guard blocked the answer: nothing of it reaches the client."""
+
+    status, code, type, stage = 403, "response_blocked", "permission_error", "guard"
+
+
+class ResponseTooLarge(VsrError):
+    """A streamed answer held for the guard grew past its bound: refused, never forwarded unread."""
+
+    status, code, type, stage = 502, "response_too_large", "upstream_error", "guard"
 
 
 # --- upstream ------------------------------------------------------------------------------

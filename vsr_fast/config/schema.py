@@ -212,6 +212,8 @@ class Identity(_Block):
     trust_headers: bool = False
     user_header: str = headers.AUTHZ_USER
     groups_header: str = headers.AUTHZ_GROUPS
+    team_header: str = headers.AUTHZ_TEAM
+    tenant_header: str = headers.AUTHZ_TENANT
 
 
 class Listener(_Block):

@@ -55,6 +55,8 @@ DEBUG = _register("x-vsr-debug", Q, CTL, "headers", "Asks for x-vsr-trace.")
 SESSION_ID = _register("x-vsr-session-id", Q, CTL, "sessions", "Names the session.")
 AUTHZ_USER = _register("x-authz-user-id", Q, CTL, "role_bindings", "Caller's user id, read only from a trusted listener.", "identity")
 AUTHZ_GROUPS = _register("x-authz-user-groups", Q, CTL, "role_bindings", "Caller's groups (comma-separated), read only from a trusted listener.", "identity")
+AUTHZ_TEAM = _register("x-authz-team-id", Q, CTL, "response_cache", "Caller's team, read only from a trusted listener (response_cache scope: team).", "identity")
+AUTHZ_TENANT = _register("x-authz-tenant-id", Q, CTL, "response_cache", "Caller's tenant, read only from a trusted listener (response_cache scope: tenant).", "identity")
 REQUEST_ID = _register("x-request-id", Q, Surface.PUBLIC, "headers", "Request correlation id; reaches providers.")
 
 PUBLIC_SCHEMA = "3"

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from . import fast_response, header_mutation, prompt_cache, request_params, response_cache, router_replay
-from . import system_prompt
+from . import response_guard, system_prompt
 
 
 class PluginType(NamedTuple):
@@ -28,6 +28,7 @@ PLUGINS: dict[str, PluginType] = {
                                   header_mutation.resolve),
     "request_params": PluginType(request_params.RequestParamsConfig, request_params.check, request_params.resolve),
     "prompt_cache": PluginType(prompt_cache.PromptCacheConfig, resolve=prompt_cache.resolve),
+    "response_guard": PluginType(response_guard.ResponseGuardConfig, response_guard.check, response_guard.resolve),
 }
 CONFIGURATIONS = {name: t.configuration for name, t in PLUGINS.items()}
 

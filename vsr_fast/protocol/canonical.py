@@ -17,6 +17,8 @@ class Identity:
 
     user: str | None = None
     groups: frozenset[str] = frozenset()
+    team: str | None = None           # response_cache scope: team / tenant
+    tenant: str | None = None
 
 
 ANONYMOUS = Identity()

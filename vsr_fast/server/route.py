@@ -26,13 +26,19 @@ def identity_reader(config: RouterConfig) -> IdentityReader:
         return lambda scope: ANONYMOUS
     user_name = listener.identity.user_header.lower().encode()
     groups_name = listener.identity.groups_header.lower().encode()
+    team_name = listener.identity.team_header.lower().encode()
+    tenant_name = listener.identity.tenant_header.lower().encode()
+
+    def one(scope: Scope, name: bytes) -> str | None:
+        value = header(scope, name)
+        return value.decode("latin-1").strip() or None if value else None
 
     def read(scope: Scope) -> Identity:
-        user = header(scope, user_name)
         groups = header(scope, groups_name)
         return Identity(
-            user=user.decode("latin-1").strip() or None if user else None,
+            user=one(scope, user_name),
             groups=frozenset(g.strip() for g in groups.decode("latin-1").split(",") if g.strip()) if groups else frozenset(),
+            team=one(scope, team_name), tenant=one(scope, tenant_name),
         )
 
     return read

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..routing import Loaded
+from ..events.cache_writer import DirectCacheWriter
 from ..events.service import EventServices
 from ..headers import trace
 from ..signals.registry import matched_signals
@@ -23,6 +24,7 @@ class AppState:
     upstreams: Upstreams
     systemone_client: SystemOneClient | None = None
     events: EventServices | None = None
+    direct_cache: DirectCacheWriter | None = None    # the response cache without an event stream
     metrics: Metrics = field(default_factory=Metrics)
     draining: bool = False
 
