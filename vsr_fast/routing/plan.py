@@ -191,10 +191,13 @@ def recipe_guards(config: RouterConfig, recipe: Recipe) -> dict:
         policy = response_guard.resolve(*layers)
         if policy is None:
             continue
-        paths = ["global.plugins", f"recipes[{recipe.name}].plugins",
-                 f"recipes[{recipe.name}].decisions[{i}].plugins"]
+        entries = [("global.plugins", config.global_.plugins), (f"recipes[{recipe.name}].plugins", recipe.plugins)]
+        if i is not None:
+            entries.append((f"recipes[{recipe.name}].decisions[{i}].plugins", recipe.decisions[i].plugins))
         giver = max(k for k, layer in enumerate(layers) if layer is not None and layer.rules is not msgspec.UNSET)
-        out[name] = (policy, f"{paths[giver]}[response_guard].configuration")
+        where, plugins = entries[giver]
+        j = next(j for j, entry in enumerate(plugins) if entry.type == response_guard.TYPE)
+        out[name] = (policy, f"{where}[{j}].configuration")
     return out
 
 
