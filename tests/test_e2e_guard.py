@@ -334,3 +334,88 @@ def test_a_flag_only_guard_keeps_true_streaming_and_records_after_the_end(gmock,
                                         'outcome="annotated",stream="unbuffered"}') == 1, "the guard's record")
         assert metric(proc, "llm_response_guard_buffered_total{") == 0
     answer_with(gmock, SAFE)
+
+
+# --- the cache and the guard --------------------------------------------------------------------
+
+
+def wait_for_value(fn, what: str, timeout: float = 15.0):
+    """``fn()`` once it is truthy (polled); fails naming ``what`` at the deadline."""
+    found: list = []
+    wait_until(lambda: bool(found.append(fn()) or found[-1]), what, timeout)
+    return found[-1]
+
+
+CACHE = {"enabled": True, "ttl_seconds": 300}
+REPLAY = {"type": "router_replay", "configuration": {"capture_response_body": True, "max_body_bytes": 65536}}
+
+
+def ask_chat(proc, text: str, *, stream: bool = False, headers: dict | None = None) -> httpx.Response:
+    return httpx.post(f"{proc.url}/v1/chat/completions", timeout=30, headers=headers or {},
+                      json={"model": "guard-chat", "stream": stream, "messages": [{"role": "user", "content": text}]})
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_the_cache_keeps_only_what_the_guard_released(gmock, gfake, tmp_path, stream):
+    doc = guard_config(gmock.url, gfake.url, cache=CACHE)
+    doc["global"]["plugins"] = [REPLAY]
+    with router(write_config(doc, str(tmp_path))) as proc:
+        set_rules(gfake, RULES)
+        # Noted: stored with its note, served as the client received it.
+        answer_with(gmock, REFUSED)
+        first = ask_chat(proc, f"noted {stream}", stream=stream)
+        assert first.headers["x-vsr-response-path"] == "upstream" and NOTE_HEAD.encode() in first.content
+        hit = wait_for_value(lambda: (lambda r: r if r.headers["x-vsr-response-path"] == "cache" else None)(
+            ask_chat(proc, f"noted {stream}", stream=stream)), "the noted answer cached")
+        assert hit.content == first.content
+        record = wait_for_value(lambda: (lambda r: r.json() if r.status_code == 200 and r.json().get("status") else None)(
+            httpx.get(f"{proc.url}/api/v1/replay/{first.headers['x-vsr-replay-id']}")), "the replay record")
+        assert record["guard"] == "noted" and record["guard_codes"] == ["refused"]
+        assert record["stream"] == ("buffered" if stream else None)
+        # Blocked: never stored; flagged only in x-vsr-warnings (the refusal question failed): never stored.
+        answer_with(gmock, UNSAFE)
+        assert ask_chat(proc, f"blocked {stream}", stream=stream).headers["x-vsr-response-path"] == "blocked"
+        set_rules(gfake, RULES[:2] + [{"question": "preset:refusal", "answer": {"error": {"code": "question_failed"}}}])
+        answer_with(gmock, SAFE)
+        flagged = ask_chat(proc, f"flagged {stream}", stream=stream)
+        assert flagged.headers["x-vsr-warnings"] == "refused;unknown"
+        wait_until(lambda: metric(proc, 'llm_cache_write_skipped_total{reason="flagged"}') == 1
+                   and metric(proc, 'llm_cache_write_skipped_total{reason="blocked"}') == 1, "both skips counted")
+        for text in (f"blocked {stream}", f"flagged {stream}"):
+            assert ask_chat(proc, text, stream=stream).headers["x-vsr-response-path"] != "cache"
+
+
+def test_the_cache_works_without_an_event_stream_and_keys_on_the_team(gmock, gfake, tmp_path):
+    doc = guard_config(gmock.url, gfake.url, cache={**CACHE, "scope": "team"},
+                       stores={"event_stream": {"backend": "none"}})
+    doc["listeners"] = [{"name": "main", "identity": {"trust_headers": True}}]
+    set_rules(gfake, RULES)
+    answer_with(gmock, SAFE)
+    red_alice = {"x-authz-user-id": "alice", "x-authz-team-id": "red"}
+    with router(write_config(doc, str(tmp_path))) as proc:
+        first = ask_chat(proc, "team cache", headers=red_alice)
+        assert first.headers["x-vsr-response-path"] == "upstream"
+        hit = wait_for_value(lambda: (lambda r: r if r.headers["x-vsr-response-path"] == "cache" else None)(
+            ask_chat(proc, "team cache", headers={"x-authz-user-id": "bob", "x-authz-team-id": "red"})),
+            "a teammate served from the cache")
+        assert hit.content == first.content
+        other = ask_chat(proc, "team cache", headers={"x-authz-user-id": "carol", "x-authz-team-id": "blue"})
+        assert other.headers["x-vsr-response-path"] == "upstream"
+        assert metric(proc, "llm_cache_writes_total") >= 1
+
+
+def test_a_held_stream_past_64_mib_is_refused_unread(gmock, gfake, tmp_path):
+    """The held bound itself: the backend may send 128 MiB, the guard holds no more than 64 MiB."""
+    set_rules(gfake, RULES)
+    answer_with(gmock, "B" * (65 << 20), chunks=65)
+    path = write_config(guard_config(gmock.url, gfake.url, backend_max_bytes=128 << 20), str(tmp_path))
+    try:
+        with router(path) as proc:
+            resp = raw_stream(proc, "chat")
+            assert resp.status_code == 200 and len(resp.content) < 4096 and b"BBBB" not in resp.content
+            assert b"64 MiB" in resp.content
+            assert "response_guard=over_limit;buffered" in resp.headers["x-vsr-trace"]
+            assert not any("preset:" in json.dumps(c["body"]) and "BBBB" in json.dumps(c["body"])
+                           for c in fake_calls(gfake)), "the guard never read it"
+    finally:
+        answer_with(gmock, SAFE)

@@ -152,15 +152,20 @@ class Recording:
         if self.events is not None:
             self.events.answer(status=status, response_path=path, model=model, streamed=streamed, complete=complete,
                                content_type=content_type, captured=self.capture, guard=guard,  # type: ignore[arg-type]
-                               guard_codes=guard_codes or (), held=held,
-                               cache=self.intent if complete and status < 400 else None)
-        elif self.direct is not None and self.intent is not None and complete and status < 400:
+                               guard_codes=guard_codes or (), held=held, cache=self._intent(status, complete, guard))
+        elif self.direct is not None and self._intent(status, complete, guard) is not None:
             captured = self.capture
             self.direct.submit(AnswerCompleted(
                 replay_id="", status=status, response_path=path, model=model, streamed=streamed, held=held,
                 complete=complete, guard=guard, guard_codes=guard_codes or [], content_type=content_type,  # type: ignore[arg-type]
                 body=captured.body() if captured else None, body_bytes=captured.size if captured else 0,
                 body_truncated=captured.truncated if captured else False, cache=self.intent))
+
+    def _intent(self, status: int, complete: bool, guard: str) -> CacheIntent | None:
+        """The cache intent for the writer: a released answer to store, or a guard's verdict to count as a skip."""
+        if complete and status < 400 or guard not in ("none", "passed", "noted"):
+            return self.intent
+        return None
 
     def plugins_applied(self, model: str | None, changes: list[str]) -> None:
         if self.events is not None:
