@@ -419,3 +419,20 @@ def test_a_held_stream_past_64_mib_is_refused_unread(gmock, gfake, tmp_path):
                            for c in fake_calls(gfake)), "the guard never read it"
     finally:
         answer_with(gmock, SAFE)
+
+
+@pytest.mark.parametrize("model", ["guard-msg", "guard-resp"])
+def test_a_held_stream_translated_from_another_protocol_is_guarded_the_same(gmock, gfake, guarded, model):
+    """A Chat client on a Messages or Responses model: the guard reads the translated stream."""
+    set_rules(gfake, RULES)
+    answer_with(gmock, REFUSED)
+    client = chat_client(guarded)
+    chunks = list(client.chat.completions.create(model=model, stream=True,
+                                                 messages=[{"role": "user", "content": f"translated {model}"}]))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == NOTE_HEAD + "\n\n" + REFUSED
+    answer_with(gmock, UNSAFE)
+    with pytest.raises(openai.APIError) as caught:
+        list(client.chat.completions.create(model=model, stream=True,
+                                            messages=[{"role": "user", "content": f"translated {model} 2"}]))
+    assert "withheld by the response guard" in str(caught.value)
+    answer_with(gmock, SAFE)
