@@ -256,6 +256,10 @@ class Adapter(abc.ABC):
     def held_text(self, events: list) -> str:
         return GUARDED.stream_text(events)
 
+    def held_failure(self, events: list) -> str | None:
+        """Why a held stream is not a whole answer (its error event, or no end), or None."""
+        return GUARDED.failure_of(events)
+
     def noted_whole(self, req: Inbound, body: bytes, note: str) -> bytes:
         """A whole answer in this client's protocol with ``note`` at the head of its text."""
         answer, _ = BY_FORMAT[self.native].read_answer(body)

@@ -10,7 +10,7 @@ protocol's own writer.
 """
 from __future__ import annotations
 
-from ._ir import Answer, ArgsDelta, BlockStart, BlockStop, Event, Started, Text, TextDelta, ToolCall
+from ._ir import Answer, ArgsDelta, BlockStart, BlockStop, Event, Failed, Finished, Started, Text, TextDelta, ToolCall
 from ._sse import SSEParser
 
 
@@ -38,6 +38,16 @@ def stream_events(fmt, sse: bytes) -> list[Event]:
         events += reader.event(name, data)
     events += reader.close()
     return events
+
+
+def failure_of(events: list[Event]) -> str | None:
+    """Why a held stream is not a whole answer (an error event, or no end), or None when it is."""
+    failed = next((ev for ev in events if isinstance(ev, Failed)), None)
+    if failed is not None:
+        return failed.message
+    if not any(isinstance(ev, Finished) for ev in events):
+        return "the stream ended before the answer did"
+    return None
 
 
 def stream_text(events: list[Event]) -> str:
@@ -76,4 +86,4 @@ def noted_events(events: list[Event], note: str) -> list[Event]:
     return [*events[:head], BlockStart(index, "text"), TextDelta(index, note), BlockStop(index), *events[head:]]
 
 
-__all__ = ["answer_text", "noted_answer", "noted_events", "stream_events", "stream_text", "text_of_parts"]
+__all__ = ["answer_text", "failure_of", "noted_answer", "noted_events", "stream_events", "stream_text", "text_of_parts"]

@@ -288,10 +288,14 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
                 try:
                     events = adapter.held_events(bytes(held))
                     text = adapter.held_text(events)
+                    broken = adapter.held_failure(events)
                 except (msgspec.DecodeError, VsrError):
                     failure, outcome = UpstreamError("the held answer could not be read"), "incomplete"
                 else:
-                    verdict = await response_guard.judge(ex, guard, text)
+                    if broken is not None:   # the model's own error event, or a stream that did not end
+                        failure, outcome = UpstreamError(f"upstream {stream.backend.label}: {broken}"), "incomplete"
+                    else:
+                        verdict = await response_guard.judge(ex, guard, text)
         if cut.cancelled_caught:
             failure, outcome = RequestTimeout("the request's deadline passed while the answer was held"), "incomplete"
             ex.state.metrics.timeouts.inc(ex.api, "answer")
