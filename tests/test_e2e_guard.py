@@ -30,6 +30,7 @@ RULES = [
 ]
 NOTE_HEAD = "[Note from the router: this answer was flagged (refused).]"
 APIS = ("chat", "messages", "responses")
+REPLAY = {"type": "router_replay", "configuration": {"capture_response_body": True, "max_body_bytes": 65536}}
 
 
 def guard_config(mock_url: str, s1_url: str, *, guard: dict | None = None, cache: dict | None = None,
@@ -86,6 +87,13 @@ def guarded(gmock, gfake, tmp_path_factory):
     path = write_config(guard_config(gmock.url, gfake.url), str(tmp_path_factory.mktemp("guard")))
     with router(path) as proc:
         yield proc
+
+
+def wait_for_value(fn, what: str, timeout: float = 15.0):
+    """``fn()`` once it is truthy (polled); fails naming ``what`` at the deadline."""
+    found: list = []
+    wait_until(lambda: bool(found.append(fn()) or found[-1]), what, timeout)
+    return found[-1]
 
 
 def answer_with(mock, content: str, **extra) -> None:
@@ -316,7 +324,9 @@ def test_a_client_leaving_mid_hold_cancels_the_upstream(gmock, gfake, guarded, a
 def test_a_flag_only_guard_keeps_true_streaming_and_records_after_the_end(gmock, gfake, tmp_path):
     set_rules(gfake, RULES)
     guard = {"rules": [{"when": {"type": "refusal", "name": "refused"}, "action": "annotate", "code": "refused"}]}
-    path = write_config(guard_config(gmock.url, gfake.url, guard=guard), str(tmp_path))
+    doc = guard_config(gmock.url, gfake.url, guard=guard)
+    doc["global"]["plugins"] = [REPLAY]
+    path = write_config(doc, str(tmp_path))
     answer_with(gmock, REFUSED, chunks=20, chunk_interval_ms=100)
     with router(path) as proc:
         first_byte_before_end = False
@@ -333,21 +343,16 @@ def test_a_flag_only_guard_keeps_true_streaming_and_records_after_the_end(gmock,
         wait_until(lambda: metric(proc, 'vsr_response_guard_outcomes_total{decision_name="guarded-chat",'
                                         'outcome="annotated",stream="unbuffered"}') == 1, "the guard's record")
         assert metric(proc, "llm_response_guard_buffered_total{") == 0
+        record = wait_for_value(lambda: (lambda r: r.json() if r.status_code == 200 and r.json().get("guard") else None)(
+            httpx.get(f"{proc.url}/api/v1/replay/{resp.headers['x-vsr-replay-id']}")), "the replay record")
+        assert record["stream"] == "unbuffered" and record["guard"] == "flagged" and record["guard_codes"] == ["refused"]
     answer_with(gmock, SAFE)
 
 
 # --- the cache and the guard --------------------------------------------------------------------
 
 
-def wait_for_value(fn, what: str, timeout: float = 15.0):
-    """``fn()`` once it is truthy (polled); fails naming ``what`` at the deadline."""
-    found: list = []
-    wait_until(lambda: bool(found.append(fn()) or found[-1]), what, timeout)
-    return found[-1]
-
-
 CACHE = {"enabled": True, "ttl_seconds": 300}
-REPLAY = {"type": "router_replay", "configuration": {"capture_response_body": True, "max_body_bytes": 65536}}
 
 
 def ask_chat(proc, text: str, *, stream: bool = False, headers: dict | None = None) -> httpx.Response:

@@ -203,6 +203,11 @@ class _Compiler:
         deployment = self.deployment_for(condition_type, rule.deployment)
         media = {"image"} if spec.images else set()
         capable = self.check_deployment(rule_path, deployment, preset.type, None, media, condition_type)
+        if capable is not None and capable.known and capable.presets is not None and preset_name not in capable.presets:
+            # Truthful to the card: the model refuses this question in place, so the rule is always unknown.
+            self.warnings.append(
+                f"{rule_path}: preset_unanswered: deployment {deployment!r} ({capable.model or capable.kind}) "
+                f"does not answer preset {preset_name}, as its card says; the rule is always unknown")
         default = NEUTRAL_THRESHOLD
         if predicate is None and capable is not None and capable.known:
             calibrated = capable.calibrated.get(preset_name if preset_name != "harm_categories" else "harm")
