@@ -56,13 +56,15 @@ request's state (entry name null) or a batch entry (its name). Every field is op
 
     {"question": "preset:domain",       # exact wire ID, or "*" (default): any question
      "request_contains": "invoice",     # only entries whose state.request contains this
+     "answer_contains": "lock",         # response stage: only entries whose state.answer contains this
+     "context_contains": "09:00",       # ... whose state.context (the grounding context) contains this
      "answer": {...},                   # fix the answer (one kind, below)
      "latency_ms": 200,                 # wait this long before answering the whole call
      "fail": {...},                     # fail the whole call (below)
      "times": 2,                        # apply only on the first 2 calls the filter matched
      "calls": [3, 4]}                   # apply only on matched calls 3..4 (1-based; [3, null]: 3 on)
 
-The filter (``question`` + ``request_contains``) *matches a call* when it matches at
+The filter (``question`` + the ``*_contains`` tests) *matches a call* when it matches at
 least one of its items. Each rule counts the calls its filter matches, whether or not
 its effect was used (so one rule's schedule never depends on another rule), and it
 *applies* to a call when the filter matches and the count is within ``times`` and
@@ -252,6 +254,8 @@ Failure = Union[Overloaded, StatusFailure, QuestionFailed, InvalidInput, Hang, R
 class Rule(Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     question: str = "*"
     request_contains: str | None = None
+    answer_contains: str | None = None     # the response stage: only entries whose state.answer contains this
+    context_contains: str | None = None    # ... and whose state.context contains this
     answer: AnswerSpec | None = None
     latency_ms: Annotated[float, Meta(ge=0)] = 0.0
     fail: Failure | None = None
@@ -264,8 +268,13 @@ class Rule(Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
 
     def covers(self, entry: Entry, name: str) -> bool:
         """Whether the filter matches one item: question `name` about `entry`."""
+        state = entry.state
         return (self.question == "*" or self.question == name) and (
-            self.request_contains is None or self.request_contains in entry.state.request
+            self.request_contains is None or self.request_contains in state.request
+        ) and (
+            self.answer_contains is None or (state.answer is not None and self.answer_contains in state.answer)
+        ) and (
+            self.context_contains is None or (state.context is not None and self.context_contains in state.context)
         )
 
     def scheduled(self, n: int) -> bool:

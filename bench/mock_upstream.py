@@ -31,7 +31,9 @@ received; ``completed`` = successful answers written in full; ``cancelled`` = an
 client went away first (during --latency-ms or mid-stream); ``failures_injected``; so at rest
 requests = completed + cancelled + failures_injected + malformed requests. ``by_api`` counts
 received requests per route (chat, messages, responses, images); ``usage`` sums the token
-counts the answers reported (``input_tokens``, ``output_tokens``).
+counts the answers reported (``input_tokens``, ``output_tokens``). ``GET /_mock/last_stream``
+returns the SSE bytes of the last stream it answered, unframed, so a test can compare what a
+client received with what the model sent.
 """
 from __future__ import annotations
 
@@ -269,6 +271,7 @@ class MockUpstream(Server):
     def __init__(self, config: MockConfig) -> None:
         self.stats = Stats()
         self.ids = itertools.count(1)
+        self.last_stream = b""      # the SSE bytes of the last stream answered, as sent (GET /_mock/last_stream)
         self.apply(config)
 
     def apply(self, config: MockConfig) -> None:
@@ -303,6 +306,8 @@ class MockUpstream(Server):
         """The test-only routes under /_mock/."""
         if req.path == b"/_mock/stats" and req.method == b"GET":
             return 200, self.stats.as_json()
+        if req.path == b"/_mock/last_stream" and req.method == b"GET":
+            return 200, self.last_stream
         if req.path == b"/_mock/reset" and req.method == b"POST":
             self.stats.reset()
             return 200, b'{"ok":true}'
@@ -407,6 +412,7 @@ class MockUpstream(Server):
             events.append(b"data: [DONE]\n\n")
         else:
             events = EVENTS[plan.api](plan, ident, created, u, content, config.chunks)
+        self.last_stream = b"".join(events)
         framed = [chunk(event) for event in events]
         framed[-1] += b"0\r\n\r\n"
         return framed

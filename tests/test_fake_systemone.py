@@ -169,6 +169,27 @@ def test_substring_scoped_rules(client):
         "billing", 0.95, {"billing": 0.95, "tech": 0.05, "other": 0.0})
 
 
+def test_response_stage_rules_answer_on_the_answer_and_its_context(client):
+    q = {"preset:refusal": {"type": "choice", "criteria": {"compliance": "does it", "refusal": "declines"}},
+         "preset:hallucination": {"type": "span", "criteria": {"unsupported": "not in the context"}, "part": "answer"}}
+    rules(client, {"question": "preset:refusal", "answer_contains": "cannot",
+                   "answer": {"choice": {"refusal": 0.9, "compliance": 0.1}}},
+          {"question": "preset:hallucination", "context_contains": "Monday",
+           "answer": {"span": [["unsupported", 12, 19]]}})
+
+    def entry(answer: str, context: str | None = None) -> dict:
+        state = {"request": "When does it open?", "answer": answer, **({"context": context} if context else {})}
+        return {"state": state, "questions": q}
+
+    got = BATCH_RESPONSE.decode(ask(client, {"states": {
+        "1": entry("It opens on Sundays.", "Open Monday to Friday."), "2": entry("I cannot say.")}}).content)
+    first, second = got.states["1"].answers, got.states["2"].answers
+    assert first["preset:refusal"].choice == "compliance" and first["preset:refusal"].confidence == 0.5
+    assert [(s.label, s.text) for s in first["preset:hallucination"].spans] == [("unsupported", "Sundays")]
+    assert second["preset:refusal"] == ChoiceAnswer("refusal", 0.9, {"compliance": 0.1, "refusal": 0.9})
+    assert second["preset:hallucination"].spans == []
+
+
 # --- failures ------------------------------------------------------------------------------------
 
 

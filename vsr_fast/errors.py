@@ -38,6 +38,8 @@
     ├── StoreUnavailable            503 store_unavailable      store (Redis or another store did not answer)
     ├── MaskingUnavailable          503 masking_unavailable    plugins (spans for a text to mask could not be had)
     ├── ToolSelectionFailed         503 tool_selection_failed  plugins (tools.select with on_error: fail)
+    ├── ResponseBlocked             403 response_blocked       guard (a response_guard block rule)
+    ├── ResponseTooLarge            502 response_too_large     guard (a held answer past its 64 MiB bound)
     └── UpstreamError               502 upstream_failed        upstream
         ├── UpstreamTimeout         504 upstream_timeout
         ├── UpstreamInvalid             upstream_invalid_answer   a status outside 2xx/4xx/5xx, a redirect, a body
@@ -290,6 +292,21 @@ class ToolSelectionFailed(VsrError):
     """tools.select could not choose (the decision model failed or was late) and its on_error is fail."""
 
     status, code, type, stage = 503, "tool_selection_failed", "api_error", "plugins"
+
+
+# --- the response stage --------------------------------------------------------------------
+
+
+class ResponseBlocked(VsrError):
+    """The decision's response_guard blocked the answer: nothing of it reaches the client."""
+
+    status, code, type, stage = 403, "response_blocked", "permission_error", "guard"
+
+
+class ResponseTooLarge(VsrError):
+    """A streamed answer held for the guard grew past its bound: refused, never forwarded unread."""
+
+    status, code, type, stage = 502, "response_too_large", "upstream_error", "guard"
 
 
 # --- upstream ------------------------------------------------------------------------------

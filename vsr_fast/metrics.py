@@ -97,11 +97,20 @@ class Metrics:
         self.judge_truncated = Counter(
             "vsr_match_judge_truncated_total", "Judges that read only their first max_candidates.", ("feature",)
         )
+        self.guard_buffered = Counter(
+            "llm_response_guard_buffered_total", "Streamed answers held for the response guard, by outcome.",
+            ("decision_name", "outcome")
+        )
+        self.guard_outcomes = Counter(
+            "vsr_response_guard_outcomes_total", "Answers the response guard read, by outcome and stream kind.",
+            ("decision_name", "outcome", "stream")
+        )
 
     def render(self, *extra: list[str]) -> bytes:
         lines: list[str] = []
         for series in (self.requests, self.latency, self.upstream_attempts, self.upstream_errors, self.disconnects,
-                       self.timeouts, self.rate_limited, self.auth_failures, self.judge_truncated):
+                       self.timeouts, self.rate_limited, self.auth_failures, self.judge_truncated,
+                       self.guard_buffered, self.guard_outcomes):
             lines += series.render()
         for more in extra:
             lines += more

@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 import collections
+import logging
 
 import redis
+import trio
 
 from .cache_store import SKIP_REASONS, ResponseCache, answer_of, skip_reason
 from .consumers import Acks
 from .source import Entry, StoreUnavailable
 from .types import AnswerCompleted, CacheWritten, Event, now_ms
 from .writer import EventSink
+
+log = logging.getLogger("vsr_fast.response_cache")
 
 
 class CacheWriter:
@@ -62,6 +66,39 @@ class CacheWriter:
         return out
 
 
+class DirectCacheWriter(CacheWriter):
+    """The cache writer of a router with no event stream (``event_stream: none``): the request path hands
+    each answer that carries a cache intent to a bounded channel, and one task stores it, off that path.
+    The same skip rules and counters as the stream's consumer; nothing is recorded beside them."""
+
+    def __init__(self, cache: ResponseCache, depth: int = 1024) -> None:
+        super().__init__(cache, None)
+        self._send, self._receive = trio.open_memory_channel[AnswerCompleted](depth)
+        self.dropped = 0
+
+    def submit(self, ev: AnswerCompleted) -> None:
+        """Never waits: past ``depth`` answers in flight the newest is not stored (counted, logged)."""
+        try:
+            self._send.send_nowait(ev)
+        except trio.WouldBlock:
+            self.dropped += 1
+            log.warning("response cache writes are behind; an answer was not stored")
+
+    async def run(self) -> None:
+        async for ev in self._receive:
+            assert ev.cache is not None
+            reason = skip_reason(ev, self.cache.max_entry_bytes)
+            if reason is not None:
+                self.skipped[reason] += 1
+                continue
+            try:
+                await self.cache.put_many([(ev.cache.key, answer_of(ev), ev.cache.ttl_seconds)])
+            except redis.RedisError as exc:
+                log.warning("response cache unavailable, an answer was not stored: %r", exc)
+                continue
+            self.stored += 1
+
+
 def _note(ev: AnswerCompleted, reason: str | None) -> CacheWritten:
     assert ev.cache is not None
     return CacheWritten(replay_id=ev.replay_id, request_id=ev.request_id, session_id=ev.session_id,
@@ -71,4 +108,4 @@ def _note(ev: AnswerCompleted, reason: str | None) -> CacheWritten:
                         bytes=ev.body_bytes if reason is None else 0)
 
 
-__all__ = ["CacheWriter"]
+__all__ = ["CacheWriter", "DirectCacheWriter"]

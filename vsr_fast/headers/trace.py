@@ -37,6 +37,14 @@ def trace_value(*, signals: list[str], decision: str | None, why: str | None, al
     return out
 
 
+def with_member(value: str, member: str) -> str:
+    """``value`` with one more member (the response stage's), when it fits in 4 KB and nothing was cut."""
+    if value.endswith("truncated"):
+        return value
+    out = f"{value}, {member}" if value else member
+    return out if len(out) <= MAX_BYTES else value
+
+
 def allowed(policy: str, asked: bool, authenticated: bool) -> bool:
     """Whether a caller that sent x-vsr-debug receives the trace under ``headers.debug``."""
     if not asked:

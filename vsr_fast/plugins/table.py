@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from . import fast_response, header_mutation, prompt_cache, request_params, response_cache, router_replay
-from . import masking, system_prompt, tools
+from . import masking, response_guard, system_prompt, tools
 
 
 class PluginType(NamedTuple):
@@ -30,6 +30,7 @@ PLUGINS: dict[str, PluginType] = {
     "prompt_cache": PluginType(prompt_cache.PromptCacheConfig, resolve=prompt_cache.resolve),
     "masking": PluginType(masking.MaskingConfig, masking.check, masking.resolve),
     "tools": PluginType(tools.ToolsConfig, tools.check, tools.resolve),
+    "response_guard": PluginType(response_guard.ResponseGuardConfig, response_guard.check, response_guard.resolve),
 }
 CONFIGURATIONS = {name: t.configuration for name, t in PLUGINS.items()}
 

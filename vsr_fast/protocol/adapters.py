@@ -58,7 +58,7 @@ from .errors import (
 )
 from .rewrite import ModelRewriter
 from .translate import (
-    BY_FORMAT, CHAT, IMAGES, MESSAGES, PATHS, RESPONSES, Answer, Conversation, Loss, NewId, Passthrough,
+    BY_FORMAT, CHAT, GUARDED, IMAGES, MESSAGES, PATHS, RESPONSES, Answer, Conversation, Loss, NewId, Passthrough,
     StreamTranslator, Translating, WholeToStream, chat_messages, new_id, read_error,
 )
 
@@ -245,6 +245,44 @@ class Adapter(abc.ABC):
 
     async def remember(self, req: Inbound, body: bytes | None) -> None:
         """Keep an answer for later turns; only Responses does."""
+
+    # --- the response guard ----------------------------------------------------------------
+
+    def guardable(self) -> bool:
+        """Whether the response guard reads this API's answers (Chat, Messages, Responses; not Images)."""
+        return self.native in BY_FORMAT
+
+    def answer_text(self, body: bytes) -> str:
+        """The text of a whole answer in this client's protocol, as the guard reads it."""
+        return GUARDED.answer_text(BY_FORMAT[self.native], body)
+
+    def held_events(self, sse: bytes) -> list:
+        """A held stream in this client's protocol, read back into neutral events."""
+        return GUARDED.stream_events(BY_FORMAT[self.native], sse)
+
+    def held_text(self, events: list) -> str:
+        return GUARDED.stream_text(events)
+
+    def held_failure(self, events: list) -> str | None:
+        """Why a held stream is not a whole answer (its error event, or no end), or None."""
+        return GUARDED.failure_of(events)
+
+    def noted_whole(self, req: Inbound, body: bytes, note: str) -> bytes:
+        """A whole answer in this client's protocol with ``note`` at the head of its text."""
+        answer, _ = BY_FORMAT[self.native].read_answer(body)
+        out, _ = self._write_answer(req, GUARDED.noted_answer(answer, note))
+        return out
+
+    def noted_stream(self, req: Inbound, events: list, note: str, *, new_id: NewId = new_id) -> tuple[bytes, bytes | None]:
+        """A held stream re-encoded by this protocol's writer with ``note`` at its head, and (Responses)
+        the completed response to remember."""
+        writer = self._writer(req, new_id)
+        out = b"".join(writer.write(ev) for ev in GUARDED.noted_events(events, note))
+        return out, getattr(writer, "final", None)
+
+    def stream_failure(self, exc: VsrError) -> bytes:
+        """The protocol's in-stream error event, alone: what a held stream the guard refused carries."""
+        return self._passthrough_fail(exc.message, exc.status, exc.code, 0)
 
     # --- errors -----------------------------------------------------------------------------
 

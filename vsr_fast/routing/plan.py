@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+import msgspec
+
 from ..config.catalog import ModelCatalog
 from ..config.schema import ModelRef, ProviderModel, Recipe, RouterConfig, RuleNode
 from ..config.signals import CONDITION_TYPES
@@ -26,6 +28,9 @@ from ..systemone.asker import SystemOneAsker
 from ..systemone.client import SystemOneClient
 from ..systemone.scan import ScanParams
 from ..systemone.views import view_for
+from ..plugins import layers as plugin_layers
+from ..plugins import response_guard
+from .guard import CompiledGuard
 from .plugin_checks import judge_deployments
 
 # Condition types of learned signals: the systemone primitive and the application signals.
@@ -65,6 +70,7 @@ class CompiledRecipe:
     signals: RecipeSignals
     learned: LearnedSignals
     projections: CompiledProjections
+    guards: dict[str | None, CompiledGuard] = field(default_factory=dict)   # decision (None: fallback) -> guard
     evaluates: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -125,8 +131,12 @@ def _apply_on_unknown(rule, outcome):
 
 
 def compile_recipe(recipe: Recipe, catalog: ModelCatalog, capable: Callable, errors: CompileErrors,
-                   warnings: list[str]) -> CompiledRecipe:
-    """Compile one recipe's signals and projections and check every condition against them."""
+                   warnings: list[str], guards: dict | None = None) -> CompiledRecipe:
+    """Compile one recipe's signals and projections and check every condition against them.
+
+    ``guards``: decision name (None: the fallback) -> (its response_guard policy, the path of the layer
+    that gave its rules); their leaves are checked too, and the request-stage signals they read are asked.
+    """
     path = f"recipes[{recipe.name}]"
     signals = RecipeSignals(recipe, path, errors)
     learned = compile_learned(recipe.signals, path, recipe.model_bindings, catalog, capable, errors, warnings)
@@ -143,9 +153,54 @@ def compile_recipe(recipe: Recipe, catalog: ModelCatalog, capable: Callable, err
                 errors.add(f"{leaf_path}.on_error", "invalid_value",
                            "a condition's on_error cannot be set together with its decision's rules.on_unknown")
             read.append((leaf.type or "", leaf.name or ""))
+    compiled_guards = {}
+    for decision_name, (policy, guard_path) in (guards or {}).items():
+        compiled_guards[decision_name] = _compile_guard(policy, guard_path, signals, learned, projections, errors,
+                                                        read)
     signals.mark_read(read)
     learned.mark_read(read)
-    return CompiledRecipe(recipe, path, signals, learned, projections)
+    return CompiledRecipe(recipe, path, signals, learned, projections, compiled_guards)
+
+
+def _compile_guard(policy, path: str, signals: RecipeSignals, learned: LearnedSignals,
+                   projections: CompiledProjections, errors: CompileErrors, read: list) -> CompiledGuard:
+    """A guard's leaves checked like a decision's, response-stage rules allowed; request-stage ones join ``read``."""
+    response = {}
+    for j, rule in enumerate(policy.rules):
+        for leaf_path, leaf in _leaves(rule.when, f"{path}.rules[{j}].when"):
+            key = (leaf.type or "", leaf.name or "")
+            learned_rule = learned.rule(*key) if key[0] in LEARNED_TYPES else None
+            if learned_rule is not None and learned_rule.stage == "response":
+                response[key] = learned_rule
+                if leaf.label is not None and leaf.label not in learned_rule.options:
+                    errors.add(f"{leaf_path}.label", "invalid_value", f"{leaf.label!r} is not an option of "
+                               f"{leaf.type} rule {leaf.name!r} ({', '.join(learned_rule.options) or 'none'})")
+                continue
+            if leaf.on_unknown is not None:
+                errors.add(f"{leaf_path}.on_unknown", "invalid_value",
+                           "a guard rule's unknown is the guard's on_unknown, not a condition's")
+            _check_leaf(leaf, leaf_path, signals, learned, projections, errors)
+            read.append(key)
+    return CompiledGuard(policy, response)
+
+
+def recipe_guards(config: RouterConfig, recipe: Recipe) -> dict:
+    """Each decision's (and the fallback's) response_guard, with the path of the layer that gave its rules."""
+    out = {}
+    names = [(i, d.name) for i, d in enumerate(recipe.decisions)] + [(None, None)]
+    for i, name in names:
+        layers = plugin_layers.layers(config, recipe, name, response_guard.TYPE)
+        policy = response_guard.resolve(*layers)
+        if policy is None:
+            continue
+        entries = [("global.plugins", config.global_.plugins), (f"recipes[{recipe.name}].plugins", recipe.plugins)]
+        if i is not None:
+            entries.append((f"recipes[{recipe.name}].decisions[{i}].plugins", recipe.decisions[i].plugins))
+        giver = max(k for k, layer in enumerate(layers) if layer is not None and layer.rules is not msgspec.UNSET)
+        where, plugins = entries[giver]
+        j = next(j for j, entry in enumerate(plugins) if entry.type == response_guard.TYPE)
+        out[name] = (policy, f"{where}[{j}].configuration")
+    return out
 
 
 def _leaves(node: RuleNode, path: str) -> Iterator[tuple[str, RuleNode]]:
@@ -215,7 +270,8 @@ class RoutingTable:
         self.config = config
         self.models = {m.name: m for m in config.providers.models}
         self._candidates_of: dict[int, tuple[ProviderModel, ...]] = {}    # id(modelRefs) -> candidates
-        self.recipes = {r.name: compile_recipe(r, self.catalog, lambda n: self._capability(n, errors), errors, warnings)
+        self.recipes = {r.name: compile_recipe(r, self.catalog, lambda n: self._capability(n, errors), errors, warnings,
+                                               recipe_guards(config, r))
                         for r in config.recipes}
         self.by_name: dict[str, CompiledRecipe] = {}
         self.default: CompiledRecipe | None = None

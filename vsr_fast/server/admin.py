@@ -52,6 +52,8 @@ def make_admin(state: AppState) -> QuartTrio:
             extra.append(state.systemone.scan_metrics.render())
         if state.events is not None:
             extra.append(state.events.prometheus_lines())
+        if state.direct_cache is not None:
+            extra.append(state.direct_cache.prometheus_lines())
         return Response(state.metrics.render(*extra), content_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.get("/api/v1/replay/<replay_id>")

@@ -12,7 +12,8 @@ from functools import lru_cache
 from ..plugins import layers as plugin_config
 from ..errors import VsrError
 from ..events.request import RequestEvents
-from ..events.types import CacheIntent
+from ..events.capture import AnswerCapture
+from ..events.types import AnswerCompleted, CacheIntent
 from ..headers import registry as h
 from ..plugins import PLUGINS, SHAPING, masking, response_cache, router_replay, tools
 from ..plugins.shaping import Shaping
@@ -38,6 +39,13 @@ class Policies:
         # Resolved now, for every decision: a tools catalog is read from disk, never on the request path.
         self._tools = {(r.name, d.name): tools.resolve(*self._layers(r.name, d.name, "tools"))
                        for r in loaded.config.recipes for d in r.decisions}
+        self.table = loaded.table
+
+    def guard_key(self, recipe: str | None, decision: str | None) -> bytes | None:
+        """The decision's response_guard configuration as the cache key reads it; None without a guard."""
+        compiled = self.table.recipes.get(recipe or "")
+        guard = compiled.guards.get(decision) if compiled is not None else None
+        return guard.policy.key if guard is not None else None
 
     def _layers(self, recipe: str | None, decision: str | None, type_: str) -> list:
         return plugin_config.layers(self.config, self.recipes.get(recipe or ""), decision, type_)
@@ -91,12 +99,14 @@ def session_id(scope: Scope, names: tuple[bytes, ...]) -> bytes | None:
 
 
 class Recording:
-    """The events and cache intent of one request; a no-op without an event stream."""
+    """The events and cache intent of one request; without an event stream, only the cache's part
+    (``AppState.direct_cache``), and a no-op without either."""
 
-    __slots__ = ("events", "intent", "capture", "services")
+    __slots__ = ("events", "intent", "capture", "services", "direct")
 
     def __init__(self, state, scope: Scope) -> None:
         self.services = state.events
+        self.direct = state.direct_cache if self.services is None else None
         self.events: RequestEvents | None = None
         self.intent: CacheIntent | None = None
         self.capture = None
@@ -109,26 +119,37 @@ class Recording:
                 session_id=sid.decode("latin-1") if sid else None,
             )
 
+    @property
+    def store(self):
+        """The response cache this request reads, or None."""
+        if self.services is not None:
+            return self.services.cache
+        return self.direct.cache if self.direct is not None else None
+
     def routed(self, state, scope: Scope, raw: bytes, req: Inbound, route: Route) -> None:
         """Record the request (its client API, and the body as received where capture allows), its
         signals and its decision; decide whether its answer may be cached."""
-        ev = self.events
+        ev, store = self.events, self.store
+        if ev is None and store is None:
+            return
+        identity = state.identity(scope)
+        cache = state.policies.cache(route.recipe, route.decision)
+        if cache.enabled and store is not None:
+            who = response_cache.principal(cache.scope, user=identity.user, team=identity.team, tenant=identity.tenant)
+            key = response_cache.cache_key(raw, recipe=route.recipe, decision=route.decision,
+                                           guard=state.policies.guard_key(route.recipe, route.decision),
+                                           policy=cache, principal=who)
+            self.intent = CacheIntent(key=key, ttl_seconds=cache.ttl_seconds)
         if ev is None:
+            self.capture = AnswerCapture(store.max_entry_bytes) if self.intent is not None else None
             return
         ev.policy = state.policies.replay(route.recipe, route.decision)
-        identity = state.identity(scope)
         adapter = state.adapters[req.api]
         # A masking decision's request reaches neither the record nor a shadow model as received.
         withhold = state.policies.withholds_request(route.recipe, route.decision)
         ev.routed(raw, req.body if req.api == "chat" else None, route, identity=identity,
                   shadow=len(route.candidates) >= 1 and route.recipe is not None and not withhold, api=req.api,
                   model=adapter.model(req), stream=adapter.stream(req), withhold=withhold)
-        cache = state.policies.cache(route.recipe, route.decision)
-        if cache.enabled:
-            key = response_cache.cache_key(raw, recipe=route.recipe, decision=route.decision, guard=None, policy=cache,
-                                           principal=response_cache.principal(cache.scope, user=identity.user,
-                                                                              team=identity.team, tenant=identity.tenant))
-            self.intent = CacheIntent(key=key, ttl_seconds=cache.ttl_seconds)
         self.capture = ev.capture(self.intent, self.services.cache.max_entry_bytes)
 
     def replay_header(self) -> tuple[bytes, bytes] | None:
@@ -137,9 +158,10 @@ class Recording:
 
     async def cached(self, route: Route):
         """A stored answer for this request, or None."""
-        if self.intent is None or self.services is None:
+        store = self.store
+        if self.intent is None or store is None:
             return None
-        answer = await self.services.cache.lookup(self.intent.key)
+        answer = await store.lookup(self.intent.key)
         if answer is not None and self.events is not None:
             self.events.cache_hit(self.intent.key, answer, decision=route.decision)
         return answer
@@ -154,11 +176,25 @@ class Recording:
             self.capture.feed(chunk)
 
     def answered(self, *, status: int, path: str, model: str | None, streamed: bool, complete: bool,
-                 content_type: str | None) -> None:
+                 content_type: str | None, guard: str = "none", guard_codes: list[str] | None = None,
+                 held: bool = False) -> None:
         if self.events is not None:
             self.events.answer(status=status, response_path=path, model=model, streamed=streamed, complete=complete,
-                               content_type=content_type, captured=self.capture,
-                               cache=self.intent if complete and status < 400 else None)
+                               content_type=content_type, captured=self.capture, guard=guard,  # type: ignore[arg-type]
+                               guard_codes=guard_codes or (), held=held, cache=self._intent(status, complete, guard))
+        elif self.direct is not None and self._intent(status, complete, guard) is not None:
+            captured = self.capture
+            self.direct.submit(AnswerCompleted(
+                replay_id="", status=status, response_path=path, model=model, streamed=streamed, held=held,
+                complete=complete, guard=guard, guard_codes=guard_codes or [], content_type=content_type,  # type: ignore[arg-type]
+                body=captured.body() if captured else None, body_bytes=captured.size if captured else 0,
+                body_truncated=captured.truncated if captured else False, cache=self.intent))
+
+    def _intent(self, status: int, complete: bool, guard: str) -> CacheIntent | None:
+        """The cache intent for the writer: a released answer to store, or a guard's verdict to count as a skip."""
+        if complete and status < 400 or guard not in ("none", "passed", "noted"):
+            return self.intent
+        return None
 
     def plugins_applied(self, model: str | None, changes: list[str]) -> None:
         if self.events is not None:

@@ -22,6 +22,8 @@ from ..config.schema import Limits
 from ..config.stores import default_events_dir
 from ..auth.source import serving_listener
 from ..errors import ConfigError, VsrError
+from ..events.cache_store import ResponseCache
+from ..events.cache_writer import DirectCacheWriter
 from ..events.service import open_event_services
 from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
@@ -81,8 +83,12 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
                                      consumer_name=f"{socket.gethostname()}-{opts.port}-{opts.worker}",
                                      record="router_replay" in uses, cache_writes="response_cache" in uses)
                  if stores.event_stream.backend != "none" else _nothing())
-    async with open_upstreams(loaded.config) as upstreams, open_systemone(loaded) as systemone, events_cm as events:
-        state = AppState(loaded=loaded, upstreams=upstreams, systemone_client=systemone, events=events)
+    # Without an event stream the response cache still works: looked up in line, written by a task of its own.
+    direct = "response_cache" in uses and stores.event_stream.backend == "none"
+    async with open_upstreams(loaded.config) as upstreams, open_systemone(loaded) as systemone, events_cm as events, \
+            _direct_cache(stores if direct else None) as direct_cache:
+        state = AppState(loaded=loaded, upstreams=upstreams, systemone_client=systemone, events=events,
+                         direct_cache=direct_cache)
         holder.append(state)
         shutdown = trio.Event()
         await state.auth.load()
@@ -92,6 +98,8 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
             background.start_soon(state.response_store.run)
             background.start_soon(state.auth.run)
             background.start_soon(state.limiter.run)
+            if direct_cache is not None:
+                background.start_soon(direct_cache.run)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_on_signals, state, shutdown, opts.graceful_timeout_s)
                 limits = loaded.config.global_.router.limits
@@ -129,6 +137,19 @@ def _admin_listener(loaded: Loaded, opts: ServeOptions):
 @asynccontextmanager
 async def _nothing():
     yield None
+
+
+@asynccontextmanager
+async def _direct_cache(stores):
+    """The response cache and its writer for a router with no event stream; None when not needed."""
+    if stores is None:
+        yield None
+        return
+    cache = ResponseCache(stores.response_cache)
+    try:
+        yield DirectCacheWriter(cache)
+    finally:
+        cache.close()
 
 
 def _resolve_stores(loaded: Loaded, opts: ServeOptions):

@@ -5,6 +5,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..routing import Loaded
+from ..events.cache_writer import DirectCacheWriter
 from ..events.service import EventServices
 from ..headers import registry as h, trace
 from ..signals.registry import matched_signals
@@ -26,6 +27,7 @@ class AppState:
     upstreams: Upstreams
     systemone_client: SystemOneClient | None = None
     events: EventServices | None = None
+    direct_cache: DirectCacheWriter | None = None    # the response cache without an event stream
     metrics: Metrics = field(default_factory=Metrics)
     draining: bool = False
     # Set at SIGTERM: no request runs past it, so each gets its answer before the graceful timeout cuts it.

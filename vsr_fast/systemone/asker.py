@@ -46,6 +46,22 @@ class SystemOneAsker:
             return build_state(canonical, share.spec, self.views[share.deployment])
         await self.client.ask_into(answers, asked, state_for, self.timeouts_ms)
 
+    async def ask_response(self, asked, canonical: CanonicalRequest, answer: str,
+                           context: str | None) -> Answered:
+        """The response stage's questions about the request and the model's answer: one merged call per
+        deployment (the request stage's client, merging and reuse), under a deadline of their own set
+        like the signals' one, inside the caller's."""
+        answers = Answered()
+
+        def state_for(share):
+            return build_state(canonical, share.spec, self.views[share.deployment], answer=answer, context=context)
+
+        with trio.move_on_at(self.signals_deadline()):
+            await self.client.ask_into(answers, asked, state_for, self.timeouts_ms)
+        for share in asked:
+            answers.setdefault(share, None)
+        return answers
+
     def signals_deadline(self) -> float:
         """When the request stage's questions must be answered: inside the caller's deadline, always."""
         now, outer = trio.current_time(), trio.current_effective_deadline()

@@ -29,6 +29,7 @@ class Capable:
     known: bool = True                 # False: an attached runtime, checked when its card is read
     validated_tokens: int | None = None
     trained_ids: dict[str, str] = field(default_factory=dict)
+    presets: frozenset[str] | None = None   # the presets its card says it answers; None: the card says nothing
 
 
 def deployments(catalog: ModelCatalog) -> dict[str, Deployment]:
@@ -49,7 +50,8 @@ def load_model(artifact: str) -> DecisionModel:
 def from_card(name: str, kind: str, card: ModelCard) -> Capable:
     return Capable(name, kind, frozenset(card.question_types), frozenset(card.modalities),
                    frozenset(card.span_heads), dict(card.calibrated), card.name,
-                   validated_tokens=card.validated_input_tokens, trained_ids=dict(card.trained_ids))
+                   validated_tokens=card.validated_input_tokens, trained_ids=dict(card.trained_ids),
+                   presets=frozenset(card.presets) if card.presets else None)
 
 
 def resolve(name: str, dep: Deployment, models: dict[str, DecisionModel]) -> Capable:

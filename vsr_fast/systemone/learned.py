@@ -7,6 +7,7 @@ and each applies its own labels and predicate to the shared answer.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -32,6 +33,8 @@ class StateSpec:
     images: bool = False
     previous_answer: bool = False
     coverage: str = "truncate"
+    answer: bool = False              # the response stage: the model's answer
+    context: bool = False             # and its grounding context (tool results)
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,10 @@ class LearnedSignals:
             if rule is not None and rule.stage == "request":
                 seen[pair] = rule
         self.read = list(seen.values())
+
+    def response_rules(self) -> list[LearnedRule]:
+        """The response-stage rules, asked only when a response_guard rule reads them."""
+        return [r for r in self.rules.values() if r.stage == "response"]
 
     def asked(self) -> dict[Share, wire.Question]:
         """The questions the request stage asks: one per share of the read rules."""
@@ -190,9 +197,17 @@ class _Compiler:
                                 f"{label!r} is not a label of preset {preset_name}")
         if stage not in preset.stages:
             self.errors.add(f"{rule_path}.stage", "invalid_value", f"preset {preset_name} is not asked at the {stage} stage")
+        if stage == "response":
+            # The response stage asks about the request and the answer (and the context its preset reads).
+            spec = dataclasses.replace(spec, answer=True, context="context" in preset.reads, coverage="truncate")
         deployment = self.deployment_for(condition_type, rule.deployment)
         media = {"image"} if spec.images else set()
         capable = self.check_deployment(rule_path, deployment, preset.type, None, media, condition_type)
+        if capable is not None and capable.known and capable.presets is not None and preset_name not in capable.presets:
+            # Truthful to the card: the model refuses this question in place, so the rule is always unknown.
+            self.warnings.append(
+                f"{rule_path}: preset_unanswered: deployment {deployment!r} ({capable.model or capable.kind}) "
+                f"does not answer preset {preset_name}, as its card says; the rule is always unknown")
         default = NEUTRAL_THRESHOLD
         if predicate is None and capable is not None and capable.known:
             calibrated = capable.calibrated.get(preset_name if preset_name != "harm_categories" else "harm")
@@ -240,7 +255,10 @@ class _Compiler:
         media = {m for m in ("image", "audio", "video") if getattr(rule.input, m)}
         self.check_deployment(rule_path, deployment, q.type, q.head, media, None)
         spec = StateSpec(rule.input.history, rule.input.previous_turns, rule.input.tool_results, rule.input.image,
-                         coverage=rule.coverage)
+                         coverage=rule.coverage, answer=rule.input.answer, context=rule.input.context)
+        if rule.stage == "request" and (rule.input.answer or rule.input.context):
+            self.errors.add(f"{rule_path}.stage", "invalid_value",
+                            "input.answer and input.context read the model's answer: set stage: response")
         wire_id = f"{SYSTEMONE}:{rule.name}"
         question = _custom_question(q)
         learned = LearnedRule(
@@ -281,7 +299,9 @@ def compile_learned(signals: app.Signals, recipe_path: str, recipe_bindings: dic
                           spec=StateSpec(previous_answer=signal == "user_feedbacks"))
     for rule in signals.jailbreak:
         c.preset_rule("jailbreak", rule, predicate=rule.predicate, stage=rule.stage,
-                      spec=StateSpec(history=rule.input.history, coverage="full"), on_unknown=rule.on_unknown)
+                      spec=StateSpec(history=rule.input.history, coverage="full"),
+                      # At the response stage the guard's own on_unknown decides an unknown answer.
+                      on_unknown=rule.on_unknown if rule.stage == "request" else None)
     for rule in signals.safety:
         c.preset_rule("safety", rule, labels=rule.labels, predicate=rule.predicate, stage=rule.stage,
                       spec=StateSpec(coverage="full"))

@@ -6,9 +6,13 @@ from ..signals.base import CanonicalRequest
 from .learned import StateSpec
 
 
-def build_state(request: CanonicalRequest, spec: StateSpec, view) -> State:
-    """The state for ``spec``: the current turn (through ``view``) plus the parts the spec asks for."""
+def build_state(request: CanonicalRequest, spec: StateSpec, view, *, answer: str | None = None,
+                context: str | None = None) -> State:
+    """The state for ``spec``: the current turn (through ``view``) plus the parts the spec asks for;
+    at the response stage, the model's ``answer`` and its grounding ``context``."""
     return State(
+        answer=view(answer) if spec.answer and answer is not None else None,
+        context=view(context) if spec.context and context is not None else None,
         request=view(request.text),
         history=[view(t) for t in request.history] if spec.history else [],
         previous_turns=[Turn(role=r, content=view(c)) for r, c in request.previous_turns(spec.previous_turns)],  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ backend API formats (openai, anthropic, responses, images), through neutral form
 how the server drives it. Here: the per-protocol readers and writers, keyed by
 backend API format, and the loss record.
 """
-from . import _chat, _images, _messages, _responses
+from . import _chat, _guarded, _images, _messages, _responses
 from ._chat import chat_messages as chat_messages
 from ._common import NewId as NewId
 from ._common import new_id as new_id
@@ -24,12 +24,13 @@ from ._stream import WholeToStream as WholeToStream
 
 # Backend API format -> the module that reads and writes it.
 CHAT, MESSAGES, RESPONSES, IMAGES = _chat, _messages, _responses, _images
+GUARDED = _guarded   # the response guard's reading and noting of answers
 BY_FORMAT = {"openai": _chat, "anthropic": _messages, "responses": _responses}
 PATHS = {"openai": _chat.PATH, "anthropic": _messages.PATH, "responses": _responses.PATH, "images": _images.PATH}
 DEFAULT_MAX_TOKENS = _messages.DEFAULT_MAX_TOKENS
 
 __all__ = [
-    "Answer", "BY_FORMAT", "CHAT", "Conversation", "DEFAULT_MAX_TOKENS", "IMAGES", "Loss", "MESSAGES", "NewId",
+    "Answer", "BY_FORMAT", "CHAT", "GUARDED", "Conversation", "DEFAULT_MAX_TOKENS", "IMAGES", "Loss", "MESSAGES", "NewId",
     "PATHS", "Passthrough", "RESPONSES", "SSEParser", "StreamTranslator", "Translating", "WARNINGS_LIMIT_BYTES",
     "WholeToStream", "answer_events", "chat_messages", "new_id", "read_error", "render_warnings",
 ]

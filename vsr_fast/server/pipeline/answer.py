@@ -9,13 +9,18 @@ import logging
 
 import trio
 
-from ...errors import RateLimited, RequestTimeout, ShuttingDown, UpstreamError, UpstreamInvalid, UpstreamTooLarge, VsrError
+import msgspec
+
+from ...errors import (RateLimited, RequestTimeout, ResponseTooLarge, ShuttingDown, UpstreamError, UpstreamInvalid,
+                       UpstreamTooLarge, VsrError)
 from ...headers import registry as h
 from ...plugins import fast_response
 from ...plugins.response_cache import CachedAnswer
+from ...plugins.response_guard import HOLD_LIMIT_BYTES
 from ...protocol.translate import render_warnings
 from ...upstream import Stream, Whole
 from ..asgi import Send, send_whole
+from . import guard as response_guard
 from .exchange import Exchange
 from .plugins import Fast
 
@@ -44,8 +49,12 @@ async def _send(ex: Exchange, send: Send, body: bytes, content_type: str, *, str
     ex.rec.feed(body)
     if ex.meter is not None:
         (ex.meter.feed if streamed else ex.meter.whole)(body)
-    ex.rec.answered(status=ex.status, path=ex.path.value, model=ex.model, streamed=streamed, complete=True,
-                    content_type=content_type)
+    _answered(ex, streamed=streamed, complete=True, content_type=content_type)
+
+
+def _answered(ex: Exchange, *, streamed: bool, complete: bool, content_type: str | None) -> None:
+    ex.rec.answered(status=ex.status, path=ex.path.value, model=ex.model, streamed=streamed, complete=complete,
+                    content_type=content_type, guard=ex.guard_outcome, guard_codes=ex.guard_codes, held=ex.held)
 
 
 async def _fast(ex: Exchange, send: Send, message: str) -> None:
@@ -101,10 +110,49 @@ async def _whole(ex: Exchange, send: Send, result: Whole) -> None:
         return
     reply = adapter.whole(req, result.model.api_format, result.status, result.body, result.content_type)
     ex.status = reply.status
-    ex.warnings = render_warnings(losses + list(reply.losses), codes=ex.codes)
-    await _send(ex, send, reply.body, reply.content_type, streamed=False)
+    body, codes = reply.body, []
+    guard = response_guard.guard_of(ex) if reply.status < 400 else None
+    if guard is not None:
+        try:
+            text = adapter.answer_text(body)
+        except (msgspec.DecodeError, VsrError):
+            text = None
+        if text is None:
+            # An answer the guard cannot read: a guard that may refuse it does not let it through unread.
+            response_guard.settle(ex, "incomplete", [], held=False, streamed=False)
+            if guard.holds:
+                raise UpstreamError(f"the answer of {result.model.name} could not be read for the response guard")
+        else:
+            verdict = await response_guard.judge(ex, guard, text)
+            codes = verdict.codes
+            response_guard.settle(ex, verdict.outcome, codes, held=False, streamed=False)
+            if verdict.outcome == "blocked":
+                await _blocked(ex, send, response_guard.blocked_error(verdict), streamed=False)
+                return
+            note = response_guard.noted(verdict)
+            if note is not None:
+                body = adapter.noted_whole(req, body, note)
+    ex.warnings = render_warnings(losses + list(reply.losses), codes=ex.codes + codes)
+    await _send(ex, send, body, reply.content_type, streamed=False)
     if reply.status < 400:
-        await adapter.remember(req, reply.body)
+        await adapter.remember(req, body)
+
+
+async def _blocked(ex: Exchange, send: Send, exc: VsrError, *, streamed: bool) -> None:
+    """A blocked answer: the 403 in the client's protocol, or on a held stream its error event on HTTP 200."""
+    ex.path = h.ResponsePath.BLOCKED
+    ex.warnings = render_warnings([], codes=ex.codes)
+    ex.rec.failed(exc.stage, exc)
+    if streamed:
+        ex.status = 200
+        body, content_type = ex.adapter.stream_failure(exc), SSE
+        headers = ex.headers(SSE) + [(b"cache-control", b"no-cache")]
+    else:
+        ex.status, content_type, body = ex.adapter.error(exc)
+        headers = ex.headers(content_type)
+    await send_whole(send, ex.status, headers, body)
+    ex.rec.feed(body)
+    _answered(ex, streamed=streamed, complete=False, content_type=content_type)
 
 
 async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
@@ -115,20 +163,26 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
     through unchanged), so an upstream that dies mid-event never leaves half a
     JSON line before the error event.
     """
+    guard = response_guard.guard_of(ex)
+    if guard is not None and guard.holds:
+        await _held(ex, send, stream, guard)
+        return
     _upstream_answered(ex, stream)
     req, adapter, rec = ex.req, ex.adapter, ex.rec
     assert req is not None
     tr = adapter.stream_translator(req, stream.model.api_format)
     ex.warnings = render_warnings(_losses(ex, stream.model.name), codes=ex.codes)
     complete, failure = False, None
+    # A guard that cannot change the answer reads a copy once the stream has ended (for the record).
+    copy = _Copy() if guard is not None else None
     try:
         await send({"type": "http.response.start", "status": stream.status,
                     "headers": ex.headers(SSE) + [(b"cache-control", b"no-cache")]})
         with ex.deadline_scope() as cut:
-            await _pass(ex, send, tr.feed(stream.first))
+            await _pass(ex, send, tr.feed(stream.first), copy)
             try:
                 async for chunk in stream.rest:
-                    await _pass(ex, send, tr.feed(chunk))
+                    await _pass(ex, send, tr.feed(chunk), copy)
                 complete = True
             except Exception as exc:  # httpx stream errors after the first byte: no fallback now
                 log.warning("upstream %s failed mid-stream: %r", stream.backend.label, exc)
@@ -149,8 +203,10 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
             tail = tr.close()
         ex.feed(tail)
         await send({"type": "http.response.body", "body": tail, "more_body": False})
-        rec.answered(status=ex.status, path=ex.path.value, model=ex.model, streamed=True, complete=complete,
-                     content_type=SSE)
+        if copy is not None and guard is not None:
+            copy.add(tail)
+            await _judge_after(ex, guard, copy, complete)
+        _answered(ex, streamed=True, complete=complete, content_type=SSE)
         if complete:
             await adapter.remember(req, tr.final())
     finally:
@@ -161,10 +217,131 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
                 await stream.aclose()
 
 
-async def _pass(ex: Exchange, send: Send, out: bytes) -> None:
+async def _pass(ex: Exchange, send: Send, out: bytes, copy: "_Copy | None" = None) -> None:
     if out:
         ex.feed(out)
+        if copy is not None:
+            copy.add(out)
         await send({"type": "http.response.body", "body": out, "more_body": True})
+
+
+class _Copy:
+    """What a true stream sent, kept for a guard that reads it after the end; bounded like a held one."""
+
+    __slots__ = ("data", "over")
+
+    def __init__(self) -> None:
+        self.data, self.over = bytearray(), False
+
+    def add(self, out: bytes) -> None:
+        if not self.over:
+            self.data += out
+            if len(self.data) > HOLD_LIMIT_BYTES:
+                self.over, self.data = True, bytearray()
+
+
+async def _judge_after(ex: Exchange, guard, copy: _Copy, complete: bool) -> None:
+    """A true stream's verdict, once it ended: recorded, never sent (its headers left with the first byte)."""
+    if copy.over or not complete:
+        response_guard.settle(ex, "over_limit" if copy.over else "incomplete", [], held=False, streamed=True)
+        return
+    try:
+        text = ex.adapter.held_text(ex.adapter.held_events(bytes(copy.data)))
+    except (msgspec.DecodeError, VsrError):
+        response_guard.settle(ex, "incomplete", [], held=False, streamed=True)
+        return
+    verdict = await response_guard.judge(ex, guard, text)
+    response_guard.settle(ex, verdict.outcome, verdict.codes, held=False, streamed=True)
+
+
+async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
+    """A stream held for a guard that can refuse or rewrite it: nothing leaves until the guard has read it all.
+
+    The events are translated as they come and kept, at most HOLD_LIMIT_BYTES;
+    the headers leave with the verdict. Passed or flagged: the bytes as the
+    model streamed them; noted: re-encoded with the note at their head; blocked,
+    over the bound, failed or cut by the deadline: the protocol's error event
+    alone, on HTTP 200.
+    """
+    _upstream_answered(ex, stream)
+    req, adapter, rec = ex.req, ex.adapter, ex.rec
+    assert req is not None
+    tr = adapter.stream_translator(req, stream.model.api_format)
+    losses = _losses(ex, stream.model.name)
+    held = bytearray()
+    failure: VsrError | None = None
+    outcome = None
+    try:
+        with ex.deadline_scope() as cut:
+            try:
+                held += tr.feed(stream.first)
+                async for chunk in stream.rest:
+                    held += tr.feed(chunk)
+                    if len(held) > HOLD_LIMIT_BYTES:
+                        break
+                else:
+                    held += tr.close()
+            except UpstreamTooLarge as exc:
+                failure, outcome = ResponseTooLarge(exc.message), "over_limit"
+            except Exception as exc:  # httpx stream errors mid-hold: the answer is incomplete
+                log.warning("upstream %s failed mid-stream (held): %r", stream.backend.label, exc)
+                ex.state.metrics.upstream_errors.inc(stream.model.name, stream.backend.label, "midstream")
+                failure, outcome = UpstreamError(f"upstream {stream.backend.label} failed mid-stream"), "incomplete"
+            if failure is None and len(held) > HOLD_LIMIT_BYTES:
+                failure, outcome = ResponseTooLarge(
+                    f"the answer grew past the {HOLD_LIMIT_BYTES >> 20} MiB a held stream may keep"), "over_limit"
+            verdict = None
+            if failure is None:
+                try:
+                    events = adapter.held_events(bytes(held))
+                    text = adapter.held_text(events)
+                    broken = adapter.held_failure(events)
+                except (msgspec.DecodeError, VsrError):
+                    failure, outcome = UpstreamError("the held answer could not be read"), "incomplete"
+                else:
+                    if broken is not None:   # the model's own error event, or a stream that did not end
+                        failure, outcome = UpstreamError(f"upstream {stream.backend.label}: {broken}"), "incomplete"
+                    else:
+                        verdict = await response_guard.judge(ex, guard, text)
+        if cut.cancelled_caught and ex.drained():
+            failure, outcome = ShuttingDown("the router is stopping; its graceful timeout passed while the answer "
+                                            "was held"), "incomplete"
+        elif cut.cancelled_caught:
+            failure, outcome = RequestTimeout("the request's deadline passed while the answer was held"), "incomplete"
+            ex.state.metrics.timeouts.inc(ex.api, "answer")
+        held_bytes = bytes(held)
+        del held
+        if failure is not None:
+            response_guard.settle(ex, outcome or "incomplete", [], held=True, streamed=True)
+            await _held_failure(ex, send, failure)
+            return
+        assert verdict is not None
+        response_guard.settle(ex, verdict.outcome, verdict.codes, held=True, streamed=True)
+        if verdict.outcome == "blocked":
+            await _blocked(ex, send, response_guard.blocked_error(verdict), streamed=True)
+            return
+        note = response_guard.noted(verdict)
+        final = tr.final()
+        if note is not None:
+            held_bytes, final = adapter.noted_stream(req, events, note)
+        ex.warnings = render_warnings(losses + list(tr.losses), codes=ex.codes + verdict.codes)
+        await _send(ex, send, held_bytes, SSE, streamed=True)
+        await adapter.remember(req, final)
+    finally:
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(5):
+                await stream.aclose()
+
+
+async def _held_failure(ex: Exchange, send: Send, failure: VsrError) -> None:
+    """A held stream that did not end whole: its failure alone, on HTTP 200, with nothing of the answer."""
+    ex.status = 200
+    ex.warnings = render_warnings([], codes=ex.codes)
+    ex.rec.failed(failure.stage, failure)
+    body = ex.adapter.stream_failure(failure)
+    await send_whole(send, 200, ex.headers(SSE) + [(b"cache-control", b"no-cache")], body)
+    ex.rec.feed(body)
+    _answered(ex, streamed=True, complete=False, content_type=SSE)
 
 
 async def error(ex: Exchange, send: Send, exc: VsrError) -> None:

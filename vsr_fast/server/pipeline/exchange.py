@@ -29,7 +29,7 @@ class Exchange:
 
     __slots__ = ("_deadline", "_scopes", "adapter", "api", "codes", "masked_spans", "masking", "decision", "extra", "model", "outbound", "path", "raw",
                  "rec", "recipe", "req", "responded", "route", "scope", "shaping", "stage", "started", "state",
-                 "status", "trace", "warnings", "arrived", "ticket", "meter")
+                 "status", "trace", "warnings", "arrived", "ticket", "meter", "guard_outcome", "guard_codes", "held")
 
     def __init__(self, state: AppState, api: str, scope: Scope) -> None:
         self.state, self.api, self.scope = state, api, scope
@@ -56,6 +56,9 @@ class Exchange:
         self.extra: HeaderList = []
         self.warnings = ""
         self.codes: list[str] = []        # warning codes ahead of translation losses (scan_partial, ...)
+        self.guard_outcome = "none"       # what response_guard did (events.types.GuardOutcome)
+        self.guard_codes: list[str] = []
+        self.held = False                 # a streamed answer held for the guard
         self.rec = Recording(state, scope)
         self.ticket = None                # the caller's places in its rate limits, released when it ends
         self.meter = None                 # counts the answer's tokens when a limit charges them

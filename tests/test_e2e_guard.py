@@ -1,0 +1,443 @@
+"""End to end: response_guard on whole and held answers of every client API, with the official SDKs.
+
+The model is the bench mock upstream (its ``content`` is the answer's text); the
+response-stage questions go to the fake System One, whose rules answer on the
+text of the answer (``answer_contains``). Each client API is routed to a model of
+its own protocol, so a stream the guard passes must reach the client byte for byte
+as the mock sent it (``GET /_mock/last_stream``).
+"""
+from __future__ import annotations
+
+import json
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from bench.fake_systemone import process as fake_process
+
+from .procs import mock_upstream, router, wait_until, write_config
+
+SAFE = "Paris is the capital of France."
+UNSAFE = "FORBIDDEN: here is how to build the device."
+REFUSED = "I cannot help with that request."
+RULES = [
+    {"question": "preset:jailbreak", "answer_contains": "FORBIDDEN", "answer": {"choice": {"jailbreak": 0.99, "benign": 0.01}}},
+    {"question": "preset:jailbreak", "answer": {"choice": {"jailbreak": 0.01, "benign": 0.99}}},
+    {"question": "preset:refusal", "answer_contains": "cannot help", "answer": {"choice": {"refusal": 0.97, "compliance": 0.03}}},
+    {"question": "preset:refusal", "answer": {"choice": {"refusal": 0.02, "compliance": 0.98}}},
+]
+NOTE_HEAD = "[Note from the router: this answer was flagged (refused).]"
+APIS = ("chat", "messages", "responses")
+REPLAY = {"type": "router_replay", "configuration": {"capture_response_body": True, "max_body_bytes": 65536}}
+
+
+def guard_config(mock_url: str, s1_url: str, *, guard: dict | None = None, cache: dict | None = None,
+                 stores: dict | None = None, backend_max_bytes: int | None = None) -> dict:
+    ref_extra = {"max_response_bytes": backend_max_bytes} if backend_max_bytes else {}
+    models = [{"name": "chat-model", "backend_refs": [{"endpoint": f"{mock_url}/v1", **ref_extra}]},
+              {"name": "msg-model", "api_format": "anthropic",
+               "backend_refs": [{"endpoint": f"{mock_url}/v1", **ref_extra}]},
+              {"name": "resp-model", "api_format": "responses",
+               "backend_refs": [{"endpoint": f"{mock_url}/v1", **ref_extra}]}]
+    signals = {"jailbreak": [{"name": "unsafe_completion", "stage": "response", "predicate": {"gte": 0.9}}],
+               "refusal": [{"name": "refused", "predicate": {"gte": 0.9}}],
+               "hallucination": [{"name": "ungrounded"}]}
+    guard = guard or {"rules": [
+        {"when": {"type": "jailbreak", "name": "unsafe_completion"}, "action": "block"},
+        {"when": {"type": "refusal", "name": "refused"}, "action": "annotate", "details": True, "code": "refused"}]}
+    plugins = [{"type": "response_guard", "configuration": guard}]
+    if cache:
+        plugins.append({"type": "response_cache", "configuration": cache})
+    recipes = [{"name": name, "signals": signals, "decisions": [
+        {"name": f"guarded-{name}", "rules": {"operator": "AND", "conditions": []},
+         "modelRefs": [{"model": model}], "plugins": plugins}]}
+        for name, model in (("chat", "chat-model"), ("msg", "msg-model"), ("resp", "resp-model"))]
+    doc = {"version": "v0.5", "providers": {"models": models},
+           "global": {"model_catalog": {
+               "deployments": {"s1": {"provider": "systemone", "endpoint": f"{s1_url}/v1/systemone", "model": "fake",
+                                      "timeout_ms": 3000,
+                                      "capabilities": {"question_types": ["choice", "noul", "score", "set", "span"]}}},
+               "system": {"decision_model": {"deployment": "s1"}}},
+               "router": {"headers": {"debug": "any"}}},
+           "recipes": recipes,
+           "entrypoints": [{"model_names": ["guard-chat"], "recipe": "chat", "default": True},
+                           {"model_names": ["guard-msg"], "recipe": "msg"},
+                           {"model_names": ["guard-resp"], "recipe": "resp"}]}
+    if stores:
+        doc["global"]["stores"] = stores
+    return doc
+
+
+@pytest.fixture(scope="module")
+def gmock():
+    with mock_upstream() as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def gfake():
+    with fake_process() as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def guarded(gmock, gfake, tmp_path_factory):
+    path = write_config(guard_config(gmock.url, gfake.url), str(tmp_path_factory.mktemp("guard")))
+    with router(path) as proc:
+        yield proc
+
+
+def wait_for_value(fn, what: str, timeout: float = 15.0):
+    """``fn()`` once it is truthy (polled); fails naming ``what`` at the deadline."""
+    found: list = []
+    wait_until(lambda: bool(found.append(fn()) or found[-1]), what, timeout)
+    return found[-1]
+
+
+def answer_with(mock, content: str, **extra) -> None:
+    settings = {"content": content, "chunks": 4, "chunk_interval_ms": 0, "fail_rate": 0.0, "latency_ms": 0, **extra}
+    httpx.post(f"{mock.url}/_mock/config", json=settings).raise_for_status()
+    httpx.post(f"{mock.url}/_mock/reset").raise_for_status()
+
+
+def set_rules(fake, rules: list[dict]) -> None:
+    httpx.post(f"{fake.url}/_fake/reset").raise_for_status()
+    httpx.post(f"{fake.url}/_fake/rules", json={"rules": rules}).raise_for_status()
+
+
+def fake_calls(fake) -> list[dict]:
+    return httpx.get(f"{fake.url}/_fake/calls").json()["calls"]
+
+
+def metric(proc, line_start: str) -> float:
+    for line in httpx.get(f"{proc.url}/metrics").text.splitlines():
+        if line.startswith(line_start):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+# --- the three client APIs through their SDKs, whole and streamed ----------------------------------
+
+
+def chat_client(proc):
+    return openai.OpenAI(base_url=f"{proc.url}/v1", api_key="x", max_retries=0)
+
+
+def whole(proc, api: str, question: str | None = None):
+    """(text, headers) of a whole answer through the API's official SDK. Each API asks its own question:
+    the router reuses a System One answer about the same request and answer."""
+    question = question or f"What is the capital of France? ({api}, whole)"
+    if api == "chat":
+        raw = chat_client(proc).chat.completions.with_raw_response.create(
+            model="guard-chat", messages=[{"role": "user", "content": question}], extra_headers={"x-vsr-debug": "1"})
+        return raw.parse().choices[0].message.content, raw.headers
+    if api == "messages":
+        raw = anthropic.Anthropic(base_url=proc.url, api_key="x", max_retries=0).messages.with_raw_response.create(
+            model="guard-msg", max_tokens=100, messages=[{"role": "user", "content": question}],
+            extra_headers={"x-vsr-debug": "1"})
+        return raw.parse().content[0].text, raw.headers
+    raw = chat_client(proc).responses.with_raw_response.create(model="guard-resp", input=question,
+                                                               extra_headers={"x-vsr-debug": "1"})
+    return raw.parse().output_text, raw.headers
+
+
+def streamed(proc, api: str, question: str | None = None):
+    """(text, headers) of a streamed answer through the API's official SDK; the SDK raises on a stream error."""
+    question = question or f"What is the capital of France? ({api}, streamed)"
+    if api == "chat":
+        with chat_client(proc).chat.completions.with_streaming_response.create(
+                model="guard-chat", messages=[{"role": "user", "content": question}], stream=True,
+                extra_headers={"x-vsr-debug": "1"}) as resp:
+            text = "".join(c.choices[0].delta.content or "" for c in resp.parse() if c.choices)
+            return text, resp.headers
+    if api == "messages":
+        with anthropic.Anthropic(base_url=proc.url, api_key="x", max_retries=0).messages.with_streaming_response.create(
+                model="guard-msg", max_tokens=100, messages=[{"role": "user", "content": question}], stream=True,
+                extra_headers={"x-vsr-debug": "1"}) as resp:
+            text = "".join(e.delta.text for e in resp.parse() if e.type == "content_block_delta")
+            return text, resp.headers
+    with chat_client(proc).responses.with_streaming_response.create(
+            model="guard-resp", input=question, stream=True, extra_headers={"x-vsr-debug": "1"}) as resp:
+        text = ""
+        for e in resp.parse():
+            if e.type == "response.output_text.delta":
+                text += e.delta
+            elif e.type in ("error", "response.failed"):
+                raise RuntimeError(f"stream error: {e}")
+        return text, resp.headers
+
+
+PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses"}
+MODELS = {"chat": "guard-chat", "messages": "guard-msg", "responses": "guard-resp"}
+
+
+def raw_stream(proc, api: str) -> httpx.Response:
+    """The router's streamed answer as bytes, for the byte-level checks."""
+    body: dict = {"model": MODELS[api], "stream": True}
+    if api == "responses":
+        body["input"] = "What is the capital of France?"
+    else:
+        body["messages"] = [{"role": "user", "content": "What is the capital of France?"}]
+        if api == "messages":
+            body["max_tokens"] = 100
+    return httpx.post(f"{proc.url}{PATHS[api]}", json=body, headers={"x-vsr-debug": "1"}, timeout=30)
+
+
+# --- passing ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_passing_answer_reaches_the_client_unchanged(gmock, gfake, guarded, api):
+    set_rules(gfake, RULES)
+    answer_with(gmock, SAFE)
+    text, headers = whole(guarded, api)
+    assert text == SAFE
+    assert headers["x-vsr-response-path"] == "upstream"
+    assert "response_guard=passed" in headers["x-vsr-trace"] and "buffered" not in headers["x-vsr-trace"]
+    assert "x-vsr-warnings" not in headers
+    # One merged call asked both response-stage questions about the request and the answer.
+    calls = [c for c in fake_calls(gfake) if "answer" in json.dumps(c["body"])]
+    assert len(calls) == 1
+    state, questions = calls[0]["body"]["state"], calls[0]["body"]["questions"]
+    assert state["answer"] == SAFE and "capital of France" in state["request"]
+    assert set(questions) == {"preset:jailbreak", "preset:refusal"}
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_passing_held_stream_is_byte_identical_to_the_models(gmock, gfake, guarded, api):
+    set_rules(gfake, RULES)
+    answer_with(gmock, SAFE)
+    resp = raw_stream(guarded, api)
+    assert resp.status_code == 200
+    assert resp.content == httpx.get(f"{gmock.url}/_mock/last_stream").content
+    assert "response_guard=passed;buffered" in resp.headers["x-vsr-trace"]
+    text, _ = streamed(guarded, api)
+    assert text == SAFE
+
+
+# --- blocked ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_blocked_whole_answer_is_a_403_with_nothing_of_it(gmock, gfake, guarded, api):
+    set_rules(gfake, RULES)
+    answer_with(gmock, UNSAFE)
+    error = {"chat": openai.PermissionDeniedError, "responses": openai.PermissionDeniedError,
+             "messages": anthropic.PermissionDeniedError}[api]
+    with pytest.raises(error) as caught:
+        whole(guarded, api)
+    response = caught.value.response
+    assert response.status_code == 403
+    assert response.headers["x-vsr-response-path"] == "blocked"
+    assert "FORBIDDEN" not in response.text and "device" not in response.text
+    assert "response_guard=blocked" in response.headers["x-vsr-trace"]
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_blocked_stream_is_the_protocols_error_on_200_with_nothing_of_it(gmock, gfake, guarded, api):
+    set_rules(gfake, RULES)
+    answer_with(gmock, UNSAFE)
+    before = metric(guarded, f'llm_response_guard_buffered_total{{decision_name="guarded-{api[:4] if api != "messages" else "msg"}",outcome="blocked"}}')
+    resp = raw_stream(guarded, api)
+    assert resp.status_code == 200 and resp.headers["x-vsr-response-path"] == "blocked"
+    assert b"FORBIDDEN" not in resp.content and b"device" not in resp.content
+    assert b"response_blocked" in resp.content or b"withheld by the response guard" in resp.content
+    assert "response_guard=blocked;buffered" in resp.headers["x-vsr-trace"]
+    with pytest.raises(Exception) as caught:
+        streamed(guarded, api)
+    assert "withheld by the response guard" in str(caught.value)
+    decision = {"chat": "guarded-chat", "messages": "guarded-msg", "responses": "guarded-resp"}[api]
+    after = metric(guarded, f'llm_response_guard_buffered_total{{decision_name="{decision}",outcome="blocked"}}')
+    assert after >= 2 and after > before
+
+
+# --- annotated ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_an_annotated_answer_has_its_warning_and_note(gmock, gfake, guarded, api):
+    set_rules(gfake, RULES)
+    answer_with(gmock, REFUSED)
+    text, headers = whole(guarded, api)
+    assert text == NOTE_HEAD + "\n\n" + REFUSED
+    assert headers["x-vsr-warnings"].startswith("refused")
+    text, headers = streamed(guarded, api)
+    assert text == NOTE_HEAD + "\n\n" + REFUSED
+    assert headers["x-vsr-warnings"].startswith("refused")
+    assert "response_guard=annotated;buffered" in headers["x-vsr-trace"]
+
+
+# --- over the bound, failures, a client that leaves -------------------------------------------
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_an_answer_over_the_bound_is_refused_unread(gmock, gfake, tmp_path, api):
+    """The backend's bound (here 64 KiB; the held bound is 64 MiB, measured in bench/) ends the hold:
+    the client gets the stream's error alone, nothing of the answer."""
+    set_rules(gfake, RULES)
+    answer_with(gmock, "A" * 200_000 + " tail", chunks=50)
+    path = write_config(guard_config(gmock.url, gfake.url, backend_max_bytes=64 * 1024), str(tmp_path))
+    with router(path) as proc:
+        resp = raw_stream(proc, api)
+        assert resp.status_code == 200
+        assert b"AAAA" not in resp.content and b"more than 65536 bytes" in resp.content
+        assert "response_guard=over_limit;buffered" in resp.headers["x-vsr-trace"]
+        decision = {"chat": "guarded-chat", "messages": "guarded-msg", "responses": "guarded-resp"}[api]
+        assert metric(proc, f'llm_response_guard_buffered_total{{decision_name="{decision}",outcome="over_limit"}}') == 1
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_an_upstream_failure_mid_hold_sends_only_the_failure(gmock, gfake, guarded, api):
+    set_rules(gfake, RULES)
+    answer_with(gmock, SAFE + " and more words to split", chunks=6, fail_rate=1.0, fail_mode="midstream")
+    resp = raw_stream(guarded, api)
+    assert resp.status_code == 200
+    assert b"Paris" not in resp.content
+    assert b"mid-stream" in resp.content
+    assert "response_guard=incomplete;buffered" in resp.headers["x-vsr-trace"]
+    answer_with(gmock, SAFE)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_client_leaving_mid_hold_cancels_the_upstream(gmock, gfake, guarded, api):
+    set_rules(gfake, RULES)
+    answer_with(gmock, SAFE, chunks=20, chunk_interval_ms=200)
+    body: dict = {"model": MODELS[api], "stream": True}
+    if api == "responses":
+        body["input"] = "hi"
+    else:
+        body["messages"] = [{"role": "user", "content": "hi"}]
+        if api == "messages":
+            body["max_tokens"] = 100
+    with pytest.raises(httpx.ReadTimeout):
+        # Nothing leaves a held stream before its end: the client gives up waiting for its first byte.
+        httpx.post(f"{guarded.url}{PATHS[api]}", json=body, timeout=httpx.Timeout(30, read=0.8))
+    wait_until(lambda: httpx.get(f"{gmock.url}/_mock/stats").json()["cancelled"] == 1, "the upstream cancelled")
+    answer_with(gmock, SAFE)
+
+
+# --- a guard that cannot change the answer keeps true streaming ----------------------------------
+
+
+def test_a_flag_only_guard_keeps_true_streaming_and_records_after_the_end(gmock, gfake, tmp_path):
+    set_rules(gfake, RULES)
+    guard = {"rules": [{"when": {"type": "refusal", "name": "refused"}, "action": "annotate", "code": "refused"}]}
+    doc = guard_config(gmock.url, gfake.url, guard=guard)
+    doc["global"]["plugins"] = [REPLAY]
+    path = write_config(doc, str(tmp_path))
+    answer_with(gmock, REFUSED, chunks=20, chunk_interval_ms=100)
+    with router(path) as proc:
+        first_byte_before_end = False
+        with httpx.stream("POST", f"{proc.url}/v1/chat/completions", timeout=30,
+                          json={"model": "guard-chat", "stream": True,
+                                "messages": [{"role": "user", "content": "hi"}]}) as resp:
+            assert "x-vsr-warnings" not in resp.headers     # left with the first byte, before the guard read
+            chunks = resp.iter_raw()
+            next(chunks)
+            # The first bytes arrive while the mock is still streaming (it has not finished).
+            first_byte_before_end = httpx.get(f"{gmock.url}/_mock/stats").json()["completed"] == 0
+            rest = b"".join(chunks)
+        assert first_byte_before_end and b"[DONE]" in rest
+        wait_until(lambda: metric(proc, 'vsr_response_guard_outcomes_total{decision_name="guarded-chat",'
+                                        'outcome="annotated",stream="unbuffered"}') == 1, "the guard's record")
+        assert metric(proc, "llm_response_guard_buffered_total{") == 0
+        record = wait_for_value(lambda: (lambda r: r.json() if r.status_code == 200 and r.json().get("guard") else None)(
+            httpx.get(f"{proc.url}/api/v1/replay/{resp.headers['x-vsr-replay-id']}")), "the replay record")
+        assert record["stream"] == "unbuffered" and record["guard"] == "flagged" and record["guard_codes"] == ["refused"]
+    answer_with(gmock, SAFE)
+
+
+# --- the cache and the guard --------------------------------------------------------------------
+
+
+CACHE = {"enabled": True, "ttl_seconds": 300}
+
+
+def ask_chat(proc, text: str, *, stream: bool = False, headers: dict | None = None) -> httpx.Response:
+    return httpx.post(f"{proc.url}/v1/chat/completions", timeout=30, headers=headers or {},
+                      json={"model": "guard-chat", "stream": stream, "messages": [{"role": "user", "content": text}]})
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_the_cache_keeps_only_what_the_guard_released(gmock, gfake, tmp_path, stream):
+    doc = guard_config(gmock.url, gfake.url, cache=CACHE)
+    doc["global"]["plugins"] = [REPLAY]
+    with router(write_config(doc, str(tmp_path))) as proc:
+        set_rules(gfake, RULES)
+        # Noted: stored with its note, served as the client received it.
+        answer_with(gmock, REFUSED)
+        first = ask_chat(proc, f"noted {stream}", stream=stream)
+        assert first.headers["x-vsr-response-path"] == "upstream" and NOTE_HEAD.encode() in first.content
+        hit = wait_for_value(lambda: (lambda r: r if r.headers["x-vsr-response-path"] == "cache" else None)(
+            ask_chat(proc, f"noted {stream}", stream=stream)), "the noted answer cached")
+        assert hit.content == first.content
+        record = wait_for_value(lambda: (lambda r: r.json() if r.status_code == 200 and r.json().get("status") else None)(
+            httpx.get(f"{proc.url}/api/v1/replay/{first.headers['x-vsr-replay-id']}")), "the replay record")
+        assert record["guard"] == "noted" and record["guard_codes"] == ["refused"]
+        assert record["stream"] == ("buffered" if stream else None)
+        # Blocked: never stored; flagged only in x-vsr-warnings (the refusal question failed): never stored.
+        answer_with(gmock, UNSAFE)
+        assert ask_chat(proc, f"blocked {stream}", stream=stream).headers["x-vsr-response-path"] == "blocked"
+        set_rules(gfake, RULES[:2] + [{"question": "preset:refusal", "answer": {"error": {"code": "question_failed"}}}])
+        answer_with(gmock, SAFE)
+        flagged = ask_chat(proc, f"flagged {stream}", stream=stream)
+        assert flagged.headers["x-vsr-warnings"] == "refused;unknown"
+        wait_until(lambda: metric(proc, 'llm_cache_write_skipped_total{reason="flagged"}') == 1
+                   and metric(proc, 'llm_cache_write_skipped_total{reason="blocked"}') == 1, "both skips counted")
+        for text in (f"blocked {stream}", f"flagged {stream}"):
+            assert ask_chat(proc, text, stream=stream).headers["x-vsr-response-path"] != "cache"
+
+
+def test_the_cache_works_without_an_event_stream_and_keys_on_the_team(gmock, gfake, tmp_path):
+    doc = guard_config(gmock.url, gfake.url, cache={**CACHE, "scope": "team"},
+                       stores={"event_stream": {"backend": "none"}})
+    doc["listeners"] = [{"name": "main", "identity": {"trust_headers": True}}]
+    set_rules(gfake, RULES)
+    answer_with(gmock, SAFE)
+    red_alice = {"x-authz-user-id": "alice", "x-authz-team": "red"}
+    with router(write_config(doc, str(tmp_path))) as proc:
+        first = ask_chat(proc, "team cache", headers=red_alice)
+        assert first.headers["x-vsr-response-path"] == "upstream"
+        hit = wait_for_value(lambda: (lambda r: r if r.headers["x-vsr-response-path"] == "cache" else None)(
+            ask_chat(proc, "team cache", headers={"x-authz-user-id": "bob", "x-authz-team": "red"})),
+            "a teammate served from the cache")
+        assert hit.content == first.content
+        other = ask_chat(proc, "team cache", headers={"x-authz-user-id": "carol", "x-authz-team": "blue"})
+        assert other.headers["x-vsr-response-path"] == "upstream"
+        assert metric(proc, "llm_cache_writes_total") >= 1
+
+
+def test_a_held_stream_past_64_mib_is_refused_unread(gmock, gfake, tmp_path):
+    """The held bound itself: the backend may send 128 MiB, the guard holds no more than 64 MiB."""
+    set_rules(gfake, RULES)
+    answer_with(gmock, "B" * (65 << 20), chunks=65)
+    path = write_config(guard_config(gmock.url, gfake.url, backend_max_bytes=128 << 20), str(tmp_path))
+    try:
+        with router(path) as proc:
+            resp = raw_stream(proc, "chat")
+            assert resp.status_code == 200 and len(resp.content) < 4096 and b"BBBB" not in resp.content
+            assert b"64 MiB" in resp.content
+            assert "response_guard=over_limit;buffered" in resp.headers["x-vsr-trace"]
+            assert not any("preset:" in json.dumps(c["body"]) and "BBBB" in json.dumps(c["body"])
+                           for c in fake_calls(gfake)), "the guard never read it"
+    finally:
+        answer_with(gmock, SAFE)
+
+
+@pytest.mark.parametrize("model", ["guard-msg", "guard-resp"])
+def test_a_held_stream_translated_from_another_protocol_is_guarded_the_same(gmock, gfake, guarded, model):
+    """A Chat client on a Messages or Responses model: the guard reads the translated stream."""
+    set_rules(gfake, RULES)
+    answer_with(gmock, REFUSED)
+    client = chat_client(guarded)
+    chunks = list(client.chat.completions.create(model=model, stream=True,
+                                                 messages=[{"role": "user", "content": f"translated {model}"}]))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == NOTE_HEAD + "\n\n" + REFUSED
+    answer_with(gmock, UNSAFE)
+    with pytest.raises(openai.APIError) as caught:
+        list(client.chat.completions.create(model=model, stream=True,
+                                            messages=[{"role": "user", "content": f"translated {model} 2"}]))
+    assert "withheld by the response guard" in str(caught.value)
+    answer_with(gmock, SAFE)
