@@ -64,3 +64,10 @@ def wait_until(predicate, what: str, timeout: float = 20.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.005)
+
+
+def wait_for_value(fn, what: str, timeout: float = 15.0):
+    """``fn()`` once it is truthy (polled); fails naming ``what`` at the deadline."""
+    found: list = []
+    wait_until(lambda: bool(found.append(fn()) or found[-1]), what, timeout)
+    return found[-1]

@@ -17,7 +17,7 @@ import pytest
 
 from bench.fake_systemone import process as fake_process
 
-from .procs import mock_upstream, router, wait_until, write_config
+from .procs import mock_upstream, router, wait_for_value, wait_until, write_config
 
 SAFE = "Paris is the capital of France."
 UNSAFE = "FORBIDDEN: here is how to build the device."
@@ -87,13 +87,6 @@ def guarded(gmock, gfake, tmp_path_factory):
     path = write_config(guard_config(gmock.url, gfake.url), str(tmp_path_factory.mktemp("guard")))
     with router(path) as proc:
         yield proc
-
-
-def wait_for_value(fn, what: str, timeout: float = 15.0):
-    """``fn()`` once it is truthy (polled); fails naming ``what`` at the deadline."""
-    found: list = []
-    wait_until(lambda: bool(found.append(fn()) or found[-1]), what, timeout)
-    return found[-1]
 
 
 def answer_with(mock, content: str, **extra) -> None:

@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from .procs import config, free_port, mock_upstream, model, router, write_config
+from .procs import config, free_port, mock_upstream, model, router, wait_for_value, write_config
 
 EMAIL = "jane.doe@example.com"
 OTHER_EMAIL = "ops-desk@example.org"
@@ -61,7 +61,12 @@ def assert_masked(proc, upstream, replay_id: str | None) -> None:
     assert "[EMAIL_ADDRESS]" in text and "<phone>" in text
     assert "Escalations go to [EMAIL_ADDRESS]" in text          # the system prompt's own text, masked too
     if replay_id:
-        record = httpx.get(f"{proc.url}/api/v1/replay/{replay_id}").json()
+        # The record is built by a consumer of the event stream, after the answer: wait for its answer's event.
+        def complete():
+            r = httpx.get(f"{proc.url}/api/v1/replay/{replay_id}")
+            return r.json() if r.status_code == 200 and r.json().get("status") else None
+
+        record = wait_for_value(complete, f"the complete replay record {replay_id}")
         assert_clean(json.dumps(record))
         assert any("masking: masked" in p for p in record["plugins"]), record["plugins"]
 
