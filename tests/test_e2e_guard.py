@@ -15,9 +15,7 @@ import httpx
 import openai
 import pytest
 
-from bench.fake_systemone import process as fake_process
-
-from .procs import mock_upstream, router, wait_for_value, wait_until, write_config
+from .procs import router, wait_for_value, wait_until, write_config
 
 SAFE = "Paris is the capital of France."
 UNSAFE = "FORBIDDEN: here is how to build the device."
@@ -71,20 +69,8 @@ def guard_config(mock_url: str, s1_url: str, *, guard: dict | None = None, cache
 
 
 @pytest.fixture(scope="module")
-def gmock():
-    with mock_upstream() as proc:
-        yield proc
-
-
-@pytest.fixture(scope="module")
-def gfake():
-    with fake_process() as proc:
-        yield proc
-
-
-@pytest.fixture(scope="module")
-def guarded(gmock, gfake, tmp_path_factory):
-    path = write_config(guard_config(gmock.url, gfake.url), str(tmp_path_factory.mktemp("guard")))
+def guarded(mock, fake, tmp_path_factory):
+    path = write_config(guard_config(mock.url, fake.url), str(tmp_path_factory.mktemp("guard")))
     with router(path) as proc:
         yield proc
 
@@ -182,16 +168,16 @@ def raw_stream(proc, api: str) -> httpx.Response:
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_a_passing_answer_reaches_the_client_unchanged(gmock, gfake, guarded, api):
-    set_rules(gfake, RULES)
-    answer_with(gmock, SAFE)
+def test_a_passing_answer_reaches_the_client_unchanged(mock, fake, guarded, api):
+    set_rules(fake, RULES)
+    answer_with(mock, SAFE)
     text, headers = whole(guarded, api)
     assert text == SAFE
     assert headers["x-vsr-response-path"] == "upstream"
     assert "response_guard=passed" in headers["x-vsr-trace"] and "buffered" not in headers["x-vsr-trace"]
     assert "x-vsr-warnings" not in headers
     # One merged call asked both response-stage questions about the request and the answer.
-    calls = [c for c in fake_calls(gfake) if "answer" in json.dumps(c["body"])]
+    calls = [c for c in fake_calls(fake) if "answer" in json.dumps(c["body"])]
     assert len(calls) == 1
     state, questions = calls[0]["body"]["state"], calls[0]["body"]["questions"]
     assert state["answer"] == SAFE and "capital of France" in state["request"]
@@ -199,12 +185,12 @@ def test_a_passing_answer_reaches_the_client_unchanged(gmock, gfake, guarded, ap
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_a_passing_held_stream_is_byte_identical_to_the_models(gmock, gfake, guarded, api):
-    set_rules(gfake, RULES)
-    answer_with(gmock, SAFE)
+def test_a_passing_held_stream_is_byte_identical_to_the_models(mock, fake, guarded, api):
+    set_rules(fake, RULES)
+    answer_with(mock, SAFE)
     resp = raw_stream(guarded, api)
     assert resp.status_code == 200
-    assert resp.content == httpx.get(f"{gmock.url}/_mock/last_stream").content
+    assert resp.content == httpx.get(f"{mock.url}/_mock/last_stream").content
     assert "response_guard=passed;buffered" in resp.headers["x-vsr-trace"]
     text, _ = streamed(guarded, api)
     assert text == SAFE
@@ -214,9 +200,9 @@ def test_a_passing_held_stream_is_byte_identical_to_the_models(gmock, gfake, gua
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_a_blocked_whole_answer_is_a_403_with_nothing_of_it(gmock, gfake, guarded, api):
-    set_rules(gfake, RULES)
-    answer_with(gmock, UNSAFE)
+def test_a_blocked_whole_answer_is_a_403_with_nothing_of_it(mock, fake, guarded, api):
+    set_rules(fake, RULES)
+    answer_with(mock, UNSAFE)
     error = {"chat": openai.PermissionDeniedError, "responses": openai.PermissionDeniedError,
              "messages": anthropic.PermissionDeniedError}[api]
     with pytest.raises(error) as caught:
@@ -229,9 +215,9 @@ def test_a_blocked_whole_answer_is_a_403_with_nothing_of_it(gmock, gfake, guarde
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_a_blocked_stream_is_the_protocols_error_on_200_with_nothing_of_it(gmock, gfake, guarded, api):
-    set_rules(gfake, RULES)
-    answer_with(gmock, UNSAFE)
+def test_a_blocked_stream_is_the_protocols_error_on_200_with_nothing_of_it(mock, fake, guarded, api):
+    set_rules(fake, RULES)
+    answer_with(mock, UNSAFE)
     before = metric(guarded, f'llm_response_guard_buffered_total{{decision_name="guarded-{api[:4] if api != "messages" else "msg"}",outcome="blocked"}}')
     resp = raw_stream(guarded, api)
     assert resp.status_code == 200 and resp.headers["x-vsr-response-path"] == "blocked"
@@ -250,9 +236,9 @@ def test_a_blocked_stream_is_the_protocols_error_on_200_with_nothing_of_it(gmock
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_an_annotated_answer_has_its_warning_and_note(gmock, gfake, guarded, api):
-    set_rules(gfake, RULES)
-    answer_with(gmock, REFUSED)
+def test_an_annotated_answer_has_its_warning_and_note(mock, fake, guarded, api):
+    set_rules(fake, RULES)
+    answer_with(mock, REFUSED)
     text, headers = whole(guarded, api)
     assert text == NOTE_HEAD + "\n\n" + REFUSED
     assert headers["x-vsr-warnings"].startswith("refused")
@@ -266,12 +252,12 @@ def test_an_annotated_answer_has_its_warning_and_note(gmock, gfake, guarded, api
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_an_answer_over_the_bound_is_refused_unread(gmock, gfake, tmp_path, api):
+def test_an_answer_over_the_bound_is_refused_unread(mock, fake, tmp_path, api):
     """The backend's bound (here 64 KiB; the held bound is 64 MiB, measured in bench/) ends the hold:
     the client gets the stream's error alone, nothing of the answer."""
-    set_rules(gfake, RULES)
-    answer_with(gmock, "A" * 200_000 + " tail", chunks=50)
-    path = write_config(guard_config(gmock.url, gfake.url, backend_max_bytes=64 * 1024), str(tmp_path))
+    set_rules(fake, RULES)
+    answer_with(mock, "A" * 200_000 + " tail", chunks=50)
+    path = write_config(guard_config(mock.url, fake.url, backend_max_bytes=64 * 1024), str(tmp_path))
     with router(path) as proc:
         resp = raw_stream(proc, api)
         assert resp.status_code == 200
@@ -282,21 +268,21 @@ def test_an_answer_over_the_bound_is_refused_unread(gmock, gfake, tmp_path, api)
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_an_upstream_failure_mid_hold_sends_only_the_failure(gmock, gfake, guarded, api):
-    set_rules(gfake, RULES)
-    answer_with(gmock, SAFE + " and more words to split", chunks=6, fail_rate=1.0, fail_mode="midstream")
+def test_an_upstream_failure_mid_hold_sends_only_the_failure(mock, fake, guarded, api):
+    set_rules(fake, RULES)
+    answer_with(mock, SAFE + " and more words to split", chunks=6, fail_rate=1.0, fail_mode="midstream")
     resp = raw_stream(guarded, api)
     assert resp.status_code == 200
     assert b"Paris" not in resp.content
     assert b"mid-stream" in resp.content
     assert "response_guard=incomplete;buffered" in resp.headers["x-vsr-trace"]
-    answer_with(gmock, SAFE)
+    answer_with(mock, SAFE)
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_a_client_leaving_mid_hold_cancels_the_upstream(gmock, gfake, guarded, api):
-    set_rules(gfake, RULES)
-    answer_with(gmock, SAFE, chunks=20, chunk_interval_ms=200)
+def test_a_client_leaving_mid_hold_cancels_the_upstream(mock, fake, guarded, api):
+    set_rules(fake, RULES)
+    answer_with(mock, SAFE, chunks=20, chunk_interval_ms=200)
     body: dict = {"model": MODELS[api], "stream": True}
     if api == "responses":
         body["input"] = "hi"
@@ -307,20 +293,20 @@ def test_a_client_leaving_mid_hold_cancels_the_upstream(gmock, gfake, guarded, a
     with pytest.raises(httpx.ReadTimeout):
         # Nothing leaves a held stream before its end: the client gives up waiting for its first byte.
         httpx.post(f"{guarded.url}{PATHS[api]}", json=body, timeout=httpx.Timeout(30, read=0.8))
-    wait_until(lambda: httpx.get(f"{gmock.url}/_mock/stats").json()["cancelled"] == 1, "the upstream cancelled")
-    answer_with(gmock, SAFE)
+    wait_until(lambda: httpx.get(f"{mock.url}/_mock/stats").json()["cancelled"] == 1, "the upstream cancelled")
+    answer_with(mock, SAFE)
 
 
 # --- a guard that cannot change the answer keeps true streaming ----------------------------------
 
 
-def test_a_flag_only_guard_keeps_true_streaming_and_records_after_the_end(gmock, gfake, tmp_path):
-    set_rules(gfake, RULES)
+def test_a_flag_only_guard_keeps_true_streaming_and_records_after_the_end(mock, fake, tmp_path):
+    set_rules(fake, RULES)
     guard = {"rules": [{"when": {"type": "refusal", "name": "refused"}, "action": "annotate", "code": "refused"}]}
-    doc = guard_config(gmock.url, gfake.url, guard=guard)
+    doc = guard_config(mock.url, fake.url, guard=guard)
     doc["global"]["plugins"] = [REPLAY]
     path = write_config(doc, str(tmp_path))
-    answer_with(gmock, REFUSED, chunks=20, chunk_interval_ms=100)
+    answer_with(mock, REFUSED, chunks=20, chunk_interval_ms=100)
     with router(path) as proc:
         first_byte_before_end = False
         with httpx.stream("POST", f"{proc.url}/v1/chat/completions", timeout=30,
@@ -330,7 +316,7 @@ def test_a_flag_only_guard_keeps_true_streaming_and_records_after_the_end(gmock,
             chunks = resp.iter_raw()
             next(chunks)
             # The first bytes arrive while the mock is still streaming (it has not finished).
-            first_byte_before_end = httpx.get(f"{gmock.url}/_mock/stats").json()["completed"] == 0
+            first_byte_before_end = httpx.get(f"{mock.url}/_mock/stats").json()["completed"] == 0
             rest = b"".join(chunks)
         assert first_byte_before_end and b"[DONE]" in rest
         wait_until(lambda: metric(proc, 'vsr_response_guard_outcomes_total{decision_name="guarded-chat",'
@@ -339,7 +325,7 @@ def test_a_flag_only_guard_keeps_true_streaming_and_records_after_the_end(gmock,
         record = wait_for_value(lambda: (lambda r: r.json() if r.status_code == 200 and r.json().get("guard") else None)(
             httpx.get(f"{proc.url}/api/v1/replay/{resp.headers['x-vsr-replay-id']}")), "the replay record")
         assert record["stream"] == "unbuffered" and record["guard"] == "flagged" and record["guard_codes"] == ["refused"]
-    answer_with(gmock, SAFE)
+    answer_with(mock, SAFE)
 
 
 # --- the cache and the guard --------------------------------------------------------------------
@@ -354,13 +340,13 @@ def ask_chat(proc, text: str, *, stream: bool = False, headers: dict | None = No
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-def test_the_cache_keeps_only_what_the_guard_released(gmock, gfake, tmp_path, stream):
-    doc = guard_config(gmock.url, gfake.url, cache=CACHE)
+def test_the_cache_keeps_only_what_the_guard_released(mock, fake, tmp_path, stream):
+    doc = guard_config(mock.url, fake.url, cache=CACHE)
     doc["global"]["plugins"] = [REPLAY]
     with router(write_config(doc, str(tmp_path))) as proc:
-        set_rules(gfake, RULES)
+        set_rules(fake, RULES)
         # Noted: stored with its note, served as the client received it.
-        answer_with(gmock, REFUSED)
+        answer_with(mock, REFUSED)
         first = ask_chat(proc, f"noted {stream}", stream=stream)
         assert first.headers["x-vsr-response-path"] == "upstream" and NOTE_HEAD.encode() in first.content
         hit = wait_for_value(lambda: (lambda r: r if r.headers["x-vsr-response-path"] == "cache" else None)(
@@ -371,10 +357,10 @@ def test_the_cache_keeps_only_what_the_guard_released(gmock, gfake, tmp_path, st
         assert record["guard"] == "noted" and record["guard_codes"] == ["refused"]
         assert record["stream"] == ("buffered" if stream else None)
         # Blocked: never stored; flagged only in x-vsr-warnings (the refusal question failed): never stored.
-        answer_with(gmock, UNSAFE)
+        answer_with(mock, UNSAFE)
         assert ask_chat(proc, f"blocked {stream}", stream=stream).headers["x-vsr-response-path"] == "blocked"
-        set_rules(gfake, RULES[:2] + [{"question": "preset:refusal", "answer": {"error": {"code": "question_failed"}}}])
-        answer_with(gmock, SAFE)
+        set_rules(fake, RULES[:2] + [{"question": "preset:refusal", "answer": {"error": {"code": "question_failed"}}}])
+        answer_with(mock, SAFE)
         flagged = ask_chat(proc, f"flagged {stream}", stream=stream)
         assert flagged.headers["x-vsr-warnings"] == "refused;unknown"
         wait_until(lambda: metric(proc, 'llm_cache_write_skipped_total{reason="flagged"}') == 1
@@ -383,12 +369,12 @@ def test_the_cache_keeps_only_what_the_guard_released(gmock, gfake, tmp_path, st
             assert ask_chat(proc, text, stream=stream).headers["x-vsr-response-path"] != "cache"
 
 
-def test_the_cache_works_without_an_event_stream_and_keys_on_the_team(gmock, gfake, tmp_path):
-    doc = guard_config(gmock.url, gfake.url, cache={**CACHE, "scope": "team"},
+def test_the_cache_works_without_an_event_stream_and_keys_on_the_team(mock, fake, tmp_path):
+    doc = guard_config(mock.url, fake.url, cache={**CACHE, "scope": "team"},
                        stores={"event_stream": {"backend": "none"}})
     doc["listeners"] = [{"name": "main", "identity": {"trust_headers": True}}]
-    set_rules(gfake, RULES)
-    answer_with(gmock, SAFE)
+    set_rules(fake, RULES)
+    answer_with(mock, SAFE)
     red_alice = {"x-authz-user-id": "alice", "x-authz-team": "red"}
     with router(write_config(doc, str(tmp_path))) as proc:
         first = ask_chat(proc, "team cache", headers=red_alice)
@@ -402,11 +388,11 @@ def test_the_cache_works_without_an_event_stream_and_keys_on_the_team(gmock, gfa
         assert metric(proc, "llm_cache_writes_total") >= 1
 
 
-def test_a_held_stream_past_64_mib_is_refused_unread(gmock, gfake, tmp_path):
+def test_a_held_stream_past_64_mib_is_refused_unread(mock, fake, tmp_path):
     """The held bound itself: the backend may send 128 MiB, the guard holds no more than 64 MiB."""
-    set_rules(gfake, RULES)
-    answer_with(gmock, "B" * (65 << 20), chunks=65)
-    path = write_config(guard_config(gmock.url, gfake.url, backend_max_bytes=128 << 20), str(tmp_path))
+    set_rules(fake, RULES)
+    answer_with(mock, "B" * (65 << 20), chunks=65)
+    path = write_config(guard_config(mock.url, fake.url, backend_max_bytes=128 << 20), str(tmp_path))
     try:
         with router(path) as proc:
             resp = raw_stream(proc, "chat")
@@ -414,23 +400,23 @@ def test_a_held_stream_past_64_mib_is_refused_unread(gmock, gfake, tmp_path):
             assert b"64 MiB" in resp.content
             assert "response_guard=over_limit;buffered" in resp.headers["x-vsr-trace"]
             assert not any("preset:" in json.dumps(c["body"]) and "BBBB" in json.dumps(c["body"])
-                           for c in fake_calls(gfake)), "the guard never read it"
+                           for c in fake_calls(fake)), "the guard never read it"
     finally:
-        answer_with(gmock, SAFE)
+        answer_with(mock, SAFE)
 
 
 @pytest.mark.parametrize("model", ["guard-msg", "guard-resp"])
-def test_a_held_stream_translated_from_another_protocol_is_guarded_the_same(gmock, gfake, guarded, model):
+def test_a_held_stream_translated_from_another_protocol_is_guarded_the_same(mock, fake, guarded, model):
     """A Chat client on a Messages or Responses model: the guard reads the translated stream."""
-    set_rules(gfake, RULES)
-    answer_with(gmock, REFUSED)
+    set_rules(fake, RULES)
+    answer_with(mock, REFUSED)
     client = chat_client(guarded)
     chunks = list(client.chat.completions.create(model=model, stream=True,
                                                  messages=[{"role": "user", "content": f"translated {model}"}]))
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == NOTE_HEAD + "\n\n" + REFUSED
-    answer_with(gmock, UNSAFE)
+    answer_with(mock, UNSAFE)
     with pytest.raises(openai.APIError) as caught:
         list(client.chat.completions.create(model=model, stream=True,
                                             messages=[{"role": "user", "content": f"translated {model} 2"}]))
     assert "withheld by the response guard" in str(caught.value)
-    answer_with(gmock, SAFE)
+    answer_with(mock, SAFE)
