@@ -143,9 +143,10 @@ def test_ascii_fast_path_gives_the_rust_tokenizers_ids(model):
 def test_ngram_buckets_hash_unigrams_and_bigrams_by_arithmetic():
     ids = np.array([7, 3, 7, 3])
     # unigrams {7, 3} and bigrams {(7, 3), (3, 7)}: four distinct buckets, sorted, the same on every run
-    got = ngram_buckets(ids, 1 << 18)
-    assert got.tolist() == sorted({7 * 1000003 % (1 << 18), 3 * 1000003 % (1 << 18),
-                                   (7 * 30011 + 3 * 1000003 + 7) % (1 << 18), (3 * 30011 + 7 * 1000003 + 7) % (1 << 18)})
+    m = 1 << 18
+    got = ngram_buckets(ids, m)
+    assert got.tolist() == sorted({7 * 1000003 % m, 3 * 1000003 % m,
+                                   (7 * 30011 + 3 * 1000003 + 7) % m, (3 * 30011 + 7 * 1000003 + 7) % m})
     assert ngram_buckets(np.array([5]), 16).tolist() == [5 * 1000003 % 16]
     assert len(ngram_buckets(np.zeros(0, np.intp), 16)) == 0
     table = np.arange(32, dtype=np.float16).reshape(16, 2)
