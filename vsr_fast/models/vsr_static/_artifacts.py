@@ -13,6 +13,9 @@
                        head reads the embedding, a length feature and their product (``features``)
       model.json, NOTICE, SHA256SUMS as above; SHA256SUMS also pins ../artifacts/embedding.npz and
                        ../artifacts/tokenizer.json, which vsr-static-2 shares with vsr-static-1
+    artifacts-3/       vsr-static-3: the same embedding and tokenizer; heads that also read hashed token
+                       n-grams (``ngram_buckets``): heads.npz adds jailbreak_ngrams (buckets, 2) float16,
+                       one logit weight per bucket and label; the layout is artifacts-2's
 """
 from __future__ import annotations
 
@@ -26,8 +29,10 @@ import numpy as np
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
 ARTIFACTS_2 = Path(__file__).parent / "artifacts-2"
+ARTIFACTS_3 = Path(__file__).parent / "artifacts-3"
 FILES = ("embedding.npz", "heads.npz", "model.json", "tokenizer.json", "NOTICE")
 FILES_2 = ("heads.npz", "model.json", "NOTICE", "../artifacts/embedding.npz", "../artifacts/tokenizer.json")
+FILES_3 = FILES_2   # the same layout: own heads, the shared embedding pinned by checksum
 SUMS = "SHA256SUMS"
 LENGTH_SCALE = 6.0   # the length feature is log(1 + tokens) / 6: about 1 at 512 tokens
 
@@ -96,3 +101,24 @@ def features(kind: str, vectors: np.ndarray, counts: np.ndarray) -> np.ndarray:
         length = (np.log1p(counts) / LENGTH_SCALE).astype(np.float32)[:, None]
         return np.hstack([vectors, length, vectors * length])
     raise ArtifactError(f"unknown head features {kind!r}")
+
+
+def ngram_buckets(ids: np.ndarray, buckets: int) -> np.ndarray:
+    """The distinct hash buckets of a text's token unigrams and bigrams, sorted.
+
+    Token ids are already integers, so the hash is plain arithmetic (no Python hash
+    seed): the build and the runtime agree on every machine. Bigrams carry what a mean
+    of token rows loses, word order ("ignore previous", "developer mode").
+    """
+    a = np.asarray(ids, dtype=np.int64)
+    grams = [a * 1000003 % buckets]
+    if len(a) > 1:
+        grams.append((a[:-1] * 30011 + a[1:] * 1000003 + 7) % buckets)
+    return np.unique(np.concatenate(grams))
+
+
+def ngram_logits(weights: np.ndarray, buckets: np.ndarray) -> np.ndarray:
+    """What the n-gram table adds to each label's logit: the bucket weights summed, over sqrt(count)."""
+    if not len(buckets):
+        return np.zeros(weights.shape[1], np.float32)
+    return weights[buckets].astype(np.float32).sum(0) / np.float32(np.sqrt(len(buckets)))

