@@ -1,4 +1,4 @@
-"""vsr-static-3 (the default), -2 and -1 from their committed artifacts: integrity, every question
+"""vsr-static-2 (the default), -3 and -1 from their committed artifacts: integrity, every question
 type, PII spans, honesty of the cards, the n-gram hashing, and the turns that must never be flagged.
 
 No network and no timing: quality on held-out data is bench.decision_quality's job.
@@ -69,8 +69,8 @@ def test_count_tokens_is_the_models_own_tokenizers_count(model):
 
 
 def test_load_is_cached_and_is_a_decision_model(model):
-    assert load() is model is load_3()
-    assert model.card.name == vsr_static.DEFAULT == "vsr-static-3"
+    assert load() is model is load_2()
+    assert model.card.name == vsr_static.DEFAULT == "vsr-static-2"
     assert isinstance(model.card.name, str) and callable(model.answer)
     _: DecisionModel = model   # structural: card + answer
 
@@ -84,11 +84,14 @@ def test_vsr_static_1_stays_loadable_for_replay():
     assert answer.choice == "math"
 
 
-def test_vsr_static_2_stays_loadable_for_replay():
-    old = load_2()
-    assert old is load_2() and old.card.name == "vsr-static-2" and old is not load()
-    assert old.card.calibrated == {"jailbreak": 0.383}               # vsr-static-2's card, unchanged
-    assert old.heads["jailbreak"].ngrams is None
+def test_vsr_static_2_is_the_default_and_vsr_static_3_is_opt_in():
+    default = load_2()
+    assert default is load() and default.card.name == "vsr-static-2"
+    assert default.card.calibrated == {"jailbreak": 0.383}           # vsr-static-2's card, unchanged
+    assert default.heads["jailbreak"].ngrams is None
+    opt_in = load_3()
+    assert opt_in is load_3() and opt_in.card.name == "vsr-static-3" and opt_in is not load()
+    assert opt_in.heads["jailbreak"].ngrams is not None
 
 
 FOLDERS = {"vsr-static-1": ("artifacts", ARTIFACTS), "vsr-static-2": ("artifacts-2", ARTIFACTS_2),
@@ -154,8 +157,9 @@ def test_ngram_buckets_hash_unigrams_and_bigrams_by_arithmetic():
     assert ngram_logits(table, np.zeros(0, np.intp)).tolist() == [0.0, 0.0]
 
 
-def test_the_ngram_head_reads_word_order(model):
+def test_the_ngram_head_reads_word_order():
     """vsr-static-3's jailbreak head sees bigrams: the same words in another order score differently."""
+    model = load_3()
     head = model.heads["jailbreak"]
     assert head.ngrams is not None and head.ngrams.shape == (model.meta["heads"]["jailbreak"]["ngrams"]["buckets"], 2)
     qid = "preset:jailbreak"

@@ -91,4 +91,4 @@ class ModelCatalog(Block, kw_only=True):
 
 # The pre-declared deployments (spec 6.2): primary answers every question nothing else binds.
 PRIMARY = "primary"
-BUILTIN_DEPLOYMENTS = {PRIMARY: Deployment(provider="model_runtime", artifact="vsr-static-3")}
+BUILTIN_DEPLOYMENTS = {PRIMARY: Deployment(provider="model_runtime", artifact="vsr-static-2")}
