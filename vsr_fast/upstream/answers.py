@@ -65,6 +65,7 @@ _EVENT_DATA = {"anthropic": msgspec.json.Decoder(_Typed), "responses": msgspec.j
 _ANY_OBJECT = msgspec.json.Decoder(_Object)
 _FIELDS = frozenset({b"data", b"event", b"id", b"retry"})
 _BOUNDARY = re.compile(rb"\r?\n\r?\n")
+_SIMPLE = re.compile(rb"(?:event: ?[^\r\n:]*\r?\n)?data: ?([^\r\n]*)")
 
 
 class EventCheck:
@@ -111,6 +112,11 @@ class EventCheck:
         return self.failure
 
     def _problem(self, block: bytes) -> UpstreamInvalid | None:
+        # The shape nearly every event has, one ``data: {...}`` line (after an ``event:`` line for
+        # Messages and Responses), checked without splitting it into lines: the check runs per event.
+        m = _SIMPLE.fullmatch(block)
+        if m is not None:
+            return self._check_data(m.group(1))
         data: list[bytes] = []
         for line in block.split(b"\n"):
             if line.endswith(b"\r"):
@@ -124,7 +130,9 @@ class EventCheck:
                 data.append(value[1:] if value[:1] == b" " else value)
         if not data:
             return None     # comments, or a retry: / id: alone: nothing is dispatched, as SSE says
-        value = b"\n".join(data)
+        return self._check_data(b"\n".join(data))
+
+    def _check_data(self, value: bytes) -> UpstreamInvalid | None:
         if value == b"[DONE]" and self._data is _ANY_OBJECT:
             self.events += 1
             return None
