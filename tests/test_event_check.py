@@ -51,3 +51,18 @@ def test_an_event_without_its_blank_line_at_the_end_is_taken():
     check = EventCheck("openai", "b")
     check.feed(CHUNK + b"data: [DONE]\n")
     assert check.close() is None and check.events == 2
+
+
+def test_large_events_in_many_reads_and_a_boundary_across_two_reads():
+    # A 1 MiB event arriving in 64 KiB reads (kept growing, searched only where a boundary can newly be),
+    # then events whose blank line is split between two reads, CRLF and LF alike.
+    big = b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"' + b"B" * (1 << 20) + b'"}}]}\n\n'
+    check = EventCheck("openai", "b")
+    stream = big * 2 + CHUNK
+    passed = sum(check.feed(stream[i:i + (64 << 10)]) for i in range(0, len(stream), 64 << 10))
+    assert passed == len(stream) and check.events == 3
+    typed = EventCheck("anthropic", "b")
+    cut = len(TYPED) - 2              # between the two CRLFs that end the event
+    assert typed.feed(TYPED[:cut]) + typed.feed(TYPED[cut:] + TYPED[:cut - 1]) == 2 * cut - 1 + 2
+    assert typed.events == 1 and typed.failure is None
+    assert typed.feed(TYPED[cut - 1:]) == len(TYPED) - cut + 1 and typed.events == 2 and typed.close() is None
