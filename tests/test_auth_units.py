@@ -46,6 +46,13 @@ def delegating(deployment: dict, *, authz: bool = True, plugins: list | None = N
     return doc
 
 
+def shadowing_a_delegated_model() -> dict:
+    doc = with_(["providers", "models", 0, "backend_refs", 0, "auth"], {"credential": "delegated"})
+    doc["global"] = {"services": {"authz": {"delegated_credential": {"enabled": True}}},
+                     "plugins": [{"type": "router_replay", "configuration": {"shadow": {"model": "fast"}}}]}
+    return doc
+
+
 @pytest.mark.parametrize("doc,line", [
     (with_(["recipes", 0, "signals"], ROLE),
      f"recipes[default].signals.role_bindings: missing_identity_source: role bindings read the caller's identity "
@@ -93,6 +100,9 @@ def delegating(deployment: dict, *, authz: bool = True, plugins: list | None = N
      "providers.models[fast].backend_refs[0].auth: upstream 'fast' is delegated and "
      "global.services.authz.delegated_credential.enabled is false; enable global.services.authz.delegated_credential "
      "(the header the authenticator writes)"),
+    (shadowing_a_delegated_model(),
+     "global.plugins[0].configuration.shadow.model: invalid_value: upstream 'fast' is delegated and a shadow copy "
+     "never carries a user's credential"),
 ])
 def test_each_identity_problem_fails_with_its_line(doc, line):
     assert line in lines_of(doc)
