@@ -375,7 +375,7 @@ class Limiter:
 
     async def _admit_shared(self, s: Scope, now: float) -> str | None:
         """Spend one leased place of each count limit, leasing more when none is left; the in-flight place
-        taken (given back by ``done``), or None. Falls back to the local windows when Redis is away."""
+        taken (given back by ``done``), or None. Admits on the local windows alone when Redis is away."""
         lim, sh = s.limits, self._shared_of(s)
         try:
             if lim.tpm is not None or lim.budget is not None:
@@ -398,10 +398,7 @@ class Limiter:
                 return sh.conc_free.pop()
             return None
         except (redis.RedisError, CallTimedOut, OSError) as exc:
-            self._mark_down(exc)
-            refused = self._local_of(s).refusal(lim, now)
-            if refused is not None:
-                raise _Refused(s, *refused) from None
+            self._mark_down(exc)      # ``admit`` read this router's own windows already: they decide alone
             return None
 
     def _token_refusal(self, lim: Limits, sh: _Shared, now: float) -> tuple[str, float] | None:
