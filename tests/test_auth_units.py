@@ -36,6 +36,23 @@ def with_(path: list, value) -> dict:
     return doc
 
 
+def delegating(deployment: dict, *, authz: bool = True, plugins: list | None = None) -> dict:
+    """The base configuration with deployment ``s1`` as its decision model (a keyword rule's recipe asks it)."""
+    doc = copy.deepcopy(base())
+    doc["global"] = {"model_catalog": {"deployments": {"s1": deployment}, "system": {"decision_model": {"deployment": "s1"}}},
+                     "services": {"authz": {"delegated_credential": {"enabled": authz}}}}
+    if plugins:
+        doc["global"]["plugins"] = plugins
+    return doc
+
+
+def shadowing_a_delegated_model() -> dict:
+    doc = with_(["providers", "models", 0, "backend_refs", 0, "auth"], {"credential": "delegated"})
+    doc["global"] = {"services": {"authz": {"delegated_credential": {"enabled": True}}},
+                     "plugins": [{"type": "router_replay", "configuration": {"shadow": {"model": "fast"}}}]}
+    return doc
+
+
 @pytest.mark.parametrize("doc,line", [
     (with_(["recipes", 0, "signals"], ROLE),
      f"recipes[default].signals.role_bindings: missing_identity_source: role bindings read the caller's identity "
@@ -60,6 +77,32 @@ def with_(path: list, value) -> dict:
      "global.services.authz.delegated_credential.header: invalid_value: 'Authorization' is an API-key, "
      "Authorization or identity header; the delegated credential needs a header of its own "
      "(x-vsr-delegated-credential)"),
+    (delegating({"provider": "systemone", "endpoint": "http://127.0.0.1:9", "auth": {"credential": "delegated",
+                                                                                 "api_key_env": "K"}}),
+     "global.model_catalog.deployments.s1.auth: invalid_value: a delegated deployment sends the user's credential; "
+     "it takes no api_key_env or api_key_file"),
+    (delegating({"provider": "model_runtime", "endpoint": "http://127.0.0.1:9", "auth": {"credential": "delegated"}}),
+     "global.model_catalog.deployments.s1.auth.credential: invalid_value: deployment 's1' is a model_runtime, which "
+     "the router checks and prepares on its own behalf; only a systemone deployment can be delegated"),
+    (delegating({"provider": "systemone", "endpoint": "http://127.0.0.1:9", "auth": {"credential": "delegated"}},
+                authz=False),
+     "global.model_catalog.deployments.s1.auth: deployment 's1' is delegated and "
+     "global.services.authz.delegated_credential.enabled is false; enable global.services.authz.delegated_credential "
+     "(the header the authenticator writes)"),
+    (delegating({"provider": "systemone", "endpoint": "http://127.0.0.1:9", "auth": {"credential": "delegated"}},
+                plugins=[{"type": "response_cache", "configuration": {"scope": "team"}}]),
+     "global.plugins[0].configuration.scope: invalid_value: with delegated upstreams (s1) an answer is served only "
+     "to the user whose credential obtained it; scope must be user"),
+    (with_(["providers", "models", 0, "backend_refs", 0, "auth"], {"credential": "delegated", "api_key": "k"}),
+     "providers.models[fast].backend_refs[0].auth: invalid_value: a delegated upstream sends the user's credential; "
+     "it takes no api_key or api_key_env"),
+    (with_(["providers", "models", 0, "backend_refs", 0, "auth"], {"credential": "delegated"}),
+     "providers.models[fast].backend_refs[0].auth: upstream 'fast' is delegated and "
+     "global.services.authz.delegated_credential.enabled is false; enable global.services.authz.delegated_credential "
+     "(the header the authenticator writes)"),
+    (shadowing_a_delegated_model(),
+     "global.plugins[0].configuration.shadow.model: invalid_value: upstream 'fast' is delegated and a shadow copy "
+     "never carries a user's credential"),
 ])
 def test_each_identity_problem_fails_with_its_line(doc, line):
     assert line in lines_of(doc)

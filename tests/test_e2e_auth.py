@@ -7,7 +7,8 @@
 - A key limited to one entrypoint gets 403 elsewhere; a key limited to models
   only reaches those.
 - Requests and tokens per minute are one window for two routers sharing Redis;
-  with Redis away each router holds the limit by itself.
+  with Redis away (from the start, or stopping mid-run and coming back) each
+  router holds the limit by itself and keeps the last keys it read.
 - Admin routes are not served on the serving listener when an admin listener
   exists, and need an admin key when keys are on and none does.
 """
@@ -27,6 +28,7 @@ import pytest
 import redis
 
 from .procs import ROOT, free_port, model, router, wait_until, write_config
+from .test_events_fixtures import own_redis  # noqa: F401
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 KEY = "vsk-declared-" + "k" * 32
@@ -222,7 +224,7 @@ def test_a_revoked_stored_key_stops_on_a_running_router(mock, tmp_path, prefix):
         assert all(key not in line and rotated not in line for line in proc.lines), "a key reached the log"
 
 
-def _limited_pair(mock, tmp_path, prefix, limits: dict):
+def _limitedboth(mock, tmp_path, prefix, limits: dict):
     store = {"backend": "redis", "url": REDIS_URL, "prefix": prefix}
     doc = auth_doc(mock.url, keys=[{"id": "metered", "sha256": sha(KEY), "limits": limits}], store=store)
     path = write_config(doc, str(tmp_path))
@@ -234,7 +236,7 @@ def test_requests_per_minute_are_one_window_across_two_routers(mock, tmp_path, p
     """Never past the limit; under it by at most the places each router leased and did not spend (a lease is
     one place under 50 a minute, limit/50 above: 3 of 150 here). Twice the limit is sent, few enough to end
     well within the minute on a loaded box (a longer run would rightly see the window slide)."""
-    a, b = _limited_pair(mock, tmp_path, prefix, {"rpm": limit})
+    a, b = _limitedboth(mock, tmp_path, prefix, {"rpm": limit})
     lease = max(1, limit // 50)
     with a, b:
         body = {"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]}
@@ -264,7 +266,7 @@ def test_requests_per_minute_are_one_window_across_two_routers(mock, tmp_path, p
 
 def test_tokens_per_minute_count_streamed_usage_across_two_routers(mock, tmp_path, prefix):
     """The mock answers 30 tokens a request; with a 100-token window the fifth request is refused."""
-    a, b = _limited_pair(mock, tmp_path, prefix, {"tpm": 100})
+    a, b = _limitedboth(mock, tmp_path, prefix, {"tpm": 100})
     tpm_key = f"{prefix}limit:key:metered:tpm"
     r = redis.Redis.from_url(REDIS_URL)
     with a, b:
@@ -388,3 +390,65 @@ def test_keys_are_managed_on_the_admin_listener(mock, tmp_path, prefix):
         assert httpx.delete(f"{admin}/api/v1/keys/web").status_code == 200
         assert httpx.delete(f"{admin}/api/v1/keys/web").status_code == 404
         wait_until(lambda: ok() == 401, "the revoked key to be refused")
+
+
+PROBE_KEY = "vsk-probe-" + "p" * 32
+
+
+def test_redis_going_away_mid_run_and_coming_back(mock, tmp_path, own_redis):
+    """Two routers share a Redis of our own, which stops mid-run (``SHUTDOWN SAVE``) and starts again.
+
+    Away: each router keeps accepting the stored key it read last, refuses unknown keys, and admits at most
+    the limit by itself, counting what it admitted while Redis answered. Back: the windows are shared again
+    (a fresh key's limit holds across both routers), a revocation reaches both, and the key spent while Redis
+    was away stays refused, although the restored log lacks those admissions."""
+    prefix = "vsr-test-midrun:"
+    made = keys_cli("create", "--redis", own_redis.url, "--prefix", prefix, "stored", "--rpm", "6", "--json")
+    assert made.returncode == 0, made.stderr
+    stored = json.loads(made.stdout)["key"]
+    store = {"backend": "redis", "url": own_redis.url, "prefix": prefix, "refresh_ms": 100}
+    doc = auth_doc(mock.url, store=store, keys=[
+        {"id": "later", "sha256": sha(KEY), "limits": {"rpm": 6}},
+        {"id": "probe", "sha256": sha(PROBE_KEY), "limits": {"rpm": 100_000}}])
+    a, b = both = (router(write_config(doc, str(tmp_path))), router(write_config(doc, str(tmp_path))))
+    body = {"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]}
+
+    def send(proc, key: str) -> int:
+        return httpx.post(f"{proc.url}/v1/chat/completions", json=body, headers={"authorization": f"Bearer {key}"},
+                          timeout=30).status_code
+
+    def log_count(proc, text: str) -> int:
+        return sum(text in line for line in proc.lines)
+
+    with a, b:
+        assert [send(a, stored), send(a, stored)] == [200, 200]
+        r = redis.Redis.from_url(own_redis.url)
+        assert r.zcard(f"{prefix}limit:key:stored:rpm") == 2, "the shared log counts them while Redis answers"
+        r.close()
+
+        own_redis.shutdown_saving()
+        codes_a = [send(a, stored) for _ in range(8)]
+        codes_b = [send(b, stored) for _ in range(8)]
+        assert codes_a == [200] * 4 + [429] * 4, "a router that admitted 2 of 6 before admits 4 more alone"
+        assert codes_b == [200] * 6 + [429] * 2, "the other router admits the limit alone, never more"
+        assert send(a, "vsk-unknown") == 401 and send(b, "vsk-unknown") == 401
+        for proc in both:
+            assert log_count(proc, "deciding locally") >= 1
+            wait_until(lambda: log_count(proc, "keeping the last keys read") == 1, "the key store's outage logged")
+
+        own_redis.start()
+        for proc in both:     # a probe key's requests until each router's limiter has used Redis again
+            wait_until(lambda: send(proc, PROBE_KEY) == 200 and log_count(proc, "answers again") >= 1,
+                       "the limiter to reach Redis again")
+        later = [send((a, b)[i % 2], KEY) for i in range(12)]
+        assert later.count(200) == 6 and later.count(429) == 6, "one shared window again, not one per router"
+        r = redis.Redis.from_url(own_redis.url)
+        assert r.zcard(f"{prefix}limit:key:later:rpm") == 6
+        assert r.zcard(f"{prefix}limit:key:stored:rpm") == 2, "the restored log never saw the local admissions"
+        r.close()
+        assert [send(a, stored), send(b, stored)] == [429, 429], "each router still counts what it admitted alone"
+
+        assert keys_cli("revoke", "--redis", own_redis.url, "--prefix", prefix, "stored").returncode == 0
+        for proc in both:
+            wait_until(lambda: send(proc, stored) == 401, "the revocation to reach a router after the outage")
+        assert all(stored not in line for line in a.lines + b.lines)

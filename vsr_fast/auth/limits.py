@@ -21,7 +21,9 @@ redis-py's encoding cost ~300 µs of CPU), so each router holds small leases:
 limit, so a small limit is exact and a large one costs one call per ``k``.
 When Redis does not answer (``store_timeout_ms``, then a second marked away)
 each router decides with its own windows alone, which never let more than a
-limit through by themselves.
+limit through by themselves. Those windows are read on every request, Redis
+up or not, so a Redis that comes back without what was admitted meanwhile
+does not let a router past its limit again within the window.
 """
 from __future__ import annotations
 
@@ -238,6 +240,7 @@ class Limiter:
         self._redis: redis.Redis | None = None
         self._worker: Worker | None = None
         self._down_until = 0.0
+        self._away = False
         self._sha: dict[str, str] = {}
         if self.active and store.backend == "redis":
             self._redis = redis.Redis.from_url(store.url, socket_timeout=1.0, socket_connect_timeout=0.5)
@@ -294,7 +297,11 @@ class Limiter:
         places: list[str | None] = []
         try:
             for s in scopes:
-                refused = self._local_of(s).refusal(s.limits, now) if not self._shared_up() else None
+                # This router's own windows first, whether Redis answers or not: they count only its own
+                # admissions, so they never refuse what the shared window would grant, and they keep a Redis
+                # that comes back empty (or without what was admitted while it was away) from letting a
+                # router past the limit a second time within the window.
+                refused = self._local_of(s).refusal(s.limits, now)
                 if refused is not None:
                     raise _Refused(s, *refused)
                 places.append(await self._admit_shared(s, now) if self._shared_up() else None)
@@ -356,12 +363,19 @@ class Limiter:
             log.warning("rate limits: the shared store did not answer (%s); deciding locally for %.0f s",
                         type(exc).__name__, _DOWN_FOR_S)
         self._down_until = time.time() + _DOWN_FOR_S
+        self._away = True
+
+    def _answered(self) -> None:
+        """A shared call succeeded: say so once after an outage (operators and tests read the pair)."""
+        if self._away:
+            self._away = False
+            log.warning("rate limits: the shared store answers again; sharing the windows")
 
     # --- shared ----------------------------------------------------------------------------
 
     async def _admit_shared(self, s: Scope, now: float) -> str | None:
         """Spend one leased place of each count limit, leasing more when none is left; the in-flight place
-        taken (given back by ``done``), or None. Falls back to the local windows when Redis is away."""
+        taken (given back by ``done``), or None. Admits on the local windows alone when Redis is away."""
         lim, sh = s.limits, self._shared_of(s)
         try:
             if lim.tpm is not None or lim.budget is not None:
@@ -384,10 +398,7 @@ class Limiter:
                 return sh.conc_free.pop()
             return None
         except (redis.RedisError, CallTimedOut, OSError) as exc:
-            self._mark_down(exc)
-            refused = self._local_of(s).refusal(lim, now)
-            if refused is not None:
-                raise _Refused(s, *refused) from None
+            self._mark_down(exc)      # ``admit`` read this router's own windows already: they decide alone
             return None
 
     def _token_refusal(self, lim: Limits, sh: _Shared, now: float) -> tuple[str, float] | None:
@@ -422,6 +433,7 @@ class Limiter:
                 granted, retry_ms = await self._worker.call(
                     self._eval, "lease_rpm", _LEASE_RPM, [base + "rpm"],
                     [int(now * 1000), k, limit, self._member, first], timeout=self._timeout)
+                self._answered()
                 if int(granted) <= 0:
                     sh.refused_retry_s = int(retry_ms) / 1000
                     sh.refused_until = now + min(sh.refused_retry_s, _SYNC_S)
@@ -432,6 +444,7 @@ class Limiter:
                     self._eval, "lease_conc", _LEASE_CONC, [base + "inflight"],
                     [int(now * 1000), k, limit, int(_LEASE_TTL_S * 1000), self._member, first],
                     timeout=self._timeout)
+                self._answered()
                 if int(granted) <= 0:
                     raise _Refused(s, "concurrent", 1.0)
                 new = [f"{self._member}{first + i}" for i in range(int(granted))]
@@ -460,6 +473,7 @@ class Limiter:
             total, first, spent, budget_ttl = await self._worker.call(
                 self._eval, "tokens", _TOKENS, [base + "tpm", budget_key], [int(now * 1000), pushed, ttl_ms],
                 timeout=self._timeout)
+            self._answered()
             sh.tokens_new -= pushed
             sh.tokens_seen, sh.tokens_first, sh.spent_seen = int(total), int(first), int(spent)
             sh.budget_ttl_s = max(int(budget_ttl), 0) / 1000

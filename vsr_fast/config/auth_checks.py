@@ -126,6 +126,21 @@ def _check_delegated(config: RouterConfig, errors: list[str]) -> None:
             if not delegated.enabled:
                 errors.append(f"{where}: upstream {model.name!r} is delegated and {path}.enabled is false; enable "
                               f"{path} (the header the authenticator writes)")
+    for name, dep in config.global_.model_catalog.deployments.items():
+        auth = dep.auth
+        if auth is None or auth.credential != "delegated":
+            continue
+        where = f"global.model_catalog.deployments.{name}.auth"
+        upstreams.add(name)
+        if auth.api_key_env or auth.api_key_file:
+            errors.append(f"{where}: invalid_value: a delegated deployment sends the user's credential; it takes "
+                          f"no api_key_env or api_key_file")
+        if dep.provider == "model_runtime":
+            errors.append(f"{where}.credential: invalid_value: deployment {name!r} is a model_runtime, which the "
+                          f"router checks and prepares on its own behalf; only a systemone deployment can be delegated")
+        if not delegated.enabled:
+            errors.append(f"{where}: deployment {name!r} is delegated and {path}.enabled is false; enable "
+                          f"{path} (the header the authenticator writes)")
     if not upstreams:
         return
     for where, entry in _plugin_entries(config):

@@ -13,12 +13,16 @@ Medium = Literal["text", "image", "video", "audio"]
 
 
 class DeploymentAuth(Block, kw_only=True):
-    """A static key for a deployment; a deployment defaults to ``Authorization: Bearer``."""
+    """A static key for a deployment, or the requesting user's delegated credential (spec 6.7); either goes
+    under ``header`` and ``prefix``, ``Authorization: Bearer`` by default."""
 
     api_key_env: str | None = None
     api_key_file: str | None = None
     header: str = "Authorization"
     prefix: str = "Bearer"
+    # "delegated": each call acts for the user whose request it serves, with the credential the authenticator
+    # in front wrote (global.services.authz.delegated_credential); no key then, and no answer reused.
+    credential: Literal["delegated"] | None = None
 
 
 class Tls(Block, kw_only=True):

@@ -38,7 +38,10 @@ def _alias_deployment(model: ProviderModel) -> Deployment:
     return Deployment(
         provider="systemone", endpoint=ref.endpoint, model=model.provider_model_id,
         timeout_ms=min(ref.read_timeout_ms, 60_000),
-        auth=DeploymentAuth(api_key_env=auth.api_key_env, header=auth.header, prefix=auth.prefix) if auth else None,
+        # A backend's unset header and prefix are a deployment's defaults (Authorization, Bearer).
+        auth=DeploymentAuth(api_key_env=auth.api_key_env, header=auth.header or "Authorization",
+                            prefix="Bearer" if auth.prefix is None else auth.prefix,
+                            credential=auth.credential) if auth else None,
     )
 
 

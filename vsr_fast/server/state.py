@@ -61,6 +61,8 @@ class AppState:
                                              or any(not k.limits.empty() for k in auth.keys))
         self.delegated_models = frozenset(name for name, backends in self.upstreams.backends.items()
                                           if any(b.delegated is not None for b in backends))
+        self.delegated_deployments = frozenset(
+            name for name, r in (client.runners.items() if client is not None else ()) if getattr(r, "delegated", None))
         self.delegated_header = config.global_.services.authz.delegated_credential.header.lower().encode()
         self.limiter = Limiter(config.global_.router.rate_limits, auth.store, keys_have_limits=keys_have_limits,
                                lease_s=self.request_timeout_s, metrics=self.metrics)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
-from ..errors import ModelNotFound, RoutingError, VsrError
+from ..errors import DelegatedCredentialMissing, ModelNotFound, RoutingError, VsrError
 from ..headers.public import public_headers
 from ..headers.registry import ResponsePath
 from ..protocol import systemone as wire
@@ -20,6 +20,7 @@ from ..signals.base import CanonicalRequest
 from ..systemone.deployments import CallFailed
 from ..routing.open_systemone import alias_key
 from .asgi import Receive, Scope, Send, read_body, send_whole
+from .delegation import bind_for_systemone
 from .state import AppState
 
 _JSON = (b"content-type", b"application/json")
@@ -50,6 +51,7 @@ async def handle_systemone(state: AppState, scope: Scope, receive: Receive, send
         except msgspec.DecodeError as exc:   # ValidationError included
             status, out = _error("invalid_request", str(exc))
         else:
+            bind_for_systemone(state, scope)
             compiled = state.table.systemone_recipe_for(body.model)
             route = await state.table.route_recipe(compiled, lambda: _canonical(body), state.systemone)
             recipe, decision = route.recipe, route.decision
@@ -59,6 +61,8 @@ async def handle_systemone(state: AppState, scope: Scope, receive: Receive, send
     except RoutingError as exc:
         status, out = _error("invalid_request", exc.message)
         recipe = exc.recipe
+    except DelegatedCredentialMissing as exc:
+        status, out = exc.status, _error(exc.code, exc.message)[1]
     except VsrError as exc:
         status, out = _error(exc.code, exc.message)
     path = ResponsePath.UPSTREAM if status < 400 else ResponsePath.ERROR

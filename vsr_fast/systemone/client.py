@@ -85,7 +85,9 @@ class SystemOneClient:
         self.runners = runners
         self.generation = generation
         self.metrics = metrics or SystemOneMetrics()
-        self.caches = {name: AnswerCache.for_deployment(r.local) for name, r in runners.items()}
+        # A delegated deployment's answer was obtained with one user's credential: never reused (spec 6.7).
+        self.caches = {name: AnswerCache(0, None) if getattr(r, "delegated", None) else AnswerCache.for_deployment(r.local)
+                       for name, r in runners.items()}
         extra = {"random": random} if random is not None else {}
         self.overload = OverloadPolicy(on_overload, metrics=self.metrics.overload, **extra)
 

@@ -20,6 +20,7 @@ import trio
 from ..config.catalog import Deployment
 from ..errors import ConfigError
 from ..protocol import systemone as wire
+from ..protocol.credential import DELEGATED
 from .runtime import DecisionModel
 
 DEFAULT_TIMEOUT_MS = 1000
@@ -88,9 +89,12 @@ class _Http:
         self.model_name = dep.model or ""
         self.max_retries = dep.max_retries
         headers = dict(dep.headers)
-        key = _key(name, dep)
+        auth = dep.auth
+        # (header, prefix) of a delegated deployment: each call carries its own request's credential.
+        self.delegated: tuple[str, str] | None = (auth.header, auth.prefix) \
+            if auth is not None and auth.credential == "delegated" else None
+        key = _key(name, dep) if self.delegated is None else None
         if key:
-            auth = dep.auth
             assert auth is not None
             headers[auth.header] = f"{auth.prefix} {key}" if auth.prefix else key
         # A CA file is a context of its own: httpx 0.28 deprecates verify=<path>.
@@ -106,9 +110,18 @@ class _Http:
         if self.model_name and body.model is None:
             body = msgspec.structs.replace(body, model=self.model_name)
         payload = wire.ENCODER.encode(body)
+        headers = {"content-type": "application/json"}
+        if self.delegated is not None:
+            credential = DELEGATED.get()
+            if credential is None:
+                # Never asked without the user's credential: the edge refuses such a request first, so this is
+                # a call made outside any client request, which a delegated deployment does not answer.
+                raise CallFailed("delegated_credential_missing", f"{self.name}: no delegated credential on this call")
+            header, prefix = self.delegated
+            headers[header] = f"{prefix} {credential}" if prefix else credential
         for attempt in range(self.max_retries + 1):
             try:
-                resp = await self._client.post(self.url, content=payload, headers={"content-type": "application/json"})
+                resp = await self._client.post(self.url, content=payload, headers=headers)
             except httpx.TimeoutException as exc:
                 failure = CallFailed("timeout", f"{self.name}: {type(exc).__name__}")
             except httpx.TransportError as exc:

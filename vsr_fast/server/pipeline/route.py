@@ -6,6 +6,7 @@ from ...headers import registry as h
 from ...protocol.adapters import Inbound
 from ...routing import Route
 from ..asgi import header
+from ..delegation import bind_for_systemone
 from . import overload
 from .admit import allowed_route, check_name
 from .exchange import Exchange
@@ -19,6 +20,7 @@ async def route(ex: Exchange) -> None:
     assert req is not None
     name = adapter.model(req)
     check_name(ex, name)
+    bind_for_systemone(state, ex.scope)
     r = allowed_route(ex, await state.table.route(name, lambda: adapter.canonical(req, state.identity(ex.scope)),
                                                   state.systemone))
     ex.route = r
