@@ -91,7 +91,7 @@ def _upstream_answered(ex: Exchange, result: Stream | Whole) -> None:
     r = ex.route
     assert r is not None
     ex.model, ex.status = result.model.name, result.status
-    if result.model.name != r.candidates[0].name:
+    if result.model.name != r.candidates[0].name and ex.path != h.ResponsePath.LOOPER:
         ex.path = h.ResponsePath.FALLBACK
 
 

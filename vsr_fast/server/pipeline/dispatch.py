@@ -8,6 +8,8 @@ from ...config.schema import ProviderModel
 from ...protocol.adapters import Outbound
 from ...upstream import Stream, Whole
 from ..delegation import delegated_credential
+from ...selection.cost import Tally
+from . import looper
 from .exchange import Exchange
 from .masking import mask
 
@@ -29,10 +31,19 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
 
     client_headers = tuple(ex.provider_headers())
     dispatcher = ex.state.dispatcher
-    send = dispatcher.stream if ex.adapter.stream(req) else dispatcher.whole
-    answer = await send(r.candidates, outbound_for, [])
-    ex.rec.attempts(answer.attempts)
-    return answer
+    streamed = ex.adapter.stream(req)
+    alg = looper.algorithm_of(r)
+    r = ex.route = looper.select(ex, r, alg)
+    ex.model = r.candidates[0].name if r.candidates else None
+    tally = ex.cost = Tally()
+    if alg is not None and alg.type == "escalate":
+        answer = await looper.escalate(ex, r.candidates, outbound_for, alg, streamed, tally)
+    else:
+        send = dispatcher.stream if streamed else dispatcher.whole
+        answer = await send(r.candidates, outbound_for, [])
+        ex.rec.attempts(answer.attempts)
+    looper.served(ex, answer.model.name)
+    return looper.count_cost(ex, answer, tally)
 
 
 async def _shaped(ex: Exchange, out: Outbound, model: ProviderModel) -> Outbound:
