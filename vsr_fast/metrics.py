@@ -113,7 +113,7 @@ class Metrics:
         lines: list[str] = []
         for series in (self.requests, self.latency, self.upstream_attempts, self.upstream_errors, self.disconnects,
                        self.timeouts, self.rate_limited, self.auth_failures, self.judge_truncated,
-                       self.guard_buffered, self.guard_outcomes):
+                       self.guard_buffered, self.guard_outcomes, self.cost):
             lines += series.render()
         for more in extra:
             lines += more

@@ -37,13 +37,14 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
     ex.model = r.candidates[0].name if r.candidates else None
     tally = ex.cost = Tally()
     if alg is not None and alg.type == "escalate":
-        answer = await looper.escalate(ex, r.candidates, outbound_for, alg, streamed, tally)
+        answer = await looper.escalate(ex, r.candidates, outbound_for, alg, streamed, tally)   # counts its calls
     else:
         send = dispatcher.stream if streamed else dispatcher.whole
         answer = await send(r.candidates, outbound_for, [])
         ex.rec.attempts(answer.attempts)
+        answer = looper.count_cost(ex, answer, tally)
     looper.served(ex, answer.model.name)
-    return looper.count_cost(ex, answer, tally)
+    return answer
 
 
 async def _shaped(ex: Exchange, out: Outbound, model: ProviderModel) -> Outbound:
