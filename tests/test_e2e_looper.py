@@ -283,3 +283,52 @@ def test_deadline_exhausted_cuts_the_call_and_fails(tmp_path):
             assert r.json()["error"]["code"] == "looper_budget_exhausted"
             assert "deadline (300 ms from arrival) passed" in r.json()["error"]["message"]
             assert stats(sure)["requests"] == 0
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_replay_record_keeps_the_cost_the_algorithm_and_every_call(tmp_path, unsure_and_sure, stream):
+    unsure, sure = unsure_and_sure
+    doc = config(two(unsure, sure), [{"name": "main", "modelRefs": REFS, "algorithm": ESCALATE}])
+    doc["global"] = {"plugins": [{"type": "router_replay", "configuration": {}}]}
+    with router(write_config(doc, str(tmp_path))) as proc:
+        r = httpx.post(f"{proc.url}/v1/chat/completions",
+                       json={"model": "vsr/auto", "messages": CHAT, "stream": stream,
+                             "stream_options": {"include_usage": True}} if stream else
+                       {"model": "vsr/auto", "messages": CHAT})
+        assert r.status_code == 200
+        rid = r.headers["x-vsr-replay-id"]
+        record = wait_for_value(lambda: (lambda x: x.json() if x.status_code == 200 and x.json().get("status")
+                                         else None)(httpx.get(f"{proc.url}/api/v1/replay/{rid}")), "the record")
+        assert record["algorithm"] == "escalate" and record["response_path"] == "looper"
+        assert [a["model"] for a in record["attempts"]] == ["small", "large"]
+        assert record["cost"] == pytest.approx(hand_cost(unsure, CHEAP) + hand_cost(sure, DEAR), rel=1e-9)
+        assert record["cost_currency"] == "USD"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_escalate_on_the_responses_api(tmp_path, unsure_and_sure, stream):
+    unsure, sure = unsure_and_sure
+    with start(tmp_path, two(unsure, sure), REFS, ESCALATE) as proc:
+        client = chat(proc)
+        if stream:
+            with client.responses.with_streaming_response.create(model="vsr/auto", input="Say hello",
+                                                                stream=True) as resp:
+                headers = resp.headers
+                text = "".join(e.delta for e in resp.parse() if e.type == "response.output_text.delta")
+        else:
+            raw = client.responses.with_raw_response.create(model="vsr/auto", input="Say hello")
+            headers, text = raw.headers, raw.parse().output_text
+        assert text == "Hello! This is a canned answer from the mock upstream."
+        assert (headers["x-vsr-selected-model"], headers["x-vsr-response-path"]) == ("large", "looper")
+        assert stats(unsure)["requests"] == 1 and stats(sure)["requests"] == 1
+
+
+def test_a_client_that_leaves_cancels_the_outstanding_call(tmp_path):
+    with mock_upstream("--logprob", "-2.0", "--latency-ms", "30000") as slow, mock_upstream() as other:
+        with start(tmp_path, two(slow, other), REFS, ESCALATE) as proc:
+            with pytest.raises(httpx.ReadTimeout):
+                httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": CHAT},
+                           timeout=httpx.Timeout(5, read=0.5))
+            # The router closed its call to the slow model when the client left; the next model was never asked.
+            wait_for_value(lambda: stats(slow)["cancelled"], "the slow model's call cancelled")
+            assert stats(other)["requests"] == 0
