@@ -78,6 +78,7 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # answered in place of the content; for the Looper's accept checks.
     logprob: float | None = None
     refusal: str | None = None
+    finish_reason: str | None = None      # e.g. "length": a truncated answer
 
 
 class StreamOptions(msgspec.Struct):
@@ -587,7 +588,7 @@ def chat_events(plan: Plan, ident: int, created: int, u: dict, content: str, chu
 
 
 def scripted(config: MockConfig) -> bool:
-    return config.logprob is not None or config.refusal is not None
+    return config.logprob is not None or config.refusal is not None or config.finish_reason is not None
 
 
 def _logprobs(text: str, lp: float | None) -> dict | None:
@@ -601,7 +602,8 @@ def _logprobs(text: str, lp: float | None) -> dict | None:
 def chat_scripted(plan: Plan, ident: int, created: int, u: dict, content: str, config: MockConfig) -> bytes:
     """A whole Chat answer with scripted logprobs, or a refusal."""
     message = {"role": "assistant", "content": None if config.refusal else content, "refusal": config.refusal}
-    choice = {"index": 0, "message": message, "logprobs": _logprobs(content, config.logprob), "finish_reason": "stop"}
+    choice = {"index": 0, "message": message, "logprobs": _logprobs(content, config.logprob),
+              "finish_reason": config.finish_reason or "stop"}
     return _enc({"id": f"chatcmpl-mock-{ident}", "object": "chat.completion", "created": created,
                  "model": plan.model, "choices": [choice], "usage": u})
 
@@ -621,7 +623,7 @@ def chat_scripted_events(plan: Plan, ident: int, created: int, u: dict, content:
         events = [event({"role": "assistant", "content": ""})]
         events += [event({"content": piece}, _logprobs(piece, config.logprob))
                    for piece in pieces(content, config.chunks)]
-    events.append(event({}, None, "stop"))
+    events.append(event({}, None, config.finish_reason or "stop"))
     if plan.include_usage:
         events.append(b"data: " + _enc({**head, "choices": [], "usage": u}) + b"\n\n")
     return events + [b"data: [DONE]\n\n"]
@@ -780,6 +782,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="seed for deterministic failure injection")
     p.add_argument("--logprob", type=float, default=None, help="Chat answers carry this logprob for every token")
     p.add_argument("--refusal", default=None, help="Chat answers refuse with this text instead of the content")
+    p.add_argument("--finish-reason", default=None, help="Chat answers end with this finish_reason (e.g. length)")
     return p
 
 

@@ -332,3 +332,62 @@ def test_a_client_that_leaves_cancels_the_outstanding_call(tmp_path):
             # The router closed its call to the slow model when the client left; the next model was never asked.
             wait_for_value(lambda: stats(slow)["cancelled"], "the slow model's call cancelled")
             assert stats(other)["requests"] == 0
+
+
+def test_the_trace_names_the_algorithm_and_each_looper_call(tmp_path, unsure_and_sure):
+    unsure, sure = unsure_and_sure
+    doc = config(two(unsure, sure), [{"name": "main", "modelRefs": REFS, "algorithm": ESCALATE}])
+    doc["global"] = {"router": {"headers": {"debug": "any"}}}
+    with router(write_config(doc, str(tmp_path))) as proc:
+        r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"x-vsr-debug": "1"},
+                       json={"model": "vsr/auto", "messages": CHAT})
+        trace = r.headers["x-vsr-trace"]
+        assert 'algorithm="escalate"' in trace
+        assert 'looper=("small: avg_logprob=-2.000, rejected" "large: avg_logprob=-0.100, accepted")' in trace
+
+
+# --- one wall-clock budget per turn ----------------------------------------------------------------------
+
+RESCUE = {"type": "escalate", "escalate": {"accept": {"refusal": False}}}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_truncated_first_attempt_is_rescued_by_the_next(tmp_path, stream):
+    with mock_upstream("--finish-reason", "length") as cut, mock_upstream() as whole:
+        doc = config([priced("small", cut, CHEAP), priced("large", whole, DEAR)],
+                     [{"name": "main", "modelRefs": REFS, "algorithm": RESCUE}])
+        doc["global"] = {"router": {"headers": {"debug": "any"}}}
+        with router(write_config(doc, str(tmp_path))) as proc:
+            r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"x-vsr-debug": "1"},
+                           json={"model": "vsr/auto", "messages": CHAT, "stream": stream})
+            assert r.status_code == 200
+            assert r.headers["x-vsr-selected-model"] == "large"
+            assert '"small: truncated, rejected"' in r.headers["x-vsr-trace"]
+            assert stats(cut)["requests"] == 1
+
+
+def test_the_thinking_attempt_gets_its_share_of_the_turn_then_the_rescue_answers(tmp_path):
+    """20 s turn, 15 s reserve, a 1 s thinking cap: the slow first model is cut at its share, the rescue answers."""
+    turn = {"reserve_ms": 15000, "thinking_cap_ms": 1000, "rescue_floor_ms": 100, "min_start_ms": 100}
+    alg = {**RESCUE, "budget": {"deadline_ms": 20000, "turn": turn}}
+    with mock_upstream("--latency-ms", "15000") as slow, mock_upstream() as fast:
+        doc = config([priced("small", slow, CHEAP), priced("large", fast, DEAR)],
+                     [{"name": "main", "modelRefs": REFS, "algorithm": alg}])
+        doc["global"] = {"router": {"headers": {"debug": "any"}}}
+        with router(write_config(doc, str(tmp_path))) as proc:
+            r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"x-vsr-debug": "1"},
+                           json={"model": "vsr/auto", "messages": CHAT}, timeout=30)
+            assert r.status_code == 200
+            assert r.headers["x-vsr-selected-model"] == "large"
+            assert '"small: cut at its share of the turn"' in r.headers["x-vsr-trace"]
+            wait_for_value(lambda: stats(slow)["cancelled"], "the cut call closed")
+
+
+def test_nothing_starts_with_under_min_start_left(tmp_path, unsure_and_sure):
+    unsure, sure = unsure_and_sure
+    alg = {**ESCALATE, "budget": {"deadline_ms": 1000, "turn": {}}, "on_error": "fail"}
+    with start(tmp_path, two(unsure, sure), REFS, alg) as proc:
+        r = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": CHAT})
+        assert r.status_code == 504
+        assert "under 5000 ms left in the turn" in r.json()["error"]["message"]
+        assert stats(unsure)["requests"] == 0 and stats(sure)["requests"] == 0

@@ -47,11 +47,32 @@ Unit = Annotated[float, Meta(ge=0, le=1)]
 Weight = Annotated[float, Meta(ge=0, le=1000)]
 
 
+Ms = Annotated[int, Meta(ge=0, le=3_600_000)]
+
+
+class Turn(Block):
+    """One wall-clock budget per turn (conversation-tier-budgets.md), split over an executor's attempts.
+
+    The first (thinking) attempt gets min(max(remaining - reserve, remaining / 2), thinking_cap); a rescue
+    (every later attempt, after a blank, truncated, malformed or rejected answer) at most rescue_cap, and
+    never starts with under rescue_floor left; nothing starts with under min_start left. max_tokens is
+    capped at remaining seconds x tokens_per_s. Defaults are that report's.
+    """
+
+    reserve_ms: Ms = 130_000
+    thinking_cap_ms: Ms = 300_000
+    rescue_cap_ms: Ms = 120_000
+    rescue_floor_ms: Ms = 10_000
+    min_start_ms: Ms = 5_000
+    tokens_per_s: Annotated[float, Meta(gt=0, le=100_000)] = 20.0
+
+
 class Budget(Block):
     """An executor's shared budget, from the request's arrival: every call counts, transport retries included."""
 
     deadline_ms: Annotated[int, Meta(ge=1, le=3_600_000)] | None = None
     max_calls: Annotated[int, Meta(ge=1, le=64)] | None = None
+    turn: Turn | None = None
 
 
 class MultiFactorWeights(Block):

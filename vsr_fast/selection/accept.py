@@ -88,9 +88,47 @@ def refused(docs: list[Any]) -> bool:
     return False
 
 
+def defect(docs: list[Any]) -> str | None:
+    """Why an answer cannot stand whatever its check says: ``malformed`` (nothing readable, or a stream with no
+    finish), ``truncated`` (length or content_filter; Messages' max_tokens; an incomplete Response) or
+    ``blank`` (a Chat answer with no text, tool call or refusal: e.g. one that only reasoned)."""
+    if not docs:
+        return "malformed"
+    finish, text, other = None, "", False
+    for doc in docs:
+        if not isinstance(doc, dict):
+            return "malformed"
+        if doc.get("stop_reason") == "max_tokens" or (doc.get("delta") or {}).get("stop_reason") == "max_tokens":
+            return "truncated"
+        response = doc.get("response") if isinstance(doc.get("response"), dict) else doc
+        if response.get("status") == "incomplete":
+            return "truncated"
+        for choice in _choices(doc)[:1]:
+            if not isinstance(choice, dict):
+                return "malformed"
+            finish = choice.get("finish_reason") or finish
+            part = choice.get("message") or choice.get("delta") or {}
+            if isinstance(part, dict):
+                text += part.get("content") or "" if isinstance(part.get("content"), str) else ""
+                other = other or bool(part.get("tool_calls") or part.get("refusal"))
+    chat = any(_choices(d) for d in docs)
+    if not chat:
+        return None
+    if finish in ("length", "content_filter"):
+        return "truncated"
+    if finish is None:
+        return "malformed"
+    if not text.strip() and not other:
+        return "blank"
+    return None
+
+
 def accepted(accept: Accept, body: bytes, streamed: bool) -> tuple[bool, str]:
     """Whether the answer passes the check, and why (for the trace and the record)."""
     docs = _docs(body, streamed)
+    broken = defect(docs)
+    if broken is not None:
+        return False, broken
     if accept.confidence is not None:
         c = accept.confidence
         value = confidence(token_logprobs(docs), c.method)

@@ -84,8 +84,10 @@ class AppState:
             return None
         chosen = route.chosen
         coverage = {f"{t}:{n}": c for (t, n), c in route.readings.coverage.items()} if route.readings else None
+        algorithm = chosen.decision.algorithm.type if chosen is not None and chosen.decision is not None else "static"
         return trace.trace_value(signals=matched_signals(route.readings), decision=route.decision,
-                                 why=chosen.why if chosen else "model named directly", coverage=coverage)
+                                 why=chosen.why if chosen else "model named directly", coverage=coverage,
+                                 algorithm=algorithm)
 
     def _count_attempt(self, attempt: Attempt) -> None:
         if attempt.error is not None:

@@ -30,8 +30,7 @@ class Exchange:
 
     __slots__ = ("_deadline", "_scopes", "adapter", "api", "codes", "masked_spans", "masking", "decision", "extra", "model", "outbound", "path", "raw",
                  "rec", "recipe", "req", "responded", "route", "scope", "shaping", "stage", "started", "state",
-                 "status", "trace", "warnings", "arrived", "ticket", "meter", "guard_outcome", "guard_codes", "held",
-                 "cost", "looper_calls")
+                 "status", "trace", "warnings", "arrived", "ticket", "meter", "guard_outcome", "guard_codes", "held", "cost")
 
     def __init__(self, state: AppState, api: str, scope: Scope) -> None:
         self.state, self.api, self.scope = state, api, scope
@@ -65,7 +64,6 @@ class Exchange:
         self.ticket = None                # the caller's places in its rate limits, released when it ends
         self.meter = None                 # counts the answer's tokens when a limit charges them
         self.cost = None                  # selection.cost.Tally: every call's cost, summed (dispatch)
-        self.looper_calls: list[str] = [] # an executor's calls and their verdicts, for the trace
 
     def headers(self, content_type: str | None = None) -> HeaderList:
         """The public headers of the answer, with its warnings, trace and extras."""

@@ -20,10 +20,11 @@ from collections.abc import AsyncIterator
 import msgspec
 import trio
 
-from ...config.algorithm import Algorithm, MultiFactor
+from ...config.algorithm import Algorithm, MultiFactor, Turn
 from ...config.schema import ProviderModel
 from ...errors import LooperBudgetExhausted, LooperNoAcceptedAnswer, UpstreamError
 from ...headers import registry as h
+from ...headers import trace
 from ...plugins.response_guard import HOLD_LIMIT_BYTES
 from ...protocol.adapters import Outbound
 from ...routing import Route
@@ -125,24 +126,45 @@ def _ordered(alg: Algorithm, candidates: tuple[ProviderModel, ...]) -> tuple[Pro
     return candidates
 
 
-def _asking_logprobs(outbound_for: OutboundFor, alg: Algorithm) -> OutboundFor:
-    """A confidence check reads logprobs: Chat candidates are asked for them (top 2 for ``margin``)."""
+_MAX_TOKENS = {"openai": "max_tokens", "anthropic": "max_tokens", "responses": "max_output_tokens"}
+
+
+def _asking(outbound_for: OutboundFor, alg: Algorithm, token_cap: list[int | None]) -> OutboundFor:
+    """Each call's request as the executor needs it: Chat candidates asked for logprobs when a confidence
+    check reads them (top 2 for ``margin``), and max_tokens capped by the turn's remaining time."""
     esc = alg.escalate
     conf = esc.accept.confidence if esc is not None else None
-    if conf is None:
+    if conf is None and (alg.budget is None or alg.budget.turn is None):
         return outbound_for
 
     async def built(model: ProviderModel) -> Outbound:
         out = await _built(outbound_for, model)
-        if model.api_format != "openai":
+        cap, key = token_cap[0], _MAX_TOKENS.get(model.api_format)
+        if (conf is None or model.api_format != "openai") and (cap is None or key is None):
             return out
         body = msgspec.json.decode(out.body)
-        body["logprobs"] = True
-        if conf.method == "margin":
-            body["top_logprobs"] = max(2, body.get("top_logprobs") or 0)
+        if conf is not None and model.api_format == "openai":
+            body["logprobs"] = True
+            if conf.method == "margin":
+                body["top_logprobs"] = max(2, body.get("top_logprobs") or 0)
+        if cap is not None and key is not None:
+            if model.api_format == "openai" and "max_completion_tokens" in body:
+                key = "max_completion_tokens"
+            body[key] = max(1, min(cap, body.get(key) or cap))
         return dataclasses.replace(out, body=msgspec.json.encode(body))
 
     return built
+
+
+def _turn_slice(turn: Turn, first: bool, remaining: float) -> tuple[float | None, str | None]:
+    """The attempt's time (s), or why it may not start: the tier report's wall-clock rules."""
+    if remaining < turn.min_start_ms / 1000:
+        return None, f"under {turn.min_start_ms} ms left in the turn"
+    if first:
+        return min(max(remaining - turn.reserve_ms / 1000, remaining / 2), turn.thinking_cap_ms / 1000), None
+    if remaining < turn.rescue_floor_ms / 1000:
+        return None, f"under the rescue floor ({turn.rescue_floor_ms} ms) left in the turn"
+    return min(turn.rescue_cap_ms / 1000, remaining), None
 
 
 async def _call(ex: Exchange, model: ProviderModel, outbound_for: OutboundFor, streamed: bool
@@ -176,7 +198,9 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
     budget = alg.budget
     at = ex.arrived + budget.deadline_ms / 1000 if budget is not None and budget.deadline_ms else float("inf")
     max_calls = budget.max_calls if budget is not None and budget.max_calls else None
-    ask = _asking_logprobs(outbound_for, alg)
+    turn = budget.turn if budget is not None else None
+    token_cap: list[int | None] = [None]
+    ask = _asking(outbound_for, alg, token_cap)
     attempts: list[Attempt] = []
     last: Stream | Whole | None = None
     failure: UpstreamError | None = None
@@ -184,21 +208,35 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
     exhausted = None
     calls = 0
     ex.path = h.ResponsePath.LOOPER
-    for model in _ordered(alg, candidates):
+    for i, model in enumerate(_ordered(alg, candidates)):
         if max_calls is not None and calls >= max_calls:
             exhausted = f"max_calls ({max_calls}) spent"
             break
-        if trio.current_time() >= at:
+        now = trio.current_time()
+        if now >= at:
             exhausted = f"deadline ({budget.deadline_ms} ms from arrival) passed"  # type: ignore[union-attr]
             break
+        stop = at
+        if turn is not None:
+            remaining = min(at, ex.deadline) - now
+            share, refused = _turn_slice(turn, i == 0, remaining)
+            if share is None:
+                exhausted = refused
+                break
+            stop = min(at, now + share)
+            token_cap[0] = int(remaining * turn.tokens_per_s)
         answer = None
-        with trio.move_on_at(at) as cut:
+        with trio.move_on_at(stop) as cut:
             try:
                 answer, body = await _call(ex, model, ask, streamed)
             except UpstreamError as exc:
                 failure = exc
                 verdicts.append(f"{model.name}: {exc.code}")
                 calls += len(ex.state.upstreams.backends.get(model.name, ())) or 1   # each backend was tried
+        if cut.cancelled_caught and stop < at:
+            verdicts.append(f"{model.name}: cut at its share of the turn")   # a rescue may follow
+            calls += 1
+            continue
         if cut.cancelled_caught:
             exhausted = f"deadline ({budget.deadline_ms} ms from arrival) passed"  # type: ignore[union-attr]
             verdicts.append(f"{model.name}: cut by the budget")
@@ -250,5 +288,6 @@ async def _close(answer: Stream | Whole) -> None:
 
 def _done(ex: Exchange, attempts: list[Attempt], verdicts: list[str], tally: Tally) -> None:
     ex.rec.attempts(attempts)
-    ex.looper_calls = verdicts
+    if ex.trace is not None:
+        ex.trace = trace.with_member(ex.trace, trace.list_member("looper", verdicts))
     _metric(ex, tally)
