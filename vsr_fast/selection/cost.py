@@ -12,9 +12,9 @@ from __future__ import annotations
 import msgspec
 
 from ..config.schema import Pricing, ProviderModel
+from ..protocol.sse import MarkedLines
 
 _MARK = b'"usage"'
-_MAX_LINE = 1 << 20
 
 
 class _Details(msgspec.Struct):
@@ -86,24 +86,16 @@ def price(pricing: Pricing, tokens: Tokens) -> float:
 class StreamUsage:
     """Reads the usage lines of an SSE stream cut anywhere (only lines that mention ``"usage"`` are decoded)."""
 
-    __slots__ = ("tokens", "tail")
+    __slots__ = ("tokens", "lines")
 
     def __init__(self) -> None:
         self.tokens = Tokens()
-        self.tail = b""
+        self.lines = MarkedLines(_MARK)
 
     def feed(self, chunk: bytes) -> None:
-        cut = chunk.rfind(b"\n")
-        if cut < 0:
-            if len(self.tail) < _MAX_LINE:
-                self.tail += chunk
-            return
-        lines = self.tail + chunk[:cut] if self.tail else chunk[:cut]
-        self.tail = chunk[cut + 1:]
-        if _MARK in lines:
-            for line in lines.split(b"\n"):
-                if _MARK in line and line.startswith(b"data:"):
-                    self.tokens.read(line[5:])
+        for line in self.lines.feed(chunk):
+            if line.startswith(b"data:"):
+                self.tokens.read(line[5:])
 
 
 class Tally:
@@ -121,8 +113,7 @@ class Tally:
             return
         cost = price(model.pricing, tokens)
         self.total = (self.total or 0.0) + cost
-        # One currency per answer: a decision's models are priced in one (checked at load would be stricter;
-        # the first priced call's currency is kept).
+        # One currency per answer: a decision's priced models share one (checked at load).
         self.currency = self.currency or model.pricing.currency
         self.calls.append((model.name, cost))
 
