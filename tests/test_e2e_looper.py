@@ -391,3 +391,15 @@ def test_nothing_starts_with_under_min_start_left(tmp_path, unsure_and_sure):
         assert r.status_code == 504
         assert "under 5000 ms left in the turn" in r.json()["error"]["message"]
         assert stats(unsure)["requests"] == 0 and stats(sure)["requests"] == 0
+
+
+def test_a_first_model_that_breaks_mid_stream_is_escalated_past(tmp_path):
+    with mock_upstream("--fail-rate", "1", "--fail-mode", "midstream") as broken, mock_upstream() as whole:
+        models = [priced("small", broken, CHEAP), priced("large", whole, DEAR)]
+        with start(tmp_path, models, REFS, RESCUE) as proc:
+            with chat(proc).chat.completions.with_streaming_response.create(
+                    model="vsr/auto", messages=CHAT, stream=True) as resp:
+                text = "".join(c.choices[0].delta.content or "" for c in resp.parse() if c.choices)
+                assert resp.headers["x-vsr-selected-model"] == "large"
+            assert text == "Hello! This is a canned answer from the mock upstream."
+            assert stats(broken)["failures_injected"] == 1

@@ -118,6 +118,8 @@ class Tally:
         self.calls.append((model.name, cost))
 
     def add_whole(self, model: ProviderModel, body: bytes) -> None:
+        if model.pricing is None:      # the hot path of an unpriced model decodes nothing
+            return
         tokens = Tokens()
         tokens.read(body)
         self.add(model, tokens)

@@ -43,7 +43,8 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
         answer = await send(r.candidates, outbound_for, [])
         ex.rec.attempts(answer.attempts)
         answer = looper.count_cost(ex, answer, tally)
-    looper.served(ex, answer.model.name)
+    if alg is not None and alg.type == "multi_factor":
+        looper.served(ex, answer.model.name)
     return answer
 
 

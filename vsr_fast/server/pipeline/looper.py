@@ -33,6 +33,7 @@ from ...selection import selectors
 from ...selection.cost import StreamUsage, Tally
 from ...upstream import Attempt, Stream, Whole
 from ...upstream.dispatch import OutboundFor, _built
+from ...upstream.transport import TransportError
 from ..recording import session_id
 from .exchange import Exchange
 
@@ -183,6 +184,8 @@ async def _call(ex: Exchange, model: ProviderModel, outbound_for: OutboundFor, s
             held += chunk
             if len(held) > HOLD_LIMIT_BYTES:
                 raise UpstreamError(f"the answer of {model.name} grew past what the Looper may hold")
+    except TransportError as exc:     # a backend that broke mid-stream: that candidate failed, the next may answer
+        raise UpstreamError(f"the stream of {model.name} broke: {type(exc).__name__}") from exc
     finally:
         with trio.CancelScope(shield=True):
             await answer.aclose()
