@@ -158,3 +158,12 @@ def test_multi_factor_prefers_the_cheaper_model_until_its_error_rate_rises():
     twin = ProviderModel(name="twin", pricing=Pricing(input=0.1, output=0.4))
     assert selectors.pick_multi_factor((cheap, twin), cfg, selectors.ModelStats(), "twin")[0] is twin
     assert selectors.pick_multi_factor((cheap, dear), cfg, selectors.ModelStats(), "dear")[0] is cheap
+
+
+@pytest.mark.parametrize(("budget", "path"), [({"turn": {"tokens_per_s": 0}}, "budget.turn.tokens_per_s"),
+                                              ({"turn": {"reserve": 1}}, "budget.turn.reserve"),
+                                              ({"max_calls": 0}, "budget.max_calls"),
+                                              ({"deadline_ms": 0}, "budget.deadline_ms")])
+def test_bad_budgets_fail_with_their_path(budget, path):
+    (line,) = errors_of(doc({**ESC, "budget": budget}))
+    assert line.startswith(f"{D}.algorithm.{path}: "), line
