@@ -74,6 +74,11 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     fail_mode: Literal["status", "reset", "midstream"] = "status"
     content: str = "Hello! This is a canned answer from the mock upstream."
     seed: int | None = None
+    # Chat answers only: every token's logprob (with a runner-up 1.0 below it in top_logprobs), and a refusal
+    # answered in place of the content; for the Looper's accept checks.
+    logprob: float | None = None
+    refusal: str | None = None
+    finish_reason: str | None = None      # e.g. "length": a truncated answer
 
 
 class StreamOptions(msgspec.Struct):
@@ -383,6 +388,9 @@ class MockUpstream(Server):
     def whole_body(self, req: Request, plan: Plan, config: MockConfig) -> bytes:
         """The body of a non-streamed answer in the route's shape."""
         ident, created = next(self.ids), int(time.time())
+        if plan.api == "chat" and plan.tool is None and scripted(config):
+            content = plan_content(plan, config)
+            return chat_scripted(plan, ident, created, self.count(len(req.body), content), content, config)
         if plan.api == "chat" and plan.text is None and plan.tool is None:
             return b"".join((   # the hot path of the benchmarks: the canned text, pre-encoded
                 b'{"id":"chatcmpl-mock-%d","object":"chat.completion","created":%d,"model":%s,'
@@ -401,7 +409,9 @@ class MockUpstream(Server):
         ident, created = next(self.ids), int(time.time())
         content = plan_content(plan, config)
         u = self.count(len(req.body), content)
-        if plan.api == "chat" and plan.tool is None:
+        if plan.api == "chat" and plan.tool is None and scripted(config):
+            events = chat_scripted_events(plan, ident, created, u, content, config)
+        elif plan.api == "chat" and plan.tool is None:
             deltas = self.deltas if plan.text is None else stream_deltas(content, config.chunks)
             prefix = b'data: {"id":"chatcmpl-mock-%d","object":"chat.completion.chunk","created":%d,"model":%s,' % (
                 ident, created, msgspec.json.encode(plan.model)
@@ -577,6 +587,48 @@ def chat_events(plan: Plan, ident: int, created: int, u: dict, content: str, chu
     return events + [b"data: [DONE]\n\n"]
 
 
+def scripted(config: MockConfig) -> bool:
+    return config.logprob is not None or config.refusal is not None or config.finish_reason is not None
+
+
+def _logprobs(text: str, lp: float | None) -> dict | None:
+    if lp is None:
+        return None
+    return {"content": [{"token": t, "logprob": lp, "top_logprobs": [{"token": t, "logprob": lp},
+                                                                      {"token": "~", "logprob": lp - 1.0}]}
+                        for t in text.split()]}
+
+
+def chat_scripted(plan: Plan, ident: int, created: int, u: dict, content: str, config: MockConfig) -> bytes:
+    """A whole Chat answer with scripted logprobs, or a refusal."""
+    message = {"role": "assistant", "content": None if config.refusal else content, "refusal": config.refusal}
+    choice = {"index": 0, "message": message, "logprobs": _logprobs(content, config.logprob),
+              "finish_reason": config.finish_reason or "stop"}
+    return _enc({"id": f"chatcmpl-mock-{ident}", "object": "chat.completion", "created": created,
+                 "model": plan.model, "choices": [choice], "usage": u})
+
+
+def chat_scripted_events(plan: Plan, ident: int, created: int, u: dict, content: str,
+                         config: MockConfig) -> list[bytes]:
+    head = {"id": f"chatcmpl-mock-{ident}", "object": "chat.completion.chunk", "created": created,
+            "model": plan.model}
+
+    def event(delta: dict, logprobs: dict | None = None, finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
+        return b"data: " + _enc({**head, "choices": [choice]}) + b"\n\n"
+
+    if config.refusal:
+        events = [event({"role": "assistant", "refusal": config.refusal})]
+    else:
+        events = [event({"role": "assistant", "content": ""})]
+        events += [event({"content": piece}, _logprobs(piece, config.logprob))
+                   for piece in pieces(content, config.chunks)]
+    events.append(event({}, None, config.finish_reason or "stop"))
+    if plan.include_usage:
+        events.append(b"data: " + _enc({**head, "choices": [], "usage": u}) + b"\n\n")
+    return events + [b"data: [DONE]\n\n"]
+
+
 # Anthropic Messages.
 
 
@@ -728,6 +780,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--content", default=d.content, help="the fixed completion text")
     p.add_argument("--seed", type=int, default=None, help="seed for deterministic failure injection")
+    p.add_argument("--logprob", type=float, default=None, help="Chat answers carry this logprob for every token")
+    p.add_argument("--refusal", default=None, help="Chat answers refuse with this text instead of the content")
+    p.add_argument("--finish-reason", default=None, help="Chat answers end with this finish_reason (e.g. length)")
     return p
 
 

@@ -84,7 +84,8 @@ CASES = [
     (edit("recipes/0/strategy", "random"),
      ["recipes[default].strategy: invalid_value: Invalid enum value 'random'"]),
     (edit("recipes/0/decisions/0/algorithm", {"type": "confidence"}),
-     ["recipes[default].decisions[0].algorithm.type: invalid_value: Invalid enum value 'confidence'"]),
+     ["recipes[default].decisions[0].algorithm.type: removed_algorithm_type: 'confidence' was removed; write "
+      "type: escalate with one accept check (escalate.accept.confidence)"]),
     (edit("providers/models/1/backend_refs/0/timeout", 3),
      ["providers.models[smart].backend_refs[0].timeout: unknown_field: not a field of this block"]),
     (edit("providers/models/0/backend_refs/0/endpoint", "ftp://x"),

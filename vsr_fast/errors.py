@@ -40,6 +40,8 @@
     ├── ToolSelectionFailed         503 tool_selection_failed  plugins (tools.select with on_error: fail)
     ├── ResponseBlocked             403 response_blocked       guard (a response_guard block rule)
     ├── ResponseTooLarge            502 response_too_large     guard (a held answer past its 64 MiB bound)
+    ├── LooperBudgetExhausted       504 looper_budget_exhausted looper (an executor's deadline or max_calls)
+    ├── LooperNoAcceptedAnswer      502 looper_no_accepted_answer looper (escalate, on_error: fail)
     └── UpstreamError               502 upstream_failed        upstream
         ├── UpstreamTimeout         504 upstream_timeout
         ├── UpstreamInvalid             upstream_invalid_answer   a status outside 2xx/4xx/5xx, a redirect, a body
@@ -307,6 +309,22 @@ class ResponseTooLarge(VsrError):
     """A streamed answer held for the guard grew past its bound: refused, never forwarded unread."""
 
     status, code, type, stage = 502, "response_too_large", "upstream_error", "guard"
+
+
+# --- the Looper (executors) ----------------------------------------------------------------
+
+
+class LooperBudgetExhausted(VsrError):
+    """An executor's budget (deadline or max_calls, from the request's arrival) ran out before an answer
+    passed its check, and its on_error is fail (or no attempt answered at all)."""
+
+    status, code, type, stage = 504, "looper_budget_exhausted", "timeout_error", "looper"
+
+
+class LooperNoAcceptedAnswer(VsrError):
+    """Every candidate of an escalation answered and none passed its accept check, with on_error: fail."""
+
+    status, code, type, stage = 502, "looper_no_accepted_answer", "upstream_error", "looper"
 
 
 # --- upstream ------------------------------------------------------------------------------

@@ -101,6 +101,9 @@ class Metrics:
             "llm_response_guard_buffered_total", "Streamed answers held for the response guard, by outcome.",
             ("decision_name", "outcome")
         )
+        self.cost = Counter(
+            "vsr_cost_total", "What answers cost at their models' pricing, per call.", ("decision", "model", "currency")
+        )
         self.guard_outcomes = Counter(
             "vsr_response_guard_outcomes_total", "Answers the response guard read, by outcome and stream kind.",
             ("decision_name", "outcome", "stream")
@@ -110,7 +113,7 @@ class Metrics:
         lines: list[str] = []
         for series in (self.requests, self.latency, self.upstream_attempts, self.upstream_errors, self.disconnects,
                        self.timeouts, self.rate_limited, self.auth_failures, self.judge_truncated,
-                       self.guard_buffered, self.guard_outcomes):
+                       self.guard_buffered, self.guard_outcomes, self.cost):
             lines += series.render()
         for more in extra:
             lines += more

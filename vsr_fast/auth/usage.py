@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import msgspec
 
+from ..protocol.sse import MarkedLines
+
 _MARK = b'"usage"'
 _MAX_LINE = 1 << 20        # a partial line kept past this is dropped (its usage with it): bounded memory
 
@@ -36,29 +38,20 @@ _DECODE = msgspec.json.Decoder(_Doc)
 
 
 class UsageMeter:
-    __slots__ = ("request_bytes", "answer_bytes", "tail", "input", "output", "total", "seen")
+    __slots__ = ("request_bytes", "answer_bytes", "lines", "input", "output", "total", "seen")
 
     def __init__(self, request_bytes: int) -> None:
         self.request_bytes = request_bytes
         self.answer_bytes = 0
-        self.tail = b""
+        self.lines = MarkedLines(_MARK, _MAX_LINE)
         self.input = self.output = self.total = 0
         self.seen = False
 
     def feed(self, chunk: bytes) -> None:
         """One piece of a stream, cut anywhere: complete lines are read, the partial one is kept."""
         self.answer_bytes += len(chunk)
-        cut = chunk.rfind(b"\n")
-        if cut < 0:
-            if len(self.tail) < _MAX_LINE:
-                self.tail += chunk
-            return
-        lines = self.tail + chunk[:cut] if self.tail else chunk[:cut]
-        self.tail = chunk[cut + 1:]
-        if _MARK in lines:
-            for line in lines.split(b"\n"):
-                if _MARK in line:
-                    self._read(line[5:] if line.startswith(b"data:") else line)
+        for line in self.lines.feed(chunk):
+            self._read(line[5:] if line.startswith(b"data:") else line)
 
     def whole(self, body: bytes) -> None:
         """A whole answer: one JSON document, however it is laid out."""
@@ -67,9 +60,9 @@ class UsageMeter:
             self._read(body)
 
     def finish(self) -> None:
-        if self.tail and _MARK in self.tail:
-            self._read(self.tail[5:] if self.tail.startswith(b"data:") else self.tail)
-        self.tail = b""
+        tail, self.lines.tail = self.lines.tail, b""
+        if tail and _MARK in tail:
+            self._read(tail[5:] if tail.startswith(b"data:") else tail)
 
     def _read(self, text: bytes) -> None:
         try:

@@ -10,6 +10,7 @@ import ssl
 from collections import Counter
 from urllib.parse import urlsplit
 
+from .algorithm import algorithm_errors
 from .auth_checks import check_auth
 from .output import ModelFacts, output_capability_missing, output_not_executable
 from .schema import Decision, ModelRef, Recipe, RouterConfig, RuleNode
@@ -27,6 +28,7 @@ def check(config: RouterConfig) -> tuple[list[str], list[str]]:
     _check_entrypoints(config, models, errors)
     _check_native_routes(config, errors)
     _check_outputs(config, errors)
+    _check_algorithms(config, errors, warnings)
     _check_deployment_files(config, errors)
     check_auth(config, models, errors, warnings)
     return errors, warnings
@@ -64,6 +66,36 @@ def _check_outputs(config: RouterConfig, errors: list[str]) -> None:
             refs = [r.model for r in d.modelRefs if r.model in facts]
             errors += output_capability_missing(path, d.output, refs, facts)
             errors += output_not_executable(path, d.output, d.algorithm.type, refs, facts)
+
+
+def _check_algorithms(config: RouterConfig, errors: list[str], warnings: list[str]) -> None:
+    """Every decision's algorithm: its type (removed and renamed ones named), its settings' block, its budget."""
+    priced = {m.name for m in config.providers.models if m.pricing is not None}
+    for recipe in config.recipes:
+        for i, d in enumerate(recipe.decisions):
+            path = f"recipes[{recipe.name}].decisions[{i}].algorithm"
+            refs = [r.model for r in d.modelRefs]
+            errs, warns = algorithm_errors(path, d.algorithm, refs)
+            errors += errs
+            warnings += warns
+            currencies = {m.pricing.currency for m in config.providers.models if m.pricing and m.name in refs}
+            if len(currencies) > 1:
+                errors.append(f"recipes[{recipe.name}].decisions[{i}].modelRefs: invalid_value: a decision's priced "
+                              f"models share one currency (found {', '.join(sorted(currencies))})")
+            esc = d.algorithm.escalate
+            formats = {m.name: m.api_format for m in config.providers.models}
+            if d.algorithm.type == "escalate" and esc is not None and esc.accept.confidence is not None:
+                other = sorted({r for r in refs if formats.get(r, "openai") != "openai"})
+                if other:
+                    errors.append(f"{path}.escalate.accept.confidence: invalid_value: logprobs come from Chat "
+                                  f"(api_format: openai) models only, not {', '.join(other)}")
+            cost_order = d.algorithm.type == "escalate" and esc is not None and esc.order == "cost"
+            mf = d.algorithm.multi_factor
+            cost_weighed = d.algorithm.type == "multi_factor" and (mf is None or mf.weights.cost > 0)
+            if (cost_order or cost_weighed) and not set(refs) <= priced:
+                missing = ", ".join(sorted(set(refs) - priced))
+                errors.append(f"{path}: missing_field: ordering by cost needs providers.models[].pricing of "
+                              f"every candidate (missing: {missing})")
 
 
 def _check_native_routes(config: RouterConfig, errors: list[str]) -> None:

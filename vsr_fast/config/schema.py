@@ -18,6 +18,7 @@ from .auth import ClientAuth, RateLimits
 from .catalog import ModelCatalog
 from .signals import Predicate, Projections
 from .output import Output
+from .algorithm import Algorithm
 from .stores import Stores
 
 
@@ -67,6 +68,15 @@ class BackendRef(_Block):
     max_pending: Annotated[int, Meta(ge=1, le=100_000)] | None = None
 
 
+class Pricing(_Block):
+    """What a model's tokens cost, per million (spec 6.4); the answer's x-vsr-cost is computed from it."""
+
+    input: Annotated[float, Meta(ge=0)] = 0.0
+    output: Annotated[float, Meta(ge=0)] = 0.0
+    cached: Annotated[float, Meta(ge=0)] | None = None     # cached input tokens; the input price when unset
+    currency: Annotated[str, Meta(pattern="^[A-Z]{3}$")] = "USD"
+
+
 class ProviderModel(_Block):
     """A model alias: its transport and facts (spec 6.4)."""
 
@@ -80,6 +90,7 @@ class ProviderModel(_Block):
     capabilities: list[str] = field(default_factory=list)
     modalities: dict[Literal["input", "output"], list[str]] | None = None
     context_window_size: Annotated[int, Meta(ge=1)] | None = None
+    pricing: Pricing | None = None
 
     @property
     def upstream_model(self) -> str:
@@ -122,10 +133,6 @@ class ModelRef(_Block):
     weight: Annotated[float, Meta(ge=0)] = 1.0
     use_reasoning: bool | None = None
     lora_name: str | None = None
-
-
-class Algorithm(_Block):
-    type: Literal["static"] = "static"
 
 
 class PluginEntry(_Block):

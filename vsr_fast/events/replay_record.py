@@ -109,6 +109,8 @@ class ReplayRecord(_Rec):
     complete: bool | None = None
     finish_reason: str | None = None
     usage: Usage | None = None
+    cost: float | None = None
+    cost_currency: str | None = None
     guard: str | None = None
     guard_codes: list[str] = field(default_factory=list)
     duration_ms: float | None = None
@@ -192,6 +194,7 @@ def _apply_answer(rec: ReplayRecord, ev: AnswerCompleted) -> None:
         facts = answer_facts(ev.body, ev.streamed)
         rec.finish_reason, rec.usage = facts.finish_reason, ev.usage or facts.usage
     rec.guard, rec.guard_codes = ev.guard, list(ev.guard_codes)
+    rec.cost, rec.cost_currency = ev.cost, ev.cost_currency
     rec.duration_ms, rec.ttfb_ms, rec.response_body_bytes = ev.duration_ms, ev.ttfb_ms, ev.body_bytes
     body, cut = _text(ev.body, ev.replay_body_bytes)
     rec.response_body, rec.response_truncated = body, body is not None and (cut or ev.body_truncated)

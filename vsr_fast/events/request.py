@@ -163,7 +163,8 @@ class RequestEvents:
         self.received(raw, request, route=route, identity=identity, shadow=shadow, api=api, model=model,
                       stream=stream, withhold=withhold)
         self.signals(route.readings)
-        self.decision(route)
+        alg = route.chosen.decision.algorithm.type if route.chosen and route.chosen.decision else "static"
+        self.decision(route, algorithm=alg)
 
     # --- the call and the answer ----------------------------------------------------------
 
@@ -185,7 +186,8 @@ class RequestEvents:
                complete: bool = True, finish_reason: str | None = None, usage: Usage | None = None,
                guard: GuardOutcome = "none", guard_codes: Iterable[str] = (), content_type: str | None = None,
                captured: AnswerCapture | None = None, ttfb_ms: float | None = None,
-               cache: CacheIntent | None = None) -> None:
+               cache: CacheIntent | None = None, cost: float | None = None,
+               cost_currency: str | None = None) -> None:
         """The answer as the client received it. ``cache``: store it if the guard released it whole."""
         body = captured.body() if captured is not None else None
         self.sink.record(AnswerCompleted(
@@ -195,6 +197,7 @@ class RequestEvents:
             content_type=content_type, body=body, body_bytes=captured.size if captured is not None else 0,
             body_truncated=captured.truncated if captured is not None else False,
             replay_body_bytes=0 if self.withheld else self.policy.response_bytes, cache=cache,
+            cost=cost, cost_currency=cost_currency,
         ))
 
     def cache_hit(self, key: str, answer: CachedAnswer, *, decision: str | None) -> None:

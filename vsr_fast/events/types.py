@@ -154,6 +154,8 @@ class AnswerCompleted(_Event, tag="answer_completed"):
     body_truncated: bool = False      # ``body`` is a prefix
     replay_body_bytes: int = 0        # how much of ``body`` router_replay may keep (0: none)
     cache: CacheIntent | None = None
+    cost: float | None = None         # x-vsr-cost: every call of the answer at its model's pricing
+    cost_currency: str | None = None
 
 
 class CacheHit(_Event, tag="cache_hit"):

@@ -45,6 +45,11 @@ def with_member(value: str, member: str) -> str:
     return out if len(out) <= MAX_BYTES else value
 
 
+def list_member(name: str, items: list[str]) -> str:
+    """``name=("a" "b")``: an inner list of strings, such as the Looper's calls and their verdicts."""
+    return f"{name}=(" + " ".join(_string(i) for i in items) + ")"
+
+
 def allowed(policy: str, asked: bool, authenticated: bool) -> bool:
     """Whether a caller that sent x-vsr-debug receives the trace under ``headers.debug``."""
     if not asked:

@@ -27,3 +27,29 @@ class EventCutter:
         """Whatever is left when the upstream ended cleanly."""
         rest, self._pending = self._pending, b""
         return rest
+
+
+class MarkedLines:
+    """The complete lines that mention ``mark`` in a stream cut anywhere (a usage reader's ``"usage"``).
+
+    Lines without the mark are never split out, so a long answer costs one ``in`` test per chunk;
+    the partial last line is kept, up to ``limit`` bytes (past it, that line is dropped: bounded memory).
+    """
+
+    __slots__ = ("mark", "tail", "limit")
+
+    def __init__(self, mark: bytes, limit: int = 1 << 20) -> None:
+        self.mark, self.limit = mark, limit
+        self.tail = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        cut = chunk.rfind(b"\n")
+        if cut < 0:
+            if len(self.tail) < self.limit:
+                self.tail += chunk
+            return []
+        lines = self.tail + chunk[:cut] if self.tail else chunk[:cut]
+        self.tail = chunk[cut + 1:]
+        if self.mark not in lines:
+            return []
+        return [line for line in lines.split(b"\n") if self.mark in line]

@@ -177,9 +177,10 @@ class Recording:
 
     def answered(self, *, status: int, path: str, model: str | None, streamed: bool, complete: bool,
                  content_type: str | None, guard: str = "none", guard_codes: list[str] | None = None,
-                 held: bool = False) -> None:
+                 held: bool = False, cost: tuple[float | None, str | None] = (None, None)) -> None:
         if self.events is not None:
-            self.events.answer(status=status, response_path=path, model=model, streamed=streamed, complete=complete,
+            self.events.answer(cost=cost[0], cost_currency=cost[1],
+                               status=status, response_path=path, model=model, streamed=streamed, complete=complete,
                                content_type=content_type, captured=self.capture, guard=guard,  # type: ignore[arg-type]
                                guard_codes=guard_codes or (), held=held, cache=self._intent(status, complete, guard))
         elif self.direct is not None and self._intent(status, complete, guard) is not None:

@@ -13,6 +13,7 @@ from ..protocol.adapters import make_adapters
 from .response_store import response_store
 from ..metrics import Metrics
 from ..systemone.client import SystemOneClient
+from ..selection.selectors import SelectionState
 from ..upstream import Attempt, Dispatcher, Upstreams
 from .asgi import BodyPace
 from .listen import Connections
@@ -51,6 +52,7 @@ class AppState:
         self.response_store = response_store(self.loaded.config.global_.stores.responses)
         self.adapters = make_adapters(self.response_store)
         self.dispatcher = Dispatcher(self.upstreams, self._count_attempt)
+        self.selection = SelectionState()     # multi_factor's measurements and sessions, random's draws
         self.config_version = self.loaded.version_hash.encode()
         limits = self.loaded.config.global_.router.limits
         self.max_body_bytes = limits.max_body_bytes
@@ -84,8 +86,10 @@ class AppState:
             return None
         chosen = route.chosen
         coverage = {f"{t}:{n}": c for (t, n), c in route.readings.coverage.items()} if route.readings else None
+        algorithm = chosen.decision.algorithm.type if chosen is not None and chosen.decision is not None else "static"
         return trace.trace_value(signals=matched_signals(route.readings), decision=route.decision,
-                                 why=chosen.why if chosen else "model named directly", coverage=coverage)
+                                 why=chosen.why if chosen else "model named directly", coverage=coverage,
+                                 algorithm=algorithm)
 
     def _count_attempt(self, attempt: Attempt) -> None:
         if attempt.error is not None:
@@ -95,5 +99,8 @@ class AppState:
         else:
             outcome = "ok"
         self.metrics.upstream_attempts.inc(attempt.model, attempt.backend, outcome)
+        # The model's fault only: a 4xx is the request's.
+        failed = attempt.error is not None or attempt.status is not None and (attempt.status >= 500 or attempt.status == 429)
+        self.selection.stats.observe(attempt.model, attempt.seconds, not failed)
         if outcome != "ok":
             self.metrics.upstream_errors.inc(attempt.model, attempt.backend, outcome)

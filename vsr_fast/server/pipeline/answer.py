@@ -54,7 +54,8 @@ async def _send(ex: Exchange, send: Send, body: bytes, content_type: str, *, str
 
 def _answered(ex: Exchange, *, streamed: bool, complete: bool, content_type: str | None) -> None:
     ex.rec.answered(status=ex.status, path=ex.path.value, model=ex.model, streamed=streamed, complete=complete,
-                    content_type=content_type, guard=ex.guard_outcome, guard_codes=ex.guard_codes, held=ex.held)
+                    content_type=content_type, guard=ex.guard_outcome, guard_codes=ex.guard_codes, held=ex.held,
+                    cost=(ex.cost.total, ex.cost.currency) if ex.cost is not None else (None, None))
 
 
 async def _fast(ex: Exchange, send: Send, message: str) -> None:
@@ -91,7 +92,7 @@ def _upstream_answered(ex: Exchange, result: Stream | Whole) -> None:
     r = ex.route
     assert r is not None
     ex.model, ex.status = result.model.name, result.status
-    if result.model.name != r.candidates[0].name:
+    if result.model.name != r.candidates[0].name and ex.path != h.ResponsePath.LOOPER:
         ex.path = h.ResponsePath.FALLBACK
 
 

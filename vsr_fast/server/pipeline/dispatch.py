@@ -8,6 +8,8 @@ from ...config.schema import ProviderModel
 from ...protocol.adapters import Outbound
 from ...upstream import Stream, Whole
 from ..delegation import delegated_credential
+from ...selection.cost import Tally
+from . import looper
 from .exchange import Exchange
 from .masking import mask
 
@@ -29,9 +31,20 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
 
     client_headers = tuple(ex.provider_headers())
     dispatcher = ex.state.dispatcher
-    send = dispatcher.stream if ex.adapter.stream(req) else dispatcher.whole
-    answer = await send(r.candidates, outbound_for, [])
-    ex.rec.attempts(answer.attempts)
+    streamed = ex.adapter.stream(req)
+    alg = looper.algorithm_of(r)
+    r = ex.route = looper.select(ex, r, alg)
+    ex.model = r.candidates[0].name if r.candidates else None
+    tally = ex.cost = Tally()
+    if alg is not None and alg.type == "escalate":
+        answer = await looper.escalate(ex, r.candidates, outbound_for, alg, streamed, tally)   # counts its calls
+    else:
+        send = dispatcher.stream if streamed else dispatcher.whole
+        answer = await send(r.candidates, outbound_for, [])
+        ex.rec.attempts(answer.attempts)
+        answer = looper.count_cost(ex, answer, tally)
+    if alg is not None and alg.type == "multi_factor":
+        looper.served(ex, answer.model.name)
     return answer
 
 

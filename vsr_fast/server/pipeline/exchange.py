@@ -22,6 +22,7 @@ from ..state import AppState
 _TO_PROVIDER = tuple(name.encode() for name in h.TO_PROVIDER)
 _TRACE = h.TRACE.encode()
 _WARNINGS = h.WARNINGS.encode()
+_COST, _COST_CURRENCY = h.COST.encode(), h.COST_CURRENCY.encode()
 
 
 class Exchange:
@@ -29,7 +30,7 @@ class Exchange:
 
     __slots__ = ("_deadline", "_scopes", "adapter", "api", "codes", "masked_spans", "masking", "decision", "extra", "model", "outbound", "path", "raw",
                  "rec", "recipe", "req", "responded", "route", "scope", "shaping", "stage", "started", "state",
-                 "status", "trace", "warnings", "arrived", "ticket", "meter", "guard_outcome", "guard_codes", "held")
+                 "status", "trace", "warnings", "arrived", "ticket", "meter", "guard_outcome", "guard_codes", "held", "cost")
 
     def __init__(self, state: AppState, api: str, scope: Scope) -> None:
         self.state, self.api, self.scope = state, api, scope
@@ -62,6 +63,7 @@ class Exchange:
         self.rec = Recording(state, scope)
         self.ticket = None                # the caller's places in its rate limits, released when it ends
         self.meter = None                 # counts the answer's tokens when a limit charges them
+        self.cost = None                  # selection.cost.Tally: every call's cost, summed (dispatch)
 
     def headers(self, content_type: str | None = None) -> HeaderList:
         """The public headers of the answer, with its warnings, trace and extras."""
@@ -69,6 +71,9 @@ class Exchange:
                              recipe=self.recipe, decision=self.decision, model=self.model)
         if self.warnings:
             out.append((_WARNINGS, self.warnings.encode()))
+        cost = self.cost.header_value() if self.cost is not None else None
+        if cost is not None:
+            out += [(_COST, cost.encode()), (_COST_CURRENCY, (self.cost.currency or "").encode())]
         if self.trace is not None:
             out.append((_TRACE, self.trace.encode()))
         out += self.extra

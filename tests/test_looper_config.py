@@ -1,0 +1,169 @@
+"""The Looper's configuration (spec 5.6): every bad algorithm form fails the load with its one line and code."""
+from __future__ import annotations
+
+import pytest
+
+from vsr_fast.config.schema import Pricing
+from vsr_fast.errors import ConfigError
+from vsr_fast.routing import load_raw
+from vsr_fast.selection import accept, cost, selectors
+
+D = "recipes[default].decisions[0]"
+
+
+def doc(algorithm: dict | None, refs=("cheap", "dear"), priced=True) -> dict:
+    models = [{"name": n, "backend_refs": [{"endpoint": "http://127.0.0.1:9/v1"}]} for n in ("cheap", "dear")]
+    if priced:
+        models[0]["pricing"] = {"input": 0.1, "output": 0.4}
+        models[1]["pricing"] = {"input": 3, "output": 15}
+    decision: dict = {"name": "d", "modelRefs": [{"model": m} for m in refs]}
+    if algorithm is not None:
+        decision["algorithm"] = algorithm
+    return {"version": "v0.5", "providers": {"models": models},
+            "recipes": [{"name": "default", "decisions": [decision]}]}
+
+
+def errors_of(d: dict) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        load_raw(d)
+    return info.value.lines
+
+
+ESC = {"type": "escalate", "escalate": {"accept": {"confidence": {"gte": -0.5}}}}
+
+
+@pytest.mark.parametrize("algorithm", [
+    {"type": "static"}, {"type": "random"}, {"type": "random", "random": {"seed": 3}},
+    {"type": "multi_factor", "multi_factor": {"weights": {"cost": 2, "latency": 0}, "quality": {"dear": 0.9}}},
+    ESC, {**ESC, "budget": {"deadline_ms": 5000, "max_calls": 3}, "on_error": "fail"},
+    {"type": "escalate", "escalate": {"order": "cost", "accept": {"refusal": False}}},
+])
+def test_good_algorithms_load(algorithm):
+    loaded = load_raw(doc(algorithm))
+    assert loaded.config.recipes[0].decisions[0].algorithm.type == algorithm["type"]
+
+
+@pytest.mark.parametrize(("algorithm", "line"), [
+    ({"type": "confidence"}, f"{D}.algorithm.type: removed_algorithm_type: 'confidence' was removed; write type: "
+                             "escalate with one accept check (escalate.accept.confidence)"),
+    ({"type": "router_dc"}, f"{D}.algorithm.type: removed_algorithm_type: 'router_dc' was removed; write type: "
+                            "systemone (one choice over the candidates' descriptions)"),
+    ({"type": "elo"}, f"{D}.algorithm.type: removed_algorithm_type: 'elo' was removed; write "
+                      "global.router.learning.adaptation"),
+    ({"type": "bogus"}, f"{D}.algorithm.type: invalid_value: unknown algorithm type 'bogus' (one of: escalate, "
+                        "fusion, multi_factor, random, ratings, remom, static, systemone, workflows)"),
+    ({"type": "fusion"}, f"{D}.algorithm.type: unsupported_value: the fusion algorithm is not built in this "
+                         "router yet; use static, random, multi_factor or escalate"),
+    ({"type": "random", "budget": {"max_calls": 2}},
+     f"{D}.algorithm.budget: invalid_value: the random selector takes no budget (only executors do)"),
+    ({"type": "static", "on_error": "fail"},
+     f"{D}.algorithm.on_error: invalid_value: the static selector takes no on_error (only executors do)"),
+    ({"type": "random", "escalate": ESC["escalate"]},
+     f"{D}.algorithm.escalate: invalid_value: settings of the escalate algorithm under type 'random'"),
+    ({"type": "escalate"}, f"{D}.algorithm.escalate: missing_field: an escalate algorithm needs escalate.accept"),
+    ({"type": "escalate", "escalate": {"accept": {}}},
+     f"{D}.algorithm.escalate.accept: invalid_value: exactly one check (confidence or refusal: false), got 0"),
+    ({"type": "escalate", "escalate": {"accept": {"refusal": False, "confidence": {"gte": 0}}}},
+     f"{D}.algorithm.escalate.accept: invalid_value: exactly one check (confidence or refusal: false), got 2"),
+    ({"type": "multi_factor", "multi_factor": {"quality": {"other": 0.5}}},
+     f"{D}.algorithm.multi_factor.quality.other: unknown_model: 'other' is not one of the decision's modelRefs"),
+])
+def test_bad_algorithms_fail_with_one_line(algorithm, line):
+    assert errors_of(doc(algorithm)) == [line]
+
+
+def test_renamed_decision_type_warns_and_loads_as_systemone_which_is_refused_here():
+    lines = errors_of(doc({"type": "decision"}))
+    assert lines == [f"{D}.algorithm.type: unsupported_value: the systemone algorithm is not built in this router "
+                     "yet; use static, random, multi_factor or escalate"]
+
+
+def test_escalate_needs_two_candidates():
+    assert errors_of(doc(ESC, refs=("cheap",))) == [
+        f"{D}.algorithm: invalid_value: escalate needs at least two modelRefs to escalate between"]
+
+
+@pytest.mark.parametrize("algorithm", [{"type": "multi_factor"},
+                                       {"type": "escalate", "escalate": {"order": "cost", "accept": {"refusal": False}}}])
+def test_cost_ordering_needs_pricing(algorithm):
+    assert errors_of(doc(algorithm, priced=False)) == [
+        f"{D}.algorithm: missing_field: ordering by cost needs providers.models[].pricing of every candidate "
+        "(missing: cheap, dear)"]
+
+
+def test_multi_factor_without_a_cost_weight_needs_no_pricing():
+    load_raw(doc({"type": "multi_factor", "multi_factor": {"weights": {"cost": 0}}}, priced=False))
+
+
+@pytest.mark.parametrize(("pricing", "path"), [({"input": -1}, "input"), ({"currency": "usd"}, "currency"),
+                                               ({"per_token": 1}, "per_token")])
+def test_bad_pricing_fails_with_its_path(pricing, path):
+    d = doc(None)
+    d["providers"]["models"][0]["pricing"] = pricing
+    (line,) = errors_of(d)
+    assert line.startswith(f"providers.models[cheap].pricing.{path}: "), line
+
+
+def test_mixed_currencies_in_one_decision_fail():
+    d = doc(None)
+    d["providers"]["models"][1]["pricing"]["currency"] = "EUR"
+    assert errors_of(d) == [f"{D}.modelRefs: invalid_value: a decision's priced models share one currency "
+                            "(found EUR, USD)"]
+
+
+# --- the pure parts: cost, checks, selectors ------------------------------------------------------------
+
+
+def test_cost_of_each_protocols_usage():
+    p = Pricing(input=2.0, output=10.0, cached=0.5)
+    chat = cost.Tokens()
+    chat.read(b'{"usage":{"prompt_tokens":1000,"completion_tokens":200,"prompt_tokens_details":{"cached_tokens":400}}}')
+    assert cost.price(p, chat) == pytest.approx((600 * 2 + 400 * 0.5 + 200 * 10) / 1e6)
+    msgs = cost.Tokens()
+    msgs.read(b'{"type":"message_start","message":{"usage":{"input_tokens":600,"cache_read_input_tokens":400,'
+              b'"output_tokens":1}}}')
+    msgs.read(b'{"type":"message_delta","usage":{"output_tokens":200}}')
+    assert cost.price(p, msgs) == pytest.approx(cost.price(p, chat))
+    resp = cost.Tokens()
+    resp.read(b'{"type":"response.completed","response":{"usage":{"input_tokens":1000,"output_tokens":200,'
+              b'"input_tokens_details":{"cached_tokens":400}}}}')
+    assert cost.price(p, resp) == pytest.approx(cost.price(p, chat))
+
+
+def test_confidence_and_refusal_checks():
+    body = (b'{"choices":[{"message":{"content":"a b"},"logprobs":{"content":['
+            b'{"token":"a","logprob":-0.2,"top_logprobs":[{"token":"a","logprob":-0.2},{"token":"x","logprob":-1.7}]},'
+            b'{"token":"b","logprob":-0.4,"top_logprobs":[{"token":"b","logprob":-0.4},{"token":"y","logprob":-0.9}]}]}}]}')
+    docs = accept._docs(body, False)
+    assert accept.confidence(accept.token_logprobs(docs), "avg_logprob") == pytest.approx(-0.3)
+    assert accept.confidence(accept.token_logprobs(docs), "margin") == pytest.approx((1.5 + 0.5) / 2)
+    assert not accept.refused(docs)
+    assert accept.refused(accept._docs(b'{"choices":[{"message":{"content":null,"refusal":"no"}}]}', False))
+    assert accept.refused(accept._docs(b'data: {"choices":[{"delta":{"refusal":"no"}}]}\n\ndata: [DONE]\n\n', True))
+
+
+def test_multi_factor_prefers_the_cheaper_model_until_its_error_rate_rises():
+    from vsr_fast.config.algorithm import MultiFactor
+    from vsr_fast.config.schema import ProviderModel
+    cheap = ProviderModel(name="cheap", pricing=Pricing(input=0.1, output=0.4))
+    dear = ProviderModel(name="dear", pricing=Pricing(input=3, output=15))
+    stats, cfg = selectors.ModelStats(), MultiFactor()
+    assert selectors.pick_multi_factor((dear, cheap), cfg, stats, None)[0] is cheap
+    picks = []
+    for _ in range(10):
+        stats.observe("cheap", 0.01, ok=False)
+        picks.append(selectors.pick_multi_factor((dear, cheap), cfg, stats, None)[0].name)
+    assert picks[0] == "cheap" and picks[-1] == "dear"
+    # A session's earlier model wins a tie, never a real difference.
+    twin = ProviderModel(name="twin", pricing=Pricing(input=0.1, output=0.4))
+    assert selectors.pick_multi_factor((cheap, twin), cfg, selectors.ModelStats(), "twin")[0] is twin
+    assert selectors.pick_multi_factor((cheap, dear), cfg, selectors.ModelStats(), "dear")[0] is cheap
+
+
+@pytest.mark.parametrize(("budget", "path"), [({"turn": {"tokens_per_s": 0}}, "budget.turn.tokens_per_s"),
+                                              ({"turn": {"reserve": 1}}, "budget.turn.reserve"),
+                                              ({"max_calls": 0}, "budget.max_calls"),
+                                              ({"deadline_ms": 0}, "budget.deadline_ms")])
+def test_bad_budgets_fail_with_their_path(budget, path):
+    (line,) = errors_of(doc({**ESC, "budget": budget}))
+    assert line.startswith(f"{D}.algorithm.{path}: "), line

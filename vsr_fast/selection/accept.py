@@ -1,0 +1,140 @@
+"""escalate's accept checks, read from one answer's bytes as the upstream sent them (whole or SSE).
+
+``confidence`` reads Chat's token logprobs (``choices[0].logprobs.content``, in a
+whole answer or across a stream's chunks): ``avg_logprob`` is their mean,
+``margin`` the mean gap between each chosen token and its runner-up in
+``top_logprobs``. An answer without logprobs fails the check, so the next
+candidate is asked. ``refusal: false`` accepts an answer the model did not mark
+as a refusal: Chat's ``refusal`` (message or delta) or a ``content_filter``
+finish, Messages' ``refusal`` stop reason, a Responses ``refusal`` content part.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ..config.algorithm import Accept
+
+_DECODE = msgspec.json.Decoder()
+
+
+def _docs(body: bytes, streamed: bool) -> list[Any]:
+    if not streamed:
+        try:
+            return [_DECODE.decode(body)]
+        except msgspec.DecodeError:
+            return []
+    out = []
+    for line in body.split(b"\n"):
+        if line.startswith(b"data:"):
+            data = line[5:].strip()
+            if data and data != b"[DONE]":
+                try:
+                    out.append(_DECODE.decode(data))
+                except msgspec.DecodeError:
+                    continue
+    return out
+
+
+def _choices(doc: Any) -> list[Any]:
+    choices = doc.get("choices") if isinstance(doc, dict) else None
+    return choices if isinstance(choices, list) else []
+
+
+def token_logprobs(docs: list[Any]) -> list[dict]:
+    tokens: list[dict] = []
+    for doc in docs:
+        for choice in _choices(doc)[:1]:
+            lp = choice.get("logprobs") if isinstance(choice, dict) else None
+            content = lp.get("content") if isinstance(lp, dict) else None
+            if isinstance(content, list):
+                tokens += [t for t in content if isinstance(t, dict) and isinstance(t.get("logprob"), (int, float))]
+    return tokens
+
+
+def confidence(tokens: list[dict], method: str) -> float | None:
+    if not tokens:
+        return None
+    if method == "avg_logprob":
+        return sum(t["logprob"] for t in tokens) / len(tokens)
+    gaps = []
+    for t in tokens:
+        others = [a["logprob"] for a in t.get("top_logprobs") or []
+                  if isinstance(a, dict) and a.get("token") != t.get("token") and isinstance(a.get("logprob"), (int, float))]
+        gaps.append(t["logprob"] - max(others) if others else 0.0)
+    return sum(gaps) / len(gaps)
+
+
+def refused(docs: list[Any]) -> bool:
+    for doc in docs:
+        if not isinstance(doc, dict):
+            continue
+        for choice in _choices(doc):
+            if not isinstance(choice, dict):
+                continue
+            part = choice.get("message") or choice.get("delta") or {}
+            if isinstance(part, dict) and part.get("refusal"):
+                return True
+            if choice.get("finish_reason") == "content_filter":
+                return True
+        if doc.get("stop_reason") == "refusal" or (doc.get("delta") or {}).get("stop_reason") == "refusal":
+            return True
+        response = doc.get("response") if isinstance(doc.get("response"), dict) else doc
+        for item in response.get("output") or []:
+            for part in (item.get("content") or []) if isinstance(item, dict) else []:
+                if isinstance(part, dict) and part.get("type") == "refusal":
+                    return True
+    return False
+
+
+def defect(docs: list[Any]) -> str | None:
+    """Why an answer cannot stand whatever its check says: ``malformed`` (nothing readable, or a stream with no
+    finish), ``truncated`` (length or content_filter; Messages' max_tokens; an incomplete Response) or
+    ``blank`` (a Chat answer with no text, tool call or refusal: e.g. one that only reasoned)."""
+    if not docs:
+        return "malformed"
+    finish, text, other = None, "", False
+    for doc in docs:
+        if not isinstance(doc, dict):
+            return "malformed"
+        if doc.get("stop_reason") == "max_tokens" or (doc.get("delta") or {}).get("stop_reason") == "max_tokens":
+            return "truncated"
+        response = doc.get("response") if isinstance(doc.get("response"), dict) else doc
+        if response.get("status") == "incomplete":
+            return "truncated"
+        for choice in _choices(doc)[:1]:
+            if not isinstance(choice, dict):
+                return "malformed"
+            finish = choice.get("finish_reason") or finish
+            part = choice.get("message") or choice.get("delta") or {}
+            if isinstance(part, dict):
+                text += part.get("content") or "" if isinstance(part.get("content"), str) else ""
+                other = other or bool(part.get("tool_calls") or part.get("refusal"))
+    chat = any(_choices(d) for d in docs)
+    if not chat:
+        return None
+    if finish in ("length", "content_filter"):
+        return "truncated"
+    if finish is None:
+        return "malformed"
+    if not text.strip() and not other:
+        return "blank"
+    return None
+
+
+def accepted(accept: Accept, body: bytes, streamed: bool) -> tuple[bool, str]:
+    """Whether the answer passes the check, and why (for the trace and the record)."""
+    docs = _docs(body, streamed)
+    broken = defect(docs)
+    if broken is not None:
+        return False, broken
+    if accept.confidence is not None:
+        c = accept.confidence
+        value = confidence(token_logprobs(docs), c.method)
+        if value is None:
+            return False, f"{c.method}: no logprobs"
+        return value >= c.gte, f"{c.method}={value:.3f}"
+    if refused(docs):
+        return False, "refusal"
+    return True, "no refusal"

@@ -1,0 +1,126 @@
+"""The ``random`` and ``multi_factor`` selectors: one candidate first, the others kept as its fallbacks.
+
+A selector only reorders: the chosen candidate is tried first and the rest keep
+their modelRefs order behind it, so a failing choice still falls back as
+``static`` does. A selector that fails (no usable weight, a bug in scoring)
+leaves the modelRefs order, i.e. the first candidate (spec 5.6).
+"""
+from __future__ import annotations
+
+import logging
+import random as _random
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from ..config.algorithm import MultiFactor
+from ..config.schema import ProviderModel
+
+log = logging.getLogger("vsr_fast.selection")
+
+_ALPHA = 0.2            # EWMA weight of the newest observation: about the last ten calls matter
+_SESSIONS = 10_000      # sessions remembered for affinity, least recently used dropped first
+
+
+def first(chosen: ProviderModel, candidates: Sequence[ProviderModel]) -> tuple[ProviderModel, ...]:
+    return (chosen, *(c for c in candidates if c is not chosen))
+
+
+def pick_random(candidates: Sequence[ProviderModel], weights: Sequence[float],
+                rng: _random.Random) -> tuple[ProviderModel, ...]:
+    """One candidate drawn with probability proportional to its weight; the modelRefs order if none is > 0."""
+    if not candidates or sum(weights) <= 0:
+        return tuple(candidates)
+    chosen = rng.choices(candidates, weights=weights, k=1)[0]
+    return first(chosen, candidates)
+
+
+class ModelStats:
+    """Measured latency (seconds to an answer) and error rate per model, as moving averages of its calls."""
+
+    __slots__ = ("latency", "errors")
+
+    def __init__(self) -> None:
+        self.latency: dict[str, float] = {}
+        self.errors: dict[str, float] = {}
+
+    def observe(self, model: str, seconds: float, ok: bool) -> None:
+        err = 0.0 if ok else 1.0
+        self.errors[model] = self.errors.get(model, 0.0) * (1 - _ALPHA) + err * _ALPHA
+        if ok:      # a failure's time says nothing about how fast the model answers
+            self.latency[model] = self.latency.get(model, seconds) * (1 - _ALPHA) + seconds * _ALPHA
+
+
+class Sessions:
+    """The model that last served each session: multi_factor's prompt-cache affinity."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: OrderedDict[bytes, str] = OrderedDict()
+
+    def get(self, session: bytes | None) -> str | None:
+        return self._last.get(session) if session else None
+
+    def served(self, session: bytes | None, model: str) -> None:
+        if not session:
+            return
+        self._last[session] = model
+        self._last.move_to_end(session)
+        if len(self._last) > _SESSIONS:
+            self._last.popitem(last=False)
+
+
+def scores(candidates: Sequence[ProviderModel], cfg: MultiFactor, stats: ModelStats,
+           affinity_model: str | None) -> list[float]:
+    """Each candidate's score: quality minus normalized cost, latency and error rate, each weighed.
+
+    Cost and latency are divided by the largest among the candidates (0..1, the
+    dearest or slowest is 1), so weights compare like with like; an unmeasured
+    latency counts as the mean of the measured ones (0 when none is), so a new
+    model is neither favoured nor punished. The session's earlier model gets the
+    bounded ``affinity`` bonus.
+    """
+    w = cfg.weights
+    costs = [(c.pricing.input + c.pricing.output) if c.pricing is not None else 0.0 for c in candidates]
+    measured = [stats.latency[c.name] for c in candidates if c.name in stats.latency]
+    mean = sum(measured) / len(measured) if measured else 0.0
+    lat = [stats.latency.get(c.name, mean) for c in candidates]
+    top_cost, top_lat = max(costs, default=0.0) or 1.0, max(lat, default=0.0) or 1.0
+    out = []
+    for c, cost, latency in zip(candidates, costs, lat):
+        s = (w.quality * cfg.quality.get(c.name, 0.5) - w.cost * cost / top_cost - w.latency * latency / top_lat
+             - w.error_rate * stats.errors.get(c.name, 0.0))
+        if c.name == affinity_model:
+            s += cfg.affinity
+        out.append(s)
+    return out
+
+
+def pick_multi_factor(candidates: Sequence[ProviderModel], cfg: MultiFactor, stats: ModelStats,
+                      affinity_model: str | None) -> tuple[ProviderModel, ...]:
+    """The best-scoring candidate first (ties keep the modelRefs order)."""
+    try:
+        s = scores(candidates, cfg, stats, affinity_model)
+    except Exception:  # a selector that fails falls back to the first candidate (spec 5.6)
+        log.exception("multi_factor failed; the first candidate goes first")
+        return tuple(candidates)
+    best = max(range(len(candidates)), key=lambda i: (s[i], -i))
+    return first(candidates[best], candidates)
+
+
+class SelectionState:
+    """What the selectors remember across requests in one worker: measurements, sessions, random draws."""
+
+    __slots__ = ("stats", "sessions", "_rngs")
+
+    def __init__(self) -> None:
+        self.stats = ModelStats()
+        self.sessions = Sessions()
+        self._rngs: dict[tuple[str | None, str | None], _random.Random] = {}
+
+    def rng(self, key: tuple[str | None, str | None], seed: int | None) -> _random.Random:
+        """One generator per decision: a configured seed makes its draws reproducible."""
+        found = self._rngs.get(key)
+        if found is None:
+            found = self._rngs[key] = _random.Random(seed)
+        return found

@@ -1,0 +1,296 @@
+"""The Looper (spec 5.6): a decision's algorithm run on the dispatch stage.
+
+Selectors (``random``, ``multi_factor``) put one candidate first and keep the
+others as its fallbacks. The ``escalate`` executor calls the candidates one at a
+time, in ``order``, and returns the first answer its ``accept`` check passes,
+under a ``budget`` counted from the request's arrival: ``deadline_ms`` and
+``max_calls`` (every upstream attempt, transport retries included). A streamed
+request is held whole while it is judged (a check reads the whole answer), then
+relayed. When the budget runs out or no answer passes, ``on_error`` decides:
+``last_attempt`` (the default) returns the last answer, ``fail`` the Looper's error.
+
+Every call's cost (``selection.cost``) is summed on the exchange's tally.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import AsyncIterator
+
+import msgspec
+import trio
+
+from ...config.algorithm import Algorithm, MultiFactor, Turn
+from ...config.schema import ProviderModel
+from ...errors import LooperBudgetExhausted, LooperNoAcceptedAnswer, UpstreamError
+from ...headers import registry as h
+from ...headers import trace
+from ...plugins.response_guard import HOLD_LIMIT_BYTES
+from ...protocol.adapters import Outbound
+from ...routing import Route
+from ...selection import accept as checks
+from ...selection import selectors
+from ...selection.cost import StreamUsage, Tally
+from ...upstream import Attempt, Stream, Whole
+from ...upstream.dispatch import OutboundFor, _built
+from ...upstream.transport import TransportError
+from ..recording import session_id
+from .exchange import Exchange
+
+log = logging.getLogger("vsr_fast.looper")
+
+
+def algorithm_of(r: Route) -> Algorithm | None:
+    chosen = r.chosen
+    return chosen.decision.algorithm if chosen is not None and chosen.decision is not None else None
+
+
+def select(ex: Exchange, r: Route, alg: Algorithm | None) -> Route:
+    """The route with its candidates in the order the decision's selector chose (static: as written)."""
+    if alg is None or alg.type not in ("random", "multi_factor") or len(r.candidates) < 2:
+        return r
+    sel = ex.state.selection
+    if alg.type == "random":
+        assert r.chosen is not None and r.chosen.decision is not None
+        weight = {}
+        for ref in r.chosen.decision.modelRefs:
+            weight.setdefault(ref.model, ref.weight)
+        rng = sel.rng((r.recipe, r.decision), alg.random.seed if alg.random is not None else None)
+        order = selectors.pick_random(r.candidates, [weight.get(c.name, 0.0) for c in r.candidates], rng)
+    else:
+        session = session_id(ex.scope, ex.state.session_headers)
+        order = selectors.pick_multi_factor(r.candidates, alg.multi_factor or MultiFactor(), sel.stats,
+                                            sel.sessions.get(session))
+    return dataclasses.replace(r, candidates=order)
+
+
+def served(ex: Exchange, model: str) -> None:
+    """Remember the session's model for multi_factor's affinity."""
+    ex.state.selection.sessions.served(session_id(ex.scope, ex.state.session_headers), model)
+
+
+# --- cost ------------------------------------------------------------------------------------------
+
+
+def count_cost(ex: Exchange, answer: Stream | Whole, tally: Tally) -> Stream | Whole:
+    """Add the final answer's cost: a whole body now, a stream once its last chunk passed (usage comes last)."""
+    if isinstance(answer, Whole):
+        if answer.status < 400:
+            tally.add_whole(answer.model, answer.body)
+        _metric(ex, tally)
+        return answer
+    if answer.model.pricing is None:
+        return answer
+    reader = StreamUsage()
+    reader.feed(answer.first)
+    answer.rest = _tapped(ex, answer.rest, reader, answer.model, tally)
+    return answer
+
+
+async def _tapped(ex: Exchange, rest: AsyncIterator[bytes], reader: StreamUsage, model: ProviderModel,
+                  tally: Tally) -> AsyncIterator[bytes]:
+    async for chunk in rest:
+        reader.feed(chunk)
+        yield chunk
+    reader.feed(b"\n")
+    tally.add(model, reader.tokens)
+    _metric(ex, tally)
+
+
+def _metric(ex: Exchange, tally: Tally) -> None:
+    if tally.total is None:
+        return
+    for model, cost in tally.calls:
+        ex.state.metrics.cost.inc(ex.decision or "", model, tally.currency or "", by=cost)
+    tally.calls.clear()
+
+
+# --- escalate ----------------------------------------------------------------------------------------
+
+
+class _Spent:
+    """A held stream's response, already closed: the relay's aclose has nothing left to do."""
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def _nothing() -> AsyncIterator[bytes]:
+    return
+    yield b""
+
+
+def _ordered(alg: Algorithm, candidates: tuple[ProviderModel, ...]) -> tuple[ProviderModel, ...]:
+    esc = alg.escalate
+    if esc is not None and esc.order == "cost":
+        return tuple(sorted(candidates, key=lambda m: (m.pricing.input + m.pricing.output) if m.pricing else 0.0))
+    return candidates
+
+
+_MAX_TOKENS = {"openai": "max_tokens", "anthropic": "max_tokens", "responses": "max_output_tokens"}
+
+
+def _asking(outbound_for: OutboundFor, alg: Algorithm, token_cap: list[int | None]) -> OutboundFor:
+    """Each call's request as the executor needs it: Chat candidates asked for logprobs when a confidence
+    check reads them (top 2 for ``margin``), and max_tokens capped by the turn's remaining time."""
+    esc = alg.escalate
+    conf = esc.accept.confidence if esc is not None else None
+    if conf is None and (alg.budget is None or alg.budget.turn is None):
+        return outbound_for
+
+    async def built(model: ProviderModel) -> Outbound:
+        out = await _built(outbound_for, model)
+        cap, key = token_cap[0], _MAX_TOKENS.get(model.api_format)
+        if (conf is None or model.api_format != "openai") and (cap is None or key is None):
+            return out
+        body = msgspec.json.decode(out.body)
+        if conf is not None and model.api_format == "openai":
+            body["logprobs"] = True
+            if conf.method == "margin":
+                body["top_logprobs"] = max(2, body.get("top_logprobs") or 0)
+        if cap is not None and key is not None:
+            if model.api_format == "openai" and "max_completion_tokens" in body:
+                key = "max_completion_tokens"
+            body[key] = max(1, min(cap, body.get(key) or cap))
+        return dataclasses.replace(out, body=msgspec.json.encode(body))
+
+    return built
+
+
+def _turn_slice(turn: Turn, first: bool, remaining: float) -> tuple[float | None, str | None]:
+    """The attempt's time (s), or why it may not start: the tier report's wall-clock rules."""
+    if remaining < turn.min_start_ms / 1000:
+        return None, f"under {turn.min_start_ms} ms left in the turn"
+    if first:
+        return min(max(remaining - turn.reserve_ms / 1000, remaining / 2), turn.thinking_cap_ms / 1000), None
+    if remaining < turn.rescue_floor_ms / 1000:
+        return None, f"under the rescue floor ({turn.rescue_floor_ms} ms) left in the turn"
+    return min(turn.rescue_cap_ms / 1000, remaining), None
+
+
+async def _call(ex: Exchange, model: ProviderModel, outbound_for: OutboundFor, streamed: bool
+                ) -> tuple[Stream | Whole, bytes]:
+    """One candidate's whole answer; a stream is held (bounded) and handed back as one chunk."""
+    dispatcher = ex.state.dispatcher
+    if not streamed:
+        whole = await dispatcher.whole((model,), outbound_for, [])
+        return whole, whole.body
+    answer = await dispatcher.stream((model,), outbound_for, [])
+    if isinstance(answer, Whole):
+        return answer, answer.body
+    held = bytearray(answer.first)
+    try:
+        async for chunk in answer.rest:
+            held += chunk
+            if len(held) > HOLD_LIMIT_BYTES:
+                raise UpstreamError(f"the answer of {model.name} grew past what the Looper may hold")
+    except TransportError as exc:     # a backend that broke mid-stream: that candidate failed, the next may answer
+        raise UpstreamError(f"the stream of {model.name} broke: {type(exc).__name__}") from exc
+    finally:
+        with trio.CancelScope(shield=True):
+            await answer.aclose()
+    body = bytes(held)
+    return dataclasses.replace(answer, first=body, rest=_nothing(), response=_Spent(), released=True), body
+
+
+async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor,
+                   alg: Algorithm, streamed: bool, tally: Tally) -> Stream | Whole:
+    """The first accepted answer of the candidates in order, within the budget; else ``on_error``."""
+    esc = alg.escalate
+    assert esc is not None
+    budget = alg.budget
+    at = ex.arrived + budget.deadline_ms / 1000 if budget is not None and budget.deadline_ms else float("inf")
+    max_calls = budget.max_calls if budget is not None and budget.max_calls else None
+    turn = budget.turn if budget is not None else None
+    token_cap: list[int | None] = [None]
+    ask = _asking(outbound_for, alg, token_cap)
+    attempts: list[Attempt] = []
+    last: Stream | Whole | None = None
+    failure: UpstreamError | None = None
+    verdicts: list[str] = []
+    exhausted = None
+    calls = 0
+    ex.path = h.ResponsePath.LOOPER
+    for i, model in enumerate(_ordered(alg, candidates)):
+        if max_calls is not None and calls >= max_calls:
+            exhausted = f"max_calls ({max_calls}) spent"
+            break
+        now = trio.current_time()
+        if now >= at:
+            exhausted = f"deadline ({budget.deadline_ms} ms from arrival) passed"  # type: ignore[union-attr]
+            break
+        stop = at
+        if turn is not None:
+            remaining = min(at, ex.deadline) - now
+            share, refused = _turn_slice(turn, i == 0, remaining)
+            if share is None:
+                exhausted = refused
+                break
+            stop = min(at, now + share)
+            token_cap[0] = int(remaining * turn.tokens_per_s)
+        answer = None
+        with trio.move_on_at(stop) as cut:
+            try:
+                answer, body = await _call(ex, model, ask, streamed)
+            except UpstreamError as exc:
+                failure = exc
+                verdicts.append(f"{model.name}: {exc.code}")
+                calls += len(ex.state.upstreams.backends.get(model.name, ())) or 1   # each backend was tried
+        if cut.cancelled_caught and stop < at:
+            verdicts.append(f"{model.name}: cut at its share of the turn")   # a rescue may follow
+            calls += 1
+            continue
+        if cut.cancelled_caught:
+            exhausted = f"deadline ({budget.deadline_ms} ms from arrival) passed"  # type: ignore[union-attr]
+            verdicts.append(f"{model.name}: cut by the budget")
+            break
+        if answer is None:
+            continue
+        attempts += answer.attempts
+        calls += len(answer.attempts)
+        if answer.status < 400:
+            tally.add_whole(answer.model, body) if not streamed else _add_stream(tally, answer.model, body)
+        if last is not None:
+            await _close(last)
+        last = answer
+        if answer.status >= 400:
+            verdicts.append(f"{model.name}: HTTP {answer.status}")
+            continue
+        ok, why = checks.accepted(esc.accept, body, streamed and isinstance(answer, Stream))
+        verdicts.append(f"{model.name}: {why}, {'accepted' if ok else 'rejected'}")
+        if ok:
+            _done(ex, attempts, verdicts, tally)
+            return answer
+    _done(ex, attempts, verdicts, tally)
+    fail = alg.on_error == "fail"
+    if exhausted is not None:
+        if last is None or fail:
+            if last is not None:
+                await _close(last)
+            raise LooperBudgetExhausted(f"the escalation's budget ran out: {exhausted} ({'; '.join(verdicts)})")
+        return last
+    if last is None:
+        raise failure if failure is not None else UpstreamError("no candidate answered")
+    if fail:
+        await _close(last)
+        raise LooperNoAcceptedAnswer(f"no candidate's answer passed the accept check ({'; '.join(verdicts)})")
+    return last
+
+
+def _add_stream(tally: Tally, model: ProviderModel, body: bytes) -> None:
+    reader = StreamUsage()
+    reader.feed(body + b"\n")
+    tally.add(model, reader.tokens)
+
+
+async def _close(answer: Stream | Whole) -> None:
+    if isinstance(answer, Stream):
+        with trio.CancelScope(shield=True):
+            await answer.aclose()
+
+
+def _done(ex: Exchange, attempts: list[Attempt], verdicts: list[str], tally: Tally) -> None:
+    ex.rec.attempts(attempts)
+    if ex.trace is not None:
+        ex.trace = trace.with_member(ex.trace, trace.list_member("looper", verdicts))
+    _metric(ex, tally)
