@@ -20,7 +20,7 @@ from ...protocol import systemone as wire
 from ...systemone.presets import PRESETS
 from .exchange import Exchange
 
-_QID = "match"
+_CUSTOM = "match"          # a custom question's ID; a preset is asked under its own (the model knows it)
 
 
 def truncated(ex: Exchange, feature: str, had: int, read: int) -> None:
@@ -85,27 +85,28 @@ async def _ask(ex: Exchange, judge: Judge, request: str, read: list[str]) -> lis
         return None
     deployment = judge.deployment or ex.state.table.catalog.system.decision_model.deployment or PRIMARY
     question = _question(judge, read)
+    qid = PRESETS[judge.preset].wire_id if judge.question is None and judge.preset else _CUSTOM
     levels = len(question.criteria) if isinstance(question, wire.ScoreQuestion) else 2
     if isinstance(question, wire.ChoiceQuestion):
-        answers = await asker.ask_standard(deployment, wire.State(request=request), {_QID: question},
+        answers = await asker.ask_standard(deployment, wire.State(request=request), {qid: question},
                                            judge.timeout_ms)
-        rank = answers.get(_QID) if answers else None
+        rank = answers.get(qid) if answers else None
         if not isinstance(rank, wire.ChoiceAnswer):
             return None
         return [(p, int(k)) for k, p in rank.probabilities.items() if k.isdigit() and int(k) < len(read)]
     if len(read) == 1:
         answers = await asker.ask_standard(deployment, wire.State(request=request, candidate=read[0]),
-                                           {_QID: question}, judge.timeout_ms)
-        score = _score(answers.get(_QID) if answers else None, levels)
+                                           {qid: question}, judge.timeout_ms)
+        score = _score(answers.get(qid) if answers else None, levels)
         return None if score is None else [(score, 0)]
-    entries = {str(i): (wire.State(request=request, candidate=c), {_QID: question}) for i, c in enumerate(read)}
+    entries = {str(i): (wire.State(request=request, candidate=c), {qid: question}) for i, c in enumerate(read)}
     batch = await asker.ask_batch(deployment, entries, judge.timeout_ms)
     if batch is None:
         return None
     out = []
     for i in range(len(read)):
         answers = batch.get(str(i))
-        score = _score(answers.get(_QID) if answers else None, levels)
+        score = _score(answers.get(qid) if answers else None, levels)
         if score is not None:
             out.append((score, i))
     return out
