@@ -18,7 +18,7 @@ import trio
 from ..config.stores import ResponseCacheStore
 from ..plugins.response_cache import CachedAnswer
 from .capture import answer_facts
-from .semantic_index import SemanticIndex, opposite
+from .semantic_index import SemanticIndex, differs, projection
 from .types import AnswerCompleted
 
 log = logging.getLogger("vsr_fast.response_cache")
@@ -147,7 +147,8 @@ class ResponseCache:
     @property
     def index(self) -> SemanticIndex:
         if self._index is None:
-            self._index = SemanticIndex(self._load_embedding().dim, self.store.max_entries)
+            emb = self._load_embedding()
+            self._index = SemanticIndex(emb.dim, self.store.max_entries, axes=projection(emb.dim))
         return self._index
 
     def follow_sync(self) -> None:
@@ -179,7 +180,7 @@ class ResponseCache:
                 log.warning("semantic cache stream unavailable, recalling from the local index: %r", exc)
         vector = self.embed([text])[0]
         return [hit for hit in self.index.search(partition, vector, top_k, min_similarity)
-                if not opposite(text, hit[2])]
+                if not differs(text, hit[2])]
 
     async def recall(self, partition: str, text: str, top_k: int,
                      min_similarity: float | None) -> list[tuple[float, str, str]]:
