@@ -105,6 +105,6 @@ def test_two_routers_sharing_redis_serve_each_others_entries(mock, tmp_path, pre
         assert ask(two.url, PARAPHRASE, user="bob")["x-vsr-response-path"] == "upstream"
         assert ask(two.url, ENABLE)["x-vsr-response-path"] == "upstream"
         stored(two.url, 2)
-        assert ask(one.url, "How do I turn on two-factor authentication on my account?")[
+        assert ask(one.url, "How can I enable two-factor authentication for my account?")[
             "x-vsr-response-path"] == "cache"
         assert ask(one.url, DISABLE)["x-vsr-response-path"] == "upstream"
