@@ -119,6 +119,9 @@ def main() -> None:
     q = quality()
     print(f"paraphrase set: {q['same']} same pairs, {q['near']} near pairs")
     print(f"hit precision {q['precision']:.3f}  hit recall {q['recall']:.3f}  false hits {q['false_hits']}")
+    small = lookup_cost(1_000, 1_000)
+    print(f"lookup (embed + search) over 1,000 entries: p50 {small['p50_ms'] * 1000:.0f} µs, "
+          f"p99 {small['p99_ms'] * 1000:.0f} µs")
     c = lookup_cost()
     print(f"lookup (embed + search) over {c['entries']:,} entries of one partition: p50 {c['p50_ms']:.3f} ms, "
           f"p99 {c['p99_ms']:.3f} ms; the exact scan alone p50 {c['exact_p50_ms']:.3f} ms; two-stage hits equal "
