@@ -235,7 +235,13 @@ def test_response_cache_key_covers_request_guard_revision_and_principal():
     assert key(a) != key(a, policy=revised)
     assert rc.principal("user", user=None) == "user:anonymous" and rc.principal("global", user="ana") == ""
     with pytest.raises(msgspec.ValidationError):
-        msgspec.convert({"mode": "semantic"}, rc.ResponseCacheConfig, strict=True)
+        msgspec.convert({"mode": "fuzzy"}, rc.ResponseCacheConfig, strict=True)
+    # The semantic partition: everything but the conversation, so a paraphrase shares it and nothing else does.
+    part = lambda raw, **kw: rc.semantic_partition(raw, **{"recipe": "r", "decision": "d", "guard": None,
+                                                            "policy": policy, "principal": "user:ana", **kw})
+    assert part(a) == part(a.replace(b'"hi"', b'"hello"'))
+    assert part(a) != part(a.replace(b'"temperature":0', b'"temperature":1'))
+    assert part(a) != part(a, principal="user:bob") and part(a) != part(a, guard={"rules": []})
 
 
 WHOLE = b'{"id":"x","choices":[{"index":0,"message":{"content":"hi"},"finish_reason":"stop"}]}'

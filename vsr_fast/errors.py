@@ -38,6 +38,7 @@
     ├── StoreUnavailable            503 store_unavailable      store (Redis or another store did not answer)
     ├── MaskingUnavailable          503 masking_unavailable    plugins (spans for a text to mask could not be had)
     ├── ToolSelectionFailed         503 tool_selection_failed  plugins (tools.select with on_error: fail)
+    ├── MatchFailed                 503 match_failed           plugins (a match judge with on_error: fail)
     ├── ResponseBlocked             403 response_blocked       guard (a response_guard block rule)
     ├── ResponseTooLarge            502 response_too_large     guard (a held answer past its 64 MiB bound)
     ├── LooperBudgetExhausted       504 looper_budget_exhausted looper (an executor's deadline or max_calls)
@@ -294,6 +295,12 @@ class ToolSelectionFailed(VsrError):
     """tools.select could not choose (the decision model failed or was late) and its on_error is fail."""
 
     status, code, type, stage = 503, "tool_selection_failed", "api_error", "plugins"
+
+
+class MatchFailed(VsrError):
+    """A match block's judge failed or was late and its on_error is fail."""
+
+    status, code, type, stage = 503, "match_failed", "api_error", "plugins"
 
 
 # --- the response stage --------------------------------------------------------------------

@@ -97,6 +97,18 @@ class Metrics:
         self.judge_truncated = Counter(
             "vsr_match_judge_truncated_total", "Judges that read only their first max_candidates.", ("feature",)
         )
+        self.match_recall = Counter(
+            "vsr_match_recall_total", "Match recall stages run, by feature, method and outcome (hit: kept any).",
+            ("feature", "method", "outcome")
+        )
+        self.match_judge = Counter(
+            "vsr_match_judge_total", "Match judge calls, by feature and outcome (ok, error, skipped).",
+            ("feature", "outcome")
+        )
+        self.match_stage = Histogram(
+            "vsr_match_stage_duration_seconds", "Time in each match stage.", ("feature", "stage"),
+            (0.00005, 0.0001, 0.00025, 0.0005, *LATENCY_BUCKETS_S)    # recall takes microseconds
+        )
         self.guard_buffered = Counter(
             "llm_response_guard_buffered_total", "Streamed answers held for the response guard, by outcome.",
             ("decision_name", "outcome")
@@ -113,6 +125,7 @@ class Metrics:
         lines: list[str] = []
         for series in (self.requests, self.latency, self.upstream_attempts, self.upstream_errors, self.disconnects,
                        self.timeouts, self.rate_limited, self.auth_failures, self.judge_truncated,
+                       self.match_recall, self.match_judge, self.match_stage,
                        self.guard_buffered, self.guard_outcomes, self.cost):
             lines += series.render()
         for more in extra:

@@ -11,12 +11,14 @@ import time
 from collections import OrderedDict
 
 import msgspec
+import numpy as np
 import redis
 import trio
 
 from ..config.stores import ResponseCacheStore
 from ..plugins.response_cache import CachedAnswer
 from .capture import answer_facts
+from .semantic_index import SemanticIndex, differs, projection
 from .types import AnswerCompleted
 
 log = logging.getLogger("vsr_fast.response_cache")
@@ -73,6 +75,12 @@ class ResponseCache:
         self.max_entry_bytes = store.max_entry_bytes
         self._memory: OrderedDict[str, tuple[float, bytes]] | None = None
         self._redis: redis.Redis | None = None
+        # The semantic cache: the embedding (loaded on first use: a config without semantic mode never loads
+        # it) and the local index; with Redis, the index follows the stream of every router's writes.
+        self._embedding = None
+        self._index: SemanticIndex | None = None
+        self._stream_id = b"0"
+        self._stream = f"{store.prefix}semantic"
         if store.backend_type == "memory":
             self._memory = OrderedDict()
         else:
@@ -100,20 +108,86 @@ class ResponseCache:
                 return None
         return None if data is None else _ANSWER_DECODER.decode(data)
 
-    def put_many_sync(self, items: list[tuple[str, CachedAnswer, int]]) -> None:
-        """Store ``(key, answer, ttl_seconds)`` items; raises ``redis.RedisError`` when Redis fails."""
+    def put_many_sync(self, items: list[tuple[str, CachedAnswer, int]],
+                      similar: list[tuple[str, str, str, int]] = ()) -> None:
+        """Store ``(key, answer, ttl_seconds)`` items, and the ``(partition, key, text, ttl_seconds)`` of those
+        the semantic cache may find; raises ``redis.RedisError`` when Redis fails."""
+        vectors = self.embed([text for _, _, text, _ in similar]) if similar else None
         if self._memory is not None:
             for key, answer, ttl in items:
                 self._memory[key] = (time.monotonic() + ttl, _ANSWER.encode(answer))
                 self._memory.move_to_end(key)
             while len(self._memory) > self.store.max_entries:
                 self._memory.popitem(last=False)
+            for (partition, key, text, ttl), vector in zip(similar, vectors if vectors is not None else ()):
+                self.index.add(partition, key, text, vector, ttl)
             return
         assert self._redis is not None
         pipe = self._redis.pipeline(transaction=False)
         for key, answer, ttl in items:
             pipe.set(self._key(key), _ANSWER.encode(answer), ex=ttl)
+        for (partition, key, text, ttl), vector in zip(similar, vectors if vectors is not None else ()):
+            # Every router's index follows this stream; the answer itself stays under its exact key.
+            pipe.xadd(self._stream, {"p": partition, "k": key, "t": text, "ttl": ttl,
+                                     "v": vector.astype(np.float32).tobytes()},
+                      maxlen=self.store.max_entries, approximate=True)
         pipe.execute()
+
+    # --- the semantic cache ----------------------------------------------------------------------
+
+    def _load_embedding(self):
+        if self._embedding is None:
+            from ..models import vsr_static
+            self._embedding = vsr_static.load().embedding
+        return self._embedding
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self._load_embedding().encode(texts)
+
+    @property
+    def index(self) -> SemanticIndex:
+        if self._index is None:
+            emb = self._load_embedding()
+            self._index = SemanticIndex(emb.dim, self.store.max_entries, axes=projection(emb.dim))
+        return self._index
+
+    def follow_sync(self) -> None:
+        """Redis: add to the local index what every router wrote since the last read."""
+        assert self._redis is not None
+        while True:
+            got = self._redis.xread({self._stream: self._stream_id}, count=10_000)
+            if not got:
+                return
+            entries = got[0][1]
+            for entry_id, fields in entries:
+                self._stream_id = entry_id
+                vector = np.frombuffer(fields[b"v"], np.float32)
+                if len(vector) == self.index.dim:
+                    self.index.add(fields[b"p"].decode(), fields[b"k"].decode(), fields[b"t"].decode(), vector,
+                                   int(fields[b"ttl"]))
+            if len(entries) < 10_000:
+                return
+
+    def recall_sync(self, partition: str, text: str, top_k: int,
+                    min_similarity: float | None) -> list[tuple[float, str, str]]:
+        """The partition's nearest cached requests ``(cosine, key, text)``, best first, without those the
+        polarity check drops; Redis first catches up with the stream (a Redis that fails: logged, the local
+        index as it is)."""
+        if self._redis is not None:
+            try:
+                self.follow_sync()
+            except redis.RedisError as exc:
+                log.warning("semantic cache stream unavailable, recalling from the local index: %r", exc)
+        vector = self.embed([text])[0]
+        return [hit for hit in self.index.search(partition, vector, top_k, min_similarity)
+                if not differs(text, hit[2])]
+
+    async def recall(self, partition: str, text: str, top_k: int,
+                     min_similarity: float | None) -> list[tuple[float, str, str]]:
+        """The request path's recall: in line for memory once the embedding is loaded, else in a thread."""
+        if self._redis is None and self._embedding is not None:
+            return self.recall_sync(partition, text, top_k, min_similarity)
+        return await trio.to_thread.run_sync(self.recall_sync, partition, text, top_k, min_similarity)
 
     async def lookup(self, key: str) -> CachedAnswer | None:
         """The request path's lookup: in line for memory, in a worker thread for Redis."""
@@ -121,11 +195,12 @@ class ResponseCache:
             return self.get_sync(key)
         return await trio.to_thread.run_sync(self.get_sync, key)
 
-    async def put_many(self, items: list[tuple[str, CachedAnswer, int]]) -> None:
-        if self._memory is not None:
-            self.put_many_sync(items)
+    async def put_many(self, items: list[tuple[str, CachedAnswer, int]],
+                       similar: list[tuple[str, str, str, int]] = ()) -> None:
+        if self._memory is not None and (not similar or self._embedding is not None):
+            self.put_many_sync(items, similar)
         else:
-            await trio.to_thread.run_sync(self.put_many_sync, items)
+            await trio.to_thread.run_sync(self.put_many_sync, items, similar)
 
     def close(self) -> None:
         if self._redis is not None:

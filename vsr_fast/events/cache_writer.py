@@ -33,6 +33,7 @@ class CacheWriter:
 
     async def handle(self, entries: list[Entry], acks: Acks) -> None:
         items = []
+        similar: list[tuple[str, str, str, int]] = []
         notes: list[Event] = []
         skipped: collections.Counter[str] = collections.Counter()
         for e in entries:
@@ -42,12 +43,14 @@ class CacheWriter:
             reason = skip_reason(ev, self.cache.max_entry_bytes)
             if reason is None:
                 items.append((ev.cache.key, answer_of(ev), ev.cache.ttl_seconds))
+                if ev.cache.partition is not None and ev.cache.text:
+                    similar.append((ev.cache.partition, ev.cache.key, ev.cache.text, ev.cache.ttl_seconds))
             else:
                 skipped[reason] += 1
             notes.append(_note(ev, reason))
         if items:
             try:
-                await self.cache.put_many(items)
+                await self.cache.put_many(items, similar)
             except redis.RedisError as exc:
                 raise StoreUnavailable(f"response cache: {type(exc).__name__}: {exc}") from exc
         self.stored += len(items)
@@ -92,7 +95,9 @@ class DirectCacheWriter(CacheWriter):
                 self.skipped[reason] += 1
                 continue
             try:
-                await self.cache.put_many([(ev.cache.key, answer_of(ev), ev.cache.ttl_seconds)])
+                c = ev.cache
+                similar = [(c.partition, c.key, c.text, c.ttl_seconds)] if c.partition is not None and c.text else []
+                await self.cache.put_many([(c.key, answer_of(ev), c.ttl_seconds)], similar)
             except redis.RedisError as exc:
                 log.warning("response cache unavailable, an answer was not stored: %r", exc)
                 continue

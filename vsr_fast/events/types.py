@@ -68,6 +68,9 @@ class CacheIntent(_Part):
 
     key: str
     ttl_seconds: int
+    # The semantic cache's: the partition the request is compared in, and the text compared by meaning.
+    partition: str | None = None
+    text: str | None = None
 
 
 GuardOutcome = Literal["none", "passed", "noted", "flagged", "blocked", "over_limit", "incomplete"]

@@ -25,6 +25,9 @@ import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from ..config.schema_base import Block
+from .match import Match
+from .match import check as check_match
+from .match import resolve as resolve_match
 
 TYPE = "response_cache"
 
@@ -35,12 +38,19 @@ class CacheRevision(Block):
     policy_revision: str | None = None
 
 
+class SemanticConfig(Block):
+    """``response_cache.semantic``: the match block that finds a similar cached request (spec 5.4)."""
+
+    match: Match | None = None
+
+
 class ResponseCacheConfig(Block):
     """``{type: response_cache, configuration: ...}`` at one layer (fields override field by field)."""
 
     enabled: bool | UnsetType = UNSET
-    # exact only: semantic recall needs an embedding deployment this router does not run yet.
-    mode: Literal["exact"] | UnsetType = UNSET
+    # exact: the same request; semantic: a similar one the match block accepts; exact_then_semantic: both.
+    mode: Literal["exact", "semantic", "exact_then_semantic"] | UnsetType = UNSET
+    semantic: SemanticConfig | UnsetType = UNSET
     ttl_seconds: Annotated[int, Meta(ge=1, le=30 * 86_400)] | UnsetType = UNSET
     revision: CacheRevision | UnsetType = UNSET
     # user: one caller's answers serve only that caller (required with delegated upstreams, spec 6.7).
@@ -54,8 +64,19 @@ class CachePolicy:
     ttl_seconds: int = 1800
     revision: CacheRevision | None = None
     scope: str = "user"
+    semantic: SemanticConfig | None = None
+    match: Match | None = None          # the semantic match block: the one written, else the default
+
+    @property
+    def exact(self) -> bool:
+        return self.mode != "semantic"
+
+    @property
+    def similar(self) -> bool:
+        return self.mode != "exact"
 
 
+SEMANTIC = "response_cache.semantic"
 DISABLED = CachePolicy(enabled=False)
 
 
@@ -70,7 +91,18 @@ def resolve(*layers: ResponseCacheConfig | None) -> CachePolicy:
             value = getattr(layer, f.name)
             if value is not UNSET:
                 values[f.name] = value
+    if values.get("mode", "exact") != "exact":
+        semantic = values.get("semantic")
+        values["match"] = resolve_match(semantic.match if semantic else None, SEMANTIC)
     return CachePolicy(**values)
+
+
+def check(raw: dict, path: str) -> list[str]:
+    """What the block's types cannot say: its semantic match block, checked against the cache's feature."""
+    semantic = raw.get("semantic")
+    if not isinstance(semantic, dict):
+        return []
+    return check_match(semantic.get("match"), f"{path}.semantic.match", SEMANTIC)
 
 
 # --- the key -----------------------------------------------------------------------
@@ -111,6 +143,23 @@ def cache_key(raw_request: bytes, *, recipe: str | None, decision: str | None, g
     return hashlib.sha256(_KEY_PARTS.encode(parts)).hexdigest()
 
 
+# What the semantic cache compares by meaning; everything else in the request must be identical.
+_CONVERSATION = ("messages", "input", "system", "instructions", "prompt")
+
+
+def semantic_partition(raw_request: bytes, *, recipe: str | None, decision: str | None, guard: object,
+                       policy: CachePolicy, principal: str) -> str:
+    """The semantic cache's partition: the exact key's parts with the conversation left out. Two requests
+    are compared by meaning only inside one partition, so a similar request of another principal, decision,
+    guard, revision, model or parameter set (stream, temperature, tools, ...) never hits."""
+    doc = _ANY.decode(raw_request)
+    if isinstance(doc, dict):
+        for name in (*_NOT_IN_KEY, *_CONVERSATION):
+            doc.pop(name, None)
+    parts = [KEY_VERSION, "semantic", doc, recipe, decision, guard, policy.revision, principal]
+    return hashlib.sha256(_KEY_PARTS.encode(parts)).hexdigest()
+
+
 # --- what is stored ----------------------------------------------------------------
 
 
@@ -128,6 +177,6 @@ class CachedAnswer(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
 
 
 __all__ = [
-    "CachePolicy", "CacheRevision", "CachedAnswer", "DISABLED", "KEY_VERSION", "ResponseCacheConfig", "TYPE",
-    "cache_key", "canonical_request", "principal", "resolve",
+    "CachePolicy", "CacheRevision", "CachedAnswer", "DISABLED", "KEY_VERSION", "ResponseCacheConfig", "SEMANTIC",
+    "SemanticConfig", "TYPE", "cache_key", "canonical_request", "check", "principal", "resolve", "semantic_partition",
 ]

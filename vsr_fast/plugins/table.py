@@ -21,7 +21,7 @@ class PluginType(NamedTuple):
 
 PLUGINS: dict[str, PluginType] = {
     "router_replay": PluginType(router_replay.RouterReplayConfig),
-    "response_cache": PluginType(response_cache.ResponseCacheConfig),
+    "response_cache": PluginType(response_cache.ResponseCacheConfig, response_cache.check),
     "fast_response": PluginType(fast_response.FastResponseConfig),
     "system_prompt": PluginType(system_prompt.SystemPromptConfig, system_prompt.check, system_prompt.resolve),
     "header_mutation": PluginType(header_mutation.HeaderMutationConfig, header_mutation.check,

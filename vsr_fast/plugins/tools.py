@@ -30,10 +30,14 @@ from msgspec import UNSET, Meta, UnsetType
 
 from ..config.schema_base import Block
 from ._merge import merged_fields
+from .match import FEATURES, MAX_CHOICES, Judge, Match
+from .match import check as check_match
+from .match import resolve as resolve_match
 
 TYPE = "tools"
-MAX_CHOICES = 255           # a choice question's options (spec 5.4: the tool_rank judge's hard cap)
 Name = Annotated[str, Meta(min_length=1)]
+MAX_RECALL = 50             # bm25 recall's top_k when the block leaves it out
+DEFAULT_JUDGE: Judge = FEATURES["tools.select"].default.judge  # type: ignore[assignment]
 
 # Input items (Responses) and blocks (Messages) that are a tool call or its result.
 _HISTORY_ITEMS = frozenset({"function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
@@ -54,30 +58,10 @@ class PolicyConfig(Block):
     strip_tool_history: bool | UnsetType = UNSET
 
 
-class RecallConfig(Block):
-    method: Literal["bm25"]                     # tools accept bm25 or no recall (spec 5.4)
-    top_k: Annotated[int, Meta(ge=1, le=100_000)] = 50
-    min_similarity: Annotated[float, Meta(ge=0)] | None = None
-
-
-class JudgeConfig(Block):
-    preset: Literal["tool_rank"] = "tool_rank"
-    top_k: Annotated[int, Meta(ge=1, le=MAX_CHOICES)] = 3
-    min_ratio: Annotated[float, Meta(ge=0, le=1)] = 0.1
-    min_score: Annotated[float, Meta(ge=0, le=1)] | None = None
-    max_candidates: Annotated[int, Meta(ge=1, le=MAX_CHOICES)] = MAX_CHOICES
-    deployment: Name | None = None
-
-
-class MatchConfig(Block):
-    recall: RecallConfig | None = None
-    judge: JudgeConfig | None = None
-
-
 class SelectConfig(Block):
     mode: Literal["filter", "add"] | UnsetType = UNSET
     tools_db_path: Name | UnsetType = UNSET
-    match: MatchConfig | UnsetType = UNSET
+    match: Match | UnsetType = UNSET
     need_threshold: Annotated[float, Meta(ge=0, le=1)] | UnsetType = UNSET
     preserve_count: Annotated[int, Meta(ge=0, le=MAX_CHOICES)] | UnsetType = UNSET
     on_error: Literal["skip", "fail", "keep", "strip"] | UnsetType = UNSET
@@ -160,10 +144,7 @@ def check(raw: dict, path: str) -> list[str]:
             if found is not None:
                 errors.append(f"{path}.select.tools_db_path: duplicate_tool_name: entry [{found[0]}] names "
                               f"{found[1]!r} again")
-    match = select.get("match")
-    if isinstance(match, dict) and not match.get("recall") and not match.get("judge"):
-        errors.append(f"{path}.select.match: match_empty: a match block runs recall, judge or both")
-    return errors
+    return errors + check_match(select.get("match"), f"{path}.select.match", "tools.select")
 
 
 # --- the merged policy ---------------------------------------------------------------------------
@@ -175,7 +156,7 @@ class Select:
     catalog: tuple[CatalogTool, ...] = ()
     recall_top_k: int | None = None                 # bm25 recall before the judge; None: no recall
     recall_min: float | None = None
-    judge: JudgeConfig = JudgeConfig()
+    judge: Judge = DEFAULT_JUDGE
     need_threshold: float = 0.5
     preserve_count: int = 0
     on_error: str = "skip"
@@ -212,15 +193,15 @@ def resolve(*layers: ToolsConfig | None) -> Tools | None:
         # A decision's ``select: null`` turns an inherited selection off; otherwise field by field.
         start = max(i for i, s in enumerate([None, *select_layers]) if s is None)
         s = merged_fields(*select_layers[start:]) or {}
-        match = s.get("match") or MatchConfig(judge=JudgeConfig())
+        match = resolve_match(s.get("match"), "tools.select")
         mode = s.get("mode", "filter")
         select = Select(
             mode=mode, catalog=tuple(read_catalog(s["tools_db_path"])) if s.get("tools_db_path") else (),
-            recall_top_k=match.recall.top_k if match.recall else None,
+            recall_top_k=(match.recall.top_k or MAX_RECALL) if match.recall else None,
             recall_min=match.recall.min_similarity if match.recall else None,
-            judge=match.judge or JudgeConfig(), need_threshold=s.get("need_threshold", 0.5),
+            judge=match.judge or DEFAULT_JUDGE, need_threshold=s.get("need_threshold", 0.5),
             preserve_count=s.get("preserve_count", 0), on_error=s.get("on_error", "skip" if mode == "add" else "keep"),
-            timeout_ms=s.get("timeout_ms", 1000))
+            timeout_ms=(match.judge and match.judge.timeout_ms) or s.get("timeout_ms", 1000))
     tools = Tools(mode=policy.get("mode", "passthrough"), allow=frozenset(policy.get("allow_tools", ())),
                   block=frozenset(policy.get("block_tools", ())), strip_history=policy.get("strip_tool_history", False),
                   select=select)

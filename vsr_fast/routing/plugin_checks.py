@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from ..config.catalog import PRIMARY
 from ..config.schema import PluginEntry, RouterConfig
-from ..plugins import masking
+from ..plugins import masking, response_cache
 from ..plugins._merge import merged_fields
 from ..plugins.layers import layers as plugin_layers
 from ..signals.base import CompileErrors
@@ -73,34 +73,61 @@ def _deepest(config: RouterConfig, recipe, i: int, field: str) -> str:
     return found or any_found or f"recipes[{recipe.name}].decisions[{i}].plugins"
 
 
-def judge_deployments(config: RouterConfig) -> dict[str, str]:
-    """Deployment -> the path of a tools.select that asks it (its judge's own, else the decision model)."""
-    default = config.global_.model_catalog.system.decision_model.deployment or PRIMARY
-    out: dict[str, str] = {}
+def _judges(config: RouterConfig) -> Iterator[tuple[str, str | None, frozenset[str]]]:
+    """``(path of the match block, its judge's own deployment, the question types it asks)`` of every match
+    judge: tools.select (tool_need and tool_rank) and a semantic response_cache (same_request unless
+    its judge asks a custom question)."""
     for path, _, entry in _entries(config, "tools"):
         select = entry.configuration.get("select")
-        if not isinstance(select, dict):
+        if isinstance(select, dict):
+            judge = _judge_of(select.get("match"))
+            yield f"{path}.select.match", judge.get("deployment"), frozenset({"choice", "noul"})
+    for path, _, entry in _entries(config, response_cache.TYPE):
+        conf = entry.configuration
+        if conf.get("mode", "exact") == "exact" or conf.get("enabled") is False:
             continue
-        match = select.get("match") if isinstance(select.get("match"), dict) else {}
-        judge = match.get("judge") if isinstance(match.get("judge"), dict) else {}
-        out.setdefault(judge.get("deployment") or default, f"{path}.select")
+        semantic = conf.get("semantic") if isinstance(conf.get("semantic"), dict) else {}
+        match = semantic.get("match")
+        if isinstance(match, dict) and "judge" not in match:
+            continue                    # recall alone: no judge to ask
+        judge = _judge_of(match)
+        question = judge.get("question") if isinstance(judge.get("question"), dict) else {}
+        yield f"{path}.semantic.match", judge.get("deployment"), frozenset({question.get("type", "noul")})
+
+
+def _judge_of(match: object) -> dict:
+    judge = match.get("judge") if isinstance(match, dict) else None
+    return judge if isinstance(judge, dict) else {}
+
+
+def judge_deployments(config: RouterConfig) -> dict[str, str]:
+    """Deployment -> the path of a match block whose judge asks it (its own deployment, else the decision
+    model)."""
+    default = config.global_.model_catalog.system.decision_model.deployment or PRIMARY
+    out: dict[str, str] = {}
+    for path, own, _ in _judges(config):
+        out.setdefault(own or default, path)
     return out
 
 
-def check_tools(config: RouterConfig, table, errors: CompileErrors) -> None:
-    for name, path in judge_deployments(config).items():
+def check_judges(config: RouterConfig, table, errors: CompileErrors) -> None:
+    """Each match judge's deployment exists and answers the question types the judge asks."""
+    default = config.global_.model_catalog.system.decision_model.deployment or PRIMARY
+    for path, own, types in _judges(config):
+        name = own or default
         if name not in table.deployments:
-            errors.add(f"{path}.match.judge.deployment", "unknown_deployment",
+            errors.add(f"{path}.judge.deployment", "unknown_deployment",
                        f"{name!r} is not declared in global.model_catalog.deployments")
             continue
         capable = table.capability(name, errors)
         if capable is None or not capable.known:
             continue
-        missing = sorted({"choice", "noul"} - capable.question_types)
+        missing = sorted(types - capable.question_types)
         if missing:
-            errors.add(f"{path}.match.judge", "question_type_unsupported",
-                       f'tool_need and tool_rank ask noul and choice questions; deployment "{name}" '
-                       f"does not answer {', '.join(missing)}")
+            asks = ("tool_need and tool_rank ask noul and choice questions" if path.endswith("select.match")
+                    else f"the judge asks {' and '.join(sorted(types))} questions")
+            errors.add(f"{path}.judge", "question_type_unsupported",
+                       f'{asks}; deployment "{name}" does not answer {", ".join(missing)}')
 
 
 def check(config: RouterConfig, table, errors: CompileErrors) -> None:
@@ -108,4 +135,4 @@ def check(config: RouterConfig, table, errors: CompileErrors) -> None:
         return table.recipes[recipe].learned.declares("pii", name)
 
     check_masking(config, declares_pii, errors)
-    check_tools(config, table, errors)
+    check_judges(config, table, errors)

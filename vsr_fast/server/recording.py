@@ -102,13 +102,14 @@ class Recording:
     """The events and cache intent of one request; without an event stream, only the cache's part
     (``AppState.direct_cache``), and a no-op without either."""
 
-    __slots__ = ("events", "intent", "capture", "services", "direct")
+    __slots__ = ("events", "intent", "capture", "services", "direct", "cache_policy")
 
     def __init__(self, state, scope: Scope) -> None:
         self.services = state.events
         self.direct = state.direct_cache if self.services is None else None
         self.events: RequestEvents | None = None
         self.intent: CacheIntent | None = None
+        self.cache_policy: response_cache.CachePolicy | None = None
         self.capture = None
         if self.services is not None:
             rid = header(scope, _REQUEST_ID)
@@ -136,10 +137,19 @@ class Recording:
         cache = state.policies.cache(route.recipe, route.decision)
         if cache.enabled and store is not None:
             who = response_cache.principal(cache.scope, user=identity.user, team=identity.team, tenant=identity.tenant)
-            key = response_cache.cache_key(raw, recipe=route.recipe, decision=route.decision,
-                                           guard=state.policies.guard_key(route.recipe, route.decision),
+            guard = state.policies.guard_key(route.recipe, route.decision)
+            key = response_cache.cache_key(raw, recipe=route.recipe, decision=route.decision, guard=guard,
                                            policy=cache, principal=who)
-            self.intent = CacheIntent(key=key, ttl_seconds=cache.ttl_seconds)
+            partition = text = None
+            if cache.similar:
+                canonical = state.adapters[req.api].canonical(req)
+                text = canonical.text
+                # Only the current user turn is compared by meaning; every other message must be the same.
+                others = [(m.role, m.text()) for i, m in enumerate(canonical.messages) if i != canonical.current_index]
+                partition = response_cache.semantic_partition(raw, recipe=route.recipe, decision=route.decision,
+                                                              guard=(guard, others), policy=cache, principal=who)
+            self.intent = CacheIntent(key=key, ttl_seconds=cache.ttl_seconds, partition=partition, text=text)
+            self.cache_policy = cache
         if ev is None:
             self.capture = AnswerCapture(store.max_entry_bytes) if self.intent is not None else None
             return
@@ -159,12 +169,17 @@ class Recording:
     async def cached(self, route: Route):
         """A stored answer for this request, or None."""
         store = self.store
-        if self.intent is None or store is None:
+        if self.intent is None or store is None or (self.cache_policy and not self.cache_policy.exact):
             return None
         answer = await store.lookup(self.intent.key)
         if answer is not None and self.events is not None:
             self.events.cache_hit(self.intent.key, answer, decision=route.decision)
         return answer
+
+    def served_similar(self, key: str, answer, route: Route) -> None:
+        """A semantic hit: recorded as a cache hit under the key of the request it was stored for."""
+        if self.events is not None:
+            self.events.cache_hit(key, answer, decision=route.decision)
 
     def attempts(self, attempts: list[Attempt]) -> None:
         if self.events is not None:

@@ -186,3 +186,29 @@ class SystemOneAsker:
         finally:
             self.client.metrics.calls.inc(deployment, outcome)
         return response.answers
+
+    async def ask_batch(self, deployment: str, entries: dict[str, tuple[wire.State, dict[str, wire.Question]]],
+                        timeout_ms: int | None = None) -> dict[str, dict[str, wire.Answer] | None] | None:
+        """One batch request (a match judge's entry per candidate); each entry's answers or None when that
+        entry failed; None when the call failed or was late."""
+        runner = self.client.runners.get(deployment)
+        if runner is None:
+            return None
+        timeout_s = (timeout_ms or self.timeouts_ms.get(deployment) or DEFAULT_TIMEOUT_MS) / 1000
+        body = wire.BatchRequest(states={n: wire.Entry(state=st, questions=q) for n, (st, q) in entries.items()})
+        outcome = "ok"
+        try:
+            with trio.fail_after(timeout_s):
+                response = await runner.call(body)
+        except CallFailed as exc:
+            outcome = exc.code
+            return None
+        except trio.TooSlowError:
+            outcome = "timeout"
+            return None
+        finally:
+            self.client.metrics.calls.inc(deployment, outcome)
+        states = getattr(response, "states", None)
+        if states is None:
+            return None
+        return {n: (e.answers if e.error is None else None) for n, e in states.items()}

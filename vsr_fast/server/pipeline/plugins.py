@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ...plugins.response_cache import CachedAnswer
 from .exchange import Exchange
+from .semantic_cache import similar
 from .tools import govern
 
 
@@ -24,7 +25,7 @@ async def request_plugins(ex: Exchange) -> Fast | CachedAnswer | None:
     fast = policies.fast(r.recipe, r.decision)
     if fast is not None:
         return Fast(fast.message)
-    cached = await ex.rec.cached(r)
+    cached = await ex.rec.cached(r) or await similar(ex)
     if cached is not None:
         return cached
     await govern(ex)      # tools: first of the request rewrites, on the request as the client wrote it

@@ -20,7 +20,9 @@ from ...errors import ToolSelectionFailed
 from ...plugins import tools as tp
 from ...protocol import systemone as wire
 from ...systemone.presets import PRESETS
+from ...plugins.match import keep
 from .exchange import Exchange
+from .match import truncated
 
 _DECODE = msgspec.json.Decoder()
 _NATIVE = {"chat": "openai", "messages": "anthropic", "responses": "responses"}
@@ -69,9 +71,9 @@ async def _select(ex: Exchange, body: dict, fmt: str, policy: tp.Tools) -> str |
         return None
     text = ex.adapter.canonical(ex.req).text
     ranked = _recall(select, pool, text) if select.recall_top_k is not None else pool
-    judged = ranked[:select.judge.max_candidates]
+    judged = ranked[:select.judge.cap]
     if len(ranked) > len(judged):
-        _truncated(ex, len(ranked), len(judged))
+        truncated(ex, "tools.select", len(ranked), len(judged))
     chosen, need = await _judge(ex, select, judged, text)
     if chosen is None:
         return _failed(body, fmt, select, present)
@@ -114,12 +116,9 @@ async def _judge(ex: Exchange, select: tp.Select, candidates: list[tp.ToolRef],
         return [], need.noul
     if not isinstance(rank, wire.ChoiceAnswer):
         return [candidates[0].key], need.noul
-    offered = {ref.key for ref in candidates}
-    probs = sorted(((p, k) for k, p in rank.probabilities.items() if k in offered), reverse=True)
-    best = probs[0][0] if probs else 0.0
-    judge = select.judge
-    kept = [k for p, k in probs if p >= judge.min_ratio * best and (judge.min_score is None or p >= judge.min_score)]
-    return kept[:judge.top_k], need.noul
+    order = {ref.key: i for i, ref in enumerate(candidates)}
+    scored = [(p, order[k]) for k, p in rank.probabilities.items() if k in order]
+    return [candidates[i].key for _, i in keep(scored, select.judge)], need.noul
 
 
 def _failed(body: dict, fmt: str, select: tp.Select, present: list[tp.ToolRef]) -> str:
@@ -132,7 +131,3 @@ def _failed(body: dict, fmt: str, select: tp.Select, present: list[tp.ToolRef]) 
     return f"select failed: tools left as they were (on_error: {select.on_error})"
 
 
-def _truncated(ex: Exchange, had: int, read: int) -> None:
-    ex.state.metrics.judge_truncated.inc("tools.select")
-    if ex.trace is not None:
-        ex.trace += f', match_judge_truncated="tools.select {had} candidates, judge read {read}"'

@@ -1,0 +1,110 @@
+"""End to end, real router subprocesses and the openai SDK: the semantic response cache (spec 5.4, 5.7).
+
+A paraphrase of a cached request is served from the cache; an unrelated request, a polarity flip and a
+request of another user (scope: user) or another decision's parameters are not. Two routers sharing Redis
+serve each other's entries: each follows the other's writes through the semantic stream.
+"""
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import openai
+import pytest
+import redis
+
+from .procs import router, wait_until, write_config
+
+ASKED = "How do I reverse a list in Python?"
+PARAPHRASE = "How can I reverse a list in python"
+UNRELATED = "Tell me about the history of Rome"
+ENABLE = "How do I enable two-factor authentication on my account?"
+DISABLE = "How do I disable two-factor authentication on my account?"
+
+
+def config(mock_url: str, *, store: dict, events: dict | None = None, mode: str = "semantic") -> dict:
+    return {
+        "version": "v0.5",
+        "listeners": [{"name": "main", "identity": {"trust_headers": True}}],
+        "providers": {"models": [{"name": "m", "backend_refs": [{"endpoint": f"{mock_url}/v1"}]}]},
+        "recipes": [{"name": "r", "decisions": [{"name": "d", "modelRefs": [{"model": "m"}]}]}],
+        "global": {"plugins": [{"type": "response_cache", "configuration": {"mode": mode, "ttl_seconds": 300}}],
+                   "stores": {"event_stream": events or {"backend": "none"}, "response_cache": store}},
+    }
+
+
+def ask(url: str, text: str, user: str = "alice", **extra):
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=20,
+                           default_headers={"x-authz-user-id": user})
+    raw = client.chat.completions.with_raw_response.create(
+        model="auto", messages=[{"role": "user", "content": text}], **extra)
+    raw.parse()
+    return raw.headers
+
+
+def metric(url: str, name: str) -> float:
+    for line in httpx.get(f"{url}/metrics").text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{") and line.split(" ")[0] == name:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def metric_sum(url: str, prefix: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in httpx.get(f"{url}/metrics").text.splitlines()
+               if line.startswith(prefix))
+
+
+def stored(url: str, n: int) -> None:
+    wait_until(lambda: metric(url, "llm_cache_writes_total") >= n, f"{n} answers stored")
+
+
+def test_a_paraphrase_hits_an_unrelated_request_or_a_polarity_flip_or_another_user_does_not(mock, tmp_path):
+    with router(write_config(config(mock.url, store={"backend_type": "memory"}), str(tmp_path))) as proc:
+        assert ask(proc.url, ASKED)["x-vsr-response-path"] == "upstream"
+        stored(proc.url, 1)
+        hit = ask(proc.url, PARAPHRASE)
+        assert hit["x-vsr-response-path"] == "cache"
+        assert ask(proc.url, UNRELATED)["x-vsr-response-path"] == "upstream"
+        assert ask(proc.url, PARAPHRASE, user="bob")["x-vsr-response-path"] == "upstream", "scope user: no leak"
+        assert ask(proc.url, PARAPHRASE, temperature=0.3)["x-vsr-response-path"] == "upstream", \
+            "other parameters: another partition"
+        assert ask(proc.url, ENABLE)["x-vsr-response-path"] == "upstream"
+        stored(proc.url, 5)
+        assert ask(proc.url, DISABLE)["x-vsr-response-path"] == "upstream", "the polarity check dropped it"
+        assert metric_sum(proc.url, 'vsr_match_recall_total{feature="response_cache.semantic"') >= 6
+        assert metric_sum(proc.url, 'vsr_match_judge_total{feature="response_cache.semantic",outcome="ok"}') >= 1
+        assert metric_sum(proc.url, 'vsr_match_stage_duration_seconds_count{feature="response_cache.semantic"') >= 1
+
+
+def test_exact_mode_never_serves_a_paraphrase(mock, tmp_path):
+    with router(write_config(config(mock.url, store={"backend_type": "memory"}, mode="exact"), str(tmp_path))) as proc:
+        ask(proc.url, ASKED)
+        stored(proc.url, 1)
+        assert ask(proc.url, ASKED)["x-vsr-response-path"] == "cache"
+        assert ask(proc.url, PARAPHRASE)["x-vsr-response-path"] == "upstream"
+
+
+@pytest.fixture
+def prefix():
+    name = f"vsr-test:{uuid.uuid4().hex}:semcache:"
+    yield name
+    r = redis.Redis.from_url("redis://127.0.0.1:6379/0")
+    for key in r.scan_iter(f"{name}*"):
+        r.delete(key)
+
+
+def test_two_routers_sharing_redis_serve_each_others_entries(mock, tmp_path, prefix):
+    store = {"backend_type": "redis", "prefix": prefix}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with router(write_config(config(mock.url, store=store), str(tmp_path / "a"))) as one, \
+            router(write_config(config(mock.url, store=store), str(tmp_path / "b"))) as two:
+        assert ask(one.url, ASKED)["x-vsr-response-path"] == "upstream"
+        stored(one.url, 1)
+        assert ask(two.url, PARAPHRASE)["x-vsr-response-path"] == "cache", "router two followed router one's write"
+        assert ask(two.url, PARAPHRASE, user="bob")["x-vsr-response-path"] == "upstream"
+        assert ask(two.url, ENABLE)["x-vsr-response-path"] == "upstream"
+        stored(two.url, 2)
+        assert ask(one.url, "How can I enable two-factor authentication for my account?")[
+            "x-vsr-response-path"] == "cache"
+        assert ask(one.url, DISABLE)["x-vsr-response-path"] == "upstream"
