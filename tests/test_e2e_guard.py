@@ -349,11 +349,16 @@ def test_the_cache_keeps_only_what_the_guard_released(mock, fake, tmp_path, stre
         answer_with(mock, REFUSED)
         first = ask_chat(proc, f"noted {stream}", stream=stream)
         assert first.headers["x-vsr-response-path"] == "upstream" and NOTE_HEAD.encode() in first.content
-        hit = wait_for_value(lambda: (lambda r: r if r.headers["x-vsr-response-path"] == "cache" else None)(
-            ask_chat(proc, f"noted {stream}", stream=stream)), "the noted answer cached")
-        assert hit.content == first.content
-        record = wait_for_value(lambda: (lambda r: r.json() if r.status_code == 200 and r.json().get("status") else None)(
-            httpx.get(f"{proc.url}/api/v1/replay/{first.headers['x-vsr-replay-id']}")), "the replay record")
+        # Wait for the first answer's own cache write (its record says so), then ask once: asking again and
+        # again until a hit sent each miss to the model, and a later answer could be the one stored.
+        def stored():
+            r = httpx.get(f"{proc.url}/api/v1/replay/{first.headers['x-vsr-replay-id']}")
+            record = r.json() if r.status_code == 200 else {}
+            return record if record.get("status") and (record.get("cache") or {}).get("stored") else None
+
+        record = wait_for_value(stored, "the noted answer stored in the cache")
+        hit = ask_chat(proc, f"noted {stream}", stream=stream)
+        assert hit.headers["x-vsr-response-path"] == "cache" and hit.content == first.content
         assert record["guard"] == "noted" and record["guard_codes"] == ["refused"]
         assert record["stream"] == ("buffered" if stream else None)
         # Blocked: never stored; flagged only in x-vsr-warnings (the refusal question failed): never stored.
