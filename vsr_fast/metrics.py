@@ -14,12 +14,12 @@ Labels = tuple[str, ...]
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
-def _escape(value: str) -> str:
+def escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 def _labels(names: Labels, values: Labels, extra: str = "") -> str:
-    parts = [f'{n}="{_escape(v)}"' for n, v in zip(names, values)]
+    parts = [f'{n}="{escape(v)}"' for n, v in zip(names, values)]
     if extra:
         parts.append(extra)
     return "{" + ",".join(parts) + "}" if parts else ""

@@ -41,11 +41,14 @@ def make_admin(state: AppState) -> QuartTrio:
     async def ready() -> tuple[Response, int]:
         if state.draining:
             return jsonify({"status": "draining"}), 503
+        down = state.unready()
+        if down:
+            return jsonify({"status": "no_live_backend", "entrypoints": down}), 503
         return jsonify({"status": "ready", "config_version": state.loaded.version_hash}), 200
 
     @app.get("/metrics")
     async def metrics() -> Response:
-        extra = [state.connections.prometheus_lines()]
+        extra = [state.connections.prometheus_lines(), state.upstreams.prometheus_lines()]
         if state.systemone_client:
             extra.append(state.systemone_client.metrics.render())
         if state.systemone is not None:

@@ -51,6 +51,7 @@ class AppState:
         self.response_store = response_store(self.loaded.config.global_.stores.responses)
         self.adapters = make_adapters(self.response_store)
         self.dispatcher = Dispatcher(self.upstreams, self._count_attempt)
+        self.entrypoint_models = self._entrypoint_models()
         self.config_version = self.loaded.version_hash.encode()
         limits = self.loaded.config.global_.router.limits
         self.max_body_bytes = limits.max_body_bytes
@@ -64,6 +65,27 @@ class AppState:
         self.delegated_header = config.global_.services.authz.delegated_credential.header.lower().encode()
         self.limiter = Limiter(config.global_.router.rate_limits, auth.store, keys_have_limits=keys_have_limits,
                                lease_s=self.request_timeout_s, metrics=self.metrics)
+
+    def _entrypoint_models(self) -> dict[str, set[str]]:
+        """Each chat entrypoint's models that have backends (by its first model name): what /ready checks."""
+        config = self.loaded.config
+        recipes = {r.name: r for r in config.recipes}
+        found: dict[str, set[str]] = {}
+        for ep in config.entrypoints:
+            recipe = recipes.get(ep.recipe or "")
+            if ep.api == "systemone" or recipe is None:
+                continue
+            refs = [ref for d in recipe.decisions for ref in d.modelRefs]
+            refs += recipe.fallback.modelRefs if recipe.fallback is not None else []
+            models = {ref.model for ref in refs if self.upstreams.backends.get(ref.model)}
+            if models:
+                found[(ep.model_names or [ep.recipe or ""])[0]] = models
+        return found
+
+    def unready(self) -> list[str]:
+        """Entrypoints none of whose models has a backend in the rotation (every one ejected)."""
+        return [name for name, models in self.entrypoint_models.items()
+                if not any(self.upstreams.live(m) for m in models)]
 
     def drain(self, deadline: float) -> None:
         """Stop every request at ``deadline`` (trio time) at the latest: each then answers ShuttingDown."""
