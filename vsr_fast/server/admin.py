@@ -10,6 +10,7 @@ from werkzeug.exceptions import HTTPException
 from ..auth.keys import KeyFields
 from ..auth.store import KeyStore
 from ..headers import registry as h
+from .metrics_view import gathered
 from .state import AppState
 
 
@@ -48,16 +49,8 @@ def make_admin(state: AppState) -> QuartTrio:
 
     @app.get("/metrics")
     async def metrics() -> Response:
-        extra = [state.connections.prometheus_lines(), state.upstreams.prometheus_lines()]
-        if state.systemone_client:
-            extra.append(state.systemone_client.metrics.render())
-        if state.systemone is not None:
-            extra.append(state.systemone.scan_metrics.render())
-        if state.events is not None:
-            extra.append(state.events.prometheus_lines())
-        if state.direct_cache is not None:
-            extra.append(state.direct_cache.prometheus_lines())
-        return Response(state.metrics.render(*extra), content_type="text/plain; version=0.0.4; charset=utf-8")
+        body = await gathered(state, state.metrics_dir, state.worker)
+        return Response(body, content_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.get("/api/v1/replay/<replay_id>")
     async def replay_record(replay_id: str) -> Response | tuple[Response, int]:

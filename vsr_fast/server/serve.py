@@ -4,9 +4,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 from dataclasses import dataclass
 
 from contextlib import asynccontextmanager
@@ -29,6 +31,7 @@ from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
 from .app import header_timeout_answer, make_app
 from .listen import Connections, serve_http
+from .metrics_view import serve_peers
 from .recording import Policies
 from .state import AppState
 
@@ -44,6 +47,7 @@ class ServeOptions:
     config_path: str = ""              # what workers load
     worker: int = 0                    # this worker's index under a supervisor
     graceful_timeout_s: float = 30.0   # how long SIGTERM waits for in-flight requests
+    metrics_dir: str | None = None     # under a supervisor: the workers' metrics sockets (metrics_view)
 
 
 def resolve_bind(loaded: Loaded, opts: ServeOptions) -> ServeOptions:
@@ -88,7 +92,7 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
     async with open_upstreams(loaded.config) as upstreams, open_systemone(loaded) as systemone, events_cm as events, \
             _direct_cache(stores if direct else None) as direct_cache:
         state = AppState(loaded=loaded, upstreams=upstreams, systemone_client=systemone, events=events,
-                         direct_cache=direct_cache)
+                         direct_cache=direct_cache, metrics_dir=opts.metrics_dir, worker=opts.worker)
         holder.append(state)
         shutdown = trio.Event()
         await state.auth.load()
@@ -100,6 +104,8 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
             background.start_soon(state.limiter.run)
             if direct_cache is not None:
                 background.start_soon(direct_cache.run)
+            if opts.metrics_dir is not None:
+                background.start_soon(serve_peers, state, opts.metrics_dir, opts.worker)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_on_signals, state, shutdown, opts.graceful_timeout_s)
                 limits = loaded.config.global_.router.limits
@@ -235,8 +241,9 @@ async def _supervise(opts: ServeOptions) -> int:
     sock = socket.create_server((opts.host, opts.port), reuse_port=False, backlog=1024)
     sock.set_inheritable(True)
     host, port = sock.getsockname()[:2]
+    metrics_dir = tempfile.mkdtemp(prefix="vsr-workers-")
     worker_argv = ["serve", "--config", opts.config_path, "--fd", str(sock.fileno()), "--port", str(port),
-                   "--graceful-timeout", str(opts.graceful_timeout_s)]
+                   "--graceful-timeout", str(opts.graceful_timeout_s), "--metrics-dir", metrics_dir]
     procs = []
     for index in range(opts.workers):
         procs.append(await trio.lowlevel.open_process(
@@ -258,6 +265,7 @@ async def _supervise(opts: ServeOptions) -> int:
         codes = [await p.wait() for p in procs]
         nursery.cancel_scope.cancel()
     sock.close()
+    shutil.rmtree(metrics_dir, ignore_errors=True)
     return max((abs(c) for c in codes), default=0)
 
 

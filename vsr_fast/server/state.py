@@ -34,6 +34,8 @@ class AppState:
     drain_deadline: float = math.inf
     inflight: set = field(default_factory=set)      # the pipeline's Exchanges now running
     connections: Connections = field(default_factory=lambda: Connections(None))   # the listener's (serve sets)
+    metrics_dir: str | None = None      # under a supervisor: where the workers answer their series (metrics_view)
+    worker: int = 0
 
     def __post_init__(self) -> None:
         self.table = self.loaded.table
