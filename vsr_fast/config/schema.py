@@ -241,10 +241,22 @@ class UpstreamPolicy(_Block):
     retries: Retries = Retries()
 
 
+class AccessLogConfig(_Block):
+    """One line per inference request: time, request id, client API, recipe, decision, model, status, response
+    path, latency, time to first byte, tokens, error code and cause. ``level: errors``: statuses 400 and up only.
+    ``path``: appended to (none: stderr)."""
+
+    enabled: bool = False
+    format: Literal["json", "logfmt"] = "json"
+    level: Literal["all", "errors"] = "all"
+    path: str | None = None
+
+
 class RouterSettings(_Block):
     headers: HeadersConfig = HeadersConfig()
     limits: Limits = Limits()
     upstream: UpstreamPolicy = UpstreamPolicy()
+    access_log: AccessLogConfig = AccessLogConfig()
     cors: Cors = Cors()
     auth: ClientAuth = ClientAuth()
     rate_limits: RateLimits = RateLimits()

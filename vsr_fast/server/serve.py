@@ -104,6 +104,8 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
             background.start_soon(state.limiter.run)
             if direct_cache is not None:
                 background.start_soon(direct_cache.run)
+            if state.access_log is not None:
+                background.start_soon(state.access_log.run)
             if opts.metrics_dir is not None:
                 background.start_soon(serve_peers, state, opts.metrics_dir, opts.worker)
             async with trio.open_nursery() as nursery:

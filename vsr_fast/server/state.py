@@ -14,6 +14,7 @@ from .response_store import response_store
 from ..metrics import Metrics
 from ..systemone.client import SystemOneClient
 from ..upstream import Attempt, Dispatcher, Upstreams
+from .access_log import AccessLog
 from .asgi import BodyPace
 from .listen import Connections
 from .recording import Policies
@@ -54,6 +55,8 @@ class AppState:
         self.adapters = make_adapters(self.response_store)
         self.dispatcher = Dispatcher(self.upstreams, self._count_attempt)
         self.entrypoint_models = self._entrypoint_models()
+        log_config = config.global_.router.access_log
+        self.access_log = AccessLog(log_config) if log_config.enabled else None
         self.config_version = self.loaded.version_hash.encode()
         limits = self.loaded.config.global_.router.limits
         self.max_body_bytes = limits.max_body_bytes
