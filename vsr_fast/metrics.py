@@ -106,11 +106,15 @@ class Metrics:
             ("decision_name", "outcome", "stream")
         )
 
+        self.reloads = Counter(
+            "vsr_config_reloads_total", "Configuration reloads by outcome (ok, unchanged, failed).", ("outcome",)
+        )
+
     def render(self, *extra: list[str]) -> bytes:
         lines: list[str] = []
         for series in (self.requests, self.latency, self.upstream_attempts, self.upstream_errors, self.disconnects,
                        self.timeouts, self.rate_limited, self.auth_failures, self.judge_truncated,
-                       self.guard_buffered, self.guard_outcomes):
+                       self.guard_buffered, self.guard_outcomes, self.reloads):
             lines += series.render()
         for more in extra:
             lines += more

@@ -1,6 +1,9 @@
 """Everything off the hot path, on quart-trio: models, health, readiness, metrics."""
 from __future__ import annotations
 
+import os
+import signal
+
 import msgspec
 import trio
 from quart import Response, jsonify, request
@@ -51,6 +54,18 @@ def make_admin(state: AppState) -> QuartTrio:
     async def metrics() -> Response:
         body = await gathered(state, state.metrics_dir, state.worker)
         return Response(body, content_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.post("/admin/reload")
+    async def reload() -> tuple[Response, int]:
+        ok, message = await state.reloader()
+        if state.metrics_dir is not None:
+            # Under a supervisor: it sends SIGHUP on to every worker, so all of them load the file.
+            os.kill(os.getppid(), signal.SIGHUP)
+        if not ok:
+            body = {"error": {"message": f"the configuration does not load; still serving the one before: {message}",
+                              "type": "invalid_request_error", "param": None, "code": "config_invalid"}}
+            return jsonify(body), 422
+        return jsonify({"status": "reloaded", "message": message}), 200
 
     @app.get("/api/v1/replay/<replay_id>")
     async def replay_record(replay_id: str) -> Response | tuple[Response, int]:

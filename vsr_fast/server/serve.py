@@ -32,6 +32,7 @@ from ..upstream import open_upstreams
 from .app import header_timeout_answer, make_app
 from .listen import Connections, serve_http
 from .metrics_view import serve_peers
+from .reload import Generations
 from .recording import Policies
 from .state import AppState
 
@@ -109,19 +110,21 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
             if opts.metrics_dir is not None:
                 background.start_soon(serve_peers, state, opts.metrics_dir, opts.worker)
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_on_signals, state, shutdown, opts.graceful_timeout_s)
                 limits = loaded.config.global_.router.limits
                 cfg = _hypercorn_config(opts, limits)
                 state.connections = Connections(max_connections(limits))
+                generations = Generations(state, opts.config_path, _apps, background)
+                nursery.start_soon(_on_signals, generations, shutdown, opts.graceful_timeout_s)
+                background.start_soon(_on_hangup, generations)
                 admin = _admin_listener(loaded, opts)
                 if admin is not None:
                     admin_opts = dataclasses.replace(opts, fd=None, host=admin.address, port=admin.port)
                     admin_cfg = _hypercorn_config(admin_opts, limits)
-                    admin_binds = await nursery.start(serve_http, make_app(state, "admin"), admin_cfg,
+                    admin_binds = await nursery.start(serve_http, generations.app("admin"), admin_cfg,
                                                       _listening_socket(admin_opts, admin_cfg), shutdown.wait,
                                                       Connections(max_connections(limits)), header_timeout_answer)
                     sys.stderr.write(f"vsr-fast: admin on {', '.join(admin_binds)}\n")
-                binds = await nursery.start(serve_http, make_app(state), cfg, _listening_socket(opts, cfg),
+                binds = await nursery.start(serve_http, generations.app("serving"), cfg, _listening_socket(opts, cfg),
                                             shutdown.wait, state.connections, header_timeout_answer)
                 # One write, newline included: workers share the supervisor's stderr, and print's two
                 # writes (text, then newline) let two workers' lines run together.
@@ -131,6 +134,7 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
                 await shutdown.wait()
                 # hypercorn returns once drained; then stop the signal watcher.
             background.cancel_scope.cancel()
+        await generations.current.upstreams.aclose(keep=upstreams)    # the first generation's: open_upstreams
         state.limiter.stop()
         state.auth.close()
         log.info("vsr-fast: stopped")
@@ -204,14 +208,28 @@ def max_connections(limits: Limits) -> int:
     return max(16, (soft if soft != resource.RLIM_INFINITY else 65_536) // 2)
 
 
-async def _on_signals(state: AppState, shutdown: trio.Event, graceful_timeout_s: float) -> None:
+def _apps(state: AppState) -> dict:
+    """A generation's ASGI apps, one per listener role."""
+    return {"serving": make_app(state), "admin": make_app(state, "admin")}
+
+
+async def _on_hangup(generations: Generations) -> None:
+    """SIGHUP: reload the configuration file (a supervisor sends it on to every worker)."""
+    with trio.open_signal_receiver(signal.SIGHUP) as signals:
+        async for _ in signals:
+            ok, message = await generations.reload()
+            sys.stderr.write(f"vsr-fast: reload {'done' if ok else 'refused'}: {message}\n")
+            sys.stderr.flush()
+
+
+async def _on_signals(generations: Generations, shutdown: trio.Event, graceful_timeout_s: float) -> None:
     """At SIGTERM or SIGINT: the accept loop stops and the listening socket closes (``listen``), in-flight
     connections drain; each request in flight is held to a deadline ahead of the graceful timeout, so one
     still running then is answered 503 shutting_down (a stream: its protocol's error event) rather than cut
     with no status."""
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for _ in signals:
-            state.drain(trio.current_time() + max(0.0, graceful_timeout_s - drain_margin_s(graceful_timeout_s)))
+            generations.drain(trio.current_time() + max(0.0, graceful_timeout_s - drain_margin_s(graceful_timeout_s)))
             shutdown.set()
             return
 
@@ -254,11 +272,13 @@ async def _supervise(opts: ServeOptions) -> int:
     print(f"vsr-fast: supervisor of {opts.workers} workers on http://{host}:{port}", file=sys.stderr, flush=True)
     async with trio.open_nursery() as nursery:
         async def forward() -> None:
-            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
                 async for signum in signals:
                     for p in procs:
                         if p.returncode is None:
                             p.send_signal(signum)
+                    if signum == signal.SIGHUP:
+                        continue        # a reload: every worker loads the file again
                     # The workers close their copies of the listening socket as they stop accepting; this
                     # one kept it listening, so connections arriving during the drain were queued and then
                     # dropped. Closed now, the last worker's close refuses them (ECONNREFUSED).

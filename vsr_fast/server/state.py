@@ -1,8 +1,10 @@
 """What every request handler shares: the loaded configuration and its run-time parts."""
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..routing import Loaded
 from ..events.cache_writer import DirectCacheWriter
@@ -37,39 +39,56 @@ class AppState:
     connections: Connections = field(default_factory=lambda: Connections(None))   # the listener's (serve sets)
     metrics_dir: str | None = None      # under a supervisor: where the workers answer their series (metrics_view)
     worker: int = 0
+    reloader: Any = None                # serve's reload (POST /admin/reload): awaitable of (ok, message)
 
     def __post_init__(self) -> None:
-        self.table = self.loaded.table
         config = self.loaded.config
+        # What lives as long as the process: a reload keeps these (auth, limits, stores, listeners, the access
+        # log and System One's client change with a restart only).
         self.auth = Authenticator(config)
         self.identity = self.auth.identity
         self.admin_listener = any(listener.role == "admin" for listener in config.listeners)
+        self.response_store = response_store(config.global_.stores.responses)
+        self.adapters = make_adapters(self.response_store)
+        log_config = config.global_.router.access_log
+        self.access_log = AccessLog(log_config) if log_config.enabled else None
         auth = config.global_.router.auth
+        limits = config.global_.router.limits
+        # Stored keys may carry limits of their own: with a key store, the limiter is always ready.
+        keys_have_limits = auth.enabled and (auth.store.backend == "redis"
+                                             or any(not k.limits.empty() for k in auth.keys))
+        self.limiter = Limiter(config.global_.router.rate_limits, auth.store, keys_have_limits=keys_have_limits,
+                               lease_s=limits.request_timeout_ms / 1000, metrics=self.metrics)
+        self._derive()
+
+    def _derive(self) -> None:
+        """What follows from the loaded configuration and the backends: built anew by a reload."""
+        config = self.loaded.config
+        self.table = self.loaded.table
         self.session_headers = tuple(name.lower().encode() for name in
                                      (h.SESSION_ID, *config.global_.router.headers.session_id_headers))
         client = self.systemone_client
         self.systemone = self.table.asker(client) if client is not None else None
-        self.debug_policy = self.loaded.config.global_.router.headers.debug
+        self.debug_policy = config.global_.router.headers.debug
         self.policies = Policies(self.loaded)
-        self.response_store = response_store(self.loaded.config.global_.stores.responses)
-        self.adapters = make_adapters(self.response_store)
         self.dispatcher = Dispatcher(self.upstreams, self._count_attempt)
         self.entrypoint_models = self._entrypoint_models()
-        log_config = config.global_.router.access_log
-        self.access_log = AccessLog(log_config) if log_config.enabled else None
         self.config_version = self.loaded.version_hash.encode()
-        limits = self.loaded.config.global_.router.limits
+        limits = config.global_.router.limits
         self.max_body_bytes = limits.max_body_bytes
         self.request_timeout_s = limits.request_timeout_ms / 1000
         self.body_pace = BodyPace(limits.body_timeout_ms / 1000, limits.min_body_bytes_per_s)
-        # Stored keys may carry limits of their own: with a key store, the limiter is always ready.
-        keys_have_limits = auth.enabled and (auth.store.backend == "redis"
-                                             or any(not k.limits.empty() for k in auth.keys))
         self.delegated_models = frozenset(name for name, backends in self.upstreams.backends.items()
                                           if any(b.delegated is not None for b in backends))
         self.delegated_header = config.global_.services.authz.delegated_credential.header.lower().encode()
-        self.limiter = Limiter(config.global_.router.rate_limits, auth.store, keys_have_limits=keys_have_limits,
-                               lease_s=self.request_timeout_s, metrics=self.metrics)
+
+    def regenerated(self, loaded: Loaded, upstreams: Upstreams) -> "AppState":
+        """The next generation: this one's long-lived parts, the new configuration's routes and backends.
+        Requests in flight keep the generation they started with."""
+        new = copy.copy(self)
+        new.loaded, new.upstreams, new.inflight = loaded, upstreams, set()
+        new._derive()
+        return new
 
     def _entrypoint_models(self) -> dict[str, set[str]]:
         """Each chat entrypoint's models that have backends (by its first model name): what /ready checks."""

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 import httpcore
+import msgspec
 
 from ..config.schema import BackendRef, Outlier, ProviderModel, RouterConfig
 from ..metrics import escape as _escape
@@ -38,6 +39,7 @@ class Backend:
 
     def __init__(self, model: ProviderModel, ref: BackendRef, index: int, context) -> None:
         self.model = model
+        self.ref = ref
         self.label = ref.name or f"{model.name}[{index}]"
         self.base = base_url(ref)
         self.origin = Origin(self.base)
@@ -151,15 +153,30 @@ def order(backends: list[Backend], now: float) -> list[Backend]:
     return live + waiting + ejected
 
 
+def _identity(model: ProviderModel, ref: BackendRef) -> bytes:
+    return msgspec.json.encode(model) + b"\0" + msgspec.json.encode(ref)
+
+
 class Upstreams:
     """The backends of every provider model, by model name, in configuration order."""
 
-    def __init__(self, config: RouterConfig) -> None:
-        context = ssl_context()
+    def __init__(self, config: RouterConfig, previous: "Upstreams | None" = None) -> None:
+        context = previous.context if previous is not None else ssl_context()
+        self.context = context
         self.outlier = config.global_.router.upstream.outlier
         self.retries = config.global_.router.upstream.retries
+        # A reload keeps the backends whose model and ref are unchanged: their connections and health.
+        kept: dict[bytes, list[Backend]] = {}
+        for bs in (previous.backends.values() if previous is not None else ()):
+            for b in bs:
+                kept.setdefault(_identity(b.model, b.ref), []).append(b)
+
+        def backend(m: ProviderModel, ref: BackendRef, i: int) -> Backend:
+            same = kept.get(_identity(m, ref))
+            return same.pop(0) if same else Backend(m, ref, i, context)
+
         self.backends: dict[str, list[Backend]] = {
-            m.name: [Backend(m, ref, i, context) for i, ref in enumerate(m.backend_refs) if ref.weight > 0]
+            m.name: [backend(m, ref, i) for i, ref in enumerate(m.backend_refs) if ref.weight > 0]
             for m in config.providers.models if m.api_format != "systemone"
         }
 
@@ -184,10 +201,13 @@ class Upstreams:
                 ejections.append(f"vsr_backend_ejections_total{labels} {b.ejections}")
         return up + ejections
 
-    async def aclose(self) -> None:
+    async def aclose(self, keep: "Upstreams | None" = None) -> None:
+        """Close every backend but those ``keep`` (the next generation) holds too."""
+        kept = {id(b) for bs in keep.backends.values() for b in bs} if keep is not None else set()
         for backends in self.backends.values():
             for backend in backends:
-                await backend.aclose()
+                if id(backend) not in kept:
+                    await backend.aclose()
 
 
 @asynccontextmanager
