@@ -6,12 +6,14 @@ import logging
 import os
 import sys
 
+from .. import __version__
 from ..routing import load_file
 from ..errors import ConfigError
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vsr-fast", description="vsr-fast: a semantic router for LLM traffic.")
+    p.add_argument("--version", action="version", version=f"vsr-fast {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="serve the router on a configuration")
