@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 
@@ -35,6 +36,11 @@ def test_one_json_line_per_request_with_route_tokens_and_cause(tmp_path, mock):
             return found if len(found) == 4 else None
 
         logged = wait_for_value(lines, "four access log lines")
+        metrics = httpx.get(f"{proc.url}/metrics").text
+    # The same usage feeds the metrics: two whole answers and the stream's usage chunk.
+    out = re.search(r'^vsr_tokens_total\{model="m",direction="output"\} (\S+)$', metrics, re.M)
+    assert out and float(out.group(1)) == sum(e["output_tokens"] for e in logged[:3])
+    assert re.search(r'^vsr_time_to_first_byte_seconds_count\{api="chat",model="m"\} 3$', metrics, re.M)
     assert [e.get("request_id") for e in logged[:3]] == ["req-0", "req-1", "req-2"]
     first = logged[0]
     assert (first["api"], first["recipe"], first["decision"], first["model"], first["status"], first["path"]) == \
@@ -42,6 +48,7 @@ def test_one_json_line_per_request_with_route_tokens_and_cause(tmp_path, mock):
     assert first["input_tokens"] > 0 and first["output_tokens"] > 0
     assert 0 < first["ttfb_s"] <= first["latency_s"] and first["time"].endswith("Z")
     assert logged[2]["output_tokens"] > 0 and logged[2]["status"] == 200     # read from the stream's usage
+    assert 0 < logged[2]["ttfb_s"] <= logged[2]["latency_s"]
     assert logged[3]["status"] == 400 and logged[3]["error"] == "empty_array"
 
     # A dead backend: the cause (connection refused) is in the line.

@@ -75,6 +75,14 @@ class Metrics:
         self.latency = Histogram(
             "vsr_request_duration_seconds", "Request latency until the last byte.", ("api", "decision", "model")
         )
+        self.first_byte = Histogram(
+            "vsr_time_to_first_byte_seconds", "From the request's first byte to the answer's first byte "
+            "(a stream's first event: time to first token).", ("api", "model")
+        )
+        self.tokens = Counter(
+            "vsr_tokens_total", "Tokens of the answers' usage, by model and direction (input, output).",
+            ("model", "direction")
+        )
         self.upstream_attempts = Counter(
             "vsr_upstream_attempts_total", "Upstream attempts by backend and outcome.", ("model", "backend", "outcome")
         )
@@ -112,7 +120,8 @@ class Metrics:
 
     def render(self, *extra: list[str]) -> bytes:
         lines: list[str] = []
-        for series in (self.requests, self.latency, self.upstream_attempts, self.upstream_errors, self.disconnects,
+        for series in (self.requests, self.latency, self.first_byte, self.tokens, self.upstream_attempts,
+                       self.upstream_errors, self.disconnects,
                        self.timeouts, self.rate_limited, self.auth_failures, self.judge_truncated,
                        self.guard_buffered, self.guard_outcomes, self.reloads):
             lines += series.render()

@@ -64,8 +64,8 @@ class Exchange:
         self.held = False                 # a streamed answer held for the guard
         self.rec = Recording(state, scope)
         self.ticket = None                # the caller's places in its rate limits, released when it ends
-        # Counts the answer's tokens when a limit charges them or the access log reports them.
-        self.meter = UsageMeter(0) if state.access_log is not None else None
+        # Reads the answer's usage: for the limits that charge tokens, vsr_tokens_total and the access log.
+        self.meter = UsageMeter(0)
         self.first_byte: float | None = None    # perf_counter() as the answer's first byte left
         self.failure: VsrError | None = None
 

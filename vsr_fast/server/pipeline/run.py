@@ -64,6 +64,14 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
         m = state.metrics
         m.requests.inc(api, ex.recipe or "", ex.decision or "", ex.model or "", str(ex.status))
         m.latency.observe(time.perf_counter() - ex.started, api, ex.decision or "", ex.model or "")
+        if ex.first_byte is not None:
+            m.first_byte.observe(ex.first_byte - ex.started, api, ex.model or "")
+        meter = ex.meter
+        if meter is not None:
+            meter.finish()
+            if meter.seen:
+                m.tokens.inc(ex.model or "", "input", by=meter.input)
+                m.tokens.inc(ex.model or "", "output", by=meter.output)
         if state.access_log is not None:
             state.access_log.log(_access_fields(ex))
 
@@ -73,8 +81,6 @@ def _access_fields(ex: Exchange) -> dict:
     now = time.perf_counter()
     rid = next((v for k, v in ex.scope["headers"] if k == b"x-request-id"), None)
     meter, failure = ex.meter, ex.failure
-    if meter is not None:
-        meter.finish()
     return {
         "request_id": rid.decode("latin-1") if rid else (ex.rec.events.request_id if ex.rec.events else None),
         "api": ex.api, "recipe": ex.recipe, "decision": ex.decision, "model": ex.model, "status": ex.status,
