@@ -18,9 +18,11 @@ $(RUNTIME): pyproject.toml setup.py
 		|| (cat $(VENV)/pip.log; exit 1)
 	@touch $@
 
+# The dev extras' packages alone: `pip install -e '.[dev]'` would build the project (its extensions) again.
 $(STAMP): $(RUNTIME)
 	@echo "vsr-fast: installing the test tools (dev extras)"
-	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]' > $(VENV)/pip.log 2>&1 \
+	@$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['dev']))" \
+		| xargs $(PY) -m pip install -q --disable-pip-version-check > $(VENV)/pip.log 2>&1 \
 		|| (cat $(VENV)/pip.log; exit 1)
 	@touch $@
 

@@ -23,7 +23,7 @@ from ..plugins import layers as plugin_config
 from ..config.schema import Limits
 from ..config.stores import default_events_dir
 from ..auth.source import serving_listener
-from ..errors import ConfigError, VsrError
+from ..errors import ConfigError, ListenError, VsrError
 from ..events.cache_store import ResponseCache
 from ..events.cache_writer import DirectCacheWriter
 from ..events.service import open_event_services
@@ -195,9 +195,26 @@ def _listening_socket(opts: ServeOptions, cfg: hypercorn.config.Config) -> socke
         sock = socket.socket(fileno=opts.fd)
     else:
         family = socket.AF_INET6 if ":" in opts.host else socket.AF_INET
-        sock = socket.create_server((opts.host, opts.port), family=family, backlog=cfg.backlog)
+        sock = _bound(opts.host, opts.port, family=family, backlog=cfg.backlog)
     sock.setblocking(False)
     return sock
+
+
+def _bound(host: str, port: int, **kwargs) -> socket.socket:
+    """A listening socket on host:port; a busy port or a bad address is a one-line ListenError."""
+    try:
+        return socket.create_server((host, port), **kwargs)
+    except OSError as exc:
+        # create_server appends "(while attempting to bind on address ...)": the address is said already.
+        why = (exc.strerror or str(exc)).split(" (while attempting")[0]
+        raise ListenError([f"cannot listen on {host}:{port}: {why}"]) from None
+
+
+def _config_errors(group: BaseExceptionGroup) -> list[ConfigError]:
+    found: list[ConfigError] = []
+    for exc in group.exceptions:
+        found += _config_errors(exc) if isinstance(exc, BaseExceptionGroup) else [exc]
+    return found
 
 
 def max_connections(limits: Limits) -> int:
@@ -241,24 +258,30 @@ def drain_margin_s(graceful_timeout_s: float) -> float:
 
 def run(loaded: Loaded, opts: ServeOptions) -> int:
     """Entry point of ``vsr-fast serve``: one process, or a supervisor of ``workers`` processes."""
-    if opts.workers <= 1 or opts.fd is not None:
-        try:
+    failed: list[ConfigError] = []
+    code = 0
+    try:
+        if opts.workers <= 1 or opts.fd is not None:
             trio.run(serve, loaded, opts)
-        except ConfigError as exc:
-            # What only shows once the parts start: an attached runtime's model card, a deployment's files.
-            print("vsr-fast: refusing to start: the configuration does not hold where the router runs",
-                  file=sys.stderr)
-            for line in exc.lines:
-                print(f"error: {line}", file=sys.stderr)
-            return 2
-        return 0
-    return trio.run(_supervise, resolve_bind(loaded, opts))
+        else:
+            code = trio.run(_supervise, resolve_bind(loaded, opts))
+    except* ConfigError as group:
+        failed = _config_errors(group)
+    for exc in failed:
+        if isinstance(exc, ListenError):
+            print(f"vsr-fast: refusing to start: {exc.lines[0]}", file=sys.stderr)
+            continue
+        # What only shows once the parts start: an attached runtime's model card, a deployment's files.
+        print("vsr-fast: refusing to start: the configuration does not hold where the router runs", file=sys.stderr)
+        for line in exc.lines:
+            print(f"error: {line}", file=sys.stderr)
+    return 2 if failed else code
 
 
 async def _supervise(opts: ServeOptions) -> int:
     """Bind once, start one worker process per CPU asked for, forward SIGTERM, wait for all."""
     assert opts.host is not None and opts.port is not None
-    sock = socket.create_server((opts.host, opts.port), reuse_port=False, backlog=1024)
+    sock = _bound(opts.host, opts.port, reuse_port=False, backlog=1024)
     sock.set_inheritable(True)
     host, port = sock.getsockname()[:2]
     metrics_dir = tempfile.mkdtemp(prefix="vsr-workers-")
