@@ -3,21 +3,37 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+RUNTIME := $(VENV)/.runtime-stamp
 PYX    := $(wildcard _ext/*.pyx)
 
-.PHONY: run test test-clients bench build clean
+.PHONY: run test test-clients bench build build-runtime clean
 
-$(STAMP): pyproject.toml setup.py
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
-	touch $@
+# `make run` installs the runtime dependencies (and Cython, to build the extensions); `make test` adds the
+# dev extras (pytest, the SDKs, hypothesis). One line of progress per step; pip's own output only on failure.
+$(RUNTIME): pyproject.toml setup.py
+	@echo "vsr-fast: [1/3] creating .venv"
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "vsr-fast: [2/3] installing the runtime dependencies"
+	@$(PY) -m pip install -q --disable-pip-version-check -e . 'Cython>=3.1,<4' > $(VENV)/pip.log 2>&1 \
+		|| (cat $(VENV)/pip.log; exit 1)
+	@touch $@
+
+# The dev extras' packages alone: `pip install -e '.[dev]'` would build the project (its extensions) again.
+$(STAMP): $(RUNTIME)
+	@echo "vsr-fast: installing the test tools (dev extras)"
+	@$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['dev']))" \
+		| xargs $(PY) -m pip install -q --disable-pip-version-check > $(VENV)/pip.log 2>&1 \
+		|| (cat $(VENV)/pip.log; exit 1)
+	@touch $@
 
 # Extensions are rebuilt in place whenever a .pyx changes.
-build: $(STAMP) $(PYX)
-	$(PY) setup.py -q build_ext --inplace
+build-runtime: $(RUNTIME) $(PYX)
+	@echo "vsr-fast: [3/3] building the extensions"
+	@$(PY) setup.py -q build_ext --inplace > $(VENV)/build.log 2>&1 || (cat $(VENV)/build.log; exit 1)
 
-run: build
+build: $(STAMP) build-runtime
+
+run: build-runtime
 	$(PY) -m bench.quickstart --config config/quickstart.yaml
 
 test: build

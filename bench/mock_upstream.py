@@ -72,6 +72,8 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     fail_rate: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
     fail_status: Annotated[int, msgspec.Meta(ge=400, le=599)] = 500
     fail_mode: Literal["status", "reset", "midstream"] = "status"
+    fail_first: Annotated[int, msgspec.Meta(ge=0)] = 0     # the next N generation requests fail, whatever the rate
+    retry_after: str | None = None      # a Retry-After header on injected status failures
     content: str = "Hello! This is a canned answer from the mock upstream."
     seed: int | None = None
     # Chat answers only: every token's logprob (with a runner-up 1.0 below it in top_logprobs), and a refusal
@@ -185,6 +187,7 @@ class Stats:
         self.input_tokens = self.output_tokens = 0
         self.last_headers: dict[bytes, bytes] | None = None
         self.last_body = b""
+        self.arrivals: list[float] = []     # time.monotonic() of each generation request (kept for the first 10k)
 
     def as_json(self) -> bytes:
         """The counters and the last generation request as a JSON document."""
@@ -206,6 +209,7 @@ class Stats:
                 "by_api": self.by_api,
                 "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
                 "last_request": last,
+                "arrivals": self.arrivals,
             }
         )
 
@@ -339,6 +343,8 @@ class MockUpstream(Server):
         stats = self.stats
         stats.requests += 1
         stats.by_api[api] += 1
+        if len(stats.arrivals) < 10_000:
+            stats.arrivals.append(time.monotonic())
         stats.last_headers, stats.last_body = req.headers, req.body
         try:
             plan = make_plan(api, req.body)
@@ -348,6 +354,9 @@ class MockUpstream(Server):
             return req.keep_alive
         config = self.config
         failing = config.fail_rate > 0 and self.rng.random() < config.fail_rate
+        if config.fail_first > 0:
+            config.fail_first -= 1
+            failing = True
         if failing:
             stats.failures_injected += 1
             return await self.fail(sock, req, plan, config)
@@ -439,7 +448,8 @@ class MockUpstream(Server):
             return False
         status = config.fail_status
         body = error_body(f"injected failure (status {status})", status, plan.api)
-        await send_all(sock, response_bytes(status, body, req.keep_alive))
+        extra = b"Retry-After: %s\r\n" % config.retry_after.encode() if config.retry_after else b""
+        await send_all(sock, response_bytes(status, body, req.keep_alive, extra_headers=extra))
         return req.keep_alive
 
     async def fail_midstream(self, sock: trio.socket.SocketType, req: Request, plan: Plan, config: MockConfig) -> None:
@@ -778,6 +788,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="status: an OpenAI error JSON; reset: RST without answering; midstream: drop the connection "
         "after 2 stream chunks (after half the body of a whole answer)",
     )
+    p.add_argument("--fail-first", type=int, default=d.fail_first, help="fail the next N generation requests")
+    p.add_argument("--retry-after", default=d.retry_after, help="Retry-After header value on injected failures")
     p.add_argument("--content", default=d.content, help="the fixed completion text")
     p.add_argument("--seed", type=int, default=None, help="seed for deterministic failure injection")
     p.add_argument("--logprob", type=float, default=None, help="Chat answers carry this logprob for every token")

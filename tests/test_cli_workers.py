@@ -22,3 +22,24 @@ def test_a_bad_count_is_a_usage_error_naming_it(value):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert "--workers" in out.stderr and ("at least 1" in out.stderr or "'many'" in out.stderr)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_busy_port_is_one_line_and_exit_2(workers):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "vsr_fast", "serve", "--config", "config/quickstart.yaml",
+                              "--port", str(port), "--workers", workers],
+                             capture_output=True, text=True, timeout=120)
+    lines = [x for x in out.stderr.splitlines() if not x.startswith("warning:")]
+    assert out.returncode == 2
+    assert lines == [f"vsr-fast: refusing to start: cannot listen on 127.0.0.1:{port}: Address already in use"]
+
+
+def test_version():
+    out = subprocess.run([sys.executable, "-m", "vsr_fast", "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("vsr-fast ")

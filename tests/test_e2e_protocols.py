@@ -677,6 +677,8 @@ def failing(tmp_path_factory):
     """A router whose three models all sit on a mock that answers every request 503."""
     with mock_upstream("--fail-rate", "1", "--fail-status", "503") as bad:
         doc = config(three_models(bad), [{"name": "general", "modelRefs": [{"model": "m-openai"}]}])
+        # One attempt per request (no retry of the 503): these tests read the error's shape.
+        doc["global"] = {"router": {"upstream": {"retries": {"max_retries": 0}}}}
         with router(write_config(doc, str(tmp_path_factory.mktemp("cfg-fail")))) as proc:
             yield proc, bad
 

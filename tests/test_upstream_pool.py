@@ -87,3 +87,50 @@ def test_a_coding_the_router_cannot_read_is_a_502_naming_it(edge):
     error = r.json()["error"]
     assert error["code"] == "upstream_invalid_answer" and "'br'" in error["message"]
     assert chat(edge, "m-gzip").status_code == 200
+
+
+def _backends(*weights: int) -> list[Backend]:
+    refs = [{"endpoint": f"127.0.0.1:{9000 + i}", "name": f"b{i}", "weight": w} for i, w in enumerate(weights)]
+    model = msgspec.convert({"name": "m", "backend_refs": refs}, ProviderModel)
+    context = ssl_context()
+    return [Backend(model, ref, i, context) for i, ref in enumerate(model.backend_refs)]
+
+
+def test_smooth_weighted_round_robin_interleaves_by_weight():
+    from vsr_fast.upstream.pool import order
+
+    a, b, c = _backends(5, 1, 1)
+    picks = [order([a, b, c], 0.0)[0].label for _ in range(7)]
+    # nginx's smooth sequence for 5/1/1: the heavy backend never takes the whole burst at once.
+    assert picks == ["b0", "b0", "b1", "b0", "b2", "b0", "b0"]
+    first = [order([a, b, c], 0.0) for _ in range(700)]
+    assert [o[0].label for o in first].count("b0") == 500
+    assert all(len(o) == 3 and len(set(map(id, o))) == 3 for o in first)    # the rest follow as fallbacks
+
+
+def test_consecutive_failures_eject_for_a_doubling_time_and_a_success_resets():
+    from vsr_fast.config.schema import Outlier
+    from vsr_fast.upstream.pool import order
+
+    policy = Outlier(consecutive_failures=3, base_ejection_ms=1000, max_ejection_ms=3000)
+    a, b = _backends(1, 1)
+    assert [a.failed(policy, 0.0) for _ in range(3)] == [False, False, True]
+    assert not a.up(0.5) and a.up(1.0) and a.ejections == 1
+    assert [x.label for x in order([a, b], 0.5)] == ["b1", "b0"]     # ejected: last, still a fallback
+    # Back in the rotation, failing again: two seconds, then the cap.
+    assert [a.failed(policy, 1.0) for _ in range(3)] == [False, False, True] and a.ejected_until == 3.0
+    assert not a.failed(policy, 2.0) and a.failures == 0                # tried while ejected: no longer sentence
+    for _ in range(3):
+        a.failed(policy, 3.0)
+    assert a.ejected_until == 6.0 and a.ejections == 3
+    a.succeeded()
+    assert a.up(3.0) and a.level == 0 and a.failures == 0
+
+
+def test_retry_after_forms():
+    from vsr_fast.upstream.dispatch import retry_after_seconds
+
+    assert retry_after_seconds("3") == 3.0
+    assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412470.0) == 10.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412490.0) == 0.0

@@ -2,6 +2,7 @@
 
     VsrError                        500 internal               internal
     ├── ConfigError                     config_invalid         load (never reaches a client)
+    │   └── ListenError                 listen_failed          load (a busy port, a bad address)
     ├── AuthError                   401 invalid_api_key        auth (before the body is decoded)
     │   ├── MissingKey              401 missing_api_key
     │   ├── KeyNotAllowed           403 model_not_allowed      (the key may not call this entrypoint or model)
@@ -86,6 +87,12 @@ class ConfigError(VsrError):
     def __init__(self, lines: list[str]) -> None:
         super().__init__("\n".join(lines))
         self.lines = lines
+
+
+class ListenError(ConfigError):
+    """A listener's address cannot be bound: the port is taken, the address is not this host's or not one."""
+
+    code = "listen_failed"
 
 
 # --- auth --------------------------------------------------------------------------------

@@ -14,12 +14,12 @@ Labels = tuple[str, ...]
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
-def _escape(value: str) -> str:
+def escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 def _labels(names: Labels, values: Labels, extra: str = "") -> str:
-    parts = [f'{n}="{_escape(v)}"' for n, v in zip(names, values)]
+    parts = [f'{n}="{escape(v)}"' for n, v in zip(names, values)]
     if extra:
         parts.append(extra)
     return "{" + ",".join(parts) + "}" if parts else ""
@@ -75,6 +75,14 @@ class Metrics:
         self.latency = Histogram(
             "vsr_request_duration_seconds", "Request latency until the last byte.", ("api", "decision", "model")
         )
+        self.first_byte = Histogram(
+            "vsr_time_to_first_byte_seconds", "From the request's first byte to the answer's first byte "
+            "(a stream's first event: time to first token).", ("api", "model")
+        )
+        self.tokens = Counter(
+            "vsr_tokens_total", "Tokens of the answers' usage, by model and direction (input, output).",
+            ("model", "direction")
+        )
         self.upstream_attempts = Counter(
             "vsr_upstream_attempts_total", "Upstream attempts by backend and outcome.", ("model", "backend", "outcome")
         )
@@ -121,12 +129,17 @@ class Metrics:
             ("decision_name", "outcome", "stream")
         )
 
+        self.reloads = Counter(
+            "vsr_config_reloads_total", "Configuration reloads by outcome (ok, unchanged, failed).", ("outcome",)
+        )
+
     def render(self, *extra: list[str]) -> bytes:
         lines: list[str] = []
-        for series in (self.requests, self.latency, self.upstream_attempts, self.upstream_errors, self.disconnects,
+        for series in (self.requests, self.latency, self.first_byte, self.tokens, self.upstream_attempts,
+                       self.upstream_errors, self.disconnects,
                        self.timeouts, self.rate_limited, self.auth_failures, self.judge_truncated,
                        self.match_recall, self.match_judge, self.match_stage,
-                       self.guard_buffered, self.guard_outcomes, self.cost):
+                       self.guard_buffered, self.guard_outcomes, self.cost, self.reloads):
             lines += series.render()
         for more in extra:
             lines += more

@@ -6,12 +6,14 @@ import logging
 import os
 import sys
 
+from .. import __version__
 from ..routing import load_file
 from ..errors import ConfigError
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vsr-fast", description="vsr-fast: a semantic router for LLM traffic.")
+    p.add_argument("--version", action="version", version=f"vsr-fast {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="serve the router on a configuration")
@@ -24,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds SIGTERM waits for in-flight requests")
     serve.add_argument("--fd", type=int, help=argparse.SUPPRESS)
     serve.add_argument("--worker-index", type=int, default=0, help=argparse.SUPPRESS)
+    serve.add_argument("--metrics-dir", help=argparse.SUPPRESS)
     serve.add_argument("--log-level", default="WARNING")
 
     keys = sub.add_parser("keys", help="client keys kept in Redis, shared by every router (global.router.auth.store)")
@@ -111,5 +114,6 @@ def _serve(args: argparse.Namespace) -> int:
     opts = ServeOptions(
         host=args.host, port=args.port, workers=args.workers, fd=args.fd,
         graceful_timeout_s=args.graceful_timeout, config_path=args.config, worker=args.worker_index,
+        metrics_dir=args.metrics_dir,
     )
     return run(loaded, opts)

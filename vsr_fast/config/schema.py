@@ -48,7 +48,8 @@ class Auth(_Block):
 
 
 class BackendRef(_Block):
-    """One endpoint serving a provider model; tried in order on failure."""
+    """One endpoint serving a provider model. A model's live backends share its traffic by ``weight`` (smooth
+    weighted round robin); the others of the model are its fallbacks for that request, then ejected ones."""
 
     endpoint: str
     name: str | None = None
@@ -221,9 +222,48 @@ class Cors(_Block):
     allow_origins: list[Origin] = field(default_factory=list)
 
 
+class Outlier(_Block):
+    """Passive health: a backend failing ``consecutive_failures`` attempts in a row (connect error, timeout,
+    5xx, an answer the router cannot trust) leaves the rotation for ``base_ejection_ms``, doubled at each
+    ejection that follows without a success in between, up to ``max_ejection_ms`` (Envoy's outlier detection)."""
+
+    consecutive_failures: Annotated[int, Meta(ge=1, le=1000)] = 5
+    base_ejection_ms: PositiveMs = 10_000
+    max_ejection_ms: PositiveMs = 300_000
+
+
+class Retries(_Block):
+    """Another round over the candidates, before the first byte and within the request's deadline, when a
+    round failed with a connect error, a 429 or a 503: after the largest ``Retry-After`` the round saw (up to
+    ``max_retry_after_ms``; past it, or past the deadline, no retry) or a jittered exponential backoff."""
+
+    max_retries: Annotated[int, Meta(ge=0, le=10)] = 2
+    backoff_base_ms: PositiveMs = 100
+    max_backoff_ms: PositiveMs = 2_000
+    max_retry_after_ms: PositiveMs = 30_000
+
+
+class UpstreamPolicy(_Block):
+    outlier: Outlier = Outlier()
+    retries: Retries = Retries()
+
+
+class AccessLogConfig(_Block):
+    """One line per inference request: time, request id, client API, recipe, decision, model, status, response
+    path, latency, time to first byte, tokens, error code and cause. ``level: errors``: statuses 400 and up only.
+    ``path``: appended to (none: stderr)."""
+
+    enabled: bool = False
+    format: Literal["json", "logfmt"] = "json"
+    level: Literal["all", "errors"] = "all"
+    path: str | None = None
+
+
 class RouterSettings(_Block):
     headers: HeadersConfig = HeadersConfig()
     limits: Limits = Limits()
+    upstream: UpstreamPolicy = UpstreamPolicy()
+    access_log: AccessLogConfig = AccessLogConfig()
     cors: Cors = Cors()
     auth: ClientAuth = ClientAuth()
     rate_limits: RateLimits = RateLimits()

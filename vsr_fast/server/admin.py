@@ -1,6 +1,9 @@
 """Everything off the hot path, on quart-trio: models, health, readiness, metrics."""
 from __future__ import annotations
 
+import os
+import signal
+
 import msgspec
 import trio
 from quart import Response, jsonify, request
@@ -10,6 +13,7 @@ from werkzeug.exceptions import HTTPException
 from ..auth.keys import KeyFields
 from ..auth.store import KeyStore
 from ..headers import registry as h
+from .metrics_view import gathered
 from .state import AppState
 
 
@@ -41,20 +45,27 @@ def make_admin(state: AppState) -> QuartTrio:
     async def ready() -> tuple[Response, int]:
         if state.draining:
             return jsonify({"status": "draining"}), 503
+        down = state.unready()
+        if down:
+            return jsonify({"status": "no_live_backend", "entrypoints": down}), 503
         return jsonify({"status": "ready", "config_version": state.loaded.version_hash}), 200
 
     @app.get("/metrics")
     async def metrics() -> Response:
-        extra = [state.connections.prometheus_lines()]
-        if state.systemone_client:
-            extra.append(state.systemone_client.metrics.render())
-        if state.systemone is not None:
-            extra.append(state.systemone.scan_metrics.render())
-        if state.events is not None:
-            extra.append(state.events.prometheus_lines())
-        if state.direct_cache is not None:
-            extra.append(state.direct_cache.prometheus_lines())
-        return Response(state.metrics.render(*extra), content_type="text/plain; version=0.0.4; charset=utf-8")
+        body = await gathered(state, state.metrics_dir, state.worker)
+        return Response(body, content_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.post("/admin/reload")
+    async def reload() -> tuple[Response, int]:
+        ok, message = await state.reloader()
+        if state.metrics_dir is not None:
+            # Under a supervisor: it sends SIGHUP on to every worker, so all of them load the file.
+            os.kill(os.getppid(), signal.SIGHUP)
+        if not ok:
+            body = {"error": {"message": f"the configuration does not load; still serving the one before: {message}",
+                              "type": "invalid_request_error", "param": None, "code": "config_invalid"}}
+            return jsonify(body), 422
+        return jsonify({"status": "reloaded", "message": message}), 200
 
     @app.get("/api/v1/replay/<replay_id>")
     async def replay_record(replay_id: str) -> Response | tuple[Response, int]:

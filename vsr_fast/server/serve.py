@@ -4,9 +4,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 from dataclasses import dataclass
 
 from contextlib import asynccontextmanager
@@ -21,7 +23,7 @@ from ..plugins import layers as plugin_config
 from ..config.schema import Limits
 from ..config.stores import default_events_dir
 from ..auth.source import serving_listener
-from ..errors import ConfigError, VsrError
+from ..errors import ConfigError, ListenError, VsrError
 from ..events.cache_store import ResponseCache
 from ..events.cache_writer import DirectCacheWriter
 from ..events.service import open_event_services
@@ -29,6 +31,8 @@ from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
 from .app import header_timeout_answer, make_app
 from .listen import Connections, serve_http
+from .metrics_view import serve_peers
+from .reload import Generations
 from .recording import Policies
 from .state import AppState
 
@@ -44,6 +48,7 @@ class ServeOptions:
     config_path: str = ""              # what workers load
     worker: int = 0                    # this worker's index under a supervisor
     graceful_timeout_s: float = 30.0   # how long SIGTERM waits for in-flight requests
+    metrics_dir: str | None = None     # under a supervisor: the workers' metrics sockets (metrics_view)
 
 
 def resolve_bind(loaded: Loaded, opts: ServeOptions) -> ServeOptions:
@@ -88,7 +93,7 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
     async with open_upstreams(loaded.config) as upstreams, open_systemone(loaded) as systemone, events_cm as events, \
             _direct_cache(stores if direct else None) as direct_cache:
         state = AppState(loaded=loaded, upstreams=upstreams, systemone_client=systemone, events=events,
-                         direct_cache=direct_cache)
+                         direct_cache=direct_cache, metrics_dir=opts.metrics_dir, worker=opts.worker)
         holder.append(state)
         shutdown = trio.Event()
         await state.auth.load()
@@ -100,20 +105,26 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
             background.start_soon(state.limiter.run)
             if direct_cache is not None:
                 background.start_soon(direct_cache.run)
+            if state.access_log is not None:
+                background.start_soon(state.access_log.run)
+            if opts.metrics_dir is not None:
+                background.start_soon(serve_peers, state, opts.metrics_dir, opts.worker)
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_on_signals, state, shutdown, opts.graceful_timeout_s)
                 limits = loaded.config.global_.router.limits
                 cfg = _hypercorn_config(opts, limits)
                 state.connections = Connections(max_connections(limits))
+                generations = Generations(state, opts.config_path, _apps, background)
+                nursery.start_soon(_on_signals, generations, shutdown, opts.graceful_timeout_s)
+                background.start_soon(_on_hangup, generations)
                 admin = _admin_listener(loaded, opts)
                 if admin is not None:
                     admin_opts = dataclasses.replace(opts, fd=None, host=admin.address, port=admin.port)
                     admin_cfg = _hypercorn_config(admin_opts, limits)
-                    admin_binds = await nursery.start(serve_http, make_app(state, "admin"), admin_cfg,
+                    admin_binds = await nursery.start(serve_http, generations.app("admin"), admin_cfg,
                                                       _listening_socket(admin_opts, admin_cfg), shutdown.wait,
                                                       Connections(max_connections(limits)), header_timeout_answer)
                     sys.stderr.write(f"vsr-fast: admin on {', '.join(admin_binds)}\n")
-                binds = await nursery.start(serve_http, make_app(state), cfg, _listening_socket(opts, cfg),
+                binds = await nursery.start(serve_http, generations.app("serving"), cfg, _listening_socket(opts, cfg),
                                             shutdown.wait, state.connections, header_timeout_answer)
                 # One write, newline included: workers share the supervisor's stderr, and print's two
                 # writes (text, then newline) let two workers' lines run together.
@@ -123,6 +134,7 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
                 await shutdown.wait()
                 # hypercorn returns once drained; then stop the signal watcher.
             background.cancel_scope.cancel()
+        await generations.current.upstreams.aclose(keep=upstreams)    # the first generation's: open_upstreams
         state.limiter.stop()
         state.auth.close()
         log.info("vsr-fast: stopped")
@@ -183,9 +195,26 @@ def _listening_socket(opts: ServeOptions, cfg: hypercorn.config.Config) -> socke
         sock = socket.socket(fileno=opts.fd)
     else:
         family = socket.AF_INET6 if ":" in opts.host else socket.AF_INET
-        sock = socket.create_server((opts.host, opts.port), family=family, backlog=cfg.backlog)
+        sock = _bound(opts.host, opts.port, family=family, backlog=cfg.backlog)
     sock.setblocking(False)
     return sock
+
+
+def _bound(host: str, port: int, **kwargs) -> socket.socket:
+    """A listening socket on host:port; a busy port or a bad address is a one-line ListenError."""
+    try:
+        return socket.create_server((host, port), **kwargs)
+    except OSError as exc:
+        # create_server appends "(while attempting to bind on address ...)": the address is said already.
+        why = (exc.strerror or str(exc)).split(" (while attempting")[0]
+        raise ListenError([f"cannot listen on {host}:{port}: {why}"]) from None
+
+
+def _config_errors(group: BaseExceptionGroup) -> list[ConfigError]:
+    found: list[ConfigError] = []
+    for exc in group.exceptions:
+        found += _config_errors(exc) if isinstance(exc, BaseExceptionGroup) else [exc]
+    return found
 
 
 def max_connections(limits: Limits) -> int:
@@ -196,14 +225,28 @@ def max_connections(limits: Limits) -> int:
     return max(16, (soft if soft != resource.RLIM_INFINITY else 65_536) // 2)
 
 
-async def _on_signals(state: AppState, shutdown: trio.Event, graceful_timeout_s: float) -> None:
+def _apps(state: AppState) -> dict:
+    """A generation's ASGI apps, one per listener role."""
+    return {"serving": make_app(state), "admin": make_app(state, "admin")}
+
+
+async def _on_hangup(generations: Generations) -> None:
+    """SIGHUP: reload the configuration file (a supervisor sends it on to every worker)."""
+    with trio.open_signal_receiver(signal.SIGHUP) as signals:
+        async for _ in signals:
+            ok, message = await generations.reload()
+            sys.stderr.write(f"vsr-fast: reload {'done' if ok else 'refused'}: {message}\n")
+            sys.stderr.flush()
+
+
+async def _on_signals(generations: Generations, shutdown: trio.Event, graceful_timeout_s: float) -> None:
     """At SIGTERM or SIGINT: the accept loop stops and the listening socket closes (``listen``), in-flight
     connections drain; each request in flight is held to a deadline ahead of the graceful timeout, so one
     still running then is answered 503 shutting_down (a stream: its protocol's error event) rather than cut
     with no status."""
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for _ in signals:
-            state.drain(trio.current_time() + max(0.0, graceful_timeout_s - drain_margin_s(graceful_timeout_s)))
+            generations.drain(trio.current_time() + max(0.0, graceful_timeout_s - drain_margin_s(graceful_timeout_s)))
             shutdown.set()
             return
 
@@ -215,28 +258,35 @@ def drain_margin_s(graceful_timeout_s: float) -> float:
 
 def run(loaded: Loaded, opts: ServeOptions) -> int:
     """Entry point of ``vsr-fast serve``: one process, or a supervisor of ``workers`` processes."""
-    if opts.workers <= 1 or opts.fd is not None:
-        try:
+    failed: list[ConfigError] = []
+    code = 0
+    try:
+        if opts.workers <= 1 or opts.fd is not None:
             trio.run(serve, loaded, opts)
-        except ConfigError as exc:
-            # What only shows once the parts start: an attached runtime's model card, a deployment's files.
-            print("vsr-fast: refusing to start: the configuration does not hold where the router runs",
-                  file=sys.stderr)
-            for line in exc.lines:
-                print(f"error: {line}", file=sys.stderr)
-            return 2
-        return 0
-    return trio.run(_supervise, resolve_bind(loaded, opts))
+        else:
+            code = trio.run(_supervise, resolve_bind(loaded, opts))
+    except* ConfigError as group:
+        failed = _config_errors(group)
+    for exc in failed:
+        if isinstance(exc, ListenError):
+            print(f"vsr-fast: refusing to start: {exc.lines[0]}", file=sys.stderr)
+            continue
+        # What only shows once the parts start: an attached runtime's model card, a deployment's files.
+        print("vsr-fast: refusing to start: the configuration does not hold where the router runs", file=sys.stderr)
+        for line in exc.lines:
+            print(f"error: {line}", file=sys.stderr)
+    return 2 if failed else code
 
 
 async def _supervise(opts: ServeOptions) -> int:
     """Bind once, start one worker process per CPU asked for, forward SIGTERM, wait for all."""
     assert opts.host is not None and opts.port is not None
-    sock = socket.create_server((opts.host, opts.port), reuse_port=False, backlog=1024)
+    sock = _bound(opts.host, opts.port, reuse_port=False, backlog=1024)
     sock.set_inheritable(True)
     host, port = sock.getsockname()[:2]
+    metrics_dir = tempfile.mkdtemp(prefix="vsr-workers-")
     worker_argv = ["serve", "--config", opts.config_path, "--fd", str(sock.fileno()), "--port", str(port),
-                   "--graceful-timeout", str(opts.graceful_timeout_s)]
+                   "--graceful-timeout", str(opts.graceful_timeout_s), "--metrics-dir", metrics_dir]
     procs = []
     for index in range(opts.workers):
         procs.append(await trio.lowlevel.open_process(
@@ -245,11 +295,13 @@ async def _supervise(opts: ServeOptions) -> int:
     print(f"vsr-fast: supervisor of {opts.workers} workers on http://{host}:{port}", file=sys.stderr, flush=True)
     async with trio.open_nursery() as nursery:
         async def forward() -> None:
-            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
                 async for signum in signals:
                     for p in procs:
                         if p.returncode is None:
                             p.send_signal(signum)
+                    if signum == signal.SIGHUP:
+                        continue        # a reload: every worker loads the file again
                     # The workers close their copies of the listening socket as they stop accepting; this
                     # one kept it listening, so connections arriving during the drain were queued and then
                     # dropped. Closed now, the last worker's close refuses them (ECONNREFUSED).
@@ -258,6 +310,7 @@ async def _supervise(opts: ServeOptions) -> int:
         codes = [await p.wait() for p in procs]
         nursery.cancel_scope.cancel()
     sock.close()
+    shutil.rmtree(metrics_dir, ignore_errors=True)
     return max((abs(c) for c in codes), default=0)
 
 

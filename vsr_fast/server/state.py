@@ -1,8 +1,10 @@
 """What every request handler shares: the loaded configuration and its run-time parts."""
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..routing import Loaded
 from ..events.cache_writer import DirectCacheWriter
@@ -15,6 +17,7 @@ from ..metrics import Metrics
 from ..systemone.client import SystemOneClient
 from ..selection.selectors import SelectionState
 from ..upstream import Attempt, Dispatcher, Upstreams
+from .access_log import AccessLog
 from .asgi import BodyPace
 from .listen import Connections
 from .recording import Policies
@@ -35,39 +38,82 @@ class AppState:
     drain_deadline: float = math.inf
     inflight: set = field(default_factory=set)      # the pipeline's Exchanges now running
     connections: Connections = field(default_factory=lambda: Connections(None))   # the listener's (serve sets)
+    metrics_dir: str | None = None      # under a supervisor: where the workers answer their series (metrics_view)
+    worker: int = 0
+    reloader: Any = None                # serve's reload (POST /admin/reload): awaitable of (ok, message)
 
     def __post_init__(self) -> None:
-        self.table = self.loaded.table
         config = self.loaded.config
+        # What lives as long as the process: a reload keeps these (auth, limits, stores, listeners, the access
+        # log and System One's client change with a restart only).
         self.auth = Authenticator(config)
         self.identity = self.auth.identity
         self.admin_listener = any(listener.role == "admin" for listener in config.listeners)
+        self.response_store = response_store(config.global_.stores.responses)
+        self.adapters = make_adapters(self.response_store)
+        log_config = config.global_.router.access_log
+        self.access_log = AccessLog(log_config) if log_config.enabled else None
         auth = config.global_.router.auth
+        limits = config.global_.router.limits
+        # Stored keys may carry limits of their own: with a key store, the limiter is always ready.
+        keys_have_limits = auth.enabled and (auth.store.backend == "redis"
+                                             or any(not k.limits.empty() for k in auth.keys))
+        self.limiter = Limiter(config.global_.router.rate_limits, auth.store, keys_have_limits=keys_have_limits,
+                               lease_s=limits.request_timeout_ms / 1000, metrics=self.metrics)
+        self._derive()
+
+    def _derive(self) -> None:
+        """What follows from the loaded configuration and the backends: built anew by a reload."""
+        config = self.loaded.config
+        self.table = self.loaded.table
         self.session_headers = tuple(name.lower().encode() for name in
                                      (h.SESSION_ID, *config.global_.router.headers.session_id_headers))
         client = self.systemone_client
         self.systemone = self.table.asker(client) if client is not None else None
-        self.debug_policy = self.loaded.config.global_.router.headers.debug
+        self.debug_policy = config.global_.router.headers.debug
         self.policies = Policies(self.loaded)
-        self.response_store = response_store(self.loaded.config.global_.stores.responses)
-        self.adapters = make_adapters(self.response_store)
         self.dispatcher = Dispatcher(self.upstreams, self._count_attempt)
         self.selection = SelectionState()     # multi_factor's measurements and sessions, random's draws
+        self.entrypoint_models = self._entrypoint_models()
         self.config_version = self.loaded.version_hash.encode()
-        limits = self.loaded.config.global_.router.limits
+        limits = config.global_.router.limits
         self.max_body_bytes = limits.max_body_bytes
         self.request_timeout_s = limits.request_timeout_ms / 1000
         self.body_pace = BodyPace(limits.body_timeout_ms / 1000, limits.min_body_bytes_per_s)
-        # Stored keys may carry limits of their own: with a key store, the limiter is always ready.
-        keys_have_limits = auth.enabled and (auth.store.backend == "redis"
-                                             or any(not k.limits.empty() for k in auth.keys))
         self.delegated_models = frozenset(name for name, backends in self.upstreams.backends.items()
                                           if any(b.delegated is not None for b in backends))
         self.delegated_deployments = frozenset(
             name for name, r in (client.runners.items() if client is not None else ()) if getattr(r, "delegated", None))
         self.delegated_header = config.global_.services.authz.delegated_credential.header.lower().encode()
-        self.limiter = Limiter(config.global_.router.rate_limits, auth.store, keys_have_limits=keys_have_limits,
-                               lease_s=self.request_timeout_s, metrics=self.metrics)
+
+    def regenerated(self, loaded: Loaded, upstreams: Upstreams) -> "AppState":
+        """The next generation: this one's long-lived parts, the new configuration's routes and backends.
+        Requests in flight keep the generation they started with."""
+        new = copy.copy(self)
+        new.loaded, new.upstreams, new.inflight = loaded, upstreams, set()
+        new._derive()
+        return new
+
+    def _entrypoint_models(self) -> dict[str, set[str]]:
+        """Each chat entrypoint's models that have backends (by its first model name): what /ready checks."""
+        config = self.loaded.config
+        recipes = {r.name: r for r in config.recipes}
+        found: dict[str, set[str]] = {}
+        for ep in config.entrypoints:
+            recipe = recipes.get(ep.recipe or "")
+            if ep.api == "systemone" or recipe is None:
+                continue
+            refs = [ref for d in recipe.decisions for ref in d.modelRefs]
+            refs += recipe.fallback.modelRefs if recipe.fallback is not None else []
+            models = {ref.model for ref in refs if self.upstreams.backends.get(ref.model)}
+            if models:
+                found[(ep.model_names or [ep.recipe or ""])[0]] = models
+        return found
+
+    def unready(self) -> list[str]:
+        """Entrypoints none of whose models has a backend in the rotation (every one ejected)."""
+        return [name for name, models in self.entrypoint_models.items()
+                if not any(self.upstreams.live(m) for m in models)]
 
     def drain(self, deadline: float) -> None:
         """Stop every request at ``deadline`` (trio time) at the latest: each then answers ShuttingDown."""

@@ -16,11 +16,16 @@ Transport errors (httpcore's, ``transport.TransportError``) are mapped into vsr-
 """
 from __future__ import annotations
 
+import email.utils
 import inspect
+import logging
+import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Protocol
 from dataclasses import dataclass, field
+
+import trio
 
 from ..config.schema import ProviderModel
 from ..errors import BackendsBusy, UpstreamError, UpstreamsExhausted, UpstreamsRateLimited, UpstreamStatus, UpstreamTimeout
@@ -29,6 +34,12 @@ from .pool import Backend, Upstreams, credential_header
 from .transport import Response, TransportError
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504, 529})
+# What counts against a backend's health; a 429 is a limit of the caller's, not a sick backend.
+UNHEALTHY_STATUS = frozenset({500, 502, 503, 504, 529})
+# Statuses that ask for the same request again later (with Retry-After); 529 is Anthropic's 503.
+RETRY_LATER_STATUS = frozenset({429, 503, 529})
+NO_BACKEND = UpstreamError("no backend is configured for the chosen models")
+log = logging.getLogger("vsr_fast.upstream")
 Headers = list[tuple[str, str | bytes]]   # bytes for values passed on from a client, as it sent them
 _JSON_HEADERS = ((b"content-type", b"application/json"), (b"accept-encoding", b"identity"))
 
@@ -101,8 +112,10 @@ class Dispatcher:
         self._on_attempt = on_attempt
 
     def _order(self, candidates: tuple[ProviderModel, ...]) -> Iterator[tuple[ProviderModel, Backend]]:
+        # Each model's order is drawn when the request reaches it: a request the first model answers
+        # moves no other model's round robin.
         for model in candidates:
-            for backend in self._upstreams.backends[model.name]:
+            for backend in self._upstreams.order(model.name):
                 yield model, backend
 
     def _headers(self, backend: Backend, extra: Headers, out: "Outbound") -> list[tuple[bytes, bytes]]:
@@ -119,16 +132,50 @@ class Dispatcher:
                 started: float, status: int | None, error: str | None) -> None:
         attempt = Attempt(model.name, backend.label, status, error, time.perf_counter() - started)
         attempts.append(attempt)
+        if error == BackendsBusy.code:
+            pass        # the router's own bound, not the backend's health
+        elif error is not None or status in UNHEALTHY_STATUS:
+            if backend.failed(self._upstreams.outlier, time.monotonic()):
+                log.warning("backend %s ejected after %d failures in a row (the last: %s)", backend.label,
+                            self._upstreams.outlier.consecutive_failures, error or f"HTTP {status}")
+        else:
+            backend.succeeded()
         self._on_attempt(attempt)
 
     async def whole(self, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor, extra: Headers) -> Whole:
         """The first answer that is not a retryable failure."""
+        return await self._rounds(self._whole_round, candidates, outbound_for, extra)
+
+    async def stream(self, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor,
+                     extra: Headers) -> Stream | Whole:
+        """An open stream with its first chunk, or a Whole for a non-retryable error answer (or a whole answer
+        from a backend that does not stream, such as an images model)."""
+        return await self._rounds(self._stream_round, candidates, outbound_for, extra)
+
+    async def _rounds(self, round_fn, candidates, outbound_for, extra):
+        """Rounds over the candidates until one answers; another round only after one that a connect error,
+        a 429 or a 503 ended, once its Retry-After or a jittered backoff passed, and only within the request's
+        deadline (the pipeline's cancel scope). Nothing has reached the client before a round ends."""
         attempts: list[Attempt] = []
-        failure: UpstreamError | None = None
+        policy = self._upstreams.retries
+        for n in range(policy.max_retries + 1):
+            state = _Round()
+            answer = await round_fn(candidates, outbound_for, extra, attempts, state)
+            if not isinstance(answer, UpstreamError):
+                return answer
+            wait = _retry_wait(state, n, policy) if n < policy.max_retries else None
+            if wait is None or trio.current_time() + wait >= trio.current_effective_deadline():
+                break
+            await trio.sleep(wait)
+        raise _exhausted(answer, attempts)
+
+    async def _whole_round(self, candidates, outbound_for, extra, attempts: list[Attempt],
+                           rnd: "_Round") -> "Whole | UpstreamError":
+        failure: UpstreamError = NO_BACKEND
         for model, backend in self._order(candidates):
             started = time.perf_counter()
             out = await _built(outbound_for, model)
-            resp = await self._open(attempts, model, backend, started, out, extra)
+            resp = await self._open(attempts, model, backend, started, out, extra, rnd)
             if isinstance(resp, UpstreamError):
                 failure = resp
                 continue
@@ -144,22 +191,19 @@ class Dispatcher:
                 await resp.aclose()
             self._record(attempts, model, backend, started, status, None)
             if status in RETRYABLE_STATUS:
-                failure = _status_failure(status, body, resp, backend)
+                failure = _status_failure(status, body, resp, backend, rnd)
                 continue
             content_type = resp.header(b"content-type", "application/json")
             return Whole(model, backend, status, body, content_type, attempts)
-        raise _exhausted(failure, attempts)
+        return failure
 
-    async def stream(self, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor,
-                     extra: Headers) -> Stream | Whole:
-        """An open stream with its first chunk, or a Whole for a non-retryable error answer (or a whole answer
-        from a backend that does not stream, such as an images model)."""
-        attempts: list[Attempt] = []
-        failure: UpstreamError | None = None
+    async def _stream_round(self, candidates, outbound_for, extra, attempts: list[Attempt],
+                            rnd: "_Round") -> "Stream | Whole | UpstreamError":
+        failure: UpstreamError = NO_BACKEND
         for model, backend in self._order(candidates):
             started = time.perf_counter()
             out = await _built(outbound_for, model)
-            resp = await self._open(attempts, model, backend, started, out, extra)
+            resp = await self._open(attempts, model, backend, started, out, extra, rnd)
             if isinstance(resp, UpstreamError):
                 failure = resp
                 continue
@@ -174,7 +218,7 @@ class Dispatcher:
                         await resp.aclose()
                     self._record(attempts, model, backend, started, status, None)
                     if status in RETRYABLE_STATUS:
-                        failure = _status_failure(status, body, resp, backend)
+                        failure = _status_failure(status, body, resp, backend, rnd)
                         continue
                     return Whole(model, backend, status, body, content_type, attempts)
                 answers.check_status(status, backend.label)
@@ -195,10 +239,10 @@ class Dispatcher:
             finally:
                 if not streaming:
                     backend.pending -= 1
-        raise _exhausted(failure, attempts)
+        return failure
 
     async def _open(self, attempts: list[Attempt], model: ProviderModel, backend: Backend, started: float,
-                    out: "Outbound", extra: Headers) -> Response | UpstreamError:
+                    out: "Outbound", extra: Headers, rnd: "_Round") -> Response | UpstreamError:
         """The backend's response with its headers read and its body not yet, holding one of the backend's
         pending slots (the caller gives it back); or the failure, recorded, with no slot held."""
         if backend.pending >= backend.max_pending:
@@ -215,6 +259,8 @@ class Dispatcher:
                 if not isinstance(exc, TransportError):
                     raise
                 failure = _transport_failure(exc, backend)
+                # Nothing reached a backend that refused the connection: always safe to send again.
+                rnd.retryable |= isinstance(exc, transport.ConnectError)
         self._record(attempts, model, backend, started, None, failure.code)
         return failure
 
@@ -259,7 +305,50 @@ def _transport_failure(exc: Exception, backend: Backend) -> UpstreamError:
     return UpstreamError(f"backend {backend.label} failed: {type(exc).__name__}: {exc or 'connection failed'}")
 
 
-def _status_failure(status: int, body: bytes, resp: Response, backend: Backend) -> UpstreamError:
+@dataclass(slots=True)
+class _Round:
+    """What one round over the candidates learned about trying again."""
+
+    retryable: bool = False
+    retry_after: float | None = None     # the largest Retry-After (seconds) a backend sent
+
+
+def _retry_wait(rnd: _Round, n: int, policy) -> float | None:
+    """Seconds before round ``n + 1``, or None for no retry."""
+    if not rnd.retryable:
+        return None
+    backoff = min(policy.max_backoff_ms, policy.backoff_base_ms * 2 ** n) / 1000 * random.uniform(0.5, 1.0)
+    if rnd.retry_after is None:
+        return backoff
+    if rnd.retry_after * 1000 > policy.max_retry_after_ms:
+        return None
+    return max(rnd.retry_after, backoff)
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """A Retry-After header's delay: delta-seconds or an HTTP date (RFC 9110 10.2.3); None if absent or bad."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _status_failure(status: int, body: bytes, resp: Response, backend: Backend, rnd: _Round) -> UpstreamError:
+    if status in RETRY_LATER_STATUS:
+        rnd.retryable = True
+        delay = retry_after_seconds(resp.header(b"retry-after", ""))
+        if delay is not None:
+            rnd.retry_after = max(delay, rnd.retry_after or 0.0)
+            # Until then, this request's next round and other requests try the backend's peers first.
+            backend.not_before = time.monotonic() + delay
     return UpstreamStatus(
         f"backend {backend.label} answered HTTP {status}",
         status=status,
@@ -268,8 +357,8 @@ def _status_failure(status: int, body: bytes, resp: Response, backend: Backend) 
     )
 
 
-def _exhausted(failure: UpstreamError | None, attempts: list[Attempt]) -> UpstreamError:
-    if failure is None:
+def _exhausted(failure: UpstreamError, attempts: list[Attempt]) -> UpstreamError:
+    if failure is NO_BACKEND:
         return UpstreamError("no backend is configured for the chosen models")
     tried = ", ".join(f"{a.backend}: {' '.join(str(x) for x in (a.status, a.error) if x)}" for a in attempts)
     message = f"every upstream attempt failed ({tried})"

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from contextlib import asynccontextmanager
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 import httpcore
+import msgspec
 
-from ..config.schema import BackendRef, ProviderModel, RouterConfig
+from ..config.schema import BackendRef, Outlier, ProviderModel, RouterConfig
+from ..metrics import escape as _escape
 from .transport import Origin, new_pool, ssl_context
 
 
@@ -36,6 +39,7 @@ class Backend:
 
     def __init__(self, model: ProviderModel, ref: BackendRef, index: int, context) -> None:
         self.model = model
+        self.ref = ref
         self.label = ref.name or f"{model.name}[{index}]"
         self.base = base_url(ref)
         self.origin = Origin(self.base)
@@ -53,6 +57,36 @@ class Backend:
         self.timeouts = {"connect": ref.connect_timeout_ms / 1000, "read": read, "write": read, "pool": read}
         self._pools = [new_pool(ref.max_connections, context) for _ in range(ref.pool_shards)]
         self._cycle = itertools.cycle(self._pools)
+        self.weight = ref.weight
+        self.current = 0            # smooth weighted round robin's running score
+        self.failures = 0           # consecutive failed attempts
+        self.level = 0              # ejections since the last success: the next ejection lasts 2**level base
+        self.ejected_until = 0.0    # time.monotonic() at which it rejoins the rotation
+        self.not_before = 0.0       # a Retry-After it sent: after the others until then
+        self.ejections = 0          # vsr_backend_ejections_total
+
+    def up(self, now: float) -> bool:
+        return now >= self.ejected_until
+
+    def succeeded(self) -> None:
+        self.failures = 0
+        self.level = 0
+        self.ejected_until = 0.0
+
+    def failed(self, outlier: Outlier, now: float) -> bool:
+        """Count a failed attempt; True when it ejects the backend. An ejected backend tried anyway (every
+        other one was down) stays ejected until its time without a longer sentence."""
+        if not self.up(now):
+            return False
+        self.failures += 1
+        if self.failures < outlier.consecutive_failures:
+            return False
+        self.failures = 0
+        ms = min(outlier.base_ejection_ms * 2 ** self.level, outlier.max_ejection_ms)
+        self.level += 1
+        self.ejected_until = now + ms / 1000
+        self.ejections += 1
+        return True
 
     def pool(self) -> httpcore.AsyncConnectionPool:
         """The next pool shard."""
@@ -96,20 +130,84 @@ def _auth_header(ref: BackendRef, key: str | None, api_format: str) -> tuple[byt
     return credential_header(_place(ref, api_format), key)
 
 
-class Upstreams:
-    """The backends of every provider model, by model name, in fallback order."""
+def order(backends: list[Backend], now: float) -> list[Backend]:
+    """One request's backends of a model: the smooth weighted round robin's pick among the live ones
+    (nginx's: every live backend gains its weight, the highest score wins and pays the total back), the
+    other live ones, those that asked to wait (Retry-After), then the ejected, soonest back first."""
+    if len(backends) == 1:
+        return backends
+    live = [b for b in backends if b.up(now) and b.not_before <= now]
+    if live:
+        total = 0
+        best = live[0]
+        for b in live:
+            b.current += b.weight
+            total += b.weight
+            if b.current > best.current:
+                best = b
+        best.current -= total
+        live.remove(best)
+        live.insert(0, best)
+    waiting = sorted((b for b in backends if b.up(now) and b.not_before > now), key=lambda b: b.not_before)
+    ejected = sorted((b for b in backends if not b.up(now)), key=lambda b: b.ejected_until)
+    return live + waiting + ejected
 
-    def __init__(self, config: RouterConfig) -> None:
-        context = ssl_context()
+
+def _identity(model: ProviderModel, ref: BackendRef) -> bytes:
+    return msgspec.json.encode(model) + b"\0" + msgspec.json.encode(ref)
+
+
+class Upstreams:
+    """The backends of every provider model, by model name, in configuration order."""
+
+    def __init__(self, config: RouterConfig, previous: "Upstreams | None" = None) -> None:
+        context = previous.context if previous is not None else ssl_context()
+        self.context = context
+        self.outlier = config.global_.router.upstream.outlier
+        self.retries = config.global_.router.upstream.retries
+        # A reload keeps the backends whose model and ref are unchanged: their connections and health.
+        kept: dict[bytes, list[Backend]] = {}
+        for bs in (previous.backends.values() if previous is not None else ()):
+            for b in bs:
+                kept.setdefault(_identity(b.model, b.ref), []).append(b)
+
+        def backend(m: ProviderModel, ref: BackendRef, i: int) -> Backend:
+            same = kept.get(_identity(m, ref))
+            return same.pop(0) if same else Backend(m, ref, i, context)
+
         self.backends: dict[str, list[Backend]] = {
-            m.name: [Backend(m, ref, i, context) for i, ref in enumerate(m.backend_refs) if ref.weight > 0]
+            m.name: [backend(m, ref, i) for i, ref in enumerate(m.backend_refs) if ref.weight > 0]
             for m in config.providers.models if m.api_format != "systemone"
         }
 
-    async def aclose(self) -> None:
+    def order(self, model: str) -> list[Backend]:
+        return order(self.backends[model], time.monotonic())
+
+    def live(self, model: str) -> bool:
+        """Whether the model has a backend in the rotation now."""
+        now = time.monotonic()
+        return any(b.up(now) for b in self.backends.get(model, ()))
+
+    def prometheus_lines(self) -> list[str]:
+        now = time.monotonic()
+        up = ["# HELP vsr_backend_up Whether a backend is in the rotation (1) or ejected (0).",
+              "# TYPE vsr_backend_up gauge"]
+        ejections = ["# HELP vsr_backend_ejections_total Ejections of a backend by passive health checks.",
+                     "# TYPE vsr_backend_ejections_total counter"]
+        for model, backends in self.backends.items():
+            for b in backends:
+                labels = f'{{model="{_escape(model)}",backend="{_escape(b.label)}"}}'
+                up.append(f"vsr_backend_up{labels} {int(b.up(now))}")
+                ejections.append(f"vsr_backend_ejections_total{labels} {b.ejections}")
+        return up + ejections
+
+    async def aclose(self, keep: "Upstreams | None" = None) -> None:
+        """Close every backend but those ``keep`` (the next generation) holds too."""
+        kept = {id(b) for bs in keep.backends.values() for b in bs} if keep is not None else set()
         for backends in self.backends.values():
             for backend in backends:
-                await backend.aclose()
+                if id(backend) not in kept:
+                    await backend.aclose()
 
 
 @asynccontextmanager

@@ -25,6 +25,7 @@ from ..errors import UpstreamInvalid
 TransportError = (httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError,
                   httpcore.UnsupportedProtocol, httpcore.ProxyError)
 Timeout = httpcore.TimeoutException
+ConnectError = (httpcore.ConnectError, httpcore.ConnectTimeout)
 
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
 

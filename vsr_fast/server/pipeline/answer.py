@@ -5,6 +5,8 @@ request's deadline itself, since its headers have already left.
 """
 from __future__ import annotations
 
+import time
+
 import logging
 
 import trio
@@ -46,6 +48,7 @@ async def _send(ex: Exchange, send: Send, body: bytes, content_type: str, *, str
     if streamed:
         headers.append((b"cache-control", b"no-cache"))
     await send_whole(send, ex.status, headers, body)
+    ex.first_byte = time.perf_counter()
     ex.rec.feed(body)
     if ex.meter is not None:
         (ex.meter.feed if streamed else ex.meter.whole)(body)

@@ -11,6 +11,8 @@ from typing import Any
 
 import trio
 
+from ...auth.usage import UsageMeter
+from ...errors import VsrError
 from ...headers import registry as h
 from ...headers.public import public_headers
 from ...protocol.adapters import Adapter, Inbound, Outbound
@@ -30,7 +32,8 @@ class Exchange:
 
     __slots__ = ("_deadline", "_scopes", "adapter", "api", "codes", "masked_spans", "masking", "decision", "extra", "model", "outbound", "path", "raw",
                  "rec", "recipe", "req", "responded", "route", "scope", "shaping", "stage", "started", "state",
-                 "status", "trace", "warnings", "arrived", "ticket", "meter", "guard_outcome", "guard_codes", "held", "cost")
+                 "status", "trace", "warnings", "arrived", "ticket", "meter", "guard_outcome", "guard_codes", "held",
+                 "cost", "first_byte", "failure")
 
     def __init__(self, state: AppState, api: str, scope: Scope) -> None:
         self.state, self.api, self.scope = state, api, scope
@@ -62,7 +65,10 @@ class Exchange:
         self.held = False                 # a streamed answer held for the guard
         self.rec = Recording(state, scope)
         self.ticket = None                # the caller's places in its rate limits, released when it ends
-        self.meter = None                 # counts the answer's tokens when a limit charges them
+        # Reads the answer's usage: for the limits that charge tokens, vsr_tokens_total and the access log.
+        self.meter = UsageMeter(0)
+        self.first_byte: float | None = None    # perf_counter() as the answer's first byte left
+        self.failure: VsrError | None = None
         self.cost = None                  # selection.cost.Tally: every call's cost, summed (dispatch)
 
     def headers(self, content_type: str | None = None) -> HeaderList:
@@ -113,6 +119,8 @@ class Exchange:
     def feed(self, chunk: bytes) -> None:
         """One piece of the answer as the client receives it: to the record and, when metered, the meter."""
         self.rec.feed(chunk)
+        if self.first_byte is None:
+            self.first_byte = time.perf_counter()
         if self.meter is not None:
             self.meter.feed(chunk)
 

@@ -43,6 +43,7 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
     try:
         await _serve(ex, receive, send)
     except VsrError as exc:
+        ex.failure = exc
         ex.rec.failed(exc.stage, exc)
         if not ex.responded:
             await error(ex, send, exc)
@@ -53,7 +54,7 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
                         content_type=None)
     except Exception:  # the ASGI edge: a bug, never Cancelled (a BaseException)
         log.exception("internal error on %s", scope.get("path"))
-        failure = VsrError("internal error")
+        failure = ex.failure = VsrError("internal error")
         ex.rec.failed("internal", failure)
         if not ex.responded:
             await error(ex, send, failure)
@@ -63,6 +64,33 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
         m = state.metrics
         m.requests.inc(api, ex.recipe or "", ex.decision or "", ex.model or "", str(ex.status))
         m.latency.observe(time.perf_counter() - ex.started, api, ex.decision or "", ex.model or "")
+        if ex.first_byte is not None:
+            m.first_byte.observe(ex.first_byte - ex.started, api, ex.model or "")
+        meter = ex.meter
+        if meter is not None:
+            meter.finish()
+            if meter.seen:
+                m.tokens.inc(ex.model or "", "input", by=meter.input)
+                m.tokens.inc(ex.model or "", "output", by=meter.output)
+        if state.access_log is not None:
+            state.access_log.log(_access_fields(ex))
+
+
+def _access_fields(ex: Exchange) -> dict:
+    """The access log's fields for one request (``access_log``)."""
+    now = time.perf_counter()
+    rid = next((v for k, v in ex.scope["headers"] if k == b"x-request-id"), None)
+    meter, failure = ex.meter, ex.failure
+    return {
+        "request_id": rid.decode("latin-1") if rid else (ex.rec.events.request_id if ex.rec.events else None),
+        "api": ex.api, "recipe": ex.recipe, "decision": ex.decision, "model": ex.model, "status": ex.status,
+        "path": ex.path.value, "latency_s": round(now - ex.started, 6),
+        "ttfb_s": round(ex.first_byte - ex.started, 6) if ex.first_byte is not None else None,
+        "input_tokens": meter.input if meter is not None and meter.seen else None,
+        "output_tokens": meter.output if meter is not None and meter.seen else None,
+        "error": failure.code if failure is not None else None,
+        "cause": failure.message if failure is not None else None,
+    }
 
 
 async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:

@@ -1,0 +1,124 @@
+"""A model's backends as a pool, over real processes: weighted spread, passive health (ejection and
+re-admission), retries that honour Retry-After, never after the first byte, and /ready."""
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from .procs import config, free_port, mock_upstream, router, wait_for_value, write_config
+
+CHAT = [{"role": "user", "content": "Say hello"}]
+
+
+def pool_config(tmp_path, refs: list[dict], **upstream) -> str:
+    doc = config([{"name": "m", "backend_refs": refs}], [{"name": "d", "modelRefs": [{"model": "m"}]}])
+    doc["global"] = {"router": {"upstream": upstream}}
+    return write_config(doc, str(tmp_path))
+
+
+def stats(mock) -> dict:
+    return httpx.get(f"{mock.url}/_mock/stats").json()
+
+
+def post(client: httpx.Client, proc, **extra) -> httpx.Response:
+    return client.post(f"{proc.url}/v1/chat/completions", json={"model": "m", "messages": CHAT, **extra})
+
+
+def metric(proc, name: str, backend: str) -> float | None:
+    text = httpx.get(f"{proc.url}/metrics").text
+    found = re.search(rf'^{name}\{{model="m",backend="{backend}"\}} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else None
+
+
+def test_weights_spread_two_thousand_requests(tmp_path):
+    with mock_upstream() as heavy, mock_upstream() as light:
+        path = pool_config(tmp_path, [{"endpoint": f"{heavy.url}/v1", "name": "heavy", "weight": 3},
+                                      {"endpoint": f"{light.url}/v1", "name": "light", "weight": 1}])
+        with router(path) as proc, httpx.Client(timeout=30) as client:
+            with ThreadPoolExecutor(8) as pool:
+                codes = list(pool.map(lambda _: post(client, proc).status_code, range(2000)))
+            assert codes.count(200) == 2000
+            h, l_ = stats(heavy)["completed"], stats(light)["completed"]
+            assert h + l_ == 2000
+            assert abs(h - 1500) <= 75 and abs(l_ - 500) <= 25, (h, l_)
+
+
+def test_a_replica_answering_503_is_ejected_then_readmitted(tmp_path):
+    with mock_upstream("--fail-rate", "1", "--fail-status", "503") as bad, mock_upstream() as good:
+        path = pool_config(tmp_path, [{"endpoint": f"{bad.url}/v1", "name": "bad"},
+                                      {"endpoint": f"{good.url}/v1", "name": "good"}],
+                           outlier={"consecutive_failures": 3, "base_ejection_ms": 4000})
+        with router(path) as proc, httpx.Client(timeout=30) as client:
+            assert metric(proc, "vsr_backend_up", "bad") == 1
+            # Round robin puts bad first every other request; good answers each one it fails.
+            for _ in range(6):
+                r = post(client, proc)
+                assert r.status_code == 200 and r.headers["x-vsr-response-path"] in ("upstream", "fallback")
+            assert stats(bad)["failures_injected"] == 3
+            assert metric(proc, "vsr_backend_ejections_total", "bad") == 1
+            assert metric(proc, "vsr_backend_up", "bad") == 0
+            for _ in range(10):
+                assert post(client, proc).status_code == 200
+            # Still the same ejection and still out: it saw none of those ten.
+            assert metric(proc, "vsr_backend_ejections_total", "bad") == 1 and metric(proc, "vsr_backend_up", "bad") == 0
+            assert stats(bad)["requests"] == 3
+            httpx.post(f"{bad.url}/_mock/config", json={"fail_rate": 0}).raise_for_status()
+
+            def readmitted() -> bool:
+                assert post(client, proc).status_code == 200
+                return stats(bad)["completed"] > 0
+
+            wait_for_value(readmitted, "the recovered replica to get traffic again", timeout=30)
+            assert metric(proc, "vsr_backend_up", "bad") == 1
+            assert httpx.get(f"{proc.url}/ready").status_code == 200
+
+
+@pytest.mark.parametrize("status", [503, 429])
+def test_retry_after_is_honoured_before_the_retry(tmp_path, status):
+    with mock_upstream("--fail-first", "1", "--fail-status", str(status), "--retry-after", "1") as mock:
+        path = pool_config(tmp_path, [{"endpoint": f"{mock.url}/v1"}])
+        with router(path) as proc, httpx.Client(timeout=30) as client:
+            r = post(client, proc)
+            assert r.status_code == 200, r.text
+            arrivals = stats(mock)["arrivals"]
+            assert len(arrivals) == 2
+            # The retry came after the delay the backend asked for (a lower bound the router guarantees).
+            assert arrivals[1] - arrivals[0] >= 1.0
+
+
+def test_a_retry_after_past_the_bound_is_not_waited_for(tmp_path):
+    with mock_upstream("--fail-first", "1", "--fail-status", "503", "--retry-after", "120") as mock:
+        path = pool_config(tmp_path, [{"endpoint": f"{mock.url}/v1"}])
+        with router(path) as proc, httpx.Client(timeout=30) as client:
+            r = post(client, proc)
+            assert r.status_code in (502, 503) and stats(mock)["requests"] == 1
+            assert post(client, proc).status_code == 200    # the next request is not held back either
+
+
+def test_no_retry_after_the_first_byte(tmp_path):
+    with mock_upstream("--fail-first", "1", "--fail-mode", "midstream") as mock:
+        path = pool_config(tmp_path, [{"endpoint": f"{mock.url}/v1"}])
+        with router(path) as proc, httpx.Client(timeout=30) as client:
+            r = post(client, proc, stream=True)
+            assert r.status_code == 200 and '"error"' in r.text
+            assert stats(mock)["requests"] == 1
+
+
+def test_a_refused_connection_is_retried_and_ready_follows_the_backends(tmp_path):
+    port = free_port()
+    path = pool_config(tmp_path, [{"endpoint": f"http://127.0.0.1:{port}/v1", "name": "dead"}],
+                       outlier={"consecutive_failures": 3, "base_ejection_ms": 60_000},
+                       retries={"max_retries": 2, "backoff_base_ms": 1})
+    with router(path) as proc, httpx.Client(timeout=30) as client:
+        assert httpx.get(f"{proc.url}/ready").status_code == 200
+        r = post(client, proc)
+        assert r.status_code == 502
+        # Three attempts (one and two retries) on connection refused, then ejected: not ready.
+        assert metric(proc, "vsr_backend_ejections_total", "dead") == 1
+        ready = httpx.get(f"{proc.url}/ready")
+        assert ready.status_code == 503 and ready.json() == {"status": "no_live_backend", "entrypoints": ["vsr/auto"]}
+        attempts = httpx.get(f"{proc.url}/metrics").text
+        assert re.search(r'vsr_upstream_attempts_total\{model="m",backend="dead",outcome="upstream_failed"\} 3', attempts)

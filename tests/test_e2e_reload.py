@@ -1,0 +1,73 @@
+"""Hot reload under load: POST /admin/reload and SIGHUP swap the configuration with no failed request; a file
+that does not load leaves the old one serving and says why."""
+from __future__ import annotations
+
+import signal
+import threading
+
+import httpx
+import yaml
+
+from .procs import config, mock_upstream, router, wait_for_value, wait_until, write_config
+
+
+def _doc(model: str, endpoint: str) -> dict:
+    return config([{"name": model, "backend_refs": [{"endpoint": endpoint}]}],
+                  [{"name": "d", "modelRefs": [{"model": model}]}])
+
+
+def _write(path: str, doc) -> None:
+    with open(path, "w") as f:
+        f.write(doc if isinstance(doc, str) else yaml.safe_dump(doc, sort_keys=False))
+
+
+def test_reload_under_load_with_zero_failures(tmp_path):
+    with mock_upstream() as first, mock_upstream() as second:
+        path = write_config(_doc("old-model", f"{first.url}/v1"), str(tmp_path))
+        with router(path) as proc:
+            seen: list[tuple[int, str | None]] = []
+            stop = threading.Event()
+
+            def load() -> None:
+                with httpx.Client(timeout=30) as client:
+                    while not stop.is_set():
+                        r = client.post(f"{proc.url}/v1/chat/completions",
+                                        json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
+                        seen.append((r.status_code, r.headers.get("x-vsr-selected-model")))
+
+            threads = [threading.Thread(target=load) for _ in range(32)]
+            for t in threads:
+                t.start()
+            try:
+                wait_until(lambda: len(seen) >= 64, "traffic on the first configuration")
+                _write(path, _doc("new-model", f"{second.url}/v1"))
+                r = httpx.post(f"{proc.url}/admin/reload", timeout=30)
+                assert r.status_code == 200 and r.json()["status"] == "reloaded", r.text
+                mark = len(seen)
+                wait_until(lambda: any(m == "new-model" for _, m in seen[mark:]), "the new route")
+
+                # A file that does not load: refused with why, the new-model configuration keeps serving.
+                _write(path, "version: v0.5\nproviders: {models: [{name: x, backend_refs: nope}]}\n")
+                bad = httpx.post(f"{proc.url}/admin/reload", timeout=30)
+                assert bad.status_code == 422 and "backend_refs" in bad.json()["error"]["message"]
+                proc.signal(signal.SIGHUP)
+                wait_for_value(lambda: [x for x in proc.lines if "reload refused" in x], "SIGHUP's refusal")
+                mark = len(seen)
+                wait_until(lambda: len(seen) >= mark + 64, "traffic after the refused reloads")
+
+                # SIGHUP with a good file: back to the first backend.
+                _write(path, _doc("old-model", f"{first.url}/v1"))
+                proc.signal(signal.SIGHUP)
+                wait_for_value(lambda: [x for x in proc.lines if "reload done" in x], "SIGHUP's reload")
+                mark = len(seen)
+                wait_until(lambda: any(m == "old-model" for _, m in seen[mark:]), "the route of the third file")
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join()
+            assert proc.popen.poll() is None
+            statuses = {s for s, _ in seen}
+            assert statuses == {200}, [x for x in seen if x[0] != 200][:5]
+            metrics = httpx.get(f"{proc.url}/metrics").text
+            assert 'vsr_config_reloads_total{outcome="ok"} 2' in metrics
+            assert 'vsr_config_reloads_total{outcome="failed"} 2' in metrics

@@ -1,0 +1,82 @@
+"""Hot reload: SIGHUP or ``POST /admin/reload`` loads the configuration file again, checks it, and swaps it in.
+
+A generation is one AppState and the ASGI apps built over it. A reload builds the next one beside the
+current one and swaps the reference the listeners call through: a request already in an app finishes on its
+generation, the next request starts on the new one. A file that does not load changes nothing; the answer,
+the log and ``vsr_config_reloads_total{outcome="failed"}`` say why. Backends whose model and ref did not
+change are kept (their connections and health); the others close once the old generation's requests ended.
+What the process holds for its life (listeners, auth and key store, rate limits, stores, System One's
+client, the access log) changes with a restart only.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import trio
+
+from ..errors import ConfigError
+from ..routing import load_file
+from ..upstream.pool import Upstreams
+from .asgi import Receive, Scope, Send
+from .state import AppState
+
+log = logging.getLogger("vsr_fast.reload")
+_RETIRE_POLL_S = 0.5
+
+
+class Generations:
+    """The current generation, the apps every listener serves through, and the retired ones still running."""
+
+    def __init__(self, state: AppState, config_path: str, build: Callable[[AppState], dict],
+                 nursery: trio.Nursery) -> None:
+        self.current = state
+        self.every = [state]
+        self.apps = build(state)
+        self._build, self._path, self._nursery = build, config_path, nursery
+        self._lock = trio.Lock()
+        state.reloader = self.reload
+
+    def app(self, role: str):
+        """The ASGI app of listener ``role``: each request enters the generation current when it arrives."""
+        async def through(scope: Scope, receive: Receive, send: Send) -> None:
+            await self.apps[role](scope, receive, send)
+        return through
+
+    def drain(self, deadline: float) -> None:
+        for state in self.every:
+            state.drain(deadline)
+
+    async def reload(self) -> tuple[bool, str]:
+        """Load, check and swap; (False, why) leaves the current generation serving."""
+        async with self._lock:
+            old = self.current
+            try:
+                loaded = await trio.to_thread.run_sync(load_file, self._path)
+            except ConfigError as exc:
+                why = "; ".join(exc.lines) or str(exc)
+                old.metrics.reloads.inc("failed")
+                log.error("reload refused: %s does not load (%s); still serving config %s", self._path, why,
+                          old.loaded.version_hash)
+                return False, why
+            if loaded.version_hash == old.loaded.version_hash:
+                old.metrics.reloads.inc("unchanged")
+                return True, f"config {loaded.version_hash} unchanged"
+            upstreams = Upstreams(loaded.config, previous=old.upstreams)
+            new = old.regenerated(loaded, upstreams)
+            if old.draining:
+                new.drain(old.drain_deadline)
+            self.apps = self._build(new)
+            self.current = new
+            self.every.append(new)
+            old.metrics.reloads.inc("ok")
+            log.warning("reloaded %s: config %s (was %s)", self._path, loaded.version_hash, old.loaded.version_hash)
+            self._nursery.start_soon(self._retire, old, upstreams)
+            return True, f"config {loaded.version_hash} loaded"
+
+    async def _retire(self, old: AppState, kept: Upstreams) -> None:
+        """Once the old generation's requests ended, close its backends the new one did not keep."""
+        while old.inflight:
+            await trio.sleep(_RETIRE_POLL_S)
+        self.every.remove(old)
+        await old.upstreams.aclose(keep=kept)
