@@ -169,37 +169,32 @@ class SystemOneAsker:
                            timeout_ms: int | None = None) -> dict[str, wire.Answer] | None:
         """One standard request to ``deployment`` (a plugin's judge: tools' tool_need and tool_rank), within
         ``timeout_ms`` (else the deployment's, else 1,000 ms); None when it fails or is late."""
-        runner = self.client.runners.get(deployment)
-        if runner is None:
-            return None
-        timeout_s = (timeout_ms or self.timeouts_ms.get(deployment) or DEFAULT_TIMEOUT_MS) / 1000
-        outcome = "ok"
-        try:
-            with trio.fail_after(timeout_s):
-                response = await runner.call(wire.StandardRequest(state=state, questions=questions))
-        except CallFailed as exc:
-            outcome = exc.code
-            return None
-        except trio.TooSlowError:
-            outcome = "timeout"
-            return None
-        finally:
-            self.client.metrics.calls.inc(deployment, outcome)
-        return response.answers
+        response = await self._judge_call(deployment, wire.StandardRequest(state=state, questions=questions),
+                                          timeout_ms)
+        return response.answers if response is not None else None
 
     async def ask_batch(self, deployment: str, entries: dict[str, tuple[wire.State, dict[str, wire.Question]]],
                         timeout_ms: int | None = None) -> dict[str, dict[str, wire.Answer] | None] | None:
         """One batch request (a match judge's entry per candidate); each entry's answers or None when that
         entry failed; None when the call failed or was late."""
+        body = wire.BatchRequest(states={n: wire.Entry(state=st, questions=q) for n, (st, q) in entries.items()})
+        response = await self._judge_call(deployment, body, timeout_ms)
+        states = getattr(response, "states", None)
+        if states is None:
+            return None
+        return {n: (e.answers if e.error is None else None) for n, e in states.items()}
+
+    async def _judge_call(self, deployment: str, body, timeout_ms: int | None):
+        """``body`` sent to ``deployment`` within ``timeout_ms`` (else the deployment's, else 1,000 ms), the
+        call counted by outcome; None when the deployment is unknown, fails or is late."""
         runner = self.client.runners.get(deployment)
         if runner is None:
             return None
         timeout_s = (timeout_ms or self.timeouts_ms.get(deployment) or DEFAULT_TIMEOUT_MS) / 1000
-        body = wire.BatchRequest(states={n: wire.Entry(state=st, questions=q) for n, (st, q) in entries.items()})
         outcome = "ok"
         try:
             with trio.fail_after(timeout_s):
-                response = await runner.call(body)
+                return await runner.call(body)
         except CallFailed as exc:
             outcome = exc.code
             return None
@@ -208,7 +203,3 @@ class SystemOneAsker:
             return None
         finally:
             self.client.metrics.calls.inc(deployment, outcome)
-        states = getattr(response, "states", None)
-        if states is None:
-            return None
-        return {n: (e.answers if e.error is None else None) for n, e in states.items()}
