@@ -35,8 +35,13 @@ class Counter:
 
     def render(self) -> list[str]:
         out = [f"# HELP {self.name} {self.doc}", f"# TYPE {self.name} counter"]
-        out += [f"{self.name}{_labels(self.label_names, k)} {v:g}" for k, v in sorted(self.values.items())]
+        out += [f"{self.name}{_labels(self.label_names, k)} {_number(v)}" for k, v in sorted(self.values.items())]
         return out
+
+
+def _number(value: float) -> str:
+    """A sample value exactly: ``:g`` kept six digits, so a counter past 999,999 read 1.23457e+06."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 class Histogram:
