@@ -143,12 +143,14 @@ of any source below is included here. Training data:
 """
 
 
-def write(out: Path, heads: dict[str, np.ndarray], meta: dict, log) -> None:
+def write(out: Path, heads: dict[str, np.ndarray], meta: dict, log, *, notice: str = NOTICE,
+          files: tuple[str, ...] = FILES_2) -> None:
+    """The heads, card, NOTICE and SHA256SUMS of a model that shares vsr-static-1's embedding (-2, -3)."""
     out.mkdir(parents=True, exist_ok=True)
     np.savez(out / "heads.npz", **heads)
     (out / "model.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    (out / "NOTICE").write_text(NOTICE)
-    (out / SUMS).write_text(sha256_lines(out, FILES_2))
+    (out / "NOTICE").write_text(notice)
+    (out / SUMS).write_text(sha256_lines(out, files))
     for name in ("heads.npz", "model.json", "NOTICE", SUMS):
         log(f"wrote {out / name} ({(out / name).stat().st_size:,} bytes)")
 

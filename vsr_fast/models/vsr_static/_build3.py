@@ -29,7 +29,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from . import _build2, _corpus, _sources
-from ._artifacts import ARTIFACTS, FILES_3, SUMS, features, ngram_buckets, read, sha256_lines
+from ._artifacts import ARTIFACTS, FILES_3, features, ngram_buckets, read
 from ._embedding import StaticEmbedding
 from ._fit import Ngrams, auc, fit_logistic_ngrams, softmax, zero_shot_calibration
 
@@ -93,16 +93,6 @@ NOTICE = _build2.NOTICE.replace("vsr-static-2 (vsr_fast/models/vsr_static/artifa
     "head also on hashed token n-grams).")
 
 
-def write(out: Path, heads: dict[str, np.ndarray], meta: dict, log) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    np.savez(out / "heads.npz", **heads)
-    (out / "model.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    (out / "NOTICE").write_text(NOTICE)
-    (out / SUMS).write_text(sha256_lines(out, FILES_3))
-    for name in ("heads.npz", "model.json", "NOTICE", SUMS):
-        log(f"wrote {out / name} ({(out / name).stat().st_size:,} bytes)")
-
-
 def build(work: Path, out: Path, log) -> None:
     base = read(ARTIFACTS)   # vsr-static-1's table, verified against its SHA256SUMS
     emb = StaticEmbedding(Tokenizer.from_str(base.tokenizer_json), base.table, max_tokens=int(base.meta["max_tokens"]))
@@ -131,4 +121,4 @@ def build(work: Path, out: Path, log) -> None:
         "synthetic": "rows from 'templates' and 'wordnet templates' are templated texts written for this "
                      "build (_synthetic.py), not traffic",
     }
-    write(out, {"domain_w": dw, "domain_b": db, **jheads}, meta, log)
+    _build2.write(out, {"domain_w": dw, "domain_b": db, **jheads}, meta, log, notice=NOTICE, files=FILES_3)
