@@ -7,6 +7,8 @@ whole answer or across a stream's chunks): ``avg_logprob`` is their mean,
 candidate is asked. ``refusal: false`` accepts an answer the model did not mark
 as a refusal: Chat's ``refusal`` (message or delta) or a ``content_filter``
 finish, Messages' ``refusal`` stop reason, a Responses ``refusal`` content part.
+``systemone`` is the decision model's ``answer_check``, asked by the Looper about
+a readable answer's text (``answer_text``); here it only requires a readable answer.
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from typing import Any
 import msgspec
 
 from ..config.algorithm import Accept
+from ..errors import VsrError
+from ..protocol.translate import BY_FORMAT, GUARDED
 
 _DECODE = msgspec.json.Decoder()
 
@@ -135,6 +139,21 @@ def accepted(accept: Accept, body: bytes, streamed: bool) -> tuple[bool, str]:
         if value is None:
             return False, f"{c.method}: no logprobs"
         return value >= c.gte, f"{c.method}={value:.3f}"
+    if accept.systemone is not None:
+        return True, "readable"
     if refused(docs):
         return False, "refusal"
     return True, "no refusal"
+
+
+def answer_text(body: bytes, api_format: str, streamed: bool) -> str | None:
+    """The text of one answer as its backend wrote it (api_format), whole or streamed; None when unreadable."""
+    fmt = BY_FORMAT.get(api_format)
+    if fmt is None:
+        return None
+    try:
+        if streamed:
+            return GUARDED.stream_text(GUARDED.stream_events(fmt, body))
+        return GUARDED.answer_text(fmt, body)
+    except (msgspec.DecodeError, msgspec.ValidationError, VsrError):   # unreadable, or a failure answer
+        return None
