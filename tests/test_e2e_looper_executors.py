@@ -79,11 +79,16 @@ def test_ratings_calls_every_candidate_and_returns_one_choice_per_model(tmp_path
         assert 'algorithm="ratings"' in headers["x-vsr-trace"]
 
 
-def test_ratings_on_the_messages_api_answers_with_the_first_choice(tmp_path, mocks):
+@pytest.mark.parametrize("stream", [False, True])
+def test_ratings_on_the_messages_api_answers_with_the_first_choice(tmp_path, mocks, stream):
     with start(tmp_path, mocks, {"type": "ratings", "ratings": {"max_concurrent": 1}}) as proc:
-        msg = anthropic.Anthropic(base_url=proc.url, api_key="k", max_retries=0).messages.create(
-            model="vsr/auto", max_tokens=64, messages=ASK)
-        assert msg.content[0].text == TEXT["a"]
+        client = anthropic.Anthropic(base_url=proc.url, api_key="k", max_retries=0)
+        if stream:
+            with client.messages.stream(model="vsr/auto", max_tokens=64, messages=ASK) as events:
+                text = events.get_final_text()
+        else:
+            text = client.messages.create(model="vsr/auto", max_tokens=64, messages=ASK).content[0].text
+        assert text == TEXT["a"]
         assert [stats(m)["requests"] for m in mocks.values()] == [1, 1, 1]
 
 
@@ -182,12 +187,17 @@ def test_fusion_panel_then_the_judges_analysis_then_its_synthesis(tmp_path, stre
             assert float(headers["x-vsr-cost"]) == pytest.approx(hand_cost(a, b, judge), rel=1e-9)
 
 
-def test_fusion_without_analysis_asks_the_judge_once_on_the_responses_api(tmp_path, mocks):
+@pytest.mark.parametrize("stream", [False, True])
+def test_fusion_without_analysis_asks_the_judge_once_on_the_responses_api(tmp_path, mocks, stream):
     alg = {"type": "fusion", "fusion": {"analysis_mode": "none"}}
     with start(tmp_path, mocks, alg, refs=("a", "b")) as proc:
-        out = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0).responses.create(
-            model="vsr/auto", input="Say hello")
-        assert out.output_text == TEXT["a"]                    # the judge defaults to the first panel model
+        client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0)
+        if stream:
+            with client.responses.stream(model="vsr/auto", input="Say hello") as events:
+                text = events.get_final_response().output_text
+        else:
+            text = client.responses.create(model="vsr/auto", input="Say hello").output_text
+        assert text == TEXT["a"]                               # the judge defaults to the first panel model
         assert (stats(mocks["a"])["requests"], stats(mocks["b"])["requests"]) == (2, 1)
         assert "No structured analysis is available" in last_user_turn(mocks["a"])
 
