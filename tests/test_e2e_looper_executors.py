@@ -3,6 +3,8 @@ it): ratings, remom, fusion and workflows, over a real router and mock upstreams
 canned answer), with the official SDKs. Each test shows what the executor called, with what, and what it returned."""
 from __future__ import annotations
 
+import json
+
 import anthropic
 import httpx
 import openai
@@ -238,3 +240,43 @@ def test_a_workflow_role_none_of_whose_models_answer_fails_clearly(tmp_path, moc
         assert r.status_code == 502
         assert r.json()["error"]["code"] == "looper_calls_failed"
         assert "no call of the workflow's solve role answered" in r.json()["error"]["message"]
+
+
+PLAN = json.dumps({"steps": [{"id": "draft", "models": ["a"], "prompt": "Draft it."},
+                             {"id": "review", "models": ["b"], "prompt": "Review the draft.", "access_list": ["draft"]}],
+                   "final": {"model": "b", "prompt": "Merge."}})
+
+
+def test_a_dynamic_workflow_runs_the_plan_its_planner_wrote(tmp_path):
+    with mock_upstream("--content", PLAN) as planner, mock_upstream("--content", TEXT["a"]) as a, \
+            mock_upstream("--content", TEXT["b"]) as b:
+        mocks = {"p": planner, "a": a, "b": b}
+        alg = {"type": "workflows", "workflows": {"mode": "dynamic", "planner": {"model": "p"}}}
+        with start(tmp_path, mocks, alg, refs=("p", "a", "b")) as proc:
+            headers, texts, doc = chat(proc, False)
+            assert [stats(m)["requests"] for m in (planner, a, b)] == [1, 1, 2]     # plan; draft; review, final
+            assert "only these models: p, a, b" in last_user_turn(planner)
+            assert last_user_turn(a).startswith("You are the draft") and "Your instruction: Draft it." in \
+                last_user_turn(a)
+            final = last_user_turn(b)
+            assert final.startswith("Merge.") and f"[draft:0:a] (draft):\n{TEXT['a']}" in final
+            assert texts == [TEXT["b"]] and headers["x-vsr-selected-model"] == "b"
+            assert doc["looper"]["plan"] == {"planner": "p", "steps": ["draft", "review"], "fallback": False}
+
+
+@pytest.mark.parametrize(("on_error", "status"), [("skip", 200), ("fail", 502)])
+def test_a_plan_outside_the_modelrefs_falls_back_or_fails(tmp_path, on_error, status):
+    bad = json.dumps({"steps": [{"id": "escape", "models": ["ghost"], "prompt": "use a forbidden model"}]})
+    with mock_upstream("--content", bad) as planner, mock_upstream("--content", TEXT["a"]) as a:
+        alg = {"type": "workflows", "on_error": on_error, "workflows": {"mode": "dynamic"}}
+        with start(tmp_path, {"p": planner, "a": a}, alg, refs=("p", "a")) as proc:
+            r = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": ASK})
+            assert r.status_code == status, r.text
+            if status == 502:
+                assert "step escape names ghost, outside the decision's modelRefs" in r.json()["error"]["message"]
+                assert stats(a)["requests"] == 0
+            else:
+                plan = r.json()["looper"]["plan"]
+                assert (plan["steps"], plan["fallback"]) == (["fallback_solve"], True)
+                # The planner (the first modelRef) planned, then both answered the fallback step; it merged.
+                assert (stats(planner)["requests"], stats(a)["requests"]) == (3, 1)

@@ -46,6 +46,7 @@ ESC = {"type": "escalate", "escalate": {"accept": {"confidence": {"gte": -0.5}}}
     {"type": "workflows", "workflows": {"roles": [{"name": "plan", "models": ["cheap"], "prompt": "plan"},
                                                   {"name": "check", "models": ["dear"], "access_list": ["plan"]}],
                                         "final": {"model": "dear"}}},
+    {"type": "workflows", "workflows": {"mode": "dynamic", "planner": {"model": "dear"}, "max_steps": 2}},
     {"type": "systemone", "systemone": {"instructions": "Which model?", "candidates": {"cheap": "short answers"}}},
 ])
 def test_good_algorithms_load(algorithm):
@@ -69,7 +70,12 @@ def test_good_algorithms_load(algorithm):
     ({"type": "workflows", "workflows": {"roles": [{"name": "w", "models": ["cheap", "x"]}]}},
      f"{D}.algorithm.workflows.roles[0].models[1]: unknown_model: 'x' is not one of the decision's modelRefs"),
     ({"type": "workflows", "workflows": {"roles": [{"name": "w", "models": ["cheap"]}], "mode": "dynamic"}},
-     f"{D}.algorithm.workflows.mode: invalid_value: Invalid enum value 'dynamic'"),
+     f"{D}.algorithm.workflows.roles: invalid_value: a dynamic workflow's planner writes its roles; remove them or "
+     "set mode: static"),
+    ({"type": "workflows", "workflows": {"mode": "static"}},
+     f"{D}.algorithm.workflows.roles: missing_field: a static workflow needs its roles"),
+    ({"type": "workflows", "workflows": {"mode": "dynamic", "planner": {"model": "x"}}},
+     f"{D}.algorithm.workflows.planner.model: unknown_model: 'x' is not one of the decision's modelRefs"),
     ({"type": "remom", "remom": {"breadth_schedule": [2], "synthesis_model": "x"}},
      f"{D}.algorithm.remom.synthesis_model: unknown_model: 'x' is not one of the decision's modelRefs"),
     ({"type": "remom", "remom": {"breadth_schedule": []}},

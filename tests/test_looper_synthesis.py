@@ -88,3 +88,18 @@ def test_the_answer_parses_as_a_chat_completion_and_its_stream_as_chunks():
     assert chunks[-1].usage.completion_tokens == 3
     single = syn.Answer("a", [("only", "a")])
     assert "model" not in json.loads(syn.chat_whole(single, "remom"))["choices"][0]
+
+
+def test_a_plan_is_read_into_roles_within_the_modelrefs_and_max_steps():
+    text = '```json\n{"steps": [{"id": "a1", "models": ["m1"], "prompt": "go"}, {"role": "r2", "models": ["m2"]},' \
+           ' {"id": "a3", "models": ["m1"]}], "final": {"model": "m2", "prompt": "merge"}}\n```'
+    roles, final = syn.parse_plan(text, ["m1", "m2"], max_steps=2)
+    assert [(r.name, r.models, r.prompt) for r in roles] == [("a1", ["m1"], "go"), ("r2", ["m2"], None)]
+    assert (final.model, final.prompt) == ("m2", "merge")
+    with pytest.raises(ValueError, match="outside the decision's modelRefs"):
+        syn.parse_plan('{"steps": [{"id": "x", "models": ["ghost"]}]}', ["m1"], 4)
+    with pytest.raises(ValueError, match="not JSON with a list of steps"):
+        syn.parse_plan("I would first think about it.", ["m1"], 4)
+    with pytest.raises(ValueError, match="step 1 is not a step"):
+        syn.parse_plan('{"steps": [{"id": "x", "models": []}]}', ["m1"], 4)
+    assert "only these models: m1, m2" in syn.plan_prompt("Q", ["m1", "m2"], 3)

@@ -208,11 +208,19 @@ class WorkflowFinal(Block):
     prompt: str | None = None
 
 
-class Workflows(Block):
-    """Roles run in order, each role's models in parallel, each reading earlier outputs; a final model merges."""
+class WorkflowPlanner(Block):
+    model: str | None = None                        # the first modelRef if unset
+    max_completion_tokens: Tokens | None = None
 
-    roles: Annotated[list[WorkflowRole], Meta(min_length=1)]
-    mode: Literal["static"] = "static"
+
+class Workflows(Block):
+    """Roles run in order, each role's models in parallel, each reading earlier outputs; a final model merges.
+    ``static``: the roles as written; ``dynamic``: the planner model writes the roles (at most ``max_steps``)."""
+
+    mode: Literal["static", "dynamic"] = "static"
+    roles: list[WorkflowRole] = field(default_factory=list)
+    planner: WorkflowPlanner = WorkflowPlanner()
+    max_steps: Count = 4
     final: WorkflowFinal = WorkflowFinal()
     max_parallel: Count = 2
     min_successful_responses: Count | None = None
@@ -312,6 +320,12 @@ def _named_models(path: str, alg: Algorithm, kind: str, refs: list[str]) -> list
         named += [(f"fusion.analysis_models[{i}]", m) for i, m in enumerate(alg.fusion.analysis_models)]
     if kind == "workflows" and alg.workflows is not None:
         w = alg.workflows
+        if w.mode == "static" and not w.roles:
+            return [f"{path}.workflows.roles: missing_field: a static workflow needs its roles"]
+        if w.mode == "dynamic" and w.roles:
+            return [f"{path}.workflows.roles: invalid_value: a dynamic workflow's planner writes its roles; "
+                    "remove them or set mode: static"]
+        named.append(("workflows.planner.model", w.planner.model))
         for i, role in enumerate(w.roles):
             named += [(f"workflows.roles[{i}].models[{j}]", m) for j, m in enumerate(role.models)]
             if w.min_successful_responses is not None and w.min_successful_responses > len(role.models):

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from ..config.algorithm import WorkflowFinal, WorkflowRole
+
 
 @dataclass(slots=True)
 class Reply:
@@ -211,6 +213,46 @@ def workflow_final_prompt(original: str, prompt: str | None, steps: Sequence[Ste
     head = prompt or ("Write the final answer to the original request from the workflow's outputs. Preserve any "
                       "constrained output format exactly. Do not reveal hidden reasoning or the workflow itself.")
     return f"{head}\n\nOriginal request:\n{original}\n\nWorkflow outputs:\n{outputs}"
+
+
+def plan_prompt(original: str, models: Sequence[str], max_steps: int) -> str:
+    """The dynamic workflow's planner turn: the request, the models it may use, the JSON plan it must return."""
+    return ("You are the workflow planner. Plan how the available models should work on the request, as steps "
+            "that run in order; each step's models answer in parallel and read the outputs of earlier steps its "
+            "access_list names (by step id), or all of them when it is empty. Return only JSON, no prose: "
+            '{"steps": [{"id": "...", "models": ["..."], "prompt": "...", "access_list": []}], '
+            '"final": {"model": "...", "prompt": "..."}}. '
+            f"Use at most {max_steps} steps and only these models: {', '.join(models)}.\n\n"
+            f"Request:\n{original}")
+
+
+def parse_plan(text: str, allowed: Sequence[str], max_steps: int) -> tuple[list[WorkflowRole], WorkflowFinal]:
+    """The planner's JSON plan as roles and a final step; ValueError saying what is wrong with it."""
+    candidate = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
+    start, end = candidate.find("{"), candidate.rfind("}")
+    try:
+        doc = json.loads(candidate[start:end + 1]) if 0 <= start < end else None
+    except ValueError:
+        doc = None
+    steps = doc.get("steps") if isinstance(doc, dict) else None
+    if not isinstance(steps, list) or not steps:
+        raise ValueError("the plan is not JSON with a list of steps")
+    roles = []
+    for i, step in enumerate(steps[:max_steps]):
+        try:
+            role = msgspec.convert({"name": str(step.get("id") or step.get("role") or f"step{i + 1}"),
+                                    "models": step.get("models"), "prompt": step.get("prompt"),
+                                    "access_list": step.get("access_list") or []}, WorkflowRole)
+        except (AttributeError, msgspec.ValidationError) as exc:
+            raise ValueError(f"step {i + 1} is not a step: {exc}") from None
+        outside = [m for m in role.models if m not in allowed]
+        if outside:
+            raise ValueError(f"step {role.name} names {', '.join(outside)}, outside the decision's modelRefs")
+        roles.append(role)
+    final = doc.get("final") if isinstance(doc.get("final"), dict) else {}
+    model = final.get("model") if final.get("model") in allowed else None
+    prompt = final.get("prompt") if isinstance(final.get("prompt"), str) else None
+    return roles, WorkflowFinal(model=model, prompt=prompt)
 
 
 # --- the answer an executor returns -------------------------------------------------------------------------

@@ -5,8 +5,9 @@
   each round's user turn the problem and the previous round's answers.
 - ``fusion``: a panel answers in parallel, the judge model writes a JSON analysis
   of the answers, then the final answer from both.
-- ``workflows`` (static mode): roles in order, each role's models in parallel,
-  each reading the earlier outputs its ``access_list`` allows; a final model merges.
+- ``workflows``: roles in order, each role's models in parallel, each reading the
+  earlier outputs its ``access_list`` allows; a final model merges. ``static``: the
+  roles as configured; ``dynamic``: as the planner model wrote them (JSON).
 
 Every call is a whole (non-streamed) request to one candidate, written from the
 client's request with its last user turn replaced when the executor asks
@@ -25,7 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import msgspec
 import trio
 
-from ...config.algorithm import Algorithm, Fusion, Workflows
+from ...config.algorithm import Algorithm, Fusion, WorkflowFinal, WorkflowRole, Workflows
 from ...config.schema import ProviderModel
 from ...errors import LooperBudgetExhausted, LooperCallsFailed, UpstreamError
 from ...headers import registry as h
@@ -295,7 +296,10 @@ async def workflows(calls: Calls, alg: Algorithm, streamed: bool) -> Stream | Wh
     assert w is not None
     steps: list[syn.Step] = []
     tuning = {"temperature": w.temperature, "max_tokens": w.max_completion_tokens}
-    for role in w.roles:
+    roles, final_cfg, plan = w.roles, w.final, None
+    if w.mode == "dynamic":
+        roles, final_cfg, plan = await _planned(calls, w)
+    for role in roles:
         prompt = syn.step_prompt(calls.original, role.name, role.prompt, syn.visible(steps, role.access_list))
         jobs = [(m, prompt, f"{role.name}:{j}:{m}") for j, m in enumerate(role.models)]
         replies = await calls.panel(jobs, w.max_parallel, w.min_successful_responses, **tuning)
@@ -303,8 +307,8 @@ async def workflows(calls: Calls, alg: Algorithm, streamed: bool) -> Stream | Wh
             raise calls.none_answered(f"workflow's {role.name} role")
         steps.append(syn.Step(role.name, role.prompt, replies))
     used = [r for s in steps for r in s.replies]
-    final_model = w.final.model or w.roles[-1].models[0]
-    final = await calls.ask(final_model, syn.workflow_final_prompt(calls.original, w.final.prompt, steps), **tuning)
+    final_model = final_cfg.model or roles[-1].models[0]
+    final = await calls.ask(final_model, syn.workflow_final_prompt(calls.original, final_cfg.prompt, steps), **tuning)
     if final is None:
         final = steps[-1].replies[0]        # on_error: skip: the last role's first answer stands
     else:
@@ -312,8 +316,32 @@ async def workflows(calls: Calls, alg: Algorithm, streamed: bool) -> Stream | Wh
     extension = {"steps": [{"role": s.role, "responses": [{"agent": r.agent, "model": r.model, "content": r.text}
                                                           for r in s.replies]} for s in steps]} \
         if w.include_intermediate_responses else {}
+    if plan is not None:
+        extension["plan"] = plan
     answer = syn.summed(syn.Answer(final.model, [(final.text, final.model)], extension=extension), used)
     return answer_of(calls, answer, "workflows", streamed)
+
+
+async def _planned(calls: Calls, w: Workflows) -> tuple[list[WorkflowRole], WorkflowFinal, dict]:
+    """The dynamic workflow's roles, as its planner wrote them; a plan that cannot run (unreadable, or naming a
+    model outside the modelRefs) fails the request under on_error: fail, else one fallback_solve step of every
+    candidate runs."""
+    names = list(calls.models)
+    planner = w.planner.model or names[0]
+    reply = await calls.ask(planner, syn.plan_prompt(calls.original, names, w.max_steps),
+                            max_tokens=w.planner.max_completion_tokens)
+    why = "the planner did not answer"
+    if reply is not None:
+        try:
+            roles, final = syn.parse_plan(reply.text, names, w.max_steps)
+            return roles, final, {"planner": planner, "steps": [r.name for r in roles], "fallback": False}
+        except ValueError as exc:
+            why = str(exc)
+    calls.verdicts.append(f"{planner}: plan refused, {why}")
+    if calls.fail:
+        raise LooperCallsFailed(f"the workflow's plan could not run: {why}")
+    fallback = [WorkflowRole(name="fallback_solve", models=names)]
+    return fallback, WorkflowFinal(), {"planner": planner, "steps": ["fallback_solve"], "fallback": True, "why": why}
 
 
 async def run(ex: Exchange, kind: str, alg: Algorithm, candidates: Sequence[ProviderModel],
