@@ -248,3 +248,25 @@ def test_selector_picks_the_most_probable_candidate_and_keeps_the_rest_as_fallba
     assert [m.name for m in selectors.pick_answered((a, b, c), {"a": 0.2, "b": 0.1, "c": 0.7})] == ["c", "a", "b"]
     assert [m.name for m in selectors.pick_answered((a, b, c), {"b": 0.5, "c": 0.5})] == ["b", "a", "c"]
     assert selectors.pick_answered((a, b, c), {"z": 1.0}) == (a, b, c)
+
+
+def test_hybrid_confidence_and_a_models_own_rating():
+    tokens = [{"token": "a", "logprob": -0.6, "top_logprobs": [{"token": "a", "logprob": -0.6},
+                                                              {"token": "b", "logprob": -3.6}]}]
+    # logprob -0.6 -> (3 - 0.6) / 3 = 0.8; margin 3 -> 1 - e^-1 = 0.632
+    assert accept.confidence(tokens, "hybrid") == pytest.approx(0.5 * 0.8 + 0.5 * (1 - 2.718281828 ** -1), rel=1e-6)
+    assert accept.confidence(tokens, "hybrid", (1.0, 0.0)) == pytest.approx(0.8)
+    assert accept.confidence([{"token": "a", "logprob": -9.0}], "hybrid") == 0.0     # clamped, no runner-up
+    assert accept.self_rating('Sure. {"confidence": 0.82, "reason": "ok"}') == 0.82
+    assert accept.self_rating('{"confidence": 7}') == 1.0
+    assert accept.self_rating("I'd say 0.4") == 0.4
+    assert accept.self_rating("no idea") is None and accept.self_rating("about 12") is None
+
+
+def test_self_verify_needs_no_logprobs_so_any_api_format_loads():
+    d = doc({"type": "escalate", "escalate": {"accept": {"confidence": {"method": "self_verify", "gte": 0.7}}}})
+    d["providers"]["models"][1]["api_format"] = "anthropic"
+    load_raw(d)
+    d["recipes"][0]["decisions"][0]["algorithm"]["escalate"]["accept"]["confidence"]["method"] = "hybrid"
+    assert errors_of(d) == [f"{D}.algorithm.escalate.accept.confidence: invalid_value: logprobs come from Chat "
+                            "(api_format: openai) models only, not dear"]

@@ -109,9 +109,13 @@ class Random(Block):
 
 class Confidence(Block):
     gte: float
-    method: Literal["avg_logprob", "margin"] = "avg_logprob"
+    method: Literal["avg_logprob", "margin", "hybrid", "self_verify"] = "avg_logprob"
     # avg_logprob: the answer's mean token logprob, at least gte (e.g. -0.3). margin: the mean gap between the
-    # chosen token's logprob and the runner-up's (top_logprobs), at least gte.
+    # chosen token's logprob and the runner-up's (top_logprobs), at least gte. hybrid (0..1, as vLLM Semantic
+    # Router normalizes them): logprob_weight x clamp((avg_logprob + 3) / 3) + margin_weight x (1 - e^(-margin/3)).
+    # self_verify (0..1): the answering model rates its own answer when asked (AutoMix), one more call.
+    logprob_weight: Annotated[float, Meta(ge=0, le=1)] = 0.5
+    margin_weight: Annotated[float, Meta(ge=0, le=1)] = 0.5
 
 
 TimeoutMs = Annotated[int, Meta(ge=1, le=60_000)]

@@ -84,7 +84,8 @@ def _check_algorithms(config: RouterConfig, errors: list[str], warnings: list[st
                               f"models share one currency (found {', '.join(sorted(currencies))})")
             esc = d.algorithm.escalate
             formats = {m.name: m.api_format for m in config.providers.models}
-            if d.algorithm.type == "escalate" and esc is not None and esc.accept.confidence is not None:
+            conf = esc.accept.confidence if esc is not None else None
+            if d.algorithm.type == "escalate" and conf is not None and conf.method != "self_verify":
                 other = sorted({r for r in refs if formats.get(r, "openai") != "openai"})
                 if other:
                     errors.append(f"{path}.escalate.accept.confidence: invalid_value: logprobs come from Chat "

@@ -51,6 +51,38 @@ def summed(answer: Answer, replies: Sequence[Reply]) -> Answer:
     return answer
 
 
+# --- an executor's own requests -------------------------------------------------------------------------
+
+
+def plain_body(raw: bytes) -> dict:
+    """The client's body without streaming or tools: an executor's calls are whole answers in text."""
+    body = msgspec.json.decode(raw)
+    for key in ("stream", "stream_options", "tools", "tool_choice", "parallel_tool_calls"):
+        body.pop(key, None)
+    return body
+
+
+def with_prompt(body: dict, api: str, prompt: str | None) -> bytes:
+    """The client's body (without stream or tools) with its last user turn replaced by ``prompt``."""
+    if prompt is None:
+        return msgspec.json.encode(body)
+    turn = {"role": "user", "content": prompt}
+    doc = dict(body)
+    key = "input" if api == "responses" else "messages"
+    items = doc.get(key)
+    if not isinstance(items, list):
+        doc[key] = prompt if api == "responses" else [turn]
+        return msgspec.json.encode(doc)
+    items = list(items)
+    last = max((i for i, m in enumerate(items) if isinstance(m, dict) and m.get("role") == "user"), default=None)
+    if last is None:
+        items.append(turn)
+    else:
+        items[last] = turn
+    doc[key] = items
+    return msgspec.json.encode(doc)
+
+
 # --- remom: how a round's calls are spread over the candidates -------------------------------------------
 
 

@@ -48,7 +48,8 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
     tally = ex.cost = Tally()
     kind = kind_of(alg) if alg is not None else "static"
     if alg is not None and kind == "escalate":
-        answer = await looper.escalate(ex, r.candidates, outbound_for, alg, streamed, tally)   # counts its calls
+        answer = await looper.escalate(ex, r.candidates, outbound_for, alg, streamed, tally,  # counts its calls
+                                       rewritten)
     elif alg is not None and kind in WRITERS:
         assert r.chosen is not None and r.chosen.decision is not None
         weights = {ref.model: ref.weight for ref in reversed(r.chosen.decision.modelRefs)}

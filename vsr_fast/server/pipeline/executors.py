@@ -21,7 +21,7 @@ as one held stream: these executors must have every answer before they write the
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
 import msgspec
 import trio
@@ -36,9 +36,8 @@ from ...selection import synthesis as syn
 from ...selection.cost import Tally, Tokens
 from ...upstream import Attempt, Stream, Whole
 from .exchange import Exchange
-from .looper import Spent, metric, note, nothing
+from .looper import Rewrite, Spent, fixed, metric, note, nothing
 
-Build = Callable[[ProviderModel, bytes], Awaitable[Outbound]]   # (model, client-protocol body) -> its request
 _DECODE = msgspec.json.Decoder()
 _MAX_TOKENS = {"openai": "max_tokens", "anthropic": "max_tokens", "responses": "max_output_tokens"}
 
@@ -46,7 +45,7 @@ _MAX_TOKENS = {"openai": "max_tokens", "anthropic": "max_tokens", "responses": "
 class Calls:
     """One executor's calls: their requests, the shared budget, their cost, attempts and verdicts."""
 
-    def __init__(self, ex: Exchange, alg: Algorithm, candidates: Sequence[ProviderModel], build: Build,
+    def __init__(self, ex: Exchange, alg: Algorithm, candidates: Sequence[ProviderModel], build: Rewrite,
                  tally: Tally) -> None:
         self.ex, self.build, self.tally = ex, build, tally
         self.models = {m.name: m for m in candidates}
@@ -58,10 +57,7 @@ class Calls:
         self.attempts: list[Attempt] = []
         self.verdicts: list[str] = []
         self.backends: dict = {}
-        body = _DECODE.decode(ex.req.raw) if ex.req is not None else {}
-        for key in ("stream", "stream_options", "tools", "tool_choice", "parallel_tool_calls"):
-            body.pop(key, None)      # whole answers in text: what an executor reads and writes
-        self.body = body
+        self.body = syn.plain_body(ex.req.raw) if ex.req is not None else {}
         self.original = ex.adapter.canonical(ex.req).text if ex.req is not None else ""
 
     def exhausted(self) -> str | None:
@@ -81,12 +77,12 @@ class Calls:
             self.verdicts.append(f"{name}: not called, {spent}")
             return None
         self.made += 1
-        outbound = await self.build(model, _with_prompt(self.body, self.ex.api, prompt))
+        outbound = await self.build(model, syn.with_prompt(self.body, self.ex.api, prompt))
         outbound = _tuned(outbound, model.api_format, temperature, max_tokens)
         failure = None
         with trio.move_on_at(self.at) as cut:
             try:
-                whole = await self.ex.state.dispatcher.whole((model,), _const(outbound), [])
+                whole = await self.ex.state.dispatcher.whole((model,), fixed(outbound), [])
             except UpstreamError as exc:
                 failure = exc.code
         if cut.cancelled_caught:
@@ -148,33 +144,6 @@ class Calls:
         if spent is not None:
             return LooperBudgetExhausted(f"the {what}'s budget ran out: {spent} ({'; '.join(self.verdicts)})")
         return LooperCallsFailed(f"no call of the {what} answered ({'; '.join(self.verdicts)})")
-
-
-def _const(outbound: Outbound):
-    async def built(model: ProviderModel) -> Outbound:
-        return outbound
-    return built
-
-
-def _with_prompt(body: dict, api: str, prompt: str | None) -> bytes:
-    """The client's body (without stream or tools) with its last user turn replaced by ``prompt``."""
-    if prompt is None:
-        return msgspec.json.encode(body)
-    turn = {"role": "user", "content": prompt}
-    doc = dict(body)
-    key = "input" if api == "responses" else "messages"
-    items = doc.get(key)
-    if not isinstance(items, list):
-        doc[key] = prompt if api == "responses" else [turn]
-        return msgspec.json.encode(doc)
-    items = list(items)
-    last = max((i for i, m in enumerate(items) if isinstance(m, dict) and m.get("role") == "user"), default=None)
-    if last is None:
-        items.append(turn)
-    else:
-        items[last] = turn
-    doc[key] = items
-    return msgspec.json.encode(doc)
 
 
 def _tuned(out: Outbound, api_format: str, temperature: float | None, max_tokens: int | None) -> Outbound:
@@ -345,7 +314,7 @@ async def _planned(calls: Calls, w: Workflows) -> tuple[list[WorkflowRole], Work
 
 
 async def run(ex: Exchange, kind: str, alg: Algorithm, candidates: Sequence[ProviderModel],
-              refs: Sequence[tuple[str, float]], build: Build, streamed: bool, tally: Tally) -> Stream | Whole:
+              refs: Sequence[tuple[str, float]], build: Rewrite, streamed: bool, tally: Tally) -> Stream | Whole:
     """The executor ``kind`` over the decision's candidates."""
     calls = Calls(ex, alg, candidates, build, tally)
     try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import msgspec
 import trio
@@ -32,7 +32,7 @@ from ...protocol import systemone as wire
 from ...protocol.adapters import Outbound
 from ...routing import Route
 from ...selection import accept as checks
-from ...selection import selectors
+from ...selection import selectors, synthesis
 from ...selection.cost import StreamUsage, Tally
 from ...systemone.presets import PRESETS
 from ...upstream import Attempt, Stream, Whole
@@ -42,6 +42,7 @@ from ..recording import session_id
 from .exchange import Exchange
 
 log = logging.getLogger("vsr_fast.looper")
+Rewrite = Callable[[ProviderModel, bytes], Awaitable[Outbound]]   # (model, client-protocol body) -> request
 SELECTOR_QUESTION = "selector"     # the systemone selector's question ID (how-the-router-uses-system-one)
 
 
@@ -179,9 +180,11 @@ _MAX_TOKENS = {"openai": "max_tokens", "anthropic": "max_tokens", "responses": "
 
 def _asking(outbound_for: OutboundFor, alg: Algorithm, token_cap: list[int | None]) -> OutboundFor:
     """Each call's request as the executor needs it: Chat candidates asked for logprobs when a confidence
-    check reads them (top 2 for ``margin``), and max_tokens capped by the turn's remaining time."""
+    check reads them (top 2 for ``margin`` and ``hybrid``), and max_tokens capped by the turn's remaining time."""
     esc = alg.escalate
     conf = esc.accept.confidence if esc is not None else None
+    if conf is not None and conf.method == "self_verify":
+        conf = None                      # the model rates its answer in a call of its own: no logprobs read
     if conf is None and (alg.budget is None or alg.budget.turn is None):
         return outbound_for
 
@@ -193,7 +196,7 @@ def _asking(outbound_for: OutboundFor, alg: Algorithm, token_cap: list[int | Non
         body = msgspec.json.decode(out.body)
         if conf is not None and model.api_format == "openai":
             body["logprobs"] = True
-            if conf.method == "margin":
+            if conf.method in ("margin", "hybrid"):
                 body["top_logprobs"] = max(2, body.get("top_logprobs") or 0)
         if cap is not None and key is not None:
             if model.api_format == "openai" and "max_completion_tokens" in body:
@@ -241,7 +244,7 @@ async def _call(ex: Exchange, model: ProviderModel, outbound_for: OutboundFor, s
 
 
 async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor,
-                   alg: Algorithm, streamed: bool, tally: Tally) -> Stream | Whole:
+                   alg: Algorithm, streamed: bool, tally: Tally, rewritten: Rewrite | None = None) -> Stream | Whole:
     """The first accepted answer of the candidates in order, within the budget; else ``on_error``."""
     esc = alg.escalate
     assert esc is not None
@@ -305,6 +308,13 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
             continue
         as_stream = streamed and isinstance(answer, Stream)
         ok, why = checks.accepted(esc.accept, body, as_stream)
+        conf = esc.accept.confidence
+        if ok and conf is not None and conf.method == "self_verify" and rewritten is not None:
+            calls += 1                                  # the model's rating of its own answer: one more call
+            ok, why = False, "self_verify: cut by the budget"
+            with trio.move_on_at(at):
+                ok, why, rated = await _self_verify(ex, answer.model, body, as_stream, conf.gte, rewritten, tally)
+                attempts += rated
         if ok and esc.accept.systemone is not None:
             calls += 1                                  # the judge's call counts against the budget
             ok, why = False, "answer_check: cut by the budget"
@@ -328,6 +338,34 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
         await _close(last)
         raise LooperNoAcceptedAnswer(f"no candidate's answer passed the accept check ({'; '.join(verdicts)})")
     return last
+
+
+async def _self_verify(ex: Exchange, model: ProviderModel, body: bytes, streamed: bool, gte: float,
+                       rewritten: Rewrite, tally: Tally) -> tuple[bool, str, list[Attempt]]:
+    """confidence.self_verify: the model that answered rates its own answer (0..1) when asked, in a whole call
+    whose cost counts; an answer it could not rate is not accepted."""
+    text = checks.answer_text(body, model.api_format, streamed)
+    if not text or ex.req is None:
+        return False, "self_verify: nothing to rate", []
+    prompt = checks.SELF_VERIFY.format(question=ex.adapter.canonical(ex.req).text, answer=text)
+    out = await rewritten(model, synthesis.with_prompt(synthesis.plain_body(ex.req.raw), ex.api, prompt))
+    try:
+        whole = await ex.state.dispatcher.whole((model,), fixed(out), [])
+    except UpstreamError as exc:
+        return False, f"self_verify: {exc.code}", []
+    if whole.status >= 400:
+        return False, f"self_verify: HTTP {whole.status}", whole.attempts
+    tally.add_whole(model, whole.body)
+    rating = checks.self_rating(checks.answer_text(whole.body, model.api_format, False) or "")
+    if rating is None:
+        return False, "self_verify: no rating", whole.attempts
+    return rating >= gte, f"self_verify={rating:.3f}", whole.attempts
+
+
+def fixed(out: Outbound) -> OutboundFor:
+    async def built(model: ProviderModel) -> Outbound:
+        return out
+    return built
 
 
 async def _answer_check(ex: Exchange, check: AnswerCheck, model: ProviderModel, body: bytes,
