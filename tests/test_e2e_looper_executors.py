@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from .procs import config, mock_upstream, model, router, write_config
+from .procs import config, mock_upstream, model, router, wait_for_value, write_config
 
 ASK = [{"role": "user", "content": "Say hello"}]
 PRICE = {"input": 1.0, "output": 2.0}
@@ -280,3 +280,20 @@ def test_a_plan_outside_the_modelrefs_falls_back_or_fails(tmp_path, on_error, st
                 assert (plan["steps"], plan["fallback"]) == (["fallback_solve"], True)
                 # The planner (the first modelRef) planned, then both answered the fallback step; it merged.
                 assert (stats(planner)["requests"], stats(a)["requests"]) == (3, 1)
+
+
+def test_the_replay_record_keeps_every_executor_call_and_their_cost(tmp_path, mocks):
+    models = [{**model(n, f"{mocks[n].url}/v1"), "pricing": PRICE} for n in "ab"]
+    doc = config(models, [{"name": "main", "modelRefs": [{"model": "a"}, {"model": "b"}],
+                           "algorithm": {"type": "fusion"}}])
+    doc["global"] = {"plugins": [{"type": "router_replay", "configuration": {}}]}
+    with router(write_config(doc, str(tmp_path))) as proc:
+        r = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": ASK})
+        assert r.status_code == 200
+        rid = r.headers["x-vsr-replay-id"]
+        record = wait_for_value(lambda: (lambda x: x.json() if x.status_code == 200 and x.json().get("status")
+                                         else None)(httpx.get(f"{proc.url}/api/v1/replay/{rid}")), "the record")
+        assert record["algorithm"] == "fusion" and record["response_path"] == "looper"
+        # The panel (a, b), then the judge a twice: its analysis and its synthesis.
+        assert sorted(a["model"] for a in record["attempts"]) == ["a", "a", "a", "b"]
+        assert record["cost"] == pytest.approx(hand_cost(mocks["a"], mocks["b"]), rel=1e-9)
