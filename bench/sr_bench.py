@@ -22,6 +22,8 @@ from urllib.parse import urlsplit
 import msgspec
 import trio
 
+from bench import tier_probe
+from bench._stats import percentile
 from bench._http import PeerClosed, ProtocolError, Reader, content_length, is_chunked, parse_head, send_all, set_nodelay
 
 DEFAULT_PATH = "/v1/chat/completions"
@@ -386,14 +388,6 @@ async def run_matrix(targets: list[Target], plan: Plan, concurrencies: list[int]
 # --- reporting -------------------------------------------------------------------------------
 
 
-def percentile(sorted_values: list[float], pct: float) -> float | None:
-    """Nearest-rank percentile of an already sorted list."""
-    if not sorted_values:
-        return None
-    rank = max(1, -(-len(sorted_values) * pct // 100))
-    return sorted_values[int(rank) - 1]
-
-
 def ms(seconds: float | None) -> float | None:
     """Seconds to milliseconds, passing None through."""
     return None if seconds is None else seconds * 1000
@@ -570,7 +564,10 @@ def make_plan(args: argparse.Namespace) -> Plan:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `sr-bench` console script."""
+    """Entry point of the `sr-bench` console script; ``sr-bench probe ...`` runs the tier probe (bench.tier_probe)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["probe"]:
+        return tier_probe.main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

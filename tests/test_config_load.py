@@ -145,8 +145,9 @@ CASES = [
      ["providers.models[fast].context_window_size: unsupported_field: not read by this router yet (no route "
       "compares a request's size with it); remove it"]),
     (edit("recipes/0/signals", {"domains": [{"name": "math", "model_scores": {"fast": 0.9}}]}),
-     ["recipes[default].signals.domains[math].model_scores: unsupported_field: not read by this router yet (the "
-      "static selector tries a decision's modelRefs in order); order the modelRefs and remove it"]),
+     ["recipes[default].signals.domains[math].model_scores: unsupported_field: read only by a multi_factor "
+      "decision (its domain factor), and this recipe has none; order the modelRefs of a static decision and "
+      "remove it"]),
 ]
 
 

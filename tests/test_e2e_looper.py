@@ -403,3 +403,49 @@ def test_a_first_model_that_breaks_mid_stream_is_escalated_past(tmp_path):
                 assert resp.headers["x-vsr-selected-model"] == "large"
             assert text == "Hello! This is a canned answer from the mock upstream."
             assert stats(broken)["failures_injected"] == 1
+
+
+# --- confidence: hybrid and self_verify ---------------------------------------------------------------------
+
+
+def test_hybrid_confidence_weighs_normalized_logprob_and_margin(tmp_path, unsure_and_sure):
+    """The mock's runner-up is 1.0 below every token: margin 1 -> 1 - e^(-1/3) = 0.283; logprob -2.0 -> 0.333,
+    -0.1 -> 0.967; at 0.5/0.5 the scores are 0.308 and 0.625 against gte 0.5."""
+    unsure, sure = unsure_and_sure
+    alg = {"type": "escalate", "escalate": {"accept": {"confidence": {"method": "hybrid", "gte": 0.5}}}}
+    doc = config(two(unsure, sure), [{"name": "main", "modelRefs": REFS, "algorithm": alg}])
+    doc["global"] = {"router": {"headers": {"debug": "any"}}}
+    with router(write_config(doc, str(tmp_path))) as proc:
+        r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"x-vsr-debug": "1"},
+                       json={"model": "vsr/auto", "messages": CHAT})
+        assert r.status_code == 200 and r.headers["x-vsr-selected-model"] == "large"
+        assert 'looper=("small: hybrid=0.308, rejected" "large: hybrid=0.625, accepted")' in r.headers["x-vsr-trace"]
+        sent = stats(unsure)["last_request"]["body"]
+        assert sent["logprobs"] is True and sent["top_logprobs"] >= 2
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_self_verify_asks_the_model_to_rate_its_own_answer(tmp_path, stream):
+    low, high = '{"confidence": 0.3, "reason": "unsure"}', '{"confidence": 0.9, "reason": "sure"}'
+    alg = {"type": "escalate", "escalate": {"accept": {"confidence": {"method": "self_verify", "gte": 0.7}}}}
+    with mock_upstream("--content", low) as small, mock_upstream("--content", high) as large:
+        models = [priced("small", small, CHEAP), {**priced("large", large, DEAR), "api_format": "anthropic"}]
+        doc = config(models, [{"name": "main", "modelRefs": REFS, "algorithm": alg}])
+        doc["global"] = {"router": {"headers": {"debug": "any"}}}
+        with router(write_config(doc, str(tmp_path))) as proc:
+            r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"x-vsr-debug": "1"},
+                           json={"model": "vsr/auto", "messages": CHAT, "stream": stream,
+                                 **({"stream_options": {"include_usage": True}} if stream else {})})
+            assert r.status_code == 200
+            assert r.headers["x-vsr-selected-model"] == "large"
+            assert '"small: self_verify=0.300, rejected" "large: self_verify=0.900, accepted"' \
+                in r.headers["x-vsr-trace"]
+            # Each model answered, then was asked (whole, no logprobs) to rate that answer.
+            assert stats(small)["requests"] == 2 and stats(large)["requests"] == 2
+            rating = stats(small)["last_request"]["body"]
+            assert "logprobs" not in rating and not rating.get("stream")
+            turn = rating["messages"][-1]["content"]
+            assert turn.startswith("Rate how well an AI assistant answered a question.")
+            assert f"Question: Say hello\n\nAnswer: {low}" in turn
+            assert float(r.headers["x-vsr-cost"]) == pytest.approx(hand_cost(small, CHEAP) + hand_cost(large, DEAR),
+                                                                   rel=1e-9)

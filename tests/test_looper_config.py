@@ -1,6 +1,7 @@
 """The Looper's configuration (spec 5.6): every bad algorithm form fails the load with its one line and code."""
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from vsr_fast.config.schema import Pricing
@@ -37,6 +38,16 @@ ESC = {"type": "escalate", "escalate": {"accept": {"confidence": {"gte": -0.5}}}
     {"type": "multi_factor", "multi_factor": {"weights": {"cost": 2, "latency": 0}, "quality": {"dear": 0.9}}},
     ESC, {**ESC, "budget": {"deadline_ms": 5000, "max_calls": 3}, "on_error": "fail"},
     {"type": "escalate", "escalate": {"order": "cost", "accept": {"refusal": False}}},
+    {"type": "escalate", "escalate": {"accept": {"systemone": {"gte": 0.7, "timeout_ms": 500}}}},
+    {"type": "systemone"},
+    {"type": "ratings", "ratings": {"max_concurrent": 1}, "on_error": "fail"},
+    {"type": "remom", "remom": {"breadth_schedule": [3, 2], "model_distribution": "equal"}},
+    {"type": "fusion", "fusion": {"model": "dear", "analysis_models": ["cheap"]}, "budget": {"max_calls": 8}},
+    {"type": "workflows", "workflows": {"roles": [{"name": "plan", "models": ["cheap"], "prompt": "plan"},
+                                                  {"name": "check", "models": ["dear"], "access_list": ["plan"]}],
+                                        "final": {"model": "dear"}}},
+    {"type": "workflows", "workflows": {"mode": "dynamic", "planner": {"model": "dear"}, "max_steps": 2}},
+    {"type": "systemone", "systemone": {"instructions": "Which model?", "candidates": {"cheap": "short answers"}}},
 ])
 def test_good_algorithms_load(algorithm):
     loaded = load_raw(doc(algorithm))
@@ -52,8 +63,25 @@ def test_good_algorithms_load(algorithm):
                       "global.router.learning.adaptation"),
     ({"type": "bogus"}, f"{D}.algorithm.type: invalid_value: unknown algorithm type 'bogus' (one of: escalate, "
                         "fusion, multi_factor, random, ratings, remom, static, systemone, workflows)"),
-    ({"type": "fusion"}, f"{D}.algorithm.type: unsupported_value: the fusion algorithm is not built in this "
-                         "router yet; use static, random, multi_factor or escalate"),
+    ({"type": "remom"}, f"{D}.algorithm.remom: missing_field: a remom algorithm needs remom.breadth_schedule"),
+    ({"type": "workflows"}, f"{D}.algorithm.workflows: missing_field: a workflows algorithm needs workflows.roles"),
+    ({"type": "fusion", "fusion": {"model": "judge"}},
+     f"{D}.algorithm.fusion.model: unknown_model: 'judge' is not one of the decision's modelRefs"),
+    ({"type": "workflows", "workflows": {"roles": [{"name": "w", "models": ["cheap", "x"]}]}},
+     f"{D}.algorithm.workflows.roles[0].models[1]: unknown_model: 'x' is not one of the decision's modelRefs"),
+    ({"type": "workflows", "workflows": {"roles": [{"name": "w", "models": ["cheap"]}], "mode": "dynamic"}},
+     f"{D}.algorithm.workflows.roles: invalid_value: a dynamic workflow's planner writes its roles; remove them or "
+     "set mode: static"),
+    ({"type": "workflows", "workflows": {"mode": "static"}},
+     f"{D}.algorithm.workflows.roles: missing_field: a static workflow needs its roles"),
+    ({"type": "workflows", "workflows": {"mode": "dynamic", "planner": {"model": "x"}}},
+     f"{D}.algorithm.workflows.planner.model: unknown_model: 'x' is not one of the decision's modelRefs"),
+    ({"type": "remom", "remom": {"breadth_schedule": [2], "synthesis_model": "x"}},
+     f"{D}.algorithm.remom.synthesis_model: unknown_model: 'x' is not one of the decision's modelRefs"),
+    ({"type": "remom", "remom": {"breadth_schedule": []}},
+     f"{D}.algorithm.remom.breadth_schedule: invalid_value: Expected `array` of length >= 1"),
+    ({"type": "ratings", "on_error": "last_attempt"},
+     f"{D}.algorithm.on_error: invalid_value: ratings's on_error is skip or fail"),
     ({"type": "random", "budget": {"max_calls": 2}},
      f"{D}.algorithm.budget: invalid_value: the random selector takes no budget (only executors do)"),
     ({"type": "static", "on_error": "fail"},
@@ -62,20 +90,37 @@ def test_good_algorithms_load(algorithm):
      f"{D}.algorithm.escalate: invalid_value: settings of the escalate algorithm under type 'random'"),
     ({"type": "escalate"}, f"{D}.algorithm.escalate: missing_field: an escalate algorithm needs escalate.accept"),
     ({"type": "escalate", "escalate": {"accept": {}}},
-     f"{D}.algorithm.escalate.accept: invalid_value: exactly one check (confidence or refusal: false), got 0"),
+     f"{D}.algorithm.escalate.accept: invalid_value: exactly one check (confidence, systemone or refusal: false), got 0"),
     ({"type": "escalate", "escalate": {"accept": {"refusal": False, "confidence": {"gte": 0}}}},
-     f"{D}.algorithm.escalate.accept: invalid_value: exactly one check (confidence or refusal: false), got 2"),
+     f"{D}.algorithm.escalate.accept: invalid_value: exactly one check (confidence, systemone or refusal: false), got 2"),
     ({"type": "multi_factor", "multi_factor": {"quality": {"other": 0.5}}},
      f"{D}.algorithm.multi_factor.quality.other: unknown_model: 'other' is not one of the decision's modelRefs"),
+    ({"type": "systemone", "systemone": {"candidates": {"other": "x"}}},
+     f"{D}.algorithm.systemone.candidates.other: unknown_model: 'other' is not one of the decision's modelRefs"),
+    ({"type": "systemone", "on_error": "fail"},
+     f"{D}.algorithm.on_error: invalid_value: the systemone selector takes no on_error (only executors do)"),
+    ({"type": "systemone", "systemone": {"deployment": "nowhere"}},
+     f"{D}.algorithm.systemone.deployment: unknown_deployment: 'nowhere' is not declared in "
+     "global.model_catalog.deployments"),
+    ({"type": "escalate", "escalate": {"accept": {"systemone": {"gte": 0.5, "deployment": "nowhere"}}}},
+     f"{D}.algorithm.escalate.accept.systemone.deployment: unknown_deployment: 'nowhere' is not declared in "
+     "global.model_catalog.deployments"),
+    ({"type": "escalate", "escalate": {"accept": {"systemone": {"gte": 1.5}}}},
+     f"{D}.algorithm.escalate.accept.systemone.gte: invalid_value: Expected `float` <= 1.0"),
+    ({**ESC, "on_error": "skip"}, f"{D}.algorithm.on_error: invalid_value: escalate's on_error is last_attempt or fail"),
 ])
 def test_bad_algorithms_fail_with_one_line(algorithm, line):
     assert errors_of(doc(algorithm)) == [line]
 
 
-def test_renamed_decision_type_warns_and_loads_as_systemone_which_is_refused_here():
-    lines = errors_of(doc({"type": "decision"}))
-    assert lines == [f"{D}.algorithm.type: unsupported_value: the systemone algorithm is not built in this router "
-                     "yet; use static, random, multi_factor or escalate"]
+def test_renamed_decision_type_warns_and_loads_as_systemone():
+    loaded = load_raw(doc({"type": "decision"}))
+    assert f"{D}.algorithm.type: renamed_algorithm_type: 'decision' is now 'systemone'" in loaded.warnings
+
+
+def test_the_systemone_selector_needs_two_candidates():
+    assert errors_of(doc({"type": "systemone"}, refs=("cheap",))) == [
+        f"{D}.algorithm: invalid_value: the systemone selector needs at least two modelRefs to choose between"]
 
 
 def test_escalate_needs_two_candidates():
@@ -167,3 +212,61 @@ def test_multi_factor_prefers_the_cheaper_model_until_its_error_rate_rises():
 def test_bad_budgets_fail_with_their_path(budget, path):
     (line,) = errors_of(doc({**ESC, "budget": budget}))
     assert line.startswith(f"{D}.algorithm.{path}: "), line
+
+
+def test_domain_scores_weigh_in_multi_factor_and_merge_by_the_best():
+    from vsr_fast.config.algorithm import MultiFactor
+    from vsr_fast.config.schema import ProviderModel
+    a, b = ProviderModel(name="a"), ProviderModel(name="b")
+    cfg = MultiFactor()
+    assert selectors.pick_multi_factor((a, b), cfg, selectors.ModelStats(), None)[0] is a
+    scores = selectors.domain_scores([{"a": 0.1, "b": 0.6}, {"b": 0.3}])
+    assert scores == {"a": 0.1, "b": 0.6}
+    assert selectors.pick_multi_factor((a, b), cfg, selectors.ModelStats(), None, scores)[0] is b
+    # The weight scales the factor: at 0 the domain scores change nothing.
+    off = MultiFactor(weights=msgspec.structs.replace(cfg.weights, domain=0))
+    assert selectors.pick_multi_factor((a, b), off, selectors.ModelStats(), None, scores)[0] is a
+
+
+def test_model_scores_name_provider_models_and_need_a_multi_factor_decision():
+    d = doc({"type": "multi_factor"})
+    d["recipes"][0]["signals"] = {"domains": [{"name": "math", "model_scores": {"cheap": 0.9, "ghost": 0.2}}]}
+    assert errors_of(d) == ["recipes[default].signals.domains[math].model_scores.ghost: unknown_model: 'ghost' is "
+                            "not in providers.models"]
+    d["recipes"][0]["signals"]["domains"][0]["model_scores"] = {"cheap": 1.5}
+    (line,) = errors_of(d)
+    assert line.startswith("recipes[default].signals.domains[math].model_scores"), line
+    assert line.endswith("invalid_value: Expected `float` <= 1.0"), line
+
+
+def test_selector_picks_the_most_probable_candidate_and_keeps_the_rest_as_fallbacks():
+    from vsr_fast.config.algorithm import SystemOneSelect
+    from vsr_fast.config.schema import ProviderModel
+    a, b, c = ProviderModel(name="a", description="general"), ProviderModel(name="b"), ProviderModel(name="c")
+    assert selectors.descriptions((a, b, c), SystemOneSelect(candidates={"b": "proofs"})) == {
+        "a": "general", "b": "proofs", "c": "c"}
+    assert [m.name for m in selectors.pick_answered((a, b, c), {"a": 0.2, "b": 0.1, "c": 0.7})] == ["c", "a", "b"]
+    assert [m.name for m in selectors.pick_answered((a, b, c), {"b": 0.5, "c": 0.5})] == ["b", "a", "c"]
+    assert selectors.pick_answered((a, b, c), {"z": 1.0}) == (a, b, c)
+
+
+def test_hybrid_confidence_and_a_models_own_rating():
+    tokens = [{"token": "a", "logprob": -0.6, "top_logprobs": [{"token": "a", "logprob": -0.6},
+                                                              {"token": "b", "logprob": -3.6}]}]
+    # logprob -0.6 -> (3 - 0.6) / 3 = 0.8; margin 3 -> 1 - e^-1 = 0.632
+    assert accept.confidence(tokens, "hybrid") == pytest.approx(0.5 * 0.8 + 0.5 * (1 - 2.718281828 ** -1), rel=1e-6)
+    assert accept.confidence(tokens, "hybrid", (1.0, 0.0)) == pytest.approx(0.8)
+    assert accept.confidence([{"token": "a", "logprob": -9.0}], "hybrid") == 0.0     # clamped, no runner-up
+    assert accept.self_rating('Sure. {"confidence": 0.82, "reason": "ok"}') == 0.82
+    assert accept.self_rating('{"confidence": 7}') == 1.0
+    assert accept.self_rating("I'd say 0.4") == 0.4
+    assert accept.self_rating("no idea") is None and accept.self_rating("about 12") is None
+
+
+def test_self_verify_needs_no_logprobs_so_any_api_format_loads():
+    d = doc({"type": "escalate", "escalate": {"accept": {"confidence": {"method": "self_verify", "gte": 0.7}}}})
+    d["providers"]["models"][1]["api_format"] = "anthropic"
+    load_raw(d)
+    d["recipes"][0]["decisions"][0]["algorithm"]["escalate"]["accept"]["confidence"]["method"] = "hybrid"
+    assert errors_of(d) == [f"{D}.algorithm.escalate.accept.confidence: invalid_value: logprobs come from Chat "
+                            "(api_format: openai) models only, not dear"]

@@ -44,6 +44,7 @@
     ├── ResponseTooLarge            502 response_too_large     guard (a held answer past its 64 MiB bound)
     ├── LooperBudgetExhausted       504 looper_budget_exhausted looper (an executor's deadline or max_calls)
     ├── LooperNoAcceptedAnswer      502 looper_no_accepted_answer looper (escalate, on_error: fail)
+    ├── LooperCallsFailed           502 looper_calls_failed     looper (ratings, remom, fusion, workflows)
     └── UpstreamError               502 upstream_failed        upstream
         ├── UpstreamTimeout         504 upstream_timeout
         ├── UpstreamInvalid             upstream_invalid_answer   a status outside 2xx/4xx/5xx, a redirect, a body
@@ -339,6 +340,13 @@ class LooperNoAcceptedAnswer(VsrError):
     """Every candidate of an escalation answered and none passed its accept check, with on_error: fail."""
 
     status, code, type, stage = 502, "looper_no_accepted_answer", "upstream_error", "looper"
+
+
+class LooperCallsFailed(VsrError):
+    """An executor that writes its own answer (ratings, remom, fusion, workflows) could not: a call failed
+    under on_error: fail, or none of the calls a step needed answered."""
+
+    status, code, type, stage = 502, "looper_calls_failed", "upstream_error", "looper"
 
 
 # --- upstream ------------------------------------------------------------------------------

@@ -15,8 +15,6 @@ from .schema_base import Block
 
 SELECTORS = frozenset({"static", "random", "multi_factor", "systemone"})
 EXECUTORS = frozenset({"escalate", "fusion", "remom", "ratings", "workflows"})
-# Types this router accepts but cannot run yet: refused at load rather than ignored (STYLE: no silent stubs).
-NOT_BUILT = frozenset({"systemone", "fusion", "remom", "ratings", "workflows"})
 
 # Removed types (spec 5.6), each with what replaces it.
 REMOVED = {
@@ -42,6 +40,11 @@ REMOVED = {
     "router_r1": "global.router.learning.adaptation",
 }
 RENAMED = {"decision": "systemone"}
+
+
+def kind_of(alg: "Algorithm") -> str:
+    """The algorithm's type as it runs: a renamed type under its new name."""
+    return RENAMED.get(alg.type, alg.type)
 
 Unit = Annotated[float, Meta(ge=0, le=1)]
 Weight = Annotated[float, Meta(ge=0, le=1000)]
@@ -83,6 +86,8 @@ class MultiFactorWeights(Block):
     latency: Weight = 1.0
     error_rate: Weight = 2.0
     quality: Weight = 1.0
+    # The matched domain rules' model_scores (recipes[].signals.domains[].model_scores), 0..1 per model.
+    domain: Weight = 1.0
 
 
 class MultiFactor(Block):
@@ -104,15 +109,31 @@ class Random(Block):
 
 class Confidence(Block):
     gte: float
-    method: Literal["avg_logprob", "margin"] = "avg_logprob"
+    method: Literal["avg_logprob", "margin", "hybrid", "self_verify"] = "avg_logprob"
     # avg_logprob: the answer's mean token logprob, at least gte (e.g. -0.3). margin: the mean gap between the
-    # chosen token's logprob and the runner-up's (top_logprobs), at least gte.
+    # chosen token's logprob and the runner-up's (top_logprobs), at least gte. hybrid (0..1, as vLLM Semantic
+    # Router normalizes them): logprob_weight x clamp((avg_logprob + 3) / 3) + margin_weight x (1 - e^(-margin/3)).
+    # self_verify (0..1): the answering model rates its own answer when asked (AutoMix), one more call.
+    logprob_weight: Annotated[float, Meta(ge=0, le=1)] = 0.5
+    margin_weight: Annotated[float, Meta(ge=0, le=1)] = 0.5
+
+
+TimeoutMs = Annotated[int, Meta(ge=1, le=60_000)]
+
+
+class AnswerCheck(Block):
+    """accept.systemone: the decision model's ``answer_check`` of the request and the answer, P(yes) >= gte."""
+
+    gte: Unit
+    deployment: str | None = None        # the decision model (system.decision_model) unless named
+    timeout_ms: TimeoutMs | None = None  # else the deployment's, else 1,000 ms
 
 
 class Accept(Block):
     """The one check an escalation's answer must pass to be returned."""
 
     confidence: Confidence | None = None
+    systemone: AnswerCheck | None = None
     # refusal: false accepts an answer that does not refuse (the model's own refusal field, or a refusal text).
     refusal: Literal[False] | None = None
 
@@ -122,16 +143,111 @@ class Escalate(Block):
     order: Literal["modelRefs", "cost"] = "modelRefs"
 
 
+class SystemOneSelect(Block):
+    """The ``systemone`` selector: one choice question whose options are the candidates and their descriptions."""
+
+    instructions: str = "Which model should answer this request?"
+    # Candidate model -> what it is good at; a candidate not listed is described by its provider entry's
+    # description, else by its name.
+    candidates: dict[str, str] = field(default_factory=dict)
+    deployment: str | None = None        # the decision model (system.decision_model) unless named
+    timeout_ms: TimeoutMs | None = None  # else the deployment's, else 1,000 ms
+
+
+Count = Annotated[int, Meta(ge=1, le=64)]
+Temperature = Annotated[float, Meta(ge=0, le=2)]
+Tokens = Annotated[int, Meta(ge=1, le=1_000_000)]
+
+
+class Ratings(Block):
+    """Every candidate answers, concurrently; the answer carries one choice per model (arena-style ratings)."""
+
+    max_concurrent: Count | None = None
+
+
+class Remom(Block):
+    """Rounds of parallel answers, each round reading the previous one's, then one final synthesis (ReMoM)."""
+
+    breadth_schedule: Annotated[list[Count], Meta(min_length=1, max_length=8)]
+    model_distribution: Literal["weighted", "equal", "round_robin", "first_only"] = "weighted"
+    temperature: Temperature = 1.0
+    max_completion_tokens: Tokens | None = None
+    compaction_strategy: Literal["full", "last_n_tokens"] = "full"
+    compaction_tokens: Tokens = 1000
+    max_concurrent: Count | None = None
+    min_successful_responses: Count | None = None   # a round ends once this many answered (the rest cancelled)
+    max_responses_per_round: Count | None = None    # how many of a round's answers the next round reads
+    synthesis_template: str | None = None           # {{original}} and {{references}} are replaced
+    synthesis_model: str | None = None              # the final round's one model; by model_distribution if unset
+    shuffle_seed: int = 42
+    include_intermediate_responses: bool = True
+
+
+class Fusion(Block):
+    """A panel answers in parallel, a judge model analyses the answers, then writes the final one."""
+
+    model: str | None = None                        # the judge; the first analysis model if unset
+    analysis_models: list[str] = field(default_factory=list)   # the panel; the modelRefs if empty
+    analysis_mode: Literal["separate", "none"] = "separate"    # none: no analysis call, synthesis only
+    max_concurrent: Count | None = None
+    min_successful_responses: Count | None = None
+    max_completion_tokens: Tokens | None = None
+    temperature: Temperature | None = None
+    include_analysis: bool = True
+    include_intermediate_responses: bool = True
+    analysis_template: str | None = None            # {{original}} and {{responses}} are replaced
+    synthesis_template: str | None = None           # ... and {{analysis}}
+
+
+class WorkflowRole(Block):
+    name: Annotated[str, Meta(min_length=1)]
+    models: Annotated[list[str], Meta(min_length=1)]
+    prompt: str | None = None
+    # Earlier outputs this role reads, by role name or agent ("role:index:model"); every earlier one if empty.
+    access_list: list[str] = field(default_factory=list)
+
+
+class WorkflowFinal(Block):
+    model: str | None = None                        # the last role's first model if unset
+    prompt: str | None = None
+
+
+class WorkflowPlanner(Block):
+    model: str | None = None                        # the first modelRef if unset
+    max_completion_tokens: Tokens | None = None
+
+
+class Workflows(Block):
+    """Roles run in order, each role's models in parallel, each reading earlier outputs; a final model merges.
+    ``static``: the roles as written; ``dynamic``: the planner model writes the roles (at most ``max_steps``)."""
+
+    mode: Literal["static", "dynamic"] = "static"
+    roles: list[WorkflowRole] = field(default_factory=list)
+    planner: WorkflowPlanner = WorkflowPlanner()
+    max_steps: Count = 4
+    final: WorkflowFinal = WorkflowFinal()
+    max_parallel: Count = 2
+    min_successful_responses: Count | None = None
+    max_completion_tokens: Tokens | None = None
+    temperature: Temperature | None = None
+    include_intermediate_responses: bool = True
+
+
 class Algorithm(Block):
     type: str = "static"
     random: Random | None = None
     multi_factor: MultiFactor | None = None
+    systemone: SystemOneSelect | None = None
     escalate: Escalate | None = None
+    ratings: Ratings | None = None
+    remom: Remom | None = None
+    fusion: Fusion | None = None
+    workflows: Workflows | None = None
     budget: Budget | None = None
-    on_error: Literal["last_attempt", "fail"] | None = None
+    on_error: Literal["last_attempt", "fail", "skip"] | None = None
 
 
-_BLOCKS = ("random", "multi_factor", "escalate")
+_BLOCKS = ("random", "multi_factor", "systemone", "escalate", "ratings", "remom", "fusion", "workflows")
 
 
 def algorithm_errors(path: str, alg: Algorithm, refs: list[str]) -> tuple[list[str], list[str]]:
@@ -147,9 +263,6 @@ def algorithm_errors(path: str, alg: Algorithm, refs: list[str]) -> tuple[list[s
     if kind not in SELECTORS | EXECUTORS:
         known = ", ".join(sorted(SELECTORS | EXECUTORS))
         return [f"{path}.type: invalid_value: unknown algorithm type {kind!r} (one of: {known})"], warnings
-    if kind in NOT_BUILT:
-        return [f"{path}.type: unsupported_value: the {kind} algorithm is not built in this router yet; "
-                "use static, random, multi_factor or escalate"], warnings
     for name in _BLOCKS:
         if name != kind and getattr(alg, name) is not None:
             errors.append(f"{path}.{name}: invalid_value: settings of the {name} algorithm under type {kind!r}")
@@ -163,15 +276,67 @@ def algorithm_errors(path: str, alg: Algorithm, refs: list[str]) -> tuple[list[s
             errors.append(f"{path}.escalate: missing_field: an escalate algorithm needs escalate.accept")
         else:
             accept = alg.escalate.accept
-            checks = [n for n in ("confidence", "refusal") if getattr(accept, n) is not None]
+            checks = [n for n in ("confidence", "systemone", "refusal") if getattr(accept, n) is not None]
             if len(checks) != 1:
-                errors.append(f"{path}.escalate.accept: invalid_value: exactly one check (confidence or "
-                              f"refusal: false), got {len(checks)}")
+                errors.append(f"{path}.escalate.accept: invalid_value: exactly one check (confidence, systemone "
+                              f"or refusal: false), got {len(checks)}")
         if len(refs) < 2:
             errors.append(f"{path}: invalid_value: escalate needs at least two modelRefs to escalate between")
+    if kind == "escalate" and alg.on_error == "skip":
+        errors.append(f"{path}.on_error: invalid_value: escalate's on_error is last_attempt or fail")
+    elif kind in EXECUTORS and kind != "escalate" and alg.on_error == "last_attempt":
+        errors.append(f"{path}.on_error: invalid_value: {kind}'s on_error is skip or fail")
+    if kind in EXECUTORS and kind != "escalate" and alg.budget is not None and alg.budget.turn is not None:
+        errors.append(f"{path}.budget.turn: invalid_value: the turn budget splits escalate's attempts; {kind} "
+                      "takes deadline_ms and max_calls")
+    if kind == "fusion" and alg.fusion is not None and alg.fusion.min_successful_responses is not None:
+        panel = len(dict.fromkeys(alg.fusion.analysis_models or refs))
+        if alg.fusion.min_successful_responses > panel:
+            errors.append(f"{path}.fusion.min_successful_responses: invalid_value: "
+                          f"{alg.fusion.min_successful_responses} exceeds the panel of {panel}")
+    if kind == "systemone":
+        described = alg.systemone.candidates if alg.systemone is not None else {}
+        for name in described:
+            if name not in refs:
+                errors.append(f"{path}.systemone.candidates.{name}: unknown_model: {name!r} is not one of the "
+                              "decision's modelRefs")
+        if len(dict.fromkeys(refs)) < 2:
+            errors.append(f"{path}: invalid_value: the systemone selector needs at least two modelRefs to choose "
+                          "between")
+    errors += _named_models(path, alg, kind, refs)
     if kind == "multi_factor" and alg.multi_factor is not None:
         for name in alg.multi_factor.quality:
             if name not in refs:
                 errors.append(f"{path}.multi_factor.quality.{name}: unknown_model: {name!r} is not one of "
                               "the decision's modelRefs")
     return errors, warnings
+
+
+def _named_models(path: str, alg: Algorithm, kind: str, refs: list[str]) -> list[str]:
+    """The models an executor's settings name: each must be one of the decision's modelRefs (its candidates)."""
+    named: list[tuple[str, str | None]] = []
+    if kind == "remom" and alg.remom is not None:
+        named.append(("remom.synthesis_model", alg.remom.synthesis_model))
+    elif kind == "remom":
+        return [f"{path}.remom: missing_field: a remom algorithm needs remom.breadth_schedule"]
+    if kind == "fusion" and alg.fusion is not None:
+        named.append(("fusion.model", alg.fusion.model))
+        named += [(f"fusion.analysis_models[{i}]", m) for i, m in enumerate(alg.fusion.analysis_models)]
+    if kind == "workflows" and alg.workflows is not None:
+        w = alg.workflows
+        if w.mode == "static" and not w.roles:
+            return [f"{path}.workflows.roles: missing_field: a static workflow needs its roles"]
+        if w.mode == "dynamic" and w.roles:
+            return [f"{path}.workflows.roles: invalid_value: a dynamic workflow's planner writes its roles; "
+                    "remove them or set mode: static"]
+        named.append(("workflows.planner.model", w.planner.model))
+        for i, role in enumerate(w.roles):
+            named += [(f"workflows.roles[{i}].models[{j}]", m) for j, m in enumerate(role.models)]
+            if w.min_successful_responses is not None and w.min_successful_responses > len(role.models):
+                return [f"{path}.workflows.min_successful_responses: invalid_value: {w.min_successful_responses} "
+                        f"exceeds the {len(role.models)} models of roles[{i}]"]
+        named.append(("workflows.final.model", w.final.model))
+    elif kind == "workflows":
+        return [f"{path}.workflows: missing_field: a workflows algorithm needs workflows.roles"]
+    return [f"{path}.{where}: unknown_model: {name!r} is not one of the decision's modelRefs"
+            for where, name in named if name is not None and name not in refs]

@@ -49,7 +49,8 @@ class TurnsInput(Block, kw_only=True):
 class DomainRule(_Rule, kw_only=True):
     labels: list[str] | None = None
     predicate: Predicate | None = None
-    model_scores: dict[str, float] | None = None
+    # Model -> how well it serves this domain, 0..1: a multi_factor decision's domain factor when the rule matched.
+    model_scores: dict[str, Annotated[float, Meta(ge=0, le=1)]] | None = None
 
 
 class LabelledRule(_Rule, kw_only=True):

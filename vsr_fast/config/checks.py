@@ -84,7 +84,8 @@ def _check_algorithms(config: RouterConfig, errors: list[str], warnings: list[st
                               f"models share one currency (found {', '.join(sorted(currencies))})")
             esc = d.algorithm.escalate
             formats = {m.name: m.api_format for m in config.providers.models}
-            if d.algorithm.type == "escalate" and esc is not None and esc.accept.confidence is not None:
+            conf = esc.accept.confidence if esc is not None else None
+            if d.algorithm.type == "escalate" and conf is not None and conf.method != "self_verify":
                 other = sorted({r for r in refs if formats.get(r, "openai") != "openai"})
                 if other:
                     errors.append(f"{path}.escalate.accept.confidence: invalid_value: logprobs come from Chat "
@@ -179,11 +180,17 @@ def endpoint_problem(endpoint: str) -> str | None:
 
 def _check_recipe(recipe: Recipe, models: set[str], errors: list[str]) -> None:
     base = f"recipes[{recipe.name}]"
+    weighs = any(d.algorithm.type == "multi_factor" for d in recipe.decisions)
     for rule in recipe.signals.domains:
-        if rule.model_scores is not None:
-            errors.append(f"{base}.signals.domains[{rule.name}].model_scores: unsupported_field: not read by this "
-                          "router yet (the static selector tries a decision's modelRefs in order); order the "
-                          "modelRefs and remove it")
+        if rule.model_scores is None:
+            continue
+        where = f"{base}.signals.domains[{rule.name}].model_scores"
+        if not weighs:
+            errors.append(f"{where}: unsupported_field: read only by a multi_factor decision (its domain factor), "
+                          "and this recipe has none; order the modelRefs of a static decision and remove it")
+        for name in rule.model_scores:
+            if name not in models:
+                errors.append(f"{where}.{name}: unknown_model: {name!r} is not in providers.models")
     for name in _dupes([d.name for d in recipe.decisions]):
         errors.append(f"{base}.decisions: duplicate_name: decision {name!r} is declared more than once")
     for i, decision in enumerate(recipe.decisions):

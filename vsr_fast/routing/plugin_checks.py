@@ -74,14 +74,24 @@ def _deepest(config: RouterConfig, recipe, i: int, field: str) -> str:
 
 
 def _judges(config: RouterConfig) -> Iterator[tuple[str, str | None, frozenset[str]]]:
-    """``(path of the match block, its judge's own deployment, the question types it asks)`` of every match
-    judge: tools.select (tool_need and tool_rank) and a semantic response_cache (same_request unless
-    its judge asks a custom question)."""
+    """``(path of the judge block, its own deployment, the question types it asks)`` of every judge: a match
+    judge of tools.select (tool_need and tool_rank) and of a semantic response_cache (same_request unless it
+    asks a custom question), and the Looper's (the systemone selector's choice, escalate's answer_check)."""
     for path, _, entry in _entries(config, "tools"):
         select = entry.configuration.get("select")
         if isinstance(select, dict):
             judge = _judge_of(select.get("match"))
-            yield f"{path}.select.match", judge.get("deployment"), frozenset({"choice", "noul"})
+            yield f"{path}.select.match.judge", judge.get("deployment"), frozenset({"choice", "noul"})
+    for recipe in config.recipes:
+        for i, d in enumerate(recipe.decisions):
+            alg, path = d.algorithm, f"recipes[{recipe.name}].decisions[{i}].algorithm"
+            if alg.type in ("systemone", "decision") and alg.systemone is not None:
+                yield f"{path}.systemone", alg.systemone.deployment, frozenset({"choice"})
+            elif alg.type in ("systemone", "decision"):
+                yield f"{path}.systemone", None, frozenset({"choice"})
+            check = alg.escalate.accept.systemone if alg.type == "escalate" and alg.escalate is not None else None
+            if check is not None:
+                yield f"{path}.escalate.accept.systemone", check.deployment, frozenset({"noul"})
     for path, _, entry in _entries(config, response_cache.TYPE):
         conf = entry.configuration
         if conf.get("mode", "exact") == "exact" or conf.get("enabled") is False:
@@ -92,7 +102,7 @@ def _judges(config: RouterConfig) -> Iterator[tuple[str, str | None, frozenset[s
             continue                    # recall alone: no judge to ask
         judge = _judge_of(match)
         question = judge.get("question") if isinstance(judge.get("question"), dict) else {}
-        yield f"{path}.semantic.match", judge.get("deployment"), frozenset({question.get("type", "noul")})
+        yield f"{path}.semantic.match.judge", judge.get("deployment"), frozenset({question.get("type", "noul")})
 
 
 def _judge_of(match: object) -> dict:
@@ -101,8 +111,7 @@ def _judge_of(match: object) -> dict:
 
 
 def judge_deployments(config: RouterConfig) -> dict[str, str]:
-    """Deployment -> the path of a match block whose judge asks it (its own deployment, else the decision
-    model)."""
+    """Deployment -> the path of a judge that asks it (its own deployment, else the decision model)."""
     default = config.global_.model_catalog.system.decision_model.deployment or PRIMARY
     out: dict[str, str] = {}
     for path, own, _ in _judges(config):
@@ -116,7 +125,7 @@ def check_judges(config: RouterConfig, table, errors: CompileErrors) -> None:
     for path, own, types in _judges(config):
         name = own or default
         if name not in table.deployments:
-            errors.add(f"{path}.judge.deployment", "unknown_deployment",
+            errors.add(f"{path}.deployment", "unknown_deployment",
                        f"{name!r} is not declared in global.model_catalog.deployments")
             continue
         capable = table.capability(name, errors)
@@ -124,9 +133,9 @@ def check_judges(config: RouterConfig, table, errors: CompileErrors) -> None:
             continue
         missing = sorted(types - capable.question_types)
         if missing:
-            asks = ("tool_need and tool_rank ask noul and choice questions" if path.endswith("select.match")
+            asks = ("tool_need and tool_rank ask noul and choice questions" if path.endswith("select.match.judge")
                     else f"the judge asks {' and '.join(sorted(types))} questions")
-            errors.add(f"{path}.judge", "question_type_unsupported",
+            errors.add(path, "question_type_unsupported",
                        f'{asks}; deployment "{name}" does not answer {", ".join(missing)}')
 
 

@@ -7,14 +7,20 @@ whole answer or across a stream's chunks): ``avg_logprob`` is their mean,
 candidate is asked. ``refusal: false`` accepts an answer the model did not mark
 as a refusal: Chat's ``refusal`` (message or delta) or a ``content_filter``
 finish, Messages' ``refusal`` stop reason, a Responses ``refusal`` content part.
+``systemone`` is the decision model's ``answer_check``, asked by the Looper about
+a readable answer's text (``answer_text``); here it only requires a readable answer.
 """
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 import msgspec
 
 from ..config.algorithm import Accept
+from ..errors import VsrError
+from ..protocol.translate import BY_FORMAT, GUARDED
 
 _DECODE = msgspec.json.Decoder()
 
@@ -53,11 +59,17 @@ def token_logprobs(docs: list[Any]) -> list[dict]:
     return tokens
 
 
-def confidence(tokens: list[dict], method: str) -> float | None:
+def confidence(tokens: list[dict], method: str, weights: tuple[float, float] = (0.5, 0.5)) -> float | None:
+    """The answer's confidence by ``method`` from its token logprobs; None without logprobs."""
     if not tokens:
         return None
     if method == "avg_logprob":
         return sum(t["logprob"] for t in tokens) / len(tokens)
+    if method == "hybrid":
+        lp = min(1.0, max(0.0, (confidence(tokens, "avg_logprob") + 3.0) / 3.0))
+        gap = confidence(tokens, "margin")
+        margin = 1.0 - math.exp(-gap / 3.0) if gap > 0 else 0.0
+        return weights[0] * lp + weights[1] * margin
     gaps = []
     for t in tokens:
         others = [a["logprob"] for a in t.get("top_logprobs") or []
@@ -129,12 +141,58 @@ def accepted(accept: Accept, body: bytes, streamed: bool) -> tuple[bool, str]:
     broken = defect(docs)
     if broken is not None:
         return False, broken
+    if accept.confidence is not None and accept.confidence.method == "self_verify":
+        return True, "readable"            # the model's own rating follows (the Looper asks it)
     if accept.confidence is not None:
         c = accept.confidence
-        value = confidence(token_logprobs(docs), c.method)
+        value = confidence(token_logprobs(docs), c.method, (c.logprob_weight, c.margin_weight))
         if value is None:
             return False, f"{c.method}: no logprobs"
         return value >= c.gte, f"{c.method}={value:.3f}"
+    if accept.systemone is not None:
+        return True, "readable"
     if refused(docs):
         return False, "refusal"
     return True, "no refusal"
+
+
+def answer_text(body: bytes, api_format: str, streamed: bool) -> str | None:
+    """The text of one answer as its backend wrote it (api_format), whole or streamed; None when unreadable."""
+    fmt = BY_FORMAT.get(api_format)
+    if fmt is None:
+        return None
+    try:
+        if streamed:
+            return GUARDED.stream_text(GUARDED.stream_events(fmt, body))
+        return GUARDED.answer_text(fmt, body)
+    except (msgspec.DecodeError, msgspec.ValidationError, VsrError):   # unreadable, or a failure answer
+        return None
+
+
+SELF_VERIFY = """Rate how well an AI assistant answered a question.
+
+Question: {question}
+
+Answer: {answer}
+
+Give a score from 0.0 (wrong, irrelevant or harmful) to 1.0 (correct, complete and clear); 0.8 for mostly
+correct with small gaps, 0.6 for partly correct, 0.4 for significant errors, 0.2 for mostly wrong.
+Reply with only a JSON object: {{"confidence": <score>, "reason": "<a few words>"}}"""
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+
+
+def self_rating(text: str) -> float | None:
+    """The confidence a model gave its own answer: the JSON's ``confidence`` (clamped to 0..1), else a bare
+    number in 0..1; None when the reply holds neither."""
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        try:
+            value = msgspec.json.decode(text[start:end + 1].encode()).get("confidence")
+        except (msgspec.DecodeError, AttributeError):
+            value = None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return min(1.0, max(0.0, float(value)))
+    found = _NUMBER.search(text)
+    if found is not None and 0.0 <= float(found.group()) <= 1.0:
+        return float(found.group())
+    return None

@@ -1,4 +1,5 @@
-"""The ``random`` and ``multi_factor`` selectors: one candidate first, the others kept as its fallbacks.
+"""The ``random``, ``multi_factor`` and ``systemone`` selectors: one candidate first, the others kept as its
+fallbacks.
 
 A selector only reorders: the chosen candidate is tried first and the rest keep
 their modelRefs order behind it, so a failing choice still falls back as
@@ -12,7 +13,7 @@ import random as _random
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from ..config.algorithm import MultiFactor
+from ..config.algorithm import MultiFactor, SystemOneSelect
 from ..config.schema import ProviderModel
 
 log = logging.getLogger("vsr_fast.selection")
@@ -71,8 +72,10 @@ class Sessions:
 
 
 def scores(candidates: Sequence[ProviderModel], cfg: MultiFactor, stats: ModelStats,
-           affinity_model: str | None) -> list[float]:
-    """Each candidate's score: quality minus normalized cost, latency and error rate, each weighed.
+           affinity_model: str | None, domain: dict[str, float] | None = None) -> list[float]:
+    """Each candidate's score: quality and domain score minus normalized cost, latency and error rate, each
+    weighed. ``domain`` is the matched domain rules' model_scores (absent: no domain factor; a candidate they do
+    not list is 0.5, as for quality).
 
     Cost and latency are divided by the largest among the candidates (0..1, the
     dearest or slowest is 1), so weights compare like with like; an unmeasured
@@ -90,6 +93,8 @@ def scores(candidates: Sequence[ProviderModel], cfg: MultiFactor, stats: ModelSt
     for c, cost, latency in zip(candidates, costs, lat):
         s = (w.quality * cfg.quality.get(c.name, 0.5) - w.cost * cost / top_cost - w.latency * latency / top_lat
              - w.error_rate * stats.errors.get(c.name, 0.0))
+        if domain:
+            s += w.domain * domain.get(c.name, 0.5)
         if c.name == affinity_model:
             s += cfg.affinity
         out.append(s)
@@ -97,15 +102,40 @@ def scores(candidates: Sequence[ProviderModel], cfg: MultiFactor, stats: ModelSt
 
 
 def pick_multi_factor(candidates: Sequence[ProviderModel], cfg: MultiFactor, stats: ModelStats,
-                      affinity_model: str | None) -> tuple[ProviderModel, ...]:
+                      affinity_model: str | None, domain: dict[str, float] | None = None) -> tuple[ProviderModel, ...]:
     """The best-scoring candidate first (ties keep the modelRefs order)."""
     try:
-        s = scores(candidates, cfg, stats, affinity_model)
+        s = scores(candidates, cfg, stats, affinity_model, domain)
     except Exception:  # a selector that fails falls back to the first candidate (spec 5.6)
         log.exception("multi_factor failed; the first candidate goes first")
         return tuple(candidates)
     best = max(range(len(candidates)), key=lambda i: (s[i], -i))
     return first(candidates[best], candidates)
+
+
+def domain_scores(matched: Sequence[dict[str, float]]) -> dict[str, float]:
+    """The model_scores of the request's matched domain rules, merged: a model's best score among them."""
+    out: dict[str, float] = {}
+    for scores_ in matched:
+        for name, score in scores_.items():
+            out[name] = max(score, out.get(name, score))
+    return out
+
+
+def descriptions(candidates: Sequence[ProviderModel], cfg: SystemOneSelect) -> dict[str, str]:
+    """The systemone selector's options: each candidate and what it is good at (the selector's own words, else
+    its provider entry's description, else its name)."""
+    return {c.name: cfg.candidates.get(c.name) or c.description or c.name for c in candidates}
+
+
+def pick_answered(candidates: Sequence[ProviderModel], probabilities: dict[str, float]) -> tuple[ProviderModel, ...]:
+    """The candidate the decision model gave the highest probability first (ties keep the modelRefs order);
+    the modelRefs order when it named none of them."""
+    known = [(probabilities[c.name], -i) for i, c in enumerate(candidates) if c.name in probabilities]
+    if not known:
+        return tuple(candidates)
+    _, best = max(known)
+    return first(candidates[-best], candidates)
 
 
 class SelectionState:

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...config.algorithm import kind_of
 from ...config.schema import ProviderModel
-from ...protocol.adapters import Outbound
+from ...protocol.adapters import Inbound, Outbound
 from ...upstream import Stream, Whole
 from ..delegation import delegated_credential
 from ...selection.cost import Tally
-from . import looper
+from . import executors, looper
 from .exchange import Exchange
 from .masking import mask
+
+WRITERS = frozenset({"ratings", "remom", "fusion", "workflows"})   # executors that write their own answer
 
 
 async def dispatch(ex: Exchange) -> Stream | Whole:
@@ -20,30 +23,44 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
     assert r is not None and req is not None
     credential = delegated_credential(ex.state, ex.scope, r.candidates)
 
+    async def written(model: ProviderModel, inbound: Inbound) -> Outbound:
+        out = ex.adapter.upstream(inbound, model.api_format, model.upstream_model)
+        # The client's forwarded headers join the request's own, so header_mutation sees them all.
+        out = dataclasses.replace(out, headers=(*client_headers, *out.headers), credential=credential)
+        return await _shaped(ex, out, model)
+
     async def outbound_for(model: ProviderModel) -> Outbound:
         out = ex.outbound.get(model.name)
         if out is None:
-            out = ex.adapter.upstream(req, model.api_format, model.upstream_model)
-            # The client's forwarded headers join the request's own, so header_mutation sees them all.
-            out = dataclasses.replace(out, headers=(*client_headers, *out.headers), credential=credential)
-            out = ex.outbound[model.name] = await _shaped(ex, out, model)
+            out = ex.outbound[model.name] = await written(model, req)
         return out
+
+    async def rewritten(model: ProviderModel, raw: bytes) -> Outbound:
+        """An executor's own question to ``model``: the client's request rewritten, in the client's protocol."""
+        return await written(model, ex.adapter.with_raw(req, raw))
 
     client_headers = tuple(ex.provider_headers())
     dispatcher = ex.state.dispatcher
     streamed = ex.adapter.stream(req)
     alg = looper.algorithm_of(r)
-    r = ex.route = looper.select(ex, r, alg)
+    r = ex.route = await looper.select(ex, r, alg)
     ex.model = r.candidates[0].name if r.candidates else None
     tally = ex.cost = Tally()
-    if alg is not None and alg.type == "escalate":
-        answer = await looper.escalate(ex, r.candidates, outbound_for, alg, streamed, tally)   # counts its calls
+    kind = kind_of(alg) if alg is not None else "static"
+    if alg is not None and kind == "escalate":
+        answer = await looper.escalate(ex, r.candidates, outbound_for, alg, streamed, tally,  # counts its calls
+                                       rewritten)
+    elif alg is not None and kind in WRITERS:
+        assert r.chosen is not None and r.chosen.decision is not None
+        weights = {ref.model: ref.weight for ref in reversed(r.chosen.decision.modelRefs)}
+        refs = [(c.name, weights.get(c.name, 1.0)) for c in r.candidates]
+        answer = await executors.run(ex, kind, alg, r.candidates, refs, rewritten, streamed, tally)
     else:
         send = dispatcher.stream if streamed else dispatcher.whole
         answer = await send(r.candidates, outbound_for, [])
         ex.rec.attempts(answer.attempts)
         answer = looper.count_cost(ex, answer, tally)
-    if alg is not None and alg.type == "multi_factor":
+    if alg is not None and kind == "multi_factor":
         looper.served(ex, answer.model.name)
     return answer
 

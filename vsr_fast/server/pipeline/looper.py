@@ -1,7 +1,8 @@
 """The Looper (spec 5.6): a decision's algorithm run on the dispatch stage.
 
-Selectors (``random``, ``multi_factor``) put one candidate first and keep the
-others as its fallbacks. The ``escalate`` executor calls the candidates one at a
+Selectors (``random``, ``multi_factor``, ``systemone``) put one candidate first and
+keep the others as its fallbacks; ``systemone`` asks the decision model one choice
+question over the candidates' descriptions, in a call of its own. The ``escalate`` executor calls the candidates one at a
 time, in ``order``, and returns the first answer its ``accept`` check passes,
 under a ``budget`` counted from the request's arrival: ``deadline_ms`` and
 ``max_calls`` (every upstream attempt, transport retries included). A streamed
@@ -15,22 +16,25 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import msgspec
 import trio
 
-from ...config.algorithm import Algorithm, MultiFactor, Turn
+from ...config.algorithm import Algorithm, AnswerCheck, MultiFactor, SystemOneSelect, Turn, kind_of
+from ...config.catalog import PRIMARY
 from ...config.schema import ProviderModel
 from ...errors import LooperBudgetExhausted, LooperNoAcceptedAnswer, UpstreamError
 from ...headers import registry as h
 from ...headers import trace
 from ...plugins.response_guard import HOLD_LIMIT_BYTES
+from ...protocol import systemone as wire
 from ...protocol.adapters import Outbound
 from ...routing import Route
 from ...selection import accept as checks
-from ...selection import selectors
+from ...selection import selectors, synthesis
 from ...selection.cost import StreamUsage, Tally
+from ...systemone.presets import PRESETS
 from ...upstream import Attempt, Stream, Whole
 from ...upstream.dispatch import OutboundFor, _built
 from ...upstream.transport import TransportError
@@ -38,6 +42,8 @@ from ..recording import session_id
 from .exchange import Exchange
 
 log = logging.getLogger("vsr_fast.looper")
+Rewrite = Callable[[ProviderModel, bytes], Awaitable[Outbound]]   # (model, client-protocol body) -> request
+SELECTOR_QUESTION = "selector"     # the systemone selector's question ID (how-the-router-uses-system-one)
 
 
 def algorithm_of(r: Route) -> Algorithm | None:
@@ -45,12 +51,15 @@ def algorithm_of(r: Route) -> Algorithm | None:
     return chosen.decision.algorithm if chosen is not None and chosen.decision is not None else None
 
 
-def select(ex: Exchange, r: Route, alg: Algorithm | None) -> Route:
+async def select(ex: Exchange, r: Route, alg: Algorithm | None) -> Route:
     """The route with its candidates in the order the decision's selector chose (static: as written)."""
-    if alg is None or alg.type not in ("random", "multi_factor") or len(r.candidates) < 2:
+    kind = kind_of(alg) if alg is not None else "static"
+    if alg is None or kind not in ("random", "multi_factor", "systemone") or len(r.candidates) < 2:
         return r
     sel = ex.state.selection
-    if alg.type == "random":
+    if kind == "systemone":
+        order = await _systemone(ex, r.candidates, alg.systemone or SystemOneSelect())
+    elif kind == "random":
         assert r.chosen is not None and r.chosen.decision is not None
         weight = {}
         for ref in r.chosen.decision.modelRefs:
@@ -60,8 +69,47 @@ def select(ex: Exchange, r: Route, alg: Algorithm | None) -> Route:
     else:
         session = session_id(ex.scope, ex.state.session_headers)
         order = selectors.pick_multi_factor(r.candidates, alg.multi_factor or MultiFactor(), sel.stats,
-                                            sel.sessions.get(session))
+                                            sel.sessions.get(session), _domain_scores(ex, r))
     return dataclasses.replace(r, candidates=order)
+
+
+def _domain_scores(ex: Exchange, r: Route) -> dict[str, float] | None:
+    """The model_scores of the domain rules this request matched (read when the decision's rules name them)."""
+    compiled = ex.state.table.recipes.get(r.recipe) if r.recipe is not None else None
+    if compiled is None or r.readings is None:
+        return None
+    matched = []
+    for rule in compiled.recipe.signals.domains:
+        outcome = r.readings.get("domain", rule.name)
+        if rule.model_scores and outcome is not None and outcome.matched:
+            matched.append(rule.model_scores)
+    return selectors.domain_scores(matched) or None
+
+
+async def _systemone(ex: Exchange, candidates: tuple[ProviderModel, ...], cfg: SystemOneSelect
+                     ) -> tuple[ProviderModel, ...]:
+    """One choice question whose options are the candidates; the decision model's most probable one first.
+    When it is not ready, late or answers invalidly, the first modelRef answers (spec 5.6)."""
+    asker = ex.state.systemone
+    answers = None
+    if asker is not None and ex.req is not None:
+        question = wire.ChoiceQuestion(criteria=selectors.descriptions(candidates, cfg), instructions=cfg.instructions)
+        deployment = cfg.deployment or ex.state.table.catalog.system.decision_model.deployment or PRIMARY
+        text = ex.adapter.canonical(ex.req).text
+        answers = await asker.ask_standard(deployment, wire.State(request=text), {SELECTOR_QUESTION: question},
+                                           cfg.timeout_ms)
+    answer = answers.get(SELECTOR_QUESTION) if answers else None
+    if not isinstance(answer, wire.ChoiceAnswer):
+        note(ex, "selector", ["systemone: no answer, the first candidate goes first"])
+        return candidates
+    order = selectors.pick_answered(candidates, answer.probabilities)
+    note(ex, "selector", [f"systemone: {c.name}={answer.probabilities.get(c.name, 0.0):.3f}" for c in order])
+    return order
+
+
+def note(ex: Exchange, member: str, items: list[str]) -> None:
+    if ex.trace is not None:
+        ex.trace = trace.with_member(ex.trace, trace.list_member(member, items))
 
 
 def served(ex: Exchange, model: str) -> None:
@@ -77,7 +125,7 @@ def count_cost(ex: Exchange, answer: Stream | Whole, tally: Tally) -> Stream | W
     if isinstance(answer, Whole):
         if answer.status < 400:
             tally.add_whole(answer.model, answer.body)
-        _metric(ex, tally)
+        metric(ex, tally)
         return answer
     if answer.model.pricing is None:
         return answer
@@ -94,10 +142,10 @@ async def _tapped(ex: Exchange, rest: AsyncIterator[bytes], reader: StreamUsage,
         yield chunk
     reader.feed(b"\n")
     tally.add(model, reader.tokens)
-    _metric(ex, tally)
+    metric(ex, tally)
 
 
-def _metric(ex: Exchange, tally: Tally) -> None:
+def metric(ex: Exchange, tally: Tally) -> None:
     if tally.total is None:
         return
     for model, cost in tally.calls:
@@ -108,14 +156,14 @@ def _metric(ex: Exchange, tally: Tally) -> None:
 # --- escalate ----------------------------------------------------------------------------------------
 
 
-class _Spent:
+class Spent:
     """A held stream's response, already closed: the relay's aclose has nothing left to do."""
 
     async def aclose(self) -> None:
         return None
 
 
-async def _nothing() -> AsyncIterator[bytes]:
+async def nothing() -> AsyncIterator[bytes]:
     return
     yield b""
 
@@ -132,9 +180,11 @@ _MAX_TOKENS = {"openai": "max_tokens", "anthropic": "max_tokens", "responses": "
 
 def _asking(outbound_for: OutboundFor, alg: Algorithm, token_cap: list[int | None]) -> OutboundFor:
     """Each call's request as the executor needs it: Chat candidates asked for logprobs when a confidence
-    check reads them (top 2 for ``margin``), and max_tokens capped by the turn's remaining time."""
+    check reads them (top 2 for ``margin`` and ``hybrid``), and max_tokens capped by the turn's remaining time."""
     esc = alg.escalate
     conf = esc.accept.confidence if esc is not None else None
+    if conf is not None and conf.method == "self_verify":
+        conf = None                      # the model rates its answer in a call of its own: no logprobs read
     if conf is None and (alg.budget is None or alg.budget.turn is None):
         return outbound_for
 
@@ -146,7 +196,7 @@ def _asking(outbound_for: OutboundFor, alg: Algorithm, token_cap: list[int | Non
         body = msgspec.json.decode(out.body)
         if conf is not None and model.api_format == "openai":
             body["logprobs"] = True
-            if conf.method == "margin":
+            if conf.method in ("margin", "hybrid"):
                 body["top_logprobs"] = max(2, body.get("top_logprobs") or 0)
         if cap is not None and key is not None:
             if model.api_format == "openai" and "max_completion_tokens" in body:
@@ -190,11 +240,11 @@ async def _call(ex: Exchange, model: ProviderModel, outbound_for: OutboundFor, s
         with trio.CancelScope(shield=True):
             await answer.aclose()
     body = bytes(held)
-    return dataclasses.replace(answer, first=body, rest=_nothing(), response=_Spent(), released=True), body
+    return dataclasses.replace(answer, first=body, rest=nothing(), response=Spent(), released=True), body
 
 
 async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor,
-                   alg: Algorithm, streamed: bool, tally: Tally) -> Stream | Whole:
+                   alg: Algorithm, streamed: bool, tally: Tally, rewritten: Rewrite | None = None) -> Stream | Whole:
     """The first accepted answer of the candidates in order, within the budget; else ``on_error``."""
     esc = alg.escalate
     assert esc is not None
@@ -256,7 +306,20 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
         if answer.status >= 400:
             verdicts.append(f"{model.name}: HTTP {answer.status}")
             continue
-        ok, why = checks.accepted(esc.accept, body, streamed and isinstance(answer, Stream))
+        as_stream = streamed and isinstance(answer, Stream)
+        ok, why = checks.accepted(esc.accept, body, as_stream)
+        conf = esc.accept.confidence
+        if ok and conf is not None and conf.method == "self_verify" and rewritten is not None:
+            calls += 1                                  # the model's rating of its own answer: one more call
+            ok, why = False, "self_verify: cut by the budget"
+            with trio.move_on_at(at):
+                ok, why, rated = await _self_verify(ex, answer.model, body, as_stream, conf.gte, rewritten, tally)
+                attempts += rated
+        if ok and esc.accept.systemone is not None:
+            calls += 1                                  # the judge's call counts against the budget
+            ok, why = False, "answer_check: cut by the budget"
+            with trio.move_on_at(at):
+                ok, why = await _answer_check(ex, esc.accept.systemone, answer.model, body, as_stream)
         verdicts.append(f"{model.name}: {why}, {'accepted' if ok else 'rejected'}")
         if ok:
             _done(ex, attempts, verdicts, tally)
@@ -277,6 +340,52 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
     return last
 
 
+async def _self_verify(ex: Exchange, model: ProviderModel, body: bytes, streamed: bool, gte: float,
+                       rewritten: Rewrite, tally: Tally) -> tuple[bool, str, list[Attempt]]:
+    """confidence.self_verify: the model that answered rates its own answer (0..1) when asked, in a whole call
+    whose cost counts; an answer it could not rate is not accepted."""
+    text = checks.answer_text(body, model.api_format, streamed)
+    if not text or ex.req is None:
+        return False, "self_verify: nothing to rate", []
+    prompt = checks.SELF_VERIFY.format(question=ex.adapter.canonical(ex.req).text, answer=text)
+    out = await rewritten(model, synthesis.with_prompt(synthesis.plain_body(ex.req.raw), ex.api, prompt))
+    try:
+        whole = await ex.state.dispatcher.whole((model,), fixed(out), [])
+    except UpstreamError as exc:
+        return False, f"self_verify: {exc.code}", []
+    if whole.status >= 400:
+        return False, f"self_verify: HTTP {whole.status}", whole.attempts
+    tally.add_whole(model, whole.body)
+    rating = checks.self_rating(checks.answer_text(whole.body, model.api_format, False) or "")
+    if rating is None:
+        return False, "self_verify: no rating", whole.attempts
+    return rating >= gte, f"self_verify={rating:.3f}", whole.attempts
+
+
+def fixed(out: Outbound) -> OutboundFor:
+    async def built(model: ProviderModel) -> Outbound:
+        return out
+    return built
+
+
+async def _answer_check(ex: Exchange, check: AnswerCheck, model: ProviderModel, body: bytes,
+                        streamed: bool) -> tuple[bool, str]:
+    """accept.systemone: the decision model's answer_check of the request and this answer, P(yes) >= gte; an
+    answer it could not judge (no text, no answer in time) is not accepted."""
+    text = checks.answer_text(body, model.api_format, streamed)
+    asker = ex.state.systemone
+    if not text or asker is None or ex.req is None:
+        return False, "answer_check: nothing to judge" if not text else "answer_check: no decision model"
+    preset = PRESETS["answer_check"]
+    deployment = check.deployment or ex.state.table.catalog.system.decision_model.deployment or PRIMARY
+    state = wire.State(request=ex.adapter.canonical(ex.req).text, answer=text)
+    answers = await asker.ask_standard(deployment, state, {preset.wire_id: preset.question()}, check.timeout_ms)
+    verdict = answers.get(preset.wire_id) if answers else None
+    if not isinstance(verdict, wire.NoulAnswer):
+        return False, "answer_check: no answer"
+    return verdict.noul >= check.gte, f"answer_check={verdict.noul:.3f}"
+
+
 def _add_stream(tally: Tally, model: ProviderModel, body: bytes) -> None:
     reader = StreamUsage()
     reader.feed(body + b"\n")
@@ -291,6 +400,5 @@ async def _close(answer: Stream | Whole) -> None:
 
 def _done(ex: Exchange, attempts: list[Attempt], verdicts: list[str], tally: Tally) -> None:
     ex.rec.attempts(attempts)
-    if ex.trace is not None:
-        ex.trace = trace.with_member(ex.trace, trace.list_member("looper", verdicts))
-    _metric(ex, tally)
+    note(ex, "looper", verdicts)
+    metric(ex, tally)

@@ -1,0 +1,332 @@
+"""The executors that write an answer of their own (spec 5.6), as the public vLLM Semantic Router defines them:
+
+- ``ratings``: every candidate answers, concurrently; one choice per model.
+- ``remom``: rounds of parallel answers (``breadth_schedule``, then one final call),
+  each round's user turn the problem and the previous round's answers.
+- ``fusion``: a panel answers in parallel, the judge model writes a JSON analysis
+  of the answers, then the final answer from both.
+- ``workflows``: roles in order, each role's models in parallel, each reading the
+  earlier outputs its ``access_list`` allows; a final model merges. ``static``: the
+  roles as configured; ``dynamic``: as the planner model wrote them (JSON).
+
+Every call is a whole (non-streamed) request to one candidate, written from the
+client's request with its last user turn replaced when the executor asks
+something else, tools left out (an executor answers in text), through the
+shaping plugins and masking like any candidate's. The calls share the
+executor's ``budget`` (deadline and max_calls from the request's arrival) and
+their cost is summed. ``on_error: skip`` (the default) drops a failed call;
+``fail`` fails the request. A streamed request gets the answer once it exists,
+as one held stream: these executors must have every answer before they write theirs.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import msgspec
+import trio
+
+from ...config.algorithm import Algorithm, Fusion, WorkflowFinal, WorkflowRole, Workflows
+from ...config.schema import ProviderModel
+from ...errors import LooperBudgetExhausted, LooperCallsFailed, UpstreamError
+from ...headers import registry as h
+from ...protocol.adapters import Outbound
+from ...selection import accept as checks
+from ...selection import synthesis as syn
+from ...selection.cost import Tally, Tokens
+from ...upstream import Attempt, Stream, Whole
+from .exchange import Exchange
+from .looper import Rewrite, Spent, fixed, metric, note, nothing
+
+_DECODE = msgspec.json.Decoder()
+_MAX_TOKENS = {"openai": "max_tokens", "anthropic": "max_tokens", "responses": "max_output_tokens"}
+
+
+class Calls:
+    """One executor's calls: their requests, the shared budget, their cost, attempts and verdicts."""
+
+    def __init__(self, ex: Exchange, alg: Algorithm, candidates: Sequence[ProviderModel], build: Rewrite,
+                 tally: Tally) -> None:
+        self.ex, self.build, self.tally = ex, build, tally
+        self.models = {m.name: m for m in candidates}
+        budget = alg.budget
+        self.at = ex.arrived + budget.deadline_ms / 1000 if budget is not None and budget.deadline_ms else ex.deadline
+        self.max_calls = budget.max_calls if budget is not None else None
+        self.fail = alg.on_error == "fail"
+        self.made = 0
+        self.attempts: list[Attempt] = []
+        self.verdicts: list[str] = []
+        self.backends: dict = {}
+        self.body = syn.plain_body(ex.req.raw) if ex.req is not None else {}
+        self.original = ex.adapter.canonical(ex.req).text if ex.req is not None else ""
+
+    def exhausted(self) -> str | None:
+        if self.max_calls is not None and self.made >= self.max_calls:
+            return f"max_calls ({self.max_calls}) spent"
+        if trio.current_time() >= self.at:
+            return "the deadline passed"
+        return None
+
+    async def ask(self, name: str, prompt: str | None, *, temperature: float | None = None,
+                  max_tokens: int | None = None, agent: str | None = None) -> syn.Reply | None:
+        """One whole answer of model ``name`` to the request (its last user turn ``prompt`` when given); None when
+        it failed (on_error: skip) or the budget ran out."""
+        model = self.models[name]
+        spent = self.exhausted()
+        if spent is not None:
+            self.verdicts.append(f"{name}: not called, {spent}")
+            return None
+        self.made += 1
+        outbound = await self.build(model, syn.with_prompt(self.body, self.ex.api, prompt))
+        outbound = _tuned(outbound, model.api_format, temperature, max_tokens)
+        failure = None
+        with trio.move_on_at(self.at) as cut:
+            try:
+                whole = await self.ex.state.dispatcher.whole((model,), fixed(outbound), [])
+            except UpstreamError as exc:
+                failure = exc.code
+        if cut.cancelled_caught:
+            failure = "cut by the budget"
+        if failure is not None:
+            return self._failed(name, failure)
+        self.attempts += whole.attempts
+        self.made += len(whole.attempts) - 1
+        self.backends[name] = whole.backend
+        if whole.status >= 400:
+            return self._failed(name, f"HTTP {whole.status}")
+        tokens = Tokens()
+        tokens.read(whole.body)
+        self.tally.add(model, tokens)
+        text = checks.answer_text(whole.body, model.api_format, False)
+        if not text or not text.strip():
+            return self._failed(name, "no usable answer")
+        self.verdicts.append(f"{agent or name}: answered")
+        return syn.Reply(name, text, tokens.input, tokens.output, agent)
+
+    def _failed(self, name: str, why: str) -> None:
+        self.verdicts.append(f"{name}: {why}")
+        if self.fail:
+            raise LooperCallsFailed(f"{name} failed ({why}) and on_error is fail")
+        return None
+
+    async def panel(self, jobs: Sequence[tuple[str, str | None, str | None]], limit: int, quorum: int | None = None,
+                    **tuning) -> list[syn.Reply]:
+        """The jobs (model, prompt, agent) at most ``limit`` at a time; their answers in job order. Once ``quorum``
+        answered, the rest are cancelled."""
+        results: list[syn.Reply | None] = [None] * len(jobs)
+        gate = trio.CapacityLimiter(max(1, limit))
+        answered = 0
+        failed: list[LooperCallsFailed] = []
+
+        async def one(i: int, nursery: trio.Nursery) -> None:
+            nonlocal answered
+            name, prompt, agent = jobs[i]
+            async with gate:
+                try:
+                    results[i] = await self.ask(name, prompt, agent=agent, **tuning)
+                except LooperCallsFailed as exc:     # on_error: fail: the others are cancelled, this one raised
+                    failed.append(exc)
+                    nursery.cancel_scope.cancel()
+            if results[i] is not None:
+                answered += 1
+                if quorum is not None and answered >= quorum:
+                    nursery.cancel_scope.cancel()
+
+        async with trio.open_nursery() as nursery:
+            for i in range(len(jobs)):
+                nursery.start_soon(one, i, nursery)
+        if failed:
+            raise failed[0]
+        return [r for r in results if r is not None]
+
+    def none_answered(self, what: str) -> LooperCallsFailed | LooperBudgetExhausted:
+        spent = self.exhausted()
+        if spent is not None:
+            return LooperBudgetExhausted(f"the {what}'s budget ran out: {spent} ({'; '.join(self.verdicts)})")
+        return LooperCallsFailed(f"no call of the {what} answered ({'; '.join(self.verdicts)})")
+
+
+def _tuned(out: Outbound, api_format: str, temperature: float | None, max_tokens: int | None) -> Outbound:
+    """An executor's sampling settings over the request's own (they win, as in vLLM Semantic Router)."""
+    if temperature is None and max_tokens is None:
+        return out
+    body = _DECODE.decode(out.body)
+    if temperature is not None:
+        body["temperature"] = temperature
+    if max_tokens is not None:
+        key = _MAX_TOKENS.get(api_format, "max_tokens")
+        if api_format == "openai":
+            body.pop("max_tokens", None)
+            key = "max_completion_tokens"
+        body[key] = max_tokens
+    return dataclasses.replace(out, body=msgspec.json.encode(body))
+
+
+def answer_of(calls: Calls, answer: syn.Answer, algorithm: str, streamed: bool) -> Stream | Whole:
+    """The executor's answer as an openai model's (the client's protocol is reached by translation): a Whole, or
+    a stream held whole; reported as the model that wrote it."""
+    ex = calls.ex
+    model = msgspec.structs.replace(calls.models[answer.model], api_format="openai")
+    backend = calls.backends[answer.model]
+    ex.path = h.ResponsePath.LOOPER
+    ex.rec.attempts(calls.attempts)
+    note(ex, "looper", calls.verdicts)
+    metric(ex, calls.tally)
+    if streamed:
+        return Stream(model, backend, 200, "text/event-stream", syn.chat_stream(answer, algorithm), nothing(),
+                      Spent(), calls.attempts, released=True)
+    return Whole(model, backend, 200, syn.chat_whole(answer, algorithm), "application/json", calls.attempts)
+
+
+# --- the executors ---------------------------------------------------------------------------------------
+
+
+async def ratings(calls: Calls, alg: Algorithm, streamed: bool) -> Stream | Whole:
+    """Every candidate answers (at most ``max_concurrent`` at a time); one choice per model, in modelRefs order."""
+    names = list(calls.models)
+    limit = alg.ratings.max_concurrent if alg.ratings is not None and alg.ratings.max_concurrent else len(names)
+    replies = await calls.panel([(n, None, None) for n in names], limit)
+    if not replies:
+        raise calls.none_answered("ratings")
+    answer = syn.summed(syn.Answer(replies[0].model, [(r.text, r.model) for r in replies],
+                                   extension={"models": [r.model for r in replies]}), replies)
+    return answer_of(calls, answer, "ratings", streamed)
+
+
+async def remom(calls: Calls, alg: Algorithm, refs: Sequence[tuple[str, float]], streamed: bool) -> Stream | Whole:
+    """``breadth_schedule`` rounds then one final call; each round after the first reads the previous one's
+    answers. A round that fails leaves the previous round's longest answer (on_error: skip)."""
+    cfg = alg.remom
+    assert cfg is not None
+    schedule = [*cfg.breadth_schedule, 1]
+    rounds: list[list[syn.Reply]] = []
+    used: list[syn.Reply] = []
+    for k, breadth in enumerate(schedule):
+        last = k == len(schedule) - 1
+        names = [cfg.synthesis_model] if last and cfg.synthesis_model else \
+            syn.distribute(breadth, refs, cfg.model_distribution, cfg.shuffle_seed)
+        prompt = None if k == 0 else syn.remom_prompt(cfg.synthesis_template, calls.original, rounds[-1],
+                                                      cfg.compaction_strategy, cfg.compaction_tokens)
+        quorum = cfg.min_successful_responses if cfg.min_successful_responses else None
+        replies = await calls.panel([(n, prompt, None) for n in names], cfg.max_concurrent or len(names), quorum,
+                                    temperature=cfg.temperature, max_tokens=cfg.max_completion_tokens)
+        used += replies
+        if not replies:
+            if rounds and not calls.fail:
+                break
+            raise calls.none_answered("remom")
+        if not last:
+            replies = syn.ordered(replies, cfg.shuffle_seed)[:cfg.max_responses_per_round or None]
+        rounds.append(replies)
+    final = rounds[-1][0] if len(rounds) == len(schedule) else syn.longest(rounds)
+    assert final is not None
+    extension = {"rounds": [{"round": i + 1, "breadth": schedule[i],
+                             "responses": [{"model": r.model, "content": r.text} for r in replies]}
+                            for i, replies in enumerate(rounds)]} if cfg.include_intermediate_responses else {}
+    answer = syn.summed(syn.Answer(final.model, [(final.text, final.model)], extension=extension), used)
+    return answer_of(calls, answer, "remom", streamed)
+
+
+async def fusion(calls: Calls, alg: Algorithm, streamed: bool) -> Stream | Whole:
+    """The panel answers, the judge analyses the answers (JSON), then writes the final answer from both."""
+    cfg = alg.fusion or Fusion()
+    panel = list(dict.fromkeys(cfg.analysis_models or calls.models))
+    judge = cfg.model or panel[0]
+    tuning = {"temperature": cfg.temperature, "max_tokens": cfg.max_completion_tokens}
+    replies = await calls.panel([(m, None, None) for m in panel], cfg.max_concurrent or len(panel),
+                                cfg.min_successful_responses, **tuning)
+    if not replies:
+        raise calls.none_answered("fusion panel")
+    analysis, used = None, list(replies)
+    if cfg.analysis_mode == "separate":
+        judged = await calls.ask(judge, syn.fusion_analysis_prompt(cfg.analysis_template, calls.original, replies),
+                                 **tuning)
+        if judged is not None:
+            used.append(judged)
+            analysis = syn.parse_analysis(judged.text)
+    final = await calls.ask(judge, syn.fusion_final_prompt(cfg.synthesis_template, calls.original, replies, analysis),
+                            **tuning)
+    if final is None:
+        raise calls.none_answered("fusion synthesis")
+    extension: dict = {"judge_model": judge, "analysis_models": panel,
+                       "failed_models": [m for m in panel if m not in {r.model for r in replies}]}
+    if cfg.include_analysis:
+        extension["analysis"] = analysis
+    if cfg.include_intermediate_responses:
+        extension["responses"] = [{"model": r.model, "content": r.text} for r in replies]
+    answer = syn.summed(syn.Answer(judge, [(final.text, judge)], extension=extension), [*used, final])
+    return answer_of(calls, answer, "fusion", streamed)
+
+
+async def workflows(calls: Calls, alg: Algorithm, streamed: bool) -> Stream | Whole:
+    """Each role in order: its models in parallel (``max_parallel``), each reading the request, the role's
+    instruction and the earlier outputs its ``access_list`` allows; then the final model merges every output."""
+    w: Workflows | None = alg.workflows
+    assert w is not None
+    steps: list[syn.Step] = []
+    tuning = {"temperature": w.temperature, "max_tokens": w.max_completion_tokens}
+    roles, final_cfg, plan = w.roles, w.final, None
+    if w.mode == "dynamic":
+        roles, final_cfg, plan = await _planned(calls, w)
+    for role in roles:
+        prompt = syn.step_prompt(calls.original, role.name, role.prompt, syn.visible(steps, role.access_list))
+        jobs = [(m, prompt, f"{role.name}:{j}:{m}") for j, m in enumerate(role.models)]
+        replies = await calls.panel(jobs, w.max_parallel, w.min_successful_responses, **tuning)
+        if not replies:
+            raise calls.none_answered(f"workflow's {role.name} role")
+        steps.append(syn.Step(role.name, role.prompt, replies))
+    used = [r for s in steps for r in s.replies]
+    final_model = final_cfg.model or roles[-1].models[0]
+    final = await calls.ask(final_model, syn.workflow_final_prompt(calls.original, final_cfg.prompt, steps), **tuning)
+    if final is None:
+        final = steps[-1].replies[0]        # on_error: skip: the last role's first answer stands
+    else:
+        used.append(final)
+    extension = {"steps": [{"role": s.role, "responses": [{"agent": r.agent, "model": r.model, "content": r.text}
+                                                          for r in s.replies]} for s in steps]} \
+        if w.include_intermediate_responses else {}
+    if plan is not None:
+        extension["plan"] = plan
+    answer = syn.summed(syn.Answer(final.model, [(final.text, final.model)], extension=extension), used)
+    return answer_of(calls, answer, "workflows", streamed)
+
+
+async def _planned(calls: Calls, w: Workflows) -> tuple[list[WorkflowRole], WorkflowFinal, dict]:
+    """The dynamic workflow's roles, as its planner wrote them; a plan that cannot run (unreadable, or naming a
+    model outside the modelRefs) fails the request under on_error: fail, else one fallback_solve step of every
+    candidate runs."""
+    names = list(calls.models)
+    planner = w.planner.model or names[0]
+    reply = await calls.ask(planner, syn.plan_prompt(calls.original, names, w.max_steps),
+                            max_tokens=w.planner.max_completion_tokens)
+    why = "the planner did not answer"
+    if reply is not None:
+        try:
+            roles, final = syn.parse_plan(reply.text, names, w.max_steps)
+            return roles, final, {"planner": planner, "steps": [r.name for r in roles], "fallback": False}
+        except ValueError as exc:
+            why = str(exc)
+    calls.verdicts.append(f"{planner}: plan refused, {why}")
+    if calls.fail:
+        raise LooperCallsFailed(f"the workflow's plan could not run: {why}")
+    fallback = [WorkflowRole(name="fallback_solve", models=names)]
+    return fallback, WorkflowFinal(), {"planner": planner, "steps": ["fallback_solve"], "fallback": True, "why": why}
+
+
+async def run(ex: Exchange, kind: str, alg: Algorithm, candidates: Sequence[ProviderModel],
+              refs: Sequence[tuple[str, float]], build: Rewrite, streamed: bool, tally: Tally) -> Stream | Whole:
+    """The executor ``kind`` over the decision's candidates."""
+    calls = Calls(ex, alg, candidates, build, tally)
+    try:
+        if kind == "ratings":
+            return await ratings(calls, alg, streamed)
+        if kind == "remom":
+            return await remom(calls, alg, refs, streamed)
+        if kind == "fusion":
+            return await fusion(calls, alg, streamed)
+        return await workflows(calls, alg, streamed)
+    finally:
+        if ex.path != h.ResponsePath.LOOPER:       # failed before it answered: still record what it called
+            ex.rec.attempts(calls.attempts)
+            note(ex, "looper", calls.verdicts)
+            metric(ex, calls.tally)
