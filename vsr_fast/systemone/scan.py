@@ -168,6 +168,11 @@ class ScanParams:
         overlap = min(overlap, (window - 1) // 2)
         return cls(window, overlap, largest, sw.reread_margin)
 
+    @property
+    def reach_bytes(self) -> int:
+        """The longest input ``MAX_WINDOWS`` windows of the largest size read whole: past it, windows go unread."""
+        return MAX_WINDOWS * self.max_bytes - (MAX_WINDOWS - 1) * self.overlap_bytes
+
 
 # --- the plan (pure) ----------------------------------------------------------------------
 
