@@ -10,7 +10,12 @@ import sys
 import pytest
 import yaml
 
+from vsr_fast.cli.probes_file import read_probes
+from vsr_fast.server.route import decode_chat
+
 from .procs import ROOT, router, write_config
+
+ANCHOR_PROBES = sorted((ROOT.parent / "shared" / "anchors" / "vllm-sr").glob("*.probes.yaml"))
 
 # A 1x1 PNG, as a probes file's fixtures.images carries one.
 PNG = base64.b64encode(bytes.fromhex(
@@ -176,3 +181,24 @@ def test_a_configuration_that_does_not_load_or_a_router_that_does_not_answer_exi
         url = proc.url
     gone = probe("--endpoint", url, "--prompt", "hi")
     assert gone.returncode == 2 and url in gone.stderr
+
+
+@pytest.mark.parametrize("path", ANCHOR_PROBES, ids=lambda p: p.name)
+def test_the_anchors_probes_files_read_as_requests_the_router_takes(path):
+    """vLLM-SR's maintained probes: every variant a Chat Completions body, images inline, lengths as asked."""
+    raw = yaml.safe_load(path.read_text())
+    variants = [(group, variant) for group in raw["decisions"] for variant in group["variants"]]
+    probes = read_probes(str(path), "auto")
+    assert len(probes) == len(variants) and len(ANCHOR_PROBES) == 3
+    for probe_, (group, variant) in zip(probes, variants):
+        assert (probe_.group, probe_.id) == (group["id"], variant["id"])
+        assert probe_.expect.decision == group["expected_decision"]
+        assert probe_.body["model"] == group.get("model", "auto")
+        encoded = json.dumps(probe_.body)
+        assert "image_fixture" not in encoded
+        request = decode_chat(encoded.encode())
+        generated = variant.get("generated_text")
+        if generated:
+            parts = request.messages[generated["message_index"]].content
+            text = sum(len(p.text.encode()) for p in parts if hasattr(p, "text"))
+            assert text == generated["target_text_bytes"]

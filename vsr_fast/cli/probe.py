@@ -250,7 +250,8 @@ def render(receipts: list[Receipt], *, single: bool) -> str:
     lines += ["", f"{'decision':<{width}}  probes  passed    rate  got instead"]
     for name, row in rows.items():
         instead = ", ".join(f"{k} x{n}" for k, n in row["got_instead"].items())
-        lines.append(f"{name:<{width}}  {row['probes']:>6}  {row['passed']:>6}  {row['pass_rate']:>5.1f}%  {instead}")
+        lines.append(f"{name:<{width}}  {row['probes']:>6}  {row['passed']:>6}  {row['pass_rate']:>5.1f}%  "
+                     f"{instead}".rstrip())
     total, passed = len(receipts), sum(not r.mismatches for r in receipts)
     lines.append(f"{'total':<{width}}  {total:>6}  {passed:>6}  {100 * passed / max(total, 1):>5.1f}%")
     return "\n".join(lines).lstrip("\n")

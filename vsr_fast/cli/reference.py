@@ -26,11 +26,13 @@ from msgspec import inspect as mi
 
 from ..config import application as app
 from ..config.algorithm import EXECUTORS, NOT_BUILT, SELECTORS
+from ..config.catalog import Deployment
 from ..config.schema import Algorithm, PluginEntry, RouterConfig, RuleNode
 from ..config.signals import CONDITION_TYPES
 from ..decisions.projections import TYPE as PROJECTION
 from ..plugins.table import CONFIGURATIONS
 from ..routing.plan import LEARNED_TYPES
+from ..systemone.capabilities import BUILTIN_ARTIFACTS
 from ..systemone.presets import APPLICATION_SIGNALS, PRESETS
 
 # Fields whose values a load check (not the type) restricts: the values it takes. A dict gives them per signal.
@@ -51,6 +53,7 @@ KNOWN_VALUES: dict[tuple[type, str], list[str] | dict[str, list[str]]] = {
 # Examples a type cannot suggest.
 EXAMPLES = {
     (PluginEntry, "configuration"): "see [Plugin configurations](#plugin-configurations)",
+    (Deployment, "artifact"): "`artifact: vsr-static-2`",
 }
 
 
@@ -64,6 +67,7 @@ def _signal_notes() -> dict[str, str]:
 
 
 NOTES = {(app.Signals, field): note for field, note in _signal_notes().items()}
+NOTES[(Deployment, "artifact")] = "built in: " + ", ".join(f"`{name}`" for name in BUILTIN_ARTIFACTS)
 
 HEADER = """# Configuration reference (v0.5)
 
@@ -338,7 +342,7 @@ def _render_block(block: Block) -> list[str]:
     comments = _comments(cls)
     for f in mi.type_info(cls).fields:
         known = KNOWN_VALUES.get((cls, f.name))
-        notes = " ".join(n for n in (comments.get(f.name, ""), NOTES.get((cls, f.name), "")) if n)
+        notes = "; ".join(n for n in (comments.get(f.name, ""), NOTES.get((cls, f.name), "")) if n)
         out.append("| " + " | ".join(_cell(c) for c in (
             f"`{f.encode_name}`", _type_name(f.type), _default(f), _allowed(f.type, known), _example(cls, f, known),
             notes)) + " |")
