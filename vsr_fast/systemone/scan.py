@@ -170,8 +170,11 @@ class ScanParams:
 
     @property
     def reach_bytes(self) -> int:
-        """The longest input ``MAX_WINDOWS`` windows of the largest size read whole: past it, windows go unread."""
-        return MAX_WINDOWS * self.max_bytes - (MAX_WINDOWS - 1) * self.overlap_bytes
+        """The longest input ``plan_windows`` reads whole in ``MAX_WINDOWS`` windows: the head and the tail at
+        ``window_bytes``, the middle in the largest windows (one byte past ``window_bytes`` at least), each
+        overlapping the next. Past it, windows go unread."""
+        middle = max(self.max_bytes, self.window_bytes + 1)
+        return 2 * self.window_bytes + (MAX_WINDOWS - 2) * middle - (MAX_WINDOWS - 1) * self.overlap_bytes
 
 
 # --- the plan (pure) ----------------------------------------------------------------------
