@@ -3,6 +3,7 @@ against a running router's preview, run as the CLI a user runs."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import subprocess
 import sys
@@ -202,3 +203,18 @@ def test_the_anchors_probes_files_read_as_requests_the_router_takes(path):
             parts = request.messages[generated["message_index"]].content
             text = sum(len(p.text.encode()) for p in parts if hasattr(p, "text"))
             assert text == generated["target_text_bytes"]
+
+
+def test_a_router_with_keys_is_probed_with_an_admin_key(tmp_path):
+    """The preview is an admin route: without a key nothing is probed (exit 2, the router's reason said)."""
+    doc = yaml.safe_load(open(keyword_config(tmp_path)))
+    doc["global"]["router"]["auth"] = {"enabled": True, "keys": [
+        {"id": "ops", "sha256": hashlib.sha256(b"vsk-ops").hexdigest(), "admin": True},
+        {"id": "app", "sha256": hashlib.sha256(b"vsk-app").hexdigest()}]}
+    with router(write_config(doc, str(tmp_path))) as proc:
+        admin = probe("--endpoint", proc.url, "--prompt", "rust", "--api-key", "vsk-ops", "--expect-decision", "code")
+        anonymous = probe("--endpoint", proc.url, "--prompt", "rust")
+        client = probe("--endpoint", proc.url, "--prompt", "rust", "--api-key", "vsk-app")
+    assert admin.returncode == 0, admin.stderr + admin.stdout
+    assert anonymous.returncode == 2 and "401 missing_api_key" in anonymous.stderr
+    assert client.returncode == 2 and "403 admin_only" in client.stderr

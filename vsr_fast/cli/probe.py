@@ -105,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
     except httpx.HTTPError as exc:
         print(f"error: {args.endpoint}: {exc!r}", file=sys.stderr)
         return 2
+    refused = next((r.error for r in receipts if r.error and r.error["status"] in (401, 403)), None)
+    if refused is not None:     # the router would not preview for this caller: nothing was probed
+        print(f"error: {args.endpoint}: {refused['status']} {refused['code']}: {refused['message']}", file=sys.stderr)
+        return 2
     for receipt in receipts:
         receipt.check(receipt.probe.expect)
     if args.json:
