@@ -20,9 +20,11 @@ from ..protocol import systemone as wire
 from ..protocol.chat import ChatRequest
 from ..signals.base import CanonicalRequest, CompileErrors
 from ..signals.registry import Readings
+from ..systemone.asker import SystemOneAsker
 from ..systemone.client import SystemOneClient
 from ..systemone.learned import LearnedRule, LearnedSignals, compile_learned
 from ..systemone.presets import APPLICATION_SIGNALS, DOMAINS, PRESETS
+from ..systemone.scan import MAX_WINDOWS
 from .plan import RoutingTable, read_learned
 
 # Task (the path's last step) -> the application signal it reads.
@@ -48,7 +50,7 @@ class TaskSet:
     learned: LearnedSignals
     sources: dict[str, str]                 # task -> "signals" (the recipe's rules) or "preset"
     rules: dict[str, list[LearnedRule]]     # task -> its rules
-    asker: object = None
+    asker: SystemOneAsker | None = None
 
 
 class Classifier:
@@ -59,6 +61,7 @@ class Classifier:
         self._sets: dict[tuple[str, tuple[str, ...]], TaskSet] = {}
 
     def task_set(self, recipe_name: str | None, tasks: tuple[str, ...]) -> TaskSet:
+        """The compiled rules of ``tasks`` on a recipe (the default one when unnamed); 400 for an unknown one."""
         compiled = self.table.recipes.get(recipe_name) if recipe_name else self.table.default
         if compiled is None:
             raise RoutingError(f"No recipe {recipe_name!r}" if recipe_name else
@@ -103,7 +106,7 @@ class Classifier:
             if params is not None and size > params.reach_bytes:
                 raise ContextLengthExceeded(
                     f"The text is {size} bytes; deployment {rule.share.deployment!r} reads at most "
-                    f"{params.reach_bytes} bytes (256 windows of {params.max_bytes})", param="text")
+                    f"{params.reach_bytes} bytes ({MAX_WINDOWS} windows of up to {params.max_bytes})", param="text")
         canonical = CanonicalRequest.from_chat(_chat(text, previous_answer))
         readings = Readings()
         answers = await read_learned(task_set.learned, canonical, readings, task_set.asker) or {}
