@@ -318,7 +318,7 @@ def test_admin_routes_are_not_served_on_the_serving_listener(mock, tmp_path):
         auth = {"authorization": f"Bearer {ADMIN_KEY}"}
         preview = {"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]}
         for method, path in (("GET", "/metrics"), ("GET", "/api/v1/replay"), ("GET", "/api/v1/replay/abc"),
-                             ("POST", "/api/v1/routing/preview")):
+                             ("POST", "/api/v1/routing/preview"), ("POST", "/api/v1/diagnostics/classify/intent")):
             served = httpx.request(method, proc.url + path, headers=auth, json=preview if method == "POST" else None)
             missing = httpx.get(proc.url + "/no/such/route")
             assert served.status_code == 404 and served.json() == missing.json(), (path, served.text)
@@ -334,6 +334,9 @@ def test_admin_routes_need_an_admin_key_without_an_admin_listener(keyed):
     assert httpx.get(f"{keyed.url}/metrics").status_code == 401
     refused = httpx.get(f"{keyed.url}/api/v1/replay", headers={"authorization": f"Bearer {KEY}"})
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "admin_only"
+    classify = httpx.post(f"{keyed.url}/api/v1/diagnostics/classify/intent", json={"text": "hi"},
+                          headers={"authorization": f"Bearer {KEY}"})
+    assert classify.status_code == 403 and classify.json()["error"]["code"] == "admin_only"
     metrics = httpx.get(f"{keyed.url}/metrics", headers={"authorization": f"Bearer {ADMIN_KEY}"})
     assert metrics.status_code == 200
     assert 'vsr_auth_failures_total{api="admin",code="missing_api_key"}' in metrics.text

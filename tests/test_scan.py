@@ -120,6 +120,15 @@ def test_plan_beyond_the_largest_windows_reads_256_and_counts_the_rest():
     assert plan.order[:2] == (plan.tail, 0)
 
 
+@pytest.mark.parametrize(("window", "overlap", "largest"), [(16, 0, 16), (16, 4, 64), (64, 8, 64), (32, 12, 100)])
+def test_reach_is_the_longest_input_read_whole(window, overlap, largest):
+    """What diagnostics call beyond every window (context_length_exceeded): one byte more leaves one unread."""
+    reach = ScanParams(window, overlap, largest).reach_bytes
+    fits = plan_windows(b"x" * reach, window_bytes=window, overlap_bytes=overlap, max_bytes=largest)
+    past = plan_windows(b"x" * (reach + 1), window_bytes=window, overlap_bytes=overlap, max_bytes=largest)
+    assert fits.planned <= MAX_WINDOWS < past.planned
+
+
 def middle_of(plan) -> list[int]:
     return [i - 1 for i in plan.order[2:]]
 

@@ -2,7 +2,8 @@
 
     VsrError                        500 internal               internal
     ├── ConfigError                     config_invalid         load (never reaches a client)
-    │   └── ListenError                 listen_failed          load (a busy port, a bad address)
+    │   ├── ListenError                 listen_failed          load (a busy port, a bad address)
+    │   └── ProbesFileError             probes_invalid         load (route probe's probes file)
     ├── AuthError                   401 invalid_api_key        auth (before the body is decoded)
     │   ├── MissingKey              401 missing_api_key
     │   ├── KeyNotAllowed           403 model_not_allowed      (the key may not call this entrypoint or model)
@@ -24,6 +25,7 @@
     │   ├── RouteNotFound           404 not_found              (a route this listener does not serve)
     │   ├── BodyTimeout             408 body_timeout
     │   ├── BodyTooLarge            413 request_too_large
+    │   ├── ContextLengthExceeded   400 context_length_exceeded (a text beyond every window the model reads)
     │   └── UnsupportedMedia        415 unsupported_media_type
     ├── RoutingError                400 routing_error          route
     │   ├── ModelNotFound           404 model_not_found
@@ -40,6 +42,7 @@
     ├── MaskingUnavailable          503 masking_unavailable    plugins (spans for a text to mask could not be had)
     ├── ToolSelectionFailed         503 tool_selection_failed  plugins (tools.select with on_error: fail)
     ├── MatchFailed                 503 match_failed           plugins (a match judge with on_error: fail)
+    ├── ClassifyFailed              503 classify_failed        systemone (a diagnostics question unanswered)
     ├── ResponseBlocked             403 response_blocked       guard (a response_guard block rule)
     ├── ResponseTooLarge            502 response_too_large     guard (a held answer past its 64 MiB bound)
     ├── LooperBudgetExhausted       504 looper_budget_exhausted looper (an executor's deadline or max_calls)
@@ -94,6 +97,12 @@ class ListenError(ConfigError):
     """A listener's address cannot be bound: the port is taken, the address is not this host's or not one."""
 
     code = "listen_failed"
+
+
+class ProbesFileError(ConfigError):
+    """A probes file (``route probe --probes``) that cannot be read as probes; the line names the field."""
+
+    code = "probes_invalid"
 
 
 # --- auth --------------------------------------------------------------------------------
@@ -212,6 +221,12 @@ class BodyTooLarge(RequestError):
     status, code = 413, "request_too_large"
 
 
+class ContextLengthExceeded(RequestError):
+    """A text longer than every window the decision model can read it in (spec PERF, "Long inputs")."""
+
+    code = "context_length_exceeded"
+
+
 class UnsupportedMedia(RequestError):
     status, code = 415, "unsupported_media_type"
 
@@ -309,6 +324,12 @@ class MatchFailed(VsrError):
     """A match block's judge failed or was late and its on_error is fail."""
 
     status, code, type, stage = 503, "match_failed", "api_error", "plugins"
+
+
+class ClassifyFailed(VsrError):
+    """A diagnostics classify question the decision model did not answer (failed, late or not ready)."""
+
+    status, code, type, stage = 503, "classify_failed", "api_error", "systemone"
 
 
 # --- the response stage --------------------------------------------------------------------

@@ -15,7 +15,7 @@ from .conftest import connect, edge_router, read_until_closed
 SMALL_LIMIT = 64 * 1024
 SMUGGLED = b"GET /health HTTP/1.1\r\nHost: router\r\n\r\n"
 ROUTES = ["/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/messages/count_tokens",
-          "/api/v1/routing/preview", "/v1/systemone"]
+          "/api/v1/routing/preview", "/v1/systemone", "/api/v1/diagnostics/classify/batch"]
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,8 @@ def test_json_by_any_spelling_is_served(edge, content_type):
     assert r.status_code == 200, r.text
 
 
-@pytest.mark.parametrize("path", ["/v1/systemone", "/api/v1/routing/preview", "/v1/messages/count_tokens"])
+@pytest.mark.parametrize("path", ["/v1/systemone", "/api/v1/routing/preview", "/v1/messages/count_tokens",
+                                  "/api/v1/diagnostics/classify/intent"])
 def test_an_oversized_body_gets_413_in_the_routes_protocol(edge, path):
     body = json.dumps({"model": "vsr/decide", "pad": "x" * SMALL_LIMIT})
     r = httpx.post(f"{edge.url}{path}", content=body, headers={"content-type": "application/json"}, timeout=30)

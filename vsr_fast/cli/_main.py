@@ -1,4 +1,4 @@
-"""``vsr-fast serve``, ``vsr-fast config validate`` and ``vsr-fast keys``."""
+"""``vsr-fast serve``, ``vsr-fast config validate``, ``vsr-fast route probe`` and ``vsr-fast keys``."""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +9,7 @@ import sys
 from .. import __version__
 from ..routing import load_file
 from ..errors import ConfigError
+from . import probe
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     config_sub = config.add_subparsers(dest="config_command", required=True)
     validate = config_sub.add_parser("validate", help="print every load error and warning; exit 1 on an error")
     validate.add_argument("file")
+
+    route = sub.add_parser("route", help="routing tools")
+    probe.add_parser(route.add_subparsers(dest="route_command", required=True))
     return p
 
 
@@ -76,6 +80,8 @@ def _workers(value: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
     args = _parser().parse_args(argv)
+    if args.command == "route":
+        return probe.run(args)
     if args.command == "config":
         return _validate(args.file)
     if args.command == "keys":

@@ -183,7 +183,7 @@ def _quoted(values: tuple[str, ...]) -> str:
 
 def _code(p: Problem) -> str:
     """OpenAI's error code for the problem (kept on our errors for every protocol: events, metrics)."""
-    if p.kind == "length" and p.expected == ">= 1":
+    if p.kind == "length" and p.expected == ">= 1" and p.got != "str":     # an empty string is no array
         return "empty_array"
     return {"json": "invalid_json", "utf8": "invalid_utf8", "depth": "invalid_json", "type": "invalid_type",
             "unknown": "unknown_parameter"}.get(p.kind, "invalid_value")

@@ -25,7 +25,7 @@ from ..systemone.learned import LearnedSignals, compile_learned, outcome_of
 from ..signals.registry import VALUED, Readings, RecipeSignals
 from ..systemone import capabilities as caps
 from ..systemone.asker import SystemOneAsker
-from ..systemone.client import SystemOneClient
+from ..systemone.client import Answered, SystemOneClient
 from ..systemone.scan import ScanParams
 from ..systemone.views import view_for
 from ..plugins import layers as plugin_layers
@@ -83,44 +83,49 @@ class CompiledRecipe:
             canonical = request()
             self.signals.evaluate(canonical, readings)
             if self.learned.read:
-                await self._ask(canonical, readings, systemone)
+                await read_learned(self.learned, canonical, readings, systemone)
             self.projections.evaluate(readings)
         return readings
 
-    async def _ask(self, canonical: CanonicalRequest, readings: Readings, systemone: "SystemOneAsker | None") -> None:
-        asked = self.learned.asked()
-        if systemone is None:
-            for rule in self.learned.read:
-                readings.outcomes[(rule.condition_type, rule.name)] = outcome_of(rule, None, "no System One client")
-            return
-        started = time.perf_counter_ns()
-        readings.request_text = canonical.text
-        scanned = systemone.scanned(asked, canonical)
-        asked = {s: q for s, q in asked.items() if s not in scanned}
-        answers, scans = await systemone.ask_with_scans(asked, scanned, self.learned.read, canonical)
-        readings.timings_us["systemone"] = (time.perf_counter_ns() - started) / 1000
-        for rule in self.learned.read:
-            key = (rule.condition_type, rule.name)
-            if rule.share in scanned:
-                result = scans.get(rule.share)
-                rule_scan = result.rules.get(f"{rule.condition_type}:{rule.name}") if result else None
-                readings.outcomes[key] = (_apply_on_unknown(rule, rule_scan.outcome()) if rule_scan
-                                          else outcome_of(rule, None, "scan did not run"))
-                if result is not None:
-                    coverage = str(rule_scan.coverage if rule_scan else result.coverage)
-                    readings.coverage[key] = coverage
-                    # The replay record and the preview read the detail: say how much was read.
-                    outcome = readings.outcomes[key]
-                    outcome.detail = f"{outcome.detail or ''}; coverage {coverage}".lstrip("; ")
-            else:
-                overloaded = rule.share in getattr(answers, "overloaded", ())
-                if overloaded:
-                    readings.overloaded.add(key)
-                readings.outcomes[key] = outcome_of(rule, answers.get(rule.share),
-                                                    "overloaded" if overloaded else "no answer in time")
-
     def declares(self, type_: str, name: str) -> bool:
         return self.signals.declares(type_, name) or self.learned.declares(type_, name)
+
+
+async def read_learned(learned: LearnedSignals, canonical: CanonicalRequest, readings: Readings,
+                       systemone: "SystemOneAsker | None") -> Answered | None:
+    """Ask the questions of ``learned``'s read rules (one merged call per deployment, long full-coverage inputs
+    in windows) and put each rule's outcome in ``readings``; the raw answers, None without a client."""
+    asked = learned.asked()
+    if systemone is None:
+        for rule in learned.read:
+            readings.outcomes[(rule.condition_type, rule.name)] = outcome_of(rule, None, "no System One client")
+        return None
+    started = time.perf_counter_ns()
+    readings.request_text = canonical.text
+    scanned = systemone.scanned(asked, canonical)
+    asked = {s: q for s, q in asked.items() if s not in scanned}
+    answers, scans = await systemone.ask_with_scans(asked, scanned, learned.read, canonical)
+    readings.timings_us["systemone"] = (time.perf_counter_ns() - started) / 1000
+    for rule in learned.read:
+        key = (rule.condition_type, rule.name)
+        if rule.share in scanned:
+            result = scans.get(rule.share)
+            rule_scan = result.rules.get(f"{rule.condition_type}:{rule.name}") if result else None
+            readings.outcomes[key] = (_apply_on_unknown(rule, rule_scan.outcome()) if rule_scan
+                                      else outcome_of(rule, None, "scan did not run"))
+            if result is not None:
+                coverage = str(rule_scan.coverage if rule_scan else result.coverage)
+                readings.coverage[key] = coverage
+                # The replay record and the preview read the detail: say how much was read.
+                outcome = readings.outcomes[key]
+                outcome.detail = f"{outcome.detail or ''}; coverage {coverage}".lstrip("; ")
+        else:
+            overloaded = rule.share in getattr(answers, "overloaded", ())
+            if overloaded:
+                readings.overloaded.add(key)
+            readings.outcomes[key] = outcome_of(rule, answers.get(rule.share),
+                                                "overloaded" if overloaded else "no answer in time")
+    return answers
 
 
 def _apply_on_unknown(rule, outcome):
@@ -345,8 +350,13 @@ class RoutingTable:
                 used.setdefault(dep, self.deployments[dep].timeout_ms or 0)
         return used
 
-    def asker(self, client: SystemOneClient) -> SystemOneAsker:
-        """The request stage's System One asker over this table's deployments."""
+    def resolved(self, name: str) -> caps.Capable | None:
+        """What deployment ``name`` answers, when a rule already resolved it (never builds a model)."""
+        return self._capable.get(name)
+
+    def asker(self, client: SystemOneClient, extra_questions: dict | None = None) -> SystemOneAsker:
+        """The request stage's System One asker over this table's deployments; ``extra_questions`` (share ->
+        wire question) are rules compiled outside the recipes (diagnostics), for their guard scans."""
         used = self.used_deployments()
         views = {name: view_for(self.deployments[name], self._capable.get(name)) for name in used}
         # 0: derived from each request's own deadline (SystemOneAsker.signals_deadline).
@@ -359,6 +369,7 @@ class RoutingTable:
                                                   validated_tokens=capable.validated_tokens if capable else None)
             parallel[name] = dep.scan_window.max_parallel
         questions = {share: q for compiled in self.recipes.values() for share, q in compiled.learned.questions.items()}
+        questions.update(extra_questions or {})
         return SystemOneAsker(client, views, {k: v for k, v in used.items() if v}, signal_timeout_s, params,
                               parallel, questions)
 

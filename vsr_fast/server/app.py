@@ -13,6 +13,7 @@ from ..headers.registry import ResponsePath
 from ..protocol import anthropic
 from ..protocol.errors import openai_error_body
 from .admin import make_admin
+from .classify_api import PATHS as CLASSIFY_PATHS, handle_classify
 from .asgi import Receive, Scope, Send, discard_body, header, lingering_close, send_whole, shield_final
 from .count_tokens import handle_count_tokens
 from .pipeline import handle_api
@@ -35,7 +36,7 @@ MODELS_PATH = "/v1/models"
 CLIENT_APIS = {**API_PATHS, COUNT_TOKENS_PATH: "count_tokens", SYSTEMONE_MODELS: "systemone", MODELS_PATH: "models",
                **dict.fromkeys(SYSTEMONE_PATHS, "systemone")}
 # The operator's routes: on the admin listener when there is one, else behind an admin key when keys are on.
-ADMIN_PREFIXES = ("/api/v1/replay", "/api/v1/keys")
+ADMIN_PREFIXES = ("/api/v1/replay", "/api/v1/keys", "/api/v1/diagnostics")
 ADMIN_PATHS = frozenset({PREVIEW_PATH, "/metrics", "/admin/reload"})
 # Routes anyone may reach on any listener: a load balancer's probes.
 PROBE_PATHS = frozenset({"/health", "/ready"})
@@ -153,6 +154,7 @@ def _post_routes() -> dict[str, Handler]:
     routes: dict[str, Handler] = {path: partial(_api, api) for path, api in API_PATHS.items()}
     routes[COUNT_TOKENS_PATH] = handle_count_tokens
     routes[PREVIEW_PATH] = handle_preview
+    routes.update(dict.fromkeys(CLASSIFY_PATHS, handle_classify))
     routes.update(dict.fromkeys(SYSTEMONE_PATHS, handle_systemone))
     return routes
 

@@ -12,15 +12,18 @@ import msgspec
 
 from ..errors import VsrError
 from ..headers.public import public_headers
+from ..headers import registry as h
 from ..headers.registry import ResponsePath
 from ..protocol.errors import openai_error_body
 from ..routing import Route
-from .asgi import Receive, Scope, Send, read_body, send_whole
-from .route import decode_chat, route_chat
+from .asgi import Receive, Scope, Send, header, read_body, send_whole
+from .route import algorithm_of, decode_chat, route_chat
 from .state import AppState
 
 _JSON = (b"content-type", b"application/json")
 _ENCODER = msgspec.json.Encoder()
+_DEBUG = h.DEBUG.encode()
+_TRACE = h.TRACE.encode()
 
 
 def preview_body(route: Route, model_name: str, routing_us: float) -> dict:
@@ -31,6 +34,7 @@ def preview_body(route: Route, model_name: str, routing_us: float) -> dict:
         "model_requested": model_name,
         "recipe": route.recipe,
         "decision": route.decision,
+        "algorithm": algorithm_of(route),
         "model": route.candidates[0].name if route.candidates else None,
         "candidates": [m.name for m in route.candidates],
         "fallback": route.fallback,
@@ -65,5 +69,10 @@ async def handle_preview(state: AppState, scope: Scope, receive: Receive, send: 
     headers = public_headers(config_version=state.config_version, path=ResponsePath.UPSTREAM,
                              recipe=route.recipe, decision=route.decision,
                              model=route.candidates[0].name if route.candidates else None)
+    if state.debug_policy != "none" and header(scope, _DEBUG) is not None:
+        # The trace the live route would carry, for callers the debug policy allows (route probe asks).
+        value = state.trace_for(scope, route)
+        if value is not None:
+            headers.append((_TRACE, value.encode()))
     headers.append(_JSON)
     await send_whole(send, 200, headers, _ENCODER.encode(preview_body(route, request.model, routing_us)))

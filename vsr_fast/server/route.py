@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..headers import trace
 from ..protocol.chat import REQUEST_DECODER, ChatRequest
 from ..protocol.errors import BodyProblem, decode_body, openai_request_error
 from ..routing import Route, RoutingTable
 from ..routing.plan import SystemOneAsker
 from ..signals.base import CanonicalRequest, Identity
+from ..signals.registry import matched_signals
 
 
 def decode_chat(raw: bytes) -> ChatRequest:
@@ -22,3 +24,18 @@ async def route_chat(table: RoutingTable, request: ChatRequest, identity: Callab
                      systemone: SystemOneAsker | None = None) -> Route:
     """Route a decoded request; the canonical form is built only if a signal is read."""
     return await table.route(request.model, lambda: CanonicalRequest.from_chat(request, identity()), systemone)
+
+
+def algorithm_of(route: Route) -> str:
+    """The chosen decision's algorithm type; ``static`` for a fallback or a provider model named directly."""
+    chosen = route.chosen
+    return chosen.decision.algorithm.type if chosen is not None and chosen.decision is not None else "static"
+
+
+def trace_of(route: Route) -> str:
+    """``x-vsr-trace``'s value for a routed request (before any response-stage member)."""
+    chosen = route.chosen
+    coverage = {f"{t}:{n}": c for (t, n), c in route.readings.coverage.items()} if route.readings else None
+    return trace.trace_value(signals=matched_signals(route.readings), decision=route.decision,
+                             why=chosen.why if chosen else "model named directly", coverage=coverage,
+                             algorithm=algorithm_of(route))

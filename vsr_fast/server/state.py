@@ -7,12 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..routing import Loaded
+from ..routing.classify import Classifier
 from ..events.cache_writer import DirectCacheWriter
 from ..events.service import EventServices
 from ..headers import registry as h, trace
-from ..signals.registry import matched_signals
 from ..protocol.adapters import make_adapters
 from .response_store import response_store
+from .route import trace_of
 from ..metrics import Metrics
 from ..systemone.client import SystemOneClient
 from ..selection.selectors import SelectionState
@@ -70,6 +71,7 @@ class AppState:
                                      (h.SESSION_ID, *config.global_.router.headers.session_id_headers))
         client = self.systemone_client
         self.systemone = self.table.asker(client) if client is not None else None
+        self.classifier = Classifier(self.table, client)     # the diagnostics classify APIs (spec 6.8)
         self.debug_policy = config.global_.router.headers.debug
         self.policies = Policies(self.loaded)
         self.dispatcher = Dispatcher(self.upstreams, self._count_attempt)
@@ -130,12 +132,7 @@ class AppState:
         principals = self.loaded.config.global_.router.headers.debug_principals
         if self.debug_policy == "authenticated" and principals and identity.user not in principals:
             return None
-        chosen = route.chosen
-        coverage = {f"{t}:{n}": c for (t, n), c in route.readings.coverage.items()} if route.readings else None
-        algorithm = chosen.decision.algorithm.type if chosen is not None and chosen.decision is not None else "static"
-        return trace.trace_value(signals=matched_signals(route.readings), decision=route.decision,
-                                 why=chosen.why if chosen else "model named directly", coverage=coverage,
-                                 algorithm=algorithm)
+        return trace_of(route)
 
     def _count_attempt(self, attempt: Attempt) -> None:
         if attempt.error is not None:

@@ -168,6 +168,14 @@ class ScanParams:
         overlap = min(overlap, (window - 1) // 2)
         return cls(window, overlap, largest, sw.reread_margin)
 
+    @property
+    def reach_bytes(self) -> int:
+        """The longest input ``plan_windows`` reads whole in ``MAX_WINDOWS`` windows: the head and the tail at
+        ``window_bytes``, the middle in the largest windows (one byte past ``window_bytes`` at least), each
+        overlapping the next. Past it, windows go unread."""
+        middle = max(self.max_bytes, self.window_bytes + 1)
+        return 2 * self.window_bytes + (MAX_WINDOWS - 2) * middle - (MAX_WINDOWS - 1) * self.overlap_bytes
+
 
 # --- the plan (pure) ----------------------------------------------------------------------
 

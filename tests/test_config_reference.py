@@ -1,0 +1,87 @@
+"""docs/config.md is the schema: regenerated, it is the same file, and it covers every block and field."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import msgspec
+import yaml
+from msgspec import inspect as mi
+
+from vsr_fast.cli import reference
+from vsr_fast.config.schema import BackendRef, Decision, RouterConfig
+from vsr_fast.plugins.table import CONFIGURATIONS
+from vsr_fast.routing import load_raw
+
+from .procs import ROOT
+
+DOC = ROOT / "docs" / "config.md"
+
+
+def test_the_document_is_what_the_schema_generates():
+    generated = subprocess.run([sys.executable, "-m", "vsr_fast.cli.reference"], cwd=ROOT, capture_output=True,
+                               text=True, check=True).stdout
+    assert generated == DOC.read_text(), ("docs/config.md disagrees with the schema: regenerate it with "
+                                          "`python -m vsr_fast.cli.reference > docs/config.md`")
+
+
+def _every_struct():
+    seen: set[type] = set()
+
+    def walk(cls):
+        if cls in seen:
+            return
+        seen.add(cls)
+        for f in mi.type_info(cls).fields:
+            for sub, _ in reference._structs(f.type):
+                walk(sub)
+
+    walk(RouterConfig)
+    for cls in CONFIGURATIONS.values():
+        walk(cls)
+    return seen
+
+
+def test_every_block_and_field_has_a_row():
+    text = reference.render()
+    sections = dict(re.findall(r'<a id="([^"]+)"></a>\n\n### [^\n]+\n(.*?)(?=\n<a id=|\Z)', text, re.S))
+    structs = _every_struct()
+    assert len(sections) == len(structs)
+    for cls in structs:
+        body = sections[reference._anchor(cls)]
+        for f in mi.type_info(cls).fields:
+            assert f"| `{f.encode_name}` |" in body, f"{cls.__name__}.{f.encode_name} has no row"
+
+
+def test_rows_say_defaults_allowed_values_and_notes():
+    text = DOC.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `read_timeout_ms` |"))
+    assert "`120000`" in row and "≥ 1, ≤ 3600000" in row and "between bytes of the answer" in row
+    domains = next(line for line in text.splitlines() if line.startswith("| `domains` |"))
+    assert "`type: domain`" in domains
+    labels = [line for line in text.splitlines() if line.startswith("| `labels` |") and "`computer science`" in line]
+    assert len(labels) == 1, "a domain rule's 14 labels are listed"
+    assert "one of: `escalate`, `multi_factor`, `random`, `static`" in text
+
+
+def test_each_scalar_example_loads_where_the_document_puts_it():
+    """The example of each scalar field of a backend and a decision is a value the load takes there."""
+    base = {"version": "v0.5",
+            "providers": {"models": [{"name": "m", "backend_refs": [{"endpoint": "http://127.0.0.1:9/v1"}]}]},
+            "recipes": [{"name": "default", "decisions": [{"name": "d", "modelRefs": [{"model": "m"}]}]}]}
+    targets = {BackendRef: lambda d: d["providers"]["models"][0]["backend_refs"][0],
+               Decision: lambda d: d["recipes"][0]["decisions"][0]}
+    fields = {BackendRef: ["weight", "connect_timeout_ms", "read_timeout_ms", "max_connections", "pool_shards",
+                           "max_pending", "protocol"],
+              Decision: ["priority", "request_timeout_ms", "description"]}
+    for cls, names in fields.items():
+        for f in mi.type_info(cls).fields:
+            if f.name not in names:
+                continue
+            example = reference._example(cls, f, reference.KNOWN_VALUES.get((cls, f.name)))
+            doc = yaml.safe_load(msgspec.json.encode(base))
+            targets[cls](doc).update(yaml.safe_load(example.strip("`")))
+            if f.name == "protocol":
+                targets[cls](doc)["endpoint"] = "https://127.0.0.1:9/v1"
+            load_raw(doc)
