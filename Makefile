@@ -14,7 +14,7 @@ $(RUNTIME): pyproject.toml setup.py
 	@echo "vsr-fast: [1/3] creating .venv"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "vsr-fast: [2/3] installing the runtime dependencies"
-	@$(PY) -m pip install -q --disable-pip-version-check -e . 'Cython>=3.1,<4' > $(VENV)/pip.log 2>&1 \
+	@VSR_FAST_SKIP_EXT=1 $(PY) -m pip install -q --disable-pip-version-check -e . 'Cython>=3.1,<4' > $(VENV)/pip.log 2>&1 \
 		|| (cat $(VENV)/pip.log; exit 1)
 	@touch $@
 
@@ -29,7 +29,7 @@ $(STAMP): $(RUNTIME)
 # Extensions are rebuilt in place whenever a .pyx changes.
 build-runtime: $(RUNTIME) $(PYX)
 	@echo "vsr-fast: [3/3] building the extensions"
-	@$(PY) setup.py -q build_ext --inplace > $(VENV)/build.log 2>&1 || (cat $(VENV)/build.log; exit 1)
+	@$(PY) setup.py -q build_ext --inplace --parallel 2 > $(VENV)/build.log 2>&1 || (cat $(VENV)/build.log; exit 1)
 
 build: $(STAMP) build-runtime
 

@@ -1,4 +1,5 @@
 """Builds the Cython kernels in _ext/ as vsr_fast._ext.<name> (and nothing else)."""
+import os
 from pathlib import Path
 
 from Cython.Build import cythonize
@@ -12,6 +13,9 @@ extensions = [
         extra_compile_args=["-O3"],
     )
     for pyx in sorted((HERE / "_ext").glob("*.pyx"))
+    # `make` installs the project editable with VSR_FAST_SKIP_EXT=1 and then builds the kernels once, in place:
+    # pip's editable build would compile them (minutes of -O3) into a directory nothing imports from.
+    if os.environ.get("VSR_FAST_SKIP_EXT") != "1"
 ]
 
 setup(
