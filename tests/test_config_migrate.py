@@ -216,3 +216,31 @@ def test_cli_migrate_writes_next_to_the_file_and_refuses_to_overwrite(tmp_path):
     assert again.returncode == 2 and "--force" in again.stderr
     assert run_cli("config", "migrate", str(source), "--force").returncode == 0
     assert run_cli("config", "validate", str(out)).returncode == 0
+
+
+def test_model_resource_forms_and_module_thresholds():
+    doc = yaml.safe_load(SPEC_8_1)
+    doc["routing"]["signals"]["jailbreak"] = [{"name": "attack"}]
+    doc["routing"]["data_policy"] = {"replay": True, "replay_personal_data": False}
+    doc["global"]["model_catalog"] = {
+        "modules": {"prompt_guard": {"enabled": True, "threshold": 0.7, "on_error": "block"}},
+        "deployments": {"fast-onnx": {"provider": "ort", "artifact": "vsr-static-2", "operating_point": "f1"},
+                        "reranker": {"provider": "rerank", "artifact": "x"}},
+        "bindings": {"domain": "reranker", "jailbreak": "fast-onnx"},
+        "external": [{"name": "judge", "model_role": "preference", "llm_provider": "openai"}]}
+    result = migrate(doc, router_target())
+    out = result.document
+    recipe = out["recipes"][0]
+    assert recipe["signals"]["jailbreak"] == [{"name": "attack", "predicate": {"gte": 0.7}, "on_unknown": "match"}]
+    assert recipe["plugins"] == [{"type": "router_replay", "configuration": {"capture_personal_data": False}}]
+    catalog = out["global"]["model_catalog"]
+    assert catalog["deployments"] == {"fast-onnx": {"provider": "model_runtime", "artifact": "vsr-static-2"}}
+    assert catalog["bindings"] == {"jailbreak": "fast-onnx"}
+    assert "external" not in catalog and "modules" not in catalog
+    kinds = {n.path: n.kind for n in result.notes}
+    assert kinds["global.model_catalog.deployments.reranker"] == "drop"
+    assert kinds["global.model_catalog.deployments.fast-onnx.operating_point"] == "drop"
+    assert kinds["global.model_catalog.external[0]"] == "drop"
+    assert kinds["recipes[default].signals.jailbreak[attack]"] == "rewrite"        # inherits the module's threshold
+    errors = validate_bytes(dump(out).encode()).errors
+    assert [e for e in errors if NOT_BUILT not in e] == []

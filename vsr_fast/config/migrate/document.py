@@ -33,6 +33,7 @@ def rewrite_document(raw: dict, notes: Notes, target: Target) -> dict:
     for i, r in enumerate(doc.get("recipes") or []):
         if isinstance(r, dict):
             recipes.append(flatten(r, f"recipes[{r.get('name', i)}]", notes))
+    _inherit_module_thresholds(glob, recipes, notes)
     cards = [(f"recipes[{r['name']}].modelCards[{c.get('name', k)}]", c)
              for r in recipes for k, c in enumerate(r.get("modelCards") or []) if isinstance(c, dict)]
     descriptions = {c["name"]: c.get("description", "") for _, c in cards if "name" in c}
@@ -113,11 +114,67 @@ def _entrypoints(doc: dict, glob: dict, notes: Notes) -> list:
     return eps
 
 
+# A classifier module whose threshold the rules of a signal type inherited when they set none (spec 8).
+MODULE_RULES = {("prompt_guard",): "jailbreak", ("feedback_detector",): "user_feedbacks",
+                ("classifier", "pii"): "pii", ("classifier", "domain"): "domains"}
+
+
+def _inherit_module_thresholds(glob: dict, recipes: list[dict], notes: Notes) -> None:
+    """A module's threshold becomes the predicate of the rules that inherited it; a guard module's
+    on_error: block becomes their on_unknown: match (the signal handlers rewrite both)."""
+    modules = (glob.get("model_catalog") or {}).get("modules") if isinstance(glob.get("model_catalog"), dict) else None
+    if not isinstance(modules, dict):
+        return
+    for keys, kind in MODULE_RULES.items():
+        module: Any = modules
+        for key in keys:
+            module = module.get(key) if isinstance(module, dict) else None
+        if not isinstance(module, dict) or module.get("enabled") is False:
+            continue
+        where = "global.model_catalog.modules." + ".".join(keys)
+        for recipe in recipes:
+            for rule in (recipe.get("signals") or {}).get(kind) or []:
+                if not isinstance(rule, dict):
+                    continue
+                if "threshold" in module and "threshold" not in rule and "predicate" not in rule:
+                    rule["threshold"] = module["threshold"]
+                    notes.rewrite(f"recipes[{recipe.get('name')}].signals.{kind}[{rule.get('name')}]",
+                                  f"inherits {where}.threshold ({module['threshold']})")
+                if module.get("on_error") == "block" and "on_error" not in rule:
+                    rule["on_error"] = "block"
+
+
+# Deployment providers of v0.4 (#5853): the runtimes the model runtime replaced, and those with no v0.5 form.
+RUNTIME_PROVIDERS = ("candle", "ort", "openvino")
+REMOVED_PROVIDERS = ("classify", "http", "rerank")
+
+
 def _deployments(glob: dict, target: Target, notes: Notes) -> None:
     """A model_runtime deployment of a model this router does not ship (vLLM-SR's Vela and Decision models) is
     dropped: the pre-declared primary, this router's embedded model, answers in its place."""
     catalog = glob.get("model_catalog") if isinstance(glob.get("model_catalog"), dict) else {}
     deployments = catalog.get("deployments") if isinstance(catalog.get("deployments"), dict) else {}
+    bindings = catalog.get("bindings") if isinstance(catalog.get("bindings"), dict) else {}
+    for name, dep in list(deployments.items()):
+        where = f"global.model_catalog.deployments.{name}"
+        if not isinstance(dep, dict):
+            continue
+        if dep.get("provider") in RUNTIME_PROVIDERS:
+            notes.rewrite(f"{where}.provider", f"provider {dep['provider']} became model_runtime")
+            dep["provider"] = "model_runtime"
+        elif dep.get("provider") in REMOVED_PROVIDERS:
+            del deployments[name]
+            named = sorted(k for k, v in bindings.items() if v == name)
+            for key in named:
+                del bindings[key]
+            notes.drop(where, f"provider {dep['provider']} has no v0.5 form; the deployment was dropped"
+                              + (f" with the bindings that named it ({', '.join(named)})" if named else ""))
+            continue
+        if dep.pop("operating_point", None) is not None:
+            notes.drop(f"{where}.operating_point", "the runtime applies the operating point its model package declares")
+        if "question_types" in dep:
+            dep.setdefault("capabilities", {})["question_types"] = dep.pop("question_types")
+            notes.rewrite(f"{where}.question_types", "question_types moved to capabilities.question_types")
     if not target.artifacts:
         return
     for name, dep in list(deployments.items()):
@@ -132,7 +189,6 @@ def _deployments(glob: dict, target: Target, notes: Notes) -> None:
                    + ("the built-in primary (this router's embedded model) answers in its place" if name == "primary"
                       else "what named it falls back to the decision model")
                    + ". Serve the model from an attached runtime (endpoint) to keep it")
-        bindings = catalog.get("bindings") if isinstance(catalog.get("bindings"), dict) else {}
         for key in [k for k, v in bindings.items() if v == name]:
             del bindings[key]
 
@@ -205,6 +261,15 @@ def _global(glob: dict, notes: Notes) -> dict:
         notes.review("global.integrations.tools", "global.integrations.tools became a tools plugin with select in "
                                                   "global.plugins; its similarity settings were dropped")
         out["integrations"].pop("tools")
+    external = (out.get("model_catalog") or {}).get("external") if isinstance(out.get("model_catalog"), dict) else None
+    if isinstance(external, list):
+        for i, ext in enumerate(external):
+            if isinstance(ext, dict):
+                notes.drop(f"global.model_catalog.external[{i}]",
+                           f"the external model {ext.get('name', i)!r} (role {ext.get('model_role', 'none')}) answered a "
+                           "classifier's question; the decision model answers every signal now. Declare a systemone "
+                           "deployment and bind the signal types to it to keep a remote model")
+        out["model_catalog"].pop("external")
     modules = (out.get("model_catalog") or {}).get("modules") if isinstance(out.get("model_catalog"), dict) else None
     if isinstance(modules, dict):
         compression = modules.get("prompt_compression")

@@ -50,9 +50,30 @@ def rewrite_recipe(recipe: dict, path: str, notes: Notes, descriptions: dict[str
         out["decisions"] = decisions
     if "plugins" in recipe:
         out["plugins"] = rewrite_plugins(recipe["plugins"], f"{path}.plugins", notes, add_signal)
+    policy = out.pop("data_policy", None)
+    if isinstance(policy, dict):
+        _data_policy(policy, out, f"{path}.data_policy", notes)
     if signals or "signals" in recipe:
         out["signals"] = signals
     return out
+
+
+def _data_policy(policy: dict, recipe: dict, path: str, notes: Notes) -> None:
+    """A recipe's data_policy is its router_replay plugin (spec 8)."""
+    conf: dict[str, Any] = {}
+    if policy.get("replay") is False:
+        conf["enabled"] = False
+    if policy.get("replay_personal_data") is False:
+        conf["capture_personal_data"] = False
+    if conf:
+        plugins = recipe.setdefault("plugins", [])
+        entry = next((p for p in plugins if p.get("type") == "router_replay"), None)
+        if entry is None:
+            plugins.append({"type": "router_replay", "configuration": conf})
+        else:
+            entry["configuration"] = {**entry.get("configuration", {}), **conf}
+    notes.rewrite(path, "data_policy became the recipe's router_replay plugin"
+                        + (f" ({', '.join(f'{k}: {str(v).lower()}' for k, v in conf.items())})" if conf else ""))
 
 
 def _decision(d: dict, path: str, notes: Notes, renames: Renames, models: tuple[dict, dict],
