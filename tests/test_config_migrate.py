@@ -244,3 +244,11 @@ def test_model_resource_forms_and_module_thresholds():
     assert kinds["recipes[default].signals.jailbreak[attack]"] == "rewrite"        # inherits the module's threshold
     errors = validate_bytes(dump(out).encode()).errors
     assert [e for e in errors if NOT_BUILT not in e] == []
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "config").rglob("*.yaml")), ids=lambda p: p.name)
+def test_a_v05_file_migrates_to_itself_without_notes(path: Path):
+    raw = yaml.safe_load(path.read_text())
+    result = migrate(copy.deepcopy(raw), router_target())
+    assert result.document == raw
+    assert result.notes == []

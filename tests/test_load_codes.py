@@ -247,3 +247,27 @@ def test_cli_validate_json(tmp_path):
     assert result.returncode == 0
     out = json.loads(result.stdout)
     assert out["ok"] is True and out["errors"] == [] and len(out["config_version"]) == 16
+
+
+REMOVED_SIGNAL_EXAMPLES = {
+    "classifiers": {"name": "risk", "labels": ["SAFE", "RISKY"], "instructions": "Is the tool call risky?"},
+    "preferences": {"name": "terse", "examples": ["keep it short"], "threshold": 0.7},
+    "embeddings": {"name": "support", "candidates": ["password reset"], "threshold": 0.7},
+    "kb": {"name": "law_kb", "kb": "mmlu", "target": {"kind": "label", "value": "law"}},
+    "reasks": {"name": "again", "lookback_turns": 1, "threshold": 0.8},
+    "topic_continuity": {"name": "same_topic"},
+    "events": {"name": "payment", "event_types": ["payment_failed"], "severities": ["critical"]},
+    "structure": {"name": "questions", "feature": {"type": "count", "source": {"type": "regex", "pattern": "[?]"}},
+                  "predicate": {"gte": 2}},
+    "actions": {"name": "fixing", "actions": ["fix"]},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(REMOVED_SIGNAL_EXAMPLES))
+def test_migrate_rewrites_or_drops_every_removed_signal_type_with_a_note(kind):
+    assert set(REMOVED_SIGNAL_EXAMPLES) == set(REMOVED_SIGNAL_TYPES)
+    d = with_signals(**{kind: [REMOVED_SIGNAL_EXAMPLES[kind]]})
+    out = migrate(d, router_target())
+    assert [n for n in out.notes if n.path.startswith(f"recipes[default].signals.{kind}")]
+    assert kind not in out.document["recipes"][0]["signals"]
+    assert [x for x in report(out.document).errors if "unsupported_value: the " not in x] == []

@@ -55,7 +55,8 @@ def rewrite_document(raw: dict, notes: Notes, target: Target) -> dict:
     eps = _entrypoints(doc, glob, notes)
     if eps or "entrypoints" in doc:
         doc["entrypoints"] = eps
-    _identity(doc, notes)
+    if raw.get("version") != TARGET:
+        _identity(doc, notes)
     if glob:
         doc["global"] = _global(glob, notes)
         _deployments(doc["global"], target, notes)
@@ -198,6 +199,9 @@ def _identity(doc: dict, notes: Notes) -> None:
     listener that trusts the identity headers of the authenticator in front (spec 8.1, #5872)."""
     if not any((r.get("signals") or {}).get("role_bindings") for r in doc["recipes"]):
         return
+    auth = ((doc.get("global") or {}).get("router") or {}).get("auth")
+    if isinstance(auth, dict) and auth.get("enabled"):
+        return      # client keys are an identity source of their own
     listeners = [x for x in doc.get("listeners") or [] if isinstance(x, dict) and x.get("role", "serving") == "serving"]
     if not listeners:
         notes.review("listeners", "role_bindings read the caller's identity: add a listener with identity.trust_headers: "
