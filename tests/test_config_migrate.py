@@ -252,3 +252,40 @@ def test_a_v05_file_migrates_to_itself_without_notes(path: Path):
     result = migrate(copy.deepcopy(raw), router_target())
     assert result.document == raw
     assert result.notes == []
+
+
+FLAT = """
+semantic_cache: {enabled: true, similarity_threshold: 0.8, max_entries: 1000}
+prompt_guard: {enabled: true, threshold: 0.7}
+bert_model: {model_id: sentence-transformers/all-MiniLM-L12-v2, threshold: 0.6}
+vllm_endpoints:
+- {name: endpoint1, address: 127.0.0.1, port: 11434, models: [small, large], weight: 1}
+- {name: endpoint2, address: 127.0.0.2, port: 11435, models: [large], weight: 2}
+model_config:
+  large: {preferred_endpoints: [endpoint2]}
+categories:
+- name: math
+  model_scores: [{model: small, score: 0.4}, {model: large, score: 0.9, use_reasoning: true}]
+- name: other
+  model_scores: [{model: small, score: 0.8}]
+default_model: small
+"""
+
+
+def test_the_flat_layout_before_v03_migrates_in_one_run():
+    result = migrate(yaml.safe_load(FLAT), router_target())
+    doc = result.document
+    assert doc["providers"]["models"] == [
+        {"name": "small", "backend_refs": [{"name": "endpoint1", "endpoint": "127.0.0.1:11434", "weight": 1}]},
+        {"name": "large", "backend_refs": [{"name": "endpoint2", "endpoint": "127.0.0.2:11435", "weight": 2},
+                                           {"name": "endpoint1", "endpoint": "127.0.0.1:11434", "weight": 1}]}]
+    (recipe,) = doc["recipes"]
+    assert recipe["signals"] == {"domains": [{"name": "math"}, {"name": "other"}]}
+    assert [d["modelRefs"] for d in recipe["decisions"]] == [[{"model": "large", "use_reasoning": True},
+                                                              {"model": "small"}], [{"model": "small"}]]
+    assert recipe["fallback"] == {"modelRefs": [{"model": "small"}]}
+    assert doc["global"]["plugins"][0]["type"] == "response_cache"
+    kinds = {n.path: n.kind for n in result.notes}
+    assert kinds["prompt_guard"] == "review" and kinds["bert_model"] == "drop"
+    assert validate_bytes(dump(doc).encode()).errors == []
+    assert migrate(copy.deepcopy(doc), router_target()).notes == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from .legacy import flat_to_v03, is_flat
 from .notes import Notes
 from .target import Target
 from .plugins import rewrite_plugins
@@ -20,6 +21,8 @@ LOOPER_ALGORITHMS = {"fusion": ("fusion",), "remom": ("remom",), "ratings": ("ra
 def rewrite_document(raw: dict, notes: Notes, target: Target) -> dict:
     """Every rewrite of the spec, in one pass; the caller fits the result to the schema."""
     doc = copy.deepcopy(raw)
+    if is_flat(doc):
+        doc = flat_to_v03(doc, notes)
     if doc.get("version") != TARGET:
         notes.rewrite("version", f"version {doc.get('version')!r} became {TARGET}"
                       + (" (a v0.4 file says v0.3)" if doc.get("version") == "v0.3" else ""))
