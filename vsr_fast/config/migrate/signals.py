@@ -402,9 +402,13 @@ def _structure(rule, path, notes, renames, dest):
 
 def _kb(rule, path, notes, renames, dest):
     target = rule.get("target") or {}
+    value = target.get("value", rule.get("name"))
+    domain = value in (dest.labels.get("domain") or ())
     notes.drop(path, f"kb rules never match in v0.5 (no signal reads a knowledge base); its conditions are false. "
-                     f"Restore it as a systemone set question over the knowledge base {rule.get('kb')!r}'s labels "
-                     f"(this rule read {target.get('kind', 'label')} {target.get('value', rule.get('name'))!r})")
+                     f"Restore it as a systemone set question over the labels of knowledge base {rule.get('kb')} "
+                     f"(this rule read {target.get('kind', 'label')} {value!r})"
+                     + (f", or as a domains rule, {{name: {rule.get('name')}, labels: [{value}]}}: {value!r} is a "
+                        "label of the domain preset" if domain else ""))
     renames.set("kb", str(rule.get("name")), False)
 
 
