@@ -105,8 +105,7 @@ def _entrypoints(doc: dict, glob: dict, notes: Notes) -> list:
         eps.insert(0, {"model_names": auto, "recipe": "default", "default": True})
         notes.rewrite("global.router.auto_model_names", f"the auto model names {', '.join(auto)} became the default "
                                                         "entrypoint of recipe default")
-    chat = [r for r in recipes]
-    if eps and len(chat) > 1 and not any(e.get("default") for e in eps):
+    if eps and len(recipes) > 1 and not any(e.get("default") for e in eps):
         target = next((e for e in eps if e.get("recipe") == "default"), eps[0])
         target["default"] = True
         notes.rewrite("entrypoints", f"the entrypoint of recipe {target.get('recipe')} is marked default: true, "
