@@ -1,4 +1,4 @@
-"""``vsr-fast serve``, ``vsr-fast config validate``, ``vsr-fast route probe`` and ``vsr-fast keys``."""
+"""``vsr-fast serve``, ``vsr-fast config validate|migrate``, ``vsr-fast route probe`` and ``vsr-fast keys``."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +10,7 @@ from .. import __version__
 from ..routing import load_file
 from ..errors import ConfigError
 from . import probe
+from .config_cmd import add_parsers, run_config
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,8 +58,7 @@ def _parser() -> argparse.ArgumentParser:
 
     config = sub.add_parser("config", help="configuration tools")
     config_sub = config.add_subparsers(dest="config_command", required=True)
-    validate = config_sub.add_parser("validate", help="print every load error and warning; exit 1 on an error")
-    validate.add_argument("file")
+    add_parsers(config_sub)
 
     route = sub.add_parser("route", help="routing tools")
     probe.add_parser(route.add_subparsers(dest="route_command", required=True))
@@ -83,25 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "route":
         return probe.run(args)
     if args.command == "config":
-        return _validate(args.file)
+        return run_config(args)
     if args.command == "keys":
         from .keys import run_keys
 
         return run_keys(args)
     return _serve(args)
-
-
-def _validate(path: str) -> int:
-    try:
-        loaded = load_file(path)
-    except ConfigError as exc:
-        for line in exc.lines:
-            print(f"error: {line}")
-        return 1
-    for line in loaded.warnings:
-        print(f"warning: {line}")
-    print(f"ok: {path} loads (config version {loaded.version_hash})")
-    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:

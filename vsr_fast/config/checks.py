@@ -6,6 +6,7 @@ one load reports every problem at once.
 from __future__ import annotations
 
 import os
+import re
 import ssl
 from collections import Counter
 from urllib.parse import urlsplit
@@ -29,16 +30,20 @@ def check(config: RouterConfig) -> tuple[list[str], list[str]]:
     _check_native_routes(config, errors)
     _check_outputs(config, errors)
     _check_algorithms(config, errors, warnings)
-    _check_deployment_files(config, errors)
+    _check_deployments(config, errors)
     check_auth(config, models, errors, warnings)
     return errors, warnings
 
 
-def _check_deployment_files(config: RouterConfig, errors: list[str]) -> None:
-    """A deployment's CA file and key file must be readable where the router starts: without this a missing
-    CA file was a traceback at start, and an unreadable key file sent every call without a key."""
+def _check_deployments(config: RouterConfig, errors: list[str]) -> None:
+    """A deployment's endpoint must be a URL, and its CA file and key file readable where the router starts:
+    without this a missing CA file was a traceback at start, and an unreadable key file sent every call
+    without a key."""
     for name, dep in config.global_.model_catalog.deployments.items():
         base = f"global.model_catalog.deployments.{name}"
+        problem = endpoint_problem(dep.endpoint) if dep.endpoint is not None else None
+        if problem:
+            errors.append(f"{base}.endpoint: invalid_value: {problem}")
         if dep.tls.ca_file:
             try:
                 ssl.create_default_context(cafile=dep.tls.ca_file)
@@ -175,7 +180,13 @@ def endpoint_problem(endpoint: str) -> str | None:
         return f"{endpoint!r}: scheme must be http or https"
     if not parts.hostname:
         return f"{endpoint!r} names no host"
+    if not _HOST.fullmatch(parts.hostname) or any(c.isspace() for c in endpoint):
+        return f"{endpoint!r} is not a URL (expected http[s]://host[:port][/path] or host:port)"
     return None
+
+
+# A DNS name, an IPv4 address or a bracketed IPv6 address (urlsplit strips the brackets).
+_HOST = re.compile(r"[A-Za-z0-9_.\-]+|[0-9A-Fa-f:.]+(%[\w.\-]+)?")
 
 
 def _check_recipe(recipe: Recipe, models: set[str], errors: list[str]) -> None:

@@ -1,16 +1,20 @@
 """Load a configuration file: YAML to Structs, every error as one line with its path and code."""
 from __future__ import annotations
 
+import copy
 import hashlib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 import yaml
 
 from ..errors import ConfigError
+from . import _paths
 from .checks import check
-from .shape import collect_shape_errors
+from .forms import removed_fields
+from .shape import collect_shape_problems
 from .schema import RouterConfig, convert
 
 SCHEMA_VERSION = "v0.5"
@@ -59,40 +63,134 @@ def check_file(path: str | Path) -> Checked:
 
 def check_bytes(data: bytes, *, source: str = "<config>") -> Checked:
     """Parse YAML (or JSON) bytes and check them as a v0.5 configuration."""
+    return check_raw(parse_bytes(data, source=source), version_hash=version_hash(data))
+
+
+def parse_bytes(data: bytes, *, source: str = "<config>") -> object:
+    """YAML (or JSON) bytes as a document; a syntax error is one ConfigError line with its line and column."""
     try:
-        raw = yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        return yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError([f"{where}: yaml_error: {problem}"]) from exc
-    return check_raw(raw, version_hash=hashlib.sha256(data).hexdigest()[:16])
+
+
+def version_hash(data: bytes) -> str:
+    """The configuration version the router reports: the file's bytes, hashed."""
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def check_raw(raw: object, *, version_hash: str = "") -> Checked:
-    """Check an already-decoded document."""
+    """Check an already-decoded document; raises ConfigError with every problem of every kind."""
+    found = collect(raw)
+    if found.errors or found.config is None:
+        raise ConfigError(found.errors)
+    return Checked(config=found.config, version_hash=version_hash, warnings=found.warnings)
+
+
+@dataclass
+class Collected:
+    """Every error and warning of one document. ``config`` is what converted once the nodes with shape errors
+    were set aside (None when nothing could), so the checks across blocks still run and report theirs."""
+
+    errors: list[str]
+    warnings: list[str]
+    config: RouterConfig | None
+    set_aside: set[str] = field(default_factory=set)   # names of named items a shape error removed, and the
+    # paths of the blocks it changed: a later error about one of them would only repeat it
+    references_ok: bool = False     # the checks across blocks passed, so the converted config compiles
+
+
+def collect(raw: object) -> Collected:
+    """Run every check: removed forms, shape, then the checks across blocks over what remains."""
     if not isinstance(raw, dict):
-        raise ConfigError([f"(document): invalid_type: expected a mapping, got {type(raw).__name__}"])
+        return Collected([f"(document): invalid_type: expected a mapping, got {type(raw).__name__}"], [], None)
     errors = _precheck(raw)
-    if errors:
-        raise ConfigError(errors)
-    warnings_early = _rename_aliases(raw)
-    errors = collect_shape_errors(raw, RouterConfig, [], raw)
-    if errors:
-        raise ConfigError(errors)
-    config = typing.cast(RouterConfig, convert(raw, RouterConfig))
-    errors, warnings = check(config)
-    if errors:
-        raise ConfigError(errors)
-    return Checked(config=config, version_hash=version_hash, warnings=warnings_early + warnings)
+    work = _without_removed(raw)
+    warnings = _rename_aliases(work)
+    set_aside: set[str] = set()
+    for _ in range(_MAX_ROUNDS):
+        problems = collect_shape_problems(work, RouterConfig, [], work)
+        if not problems:
+            break
+        errors += [line for _, line in problems if line not in errors]
+        for steps, line in sorted(problems, key=lambda p: len(p[0]), reverse=True):
+            set_aside.add(line.partition(": ")[0])
+            _set_aside(work, steps, set_aside)
+    else:
+        return Collected(errors, warnings, None, set_aside)
+    try:
+        config = typing.cast(RouterConfig, convert(work, RouterConfig))
+    except msgspec.ValidationError:
+        return Collected(errors, warnings, None, set_aside)
+    more, more_warnings = check(config)
+    errors += [line for line in more if not follows_from(line, set_aside)]
+    return Collected(errors, warnings + more_warnings, config, set_aside, references_ok=not more)
+
+
+_MAX_ROUNDS = 8
+# Codes that only repeat a shape error when they name a block the shape error set aside.
+_REFERENCE_CODES = ("unknown_model", "unknown_recipe", "unknown_signal")
+
+
+def follows_from(line: str, set_aside: set[str]) -> bool:
+    """Whether ``line`` only repeats a shape error: it is about a block whose field was set aside, or it is a
+    reference to a named block that was."""
+    path = line.partition(": ")[0]
+    if any(p.startswith(f"{path}.") or p.startswith(f"{path}[") for p in set_aside):
+        return True
+    return any(f": {code}: " in line for code in _REFERENCE_CODES) and any(f"'{n}'" in line for n in set_aside)
+
+
+def _set_aside(work: dict, steps: list, set_aside: set[str]) -> None:
+    """Remove the node a shape error names (for a missing field, the block missing it), so the rest converts."""
+    if not steps:
+        return
+    *parents, last = steps
+    node: object = work
+    for step in parents:
+        try:
+            node = node[step]  # type: ignore[index]
+        except (KeyError, IndexError, TypeError):
+            return
+    if isinstance(node, dict) and isinstance(last, str) and last not in node:
+        _set_aside(work, parents, set_aside)     # a missing field: the block without it goes
+    elif isinstance(node, list) and isinstance(last, int) and last < len(node):
+        item = node.pop(last)
+        if isinstance(item, dict) and isinstance(item.get("name"), str):
+            set_aside.add(item["name"])
+    elif isinstance(node, dict):
+        del node[last]
+
+
+def _without_removed(raw: dict) -> dict:
+    """A copy without the removed forms ``_precheck`` reported, so each is reported once, as what it was."""
+    work = copy.deepcopy(raw)
+    work["version"] = SCHEMA_VERSION
+    for key in REMOVED_SECTIONS:
+        work.pop(key, None)
+    for recipe in work.get("recipes") or []:
+        signals = recipe.get("signals") if isinstance(recipe, dict) else None
+        if isinstance(signals, dict):
+            for key in REMOVED_SIGNAL_TYPES:
+                signals.pop(key, None)
+    for steps, _, _ in sorted(removed_fields(work), key=lambda f: len(f[0]), reverse=True):
+        node: object = work
+        for step in steps[:-1]:
+            node = node[step]  # type: ignore[index]
+        if isinstance(node, dict):
+            node.pop(steps[-1], None)
+    return work
 
 
 def _precheck(raw: dict) -> list[str]:
     version = raw.get("version")
-    if version is None:
-        return ["version: missing_field: a v0.5 configuration starts with `version: v0.5`"]
     errors = []
-    if version != SCHEMA_VERSION:
+    if version is None:
+        errors.append("version: missing_field: a v0.5 configuration starts with `version: v0.5`")
+    elif version != SCHEMA_VERSION:
         errors.append(
             f"version: invalid_value: {version!r} is not a schema this router reads; "
             f"it reads `version: {SCHEMA_VERSION}`"
@@ -108,6 +206,9 @@ def _precheck(raw: dict) -> list[str]:
         for key, what in REMOVED_SIGNAL_TYPES.items():
             if key in signals:
                 errors.append(f"recipes[{name}].signals.{key}: removed_signal_type: {key} was removed; write {what}")
+    for steps, name, becomes in removed_fields(raw):
+        errors.append(f"{_paths.render(steps, raw)}: removed_field: {name} was removed; write {becomes} "
+                      "(`vsr-fast config migrate` rewrites it)")
     return errors
 
 

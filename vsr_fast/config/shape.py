@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import types
 import typing
 
 import msgspec
@@ -17,8 +18,15 @@ _MSG = [
 ]
 
 
-def render_validation_error(exc: msgspec.ValidationError, base: list[str | int], raw: object) -> str:
+def render_validation_error(exc: msgspec.ValidationError, base: list[str | int], raw: object,
+                            typ: object = None) -> str:
     """One line ``<path>: <code>: <message>`` for a msgspec validation error."""
+    return _problem(exc, base, raw, typ)[1]
+
+
+def _problem(exc: msgspec.ValidationError, base: list[str | int], raw: object,
+             typ: object = None) -> tuple[list[str | int], str]:
+    """``(steps, line)`` of a validation error; an enum error lists the values ``typ`` takes, when known."""
     text = str(exc)
     message, _, where = text.partition(" - at `")
     steps = base + _paths.steps_of(where.rstrip("`")) if where else list(base)
@@ -30,7 +38,31 @@ def render_validation_error(exc: msgspec.ValidationError, base: list[str | int],
             if extra_step:
                 steps.append(extra_step.format(*m.groups()))
             break
-    return f"{_paths.render(steps, raw)}: {code}: {detail}"
+    values = literal_values(typ) if not where else None
+    if values and message.startswith("Invalid enum value"):
+        detail = f"{detail} (one of: {', '.join(map(str, values))})"
+    return steps, f"{_paths.render(steps, raw)}: {code}: {detail}"
+
+
+def literal_values(typ: object) -> tuple | None:
+    """The values a Literal type (through Annotated, Optional and Unset) takes, or None."""
+    typ = _strip(typ)
+    if typing.get_origin(typ) is typing.Literal:
+        return typing.get_args(typ)
+    if typing.get_origin(typ) in (typing.Union, types.UnionType):
+        values: list = []
+        for member in typing.get_args(typ):
+            m = _strip(member)
+            if typing.get_origin(m) is typing.Literal:
+                values.extend(typing.get_args(m))
+        return tuple(values) or None
+    return None
+
+
+def _strip(typ: object) -> object:
+    while typing.get_origin(typ) is typing.Annotated:
+        typ = typing.get_args(typ)[0]
+    return typ
 
 
 def collect_shape_errors(value: object, typ: object, steps: list[str | int], raw: object) -> list[str]:
@@ -39,15 +71,21 @@ def collect_shape_errors(value: object, typ: object, steps: list[str | int], raw
     msgspec stops at the first error; we re-check each child on its own so one
     load lists every bad block. An error that no child explains is this level's.
     """
+    return [line for _, line in collect_shape_problems(value, typ, steps, raw)]
+
+
+def collect_shape_problems(value: object, typ: object, steps: list[str | int],
+                           raw: object) -> list[tuple[list[str | int], str]]:
+    """``collect_shape_errors`` with each error's steps, so a caller can set the bad node aside."""
     try:
         convert(value, typ)  # type: ignore[arg-type]
         return []
     except msgspec.ValidationError as exc:
-        here = render_validation_error(exc, steps, raw)
-    errors: list[str] = []
+        here = _problem(exc, steps, raw, typ)
+    problems: list[tuple[list[str | int], str]] = []
     for child_value, child_type, child_steps in _children(value, typ, steps):
-        errors.extend(collect_shape_errors(child_value, child_type, child_steps, raw))
-    return errors or [here]
+        problems.extend(collect_shape_problems(child_value, child_type, child_steps, raw))
+    return problems or [here]
 
 
 def _children(value: object, typ: object, steps: list[str | int]):
@@ -69,7 +107,7 @@ def _unwrap(typ: object) -> object:
         origin = typing.get_origin(typ)
         if origin is typing.Annotated:
             typ = typing.get_args(typ)[0]
-        elif origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        elif origin in (typing.Union, types.UnionType):
             args = [a for a in typing.get_args(typ) if a is not type(None)]
             if len(args) != 1:
                 return typ

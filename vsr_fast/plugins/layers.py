@@ -6,14 +6,18 @@ from functools import lru_cache
 import msgspec
 
 from ..config.schema import PluginEntry, Recipe, RouterConfig
-from ..config.shape import render_validation_error
+from ..config.shape import collect_shape_problems
 from . import router_replay as _replay
 from .table import CONFIGURATIONS, PLUGINS, REMOVED_PLUGIN_TYPES
 
 
-def check_plugins(config: RouterConfig) -> list[str]:
-    """Every plugin entry's configuration against its type, and the replay checks across layers."""
+def check_plugins(config: RouterConfig, bad: list[PluginEntry] | None = None) -> list[str]:
+    """Every plugin entry's configuration against its type, and the replay checks across layers.
+
+    ``bad`` collects the entries that failed on their own, so a caller can check the rest without them.
+    """
     errors: list[str] = []
+    failed = bad if bad is not None else []
     layers = [("global.plugins", config.global_.plugins)]
     for recipe in config.recipes:
         layers.append((f"recipes[{recipe.name}].plugins", recipe.plugins))
@@ -24,23 +28,27 @@ def check_plugins(config: RouterConfig) -> list[str]:
             if entry.type in REMOVED_PLUGIN_TYPES:
                 errors.append(f"{path}[{j}].type: removed_plugin_type: {entry.type} was removed; write "
                               f"{REMOVED_PLUGIN_TYPES[entry.type]}")
+                failed.append(entry)
                 continue
             if entry.type not in CONFIGURATIONS:
                 errors.append(f"{path}[{j}].type: invalid_value: plugin type {entry.type!r} is not served "
                               f"(served: {', '.join(sorted(CONFIGURATIONS))})")
+                failed.append(entry)
                 continue
             own_check = PLUGINS[entry.type].check
             if own_check is not None:
                 early = own_check(entry.configuration, f"{path}[{j}].configuration")
                 if early:
                     errors += early
+                    failed.append(entry)
                     continue
-            try:
-                msgspec.convert(entry.configuration, CONFIGURATIONS[entry.type], strict=True)
-            except msgspec.ValidationError as exc:
-                line = render_validation_error(exc, [], entry.configuration)
+            problems = collect_shape_problems(entry.configuration, CONFIGURATIONS[entry.type], [],
+                                              entry.configuration)
+            for _, line in problems:
                 errors.append(f"{path}[{j}].configuration.{line}" if not line.startswith("(document)")
                               else f"{path}[{j}].configuration{line[len('(document)'):]}")
+            if problems:
+                failed.append(entry)
     if errors:
         return errors   # the layers below need every configuration to decode
     models = [m.name for m in config.providers.models]

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import Checked, RouterConfig, check_bytes, check_file, check_raw
+from ..config.load import collect, follows_from, parse_bytes, version_hash
+from ..config.schema import PluginEntry
 from ..errors import ConfigError
 from ..plugins.layers import check_plugins
 from ..signals.base import CompileErrors
@@ -28,17 +30,62 @@ class Loaded:
 
 def compile_checked(checked: Checked) -> Loaded:
     """Check the plugin blocks and compile the routing table; ConfigError lists every problem."""
-    errors = check_plugins(checked.config)
-    if errors:
-        raise ConfigError(errors)
     warnings = list(checked.warnings)
-    compile_errors = CompileErrors()
-    table = RoutingTable(checked.config, compile_errors, warnings)
-    if not compile_errors.lines:
-        plugin_checks.check(checked.config, table, compile_errors)
-    if compile_errors.lines:
-        raise ConfigError(compile_errors.lines)
+    errors, table = _compile(checked.config, warnings)
+    if errors or table is None:
+        raise ConfigError(errors)
     return Loaded(config=checked.config, version_hash=checked.version_hash, table=table, warnings=warnings)
+
+
+def _compile(config: RouterConfig, warnings: list[str], *, routes: bool = True) -> tuple[list[str], RoutingTable | None]:
+    """Plugin blocks, then (``routes``) the routing table over the entries that passed: every error of both."""
+    bad: list[PluginEntry] = []
+    errors = check_plugins(config, bad)
+    if bad:
+        # The rest is checked without the entries that failed on their own, so its errors are reported too.
+        for entries in _plugin_lists(config):
+            entries[:] = [e for e in entries if not any(e is b for b in bad)]
+        errors += [line for line in check_plugins(config) if line not in errors]
+    if not routes:
+        return errors, None
+    compile_errors = CompileErrors()
+    table = RoutingTable(config, compile_errors, warnings)
+    if not compile_errors.lines:
+        plugin_checks.check(config, table, compile_errors)
+    errors += compile_errors.lines
+    return errors, table
+
+
+def _plugin_lists(config: RouterConfig) -> list[list[PluginEntry]]:
+    lists = [config.global_.plugins]
+    for recipe in config.recipes:
+        lists.append(recipe.plugins)
+        lists.extend(d.plugins for d in recipe.decisions)
+    return lists
+
+
+@dataclass(frozen=True)
+class Report:
+    """``config validate``: every error and warning of a document, of every kind, in one run."""
+
+    errors: list[str]
+    warnings: list[str]
+    version_hash: str = ""
+
+
+def validate_bytes(data: bytes, *, source: str = "<config>") -> Report:
+    """Parse and check a document without stopping at the first kind of error."""
+    try:
+        raw = parse_bytes(data, source=source)
+    except ConfigError as exc:
+        return Report(exc.lines, [])
+    found = collect(raw)
+    errors, warnings = list(found.errors), list(found.warnings)
+    if found.config is not None:
+        # The routing table compiles only over references that resolve; the plugin blocks are checked anyway.
+        more, _ = _compile(found.config, warnings, routes=found.references_ok)
+        errors += [line for line in more if not follows_from(line, found.set_aside)]
+    return Report(errors, warnings, version_hash(data))
 
 
 def load_file(path: str | Path) -> Loaded:

@@ -63,9 +63,14 @@ class _Regex(_Rule):
     def __init__(self, rule: KeywordRule, patterns: list[re.Pattern[str]]) -> None:
         super().__init__(rule)
         self.patterns = patterns
-        # OR without a number needs only the first hit of any pattern.
-        self.any = re.compile("|".join(f"(?:{p.pattern})" for p in patterns), patterns[0].flags) \
-            if rule.operator == "OR" and rule.count is None and rule.density is None else None
+        # OR without a number needs only the first hit of any pattern. A pattern's leading global flags, such as
+        # (?m), are scoped to it, since they may not stand inside the alternation (a traceback at load otherwise).
+        self.any = None
+        if rule.operator == "OR" and rule.count is None and rule.density is None:
+            try:
+                self.any = re.compile("|".join(_scoped(p.pattern) for p in patterns), patterns[0].flags)
+            except re.error:
+                self.any = None     # counted pattern by pattern below: the same answer, a little slower
 
     def outcome(self, text: str) -> Outcome:
         if self.any is not None:
@@ -74,6 +79,15 @@ class _Regex(_Rule):
                            detail=f"matched {m.group(0)[:40]!r}" if m else "no pattern matched")
         counts = [sum(1 for _ in p.finditer(text)) for p in self.patterns]
         return _counted(self.rule, counts, sum(counts), text)
+
+
+_LEADING_FLAGS = re.compile(r"\(\?([imsx]+)\)")
+
+
+def _scoped(pattern: str) -> str:
+    """``(?m)x`` as ``(?m:x)``, any other pattern as ``(?:x)``: a group that can stand in an alternation."""
+    m = _LEADING_FLAGS.match(pattern)
+    return f"(?{m.group(1)}:{pattern[m.end():]})" if m else f"(?:{pattern})"
 
 
 def _counted(rule: KeywordRule, counts: list[int], total: int, text: str) -> Outcome:

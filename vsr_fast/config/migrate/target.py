@@ -1,0 +1,14 @@
+"""What the router that runs a migrated file loads: migrate fits its output to it (``fit``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Target:
+    """What this router loads, from the layers above config: plugin type -> configuration Struct, the built-in
+    model artifacts, and the labels of the presets whose labels a rule lists (pii, domain)."""
+
+    plugins: dict[str, type] = field(default_factory=dict)
+    artifacts: frozenset[str] = frozenset()
+    preset_labels: dict[str, tuple[str, ...]] = field(default_factory=dict)
