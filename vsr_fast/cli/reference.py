@@ -25,7 +25,7 @@ import msgspec
 from msgspec import inspect as mi
 
 from ..config import application as app
-from ..config.algorithm import EXECUTORS, NOT_BUILT, SELECTORS
+from ..config.algorithm import EXECUTORS, SELECTORS
 from ..config.catalog import Deployment
 from ..config.schema import Algorithm, PluginEntry, RouterConfig, RuleNode
 from ..config.signals import CONDITION_TYPES
@@ -39,7 +39,7 @@ from ..systemone.presets import APPLICATION_SIGNALS, PRESETS
 _PRESET_OPTIONS = {name: list(p.options) for name, p in PRESETS.items()}
 KNOWN_VALUES: dict[tuple[type, str], list[str] | dict[str, list[str]]] = {
     (RouterConfig, "version"): ["v0.5"],
-    (Algorithm, "type"): sorted((SELECTORS | EXECUTORS) - NOT_BUILT),
+    (Algorithm, "type"): sorted(SELECTORS | EXECUTORS),
     (RuleNode, "type"): sorted({*CONDITION_TYPES, *LEARNED_TYPES, PROJECTION}),
     (PluginEntry, "type"): sorted(CONFIGURATIONS),
     (app.DomainRule, "labels"): _PRESET_OPTIONS["domain"],

@@ -127,3 +127,31 @@ def _escalate(kind: str, alg: dict, s: dict, refs: list[str], path: str, notes: 
                        f"{accept['confidence']['gte']}), in the modelRefs order (the Looper's size order); "
                        "the threshold is on a different scale if the method changed: re-fit it")
     return out
+
+
+# The keys under an executor's block that name models (remom.synthesis_model, fusion.model and analysis_models,
+# workflows' planner, role and final models).
+_MODEL_KEYS = ("model", "models", "synthesis_model", "analysis_models")
+
+
+def executor_models(alg: Any) -> list[str]:
+    """The models an executor's block names, in the order they appear (v0.5's Looper calls only modelRefs)."""
+    if not isinstance(alg, dict) or alg.get("type") not in ("fusion", "remom", "ratings", "workflows"):
+        return []
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in _MODEL_KEYS and isinstance(value, str):
+                    found.append(value)
+                elif key in _MODEL_KEYS and isinstance(value, list):
+                    found.extend(v for v in value if isinstance(v, str))
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(alg.get(alg["type"]))
+    return list(dict.fromkeys(found))

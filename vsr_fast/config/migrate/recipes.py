@@ -4,7 +4,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .algorithms import rewrite_algorithm
+from .algorithms import executor_models, rewrite_algorithm
 from .conditions import rewrite_tree, true_tree
 from .notes import Notes
 from .plugins import rewrite_plugins
@@ -99,6 +99,11 @@ def _decision(d: dict, path: str, notes: Notes, renames: Renames, models: tuple[
         notes.rewrite(path, f"the route's model {images[0]} generates images: output {{kind: image}}")
     if "algorithm" in d:
         out["algorithm"] = rewrite_algorithm(d["algorithm"], refs, descriptions, f"{path}.algorithm", notes, formats)
+        missing = [m for m in executor_models(out["algorithm"]) if m not in refs]
+        if missing:
+            out["modelRefs"] = list(d.get("modelRefs") or []) + [{"model": m} for m in missing]
+            notes.rewrite(f"{path}.modelRefs", f"the executor calls {', '.join(missing)}, and v0.5's Looper calls "
+                                               "only the decision's modelRefs: added")
     if "plugins" in d:
         out["plugins"] = rewrite_plugins(d["plugins"], f"{path}.plugins", notes, add_signal)
     if "emits" in d:
