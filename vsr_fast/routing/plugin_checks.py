@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from ..config.catalog import PRIMARY
 from ..config.schema import PluginEntry, RouterConfig
-from ..plugins import masking, response_cache
+from ..plugins import context, masking, response_cache
 from ..plugins._merge import merged_fields
 from ..plugins.layers import layers as plugin_layers
 from ..signals.base import CompileErrors
@@ -75,8 +75,8 @@ def _deepest(config: RouterConfig, recipe, i: int, field: str) -> str:
 
 def _judges(config: RouterConfig) -> Iterator[tuple[str, str | None, frozenset[str]]]:
     """``(path of the match block, its judge's own deployment, the question types it asks)`` of every match
-    judge: tools.select (tool_need and tool_rank) and a semantic response_cache (same_request unless
-    its judge asks a custom question)."""
+    judge: tools.select (tool_need and tool_rank), a semantic response_cache (same_request unless
+    its judge asks a custom question) and each context source's (relevance unless custom)."""
     for path, _, entry in _entries(config, "tools"):
         select = entry.configuration.get("select")
         if isinstance(select, dict):
@@ -93,6 +93,18 @@ def _judges(config: RouterConfig) -> Iterator[tuple[str, str | None, frozenset[s
         judge = _judge_of(match)
         question = judge.get("question") if isinstance(judge.get("question"), dict) else {}
         yield f"{path}.semantic.match", judge.get("deployment"), frozenset({question.get("type", "noul")})
+    for path, _, entry in _entries(config, context.TYPE):
+        conf = entry.configuration
+        if conf.get("enabled") is False:
+            continue
+        for i, source in enumerate(conf.get("sources") or ()):
+            match = source.get("match") if isinstance(source, dict) else None
+            # A rag source without a block runs its default, which judges; memory's default does not.
+            if isinstance(match, dict) and "judge" not in match or match is None and source.get("type") != "rag":
+                continue
+            judge = _judge_of(match)
+            question = judge.get("question") if isinstance(judge.get("question"), dict) else {}
+            yield f"{path}.sources[{i}].match", judge.get("deployment"), frozenset({question.get("type", "noul")})
 
 
 def _judge_of(match: object) -> dict:
