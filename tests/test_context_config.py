@@ -86,3 +86,14 @@ def test_system_prompt_injection_keeps_the_callers_prompt():
     inject(body, "openai", "memory", render("memory", ["User: I like teal"]), "system_prompt")
     assert [m["role"] for m in body["messages"]] == ["system", "system", "user"]
     assert "I like teal" in body["messages"][0]["content"] and body["messages"][1]["content"] == "be brief"
+
+
+def test_documents_are_cut_at_the_coarsest_break_that_fits():
+    from vsr_fast.events.vector_store import chunks_of
+    text = "First paragraph, one line.\n\nSecond paragraph. It has two sentences.\n\n" + "word " * 60
+    pieces = chunks_of(text, 100)
+    assert pieces[0] == "First paragraph, one line.\nSecond paragraph. It has two sentences."
+    assert all(len(p) <= 100 for p in pieces) and "".join(pieces).replace("\n", "").replace(" ", "") == \
+        text.replace("\n", "").replace(" ", "")
+    assert chunks_of("x" * 250, 100) == ["x" * 100, "x" * 100, "x" * 50]
+    assert chunks_of("  ", 100) == []

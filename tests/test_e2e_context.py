@@ -162,3 +162,18 @@ def test_a_failing_source_skips_warns_or_blocks(mock, tmp_path):
             headers = ask(proc.url, QUESTION)
             assert [m["role"] for m in sent(mock)] == ["user"]
             assert ("context_unavailable;source=memory" in headers.get("x-vsr-warnings", "")) == (mode == "warn")
+
+
+def test_two_routers_sharing_a_redis_vector_store_read_each_others_documents(mock, tmp_path, prefix):
+    context = {"sources": [{"type": "rag", "match": {"recall": {"method": "bm25", "top_k": 1}}}]}
+    stores = {"vector_store": {"backend_type": "redis", "prefix": prefix}}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with router(write_config(config(mock.url, context, stores=stores), str(tmp_path / "a"))) as one, \
+            router(write_config(config(mock.url, context, stores=stores), str(tmp_path / "b"))) as two:
+        made = httpx.post(f"{one.url}/api/v1/context/documents", json={"name": "aurora.md", "text": ESPRESSO})
+        assert made.status_code == 201
+        ask(two.url, QUESTION)
+        assert "every 40 days" in sent(mock)[-1]["content"], "router two read router one's chunks"
+        assert [c["document"] for c in httpx.get(f"{two.url}/api/v1/context/chunks").json()["chunks"]] == \
+            ["aurora.md"] * made.json()["chunks_added"]
