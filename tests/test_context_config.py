@@ -42,6 +42,15 @@ def ctx(configuration: dict) -> dict:
      f"{AT}.sources[0].match.judge.max_candidates: invalid_value: a noul judge reads 1 to 4096 candidates"),
     (ctx({"injection": {"mode": "user_message"}}), f"{AT}.injection.mode: invalid_value"),
     (ctx({"sources": [{"type": "rag"}], "compression": {}}), f"{AT}.compression: unknown_field"),
+    (ctx({"compress": {"mode": "sometimes"}}), f"{AT}.compress.mode: invalid_value"),
+    (ctx({"compress": {"signals": {"enabled": True}}}),
+     f"{AT}.compress.signals: invalid_value: compress.signals is not built in this router"),
+    (ctx({"compress": {"match": {"recall": {"method": "embedding", "top_k": 3}}}}),
+     f"{AT}.compress.match.recall.method: invalid_value: context.compress recalls by bm25 or no recall"),
+    (ctx({"compress": {"targets": {"tool_outputs": {"min_tokens": 100, "target_tokens": 100}}}}),
+     f"{AT}.compress.targets.tool_outputs.target_tokens: invalid_value: an output is compressed from min_tokens"),
+    (ctx({"compress": {"budget": {"max_tokens": 100}}}), f"{AT}.compress.budget.max_tokens: invalid_value"),
+    (ctx({"compress": {"failure_mode": "fail_soft"}}), f"{AT}.compress.failure_mode: invalid_value"),
 ])
 def test_each_bad_context_form_is_one_line_with_its_path_and_code(d, line):
     lines = errors_of(d)
@@ -65,6 +74,16 @@ def test_sources_take_their_feature_defaults_and_the_memory_store_bounds():
     assert cp.resolve(cp.ContextConfig(), None) is None
     written = cp.resolve(cp.ContextConfig(sources=[cp.Source(type="memory", store=cp.MemoryWrite(auto=True))]))
     assert written is not None and written.writes_memory
+
+
+def test_compress_runs_its_default_match_and_knows_its_budget_only_when_written():
+    policy = cp.resolve(cp.ContextConfig(compress=cp.Compress()))
+    assert policy is not None and policy.sources == () and policy.compress is not None
+    assert policy.compress.match == FEATURES[cp.COMPRESS].default and policy.compress.budget is None
+    assert not policy.compress.always and not policy.compress.fail_closed
+    sized = cp.resolve(cp.ContextConfig(compress=cp.Compress(mode="always", budget=cp.Budget(
+        max_tokens=8000, reserve_output_tokens=1000))))
+    assert sized is not None and sized.compress is not None and (sized.compress.always, sized.compress.budget) == (True, 7000)
 
 
 @pytest.mark.parametrize(("fmt", "body", "roles"), [

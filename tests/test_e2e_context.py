@@ -177,3 +177,29 @@ def test_two_routers_sharing_a_redis_vector_store_read_each_others_documents(moc
         assert "every 40 days" in sent(mock)[-1]["content"], "router two read router one's chunks"
         assert [c["document"] for c in httpx.get(f"{two.url}/api/v1/context/chunks").json()["chunks"]] == \
             ["aurora.md"] * made.json()["chunks_added"]
+
+
+LOG = " ".join(f"Step {i} of the build copied {i * 7} files into the staging area." for i in range(1, 60))
+FAILURE = "The linker failed because libssl was not found on the library path."
+
+
+@pytest.mark.parametrize("mode", ["always", "auto"])
+def test_a_long_tool_output_reaches_the_provider_compressed_to_what_the_question_needs(mock, tmp_path, mode):
+    compress = {"mode": mode, "targets": {"tool_outputs": {"min_tokens": 200, "target_tokens": 40}}}
+    if mode == "auto":
+        compress["budget"] = {"max_tokens": 256, "reserve_output_tokens": 0}
+    output = f"{LOG[:len(LOG) // 2]} {FAILURE} {LOG[len(LOG) // 2:]}"
+    history = [{"role": "user", "content": "Build the project."},
+               {"role": "assistant", "content": None, "tool_calls": [
+                   {"id": "c1", "type": "function", "function": {"name": "build", "arguments": "{}"}}]},
+               {"role": "tool", "tool_call_id": "c1", "content": output}]
+    with router(write_config(config(mock.url, {"compress": compress}), str(tmp_path))) as proc:
+        ask(proc.url, "Why did the linker fail to find libssl?", history=history)
+        sent_output = sent(mock)[2]["content"]
+        assert FAILURE in sent_output and "sentences omitted ..." in sent_output
+        assert len(sent_output) < len(output) // 4, "compressed to about target_tokens"
+        assert metric_sum(proc.url, 'vsr_match_recall_total{feature="context.compress",method="bm25"') == 1
+        assert metric_sum(proc.url, 'vsr_match_judge_total{feature="context.compress",outcome="ok"}') == 1
+        ask(proc.url, "Why did the linker fail?", history=[{"role": "user", "content": "Build."},
+                                                          *history[1:2], {**history[2], "content": FAILURE}])
+        assert sent(mock)[2]["content"] == FAILURE, "an output under min_tokens stays whole"

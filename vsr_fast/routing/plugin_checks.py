@@ -90,9 +90,7 @@ def _judges(config: RouterConfig) -> Iterator[tuple[str, str | None, frozenset[s
         match = semantic.get("match")
         if isinstance(match, dict) and "judge" not in match:
             continue                    # recall alone: no judge to ask
-        judge = _judge_of(match)
-        question = judge.get("question") if isinstance(judge.get("question"), dict) else {}
-        yield f"{path}.semantic.match", judge.get("deployment"), frozenset({question.get("type", "noul")})
+        yield _asked(f"{path}.semantic.match", match)
     for path, _, entry in _entries(config, context.TYPE):
         conf = entry.configuration
         if conf.get("enabled") is False:
@@ -102,9 +100,18 @@ def _judges(config: RouterConfig) -> Iterator[tuple[str, str | None, frozenset[s
             # A rag source without a block runs its default, which judges; memory's default does not.
             if isinstance(match, dict) and "judge" not in match or match is None and source.get("type") != "rag":
                 continue
-            judge = _judge_of(match)
-            question = judge.get("question") if isinstance(judge.get("question"), dict) else {}
-            yield f"{path}.sources[{i}].match", judge.get("deployment"), frozenset({question.get("type", "noul")})
+            yield _asked(f"{path}.sources[{i}].match", match)
+        compress = conf.get("compress")
+        match = compress.get("match") if isinstance(compress, dict) else None
+        if isinstance(compress, dict) and not (isinstance(match, dict) and "judge" not in match):
+            yield _asked(f"{path}.compress.match", match)      # no block: the default, which judges
+
+
+def _asked(path: str, match: object) -> tuple[str, str | None, frozenset[str]]:
+    """A noul judge's (a preset's) or a custom question's: its path, own deployment and question type."""
+    judge = _judge_of(match)
+    question = judge.get("question") if isinstance(judge.get("question"), dict) else {}
+    return path, judge.get("deployment"), frozenset({question.get("type", "noul")})
 
 
 def _judge_of(match: object) -> dict:

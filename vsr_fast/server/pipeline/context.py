@@ -1,6 +1,6 @@
-"""The context plugin on the request path (spec 5.7): retrieve each source's items, inject them into the request
-as the client wrote it (so every candidate's body carries them), and write the turn to the user's memory after
-the response.
+"""The context plugin on the request path (spec 5.7): compress long tool outputs, retrieve each source's items,
+inject them into the request as the client wrote it (so every candidate's body carries them), and write the
+turn to the user's memory after the response.
 
 A source recalls from its store (in a worker thread: embedding and Redis
 block), then its judge, if any, keeps what is relevant to the latest user
@@ -12,12 +12,14 @@ request body gives; an anonymous caller has none.
 from __future__ import annotations
 
 import logging
+import re
 import time
 
 import msgspec
 import redis
 import trio
 
+from ..._ext.bm25 import BM25Index, tokenize
 from ...errors import ContextFailed, EmbeddingFailed, MatchFailed
 from ...events.capture import AnswerCapture
 from ...events.memory_store import MemoryStore
@@ -34,6 +36,8 @@ _ENCODE = msgspec.json.Encoder()
 _NATIVE = {"chat": "openai", "messages": "anthropic", "responses": "responses"}
 TOOL_NAME = "vsr_context"
 MEMORY_ANSWER_BYTES = 1 << 20       # the answer text a memory keeps is read from at most this much of it
+CHARS_PER_TOKEN = 4                 # compress estimates tokens; a count with the model's tokenizer costs a thread
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 class Turn:
@@ -48,7 +52,8 @@ class Turn:
 
 
 async def assemble(ex: Exchange) -> None:
-    """Retrieve and inject the decision's context sources into ``ex.req``; arm the memory write."""
+    """Compress the decision's long tool outputs, retrieve and inject its context sources into ``ex.req``; arm
+    the memory write."""
     r, req = ex.route, ex.req
     assert r is not None and req is not None
     policy = ex.state.policies.context(r.recipe, r.decision)
@@ -57,6 +62,10 @@ async def assemble(ex: Exchange) -> None:
         return
     text = ex.adapter.canonical(req).text
     user = ex.state.identity(ex.scope).user
+    body = _DECODE.decode(req.raw)
+    if not isinstance(body, dict):
+        return
+    changes = await _compress(ex, body, fmt, text, policy.compress, len(req.raw)) if policy.compress else []
     found: list[tuple[str, list[str]]] = []
     for source in policy.sources:
         try:
@@ -75,15 +84,115 @@ async def assemble(ex: Exchange) -> None:
             found.append((source.type, items))
     if policy.writes_memory and user is not None and text and ex.state.memories is not None:
         ex.rec.turn = Turn(ex.state.memories, user, text)
-    if not found:
-        return
-    body = _DECODE.decode(req.raw)
-    if not isinstance(body, dict):
-        return
     for kind, items in found:
         inject(body, fmt, kind, render(kind, items), policy.injection)
-    ex.req = ex.adapter.with_raw(req, _ENCODE.encode(body))
-    ex.rec.plugins_applied(None, [f"context: {len(items)} {kind} items ({policy.injection})" for kind, items in found])
+        changes.append(f"context: {len(items)} {kind} items ({policy.injection})")
+    if changes:
+        ex.req = ex.adapter.with_raw(req, _ENCODE.encode(body))
+        ex.rec.plugins_applied(None, changes)
+
+
+async def _compress(ex: Exchange, body: dict, fmt: str, text: str, policy: cp.Compression,
+                    size: int) -> list[str]:
+    """Shrink each long tool output to its sentences most relevant to ``text``; what changed."""
+    target = policy.tool_outputs
+    if target is None or not text:
+        return []
+    if not policy.always and (policy.budget is None or size // CHARS_PER_TOKEN <= policy.budget):
+        return []       # auto: only a request over its known budget is compressed
+    changes = []
+    for place in tool_outputs(body, fmt):
+        output = place.text
+        if len(output) // CHARS_PER_TOKEN < target.min_tokens:
+            continue
+        try:
+            kept = await _extract(ex, policy, text, output, target.target_tokens)
+        except MatchFailed as exc:
+            if policy.fail_closed:
+                raise ContextFailed(f"context.compress could not judge a tool output: {exc.message}") from None
+            continue
+        place.text = kept
+        changes.append(f"context: compressed a tool output from ~{len(output) // CHARS_PER_TOKEN} to "
+                       f"~{len(kept) // CHARS_PER_TOKEN} tokens")
+    return changes
+
+
+async def _extract(ex: Exchange, policy: cp.Compression, query: str, output: str, budget_tokens: int) -> str:
+    """The sentences of ``output`` worth keeping, in their order, within ``budget_tokens``; omissions marked."""
+    sentences = [s for s in _SENTENCE.split(output) if s.strip()]
+    match = policy.match
+    order = list(range(len(sentences)))
+    started = time.perf_counter()
+    if match.recall is not None:        # bm25: the prefilter for the judge's candidates
+        cap = match.judge.cap if match.judge is not None else match.recall.top_k or len(sentences)
+        best = BM25Index([tokenize(s) for s in sentences]).top_k(tokenize(query), match.recall.top_k or cap)
+        order = [i for i, score in best if match.recall.min_similarity is None or score >= match.recall.min_similarity]
+        recalled(ex, cp.COMPRESS, "bm25", len(order), time.perf_counter() - started)
+    if match.judge is not None and order:
+        order = [order[i] for i in await judge(ex, cp.COMPRESS, match.judge, query, [sentences[i] for i in order])]
+    keep, used = set(), 0
+    for i in order:
+        cost = len(sentences[i]) // CHARS_PER_TOKEN + 1
+        if used + cost > budget_tokens:
+            continue
+        keep.add(i)
+        used += cost
+    out, dropped = [], 0
+    for i, sentence in enumerate(sentences):
+        if i in keep:
+            if dropped:
+                out.append(f"[... {dropped} sentences omitted ...]")
+                dropped = 0
+            out.append(sentence.strip())
+        else:
+            dropped += 1
+    if dropped:
+        out.append(f"[... {dropped} sentences omitted ...]")
+    return " ".join(out)
+
+
+class _Place:
+    """One tool output inside the request body, read and written where it sits."""
+
+    __slots__ = ("holder", "key")
+
+    def __init__(self, holder: dict, key: str) -> None:
+        self.holder, self.key = holder, key
+
+    @property
+    def text(self) -> str:
+        return self.holder[self.key]
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self.holder[self.key] = value
+
+
+def tool_outputs(body: dict, fmt: str) -> list[_Place]:
+    """Every text tool output of the request: Chat tool messages, Messages tool_result blocks (and their text
+    parts), Responses function_call_output items."""
+    places = []
+    if fmt == "responses":
+        items = body.get("input")
+        for item in items if isinstance(items, list) else ():
+            if isinstance(item, dict) and item.get("type") == "function_call_output" and isinstance(item.get("output"), str):
+                places.append(_Place(item, "output"))
+        return places
+    for message in body.get("messages") or ():
+        if not isinstance(message, dict):
+            continue
+        if fmt == "openai" and message.get("role") == "tool" and isinstance(message.get("content"), str):
+            places.append(_Place(message, "content"))
+        elif fmt == "anthropic" and isinstance(message.get("content"), list):
+            for block in message["content"]:
+                if not isinstance(block, dict) or block.get("type") != "tool_result":
+                    continue
+                if isinstance(block.get("content"), str):
+                    places.append(_Place(block, "content"))
+                elif isinstance(block.get("content"), list):
+                    places += [_Place(part, "text") for part in block["content"]
+                               if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)]
+    return places
 
 
 async def _rag(ex: Exchange, source: cp.Retrieval, text: str) -> list[str]:
@@ -191,4 +300,4 @@ def _after_last_user(body: dict, field: str, exchange: list[dict], is_user) -> N
     items[last + 1:last + 1] = exchange
 
 
-__all__ = ["Turn", "assemble", "inject", "remember", "render"]
+__all__ = ["Turn", "assemble", "inject", "remember", "render", "tool_outputs"]
