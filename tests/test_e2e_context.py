@@ -203,3 +203,16 @@ def test_a_long_tool_output_reaches_the_provider_compressed_to_what_the_question
         ask(proc.url, "Why did the linker fail?", history=[{"role": "user", "content": "Build."},
                                                           *history[1:2], {**history[2], "content": FAILURE}])
         assert sent(mock)[2]["content"] == FAILURE, "an output under min_tokens stays whole"
+
+
+def test_a_streamed_answer_is_written_to_memory_as_its_text(mock, tmp_path):
+    context = {"sources": [{"type": "memory", "store": {"auto": True}, "match": {"recall": {"min_similarity": 0.2}}}]}
+    with router(write_config(config(mock.url, context), str(tmp_path))) as proc:
+        client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="unused", max_retries=0, timeout=30,
+                               default_headers={"x-authz-user-id": "dana"})
+        stream = client.chat.completions.create(model="auto", stream=True, messages=[
+            {"role": "user", "content": "My favourite colour is teal, please remember it."}])
+        streamed = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+        wait_until(lambda: metric(proc.url, 'vsr_context_memory_writes_total{outcome="ok"}') == 1, "the memory write")
+        ask(proc.url, "What is my favourite colour?", user="dana")
+        assert f"Assistant: {streamed}" in sent(mock)[2]["content"]
