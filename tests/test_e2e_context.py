@@ -216,3 +216,17 @@ def test_a_streamed_answer_is_written_to_memory_as_its_text(mock, tmp_path):
         wait_until(lambda: metric(proc.url, 'vsr_context_memory_writes_total{outcome="ok"}') == 1, "the memory write")
         ask(proc.url, "What is my favourite colour?", user="dana")
         assert f"Assistant: {streamed}" in sent(mock)[2]["content"]
+
+
+def test_a_messages_client_gets_the_chunks_through_translation(mock, tmp_path):
+    """The exchange is injected in the client's Messages format; the OpenAI-format provider receives it
+    translated: a tool call and its result after the user's message."""
+    import anthropic
+    context = {"sources": [{"type": "rag", "match": {"recall": {"method": "bm25", "top_k": 1}}}]}
+    stores = {"vector_store": {"files": documents(tmp_path)}}
+    with router(write_config(config(mock.url, context, stores=stores), str(tmp_path))) as proc:
+        client = anthropic.Anthropic(base_url=proc.url, api_key="unused", max_retries=0, timeout=30)
+        client.messages.create(model="auto", max_tokens=64, messages=[{"role": "user", "content": QUESTION}])
+        messages = sent(mock)
+        assert [m["role"] for m in messages] == ["user", "assistant", "tool"], messages
+        assert "every 40 days" in messages[2]["content"]
