@@ -31,15 +31,20 @@ received; ``completed`` = successful answers written in full; ``cancelled`` = an
 client went away first (during --latency-ms or mid-stream); ``failures_injected``; so at rest
 requests = completed + cancelled + failures_injected + malformed requests. ``by_api`` counts
 received requests per route (chat, messages, responses, images); ``usage`` sums the token
-counts the answers reported (``input_tokens``, ``output_tokens``). ``GET /_mock/last_stream``
+counts the answers reported (``input_tokens``, ``output_tokens``); ``embeddings`` counts
+``POST /v1/embeddings`` calls, each answered with deterministic hashed bag-of-words vectors
+(``--embedding-dimensions`` wide unless the request asks for ``dimensions``), so texts sharing
+words are near. ``GET /_mock/last_stream``
 returns the SSE bytes of the last stream it answered, unframed, so a test can compare what a
 client received with what the model sent.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import random
+import re
 import sys
 import time
 from typing import Annotated, Literal
@@ -76,6 +81,7 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     retry_after: str | None = None      # a Retry-After header on injected status failures
     content: str = "Hello! This is a canned answer from the mock upstream."
     seed: int | None = None
+    embedding_dimensions: Annotated[int, msgspec.Meta(ge=1, le=65_536)] = 64
     # Chat answers only: every token's logprob (with a runner-up 1.0 below it in top_logprobs), and a refusal
     # answered in place of the content; for the Looper's accept checks.
     logprob: float | None = None
@@ -185,6 +191,7 @@ class Stats:
         self.streams_started = self.failures_injected = 0
         self.by_api = {"chat": 0, "messages": 0, "responses": 0, "images": 0}
         self.input_tokens = self.output_tokens = 0
+        self.embeddings = 0
         self.last_headers: dict[bytes, bytes] | None = None
         self.last_body = b""
         self.arrivals: list[float] = []     # time.monotonic() of each generation request (kept for the first 10k)
@@ -208,6 +215,7 @@ class Stats:
                 "failures_injected": self.failures_injected,
                 "by_api": self.by_api,
                 "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
+                "embeddings": self.embeddings,
                 "last_request": last,
                 "arrivals": self.arrivals,
             }
@@ -244,6 +252,16 @@ def stream_deltas(content: str, chunks: int) -> list[bytes]:
     return [
         b'"delta":%s,"logprobs":null,"finish_reason":%s}]}' % (enc(d), enc(f)) for d, f in deltas
     ]
+
+
+def bag_of_words(text: str, dim: int) -> list[float]:
+    """A unit vector: each lower-cased word adds +-1 at a slot its hash picks (a zero vector without words)."""
+    vec = [0.0] * dim
+    for word in re.findall(r"\w+", text.lower()):
+        h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
+        vec[h % dim] += 1.0 if (h >> 32) & 1 else -1.0
+    norm = sum(v * v for v in vec) ** 0.5
+    return [v / norm for v in vec] if norm else vec
 
 
 def error_body(message: str, status: int, api: str = "chat") -> bytes:
@@ -304,12 +322,28 @@ class MockUpstream(Server):
                 {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "mock"}]}
             )
             status = 200
+        elif req.method == b"POST" and req.path in (b"/v1/embeddings", b"/embeddings"):
+            status, body = self.embed(req.body)
         elif req.path.startswith(b"/_mock/"):
             status, body = self.admin(req)
         else:
             status, body = 404, error_body(f"no route for {req.method.decode()} {req.path.decode()}", 404)
         await send_all(sock, response_bytes(status, body, req.keep_alive))
         return req.keep_alive
+
+    def embed(self, body: bytes) -> tuple[int, bytes]:
+        """An OpenAI embeddings answer: one hashed bag-of-words unit vector per input text."""
+        self.stats.embeddings += 1
+        try:
+            doc = msgspec.json.decode(body)
+            texts = doc["input"] if isinstance(doc["input"], list) else [doc["input"]]
+            dim = int(doc.get("dimensions") or self.config.embedding_dimensions)
+        except (msgspec.DecodeError, KeyError, TypeError, ValueError) as exc:
+            return 400, error_body(f"bad embeddings request: {exc!r}", 400)
+        data = [{"object": "embedding", "index": i, "embedding": bag_of_words(str(t), dim)} for i, t in enumerate(texts)]
+        tokens = sum(len(str(t).split()) for t in texts)
+        return 200, msgspec.json.encode({"object": "list", "data": data, "model": doc.get("model", MODEL_ID),
+                                         "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
     def admin(self, req: Request) -> tuple[int, bytes]:
         """The test-only routes under /_mock/."""
@@ -795,6 +829,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--logprob", type=float, default=None, help="Chat answers carry this logprob for every token")
     p.add_argument("--refusal", default=None, help="Chat answers refuse with this text instead of the content")
     p.add_argument("--finish-reason", default=None, help="Chat answers end with this finish_reason (e.g. length)")
+    p.add_argument("--embedding-dimensions", type=int, default=d.embedding_dimensions,
+                   help="width of /v1/embeddings vectors when the request names no dimensions")
     return p
 
 

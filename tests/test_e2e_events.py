@@ -115,10 +115,10 @@ def test_a_bad_plugin_configuration_fails_the_load(mock, tmp_path, stream_name):
         load_raw(d)
     assert info.value.lines == ["global.plugins[0].type: removed_plugin_type: image_gen was removed; write nothing: "
                                 "declare the decision's output and route to an api_format: images model"]
-    d["global"]["plugins"] = [{"type": "context"}]
+    d["global"]["plugins"] = [{"type": "retrieval"}]
     with pytest.raises(ConfigError) as info:
         load_raw(d)
-    assert info.value.lines[0].startswith("global.plugins[0].type: invalid_value: plugin type 'context' is not served")
+    assert info.value.lines[0].startswith("global.plugins[0].type: invalid_value: plugin type 'retrieval' is not served")
     assert msgspec  # the wire helpers above decode real stream entries
 
 

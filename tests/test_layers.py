@@ -19,6 +19,7 @@ LAYERS = [
     {"decisions"},
     {"systemone"},
     {"models"},
+    {"embeddings"},
     {"routing"},
     {"events"},
     {"auth"},

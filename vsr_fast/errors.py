@@ -43,6 +43,8 @@
     ├── ToolSelectionFailed         503 tool_selection_failed  plugins (tools.select with on_error: fail)
     ├── MatchFailed                 503 match_failed           plugins (a match judge with on_error: fail)
     ├── ClassifyFailed              503 classify_failed        systemone (a diagnostics question unanswered)
+    ├── EmbeddingFailed             503 embedding_failed       plugins (an embedding deployment did not answer)
+    ├── ContextFailed               503 context_failed         plugins (a context source with on_failure: block)
     ├── ResponseBlocked             403 response_blocked       guard (a response_guard block rule)
     ├── ResponseTooLarge            502 response_too_large     guard (a held answer past its 64 MiB bound)
     ├── LooperBudgetExhausted       504 looper_budget_exhausted looper (an executor's deadline or max_calls)
@@ -330,6 +332,18 @@ class ClassifyFailed(VsrError):
     """A diagnostics classify question the decision model did not answer (failed, late or not ready)."""
 
     status, code, type, stage = 503, "classify_failed", "api_error", "systemone"
+
+
+class EmbeddingFailed(VsrError):
+    """An embedding deployment did not answer, or answered vectors of another width than it declares."""
+
+    status, code, type, stage = 503, "embedding_failed", "api_error", "plugins"
+
+
+class ContextFailed(VsrError):
+    """A context source (RAG, memory) failed and its on_failure is block: the request is not sent."""
+
+    status, code, type, stage = 503, "context_failed", "api_error", "plugins"
 
 
 # --- the response stage --------------------------------------------------------------------

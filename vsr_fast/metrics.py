@@ -122,6 +122,14 @@ class Metrics:
             "vsr_match_stage_duration_seconds", "Time in each match stage.", ("feature", "stage"),
             (0.00005, 0.0001, 0.00025, 0.0005, *LATENCY_BUCKETS_S)    # recall takes microseconds
         )
+        self.context_sources = Counter(
+            "vsr_context_sources_total", "Context sources run, by source and outcome (injected, empty, failed).",
+            ("source", "outcome")
+        )
+        self.memory_writes = Counter(
+            "vsr_context_memory_writes_total", "Turns written to a user's memory after the response, by outcome.",
+            ("outcome",)
+        )
         self.guard_buffered = Counter(
             "llm_response_guard_buffered_total", "Streamed answers held for the response guard, by outcome.",
             ("decision_name", "outcome")
@@ -143,8 +151,8 @@ class Metrics:
         for series in (self.requests, self.latency, self.first_byte, self.tokens, self.upstream_attempts,
                        self.upstream_errors, self.disconnects,
                        self.timeouts, self.rate_limited, self.auth_failures, self.judge_truncated,
-                       self.match_recall, self.match_judge, self.match_stage,
-                       self.guard_buffered, self.guard_outcomes, self.cost, self.reloads):
+                       self.match_recall, self.match_judge, self.match_stage, self.context_sources,
+                       self.memory_writes, self.guard_buffered, self.guard_outcomes, self.cost, self.reloads):
             lines += series.render()
         for more in extra:
             lines += more

@@ -1,4 +1,5 @@
-"""``global.model_catalog``: decision model deployments, bindings and signal budgets (spec 5.9, 6.2, 6.5)."""
+"""``global.model_catalog``: decision model and embedding deployments, bindings and signal budgets (spec 5.5, 5.9,
+6.2, 6.5)."""
 from __future__ import annotations
 
 from typing import Annotated, Literal
@@ -36,6 +37,8 @@ class Capabilities(Block, kw_only=True):
     question_types: list[QuestionTypeName] = field(default_factory=lambda: ["choice", "noul", "score"])
     modalities: list[Medium] = field(default_factory=lambda: ["text"])
     presets: list[str] | None = None
+    # openai_embeddings: the width of the vectors it answers with (required: the router never asks to find out).
+    dimensions: Annotated[int, Meta(ge=1, le=65_536)] | None = None
 
 
 class RoutingView(Block, kw_only=True):
@@ -52,9 +55,10 @@ class ScanWindow(Block, kw_only=True):
 
 
 class Deployment(Block, kw_only=True):
-    """A decision model: embedded (``model_runtime``), attached (with ``endpoint``) or remote (``systemone``)."""
+    """A decision model: embedded (``model_runtime``), attached (with ``endpoint``) or remote (``systemone``);
+    or an embedding model (spec 5.5): a built-in model's static embedding, or remote ``openai_embeddings``."""
 
-    provider: Literal["model_runtime", "systemone"] = "model_runtime"
+    provider: Literal["model_runtime", "systemone", "openai_embeddings"] = "model_runtime"
     artifact: str | None = None           # model_runtime: a built-in model name or "module:factory"
     device: str = "cpu"
     endpoint: str | None = None           # attached runtime or remote API
@@ -77,6 +81,24 @@ class System(Block, kw_only=True):
     decision_model: DeploymentRef = DeploymentRef(deployment="primary")
 
 
+# The pre-declared embedding deployment (spec 5.5): the built-in decision model's static embedding.
+VELA_EMBEDDING = "vela-embedding"
+STATIC_DIMENSION = 256          # the width of every built-in vsr-static model's embedding
+
+
+class Embeddings(Block, kw_only=True):
+    """``global.model_catalog.embeddings``: the deployment recall embeds with when a store names none."""
+
+    default: DeploymentRef = DeploymentRef(deployment=VELA_EMBEDDING)
+
+
+class EmbeddingRef(Block, kw_only=True):
+    """A store's ``embedding: {deployment, dimension}``: the model its index was built with, and its width."""
+
+    deployment: Annotated[str, Meta(min_length=1)]
+    dimension: Annotated[int, Meta(ge=1, le=65_536)]
+
+
 class OnSignalOverload(Block, kw_only=True):
     action: Literal["refuse", "retry"] = "refuse"
     wait_ms: Annotated[int, Meta(ge=0, le=60_000)] = 2000
@@ -91,8 +113,27 @@ class ModelCatalog(Block, kw_only=True):
     # All of a request's signals; 0 derives it from the request's own deadline.
     signal_timeout_ms: Annotated[int, Meta(ge=0, le=600_000)] = 0
     on_signal_overload: OnSignalOverload = OnSignalOverload()
+    embeddings: Embeddings = Embeddings()
 
 
 # The pre-declared deployments (spec 6.2): primary answers every question nothing else binds.
 PRIMARY = "primary"
 BUILTIN_DEPLOYMENTS = {PRIMARY: Deployment(provider="model_runtime", artifact="vsr-static-2")}
+BUILTIN_EMBEDDINGS = {VELA_EMBEDDING: Deployment(provider="model_runtime", artifact="vsr-static-2")}
+STATIC_ARTIFACTS = ("vsr-static-1", "vsr-static-2", "vsr-static-3")
+
+
+def embedding_deployments(catalog: ModelCatalog) -> dict[str, Deployment]:
+    """The deployments that embed text: the pre-declared one, every ``openai_embeddings`` one and every
+    built-in static model on the model runtime (its embedding table is an embedding model of its own)."""
+    declared = {name: dep for name, dep in catalog.deployments.items()
+                if dep.provider == "openai_embeddings"
+                or dep.provider == "model_runtime" and not dep.endpoint and dep.artifact in STATIC_ARTIFACTS}
+    return {**BUILTIN_EMBEDDINGS, **declared}
+
+
+def dimension_of(dep: Deployment) -> int | None:
+    """The width of the vectors a deployment answers with: declared for a remote one."""
+    if dep.provider == "openai_embeddings":
+        return dep.capabilities.dimensions if dep.capabilities else None
+    return STATIC_DIMENSION

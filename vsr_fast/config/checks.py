@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from .algorithm import algorithm_errors
 from .auth_checks import check_auth
+from .embedding_checks import check_embeddings
 from .output import ModelFacts, output_capability_missing, output_not_executable
 from .schema import Decision, ModelRef, Recipe, RouterConfig, RuleNode
 
@@ -32,7 +33,20 @@ def check(config: RouterConfig) -> tuple[list[str], list[str]]:
     _check_algorithms(config, errors, warnings)
     _check_deployments(config, errors)
     check_auth(config, models, errors, warnings)
+    check_embeddings(config.global_.model_catalog, config.global_.stores, errors)
+    _check_store_files(config, errors)
     return errors, warnings
+
+
+def _check_store_files(config: RouterConfig, errors: list[str]) -> None:
+    """The vector store's files are ingested at start: each must be readable UTF-8 text where the router runs."""
+    for i, path in enumerate(config.global_.stores.vector_store.files):
+        try:
+            with open(path, encoding="utf-8") as f:
+                f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            errors.append(f"global.stores.vector_store.files[{i}]: file_unreadable: {path}: {why}")
 
 
 def _check_deployments(config: RouterConfig, errors: list[str]) -> None:

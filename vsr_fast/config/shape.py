@@ -95,6 +95,11 @@ def _children(value: object, typ: object, steps: list[str | int]):
         (item_type,) = typing.get_args(typ)
         for i, item in enumerate(value):
             yield item, item_type, steps + [i]
+    elif origin is dict and isinstance(value, dict):
+        # msgspec names a dict's key "..." in its paths; descending names it (deployments.<name>...).
+        _, item_type = typing.get_args(typ)
+        for key, item in value.items():
+            yield item, item_type, steps + [str(key)]
     elif isinstance(typ, type) and issubclass(typ, msgspec.Struct) and isinstance(value, dict):
         for f in msgspec.structs.fields(typ):
             if f.encode_name in value:

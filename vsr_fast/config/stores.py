@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
+from .catalog import EmbeddingRef
 from .schema_base import Block
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -60,6 +61,8 @@ class ResponseCacheStore(Block):
     max_entries: Annotated[int, Meta(ge=1)] = 10_000               # memory backend only
     # An answer larger than this is not cached (llm_cache_write_skipped_total{reason="too_large"}).
     max_entry_bytes: Annotated[int, Meta(ge=1024, le=64 << 20)] = 1 << 20
+    # The semantic cache's embedding model and vector width; unset: global.model_catalog.embeddings.default.
+    embedding: EmbeddingRef | None = None
 
 
 class ResponsesStore(Block):
@@ -72,13 +75,47 @@ class ResponsesStore(Block):
     max_entries: Annotated[int, Meta(ge=1)] = 10_000           # memory only
 
 
+class VectorStore(Block):
+    """``global.stores.vector_store``: the in-memory vector store a ``context`` RAG source reads (spec 5.7).
+
+    Documents are cut into chunks, each kept with its embedding and in a BM25
+    index. ``files`` are ingested at start; ``POST /api/v1/context/documents``
+    adds more. ``memory`` keeps one router's chunks; ``redis`` keeps them in
+    Redis, and every router sharing it reads them into its local index.
+    """
+
+    backend_type: Literal["memory", "redis"] = "memory"
+    url: str = DEFAULT_REDIS_URL
+    prefix: Annotated[str, Meta(min_length=1)] = "vsr:vectors:"
+    files: list[Annotated[str, Meta(min_length=1)]] = []
+    chunk_chars: Annotated[int, Meta(ge=100, le=20_000)] = 800       # a chunk's length, cut at a paragraph or line
+    max_chunks: Annotated[int, Meta(ge=1, le=1_000_000)] = 100_000
+    embedding: EmbeddingRef | None = None
+
+
+class MemoryStore(Block):
+    """``global.stores.memory``: each user's memories (spec 5.7), never read for another user."""
+
+    backend_type: Literal["memory", "redis"] = "memory"
+    url: str = DEFAULT_REDIS_URL
+    prefix: Annotated[str, Meta(min_length=1)] = "vsr:memory:"
+    # A memory source's recall bounds when its match block writes none (spec 5.4).
+    default_retrieval_limit: Annotated[int, Meta(ge=1, le=1_000)] = 5
+    default_similarity_threshold: Annotated[float, Meta(ge=-1, le=1)] = 0.7
+    max_memories_per_user: Annotated[int, Meta(ge=1, le=100_000)] = 1_000    # the oldest leave first
+    ttl_seconds: Annotated[int, Meta(ge=60)] | None = None          # redis: a user's memories expire unused
+    embedding: EmbeddingRef | None = None
+
+
 class Stores(Block):
     """``global.stores``."""
 
     event_stream: EventStreamStore = EventStreamStore()
     response_cache: ResponseCacheStore = ResponseCacheStore()
     responses: ResponsesStore = ResponsesStore()
+    vector_store: VectorStore = VectorStore()
+    memory: MemoryStore = MemoryStore()
 
 
-__all__ = ["DEFAULT_REDIS_URL", "EventStreamStore", "ResponseCacheStore", "ResponsesStore", "Stores",
-           "default_events_dir"]
+__all__ = ["DEFAULT_REDIS_URL", "EventStreamStore", "MemoryStore", "ResponseCacheStore", "ResponsesStore", "Stores",
+           "VectorStore", "default_events_dir"]

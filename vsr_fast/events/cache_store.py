@@ -15,7 +15,9 @@ import numpy as np
 import redis
 import trio
 
-from ..config.stores import ResponseCacheStore
+from ..config.stores import ResponseCacheStore, Stores
+from ..embeddings import Embedder, Embedders, vela
+from ..errors import EmbeddingFailed
 from ..plugins.response_cache import CachedAnswer
 from .capture import answer_facts
 from .semantic_index import SemanticIndex, differs, projection
@@ -70,14 +72,14 @@ class ResponseCache:
     answer with its TTL, shared by every router.
     """
 
-    def __init__(self, store: ResponseCacheStore) -> None:
+    def __init__(self, store: ResponseCacheStore, embedder: Embedder | None = None) -> None:
         self.store = store
         self.max_entry_bytes = store.max_entry_bytes
         self._memory: OrderedDict[str, tuple[float, bytes]] | None = None
         self._redis: redis.Redis | None = None
-        # The semantic cache: the embedding (loaded on first use: a config without semantic mode never loads
-        # it) and the local index; with Redis, the index follows the stream of every router's writes.
-        self._embedding = None
+        # The semantic cache: the store's embedding deployment (started on first use: a config without semantic
+        # mode never starts it) and the local index; with Redis, the index follows every router's writes.
+        self.embedder = embedder if embedder is not None else vela()
         self._index: SemanticIndex | None = None
         self._stream_id = b"0"
         self._stream = f"{store.prefix}semantic"
@@ -112,7 +114,12 @@ class ResponseCache:
                       similar: list[tuple[str, str, str, int]] = ()) -> None:
         """Store ``(key, answer, ttl_seconds)`` items, and the ``(partition, key, text, ttl_seconds)`` of those
         the semantic cache may find; raises ``redis.RedisError`` when Redis fails."""
-        vectors = self.embed([text for _, _, text, _ in similar]) if similar else None
+        vectors = None
+        if similar:
+            try:
+                vectors = self.embed([text for _, _, text, _ in similar])
+            except EmbeddingFailed as exc:     # the answers still serve the same request; only recall misses them
+                log.warning("semantic cache: not indexing %d answers: %s", len(similar), exc.message)
         if self._memory is not None:
             for key, answer, ttl in items:
                 self._memory[key] = (time.monotonic() + ttl, _ANSWER.encode(answer))
@@ -135,20 +142,14 @@ class ResponseCache:
 
     # --- the semantic cache ----------------------------------------------------------------------
 
-    def _load_embedding(self):
-        if self._embedding is None:
-            from ..models import vsr_static
-            self._embedding = vsr_static.load().embedding
-        return self._embedding
-
     def embed(self, texts: list[str]) -> np.ndarray:
-        return self._load_embedding().encode(texts)
+        return self.embedder.encode(texts)
 
     @property
     def index(self) -> SemanticIndex:
         if self._index is None:
-            emb = self._load_embedding()
-            self._index = SemanticIndex(emb.dim, self.store.max_entries, axes=projection(emb.dim))
+            dim = self.embedder.dimension
+            self._index = SemanticIndex(dim, self.store.max_entries, axes=projection(dim))
         return self._index
 
     def follow_sync(self) -> None:
@@ -178,14 +179,18 @@ class ResponseCache:
                 self.follow_sync()
             except redis.RedisError as exc:
                 log.warning("semantic cache stream unavailable, recalling from the local index: %r", exc)
-        vector = self.embed([text])[0]
+        try:
+            vector = self.embed([text])[0]
+        except EmbeddingFailed as exc:
+            log.warning("semantic cache: recall failed, serving a miss: %s", exc.message)
+            return []
         return [hit for hit in self.index.search(partition, vector, top_k, min_similarity)
                 if not differs(text, hit[2])]
 
     async def recall(self, partition: str, text: str, top_k: int,
                      min_similarity: float | None) -> list[tuple[float, str, str]]:
-        """The request path's recall: in line for memory once the embedding is loaded, else in a thread."""
-        if self._redis is None and self._embedding is not None:
+        """The request path's recall: in line for memory once a local embedding is loaded, else in a thread."""
+        if self._redis is None and self.embedder.inline:
             return self.recall_sync(partition, text, top_k, min_similarity)
         return await trio.to_thread.run_sync(self.recall_sync, partition, text, top_k, min_similarity)
 
@@ -197,13 +202,19 @@ class ResponseCache:
 
     async def put_many(self, items: list[tuple[str, CachedAnswer, int]],
                        similar: list[tuple[str, str, str, int]] = ()) -> None:
-        if self._memory is not None and (not similar or self._embedding is not None):
+        if self._memory is not None and (not similar or self.embedder.inline):
             self.put_many_sync(items, similar)
         else:
             await trio.to_thread.run_sync(self.put_many_sync, items, similar)
 
     def close(self) -> None:
+        """Close the Redis connection; the embedder is the catalog's to close (several stores share it)."""
         if self._redis is not None:
             self._redis.close()
 
 
+def cache_of(stores: Stores, embedders: Embedders | None) -> ResponseCache:
+    """The response cache of ``global.stores``, embedding with the deployment its store names (else the
+    catalog's default; without a catalog, vela-embedding)."""
+    store = stores.response_cache
+    return ResponseCache(store, embedders.for_store(store.embedding) if embedders is not None else None)

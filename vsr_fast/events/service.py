@@ -29,7 +29,8 @@ import trio
 
 from ..config.stores import EventStreamStore, Stores
 from ..errors import ConfigError
-from .cache_store import ResponseCache
+from ..embeddings import Embedders
+from .cache_store import cache_of
 from ..plugins.router_replay import DISABLED, ReplayPolicy
 from .cache_writer import CacheWriter
 from .consumers import ConsumerStats, prometheus_lines, run_consumer
@@ -142,7 +143,8 @@ def open_records(config: EventStreamStore, policy: ReplayPolicy) -> ReplayRecord
 @asynccontextmanager
 async def open_event_services(stores: Stores, *, replay: ReplayPolicy = DISABLED, send_shadow: Send | None = None,
                               consumer_name: str | None = None, close_timeout_s: float = 5.0,
-                              record: bool = True, cache_writes: bool = True) -> AsyncIterator[EventServices]:
+                              record: bool = True, cache_writes: bool = True,
+                              embedders: Embedders | None = None) -> AsyncIterator[EventServices]:
     """The event stream and its consumers for a running router.
 
     ``replay``: the global router_replay policy (its ``max_records`` and
@@ -154,11 +156,12 @@ async def open_event_services(stores: Stores, *, replay: ReplayPolicy = DISABLED
     ``record`` / ``cache_writes``: run the replay recorder / cache writer; a
     configuration with no router_replay / response_cache entry needs neither,
     and each consumer reads every event (measured: ~1 ms of CPU a request).
+    ``embedders``: the catalog's embedding deployments; the semantic cache embeds with its store's.
     """
     name = consumer_name or f"{socket.gethostname()}-{os.getpid()}"
     async with open_event_stream(stores.event_stream, close_timeout_s=close_timeout_s) as stream:
         records = open_records(stores.event_stream, replay)
-        cache = ResponseCache(stores.response_cache)
+        cache = cache_of(stores, embedders)
         try:
             async with trio.open_nursery() as nursery:
                 services = EventServices(stream, records, cache, CacheWriter(cache, stream.sink))

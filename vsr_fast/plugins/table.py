@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from . import fast_response, header_mutation, prompt_cache, request_params, response_cache, router_replay
+from . import context, fast_response, header_mutation, prompt_cache, request_params, response_cache, router_replay
 from . import masking, response_guard, system_prompt, tools
 
 
@@ -23,6 +23,7 @@ PLUGINS: dict[str, PluginType] = {
     "router_replay": PluginType(router_replay.RouterReplayConfig),
     "response_cache": PluginType(response_cache.ResponseCacheConfig, response_cache.check),
     "fast_response": PluginType(fast_response.FastResponseConfig),
+    "context": PluginType(context.ContextConfig, context.check),
     "system_prompt": PluginType(system_prompt.SystemPromptConfig, system_prompt.check, system_prompt.resolve),
     "header_mutation": PluginType(header_mutation.HeaderMutationConfig, header_mutation.check,
                                   header_mutation.resolve),

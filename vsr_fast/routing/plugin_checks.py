@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from ..config.catalog import PRIMARY
 from ..config.schema import PluginEntry, RouterConfig
-from ..plugins import masking, response_cache
+from ..plugins import context, masking, response_cache
 from ..plugins._merge import merged_fields
 from ..plugins.layers import layers as plugin_layers
 from ..signals.base import CompileErrors
@@ -75,8 +75,9 @@ def _deepest(config: RouterConfig, recipe, i: int, field: str) -> str:
 
 def _judges(config: RouterConfig) -> Iterator[tuple[str, str | None, frozenset[str]]]:
     """``(path of the judge block, its own deployment, the question types it asks)`` of every judge: a match
-    judge of tools.select (tool_need and tool_rank) and of a semantic response_cache (same_request unless it
-    asks a custom question), and the Looper's (the systemone selector's choice, escalate's answer_check)."""
+    judge of tools.select (tool_need and tool_rank), of a semantic response_cache (same_request unless it
+    asks a custom question) and of each context source (relevance unless custom), and the Looper's (the
+    systemone selector's choice, escalate's answer_check)."""
     for path, _, entry in _entries(config, "tools"):
         select = entry.configuration.get("select")
         if isinstance(select, dict):
@@ -100,9 +101,28 @@ def _judges(config: RouterConfig) -> Iterator[tuple[str, str | None, frozenset[s
         match = semantic.get("match")
         if isinstance(match, dict) and "judge" not in match:
             continue                    # recall alone: no judge to ask
-        judge = _judge_of(match)
-        question = judge.get("question") if isinstance(judge.get("question"), dict) else {}
-        yield f"{path}.semantic.match.judge", judge.get("deployment"), frozenset({question.get("type", "noul")})
+        yield _asked(f"{path}.semantic.match", match)
+    for path, _, entry in _entries(config, context.TYPE):
+        conf = entry.configuration
+        if conf.get("enabled") is False:
+            continue
+        for i, source in enumerate(conf.get("sources") or ()):
+            match = source.get("match") if isinstance(source, dict) else None
+            # A rag source without a block runs its default, which judges; memory's default does not.
+            if isinstance(match, dict) and "judge" not in match or match is None and source.get("type") != "rag":
+                continue
+            yield _asked(f"{path}.sources[{i}].match", match)
+        compress = conf.get("compress")
+        match = compress.get("match") if isinstance(compress, dict) else None
+        if isinstance(compress, dict) and not (isinstance(match, dict) and "judge" not in match):
+            yield _asked(f"{path}.compress.match", match)      # no block: the default, which judges
+
+
+def _asked(path: str, match: object) -> tuple[str, str | None, frozenset[str]]:
+    """A noul judge's (a preset's) or a custom question's: its path, own deployment and question type."""
+    judge = _judge_of(match)
+    question = judge.get("question") if isinstance(judge.get("question"), dict) else {}
+    return f"{path}.judge", judge.get("deployment"), frozenset({question.get("type", "noul")})
 
 
 def _judge_of(match: object) -> dict:

@@ -4,7 +4,10 @@ from __future__ import annotations
 import os
 import signal
 
+from typing import Annotated
+
 import msgspec
+import redis
 import trio
 from quart import Response, jsonify, request
 from quart_trio import QuartTrio
@@ -12,6 +15,7 @@ from werkzeug.exceptions import HTTPException
 
 from ..auth.keys import KeyFields
 from ..auth.store import KeyStore
+from ..errors import EmbeddingFailed
 from ..headers import registry as h
 from .metrics_view import gathered
 from .state import AppState
@@ -90,6 +94,13 @@ def make_admin(state: AppState) -> QuartTrio:
                                                        limit=limit)
         return Response(msgspec.json.encode({"records": rows}), content_type="application/json")
 
+    @app.get("/api/v1/inventory/embedding-models")
+    async def embedding_models() -> Response:
+        """The embedding deployments (spec 5.5): recall only, each started when something first embeds."""
+        rows = state.embedders.inventory() if state.embedders is not None else []
+        return Response(msgspec.json.encode({"object": "list", "data": rows}), content_type="application/json")
+
+    _context_routes(app, state)
     _key_routes(app, state)
 
     @app.errorhandler(HTTPException)
@@ -99,6 +110,39 @@ def make_admin(state: AppState) -> QuartTrio:
         return jsonify(body), exc.code or 500
 
     return app
+
+
+class Document(msgspec.Struct, forbid_unknown_fields=True):
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
+    text: Annotated[str, msgspec.Meta(min_length=1)]
+
+
+def _context_routes(app: QuartTrio, state: AppState) -> None:
+    """The vector store's documents: ingest one (cut, embedded, indexed), list the chunks (spec 5.7)."""
+
+    def no_store() -> tuple[Response, int]:
+        return _bad("no vector store: no decision uses a context plugin"), 400
+
+    @app.post("/api/v1/context/documents")
+    async def ingest() -> Response | tuple[Response, int]:
+        if state.vectors is None:
+            return no_store()
+        doc = await _body(Document, "document")
+        if not isinstance(doc, Document):
+            return doc
+        try:
+            added = await trio.to_thread.run_sync(state.vectors.ingest_sync, doc.name, doc.text)
+        except (EmbeddingFailed, redis.RedisError) as exc:
+            return jsonify({"error": {"message": f"not ingested: {exc}", "type": "api_error", "param": None,
+                                      "code": "store_unavailable"}}), 503
+        return jsonify({"document": doc.name, "chunks_added": added}), 201
+
+    @app.get("/api/v1/context/chunks")
+    async def chunks() -> Response | tuple[Response, int]:
+        if state.vectors is None:
+            return no_store()
+        rows = await trio.to_thread.run_sync(state.vectors.listed_sync)
+        return Response(msgspec.json.encode({"chunks": rows}), content_type="application/json")
 
 
 def _key_routes(app: QuartTrio, state: AppState) -> None:
@@ -128,12 +172,9 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
 
     @app.post("/api/v1/keys")
     async def create_key() -> Response | tuple[Response, int]:
-        try:
-            body = msgspec.json.decode(await request.get_data(), type=KeyFields)
-        except msgspec.ValidationError as exc:
-            return _bad(f"invalid key: {exc}"), 400
-        except msgspec.DecodeError:
-            return _bad("the body is a JSON object"), 400
+        body = await _body(KeyFields, "key")
+        if not isinstance(body, KeyFields):
+            return body
         try:
             key = await call(KeyStore.create, body)
         except ValueError as exc:
@@ -158,6 +199,16 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
         if key is None:
             return no_store()
         return jsonify({"id": key_id, "key": key}), 200
+
+
+async def _body(type_: type, what: str):
+    """The request's JSON body as ``type_``, or the 400 answer that says what is wrong with it."""
+    try:
+        return msgspec.json.decode(await request.get_data(), type=type_)
+    except msgspec.ValidationError as exc:
+        return _bad(f"invalid {what}: {exc}"), 400
+    except msgspec.DecodeError:
+        return _bad("the body is a JSON object"), 400
 
 
 def _not_found(message: str) -> Response:

@@ -36,7 +36,7 @@ MODELS_PATH = "/v1/models"
 CLIENT_APIS = {**API_PATHS, COUNT_TOKENS_PATH: "count_tokens", SYSTEMONE_MODELS: "systemone", MODELS_PATH: "models",
                **dict.fromkeys(SYSTEMONE_PATHS, "systemone")}
 # The operator's routes: on the admin listener when there is one, else behind an admin key when keys are on.
-ADMIN_PREFIXES = ("/api/v1/replay", "/api/v1/keys", "/api/v1/diagnostics")
+ADMIN_PREFIXES = ("/api/v1/replay", "/api/v1/keys", "/api/v1/diagnostics", "/api/v1/inventory", "/api/v1/context")
 ADMIN_PATHS = frozenset({PREVIEW_PATH, "/metrics", "/admin/reload"})
 # Routes anyone may reach on any listener: a load balancer's probes.
 PROBE_PATHS = frozenset({"/health", "/ready"})

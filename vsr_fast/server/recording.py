@@ -15,7 +15,7 @@ from ..events.request import RequestEvents
 from ..events.capture import AnswerCapture
 from ..events.types import AnswerCompleted, CacheIntent
 from ..headers import registry as h
-from ..plugins import PLUGINS, SHAPING, masking, response_cache, router_replay, tools
+from ..plugins import PLUGINS, SHAPING, context, masking, response_cache, router_replay, tools
 from ..plugins.shaping import Shaping
 from ..protocol.adapters import Inbound
 from ..routing import Route
@@ -36,6 +36,7 @@ class Policies:
         self.fast = lru_cache(maxsize=1024)(self._fast)
         self.shaping = lru_cache(maxsize=1024)(self._shaping)
         self.masking = lru_cache(maxsize=1024)(self._masking)
+        self.context = lru_cache(maxsize=1024)(self._context)
         # Resolved now, for every decision: a tools catalog is read from disk, never on the request path.
         self._tools = {(r.name, d.name): tools.resolve(*self._layers(r.name, d.name, "tools"))
                        for r in loaded.config.recipes for d in r.decisions}
@@ -70,6 +71,11 @@ class Policies:
                 steps.append((type_, policy))
         return Shaping(tuple(steps)) if steps else None
 
+    def _context(self, recipe: str | None, decision: str | None) -> context.Context | None:
+        memory = self.config.global_.stores.memory
+        return context.resolve(*self._layers(recipe, decision, context.TYPE), memory_limit=memory.default_retrieval_limit,
+                               memory_threshold=memory.default_similarity_threshold)
+
     def _masking(self, recipe: str | None, decision: str | None) -> masking.Masking | None:
         return masking.resolve(*self._layers(recipe, decision, "masking"))
 
@@ -102,7 +108,7 @@ class Recording:
     """The events and cache intent of one request; without an event stream, only the cache's part
     (``AppState.direct_cache``), and a no-op without either."""
 
-    __slots__ = ("events", "intent", "capture", "services", "direct", "cache_policy")
+    __slots__ = ("events", "intent", "capture", "services", "direct", "cache_policy", "turn")
 
     def __init__(self, state, scope: Scope) -> None:
         self.services = state.events
@@ -111,6 +117,7 @@ class Recording:
         self.intent: CacheIntent | None = None
         self.cache_policy: response_cache.CachePolicy | None = None
         self.capture = None
+        self.turn = None        # pipeline.context.Turn: the answer a memory write reads, fed like the capture
         if self.services is not None:
             rid = header(scope, _REQUEST_ID)
             sid = session_id(scope, state.session_headers)
@@ -189,6 +196,8 @@ class Recording:
     def feed(self, chunk: bytes) -> None:
         if self.capture is not None:
             self.capture.feed(chunk)
+        if self.turn is not None:
+            self.turn.answer.feed(chunk)
 
     def answered(self, *, status: int, path: str, model: str | None, streamed: bool, complete: bool,
                  content_type: str | None, guard: str = "none", guard_codes: list[str] | None = None,

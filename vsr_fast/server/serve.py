@@ -24,8 +24,11 @@ from ..config.schema import Limits
 from ..config.stores import default_events_dir
 from ..auth.source import serving_listener
 from ..errors import ConfigError, ListenError, VsrError
-from ..events.cache_store import ResponseCache
+from ..embeddings import Embedders
+from ..events.cache_store import cache_of
 from ..events.cache_writer import DirectCacheWriter
+from ..events.memory_store import MemoryStore
+from ..events.vector_store import VectorStore
 from ..events.service import open_event_services
 from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
@@ -83,7 +86,8 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
     stores = _resolve_stores(loaded, opts)
     replay = Policies(loaded).global_replay()
     uses = plugin_config.types_used(loaded.config)
-    events_cm = (open_event_services(stores, replay=replay,
+    embedders = Embedders(loaded.config.global_.model_catalog)
+    events_cm = (open_event_services(stores, replay=replay, embedders=embedders,
                                      send_shadow=send_shadow if plugin_config.shadow_used(loaded.config) else None,
                                      consumer_name=f"{socket.gethostname()}-{opts.port}-{opts.worker}",
                                      record="router_replay" in uses, cache_writes="response_cache" in uses)
@@ -91,9 +95,10 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
     # Without an event stream the response cache still works: looked up in line, written by a task of its own.
     direct = "response_cache" in uses and stores.event_stream.backend == "none"
     async with open_upstreams(loaded.config) as upstreams, open_systemone(loaded) as systemone, events_cm as events, \
-            _direct_cache(stores if direct else None) as direct_cache:
+            _direct_cache(stores if direct else None, embedders) as direct_cache, _closing(embedders), \
+            _context_stores(stores if "context" in uses else None, embedders) as (vectors, memories):
         state = AppState(loaded=loaded, upstreams=upstreams, systemone_client=systemone, events=events,
-                         direct_cache=direct_cache, metrics_dir=opts.metrics_dir, worker=opts.worker)
+                         direct_cache=direct_cache, embedders=embedders, vectors=vectors, memories=memories, metrics_dir=opts.metrics_dir, worker=opts.worker)
         holder.append(state)
         shutdown = trio.Event()
         await state.auth.load()
@@ -152,12 +157,39 @@ async def _nothing():
 
 
 @asynccontextmanager
-async def _direct_cache(stores):
+async def _closing(embedders: Embedders):
+    try:
+        yield embedders
+    finally:
+        embedders.close()
+
+
+@asynccontextmanager
+async def _context_stores(stores, embedders: Embedders):
+    """The context plugin's vector store (its ``files`` ingested now) and memory store; (None, None) when no
+    decision uses the plugin, so nothing is embedded."""
+    if stores is None:
+        yield None, None
+        return
+    vectors = VectorStore(stores.vector_store, embedders.for_store(stores.vector_store.embedding))
+    memories = MemoryStore(stores.memory, embedders.for_store(stores.memory.embedding))
+    try:
+        if stores.vector_store.files:
+            added = await trio.to_thread.run_sync(vectors.ingest_files_sync)
+            log.info("vsr-fast: vector store: %d chunks from %d files", added, len(stores.vector_store.files))
+        yield vectors, memories
+    finally:
+        vectors.close()
+        memories.close()
+
+
+@asynccontextmanager
+async def _direct_cache(stores, embedders: Embedders):
     """The response cache and its writer for a router with no event stream; None when not needed."""
     if stores is None:
         yield None
         return
-    cache = ResponseCache(stores.response_cache)
+    cache = cache_of(stores, embedders)
     try:
         yield DirectCacheWriter(cache)
     finally:

@@ -8,7 +8,10 @@ from typing import Any
 
 from ..routing import Loaded
 from ..routing.classify import Classifier
+from ..embeddings import Embedders
 from ..events.cache_writer import DirectCacheWriter
+from ..events.memory_store import MemoryStore
+from ..events.vector_store import VectorStore
 from ..events.service import EventServices
 from ..headers import registry as h, trace
 from ..protocol.adapters import make_adapters
@@ -33,6 +36,9 @@ class AppState:
     systemone_client: SystemOneClient | None = None
     events: EventServices | None = None
     direct_cache: DirectCacheWriter | None = None    # the response cache without an event stream
+    embedders: Embedders | None = None     # the catalog's embedding deployments (recall only), started lazily
+    vectors: VectorStore | None = None      # the context plugin's stores, when some decision uses it
+    memories: MemoryStore | None = None
     metrics: Metrics = field(default_factory=Metrics)
     draining: bool = False
     # Set at SIGTERM: no request runs past it, so each gets its answer before the graceful timeout cuts it.

@@ -34,8 +34,10 @@ class Capable:
 
 
 def deployments(catalog: ModelCatalog) -> dict[str, Deployment]:
-    """Declared deployments over the pre-declared ones (declaring ``primary`` again replaces it)."""
-    return {**BUILTIN_DEPLOYMENTS, **catalog.deployments}
+    """Decision model deployments: declared over the pre-declared ones (declaring ``primary`` again replaces
+    it). An ``openai_embeddings`` deployment answers no question, so it is none of them."""
+    return {**BUILTIN_DEPLOYMENTS,
+            **{name: dep for name, dep in catalog.deployments.items() if dep.provider != "openai_embeddings"}}
 
 
 def load_model(artifact: str) -> DecisionModel:

@@ -93,7 +93,7 @@ class _Http:
         # (header, prefix) of a delegated deployment: each call carries its own request's credential.
         self.delegated: tuple[str, str] | None = (auth.header, auth.prefix) \
             if auth is not None and auth.credential == "delegated" else None
-        key = _key(name, dep) if self.delegated is None else None
+        key = key_of(name, dep) if self.delegated is None else None
         if key:
             assert auth is not None
             headers[auth.header] = f"{auth.prefix} {key}" if auth.prefix else key
@@ -171,7 +171,8 @@ def _url(endpoint: str, path: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{base_path}{path}"
 
 
-def _key(name: str, dep: Deployment) -> str | None:
+def key_of(name: str, dep: Deployment) -> str | None:
+    """A deployment's static key (env or file), or None."""
     auth = dep.auth
     if auth is None:
         return None
@@ -214,4 +215,4 @@ def runner(name: str, dep: Deployment, models: dict[str, DecisionModel]):
     return Embedded(name, models[name])
 
 
-__all__ = ["Attached", "CallFailed", "Embedded", "Remote", "entries_of", "runner"]
+__all__ = ["Attached", "CallFailed", "Embedded", "Remote", "entries_of", "key_of", "refuse_cookies", "runner"]

@@ -1,5 +1,5 @@
 """Stage 3, request plugins: those that answer instead of a model (fast_response, response_cache), then
-tools on the client's request, then the rewrites the dispatch applies to each candidate's request
+tools and context on the client's request, then the rewrites the dispatch applies to each candidate's request
 (system_prompt, header_mutation, request_params, prompt_cache, and masking last)."""
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ...plugins.response_cache import CachedAnswer
 from .exchange import Exchange
+from .context import assemble
 from .semantic_cache import similar
 from .tools import govern
 
@@ -29,6 +30,8 @@ async def request_plugins(ex: Exchange) -> Fast | CachedAnswer | None:
     if cached is not None:
         return cached
     await govern(ex)      # tools: first of the request rewrites, on the request as the client wrote it
+    # context after tools: tools.strip_history would otherwise strip the tool exchange context injects.
+    await assemble(ex)
     ex.shaping = policies.shaping(r.recipe, r.decision)
     ex.masking = policies.masking(r.recipe, r.decision)
     return None

@@ -25,6 +25,7 @@ from ..asgi import ClientGone, DisconnectWatch, Receive, Scope, Send
 from ..state import AppState
 from .admit import admit, release
 from .answer import answer, error
+from .context import remember
 from .decode import decode, read
 from .dispatch import dispatch
 from .exchange import Exchange
@@ -146,6 +147,7 @@ async def _stages(ex: Exchange, send: Send, outer: trio.CancelScope) -> None:
         raise _timed_out(ex)
     ex.stage = "answer"
     await answer(ex, send, result)
+    await remember(ex)      # the context plugin's memory write, once the client has its answer
 
 
 def _timed_out(ex: Exchange) -> RequestTimeout | ShuttingDown:

@@ -1,0 +1,232 @@
+"""End to end, real router subprocesses, the openai SDK and the mock provider's log: the context plugin (spec 5.7).
+
+RAG: a request about a document in the vector store reaches the provider with that document's chunks
+injected (a tool exchange after the last user message, or the system prompt); a judge whose max_candidates
+is below the recall count reads only the first ones, counts the truncation and notes it in the trace.
+Memory: what a user said in one turn reaches the provider in that user's next turn, never in another
+user's; an anonymous caller has none.
+"""
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+import redis
+
+from .procs import router, wait_until, write_config
+from .test_e2e_semantic_cache import metric, metric_sum, prefix  # noqa: F401  (prefix: a fixture)
+
+ESPRESSO = """# The Aurora-7 espresso machine
+
+Descale the Aurora-7 every 40 days with the citric descaler that ships in the box. Run three tanks of clean
+water through the group head afterwards.
+
+The Aurora-7's boiler holds 1.2 litres and reaches brewing temperature in 90 seconds.
+"""
+OTHERS = {
+    "garden.md": "Tomatoes want six hours of sun a day and deep watering twice a week in summer.",
+    "bikes.md": "Check a road bike's tyre pressure weekly; 80 psi suits most riders on 28 mm tyres.",
+    "taxes.md": "Quarterly estimated taxes are due in April, June, September and January.",
+    "piano.md": "Tune an upright piano twice a year, after the heating season starts and after it ends.",
+}
+QUESTION = "How often should I descale my Aurora-7 espresso machine?"
+
+
+def config(mock_url: str, context: dict, *, stores: dict | None = None, debug: bool = False) -> dict:
+    doc = {
+        "version": "v0.5",
+        "listeners": [{"name": "main", "identity": {"trust_headers": True}}],
+        "providers": {"models": [{"name": "m", "backend_refs": [{"endpoint": f"{mock_url}/v1"}]}]},
+        "recipes": [{"name": "r", "decisions": [{"name": "d", "modelRefs": [{"model": "m"}],
+                                                 "plugins": [{"type": "context", "configuration": context}]}]}],
+        "global": {"stores": {"event_stream": {"backend": "none"}, **(stores or {})}},
+    }
+    if debug:
+        doc["global"]["router"] = {"headers": {"debug": "any"}}
+    return doc
+
+
+def ask(url: str, text: str, user: str | None = "alice", history: list | None = None):
+    headers = {"x-vsr-debug": "1", **({"x-authz-user-id": user} if user else {})}
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=30, default_headers=headers)
+    raw = client.chat.completions.with_raw_response.create(
+        model="auto", messages=[*(history or []), {"role": "user", "content": text}])
+    raw.parse()
+    return raw.headers
+
+
+def sent(mock) -> list[dict]:
+    """The messages of the last request the mock provider received."""
+    return httpx.get(f"{mock.url}/_mock/stats").json()["last_request"]["body"]["messages"]
+
+
+def documents(tmp_path) -> list[str]:
+    paths = []
+    for name, text in {"aurora.md": ESPRESSO, **OTHERS}.items():
+        (tmp_path / name).write_text(text)
+        paths.append(str(tmp_path / name))
+    return paths
+
+
+def test_a_request_about_a_stored_document_reaches_the_provider_with_its_chunks(mock, tmp_path):
+    context = {"sources": [{"type": "rag", "backend": "vectorstore"}]}     # the default match: recall, then judge
+    stores = {"vector_store": {"files": documents(tmp_path)}}
+    with router(write_config(config(mock.url, context, stores=stores), str(tmp_path))) as proc:
+        ask(proc.url, QUESTION)
+        messages = sent(mock)
+        assert [m["role"] for m in messages] == ["user", "assistant", "tool"], messages
+        assert messages[0]["content"] == QUESTION
+        call = messages[1]["tool_calls"][0]
+        assert call["function"]["name"] == "vsr_context" and messages[2]["tool_call_id"] == call["id"]
+        assert "every 40 days with the citric descaler" in messages[2]["content"]
+        assert "Tomatoes" not in messages[2]["content"], "the judge kept an unrelated chunk"
+        assert metric_sum(proc.url, 'vsr_match_recall_total{feature="context.rag",method="embedding",outcome="hit"}') == 1
+        assert metric_sum(proc.url, 'vsr_match_judge_total{feature="context.rag",outcome="ok"}') == 1
+        listed = httpx.get(f"{proc.url}/api/v1/context/chunks").json()["chunks"]
+        assert {c["document"] for c in listed} == {"aurora.md", *OTHERS}
+
+
+def test_documents_ingested_over_the_admin_api_are_recalled_and_injected_in_the_system_prompt(mock, tmp_path):
+    context = {"sources": [{"type": "rag", "match": {"recall": {"method": "bm25", "top_k": 2}}}],
+               "injection": {"mode": "system_prompt"}}
+    with router(write_config(config(mock.url, context), str(tmp_path))) as proc:
+        assert httpx.get(f"{proc.url}/api/v1/context/chunks").json() == {"chunks": []}
+        made = httpx.post(f"{proc.url}/api/v1/context/documents", json={"name": "aurora.md", "text": ESPRESSO})
+        assert made.status_code == 201 and made.json()["chunks_added"] >= 1
+        again = httpx.post(f"{proc.url}/api/v1/context/documents", json={"name": "aurora.md", "text": ESPRESSO})
+        assert again.json()["chunks_added"] == 0, "the same chunks are held once"
+        bad = httpx.post(f"{proc.url}/api/v1/context/documents", json={"name": "x"})
+        assert bad.status_code == 400 and "text" in bad.json()["error"]["message"]
+        ask(proc.url, QUESTION)
+        messages = sent(mock)
+        assert [m["role"] for m in messages] == ["system", "user"]
+        assert "every 40 days" in messages[0]["content"] and messages[1]["content"] == QUESTION
+
+
+def test_a_judge_reading_fewer_candidates_than_recall_truncates_counts_and_traces(mock, tmp_path):
+    context = {"sources": [{"type": "rag", "match": {
+        "recall": {"method": "bm25", "top_k": 5, "min_similarity": 0},
+        "judge": {"preset": "relevance", "max_candidates": 2, "min_score": 0}}}]}
+    stores = {"vector_store": {"files": documents(tmp_path)}}
+    with router(write_config(config(mock.url, context, stores=stores, debug=True), str(tmp_path))) as proc:
+        headers = ask(proc.url, QUESTION)
+        assert 'match_judge_truncated="context.rag 5 candidates, judge read 2"' in headers["x-vsr-trace"]
+        assert metric(proc.url, 'vsr_match_judge_truncated_total{feature="context.rag"}') == 1
+        injected = sent(mock)[-1]["content"]
+        assert injected.count("\n[") + injected.startswith("[") <= 2, "at most the two candidates the judge read"
+        assert "every 40 days" in injected, "recall ranked the Aurora chunk first; the judge read it"
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+def test_memory_follows_one_user_across_turns_and_never_another(mock, tmp_path, prefix, backend):
+    context = {"sources": [{"type": "memory", "store": {"auto": True},
+                            "match": {"recall": {"method": "embedding", "top_k": 3, "min_similarity": 0.2}}}]}
+    stores = {"memory": {"backend_type": backend, "prefix": prefix}}
+    fact = "My favourite colour is teal, please remember it."
+    with router(write_config(config(mock.url, context, stores=stores), str(tmp_path))) as proc:
+        ask(proc.url, fact, user="alice")
+        assert [m["role"] for m in sent(mock)] == ["user"], "no memory yet"
+        # Written after the response: the client may ask again before it lands.
+        wait_until(lambda: metric(proc.url, 'vsr_context_memory_writes_total{outcome="ok"}') == 1, "the memory write")
+        ask(proc.url, "What is my favourite colour?", user="alice")
+        messages = sent(mock)
+        assert [m["role"] for m in messages] == ["user", "assistant", "tool"], messages
+        assert f"User: {fact}" in messages[2]["content"]
+        assert "Assistant: Hello! This is a canned answer" in messages[2]["content"], "the turn's answer is kept"
+        for other in ("bob", None):
+            ask(proc.url, "What is my favourite colour?", user=other)
+            assert all("teal" not in str(m.get("content")) for m in sent(mock)), f"{other} read alice's memory"
+        # alice's two turns and bob's; an anonymous caller has no memory to write to.
+        wait_until(lambda: metric(proc.url, 'vsr_context_memory_writes_total{outcome="ok"}') == 3, "the writes")
+        assert metric(proc.url, 'vsr_context_sources_total{source="memory",outcome="injected"}') == 1
+    if backend == "redis":
+        r = redis.Redis.from_url("redis://127.0.0.1:6379/0")
+        keys = list(r.scan_iter(f"{prefix}*"))
+        r.close()
+        assert len(keys) == 2 and not any(b"alice" in k or b"bob" in k for k in keys), keys
+
+
+def test_a_failing_source_skips_warns_or_blocks(mock, tmp_path):
+    """A memory store whose Redis does not answer: skip sends the request as written, warn adds a warning,
+    block refuses it with context_failed."""
+    stores = {"memory": {"backend_type": "redis", "url": "redis://127.0.0.1:1/0"}}
+    for mode in ("skip", "warn", "block"):
+        context = {"sources": [{"type": "memory", "on_failure": mode}]}
+        (tmp_path / mode).mkdir()
+        with router(write_config(config(mock.url, context, stores=stores), str(tmp_path / mode))) as proc:
+            if mode == "block":
+                with pytest.raises(openai.APIStatusError) as info:
+                    ask(proc.url, QUESTION)
+                assert info.value.status_code == 503 and info.value.body["code"] == "context_failed"
+                continue
+            headers = ask(proc.url, QUESTION)
+            assert [m["role"] for m in sent(mock)] == ["user"]
+            assert ("context_unavailable;source=memory" in headers.get("x-vsr-warnings", "")) == (mode == "warn")
+
+
+def test_two_routers_sharing_a_redis_vector_store_read_each_others_documents(mock, tmp_path, prefix):
+    context = {"sources": [{"type": "rag", "match": {"recall": {"method": "bm25", "top_k": 1}}}]}
+    stores = {"vector_store": {"backend_type": "redis", "prefix": prefix}}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with router(write_config(config(mock.url, context, stores=stores), str(tmp_path / "a"))) as one, \
+            router(write_config(config(mock.url, context, stores=stores), str(tmp_path / "b"))) as two:
+        made = httpx.post(f"{one.url}/api/v1/context/documents", json={"name": "aurora.md", "text": ESPRESSO})
+        assert made.status_code == 201
+        ask(two.url, QUESTION)
+        assert "every 40 days" in sent(mock)[-1]["content"], "router two read router one's chunks"
+        assert [c["document"] for c in httpx.get(f"{two.url}/api/v1/context/chunks").json()["chunks"]] == \
+            ["aurora.md"] * made.json()["chunks_added"]
+
+
+LOG = " ".join(f"Step {i} of the build copied {i * 7} files into the staging area." for i in range(1, 60))
+FAILURE = "The linker failed because libssl was not found on the library path."
+
+
+@pytest.mark.parametrize("mode", ["always", "auto"])
+def test_a_long_tool_output_reaches_the_provider_compressed_to_what_the_question_needs(mock, tmp_path, mode):
+    compress = {"mode": mode, "targets": {"tool_outputs": {"min_tokens": 200, "target_tokens": 40}}}
+    if mode == "auto":
+        compress["budget"] = {"max_tokens": 256, "reserve_output_tokens": 0}
+    output = f"{LOG[:len(LOG) // 2]} {FAILURE} {LOG[len(LOG) // 2:]}"
+    history = [{"role": "user", "content": "Build the project."},
+               {"role": "assistant", "content": None, "tool_calls": [
+                   {"id": "c1", "type": "function", "function": {"name": "build", "arguments": "{}"}}]},
+               {"role": "tool", "tool_call_id": "c1", "content": output}]
+    with router(write_config(config(mock.url, {"compress": compress}), str(tmp_path))) as proc:
+        ask(proc.url, "Why did the linker fail to find libssl?", history=history)
+        sent_output = sent(mock)[2]["content"]
+        assert FAILURE in sent_output and "sentences omitted ..." in sent_output
+        assert len(sent_output) < len(output) // 4, "compressed to about target_tokens"
+        assert metric_sum(proc.url, 'vsr_match_recall_total{feature="context.compress",method="bm25"') == 1
+        assert metric_sum(proc.url, 'vsr_match_judge_total{feature="context.compress",outcome="ok"}') == 1
+        ask(proc.url, "Why did the linker fail?", history=[{"role": "user", "content": "Build."},
+                                                          *history[1:2], {**history[2], "content": FAILURE}])
+        assert sent(mock)[2]["content"] == FAILURE, "an output under min_tokens stays whole"
+
+
+def test_a_streamed_answer_is_written_to_memory_as_its_text(mock, tmp_path):
+    context = {"sources": [{"type": "memory", "store": {"auto": True}, "match": {"recall": {"min_similarity": 0.2}}}]}
+    with router(write_config(config(mock.url, context), str(tmp_path))) as proc:
+        client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="unused", max_retries=0, timeout=30,
+                               default_headers={"x-authz-user-id": "dana"})
+        stream = client.chat.completions.create(model="auto", stream=True, messages=[
+            {"role": "user", "content": "My favourite colour is teal, please remember it."}])
+        streamed = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+        wait_until(lambda: metric(proc.url, 'vsr_context_memory_writes_total{outcome="ok"}') == 1, "the memory write")
+        ask(proc.url, "What is my favourite colour?", user="dana")
+        assert f"Assistant: {streamed}" in sent(mock)[2]["content"]
+
+
+def test_a_messages_client_gets_the_chunks_through_translation(mock, tmp_path):
+    """The exchange is injected in the client's Messages format; the OpenAI-format provider receives it
+    translated: a tool call and its result after the user's message."""
+    import anthropic
+    context = {"sources": [{"type": "rag", "match": {"recall": {"method": "bm25", "top_k": 1}}}]}
+    stores = {"vector_store": {"files": documents(tmp_path)}}
+    with router(write_config(config(mock.url, context, stores=stores), str(tmp_path))) as proc:
+        client = anthropic.Anthropic(base_url=proc.url, api_key="unused", max_retries=0, timeout=30)
+        client.messages.create(model="auto", max_tokens=64, messages=[{"role": "user", "content": QUESTION}])
+        messages = sent(mock)
+        assert [m["role"] for m in messages] == ["user", "assistant", "tool"], messages
+        assert "every 40 days" in messages[2]["content"]

@@ -1,0 +1,202 @@
+"""``context``: retrieve documents and memories and inject them into the provider-bound request (spec 5.7).
+
+Sources are retrieved in order, at most one of each type:
+
+- ``rag`` reads the in-memory vector store (``global.stores.vector_store``):
+  recall by embedding (the default), BM25, or none (a judge over the chunks as
+  listed), then the relevance judge (``context.rag`` match defaults, 5.4);
+- ``memory`` reads the user's own memories (``global.stores.memory``), by
+  embedding or, without recall, newest first; ``store: {auto: true}`` writes
+  the turn to memory after the response. A caller the router cannot tell apart
+  from others (anonymous) has no memory.
+
+``compress`` shrinks long tool outputs (``targets.tool_outputs``, extractive):
+each one of at least ``min_tokens`` keeps its sentences most relevant to the
+latest user message (BM25 prefilters the judge's candidates; the
+``context.compress`` match defaults to ``recall: {method: bm25}, judge: {preset:
+relevance}``) within ``target_tokens``, in their order, the rest marked as
+omitted. ``mode: always`` compresses every such output; ``auto`` only when the
+request is over ``budget.max_tokens`` less ``reserve_output_tokens`` (with
+``max_tokens: auto`` and no known window it does not compress). Tokens are
+estimated at four characters each. ``failure_mode: fail_open`` leaves an output
+whole when its judge fails, ``fail_closed`` fails the request.
+
+``injection.mode``: ``tool_role`` puts each source's context in a tool
+exchange after the last user message, ``system_prompt`` in the system prompt.
+``on_failure`` says what a source that fails means: ``skip`` (the default)
+sends the request without it, ``warn`` also adds a ``context_unavailable``
+warning, ``block`` fails the request (``context_failed``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from msgspec import UNSET, Meta, UnsetType
+
+from ..config.schema_base import Block
+from ._merge import merged_fields
+from .match import Match, Recall
+from .match import check as check_match
+from .match import resolve as resolve_match
+
+TYPE = "context"
+RAG, MEMORY, COMPRESS = "context.rag", "context.memory", "context.compress"
+
+
+class MemoryWrite(Block):
+    auto: bool = False          # write each turn to the user's memory after the response
+
+
+class Source(Block):
+    """One source; ``backend`` is a rag source's, ``store`` a memory source's."""
+
+    type: Literal["rag", "memory"]
+    backend: Literal["vectorstore"] | None = None
+    store: MemoryWrite | None = None
+    match: Match | None = None
+    on_failure: Literal["skip", "warn", "block"] = "skip"
+
+
+class Injection(Block):
+    mode: Literal["tool_role", "system_prompt"] = "tool_role"
+
+
+class ToolOutputs(Block):
+    mode: Literal["extractive"] = "extractive"
+    min_tokens: Annotated[int, Meta(ge=1, le=10_000_000)] = 2000     # shorter outputs stay whole
+    target_tokens: Annotated[int, Meta(ge=1, le=10_000_000)] = 1000
+
+
+class Targets(Block):
+    tool_outputs: ToolOutputs | None = ToolOutputs()
+
+
+class Budget(Block):
+    max_tokens: Annotated[int, Meta(ge=256)] | Literal["auto"] = "auto"
+    reserve_output_tokens: Annotated[int, Meta(ge=0)] | Literal["auto"] = "auto"
+
+
+class Compress(Block):
+    mode: Literal["auto", "always"] = "auto"
+    targets: Targets = Targets()
+    budget: Budget = Budget()
+    match: Match | None = None
+    failure_mode: Literal["fail_open", "fail_closed"] = "fail_open"
+
+
+class ContextConfig(Block):
+    """``{type: context, configuration: ...}`` at one layer (fields override field by field)."""
+
+    enabled: bool | UnsetType = UNSET
+    sources: list[Source] | UnsetType = UNSET
+    injection: Injection | UnsetType = UNSET
+    compress: Compress | UnsetType = UNSET
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """A source as a request runs it: its match block resolved against the feature's default."""
+
+    type: str
+    feature: str
+    match: Match
+    on_failure: str
+    auto_write: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Compression:
+    """``compress`` as a request runs it: None from ``budget`` means no budget is known."""
+
+    always: bool
+    tool_outputs: ToolOutputs | None
+    budget: int | None
+    match: Match
+    fail_closed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    sources: tuple[Retrieval, ...]
+    injection: str
+    compress: Compression | None = None
+
+    @property
+    def writes_memory(self) -> bool:
+        return any(s.auto_write for s in self.sources)
+
+
+def resolve(*layers: ContextConfig | None, memory_limit: int = 5, memory_threshold: float = 0.7) -> Context | None:
+    """The request's context policy, layers lowest first; None when off or without sources.
+
+    ``memory_limit`` / ``memory_threshold``: the memory store's recall bounds, which a memory source's default
+    block takes (a written block keeps its own).
+    """
+    values = merged_fields(*layers)
+    if not values or values.get("enabled") is False or not (values.get("sources") or values.get("compress")):
+        return None
+    out = []
+    for source in values.get("sources") or ():
+        feature = RAG if source.type == "rag" else MEMORY
+        match = resolve_match(source.match, feature)
+        if source.type == "memory" and source.match is None:
+            match = Match(recall=Recall(method="embedding", top_k=memory_limit, min_similarity=memory_threshold))
+        out.append(Retrieval(source.type, feature, match, source.on_failure,
+                             auto_write=source.type == "memory" and source.store is not None and source.store.auto))
+    injection = values.get("injection") or Injection()
+    return Context(tuple(out), injection.mode, _compression(values.get("compress")))
+
+
+def _compression(compress: Compress | None) -> Compression | None:
+    if compress is None:
+        return None
+    budget = compress.budget
+    known = None
+    if isinstance(budget.max_tokens, int):
+        known = budget.max_tokens - (budget.reserve_output_tokens if isinstance(budget.reserve_output_tokens, int)
+                                     else 0)
+    return Compression(compress.mode == "always", compress.targets.tool_outputs, known,
+                       resolve_match(compress.match, COMPRESS), compress.failure_mode == "fail_closed")
+
+
+def check(raw: dict, path: str) -> list[str]:
+    """What the block's types cannot say: one source of each type, each type's own fields, its match block."""
+    errors: list[str] = []
+    seen: set[str] = set()
+    for i, source in enumerate(raw.get("sources") or ()):
+        if not isinstance(source, dict):
+            continue
+        where, kind = f"{path}.sources[{i}]", source.get("type")
+        if not isinstance(kind, str):
+            continue                    # the block's types say what is wrong with it
+        if kind in seen:
+            errors.append(f"{where}.type: invalid_value: a context block has at most one {kind} source")
+        seen.add(kind)
+        if kind == "memory" and "backend" in source:
+            errors.append(f"{where}.backend: invalid_value: a memory source reads global.stores.memory; "
+                          f"backend is a rag source's")
+        if kind == "rag" and "store" in source:
+            errors.append(f"{where}.store: invalid_value: store is a memory source's (write memories after the "
+                          f"response)")
+        if "match" in source:
+            errors += check_match(source["match"], f"{where}.match", RAG if kind == "rag" else MEMORY)
+    compress = raw.get("compress")
+    if isinstance(compress, dict):
+        if "signals" in compress:
+            errors.append(f"{path}.compress.signals: invalid_value: compress.signals is not built in this router; "
+                          f"it compresses tool outputs only")
+        if "match" in compress:
+            errors += check_match(compress["match"], f"{path}.compress.match", COMPRESS)
+        targets = compress.get("targets")
+        outputs = targets.get("tool_outputs") if isinstance(targets, dict) else None
+        if isinstance(outputs, dict):
+            low, high = outputs.get("target_tokens", 1000), outputs.get("min_tokens", 2000)
+            if isinstance(low, int) and isinstance(high, int) and low >= high:
+                errors.append(f"{path}.compress.targets.tool_outputs.target_tokens: invalid_value: an output is "
+                              f"compressed from min_tokens ({high}) to fewer tokens, not {low}")
+    return errors
+
+
+__all__ = ["COMPRESS", "Compress", "Compression", "Context", "ContextConfig", "Injection", "MEMORY", "MemoryWrite", "RAG", "Retrieval", "Source", "TYPE",
+           "check", "resolve"]
