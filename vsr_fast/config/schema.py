@@ -250,8 +250,8 @@ class UpstreamPolicy(_Block):
 
 class AccessLogConfig(_Block):
     """One line per inference request: time, request id, client API, recipe, decision, model, status, response
-    path, latency, time to first byte, tokens, error code and cause. ``level: errors``: statuses 400 and up only.
-    ``path``: appended to (none: stderr)."""
+    path, latency, time to first byte, tokens, error code, an upstream failure's cause and the error's message.
+    ``level: errors``: statuses 400 and up only. ``path``: appended to (none: stderr)."""
 
     enabled: bool = False
     format: Literal["json", "logfmt"] = "json"

@@ -20,7 +20,7 @@ import time
 
 import trio
 
-from ...errors import BodyTimeout, RequestTimeout, ShuttingDown, VsrError
+from ...errors import BodyTimeout, RequestTimeout, ShuttingDown, UpstreamError, VsrError
 from ..asgi import ClientGone, DisconnectWatch, Receive, Scope, Send
 from ..state import AppState
 from .admit import admit, release
@@ -89,7 +89,9 @@ def _access_fields(ex: Exchange) -> dict:
         "input_tokens": meter.input if meter is not None and meter.seen else None,
         "output_tokens": meter.output if meter is not None and meter.seen else None,
         "error": failure.code if failure is not None else None,
-        "cause": failure.message if failure is not None else None,
+        # An upstream failure's cause in one word (connect_refused, read_timeout...); the message says the rest.
+        "cause": failure.cause if isinstance(failure, UpstreamError) else None,
+        "message": failure.message if failure is not None else None,
     }
 
 
