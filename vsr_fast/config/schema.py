@@ -47,6 +47,20 @@ class Auth(_Block):
     credential: Literal["delegated"] | None = None
 
 
+class HealthCheck(_Block):
+    """Active health checks (off by default): ``GET path`` under the backend's base URL (``/models``: ``GET
+    /v1/models``) every ``interval_ms``; ``unhealthy_threshold`` failed checks in a row (a connect error, a
+    timeout past ``timeout_ms``, a status outside 2xx) take the backend out of the rotation, ``healthy_threshold``
+    passing ones in a row bring it back, without any client traffic."""
+
+    enabled: bool = False
+    path: Annotated[str, Meta(pattern=r"^/[^\s]*$")] = "/models"
+    interval_ms: Annotated[int, Meta(ge=100, le=3_600_000)] = 5_000
+    timeout_ms: PositiveMs = 2_000
+    unhealthy_threshold: Annotated[int, Meta(ge=1, le=100)] = 3
+    healthy_threshold: Annotated[int, Meta(ge=1, le=100)] = 2
+
+
 class BackendRef(_Block):
     """One endpoint serving a provider model. A model's live backends share its traffic by ``weight`` (smooth
     weighted round robin); the others of the model are its fallbacks for that request, then ejected ones."""
@@ -67,6 +81,8 @@ class BackendRef(_Block):
     # Requests in flight or queued for a connection; past it the backend is skipped, and with every backend
     # skipped the client gets 503 with Retry-After at once. Unset: four times the connections.
     max_pending: Annotated[int, Meta(ge=1, le=100_000)] | None = None
+    # This backend's active health check, in place of global.router.upstream.health_check.
+    health_check: HealthCheck | None = None
 
 
 class Pricing(_Block):
@@ -246,6 +262,7 @@ class Retries(_Block):
 class UpstreamPolicy(_Block):
     outlier: Outlier = Outlier()
     retries: Retries = Retries()
+    health_check: HealthCheck = HealthCheck()     # every backend's, unless its backend_ref has its own
 
 
 class AccessLogConfig(_Block):

@@ -29,6 +29,7 @@ from ..events.cache_writer import DirectCacheWriter
 from ..events.service import open_event_services
 from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
+from ..upstream.health import check_backends
 from .app import header_timeout_answer, make_app
 from .listen import Connections, serve_http
 from .metrics_view import serve_peers
@@ -116,6 +117,7 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
                 generations = Generations(state, opts.config_path, _apps, background)
                 nursery.start_soon(_on_signals, generations, shutdown, opts.graceful_timeout_s)
                 background.start_soon(_on_hangup, generations)
+                background.start_soon(check_backends, lambda: generations.current.upstreams)
                 admin = _admin_listener(loaded, opts)
                 if admin is not None:
                     admin_opts = dataclasses.replace(opts, fd=None, host=admin.address, port=admin.port)

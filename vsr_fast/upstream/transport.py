@@ -153,3 +153,19 @@ async def send(pool: httpcore.AsyncConnectionPool, origin: Origin, path: str, bo
         content=body, extensions={"timeout": timeouts},
     )
     return Response(await pool.handle_async_request(request), label)
+
+
+async def probe(pool: httpcore.AsyncConnectionPool, origin: Origin, path: str,
+                headers: Sequence[tuple[bytes, bytes]], limit: int = 65_536) -> int:
+    """``GET path`` under ``origin``: its status, with at most ``limit`` bytes of its body read (a health check)."""
+    request = httpcore.Request(b"GET", origin.url(path), headers=[(b"Host", origin.host_header), *headers])
+    response = await pool.handle_async_request(request)
+    try:
+        seen = 0
+        async for chunk in response.aiter_stream():
+            seen += len(chunk)
+            if seen > limit:
+                break
+    finally:
+        await response.aclose()
+    return response.status
