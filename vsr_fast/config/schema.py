@@ -276,11 +276,20 @@ class AccessLogConfig(_Block):
     path: str | None = None
 
 
+class ConfigWatch(_Block):
+    """Reload when the configuration file changes (off by default; read at start): its modification time, size
+    and inode are read every ``interval_ms``, and a change reloads it as SIGHUP does."""
+
+    enabled: bool = False
+    interval_ms: Annotated[int, Meta(ge=100, le=3_600_000)] = 2_000
+
+
 class RouterSettings(_Block):
     headers: HeadersConfig = HeadersConfig()
     limits: Limits = Limits()
     upstream: UpstreamPolicy = UpstreamPolicy()
     access_log: AccessLogConfig = AccessLogConfig()
+    config_watch: ConfigWatch = ConfigWatch()
     cors: Cors = Cors()
     auth: ClientAuth = ClientAuth()
     rate_limits: RateLimits = RateLimits()

@@ -118,6 +118,8 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
                 nursery.start_soon(_on_signals, generations, shutdown, opts.graceful_timeout_s)
                 background.start_soon(_on_hangup, generations)
                 background.start_soon(check_backends, lambda: generations.current.upstreams)
+                if loaded.config.global_.router.config_watch.enabled and opts.config_path:
+                    background.start_soon(generations.watch)
                 admin = _admin_listener(loaded, opts)
                 if admin is not None:
                     admin_opts = dataclasses.replace(opts, fd=None, host=admin.address, port=admin.port)
@@ -236,9 +238,7 @@ async def _on_hangup(generations: Generations) -> None:
     """SIGHUP: reload the configuration file (a supervisor sends it on to every worker)."""
     with trio.open_signal_receiver(signal.SIGHUP) as signals:
         async for _ in signals:
-            ok, message = await generations.reload()
-            sys.stderr.write(f"vsr-fast: reload {'done' if ok else 'refused'}: {message}\n")
-            sys.stderr.flush()
+            await generations.reload_and_say("SIGHUP")
 
 
 async def _on_signals(generations: Generations, shutdown: trio.Event, graceful_timeout_s: float) -> None:
