@@ -284,12 +284,26 @@ class ConfigWatch(_Block):
     interval_ms: Annotated[int, Meta(ge=100, le=3_600_000)] = 2_000
 
 
+class TracingConfig(_Block):
+    """OpenTelemetry spans, off by default (needs ``pip install vsr-fast[otel]``): a request's span continues an
+    incoming ``traceparent``, with children for routing, each System One call and each upstream attempt, sent by
+    OTLP over HTTP (protobuf) to ``endpoint`` from a thread of the SDK's, never the event loop. A trace without a
+    sampled parent is kept at ``sample_ratio``. Read at start."""
+
+    enabled: bool = False
+    endpoint: str = "http://127.0.0.1:4318/v1/traces"
+    headers: dict[str, str] = {}
+    service_name: str = "vsr-fast"
+    sample_ratio: Annotated[float, Meta(ge=0.0, le=1.0)] = 1.0
+
+
 class RouterSettings(_Block):
     headers: HeadersConfig = HeadersConfig()
     limits: Limits = Limits()
     upstream: UpstreamPolicy = UpstreamPolicy()
     access_log: AccessLogConfig = AccessLogConfig()
     config_watch: ConfigWatch = ConfigWatch()
+    tracing: TracingConfig = TracingConfig()
     cors: Cors = Cors()
     auth: ClientAuth = ClientAuth()
     rate_limits: RateLimits = RateLimits()

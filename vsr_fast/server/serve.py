@@ -18,6 +18,7 @@ import msgspec
 import resource
 import trio
 
+from .. import tracing
 from ..routing import Loaded
 from ..plugins import layers as plugin_config
 from ..config.schema import Limits
@@ -76,6 +77,17 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
     """Serve until SIGTERM or SIGINT, then drain in-flight requests for up to the graceful timeout."""
     opts = resolve_bind(loaded, opts)
     loaded = await read_attached_cards(loaded)
+    tracing.start(loaded.config.global_.router.tracing)
+    try:
+        await _serve(loaded, opts, task_status)
+    finally:
+        if tracing.tracer is not None:
+            # The spans still queued are sent before the process ends (the SDK's exporter blocks: a thread).
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(tracing.stop)
+
+
+async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
     holder: list[AppState] = []
 
     async def send_shadow(model_name: str, body: bytes) -> tuple[int, bytes]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from .. import tracing
 from ..config.schema import ProviderModel
 from ..errors import (BackendsBusy, UpstreamError, UpstreamsExhausted, UpstreamsRateLimited, UpstreamStatus,
                       UpstreamTimeout, status_cause)
@@ -139,6 +140,10 @@ class Dispatcher:
             status_cause(status) if status is not None and status >= 400 else None
         attempt = Attempt(model.name, backend.label, status, error, time.perf_counter() - started, cause)
         attempts.append(attempt)
+        if tracing.tracer is not None:
+            tracing.record("vsr.upstream.attempt", started, {
+                "vsr.model": model.name, "vsr.backend": backend.label, "http.response.status_code": status,
+                "vsr.upstream.cause": cause, "server.address": backend.base}, error=cause, kind="client")
         if cause is not None:
             log.info("upstream attempt failed: model=%s backend=%s cause=%s: %s", model.name, backend.label, cause,
                      failure.message if failure is not None else f"HTTP {status}")
