@@ -121,3 +121,23 @@ def test_the_file_watch_reloads_an_edit_and_keeps_serving_through_a_broken_one(t
             # The broken file was tried once, at its change, not at every poll after it.
             assert reloads(metrics(), "failed") == 1
             assert proc.popen.poll() is None
+
+
+def test_sighup_to_the_supervisor_reloads_every_worker(tmp_path):
+    with mock_upstream() as first, mock_upstream() as second:
+        path = write_config(_doc("old-model", f"{first.url}/v1"), str(tmp_path))
+        with router(path, "--workers", "2") as proc:
+            def metrics() -> str:
+                return httpx.get(f"{proc.url}/metrics").text
+
+            wait_until(lambda: "\nvsr_workers 2\n" in metrics(), "both workers' series")
+            _write(path, _doc("new-model", f"{second.url}/v1"))
+            proc.signal(signal.SIGHUP)
+            # The scrape adds both workers' counters up: 2 is each worker's one reload.
+            wait_until(lambda: 'vsr_config_reloads_total{outcome="ok"} 2' in metrics(), "both workers to reload")
+            for _ in range(10):
+                # A new connection each time: the kernel hands them to either worker.
+                r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20,
+                               json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
+                assert r.status_code == 200 and r.headers["x-vsr-selected-model"] == "new-model"
+            assert proc.popen.poll() is None
