@@ -165,7 +165,7 @@ def test_read_timeout_ms_ends_a_silent_backend_with_504(backends, silent):
     wait_until(lambda: httpx.get(f"{silent.url}/_mock/stats").json()["cancelled"] >= 1, "the mock to see it leave")
     assert httpx.get(f"{silent.url}/_mock/stats").json()["completed"] == 0
     metrics = httpx.get(f"{backends.url}/metrics").text
-    assert 'vsr_upstream_errors_total{model="slow",backend="slow[0]",kind="upstream_timeout"}' in metrics
+    assert 'vsr_upstream_errors_total{model="slow",backend="slow[0]",cause="read_timeout"}' in metrics
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -185,7 +185,7 @@ def test_connect_timeout_ms_gives_up_on_a_backend_that_never_accepts(backends):
     assert r.status_code == 200, r.text
     assert r.headers["x-vsr-response-path"] == "upstream"     # the same model's next backend
     metrics = httpx.get(f"{backends.url}/metrics").text
-    assert 'vsr_upstream_errors_total{model="hole-then-alive",backend="hole",kind="upstream_timeout"}' in metrics
+    assert 'vsr_upstream_errors_total{model="hole-then-alive",backend="hole",cause="connect_timeout"}' in metrics
 
 
 @pytest.mark.parametrize("max_connections, pool_shards, requests", POOLS)

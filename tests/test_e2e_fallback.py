@@ -68,7 +68,7 @@ def test_upstream_500_falls_back_to_next_model(tmp_path, failing, healthy, strea
         body = r.text
         assert ("[DONE]" in body) if stream else ("up-secondary" in body)
         metrics = httpx.get(f"{proc.url}/metrics").text
-        assert 'vsr_upstream_errors_total{model="primary",backend="primary[0]",kind="http_500"}' in metrics
+        assert 'vsr_upstream_errors_total{model="primary",backend="primary[0]",cause="status_5xx"}' in metrics
 
 
 @pytest.mark.parametrize("stream", [False, True])

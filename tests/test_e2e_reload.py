@@ -2,6 +2,8 @@
 that does not load leaves the old one serving and says why."""
 from __future__ import annotations
 
+import os
+import re
 import signal
 import threading
 
@@ -71,3 +73,71 @@ def test_reload_under_load_with_zero_failures(tmp_path):
             metrics = httpx.get(f"{proc.url}/metrics").text
             assert 'vsr_config_reloads_total{outcome="ok"} 2' in metrics
             assert 'vsr_config_reloads_total{outcome="failed"} 2' in metrics
+
+
+def _replace(path: str, doc) -> None:
+    """Write the file whole under another name, then rename it over the old one (as editors and Kubernetes do):
+    the watch never reads half a file."""
+    _write(path + ".new", doc)
+    os.replace(path + ".new", path)
+
+
+def test_the_file_watch_reloads_an_edit_and_keeps_serving_through_a_broken_one(tmp_path):
+    def doc(model: str, endpoint: str) -> dict:
+        d = _doc(model, endpoint)
+        d["global"] = {"router": {"config_watch": {"enabled": True, "interval_ms": 100}}}
+        return d
+
+    def reloads(text: str, outcome: str) -> int:
+        found = re.search(rf'^vsr_config_reloads_total\{{outcome="{outcome}"\}} (\d+)$', text, re.M)
+        return int(found.group(1)) if found else 0
+
+    with mock_upstream() as first, mock_upstream() as second:
+        path = write_config(doc("old-model", f"{first.url}/v1"), str(tmp_path))
+        with router(path) as proc, httpx.Client(timeout=30) as client:
+            def model() -> str:
+                r = client.post(f"{proc.url}/v1/chat/completions",
+                                json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
+                assert r.status_code == 200, r.text
+                return r.headers["x-vsr-selected-model"]
+
+            def metrics() -> str:
+                return client.get(f"{proc.url}/metrics").text
+
+            assert model() == "old-model"
+            _replace(path, doc("new-model", f"{second.url}/v1"))
+            wait_until(lambda: reloads(metrics(), "ok") == 1, "the watch to reload the edited file")
+            assert model() == "new-model"
+
+            _replace(path, "version: v0.5\nproviders: {models: [{name: x, backend_refs: nope}]}\n")
+            wait_until(lambda: reloads(metrics(), "failed") == 1, "the watch to refuse the broken file")
+            wait_for_value(lambda: [x for x in proc.lines if "reload refused (the file changed)" in x
+                                    and "backend_refs" in x], "the refusal's line, with why")
+            assert model() == "new-model"
+
+            _replace(path, doc("old-model", f"{first.url}/v1"))
+            wait_until(lambda: reloads(metrics(), "ok") == 2, "the watch to reload the repaired file")
+            assert model() == "old-model"
+            # The broken file was tried once, at its change, not at every poll after it.
+            assert reloads(metrics(), "failed") == 1
+            assert proc.popen.poll() is None
+
+
+def test_sighup_to_the_supervisor_reloads_every_worker(tmp_path):
+    with mock_upstream() as first, mock_upstream() as second:
+        path = write_config(_doc("old-model", f"{first.url}/v1"), str(tmp_path))
+        with router(path, "--workers", "2") as proc:
+            def metrics() -> str:
+                return httpx.get(f"{proc.url}/metrics").text
+
+            wait_until(lambda: "\nvsr_workers 2\n" in metrics(), "both workers' series")
+            _write(path, _doc("new-model", f"{second.url}/v1"))
+            proc.signal(signal.SIGHUP)
+            # The scrape adds both workers' counters up: 2 is each worker's one reload.
+            wait_until(lambda: 'vsr_config_reloads_total{outcome="ok"} 2' in metrics(), "both workers to reload")
+            for _ in range(10):
+                # A new connection each time: the kernel hands them to either worker.
+                r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20,
+                               json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
+                assert r.status_code == 200 and r.headers["x-vsr-selected-model"] == "new-model"
+            assert proc.popen.poll() is None

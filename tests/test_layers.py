@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent / "vsr_fast"
 
 LAYERS = [
     {"errors", "metrics", "headers", "_ext"},
+    {"tracing"},
     {"config"},
     {"protocol"},
     {"signals", "upstream", "selection", "plugins"},

@@ -388,32 +388,45 @@ class LooperCallsFailed(VsrError):
 
 
 class UpstreamError(VsrError):
-    """Every backend of every candidate model failed before answering."""
+    """Every backend of every candidate model failed before answering. ``cause`` says why in one word
+    (``connect_refused``, ``read_timeout``, ``status_5xx``...): the label of ``vsr_upstream_errors_total``
+    and the access log's ``cause``."""
 
     status, code, type, stage = 502, "upstream_failed", "upstream_error", "upstream"
+    cause = "upstream_error"
+
+    def __init__(self, message: str, *, param: str | None = None, cause: str | None = None) -> None:
+        super().__init__(message, param=param)
+        if cause is not None:
+            self.cause = cause
+
+
+def status_cause(status: int) -> str:
+    """The cause of an upstream's error status: ``status_429``, ``status_5xx`` or ``status_4xx``."""
+    return "status_429" if status == 429 else "status_5xx" if status >= 500 else "status_4xx"
 
 
 class UpstreamTimeout(UpstreamError):
-    status, code = 504, "upstream_timeout"
+    status, code, cause = 504, "upstream_timeout", "read_timeout"
 
 
 class UpstreamInvalid(UpstreamError):
     """A backend's answer is not one the router can trust: a status outside 200-299 and 400-599 (a
     redirect included: the router never follows one) or a success body not of its protocol's shape."""
 
-    code = "upstream_invalid_answer"
+    code, cause = "upstream_invalid_answer", "invalid_answer"
 
 
 class UpstreamTooLarge(UpstreamError):
     """A backend's answer grew past its ``max_response_bytes``: it is dropped, never held whole."""
 
-    code = "upstream_answer_too_large"
+    code, cause = "upstream_answer_too_large", "too_large"
 
 
 class BackendsBusy(UpstreamError):
     """Every backend tried already holds its ``max_pending`` requests: refused at once rather than queued."""
 
-    status, code, retry_after_s = 503, "backends_busy", 1
+    status, code, retry_after_s, cause = 503, "backends_busy", 1, "backends_busy"
 
 
 class UpstreamsExhausted(UpstreamError):
@@ -430,7 +443,7 @@ class _UpstreamAnswered(UpstreamError):
     """An upstream's own error status reaches the client: the one error whose status is per instance."""
 
     def __init__(self, message: str, *, status: int) -> None:
-        super().__init__(message)
+        super().__init__(message, cause=status_cause(status))
         self.status = status
 
 

@@ -92,7 +92,8 @@ class Metrics:
             "vsr_upstream_attempts_total", "Upstream attempts by backend and outcome.", ("model", "backend", "outcome")
         )
         self.upstream_errors = Counter(
-            "vsr_upstream_errors_total", "Upstream failures by backend and kind.", ("model", "backend", "kind")
+            "vsr_upstream_errors_total", "Upstream failures by backend and cause (connect_refused, read_timeout, "
+            "status_5xx...; midstream_<cause> once a stream had started).", ("model", "backend", "cause")
         )
         self.disconnects = Counter(
             "vsr_client_disconnects_total", "Clients that left before their answer ended.", ("api",)

@@ -104,5 +104,5 @@ def test_a_full_backend_is_skipped_for_the_next_one(edge, stalled):
     r = httpx.post(f"{edge.url}/v1/chat/completions", json={"model": "held-or-ok", "messages": MESSAGES}, timeout=30)
     assert r.status_code == 200, r.text
     assert unanswered(held)
-    assert 'kind="backends_busy"' in httpx.get(f"{edge.url}/metrics").text
+    assert 'cause="backends_busy"' in httpx.get(f"{edge.url}/metrics").text
     release(held)

@@ -66,7 +66,7 @@ def test_broken_streams_fall_back_to_the_next_backend(edge):
     chunks = list(client.chat.completions.create(model="m-fallback", messages=MESSAGES, stream=True))
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "xxx"
     metrics = httpx.get(f"{edge.url}/metrics").text
-    assert 'kind="upstream_invalid_answer"' in metrics
+    assert 'cause="invalid_answer"' in metrics
 
 
 @pytest.mark.parametrize("mode", BROKEN_LATER)

@@ -66,7 +66,7 @@ def test_untrusted_answers_fall_back_to_the_next_backend(edge):
     assert raw.parse().choices[0].message.content == "fine"
     assert raw.headers["x-vsr-selected-model"] == "m-fallback"
     metrics = httpx.get(f"{edge.url}/metrics").text
-    assert 'kind="upstream_invalid_answer"' in metrics
+    assert 'cause="invalid_answer"' in metrics
 
 
 def test_a_stream_past_max_response_bytes_is_cut_with_the_protocols_error_event(edge):

@@ -47,6 +47,20 @@ class Auth(_Block):
     credential: Literal["delegated"] | None = None
 
 
+class HealthCheck(_Block):
+    """Active health checks (off by default): ``GET path`` under the backend's base URL (``/models``: ``GET
+    /v1/models``) every ``interval_ms``; ``unhealthy_threshold`` failed checks in a row (a connect error, a
+    timeout past ``timeout_ms``, a status outside 2xx) take the backend out of the rotation, ``healthy_threshold``
+    passing ones in a row bring it back, without any client traffic."""
+
+    enabled: bool = False
+    path: Annotated[str, Meta(pattern=r"^/[^\s]*$")] = "/models"
+    interval_ms: Annotated[int, Meta(ge=100, le=3_600_000)] = 5_000
+    timeout_ms: PositiveMs = 2_000
+    unhealthy_threshold: Annotated[int, Meta(ge=1, le=100)] = 3
+    healthy_threshold: Annotated[int, Meta(ge=1, le=100)] = 2
+
+
 class BackendRef(_Block):
     """One endpoint serving a provider model. A model's live backends share its traffic by ``weight`` (smooth
     weighted round robin); the others of the model are its fallbacks for that request, then ejected ones."""
@@ -67,6 +81,8 @@ class BackendRef(_Block):
     # Requests in flight or queued for a connection; past it the backend is skipped, and with every backend
     # skipped the client gets 503 with Retry-After at once. Unset: four times the connections.
     max_pending: Annotated[int, Meta(ge=1, le=100_000)] | None = None
+    # This backend's active health check, in place of global.router.upstream.health_check.
+    health_check: HealthCheck | None = None
 
 
 class Pricing(_Block):
@@ -246,12 +262,13 @@ class Retries(_Block):
 class UpstreamPolicy(_Block):
     outlier: Outlier = Outlier()
     retries: Retries = Retries()
+    health_check: HealthCheck = HealthCheck()     # every backend's, unless its backend_ref has its own
 
 
 class AccessLogConfig(_Block):
     """One line per inference request: time, request id, client API, recipe, decision, model, status, response
-    path, latency, time to first byte, tokens, error code and cause. ``level: errors``: statuses 400 and up only.
-    ``path``: appended to (none: stderr)."""
+    path, latency, time to first byte, tokens, error code, an upstream failure's cause and the error's message.
+    ``level: errors``: statuses 400 and up only. ``path``: appended to (none: stderr)."""
 
     enabled: bool = False
     format: Literal["json", "logfmt"] = "json"
@@ -259,11 +276,34 @@ class AccessLogConfig(_Block):
     path: str | None = None
 
 
+class ConfigWatch(_Block):
+    """Reload when the configuration file changes (off by default; read at start): its modification time, size
+    and inode are read every ``interval_ms``, and a change reloads it as SIGHUP does."""
+
+    enabled: bool = False
+    interval_ms: Annotated[int, Meta(ge=100, le=3_600_000)] = 2_000
+
+
+class TracingConfig(_Block):
+    """OpenTelemetry spans, off by default (needs ``pip install vsr-fast[otel]``): a request's span continues an
+    incoming ``traceparent``, with children for routing, each System One call and each upstream attempt, sent by
+    OTLP over HTTP (protobuf) to ``endpoint`` from a thread of the SDK's, never the event loop. A trace without a
+    sampled parent is kept at ``sample_ratio``. Read at start."""
+
+    enabled: bool = False
+    endpoint: str = "http://127.0.0.1:4318/v1/traces"
+    headers: dict[str, str] = {}
+    service_name: str = "vsr-fast"
+    sample_ratio: Annotated[float, Meta(ge=0.0, le=1.0)] = 1.0
+
+
 class RouterSettings(_Block):
     headers: HeadersConfig = HeadersConfig()
     limits: Limits = Limits()
     upstream: UpstreamPolicy = UpstreamPolicy()
     access_log: AccessLogConfig = AccessLogConfig()
+    config_watch: ConfigWatch = ConfigWatch()
+    tracing: TracingConfig = TracingConfig()
     cors: Cors = Cors()
     auth: ClientAuth = ClientAuth()
     rate_limits: RateLimits = RateLimits()

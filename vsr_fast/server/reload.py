@@ -1,4 +1,5 @@
-"""Hot reload: SIGHUP or ``POST /admin/reload`` loads the configuration file again, checks it, and swaps it in.
+"""Hot reload: SIGHUP, ``POST /admin/reload`` or a change of the file (``config_watch``) loads the configuration
+file again, checks it, and swaps it in.
 
 A generation is one AppState and the ASGI apps built over it. A reload builds the next one beside the
 current one and swaps the reference the listeners call through: a request already in an app finishes on its
@@ -11,6 +12,8 @@ client, the access log) changes with a restart only.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from collections.abc import Callable
 
 import trio
@@ -74,9 +77,38 @@ class Generations:
             self._nursery.start_soon(self._retire, old, upstreams)
             return True, f"config {loaded.version_hash} loaded"
 
+    async def reload_and_say(self, trigger: str) -> None:
+        """Reload, and say how it went on stderr (what SIGHUP and the file watch started)."""
+        ok, message = await self.reload()
+        sys.stderr.write(f"vsr-fast: reload {'done' if ok else 'refused'} ({trigger}): {message}\n")
+        sys.stderr.flush()
+
+    async def watch(self) -> None:
+        """Reload whenever the file's modification time, size or inode change (``config_watch``), until cancelled.
+        A change is acted on once: a file that does not load is tried again at its next change, not every poll."""
+        seen = await _signature(self._path)
+        while True:
+            watch = self.current.loaded.config.global_.router.config_watch
+            await trio.sleep(watch.interval_ms / 1000)
+            now = await _signature(self._path)
+            # A missing file (an editor's rename in between) is no change to act on yet.
+            if not watch.enabled or now is None or now == seen:
+                continue
+            seen = now
+            await self.reload_and_say("the file changed")
+
     async def _retire(self, old: AppState, kept: Upstreams) -> None:
         """Once the old generation's requests ended, close its backends the new one did not keep."""
         while old.inflight:
             await trio.sleep(_RETIRE_POLL_S)
         self.every.remove(old)
         await old.upstreams.aclose(keep=kept)
+
+
+async def _signature(path: str) -> tuple[int, int, int] | None:
+    """What tells a changed file: modification time, size, inode (stat in a worker thread)."""
+    try:
+        st = await trio.to_thread.run_sync(os.stat, path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino

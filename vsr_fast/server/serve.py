@@ -18,6 +18,7 @@ import msgspec
 import resource
 import trio
 
+from .. import tracing
 from ..routing import Loaded
 from ..plugins import layers as plugin_config
 from ..config.schema import Limits
@@ -32,6 +33,7 @@ from ..events.vector_store import VectorStore
 from ..events.service import open_event_services
 from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
+from ..upstream.health import check_backends
 from .app import header_timeout_answer, make_app
 from .listen import Connections, serve_http
 from .metrics_view import serve_peers
@@ -78,6 +80,17 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
     """Serve until SIGTERM or SIGINT, then drain in-flight requests for up to the graceful timeout."""
     opts = resolve_bind(loaded, opts)
     loaded = await read_attached_cards(loaded)
+    tracing.start(loaded.config.global_.router.tracing)
+    try:
+        await _serve(loaded, opts, task_status)
+    finally:
+        if tracing.tracer is not None:
+            # The spans still queued are sent before the process ends (the SDK's exporter blocks: a thread).
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(tracing.stop)
+
+
+async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
     holder: list[AppState] = []
 
     async def send_shadow(model_name: str, body: bytes) -> tuple[int, bytes]:
@@ -121,6 +134,9 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
                 generations = Generations(state, opts.config_path, _apps, background)
                 nursery.start_soon(_on_signals, generations, shutdown, opts.graceful_timeout_s)
                 background.start_soon(_on_hangup, generations)
+                background.start_soon(check_backends, lambda: generations.current.upstreams)
+                if loaded.config.global_.router.config_watch.enabled and opts.config_path:
+                    background.start_soon(generations.watch)
                 admin = _admin_listener(loaded, opts)
                 if admin is not None:
                     admin_opts = dataclasses.replace(opts, fd=None, host=admin.address, port=admin.port)
@@ -266,9 +282,7 @@ async def _on_hangup(generations: Generations) -> None:
     """SIGHUP: reload the configuration file (a supervisor sends it on to every worker)."""
     with trio.open_signal_receiver(signal.SIGHUP) as signals:
         async for _ in signals:
-            ok, message = await generations.reload()
-            sys.stderr.write(f"vsr-fast: reload {'done' if ok else 'refused'}: {message}\n")
-            sys.stderr.flush()
+            await generations.reload_and_say("SIGHUP")
 
 
 async def _on_signals(generations: Generations, shutdown: trio.Event, graceful_timeout_s: float) -> None:

@@ -151,5 +151,5 @@ class AppState:
         # The model's fault only: a 4xx is the request's.
         failed = attempt.error is not None or attempt.status is not None and (attempt.status >= 500 or attempt.status == 429)
         self.selection.stats.observe(attempt.model, attempt.seconds, not failed)
-        if outcome != "ok":
-            self.metrics.upstream_errors.inc(attempt.model, attempt.backend, outcome)
+        if attempt.cause is not None:
+            self.metrics.upstream_errors.inc(attempt.model, attempt.backend, attempt.cause)

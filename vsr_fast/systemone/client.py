@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from .. import tracing
 from ..config.catalog import OnSignalOverload
 from ..metrics import Counter, Histogram
 from ..protocol import systemone as wire
@@ -152,7 +153,7 @@ class SystemOneClient:
         """One deployment's call, its one retry after a named question failure, into ``answers``."""
         runner = self.runners[call.deployment]
         may_wait = any(s.stage == REQUEST_STAGE for shares in call.shares.values() for s in shares)
-        started = time.perf_counter()
+        started = began = time.perf_counter()
         outcome = "ok"
 
         async def send(sent: Call) -> Response:
@@ -171,6 +172,11 @@ class SystemOneClient:
         finally:
             self.metrics.calls.inc(call.deployment, outcome)
             self.metrics.latency.observe(time.perf_counter() - started, call.deployment)
+            if tracing.tracer is not None:
+                tracing.record("vsr.systemone.call", began, {
+                    "vsr.deployment": call.deployment, "vsr.outcome": outcome,
+                    "vsr.questions": sum(len(q) for _, _, q in call.entries)},
+                    error=None if outcome == "ok" else outcome, kind="client")
         self._store(answered, response, answers)
 
     async def _call_with_retries(self, send: Callable[[Call], Awaitable[Response]], call: Call) -> tuple[Call, Response]:

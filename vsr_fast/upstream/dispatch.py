@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 
 import trio
 
+from .. import tracing
 from ..config.schema import ProviderModel
-from ..errors import BackendsBusy, UpstreamError, UpstreamsExhausted, UpstreamsRateLimited, UpstreamStatus, UpstreamTimeout
+from ..errors import (BackendsBusy, UpstreamError, UpstreamsExhausted, UpstreamsRateLimited, UpstreamStatus,
+                      UpstreamTimeout, status_cause)
 from . import answers, transport
 from .pool import Backend, Upstreams, credential_header
 from .transport import Response, TransportError
@@ -51,6 +53,7 @@ class Attempt:
     status: int | None
     error: str | None
     seconds: float
+    cause: str | None = None        # why it failed in one word (UpstreamError.cause); None for a success
 
 
 @dataclass(slots=True)
@@ -129,15 +132,27 @@ class Dispatcher:
         return headers
 
     def _record(self, attempts: list[Attempt], model: ProviderModel, backend: Backend,
-                started: float, status: int | None, error: str | None) -> None:
-        attempt = Attempt(model.name, backend.label, status, error, time.perf_counter() - started)
+                started: float, status: int | None, failure: UpstreamError | None) -> None:
+        """One attempt's outcome: counted, held against the backend's health (or clearing it), and a failure
+        logged at INFO with its cause."""
+        error = failure.code if failure is not None else None
+        cause = failure.cause if failure is not None else \
+            status_cause(status) if status is not None and status >= 400 else None
+        attempt = Attempt(model.name, backend.label, status, error, time.perf_counter() - started, cause)
         attempts.append(attempt)
+        if tracing.tracer is not None:
+            tracing.record("vsr.upstream.attempt", started, {
+                "vsr.model": model.name, "vsr.backend": backend.label, "http.response.status_code": status,
+                "vsr.upstream.cause": cause, "server.address": backend.base}, error=cause, kind="client")
+        if cause is not None:
+            log.info("upstream attempt failed: model=%s backend=%s cause=%s: %s", model.name, backend.label, cause,
+                     failure.message if failure is not None else f"HTTP {status}")
         if error == BackendsBusy.code:
             pass        # the router's own bound, not the backend's health
         elif error is not None or status in UNHEALTHY_STATUS:
             if backend.failed(self._upstreams.outlier, time.monotonic()):
                 log.warning("backend %s ejected after %d failures in a row (the last: %s)", backend.label,
-                            self._upstreams.outlier.consecutive_failures, error or f"HTTP {status}")
+                            self._upstreams.outlier.consecutive_failures, cause)
         else:
             backend.succeeded()
         self._on_attempt(attempt)
@@ -184,7 +199,7 @@ class Dispatcher:
                 body = await _read_whole(resp, model, backend, out.path)
             except UpstreamError as exc:
                 failure = exc
-                self._record(attempts, model, backend, started, status, failure.code)
+                self._record(attempts, model, backend, started, status, failure)
                 continue
             finally:
                 backend.pending -= 1
@@ -231,7 +246,7 @@ class Dispatcher:
             except (UpstreamError, *TransportError) as exc:
                 await resp.aclose()
                 failure = exc if isinstance(exc, UpstreamError) else _transport_failure(exc, backend)
-                self._record(attempts, model, backend, started, status, failure.code)
+                self._record(attempts, model, backend, started, status, failure)
                 continue
             except BaseException:
                 await resp.aclose()
@@ -261,7 +276,7 @@ class Dispatcher:
                 failure = _transport_failure(exc, backend)
                 # Nothing reached a backend that refused the connection: always safe to send again.
                 rnd.retryable |= isinstance(exc, transport.ConnectError)
-        self._record(attempts, model, backend, started, None, failure.code)
+        self._record(attempts, model, backend, started, None, failure)
         return failure
 
 
@@ -299,10 +314,21 @@ def _as_bytes(header: tuple[str, str | bytes]) -> tuple[bytes, bytes]:
             value.encode("ascii") if isinstance(value, str) else value)
 
 
+def failure_cause(exc: BaseException) -> str:
+    """The cause of a failure while an answer's body was read: an UpstreamError's own, a transport error's."""
+    if isinstance(exc, UpstreamError):
+        return exc.cause
+    if isinstance(exc, TransportError):
+        return transport.cause(exc)
+    return "stream_error"
+
+
 def _transport_failure(exc: Exception, backend: Backend) -> UpstreamError:
+    cause = transport.cause(exc)
     if isinstance(exc, transport.Timeout):
-        return UpstreamTimeout(f"backend {backend.label} timed out ({type(exc).__name__})")
-    return UpstreamError(f"backend {backend.label} failed: {type(exc).__name__}: {exc or 'connection failed'}")
+        return UpstreamTimeout(f"backend {backend.label} timed out ({type(exc).__name__})", cause=cause)
+    return UpstreamError(f"backend {backend.label} failed: {type(exc).__name__}: {exc or 'connection failed'}",
+                         cause=cause)
 
 
 @dataclass(slots=True)
@@ -365,5 +391,5 @@ def _exhausted(failure: UpstreamError, attempts: list[Attempt]) -> UpstreamError
     if isinstance(failure, UpstreamStatus):
         # The client sees a gateway error, not one backend's body: several were tried.
         every_429 = all(a.status == 429 for a in attempts)
-        return (UpstreamsRateLimited if every_429 else UpstreamsExhausted)(message)
-    return type(failure)(f"{message}; the last: {failure}")
+        return (UpstreamsRateLimited if every_429 else UpstreamsExhausted)(message, cause=failure.cause)
+    return type(failure)(f"{message}; the last: {failure}", cause=failure.cause)

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import httpcore
 import msgspec
 
-from ..config.schema import BackendRef, Outlier, ProviderModel, RouterConfig
+from ..config.schema import BackendRef, HealthCheck, Outlier, ProviderModel, RouterConfig
 from ..metrics import escape as _escape
 from .transport import Origin, new_pool, ssl_context
 
@@ -64,9 +64,42 @@ class Backend:
         self.ejected_until = 0.0    # time.monotonic() at which it rejoins the rotation
         self.not_before = 0.0       # a Retry-After it sent: after the others until then
         self.ejections = 0          # vsr_backend_ejections_total
+        # Active health (``health``): set by Upstreams from the backend's or the global block; None when off.
+        self.health: HealthCheck | None = None
+        self.check_down = False     # failed unhealthy_threshold checks in a row; out until healthy_threshold pass
+        self.check_streak = 0       # checks in a row with the same outcome as the last one
+        self.check_last_ok = True
+        self.checks: dict[str, int] = {}    # vsr_backend_health_checks_total by outcome
+        self.probing = False
+        self.next_probe = 0.0       # trio time of the next check
+        self.probe_pool: httpcore.AsyncConnectionPool | None = None    # its own connection: traffic never delays it
+        self._context = context
 
     def up(self, now: float) -> bool:
-        return now >= self.ejected_until
+        return not self.check_down and now >= self.ejected_until
+
+    def checked(self, outcome: str) -> str | None:
+        """Count one health check (``ok`` or its cause); "down" or "up" when it changes the backend's state."""
+        health = self.health
+        assert health is not None
+        self.checks[outcome] = self.checks.get(outcome, 0) + 1
+        ok = outcome == "ok"
+        self.check_streak = self.check_streak + 1 if ok == self.check_last_ok else 1
+        self.check_last_ok = ok
+        if ok and self.check_down and self.check_streak >= health.healthy_threshold:
+            self.check_down = False
+            return "up"
+        if not ok and not self.check_down and self.check_streak >= health.unhealthy_threshold:
+            self.check_down = True
+            self.ejections += 1
+            return "down"
+        return None
+
+    def prober(self) -> httpcore.AsyncConnectionPool:
+        """The health checks' own one-connection pool."""
+        if self.probe_pool is None:
+            self.probe_pool = new_pool(1, self._context)
+        return self.probe_pool
 
     def succeeded(self) -> None:
         self.failures = 0
@@ -95,6 +128,8 @@ class Backend:
     async def aclose(self) -> None:
         for pool in self._pools:
             await pool.aclose()
+        if self.probe_pool is not None:
+            await self.probe_pool.aclose()
 
 
 # A provider's own credential header and prefix (spec 6.7: a backend defaults to its provider's).
@@ -179,6 +214,16 @@ class Upstreams:
             m.name: [backend(m, ref, i) for i, ref in enumerate(m.backend_refs) if ref.weight > 0]
             for m in config.providers.models if m.api_format != "systemone"
         }
+        default_check = config.global_.router.upstream.health_check
+        for bs in self.backends.values():
+            for b in bs:
+                check = b.ref.health_check or default_check
+                b.health = check if check.enabled else None
+                b.check_down = b.check_down and b.health is not None     # a check turned off lets it back
+
+    def checked(self) -> list[Backend]:
+        """The backends with an active health check."""
+        return [b for bs in self.backends.values() for b in bs if b.health is not None]
 
     def order(self, model: str) -> list[Backend]:
         return order(self.backends[model], time.monotonic())
@@ -192,14 +237,18 @@ class Upstreams:
         now = time.monotonic()
         up = ["# HELP vsr_backend_up Whether a backend is in the rotation (1) or ejected (0).",
               "# TYPE vsr_backend_up gauge"]
-        ejections = ["# HELP vsr_backend_ejections_total Ejections of a backend by passive health checks.",
+        ejections = ["# HELP vsr_backend_ejections_total Ejections of a backend by passive or active health checks.",
                      "# TYPE vsr_backend_ejections_total counter"]
+        checks = ["# HELP vsr_backend_health_checks_total Active health checks by outcome (ok or the failure's cause).",
+                  "# TYPE vsr_backend_health_checks_total counter"]
         for model, backends in self.backends.items():
             for b in backends:
-                labels = f'{{model="{_escape(model)}",backend="{_escape(b.label)}"}}'
-                up.append(f"vsr_backend_up{labels} {int(b.up(now))}")
-                ejections.append(f"vsr_backend_ejections_total{labels} {b.ejections}")
-        return up + ejections
+                labels = f'model="{_escape(model)}",backend="{_escape(b.label)}"'
+                up.append(f"vsr_backend_up{{{labels}}} {int(b.up(now))}")
+                ejections.append(f"vsr_backend_ejections_total{{{labels}}} {b.ejections}")
+                checks += [f'vsr_backend_health_checks_total{{{labels},outcome="{o}"}} {n}'
+                           for o, n in sorted(b.checks.items())]
+        return up + ejections + checks
 
     async def aclose(self, keep: "Upstreams | None" = None) -> None:
         """Close every backend but those ``keep`` (the next generation) holds too."""

@@ -11,6 +11,7 @@ connect / read / write / pool timeouts are the same code as before.
 """
 from __future__ import annotations
 
+import socket
 import ssl
 import zlib
 from collections.abc import AsyncIterator, Sequence
@@ -28,6 +29,36 @@ Timeout = httpcore.TimeoutException
 ConnectError = (httpcore.ConnectError, httpcore.ConnectTimeout)
 
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
+_TIMEOUT_CAUSES = ((httpcore.ConnectTimeout, "connect_timeout"), (httpcore.ReadTimeout, "read_timeout"),
+                   (httpcore.WriteTimeout, "write_timeout"), (httpcore.PoolTimeout, "pool_timeout"))
+
+
+def cause(exc: BaseException) -> str:
+    """Why a transport error happened, in one word (``UpstreamError.cause``): connect_refused, connect_timeout,
+    dns_error, connect_error, read_timeout, write_timeout, pool_timeout, connection_closed, protocol_error."""
+    for kind, name in _TIMEOUT_CAUSES:
+        if isinstance(exc, kind):
+            return name
+    if isinstance(exc, httpcore.ConnectError):
+        # httpcore raises from the socket's OSError; trio's connect raises one that holds each address's error.
+        if _chain_has(exc, ConnectionRefusedError):
+            return "connect_refused"
+        return "dns_error" if _chain_has(exc, socket.gaierror) else "connect_error"
+    if isinstance(exc, httpcore.RemoteProtocolError) and "disconnected" in str(exc).lower():
+        return "connection_closed"      # "Server disconnected without sending a response."
+    if isinstance(exc, (httpcore.ReadError, httpcore.WriteError, httpcore.NetworkError)):
+        return "connection_closed"
+    return "protocol_error"
+
+
+def _chain_has(exc: BaseException | None, kind: type, depth: int = 0) -> bool:
+    if exc is None or depth > 8:
+        return False
+    if isinstance(exc, kind):
+        return True
+    if isinstance(exc, BaseExceptionGroup) and any(_chain_has(e, kind, depth + 1) for e in exc.exceptions):
+        return True
+    return _chain_has(exc.__cause__ or exc.__context__, kind, depth + 1)
 
 
 class Origin:
@@ -122,3 +153,19 @@ async def send(pool: httpcore.AsyncConnectionPool, origin: Origin, path: str, bo
         content=body, extensions={"timeout": timeouts},
     )
     return Response(await pool.handle_async_request(request), label)
+
+
+async def probe(pool: httpcore.AsyncConnectionPool, origin: Origin, path: str,
+                headers: Sequence[tuple[bytes, bytes]], limit: int = 65_536) -> int:
+    """``GET path`` under ``origin``: its status, with at most ``limit`` bytes of its body read (a health check)."""
+    request = httpcore.Request(b"GET", origin.url(path), headers=[(b"Host", origin.host_header), *headers])
+    response = await pool.handle_async_request(request)
+    try:
+        seen = 0
+        async for chunk in response.aiter_stream():
+            seen += len(chunk)
+            if seen > limit:
+                break
+    finally:
+        await response.aclose()
+    return response.status

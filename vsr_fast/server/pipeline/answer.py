@@ -20,7 +20,7 @@ from ...plugins import fast_response
 from ...plugins.response_cache import CachedAnswer
 from ...plugins.response_guard import HOLD_LIMIT_BYTES
 from ...protocol.translate import render_warnings
-from ...upstream import Stream, Whole
+from ...upstream import Stream, Whole, failure_cause
 from ..asgi import Send, send_whole
 from . import guard as response_guard
 from .exchange import Exchange
@@ -189,11 +189,7 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
                     await _pass(ex, send, tr.feed(chunk), copy)
                 complete = True
             except Exception as exc:  # httpx stream errors after the first byte: no fallback now
-                log.warning("upstream %s failed mid-stream: %r", stream.backend.label, exc)
-                ex.state.metrics.upstream_errors.inc(stream.model.name, stream.backend.label, "midstream")
-                # A broken event or an answer past its size keeps its own code; the rest are the transport's.
-                kind = type(exc) if isinstance(exc, (UpstreamInvalid, UpstreamTooLarge)) else UpstreamError
-                failure = kind(f"upstream {stream.backend.label} failed mid-stream: {exc}")
+                failure = _midstream(ex, stream, exc, "")
         if cut.cancelled_caught and ex.drained():
             failure = ShuttingDown("the router is stopping; its graceful timeout passed while the answer streamed")
         elif cut.cancelled_caught:
@@ -288,9 +284,7 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
             except UpstreamTooLarge as exc:
                 failure, outcome = ResponseTooLarge(exc.message), "over_limit"
             except Exception as exc:  # httpx stream errors mid-hold: the answer is incomplete
-                log.warning("upstream %s failed mid-stream (held): %r", stream.backend.label, exc)
-                ex.state.metrics.upstream_errors.inc(stream.model.name, stream.backend.label, "midstream")
-                failure, outcome = UpstreamError(f"upstream {stream.backend.label} failed mid-stream"), "incomplete"
+                failure, outcome = _midstream(ex, stream, exc, " (held)"), "incomplete"
             if failure is None and len(held) > HOLD_LIMIT_BYTES:
                 failure, outcome = ResponseTooLarge(
                     f"the answer grew past the {HOLD_LIMIT_BYTES >> 20} MiB a held stream may keep"), "over_limit"
@@ -346,6 +340,16 @@ async def _held_failure(ex: Exchange, send: Send, failure: VsrError) -> None:
     await send_whole(send, 200, ex.headers(SSE) + [(b"cache-control", b"no-cache")], body)
     ex.rec.feed(body)
     _answered(ex, streamed=True, complete=False, content_type=SSE)
+
+
+def _midstream(ex: Exchange, stream: Stream, exc: Exception, held: str) -> UpstreamError:
+    """A stream that broke after its first event (no fallback now): logged, counted by its cause."""
+    cause = failure_cause(exc)
+    log.warning("upstream %s failed mid-stream%s: cause=%s: %r", stream.backend.label, held, cause, exc)
+    ex.state.metrics.upstream_errors.inc(stream.model.name, stream.backend.label, f"midstream_{cause}")
+    # A broken event or an answer past its size keeps its own code; the rest are the transport's.
+    kind = type(exc) if isinstance(exc, (UpstreamInvalid, UpstreamTooLarge)) else UpstreamError
+    return kind(f"upstream {stream.backend.label} failed mid-stream{held}: {exc}", cause=f"midstream_{cause}")
 
 
 async def error(ex: Exchange, send: Send, exc: VsrError) -> None:

@@ -20,7 +20,8 @@ import time
 
 import trio
 
-from ...errors import BodyTimeout, RequestTimeout, ShuttingDown, VsrError
+from ... import tracing
+from ...errors import BodyTimeout, RequestTimeout, ShuttingDown, UpstreamError, VsrError
 from ..asgi import ClientGone, DisconnectWatch, Receive, Scope, Send
 from ..state import AppState
 from .admit import admit, release
@@ -40,6 +41,7 @@ _GRACE_S = 1.0
 async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, send: Send) -> None:
     """Serve one inference request of client API ``api`` end to end."""
     ex = Exchange(state, api, scope)
+    span = tracing.begin_request(f"vsr {api}", scope["headers"]) if tracing.tracer is not None else None
     state.inflight.add(ex)
     try:
         await _serve(ex, receive, send)
@@ -73,8 +75,19 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
             if meter.seen:
                 m.tokens.inc(ex.model or "", "input", by=meter.input)
                 m.tokens.inc(ex.model or "", "output", by=meter.output)
-        if state.access_log is not None:
-            state.access_log.log(_access_fields(ex))
+        if state.access_log is not None or span is not None:
+            fields = _access_fields(ex)
+            if state.access_log is not None:
+                state.access_log.log(fields)
+            if span is not None:
+                tracing.end_request(span, _span_attributes(fields), fields["error"])
+
+
+def _span_attributes(fields: dict) -> dict:
+    """The request span's attributes: the access log's fields under ``vsr.``, the status under its OTel name."""
+    attributes = {f"vsr.{k}": v for k, v in fields.items() if k not in ("status", "time", "message")}
+    attributes["http.response.status_code"] = fields["status"]
+    return attributes
 
 
 def _access_fields(ex: Exchange) -> dict:
@@ -90,7 +103,9 @@ def _access_fields(ex: Exchange) -> dict:
         "input_tokens": meter.input if meter is not None and meter.seen else None,
         "output_tokens": meter.output if meter is not None and meter.seen else None,
         "error": failure.code if failure is not None else None,
-        "cause": failure.message if failure is not None else None,
+        # An upstream failure's cause in one word (connect_refused, read_timeout...); the message says the rest.
+        "cause": failure.cause if isinstance(failure, UpstreamError) else None,
+        "message": failure.message if failure is not None else None,
     }
 
 
@@ -135,7 +150,12 @@ async def _stages(ex: Exchange, send: Send, outer: trio.CancelScope) -> None:
         ex.stage = "decode"
         await decode(ex)
         ex.stage = "route"
+        started = time.perf_counter() if tracing.tracer is not None else 0.0
         await route(ex)
+        if tracing.tracer is not None:
+            tracing.record("vsr.route", started, {"vsr.recipe": ex.recipe, "vsr.decision": ex.decision,
+                                                  "vsr.candidates": [m.name for m in ex.route.candidates]
+                                                  if ex.route is not None else None})
         # The chosen decision may set its own deadline, later or earlier than the router's.
         cut.deadline, outer.deadline = ex.deadline, ex.deadline + _GRACE_S
         ex.stage = "plugins"

@@ -1,0 +1,46 @@
+"""Why an upstream failed, in one word: the cause label of vsr_upstream_errors_total, the access log's cause and
+an INFO line per failed attempt, for a dead backend (connection refused) and a hanging one (read timeout)."""
+from __future__ import annotations
+
+import json
+import re
+
+import httpx
+
+from .procs import config, free_port, router, wait_for_value, write_config
+
+
+def test_refused_and_hanging_backends_name_their_cause(tmp_path, silent):
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    doc = config([{"name": "dead", "backend_refs": [{"endpoint": dead, "name": "gone"}]},
+                  {"name": "hang", "backend_refs": [{"endpoint": f"{silent.url}/v1", "name": "stuck",
+                                                     "read_timeout_ms": 300}]}],
+                 [{"name": "d", "modelRefs": [{"model": "dead"}, {"model": "hang"}]}])
+    doc["global"] = {"router": {"access_log": {"enabled": True},
+                                "upstream": {"retries": {"max_retries": 0}}}}
+    with router(write_config(doc, str(tmp_path)), "--log-level", "INFO") as proc, httpx.Client(timeout=30) as client:
+        chat = {"messages": [{"role": "user", "content": "hi"}]}
+        refused = client.post(f"{proc.url}/v1/chat/completions", json={"model": "dead", **chat})
+        hung = client.post(f"{proc.url}/v1/chat/completions", json={"model": "hang", **chat})
+        assert (refused.status_code, hung.status_code) == (502, 504), (refused.text, hung.text)
+        metrics = client.get(f"{proc.url}/metrics").text
+
+        def access_lines():
+            found = [json.loads(x) for x in proc.lines if x.startswith("{")]
+            return found if len(found) == 2 else None
+
+        logged = wait_for_value(access_lines, "two access log lines")
+        def info_lines():
+            found = [x for x in proc.lines if " INFO upstream attempt failed: " in x]
+            return found if len(found) == 2 else None
+
+        info = wait_for_value(info_lines, "two INFO lines")
+
+    errors = dict(re.findall(r'^vsr_upstream_errors_total\{model="(\w+)",backend="\w+",cause="(\w+)"\} 1$',
+                             metrics, re.M))
+    assert errors == {"dead": "connect_refused", "hang": "read_timeout"}
+    assert [(e["model"], e["status"], e["error"], e["cause"]) for e in logged] == [
+        ("dead", 502, "upstream_failed", "connect_refused"), ("hang", 504, "upstream_timeout", "read_timeout")]
+    assert "ConnectError" in logged[0]["message"] and "ReadTimeout" in logged[1]["message"]
+    assert "model=dead backend=gone cause=connect_refused: backend gone failed: ConnectError" in info[0]
+    assert "model=hang backend=stuck cause=read_timeout: backend stuck timed out (ReadTimeout)" in info[1]
