@@ -407,20 +407,26 @@ def named_sentences(wheel: Path, fills: int = 5, seed: int = 0) -> list[tuple[st
     for template in templates:
         for _ in range(fills):
             who, home = rng.choice(people), rng.choice(us)
-            text, gold, at = "", [], 0
-            for m in re.finditer(r"\{\{(\w+)\}\}", template):
-                text += template[at:m.start()]
-                slot, label = m.group(1), NAMED_SLOTS.get(m.group(1))
-                piece = value(slot, who, home)
-                if label:
-                    if gold and gold[-1][0] == label and text[gold[-1][2]:].strip(" ") == "":
-                        gold[-1] = (label, gold[-1][1], len(text) + len(piece))
-                    else:
-                        gold.append((label, len(text), len(text) + len(piece)))
-                text += piece
-                at = m.end()
-            out.append((text + template[at:], gold))
+            out.append(_fill(template, r"\{\{(\w+)\}\}",
+                             lambda slot: (NAMED_SLOTS.get(slot), value(slot, who, home))))
     return out
+
+
+def _fill(template: str, slot_pattern: str, fill) -> tuple[str, list[tuple[str, int, int]]]:
+    """``template`` with each slot replaced by ``fill(slot)``'s value, and the gold spans of the slots
+    ``fill`` labels; slots of one label with only spaces between them are one span."""
+    text, gold, at = "", [], 0
+    for m in re.finditer(slot_pattern, template):
+        text += template[at:m.start()]
+        label, piece = fill(m.group(1))
+        if label:
+            if gold and gold[-1][0] == label and text[gold[-1][2]:].strip(" ") == "":
+                gold[-1] = (label, gold[-1][1], len(text) + len(piece))
+            else:
+                gold.append((label, len(text), len(text) + len(piece)))
+        text += piece
+        at = m.end()
+    return text + template[at:], gold
 
 
 # Support-desk turns written for this benchmark after the stage's rules were fixed (never tuned on).
@@ -478,17 +484,7 @@ def faker_sentences(wheel: Path, fills: int = 30, seed: int = 0) -> list[tuple[s
     out = []
     for template in FAKER_TEMPLATES:
         for _ in range(fills):
-            text, gold, at = "", [], 0
-            for m in re.finditer(r"\{(\w+)\}", template):
-                text += template[at:m.start()]
-                label, piece = FAKER_SLOTS[m.group(1)], value(m.group(1))
-                if gold and gold[-1][0] == label and text[gold[-1][2]:] == " ":
-                    gold[-1] = (label, gold[-1][1], len(text) + len(piece))
-                else:
-                    gold.append((label, len(text), len(text) + len(piece)))
-                text += piece
-                at = m.end()
-            out.append((text + template[at:], gold))
+            out.append(_fill(template, r"\{(\w+)\}", lambda slot: (FAKER_SLOTS[slot], value(slot))))
     return out
 
 
