@@ -8,9 +8,11 @@ r"""Names, places, organisations, dates and street addresses as character spans 
                     duration ("20 years ago") without a month or year, a decade or a bare
                     number; numeric dates (3/29/1982) by a rule
     STREET_ADDRESS  a rule: an optional unit, house number, an optional direction, one to four
-                    capitalised words, a street type (St, Avenue, Road...), an optional unit (Apt 4,
+                    capitalised words, a USPS street suffix (St, Avenue, Forge...), an optional unit (Apt 4,
                     Suite 300, #12), and ", City[,] ST 12345" when a US postcode follows, on one line;
-                    a unit alone counts too, and so does a place spaCy finds that ends in a street type
+                    a unit alone counts too, and so does a place spaCy finds that ends in a street type.
+                    A lower-case word before the number must lead to an address ("at", "to",
+                    "live"...): "the top 10 Key Points" is no street
 
 PERSON, LOCATION and ORGANIZATION written all in lower case are dropped: in chat those are
 "hahaha" and "ya" far more often than names.
@@ -61,9 +63,26 @@ _CALENDAR = re.compile(r"\b(?:1[89]|20)\d\d\b|\b(?:" + "|".join(_MONTHS) + r")[a
 _DATED = re.compile(r"\d|\b(?:" + "|".join(_MONTHS) + r")[a-z]*\.?\b|\b(?:" + "|".join(_DAYS) + r")s?\b",
                     re.IGNORECASE)
 
-_TYPES = (r"Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Court|Ct|Place|Pl|Square|Sq|Terrace|Ter|"
-          r"Way|Parkway|Pkwy|Highway|Hwy|Circle|Cir|Trail|Trl|Alley|Crescent|Close|Row|Loop|Path|Pike|Plaza|Walk|"
-          r"Expressway|Freeway|Broadway")
+# The USPS street suffixes (Publication 28, appendix C1: the names and their common abbreviations), the
+# British ones (Close, Crescent, Mews, Gardens) and Broadway.
+_SUFFIXES = """Alley Aly Annex Anx Arcade Arc Avenue Ave Av Bayou Byu Beach Bch Bend Bnd Bluff Bluffs Blf Bottom Btm
+    Boulevard Blvd Branch Br Bridge Brg Brook Brooks Brk Burg Burgs Bypass Byp Camp Cp Canyon Cyn Cape Cpe Causeway Cswy
+    Center Centers Ctr Circle Circles Cir Cliff Cliffs Clf Club Clb Common Commons Corner Corners Cor Course Crse Court
+    Courts Ct Cove Coves Cv Creek Crk Crescent Cres Crest Crst Crossing Xing Crossroad Crossroads Curve Curv Dale Dl Dam
+    Divide Dv Drive Drives Dr Estate Estates Est Expressway Expy Extension Extensions Ext Fall Falls Fls Ferry Fry Field
+    Fields Fld Flat Flats Flt Ford Fords Frd Forest Frst Forge Forges Frg Fork Forks Frk Fort Ft Freeway Fwy Garden
+    Gardens Gdn Gateway Gtwy Glen Glens Gln Green Greens Grn Grove Groves Grv Harbor Harbors Hbr Haven Hvn Heights Hts
+    Highway Hwy Hill Hills Hl Hollow Holw Inlet Inlt Island Islands Is Isle Junction Junctions Jct Key Keys Ky Knoll
+    Knolls Knl Lake Lakes Lk Land Landing Lndg Lane Ln Light Lights Lgt Loaf Lf Lock Locks Lck Lodge Ldg Loop Lp Mall
+    Manor Manors Mnr Meadow Meadows Mdw Mews Mill Mills Ml Mission Msn Motorway Mtwy Mount Mt Mountain Mountains Mtn Neck
+    Nck Orchard Orch Oval Overpass Opas Park Parks Parkway Parkways Pkwy Pass Passage Psge Path Pike Pine Pines Pne Place
+    Pl Plain Plains Pln Plaza Plz Point Points Pt Port Ports Prt Prairie Pr Radial Radl Ramp Ranch Rnch Rapid Rapids Rpd
+    Rest Rst Ridge Ridges Rdg River Riv Road Roads Rd Route Rte Row Rue Run Shoal Shoals Shl Shore Shores Shr Skyway Skwy
+    Spring Springs Spg Spur Spurs Square Squares Sq Station Sta Stravenue Stra Stream Strm Street Streets St Summit Smt
+    Terrace Ter Throughway Trwy Trace Trce Track Trak Trafficway Trfy Trail Trl Trailer Trlr Tunnel Tunl Turnpike Tpke
+    Underpass Upas Union Unions Un Valley Valleys Vly Viaduct Via View Views Vw Village Villages Vlg Ville Vl Vista Vis
+    Walk Walks Wall Way Ways Well Wells Wl Close Broadway"""
+_TYPES = "|".join(sorted(set(_SUFFIXES.split()), key=len, reverse=True))
 _DIRECTION = r"(?:[NSEW]|NE|NW|SE|SW|North|South|East|West)\.?"
 _UNIT = r"(?:Apt|Apartment|Suite|Ste|Unit|Room|Rm|Floor|Fl|Bldg|Building|#)\.?\s*#?\s*[A-Za-z]?\d+[A-Za-z]?"
 # One line of an address: spaces, never a line break, between its parts (an address block's lines are spans
@@ -103,12 +122,26 @@ def verify(directory: Path) -> None:
     check_sums(directory, PINNED)
 
 
+# A lower-case word right before the house number must be one that leads to an address: "live at 12 Elm
+# Street", not "the top 10 Key Points" or "we saw 3 Great Lakes".
+_SENTENCE_END = re.compile(r"\s*$|[ \t]*\n|[ \t]+[A-Z\"']")
+_BEFORE = re.compile(r"([a-z]+)[ \t]+$")
+_LEADS = frozenset("""at to on in is from of near via by and or was were address live lives lived living located
+    moved move ship shipped send sent deliver delivered mail mailed visit visited meet office home house""".split())
+
+
 def streets(text: str) -> Iterator[Found]:
     """Street addresses by the rule above, then units standing alone (a line of an address block)."""
     taken: list[tuple[int, int]] = []
     for m in _STREET.finditer(text):
-        taken.append(m.span())
-        yield "STREET_ADDRESS", m.start(), m.end(), RULE_P
+        before = _BEFORE.search(text, max(0, m.start() - 20), m.start())
+        if before is not None and before.group(1) not in _LEADS:
+            continue
+        end = m.end()
+        if text[end - 1] == "." and _SENTENCE_END.match(text, end):
+            end -= 1                           # "...to 14 Oak Lane." : the sentence's full stop
+        taken.append((m.start(), end))
+        yield "STREET_ADDRESS", m.start(), end, RULE_P
     for m in _UNIT_ALONE.finditer(text):
         if all(m.end() <= s or m.start() >= e for s, e in taken):
             yield "STREET_ADDRESS", m.start(), m.end(), RULE_P
