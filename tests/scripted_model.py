@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+import msgspec
+
 from vsr_fast.protocol import systemone as wire
 from vsr_fast.systemone.runtime import ModelCard
 
@@ -49,3 +51,13 @@ class ScriptedModel:
 
 def make() -> ScriptedModel:
     return ScriptedModel()
+
+
+class EmailsOnlyModel(ScriptedModel):
+    """The scripted model with a card that names the one span label it marks."""
+
+    card = msgspec.structs.replace(ScriptedModel.card, name="scripted-emails", span_labels=["EMAIL_ADDRESS"])
+
+
+def make_emails_only() -> EmailsOnlyModel:
+    return EmailsOnlyModel()

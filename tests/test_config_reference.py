@@ -62,7 +62,8 @@ def test_rows_say_defaults_allowed_values_and_notes():
     assert "`type: domain`" in domains
     labels = [line for line in text.splitlines() if line.startswith("| `labels` |") and "`computer science`" in line]
     assert len(labels) == 1, "a domain rule's 14 labels are listed"
-    assert "one of: `escalate`, `multi_factor`, `random`, `static`" in text
+    assert ("one of: `escalate`, `fusion`, `multi_factor`, `random`, `ratings`, `remom`, `static`, `systemone`, "
+            "`workflows`") in text
 
 
 def test_each_scalar_example_loads_where_the_document_puts_it():

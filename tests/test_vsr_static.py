@@ -12,7 +12,7 @@ import pytest
 from vsr_fast.models import vsr_static
 import numpy as np
 
-from vsr_fast.models.vsr_static import ArtifactError, load, load_1, load_2, load_3
+from vsr_fast.models.vsr_static import SPAN_LABELS, ArtifactError, load, load_1, load_2, load_3
 from vsr_fast.models.vsr_static._artifacts import ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ngram_buckets, ngram_logits
 from vsr_fast.protocol.systemone import (
     ChoiceAnswer,
@@ -44,8 +44,9 @@ def ask(model, state: State, **questions):
 
 
 def spans(model, text: str) -> list[tuple[str, str]]:
-    """(label, text) of every span the canonical pii question gets on ``text``; offsets checked."""
-    answer = ask(model, State(request=text), q=PRESETS["pii"].question())["q"]
+    """(label, text) of every structured span the canonical pii question gets on ``text``; offsets checked
+    (the named labels are tests/test_ner.py's)."""
+    answer = ask(model, State(request=text), q=PRESETS["pii"].question(SPAN_LABELS))["q"]
     assert isinstance(answer, SpanAnswer)
     for s in answer.spans:
         assert text[s.start:s.end] == s.text
@@ -373,7 +374,7 @@ def test_question_errors_in_place(model):
     state = State(request="Hello there")
     got = ask(model, state,
               ok=ChoiceQuestion(criteria={"a": "Greeting.", "b": "Farewell."}),
-              names=SpanQuestion(criteria={"PERSON": "A name.", "LOCATION": "A place."}),
+              names=SpanQuestion(criteria={"US_PASSPORT": "A passport number.", "MEDICAL_LICENSE": "A licence."}),
               head=SpanQuestion(criteria={"EMAIL_ADDRESS": "An email."}, head="broad"),
               history=SpanQuestion(criteria={"EMAIL_ADDRESS": "An email."}, part="history"),
               one=ChoiceQuestion(criteria={"a": "Only one."}),

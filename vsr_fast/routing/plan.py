@@ -278,6 +278,7 @@ class RoutingTable:
         self.recipes = {r.name: compile_recipe(r, self.catalog, lambda n: self._capability(n, errors), errors, warnings,
                                                recipe_guards(config, r))
                         for r in config.recipes}
+        self._prepare_models(warnings)
         self.by_name: dict[str, CompiledRecipe] = {}
         self.default: CompiledRecipe | None = None
         self.systemone_by_name: dict[str, CompiledRecipe] = {}
@@ -297,6 +298,23 @@ class RoutingTable:
         if self.default is None and len(chat_recipes) == 1:
             self.default = self.recipes[chat_recipes[0].name]
         self.entrypoint_names = list(self.by_name)
+
+    def _prepare_models(self, warnings: list[str]) -> None:
+        """Let each embedded model load what its questions need before the first request (vsr-static's
+        named-entity pipeline, for a pii rule that keeps its labels): seconds here, not in a request."""
+        asked: dict[str, list] = {}
+        for compiled in self.recipes.values():
+            for share, question in compiled.learned.questions.items():
+                asked.setdefault(share.deployment, []).append(question)
+        for name, questions in asked.items():
+            prepare = getattr(self.decision_models.get(name), "prepare", None)
+            if prepare is None:
+                continue
+            try:
+                prepare(questions)
+            except Exception as exc:  # the model still answers; its first requests pay the load, or fail in place
+                warnings.append(f"global.model_catalog.deployments.{name}: model_prepare_failed: "
+                                f"{type(exc).__name__}: {exc}")
 
     def _candidates(self, refs: list[ModelRef]) -> tuple[ProviderModel, ...]:
         """A decision's (or fallback's) candidates, built once per modelRefs list of the loaded config."""

@@ -106,11 +106,11 @@ class SystemOneAsker:
             self.scan_metrics.record(result)
         return answers, scans
 
-    async def _scan(self, share, guard, canonical: CanonicalRequest | None) -> None:
+    async def _scan(self, share, guard, canonical: CanonicalRequest | None, question=None) -> None:
         """Read ``guard``'s windows; each window's state is the request's parts (``canonical``, or none
-        for a text read on its own) with the window as its request."""
+        for a text read on its own) with the window as its request; ``question`` replaces the share's."""
         runner = self.client.runners[share.deployment]
-        question = self._questions[share]
+        question = question or self._questions[share]
         base = build_state(canonical, share.spec, lambda t: t) if canonical is not None else wire.State()
 
         async def ask_window(text: str, wire_ids) -> dict | None:
@@ -129,8 +129,10 @@ class SystemOneAsker:
 
         await scan(guard, ask_window, max_parallel=self.max_parallel.get(share.deployment, 4))
 
-    async def spans(self, rule, texts: list[str]) -> dict[str, list[wire.Span] | None]:
-        """Every span ``rule`` (a span rule) keeps in each text, each text read on its own (masking, spec 5.7).
+    async def spans(self, rule, texts: list[str], labels: frozenset[str] | None = None
+                    ) -> dict[str, list[wire.Span] | None]:
+        """Every span ``rule`` (a span rule) keeps in each text, each text read on its own (masking, spec 5.7);
+        with ``labels``, only those are asked (a model may skip a detector no label needs).
 
         Texts that fit one window go in one merged call (a standard request for one
         text, a batch for more), answers reused from the client's cache by state, so
@@ -146,6 +148,9 @@ class SystemOneAsker:
         # One share per text: shares of one call are told apart by their stage, and keyed for reuse by state.
         shares = {Share(share.wire_id, share.deployment, f"masking:{i}", share.spec): t for i, t in enumerate(short)}
         question = self._questions[share]
+        if labels is not None and isinstance(question, wire.SpanQuestion):
+            question = msgspec.structs.replace(question, criteria={
+                k: v for k, v in question.criteria.items() if k in labels} or question.criteria)
         answers = Answered()
         guards = {t: GuardScan(t, [ScanRule.from_learned(rule, threshold=rule.threshold, on_unscanned="unknown")],
                                params, seed=random.getrandbits(32)) for t in long_}
@@ -154,7 +159,7 @@ class SystemOneAsker:
                 nursery.start_soon(self.client.ask_into, answers, dict.fromkeys(shares, question),
                                    lambda s: wire.State(request=shares[s]), self.timeouts_ms)
             for guard in guards.values():
-                nursery.start_soon(self._scan, share, guard, None)
+                nursery.start_soon(self._scan, share, guard, None, question)
         for s, text in shares.items():
             answer = answers.get(s)
             if isinstance(answer, wire.SpanAnswer):

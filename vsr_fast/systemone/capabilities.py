@@ -31,6 +31,7 @@ class Capable:
     validated_tokens: int | None = None
     trained_ids: dict[str, str] = field(default_factory=dict)
     presets: frozenset[str] | None = None   # the presets its card says it answers; None: the card says nothing
+    span_labels: frozenset[str] | None = None   # the span labels its card says it marks; None: says nothing
 
 
 def deployments(catalog: ModelCatalog) -> dict[str, Deployment]:
@@ -54,7 +55,8 @@ def from_card(name: str, kind: str, card: ModelCard) -> Capable:
     return Capable(name, kind, frozenset(card.question_types), frozenset(card.modalities),
                    frozenset(card.span_heads), dict(card.calibrated), card.name,
                    validated_tokens=card.validated_input_tokens, trained_ids=dict(card.trained_ids),
-                   presets=frozenset(card.presets) if card.presets else None)
+                   presets=frozenset(card.presets) if card.presets else None,
+                   span_labels=frozenset(card.span_labels) if card.span_labels else None)
 
 
 def resolve(name: str, dep: Deployment, models: dict[str, DecisionModel]) -> Capable:

@@ -208,6 +208,15 @@ class _Compiler:
             self.warnings.append(
                 f"{rule_path}: preset_unanswered: deployment {deployment!r} ({capable.model or capable.kind}) "
                 f"does not answer preset {preset_name}, as its card says; the rule is always unknown")
+        if preset.type == "span" and capable is not None and capable.known and capable.span_labels is not None:
+            unmarked = [o for o in options if o not in ignore and o not in capable.span_labels]
+            if unmarked:
+                hint = " (the embedded vsr-static models mark them with pip install 'vsr-fast[ner]')" \
+                    if capable.kind == "embedded" else ""
+                self.warnings.append(
+                    f"{rule_path}: span_labels_unanswered: deployment {deployment!r} ({capable.model or capable.kind}) "
+                    f"does not mark {', '.join(unmarked)}, as its card says; add them to ignore_labels or expect "
+                    f"them never found{hint}")
         default = NEUTRAL_THRESHOLD
         if predicate is None and capable is not None and capable.known:
             calibrated = capable.calibrated.get(preset_name if preset_name != "harm_categories" else "harm")
@@ -343,6 +352,11 @@ def _merge_shares(out: LearnedSignals, capable: Callable[[str], caps.Capable | N
             answers = capable(share.deployment)
             if answers is not None and answers.known and "set" not in answers.question_types:
                 question = SetAsNoul(question)
+        elif first.question_type == "span":
+            # Only the labels some rule keeps: a label every rule ignores is not asked, so a model skips its
+            # detector (vsr-static's named-entity stage runs only when a rule keeps one of its labels).
+            wanted = {o for r in rules for o in r.options if o not in r.ignore}
+            question = first.preset.question(tuple(o for o in first.options if o in wanted) or None)
         else:
             question = first.preset.question()
         out.questions[share] = question

@@ -38,7 +38,7 @@ class Preset:
         return f"preset:{self.name}"
 
     def question(self, options: tuple[str, ...] | None = None) -> Question:
-        """The canonical question; ``options`` narrows a set question to the labels asked."""
+        """The canonical question; ``options`` narrows a set or span question to the labels asked."""
         criteria = {k: v for k, v in self.options.items() if options is None or k in options}
         if self.type == "choice":
             return ChoiceQuestion(criteria=criteria, instructions=self.instructions)

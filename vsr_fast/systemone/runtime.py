@@ -28,6 +28,8 @@ class ModelCard(msgspec.Struct, frozen=True, kw_only=True):
     trained: list[str] = msgspec.field(default_factory=list)   # presets answered by trained heads
     calibrated: dict[str, float] = msgspec.field(default_factory=dict)  # preset -> threshold
     span_heads: list[str] = msgspec.field(default_factory=list)
+    # The span labels it marks when asked (pii and operators' span rules); empty: the card says nothing.
+    span_labels: list[str] = msgspec.field(default_factory=list)
     validated_input_tokens: int = 8192
     # Presets this family was trained on under IDs of its own (e.g. "attack" for jailbreak).
     trained_ids: dict[str, str] = msgspec.field(default_factory=dict)

@@ -57,13 +57,18 @@ def verify(directory: Path, files: tuple[str, ...] = FILES) -> None:
     expected = {name: digest for digest, name in pairs}
     if set(expected) != set(files):
         raise ArtifactError(f"{SUMS} lists {sorted(expected)}, expected {sorted(files)}")
+    check_sums(directory, expected, f"{SUMS} says")
+
+
+def check_sums(directory: Path, expected: dict[str, str], source: str = "pinned") -> None:
+    """Raise ArtifactError unless each file (name -> sha256, relative to ``directory``) is there and matches."""
     for name, digest in expected.items():
         try:
             actual = hashlib.sha256((directory / name).read_bytes()).hexdigest()
         except OSError as exc:
             raise ArtifactError(f"{directory / name}: {exc}") from exc
         if actual != digest:
-            raise ArtifactError(f"{directory / name}: sha256 {actual}, {SUMS} says {digest}")
+            raise ArtifactError(f"{directory / name}: sha256 {actual}, {source} {digest}")
 
 
 @dataclass(frozen=True)

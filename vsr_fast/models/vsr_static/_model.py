@@ -10,7 +10,10 @@ is answered (T, a and b come from model.json, fit at build time):
                        and the sources of ``_corpus``), over the embedding or, for -2 and -3,
                        the embedding, a log-length feature and their product; -3 adds one
                        weight per hashed token unigram and bigram (``_artifacts.ngram_buckets``)
-    preset:pii         regexes + validators (``_pii``); structured labels only
+    preset:pii         regexes + validators (``_pii``) for the structured labels; with the ``ner``
+                       extra installed, a spaCy pipeline and an address rule (``_ner``) for
+                       PERSON, LOCATION, ORGANIZATION, DATE_TIME and STREET_ADDRESS, run only
+                       when a span question asks for one of those
     other choice       softmax(cos(text, option description) / T)
     score              the same softmax over the level descriptions; score = expected level
     set                per label sigmoid(a * cos(text, description) + b)
@@ -18,7 +21,7 @@ is answered (T, a and b come from model.json, fit at build time):
                        (or only instructions, read as the true one): the sigmoid above
     relevance,         the cosine of request and candidate, clipped to [0, 1]: no labelled
     same_request       pairs exist offline to calibrate it
-    span               the structured PII labels of ``_pii`` by name; anything else fails
+    span               the PII labels of ``_pii`` (and ``_ner``) by name; anything else fails
 
 Which text a question reads (kept simple on purpose):
 
@@ -67,8 +70,8 @@ from ...protocol.systemone import (
 )
 from ...systemone.presets import PRESETS
 from ...systemone.runtime import ModelCard
-from . import _pii
-from ._artifacts import Artifacts, features, ngram_buckets, ngram_logits
+from . import _ner, _pii
+from ._artifacts import ArtifactError, Artifacts, features, ngram_buckets, ngram_logits
 from ._embedding import StaticEmbedding
 
 TRAINED = ("domain", "jailbreak")
@@ -143,6 +146,19 @@ class VsrStatic:
         self.cos_a, self.cos_b = (float(v) for v in zs["cosine_logit"])
         self._descriptions: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
+        # The named-entity stage when its pinned pipeline is installed and intact; its import and load wait
+        # for prepare(), so a configuration that asks no such label pays nothing.
+        self.ner_problem: str | None = None
+        self.ner: _ner.Ner | None = None
+        if _ner.available():
+            try:
+                _ner.verify(_ner.pipeline_dir())
+                self.ner = _ner.Ner()
+            except ArtifactError as exc:
+                self.ner_problem = str(exc)
+        else:
+            self.ner_problem = f"{_ner.PACKAGE} is not installed (pip install 'vsr-fast[ner]')"
+        self.span_labels = SPAN_LABELS + (_ner.LABELS if self.ner is not None else ())
         self.card = ModelCard(
             name=self.name,
             family="vsr-static",
@@ -154,6 +170,7 @@ class VsrStatic:
             # accuracy on S-Labs; -2, -3: at most 1 % false alarms on short benign texts).
             calibrated={"jailbreak": float(meta["heads"]["jailbreak"]["threshold"])},
             span_heads=[],
+            span_labels=list(self.span_labels),
             validated_input_tokens=int(meta["max_tokens"]),
         )
         # Warm the description cache with every preset option, so the first request pays nothing.
@@ -161,6 +178,13 @@ class VsrStatic:
                                  + [c for p in PRESETS.values() for c in (p.noul_criteria or ())])
 
     # --- the DecisionModel interface -----------------------------------------------------------
+
+    def prepare(self, questions: Sequence[Question]) -> None:
+        """Load what ``questions`` will need before the first request: the named-entity pipeline when a
+        span question asks for one of its labels. Blocking (seconds): call it at configuration load."""
+        if self.ner is not None and any(isinstance(q, SpanQuestion) and set(q.criteria) & set(_ner.LABELS)
+                                        for q in questions):
+            self.ner.load()
 
     def answer(self, entries: Sequence[Entry]) -> list[dict[str, Answer]]:
         """Answers for every entry, keyed like its questions; every text is embedded in one call."""
@@ -237,9 +261,9 @@ class VsrStatic:
     def _plan_span(self, q: SpanQuestion, state: State) -> _Plan | QuestionError:
         if q.head is not None:
             return QuestionError("question_failed", f"{self.name} has no span head {q.head!r}")
-        if not set(q.criteria) & set(SPAN_LABELS):
+        if not set(q.criteria) & set(self.span_labels):
             return QuestionError("question_failed", f"no span detector for {sorted(q.criteria)}; "
-                                 f"{self.name} marks {list(SPAN_LABELS)}")
+                                 f"{self.name} marks {list(self.span_labels)}")
         if q.part not in TEXT_PARTS:
             return QuestionError("question_failed", f"span offsets index a text part, not {q.part!r}")
         text = getattr(state, q.part) or ""
@@ -268,8 +292,10 @@ class VsrStatic:
     def _finish(self, plan: _Plan, vectors: dict[str, _Read], descs: dict[str, np.ndarray]) -> Answer:
         q = plan.question
         if isinstance(q, SpanQuestion):
+            asked = frozenset(q.criteria)
+            named = self.ner.find(plan.text) if self.ner is not None and plan.text and asked & set(_ner.LABELS) else ()
             return SpanAnswer([Span(label, start, end, probability, plan.text[start:end])
-                               for label, start, end, probability in _pii.find(plan.text, frozenset(q.criteria))])
+                               for label, start, end, probability in _pii.find(plan.text, asked, named)])
         read = vectors.get(plan.text) or _Read(np.zeros(self.embedding.dim, np.float32), 0.0, np.zeros(0, np.intp))
         v = read.vector
         if plan.preset in PAIR_PRESETS:

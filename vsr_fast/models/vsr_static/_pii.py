@@ -10,9 +10,8 @@ r"""Structured personal data as character spans: regexes find candidates, valida
     PHONE_NUMBER   a digit-run candidate parsed and validated by ``phonenumbers`` (US for
                    numbers without a +country code)
 
-PERSON, LOCATION, DATE_TIME, STREET_ADDRESS and ORGANIZATION have no detector:
-that needs a named-entity model, and none good enough ships offline. They are
-never claimed, so an answer's silence about them means "not looked for".
+PERSON, LOCATION, DATE_TIME, STREET_ADDRESS and ORGANIZATION are ``_ner``'s (the
+``ner`` extra): its candidates join these in ``find`` when a question asks for them.
 
 Overlapping candidates are resolved by probability, then length, then position.
 ``phonenumbers.PhoneNumberMatcher`` is not used: it costs ~4 ms on 2 KB of prose
@@ -28,7 +27,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import phonenumbers
 
@@ -251,13 +250,15 @@ DETECTORS: dict[str, Callable[[str], Iterator[Found]]] = {
 }
 
 
-def find(text: str, labels: tuple[str, ...] | frozenset[str] = LABELS) -> list[Found]:
+def find(text: str, labels: tuple[str, ...] | frozenset[str] = LABELS, extra: Iterable[Found] = ()) -> list[Found]:
     """Non-overlapping spans of the asked labels that have a detector, in text order.
 
     Every detector runs whatever is asked, so a card number is never given to a
-    phone question just because cards were not asked about.
+    phone question just because cards were not asked about. ``extra`` are other
+    detectors' candidates (the named-entity stage's), resolved with these.
     """
     found = [f for detect in DETECTORS.values() for f in detect(text)]
+    found.extend(extra)
     found.sort(key=lambda f: (-f[3], f[1] - f[2], f[1]))
     taken: list[Found] = []
     for f in found:

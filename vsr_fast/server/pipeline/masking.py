@@ -38,7 +38,7 @@ async def mask(ex: Exchange, body: bytes, api_format: str, policy: masking.Maski
         asker = ex.state.systemone
         if asker is None:
             raise MaskingUnavailable("masking could not read the request: no decision model serves its pii rule")
-        got = await asker.spans(rule, missing)
+        got = await asker.spans(rule, missing, policy.entity_types)
         unread = sum(1 for t in missing if got.get(t) is None)
         if unread:
             raise MaskingUnavailable(f"masking could not read {unread} of the request's {len(found)} texts "

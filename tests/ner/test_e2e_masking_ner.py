@@ -1,0 +1,57 @@
+"""Masking with the named-entity stage (the ner extra, `make test-ner`): names, street addresses and
+organisations never reach the provider, in every text position, whole and streamed."""
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+
+from ..procs import config, mock_upstream, model, router, write_config
+from ..test_e2e_masking import sent
+
+# --- names, street addresses, organisations: the embedded model's named-entity stage (the ner extra) ------
+
+PERSON, STREET, ORG = "Jane Doe", "12 Elm Street", "Acme Corporation"
+NAMED_PLUGINS = [{"type": "masking", "configuration": {"enabled": True, "signal": "people", "entity_types": [
+    "PERSON", "STREET_ADDRESS", "ORGANIZATION", "LOCATION", "EMAIL_ADDRESS"]}}]
+
+
+@pytest.fixture(scope="module")
+def named(tmp_path_factory):
+    with mock_upstream() as upstream:
+        doc = config([model("m", f"{upstream.url}/v1")],
+                     [{"name": "all", "rules": {"operator": "AND", "conditions": []}, "modelRefs": [{"model": "m"}],
+                       "plugins": NAMED_PLUGINS}],
+                     signals={"pii": [{"name": "people", "ignore_labels": ["DATE_TIME"]}]})
+        with router(write_config(doc, str(tmp_path_factory.mktemp("named")))) as proc:
+            yield proc, upstream
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_names_street_addresses_and_organisations_never_reach_the_provider(named, stream):
+    proc, upstream = named
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
+    messages = [
+        {"role": "system", "content": f"You help the customer {PERSON} of {ORG}."},
+        {"role": "user", "content": f"My name is {PERSON} and I live at {STREET}, Springfield. "
+                                    f"I work for {ORG}. Please update my account."},
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "call_1", "type": "function",
+            "function": {"name": "lookup", "arguments": json.dumps({"customer": PERSON, "address": STREET})}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": f"Customer {PERSON} lives at {STREET}, works at {ORG}."},
+        {"role": "user", "content": "Thanks, summarise it."},
+    ]
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+    if stream:
+        chunks = list(client.chat.completions.create(model="vsr/auto", messages=messages, tools=tools, stream=True))
+        assert chunks
+    else:
+        assert client.chat.completions.create(model="vsr/auto", messages=messages, tools=tools).choices
+    text = sent(upstream)
+    for value in (PERSON, "Jane", "Doe", STREET, "Elm Street", ORG, "Acme"):
+        assert value not in text, f"{value!r} reached the provider: {text}"
+    assert "[PERSON]" in text and "[STREET_ADDRESS]" in text and "[ORGANIZATION]" in text
+    got = json.loads(text)
+    assert json.loads(got["messages"][2]["tool_calls"][0]["function"]["arguments"]) == {
+        "customer": "[PERSON]", "address": "[STREET_ADDRESS]"}
