@@ -45,7 +45,8 @@ class Counted:
         self.proc = Proc(args, ready, prefix=prefix)
 
     def __enter__(self) -> "Counted":
-        self.proc.start(timeout=900.0)
+        # Under valgrind on a busy 2-core box the router takes many minutes to import and load its model.
+        self.proc.start(timeout=2400.0)
         return self
 
     def __exit__(self, *exc: object) -> None:

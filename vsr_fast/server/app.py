@@ -167,8 +167,9 @@ def is_json(content_type: bytes | None) -> bool:
     return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
 
 
-async def _api(api: str, state: AppState, scope: Scope, receive: Receive, send: Send) -> None:
-    await handle_api(state, api, scope, receive, send)
+def _api(api: str, state: AppState, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+    # Returns handle_api's coroutine rather than awaiting it: no frame of its own to resume at every suspension.
+    return handle_api(state, api, scope, receive, send)
 
 
 def _challenge(exc: AuthError) -> tuple[tuple[bytes, bytes], ...]:

@@ -100,7 +100,9 @@ async def serve_http(app, cfg: hypercorn.config.Config, sock: socket.socket, shu
     """Serve ``app`` on the listening ``sock`` until ``shutdown`` returns, then drain (hypercorn's
     ``worker_serve`` for one plain-HTTP socket, with this module's accept loop)."""
     cfg.set_statsd_logger_class(StatsdLogger)
-    app = wrap_app(app, cfg.wsgi_max_body_size, None)
+    # Said, not guessed: hypercorn guesses ASGI only from a coroutine function, and the apps served here are plain
+    # functions that return the app's coroutine (reload.Generations.app: no frame of its own per request).
+    app = wrap_app(app, cfg.wsgi_max_body_size, "asgi")
     lifespan_state: dict = {}
     lifespan = Lifespan(app, cfg, lifespan_state)
     context = WorkerContext(None)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -41,9 +41,12 @@ class Generations:
         state.reloader = self.reload
 
     def app(self, role: str):
-        """The ASGI app of listener ``role``: each request enters the generation current when it arrives."""
-        async def through(scope: Scope, receive: Receive, send: Send) -> None:
-            await self.apps[role](scope, receive, send)
+        """The ASGI app of listener ``role``: each request enters the generation current when it arrives.
+
+        A plain function returning that generation's coroutine, not a coroutine of its own: an awaiting frame
+        here would be resumed at every suspension of every request."""
+        def through(scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+            return self.apps[role](scope, receive, send)
         return through
 
     def drain(self, deadline: float) -> None:
