@@ -115,7 +115,8 @@ def collect(raw: object) -> Collected:
         problems = collect_shape_problems(work, RouterConfig, [], work)
         if not problems:
             break
-        errors += [line for _, line in problems if line not in errors]
+        # A field set aside in an earlier round is missing in this one: its "missing_field" only repeats that.
+        errors += [line for _, line in problems if line not in errors and not _under(line, set_aside)]
         for steps, line in sorted(problems, key=lambda p: len(p[0]), reverse=True):
             set_aside.add(line.partition(": ")[0])
             _set_aside(work, steps, set_aside)
@@ -133,6 +134,12 @@ def collect(raw: object) -> Collected:
 _MAX_ROUNDS = 8
 # Codes that only repeat a shape error when they name a block the shape error set aside.
 _REFERENCE_CODES = ("unknown_model", "unknown_recipe", "unknown_signal")
+
+
+def _under(line: str, set_aside: set[str]) -> bool:
+    """Whether ``line`` is about a path already set aside, or a field inside one."""
+    path = line.partition(": ")[0]
+    return any(path == p or path.startswith(f"{p}.") or path.startswith(f"{p}[") for p in set_aside)
 
 
 def follows_from(line: str, set_aside: set[str]) -> bool:
