@@ -29,7 +29,7 @@ def decision(name: str, word: str, algorithm: dict, refs=("hosted", "local-scrip
 
 
 def config(fake_url: str, judge_url: str, decisions: list[dict], chat_recipe: dict | None = None) -> dict:
-    words = ["passes", "strict", "budgeted", "judged"]
+    words = ["passes", "strict", "budgeted", "judged", "late"]
     return {
         "version": "v0.5",
         "providers": {"models": [
@@ -55,6 +55,7 @@ DECISIONS = [
     decision("passes", "passes", escalate(NATIVE, 0.8)),
     decision("strict", "strict", escalate(NATIVE, 0.95)),
     decision("budgeted", "budgeted", escalate(NATIVE, 0.8, budget={"max_calls": 1})),
+    decision("late", "late", escalate(NATIVE, 0.8, budget={"deadline_ms": 200})),
     decision("judged", "judged", escalate([*NATIVE, {"type": "judge", "model": "judge-llm"}], 0.95),
              refs=("hosted", "local-scripted", "judge-llm")),
 ]
@@ -113,6 +114,16 @@ def test_max_calls_ends_the_escalation(api, fake):
     r = ask(api, fake, "budgeted, yes", 0.7)
     assert r.status_code == 504 and r.json()["error"]["code"] == "looper_budget_exhausted"
     assert "max_calls (1)" in r.json()["error"]["message"] and len(hosted_calls(fake)) == 1
+
+
+def test_the_deadline_ends_the_escalation(api, fake):
+    httpx.post(f"{fake.url}/_fake/reset")
+    httpx.post(f"{fake.url}/_fake/rules", json={"rules": [{"fail": "hang"}]})
+    body = {"model": "router-s1", "state": {"request": "late, yes"}, "questions": {"ok": {"type": "noul"}}}
+    r = httpx.post(f"{api.url}/v1/systemone", json=body, timeout=20)
+    httpx.post(f"{fake.url}/_fake/reset")
+    assert r.status_code == 504 and r.json()["error"]["code"] == "looper_budget_exhausted", r.text
+    assert "deadline (200 ms from arrival) passed during native stage hosted" in r.json()["error"]["message"]
 
 
 def test_a_judge_chooses_among_the_answers_before_it(api, fake, judge):
