@@ -22,6 +22,7 @@ from ..errors import (
 )
 from ..headers.public import public_headers
 from ..config.algorithm import kind_of
+from ..config.schema import ProviderModel
 from ..headers.registry import ResponsePath
 from ..protocol import systemone as wire
 from ..protocol.chat import Message
@@ -118,7 +119,7 @@ async def _answer(state: AppState, candidates, body) -> tuple[str, int, bytes]:
     return model, last[0], last[1]
 
 
-def _runner(state: AppState, alias):
+def _runner(state: AppState, alias: ProviderModel):
     """The running deployment that answers a native alias, if any."""
     client = state.systemone_client
     if client is None:
@@ -126,7 +127,7 @@ def _runner(state: AppState, alias):
     return client.runners.get(alias.deployment or "") or client.runners.get(alias_key(alias.name))
 
 
-async def _ask(state: AppState, alias, body):
+async def _ask(state: AppState, alias: ProviderModel, body: wire.StandardRequest | wire.BatchRequest):
     """One native alias's answer to the original typed request (an escalation's native stage)."""
     runner = _runner(state, alias)
     if runner is None:
