@@ -372,7 +372,8 @@ class LooperBudgetExhausted(VsrError):
 
 
 class LooperNoAcceptedAnswer(VsrError):
-    """Every candidate of an escalation answered and none passed its accept check, with on_error: fail."""
+    """Every candidate of an escalation answered and none passed its accept check, with on_error: fail (on a
+    System One entrypoint, no stage's answer met escalate.quality, whatever on_error says)."""
 
     status, code, type, stage = 502, "looper_no_accepted_answer", "upstream_error", "looper"
 

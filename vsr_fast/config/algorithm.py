@@ -138,9 +138,37 @@ class Accept(Block):
     refusal: Literal[False] | None = None
 
 
+class Stage(Block):
+    """One stage of a System One escalation: ``native`` asks its model the original typed request; ``judge``
+    has its model (a Chat model of the decision) choose among the complete answers before it."""
+
+    type: Literal["native", "judge"]
+    model: str
+
+
+class NativeAccept(Block):
+    """Uncalibrated acceptance rules over the whole typed answer bundle (every answer of every entry)."""
+
+    # Every answer's confidence at least this: noul max(p, 1 - p); choice and score their confidence; set the
+    # least sure label's max(p, 1 - p); span the least probable span (no spans: 1).
+    min_confidence: Unit | None = None
+    # An in-place question error fails the bundle unless allowed.
+    question_errors: bool = False
+
+
+class Quality(Block):
+    """escalate.quality: the policy every accepted answer of a System One escalation meets."""
+
+    mode: Literal["uncalibrated", "calibrated"]
+    accept: NativeAccept | None = None      # uncalibrated
+    max_risk: Unit | None = None            # calibrated: needs certified evaluation evidence
+
+
 class Escalate(Block):
-    accept: Accept
+    accept: Accept | None = None            # Chat entrypoints: the one check
     order: Literal["modelRefs", "cost"] = "modelRefs"
+    stages: list[Stage] = field(default_factory=list)   # System One entrypoints: run in order
+    quality: Quality | None = None
 
 
 class SystemOneSelect(Block):
@@ -274,6 +302,10 @@ def algorithm_errors(path: str, alg: Algorithm, refs: list[str]) -> tuple[list[s
     if kind == "escalate":
         if alg.escalate is None:
             errors.append(f"{path}.escalate: missing_field: an escalate algorithm needs escalate.accept")
+        elif alg.escalate.stages or alg.escalate.quality is not None:
+            errors += _stage_errors(f"{path}.escalate", alg.escalate, refs)
+        elif alg.escalate.accept is None:
+            errors.append(f"{path}.escalate.accept: missing_field: an escalate algorithm needs escalate.accept")
         else:
             accept = alg.escalate.accept
             checks = [n for n in ("confidence", "systemone", "refusal") if getattr(accept, n) is not None]
@@ -310,6 +342,29 @@ def algorithm_errors(path: str, alg: Algorithm, refs: list[str]) -> tuple[list[s
                 errors.append(f"{path}.multi_factor.quality.{name}: unknown_model: {name!r} is not one of "
                               "the decision's modelRefs")
     return errors, warnings
+
+
+def _stage_errors(path: str, esc: Escalate, refs: list[str]) -> list[str]:
+    """A System One escalation's stages and quality (spec 5.6); where they may run is checked with the entrypoints."""
+    errors = [f"{path}.stages[{i}].model: unknown_model: {s.model!r} is not one of the decision's modelRefs"
+              for i, s in enumerate(esc.stages) if s.model not in refs]
+    if not esc.stages:
+        errors.append(f"{path}.stages: missing_field: escalate.quality needs the stages it judges")
+    elif esc.stages[0].type != "native":
+        errors.append(f"{path}.stages[0].type: invalid_value: a judge chooses among the answers before it; "
+                      "the first stage is native")
+    if esc.accept is not None:
+        errors.append(f"{path}.accept: invalid_value: escalate.accept is Chat's check; stages are judged by "
+                      "escalate.quality")
+    q = esc.quality
+    if q is None:
+        errors.append(f"{path}.quality: missing_field: a System One escalation needs escalate.quality")
+    elif q.mode == "uncalibrated" and (q.accept is None or q.max_risk is not None):
+        errors.append(f"{path}.quality: invalid_value: uncalibrated quality takes accept (and no max_risk)")
+    elif q.mode == "calibrated":
+        errors.append(f"{path}.quality.mode: invalid_value: calibrated quality (max_risk) needs certified "
+                      "evaluation evidence, which this router does not read yet; write mode: uncalibrated")
+    return errors
 
 
 def _named_models(path: str, alg: Algorithm, kind: str, refs: list[str]) -> list[str]:

@@ -103,7 +103,7 @@ def _check_algorithms(config: RouterConfig, errors: list[str], warnings: list[st
                               f"models share one currency (found {', '.join(sorted(currencies))})")
             esc = d.algorithm.escalate
             formats = {m.name: m.api_format for m in config.providers.models}
-            conf = esc.accept.confidence if esc is not None else None
+            conf = esc.accept.confidence if esc is not None and esc.accept is not None else None
             if d.algorithm.type == "escalate" and conf is not None and conf.method != "self_verify":
                 other = sorted({r for r in refs if formats.get(r, "openai") != "openai"})
                 if other:
@@ -127,17 +127,48 @@ def _check_native_routes(config: RouterConfig, errors: list[str]) -> None:
         refs = [(f"recipes[{recipe.name}].decisions[{i}]", d.modelRefs) for i, d in enumerate(recipe.decisions)]
         if recipe.fallback:
             refs.append((f"recipes[{recipe.name}].fallback", recipe.fallback.modelRefs))
-        for base, model_refs in refs:
+        judges = [_stage_routes(f"recipes[{recipe.name}].decisions[{i}].algorithm.escalate", d, native, formats,
+                                errors) for i, d in enumerate(recipe.decisions)]
+        for k, (base, model_refs) in enumerate(refs):
             for j, ref in enumerate(model_refs):
                 fmt = formats.get(ref.model)
                 if fmt is None:
                     continue
-                if native and fmt != "systemone":
+                if native and fmt != "systemone" and (k >= len(judges) or ref.model not in judges[k]):
                     errors.append(f"{base}.modelRefs[{j}].model: invalid_value: a System One entrypoint's decisions "
                                   f"route to native aliases (api_format: systemone); {ref.model!r} is {fmt}")
                 elif not native and fmt == "systemone":
                     errors.append(f"{base}.modelRefs[{j}].model: invalid_value: {ref.model!r} is a native alias; "
                                   "only a System One entrypoint routes to it")
+
+
+def _stage_routes(path: str, d, native: bool, formats: dict[str, str], errors: list[str]) -> set[str]:
+    """escalate.stages run on System One entrypoints only: native stages ask native aliases, a judge stage a Chat
+    model (the one Chat model such a decision may name). Returns the decision's judge models."""
+    esc = d.algorithm.escalate if d.algorithm.type == "escalate" else None
+    if esc is None or not esc.stages:
+        if native and esc is not None:
+            errors.append(f"{path}.stages: missing_field: on a System One entrypoint escalate runs stages "
+                          "(escalate.accept is Chat's)")
+        return set()
+    if not native:
+        errors.append(f"{path}.stages: invalid_value: stages run on a System One entrypoint's recipe; on Chat "
+                      "write escalate.accept")
+        return set()
+    judges = set()
+    for i, stage in enumerate(esc.stages):
+        fmt = formats.get(stage.model)
+        if fmt is None:
+            continue
+        if stage.type == "native" and fmt != "systemone":
+            errors.append(f"{path}.stages[{i}].model: invalid_value: a native stage asks a native alias "
+                          f"(api_format: systemone); {stage.model!r} is {fmt}")
+        elif stage.type == "judge" and fmt == "systemone":
+            errors.append(f"{path}.stages[{i}].model: invalid_value: a judge stage asks a Chat model; "
+                          f"{stage.model!r} is a native alias")
+        elif stage.type == "judge":
+            judges.add(stage.model)
+    return judges
 
 
 def _dupes(names: list[str]) -> list[str]:

@@ -90,7 +90,8 @@ def _judges(config: RouterConfig) -> Iterator[tuple[str, str | None, frozenset[s
                 yield f"{path}.systemone", alg.systemone.deployment, frozenset({"choice"})
             elif alg.type in ("systemone", "decision"):
                 yield f"{path}.systemone", None, frozenset({"choice"})
-            check = alg.escalate.accept.systemone if alg.type == "escalate" and alg.escalate is not None else None
+            esc = alg.escalate if alg.type == "escalate" else None
+            check = esc.accept.systemone if esc is not None and esc.accept is not None else None
             if check is not None:
                 yield f"{path}.escalate.accept.systemone", check.deployment, frozenset({"noul"})
     for path, _, entry in _entries(config, response_cache.TYPE):

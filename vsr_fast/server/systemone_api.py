@@ -10,9 +10,19 @@ input) goes back to the caller as it is.
 from __future__ import annotations
 
 import msgspec
+import trio
 
-from ..errors import DelegatedCredentialMissing, ModelNotFound, RoutingError, VsrError
+from ..errors import (
+    DelegatedCredentialMissing,
+    LooperBudgetExhausted,
+    LooperNoAcceptedAnswer,
+    ModelNotFound,
+    RoutingError,
+    VsrError,
+)
 from ..headers.public import public_headers
+from ..config.algorithm import kind_of
+from ..config.schema import ProviderModel
 from ..headers.registry import ResponsePath
 from ..protocol import systemone as wire
 from ..protocol.chat import Message
@@ -22,6 +32,7 @@ from ..routing.open_systemone import alias_key
 from .asgi import Receive, Scope, Send, read_body, send_whole
 from .delegation import bind_for_systemone
 from .state import AppState
+from .systemone_escalate import escalate
 
 _JSON = (b"content-type", b"application/json")
 STATUS = {"invalid_request": 400, "model_not_found": 404, "question_failed": 422, "invalid_input": 422,
@@ -44,6 +55,8 @@ def _error(code: str, message: str, *, question: str | None = None, state: str |
 async def handle_systemone(state: AppState, scope: Scope, receive: Receive, send: Send) -> None:
     """Route a System One request through its entrypoint's recipe and answer it with a native alias."""
     recipe = decision = model = None
+    arrived = trio.current_time()
+    looper = False
     try:
         raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
         try:
@@ -55,7 +68,13 @@ async def handle_systemone(state: AppState, scope: Scope, receive: Receive, send
             compiled = state.table.systemone_recipe_for(body.model)
             route = await state.table.route_recipe(compiled, lambda: _canonical(body), state.systemone)
             recipe, decision = route.recipe, route.decision
-            model, status, out = await _answer(state, route.candidates, body)
+            alg = route.chosen.decision.algorithm if route.chosen and route.chosen.decision else None
+            looper = alg is not None and kind_of(alg) == "escalate"
+            if looper:
+                model, response = await escalate(state, alg, body, lambda alias: _ask(state, alias, body), arrived)
+                status, out = 200, wire.ENCODER.encode(response)
+            else:
+                model, status, out = await _answer(state, route.candidates, body)
     except ModelNotFound as exc:
         status, out = _error("model_not_found", exc.message)
     except RoutingError as exc:
@@ -63,10 +82,13 @@ async def handle_systemone(state: AppState, scope: Scope, receive: Receive, send
         recipe = exc.recipe
     except DelegatedCredentialMissing as exc:
         status, out = exc.status, _error(exc.code, exc.message)[1]
+    except (LooperBudgetExhausted, LooperNoAcceptedAnswer) as exc:
+        status, out = exc.status, _error(exc.code, exc.message)[1]
     except VsrError as exc:
         status, out = _error(exc.code, exc.message)
-    path = ResponsePath.UPSTREAM if status < 400 else ResponsePath.ERROR
-    headers = public_headers(config_version=state.config_version, path=path, recipe=recipe, decision=decision, model=model)
+    path = (ResponsePath.LOOPER if looper else ResponsePath.UPSTREAM) if status < 400 else ResponsePath.ERROR
+    headers = public_headers(config_version=state.config_version, path=path, recipe=recipe, decision=decision,
+                             model=model)
     headers.append(_JSON)
     await send_whole(send, status, headers, out)
 
@@ -78,19 +100,16 @@ def _canonical(body: wire.StandardRequest | wire.BatchRequest) -> CanonicalReque
 
 
 async def _answer(state: AppState, candidates, body) -> tuple[str, int, bytes]:
-    client = state.systemone_client
     last: tuple[int, bytes] = _error("unreachable", "no native alias could answer")
     model = candidates[0].name
     for alias in candidates:
-        runner = None
-        if client is not None:
-            runner = client.runners.get(alias.deployment or "") or client.runners.get(alias_key(alias.name))
+        runner = _runner(state, alias)
         if runner is None:
             last = _error("unreachable", f"native alias {alias.name!r} has no running deployment")
             continue
         model = alias.name
         try:
-            response = await runner.call(msgspec.structs.replace(body, model=alias.provider_model_id or body.model))
+            response = await _ask(state, alias, body)
         except CallFailed as exc:
             last = _error(exc.code, exc.message, question=exc.question, state=exc.state)
             if exc.code in PASS_ON or exc.code.startswith("http_5"):
@@ -98,6 +117,22 @@ async def _answer(state: AppState, candidates, body) -> tuple[str, int, bytes]:
             return model, last[0], last[1]
         return model, 200, wire.ENCODER.encode(response)
     return model, last[0], last[1]
+
+
+def _runner(state: AppState, alias: ProviderModel):
+    """The running deployment that answers a native alias, if any."""
+    client = state.systemone_client
+    if client is None:
+        return None
+    return client.runners.get(alias.deployment or "") or client.runners.get(alias_key(alias.name))
+
+
+async def _ask(state: AppState, alias: ProviderModel, body: wire.StandardRequest | wire.BatchRequest):
+    """One native alias's answer to the original typed request (an escalation's native stage)."""
+    runner = _runner(state, alias)
+    if runner is None:
+        raise CallFailed("unreachable", f"native alias {alias.name!r} has no running deployment")
+    return await runner.call(msgspec.structs.replace(body, model=alias.provider_model_id or body.model))
 
 
 def models_listing(state: AppState) -> bytes:

@@ -182,7 +182,7 @@ def _asking(outbound_for: OutboundFor, alg: Algorithm, token_cap: list[int | Non
     """Each call's request as the executor needs it: Chat candidates asked for logprobs when a confidence
     check reads them (top 2 for ``margin`` and ``hybrid``), and max_tokens capped by the turn's remaining time."""
     esc = alg.escalate
-    conf = esc.accept.confidence if esc is not None else None
+    conf = esc.accept.confidence if esc is not None and esc.accept is not None else None
     if conf is not None and conf.method == "self_verify":
         conf = None                      # the model rates its answer in a call of its own: no logprobs read
     if conf is None and (alg.budget is None or alg.budget.turn is None):
@@ -247,7 +247,7 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
                    alg: Algorithm, streamed: bool, tally: Tally, rewritten: Rewrite | None = None) -> Stream | Whole:
     """The first accepted answer of the candidates in order, within the budget; else ``on_error``."""
     esc = alg.escalate
-    assert esc is not None
+    assert esc is not None and esc.accept is not None    # a Chat recipe's escalate has its check (load checks)
     budget = alg.budget
     at = ex.arrived + budget.deadline_ms / 1000 if budget is not None and budget.deadline_ms else float("inf")
     max_calls = budget.max_calls if budget is not None and budget.max_calls else None

@@ -1,0 +1,129 @@
+"""``escalate`` on a System One entrypoint (spec 5.6): ``stages`` in order, every answer held to ``quality``.
+
+A native stage asks its alias the original typed request and returns the first answer bundle the
+uncalibrated rules accept; a judge stage asks its Chat model (through the upstream dispatch) which of the
+complete answers before it to return (complete: no in-place question error unless the rules allow one).
+The budget (``deadline_ms``, ``max_calls``) counts from the request's arrival and counts every call. There
+is no ``last_attempt``: quality is the contract, so the escalation fails when no answer is accepted.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+
+import msgspec
+import trio
+
+from ..config.algorithm import Algorithm, NativeAccept, Stage
+from ..config.schema import ProviderModel
+from ..errors import LooperBudgetExhausted, LooperNoAcceptedAnswer, UpstreamError
+from ..protocol import systemone as wire
+from ..protocol.adapters import PATHS, Outbound
+from ..selection import accept as checks
+from ..selection import native_quality
+from ..systemone.deployments import CallFailed
+from .state import AppState
+
+Response = wire.StandardResponse | wire.BatchResponse
+Ask = Callable[[ProviderModel], Awaitable[Response]]     # one native call; raises CallFailed
+JUDGE = """Several models answered the same typed questions about one request. Choose the best answer.
+
+Request: {request}
+Questions: {questions}
+
+{answers}
+
+Reply with the number of the best answer only."""
+NUMBER = re.compile(r"\d+")
+
+
+async def escalate(state: AppState, alg: Algorithm, body: wire.StandardRequest | wire.BatchRequest, ask: Ask,
+                   arrived: float) -> tuple[str, Response]:
+    """(the answering alias, its answer): the first one ``quality`` accepts, or the judge's choice."""
+    esc = alg.escalate
+    assert esc is not None and esc.quality is not None and esc.quality.accept is not None   # load checks
+    rules = esc.quality.accept
+    budget = alg.budget
+    at = arrived + budget.deadline_ms / 1000 if budget is not None and budget.deadline_ms else float("inf")
+    max_calls = budget.max_calls if budget is not None else None
+    answers: list[tuple[str, Response]] = []
+    verdicts: list[str] = []
+    calls = [0]
+    for stage in esc.stages:
+        if max_calls is not None and calls[0] >= max_calls:
+            raise LooperBudgetExhausted(f"the escalation's budget ran out: max_calls ({max_calls}) spent "
+                                        f"({'; '.join(verdicts)})")
+        picked = None
+        with trio.move_on_at(at) as cut:
+            picked = await _stage(state, stage, rules, body, ask, answers, verdicts, calls)
+        if cut.cancelled_caught:
+            spent = budget.deadline_ms if budget is not None else None
+            raise LooperBudgetExhausted(f"the escalation's budget ran out: deadline ({spent} ms from arrival) "
+                                        f"passed during {stage.type} stage {stage.model} ({'; '.join(verdicts)})")
+        if picked is not None:
+            return picked
+    raise LooperNoAcceptedAnswer(f"no stage's answer met escalate.quality ({'; '.join(verdicts)})")
+
+
+async def _stage(state: AppState, stage: Stage, rules: NativeAccept, body, ask: Ask,
+                 answers: list[tuple[str, Response]], verdicts: list[str], calls: list[int]
+                 ) -> tuple[str, Response] | None:
+    model = state.table.models[stage.model]
+    if stage.type == "judge":
+        return await _judge(state, model, body, _complete(rules, answers), verdicts, calls)
+    calls[0] += 1
+    try:
+        response = await ask(model)
+    except CallFailed as exc:
+        verdicts.append(f"{stage.model}: {exc.code}")
+        return None
+    ok, why = native_quality.accepted(rules, response)
+    verdicts.append(f"{stage.model}: {why}, {'accepted' if ok else 'rejected'}")
+    answers.append((stage.model, response))
+    return (stage.model, response) if ok else None
+
+
+def _complete(rules: NativeAccept, answers: list[tuple[str, Response]]) -> list[tuple[str, Response]]:
+    """The answers a judge may choose: every question answered (errors only where the rules allow them)."""
+    return [(m, r) for m, r in answers
+            if all(a is not None and (rules.question_errors or not isinstance(a, wire.QuestionError))
+                   for _, a in native_quality.bundle(r))]
+
+
+async def _judge(state: AppState, model: ProviderModel, body, complete: list[tuple[str, Response]],
+                 verdicts: list[str], calls: list[int]) -> tuple[str, Response] | None:
+    """The judge's choice among the complete answers, by number; an answer it did not name is no choice."""
+    if not complete:
+        verdicts.append(f"{model.name}: no complete answer to choose from")
+        return None
+    standard = isinstance(body, wire.StandardRequest)
+    listed = "\n\n".join(f"Answer {i}:\n{_json(r.answers if isinstance(r, wire.StandardResponse) else r.states)}"
+                         for i, (_, r) in enumerate(complete, 1))
+    prompt = JUDGE.format(request=_json(body.state if standard else body.states),
+                          questions=_json(body.questions) if standard else "per entry above", answers=listed)
+    chat = msgspec.json.encode({"model": model.upstream_model, "messages": [{"role": "user", "content": prompt}]})
+    out = Outbound(PATHS["openai"], chat, False, (("content-type", "application/json"),))
+
+    async def built(_: ProviderModel) -> Outbound:
+        return out
+
+    try:
+        whole = await state.dispatcher.whole((model,), built, [])
+    except UpstreamError as exc:
+        calls[0] += len(state.upstreams.backends.get(model.name, ())) or 1
+        verdicts.append(f"{model.name}: judge {exc.code}")
+        return None
+    calls[0] += len(whole.attempts) or 1
+    text = checks.answer_text(whole.body, model.api_format, False) if whole.status < 400 else None
+    number = NUMBER.search(text or "")
+    if number is None or not 1 <= int(number.group()) <= len(complete):
+        verdicts.append(f"{model.name}: judge named no answer (HTTP {whole.status})")
+        return None
+    chosen = complete[int(number.group()) - 1]
+    verdicts.append(f"{model.name}: judge chose {chosen[0]}")
+    return chosen
+
+
+
+def _json(value) -> str:
+    return wire.ENCODER.encode(value).decode()
