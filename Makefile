@@ -36,9 +36,10 @@ build: $(STAMP) build-runtime
 run: build-runtime
 	$(PY) -m bench.quickstart --config config/quickstart.yaml
 
+# Three workers, each test file on one of them (its module fixtures: routers, mocks, started once).
 test: build
 	bash tests/ensure_redis.sh
-	$(PY) -m pytest
+	$(PY) -m pytest -n 3 --dist loadfile
 
 # The real clients (Claude Code, Codex CLI, the openai Node SDK; openai-agents, langchain-openai,
 # pydantic-ai, llm) through the router: not part of `make test`, since installing them takes minutes.
