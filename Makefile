@@ -18,12 +18,17 @@ $(RUNTIME): pyproject.toml setup.py
 		|| (cat $(VENV)/pip.log; exit 1)
 	@touch $@
 
-# The dev extras' packages alone: `pip install -e '.[dev]'` would build the project (its extensions) again.
-$(STAMP): $(RUNTIME)
-	@echo "vsr-fast: installing the test tools (dev extras)"
-	@$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['dev']))" \
+# One extra's packages alone ($(1): dev, ner): `pip install -e '.[dev]'` would build the project (its extensions)
+# again.
+define install_extra
+	@$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['$(1)']))" \
 		| xargs $(PY) -m pip install -q --disable-pip-version-check > $(VENV)/pip.log 2>&1 \
 		|| (cat $(VENV)/pip.log; exit 1)
+endef
+
+$(STAMP): $(RUNTIME)
+	@echo "vsr-fast: installing the test tools (dev extras)"
+	$(call install_extra,dev)
 	@touch $@
 
 # Extensions are rebuilt in place whenever a .pyx changes.
@@ -64,9 +69,7 @@ test-clients: build $(CLIENTS)/.npm-stamp $(CLIENTS)/.pip-stamp
 NER_STAMP := $(VENV)/.ner-stamp
 $(NER_STAMP): $(STAMP)
 	@echo "vsr-fast: installing the ner extra"
-	@$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['ner']))" \
-		| xargs $(PY) -m pip install -q --disable-pip-version-check > $(VENV)/pip.log 2>&1 \
-		|| (cat $(VENV)/pip.log; exit 1)
+	$(call install_extra,ner)
 	@touch $@
 
 test-ner: build $(NER_STAMP)
