@@ -66,3 +66,32 @@ def test_large_events_in_many_reads_and_a_boundary_across_two_reads():
     assert typed.feed(TYPED[:cut]) + typed.feed(TYPED[cut:] + TYPED[:cut - 1]) == 2 * cut - 1 + 2
     assert typed.events == 1 and typed.failure is None
     assert typed.feed(TYPED[cut - 1:]) == len(TYPED) - cut + 1 and typed.events == 2 and typed.close() is None
+
+
+def test_a_read_of_whole_lf_events_is_judged_as_by_the_boundary_search():
+    # Whole LF events in one read take a split-based path; a read that continues a carried byte takes the
+    # boundary search over the same bytes. Both must agree on what passes, the events counted and the verdict.
+    typed_lf = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+    streams = [
+        ("openai", CHUNK * 3 + DONE),
+        ("openai", b": keep-alive\n\n" + CHUNK + b"id: 7\nretry: 10\n\n" + DONE),
+        ("openai", CHUNK + b"data: {not json\n\n" + CHUNK),
+        ("openai", CHUNK + b"data: {\"a\":\ndata: 1}\n\n" + DONE),          # one event of two data lines
+        ("openai", CHUNK + b"bogus: x\n\n" + CHUNK),
+        ("openai", CHUNK + b"\n\n\n" + CHUNK),                                 # extra blank lines
+        ("openai", CHUNK + b"data:" + CHUNK[6:]),                              # no space after the colon
+        ("openai", CHUNK + CHUNK[:30]),                                        # ends mid-event
+        ("anthropic", typed_lf * 2),
+        ("anthropic", typed_lf + CHUNK),                                       # a typeless event on Messages
+        ("anthropic", typed_lf + DONE),
+    ]
+    verdicts = set()
+    for api_format, stream in streams:
+        split, searched = EventCheck(api_format, "b"), EventCheck(api_format, "b")
+        passed = split.feed(stream)
+        assert passed == searched.feed(stream[:1]) + searched.feed(stream[1:]), (api_format, stream)
+        assert split.events == searched.events, (api_format, stream)
+        verdict = split.failure is None and split.close() is None
+        assert verdict == (searched.failure is None and searched.close() is None), (api_format, stream)
+        verdicts.add((verdict, passed == len(stream)))
+    assert verdicts == {(True, True), (False, True), (False, False)}   # good, cut short at close, bad mid-read

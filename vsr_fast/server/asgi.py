@@ -143,12 +143,13 @@ class DisconnectWatch:
     shields that last message, so neither is mistaken for a client leaving.
     """
 
-    __slots__ = ("_receive", "_send", "_scope", "finished", "gone")
+    __slots__ = ("_receive", "_send", "_scope", "finished", "gone", "sent")
 
     def __init__(self, receive: Receive, send: Send, scope: trio.CancelScope) -> None:
         self._receive, self._send, self._scope = receive, send, scope
         self.finished = False
         self.gone = False
+        self.sent = False       # the response has started
 
     async def run(self) -> None:
         while True:
@@ -160,6 +161,7 @@ class DisconnectWatch:
                 return
 
     async def send(self, message: Message) -> None:
+        self.sent = True
         if is_final(message):
             self.finished = True
             with trio.CancelScope(shield=True):

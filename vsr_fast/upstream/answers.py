@@ -91,6 +91,8 @@ class EventCheck:
         """How many bytes of ``chunk`` may pass: all of it, its unfinished event included, unless an event
         in it is bad; then only those before that event."""
         carried = len(self._pending)
+        if not carried and b"\r" not in chunk:
+            return self._feed_lf(chunk)
         if carried:
             # An event arriving in many reads (a 1 MiB one in 64 KiB pieces) is kept growing in place and
             # searched only where a boundary can newly be: past the carried bytes, less the 3 a boundary
@@ -107,6 +109,24 @@ class EventCheck:
                 return max(0, start - carried)
             start = m.end()
         self._pending = bytearray(data[start:]) if start or not carried else self._pending
+        return len(chunk)
+
+    def _feed_lf(self, chunk: bytes) -> int:
+        # The common read: whole events, LF line ends, nothing carried. bytes.split finds the same
+        # boundaries as _BOUNDARY's leftmost matches when there is no CR, at a fraction of a regex's cost.
+        blocks = chunk.split(b"\n\n")
+        rest = blocks.pop()
+        start = 0
+        for block in blocks:
+            if block[:6] == b"data: " and b"\n" not in block:
+                self.failure = self._check_data(block[6:])
+            else:
+                self.failure = self._problem(block)
+            if self.failure is not None:
+                return start
+            start += len(block) + 2
+        if rest:
+            self._pending = bytearray(rest)
         return len(chunk)
 
     def close(self) -> UpstreamInvalid | None:

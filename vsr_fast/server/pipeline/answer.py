@@ -212,9 +212,8 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
     finally:
         # Shielded: when the client left, this scope is already cancelled, and
         # the upstream connection must still be closed so the model stops.
-        with trio.CancelScope(shield=True):
-            with trio.move_on_after(5):
-                await stream.aclose()
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + 5):
+            await stream.aclose()
 
 
 async def _pass(ex: Exchange, send: Send, out: bytes, copy: "_Copy | None" = None) -> None:
@@ -326,9 +325,8 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
         await _send(ex, send, held_bytes, SSE, streamed=True)
         await adapter.remember(req, final)
     finally:
-        with trio.CancelScope(shield=True):
-            with trio.move_on_after(5):
-                await stream.aclose()
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + 5):
+            await stream.aclose()
 
 
 async def _held_failure(ex: Exchange, send: Send, failure: VsrError) -> None:

@@ -17,7 +17,7 @@ from ...headers import registry as h
 from ...headers.public import public_headers
 from ...protocol.adapters import Adapter, Inbound, Outbound
 from ...routing import Route
-from ..asgi import HeaderList, Scope
+from ..asgi import DisconnectWatch, HeaderList, Scope
 from ..recording import Recording
 from ..state import AppState
 
@@ -31,9 +31,9 @@ class Exchange:
     """What one request has decided so far; read by headers, metrics, errors and the record."""
 
     __slots__ = ("_deadline", "_scopes", "adapter", "api", "codes", "masked_spans", "masking", "decision", "extra", "model", "outbound", "path", "raw",
-                 "rec", "recipe", "req", "responded", "route", "scope", "shaping", "stage", "started", "state",
+                 "rec", "recipe", "req", "route", "scope", "shaping", "stage", "started", "state",
                  "status", "trace", "warnings", "arrived", "ticket", "meter", "guard_outcome", "guard_codes", "held",
-                 "cost", "first_byte", "failure")
+                 "cost", "first_byte", "failure", "watch")
 
     def __init__(self, state: AppState, api: str, scope: Scope) -> None:
         self.state, self.api, self.scope = state, api, scope
@@ -42,7 +42,7 @@ class Exchange:
         self.arrived = trio.current_time()
         self._deadline = self.arrived + state.request_timeout_s
         self._scopes: list[tuple[trio.CancelScope, float]] = []
-        self.responded = False          # the response has started: an error can no longer be sent whole
+        self.watch: DisconnectWatch | None = None    # from the end of the body to the end of the answer
         self.stage = "decode"
         self.raw = b""
         self.req: Inbound | None = None
@@ -70,6 +70,11 @@ class Exchange:
         self.first_byte: float | None = None    # perf_counter() as the answer's first byte left
         self.failure: VsrError | None = None
         self.cost = None                  # selection.cost.Tally: every call's cost, summed (dispatch)
+
+    @property
+    def responded(self) -> bool:
+        """Whether the response has started: an error can no longer be sent whole."""
+        return self.watch is not None and self.watch.sent
 
     def headers(self, content_type: str | None = None) -> HeaderList:
         """The public headers of the answer, with its warnings, trace and extras."""

@@ -124,16 +124,12 @@ async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
     failure: VsrError | None = None
     # One scope ends the stages when the client leaves and when the answer stage overruns the deadline.
     with ex.deadline_scope(_GRACE_S) as outer:
-        watch = DisconnectWatch(receive, send, outer)
+        watch = ex.watch = DisconnectWatch(receive, send, outer)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch.run)
             # Expected failures are kept as values: a nursery would wrap them in an ExceptionGroup.
-            async def send_tracked(message) -> None:
-                ex.responded = True
-                await watch.send(message)
-
             try:
-                await _stages(ex, send_tracked, outer)
+                await _stages(ex, watch.send, outer)
             except VsrError as exc:
                 failure = exc
             nursery.cancel_scope.cancel()
