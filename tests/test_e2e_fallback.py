@@ -210,3 +210,50 @@ def _ready(url: str) -> bool:
         return httpx.get(f"{url}/ready", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def _h2_events(sock, conn, until):
+    """Read frames until ``until(events)`` holds; every event h2 parsed, in order."""
+    events = []
+    while not until(events):
+        data = sock.recv(65536)
+        assert data, "the router closed the HTTP/2 connection"
+        events += conn.receive_data(data)
+        sock.sendall(conn.data_to_send())
+    return events
+
+
+def test_an_http2_stream_reset_alone_cancels_its_upstream(tmp_path):
+    # HTTP/2 (prior knowledge, as hypercorn takes it on a plain socket): a client can reset one stream and keep
+    # the connection. Only that stream's http.disconnect says so; the connection's close never comes.
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    with mock_upstream("--chunks", "200", "--chunk-interval-ms", "50") as slow:
+        doc = config([model("m", f"{slow.url}/v1")], [{"name": "d", "modelRefs": [{"model": "m"}]}])
+        with router(write_config(doc, str(tmp_path))) as proc:
+            body = json.dumps({"model": "vsr/auto", "messages": CHAT, "stream": True}).encode()
+            conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+            conn.initiate_connection()
+            with socket.create_connection(("127.0.0.1", proc.port), timeout=20) as s:
+                conn.send_headers(1, [(":method", "POST"), (":path", "/v1/chat/completions"), (":scheme", "http"),
+                                      (":authority", "x"), ("content-type", "application/json"),
+                                      ("content-length", str(len(body)))])
+                conn.send_data(1, body, end_stream=True)
+                s.sendall(conn.data_to_send())
+                events = _h2_events(s, conn, lambda ev: any(isinstance(e, h2.events.DataReceived) for e in ev))
+                status = next(e for e in events if isinstance(e, h2.events.ResponseReceived)).headers
+                assert (b":status", b"200") in status
+                conn.reset_stream(1)
+                s.sendall(conn.data_to_send())
+                assert wait_for(lambda: stats(slow)["cancelled"] == 1, timeout=20), stats(slow)
+                # The connection stays up: a second stream on it is answered.
+                conn.send_headers(3, [(":method", "GET"), (":path", "/health"), (":scheme", "http"),
+                                      (":authority", "x")], end_stream=True)
+                s.sendall(conn.data_to_send())
+                events = _h2_events(s, conn, lambda ev: any(isinstance(e, h2.events.StreamEnded) and e.stream_id == 3
+                                                            for e in ev))
+                assert (b":status", b"200") in next(e for e in events if isinstance(e, h2.events.ResponseReceived)
+                                                    and e.stream_id == 3).headers
+            assert stats(slow)["completed"] == 0, "the 10 s stream was cut, not finished"

@@ -9,6 +9,8 @@ recorded instead of times.
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import httpx
 import pytest
 import trio
@@ -426,11 +428,13 @@ async def test_over_http_many_waiting_requests_share_the_gate(fake):
         results = await run_requests(c, texts)
     finally:
         await c.aclose()
-    calls = fake_calls(fake)
-    assert sorted(asked_text(call) for call in calls[:20]) == sorted(texts)
-    later = [asked_text(call) for call in calls[20:]]
+    asked = Counter(asked_text(call) for call in fake_calls(fake))
+    assert sorted(asked) == sorted(texts), "each request asked once at least"
     # Without the gate: 20 requests x 3 rounds. With it, one round per jittered step (100 ms doubling
     # to 1 s) in a wait of 2 s: at most five, each a different request's (first come, first served).
+    # Counted per request, not by arrival order: on a loaded box a gated round may reach the fake before
+    # the last of the first asks.
+    later = [text for text, n in asked.items() for _ in range(n - 1)]
     assert 1 <= len(later) <= 5 and len(set(later)) == len(later), later
     assert all(answers.overloaded == {SHARE} for _, answers in results.values())
 

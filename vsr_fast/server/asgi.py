@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,27 +138,33 @@ class DisconnectWatch:
 
     hypercorn-trio keeps accepting send() after the client has gone
     (STACK-NOTES), so without this an abandoned stream would keep the upstream
-    generating and billing tokens. hypercorn also delivers ``http.disconnect``
-    once a response is complete, and closes a ``Connection: close`` socket
-    from inside the final send: ``send`` marks the response finished first and
-    shields that last message, so neither is mistaken for a client leaving.
+    generating and billing tokens. On HTTP/1 the connection's server tells the
+    watch (``ClientSide``): no task per request waits for ``http.disconnect``.
+    On HTTP/2, where one stream can be reset alone, ``run`` waits for it.
+    hypercorn also closes a ``Connection: close`` socket from inside the final
+    send: ``send`` marks the response finished first and shields that last
+    message, so that close is not mistaken for a client leaving.
     """
 
-    __slots__ = ("_receive", "_send", "_scope", "finished", "gone", "sent")
+    __slots__ = ("_send", "_scope", "finished", "gone", "sent")
 
-    def __init__(self, receive: Receive, send: Send, scope: trio.CancelScope) -> None:
-        self._receive, self._send, self._scope = receive, send, scope
+    def __init__(self, send: Send, scope: trio.CancelScope) -> None:
+        self._send, self._scope = send, scope
         self.finished = False
         self.gone = False
         self.sent = False       # the response has started
 
-    async def run(self) -> None:
+    def client_left(self) -> None:
+        if not self.finished:
+            self.gone = True
+            self._scope.cancel()
+
+    async def run(self, receive: Receive) -> None:
+        """Wait for this request's ``http.disconnect`` (HTTP/2)."""
         while True:
-            message = await self._receive()
+            message = await receive()
             if message["type"] == "http.disconnect":
-                if not self.finished:
-                    self.gone = True
-                    self._scope.cancel()
+                self.client_left()
                 return
 
     async def send(self, message: Message) -> None:
@@ -168,6 +175,27 @@ class DisconnectWatch:
                 await self._send(message)
         else:
             await self._send(message)
+
+
+class ClientSide:
+    """One HTTP/1 connection's client side, as its server reads it: the watches of the requests on it, told
+    at once when the client closes or resets the connection (``listen.EdgeServer``)."""
+
+    __slots__ = ("closed", "watches")
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.watches: set[DisconnectWatch] = set()
+
+    def left(self) -> None:
+        self.closed = True
+        for watch in tuple(self.watches):
+            watch.client_left()
+
+
+# The connection the current task serves: set by the connection server in its own task, and so inherited by the
+# request tasks hypercorn spawns from it.
+CLIENT_SIDE: ContextVar[ClientSide | None] = ContextVar("vsr_client_side", default=None)
 
 
 def is_final(message: Message) -> bool:

@@ -32,6 +32,8 @@ from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import ConnectionState
 from hypercorn.utils import repr_socket_addr, wrap_app
 
+from .asgi import CLIENT_SIDE, ClientSide
+
 log = logging.getLogger("vsr_fast.listen")
 # The answer to a request head unfinished at the header timeout, from what the head holds so far.
 LateAnswer = Callable[[bytes], bytes]
@@ -72,6 +74,17 @@ class EdgeServer(TCPServer):
     def __init__(self, late_answer: LateAnswer, *args) -> None:
         super().__init__(*args)
         self.late_answer = late_answer
+        self.client_side = ClientSide()
+
+    async def run(self) -> None:
+        CLIENT_SIDE.set(self.client_side)     # in this connection's task: its request tasks inherit it
+        await super().run()
+
+    async def _read_data(self) -> None:
+        # hypercorn reads until the client closes or resets the connection (or the server closed it after a
+        # final answer): then every request still answering on it has lost its client.
+        await super()._read_data()
+        self.client_side.left()
 
     async def _idle_timeout(self) -> None:
         with trio.move_on_after(self.config.keep_alive_timeout) as timer:

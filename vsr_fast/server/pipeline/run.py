@@ -22,7 +22,7 @@ import trio
 
 from ... import tracing
 from ...errors import BodyTimeout, RequestTimeout, ShuttingDown, UpstreamError, VsrError
-from ..asgi import ClientGone, DisconnectWatch, Receive, Scope, Send
+from ..asgi import CLIENT_SIDE, ClientGone, DisconnectWatch, Receive, Scope, Send
 from ..state import AppState
 from .admit import admit, release
 from .answer import answer, error
@@ -121,22 +121,36 @@ async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
         if ex.drained():
             raise ShuttingDown("the router is stopping; its graceful timeout passed while the body arrived")
         raise BodyTimeout("the request body did not arrive within the request's deadline")
-    failure: VsrError | None = None
     # One scope ends the stages when the client leaves and when the answer stage overruns the deadline.
     with ex.deadline_scope(_GRACE_S) as outer:
-        watch = ex.watch = DisconnectWatch(receive, send, outer)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(watch.run)
-            # Expected failures are kept as values: a nursery would wrap them in an ExceptionGroup.
+        watch = ex.watch = DisconnectWatch(send, outer)
+        side = CLIENT_SIDE.get() if ex.scope.get("http_version") != "2" else None
+        if side is not None:
+            side.watches.add(watch)
+            if side.closed:
+                watch.client_left()
             try:
-                await _stages(ex, watch.send, outer)
-            except VsrError as exc:
-                failure = exc
-            nursery.cancel_scope.cancel()
+                failure = await _kept(ex, watch.send, outer)
+            finally:
+                side.watches.discard(watch)
+        else:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch.run, receive)
+                failure = await _kept(ex, watch.send, outer)
+                nursery.cancel_scope.cancel()
     if watch.gone:
         raise ClientGone
     if failure is not None:
         raise failure
+
+
+async def _kept(ex: Exchange, send: Send, outer: trio.CancelScope) -> VsrError | None:
+    # Expected failures are kept as values: a nursery would wrap them in an ExceptionGroup.
+    try:
+        await _stages(ex, send, outer)
+    except VsrError as exc:
+        return exc
+    return None
 
 
 async def _stages(ex: Exchange, send: Send, outer: trio.CancelScope) -> None:
