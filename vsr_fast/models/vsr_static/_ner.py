@@ -220,6 +220,10 @@ _EMPLOYER_CUE = re.compile(r"(?:\bwork(?:s|ed|ing)? (?:at|for)|\bemployed (?:at|
                            r"\bcompany:|\bemployer:|\borgani[sz]ation:|\bcontacting|"
                            r"\bintern(?:ed)? at|\bjob at|\bposition at|\brole at|\bcustomer of|\bclient of)"
                            r"[ \t]+$", re.IGNORECASE)
+# Weaker: a capitalised run that is no person or place after "at", "with", "for"..., or before "support".
+_ORG_CUE = re.compile(r"\b(?:at|with|for|from|by|contacting|contacted|via|through)[ \t]+$", re.IGNORECASE)
+_ORG_AFTER = re.compile(r"[ \t]+(?:support|customer service|helpdesk|help desk|team|headquarters|hq|staff|"
+                        r"employees|billing|account|store|branch|office)\b", re.IGNORECASE)
 _SENTENCE_START_BEFORE = re.compile(r"(?:^|[.!?:;\"(\[{]|\n|^[-*\u2022])[ \t]*[\"'\u201c]?$")
 _LIST_ORG = re.compile(r"\b([A-Z][a-z]+(?:-[A-Z][a-z]+)?),[ \t]+([A-Z][a-z]+(?:-[A-Z][a-z]+)?),?[ \t]+(?:and|&)"
                        r"[ \t]+([A-Z][a-z]+(?:-[A-Z][a-z]+)?)\b")
@@ -462,6 +466,14 @@ class _Reader:
                     self._place(out, run[0][0], run[-1][1], CUE_P)
                     i = len(run)
                     continue
+            k = i
+            while k < len(run) and words[k] not in _NOT_NAMES and k - i < 4:
+                k += 1
+            if not first_word and not place and len(w) > 2 and w not in g.common and w not in g.first and (
+                    _ORG_CUE.search(lead) or _ORG_AFTER.match(text, run[k - 1][1])):
+                out.append(("ORGANIZATION", run[i][0], run[k - 1][1], ALONE_P))   # "at Initech", "Initech support"
+                i = k
+                continue
             i += 1
         return out
 
