@@ -1,23 +1,17 @@
 """The named-entity labels' rules: the street-address rule, a rule that ignores the named labels never asks
-them, and the load warning of a deployment whose card does not mark a label a rule
-keeps. The stage itself: tests/test_ner.py."""
+them, and the load warning of a deployment whose card does not mark a label a rule keeps. The stage
+itself: tests/test_ner.py."""
 from __future__ import annotations
-
-import shutil
 
 import pytest
 
-from vsr_fast.models.vsr_static import ArtifactError, SPAN_LABELS, load_3
+from vsr_fast.models.vsr_static import SPAN_LABELS
 from vsr_fast.models.vsr_static import _ner
-from vsr_fast.protocol.systemone import Entry, SpanAnswer, SpanQuestion, State
+from vsr_fast.protocol.systemone import SpanQuestion
 from vsr_fast.routing import load_raw
 from vsr_fast.systemone.presets import PRESETS
 
 from .test_systemone_client import doc
-
-NAMED = _ner.LABELS
-TEXT = ("My name is Jane Doe and I live at 12 Elm Street, Springfield. I have worked at Acme Corporation "
-        "since March 3, 2019; write to jane.doe@example.com.")
 
 
 @pytest.mark.parametrize("text,address", [

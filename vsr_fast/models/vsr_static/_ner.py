@@ -36,13 +36,12 @@ in Debian's fortunes and WordNet's glosses). Its sha256 is checked before it is 
 from __future__ import annotations
 
 import gzip
-import hashlib
 import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from ._artifacts import ArtifactError
+from ._artifacts import check_sums
 
 Found = tuple[str, int, int, float]   # label, start, end (exclusive), probability (as _pii)
 
@@ -247,14 +246,8 @@ class Gazetteer:
 
 def verify(path: Path = GAZETTEER) -> bytes:
     """The gazetteer's bytes; ArtifactError unless its sha256 is the pinned one."""
-    try:
-        blob = path.read_bytes()
-    except OSError as exc:
-        raise ArtifactError(f"{path}: {exc}") from exc
-    digest = hashlib.sha256(blob).hexdigest()
-    if digest != GAZETTEER_SHA256:
-        raise ArtifactError(f"{path.name}: sha256 {digest}, pinned {GAZETTEER_SHA256}")
-    return blob
+    check_sums(path.parent, {path.name: GAZETTEER_SHA256})
+    return path.read_bytes()
 
 
 class Ner:
