@@ -8,7 +8,7 @@ import pytest
 from vsr_fast.models.vsr_static import ArtifactError, SPAN_LABELS, VsrStatic, load_3
 from vsr_fast.models.vsr_static import _ner
 from vsr_fast.models.vsr_static._artifacts import ARTIFACTS_3, FILES_3, read
-from vsr_fast.protocol.systemone import Entry, SpanAnswer, State
+from vsr_fast.protocol.systemone import Entry, QuestionError, SpanAnswer, State
 from vsr_fast.routing import load_raw
 from vsr_fast.systemone.presets import PRESETS
 
@@ -142,3 +142,14 @@ def test_the_gazetteer_is_read_only_when_a_question_asks_a_named_label():
     assert fresh.ner._gazetteer is None                           # structured labels alone: nothing read
     fresh.prepare([PRESETS["pii"].question(("PERSON",))])
     assert fresh.ner._gazetteer is not None
+
+
+def test_a_damaged_gazetteer_fails_the_named_question_in_place(tmp_path):
+    copy = tmp_path / "gazetteer.tsv.gz"
+    copy.write_bytes(b"not the pinned gazetteer")
+    fresh = VsrStatic(read(ARTIFACTS_3, FILES_3))
+    fresh.ner = _ner.Ner(copy)
+    got = fresh.answer([Entry(State(request=TEXT), {"named": PRESETS["pii"].question(("PERSON",)),
+                                                     "mail": PRESETS["pii"].question(("EMAIL_ADDRESS",))})])[0]
+    assert isinstance(got["named"], QuestionError) and got["named"].code == "question_failed"
+    assert [s.text for s in got["mail"].spans] == ["jane.doe@example.com"]

@@ -70,7 +70,7 @@ from ...protocol.systemone import (
 from ...systemone.presets import PRESETS
 from ...systemone.runtime import ModelCard
 from . import _ner, _pii
-from ._artifacts import Artifacts, features, ngram_buckets, ngram_logits
+from ._artifacts import ArtifactError, Artifacts, features, ngram_buckets, ngram_logits
 from ._embedding import StaticEmbedding
 
 TRAINED = ("domain", "jailbreak")
@@ -283,7 +283,10 @@ class VsrStatic:
         q = plan.question
         if isinstance(q, SpanQuestion):
             asked = frozenset(q.criteria)
-            named = self.ner.find(plan.text) if plan.text and asked & set(_ner.LABELS) else ()
+            try:
+                named = self.ner.find(plan.text) if plan.text and asked & set(_ner.LABELS) else ()
+            except ArtifactError as exc:      # the gazetteer differs from its pin: this question fails, not the batch
+                return QuestionError("question_failed", str(exc))
             return SpanAnswer([Span(label, start, end, probability, plan.text[start:end])
                                for label, start, end, probability in _pii.find(plan.text, asked, named)])
         read = vectors.get(plan.text) or _Read(np.zeros(self.embedding.dim, np.float32), 0.0, np.zeros(0, np.intp))
