@@ -183,9 +183,9 @@ _ORG_HEAD = frozenset("university bank college institute department ministry bur
 # The first word of many place names, common words themselves: "New Haven", "Port Arthur", "Lake Charles".
 _PLACE_HEAD = frozenset("new north south east west port lake mount mt fort ft saint st san santa los las el la "
                         "upper lower great little old".split())
-_CONNECT = frozenset("of and & de du la van von der den del da di le".split())
+# Lower-case words that join capitalised ones into one run ("Bank of America", "Ludwig van Beethoven").
+_GLUE = frozenset("of and & de du la van von der den del da di le".split())
 _STOP_GLUE = frozenset("of and &".split())      # a name goes on across "van", never across "of"
-_LOWER_GLUE = frozenset("of and & de du la van von der den del da di le".split())
 # Words that start sentences or salute, and are capitalised for that alone: never a name or place.
 _NOT_NAMES = frozenset("""i i'm i'll i've i'd a an the this that these those my your our their his her its we you
     he she they it hi hey hello dear thanks thank please yes no ok okay yeah sure so and but or if when what who
@@ -307,7 +307,6 @@ class _Reader:
         two capitalised words together ("Bank of America", "Ludwig van Beethoven")."""
         text = self.text
         run: list[tuple[int, int]] = []
-        pos = 0
         for m in _CAP.finditer(text):
             start, end = m.start(), m.end()
             if not text[start].isupper():
@@ -330,14 +329,13 @@ class _Reader:
             if run:
                 gap = text[run[-1][1]:start]
                 glue = gap.strip()
-                if glue in _CONNECT and gap == f" {glue} " and text[run[-1][0]].isupper():
+                if glue in _GLUE and gap == f" {glue} " and text[run[-1][0]].isupper():
                     at = run[-1][1] + 1
                     run.append((at, at + len(glue)))          # the connector is a word of the run, in lower case
                 elif gap not in (" ", "\t"):
                     yield run
                     run = []
             run.append((start, end))
-            pos = end
         if run:
             yield run
 
@@ -361,7 +359,7 @@ class _Reader:
             if words[i] in _ORG_END or words[i].rstrip(".") in _ORG_END:
                 first = 0
                 for k in range(i - 1, 0, -1):     # "Jane Doe of Acme Corp": the firm starts after "of"...
-                    if words[k] in _LOWER_GLUE and text[run[k][0]].islower() and words[k - 1] not in _ORG_HEAD:
+                    if words[k] in _GLUE and text[run[k][0]].islower() and words[k - 1] not in _ORG_HEAD:
                         first = k + 1             # ...unless a head word leads ("Bank of America Corp")
                         break
                 while first < i and (words[first] in _NOT_NAMES or words[first] in _TITLES):
@@ -385,12 +383,15 @@ class _Reader:
     def _is_person(self, words: list[str]) -> bool:
         return len(words) >= 2 and words[0] in self.g.first and words[0] not in self.g.common
 
-    def _people_and_places(self, run, words, at_start: bool, before: str) -> list[Found]:
+    def _people_and_places(self, run: list[tuple[int, int]], words: list[str], at_start: bool,
+                           before: str) -> list[Found]:
+        """Left to right: a title and what follows, a first name and a surname, a cue and a name, a known
+        place, a name alone, a run after a place cue, a run after a firm cue; else the word is left alone."""
         text, g, out = self.text, self.g, []
         i = 0
         while i < len(run):
             w = words[i]
-            glue = w in _LOWER_GLUE and text[run[i][0]].islower()
+            glue = w in _GLUE and text[run[i][0]].islower()
             if glue or w in _NOT_NAMES or w.rstrip(".") in _NOT_NAMES:
                 i += 1
                 continue
@@ -482,7 +483,7 @@ class _Reader:
         """Where a name that goes on at ``i`` ends: at most three more words, a suffix (Jr, III) included."""
         j = i
         while j < n and j - i < 3 and words[j] not in _NOT_NAMES and words[j] not in _ORG_END \
-                and words[j] not in _STOP_GLUE and not (words[j] in _LOWER_GLUE and j + 1 >= n):
+                and words[j] not in _STOP_GLUE and not (words[j] in _GLUE and j + 1 >= n):
             j += 1
         while j < n and words[j] in _SUFFIX_NAMES:
             j += 1                                  # "Anthony Whitehead Jr.", "Donna Lopez MD"
