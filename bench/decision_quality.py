@@ -459,13 +459,38 @@ FAKER_TEMPLATES = [
     "Could you check why {company} charged me twice on {date}?",
     "Please update the billing contact to {person}, {address}.",
 ]
+# A second development set's templates, written after the untouched sets' last figures, in shapes the first
+# twenty lack (headers, signatures, names before verbs, lists): filled from Faker only, tuned on.
+DEV_TEMPLATES = [
+    "{person} is asking for a refund on order 4471.",
+    "I spoke with {first} yesterday and she said the parcel left {city} on {date}.",
+    "Please add {person} ({company}) to the cc list.",
+    "From: {person}\nTo: support\nSubject: wrong charge",
+    "Thanks,\n{person}\n{company}",
+    "The technician, {first} {last}, will arrive at {street} around {time}.",
+    "Our client {company} has offices in {city} and {country}.",
+    "{first}'s new address is {address}.",
+    "We need to ship two units to {company} in {city} by {date}.",
+    "Is this the right number for {person}? I was told to ask for {first}.",
+    "Account holder: {person}; employer: {company}; city: {city}",
+    "My husband {first} and I are moving from {city} to {city} next month.",
+    "Reference letter for {person}, who worked at {company} until {date}.",
+    "{company} sent me a letter addressed to {person} at {street}.",
+    "Can {first} call me back before {time}?",
+    "I grew up in {country} but now live in {city}.",
+    "Hello {first}, your appointment is on {date} at {time}.",
+    "Ask {person} in accounting; she moved here from {company}.",
+    "Visiting {city} from {date}, staying with {person}.",
+    "Return the device to {company}, {address}.",
+]
 FAKER_SLOTS = {"person": "PERSON", "first": "PERSON", "last": "PERSON", "city": "LOCATION", "country": "LOCATION",
                "company": "ORGANIZATION", "date": "DATE_TIME", "time": "DATE_TIME", "street": "STREET_ADDRESS",
                "address": "STREET_ADDRESS"}
 
 
-def _support_desk(providers: dict, birthday, fills: int, seed: int) -> list[tuple[str, list[tuple[str, int, int]]]]:
-    """FAKER_TEMPLATES filled ``fills`` times each: names, places, firms and streets from ``providers`` (slot ->
+def _support_desk(providers: dict, birthday, fills: int, seed: int,
+                  templates: list[str] = FAKER_TEMPLATES) -> list[tuple[str, list[tuple[str, int, int]]]]:
+    """``templates`` filled ``fills`` times each: names, places, firms and streets from ``providers`` (slot ->
     callable), dates from ``birthday()`` in three written forms, times drawn here; gold spans per slot."""
     rng = random.Random(seed)
 
@@ -479,7 +504,7 @@ def _support_desk(providers: dict, birthday, fills: int, seed: int) -> list[tupl
         return providers[slot]()
 
     out = []
-    for template in FAKER_TEMPLATES:
+    for template in templates:
         for _ in range(fills):
             out.append(_fill(template, r"\{(\w+)\}", lambda slot: (FAKER_SLOTS[slot], value(slot))))
     return out
@@ -501,15 +526,16 @@ def _from_wheel(wheel: Path, module: str, unpack: bool = False):
         sys.path.remove(str(where))
 
 
-def faker_sentences(wheel: Path, fills: int = 30, seed: int = 0) -> list[tuple[str, list[tuple[str, int, int]]]]:
-    """FAKER_TEMPLATES filled from Faker's en_US providers; ``{first} {last}`` is one PERSON span."""
+def faker_sentences(wheel: Path, fills: int = 30, seed: int = 0,
+                    templates: list[str] = FAKER_TEMPLATES) -> list[tuple[str, list[tuple[str, int, int]]]]:
+    """``templates`` filled from Faker's en_US providers; ``{first} {last}`` is one PERSON span."""
     fake = _from_wheel(wheel, "faker").Faker("en_US")
     fake.seed_instance(seed)
     return _support_desk({"person": fake.name, "first": fake.first_name, "last": fake.last_name, "city": fake.city,
                           "country": fake.country, "company": fake.company, "street": fake.street_address,
                           "address": lambda: f"{fake.street_address()}, {fake.city()}, {fake.state_abbr()} "
                                              f"{fake.zipcode()}"},
-                         lambda: fake.date_of_birth(minimum_age=18, maximum_age=90), fills, seed)
+                         lambda: fake.date_of_birth(minimum_age=18, maximum_age=90), fills, seed, templates)
 
 
 def mimesis_sentences(wheel: Path, fills: int = 30, seed: int = 0) -> list[tuple[str, list[tuple[str, int, int]]]]:
@@ -564,6 +590,8 @@ def named_rows(model, wheels: dict[str, Path]) -> list[tuple[str, str, str, str]
     question = PRESETS["pii"].question(NAMED)
     rows = [*_named_scores(model, question, how, faker_sentences(wheels["faker"]),
                            "our support-desk templates + Faker en_US values (tuned on: the development set)"),
+            *_named_scores(model, question, how, faker_sentences(wheels["faker"], seed=1, templates=DEV_TEMPLATES),
+                           "our second support-desk templates + Faker en_US values (tuned on: a development set)"),
             *_named_scores(model, question, how, mimesis_sentences(wheels["mimesis"]),
                            "our support-desk templates + mimesis en values (values never tuned on)"),
             *_named_scores(model, question, how, mimesis_intl_sentences(wheels["mimesis"]),

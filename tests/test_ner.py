@@ -60,6 +60,8 @@ def test_only_the_labels_asked_are_returned_and_structured_ones_alone_skip_the_s
     ("You help the customer Jane Doe of Acme Corporation.", [("PERSON", "Jane Doe"), ("ORGANIZATION", "Acme Corporation")]),
     ("I met Will Smith at the University of Michigan.", [("PERSON", "Will Smith"),
                                                          ("ORGANIZATION", "University of Michigan")]),
+    ("April Griffin is asking for a refund.", [("PERSON", "April Griffin")]),
+    ("Margaret's new address is 12 Elm Street.", [("PERSON", "Margaret"), ("STREET_ADDRESS", "12 Elm Street")]),
     ("Will you help me?", []),
     ("May I ask a question?", []),
     ("Grace is a virtue and hope is not a plan.", []),
@@ -70,6 +72,8 @@ def test_only_the_labels_asked_are_returned_and_structured_ones_alone_skip_the_s
     ("We moved to Brookhaven last year.", [("LOCATION", "Brookhaven")]),
     ("The office is in Lyon, France.", [("LOCATION", "Lyon"), ("LOCATION", "France")]),
     ("Ship it to Springfield, IL please.", [("LOCATION", "Springfield"), ("LOCATION", "IL")]),
+    ("We have offices in Lyon and Paris.", [("LOCATION", "Lyon"), ("LOCATION", "Paris")]),
+    ("Account holder: Ann Lee; city: Marlowfield", [("PERSON", "Ann Lee"), ("LOCATION", "Marlowfield")]),
     # ORGANIZATION: a company word at the end, a law-firm list, an employer cue.
     ("Our supplier is Siemens AG.", [("ORGANIZATION", "Siemens AG")]),
     ("The contract is with Parker, Lewis and Young.", [("ORGANIZATION", "Parker, Lewis and Young")]),

@@ -193,9 +193,11 @@ _NOT_NAMES = frozenset("""i i'm i'll i've i'd a an the this that these those my 
     must shall is are was were be been am has have had let lets let's get got go my mine good great nice sorry
     lol haha wow omg hmm um uh ah customer client name address date phone email account order ticket support
     team regards best cheers sincerely from to re fwd subject attention attn cc bcc note update today tomorrow
-    yesterday morning evening night mom dad god jesus christ lord bro dude man guys guy sir madam
-    january february march april may june july august september october november december monday tuesday
+    yesterday morning evening night mom dad god christ lord bro dude man guys sir madam
+    january february march september october november december monday tuesday
     wednesday thursday friday saturday sunday christmas easter thanksgiving halloween""".split())
+# Months that are first names too: a name only with a surname after them ("April Griffin", "Kristie May").
+_CALENDAR_NAMES = frozenset("april may june august".split())
 _PERSON_CUE = re.compile(r"(?:\bmy name is|\bmy name's|\bname is|\bname's|\bi am|\bi'm|\bim|\bthis is|\bcall me|"
                          r"\bdear|\bhi|\bhello|\bhey|\bthanks|\bthank you|\battention|\battn\.?|\bcontact|"
                          r"\bsigned|\bregards|\bsincerely|\bcheers|\bspeak to|\bspeak with|\btalk to|\bask for|"
@@ -210,7 +212,8 @@ _STRONG_PERSON_CUE = re.compile(r"(?:\bmy name is|\bmy name's|\bname is|\bname's
 _PLACE_CUE = re.compile(r"(?:\bin|\bfrom|\bto|\bnear|\bvisit|\bvisiting|\bvisited|\blive in|\blives in|"
                         r"\bmoved to|\bborn in|\bbased in|\bgrew up in|\bcity of|\btown of|\bstate of|"
                         r"\boutside|\baround|\bacross|\btravel to|\btrip to|\bflight to|\bflew to|\bheaded to|"
-                        r"\bback to|\bcity:|\bcountry:|\blocation:|\bresident of|\bnative of)[ \t]+$",
+                        r"\bback to|\bcity:|\bcountry:|\blocation:|\bresident of|\bnative of|\bleft|\bleaving|"
+                        r"\barrived? (?:in|at)|\barriving (?:in|at)|\boffices? in|\bheadquartered in)[ \t]+$",
                         re.IGNORECASE)
 _WEAK_PLACE_CUE = re.compile(r"(?:^|[^\w ])[ \t]*\w*[ \t]*(?:\bto|\bfrom)[ \t]+$|\b(?:send|sent|give|gave|talk|talked|"
                              r"speak|spoke|write|wrote|forward|email|reply|replied|said|say|hand|pass|thanks|"
@@ -223,6 +226,7 @@ _EMPLOYER_CUE = re.compile(r"(?:\bwork(?:s|ed|ing)? (?:at|for)|\bemployed (?:at|
 _ORG_CUE = re.compile(r"\b(?:at|with|for|from|by|contacting|contacted|via|through)[ \t]+$", re.IGNORECASE)
 _ORG_AFTER = re.compile(r"[ \t]+(?:support|customer service|helpdesk|help desk|team|headquarters|hq|staff|"
                         r"employees|billing|account|store|branch|office)\b", re.IGNORECASE)
+_FIELD = re.compile(r"\b[A-Za-z]+:[ \t]*$")       # "city: Scottville": a field's value, not a sentence's first word
 _SENTENCE_START_BEFORE = re.compile(r"(?:^|[.!?:;\"(\[{]|\n|^[-*\u2022])[ \t]*[\"'\u201c]?$")
 _LIST_ORG = re.compile(r"\b([A-Z][a-z]+(?:-[A-Z][a-z]+)?),[ \t]+([A-Z][a-z]+(?:-[A-Z][a-z]+)?),?[ \t]+(?:and|&)"
                        r"[ \t]+([A-Z][a-z]+(?:-[A-Z][a-z]+)?)\b")
@@ -284,7 +288,9 @@ class _Reader:
         self.place_ends: set[int] = set()      # where a place found so far ends: ", Country" after it is one too
 
     def _after_place(self, start: int) -> bool:
-        return start - 2 in self.place_ends and self.text[start - 2:start] == ", "
+        """Right after a place found: "Lyon, France", "Lyon and Paris"."""
+        return (start - 2 in self.place_ends and self.text[start - 2:start] == ", ") or any(
+            start - len(joint) in self.place_ends and self.text.endswith(joint, 0, start) for joint in (" and ", " or "))
 
     def names(self) -> list[Found]:
         text, out = self.text, []
@@ -341,10 +347,13 @@ class _Reader:
 
     def _keeps_stop(self, start: int, end: int) -> bool:
         word = self.text[start:end].lower()
-        return end - start == 2 or word in _ORG_END or word.rstrip(".") in _TITLES or word in _SUFFIX_NAMES
+        return end - start == 2 or word in _ORG_END or word.rstrip(".") in _TITLES or word in _SUFFIX_NAMES \
+            or word in ("st.", "mt.", "ft.")                   # "St. Louis", "Mt. Vernon"
 
     def _title(self, start: int, end: int) -> bool:
-        return end - start == 2 or self.text[start:end - 1].lower() in _TITLES
+        """A word whose full stop is its own even at a sentence's end: an initial, a title, Jr., Sr."""
+        word = self.text[start:end - 1].lower()
+        return end - start == 2 or word in _TITLES or word in ("jr", "sr", "st", "mt", "ft")
 
     def _word(self, span: tuple[int, int]) -> str:
         return self.text[span[0]:span[1]].lower()
@@ -400,7 +409,7 @@ class _Reader:
                 out.append(("ORGANIZATION", run[i][0], run[i][1], NAME_P))
                 i += 1
                 continue
-            first_word = i == 0 and at_start
+            first_word = i == 0 and at_start and not _FIELD.search(lead)
             if w.rstrip(".") in _TITLES and i + 1 < len(run):
                 j = self._name_end(words, i + 1, len(run))
                 out.append(("PERSON", run[i][0], run[j - 1][1], CUE_P))   # "Mr. Steve Guzman": the title too
@@ -415,8 +424,9 @@ class _Reader:
             country = place and " ".join(words[i:i + place]) in g.big
             if i + 1 < len(run) and words[i + 1] not in _ORG_END and words[i + 1] not in _NOT_NAMES \
                     and place < 2 and not (country and not strong and words[i + 1] not in g.last) and (
-                        strong or (w in g.first and (w not in g.common or person_cue
-                                                     or (words[i + 1] in g.last and words[i + 1] not in g.common)))
+                        strong or (w in g.first and (w not in _CALENDAR_NAMES or words[i + 1] in g.last)
+                                   and (w not in g.common or person_cue
+                                        or (words[i + 1] in g.last and words[i + 1] not in g.common)))
                         or ((person_cue or not first_word) and not place and w not in g.common
                             and w not in _PLACE_HEAD and not firm_place_cue
                             and words[i + 1] in g.last and words[i + 1] not in g.common)):
@@ -428,8 +438,9 @@ class _Reader:
                 out.append(("PERSON", run[i][0], run[i][1], CUE_P))
                 i += 1
                 continue
-            if named and len(run) == 1 and (not first_word or person_cue) and not (place and firm_place_cue) \
-                    and not (country and not person_cue):
+            alone = i + 1 >= len(run) or words[i + 1] in _NOT_NAMES or words[i + 1] in _GLUE
+            if named and alone and w not in _CALENDAR_NAMES and (not first_word or person_cue or not place) \
+                    and not (place and firm_place_cue) and not (country and not person_cue):
                 out.append(("PERSON", run[i][0], run[i][1], CUE_P if person_cue else ALONE_P))
                 i += 1
                 continue
