@@ -29,8 +29,9 @@ kept as a regression check:
 - pii's named labels (PERSON, LOCATION, ORGANIZATION, DATE_TIME, STREET_ADDRESS; gazetteers
   and rules, ``_ner``), three times, exact spans and any overlap of the same label:
   * ``FAKER_TEMPLATES``, support-desk turns filled from Faker's en_US providers (the pinned
-    faker wheel). The stage's rules were written and tuned reading its errors: the
-    development set, not evidence. Faker's names are US-census derived, like the gazetteer's;
+    faker wheel), and ``DEV_TEMPLATES`` filled the same way. The stage's rules were written
+    and tuned reading their errors: development sets, not evidence. Faker's names are
+    US-census derived, like the gazetteer's;
   * the same templates filled from mimesis' en providers (the pinned mimesis wheel; another
     generator, never looked at while writing the rules): its values are untouched, its
     templates are not;
