@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 RUNTIME := $(VENV)/.runtime-stamp
 PYX    := $(wildcard _ext/*.pyx)
 
-.PHONY: run test test-clients test-ner bench build build-runtime clean
+.PHONY: run test test-clients bench build build-runtime clean
 
 # `make run` installs the runtime dependencies (and Cython, to build the extensions); `make test` adds the
 # dev extras (pytest, the SDKs, hypothesis). One line of progress per step; pip's own output only on failure.
@@ -18,7 +18,7 @@ $(RUNTIME): pyproject.toml setup.py
 		|| (cat $(VENV)/pip.log; exit 1)
 	@touch $@
 
-# One extra's packages alone ($(1): dev, ner): `pip install -e '.[dev]'` would build the project (its extensions)
+# One extra's packages alone ($(1): dev): `pip install -e '.[dev]'` would build the project (its extensions)
 # again.
 define install_extra
 	@$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['$(1)']))" \
@@ -63,18 +63,6 @@ $(CLIENTS)/.pip-stamp: tests/clients/requirements.txt
 
 test-clients: build $(CLIENTS)/.npm-stamp $(CLIENTS)/.pip-stamp
 	$(PY) -m pytest -o addopts="-q -ra" -p no:cacheprovider tests/clients
-
-# The named-entity stage (the ner extra: spaCy and its English pipeline, ~250 MB): not part of `make test`,
-# since installing it adds minutes to a fresh clone.
-NER_STAMP := $(VENV)/.ner-stamp
-$(NER_STAMP): $(STAMP)
-	@echo "vsr-fast: installing the ner extra"
-	$(call install_extra,ner)
-	@touch $@
-
-test-ner: build $(NER_STAMP)
-	bash tests/ensure_redis.sh
-	$(PY) -m pytest -o addopts="-q -ra" -p no:cacheprovider tests/ner
 
 bench: build
 	$(PY) -m bench.compare

