@@ -2,8 +2,10 @@
 
 ``python -m bench.floor --port 8081 --upstream http://127.0.0.1:8001`` serves a raw ASGI
 app (no Quart) with hypercorn's trio worker and forwards every request, unchanged, to the
-upstream through one shared httpcore connection pool (what the router's dispatcher drives,
-below httpx's ``Client``). It does no routing work at all, so
+upstream through shared httpcore connection pools (what the router's dispatcher drives,
+below httpx's ``Client``), in the router's default shape: ``--shards`` small pools, each
+request on the one with the most connections free (``vsr_fast.upstream.lease``). It does no
+routing work at all, so
 router minus floor is what routing costs, and floor minus the direct mock is what the
 hypercorn-trio + httpcore stack costs.
 
@@ -13,6 +15,8 @@ The request path is appended verbatim to --upstream: give the upstream's origin,
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import signal
 import sys
 from functools import partial
@@ -22,6 +26,8 @@ import hypercorn.trio
 import msgspec
 import trio
 from hypercorn.config import Config
+
+from vsr_fast.upstream.lease import Shards
 
 # Hop-by-hop headers describe one connection, not the message; h11 on both sides frames
 # each side themselves, so Content-Length is recomputed too on the way up.
@@ -72,8 +78,9 @@ async def watch_disconnect(receive, scope: trio.CancelScope) -> None:
 class FloorApp:
     """The ASGI application: forward, relay, nothing else."""
 
-    def __init__(self, pool: httpcore.AsyncConnectionPool, upstream: str, timeout: float) -> None:
-        self.pool = pool
+    def __init__(self, pools: list[httpcore.AsyncConnectionPool], size: int, upstream: str, timeout: float) -> None:
+        self.pools = pools
+        self.shards = Shards(len(pools), size)
         self.upstream = upstream.rstrip("/").encode("ascii")
         self.host = self.upstream.split(b"://", 1)[-1].split(b"/", 1)[0]
         self.timeouts = {"connect": 10.0, "read": timeout, "write": timeout, "pool": None}
@@ -104,11 +111,18 @@ class FloorApp:
                    (b"content-length", b"%d" % len(body))]
         request = httpcore.Request(scope["method"].encode("ascii"), url, headers=headers, content=body,
                                    extensions={"timeout": self.timeouts})
+        shard = self.shards.take()
+        if shard < 0:
+            shard = await self.shards.wait(math.inf)
         try:
-            response = await self.pool.handle_async_request(request)
+            response = await self.pools[shard].handle_async_request(request)
         except UPSTREAM_ERRORS as exc:
+            self.shards.give_back(shard)
             await send_error(send, 502, f"upstream unreachable: {exc!r}")
             return
+        except BaseException:
+            self.shards.give_back(shard)
+            raise
         try:
             out_headers = [(k.lower(), v) for k, v in response.headers if k.lower() not in RESPONSE_HOP_BY_HOP]
             await send({"type": "http.response.start", "status": response.status, "headers": out_headers})
@@ -121,7 +135,10 @@ class FloorApp:
             # body makes hypercorn close the connection, so the client sees the truncation.
             return
         finally:
-            await response.aclose()
+            try:
+                await response.aclose()
+            finally:
+                self.shards.give_back(shard)
 
 
 async def send_whole(response: httpcore.Response, send) -> None:
@@ -157,7 +174,7 @@ async def lifespan(receive, send) -> None:
 
 
 def make_pool(size: int) -> httpcore.AsyncConnectionPool:
-    """The one shared upstream pool, small: httpcore's per-request work grows with it."""
+    """One shared upstream pool, small: httpcore's per-request work grows with it."""
     return httpcore.AsyncConnectionPool(max_connections=size, max_keepalive_connections=size, keepalive_expiry=5.0)
 
 
@@ -172,13 +189,17 @@ def make_config(host: str, port: int) -> Config:
     return config
 
 
-async def run(host: str, port: int, upstream: str, pool: int, timeout: float) -> None:
+async def run(host: str, port: int, upstream: str, pool: int, shards: int, timeout: float) -> None:
     """Serve until SIGTERM or SIGINT, then drain gracefully."""
     # The receiver exists before the readiness line, so an early SIGTERM still drains.
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         stop = trio.Event()
-        async with make_pool(pool) as upstream_pool, trio.open_nursery() as nursery:
-            app = FloorApp(upstream_pool, upstream, timeout)
+        size = max(1, pool // shards)
+        pools = [make_pool(size) for _ in range(shards)]
+        async with contextlib.AsyncExitStack() as stack, trio.open_nursery() as nursery:
+            for p in pools:
+                await stack.enter_async_context(p)
+            app = FloorApp(pools, size, upstream, timeout)
 
             async def serve(task_status=trio.TASK_STATUS_IGNORED) -> None:
                 await hypercorn.trio.serve(app, make_config(host, port), shutdown_trigger=stop.wait,
@@ -202,7 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8081, help="port to bind; 0 picks a free one (default %(default)s)")
     p.add_argument("--upstream", required=True, help="upstream origin, e.g. http://127.0.0.1:8001")
     p.add_argument("--pool", type=int, default=16,
-                   help="upstream connections (and keep-alive pool size); more requests queue (default %(default)s)")
+                   help="upstream connections in all (and keep-alive pool size); more requests queue (default %(default)s)")
+    p.add_argument("--shards", type=int, default=8,
+                   help="pools the connections are split into, as the router's default (default %(default)s)")
     p.add_argument("--timeout", type=float, default=600.0,
                    help="upstream read/write timeout in seconds (default %(default)s)")
     return p
@@ -211,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m bench.floor``."""
     args = build_parser().parse_args(argv)
-    trio.run(partial(run, args.host, args.port, args.upstream, args.pool, args.timeout))
+    trio.run(partial(run, args.host, args.port, args.upstream, args.pool, args.shards, args.timeout))
     return 0
 
 

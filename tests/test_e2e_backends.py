@@ -200,7 +200,7 @@ def test_max_connections_and_pool_shards_bound_the_connections_to_a_backend(
     for c in clients:
         c.start()
     # Every connection the pools allow is busy with a held request; the other requests
-    # wait for one of them (shards are used round robin, so each shard fills its own).
+    # wait for one of them (each request takes a connection of the shard with the most free).
     wait_until(lambda: gate.waiting == limit, f"{limit} requests held at the gate")
     held_on = gate.accepted
     gate.opened.set()

@@ -2,9 +2,12 @@
 for the next request, take each backend's limits, and read what a backend sends beside what was asked."""
 from __future__ import annotations
 
+import httpcore
 import httpx
 import msgspec
 import pytest
+import trio
+import trio.testing
 
 from vsr_fast.config.schema import ProviderModel
 from vsr_fast.upstream.pool import Backend, base_url
@@ -47,10 +50,82 @@ async def test_a_backend_s_pools_take_its_timeouts_pool_size_and_shards():
         assert len(backend._pools) == 4
         for pool in backend._pools:
             assert (pool._max_connections, pool._max_keepalive_connections) == (3, 3)
-        # Round robin: each request takes the next shard, all four in turn.
-        assert [id(backend.pool()) for _ in range(8)] == [id(p) for p in backend._pools] * 2
+        # Each lease takes a connection of the shard with the most free: all four in turn, then again.
+        leases = [await backend.lease() for _ in range(8)]
+        assert [lease.shard for lease in leases] == [0, 1, 2, 3] * 2
+        assert backend.pending == 8 and backend._shards.free() == [1, 1, 1, 1]
+        leases[1].release()
+        leases[1].release()                 # once only
+        assert backend.pending == 7 and backend._shards.free() == [1, 2, 1, 1]
+        assert (await backend.lease()).shard == 1
     finally:
         await backend.aclose()
+
+
+def _backend(connections: int, shards: int, read_ms: int = 60_000) -> Backend:
+    model = msgspec.convert({"name": "m", "backend_refs": [{"endpoint": "http://127.0.0.1:9/v1", "pool_shards": shards,
+                                                            "max_connections": connections,
+                                                            "read_timeout_ms": read_ms}]}, ProviderModel)
+    return Backend(model, model.backend_refs[0], 0, ssl_context())
+
+
+async def test_waiters_get_connections_back_in_arrival_order_and_newcomers_queue_behind_them():
+    backend = _backend(1, 2)
+    first, second = await backend.lease(), await backend.lease()
+    got: list[tuple[str, int]] = []
+
+    async def waiter(name: str) -> None:
+        lease = await backend.lease()
+        got.append((name, lease.shard))
+
+    async with trio.open_nursery() as nursery:
+        for name in ("a", "b", "c"):
+            nursery.start_soon(waiter, name)
+            await trio.testing.wait_all_tasks_blocked()
+        assert backend.pending == 5 and got == []
+        second.release()
+        await trio.testing.wait_all_tasks_blocked()
+        assert backend._shards.take() == -1, "a newcomer does not pass the two still waiting"
+        first.release()
+        await trio.testing.wait_all_tasks_blocked()
+        assert got == [("a", 1), ("b", 0)]
+        nursery.cancel_scope.cancel()          # c leaves the line
+    assert backend.pending == 2            # a's and b's, never released here
+    assert backend._shards.free() == [0, 0]
+
+
+async def test_a_wait_past_the_pool_timeout_is_httpcore_s_pool_timeout_and_leaves_the_line(autojump_clock):
+    backend = _backend(1, 1, read_ms=5_000)
+    held = await backend.lease()
+    with pytest.raises(httpcore.PoolTimeout):
+        await backend.lease()
+    assert trio.current_time() == pytest.approx(5.0)
+    assert backend.pending == 1
+    held.release()
+    assert backend._shards.free() == [1] and (await backend.lease()).shard == 0
+
+
+async def test_a_connection_handed_to_a_waiter_cancelled_in_the_same_instant_goes_to_the_next(autojump_clock):
+    backend = _backend(1, 1)
+    held = await backend.lease()
+    got: list[str] = []
+    doomed = trio.CancelScope()
+
+    async def waiter(name: str, scope: trio.CancelScope) -> None:
+        with scope:
+            await backend.lease()
+            got.append(name)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter, "doomed", doomed)
+        await trio.testing.wait_all_tasks_blocked()
+        # On the virtual clock: were the connection lost with the doomed waiter, "next" would time out here.
+        nursery.start_soon(waiter, "next", trio.CancelScope(deadline=trio.current_time() + 10))
+        await trio.testing.wait_all_tasks_blocked()
+        doomed.cancel()         # its wait ends with Cancelled...
+        held.release()          # ...and, before it runs again, the connection is handed to it, first in line
+    assert got == ["next"] and doomed.cancelled_caught and trio.current_time() == 0
+    assert backend.pending == 1 and backend._shards.free() == [0]
 
 
 @pytest.fixture(scope="module")

@@ -73,9 +73,12 @@ class BackendRef(_Block):
     connect_timeout_ms: PositiveMs = 2_000
     # Time allowed between bytes of the answer, not for the whole answer: streams may be long.
     read_timeout_ms: PositiveMs = 120_000
-    # httpcore's pool work grows with its size (STACK-NOTES): small pools, sharded clients.
-    max_connections: Annotated[int, Meta(ge=1, le=64)] = 8
-    pool_shards: Annotated[int, Meta(ge=1, le=16)] = 2
+    # Connections of each pool shard. On every request and answer httpcore's pool walks its connections, and
+    # all of them again for each idle one, polling each idle socket: many small pools cost less per request
+    # than a few large ones; each request takes the shard with the most connections free (bench/RESULTS.md).
+    max_connections: Annotated[int, Meta(ge=1, le=64)] = 2
+    # Pools per backend: at most max_connections x pool_shards requests in flight, the rest wait their turn.
+    pool_shards: Annotated[int, Meta(ge=1, le=16)] = 8
     # An answer (whole or streamed) past this is cut with a 502 or the stream's error event, never held whole.
     max_response_bytes: Annotated[int, Meta(ge=1024, le=1 << 30)] = 64 * 1024 * 1024
     # Requests in flight or queued for a connection; past it the backend is skipped, and with every backend

@@ -80,13 +80,9 @@ class Stream:
     rest: AsyncIterator[bytes]
     response: Response
     attempts: list[Attempt] = field(default_factory=list)
-    released: bool = False      # its backend's pending slot was given back
 
     async def aclose(self) -> None:
-        if not self.released:
-            self.released = True
-            self.backend.pending -= 1
-        await self.response.aclose()
+        await self.response.aclose()    # gives its backend's connection lease back
 
 
 class Outbound(Protocol):
@@ -202,7 +198,6 @@ class Dispatcher:
                 self._record(attempts, model, backend, started, status, failure)
                 continue
             finally:
-                backend.pending -= 1
                 await resp.aclose()
             self._record(attempts, model, backend, started, status, None)
             if status in RETRYABLE_STATUS:
@@ -224,7 +219,6 @@ class Dispatcher:
                 continue
             status = resp.status
             content_type = resp.header(b"content-type", "text/event-stream")
-            streaming = False       # once the Stream is handed over, its aclose gives the slot back
             try:
                 if status >= 400 or "text/event-stream" not in content_type:
                     try:
@@ -241,7 +235,6 @@ class Dispatcher:
                                        backend.max_response_bytes, backend.label)
                 first = await _first_event(rest)
                 self._record(attempts, model, backend, started, status, None)
-                streaming = True
                 return Stream(model, backend, status, content_type, first, rest, resp, attempts)
             except (UpstreamError, *TransportError) as exc:
                 await resp.aclose()
@@ -251,26 +244,25 @@ class Dispatcher:
             except BaseException:
                 await resp.aclose()
                 raise
-            finally:
-                if not streaming:
-                    backend.pending -= 1
         return failure
 
     async def _open(self, attempts: list[Attempt], model: ProviderModel, backend: Backend, started: float,
                     out: "Outbound", extra: Headers, rnd: "_Round") -> Response | UpstreamError:
-        """The backend's response with its headers read and its body not yet, holding one of the backend's
-        pending slots (the caller gives it back); or the failure, recorded, with no slot held."""
+        """The backend's response with its headers read and its body not yet, holding a lease on one of the
+        backend's connections (closing the response gives it back); or the failure, recorded, with none held."""
         if backend.pending >= backend.max_pending:
             failure: UpstreamError = BackendsBusy(
                 f"backend {backend.label} already holds its {backend.max_pending} pending requests")
         else:
             headers = self._headers(backend, extra, out)
-            backend.pending += 1
+            lease = None
             try:
-                return await transport.send(backend.pool(), backend.origin, out.path, out.body, headers,
-                                            backend.timeouts, backend.label)
+                lease = await backend.lease()
+                return await transport.send(backend.pool(lease.shard), backend.origin, out.path, out.body, headers,
+                                            backend.timeouts, backend.label, lease)
             except BaseException as exc:
-                backend.pending -= 1
+                if lease is not None:
+                    lease.release()
                 if not isinstance(exc, TransportError):
                     raise
                 failure = _transport_failure(exc, backend)

@@ -1,15 +1,15 @@
-"""Connection pools: a few small, shared httpcore pools per backend.
+"""Connection pools: several small, shared httpcore pools per backend.
 
 httpcore's pool does work proportional to its size on every request
 (STACK-NOTES: 1.35 ms CPU with 1 pooled connection, 5.6 ms with 64), so a
-backend gets ``pool_shards`` pools of ``max_connections`` each, used round
-robin, instead of one large pool. Pools are built once, sharing one SSL context
+backend gets ``pool_shards`` pools of ``max_connections`` each (8 of 2 by
+default), each request leasing a connection of the one with the most free
+(``lease.py``), instead of one large pool. Pools are built once, sharing one SSL context
 (~40 ms of CPU to build). No cookie jar anywhere: one pool serves every user,
 so a kept cookie would ride on the next user's request.
 """
 from __future__ import annotations
 
-import itertools
 import os
 import time
 from contextlib import asynccontextmanager
@@ -21,6 +21,7 @@ import msgspec
 
 from ..config.schema import BackendRef, HealthCheck, Outlier, ProviderModel, RouterConfig
 from ..metrics import escape as _escape
+from .lease import Lease, Shards
 from .transport import Origin, new_pool, ssl_context
 
 
@@ -56,7 +57,7 @@ class Backend:
         read = ref.read_timeout_ms / 1000
         self.timeouts = {"connect": ref.connect_timeout_ms / 1000, "read": read, "write": read, "pool": read}
         self._pools = [new_pool(ref.max_connections, context) for _ in range(ref.pool_shards)]
-        self._cycle = itertools.cycle(self._pools)
+        self._shards = Shards(ref.pool_shards, ref.max_connections)
         self.weight = ref.weight
         self.current = 0            # smooth weighted round robin's running score
         self.failures = 0           # consecutive failed attempts
@@ -121,9 +122,25 @@ class Backend:
         self.ejections += 1
         return True
 
-    def pool(self) -> httpcore.AsyncConnectionPool:
-        """The next pool shard."""
-        return next(self._cycle)
+    async def lease(self) -> Lease:
+        """A connection of the shard with the most free, counted in ``pending`` until released; waits its turn
+        while every one is lent, httpcore.PoolTimeout past the backend's pool timeout."""
+        self.pending += 1
+        shard = self._shards.take()
+        if shard < 0:
+            try:
+                shard = await self._shards.wait(self.timeouts["pool"])
+            except BaseException:
+                self.pending -= 1
+                raise
+        return Lease(self, shard)
+
+    def returned(self, shard: int) -> None:
+        self.pending -= 1
+        self._shards.give_back(shard)
+
+    def pool(self, shard: int) -> httpcore.AsyncConnectionPool:
+        return self._pools[shard]
 
     async def aclose(self) -> None:
         for pool in self._pools:

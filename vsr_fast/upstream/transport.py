@@ -21,6 +21,7 @@ import httpcore
 import httpx
 
 from ..errors import UpstreamInvalid
+from .lease import Lease
 
 # Every failure of the connection or of HTTP itself; what the dispatcher turns into UpstreamError.
 TransportError = (httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError,
@@ -101,10 +102,11 @@ def new_pool(max_connections: int, context: ssl.SSLContext) -> httpcore.AsyncCon
 class Response:
     """An answer whose status and headers have arrived; its body is read through ``chunks`` or ``read``."""
 
-    __slots__ = ("_raw", "label", "status")
+    __slots__ = ("_lease", "_raw", "label", "status")
 
-    def __init__(self, raw: httpcore.Response, label: str) -> None:
+    def __init__(self, raw: httpcore.Response, label: str, lease: Lease | None = None) -> None:
         self._raw = raw
+        self._lease = lease
         self.label = label
         self.status: int = raw.status
 
@@ -127,7 +129,13 @@ class Response:
                               "not the identity asked for")
 
     async def aclose(self) -> None:
-        await self._raw.aclose()
+        """Close the answer, and give its connection's lease back (once, even if closing fails)."""
+        try:
+            await self._raw.aclose()
+        finally:
+            if self._lease is not None:
+                lease, self._lease = self._lease, None
+                lease.release()
 
 
 async def _inflated(chunks: AsyncIterator[bytes], label: str) -> AsyncIterator[bytes]:
@@ -145,14 +153,16 @@ async def _inflated(chunks: AsyncIterator[bytes], label: str) -> AsyncIterator[b
 
 
 async def send(pool: httpcore.AsyncConnectionPool, origin: Origin, path: str, body: bytes,
-               headers: Sequence[tuple[bytes, bytes]], timeouts: dict[str, float], label: str) -> Response:
-    """POST ``body`` to ``path`` under ``origin`` (backend ``label``); returns once the status and headers are in."""
+               headers: Sequence[tuple[bytes, bytes]], timeouts: dict[str, float], label: str,
+               lease: Lease | None = None) -> Response:
+    """POST ``body`` to ``path`` under ``origin`` (backend ``label``); returns once the status and headers are in,
+    holding ``lease`` until it is closed."""
     request = httpcore.Request(
         b"POST", origin.url(path),
         headers=[(b"Host", origin.host_header), *headers, (b"Content-Length", b"%d" % len(body))],
         content=body, extensions={"timeout": timeouts},
     )
-    return Response(await pool.handle_async_request(request), label)
+    return Response(await pool.handle_async_request(request), label, lease)
 
 
 async def probe(pool: httpcore.AsyncConnectionPool, origin: Origin, path: str,
