@@ -127,7 +127,14 @@ def gates():
 
 
 @pytest.fixture(scope="module")
-def backends(mock, silent, gates, tmp_path_factory):
+def busy_gate():
+    gate = Gate()
+    yield gate
+    gate.close()
+
+
+@pytest.fixture(scope="module")
+def backends(mock, silent, gates, busy_gate, tmp_path_factory):
     """One router whose models each exercise one transport setting; a request names the model directly."""
     with blackhole() as hole:
         models = [
@@ -140,6 +147,7 @@ def backends(mock, silent, gates, tmp_path_factory):
                 {"endpoint": f"{mock.url}/v1", "name": "alive"}]},
             *(model(f"pool-{m}x{s}", gate.url, max_connections=m, pool_shards=s)
               for (m, s, _), gate in gates.items()),
+            model("pool-busy", busy_gate.url, max_connections=1, pool_shards=1, max_pending=2),
         ]
         doc = config(models, [{"name": "d", "modelRefs": [{"model": "slow"}, {"model": "quick"}]}])
         with router(write_config(doc, str(tmp_path_factory.mktemp("backends")))) as proc:
@@ -209,3 +217,30 @@ def test_max_connections_and_pool_shards_bound_the_connections_to_a_backend(
     assert statuses == [200] * requests
     assert gate.answered == requests
     assert held_on == limit and gate.accepted == limit, (held_on, gate.accepted)
+
+
+def _pending(proc, model_name: str) -> int:
+    line = f'vsr_backend_pending{{model="{model_name}",backend="{model_name}[0]"}} '
+    text = httpx.get(f"{proc.url}/metrics").text
+    return int(next(row for row in text.splitlines() if row.startswith(line)).rsplit(" ", 1)[1])
+
+
+def test_max_pending_refuses_at_once_past_it_and_every_lease_comes_back(backends, busy_gate):
+    # One connection, two pending at most: one request at the gate, one waiting its turn for the connection,
+    # and a third refused at once with 503 backends_busy, never queued.
+    statuses: list[int] = []
+    clients = [threading.Thread(target=lambda: statuses.append(ask(backends, "pool-busy", timeout=60).status_code))
+               for _ in range(2)]
+    for c in clients:
+        c.start()
+    wait_until(lambda: busy_gate.waiting == 1 and _pending(backends, "pool-busy") == 2,
+               "one request at the gate and one waiting for the connection")
+    r = ask(backends, "pool-busy")
+    assert r.status_code == 503, r.text
+    assert r.json()["error"]["code"] == "backends_busy" and r.headers["retry-after"] == "1"
+    busy_gate.opened.set()
+    for c in clients:
+        c.join(60)
+    assert statuses == [200, 200] and busy_gate.accepted == 1       # both on the one connection, in turn
+    assert _pending(backends, "pool-busy") == 0
+    assert ask(backends, "pool-busy").status_code == 200

@@ -258,6 +258,9 @@ class Upstreams:
                      "# TYPE vsr_backend_ejections_total counter"]
         checks = ["# HELP vsr_backend_health_checks_total Active health checks by outcome (ok or the failure's cause).",
                   "# TYPE vsr_backend_health_checks_total counter"]
+        pending = ["# HELP vsr_backend_pending Requests holding or waiting for one of a backend's connections "
+                   "(streams until closed); past max_pending the backend is skipped.",
+                   "# TYPE vsr_backend_pending gauge"]
         for model, backends in self.backends.items():
             for b in backends:
                 labels = f'model="{_escape(model)}",backend="{_escape(b.label)}"'
@@ -265,7 +268,8 @@ class Upstreams:
                 ejections.append(f"vsr_backend_ejections_total{{{labels}}} {b.ejections}")
                 checks += [f'vsr_backend_health_checks_total{{{labels},outcome="{o}"}} {n}'
                            for o, n in sorted(b.checks.items())]
-        return up + ejections + checks
+                pending.append(f"vsr_backend_pending{{{labels}}} {b.pending}")
+        return up + ejections + checks + pending
 
     async def aclose(self, keep: "Upstreams | None" = None) -> None:
         """Close every backend but those ``keep`` (the next generation) holds too."""

@@ -174,7 +174,7 @@ def answer_of(calls: Calls, answer: syn.Answer, algorithm: str, streamed: bool) 
     metric(ex, calls.tally)
     if streamed:
         return Stream(model, backend, 200, "text/event-stream", syn.chat_stream(answer, algorithm), nothing(),
-                      Spent(), calls.attempts, released=True)
+                      Spent(), calls.attempts)
     return Whole(model, backend, 200, syn.chat_whole(answer, algorithm), "application/json", calls.attempts)
 
 

@@ -240,7 +240,7 @@ async def _call(ex: Exchange, model: ProviderModel, outbound_for: OutboundFor, s
         with trio.CancelScope(shield=True):
             await answer.aclose()
     body = bytes(held)
-    return dataclasses.replace(answer, first=body, rest=nothing(), response=Spent(), released=True), body
+    return dataclasses.replace(answer, first=body, rest=nothing(), response=Spent()), body
 
 
 async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor,
