@@ -106,3 +106,28 @@ def test_sigterm_refuses_new_connections_while_draining_and_answers_what_the_tim
         assert proc.wait(20) == 0
     finally:
         proc.stop()
+
+
+def test_sigterm_closes_an_idle_kept_alive_connection_at_once(tmp_path, trickle):
+    # The connection answered one request and waits, kept alive, for the next: the drain closes it at once
+    # rather than at its idle timeout (a minute) or the graceful timeout (a minute too), and the router exits.
+    port = free_port()
+    doc = config([model("m", f"{trickle.url}/v1")], [{"name": "d", "modelRefs": [{"model": "m"}]}])
+    args = ["-m", "vsr_fast", "serve", "--config", write_config(doc, str(tmp_path)), "--port", str(port),
+            "--graceful-timeout", "60"]
+    proc = Proc(args, "vsr-fast: serving on", env={"VSR_STATE_DIR": str(tmp_path / "state")}).start()
+    try:
+        body = json.dumps({"model": "vsr/auto", "messages": CHAT}).encode()
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: r\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            answer = b""
+            while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+                answer += s.recv(65536)
+            assert answer.startswith(b"HTTP/1.1 200"), answer
+            proc.signal(signal.SIGTERM)
+            s.settimeout(20)        # a bound on a hang, not a measurement: the timeouts above are 60 s
+            assert s.recv(65536) == b"", "the idle connection was closed, with nothing more sent"
+        assert proc.wait(20) == 0
+    finally:
+        proc.stop()

@@ -166,3 +166,20 @@ def test_a_slow_body_that_keeps_the_minimum_rate_is_served(edge):
     assert sent_over > BODY_TIMEOUT_S
     assert status == 200, answer
     assert answer["object"] == "chat.completion"
+
+
+def test_an_answer_longer_than_the_header_timeout_is_whole_and_the_idle_connection_then_closes(edge, upstream):
+    # The header timeout is the idle timer of a kept-alive connection: off while an answer is being made
+    # (here the model takes 2.5 times as long), on again once it has gone.
+    httpx.post(f"{upstream.url}/_mock/config", json={"latency_ms": HEADER_TIMEOUT_S * 2500}).raise_for_status()
+    try:
+        body = json.dumps(CHAT).encode()
+        s = connect(edge)
+        with s:
+            s.sendall(head("/v1/chat/completions", f"Content-Length: {len(body)}") + body)
+            got = read_until_closed(s)
+    finally:
+        httpx.post(f"{upstream.url}/_mock/config", json={"latency_ms": 0}).raise_for_status()
+    status, answer = status_and_body(got)
+    assert status == 200 and answer["object"] == "chat.completion", got
+    still_serving(edge)

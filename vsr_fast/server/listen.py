@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import socket
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -25,6 +26,7 @@ from functools import partial
 import h11
 import hypercorn.config
 import trio
+from hypercorn.events import Updated
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.statsd import StatsdLogger
 from hypercorn.trio.tcp_server import TCPServer
@@ -69,28 +71,52 @@ class Connections:
 
 
 class EdgeServer(TCPServer):
-    """hypercorn's connection server, answering a request head the header timeout cut."""
+    """hypercorn's connection server, answering a request head the header timeout cut, with one idle timer per
+    connection whose deadline moves: hypercorn stops its idle task when a request starts and starts a new one
+    when the answer ends (a lock, a task started and one cancelled, per request)."""
 
     def __init__(self, late_answer: LateAnswer, *args) -> None:
         super().__init__(*args)
         self.late_answer = late_answer
         self.client_side = ClientSide()
+        self._idle = trio.CancelScope()     # its deadline: the idle timeout while idle, none while answering
+        self._stopping = False
+        self._closed = False
 
     async def run(self) -> None:
         CLIENT_SIDE.set(self.client_side)     # in this connection's task: its request tasks inherit it
+        self._idle.deadline = trio.current_time() + self.config.keep_alive_timeout
         await super().run()
+
+    async def protocol_send(self, event) -> None:
+        if isinstance(event, Updated):
+            if not event.idle:
+                self._idle.deadline = math.inf
+            else:       # stopping: an idle connection closes at once
+                self._idle.deadline = -math.inf if self._stopping else \
+                    trio.current_time() + self.config.keep_alive_timeout
+            return
+        await super().protocol_send(event)
 
     async def _read_data(self) -> None:
         # hypercorn reads until the client closes or resets the connection (or the server closed it after a
         # final answer): then every request still answering on it has lost its client.
         await super()._read_data()
         self.client_side.left()
+        self._closed = True         # nothing left for the idle timer to time out
+        self._idle.cancel()
 
     async def _idle_timeout(self) -> None:
-        with trio.move_on_after(self.config.keep_alive_timeout) as timer:
+        # Started once, by hypercorn, when the connection opens (protocol_send takes its later restarts).
+        with self._idle:
             await self.context.terminated.wait()
+            self._stopping = True       # idle when the server stops: closed at once, as hypercorn does
+            if self._idle.deadline == math.inf:
+                await trio.sleep_forever()      # answering: closed once its answer has gone (protocol_send)
+        if self._closed:
+            return
         with trio.CancelScope(shield=True):
-            if timer.cancelled_caught and (head := self._unfinished_head()):
+            if not self._stopping and (head := self._unfinished_head()):
                 with trio.move_on_after(LINGER_S):
                     try:
                         await self.stream.send_all(self.late_answer(head))
