@@ -1,22 +1,20 @@
-"""The event stream's CPU per request: a router with ``--events embedded`` against one with ``none``.
+"""The event stream's CPU per request: routers with ``--events embedded`` against ones with ``none``.
 
 ``python -m bench.events_cost [--requests 3000] [--rounds 6]`` starts the mock upstream and
-routers (bench/compare.py's one-decision recipe, in front of the same mock; by default two
-with each backend, ABBA), then sends sequential whole requests to each in turn, round after
-round, so that whatever else the machine does falls on all alike. It reads each server's CPU per thread from
-``/proc/PID/task/TID/stat`` before and after each round and prints CPU µs per request of
-both, the mean difference (the stream's cost), and where each router's CPU went: its event
-writer thread, its main thread (the request path, trio's loop), other threads.
+routers on bench/compare.py's one-decision recipe (by default two with each backend, ABBA),
+then sends sequential whole requests to each in turn, round after round, so that whatever
+else the machine does falls on all alike. It reads each server's CPU per thread from
+``/proc/PID/task/TID/stat`` around each round and prints CPU µs per request of each router,
+where it went (the event writer thread, the main thread in user and kernel time, others)
+and the mean difference to the ``none`` routers (the stream's cost). ``--variants
+embedded@DIR,...`` runs DIR's vsr_fast in that router: a before/after in one run.
 
-``--calls`` instead counts Python calls per request on the request path (deterministic):
-each router runs under cProfile twice, with ``--few`` and ``--many`` requests; per function,
-the calls of ``many - few`` requests, embedded minus none, are printed. cProfile sees the
-main thread only: the writer thread's share is the CPU figure.
-
-``--callgrind`` counts instructions per request of each router instead (deterministic; under
-valgrind the writer's batches are smaller than at full speed, so its share is overstated).
-``--writer`` runs the writer thread alone in this process, fed 5 events a request at
-``--rate``, and reads its own CPU clock, for each ``--poll`` interval.
+``--callgrind`` counts instructions per request of each router and thread instead
+(deterministic; under valgrind the writer's batches are smaller than at full speed, so its
+share is overstated). ``--calls`` counts Python calls per request on the main thread
+(cProfile, ``--many`` minus ``--few`` requests, embedded minus none; trio's scheduling moves
+the totals by tens of calls). ``--writer`` runs the writer thread alone in this process, fed
+5 events a request at ``--rate``, and reads its own CPU clock, for each ``--poll`` interval.
 """
 from __future__ import annotations
 
@@ -40,7 +38,8 @@ VARIANTS = "embedded,none,none,embedded"
 
 
 def thread_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds so far of each thread of ``pid``, summed by thread name (``comm``)."""
+    """CPU seconds so far of each thread of ``pid``, user and kernel apart (``NAME/user``, ``NAME/sys``),
+    summed by thread name (``comm``; the main thread is ``main``)."""
     out: dict[str, float] = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
@@ -51,7 +50,9 @@ def thread_cpu(pid: int) -> dict[str, float]:
         name = raw[raw.index(b"(") + 1:raw.rindex(b")")].decode(errors="replace")
         name = "main" if tid == str(pid) else name
         fields = raw[raw.rindex(b")") + 2:].split()
-        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) * TICK_S
+        for part, ticks in (("user", fields[11]), ("sys", fields[12])):
+            key = f"{name}/{part}"
+            out[key] = out.get(key, 0.0) + int(ticks) * TICK_S
     return out
 
 
@@ -97,16 +98,17 @@ def cpu_run(args: argparse.Namespace) -> int:
     n = args.requests * args.rounds
     print(f"{n} sequential whole requests per router ({args.rounds} interleaved rounds of {args.requests}), "
           f"{args.body_bytes}-byte body; CPU from /proc per thread ({TICK_S * 1e3:.0f} ms ticks)")
-    print("| router | CPU µs/req | req/s | of it: event writer thread | main thread | other threads |")
+    print("| router | CPU µs/req | req/s | of it: event writer thread | main thread (user + kernel) "
+          "| other threads |")
     print("|---|---|---|---|---|---|")
     by_backend: dict[str, list[float]] = {}
     for name, threads in totals.items():
         total = sum(threads.values()) / n * 1e6
         writer = sum(v for k, v in threads.items() if k.startswith("vsr-events")) / n * 1e6
-        main_ = threads.get("main", 0.0) / n * 1e6
+        user, kernel = threads.get("main/user", 0.0) / n * 1e6, threads.get("main/sys", 0.0) / n * 1e6
         by_backend.setdefault(name.split("#")[0], []).append(total)
-        print(f"| events {name} | {total:.0f} | {n / wall[name]:.0f} | {writer:.0f} | {main_:.0f} "
-              f"| {total - writer - main_:.0f} |")
+        print(f"| events {name} | {total:.0f} | {n / wall[name]:.0f} | {writer:.0f} | {user + kernel:.0f} "
+              f"({user:.0f} + {kernel:.0f}) | {total - writer - user - kernel:.0f} |")
     means = {k: sum(v) / len(v) for k, v in by_backend.items()}
     print("mean CPU µs/req by backend: " + ", ".join(f"{k} {v:.0f}" for k, v in means.items()))
     off = [v for v in means if v.split("@")[0] == "none"]
@@ -202,13 +204,23 @@ def writer_run(args: argparse.Namespace) -> int:
     payload = encode_event(AnswerCompleted(replay_id="0" * 24, request_id="r" * 32, model="mock", duration_ms=1.5,
                                            content_type="application/json"))
     print(f"writer thread CPU per request, {args.rate} requests/s of 5 events ({len(payload)} B each), "
-          f"{args.seconds} s each, embedded journal")
-    print("| POLL_S | requests | writer µs/req |")
-    print("|---|---|---|")
-    for poll in (float(p) for p in args.poll.split(",")):
+          f"{args.seconds} s each")
+    print("| POLL_S | transport | requests | writer µs/req |")
+    print("|---|---|---|---|")
+
+    class Nothing:
+        """A transport that takes every batch and does nothing: the writer loop's own cost."""
+
+        def send(self, items: list) -> int:
+            return len(items)
+
+        def close(self) -> None:
+            pass
+
+    for poll, kind in ((float(p), k) for p in args.poll.split(",") for k in ("embedded", "nothing")):
         writer.POLL_S = poll
         with tempfile.TemporaryDirectory(prefix="vsr-evwriter-") as tmp:
-            log = EmbeddedLog(Path(tmp) / "stream")
+            log = EmbeddedLog(Path(tmp) / "stream") if kind == "embedded" else Nothing()
             sink = writer.EventSink(log, Path(tmp) / "spill").start()
             clock = time.pthread_getcpuclockid(sink._thread.ident)   # the writer thread's own CPU clock
             start, t0, n = time.clock_gettime(clock), time.monotonic(), 0
@@ -221,7 +233,7 @@ def writer_run(args: argparse.Namespace) -> int:
             used = time.clock_gettime(clock) - start
             sink.close()
             log.close()
-        print(f"| {poll} | {n} | {used / n * 1e6:.1f} |")
+        print(f"| {poll} | {kind} | {n} | {used / n * 1e6:.1f} |")
     return 0
 
 
