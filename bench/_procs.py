@@ -37,8 +37,9 @@ class Proc:
     """A subprocess that prints ``... http://HOST:PORT`` on stderr once it serves."""
 
     def __init__(self, args: list[str], ready: str, env: dict[str, str] | None = None,
-                 prefix: list[str] | None = None) -> None:
+                 prefix: list[str] | None = None, cwd: str | Path | None = None) -> None:
         self.args = args
+        self.cwd = cwd or ROOT      # ``-m`` imports from here first: another checkout's, for a before/after
         self.prefix = prefix or []  # a command the interpreter runs under (valgrind, for bench.cost)
         self.ready = ready
         self.env = {**os.environ, **(env or {})}
@@ -51,7 +52,7 @@ class Proc:
     # than 20 s while the 2-core box ran four test suites and benchmarks at once (load average 26).
     def start(self, timeout: float = 120.0) -> "Proc":
         self.popen = subprocess.Popen(
-            [*self.prefix, sys.executable, *self.args], cwd=ROOT, env=self.env,
+            [*self.prefix, sys.executable, *self.args], cwd=self.cwd, env=self.env,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )
         found = threading.Event()

@@ -37,12 +37,13 @@ _TOTALS = re.compile(r"^(?:summary|totals):\s+(\d+)", re.M)
 class Counted:
     """A server process running under callgrind, whose counters can be zeroed and dumped."""
 
-    def __init__(self, name: str, args: list[str], ready: str, outdir: Path) -> None:
+    def __init__(self, name: str, args: list[str], ready: str, outdir: Path, options: list[str] = (),
+                 **proc: object) -> None:
         self.name = name
         self.outdir = outdir
         prefix = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={outdir}/{name}.%p",
-                  "--dump-line=no", "--log-file=" + str(outdir / f"{name}.valgrind.log")]
-        self.proc = Proc(args, ready, prefix=prefix)
+                  "--dump-line=no", "--log-file=" + str(outdir / f"{name}.valgrind.log"), *options]
+        self.proc = Proc(args, ready, prefix=prefix, **proc)  # type: ignore[arg-type]
 
     def __enter__(self) -> "Counted":
         # Under valgrind on a busy 2-core box the router takes many minutes to import and load its model.
@@ -62,15 +63,25 @@ class Counted:
 
     def dump(self) -> int:
         """Dump the counters; the instructions since the last zero."""
+        return sum(self.dump_threads().values())
+
+    def dump_threads(self) -> dict[int, int]:
+        """Dump the counters; the instructions since the last zero, by thread number (1: the main
+        thread; one entry unless callgrind runs with ``--separate-threads=yes``)."""
         before = set(glob.glob(f"{self.outdir}/{self.name}.*.[0-9]*"))
         self._control("-d")
         new = sorted(set(glob.glob(f"{self.outdir}/{self.name}.*.[0-9]*")) - before, key=os.path.getmtime)
         if not new:
             raise RuntimeError(f"{self.name}: callgrind wrote no dump")
-        match = _TOTALS.search(Path(new[-1]).read_text(errors="replace"))
-        if not match:
-            raise RuntimeError(f"{self.name}: no totals in {new[-1]}")
-        return int(match.group(1))
+        out: dict[int, int] = {}
+        for path in new:
+            text = Path(path).read_text(errors="replace")
+            match = _TOTALS.search(text)
+            if not match:
+                raise RuntimeError(f"{self.name}: no totals in {path}")
+            thread = re.search(r"^thread:\s*(\d+)", text, re.M)
+            out[int(thread.group(1)) if thread else 1] = int(match.group(1))
+        return out
 
 
 def send(url: str, stream: bool, count: int, body_bytes: int) -> None:

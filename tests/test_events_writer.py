@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import os
 import threading
+import zlib
 
 import msgspec
 import pytest
 import redis
 
 from vsr_fast.events.embedded import EmbeddedLog
-from vsr_fast.events.journal import Journal, pack
+from vsr_fast.events.journal import Journal, pack, pack_many
 from vsr_fast.events.redis_stream import RedisTransport
 from vsr_fast.events.types import AnswerCompleted, decode_event, encode_event
 from vsr_fast.events.writer import EventSink, TransportDown
@@ -227,6 +228,24 @@ def test_the_embedded_store_dedups_across_a_crash_between_append_and_marks(tmp_p
         f.write(b"\x10\x00\x00")                                     # a torn tail
     again.close()
     assert len(EmbeddedLog(tmp_path).range(None, None, 100)) == 10
+
+
+def test_frames_packed_in_a_batch_keep_the_journal_format_and_read_back(tmp_path):
+    # The format as journal.py's docstring states it, spelled out here: journals written before
+    # batch packing must stay readable, and what is written now must read in older routers.
+    def by_the_docstring(space: bytes, index: int, payload: bytes) -> bytes:
+        crc = zlib.crc32(space + index.to_bytes(8, "little") + payload)
+        return (len(payload).to_bytes(4, "little") + crc.to_bytes(4, "little") + index.to_bytes(8, "little")
+                + space + payload)
+
+    a, b = os.urandom(16), os.urandom(16)
+    items = [(a, 1, b"x"), (a, 2, b""), (b, 7, os.urandom(300)), (a, 3, b"y" * 70_000)]
+    expected = b"".join(by_the_docstring(*it) for it in items)
+    assert pack_many(items) == expected and b"".join(pack(*it) for it in items) == expected
+    journal = Journal(tmp_path / "j")
+    journal.append(pack_many(items))
+    assert [(f.space, f.index, f.payload) for f in journal.read(0, 10)] == items
+    journal.close()
 
 
 def test_redis_stopped_and_restarted_mid_load_every_event_once_producer_never_waits(own_redis, tmp_path):

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import msgspec
 
-from .journal import pack, write_atomic
+from .journal import pack_many, write_atomic
 from .segments import Segments
 from .source import Entry, entry
 from .writer import Item, TransportDown
@@ -127,14 +127,15 @@ class EmbeddedLog:
         with self._cond:
             fresh = []
             marks = dict(self._marks)
-            for space, index, payload in items:
+            for item in items:
+                space, index = item[0], item[1]
                 if index > marks.get(space, 0):
-                    fresh.append(pack(space, index, payload))
+                    fresh.append(item)
                     marks[space] = index
             if fresh:
                 try:
                     self._roll_if_due()
-                    self.journal.append(b"".join(fresh))
+                    self.journal.append(pack_many(fresh))
                 except OSError as exc:
                     raise TransportDown(f"embedded journal: {exc}") from exc
                 self._live += len(fresh)

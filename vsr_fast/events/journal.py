@@ -19,6 +19,7 @@ import os
 import struct
 import threading
 import zlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -35,9 +36,22 @@ class Frame(NamedTuple):
     payload: bytes
 
 
+_ID = struct.Struct("<16sQ")      # what the crc covers before the payload: space, then index
+
+
 def pack(space: bytes, index: int, payload: bytes) -> bytes:
-    crc = zlib.crc32(payload, zlib.crc32(space + index.to_bytes(8, "little")))
+    crc = zlib.crc32(payload, zlib.crc32(_ID.pack(space, index)))
     return HEADER.pack(len(payload), crc, index, space) + payload
+
+
+def pack_many(items: Iterable[tuple[bytes, int, bytes]]) -> bytes:
+    """The frames of ``(space, index, payload)`` items, back to back: ``pack`` without a copy per frame."""
+    parts: list[bytes] = []
+    add, id_pack, header, crc32 = parts.append, _ID.pack, HEADER.pack, zlib.crc32
+    for space, index, payload in items:
+        add(header(len(payload), crc32(payload, crc32(id_pack(space, index))), index, space))
+        add(payload)
+    return b"".join(parts)
 
 
 def _check(data: bytes | memoryview, at: int) -> tuple[int, int, bytes, int] | None:
@@ -48,7 +62,7 @@ def _check(data: bytes | memoryview, at: int) -> tuple[int, int, bytes, int] | N
     start, stop = at + HEADER.size, at + HEADER.size + length
     if length > MAX_PAYLOAD or stop > len(data):
         return None
-    if zlib.crc32(data[start:stop], zlib.crc32(space + index.to_bytes(8, "little"))) != crc:
+    if zlib.crc32(data[start:stop], zlib.crc32(_ID.pack(space, index))) != crc:
         return None
     return index, start, space, stop
 
@@ -167,4 +181,4 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = False) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["Frame", "HEADER", "Journal", "pack", "write_atomic"]
+__all__ = ["Frame", "HEADER", "Journal", "pack", "pack_many", "write_atomic"]

@@ -79,11 +79,19 @@ class RequestEvents:
         return self.policy.enabled
 
     def _common(self) -> dict:
-        seq = self._seq
-        self._seq += 1
+        """The fields every event of this request carries, the next ``seq`` taken (tests build events with it)."""
         return {"replay_id": self.replay_id, "request_id": self.request_id, "session_id": self.session_id,
-                "recipe": self.recipe, "config_version": self.config_version, "seq": seq, "ts_ms": now_ms(),
-                "replay": self.policy.enabled}
+                "recipe": self.recipe, "config_version": self.config_version, "seq": self._next_seq(),
+                "ts_ms": now_ms(), "replay": self.policy.enabled}
+
+    def _next_seq(self) -> int:
+        seq = self._seq
+        self._seq = seq + 1
+        return seq
+
+    # Each event below is built with its common fields spelled out, not ``**self._common()``: a dict
+    # merged into the call's keywords took msgspec's slow path, ~1.2 us more per event (of ~20 us per
+    # request on this path; bench/RESULTS.md, issue 14).
 
     def _elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
@@ -122,12 +130,12 @@ class RequestEvents:
             live = route.candidates[0].name if route is not None and route.candidates else None
             shadow_copy = ShadowCopy(model=sp.model, body=raw, live_model=live, timeout_seconds=sp.timeout_seconds,
                                      max_concurrency=sp.max_concurrency, max_body_bytes=p.response_bytes)
-        fields = self._common()
-        fields["ts_ms"] = self.started_ms
         if request is not None:
             model, stream = request.model, request.stream
         self.sink.record(RequestReceived(
-            **fields, api=api, model=model or "", stream=bool(stream), body_bytes=len(raw), request=copy,
+            replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
+            config_version=self.config_version, seq=self._next_seq(), ts_ms=self.started_ms, replay=p.enabled,
+            api=api, model=model or "", stream=bool(stream), body_bytes=len(raw), request=copy,
             request_truncated=cut, user=user, groups=groups, shadow=shadow_copy,
         ))
 
@@ -139,7 +147,9 @@ class RequestEvents:
                              detail=o.detail) for (t, n), o in readings.outcomes.items()]
         known = sum(1 for r in out if r.matched is not None)
         self.sink.record(SignalsEvaluated(
-            **self._common(), readings=out, coverage=known / len(out) if out else 1.0,
+            replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
+            config_version=self.config_version, seq=self._next_seq(), ts_ms=now_ms(), replay=self.policy.enabled,
+            readings=out, coverage=known / len(out) if out else 1.0,
             timings_us=dict(readings.timings_us), total_us=sum(readings.timings_us.values()),
         ))
 
@@ -151,7 +161,9 @@ class RequestEvents:
                                     confidence=v.confidence) for v in (chosen.verdicts if chosen else ())]
         names = [m.name for m in route.candidates]
         self.sink.record(DecisionChosen(
-            **self._common(), decision=route.decision, model=names[0] if names else None, candidates=names,
+            replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
+            config_version=self.config_version, seq=self._next_seq(), ts_ms=now_ms(), replay=self.policy.enabled,
+            decision=route.decision, model=names[0] if names else None, candidates=names,
             algorithm=algorithm, fallback=route.fallback, why=chosen.why if chosen else "model named directly",
             verdicts=verdicts,
         ))
@@ -172,7 +184,9 @@ class RequestEvents:
         """One upstream attempt (``Dispatcher``'s ``on_attempt`` hook, or the attempts list after the call)."""
         self._attempts += 1
         self.sink.record(UpstreamAttempted(
-            **self._common(), attempt=self._attempts, model=attempt.model, backend=attempt.backend,
+            replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
+            config_version=self.config_version, seq=self._next_seq(), ts_ms=now_ms(), replay=self.policy.enabled,
+            attempt=self._attempts, model=attempt.model, backend=attempt.backend,
             status=attempt.status, error=attempt.error, duration_ms=attempt.seconds * 1000,
             fallback=self._attempts > 1,
         ))
@@ -191,7 +205,9 @@ class RequestEvents:
         """The answer as the client received it. ``cache``: store it if the guard released it whole."""
         body = captured.body() if captured is not None else None
         self.sink.record(AnswerCompleted(
-            **self._common(), status=status, response_path=response_path, model=model, streamed=streamed,
+            replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
+            config_version=self.config_version, seq=self._next_seq(), ts_ms=now_ms(), replay=self.policy.enabled,
+            status=status, response_path=response_path, model=model, streamed=streamed,
             held=held, complete=complete, finish_reason=finish_reason, usage=usage, guard=guard,
             guard_codes=list(guard_codes), duration_ms=self._elapsed_ms(), ttfb_ms=ttfb_ms,
             content_type=content_type, body=body, body_bytes=captured.size if captured is not None else 0,
