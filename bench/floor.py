@@ -28,6 +28,7 @@ import trio
 from hypercorn.config import Config
 
 from vsr_fast.upstream.lease import Shards
+from vsr_fast.upstream.transport import new_pool
 
 # Hop-by-hop headers describe one connection, not the message; h11 on both sides frames
 # each side themselves, so Content-Length is recomputed too on the way up.
@@ -174,8 +175,9 @@ async def lifespan(receive, send) -> None:
 
 
 def make_pool(size: int) -> httpcore.AsyncConnectionPool:
-    """One shared upstream pool, small: httpcore's per-request work grows with it."""
-    return httpcore.AsyncConnectionPool(max_connections=size, max_keepalive_connections=size, keepalive_expiry=5.0)
+    """One shared upstream pool, small: httpcore's per-request work grows with it. The router's kind, whose
+    connections take their locks without a scheduler pass when free, so the floor moves with the router."""
+    return new_pool(size)
 
 
 def make_config(host: str, port: int) -> Config:

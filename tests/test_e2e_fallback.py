@@ -257,3 +257,47 @@ def test_an_http2_stream_reset_alone_cancels_its_upstream(tmp_path):
                 assert (b":status", b"200") in next(e for e in events if isinstance(e, h2.events.ResponseReceived)
                                                     and e.stream_id == 3).headers
             assert stats(slow)["completed"] == 0, "the 10 s stream was cut, not finished"
+
+
+def test_http2_streams_answered_at_once_on_one_connection_each_arrive_whole(tmp_path):
+    # Several streams of one HTTP/2 connection write at the same time: their writes wait in line on the connection's
+    # send lock (vsr_fast.locks), and every stream's events arrive whole and in order.
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    streams = (1, 3, 5, 7, 9, 11)
+    with mock_upstream("--chunks", "40", "--chunk-interval-ms", "2") as mock:
+        doc = config([model("m", f"{mock.url}/v1")], [{"name": "d", "modelRefs": [{"model": "m"}]}])
+        with router(write_config(doc, str(tmp_path))) as proc:
+            body = json.dumps({"model": "vsr/auto", "messages": CHAT, "stream": True}).encode()
+            conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+            conn.initiate_connection()
+            with socket.create_connection(("127.0.0.1", proc.port), timeout=20) as s:
+                for sid in streams:
+                    conn.send_headers(sid, [(":method", "POST"), (":path", "/v1/chat/completions"),
+                                            (":scheme", "http"), (":authority", "x"),
+                                            ("content-type", "application/json"),
+                                            ("content-length", str(len(body)))])
+                    conn.send_data(sid, body, end_stream=True)
+                s.sendall(conn.data_to_send())
+                ended: set[int] = set()
+                data: dict[int, bytes] = {sid: b"" for sid in streams}
+
+                def done(events) -> bool:
+                    for e in events[len(done.seen):]:
+                        if isinstance(e, h2.events.DataReceived):
+                            data[e.stream_id] += e.data
+                            conn.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+                        elif isinstance(e, h2.events.StreamEnded):
+                            ended.add(e.stream_id)
+                    done.seen = events[:]
+                    return ended == set(streams)
+
+                done.seen = []
+                _h2_events(s, conn, done)
+    for sid in streams:
+        events = [part for part in data[sid].split(b"\n\n") if part.strip()]
+        assert events[-1] == b"data: [DONE]", (sid, data[sid][-200:])
+        chunks = [json.loads(part[len(b"data: "):]) for part in events[:-1]]
+        assert len(chunks) == 40 and len({c["id"] for c in chunks}) == 1, sid

@@ -77,8 +77,10 @@ def guarded(mock, fake, tmp_path_factory):
 
 def answer_with(mock, content: str, **extra) -> None:
     settings = {"content": content, "chunks": 4, "chunk_interval_ms": 0, "fail_rate": 0.0, "latency_ms": 0, **extra}
-    httpx.post(f"{mock.url}/_mock/config", json=settings).raise_for_status()
-    httpx.post(f"{mock.url}/_mock/reset").raise_for_status()
+    # A bound on a hang, not a measurement: the 65 MiB answer's settings took more than httpx's default 5 s to
+    # reach the mock on a loaded box (a make test loop beside make bench).
+    httpx.post(f"{mock.url}/_mock/config", json=settings, timeout=120).raise_for_status()
+    httpx.post(f"{mock.url}/_mock/reset", timeout=120).raise_for_status()
 
 
 def set_rules(fake, rules: list[dict]) -> None:

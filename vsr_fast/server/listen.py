@@ -26,7 +26,7 @@ from functools import partial
 import h11
 import hypercorn.config
 import trio
-from hypercorn.events import Updated
+from hypercorn.events import Closed, RawData, Updated
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.statsd import StatsdLogger
 from hypercorn.trio.tcp_server import TCPServer
@@ -34,6 +34,7 @@ from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import ConnectionState
 from hypercorn.utils import repr_socket_addr, wrap_app
 
+from ..locks import acquire
 from .asgi import CLIENT_SIDE, ClientSide
 
 log = logging.getLogger("vsr_fast.listen")
@@ -80,6 +81,7 @@ class EdgeServer(TCPServer):
         self.late_answer = late_answer
         self.client_side = ClientSide()
         self._idle = trio.CancelScope()     # its deadline: the idle timeout while idle, none while answering
+        self._held = b""        # a whole answer's head, sent with its body (asgi.ClientSide.hold_head)
         self._stopping = False
         self._closed = False
 
@@ -89,6 +91,9 @@ class EdgeServer(TCPServer):
         await super().run()
 
     async def protocol_send(self, event) -> None:
+        if isinstance(event, RawData):
+            await self._send_raw(event.data)
+            return
         if isinstance(event, Updated):
             if not event.idle:
                 self._idle.deadline = math.inf
@@ -98,7 +103,42 @@ class EdgeServer(TCPServer):
             return
         await super().protocol_send(event)
 
+    async def _send_raw(self, data: bytes) -> None:
+        # hypercorn's RawData send, without two scheduler passes: its lock taken at once when free
+        # (vsr_fast.locks), and no send at all of the b"" h11 makes of a sized body's end (trio's send_all answers
+        # it with a checkpoint alone). The socket send itself still checkpoints.
+        side = self.client_side
+        if side.hold_head:
+            side.hold_head = False
+            if data.startswith(b"HTTP/1."):      # an HTTP/1 head; HTTP/2's frames are never held
+                self._held = data
+                return
+        if self._held:
+            data, self._held = self._held + data, b""
+        if not data:
+            return
+        lock = self.send_lock
+        await acquire(lock)     # in line only behind another stream of an HTTP/2 connection
+        try:
+            with trio.CancelScope(shield=True):
+                await self.stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            await self.protocol.handle(Closed())
+        finally:
+            lock.release()
+
     async def _read_data(self) -> None:
+        # The first hook after hypercorn's run() has made the connection's task group: each request's app gets
+        # its messages from this task through a memory channel, whose send costs a scheduler pass even with
+        # room in the queue (three a request).
+        group = getattr(self, "_task_group", None)
+        if group is not None:
+            spawn = group.spawn_app
+
+            async def spawn_app(*args):
+                return put_at_once(await spawn(*args))
+
+            group.spawn_app = spawn_app
         # hypercorn reads until the client closes or resets the connection (or the server closed it after a
         # final answer): then every request still answering on it has lost its client.
         await super()._read_data()
@@ -131,6 +171,22 @@ class EdgeServer(TCPServer):
         if not isinstance(conn, h11.Connection) or conn.their_state is not h11.IDLE:
             return b""
         return conn.trailing_data[0]
+
+
+def put_at_once(put: Callable[[dict], Awaitable[None]]) -> Callable[[dict], Awaitable[None]]:
+    """A memory channel's ``send`` that queues at once while there is room and waits, as before, when the queue
+    is full; any other ``put`` is returned as it is."""
+    put_nowait = getattr(getattr(put, "__self__", None), "send_nowait", None)
+    if put_nowait is None:
+        return put
+
+    async def queued(message: dict) -> None:
+        try:
+            put_nowait(message)
+        except trio.WouldBlock:
+            await put(message)
+
+    return queued
 
 
 async def serve_http(app, cfg: hypercorn.config.Config, sock: socket.socket, shutdown: Callable[[], Awaitable[None]],

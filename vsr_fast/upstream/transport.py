@@ -21,6 +21,7 @@ import httpcore
 import httpx
 
 from ..errors import UpstreamInvalid
+from ..locks import quiet
 from .lease import Lease
 
 # Every failure of the connection or of HTTP itself; what the dispatcher turns into UpstreamError.
@@ -93,10 +94,37 @@ def ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-def new_pool(max_connections: int, context: ssl.SSLContext) -> httpcore.AsyncConnectionPool:
+def new_pool(max_connections: int, context: ssl.SSLContext | None = None) -> httpcore.AsyncConnectionPool:
     """A pool of at most ``max_connections``, every one kept alive for 5 s idle (httpx's default)."""
-    return httpcore.AsyncConnectionPool(ssl_context=context, max_connections=max_connections,
-                                        max_keepalive_connections=max_connections, keepalive_expiry=5.0)
+    return QuietPool(ssl_context=context, max_connections=max_connections,
+                     max_keepalive_connections=max_connections, keepalive_expiry=5.0)
+
+
+class QuietPool(httpcore.AsyncConnectionPool):
+    """httpcore's pool, its connections' locks taken without a scheduler pass when free (``vsr_fast.locks``):
+    a lease lends each connection to one request at a time, yet httpcore takes a lock on it three times a request."""
+
+    def create_connection(self, origin: httpcore.Origin) -> httpcore.AsyncConnectionInterface:
+        connection = super().create_connection(origin)
+        if type(connection) is httpcore.AsyncHTTPConnection:       # not a proxy's
+            connection.__class__ = _QuietConnection
+            quiet(connection._request_lock)
+        return connection
+
+
+class _QuietConnection(httpcore.AsyncHTTPConnection):
+    """An httpcore connection whose HTTP/1.1 connection, opened on its first request, gets a quiet lock as it is set
+    (httpcore builds it inside ``handle_async_request``, with no hook)."""
+
+    @property
+    def _connection(self) -> httpcore.AsyncConnectionInterface | None:
+        return self.__dict__["_connection"]
+
+    @_connection.setter
+    def _connection(self, connection: httpcore.AsyncConnectionInterface | None) -> None:
+        if connection is not None:
+            quiet(getattr(connection, "_state_lock", None))
+        self.__dict__["_connection"] = connection
 
 
 class Response:

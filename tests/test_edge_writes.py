@@ -1,0 +1,111 @@
+"""How the connection server writes an answer (listen.EdgeServer): a whole answer's head and body in one write,
+nothing written for h11's empty end of a sized body, HTTP/2 frames never held; and how it hands a request's
+messages to the app (at once while its queue has room). A recording stream stands in for
+the socket to count writes; tests/reliability/test_strict_http.py holds the same over a real socket (an answer
+cut between head and body by the connection's reader)."""
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from vsr_fast.server.asgi import CLIENT_SIDE, ClientSide, send_whole
+from vsr_fast.server.listen import EdgeServer, put_at_once
+
+
+class Writes:
+    """A stream that records each send_all."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.active = self.most = 0
+
+    async def send_all(self, data: bytes) -> None:
+        self.active += 1
+        self.most = max(self.most, self.active)
+        await trio.lowlevel.checkpoint()        # another writer runs here: it must be waiting on the lock
+        self.writes.append(bytes(data))
+        self.active -= 1
+
+
+def _server() -> tuple[EdgeServer, Writes]:
+    server = EdgeServer.__new__(EdgeServer)     # its send path alone: no socket, no hypercorn protocol
+    server.client_side = ClientSide()
+    server.send_lock = trio.Lock()
+    server._held = b""
+    server.stream = Writes()
+    return server, server.stream
+
+
+HEAD = b"HTTP/1.1 200 \r\ncontent-length: 2\r\n\r\n"
+
+
+async def test_a_whole_answer_s_head_and_body_leave_in_one_write():
+    server, stream = _server()
+    server.client_side.hold_head = True
+    await server._send_raw(HEAD)
+    assert stream.writes == [] and not server.client_side.hold_head
+    await server._send_raw(b"ok")
+    await server._send_raw(b"")                 # h11's end of a sized body: nothing to write
+    assert stream.writes == [HEAD + b"ok"]
+
+
+async def test_a_held_head_with_no_body_leaves_with_the_end_of_the_answer():
+    server, stream = _server()              # a HEAD request, a 204: hypercorn sends no body, only the b"" end
+    server.client_side.hold_head = True
+    await server._send_raw(HEAD)
+    await server._send_raw(b"")
+    assert stream.writes == [HEAD]
+
+
+async def test_without_the_hint_heads_go_at_once_and_http2_frames_are_never_held():
+    server, stream = _server()
+    await server._send_raw(HEAD)                # a stream's head: the body may be far off
+    assert stream.writes == [HEAD]
+    frame = b"\x00\x00\x05\x01\x04\x00\x00\x00\x01hpack"
+    server.client_side.hold_head = True
+    await server._send_raw(frame)
+    assert stream.writes == [HEAD, frame] and not server.client_side.hold_head
+
+
+async def test_send_whole_sets_the_hint_for_its_own_head_only():
+    side = ClientSide()
+    seen: list[tuple[str, bool]] = []
+
+    async def send(message):
+        seen.append((message["type"], side.hold_head))
+        if message["type"] == "http.response.start":
+            side.hold_head = False          # as the connection server does when it takes the head
+
+    token = CLIENT_SIDE.set(side)
+    try:
+        await send_whole(send, 200, [], b"{}")
+    finally:
+        CLIENT_SIDE.reset(token)
+    assert seen == [("http.response.start", True), ("http.response.body", False)] and not side.hold_head
+
+
+async def test_writes_from_several_streams_wait_in_line_one_at_a_time():
+    server, stream = _server()
+
+    async with trio.open_nursery() as nursery:
+        for name in (b"a", b"b", b"c"):
+            nursery.start_soon(server._send_raw, name)
+    assert sorted(stream.writes) == [b"a", b"b", b"c"] and stream.most == 1
+
+
+async def test_a_request_message_is_queued_without_a_checkpoint_and_waits_when_the_queue_is_full():
+    send_channel, receive_channel = trio.open_memory_channel(1)
+    put = put_at_once(send_channel.send)
+    with trio.testing.assert_no_checkpoints():
+        await put({"n": 1})
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(put, {"n": 2})       # no room: waits, as hypercorn's own put did
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.testing.assert_no_checkpoints():
+            assert receive_channel.receive_nowait() == {"n": 1}
+    assert receive_channel.receive_nowait() == {"n": 2}
+
+    async def other(message: dict) -> None:
+        return None
+
+    assert put_at_once(other) is other
