@@ -23,6 +23,7 @@ import httpx
 from ..errors import UpstreamInvalid
 from ..locks import quiet
 from .lease import Lease
+from .stream import Backend
 
 # Every failure of the connection or of HTTP itself; what the dispatcher turns into UpstreamError.
 TransportError = (httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError,
@@ -94,9 +95,12 @@ def ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+_BACKEND = Backend()        # stateless: shared by every pool
+
+
 def new_pool(max_connections: int, context: ssl.SSLContext | None = None) -> httpcore.AsyncConnectionPool:
     """A pool of at most ``max_connections``, every one kept alive for 5 s idle (httpx's default)."""
-    return QuietPool(ssl_context=context, max_connections=max_connections,
+    return QuietPool(ssl_context=context, max_connections=max_connections, network_backend=_BACKEND,
                      max_keepalive_connections=max_connections, keepalive_expiry=5.0)
 
 
