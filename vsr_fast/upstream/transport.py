@@ -117,8 +117,9 @@ class QuietPool(httpcore.AsyncConnectionPool):
 
 
 class _QuietConnection(httpcore.AsyncHTTPConnection):
-    """An httpcore connection whose HTTP/1.1 connection, opened on its first request, gets a quiet lock as it is set
-    (httpcore builds it inside ``handle_async_request``, with no hook)."""
+    """An httpcore connection until its HTTP/1.1 connection is set, on its first request: that one gets a quiet lock
+    as it is set (httpcore builds it inside ``handle_async_request``, with no hook), and the connection is a plain
+    httpcore one again (it never sets another, and its many reads of ``_connection`` are plain reads again)."""
 
     @property
     def _connection(self) -> httpcore.AsyncConnectionInterface | None:
@@ -126,9 +127,10 @@ class _QuietConnection(httpcore.AsyncHTTPConnection):
 
     @_connection.setter
     def _connection(self, connection: httpcore.AsyncConnectionInterface | None) -> None:
+        self.__dict__["_connection"] = connection
         if connection is not None:
             quiet(getattr(connection, "_state_lock", None))
-        self.__dict__["_connection"] = connection
+            self.__class__ = httpcore.AsyncHTTPConnection
 
 
 class Response:
