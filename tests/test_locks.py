@@ -104,6 +104,7 @@ async def test_the_pool_s_connections_take_quiet_locks_over_a_real_socket():
                 await answer.aclose()
             assert len(pool.connections) == 1       # kept alive and reused
             connection = pool.connections[0]
+            assert type(connection) is httpcore.AsyncHTTPConnection      # plain again once connected
             assert isinstance(connection._request_lock._trio_lock, FreeLock)
             assert isinstance(connection._connection, httpcore.AsyncHTTP11Connection)
             assert isinstance(connection._connection._state_lock._trio_lock, FreeLock)

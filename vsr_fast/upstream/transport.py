@@ -23,6 +23,7 @@ import httpx
 from ..errors import UpstreamInvalid
 from ..locks import quiet
 from .lease import Lease
+from .stream import Backend
 
 # Every failure of the connection or of HTTP itself; what the dispatcher turns into UpstreamError.
 TransportError = (httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError,
@@ -94,9 +95,12 @@ def ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+_BACKEND = Backend()        # stateless: shared by every pool
+
+
 def new_pool(max_connections: int, context: ssl.SSLContext | None = None) -> httpcore.AsyncConnectionPool:
     """A pool of at most ``max_connections``, every one kept alive for 5 s idle (httpx's default)."""
-    return QuietPool(ssl_context=context, max_connections=max_connections,
+    return QuietPool(ssl_context=context, max_connections=max_connections, network_backend=_BACKEND,
                      max_keepalive_connections=max_connections, keepalive_expiry=5.0)
 
 
@@ -113,8 +117,9 @@ class QuietPool(httpcore.AsyncConnectionPool):
 
 
 class _QuietConnection(httpcore.AsyncHTTPConnection):
-    """An httpcore connection whose HTTP/1.1 connection, opened on its first request, gets a quiet lock as it is set
-    (httpcore builds it inside ``handle_async_request``, with no hook)."""
+    """An httpcore connection until its HTTP/1.1 connection is set, on its first request: that one gets a quiet lock
+    as it is set (httpcore builds it inside ``handle_async_request``, with no hook), and the connection is a plain
+    httpcore one again (it never sets another, and its many reads of ``_connection`` are plain reads again)."""
 
     @property
     def _connection(self) -> httpcore.AsyncConnectionInterface | None:
@@ -122,9 +127,10 @@ class _QuietConnection(httpcore.AsyncHTTPConnection):
 
     @_connection.setter
     def _connection(self, connection: httpcore.AsyncConnectionInterface | None) -> None:
+        self.__dict__["_connection"] = connection
         if connection is not None:
             quiet(getattr(connection, "_state_lock", None))
-        self.__dict__["_connection"] = connection
+            self.__class__ = httpcore.AsyncHTTPConnection
 
 
 class Response:
