@@ -5,11 +5,17 @@ the socket to count writes; tests/reliability/test_strict_http.py holds the same
 cut between head and body by the connection's reader)."""
 from __future__ import annotations
 
+import pytest
 import trio
 import trio.testing
+from hypercorn.config import Config
+from hypercorn.events import Updated
 
 from vsr_fast.server.asgi import CLIENT_SIDE, ClientSide, send_whole
 from vsr_fast.server.listen import EdgeServer, put_at_once
+from vsr_fast.upstream.stream import JOIN_MAX_BYTES
+
+from .turns import without_a_pass
 
 
 class Writes:
@@ -39,21 +45,41 @@ def _server() -> tuple[EdgeServer, Writes]:
 HEAD = b"HTTP/1.1 200 \r\ncontent-length: 2\r\n\r\n"
 
 
+def _hold(server: EdgeServer) -> None:
+    server.client_side.hold_for = trio.lowlevel.current_task()     # as send_whole does
+
+
 async def test_a_whole_answer_s_head_and_body_leave_in_one_write():
     server, stream = _server()
-    server.client_side.hold_head = True
+    _hold(server)
     await server._send_raw(HEAD)
-    assert stream.writes == [] and not server.client_side.hold_head
+    assert stream.writes == [] and server.client_side.hold_for is None
     await server._send_raw(b"ok")
     await server._send_raw(b"")                 # h11's end of a sized body: nothing to write
     assert stream.writes == [HEAD + b"ok"]
 
 
-async def test_a_held_head_with_no_body_leaves_with_the_end_of_the_answer():
-    server, stream = _server()              # a HEAD request, a 204: hypercorn sends no body, only the b"" end
-    server.client_side.hold_head = True
+async def test_a_large_body_is_written_after_its_head_not_copied_onto_it():
+    server, stream = _server()
+    body = b"b" * JOIN_MAX_BYTES
+    _hold(server)
+    await server._send_raw(HEAD)
+    await server._send_raw(body)
+    assert stream.writes == [HEAD, body]
+
+
+async def test_a_held_head_with_no_body_leaves_with_the_end_of_the_answer_or_when_it_is_over():
+    server, stream = _server()              # a HEAD request: hypercorn sends no body, only the b"" end
+    _hold(server)
     await server._send_raw(HEAD)
     await server._send_raw(b"")
+    assert stream.writes == [HEAD]
+    server, stream = _server()              # and were the b"" never sent, the end of the answer flushes it
+    server.config = Config()
+    server._idle, server._stopping = trio.CancelScope(), False
+    _hold(server)
+    await server._send_raw(HEAD)
+    await server.protocol_send(Updated(idle=True))
     assert stream.writes == [HEAD]
 
 
@@ -62,26 +88,51 @@ async def test_without_the_hint_heads_go_at_once_and_http2_frames_are_never_held
     await server._send_raw(HEAD)                # a stream's head: the body may be far off
     assert stream.writes == [HEAD]
     frame = b"\x00\x00\x05\x01\x04\x00\x00\x00\x01hpack"
-    server.client_side.hold_head = True
+    _hold(server)
     await server._send_raw(frame)
-    assert stream.writes == [HEAD, frame] and not server.client_side.hold_head
+    assert stream.writes == [HEAD, frame] and server.client_side.hold_for is None
 
 
-async def test_send_whole_sets_the_hint_for_its_own_head_only():
+async def test_another_task_s_write_is_never_held_for_the_answer_being_sent():
+    server, stream = _server()              # e.g. the reader's 100 Continue while send_whole starts
+    _hold(server)
+    got: list[bytes] = []
+
+    async def reader() -> None:
+        await server._send_raw(b"HTTP/1.1 100 Continue\r\n\r\n")
+        got.append(stream.writes[-1])
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reader)
+    assert got == [b"HTTP/1.1 100 Continue\r\n\r\n"] and server.client_side.hold_for is None
+
+
+async def test_send_whole_holds_only_its_own_head_and_never_leaves_the_hint_set():
     side = ClientSide()
-    seen: list[tuple[str, bool]] = []
+    seen: list[tuple[str, object]] = []
 
     async def send(message):
-        seen.append((message["type"], side.hold_head))
+        seen.append((message["type"], side.hold_for))
         if message["type"] == "http.response.start":
-            side.hold_head = False          # as the connection server does when it takes the head
+            side.hold_for = None            # as the connection server does when it takes the head
 
     token = CLIENT_SIDE.set(side)
     try:
         await send_whole(send, 200, [], b"{}")
+        task = trio.lowlevel.current_task()
+        assert seen == [("http.response.start", task), ("http.response.body", None)] and side.hold_for is None
+        seen.clear()
+        await send_whole(send, 204, [], b"")        # no body: the head is not held
+        assert seen == [("http.response.start", None), ("http.response.body", None)]
+
+        async def failing(message):
+            raise trio.BrokenResourceError("the client left")
+
+        with pytest.raises(trio.BrokenResourceError):
+            await send_whole(failing, 200, [], b"{}")
+        assert side.hold_for is None
     finally:
         CLIENT_SIDE.reset(token)
-    assert seen == [("http.response.start", True), ("http.response.body", False)] and not side.hold_head
 
 
 async def test_writes_from_several_streams_wait_in_line_one_at_a_time():
@@ -93,17 +144,21 @@ async def test_writes_from_several_streams_wait_in_line_one_at_a_time():
     assert sorted(stream.writes) == [b"a", b"b", b"c"] and stream.most == 1
 
 
-async def test_a_request_message_is_queued_without_a_checkpoint_and_waits_when_the_queue_is_full():
+async def test_a_request_message_is_queued_without_a_pass_and_waits_when_the_queue_is_full():
     send_channel, receive_channel = trio.open_memory_channel(1)
     put = put_at_once(send_channel.send)
-    with trio.testing.assert_no_checkpoints():
-        await put({"n": 1})
+    await without_a_pass(put, {"n": 1})
     async with trio.open_nursery() as nursery:
         nursery.start_soon(put, {"n": 2})       # no room: waits, as hypercorn's own put did
         await trio.testing.wait_all_tasks_blocked()
-        with trio.testing.assert_no_checkpoints():
-            assert receive_channel.receive_nowait() == {"n": 1}
+        assert receive_channel.receive_nowait() == {"n": 1}
     assert receive_channel.receive_nowait() == {"n": 2}
+    with trio.CancelScope() as scope:           # a cancelled task stops before queueing, as at trio's send
+        scope.cancel()
+        await put({"n": 3})
+    assert scope.cancelled_caught
+    with pytest.raises(trio.WouldBlock):
+        receive_channel.receive_nowait()
 
     async def other(message: dict) -> None:
         return None

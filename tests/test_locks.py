@@ -13,15 +13,15 @@ from httpcore._synchronization import AsyncLock
 
 from vsr_fast.locks import FreeLock, acquire, quiet
 from vsr_fast.server.asgi import lingering_close
-from vsr_fast.upstream.transport import Origin, new_pool, send
+from vsr_fast.upstream.transport import Origin, QuietPool, new_pool, send
 
 from .procs import mock_upstream
+from .turns import without_a_pass
 
 
 async def test_a_free_lock_is_taken_without_a_checkpoint_and_a_held_one_in_arrival_order():
     lock = trio.Lock()
-    with trio.testing.assert_no_checkpoints():
-        await acquire(lock)
+    await without_a_pass(acquire, lock)
     assert lock.locked()
     order: list[int] = []
 
@@ -60,6 +60,15 @@ async def test_a_waiter_cancelled_leaves_the_line(autojump_clock):
     assert got == ["patient"] and not lock.locked()
 
 
+async def test_a_cancelled_task_stops_before_taking_a_free_lock():
+    # trio's own acquire checks for cancellation first; taking a free lock at once must keep that check.
+    lock = trio.Lock()
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await acquire(lock)
+    assert scope.cancelled_caught and not lock.locked()
+
+
 async def test_quiet_gives_httpcore_s_lock_a_free_lock_that_still_excludes():
     lock = AsyncLock()
     assert quiet(lock) and isinstance(lock._trio_lock, FreeLock)
@@ -76,9 +85,11 @@ async def test_quiet_gives_httpcore_s_lock_a_free_lock_that_still_excludes():
             await trio.sleep(0)             # another user runs here, and must wait
             inside -= 1
 
-    with trio.testing.assert_no_checkpoints():
+    async def take_and_give_back() -> None:
         async with lock:
             pass
+
+    await without_a_pass(take_and_give_back)
     async with trio.open_nursery() as nursery:
         for _ in range(5):
             nursery.start_soon(user)
@@ -155,8 +166,7 @@ async def test_a_request_message_already_queued_is_read_without_a_checkpoint(cha
 
     async def app(scope, receive, send):
         if channel:
-            with trio.testing.assert_no_checkpoints():
-                got.append(await receive())
+            got.append(await without_a_pass(receive))
         else:
             with trio.testing.assert_checkpoints():
                 got.append(await receive())
@@ -170,3 +180,24 @@ async def test_a_request_message_already_queued_is_read_without_a_checkpoint(cha
         assert [m["body"] for m in got] == [b"a"]
         await send_channel.send({"type": "http.request", "body": b"", "more_body": False})
     assert [m["body"] for m in got] == [b"a", b""]
+
+
+async def test_a_cancelled_app_stops_at_receive_even_with_a_message_queued():
+    send_channel, receive_channel = trio.open_memory_channel(4)
+    await send_channel.send({"type": "http.request", "body": b"a", "more_body": False})
+    outcome: list[str] = []
+
+    async def app(scope, receive, send):
+        with trio.CancelScope() as cut:
+            cut.cancel()
+            await receive()
+        outcome.append("cancelled" if cut.cancelled_caught else "read")
+
+    await lingering_close(app)({"type": "http", "headers": []}, receive_channel.receive, None)
+    assert outcome == ["cancelled"]
+    assert receive_channel.receive_nowait()["body"] == b"a"     # still queued for whoever reads next
+
+
+def test_the_quiet_pool_refuses_http2():
+    with pytest.raises(ValueError, match="HTTP/1.1 only"):
+        QuietPool(http2=True)

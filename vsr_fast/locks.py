@@ -4,8 +4,8 @@ trio's ``Lock.acquire`` checkpoints even when the lock is free: the task gives u
 round once (an epoll wait, every other runnable task) for nothing to wait on. hypercorn takes its connection's
 send lock for every write, httpcore its connection's locks twice or three times a request; on a proxy's
 connections, used by one request at a time, they are free nearly always. Both take them here: at once when free,
-in line (FIFO, cancellable) when not. A send or receive on the socket right after still checkpoints, so a
-cancelled task stops there.
+in line (FIFO, cancellable) when not. A task already cancelled still stops here
+(``checkpoint_if_cancelled``: a flag test, no pass of the scheduler), as at trio's own acquire.
 """
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ except ImportError:  # pragma: no cover - a layout httpcore no longer has: its l
 
 
 async def acquire(lock: trio.Lock) -> None:
-    """Take ``lock``: at once when it is free, in line behind its holder and earlier waiters when not."""
+    """Take ``lock``: at once when it is free, in line behind its holder and earlier waiters when not; Cancelled,
+    before taking it, in a cancelled scope."""
+    await trio.lowlevel.checkpoint_if_cancelled()
     if lock.locked():
         await lock.acquire()
     else:

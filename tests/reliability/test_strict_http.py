@@ -126,3 +126,22 @@ def test_an_oversized_body_gets_413_in_the_routes_protocol(edge, path):
     r = httpx.post(f"{edge.url}{path}", content=body, headers={"content-type": "application/json"}, timeout=30)
     assert r.status_code == 413, r.text
     assert error_code(path, r.content) == "request_too_large"      # Anthropic's own type for a 413 too
+
+
+def test_a_head_request_s_refusal_is_its_head_alone_and_the_connection_goes_on(edge):
+    # A whole answer's head is held for its body (listen.EdgeServer); HEAD has its body suppressed, so the head
+    # must leave with the end of the answer, and the kept-alive connection serve the next request.
+    s = connect(edge)
+    with s:
+        s.sendall(b"HEAD /v1/chat/completions HTTP/1.1\r\nHost: router\r\n\r\n")
+        got = b""
+        while b"\r\n\r\n" not in got:
+            chunk = s.recv(65536)
+            assert chunk, got
+            got += chunk
+        head, _, rest = got.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 405") and rest == b""
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: router\r\nConnection: close\r\n\r\n")
+        answer = read_until_closed(s)
+    status, _, _ = parts(answer)
+    assert status == 200

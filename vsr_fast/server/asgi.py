@@ -90,6 +90,7 @@ def lingering_close(app):
 
         async def tracked() -> Message:
             nonlocal ended
+            await trio.lowlevel.checkpoint_if_cancelled()       # as trio's receive: a cancelled task stops here
             try:
                 message = waiting()
             except trio.WouldBlock:
@@ -143,15 +144,17 @@ async def discard_body(receive: Receive, expected: int = LINGER_MAX_BYTES) -> No
 
 async def send_whole(send: Send, status: int, headers: HeaderList, body: bytes) -> None:
     """A complete response in two ASGI messages, with its Content-Length; on HTTP/1 its head and body leave in
-    one write (``ClientSide.hold_head``)."""
+    one write (``ClientSide.hold_for``)."""
     headers.append((b"content-length", str(len(body)).encode()))
-    side = CLIENT_SIDE.get()
+    side = CLIENT_SIDE.get() if body else None      # no body: nothing to join the head to
     if side is not None:
-        side.hold_head = True
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-    if side is not None:
-        side.hold_head = False
+        side.hold_for = trio.lowlevel.current_task()
+    try:
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+    finally:
+        if side is not None:
+            side.hold_for = None
 
 
 class DisconnectWatch:
@@ -200,17 +203,17 @@ class DisconnectWatch:
 
 class ClientSide:
     """One connection's client side, as its server reads it: the watches of the requests on it, told at once
-    when the client closes or resets an HTTP/1 connection, and whether the next response head is to be held
+    when the client closes or resets an HTTP/1 connection, and which task's next response head is to be held
     for its body (``listen.EdgeServer``)."""
 
-    __slots__ = ("closed", "hold_head", "watches")
+    __slots__ = ("closed", "hold_for", "watches")
 
     def __init__(self) -> None:
         self.closed = False
-        # Set by send_whole: the head's body follows at once, so both leave in one write, one syscall and one
-        # scheduler pass fewer, and with no turn between them for the connection's reader (which closes the
-        # connection on a protocol error, and would cut an answer between its head and body).
-        self.hold_head = False
+        # Set by send_whole to its task: that task's next head is held for its body, which follows at once, so
+        # both leave in one write (one syscall and one scheduler pass fewer) with no turn between them for the
+        # connection's reader (which closes the connection on a protocol error, cutting an answer after its head).
+        self.hold_for: trio.lowlevel.Task | None = None
         self.watches: set[DisconnectWatch] = set()
 
     def left(self) -> None:

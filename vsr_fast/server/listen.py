@@ -35,6 +35,7 @@ from hypercorn.typing import ConnectionState
 from hypercorn.utils import repr_socket_addr, wrap_app
 
 from ..locks import acquire
+from ..upstream.stream import JOIN_MAX_BYTES
 from .asgi import CLIENT_SIDE, ClientSide
 
 log = logging.getLogger("vsr_fast.listen")
@@ -100,6 +101,8 @@ class EdgeServer(TCPServer):
             else:       # stopping: an idle connection closes at once
                 self._idle.deadline = -math.inf if self._stopping else \
                     trio.current_time() + self.config.keep_alive_timeout
+                if self._held:      # the answer has ended: a head still held (no end of body came) goes now
+                    await self._send_raw(b"")
             return
         await super().protocol_send(event)
 
@@ -108,15 +111,23 @@ class EdgeServer(TCPServer):
         # (vsr_fast.locks), and no send at all of the b"" h11 makes of a sized body's end (trio's send_all answers
         # it with a checkpoint alone). The socket send itself still checkpoints.
         side = self.client_side
-        if side.hold_head:
-            side.hold_head = False
-            if data.startswith(b"HTTP/1."):      # an HTTP/1 head; HTTP/2's frames are never held
+        if side.hold_for is not None:
+            task, side.hold_for = side.hold_for, None
+            # Only the head of the answer send_whole is sending: another task's write (a 100 Continue, hypercorn's
+            # own error answer) goes as it is. HTTP/2's frames never start so.
+            if task is trio.lowlevel.current_task() and data.startswith(b"HTTP/1."):
                 self._held = data
                 return
         if self._held:
-            data, self._held = self._held + data, b""
-        if not data:
-            return
+            held, self._held = self._held, b""
+            if len(held) + len(data) <= JOIN_MAX_BYTES:
+                data = held + data
+            else:
+                await self._write(held)     # a large body is not copied to join it
+        if data:
+            await self._write(data)
+
+    async def _write(self, data: bytes) -> None:
         lock = self.send_lock
         await acquire(lock)     # in line only behind another stream of an HTTP/2 connection
         try:
@@ -174,13 +185,14 @@ class EdgeServer(TCPServer):
 
 
 def put_at_once(put: Callable[[dict], Awaitable[None]]) -> Callable[[dict], Awaitable[None]]:
-    """A memory channel's ``send`` that queues at once while there is room and waits, as before, when the queue
-    is full; any other ``put`` is returned as it is."""
+    """A memory channel's ``send`` that queues at once while there is room (no scheduler pass) and waits, as
+    before, when the queue is full; any other ``put`` is returned as it is."""
     put_nowait = getattr(getattr(put, "__self__", None), "send_nowait", None)
     if put_nowait is None:
         return put
 
     async def queued(message: dict) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()       # as trio's send: a cancelled task stops here
         try:
             put_nowait(message)
         except trio.WouldBlock:

@@ -106,13 +106,20 @@ def new_pool(max_connections: int, context: ssl.SSLContext | None = None) -> htt
 
 class QuietPool(httpcore.AsyncConnectionPool):
     """httpcore's pool, its connections' locks taken without a scheduler pass when free (``vsr_fast.locks``):
-    a lease lends each connection to one request at a time, yet httpcore takes a lock on it three times a request."""
+    a lease lends each connection to one request at a time, yet httpcore takes a lock on it three times a request.
+    HTTP/1.1 only: its network stream holds a request's writes until the answer is read (``stream.Stream``), which
+    HTTP/2's frames would not survive."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        if kwargs.get("http2"):
+            raise ValueError("QuietPool speaks HTTP/1.1 only (its stream holds writes until the next read)")
+        super().__init__(*args, **kwargs)
 
     def create_connection(self, origin: httpcore.Origin) -> httpcore.AsyncConnectionInterface:
         connection = super().create_connection(origin)
         if type(connection) is httpcore.AsyncHTTPConnection:       # not a proxy's
             connection.__class__ = _QuietConnection
-            quiet(connection._request_lock)
+            quiet(getattr(connection, "_request_lock", None))
         return connection
 
 
