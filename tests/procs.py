@@ -5,11 +5,13 @@ import os
 import tempfile
 import time
 
+import httpx
 import yaml
 
 from bench._procs import ROOT, Proc
 
-__all__ = ["ROOT", "Proc", "config", "free_port", "mock_upstream", "model", "router", "wait_until", "write_config"]
+__all__ = ["ROOT", "Proc", "config", "free_port", "mock_upstream", "model", "replay_record", "router", "wait_until",
+           "write_config"]
 
 
 def mock_upstream(*flags: str) -> Proc:
@@ -71,3 +73,12 @@ def wait_for_value(fn, what: str, timeout: float = 15.0):
     found: list = []
     wait_until(lambda: bool(found.append(fn()) or found[-1]), what, timeout)
     return found[-1]
+
+
+def replay_record(proc: Proc, replay_id: str, headers: dict | None = None, timeout: float = 20.0) -> dict:
+    """A request's replay record once it is whole: a consumer of the event stream builds it after the answer has
+    gone, so reading it right after the answer races that consumer (it lost once in a make test loop)."""
+    def whole() -> dict | None:
+        r = httpx.get(f"{proc.url}/api/v1/replay/{replay_id}", headers=headers, timeout=10)
+        return r.json() if r.status_code == 200 and r.json().get("status") else None
+    return wait_for_value(whole, f"the replay record {replay_id}", timeout)

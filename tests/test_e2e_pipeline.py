@@ -9,7 +9,7 @@ import pytest
 
 from bench.fake_systemone import process as fake_process
 
-from .procs import config, mock_upstream, model, router, wait_until, write_config
+from .procs import config, mock_upstream, model, replay_record, router, wait_until, write_config
 
 BODIES = {
     "chat": ("/v1/chat/completions", {"model": "vsr/auto", "messages": [{"role": "user", "content": "hello"}]}),
@@ -194,7 +194,7 @@ def test_plugins_shape_a_messages_backends_request_from_the_anthropic_sdk(shaped
     # Anthropic's smallest thinking budget is 1,024, below max_tokens (100 was the cap): raised to fit.
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024} and body["max_tokens"] > 1024
     assert headers["x-tenant-tier"] == "premium" and headers["anthropic-version"]
-    record = httpx.get(f"{proc.url}/api/v1/replay/{reply.headers['x-vsr-replay-id']}").json()
+    record = replay_record(proc, reply.headers["x-vsr-replay-id"])
     assert any(p.startswith("m-anthropic: system_prompt: insert") for p in record["plugins"])
     assert any("prompt_cache: markers on tools, system, messages" in p for p in record["plugins"])
 

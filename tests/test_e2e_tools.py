@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from .procs import config, free_port, mock_upstream, model, router, write_config
+from .procs import config, free_port, mock_upstream, model, replay_record, router, write_config
 
 FORMATS = ("openai", "anthropic", "responses")
 POLICY = {"mode": "filtered", "allow_tools": ["docs.search", "tickets.lookup", "functions", "apply_patch"],
@@ -73,7 +73,7 @@ def test_a_chat_clients_tools_are_allowed_and_blocked_by_name_for_every_backend(
     assert names(body) == ["docs.search", "tickets.lookup"]
     assert "tool_choice" not in body                     # it named a tool the policy removed
     assert "deleted" not in json.dumps(body) and "c1" not in json.dumps(body)   # strip_tool_history
-    record = httpx.get(f"{proc.url}/api/v1/replay/{raw.headers['x-vsr-replay-id']}").json()
+    record = replay_record(proc, raw.headers["x-vsr-replay-id"])
     assert any("tools: policy filtered: removed admin.delete, weather" in p for p in record["plugins"]), record
 
 
@@ -168,7 +168,7 @@ def test_a_catalog_of_1000_tools_is_narrowed_to_top_k(selecting, fmt):
     assert all(n == "weather_forecast" or n.startswith("tool_") for n in added)
     # BM25 recall put the one tool about the weather among the 20 the judge read, and it chose it.
     assert "weather_forecast" in added
-    record = httpx.get(f"{proc.url}/api/v1/replay/{raw.headers['x-vsr-replay-id']}").json()
+    record = replay_record(proc, raw.headers["x-vsr-replay-id"])
     selection = [p for p in record["plugins"] if "tools: select add" in p]
     assert selection and all(n in selection[0] for n in added), record["plugins"]
 
