@@ -20,15 +20,20 @@ def prefix():
         r.delete(key)
 
 
-def test_a_follow_up_on_another_router_finds_the_conversation(mock, tmp_path, prefix):
-    doc = {
+def _shared(mock, prefix) -> dict:
+    return {
         "version": "v0.5",
         "providers": {"models": [{"name": "m", "api_format": "openai", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}]},
         "recipes": [{"name": "r", "decisions": [{"name": "d", "modelRefs": [{"model": "m"}]}]}],
         "global": {"stores": {"responses": {"backend_type": "redis", "prefix": prefix},
                               "event_stream": {"backend": "none"}}},
     }
-    path = write_config(doc, str(tmp_path))
+
+
+def test_a_follow_up_on_another_router_finds_the_conversation(mock, tmp_path, prefix):
+    # The follow-up goes the moment the answer has come: the record is stored before the answer is sent (it
+    # was once written after, and router b answered previous_response_not_found in a make test loop).
+    path = write_config(_shared(mock, prefix), str(tmp_path))
     with router(path) as a, router(path) as b:
         first = openai.OpenAI(base_url=f"{a.url}/v1", api_key="x", max_retries=0).responses.create(
             model="auto", input="Remember the word heliotrope.")
@@ -43,3 +48,16 @@ def test_a_follow_up_on_another_router_finds_the_conversation(mock, tmp_path, pr
             openai.OpenAI(base_url=f"{b.url}/v1", api_key="x", max_retries=0).responses.create(
                 model="auto", input="x", previous_response_id="resp_unknown")
         assert info.value.body["code"] == "previous_response_not_found"
+
+
+def test_a_streamed_answer_s_follow_up_on_another_router_finds_it_at_once(mock, tmp_path, prefix):
+    path = write_config(_shared(mock, prefix), str(tmp_path))
+    with router(path) as a, router(path) as b:
+        for _ in range(5):
+            with openai.OpenAI(base_url=f"{a.url}/v1", api_key="x", max_retries=0).responses.create(
+                    model="auto", input="Remember the word heliotrope.", stream=True) as events:
+                done = [e for e in events if e.type == "response.completed"]
+            assert done, "the stream completed"
+            follow = openai.OpenAI(base_url=f"{b.url}/v1", api_key="x", max_retries=0).responses.create(
+                model="auto", input="Which word?", previous_response_id=done[0].response.id)
+            assert follow.status == "completed"

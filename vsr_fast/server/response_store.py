@@ -55,10 +55,13 @@ class DeferredStore:
     A follow-up that names a record still queued reads it from the queue, so a
     client that continues at once never misses its own previous turn. When the
     queue is full, ``put`` writes in line: backpressure, never a lost turn.
+    A store shared by several routers (``through``) is written in line always: a follow-up can reach another
+    router the moment the answer ends, and that router cannot read this one's queue.
     """
 
-    def __init__(self, inner: ResponseStore, max_pending: int = 1024) -> None:
+    def __init__(self, inner: ResponseStore, max_pending: int = 1024, through: bool = False) -> None:
         self.inner = inner
+        self.through = through
         self._pending: dict[str, StoredResponse] = {}
         self._send, self._receive = trio.open_memory_channel[StoredResponse](max_pending)
 
@@ -67,6 +70,9 @@ class DeferredStore:
         return record if record is not None else await self.inner.get(response_id)
 
     async def put(self, record: StoredResponse) -> None:
+        if self.through:
+            await self.inner.put(record)
+            return
         try:
             self._send.send_nowait(record)
         except trio.WouldBlock:
@@ -99,5 +105,5 @@ class DeferredStore:
 def response_store(config: ResponsesStore) -> DeferredStore:
     """The store ``global.stores.responses`` names, its writes off the request path."""
     if config.backend_type == "redis":
-        return DeferredStore(RedisResponseStore(config.url, config.prefix, config.ttl_seconds))
+        return DeferredStore(RedisResponseStore(config.url, config.prefix, config.ttl_seconds), through=True)
     return DeferredStore(MemoryResponseStore(max_entries=config.max_entries))

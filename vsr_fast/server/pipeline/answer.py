@@ -109,8 +109,8 @@ async def _whole(ex: Exchange, send: Send, result: Whole) -> None:
         tr = adapter.stream_translator(req, "images")
         body = tr.feed(result.body) + tr.close()
         ex.warnings = render_warnings(losses + list(tr.losses), codes=ex.codes)
+        await adapter.remember(req, tr.final())     # stored before the answer ends: a follow-up may come at once
         await _send(ex, send, body, SSE, streamed=True)
-        await adapter.remember(req, tr.final())
         return
     reply = adapter.whole(req, result.model.api_format, result.status, result.body, result.content_type)
     ex.status = reply.status
@@ -137,9 +137,11 @@ async def _whole(ex: Exchange, send: Send, result: Whole) -> None:
             if note is not None:
                 body = adapter.noted_whole(req, body, note)
     ex.warnings = render_warnings(losses + list(reply.losses), codes=ex.codes + codes)
-    await _send(ex, send, body, reply.content_type, streamed=False)
     if reply.status < 400:
+        # Stored before the answer is sent: a follow-up naming it (previous_response_id) may come at once, on
+        # another router sharing the store.
         await adapter.remember(req, body)
+    await _send(ex, send, body, reply.content_type, streamed=False)
 
 
 async def _blocked(ex: Exchange, send: Send, exc: VsrError, *, streamed: bool) -> None:
@@ -202,13 +204,13 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
         else:
             tail = tr.close()
         ex.feed(tail)
+        if complete:
+            await adapter.remember(req, tr.final())     # stored before the stream's last event: see _whole
         await send({"type": "http.response.body", "body": tail, "more_body": False})
         if copy is not None and guard is not None:
             copy.add(tail)
             await _judge_after(ex, guard, copy, complete)
         _answered(ex, streamed=True, complete=complete, content_type=SSE)
-        if complete:
-            await adapter.remember(req, tr.final())
     finally:
         # Shielded: when the client left, this scope is already cancelled, and
         # the upstream connection must still be closed so the model stops.
@@ -322,8 +324,8 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
         if note is not None:
             held_bytes, final = adapter.noted_stream(req, events, note)
         ex.warnings = render_warnings(losses + list(tr.losses), codes=ex.codes + verdict.codes)
+        await adapter.remember(req, final)      # stored before the answer is sent: see _whole
         await _send(ex, send, held_bytes, SSE, streamed=True)
-        await adapter.remember(req, final)
     finally:
         with trio.CancelScope(shield=True, deadline=trio.current_time() + 5):
             await stream.aclose()
