@@ -212,6 +212,14 @@ def _ready(url: str) -> bool:
         return False
 
 
+def _h2_post(conn, stream_id: int, body: bytes) -> None:
+    """Open stream ``stream_id`` with a Chat Completions POST of ``body``, whole."""
+    conn.send_headers(stream_id, [(":method", "POST"), (":path", "/v1/chat/completions"), (":scheme", "http"),
+                                  (":authority", "x"), ("content-type", "application/json"),
+                                  ("content-length", str(len(body)))])
+    conn.send_data(stream_id, body, end_stream=True)
+
+
 def _h2_events(sock, conn, until):
     """Read frames until ``until(events)`` holds; every event h2 parsed, in order."""
     events = []
@@ -237,10 +245,7 @@ def test_an_http2_stream_reset_alone_cancels_its_upstream(tmp_path):
             conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
             conn.initiate_connection()
             with socket.create_connection(("127.0.0.1", proc.port), timeout=20) as s:
-                conn.send_headers(1, [(":method", "POST"), (":path", "/v1/chat/completions"), (":scheme", "http"),
-                                      (":authority", "x"), ("content-type", "application/json"),
-                                      ("content-length", str(len(body)))])
-                conn.send_data(1, body, end_stream=True)
+                _h2_post(conn, 1, body)
                 s.sendall(conn.data_to_send())
                 events = _h2_events(s, conn, lambda ev: any(isinstance(e, h2.events.DataReceived) for e in ev))
                 status = next(e for e in events if isinstance(e, h2.events.ResponseReceived)).headers
@@ -275,11 +280,7 @@ def test_http2_streams_answered_at_once_on_one_connection_each_arrive_whole(tmp_
             conn.initiate_connection()
             with socket.create_connection(("127.0.0.1", proc.port), timeout=20) as s:
                 for sid in streams:
-                    conn.send_headers(sid, [(":method", "POST"), (":path", "/v1/chat/completions"),
-                                            (":scheme", "http"), (":authority", "x"),
-                                            ("content-type", "application/json"),
-                                            ("content-length", str(len(body)))])
-                    conn.send_data(sid, body, end_stream=True)
+                    _h2_post(conn, sid, body)
                 s.sendall(conn.data_to_send())
                 ended: set[int] = set()
                 data: dict[int, bytes] = {sid: b"" for sid in streams}
