@@ -286,9 +286,21 @@ def test_tokens_per_minute_count_streamed_usage_across_two_routers(mock, tmp_pat
         with pytest.raises(openai.RateLimitError) as caught:
             _chat(_oa(b.url, KEY))
         assert "tokens per minute" in caught.value.body["message"]
-        # Messages streams carry usage in their own events: charged as well.
+        # The Messages API is refused by the same window. b's view holds every token (it synced when it
+        # charged the last answer); a's may be up to one sync interval old (the documented overshoot), so a
+        # refuses once its view catches up, never later than its next sync.
         with pytest.raises(anthropic.RateLimitError):
-            _an(a.url, KEY).messages.create(model="vsr/auto", max_tokens=8, messages=[{"role": "user", "content": "x"}])
+            _an(b.url, KEY).messages.create(model="vsr/auto", max_tokens=8, messages=[{"role": "user", "content": "x"}])
+
+        def a_refuses() -> bool:
+            try:
+                _an(a.url, KEY).messages.create(model="vsr/auto", max_tokens=8,
+                                                messages=[{"role": "user", "content": "x"}])
+            except anthropic.RateLimitError:
+                return True
+            return False
+        wait_until(a_refuses, "router a to see the shared token window")
+        assert not any("deciding locally" in line for line in a.lines + b.lines), a.lines + b.lines
     r.close()
 
 
