@@ -4,20 +4,29 @@ from __future__ import annotations
 import trio
 
 
+class _StepsEnded(trio.abc.Instrument):
+    """Counts the steps of one task that end: a task's step ends only when it gives the scheduler its turn."""
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task, self.ended = task, 0
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            self.ended += 1
+
+
 async def without_a_pass(fn, *args):
-    """Await ``fn(*args)``; its result, or AssertionError if another runnable task got a turn meanwhile.
+    """Await ``fn(*args)``; its result, or AssertionError if the calling task gave up its turn meanwhile.
 
     trio's ``assert_no_checkpoints`` also counts ``checkpoint_if_cancelled`` (a cancellation check that never
-    yields), which the code under test keeps on purpose; a sibling task that is runnable and has not run is the
-    scheduler pass itself."""
-    ran = False
-
-    async def sibling() -> None:
-        nonlocal ran
-        ran = True
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(sibling)
+    yields), which the code under test keeps on purpose; the end of the task's step is the scheduler pass
+    itself, seen by an instrument (deterministic, where a sibling task's first turn depends on trio's
+    shuffled batches)."""
+    steps = _StepsEnded(trio.lowlevel.current_task())
+    trio.lowlevel.add_instrument(steps)
+    try:
         result = await fn(*args)
-        assert not ran, f"{fn.__qualname__} gave the scheduler a pass"
+    finally:
+        trio.lowlevel.remove_instrument(steps)
+    assert not steps.ended, f"{fn.__qualname__} gave the scheduler a pass"
     return result

@@ -35,6 +35,7 @@ from hypercorn.typing import ConnectionState
 from hypercorn.utils import repr_socket_addr, wrap_app
 
 from ..locks import acquire
+from ..sockets import send_now
 from ..upstream.stream import JOIN_MAX_BYTES
 from .asgi import CLIENT_SIDE, ClientSide
 
@@ -131,8 +132,10 @@ class EdgeServer(TCPServer):
         lock = self.send_lock
         await acquire(lock)     # in line only behind another stream of an HTTP/2 connection
         try:
-            with trio.CancelScope(shield=True):
-                await self.stream.send_all(data)
+            sent = send_now(self.stream, data)      # nearly always all of it: no shield, no scheduler pass
+            if sent < len(data):
+                with trio.CancelScope(shield=True):
+                    await self.stream.send_all(memoryview(data)[sent:] if sent else data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             await self.protocol.handle(Closed())
         finally:

@@ -1,0 +1,116 @@
+"""sockets.send_now over real connected sockets: a write the socket takes whole leaves at once with no scheduler
+pass; what it does not take (a full buffer, a closed or shut-down socket, a TLS stream) is left to send_all, which
+sends it or raises in trio's terms."""
+from __future__ import annotations
+
+import socket
+
+import pytest
+import trio
+import trio.testing
+
+from vsr_fast.server.listen import EdgeServer
+from vsr_fast.server.asgi import ClientSide
+from vsr_fast.sockets import send_now
+from vsr_fast.upstream.stream import Stream
+
+from .turns import without_a_pass
+
+
+def _pair() -> tuple[trio.SocketStream, socket.socket]:
+    ours, theirs = socket.socketpair()
+    return trio.SocketStream(trio.socket.from_stdlib_socket(ours)), theirs
+
+
+async def test_a_small_write_is_taken_whole_and_arrives():
+    stream, peer = _pair()
+    with peer:
+        assert send_now(stream, b"hello") == 5
+        assert peer.recv(16) == b"hello"
+        await stream.aclose()
+
+
+async def test_a_full_buffer_takes_part_and_send_all_sends_the_rest():
+    stream, peer = _pair()
+    with peer:
+        stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        data = bytes(range(256)) * 8192         # 2 MiB: more than the two buffers hold
+        sent = send_now(stream, data)
+        assert 0 < sent < len(data)
+        assert send_now(stream, data[sent:]) == 0, "a full buffer takes nothing more, and does not wait"
+        got = bytearray(peer.recv(1 << 20))
+
+        async def drain() -> None:
+            while len(got) < len(data):
+                got.extend(await trio.to_thread.run_sync(peer.recv, 1 << 20))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drain)
+            await stream.send_all(memoryview(data)[sent:])
+        assert bytes(got) == data
+        await stream.aclose()
+
+
+async def test_a_peer_that_left_is_left_to_send_all_which_raises_broken():
+    stream, peer = _pair()
+    peer.close()
+    assert send_now(stream, b"x" * 100) in (0, 100)     # the first send after a close may still be taken
+    assert send_now(stream, b"x" * 100) == 0
+    with pytest.raises(trio.BrokenResourceError):
+        await stream.send_all(b"x" * 100)
+    await stream.aclose()
+
+
+async def test_a_closed_or_shut_down_stream_takes_nothing_and_send_all_says_closed():
+    stream, peer = _pair()
+    with peer:
+        await stream.send_eof()
+        assert send_now(stream, b"late") == 0
+        with pytest.raises(trio.ClosedResourceError):
+            await stream.send_all(b"late")
+        await stream.aclose()
+        assert send_now(stream, b"later") == 0
+        assert peer.recv(16) == b"", "nothing reached the peer after its end"
+
+
+async def test_a_stream_that_is_not_a_plain_socket_is_left_to_send_all():
+    left, right = trio.testing.memory_stream_pair()
+    assert send_now(left, b"data") == 0
+    await left.send_all(b"data")
+    assert await right.receive_some() == b"data"
+
+
+async def test_the_connection_server_s_write_gives_no_pass_when_the_socket_takes_it():
+    stream, peer = _pair()
+    with peer:
+        server = EdgeServer.__new__(EdgeServer)     # its write alone, over a real socket
+        server.client_side, server.send_lock, server._held, server.stream = ClientSide(), trio.Lock(), b"", stream
+        await without_a_pass(server._write, b"HTTP/1.1 200 \r\ncontent-length: 2\r\n\r\nok")
+        assert peer.recv(64).endswith(b"\r\n\r\nok")
+        await stream.aclose()
+
+
+async def test_an_upstream_request_s_writes_give_no_pass_when_the_socket_takes_them():
+    stream, peer = _pair()
+    with peer:
+        upstream = Stream(stream)
+        await upstream.write(b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n")
+        await upstream.write(b"{}")
+        await without_a_pass(upstream._flush)
+        assert peer.recv(64) == b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}"
+        await stream.aclose()
+
+
+async def test_a_cancelled_upstream_request_is_not_sent():
+    stream, peer = _pair()
+    with peer:
+        upstream = Stream(stream)
+        await upstream.write(b"GET / HTTP/1.1\r\n\r\n")
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await upstream._flush()
+        assert scope.cancelled_caught
+        peer.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            peer.recv(64)
+        await stream.aclose()
