@@ -12,7 +12,7 @@ from hypercorn.config import Config
 from hypercorn.events import Updated
 
 from vsr_fast.server.asgi import CLIENT_SIDE, ClientSide, send_whole
-from vsr_fast.server.listen import EdgeServer, put_at_once
+from vsr_fast.server.listen import EdgeServer, put_at_once, serve_http
 from vsr_fast.upstream.stream import JOIN_MAX_BYTES
 
 from .turns import without_a_pass
@@ -164,3 +164,10 @@ async def test_a_request_message_is_queued_without_a_pass_and_waits_when_the_que
         return None
 
     assert put_at_once(other) is other
+
+
+async def test_a_per_read_timeout_on_hypercorn_s_config_is_refused_not_ignored():
+    cfg = Config()
+    cfg.read_timeout = 5        # EdgeServer's read loop has no per-read timeout: serve never sets one
+    with pytest.raises(ValueError, match="read_timeout"):
+        await serve_http(None, cfg, None, None, None, None)

@@ -29,7 +29,7 @@ import trio
 from hypercorn.events import Closed, RawData, Updated
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.statsd import StatsdLogger
-from hypercorn.trio.tcp_server import TCPServer
+from hypercorn.trio.tcp_server import MAX_RECV, TCPServer
 from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import ConnectionState
 from hypercorn.utils import repr_socket_addr, wrap_app
@@ -155,10 +155,24 @@ class EdgeServer(TCPServer):
             group.spawn_app = spawn_app
         # hypercorn reads until the client closes or resets the connection (or the server closed it after a
         # final answer): then every request still answering on it has lost its client.
-        await super()._read_data()
+        await self._read_until_closed()
         self.client_side.left()
         self._closed = True         # nothing left for the idle timer to time out
         self._idle.cancel()
+
+    async def _read_until_closed(self) -> None:
+        # hypercorn's read loop without its per-read timeout, which serve leaves unset (the idle timer bounds a
+        # request's head, the body's pace its body): its ``fail_after(inf)`` costs a generator context and a
+        # cancel scope a read.
+        while True:
+            try:
+                data = await self.stream.receive_some(MAX_RECV)
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                break
+            await self.protocol.handle(RawData(data))
+            if not data:
+                break
+        await self.protocol.handle(Closed())
 
     async def _idle_timeout(self) -> None:
         # Started once, by hypercorn, when the connection opens (protocol_send takes its later restarts).
@@ -209,6 +223,8 @@ async def serve_http(app, cfg: hypercorn.config.Config, sock: socket.socket, shu
                      task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve ``app`` on the listening ``sock`` until ``shutdown`` returns, then drain (hypercorn's
     ``worker_serve`` for one plain-HTTP socket, with this module's accept loop)."""
+    if cfg.read_timeout is not None:
+        raise ValueError("hypercorn's read_timeout is not read here (EdgeServer._read_until_closed): leave it unset")
     cfg.set_statsd_logger_class(StatsdLogger)
     # Said, not guessed: hypercorn guesses ASGI only from a coroutine function, and the apps served here are plain
     # functions that return the app's coroutine (reload.Generations.app: no frame of its own per request).
