@@ -38,24 +38,50 @@ class BodyPace:
     min_rate: int
 
 
-async def read_body(scope: Scope, receive: Receive, limit: int, pace: BodyPace) -> bytes:
+def take_queued(receive: Receive) -> Message | None:
+    """The request's messages already there, taken without waiting, as one (hypercorn sends a body, then its
+    empty end); None when ``receive`` would wait for the first."""
+    queued = getattr(receive, "queued", None)
+    first = queued() if queued is not None else None
+    if first is None or first["type"] != "http.request" or not first.get("more_body", False):
+        return first
+    parts = [first.get("body", b"")]
+    while (message := queued()) is not None:
+        if message["type"] != "http.request":
+            return message          # the client left: what it sent no longer matters
+        parts.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return {"type": "http.request", "body": _joined(parts), "more_body": False}
+    return {"type": "http.request", "body": _joined(parts), "more_body": True}
+
+
+def _joined(parts: list[bytes]) -> bytes:
+    parts = [part for part in parts if part]
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def is_whole(message: Message | None) -> bool:
+    """Whether ``message`` ends the request: nothing after it to wait for."""
+    return message is not None and not message.get("more_body", False)
+
+
+async def read_body(scope: Scope, receive: Receive, limit: int, pace: BodyPace, first: Message | None = None) -> bytes:
     """The whole request body; BodyTooLarge as soon as it is known to exceed ``limit``, BodyTimeout when it
-    falls behind ``pace`` (the caller's own deadline still applies on top)."""
+    falls behind ``pace`` (the caller's own deadline still applies on top). ``first``: its first message, already
+    taken (``take_queued``); when that is the whole body nothing waits, and no deadline is set."""
     declared = header(scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge(f"Request body of {int(declared)} bytes exceeds the limit of {limit} bytes")
+    if is_whole(first):
+        return _chunk(first, 0, limit)
     chunks: list[bytes] = []
     size = 0
     started = trio.current_time()
     with trio.CancelScope(deadline=started + pace.grace_s) as cut:
         while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise ClientGone
-            chunk = message.get("body", b"")
+            message, first = first or await receive(), None
+            chunk = _chunk(message, size, limit)
             size += len(chunk)
-            if size > limit:
-                raise BodyTooLarge(f"Request body exceeds the limit of {limit} bytes")
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -63,6 +89,16 @@ async def read_body(scope: Scope, receive: Receive, limit: int, pace: BodyPace) 
                 cut.deadline = started + pace.grace_s + size / pace.min_rate
     raise BodyTimeout(f"the request body arrived too slowly ({size} bytes in {trio.current_time() - started:.1f} s; "
                       f"allowed: {pace.grace_s:g} s plus one second per {pace.min_rate} bytes)")
+
+
+def _chunk(message: Message, size: int, limit: int) -> bytes:
+    """A body message's bytes, ``size`` having come before them; ClientGone, or BodyTooLarge past ``limit``."""
+    if message["type"] == "http.disconnect":
+        raise ClientGone
+    chunk = message.get("body", b"")
+    if size + len(chunk) > limit:
+        raise BodyTooLarge(f"Request body exceeds the limit of {limit} bytes")
+    return chunk
 
 
 # After a 413 the rest of the refused body is read and dropped before the connection
@@ -88,15 +124,25 @@ def lingering_close(app):
         refused = False
         waiting = _waiting(receive)
 
-        async def tracked() -> Message:
+        def seen(message: Message) -> Message:
             nonlocal ended
-            await trio.lowlevel.checkpoint_if_cancelled()       # as trio's receive: a cancelled task stops here
-            try:
-                message = waiting()
-            except trio.WouldBlock:
-                message = await receive()
             ended = ended or message["type"] == "http.disconnect" or not message.get("more_body", False)
             return message
+
+        async def tracked() -> Message:
+            await trio.lowlevel.checkpoint_if_cancelled()       # as trio's receive: a cancelled task stops here
+            try:
+                return seen(waiting())
+            except trio.WouldBlock:
+                return seen(await receive())
+
+        def queued() -> Message | None:
+            try:
+                return seen(waiting())
+            except trio.WouldBlock:
+                return None
+
+        tracked.queued = queued     # take_queued's
 
         async def lingering(message: Message) -> None:
             nonlocal refused

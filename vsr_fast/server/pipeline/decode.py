@@ -1,14 +1,14 @@
 """Stage 1, decode: the body read under the request's deadline, then decoded in the client's protocol."""
 from __future__ import annotations
 
-from ..asgi import Receive, read_body
+from ..asgi import Message, Receive, read_body
 from .exchange import Exchange
 
 
-async def read(ex: Exchange, receive: Receive) -> None:
+async def read(ex: Exchange, receive: Receive, first: Message | None = None) -> None:
     """The whole body (BodyTooLarge past the limit, BodyTimeout behind the body's pace, ClientGone if the
-    client leaves)."""
-    ex.raw = await read_body(ex.scope, receive, ex.state.max_body_bytes, ex.state.body_pace)
+    client leaves); ``first``: its first message, already taken."""
+    ex.raw = await read_body(ex.scope, receive, ex.state.max_body_bytes, ex.state.body_pace, first)
 
 
 async def decode(ex: Exchange) -> None:

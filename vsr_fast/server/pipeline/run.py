@@ -22,7 +22,7 @@ import trio
 
 from ... import tracing
 from ...errors import BodyTimeout, RequestTimeout, ShuttingDown, UpstreamError, VsrError
-from ..asgi import CLIENT_SIDE, ClientGone, DisconnectWatch, Receive, Scope, Send
+from ..asgi import CLIENT_SIDE, ClientGone, DisconnectWatch, Receive, Scope, Send, is_whole, take_queued
 from ..state import AppState
 from .admit import admit, release
 from .answer import answer, error
@@ -112,11 +112,16 @@ def _access_fields(ex: Exchange) -> dict:
 async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
     ex.stage = "auth"
     await admit(ex)
-    with ex.deadline_scope() as cut:
-        await read(ex, receive)
+    first = take_queued(receive)
+    if is_whole(first):         # the whole body is here: nothing to wait for, no deadline to set
+        await read(ex, receive, first)
+        cut = None
+    else:
+        with ex.deadline_scope() as cut:
+            await read(ex, receive, first)
     if ex.meter is not None:
         ex.meter.request_bytes = len(ex.raw)
-    if cut.cancelled_caught:
+    if cut is not None and cut.cancelled_caught:
         ex.state.metrics.timeouts.inc(ex.api, "body")
         if ex.drained():
             raise ShuttingDown("the router is stopping; its graceful timeout passed while the body arrived")
