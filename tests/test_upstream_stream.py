@@ -12,8 +12,8 @@ import pytest
 import trio
 import trio.testing
 
-from vsr_fast.upstream.stream import JOIN_MAX_BYTES, Stream
-from vsr_fast.upstream.transport import Origin, new_pool, send
+from vsr_fast.upstream.stream import JOIN_MAX_BYTES, Backend, Stream
+from vsr_fast.upstream.transport import Origin, QuietPool, new_pool, send
 
 from .procs import Proc, mock_upstream
 
@@ -98,9 +98,9 @@ async def test_a_broken_read_is_httpcore_s_read_error():
         await Stream(Broken()).read(100, timeout=1)
 
 
-async def _three_requests(pool, origin: Origin) -> None:
+async def _three_requests(pool, origin: Origin, count: int = 3) -> None:
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
-    for _ in range(3):
+    for _ in range(count):
         answer = await send(pool, origin, "/chat/completions", body, [(b"Content-Type", b"application/json")],
                             {"connect": 10.0, "read": 10.0, "write": 10.0, "pool": 10.0}, "m")
         content = b"".join([chunk async for chunk in answer.chunks()])
@@ -115,6 +115,24 @@ async def test_the_pool_s_connections_read_and_write_through_it_over_a_real_sock
             await _three_requests(pool, Origin(f"{mock.url}/v1"))
             assert len(pool.connections) == 1
             assert isinstance(pool.connections[0]._connection._network_stream, Stream)
+        finally:
+            await pool.aclose()
+
+
+async def test_an_expired_connection_is_still_closed():
+    made = []
+
+    class Recording(QuietPool):
+        def create_connection(self, origin):
+            made.append(super().create_connection(origin))
+            return made[-1]
+
+    with mock_upstream() as mock:
+        pool = Recording(max_connections=2, network_backend=Backend(), keepalive_expiry=0.0)
+        try:
+            await _three_requests(pool, Origin(f"{mock.url}/v1"), 2)
+            assert len(made) == 2 and all(c.is_closed() for c in made), "each expired at once, and was closed"
+            assert pool.connections == []
         finally:
             await pool.aclose()
 

@@ -122,6 +122,12 @@ class QuietPool(httpcore.AsyncConnectionPool):
             quiet(getattr(connection, "_request_lock", None))
         return connection
 
+    async def _close_connections(self, closing: list[httpcore.AsyncConnectionInterface]) -> None:
+        # httpcore shields the closing of every request's list of expired connections, empty nearly always:
+        # a cancel scope for nothing, twice a request.
+        if closing:
+            await super()._close_connections(closing)
+
 
 class _QuietConnection(httpcore.AsyncHTTPConnection):
     """An httpcore connection until its HTTP/1.1 connection is set, on its first request: that one gets a quiet lock
