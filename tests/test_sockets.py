@@ -114,3 +114,24 @@ async def test_a_cancelled_upstream_request_is_not_sent():
         with pytest.raises(BlockingIOError):
             peer.recv(64)
         await stream.aclose()
+
+
+async def test_an_upstream_request_the_socket_takes_in_part_arrives_once_and_whole():
+    stream, peer = _pair()
+    with peer:
+        stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        upstream = Stream(stream)
+        head, body = b"POST / HTTP/1.1\r\ncontent-length: 60000\r\n\r\n", bytes(range(250)) * 240
+        await upstream.write(head)
+        await upstream.write(body)          # joined (under 64 KiB), more than the socket takes at once
+        got = bytearray()
+
+        async def drain() -> None:
+            while len(got) < len(head) + len(body):
+                got.extend(await trio.to_thread.run_sync(peer.recv, 1 << 20))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drain)
+            await upstream._flush()
+        assert bytes(got) == head + body, "what the first send took is not sent again"
+        await stream.aclose()

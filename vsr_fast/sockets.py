@@ -23,4 +23,3 @@ def send_now(stream: trio.abc.SendStream, data: bytes) -> int:
         return sock.send(data)
     except OSError:         # BlockingIOError included
         return 0
-

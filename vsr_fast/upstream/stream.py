@@ -2,8 +2,8 @@
 
 httpcore sends a request's head and its body in two writes, two syscalls and two scheduler passes, each
 write and each read under two generator-based context managers (its exception map and ``trio.fail_after``).
-Here the writes are held and sent in one send (``sockets.send_now``) just before the first read of the answer (httpcore
-always reads next), and each timeout is a cancel scope with a deadline. What httpcore sees is the same:
+Here the writes are held and sent in one send (``sockets.send_now``) just before the first read of the
+answer (httpcore always reads next), and each timeout is a cancel scope with a deadline. What httpcore sees is the same:
 its timeouts and errors, and a write that fails is not raised, as httpcore itself drops a request's write
 error to read an answer the server may have sent before it closed.
 """
@@ -56,8 +56,11 @@ class Stream(TrioStream):
         size, self._held_bytes = self._held_bytes, 0
         parts = [b"".join(held)] if len(held) > 1 and size <= JOIN_MAX_BYTES else held
         await trio.lowlevel.checkpoint_if_cancelled()      # a request already cancelled is not sent
-        if len(parts) == 1 and send_now(self._stream, parts[0]) == size:
+        sent = send_now(self._stream, parts[0]) if len(parts) == 1 else 0
+        if sent == size:
             return      # taken whole at once: no deadline needed, no scheduler pass
+        if sent:
+            parts = [memoryview(parts[0])[sent:]]       # what the socket took is never sent again
         with trio.CancelScope(deadline=_deadline(self._write_timeout)):
             try:
                 for part in parts:
