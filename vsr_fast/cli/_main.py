@@ -107,6 +107,6 @@ def _serve(args: argparse.Namespace) -> int:
     opts = ServeOptions(
         host=args.host, port=args.port, workers=args.workers, fd=args.fd,
         graceful_timeout_s=args.graceful_timeout, config_path=args.config, worker=args.worker_index,
-        metrics_dir=args.metrics_dir,
+        metrics_dir=args.metrics_dir, settle_heap=True,
     )
     return run(loaded, opts)

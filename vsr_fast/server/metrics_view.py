@@ -15,6 +15,7 @@ import socket
 
 import trio
 
+from . import heap
 from .state import AppState
 
 log = logging.getLogger("vsr_fast.metrics")
@@ -28,7 +29,7 @@ def own_metrics(state: AppState) -> bytes:
     """This process's series in Prometheus' text format."""
     extra = [state.connections.prometheus_lines(), state.upstreams.prometheus_lines(),
              ["# HELP vsr_workers Worker processes whose series this scrape adds up.", "# TYPE vsr_workers gauge",
-              "vsr_workers 1"]]
+              "vsr_workers 1"], heap.prometheus_lines()]
     if state.systemone_client:
         extra.append(state.systemone_client.metrics.render())
     if state.systemone is not None:

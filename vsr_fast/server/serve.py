@@ -34,6 +34,7 @@ from ..events.service import open_event_services
 from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
 from ..upstream.health import check_backends
+from . import heap
 from .app import header_timeout_answer, make_app
 from .listen import Connections, serve_http
 from .metrics_view import serve_peers
@@ -54,6 +55,7 @@ class ServeOptions:
     worker: int = 0                    # this worker's index under a supervisor
     graceful_timeout_s: float = 30.0   # how long SIGTERM waits for in-flight requests
     metrics_dir: str | None = None     # under a supervisor: the workers' metrics sockets (metrics_view)
+    settle_heap: bool = False          # the process is the router's own: freeze its start-up heap (heap.settle)
 
 
 def resolve_bind(loaded: Loaded, opts: ServeOptions) -> ServeOptions:
@@ -147,6 +149,8 @@ async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
                     sys.stderr.write(f"vsr-fast: admin on {', '.join(admin_binds)}\n")
                 binds = await nursery.start(serve_http, generations.app("serving"), cfg, _listening_socket(opts, cfg),
                                             shutdown.wait, state.connections, header_timeout_answer)
+                if opts.settle_heap:
+                    heap.settle()
                 # One write, newline included: workers share the supervisor's stderr, and print's two
                 # writes (text, then newline) let two workers' lines run together.
                 sys.stderr.write(f"vsr-fast: serving on {', '.join(binds)} (config {loaded.version_hash})\n")
