@@ -69,6 +69,20 @@ def _backend(connections: int, shards: int, read_ms: int = 60_000) -> Backend:
     return Backend(model, model.backend_refs[0], 0, ssl_context())
 
 
+async def test_by_default_64_requests_lease_at_once_spread_over_32_shards_and_the_65th_waits():
+    model = msgspec.convert({"name": "m", "backend_refs": [{"endpoint": "http://127.0.0.1:9/v1"}]}, ProviderModel)
+    backend = Backend(model, model.backend_refs[0], 0, ssl_context())
+    try:
+        leases = [await backend.lease() for _ in range(64)]
+        # Each takes the shard with the most free: every shard's first connection before any shard's second.
+        assert [lease.shard for lease in leases] == [*range(32), *range(32)]
+        assert backend._shards.take() == -1 and backend.max_pending == 256
+        leases[40].release()
+        assert backend._shards.take() == 8
+    finally:
+        await backend.aclose()
+
+
 async def test_waiters_get_connections_back_in_arrival_order_and_newcomers_queue_behind_them():
     backend = _backend(1, 2)
     first, second = await backend.lease(), await backend.lease()

@@ -78,7 +78,9 @@ class BackendRef(_Block):
     # than a few large ones; each request takes the shard with the most connections free (bench/RESULTS.md).
     max_connections: Annotated[int, Meta(ge=1, le=64)] = 2
     # Pools per backend: at most max_connections x pool_shards requests in flight, the rest wait their turn.
-    pool_shards: Annotated[int, Meta(ge=1, le=16)] = 8
+    # By default 64 in flight per backend and worker (32 x 2): LLM backends serve many requests at once, and a
+    # wait for a lease costs the request more than a shard costs idle (bench/RESULTS.md, issue 14).
+    pool_shards: Annotated[int, Meta(ge=1, le=64)] = 32
     # An answer (whole or streamed) past this is cut with a 502 or the stream's error event, never held whole.
     max_response_bytes: Annotated[int, Meta(ge=1024, le=1 << 30)] = 64 * 1024 * 1024
     # Requests in flight or queued for a connection; past it the backend is skipped, and with every backend

@@ -2,7 +2,7 @@
 
 httpcore's pool does work proportional to its size on every request
 (STACK-NOTES: 1.35 ms CPU with 1 pooled connection, 5.6 ms with 64), so a
-backend gets ``pool_shards`` pools of ``max_connections`` each (8 of 2 by
+backend gets ``pool_shards`` pools of ``max_connections`` each (32 of 2 by
 default), each request leasing a connection of the one with the most free
 (``lease.py``), instead of one large pool. Pools are built once, sharing one SSL context
 (~40 ms of CPU to build). No cookie jar anywhere: one pool serves every user,
