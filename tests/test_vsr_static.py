@@ -1,4 +1,4 @@
-"""vsr-static-2 (the default), -3 and -1 from their committed artifacts: integrity, every question
+"""vsr-static-4 (the default), -3, -2 and -1 from their committed artifacts: integrity, every question
 type, PII spans, honesty of the cards, the n-gram hashing, and the turns that must never be flagged.
 
 No network and no timing: quality on held-out data is bench.decision_quality's job.
@@ -9,11 +9,13 @@ import shutil
 
 import pytest
 
+from vsr_fast.config.catalog import DEFAULT_ARTIFACT
 from vsr_fast.models import vsr_static
 import numpy as np
 
-from vsr_fast.models.vsr_static import SPAN_LABELS, ArtifactError, load, load_1, load_2, load_3
-from vsr_fast.models.vsr_static._artifacts import ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ngram_buckets, ngram_logits
+from vsr_fast.models.vsr_static import SPAN_LABELS, ArtifactError, load, load_1, load_2, load_3, load_4
+from vsr_fast.models.vsr_static._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ngram_buckets,
+                                                  ngram_logits)
 from vsr_fast.protocol.systemone import (
     ChoiceAnswer,
     ChoiceQuestion,
@@ -58,7 +60,8 @@ def spans(model, text: str) -> list[tuple[str, str]]:
 
 def test_exports():
     assert sorted(vsr_static.__all__) == sorted(["ArtifactError", "DEFAULT", "SPAN_LABELS", "VsrStatic", "VsrStatic1",
-                                                 "count_tokens", "load", "load_1", "load_2", "load_3"])
+                                                 "count_tokens", "load", "load_1", "load_2", "load_3",
+                                                 "load_4"])
 
 
 def test_count_tokens_is_the_models_own_tokenizers_count(model):
@@ -70,8 +73,8 @@ def test_count_tokens_is_the_models_own_tokenizers_count(model):
 
 
 def test_load_is_cached_and_is_a_decision_model(model):
-    assert load() is model is load_2()
-    assert model.card.name == vsr_static.DEFAULT == "vsr-static-2"
+    assert load() is model is load_4()
+    assert model.card.name == vsr_static.DEFAULT == DEFAULT_ARTIFACT == "vsr-static-4"   # the config's default
     assert isinstance(model.card.name, str) and callable(model.answer)
     _: DecisionModel = model   # structural: card + answer
 
@@ -85,18 +88,20 @@ def test_vsr_static_1_stays_loadable_for_replay():
     assert answer.choice == "math"
 
 
-def test_vsr_static_2_is_the_default_and_vsr_static_3_is_opt_in():
-    default = load_2()
-    assert default is load() and default.card.name == "vsr-static-2"
-    assert default.card.calibrated == {"jailbreak": 0.383}           # vsr-static-2's card, unchanged
-    assert default.heads["jailbreak"].ngrams is None
-    opt_in = load_3()
-    assert opt_in is load_3() and opt_in.card.name == "vsr-static-3" and opt_in is not load()
-    assert opt_in.heads["jailbreak"].ngrams is not None
+def test_vsr_static_4_is_the_default_with_2_s_jailbreak_cut_and_the_others_are_opt_in():
+    default = load_4()
+    assert default is load() and default.card.name == "vsr-static-4"
+    # -2's jailbreak recipe and operating point, retrained on the same rows; the domain head reads n-grams.
+    assert default.card.calibrated == load_2().card.calibrated == {"jailbreak": 0.383}
+    assert default.heads["jailbreak"].ngrams is None and default.heads["domain"].ngrams is not None
+    assert default.heads["domain"].ngrams.shape == (1 << 16, 14)
+    for opt_in, name in ((load_3(), "vsr-static-3"), (load_2(), "vsr-static-2")):
+        assert opt_in.card.name == name and opt_in is not load()
+    assert load_3().heads["jailbreak"].ngrams is not None and load_3().heads["domain"].ngrams is None
 
 
 FOLDERS = {"vsr-static-1": ("artifacts", ARTIFACTS), "vsr-static-2": ("artifacts-2", ARTIFACTS_2),
-           "vsr-static-3": ("artifacts-3", ARTIFACTS_3)}
+           "vsr-static-3": ("artifacts-3", ARTIFACTS_3), "vsr-static-4": ("artifacts-4", ARTIFACTS_4)}
 
 
 @pytest.mark.parametrize("layout", list(FOLDERS))
@@ -112,7 +117,7 @@ def test_corrupted_copy_is_refused(tmp_path, layout):
         load(copy)
 
 
-@pytest.mark.parametrize("layout", ["vsr-static-2", "vsr-static-3"])
+@pytest.mark.parametrize("layout", ["vsr-static-2", "vsr-static-3", "vsr-static-4"])
 def test_later_models_check_the_embedding_they_share(tmp_path, layout):
     for folder, source in FOLDERS.values():
         shutil.copytree(source, tmp_path / folder)
@@ -176,7 +181,7 @@ def test_the_ngram_head_reads_word_order():
 
 @pytest.mark.parametrize("name", list(FOLDERS))
 def test_card(name):
-    model = {"vsr-static-1": load_1, "vsr-static-2": load_2, "vsr-static-3": load_3}[name]()
+    model = {"vsr-static-1": load_1, "vsr-static-2": load_2, "vsr-static-3": load_3, "vsr-static-4": load_4}[name]()
     card = model.card
     assert (card.name, card.family, card.modalities) == (name, "vsr-static", ["text"])
     assert card.question_types == ["choice", "noul", "score", "set", "span"]

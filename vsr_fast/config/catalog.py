@@ -118,9 +118,12 @@ class ModelCatalog(Block, kw_only=True):
 
 # The pre-declared deployments (spec 6.2): primary answers every question nothing else binds.
 PRIMARY = "primary"
-BUILTIN_DEPLOYMENTS = {PRIMARY: Deployment(provider="model_runtime", artifact="vsr-static-2")}
-BUILTIN_EMBEDDINGS = {VELA_EMBEDDING: Deployment(provider="model_runtime", artifact="vsr-static-2")}
-STATIC_ARTIFACTS = ("vsr-static-1", "vsr-static-2", "vsr-static-3")
+# The embedded model a model_runtime deployment without an artifact runs (vsr_fast.models.vsr_static.DEFAULT).
+DEFAULT_ARTIFACT = "vsr-static-4"
+BUILTIN_DEPLOYMENTS = {PRIMARY: Deployment(provider="model_runtime", artifact=DEFAULT_ARTIFACT)}
+# The same static table as every vsr-static model: one loaded model serves both.
+BUILTIN_EMBEDDINGS = {VELA_EMBEDDING: Deployment(provider="model_runtime", artifact=DEFAULT_ARTIFACT)}
+STATIC_ARTIFACTS = ("vsr-static-1", "vsr-static-2", "vsr-static-3", "vsr-static-4")
 
 
 def embedding_deployments(catalog: ModelCatalog) -> dict[str, Deployment]:

@@ -27,7 +27,7 @@ import httpx
 import msgspec
 import numpy as np
 
-from ..config.catalog import (BUILTIN_EMBEDDINGS, VELA_EMBEDDING, Deployment, EmbeddingRef, ModelCatalog,
+from ..config.catalog import (BUILTIN_EMBEDDINGS, DEFAULT_ARTIFACT, VELA_EMBEDDING, Deployment, EmbeddingRef, ModelCatalog,
                               dimension_of, embedding_deployments)
 from ..errors import EmbeddingFailed
 from ..systemone.capabilities import load_model
@@ -78,7 +78,7 @@ class StaticEmbedder:
         if self._embedding is None:
             with self._lock:
                 if self._embedding is None:
-                    self._embedding = load_model(self.dep.artifact or "vsr-static-2").embedding
+                    self._embedding = load_model(self.dep.artifact or DEFAULT_ARTIFACT).embedding
         return self._embedding.encode(list(texts))
 
     def close(self) -> None:

