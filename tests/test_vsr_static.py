@@ -405,3 +405,15 @@ def test_unknown_preset_is_answered_zero_shot(model):
     q = ChoiceQuestion(criteria={"cooking": "Food, recipes and baking.", "cars": "Cars and engines."})
     got = ask(model, State(request="How long should I knead bread dough?"), **{"preset:not_in_catalog": q})
     assert got["preset:not_in_catalog"].choice == "cooking"
+
+
+def test_every_artifacts_folder_ships_in_the_package():
+    """A folder pyproject's package-data leaves out is missing from a wheel install (the image), not from a checkout."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    shipped = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    folders = {p.name for p in ARTIFACTS.parent.iterdir() if p.is_dir() and p.name.startswith("artifacts")}
+    assert folders == {"artifacts", "artifacts-2", "artifacts-3", "artifacts-4"}
+    assert {f"{name}/*" for name in folders} <= set(shipped["vsr_fast.models.vsr_static"])
