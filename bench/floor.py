@@ -27,6 +27,7 @@ import msgspec
 import trio
 from hypercorn.config import Config
 
+from vsr_fast.config.schema import BackendRef
 from vsr_fast.upstream.lease import Shards
 from vsr_fast.upstream.transport import new_pool
 
@@ -224,9 +225,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     p.add_argument("--port", type=int, default=8081, help="port to bind; 0 picks a free one (default %(default)s)")
     p.add_argument("--upstream", required=True, help="upstream origin, e.g. http://127.0.0.1:8001")
-    p.add_argument("--pool", type=int, default=16,
+    # The router's default backend shape (config/schema.BackendRef), so the two queue alike at any concurrency.
+    ref = BackendRef(endpoint="")
+    p.add_argument("--pool", type=int, default=ref.max_connections * ref.pool_shards,
                    help="upstream connections in all (and keep-alive pool size); more requests queue (default %(default)s)")
-    p.add_argument("--shards", type=int, default=8,
+    p.add_argument("--shards", type=int, default=ref.pool_shards,
                    help="pools the connections are split into, as the router's default (default %(default)s)")
     p.add_argument("--timeout", type=float, default=600.0,
                    help="upstream read/write timeout in seconds (default %(default)s)")
