@@ -230,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pool", type=int, default=ref.max_connections * ref.pool_shards,
                    help="upstream connections in all (and keep-alive pool size); more requests queue (default %(default)s)")
     p.add_argument("--shards", type=int, default=ref.pool_shards,
-                   help="pools the connections are split into, as the router's default (default %(default)s)")
+                   help="pools the connections are split into, as the router's default "
+                        "(default %(default)s)")
     p.add_argument("--timeout", type=float, default=600.0,
                    help="upstream read/write timeout in seconds (default %(default)s)")
     return p

@@ -27,8 +27,8 @@ import httpx
 import msgspec
 import numpy as np
 
-from ..config.catalog import (BUILTIN_EMBEDDINGS, DEFAULT_ARTIFACT, VELA_EMBEDDING, Deployment, EmbeddingRef, ModelCatalog,
-                              dimension_of, embedding_deployments)
+from ..config.catalog import (BUILTIN_EMBEDDINGS, DEFAULT_ARTIFACT, VELA_EMBEDDING, Deployment, EmbeddingRef,
+                              ModelCatalog, dimension_of, embedding_deployments)
 from ..errors import EmbeddingFailed
 from ..systemone.capabilities import load_model
 from ..systemone.deployments import key_of, refuse_cookies

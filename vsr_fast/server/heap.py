@@ -30,13 +30,13 @@ def settle() -> None:
 
 def prometheus_lines() -> list[str]:
     """The collector's series under prometheus_client's names, plus the frozen heap's size."""
-    lines = ["# HELP python_gc_collections_total Collections of each generation.",
-             "# TYPE python_gc_collections_total counter"]
     stats = gc.get_stats()
-    lines += [f'python_gc_collections_total{{generation="{g}"}} {s["collections"]}' for g, s in enumerate(stats)]
-    lines += ["# HELP python_gc_objects_collected_total Objects the collector found unreachable and freed.",
-              "# TYPE python_gc_objects_collected_total counter"]
-    lines += [f'python_gc_objects_collected_total{{generation="{g}"}} {s["collected"]}' for g, s in enumerate(stats)]
+    lines: list[str] = []
+    for name, key, doc in (("python_gc_collections_total", "collections", "Collections of each generation."),
+                           ("python_gc_objects_collected_total", "collected",
+                            "Objects the collector found unreachable and freed.")):
+        lines += [f"# HELP {name} {doc}", f"# TYPE {name} counter"]
+        lines += [f'{name}{{generation="{g}"}} {s[key]}' for g, s in enumerate(stats)]
     lines += ["# HELP vsr_gc_frozen_objects Objects frozen at start: never scanned by the collector.",
               "# TYPE vsr_gc_frozen_objects gauge", f"vsr_gc_frozen_objects {gc.get_freeze_count()}"]
     return lines

@@ -3,8 +3,8 @@
 httpcore sends a request's head and its body in two writes, two syscalls and two scheduler passes, each
 write and each read under two generator-based context managers (its exception map and ``trio.fail_after``).
 Here the writes are held and sent in one send (``sockets.send_now``) just before the first read of the
-answer (httpcore always reads next), and each timeout is a cancel scope with a deadline. What httpcore sees is the same:
-its timeouts and errors, and a write that fails is not raised, as httpcore itself drops a request's write
+answer (httpcore always reads next), and each timeout is a cancel scope with a deadline. What httpcore sees
+is the same: its timeouts and errors, and a write that fails is not raised, as httpcore itself drops a request's write
 error to read an answer the server may have sent before it closed.
 """
 from __future__ import annotations

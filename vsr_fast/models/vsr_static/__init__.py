@@ -63,7 +63,7 @@ def load(directory: Path | None = None) -> VsrStatic:
     if directory is None:
         return load_4()
     directory = Path(directory)
-    files = FILES if (directory / "embedding.npz").exists() else FILES_2   # FILES_3 is FILES_2's layout
+    files = FILES if (directory / "embedding.npz").exists() else FILES_2   # -3 and -4 have FILES_2's layout
     return VsrStatic(read(directory, files))
 
 

@@ -90,23 +90,35 @@ def train_jailbreak(emb: StaticEmbedding, rows: list[_corpus.Row], log) -> tuple
                   "train": len(train), "validation": len(val)}
 
 
+def domain_split(rows: list[_corpus.Row], mmlu_weight: float):
+    """The domain rows' train and validation splits, each with its label indices and loss weights (MMLU's
+    ``mmlu_weight``, every other source's 1)."""
+    labels = list(DOMAINS)
+    out = []
+    for split in ("train", "validation"):
+        part = [r for r in rows if r.split == split]
+        out.append((part, np.array([labels.index(r.label) for r in part]),
+                    np.array([mmlu_weight if r.source == "mmlu" else 1.0 for r in part])))
+    return out
+
+
+def domain_scores(p: np.ndarray, val: list[_corpus.Row], yv: np.ndarray, wv: np.ndarray) -> tuple[float, dict]:
+    """Validation NLL (weighted as in training) and accuracy per source of the probabilities ``p``."""
+    nll = float((-np.log(p[np.arange(len(p)), yv] + 1e-12) * wv).sum() / wv.sum())
+    by_source = {s: round(float((p.argmax(1) == yv)[np.array([r.source == s for r in val])].mean()), 4)
+                 for s in sorted({r.source for r in val})}
+    return nll, by_source
+
+
 def train_domain(emb: StaticEmbedding, rows: list[_corpus.Row], log,
                  mmlu_weight: float = MMLU_WEIGHT) -> tuple[np.ndarray, np.ndarray, dict]:
     labels = list(DOMAINS)
-    train = [r for r in rows if r.split == "train"]
-    val = [r for r in rows if r.split == "validation"]
+    (train, yt, wt), (val, yv, wv) = domain_split(rows, mmlu_weight)
     xt, xv = _encode(emb, train, DOMAIN_FEATURES), _encode(emb, val, DOMAIN_FEATURES)
-    yt = np.array([labels.index(r.label) for r in train])
-    yv = np.array([labels.index(r.label) for r in val])
-    weight = lambda rs: np.array([mmlu_weight if r.source == "mmlu" else 1.0 for r in rs])
-    wt, wv = weight(train), weight(val)
     best, init = None, None
     for l2 in L2_GRID:
         (w, b), init = fit_logistic(xt, yt, len(labels), l2, steps=500, init=init, weights=wt)
-        p = softmax(xv @ w + b)
-        nll = float((-np.log(p[np.arange(len(p)), yv] + 1e-12) * wv).sum() / wv.sum())
-        by_source = {s: round(float((p.argmax(1) == yv)[np.array([r.source == s for r in val])].mean()), 4)
-                     for s in sorted({r.source for r in val})}
+        nll, by_source = domain_scores(softmax(xv @ w + b), val, yv, wv)
         log(f"domain: l2={l2:g} validation nll {nll:.4f}, accuracy by source {by_source}")
         if best is None or nll < best[0]:
             best = (nll, l2, w, b, by_source)

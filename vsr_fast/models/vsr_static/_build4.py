@@ -44,22 +44,14 @@ def _read(emb: StaticEmbedding, rows: list[_corpus.Row]) -> tuple[np.ndarray, Ng
 
 def train_domain(emb: StaticEmbedding, rows: list[_corpus.Row], log) -> tuple[dict[str, np.ndarray], dict]:
     labels = list(DOMAINS)
-    train = [r for r in rows if r.split == "train"]
-    val = [r for r in rows if r.split == "validation"]
+    (train, yt, wt), (val, yv, wv) = _build2.domain_split(rows, MMLU_WEIGHT)
     (xt, gt), (xv, gv) = _read(emb, train), _read(emb, val)
-    yt = np.array([labels.index(r.label) for r in train])
-    yv = np.array([labels.index(r.label) for r in val])
-    wt = np.array([MMLU_WEIGHT if r.source == "mmlu" else 1.0 for r in train])
-    wv = np.array([MMLU_WEIGHT if r.source == "mmlu" else 1.0 for r in val])
     best = None
     for l2_ngrams in DOMAIN_NGRAM_L2_GRID:
         w, b, table = fit_logistic_ngrams(xt, gt, yt, len(labels), DOMAIN_L2, l2_ngrams, steps=DOMAIN_STEPS,
                                           weights=wt)
         table = table.astype(np.float16)            # as shipped: the choice is made on what runs
-        p = softmax(xv @ w + b + gv.dot(table.astype(np.float32)))
-        nll = float((-np.log(p[np.arange(len(p)), yv] + 1e-12) * wv).sum() / wv.sum())
-        by_source = {s: round(float((p.argmax(1) == yv)[np.array([r.source == s for r in val])].mean()), 4)
-                     for s in sorted({r.source for r in val})}
+        nll, by_source = _build2.domain_scores(softmax(xv @ w + b + gv.dot(table.astype(np.float32))), val, yv, wv)
         log(f"domain: ngram l2={l2_ngrams:g} validation nll {nll:.4f}, accuracy by source {by_source}")
         if best is None or nll < best[0]:
             best = (nll, l2_ngrams, w, b, table, by_source)
