@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -192,7 +193,26 @@ def cell(row: dict | None) -> str:
     text = f"{row['req_per_s']:,.0f} req/s, p50 {fmt_ms(row['p50_ms'])}, p99 {fmt_ms(row['p99_ms'])}, {errors} errors"
     if row.get("cpu_us_per_req") is not None:
         text += f", CPU {row['cpu_us_per_req']:,.0f} µs/req"
+    if row.get("host_steal_pct") is not None:
+        text += f", steal {row['host_steal_pct']:.0f} %"
     return text
+
+
+def round_ratios(rows: list[dict]) -> list[str]:
+    """vsr-fast's req/s over LiteLLM's round by round (each pair ran back to back), per concurrency: on a shared
+    host a noisy spell lands on one target's round, and these show how far that moved the pooled ratio."""
+    cells = index(rows)
+    lines = []
+    for conc, stream in sorted({(r["concurrency"], r["stream"]) for r in rows}, key=lambda k: (k[1], k[0])):
+        mine, theirs = cells.get(("vsr-fast", conc, stream)), cells.get(("litellm", conc, stream))
+        pairs = list(zip((mine or {}).get("round_req_per_s", []), (theirs or {}).get("round_req_per_s", [])))
+        ratios = sorted(m / t for m, t in pairs if t)
+        if len(ratios) < 2:
+            continue
+        shown = ", ".join(f"{r:.1f}" for r in ratios)
+        lines.append(f"- concurrency {conc}, stream {'on' if stream else 'off'}: {shown} "
+                     f"(median {statistics.median(ratios):.1f}×)")
+    return lines
 
 
 def fmt_ms(value: float | None) -> str:
@@ -282,6 +302,9 @@ def peer(args: argparse.Namespace) -> int:
     rows = report["rows"]
     print(peer_table(rows, version or "?"))
     print(f"\nload average (1/5/15 min) before: {before}; after: {after}; {os.cpu_count()} CPUs")
+    paired = round_ratios(rows)
+    if paired:
+        print("vsr-fast ÷ LiteLLM, req/s, round by round (sorted):", *paired, sep="\n")
     client = [r["bench_cpu_us_per_req"] for r in rows if r["bench_cpu_us_per_req"] is not None]
     if client:
         print(f"sr-bench's own CPU: {min(client):.0f}-{max(client):.0f} µs per request")

@@ -58,6 +58,11 @@ class RunResult:
     elapsed: float = 0.0
     server_cpu: float | None = None
     bench_cpu: float = 0.0
+    # The host's CPU time while the cell ran, in /proc/stat ticks: steal is what the hypervisor gave other
+    # guests while this one wanted to run. A VM's wake-ups slow under steal, so one-at-a-time cells move most.
+    host_ticks: int = 0
+    steal_ticks: int = 0
+    rounds: list[tuple[int, float]] = field(default_factory=list)   # (answered, seconds) of each round
 
     @property
     def ok(self) -> int:
@@ -78,6 +83,9 @@ class RunResult:
         self.error_kinds.update(other.error_kinds)
         self.elapsed += other.elapsed
         self.bench_cpu += other.bench_cpu
+        self.host_ticks += other.host_ticks
+        self.steal_ticks += other.steal_ticks
+        self.rounds += other.rounds
         if other.server_cpu is not None:
             self.server_cpu = (self.server_cpu or 0.0) + other.server_cpu
 
@@ -288,6 +296,17 @@ def read_proc_stat(pid: int) -> tuple[int, float] | None:
     return int(fields[1]), (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def read_host_ticks() -> tuple[int, int]:
+    """(all CPU ticks, steal ticks) of the whole host so far, from /proc/stat; zeros where it cannot be read."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    # user nice system idle iowait irq softirq steal (guest and guest_nice are already inside user and nice)
+    return sum(fields[:8]), fields[7] if len(fields) > 7 else 0
+
+
 def process_tree_cpu(roots: list[int]) -> dict[int, float]:
     """CPU seconds of each root process and of every descendant (e.g. hypercorn workers)."""
     stats = {}
@@ -343,6 +362,7 @@ async def measure(target: Target, plan: Plan, concurrency: int, stream: bool, pi
     result = RunResult()
     cpu_before = process_tree_cpu(pids) if pids else None
     own_before = time.process_time()
+    host_before = read_host_ticks()
     start = time.perf_counter()
     limit = min(duration, plan.max_duration) if duration else plan.max_duration
     budget = Budget(None if duration else requests, start + limit)
@@ -354,6 +374,9 @@ async def measure(target: Target, plan: Plan, concurrency: int, stream: bool, pi
                 conn.close()
     result.elapsed = time.perf_counter() - start
     result.bench_cpu = time.process_time() - own_before
+    host_after = read_host_ticks()
+    result.host_ticks, result.steal_ticks = host_after[0] - host_before[0], host_after[1] - host_before[1]
+    result.rounds.append((result.ok, result.elapsed))
     if cpu_before is not None:
         result.server_cpu = cpu_delta(cpu_before, process_tree_cpu(pids))
     return result
@@ -417,6 +440,8 @@ def summarise(name: str, concurrency: int, stream: bool, run: RunResult) -> dict
         "server_cpu_s": run.server_cpu,
         "cpu_us_per_req": run.server_cpu / run.ok * 1e6 if run.server_cpu is not None and run.ok else None,
         "bench_cpu_us_per_req": run.bench_cpu / run.ok * 1e6 if run.ok else None,
+        "host_steal_pct": 100 * run.steal_ticks / run.host_ticks if run.host_ticks else None,
+        "round_req_per_s": [ok / seconds if seconds else 0.0 for ok, seconds in run.rounds],
     }
 
 

@@ -75,3 +75,12 @@ def test_scaling_table_gives_the_ratio_and_the_clients_share_of_its_core():
     two = dict(row("vsr-fast-w2", 16, 720), bench_cpu_us_per_req=125.0)
     last = peer.scaling_table([one, two]).splitlines()[-1]
     assert last.endswith("| 1.80× | 100 µs, 4 % / 125 µs, 9 % |")
+
+
+def test_rounds_are_compared_pair_by_pair_and_steal_is_shown():
+    mine = dict(row("vsr-fast", 1, 600), round_req_per_s=[700.0, 300.0, 650.0], host_steal_pct=12.4)
+    theirs = dict(row("litellm", 1, 60), round_req_per_s=[70.0, 50.0, 50.0])
+    assert peer.round_ratios([mine, theirs]) == ["- concurrency 1, stream off: 6.0, 10.0, 13.0 (median 10.0×)"]
+    assert "steal 12 %" in peer.cell(mine)
+    assert "steal" not in peer.cell(theirs)
+    assert peer.round_ratios([dict(mine, round_req_per_s=[700.0]), dict(theirs, round_req_per_s=[70.0])]) == []

@@ -274,6 +274,9 @@ def test_sr_bench_reports_a_clean_run(mock, capsys):
         assert (row["ok"], row["http_errors"], row["conn_errors"]) == (50, 0, 0)
         assert 0 < row["p50_ms"] <= row["p95_ms"] <= row["p99_ms"]
         assert row["cpu_us_per_req"] is not None and row["req_per_s"] > 0
+        # The host's steal share while the cell ran (a VM's noise), and each of the two rounds' own rate.
+        assert 0 <= row["host_steal_pct"] <= 100
+        assert len(row["round_req_per_s"]) == 2 and all(r > 0 for r in row["round_req_per_s"])
     assert report["rows"][1]["ttfb_p50_ms"] <= report["rows"][1]["p50_ms"]
     assert admin(mock, "/_mock/stats")["completed"] >= 100
 
