@@ -223,6 +223,18 @@ def test_connection_close_is_honoured(routed, route):
     assert closed, "the router kept a Connection: close connection open"
 
 
+@pytest.mark.parametrize("head", [
+    b"GET /health HTTP/1.0\r\n\r\n",                                    # HTTP/1.0 closes unless kept alive
+    b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: Close\r\n\r\n",   # header values are case-insensitive
+    b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close, TE\r\nTE: trailers\r\n\r\n",
+    b"GET /nowhere HTTP/1.0\r\n\r\n",                                   # a 404 closes too
+])
+def test_every_closing_request_of_the_get_routes_is_closed(routed, head):
+    data, closed = _closed_after_response(routed.port, head)
+    assert data.startswith((b"HTTP/1.1 200", b"HTTP/1.1 404")), data[:80]
+    assert closed, "the router kept a closing connection open (it would count against max_connections)"
+
+
 def test_no_recipe_unknown_model_is_404(mock, tmp_path):
     doc = {"version": "v0.5", "providers": {"models": [model("only", f"{mock.url}/v1")]}}
     with router(write_config(doc, str(tmp_path))) as proc:

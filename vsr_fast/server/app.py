@@ -121,10 +121,10 @@ def make_app(state: AppState, role: str = "serving"):
                                      recipe=None, decision=None, model=None)
             headers.append((b"content-type", b"application/json"))
             await send_whole(send, 200, headers, models_listing(state))
-        elif header(scope, b"connection") == b"close":
-            await _until_response_ends(admin, scope, receive, send)
         else:
-            await admin(scope, receive, send)
+            # Always shielded: whether hypercorn closes after this answer (HTTP/1.0, "Close", "close, TE", its
+            # own limits) is h11's call, not a header comparison's.
+            await _until_response_ends(admin, scope, receive, send)
 
     return lingering_close(app)
 
@@ -211,7 +211,7 @@ def header_timeout_answer(head: bytes) -> bytes:
 
 
 async def _until_response_ends(app, scope: Scope, receive: Receive, send: Send) -> None:
-    """Run quart so that a ``Connection: close`` request gets its connection closed.
+    """Run quart so that a connection hypercorn closes after the answer gets closed.
 
     hypercorn closes the socket from inside the app's final ``send``; quart-trio
     cancels its request nursery at that moment, which interrupts the close and
