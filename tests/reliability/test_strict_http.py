@@ -96,6 +96,31 @@ def test_a_method_other_than_post_gets_405_in_the_routes_protocol(edge, path, me
     assert error_code(path, r.content) == expected
 
 
+# The routes served by method (quart's and the System One listing): a wrong method is 405 with the methods served.
+GET_ROUTES = {"/health": {"GET", "HEAD", "OPTIONS"}, "/ready": {"GET", "HEAD", "OPTIONS"},
+              "/metrics": {"GET", "HEAD", "OPTIONS"}, "/v1/models": {"GET", "HEAD", "OPTIONS"},
+              "/v1/systemone/models": {"GET", "HEAD"}, "/admin/reload": {"POST", "OPTIONS"},
+              "/api/v1/keys": {"GET", "HEAD", "OPTIONS", "POST"}}
+
+
+@pytest.mark.parametrize(("method", "path"), [("PUT", "/health"), ("POST", "/metrics"), ("GET", "/admin/reload"),
+                                              ("DELETE", "/ready"), ("POST", "/v1/models"),
+                                              ("POST", "/v1/systemone/models"), ("PUT", "/api/v1/keys")])
+def test_a_wrong_method_on_a_get_route_gets_405_with_allow(edge, method, path):
+    with httpx.Client(base_url=edge.url, timeout=10) as client:
+        r = client.request(method, path)
+        assert r.status_code == 405, r.text
+        assert {m.strip() for m in r.headers["allow"].split(",")} == GET_ROUTES[path]
+        assert error_code(path, r.content) == "method_not_allowed"
+        assert client.get("/health").status_code == 200
+
+
+def test_head_on_the_systemone_listing_is_its_head(edge):
+    r = httpx.head(f"{edge.url}/v1/systemone/models", timeout=10)
+    assert r.status_code == 200 and r.content == b""
+    assert int(r.headers["content-length"]) == len(httpx.get(f"{edge.url}/v1/systemone/models", timeout=10).content)
+
+
 @pytest.mark.parametrize("path", ROUTES)
 @pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded",
                                           "multipart/form-data; boundary=x", "application/jsonx"])

@@ -15,9 +15,10 @@ from werkzeug.exceptions import HTTPException
 
 from ..auth.keys import KeyFields
 from ..auth.store import KeyStore
-from ..errors import EmbeddingFailed
+from ..errors import EmbeddingFailed, MethodNotAllowed, RouteNotFound
 from ..headers import registry as h
 from .metrics_view import gathered
+from .shapes import error_for_path
 from .state import AppState
 
 
@@ -104,12 +105,24 @@ def make_admin(state: AppState) -> QuartTrio:
     _key_routes(app, state)
 
     @app.errorhandler(HTTPException)
-    async def http_error(exc: HTTPException) -> tuple[Response, int]:
-        body = {"error": {"message": exc.description or exc.name, "type": "invalid_request_error",
-                          "param": None, "code": exc.name.lower().replace(" ", "_")}}
-        return jsonify(body), exc.code or 500
+    async def http_error(exc: HTTPException) -> Response | tuple[Response, int]:
+        kind = _ROUTING_ERRORS.get(exc.code)
+        if kind is None:
+            body = {"error": {"message": exc.description or exc.name, "type": "invalid_request_error",
+                              "param": None, "code": exc.name.lower().replace(" ", "_")}}
+            return jsonify(body), exc.code or 500
+        # A route missing or asked with a wrong method: in the shape of the API the path belongs to, a 405 with
+        # the methods the route serves (RFC 9110 15.5.6: werkzeug knows them, quart's answer dropped them).
+        status, body = error_for_path(request.path, kind(exc.description or exc.name))
+        allow = getattr(exc, "valid_methods", None)
+        headers = {"allow": ", ".join(sorted(allow))} if allow else {}
+        return Response(body, status=status, content_type="application/json", headers=headers)
 
     return app
+
+
+# quart's routing refusals -> the router's errors, answered in the path's API shape.
+_ROUTING_ERRORS = {404: RouteNotFound, 405: MethodNotAllowed}
 
 
 class Document(msgspec.Struct, forbid_unknown_fields=True):

@@ -10,7 +10,6 @@ from ..errors import (AdminOnly, AmbiguousFraming, AuthError, HeaderTimeout, Met
                       RouteNotFound, UnsupportedMedia, VsrError)
 from ..headers.public import public_headers
 from ..headers.registry import ResponsePath
-from ..protocol import anthropic
 from ..protocol.errors import openai_error_body
 from .admin import make_admin
 from .classify_api import PATHS as CLASSIFY_PATHS, handle_classify
@@ -18,7 +17,8 @@ from .asgi import Receive, Scope, Send, discard_body, header, lingering_close, s
 from .count_tokens import handle_count_tokens
 from .pipeline import handle_api
 from .preview import handle_preview
-from .systemone_api import error_body as systemone_error_body, handle_systemone, models_listing
+from .shapes import SYSTEMONE_PATHS, error_for_path
+from .systemone_api import handle_systemone, models_listing
 from .state import AppState
 
 # Inference routes -> client API (the adapters of protocol/adapters.py).
@@ -27,9 +27,7 @@ API_PATHS = {
     "/v1/messages": "messages", "/v1/responses": "responses", "/v1/images/generations": "images",
 }
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
-ANTHROPIC_PREFIX = "/v1/messages"     # /v1/messages and its count_tokens: Anthropic's error shape
 PREVIEW_PATH = "/api/v1/routing/preview"
-SYSTEMONE_PATHS = frozenset({"/v1/systemone", "/v1/decisions"})
 SYSTEMONE_MODELS = "/v1/systemone/models"
 MODELS_PATH = "/v1/models"
 # The client API each client route authenticates as (which key headers it reads).
@@ -116,7 +114,11 @@ def make_app(state: AppState, role: str = "serving"):
                               (b"accept", b"application/json"))
             else:
                 await handler(state, scope, receive, send)
-        elif path == SYSTEMONE_MODELS and method == "GET":
+        elif path == SYSTEMONE_MODELS:
+            if method not in ("GET", "HEAD"):
+                await _refuse(state, send, path, MethodNotAllowed("Only GET is allowed on this route"),
+                              (b"allow", b"GET, HEAD"))
+                return
             headers = public_headers(config_version=state.config_version, path=ResponsePath.UPSTREAM,
                                      recipe=None, decision=None, model=None)
             headers.append((b"content-type", b"application/json"))
@@ -189,15 +191,6 @@ async def _refuse(state: AppState, send: Send, path: str, err: VsrError, *extra:
     headers += [(b"content-type", b"application/json"), *extra]
     status, body = error_for_path(path, err)
     await send_whole(send, status, headers, body)
-
-
-def error_for_path(path: str, err: VsrError) -> tuple[int, bytes]:
-    """``(status, body)`` of ``err`` in the protocol of the route ``path`` names (OpenAI's by default)."""
-    if path.startswith(ANTHROPIC_PREFIX):
-        return anthropic.vsr_error_answer(err)
-    if path in SYSTEMONE_PATHS:
-        return err.status, systemone_error_body(err)
-    return err.status, openai_error_body(err)
 
 
 def header_timeout_answer(head: bytes) -> bytes:

@@ -1,0 +1,20 @@
+"""Which client API's error shape a path's client reads: shared by the raw ASGI app, quart's routes and the
+connection server's own answers (a request refused before any app saw it)."""
+from __future__ import annotations
+
+from ..errors import VsrError
+from ..protocol import anthropic
+from ..protocol.errors import openai_error_body
+from .systemone_api import error_body as systemone_error_body
+
+ANTHROPIC_PREFIX = "/v1/messages"     # /v1/messages and everything under it: Anthropic's error shape
+SYSTEMONE_PATHS = frozenset({"/v1/systemone", "/v1/decisions"})
+
+
+def error_for_path(path: str, err: VsrError) -> tuple[int, bytes]:
+    """``(status, body)`` of ``err`` in the protocol of the route ``path`` names (OpenAI's by default)."""
+    if path.startswith(ANTHROPIC_PREFIX):
+        return anthropic.vsr_error_answer(err)
+    if path in SYSTEMONE_PATHS:
+        return err.status, systemone_error_body(err)
+    return err.status, openai_error_body(err)
