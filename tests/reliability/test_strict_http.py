@@ -10,6 +10,9 @@ import json
 import httpx
 import pytest
 
+from vsr_fast.server.app import header_timeout_answer
+from vsr_fast.server.asgi import origin_path
+
 from .conftest import connect, edge_router, read_until_closed
 
 SMALL_LIMIT = 64 * 1024
@@ -119,6 +122,37 @@ def test_head_on_the_systemone_listing_is_its_head(edge):
     r = httpx.head(f"{edge.url}/v1/systemone/models", timeout=10)
     assert r.status_code == 200 and r.content == b""
     assert int(r.headers["content-length"]) == len(httpx.get(f"{edge.url}/v1/systemone/models", timeout=10).content)
+
+
+@pytest.mark.parametrize("scheme", ["http", "HTTP"])
+def test_an_absolute_form_target_is_routed_by_its_path(edge, scheme):
+    # RFC 9112 3.2.2: a server MUST accept the absolute-form (a proxy's form); hypercorn puts all of it in the path.
+    body = json.dumps({"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    target = f"{scheme}://127.0.0.1:{edge.port}"
+    raw = (f"POST {target}/v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+           f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    raw += f"GET {target}/health HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    raw += f"PUT {target}/v1/messages?beta=true HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".encode()
+    raw += f"GET {target}?x=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()   # no path: "/"
+    chat, health, messages, root = (parts(r) for r in exchange(edge, raw))
+    assert chat[0] == 200 and json.loads(chat[2])["choices"], chat
+    assert health[0] == 200 and json.loads(health[2]) == {"status": "ok"}
+    assert messages[0] == 405 and error_code("/v1/messages", messages[2]) == "invalid_request_error"
+    assert root[0] == 404 and error_code("/", root[2]) == "not_found"
+
+
+@pytest.mark.parametrize(("target", "path"), [
+    (b"/v1/messages?beta=true", b"/v1/messages?beta=true"), (b"*", b"*"),
+    (b"http://h:1/v1/models/a%2Fb", b"/v1/models/a%2Fb"), (b"HTTPS://h/x?q=http://y/z", b"/x?q=http://y/z"),
+    (b"http://h?q=1", b"/?q=1"), (b"http://h", b"/"), (b"ftp://h/x", b"ftp://h/x"), (b"/r?u=http://h/x", b"/r?u=http://h/x"),
+])
+def test_origin_path_of_each_target_form(target, path):
+    assert origin_path(target) == path
+
+
+def test_a_head_timed_out_on_an_absolute_form_target_answers_in_its_paths_shape():
+    answer = header_timeout_answer(b"POST http://h:1/v1/messages HTTP/1.1\r\nHost: h\r\n")
+    assert parts(answer)[0] == 408 and error_code("/v1/messages", parts(answer)[2]) == "invalid_request_error"
 
 
 @pytest.mark.parametrize("path", ROUTES)

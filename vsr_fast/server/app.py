@@ -13,7 +13,8 @@ from ..headers.registry import ResponsePath
 from ..protocol.errors import openai_error_body
 from .admin import make_admin
 from .classify_api import PATHS as CLASSIFY_PATHS, handle_classify
-from .asgi import Receive, Scope, Send, discard_body, header, lingering_close, send_whole, shield_final
+from .asgi import (Receive, Scope, Send, discard_body, header, lingering_close, origin_path, send_whole, shield_final,
+                   to_origin_form)
 from .count_tokens import handle_count_tokens
 from .pipeline import handle_api
 from .preview import handle_preview
@@ -59,6 +60,8 @@ def make_app(state: AppState, role: str = "serving"):
             await admin(scope, receive, send)
             return
         path, method = scope["path"], scope["method"]
+        if not path.startswith("/"):
+            path = to_origin_form(scope)        # once, for every route and quart's alike
         origin = header(scope, b"origin")
         if origin is not None:
             # A browser's request: only from the origins the configuration lists. Without this any web page
@@ -197,7 +200,7 @@ def header_timeout_answer(head: bytes) -> bytes:
     """The whole 408 for a request head the header timeout cut, in the protocol of the path its request
     line names (when it got that far)."""
     line = head.split(b"\n", 1)[0].split(b" ")
-    path = line[1].split(b"?", 1)[0].decode("latin-1") if len(line) > 1 else ""
+    path = origin_path(line[1]).split(b"?", 1)[0].decode("latin-1") if len(line) > 1 else ""
     status, body = error_for_path(path, HeaderTimeout("the request's headers did not arrive in time"))
     return (b"HTTP/1.1 %d Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
             b"content-length: %d\r\n\r\n%s" % (status, len(body), body))

@@ -5,6 +5,7 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 import trio
 
@@ -27,6 +28,26 @@ def header(scope: Scope, name: bytes) -> bytes | None:
         if key == name:
             return value
     return None
+
+
+def origin_path(target: bytes) -> bytes:
+    """The path (and query) of a request target: an absolute-form one's (``http://host:port/p?q``, RFC 9112
+    3.2.2, which a server must accept: a proxy's form) after its authority, ``/`` when it has none; an
+    origin-form one (``/p?q``) and anything else (``*``) as it is."""
+    scheme, sep, rest = target.partition(b"://")
+    if not sep or scheme.lower() not in (b"http", b"https"):
+        return target
+    cut = min((i for i in (rest.find(b"/"), rest.find(b"?")) if i >= 0), default=len(rest))
+    rest = rest[cut:]
+    return rest if rest.startswith(b"/") else b"/" + rest
+
+
+def to_origin_form(scope: Scope) -> str:
+    """Rewrites the ``path`` and ``raw_path`` of a request whose target was absolute-form (hypercorn puts all
+    of it in them; its query is split off already) to its path; returns the path."""
+    scope["raw_path"] = raw = origin_path(scope["raw_path"])
+    scope["path"] = path = unquote(raw.decode("ascii"))
+    return path
 
 
 @dataclass(frozen=True, slots=True)
