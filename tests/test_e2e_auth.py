@@ -106,6 +106,7 @@ def _openai_calls(c: openai.OpenAI, omit: bool = False):
         "responses": lambda: c.responses.create(model="vsr/auto", input="hi", **h),
         "images": lambda: c.images.generate(model="vsr/auto", prompt="a cat", **h),
         "models": lambda: c.models.list(**h),
+        "model": lambda: c.models.retrieve("vsr/auto", **h),
     }
 
 
@@ -115,6 +116,8 @@ def _anthropic_calls(c: anthropic.Anthropic, omit: bool = False):
     return {
         "messages": lambda: c.messages.create(model="vsr/auto", max_tokens=16, messages=msgs, **h),
         "count_tokens": lambda: c.messages.count_tokens(model="vsr/auto", messages=msgs, **h),
+        "models": lambda: c.models.list(**h),
+        "model": lambda: c.models.retrieve("vsr/auto", **h),
     }
 
 
@@ -148,9 +151,10 @@ def test_the_right_key_reaches_every_client_api(keyed):
     c = _oa(keyed.url, KEY)
     assert _chat(c).choices[0].message.content
     assert c.responses.create(model="vsr/auto", input="hi").output_text
-    assert [m.id for m in c.models.list()]
+    assert [m.id for m in c.models.list()] and c.models.retrieve("vsr/auto").id == "vsr/auto"
     a = _an(keyed.url, KEY)                  # x-api-key, as Anthropic's SDK sends it
     assert a.messages.create(model="vsr/auto", max_tokens=16, messages=[{"role": "user", "content": "hi"}]).content
+    assert [m.id for m in a.models.list()] and a.models.retrieve("vsr/auto").type == "model"
     bearer = anthropic.Anthropic(base_url=keyed.url, auth_token=KEY, max_retries=0)     # Authorization: Bearer
     assert bearer.messages.count_tokens(model="vsr/auto", messages=[{"role": "user", "content": "hi"}]).input_tokens
 

@@ -157,6 +157,61 @@ def test_get_on_count_tokens_is_a_405_in_anthropics_shape(gw):
     assert r.status_code == 405 and r.json()["type"] == "error" and r.headers["allow"] == "POST"
 
 
+# --- the model lists, each SDK's own ---------------------------------------------------------------------------
+
+LISTED = ["vsr/auto", "m-openai", "m-anthropic", "m-responses", "agent-openai", "agent-anthropic"]
+
+
+def test_openais_sdk_lists_and_retrieves_each_model(gw):
+    oa = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="k", max_retries=0, timeout=10)
+    listed = list(oa.models.list())
+    assert [m.id for m in listed] == LISTED
+    for m in listed:
+        assert oa.models.retrieve(m.id) == m          # vsr/auto too: the SDK sends vsr%2Fauto
+    with pytest.raises(openai.NotFoundError) as info:
+        oa.models.retrieve("gpt-nothing")
+    assert info.value.body["code"] == "model_not_found" and info.value.body["type"] == "invalid_request_error"
+
+
+def test_anthropics_sdk_lists_and_retrieves_each_model(gw):
+    an = anthropic.Anthropic(base_url=gw.url, api_key="k", max_retries=0, timeout=10)
+    page = an.models.list()
+    assert [m.id for m in page.data] == LISTED and page.has_more is False
+    assert (page.first_id, page.last_id) == (LISTED[0], LISTED[-1])
+    first = page.data[0]
+    assert first.type == "model" and first.display_name == "vsr/auto" and first.created_at.year == 1970
+    assert an.models.retrieve("m-anthropic").id == "m-anthropic"
+    assert [m.id for m in an.models.list(limit=2)] == LISTED          # the SDK follows the pages
+    second = an.models.list(limit=2, after_id="m-openai")
+    assert [m.id for m in second.data] == LISTED[2:4] and second.has_more is True
+    before = an.models.list(limit=3, before_id="m-responses")
+    assert [m.id for m in before.data] == LISTED[0:3] and before.has_more is False
+    with pytest.raises(anthropic.NotFoundError) as info:
+        an.models.retrieve("claude-nothing")
+    assert info.value.body == {"type": "error", "error": {"type": "not_found_error",
+                                                          "message": "The model 'claude-nothing' does not exist"}}
+    with pytest.raises(anthropic.BadRequestError) as info:
+        an.models.list(limit=0)
+    assert info.value.body["error"]["type"] == "invalid_request_error"
+
+
+def test_the_model_list_s_shape_follows_anthropic_version(gw):
+    openai_shape = httpx.get(f"{gw.url}/v1/models", timeout=10).json()
+    assert openai_shape["object"] == "list" and openai_shape["data"][0] == {
+        "id": "vsr/auto", "object": "model", "created": 0, "owned_by": "vsr-fast"}
+    one = httpx.get(f"{gw.url}/v1/models/vsr/auto", headers={"anthropic-version": "2023-06-01"}, timeout=10)
+    assert one.json()["type"] == "model" and one.json()["created_at"] == "1970-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize("path", ["/v1/messages/batches", "/v1/messages/batches/msgbatch_1/results"])
+def test_a_missing_route_under_messages_is_a_404_in_anthropics_shape(gw, path):
+    an = anthropic.Anthropic(base_url=gw.url, api_key="k", max_retries=0, timeout=10)
+    r = httpx.get(f"{gw.url}{path}", timeout=10)
+    assert r.status_code == 404 and r.json()["type"] == "error" and r.json()["error"]["type"] == "not_found_error"
+    with pytest.raises(anthropic.NotFoundError):
+        an.messages.batches.list()
+
+
 # --- 413 with a lingering close ------------------------------------------------------------------------------
 
 

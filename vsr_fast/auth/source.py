@@ -30,7 +30,8 @@ _API_KEY = h.API_KEY.encode()
 _BEARER = b"bearer "
 # Where scope carries the identity once read: the rest of the request reads it from there.
 SCOPE_KEY = "vsr.identity"
-KEY_HEADER_APIS = frozenset({"messages", "count_tokens"})
+# The routes of Anthropic's SDK, which sends its key as x-api-key: Messages and the model lists it reads too.
+KEY_HEADER_APIS = frozenset({"messages", "count_tokens", "models"})
 
 
 def presented_key(scope, api: str) -> bytes | None:

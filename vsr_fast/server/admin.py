@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
-
+from collections.abc import Callable
 from typing import Annotated
 
 import msgspec
@@ -15,10 +15,11 @@ from werkzeug.exceptions import HTTPException
 
 from ..auth.keys import KeyFields
 from ..auth.store import KeyStore
-from ..errors import EmbeddingFailed, MethodNotAllowed, RouteNotFound
+from ..errors import EmbeddingFailed, MethodNotAllowed, RouteNotFound, VsrError
 from ..headers import registry as h
+from . import models_api
 from .metrics_view import gathered
-from .shapes import error_for_path
+from .shapes import error_for_request
 from .state import AppState
 
 
@@ -35,12 +36,13 @@ def make_admin(state: AppState) -> QuartTrio:
         response.headers[h.CONFIG_VERSION] = state.loaded.version_hash
         return response
 
-    @app.get("/v1/models")
+    @app.get(models_api.PATH)
     async def models() -> Response:
-        chat_models = [n for n, m in state.table.models.items() if m.api_format != "systemone"]
-        names = list(state.table.entrypoint_names) + chat_models
-        data = [{"id": n, "object": "model", "created": 0, "owned_by": "vsr-fast"} for n in names]
-        return jsonify({"object": "list", "data": data})
+        return _answered(lambda anthropic: models_api.listing(state, anthropic, request.args))
+
+    @app.get(models_api.PATH + "/<path:model_id>")      # path: an id may hold a slash (vsr/auto)
+    async def model(model_id: str) -> Response:
+        return _answered(lambda anthropic: models_api.one(state, anthropic, model_id))
 
     @app.get("/health")
     async def health() -> Response:
@@ -113,7 +115,7 @@ def make_admin(state: AppState) -> QuartTrio:
             return jsonify(body), exc.code or 500
         # A route missing or asked with a wrong method: in the shape of the API the path belongs to, a 405 with
         # the methods the route serves (RFC 9110 15.5.6: werkzeug knows them, quart's answer dropped them).
-        status, body = error_for_path(request.path, kind(exc.description or exc.name))
+        status, body = error_for_request(request.scope, kind(exc.description or exc.name))
         allow = getattr(exc, "valid_methods", None)
         headers = {"allow": ", ".join(sorted(allow))} if allow else {}
         return Response(body, status=status, content_type="application/json", headers=headers)
@@ -222,6 +224,16 @@ async def _body(type_: type, what: str):
         return _bad(f"invalid {what}: {exc}"), 400
     except msgspec.DecodeError:
         return _bad("the body is a JSON object"), 400
+
+
+def _answered(build: Callable[[bool], bytes]) -> Response:
+    """The JSON ``build`` makes for this request (told whether Anthropic's SDK asks), or its error in the
+    request's shape."""
+    try:
+        body, status = build(request.headers.get(models_api.ANTHROPIC_VERSION) is not None), 200
+    except VsrError as exc:
+        status, body = error_for_request(request.scope, exc)
+    return Response(body, status=status, content_type="application/json")
 
 
 def _not_found(message: str) -> Response:

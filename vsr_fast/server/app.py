@@ -10,15 +10,15 @@ from ..errors import (AdminOnly, AmbiguousFraming, AuthError, HeaderTimeout, Met
                       RouteNotFound, UnsupportedMedia, VsrError)
 from ..headers.public import public_headers
 from ..headers.registry import ResponsePath
-from ..protocol.errors import openai_error_body
 from .admin import make_admin
 from .classify_api import PATHS as CLASSIFY_PATHS, handle_classify
 from .asgi import (Receive, Scope, Send, discard_body, header, lingering_close, origin_path, send_whole, shield_final,
                    to_origin_form)
 from .count_tokens import handle_count_tokens
+from .models_api import PATH as MODELS_PATH
 from .pipeline import handle_api
 from .preview import handle_preview
-from .shapes import SYSTEMONE_PATHS, error_for_path
+from .shapes import SYSTEMONE_PATHS, error_for_path, error_for_request
 from .systemone_api import handle_systemone, models_listing
 from .state import AppState
 
@@ -30,7 +30,7 @@ API_PATHS = {
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 PREVIEW_PATH = "/api/v1/routing/preview"
 SYSTEMONE_MODELS = "/v1/systemone/models"
-MODELS_PATH = "/v1/models"
+MODEL_PREFIX = MODELS_PATH + "/"     # GET /v1/models/{id}
 # The client API each client route authenticates as (which key headers it reads).
 CLIENT_APIS = {**API_PATHS, COUNT_TOKENS_PATH: "count_tokens", SYSTEMONE_MODELS: "systemone", MODELS_PATH: "models",
                **dict.fromkeys(SYSTEMONE_PATHS, "systemone")}
@@ -70,21 +70,23 @@ def make_app(state: AppState, role: str = "serving"):
                 await discard_body(receive)
                 await _refuse(state, send, path, OriginRefused(
                     f"Origin {origin.decode('latin-1')} is not allowed (global.router.cors.allow_origins)"),
-                    (b"vary", b"origin"))
+                    (b"vary", b"origin"), scope=scope)
                 return
             if method == "OPTIONS" and header(scope, b"access-control-request-method") is not None:
                 await send_whole(send, 204, _preflight(scope, origin), b"")
                 return
             send = _with_cors(send, origin)
         api = CLIENT_APIS.get(path)
+        if api is None and path.startswith(MODEL_PREFIX):
+            api = "models"      # one model of the listing: the listing's key
         try:
             if role == "admin":
                 if not (is_admin_path(path) or path in PROBE_PATHS):
-                    await _not_here(state, send)
+                    await _not_here(send, scope)
                     return
             elif is_admin_path(path):
                 if admin_elsewhere:
-                    await _not_here(state, send)
+                    await _not_here(send, scope)
                     return
                 if state.auth.enabled and not state.auth.identify(scope, "admin").admin:
                     raise AdminOnly("this route needs an admin key")
@@ -92,7 +94,7 @@ def make_app(state: AppState, role: str = "serving"):
                 state.auth.identify(scope, api)
         except AuthError as exc:
             state.metrics.auth_failures.inc(api or "admin", exc.code)
-            await _refuse(state, send, path, exc, *_challenge(exc))
+            await _refuse(state, send, path, exc, *_challenge(exc), scope=scope)
             return
         if header(scope, b"transfer-encoding") is not None and header(scope, b"content-length") is not None:
             # h11 lets chunked win and keeps the connection, so the bytes past the chunked body would be
@@ -181,18 +183,20 @@ def _challenge(exc: AuthError) -> tuple[tuple[bytes, bytes], ...]:
     return ((b"www-authenticate", b'Bearer realm="vsr-fast"'),) if exc.status == 401 else ()
 
 
-async def _not_here(state: AppState, send: Send) -> None:
+async def _not_here(send: Send, scope: Scope) -> None:
     """404 for a route this listener does not serve, worded as quart words one that exists nowhere."""
-    err = RouteNotFound(NotFound.description)
-    await send_whole(send, 404, [(b"content-type", b"application/json")], openai_error_body(err))
+    status, body = error_for_request(scope, RouteNotFound(NotFound.description))
+    await send_whole(send, status, [(b"content-type", b"application/json")], body)
 
 
-async def _refuse(state: AppState, send: Send, path: str, err: VsrError, *extra: tuple[bytes, bytes]) -> None:
-    """``err`` before any handler ran, in the protocol of the route ``path`` names."""
+async def _refuse(state: AppState, send: Send, path: str, err: VsrError, *extra: tuple[bytes, bytes],
+                  scope: Scope | None = None) -> None:
+    """``err`` before any handler ran, in the protocol of the route ``path`` names (with ``scope``: of the
+    request, for a route two client APIs share, shapes.error_for_request)."""
     headers = public_headers(config_version=state.config_version, path=ResponsePath.ERROR,
                              recipe=None, decision=None, model=None)
     headers += [(b"content-type", b"application/json"), *extra]
-    status, body = error_for_path(path, err)
+    status, body = error_for_path(path, err) if scope is None else error_for_request(scope, err)
     await send_whole(send, status, headers, body)
 
 

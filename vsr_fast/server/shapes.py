@@ -5,6 +5,8 @@ from __future__ import annotations
 from ..errors import VsrError
 from ..protocol import anthropic
 from ..protocol.errors import openai_error_body
+from .asgi import Scope, header
+from .models_api import is_models_path
 from .systemone_api import error_body as systemone_error_body
 
 ANTHROPIC_PREFIX = "/v1/messages"     # /v1/messages and everything under it: Anthropic's error shape
@@ -18,3 +20,12 @@ def error_for_path(path: str, err: VsrError) -> tuple[int, bytes]:
     if path in SYSTEMONE_PATHS:
         return err.status, systemone_error_body(err)
     return err.status, openai_error_body(err)
+
+
+def error_for_request(scope: Scope, err: VsrError) -> tuple[int, bytes]:
+    """``error_for_path`` for a request: the models routes are Anthropic's too, in its shape when its SDK asks
+    (the ``anthropic-version`` header it always sends)."""
+    path = scope["path"]
+    if is_models_path(path) and header(scope, b"anthropic-version") is not None:
+        return anthropic.vsr_error_answer(err)
+    return error_for_path(path, err)

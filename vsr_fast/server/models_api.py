@@ -1,0 +1,71 @@
+"""``GET /v1/models`` and ``GET /v1/models/{id}``: the names a client may put in ``model`` (the entrypoints' names,
+then the provider models that are not System One aliases), in OpenAI's shape or, for Anthropic's SDK (told apart
+by its ``anthropic-version`` header, as Anthropic's API needs it), Anthropic's."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+
+from ..errors import InvalidValue, ModelNotFound
+from .state import AppState
+
+PATH = "/v1/models"
+ANTHROPIC_VERSION = "anthropic-version"
+# No release date is known: OpenAI's ``created`` is 0, Anthropic's ``created_at`` the same epoch (its ModelInfo:
+# "may be set to an epoch value if the release date is unknown").
+EPOCH = "1970-01-01T00:00:00Z"
+ANTHROPIC_LIMIT, ANTHROPIC_MAX_LIMIT = 20, 1000     # Anthropic's page size: default and bound
+
+
+def names(state: AppState) -> list[str]:
+    """The model names of the listing, entrypoints first."""
+    chat_models = [n for n, m in state.table.models.items() if m.api_format != "systemone"]
+    return [*state.table.entrypoint_names, *chat_models]
+
+
+def openai_model(name: str) -> dict:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "vsr-fast"}
+
+
+def anthropic_model(name: str) -> dict:
+    return {"type": "model", "id": name, "display_name": name, "created_at": EPOCH, "lifecycle": "active"}
+
+
+def listing(state: AppState, anthropic: bool, args: Mapping[str, str]) -> bytes:
+    """The whole listing in OpenAI's shape, or one page of it in Anthropic's (``after_id``, ``before_id``,
+    ``limit``); InvalidValue for a limit outside Anthropic's 1 to 1000."""
+    every = names(state)
+    if not anthropic:
+        return msgspec.json.encode({"object": "list", "data": [openai_model(n) for n in every]})
+    try:
+        limit = int(args.get("limit", ANTHROPIC_LIMIT))
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= ANTHROPIC_MAX_LIMIT:
+        raise InvalidValue(f"limit: Input should be between 1 and {ANTHROPIC_MAX_LIMIT}", param="limit")
+    page, has_more = _page(every, args.get("after_id"), args.get("before_id"), limit)
+    return msgspec.json.encode({"data": [anthropic_model(n) for n in page], "has_more": has_more,
+                                "first_id": page[0] if page else None, "last_id": page[-1] if page else None})
+
+
+def _page(every: list[str], after_id: str | None, before_id: str | None, limit: int) -> tuple[list[str], bool]:
+    """Anthropic's cursor paging: the ``limit`` names right before ``before_id``, else right after ``after_id``,
+    else the first; an unknown cursor reads as the end of the list."""
+    if before_id is not None:
+        end = every.index(before_id) if before_id in every else 0
+        start = max(0, end - limit)
+        return every[start:end], start > 0
+    start = every.index(after_id) + 1 if after_id in every else (0 if after_id is None else len(every))
+    return every[start:start + limit], start + limit < len(every)
+
+
+def one(state: AppState, anthropic: bool, model_id: str) -> bytes:
+    """The model ``model_id`` in the listing's shape; ModelNotFound when the listing has no such name."""
+    if model_id not in names(state):
+        raise ModelNotFound(f"The model '{model_id}' does not exist", param="model")
+    return msgspec.json.encode(anthropic_model(model_id) if anthropic else openai_model(model_id))
+
+
+def is_models_path(path: str) -> bool:
+    return path == PATH or path.startswith(PATH + "/")
