@@ -19,6 +19,9 @@
     │   ├── UnknownParameter        400 unknown_parameter
     │   ├── PreviousResponseNotFound 400 previous_response_not_found
     │   ├── AmbiguousFraming        400 ambiguous_framing      (Content-Length with Transfer-Encoding)
+    │   ├── MalformedRequest        400 malformed_request      (HTTP/1.1 h11 refuses: a bad chunk, Content-Length, header)
+    │   ├── HeadTooLarge            431 request_head_too_large (a request head past hypercorn's h11_max_incomplete_size)
+    │   ├── CodingNotImplemented    501 transfer_coding_not_implemented (a Transfer-Encoding other than chunked)
     │   ├── OriginRefused           403 origin_not_allowed     (an Origin not in global.router.cors.allow_origins)
     │   ├── MethodNotAllowed        405 method_not_allowed
     │   ├── HeaderTimeout           408 header_timeout         (a request head unfinished at header_timeout_ms)
@@ -188,6 +191,25 @@ class AmbiguousFraming(RequestError):
     request smuggling, refused and the connection closed, as Envoy does."""
 
     code = "ambiguous_framing"
+
+
+class MalformedRequest(RequestError):
+    """A request h11 (under hypercorn) cannot read as HTTP/1.1: a bad chunk size, a Content-Length that is not a
+    number, a header name with a space... The connection closes: where the next request starts is unknown."""
+
+    code = "malformed_request"
+
+
+class HeadTooLarge(RequestError):
+    """A request head larger than h11 holds unfinished (hypercorn's ``h11_max_incomplete_size``, 16 KiB)."""
+
+    status, code = 431, "request_head_too_large"
+
+
+class CodingNotImplemented(RequestError):
+    """A request body in a Transfer-Encoding other than chunked (h11 reads no other)."""
+
+    status, code = 501, "transfer_coding_not_implemented"
 
 
 class OriginRefused(RequestError):

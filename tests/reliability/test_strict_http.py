@@ -10,7 +10,7 @@ import json
 import httpx
 import pytest
 
-from vsr_fast.server.app import header_timeout_answer
+from vsr_fast.server.app import edge_answer
 from vsr_fast.server.asgi import origin_path
 
 from .conftest import connect, edge_router, read_until_closed
@@ -89,6 +89,37 @@ def test_other_smuggling_shapes_are_refused_and_the_connection_closed(edge, shap
     assert status == expected and headers["connection"] == "close"
 
 
+# What h11 refuses hypercorn answers with its status and no body; the router's connection server puts the error of
+# the path the request line named in it (its status kept, the connection closed).
+BROKEN_HTTP = {
+    "a bad chunk size": (b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400, "malformed_request"),
+    "a Content-Length not a number": (b"Content-Length: abc\r\n\r\n", 400, "malformed_request"),
+    "a header name with a space": (b"Bad Name: x\r\nContent-Length: 0\r\n\r\n", 400, "malformed_request"),
+    "a 70 KB header": (b"X-Pad: " + b"a" * 70_000 + b"\r\n\r\n", 431, "request_head_too_large"),
+    "an unknown coding": (b"Transfer-Encoding: xchunked\r\n\r\n0\r\n\r\n", 501, "transfer_coding_not_implemented"),
+}
+ANTHROPIC_TYPES = {400: "invalid_request_error", 431: "invalid_request_error", 501: "api_error"}
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1/systemone", "/health"])
+@pytest.mark.parametrize("shape", sorted(BROKEN_HTTP))
+def test_what_h11_refuses_gets_its_status_with_the_paths_error(edge, path, shape):
+    rest, status, code = BROKEN_HTTP[shape]
+    head = f"POST http://router{path} HTTP/1.1\r\nHost: router\r\nContent-Type: application/json\r\n".encode()
+    responses = exchange(edge, head + rest)
+    assert len(responses) == 1, responses
+    got, headers, body = parts(responses[0])
+    assert got == status and headers["connection"] == "close" and headers["content-type"] == "application/json"
+    assert int(headers["content-length"]) == len(body)
+    assert error_code(path, body) == (ANTHROPIC_TYPES[status] if path.startswith("/v1/messages") else code)
+
+
+def test_a_request_line_h11_refuses_gets_openais_error(edge):
+    got, headers, body = parts(exchange(edge, b"NOT A REQUEST LINE AT ALL\r\n\r\n")[0])
+    assert got == 400 and json.loads(body)["error"]["code"] == "malformed_request"
+    assert httpx.get(f"{edge.url}/health", timeout=10).status_code == 200
+
+
 @pytest.mark.parametrize("path", ROUTES + ["/v1/decisions", "/chat/completions", "/v1/images/generations"])
 @pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
 def test_a_method_other_than_post_gets_405_in_the_routes_protocol(edge, path, method):
@@ -151,7 +182,7 @@ def test_origin_path_of_each_target_form(target, path):
 
 
 def test_a_head_timed_out_on_an_absolute_form_target_answers_in_its_paths_shape():
-    answer = header_timeout_answer(b"POST http://h:1/v1/messages HTTP/1.1\r\nHost: h\r\n")
+    answer = edge_answer(b"http://h:1/v1/messages", 408)
     assert parts(answer)[0] == 408 and error_code("/v1/messages", parts(answer)[2]) == "invalid_request_error"
 
 

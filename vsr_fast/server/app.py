@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from functools import partial
+from http import HTTPStatus
 
 from werkzeug.exceptions import NotFound
 
-from ..errors import (AdminOnly, AmbiguousFraming, AuthError, HeaderTimeout, MethodNotAllowed, OriginRefused,
-                      RouteNotFound, UnsupportedMedia, VsrError)
+from ..errors import (AdminOnly, AmbiguousFraming, AuthError, CodingNotImplemented, HeaderTimeout, HeadTooLarge,
+                      MalformedRequest, MethodNotAllowed, OriginRefused, RouteNotFound, UnsupportedMedia, VsrError)
 from ..headers.public import public_headers
 from ..headers.registry import ResponsePath
 from .admin import make_admin
@@ -200,14 +201,26 @@ async def _refuse(state: AppState, send: Send, path: str, err: VsrError, *extra:
     await send_whole(send, status, headers, body)
 
 
-def header_timeout_answer(head: bytes) -> bytes:
-    """The whole 408 for a request head the header timeout cut, in the protocol of the path its request
-    line names (when it got that far)."""
-    line = head.split(b"\n", 1)[0].split(b" ")
-    path = origin_path(line[1]).split(b"?", 1)[0].decode("latin-1") if len(line) > 1 else ""
-    status, body = error_for_path(path, HeaderTimeout("the request's headers did not arrive in time"))
-    return (b"HTTP/1.1 %d Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
-            b"content-length: %d\r\n\r\n%s" % (status, len(body), body))
+# The refusals the connection server answers itself, before any app saw the request (listen.EdgeServer): at the
+# header timeout, and in place of hypercorn's empty answer to what h11 refuses (its error_status_hint).
+EDGE_REFUSALS = {
+    400: MalformedRequest("the request is not valid HTTP (its request line, a header or its body's framing)"),
+    408: HeaderTimeout("the request's headers did not arrive in time"),
+    431: HeadTooLarge("the request's head is too large"),
+    501: CodingNotImplemented("only Transfer-Encoding: chunked is supported"),
+}
+
+
+def edge_answer(target: bytes, status: int) -> bytes | None:
+    """The whole answer, closing the connection, to a request refused with ``status`` before any app saw it, in
+    the protocol of the path its request ``target`` names (b"": not known); None for a status not listed."""
+    err = EDGE_REFUSALS.get(status)
+    if err is None:
+        return None
+    path = origin_path(target).split(b"?", 1)[0].decode("latin-1")
+    status, body = error_for_path(path, err)
+    return (b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
+            % (status, HTTPStatus(status).phrase.encode(), len(body), body))
 
 
 async def _until_response_ends(app, scope: Scope, receive: Receive, send: Send) -> None:

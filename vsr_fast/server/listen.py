@@ -9,7 +9,9 @@ read since no protocol is known yet, its bytes then read and dropped for up to a
 the close does not reset the answer away. A connection whose request head is still unfinished
 when the header timeout (hypercorn's idle timer) passes is answered ``408`` in the protocol of
 the path its request line names, if it got that far, before the close (hypercorn closes
-silently); one that sent nothing is closed silently, as nginx does. At the shutdown trigger the
+silently); one that sent nothing is closed silently, as nginx does. A request h11 refuses (a bad
+chunk, a Content-Length that is no number, a head too large) keeps hypercorn's status and close,
+with the error of that path as its body in place of hypercorn's empty one. At the shutdown trigger the
 loop stops and the listening socket closes at once: a connection arriving during the drain is refused by the
 kernel rather than queued; those in flight have ``graceful_timeout`` to finish, as in
 hypercorn.
@@ -40,8 +42,9 @@ from ..upstream.stream import JOIN_MAX_BYTES
 from .asgi import CLIENT_SIDE, ClientSide
 
 log = logging.getLogger("vsr_fast.listen")
-# The answer to a request head unfinished at the header timeout, from what the head holds so far.
-LateAnswer = Callable[[bytes], bytes]
+# The whole answer to a request refused before any app saw it, from its request target (b"": not known) and
+# status: a head unfinished at the header timeout, one h11 refuses; None keeps hypercorn's answer.
+EdgeAnswer = Callable[[bytes, int], bytes | None]
 
 # accept(2) failures that mean "no resources now", not "no socket": wait and go on (as trio's serve_listeners).
 _RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
@@ -78,9 +81,10 @@ class EdgeServer(TCPServer):
     connection whose deadline moves: hypercorn stops its idle task when a request starts and starts a new one
     when the answer ends (a lock, a task started and one cancelled, per request)."""
 
-    def __init__(self, late_answer: LateAnswer, *args) -> None:
+    def __init__(self, edge_answer: EdgeAnswer, *args) -> None:
         super().__init__(*args)
-        self.late_answer = late_answer
+        self.edge_answer = edge_answer
+        self._read = b""        # the last bytes read: where a head h11 refused started, if it came in one read
         self.client_side = ClientSide()
         self._idle = trio.CancelScope()     # its deadline: the idle timeout while idle, none while answering
         self._held = b""        # a whole answer's head, sent with its body (asgi.ClientSide.hold_head)
@@ -94,7 +98,10 @@ class EdgeServer(TCPServer):
 
     async def protocol_send(self, event) -> None:
         if isinstance(event, RawData):
-            await self._send_raw(event.data)
+            data = event.data
+            if data.startswith(b"HTTP/1.") and (conn := self._h11()) is not None and conn.their_state is h11.ERROR:
+                data = self._refusal(data)
+            await self._send_raw(data)
             return
         if isinstance(event, Updated):
             if not event.idle:
@@ -169,10 +176,23 @@ class EdgeServer(TCPServer):
                 data = await self.stream.receive_some(MAX_RECV)
             except (trio.ClosedResourceError, trio.BrokenResourceError):
                 break
+            self._read = data
             await self.protocol.handle(RawData(data))
             if not data:
                 break
         await self.protocol.handle(Closed())
+
+    def _refusal(self, head: bytes) -> bytes:
+        """In place of hypercorn's answer to a request h11 refused (``head``: its status, ``content-length: 0``
+        and the close; the one answer it writes while h11 has the client in ERROR), the same status with a body
+        in the protocol of the path the request named, when that is known."""
+        stream = getattr(self.protocol.protocol, "stream", None)
+        scope = getattr(stream, "scope", None)
+        if scope is not None:      # refused in its body: the head was read
+            target = scope["raw_path"]
+        else:                   # refused in its head: h11 holds it still (431) or took it from the last read
+            target = _request_target(self._h11().trailing_data[0]) or _request_target(self._read)
+        return self.edge_answer(target, int(head[9:12])) or head
 
     async def _idle_timeout(self) -> None:
         # Started once, by hypercorn, when the connection opens (protocol_send takes its later restarts).
@@ -187,18 +207,31 @@ class EdgeServer(TCPServer):
             if not self._stopping and (head := self._unfinished_head()):
                 with trio.move_on_after(LINGER_S):
                     try:
-                        await self.stream.send_all(self.late_answer(head))
+                        await self.stream.send_all(self.edge_answer(_request_target(head, whole=False), 408))
                     except (trio.BrokenResourceError, trio.ClosedResourceError):
                         pass
             await self._initiate_server_close()
 
     def _unfinished_head(self) -> bytes:
         """The bytes of a request head h11 holds unparsed while it waits for the rest; b"" otherwise."""
-        conn = getattr(getattr(self, "protocol", None), "protocol", None)
-        conn = getattr(conn, "connection", None)
-        if not isinstance(conn, h11.Connection) or conn.their_state is not h11.IDLE:
+        conn = self._h11()
+        if conn is None or conn.their_state is not h11.IDLE:
             return b""
         return conn.trailing_data[0]
+
+    def _h11(self) -> h11.Connection | None:
+        """The connection's h11 state machine; None before it has one, or on HTTP/2 or a WebSocket."""
+        conn = getattr(getattr(getattr(self, "protocol", None), "protocol", None), "connection", None)
+        return conn if isinstance(conn, h11.Connection) else None
+
+
+def _request_target(head: bytes, whole: bool = True) -> bytes:
+    """The target of the request line ``head`` starts with; b"" when it does not start with one (``whole``: a
+    whole line, its version included; else as far as it got)."""
+    line = head.split(b"\n", 1)[0].rstrip(b"\r").split(b" ")
+    if whole and (len(line) != 3 or not line[2].startswith(b"HTTP/")):
+        return b""
+    return line[1] if len(line) > 1 else b""
 
 
 def put_at_once(put: Callable[[dict], Awaitable[None]]) -> Callable[[dict], Awaitable[None]]:
@@ -219,7 +252,7 @@ def put_at_once(put: Callable[[dict], Awaitable[None]]) -> Callable[[dict], Awai
 
 
 async def serve_http(app, cfg: hypercorn.config.Config, sock: socket.socket, shutdown: Callable[[], Awaitable[None]],
-                     connections: Connections, late_answer: LateAnswer, *,
+                     connections: Connections, edge_answer: EdgeAnswer, *,
                      task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve ``app`` on the listening ``sock`` until ``shutdown`` returns, then drain (hypercorn's
     ``worker_serve`` for one plain-HTTP socket, with this module's accept loop)."""
@@ -237,7 +270,7 @@ async def serve_http(app, cfg: hypercorn.config.Config, sock: socket.socket, shu
         await lifespan.wait_for_startup()
         async with trio.open_nursery() as server_nursery:
             listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
-            handler = partial(EdgeServer, late_answer, app, cfg, context, ConnectionState(lifespan_state.copy()))
+            handler = partial(EdgeServer, edge_answer, app, cfg, context, ConnectionState(lifespan_state.copy()))
             task_status.started([f"http://{repr_socket_addr(sock.family, sock.getsockname())}"])
             async with trio.open_nursery() as accepting:
                 async def stop() -> None:

@@ -35,7 +35,7 @@ from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
 from ..upstream.health import check_backends
 from . import heap
-from .app import header_timeout_answer, make_app
+from .app import edge_answer, make_app
 from .listen import Connections, serve_http
 from .metrics_view import serve_peers
 from .reload import Generations
@@ -145,10 +145,10 @@ async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
                     admin_cfg = _hypercorn_config(admin_opts, limits)
                     admin_binds = await nursery.start(serve_http, generations.app("admin"), admin_cfg,
                                                       _listening_socket(admin_opts, admin_cfg), shutdown.wait,
-                                                      Connections(max_connections(limits)), header_timeout_answer)
+                                                      Connections(max_connections(limits)), edge_answer)
                     sys.stderr.write(f"vsr-fast: admin on {', '.join(admin_binds)}\n")
                 binds = await nursery.start(serve_http, generations.app("serving"), cfg, _listening_socket(opts, cfg),
-                                            shutdown.wait, state.connections, header_timeout_answer)
+                                            shutdown.wait, state.connections, edge_answer)
                 if opts.settle_heap:
                     heap.settle()
                 # One write, newline included: workers share the supervisor's stderr, and print's two
