@@ -99,6 +99,9 @@ async def _forwarded(state: AppState, adapter, req: Inbound, candidates, scope: 
         return None, b""
     if answer.status in _NO_ENDPOINT:
         return None, b""
+    if answer.status >= 400:    # in Anthropic's error shape, as /v1/messages answers it
+        reply = adapter.whole(req, "anthropic", answer.status, answer.body, answer.content_type)
+        return reply.status, reply.body
     return answer.status, answer.body
 
 
