@@ -454,8 +454,11 @@ def test_error_answers_are_rendered_in_the_clients_shape():
     reply = ADAPTERS["messages"].whole(decode("messages", STREAM_REQUESTS["messages"])[1], "openai", 429, limited)
     assert (reply.status, json.loads(reply.body)) == (
         429, {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}})
-    reply = ADAPTERS["messages"].whole(decode("messages", STREAM_REQUESTS["messages"])[1], "responses", 503, b"busy")
-    assert reply.status == 529 and json.loads(reply.body)["error"] == {"type": "overloaded_error", "message": "busy"}
+    reply = ADAPTERS["messages"].whole(decode("messages", STREAM_REQUESTS["messages"])[1], "responses", 503, b"busy",
+                                       "text/plain")
+    assert reply.status == 529 and json.loads(reply.body)["error"] == {
+        "type": "overloaded_error", "message": "the upstream answered HTTP 503 (text/plain) with no error object of "
+                                               "its API: busy"}
     failed = json.dumps({"id": "r", "status": "failed", "error": {"code": "server_error", "message": "it broke"}})
     reply = ADAPTERS["chat"].whole(decode("chat", STREAM_REQUESTS["chat"])[1], "responses", 200, failed.encode())
     assert reply.status == 502 and json.loads(reply.body)["error"]["message"] == "it broke"

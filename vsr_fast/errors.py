@@ -86,6 +86,8 @@ class VsrError(Exception):
         super().__init__(message)
         self.message = message
         self.param = param
+        # What the log, the access log and the event journal keep; ``message`` is what the client reads.
+        self.detail = message
 
 
 class ConfigError(VsrError):
@@ -413,20 +415,50 @@ class LooperCallsFailed(VsrError):
 class UpstreamError(VsrError):
     """Every backend of every candidate model failed before answering. ``cause`` says why in one word
     (``connect_refused``, ``read_timeout``, ``status_5xx``...): the label of ``vsr_upstream_errors_total``
-    and the access log's ``cause``."""
+    and the access log's ``cause``. ``message`` names no backend, address or exception (the client reads
+    it, as Envoy's and nginx's 502s name none); ``detail`` has them, for the log."""
 
     status, code, type, stage = 502, "upstream_failed", "upstream_error", "upstream"
     cause = "upstream_error"
 
-    def __init__(self, message: str, *, param: str | None = None, cause: str | None = None) -> None:
+    def __init__(self, message: str, *, param: str | None = None, cause: str | None = None,
+                 detail: str | None = None, retry_after_s: int | None = None) -> None:
         super().__init__(message, param=param)
         if cause is not None:
             self.cause = cause
+        if detail is not None:
+            self.detail = detail
+        if retry_after_s is not None:
+            self.retry_after_s = retry_after_s      # an upstream's own Retry-After, passed on
+
+    @classmethod
+    def at(cls, label: str, what: str, **kwargs):
+        """What backend ``label`` did (``answered HTTP 999``): the client reads it of "the backend", the log
+        with its name."""
+        return cls(f"the backend {what}", detail=f"backend {label} {what}", **kwargs)
 
 
 def status_cause(status: int) -> str:
     """The cause of an upstream's error status: ``status_429``, ``status_5xx`` or ``status_4xx``."""
     return "status_429" if status == 429 else "status_5xx" if status >= 500 else "status_4xx"
+
+
+# A cause in the words a client reads (UpstreamError.message): what happened, never where.
+_CAUSE_WORDS = {
+    "connect_refused": "the connection was refused", "connect_timeout": "the connection timed out",
+    "dns_error": "the backend's name did not resolve", "connect_error": "the connection could not be made",
+    "read_timeout": "no answer came within the read timeout", "write_timeout": "the request could not be sent in time",
+    "pool_timeout": "no connection was free in time", "connection_closed": "the connection was closed or reset",
+    "protocol_error": "the answer was not valid HTTP", "invalid_answer": "the answer was not a valid answer",
+    "too_large": "the answer was too large", "status_429": "the backend answered 429 (rate limited)",
+    "status_4xx": "the backend answered an error status", "status_5xx": "the backend answered a server error",
+}
+
+
+def cause_words(cause: str) -> str:
+    """``cause`` (an UpstreamError's) in words, with the code: ``the connection was refused (connect_refused)``."""
+    words = _CAUSE_WORDS.get(cause.removeprefix("midstream_"))
+    return f"{words} ({cause})" if words else cause
 
 
 class UpstreamTimeout(UpstreamError):
@@ -465,16 +497,18 @@ class UpstreamsRateLimited(UpstreamsExhausted):
 class _UpstreamAnswered(UpstreamError):
     """An upstream's own error status reaches the client: the one error whose status is per instance."""
 
-    def __init__(self, message: str, *, status: int) -> None:
-        super().__init__(message, cause=status_cause(status))
+    def __init__(self, message: str, *, status: int, detail: str | None = None,
+                 retry_after_s: int | None = None) -> None:
+        super().__init__(message, cause=status_cause(status), detail=detail, retry_after_s=retry_after_s)
         self.status = status
 
 
 class UpstreamStatus(_UpstreamAnswered):
     """The last upstream answered with an error status; relay its status and body."""
 
-    def __init__(self, message: str, *, status: int, body: bytes, content_type: str) -> None:
-        super().__init__(message, status=status)
+    def __init__(self, message: str, *, status: int, body: bytes, content_type: str, detail: str | None = None,
+                 retry_after_s: int | None = None) -> None:
+        super().__init__(message, status=status, detail=detail, retry_after_s=retry_after_s)
         self.body = body
         self.content_type = content_type
 

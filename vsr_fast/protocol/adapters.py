@@ -28,12 +28,13 @@ How the server uses this (one request)::
         await adapter.remember(req, reply.body)
     on VsrError exc: status, content_type, body = adapter.error(exc)
     on UpstreamStatus exc: adapter.whole(req, api_format, exc.status, exc.body): the backend's
-        error body in the client's shape
+        error body in the client's shape (as it is when it already has that shape)
 
 Same protocol on both sides (chat->openai, messages->anthropic, responses->responses,
 images->images) costs what the Chat hot path costs today: the client's bytes go out
-with only ``model`` rewritten (``ModelRewriter``), answers and error bodies come back
-unchanged, and streams pass through byte for byte (released at event boundaries).
+with only ``model`` rewritten (``ModelRewriter``), answers and error bodies of the
+protocol's error shape come back unchanged (any other error body is wrapped in that
+shape), and streams pass through byte for byte (released at event boundaries).
 Any other pair goes through the neutral forms of ``protocol.translate`` and records
 what it could not carry as ``Loss``es. Pairs no protocol can bridge (a Chat or Messages client and an image
 model, an Images client and a text model) raise ``UnsupportedCapability``.
@@ -59,7 +60,7 @@ from .errors import (
 from .rewrite import ModelRewriter
 from .translate import (
     BY_FORMAT, CHAT, GUARDED, IMAGES, MESSAGES, PATHS, RESPONSES, Answer, Conversation, Loss, NewId, Passthrough,
-    StreamTranslator, Translating, WholeToStream, chat_messages, new_id, read_error,
+    StreamTranslator, Translating, WholeToStream, chat_messages, is_error_of, new_id, read_error,
 )
 
 JSON = "application/json"
@@ -204,11 +205,16 @@ class Adapter(abc.ABC):
 
     def whole(self, req: Inbound, api_format: str, status: int, body: bytes, content_type: str = JSON) -> Reply:
         """A complete backend answer (or error answer) in the client's protocol; a
-        same-protocol answer passes unchanged, with the backend's ``content_type``."""
+        same-protocol answer passes unchanged, with the backend's ``content_type``, and so
+        does an error already in the client's shape. Any other error body (an HTML page, an
+        empty one, JSON of another shape) becomes an error of the client's protocol with the
+        backend's status: an SDK reads a message from nothing else."""
+        if status >= 400:
+            if api_format == self.native and is_error_of(self.native, body):
+                return Reply(status, content_type or JSON, body)
+            return self._error_reply(read_error(status, body, content_type))
         if api_format == self.native:
             return Reply(status, content_type, body)
-        if status >= 400:
-            return self._error_reply(read_error(status, body))
         try:
             answer, read_losses = self._read_answer(api_format, body)
         except msgspec.DecodeError as exc:

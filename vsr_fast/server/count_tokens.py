@@ -95,10 +95,13 @@ async def _forwarded(state: AppState, adapter, req: Inbound, candidates, scope: 
     try:
         answer = await state.dispatcher.whole(anthropic_models, outbound_for, extra)
     except UpstreamError as exc:
-        log.warning("count_tokens: no Anthropic backend counted (%s); answering an estimate", exc.message)
+        log.warning("count_tokens: no Anthropic backend counted (%s); answering an estimate", exc.detail)
         return None, b""
     if answer.status in _NO_ENDPOINT:
         return None, b""
+    if answer.status >= 400:    # in Anthropic's error shape, as /v1/messages answers it
+        reply = adapter.whole(req, "anthropic", answer.status, answer.body, answer.content_type)
+        return reply.status, reply.body
     return answer.status, answer.body
 
 

@@ -227,4 +227,4 @@ class Recording:
 
     def failed(self, stage: str, exc: VsrError) -> None:
         if self.events is not None:
-            self.events.error(stage=stage, code=exc.code, status=exc.status, message=exc.message)
+            self.events.error(stage=stage, code=exc.code, status=exc.status, message=exc.detail)

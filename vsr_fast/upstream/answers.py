@@ -135,7 +135,7 @@ class EventCheck:
         if rest:
             self.failure = self._problem(rest)
         if self.failure is None and not self.events:
-            self.failure = UpstreamInvalid(f"backend {self._label} answered an event stream without an event")
+            self.failure = UpstreamInvalid.at(self._label, "answered an event stream without an event")
         return self.failure
 
     def _problem(self, block: bytes) -> UpstreamInvalid | None:
@@ -173,14 +173,14 @@ class EventCheck:
     def _bad(self, what: str, sample: bytes) -> UpstreamInvalid:
         # The backend's bytes go to the log, not to the client: they are not the router's to relay.
         log.warning("backend %s streamed %s: %r", self._label, what, sample[:200])
-        return UpstreamInvalid(f"backend {self._label} streamed {what}")
+        return UpstreamInvalid.at(self._label, f"streamed {what}")
 
 
 def check_status(status: int, label: str) -> None:
     """UpstreamInvalid unless ``status`` is a success or an error the client may see."""
     if status not in RELAYABLE:
         kind = "a redirect, which the router does not follow" if 300 <= status < 400 else "not a status it relays"
-        raise UpstreamInvalid(f"backend {label} answered HTTP {status}: {kind}")
+        raise UpstreamInvalid.at(label, f"answered HTTP {status}: {kind}")
 
 
 def check_shape(path: str, body: bytes, label: str) -> None:
@@ -191,8 +191,7 @@ def check_shape(path: str, body: bytes, label: str) -> None:
     try:
         decoder.decode(body)
     except msgspec.DecodeError as exc:   # ValidationError included
-        raise UpstreamInvalid(f"backend {label} answered 2xx with a body that is not an answer of {path}: "
-                              f"{exc}") from None
+        raise UpstreamInvalid.at(label, f"answered 2xx with a body that is not an answer of {path}: {exc}") from None
 
 
 async def read_bounded(resp: Response, limit: int, label: str) -> bytes:
@@ -255,7 +254,7 @@ class Checked:
 
 
 def _too_large(label: str, limit: int) -> UpstreamTooLarge:
-    return UpstreamTooLarge(f"backend {label} answered more than {limit} bytes")
+    return UpstreamTooLarge.at(label, f"answered more than {limit} bytes")
 
 
 def sanitized(body: bytes, secret: bytes | None, api_format: str, status: int, label: str) -> bytes:
@@ -266,7 +265,7 @@ def sanitized(body: bytes, secret: bytes | None, api_format: str, status: int, l
     log.debug("backend %s answered HTTP %d with %d bytes: %r", label, status, len(body), body)
     if len(body) <= MAX_ERROR_BODY:
         return body
-    message = f"backend {label} answered HTTP {status} with an error body of {len(body)} bytes, not relayed"
+    message = f"the upstream answered HTTP {status} with an error body of {len(body)} bytes, not relayed"
     if api_format == "anthropic":
         kind = "invalid_request_error" if status < 500 else "api_error"
         return msgspec.json.encode({"type": "error", "error": {"type": kind, "message": message}})

@@ -19,6 +19,7 @@ from __future__ import annotations
 import email.utils
 import inspect
 import logging
+import math
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -30,7 +31,7 @@ import trio
 from .. import tracing
 from ..config.schema import ProviderModel
 from ..errors import (BackendsBusy, UpstreamError, UpstreamsExhausted, UpstreamsRateLimited, UpstreamStatus,
-                      UpstreamTimeout, status_cause)
+                      UpstreamTimeout, cause_words, status_cause)
 from . import answers, transport
 from .pool import Backend, Upstreams, credential_header
 from .transport import Response, TransportError
@@ -58,7 +59,7 @@ class Attempt:
 
 @dataclass(slots=True)
 class Whole:
-    """A complete upstream answer."""
+    """A complete upstream answer; an error's ``content_type`` is the backend's own ("" for none)."""
 
     model: ProviderModel
     backend: Backend
@@ -66,6 +67,7 @@ class Whole:
     body: bytes
     content_type: str
     attempts: list[Attempt] = field(default_factory=list)
+    retry_after_s: int | None = None     # an error's Retry-After, for the client
 
 
 @dataclass(slots=True)
@@ -142,7 +144,7 @@ class Dispatcher:
                 "vsr.upstream.cause": cause, "server.address": backend.base}, error=cause, kind="client")
         if cause is not None:
             log.info("upstream attempt failed: model=%s backend=%s cause=%s: %s", model.name, backend.label, cause,
-                     failure.message if failure is not None else f"HTTP {status}")
+                     failure.detail if failure is not None else f"HTTP {status}")
         if error == BackendsBusy.code:
             pass        # the router's own bound, not the backend's health
         elif error is not None or status in UNHEALTHY_STATUS:
@@ -203,8 +205,7 @@ class Dispatcher:
             if status in RETRYABLE_STATUS:
                 failure = _status_failure(status, body, resp, backend, rnd)
                 continue
-            content_type = resp.header(b"content-type", "application/json")
-            return Whole(model, backend, status, body, content_type, attempts)
+            return _whole(model, backend, resp, body, attempts)
         return failure
 
     async def _stream_round(self, candidates, outbound_for, extra, attempts: list[Attempt],
@@ -229,7 +230,7 @@ class Dispatcher:
                     if status in RETRYABLE_STATUS:
                         failure = _status_failure(status, body, resp, backend, rnd)
                         continue
-                    return Whole(model, backend, status, body, content_type, attempts)
+                    return _whole(model, backend, resp, body, attempts)
                 answers.check_status(status, backend.label)
                 rest = answers.Checked(resp.chunks(), answers.EventCheck(model.api_format, backend.label),
                                        backend.max_response_bytes, backend.label)
@@ -251,8 +252,8 @@ class Dispatcher:
         """The backend's response with its headers read and its body not yet, holding a lease on one of the
         backend's connections (closing the response gives it back); or the failure, recorded, with none held."""
         if backend.pending >= backend.max_pending:
-            failure: UpstreamError = BackendsBusy(
-                f"backend {backend.label} already holds its {backend.max_pending} pending requests")
+            failure: UpstreamError = BackendsBusy.at(
+                backend.label, f"already holds its {backend.max_pending} pending requests")
         else:
             headers = self._headers(backend, extra, out)
             lease = None
@@ -316,11 +317,13 @@ def failure_cause(exc: BaseException) -> str:
 
 
 def _transport_failure(exc: Exception, backend: Backend) -> UpstreamError:
+    # The client reads the cause in words; the backend, its address and the exception go to the log only.
     cause = transport.cause(exc)
     if isinstance(exc, transport.Timeout):
-        return UpstreamTimeout(f"backend {backend.label} timed out ({type(exc).__name__})", cause=cause)
-    return UpstreamError(f"backend {backend.label} failed: {type(exc).__name__}: {exc or 'connection failed'}",
-                         cause=cause)
+        return UpstreamTimeout(cause_words(cause), cause=cause,
+                               detail=f"backend {backend.label} timed out ({type(exc).__name__})")
+    return UpstreamError(cause_words(cause), cause=cause,
+                         detail=f"backend {backend.label} failed: {type(exc).__name__}: {exc or 'connection failed'}")
 
 
 @dataclass(slots=True)
@@ -359,29 +362,56 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+def _retry_after(resp: Response) -> float | None:
+    return retry_after_seconds(resp.header(b"retry-after", ""))
+
+
+def _whole_seconds(delay: float | None) -> int | None:
+    # Retry-After for the client: whole seconds, an HTTP date the backend sent made a delay.
+    return math.ceil(delay) if delay is not None else None
+
+
+def _whole(model: ProviderModel, backend: Backend, resp: Response, body: bytes, attempts: list[Attempt]) -> Whole:
+    if resp.status < 400:
+        return Whole(model, backend, resp.status, body, resp.header(b"content-type", "application/json"), attempts)
+    # An error's own content type: the wrapper of a body not in the client's error shape names it.
+    return Whole(model, backend, resp.status, body, resp.header(b"content-type", ""), attempts,
+                 _whole_seconds(_retry_after(resp)))
+
+
 def _status_failure(status: int, body: bytes, resp: Response, backend: Backend, rnd: _Round) -> UpstreamError:
+    delay = _retry_after(resp)
     if status in RETRY_LATER_STATUS:
         rnd.retryable = True
-        delay = retry_after_seconds(resp.header(b"retry-after", ""))
         if delay is not None:
             rnd.retry_after = max(delay, rnd.retry_after or 0.0)
             # Until then, this request's next round and other requests try the backend's peers first.
             backend.not_before = time.monotonic() + delay
-    return UpstreamStatus(
-        f"backend {backend.label} answered HTTP {status}",
-        status=status,
-        body=body,
-        content_type=resp.header(b"content-type", "application/json"),
-    )
+    return UpstreamStatus.at(backend.label, f"answered HTTP {status}", status=status, body=body,
+                             content_type=resp.header(b"content-type", "application/json"),
+                             retry_after_s=_whole_seconds(delay))
 
 
 def _exhausted(failure: UpstreamError, attempts: list[Attempt]) -> UpstreamError:
+    """The client's error once every attempt failed: its message names each attempt's model and what it
+    answered or why it failed, never a backend's name or address (those are in ``detail``, for the log)."""
     if failure is NO_BACKEND:
         return UpstreamError("no backend is configured for the chosen models")
     tried = ", ".join(f"{a.backend}: {' '.join(str(x) for x in (a.status, a.error) if x)}" for a in attempts)
-    message = f"every upstream attempt failed ({tried})"
+    said = ", ".join(f"{a.model}: {_outcome(a)}" for a in attempts)
+    message, detail = f"every upstream attempt failed ({said})", f"every upstream attempt failed ({tried})"
     if isinstance(failure, UpstreamStatus):
-        # The client sees a gateway error, not one backend's body: several were tried.
+        # The client sees a gateway error, not one backend's body: several were tried. The last one's
+        # Retry-After goes with it, for the client's SDK to wait that long before it tries again.
         every_429 = all(a.status == 429 for a in attempts)
-        return (UpstreamsRateLimited if every_429 else UpstreamsExhausted)(message, cause=failure.cause)
-    return type(failure)(f"{message}; the last: {failure}", cause=failure.cause)
+        return (UpstreamsRateLimited if every_429 else UpstreamsExhausted)(
+            message, cause=failure.cause, detail=detail, retry_after_s=failure.retry_after_s)
+    return type(failure)(f"{message}; the last: {failure.message}", cause=failure.cause,
+                         detail=f"{detail}; the last: {failure.detail}")
+
+
+def _outcome(a: Attempt) -> str:
+    """One attempt for the client: the status it answered, or the cause it failed of, or both."""
+    if a.status is None:
+        return a.cause or "failed"
+    return f"HTTP {a.status}" if a.error is None else f"HTTP {a.status} {a.cause}"

@@ -172,8 +172,7 @@ class Response:
             return aiter(self._raw.stream)
         if coding in ("gzip", "x-gzip", "deflate"):
             return _inflated(aiter(self._raw.stream), self.label)
-        raise UpstreamInvalid(f"backend {self.label} answered in content-encoding {coding!r}, "
-                              "not the identity asked for")
+        raise UpstreamInvalid.at(self.label, f"answered in content-encoding {coding!r}, not the identity asked for")
 
     async def aclose(self) -> None:
         """Close the answer, and give its connection's lease back (once, even if closing fails)."""
@@ -194,7 +193,7 @@ async def _inflated(chunks: AsyncIterator[bytes], label: str) -> AsyncIterator[b
                 yield out
         tail = inflate.flush()
     except zlib.error as exc:
-        raise UpstreamInvalid(f"backend {label} answered a broken compressed body: {exc}") from None
+        raise UpstreamInvalid.at(label, f"answered a broken compressed body: {exc}") from None
     if tail:
         yield tail
 

@@ -5,6 +5,7 @@ import base64
 import re
 import uuid
 from collections.abc import Callable, Iterable
+from typing import Any, Literal
 
 import msgspec
 
@@ -83,21 +84,72 @@ class _AnthropicError(msgspec.Struct):
 
 class _AnyError(msgspec.Struct):
     error: _OpenAIError | str | None = None
+    type: Any = None
+    message: Any = None     # an old vLLM's {"object": "error", "message": ...}
+    detail: Any = None      # FastAPI's {"detail": ...}
+
+
+# An error already in a protocol's own shape, one its SDK reads as it is: OpenAI's {"error": {"message": ...}}
+# (Chat, Responses, Images) and Anthropic's {"type": "error", "error": {"type": ..., "message": ...}}.
+class _OpenAIShape(msgspec.Struct):
+    message: str
     type: str | None = None
+    code: str | int | None = None
+    param: str | None = None
 
 
-def read_error(status: int, body: bytes) -> UpstreamAnswer:
-    """Any backend's error body (OpenAI's or Anthropic's shape, or text) as one of our errors."""
+class _OpenAIErrorShape(msgspec.Struct, forbid_unknown_fields=True):
+    error: _OpenAIShape     # alone: beside a "type", it is Anthropic's shape
+
+
+class _AnthropicShape(msgspec.Struct):
+    type: str
+    message: str
+
+
+class _AnthropicErrorShape(msgspec.Struct):
+    type: Literal["error"]
+    error: _AnthropicShape
+
+
+_ERROR_SHAPES = {"anthropic": msgspec.json.Decoder(_AnthropicErrorShape)}
+_OPENAI_ERROR_SHAPE = msgspec.json.Decoder(_OpenAIErrorShape)
+_SAID_MAX = 200
+
+
+def is_error_of(api_format: str, body: bytes) -> bool:
+    """Whether ``body`` is an error object of ``api_format``'s own shape, which its SDK reads as it is."""
+    try:
+        _ERROR_SHAPES.get(api_format, _OPENAI_ERROR_SHAPE).decode(body)
+    except msgspec.DecodeError:    # ValidationError included
+        return False
+    return True
+
+
+def _answered(status: int, body: bytes, content_type: str, said: object = None) -> str:
+    """What an upstream answered when its body holds no error object: its status and content type, and the
+    text of a ``message`` or ``detail`` field or of a plain-text body; never an HTML page or other markup."""
+    if not body.strip():
+        return f"the upstream answered HTTP {status} with an empty body"
+    kind = content_type.split(";")[0].strip().lower() or "no content type"
+    if said is None and kind == "text/plain":
+        said = body[:_SAID_MAX].decode("utf-8", "replace")
+    text = f"the upstream answered HTTP {status} ({kind}) with no error object of its API"
+    return f"{text}: {said.strip()[:_SAID_MAX]}" if isinstance(said, str) and said.strip() else text
+
+
+def read_error(status: int, body: bytes, content_type: str = "") -> UpstreamAnswer:
+    """Any backend's error body (OpenAI's or Anthropic's shape, or anything else) as one of our errors."""
     try:
         doc = msgspec.json.decode(body, type=_AnyError)
     except (msgspec.DecodeError, msgspec.ValidationError):
-        text = body[:500].decode("utf-8", "replace").strip() or f"upstream answered HTTP {status}"
-        return upstream_error(status, text, None, None)
+        return upstream_error(status, _answered(status, body, content_type), None, None)
     err = doc.error
     if isinstance(err, str):
         return upstream_error(status, err, None, None)
     if err is None:
-        return upstream_error(status, f"upstream answered HTTP {status}", None, None)
+        said = doc.message if isinstance(doc.message, str) else doc.detail
+        return upstream_error(status, _answered(status, body, content_type, said), None, None)
     kind = err.type
     code = str(err.code) if err.code is not None else None
     if doc.type == "error":   # Anthropic: the type is the code

@@ -14,7 +14,7 @@ import trio
 import msgspec
 
 from ...errors import (RateLimited, RequestTimeout, ResponseTooLarge, ShuttingDown, UpstreamError, UpstreamInvalid,
-                       UpstreamTooLarge, VsrError)
+                       UpstreamTooLarge, VsrError, cause_words)
 from ...headers import registry as h
 from ...plugins import fast_response
 from ...plugins.response_cache import CachedAnswer
@@ -114,6 +114,8 @@ async def _whole(ex: Exchange, send: Send, result: Whole) -> None:
         return
     reply = adapter.whole(req, result.model.api_format, result.status, result.body, result.content_type)
     ex.status = reply.status
+    if result.retry_after_s is not None:    # the backend's error asked for a wait: its client waits too
+        ex.extra.append((b"retry-after", str(result.retry_after_s).encode()))
     body, codes = reply.body, []
     guard = response_guard.guard_of(ex) if reply.status < 400 else None
     if guard is not None:
@@ -299,7 +301,9 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
                     failure, outcome = UpstreamError("the held answer could not be read"), "incomplete"
                 else:
                     if broken is not None:   # the model's own error event, or a stream that did not end
-                        failure, outcome = UpstreamError(f"upstream {stream.backend.label}: {broken}"), "incomplete"
+                        failure, outcome = UpstreamError(
+                            f"the answer of {stream.model.name}: {broken}",
+                            detail=f"upstream {stream.backend.label}: {broken}"), "incomplete"
                     else:
                         verdict = await response_guard.judge(ex, guard, text)
         if cut.cancelled_caught and ex.drained():
@@ -347,9 +351,12 @@ def _midstream(ex: Exchange, stream: Stream, exc: Exception, held: str) -> Upstr
     cause = failure_cause(exc)
     log.warning("upstream %s failed mid-stream%s: cause=%s: %r", stream.backend.label, held, cause, exc)
     ex.state.metrics.upstream_errors.inc(stream.model.name, stream.backend.label, f"midstream_{cause}")
-    # A broken event or an answer past its size keeps its own code; the rest are the transport's.
+    # A broken event or an answer past its size keeps its own code; the rest are the transport's. The client
+    # reads what went wrong, the log where and the exception (an address, an errno).
     kind = type(exc) if isinstance(exc, (UpstreamInvalid, UpstreamTooLarge)) else UpstreamError
-    return kind(f"upstream {stream.backend.label} failed mid-stream{held}: {exc}", cause=f"midstream_{cause}")
+    said = exc.message if isinstance(exc, UpstreamError) else cause_words(cause)
+    return kind(f"the answer of {stream.model.name} failed mid-stream{held}: {said}", cause=f"midstream_{cause}",
+                detail=f"upstream {stream.backend.label} failed mid-stream{held}: {exc!r}")
 
 
 async def error(ex: Exchange, send: Send, exc: VsrError) -> None:

@@ -24,7 +24,7 @@ import trio
 from ...config.algorithm import Algorithm, AnswerCheck, MultiFactor, SystemOneSelect, Turn, kind_of
 from ...config.catalog import PRIMARY
 from ...config.schema import ProviderModel
-from ...errors import LooperBudgetExhausted, LooperNoAcceptedAnswer, UpstreamError
+from ...errors import LooperBudgetExhausted, LooperNoAcceptedAnswer, UpstreamError, cause_words
 from ...headers import registry as h
 from ...headers import trace
 from ...plugins.response_guard import HOLD_LIMIT_BYTES
@@ -35,7 +35,7 @@ from ...selection import accept as checks
 from ...selection import selectors, synthesis
 from ...selection.cost import StreamUsage, Tally
 from ...systemone.presets import PRESETS
-from ...upstream import Attempt, Stream, Whole
+from ...upstream import Attempt, Stream, Whole, failure_cause
 from ...upstream.dispatch import OutboundFor, _built
 from ...upstream.transport import TransportError
 from ..recording import session_id
@@ -235,7 +235,8 @@ async def _call(ex: Exchange, model: ProviderModel, outbound_for: OutboundFor, s
             if len(held) > HOLD_LIMIT_BYTES:
                 raise UpstreamError(f"the answer of {model.name} grew past what the Looper may hold")
     except TransportError as exc:     # a backend that broke mid-stream: that candidate failed, the next may answer
-        raise UpstreamError(f"the stream of {model.name} broke: {type(exc).__name__}") from exc
+        raise UpstreamError(f"the stream of {model.name} broke: {cause_words(failure_cause(exc))}",
+                            detail=f"the stream of {model.name} broke: {exc!r}") from exc
     finally:
         with trio.CancelScope(shield=True):
             await answer.aclose()

@@ -105,7 +105,8 @@ def _access_fields(ex: Exchange) -> dict:
         "error": failure.code if failure is not None else None,
         # An upstream failure's cause in one word (connect_refused, read_timeout...); the message says the rest.
         "cause": failure.cause if isinstance(failure, UpstreamError) else None,
-        "message": failure.message if failure is not None else None,
+        # The whole story (backend, address, exception), which the client's message leaves out.
+        "message": failure.detail if failure is not None else None,
     }
 
 
