@@ -219,6 +219,60 @@ def test_every_thinking_type_of_the_sdk_is_served(gw):
         assert answer.content, thinking
 
 
+# --- an empty conversation is refused before any backend, not sent as messages: [] -----------------------------
+
+
+@pytest.fixture(scope="module")
+def mixed(mock, tmp_path_factory):
+    """A router whose one decision falls back from the Responses model to the Chat and Messages ones."""
+    models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt} for fmt in ("responses", "openai", "anthropic")]
+    doc = config(models, [{"name": "general", "modelRefs": [{"model": m["name"]} for m in models]}])
+    with router(write_config(doc, str(tmp_path_factory.mktemp("cfg-mixed")))) as proc:
+        yield proc
+
+
+REASONING_ONLY = [{"type": "reasoning", "id": "rs_1", "summary": []}]
+
+
+@pytest.mark.parametrize("model_name", ["m-openai", "m-anthropic", "vsr/auto"])
+@pytest.mark.parametrize(("items", "code"), [([], "empty_array"), (REASONING_ONLY, "invalid_value")],
+                         ids=["empty", "reasoning-only"])
+def test_an_empty_responses_input_is_refused_naming_input(mixed, mock, model_name, items, code):
+    # vsr/auto: its first candidate is a Responses model, which would get the body as sent; the Chat and
+    # Messages ones after it would not, so nothing is sent to any of them.
+    oa = openai.OpenAI(base_url=f"{mixed.url}/v1", api_key="x", max_retries=0, timeout=10)
+    before = mock_requests(mock)
+    with pytest.raises(openai.BadRequestError) as info:
+        oa.responses.create(model=model_name, input=items)
+    assert (info.value.code, info.value.param) == (code, "input"), info.value.body
+    assert mock_requests(mock) == before
+
+
+@pytest.mark.parametrize("model_name", ["m-openai", "m-responses", "vsr/auto"])
+@pytest.mark.parametrize(("content", "message"), [
+    ([], "messages.0.content: List should have at least 1 item"),
+    ([{"type": "thinking", "thinking": "hm", "signature": "s"}], "messages.0.content: Expected a user or assistant"),
+], ids=["empty", "thinking-only"])
+def test_a_messages_turn_of_no_content_is_refused_naming_it(mixed, mock, model_name, content, message):
+    client = anthropic.Anthropic(base_url=mixed.url, api_key="x", max_retries=0, http_client=httpx2.Client(timeout=10))
+    before = mock_requests(mock)
+    with pytest.raises(anthropic.BadRequestError) as info:
+        client.messages.create(model=model_name, max_tokens=8, messages=[{"role": "user", "content": content}])
+    assert info.value.body["error"]["message"].startswith(message), info.value.body
+    assert mock_requests(mock) == before
+
+
+def test_a_chat_of_system_messages_alone_is_refused_for_a_messages_backend_only(mixed, mock):
+    oa = openai.OpenAI(base_url=f"{mixed.url}/v1", api_key="x", max_retries=0, timeout=10)
+    system = [{"role": "system", "content": "Be brief."}]
+    before = mock_requests(mock)
+    with pytest.raises(openai.BadRequestError) as info:
+        oa.chat.completions.create(model="m-anthropic", messages=system)
+    assert (info.value.code, info.value.param) == ("invalid_value", "messages")
+    assert mock_requests(mock) == before
+    assert oa.chat.completions.create(model="m-openai", messages=system).choices   # its own API: sent as it is
+
+
 def test_get_on_count_tokens_is_a_405_in_anthropics_shape(gw):
     r = httpx.get(f"{gw.url}/v1/messages/count_tokens")
     assert r.status_code == 405 and r.json()["type"] == "error" and r.headers["allow"] == "POST"

@@ -305,6 +305,27 @@ def test_responses_is_strict_where_openai_is(adapters, doc, param, code, message
                                                           "param": param, "code": code}
 
 
+@pytest.mark.parametrize(("api", "doc", "param", "code"), [
+    ("responses", {"model": "m", "input": []}, "input", "empty_array"),
+    ("responses", {"model": "m", "input": [{"type": "reasoning", "summary": []}], "instructions": "x"}, "input",
+     "invalid_value"),
+    ("messages", {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": []}]},
+     "messages[0].content", "empty_array"),
+    ("chat", {"model": "m", "messages": [{"role": "developer", "content": "x"}]}, "messages", "invalid_value"),
+])
+def test_a_conversation_with_no_turn_is_refused_when_translated_only(adapters, api, doc, param, code):
+    adapter = adapters[api]
+    req = adapter.decode(json.dumps(doc).encode())
+    adapter.refuse_empty(req, [adapter.native])            # its own format gets the body as the client sent it
+    assert json.loads(adapter.upstream(req, adapter.native, "m").body) == doc
+    for fmt in {"openai", "anthropic", "responses"} - {adapter.native}:
+        with pytest.raises(RequestError) as caught:
+            adapter.upstream(req, fmt, "m")
+        assert (caught.value.param, caught.value.code) == (param, code)
+        with pytest.raises(RequestError):
+            adapter.refuse_empty(req, [adapter.native, fmt])
+
+
 def test_responses_knows_every_parameter_of_the_sdk():
     """Strict about unknown fields, so every field the openai SDK can send must be known (Codex adds one)."""
     from openai.types.responses import response_create_params
