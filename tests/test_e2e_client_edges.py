@@ -152,6 +152,127 @@ def test_the_sdks_raise_their_own_bad_request_errors(gw):
     still_serves(gw)
 
 
+def mock_requests(mock) -> int:
+    return httpx.get(f"{mock.url}/_mock/stats").json()["requests"]
+
+
+# Values OpenAI refuses, each to a backend of another api_format too (where nothing would refuse them after).
+OPENAI_RANGE_CASES = [
+    ("chat", "m-anthropic", {"max_tokens": -1}, "max_tokens"),
+    ("chat", "m-openai", {"max_completion_tokens": 0}, "max_completion_tokens"),
+    ("chat", "m-responses", {"n": 0}, "n"),
+    ("chat", "m-openai", {"n": 129}, "n"),
+    ("chat", "m-anthropic", {"temperature": 5}, "temperature"),
+    ("chat", "m-openai", {"top_p": 1.5}, "top_p"),
+    ("chat", "m-openai", {"presence_penalty": 2.5}, "presence_penalty"),
+    ("chat", "m-anthropic", {"frequency_penalty": -3}, "frequency_penalty"),
+    ("responses", "m-anthropic", {"temperature": 2.5}, "temperature"),
+    ("responses", "m-openai", {"top_p": -0.5}, "top_p"),
+]
+
+
+@pytest.mark.parametrize(("api", "model_name", "extra", "param"), OPENAI_RANGE_CASES)
+def test_values_openai_refuses_are_refused_before_any_backend(gw, mock, api, model_name, extra, param):
+    oa = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="x", max_retries=0, timeout=10)
+    before = mock_requests(mock)
+    with pytest.raises(openai.BadRequestError) as info:
+        if api == "chat":
+            oa.chat.completions.create(model=model_name, messages=HI, extra_body=extra)
+        else:
+            oa.responses.create(model=model_name, input="hi", extra_body=extra)
+    assert (info.value.code, info.value.param) == ("invalid_value", param), info.value.body
+    assert mock_requests(mock) == before
+    still_serves(gw)
+
+
+ANTHROPIC_RANGE_CASES = [
+    ({"max_tokens": -1}, "max_tokens: Input should be greater than or equal to 1"),
+    ({"temperature": 1.5}, "temperature: Input should be less than or equal to 1"),
+    ({"top_p": 2}, "top_p: Input should be less than or equal to 1"),
+    ({"top_k": -1}, "top_k: Input should be greater than or equal to 0"),
+    ({"tool_choice": {"type": "tool"}}, "tool_choice.name: Field required"),
+    ({"thinking": {"type": "bogus"}}, "thinking: Input tag 'bogus' found using 'type' does not match"),
+    ({"thinking": {"type": "enabled"}}, "thinking.budget_tokens: Field required"),
+]
+
+
+@pytest.mark.parametrize("model_name", ["m-anthropic", "m-openai"])
+@pytest.mark.parametrize(("extra", "message"), ANTHROPIC_RANGE_CASES)
+def test_values_anthropic_refuses_are_refused_before_any_backend(gw, mock, model_name, extra, message):
+    client = anthropic.Anthropic(base_url=gw.url, api_key="x", max_retries=0, http_client=httpx2.Client(timeout=10))
+    before = mock_requests(mock)
+    body = {"max_tokens": 8, **extra}
+    with pytest.raises(anthropic.BadRequestError) as info:
+        client.messages.create(model=model_name, messages=HI, max_tokens=body.pop("max_tokens"), extra_body=body)
+    assert info.value.body["error"]["message"].startswith(message), info.value.body
+    assert mock_requests(mock) == before
+    still_serves(gw)
+
+
+def test_every_thinking_type_of_the_sdk_is_served(gw):
+    client = anthropic.Anthropic(base_url=gw.url, api_key="x", max_retries=0, http_client=httpx2.Client(timeout=10))
+    for thinking in ({"type": "enabled", "budget_tokens": 1024}, {"type": "disabled"},
+                     {"type": "adaptive", "display": "omitted"}, {"type": "between_tools"}):
+        answer = client.messages.create(model="m-anthropic", max_tokens=2048, messages=HI, thinking=thinking,
+                                        tools=[{"name": "f", "input_schema": {"type": "object"}}],
+                                        tool_choice={"type": "tool", "name": "f"})
+        assert answer.content, thinking
+
+
+# --- an empty conversation is refused before any backend, not sent as messages: [] -----------------------------
+
+
+@pytest.fixture(scope="module")
+def mixed(mock, tmp_path_factory):
+    """A router whose one decision falls back from the Responses model to the Chat and Messages ones."""
+    models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt} for fmt in ("responses", "openai", "anthropic")]
+    doc = config(models, [{"name": "general", "modelRefs": [{"model": m["name"]} for m in models]}])
+    with router(write_config(doc, str(tmp_path_factory.mktemp("cfg-mixed")))) as proc:
+        yield proc
+
+
+REASONING_ONLY = [{"type": "reasoning", "id": "rs_1", "summary": []}]
+
+
+@pytest.mark.parametrize("model_name", ["m-openai", "m-anthropic", "vsr/auto"])
+@pytest.mark.parametrize(("items", "code"), [([], "empty_array"), (REASONING_ONLY, "invalid_value")],
+                         ids=["empty", "reasoning-only"])
+def test_an_empty_responses_input_is_refused_naming_input(mixed, mock, model_name, items, code):
+    # vsr/auto: its first candidate is a Responses model, which would get the body as sent; the Chat and
+    # Messages ones after it would not, so nothing is sent to any of them.
+    oa = openai.OpenAI(base_url=f"{mixed.url}/v1", api_key="x", max_retries=0, timeout=10)
+    before = mock_requests(mock)
+    with pytest.raises(openai.BadRequestError) as info:
+        oa.responses.create(model=model_name, input=items)
+    assert (info.value.code, info.value.param) == (code, "input"), info.value.body
+    assert mock_requests(mock) == before
+
+
+@pytest.mark.parametrize("model_name", ["m-openai", "m-responses", "vsr/auto"])
+@pytest.mark.parametrize(("content", "message"), [
+    ([], "messages.0.content: List should have at least 1 item"),
+    ([{"type": "thinking", "thinking": "hm", "signature": "s"}], "messages.0.content: Expected a user or assistant"),
+], ids=["empty", "thinking-only"])
+def test_a_messages_turn_of_no_content_is_refused_naming_it(mixed, mock, model_name, content, message):
+    client = anthropic.Anthropic(base_url=mixed.url, api_key="x", max_retries=0, http_client=httpx2.Client(timeout=10))
+    before = mock_requests(mock)
+    with pytest.raises(anthropic.BadRequestError) as info:
+        client.messages.create(model=model_name, max_tokens=8, messages=[{"role": "user", "content": content}])
+    assert info.value.body["error"]["message"].startswith(message), info.value.body
+    assert mock_requests(mock) == before
+
+
+def test_a_chat_of_system_messages_alone_is_refused_for_a_messages_backend_only(mixed, mock):
+    oa = openai.OpenAI(base_url=f"{mixed.url}/v1", api_key="x", max_retries=0, timeout=10)
+    system = [{"role": "system", "content": "Be brief."}]
+    before = mock_requests(mock)
+    with pytest.raises(openai.BadRequestError) as info:
+        oa.chat.completions.create(model="m-anthropic", messages=system)
+    assert (info.value.code, info.value.param) == ("invalid_value", "messages")
+    assert mock_requests(mock) == before
+    assert oa.chat.completions.create(model="m-openai", messages=system).choices   # its own API: sent as it is
+
+
 def test_get_on_count_tokens_is_a_405_in_anthropics_shape(gw):
     r = httpx.get(f"{gw.url}/v1/messages/count_tokens")
     assert r.status_code == 405 and r.json()["type"] == "error" and r.headers["allow"] == "POST"

@@ -3,6 +3,7 @@ round trips, bad bodies with their paths, error shapes, the response store."""
 from __future__ import annotations
 
 import json
+import typing
 
 import anthropic
 import msgspec
@@ -97,6 +98,11 @@ def test_messages_request_round_trips(adapters):
 HI = [{"role": "user", "content": "hi"}]
 
 
+def asking(**extra) -> dict:
+    """A valid Messages body with ``extra`` fields."""
+    return {"model": "c", "max_tokens": 5, "messages": HI, **extra}
+
+
 @pytest.mark.parametrize(("doc", "param", "message"), [
     ({"model": "c", "messages": HI}, "max_tokens", "max_tokens: Field required"),
     ({"model": "c", "max_tokens": 0, "messages": HI}, "max_tokens",
@@ -111,8 +117,23 @@ HI = [{"role": "user", "content": "hi"}]
      "messages.0.content.0.source.media_type: Field required"),
     ({"model": "c", "max_tokens": 5, "temperature": 1.5, "messages": HI}, "temperature",
      "temperature: Input should be less than or equal to 1.0"),
-    ({"model": "c", "max_tokens": 5, "messages": HI, "tool_choice": {"type": "sometimes"}}, "tool_choice.type",
-     "tool_choice.type: Input should be 'any', 'auto', 'none' or 'tool'"),
+    # tool_choice and thinking are unions told apart by their type, as Anthropic's own validation reads them.
+    *[(asking(**extra), param, message) for extra, param, message in [
+        ({"tool_choice": {"type": "sometimes"}}, "tool_choice.type", "tool_choice: Input tag 'sometimes' found "
+         "using 'type' does not match any of the expected tags: 'auto', 'any', 'tool', 'none'"),
+        ({"tool_choice": {"type": "tool"}}, "tool_choice.name", "tool_choice.name: Field required"),
+        ({"tool_choice": {"name": "f"}}, "tool_choice.type", "tool_choice.type: Field required"),
+        ({"max_tokens": -1}, "max_tokens", "max_tokens: Input should be greater than or equal to 1"),
+        ({"top_p": 1.5}, "top_p", "top_p: Input should be less than or equal to 1"),
+        ({"top_k": -1}, "top_k", "top_k: Input should be greater than or equal to 0"),
+        ({"temperature": -0.1}, "temperature", "temperature: Input should be greater than or equal to 0"),
+        ({"thinking": {"type": "bogus"}}, "thinking.type", "thinking: Input tag 'bogus' found using 'type' does "
+         "not match any of the expected tags: 'enabled', 'disabled', 'adaptive', 'between_tools'"),
+        ({"thinking": {"type": "enabled"}}, "thinking.budget_tokens", "thinking.budget_tokens: Field required"),
+        ({"thinking": {"type": "enabled", "budget_tokens": 100}}, "thinking.budget_tokens",
+         "thinking.budget_tokens: Input should be greater than or equal to 1024"),
+        ({"thinking": "on"}, "thinking", "thinking: Input should be a valid dictionary or null"),
+    ]],
     ({"model": "c", "max_tokens": 5, "messages": []}, "messages", "messages: at least one message is required"),
     ({"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": 5}]}, "messages[0].content",
      "messages.0.content: Input should be a valid string or a valid list"),
@@ -124,6 +145,44 @@ def test_bad_messages_requests_in_anthropics_words(adapters, doc, param, message
     status, content_type, body = adapters["messages"].error(err)
     assert (status, content_type) == (400, "application/json")
     assert json.loads(body) == {"type": "error", "error": {"type": "invalid_request_error", "message": err.message}}
+
+
+def _literal_values(annotation) -> set[str]:
+    """Every value of the Literals inside ``annotation`` (Required, Optional and unions looked through)."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return set(typing.get_args(annotation))
+    return {v for arg in typing.get_args(annotation) for v in _literal_values(arg)}
+
+
+def test_messages_accepts_every_thinking_and_tool_choice_the_anthropic_sdk_types(adapters):
+    """The strict unions take every shape the SDK can send (and its beta types, which Claude Code uses)."""
+    from anthropic.types import ThinkingConfigParam, ToolChoiceParam
+    from anthropic.types.beta import BetaThinkingConfigParam
+
+    thinking = [m for u in (ThinkingConfigParam, BetaThinkingConfigParam) for m in typing.get_args(u)]
+    for member in thinking:
+        hints = typing.get_type_hints(member, include_extras=True)
+        for kind in _literal_values(hints["type"]):
+            doc = {"type": kind}
+            if "budget_tokens" in hints:
+                doc["budget_tokens"] = 2048
+            for display in sorted(_literal_values(hints.get("display", type(None)))) or [None]:
+                shaped = {**doc, "display": display} if display else doc
+                body = adapters["messages"].decode(json.dumps(
+                    {"model": "c", "max_tokens": 4096, "messages": HI, "thinking": shaped}).encode()).body
+                assert body.thinking is not None, shaped
+    for member in typing.get_args(ToolChoiceParam):
+        for kind in _literal_values(typing.get_type_hints(member, include_extras=True)["type"]):
+            doc = {"type": kind, "name": "f"} if kind == "tool" else {"type": kind}
+            body = adapters["messages"].decode(json.dumps(
+                {"model": "c", "max_tokens": 5, "messages": HI, "tool_choice": doc}).encode()).body
+            assert body.tool_choice.kind == kind
+
+
+def test_messages_in_range_values_decode(adapters):
+    doc = {"model": "c", "max_tokens": 1, "messages": HI, "temperature": 1, "top_p": 0, "top_k": 0}
+    body = adapters["messages"].decode(json.dumps(doc).encode()).body
+    assert (body.temperature, body.top_p, body.top_k) == (1, 0, 0)
 
 
 def test_messages_bad_json_is_a_400_in_anthropics_shape(adapters):
@@ -232,6 +291,11 @@ def test_bad_responses_requests_name_the_field(adapters, doc, path):
      "Invalid request body: Invalid value 'wizard' at `input[0].role`. Supported values are: 'assistant', "
      "'developer', 'system', 'user'."),
     ({"model": "m", "input": "x", "truncation": "sometimes"}, "truncation", "invalid_value", "Invalid request body"),
+    ({"model": "m", "input": "x", "temperature": 2.5}, "temperature", "invalid_value",
+     "Invalid request body: Expected `float` <= 2.0 at `temperature`"),
+    ({"model": "m", "input": "x", "top_p": -0.1}, "top_p", "invalid_value",
+     "Invalid request body: Expected `float` >= 0.0 at `top_p`"),
+    ({"model": "m", "input": "x", "top_logprobs": 21}, "top_logprobs", "invalid_value", "Invalid request body"),
 ])
 def test_responses_is_strict_where_openai_is(adapters, doc, param, code, message):
     err = bad(adapters["responses"], doc)
@@ -239,6 +303,27 @@ def test_responses_is_strict_where_openai_is(adapters, doc, param, code, message
     status, _, body = adapters["responses"].error(err)
     assert status == 400 and json.loads(body)["error"] == {"message": err.message, "type": "invalid_request_error",
                                                           "param": param, "code": code}
+
+
+@pytest.mark.parametrize(("api", "doc", "param", "code"), [
+    ("responses", {"model": "m", "input": []}, "input", "empty_array"),
+    ("responses", {"model": "m", "input": [{"type": "reasoning", "summary": []}], "instructions": "x"}, "input",
+     "invalid_value"),
+    ("messages", {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": []}]},
+     "messages[0].content", "empty_array"),
+    ("chat", {"model": "m", "messages": [{"role": "developer", "content": "x"}]}, "messages", "invalid_value"),
+])
+def test_a_conversation_with_no_turn_is_refused_when_translated_only(adapters, api, doc, param, code):
+    adapter = adapters[api]
+    req = adapter.decode(json.dumps(doc).encode())
+    adapter.refuse_empty(req, [adapter.native])            # its own format gets the body as the client sent it
+    assert json.loads(adapter.upstream(req, adapter.native, "m").body) == doc
+    for fmt in {"openai", "anthropic", "responses"} - {adapter.native}:
+        with pytest.raises(RequestError) as caught:
+            adapter.upstream(req, fmt, "m")
+        assert (caught.value.param, caught.value.code) == (param, code)
+        with pytest.raises(RequestError):
+            adapter.refuse_empty(req, [adapter.native, fmt])
 
 
 def test_responses_knows_every_parameter_of_the_sdk():
@@ -255,10 +340,41 @@ def test_responses_knows_every_parameter_of_the_sdk():
      "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead."),
     ({"model": "m", "messages": [{"role": "user", "content": "x"}], "tool_choice": "always"}, "tool_choice",
      "invalid_value", "Invalid request body: Invalid value 'always' at `tool_choice`."),
+    # OpenAI's ranges.
+    ({"model": "m", "messages": HI, "max_tokens": -1}, "max_tokens", "invalid_value",
+     "Invalid request body: Expected `int` >= 1 at `max_tokens`"),
+    ({"model": "m", "messages": HI, "max_completion_tokens": 0}, "max_completion_tokens", "invalid_value",
+     "Invalid request body: Expected `int` >= 1 at `max_completion_tokens`"),
+    ({"model": "m", "messages": HI, "n": 0}, "n", "invalid_value", "Invalid request body: Expected `int` >= 1 at `n`"),
+    ({"model": "m", "messages": HI, "n": 129}, "n", "invalid_value",
+     "Invalid request body: Expected `int` <= 128 at `n`"),
+    ({"model": "m", "messages": HI, "temperature": 5}, "temperature", "invalid_value",
+     "Invalid request body: Expected `float` <= 2.0 at `temperature`"),
+    ({"model": "m", "messages": HI, "temperature": -1}, "temperature", "invalid_value", "Invalid request body"),
+    ({"model": "m", "messages": HI, "top_p": 1.01}, "top_p", "invalid_value", "Invalid request body"),
+    ({"model": "m", "messages": HI, "presence_penalty": 2.5}, "presence_penalty", "invalid_value",
+     "Invalid request body: Expected `float` <= 2.0 at `presence_penalty`"),
+    ({"model": "m", "messages": HI, "frequency_penalty": -3}, "frequency_penalty", "invalid_value",
+     "Invalid request body: Expected `float` >= -2.0 at `frequency_penalty`"),
+    ({"model": "m", "messages": HI, "frequency_penalty": "high"}, "frequency_penalty", "invalid_type",
+     "Invalid request body: Expected `float | null`"),
 ])
 def test_chat_is_strict_where_openai_is(adapters, doc, param, code, message):
     err = bad(adapters["chat"], doc)
     assert (err.param, err.code) == (param, code) and err.message.startswith(message), err.message
+    status, _, body = adapters["chat"].error(err)
+    assert status == 400 and json.loads(body)["error"]["param"] == param
+
+
+def test_chat_takes_the_ends_of_openais_ranges(adapters):
+    for edge in ({"max_tokens": 1, "max_completion_tokens": 1, "n": 1, "temperature": 0, "top_p": 0,
+                  "presence_penalty": -2, "frequency_penalty": -2},
+                 {"n": 128, "temperature": 2, "top_p": 1, "presence_penalty": 2, "frequency_penalty": 2.0}):
+        body = adapters["chat"].decode(json.dumps({"model": "m", "messages": HI, **edge}).encode()).body
+        assert all(getattr(body, k) == v for k, v in edge.items())
+    for edge in ({"temperature": 0, "top_p": 0, "top_logprobs": 0}, {"temperature": 2, "top_p": 1, "top_logprobs": 20}):
+        body = adapters["responses"].decode(json.dumps({"model": "m", "input": "x", **edge}).encode()).body
+        assert all(getattr(body, k) == v for k, v in edge.items())
 
 
 DEEP = b'{"model": "m", "metadata": ' + b'[' * 200_000 + b']' * 200_000 + b'}'

@@ -5,6 +5,7 @@ h11 (under hypercorn) accepts bare LF line endings and has no option to refuse t
 tested as refused here."""
 from __future__ import annotations
 
+import gzip
 import json
 
 import httpx
@@ -199,6 +200,33 @@ def test_a_body_that_is_not_json_by_its_content_type_gets_415_in_the_routes_prot
         assert error_code(path, r.content) == expected
         # The refused body was read, so the same connection serves the next request.
         assert client.get("/health").status_code == 200
+
+
+@pytest.mark.parametrize("path", ROUTES)
+@pytest.mark.parametrize("coding", ["gzip", "br", "GZIP", "identity, gzip", "deflate", "x-custom"])
+def test_a_coded_body_gets_415_naming_the_coding_in_the_routes_protocol(edge, path, coding):
+    # RFC 9110 §15.5.16: the router decodes no content coding, so it says so (and which it takes) rather than
+    # reading compressed bytes as JSON; the body is still a plain one here, as a client mislabelling it sends.
+    body = json.dumps({"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    if coding == "gzip":
+        body = gzip.compress(body)
+    with httpx.Client(base_url=edge.url, timeout=10) as client:
+        r = client.post(path, content=body, headers={"content-type": "application/json", "content-encoding": coding})
+        assert r.status_code == 415, r.text
+        assert r.headers["accept-encoding"] == "identity"
+        expected = "invalid_request_error" if path.startswith("/v1/messages") else "unsupported_media_type"
+        assert error_code(path, r.content) == expected
+        assert "Content-Encoding" in r.text and "not supported" in r.text
+        # The refused body was read, so the same connection serves the next request.
+        assert client.get("/health").status_code == 200
+
+
+@pytest.mark.parametrize("coding", ["identity", "Identity", ""])
+def test_an_identity_coded_body_is_served(edge, coding):
+    r = httpx.post(f"{edge.url}/v1/chat/completions", timeout=30,
+                   headers={"content-type": "application/json", "content-encoding": coding},
+                   content=json.dumps({"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]}))
+    assert r.status_code == 200, r.text
 
 
 @pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "Application/JSON",

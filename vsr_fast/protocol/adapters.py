@@ -64,6 +64,9 @@ from .translate import (
 )
 
 JSON = "application/json"
+# Why a conversation with no turn is refused when translated (its field names the client's own).
+NO_TURNS = ("Expected a user or assistant turn the model's API can carry: system messages and items it drops "
+            "are not turns")
 
 
 @dataclass(slots=True)
@@ -182,10 +185,25 @@ class Adapter(abc.ABC):
             headers += ((ANTHROPIC_VERSION, anthropic.API_VERSION),)
         return headers
 
+    def refuse_empty(self, req: Inbound, api_formats: Iterable[str]) -> None:
+        """A 400 naming the client's own field when a backend of one of ``api_formats`` would get a translated
+        request with no turn (``input: []``, a Messages turn of no content, only system messages, only items the
+        translation drops): a Chat or Messages backend refuses ``messages: []`` in its words, after a round trip,
+        and a backend of the client's own format gets the client's body, so only translated ones are checked.
+        The pipeline asks before it calls any candidate; a translation asks again for its own format."""
+        translated = any(f != self.native and f in BY_FORMAT for f in api_formats)
+        if translated and not self.conversation(req)[0].turns:
+            raise self.request_error(self._no_turns(req))
+
+    def _no_turns(self, req: Inbound) -> Problem:
+        """Where the client's conversation has nothing to translate, in the client's own field."""
+        return Problem("invalid", ("messages",), NO_TURNS)
+
     def _translate(self, req: Inbound, api_format: str, model: str) -> tuple[bytes, list[Loss]]:
         if api_format == "images":
             raise UnsupportedCapability(f"the {self.api} API cannot return an image; "
                                         "an images model serves the Responses and Images APIs")
+        self.refuse_empty(req, (api_format,))
         conv, read_losses = self.conversation(req)
         body, write_losses = BY_FORMAT[api_format].write_request(conv, model)
         return body, [*read_losses, *write_losses]
@@ -369,6 +387,15 @@ class MessagesAdapter(Adapter):
         """Anthropic's words (``messages.1.role: Input should be ...``): Claude Code reads them."""
         return anthropic_request_error(problem)
 
+    def _no_turns(self, req: Inbound) -> Problem:
+        """The first turn's content: empty, or only blocks no other API carries (thinking, server tools)."""
+        first = next((i for i, m in enumerate(req.body.messages) if m.role != "system"), None)
+        if first is None:
+            return super()._no_turns(req)
+        if not req.body.messages[first].content:     # a string content, even empty, is a text turn
+            return Problem("length", ("messages", first, "content"), expected=">= 1", got="array")
+        return Problem("invalid", ("messages", first, "content"), NO_TURNS)
+
 
 class ResponsesAdapter(Adapter):
     """Responses, with ``previous_response_id`` served from ``store``."""
@@ -429,6 +456,11 @@ class ResponsesAdapter(Adapter):
 
     def _read(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
         return RESPONSES.read_request(req.body, req.raw)
+
+    def _no_turns(self, req: Inbound) -> Problem:
+        if req.body.input == []:
+            return Problem("length", ("input",), expected=">= 1", got="array")
+        return Problem("invalid", ("input",), NO_TURNS)
 
     def _translate(self, req: Inbound, api_format: str, model: str) -> tuple[bytes, list[Loss]]:
         if api_format != "images":
@@ -521,6 +553,9 @@ class ImagesAdapter(Adapter):
 
     def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id) -> StreamTranslator:
         raise UnsupportedCapability("image generation answers whole")
+
+    def refuse_empty(self, req: Inbound, api_formats: Iterable[str]) -> None:
+        """Nothing: an Images request is a prompt, not a conversation."""
 
     # An Images request is a prompt, read by canonical(); its answers are never streamed (decode refuses it).
     def _read(self, req: Inbound) -> tuple[Conversation, list[Loss]]:

@@ -123,10 +123,60 @@ class Tool(Struct, frozen=True, omit_defaults=True):
         return self.type in (None, "custom")
 
 
-class ToolChoice(Struct, frozen=True, omit_defaults=True):
-    type: Literal["auto", "any", "tool", "none"]
-    name: str | None = None
+class _ToolChoice(Struct, frozen=True, omit_defaults=True, tag_field="type"):
+    """One of Anthropic's tool_choice shapes, told apart by ``type``: a ``tool`` choice without the
+    tool's ``name`` is refused at ``tool_choice.name``, as Anthropic refuses it."""
+
     disable_parallel_tool_use: bool | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.__struct_config__.tag
+
+
+class ToolChoiceAuto(_ToolChoice, tag="auto", frozen=True):
+    pass
+
+
+class ToolChoiceAny(_ToolChoice, tag="any", frozen=True):
+    pass
+
+
+class ToolChoiceTool(_ToolChoice, tag="tool", frozen=True, kw_only=True):
+    name: str
+
+
+class ToolChoiceNone(_ToolChoice, tag="none", frozen=True):
+    pass
+
+
+ToolChoice = ToolChoiceAuto | ToolChoiceAny | ToolChoiceTool | ToolChoiceNone
+
+
+# The thinking configurations of the anthropic SDK's ThinkingConfigParam (its beta one has the same types).
+# Read by no one here (forwarded as sent, or reported dropped): typed so that a type Anthropic does not
+# know is a 400 rather than silently ignored. Fields not declared (``display``'s values change) pass.
+class _Thinking(Struct, frozen=True, omit_defaults=True, tag_field="type"):
+    display: str | None = None
+
+
+class ThinkingEnabled(_Thinking, tag="enabled", frozen=True, kw_only=True):
+    budget_tokens: Annotated[int, Meta(ge=1024)]     # Anthropic's minimum (the SDK's docstring)
+
+
+class ThinkingDisabled(_Thinking, tag="disabled", frozen=True):
+    pass
+
+
+class ThinkingAdaptive(_Thinking, tag="adaptive", frozen=True):
+    pass
+
+
+class ThinkingBetweenTools(_Thinking, tag="between_tools", frozen=True):
+    pass
+
+
+Thinking = ThinkingEnabled | ThinkingDisabled | ThinkingAdaptive | ThinkingBetweenTools
 
 
 class CountTokensRequest(Struct, frozen=True, omit_defaults=True, kw_only=True):
@@ -137,14 +187,15 @@ class CountTokensRequest(Struct, frozen=True, omit_defaults=True, kw_only=True):
     model: str = ""
     system: str | list[TextBlock] | None = None
     stop_sequences: list[str] | None = None
+    # Anthropic's ranges.
     temperature: Annotated[float, Meta(ge=0, le=1)] | None = None
-    top_p: float | None = None
-    top_k: int | None = None
+    top_p: Annotated[float, Meta(ge=0, le=1)] | None = None
+    top_k: Annotated[int, Meta(ge=0)] | None = None
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     metadata: dict[str, Any] | None = None
     stream: bool = False
-    thinking: dict[str, Any] | None = None
+    thinking: Thinking | None = None
 
     def system_text(self) -> str:
         if self.system is None:

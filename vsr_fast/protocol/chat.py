@@ -93,7 +93,7 @@ class ChatRequest(Struct, frozen=True):
     """The fields of a Chat Completions request that routing reads.
 
     Strict where OpenAI is: at least one message (``empty_array``), the roles
-    and tool_choice modes it knows. Fields it does not read pass (vendor
+    and tool_choice modes it knows, the ranges of the sampling numbers. Fields it does not read pass (vendor
     extensions such as vLLM's are common on Chat).
     """
 
@@ -103,11 +103,14 @@ class ChatRequest(Struct, frozen=True):
     stream_options: StreamOptions | None = None
     tools: list[Tool] | None = None
     tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
-    max_tokens: int | None = None
-    max_completion_tokens: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    n: int | None = None
+    # OpenAI's ranges: a value it refuses is refused here, before it reaches (or is translated for) a backend.
+    max_tokens: Annotated[int, Meta(ge=1)] | None = None
+    max_completion_tokens: Annotated[int, Meta(ge=1)] | None = None
+    temperature: Annotated[float, Meta(ge=0, le=2)] | None = None
+    top_p: Annotated[float, Meta(ge=0, le=1)] | None = None
+    n: Annotated[int, Meta(ge=1, le=128)] | None = None
+    presence_penalty: Annotated[float, Meta(ge=-2, le=2)] | None = None
+    frequency_penalty: Annotated[float, Meta(ge=-2, le=2)] | None = None
     user: str | None = None
     metadata: dict[str, str] | None = None
     # Not read by routing: typed so that a wrong type is a 400 here, not a failure in translation.

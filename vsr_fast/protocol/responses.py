@@ -110,8 +110,8 @@ class ResponsesRequest(Struct, frozen=True, omit_defaults=True, forbid_unknown_f
     tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     max_output_tokens: Annotated[int, Meta(ge=1)] | None = None
-    temperature: float | None = None
-    top_p: float | None = None
+    temperature: Annotated[float, Meta(ge=0, le=2)] | None = None     # OpenAI's ranges
+    top_p: Annotated[float, Meta(ge=0, le=1)] | None = None
     stream: bool = False
     previous_response_id: str | None = None
     store: bool | None = None
@@ -137,7 +137,7 @@ class ResponsesRequest(Struct, frozen=True, omit_defaults=True, forbid_unknown_f
     safety_identifier: str | None = None
     service_tier: str | None = None
     stream_options: dict[str, Any] | None = None
-    top_logprobs: int | None = None
+    top_logprobs: Annotated[int, Meta(ge=0, le=20)] | None = None
     context_management: Any = None
     client_metadata: dict[str, Any] | None = None
 

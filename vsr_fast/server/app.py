@@ -118,6 +118,14 @@ def make_app(state: AppState, role: str = "serving"):
                 await discard_body(receive)
                 await _refuse(state, send, path, UnsupportedMedia("Content-Type must be application/json"),
                               (b"accept", b"application/json"))
+            elif (coding := body_coding(scope)) is not None:
+                # RFC 9110 §15.5.16: a content coding the server does not decode is a 415 that names the codings
+                # it does. Decoding gzip or br here would let a small body inflate past max_body_bytes; left
+                # unchecked, a compressed body read as JSON is a misleading invalid_json at byte 0.
+                await discard_body(receive)
+                await _refuse(state, send, path, UnsupportedMedia(
+                    f"Content-Encoding {coding} is not supported: send the body uncompressed (identity)"),
+                    (b"accept-encoding", b"identity"))
             else:
                 await handler(state, scope, receive, send)
         elif path == SYSTEMONE_MODELS:
@@ -173,6 +181,17 @@ def is_json(content_type: bytes | None) -> bool:
         return False
     media = content_type.split(b";", 1)[0].strip().lower()
     return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
+
+
+def body_coding(scope: Scope) -> str | None:
+    """The first content coding other than ``identity`` the request's Content-Encoding headers list, else None."""
+    for key, value in scope["headers"]:
+        if key == b"content-encoding":
+            for coding in value.split(b","):
+                coding = coding.strip().lower()
+                if coding and coding != b"identity":
+                    return coding.decode("latin-1")
+    return None
 
 
 def _api(api: str, state: AppState, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:

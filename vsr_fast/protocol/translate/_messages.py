@@ -46,7 +46,8 @@ def read_request(req: wire.MessagesRequest, raw: bytes) -> tuple[Conversation, l
             losses.append(dropped(f"tools[{i}]"))   # a server tool runs at Anthropic only
     c = req.tool_choice
     if c is not None:
-        conv.tool_choice = ToolChoice({"any": "required"}.get(c.type, c.type), c.name)
+        name = c.name if isinstance(c, wire.ToolChoiceTool) else None
+        conv.tool_choice = ToolChoice({"any": "required"}.get(c.kind, c.kind), name)
         if c.disable_parallel_tool_use is not None:
             conv.parallel_tool_calls = not c.disable_parallel_tool_use
     meta = req.metadata or {}

@@ -44,6 +44,9 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
     streamed = ex.adapter.stream(req)
     alg = looper.algorithm_of(r)
     r = ex.route = await looper.select(ex, r, alg)
+    # Before any candidate is called: a later one of another format must not be the first to find the
+    # conversation empty, after an earlier one was tried.
+    ex.adapter.refuse_empty(req, (c.api_format for c in r.candidates))
     ex.model = r.candidates[0].name if r.candidates else None
     tally = ex.cost = Tally()
     kind = kind_of(alg) if alg is not None else "static"
