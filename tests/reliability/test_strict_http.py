@@ -238,7 +238,7 @@ def test_json_by_any_spelling_is_served(edge, content_type):
 
 
 @pytest.mark.parametrize("path", ["/v1/systemone", "/api/v1/routing/preview", "/v1/messages/count_tokens",
-                                  "/api/v1/diagnostics/classify/intent"])
+                                  "/api/v1/diagnostics/classify/intent", "/api/v1/keys"])   # the last: quart's
 def test_an_oversized_body_gets_413_in_the_routes_protocol(edge, path):
     body = json.dumps({"model": "vsr/decide", "pad": "x" * SMALL_LIMIT})
     r = httpx.post(f"{edge.url}{path}", content=body, headers={"content-type": "application/json"}, timeout=30)

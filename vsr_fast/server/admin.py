@@ -15,7 +15,7 @@ from werkzeug.exceptions import HTTPException
 
 from ..auth.keys import KeyFields
 from ..auth.store import KeyStore
-from ..errors import EmbeddingFailed, MethodNotAllowed, RouteNotFound, VsrError
+from ..errors import BodyTooLarge, EmbeddingFailed, MethodNotAllowed, RouteNotFound, VsrError
 from ..headers import registry as h
 from . import models_api
 from .metrics_view import gathered
@@ -123,8 +123,9 @@ def make_admin(state: AppState) -> QuartTrio:
     return app
 
 
-# quart's routing refusals -> the router's errors, answered in the path's API shape.
-_ROUTING_ERRORS = {404: RouteNotFound, 405: MethodNotAllowed}
+# quart's routing and size refusals -> the router's errors, answered in the path's API shape (a 413 with the code
+# the API routes give it, not werkzeug's request_entity_too_large).
+_ROUTING_ERRORS = {404: RouteNotFound, 405: MethodNotAllowed, 413: BodyTooLarge}
 
 
 class Document(msgspec.Struct, forbid_unknown_fields=True):
