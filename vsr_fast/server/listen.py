@@ -53,6 +53,8 @@ _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\
 _BUSY_BODY = (b'{"error": {"message": "this listener already holds its %d connections; retry shortly", '
               b'"type": "server_error", "param": null, "code": "too_many_connections"}}')
 LINGER_S = 1.0
+# The first digit of an error status: a head with another one is never a refusal of the edge's.
+_ERROR_CLASSES = (b"4", b"5")
 
 
 # Refused connections still being answered; past this many, one more is closed with no answer (a flood of
@@ -99,7 +101,9 @@ class EdgeServer(TCPServer):
     async def protocol_send(self, event) -> None:
         if isinstance(event, RawData):
             data = event.data
-            if data.startswith(b"HTTP/1.") and (conn := self._h11()) is not None and conn.their_state is h11.ERROR:
+            # Every answer's head passes here: its status is read first (an error's), the h11 state only then.
+            if data[9:10] in _ERROR_CLASSES and data.startswith(b"HTTP/1.") and (conn := self._h11()) is not None \
+                    and conn.their_state is h11.ERROR:
                 data = self._refusal(data)
             await self._send_raw(data)
             return

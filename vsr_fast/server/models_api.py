@@ -8,10 +8,10 @@ from collections.abc import Mapping
 import msgspec
 
 from ..errors import InvalidValue, ModelNotFound
+from ..headers.registry import ANTHROPIC_VERSION as ANTHROPIC_VERSION
 from .state import AppState
 
 PATH = "/v1/models"
-ANTHROPIC_VERSION = "anthropic-version"
 # No release date is known: OpenAI's ``created`` is 0, Anthropic's ``created_at`` the same epoch (its ModelInfo:
 # "may be set to an epoch value if the release date is unknown").
 EPOCH = "1970-01-01T00:00:00Z"

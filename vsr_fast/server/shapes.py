@@ -3,6 +3,7 @@ connection server's own answers (a request refused before any app saw it)."""
 from __future__ import annotations
 
 from ..errors import VsrError
+from ..headers.registry import ANTHROPIC_VERSION
 from ..protocol import anthropic
 from ..protocol.errors import openai_error_body
 from .asgi import Scope, header
@@ -11,6 +12,7 @@ from .systemone_api import error_body as systemone_error_body
 
 ANTHROPIC_PREFIX = "/v1/messages"     # /v1/messages and everything under it: Anthropic's error shape
 SYSTEMONE_PATHS = frozenset({"/v1/systemone", "/v1/decisions"})
+_ANTHROPIC_VERSION = ANTHROPIC_VERSION.encode()
 
 
 def error_for_path(path: str, err: VsrError) -> tuple[int, bytes]:
@@ -26,6 +28,6 @@ def error_for_request(scope: Scope, err: VsrError) -> tuple[int, bytes]:
     """``error_for_path`` for a request: the models routes are Anthropic's too, in its shape when its SDK asks
     (the ``anthropic-version`` header it always sends)."""
     path = scope["path"]
-    if is_models_path(path) and header(scope, b"anthropic-version") is not None:
+    if is_models_path(path) and header(scope, _ANTHROPIC_VERSION) is not None:
         return anthropic.vsr_error_answer(err)
     return error_for_path(path, err)
