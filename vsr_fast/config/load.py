@@ -178,7 +178,7 @@ def _without_removed(raw: dict) -> dict:
     work["version"] = SCHEMA_VERSION
     for key in REMOVED_SECTIONS:
         work.pop(key, None)
-    for recipe in work.get("recipes") or []:
+    for recipe in _items(work.get("recipes")):
         signals = recipe.get("signals") if isinstance(recipe, dict) else None
         if isinstance(signals, dict):
             for key in REMOVED_SIGNAL_TYPES:
@@ -190,6 +190,12 @@ def _without_removed(raw: dict) -> dict:
         if isinstance(node, dict):
             node.pop(steps[-1], None)
     return work
+
+
+def _items(value: object) -> list:
+    """``value`` if it is a list, else no items: these walks run before the shape check, over any document, and
+    leave a wrong type (``recipes: 5``) to it, which reports it with its path."""
+    return value if isinstance(value, list) else []
 
 
 def _precheck(raw: dict) -> list[str]:
@@ -205,7 +211,7 @@ def _precheck(raw: dict) -> list[str]:
     for key, what in REMOVED_SECTIONS.items():
         if key in raw:
             errors.append(f"{key}: removed_section: {what}")
-    for i, recipe in enumerate(raw.get("recipes") or []):
+    for i, recipe in enumerate(_items(raw.get("recipes"))):
         signals = recipe.get("signals") if isinstance(recipe, dict) else None
         if not isinstance(signals, dict):
             continue
@@ -222,7 +228,7 @@ def _precheck(raw: dict) -> list[str]:
 def _rename_aliases(raw: dict) -> list[str]:
     """``decision`` loads as ``systemone``, in signals and conditions, with a warning (spec 5.2, 6.9)."""
     warnings: list[str] = []
-    for i, recipe in enumerate(raw.get("recipes") or []):
+    for i, recipe in enumerate(_items(raw.get("recipes"))):
         if not isinstance(recipe, dict):
             continue
         where = f"recipes[{recipe.get('name', i)}]"
@@ -232,7 +238,7 @@ def _rename_aliases(raw: dict) -> list[str]:
             if isinstance(signals["systemone"], list) and isinstance(signals["decision"], list):
                 signals["systemone"].extend(signals.pop("decision"))
                 warnings.append(f"{where}.signals.decision: renamed_signal_type: decision loads as systemone; write systemone")
-        for j, decision in enumerate(recipe.get("decisions") or []):
+        for j, decision in enumerate(_items(recipe.get("decisions"))):
             if isinstance(decision, dict) and isinstance(decision.get("rules"), dict):
                 _rename_conditions(decision["rules"], f"{where}.decisions[{j}].rules", warnings)
     return warnings
@@ -242,6 +248,6 @@ def _rename_conditions(node: dict, path: str, warnings: list[str]) -> None:
     if node.get("type") == "decision":
         node["type"] = "systemone"
         warnings.append(f"{path}.type: renamed_signal_type: decision loads as systemone; write systemone")
-    for k, child in enumerate(node.get("conditions") or []):
+    for k, child in enumerate(_items(node.get("conditions"))):
         if isinstance(child, dict):
             _rename_conditions(child, f"{path}.conditions[{k}]", warnings)

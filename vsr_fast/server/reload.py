@@ -54,22 +54,24 @@ class Generations:
             state.drain(deadline)
 
     async def reload(self) -> tuple[bool, str]:
-        """Load, check and swap; (False, why) leaves the current generation serving."""
+        """Load, check and swap; (False, why) leaves the current generation serving.
+
+        Whatever goes wrong before the swap refuses the reload, an unexpected exception included: SIGHUP and
+        the file watch run this in the process's own nursery, where an exception would end the router."""
         async with self._lock:
             old = self.current
             try:
                 loaded = await trio.to_thread.run_sync(load_file, self._path)
+                if loaded.version_hash == old.loaded.version_hash:
+                    old.metrics.reloads.inc("unchanged")
+                    return True, f"config {loaded.version_hash} unchanged"
+                upstreams = Upstreams(loaded.config, previous=old.upstreams)
+                new = old.regenerated(loaded, upstreams)
             except ConfigError as exc:
-                why = "; ".join(exc.lines) or str(exc)
-                old.metrics.reloads.inc("failed")
-                log.error("reload refused: %s does not load (%s); still serving config %s", self._path, why,
-                          old.loaded.version_hash)
-                return False, why
-            if loaded.version_hash == old.loaded.version_hash:
-                old.metrics.reloads.inc("unchanged")
-                return True, f"config {loaded.version_hash} unchanged"
-            upstreams = Upstreams(loaded.config, previous=old.upstreams)
-            new = old.regenerated(loaded, upstreams)
+                return self._refused(old, "; ".join(exc.lines) or str(exc))
+            except Exception as exc:   # noqa: BLE001 - a bug in loading is a refused reload, never a dead router
+                log.exception("reload: unexpected error loading %s", self._path)
+                return self._refused(old, f"unexpected error: {type(exc).__name__}: {exc}")
             if old.draining:
                 new.drain(old.drain_deadline)
             self.apps = self._build(new)
@@ -79,6 +81,12 @@ class Generations:
             log.warning("reloaded %s: config %s (was %s)", self._path, loaded.version_hash, old.loaded.version_hash)
             self._nursery.start_soon(self._retire, old, upstreams)
             return True, f"config {loaded.version_hash} loaded"
+
+    def _refused(self, old: AppState, why: str) -> tuple[bool, str]:
+        old.metrics.reloads.inc("failed")
+        log.error("reload refused: %s does not load (%s); still serving config %s", self._path, why,
+                  old.loaded.version_hash)
+        return False, why
 
     async def reload_and_say(self, trigger: str) -> None:
         """Reload, and say how it went on stderr (what SIGHUP and the file watch started)."""

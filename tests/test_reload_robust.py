@@ -1,0 +1,88 @@
+"""A reload of a file that does not load changes nothing, however it fails: the admin route answers 422 with the
+bad field's path, SIGHUP and the file watch log the refusal, and the router keeps serving."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+from types import SimpleNamespace
+
+import httpx
+import trio
+
+from vsr_fast.server import reload as reload_module
+from vsr_fast.server.reload import Generations
+
+from .procs import config, mock_upstream, router, wait_for_value, wait_until, write_config
+
+WRONG_TYPE = ("version: v0.5\n"
+              "recipes: [{name: r, decisions: [{name: d, rules: {operator: AND, conditions: 5}}]}]\n")
+
+
+def _replace(path: str, text: str) -> None:
+    with open(path + ".new", "w") as f:
+        f.write(text)
+    os.replace(path + ".new", path)
+
+
+def _failed(text: str) -> int:
+    found = re.search(r'^vsr_config_reloads_total\{outcome="failed"\} (\d+)$', text, re.M)
+    return int(found.group(1)) if found else 0
+
+
+def test_a_wrong_type_is_refused_by_every_reload_path_and_the_router_keeps_serving(tmp_path):
+    with mock_upstream() as upstream:
+        doc = config([{"name": "m", "backend_refs": [{"endpoint": f"{upstream.url}/v1"}]}],
+                     [{"name": "d", "modelRefs": [{"model": "m"}]}])
+        doc["global"] = {"router": {"config_watch": {"enabled": True, "interval_ms": 100}}}
+        path = write_config(doc, str(tmp_path))
+        with router(path) as proc, httpx.Client(timeout=30) as client:
+            def answers() -> None:
+                r = client.post(f"{proc.url}/v1/chat/completions",
+                                json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
+                assert r.status_code == 200 and r.headers["x-vsr-selected-model"] == "m", r.text
+
+            def failed() -> int:
+                return _failed(client.get(f"{proc.url}/metrics").text)
+
+            answers()
+            # The watch sees the rename and refuses it.
+            _replace(path, WRONG_TYPE)
+            wait_until(lambda: failed() == 1, "the watch to refuse the file")
+            line = wait_for_value(lambda: [x for x in proc.lines if "reload refused (the file changed)" in x],
+                                  "the watch's refusal")
+            assert "recipes[r].decisions[0].rules.conditions: invalid_type: expected array" in line[0]
+            answers()
+
+            bad = client.post(f"{proc.url}/admin/reload")
+            assert bad.status_code == 422, bad.text
+            assert bad.json()["error"]["code"] == "config_invalid"
+            assert "recipes[r].decisions[0].rules.conditions: invalid_type" in bad.json()["error"]["message"]
+            answers()
+
+            proc.signal(signal.SIGHUP)
+            wait_for_value(lambda: [x for x in proc.lines if "reload refused (SIGHUP)" in x], "SIGHUP's refusal")
+            answers()
+            assert failed() == 3
+            assert proc.popen.poll() is None
+
+
+def test_an_unexpected_error_while_loading_is_a_refused_reload(tmp_path, monkeypatch):
+    """Not a ConfigError (a bug in a check): refused, counted as failed, with the error; nothing raised."""
+    counted: list[str] = []
+    state = SimpleNamespace(loaded=SimpleNamespace(version_hash="old"),
+                            metrics=SimpleNamespace(reloads=SimpleNamespace(inc=counted.append)))
+
+    def broken(path):
+        raise TypeError("'int' object is not iterable")
+
+    monkeypatch.setattr(reload_module, "load_file", broken)
+
+    async def main() -> tuple[bool, str]:
+        async with trio.open_nursery() as nursery:
+            generations = Generations(state, str(tmp_path / "c.yaml"), lambda s: {}, nursery)
+            return await generations.reload()
+
+    ok, why = trio.run(main)
+    assert not ok and "TypeError: 'int' object is not iterable" in why
+    assert counted == ["failed"]
