@@ -11,6 +11,9 @@ import ssl
 from collections import Counter
 from urllib.parse import urlsplit
 
+import msgspec
+from redis.connection import parse_url as parse_redis_url
+
 from .algorithm import algorithm_errors
 from .auth_checks import check_auth
 from .embedding_checks import check_embeddings
@@ -35,7 +38,66 @@ def check(config: RouterConfig) -> tuple[list[str], list[str]]:
     check_auth(config, models, errors, warnings)
     check_embeddings(config.global_.model_catalog, config.global_.stores, errors)
     _check_store_files(config, errors)
+    _check_store_urls(config, errors)
+    _check_written_paths(config, errors)
     return errors, warnings
+
+
+def _check_store_urls(config: RouterConfig, errors: list[str]) -> None:
+    """Every store's ``url`` as redis-py reads it: without this a bad one passed validation and ``serve`` died
+    opening the store."""
+    stores = config.global_.stores
+    found = [(f"global.stores.{f.name}.url", getattr(stores, f.name).url) for f in msgspec.structs.fields(stores)]
+    found.append(("global.router.auth.store.url", config.global_.router.auth.store.url))
+    for where, url in found:
+        problem = store_url_problem(url)
+        if problem:
+            errors.append(f"{where}: invalid_value: {problem}")
+
+
+def store_url_problem(url: str) -> str | None:
+    """Why redis-py cannot open ``url``, or None: redis://, rediss:// (a host) or unix:// (a socket's path)."""
+    try:
+        parts = urlsplit(url)
+        parse_redis_url(url)    # the scheme, the port, the values of the query's known arguments
+    except ValueError as exc:
+        return f"{url!r} is not a Redis URL: {exc}"
+    if parts.scheme == "unix":
+        return None if parts.path else f"{url!r} names no socket path (expected unix:///path/to/redis.sock)"
+    if not parts.hostname or any(c.isspace() for c in url) or not _HOST.fullmatch(parts.hostname):
+        return f"{url!r} names no host (expected redis[s]://host[:port][/db])"
+    return None
+
+
+def _check_written_paths(config: RouterConfig, errors: list[str]) -> None:
+    """The files the router writes from its start must be writable there: the access log (appended to, its
+    directory as it is) and an event stream's journal directory (created with its parents)."""
+    log = config.global_.router.access_log
+    if log.enabled and log.path:
+        problem = unwritable(log.path, create_parents=False)
+        if problem:
+            errors.append(f"global.router.access_log.path: file_unwritable: {log.path}: {problem}")
+    stream = config.global_.stores.event_stream
+    if stream.backend != "none" and stream.path:
+        problem = unwritable(stream.path, create_parents=True)
+        if problem:
+            errors.append(f"global.stores.event_stream.path: file_unwritable: {stream.path}: {problem}")
+
+
+def unwritable(path: str, *, create_parents: bool) -> str | None:
+    """Why the router could not write ``path`` (a file appended to, or a directory made with its parents when
+    ``create_parents``), or None."""
+    target = os.path.abspath(path)
+    if os.path.exists(target):
+        if os.path.isdir(target) != create_parents:
+            return "is a directory" if not create_parents else "is not a directory"
+        return None if os.access(target, os.W_OK) else "not writable"
+    parent = os.path.dirname(target)
+    while create_parents and not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return f"directory {parent} does not exist" if not os.path.exists(parent) else f"{parent} is not a directory"
+    return None if os.access(parent, os.W_OK | os.X_OK) else f"directory {parent} is not writable"
 
 
 def _check_store_files(config: RouterConfig, errors: list[str]) -> None:

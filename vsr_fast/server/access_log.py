@@ -35,6 +35,7 @@ class AccessLog:
         self._lines: list[str] = []
         self._ready = trio.Event()
         self.dropped = 0
+        self._out = None
 
     def log(self, fields: dict) -> None:
         """Queue one request's line (never blocks)."""
@@ -49,9 +50,16 @@ class AccessLog:
         self._lines.append(line)
         self._ready.set()
 
+    def open(self) -> None:
+        """Open the file before the router serves, so a path it cannot write refuses the start (an OSError)
+        rather than ending the process once it runs."""
+        if self.path and self._out is None:
+            self._out = open(self.path, "a", encoding="utf-8")
+
     async def run(self) -> None:
         """Write queued lines until cancelled; what is queued at cancellation is written too."""
-        out = open(self.path, "a", encoding="utf-8") if self.path else sys.stderr
+        self.open()
+        out = self._out or sys.stderr
         try:
             while True:
                 await self._ready.wait()

@@ -115,6 +115,8 @@ async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
         state = AppState(loaded=loaded, upstreams=upstreams, systemone_client=systemone, events=events,
                          direct_cache=direct_cache, embedders=embedders, vectors=vectors, memories=memories, metrics_dir=opts.metrics_dir, worker=opts.worker)
         holder.append(state)
+        if state.access_log is not None:
+            state.access_log.open()
         shutdown = trio.Event()
         await state.auth.load()
         state.limiter.start()
@@ -262,13 +264,6 @@ def _bound(host: str, port: int, **kwargs) -> socket.socket:
         raise ListenError([f"cannot listen on {host}:{port}: {why}"]) from None
 
 
-def _config_errors(group: BaseExceptionGroup) -> list[ConfigError]:
-    found: list[ConfigError] = []
-    for exc in group.exceptions:
-        found += _config_errors(exc) if isinstance(exc, BaseExceptionGroup) else [exc]
-    return found
-
-
 def max_connections(limits: Limits) -> int:
     """``limits.max_connections``, or half the open-file limit: each connection may hold a backend's too."""
     if limits.max_connections is not None:
@@ -312,13 +307,13 @@ def run(loaded: Loaded, opts: ServeOptions) -> int:
     code = 0
     try:
         if opts.workers <= 1 or opts.fd is not None:
-            trio.run(serve, loaded, opts)
+            trio.run(_serve_or_refuse, loaded, opts)
         else:
             code = trio.run(_supervise, resolve_bind(loaded, opts))
     except* ConfigError as group:
-        failed = _config_errors(group)
+        failed = _leaves(group)
     for exc in failed:
-        if isinstance(exc, ListenError):
+        if isinstance(exc, (ListenError, StartError)):
             print(f"vsr-fast: refusing to start: {exc.lines[0]}", file=sys.stderr)
             continue
         # What only shows once the parts start: an attached runtime's model card, a deployment's files.
@@ -326,6 +321,33 @@ def run(loaded: Loaded, opts: ServeOptions) -> int:
         for line in exc.lines:
             print(f"error: {line}", file=sys.stderr)
     return 2 if failed else code
+
+
+class StartError(ConfigError):
+    """Something the configuration names cannot be opened where the router starts (a file, a directory)."""
+
+
+async def _serve_or_refuse(loaded: Loaded, opts: ServeOptions) -> None:
+    """``serve``, with an OSError raised before it serves (a path it cannot create or open) as a StartError:
+    one line each, exit 2, never a traceback. Once it serves, an error is the process's own and shows whole."""
+    async with trio.open_nursery() as nursery:
+        try:
+            await nursery.start(serve, loaded, opts)
+        except* OSError as group:
+            raise StartError([_start_line(exc) for exc in _leaves(group)]) from None
+
+
+def _start_line(exc: OSError) -> str:
+    where = f"{exc.filename}: " if exc.filename is not None else ""
+    return f"cannot open {where}{exc.strerror or exc}"
+
+
+def _leaves(group: BaseExceptionGroup) -> list:
+    """The exceptions of ``group`` and of the groups in it."""
+    found: list = []
+    for exc in group.exceptions:
+        found += _leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc]
+    return found
 
 
 async def _supervise(opts: ServeOptions) -> int:
