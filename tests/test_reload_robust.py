@@ -8,6 +8,7 @@ import signal
 from types import SimpleNamespace
 
 import httpx
+import yaml
 import trio
 
 from vsr_fast.server import reload as reload_module
@@ -83,6 +84,36 @@ def test_an_unexpected_error_while_loading_is_a_refused_reload(tmp_path, monkeyp
             generations = Generations(state, str(tmp_path / "c.yaml"), lambda s: {}, nursery)
             return await generations.reload()
 
-    ok, why = trio.run(main)
+    ok, why, _ = trio.run(main)
     assert not ok and "TypeError: 'int' object is not iterable" in why
     assert counted == ["failed"]
+
+
+def test_a_reload_names_each_change_that_waits_for_a_restart(tmp_path):
+    """Listeners, the access log and a newly used context plugin's stores are read at start: the reload swaps the
+    rest in and lists those fields in its answer and its log line."""
+    with mock_upstream() as upstream:
+        doc = config([{"name": "m", "backend_refs": [{"endpoint": f"{upstream.url}/v1"}]}],
+                     [{"name": "d", "modelRefs": [{"model": "m"}]}])
+        doc["listeners"] = [{"name": "main", "port": 18080}]
+        path = write_config(doc, str(tmp_path))
+        with router(path) as proc, httpx.Client(timeout=30) as client:
+            unchanged = client.post(f"{proc.url}/admin/reload")
+            assert unchanged.status_code == 200 and unchanged.json()["restart_required"] == [], unchanged.text
+
+            doc["listeners"][0]["port"] = 18081
+            doc["global"] = {"router": {"access_log": {"enabled": True}}}
+            doc["recipes"][0]["decisions"].insert(0, {
+                "name": "remember", "priority": 10, "modelRefs": [{"model": "m"}],
+                "plugins": [{"type": "context", "configuration": {"sources": [{"type": "memory"}]}}]})
+            _replace(path, yaml.safe_dump(doc, sort_keys=False))
+            r = client.post(f"{proc.url}/admin/reload")
+            assert r.status_code == 200 and r.json()["status"] == "reloaded", r.text
+            assert r.json()["restart_required"] == [
+                "listeners[0].port", "global.router.access_log.enabled", "plugins: context (what it needs opens at start)"]
+            line = wait_for_value(lambda: [x for x in proc.lines if "in effect after a restart" in x], "the log line")
+            assert "listeners[0].port" in line[0]
+            # The rest is in effect: the new decision routes.
+            r = client.post(f"{proc.url}/v1/chat/completions",
+                            json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
+            assert r.status_code == 200 and r.headers["x-vsr-selected-decision"] == "remember", r.headers

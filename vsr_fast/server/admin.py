@@ -64,7 +64,7 @@ def make_admin(state: AppState) -> QuartTrio:
 
     @app.post("/admin/reload")
     async def reload() -> tuple[Response, int]:
-        ok, message = await state.reloader()
+        ok, message, later = await state.reloader()
         if state.metrics_dir is not None:
             # Under a supervisor: it sends SIGHUP on to every worker, so all of them load the file.
             os.kill(os.getppid(), signal.SIGHUP)
@@ -72,7 +72,8 @@ def make_admin(state: AppState) -> QuartTrio:
             body = {"error": {"message": f"the configuration does not load; still serving the one before: {message}",
                               "type": "invalid_request_error", "param": None, "code": "config_invalid"}}
             return jsonify(body), 422
-        return jsonify({"status": "reloaded", "message": message}), 200
+        # Changed fields the process reads only at start: the rest is in effect, these after a restart.
+        return jsonify({"status": "reloaded", "message": message, "restart_required": list(later)}), 200
 
     @app.get("/api/v1/replay/<replay_id>")
     async def replay_record(replay_id: str) -> Response | tuple[Response, int]:

@@ -7,7 +7,8 @@ generation, the next request starts on the new one. A file that does not load ch
 the log and ``vsr_config_reloads_total{outcome="failed"}`` say why. Backends whose model and ref did not
 change are kept (their connections and health); the others close once the old generation's requests ended.
 What the process holds for its life (listeners, auth and key store, rate limits, stores, System One's
-client, the access log) changes with a restart only.
+client, the access log) changes with a restart only: a reload that changes one of them still swaps the rest in,
+and names each such field (``restart_required``: the admin answer, the log and the stderr line).
 """
 from __future__ import annotations
 
@@ -15,10 +16,14 @@ import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 
+import msgspec
 import trio
 
+from ..config.schema import RouterConfig
 from ..errors import ConfigError
+from ..plugins.layers import shadow_used, types_used
 from ..routing import load_file
 from ..upstream.pool import Upstreams
 from .asgi import Receive, Scope, Send
@@ -26,6 +31,54 @@ from .state import AppState
 
 log = logging.getLogger("vsr_fast.reload")
 _RETIRE_POLL_S = 0.5
+
+# What serve (and AppState.__post_init__) reads once, at start, by its path in the file.
+AT_START = ("listeners", "global.stores", "global.model_catalog", "global.router.access_log", "global.router.auth",
+            "global.router.rate_limits", "global.router.tracing", "global.router.config_watch.enabled",
+            "global.router.limits.header_timeout_ms", "global.router.limits.max_connections")
+# Plugin types whose stores or services serve opens at start only when some layer names one.
+OPENED_AT_START = ("context", "response_cache", "router_replay")
+
+
+class Reloaded(NamedTuple):
+    """How a reload went: ``restart_required`` lists the changed fields the process reads only at start."""
+
+    ok: bool
+    message: str
+    restart_required: tuple[str, ...] = ()
+
+
+def restart_required(old: RouterConfig, new: RouterConfig) -> list[str]:
+    """The paths of what changed from ``old`` to ``new`` that takes effect only after a restart."""
+    found: list[str] = []
+    for path in AT_START:
+        found += _changed(_at(old, path), _at(new, path), path)
+    added = (types_used(new) - types_used(old)) & set(OPENED_AT_START)
+    found += [f"plugins: {kind} (what it needs opens at start)" for kind in sorted(added)]
+    if shadow_used(new) and not shadow_used(old):
+        found.append("plugins: router_replay shadow (opens at start)")
+    return found
+
+
+def _at(node: object, path: str) -> object:
+    for name in path.split("."):
+        node = next(getattr(node, f.name) for f in msgspec.structs.fields(node) if f.encode_name == name)
+    return node
+
+
+def _changed(old: object, new: object, path: str) -> list[str]:
+    """The leaf paths where ``old`` and ``new`` differ (a list of another length, or another type: ``path``)."""
+    if old == new:
+        return []
+    if isinstance(old, msgspec.Struct) and type(old) is type(new):
+        return [p for f in msgspec.structs.fields(old)
+                for p in _changed(getattr(old, f.name), getattr(new, f.name), f"{path}.{f.encode_name}")]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [p for i, (a, b) in enumerate(zip(old, new)) for p in _changed(a, b, f"{path}[{i}]")]
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [p for key in sorted(set(old) | set(new), key=str)
+                for p in _changed(old.get(key), new.get(key), f"{path}.{key}")]
+    return [path]
 
 
 class Generations:
@@ -53,7 +106,7 @@ class Generations:
         for state in self.every:
             state.drain(deadline)
 
-    async def reload(self) -> tuple[bool, str]:
+    async def reload(self) -> Reloaded:
         """Load, check and swap; (False, why) leaves the current generation serving.
 
         Whatever goes wrong before the swap refuses the reload, an unexpected exception included: SIGHUP and
@@ -64,9 +117,10 @@ class Generations:
                 loaded = await trio.to_thread.run_sync(load_file, self._path)
                 if loaded.version_hash == old.loaded.version_hash:
                     old.metrics.reloads.inc("unchanged")
-                    return True, f"config {loaded.version_hash} unchanged"
+                    return Reloaded(True, f"config {loaded.version_hash} unchanged")
                 upstreams = Upstreams(loaded.config, previous=old.upstreams)
                 new = old.regenerated(loaded, upstreams)
+                later = tuple(restart_required(old.loaded.config, loaded.config))
             except ConfigError as exc:
                 return self._refused(old, "; ".join(exc.lines) or str(exc))
             except Exception as exc:   # noqa: BLE001 - a bug in loading is a refused reload, never a dead router
@@ -80,17 +134,22 @@ class Generations:
             old.metrics.reloads.inc("ok")
             log.warning("reloaded %s: config %s (was %s)", self._path, loaded.version_hash, old.loaded.version_hash)
             self._nursery.start_soon(self._retire, old, upstreams)
-            return True, f"config {loaded.version_hash} loaded"
+            message = f"config {loaded.version_hash} loaded"
+            if later:
+                message += f"; these take effect only after a restart: {', '.join(later)}"
+                log.warning("reload: %s changed what is read only at start, in effect after a restart: %s",
+                            self._path, ", ".join(later))
+            return Reloaded(True, message, later)
 
-    def _refused(self, old: AppState, why: str) -> tuple[bool, str]:
+    def _refused(self, old: AppState, why: str) -> Reloaded:
         old.metrics.reloads.inc("failed")
         log.error("reload refused: %s does not load (%s); still serving config %s", self._path, why,
                   old.loaded.version_hash)
-        return False, why
+        return Reloaded(False, why)
 
     async def reload_and_say(self, trigger: str) -> None:
         """Reload, and say how it went on stderr (what SIGHUP and the file watch started)."""
-        ok, message = await self.reload()
+        ok, message, _ = await self.reload()
         sys.stderr.write(f"vsr-fast: reload {'done' if ok else 'refused'} ({trigger}): {message}\n")
         sys.stderr.flush()
 
