@@ -67,14 +67,49 @@ def check_bytes(data: bytes, *, source: str = "<config>") -> Checked:
 
 
 def parse_bytes(data: bytes, *, source: str = "<config>") -> object:
-    """YAML (or JSON) bytes as a document; a syntax error is one ConfigError line with its line and column."""
+    """YAML (or JSON) bytes as a document; a syntax error is one ConfigError line with its line and column, and a
+    key written twice in one mapping (YAML would keep the last silently) one line with its path and lines."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(data)
     try:
-        return yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        node = loader.get_single_node()
+        twice = list(_duplicate_keys(node, [], set())) if node is not None else []
+        doc = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError([f"{where}: yaml_error: {problem}"]) from exc
+    finally:
+        loader.dispose()
+    if twice:
+        raise ConfigError([f"{_paths.render(steps, doc)}: duplicate_key: {steps[-1]!r} is written twice in one "
+                           f"mapping, at lines {first} and {again} of {source}; write it once"
+                           for steps, first, again in twice])
+    return doc
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _duplicate_keys(node: yaml.Node, steps: list, walked: set[int]):
+    """``(steps, first line, next line)`` of each key written again in its mapping (a ``<<`` merge's keys are
+    meant to be overridden, and are not counted)."""
+    if id(node) in walked:      # an alias of a node already walked
+        return
+    walked.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) and key_node.tag != _MERGE_TAG else None
+            line = key_node.start_mark.line + 1
+            if key is not None and key in seen:
+                yield steps + [key], seen[key], line
+            elif key is not None:
+                seen[key] = line
+            yield from _duplicate_keys(value_node, steps + [key], walked)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            yield from _duplicate_keys(item, steps + [i], walked)
 
 
 def version_hash(data: bytes) -> str:

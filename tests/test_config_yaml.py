@@ -1,0 +1,46 @@
+"""The YAML layer of a load: a key written twice in one mapping is an error with its path and both lines (YAML
+alone keeps the last one silently); a ``<<`` merge's keys may still be overridden."""
+from __future__ import annotations
+
+import pytest
+
+from vsr_fast.config.load import parse_bytes
+from vsr_fast.errors import ConfigError
+
+from .test_config_load import run_cli
+
+DECISION_TWICE = b"""version: v0.5
+recipes:
+  - name: default
+    decisions:
+      - name: d
+        priority: 100
+        priority: 5
+"""
+
+
+def _errors(data: bytes) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_bytes(data, source="c.yaml")
+    return info.value.lines
+
+
+def test_a_key_written_twice_names_its_path_and_lines():
+    assert _errors(DECISION_TWICE) == [
+        "recipes[default].decisions[0].priority: duplicate_key: 'priority' is written twice in one mapping, "
+        "at lines 6 and 7 of c.yaml; write it once"]
+    assert _errors(b"version: v0.5\nproviders: {}\nversion: v0.5\n") == [
+        "version: duplicate_key: 'version' is written twice in one mapping, at lines 1 and 3 of c.yaml; write it once"]
+
+
+def test_a_merge_key_may_be_overridden_and_the_same_key_in_two_mappings_is_no_duplicate():
+    doc = parse_bytes(b"a: &x {k: 1, j: 2}\nb: {<<: *x, k: 3}\nc: [{k: 1}, {k: 2}]\n")
+    assert doc == {"a": {"k": 1, "j": 2}, "b": {"k": 3, "j": 2}, "c": [{"k": 1}, {"k": 2}]}
+
+
+def test_validate_refuses_the_duplicate(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_bytes(DECISION_TWICE)
+    done = run_cli("config", "validate", str(path))
+    assert done.returncode == 1
+    assert done.stdout.startswith("error: recipes[default].decisions[0].priority: duplicate_key: "), done.stdout
