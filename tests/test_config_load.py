@@ -73,9 +73,9 @@ CASES = [
     (edit("recipes/0/decisions/2/modelRefs/0/model", "ghost"),
      ["recipes[default].decisions[2].modelRefs[0].model: unknown_model: 'ghost' is not declared in providers.models"]),
     (edit("recipes/0/decisions/1/modelRefs/0/weigth", 2),
-     ["recipes[default].decisions[1].modelRefs[0].weigth: unknown_field: not a field of this block"]),
+     ["recipes[default].decisions[1].modelRefs[0].weigth: unknown_field: not a field of this block; did you mean weight?"]),
     (edit("recipes/0/decisions/1/priority", "high"),
-     ["recipes[default].decisions[1].priority: invalid_type: expected int, got str"]),
+     ["recipes[default].decisions[1].priority: invalid_type: expected int, got str 'high'"]),
     (edit("recipes/0/decisions/0/modelRefs", []),
      ["recipes[default].decisions[0].modelRefs: missing_field: a decision names modelRefs or answers with a "
       "fast_response plugin"]),
@@ -87,7 +87,8 @@ CASES = [
      ["recipes[default].decisions[0].algorithm.type: removed_algorithm_type: 'confidence' was removed; write "
       "type: escalate with one accept check (escalate.accept.confidence)"]),
     (edit("providers/models/1/backend_refs/0/timeout", 3),
-     ["providers.models[smart].backend_refs[0].timeout: unknown_field: not a field of this block"]),
+     ["providers.models[smart].backend_refs[0].timeout: unknown_field: not a field of this block; did you mean "
+      "read_timeout_ms?"]),
     (edit("providers/models/0/backend_refs/0/endpoint", "ftp://x"),
      ["providers.models[fast].backend_refs[0].endpoint: invalid_value: 'ftp://x': scheme must be http or https"]),
     (edit("providers/models/0/api_format", "grpc"),
@@ -117,18 +118,18 @@ CASES = [
     (edit("global", {"stores": {"event_stream": {"max_age_s": 10}}}),
      ["global.stores.event_stream.max_age_s: invalid_value: Expected `int` >= 60"]),
     (edit("global", {"stores": {"event_stream": {"max_age_s": "a week"}}}),
-     ["global.stores.event_stream.max_age_s: invalid_type: expected int | null, got str"]),
+     ["global.stores.event_stream.max_age_s: invalid_type: expected int | null, got str 'a week'"]),
     (edit("global", {"stores": {"event_stream": {"maxlen": 10}}}),
      ["global.stores.event_stream.maxlen: invalid_value: Expected `int` >= 1000"]),
     (edit("global", {"router": {"limits": {"max_connections": 0}}}),
      ["global.router.limits.max_connections: invalid_value: Expected `int` >= 1"]),
     (edit("global", {"router": {"limits": {"max_connections": "many"}}}),
-     ["global.router.limits.max_connections: invalid_type: expected int | null, got str"]),
+     ["global.router.limits.max_connections: invalid_type: expected int | null, got str 'many'"]),
     (edit("global", {"router": {"cors": {"allow_origins": ["https://app.example.com/"]}}}),
      [r"global.router.cors.allow_origins[0]: invalid_value: Expected `str` matching regex "
       r"'^(\\*|null|https?://[A-Za-z0-9.\\-\\[\\]:]+)$'"]),
     (edit("global", {"router": {"cors": {"allow_origins": "https://app.example.com"}}}),
-     ["global.router.cors.allow_origins: invalid_type: expected array, got str"]),
+     ["global.router.cors.allow_origins: invalid_type: expected array, got str 'https://app.example.com'"]),
     (edit("global", {"model_catalog": {"deployments": {"remote": {**REMOTE, "tls": {"ca_file": "/nonexistent/ca.pem"}}}}}),
      ["global.model_catalog.deployments.remote.tls.ca_file: file_unreadable: /nonexistent/ca.pem: No such file or "
       "directory"]),
@@ -178,7 +179,7 @@ def test_sibling_errors_are_all_reported():
     doc["providers"]["models"][0]["backend_refs"][0]["weight"] = -1
     assert errors_of(doc) == [
         "providers.models[fast].backend_refs[0].weight: invalid_value: Expected `int` >= 0",
-        "recipes[default].decisions[0].priority: invalid_type: expected int, got str",
+        "recipes[default].decisions[0].priority: invalid_type: expected int, got str 'x'",
         "recipes[default].decisions[2].modelRefs[0].extra: unknown_field: not a field of this block",
     ]
 

@@ -44,3 +44,14 @@ def test_validate_refuses_the_duplicate(tmp_path):
     done = run_cli("config", "validate", str(path))
     assert done.returncode == 1
     assert done.stdout.startswith("error: recipes[default].decisions[0].priority: duplicate_key: "), done.stdout
+
+
+def test_a_string_where_a_number_belongs_is_quoted_and_an_unknown_field_names_the_closest(tmp_path):
+    """YAML 1.1 reads 1e4 as a string: the error shows it; a misspelt field suggests the field it resembles."""
+    path = tmp_path / "c.yaml"
+    path.write_text("version: v0.5\nglobal:\n  router: {limits: {request_timeout_ms: 1e4}}\n"
+                    "  stores: {response_cache: {backend: redis}}\n")
+    lines = run_cli("config", "validate", str(path)).stdout.splitlines()
+    assert "error: global.router.limits.request_timeout_ms: invalid_type: expected int, got str '1e4'" in lines
+    assert ("error: global.stores.response_cache.backend: unknown_field: not a field of this block; "
+            "did you mean backend_type?") in lines

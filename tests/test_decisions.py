@@ -178,7 +178,7 @@ LOAD_CASES = [
     (base_doc(signals={"keywords": [{"name": "n", "keywords": ["a"]}, {"name": "n", "keywords": ["b"]}]}),
      ["recipes[default].signals.keywords[n].name: duplicate_name: keywords rule 'n' is declared more than once"]),
     (base_doc(signals={"keywords": [{"name": "n", "keywords": ["a"], "methd": "regex"}]}),
-     ["recipes[default].signals.keywords[n].methd: unknown_field: not a field of this block"]),
+     ["recipes[default].signals.keywords[n].methd: unknown_field: not a field of this block; did you mean method?"]),
     (base_doc(signals={"structure": [{"name": "x"}]}),
      ["recipes[default].signals.structure: removed_signal_type: structure was removed; write keywords rules with a count or density predicate"]),
     (base_doc(projections={"scores": [{"name": "s", "inputs": [{"type": "keyword", "name": "ghost", "weight": 1}]}]}),

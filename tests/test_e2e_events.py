@@ -109,7 +109,8 @@ def test_a_bad_plugin_configuration_fails_the_load(mock, tmp_path, stream_name):
     d["global"]["plugins"][0]["configuration"]["max_body_byte"] = 10
     with pytest.raises(ConfigError) as info:
         load_raw(d)
-    assert info.value.lines == ["global.plugins[0].configuration.max_body_byte: unknown_field: not a field of this block"]
+    assert info.value.lines == ["global.plugins[0].configuration.max_body_byte: unknown_field: not a field of this block; "
+                                "did you mean max_body_bytes?"]
     d["global"]["plugins"] = [{"type": "image_gen"}]
     with pytest.raises(ConfigError) as info:
         load_raw(d)

@@ -1,6 +1,7 @@
 """Shape errors: msgspec validation errors as one line each, ``<path>: <code>: <message>``, siblings all reported."""
 from __future__ import annotations
 
+import difflib
 import re
 import types
 import typing
@@ -41,7 +42,41 @@ def _problem(exc: msgspec.ValidationError, base: list[str | int], raw: object,
     values = literal_values(typ) if not where else None
     if values and message.startswith("Invalid enum value"):
         detail = f"{detail} (one of: {', '.join(map(str, values))})"
+    if code == "invalid_type" and detail.endswith(", got str"):
+        # What YAML read as a string, said: YAML 1.1 reads 1e4 as one.
+        found = _value_at(raw, steps)
+        if isinstance(found, str):
+            detail += f" {found[:60]!r}"
+    elif code == "unknown_field":
+        near = difflib.get_close_matches(str(steps[-1]), _field_names(typ, _paths.steps_of(where.rstrip("`"))), n=1)
+        if near:
+            detail += f"; did you mean {near[0]}?"
     return steps, f"{_paths.render(steps, raw)}: {code}: {detail}"
+
+
+def _value_at(raw: object, steps: list[str | int]) -> object:
+    for step in steps:
+        try:
+            raw = raw[step]  # type: ignore[index]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return raw
+
+
+def _field_names(typ: object, steps: list[str | int]) -> list[str]:
+    """The field names of the block at ``steps`` below ``typ`` (none when it is not a Struct)."""
+    for step in steps:
+        typ = _unwrap(typ)
+        if isinstance(typ, type) and issubclass(typ, msgspec.Struct):
+            typ = next((f.type for f in msgspec.structs.fields(typ) if f.encode_name == step), None)
+        elif typing.get_origin(typ) in (list, dict):
+            typ = typing.get_args(typ)[-1]
+        else:
+            return []
+    typ = _unwrap(typ)
+    if isinstance(typ, type) and issubclass(typ, msgspec.Struct):
+        return [f.encode_name for f in msgspec.structs.fields(typ)]
+    return []
 
 
 def literal_values(typ: object) -> tuple | None:
