@@ -47,7 +47,7 @@ class AppState:
     connections: Connections = field(default_factory=lambda: Connections(None))   # the listener's (serve sets)
     metrics_dir: str | None = None      # under a supervisor: where the workers answer their series (metrics_view)
     worker: int = 0
-    reloader: Any = None                # serve's reload (POST /admin/reload): awaitable of (ok, message)
+    reloader: Any = None                # serve's reload (POST /admin/reload): awaitable of reload.Reloaded (ok, message, restart_required)
 
     def __post_init__(self) -> None:
         config = self.loaded.config
