@@ -146,7 +146,7 @@ class Recording:
             who = response_cache.principal(cache.scope, user=identity.user, team=identity.team, tenant=identity.tenant)
             guard = state.policies.guard_key(route.recipe, route.decision)
             key = response_cache.cache_key(raw, recipe=route.recipe, decision=route.decision, guard=guard,
-                                           policy=cache, principal=who)
+                                           policy=cache, principal=who, api=req.api)
             partition = text = None
             if cache.similar:
                 canonical = state.adapters[req.api].canonical(req)
@@ -154,7 +154,8 @@ class Recording:
                 # Only the current user turn is compared by meaning; every other message must be the same.
                 others = [(m.role, m.text()) for i, m in enumerate(canonical.messages) if i != canonical.current_index]
                 partition = response_cache.semantic_partition(raw, recipe=route.recipe, decision=route.decision,
-                                                              guard=(guard, others), policy=cache, principal=who)
+                                                              guard=(guard, others), policy=cache, principal=who,
+                                                              api=req.api)
             self.intent = CacheIntent(key=key, ttl_seconds=cache.ttl_seconds, partition=partition, text=text)
             self.cache_policy = cache
         if ev is None:
