@@ -1,9 +1,10 @@
 """What an event keeps of a request or an answer (sans I/O).
 
-- ``request_copy``: the canonical, size-capped Chat Completions body that
-  ``router_replay`` keeps and ``vsr-replay run`` re-routes.
-- ``body_copy``: any other client API's body as received, size-capped the
-  same way (media left out, then texts cut), for the same re-route.
+- ``body_copy``: a request's body as received, which ``router_replay`` keeps
+  and ``vsr-replay run`` re-routes; past the size cap, media left out, then
+  texts cut.
+- ``request_copy``: a Chat Completions body past the cap, as its canonical
+  form cut with the current user turn last.
 - ``AnswerCapture``: the answer's bytes as the client received them, up to a
   bound, fed chunk by chunk by the relay.
 - ``answer_facts``: finish reason, usage and completeness read back from a
@@ -123,7 +124,7 @@ _JSON_DECODER = msgspec.json.Decoder()
 
 
 def body_copy(raw: bytes, max_bytes: int) -> tuple[bytes | None, bool]:
-    """``(body, truncated)``: a Messages, Responses or Images body as received, at most ``max_bytes``.
+    """``(body, truncated)``: a request body as received, at most ``max_bytes``.
 
     Whole when it fits. Past the cap, media data (base64 sources, ``data:`` URLs,
     file data) is left out, its kind kept, then the longest texts are cut first,
