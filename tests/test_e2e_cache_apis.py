@@ -116,3 +116,25 @@ def test_a_messages_answer_is_never_served_to_a_chat_client_of_the_same_body(cac
     hit = wait_for_value(lambda: (lambda r: r if r.headers["x-vsr-response-path"] == "cache" else None)(
         post("/v1/chat/completions")), "the Chat answer cached")
     assert "choices" in hit.json() and hit.json().get("type") != "message"
+
+
+def metric(proc, line_start: str) -> float:
+    text = httpx.get(f"{proc.url}/metrics").text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(line_start))
+
+
+@pytest.mark.parametrize("api", ["messages", "responses"])
+def test_a_cache_hit_is_not_written_again_nor_counted_as_a_skip(cached, api):
+    text = f"Serve me twice {uuid.uuid4().hex} via openai"
+    skipped = metric(cached, "llm_cache_write_skipped_total")
+    ask(cached, api, text, False)
+    hit = wait_for_value(lambda: (lambda s: s if s.path == "cache" else None)(ask(cached, api, text, False)),
+                         f"a cache hit for the {api} request")
+    # The cache writer reads answers in order: once a later answer is stored, it has seen the hit's.
+    after = ask(cached, api, f"Something else {uuid.uuid4().hex} via openai", False)
+    wait_for_value(lambda: (replay_record(cached, after.replay_id).get("cache") or {}).get("stored"),
+                   "the later answer stored")
+    record = replay_record(cached, hit.replay_id)
+    assert record["response_path"] == "cache" and record["cache"]["hit"] is True, record
+    assert record["cache"].get("reason") is None and record["cache"].get("stored") is None, record
+    assert metric(cached, "llm_cache_write_skipped_total") == skipped

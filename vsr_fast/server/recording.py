@@ -207,8 +207,9 @@ class Recording:
             self.events.answer(cost=cost[0], cost_currency=cost[1],
                                status=status, response_path=path, model=model, streamed=streamed, complete=complete,
                                content_type=content_type, captured=self.capture, guard=guard,  # type: ignore[arg-type]
-                               guard_codes=guard_codes or (), held=held, cache=self._intent(status, complete, guard))
-        elif self.direct is not None and self._intent(status, complete, guard) is not None:
+                               guard_codes=guard_codes or (), held=held,
+                               cache=self._intent(status, complete, guard, path))
+        elif self.direct is not None and self._intent(status, complete, guard, path) is not None:
             captured = self.capture
             self.direct.submit(AnswerCompleted(
                 replay_id="", status=status, response_path=path, model=model, streamed=streamed, held=held,
@@ -216,8 +217,11 @@ class Recording:
                 body=captured.body() if captured else None, body_bytes=captured.size if captured else 0,
                 body_truncated=captured.truncated if captured else False, cache=self.intent))
 
-    def _intent(self, status: int, complete: bool, guard: str) -> CacheIntent | None:
-        """The cache intent for the writer: a released answer to store, or a guard's verdict to count as a skip."""
+    def _intent(self, status: int, complete: bool, guard: str, path: str) -> CacheIntent | None:
+        """The cache intent for the writer: a released answer to store, or a guard's verdict to count as a skip.
+        None for an answer the cache served: it is stored already (and its bytes are not captured)."""
+        if path == h.ResponsePath.CACHE.value:
+            return None
         if complete and status < 400 or guard not in ("none", "passed", "noted"):
             return self.intent
         return None
