@@ -141,19 +141,20 @@ TOOL_DESCRIPTION = f"Look a customer up; escalate to {TOOL_EMAIL}."
 
 def tool_request(proc, api: str, fmt: str):
     """One request of ``api`` whose only personal data is in its tool definition (and, for Responses, its
-    instructions; for Messages, a system block), through the official SDK."""
+    instructions; for Messages, a system block and a stop sequence; for Chat, a stop sequence), through the
+    official SDK."""
     text = f"Look the customer up via {fmt}."
     if api == "chat":
         client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
         return client.chat.completions.with_raw_response.create(
-            model="vsr/auto", messages=[{"role": "user", "content": text}],
+            model="vsr/auto", messages=[{"role": "user", "content": text}], stop=[f"Write to {TOOL_EMAIL}"],
             tools=[{"type": "function", "function": {"name": "lookup", "description": TOOL_DESCRIPTION,
                                                      "parameters": TOOL_SCHEMA}}])
     if api == "messages":
         client = anthropic.Anthropic(base_url=proc.url, api_key="k")
         return client.messages.with_raw_response.create(
             model="vsr/auto", max_tokens=64, messages=[{"role": "user", "content": text}],
-            system=[{"type": "text", "text": f"Escalate to {TOOL_EMAIL}."}],
+            system=[{"type": "text", "text": f"Escalate to {TOOL_EMAIL}."}], stop_sequences=[f"Write to {TOOL_EMAIL}"],
             tools=[{"name": "lookup", "description": TOOL_DESCRIPTION, "input_schema": TOOL_SCHEMA}])
     client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
     return client.responses.with_raw_response.create(
@@ -164,7 +165,7 @@ def tool_request(proc, api: str, fmt: str):
 
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("api", ["chat", "messages", "responses"])
-def test_personal_data_in_tool_definitions_is_masked(masked, api, fmt):
+def test_personal_data_in_tool_definitions_and_stop_sequences_is_masked(masked, api, fmt):
     proc, upstream = masked
     raw = tool_request(proc, api, fmt)
     assert raw.http_response.status_code == 200

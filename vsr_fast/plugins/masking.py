@@ -4,7 +4,7 @@ The last of the request rewrites. It reads the request as it is sent, in the
 candidate's ``api_format``: system instructions, messages, tool-call
 arguments and tool results, what a system prompt brought in, and the tool
 and output declarations (descriptions, and every string of their JSON
-schemas: defaults, enum values, examples). Each text
+schemas: defaults, enum values, examples), and the stop sequences. Each text
 position is asked about on its own (``texts``); every value a kept span
 labels is then replaced, wherever a copy of it appears in those positions,
 by its entity type's placeholder (``replace``). The System One side (asking,
@@ -30,10 +30,10 @@ Label = Annotated[str, Meta(min_length=1)]
 
 # Where each api_format keeps the conversation: every text position is under one of these.
 _ROOTS = {"openai": ("messages",), "anthropic": ("system", "messages"), "responses": ("instructions", "input")}
-# Where it declares tools and output shapes: descriptions, and any string of their JSON schemas (a
-# default, an enum value, an example) are text positions too (``_declared``).
-_DECLARED = {"openai": ("tools", "functions", "response_format", "prediction"), "anthropic": ("tools",),
-             "responses": ("tools", "text")}
+# Where it declares tools, output shapes and stop sequences: descriptions, any string of their JSON
+# schemas (a default, an enum value, an example) and the stop texts are text positions too (``_declared``).
+_DECLARED = {"openai": ("tools", "functions", "response_format", "prediction", "stop"),
+             "anthropic": ("tools", "stop_sequences"), "responses": ("tools", "text")}
 # The keys of a declaration whose value is a JSON schema.
 _SCHEMAS = frozenset({"parameters", "input_schema", "schema"})
 # JSON schema keywords whose strings are names, kinds or patterns (a property list, a type, a $ref).
