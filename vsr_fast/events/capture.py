@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from ..protocol.chat import AudioPart, ChatRequest, FilePart, ImagePart, ImageURL, InputAudio, Message, TextPart
+from ..protocol.translate._chat import FINISH_OUT as CHAT_FINISH
 from ..protocol.translate._messages import FINISH_IN
 from ..protocol.translate._responses import INCOMPLETE_IN
 from .types import Usage
@@ -275,7 +276,8 @@ def _response_reason(doc: _Payload | _Inner) -> str | None:
 
 
 def _messages_reason(stop_reason: str | None) -> str | None:
-    return None if stop_reason is None else FINISH_IN.get(stop_reason, "stop")
+    """A Messages stop_reason as a Chat client reads it (stop_sequence is Chat's stop)."""
+    return None if stop_reason is None else CHAT_FINISH.get(FINISH_IN.get(stop_reason, "stop"), "stop")
 
 
 def _reason(p: _Payload) -> str | None:
