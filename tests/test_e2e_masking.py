@@ -130,6 +130,55 @@ def test_a_responses_request_reaches_every_api_format_masked(masked, fmt):
     assert_masked(proc, upstream, raw.headers.get("x-vsr-replay-id"))
 
 
+TOOL_EMAIL = "alice.smith@example.com"
+# A tool schema whose personal data sits in a description, a default, an enum and an example, under properties
+# named like the keys masking skips in messages ("name", "type").
+TOOL_SCHEMA = {"type": "object", "description": f"Contacts such as {TOOL_EMAIL}.", "properties": {
+    "name": {"type": "string", "description": f"Defaults to {TOOL_EMAIL}'s name.", "default": TOOL_EMAIL},
+    "type": {"type": "string", "enum": [TOOL_EMAIL, "other"], "examples": [TOOL_EMAIL]}}, "required": ["name"]}
+TOOL_DESCRIPTION = f"Look a customer up; escalate to {TOOL_EMAIL}."
+
+
+def tool_request(proc, api: str, fmt: str):
+    """One request of ``api`` whose only personal data is in its tool definition (and, for Responses, its
+    instructions; for Messages, a system block and a stop sequence; for Chat, a stop sequence), through the
+    official SDK."""
+    text = f"Look the customer up via {fmt}."
+    if api == "chat":
+        client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
+        return client.chat.completions.with_raw_response.create(
+            model="vsr/auto", messages=[{"role": "user", "content": text}], stop=[f"Write to {TOOL_EMAIL}"],
+            tools=[{"type": "function", "function": {"name": "lookup", "description": TOOL_DESCRIPTION,
+                                                     "parameters": TOOL_SCHEMA}}])
+    if api == "messages":
+        client = anthropic.Anthropic(base_url=proc.url, api_key="k")
+        return client.messages.with_raw_response.create(
+            model="vsr/auto", max_tokens=64, messages=[{"role": "user", "content": text}],
+            system=[{"type": "text", "text": f"Escalate to {TOOL_EMAIL}."}], stop_sequences=[f"Write to {TOOL_EMAIL}"],
+            tools=[{"name": "lookup", "description": TOOL_DESCRIPTION, "input_schema": TOOL_SCHEMA}])
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
+    return client.responses.with_raw_response.create(
+        model="vsr/auto", input=text, instructions=f"Escalate to {TOOL_EMAIL}.",
+        tools=[{"type": "function", "name": "lookup", "description": TOOL_DESCRIPTION, "parameters": TOOL_SCHEMA,
+                "strict": False}])
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("api", ["chat", "messages", "responses"])
+def test_personal_data_in_tool_definitions_and_stop_sequences_is_masked(masked, api, fmt):
+    proc, upstream = masked
+    raw = tool_request(proc, api, fmt)
+    assert raw.http_response.status_code == 200
+    got = sent(upstream)
+    assert TOOL_EMAIL not in got and "alice.smith" not in got, f"{TOOL_EMAIL!r} reached the provider: {got}"
+    assert "escalate to [EMAIL_ADDRESS]" in got and '"default": "[EMAIL_ADDRESS]"' in got
+    body = json.loads(got)
+    # The schema still declares what it did: property names, types and the required list untouched.
+    schemas = json.dumps([t.get("input_schema") or t.get("parameters") or t["function"]["parameters"]
+                          for t in body["tools"]])
+    assert '"properties": {"name": {"type": "string"' in schemas and '"required": ["name"]' in schemas
+
+
 def test_a_request_without_personal_data_is_sent_as_the_client_wrote_it(masked):
     proc, upstream = masked
     body = {"model": "vsr/auto", "messages": [{"role": "user", "content": "Hello there, via openai."}]}

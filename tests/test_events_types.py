@@ -183,6 +183,50 @@ def test_answer_facts_read_whole_and_streamed_answers():
     assert capture.answer_facts(err, True).error
 
 
+@pytest.mark.parametrize("body, streamed, reason, usage, complete, error", [
+    # Messages: stop_reason in the record's (Chat's) words; input/output tokens as prompt/completion tokens.
+    (b'{"type":"message","stop_reason":"stop_sequence","usage":{"input_tokens":5,"output_tokens":2}}', False,
+     "stop", (5, 2, 7), True, False),
+    (b'{"type":"message","stop_reason":"max_tokens","usage":{"input_tokens":5,"output_tokens":9}}', False,
+     "length", (5, 9, 14), True, False),
+    (b'event: message_start\ndata: {"type":"message_start",'
+     b'"message":{"usage":{"input_tokens":5,"output_tokens":1}}}\n\n'
+     b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"tool_use"},'
+     b'"usage":{"output_tokens":3}}\n\nevent: message_stop\ndata: {"type":"message_stop"}\n\n', True,
+     "tool_calls", (5, 3, 8), True, False),
+    (b'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":5}}}\n\n', True,
+     None, (5, 0, 5), False, False),
+    (b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"x"}}\n\n', True,
+     None, None, False, True),
+    # Responses: status and incomplete_details; a function call ends as tool_calls.
+    (b'{"object":"response","status":"completed","output":[{"type":"message"}],'
+     b'"usage":{"input_tokens":4,"output_tokens":6,"total_tokens":10}}', False, "stop", (4, 6, 10), True, False),
+    (b'{"object":"response","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},'
+     b'"output":[],"usage":{"input_tokens":4,"output_tokens":6,"total_tokens":10}}', False,
+     "length", (4, 6, 10), True, False),
+    (b'event: response.completed\ndata: {"type":"response.completed","response":{"status":"completed",'
+     b'"output":[{"type":"function_call"}],"usage":{"input_tokens":4,"output_tokens":6,"total_tokens":10}}}\n\n',
+     True, "tool_calls", (4, 6, 10), True, False),
+    (b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"hi"}\n\n', True,
+     None, None, False, False),
+    (b'event: error\ndata: {"type":"error","code":"server_error","message":"boom"}\n\n', True,
+     None, None, False, True),
+])
+def test_answer_facts_read_messages_and_responses_answers(body, streamed, reason, usage, complete, error):
+    facts = capture.answer_facts(body, streamed)
+    got = None if facts.usage is None else (facts.usage.prompt_tokens, facts.usage.completion_tokens,
+                                            facts.usage.total_tokens)
+    assert (facts.finish_reason, got, facts.complete, facts.error) == (reason, usage, complete, error)
+
+
+def test_the_cache_key_includes_the_client_api():
+    policy = rc.resolve(msgspec.convert({"enabled": True}, rc.ResponseCacheConfig, strict=True))
+    raw = b'{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}'
+    kw = {"recipe": "r", "decision": "d", "guard": None, "policy": policy, "principal": ""}
+    assert rc.cache_key(raw, api="chat", **kw) != rc.cache_key(raw, api="messages", **kw)
+    assert rc.semantic_partition(raw, api="chat", **kw) != rc.semantic_partition(raw, api="messages", **kw)
+
+
 def test_answer_capture_keeps_a_prefix_and_counts_everything():
     cap = capture.AnswerCapture(5)
     for chunk in (b"abc", b"defg", b"hi"):

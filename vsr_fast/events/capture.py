@@ -1,9 +1,10 @@
 """What an event keeps of a request or an answer (sans I/O).
 
-- ``request_copy``: the canonical, size-capped Chat Completions body that
-  ``router_replay`` keeps and ``vsr-replay run`` re-routes.
-- ``body_copy``: any other client API's body as received, size-capped the
-  same way (media left out, then texts cut), for the same re-route.
+- ``body_copy``: a request's body as received, which ``router_replay`` keeps
+  and ``vsr-replay run`` re-routes; past the size cap, media left out, then
+  texts cut.
+- ``request_copy``: a Chat Completions body past the cap, as its canonical
+  form cut with the current user turn last.
 - ``AnswerCapture``: the answer's bytes as the client received them, up to a
   bound, fed chunk by chunk by the relay.
 - ``answer_facts``: finish reason, usage and completeness read back from a
@@ -16,6 +17,9 @@ from typing import Any
 import msgspec
 
 from ..protocol.chat import AudioPart, ChatRequest, FilePart, ImagePart, ImageURL, InputAudio, Message, TextPart
+from ..protocol.translate._chat import FINISH_OUT as CHAT_FINISH
+from ..protocol.translate._messages import FINISH_IN
+from ..protocol.translate._responses import INCOMPLETE_IN
 from .types import Usage
 
 _JSON = msgspec.json.Encoder()
@@ -121,7 +125,7 @@ _JSON_DECODER = msgspec.json.Decoder()
 
 
 def body_copy(raw: bytes, max_bytes: int) -> tuple[bytes | None, bool]:
-    """``(body, truncated)``: a Messages, Responses or Images body as received, at most ``max_bytes``.
+    """``(body, truncated)``: a request body as received, at most ``max_bytes``.
 
     Whole when it fits. Past the cap, media data (base64 sources, ``data:`` URLs,
     file data) is left out, its kind kept, then the longest texts are cut first,
@@ -193,30 +197,108 @@ class AnswerCapture:
         return b"".join(self._parts)
 
 
+class _Usage(msgspec.Struct):
+    """Chat's usage (prompt/completion/total) or Messages' and Responses' (input/output tokens)."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
 class _Choice(msgspec.Struct):
     finish_reason: str | None = None
 
 
-class _Usage(msgspec.Struct):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
+class _Incomplete(msgspec.Struct):
+    reason: str | None = None
 
 
-class _Payload(msgspec.Struct):
-    """Any Chat Completions answer or chunk, tolerantly: only what we read."""
+class _Item(msgspec.Struct):
+    type: str | None = None
 
-    choices: list[_Choice] | None = None
+
+class _Inner(msgspec.Struct):
+    """A Messages ``message`` (message_start) or a Responses ``response`` (its stream's events)."""
+
+    stop_reason: str | None = None
+    status: str | None = None
+    incomplete_details: _Incomplete | None = None
+    output: list[_Item] | None = None
     usage: _Usage | None = None
     error: Any = None
 
 
-def _usage(u: _Usage | None) -> Usage | None:
-    return None if u is None else Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
-                                         total_tokens=u.total_tokens)
+class _Payload(msgspec.Struct):
+    """Any answer or stream event of Chat Completions, Messages or Responses, tolerantly: only what we read."""
+
+    type: str | None = None
+    object: str | None = None
+    choices: list[_Choice] | None = None
+    usage: _Usage | None = None
+    error: Any = None
+    stop_reason: str | None = None                 # a whole Messages answer
+    status: str | None = None                      # a whole Responses answer
+    incomplete_details: _Incomplete | None = None
+    output: list[_Item] | None = None
+    delta: Any = None                              # message_delta: {stop_reason}; other events: text
+    message: _Inner | None = None                  # message_start
+    response: _Inner | None = None                 # response.completed, .incomplete, .failed
 
 
 _PAYLOAD = msgspec.json.Decoder(_Payload)
+# The ends of a stream: Chat's [DONE] line, Messages' message_stop, Responses' terminal events.
+_RESPONSE_ENDS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+
+def _usage(u: _Usage | None, usage: Usage | None = None) -> Usage | None:
+    """The record's usage from any API's; a Messages stream's later counts update the earlier ones."""
+    if u is None:
+        return usage
+    prompt = u.prompt_tokens if u.prompt_tokens is not None else u.input_tokens
+    completion = u.completion_tokens if u.completion_tokens is not None else u.output_tokens
+    if usage is not None:
+        prompt = usage.prompt_tokens if prompt is None else prompt
+        completion = usage.completion_tokens if completion is None else completion
+    prompt, completion = prompt or 0, completion or 0
+    total = u.total_tokens if u.total_tokens is not None else prompt + completion
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
+
+
+def _response_reason(doc: _Payload | _Inner) -> str | None:
+    """A Responses object's end in the record's (Chat's) words: the translator's mapping."""
+    if doc.status == "incomplete":
+        return INCOMPLETE_IN.get(doc.incomplete_details.reason or "" if doc.incomplete_details else "", "length")
+    if doc.status == "completed":
+        return "tool_calls" if any(i.type == "function_call" for i in doc.output or ()) else "stop"
+    return None
+
+
+def _messages_reason(stop_reason: str | None) -> str | None:
+    """A Messages stop_reason as a Chat client reads it (stop_sequence is Chat's stop)."""
+    return None if stop_reason is None else CHAT_FINISH.get(FINISH_IN.get(stop_reason, "stop"), "stop")
+
+
+def _reason(p: _Payload) -> str | None:
+    """The finish reason a whole answer or one stream event carries, in the record's (Chat's) words."""
+    if p.choices:
+        return next((c.finish_reason for c in p.choices if c.finish_reason), None)
+    if p.type == "message":
+        return _messages_reason(p.stop_reason)
+    if p.type == "message_delta" and isinstance(p.delta, dict):
+        return _messages_reason(p.delta.get("stop_reason"))
+    if p.object == "response":
+        return _response_reason(p)
+    if p.type in _RESPONSE_ENDS and p.response is not None:
+        return _response_reason(p.response)
+    return None
+
+
+def _failed(p: _Payload) -> bool:
+    """An error body or event of any API (a Responses stream's error event has no ``error`` member)."""
+    return (p.error is not None or p.type in ("error", "response.failed")
+            or (p.response is not None and p.response.error is not None) or p.status == "failed")
 
 
 class AnswerFacts(msgspec.Struct, frozen=True):
@@ -227,14 +309,16 @@ class AnswerFacts(msgspec.Struct, frozen=True):
 
 
 def answer_facts(body: bytes, streamed: bool) -> AnswerFacts:
-    """Finish reason, usage, completeness and error, read from a whole body or an SSE stream."""
+    """Finish reason, usage, completeness and error, read from a whole body or an SSE stream of
+    Chat Completions, Messages or Responses. The finish reason is in Chat's words (stop, length,
+    tool_calls, content_filter...), as the translators map the other APIs', and usage in Chat's
+    fields (input tokens are prompt tokens, output tokens completion tokens)."""
     if not streamed:
         try:
             p = _PAYLOAD.decode(body)
         except msgspec.DecodeError:
             return AnswerFacts(None, None, False, True)
-        reason = next((c.finish_reason for c in p.choices or () if c.finish_reason), None)
-        return AnswerFacts(reason, _usage(p.usage), True, p.error is not None)
+        return AnswerFacts(_reason(p), _usage(p.usage), True, _failed(p))
     reason, usage, done, error = None, None, False, False
     for line in body.splitlines():
         if not line.startswith(b"data:"):
@@ -248,9 +332,14 @@ def answer_facts(body: bytes, streamed: bool) -> AnswerFacts:
         except msgspec.DecodeError:
             error = True
             continue
-        error |= p.error is not None
-        usage = _usage(p.usage) or usage
-        reason = next((c.finish_reason for c in p.choices or () if c.finish_reason), reason)
+        error |= _failed(p)
+        done |= p.type == "message_stop" or p.type in _RESPONSE_ENDS
+        usage = _usage(p.usage, usage)
+        if p.message is not None:
+            usage = _usage(p.message.usage, usage)
+        if p.response is not None:
+            usage = _usage(p.response.usage, usage)
+        reason = _reason(p) or reason
     return AnswerFacts(reason, usage, done and not error, error)
 
 

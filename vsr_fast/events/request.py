@@ -103,9 +103,11 @@ class RequestEvents:
                  model: str | None = None, stream: bool | None = None, withhold: bool = False) -> None:
         """The request arrived (record it once routing chose the policy; ``ts_ms`` is its arrival).
 
-        Chat: ``request`` is the decoded body, kept as its canonical copy. Any other
-        client API: ``request`` is None, the body is kept as received (``body_copy``),
-        and ``model`` and ``stream`` say what it asked for. ``shadow``: False where
+        The body is kept as received, every field the client sent (``body_copy``).
+        Chat: ``request`` is the decoded body; past the policy's ``request_bytes`` the
+        copy is its canonical form cut with the current user turn last (``request_copy``).
+        Any other client API: ``request`` is None, a copy past the limit is cut by
+        ``body_copy``, and ``model`` and ``stream`` say what it asked for. ``shadow``: False where
         router_replay.shadow must not run (anything but single-model provider dispatch
         of a Chat request, spec 5.7). ``withhold``: keep no copy of the body (masking
         protects what it holds), nor of the answer, which can echo the request's fields.
@@ -117,8 +119,8 @@ class RequestEvents:
         copy, cut = (None, False)
         user, groups = None, []
         if p.request_bytes > 0 and not withhold and (request is not None or api != "chat"):
-            if request is not None:
-                copy, cut = request_copy(request, p.request_bytes)
+            if request is not None and len(raw) > p.request_bytes:
+                copy, cut = request_copy(request, p.request_bytes)   # cut: the canonical copy, the current turn last
             else:
                 copy, cut = body_copy(raw, p.request_bytes)
             if identity is not None:

@@ -2,7 +2,9 @@
 
 The last of the request rewrites. It reads the request as it is sent, in the
 candidate's ``api_format``: system instructions, messages, tool-call
-arguments and tool results, and what a system prompt brought in. Each text
+arguments and tool results, what a system prompt brought in, and the tool
+and output declarations (descriptions, and every string of their JSON
+schemas: defaults, enum values, examples), and the stop sequences. Each text
 position is asked about on its own (``texts``); every value a kept span
 labels is then replaced, wherever a copy of it appears in those positions,
 by its entity type's placeholder (``replace``). The System One side (asking,
@@ -14,7 +16,7 @@ decoded body.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -28,6 +30,18 @@ Label = Annotated[str, Meta(min_length=1)]
 
 # Where each api_format keeps the conversation: every text position is under one of these.
 _ROOTS = {"openai": ("messages",), "anthropic": ("system", "messages"), "responses": ("instructions", "input")}
+# Where it declares tools, output shapes and stop sequences: descriptions, any string of their JSON
+# schemas (a default, an enum value, an example) and the stop texts are text positions too (``_declared``).
+_DECLARED = {"openai": ("tools", "functions", "response_format", "prediction", "stop"),
+             "anthropic": ("tools", "stop_sequences"), "responses": ("tools", "text")}
+# The keys of a declaration whose value is a JSON schema.
+_SCHEMAS = frozenset({"parameters", "input_schema", "schema"})
+# JSON schema keywords whose strings are names, kinds or patterns (a property list, a type, a $ref).
+_SCHEMA_NAMES = frozenset({"type", "format", "$ref", "$schema", "$id", "$anchor", "required", "pattern"})
+# JSON schema keywords that map names to schemas: the names are keys, every value a schema.
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+# JSON schema keywords whose values are data: every string in them is text, whatever its key.
+_SCHEMA_DATA = frozenset({"default", "const", "enum", "examples", "example"})
 # Keys whose values are names, ids, markers or media, never text a person wrote.
 _NOT_TEXT = frozenset({"type", "role", "id", "call_id", "tool_call_id", "tool_use_id", "name", "namespace", "model",
                        "signature", "encrypted_content", "cache_control", "media_type", "url", "image_url", "file_id",
@@ -102,10 +116,62 @@ def _walk(node: Any, visit: Callable[[str], str | None], parent: dict | None = N
     return None
 
 
-def _roots(body: dict, api_format: str) -> Iterator[str]:
+def _declared(node: Any, visit: Callable[[str], str | None], skip: frozenset[str]) -> Any:
+    """``_walk`` over tools and output declarations: names and kinds skipped as in messages, and a JSON
+    schema (``_SCHEMAS``) walked as one (``_schema``)."""
+    if isinstance(node, str):
+        return visit(node)
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for k, v in list(items):
+        if k in _SCHEMAS:
+            new = _schema(v, visit)
+        elif isinstance(v, (dict, list)):
+            new = _declared(v, visit, skip)
+        elif k in skip:
+            continue
+        else:
+            new = _walk(v, visit, node, k, skip)    # type: ignore[arg-type]
+        if new is not None:
+            node[k] = new
+    return None
+
+
+def _schema(node: Any, visit: Callable[[str], str | None]) -> Any:
+    """``visit`` every text of a JSON schema: descriptions, titles, defaults, enum values and examples,
+    in every subschema, whatever its property is named; type names, property lists and $refs skipped."""
+    if isinstance(node, str):
+        return visit(node)
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for k, v in list(items):
+        if isinstance(node, dict) and k in _SCHEMA_NAMES:
+            continue
+        if isinstance(node, dict) and k in _SCHEMA_MAPS and isinstance(v, dict):
+            for name, sub in v.items():
+                new_sub = _schema(sub, visit)
+                if new_sub is not None:
+                    v[name] = new_sub
+            continue
+        if isinstance(node, dict) and k in _SCHEMA_DATA:
+            new = _walk(v, visit, node, k, frozenset())
+        else:
+            new = _schema(v, visit)
+        if new is not None:
+            node[k] = new
+    return None
+
+
+def _positions(body: dict, api_format: str, visit: Callable[[str], str | None], skip: frozenset[str]) -> None:
+    """``visit`` every text position of ``body``: the conversation's, then the declarations'."""
     for root in _ROOTS.get(api_format, ()):
         if root in body:
-            yield root
+            new = _walk(body[root], visit, body, root, skip)
+            if new is not None:
+                body[root] = new
+    for root in _DECLARED.get(api_format, ()):
+        if root in body:
+            new = _declared(body[root], visit, skip)
+            if new is not None:
+                body[root] = new
 
 
 def texts(body: dict, api_format: str) -> list[str]:
@@ -117,9 +183,7 @@ def texts(body: dict, api_format: str) -> list[str]:
             seen.setdefault(text, None)
         return None
 
-    for root in _roots(body, api_format):
-        new = _walk(body[root], visit, body, root)
-        assert new is None or isinstance(new, str)
+    _positions(body, api_format, visit, _NOT_TEXT)
     return list(seen)
 
 
@@ -140,10 +204,7 @@ def replace(body: dict, api_format: str, values: dict[str, str]) -> int:
                 out = out.replace(value, values[value])
         return out if out is not text else None
 
-    for root in _roots(body, api_format):
-        new = _walk(body[root], visit, body, root, _NOT_REPLACED)
-        if new is not None:
-            body[root] = new
+    _positions(body, api_format, visit, _NOT_REPLACED)
     return count
 
 

@@ -4,7 +4,7 @@ The request path computes the key here and looks it up in the store
 (``vsr_fast.events.cache_store``); on a miss it puts the key in the answer's
 event, and the cache writer stores the answer later, off the request path.
 
-The key covers the canonical request, the recipe and decision, the decision's
+The key covers the client API, the canonical request, the recipe and decision, the decision's
 guard configuration, the whole ``revision`` block and the scope's principal:
 changing a guard or a revision starts the decision's cache fresh.
 
@@ -133,13 +133,16 @@ def principal(scope: str, *, user: str | None, team: str | None = None, tenant: 
 
 
 def cache_key(raw_request: bytes, *, recipe: str | None, decision: str | None, guard: object,
-              policy: CachePolicy, principal: str) -> str:
-    """The exact-mode key: sha256 over the canonical request and everything that may change the answer.
+              policy: CachePolicy, principal: str, api: str = "chat") -> str:
+    """The exact-mode key: sha256 over the client API, the canonical request and everything that may
+    change the answer.
 
     ``guard`` is the decision's response_guard configuration (any msgspec-encodable
-    value; None without a guard).
+    value; None without a guard). ``api``: the answer is stored in its client's protocol,
+    and one body can be valid in two (a Messages body is a Chat body too), so a Messages
+    answer never serves a Chat client.
     """
-    parts = [KEY_VERSION, canonical_request(raw_request), recipe, decision, guard, policy.revision, principal]
+    parts = [KEY_VERSION, api, canonical_request(raw_request), recipe, decision, guard, policy.revision, principal]
     return hashlib.sha256(_KEY_PARTS.encode(parts)).hexdigest()
 
 
@@ -148,15 +151,15 @@ _CONVERSATION = ("messages", "input", "system", "instructions", "prompt")
 
 
 def semantic_partition(raw_request: bytes, *, recipe: str | None, decision: str | None, guard: object,
-                       policy: CachePolicy, principal: str) -> str:
+                       policy: CachePolicy, principal: str, api: str = "chat") -> str:
     """The semantic cache's partition: the exact key's parts with the conversation left out. Two requests
     are compared by meaning only inside one partition, so a similar request of another principal, decision,
-    guard, revision, model or parameter set (stream, temperature, tools, ...) never hits."""
+    guard, revision, client API, model or parameter set (stream, temperature, tools, ...) never hits."""
     doc = _ANY.decode(raw_request)
     if isinstance(doc, dict):
         for name in (*_NOT_IN_KEY, *_CONVERSATION):
             doc.pop(name, None)
-    parts = [KEY_VERSION, "semantic", doc, recipe, decision, guard, policy.revision, principal]
+    parts = [KEY_VERSION, "semantic", api, doc, recipe, decision, guard, policy.revision, principal]
     return hashlib.sha256(_KEY_PARTS.encode(parts)).hexdigest()
 
 

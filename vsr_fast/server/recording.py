@@ -146,7 +146,7 @@ class Recording:
             who = response_cache.principal(cache.scope, user=identity.user, team=identity.team, tenant=identity.tenant)
             guard = state.policies.guard_key(route.recipe, route.decision)
             key = response_cache.cache_key(raw, recipe=route.recipe, decision=route.decision, guard=guard,
-                                           policy=cache, principal=who)
+                                           policy=cache, principal=who, api=req.api)
             partition = text = None
             if cache.similar:
                 canonical = state.adapters[req.api].canonical(req)
@@ -154,7 +154,8 @@ class Recording:
                 # Only the current user turn is compared by meaning; every other message must be the same.
                 others = [(m.role, m.text()) for i, m in enumerate(canonical.messages) if i != canonical.current_index]
                 partition = response_cache.semantic_partition(raw, recipe=route.recipe, decision=route.decision,
-                                                              guard=(guard, others), policy=cache, principal=who)
+                                                              guard=(guard, others), policy=cache, principal=who,
+                                                              api=req.api)
             self.intent = CacheIntent(key=key, ttl_seconds=cache.ttl_seconds, partition=partition, text=text)
             self.cache_policy = cache
         if ev is None:
@@ -206,8 +207,9 @@ class Recording:
             self.events.answer(cost=cost[0], cost_currency=cost[1],
                                status=status, response_path=path, model=model, streamed=streamed, complete=complete,
                                content_type=content_type, captured=self.capture, guard=guard,  # type: ignore[arg-type]
-                               guard_codes=guard_codes or (), held=held, cache=self._intent(status, complete, guard))
-        elif self.direct is not None and self._intent(status, complete, guard) is not None:
+                               guard_codes=guard_codes or (), held=held,
+                               cache=self._intent(status, complete, guard, path))
+        elif self.direct is not None and self._intent(status, complete, guard, path) is not None:
             captured = self.capture
             self.direct.submit(AnswerCompleted(
                 replay_id="", status=status, response_path=path, model=model, streamed=streamed, held=held,
@@ -215,8 +217,11 @@ class Recording:
                 body=captured.body() if captured else None, body_bytes=captured.size if captured else 0,
                 body_truncated=captured.truncated if captured else False, cache=self.intent))
 
-    def _intent(self, status: int, complete: bool, guard: str) -> CacheIntent | None:
-        """The cache intent for the writer: a released answer to store, or a guard's verdict to count as a skip."""
+    def _intent(self, status: int, complete: bool, guard: str, path: str) -> CacheIntent | None:
+        """The cache intent for the writer: a released answer to store, or a guard's verdict to count as a skip.
+        None for an answer the cache served: it is stored already (and its bytes are not captured)."""
+        if path == h.ResponsePath.CACHE.value:
+            return None
         if complete and status < 400 or guard not in ("none", "passed", "noted"):
             return self.intent
         return None
