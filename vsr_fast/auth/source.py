@@ -19,7 +19,7 @@ from ..config.schema import Listener, RouterConfig
 from ..errors import AuthError, MissingKey
 from ..headers import registry as h
 from ..protocol.canonical import Identity
-from .keys import Keyring
+from .keys import Keyring, StoredKey
 from .store import KeyStore
 
 log = logging.getLogger("vsr_fast.auth")
@@ -79,23 +79,91 @@ def serving_listener(config: RouterConfig) -> Listener | None:
     return next((listener for listener in config.listeners if listener.role == "serving"), None)
 
 
-class Authenticator:
-    """Reads each request's identity once and leaves it on the scope."""
+class StoredKeys:
+    """The key store's keys, followed for the process's life and shared by every generation.
 
-    def __init__(self, config: RouterConfig) -> None:
+    ``keys`` is None until the store first answers; then the last keys read, kept while it is away."""
+
+    def __init__(self, store_config) -> None:
+        self.config = store_config
+        self._store = KeyStore(store_config)
+        self._version = -1
+        self.keys: tuple[StoredKey, ...] | None = None
+        self.reads = 0          # bumped whenever ``keys`` changes: what each generation's keyring is built for
+
+    def refresh(self) -> bool:
+        """Reload stored keys when their version moved (blocking: a worker thread calls it)."""
+        if self.keys is not None and self._store.version() == self._version:
+            return False
+        version, stored = self._store.load()
+        self.keys, self._version = tuple(stored), version
+        self.reads += 1
+        return True
+
+    async def load(self) -> None:
+        """The first load, before serving; a Redis that is away leaves only the declared keys until it answers."""
+        try:
+            await trio.to_thread.run_sync(self.refresh)
+        except redis.RedisError as exc:
+            log.warning("client keys: the key store did not answer (%s); serving declared keys only",
+                        type(exc).__name__)
+
+    async def run(self) -> None:
+        """Follow the stored keys until cancelled: a revocation reaches this router within ``refresh_ms``."""
+        period = self.config.refresh_ms / 1000
+        limiter = trio.CapacityLimiter(1)
+        failing = False
+        while True:
+            await trio.sleep(period)
+            try:
+                await trio.to_thread.run_sync(self.refresh, limiter=limiter, abandon_on_cancel=True)
+                failing = False
+            except redis.RedisError as exc:
+                if not failing:
+                    log.warning("client keys: the key store did not answer (%s); keeping the last keys read",
+                                type(exc).__name__)
+                failing = True
+
+    def close(self) -> None:
+        self._store.close()
+
+
+class Authenticator:
+    """Reads each request's identity once and leaves it on the scope.
+
+    One per generation: a reload's declared keys (``regenerated``) apply from its first request on. What is
+    read at start only (``enabled``, the store, the trusted listener) and the stored keys are shared."""
+
+    def __init__(self, config: RouterConfig, stored: StoredKeys | None = None, *, first: bool = True) -> None:
         auth = config.global_.router.auth
         self.enabled = auth.enabled
         self.store_config = auth.store
         self._declared = list(auth.keys)
-        self.keyring = Keyring(self._declared)
         self._trusted = trusted_reader(serving_listener(config))
-        self._store = KeyStore(auth.store) if auth.enabled and auth.store.backend == "redis" else None
-        self._version = -1
-        self.reloads = 0
+        if first:
+            stored = StoredKeys(auth.store) if auth.enabled and auth.store.backend == "redis" else None
+        self._stored = stored
+        self._built = -1
+        self._keyring = Keyring(self._declared)
+
+    def regenerated(self, config: RouterConfig) -> "Authenticator":
+        """This process's authenticator with ``config``'s declared keys (a reload's next generation)."""
+        new = Authenticator(config, self._stored, first=False)
+        new.enabled, new.store_config, new._trusted = self.enabled, self.store_config, self._trusted
+        return new
 
     @property
     def stores_keys(self) -> bool:
-        return self._store is not None
+        return self._stored is not None
+
+    @property
+    def keyring(self) -> Keyring:
+        """Declared and stored keys, rebuilt when the stored keys were read again."""
+        stored = self._stored
+        if stored is not None and stored.reads != self._built:
+            self._built = stored.reads
+            self._keyring = Keyring([*self._declared, *(stored.keys or ())])
+        return self._keyring
 
     def identify(self, scope, api: str) -> Identity:
         """The caller's identity (kept on the scope); MissingKey or AuthError when keys are on and it has none."""
@@ -119,47 +187,16 @@ class Authenticator:
             found = scope[SCOPE_KEY] = ANONYMOUS if self.enabled else self._trusted(scope)
         return found
 
-    # --- stored keys ---------------------------------------------------------------------
-
-    def refresh(self) -> bool:
-        """Reload stored keys when their version moved (blocking: a worker thread calls it)."""
-        assert self._store is not None
-        if self._store.version() == self._version:
-            return False
-        version, stored = self._store.load()
-        self.keyring = Keyring([*self._declared, *stored])
-        self._version = version
-        self.reloads += 1
-        return True
+    # --- stored keys: the process's, whichever generation serve holds --------------------------
 
     async def load(self) -> None:
-        """The first load, before serving; a Redis that is away leaves only the declared keys until it answers."""
-        if self._store is None:
-            return
-        try:
-            await trio.to_thread.run_sync(self.refresh)
-        except redis.RedisError as exc:
-            log.warning("client keys: the key store did not answer (%s); serving declared keys only",
-                        type(exc).__name__)
+        if self._stored is not None:
+            await self._stored.load()
 
     async def run(self) -> None:
-        """Follow the stored keys until cancelled: a revocation reaches this router within ``refresh_ms``."""
-        if self._store is None:
-            return
-        period = self.store_config.refresh_ms / 1000
-        limiter = trio.CapacityLimiter(1)
-        failing = False
-        while True:
-            await trio.sleep(period)
-            try:
-                await trio.to_thread.run_sync(self.refresh, limiter=limiter, abandon_on_cancel=True)
-                failing = False
-            except redis.RedisError as exc:
-                if not failing:
-                    log.warning("client keys: the key store did not answer (%s); keeping the last keys read",
-                                type(exc).__name__)
-                failing = True
+        if self._stored is not None:
+            await self._stored.run()
 
     def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
+        if self._stored is not None:
+            self._stored.close()

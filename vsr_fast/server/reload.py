@@ -6,8 +6,10 @@ current one and swaps the reference the listeners call through: a request alread
 generation, the next request starts on the new one. A file that does not load changes nothing; the answer,
 the log and ``vsr_config_reloads_total{outcome="failed"}`` say why. Backends whose model and ref did not
 change are kept (their connections and health); the others close once the old generation's requests ended.
-What the process holds for its life (listeners, auth and key store, rate limits, stores, System One's
-client, the access log) changes with a restart only: a reload that changes one of them still swaps the rest in,
+The declared client keys (``global.router.auth.keys``: their roles, lists and limits) are the generation's:
+a key removed from the file is refused from the next request on. What the process holds for its life
+(listeners, whether client keys are on and their store, rate limits, stores, System One's client, the access
+log) changes with a restart only: a reload that changes one of them still swaps the rest in,
 and names each such field (``restart_required``: the admin answer, the log and the stderr line).
 """
 from __future__ import annotations
@@ -33,8 +35,8 @@ log = logging.getLogger("vsr_fast.reload")
 _RETIRE_POLL_S = 0.5
 
 # What serve (and AppState.__post_init__) reads once, at start, by its path in the file.
-AT_START = ("listeners", "global.stores", "global.model_catalog", "global.router.access_log", "global.router.auth",
-            "global.router.rate_limits", "global.router.tracing", "global.router.config_watch.enabled",
+AT_START = ("listeners", "global.stores", "global.model_catalog", "global.router.access_log",
+            "global.router.auth.enabled", "global.router.auth.store", "global.router.rate_limits", "global.router.tracing", "global.router.config_watch.enabled",
             "global.router.limits.header_timeout_ms", "global.router.limits.max_connections")
 # Plugin types whose stores or services serve opens at start only when some layer names one.
 OPENED_AT_START = ("context", "response_cache", "router_replay")

@@ -62,10 +62,7 @@ class AppState:
         self.access_log = AccessLog(log_config) if log_config.enabled else None
         auth = config.global_.router.auth
         limits = config.global_.router.limits
-        # Stored keys may carry limits of their own: with a key store, the limiter is always ready.
-        keys_have_limits = auth.enabled and (auth.store.backend == "redis"
-                                             or any(not k.limits.empty() for k in auth.keys))
-        self.limiter = Limiter(config.global_.router.rate_limits, auth.store, keys_have_limits=keys_have_limits,
+        self.limiter = Limiter(config.global_.router.rate_limits, auth.store, keys_have_limits=_keys_have_limits(config),
                                lease_s=limits.request_timeout_ms / 1000, metrics=self.metrics)
         self._derive()
 
@@ -99,6 +96,12 @@ class AppState:
         Requests in flight keep the generation they started with."""
         new = copy.copy(self)
         new.loaded, new.upstreams, new.inflight = loaded, upstreams, set()
+        # The file's keys (their lists and limits) are the new generation's: a key removed from it is refused
+        # from the first request on this generation. The stored keys and the limit windows are the process's.
+        new.auth = self.auth.regenerated(loaded.config)
+        new.identity = new.auth.identity
+        if _keys_have_limits(loaded.config) and self.auth.enabled:
+            self.limiter.active = True      # a key that now has limits of its own (the windows are shared)
         new._derive()
         return new
 
@@ -153,3 +156,9 @@ class AppState:
         self.selection.stats.observe(attempt.model, attempt.seconds, not failed)
         if attempt.cause is not None:
             self.metrics.upstream_errors.inc(attempt.model, attempt.backend, attempt.cause)
+
+
+def _keys_have_limits(config) -> bool:
+    """Whether some key may carry limits of its own: a declared key with limits, or any stored key."""
+    auth = config.global_.router.auth
+    return auth.enabled and (auth.store.backend == "redis" or any(not k.limits.empty() for k in auth.keys))
