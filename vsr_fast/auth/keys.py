@@ -52,10 +52,25 @@ class StoredKey(KeyFields, frozen=True, kw_only=True):
     created_ms: int = 0
 
 
+class EveryEntrypoint(frozenset):
+    """The ``entrypoints`` of a key that lists models and no entrypoint: every name it may put in ``model``
+    passes the name check (``entrypoints`` empty means all), and its ``models`` then trim the route's
+    candidates (403 when none is left). A provider model named directly is such a route: its one candidate."""
+
+    __slots__ = ()
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+EVERY_ENTRYPOINT = EveryEntrypoint()
+
+
 def identity_of(key: ClientKey | StoredKey) -> Identity:
+    entrypoints = frozenset(key.entrypoints) if key.entrypoints else EVERY_ENTRYPOINT if key.models else None
     return Identity(
         user=key.user or key.id, groups=frozenset(key.groups), team=key.team, tenant=key.tenant, key_id=key.id,
-        entrypoints=frozenset(key.entrypoints) if key.entrypoints else None,
+        entrypoints=entrypoints,
         models=frozenset(key.models) if key.models else None, admin=key.admin,
         limits=None if key.limits.empty() else key.limits,
     )

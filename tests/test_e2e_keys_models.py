@@ -1,0 +1,70 @@
+"""A key limited by ``models`` (its ``entrypoints`` empty: all of them), as a client sees it: a real router,
+the official SDKs.
+
+- It calls any entrypoint, and a name that falls to the default recipe; the route's candidates are trimmed to
+  its models, and a route none of whose models it may reach is refused 403 ``model_not_allowed``.
+"""
+from __future__ import annotations
+
+import openai
+import pytest
+
+from .procs import model, router, write_config
+from .test_e2e_auth import KEY, OTHER_KEY, _oa, sha
+
+NARROW_KEY = "vsk-narrow-" + "n" * 32
+MSGS = [{"role": "user", "content": "hi"}]
+
+
+def models_doc(mock_url: str) -> dict:
+    """vsr/auto's one decision prefers m-a, then m-b; m-c is in no decision."""
+    return {
+        "version": "v0.5",
+        "providers": {"models": [model("m-a", f"{mock_url}/v1", upstream_name="mock-a"),
+                                 model("m-b", f"{mock_url}/v1", upstream_name="mock-b"),
+                                 model("m-c", f"{mock_url}/v1", upstream_name="mock-c")]},
+        "recipes": [{"name": "default", "decisions": [
+            {"name": "general", "modelRefs": [{"model": "m-a"}, {"model": "m-b"}]}]}],
+        "entrypoints": [{"api": "chat", "model_names": ["vsr/auto"], "recipe": "default", "default": True},
+                        {"api": "chat", "model_names": ["vsr/other"], "recipe": "default"}],
+        "global": {"router": {"auth": {"enabled": True, "keys": [
+            {"id": "k4", "sha256": sha(KEY), "models": ["m-b"]},
+            {"id": "only-c", "sha256": sha(NARROW_KEY), "models": ["m-c"]},
+            {"id": "auto-only", "sha256": sha(OTHER_KEY), "entrypoints": ["vsr/auto"]}]}}},
+    }
+
+
+@pytest.fixture(scope="module")
+def limited(mock, tmp_path_factory):
+    with router(write_config(models_doc(mock.url), str(tmp_path_factory.mktemp("cfg")))) as proc:
+        yield proc
+
+
+def _selected(url: str, key: str, name: str) -> str:
+    r = _oa(url, key).chat.completions.with_raw_response.create(model=name, messages=MSGS)
+    return r.headers["x-vsr-selected-model"]
+
+
+def _refused(url: str, key: str, name: str) -> dict:
+    with pytest.raises(openai.PermissionDeniedError) as caught:
+        _oa(url, key).chat.completions.create(model=name, messages=MSGS)
+    return caught.value.body
+
+
+def test_a_key_limited_by_models_calls_every_entrypoint_trimmed_to_them(limited):
+    for name in ("vsr/auto", "vsr/other", "no-such-name-falls-to-the-default-recipe", "m-b"):
+        assert _selected(limited.url, KEY, name) == "m-b", name
+    body = _refused(limited.url, KEY, "m-a")
+    assert body["code"] == "model_not_allowed" and body["param"] == "model"
+
+
+def test_a_route_with_none_of_the_keys_models_is_refused(limited):
+    body = _refused(limited.url, NARROW_KEY, "vsr/auto")
+    assert body["code"] == "model_not_allowed" and "m-a" in body["message"]
+    assert _selected(limited.url, NARROW_KEY, "m-c") == "m-c"
+
+
+def test_a_key_limited_by_entrypoints_still_names_only_them(limited):
+    assert _selected(limited.url, OTHER_KEY, "vsr/auto") == "m-a"
+    for name in ("vsr/other", "m-a", "no-such-name"):
+        assert _refused(limited.url, OTHER_KEY, name)["code"] == "model_not_allowed", name
