@@ -3,9 +3,11 @@ the official SDKs.
 
 - It calls any entrypoint, and a name that falls to the default recipe; the route's candidates are trimmed to
   its models, and a route none of whose models it may reach is refused 403 ``model_not_allowed``.
+- ``GET /v1/models`` (OpenAI's and Anthropic's shapes) lists only what a key may call; one it may not is 404.
 """
 from __future__ import annotations
 
+import anthropic
 import openai
 import pytest
 
@@ -68,3 +70,23 @@ def test_a_key_limited_by_entrypoints_still_names_only_them(limited):
     assert _selected(limited.url, OTHER_KEY, "vsr/auto") == "m-a"
     for name in ("vsr/other", "m-a", "no-such-name"):
         assert _refused(limited.url, OTHER_KEY, name)["code"] == "model_not_allowed", name
+
+
+@pytest.mark.parametrize("key,visible", [
+    (KEY, ["vsr/auto", "vsr/other", "m-b"]),
+    (NARROW_KEY, ["vsr/auto", "vsr/other", "m-c"]),
+    (OTHER_KEY, ["vsr/auto"]),
+])
+def test_the_model_list_shows_only_what_the_key_may_call(limited, key, visible):
+    c = _oa(limited.url, key)
+    assert [m.id for m in c.models.list()] == visible
+    a = anthropic.Anthropic(base_url=limited.url, api_key=key, max_retries=0)
+    assert [m.id for m in a.models.list(limit=1000)] == visible
+    for name in ("vsr/auto", "vsr/other", "m-a", "m-b", "m-c"):
+        if name in visible:
+            assert c.models.retrieve(name).id == name and a.models.retrieve(name).id == name
+        else:
+            with pytest.raises(openai.NotFoundError):
+                c.models.retrieve(name)
+            with pytest.raises(anthropic.NotFoundError):
+                a.models.retrieve(name)

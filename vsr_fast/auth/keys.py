@@ -66,6 +66,19 @@ class EveryEntrypoint(frozenset):
 EVERY_ENTRYPOINT = EveryEntrypoint()
 
 
+def may_name_entrypoint(identity: Identity, name: str) -> bool:
+    """Whether the key behind ``identity`` may put entrypoint ``name`` in ``model``."""
+    return identity.entrypoints is None or name in identity.entrypoints
+
+
+def may_name_model(identity: Identity, name: str) -> bool:
+    """Whether it may name provider model ``name`` directly: one of its ``models``, or any when it lists
+    neither models nor entrypoints (a key listing only entrypoints names only them)."""
+    if identity.models is not None:
+        return name in identity.models
+    return identity.entrypoints is None
+
+
 def identity_of(key: ClientKey | StoredKey) -> Identity:
     entrypoints = frozenset(key.entrypoints) if key.entrypoints else EVERY_ENTRYPOINT if key.models else None
     return Identity(

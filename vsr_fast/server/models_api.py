@@ -1,12 +1,15 @@
-"""``GET /v1/models`` and ``GET /v1/models/{id}``: the names a client may put in ``model`` (the entrypoints' names,
-then the provider models that are not System One aliases), in OpenAI's shape or, for Anthropic's SDK (told apart
-by its ``anthropic-version`` header, as Anthropic's API needs it), Anthropic's."""
+"""``GET /v1/models`` and ``GET /v1/models/{id}``: the names the request's key may put in ``model`` (the
+entrypoints' names, then the provider models that are not System One aliases), in OpenAI's shape or, for
+Anthropic's SDK (told apart by its ``anthropic-version`` header, as Anthropic's API needs it), Anthropic's.
+A name the key may not call is neither listed nor found (404)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 import msgspec
+from quart import request
 
+from ..auth.keys import may_name_entrypoint, may_name_model
 from ..errors import InvalidValue, ModelNotFound
 from ..headers.registry import ANTHROPIC_VERSION as ANTHROPIC_VERSION
 from .state import AppState
@@ -19,9 +22,11 @@ ANTHROPIC_LIMIT, ANTHROPIC_MAX_LIMIT = 20, 1000     # Anthropic's page size: def
 
 
 def names(state: AppState) -> list[str]:
-    """The model names of the listing, entrypoints first."""
+    """The model names of the listing, entrypoints first: those the request's key may call (all without keys)."""
+    identity = state.identity(request.scope)
     chat_models = [n for n, m in state.table.models.items() if m.api_format != "systemone"]
-    return [*state.table.entrypoint_names, *chat_models]
+    return [*(n for n in state.table.entrypoint_names if may_name_entrypoint(identity, n)),
+            *(n for n in chat_models if may_name_model(identity, n))]
 
 
 def openai_model(name: str) -> dict:
