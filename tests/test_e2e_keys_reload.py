@@ -4,6 +4,8 @@ real routers, a real Redis, the official SDKs.
 - A key removed from the file is refused from the first request after ``POST /admin/reload`` (or SIGHUP);
   a changed key's limits apply at once; the stored keys keep working; the answer names no auth field as
   waiting for a restart.
+- A key matching no declared key while the key store has not answered since start is 503
+  ``key_store_unavailable`` (it may be a stored key), never 401.
 """
 from __future__ import annotations
 
@@ -12,12 +14,14 @@ import os
 import signal
 
 import httpx
+import anthropic
 import openai
 import pytest
 import yaml
 
 from .procs import router, wait_until, write_config
-from .test_e2e_auth import ADMIN_KEY, KEY, OTHER_KEY, REDIS_URL, _chat, _oa, auth_doc, keys_cli, prefix, sha  # noqa: F401
+from .test_e2e_auth import ADMIN_KEY, KEY, OTHER_KEY, REDIS_URL, _an, _chat, _oa, auth_doc, keys_cli, prefix, sha  # noqa: F401
+from .test_events_fixtures import own_redis  # noqa: F401
 
 BODY = {"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -75,3 +79,32 @@ def test_changing_the_key_store_still_waits_for_a_restart(mock, tmp_path, prefix
         _rewrite(path, doc)
         r = httpx.post(f"{proc.url}/admin/reload", headers={"authorization": f"Bearer {ADMIN_KEY}"}, timeout=30)
         assert r.status_code == 200 and r.json()["restart_required"] == ["global.router.auth.store.prefix"], r.text
+
+
+def test_a_stored_key_while_the_key_store_never_answered(mock, tmp_path, own_redis):
+    """Redis is away from the start: a key matching no declared key may be a stored one, so it is told to come
+    back (503 key_store_unavailable, Retry-After), never that it is invalid; once the store answers, the stored
+    key works and an unknown key is 401 again."""
+    prefix = "vsr-test-away-at-start:"
+    made = keys_cli("create", "--redis", own_redis.url, "--prefix", prefix, "stored", "--json")
+    assert made.returncode == 0, made.stderr
+    stored = json.loads(made.stdout)["key"]
+    own_redis.shutdown_saving()
+    store = {"backend": "redis", "url": own_redis.url, "prefix": prefix, "refresh_ms": 100}
+    with router(write_config(auth_doc(mock.url, store=store), str(tmp_path))) as proc:
+        assert _status(proc.url, KEY) == 200, "declared keys are served"
+        with pytest.raises(openai.InternalServerError) as caught:
+            _chat(_oa(proc.url, stored))
+        err = caught.value
+        assert err.status_code == 503 and err.body["code"] == "key_store_unavailable", err.body
+        assert int(err.response.headers["retry-after"]) >= 1
+        with pytest.raises(anthropic.APIStatusError) as an:
+            _an(proc.url, stored).messages.create(model="vsr/auto", max_tokens=8,
+                                                  messages=[{"role": "user", "content": "hi"}])
+        # Anthropic's shape of a 503 (the protocol's mapping): 529 overloaded_error, which its SDK retries.
+        assert an.value.status_code == 529 and an.value.body["error"]["type"] == "overloaded_error", an.value.body
+        assert "key store" in an.value.body["error"]["message"] and an.value.response.headers["retry-after"]
+
+        own_redis.start()
+        wait_until(lambda: _status(proc.url, stored) == 200, "the stored key once the store answers")
+        assert _status(proc.url, "vsk-unknown") == 401

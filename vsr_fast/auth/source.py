@@ -79,6 +79,13 @@ def serving_listener(config: RouterConfig) -> Listener | None:
     return next((listener for listener in config.listeners if listener.role == "serving"), None)
 
 
+class KeyStoreUnavailable(AuthError):
+    """A key matches no declared key and the key store has not answered since the router started: the key may
+    well be a stored one, so the caller is told to come back rather than that its key is wrong."""
+
+    status, code, type, retry_after_s = 503, "key_store_unavailable", "api_error", 1
+
+
 class StoredKeys:
     """The key store's keys, followed for the process's life and shared by every generation.
 
@@ -105,7 +112,8 @@ class StoredKeys:
         try:
             await trio.to_thread.run_sync(self.refresh)
         except redis.RedisError as exc:
-            log.warning("client keys: the key store did not answer (%s); serving declared keys only",
+            log.warning("client keys: the key store did not answer (%s); serving declared keys only (a key "
+                        "matching none is answered 503 key_store_unavailable until the store answers)",
                         type(exc).__name__)
 
     async def run(self) -> None:
@@ -174,6 +182,9 @@ class Authenticator:
                                  + (" or 'x-api-key: <key>'" if api in KEY_HEADER_APIS else ""))
             identity = self.keyring.lookup(key)
             if identity is None:
+                if self._stored is not None and self._stored.keys is None:
+                    raise KeyStoreUnavailable("the key store has not answered since the router started, so this "
+                                              "key cannot be checked yet; retry shortly")
                 raise AuthError("invalid API key")
         else:
             identity = self._trusted(scope)

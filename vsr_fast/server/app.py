@@ -200,6 +200,8 @@ def _api(api: str, state: AppState, scope: Scope, receive: Receive, send: Send) 
 
 
 def _challenge(exc: AuthError) -> tuple[tuple[bytes, bytes], ...]:
+    if exc.retry_after_s is not None:       # the key store not answering yet: come back, the key may be good
+        return ((b"retry-after", str(exc.retry_after_s).encode()),)
     return ((b"www-authenticate", b'Bearer realm="vsr-fast"'),) if exc.status == 401 else ()
 
 
