@@ -108,3 +108,21 @@ def test_a_stored_key_while_the_key_store_never_answered(mock, tmp_path, own_red
         own_redis.start()
         wait_until(lambda: _status(proc.url, stored) == 200, "the stored key once the store answers")
         assert _status(proc.url, "vsk-unknown") == 401
+
+
+def test_a_stored_key_may_not_take_a_declared_id(mock, tmp_path, prefix):
+    """``keys create --config`` refuses an id the file declares; a stored key made before the file declared its
+    id is not accepted, and the router says so at start."""
+    store = {"backend": "redis", "url": REDIS_URL, "prefix": prefix, "refresh_ms": 100}
+    made = keys_cli("create", "--redis", REDIS_URL, "--prefix", prefix, "declared", "--json")
+    assert made.returncode == 0, made.stderr
+    early = json.loads(made.stdout)["key"]
+    path = write_config(auth_doc(mock.url, store=store), str(tmp_path))
+    refused = keys_cli("create", "--config", path, "ops")
+    assert refused.returncode == 1 and refused.stdout == "", refused
+    assert refused.stderr.count("\n") == 1 and "'ops' is declared in " + path in refused.stderr, refused.stderr
+    assert keys_cli("create", "--config", path, "fresh").returncode == 0
+    with router(path) as proc:
+        assert _status(proc.url, KEY) == 200 and _status(proc.url, early) == 401
+        assert any("declared key are not accepted" in line and "declared" in line.rsplit(":", 1)[-1]
+                   for line in proc.lines), proc.lines

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import redis
 import trio
 
+from ..config.auth import ClientKey
 from ..config.schema import Listener, RouterConfig
 from ..errors import AuthError, MissingKey
 from ..headers import registry as h
@@ -136,6 +137,14 @@ class StoredKeys:
         self._store.close()
 
 
+def merged(declared: list[ClientKey], stored: tuple[StoredKey, ...]) -> tuple[list, list[str]]:
+    """Declared and stored keys in one list, and the ids of stored keys left out because a declared key has
+    their id (the file decides: two secrets of one identity would share its limits and lists)."""
+    ids = {k.id for k in declared}
+    clashing = sorted({k.id for k in stored if k.id in ids})
+    return [*declared, *(k for k in stored if k.id not in ids)], clashing
+
+
 class Authenticator:
     """Reads each request's identity once and leaves it on the scope.
 
@@ -152,6 +161,7 @@ class Authenticator:
             stored = StoredKeys(auth.store) if auth.enabled and auth.store.backend == "redis" else None
         self._stored = stored
         self._built = -1
+        self._clashing: list[str] = []
         self._keyring = Keyring(self._declared)
 
     def regenerated(self, config: RouterConfig) -> "Authenticator":
@@ -170,7 +180,13 @@ class Authenticator:
         stored = self._stored
         if stored is not None and stored.reads != self._built:
             self._built = stored.reads
-            self._keyring = Keyring([*self._declared, *(stored.keys or ())])
+            keys, clashing = merged(self._declared, stored.keys or ())
+            if clashing != self._clashing:
+                self._clashing = clashing
+                if clashing:
+                    log.warning("client keys: stored keys with the id of a declared key are not accepted (the "
+                                "file's declaration is): %s", ", ".join(clashing))
+            self._keyring = Keyring(keys)
         return self._keyring
 
     def identify(self, scope, api: str) -> Identity:
@@ -203,6 +219,7 @@ class Authenticator:
     async def load(self) -> None:
         if self._stored is not None:
             await self._stored.load()
+            self.keyring        # built now, so a stored key clashing with a declared one is logged at start
 
     async def run(self) -> None:
         if self._stored is not None:

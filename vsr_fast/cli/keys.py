@@ -19,21 +19,29 @@ from ..errors import ConfigError
 from ..routing import load_file
 
 
-def _store(args: argparse.Namespace) -> AuthStore:
-    store = AuthStore(backend="redis")
+def _store(args: argparse.Namespace) -> tuple[AuthStore, frozenset[str]]:
+    """The store to use, and the ids the file declares (none without ``--config``)."""
+    store, declared = AuthStore(backend="redis"), frozenset()
     if args.config:
-        store = load_file(args.config).config.global_.router.auth.store
+        auth = load_file(args.config).config.global_.router.auth
+        store, declared = auth.store, frozenset(k.id for k in auth.keys)
     overrides = {k: v for k, v in (("url", args.redis), ("prefix", args.prefix)) if v}
-    return msgspec.structs.replace(store, backend="redis", **overrides)
+    return msgspec.structs.replace(store, backend="redis", **overrides), declared
 
 
 def run_keys(args: argparse.Namespace) -> int:
     try:
-        store = KeyStore(_store(args))
+        config, declared = _store(args)
     except ConfigError as exc:
         for line in exc.lines:
             print(f"error: {line}", file=sys.stderr)
         return 2
+    if args.keys_command == "create" and args.id in declared:
+        # Two secrets of one id would share its identity and its limits' windows.
+        print(f"vsr-fast keys: {args.id!r} is declared in {args.config} (global.router.auth.keys[{args.id}]); "
+              f"choose another id", file=sys.stderr)
+        return 1
+    store = KeyStore(config)
     try:
         return _run(store, args)
     except redis.RedisError as exc:
