@@ -402,6 +402,9 @@ def test_keys_are_managed_on_the_admin_listener(mock, tmp_path, prefix):
         key = made.json()["key"]
         assert httpx.post(f"{admin}/api/v1/keys", json={"id": "web"}).status_code == 409
         assert httpx.post(f"{admin}/api/v1/keys", json={"id": "w", "nope": 1}).status_code == 400
+        declared = doc["global"]["router"]["auth"]["keys"][0]["id"]
+        clash = httpx.post(f"{admin}/api/v1/keys", json={"id": declared})
+        assert clash.status_code == 409 and "declared in the configuration" in clash.text, clash.text
         listed = httpx.get(f"{admin}/api/v1/keys").json()["keys"]
         assert [k["id"] for k in listed] == ["web"] and listed[0]["limits"]["rpm"] == 5 and key not in str(listed)
         ok = lambda: httpx.get(f"{proc.url}/v1/models", headers={"authorization": f"Bearer {key}"}).status_code

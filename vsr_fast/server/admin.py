@@ -192,6 +192,10 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
         body = await _body(KeyFields, "key")
         if not isinstance(body, KeyFields):
             return body
+        if any(k.id == body.id for k in state.loaded.config.global_.router.auth.keys):
+            # Two secrets under one identity would share its limits and records; the router refuses such a stored key.
+            return _bad(f"{body.id!r} is declared in the configuration (global.router.auth.keys[{body.id}]); "
+                        "choose another id"), 409
         try:
             key = await call(KeyStore.create, body)
         except ValueError as exc:
