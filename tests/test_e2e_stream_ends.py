@@ -1,0 +1,196 @@
+"""How a backend's event stream ends, over real sockets: a hostile upstream started here writes chunked SSE
+by hand, and the official SDKs read what the router relays.
+
+- a stream cut mid-event, or cut cleanly between events with no terminator (Chat's ``data: [DONE]``,
+  Messages' ``message_stop``, Responses' ``response.completed``), ends with the client protocol's error event,
+  is recorded incomplete, and the access log and ``vsr_upstream_errors_total`` carry its ``midstream_`` cause;
+- nothing a backend sends after its terminator reaches the client, and the router closes that connection;
+- one SSE line of 20 MB (no newline for 20 MB) is relayed whole, or refused with the error event.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from . import hostile_upstream
+from .procs import config, replay_record, router, wait_for_value, wait_until, write_config
+
+LONG = 20 * 1000 * 1000
+PIECE = 64 << 10
+
+
+def chat_chunk(delta: dict, finish: str | None = None) -> bytes:
+    doc = {"id": "chatcmpl-h", "object": "chat.completion.chunk", "created": 1, "model": "hostile",
+           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return b"data: " + json.dumps(doc).encode() + b"\n\n"
+
+
+def named(kind: str, doc: dict) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps({'type': kind, **doc})}\n\n".encode()
+
+
+_RESPONSE = {"id": "resp_h", "object": "response", "created_at": 1, "model": "hostile", "output": [],
+             "status": "in_progress"}
+_ITEM = {"id": "msg_h", "type": "message", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Hello there", "annotations": []}]}
+_WHERE = {"item_id": "msg_h", "output_index": 0, "content_index": 0}
+# Per backend format: (the answer's events before its terminator, the terminator, an event to leak after it).
+ANSWERS = {
+    "chat": ([chat_chunk({"role": "assistant", "content": ""}), chat_chunk({"content": "Hello "}),
+              chat_chunk({"content": "there"}, "stop")], b"data: [DONE]\n\n",
+             chat_chunk({"content": "AFTER-DONE-LEAK"})),
+    "messages": ([named("message_start", {"message": {
+                      "id": "msg_h", "type": "message", "role": "assistant", "model": "hostile", "content": [],
+                      "stop_reason": None, "usage": {"input_tokens": 1, "output_tokens": 0}}}),
+                  named("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+                  named("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "Hello "}}),
+                  named("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "there"}}),
+                  named("content_block_stop", {"index": 0}),
+                  named("message_delta", {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}})],
+                 named("message_stop", {}),
+                 named("content_block_delta", {"index": 0, "delta": {"type": "text_delta",
+                                                                     "text": "AFTER-DONE-LEAK"}})),
+    "responses": ([named("response.created", {"response": _RESPONSE}),
+                   named("response.output_item.added", {"output_index": 0, "item": {
+                       **_ITEM, "status": "in_progress", "content": []}}),
+                   named("response.content_part.added", {**_WHERE, "part": {
+                       "type": "output_text", "text": "", "annotations": []}}),
+                   named("response.output_text.delta", {**_WHERE, "delta": "Hello "}),
+                   named("response.output_text.delta", {**_WHERE, "delta": "there"}),
+                   named("response.output_text.done", {**_WHERE, "text": "Hello there"}),
+                   named("response.output_item.done", {"output_index": 0, "item": _ITEM})],
+                  named("response.completed", {"response": {**_RESPONSE, "status": "completed", "output": [_ITEM],
+                                                            "usage": {"input_tokens": 1, "output_tokens": 2,
+                                                                      "total_tokens": 3}}}),
+                  named("response.output_text.delta", {**_WHERE, "delta": "AFTER-DONE-LEAK"})),
+}
+FORMAT_OF_PATH = {"completions": "chat", "messages": "messages", "responses": "responses"}
+API_FORMAT = {"chat": "openai", "messages": "anthropic", "responses": "responses"}
+# How many connections each mode saw closed by the router while it still held them open.
+CLOSED: dict[str, int] = {}
+
+
+class Hostile(hostile_upstream.Handler):
+    """``/<mode>/v1/<the format's path>``: chunked SSE of that format, ended as ``mode`` says."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        mode = self.path.strip("/").split("/")[0]
+        events, end, leak = ANSWERS[FORMAT_OF_PATH[self.path.rsplit("/", 1)[-1]]]
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        if mode == "cut-mid":       # two events, half of the next, and the connection closes unframed
+            self.send(*events[:2])
+            self.wfile.write(b"%x\r\n" % 20 + events[2][:20] + b"\r\n")
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        if mode == "cut-clean":     # the answer so far, then a clean end of the body: no terminator
+            self.send(*events[:2])
+            self.wfile.write(b"0\r\n\r\n")
+            return
+
+    def send(self, *pieces: bytes) -> None:
+        for piece in pieces:
+            self.wfile.write(b"%x\r\n" % len(piece) + piece + b"\r\n")
+        self.wfile.flush()
+
+
+@pytest.fixture(scope="module")
+def hostile():
+    with hostile_upstream.serving(Hostile) as url:
+        yield url
+
+
+MODES = ("cut-mid", "cut-clean")
+
+
+@pytest.fixture(scope="module")
+def edge(hostile, tmp_path_factory):
+    models = [{"name": f"{mode}-{fmt}", "api_format": API_FORMAT[fmt],
+               "backend_refs": [{"endpoint": f"{hostile}/{mode}/v1"}]} for mode in MODES for fmt in ANSWERS]
+    doc = config(models, [{"name": "only", "modelRefs": [{"model": models[0]["name"]}]}])
+    doc["global"] = {"router": {"access_log": {"enabled": True}, "upstream": {"retries": {"max_retries": 0}}}}
+    with router(write_config(doc, str(tmp_path_factory.mktemp("stream-ends")))) as proc:
+        yield proc
+
+
+def access_line(edge, request_id: str) -> dict:
+    def find():
+        lines = (json.loads(x) for x in edge.lines if x.startswith("{") and request_id in x)
+        return next((line for line in lines if line.get("request_id") == request_id), None)
+    return wait_for_value(find, f"the access log line of {request_id}")
+
+
+def sdk_stream(edge, api: str, model: str, request_id: str) -> tuple[list, Exception | None, str]:
+    """What the client API's official SDK reads of a stream: its events, the exception it raised, the replay id."""
+    got: list = []
+    headers = {"x-request-id": request_id}
+    replay_id = ""
+    try:
+        if api == "messages":
+            client = anthropic.Anthropic(base_url=edge.url, api_key="k", max_retries=0, default_headers=headers)
+            raw = client.messages.with_raw_response.create(model=model, max_tokens=16, stream=True,
+                                                           messages=[{"role": "user", "content": "hi"}])
+        elif api == "chat":
+            client = openai.OpenAI(base_url=f"{edge.url}/v1", api_key="k", max_retries=0, default_headers=headers)
+            raw = client.chat.completions.with_raw_response.create(
+                model=model, stream=True, messages=[{"role": "user", "content": "hi"}])
+        else:
+            client = openai.OpenAI(base_url=f"{edge.url}/v1", api_key="k", max_retries=0, default_headers=headers)
+            raw = client.responses.with_raw_response.create(model=model, input="hi", stream=True)
+        replay_id = raw.headers.get("x-vsr-replay-id", "")
+        for event in raw.parse():
+            got.append(event)
+    except (openai.APIError, anthropic.APIError) as exc:
+        return got, exc, replay_id
+    return got, None, replay_id
+
+
+def failed_as_its_protocol_says(api: str, got: list, exc: Exception | None) -> str:
+    """The error the client read at the stream's end: the SDK's exception (Chat, Messages), or Responses' error
+    event (the openai SDK hands it over as an event)."""
+    if api == "responses":
+        assert exc is None and got and got[-1].type == "error", got[-3:]
+        assert not [e for e in got if e.type == "response.completed"]
+        return got[-1].message
+    assert exc is not None, got[-3:]
+    return str(exc)
+
+
+def text_of(api: str, got: list) -> str:
+    if api == "chat":
+        return "".join(c.choices[0].delta.content or "" for c in got if c.choices)
+    if api == "messages":
+        return "".join(e.delta.text for e in got if e.type == "content_block_delta")
+    return "".join(e.delta for e in got if e.type == "response.output_text.delta")
+
+
+def midstream_errors(edge, model: str) -> dict[str, float]:
+    metrics = httpx.get(f"{edge.url}/metrics").text
+    out = {}
+    for line in metrics.splitlines():
+        if line.startswith("vsr_upstream_errors_total{") and f'model="{model}"' in line:
+            cause = line.split('cause="', 1)[1].split('"', 1)[0]
+            out[cause] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+@pytest.mark.parametrize("fmt", list(ANSWERS))
+@pytest.mark.parametrize("api", ["chat", "messages", "responses"])
+def test_a_stream_cut_mid_event_logs_its_midstream_cause_on_every_client_api(edge, api, fmt):
+    model, rid = f"cut-mid-{fmt}", f"cut-mid-{api}-{fmt}-{uuid.uuid4().hex[:8]}"
+    got, exc, _ = sdk_stream(edge, api, model, rid)
+    said = failed_as_its_protocol_says(api, got, exc)
+    assert "failed mid-stream" in said, said
+    line = access_line(edge, rid)
+    assert line["path"] == "upstream" and line["cause"].startswith("midstream_"), line
+    assert line["error"] and line["message"]
+    assert midstream_errors(edge, model).get(line["cause"], 0) >= 1      # the metric counts the same cause
