@@ -86,14 +86,15 @@ class Hostile(hostile_upstream.Handler):
         self.send_header("content-type", "text/event-stream")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
-        if mode == "cut-mid":       # two events, half of the next, and the connection closes unframed
-            self.send(*events[:2])
-            self.wfile.write(b"%x\r\n" % 20 + events[2][:20] + b"\r\n")
+        hello = next(i for i, event in enumerate(events) if b'"Hello ' in event) + 1
+        if mode == "cut-mid":       # the events up to "Hello ", half of the next, and the connection closes unframed
+            self.send(*events[:hello])
+            self.wfile.write(b"%x\r\n" % 20 + events[hello][:20] + b"\r\n")
             self.wfile.flush()
             self.close_connection = True
             return
-        if mode == "cut-clean":     # the answer so far, then a clean end of the body: no terminator
-            self.send(*events[:2])
+        if mode == "cut-clean":     # the events up to "Hello ", then a clean end of the body: no terminator
+            self.send(*events[:hello])
             self.wfile.write(b"0\r\n\r\n")
             return
 
@@ -117,8 +118,11 @@ def edge(hostile, tmp_path_factory):
     models = [{"name": f"{mode}-{fmt}", "api_format": API_FORMAT[fmt],
                "backend_refs": [{"endpoint": f"{hostile}/{mode}/v1"}]} for mode in MODES for fmt in ANSWERS]
     doc = config(models, [{"name": "only", "modelRefs": [{"model": models[0]["name"]}]}])
-    doc["global"] = {"router": {"access_log": {"enabled": True}, "upstream": {"retries": {"max_retries": 0}}}}
-    with router(write_config(doc, str(tmp_path_factory.mktemp("stream-ends")))) as proc:
+    directory = tmp_path_factory.mktemp("stream-ends")
+    doc["global"] = {"router": {"access_log": {"enabled": True}, "upstream": {"retries": {"max_retries": 0}}},
+                     "plugins": [{"type": "router_replay"}],
+                     "stores": {"event_stream": {"backend": "embedded", "path": str(directory / "events")}}}
+    with router(write_config(doc, str(directory))) as proc:
         yield proc
 
 
@@ -190,7 +194,37 @@ def test_a_stream_cut_mid_event_logs_its_midstream_cause_on_every_client_api(edg
     got, exc, _ = sdk_stream(edge, api, model, rid)
     said = failed_as_its_protocol_says(api, got, exc)
     assert "failed mid-stream" in said, said
+    assert text_of(api, got) == "Hello "          # what came before the cut still came
     line = access_line(edge, rid)
     assert line["path"] == "upstream" and line["cause"].startswith("midstream_"), line
     assert line["error"] and line["message"]
     assert midstream_errors(edge, model).get(line["cause"], 0) >= 1      # the metric counts the same cause
+
+
+@pytest.mark.parametrize("fmt", list(ANSWERS))
+@pytest.mark.parametrize("api", ["chat", "messages", "responses"])
+def test_a_stream_cut_cleanly_between_events_ends_with_the_error_event_and_is_incomplete(edge, api, fmt):
+    """The events up to the first text, then a clean end of the chunked body with no terminator: not an
+    answer, though every byte of it was well formed."""
+    model, rid = f"cut-clean-{fmt}", f"cut-clean-{api}-{fmt}-{uuid.uuid4().hex[:8]}"
+    got, exc, replay_id = sdk_stream(edge, api, model, rid)
+    said = failed_as_its_protocol_says(api, got, exc)
+    assert "failed mid-stream" in said and "ended its event stream before the answer did" in said, said
+    assert text_of(api, got) == "Hello "          # what came before the cut still came
+    line = access_line(edge, rid)
+    assert (line["path"], line["cause"], line["error"]) == ("upstream", "midstream_invalid_answer",
+                                                            "upstream_invalid_answer"), line
+    assert midstream_errors(edge, model).get("midstream_invalid_answer", 0) >= 1
+    record = replay_record(edge, replay_id)
+    assert record["complete"] is False, record      # so no cache keeps it
+
+
+def test_the_openai_sdk_raises_on_a_chat_stream_cut_before_done(edge):
+    client = openai.OpenAI(base_url=f"{edge.url}/v1", api_key="k", max_retries=0)
+    chunks = []
+    with pytest.raises(openai.APIError) as caught:
+        for chunk in client.chat.completions.create(model="cut-clean-chat", stream=True,
+                                                    messages=[{"role": "user", "content": "hi"}]):
+            chunks.append(chunk)
+    assert "no data: [DONE]" in str(caught.value)
+    assert [c.choices[0].delta.content for c in chunks] == ["", "Hello "]

@@ -95,3 +95,24 @@ def test_a_read_of_whole_lf_events_is_judged_as_by_the_boundary_search():
         assert verdict == (searched.failure is None and searched.close() is None), (api_format, stream)
         verdicts.add((verdict, passed == len(stream)))
     assert verdicts == {(True, True), (False, True), (False, False)}   # good, cut short at close, bad mid-read
+
+
+def test_a_stream_whose_body_ends_cleanly_before_its_terminator_is_refused_at_close():
+    ping = b'event: ping\ndata: {"type":"ping"}\n\n'
+    created = b'event: response.created\ndata: {"type":"response.created"}\n\n'
+    for api_format, stream, terminator in (("openai", CHUNK * 2, "no data: [DONE]"),
+                                           ("anthropic", ping, "no message_stop"),
+                                           ("responses", created, "no response.completed")):
+        check = EventCheck(api_format, "b")
+        assert check.feed(stream) == len(stream) and check.failure is None    # every event passes as it comes
+        failure = check.close()
+        assert isinstance(failure, UpstreamInvalid), api_format
+        assert "ended its event stream before the answer did" in failure.message and terminator in failure.message
+
+
+def test_an_error_event_of_the_backend_ends_its_answer():
+    for api_format, stream in (("openai", CHUNK + b'data: {"error":{"message":"overloaded"}}\n\n'),
+                               ("anthropic", b'event: error\ndata: {"type":"error","error":{"type":"x"}}\n\n'),
+                               ("responses", b'event: response.failed\ndata: {"type":"response.failed"}\n\n')):
+        check = EventCheck(api_format, "b")
+        assert check.feed(stream) == len(stream) and check.close() is None, api_format

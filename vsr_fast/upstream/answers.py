@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import AsyncIterator
+from typing import Any
 
 import msgspec
 
@@ -45,12 +46,18 @@ class _Counted(msgspec.Struct):
     input_tokens: int
 
 
-class _Object(msgspec.Struct):
-    """Any JSON object: msgspec checks the syntax and skips every field without building it."""
-
-
 class _Typed(msgspec.Struct):
     type: str
+
+
+class _Chunk(msgspec.Struct):
+    """A Chat chunk: any object (msgspec skips its fields); one with an ``error`` is the backend's error."""
+
+    error: Any = None
+
+    @property
+    def type(self) -> str:
+        return "" if self.error is None else "error"
 
 
 # By the path the request went to under the backend's base: what answers there must hold.
@@ -62,7 +69,12 @@ _SHAPES = {"/chat/completions": msgspec.json.Decoder(_Chat), "/messages": msgspe
 # A streamed event's data, by the backend's api_format: Chat chunks are objects ending with [DONE]; Messages and
 # Responses events are objects with their ``type``.
 _EVENT_DATA = {"anthropic": msgspec.json.Decoder(_Typed), "responses": msgspec.json.Decoder(_Typed)}
-_ANY_OBJECT = msgspec.json.Decoder(_Object)
+_CHUNK = msgspec.json.Decoder(_Chunk)
+# What ends an answer, by api_format: its terminator (Chat's [DONE]), or an error event of the backend's.
+_ENDS = {"anthropic": frozenset({"message_stop", "error"}),
+         "responses": frozenset({"response.completed", "response.incomplete", "response.failed", "error"})}
+_CHAT_ENDS = frozenset({"error"})
+_TERMINATOR = {"anthropic": "message_stop", "responses": "response.completed"}
 _FIELDS = frozenset({b"data", b"event", b"id", b"retry"})
 _BOUNDARY = re.compile(rb"\r?\n\r?\n")
 _SIMPLE = re.compile(rb"(?:event: ?[^\r\n:]*\r?\n)?data: ?([^\r\n]*)")
@@ -75,16 +87,21 @@ class EventCheck:
     ``retry``), an event's data (its ``data`` lines joined) a JSON object of the backend's protocol or
     Chat's ``[DONE]``; a block without data dispatches nothing and is let through. Line ends are LF or
     CRLF, as every LLM API writes them (a bare CR is not taken for one). The first bad event sets
-    ``failure`` (UpstreamInvalid); the bytes before it are good.
+    ``failure`` (UpstreamInvalid); the bytes before it are good. A stream must end its answer: with its
+    protocol's terminator (Chat's ``[DONE]``, ``message_stop``, ``response.completed`` / ``.incomplete`` /
+    ``.failed``) or an error event; one that stops before is cut short, which ``close`` says.
     """
 
-    __slots__ = ("_data", "_label", "_pending", "events", "failure")
+    __slots__ = ("_data", "_ends", "_label", "_pending", "_terminator", "ended", "events", "failure")
 
     def __init__(self, api_format: str, label: str) -> None:
-        self._data = _EVENT_DATA.get(api_format, _ANY_OBJECT)
+        self._data = _EVENT_DATA.get(api_format, _CHUNK)
+        self._ends = _ENDS.get(api_format, _CHAT_ENDS)
+        self._terminator = _TERMINATOR.get(api_format, "data: [DONE]")
         self._label = label
         self._pending = bytearray()
         self.events = 0
+        self.ended = False          # the answer's end came: its terminator or an error event
         self.failure: UpstreamInvalid | None = None
 
     def feed(self, chunk: bytes) -> int:
@@ -136,6 +153,11 @@ class EventCheck:
             self.failure = self._problem(rest)
         if self.failure is None and not self.events:
             self.failure = UpstreamInvalid.at(self._label, "answered an event stream without an event")
+        elif self.failure is None and not self.ended:
+            # A clean end of the body between two events is no end of the answer: relayed as one, a client
+            # would take the half answer for the whole (and a cache could keep it).
+            self.failure = UpstreamInvalid.at(
+                self._label, f"ended its event stream before the answer did (no {self._terminator})")
         return self.failure
 
     def _problem(self, block: bytes) -> UpstreamInvalid | None:
@@ -160,14 +182,17 @@ class EventCheck:
         return self._check_data(b"\n".join(data))
 
     def _check_data(self, value: bytes) -> UpstreamInvalid | None:
-        if value == b"[DONE]" and self._data is _ANY_OBJECT:
+        if value == b"[DONE]" and self._data is _CHUNK:
             self.events += 1
+            self.ended = True
             return None
         try:
-            self._data.decode(value)
+            event = self._data.decode(value)
         except msgspec.DecodeError as exc:
             return self._bad(f"an event whose data is not a JSON event of its protocol ({exc})", value)
         self.events += 1
+        if event.type in self._ends:
+            self.ended = True
         return None
 
     def _bad(self, what: str, sample: bytes) -> UpstreamInvalid:
