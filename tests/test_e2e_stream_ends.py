@@ -97,10 +97,27 @@ class Hostile(hostile_upstream.Handler):
             self.send(*events[:hello])
             self.wfile.write(b"0\r\n\r\n")
             return
+        # after-done: the whole answer, then an event and the terminator again, and the body ended (-framed) or
+        # held open until the router closes the connection (a bound: 20 s), counted in CLOSED.
+        self.send(*events, end)
+        self.close_connection = True
+        try:
+            self.send(leak, end)
+            if mode == "after-done-framed":
+                self.wfile.write(b"0\r\n\r\n")
+                return
+            self.connection.settimeout(20)
+            closed = self.connection.recv(1) == b""
+        except TimeoutError:
+            closed = False
+        except OSError:         # a reset or a broken pipe: the router closed with bytes it did not read
+            closed = True
+        if closed:
+            CLOSED[self.path] = CLOSED.get(self.path, 0) + 1
 
     def send(self, *pieces: bytes) -> None:
-        for piece in pieces:
-            self.wfile.write(b"%x\r\n" % len(piece) + piece + b"\r\n")
+        """``pieces`` as chunks, in one write."""
+        self.wfile.write(b"".join(b"%x\r\n" % len(piece) + piece + b"\r\n" for piece in pieces))
         self.wfile.flush()
 
 
@@ -110,7 +127,7 @@ def hostile():
         yield url
 
 
-MODES = ("cut-mid", "cut-clean")
+MODES = ("cut-mid", "cut-clean", "after-done", "after-done-framed")
 
 
 @pytest.fixture(scope="module")
@@ -228,3 +245,45 @@ def test_the_openai_sdk_raises_on_a_chat_stream_cut_before_done(edge):
             chunks.append(chunk)
     assert "no data: [DONE]" in str(caught.value)
     assert [c.choices[0].delta.content for c in chunks] == ["", "Hello "]
+
+
+BODIES = {"chat": {"messages": [{"role": "user", "content": "hi"}]},
+          "messages": {"max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]},
+          "responses": {"input": "hi"}}
+PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses"}
+TERMINATORS = {"chat": b"data: [DONE]\n\n", "messages": b"event: message_stop\n",
+               "responses": b"event: response.completed\n"}
+
+
+@pytest.mark.parametrize("fmt", list(ANSWERS))
+@pytest.mark.parametrize("api", ["chat", "messages", "responses"])
+def test_nothing_after_the_terminator_reaches_the_client_and_that_connection_is_closed(edge, api, fmt):
+    """The backend sends its terminator, an event, the terminator again, and holds the body open: the client's
+    stream ends whole at the first terminator, and the router closes the connection it stopped reading."""
+    rid = f"after-done-{api}-{fmt}-{uuid.uuid4().hex[:8]}"
+    path = f"/after-done{PATHS[fmt]}"       # where the router sends a model of backend format fmt
+    closed = CLOSED.get(path, 0)
+    with httpx.stream("POST", f"{edge.url}{PATHS[api]}", headers={"x-request-id": rid}, timeout=60,
+                      json={"model": f"after-done-{fmt}", "stream": True, **BODIES[api]}) as r:
+        body = r.read()
+    assert r.status_code == 200
+    assert b"AFTER-DONE-LEAK" not in body, body[-300:]
+    assert b"event: error" not in body and b'data: {"error"' not in body, body[-300:]
+    assert body.count(TERMINATORS[api]) == 1 and body.endswith(b"\n\n")
+    if api == fmt:                  # the same protocol: the bytes up to the terminator, as the backend sent them
+        events, end, _ = ANSWERS[fmt]
+        assert body == b"".join(events) + end
+    wait_until(lambda: CLOSED.get(path, 0) > closed, "the router closing the backend's connection")
+    line = access_line(edge, rid)
+    assert (line["status"], line["path"], line.get("cause"), line.get("error")) == (200, "upstream", None, None)
+
+
+def test_a_chat_stream_ends_at_its_first_done_when_the_body_goes_on(edge):
+    """The trial's case: [DONE], a chunk, [DONE] again, then the body ends. (The openai SDK itself stops
+    reading at the first [DONE]; a client reading the bytes got the rest.)"""
+    r = httpx.post(f"{edge.url}/v1/chat/completions", timeout=60,
+                   json={"model": "after-done-framed-chat", "stream": True, **BODIES["chat"]})
+    events, end, _ = ANSWERS["chat"]
+    assert r.status_code == 200 and r.content == b"".join(events) + end
+    record = replay_record(edge, r.headers["x-vsr-replay-id"])
+    assert record["complete"] is True and record["status"] == 200
