@@ -86,6 +86,14 @@ class Hostile(hostile_upstream.Handler):
         self.send_header("content-type", "text/event-stream")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
+        if mode.startswith("long"):     # Chat only: one line of LONG bytes, in PIECE-sized chunks
+            self.send(events[0])
+            line = chat_chunk({"content": "A" * LONG}) if mode == "long-ok" else b"data: " + b"B" * LONG
+            self.send(*(line[i:i + PIECE] for i in range(0, len(line), PIECE)))
+            if mode == "long-ok":
+                self.send(chat_chunk({}, "stop"), end)
+            self.wfile.write(b"0\r\n\r\n")
+            return
         hello = next(i for i, event in enumerate(events) if b'"Hello ' in event) + 1
         if mode == "cut-mid":       # the events up to "Hello ", half of the next, and the connection closes unframed
             self.send(*events[:hello])
@@ -134,6 +142,7 @@ MODES = ("cut-mid", "cut-clean", "after-done", "after-done-framed")
 def edge(hostile, tmp_path_factory):
     models = [{"name": f"{mode}-{fmt}", "api_format": API_FORMAT[fmt],
                "backend_refs": [{"endpoint": f"{hostile}/{mode}/v1"}]} for mode in MODES for fmt in ANSWERS]
+    models += [{"name": mode, "backend_refs": [{"endpoint": f"{hostile}/{mode}/v1"}]} for mode in ("long-ok", "long-cut")]
     doc = config(models, [{"name": "only", "modelRefs": [{"model": models[0]["name"]}]}])
     directory = tmp_path_factory.mktemp("stream-ends")
     doc["global"] = {"router": {"access_log": {"enabled": True}, "upstream": {"retries": {"max_retries": 0}}},
@@ -287,3 +296,24 @@ def test_a_chat_stream_ends_at_its_first_done_when_the_body_goes_on(edge):
     assert r.status_code == 200 and r.content == b"".join(events) + end
     record = replay_record(edge, r.headers["x-vsr-replay-id"])
     assert record["complete"] is True and record["status"] == 200
+
+
+@pytest.mark.parametrize("api", ["chat", "messages"])
+def test_a_20_mb_line_is_relayed_whole(edge, api):
+    """One event of 20 MB, in 64 KiB reads: passed through (Chat) or parsed and translated (Messages)."""
+    rid = f"long-ok-{api}-{uuid.uuid4().hex[:8]}"
+    got, exc, _ = sdk_stream(edge, api, "long-ok", rid)
+    assert exc is None
+    text = text_of(api, got)
+    assert len(text) == LONG and text == "A" * LONG
+    assert access_line(edge, rid)["status"] == 200
+
+
+@pytest.mark.parametrize("api", ["chat", "messages"])
+def test_a_20_mb_line_that_never_ends_is_refused_with_the_error_event(edge, api):
+    rid = f"long-cut-{api}-{uuid.uuid4().hex[:8]}"
+    got, exc, _ = sdk_stream(edge, api, "long-cut", rid)
+    said = failed_as_its_protocol_says(api, got, exc)
+    assert "failed mid-stream" in said and "B" * 100 not in said, said[:300]
+    assert access_line(edge, rid)["cause"] == "midstream_invalid_answer"
+    assert httpx.get(f"{edge.url}/health").status_code == 200
