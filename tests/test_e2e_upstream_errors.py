@@ -10,14 +10,14 @@ Retry-After reaches the client with the error it caused.
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import anthropic
 import httpx
 import openai
 import pytest
 
+from .hostile_upstream import serving
 from .procs import config, free_port, mock_upstream, router, wait_for_value, write_config
 
 FORMATS = ("openai", "anthropic", "responses")
@@ -64,11 +64,8 @@ class _Scripted(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def scripted():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serving(_Scripted) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

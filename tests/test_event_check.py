@@ -7,7 +7,8 @@ from vsr_fast.upstream.answers import EventCheck
 
 CHUNK = b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"x"}}]}\n\n'
 DONE = b"data: [DONE]\n\n"
-TYPED = b'event: message_stop\r\ndata: {"type":"message_stop"}\r\n\r\n'
+TYPED = b'event: ping\r\ndata: {"type":"ping"}\r\n\r\n'
+STOP = b'event: message_stop\r\ndata: {"type":"message_stop"}\r\n\r\n'
 
 
 def test_a_good_stream_cut_at_every_byte_passes_whole():
@@ -20,7 +21,8 @@ def test_a_good_stream_cut_at_every_byte_passes_whole():
 
 def test_crlf_events_of_a_typed_protocol_pass():
     check = EventCheck("anthropic", "b")
-    assert check.feed(TYPED * 2) == len(TYPED) * 2 and check.close() is None and check.events == 2
+    assert check.feed(TYPED * 2 + STOP) == len(TYPED) * 2 + len(STOP) and check.close() is None
+    assert check.events == 3
 
 
 def test_only_the_bytes_before_a_bad_event_pass():
@@ -65,7 +67,8 @@ def test_large_events_in_many_reads_and_a_boundary_across_two_reads():
     cut = len(TYPED) - 2              # between the two CRLFs that end the event
     assert typed.feed(TYPED[:cut]) + typed.feed(TYPED[cut:] + TYPED[:cut - 1]) == 2 * cut - 1 + 2
     assert typed.events == 1 and typed.failure is None
-    assert typed.feed(TYPED[cut - 1:]) == len(TYPED) - cut + 1 and typed.events == 2 and typed.close() is None
+    assert typed.feed(TYPED[cut - 1:]) == len(TYPED) - cut + 1 and typed.events == 2
+    assert typed.feed(STOP) == len(STOP) and typed.close() is None
 
 
 def test_a_read_of_whole_lf_events_is_judged_as_by_the_boundary_search():
@@ -81,7 +84,8 @@ def test_a_read_of_whole_lf_events_is_judged_as_by_the_boundary_search():
         ("openai", CHUNK + b"\n\n\n" + CHUNK),                                 # extra blank lines
         ("openai", CHUNK + b"data:" + CHUNK[6:]),                              # no space after the colon
         ("openai", CHUNK + CHUNK[:30]),                                        # ends mid-event
-        ("anthropic", typed_lf * 2),
+        ("anthropic", typed_lf * 2),                                           # the second after the end
+        ("openai", CHUNK + DONE + CHUNK + DONE),
         ("anthropic", typed_lf + CHUNK),                                       # a typeless event on Messages
         ("anthropic", typed_lf + DONE),
     ]
@@ -94,4 +98,39 @@ def test_a_read_of_whole_lf_events_is_judged_as_by_the_boundary_search():
         verdict = split.failure is None and split.close() is None
         assert verdict == (searched.failure is None and searched.close() is None), (api_format, stream)
         verdicts.add((verdict, passed == len(stream)))
-    assert verdicts == {(True, True), (False, True), (False, False)}   # good, cut short at close, bad mid-read
+    # good, cut short at close, bad mid-read, good with what follows its terminator held back
+    assert verdicts == {(True, True), (False, True), (False, False), (True, False)}
+
+
+def test_nothing_after_the_terminator_passes():
+    for api_format, stream, end in (("openai", CHUNK, DONE), ("anthropic", TYPED, STOP),
+                                    ("responses", b'data: {"type":"response.created"}\n\n',
+                                     b'data: {"type":"response.completed"}\n\n')):
+        after = stream + b"data: {not json\n\n" + end
+        whole = stream + end
+        for reads in ([whole + after], [whole[:-1], whole[-1:] + after], [stream, end[:3], end[3:] + after]):
+            check = EventCheck(api_format, "b")
+            passed = [check.feed(chunk) for chunk in reads]
+            assert sum(passed) == len(whole) and check.done and check.failure is None, (api_format, reads)
+            assert check.close() is None
+
+
+def test_a_stream_whose_body_ends_cleanly_before_its_terminator_is_refused_at_close():
+    ping = b'event: ping\ndata: {"type":"ping"}\n\n'
+    created = b'event: response.created\ndata: {"type":"response.created"}\n\n'
+    for api_format, stream, terminator in (("openai", CHUNK * 2, "no data: [DONE]"),
+                                           ("anthropic", ping, "no message_stop"),
+                                           ("responses", created, "no response.completed")):
+        check = EventCheck(api_format, "b")
+        assert check.feed(stream) == len(stream) and check.failure is None    # every event passes as it comes
+        failure = check.close()
+        assert isinstance(failure, UpstreamInvalid), api_format
+        assert "ended its event stream before the answer did" in failure.message and terminator in failure.message
+
+
+def test_an_error_event_of_the_backend_ends_its_answer():
+    for api_format, stream in (("openai", CHUNK + b'data: {"error":{"message":"overloaded"}}\n\n'),
+                               ("anthropic", b'event: error\ndata: {"type":"error","error":{"type":"x"}}\n\n'),
+                               ("responses", b'event: response.failed\ndata: {"type":"response.failed"}\n\n')):
+        check = EventCheck(api_format, "b")
+        assert check.feed(stream) == len(stream) and check.close() is None, api_format

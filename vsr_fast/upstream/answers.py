@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import AsyncIterator
+from typing import Any
 
 import msgspec
 
@@ -45,12 +46,18 @@ class _Counted(msgspec.Struct):
     input_tokens: int
 
 
-class _Object(msgspec.Struct):
-    """Any JSON object: msgspec checks the syntax and skips every field without building it."""
-
-
 class _Typed(msgspec.Struct):
     type: str
+
+
+class _Chunk(msgspec.Struct):
+    """A Chat chunk: any object (msgspec skips its fields); one with an ``error`` is the backend's error."""
+
+    error: Any = None
+
+    @property
+    def type(self) -> str:
+        return "" if self.error is None else "error"
 
 
 # By the path the request went to under the backend's base: what answers there must hold.
@@ -62,7 +69,14 @@ _SHAPES = {"/chat/completions": msgspec.json.Decoder(_Chat), "/messages": msgspe
 # A streamed event's data, by the backend's api_format: Chat chunks are objects ending with [DONE]; Messages and
 # Responses events are objects with their ``type``.
 _EVENT_DATA = {"anthropic": msgspec.json.Decoder(_Typed), "responses": msgspec.json.Decoder(_Typed)}
-_ANY_OBJECT = msgspec.json.Decoder(_Object)
+_CHUNK = msgspec.json.Decoder(_Chunk)
+# What ends an answer, by api_format: its terminator (Chat's [DONE]), or an error event of the backend's.
+_ENDS = {"anthropic": frozenset({"message_stop", "error"}),
+         "responses": frozenset({"response.completed", "response.incomplete", "response.failed", "error"})}
+_CHAT_ENDS = frozenset({"error"})
+_TERMINATOR = {"anthropic": "message_stop", "responses": "response.completed"}
+# Past these nothing more belongs to the answer: what a backend sends after is never read.
+_LAST = frozenset({"message_stop", "response.completed", "response.incomplete", "response.failed"})
 _FIELDS = frozenset({b"data", b"event", b"id", b"retry"})
 _BOUNDARY = re.compile(rb"\r?\n\r?\n")
 _SIMPLE = re.compile(rb"(?:event: ?[^\r\n:]*\r?\n)?data: ?([^\r\n]*)")
@@ -75,21 +89,28 @@ class EventCheck:
     ``retry``), an event's data (its ``data`` lines joined) a JSON object of the backend's protocol or
     Chat's ``[DONE]``; a block without data dispatches nothing and is let through. Line ends are LF or
     CRLF, as every LLM API writes them (a bare CR is not taken for one). The first bad event sets
-    ``failure`` (UpstreamInvalid); the bytes before it are good.
+    ``failure`` (UpstreamInvalid); the bytes before it are good. A stream must end its answer: with its
+    protocol's terminator (Chat's ``[DONE]``, ``message_stop``, ``response.completed`` / ``.incomplete`` /
+    ``.failed``) or an error event; one that stops before is cut short, which ``close`` says. The
+    terminator is the stream's last event (``done``): ``feed`` passes no byte after it.
     """
 
-    __slots__ = ("_data", "_label", "_pending", "events", "failure")
+    __slots__ = ("_data", "_ends", "_label", "_pending", "_terminator", "done", "ended", "events", "failure")
 
     def __init__(self, api_format: str, label: str) -> None:
-        self._data = _EVENT_DATA.get(api_format, _ANY_OBJECT)
+        self._data = _EVENT_DATA.get(api_format, _CHUNK)
+        self._ends = _ENDS.get(api_format, _CHAT_ENDS)
+        self._terminator = _TERMINATOR.get(api_format, "data: [DONE]")
         self._label = label
         self._pending = bytearray()
         self.events = 0
+        self.ended = False          # the answer's end came: its terminator or an error event
+        self.done = False           # its terminator came: nothing after it is the answer's
         self.failure: UpstreamInvalid | None = None
 
     def feed(self, chunk: bytes) -> int:
         """How many bytes of ``chunk`` may pass: all of it, its unfinished event included, unless an event
-        in it is bad; then only those before that event."""
+        in it is bad (then only those before that event) or the terminator (then those up to its end)."""
         carried = len(self._pending)
         if not carried and b"\r" not in chunk:
             return self._feed_lf(chunk)
@@ -108,6 +129,9 @@ class EventCheck:
                 self._pending = bytearray()
                 return max(0, start - carried)
             start = m.end()
+            if self.done:
+                self._pending = bytearray()
+                return start - carried
         self._pending = bytearray(data[start:]) if start or not carried else self._pending
         return len(chunk)
 
@@ -125,6 +149,8 @@ class EventCheck:
             if self.failure is not None:
                 return start
             start += len(block) + 2
+            if self.done:
+                return start
         if rest:
             self._pending = bytearray(rest)
         return len(chunk)
@@ -136,6 +162,11 @@ class EventCheck:
             self.failure = self._problem(rest)
         if self.failure is None and not self.events:
             self.failure = UpstreamInvalid.at(self._label, "answered an event stream without an event")
+        elif self.failure is None and not self.ended:
+            # A clean end of the body between two events is no end of the answer: relayed as one, a client
+            # would take the half answer for the whole (and a cache could keep it).
+            self.failure = UpstreamInvalid.at(
+                self._label, f"ended its event stream before the answer did (no {self._terminator})")
         return self.failure
 
     def _problem(self, block: bytes) -> UpstreamInvalid | None:
@@ -160,14 +191,18 @@ class EventCheck:
         return self._check_data(b"\n".join(data))
 
     def _check_data(self, value: bytes) -> UpstreamInvalid | None:
-        if value == b"[DONE]" and self._data is _ANY_OBJECT:
+        if value == b"[DONE]" and self._data is _CHUNK:
             self.events += 1
+            self.ended = self.done = True
             return None
         try:
-            self._data.decode(value)
+            event = self._data.decode(value)
         except msgspec.DecodeError as exc:
             return self._bad(f"an event whose data is not a JSON event of its protocol ({exc})", value)
         self.events += 1
+        if event.type in self._ends:
+            self.ended = True
+            self.done = event.type in _LAST
         return None
 
     def _bad(self, what: str, sample: bytes) -> UpstreamInvalid:
@@ -212,8 +247,8 @@ async def read_bounded(resp: Response, limit: int, label: str) -> bytes:
 class Checked:
     """A backend's event stream as it comes, each chunk released only as far as its events are well formed
     (``EventCheck``) and ``limit`` bytes in all (``already`` counted); past either, UpstreamInvalid or
-    UpstreamTooLarge, after the good bytes before it. A class, not an async generator: the relay may drop
-    it unfinished, and it holds nothing to finalize."""
+    UpstreamTooLarge, after the good bytes before it; it ends with the answer's terminator, whatever follows.
+    A class, not an async generator: the relay may drop it unfinished, and it holds nothing to finalize."""
 
     __slots__ = ("_check", "_chunks", "_failure", "_label", "_limit", "_size")
 
@@ -232,6 +267,10 @@ class Checked:
     async def __anext__(self) -> bytes:
         if self._failure is not None:
             raise self._failure
+        if self._check.done:
+            # The answer ended: what the backend sends after it is not read, and its connection, left with a
+            # body unfinished, is closed rather than reused when the relay closes the answer.
+            raise StopAsyncIteration
         try:
             chunk = await self._chunks.__anext__()
         except StopAsyncIteration:
@@ -246,7 +285,7 @@ class Checked:
             raise self._failure
         good = self._check.feed(chunk)
         if self._check.failure is None:
-            return chunk
+            return chunk if good == len(chunk) else chunk[:good]
         self._failure = self._check.failure
         if not good:
             raise self._failure

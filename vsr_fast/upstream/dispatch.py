@@ -292,12 +292,12 @@ async def _first_event(chunks: answers.Checked) -> bytes:
     """The stream's bytes up to its first well-formed event: a backend whose stream is broken from the start
     (not an event stream, an empty one, a first event that is no event of its protocol) is UpstreamInvalid
     while the router can still fall back, before a byte reaches the client."""
-    first = b""
+    first: list[bytes] = []      # joined once: a first event of many reads is not copied again at each
     async for chunk in chunks:
-        first += chunk
+        first.append(chunk)
         if chunks.events:
             break
-    return first
+    return first[0] if len(first) == 1 else b"".join(first)
 
 
 def _as_bytes(header: tuple[str, str | bytes]) -> tuple[bytes, bytes]:

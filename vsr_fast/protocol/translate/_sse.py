@@ -17,30 +17,44 @@ class SSEParser:
     since some backends end on ``data: [DONE]\\n``.
     """
 
-    __slots__ = ("_buf", "_event", "_data")
+    __slots__ = ("_parts", "_event", "_data")
 
     def __init__(self) -> None:
-        self._buf = b""
+        self._parts: list[bytes] = []     # the unfinished line, as the reads that brought it
         self._event: str | None = None
         self._data: list[bytes] = []
 
     def feed(self, chunk: bytes) -> list[SSEvent]:
-        buf = self._buf + chunk if self._buf else chunk
+        parts = self._parts
+        search = 0
+        if parts:
+            # A line arriving in many reads is kept as its reads, each searched once, and joined when it ends
+            # (joining and searching all of it at every read cost the square of its length). A carried CR may
+            # be half a CRLF: the search starts on it.
+            if parts[-1][-1:] != b"\r" and _EOL.search(chunk) is None:
+                parts.append(chunk)
+                return []
+            carried = sum(map(len, parts))
+            buf, self._parts = b"".join((*parts, chunk)), []
+            search = carried - 1 if parts[-1][-1:] == b"\r" else carried
+        else:
+            buf = chunk
         events: list[SSEvent] = []
         pos = 0
-        while (m := _EOL.search(buf, pos)) is not None:
+        while (m := _EOL.search(buf, search)) is not None:
             if m.group() == b"\r" and m.end() == len(buf):
                 break   # maybe the first half of a CRLF: wait for the next byte
             self._line(buf[pos:m.start()], events)
-            pos = m.end()
-        self._buf = buf[pos:]
+            pos = search = m.end()
+        if pos < len(buf):
+            self._parts = [buf[pos:]]
         return events
 
     def close(self) -> list[SSEvent]:
         events: list[SSEvent] = []
-        if self._buf:
-            self._line(self._buf.rstrip(b"\r"), events)
-            self._buf = b""
+        if self._parts:
+            self._line(b"".join(self._parts).rstrip(b"\r"), events)
+            self._parts = []
         self._line(b"", events)
         return events
 

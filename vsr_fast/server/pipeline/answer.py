@@ -200,7 +200,7 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
             failure = RequestTimeout("the request's deadline passed while the answer streamed")
             ex.state.metrics.timeouts.inc(ex.api, "answer")
         if failure is not None:
-            ex.status = failure.status
+            ex.status, ex.failure = failure.status, failure     # the access log's error and cause
             rec.failed(failure.stage, failure)
             tail = tr.fail(failure)
         else:
@@ -337,7 +337,7 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
 
 async def _held_failure(ex: Exchange, send: Send, failure: VsrError) -> None:
     """A held stream that did not end whole: its failure alone, on HTTP 200, with nothing of the answer."""
-    ex.status = 200
+    ex.status, ex.failure = 200, failure
     ex.warnings = render_warnings([], codes=ex.codes)
     ex.rec.failed(failure.stage, failure)
     body = ex.adapter.stream_failure(failure)
