@@ -134,3 +134,19 @@ def test_an_error_event_of_the_backend_ends_its_answer():
                                ("responses", b'event: response.failed\ndata: {"type":"response.failed"}\n\n')):
         check = EventCheck(api_format, "b")
         assert check.feed(stream) == len(stream) and check.close() is None, api_format
+
+
+def test_a_chat_stream_whose_every_choice_finished_has_ended_without_done():
+    """Some OpenAI-compatible servers leave out [DONE]: the answer is whole once each choice has its finish_reason."""
+    def chunk(index: int, finish: str | None) -> bytes:
+        reason = "null" if finish is None else f'"{finish}"'
+        return (b'data: {"choices":[{"index":%d,"delta":{"content":"x"},"finish_reason":%s}]}\n\n'
+                % (index, reason.encode()))
+
+    for stream, whole in ((chunk(0, None) + chunk(0, "stop"), True),
+                          (chunk(0, None) + chunk(1, None) + chunk(0, "stop") + chunk(1, "length"), True),
+                          (chunk(0, None) + chunk(1, None) + chunk(0, "stop"), False),     # choice 1 cut short
+                          (chunk(0, None), False)):
+        check = EventCheck("openai", "b")
+        assert check.feed(stream) == len(stream)
+        assert (check.close() is None) is whole, stream

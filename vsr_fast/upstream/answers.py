@@ -50,10 +50,17 @@ class _Typed(msgspec.Struct):
     type: str
 
 
+class _Choice(msgspec.Struct):
+    index: Any = 0
+    finish_reason: Any = None
+
+
 class _Chunk(msgspec.Struct):
-    """A Chat chunk: any object (msgspec skips its fields); one with an ``error`` is the backend's error."""
+    """A Chat chunk: any object (msgspec skips its other fields); one with an ``error`` is the backend's error.
+    Its choices' ``finish_reason`` says which of them have ended."""
 
     error: Any = None
+    choices: list[_Choice] | None = None
 
     @property
     def type(self) -> str:
@@ -91,11 +98,14 @@ class EventCheck:
     CRLF, as every LLM API writes them (a bare CR is not taken for one). The first bad event sets
     ``failure`` (UpstreamInvalid); the bytes before it are good. A stream must end its answer: with its
     protocol's terminator (Chat's ``[DONE]``, ``message_stop``, ``response.completed`` / ``.incomplete`` /
-    ``.failed``) or an error event; one that stops before is cut short, which ``close`` says. The
-    terminator is the stream's last event (``done``): ``feed`` passes no byte after it.
+    ``.failed``) or an error event; one that stops before is cut short, which ``close`` says. A Chat
+    stream whose every choice has its ``finish_reason`` has ended too: servers that leave out ``[DONE]``
+    exist, and the answer is whole. The terminator is the stream's last event (``done``): ``feed`` passes
+    no byte after it.
     """
 
-    __slots__ = ("_data", "_ends", "_label", "_pending", "_terminator", "done", "ended", "events", "failure")
+    __slots__ = ("_data", "_ends", "_label", "_open", "_pending", "_terminator", "done", "ended", "events",
+                 "failure")
 
     def __init__(self, api_format: str, label: str) -> None:
         self._data = _EVENT_DATA.get(api_format, _CHUNK)
@@ -103,6 +113,7 @@ class EventCheck:
         self._terminator = _TERMINATOR.get(api_format, "data: [DONE]")
         self._label = label
         self._pending = bytearray()
+        self._open: dict[int, bool] | None = None     # Chat: each choice index seen, whether it is still open
         self.events = 0
         self.ended = False          # the answer's end came: its terminator or an error event
         self.done = False           # its terminator came: nothing after it is the answer's
@@ -162,7 +173,7 @@ class EventCheck:
             self.failure = self._problem(rest)
         if self.failure is None and not self.events:
             self.failure = UpstreamInvalid.at(self._label, "answered an event stream without an event")
-        elif self.failure is None and not self.ended:
+        elif self.failure is None and not self.ended and not self._finished:
             # A clean end of the body between two events is no end of the answer: relayed as one, a client
             # would take the half answer for the whole (and a cache could keep it).
             self.failure = UpstreamInvalid.at(
@@ -203,7 +214,21 @@ class EventCheck:
         if event.type in self._ends:
             self.ended = True
             self.done = event.type in _LAST
+        elif self._data is _CHUNK and event.choices:
+            self._choices(event.choices)
         return None
+
+    def _choices(self, choices: list[_Choice]) -> None:
+        opened = self._open
+        if opened is None:
+            opened = self._open = {}
+        for choice in choices:
+            opened[choice.index] = opened.get(choice.index, True) and choice.finish_reason is None
+
+    @property
+    def _finished(self) -> bool:
+        """Every Chat choice seen has its finish_reason."""
+        return bool(self._open) and not any(self._open.values())
 
     def _bad(self, what: str, sample: bytes) -> UpstreamInvalid:
         # The backend's bytes go to the log, not to the client: they are not the router's to relay.
