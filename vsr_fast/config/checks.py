@@ -17,6 +17,7 @@ from redis.connection import parse_url as parse_redis_url
 from .algorithm import algorithm_errors
 from .auth_checks import check_auth
 from .embedding_checks import check_embeddings
+from .ineffective import check_ineffective
 from .output import ModelFacts, output_capability_missing, output_not_executable
 from .schema import Decision, ModelRef, Recipe, RouterConfig, RuleNode
 
@@ -40,6 +41,7 @@ def check(config: RouterConfig) -> tuple[list[str], list[str]]:
     _check_store_files(config, errors)
     _check_store_urls(config, errors)
     _check_written_paths(config, errors)
+    check_ineffective(config, warnings)
     return errors, warnings
 
 
