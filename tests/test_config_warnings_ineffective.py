@@ -1,6 +1,7 @@
 """Settings that load but can never take effect are load warnings, each one line with its path and code: a plugin
 type given twice in one layer, a model twice in one modelRefs, a fast_response with an empty message, a tools
-policy filtered with no allow_tools, a predicate no probability can meet."""
+policy filtered with no allow_tools, a predicate no probability can meet. Two backends of one model under one
+name are a load error (their metrics, health state and logs would be one backend's)."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ import yaml
 from vsr_fast.routing import load_raw
 from vsr_fast.routing.loaded import validate_bytes
 
-from .test_plugins_config import AT, doc
+from .test_plugins_config import AT, doc, errors_of
 
 CODES = ("duplicate_plugin", "duplicate_model", "empty_message", "empty_allow_tools", "never_matches")
 
@@ -120,3 +121,19 @@ def test_the_warnings_reach_config_validate_json_with_path_and_code():
     report = validate_bytes(yaml.safe_dump(d).encode())
     assert report.errors == [] and any(": duplicate_plugin: " in w for w in report.warnings)
     assert json.dumps(report.warnings)
+
+
+def test_two_backends_of_one_model_under_one_name_fail_to_load():
+    d = doc([])
+    d["providers"]["models"][0]["backend_refs"] = [{"endpoint": "http://127.0.0.1:1/v1", "name": "east"},
+                                                   {"endpoint": "http://127.0.0.1:2/v1", "name": "east"}]
+    [line] = errors_of(d)
+    assert line.startswith("providers.models[m].backend_refs[1].name: duplicate_name: backend 'east' is already "
+                           "backend_refs[0]'s name")
+
+
+def test_a_backend_named_like_another_backends_default_label_fails_too():
+    d = doc([])
+    d["providers"]["models"][0]["backend_refs"] = [{"endpoint": "http://127.0.0.1:1/v1", "name": "m[1]"},
+                                                   {"endpoint": "http://127.0.0.1:2/v1"}]
+    assert [line.partition(": ")[0] for line in errors_of(d)] == ["providers.models[m].backend_refs[1].name"]
