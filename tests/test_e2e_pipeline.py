@@ -2,12 +2,15 @@
 during routing, and the request plugins' provider-bound requests as the mock upstream received them."""
 from __future__ import annotations
 
+import json
+
 import anthropic
 import httpx
 import openai
 import pytest
 
 from bench.fake_systemone import process as fake_process
+from vsr_fast.plugins import fast_response
 
 from .procs import config, mock_upstream, model, replay_record, router, wait_until, write_config
 
@@ -237,3 +240,64 @@ def test_the_signals_take_half_of_what_the_request_has_left_and_the_model_the_re
             assert r.status_code == 200, r.text
             assert r.headers["x-vsr-response-path"] == "fallback" and r.headers["x-vsr-selected-model"] == "m"
             assert metric(proc, "vsr_request_timeouts_total") == 0
+
+
+# --- fast_response and a Chat client's n: n choices, indexes 0..n-1, each the message, whole and streamed
+
+FAST_MESSAGE = "We are closed today."
+
+
+def sse_events(sse: bytes) -> list[dict]:
+    return [json.loads(line[6:]) for line in sse.decode().splitlines()
+            if line.startswith("data: ") and line != "data: [DONE]"]
+
+
+def test_fast_response_whole_answer_has_n_choices_each_the_message():
+    body = json.loads(fast_response.chat_completion(FAST_MESSAGE, "d", 3))
+    assert [(c["index"], c["message"]["content"], c["finish_reason"]) for c in body["choices"]] == [
+        (i, FAST_MESSAGE, "stop") for i in range(3)]
+    assert len(json.loads(fast_response.chat_completion(FAST_MESSAGE, "d"))["choices"]) == 1
+
+
+def test_fast_response_stream_has_each_choice_from_role_to_finish_then_usage():
+    chunks = sse_events(fast_response.chat_stream(FAST_MESSAGE, "d", 2))
+    text = {0: "", 1: ""}
+    finished = []
+    for chunk in chunks:
+        for choice in chunk["choices"]:
+            text[choice["index"]] += choice["delta"].get("content") or ""
+            if choice["finish_reason"]:
+                finished.append(choice["index"])
+    assert text == {0: FAST_MESSAGE, 1: FAST_MESSAGE} and finished == [0, 1]
+    assert chunks[-1]["choices"] == [] and "usage" in chunks[-1]
+
+
+@pytest.fixture(scope="module")
+def fast_closed(tmp_path_factory):
+    decisions = [{"name": "closed", "priority": 10, "modelRefs": [],
+                  "plugins": [{"type": "fast_response", "configuration": {"message": FAST_MESSAGE}}],
+                  "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "closed"}]}},
+                 {"name": "open", "modelRefs": [{"model": "m"}],
+                  "rules": {"operator": "NOT", "conditions": [{"type": "keyword", "name": "closed"}]}}]
+    doc = config([model("m", "http://127.0.0.1:9/v1")], decisions,
+                 signals={"keywords": [{"name": "closed", "operator": "OR", "keywords": ["hello"]}]})
+    with router(write_config(doc, str(tmp_path_factory.mktemp("fast")))) as proc:
+        yield proc
+
+
+def test_fast_response_to_a_chat_client_asking_n_2_gets_two_choices_whole_and_streamed(fast_closed):
+    client = openai.OpenAI(base_url=f"{fast_closed.url}/v1", api_key="k", max_retries=0)
+    whole = client.chat.completions.create(model="vsr/auto", n=2, messages=[{"role": "user", "content": "hello"}])
+    assert [(c.index, c.message.content) for c in whole.choices] == [(0, FAST_MESSAGE), (1, FAST_MESSAGE)]
+    text: dict[int, str] = {}
+    for chunk in client.chat.completions.create(model="vsr/auto", n=2, stream=True,
+                                                messages=[{"role": "user", "content": "hello"}]):
+        for c in chunk.choices:
+            text[c.index] = text.get(c.index, "") + (c.delta.content or "")
+    assert text == {0: FAST_MESSAGE, 1: FAST_MESSAGE}
+
+
+def test_fast_response_to_a_messages_client_with_no_n_is_one_answer(fast_closed):
+    msg = anthropic.Anthropic(base_url=fast_closed.url, api_key="k", max_retries=0).messages.create(
+        model="vsr/auto", max_tokens=20, messages=[{"role": "user", "content": "hello"}])
+    assert [b.text for b in msg.content] == [FAST_MESSAGE]

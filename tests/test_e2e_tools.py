@@ -63,7 +63,7 @@ def test_a_chat_clients_tools_are_allowed_and_blocked_by_name_for_every_backend(
     client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
     raw = client.chat.completions.with_raw_response.create(
         model="vsr/auto", tools=[chat_tool(n) for n in ("docs.search", "admin.delete", "weather", "tickets.lookup")],
-        tool_choice={"type": "function", "function": {"name": "admin.delete"}},
+        tool_choice={"type": "function", "function": {"name": "docs.search"}},
         messages=[{"role": "user", "content": "Delete it."},
                   {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
                                                         "function": {"name": "admin.delete", "arguments": "{}"}}]},
@@ -71,10 +71,29 @@ def test_a_chat_clients_tools_are_allowed_and_blocked_by_name_for_every_backend(
                   {"role": "user", "content": f"Now look it up via {fmt}."}])
     body = sent(upstream)
     assert names(body) == ["docs.search", "tickets.lookup"]
-    assert "tool_choice" not in body                     # it named a tool the policy removed
+    assert "docs.search" in json.dumps(body["tool_choice"])     # a forced tool the policy keeps, in fmt's shape
     assert "deleted" not in json.dumps(body) and "c1" not in json.dumps(body)   # strip_tool_history
     record = replay_record(proc, raw.headers["x-vsr-replay-id"])
     assert any("tools: policy filtered: removed admin.delete, weather" in p for p in record["plugins"]), record
+
+
+def test_a_client_forcing_a_tool_the_policy_removes_is_refused_in_its_own_protocol(governed):
+    """Sent on, the request would have the model call some other tool; the client learns which field to fix."""
+    proc, _ = governed
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as chat:
+        client.chat.completions.create(
+            model="vsr/auto", tools=[chat_tool("docs.search"), chat_tool("admin.delete")],
+            tool_choice={"type": "function", "function": {"name": "admin.delete"}},
+            messages=[{"role": "user", "content": "Delete it via openai."}])
+    assert chat.value.body["param"] == "tool_choice" and "admin.delete" in chat.value.body["message"]
+    messages = anthropic.Anthropic(base_url=proc.url, api_key="k", max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as msgs:
+        messages.messages.create(model="vsr/auto", max_tokens=20, tool_choice={"type": "tool", "name": "other"},
+                                 messages=[{"role": "user", "content": "Go via anthropic."}],
+                                 tools=[{"name": n, "input_schema": {"type": "object"}}
+                                        for n in ("tickets.lookup", "other")])
+    assert "tool_choice" in str(msgs.value)
 
 
 def test_a_messages_client_keeps_only_its_allowed_tools(governed):

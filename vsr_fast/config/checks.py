@@ -17,6 +17,7 @@ from redis.connection import parse_url as parse_redis_url
 from .algorithm import algorithm_errors
 from .auth_checks import check_auth
 from .embedding_checks import check_embeddings
+from .ineffective import check_ineffective
 from .output import ModelFacts, output_capability_missing, output_not_executable
 from .schema import Decision, ModelRef, Recipe, RouterConfig, RuleNode
 
@@ -40,6 +41,7 @@ def check(config: RouterConfig) -> tuple[list[str], list[str]]:
     _check_store_files(config, errors)
     _check_store_urls(config, errors)
     _check_written_paths(config, errors)
+    check_ineffective(config, warnings)
     return errors, warnings
 
 
@@ -259,8 +261,15 @@ def _check_providers(config: RouterConfig, errors: list[str], warnings: list[str
             errors.append(f"{base}.deployment: invalid_value: only a native alias (api_format: systemone) names a deployment")
         elif not model.backend_refs:
             errors.append(f"{base}.backend_refs: missing_field: a provider model needs at least one backend_ref")
+        labels: dict[str, int] = {}
         for i, ref in enumerate(model.backend_refs):
             where = f"{base}.backend_refs[{i}]"
+            label = ref.name or f"{model.name}[{i}]"     # how metrics, health checks and logs name it
+            if label in labels:
+                errors.append(f"{where}.name: duplicate_name: backend {label!r} is already backend_refs"
+                              f"[{labels[label]}]'s name; its metrics, health state and log lines would read "
+                              "as one backend's: name each backend of a model once")
+            labels.setdefault(label, i)
             problem = endpoint_problem(ref.endpoint)
             if problem:
                 errors.append(f"{where}.endpoint: invalid_value: {problem}")

@@ -19,26 +19,31 @@ class FastResponseConfig(Block):
     message: str
 
 
-def chat_completion(message: str, model: str) -> bytes:
-    """The message as a whole Chat Completion."""
+def chat_completion(message: str, model: str, n: int = 1) -> bytes:
+    """The message as a whole Chat Completion: ``n`` choices (a Chat client's ``n``), each the message."""
     return msgspec.json.encode({
         "id": f"chatcmpl-fast-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
-        "model": model, "choices": [{"index": 0, "message": {"role": "assistant", "content": message},
-                                     "finish_reason": "stop"}],
+        "model": model, "choices": [{"index": i, "message": {"role": "assistant", "content": message},
+                                     "finish_reason": "stop"} for i in range(n)],
         "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
     })
 
 
-def chat_stream(message: str, model: str) -> bytes:
-    """The message as a Chat Completions SSE stream: role, content, finish, usage, [DONE]."""
+def chat_stream(message: str, model: str, n: int = 1) -> bytes:
+    """The message as a Chat Completions SSE stream: each of the ``n`` choices' role, content and finish, then
+    usage, [DONE]."""
     ident, created = f"chatcmpl-fast-{uuid.uuid4().hex[:12]}", int(time.time())
 
-    def chunk(delta: dict, finish: str | None = None, usage: dict | None = None) -> bytes:
+    def chunk(choices: list, usage: dict | None = None) -> bytes:
         body: dict = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": model,
-                      "choices": [{"index": 0, "delta": delta, "finish_reason": finish}] if usage is None else []}
+                      "choices": choices}
         if usage is not None:
             body["usage"] = usage
         return b"data: " + msgspec.json.encode(body) + b"\n\n"
 
-    return (chunk({"role": "assistant", "content": ""}) + chunk({"content": message}) + chunk({}, "stop")
-            + chunk({}, usage={"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}) + b"data: [DONE]\n\n")
+    def choice(i: int, delta: dict, finish: str | None = None) -> list:
+        return [{"index": i, "delta": delta, "finish_reason": finish}]
+
+    out = b"".join(chunk(choice(i, {"role": "assistant", "content": ""})) + chunk(choice(i, {"content": message}))
+                   + chunk(choice(i, {}, "stop")) for i in range(n))
+    return out + chunk([], {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}) + b"data: [DONE]\n\n"

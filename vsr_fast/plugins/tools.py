@@ -29,6 +29,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from ..config.schema_base import Block
+from ..errors import InvalidValue
 from ._merge import merged_fields
 from .match import FEATURES, MAX_CHOICES, Judge, Match
 from .match import check as check_match
@@ -266,9 +267,15 @@ def listed(body: dict, fmt: str) -> list[ToolRef]:
     return out
 
 
-def keep_tools(body: dict, fmt: str, keep: Callable[[ToolRef], bool]) -> list[str]:
-    """Remove, in place, every tool ``keep`` refuses (an emptied namespace or additional_tools item goes too),
-    and a ``tool_choice`` naming a removed tool; the removed tools' keys."""
+def keep_tools(body: dict, fmt: str, keep: Callable[[ToolRef], bool], *,
+               forced: Literal["refuse", "drop"] | None = None) -> list[str]:
+    """Remove, in place, every tool ``keep`` refuses (an emptied namespace or additional_tools item goes too);
+    the removed tools' keys. A ``tool_choice`` that forces a removed tool is ``forced``: ``refuse`` raises
+    InvalidValue (400, ``param: tool_choice``: the client forced a tool the route's policy removes, and would
+    otherwise get another tool called without a word), ``drop`` removes it (what a selection did not choose).
+    Left out, a tools policy's own ``allows`` refuses and any other ``keep`` drops."""
+    if forced is None:
+        forced = "refuse" if isinstance(getattr(keep, "__self__", None), Tools) else "drop"
     removed: list[ToolRef] = []
 
     def kept(tools: list, namespace: str | None = None) -> list:
@@ -299,21 +306,42 @@ def keep_tools(body: dict, fmt: str, keep: Callable[[ToolRef], bool]) -> list[st
                     continue
             items.append(item)
         body["input"] = items
-    _fix_choice(body, fmt, {key for ref in removed for key in ref.keys()})
+    gone = {key for ref in removed for key in ref.keys()}
+    name = forced_tool(body, fmt)
+    if forced == "refuse" and name in gone:
+        raise InvalidValue(f"tool_choice forces tool {name!r}, which this route's tools policy removes; "
+                           "force another tool or leave the choice to the model", param="tool_choice")
+    _fix_choice(body, fmt, gone)
     return [ref.key for ref in removed]
 
 
-def _fix_choice(body: dict, fmt: str, removed: set[str]) -> None:
+# Responses tool_choice types that are not a hosted tool's own name.
+_CHOICE_KINDS = frozenset({"function", "custom", "allowed_tools", "mcp"})
+
+
+def forced_tool(body: dict, fmt: str) -> str | None:
+    """The tool name a ``tool_choice`` forces (Chat function or custom, Messages ``tool``, Responses function,
+    custom or hosted tool), or None when it forces none."""
     choice = body.get("tool_choice")
+    if not isinstance(choice, dict):
+        return None
+    if fmt == "openai":
+        inner = choice.get("function") or choice.get("custom")
+        name = inner.get("name") if isinstance(inner, dict) else None
+    elif fmt == "responses" and choice.get("type") not in _CHOICE_KINDS:
+        name = choice.get("type")       # a hosted tool is known by its type, as _ref names it
+    else:
+        name = choice.get("name")
+    return name if isinstance(name, str) and name else None
+
+
+def _fix_choice(body: dict, fmt: str, removed: set[str]) -> None:
     if not listed(body, fmt):
         for key in ("tool_choice", "parallel_tool_calls"):
             body.pop(key, None)
         return
-    if isinstance(choice, dict):
-        inner = choice.get("function") if fmt == "openai" else choice
-        name = inner.get("name") if isinstance(inner, dict) else None
-        if name in removed:     # any name the removed tool answers to (a namespaced tool's bare name too)
-            del body["tool_choice"]
+    if forced_tool(body, fmt) in removed:     # any name the removed tool answers to (a namespaced tool's bare name too)
+        del body["tool_choice"]
 
 
 def add_tools(body: dict, fmt: str, tools: list[CatalogTool]) -> None:
@@ -373,4 +401,4 @@ def encode(body: dict) -> bytes:
 
 
 __all__ = ["CatalogTool", "Select", "ToolRef", "Tools", "ToolsConfig", "TYPE", "add_tools", "check",
-           "duplicate_name", "keep_tools", "listed", "read_catalog", "resolve", "strip_history"]
+           "duplicate_name", "forced_tool", "keep_tools", "listed", "read_catalog", "resolve", "strip_history"]

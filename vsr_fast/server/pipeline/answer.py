@@ -67,11 +67,12 @@ async def _fast(ex: Exchange, send: Send, message: str) -> None:
     req, adapter = ex.req, ex.adapter
     assert req is not None
     name = ex.decision or "fast_response"
+    n = (req.body.n or 1) if ex.api == "chat" else 1     # a Chat client's n: as many choices, each the message
     if adapter.stream(req):
         tr = adapter.stream_translator(req, "openai")
-        body, content_type = tr.feed(fast_response.chat_stream(message, name)) + tr.close(), SSE
+        body, content_type = tr.feed(fast_response.chat_stream(message, name, n)) + tr.close(), SSE
     else:
-        reply = adapter.whole(req, "openai", 200, fast_response.chat_completion(message, name))
+        reply = adapter.whole(req, "openai", 200, fast_response.chat_completion(message, name, n))
         body, content_type = reply.body, reply.content_type
     ex.warnings = render_warnings([], codes=ex.codes)
     await _send(ex, send, body, content_type, streamed=adapter.stream(req))

@@ -1,0 +1,155 @@
+"""Load warnings for settings that load but can never take effect: a plugin type given twice in one layer (only
+the first is read), a model listed twice in one modelRefs (a candidate once), a fast_response with nothing to
+say, a tools policy ``filtered`` with no ``allow_tools`` (it removes every tool), and a predicate over a
+probability that no probability can meet.
+
+Each warning is one ``<path>: <code>: <message>`` line, like the load errors; the file still loads.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .application import Signals
+from .schema import ModelRef, PluginEntry, RouterConfig, RuleNode
+from .signals import Predicate
+
+# Condition types whose value is a probability, 0 to 1 (a systemone score question's is its expected level),
+# and the signals field that declares their rules.
+_PROBABILITY_FIELDS = {"systemone": "systemone", "domain": "domains", "fact_check": "fact_check",
+                       "user_feedback": "user_feedbacks", "jailbreak": "jailbreak", "safety": "safety", "pii": "pii",
+                       "hallucination": "hallucination", "refusal": "refusal", "turn_relation": "turn_relation",
+                       "complexity": "complexity", "modality": "modality"}
+
+
+def check_ineffective(config: RouterConfig, warnings: list[str]) -> None:
+    native = {ep.recipe for ep in config.entrypoints if ep.api == "systemone"}
+    found: list[Iterator[str]] = [_layer_warnings(path, entries) for path, entries in _layers(config)]
+    for recipe in config.recipes:
+        base = f"recipes[{recipe.name}]"
+        inherited = [("global.plugins", config.global_.plugins), (f"{base}.plugins", recipe.plugins)]
+        found.append(_rule_predicates(recipe.signals, f"{base}.signals"))
+        for i, decision in enumerate(recipe.decisions):
+            where = f"{base}.decisions[{i}]"
+            # A System One entrypoint's decision keeps only its own plugins.
+            stack = ([] if recipe.name in native else inherited) + [(f"{where}.plugins", decision.plugins)]
+            found += [_twice(decision.modelRefs, where), _tools_filtered(stack),
+                      _leaf_predicates(recipe.signals, decision.rules, f"{where}.rules")]
+        if recipe.fallback is not None:
+            found += [_twice(recipe.fallback.modelRefs, f"{base}.fallback"), _tools_filtered(inherited)]
+    # A layer's warning is found once for each decision it covers: it is said once.
+    warnings += dict.fromkeys(line for lines in found for line in lines)
+
+
+def _layers(config: RouterConfig) -> Iterator[tuple[str, list[PluginEntry]]]:
+    yield "global.plugins", config.global_.plugins
+    for recipe in config.recipes:
+        yield f"recipes[{recipe.name}].plugins", recipe.plugins
+        for i, decision in enumerate(recipe.decisions):
+            yield f"recipes[{recipe.name}].decisions[{i}].plugins", decision.plugins
+
+
+def _layer_warnings(path: str, entries: list[PluginEntry]) -> Iterator[str]:
+    first: dict[str, int] = {}
+    for j, entry in enumerate(entries):
+        if entry.type in first:
+            yield (f"{path}[{j}].type: duplicate_plugin: a layer reads one {entry.type} entry, the first "
+                   f"([{first[entry.type]}]); this one is never applied: merge the two")
+            continue
+        first[entry.type] = j
+        message = entry.configuration.get("message")
+        if entry.type == "fast_response" and isinstance(message, str) and not message.strip():
+            yield (f"{path}[{j}].configuration.message: empty_message: the fast_response answers every request "
+                   "it takes with an empty message")
+
+
+def _tools_filtered(stack: list[tuple[str, list[PluginEntry]]]) -> Iterator[str]:
+    """A merged tools policy (lowest layer first) ``filtered`` with no allow_tools, named at the layer that set
+    the mode."""
+    enabled, mode, allow, where = None, None, None, ""
+    for path, entries in stack:
+        j, entry = next(((j, e) for j, e in enumerate(entries) if e.type == "tools"), (None, None))
+        if entry is None:
+            continue
+        conf = entry.configuration
+        enabled = conf.get("enabled", enabled)
+        policy = conf.get("policy") if isinstance(conf.get("policy"), dict) else {}
+        if "mode" in policy:
+            mode, where = policy["mode"], f"{path}[{j}].configuration.policy.mode"
+        allow = policy.get("allow_tools", allow)
+    if enabled is not False and mode == "filtered" and not allow:
+        yield (f"{where}: empty_allow_tools: mode filtered keeps only the allow_tools, and none is listed: "
+               "every tool is removed (list allow_tools, or write mode: none to mean it)")
+
+
+def _twice(refs: list[ModelRef], base: str) -> Iterator[str]:
+    first: dict[str, int] = {}
+    for j, ref in enumerate(refs):
+        if ref.model in first:
+            yield (f"{base}.modelRefs[{j}].model: duplicate_model: {ref.model!r} is already modelRefs"
+                   f"[{first[ref.model]}]; a model is a candidate once, so this ref (its weight, lora_name, "
+                   "use_reasoning) is never used")
+        else:
+            first[ref.model] = j
+
+
+def _range(signals: Signals, type_: str, name: str) -> tuple[float, float | None] | None:
+    """The values a rule of ``type_`` publishes, (low, high; None: unbounded), or None when it is not one of the
+    probability types or the rule is not declared (the compile step reports that)."""
+    field = _PROBABILITY_FIELDS.get(type_)
+    rule = next((r for r in getattr(signals, field) if r.name == name), None) if field else None
+    if rule is None:
+        return None
+    question = getattr(rule, "question", None)
+    if question is not None and question.type == "score":
+        return 0.0, (len(question.criteria) - 1.0) if question.criteria else None
+    return 0.0, 1.0
+
+
+def _never_holds(p: Predicate, low: float, high: float | None) -> bool:
+    """Whether no value in [low, high] satisfies every bound of ``p``."""
+    lo, lo_open, hi, hi_open = low, False, high, False
+    for bound, is_open in ((p.gte, False), (p.gt, True)):
+        if bound is not None and (bound > lo or (bound == lo and is_open)):
+            lo, lo_open = bound, is_open
+    for bound, is_open in ((p.lte, False), (p.lt, True)):
+        if bound is not None and (hi is None or bound < hi or (bound == hi and is_open)):
+            hi, hi_open = bound, is_open
+    if p.eq is not None:
+        return not p.holds(p.eq) or p.eq < low or (high is not None and p.eq > high)
+    return hi is not None and (lo > hi or (lo == hi and (lo_open or hi_open)))
+
+
+def _what(low: float, high: float | None) -> str:
+    if (low, high) == (0.0, 1.0):
+        return "a probability, 0 to 1"
+    return f"a score from {low:g}" + (f" to {high:g}" if high is not None else "")
+
+
+def _bounds(p: Predicate) -> str:
+    return ", ".join(f"{k} {v:g}" for k, v in (("gt", p.gt), ("gte", p.gte), ("lt", p.lt), ("lte", p.lte),
+                                                 ("eq", p.eq)) if v is not None)
+
+
+def _rule_predicates(signals: Signals, base: str) -> Iterator[str]:
+    for type_, field in _PROBABILITY_FIELDS.items():
+        for rule in getattr(signals, field):
+            p = getattr(rule, "predicate", None)
+            span = _range(signals, type_, rule.name)
+            if p is not None and span is not None and not p.is_empty() and _never_holds(p, *span):
+                yield (f"{base}.{field}[{rule.name}].predicate: never_matches: {_bounds(p)} over {_what(*span)}: "
+                       "the rule can never match")
+
+
+def _leaf_predicates(signals: Signals, node: RuleNode, path: str) -> Iterator[str]:
+    if node.operator is not None:
+        for k, child in enumerate(node.conditions):
+            yield from _leaf_predicates(signals, child, f"{path}.conditions[{k}]")
+        return
+    p = node.predicate()
+    span = _range(signals, node.type or "", node.name or "") if p is not None else None
+    if p is not None and span is not None and _never_holds(p, *span):
+        yield (f"{path}: never_matches: {node.type} condition {node.name!r} tests {_what(*span)} with "
+               f"{_bounds(p)}: it can never hold")
+
+
+__all__ = ["check_ineffective"]
