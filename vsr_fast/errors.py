@@ -2,12 +2,14 @@
 
     VsrError                        500 internal               internal
     ├── ConfigError                     config_invalid         load (never reaches a client)
+    │   ├── StartError                  config_invalid         load (a path the configuration names cannot be opened at start)
     │   ├── ListenError                 listen_failed          load (a busy port, a bad address)
     │   └── ProbesFileError             probes_invalid         load (route probe's probes file)
     ├── AuthError                   401 invalid_api_key        auth (before the body is decoded)
     │   ├── MissingKey              401 missing_api_key
     │   ├── KeyNotAllowed           403 model_not_allowed      (the key may not call this entrypoint or model)
     │   ├── AdminOnly               403 admin_only             (an admin route without an admin key)
+    │   ├── KeyStoreUnavailable     503 key_store_unavailable  (no declared key, and the key store never answered)
     │   └── DelegatedCredentialMissing 401 delegated_credential_missing (spec 6.7; before any upstream call)
     ├── RateLimited                 429 rate_limit_exceeded    auth (Retry-After: when the window frees)
     ├── RequestError                400 invalid_request        decode
@@ -100,6 +102,10 @@ class ConfigError(VsrError):
         self.lines = lines
 
 
+class StartError(ConfigError):
+    """Something the configuration names cannot be opened where the router starts (a file, a directory)."""
+
+
 class ListenError(ConfigError):
     """A listener's address cannot be bound: the port is taken, the address is not this host's or not one."""
 
@@ -123,6 +129,13 @@ class AuthError(VsrError):
 
 class MissingKey(AuthError):
     code = "missing_api_key"
+
+
+class KeyStoreUnavailable(AuthError):
+    """A key matches no declared key and the key store has not answered since the router started: the key may
+    well be a stored one, so the caller is told to come back rather than that its key is wrong."""
+
+    status, code, type, retry_after_s = 503, "key_store_unavailable", "api_error", 1
 
 
 class KeyNotAllowed(AuthError):

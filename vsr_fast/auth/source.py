@@ -17,7 +17,7 @@ import trio
 
 from ..config.auth import ClientKey
 from ..config.schema import Listener, RouterConfig
-from ..errors import AuthError, MissingKey
+from ..errors import AuthError, KeyStoreUnavailable, MissingKey
 from ..headers import registry as h
 from ..protocol.canonical import Identity
 from .keys import Keyring, StoredKey
@@ -78,13 +78,6 @@ def trusted_reader(listener: Listener | None) -> Callable[[object], Identity]:
 
 def serving_listener(config: RouterConfig) -> Listener | None:
     return next((listener for listener in config.listeners if listener.role == "serving"), None)
-
-
-class KeyStoreUnavailable(AuthError):
-    """A key matches no declared key and the key store has not answered since the router started: the key may
-    well be a stored one, so the caller is told to come back rather than that its key is wrong."""
-
-    status, code, type, retry_after_s = 503, "key_store_unavailable", "api_error", 1
 
 
 class StoredKeys:

@@ -24,7 +24,7 @@ from ..plugins import layers as plugin_config
 from ..config.schema import Limits
 from ..config.stores import default_events_dir
 from ..auth.source import serving_listener
-from ..errors import ConfigError, ListenError, VsrError
+from ..errors import ConfigError, ListenError, StartError, VsrError
 from ..embeddings import Embedders
 from ..events.cache_store import cache_of
 from ..events.cache_writer import DirectCacheWriter
@@ -321,10 +321,6 @@ def run(loaded: Loaded, opts: ServeOptions) -> int:
         for line in exc.lines:
             print(f"error: {line}", file=sys.stderr)
     return 2 if failed else code
-
-
-class StartError(ConfigError):
-    """Something the configuration names cannot be opened where the router starts (a file, a directory)."""
 
 
 async def _serve_or_refuse(loaded: Loaded, opts: ServeOptions) -> None:
