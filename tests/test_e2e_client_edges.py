@@ -89,6 +89,11 @@ OPENAI_CASES = [
     ("/v1/responses", b'{"model": "m-responses", "input": "\xff\xfe"}', "invalid_utf8", None),
     ("/v1/images/generations", DEEP, "invalid_json", None),
     ("/v1/images/generations", b'{"prompt": "a cat", "n": "two"}', "invalid_type", "n"),
+    # An integer past 4,300 digits: msgspec refuses it (in linear time), a 400 naming the field, not a 500.
+    ("/v1/chat/completions", b'{"model": "m-openai", "messages": [{"role": "user", "content": "x"}], "seed": '
+                             + b"9" * 5000 + b"}", "invalid_value", "seed"),
+    ("/v1/responses", b'{"model": "m-responses", "input": "x", "max_output_tokens": ' + b"9" * 5000 + b"}",
+     "invalid_value", "max_output_tokens"),
 ]
 
 
@@ -121,6 +126,8 @@ ANTHROPIC_CASES = [
      "messages: at least one message is required"),
     ("/v1/messages/count_tokens", b'{"model": "m-anthropic", "messages": [{"role": "user", "content": 5}]}',
      "messages.0.content: Input should be a valid string or a valid list"),
+    ("/v1/messages", b'{"model": "m-anthropic", "max_tokens": ' + b"9" * 5000 + b', "messages": []}',
+     "max_tokens: Integer value out of range"),
 ]
 
 
@@ -168,6 +175,14 @@ OPENAI_RANGE_CASES = [
     ("chat", "m-anthropic", {"frequency_penalty": -3}, "frequency_penalty"),
     ("responses", "m-anthropic", {"temperature": 2.5}, "temperature"),
     ("responses", "m-openai", {"top_p": -0.5}, "top_p"),
+    # Integers past what any backend takes: a seed is an int64, a count at most int32's largest.
+    ("chat", "m-openai", {"max_tokens": 10**42}, "max_tokens"),
+    ("chat", "m-anthropic", {"max_completion_tokens": 2**31}, "max_completion_tokens"),
+    ("chat", "m-openai", {"seed": -99999999999999999999999999999}, "seed"),
+    ("chat", "m-openai", {"seed": 2**63}, "seed"),
+    ("chat", "m-openai", {"top_logprobs": 21}, "top_logprobs"),
+    ("responses", "m-openai", {"max_output_tokens": 10**42}, "max_output_tokens"),
+    ("responses", "m-anthropic", {"max_tool_calls": 10**30}, "max_tool_calls"),
 ]
 
 
@@ -193,6 +208,10 @@ ANTHROPIC_RANGE_CASES = [
     ({"tool_choice": {"type": "tool"}}, "tool_choice.name: Field required"),
     ({"thinking": {"type": "bogus"}}, "thinking: Input tag 'bogus' found using 'type' does not match"),
     ({"thinking": {"type": "enabled"}}, "thinking.budget_tokens: Field required"),
+    ({"max_tokens": 10**42}, "max_tokens: Input should be less than or equal to 2147483647"),
+    ({"top_k": 2**31}, "top_k: Input should be less than or equal to 2147483647"),
+    ({"thinking": {"type": "enabled", "budget_tokens": 10**30}},
+     "thinking.budget_tokens: Input should be less than or equal to 2147483647"),
 ]
 
 
