@@ -141,6 +141,34 @@ def test_bad_input_gets_anthropics_shape_and_words(gw, path, body, message):
     still_serves(gw)
 
 
+LONE_HIGH = b"a\\ud800b"   # a high surrogate escape, then no escape: msgspec said "Input data was truncated"
+
+
+@pytest.mark.parametrize(("path", "body", "prefix"), [
+    ("/v1/chat/completions", b'{"model": "m-openai", "messages": [{"role": "user", "content": "%s"}]}',
+     "Request body is not valid JSON: "),
+    ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "%s"}], "model": "m-openai"}',
+     "Request body is not valid JSON: "),
+    ("/v1/chat/completions", b'{"model": "m-openai", "x": "%s", "messages": [{"role": "user", "content": "x"}]}',
+     "Request body is not valid JSON: "),
+    ("/v1/responses", b'{"model": "m-responses", "input": "%s"}', "Request body is not valid JSON: "),
+    ("/v1/messages", b'{"model": "m-anthropic", "max_tokens": 8, "messages": [{"role": "user", "content": "%s"}]}',
+     "There was an error parsing the body of your request: "),
+])
+def test_a_lone_high_surrogate_is_named_with_its_position_not_called_truncated(gw, path, body, prefix):
+    body = body % LONE_HIGH
+    r = httpx.post(f"{gw.url}{path}", content=body, headers={"content-type": "application/json"}, timeout=30)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    expected = f"{prefix}JSON is malformed: invalid utf-16 surrogate pair (byte {body.index(b'b', body.index(LONE_HIGH))})"
+    assert err["message"] == expected
+    # A lone low surrogate has always been named so: the two read alike.
+    low = httpx.post(f"{gw.url}{path}", content=body.replace(b"ud800", b"udc00"),
+                     headers={"content-type": "application/json"}, timeout=30)
+    assert low.json()["error"]["message"] == expected
+    still_serves(gw)
+
+
 def test_the_sdks_raise_their_own_bad_request_errors(gw):
     client = anthropic.Anthropic(base_url=gw.url, api_key="x", max_retries=0,
                                  http_client=httpx2.Client(timeout=10))
