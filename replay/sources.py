@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import IO
 
 import msgspec
-import yaml
 
 from vsr_fast.config.stores import EventStreamStore, default_events_dir
 from vsr_fast.events.segments import LEGACY, Segments, segment_paths
 from vsr_fast.events.redis_stream import RedisSource
 from vsr_fast.events.source import entry
 from vsr_fast.events.types import Event
+from vsr_fast.routing import load_file
 
 
 class ExportLine(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -178,10 +178,10 @@ def default_journals(start: str | None, end: str | None) -> Source:
 
 
 def stream_config(config_path: str) -> EventStreamStore:
-    """``global.stores.event_stream`` of a configuration file (the default embedded stream when absent)."""
-    raw = yaml.safe_load(Path(config_path).read_bytes()) or {}
-    block = ((raw.get("global") or {}).get("stores") or {}).get("event_stream") or {}
-    return msgspec.convert(block, EventStreamStore, strict=True)
+    """``global.stores.event_stream`` of a configuration file (the default embedded stream when absent).
+
+    The file loads as ``--config`` does: one that does not (bad YAML, empty, not v0.5) raises ConfigError."""
+    return load_file(config_path).config.global_.stores.event_stream
 
 
 def open_source(*, input: str | None = None, redis_url: str | None = None, stream: str | None = None,

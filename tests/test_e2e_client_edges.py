@@ -89,6 +89,11 @@ OPENAI_CASES = [
     ("/v1/responses", b'{"model": "m-responses", "input": "\xff\xfe"}', "invalid_utf8", None),
     ("/v1/images/generations", DEEP, "invalid_json", None),
     ("/v1/images/generations", b'{"prompt": "a cat", "n": "two"}', "invalid_type", "n"),
+    # An integer past 4,300 digits: msgspec refuses it (in linear time), a 400 naming the field, not a 500.
+    ("/v1/chat/completions", b'{"model": "m-openai", "messages": [{"role": "user", "content": "x"}], "seed": '
+                             + b"9" * 5000 + b"}", "invalid_value", "seed"),
+    ("/v1/responses", b'{"model": "m-responses", "input": "x", "max_output_tokens": ' + b"9" * 5000 + b"}",
+     "invalid_value", "max_output_tokens"),
 ]
 
 
@@ -121,6 +126,8 @@ ANTHROPIC_CASES = [
      "messages: at least one message is required"),
     ("/v1/messages/count_tokens", b'{"model": "m-anthropic", "messages": [{"role": "user", "content": 5}]}',
      "messages.0.content: Input should be a valid string or a valid list"),
+    ("/v1/messages", b'{"model": "m-anthropic", "max_tokens": ' + b"9" * 5000 + b', "messages": []}',
+     "max_tokens: Integer value out of range"),
 ]
 
 
@@ -131,6 +138,34 @@ def test_bad_input_gets_anthropics_shape_and_words(gw, path, body, message):
     doc = r.json()
     assert doc == {"type": "error", "error": {"type": "invalid_request_error", "message": doc["error"]["message"]}}
     assert doc["error"]["message"].startswith(message), doc
+    still_serves(gw)
+
+
+LONE_HIGH = b"a\\ud800b"   # a high surrogate escape, then no escape: msgspec said "Input data was truncated"
+
+
+@pytest.mark.parametrize(("path", "body", "prefix"), [
+    ("/v1/chat/completions", b'{"model": "m-openai", "messages": [{"role": "user", "content": "%s"}]}',
+     "Request body is not valid JSON: "),
+    ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "%s"}], "model": "m-openai"}',
+     "Request body is not valid JSON: "),
+    ("/v1/chat/completions", b'{"model": "m-openai", "x": "%s", "messages": [{"role": "user", "content": "x"}]}',
+     "Request body is not valid JSON: "),
+    ("/v1/responses", b'{"model": "m-responses", "input": "%s"}', "Request body is not valid JSON: "),
+    ("/v1/messages", b'{"model": "m-anthropic", "max_tokens": 8, "messages": [{"role": "user", "content": "%s"}]}',
+     "There was an error parsing the body of your request: "),
+])
+def test_a_lone_high_surrogate_is_named_with_its_position_not_called_truncated(gw, path, body, prefix):
+    body = body % LONE_HIGH
+    r = httpx.post(f"{gw.url}{path}", content=body, headers={"content-type": "application/json"}, timeout=30)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    expected = f"{prefix}JSON is malformed: invalid utf-16 surrogate pair (byte {body.index(b'b', body.index(LONE_HIGH))})"
+    assert err["message"] == expected
+    # A lone low surrogate has always been named so: the two read alike.
+    low = httpx.post(f"{gw.url}{path}", content=body.replace(b"ud800", b"udc00"),
+                     headers={"content-type": "application/json"}, timeout=30)
+    assert low.json()["error"]["message"] == expected
     still_serves(gw)
 
 
@@ -168,6 +203,14 @@ OPENAI_RANGE_CASES = [
     ("chat", "m-anthropic", {"frequency_penalty": -3}, "frequency_penalty"),
     ("responses", "m-anthropic", {"temperature": 2.5}, "temperature"),
     ("responses", "m-openai", {"top_p": -0.5}, "top_p"),
+    # Integers past what any backend takes: a seed is an int64, a count at most int32's largest.
+    ("chat", "m-openai", {"max_tokens": 10**42}, "max_tokens"),
+    ("chat", "m-anthropic", {"max_completion_tokens": 2**31}, "max_completion_tokens"),
+    ("chat", "m-openai", {"seed": -99999999999999999999999999999}, "seed"),
+    ("chat", "m-openai", {"seed": 2**63}, "seed"),
+    ("chat", "m-openai", {"top_logprobs": 21}, "top_logprobs"),
+    ("responses", "m-openai", {"max_output_tokens": 10**42}, "max_output_tokens"),
+    ("responses", "m-anthropic", {"max_tool_calls": 10**30}, "max_tool_calls"),
 ]
 
 
@@ -193,6 +236,10 @@ ANTHROPIC_RANGE_CASES = [
     ({"tool_choice": {"type": "tool"}}, "tool_choice.name: Field required"),
     ({"thinking": {"type": "bogus"}}, "thinking: Input tag 'bogus' found using 'type' does not match"),
     ({"thinking": {"type": "enabled"}}, "thinking.budget_tokens: Field required"),
+    ({"max_tokens": 10**42}, "max_tokens: Input should be less than or equal to 2147483647"),
+    ({"top_k": 2**31}, "top_k: Input should be less than or equal to 2147483647"),
+    ({"thinking": {"type": "enabled", "budget_tokens": 10**30}},
+     "thinking.budget_tokens: Input should be less than or equal to 2147483647"),
 ]
 
 

@@ -159,6 +159,22 @@ def test_a_bad_configuration_is_reported_not_raised(tmp_path):
     assert done.returncode == 2 and "version" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(("text", "why"), [
+    ("version: v0.5\nglobal:\n\tstores: {}\n", ":3:1: yaml_error: "),
+    ("", "invalid_type: expected a mapping"),
+])
+@pytest.mark.parametrize("command", ["run", "export"])
+def test_a_from_config_file_that_does_not_load_is_one_line_and_exit_2_as_config_is(tmp_path, text, why, command):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    config_args = ["--config", "config/quickstart.yaml"] if command == "run" else []
+    as_config = vsr_replay("run", "--config", str(bad), "--input", str(tmp_path / "none.jsonl"))
+    done = vsr_replay(command, *config_args, "--from-config", str(bad))
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 2 == as_config.returncode
+    assert done.stderr == as_config.stderr and len(done.stderr.splitlines()) == 1 and why in done.stderr
+
+
 def learned_config(domain_labels: list[str]) -> dict:
     """A recipe routing on a domain rule answered by the scripted in-process decision model."""
     doc = config(["python"])

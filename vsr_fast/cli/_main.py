@@ -10,6 +10,7 @@ from .. import __version__
 from ..routing import load_file
 from ..errors import ConfigError
 from . import probe
+from ._args import LOG_LEVELS, port, redis_url, seconds, whole
 from .config_cmd import add_parsers, run_config
 
 
@@ -21,15 +22,16 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="serve the router on a configuration")
     serve.add_argument("--config", required=True, help="v0.5 configuration file (YAML)")
     serve.add_argument("--host", help="overrides the serving listener's address (127.0.0.1 without listeners[])")
-    serve.add_argument("--port", type=int, help="overrides the serving listener's port (8080 without listeners[]); "
+    serve.add_argument("--port", type=port, help="overrides the serving listener's port (8080 without listeners[]); "
                                                 "0 picks a free port (printed when ready)")
     serve.add_argument("--workers", type=_workers, default=1,
                        help="worker processes sharing the socket; 'auto': one per core this process may use")
-    serve.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds SIGTERM waits for in-flight requests")
-    serve.add_argument("--fd", type=int, help=argparse.SUPPRESS)
-    serve.add_argument("--worker-index", type=int, default=0, help=argparse.SUPPRESS)
+    serve.add_argument("--graceful-timeout", type=seconds, default=30.0,
+                       help="seconds SIGTERM waits for in-flight requests")
+    serve.add_argument("--fd", type=whole(0), help=argparse.SUPPRESS)
+    serve.add_argument("--worker-index", type=whole(0), default=0, help=argparse.SUPPRESS)
     serve.add_argument("--metrics-dir", help=argparse.SUPPRESS)
-    serve.add_argument("--log-level", default="WARNING")
+    serve.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, default="WARNING")
 
     keys = sub.add_parser("keys", help="client keys kept in Redis, shared by every router (global.router.auth.store)")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
@@ -38,7 +40,8 @@ def _parser() -> argparse.ArgumentParser:
                       ("rotate", "a new key for the same id; the old one stops at once")):
         k = keys_sub.add_parser(name, help=doc)
         k.add_argument("--config", help="read the store from this file's global.router.auth.store")
-        k.add_argument("--redis", help="the store's Redis URL (default: the config's, else redis://127.0.0.1:6379/0)")
+        k.add_argument("--redis", type=redis_url,
+                       help="the store's Redis URL (default: the config's, else redis://127.0.0.1:6379/0)")
         k.add_argument("--prefix", help="the store's key prefix (default: the config's, else vsr:auth:)")
         if name != "list":
             k.add_argument("id", help="the key's id (a name, never the key)")
@@ -51,8 +54,8 @@ def _parser() -> argparse.ArgumentParser:
             k.add_argument("--model", action="append", default=[], help="a provider model it may reach (repeat)")
             k.add_argument("--admin", action="store_true", help="may call the admin routes")
             for flag in ("rpm", "tpm", "concurrent"):
-                k.add_argument(f"--{flag}", type=int)
-            k.add_argument("--budget-tokens", type=int)
+                k.add_argument(f"--{flag}", type=whole(1))
+            k.add_argument("--budget-tokens", type=whole(1))
             k.add_argument("--budget-period", choices=("minute", "hour", "day", "month"), default="day")
         k.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -94,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from ..server.serve import ServeOptions, run
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         loaded = load_file(args.config)
     except ConfigError as exc:

@@ -80,7 +80,11 @@ def _migrate(args: argparse.Namespace) -> int:
         print(f"vsr-fast: {source}: {exc}", file=sys.stderr)
         return 2
     text = dump(result.document)
-    out.write_text(text)
+    try:
+        out.write_text(text)
+    except OSError as exc:
+        print(f"vsr-fast: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     if args.notes == "json":
         print(json.dumps([{"path": n.path, "kind": n.kind, "text": n.text} for n in result.notes], indent=2),
               file=sys.stderr)

@@ -34,6 +34,7 @@ from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..server.preview import preview_body
 from ..server.route import decode_chat, route_chat, trace_of
 from ..signals.base import Identity
+from ._args import whole
 from .probes_file import Expect, Probe, prompt_body, read_probes
 
 PREVIEW = "/api/v1/routing/preview"
@@ -57,7 +58,7 @@ def add_parser(sub) -> None:
     p.add_argument("--debug", action=argparse.BooleanOptionalAction, default=True,
                    help="ask for x-vsr-trace and put it in the receipts (default: on)")
     p.add_argument("--api-key", help="a key for a router with client keys (the preview is an admin route)")
-    p.add_argument("--concurrency", type=int, default=4, help="probes in flight at once (default 4)")
+    p.add_argument("--concurrency", type=whole(1), default=4, help="probes in flight at once (default 4)")
     p.add_argument("--json", action="store_true", help="print the receipts and the summary as JSON")
 
 

@@ -15,6 +15,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from ..errors import VsrError
+from .bounds import INT32_MAX, Count, PositiveCount
 
 API_VERSION = "2023-06-01"   # the anthropic-version header a translated request carries
 
@@ -161,7 +162,7 @@ class _Thinking(Struct, frozen=True, omit_defaults=True, tag_field="type"):
 
 
 class ThinkingEnabled(_Thinking, tag="enabled", frozen=True, kw_only=True):
-    budget_tokens: Annotated[int, Meta(ge=1024)]     # Anthropic's minimum (the SDK's docstring)
+    budget_tokens: Annotated[int, Meta(ge=1024, le=INT32_MAX)]     # Anthropic's minimum (the SDK's docstring)
 
 
 class ThinkingDisabled(_Thinking, tag="disabled", frozen=True):
@@ -183,14 +184,14 @@ class CountTokensRequest(Struct, frozen=True, omit_defaults=True, kw_only=True):
     """A ``POST /v1/messages/count_tokens`` body: a Messages request, ``max_tokens`` optional."""
 
     messages: Annotated[list[Message], Meta(min_length=1)]
-    max_tokens: Annotated[int, Meta(ge=1)] | None = None
+    max_tokens: PositiveCount | None = None
     model: str = ""
     system: str | list[TextBlock] | None = None
     stop_sequences: list[str] | None = None
     # Anthropic's ranges.
     temperature: Annotated[float, Meta(ge=0, le=1)] | None = None
     top_p: Annotated[float, Meta(ge=0, le=1)] | None = None
-    top_k: Annotated[int, Meta(ge=0)] | None = None
+    top_k: Count | None = None
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     metadata: dict[str, Any] | None = None
@@ -208,7 +209,7 @@ class CountTokensRequest(Struct, frozen=True, omit_defaults=True, kw_only=True):
 class MessagesRequest(CountTokensRequest, frozen=True, omit_defaults=True, kw_only=True):
     """The fields of a Messages request that routing and translation read."""
 
-    max_tokens: Annotated[int, Meta(ge=1)]
+    max_tokens: PositiveCount
 
 
 # --- response --------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct, field
 
+from .bounds import Int64, PositiveCount
+
 
 class ImageURL(Struct, frozen=True):
     url: str
@@ -104,8 +106,8 @@ class ChatRequest(Struct, frozen=True):
     tools: list[Tool] | None = None
     tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
     # OpenAI's ranges: a value it refuses is refused here, before it reaches (or is translated for) a backend.
-    max_tokens: Annotated[int, Meta(ge=1)] | None = None
-    max_completion_tokens: Annotated[int, Meta(ge=1)] | None = None
+    max_tokens: PositiveCount | None = None
+    max_completion_tokens: PositiveCount | None = None
     temperature: Annotated[float, Meta(ge=0, le=2)] | None = None
     top_p: Annotated[float, Meta(ge=0, le=1)] | None = None
     n: Annotated[int, Meta(ge=1, le=128)] | None = None
@@ -118,6 +120,8 @@ class ChatRequest(Struct, frozen=True):
     parallel_tool_calls: bool | None = None
     response_format: dict[str, Any] | None = None
     reasoning_effort: str | None = None
+    seed: Int64 | None = None
+    top_logprobs: Annotated[int, Meta(ge=0, le=20)] | None = None     # as Responses'
 
 
 # --- responses ---------------------------------------------------------------------

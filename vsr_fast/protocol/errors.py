@@ -76,9 +76,40 @@ def decode_body(decoder: msgspec.json.Decoder, raw: bytes) -> Any:
     try:
         return decoder.decode(raw)
     except msgspec.DecodeError as exc:
-        raise BodyProblem(problem_of(exc, decoder.type)) from None
+        raise BodyProblem(_lone_surrogate(exc, raw) or problem_of(exc, decoder.type)) from None
     except RecursionError:   # unreachable past the depth check; kept so no decode can be a 500
         raise BodyProblem(Problem("depth", detail="JSON nested too deeply")) from None
+
+
+# msgspec (0.23) misnames one JSON error: a high surrogate escape (\ud800-\udbff) not followed by
+# another escape is "Input data was truncated" in a field it decodes when fewer than 6 bytes follow (the
+# body whole, the escape complete), "unexpected end of escaped utf-16 surrogate pair (byte N)" when more
+# do, and "unexpected end of hex escape (byte N)" in a field it skips. Followed by an escape that is no
+# low surrogate, it says "invalid utf-16 surrogate pair (byte N)", as for a lone low one: so do we.
+_MISNAMED = re.compile(r"Input data was truncated|JSON is malformed: unexpected end of "
+                       r"(?:hex escape|escaped utf-16 surrogate pair) \(byte (\d+)\)")
+# An escaped backslash, or a high surrogate escape: scanning left to right, ``\\`` pairs are consumed
+# whole, so ``\u`` matches only where an escape starts.
+_HIGH_ESCAPE = re.compile(rb"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}")
+_LOW_ESCAPE = re.compile(rb"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_ESCAPE_PREFIX = re.compile(rb"(\\(u[0-9a-fA-F]{0,3})?)?")
+
+
+def _lone_surrogate(exc: msgspec.DecodeError, raw: bytes) -> Problem | None:
+    """msgspec's misnamed error for a lone high surrogate, in the words it uses for a lone low one; None
+    for every other error (a body cut off after a high surrogate, or within the escape after it, is
+    truncated). Runs on the error path only: one scan of the body."""
+    found = _MISNAMED.fullmatch(str(exc))
+    if found is None or isinstance(exc, msgspec.ValidationError):
+        return None
+    for m in _HIGH_ESCAPE.finditer(raw):
+        end = m.end()
+        if m.group() == b"\\\\" or _LOW_ESCAPE.match(raw, end):
+            continue
+        if _ESCAPE_PREFIX.fullmatch(raw, end) or (found.group(1) is not None and int(found.group(1)) != end):
+            return None
+        return Problem("json", detail=f"JSON is malformed: invalid utf-16 surrogate pair (byte {end})")
+    return None
 
 
 def problem_of(exc: msgspec.DecodeError, schema: Any = None) -> Problem:

@@ -19,6 +19,8 @@ from typing import Annotated, Any, Literal, Protocol
 import msgspec
 from msgspec import Meta, Struct
 
+from .bounds import Count, PositiveCount
+
 
 # --- request -------------------------------------------------------------------------
 
@@ -109,7 +111,7 @@ class ResponsesRequest(Struct, frozen=True, omit_defaults=True, forbid_unknown_f
     tools: list[Tool] | None = None
     tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
-    max_output_tokens: Annotated[int, Meta(ge=1)] | None = None
+    max_output_tokens: PositiveCount | None = None
     temperature: Annotated[float, Meta(ge=0, le=2)] | None = None     # OpenAI's ranges
     top_p: Annotated[float, Meta(ge=0, le=1)] | None = None
     stream: bool = False
@@ -130,7 +132,7 @@ class ResponsesRequest(Struct, frozen=True, omit_defaults=True, forbid_unknown_f
     prompt_cache_options: Any = None
     conversation: Any = None
     include: list[str] | None = None
-    max_tool_calls: int | None = None
+    max_tool_calls: Count | None = None
     prompt: Any = None
     prompt_cache_key: str | None = None
     prompt_cache_retention: str | None = None
