@@ -427,3 +427,28 @@ def test_a_held_stream_translated_from_another_protocol_is_guarded_the_same(mock
                                             messages=[{"role": "user", "content": f"translated {model} 2"}]))
     assert "withheld by the response guard" in str(caught.value)
     answer_with(mock, SAFE)
+
+
+# --- the record's codes ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_blocked_answers_record_carries_every_fired_rules_code(mock, fake, tmp_path, stream):
+    """The blocking rule's code is in the replay record's guard_codes, beside a `none` rule's (recorded only)."""
+    set_rules(fake, RULES)
+    guard = {"rules": [
+        {"when": {"type": "refusal", "name": "refused"}, "action": "none", "code": "seen_refusal"},
+        {"when": {"type": "jailbreak", "name": "unsafe_completion"}, "action": "block", "code": "blocked_kw"}]}
+    doc = guard_config(mock.url, fake.url, guard=guard)
+    doc["global"]["plugins"] = [REPLAY]
+    answer_with(mock, "FORBIDDEN: I cannot help with the device.")
+    try:
+        with router(write_config(doc, str(tmp_path))) as proc:
+            resp = ask_chat(proc, f"record codes {stream}", stream=stream)
+            assert resp.headers["x-vsr-response-path"] == "blocked"
+            record = wait_for_value(lambda: (lambda r: r.json() if r.status_code == 200 and r.json().get("guard")
+                                             else None)(
+                httpx.get(f"{proc.url}/api/v1/replay/{resp.headers['x-vsr-replay-id']}")), "the replay record")
+            assert record["guard"] == "blocked" and record["guard_codes"] == ["seen_refusal", "blocked_kw"]
+    finally:
+        answer_with(mock, SAFE)

@@ -131,7 +131,7 @@ async def _whole(ex: Exchange, send: Send, result: Whole) -> None:
         else:
             verdict = await response_guard.judge(ex, guard, text)
             codes = verdict.codes
-            response_guard.settle(ex, verdict.outcome, codes, held=False, streamed=False)
+            response_guard.settle(ex, verdict.outcome, verdict.recorded, held=False, streamed=False)
             if verdict.outcome == "blocked":
                 await _blocked(ex, send, response_guard.blocked_error(verdict), streamed=False)
                 return
@@ -254,7 +254,7 @@ async def _judge_after(ex: Exchange, guard, copy: _Copy, complete: bool) -> None
         response_guard.settle(ex, "incomplete", [], held=False, streamed=True)
         return
     verdict = await response_guard.judge(ex, guard, text)
-    response_guard.settle(ex, verdict.outcome, verdict.codes, held=False, streamed=True)
+    response_guard.settle(ex, verdict.outcome, verdict.recorded, held=False, streamed=True)
 
 
 async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
@@ -319,7 +319,7 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
             await _held_failure(ex, send, failure)
             return
         assert verdict is not None
-        response_guard.settle(ex, verdict.outcome, verdict.codes, held=True, streamed=True)
+        response_guard.settle(ex, verdict.outcome, verdict.recorded, held=True, streamed=True)
         if verdict.outcome == "blocked":
             await _blocked(ex, send, response_guard.blocked_error(verdict), streamed=True)
             return
