@@ -180,7 +180,7 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
     assert req is not None
     tr = adapter.stream_translator(req, stream.model.api_format)
     ex.warnings = render_warnings(_losses(ex, stream.model.name), codes=ex.codes)
-    complete, failure = False, None
+    complete, failure, relayed = False, None, None
     # A guard that cannot change the answer reads a copy once the stream has ended (for the record).
     copy = _Copy() if guard is not None else None
     try:
@@ -192,6 +192,9 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
                 async for chunk in stream.rest:
                     await _pass(ex, send, tr.feed(chunk), copy)
                 complete = True
+                ended_in_error = getattr(stream.rest, "ended_in_error", None)     # a checked backend stream's
+                if ended_in_error is not None and (relayed := ended_in_error()) is not None:
+                    complete, failure = False, _midstream(ex, stream, relayed, "")  # the client read its error
             except Exception as exc:  # httpx stream errors after the first byte: no fallback now
                 failure = _midstream(ex, stream, exc, "")
         if cut.cancelled_caught and ex.drained():
@@ -202,9 +205,7 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
         if failure is not None:
             ex.status, ex.failure = failure.status, failure     # the access log's error and cause
             rec.failed(failure.stage, failure)
-            tail = tr.fail(failure)
-        else:
-            tail = tr.close()
+        tail = tr.fail(failure) if failure is not None and relayed is None else tr.close()
         ex.feed(tail)
         if complete:
             await adapter.remember(req, tr.final())     # stored before the stream's last event: see _whole
