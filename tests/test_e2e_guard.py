@@ -154,16 +154,22 @@ PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses"
 MODELS = {"chat": "guard-chat", "messages": "guard-msg", "responses": "guard-resp"}
 
 
-def raw_stream(proc, api: str) -> httpx.Response:
-    """The router's streamed answer as bytes, for the byte-level checks."""
-    body: dict = {"model": MODELS[api], "stream": True}
+def request_body(api: str, question: str = "What is the capital of France?", **extra) -> dict:
+    """A request of the API's own shape to its guarded entrypoint."""
+    body: dict = {"model": MODELS[api], **extra}
     if api == "responses":
-        body["input"] = "What is the capital of France?"
+        body["input"] = question
     else:
-        body["messages"] = [{"role": "user", "content": "What is the capital of France?"}]
+        body["messages"] = [{"role": "user", "content": question}]
         if api == "messages":
             body["max_tokens"] = 100
-    return httpx.post(f"{proc.url}{PATHS[api]}", json=body, headers={"x-vsr-debug": "1"}, timeout=30)
+    return body
+
+
+def raw_stream(proc, api: str) -> httpx.Response:
+    """The router's streamed answer as bytes, for the byte-level checks."""
+    return httpx.post(f"{proc.url}{PATHS[api]}", json=request_body(api, stream=True), headers={"x-vsr-debug": "1"},
+                      timeout=30)
 
 
 # --- passing ------------------------------------------------------------------------------------
@@ -427,3 +433,50 @@ def test_a_held_stream_translated_from_another_protocol_is_guarded_the_same(mock
                                             messages=[{"role": "user", "content": f"translated {model} 2"}]))
     assert "withheld by the response guard" in str(caught.value)
     answer_with(mock, SAFE)
+
+
+# --- the record's codes ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_blocked_answers_record_carries_every_fired_rules_code(mock, fake, tmp_path, stream):
+    """The blocking rule's code is in the replay record's guard_codes, beside a `none` rule's (recorded only)."""
+    set_rules(fake, RULES)
+    guard = {"rules": [
+        {"when": {"type": "refusal", "name": "refused"}, "action": "none", "code": "seen_refusal"},
+        {"when": {"type": "jailbreak", "name": "unsafe_completion"}, "action": "block", "code": "blocked_kw"}]}
+    doc = guard_config(mock.url, fake.url, guard=guard)
+    doc["global"]["plugins"] = [REPLAY]
+    answer_with(mock, "FORBIDDEN: I cannot help with the device.")
+    try:
+        with router(write_config(doc, str(tmp_path))) as proc:
+            resp = ask_chat(proc, f"record codes {stream}", stream=stream)
+            assert resp.headers["x-vsr-response-path"] == "blocked"
+            record = wait_for_value(lambda: (lambda r: r.json() if r.status_code == 200 and r.json().get("guard")
+                                             else None)(
+                httpx.get(f"{proc.url}/api/v1/replay/{resp.headers['x-vsr-replay-id']}")), "the replay record")
+            assert record["guard"] == "blocked" and record["guard_codes"] == ["seen_refusal", "blocked_kw"]
+    finally:
+        answer_with(mock, SAFE)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_blocked_streams_error_event_carries_the_403s_refusal(mock, fake, guarded, api):
+    """The held stream's error event says what the whole answer's 403 says: its type and code."""
+    set_rules(fake, RULES)
+    answer_with(mock, UNSAFE)
+    body = request_body(api, "What is the capital of France? (refusal shape)")
+    refused = httpx.post(f"{guarded.url}{PATHS[api]}", json=body, timeout=30)
+    assert refused.status_code == 403
+    whole_error = refused.json()["error"]
+    resp = httpx.post(f"{guarded.url}{PATHS[api]}", json={**body, "stream": True}, timeout=30)
+    assert resp.status_code == 200 and resp.headers["x-vsr-response-path"] == "blocked"
+    data = [line[6:] for line in resp.text.splitlines() if line.startswith("data: ")]
+    event = json.loads(data[-1])
+    if api == "chat":        # OpenAI's SDK: a 403 is PermissionDeniedError, the error's type permission_error
+        assert event["error"]["type"] == whole_error["type"] == "permission_error"
+        assert event["error"]["code"] == whole_error["code"] == "response_blocked"
+    elif api == "messages":
+        assert event["type"] == "error" and event["error"]["type"] == whole_error["type"] == "permission_error"
+    else:
+        assert event["type"] == "error" and event["code"] == whole_error["code"] == "response_blocked"

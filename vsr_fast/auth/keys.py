@@ -52,20 +52,6 @@ class StoredKey(KeyFields, frozen=True, kw_only=True):
     created_ms: int = 0
 
 
-class EveryEntrypoint(frozenset):
-    """The ``entrypoints`` of a key that lists models and no entrypoint: every name it may put in ``model``
-    passes the name check (``entrypoints`` empty means all), and its ``models`` then trim the route's
-    candidates (403 when none is left). A provider model named directly is such a route: its one candidate."""
-
-    __slots__ = ()
-
-    def __contains__(self, name: object) -> bool:
-        return True
-
-
-EVERY_ENTRYPOINT = EveryEntrypoint()
-
-
 def may_name_entrypoint(identity: Identity, name: str) -> bool:
     """Whether the key behind ``identity`` may put entrypoint ``name`` in ``model``."""
     return identity.entrypoints is None or name in identity.entrypoints
@@ -80,10 +66,9 @@ def may_name_model(identity: Identity, name: str) -> bool:
 
 
 def identity_of(key: ClientKey | StoredKey) -> Identity:
-    entrypoints = frozenset(key.entrypoints) if key.entrypoints else EVERY_ENTRYPOINT if key.models else None
     return Identity(
         user=key.user or key.id, groups=frozenset(key.groups), team=key.team, tenant=key.tenant, key_id=key.id,
-        entrypoints=entrypoints,
+        entrypoints=frozenset(key.entrypoints) if key.entrypoints else None,
         models=frozenset(key.models) if key.models else None, admin=key.admin,
         limits=None if key.limits.empty() else key.limits,
     )

@@ -63,6 +63,11 @@ class Verdict:
         return [f.code + (";unknown" if f.unknown else "") for f in self.fired if f.action == "annotate"]
 
     @property
+    def recorded(self) -> list[str]:
+        """Every fired rule's code for the record, whatever its action (the blocking one included), marked alike."""
+        return [f.code + (";unknown" if f.unknown else "") for f in self.fired]
+
+    @property
     def blocked_by(self) -> str | None:
         return next((f.code for f in self.fired if f.action == "block"), None)
 

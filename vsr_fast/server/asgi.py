@@ -143,6 +143,7 @@ def lingering_close(app):
             return
         ended = False
         refused = False
+        unasked = False
         waiting = _waiting(receive)
 
         def seen(message: Message) -> Message:
@@ -155,6 +156,7 @@ def lingering_close(app):
             try:
                 return seen(waiting())
             except trio.WouldBlock:
+                await ask_for_body()
                 return seen(await receive())
 
         def queued() -> Message | None:
@@ -166,10 +168,15 @@ def lingering_close(app):
         tracked.queued = queued     # take_queued's
 
         async def lingering(message: Message) -> None:
-            nonlocal refused
+            nonlocal refused, unasked
             if message["type"] == "http.response.start":
                 refused = message["status"] in UNREAD_BODY_STATUSES
-            elif refused and not ended and is_final(message):
+                if waiting_for_continue() and not ended:
+                    # Answered before the body was asked for: the client, told no 100, need not send it, and
+                    # the connection cannot carry another request after a body never read: it closes.
+                    unasked = True
+                    message = {**message, "headers": [*message.get("headers", ()), (b"connection", b"close")]}
+            elif refused and not ended and not unasked and is_final(message):
                 await send({**message, "more_body": True})
                 await discard_body(tracked, _declared(scope))
                 message = {"type": "http.response.body", "body": b"", "more_body": False}
@@ -197,8 +204,9 @@ def _declared(scope: Scope) -> int:
 
 
 async def discard_body(receive: Receive, expected: int = LINGER_MAX_BYTES) -> None:
-    """Read and drop up to ``expected`` body bytes within the bounds; nothing when it is past them."""
-    if expected > LINGER_MAX_BYTES:
+    """Read and drop up to ``expected`` body bytes within the bounds; nothing when it is past them, or when the
+    client waits for a ``100 Continue`` before sending it (the refusal then closes the connection)."""
+    if expected > LINGER_MAX_BYTES or waiting_for_continue():
         return
     size = 0
     with trio.move_on_after(LINGER_MAX_S):
@@ -270,13 +278,19 @@ class DisconnectWatch:
 
 class ClientSide:
     """One connection's client side, as its server reads it: the watches of the requests on it, told at once
-    when the client closes or resets an HTTP/1 connection, and which task's next response head is to be held
-    for its body (``listen.EdgeServer``)."""
+    when the client closes or resets an HTTP/1 connection, which task's next response head is to be held
+    for its body, and the ``100 Continue`` withheld until the app asks for the body (``listen.EdgeServer``)."""
 
-    __slots__ = ("closed", "hold_for", "watches")
+    __slots__ = ("closed", "hold_for", "watches", "withheld", "write")
 
     def __init__(self) -> None:
         self.closed = False
+        # hypercorn writes a 100 Continue as soon as it has read a head with Expect: 100-continue; the server
+        # keeps it here, and sends it (``write``) only when the app waits for the body (``ask_for_body``). An
+        # answer given first drops it: a refusal that needs no body (401, 403, 404, 405, 413, 415, 429) is the
+        # client's first and only status line, as nginx and Envoy answer.
+        self.withheld = b""
+        self.write: Callable[[bytes], Awaitable[None]] | None = None
         # Set by send_whole to its task: that task's next head is held for its body, which follows at once, so
         # both leave in one write (one syscall and one scheduler pass fewer) with no turn between them for the
         # connection's reader (which closes the connection on a protocol error, cutting an answer after its head).
@@ -292,6 +306,20 @@ class ClientSide:
 # The connection the current task serves: set by the connection server in its own task, and so inherited by the
 # request tasks hypercorn spawns from it.
 CLIENT_SIDE: ContextVar[ClientSide | None] = ContextVar("vsr_client_side", default=None)
+
+
+def waiting_for_continue() -> bool:
+    """Whether the current request's client waits for a ``100 Continue`` it has not been sent."""
+    side = CLIENT_SIDE.get()
+    return side is not None and bool(side.withheld)
+
+
+async def ask_for_body() -> None:
+    """Send the withheld ``100 Continue``, if any: the app is about to wait for the body."""
+    side = CLIENT_SIDE.get()
+    if side is not None and side.withheld and side.write is not None:
+        head, side.withheld = side.withheld, b""
+        await side.write(head)
 
 
 def is_final(message: Message) -> bool:

@@ -88,6 +88,7 @@ class EdgeServer(TCPServer):
         self.edge_answer = edge_answer
         self._read = b""        # the last bytes read: where a head h11 refused started, if it came in one read
         self.client_side = ClientSide()
+        self.client_side.write = self._write
         self._idle = trio.CancelScope()     # its deadline: the idle timeout while idle, none while answering
         self._held = b""        # a whole answer's head, sent with its body (asgi.ClientSide.hold_head)
         self._stopping = False
@@ -101,6 +102,11 @@ class EdgeServer(TCPServer):
     async def protocol_send(self, event) -> None:
         if isinstance(event, RawData):
             data = event.data
+            if data.startswith(b"HTTP/1."):
+                if data[9:13] == b"100 ":     # h11's 100 Continue, written as the head is read: kept for the body
+                    self.client_side.withheld = data
+                    return
+                self.client_side.withheld = b""      # an answer came first: the body was never asked for
             # Every answer's head passes here: its status is read first (an error's), the h11 state only then.
             if data[9:10] in _ERROR_CLASSES and data.startswith(b"HTTP/1.") and (conn := self._h11()) is not None \
                     and conn.their_state is h11.ERROR:

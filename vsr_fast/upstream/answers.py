@@ -84,6 +84,8 @@ _CHAT_ENDS = frozenset({"error"})
 _TERMINATOR = {"anthropic": "message_stop", "responses": "response.completed"}
 # Past these nothing more belongs to the answer: what a backend sends after is never read.
 _LAST = frozenset({"message_stop", "response.completed", "response.incomplete", "response.failed"})
+# The backend's own word that the answer failed: it ends the stream, and the answer is no whole one.
+_FAILED = frozenset({"error", "response.failed"})
 _FIELDS = frozenset({b"data", b"event", b"id", b"retry"})
 _BOUNDARY = re.compile(rb"\r?\n\r?\n")
 _SIMPLE = re.compile(rb"(?:event: ?[^\r\n:]*\r?\n)?data: ?([^\r\n]*)")
@@ -104,7 +106,7 @@ class EventCheck:
     no byte after it.
     """
 
-    __slots__ = ("_data", "_ends", "_label", "_open", "_pending", "_terminator", "done", "ended", "events",
+    __slots__ = ("_data", "_ends", "_label", "_open", "_pending", "_terminator", "done", "ended", "erred", "events",
                  "failure")
 
     def __init__(self, api_format: str, label: str) -> None:
@@ -117,6 +119,7 @@ class EventCheck:
         self.events = 0
         self.ended = False          # the answer's end came: its terminator or an error event
         self.done = False           # its terminator came: nothing after it is the answer's
+        self.erred: str | None = None   # the backend's error event that ended it (error, response.failed)
         self.failure: UpstreamInvalid | None = None
 
     def feed(self, chunk: bytes) -> int:
@@ -214,6 +217,8 @@ class EventCheck:
         if event.type in self._ends:
             self.ended = True
             self.done = event.type in _LAST
+            if event.type in _FAILED:
+                self.erred = event.type
         elif self._data is _CHUNK and event.choices:
             self._choices(event.choices)
         return None
@@ -285,6 +290,14 @@ class Checked:
     @property
     def events(self) -> int:
         return self._check.events
+
+    def ended_in_error(self) -> UpstreamError | None:
+        """The failure of an answer the backend ended with its own error event (relayed, or translated, as it
+        came: the client has read it), or None."""
+        kind = self._check.erred
+        if kind is None:
+            return None
+        return UpstreamError.at(self._label, f"ended its answer with its own {kind} event", cause="upstream_error")
 
     def __aiter__(self) -> "Checked":
         return self

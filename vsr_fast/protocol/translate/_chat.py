@@ -15,6 +15,10 @@ from ._ir import (
 from ._losses import CONVERTED, Loss, dropped
 from ._sse import data_event
 
+# A stream's error event has the type the whole answer of its status has (a guard's block: 403
+# permission_error, as OpenAI's SDK reads a 403: PermissionDeniedError); other 4xx are invalid requests.
+ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
+
 PATH = "/chat/completions"
 # Top-level request fields the neutral form carries; any other is reported dropped.
 KNOWN = frozenset({
@@ -492,7 +496,7 @@ class StreamWriter:
         return self.fail(ev.message, ev.status, ev.code)
 
     def fail(self, message: str, status: int, code: str | None) -> bytes:
-        kind = "invalid_request_error" if status < 500 else "server_error"
+        kind = ERROR_TYPES.get(status) or ("invalid_request_error" if status < 500 else "server_error")
         return data_event(ENCODER.encode({"error": {"message": message, "type": kind, "param": None, "code": code}}))
 
     def _chunk(self, delta: dict, finish: str | None = None) -> bytes:

@@ -33,12 +33,14 @@ def release(ex: Exchange) -> None:
 
 
 def check_name(ex: Exchange, name: str) -> None:
-    """A key with ``entrypoints`` or ``models`` names one of them (403 otherwise), before any signal runs."""
+    """A key with ``entrypoints`` names one of them or of its ``models`` (403 otherwise), before any signal runs.
+
+    A key without ``entrypoints`` has no entrypoint limit: its ``models``, if any, trim the route's candidates
+    (``allowed_route``), and a provider model named directly is such a route, its one candidate."""
     identity = ex.state.identity(ex.scope)
-    if identity.entrypoints is None and identity.models is None:
+    if identity.entrypoints is None or name in identity.entrypoints:
         return
-    if (identity.entrypoints is not None and name in identity.entrypoints) or (
-            identity.models is not None and name in identity.models):
+    if identity.models is not None and name in identity.models:
         return
     raise KeyNotAllowed(f"this key may not call model {name!r}", param="model")
 

@@ -132,7 +132,7 @@ async def _whole(ex: Exchange, send: Send, result: Whole) -> None:
         else:
             verdict = await response_guard.judge(ex, guard, text)
             codes = verdict.codes
-            response_guard.settle(ex, verdict.outcome, codes, held=False, streamed=False)
+            response_guard.settle(ex, verdict.outcome, verdict.recorded, held=False, streamed=False)
             if verdict.outcome == "blocked":
                 await _blocked(ex, send, response_guard.blocked_error(verdict), streamed=False)
                 return
@@ -181,7 +181,7 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
     assert req is not None
     tr = adapter.stream_translator(req, stream.model.api_format)
     ex.warnings = render_warnings(_losses(ex, stream.model.name), codes=ex.codes)
-    complete, failure = False, None
+    complete, failure, relayed = False, None, None
     # A guard that cannot change the answer reads a copy once the stream has ended (for the record).
     copy = _Copy() if guard is not None else None
     try:
@@ -193,6 +193,9 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
                 async for chunk in stream.rest:
                     await _pass(ex, send, tr.feed(chunk), copy)
                 complete = True
+                ended_in_error = getattr(stream.rest, "ended_in_error", None)     # a checked backend stream's
+                if ended_in_error is not None and (relayed := ended_in_error()) is not None:
+                    complete, failure = False, _midstream(ex, stream, relayed, "")  # the client read its error
             except Exception as exc:  # httpx stream errors after the first byte: no fallback now
                 failure = _midstream(ex, stream, exc, "")
         if cut.cancelled_caught and ex.drained():
@@ -203,9 +206,7 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
         if failure is not None:
             ex.status, ex.failure = failure.status, failure     # the access log's error and cause
             rec.failed(failure.stage, failure)
-            tail = tr.fail(failure)
-        else:
-            tail = tr.close()
+        tail = tr.fail(failure) if failure is not None and relayed is None else tr.close()
         ex.feed(tail)
         if complete:
             await adapter.remember(req, tr.final())     # stored before the stream's last event: see _whole
@@ -255,7 +256,7 @@ async def _judge_after(ex: Exchange, guard, copy: _Copy, complete: bool) -> None
         response_guard.settle(ex, "incomplete", [], held=False, streamed=True)
         return
     verdict = await response_guard.judge(ex, guard, text)
-    response_guard.settle(ex, verdict.outcome, verdict.codes, held=False, streamed=True)
+    response_guard.settle(ex, verdict.outcome, verdict.recorded, held=False, streamed=True)
 
 
 async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
@@ -320,7 +321,7 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
             await _held_failure(ex, send, failure)
             return
         assert verdict is not None
-        response_guard.settle(ex, verdict.outcome, verdict.codes, held=True, streamed=True)
+        response_guard.settle(ex, verdict.outcome, verdict.recorded, held=True, streamed=True)
         if verdict.outcome == "blocked":
             await _blocked(ex, send, response_guard.blocked_error(verdict), streamed=True)
             return

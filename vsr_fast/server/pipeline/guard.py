@@ -49,7 +49,7 @@ def blocked_error(verdict: Verdict) -> ResponseBlocked:
 
 
 def settle(ex: Exchange, outcome: str, codes: list[str], *, held: bool, streamed: bool) -> None:
-    """Keep the outcome for the record, the trace and the metrics."""
+    """Keep the outcome for the record, the trace and the metrics; ``codes`` are every fired rule's (``Verdict.recorded``)."""
     ex.guard_outcome, ex.guard_codes, ex.held = outcome, list(codes), held
     decision = ex.decision or ""
     metrics = ex.state.metrics
