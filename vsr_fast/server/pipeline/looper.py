@@ -10,7 +10,8 @@ request is held whole while it is judged (a check reads the whole answer), then
 relayed. When the budget runs out or no answer passes, ``on_error`` decides:
 ``last_attempt`` (the default) returns the last answer, ``fail`` the Looper's error.
 
-Every call's cost (``selection.cost``) is summed on the exchange's tally.
+Every call's cost (``selection.cost``) is summed on the exchange's tally; every call's tokens and cost reach
+vsr_tokens_total and vsr_cost_total under its model (the answer's tokens through the request's usage meter).
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from ...protocol.adapters import Outbound
 from ...routing import Route
 from ...selection import accept as checks
 from ...selection import selectors, synthesis
-from ...selection.cost import StreamUsage, Tally
+from ...selection.cost import StreamUsage, Tally, Tokens
 from ...systemone.presets import PRESETS
 from ...upstream import Attempt, Stream, Whole, failure_cause
 from ...upstream.dispatch import OutboundFor, _built
@@ -261,6 +262,7 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
     verdicts: list[str] = []
     exhausted = None
     calls = 0
+    spent: list[tuple[Stream | Whole, Tokens]] = []     # each answered call's usage, for vsr_tokens_total
     ex.path = h.ResponsePath.LOOPER
     for i, model in enumerate(_ordered(alg, candidates)):
         if max_calls is not None and calls >= max_calls:
@@ -300,7 +302,9 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
         attempts += answer.attempts
         calls += len(answer.attempts)
         if answer.status < 400:
-            tally.add_whole(answer.model, body) if not streamed else _add_stream(tally, answer.model, body)
+            tokens = _tokens(body, isinstance(answer, Stream))
+            tally.add(answer.model, tokens)
+            spent.append((answer, tokens))
         if last is not None:
             await _close(last)
         last = answer
@@ -323,10 +327,10 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
                 ok, why = await _answer_check(ex, esc.accept.systemone, answer.model, body, as_stream)
         verdicts.append(f"{model.name}: {why}, {'accepted' if ok else 'rejected'}")
         if ok:
-            _done(ex, attempts, verdicts, tally)
+            _done(ex, attempts, verdicts, tally, spent, answer)
             return answer
-    _done(ex, attempts, verdicts, tally)
     fail = alg.on_error == "fail"
+    _done(ex, attempts, verdicts, tally, spent, None if fail else last)    # last: returned unless it fails
     if exhausted is not None:
         if last is None or fail:
             if last is not None:
@@ -356,7 +360,9 @@ async def _self_verify(ex: Exchange, model: ProviderModel, body: bytes, streamed
         return False, f"self_verify: {exc.code}", []
     if whole.status >= 400:
         return False, f"self_verify: HTTP {whole.status}", whole.attempts
-    tally.add_whole(model, whole.body)
+    tokens = _tokens(whole.body, False)
+    tally.add(model, tokens)
+    count_tokens(ex, model.name, tokens)
     rating = checks.self_rating(checks.answer_text(whole.body, model.api_format, False) or "")
     if rating is None:
         return False, "self_verify: no rating", whole.attempts
@@ -387,10 +393,22 @@ async def _answer_check(ex: Exchange, check: AnswerCheck, model: ProviderModel, 
     return verdict.noul >= check.gte, f"answer_check={verdict.noul:.3f}"
 
 
-def _add_stream(tally: Tally, model: ProviderModel, body: bytes) -> None:
+def _tokens(body: bytes, streamed: bool) -> Tokens:
+    """One call's usage, from its whole body or its held stream."""
+    if not streamed:
+        tokens = Tokens()
+        tokens.read(body)
+        return tokens
     reader = StreamUsage()
     reader.feed(body + b"\n")
-    tally.add(model, reader.tokens)
+    return reader.tokens
+
+
+def count_tokens(ex: Exchange, model: str, tokens: Tokens) -> None:
+    """vsr_tokens_total for a call whose answer the client does not get (its usage meter never reads it)."""
+    if tokens.seen:
+        ex.state.metrics.tokens.inc(model, "input", by=tokens.input)
+        ex.state.metrics.tokens.inc(model, "output", by=tokens.output)
 
 
 async def _close(answer: Stream | Whole) -> None:
@@ -399,7 +417,13 @@ async def _close(answer: Stream | Whole) -> None:
             await answer.aclose()
 
 
-def _done(ex: Exchange, attempts: list[Attempt], verdicts: list[str], tally: Tally) -> None:
+def _done(ex: Exchange, attempts: list[Attempt], verdicts: list[str], tally: Tally,
+          spent: list[tuple[Stream | Whole, Tokens]], kept: Stream | Whole | None) -> None:
+    """The record, the trace and the metrics of every call; ``kept``, the answer returned, has its tokens
+    counted by the request's usage meter as it is sent."""
     ex.rec.attempts(attempts)
     note(ex, "looper", verdicts)
     metric(ex, tally)
+    for answer, tokens in spent:
+        if answer is not kept:
+            count_tokens(ex, answer.model.name, tokens)
