@@ -47,3 +47,37 @@ def test_every_escalate_call_is_counted_under_its_model(tmp_path, unsure_and_sur
             used(unsure)
         assert cost_metric(proc, "main", "small") == pytest.approx(small, rel=1e-9)
         assert cost_metric(proc, "main", "large") == pytest.approx(large, rel=1e-9)
+
+
+# --- logprobs ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_escalate_returns_no_logprobs_the_client_did_not_ask_for(tmp_path, unsure_and_sure, stream):
+    unsure, sure = unsure_and_sure
+    with start(tmp_path, two(unsure, sure), REFS, ESCALATE) as proc:
+        client = chat(proc)
+        if stream:
+            chunks = list(client.chat.completions.create(model="vsr/auto", messages=CHAT, stream=True))
+            choices = [c for chunk in chunks for c in chunk.choices]
+            assert choices and all(c.logprobs is None for c in choices)
+        else:
+            done = client.chat.completions.create(model="vsr/auto", messages=CHAT)
+            assert done.choices[0].logprobs is None
+        assert stats(sure)["last_request"]["body"]["logprobs"] is True    # the router read them to judge
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_escalate_returns_the_top_logprobs_the_client_asked_for(tmp_path, unsure_and_sure, stream):
+    unsure, sure = unsure_and_sure
+    alg = {"type": "escalate", "escalate": {"accept": {"confidence": {"method": "hybrid", "gte": 0.5}}}}
+    with start(tmp_path, two(unsure, sure), REFS, alg) as proc:
+        client = chat(proc)
+        kw = {"model": "vsr/auto", "messages": CHAT, "logprobs": True, "top_logprobs": 1}
+        if stream:
+            tokens = [t for chunk in client.chat.completions.create(stream=True, **kw) for c in chunk.choices
+                      if c.logprobs is not None for t in c.logprobs.content or ()]
+        else:
+            tokens = client.chat.completions.create(**kw).choices[0].logprobs.content
+        assert tokens and all(len(t.top_logprobs) == 1 for t in tokens)
+        assert stats(sure)["last_request"]["body"]["top_logprobs"] == 2    # the router's own count, for margin

@@ -179,9 +179,12 @@ def _ordered(alg: Algorithm, candidates: tuple[ProviderModel, ...]) -> tuple[Pro
 _MAX_TOKENS = {"openai": "max_tokens", "anthropic": "max_tokens", "responses": "max_output_tokens"}
 
 
-def _asking(outbound_for: OutboundFor, alg: Algorithm, token_cap: list[int | None]) -> OutboundFor:
+def _asking(outbound_for: OutboundFor, alg: Algorithm, token_cap: list[int | None],
+            asked: dict[str, tuple[bool, int]]) -> OutboundFor:
     """Each call's request as the executor needs it: Chat candidates asked for logprobs when a confidence
-    check reads them (top 2 for ``margin`` and ``hybrid``), and max_tokens capped by the turn's remaining time."""
+    check reads them (top 2 for ``margin`` and ``hybrid``), and max_tokens capped by the turn's remaining time.
+    ``asked``: per model whose logprobs the router asked for beyond the client's request, what the client
+    asked (logprobs, top_logprobs), for ``_as_asked``."""
     esc = alg.escalate
     conf = esc.accept.confidence if esc is not None and esc.accept is not None else None
     if conf is not None and conf.method == "self_verify":
@@ -196,9 +199,12 @@ def _asking(outbound_for: OutboundFor, alg: Algorithm, token_cap: list[int | Non
             return out
         body = msgspec.json.decode(out.body)
         if conf is not None and model.api_format == "openai":
+            want, top = body.get("logprobs") is True, body.get("top_logprobs") or 0
             body["logprobs"] = True
             if conf.method in ("margin", "hybrid"):
-                body["top_logprobs"] = max(2, body.get("top_logprobs") or 0)
+                body["top_logprobs"] = max(2, top)
+            if not want or body.get("top_logprobs", 0) > top:
+                asked[model.name] = (want, top)
         if cap is not None and key is not None:
             if model.api_format == "openai" and "max_completion_tokens" in body:
                 key = "max_completion_tokens"
@@ -255,7 +261,8 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
     max_calls = budget.max_calls if budget is not None and budget.max_calls else None
     turn = budget.turn if budget is not None else None
     token_cap: list[int | None] = [None]
-    ask = _asking(outbound_for, alg, token_cap)
+    asked: dict[str, tuple[bool, int]] = {}
+    ask = _asking(outbound_for, alg, token_cap, asked)
     attempts: list[Attempt] = []
     last: Stream | Whole | None = None
     failure: UpstreamError | None = None
@@ -328,7 +335,7 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
         verdicts.append(f"{model.name}: {why}, {'accepted' if ok else 'rejected'}")
         if ok:
             _done(ex, attempts, verdicts, tally, spent, answer)
-            return answer
+            return _as_asked(answer, asked)
     fail = alg.on_error == "fail"
     _done(ex, attempts, verdicts, tally, spent, None if fail else last)    # last: returned unless it fails
     if exhausted is not None:
@@ -336,13 +343,13 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
             if last is not None:
                 await _close(last)
             raise LooperBudgetExhausted(f"the escalation's budget ran out: {exhausted} ({'; '.join(verdicts)})")
-        return last
+        return _as_asked(last, asked)
     if last is None:
         raise failure if failure is not None else UpstreamError("no candidate answered")
     if fail:
         await _close(last)
         raise LooperNoAcceptedAnswer(f"no candidate's answer passed the accept check ({'; '.join(verdicts)})")
-    return last
+    return _as_asked(last, asked)
 
 
 async def _self_verify(ex: Exchange, model: ProviderModel, body: bytes, streamed: bool, gte: float,
@@ -391,6 +398,39 @@ async def _answer_check(ex: Exchange, check: AnswerCheck, model: ProviderModel, 
     if not isinstance(verdict, wire.NoulAnswer):
         return False, "answer_check: no answer"
     return verdict.noul >= check.gte, f"answer_check={verdict.noul:.3f}"
+
+
+def _as_asked(answer: Stream | Whole, asked: dict[str, tuple[bool, int]]) -> Stream | Whole:
+    """The answer with the logprobs its client asked for, as OpenAI would answer it: none (``logprobs: null``)
+    unless it asked, and as many top_logprobs as it asked, not the router's own count."""
+    wanted = asked.get(answer.model.name)
+    if wanted is None or answer.status >= 400:
+        return answer
+    if isinstance(answer, Whole):
+        return dataclasses.replace(answer, body=_logprobs_as_asked(answer.body, *wanted))
+    lines = [b"data: " + _logprobs_as_asked(line[5:], *wanted) if line.startswith(b"data:") and b'"logprobs"' in line
+             else line for line in answer.first.split(b"\n")]
+    return dataclasses.replace(answer, first=b"\n".join(lines))
+
+
+def _logprobs_as_asked(doc: bytes, want: bool, top: int) -> bytes:
+    try:
+        d = msgspec.json.decode(doc)
+    except msgspec.DecodeError:
+        return doc
+    if not isinstance(d, dict):
+        return doc
+    for choice in d.get("choices") or ():
+        if not isinstance(choice, dict) or not isinstance(choice.get("logprobs"), dict):
+            continue
+        if not want:
+            choice["logprobs"] = None
+            continue
+        for key in ("content", "refusal"):
+            for token in choice["logprobs"].get(key) or ():
+                if isinstance(token, dict) and isinstance(token.get("top_logprobs"), list):
+                    token["top_logprobs"] = token["top_logprobs"][:top]
+    return msgspec.json.encode(d)
 
 
 def _tokens(body: bytes, streamed: bool) -> Tokens:
