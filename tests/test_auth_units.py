@@ -153,11 +153,32 @@ def test_usage_of_streams_split_anywhere():
             assert m.tokens() == tokens, (stream[:30], size)
 
 
-def test_an_answer_without_usage_is_estimated_from_its_bytes():
+def test_an_answer_without_usage_is_estimated_from_its_text_not_its_framing():
     m = UsageMeter(400)
-    answer = b'data: {"choices":[{"delta":{"content":"' + b"x" * 390 + b'"}}]}\n\n'
-    m.feed(answer)
-    assert m.tokens() == (400 + len(answer)) // 4
+    m.prompt = lambda: 40                  # the request's text, not its JSON
+    answer = (b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
+              b'{"content":"' + b"x" * 390 + b'"},"logprobs":null,"finish_reason":null}]}\n\n') * 2
+    for i in range(0, len(answer), 50):
+        m.feed(answer[i:i + 50])
+    assert m.tokens() == (40 + 2 * 390) // 4
+    for body, text in ((b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":'
+                        b'{"type":"text_delta","text":"abcdefgh"}}\n\n', 8),
+                       (b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
+                        b'"delta":"abcd","item_id":"m","output_index":0,"content_index":0}\n\n', 4)):
+        m = UsageMeter(1000)
+        m.prompt = lambda: 0
+        m.feed(body)
+        assert m.text_bytes == text
+    whole = UsageMeter(0)
+    whole.whole(b'{"choices":[{"index":0,"message":{"role":"assistant","content":"abcdefgh"}}]}')
+    assert whole.tokens() == 2
+
+
+def test_a_relayed_stream_is_read_from_the_backends_bytes():
+    m = UsageMeter(0)
+    m.upstream(b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\n')
+    m.feed(b'data: {"choices":[],"usage":{"prompt_tokens":300,"completion_tokens":2,"total_tokens":302}}\n\n')
+    assert m.tokens() == 5
 
 
 # --- the local windows (no Redis) ------------------------------------------------------------

@@ -1,18 +1,23 @@
-"""The tokens an answer used, read from the bytes the client receives, whole or streamed.
+"""The tokens an answer used, read from its usage, whole or streamed.
 
-Every client protocol reports usage in its own place: Chat's ``usage`` (the last
-chunk of a stream), Messages' ``message_start`` (input) and ``message_delta``
-(output so far), Responses' ``response.completed``. Only lines that mention
-``"usage"`` are decoded. An answer that reports none (a Chat stream without
-``include_usage``) is estimated at four bytes a token of request and answer.
+Every protocol reports usage in its own place: Chat's ``usage`` (a stream's
+usage-only last chunk, which the router asks an openai-format backend for),
+Messages' ``message_start`` (input) and ``message_delta`` (output so far),
+Responses' ``response.completed``. A relayed stream is read as the backend sent
+it (``upstream``): what the client receives may leave the usage out (a Chat
+client that did not ask for it, a translation). An answer that reports none is
+estimated at four bytes a token of text: the request's (``prompt``) and the
+answer's (a stream's deltas, a whole answer's content), never the JSON or SSE
+framing around them.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
-from ..protocol.sse import MarkedLines
-
 _MARK = b'"usage"'
+_DELTA = b'"delta"'
 _MAX_LINE = 1 << 20        # a partial line kept past this is dropped (its usage with it): bounded memory
 
 
@@ -34,40 +39,151 @@ class _Doc(msgspec.Struct):
     response: _Inner | None = None      # Responses' response.completed
 
 
+# --- the answer's text, for the estimate ---------------------------------------------------------------
+
+
+class _Fn(msgspec.Struct):
+    arguments: str | None = None
+
+
+class _Call(msgspec.Struct):
+    function: _Fn | None = None
+
+
+class _Text(msgspec.Struct):
+    """What carries a model's text in any protocol: Chat's delta or message, a Messages delta or block."""
+    content: str | None = None
+    reasoning_content: str | None = None
+    refusal: str | None = None
+    text: str | None = None
+    thinking: str | None = None
+    partial_json: str | None = None
+    tool_calls: list[_Call] | None = None
+    input: Any = None                    # a whole Messages tool_use block's arguments
+
+    def size(self) -> int:
+        n = sum(len(s.encode()) for s in (self.content, self.reasoning_content, self.refusal, self.text,
+                                           self.thinking, self.partial_json) if s)
+        for call in self.tool_calls or ():
+            if call.function is not None and call.function.arguments:
+                n += len(call.function.arguments.encode())
+        if self.input is not None:
+            n += len(msgspec.json.encode(self.input))
+        return n
+
+
+class _Choice(msgspec.Struct):
+    delta: _Text | None = None
+    message: _Text | None = None
+
+
+class _Line(msgspec.Struct):
+    """One stream event: Chat's chunk, a Messages delta, a Responses ``*.delta`` (a string)."""
+    choices: list[_Choice] | None = None
+    delta: str | _Text | None = None
+
+
+class _Item(msgspec.Struct):
+    content: list[_Text] | None = None
+    arguments: str | None = None
+
+
+class _Whole(msgspec.Struct):
+    """A whole answer: Chat's choices, Messages' content blocks, Responses' output items."""
+    choices: list[_Choice] | None = None
+    content: list[_Text] | None = None
+    output: list[_Item] | None = None
+
+
 _DECODE = msgspec.json.Decoder(_Doc)
+_LINE = msgspec.json.Decoder(_Line)
+_WHOLE = msgspec.json.Decoder(_Whole)
+_BAD = (msgspec.DecodeError, msgspec.ValidationError)
+
+
+def _line_text(text: bytes) -> int:
+    try:
+        line = _LINE.decode(text)
+    except _BAD:
+        return 0
+    n = sum(c.delta.size() for c in line.choices or () if c.delta is not None)
+    if isinstance(line.delta, str):
+        n += len(line.delta.encode())
+    elif line.delta is not None:
+        n += line.delta.size()
+    return n
+
+
+def _whole_text(body: bytes) -> int:
+    try:
+        doc = _WHOLE.decode(body)
+    except _BAD:
+        return 0
+    n = sum(c.message.size() for c in doc.choices or () if c.message is not None)
+    n += sum(block.size() for block in doc.content or ())
+    for item in doc.output or ():
+        n += sum(part.size() for part in item.content or ()) + len((item.arguments or "").encode())
+    return n
 
 
 class UsageMeter:
-    __slots__ = ("request_bytes", "answer_bytes", "lines", "input", "output", "total", "seen")
+    __slots__ = ("request_bytes", "prompt", "text_bytes", "tail", "input", "output", "total", "seen", "relayed")
 
     def __init__(self, request_bytes: int) -> None:
-        self.request_bytes = request_bytes
-        self.answer_bytes = 0
-        self.lines = MarkedLines(_MARK, _MAX_LINE)
+        self.request_bytes = request_bytes      # the request body's size: the estimate's input until ``prompt``
+        self.prompt: Any = None                 # a callable: the request's text size (UTF-8), read when estimated
+        self.text_bytes = 0                     # the answer's text seen so far
+        self.tail = b""
         self.input = self.output = self.total = 0
         self.seen = False
+        self.relayed = False                    # the stream is read from the backend's bytes (``upstream``)
 
     def feed(self, chunk: bytes) -> None:
-        """One piece of a stream, cut anywhere: complete lines are read, the partial one is kept."""
-        self.answer_bytes += len(chunk)
-        for line in self.lines.feed(chunk):
-            self._read(line[5:] if line.startswith(b"data:") else line)
+        """One piece of the answer as the client receives it, cut anywhere; unread once ``upstream`` reads it."""
+        if not self.relayed:
+            self._lines(chunk)
+
+    def upstream(self, chunk: bytes) -> None:
+        """One piece of a stream as the backend sent it: from the first one on, what the client receives is not
+        read (it may leave the usage out)."""
+        self.relayed = True
+        self._lines(chunk)
+
+    def _lines(self, chunk: bytes) -> None:
+        cut = chunk.rfind(b"\n")
+        if cut < 0:
+            if len(self.tail) < _MAX_LINE:
+                self.tail += chunk
+            return
+        lines = self.tail + chunk[:cut] if self.tail else chunk[:cut]
+        self.tail = chunk[cut + 1:]
+        if _MARK in lines or _DELTA in lines:
+            for line in lines.split(b"\n"):
+                self._line(line)
+
+    def _line(self, line: bytes) -> None:
+        text = line[5:] if line.startswith(b"data:") else line
+        if _MARK in text:
+            self._read(text)
+        if _DELTA in text and not self.seen:      # once usage came, nothing is estimated
+            self.text_bytes += _line_text(text)
 
     def whole(self, body: bytes) -> None:
         """A whole answer: one JSON document, however it is laid out."""
-        self.answer_bytes += len(body)
         if _MARK in body:
             self._read(body)
+        if not self.seen:
+            self.text_bytes += _whole_text(body)
 
     def finish(self) -> None:
-        tail, self.lines.tail = self.lines.tail, b""
-        if tail and _MARK in tail:
-            self._read(tail[5:] if tail.startswith(b"data:") else tail)
+        tail, self.tail = self.tail, b""
+        if tail:
+            self._line(tail)
 
     def _read(self, text: bytes) -> None:
         try:
             doc = _DECODE.decode(text.strip())
-        except msgspec.DecodeError:
+        except _BAD:
             return
         for u in (doc.usage, doc.message.usage if doc.message else None,
                   doc.response.usage if doc.response else None):
@@ -81,4 +197,5 @@ class UsageMeter:
         self.finish()
         if self.seen:
             return max(self.total, self.input + self.output)
-        return (self.request_bytes + self.answer_bytes) // 4
+        prompt = self.prompt() if self.prompt is not None else self.request_bytes
+        return (prompt + self.text_bytes) // 4

@@ -113,6 +113,10 @@ class ProviderModel(_Block):
     modalities: dict[Literal["input", "output"], list[str]] | None = None
     context_window_size: Annotated[int, Meta(ge=1)] | None = None
     pricing: Pricing | None = None
+    # An openai-format model's streams are asked for their usage (stream_options.include_usage), which the
+    # limits, costs, metrics and access log read; false for servers that refuse stream_options (their streams
+    # are then estimated from the answer's text).
+    stream_usage: bool = True
 
     @property
     def upstream_model(self) -> str:

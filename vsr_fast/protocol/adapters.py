@@ -42,6 +42,7 @@ model, an Images client and a text model) raise ``UnsupportedCapability``.
 from __future__ import annotations
 
 import abc
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -160,22 +161,36 @@ class Adapter(abc.ABC):
         return CanonicalRequest(chat_messages(conv), tools=len(conv.tools), metadata=conv.metadata,
                                 identity=identity)
 
-    def upstream(self, req: Inbound, api_format: str, upstream_model: str) -> Outbound:
-        """The request for a backend speaking ``api_format``, naming ``upstream_model``."""
+    def upstream(self, req: Inbound, api_format: str, upstream_model: str, *, stream_usage: bool = True
+                 ) -> Outbound:
+        """The request for a backend speaking ``api_format``, naming ``upstream_model``. A stream to an
+        openai-format backend asks for its usage (``stream_options.include_usage``) unless ``stream_usage``
+        is false (a server that refuses the field): the limits, costs and metrics read it."""
         if api_format not in PATHS:
             raise UnsupportedCapability(f"api_format {api_format!r} does not serve {self.api} requests")
         headers = self.provider_headers(req, api_format)
         if api_format == self.native:
-            rewrite = req.memo.get("rewrite")
+            ask = stream_usage and self.usage_unasked(req)
+            key = "rewrite+usage" if ask else "rewrite"
+            rewrite = req.memo.get(key)
             if rewrite is None:
-                rewrite = req.memo["rewrite"] = ModelRewriter(req.raw, self.model(req))
+                raw = with_stream_usage(req.raw, True) if ask else req.raw
+                rewrite = req.memo[key] = ModelRewriter(raw, self.model(req))
             return Outbound(PATHS[api_format], rewrite(upstream_model), self.stream(req), headers)
-        key = ("body", api_format, upstream_model)
+        key = ("body", api_format, upstream_model, stream_usage)
         if key not in req.memo:
-            req.memo[key] = self._translate(req, api_format, upstream_model)
+            body, losses = self._translate(req, api_format, upstream_model)
+            if api_format == "openai" and not stream_usage and self.stream(req):
+                body = with_stream_usage(body, False)     # the translation asks for it: this server refuses it
+            req.memo[key] = body, losses
         body, losses = req.memo[key]
         return Outbound(PATHS[api_format], body, self.stream(req) and api_format != "images", headers,
                         tuple(losses))
+
+    def usage_unasked(self, req: Inbound) -> bool:
+        """Whether the client streams a Chat answer without asking for its usage chunk: the router asks for it,
+        and drops it from what the client receives (``stream_translator``). Only Chat has the option."""
+        return False
 
     def provider_headers(self, req: Inbound, api_format: str) -> tuple[tuple[str, str | bytes], ...]:
         """The protocol headers a backend of ``api_format`` gets: the client's own betas and version
@@ -331,6 +346,74 @@ def same_format_headers(api_format: str, headers: Iterable[tuple[bytes, bytes]])
     return tuple((k.decode("latin-1"), v) for k, v in headers if k.decode("latin-1") in names)
 
 
+def with_stream_usage(raw: bytes, ask: bool) -> bytes:
+    """A Chat request body asking for the stream's usage chunk (``ask``), or with no ``stream_options``."""
+    top = dict(chat.TOP_LEVEL_DECODER.decode(raw))
+    if not ask:
+        top.pop("stream_options", None)
+        return chat.ENCODER.encode(top)
+    old = top.get("stream_options")
+    options = msgspec.json.decode(old) if old is not None else None
+    top["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+    return chat.ENCODER.encode(top)
+
+
+class _NoUsageChunk:
+    """A same-protocol Chat stream less the usage-only chunk (``choices: []``) the router asked the backend for
+    and the client did not: the client reads what it would have read from the backend itself."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: StreamTranslator) -> None:
+        self.inner = inner
+
+    @property
+    def losses(self):
+        return self.inner.losses
+
+    def feed(self, chunk: bytes) -> bytes:
+        return _drop_usage_chunks(self.inner.feed(chunk))
+
+    def close(self) -> bytes:
+        return _drop_usage_chunks(self.inner.close())
+
+    def fail(self, exc: VsrError) -> bytes:
+        return self.inner.fail(exc)
+
+    def final(self) -> bytes | None:
+        return self.inner.final()
+
+
+class _UsageChunk(msgspec.Struct):
+    choices: list[msgspec.Raw] | None = None
+    usage: dict | None = None
+    looper: dict | None = None          # an executor's own report (selection.synthesis): the router's, kept
+
+
+_USAGE_CHUNK = msgspec.json.Decoder(_UsageChunk)
+_EVENT_END = re.compile(rb"(\r?\n\r?\n)")
+
+
+def _drop_usage_chunks(out: bytes) -> bytes:
+    """``out`` (whole events) without its usage-only chunks; one ``in`` test when it has none."""
+    if b'"usage"' not in out:
+        return out
+    parts = _EVENT_END.split(out)       # event, its end, event, its end, ..., what follows the last end
+    kept = []
+    for i in range(0, len(parts) - 1, 2):
+        event = parts[i]
+        if b'"usage"' in event and event.startswith(b"data:"):
+            try:
+                doc = _USAGE_CHUNK.decode(event[5:])
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                doc = None
+            if doc is not None and doc.usage is not None and doc.choices == [] and doc.looper is None:
+                continue
+        kept += (event, parts[i + 1])
+    kept.append(parts[-1])
+    return b"".join(kept)
+
+
 def _unreadable(exc: msgspec.DecodeError) -> UpstreamError:
     return UpstreamError(f"the upstream answer could not be read: {exc}")
 
@@ -347,6 +430,14 @@ class ChatAdapter(Adapter):
 
     def _write_answer(self, req: Inbound, answer: Answer) -> tuple[bytes, list[Loss]]:
         return CHAT.write_answer(answer)
+
+    def usage_unasked(self, req: Inbound) -> bool:
+        options = req.body.stream_options
+        return bool(req.body.stream) and not (options and options.include_usage)
+
+    def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id) -> StreamTranslator:
+        tr = super().stream_translator(req, api_format, new_id=new_id)
+        return _NoUsageChunk(tr) if api_format == self.native and self.usage_unasked(req) else tr
 
     def _writer(self, req: Inbound, new_id: NewId):
         options = req.body.stream_options

@@ -32,6 +32,8 @@ SSE = "text/event-stream"
 
 async def answer(ex: Exchange, send: Send, result: Fast | CachedAnswer | Stream | Whole) -> None:
     """Send ``result`` in the client's protocol."""
+    if ex.meter is not None and ex.req is not None:
+        ex.meter.prompt = _prompt_size(ex)
     if isinstance(result, Fast):
         await _fast(ex, send, result.message)
     elif isinstance(result, CachedAnswer):
@@ -40,6 +42,29 @@ async def answer(ex: Exchange, send: Send, result: Fast | CachedAnswer | Stream 
         await _relay(ex, send, result)
     else:
         await _whole(ex, send, result)
+
+
+def _prompt_size(ex: Exchange):
+    """The request's text size, for an answer that reports no usage: its messages, not their JSON."""
+    def size() -> int:
+        try:
+            return ex.adapter.canonical(ex.req).all_text_bytes
+        except Exception:       # read when the request ends (its limits released): never fails it
+            return len(ex.raw)
+    return size
+
+
+def _metered(ex: Exchange, feed):
+    """``feed`` (a translator's) after the meter read the backend's own bytes: the client's may leave the usage
+    out (a Chat client that did not ask for it, a translation that drops it)."""
+    meter = ex.meter
+    if meter is None:
+        return feed
+
+    def read(chunk: bytes) -> bytes:
+        meter.upstream(chunk)
+        return feed(chunk)
+    return read
 
 
 async def _send(ex: Exchange, send: Send, body: bytes, content_type: str, *, streamed: bool) -> None:
@@ -184,14 +209,15 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
     complete, failure, relayed = False, None, None
     # A guard that cannot change the answer reads a copy once the stream has ended (for the record).
     copy = _Copy() if guard is not None else None
+    feed = _metered(ex, tr.feed)
     try:
         await send({"type": "http.response.start", "status": stream.status,
                     "headers": ex.headers(SSE) + [(b"cache-control", b"no-cache")]})
         with ex.deadline_scope() as cut:
-            await _pass(ex, send, tr.feed(stream.first), copy)
+            await _pass(ex, send, feed(stream.first), copy)
             try:
                 async for chunk in stream.rest:
-                    await _pass(ex, send, tr.feed(chunk), copy)
+                    await _pass(ex, send, feed(chunk), copy)
                 complete = True
                 ended_in_error = getattr(stream.rest, "ended_in_error", None)     # a checked backend stream's
                 if ended_in_error is not None and (relayed := ended_in_error()) is not None:
@@ -276,12 +302,13 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
     held = bytearray()
     failure: VsrError | None = None
     outcome = None
+    feed = _metered(ex, tr.feed)
     try:
         with ex.deadline_scope() as cut:
             try:
-                held += tr.feed(stream.first)
+                held += feed(stream.first)
                 async for chunk in stream.rest:
-                    held += tr.feed(chunk)
+                    held += feed(chunk)
                     if len(held) > HOLD_LIMIT_BYTES:
                         break
                 else:

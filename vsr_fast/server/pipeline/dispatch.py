@@ -24,7 +24,8 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
     credential = delegated_credential(ex.state, ex.scope, r.candidates)
 
     async def written(model: ProviderModel, inbound: Inbound) -> Outbound:
-        out = ex.adapter.upstream(inbound, model.api_format, model.upstream_model)
+        out = ex.adapter.upstream(inbound, model.api_format, model.upstream_model,
+                                  stream_usage=model.stream_usage)
         # The client's forwarded headers join the request's own, so header_mutation sees them all.
         out = dataclasses.replace(out, headers=(*client_headers, *out.headers), credential=credential)
         return await _shaped(ex, out, model)

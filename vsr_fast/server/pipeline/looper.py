@@ -10,7 +10,8 @@ request is held whole while it is judged (a check reads the whole answer), then
 relayed. When the budget runs out or no answer passes, ``on_error`` decides:
 ``last_attempt`` (the default) returns the last answer, ``fail`` the Looper's error.
 
-Every call's cost (``selection.cost``) is summed on the exchange's tally.
+Every call's cost (``selection.cost``) is summed on the exchange's tally; every call's tokens and cost reach
+vsr_tokens_total and vsr_cost_total under its model (the answer's tokens through the request's usage meter).
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from ...protocol.adapters import Outbound
 from ...routing import Route
 from ...selection import accept as checks
 from ...selection import selectors, synthesis
-from ...selection.cost import StreamUsage, Tally
+from ...selection.cost import StreamUsage, Tally, Tokens
 from ...systemone.presets import PRESETS
 from ...upstream import Attempt, Stream, Whole, failure_cause
 from ...upstream.dispatch import OutboundFor, _built
@@ -178,9 +179,12 @@ def _ordered(alg: Algorithm, candidates: tuple[ProviderModel, ...]) -> tuple[Pro
 _MAX_TOKENS = {"openai": "max_tokens", "anthropic": "max_tokens", "responses": "max_output_tokens"}
 
 
-def _asking(outbound_for: OutboundFor, alg: Algorithm, token_cap: list[int | None]) -> OutboundFor:
+def _asking(outbound_for: OutboundFor, alg: Algorithm, token_cap: list[int | None],
+            asked: dict[str, tuple[bool, int]]) -> OutboundFor:
     """Each call's request as the executor needs it: Chat candidates asked for logprobs when a confidence
-    check reads them (top 2 for ``margin`` and ``hybrid``), and max_tokens capped by the turn's remaining time."""
+    check reads them (top 2 for ``margin`` and ``hybrid``), and max_tokens capped by the turn's remaining time.
+    ``asked``: per model whose logprobs the router asked for beyond the client's request, what the client
+    asked (logprobs, top_logprobs), for ``_as_asked``."""
     esc = alg.escalate
     conf = esc.accept.confidence if esc is not None and esc.accept is not None else None
     if conf is not None and conf.method == "self_verify":
@@ -195,9 +199,12 @@ def _asking(outbound_for: OutboundFor, alg: Algorithm, token_cap: list[int | Non
             return out
         body = msgspec.json.decode(out.body)
         if conf is not None and model.api_format == "openai":
+            want, top = body.get("logprobs") is True, body.get("top_logprobs") or 0
             body["logprobs"] = True
             if conf.method in ("margin", "hybrid"):
-                body["top_logprobs"] = max(2, body.get("top_logprobs") or 0)
+                body["top_logprobs"] = max(2, top)
+            if not want or body.get("top_logprobs", 0) > top:
+                asked[model.name] = (want, top)
         if cap is not None and key is not None:
             if model.api_format == "openai" and "max_completion_tokens" in body:
                 key = "max_completion_tokens"
@@ -254,13 +261,15 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
     max_calls = budget.max_calls if budget is not None and budget.max_calls else None
     turn = budget.turn if budget is not None else None
     token_cap: list[int | None] = [None]
-    ask = _asking(outbound_for, alg, token_cap)
+    asked: dict[str, tuple[bool, int]] = {}
+    ask = _asking(outbound_for, alg, token_cap, asked)
     attempts: list[Attempt] = []
     last: Stream | Whole | None = None
     failure: UpstreamError | None = None
     verdicts: list[str] = []
     exhausted = None
     calls = 0
+    spent: list[tuple[Stream | Whole, Tokens]] = []     # each answered call's usage, for vsr_tokens_total
     ex.path = h.ResponsePath.LOOPER
     for i, model in enumerate(_ordered(alg, candidates)):
         if max_calls is not None and calls >= max_calls:
@@ -300,7 +309,9 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
         attempts += answer.attempts
         calls += len(answer.attempts)
         if answer.status < 400:
-            tally.add_whole(answer.model, body) if not streamed else _add_stream(tally, answer.model, body)
+            tokens = _tokens(body, isinstance(answer, Stream))
+            tally.add(answer.model, tokens)
+            spent.append((answer, tokens))
         if last is not None:
             await _close(last)
         last = answer
@@ -323,22 +334,22 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
                 ok, why = await _answer_check(ex, esc.accept.systemone, answer.model, body, as_stream)
         verdicts.append(f"{model.name}: {why}, {'accepted' if ok else 'rejected'}")
         if ok:
-            _done(ex, attempts, verdicts, tally)
-            return answer
-    _done(ex, attempts, verdicts, tally)
+            _done(ex, attempts, verdicts, tally, spent, answer)
+            return _as_asked(answer, asked)
     fail = alg.on_error == "fail"
+    _done(ex, attempts, verdicts, tally, spent, None if fail else last)    # last: returned unless it fails
     if exhausted is not None:
         if last is None or fail:
             if last is not None:
                 await _close(last)
             raise LooperBudgetExhausted(f"the escalation's budget ran out: {exhausted} ({'; '.join(verdicts)})")
-        return last
+        return _as_asked(last, asked)
     if last is None:
         raise failure if failure is not None else UpstreamError("no candidate answered")
     if fail:
         await _close(last)
         raise LooperNoAcceptedAnswer(f"no candidate's answer passed the accept check ({'; '.join(verdicts)})")
-    return last
+    return _as_asked(last, asked)
 
 
 async def _self_verify(ex: Exchange, model: ProviderModel, body: bytes, streamed: bool, gte: float,
@@ -356,7 +367,9 @@ async def _self_verify(ex: Exchange, model: ProviderModel, body: bytes, streamed
         return False, f"self_verify: {exc.code}", []
     if whole.status >= 400:
         return False, f"self_verify: HTTP {whole.status}", whole.attempts
-    tally.add_whole(model, whole.body)
+    tokens = _tokens(whole.body, False)
+    tally.add(model, tokens)
+    count_tokens(ex, model.name, tokens)
     rating = checks.self_rating(checks.answer_text(whole.body, model.api_format, False) or "")
     if rating is None:
         return False, "self_verify: no rating", whole.attempts
@@ -387,10 +400,55 @@ async def _answer_check(ex: Exchange, check: AnswerCheck, model: ProviderModel, 
     return verdict.noul >= check.gte, f"answer_check={verdict.noul:.3f}"
 
 
-def _add_stream(tally: Tally, model: ProviderModel, body: bytes) -> None:
+def _as_asked(answer: Stream | Whole, asked: dict[str, tuple[bool, int]]) -> Stream | Whole:
+    """The answer with the logprobs its client asked for, as OpenAI would answer it: none (``logprobs: null``)
+    unless it asked, and as many top_logprobs as it asked, not the router's own count."""
+    wanted = asked.get(answer.model.name)
+    if wanted is None or answer.status >= 400:
+        return answer
+    if isinstance(answer, Whole):
+        return dataclasses.replace(answer, body=_logprobs_as_asked(answer.body, *wanted))
+    lines = [b"data: " + _logprobs_as_asked(line[5:], *wanted) if line.startswith(b"data:") and b'"logprobs"' in line
+             else line for line in answer.first.split(b"\n")]
+    return dataclasses.replace(answer, first=b"\n".join(lines))
+
+
+def _logprobs_as_asked(doc: bytes, want: bool, top: int) -> bytes:
+    try:
+        d = msgspec.json.decode(doc)
+    except msgspec.DecodeError:
+        return doc
+    if not isinstance(d, dict):
+        return doc
+    for choice in d.get("choices") or ():
+        if not isinstance(choice, dict) or not isinstance(choice.get("logprobs"), dict):
+            continue
+        if not want:
+            choice["logprobs"] = None
+            continue
+        for key in ("content", "refusal"):
+            for token in choice["logprobs"].get(key) or ():
+                if isinstance(token, dict) and isinstance(token.get("top_logprobs"), list):
+                    token["top_logprobs"] = token["top_logprobs"][:top]
+    return msgspec.json.encode(d)
+
+
+def _tokens(body: bytes, streamed: bool) -> Tokens:
+    """One call's usage, from its whole body or its held stream."""
+    if not streamed:
+        tokens = Tokens()
+        tokens.read(body)
+        return tokens
     reader = StreamUsage()
     reader.feed(body + b"\n")
-    tally.add(model, reader.tokens)
+    return reader.tokens
+
+
+def count_tokens(ex: Exchange, model: str, tokens: Tokens) -> None:
+    """vsr_tokens_total for a call whose answer the client does not get (its usage meter never reads it)."""
+    if tokens.seen:
+        ex.state.metrics.tokens.inc(model, "input", by=tokens.input)
+        ex.state.metrics.tokens.inc(model, "output", by=tokens.output)
 
 
 async def _close(answer: Stream | Whole) -> None:
@@ -399,7 +457,13 @@ async def _close(answer: Stream | Whole) -> None:
             await answer.aclose()
 
 
-def _done(ex: Exchange, attempts: list[Attempt], verdicts: list[str], tally: Tally) -> None:
+def _done(ex: Exchange, attempts: list[Attempt], verdicts: list[str], tally: Tally,
+          spent: list[tuple[Stream | Whole, Tokens]], kept: Stream | Whole | None) -> None:
+    """The record, the trace and the metrics of every call; ``kept``, the answer returned, has its tokens
+    counted by the request's usage meter as it is sent."""
     ex.rec.attempts(attempts)
     note(ex, "looper", verdicts)
     metric(ex, tally)
+    for answer, tokens in spent:
+        if answer is not kept:
+            count_tokens(ex, answer.model.name, tokens)
