@@ -167,9 +167,13 @@ def request_body(api: str, question: str = "What is the capital of France?", **e
 
 
 def raw_stream(proc, api: str) -> httpx.Response:
-    """The router's streamed answer as bytes, for the byte-level checks."""
-    return httpx.post(f"{proc.url}{PATHS[api]}", json=request_body(api, stream=True), headers={"x-vsr-debug": "1"},
-                      timeout=30)
+    """The router's streamed answer as bytes, for the byte-level checks. A Chat client asks for the usage chunk:
+    the router asks the backend for it anyway and drops it for a client that did not (tests/test_e2e_usage_streams.py),
+    so with it both streams are the same bytes."""
+    body = request_body(api, stream=True)
+    if api == "chat":
+        body["stream_options"] = {"include_usage": True}
+    return httpx.post(f"{proc.url}{PATHS[api]}", json=body, headers={"x-vsr-debug": "1"}, timeout=30)
 
 
 # --- passing ------------------------------------------------------------------------------------

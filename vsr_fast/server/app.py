@@ -51,6 +51,7 @@ def make_app(state: AppState, role: str = "serving"):
     """An ASGI app over ``state`` for a listener of ``role``: ``serving`` (the client APIs, and the admin
     routes unless an admin listener serves them) or ``admin`` (the admin routes and the probes only)."""
     admin = make_admin(state)
+    urls = admin.url_map.bind("")
     posts = _post_routes()
     allowed = frozenset(o.lower().encode() for o in state.loaded.config.global_.router.cors.allow_origins)
     any_origin = b"*" in allowed
@@ -137,6 +138,10 @@ def make_app(state: AppState, role: str = "serving"):
                                      recipe=None, decision=None, model=None)
             headers.append((b"content-type", b"application/json"))
             await send_whole(send, 200, headers, models_listing(state))
+        elif not _routed(urls, path, method):
+            # quart reads a request's body before it finds no route: a client waiting on Expect: 100-continue
+            # would be told to send it for a 404.
+            await _not_here(send, scope)
         else:
             # Always shielded: whether hypercorn closes after this answer (HTTP/1.0, "Close", "close, TE", its
             # own limits) is h11's call, not a header comparison's.
@@ -203,6 +208,17 @@ def _challenge(exc: AuthError) -> tuple[tuple[bytes, bytes], ...]:
     if exc.retry_after_s is not None:       # the key store not answering yet: come back, the key may be good
         return ((b"retry-after", str(exc.retry_after_s).encode()),)
     return ((b"www-authenticate", b'Bearer realm="vsr-fast"'),) if exc.status == 401 else ()
+
+
+def _routed(urls, path: str, method: str) -> bool:
+    """Whether quart has a route at ``path`` (for any method: its own 405 names the ones it serves)."""
+    try:
+        urls.match(path, method=method)
+    except NotFound:
+        return False
+    except Exception:       # MethodNotAllowed, a redirect to the slashed path: quart answers those itself
+        return True
+    return True
 
 
 async def _not_here(send: Send, scope: Scope) -> None:
