@@ -32,7 +32,7 @@ client went away first (during --latency-ms or mid-stream); ``failures_injected`
 requests = completed + cancelled + failures_injected + malformed requests. ``by_api`` counts
 received requests per route (chat, messages, responses, images); ``usage`` sums the token
 counts the answers reported (``input_tokens``, ``output_tokens``); ``embeddings`` counts
-``POST /v1/embeddings`` calls, each answered with deterministic hashed bag-of-words vectors
+``POST /v1/embeddings`` calls; ``connections`` counts accepted connections (what a client's reuse saves), each answered with deterministic hashed bag-of-words vectors
 (``--embedding-dimensions`` wide unless the request asks for ``dimensions``), so texts sharing
 words are near. ``GET /_mock/last_stream``
 returns the SSE bytes of the last stream it answered, unframed, so a test can compare what a
@@ -192,6 +192,7 @@ class Stats:
         self.by_api = {"chat": 0, "messages": 0, "responses": 0, "images": 0}
         self.input_tokens = self.output_tokens = 0
         self.embeddings = 0
+        self.connections = 0        # accepted, so a client's connection reuse can be read
         self.last_headers: dict[bytes, bytes] | None = None
         self.last_body = b""
         self.arrivals: list[float] = []     # time.monotonic() of each generation request (kept for the first 10k)
@@ -216,6 +217,7 @@ class Stats:
                 "by_api": self.by_api,
                 "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
                 "embeddings": self.embeddings,
+                "connections": self.connections,
                 "last_request": last,
                 "arrivals": self.arrivals,
             }
@@ -300,6 +302,10 @@ class MockUpstream(Server):
         self.ids = itertools.count(1)
         self.last_stream = b""      # the SSE bytes of the last stream answered, as sent (GET /_mock/last_stream)
         self.apply(config)
+
+    async def connection(self, sock: trio.socket.SocketType) -> None:
+        self.stats.connections += 1
+        await super().connection(sock)
 
     def apply(self, config: MockConfig) -> None:
         """Install a configuration; a seed restarts the failure sequence."""

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
+import trio
 
 from ..errors import UpstreamError, UpstreamInvalid, UpstreamTooLarge
 from .transport import Response
@@ -23,6 +24,10 @@ RELAYABLE = frozenset(range(200, 300)) | frozenset(range(400, 600))
 # An error body relayed past this is replaced by a short one of the same protocol: a client needs the
 # status and a line, not a megabyte of a backend's page.
 MAX_ERROR_BODY = 16 * 1024
+# After a stream's terminator a backend sends the end of its body (chunked's last chunk), at once: read and
+# dropped, a little and briefly, so the connection goes back to the pool; past either bound it is closed.
+DRAIN_MAX_BYTES = 64 * 1024
+DRAIN_MAX_S = 0.5
 REDACTED = b"[redacted]"
 
 
@@ -280,12 +285,13 @@ class Checked:
     UpstreamTooLarge, after the good bytes before it; it ends with the answer's terminator, whatever follows.
     A class, not an async generator: the relay may drop it unfinished, and it holds nothing to finalize."""
 
-    __slots__ = ("_check", "_chunks", "_failure", "_label", "_limit", "_size")
+    __slots__ = ("_check", "_chunks", "_drained", "_failure", "_label", "_limit", "_size")
 
     def __init__(self, chunks: AsyncIterator[bytes], check: EventCheck, limit: int, label: str,
                  already: int = 0) -> None:
         self._chunks, self._check, self._limit, self._label, self._size = chunks, check, limit, label, already
         self._failure: UpstreamError | None = None
+        self._drained = False
 
     @property
     def events(self) -> int:
@@ -306,8 +312,12 @@ class Checked:
         if self._failure is not None:
             raise self._failure
         if self._check.done:
-            # The answer ended: what the backend sends after it is not read, and its connection, left with a
-            # body unfinished, is closed rather than reused when the relay closes the answer.
+            # The answer ended: what the backend sends after it is never relayed. The end of its body is read
+            # (bounded) so the connection can be reused; one left unfinished is closed when the relay closes the
+            # answer (closing every stream's connection cost a connect per streamed request).
+            if not self._drained:
+                self._drained = True
+                await self._drain()
             raise StopAsyncIteration
         try:
             chunk = await self._chunks.__anext__()
@@ -328,6 +338,18 @@ class Checked:
         if not good:
             raise self._failure
         return chunk[:good]
+
+
+    async def _drain(self) -> None:
+        left = DRAIN_MAX_BYTES
+        with trio.move_on_after(DRAIN_MAX_S):
+            try:
+                while left >= 0:
+                    left -= len(await self._chunks.__anext__())
+            except StopAsyncIteration:
+                return
+            except Exception as exc:  # a reset after the answer ended: the answer is whole, the connection goes
+                log.debug("backend %s: after its answer's end: %r", self._label, exc)
 
 
 def _too_large(label: str, limit: int) -> UpstreamTooLarge:
