@@ -6,9 +6,12 @@ from __future__ import annotations
 import re
 
 import httpx
+import openai
 import pytest
 
-from .procs import wait_for_value
+from .procs import config, router, wait_for_value, wait_until, write_config
+from .test_e2e_auth import REDIS_URL, prefix, sha  # noqa: F401  (prefix: a Redis prefix of the test's own)
+from .test_e2e_usage_streams import KEY, _charged as charged
 from .test_e2e_looper import (CHAT, CHEAP, DEAR, ESCALATE, REFS, chat, cost_metric, hand_cost, start, stats, two,
                               unsure_and_sure)  # noqa: F401  (a fixture)
 
@@ -81,3 +84,27 @@ def test_escalate_returns_the_top_logprobs_the_client_asked_for(tmp_path, unsure
             tokens = client.chat.completions.create(**kw).choices[0].logprobs.content
         assert tokens and all(len(t.top_logprobs) == 1 for t in tokens)
         assert stats(sure)["last_request"]["body"]["top_logprobs"] == 2    # the router's own count, for margin
+
+
+# --- token limits ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_key_tpm_is_charged_every_escalate_call(tmp_path, unsure_and_sure, prefix, stream):
+    """The rejected first answer cost tokens too: a caller's tpm window holds both calls' usage, not only the
+    answer it received (the SDK's default stream: no stream_options)."""
+    unsure, sure = unsure_and_sure
+    doc = config(two(unsure, sure), [{"name": "main", "modelRefs": REFS, "algorithm": ESCALATE}])
+    doc["global"] = {"router": {"auth": {
+        "enabled": True, "keys": [{"id": "metered", "sha256": sha(KEY), "limits": {"tpm": 1_000_000}}],
+        "store": {"backend": "redis", "url": REDIS_URL, "prefix": prefix}}}}
+    with router(write_config(doc, str(tmp_path))) as proc:
+        client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key=KEY, max_retries=0)
+        if stream:
+            assert list(client.chat.completions.create(model="vsr/auto", messages=CHAT, stream=True))
+        else:
+            assert client.chat.completions.create(model="vsr/auto", messages=CHAT).choices
+        assert stats(unsure)["requests"] == 1 and stats(sure)["requests"] == 1
+        both = used(unsure) + used(sure)
+        assert used(unsure) > 0 and used(sure) > 0
+        wait_until(lambda: charged(prefix) == both, "both calls' usage to reach the tpm window")

@@ -262,3 +262,40 @@ def test_a_long_tool_result_is_read_whole_in_windows_and_masked(masked):
     text = sent(upstream)
     assert_clean(text)
     assert text.count("[EMAIL_ADDRESS]") == 3 and "<phone>" in text       # the system prompt's, and both copies
+
+
+ID_EMAIL = "bob.jones@example.net"
+NATIVE = {"chat": "openai", "messages": "anthropic", "responses": "responses"}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("api", ["chat", "messages", "responses"])
+def test_an_email_address_used_as_the_callers_id_is_masked(masked, api, fmt):
+    """The caller's identifiers (user, safety_identifier, prompt_cache_key, metadata; Messages' user_id) are
+    stored by the provider like the text: an e-mail address there never reaches it, whatever the translation."""
+    proc, upstream = masked
+    text = f"What are your opening hours? Ask via {fmt}."
+    if api == "messages":
+        client = anthropic.Anthropic(base_url=proc.url, api_key="k")
+        raw = client.messages.with_raw_response.create(model="vsr/auto", max_tokens=64, metadata={
+            "user_id": ID_EMAIL}, messages=[{"role": "user", "content": text}])
+    elif api == "chat":
+        client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
+        raw = client.chat.completions.with_raw_response.create(
+            model="vsr/auto", messages=[{"role": "user", "content": text}], user=ID_EMAIL,
+            safety_identifier=ID_EMAIL, prompt_cache_key=f"conv:{ID_EMAIL}", metadata={"who": ID_EMAIL}, store=True)
+    else:
+        client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
+        raw = client.responses.with_raw_response.create(
+            model="vsr/auto", input=text, user=ID_EMAIL, safety_identifier=ID_EMAIL,
+            prompt_cache_key=f"conv:{ID_EMAIL}", metadata={"who": ID_EMAIL})
+    assert raw.http_response.status_code == 200
+    got = sent(upstream)
+    assert ID_EMAIL not in got and "bob.jones" not in got, f"{ID_EMAIL!r} reached the provider: {got}"
+    body = json.loads(got)
+    if NATIVE[api] == fmt:          # the fields pass through: masked, not dropped
+        if fmt == "anthropic":
+            assert body["metadata"] == {"user_id": "[EMAIL_ADDRESS]"}
+        else:
+            assert body["user"] == body["safety_identifier"] == "[EMAIL_ADDRESS]"
+            assert body["prompt_cache_key"] == "conv:[EMAIL_ADDRESS]" and body["metadata"] == {"who": "[EMAIL_ADDRESS]"}

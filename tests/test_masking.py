@@ -103,3 +103,21 @@ def test_every_text_position_is_read_and_every_copy_replaced(fmt):
     conversation = json.dumps({k: v for k, v in body.items() if k != "tools"})
     assert E not in conversation and P not in conversation and "[EMAIL_ADDRESS]" in text
     assert masking.replace(body, fmt, {E: "x"}) == 0                               # nothing left to replace
+
+
+@pytest.mark.parametrize("fmt, ids", [
+    ("openai", {"user": E, "safety_identifier": f"sid-{E}", "prompt_cache_key": f"conv:{E}", "metadata": {"who": E}}),
+    ("responses", {"user": E, "safety_identifier": E, "prompt_cache_key": E, "metadata": {"who": f"is {E}"}}),
+    ("anthropic", {"metadata": {"user_id": E}}),
+])
+def test_the_callers_identifiers_are_read_and_masked(fmt, ids):
+    """An e-mail address as a user id, a cache key or metadata reaches the provider's logs like any text."""
+    body = {**copy.deepcopy(BODIES[fmt]), **copy.deepcopy(ids)}
+    found = masking.texts(body, fmt)
+    for value in ids.values():
+        for text in (value.values() if isinstance(value, dict) else (value,)):
+            assert text in found
+    masking.replace(body, fmt, {E: "[EMAIL_ADDRESS]"})
+    assert E not in json.dumps(body)
+    assert list(body.get("metadata", {})) == list(ids.get("metadata", {}))   # the keys stay: names, not text
+

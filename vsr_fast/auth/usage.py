@@ -127,7 +127,8 @@ def _whole_text(body: bytes) -> int:
 
 
 class UsageMeter:
-    __slots__ = ("request_bytes", "prompt", "text_bytes", "tail", "input", "output", "total", "seen", "relayed")
+    __slots__ = ("request_bytes", "prompt", "text_bytes", "tail", "input", "output", "total", "seen", "relayed",
+                 "unsent")
 
     def __init__(self, request_bytes: int) -> None:
         self.request_bytes = request_bytes      # the request body's size: the estimate's input until ``prompt``
@@ -137,6 +138,7 @@ class UsageMeter:
         self.input = self.output = self.total = 0
         self.seen = False
         self.relayed = False                    # the stream is read from the backend's bytes (``upstream``)
+        self.unsent = 0                         # the reported usage of calls whose answers the client never got
 
     def feed(self, chunk: bytes) -> None:
         """One piece of the answer as the client receives it, cut anywhere; unread once ``upstream`` reads it."""
@@ -194,8 +196,9 @@ class UsageMeter:
                 self.total = max(self.total, u.total_tokens)
 
     def tokens(self) -> int:
+        """What the request is charged: the answer's usage (or its estimate) and every call it did not send."""
         self.finish()
         if self.seen:
-            return max(self.total, self.input + self.output)
+            return max(self.total, self.input + self.output) + self.unsent
         prompt = self.prompt() if self.prompt is not None else self.request_bytes
-        return (prompt + self.text_bytes) // 4
+        return (prompt + self.text_bytes) // 4 + self.unsent

@@ -4,7 +4,9 @@ The last of the request rewrites. It reads the request as it is sent, in the
 candidate's ``api_format``: system instructions, messages, tool-call
 arguments and tool results, what a system prompt brought in, and the tool
 and output declarations (descriptions, and every string of their JSON
-schemas: defaults, enum values, examples), and the stop sequences. Each text
+schemas: defaults, enum values, examples), the stop sequences, and the
+caller's identifiers (``user``, ``safety_identifier``, ``prompt_cache_key``,
+``metadata``'s values, Messages' ``metadata.user_id``). Each text
 position is asked about on its own (``texts``); every value a kept span
 labels is then replaced, wherever a copy of it appears in those positions,
 by its entity type's placeholder (``replace``). The System One side (asking,
@@ -34,6 +36,12 @@ _ROOTS = {"openai": ("messages",), "anthropic": ("system", "messages"), "respons
 # schemas (a default, an enum value, an example) and the stop texts are text positions too (``_declared``).
 _DECLARED = {"openai": ("tools", "functions", "response_format", "prediction", "stop"),
              "anthropic": ("tools", "stop_sequences"), "responses": ("tools", "text")}
+# Where it carries the caller's identifiers: an end user's id, a cache key, free metadata. They are no text a
+# model reads, but the provider stores them: an e-mail address used as a user id is personal data too. A
+# value masked there loses its distinctness (every such user becomes one placeholder): a caller who wants the
+# provider to tell users apart sends an opaque or hashed id, which no pii rule labels.
+_IDENTIFIERS = {"openai": ("user", "safety_identifier", "prompt_cache_key", "metadata"),
+                "anthropic": ("metadata",), "responses": ("user", "safety_identifier", "prompt_cache_key", "metadata")}
 # The keys of a declaration whose value is a JSON schema.
 _SCHEMAS = frozenset({"parameters", "input_schema", "schema"})
 # JSON schema keywords whose strings are names, kinds or patterns (a property list, a type, a $ref).
@@ -172,6 +180,17 @@ def _positions(body: dict, api_format: str, visit: Callable[[str], str | None], 
             new = _declared(body[root], visit, skip)
             if new is not None:
                 body[root] = new
+    for root in _IDENTIFIERS.get(api_format, ()):
+        value = body.get(root)
+        if isinstance(value, str):
+            new = visit(value)
+            if new is not None:
+                body[root] = new
+        elif isinstance(value, dict):          # metadata: its values (Messages' user_id among them), not its keys
+            for k, v in value.items():
+                new = visit(v) if isinstance(v, str) else None
+                if new is not None:
+                    value[k] = new
 
 
 def texts(body: dict, api_format: str) -> list[str]:

@@ -445,10 +445,13 @@ def _tokens(body: bytes, streamed: bool) -> Tokens:
 
 
 def count_tokens(ex: Exchange, model: str, tokens: Tokens) -> None:
-    """vsr_tokens_total for a call whose answer the client does not get (its usage meter never reads it)."""
+    """vsr_tokens_total and the caller's token limits for a call whose answer the client does not get (the
+    request's usage meter never reads it): a rejected escalation step or a self-verify rating is paid for."""
     if tokens.seen:
         ex.state.metrics.tokens.inc(model, "input", by=tokens.input)
         ex.state.metrics.tokens.inc(model, "output", by=tokens.output)
+        if ex.meter is not None:
+            ex.meter.unsent += tokens.input + tokens.output
 
 
 async def _close(answer: Stream | Whole) -> None:
