@@ -173,6 +173,13 @@ def test_cost_of_each_protocols_usage():
     resp.read(b'{"type":"response.completed","response":{"usage":{"input_tokens":1000,"output_tokens":200,'
               b'"input_tokens_details":{"cached_tokens":400}}}}')
     assert cost.price(p, resp) == pytest.approx(cost.price(p, chat))
+    # Input Messages writes to its cache is input too, billed (at the input price: no price of its own here).
+    written = cost.Tokens()
+    written.read(b'{"type":"message_start","message":{"usage":{"input_tokens":100,"cache_read_input_tokens":400,'
+                 b'"cache_creation_input_tokens":500,"output_tokens":1}}}')
+    written.read(b'{"type":"message_delta","usage":{"output_tokens":200}}')
+    assert (written.input, written.cached, written.output) == (1000, 400, 200)
+    assert cost.price(p, written) == pytest.approx(cost.price(p, chat))
 
 
 def test_confidence_and_refusal_checks():

@@ -16,27 +16,11 @@ from typing import Any
 
 import msgspec
 
+from ..protocol.usage import USAGE_DOC
+
 _MARK = b'"usage"'
 _DELTA = b'"delta"'
 _MAX_LINE = 1 << 20        # a partial line kept past this is dropped (its usage with it): bounded memory
-
-
-class _Usage(msgspec.Struct):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
-
-
-class _Inner(msgspec.Struct):
-    usage: _Usage | None = None
-
-
-class _Doc(msgspec.Struct):
-    usage: _Usage | None = None
-    message: _Inner | None = None       # Messages' message_start
-    response: _Inner | None = None      # Responses' response.completed
 
 
 # --- the answer's text, for the estimate ---------------------------------------------------------------
@@ -95,7 +79,6 @@ class _Whole(msgspec.Struct):
     output: list[_Item] | None = None
 
 
-_DECODE = msgspec.json.Decoder(_Doc)
 _LINE = msgspec.json.Decoder(_Line)
 _WHOLE = msgspec.json.Decoder(_Whole)
 _BAD = (msgspec.DecodeError, msgspec.ValidationError)
@@ -184,16 +167,14 @@ class UsageMeter:
 
     def _read(self, text: bytes) -> None:
         try:
-            doc = _DECODE.decode(text.strip())
+            doc = USAGE_DOC.decode(text.strip())
         except _BAD:
             return
-        for u in (doc.usage, doc.message.usage if doc.message else None,
-                  doc.response.usage if doc.response else None):
-            if u is not None:
-                self.seen = True
-                self.input = max(self.input, u.prompt_tokens, u.input_tokens)
-                self.output = max(self.output, u.completion_tokens, u.output_tokens)
-                self.total = max(self.total, u.total_tokens)
+        for u in doc.usages():
+            self.seen = True
+            self.input = max(self.input, u.prompt_tokens or 0, u.input_tokens or 0)
+            self.output = max(self.output, u.completion_tokens or 0, u.output_tokens or 0)
+            self.total = max(self.total, u.total_tokens or 0)
 
     def tokens(self) -> int:
         """What the request is charged: the answer's usage (or its estimate) and every call it did not send."""

@@ -20,6 +20,7 @@ from ..protocol.chat import AudioPart, ChatRequest, FilePart, ImagePart, ImageUR
 from ..protocol.translate._chat import FINISH_OUT as CHAT_FINISH
 from ..protocol.translate._messages import FINISH_IN
 from ..protocol.translate._responses import INCOMPLETE_IN
+from ..protocol.usage import WireUsage
 from .types import Usage
 
 _JSON = msgspec.json.Encoder()
@@ -197,16 +198,6 @@ class AnswerCapture:
         return b"".join(self._parts)
 
 
-class _Usage(msgspec.Struct):
-    """Chat's usage (prompt/completion/total) or Messages' and Responses' (input/output tokens)."""
-
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    total_tokens: int | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-
-
 class _Choice(msgspec.Struct):
     finish_reason: str | None = None
 
@@ -226,7 +217,7 @@ class _Inner(msgspec.Struct):
     status: str | None = None
     incomplete_details: _Incomplete | None = None
     output: list[_Item] | None = None
-    usage: _Usage | None = None
+    usage: WireUsage | None = None
     error: Any = None
 
 
@@ -236,7 +227,7 @@ class _Payload(msgspec.Struct):
     type: str | None = None
     object: str | None = None
     choices: list[_Choice] | None = None
-    usage: _Usage | None = None
+    usage: WireUsage | None = None
     error: Any = None
     stop_reason: str | None = None                 # a whole Messages answer
     status: str | None = None                      # a whole Responses answer
@@ -252,12 +243,11 @@ _PAYLOAD = msgspec.json.Decoder(_Payload)
 _RESPONSE_ENDS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 
-def _usage(u: _Usage | None, usage: Usage | None = None) -> Usage | None:
+def _usage(u: WireUsage | None, usage: Usage | None = None) -> Usage | None:
     """The record's usage from any API's; a Messages stream's later counts update the earlier ones."""
     if u is None:
         return usage
-    prompt = u.prompt_tokens if u.prompt_tokens is not None else u.input_tokens
-    completion = u.completion_tokens if u.completion_tokens is not None else u.output_tokens
+    prompt, completion = u.input, u.output
     if usage is not None:
         prompt = usage.prompt_tokens if prompt is None else prompt
         completion = usage.completion_tokens if completion is None else completion

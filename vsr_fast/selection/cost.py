@@ -13,35 +13,9 @@ import msgspec
 
 from ..config.schema import Pricing, ProviderModel
 from ..protocol.sse import MarkedLines
+from ..protocol.usage import USAGE_DOC, WireUsage
 
 _MARK = b'"usage"'
-
-
-class _Details(msgspec.Struct):
-    cached_tokens: int = 0
-
-
-class _Usage(msgspec.Struct):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_input_tokens: int = 0                     # Messages: cached input, counted apart from input_tokens
-    prompt_tokens_details: _Details | None = None        # Chat: cached tokens are part of prompt_tokens
-    input_tokens_details: _Details | None = None         # Responses: the same
-
-
-class _Inner(msgspec.Struct):
-    usage: _Usage | None = None
-
-
-class _Doc(msgspec.Struct):
-    usage: _Usage | None = None
-    message: _Inner | None = None
-    response: _Inner | None = None
-
-
-_DECODE = msgspec.json.Decoder(_Doc)
 
 
 class Tokens:
@@ -55,22 +29,20 @@ class Tokens:
 
     def read(self, doc: bytes) -> None:
         try:
-            d = _DECODE.decode(doc)
+            d = USAGE_DOC.decode(doc)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return
-        for u in (d.usage, d.message and d.message.usage, d.response and d.response.usage):
-            if u is not None:
-                self._take(u)
+        for u in d.usages():
+            self._take(u)
 
-    def _take(self, u: _Usage) -> None:
+    def _take(self, u: WireUsage) -> None:
         self.seen = True
-        inp = u.prompt_tokens or u.input_tokens
-        details = u.prompt_tokens_details or u.input_tokens_details
-        cached = details.cached_tokens if details is not None else 0
-        if u.cache_read_input_tokens:
-            cached, inp = u.cache_read_input_tokens, inp + u.cache_read_input_tokens
+        inp = u.prompt_tokens or u.input_tokens or 0
+        # Messages counts cached input, and input written to the cache, apart: both are input, billed. A cache
+        # write is priced as input (a pricing block has no price of its own for it: Anthropic's is 1.25x).
+        inp += (u.cache_read_input_tokens or 0) + (u.cache_creation_input_tokens or 0)
         if inp:
-            self.input, self.cached = inp, cached
+            self.input, self.cached = inp, u.cached
         out = u.completion_tokens or u.output_tokens
         if out:
             self.output = out
