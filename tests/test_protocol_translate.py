@@ -689,3 +689,61 @@ def test_chat_wire_types_are_untouched_by_translation():
     assert anthropic_wire.REQUEST_DECODER.decode(ADAPTERS["chat"].upstream(
         ADAPTERS["chat"].decode(chat_body), "anthropic", "c").body).max_tokens == 300
     assert responses_wire.REQUEST_DECODER.decode(adapter.upstream(req, "responses", "g").body).max_output_tokens == 300
+
+
+# --- cached input ------------------------------------------------------------------------------------------
+
+# 1,000 input tokens, 400 of them read from the provider's cache (and, for Messages, 500 written to it), in each
+# backend's own words: Messages counts both apart from input_tokens, Chat and Responses inside them.
+CACHED_USAGE = {
+    "openai": ('"usage": {"prompt_tokens": 472, "completion_tokens": 89, "total_tokens": 561}',
+               '"usage": {"prompt_tokens": 1000, "completion_tokens": 89, "total_tokens": 1089, '
+               '"prompt_tokens_details": {"cached_tokens": 400}}'),
+    "anthropic": ('"usage": {"input_tokens": 472, "output_tokens": ',
+                  '"usage": {"input_tokens": 100, "cache_read_input_tokens": 400, '
+                  '"cache_creation_input_tokens": 500, "output_tokens": '),
+    "responses": ('"usage": {"input_tokens": 472, "input_tokens_details": {"cached_tokens": 0, '
+                  '"cache_write_tokens": 0}, "output_tokens": 89',
+                  '"usage": {"input_tokens": 1000, "input_tokens_details": {"cached_tokens": 400, '
+                  '"cache_write_tokens": 0}, "output_tokens": 89'),
+}
+
+
+def _cached(backend: str, data: bytes) -> bytes:
+    old, new = CACHED_USAGE[backend]
+    text = data.decode()
+    assert old in text
+    return text.replace(old, new).replace('"total_tokens": 561', '"total_tokens": 1089').encode()
+
+
+def _usage_seen(api: str, usage) -> tuple:
+    """(all input, cached input, output) as the client's SDK reports them."""
+    if api == "chat":
+        details = usage.prompt_tokens_details
+        return usage.prompt_tokens, details.cached_tokens if details else 0, usage.completion_tokens
+    if api == "messages":
+        read, written = usage.cache_read_input_tokens or 0, usage.cache_creation_input_tokens or 0
+        return usage.input_tokens + read + written, read, usage.output_tokens
+    return usage.input_tokens, usage.input_tokens_details.cached_tokens, usage.output_tokens
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("api", CLIENTS)
+def test_cached_input_is_counted_in_the_clients_words(api, backend, stream):
+    """A Chat client behind a Messages backend saw prompt_tokens without the cache's reads and writes (a few
+    percent of what the provider billed, for an agent's long cached prefix), and no cached_tokens at all."""
+    if stream:
+        data = _cached(backend, STREAMS[backend])
+        out, _ = translate(api, backend, [data])
+        usage = sdk_final(api, out).usage
+    else:
+        body = _cached(backend, json.dumps(WHOLE[backend]).encode())
+        adapter, req = decode(api, {**STREAM_REQUESTS[api], "stream": False})
+        reply = adapter.whole(req, backend, 200, body)
+        usage = (ChatCompletion if api == "chat" else anthropic.types.Message if api == "messages"
+                 else Response).model_validate_json(reply.body).usage
+    written = 500 if backend == "anthropic" else 0
+    assert _usage_seen(api, usage) == (1000, 400, 89)
+    if api == "messages":
+        assert usage.cache_creation_input_tokens == written   # a write, not a read, where the backend said so

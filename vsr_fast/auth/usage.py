@@ -172,7 +172,7 @@ class UsageMeter:
             return
         for u in doc.usages():
             self.seen = True
-            self.input = max(self.input, u.prompt_tokens or 0, u.input_tokens or 0)
+            self.input = max(self.input, u.input or 0)     # cached input included, as the provider counts it
             self.output = max(self.output, u.completion_tokens or 0, u.output_tokens or 0)
             self.total = max(self.total, u.total_tokens or 0)
 

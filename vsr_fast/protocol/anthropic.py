@@ -314,6 +314,8 @@ class StopDelta(Struct, frozen=True):
 class DeltaUsage(Struct, frozen=True):
     output_tokens: int = 0
     input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
 
 
 class MessageDelta(Struct, frozen=True):

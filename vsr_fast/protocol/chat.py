@@ -127,10 +127,15 @@ class ChatRequest(Struct, frozen=True):
 # --- responses ---------------------------------------------------------------------
 
 
+class PromptTokensDetails(Struct, frozen=True):
+    cached_tokens: int = 0
+
+
 class Usage(Struct, frozen=True):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    prompt_tokens_details: PromptTokensDetails | None = None      # cached_tokens: part of prompt_tokens
 
 
 class AssistantMessage(Struct, frozen=True):

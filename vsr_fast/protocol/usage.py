@@ -34,8 +34,13 @@ class WireUsage(msgspec.Struct):
 
     @property
     def input(self) -> int | None:
-        """Input tokens in either protocol's name (Chat's first)."""
-        return self.prompt_tokens if self.prompt_tokens is not None else self.input_tokens
+        """All input tokens, cached included, as Chat and Responses count them: Messages' input_tokens leave out
+        the input read from and written to its cache."""
+        if self.prompt_tokens is not None:
+            return self.prompt_tokens
+        if self.input_tokens is None:
+            return None
+        return self.input_tokens + (self.cache_read_input_tokens or 0) + (self.cache_creation_input_tokens or 0)
 
     @property
     def output(self) -> int | None:
@@ -44,7 +49,7 @@ class WireUsage(msgspec.Struct):
 
     @property
     def cached(self) -> int:
-        """Cached input tokens (part of ``input`` for Chat and Responses, apart from it for Messages)."""
+        """Cached input tokens, part of ``input``."""
         details = self.prompt_tokens_details or self.input_tokens_details
         return self.cache_read_input_tokens or (details.cached_tokens if details is not None else 0)
 

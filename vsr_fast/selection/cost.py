@@ -37,10 +37,9 @@ class Tokens:
 
     def _take(self, u: WireUsage) -> None:
         self.seen = True
-        inp = u.prompt_tokens or u.input_tokens or 0
-        # Messages counts cached input, and input written to the cache, apart: both are input, billed. A cache
-        # write is priced as input (a pricing block has no price of its own for it: Anthropic's is 1.25x).
-        inp += (u.cache_read_input_tokens or 0) + (u.cache_creation_input_tokens or 0)
+        # Messages' input written to its cache is priced as input (a pricing block has no price of its own for
+        # it: Anthropic's is 1.25x).
+        inp = u.input or 0
         if inp:
             self.input, self.cached = inp, u.cached
         out = u.completion_tokens or u.output_tokens

@@ -304,7 +304,7 @@ def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
         for j, tc in enumerate(choice.message.tool_calls or ()):
             parts.append(ToolCall(tc.id, tc.function.name, tc.function.arguments, f"choices[0].message.tool_calls[{j}]"))
         finish = FINISH_IN.get(choice.finish_reason or "stop", "stop")
-    usage = Usage(doc.usage.prompt_tokens, doc.usage.completion_tokens) if doc.usage else None
+    usage = read_usage(doc.usage) if doc.usage else None
     return Answer(doc.id, doc.model, parts, finish, usage, doc.created), losses
 
 
@@ -326,11 +326,25 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
                      "finish_reason": FINISH_OUT[answer.finish]}],
     }
     if answer.usage is not None:
-        u = answer.usage
-        body["usage"] = {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
-                         "total_tokens": u.input_tokens + u.output_tokens}
+        body["usage"] = write_usage(answer.usage)
     return ENCODER.encode(body), losses
 
+
+
+def read_usage(u: wire.Usage) -> Usage:
+    """Chat's usage: prompt_tokens hold the cached tokens already."""
+    cached = u.prompt_tokens_details.cached_tokens if u.prompt_tokens_details is not None else 0
+    return Usage(u.prompt_tokens, u.completion_tokens, cached)
+
+
+def write_usage(u: Usage) -> dict:
+    """Usage in Chat's words; the cached input in prompt_tokens_details, as OpenAI reports it, when there is any
+    (input written to a Messages cache has no Chat field: it stays counted in prompt_tokens)."""
+    usage: dict = {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
+                   "total_tokens": u.input_tokens + u.output_tokens}
+    if u.cached:
+        usage["prompt_tokens_details"] = {"cached_tokens": u.cached}
+    return usage
 
 # --- streams -----------------------------------------------------------------------------------------
 
@@ -396,7 +410,7 @@ class StreamReader:
             self._started = True
             out.append(Started(chunk.id, chunk.model, chunk.created))
         if chunk.usage is not None:
-            self._usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+            self._usage = read_usage(chunk.usage)
         for choice in chunk.choices:
             if choice.index != 0:
                 continue
@@ -488,9 +502,7 @@ class StreamWriter:
         if isinstance(ev, Finished):
             out = self._chunk({}, FINISH_OUT[ev.finish])
             if self.include_usage:
-                u = ev.usage or Usage()
-                usage = {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
-                         "total_tokens": u.input_tokens + u.output_tokens}
+                usage = write_usage(ev.usage or Usage())
                 out += data_event(self._prefix + b'[],"usage":' + ENCODER.encode(usage) + b"}")
             return out + data_event(b"[DONE]")
         return self.fail(ev.message, ev.status, ev.code)

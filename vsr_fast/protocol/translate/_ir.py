@@ -121,8 +121,13 @@ Finish = Literal["stop", "length", "tool_calls", "content_filter", "stop_sequenc
 
 
 class Usage(Struct, frozen=True):
+    """Input as Chat and Responses count it: ``cached`` (read from the provider's cache) and ``cache_write``
+    (written to it, Messages only) are part of ``input_tokens``."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cached: int = 0
+    cache_write: int = 0
 
 
 class Answer(Struct):
@@ -142,7 +147,9 @@ class Started(Struct, frozen=True):
     id: str
     model: str
     created: int = 0
-    input_tokens: int | None = None
+    input_tokens: int | None = None       # as Usage's: the cache's reads and writes included
+    cached: int = 0
+    cache_write: int = 0
 
 
 class BlockStart(Struct, frozen=True):
@@ -184,8 +191,9 @@ Event = Started | BlockStart | TextDelta | ArgsDelta | BlockStop | Finished | Fa
 
 def answer_events(answer: Answer) -> list[Event]:
     """A whole answer as the stream events that would have carried it."""
-    events: list[Event] = [Started(answer.id, answer.model, answer.created,
-                                   answer.usage.input_tokens if answer.usage else None)]
+    u = answer.usage
+    events: list[Event] = [Started(answer.id, answer.model, answer.created, u.input_tokens if u else None,
+                                   u.cached if u else 0, u.cache_write if u else 0)]
     for i, part in enumerate(answer.parts):
         if isinstance(part, Text):
             events += [BlockStart(i, "text"), TextDelta(i, part.text), BlockStop(i)]

@@ -266,9 +266,21 @@ def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
             losses.append(dropped(f"content[{i}]"))
     if doc.stop_reason == "pause_turn":
         losses.append(Loss(CONVERTED, "unsupported", "stop_reason"))
-    usage = Usage(doc.usage.input_tokens, doc.usage.output_tokens)
+    usage = read_usage(doc.usage)
     finish = FINISH_IN.get(doc.stop_reason or "end_turn", "stop")
     return Answer(doc.id, doc.model, parts, finish, usage, 0, doc.stop_sequence), losses
+
+
+def read_usage(u: wire.Usage) -> Usage:
+    """Messages' usage: input_tokens leave out the input read from and written to the cache; ours hold them."""
+    read, write = u.cache_read_input_tokens or 0, u.cache_creation_input_tokens or 0
+    return Usage(u.input_tokens + read + write, u.output_tokens, read, write)
+
+
+def write_usage(u: Usage) -> wire.OutUsage:
+    """Usage in Messages' words: the cache's reads and writes apart from input_tokens."""
+    fresh = max(0, u.input_tokens - u.cached - u.cache_write)
+    return wire.OutUsage(fresh, u.output_tokens, u.cache_write, u.cached)
 
 
 def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
@@ -284,9 +296,8 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
             content.append(wire.OutToolUse(p.id, p.name, args or {}))
         else:
             losses.append(dropped(p.path))   # Messages cannot carry an image answer
-    u = answer.usage or Usage()
     msg = wire.OutMessage(answer.id, answer.model, content, FINISH_OUT[answer.finish], answer.stop_sequence,
-                          wire.OutUsage(u.input_tokens, u.output_tokens))
+                          write_usage(answer.usage or Usage()))
     return ENCODER.encode(msg), losses
 
 
@@ -302,8 +313,7 @@ class StreamReader:
         self._next = 0
         self._stop: str | None = None
         self._stop_sequence: str | None = None
-        self._input: int | None = None
-        self._output = 0
+        self._usage = Usage()
         self._done = False
         self._started = False
 
@@ -314,8 +324,9 @@ class StreamReader:
         ev = decoder.decode(data)
         if isinstance(ev, wire.MessageStart):
             self._started = True
-            self._input = ev.message.usage.input_tokens
-            return [Started(ev.message.id, ev.message.model, 0, self._input)]
+            self._usage = read_usage(ev.message.usage)
+            u = self._usage
+            return [Started(ev.message.id, ev.message.model, 0, u.input_tokens, u.cached, u.cache_write)]
         if isinstance(ev, wire.ContentBlockStart):
             return self._start(ev)
         if isinstance(ev, wire.ContentBlockDelta):
@@ -332,13 +343,15 @@ class StreamReader:
             return [] if block is None else [BlockStop(block)]
         if isinstance(ev, wire.MessageDelta):
             self._stop, self._stop_sequence = ev.delta.stop_reason, ev.delta.stop_sequence
-            self._output = ev.usage.output_tokens
-            if ev.usage.input_tokens is not None:
-                self._input = ev.usage.input_tokens
+            # message_delta's counts are cumulative: where it repeats the input's, they replace message_start's.
+            d, was = ev.usage, self._usage
+            fresh = d.input_tokens if d.input_tokens is not None else was.input_tokens - was.cached - was.cache_write
+            read = d.cache_read_input_tokens if d.cache_read_input_tokens is not None else was.cached
+            write = d.cache_creation_input_tokens if d.cache_creation_input_tokens is not None else was.cache_write
             # Finish here rather than at message_stop: everything is known.
             self._done = True
             return [Finished(FINISH_IN.get(self._stop or "end_turn", "stop"),
-                             Usage(self._input or 0, self._output), self._stop_sequence)]
+                             Usage(fresh + read + write, d.output_tokens, read, write), self._stop_sequence)]
         self._done = True   # an error event
         status = wire.STATUS_OF_TYPE.get(ev.error.type, 500)
         err = read_error(status, data)
@@ -379,12 +392,12 @@ class StreamWriter:
         self.losses: list[Loss] = []
         self._index: dict[int, int] = {}   # block index -> Anthropic content index
         self._open: int | None = None
-        self._input = 0
+        self._input = Usage()
 
     def write(self, ev: Event) -> bytes:
         if isinstance(ev, Started):
-            self._input = ev.input_tokens or 0
-            message = wire.OutMessage(ev.id or "msg_vsr", ev.model, [], None, None, wire.OutUsage(self._input, 0))
+            self._input = Usage(ev.input_tokens or 0, 0, ev.cached, ev.cache_write)
+            message = wire.OutMessage(ev.id or "msg_vsr", ev.model, [], None, None, write_usage(self._input))
             return named_event(b"message_start", b'{"type":"message_start","message":%s}' % ENCODER.encode(message))
         if isinstance(ev, BlockStart):
             if ev.kind == "image":
@@ -409,10 +422,12 @@ class StreamWriter:
         if isinstance(ev, BlockStop):
             return self._close_open() if ev.index == self._open else b""
         if isinstance(ev, Finished):
-            u = ev.usage or Usage(self._input, 0)
+            u = ev.usage if ev.usage is not None and ev.usage.input_tokens else \
+                Usage(self._input.input_tokens, ev.usage.output_tokens if ev.usage else 0, self._input.cached,
+                      self._input.cache_write)
             # The input count often arrives only now (a Chat backend reports usage last):
             # message_delta carries it, as Anthropic's does, for clients that add usage up.
-            usage = wire.OutUsage(u.input_tokens or self._input, u.output_tokens)
+            usage = write_usage(u)
             delta = {"type": "message_delta",
                      "delta": {"stop_reason": FINISH_OUT[ev.finish], "stop_sequence": ev.stop_sequence},
                      "usage": usage}

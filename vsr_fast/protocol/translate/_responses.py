@@ -238,7 +238,7 @@ def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
         raise upstream_error(502, err.message or "the upstream response failed", err.code, "upstream_error")
     losses: list[Loss] = []
     parts: list = _read_output(doc.output, losses)
-    usage = Usage(doc.usage.input_tokens, doc.usage.output_tokens) if doc.usage else None
+    usage = read_usage(doc.usage) if doc.usage else None
     return Answer(doc.id, doc.model, parts, _finish(doc, parts), usage, int(doc.created_at)), losses
 
 
@@ -271,9 +271,16 @@ def _finish(doc: wire.Response, parts: list) -> str:
     return "tool_calls" if any(isinstance(p, ToolCall) for p in parts) else "stop"
 
 
+def read_usage(u: wire.Usage) -> Usage:
+    """Responses' usage: input_tokens hold the cached tokens already."""
+    return Usage(u.input_tokens, u.output_tokens, u.input_tokens_details.cached_tokens,
+                 u.input_tokens_details.cache_write_tokens)
+
+
 def _usage(u: Usage | None) -> dict:
     u = u or Usage()
-    return {"input_tokens": u.input_tokens, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+    return {"input_tokens": u.input_tokens,
+            "input_tokens_details": {"cached_tokens": u.cached, "cache_write_tokens": u.cache_write},
             "output_tokens": u.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": u.input_tokens + u.output_tokens}
 
@@ -412,7 +419,7 @@ class StreamReader:
         if t in ("response.completed", "response.incomplete") and ev.response is not None:
             self._done = True
             r = ev.response
-            usage = Usage(r.usage.input_tokens, r.usage.output_tokens) if r.usage else None
+            usage = read_usage(r.usage) if r.usage else None
             finish = _finish(r, [ToolCall("", "", "")] if self._tools else [])
             return [*self._stop_open(), Finished(finish, usage)]
         if t in ("response.failed", "error"):
