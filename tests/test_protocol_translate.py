@@ -724,7 +724,8 @@ def _usage_seen(api: str, usage) -> tuple:
     if api == "messages":
         read, written = usage.cache_read_input_tokens or 0, usage.cache_creation_input_tokens or 0
         return usage.input_tokens + read + written, read, usage.output_tokens
-    return usage.input_tokens, usage.input_tokens_details.cached_tokens, usage.output_tokens
+    details = usage.input_tokens_details         # null where a backend said so and the answer passed through
+    return usage.input_tokens, details.cached_tokens if details else 0, usage.output_tokens
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -747,3 +748,36 @@ def test_cached_input_is_counted_in_the_clients_words(api, backend, stream):
     assert _usage_seen(api, usage) == (1000, 400, 89)
     if api == "messages":
         assert usage.cache_creation_input_tokens == written   # a write, not a read, where the backend said so
+
+
+NULL_DETAILS = {
+    "openai": ('"usage": {"prompt_tokens": 472, "completion_tokens": 89, "total_tokens": 561}',
+               '"usage": {"prompt_tokens": 472, "completion_tokens": 89, "total_tokens": 561, '
+               '"prompt_tokens_details": null, "completion_tokens_details": null}'),
+    "responses": ('"input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0}',
+                  '"input_tokens_details": null'),
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("backend", sorted(NULL_DETAILS))
+@pytest.mark.parametrize("api", CLIENTS)
+def test_null_usage_details_are_read_as_absent(api, backend, stream):
+    """vLLM and other OpenAI-compatible servers send null details: a Chat client behind such a Responses
+    backend got 502 upstream_failed for a good answer."""
+    old, new = NULL_DETAILS[backend]
+    if stream:
+        out, _ = translate(api, backend, [STREAMS[backend].decode().replace(old, new).encode()])
+        usage = sdk_final(api, out).usage
+    else:
+        text = json.dumps(WHOLE[backend])
+        assert old in text
+        adapter, req = decode(api, {**STREAM_REQUESTS[api], "stream": False})
+        reply = adapter.whole(req, backend, 200, text.replace(old, new).encode())
+        assert reply.status == 200, reply.body
+        if NATIVE[api] == backend:          # relayed as the backend wrote it
+            assert reply.body == text.replace(old, new).encode()
+            return
+        usage = (ChatCompletion if api == "chat" else anthropic.types.Message if api == "messages"
+                 else Response).model_validate_json(reply.body).usage
+    assert _usage_seen(api, usage) == (472, 0, 89)

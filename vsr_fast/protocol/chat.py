@@ -128,7 +128,7 @@ class ChatRequest(Struct, frozen=True):
 
 
 class PromptTokensDetails(Struct, frozen=True):
-    cached_tokens: int = 0
+    cached_tokens: int | None = 0       # null from some OpenAI-compatible servers
 
 
 class Usage(Struct, frozen=True):

@@ -166,8 +166,9 @@ class Usage(Struct, frozen=True):
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
-    input_tokens_details: InputTokensDetails = InputTokensDetails()
-    output_tokens_details: OutputTokensDetails = OutputTokensDetails()
+    # Null from some OpenAI-compatible servers (vLLM among them): read as absent, not as a broken answer.
+    input_tokens_details: InputTokensDetails | None = None
+    output_tokens_details: OutputTokensDetails | None = None
 
 
 class OutPart(Struct, frozen=True):

@@ -16,7 +16,7 @@ import msgspec
 
 
 class _Details(msgspec.Struct):
-    cached_tokens: int = 0
+    cached_tokens: int | None = 0       # null from some OpenAI-compatible servers
 
 
 class WireUsage(msgspec.Struct):
@@ -51,7 +51,7 @@ class WireUsage(msgspec.Struct):
     def cached(self) -> int:
         """Cached input tokens, part of ``input``."""
         details = self.prompt_tokens_details or self.input_tokens_details
-        return self.cache_read_input_tokens or (details.cached_tokens if details is not None else 0)
+        return self.cache_read_input_tokens or (details.cached_tokens or 0 if details is not None else 0)
 
 
 class _Holder(msgspec.Struct):

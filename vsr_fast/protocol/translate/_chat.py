@@ -333,7 +333,7 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
 
 def read_usage(u: wire.Usage) -> Usage:
     """Chat's usage: prompt_tokens hold the cached tokens already."""
-    cached = u.prompt_tokens_details.cached_tokens if u.prompt_tokens_details is not None else 0
+    cached = (u.prompt_tokens_details.cached_tokens or 0) if u.prompt_tokens_details is not None else 0
     return Usage(u.prompt_tokens, u.completion_tokens, cached)
 
 

@@ -273,8 +273,8 @@ def _finish(doc: wire.Response, parts: list) -> str:
 
 def read_usage(u: wire.Usage) -> Usage:
     """Responses' usage: input_tokens hold the cached tokens already."""
-    return Usage(u.input_tokens, u.output_tokens, u.input_tokens_details.cached_tokens,
-                 u.input_tokens_details.cache_write_tokens)
+    d = u.input_tokens_details
+    return Usage(u.input_tokens, u.output_tokens, d.cached_tokens if d else 0, d.cache_write_tokens if d else 0)
 
 
 def _usage(u: Usage | None) -> dict:
