@@ -7,6 +7,7 @@ the whole stream accumulated by the SDK's own stream helper over a mock transpor
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import re
@@ -781,3 +782,62 @@ def test_null_usage_details_are_read_as_absent(api, backend, stream):
         usage = (ChatCompletion if api == "chat" else anthropic.types.Message if api == "messages"
                  else Response).model_validate_json(reply.body).usage
     assert _usage_seen(api, usage) == (472, 0, 89)
+
+
+def _null_at(doc, path: str):
+    node = doc
+    *head, last = path.split(".")
+    for key in head:
+        node = node[int(key) if key.isdigit() else key]
+    node[int(last) if last.isdigit() else last] = None
+
+
+# Nulls OpenAI's own types allow (a delta's function name and arguments) or that OpenAI- and Anthropic-compatible
+# servers are known to send (ids, counts, a tool call's index, a whole usage): each alone, in every event or
+# answer that has the field.
+LENIENT = {
+    "openai": ["model", "created", "usage.prompt_tokens", "usage.completion_tokens", "usage.total_tokens",
+               "choices.0.delta.tool_calls.0.function.name", "choices.0.delta.tool_calls.0.function.arguments",
+               "choices.0.delta.tool_calls.0.type", "choices.0.message.tool_calls.0.id", "choices.0.index",
+               "choices.0.message.tool_calls.0.function.name"],
+    "anthropic": ["model", "message.model", "usage", "message.usage", "usage.input_tokens", "usage.output_tokens",
+                  "message.usage.input_tokens"],
+    "responses": ["model", "created_at", "response.model", "response.created_at", "usage.input_tokens",
+                  "usage.output_tokens_details.reasoning_tokens", "response.usage.total_tokens"],
+}
+
+
+def _nulled(doc: dict, path: str) -> bool:
+    try:
+        _null_at(doc, path)
+    except (KeyError, IndexError, TypeError):
+        return False
+    return True
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("api", CLIENTS)
+def test_a_null_the_router_does_not_need_does_not_fail_the_answer(api, backend):
+    """Each LENIENT null, alone: the answer still translates (whole and streamed), its text and tool call intact."""
+    if NATIVE[api] == backend:
+        return
+    for path in LENIENT[backend]:
+        doc = copy.deepcopy(WHOLE[backend])
+        if _nulled(doc, path):
+            adapter, req = decode(api, {**STREAM_REQUESTS[api], "stream": False})
+            reply = adapter.whole(req, backend, 200, json.dumps(doc).encode())
+            assert reply.status == 200, (path, reply.body)
+        lines, hit = [], False
+        for line in STREAMS[backend].decode().split("\n"):
+            if line.startswith("data: {"):
+                event = json.loads(line[6:])
+                if _nulled(event, path):
+                    hit, line = True, "data: " + json.dumps(event, ensure_ascii=False)
+            lines.append(line)
+        if hit:
+            out, _ = translate(api, backend, ["\n".join(lines).encode()])
+            assert b"unreadable upstream" not in out, (path, out[-300:])
+            final = sdk_final(api, out)
+            text = (final.choices[0].message.content if api == "chat" else final.content[0].text
+                    if api == "messages" else final.output_text)
+            assert text == TEXT, path

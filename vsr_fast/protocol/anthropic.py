@@ -216,8 +216,8 @@ class MessagesRequest(CountTokensRequest, frozen=True, omit_defaults=True, kw_on
 
 
 class Usage(Struct, frozen=True):
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: int | None = 0          # null from some Anthropic-compatible servers: read as 0
+    output_tokens: int | None = 0
     cache_creation_input_tokens: int | None = None
     cache_read_input_tokens: int | None = None
 
@@ -237,12 +237,12 @@ class MessagesResponse(Struct, frozen=True):
 
     id: str
     content: list[Block]
-    model: str = ""
-    type: str = "message"
-    role: str = "assistant"
+    model: str | None = ""
+    type: str | None = "message"
+    role: str | None = "assistant"
     stop_reason: str | None = None
     stop_sequence: str | None = None
-    usage: Usage = Usage()
+    usage: Usage | None = Usage()         # null from some Anthropic-compatible servers
 
 
 class OutText(Struct, tag="text", frozen=True):
@@ -312,7 +312,7 @@ class StopDelta(Struct, frozen=True):
 
 
 class DeltaUsage(Struct, frozen=True):
-    output_tokens: int = 0
+    output_tokens: int | None = 0
     input_tokens: int | None = None
     cache_creation_input_tokens: int | None = None
     cache_read_input_tokens: int | None = None
@@ -320,7 +320,7 @@ class DeltaUsage(Struct, frozen=True):
 
 class MessageDelta(Struct, frozen=True):
     delta: StopDelta = StopDelta()
-    usage: DeltaUsage = DeltaUsage()
+    usage: DeltaUsage | None = DeltaUsage()
 
 
 # --- errors ---------------------------------------------------------------------------------

@@ -132,9 +132,9 @@ class PromptTokensDetails(Struct, frozen=True):
 
 
 class Usage(Struct, frozen=True):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
+    prompt_tokens: int | None = 0           # null from some OpenAI-compatible servers: read as 0
+    completion_tokens: int | None = 0
+    total_tokens: int | None = 0
     prompt_tokens_details: PromptTokensDetails | None = None      # cached_tokens: part of prompt_tokens
 
 

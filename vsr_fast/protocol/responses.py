@@ -153,19 +153,20 @@ class ResponsesRequest(Struct, frozen=True, omit_defaults=True, forbid_unknown_f
 # --- response ----------------------------------------------------------------------------
 
 
+# A backend's usage: a count an OpenAI-compatible server leaves null is read as 0, not as a broken answer.
 class InputTokensDetails(Struct, frozen=True):
-    cached_tokens: int = 0
-    cache_write_tokens: int = 0
+    cached_tokens: int | None = 0
+    cache_write_tokens: int | None = 0
 
 
 class OutputTokensDetails(Struct, frozen=True):
-    reasoning_tokens: int = 0
+    reasoning_tokens: int | None = 0
 
 
 class Usage(Struct, frozen=True):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
+    input_tokens: int | None = 0
+    output_tokens: int | None = 0
+    total_tokens: int | None = 0
     # Null from some OpenAI-compatible servers (vLLM among them): read as absent, not as a broken answer.
     input_tokens_details: InputTokensDetails | None = None
     output_tokens_details: OutputTokensDetails | None = None
@@ -207,9 +208,9 @@ class Response(Struct, frozen=True):
 
     id: str
     output: list[OutItem] = msgspec.field(default_factory=list)
-    model: str = ""
+    model: str | None = ""
     status: str | None = None
-    created_at: float = 0
+    created_at: float | None = 0
     usage: Usage | None = None
     incomplete_details: IncompleteDetails | None = None
     error: ResponseError | None = None

@@ -255,15 +255,20 @@ def chat_messages(conv: Conversation) -> list[wire.Message]:
 # --- answers --------------------------------------------------------------------------------
 
 
+# What a backend answers is read leniently where OpenAI's own types allow null (a delta's function name and
+# arguments) and where OpenAI-compatible servers are known to send it (ids, counts, a tool call's index): a
+# null the router does not need is no reason to fail a good answer.
+
+
 class _Call(msgspec.Struct, frozen=True):
-    name: str = ""
-    arguments: str = ""
+    name: str | None = ""
+    arguments: str | None = ""
 
 
 class _ToolCall(msgspec.Struct, frozen=True):
-    id: str = ""
+    id: str | None = ""
     function: _Call = _Call()
-    type: str = "function"
+    type: str | None = "function"
 
 
 class _Msg(msgspec.Struct, frozen=True):
@@ -275,13 +280,13 @@ class _Msg(msgspec.Struct, frozen=True):
 class _Choice(msgspec.Struct, frozen=True):
     message: _Msg = _Msg()
     finish_reason: str | None = None
-    index: int = 0
+    index: int | None = 0
 
 
 class _Response(msgspec.Struct, frozen=True):
-    id: str = ""
-    model: str = ""
-    created: int = 0
+    id: str | None = ""
+    model: str | None = ""
+    created: int | None = 0
     choices: list[_Choice] = []
     usage: wire.Usage | None = None
 
@@ -302,10 +307,11 @@ def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
             parts.append(Text(choice.message.refusal, "choices[0].message.refusal"))
             losses.append(Loss(CONVERTED, "unsupported", "choices[0].message.refusal"))
         for j, tc in enumerate(choice.message.tool_calls or ()):
-            parts.append(ToolCall(tc.id, tc.function.name, tc.function.arguments, f"choices[0].message.tool_calls[{j}]"))
+            parts.append(ToolCall(tc.id or f"call_{j}", tc.function.name or "", tc.function.arguments or "",
+                                  f"choices[0].message.tool_calls[{j}]"))
         finish = FINISH_IN.get(choice.finish_reason or "stop", "stop")
     usage = read_usage(doc.usage) if doc.usage else None
-    return Answer(doc.id, doc.model, parts, finish, usage, doc.created), losses
+    return Answer(doc.id or "", doc.model or "", parts, finish, usage, doc.created or 0), losses
 
 
 def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
@@ -334,7 +340,7 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
 def read_usage(u: wire.Usage) -> Usage:
     """Chat's usage: prompt_tokens hold the cached tokens already."""
     cached = (u.prompt_tokens_details.cached_tokens or 0) if u.prompt_tokens_details is not None else 0
-    return Usage(u.prompt_tokens, u.completion_tokens, cached)
+    return Usage(u.prompt_tokens or 0, u.completion_tokens or 0, cached)
 
 
 def write_usage(u: Usage) -> dict:
@@ -350,7 +356,7 @@ def write_usage(u: Usage) -> dict:
 
 
 class _DeltaCall(msgspec.Struct, frozen=True):
-    index: int = 0
+    index: int | None = None        # left out by some servers: each call then comes whole, with its id
     id: str | None = None
     function: _Call | None = None
 
@@ -362,21 +368,22 @@ class _Delta(msgspec.Struct, frozen=True):
 
 
 class _ChunkChoice(msgspec.Struct, frozen=True):
-    delta: _Delta = _Delta()
+    delta: _Delta | None = _Delta()
     finish_reason: str | None = None
-    index: int = 0
+    index: int | None = 0
 
 
 class _Chunk(msgspec.Struct, frozen=True):
-    id: str = ""
-    model: str = ""
-    created: int = 0
+    id: str | None = ""
+    model: str | None = ""
+    created: int | None = 0
     choices: list[_ChunkChoice] = []
     usage: wire.Usage | None = None
     error: Any = None
 
 
 _CHUNK = msgspec.json.Decoder(_Chunk)
+_EMPTY = _Delta()
 
 
 class StreamReader:
@@ -387,7 +394,8 @@ class StreamReader:
         self._started = False
         self._open: int | None = None            # the open block's index
         self._next = 0
-        self._calls: dict[int, int] = {}        # Chat tool_calls[].index -> block index
+        self._calls: dict[int | str, int] = {}  # Chat tool_calls[].index (or id) -> block index
+        self._last_call: int | str | None = None
         self._text_block: int | None = None
         self._finish: str | None = None
         self._usage: Usage | None = None
@@ -408,13 +416,13 @@ class StreamReader:
         out: list[Event] = []
         if not self._started:
             self._started = True
-            out.append(Started(chunk.id, chunk.model, chunk.created))
+            out.append(Started(chunk.id or "", chunk.model or "", chunk.created or 0))
         if chunk.usage is not None:
             self._usage = read_usage(chunk.usage)
         for choice in chunk.choices:
-            if choice.index != 0:
+            if choice.index:
                 continue
-            d = choice.delta
+            d = choice.delta or _EMPTY
             for text in (d.content, d.refusal):
                 if text:
                     out += self._text(text)
@@ -436,12 +444,16 @@ class StreamReader:
 
     def _call(self, tc: _DeltaCall) -> list[Event]:
         out: list[Event] = []
-        block = self._calls.get(tc.index)
+        # Without an index, a call with a new id starts another call; one without either continues the last.
+        key: int | str = tc.index if tc.index is not None else (
+            f"id:{tc.id}" if tc.id else self._last_call if self._last_call is not None else 0)
+        self._last_call = key
+        block = self._calls.get(key)
         if block is None:
             out += self._stop()
-            block = self._calls[tc.index] = self._open = self._next
+            block = self._calls[key] = self._open = self._next
             self._next += 1
-            name = tc.function.name if tc.function else ""
+            name = (tc.function.name if tc.function else None) or ""
             # Some servers leave the id out; the client needs one to send the result back.
             out.append(BlockStart(block, "tool", tc.id or f"call_{block}", name))
         if tc.function and tc.function.arguments:

@@ -268,13 +268,15 @@ def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
         losses.append(Loss(CONVERTED, "unsupported", "stop_reason"))
     usage = read_usage(doc.usage)
     finish = FINISH_IN.get(doc.stop_reason or "end_turn", "stop")
-    return Answer(doc.id, doc.model, parts, finish, usage, 0, doc.stop_sequence), losses
+    return Answer(doc.id, doc.model or "", parts, finish, usage, 0, doc.stop_sequence), losses
 
 
-def read_usage(u: wire.Usage) -> Usage:
+def read_usage(u: wire.Usage | None) -> Usage:
     """Messages' usage: input_tokens leave out the input read from and written to the cache; ours hold them."""
+    if u is None:
+        return Usage()
     read, write = u.cache_read_input_tokens or 0, u.cache_creation_input_tokens or 0
-    return Usage(u.input_tokens + read + write, u.output_tokens, read, write)
+    return Usage((u.input_tokens or 0) + read + write, u.output_tokens or 0, read, write)
 
 
 def write_usage(u: Usage) -> wire.OutUsage:
@@ -326,7 +328,7 @@ class StreamReader:
             self._started = True
             self._usage = read_usage(ev.message.usage)
             u = self._usage
-            return [Started(ev.message.id, ev.message.model, 0, u.input_tokens, u.cached, u.cache_write)]
+            return [Started(ev.message.id, ev.message.model or "", 0, u.input_tokens, u.cached, u.cache_write)]
         if isinstance(ev, wire.ContentBlockStart):
             return self._start(ev)
         if isinstance(ev, wire.ContentBlockDelta):
@@ -344,14 +346,14 @@ class StreamReader:
         if isinstance(ev, wire.MessageDelta):
             self._stop, self._stop_sequence = ev.delta.stop_reason, ev.delta.stop_sequence
             # message_delta's counts are cumulative: where it repeats the input's, they replace message_start's.
-            d, was = ev.usage, self._usage
+            d, was = ev.usage or wire.DeltaUsage(), self._usage
             fresh = d.input_tokens if d.input_tokens is not None else was.input_tokens - was.cached - was.cache_write
             read = d.cache_read_input_tokens if d.cache_read_input_tokens is not None else was.cached
             write = d.cache_creation_input_tokens if d.cache_creation_input_tokens is not None else was.cache_write
             # Finish here rather than at message_stop: everything is known.
             self._done = True
             return [Finished(FINISH_IN.get(self._stop or "end_turn", "stop"),
-                             Usage(fresh + read + write, d.output_tokens, read, write), self._stop_sequence)]
+                             Usage(fresh + read + write, d.output_tokens or 0, read, write), self._stop_sequence)]
         self._done = True   # an error event
         status = wire.STATUS_OF_TYPE.get(ev.error.type, 500)
         err = read_error(status, data)

@@ -239,7 +239,7 @@ def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
     losses: list[Loss] = []
     parts: list = _read_output(doc.output, losses)
     usage = read_usage(doc.usage) if doc.usage else None
-    return Answer(doc.id, doc.model, parts, _finish(doc, parts), usage, int(doc.created_at)), losses
+    return Answer(doc.id, doc.model or "", parts, _finish(doc, parts), usage, int(doc.created_at or 0)), losses
 
 
 def _read_output(output: list[wire.OutItem], losses: list[Loss]) -> list:
@@ -274,7 +274,8 @@ def _finish(doc: wire.Response, parts: list) -> str:
 def read_usage(u: wire.Usage) -> Usage:
     """Responses' usage: input_tokens hold the cached tokens already."""
     d = u.input_tokens_details
-    return Usage(u.input_tokens, u.output_tokens, d.cached_tokens if d else 0, d.cache_write_tokens if d else 0)
+    return Usage(u.input_tokens or 0, u.output_tokens or 0, (d.cached_tokens or 0) if d else 0,
+                 (d.cache_write_tokens or 0) if d else 0)
 
 
 def _usage(u: Usage | None) -> dict:
@@ -398,7 +399,7 @@ class StreamReader:
         t = ev.type
         if t == "response.created" and ev.response is not None:
             r = ev.response
-            return [Started(r.id, r.model, int(r.created_at))]
+            return [Started(r.id, r.model or "", int(r.created_at or 0))]
         if t == "response.output_item.added" and ev.item is not None:
             return self._item_added(ev)
         if t == "response.content_part.added" and ev.part is not None:
