@@ -72,7 +72,7 @@ async def verdict_with(loaded, client, canonical: CanonicalRequest, answer: str)
 async def test_the_embedded_model_answers_the_response_stage_in_one_call():
     loaded = load_raw(doc())
     assert ("recipes[default].signals.hallucination[ungrounded]: preset_unanswered: deployment 'primary' "
-            "(vsr-static-4) does not answer preset hallucination, as its card says; the rule is always unknown"
+            "(vsr-static-5) does not answer preset hallucination, as its card says; the rule is always unknown"
             in loaded.warnings)
     async with open_systemone(loaded) as client:
         refusal_text = "I'm sorry, but I can't help with that. I must decline this request."

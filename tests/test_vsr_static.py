@@ -1,10 +1,11 @@
-"""vsr-static-4 (the default), -3, -2 and -1 from their committed artifacts: integrity, every question
+"""vsr-static-5 (the default), -4, -3, -2 and -1 from their committed artifacts: integrity, every question
 type, PII spans, honesty of the cards, the n-gram hashing, and the turns that must never be flagged.
 
 No network and no timing: quality on held-out data is bench.decision_quality's job.
 """
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -13,9 +14,10 @@ from vsr_fast.config.catalog import DEFAULT_ARTIFACT
 from vsr_fast.models import vsr_static
 import numpy as np
 
-from vsr_fast.models.vsr_static import SPAN_LABELS, ArtifactError, load, load_1, load_2, load_3, load_4
-from vsr_fast.models.vsr_static._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ngram_buckets,
-                                                  ngram_logits)
+from vsr_fast.models.vsr_static import SPAN_LABELS, ArtifactError, load, load_1, load_2, load_3, load_4, load_5
+from vsr_fast.models.vsr_static import _corpus
+from vsr_fast.models.vsr_static._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ARTIFACTS_5,
+                                                  ngram_buckets, ngram_logits)
 from vsr_fast.protocol.systemone import (
     ChoiceAnswer,
     ChoiceQuestion,
@@ -61,7 +63,7 @@ def spans(model, text: str) -> list[tuple[str, str]]:
 def test_exports():
     assert sorted(vsr_static.__all__) == sorted(["ArtifactError", "DEFAULT", "SPAN_LABELS", "VsrStatic", "VsrStatic1",
                                                  "count_tokens", "load", "load_1", "load_2", "load_3",
-                                                 "load_4"])
+                                                 "load_4", "load_5"])
 
 
 def test_count_tokens_is_the_models_own_tokenizers_count(model):
@@ -73,8 +75,8 @@ def test_count_tokens_is_the_models_own_tokenizers_count(model):
 
 
 def test_load_is_cached_and_is_a_decision_model(model):
-    assert load() is model is load_4()
-    assert model.card.name == vsr_static.DEFAULT == DEFAULT_ARTIFACT == "vsr-static-4"   # the config's default
+    assert load() is model is load_5()
+    assert model.card.name == vsr_static.DEFAULT == DEFAULT_ARTIFACT == "vsr-static-5"   # the config's default
     assert isinstance(model.card.name, str) and callable(model.answer)
     _: DecisionModel = model   # structural: card + answer
 
@@ -88,20 +90,48 @@ def test_vsr_static_1_stays_loadable_for_replay():
     assert answer.choice == "math"
 
 
-def test_vsr_static_4_is_the_default_with_2_s_jailbreak_cut_and_the_others_are_opt_in():
-    default = load_4()
-    assert default is load() and default.card.name == "vsr-static-4"
+def test_vsr_static_4_has_2_s_jailbreak_cut_and_the_others_are_opt_in():
+    four = load_4()
+    assert four is not load() and four.card.name == "vsr-static-4"
     # -2's jailbreak recipe and operating point, retrained on the same rows; the domain head reads n-grams.
-    assert default.card.calibrated == load_2().card.calibrated == {"jailbreak": 0.383}
-    assert default.heads["jailbreak"].ngrams is None and default.heads["domain"].ngrams is not None
-    assert default.heads["domain"].ngrams.shape == (1 << 16, 14)
-    for opt_in, name in ((load_3(), "vsr-static-3"), (load_2(), "vsr-static-2")):
+    assert four.card.calibrated == load_2().card.calibrated == {"jailbreak": 0.383}
+    assert four.heads["jailbreak"].ngrams is None and four.heads["domain"].ngrams is not None
+    assert four.heads["domain"].ngrams.shape == (1 << 16, 14)
+    for opt_in, name in ((load_4(), "vsr-static-4"), (load_3(), "vsr-static-3"), (load_2(), "vsr-static-2")):
         assert opt_in.card.name == name and opt_in is not load()
     assert load_3().heads["jailbreak"].ngrams is not None and load_3().heads["domain"].ngrams is None
 
 
+def test_vsr_static_5_is_the_default_4_with_a_domain_head_that_also_read_written_questions():
+    """-5 retrains -4's jailbreak head on -4's rows (the same operating point) and -4's domain head kind."""
+    five, four = load_5(), load_4()
+    assert five is load() and five.card.name == "vsr-static-5"
+    assert five.card.calibrated == four.card.calibrated == {"jailbreak": 0.383}
+    assert five.meta["training_rows"]["jailbreak"] == four.meta["training_rows"]["jailbreak"]
+    assert "natural-written" not in five.meta["training_rows"]["jailbreak"]
+    assert five.meta["training_rows"]["domain"]["natural-written"]["area"]["train"] > 1000
+    assert five.heads["jailbreak"].ngrams is None and five.heads["domain"].ngrams.shape == (1 << 16, 14)
+    assert "LLM session" in five.meta["synthetic"] and "natural_questions.tsv" in (ARTIFACTS_5 / "NOTICE").read_text()
+
+
+def test_the_written_questions_cover_every_area_without_duplicates():
+    """corpus/natural_questions.tsv: about a hundred per area, said to be LLM-written, no repeated question."""
+    path = _corpus.NATURAL_QUESTIONS
+    header = [line for line in path.read_text().splitlines() if line.startswith("#")]
+    assert any("LLM" in line for line in header) and any("Licence" in line for line in header)
+    rows = _corpus.natural_rows(path)
+    per_area = {area: sum(r.label == area for r in rows) for area in DOMAINS}
+    assert min(per_area.values()) >= 100 and set(r.label for r in rows) == set(DOMAINS)
+    normalised = [" ".join(re.findall(r"\w+", r.text.lower())) for r in rows]
+    assert len(set(normalised)) == len(rows)
+    for area in DOMAINS:   # stratified: a fifth of every area is validation
+        validation = sum(r.label == area and r.split == "validation" for r in rows)
+        assert validation == round(per_area[area] * _corpus.NATURAL_VALIDATION / 100)
+
+
 FOLDERS = {"vsr-static-1": ("artifacts", ARTIFACTS), "vsr-static-2": ("artifacts-2", ARTIFACTS_2),
-           "vsr-static-3": ("artifacts-3", ARTIFACTS_3), "vsr-static-4": ("artifacts-4", ARTIFACTS_4)}
+           "vsr-static-3": ("artifacts-3", ARTIFACTS_3), "vsr-static-4": ("artifacts-4", ARTIFACTS_4),
+           "vsr-static-5": ("artifacts-5", ARTIFACTS_5)}
 
 
 @pytest.mark.parametrize("layout", list(FOLDERS))
@@ -117,7 +147,7 @@ def test_corrupted_copy_is_refused(tmp_path, layout):
         load(copy)
 
 
-@pytest.mark.parametrize("layout", ["vsr-static-2", "vsr-static-3", "vsr-static-4"])
+@pytest.mark.parametrize("layout", ["vsr-static-2", "vsr-static-3", "vsr-static-4", "vsr-static-5"])
 def test_later_models_check_the_embedding_they_share(tmp_path, layout):
     for folder, source in FOLDERS.values():
         shutil.copytree(source, tmp_path / folder)
@@ -181,7 +211,8 @@ def test_the_ngram_head_reads_word_order():
 
 @pytest.mark.parametrize("name", list(FOLDERS))
 def test_card(name):
-    model = {"vsr-static-1": load_1, "vsr-static-2": load_2, "vsr-static-3": load_3, "vsr-static-4": load_4}[name]()
+    model = {"vsr-static-1": load_1, "vsr-static-2": load_2, "vsr-static-3": load_3, "vsr-static-4": load_4,
+             "vsr-static-5": load_5}[name]()
     card = model.card
     assert (card.name, card.family, card.modalities) == (name, "vsr-static", ["text"])
     assert card.question_types == ["choice", "noul", "score", "set", "span"]
@@ -415,5 +446,5 @@ def test_every_artifacts_folder_ships_in_the_package():
     root = Path(__file__).resolve().parent.parent
     shipped = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     folders = {p.name for p in ARTIFACTS.parent.iterdir() if p.is_dir() and p.name.startswith("artifacts")}
-    assert folders == {"artifacts", "artifacts-2", "artifacts-3", "artifacts-4"}
+    assert folders == {"artifacts", "artifacts-2", "artifacts-3", "artifacts-4", "artifacts-5"}
     assert {f"{name}/*" for name in folders} <= set(shipped["vsr_fast.models.vsr_static"])

@@ -119,11 +119,11 @@ class ModelCatalog(Block, kw_only=True):
 # The pre-declared deployments (spec 6.2): primary answers every question nothing else binds.
 PRIMARY = "primary"
 # The embedded model a model_runtime deployment without an artifact runs (vsr_fast.models.vsr_static.DEFAULT).
-DEFAULT_ARTIFACT = "vsr-static-4"
+DEFAULT_ARTIFACT = "vsr-static-5"
 BUILTIN_DEPLOYMENTS = {PRIMARY: Deployment(provider="model_runtime", artifact=DEFAULT_ARTIFACT)}
 # The same static table as every vsr-static model: one loaded model serves both.
 BUILTIN_EMBEDDINGS = {VELA_EMBEDDING: Deployment(provider="model_runtime", artifact=DEFAULT_ARTIFACT)}
-STATIC_ARTIFACTS = ("vsr-static-1", "vsr-static-2", "vsr-static-3", "vsr-static-4")
+STATIC_ARTIFACTS = ("vsr-static-1", "vsr-static-2", "vsr-static-3", "vsr-static-4", "vsr-static-5")
 
 
 def embedding_deployments(catalog: ModelCatalog) -> dict[str, Deployment]:

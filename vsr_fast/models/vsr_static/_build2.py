@@ -180,12 +180,13 @@ class Start:
     report: dict
 
 
-def start(work: Path, log) -> Start:
-    """vsr-static-1's embedding (verified against its SHA256SUMS), the pinned packages and ``_corpus``' rows."""
+def start(work: Path, log, natural: bool = False) -> Start:
+    """vsr-static-1's embedding (verified against its SHA256SUMS), the pinned packages and ``_corpus``' rows
+    (``natural``: with the written questions among the domain rows, as -5)."""
     base = read(ARTIFACTS)
     emb = StaticEmbedding(Tokenizer.from_str(base.tokenizer_json), base.table, max_tokens=int(base.meta["max_tokens"]))
     p = packages(work, log)
-    jailbreak, domain, report = _corpus.corpora(p)
+    jailbreak, domain, report = _corpus.corpora(p, natural=natural)
     for kind in ("jailbreak", "domain"):
         log(f"{kind} rows by source: {json.dumps(report[kind])}")
     log(f"dropped as near-duplicates of benchmark texts: {report['dropped_as_benchmark_duplicates']}")
@@ -210,7 +211,7 @@ def build(work: Path, out: Path, log) -> None:
 
 
 def model_meta(name: str, s: Start, heads: dict) -> dict:
-    """model.json of a model on vsr-static-1's embedding trained on ``_corpus``' rows (-2, -3, -4)."""
+    """model.json of a model on vsr-static-1's embedding trained on ``_corpus``' rows (-2 to -5)."""
     jailbreak, domain, report, base_meta, emb, p = s.jailbreak, s.domain, s.report, s.base_meta, s.emb, s.packages
     sources = {n: {"version": s.version, "sha256": s.sha256, "licence": s.licence}
                for n, s in [*_sources.WHEELS.items(), *_sources.DEBS.items()]

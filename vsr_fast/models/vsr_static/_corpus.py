@@ -1,4 +1,4 @@
-"""vsr-static-2's, -3's and -4's training rows, from the pinned packages and the templates; build time only.
+"""vsr-static-2's to -5's training rows, from the pinned packages, the templates and (-5) written questions.
 
 Every row says where it came from, so the build can report counts per source and the
 card can list them. Splits are by hash of the text (by template for pyrit, whose
@@ -10,6 +10,7 @@ text that nearly duplicates one of them is dropped (``Decontaminator``).
 from __future__ import annotations
 
 import collections
+import hashlib
 import random
 import re
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ MMLU_BENIGN = 3000         # MMLU questions among the jailbreak head's benign te
 WORDNET_BENIGN = 3000      # templated domain questions among them
 WORDNET_PER_AREA = 1200    # templated questions per subject area for the domain head
 CODE_REQUESTS = 1200       # templated programming requests (computer science, and benign)
+NATURAL_QUESTIONS = Path(__file__).parent / "corpus" / "natural_questions.tsv"
+NATURAL_VALIDATION = 20    # percent of each area of the written questions held out (stratified, by hash)
 CHATTERBOT_AREAS = {"coding": "computer science", "computers": "computer science",
                     "tech_support": "computer science", "history": "history"}
 
@@ -117,6 +120,25 @@ def domain_rows(p: Packages, areas: dict[str, list[_wordnet.Synset]], rng: rando
     return rows
 
 
+def natural_rows(path: Path = NATURAL_QUESTIONS) -> list[Row]:
+    """The LLM-written natural questions per area (``corpus/natural_questions.tsv``; -5's domain head only).
+
+    Stratified split: in each area the first ``NATURAL_VALIDATION`` percent by sha256 of the text
+    are validation, so every area is in both splits whatever its size.
+    """
+    by_area: dict[str, list[str]] = collections.defaultdict(list)
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            area, text = line.split("\t", 1)
+            by_area[area].append(text)
+    rows = []
+    for area, texts in by_area.items():
+        ordered = sorted(texts, key=lambda t: hashlib.sha256(t.encode()).hexdigest())
+        cut = round(len(ordered) * NATURAL_VALIDATION / 100)
+        rows += [Row(t, area, "validation" if i < cut else "train", "natural-written") for i, t in enumerate(ordered)]
+    return rows
+
+
 def decontaminate(rows: list[Row], check: Decontaminator) -> tuple[list[Row], collections.Counter]:
     """The rows no benchmark text nearly duplicates, and how many each source lost."""
     kept, dropped = [], collections.Counter()
@@ -128,13 +150,17 @@ def decontaminate(rows: list[Row], check: Decontaminator) -> tuple[list[Row], co
     return kept, dropped
 
 
-def corpora(p: Packages, seed: int = 0) -> tuple[list[Row], list[Row], dict]:
-    """(jailbreak rows, domain rows, a report of counts per source and split and of what was dropped)."""
+def corpora(p: Packages, seed: int = 0, natural: bool = False) -> tuple[list[Row], list[Row], dict]:
+    """(jailbreak rows, domain rows, a report of counts per source and split and of what was dropped).
+
+    ``natural`` adds the written questions (``natural_rows``) to the domain rows only, after every
+    other source: the jailbreak rows, and the domain rows -2 to -4 train on, stay as they were.
+    """
     rng = random.Random(seed)
     areas = _wordnet.areas(_wordnet.parse(_sources.wordnet(p.debs["wordnet-base"])))
     check = Decontaminator(_heldout.benchmark_texts(p.wheels))
     jailbreak, jdrop = decontaminate(jailbreak_rows(p, areas, rng), check)
-    domain, ddrop = decontaminate(domain_rows(p, areas, rng), check)
+    domain, ddrop = decontaminate(domain_rows(p, areas, rng) + (natural_rows() if natural else []), check)
 
     def counts(rows: list[Row]) -> dict:
         c = collections.Counter((r.source, r.label if r.label in ("benign", "jailbreak") else "area", r.split)
