@@ -42,6 +42,10 @@ class ListSink:
         encode_event(event)          # what the real sink does first: it must encode
         self.events.append(event)
 
+    def record_many(self, events) -> None:
+        for event in events:
+            self.record(event)
+
 
 def test_public_surface_is_pinned():
     for name in events_pkg.__all__:
@@ -342,3 +346,29 @@ async def test_a_record_is_folded_from_its_events_in_order_whatever_the_arrival(
     assert rec.cache.key == "k" and rec.shadow[0].model == "cand" and rec.events == 6
     assert rec.request_body is None and rec.request_truncated   # 10 bytes cannot hold even the skeleton
     assert msgspec.json.decode(msgspec.json.encode(rec))["decision"] == "code"
+
+
+async def test_events_built_with_few_keywords_are_the_events_built_with_all():
+    # RequestEvents builds RequestReceived and AnswerCompleted without their optional fields when all are at
+    # their defaults (a cheaper call, bench/RESULTS.md issue 14): the events and their bytes must be the same.
+    sink = ListSink()
+    ev = RequestEvents(sink, config_version="cfg1", request_id="req-1")
+    raw, request, route = await _route("a rust question")
+    ev.routed(raw, request, route)
+    ev.answer(status=200, response_path="upstream", model="code-model", streamed=False, content_type="application/json")
+    received, answered = sink.events[0], sink.events[-1]
+    whole = RequestReceived(
+        replay_id=ev.replay_id, request_id="req-1", session_id=None, recipe="default", config_version="cfg1", seq=0,
+        ts_ms=ev.started_ms, replay=False, api="chat", model="vsr/auto", stream=False, body_bytes=len(raw),
+        request=None, request_truncated=False, user=None, groups=[], shadow=None)
+    assert received == whole and encode_event(received) == encode_event(whole)
+    whole = AnswerCompleted(
+        replay_id=ev.replay_id, request_id="req-1", session_id=None, recipe="default", config_version="cfg1",
+        seq=answered.seq, ts_ms=answered.ts_ms, replay=False, status=200, response_path="upstream",
+        model="code-model", streamed=False, held=False, complete=True, finish_reason=None, usage=None, guard="none",
+        guard_codes=[], duration_ms=answered.duration_ms, ttfb_ms=None, content_type="application/json", body=None,
+        body_bytes=0, body_truncated=False, replay_body_bytes=0, cache=None, cost=None, cost_currency=None)
+    assert answered == whole and encode_event(answered) == encode_event(whole)
+    # One optional field set: the whole call, the field kept.
+    ev.answer(status=200, response_path="upstream", model="code-model", streamed=False, cost=0.5, cost_currency="USD")
+    assert (sink.events[-1].cost, sink.events[-1].cost_currency) == (0.5, "USD")

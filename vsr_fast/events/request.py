@@ -19,6 +19,7 @@ from ..signals.base import Identity
 from ..signals.registry import Readings
 from ..upstream import Attempt
 from .capture import AnswerCapture, body_copy, request_copy
+from . import ids
 from .types import (
     AnswerCompleted,
     CacheHit,
@@ -34,10 +35,11 @@ from .types import (
     SignalsEvaluated,
     UpstreamAttempted,
     Usage,
-    new_replay_id,
     now_ms,
 )
 from .writer import EventSink
+
+_ns = time.time_ns
 
 
 class RequestEvents:
@@ -61,14 +63,14 @@ class RequestEvents:
     def __init__(self, sink: EventSink, *, config_version: str, request_id: str = "", session_id: str | None = None,
                  policy: ReplayPolicy = DISABLED, replay_id: str | None = None) -> None:
         self.sink = sink
-        self.replay_id = replay_id or new_replay_id()
+        self.started = time.perf_counter()
+        self.started_ms = ms = _ns() // 1_000_000
+        self.replay_id = replay_id or ids.replay_id(ms)
         self.request_id = request_id
         self.session_id = session_id
         self.recipe: str | None = None
         self.config_version = config_version
         self.policy = policy
-        self.started = time.perf_counter()
-        self.started_ms = now_ms()
         self._seq = 0
         self._attempts = 0
         self.withheld = False   # masking protects this request: the record keeps neither body
@@ -91,10 +93,14 @@ class RequestEvents:
 
     # Each event below is built with its common fields spelled out, not ``**self._common()``: a dict
     # merged into the call's keywords took msgspec's slow path, ~1.2 us more per event (of ~20 us per
-    # request on this path; bench/RESULTS.md, issue 14).
-
-    def _elapsed_ms(self) -> float:
-        return (time.perf_counter() - self.started) * 1000
+    # request on this path; bench/RESULTS.md, issue 14). For the same reason the hot events take
+    # ``seq`` and ``ts_ms`` in line, not through ``_next_seq`` and ``now_ms`` (a Python call each).
+    #
+    # _FEW_KEYWORDS: a Struct built with more than 15 keywords costs ~4x one built with 15 (CPython
+    # 3.11, msgspec 0.23: 0.95 us against 0.28 us for RequestReceived). RequestReceived and
+    # AnswerCompleted have 17 and 28 fields, so where the optional ones are all at their defaults
+    # (no copy, no shadow, no cost...: most requests) they are built without them, which encodes
+    # to the same bytes (``omit_defaults``); otherwise with every field.
 
     # --- the request --------------------------------------------------------------------
 
@@ -112,6 +118,10 @@ class RequestEvents:
         of a Chat request, spec 5.7). ``withhold``: keep no copy of the body (masking
         protects what it holds), nor of the answer, which can echo the request's fields.
         """
+        self.sink.record(self._received(raw, request, route, identity, api, shadow, model, stream, withhold))
+
+    def _received(self, raw: bytes, request: ChatRequest | None, route: Route | None, identity: Identity | None,
+                  api: str, shadow: bool, model: str | None, stream: bool | None, withhold: bool) -> RequestReceived:
         if route is not None:
             self.recipe = route.recipe
         self.withheld = withhold
@@ -134,63 +144,90 @@ class RequestEvents:
                                      max_concurrency=sp.max_concurrency, max_body_bytes=p.response_bytes)
         if request is not None:
             model, stream = request.model, request.stream
-        self.sink.record(RequestReceived(
+        seq = self._seq
+        self._seq = seq + 1
+        if copy is None and not cut and user is None and not groups and shadow_copy is None:
+            # The fields left out are at their defaults: the same event (``_FEW_KEYWORDS``).
+            return RequestReceived(
+                replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
+                config_version=self.config_version, seq=seq, ts_ms=self.started_ms, replay=p.enabled,
+                api=api, model=model or "", stream=bool(stream), body_bytes=len(raw),
+            )
+        return RequestReceived(
             replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
-            config_version=self.config_version, seq=self._next_seq(), ts_ms=self.started_ms, replay=p.enabled,
+            config_version=self.config_version, seq=seq, ts_ms=self.started_ms, replay=p.enabled,
             api=api, model=model or "", stream=bool(stream), body_bytes=len(raw), request=copy,
             request_truncated=cut, user=user, groups=groups, shadow=shadow_copy,
-        ))
+        )
 
     def signals(self, readings: Readings | None) -> None:
         """The signals routing read: values, matches, coverage and per-family timings."""
-        if readings is None:
-            return
-        out = [SignalReading(type=t, name=n, matched=o.matched, value=o.value, confidence=o.confidence,
-                             detail=o.detail) for (t, n), o in readings.outcomes.items()]
-        known = sum(1 for r in out if r.matched is not None)
-        self.sink.record(SignalsEvaluated(
+        if readings is not None:
+            self.sink.record(self._signals(readings))
+
+    def _signals(self, readings: Readings) -> SignalsEvaluated:
+        outcomes, timings = readings.outcomes, readings.timings_us
+        if outcomes:
+            out = [SignalReading(type=t, name=n, matched=o.matched, value=o.value, confidence=o.confidence,
+                                 detail=o.detail) for (t, n), o in outcomes.items()]
+            coverage = sum(1 for r in out if r.matched is not None) / len(out)
+        else:
+            out, coverage = [], 1.0     # a decision with no conditions read no signal
+        seq = self._seq
+        self._seq = seq + 1
+        return SignalsEvaluated(
             replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
-            config_version=self.config_version, seq=self._next_seq(), ts_ms=now_ms(), replay=self.policy.enabled,
-            readings=out, coverage=known / len(out) if out else 1.0,
-            timings_us=dict(readings.timings_us), total_us=sum(readings.timings_us.values()),
-        ))
+            config_version=self.config_version, seq=seq, ts_ms=_ns() // 1_000_000, replay=self.policy.enabled,
+            readings=out, coverage=coverage,
+            timings_us=dict(timings), total_us=sum(timings.values()) if timings else 0,
+        )
 
     def decision(self, route: Route, *, algorithm: str = "static") -> None:
         """The decision and the model ranking routing chose."""
+        self.sink.record(self._decision(route, algorithm))
+
+    def _decision(self, route: Route, algorithm: str) -> DecisionChosen:
         self.recipe = route.recipe
         chosen = route.chosen
         verdicts = [DecisionVerdict(name=v.name, value=v.value, matched=v.matched, priority=v.priority,
                                     confidence=v.confidence) for v in (chosen.verdicts if chosen else ())]
         names = [m.name for m in route.candidates]
-        self.sink.record(DecisionChosen(
+        seq = self._seq
+        self._seq = seq + 1
+        return DecisionChosen(
             replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
-            config_version=self.config_version, seq=self._next_seq(), ts_ms=now_ms(), replay=self.policy.enabled,
+            config_version=self.config_version, seq=seq, ts_ms=_ns() // 1_000_000, replay=self.policy.enabled,
             decision=route.decision, model=names[0] if names else None, candidates=names,
             algorithm=algorithm, fallback=route.fallback, why=chosen.why if chosen else "model named directly",
             verdicts=verdicts,
-        ))
+        )
 
     def routed(self, raw: bytes, request: ChatRequest | None, route: Route, *, identity: Identity | None = None,
                shadow: bool = True, api: str = "chat", model: str | None = None, stream: bool | None = None,
                withhold: bool = False) -> None:
         """``received``, ``signals`` and ``decision`` at once: what the hot path calls after routing."""
-        self.received(raw, request, route=route, identity=identity, shadow=shadow, api=api, model=model,
-                      stream=stream, withhold=withhold)
-        self.signals(route.readings)
-        alg = route.chosen.decision.algorithm.type if route.chosen and route.chosen.decision else "static"
-        self.decision(route, algorithm=alg)
+        received = self._received(raw, request, route, identity, api, shadow, model, stream, withhold)
+        readings = route.readings
+        chosen = route.chosen
+        alg = chosen.decision.algorithm.type if chosen and chosen.decision else "static"
+        if readings is None:
+            self.sink.record_many((received, self._decision(route, alg)))
+        else:
+            self.sink.record_many((received, self._signals(readings), self._decision(route, alg)))
 
     # --- the call and the answer ----------------------------------------------------------
 
     def attempt(self, attempt: Attempt) -> None:
         """One upstream attempt (``Dispatcher``'s ``on_attempt`` hook, or the attempts list after the call)."""
-        self._attempts += 1
+        n = self._attempts = self._attempts + 1
+        seq = self._seq
+        self._seq = seq + 1
         self.sink.record(UpstreamAttempted(
             replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
-            config_version=self.config_version, seq=self._next_seq(), ts_ms=now_ms(), replay=self.policy.enabled,
-            attempt=self._attempts, model=attempt.model, backend=attempt.backend,
+            config_version=self.config_version, seq=seq, ts_ms=_ns() // 1_000_000, replay=self.policy.enabled,
+            attempt=n, model=attempt.model, backend=attempt.backend,
             status=attempt.status, error=attempt.error, duration_ms=attempt.seconds * 1000,
-            fallback=self._attempts > 1,
+            fallback=n > 1,
         ))
 
     def capture(self, cache: CacheIntent | None, cache_max_bytes: int) -> AnswerCapture | None:
@@ -205,16 +242,33 @@ class RequestEvents:
                cache: CacheIntent | None = None, cost: float | None = None,
                cost_currency: str | None = None) -> None:
         """The answer as the client received it. ``cache``: store it if the guard released it whole."""
-        body = captured.body() if captured is not None else None
+        p = self.policy
+        seq = self._seq
+        self._seq = seq + 1
+        if captured is None:
+            if (not held and finish_reason is None and usage is None and guard == "none" and not guard_codes
+                    and ttfb_ms is None and cache is None and cost is None and cost_currency is None
+                    and (self.withheld or not p.response_bytes)):
+                # The fields left out are at their defaults: the same event (``_FEW_KEYWORDS``).
+                self.sink.record(AnswerCompleted(
+                    replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id,
+                    recipe=self.recipe, config_version=self.config_version, seq=seq, ts_ms=_ns() // 1_000_000,
+                    replay=p.enabled, status=status, response_path=response_path, model=model, streamed=streamed,
+                    complete=complete, duration_ms=(time.perf_counter() - self.started) * 1000,
+                    content_type=content_type,
+                ))
+                return
+            body, size, truncated = None, 0, False
+        else:
+            body, size, truncated = captured.body(), captured.size, captured.truncated
         self.sink.record(AnswerCompleted(
             replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
-            config_version=self.config_version, seq=self._next_seq(), ts_ms=now_ms(), replay=self.policy.enabled,
+            config_version=self.config_version, seq=seq, ts_ms=_ns() // 1_000_000, replay=p.enabled,
             status=status, response_path=response_path, model=model, streamed=streamed,
             held=held, complete=complete, finish_reason=finish_reason, usage=usage, guard=guard,
-            guard_codes=list(guard_codes), duration_ms=self._elapsed_ms(), ttfb_ms=ttfb_ms,
-            content_type=content_type, body=body, body_bytes=captured.size if captured is not None else 0,
-            body_truncated=captured.truncated if captured is not None else False,
-            replay_body_bytes=0 if self.withheld else self.policy.response_bytes, cache=cache,
+            guard_codes=list(guard_codes), duration_ms=(time.perf_counter() - self.started) * 1000, ttfb_ms=ttfb_ms,
+            content_type=content_type, body=body, body_bytes=size, body_truncated=truncated,
+            replay_body_bytes=0 if self.withheld else p.response_bytes, cache=cache,
             cost=cost, cost_currency=cost_currency,
         ))
 

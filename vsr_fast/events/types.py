@@ -13,12 +13,13 @@ bytes (msgpack ``bin``), and only the copies ``router_replay`` and
 """
 from __future__ import annotations
 
-import os
 import time
 from typing import Literal
 
 import msgspec
 from msgspec import Struct, field
+
+from . import ids
 
 
 class _Part(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -239,7 +240,7 @@ def now_ms() -> int:
 
 def new_replay_id() -> str:
     """A 24-hex-digit id that sorts by creation time: 12 digits of milliseconds, 12 random."""
-    return f"{time.time_ns() // 1_000_000:012x}{os.urandom(6).hex()}"
+    return ids.replay_id(time.time_ns() // 1_000_000)
 
 
 __all__ = [

@@ -41,6 +41,8 @@ from typing import Protocol
 from .journal import Journal, pack, pack_many, write_atomic
 from .types import Event, encode_event
 
+_encode = encode_event
+
 log = logging.getLogger("vsr_fast.events")
 
 Item = tuple[bytes, int, bytes]   # (space, index, payload)
@@ -138,7 +140,27 @@ class EventSink:
 
     def record(self, event: Event) -> None:
         """Enqueue one event; never blocks on the store. Spills to disk past the queue's bound."""
-        self.record_encoded(encode_event(event))
+        # ``record_encoded`` spelled out: one Python call less per event on the request path.
+        payload = _encode(event)
+        if self._spilling or len(self._queue) >= self._bound or self._closed:
+            self._spill(payload)
+            return
+        self._queue.append(payload)
+        self.stats.queued += 1
+        if self._idle:
+            self._wake.set()
+
+    def record_many(self, events: tuple[Event, ...] | list[Event]) -> None:
+        """``record`` each of ``events``, in order (what routing recorded at once)."""
+        for event in events:
+            payload = _encode(event)
+            if self._spilling or len(self._queue) >= self._bound or self._closed:
+                self._spill(payload)
+                continue
+            self._queue.append(payload)
+            self.stats.queued += 1
+        if self._idle:
+            self._wake.set()
 
     def record_encoded(self, payload: bytes) -> None:
         """Enqueue an event already encoded with ``encode_event``."""

@@ -6,11 +6,12 @@ merged per (recipe, decision) once and kept.
 """
 from __future__ import annotations
 
-import uuid
 from functools import lru_cache
+from typing import NamedTuple
 
 from ..plugins import layers as plugin_config
 from ..errors import VsrError
+from ..events import ids
 from ..events.request import RequestEvents
 from ..events.capture import AnswerCapture
 from ..events.types import AnswerCompleted, CacheIntent
@@ -25,6 +26,15 @@ from .asgi import Scope, header
 _REQUEST_ID = h.REQUEST_ID.encode()
 
 
+class Plan(NamedTuple):
+    """What recording one request of a (recipe, decision) reads of its policies, merged once."""
+
+    cache: response_cache.CachePolicy
+    replay: router_replay.ReplayPolicy
+    withhold: bool              # ``Policies.withholds_request``
+    guard: bytes | None         # ``Policies.guard_key``, read only when the cache is on
+
+
 class Policies:
     """The merged router_replay and response_cache policies of each (recipe, decision)."""
 
@@ -37,6 +47,8 @@ class Policies:
         self.shaping = lru_cache(maxsize=1024)(self._shaping)
         self.masking = lru_cache(maxsize=1024)(self._masking)
         self.context = lru_cache(maxsize=1024)(self._context)
+        # One look-up a request instead of four (cache, guard, replay, masking + replay layers).
+        self.plan = lru_cache(maxsize=1024)(self._plan)
         # Resolved now, for every decision: a tools catalog is read from disk, never on the request path.
         self._tools = {(r.name, d.name): tools.resolve(*self._layers(r.name, d.name, "tools"))
                        for r in loaded.config.recipes for d in r.decisions}
@@ -91,6 +103,10 @@ class Policies:
         return not any(layer is not None and layer.capture_personal_data is True
                        for layer in self._layers(recipe, decision, "router_replay"))
 
+    def _plan(self, recipe: str | None, decision: str | None) -> Plan:
+        return Plan(self.cache(recipe, decision), self.replay(recipe, decision),
+                    self.withholds_request(recipe, decision), self.guard_key(recipe, decision))
+
     def global_replay(self) -> router_replay.ReplayPolicy:
         return router_replay.resolve(plugin_config.layer_of(self.config.global_.plugins, "router_replay"))
 
@@ -119,11 +135,22 @@ class Recording:
         self.capture = None
         self.turn = None        # pipeline.context.Turn: the answer a memory write reads, fed like the capture
         if self.services is not None:
-            rid = header(scope, _REQUEST_ID)
-            sid = session_id(scope, state.session_headers)
+            # One pass over the headers for x-request-id and the session's (``session_id`` reads the same).
+            rid = None
+            names = state.session_headers
+            found: dict[bytes, bytes] | None = None
+            for key, value in scope["headers"]:
+                if key == _REQUEST_ID:
+                    if rid is None:
+                        rid = value
+                elif key in names:
+                    if found is None:
+                        found = {}
+                    found.setdefault(key, value)
+            sid = next((found[n] for n in names if found.get(n)), None) if found is not None else None
             self.events = RequestEvents(
                 self.services.sink, config_version=state.loaded.version_hash,
-                request_id=rid.decode("latin-1") if rid else uuid.uuid4().hex,
+                request_id=rid.decode("latin-1") if rid else ids.request_id(),
                 session_id=sid.decode("latin-1") if sid else None,
             )
 
@@ -137,14 +164,17 @@ class Recording:
     def routed(self, state, scope: Scope, raw: bytes, req: Inbound, route: Route) -> None:
         """Record the request (its client API, and the body as received where capture allows), its
         signals and its decision; decide whether its answer may be cached."""
-        ev, store = self.events, self.store
+        ev = self.events
+        store = self.services.cache if ev is not None else (self.direct.cache if self.direct is not None else None)
         if ev is None and store is None:
             return
-        identity = state.identity(scope)
-        cache = state.policies.cache(route.recipe, route.decision)
+        plan = state.policies.plan(route.recipe, route.decision)
+        cache = plan.cache
+        identity = None
         if cache.enabled and store is not None:
+            identity = state.identity(scope)
             who = response_cache.principal(cache.scope, user=identity.user, team=identity.team, tenant=identity.tenant)
-            guard = state.policies.guard_key(route.recipe, route.decision)
+            guard = plan.guard
             key = response_cache.cache_key(raw, recipe=route.recipe, decision=route.decision, guard=guard,
                                            policy=cache, principal=who, api=req.api)
             partition = text = None
@@ -161,14 +191,23 @@ class Recording:
         if ev is None:
             self.capture = AnswerCapture(store.max_entry_bytes) if self.intent is not None else None
             return
-        ev.policy = state.policies.replay(route.recipe, route.decision)
-        adapter = state.adapters[req.api]
+        ev.policy = replay = plan.replay
         # A masking decision's request reaches neither the record nor a shadow model as received.
-        withhold = state.policies.withholds_request(route.recipe, route.decision)
-        ev.routed(raw, req.body if req.api == "chat" else None, route, identity=identity,
-                  shadow=len(route.candidates) >= 1 and route.recipe is not None and not withhold, api=req.api,
-                  model=adapter.model(req), stream=adapter.stream(req), withhold=withhold)
-        self.capture = ev.capture(self.intent, self.services.cache.max_entry_bytes)
+        withhold = plan.withhold
+        if replay.request_bytes > 0 and identity is None:
+            identity = state.identity(scope)     # the record keeps it beside the request copy
+        api = req.api
+        if api == "chat":
+            # RequestEvents reads the model and stream of a Chat body from the body itself.
+            ev.routed(raw, req.body, route, identity=identity,
+                      shadow=len(route.candidates) >= 1 and route.recipe is not None and not withhold, api=api,
+                      withhold=withhold)
+        else:
+            adapter = state.adapters[api]
+            ev.routed(raw, None, route, identity=identity,
+                      shadow=len(route.candidates) >= 1 and route.recipe is not None and not withhold, api=api,
+                      model=adapter.model(req), stream=adapter.stream(req), withhold=withhold)
+        self.capture = ev.capture(self.intent, store.max_entry_bytes)
 
     def replay_header(self) -> tuple[bytes, bytes] | None:
         ev = self.events
