@@ -221,6 +221,50 @@ def test_a_chat_client_reaching_a_messages_backend_gets_the_shape_in_anthropic_f
     assert body["thinking"]["type"] == "enabled"
 
 
+@pytest.fixture(scope="module")
+def thinking_tier(tmp_path_factory):
+    """The quickstart's thinking tier in front of a Messages backend."""
+    with mock_upstream() as upstream:
+        tier = {"type": "request_params", "configuration": {
+            "generation": {"thinking": True, "max_tokens": 2048, "thinking_budget": 1024}}}
+        m = {**model("claude", f"{upstream.url}/v1"), "api_format": "anthropic"}
+        doc = config([m], [{"name": "deep", "priority": 10, "plugins": [tier],
+                            "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "deep"}]},
+                            "modelRefs": [{"model": "claude"}]}],
+                     signals={"keywords": [{"name": "deep", "operator": "OR", "keywords": ["deep"]}]})
+        with router(write_config(doc, str(tmp_path_factory.mktemp("tier")))) as proc:
+            yield proc, upstream
+
+
+def test_a_thinking_tier_sends_anthropic_what_it_accepts_beside_thinking(thinking_tier):
+    """Anthropic rejects thinking beside a changed temperature, top_k or a top_p below 0.95; a max_tokens
+    at or below the budget is raised to the tier's own ceiling, not past it."""
+    proc, upstream = thinking_tier
+    client = anthropic.Anthropic(base_url=proc.url, api_key="k")
+    # The SDK no longer types the sampling fields; older SDKs and translated Chat requests still send them.
+    client.messages.create(model="vsr/auto", max_tokens=1000, extra_body={"temperature": 0.2, "top_k": 5, "top_p": 0.5},
+                           messages=[{"role": "user", "content": "go deep"}])
+    body = last_request(upstream)["body"]
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    assert body["max_tokens"] == 2048
+    assert not {"temperature", "top_k", "top_p"} & body.keys()
+    client.messages.create(model="vsr/auto", max_tokens=4000, extra_body={"temperature": 1, "top_p": 0.97},
+                           messages=[{"role": "user", "content": "go deep"}])
+    body = last_request(upstream)["body"]
+    assert body["max_tokens"] == 2048 and body["temperature"] == 1 and body["top_p"] == 0.97
+
+
+def test_a_thinking_tier_leaves_a_forced_tool_alone(thinking_tier):
+    """A tool choice that forces a tool cannot go with thinking: the client's choice wins, thinking stays off."""
+    proc, upstream = thinking_tier
+    client = anthropic.Anthropic(base_url=proc.url, api_key="k")
+    client.messages.create(model="vsr/auto", max_tokens=1000, tool_choice={"type": "any"},
+                           tools=[{"name": "t", "input_schema": {"type": "object"}}],
+                           messages=[{"role": "user", "content": "go deep"}])
+    body = last_request(upstream)["body"]
+    assert "thinking" not in body and body["tool_choice"] == {"type": "any"}
+
+
 def test_the_signals_take_half_of_what_the_request_has_left_and_the_model_the_rest(tmp_path_factory):
     """signal_timeout_ms 0 (the default): a decision model that never answers is given up on at half the
     request's deadline, the question reads unknown, and the request is still answered before the deadline."""

@@ -157,16 +157,31 @@ def _chat_thinking(body: dict, gen: Generation) -> list[str]:
 
 
 def _messages_thinking(body: dict, gen: Generation) -> list[str]:
-    """Anthropic's ``thinking`` block; its budget must be at least 1,024 and below ``max_tokens``."""
+    """Anthropic's ``thinking`` block; its budget must be at least 1,024 and below ``max_tokens``, and Anthropic
+    rejects it beside a changed temperature, a top_k, a top_p below 0.95 or a tool choice that forces a tool."""
     if not gen.thinking:
         body["thinking"] = {"type": "disabled"}
         return ["thinking=off"]
-    most = body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else None
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+        # The client's forced tool is what it asked for; the tier's thinking is what the router would add.
+        body.pop("thinking", None)
+        return ["thinking=off (tool_choice forces a tool)"]
+    changes = []
     budget = max(gen.thinking_budget or _ANTHROPIC_MIN_THINKING, _ANTHROPIC_MIN_THINKING)
+    most = body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else None
     if most is not None and budget >= most:
-        body["max_tokens"] = most = budget + (gen.max_tokens or _ANTHROPIC_MIN_THINKING)
+        # Thinking is billed inside max_tokens: raise it to the tier's own ceiling where that leaves room.
+        most = gen.max_tokens if gen.max_tokens and gen.max_tokens > budget else budget + _ANTHROPIC_MIN_THINKING
+        body["max_tokens"] = most
+        changes.append(f"max_tokens={most}")
+    for name, allowed in (("temperature", lambda v: v == 1), ("top_k", lambda v: False),
+                          ("top_p", lambda v: isinstance(v, (int, float)) and 0.95 <= v <= 1)):
+        if name in body and not allowed(body[name]):
+            del body[name]
+            changes.append(f"-{name} (thinking)")
     body["thinking"] = {"type": "enabled", "budget_tokens": budget}
-    return ["thinking=on", f"budget_tokens={budget}"]
+    return ["thinking=on", f"budget_tokens={budget}", *changes]
 
 
 def _responses_thinking(body: dict, gen: Generation) -> list[str]:
