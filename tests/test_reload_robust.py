@@ -110,10 +110,30 @@ def test_a_reload_names_each_change_that_waits_for_a_restart(tmp_path):
             r = client.post(f"{proc.url}/admin/reload")
             assert r.status_code == 200 and r.json()["status"] == "reloaded", r.text
             assert r.json()["restart_required"] == [
-                "listeners[0].port", "global.router.access_log.enabled", "plugins: context (what it needs opens at start)"]
+                "listeners[0].port", "global.router.access_log.enabled",
+                f"recipes[{doc['recipes'][0]['name']}].decisions[remember].plugins[0] (context): what it needs opens at start"]
             line = wait_for_value(lambda: [x for x in proc.lines if "in effect after a restart" in x], "the log line")
             assert "listeners[0].port" in line[0]
             # The rest is in effect: the new decision routes.
             r = client.post(f"{proc.url}/v1/chat/completions",
                             json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
             assert r.status_code == 200 and r.headers["x-vsr-selected-decision"] == "remember", r.headers
+
+
+def test_restart_required_names_where_the_file_adds_what_opens_at_start(tmp_path):
+    """A plugin whose store opens at start, added by a reload, is named by its place in the file."""
+    from vsr_fast.routing import load_file
+
+    models = [{"name": "m", "backend_refs": [{"endpoint": "http://127.0.0.1:9/v1"}]},
+              {"name": "s", "backend_refs": [{"endpoint": "http://127.0.0.1:9/v1"}]}]
+    doc = config(models, [{"name": "d", "modelRefs": [{"model": "m"}]}])
+    before = load_file(write_config(doc, str(tmp_path))).config
+    doc["recipes"][0]["decisions"].append({
+        "name": "copied", "priority": 5, "modelRefs": [{"model": "m"}],
+        "plugins": [{"type": "system_prompt", "configuration": {"system_prompt": "x"}},
+                    {"type": "router_replay", "configuration": {"enabled": True, "shadow": {"model": "s"}}}]})
+    after = load_file(write_config(doc, str(tmp_path))).config
+    where = f"recipes[{doc['recipes'][0]['name']}].decisions[copied].plugins[1]"
+    assert reload_module.restart_required(before, after) == [
+        f"{where} (router_replay): what it needs opens at start",
+        f"{where}.configuration.shadow: the shadow opens at start"]

@@ -143,7 +143,7 @@ def _check_delegated(config: RouterConfig, errors: list[str]) -> None:
                           f"{path} (the header the authenticator writes)")
     if not upstreams:
         return
-    for where, entry in _plugin_entries(config):
+    for where, entry in config.plugin_entries():
         conf = entry.configuration
         if entry.type == "response_cache" and conf.get("scope", "user") != "user":
             errors.append(f"{where}.configuration.scope: invalid_value: with delegated upstreams "
@@ -153,14 +153,3 @@ def _check_delegated(config: RouterConfig, errors: list[str]) -> None:
         if isinstance(shadow, dict) and shadow.get("model") in upstreams:
             errors.append(f"{where}.configuration.shadow.model: invalid_value: upstream {shadow['model']!r} is "
                           f"delegated and a shadow copy never carries a user's credential")
-
-
-def _plugin_entries(config: RouterConfig):
-    for i, entry in enumerate(config.global_.plugins):
-        yield f"global.plugins[{i}]", entry
-    for recipe in config.recipes:
-        for i, entry in enumerate(recipe.plugins):
-            yield f"recipes[{recipe.name}].plugins[{i}]", entry
-        for decision in recipe.decisions:
-            for i, entry in enumerate(decision.plugins):
-                yield f"recipes[{recipe.name}].decisions[{decision.name}].plugins[{i}]", entry

@@ -372,6 +372,17 @@ class RouterConfig(_Block):
     entrypoints: list[Entrypoint] = field(default_factory=list)
     global_: Global = field(default_factory=Global, name="global")
 
+    def plugin_entries(self):
+        """Every plugin entry with its path in the document (the one load errors name), global first."""
+        for i, entry in enumerate(self.global_.plugins):
+            yield f"global.plugins[{i}]", entry
+        for recipe in self.recipes:
+            for i, entry in enumerate(recipe.plugins):
+                yield f"recipes[{recipe.name}].plugins[{i}]", entry
+            for decision in recipe.decisions:
+                for i, entry in enumerate(decision.plugins):
+                    yield f"recipes[{recipe.name}].decisions[{decision.name}].plugins[{i}]", entry
+
 
 def convert(raw: object, typ: type) -> object:
     """Convert decoded YAML/JSON into ``typ``; raises ``msgspec.ValidationError``."""

@@ -89,11 +89,7 @@ def layers(config: RouterConfig, recipe: Recipe | None, decision_name: str | Non
 
 
 def _entries(config: RouterConfig):
-    yield from config.global_.plugins
-    for recipe in config.recipes:
-        yield from recipe.plugins
-        for decision in recipe.decisions:
-            yield from decision.plugins
+    return (entry for _, entry in config.plugin_entries())
 
 
 def types_used(config: RouterConfig) -> set[str]:

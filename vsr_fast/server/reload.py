@@ -56,9 +56,14 @@ def restart_required(old: RouterConfig, new: RouterConfig) -> list[str]:
     for path in AT_START:
         found += _changed(_at(old, path), _at(new, path), path)
     added = (types_used(new) - types_used(old)) & set(OPENED_AT_START)
-    found += [f"plugins: {kind} (what it needs opens at start)" for kind in sorted(added)]
+    # Named where the file puts them: the first entry of each type no layer had before.
+    for kind in sorted(added):
+        where = next(path for path, entry in new.plugin_entries() if entry.type == kind)
+        found.append(f"{where} ({kind}): what it needs opens at start")
     if shadow_used(new) and not shadow_used(old):
-        found.append("plugins: router_replay shadow (opens at start)")
+        where = next(path for path, entry in new.plugin_entries()
+                     if entry.type == "router_replay" and entry.configuration.get("shadow"))
+        found.append(f"{where}.configuration.shadow: the shadow opens at start")
     return found
 
 
