@@ -383,20 +383,26 @@ class _Chunk(msgspec.Struct, frozen=True):
 
 
 _CHUNK = msgspec.json.Decoder(_Chunk)
+_JSON = msgspec.json.Decoder()
 _EMPTY = _Delta()
 
 
 class StreamReader:
-    """Chat chunks -> neutral events. Holds the finish reason until the usage chunk and [DONE]."""
+    """Chat chunks -> neutral events. Holds the finish reason until the usage chunk and [DONE].
+
+    Chat never says a tool call is over, and a backend making calls in parallel may alternate their argument
+    deltas: a call stays open until it is known whole (its arguments a JSON object and another call begun) or
+    the answer ends, so calls overlap here and ``OneBlockAtATime`` lines them up.
+    """
 
     def __init__(self) -> None:
         self.losses: list[Loss] = []
         self._started = False
-        self._open: int | None = None            # the open block's index
+        self._text_block: int | None = None      # the open text block
+        self._open_calls: dict[int, list[str]] = {}   # open call blocks, in the order they began -> their arguments
         self._next = 0
         self._calls: dict[int | str, int] = {}  # Chat tool_calls[].index (or id) -> block index
         self._last_call: int | str | None = None
-        self._text_block: int | None = None
         self._finish: str | None = None
         self._usage: Usage | None = None
         self._done = False
@@ -434,12 +440,12 @@ class StreamReader:
 
     def _text(self, text: str) -> list[Event]:
         out: list[Event] = []
-        if self._open is None or self._open != self._text_block:
-            out += self._stop()
-            self._text_block = self._open = self._next
+        if self._text_block is None:
+            out += self._stop_calls()
+            self._text_block = self._next
             self._next += 1
-            out.append(BlockStart(self._open, "text"))
-        out.append(TextDelta(self._open, text))
+            out.append(BlockStart(self._text_block, "text"))
+        out.append(TextDelta(self._text_block, text))
         return out
 
     def _call(self, tc: _DeltaCall) -> list[Event]:
@@ -450,26 +456,44 @@ class StreamReader:
         self._last_call = key
         block = self._calls.get(key)
         if block is None:
-            out += self._stop()
-            block = self._calls[key] = self._open = self._next
+            out += self._stop_text()
+            # A new call ends those whose arguments are whole: one after another, as most backends send them.
+            out += self._stop_calls(whole_only=True)
+            block = self._calls[key] = self._next
             self._next += 1
+            self._open_calls[block] = []
             name = (tc.function.name if tc.function else None) or ""
             # Some servers leave the id out; the client needs one to send the result back.
             out.append(BlockStart(block, "tool", tc.id or f"call_{block}", name))
         if tc.function and tc.function.arguments:
             out.append(ArgsDelta(block, tc.function.arguments))
+            pieces = self._open_calls.get(block)
+            if pieces is not None:
+                pieces.append(tc.function.arguments)
+                # Side by side with another call: ending it as soon as it is whole lets the next one go live.
+                if len(self._open_calls) > 1 and _whole(pieces):
+                    del self._open_calls[block]
+                    out.append(BlockStop(block))
         return out
 
-    def _stop(self) -> list[Event]:
-        if self._open is None:
+    def _stop_text(self) -> list[Event]:
+        if self._text_block is None:
             return []
-        stopped, self._open = self._open, None
+        stopped, self._text_block = self._text_block, None
         return [BlockStop(stopped)]
+
+    def _stop_calls(self, whole_only: bool = False) -> list[Event]:
+        out: list[Event] = []
+        for block, pieces in list(self._open_calls.items()):
+            if not whole_only or _whole(pieces):
+                del self._open_calls[block]
+                out.append(BlockStop(block))
+        return out
 
     def _end(self) -> list[Event]:
         self._done = True
         out: list[Event] = [] if self._started else [Started("", "")]
-        out += self._stop()
+        out += self._stop_text() + self._stop_calls()
         out.append(Finished(FINISH_IN.get(self._finish or "stop", "stop"), self._usage))
         return out
 
@@ -480,6 +504,17 @@ class StreamReader:
             self._done = True
             return [Failed("the upstream stream ended before the answer did", 502, "upstream_failed")]
         return self._end()   # a backend that ends without [DONE]
+
+
+def _whole(pieces: list[str]) -> bool:
+    """Whether a call's arguments so far are a whole JSON object (decoded only when they end as one could)."""
+    tail = next((t for t in map(str.rstrip, reversed(pieces)) if t), "")
+    if not tail.endswith("}"):
+        return False
+    try:
+        return isinstance(_JSON.decode("".join(pieces)), dict)
+    except msgspec.DecodeError:
+        return False
 
 
 class StreamWriter:

@@ -7,12 +7,13 @@ forms carry ``path``, the place a part came from in the source document, so a
 writer that cannot carry a part records a loss naming the client's field.
 
 Requests: ``Conversation`` of ``Turn``s of parts. Answers: ``Answer``.
-Streams: the events at the bottom, with one ordering contract every reader
-keeps and every writer relies on: ``Started`` first; then blocks, one open at
-a time (``BlockStart``, its deltas, ``BlockStop``), except that a Chat
-backend may send a late argument delta to a tool call it already left (a
-writer that cannot reopen a block records a loss); then ``Finished``, or
-``Failed`` at any point.
+Streams: the events at the bottom, in one order: ``Started`` first; then
+blocks (``BlockStart``, its deltas, ``BlockStop``); then ``Finished``, or
+``Failed`` at any point. A reader may leave blocks open side by side, as a
+backend streams parallel tool calls, but stops each before ``Finished``;
+``OneBlockAtATime`` hands the writers one open block at a time. Only a delta
+to a block already stopped (a Chat call that looked whole, then went on) can
+still reach a writer out of turn: one that cannot reopen a block records a loss.
 """
 from __future__ import annotations
 

@@ -312,6 +312,7 @@ class StreamReader:
     def __init__(self) -> None:
         self.losses: list[Loss] = []
         self._blocks: dict[int, int] = {}   # Anthropic index -> block index; skipped ones absent
+        self._no_input: set[int] = set()    # tool blocks no argument has reached yet
         self._next = 0
         self._stop: str | None = None
         self._stop_sequence: str | None = None
@@ -338,11 +339,18 @@ class StreamReader:
             if ev.delta.type == "text_delta" and ev.delta.text:
                 return [TextDelta(block, ev.delta.text)]
             if ev.delta.type == "input_json_delta" and ev.delta.partial_json:
+                self._no_input.discard(block)
                 return [ArgsDelta(block, ev.delta.partial_json)]
             return []
         if isinstance(ev, wire.ContentBlockStop):
             block = self._blocks.get(ev.index)
-            return [] if block is None else [BlockStop(block)]
+            if block is None:
+                return []
+            if block in self._no_input:
+                # A call without arguments is input {}: Chat and Responses say it "{}", which json.loads reads.
+                self._no_input.discard(block)
+                return [ArgsDelta(block, "{}"), BlockStop(block)]
+            return [BlockStop(block)]
         if isinstance(ev, wire.MessageDelta):
             self._stop, self._stop_sequence = ev.delta.stop_reason, ev.delta.stop_sequence
             # message_delta's counts are cumulative: where it repeats the input's, they replace message_start's.
@@ -374,6 +382,8 @@ class StreamReader:
         out = [BlockStart(block, "tool", b.id or "", b.name or "")]
         if b.input:
             out.append(ArgsDelta(block, dumps(b.input)))
+        else:
+            self._no_input.add(block)
         return out
 
     def close(self) -> list[Event]:

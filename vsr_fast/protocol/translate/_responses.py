@@ -387,7 +387,9 @@ class StreamReader:
         self.losses: list[Loss] = []
         self._blocks: dict[tuple[int, int], int] = {}   # (output_index, content_index) -> block
         self._sent: dict[int, int] = {}                  # block -> characters sent so far
-        self._open: int | None = None
+        self._open: int | None = None                    # the open text block
+        # Function calls stay open until their item is done: a backend may stream calls side by side.
+        self._open_calls: list[int] = []
         self._next = 0
         self._tools = False
         self._done = False
@@ -449,15 +451,19 @@ class StreamReader:
             out = self._catch_up((ev.output_index, -1), item.arguments or "", True)
             return out + self._stop((ev.output_index, -1))
         if item.type == "image_generation_call" and item.result:
-            out = self._stop_open()
+            out = self._stop_text()
             block = self._next
             self._next += 1
             return out + [BlockStart(block, "image", image=GeneratedImage(b64=item.result)), BlockStop(block)]
         return []
 
     def _start(self, key: tuple[int, int], start: BlockStart) -> list[Event]:
-        out = self._stop_open()
-        self._blocks[key] = self._open = start.index
+        out = self._stop_text()
+        self._blocks[key] = start.index
+        if start.kind == "tool":
+            self._open_calls.append(start.index)
+        else:
+            self._open = start.index
         self._sent[start.index] = 0
         self._next += 1
         return out + [start]
@@ -479,16 +485,20 @@ class StreamReader:
 
     def _stop(self, key: tuple[int, int]) -> list[Event]:
         block = self._blocks.get(key)
-        if block is None or block != self._open:
-            return []
-        self._open = None
-        return [BlockStop(block)]
+        if block is not None and block in self._open_calls:
+            self._open_calls.remove(block)
+            return [BlockStop(block)]
+        return self._stop_text() if block is not None and block == self._open else []
 
-    def _stop_open(self) -> list[Event]:
+    def _stop_text(self) -> list[Event]:
         if self._open is None:
             return []
         block, self._open = self._open, None
         return [BlockStop(block)]
+
+    def _stop_open(self) -> list[Event]:
+        out, self._open_calls = [BlockStop(block) for block in self._open_calls], []
+        return self._stop_text() + out
 
     def close(self) -> list[Event]:
         if self._done:

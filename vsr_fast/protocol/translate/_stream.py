@@ -18,7 +18,7 @@ from typing import Protocol
 import msgspec
 
 from ...errors import VsrError
-from ._ir import Answer, Event, Failed, answer_events
+from ._ir import Answer, ArgsDelta, BlockStart, BlockStop, Event, Failed, Finished, TextDelta, answer_events
 from ._losses import Loss
 from ..sse import EventCutter
 from ._sse import SSEParser
@@ -118,12 +118,72 @@ class Passthrough:
         return self._final
 
 
+class OneBlockAtATime:
+    """A reader's events with its blocks one after another, as the writers need them.
+
+    A backend may stream blocks side by side (a Chat or Responses backend's parallel tool calls, their argument
+    deltas alternating); the Messages and Responses client streams cannot. A block that starts while another is
+    open waits, its events kept, until the open one stops: then it follows whole, or, if still going, live.
+    """
+
+    def __init__(self) -> None:
+        self._open: int | None = None
+        self._waiting: dict[int, list[Event]] = {}   # in the order the blocks started
+
+    def __call__(self, events: list[Event]) -> list[Event]:
+        if not self._waiting and not any(isinstance(ev, (BlockStart, BlockStop)) for ev in events):
+            return events   # deltas of the open block: the most of a stream
+        out: list[Event] = []
+        for ev in events:
+            if isinstance(ev, BlockStart):
+                if self._open is None:
+                    self._open = ev.index
+                    out.append(ev)
+                else:
+                    self._waiting[ev.index] = [ev]
+            elif isinstance(ev, (TextDelta, ArgsDelta, BlockStop)):
+                held = self._waiting.get(ev.index)
+                if held is not None:
+                    held.append(ev)
+                    continue
+                out.append(ev)   # the open block's, or a late one for a block already left: the writer's to judge
+                if isinstance(ev, BlockStop) and ev.index == self._open:
+                    self._open = None
+                    out += self._release()
+            else:
+                if isinstance(ev, Finished) and self._waiting:
+                    out += self._drain()
+                out.append(ev)
+        return out
+
+    def _release(self) -> list[Event]:
+        out: list[Event] = []
+        while self._waiting:
+            index = next(iter(self._waiting))
+            held = self._waiting.pop(index)
+            out += held
+            if not isinstance(held[-1], BlockStop):
+                self._open = index
+                break
+        return out
+
+    def _drain(self) -> list[Event]:
+        """Readers stop every block before they finish; were one left open, the blocks waiting still go out."""
+        out: list[Event] = []
+        while self._open is not None:
+            out.append(BlockStop(self._open))
+            self._open = None
+            out += self._release()
+        return out
+
+
 class Translating:
-    """Backend events -> neutral events -> client events."""
+    """Backend events -> neutral events (one block at a time) -> client events."""
 
     def __init__(self, reader: Reader, writer: Writer) -> None:
         self._parser = SSEParser()
         self._reader = reader
+        self._order = OneBlockAtATime()
         self._writer = writer
         self._ended = False
         self._failed = False
@@ -142,7 +202,7 @@ class Translating:
             return b""
         out = self._write_all(self._parser.close())
         if not self._ended:
-            out += self._emit(self._reader.close())
+            out += self._emit(self._order(self._reader.close()))
         self._ended = True
         return out
 
@@ -159,7 +219,7 @@ class Translating:
         out = b""
         for name, data in events:
             try:
-                neutral = self._reader.event(name, data)
+                neutral = self._order(self._reader.event(name, data))
             except msgspec.DecodeError as exc:
                 # An event we cannot read ends the answer: guessing would corrupt it.
                 neutral = [Failed(f"unreadable upstream event: {exc}", 502, "upstream_failed")]
