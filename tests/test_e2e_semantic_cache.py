@@ -108,3 +108,14 @@ def test_two_routers_sharing_redis_serve_each_others_entries(mock, tmp_path, pre
         assert ask(one.url, "How can I enable two-factor authentication for my account?")[
             "x-vsr-response-path"] == "cache"
         assert ask(one.url, DISABLE)["x-vsr-response-path"] == "upstream"
+
+
+def test_a_request_about_another_country_is_not_served_the_cached_answer(mock, tmp_path, prefix):
+    """An outside user asked about Austria after Australia's answer was cached and got Australia's answer."""
+    with router(write_config(config(mock.url, store={"backend_type": "redis", "prefix": prefix}),
+                             str(tmp_path))) as proc:
+        assert ask(proc.url, "What is the capital of Australia?")["x-vsr-response-path"] == "upstream"
+        stored(proc.url, 1)
+        assert ask(proc.url, "What's the capital of Australia?")["x-vsr-response-path"] == "cache", \
+            "a paraphrase still hits"
+        assert ask(proc.url, "What is the capital of Austria?")["x-vsr-response-path"] == "upstream"

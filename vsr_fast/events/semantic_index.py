@@ -11,7 +11,9 @@ when the matrix is full. Used only from the trio thread.
 The polarity check (spec 5.4) runs on what recall returns, before the judge:
 a cached request that reads almost the same as the new one but differs by a
 negation cue or an antonym is dropped, since a static embedding cannot see
-that "enable" and "disable" ask for opposite things.
+that "enable" and "disable" ask for opposite things. So is one that swaps a
+subject: another word that is no form of the first (Austria for Australia,
+Niger for Nigeria) or any other number (5.5 for 5, -5 for 5).
 """
 from __future__ import annotations
 
@@ -19,10 +21,18 @@ import re
 import time
 from collections import OrderedDict
 from difflib import SequenceMatcher
+from functools import lru_cache
 
 import numpy as np
 
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+# A number keeps its decimals and thousand separators ("5.5" is not "5 5", "1,000" is "1000"); a version or an
+# address ("3.10.2", "10.0.0.1") stays one token. An operator is a token of its own, kept where it touches a
+# number or stands between two one-letter names ("-5", "x - 3", "a + b").
+_TOKEN = re.compile(r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)|\d+(?:\.\d+)*|(?<![a-z0-9])\.\d+)"
+                    r"|(?P<word>[a-z][a-z0-9]*(?:'[a-z]+)?)"
+                    r"|(?P<op>[-+*/^=<>\u2212\u2013\u2014\u00d7\u00f7\u2264\u2265])")
+_OP_SPELLING = {"\u2212": "-", "\u2013": "-", "\u2014": "-", "\u00d7": "*", "\u00f7": "/", "\u2264": "<=",
+                "\u2265": ">="}
 NEGATIONS = frozenset({"not", "no", "never", "none", "nothing", "without", "cannot", "nor", "neither", "nobody",
                        "don't", "doesn't", "didn't", "isn't", "aren't", "wasn't", "weren't", "won't", "wouldn't",
                        "can't", "couldn't", "shouldn't", "haven't", "hasn't", "hadn't", "mustn't", "avoid",
@@ -65,11 +75,74 @@ def _content(ws: list[str]) -> set[str]:
     return {w for w in ws if w not in STOPWORDS}
 
 
-def _related(a: str, b: str) -> bool:
-    """The same word in another form (value / values, sort / sorting): a shared stem of five letters or the
-    whole shorter word."""
-    n = min(len(a), len(b), 5)
-    return n >= 3 and a[:n] == b[:n]
+# Shortenings that name one thing only (not doc, temp, auth: document or documentation, temperature or
+# temporary, authentication or authorization); a table, not "the whole shorter word is a prefix", which would
+# also take Niger for Nigeria and Java for JavaScript.
+_SHORT = {"int": "integer", "str": "string", "dict": "dictionary", "info": "information", "config": "configuration",
+          "repo": "repository", "app": "application", "env": "environment", "var": "variable", "func": "function",
+          "arg": "argument", "param": "parameter", "db": "database", "lib": "library", "dir": "directory",
+          "img": "image", "msg": "message", "max": "maximum", "min": "minimum", "admin": "administrator",
+          "spec": "specification", "stats": "statistics", "math": "mathematics", "maths": "mathematics",
+          "intro": "introduction", "pic": "picture", "photo": "photograph", "k8s": "kubernetes"}
+# Derived words and their base word (configuration / configure, installation / install, deployment / deploy,
+# optimization / optimize): the ending and what replaces it. At least four letters stay before the ending
+# (station is no state) and the base has five.
+_BASE = (("ization", ("ize", "ise")), ("isation", ("ize", "ise")), ("ation", ("", "e", "ate")), ("ment", ("",)))
+# Endings whose root is no word of its own: two words match on it only if both have one (summary /
+# summarize, priority / prioritize), so organize is not organ and Germany is not German.
+_ROOTED = ("ize", "ise", "y")
+
+
+def _inflections(w: str) -> set[str]:
+    """The word and the stems its inflectional ending may hide (values -> value, queries -> query, classes ->
+    class, sorted -> sort, used -> use, running -> run, making -> make)."""
+    out = {w}
+    if w.endswith("'s"):
+        out.add(w[:-2])
+    elif w.endswith("ies"):
+        out.add(w[:-3] + "y")
+    elif w.endswith("s") and not w.endswith("ss"):
+        out.add(w[:-1])
+        if w.endswith("es"):
+            out.add(w[:-2])
+    elif w.endswith("ied"):
+        out.add(w[:-3] + "y")
+    elif w.endswith("ed"):
+        out |= {w[:-2], w[:-1]}
+        if len(w) > 4 and w[-3] == w[-4]:       # stopped -> stop
+            out.add(w[:-3])
+    elif w.endswith("ing"):
+        out |= {w[:-3], w[:-3] + "e"}
+        if len(w) > 5 and w[-4] == w[-5]:       # running -> run
+            out.add(w[:-4])
+    return {f for f in out if len(f) >= 3 or f == w}
+
+
+def _forms(w: str) -> tuple[set[str], set[str]]:
+    """``(words, roots)``: the words ``w`` may stand for (its inflections, their ``_BASE`` words and
+    ``_SHORT`` long forms) and the ``_ROOTED`` roots of those. No nationality word: Swedish / Sweden,
+    Nigerian / Nigeria derive too irregularly (France / French) to match some and not others, and a missed
+    paraphrase costs one upstream call where a false match serves another subject's answer."""
+    if w[0].isdigit() or w[-1].isdigit():
+        return {w}, set()                       # x86 / x64, python2 / python3: only the same spelling
+    out = _inflections(w)
+    out |= {f[:-len(end)] + base for f in out for end, bases in _BASE for base in bases
+            if f.endswith(end) and len(f) - len(end) >= 4 and len(f) - len(end) + len(base) >= 5}
+    out |= {_SHORT[f] for f in out if f in _SHORT}
+    return out, {f[:-len(end)] for f in out for end in _ROOTED if f.endswith(end) and len(f) - len(end) >= 5}
+
+
+def _related(xs: set[str], ys: set[str]) -> bool:
+    """Whether a word of ``xs`` is a word of ``ys`` in another form (value / values, sort / sorting / sorted,
+    query / queries, summary / summarize, int / integer). Not a shared prefix: Austria / Australia,
+    Niger / Nigeria, Java / JavaScript are different subjects."""
+    fx, rx, fy, ry = set(), set(), set(), set()
+    for ws, fs, rs in ((xs, fx, rx), (ys, fy, ry)):
+        for w in ws:
+            f, r = _forms(w)
+            fs |= f
+            rs |= r
+    return not (fx.isdisjoint(fy) and rx.isdisjoint(ry))
 
 
 def swapped(a: str, b: str) -> bool:
@@ -77,25 +150,58 @@ def swapped(a: str, b: str) -> bool:
     both sides hold content words, none shared or related (capital of France / of Germany, 10 miles / 25
     miles, a haiku about autumn / about winter). A paraphrase mostly reorders, inserts and swaps function
     words, which this lets through."""
-    wa, wb = words(a), words(b)
+    (wa, fa), (wb, fb) = _scan(a), _scan(b)
+    if fa != fb:
+        return True
     for op, i1, i2, j1, j2 in SequenceMatcher(None, wa, wb, autojunk=False).get_opcodes():
         if op != "replace":
             continue
         ca, cb = _content(wa[i1:i2]), _content(wb[j1:j2])
-        if ca and cb and not any(x == y or _related(x, y) for x in ca for y in cb):
+        if ca and cb and not _related(ca, cb):
             if not (ca & set(wb) or cb & set(wa)):         # a word that only moved is no swap
                 return True
     return False
 
 
+def _number(t: str) -> str:
+    if t.isdigit() and t[0] != "0":
+        return t
+    whole, dot, frac = t.replace(",", "").partition(".")
+    return (whole.lstrip("0") or "0") + dot + frac     # "007" is 7; "3.0" stays apart from "3" (3.10 is no 3.1)
+
+
+@lru_cache(maxsize=32)
+def _scan(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(words, figures)`` of ``text``. Cached: a recall checks one request against each of its hits."""
+    toks = _TOKEN.findall(text.lower())
+    fig = []
+    last = len(toks) - 1
+    for i, (n, w, o) in enumerate(toks):
+        if n:
+            fig.append(_number(n))
+        elif o:
+            before = toks[i - 1] if i else ("", "", "")
+            after = toks[i + 1] if i < last else ("", "", "")
+            if before[0] or after[0] or len(before[1]) == len(after[1]) == 1:
+                fig.append(_OP_SPELLING.get(o, o))
+    return tuple(w or _number(n) for n, w, o in toks if not o), tuple(fig)
+
+
 def words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
+    """The words and numbers of ``text``, lower case, in order."""
+    return list(_scan(text)[0])
+
+
+def figures(text: str) -> list[str]:
+    """The numbers of ``text`` and the operators that bind them, in order: "-5 °C" -> ["-", "5"],
+    "x - 3" -> ["-", "3"], "a + b" -> ["+"]. A hyphen inside wording ("two-factor") is no operator."""
+    return list(_scan(text)[1])
 
 
 def opposite(a: str, b: str) -> bool:
     """Whether ``b`` reads like ``a`` with its polarity turned: a negation cue one has and the other has not,
     or a word of one whose antonym only the other has. Word order and the rest of the wording are free."""
-    wa, wb = words(a), words(b)
+    wa, wb = _scan(a)[0], _scan(b)[0]
     sa, sb = set(wa), set(wb)
     if sum(w in NEGATIONS for w in wa) % 2 != sum(w in NEGATIONS for w in wb) % 2:
         return True
@@ -223,4 +329,5 @@ class SemanticIndex:
         return [(float(scores[r]), self.keys[r], self.texts[r]) for r in rows]  # type: ignore[misc]
 
 
-__all__ = ["COARSE_DIM", "projection", "ANTONYMS", "NEGATIONS", "STOPWORDS", "SemanticIndex", "differs", "opposite", "swapped", "words"]
+__all__ = ["COARSE_DIM", "projection", "ANTONYMS", "NEGATIONS", "STOPWORDS", "SemanticIndex", "differs", "figures",
+           "opposite", "swapped", "words"]
