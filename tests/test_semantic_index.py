@@ -82,6 +82,20 @@ def test_a_word_in_another_form_is_the_same_word_but_a_name_sharing_its_prefix_i
     assert si.differs("How do I parse JSON in Java?", "How do I parse JSON in JavaScript?")
 
 
+def test_a_name_added_or_left_out_is_another_subject_but_other_added_words_are_wording():
+    for a, b in [("What is the capital of Korea?", "What is the capital of North Korea?"),
+                 ("Population of Sudan", "Population of South Sudan"), ("Weather in York today", "Weather in New York today"),
+                 ("What is the capital of Guinea?", "What is the capital of Guinea-Bissau?"),
+                 ("How do I install numpy?", "How do I install numpy on Ubuntu?")]:
+        assert si.differs(a, b) and si.differs(b, a), (a, b)
+    for a, b in [("How do I sort a list in Python?", "How do I sort a Python list?"),
+                 ("How do I sort a list in Python?", "How can I sort a list in Python quickly?"),
+                 ("What is the capital of France?", "Tell me the capital city of France."),
+                 ("Explain Docker volumes", "Explain Docker volumes in detail"),
+                 ("Hello. Can you explain Kubernetes pods?", "Can you explain Kubernetes pods?")]:
+        assert not si.differs(a, b) and not si.differs(b, a), (a, b)
+
+
 def test_any_differing_number_is_a_swapped_subject_decimals_signs_and_separators_kept():
     assert si.differs("Convert 5 km to miles", "Convert 5.5 km to miles")
     assert si.differs("Convert 5.5 km to miles", "Convert 5 5 km to miles")

@@ -13,7 +13,8 @@ a cached request that reads almost the same as the new one but differs by a
 negation cue or an antonym is dropped, since a static embedding cannot see
 that "enable" and "disable" ask for opposite things. So is one that swaps a
 subject: another word that is no form of the first (Austria for Australia,
-Niger for Nigeria) or any other number (5.5 for 5, -5 for 5).
+Niger for Nigeria), any other number (5.5 for 5, -5 for 5), or a name added or left
+out (North Korea for Korea, New York for York).
 """
 from __future__ import annotations
 
@@ -153,14 +154,29 @@ def swapped(a: str, b: str) -> bool:
     (wa, fa), (wb, fb) = _scan(a), _scan(b)
     if fa != fb:
         return True
+    na, nb = _names(a), _names(b)
     for op, i1, i2, j1, j2 in SequenceMatcher(None, wa, wb, autojunk=False).get_opcodes():
         if op != "replace":
+            # A name added or left out narrows or moves the subject (Korea / North Korea, York / New York);
+            # any other word added is taken for wording.
+            added = (set(wa[i1:i2]) & na) - set(wb) if op == "delete" else (set(wb[j1:j2]) & nb) - set(wa)
+            if op != "equal" and added:
+                return True
             continue
         ca, cb = _content(wa[i1:i2]), _content(wb[j1:j2])
         if ca and cb and not _related(ca, cb):
             if not (ca & set(wb) or cb & set(wa)):         # a word that only moved is no swap
                 return True
     return False
+
+
+_NAME = re.compile(r"(?<![.!?:\n]\s)(?<![.!?:\n])(?<=[\s-])([A-Z][A-Za-z]*)")
+
+
+@lru_cache(maxsize=32)
+def _names(text: str) -> frozenset[str]:
+    """The words ``text`` capitalises inside a sentence, lowercased: the names it mentions."""
+    return frozenset(w.lower() for w in _NAME.findall(text) if w != "I") - STOPWORDS
 
 
 def _number(t: str) -> str:
