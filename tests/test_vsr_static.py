@@ -5,6 +5,7 @@ No network and no timing: quality on held-out data is bench.decision_quality's j
 """
 from __future__ import annotations
 
+import random
 import re
 import shutil
 
@@ -127,6 +128,25 @@ def test_the_written_questions_cover_every_area_without_duplicates():
     for area in DOMAINS:   # stratified: a fifth of every area is validation
         validation = sum(r.label == area and r.split == "validation" for r in rows)
         assert validation == round(per_area[area] * _corpus.NATURAL_VALIDATION / 100)
+
+
+def test_the_written_agent_texts_keep_each_turn_in_one_split():
+    """corpus/agent_turns.tsv: said to be LLM-written; a turn or attack and every harness block it is sent
+    inside are in the same split, so validation never scores a turn the head was fitted on."""
+    path = _corpus.AGENT_TURNS
+    header = [line for line in path.read_text().splitlines() if line.startswith("#")]
+    assert any("LLM" in line for line in header) and any("Licence" in line for line in header)
+    rows = _corpus.agent_rows(random.Random(0))
+    assert {r.label for r in rows} == {"benign", "jailbreak"} and {r.source for r in rows} == {"agent-written"}
+    assert len({r.text for r in rows}) == len(rows)
+    spoken = {line.split("\t", 1)[1] for line in path.read_text().splitlines()
+              if line.startswith(("turn\t", "attack\t"))}
+    for row in rows:
+        last = row.text.rsplit("\n", 1)[-1]
+        if last in spoken:
+            (alone,) = [r for r in rows if r.text == last]
+            assert (alone.split, alone.label) == (row.split, row.label), row.text
+    assert not any("{project}" in r.text for r in rows)
 
 
 FOLDERS = {"vsr-static-1": ("artifacts", ARTIFACTS), "vsr-static-2": ("artifacts-2", ARTIFACTS_2),

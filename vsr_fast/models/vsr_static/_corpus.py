@@ -27,6 +27,8 @@ WORDNET_PER_AREA = 1200    # templated questions per subject area for the domain
 CODE_REQUESTS = 1200       # templated programming requests (computer science, and benign)
 NATURAL_QUESTIONS = Path(__file__).parent / "corpus" / "natural_questions.tsv"
 NATURAL_VALIDATION = 20    # percent of each area of the written questions held out (stratified, by hash)
+AGENT_TURNS = Path(__file__).parent / "corpus" / "agent_turns.tsv"
+AGENT_WRAPS = 3            # harness blocks each written turn or attack is also sent inside (-6)
 CHATTERBOT_AREAS = {"coding": "computer science", "computers": "computer science",
                     "tech_support": "computer science", "history": "history"}
 
@@ -139,6 +141,32 @@ def natural_rows(path: Path = NATURAL_QUESTIONS) -> list[Row]:
     return rows
 
 
+def agent_rows(rng: random.Random, path: Path = AGENT_TURNS) -> list[Row]:
+    """The written coding-agent texts (``corpus/agent_turns.tsv``; -6's jailbreak head), alone and composed
+    as an agent's user message carries them: a harness block (around a project file) before a turn.
+
+    A composed row takes the split of its turn or attack, so no written turn is in both splits.
+    """
+    kinds: dict[str, list[str]] = collections.defaultdict(list)
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            kind, text = line.split("\t", 1)
+            kinds[kind].append(text.replace("\\n", "\n"))
+    projects = kinds["project"]
+
+    def block(harness: str) -> str:
+        return harness.replace("{project}", rng.choice(projects))
+
+    rows = [Row(t, "benign", split_of(t), "agent-written") for t in kinds["turn"] + projects]
+    rows += [Row(block(h), "benign", split_of(h), "agent-written") for h in kinds["harness"]]
+    rows += [Row(t, "jailbreak", split_of(t), "agent-written") for t in kinds["attack"]]
+    for label, texts in (("benign", kinds["turn"]), ("jailbreak", kinds["attack"])):
+        for t in texts:
+            rows += [Row(f"{block(h)}\n{t}", label, split_of(t), "agent-written")
+                     for h in rng.sample(kinds["harness"], AGENT_WRAPS)]
+    return rows
+
+
 def decontaminate(rows: list[Row], check: Decontaminator) -> tuple[list[Row], collections.Counter]:
     """The rows no benchmark text nearly duplicates, and how many each source lost."""
     kept, dropped = [], collections.Counter()
@@ -150,16 +178,20 @@ def decontaminate(rows: list[Row], check: Decontaminator) -> tuple[list[Row], co
     return kept, dropped
 
 
-def corpora(p: Packages, seed: int = 0, natural: bool = False) -> tuple[list[Row], list[Row], dict]:
+def corpora(p: Packages, seed: int = 0, natural: bool = False,
+            agent: bool = False) -> tuple[list[Row], list[Row], dict]:
     """(jailbreak rows, domain rows, a report of counts per source and split and of what was dropped).
 
     ``natural`` adds the written questions (``natural_rows``) to the domain rows only, after every
     other source: the jailbreak rows, and the domain rows -2 to -4 train on, stay as they were.
+    ``agent`` adds the written coding-agent texts (``agent_rows``) to the jailbreak rows, from their
+    own generator, so every other row is drawn as before.
     """
     rng = random.Random(seed)
     areas = _wordnet.areas(_wordnet.parse(_sources.wordnet(p.debs["wordnet-base"])))
     check = Decontaminator(_heldout.benchmark_texts(p.wheels))
-    jailbreak, jdrop = decontaminate(jailbreak_rows(p, areas, rng), check)
+    written = agent_rows(random.Random(seed)) if agent else []
+    jailbreak, jdrop = decontaminate(jailbreak_rows(p, areas, rng) + written, check)
     domain, ddrop = decontaminate(domain_rows(p, areas, rng) + (natural_rows() if natural else []), check)
 
     def counts(rows: list[Row]) -> dict:
