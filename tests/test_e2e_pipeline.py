@@ -182,6 +182,16 @@ def test_plugins_shape_a_chat_backends_request_from_the_openai_sdk(shaped):
     assert "cache_control" not in str(body)                       # prompt_cache leaves OpenAI alone
 
 
+def test_a_token_cap_holds_a_request_that_names_no_budget(shaped):
+    """A client that leaves max_tokens out would get the backend's own budget: the cap sets it."""
+    proc, upstream = shaped
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
+    client.chat.completions.create(model="vsr/auto", messages=[{"role": "user", "content": "go openai"}])
+    assert last_request(upstream)["body"]["max_tokens"] == 100
+    client.responses.create(model="vsr/auto", input="go responses")
+    assert last_request(upstream)["body"]["max_output_tokens"] == 100
+
+
 def test_plugins_shape_a_messages_backends_request_from_the_anthropic_sdk(shaped):
     proc, upstream = shaped
     client = anthropic.Anthropic(base_url=proc.url, api_key="k")

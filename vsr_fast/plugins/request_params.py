@@ -1,7 +1,7 @@
 """``request_params``: constrain or remove request parameters, and set the decision's generation shape (spec 5.7).
 
 Constraints: ``blocked_params`` are removed, ``max_tokens_limit`` caps the
-answer's token budget, ``max_n`` caps ``n``, ``temperature`` is clamped.
+answer's token budget (and sets it where the request has none), ``max_n`` caps ``n``, ``temperature`` is clamped.
 The generation shape (``generation``) bounds a turn as the tier report
 (``conversation-tier-budgets.md``) does: thinking on or off, a token budget,
 a thinking budget, and ``reasoning_effort`` only together with thinking (a
@@ -72,7 +72,8 @@ class RequestParams:
         gen = self.generation
         limit = min(x for x in (self.max_tokens_limit, gen.max_tokens if gen else None, 1 << 62) if x)
         if limit < 1 << 62:
-            changes += _cap_tokens(body, api_format, limit, set_when_absent=bool(gen and gen.max_tokens))
+            # A request without a budget takes the backend's own (often the context's rest): the cap sets one.
+            changes += _cap_tokens(body, api_format, limit)
         if self.max_n is not None and isinstance(body.get("n"), int) and body["n"] > self.max_n:
             body["n"] = self.max_n
             changes.append(f"n={self.max_n}")
@@ -122,7 +123,7 @@ def check(raw: dict, path: str) -> list[str]:
     return errors
 
 
-def _cap_tokens(body: dict, api_format: str, limit: int, *, set_when_absent: bool) -> list[str]:
+def _cap_tokens(body: dict, api_format: str, limit: int) -> list[str]:
     names = _MAX_TOKENS[api_format]
     present = [n for n in names if isinstance(body.get(n), int)]
     changes = []
@@ -130,7 +131,7 @@ def _cap_tokens(body: dict, api_format: str, limit: int, *, set_when_absent: boo
         if body[name] > limit:
             body[name] = limit
             changes.append(f"{name}={limit}")
-    if not present and (set_when_absent or api_format == "anthropic"):
+    if not present:
         body[names[0]] = limit
         changes.append(f"{names[0]}={limit}")
     return changes
