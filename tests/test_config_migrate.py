@@ -56,7 +56,9 @@ def test_anchor_migrates_to_its_golden_file_which_validates(path: Path, in_tool_
         golden_notes.write_text(notes)
     assert text == golden_yaml.read_text()
     assert notes == golden_notes.read_text()
-    assert report.errors == []
+    # A fragment is a part of a file: one that holds no route is refused as routing nothing, and only that.
+    partial = path.stem.startswith("fragment-")
+    assert [e for e in report.errors if not (partial and "the configuration routes nothing" in e)] == []
     assert result.document["version"] == "v0.5"
 
 

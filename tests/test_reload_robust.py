@@ -65,6 +65,12 @@ def test_a_wrong_type_is_refused_by_every_reload_path_and_the_router_keeps_servi
             wait_for_value(lambda: [x for x in proc.lines if "reload refused (SIGHUP)" in x], "SIGHUP's refusal")
             answers()
             assert failed() == 3
+            # A truncated file (the version line alone) would route nothing: refused like any bad file.
+            _replace(path, "version: v0.5\n")
+            empty = client.post(f"{proc.url}/admin/reload")
+            assert empty.status_code == 422, empty.text
+            assert "recipes: missing_field: the configuration routes nothing" in empty.json()["error"]["message"]
+            answers()
             assert proc.popen.poll() is None
 
 

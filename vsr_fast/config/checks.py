@@ -363,6 +363,10 @@ def _check_rule(node: RuleNode, path: str, errors: list[str]) -> None:
 
 def _check_entrypoints(config: RouterConfig, models: set[str], errors: list[str]) -> None:
     recipes = {r.name for r in config.recipes}
+    if not recipes and not models:
+        # What a truncated or half-saved file looks like: loaded, it would answer every request 404.
+        errors.append("recipes: missing_field: the configuration routes nothing: it declares no recipe (or "
+                      "top-level decisions) and no providers.models")
     for name in _dupes([r.name for r in config.recipes]):
         errors.append(f"recipes[{name}].name: duplicate_name: recipe {name!r} is declared more than once")
     claimed: list[str] = []
