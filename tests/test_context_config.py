@@ -86,18 +86,36 @@ def test_compress_runs_its_default_match_and_knows_its_budget_only_when_written(
     assert sized is not None and sized.compress is not None and (sized.compress.always, sized.compress.budget) == (True, 7000)
 
 
+TOOL = [{"name": "t"}]     # the client's tools, as little of them as injection reads
+
+
 @pytest.mark.parametrize(("fmt", "body", "roles"), [
-    ("openai", {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
-                             {"role": "assistant", "content": "prefill"}]},
+    ("openai", {"tools": TOOL, "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
+                                            {"role": "assistant", "content": "prefill"}]},
      ["system", "user", "assistant", "tool", "assistant"]),
-    ("anthropic", {"messages": [{"role": "user", "content": "q"}]}, ["user", "assistant", "user"]),
-    ("responses", {"input": "q"}, ["user", "function_call", "function_call_output"]),
+    ("anthropic", {"tools": TOOL, "messages": [{"role": "user", "content": "q"}]}, ["user", "assistant", "user"]),
+    ("responses", {"tools": TOOL, "input": "q"}, ["user", "function_call", "function_call_output"]),
 ])
 def test_tool_role_injection_follows_the_last_user_message_in_each_format(fmt, body, roles):
-    inject(body, fmt, "rag", render("rag", ["chunk one", "chunk two"]), "tool_role")
+    assert inject(body, fmt, "rag", render("rag", ["chunk one", "chunk two"]), "tool_role") == "tool_role"
     items = body.get("messages") or body["input"]
     assert [m.get("role") or m.get("type") for m in items] == roles
     assert any("[1] chunk one\n\n[2] chunk two" in text for text in strings(items))
+
+
+@pytest.mark.parametrize(("fmt", "body"), [
+    ("openai", {"messages": [{"role": "user", "content": "q"}], "tools": []}),
+    ("anthropic", {"messages": [{"role": "user", "content": "q"}]}),
+    ("responses", {"input": "q"}),
+])
+def test_tool_role_injection_into_a_request_without_tools_goes_in_the_system_prompt(fmt, body):
+    """A tool exchange in a request that defines no tools is a 400 at Anthropic and Bedrock."""
+    mode = inject(body, fmt, "rag", render("rag", ["chunk one"]), "tool_role")
+    assert mode == "system_prompt: the request declares no tools"
+    assert "vsr_context" not in str(body)
+    system = {"openai": lambda: body["messages"][0]["content"], "anthropic": lambda: body["system"],
+              "responses": lambda: body["instructions"]}[fmt]()
+    assert "[1] chunk one" in system
 
 
 def test_system_prompt_injection_keeps_the_callers_prompt():

@@ -1,19 +1,23 @@
 """End to end, real router subprocesses, the openai SDK and the mock provider's log: the context plugin (spec 5.7).
 
 RAG: a request about a document in the vector store reaches the provider with that document's chunks
-injected (a tool exchange after the last user message, or the system prompt); a judge whose max_candidates
+injected (a tool exchange after the last user message where the request declares tools, else the system
+prompt); a judge whose max_candidates
 is below the recall count reads only the first ones, counts the truncation and notes it in the trace.
 Memory: what a user said in one turn reaches the provider in that user's next turn, never in another
 user's; an anonymous caller has none.
 """
 from __future__ import annotations
 
+import anthropic
 import httpx
 import openai
 import pytest
 import redis
 
-from .procs import router, wait_until, write_config
+from .procs import config as recipe_config
+from .procs import model, router, wait_until, write_config
+from .provider_rules import problems
 from .test_e2e_semantic_cache import metric, metric_sum, prefix  # noqa: F401  (prefix: a fixture)
 
 ESPRESSO = """# The Aurora-7 espresso machine
@@ -30,6 +34,10 @@ OTHERS = {
     "piano.md": "Tune an upright piano twice a year, after the heating season starts and after it ends.",
 }
 QUESTION = "How often should I descale my Aurora-7 espresso machine?"
+WEATHER = {"name": "weather", "description": "The weather in a city.",
+           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}
+FUNCTION = {"type": "function", "function": {"name": WEATHER["name"], "description": WEATHER["description"],
+                                             "parameters": WEATHER["input_schema"]}}
 
 
 def config(mock_url: str, context: dict, *, stores: dict | None = None, debug: bool = False) -> dict:
@@ -46,11 +54,12 @@ def config(mock_url: str, context: dict, *, stores: dict | None = None, debug: b
     return doc
 
 
-def ask(url: str, text: str, user: str | None = "alice", history: list | None = None):
+def ask(url: str, text: str, user: str | None = "alice", history: list | None = None, tools: list | None = None):
     headers = {"x-vsr-debug": "1", **({"x-authz-user-id": user} if user else {})}
     client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=30, default_headers=headers)
     raw = client.chat.completions.with_raw_response.create(
-        model="auto", messages=[*(history or []), {"role": "user", "content": text}])
+        model="auto", messages=[*(history or []), {"role": "user", "content": text}],
+        **({"tools": tools} if tools else {}))
     raw.parse()
     return raw.headers
 
@@ -72,7 +81,7 @@ def test_a_request_about_a_stored_document_reaches_the_provider_with_its_chunks(
     context = {"sources": [{"type": "rag", "backend": "vectorstore"}]}     # the default match: recall, then judge
     stores = {"vector_store": {"files": documents(tmp_path)}}
     with router(write_config(config(mock.url, context, stores=stores), str(tmp_path))) as proc:
-        ask(proc.url, QUESTION)
+        ask(proc.url, QUESTION, tools=[FUNCTION])
         messages = sent(mock)
         assert [m["role"] for m in messages] == ["user", "assistant", "tool"], messages
         assert messages[0]["content"] == QUESTION
@@ -112,7 +121,7 @@ def test_a_judge_reading_fewer_candidates_than_recall_truncates_counts_and_trace
         headers = ask(proc.url, QUESTION)
         assert 'match_judge_truncated="context.rag 5 candidates, judge read 2"' in headers["x-vsr-trace"]
         assert metric(proc.url, 'vsr_match_judge_truncated_total{feature="context.rag"}') == 1
-        injected = sent(mock)[-1]["content"]
+        injected = sent(mock)[0]["content"]     # no tools: the system prompt
         assert injected.count("\n[") + injected.startswith("[") <= 2, "at most the two candidates the judge read"
         assert "every 40 days" in injected, "recall ranked the Aurora chunk first; the judge read it"
 
@@ -130,9 +139,9 @@ def test_memory_follows_one_user_across_turns_and_never_another(mock, tmp_path, 
         wait_until(lambda: metric(proc.url, 'vsr_context_memory_writes_total{outcome="ok"}') == 1, "the memory write")
         ask(proc.url, "What is my favourite colour?", user="alice")
         messages = sent(mock)
-        assert [m["role"] for m in messages] == ["user", "assistant", "tool"], messages
-        assert f"User: {fact}" in messages[2]["content"]
-        assert "Assistant: Hello! This is a canned answer" in messages[2]["content"], "the turn's answer is kept"
+        assert [m["role"] for m in messages] == ["system", "user"], messages
+        assert f"User: {fact}" in messages[0]["content"]
+        assert "Assistant: Hello! This is a canned answer" in messages[0]["content"], "the turn's answer is kept"
         for other in ("bob", None):
             ask(proc.url, "What is my favourite colour?", user=other)
             assert all("teal" not in str(m.get("content")) for m in sent(mock)), f"{other} read alice's memory"
@@ -174,7 +183,7 @@ def test_two_routers_sharing_a_redis_vector_store_read_each_others_documents(moc
         made = httpx.post(f"{one.url}/api/v1/context/documents", json={"name": "aurora.md", "text": ESPRESSO})
         assert made.status_code == 201
         ask(two.url, QUESTION)
-        assert "every 40 days" in sent(mock)[-1]["content"], "router two read router one's chunks"
+        assert "every 40 days" in sent(mock)[0]["content"], "router two read router one's chunks"
         assert [c["document"] for c in httpx.get(f"{two.url}/api/v1/context/chunks").json()["chunks"]] == \
             ["aurora.md"] * made.json()["chunks_added"]
 
@@ -215,18 +224,98 @@ def test_a_streamed_answer_is_written_to_memory_as_its_text(mock, tmp_path):
         streamed = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
         wait_until(lambda: metric(proc.url, 'vsr_context_memory_writes_total{outcome="ok"}') == 1, "the memory write")
         ask(proc.url, "What is my favourite colour?", user="dana")
-        assert f"Assistant: {streamed}" in sent(mock)[2]["content"]
+        assert f"Assistant: {streamed}" in sent(mock)[0]["content"]
 
 
 def test_a_messages_client_gets_the_chunks_through_translation(mock, tmp_path):
     """The exchange is injected in the client's Messages format; the OpenAI-format provider receives it
     translated: a tool call and its result after the user's message."""
-    import anthropic
     context = {"sources": [{"type": "rag", "match": {"recall": {"method": "bm25", "top_k": 1}}}]}
     stores = {"vector_store": {"files": documents(tmp_path)}}
     with router(write_config(config(mock.url, context, stores=stores), str(tmp_path))) as proc:
         client = anthropic.Anthropic(base_url=proc.url, api_key="unused", max_retries=0, timeout=30)
-        client.messages.create(model="auto", max_tokens=64, messages=[{"role": "user", "content": QUESTION}])
+        client.messages.create(model="auto", max_tokens=64, messages=[{"role": "user", "content": QUESTION}],
+                               tools=[WEATHER])
         messages = sent(mock)
         assert [m["role"] for m in messages] == ["user", "assistant", "tool"], messages
         assert "every 40 days" in messages[2]["content"]
+
+
+# --- a tool exchange only where the request declares tools -------------------------------------------------
+
+
+
+@pytest.fixture(scope="module")
+def both_formats(mock, tmp_path_factory):
+    """A router whose keyword-picked decisions send a Messages and a Chat backend the default tool_role
+    injection of a rag source."""
+    directory = tmp_path_factory.mktemp("formats")
+    rag = {"type": "context", "configuration": {"sources": [
+        {"type": "rag", "backend": "vectorstore", "match": {"recall": {"method": "bm25", "top_k": 2}}}]}}
+    models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt} for fmt in ("anthropic", "openai")]
+    decisions = [{"name": f"to-{fmt}", "priority": 10, "plugins": [rag], "modelRefs": [{"model": f"m-{fmt}"}],
+                  "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": fmt}]}}
+                 for fmt in ("anthropic", "openai")]
+    doc = recipe_config(models, decisions, signals={"keywords": [{"name": fmt, "operator": "OR", "keywords": [fmt]}
+                                                                  for fmt in ("anthropic", "openai")]})
+    doc["global"] = {"stores": {"event_stream": {"backend": "none"},
+                                "vector_store": {"files": documents(directory)}}}
+    with router(write_config(doc, str(directory))) as proc:
+        yield proc
+
+
+def call(url: str, api: str, backend: str, stream: bool, tools: bool) -> None:
+    """Ask about the Aurora-7 as the official SDK of ``api`` would, through the decision for ``backend``."""
+    text = f"{QUESTION} ({backend})"
+    if api == "messages":
+        client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0, timeout=30)
+        args = {"model": "vsr/auto", "max_tokens": 64, "messages": [{"role": "user", "content": text}],
+                **({"tools": [WEATHER]} if tools else {})}
+        if stream:
+            with client.messages.stream(**args) as events:
+                assert events.get_final_message().content
+        else:
+            assert client.messages.create(**args).content
+        return
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0, timeout=30)
+    args = {"model": "vsr/auto", "messages": [{"role": "user", "content": text}],
+            **({"tools": [FUNCTION]} if tools else {})}
+    if stream:
+        assert [chunk for chunk in client.chat.completions.create(**args, stream=True)]
+    else:
+        assert client.chat.completions.create(**args).choices
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("backend", ["anthropic", "openai"])
+@pytest.mark.parametrize("api", ["messages", "chat"])
+def test_context_for_a_request_without_tools_goes_in_the_system_prompt_not_an_undeclared_tool_exchange(
+        both_formats, mock, api, backend, stream):
+    """Anthropic refuses tool_use/tool_result blocks in a request that defines no tools (Bedrock too), and
+    declaring the router's own tool would let the model call it: without the client's tools the context goes
+    in the system prompt, which every backend takes."""
+    call(both_formats.url, api, backend, stream, tools=False)
+    body = httpx.get(f"{mock.url}/_mock/stats").json()["last_request"]["body"]
+    assert problems(body, backend) == [], body
+    assert "vsr_context" not in str(body) and "tools" not in body
+    system = body["system"] if backend == "anthropic" else body["messages"][0]["content"]
+    if backend == "openai":
+        assert body["messages"][0]["role"] == "system"
+    assert "every 40 days with the citric descaler" in str(system)
+    assert [m["role"] for m in body["messages"]][-1] == "user"
+
+
+@pytest.mark.parametrize("backend", ["anthropic", "openai"])
+@pytest.mark.parametrize("api", ["messages", "chat"])
+def test_context_for_a_request_with_tools_stays_a_tool_exchange_beside_them(both_formats, mock, api, backend):
+    call(both_formats.url, api, backend, False, tools=True)
+    body = httpx.get(f"{mock.url}/_mock/stats").json()["last_request"]["body"]
+    assert problems(body, backend) == [], body
+    assert len(body["tools"]) == 1, "the client's tools, and no tool of the router's"
+    result = body["messages"][-1]
+    if backend == "anthropic":
+        assert body["messages"][-2]["content"][0]["name"] == "vsr_context"
+        assert "every 40 days" in str(result["content"][0]["content"])
+    else:
+        assert body["messages"][-2]["tool_calls"][0]["function"]["name"] == "vsr_context"
+        assert result["role"] == "tool" and "every 40 days" in result["content"]

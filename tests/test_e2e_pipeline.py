@@ -13,6 +13,7 @@ from bench.fake_systemone import process as fake_process
 from vsr_fast.plugins import fast_response
 
 from .procs import config, mock_upstream, model, replay_record, router, wait_until, write_config
+from .provider_rules import problems
 
 BODIES = {
     "chat": ("/v1/chat/completions", {"model": "vsr/auto", "messages": [{"role": "user", "content": "hello"}]}),
@@ -355,3 +356,62 @@ def test_fast_response_to_a_messages_client_with_no_n_is_one_answer(fast_closed)
     msg = anthropic.Anthropic(base_url=fast_closed.url, api_key="k", max_retries=0).messages.create(
         model="vsr/auto", max_tokens=20, messages=[{"role": "user", "content": "hello"}])
     assert [b.text for b in msg.content] == [FAST_MESSAGE]
+
+
+# --- prompt_cache beside the client's own markers -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hour_cache(tmp_path_factory):
+    """A Messages backend behind a decision whose prompt_cache writes 1h markers on tools, system and messages."""
+    with mock_upstream() as upstream:
+        m = {**model("claude", f"{upstream.url}/v1"), "api_format": "anthropic"}
+        cache = {"type": "prompt_cache", "configuration": {"ttl": "1h", "targets": ["tools", "system", "messages"]}}
+        doc = config([m], [{"name": "pc", "rules": {"operator": "AND", "conditions": []}, "plugins": [cache],
+                            "modelRefs": [{"model": "claude"}]}])
+        with router(write_config(doc, str(tmp_path_factory.mktemp("hour")))) as proc:
+            yield proc, upstream
+
+
+def hour_cached(hour_cache, **args) -> dict:
+    proc, upstream = hour_cache
+    client = anthropic.Anthropic(base_url=proc.url, api_key="k", max_retries=0)
+    assert client.messages.create(model="vsr/auto", max_tokens=64, **args).content
+    return last_request(upstream)["body"]
+
+
+TOOL = {"name": "lookup", "input_schema": {"type": "object"}}
+
+
+def test_prompt_cache_writes_its_ttl_where_the_client_marked_nothing(hour_cache):
+    body = hour_cached(hour_cache, system="Be brief.", tools=[TOOL], messages=[{"role": "user", "content": "hi"}])
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    assert body["tools"][-1]["cache_control"] == body["system"][-1]["cache_control"] == hour
+    assert body["messages"][-1]["content"][-1]["cache_control"] == hour
+    assert problems(body, "anthropic") == []
+
+
+def test_prompt_cache_never_writes_a_longer_ttl_after_the_clients_shorter_marker(hour_cache):
+    """Anthropic reads tools, system, messages and refuses a 1h marker after a 5m one: after the client's 5m
+    marker on its tool, the plugin's markers take 5m."""
+    body = hour_cached(hour_cache, system="Be brief.", tools=[{**TOOL, "cache_control": {"type": "ephemeral"}}],
+                       messages=[{"role": "user", "content": "hi"}])
+    assert problems(body, "anthropic") == [], body
+    assert body["tools"][0]["cache_control"] == {"type": "ephemeral"}
+    assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+
+
+def test_prompt_cache_counts_the_clients_four_markers_and_adds_none(hour_cache):
+    """The client's markers, one inside a tool result, fill Anthropic's four: a fifth is a 400."""
+    mark = {"type": "ephemeral", "ttl": "1h"}
+    body = hour_cached(
+        hour_cache, tools=[{**TOOL, "cache_control": mark}, {**TOOL, "name": "other"}],
+        system=[{"type": "text", "text": "Be brief.", "cache_control": mark}, {"type": "text", "text": "Be kind."}],
+        messages=[{"role": "user", "content": [{"type": "text", "text": "look it up", "cache_control": mark}]},
+                  {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "lookup",
+                                                     "input": {}}]},
+                  {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [
+                      {"type": "text", "text": "found it", "cache_control": mark}]}]}])
+    assert problems(body, "anthropic") == [], body
+    assert "cache_control" not in body["tools"][-1] and "cache_control" not in body["system"][-1]

@@ -23,6 +23,8 @@ whole when its judge fails, ``fail_closed`` fails the request.
 
 ``injection.mode``: ``tool_role`` puts each source's context in a tool
 exchange after the last user message, ``system_prompt`` in the system prompt.
+A request that declares no tools gets the system prompt either way: Anthropic
+and Bedrock refuse a tool exchange in a request without tools.
 ``on_failure`` says what a source that fails means: ``skip`` (the default)
 sends the request without it, ``warn`` also adds a ``context_unavailable``
 warning, ``block`` fails the request (``context_failed``).
@@ -59,6 +61,7 @@ class Source(Block):
 
 
 class Injection(Block):
+    # tool_role: a request that declares no tools gets the system prompt (Anthropic refuses a tool exchange there).
     mode: Literal["tool_role", "system_prompt"] = "tool_role"
 
 

@@ -1,10 +1,14 @@
 """``prompt_cache``: bounded Anthropic prompt-cache markers, placed after route selection (spec 5.7).
 
 Anthropic caches a prompt prefix up to each ``cache_control`` marker, at most
-four markers a request. The plugin marks, in order, the last tool, the last
-system block and the last content block of the last message, skipping what
-the caller already marked and never exceeding ``max_markers`` in all. Other
-formats cache prefixes on their own: the plugin leaves them alone.
+four markers a request, the caller's own and a top-level (automatic) one
+included. The plugin marks, in order, the last tool, the last system block and
+the last content block of the last message, skipping what the caller already
+marked and never exceeding ``max_markers`` in all. Anthropic reads tools, then
+system, then messages, and refuses a longer TTL after a shorter one: a marker
+after a caller's shorter one takes that TTL, and none goes before a caller's
+longer one. Other formats cache prefixes on their own: the plugin leaves them
+alone.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from ._merge import merged_fields
 TYPE = "prompt_cache"
 ANTHROPIC_MAX_MARKERS = 4
 TARGETS = ("tools", "system", "messages")
+_TTL_SECONDS = {"5m": 300, "1h": 3600}
 Target = Literal["tools", "system", "messages"]
 
 
@@ -26,6 +31,7 @@ class PromptCacheConfig(Block):
     """``{type: prompt_cache, configuration: {enabled, ttl, max_markers, targets}}`` at one layer."""
 
     enabled: bool | UnsetType = UNSET
+    # A marker after the client's shorter one takes its TTL; none goes before the client's longer one.
     ttl: Literal["5m", "1h"] | UnsetType = UNSET
     max_markers: Annotated[int, Meta(ge=1, le=ANTHROPIC_MAX_MARKERS)] | UnsetType = UNSET
     targets: list[Target] | UnsetType = UNSET
@@ -41,17 +47,24 @@ class PromptCache:
         """Mark ``body`` in place (Anthropic only); how many markers were added, for the replay record."""
         if api_format != "anthropic":
             return None
-        marker = {"type": "ephemeral"} if self.ttl == "5m" else {"type": "ephemeral", "ttl": self.ttl}
-        room = min(self.max_markers, ANTHROPIC_MAX_MARKERS) - _count_markers(body)
+        automatic = body.get("cache_control")
+        room = min(self.max_markers, ANTHROPIC_MAX_MARKERS) - _count_markers(body) - (automatic is not None)
         added = []
         for target in self.targets:
             if room <= 0:
                 break
+            # The automatic marker sits on the last block: another TTL there is a 400, the same one a no-op.
+            if target == "messages" and automatic is not None:
+                continue
             block = _last_block(body, target)
-            if block is not None and "cache_control" not in block:
-                block["cache_control"] = marker
-                added.append(target)
-                room -= 1
+            if block is None or "cache_control" in block:
+                continue
+            ttl = _fitting_ttl(body, block, self.ttl)
+            if ttl is None:
+                continue
+            block["cache_control"] = {"type": "ephemeral"} if ttl == "5m" else {"type": "ephemeral", "ttl": ttl}
+            added.append(target if ttl == self.ttl else f"{target} ({ttl}, as the client's marker before it)")
+            room -= 1
         return f"markers on {', '.join(added)}" if added else None
 
 
@@ -64,17 +77,47 @@ def resolve(*layers: PromptCacheConfig | None) -> PromptCache | None:
 
 
 def _blocks(body: dict) -> list[dict]:
+    """Every block that can carry a marker, in the order Anthropic reads them (a tool result's own blocks
+    before the result)."""
     found = [t for t in body.get("tools") or [] if isinstance(t, dict)]
     if isinstance(body.get("system"), list):
         found += [b for b in body["system"] if isinstance(b, dict)]
     for m in body.get("messages") or []:
         if isinstance(m, dict) and isinstance(m.get("content"), list):
-            found += [b for b in m["content"] if isinstance(b, dict)]
+            for b in m["content"]:
+                if not isinstance(b, dict):
+                    continue
+                if b.get("type") == "tool_result" and isinstance(b.get("content"), list):
+                    found += [part for part in b["content"] if isinstance(part, dict)]
+                found.append(b)
     return found
 
 
 def _count_markers(body: dict) -> int:
     return sum(1 for b in _blocks(body) if "cache_control" in b)
+
+
+def _seconds(marker: Any) -> int | None:
+    """A marker's TTL in seconds (none written is 5m); None for one the plugin cannot read."""
+    ttl = marker.get("ttl") if isinstance(marker, dict) else None
+    return _TTL_SECONDS.get(ttl or "5m")
+
+
+def _fitting_ttl(body: dict, block: dict, wanted: str) -> str | None:
+    """The TTL a marker on ``block`` may have: ``wanted``, shortened to the shortest marker before it; None when
+    a longer marker follows it (or one the plugin cannot read is there)."""
+    blocks = _blocks(body)
+    at = next(i for i, b in enumerate(blocks) if b is block)
+    before = [_seconds(b["cache_control"]) for b in blocks[:at] if "cache_control" in b]
+    after = [_seconds(b["cache_control"]) for b in blocks[at + 1:] if "cache_control" in b]
+    if body.get("cache_control") is not None:
+        after.append(_seconds(body["cache_control"]))
+    if None in before or None in after:
+        return None
+    seconds = min([_TTL_SECONDS[wanted], *before])
+    if after and seconds < max(after):
+        return None
+    return next(name for name, s in _TTL_SECONDS.items() if s == seconds)
 
 
 def _last_block(body: dict, target: str) -> dict | None:

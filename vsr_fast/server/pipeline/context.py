@@ -85,8 +85,8 @@ async def assemble(ex: Exchange) -> None:
     if policy.writes_memory and user is not None and text and ex.state.memories is not None:
         ex.rec.turn = Turn(ex.state.memories, user, text)
     for kind, items in found:
-        inject(body, fmt, kind, render(kind, items), policy.injection)
-        changes.append(f"context: {len(items)} {kind} items ({policy.injection})")
+        mode = inject(body, fmt, kind, render(kind, items), policy.injection)
+        changes.append(f"context: {len(items)} {kind} items ({mode})")
     if changes:
         ex.req = ex.adapter.with_raw(req, _ENCODE.encode(body))
         ex.rec.plugins_applied(None, changes)
@@ -264,12 +264,20 @@ def render(kind: str, items: list[str]) -> str:
     return "\n\n".join([head, *(f"[{i}] {item}" for i, item in enumerate(items, 1))])
 
 
-def inject(body: dict, fmt: str, kind: str, text: str, mode: str) -> None:
+def inject(body: dict, fmt: str, kind: str, text: str, mode: str) -> str:
     """Put ``text`` in ``body`` (the client's format): a tool exchange after the last user message, or the
-    system prompt."""
-    if mode == "system_prompt":
+    system prompt; how it went in.
+
+    A request that declares no tools gets the system prompt: Anthropic refuses tool_use/tool_result blocks
+    in a request that defines no tools, and Bedrock a toolUse without a toolConfig, whatever format the
+    client wrote (the body is translated). Declaring vsr_context instead would let the model call a tool
+    that no one runs, and ``tool_choice: none``, which would forbid that, is not every backend's.
+    """
+    if mode == "tool_role" and not body.get("tools"):
+        mode = "system_prompt: the request declares no tools"
+    if mode != "tool_role":
         SystemPrompt("insert", text).apply(body, fmt)
-        return
+        return mode
     call_id = f"{TOOL_NAME}_{kind}"
     arguments = _ENCODE.encode({"source": kind}).decode()
     if fmt == "openai":
@@ -290,6 +298,7 @@ def inject(body: dict, fmt: str, kind: str, text: str, mode: str) -> None:
                     {"type": "function_call_output", "call_id": call_id, "output": text}]
         _after_last_user(body, "input", exchange,
                          lambda m: m.get("role") == "user" and m.get("type", "message") == "message")
+    return mode
 
 
 def _after_last_user(body: dict, field: str, exchange: list[dict], is_user) -> None:
