@@ -107,6 +107,28 @@ def test_no_retry_after_the_first_byte(tmp_path):
             assert stats(mock)["requests"] == 1
 
 
+def test_one_entrypoint_without_a_live_backend_leaves_the_router_ready(tmp_path):
+    """Readiness says whether this process can serve: one provider's outage behind one entrypoint is reported,
+    not a reason for a load balancer to take every healthy route out with it."""
+    port = free_port()
+    with mock_upstream() as live:
+        doc = config([{"name": "m", "backend_refs": [{"endpoint": f"{live.url}/v1"}]},
+                      {"name": "gone", "backend_refs": [{"endpoint": f"http://127.0.0.1:{port}/v1", "name": "dead"}]}],
+                     [{"name": "d", "modelRefs": [{"model": "m"}]}])
+        doc["recipes"].append({"name": "other", "decisions": [{"name": "o", "modelRefs": [{"model": "gone"}]}]})
+        doc["entrypoints"].append({"api": "chat", "model_names": ["vsr/other"], "recipe": "other"})
+        doc["global"] = {"router": {"upstream": {"outlier": {"consecutive_failures": 1, "base_ejection_ms": 60_000},
+                                                 "retries": {"max_retries": 0}}}}
+        with router(write_config(doc, str(tmp_path))) as proc, httpx.Client(timeout=30) as client:
+            r = client.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/other", "messages": CHAT})
+            assert r.status_code == 502
+            ready = client.get(f"{proc.url}/ready")
+            assert ready.status_code == 200, ready.text
+            assert ready.json()["status"] == "ready" and ready.json()["no_live_backend"] == ["vsr/other"]
+            r = client.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": CHAT})
+            assert r.status_code == 200
+
+
 def test_a_refused_connection_is_retried_and_ready_follows_the_backends(tmp_path):
     port = free_port()
     path = pool_config(tmp_path, [{"endpoint": f"http://127.0.0.1:{port}/v1", "name": "dead"}],

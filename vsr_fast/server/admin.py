@@ -53,9 +53,14 @@ def make_admin(state: AppState) -> QuartTrio:
         if state.draining:
             return jsonify({"status": "draining"}), 503
         down = state.unready()
-        if down:
+        # Out of the rotation only when nothing can be served: one provider's outage behind one entrypoint
+        # must not take every replica's healthy routes out of a load balancer with it.
+        if down and len(down) == len(state.entrypoint_models):
             return jsonify({"status": "no_live_backend", "entrypoints": down}), 503
-        return jsonify({"status": "ready", "config_version": state.loaded.version_hash}), 200
+        body = {"status": "ready", "config_version": state.loaded.version_hash}
+        if down:
+            body["no_live_backend"] = down
+        return jsonify(body), 200
 
     @app.get("/metrics")
     async def metrics() -> Response:

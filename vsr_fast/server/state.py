@@ -122,9 +122,9 @@ class AppState:
         return found
 
     def unready(self) -> list[str]:
-        """Entrypoints none of whose models has a backend in the rotation (every one ejected)."""
+        """Entrypoints that route to models, none of which has a backend in the rotation (every one ejected)."""
         return [name for name, models in self.entrypoint_models.items()
-                if not any(self.upstreams.live(m) for m in models)]
+                if models and not any(self.upstreams.live(m) for m in models)]
 
     def drain(self, deadline: float) -> None:
         """Stop every request at ``deadline`` (trio time) at the latest: each then answers ShuttingDown."""
