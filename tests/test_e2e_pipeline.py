@@ -86,6 +86,8 @@ def test_a_decision_may_set_its_own_deadline(silent, tmp_path_factory):
         r = httpx.post(f"{proc.url}/v1/chat/completions", json=BODIES["chat"][1], timeout=30)
         assert r.status_code == 504 and "0.7" not in r.headers.get("x-vsr-selected-decision", "")
         assert r.headers["x-vsr-selected-decision"] == "only"
+        # The deadline the message names is the one that passed, the decision's, not the router's 600 s.
+        assert "within its deadline (0.7 s; it was at the dispatch stage)" in r.json()["error"]["message"]
 
 
 def test_a_decision_s_later_deadline_covers_its_whole_stream(tmp_path_factory):

@@ -3,9 +3,11 @@ re-admission), retries that honour Retry-After, never after the first byte, and 
 from __future__ import annotations
 
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import openai
 import pytest
 
 from .procs import config, free_port, mock_upstream, router, wait_for_value, write_config
@@ -27,9 +29,9 @@ def post(client: httpx.Client, proc, **extra) -> httpx.Response:
     return client.post(f"{proc.url}/v1/chat/completions", json={"model": "m", "messages": CHAT, **extra})
 
 
-def metric(proc, name: str, backend: str) -> float | None:
+def metric(proc, name: str, backend: str, model: str = "m") -> float | None:
     text = httpx.get(f"{proc.url}/metrics").text
-    found = re.search(rf'^{name}\{{model="m",backend="{backend}"\}} (\S+)$', text, re.M)
+    found = re.search(rf'^{name}\{{model="{model}",backend="{backend}"\}} (\S+)$', text, re.M)
     return float(found.group(1)) if found else None
 
 
@@ -144,3 +146,65 @@ def test_a_refused_connection_is_retried_and_ready_follows_the_backends(tmp_path
         assert ready.status_code == 503 and ready.json() == {"status": "no_live_backend", "entrypoints": ["vsr/auto"]}
         attempts = httpx.get(f"{proc.url}/metrics").text
         assert re.search(r'vsr_upstream_attempts_total\{model="m",backend="dead",outcome="upstream_failed"\} 3', attempts)
+
+
+def fallback_config(tmp_path, first: dict, second: dict, **upstream) -> str:
+    doc = config([{"name": "first", "backend_refs": [{"name": "b1", **first}]},
+                  {"name": "second", "backend_refs": [{"name": "b2", **second}]}],
+                 [{"name": "d", "modelRefs": [{"model": "first"}, {"model": "second"}]}])
+    doc["global"] = {"router": {"upstream": upstream}}
+    return write_config(doc, str(tmp_path))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_ejected_lone_backend_waits_behind_the_next_models_until_its_time_is_up(tmp_path, stream):
+    # Trial 5: a model's only backend, ejected for stalling past its read timeout, was still tried first
+    # on every request, so each one waited out the timeout before the fallback model answered.
+    with mock_upstream("--latency-ms", "5000") as stalled, mock_upstream() as good:
+        path = fallback_config(tmp_path, {"endpoint": f"{stalled.url}/v1", "read_timeout_ms": 400},
+                               {"endpoint": f"{good.url}/v1"},
+                               outlier={"consecutive_failures": 2, "base_ejection_ms": 5000})
+        with router(path) as proc:
+            client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="x", max_retries=0, timeout=30)
+
+            def ask() -> tuple[str, float]:
+                started = time.monotonic()
+                if stream:
+                    with client.chat.completions.with_streaming_response.create(
+                            model="vsr/auto", messages=CHAT, stream=True) as r:
+                        r.read()
+                        served = r.headers["x-vsr-selected-model"]
+                else:
+                    r = client.chat.completions.with_raw_response.create(model="vsr/auto", messages=CHAT)
+                    served = r.headers["x-vsr-selected-model"]
+                return served, time.monotonic() - started
+
+            assert [ask()[0] for _ in range(2)] == ["second", "second"]
+            assert stats(stalled)["requests"] == 2
+            assert metric(proc, "vsr_backend_up", "b1", "first") == 0
+            ejected_at = time.monotonic()
+            answers = [ask() for _ in range(5)]
+            # Nothing reached the ejected backend, and no answer waited for its read timeout.
+            assert stats(stalled)["requests"] == 2
+            assert all(served == "second" and took < 0.4 for served, took in answers), answers
+            assert time.monotonic() - ejected_at < 5, "the ejection ran out before the check"
+            # Once base_ejection_ms is over it is the first choice again.
+            time.sleep(max(0.0, ejected_at + 5.2 - time.monotonic()))
+            assert ask()[0] == "second" and stats(stalled)["requests"] == 3
+
+
+def test_with_every_backend_ejected_they_are_still_tried(tmp_path):
+    # Envoy's panic threshold: ejection orders the backends, it never fails a request on its own.
+    with mock_upstream("--fail-rate", "1", "--fail-status", "500") as bad, \
+            mock_upstream("--fail-rate", "1", "--fail-status", "500") as recovering:
+        path = fallback_config(tmp_path, {"endpoint": f"{bad.url}/v1"}, {"endpoint": f"{recovering.url}/v1"},
+                               outlier={"consecutive_failures": 1, "base_ejection_ms": 60_000})
+        with router(path) as proc, httpx.Client(timeout=30) as client:
+            assert client.post(f"{proc.url}/v1/chat/completions",
+                               json={"model": "vsr/auto", "messages": CHAT}).status_code == 502
+            assert metric(proc, "vsr_backend_up", "b1", "first") == metric(proc, "vsr_backend_up", "b2", "second") == 0
+            httpx.post(f"{recovering.url}/_mock/config", json={"fail_rate": 0}).raise_for_status()
+            r = client.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": CHAT})
+            assert r.status_code == 200 and r.headers["x-vsr-selected-model"] == "second"
+            assert stats(bad)["requests"] == 2 and stats(recovering)["requests"] == 2
+

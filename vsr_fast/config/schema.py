@@ -63,7 +63,8 @@ class HealthCheck(_Block):
 
 class BackendRef(_Block):
     """One endpoint serving a provider model. A model's live backends share its traffic by ``weight`` (smooth
-    weighted round robin); the others of the model are its fallbacks for that request, then ejected ones."""
+    weighted round robin); the others of the model are its fallbacks for that request. Ejected ones come after
+    the backends of every candidate model, the decision's fallback models included."""
 
     endpoint: str
     name: str | None = None
@@ -250,7 +251,9 @@ class Cors(_Block):
 class Outlier(_Block):
     """Passive health: a backend failing ``consecutive_failures`` attempts in a row (connect error, timeout,
     5xx, an answer the router cannot trust) leaves the rotation for ``base_ejection_ms``, doubled at each
-    ejection that follows without a success in between, up to ``max_ejection_ms`` (Envoy's outlier detection)."""
+    ejection that follows without a success in between, up to ``max_ejection_ms`` (Envoy's outlier detection).
+    While out it is tried only after every live backend of the request's candidate models; with all of them
+    out, they are still tried, soonest back first within each model."""
 
     consecutive_failures: Annotated[int, Meta(ge=1, le=1000)] = 5
     base_ejection_ms: PositiveMs = 10_000

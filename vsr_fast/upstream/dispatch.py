@@ -1,6 +1,7 @@
 """Calling the chosen models: attempts in order, fallback before the first byte.
 
-Order: each candidate model's backend_refs in turn, then the next candidate.
+Order: each candidate model's backend_refs in turn, then the next candidate; the ejected ones (passive or
+active health) of every candidate come last, in that order.
 A connect error, a timeout, a 429 or a 5xx moves on, and so does an answer the
 router cannot trust (``answers``: a redirect or an unknown status, a success
 body not of its protocol's shape, an answer past ``max_response_bytes``); any
@@ -114,10 +115,19 @@ class Dispatcher:
 
     def _order(self, candidates: tuple[ProviderModel, ...]) -> Iterator[tuple[ProviderModel, Backend]]:
         # Each model's order is drawn when the request reaches it: a request the first model answers
-        # moves no other model's round robin.
+        # moves no other model's round robin. An ejected backend waits behind every other candidate's
+        # backends, not only its own model's: a model's lone backend, ejected, would otherwise cost each
+        # request its timeout before the fallback model is asked. Still tried last (Envoy's panic
+        # threshold): an ejection orders backends, it never fails a request alone.
+        ejected: list[tuple[ProviderModel, Backend]] = []
         for model in candidates:
+            now = time.monotonic()
             for backend in self._upstreams.order(model.name):
-                yield model, backend
+                if backend.up(now):
+                    yield model, backend
+                else:
+                    ejected.append((model, backend))
+        yield from ejected
 
     def _headers(self, backend: Backend, extra: Headers, out: "Outbound") -> list[tuple[bytes, bytes]]:
         headers = [*_JSON_HEADERS, *map(_as_bytes, extra), *map(_as_bytes, out.headers)]

@@ -106,6 +106,11 @@ class Exchange:
     def deadline(self, value: float) -> None:
         self._deadline = value
 
+    @property
+    def timeout_s(self) -> float:
+        """The request's own time allowed (the router's, or the chosen decision's), the drain's aside."""
+        return self._deadline - self.arrived
+
     def deadline_scope(self, extra_s: float = 0.0) -> trio.CancelScope:
         """A cancel scope at the deadline (plus ``extra_s``) that follows it if the drain brings it nearer."""
         cut = trio.CancelScope(deadline=self.deadline + extra_s)

@@ -190,6 +190,5 @@ def _timed_out(ex: Exchange) -> RequestTimeout | ShuttingDown:
     ex.state.metrics.timeouts.inc(ex.api, ex.stage)
     if ex.drained():
         return ShuttingDown(f"the router is stopping; its graceful timeout passed at the {ex.stage} stage")
-    seconds = ex.state.request_timeout_s
-    return RequestTimeout(f"the request was not answered within its deadline ({seconds:g} s; "
+    return RequestTimeout(f"the request was not answered within its deadline ({ex.timeout_s:g} s; "
                           f"it was at the {ex.stage} stage)")
