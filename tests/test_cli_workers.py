@@ -43,3 +43,36 @@ def test_a_busy_port_is_one_line_and_exit_2(workers):
 def test_version():
     out = subprocess.run([sys.executable, "-m", "vsr_fast", "--version"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.startswith("vsr-fast ")
+
+
+def test_workers_sharing_one_embedded_stream_are_refused_before_any_starts(tmp_path):
+    import yaml
+
+    from .procs import free_port
+
+    doc = yaml.safe_load(open("config/quickstart.yaml"))
+    doc.setdefault("global", {}).setdefault("stores", {})["event_stream"] = {
+        "backend": "embedded", "path": str(tmp_path / "events")}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    out = subprocess.run([sys.executable, "-m", "vsr_fast", "serve", "--config", str(path), "--port", str(free_port()),
+                          "--workers", "2"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert "error: global.stores.event_stream.path: invalid_value: 2 workers cannot share one embedded stream" \
+        in out.stderr
+    assert "supervisor of" not in out.stderr
+
+
+def test_a_worker_that_dies_stops_the_supervisor(tmp_path):
+    """Serving on fewer workers than asked, silently, is worse than exiting: the process manager restarts."""
+    import signal
+
+    from .procs import router
+
+    with router("config/quickstart.yaml", "--workers", "2") as proc:
+        workers = sorted(int(t) for task in os.listdir(f"/proc/{proc.popen.pid}/task")
+                         for t in open(f"/proc/{proc.popen.pid}/task/{task}/children").read().split())
+        assert len(workers) == 2
+        os.kill(workers[0], signal.SIGKILL)
+        assert proc.popen.wait(timeout=60) != 0
+        assert any("worker 0 exited with code -9; stopping the others" in x for x in proc.lines)

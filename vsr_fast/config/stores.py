@@ -25,8 +25,9 @@ class EventStreamStore(Block):
     quickstart). Both spill to ``path`` when the in-memory queue is full.
     """
 
-    # "none" records nothing: no replay records, no cache writes, no shadow copies. (Not "off":
-    # YAML reads a bare off as false.)
+    # "none" records nothing: no replay records, no shadow copies; the response cache still works (looked
+    # up in line, written by a task of its own, not through the stream). (Not "off": YAML reads a bare off
+    # as false.)
     backend: Literal["redis", "embedded", "none"] = "embedded"
     # Query parameters reach redis-py (socket_timeout=..., e.g.); they win over our defaults.
     url: str = DEFAULT_REDIS_URL

@@ -309,6 +309,7 @@ def run(loaded: Loaded, opts: ServeOptions) -> int:
         if opts.workers <= 1 or opts.fd is not None:
             trio.run(_serve_or_refuse, loaded, opts)
         else:
+            _check_workers(loaded, opts.workers)
             code = trio.run(_supervise, resolve_bind(loaded, opts))
     except* ConfigError as group:
         failed = _leaves(group)
@@ -321,6 +322,16 @@ def run(loaded: Loaded, opts: ServeOptions) -> int:
         for line in exc.lines:
             print(f"error: {line}", file=sys.stderr)
     return 2 if failed else code
+
+
+def _check_workers(loaded: Loaded, workers: int) -> None:
+    """What several workers cannot share, refused before any starts: a worker that refused alone left the
+    supervisor serving on fewer processes than asked, saying nothing."""
+    events = loaded.config.global_.stores.event_stream
+    if events.backend == "embedded" and events.path is not None:
+        raise ConfigError([f"global.stores.event_stream.path: invalid_value: {workers} workers cannot share one "
+                           "embedded stream; leave path unset (one journal per listener and worker) or use "
+                           "backend: redis"])
 
 
 async def _serve_or_refuse(loaded: Loaded, opts: ServeOptions) -> None:
@@ -361,21 +372,45 @@ async def _supervise(opts: ServeOptions) -> int:
             [sys.executable, "-m", "vsr_fast", *worker_argv, "--worker-index", str(index)], pass_fds=(sock.fileno(),)
         ))
     print(f"vsr-fast: supervisor of {opts.workers} workers on http://{host}:{port}", file=sys.stderr, flush=True)
+    stopping = False
+
+    def stop_all(signum: int) -> None:
+        for p in procs:
+            if p.returncode is None:
+                p.send_signal(signum)
+        # The workers close their copies of the listening socket as they stop accepting; this one kept it
+        # listening, so connections arriving during the drain were queued and then dropped. Closed now, the
+        # last worker's close refuses them (ECONNREFUSED).
+        sock.close()
+
+    async def watch(index: int, proc: trio.Process) -> None:
+        nonlocal stopping
+        code = await proc.wait()
+        if not stopping:
+            # A worker that left on its own (it refused to start, or died): the rest stop too, so the
+            # process manager sees the failure instead of a router serving on fewer workers than asked.
+            stopping = True
+            print(f"vsr-fast: worker {index} exited with code {code}; stopping the others", file=sys.stderr,
+                  flush=True)
+            stop_all(signal.SIGTERM)
+
     async with trio.open_nursery() as nursery:
         async def forward() -> None:
+            nonlocal stopping
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
                 async for signum in signals:
-                    for p in procs:
-                        if p.returncode is None:
-                            p.send_signal(signum)
                     if signum == signal.SIGHUP:
-                        continue        # a reload: every worker loads the file again
-                    # The workers close their copies of the listening socket as they stop accepting; this
-                    # one kept it listening, so connections arriving during the drain were queued and then
-                    # dropped. Closed now, the last worker's close refuses them (ECONNREFUSED).
-                    sock.close()
+                        for p in procs:        # a reload: every worker loads the file again
+                            if p.returncode is None:
+                                p.send_signal(signum)
+                        continue
+                    stopping = True
+                    stop_all(signum)
         nursery.start_soon(forward)
-        codes = [await p.wait() for p in procs]
+        async with trio.open_nursery() as waiting:
+            for index, p in enumerate(procs):
+                waiting.start_soon(watch, index, p)
+        codes = [p.returncode for p in procs]
         nursery.cancel_scope.cancel()
     sock.close()
     shutil.rmtree(metrics_dir, ignore_errors=True)
