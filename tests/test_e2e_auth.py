@@ -474,3 +474,36 @@ def test_redis_going_away_mid_run_and_coming_back(mock, tmp_path, own_redis):
         for proc in both:
             wait_until(lambda: send(proc, stored) == 401, "the revocation to reach a router after the outage")
         assert all(stored not in line for line in a.lines + b.lines)
+
+
+def _outside_address() -> str | None:
+    """This host's address on a network (not loopback), if it has one."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("10.255.255.255", 9))   # no packet is sent: only the route is looked up
+        except OSError:
+            return None
+        address = s.getsockname()[0]
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
+
+
+def test_without_keys_or_an_admin_listener_the_operators_routes_answer_this_host_only():
+    """Bound to every address with nothing guarding them, reload, replay bodies and the context stores' writes
+    answer only a caller on this host; scrapes and probes answer anyone."""
+    outside = _outside_address()
+    if outside is None:
+        pytest.skip("this machine has no address but loopback")
+    with router(str(ROOT / "config" / "quickstart.yaml"), "--host", "0.0.0.0") as proc:
+        port = proc.url.rsplit(":", 1)[1]
+        remote, local = f"http://{outside}:{port}", f"http://127.0.0.1:{port}"
+        for method, path in [("POST", "/admin/reload"), ("GET", "/api/v1/replay"),
+                             ("POST", "/api/v1/routing/preview")]:
+            refused = httpx.request(method, remote + path, json={})
+            assert refused.status_code == 403, (path, refused.text)
+            assert refused.json()["error"]["code"] == "admin_only" and "role: admin" in refused.text
+            assert httpx.request(method, local + path, json={"model": "vsr/auto", "messages": [
+                {"role": "user", "content": "hi"}]}).status_code != 403, path
+        assert httpx.get(remote + "/metrics").status_code == 200
+        assert httpx.get(remote + "/ready").status_code == 200

@@ -1,6 +1,7 @@
 """The ASGI entry: the hot path as a raw handler, every other route through quart-trio."""
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Awaitable, Callable
 from functools import partial
 from http import HTTPStatus
@@ -41,6 +42,17 @@ ADMIN_PATHS = frozenset({PREVIEW_PATH, "/metrics", "/admin/reload"})
 # Routes anyone may reach on any listener: a load balancer's probes.
 PROBE_PATHS = frozenset({"/health", "/ready"})
 Handler = Callable[[AppState, Scope, Receive, Send], Awaitable[None]]
+
+
+def _local(scope: Scope) -> bool:
+    """Whether the peer is this host (loopback, or no address: a Unix socket)."""
+    client = scope.get("client")
+    if not client:
+        return True
+    try:
+        return ipaddress.ip_address(client[0]).is_loopback
+    except ValueError:
+        return False
 
 
 def is_admin_path(path: str) -> bool:
@@ -90,8 +102,14 @@ def make_app(state: AppState, role: str = "serving"):
                 if admin_elsewhere:
                     await _not_here(send, scope)
                     return
-                if state.auth.enabled and not state.auth.identify(scope, "admin").admin:
-                    raise AdminOnly("this route needs an admin key")
+                if state.auth.enabled:
+                    if not state.auth.identify(scope, "admin").admin:
+                        raise AdminOnly("this route needs an admin key")
+                elif path != "/metrics" and not _local(scope):
+                    # Nothing else guards them: reload, captured bodies (replay), writes to the context
+                    # stores. Envoy's admin answers on localhost for the same reason; scrapes stay open.
+                    raise AdminOnly("the operator's routes answer other hosts only on a listener with role: admin "
+                                    "or to a key with admin: true (global.router.auth)")
             elif api is not None:
                 state.auth.identify(scope, api)
         except AuthError as exc:
