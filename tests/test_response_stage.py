@@ -75,7 +75,8 @@ async def test_the_embedded_model_answers_the_response_stage_in_one_call():
             "(vsr-static-5) does not answer preset hallucination, as its card says; the rule is always unknown"
             in loaded.warnings)
     async with open_systemone(loaded) as client:
-        refusal_text = "I'm sorry, but I can't help with that. I must decline this request."
+        # A refusal without a refusal phrase: a phrase would be read from the text, the model never asked.
+        refusal_text = "No. That request is declined."
         compliant = "Sure! Here is a Python function that reverses a linked list, with an explanation."
         _, refused = await verdict_with(loaded, client, request("Write code to reverse a list", "docs: lists"), refusal_text)
         calls = {k: v for k, v in client.metrics.calls.values.items()}
@@ -135,6 +136,31 @@ async def test_hallucination_without_grounding_context_is_unknown_and_never_aske
     assert "ungrounded;unknown" in verdict.codes     # on_unknown: annotate, the default
 
 
+async def test_a_refusal_text_answers_the_refusal_rule_and_the_model_is_not_asked_it():
+    loaded = load_raw(doc({"remote": REMOTE}, "remote"))
+    from vsr_fast.systemone.client import SystemOneClient
+
+    def answer(state, qid, question):
+        if isinstance(question, wire.NoulQuestion):
+            return wire.NoulAnswer(0.1)
+        if isinstance(question, wire.SpanQuestion):
+            return wire.SpanAnswer([])
+        # A weak refusal question (as the uncalibrated embedded one was on this text): compliance.
+        return wire.ChoiceAnswer(choice=list(question.criteria)[0], confidence=0.9,
+                                 probabilities={k: (0.9 if k in ("compliance", "benign", "safe") else 0.1)
+                                                for k in question.criteria})
+
+    recorder = Recorder(answer)
+    client = SystemOneClient({"remote": recorder}, "gen")
+    text = "I'm sorry, but I can't help with that request. It would be against my guidelines."
+    verdict, outcomes = await verdict_with(loaded, client, request("How do I bake bread?", "docs: bread"), text)
+    refused = outcomes[("refusal", "refused")]
+    assert (refused.matched, refused.value, refused.detail) == (True, 1.0, "refusal text (i can't help)")
+    assert "refused" in verdict.codes
+    asked = {q for b in recorder.bodies for e in (b.get("states") or {"": b}).values() for q in e["questions"]}
+    assert "preset:refusal" not in asked and "preset:jailbreak" in asked     # the other rules are still asked
+
+
 @pytest.fixture(scope="module")
 def runtime():
     with fake_process() as proc:
@@ -151,10 +177,10 @@ async def test_an_attached_runtime_answers_the_response_stage(runtime):
     loaded = await read_attached_cards(load_raw(doc({"gpu": {"provider": "model_runtime", "endpoint": runtime.url}},
                                                     "gpu")))
     async with open_systemone(loaded) as client:
-        verdict, outcomes = await verdict_with(loaded, client, request("Do my taxes"), "I cannot do that.")
+        verdict, outcomes = await verdict_with(loaded, client, request("Do my taxes"), "That cannot be done.")
     assert outcomes[("refusal", "refused")] == Outcome(True, value=0.95, confidence=0.95,
                                                        labels=outcomes[("refusal", "refused")].labels,
                                                        detail=outcomes[("refusal", "refused")].detail)
     (call,) = httpx.get(f"{runtime.url}/_fake/calls").json()["calls"]
     assert call["path"] == "/v1/decisions"
-    assert msgspec.json.decode(msgspec.json.encode(call["body"]))["state"]["answer"] == "I cannot do that."
+    assert msgspec.json.decode(msgspec.json.encode(call["body"]))["state"]["answer"] == "That cannot be done."

@@ -62,6 +62,8 @@ def _signal_notes() -> dict[str, str]:
     notes = {field: f"conditions read these rules as `type: {ctype}`" for ctype, field in CONDITION_TYPES.items()}
     for field, (ctype, preset) in APPLICATION_SIGNALS.items():
         notes[field] = f"conditions read these rules as `type: {ctype}`; asks preset `{preset}`"
+    notes["refusal"] += ("; an answer that opens with a refusal text (\"I'm sorry, but I can't help with that\", "
+                         "English) matches without asking it")
     notes["systemone"] = "conditions read these rules as `type: systemone`"
     return notes
 

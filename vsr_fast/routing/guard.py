@@ -14,6 +14,7 @@ guard's ``on_unknown``; the first block ends the guard.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -21,7 +22,9 @@ from dataclasses import dataclass, field
 from ..config.schema import RuleNode
 from ..decisions import engine
 from ..plugins.response_guard import GuardPolicy, Rule
+from ..protocol import systemone as wire
 from ..signals.base import CanonicalRequest, Outcome
+from ..signals.refusal import refusal_text
 from ..signals.registry import Readings
 from ..systemone.learned import LearnedRule, outcome_of
 
@@ -160,16 +163,25 @@ def note_codes(verdict: Verdict) -> list[str]:
     return [f.code for f in verdict.fired if f.action == "annotate" and f.details]
 
 
+# What a refusal rule reads from an answer that opens with a refusal text: certain, so no model is asked.
+_TEXT_REFUSAL = wire.ChoiceAnswer(choice="refusal", confidence=1.0, probabilities={"refusal": 1.0, "compliance": 0.0})
+
+
 def asker_for(systemone, canonical: CanonicalRequest, answer: str) -> Ask:
-    """``ask`` over the request stage's System One asker; the context is the request's tool results."""
+    """``ask`` over the request stage's System One asker; the context is the request's tool results. A
+    ``refusal`` rule on an answer that opens with a refusal text (``signals.refusal``) is answered from the
+    text: the decision model's refusal question is zero-shot and uncalibrated, the phrasing is not."""
     context = "\n\n".join(canonical.tool_results) or None
+    phrase = refusal_text(answer)
 
     async def ask(rules: list[LearnedRule]) -> dict[tuple[str, str], Outcome]:
         out: dict[tuple[str, str], Outcome] = {}
         live = []
         for rule in rules:
             key = (rule.condition_type, rule.name)
-            if systemone is None:
+            if rule.condition_type == "refusal" and phrase is not None:
+                out[key] = dataclasses.replace(outcome_of(rule, _TEXT_REFUSAL), detail=f"refusal text ({phrase})")
+            elif systemone is None:
                 out[key] = outcome_of(rule, None, "no System One client")
             elif rule.share.spec.context and context is None:
                 out[key] = outcome_of(rule, None, "no grounding context to check against")

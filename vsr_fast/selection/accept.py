@@ -4,9 +4,10 @@
 whole answer or across a stream's chunks): ``avg_logprob`` is their mean,
 ``margin`` the mean gap between each chosen token and its runner-up in
 ``top_logprobs``. An answer without logprobs fails the check, so the next
-candidate is asked. ``refusal: false`` accepts an answer the model did not mark
-as a refusal: Chat's ``refusal`` (message or delta) or a ``content_filter``
-finish, Messages' ``refusal`` stop reason, a Responses ``refusal`` content part.
+candidate is asked. ``refusal: false`` accepts an answer that does not refuse: none the model marked as a
+refusal (Chat's ``refusal``, message or delta, or a ``content_filter`` finish, Messages' ``refusal`` stop
+reason, a Responses ``refusal`` content part), nor one whose text opens with a refusal
+(``signals.refusal``: "I'm sorry, but I can't help with that").
 ``systemone`` is the decision model's ``answer_check``, asked by the Looper about
 a readable answer's text (``answer_text``); here it only requires a readable answer.
 """
@@ -21,6 +22,7 @@ import msgspec
 from ..config.algorithm import Accept
 from ..errors import VsrError
 from ..protocol.translate import BY_FORMAT, GUARDED
+from ..signals.refusal import refusal_text
 
 _DECODE = msgspec.json.Decoder()
 
@@ -135,8 +137,9 @@ def defect(docs: list[Any]) -> str | None:
     return None
 
 
-def accepted(accept: Accept, body: bytes, streamed: bool) -> tuple[bool, str]:
-    """Whether the answer passes the check, and why (for the trace and the record)."""
+def accepted(accept: Accept, body: bytes, streamed: bool, api_format: str) -> tuple[bool, str]:
+    """Whether the answer passes the check, and why (for the trace and the record); ``api_format`` is the
+    answering model's, to read the answer's text."""
     docs = _docs(body, streamed)
     broken = defect(docs)
     if broken is not None:
@@ -153,6 +156,9 @@ def accepted(accept: Accept, body: bytes, streamed: bool) -> tuple[bool, str]:
         return True, "readable"
     if refused(docs):
         return False, "refusal"
+    phrase = refusal_text(answer_text(body, api_format, streamed))
+    if phrase is not None:
+        return False, f"refusal text ({phrase})"
     return True, "no refusal"
 
 

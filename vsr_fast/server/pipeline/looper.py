@@ -319,7 +319,7 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
             verdicts.append(f"{model.name}: HTTP {answer.status}")
             continue
         as_stream = streamed and isinstance(answer, Stream)
-        ok, why = checks.accepted(esc.accept, body, as_stream)
+        ok, why = checks.accepted(esc.accept, body, as_stream, answer.model.api_format)
         conf = esc.accept.confidence
         if ok and conf is not None and conf.method == "self_verify" and rewritten is not None:
             calls += 1                                  # the model's rating of its own answer: one more call
