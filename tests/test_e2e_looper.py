@@ -198,6 +198,23 @@ def test_escalate_goes_to_the_second_model_when_the_first_fails_the_check(tmp_pa
                                                              rel=1e-9)
 
 
+def test_escalate_calls_a_model_whose_backends_are_all_ejected_last(tmp_path):
+    """The cheap model first, unless its only backend is out of the rotation: then the next model answers at
+    once instead of after the ejected backend's failure on every request."""
+    with mock_upstream("--fail-rate", "1", "--fail-status", "500") as broken, mock_upstream() as good:
+        doc = config([priced("small", broken, CHEAP), priced("large", good, DEAR)],
+                     [{"name": "main", "modelRefs": REFS, "algorithm": {"type": "escalate", "escalate": {
+                         "accept": {"refusal": False}}}}])
+        doc["global"] = {"router": {"upstream": {"outlier": {"consecutive_failures": 2, "base_ejection_ms": 60_000},
+                                                 "retries": {"max_retries": 0}}}}
+        with router(write_config(doc, str(tmp_path))) as proc:
+            for _ in range(5):
+                r = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": CHAT})
+                assert r.status_code == 200 and r.headers["x-vsr-selected-model"] == "large"
+            assert stats(broken)["requests"] == 2          # the two failures that ejected it, then never again
+            assert stats(good)["requests"] == 5
+
+
 def test_escalate_stops_at_the_first_accepted_answer(tmp_path, unsure_and_sure):
     unsure, sure = unsure_and_sure
     refs = [{"model": "large"}, {"model": "small"}]    # the sure model first: it is accepted

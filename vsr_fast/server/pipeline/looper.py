@@ -176,6 +176,13 @@ def _ordered(alg: Algorithm, candidates: tuple[ProviderModel, ...]) -> tuple[Pro
     return candidates
 
 
+def _live_first(ex: Exchange, order: tuple[ProviderModel, ...]) -> tuple[ProviderModel, ...]:
+    """``order`` with the models whose every backend is ejected moved last: the cheap model first, but not a
+    read timeout first on every request while its only backend is out (the dispatcher's rule, per model)."""
+    live = [m for m in order if ex.state.upstreams.live(m.name)]
+    return order if not live or len(live) == len(order) else (*live, *(m for m in order if m not in live))
+
+
 _MAX_TOKENS = {"openai": "max_tokens", "anthropic": "max_tokens", "responses": "max_output_tokens"}
 
 
@@ -271,7 +278,7 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
     calls = 0
     spent: list[tuple[Stream | Whole, Tokens]] = []     # each answered call's usage, for vsr_tokens_total
     ex.path = h.ResponsePath.LOOPER
-    for i, model in enumerate(_ordered(alg, candidates)):
+    for i, model in enumerate(_live_first(ex, _ordered(alg, candidates))):
         if max_calls is not None and calls >= max_calls:
             exhausted = f"max_calls ({max_calls}) spent"
             break
