@@ -335,8 +335,13 @@ def test_passthrough_fail_and_responses_tap():
     failed = adapter.stream_translator(req, "responses")
     sent = failed.feed(source[:500])
     assert sent == source[: source[:500].rindex(b"\n\n") + 2]   # whole events only
-    err = json.loads(events(failed.fail(UpstreamError("gone")))[-1][1])
-    assert err["type"] == "error" and err["sequence_number"] == sent.count(b"\n\n")
+    # The response the backend opened ends failed (its id, numbered on), then the error event the SDK raises on.
+    ended, err = (json.loads(data) for _, data in events(failed.fail(UpstreamError("gone"))))
+    assert ended["type"] == "response.failed" and ended["sequence_number"] == sent.count(b"\n\n")
+    assert ended["response"]["id"] == "resp_01" and ended["response"]["status"] == "failed"
+    assert ended["response"]["error"] == {"code": "upstream_failed", "message": "gone"}
+    assert err["type"] == "error" and err["sequence_number"] == sent.count(b"\n\n") + 1
+    assert err["error"] == {"type": "server_error", "code": "upstream_failed", "message": "gone", "param": None}
     for api in ("chat", "messages"):
         adapter, req = decode(api, STREAM_REQUESTS[api])
         tr = adapter.stream_translator(req, NATIVE[api])

@@ -7,17 +7,13 @@ from typing import Any
 import msgspec
 
 from .. import chat as wire
-from ._common import ENCODER, read_error, unknown_fields
+from ._common import ENCODER, openai_error_type, read_error, unknown_fields
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
     GeneratedImage, Image, Started, Text, TextDelta, ToolCall, ToolChoice, ToolDef, ToolResult, Turn, Usage,
 )
 from ._losses import CONVERTED, Loss, dropped
 from ._sse import data_event
-
-# A stream's error event has the type the whole answer of its status has (a guard's block: 403
-# permission_error, as OpenAI's SDK reads a 403: PermissionDeniedError); other 4xx are invalid requests.
-ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
 
 PATH = "/chat/completions"
 # Top-level request fields the neutral form carries; any other is reported dropped.
@@ -555,8 +551,8 @@ class StreamWriter:
         return self.fail(ev.message, ev.status, ev.code)
 
     def fail(self, message: str, status: int, code: str | None) -> bytes:
-        kind = ERROR_TYPES.get(status) or ("invalid_request_error" if status < 500 else "server_error")
-        return data_event(ENCODER.encode({"error": {"message": message, "type": kind, "param": None, "code": code}}))
+        return data_event(ENCODER.encode({"error": {"message": message, "type": openai_error_type(status),
+                                                     "param": None, "code": code}}))
 
     def _chunk(self, delta: dict, finish: str | None = None) -> bytes:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
