@@ -30,6 +30,7 @@ BACKENDS = ("openai", "anthropic", "responses")
 ROUTE_OF = {"openai": "chat", "anthropic": "messages", "responses": "responses"}   # the mock's by_api keys
 NATIVE = {"messages": "anthropic", "responses": "responses", "chat": "openai"}
 CASES = ("plain", "tool", "image", "system")
+ID_PREFIX = {"messages": "msg_", "responses": "resp_", "chat": "chatcmpl-"}
 
 SYSTEM = "You are terse: answer in one line."
 PLAIN = "Say hello"
@@ -162,7 +163,7 @@ class MessagesClient:
             text="".join(b.text for b in msg.content if b.type == "text"),
             calls=[(b.id, b.name, b.input) for b in msg.content if b.type == "tool_use"],
             stop=msg.stop_reason, model=msg.model, usage=(msg.usage.input_tokens, msg.usage.output_tokens),
-            headers=self.tap.headers, events=events)
+            headers=self.tap.headers, events=events, id=msg.id)
 
 
 class ResponsesClient:
@@ -285,7 +286,7 @@ class ChatClient:
                 calls=[(t.id, t.function.name, json.loads(t.function.arguments)) for t in m.tool_calls or ()],
                 stop=c.choices[0].finish_reason, model=c.model,
                 usage=(c.usage.prompt_tokens, c.usage.completion_tokens) if c.usage else None,
-                headers=self.tap.headers)
+                headers=self.tap.headers, id=c.id)
         text, calls, finish, usage, events, ids, models = "", {}, None, None, [], set(), set()
         for chunk in self.sdk.chat.completions.create(model=model_name, stream=True,
                                                       stream_options={"include_usage": True}, **kw):
@@ -315,7 +316,8 @@ class ChatClient:
         assert events[-1] == "usage", events   # include_usage: the usage chunk comes last
         assert len(ids) == 1 and len(models) == 1, (ids, models)
         return Seen(text=text, calls=[(c["id"], c["name"], json.loads(c["arguments"])) for c in calls.values()],
-                    stop=finish, model=models.pop(), usage=usage, headers=self.tap.headers, events=events)
+                    stop=finish, model=models.pop(), usage=usage, headers=self.tap.headers, events=events,
+                    id=ids.pop())
 
 
 CLIENTS = {"messages": MessagesClient, "responses": ResponsesClient, "chat": ChatClient}
@@ -507,6 +509,8 @@ def test_matrix(gw, mock, client_api, backend, stream, case):
     seen = client.call(model_name, kw, stream)
     check_headers(seen, client_api, backend, case, stream)
     assert seen.model == model_name   # the mock answers with the model it was asked for
+    # The answer's id is of the client's protocol (a Chat backend's chatcmpl-... was a Messages answer's id).
+    assert seen.id.startswith(ID_PREFIX[client_api]), seen.id
     s = stats(mock)
     check_usage(seen, counted(s))
     body = check_backend_common(backend, s["last_request"], s, 1, stream, client_api)

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from .. import chat as wire
-from ._common import ENCODER, openai_error_type, read_error, unknown_fields
+from ._common import ENCODER, native_id, openai_error_type, read_error, unknown_fields
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
     GeneratedImage, Image, Started, Text, TextDelta, ToolCall, ToolChoice, ToolDef, ToolResult, Turn, Usage,
@@ -16,6 +16,7 @@ from ._losses import CONVERTED, Loss, dropped
 from ._sse import data_event
 
 PATH = "/chat/completions"
+ID = "chatcmpl-"   # the prefix of an answer's id
 # Top-level request fields the neutral form carries; any other is reported dropped.
 KNOWN = frozenset({
     "model", "messages", "stream", "stream_options", "tools", "tool_choice", "parallel_tool_calls",
@@ -322,7 +323,7 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
         message["tool_calls"] = [{"id": c.id, "type": "function",
                                   "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
     body: dict = {
-        "id": answer.id, "object": "chat.completion", "created": answer.created or int(time.time()),
+        "id": native_id(ID, answer.id), "object": "chat.completion", "created": answer.created or int(time.time()),
         "model": answer.model,
         "choices": [{"index": 0, "message": message, "logprobs": None,
                      "finish_reason": FINISH_OUT[answer.finish]}],
@@ -525,7 +526,7 @@ class StreamWriter:
     def write(self, ev: Event) -> bytes:
         if isinstance(ev, Started):
             self._prefix = b'{"id":%s,"object":"chat.completion.chunk","created":%d,"model":%s,"choices":' % (
-                ENCODER.encode(ev.id or "chatcmpl-vsr"), ev.created or int(time.time()), ENCODER.encode(ev.model))
+                ENCODER.encode(native_id(ID, ev.id)), ev.created or int(time.time()), ENCODER.encode(ev.model))
             return self._chunk({"role": "assistant", "content": ""})
         if isinstance(ev, TextDelta):
             return self._chunk({"content": ev.text})

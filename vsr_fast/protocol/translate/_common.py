@@ -25,6 +25,14 @@ def new_id(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex}"
 
 
+def native_id(prefix: str, answer_id: str) -> str:
+    """An answer's id as the client's protocol spells it (``msg_``, ``chatcmpl-``): an id of another protocol's
+    backend keeps its own after the prefix, to be found in that backend's logs; none, a fresh one."""
+    if not answer_id:
+        return new_id(prefix)
+    return answer_id if answer_id.startswith(prefix) else prefix + answer_id
+
+
 def unknown_fields(raw: bytes, known: Iterable[str]) -> list[Loss]:
     """A loss per top-level field of ``raw`` that the translation does not carry."""
     try:
