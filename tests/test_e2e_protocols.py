@@ -673,6 +673,30 @@ def test_bad_body_through_the_sdks(gw):
     assert oinfo.value.body["param"] == "input[0].role"
 
 
+def test_an_unknown_field_in_a_message_is_refused_as_anthropic_refuses_it(gw, mock):
+    """Anthropic answers an extra input in a message 400 naming it; the router forwarded it. A request that
+    names betas (Claude Code: a system turn's per-turn ``output_config``) may carry the fields they add: its
+    anthropic backend judges them."""
+    reset(mock)
+    sdk = client_for("messages", gw).sdk
+    with pytest.raises(anthropic.BadRequestError) as info:
+        sdk.messages.create(model="m-anthropic", max_tokens=10,
+                            messages=[{"role": "user", "content": "hi", "extra": 1}])   # type: ignore[typeddict-unknown-key]
+    assert info.value.body["error"] == {"type": "invalid_request_error",
+                                        "message": "messages.0.extra: Extra inputs are not permitted"}
+    with pytest.raises(anthropic.BadRequestError) as info:
+        sdk.messages.create(model="m-openai", max_tokens=10, messages=[
+            {"role": "user", "content": "hi"}, {"role": "assistant", "content": "yes", "name": "bot"},
+            {"role": "user", "content": "go on"}])   # type: ignore[typeddict-unknown-key]
+    assert info.value.body["error"]["message"] == "messages.1.name: Extra inputs are not permitted"
+    assert stats(mock)["requests"] == 0
+    beta = sdk.messages.create(model="m-anthropic", max_tokens=10, messages=[
+        {"role": "user", "content": "hi"}, {"role": "system", "content": "be brief", "output_config": {"effort": "low"}}],
+        extra_headers={"anthropic-beta": "per-turn-control-2026-07-01"})   # type: ignore[typeddict-unknown-key]
+    assert beta.content[0].text == CANNED
+    assert stats(mock)["last_request"]["body"]["messages"][1]["output_config"] == {"effort": "low"}
+
+
 # --- upstream failures ------------------------------------------------------------------------------------------
 
 

@@ -52,7 +52,7 @@ import msgspec
 from ..config import output as output_rules
 from ..config.output import UnsupportedCapability
 from ..errors import PreviousResponseNotFound, RequestError, UpstreamError, VsrError
-from ..headers.registry import ANTHROPIC_VERSION, SAME_FORMAT
+from ..headers.registry import ANTHROPIC_BETA, ANTHROPIC_VERSION, SAME_FORMAT
 from .canonical import ANONYMOUS, CanonicalRequest, Identity
 from . import anthropic, chat, images, responses
 from .errors import (
@@ -450,6 +450,27 @@ class ChatAdapter(Adapter):
 class MessagesAdapter(Adapter):
     api, native = "messages", "anthropic"
     _decoder = anthropic.REQUEST_DECODER
+
+    def decode(self, raw: bytes, headers: Iterable[tuple[bytes, bytes]] = ()) -> Inbound:
+        kept = same_format_headers(self.native, headers)
+        return Inbound(self.api, raw, self.decode_as(self._decoder, raw, kept), headers=kept)
+
+    def decode_as(self, decoder: msgspec.json.Decoder, raw: bytes, kept: tuple[tuple[str, bytes], ...]) -> Any:
+        """``raw`` by ``decoder`` (a Messages or a count_tokens body), refused in Anthropic's words. A field
+        Anthropic does not define in a turn is refused, unless the request names betas (``kept``: its
+        anthropic-beta), which add such fields (Claude Code's per-turn ``output_config``): then the turns let
+        them pass. Only such a request is decoded twice."""
+        try:
+            return decode_body(decoder, raw)
+        except BodyProblem as exc:
+            p = exc.problem
+            if not (p.kind == "unknown" and len(p.path) == 3 and p.path[0] == "messages"
+                    and any(name == ANTHROPIC_BETA for name, _ in kept)):
+                raise self.request_error(p) from None
+        try:
+            return decode_body(anthropic.BETA_DECODERS[decoder], raw)
+        except BodyProblem as exc:
+            raise self.request_error(exc.problem) from None
 
     def _read(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
         return MESSAGES.read_request(req.body, req.raw)
