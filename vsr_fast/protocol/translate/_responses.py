@@ -427,7 +427,7 @@ class StreamReader:
             return [*self._stop_open(), Finished(finish, usage)]
         if t in ("response.failed", "error"):
             self._done = True
-            err = (ev.response.error if ev.response and ev.response.error else None)
+            err = ev.error or (ev.response.error if ev.response and ev.response.error else None)
             message = ev.message or (err.message if err else "") or "the upstream response failed"
             code = ev.code or (err.code if err else None)
             return [Failed(message, 529 if code == "overloaded" else 500, code)]
