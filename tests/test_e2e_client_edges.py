@@ -177,6 +177,9 @@ def test_the_sdks_raise_their_own_bad_request_errors(gw):
     assert info.value.body["error"]["message"] == "messages: at least one message is required"
     with pytest.raises(anthropic.BadRequestError):
         client.messages.count_tokens(model="m-anthropic", messages=[{"role": "wizard", "content": "x"}])
+    with pytest.raises(anthropic.BadRequestError) as info:     # a turn's extra field, as Anthropic refuses it
+        client.messages.count_tokens(model="m-anthropic", messages=[{"role": "user", "content": "x", "extra": 1}])
+    assert info.value.body["error"]["message"] == "messages.0.extra: Extra inputs are not permitted"
     oa = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="x", max_retries=0, timeout=10)
     with pytest.raises(openai.BadRequestError) as oinfo:
         oa.responses.create(model="m-responses", input="x", extra_body={"messages": []})

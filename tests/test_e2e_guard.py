@@ -244,6 +244,35 @@ def test_a_blocked_stream_is_the_protocols_error_on_200_with_nothing_of_it(mock,
     assert after >= 2 and after > before
 
 
+def test_a_blocked_responses_stream_raises_the_openai_sdks_api_error(mock, fake, guarded):
+    """Both ways the openai SDK streams a Responses answer raise its ``APIError`` on a blocked held stream: the
+    stream is ``response.created``, ``response.failed`` (status failed, the 403's code and message) and the
+    ``error`` event, with nothing of the answer. A lone ``error`` event made ``responses.stream()`` raise
+    ``RuntimeError: Expected to have received response.created before error``."""
+    set_rules(fake, RULES)
+    answer_with(mock, UNSAFE)
+    client = chat_client(guarded)
+    seen = []
+    with pytest.raises(openai.APIError) as caught:
+        with client.responses.stream(model="guard-resp", input="What is the capital of France? (helper)") as s:
+            for event in s:
+                seen.append(event)
+            s.get_final_response()
+    assert caught.value.code == "response_blocked" and "withheld by the response guard" in caught.value.message
+    assert [e.type for e in seen] == ["response.created", "response.failed"]
+    failed = seen[-1].response
+    assert failed.id == seen[0].response.id and failed.id.startswith("resp_")
+    assert failed.status == "failed" and failed.output == []
+    assert failed.error.code == "response_blocked" and "withheld" in failed.error.message
+    seen = []
+    with pytest.raises(openai.APIError) as caught:
+        for event in client.responses.create(model="guard-resp", input="What is the capital of France? (create)",
+                                             stream=True):
+            seen.append(event.type)
+    assert caught.value.code == "response_blocked"
+    assert seen == ["response.created", "response.failed"]
+
+
 # --- annotated ----------------------------------------------------------------------------------
 
 

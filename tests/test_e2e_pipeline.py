@@ -360,6 +360,21 @@ def test_fast_response_to_a_messages_client_with_no_n_is_one_answer(fast_closed)
     assert [b.text for b in msg.content] == [FAST_MESSAGE]
 
 
+def test_a_fast_response_carries_the_answer_id_of_the_clients_protocol(fast_closed):
+    """Anthropic's ids are msg_..., OpenAI's chatcmpl-... and resp_...: a fast_response (written as Chat) had
+    chatcmpl-fast-... on Messages, whole and streamed."""
+    claude = anthropic.Anthropic(base_url=fast_closed.url, api_key="k", max_retries=0)
+    ask = {"model": "vsr/auto", "max_tokens": 20, "messages": [{"role": "user", "content": "hello"}]}
+    assert claude.messages.create(**ask).id.startswith("msg_")
+    with claude.messages.stream(**ask) as s:
+        assert s.get_final_message().id.startswith("msg_")
+    gpt = openai.OpenAI(base_url=f"{fast_closed.url}/v1", api_key="k", max_retries=0)
+    assert gpt.chat.completions.create(model="vsr/auto", messages=ask["messages"]).id.startswith("chatcmpl-")
+    assert gpt.responses.create(model="vsr/auto", input="hello").id.startswith("resp_")
+    with gpt.responses.stream(model="vsr/auto", input="hello") as s:
+        assert s.get_final_response().id.startswith("resp_")
+
+
 # --- prompt_cache beside the client's own markers -----------------------------------------------------------
 
 

@@ -30,6 +30,7 @@ BACKENDS = ("openai", "anthropic", "responses")
 ROUTE_OF = {"openai": "chat", "anthropic": "messages", "responses": "responses"}   # the mock's by_api keys
 NATIVE = {"messages": "anthropic", "responses": "responses", "chat": "openai"}
 CASES = ("plain", "tool", "image", "system")
+ID_PREFIX = {"messages": "msg_", "responses": "resp_", "chat": "chatcmpl-"}
 
 SYSTEM = "You are terse: answer in one line."
 PLAIN = "Say hello"
@@ -162,7 +163,7 @@ class MessagesClient:
             text="".join(b.text for b in msg.content if b.type == "text"),
             calls=[(b.id, b.name, b.input) for b in msg.content if b.type == "tool_use"],
             stop=msg.stop_reason, model=msg.model, usage=(msg.usage.input_tokens, msg.usage.output_tokens),
-            headers=self.tap.headers, events=events)
+            headers=self.tap.headers, events=events, id=msg.id)
 
 
 class ResponsesClient:
@@ -285,7 +286,7 @@ class ChatClient:
                 calls=[(t.id, t.function.name, json.loads(t.function.arguments)) for t in m.tool_calls or ()],
                 stop=c.choices[0].finish_reason, model=c.model,
                 usage=(c.usage.prompt_tokens, c.usage.completion_tokens) if c.usage else None,
-                headers=self.tap.headers)
+                headers=self.tap.headers, id=c.id)
         text, calls, finish, usage, events, ids, models = "", {}, None, None, [], set(), set()
         for chunk in self.sdk.chat.completions.create(model=model_name, stream=True,
                                                       stream_options={"include_usage": True}, **kw):
@@ -315,7 +316,8 @@ class ChatClient:
         assert events[-1] == "usage", events   # include_usage: the usage chunk comes last
         assert len(ids) == 1 and len(models) == 1, (ids, models)
         return Seen(text=text, calls=[(c["id"], c["name"], json.loads(c["arguments"])) for c in calls.values()],
-                    stop=finish, model=models.pop(), usage=usage, headers=self.tap.headers, events=events)
+                    stop=finish, model=models.pop(), usage=usage, headers=self.tap.headers, events=events,
+                    id=ids.pop())
 
 
 CLIENTS = {"messages": MessagesClient, "responses": ResponsesClient, "chat": ChatClient}
@@ -507,6 +509,8 @@ def test_matrix(gw, mock, client_api, backend, stream, case):
     seen = client.call(model_name, kw, stream)
     check_headers(seen, client_api, backend, case, stream)
     assert seen.model == model_name   # the mock answers with the model it was asked for
+    # The answer's id is of the client's protocol (a Chat backend's chatcmpl-... was a Messages answer's id).
+    assert seen.id.startswith(ID_PREFIX[client_api]), seen.id
     s = stats(mock)
     check_usage(seen, counted(s))
     body = check_backend_common(backend, s["last_request"], s, 1, stream, client_api)
@@ -667,6 +671,30 @@ def test_bad_body_through_the_sdks(gw):
         # Cross-protocol, so the router reads the item (a same-protocol pair forwards the bytes as they are).
         client_for("responses", gw).sdk.responses.create(model="m-openai", input=[{"type": "message"}])
     assert oinfo.value.body["param"] == "input[0].role"
+
+
+def test_an_unknown_field_in_a_message_is_refused_as_anthropic_refuses_it(gw, mock):
+    """Anthropic answers an extra input in a message 400 naming it; the router forwarded it. A request that
+    names betas (Claude Code: a system turn's per-turn ``output_config``) may carry the fields they add: its
+    anthropic backend judges them."""
+    reset(mock)
+    sdk = client_for("messages", gw).sdk
+    with pytest.raises(anthropic.BadRequestError) as info:
+        sdk.messages.create(model="m-anthropic", max_tokens=10,
+                            messages=[{"role": "user", "content": "hi", "extra": 1}])   # type: ignore[typeddict-unknown-key]
+    assert info.value.body["error"] == {"type": "invalid_request_error",
+                                        "message": "messages.0.extra: Extra inputs are not permitted"}
+    with pytest.raises(anthropic.BadRequestError) as info:
+        sdk.messages.create(model="m-openai", max_tokens=10, messages=[
+            {"role": "user", "content": "hi"}, {"role": "assistant", "content": "yes", "name": "bot"},
+            {"role": "user", "content": "go on"}])   # type: ignore[typeddict-unknown-key]
+    assert info.value.body["error"]["message"] == "messages.1.name: Extra inputs are not permitted"
+    assert stats(mock)["requests"] == 0
+    beta = sdk.messages.create(model="m-anthropic", max_tokens=10, messages=[
+        {"role": "user", "content": "hi"}, {"role": "system", "content": "be brief", "output_config": {"effort": "low"}}],
+        extra_headers={"anthropic-beta": "per-turn-control-2026-07-01"})   # type: ignore[typeddict-unknown-key]
+    assert beta.content[0].text == CANNED
+    assert stats(mock)["last_request"]["body"]["messages"][1]["output_config"] == {"effort": "low"}
 
 
 # --- upstream failures ------------------------------------------------------------------------------------------

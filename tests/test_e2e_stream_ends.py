@@ -185,13 +185,16 @@ def sdk_stream(edge, api: str, model: str, request_id: str) -> tuple[list, Excep
 
 
 def failed_as_its_protocol_says(api: str, got: list, exc: Exception | None) -> str:
-    """The error the client read at the stream's end: the SDK's exception (Chat, Messages), or Responses' error
-    event (the openai SDK hands it over as an event)."""
-    if api == "responses":
-        assert exc is None and got and got[-1].type == "error", got[-3:]
-        assert not [e for e in got if e.type == "response.completed"]
-        return got[-1].message
+    """The error the client read at the stream's end: the SDK's exception. A Responses stream first ends its
+    response with ``response.failed`` (the same id as ``response.created``, status failed, the error in it), then
+    the ``error`` event the openai SDK raises on."""
     assert exc is not None, got[-3:]
+    if api == "responses":
+        assert got[-1].type == "response.failed", got[-3:]
+        assert not [e for e in got if e.type == "response.completed"]
+        failed = got[-1].response
+        assert failed.status == "failed" and failed.id == got[0].response.id
+        assert failed.error.message == exc.message and failed.error.code == exc.code
     return str(exc)
 
 
@@ -254,6 +257,22 @@ def test_the_openai_sdk_raises_on_a_chat_stream_cut_before_done(edge):
             chunks.append(chunk)
     assert "no data: [DONE]" in str(caught.value)
     assert [c.choices[0].delta.content for c in chunks] == ["", "Hello "]
+
+
+@pytest.mark.parametrize("fmt", list(ANSWERS))
+def test_the_openai_sdks_responses_stream_helper_raises_its_api_error_on_a_stream_cut(edge, fmt):
+    """``responses.stream()`` accumulates the response: a cut stream must reach it as an ``openai.APIError`` (it
+    raised ``RuntimeError: Didn't receive a response.completed event`` on a lone ``error`` event)."""
+    client = openai.OpenAI(base_url=f"{edge.url}/v1", api_key="k", max_retries=0)
+    seen = []
+    with pytest.raises(openai.APIError) as caught:
+        with client.responses.stream(model=f"cut-clean-{fmt}", input="hi") as stream:
+            for event in stream:
+                seen.append(event.type)
+            stream.get_final_response()
+    assert "failed mid-stream" in str(caught.value)
+    assert seen[0] == "response.created" and seen[-1] == "response.failed", seen
+    assert "response.output_text.delta" in seen
 
 
 BODIES = {"chat": {"messages": [{"role": "user", "content": "hi"}]},

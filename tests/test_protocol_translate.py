@@ -309,6 +309,9 @@ def test_a_stream_cut_short_ends_with_an_error_event_in_the_clients_shape(api, b
     else:
         assert name == "error" and RESPONSES_EVENT.validate_json(data).type == "error"
         assert doc["sequence_number"] == len(events(out)) - 1
+        assert events(out)[-2][0] == "response.failed"
+        with pytest.raises(openai.APIError):     # not the RuntimeError of a response that never completed
+            sdk_final(api, out)
 
 
 def test_an_upstream_error_event_becomes_the_clients_error_event():
@@ -322,6 +325,13 @@ def test_an_upstream_error_event_becomes_the_clients_error_event():
     last = json.loads(events(out)[-1][1])
     assert (last["type"], last["code"], last["message"]) == ("error", "overloaded", "Overloaded")
     chat_error = b'data: {"error": {"message": "boom", "type": "server_error", "code": null}}\n\n'
+    # A Responses backend's error event as the live API sends it, its fields nested under error.
+    nested = _sse("response.created", {"type": "response.created", "response": {
+        "id": "resp_1", "object": "response", "created_at": 1, "model": "g", "status": "in_progress", "output": []}})
+    nested += _sse("error", {"type": "error", "sequence_number": 1, "error": {
+        "type": "server_error", "code": "overloaded", "message": "the model is busy", "param": None}})
+    out, _ = translate("messages", "responses", [nested.encode()])
+    assert json.loads(events(out)[-1][1])["error"] == {"type": "overloaded_error", "message": "the model is busy"}
     out, _ = translate("messages", "openai", [chat_error])
     assert events(out)[-1][0] == "error"
 
@@ -335,8 +345,13 @@ def test_passthrough_fail_and_responses_tap():
     failed = adapter.stream_translator(req, "responses")
     sent = failed.feed(source[:500])
     assert sent == source[: source[:500].rindex(b"\n\n") + 2]   # whole events only
-    err = json.loads(events(failed.fail(UpstreamError("gone")))[-1][1])
-    assert err["type"] == "error" and err["sequence_number"] == sent.count(b"\n\n")
+    # The response the backend opened ends failed (its id, numbered on), then the error event the SDK raises on.
+    ended, err = (json.loads(data) for _, data in events(failed.fail(UpstreamError("gone"))))
+    assert ended["type"] == "response.failed" and ended["sequence_number"] == sent.count(b"\n\n")
+    assert ended["response"]["id"] == "resp_01" and ended["response"]["status"] == "failed"
+    assert ended["response"]["error"] == {"code": "upstream_failed", "message": "gone"}
+    assert err["type"] == "error" and err["sequence_number"] == sent.count(b"\n\n") + 1
+    assert err["error"] == {"type": "server_error", "code": "upstream_failed", "message": "gone", "param": None}
     for api in ("chat", "messages"):
         adapter, req = decode(api, STREAM_REQUESTS[api])
         tr = adapter.stream_translator(req, NATIVE[api])

@@ -52,7 +52,7 @@ import msgspec
 from ..config import output as output_rules
 from ..config.output import UnsupportedCapability
 from ..errors import PreviousResponseNotFound, RequestError, UpstreamError, VsrError
-from ..headers.registry import ANTHROPIC_VERSION, SAME_FORMAT
+from ..headers.registry import ANTHROPIC_BETA, ANTHROPIC_VERSION, SAME_FORMAT
 from .canonical import ANONYMOUS, CanonicalRequest, Identity
 from . import anthropic, chat, images, responses
 from .errors import (
@@ -61,7 +61,7 @@ from .errors import (
 from .rewrite import ModelRewriter
 from .translate import (
     BY_FORMAT, CHAT, GUARDED, IMAGES, MESSAGES, PATHS, RESPONSES, Answer, Conversation, Loss, NewId, Passthrough,
-    StreamTranslator, Translating, WholeToStream, chat_messages, is_error_of, new_id, read_error,
+    SSEParser, StreamTranslator, Translating, WholeToStream, chat_messages, is_error_of, new_id, read_error,
 )
 
 JSON = "application/json"
@@ -279,8 +279,8 @@ class Adapter(abc.ABC):
         """The client protocol's stream writer."""
 
     @abc.abstractmethod
-    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int) -> bytes:
-        """The in-stream error event that ends a same-protocol stream."""
+    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int, head: bytes) -> bytes:
+        """The in-stream error event that ends a same-protocol stream of ``events`` events, ``head`` the first."""
 
     async def remember(self, req: Inbound, body: bytes | None) -> None:
         """Keep an answer for later turns; only Responses does."""
@@ -321,7 +321,7 @@ class Adapter(abc.ABC):
 
     def stream_failure(self, exc: VsrError) -> bytes:
         """The protocol's in-stream error event, alone: what a held stream the guard refused carries."""
-        return self._passthrough_fail(exc.message, exc.status, exc.code, 0)
+        return self._passthrough_fail(exc.message, exc.status, exc.code, 0, b"")
 
     # --- errors -----------------------------------------------------------------------------
 
@@ -443,13 +443,34 @@ class ChatAdapter(Adapter):
         options = req.body.stream_options
         return CHAT.StreamWriter(bool(options and options.include_usage))
 
-    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int) -> bytes:
+    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int, head: bytes) -> bytes:
         return CHAT.StreamWriter(False).fail(message, status, code)
 
 
 class MessagesAdapter(Adapter):
     api, native = "messages", "anthropic"
     _decoder = anthropic.REQUEST_DECODER
+
+    def decode(self, raw: bytes, headers: Iterable[tuple[bytes, bytes]] = ()) -> Inbound:
+        kept = same_format_headers(self.native, headers)
+        return Inbound(self.api, raw, self.decode_as(self._decoder, raw, kept), headers=kept)
+
+    def decode_as(self, decoder: msgspec.json.Decoder, raw: bytes, kept: tuple[tuple[str, bytes], ...]) -> Any:
+        """``raw`` by ``decoder`` (a Messages or a count_tokens body), refused in Anthropic's words. A field
+        Anthropic does not define in a turn is refused, unless the request names betas (``kept``: its
+        anthropic-beta), which add such fields (Claude Code's per-turn ``output_config``): then the turns let
+        them pass. Only such a request is decoded twice."""
+        try:
+            return decode_body(decoder, raw)
+        except BodyProblem as exc:
+            p = exc.problem
+            if not (p.kind == "unknown" and len(p.path) == 3 and p.path[0] == "messages"
+                    and any(name == ANTHROPIC_BETA for name, _ in kept)):
+                raise self.request_error(p) from None
+        try:
+            return decode_body(anthropic.BETA_DECODERS[decoder], raw)
+        except BodyProblem as exc:
+            raise self.request_error(exc.problem) from None
 
     def _read(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
         return MESSAGES.read_request(req.body, req.raw)
@@ -466,7 +487,7 @@ class MessagesAdapter(Adapter):
     def _writer(self, req: Inbound, new_id: NewId):
         return MESSAGES.StreamWriter()
 
-    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int) -> bytes:
+    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int, head: bytes) -> bytes:
         return MESSAGES.StreamWriter().fail(message, status, code)
 
     def error(self, exc: VsrError) -> tuple[int, str, bytes]:
@@ -587,8 +608,11 @@ class ResponsesAdapter(Adapter):
             return Passthrough(self._passthrough_fail, tap=req.body.store is not False)
         return super().stream_translator(req, api_format, new_id=new_id)
 
-    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int) -> bytes:
-        return RESPONSES.StreamWriter(RESPONSES.Echo(None), first_sequence=events).fail(message, status, code)
+    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int, head: bytes) -> bytes:
+        writer = RESPONSES.StreamWriter(RESPONSES.Echo(None), first_sequence=events)
+        for _, data in SSEParser().feed(head):
+            writer.opened(data)
+        return writer.fail(message, status, code)
 
     async def remember(self, req: Inbound, body: bytes | None) -> None:
         """Store the conversation so far under the answer's id (unless ``store: false``)."""
@@ -655,7 +679,7 @@ class ImagesAdapter(Adapter):
     def _writer(self, req: Inbound, new_id: NewId):
         raise UnsupportedCapability("image generation answers whole")
 
-    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int) -> bytes:
+    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int, head: bytes) -> bytes:
         raise UnsupportedCapability("image generation answers whole")
 
 

@@ -1,7 +1,8 @@
 """Anthropic Messages wire types (``POST /v1/messages``).
 
 Like ``chat.py``: tolerant of fields we do not read, strict about the types of
-the ones we do. Request content blocks are a tagged union on ``type``; an
+the ones we do; a turn is strict as Anthropic is (``Message``), with the betas a
+request names let through (``BetaMessage``). Request content blocks are a tagged union on ``type``; an
 unknown block type is a 400 naming its path, as Anthropic answers too.
 Answers and stream events from a backend are decoded into loose Structs
 (``Block``, ``Delta``) so that a block type added next month passes through
@@ -102,9 +103,18 @@ ContentBlock = (
 )
 
 
-class Message(Struct, frozen=True):
+class Message(Struct, frozen=True, forbid_unknown_fields=True):
     """A turn; ``system`` is Claude Code's mid-conversation instruction (beta
-    ``mid-conversation-system-2026-04-07``), carried in place where the target can."""
+    ``mid-conversation-system-2026-04-07``), carried in place where the target can. No other field: Anthropic
+    refuses one (``messages.0.extra: Extra inputs are not permitted``) unless a beta adds it (``BetaMessage``)."""
+
+    role: Literal["user", "assistant", "system"]
+    content: str | list[ContentBlock]
+
+
+class BetaMessage(Struct, frozen=True):
+    """A turn of a request that names betas (``anthropic-beta``): the fields a beta adds to a turn (Claude
+    Code's per-turn ``output_config``) pass, for the anthropic backend that receives them to judge."""
 
     role: Literal["user", "assistant", "system"]
     content: str | list[ContentBlock]
@@ -210,6 +220,14 @@ class MessagesRequest(CountTokensRequest, frozen=True, omit_defaults=True, kw_on
     """The fields of a Messages request that routing and translation read."""
 
     max_tokens: PositiveCount
+
+
+class BetaCountTokensRequest(CountTokensRequest, frozen=True, omit_defaults=True, kw_only=True):
+    messages: Annotated[list[BetaMessage], Meta(min_length=1)]
+
+
+class BetaMessagesRequest(MessagesRequest, frozen=True, omit_defaults=True, kw_only=True):
+    messages: Annotated[list[BetaMessage], Meta(min_length=1)]
 
 
 # --- response --------------------------------------------------------------------------
@@ -377,6 +395,8 @@ def vsr_error_answer(exc: VsrError) -> tuple[int, bytes]:
 
 REQUEST_DECODER = msgspec.json.Decoder(MessagesRequest)
 COUNT_TOKENS_DECODER = msgspec.json.Decoder(CountTokensRequest)
+BETA_DECODERS = {REQUEST_DECODER: msgspec.json.Decoder(BetaMessagesRequest),
+                 COUNT_TOKENS_DECODER: msgspec.json.Decoder(BetaCountTokensRequest)}
 RESPONSE_DECODER = msgspec.json.Decoder(MessagesResponse)
 ERROR_DECODER = msgspec.json.Decoder(ErrorResponse)
 EVENT_DECODERS: dict[str, msgspec.json.Decoder] = {

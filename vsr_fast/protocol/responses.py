@@ -232,6 +232,7 @@ class Event(Struct, frozen=True):
     part: OutPart | None = None
     code: str | None = None
     message: str | None = None
+    error: ResponseError | None = None     # an error event's fields, as the live API nests them
 
 
 class Remembered(Struct, frozen=True):

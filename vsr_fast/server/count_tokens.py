@@ -26,7 +26,6 @@ from ..headers.public import public_headers
 from ..models import vsr_static
 from ..protocol import anthropic
 from ..protocol.adapters import Inbound, Outbound, same_format_headers
-from ..protocol.errors import BodyProblem, decode_body
 from ..protocol.rewrite import ModelRewriter
 from ..protocol.translate import Conversation, chat_messages
 from .asgi import Receive, Scope, Send, read_body, send_whole
@@ -52,12 +51,9 @@ async def handle_count_tokens(state: AppState, scope: Scope, receive: Receive, s
     extra: list[tuple[bytes, bytes]] = []
     try:
         raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
-        try:
-            body = decode_body(anthropic.COUNT_TOKENS_DECODER, raw)
-        except BodyProblem as exc:
-            raise adapter.request_error(exc.problem) from None
-        req = Inbound("messages", raw, body, headers=same_format_headers("anthropic", scope["headers"]))
-        route = await state.table.route(body.model, lambda: adapter.canonical(req, state.identity(scope)),
+        kept = same_format_headers("anthropic", scope["headers"])
+        req = Inbound("messages", raw, adapter.decode_as(anthropic.COUNT_TOKENS_DECODER, raw, kept), headers=kept)
+        route = await state.table.route(req.body.model, lambda: adapter.canonical(req, state.identity(scope)),
                                         state.systemone)
         recipe, decision = route.recipe, route.decision
         model = route.candidates[0].name if route.candidates else None

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from .. import chat as wire
-from ._common import ENCODER, read_error, unknown_fields
+from ._common import ENCODER, native_id, openai_error_type, read_error, unknown_fields
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
     GeneratedImage, Image, Started, Text, TextDelta, ToolCall, ToolChoice, ToolDef, ToolResult, Turn, Usage,
@@ -15,11 +15,8 @@ from ._ir import (
 from ._losses import CONVERTED, Loss, dropped
 from ._sse import data_event
 
-# A stream's error event has the type the whole answer of its status has (a guard's block: 403
-# permission_error, as OpenAI's SDK reads a 403: PermissionDeniedError); other 4xx are invalid requests.
-ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
-
 PATH = "/chat/completions"
+ID = "chatcmpl-"   # the prefix of an answer's id
 # Top-level request fields the neutral form carries; any other is reported dropped.
 KNOWN = frozenset({
     "model", "messages", "stream", "stream_options", "tools", "tool_choice", "parallel_tool_calls",
@@ -326,7 +323,7 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
         message["tool_calls"] = [{"id": c.id, "type": "function",
                                   "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
     body: dict = {
-        "id": answer.id, "object": "chat.completion", "created": answer.created or int(time.time()),
+        "id": native_id(ID, answer.id), "object": "chat.completion", "created": answer.created or int(time.time()),
         "model": answer.model,
         "choices": [{"index": 0, "message": message, "logprobs": None,
                      "finish_reason": FINISH_OUT[answer.finish]}],
@@ -529,7 +526,7 @@ class StreamWriter:
     def write(self, ev: Event) -> bytes:
         if isinstance(ev, Started):
             self._prefix = b'{"id":%s,"object":"chat.completion.chunk","created":%d,"model":%s,"choices":' % (
-                ENCODER.encode(ev.id or "chatcmpl-vsr"), ev.created or int(time.time()), ENCODER.encode(ev.model))
+                ENCODER.encode(native_id(ID, ev.id)), ev.created or int(time.time()), ENCODER.encode(ev.model))
             return self._chunk({"role": "assistant", "content": ""})
         if isinstance(ev, TextDelta):
             return self._chunk({"content": ev.text})
@@ -555,8 +552,8 @@ class StreamWriter:
         return self.fail(ev.message, ev.status, ev.code)
 
     def fail(self, message: str, status: int, code: str | None) -> bytes:
-        kind = ERROR_TYPES.get(status) or ("invalid_request_error" if status < 500 else "server_error")
-        return data_event(ENCODER.encode({"error": {"message": message, "type": kind, "param": None, "code": code}}))
+        return data_event(ENCODER.encode({"error": {"message": message, "type": openai_error_type(status),
+                                                     "param": None, "code": code}}))
 
     def _chunk(self, delta: dict, finish: str | None = None) -> bytes:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}

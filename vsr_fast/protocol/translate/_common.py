@@ -25,6 +25,14 @@ def new_id(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex}"
 
 
+def native_id(prefix: str, answer_id: str) -> str:
+    """An answer's id as the client's protocol spells it (``msg_``, ``chatcmpl-``): an id of another protocol's
+    backend keeps its own after the prefix, to be found in that backend's logs; none, a fresh one."""
+    if not answer_id:
+        return new_id(prefix)
+    return answer_id if answer_id.startswith(prefix) else prefix + answer_id
+
+
 def unknown_fields(raw: bytes, known: Iterable[str]) -> list[Loss]:
     """A loss per top-level field of ``raw`` that the translation does not carry."""
     try:
@@ -156,3 +164,13 @@ def read_error(status: int, body: bytes, content_type: str = "") -> UpstreamAnsw
         code = {"overloaded_error": "overloaded", "rate_limit_error": "rate_limited"}.get(kind or "", kind)
         kind = "invalid_request_error" if status < 500 else "upstream_error"
     return upstream_error(status, err.message or f"upstream answered HTTP {status}", code, kind)
+
+
+# A stream's error event has the type the whole answer of its status has (a guard's block: 403
+# permission_error, as OpenAI's SDK reads a 403: PermissionDeniedError); other 4xx are invalid requests.
+_OPENAI_ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
+
+
+def openai_error_type(status: int) -> str:
+    """The OpenAI error ``type`` of an error answered with ``status``."""
+    return _OPENAI_ERROR_TYPES.get(status) or ("invalid_request_error" if status < 500 else "server_error")

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from .. import anthropic as wire
-from ._common import ENCODER, data_url, dumps, parse_arguments, read_error, split_data_url, unknown_fields
+from ._common import (
+    ENCODER, data_url, dumps, native_id, parse_arguments, read_error, split_data_url, unknown_fields,
+)
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
     Image, Started, Text, TextDelta, ToolCall, ToolChoice, ToolDef, ToolResult, Turn, Usage,
@@ -11,6 +13,7 @@ from ._losses import CONVERTED, DEFAULTED, MOVED, Loss, dropped
 from ._sse import named_event
 
 PATH = "/messages"
+ID = "msg_"   # the prefix of an answer's id
 # Anthropic requires max_tokens; a Chat or Responses client that leaves it out gets this,
 # recorded as a "defaulted" loss. 4096 is what every current Claude model can produce.
 DEFAULT_MAX_TOKENS = 4096
@@ -298,7 +301,7 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
             content.append(wire.OutToolUse(p.id, p.name, args or {}))
         else:
             losses.append(dropped(p.path))   # Messages cannot carry an image answer
-    msg = wire.OutMessage(answer.id, answer.model, content, FINISH_OUT[answer.finish], answer.stop_sequence,
+    msg = wire.OutMessage(native_id(ID, answer.id), answer.model, content, FINISH_OUT[answer.finish], answer.stop_sequence,
                           write_usage(answer.usage or Usage()))
     return ENCODER.encode(msg), losses
 
@@ -409,7 +412,7 @@ class StreamWriter:
     def write(self, ev: Event) -> bytes:
         if isinstance(ev, Started):
             self._input = Usage(ev.input_tokens or 0, 0, ev.cached, ev.cache_write)
-            message = wire.OutMessage(ev.id or "msg_vsr", ev.model, [], None, None, write_usage(self._input))
+            message = wire.OutMessage(native_id(ID, ev.id), ev.model, [], None, None, write_usage(self._input))
             return named_event(b"message_start", b'{"type":"message_start","message":%s}' % ENCODER.encode(message))
         if isinstance(ev, BlockStart):
             if ev.kind == "image":

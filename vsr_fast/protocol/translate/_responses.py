@@ -8,7 +8,7 @@ import msgspec
 
 from ...errors import RequestError
 from .. import responses as wire
-from ._common import ENCODER, NewId, new_id, upstream_error, unknown_fields
+from ._common import ENCODER, NewId, new_id, openai_error_type, upstream_error, unknown_fields
 # declared_tool_count is read as RESPONSES.declared_tool_count by the adapter: a re-export, not unused.
 from ._freeform import (  # noqa: F401
     ToolNames, custom_arguments, custom_input, declared_tool_count, function_defs, qualified, tool_names,
@@ -427,7 +427,7 @@ class StreamReader:
             return [*self._stop_open(), Finished(finish, usage)]
         if t in ("response.failed", "error"):
             self._done = True
-            err = (ev.response.error if ev.response and ev.response.error else None)
+            err = ev.error or (ev.response.error if ev.response and ev.response.error else None)
             message = ev.message or (err.message if err else "") or "the upstream response failed"
             code = ev.code or (err.code if err else None)
             return [Failed(message, 529 if code == "overloaded" else 500, code)]
@@ -647,6 +647,30 @@ class StreamWriter:
         self.final = ENCODER.encode(r)
         return out + self._event(f"response.{status}", {"response": r})
 
+    def opened(self, data: bytes) -> None:
+        """Continue the response a backend's ``response.created`` (``data``) opened, for a stream relayed as it
+        came: a failure then ends that response, not another one."""
+        try:
+            ev = wire.EVENT_DECODER.decode(data)
+        except msgspec.DecodeError:
+            return
+        if ev.type == "response.created" and ev.response is not None:
+            r = ev.response
+            self._id, self._model, self._created = r.id, r.model or "", int(r.created_at or 0)
+
     def fail(self, message: str, status: int, code: str | None) -> bytes:
-        return self._event("error", {"code": code or ("server_error" if status >= 500 else "invalid_request"),
-                                     "message": message, "param": None})
+        """The failure as OpenAI ends a streamed response: ``response.failed`` (status failed, the error in it),
+        then the ``error`` event. The openai SDK raises its ``APIError`` on an ``error`` event whose fields are
+        nested under ``error``, as the live API sends them (the flat ones are the documented shape; both go);
+        its ``responses.stream()`` helper needs a response opened before: one that none opened yet (a held
+        stream refused whole) is opened here, with nothing of the answer in it."""
+        code = code or ("server_error" if status >= 500 else "invalid_request")
+        out = b""
+        if not self._id:
+            self._id, self._created = self._new_id("resp_"), int(time.time())
+            out = self._event("response.created", {"response": self._response("in_progress")})
+        failed = self._response("failed")
+        failed["error"] = {"code": code, "message": message}
+        error = {"type": openai_error_type(status), "code": code, "message": message, "param": None}
+        return (out + self._event("response.failed", {"response": failed})
+                + self._event("error", {"code": code, "message": message, "param": None, "error": error}))

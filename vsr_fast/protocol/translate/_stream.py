@@ -78,12 +78,13 @@ class Passthrough:
     events, to keep the final response object; the bytes still pass unchanged.
     """
 
-    def __init__(self, fail: Callable[[str, int, str | None, int], bytes], tap: bool = False) -> None:
+    def __init__(self, fail: Callable[[str, int, str | None, int, bytes], bytes], tap: bool = False) -> None:
         self.losses: list[Loss] = []
         self._fail = fail
         self._parser = SSEParser() if tap else None
         self._final: bytes | None = None
         self._events = 0
+        self._head = b""    # the first event the client got: a Responses failure ends the response it opened
         self._cutter = EventCutter()
 
     def feed(self, chunk: bytes) -> bytes:
@@ -92,6 +93,8 @@ class Passthrough:
                 if name in _FINAL_EVENTS:
                     self._keep(data)
         out = self._cutter.feed(chunk)
+        if out and not self._events:
+            self._head = out[:out.find(b"\n\n") + 2]
         self._events += out.count(b"\n\n")
         return out
 
@@ -112,7 +115,7 @@ class Passthrough:
 
     def fail(self, exc: VsrError) -> bytes:
         self._cutter.flush()   # half an event: dropped, the error event replaces it
-        return self._fail(exc.message, exc.status, exc.code, self._events)
+        return self._fail(exc.message, exc.status, exc.code, self._events, self._head)
 
     def final(self) -> bytes | None:
         return self._final
