@@ -1,4 +1,4 @@
-"""How well the refusal-text detector (``vsr_fast.signals.refusal``) tells refusals from ordinary answers.
+"""How well the refusal-text detector (``vsr_fast.selection.refusal``) tells refusals from ordinary answers.
 
     PYTHONPATH=. .venv/bin/python -m bench.refusal [--wheels DIR] [--show N]
 
@@ -36,7 +36,7 @@ from pathlib import Path
 import yaml
 
 from vsr_fast.models.vsr_static import _sources as sources
-from vsr_fast.signals.refusal import refusal_text
+from vsr_fast.selection.refusal import refusal_text
 
 PYRIT_SETS = ("pyrit/datasets/scorer_evals/refusal_scorer/refusal.csv",
               "pyrit/datasets/scorer_evals/refusal_scorer/refusal_extra.csv")

@@ -1,4 +1,4 @@
-"""The refusal-text detector (signals.refusal) and escalate's ``refusal: false`` reading it from an answer's
+"""The refusal-text detector (selection.refusal) and escalate's ``refusal: false`` reading it from an answer's
 bytes as each protocol writes them, whole and streamed."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from vsr_fast.config.algorithm import Accept
 from vsr_fast.selection.accept import accepted
-from vsr_fast.signals.refusal import OPENING, refusal_text
+from vsr_fast.selection.refusal import OPENING, refusal_text
 
 REFUSALS = [
     ("I'm sorry, but I can't help with that request. It would be against my guidelines.", "i can't help"),

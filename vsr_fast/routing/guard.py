@@ -24,7 +24,7 @@ from ..decisions import engine
 from ..plugins.response_guard import GuardPolicy, Rule
 from ..protocol import systemone as wire
 from ..signals.base import CanonicalRequest, Outcome
-from ..signals.refusal import refusal_text
+from ..selection.refusal import refusal_text
 from ..signals.registry import Readings
 from ..systemone.learned import LearnedRule, outcome_of
 
@@ -169,7 +169,7 @@ _TEXT_REFUSAL = wire.ChoiceAnswer(choice="refusal", confidence=1.0, probabilitie
 
 def asker_for(systemone, canonical: CanonicalRequest, answer: str) -> Ask:
     """``ask`` over the request stage's System One asker; the context is the request's tool results. A
-    ``refusal`` rule on an answer that opens with a refusal text (``signals.refusal``) is answered from the
+    ``refusal`` rule on an answer that opens with a refusal text (``selection.refusal``) is answered from the
     text: the decision model's refusal question is zero-shot and uncalibrated, the phrasing is not."""
     context = "\n\n".join(canonical.tool_results) or None
     phrase = refusal_text(answer)

@@ -7,7 +7,7 @@ whole answer or across a stream's chunks): ``avg_logprob`` is their mean,
 candidate is asked. ``refusal: false`` accepts an answer that does not refuse: none the model marked as a
 refusal (Chat's ``refusal``, message or delta, or a ``content_filter`` finish, Messages' ``refusal`` stop
 reason, a Responses ``refusal`` content part), nor one whose text opens with a refusal
-(``signals.refusal``: "I'm sorry, but I can't help with that").
+(``selection.refusal``: "I'm sorry, but I can't help with that").
 ``systemone`` is the decision model's ``answer_check``, asked by the Looper about
 a readable answer's text (``answer_text``); here it only requires a readable answer.
 """
@@ -22,7 +22,7 @@ import msgspec
 from ..config.algorithm import Accept
 from ..errors import VsrError
 from ..protocol.translate import BY_FORMAT, GUARDED
-from ..signals.refusal import refusal_text
+from .refusal import refusal_text
 
 _DECODE = msgspec.json.Decoder()
 
