@@ -208,3 +208,40 @@ def test_a_cached_answer_is_served_with_the_requests_own_values(echoing, api, st
     again = wait_for_value(lambda: (lambda a: a if a.headers["x-vsr-response-path"] == "cache" else None)(
         ask(proc, api, "Be brief.", text, stream)), f"a cache hit for the {api} request")
     assert again.text == text
+
+
+@pytest.fixture(scope="module")
+def held(tmp_path_factory):
+    """Masking beside a response guard that holds the stream until it has read it all (a block rule)."""
+    from bench.fake_systemone import process as fake_process
+
+    with fake_process() as fake, mock_upstream("--echo", "--chunks", "60") as upstream:
+        httpx.post(f"{fake.url}/_fake/rules", json={"rules": [
+            {"question": "preset:jailbreak", "answer": {"choice": {"jailbreak": 0.01, "benign": 0.99}}}]}
+                   ).raise_for_status()
+        models = [{**model(f"m-{fmt}", f"{upstream.url}/v1"), "api_format": fmt} for fmt in FORMATS]
+        guard = {"type": "response_guard", "configuration": {"rules": [
+            {"when": {"type": "jailbreak", "name": "unsafe_completion"}, "action": "block"}]}}
+        decisions = [{"name": f"to-{fmt}", "priority": 10, "plugins": [MASKING, guard],
+                      "modelRefs": [{"model": f"m-{fmt}"}],
+                      "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": fmt}]}}
+                     for fmt in FORMATS]
+        signals = {"pii": [{"name": "personal"}],
+                   "jailbreak": [{"name": "unsafe_completion", "stage": "response", "deployment": "s1",
+                                  "predicate": {"gte": 0.9}}],
+                   "keywords": [{"name": fmt, "operator": "OR", "keywords": [f"via {fmt}"]} for fmt in FORMATS]}
+        doc = config(models, decisions, signals=signals)
+        doc["global"] = {"model_catalog": {"deployments": {"s1": {
+            "provider": "systemone", "endpoint": f"{fake.url}/v1/systemone", "model": "fake",
+            "capabilities": {"question_types": ["choice", "noul", "span"]}}}}}
+        with router(write_config(doc, str(tmp_path_factory.mktemp("held")))) as proc:
+            yield proc
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("api", APIS)
+def test_a_stream_held_for_the_guard_is_released_with_the_values_back(held, api, fmt):
+    text = f"Write to {A} and {B} via {fmt}."
+    got = ask(held, api, "Be brief.", text, stream=True)
+    assert "content-length" in got.headers       # held: it left whole, once the guard had read it
+    assert got.text == text
