@@ -39,8 +39,9 @@ _DECLARED = {"openai": ("tools", "functions", "response_format", "prediction", "
              "anthropic": ("tools", "stop_sequences"), "responses": ("tools", "text")}
 # Where it carries the caller's identifiers: an end user's id, a cache key, free metadata. They are no text a
 # model reads, but the provider stores them: an e-mail address used as a user id is personal data too. A
-# value masked there loses its distinctness (every such user becomes one placeholder): a caller who wants the
-# provider to tell users apart sends an opaque or hashed id, which no pii rule labels.
+# value masked there loses its distinctness across requests (placeholders are numbered per request, so one
+# user is [EMAIL_ADDRESS_1] here and [EMAIL_ADDRESS_2] there): a caller who wants the provider to tell users
+# apart sends an opaque or hashed id, which no pii rule labels.
 _IDENTIFIERS = {"openai": ("user", "safety_identifier", "prompt_cache_key", "metadata"),
                 "anthropic": ("metadata",), "responses": ("user", "safety_identifier", "prompt_cache_key", "metadata")}
 # The keys of a declaration whose value is a JSON schema.
