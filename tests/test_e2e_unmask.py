@@ -46,9 +46,8 @@ def echoing(tmp_path_factory):
         decisions += [decision(f"keep-{fmt}", f"keep-{fmt}", fmt, [KEEP], 20) for fmt in FORMATS]
         decisions += [decision(f"cache-{fmt}", f"cache-{fmt}", fmt, [MASKING, CACHE], 20) for fmt in FORMATS]
         # An operator who keeps the bodies of masked requests: the answer's is kept as the model wrote it.
-        decisions.append(decision("record", "record", "openai",
-                                  [MASKING, {"type": "router_replay", "configuration": {"capture_personal_data": True}}],
-                                  20))
+        keep_bodies = {"type": "router_replay", "configuration": {"capture_personal_data": True}}
+        decisions.append(decision("record", "record", "openai", [MASKING, keep_bodies], 20))
         keywords = [{"name": "record", "operator": "OR", "keywords": ["record this"]}]
         keywords += [{"name": fmt, "operator": "OR", "keywords": [f"via {fmt}"]} for fmt in FORMATS]
         keywords += [{"name": f"keep-{fmt}", "operator": "OR", "keywords": [f"keep {fmt}"]} for fmt in FORMATS]

@@ -33,7 +33,7 @@ _EVENT_END = re.compile(rb"\r?\n\r?\n")
 class Restorer:
     """One request's placeholder -> value mapping, and how to put the values back in text."""
 
-    __slots__ = ("values", "escaped", "_pattern", "_prefixes")
+    __slots__ = ("values", "escaped", "_pattern", "_prefixes", "_longest")
 
     def __init__(self, values: dict[str, str]) -> None:
         self.values = values
@@ -41,6 +41,7 @@ class Restorer:
         # Longer placeholders first: [EMAIL_ADDRESS_12] is never read as [EMAIL_ADDRESS_1] and a "2]".
         self._pattern = re.compile("|".join(re.escape(p) for p in sorted(values, key=len, reverse=True)))
         self._prefixes = frozenset(p[:i] for p in values for i in range(1, len(p)))
+        self._longest = max(map(len, self._prefixes), default=0)
 
     def text(self, s: str, escaped: bool = False) -> str:
         if not s:
@@ -50,7 +51,7 @@ class Restorer:
 
     def split(self, s: str) -> tuple[str, str]:
         """``s`` as (what may go out now, the end that may still become a placeholder)."""
-        for i in range(max(0, len(s) - max((len(p) for p in self._prefixes), default=0)), len(s)):
+        for i in range(max(0, len(s) - self._longest), len(s)):
             if s[i:] in self._prefixes:
                 return s[:i], s[i:]
         return s, ""
@@ -83,6 +84,11 @@ class Restorer:
             return body
         doc, changed = self.tree(doc)
         return _ENCODE.encode(doc) if changed else body
+
+    def sse(self, body: bytes, api_format: str) -> bytes:
+        """A whole stream's bytes (held, or cached) with the values restored."""
+        stream = StreamRestorer(self, api_format)
+        return stream.feed(body) + stream.close()
 
 
 # A channel's delta field: (channel, the dict holding it, its key, JSON text?, the event that sends a held end).
@@ -163,6 +169,10 @@ def _responses(name: str | None, doc: dict) -> tuple[list[Delta], Callable[[tupl
     return [], lambda ch: True               # a part's done event (or any other) ends the parts before it
 
 
+def _whole_events(name: str | None, doc: dict) -> tuple[list[Delta], None]:
+    return [], None
+
+
 _CHANNELS = {"openai": _chat, "anthropic": _messages, "responses": _responses}
 
 
@@ -173,7 +183,7 @@ class StreamRestorer:
 
     def __init__(self, restorer: Restorer, api_format: str) -> None:
         self.restorer = restorer
-        self._channels = _CHANNELS[api_format]
+        self._channels = _CHANNELS.get(api_format, _whole_events)
         self._buf = b""
         self._held: dict[tuple, tuple[str, bool, Callable[[str], bytes]]] = {}
 

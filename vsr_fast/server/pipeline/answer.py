@@ -116,11 +116,7 @@ async def _cached(ex: Exchange, send: Send, cached: CachedAnswer) -> None:
     headers = ex.headers(cached.content_type)
     body, restore = cached.body, restorer(ex)
     if restore is not None and cached.status < 400:
-        if cached.streamed:
-            unmasked = StreamRestorer(restore, ex.adapter.native)
-            body = unmasked.feed(body) + unmasked.close()
-        else:
-            body = restore.whole(body)
+        body = restore.sse(body, ex.adapter.native) if cached.streamed else restore.whole(body)
     await send_whole(send, cached.status, headers, body)
     ex.rec.answered(status=cached.status, path=ex.path.value, model=ex.model, streamed=cached.streamed,
                     complete=True, content_type=cached.content_type)
@@ -388,8 +384,7 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
         restore = restorer(ex)
         shown = held_bytes
         if restore is not None and stream.status < 400:
-            unmasked = StreamRestorer(restore, adapter.native)
-            shown, final = unmasked.feed(held_bytes) + unmasked.close(), restore.whole(final)
+            shown, final = restore.sse(held_bytes, adapter.native), restore.whole(final)
         await adapter.remember(req, final)      # stored before the answer is sent: see _whole
         await _send(ex, send, shown, SSE, streamed=True, kept=held_bytes)
     finally:
