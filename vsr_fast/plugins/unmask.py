@@ -76,7 +76,8 @@ class Restorer:
 
     def whole(self, body: bytes | None) -> bytes | None:
         """A whole JSON answer (or a Responses answer to remember) with its values restored."""
-        if not body or not self._pattern.search(body.decode("utf-8", "replace")):
+        # Decoded only when a placeholder may be in it (a \u escape may spell one: "<" as \u003c).
+        if not body or (b"\\u" not in body and not self._pattern.search(body.decode("utf-8", "replace"))):
             return body
         try:
             doc = _DECODE.decode(body)
