@@ -23,6 +23,8 @@ SSE) and Images (``POST /v1/images/generations``). Answers stay deterministic:
   (streamed as two argument deltas) when the request offers tools and its last message is
   a user turn containing "use the tool";
 - ``The tool said: <result>`` when the last message is a tool result;
+- with ``echo`` set, the last user turn as the mock received it (a tool call's arguments
+  ``{"text": <that turn>}``), in ``chunks`` pieces: a request rewrite comes back in the answer;
 - a 1x1 PNG as an ``image_generation_call`` when a Responses request offers the
   ``image_generation`` tool, and as ``b64_json`` (or a URL, if asked) from the Images route.
 
@@ -87,6 +89,9 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     logprob: float | None = None
     refusal: str | None = None
     finish_reason: str | None = None      # e.g. "length": a truncated answer
+    # The answer repeats the last user turn as received (a tool call: its arguments are {"text": that turn}),
+    # streamed in ``chunks`` pieces: what a router rewrote in the request comes back in the answer.
+    echo: bool = False
 
 
 class StreamOptions(msgspec.Struct):
@@ -177,6 +182,7 @@ class Plan(msgspec.Struct):
     n: int = 1
     url: bool = False                # Images: a URL rather than b64_json
     tools_raw: list[msgspec.Raw] | None = None
+    args: tuple[str, ...] = TOOL_ARGS        # a tool call's arguments, as its argument deltas
 
 
 class Stats:
@@ -393,6 +399,8 @@ class MockUpstream(Server):
             await send_all(sock, response_bytes(400, body, req.keep_alive))
             return req.keep_alive
         config = self.config
+        if config.echo and not plan.image:
+            echo(plan, api, req.body, config.chunks)
         failing = config.fail_rate > 0 and self.rng.random() < config.fail_rate
         if config.fail_first > 0:
             config.fail_first -= 1
@@ -549,6 +557,22 @@ def converse(plan: Plan, last: msgspec.Raw | LastMessage | None) -> Plan:
     return plan
 
 
+class _Turns(msgspec.Struct):
+    messages: list[LastMessage] = []
+    input: str | list[LastMessage] = ""
+
+
+def echo(plan: Plan, api: str, body: bytes, chunks: int) -> None:
+    """``plan`` answering with the last user turn's text (``MockConfig.echo``)."""
+    turns = msgspec.json.decode(body, type=_Turns)
+    last = turns.input if api == "responses" else turns.messages
+    text = last if isinstance(last, str) else text_of(last[-1].content) if last else ""
+    if plan.tool is not None:
+        plan.args = tuple(pieces(_enc({"text": text}).decode(), chunks))
+    else:
+        plan.text = text
+
+
 def tool_result(last: LastMessage) -> str | None:
     """The text of a tool result, if the last message is one (Chat, Messages or Responses)."""
     if last.role == "tool":
@@ -587,7 +611,7 @@ def tool_name(raw: msgspec.Raw) -> str | None:
 def plan_content(plan: Plan, config: MockConfig) -> str:
     """The answer's text (or, for a tool call, its arguments: what usage counts)."""
     if plan.tool is not None:
-        return "".join(TOOL_ARGS)
+        return "".join(plan.args)
     if plan.image:
         return ""
     return plan.text if plan.text is not None else config.content
@@ -630,7 +654,7 @@ def chat_events(plan: Plan, ident: int, created: int, u: dict, content: str, chu
 
     call = {"index": 0, "id": f"call_mock_{ident}", "type": "function", "function": {"name": plan.tool, "arguments": ""}}
     events = [event({"role": "assistant", "content": None, "tool_calls": [call]})]
-    events += [event({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}) for piece in TOOL_ARGS]
+    events += [event({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}) for piece in plan.args]
     events.append(event({}, "tool_calls"))
     if plan.include_usage:
         events.append(b"data: " + _enc({**head, "choices": [], "usage": u}) + b"\n\n")
@@ -684,7 +708,7 @@ def chat_scripted_events(plan: Plan, ident: int, created: int, u: dict, content:
 
 def messages_block(plan: Plan, ident: int, content: str) -> dict:
     if plan.tool is not None:
-        return {"type": "tool_use", "id": f"toolu_mock_{ident}", "name": plan.tool, "input": {"city": "Paris"}}
+        return {"type": "tool_use", "id": f"toolu_mock_{ident}", "name": plan.tool, "input": msgspec.json.decode("".join(plan.args))}
     return {"type": "text", "text": content}
 
 
@@ -701,7 +725,7 @@ def messages_events(plan: Plan, ident: int, created: int, u: dict, content: str,
                "usage": {"input_tokens": u["prompt_tokens"], "output_tokens": 1}}
     if plan.tool is not None:
         block = {**messages_block(plan, ident, content), "input": {}}
-        deltas = [{"type": "input_json_delta", "partial_json": piece} for piece in TOOL_ARGS]
+        deltas = [{"type": "input_json_delta", "partial_json": piece} for piece in plan.args]
     else:
         block = {"type": "text", "text": ""}
         deltas = [{"type": "text_delta", "text": piece} for piece in pieces(content, chunks)]
@@ -764,7 +788,7 @@ def responses_events(plan: Plan, ident: int, created: int, u: dict, content: str
         events.append(event("response.output_item.added", output_index=0,
                             item={**item, "arguments": "", "status": "in_progress"}))
         events += [event("response.function_call_arguments.delta", item_id=item["id"], output_index=0, delta=p)
-                   for p in TOOL_ARGS]
+                   for p in plan.args]
         events.append(event("response.function_call_arguments.done", item_id=item["id"], output_index=0,
                             arguments=content))
     else:
@@ -835,6 +859,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--logprob", type=float, default=None, help="Chat answers carry this logprob for every token")
     p.add_argument("--refusal", default=None, help="Chat answers refuse with this text instead of the content")
     p.add_argument("--finish-reason", default=None, help="Chat answers end with this finish_reason (e.g. length)")
+    p.add_argument("--echo", action="store_true", help="answer with the last user turn as received (a tool "
+                   "call: arguments {\"text\": that turn}), streamed in --chunks pieces")
     p.add_argument("--embedding-dimensions", type=int, default=d.embedding_dimensions,
                    help="width of /v1/embeddings vectors when the request names no dimensions")
     return p

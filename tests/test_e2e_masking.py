@@ -7,6 +7,7 @@ arguments, tool results, the text a system prompt added), and the replay record 
 from __future__ import annotations
 
 import json
+import re
 
 import anthropic
 import httpx
@@ -58,8 +59,8 @@ def assert_clean(text: str) -> None:
 def assert_masked(proc, upstream, replay_id: str | None) -> None:
     text = sent(upstream)
     assert_clean(text)
-    assert "[EMAIL_ADDRESS]" in text and "<phone>" in text
-    assert "Escalations go to [EMAIL_ADDRESS]" in text          # the system prompt's own text, masked too
+    assert "[EMAIL_ADDRESS_1]" in text and "<phone_1>" in text
+    assert "Escalations go to [EMAIL_ADDRESS_" in text          # the system prompt's own text, masked too
     if replay_id:
         # The record is built by a consumer of the event stream, after the answer: wait for its answer's event.
         def complete():
@@ -171,7 +172,9 @@ def test_personal_data_in_tool_definitions_and_stop_sequences_is_masked(masked, 
     assert raw.http_response.status_code == 200
     got = sent(upstream)
     assert TOOL_EMAIL not in got and "alice.smith" not in got, f"{TOOL_EMAIL!r} reached the provider: {got}"
-    assert "escalate to [EMAIL_ADDRESS]" in got and '"default": "[EMAIL_ADDRESS]"' in got
+    # One address, one placeholder in every position (the system prompt's own address is another one).
+    placeholder = re.search(r"escalate to (\[EMAIL_ADDRESS_\d\])", got).group(1)
+    assert f'"default": "{placeholder}"' in got and f'"enum": ["{placeholder}", "other"]' in got
     body = json.loads(got)
     # The schema still declares what it did: property names, types and the required list untouched.
     schemas = json.dumps([t.get("input_schema") or t.get("parameters") or t["function"]["parameters"]
@@ -187,7 +190,7 @@ def test_a_request_without_personal_data_is_sent_as_the_client_wrote_it(masked):
     got = json.loads(sent(upstream))
     assert got["messages"][-1]["content"] == "Hello there, via openai."
     # The system prompt's own address is still masked: masking reads what the plugins before it wrote.
-    assert got["messages"][0]["content"] == "Escalations go to [EMAIL_ADDRESS]."
+    assert got["messages"][0]["content"] == "Escalations go to [EMAIL_ADDRESS_1]."
 
 
 def test_masking_fails_the_request_closed_when_its_rule_cannot_be_read(tmp_path_factory):
@@ -241,7 +244,8 @@ def test_masking_reuses_the_routing_answer_and_asks_only_the_texts_routing_did_n
             assert raw.headers["x-vsr-selected-decision"] == "private"
             text = sent(upstream)
             assert_clean(text)
-            assert text.count("[EMAIL_ADDRESS]") == 2
+            # The system message comes first: its address is the first.
+            assert text.count("[EMAIL_ADDRESS_1]") == 1 and text.count("[EMAIL_ADDRESS_2]") == 1
             calls = [c["body"] for c in httpx.get(f"{fake.url}/_fake/calls").json()["calls"]]
             assert len(calls) == 2
             assert calls[0]["state"]["request"] == turn                   # routing read the current turn
@@ -261,7 +265,8 @@ def test_a_long_tool_result_is_read_whole_in_windows_and_masked(masked):
     assert r.status_code == 200, r.text
     text = sent(upstream)
     assert_clean(text)
-    assert text.count("[EMAIL_ADDRESS]") == 3 and "<phone>" in text       # the system prompt's, and both copies
+    # The system prompt's address, then the result's twice, under one placeholder.
+    assert text.count("[EMAIL_ADDRESS_1]") == 1 and text.count("[EMAIL_ADDRESS_2]") == 2 and "<phone_1>" in text
 
 
 ID_EMAIL = "bob.jones@example.net"
@@ -295,7 +300,7 @@ def test_an_email_address_used_as_the_callers_id_is_masked(masked, api, fmt):
     body = json.loads(got)
     if NATIVE[api] == fmt:          # the fields pass through: masked, not dropped
         if fmt == "anthropic":
-            assert body["metadata"] == {"user_id": "[EMAIL_ADDRESS]"}
+            assert body["metadata"] == {"user_id": "[EMAIL_ADDRESS_2]"}     # the system prompt's is the first
         else:
-            assert body["user"] == body["safety_identifier"] == "[EMAIL_ADDRESS]"
-            assert body["prompt_cache_key"] == "conv:[EMAIL_ADDRESS]" and body["metadata"] == {"who": "[EMAIL_ADDRESS]"}
+            assert body["user"] == body["safety_identifier"] == "[EMAIL_ADDRESS_2]"
+            assert body["prompt_cache_key"] == "conv:[EMAIL_ADDRESS_2]" and body["metadata"] == {"who": "[EMAIL_ADDRESS_2]"}

@@ -51,7 +51,7 @@ def test_names_street_addresses_and_organisations_never_reach_the_provider(named
     text = sent(upstream)
     for value in (PERSON, "Jane", "Doe", STREET, "Elm Street", ORG, "Acme"):
         assert value not in text, f"{value!r} reached the provider: {text}"
-    assert "[PERSON]" in text and "[STREET_ADDRESS]" in text and "[ORGANIZATION]" in text
+    assert "[PERSON_1]" in text and "[STREET_ADDRESS_1]" in text and "[ORGANIZATION_1]" in text
     got = json.loads(text)
     assert json.loads(got["messages"][2]["tool_calls"][0]["function"]["arguments"]) == {
-        "customer": "[PERSON]", "address": "[STREET_ADDRESS]"}
+        "customer": "[PERSON_1]", "address": "[STREET_ADDRESS_1]"}

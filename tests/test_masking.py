@@ -8,6 +8,7 @@ import json
 import pytest
 
 from vsr_fast.plugins import masking
+from vsr_fast.plugins.unmask import Restorer, StreamRestorer
 from vsr_fast.routing import load_raw
 from vsr_fast.server.recording import Policies
 
@@ -121,3 +122,52 @@ def test_the_callers_identifiers_are_read_and_masked(fmt, ids):
     assert E not in json.dumps(body)
     assert list(body.get("metadata", {})) == list(ids.get("metadata", {}))   # the keys stay: names, not text
 
+
+
+@pytest.mark.parametrize("placeholders, label, want", [
+    ({}, "EMAIL_ADDRESS", "[EMAIL_ADDRESS_2]"),
+    ({"PHONE_NUMBER": "<phone>"}, "PHONE_NUMBER", "<phone_2>"),
+    ({"PERSON": "REDACTED"}, "PERSON", "REDACTED_2"),
+])
+def test_a_placeholder_is_numbered_inside_its_closing_bracket(placeholders, label, want):
+    assert masking.Masking("personal", None, placeholders).placeholder(label, 2) == want
+
+
+QUOTED = 'o"brien\\x@example.com'      # a value a JSON string must escape
+RESTORER = Restorer({"[EMAIL_ADDRESS_1]": QUOTED, "[EMAIL_ADDRESS_12]": "twelve@example.com"})
+
+
+def test_a_whole_answer_gets_its_values_back_and_tool_arguments_stay_valid_json():
+    args = json.dumps({"to": "[EMAIL_ADDRESS_1]", "cc": "[EMAIL_ADDRESS_12]"})
+    body = json.dumps({"choices": [{"message": {"content": "to [EMAIL_ADDRESS_1]", "tool_calls": [
+        {"function": {"name": "mail", "arguments": args}}]}}]}).encode()
+    got = json.loads(RESTORER.whole(body))["choices"][0]["message"]
+    assert got["content"] == f"to {QUOTED}"
+    assert json.loads(got["tool_calls"][0]["function"]["arguments"]) == {"to": QUOTED, "cc": "twelve@example.com"}
+
+
+def sse_events(raw: bytes) -> list[dict]:
+    return [json.loads(line[6:]) for line in raw.decode().splitlines() if line.startswith("data: {")]
+
+
+def test_a_messages_stream_holds_a_split_placeholder_until_it_completes_and_flushes_a_dangling_one():
+    def ev(name, doc):
+        return f"event: {name}\ndata: {json.dumps(doc)}\n\n".encode()
+
+    def delta(kind, key, text):
+        return ev("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": kind, key: text}})
+
+    s = StreamRestorer(RESTORER, "anthropic")
+    raw = b"".join([delta("text_delta", "text", "hi [EMAIL_"), delta("text_delta", "text", "ADDRESS_1"),
+                    delta("text_delta", "text", "2] and [EMAIL_ADDRESS_1] ["),
+                    ev("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                    delta("input_json_delta", "partial_json", '{"to": "[EMAIL_ADDRESS_'),
+                    delta("input_json_delta", "partial_json", '1]"}')])
+    # Fed in uneven byte pieces: an event split across reads is read whole.
+    out = b"".join(s.feed(raw[i:i + 7]) for i in range(0, len(raw), 7)) + s.close()
+    events = sse_events(out)
+    texts = [e["delta"]["text"] for e in events if e.get("delta", {}).get("type") == "text_delta"]
+    assert "".join(texts) == f"hi twelve@example.com and {QUOTED} ["
+    assert events[[e["type"] for e in events].index("content_block_stop") - 1]["delta"]["text"] == "["
+    args = "".join(e["delta"]["partial_json"] for e in events if e.get("delta", {}).get("type") == "input_json_delta")
+    assert json.loads(args) == {"to": QUOTED}

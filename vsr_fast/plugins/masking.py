@@ -9,7 +9,8 @@ caller's identifiers (``user``, ``safety_identifier``, ``prompt_cache_key``,
 ``metadata``'s values, Messages' ``metadata.user_id``). Each text
 position is asked about on its own (``texts``); every value a kept span
 labels is then replaced, wherever a copy of it appears in those positions,
-by its entity type's placeholder (``replace``). The System One side (asking,
+by its own numbered placeholder (``replace``; ``MaskingConfig``), which
+``vsr_fast.plugins.unmask`` turns back into the value in the answer. The System One side (asking,
 reuse by text, failing closed) is ``vsr_fast.server.pipeline.masking``; the
 load checks that need the recipe's rules are ``vsr_fast.routing.plugin_checks``.
 
@@ -38,8 +39,9 @@ _DECLARED = {"openai": ("tools", "functions", "response_format", "prediction", "
              "anthropic": ("tools", "stop_sequences"), "responses": ("tools", "text")}
 # Where it carries the caller's identifiers: an end user's id, a cache key, free metadata. They are no text a
 # model reads, but the provider stores them: an e-mail address used as a user id is personal data too. A
-# value masked there loses its distinctness (every such user becomes one placeholder): a caller who wants the
-# provider to tell users apart sends an opaque or hashed id, which no pii rule labels.
+# value masked there loses its distinctness across requests (placeholders are numbered per request, so one
+# user is [EMAIL_ADDRESS_1] here and [EMAIL_ADDRESS_2] there): a caller who wants the provider to tell users
+# apart sends an opaque or hashed id, which no pii rule labels.
 _IDENTIFIERS = {"openai": ("user", "safety_identifier", "prompt_cache_key", "metadata"),
                 "anthropic": ("metadata",), "responses": ("user", "safety_identifier", "prompt_cache_key", "metadata")}
 # The keys of a declaration whose value is a JSON schema.
@@ -57,12 +59,28 @@ _NOT_TEXT = frozenset({"type", "role", "id", "call_id", "tool_call_id", "tool_us
 
 
 class MaskingConfig(Block):
-    """``{type: masking, configuration: {enabled, signal, entity_types, placeholders}}`` at one layer."""
+    """``{type: masking, configuration: {enabled, signal, entity_types, placeholders, unmask}}`` at one layer.
+
+    Each distinct value gets its own numbered placeholder within a request, in order of first appearance:
+    ``[EMAIL_ADDRESS_1]``, ``[EMAIL_ADDRESS_2]``; the same value is the same placeholder in every position. A
+    ``placeholders`` text is numbered the same way, inside its closing bracket when it ends with one
+    (``<email>`` -> ``<email_1>``), else at its end (``REDACTED`` -> ``REDACTED_1``).
+
+    ``unmask`` (default true) puts the values back where the answer names their placeholders, whole and
+    streamed, tool-call arguments included (JSON-escaped). On by default, unlike LiteLLM's
+    ``output_parse_pii``: masking keeps the data from the provider, not from the client who sent it, and a
+    support answer that reads ``[EMAIL_ADDRESS_1]`` where the customer's address belongs is of no use. It
+    restores only values of this request's own provider-bound text (the client's and what plugins added to
+    it), which the client would have read unmasked without masking. ``unmask: false`` leaves the
+    placeholders, as LiteLLM does by default. The mapping lives in the request's memory only: the replay
+    record, the events and the response cache keep the answer as the model wrote it.
+    """
 
     enabled: bool | UnsetType = UNSET
     signal: Label | UnsetType = UNSET                             # the pii rule whose spans are masked
     entity_types: list[Label] | UnsetType = UNSET                 # the labels masked; all the rule keeps if unset
     placeholders: dict[Label, Annotated[str, Meta(min_length=1)]] | UnsetType = UNSET
+    unmask: bool | UnsetType = UNSET                              # restore the values in the answer (true)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +90,20 @@ class Masking:
     signal: str
     entity_types: frozenset[str] | None = None
     placeholders: dict[str, str] = field(default_factory=dict)
+    unmask: bool = True
 
     def wants(self, label: str) -> bool:
         return self.entity_types is None or label in self.entity_types
 
-    def placeholder(self, label: str) -> str:
-        return self.placeholders.get(label) or f"[{label}]"
+    def placeholder(self, label: str, n: int) -> str:
+        """The ``n``-th distinct value of ``label``'s placeholder text (``MaskingConfig``)."""
+        text = self.placeholders.get(label) or f"[{label}]"
+        if len(text) > 1 and text[-1] in _CLOSERS:
+            return f"{text[:-1]}_{n}{text[-1]}"
+        return f"{text}_{n}"
+
+
+_CLOSERS = frozenset("]>})")
 
 
 def resolve(*layers: MaskingConfig | None) -> Masking | None:
@@ -86,7 +112,7 @@ def resolve(*layers: MaskingConfig | None) -> Masking | None:
         return None
     types = values.get("entity_types")
     return Masking(values["signal"], frozenset(types) if types is not None else None,
-                   dict(values.get("placeholders") or {}))
+                   dict(values.get("placeholders") or {}), values.get("unmask") is not False)
 
 
 def check(raw: dict, path: str) -> list[str]:

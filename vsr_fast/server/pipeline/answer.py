@@ -19,11 +19,13 @@ from ...headers import registry as h
 from ...plugins import fast_response
 from ...plugins.response_cache import CachedAnswer
 from ...plugins.response_guard import HOLD_LIMIT_BYTES
+from ...plugins.unmask import StreamRestorer
 from ...protocol.translate import render_warnings
 from ...upstream import Stream, Whole, failure_cause
 from ..asgi import Send, send_whole
 from . import guard as response_guard
 from .exchange import Exchange
+from .masking import restorer
 from .plugins import Fast
 
 log = logging.getLogger("vsr_fast.gateway")
@@ -69,16 +71,19 @@ def _metered(ex: Exchange, feed):
     return read
 
 
-async def _send(ex: Exchange, send: Send, body: bytes, content_type: str, *, streamed: bool) -> None:
-    """One whole response with the exchange's headers, fed to the record."""
+async def _send(ex: Exchange, send: Send, body: bytes, content_type: str, *, streamed: bool,
+                kept: bytes | None = None) -> None:
+    """One whole response with the exchange's headers, fed to the record (``kept``, when the client reads
+    restored values the record must not keep)."""
     headers = ex.headers(content_type)
     if streamed:
         headers.append((b"cache-control", b"no-cache"))
     await send_whole(send, ex.status, headers, body)
     ex.first_byte = time.perf_counter()
-    ex.rec.feed(body)
+    kept = body if kept is None else kept
+    ex.rec.feed(kept)
     if ex.meter is not None:
-        (ex.meter.feed if streamed else ex.meter.whole)(body)
+        (ex.meter.feed if streamed else ex.meter.whole)(kept)
     _answered(ex, streamed=streamed, complete=True, content_type=content_type)
 
 
@@ -109,7 +114,10 @@ async def _cached(ex: Exchange, send: Send, cached: CachedAnswer) -> None:
     """A stored answer, whole or as the SSE bytes it was streamed as, on the cache response path."""
     ex.path, ex.status = h.ResponsePath.CACHE, cached.status
     headers = ex.headers(cached.content_type)
-    await send_whole(send, cached.status, headers, cached.body)
+    body, restore = cached.body, restorer(ex)
+    if restore is not None and cached.status < 400:
+        body = restore.sse(body, ex.adapter.native) if cached.streamed else restore.whole(body)
+    await send_whole(send, cached.status, headers, body)
     ex.rec.answered(status=cached.status, path=ex.path.value, model=ex.model, streamed=cached.streamed,
                     complete=True, content_type=cached.content_type)
 
@@ -167,11 +175,15 @@ async def _whole(ex: Exchange, send: Send, result: Whole) -> None:
             if note is not None:
                 body = adapter.noted_whole(req, body, note)
     ex.warnings = render_warnings(losses + list(reply.losses), codes=ex.codes + codes)
+    shown = body
     if reply.status < 400:
+        restore = restorer(ex)
+        if restore is not None:
+            shown = restore.whole(body)
         # Stored before the answer is sent: a follow-up naming it (previous_response_id) may come at once, on
-        # another router sharing the store.
-        await adapter.remember(req, body)
-    await _send(ex, send, body, reply.content_type, streamed=False)
+        # another router sharing the store. It keeps the client's values, like the request it follows.
+        await adapter.remember(req, shown)
+    await _send(ex, send, shown, reply.content_type, streamed=False, kept=body)
 
 
 async def _blocked(ex: Exchange, send: Send, exc: VsrError, *, streamed: bool) -> None:
@@ -212,14 +224,16 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
     # A guard that cannot change the answer reads a copy once the stream has ended (for the record).
     copy = _Copy() if guard is not None else None
     feed = _metered(ex, tr.feed)
+    restore = restorer(ex)
+    shown = StreamRestorer(restore, adapter.native) if restore is not None and stream.status < 400 else None
     try:
         await send({"type": "http.response.start", "status": stream.status,
                     "headers": ex.headers(SSE) + [(b"cache-control", b"no-cache")]})
         with ex.deadline_scope() as cut:
-            await _pass(ex, send, feed(stream.first), copy)
+            await _pass(ex, send, feed(stream.first), copy, shown)
             try:
                 async for chunk in stream.rest:
-                    await _pass(ex, send, feed(chunk), copy)
+                    await _pass(ex, send, feed(chunk), copy, shown)
                 complete = True
                 ended_in_error = getattr(stream.rest, "ended_in_error", None)     # a checked backend stream's
                 if ended_in_error is not None and (relayed := ended_in_error()) is not None:
@@ -237,8 +251,10 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
         tail = tr.fail(failure) if failure is not None and relayed is None else tr.close()
         ex.feed(tail)
         if complete:
-            await adapter.remember(req, tr.final())     # stored before the stream's last event: see _whole
-        await send({"type": "http.response.body", "body": tail, "more_body": False})
+            # Stored before the stream's last event: see _whole.
+            await adapter.remember(req, restore.whole(tr.final()) if shown is not None else tr.final())
+        await send({"type": "http.response.body", "body": shown.feed(tail) + shown.close() if shown is not None
+                    else tail, "more_body": False})
         if copy is not None and guard is not None:
             copy.add(tail)
             await _judge_after(ex, guard, copy, complete)
@@ -250,11 +266,17 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
             await stream.aclose()
 
 
-async def _pass(ex: Exchange, send: Send, out: bytes, copy: "_Copy | None" = None) -> None:
+async def _pass(ex: Exchange, send: Send, out: bytes, copy: "_Copy | None" = None,
+                shown: StreamRestorer | None = None) -> None:
+    """``out`` to the record as the model wrote it, and to the client with its values restored (``shown``)."""
     if out:
         ex.feed(out)
         if copy is not None:
             copy.add(out)
+        if shown is not None:
+            out = shown.feed(out)
+            if not out:
+                return
         await send({"type": "http.response.body", "body": out, "more_body": True})
 
 
@@ -359,8 +381,12 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
         if note is not None:
             held_bytes, final = adapter.noted_stream(req, events, note)
         ex.warnings = render_warnings(losses + list(tr.losses), codes=ex.codes + verdict.codes)
+        restore = restorer(ex)
+        shown = held_bytes
+        if restore is not None and stream.status < 400:
+            shown, final = restore.sse(held_bytes, adapter.native), restore.whole(final)
         await adapter.remember(req, final)      # stored before the answer is sent: see _whole
-        await _send(ex, send, held_bytes, SSE, streamed=True)
+        await _send(ex, send, shown, SSE, streamed=True, kept=held_bytes)
     finally:
         with trio.CancelScope(shield=True, deadline=trio.current_time() + 5):
             await stream.aclose()

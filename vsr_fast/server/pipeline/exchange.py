@@ -30,7 +30,7 @@ _COST, _COST_CURRENCY = h.COST.encode(), h.COST_CURRENCY.encode()
 class Exchange:
     """What one request has decided so far; read by headers, metrics, errors and the record."""
 
-    __slots__ = ("_deadline", "_scopes", "adapter", "api", "codes", "masked_spans", "masking", "decision", "extra", "model", "outbound", "path", "raw",
+    __slots__ = ("_deadline", "_scopes", "adapter", "api", "codes", "masked_spans", "masked_values", "masking", "decision", "extra", "model", "outbound", "path", "raw",
                  "rec", "recipe", "req", "route", "scope", "shaping", "stage", "started", "state",
                  "status", "trace", "warnings", "arrived", "ticket", "meter", "guard_outcome", "guard_codes", "held",
                  "cost", "first_byte", "failure", "watch")
@@ -50,6 +50,8 @@ class Exchange:
         self.shaping: Any = None
         self.masking: Any = None          # the decision's masking policy: dispatch's last rewrite
         self.masked_spans: dict | None = None   # text -> the pii rule's spans, kept across candidates
+        # value -> its numbered placeholder, kept across candidates; in this request's memory only (unmask)
+        self.masked_values: dict[str, str] | None = None
         self.outbound: dict[str, Outbound] = {}
         self.recipe: str | None = None
         self.decision: str | None = None

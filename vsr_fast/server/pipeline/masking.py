@@ -15,8 +15,9 @@ from collections import Counter
 
 import msgspec
 
-from ...errors import MaskingUnavailable
+from ...errors import MaskingUnavailable, VsrError
 from ...plugins import masking
+from ...plugins.unmask import Restorer
 from .exchange import Exchange
 
 _DECODE = msgspec.json.Decoder()
@@ -44,17 +45,43 @@ async def mask(ex: Exchange, body: bytes, api_format: str, policy: masking.Maski
             raise MaskingUnavailable(f"masking could not read {unread} of the request's {len(found)} texts "
                                      f"(pii rule {policy.signal!r}); the request was not sent")
         spans.update(got)   # type: ignore[arg-type]
+    # One numbering for the whole request: a fallback candidate of another format names each value as the
+    # first did, and numbers only the values its own text adds.
+    numbered = ex.masked_values
+    if numbered is None:
+        numbered = ex.masked_values = {}
     values: dict[str, str] = {}
     labels: Counter[str] = Counter()
     for text in found:
-        for s in spans[text] or ():
+        for s in sorted(spans[text] or (), key=lambda s: s.start):
             value = text[s.start:s.end]
             if value.strip() and policy.wants(s.label) and value not in values:
-                values[value] = policy.placeholder(s.label)
+                placeholder = numbered.get(value)
+                if placeholder is None:
+                    placeholder = numbered[value] = _next(numbered, policy, s.label)
+                values[value] = placeholder
                 labels[s.label] += 1
     if not masking.replace(doc, api_format, values):
         return body, None
     return _ENCODE.encode(doc), "masked " + ", ".join(f"{n} {label}" for label, n in sorted(labels.items()))
+
+
+def _next(numbered: dict[str, str], policy: masking.Masking, label: str) -> str:
+    """``label``'s next free placeholder: two labels sharing a placeholder text share its numbers."""
+    taken = set(numbered.values())
+    n = 1
+    while (placeholder := policy.placeholder(label, n)) in taken:
+        n += 1
+    return placeholder
+
+
+def restorer(ex: Exchange) -> Restorer | None:
+    """What turns this request's placeholders back into its values in the answer, when its policy unmasks
+    and masking replaced anything."""
+    policy = ex.masking
+    if policy is None or not policy.unmask or not ex.masked_values:
+        return None
+    return Restorer({placeholder: value for value, placeholder in ex.masked_values.items()})
 
 
 def _rule(ex: Exchange, policy: masking.Masking):
@@ -85,3 +112,30 @@ def _from_routing(ex: Exchange, policy: masking.Masking) -> dict:
     elif coverage != "full":
         return {}
     return {text: list(outcome.spans)}
+
+
+def restores(policy: masking.Masking | None, cached) -> bool:
+    """Whether a cached answer may hold placeholders this request's policy puts values back in."""
+    if policy is None or not policy.unmask:
+        return False
+    if policy.entity_types is None or cached.streamed:      # a stream's deltas may split every placeholder
+        return True
+    body = cached.body
+    return any(policy.placeholder(label, 0)[:-2].encode() in body for label in policy.entity_types)
+
+
+async def number(ex: Exchange) -> None:
+    """Number this request's values as its first candidate's request would, for a cached answer; a request
+    that cannot be read leaves the answer masked, as it was stored."""
+    r, req = ex.route, ex.req
+    if ex.masking is None or r is None or req is None or not r.candidates:
+        return
+    model = r.candidates[0]
+    try:
+        out = ex.adapter.upstream(req, model.api_format, model.upstream_model, stream_usage=model.stream_usage)
+        body = out.body
+        if ex.shaping is not None:
+            body = ex.shaping.apply(body, model.api_format, out.headers).body
+        await mask(ex, body, model.api_format, ex.masking)
+    except VsrError:
+        ex.masked_values = None

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ...plugins.response_cache import CachedAnswer
 from .exchange import Exchange
+from .masking import number, restores
 from .context import assemble
 from .semantic_cache import similar
 from .tools import govern
@@ -27,11 +28,15 @@ async def request_plugins(ex: Exchange) -> Fast | CachedAnswer | None:
     if fast is not None:
         return Fast(fast.message)
     cached = await ex.rec.cached(r) or await similar(ex)
-    if cached is not None:
+    if cached is not None and not restores(policies.masking(r.recipe, r.decision), cached):
         return cached
     await govern(ex)      # tools: first of the request rewrites, on the request as the client wrote it
     # context after tools: tools.strip_history would otherwise strip the tool exchange context injects.
     await assemble(ex)
     ex.shaping = policies.shaping(r.recipe, r.decision)
     ex.masking = policies.masking(r.recipe, r.decision)
-    return None
+    if cached is not None:
+        # The cache keeps the answer masked: this request's own values go back in, numbered as the request
+        # would have been sent (the rewrites above included), so an exact hit reads what the first client read.
+        await number(ex)
+    return cached
