@@ -123,7 +123,8 @@ DEFAULT_ARTIFACT = "vsr-static-5"
 BUILTIN_DEPLOYMENTS = {PRIMARY: Deployment(provider="model_runtime", artifact=DEFAULT_ARTIFACT)}
 # The same static table as every vsr-static model: one loaded model serves both.
 BUILTIN_EMBEDDINGS = {VELA_EMBEDDING: Deployment(provider="model_runtime", artifact=DEFAULT_ARTIFACT)}
-STATIC_ARTIFACTS = ("vsr-static-1", "vsr-static-2", "vsr-static-3", "vsr-static-4", "vsr-static-5")
+STATIC_ARTIFACTS = ("vsr-static-1", "vsr-static-2", "vsr-static-3", "vsr-static-4", "vsr-static-5",
+                    "vsr-static-6")
 
 
 def embedding_deployments(catalog: ModelCatalog) -> dict[str, Deployment]:

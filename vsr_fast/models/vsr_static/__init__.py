@@ -1,4 +1,4 @@
-"""The embedded decision models: vsr-static-5 (the ``primary`` deployment's default), -4, -3, -2 and -1.
+"""The embedded decision models: vsr-static-5 (the ``primary`` deployment's default), -6, -4, -3, -2 and -1.
 
 A static embedding distilled from all-MiniLM-L6-v2 (int8, 30522 x 256), logistic
 heads for ``domain`` and ``jailbreak``, calibrated zero-shot scoring for the other
@@ -9,10 +9,13 @@ vsr-static-1's embedding and trains its heads on traffic-like data (see
 token n-grams: -3's jailbreak head (opt-in, ``artifact: vsr-static-3``: its chit-chat false
 alarms, 1.07 %, are over the 1 % goal), -4's domain head (-2's jailbreak head and a better
 domain head). -5 (the default) is -4 with a domain head also trained on natural questions
-written for the build by an LLM session (``corpus/natural_questions.tsv``). -1 to -4 stay
-loadable because replayed records name them. The artifacts are committed under
-``artifacts/`` and ``artifacts-2/`` to ``artifacts-5/`` and rebuilt by
-``python -m vsr_fast.models.vsr_static.build --model vsr-static-1|-2|-3|-4|-5``.
+written for the build by an LLM session (``corpus/natural_questions.tsv``). -6 (opt-in,
+``artifact: vsr-static-6``, for routers in front of coding agents) is -5 with a jailbreak head
+of -3's kind also trained on written coding-agent texts (``corpus/agent_turns.tsv``): it lets
+Claude Code's own instruction blocks through, but misses -5's chit-chat and in-the-wild figures
+(artifacts-6/CARD.md). -1 to -4 stay loadable because replayed records name them. The
+artifacts are committed under ``artifacts/`` and ``artifacts-2/`` to ``artifacts-6/`` and rebuilt
+by ``python -m vsr_fast.models.vsr_static.build --model vsr-static-1|-2|-3|-4|-5|-6``.
 
     model = load()                       # vsr-static-5, cached; checks SHA256SUMS first
     model.card                           # what it answers, honestly
@@ -26,8 +29,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from ._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ARTIFACTS_5, FILES, FILES_2, FILES_3,
-                         FILES_4, FILES_5, ArtifactError, read, verify)
+from ._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ARTIFACTS_5, ARTIFACTS_6, FILES, FILES_2,
+                         FILES_3, FILES_4, FILES_5, FILES_6, ArtifactError, read, verify)
 from ._model import SPAN_LABELS, VsrStatic, VsrStatic1
 
 DEFAULT = "vsr-static-5"
@@ -63,6 +66,12 @@ def load_5() -> VsrStatic:
     return VsrStatic(read(ARTIFACTS_5, FILES_5))
 
 
+@functools.cache
+def load_6() -> VsrStatic:
+    """vsr-static-6 from its committed artifacts (loaded once)."""
+    return VsrStatic(read(ARTIFACTS_6, FILES_6))
+
+
 def load(directory: Path | None = None) -> VsrStatic:
     """The default model (loaded once), or a fresh one from ``directory`` (either layout).
 
@@ -71,7 +80,7 @@ def load(directory: Path | None = None) -> VsrStatic:
     if directory is None:
         return load_5()
     directory = Path(directory)
-    files = FILES if (directory / "embedding.npz").exists() else FILES_2   # -3 to -5 have FILES_2's layout
+    files = FILES if (directory / "embedding.npz").exists() else FILES_2   # -3 to -6 have FILES_2's layout
     return VsrStatic(read(directory, files))
 
 
@@ -90,4 +99,4 @@ def count_tokens(texts: list[str]) -> int:
 
 
 __all__ = ["DEFAULT", "SPAN_LABELS", "ArtifactError", "VsrStatic", "VsrStatic1", "count_tokens", "load", "load_1",
-           "load_2", "load_3", "load_4", "load_5"]
+           "load_2", "load_3", "load_4", "load_5", "load_6"]
