@@ -18,7 +18,8 @@ Sha256Hex = Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")]
 
 
 class Budget(Block):
-    """A spend budget per period: the declared pricing's cost, or tokens where no pricing is declared."""
+    """A token budget per period, counted from the answers' usage, whole and streamed alike; a declared
+    pricing is reported (the cost header, the events), never limited."""
 
     tokens: Annotated[int, Meta(ge=1)]
     period: Literal["minute", "hour", "day", "month"] = "day"
