@@ -81,6 +81,10 @@ def test_events_of_a_request_arrive_in_order_and_the_record_is_served(mock, tmp_
         body = record.json()
         assert body["decision"] == "d" and body["selected_model"] == "m" and body["model"] == "m"
         assert body["status"] == 200 and body["streamed"] is stream_flag
+        # The backend's usage, streamed too: the client did not ask for a usage chunk, the router did.
+        usage = body["usage"]
+        assert usage is not None and usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+        assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
         listing = httpx.get(f"{proc.url}/api/v1/replay", params={"decision": "d"}).json()["records"]
         assert replay_id in [row["id"] for row in listing]
         assert httpx.get(f"{proc.url}/api/v1/replay/nope").status_code == 404

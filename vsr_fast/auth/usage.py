@@ -176,6 +176,13 @@ class UsageMeter:
             self.output = max(self.output, u.completion_tokens or 0, u.output_tokens or 0)
             self.total = max(self.total, u.total_tokens or 0)
 
+    def reported(self) -> tuple[int, int, int] | None:
+        """The answer's own usage as the backend reported it (input, output, total), or None: never an estimate."""
+        self.finish()
+        if not self.seen:
+            return None
+        return self.input, self.output, max(self.total, self.input + self.output)
+
     def tokens(self) -> int:
         """What the request is charged: the answer's usage (or its estimate) and every call it did not send."""
         self.finish()

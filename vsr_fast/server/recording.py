@@ -14,7 +14,7 @@ from ..errors import VsrError
 from ..events import ids
 from ..events.request import RequestEvents
 from ..events.capture import AnswerCapture
-from ..events.types import AnswerCompleted, CacheIntent
+from ..events.types import AnswerCompleted, CacheIntent, Usage
 from ..headers import registry as h
 from ..plugins import PLUGINS, SHAPING, context, masking, response_cache, router_replay, tools
 from ..plugins.shaping import Shaping
@@ -241,9 +241,10 @@ class Recording:
 
     def answered(self, *, status: int, path: str, model: str | None, streamed: bool, complete: bool,
                  content_type: str | None, guard: str = "none", guard_codes: list[str] | None = None,
-                 held: bool = False, cost: tuple[float | None, str | None] = (None, None)) -> None:
+                 held: bool = False, cost: tuple[float | None, str | None] = (None, None),
+                 usage: tuple[int, int, int] | None = None) -> None:
         if self.events is not None:
-            self.events.answer(cost=cost[0], cost_currency=cost[1],
+            self.events.answer(cost=cost[0], cost_currency=cost[1], usage=None if usage is None else Usage(*usage),
                                status=status, response_path=path, model=model, streamed=streamed, complete=complete,
                                content_type=content_type, captured=self.capture, guard=guard,  # type: ignore[arg-type]
                                guard_codes=guard_codes or (), held=held,

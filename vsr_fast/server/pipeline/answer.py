@@ -88,9 +88,13 @@ async def _send(ex: Exchange, send: Send, body: bytes, content_type: str, *, str
 
 
 def _answered(ex: Exchange, *, streamed: bool, complete: bool, content_type: str | None) -> None:
+    # The meter read the backend's bytes: a stream's usage chunk the client did not ask for is in it, not in
+    # what the record captured. A whole answer's usage is read from its captured body, as before: passing it
+    # here would take every event off its cheap path (``RequestEvents.answer``).
     ex.rec.answered(status=ex.status, path=ex.path.value, model=ex.model, streamed=streamed, complete=complete,
                     content_type=content_type, guard=ex.guard_outcome, guard_codes=ex.guard_codes, held=ex.held,
-                    cost=(ex.cost.total, ex.cost.currency) if ex.cost is not None else (None, None))
+                    cost=(ex.cost.total, ex.cost.currency) if ex.cost is not None else (None, None),
+                    usage=ex.meter.reported() if streamed and ex.meter is not None else None)
 
 
 async def _fast(ex: Exchange, send: Send, message: str) -> None:
