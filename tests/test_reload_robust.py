@@ -77,7 +77,7 @@ def test_a_wrong_type_is_refused_by_every_reload_path_and_the_router_keeps_servi
 def test_an_unexpected_error_while_loading_is_a_refused_reload(tmp_path, monkeypatch):
     """Not a ConfigError (a bug in a check): refused, counted as failed, with the error; nothing raised."""
     counted: list[str] = []
-    state = SimpleNamespace(loaded=SimpleNamespace(version_hash="old"),
+    state = SimpleNamespace(loaded=SimpleNamespace(version_hash="old", config=None),
                             metrics=SimpleNamespace(reloads=SimpleNamespace(inc=counted.append)))
 
     def broken(path):
@@ -115,7 +115,8 @@ def test_a_reload_names_each_change_that_waits_for_a_restart(tmp_path):
             _replace(path, yaml.safe_dump(doc, sort_keys=False))
             r = client.post(f"{proc.url}/admin/reload")
             assert r.status_code == 200 and r.json()["status"] == "reloaded", r.text
-            assert r.json()["restart_required"] == [
+            r_later = r.json()["restart_required"]
+            assert r_later == [
                 "listeners[0].port", "global.router.access_log.enabled",
                 f"recipes[{doc['recipes'][0]['name']}].decisions[remember].plugins[0] (context): what it needs opens at start"]
             line = wait_for_value(lambda: [x for x in proc.lines if "in effect after a restart" in x], "the log line")
@@ -124,6 +125,19 @@ def test_a_reload_names_each_change_that_waits_for_a_restart(tmp_path):
             r = client.post(f"{proc.url}/v1/chat/completions",
                             json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
             assert r.status_code == 200 and r.headers["x-vsr-selected-decision"] == "remember", r.headers
+
+            # Compared with what is in effect, not with the last file: a second change leaves them pending, and
+            # putting them back as the router started clears them.
+            doc["recipes"][0]["decisions"][0]["priority"] = 11
+            _replace(path, yaml.safe_dump(doc, sort_keys=False))
+            again = client.post(f"{proc.url}/admin/reload")
+            assert again.status_code == 200 and again.json()["restart_required"] == r_later, again.text
+            doc["listeners"][0]["port"] = 18080
+            del doc["global"]
+            doc["recipes"][0]["decisions"].pop(0)
+            _replace(path, yaml.safe_dump(doc, sort_keys=False))
+            back = client.post(f"{proc.url}/admin/reload")
+            assert back.status_code == 200 and back.json()["restart_required"] == [], back.text
 
 
 def test_restart_required_names_where_the_file_adds_what_opens_at_start(tmp_path):

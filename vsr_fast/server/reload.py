@@ -94,6 +94,8 @@ class Generations:
     def __init__(self, state: AppState, config_path: str, build: Callable[[AppState], dict],
                  nursery: trio.Nursery) -> None:
         self.current = state
+        # Fields read only at start stay as this file had them until a restart: a reload compares with it.
+        self.started = state.loaded.config
         self.every = [state]
         self.apps = build(state)
         self._build, self._path, self._nursery = build, config_path, nursery
@@ -127,7 +129,7 @@ class Generations:
                     return Reloaded(True, f"config {loaded.version_hash} unchanged")
                 upstreams = Upstreams(loaded.config, previous=old.upstreams)
                 new = old.regenerated(loaded, upstreams)
-                later = tuple(restart_required(old.loaded.config, loaded.config))
+                later = tuple(restart_required(self.started, loaded.config))
             except ConfigError as exc:
                 return self._refused(old, "; ".join(exc.lines) or str(exc))
             except Exception as exc:   # noqa: BLE001 - a bug in loading is a refused reload, never a dead router
