@@ -326,12 +326,13 @@ class Adapter(abc.ABC):
     # --- errors -----------------------------------------------------------------------------
 
     def error(self, exc: VsrError) -> tuple[int, str, bytes]:
-        """``(status, content_type, body)`` of one of our errors in the client's shape.
+        """``(status, content_type, body)`` of one of our errors in the client's shape (OpenAI's)."""
+        return self.error_status(exc), JSON, openai_error_body(exc)
 
-        OpenAI shape; ``code == "overloaded"`` answers 429, which OpenAI clients retry.
-        """
-        status = 429 if exc.code == "overloaded" else exc.status
-        return status, JSON, openai_error_body(exc)
+    def error_status(self, exc: VsrError) -> int:
+        """The status one of our errors answers with whole: what a stream that ends with it is counted as.
+        OpenAI's ``code == "overloaded"`` answers 429, which OpenAI clients retry."""
+        return 429 if exc.code == "overloaded" else exc.status
 
     def _error_reply(self, exc: VsrError) -> Reply:
         status, content_type, body = self.error(exc)
@@ -494,6 +495,9 @@ class MessagesAdapter(Adapter):
         """Anthropic's shape and statuses: 529 overloaded_error for ``code == "overloaded"``."""
         status, body = anthropic.vsr_error_answer(exc)
         return status, JSON, body
+
+    def error_status(self, exc: VsrError) -> int:
+        return anthropic.error_status_and_type(exc.status, exc.code)[0]
 
     def request_error(self, problem: Problem) -> RequestError:
         """Anthropic's words (``messages.1.role: Input should be ...``): Claude Code reads them."""
