@@ -129,3 +129,56 @@ def test_a_whole_stream_is_still_counted_200(mock, fake, both):
         resp = ask(both, "chat", held, True, f"whole stream {held}")
         assert resp.status_code == 200 and b"[DONE]" in resp.content
         assert added(before, counts(both, "chat", name)) == {"200": 1}
+# --- the error's type, whole and streamed ----------------------------------------------------------------
+
+
+def sdk_error(proc, api: str, held: bool, stream: bool, question: str) -> Exception:
+    """The exception the API's official SDK raises on the request."""
+    model = entrypoint(api, held)
+    with pytest.raises((openai.APIError, anthropic.APIError)) as caught:
+        if api == "chat":
+            client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="x", max_retries=0)
+            got = client.chat.completions.create(model=model, stream=stream,
+                                                 messages=[{"role": "user", "content": question}])
+            if stream:
+                list(got)
+        elif api == "responses":
+            client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="x", max_retries=0)
+            got = client.responses.create(model=model, input=question, stream=stream)
+            if stream:
+                list(got)
+        else:
+            client = anthropic.Anthropic(base_url=proc.url, api_key="x", max_retries=0)
+            got = client.messages.create(model=model, max_tokens=100, stream=stream,
+                                         messages=[{"role": "user", "content": question}])
+            if stream:
+                list(got)
+    return caught.value
+
+
+def error_type(api: str, exc: Exception) -> str:
+    if api == "messages":
+        return exc.body["error"]["type"]
+    return exc.type
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_an_upstream_failure_has_one_error_type_whole_and_streamed(mock, both, api):
+    """The same mid-answer failure whole (a 502), in a true stream (an error event after the first chunk) and in
+    a held one (the error event alone): one type, the whole answer's, read off the SDK's exception and the raw
+    event. OpenAI's shape says ``upstream_error`` (the router's own type for what a backend did, as its 502s and
+    a backend's 5xx answer say); Anthropic's ``api_error``."""
+    answer_with(mock, SAFE + " and more words to split", chunks=6, fail_rate=1.0, fail_mode="midstream")
+    try:
+        whole = sdk_error(both, api, False, False, "type whole")
+        true_stream = sdk_error(both, api, False, True, "type true stream")
+        held = sdk_error(both, api, True, True, "type held")
+        expected = "api_error" if api == "messages" else "upstream_error"
+        assert [error_type(api, e) for e in (whole, true_stream, held)] == [expected] * 3
+        if api != "messages":
+            assert whole.code == true_stream.code == held.code == "upstream_failed"
+        for is_held in (False, True):
+            event = error_event(api, ask(both, api, is_held, True, f"raw type {is_held}"))
+            assert (event["error"]["type"] if api == "messages" else event["type"]) == expected, event
+    finally:
+        answer_with(mock, SAFE)

@@ -279,8 +279,10 @@ class Adapter(abc.ABC):
         """The client protocol's stream writer."""
 
     @abc.abstractmethod
-    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int, head: bytes) -> bytes:
-        """The in-stream error event that ends a same-protocol stream of ``events`` events, ``head`` the first."""
+    def _passthrough_fail(self, message: str, status: int, code: str | None, kind: str, events: int,
+                          head: bytes) -> bytes:
+        """The in-stream error event (``kind``: the error's type) that ends a same-protocol stream of ``events``
+        events, ``head`` the first."""
 
     async def remember(self, req: Inbound, body: bytes | None) -> None:
         """Keep an answer for later turns; only Responses does."""
@@ -321,7 +323,7 @@ class Adapter(abc.ABC):
 
     def stream_failure(self, exc: VsrError) -> bytes:
         """The protocol's in-stream error event, alone: what a held stream the guard refused carries."""
-        return self._passthrough_fail(exc.message, exc.status, exc.code, 0, b"")
+        return self._passthrough_fail(exc.message, exc.status, exc.code, exc.type, 0, b"")
 
     # --- errors -----------------------------------------------------------------------------
 
@@ -444,8 +446,9 @@ class ChatAdapter(Adapter):
         options = req.body.stream_options
         return CHAT.StreamWriter(bool(options and options.include_usage))
 
-    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int, head: bytes) -> bytes:
-        return CHAT.StreamWriter(False).fail(message, status, code)
+    def _passthrough_fail(self, message: str, status: int, code: str | None, kind: str, events: int,
+                          head: bytes) -> bytes:
+        return CHAT.StreamWriter(False).fail(message, status, code, kind)
 
 
 class MessagesAdapter(Adapter):
@@ -488,8 +491,9 @@ class MessagesAdapter(Adapter):
     def _writer(self, req: Inbound, new_id: NewId):
         return MESSAGES.StreamWriter()
 
-    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int, head: bytes) -> bytes:
-        return MESSAGES.StreamWriter().fail(message, status, code)
+    def _passthrough_fail(self, message: str, status: int, code: str | None, kind: str, events: int,
+                          head: bytes) -> bytes:
+        return MESSAGES.StreamWriter().fail(message, status, code, kind)
 
     def error(self, exc: VsrError) -> tuple[int, str, bytes]:
         """Anthropic's shape and statuses: 529 overloaded_error for ``code == "overloaded"``."""
@@ -612,11 +616,12 @@ class ResponsesAdapter(Adapter):
             return Passthrough(self._passthrough_fail, tap=req.body.store is not False)
         return super().stream_translator(req, api_format, new_id=new_id)
 
-    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int, head: bytes) -> bytes:
+    def _passthrough_fail(self, message: str, status: int, code: str | None, kind: str, events: int,
+                          head: bytes) -> bytes:
         writer = RESPONSES.StreamWriter(RESPONSES.Echo(None), first_sequence=events)
         for _, data in SSEParser().feed(head):
             writer.opened(data)
-        return writer.fail(message, status, code)
+        return writer.fail(message, status, code, kind)
 
     async def remember(self, req: Inbound, body: bytes | None) -> None:
         """Store the conversation so far under the answer's id (unless ``store: false``)."""
@@ -683,7 +688,8 @@ class ImagesAdapter(Adapter):
     def _writer(self, req: Inbound, new_id: NewId):
         raise UnsupportedCapability("image generation answers whole")
 
-    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int, head: bytes) -> bytes:
+    def _passthrough_fail(self, message: str, status: int, code: str | None, kind: str, events: int,
+                          head: bytes) -> bytes:
         raise UnsupportedCapability("image generation answers whole")
 
 

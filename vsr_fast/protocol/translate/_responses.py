@@ -430,7 +430,7 @@ class StreamReader:
             err = ev.error or (ev.response.error if ev.response and ev.response.error else None)
             message = ev.message or (err.message if err else "") or "the upstream response failed"
             code = ev.code or (err.code if err else None)
-            return [Failed(message, 529 if code == "overloaded" else 500, code)]
+            return [Failed(message, 529 if code == "overloaded" else 500, code, err.type if err else None)]
         return []   # in_progress, reasoning and image partials: nothing to carry
 
     def _item_added(self, ev: wire.Event) -> list[Event]:
@@ -559,7 +559,7 @@ class StreamWriter:
             return self._stop(ev.index) if ev.index == self._open else b""
         if isinstance(ev, Finished):
             return self._finish(ev)
-        return self.fail(ev.message, ev.status, ev.code)
+        return self.fail(ev.message, ev.status, ev.code, ev.type)
 
     def _start(self, ev: BlockStart) -> bytes:
         out = self._stop(self._open) if self._open is not None else b""
@@ -658,7 +658,7 @@ class StreamWriter:
             r = ev.response
             self._id, self._model, self._created = r.id, r.model or "", int(r.created_at or 0)
 
-    def fail(self, message: str, status: int, code: str | None) -> bytes:
+    def fail(self, message: str, status: int, code: str | None, kind: str | None = None) -> bytes:
         """The failure as OpenAI ends a streamed response: ``response.failed`` (status failed, the error in it),
         then the ``error`` event. The openai SDK raises its ``APIError`` on an ``error`` event whose fields are
         nested under ``error``, as the live API sends them (the flat ones are the documented shape; both go);
@@ -671,6 +671,6 @@ class StreamWriter:
             out = self._event("response.created", {"response": self._response("in_progress")})
         failed = self._response("failed")
         failed["error"] = {"code": code, "message": message}
-        error = {"type": openai_error_type(status), "code": code, "message": message, "param": None}
+        error = {"type": kind or openai_error_type(status), "code": code, "message": message, "param": None}
         return (out + self._event("response.failed", {"response": failed})
                 + self._event("error", {"code": code, "message": message, "param": None, "error": error}))

@@ -29,7 +29,7 @@ class Writer(Protocol):
 
     def write(self, ev: Event) -> bytes: ...
 
-    def fail(self, message: str, status: int, code: str | None) -> bytes: ...
+    def fail(self, message: str, status: int, code: str | None, kind: str | None = None) -> bytes: ...
 
 
 class Reader(Protocol):
@@ -78,7 +78,7 @@ class Passthrough:
     events, to keep the final response object; the bytes still pass unchanged.
     """
 
-    def __init__(self, fail: Callable[[str, int, str | None, int, bytes], bytes], tap: bool = False) -> None:
+    def __init__(self, fail: Callable[[str, int, str | None, str, int, bytes], bytes], tap: bool = False) -> None:
         self.losses: list[Loss] = []
         self._fail = fail
         self._parser = SSEParser() if tap else None
@@ -115,7 +115,7 @@ class Passthrough:
 
     def fail(self, exc: VsrError) -> bytes:
         self._cutter.flush()   # half an event: dropped, the error event replaces it
-        return self._fail(exc.message, exc.status, exc.code, self._events, self._head)
+        return self._fail(exc.message, exc.status, exc.code, exc.type, self._events, self._head)
 
     def final(self) -> bytes | None:
         return self._final
@@ -213,7 +213,7 @@ class Translating:
         if self._ended:
             return b""
         self._ended = True
-        return self._writer.fail(exc.message, exc.status, exc.code)
+        return self._writer.fail(exc.message, exc.status, exc.code, exc.type)
 
     def final(self) -> bytes | None:
         return getattr(self._writer, "final", None)
@@ -268,12 +268,12 @@ class WholeToStream:
         except msgspec.DecodeError as exc:
             return self._writer.fail(f"unreadable upstream answer: {exc}", 502, "upstream_failed")
         except VsrError as exc:   # the backend's answer was itself a failure
-            return self._writer.fail(exc.message, exc.status, exc.code)
+            return self._writer.fail(exc.message, exc.status, exc.code, exc.type)
         return b"".join(self._writer.write(ev) for ev in answer_events(answer))
 
     def fail(self, exc: VsrError) -> bytes:
         self._ended = True
-        return self._writer.fail(exc.message, exc.status, exc.code)
+        return self._writer.fail(exc.message, exc.status, exc.code, exc.type)
 
     def final(self) -> bytes | None:
         return getattr(self._writer, "final", None)
