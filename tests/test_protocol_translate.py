@@ -383,6 +383,33 @@ def test_passthrough_fail_and_responses_tap():
         assert b"gone" in tr.fail(UpstreamError("gone"))
 
 
+@pytest.mark.parametrize("order", ["error", "failed-error", "error-failed"])
+def test_a_responses_backends_error_event_is_relayed_as_the_routers_failures_end_a_stream(order):
+    """Whatever a Responses backend ends with (its error event alone, after its own response.failed, or before
+    one), the client reads one response.failed ending the response the backend opened, then one error event with
+    the backend's message and code flat and nested: the openai SDK raises on it as on the router's own."""
+    adapter, req = decode("responses", STREAM_REQUESTS["responses"])
+    source = STREAMS["responses"]
+    opened = source[:source.index(b"\n\n") + 2]
+    error = _sse("error", {"type": "error", "code": "server_error", "message": "boom", "param": None}).encode()
+    failed = _sse("response.failed", {"type": "response.failed", "sequence_number": 1, "response": {
+        "id": "resp_01", "object": "response", "created_at": 1, "model": "g", "status": "failed", "output": [],
+        "error": {"code": "server_error", "message": "boom"}}}).encode()
+    tail = {"error": error, "failed-error": failed + error, "error-failed": error + failed}[order]
+    tr = adapter.stream_translator(req, "responses")
+    out = tr.feed(opened + tail[:-1]) + tr.feed(tail[-1:]) + tr.close()
+    got = events(out)
+    assert [name for name, _ in got] == ["response.created", "response.failed", "error"]
+    ended, err = (json.loads(data) for _, data in got[1:])
+    assert ended["response"]["id"] == "resp_01" and ended["response"]["error"]["message"] == "boom"
+    assert (err["code"], err["message"]) == ("server_error", "boom")
+    assert err["error"] == {"type": "upstream_error", "code": "server_error", "message": "boom", "param": None}
+    assert [e["sequence_number"] for e in (ended, err)] == [1, 2]
+    with pytest.raises(openai.APIError) as caught:
+        sdk_final("responses", out)
+    assert (caught.value.message, caught.value.code) == ("boom", "server_error")
+
+
 def test_a_whole_images_answer_streams_to_a_responses_client():
     adapter, req = decode("responses", {"model": "gpt-image", "input": "a cat", "stream": True,
                                         "tools": [{"type": "image_generation", "size": "1024x1024"}]})

@@ -61,7 +61,7 @@ from .errors import (
 from .rewrite import ModelRewriter
 from .translate import (
     BY_FORMAT, CHAT, GUARDED, IMAGES, MESSAGES, PATHS, RESPONSES, Answer, Conversation, Loss, NewId, Passthrough,
-    SSEParser, StreamTranslator, Translating, WholeToStream, chat_messages, is_error_of, new_id, read_error,
+    StreamTranslator, Translating, WholeToStream, chat_messages, is_error_of, new_id, read_error,
 )
 
 JSON = "application/json"
@@ -613,15 +613,13 @@ class ResponsesAdapter(Adapter):
 
     def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id) -> StreamTranslator:
         if api_format == self.native:
-            return Passthrough(self._passthrough_fail, tap=req.body.store is not False)
+            return Passthrough(self._passthrough_fail, tap=req.body.store is not False,
+                               restate=RESPONSES.ErrorRestater())
         return super().stream_translator(req, api_format, new_id=new_id)
 
     def _passthrough_fail(self, message: str, status: int, code: str | None, kind: str, events: int,
                           head: bytes) -> bytes:
-        writer = RESPONSES.StreamWriter(RESPONSES.Echo(None), first_sequence=events)
-        for _, data in SSEParser().feed(head):
-            writer.opened(data)
-        return writer.fail(message, status, code, kind)
+        return RESPONSES.passthrough_fail(message, status, code, kind, events, head)
 
     async def remember(self, req: Inbound, body: bytes | None) -> None:
         """Store the conversation so far under the answer's id (unless ``store: false``)."""

@@ -76,11 +76,15 @@ class Passthrough:
 
     ``tap`` (a Responses client whose answer is to be remembered) also parses the
     events, to keep the final response object; the bytes still pass unchanged.
+    ``restate`` (Responses) rewrites the events it is given, the count before them and the
+    stream's first: the backend's own error event, in the shape the router's failures have.
     """
 
-    def __init__(self, fail: Callable[[str, int, str | None, str, int, bytes], bytes], tap: bool = False) -> None:
+    def __init__(self, fail: Callable[[str, int, str | None, str, int, bytes], bytes], tap: bool = False,
+                 restate: Callable[[bytes, int, bytes], bytes] | None = None) -> None:
         self.losses: list[Loss] = []
         self._fail = fail
+        self._restate = restate
         self._parser = SSEParser() if tap else None
         self._final: bytes | None = None
         self._events = 0
@@ -92,9 +96,13 @@ class Passthrough:
             for name, data in self._parser.feed(chunk):
                 if name in _FINAL_EVENTS:
                     self._keep(data)
-        out = self._cutter.feed(chunk)
+        return self._released(self._cutter.feed(chunk))
+
+    def _released(self, out: bytes) -> bytes:
         if out and not self._events:
             self._head = out[:out.find(b"\n\n") + 2]
+        if out and self._restate is not None:
+            out = self._restate(out, self._events, self._head)
         self._events += out.count(b"\n\n")
         return out
 
@@ -111,7 +119,7 @@ class Passthrough:
             for name, data in self._parser.close():
                 if name in _FINAL_EVENTS:
                     self._keep(data)
-        return self._cutter.flush()
+        return self._released(self._cutter.flush())
 
     def fail(self, exc: VsrError) -> bytes:
         self._cutter.flush()   # half an event: dropped, the error event replaces it
