@@ -23,7 +23,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from vsr_fast.errors import UpstreamError
+from vsr_fast.errors import RequestTimeout, ResponseBlocked, ShuttingDown, UpstreamError
 from vsr_fast.protocol import anthropic as anthropic_wire
 from vsr_fast.protocol import chat as chat_wire
 from vsr_fast.protocol import responses as responses_wire
@@ -299,7 +299,7 @@ def test_a_stream_cut_short_ends_with_an_error_event_in_the_clients_shape(api, b
     name, data = events(out)[-1]
     doc = json.loads(data)
     if api == "chat":
-        assert name is None and doc["error"]["type"] == "server_error"
+        assert name is None and doc["error"]["type"] == "upstream_error"
         with pytest.raises(openai.APIError):
             sdk_final(api, out)
     elif api == "messages":
@@ -320,7 +320,9 @@ def test_an_upstream_error_event_becomes_the_clients_error_event():
         "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}})
     overloaded += _sse("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
     out, _ = translate("chat", "anthropic", [overloaded.encode()])
-    assert json.loads(events(out)[-1][1])["error"]["code"] == "overloaded"
+    # The type a whole 529 overloaded_error has for a Chat client (test_error_answers_are_rendered_in_the_clients_shape).
+    assert json.loads(events(out)[-1][1])["error"] | {"message": ""} == {
+        "message": "", "type": "upstream_error", "param": None, "code": "overloaded"}
     out, _ = translate("responses", "anthropic", [overloaded.encode()])
     last = json.loads(events(out)[-1][1])
     assert (last["type"], last["code"], last["message"]) == ("error", "overloaded", "Overloaded")
@@ -334,6 +336,28 @@ def test_an_upstream_error_event_becomes_the_clients_error_event():
     assert json.loads(events(out)[-1][1])["error"] == {"type": "overloaded_error", "message": "the model is busy"}
     out, _ = translate("messages", "openai", [chat_error])
     assert events(out)[-1][0] == "error"
+    # A backend's own OpenAI type is kept, as its whole error body's is.
+    out, _ = translate("responses", "openai", [chat_error])
+    assert json.loads(events(out)[-1][1])["error"]["type"] == "server_error"
+    out, _ = translate("chat", "responses", [nested.encode()])
+    assert json.loads(events(out)[-1][1])["error"]["type"] == "server_error"
+
+
+@pytest.mark.parametrize("exc", [UpstreamError("gone"), RequestTimeout("late"), ShuttingDown("stopping"),
+                                 ResponseBlocked("withheld")], ids=lambda e: e.code)
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_a_streams_error_event_has_the_type_and_code_of_its_whole_answer(api, exc):
+    """The router's failure ending a stream, held (the event alone) or relayed from any backend, says the type
+    and code its whole answer says: the SDK's exception reads the same either way."""
+    adapter, req = decode(api, STREAM_REQUESTS[api])
+    whole = json.loads(adapter.error(exc)[2])["error"]
+    outs = [adapter.stream_failure(exc)]
+    for backend in BACKENDS:
+        tr = adapter.stream_translator(req, backend, new_id=ids())
+        outs.append(tr.feed(STREAMS[backend][:300]) + tr.fail(exc))
+    for out in outs:
+        error = json.loads(events(out)[-1][1])["error"]
+        assert (error["type"], error["code"], error["message"]) == (whole["type"], whole["code"], whole["message"])
 
 
 def test_passthrough_fail_and_responses_tap():
@@ -351,12 +375,39 @@ def test_passthrough_fail_and_responses_tap():
     assert ended["response"]["id"] == "resp_01" and ended["response"]["status"] == "failed"
     assert ended["response"]["error"] == {"code": "upstream_failed", "message": "gone"}
     assert err["type"] == "error" and err["sequence_number"] == sent.count(b"\n\n") + 1
-    assert err["error"] == {"type": "server_error", "code": "upstream_failed", "message": "gone", "param": None}
+    assert err["error"] == {"type": "upstream_error", "code": "upstream_failed", "message": "gone", "param": None}
     for api in ("chat", "messages"):
         adapter, req = decode(api, STREAM_REQUESTS[api])
         tr = adapter.stream_translator(req, NATIVE[api])
         assert tr.feed(b"data: x\n\nda") == b"data: x\n\n" and tr.final() is None
         assert b"gone" in tr.fail(UpstreamError("gone"))
+
+
+@pytest.mark.parametrize("order", ["error", "failed-error", "error-failed"])
+def test_a_responses_backends_error_event_is_relayed_as_the_routers_failures_end_a_stream(order):
+    """Whatever a Responses backend ends with (its error event alone, after its own response.failed, or before
+    one), the client reads one response.failed ending the response the backend opened, then one error event with
+    the backend's message and code flat and nested: the openai SDK raises on it as on the router's own."""
+    adapter, req = decode("responses", STREAM_REQUESTS["responses"])
+    source = STREAMS["responses"]
+    opened = source[:source.index(b"\n\n") + 2]
+    error = _sse("error", {"type": "error", "code": "server_error", "message": "boom", "param": None}).encode()
+    failed = _sse("response.failed", {"type": "response.failed", "sequence_number": 1, "response": {
+        "id": "resp_01", "object": "response", "created_at": 1, "model": "g", "status": "failed", "output": [],
+        "error": {"code": "server_error", "message": "boom"}}}).encode()
+    tail = {"error": error, "failed-error": failed + error, "error-failed": error + failed}[order]
+    tr = adapter.stream_translator(req, "responses")
+    out = tr.feed(opened + tail[:-1]) + tr.feed(tail[-1:]) + tr.close()
+    got = events(out)
+    assert [name for name, _ in got] == ["response.created", "response.failed", "error"]
+    ended, err = (json.loads(data) for _, data in got[1:])
+    assert ended["response"]["id"] == "resp_01" and ended["response"]["error"]["message"] == "boom"
+    assert (err["code"], err["message"]) == ("server_error", "boom")
+    assert err["error"] == {"type": "upstream_error", "code": "server_error", "message": "boom", "param": None}
+    assert [e["sequence_number"] for e in (ended, err)] == [1, 2]
+    with pytest.raises(openai.APIError) as caught:
+        sdk_final("responses", out)
+    assert (caught.value.message, caught.value.code) == ("boom", "server_error")
 
 
 def test_a_whole_images_answer_streams_to_a_responses_client():

@@ -75,7 +75,9 @@ class Metrics:
 
     def __init__(self) -> None:
         self.requests = Counter(
-            "vsr_requests_total", "Requests by route and HTTP status.", ("api", "recipe", "decision", "model", "status")
+            "vsr_requests_total", "Requests by route and HTTP status (a stream that ends with an error event after "
+            "its 200: the status of that error, as a whole answer of it has).",
+            ("api", "recipe", "decision", "model", "status")
         )
         self.latency = Histogram(
             "vsr_request_duration_seconds", "Request latency until the last byte.", ("api", "decision", "model")

@@ -61,7 +61,7 @@ from .errors import (
 from .rewrite import ModelRewriter
 from .translate import (
     BY_FORMAT, CHAT, GUARDED, IMAGES, MESSAGES, PATHS, RESPONSES, Answer, Conversation, Loss, NewId, Passthrough,
-    SSEParser, StreamTranslator, Translating, WholeToStream, chat_messages, is_error_of, new_id, read_error,
+    StreamTranslator, Translating, WholeToStream, chat_messages, is_error_of, new_id, read_error,
 )
 
 JSON = "application/json"
@@ -279,8 +279,10 @@ class Adapter(abc.ABC):
         """The client protocol's stream writer."""
 
     @abc.abstractmethod
-    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int, head: bytes) -> bytes:
-        """The in-stream error event that ends a same-protocol stream of ``events`` events, ``head`` the first."""
+    def _passthrough_fail(self, message: str, status: int, code: str | None, kind: str, events: int,
+                          head: bytes) -> bytes:
+        """The in-stream error event (``kind``: the error's type) that ends a same-protocol stream of ``events``
+        events, ``head`` the first."""
 
     async def remember(self, req: Inbound, body: bytes | None) -> None:
         """Keep an answer for later turns; only Responses does."""
@@ -321,17 +323,18 @@ class Adapter(abc.ABC):
 
     def stream_failure(self, exc: VsrError) -> bytes:
         """The protocol's in-stream error event, alone: what a held stream the guard refused carries."""
-        return self._passthrough_fail(exc.message, exc.status, exc.code, 0, b"")
+        return self._passthrough_fail(exc.message, exc.status, exc.code, exc.type, 0, b"")
 
     # --- errors -----------------------------------------------------------------------------
 
     def error(self, exc: VsrError) -> tuple[int, str, bytes]:
-        """``(status, content_type, body)`` of one of our errors in the client's shape.
+        """``(status, content_type, body)`` of one of our errors in the client's shape (OpenAI's)."""
+        return self.error_status(exc), JSON, openai_error_body(exc)
 
-        OpenAI shape; ``code == "overloaded"`` answers 429, which OpenAI clients retry.
-        """
-        status = 429 if exc.code == "overloaded" else exc.status
-        return status, JSON, openai_error_body(exc)
+    def error_status(self, exc: VsrError) -> int:
+        """The status one of our errors answers with whole: what a stream that ends with it is counted as.
+        OpenAI's ``code == "overloaded"`` answers 429, which OpenAI clients retry."""
+        return 429 if exc.code == "overloaded" else exc.status
 
     def _error_reply(self, exc: VsrError) -> Reply:
         status, content_type, body = self.error(exc)
@@ -443,8 +446,9 @@ class ChatAdapter(Adapter):
         options = req.body.stream_options
         return CHAT.StreamWriter(bool(options and options.include_usage))
 
-    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int, head: bytes) -> bytes:
-        return CHAT.StreamWriter(False).fail(message, status, code)
+    def _passthrough_fail(self, message: str, status: int, code: str | None, kind: str, events: int,
+                          head: bytes) -> bytes:
+        return CHAT.StreamWriter(False).fail(message, status, code, kind)
 
 
 class MessagesAdapter(Adapter):
@@ -487,13 +491,17 @@ class MessagesAdapter(Adapter):
     def _writer(self, req: Inbound, new_id: NewId):
         return MESSAGES.StreamWriter()
 
-    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int, head: bytes) -> bytes:
-        return MESSAGES.StreamWriter().fail(message, status, code)
+    def _passthrough_fail(self, message: str, status: int, code: str | None, kind: str, events: int,
+                          head: bytes) -> bytes:
+        return MESSAGES.StreamWriter().fail(message, status, code, kind)
 
     def error(self, exc: VsrError) -> tuple[int, str, bytes]:
         """Anthropic's shape and statuses: 529 overloaded_error for ``code == "overloaded"``."""
         status, body = anthropic.vsr_error_answer(exc)
         return status, JSON, body
+
+    def error_status(self, exc: VsrError) -> int:
+        return anthropic.error_status_and_type(exc.status, exc.code)[0]
 
     def request_error(self, problem: Problem) -> RequestError:
         """Anthropic's words (``messages.1.role: Input should be ...``): Claude Code reads them."""
@@ -605,14 +613,13 @@ class ResponsesAdapter(Adapter):
 
     def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id) -> StreamTranslator:
         if api_format == self.native:
-            return Passthrough(self._passthrough_fail, tap=req.body.store is not False)
+            return Passthrough(self._passthrough_fail, tap=req.body.store is not False,
+                               restate=RESPONSES.ErrorRestater())
         return super().stream_translator(req, api_format, new_id=new_id)
 
-    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int, head: bytes) -> bytes:
-        writer = RESPONSES.StreamWriter(RESPONSES.Echo(None), first_sequence=events)
-        for _, data in SSEParser().feed(head):
-            writer.opened(data)
-        return writer.fail(message, status, code)
+    def _passthrough_fail(self, message: str, status: int, code: str | None, kind: str, events: int,
+                          head: bytes) -> bytes:
+        return RESPONSES.passthrough_fail(message, status, code, kind, events, head)
 
     async def remember(self, req: Inbound, body: bytes | None) -> None:
         """Store the conversation so far under the answer's id (unless ``store: false``)."""
@@ -679,7 +686,8 @@ class ImagesAdapter(Adapter):
     def _writer(self, req: Inbound, new_id: NewId):
         raise UnsupportedCapability("image generation answers whole")
 
-    def _passthrough_fail(self, message: str, status: int, code: str | None, events: int, head: bytes) -> bytes:
+    def _passthrough_fail(self, message: str, status: int, code: str | None, kind: str, events: int,
+                          head: bytes) -> bytes:
         raise UnsupportedCapability("image generation answers whole")
 
 

@@ -201,6 +201,7 @@ class IncompleteDetails(Struct, frozen=True):
 class ResponseError(Struct, frozen=True):
     code: str | None = None
     message: str = ""
+    type: str | None = None     # an error event's, nested as the live API sends it
 
 
 class Response(Struct, frozen=True):

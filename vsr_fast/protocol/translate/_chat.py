@@ -413,7 +413,7 @@ class StreamReader:
         if chunk.error is not None:
             self._done = True
             err = read_error(500, data)
-            return [Failed(err.message, err.status, err.code)]
+            return [Failed(err.message, err.status, err.code, err.type)]
         if not chunk.choices and chunk.usage is None:
             return []   # Azure's prompt-filter chunk: no id, no model, nothing to say yet
         out: list[Event] = []
@@ -549,10 +549,10 @@ class StreamWriter:
                 usage = write_usage(ev.usage or Usage())
                 out += data_event(self._prefix + b'[],"usage":' + ENCODER.encode(usage) + b"}")
             return out + data_event(b"[DONE]")
-        return self.fail(ev.message, ev.status, ev.code)
+        return self.fail(ev.message, ev.status, ev.code, ev.type)
 
-    def fail(self, message: str, status: int, code: str | None) -> bytes:
-        return data_event(ENCODER.encode({"error": {"message": message, "type": openai_error_type(status),
+    def fail(self, message: str, status: int, code: str | None, kind: str | None = None) -> bytes:
+        return data_event(ENCODER.encode({"error": {"message": message, "type": kind or openai_error_type(status),
                                                      "param": None, "code": code}}))
 
     def _chunk(self, delta: dict, finish: str | None = None) -> bytes:

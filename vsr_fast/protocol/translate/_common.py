@@ -166,11 +166,12 @@ def read_error(status: int, body: bytes, content_type: str = "") -> UpstreamAnsw
     return upstream_error(status, err.message or f"upstream answered HTTP {status}", code, kind)
 
 
-# A stream's error event has the type the whole answer of its status has (a guard's block: 403
-# permission_error, as OpenAI's SDK reads a 403: PermissionDeniedError); other 4xx are invalid requests.
+# The type of an error event that names none (a backend's, in a protocol without OpenAI's types): the one a whole
+# answer of its status has. A 5xx is ``upstream_error``, as the router's 502s and a backend's 5xx answer read; the
+# router's own failures carry their own type (``VsrError.type``: timeout_error, api_error...).
 _OPENAI_ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
 
 
 def openai_error_type(status: int) -> str:
     """The OpenAI error ``type`` of an error answered with ``status``."""
-    return _OPENAI_ERROR_TYPES.get(status) or ("invalid_request_error" if status < 500 else "server_error")
+    return _OPENAI_ERROR_TYPES.get(status) or ("invalid_request_error" if status < 500 else "upstream_error")

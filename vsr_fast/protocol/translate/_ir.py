@@ -185,6 +185,7 @@ class Failed(Struct, frozen=True):
     message: str
     status: int = 500
     code: str | None = None
+    type: str | None = None     # a backend's own OpenAI error type; else the writer's for the status
 
 
 Event = Started | BlockStart | TextDelta | ArgsDelta | BlockStop | Finished | Failed

@@ -450,9 +450,10 @@ class StreamWriter:
                     + named_event(b"message_stop", b'{"type":"message_stop"}'))
         return self.fail(ev.message, ev.status, ev.code)
 
-    def fail(self, message: str, status: int, code: str | None) -> bytes:
-        _, kind = wire.error_status_and_type(status, code)
-        return named_event(b"error", wire.error_body(message, kind))
+    def fail(self, message: str, status: int, code: str | None, kind: str | None = None) -> bytes:
+        # Anthropic's type follows the status, as a whole answer's does: ``kind`` is an OpenAI word.
+        _, anthropic_type = wire.error_status_and_type(status, code)
+        return named_event(b"error", wire.error_body(message, anthropic_type))
 
     def _close_open(self) -> bytes:
         if self._open is None:

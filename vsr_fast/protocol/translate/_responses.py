@@ -1,6 +1,7 @@
 """OpenAI Responses <-> the neutral forms."""
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -18,7 +19,7 @@ from ._ir import (
     GeneratedImage, Image, Started, Text, TextDelta, ToolCall, ToolChoice, ToolResult, Turn, Usage,
 )
 from ._losses import CONVERTED, MOVED, Loss, dropped
-from ._sse import named_event
+from ._sse import SSEParser, named_event
 
 PATH = "/responses"
 KNOWN = frozenset({
@@ -427,10 +428,7 @@ class StreamReader:
             return [*self._stop_open(), Finished(finish, usage)]
         if t in ("response.failed", "error"):
             self._done = True
-            err = ev.error or (ev.response.error if ev.response and ev.response.error else None)
-            message = ev.message or (err.message if err else "") or "the upstream response failed"
-            code = ev.code or (err.code if err else None)
-            return [Failed(message, 529 if code == "overloaded" else 500, code)]
+            return [_failure(ev)]
         return []   # in_progress, reasoning and image partials: nothing to carry
 
     def _item_added(self, ev: wire.Event) -> list[Event]:
@@ -559,7 +557,7 @@ class StreamWriter:
             return self._stop(ev.index) if ev.index == self._open else b""
         if isinstance(ev, Finished):
             return self._finish(ev)
-        return self.fail(ev.message, ev.status, ev.code)
+        return self.fail(ev.message, ev.status, ev.code, ev.type)
 
     def _start(self, ev: BlockStart) -> bytes:
         out = self._stop(self._open) if self._open is not None else b""
@@ -658,19 +656,97 @@ class StreamWriter:
             r = ev.response
             self._id, self._model, self._created = r.id, r.model or "", int(r.created_at or 0)
 
-    def fail(self, message: str, status: int, code: str | None) -> bytes:
+    def fail(self, message: str, status: int, code: str | None, kind: str | None = None) -> bytes:
         """The failure as OpenAI ends a streamed response: ``response.failed`` (status failed, the error in it),
-        then the ``error`` event. The openai SDK raises its ``APIError`` on an ``error`` event whose fields are
-        nested under ``error``, as the live API sends them (the flat ones are the documented shape; both go);
-        its ``responses.stream()`` helper needs a response opened before: one that none opened yet (a held
-        stream refused whole) is opened here, with nothing of the answer in it."""
-        code = code or ("server_error" if status >= 500 else "invalid_request")
+        then the ``error`` event. Its ``responses.stream()`` helper needs a response opened before: one that none
+        opened yet (a held stream refused whole) is opened here, with nothing of the answer in it."""
         out = b""
         if not self._id:
             self._id, self._created = self._new_id("resp_"), int(time.time())
             out = self._event("response.created", {"response": self._response("in_progress")})
         failed = self._response("failed")
-        failed["error"] = {"code": code, "message": message}
-        error = {"type": openai_error_type(status), "code": code, "message": message, "param": None}
-        return (out + self._event("response.failed", {"response": failed})
-                + self._event("error", {"code": code, "message": message, "param": None, "error": error}))
+        failed["error"] = {"code": _code(status, code), "message": message}
+        return out + self._event("response.failed", {"response": failed}) + self.error(message, status, code, kind)
+
+    def error(self, message: str, status: int, code: str | None, kind: str | None = None) -> bytes:
+        """The ``error`` event alone. The openai SDK raises its ``APIError`` on one whose fields are nested under
+        ``error``, as the live API sends them (the flat ones are the documented shape; both go)."""
+        code = _code(status, code)
+        error = {"type": kind or openai_error_type(status), "code": code, "message": message, "param": None}
+        return self._event("error", {"code": code, "message": message, "param": None, "error": error})
+
+
+def _code(status: int, code: str | None) -> str:
+    return code or ("server_error" if status >= 500 else "invalid_request")
+
+
+def _failure(ev: wire.Event) -> Failed:
+    """A ``response.failed`` or ``error`` event's failure: its fields flat (the documented error event), nested
+    under ``error`` (the live API's), or in the failed response."""
+    err = ev.error or (ev.response.error if ev.response and ev.response.error else None)
+    message = ev.message or (err.message if err else "") or "the upstream response failed"
+    code = ev.code or (err.code if err else None)
+    return Failed(message, 529 if code == "overloaded" else 500, code, err.type if err else None)
+
+
+def passthrough_fail(message: str, status: int, code: str | None, kind: str | None, events: int, head: bytes,
+                     *, alone: bool = False) -> bytes:
+    """The failure ending a relayed Responses stream of ``events`` events whose first is ``head``: the response
+    the backend opened ends failed, numbered on; ``alone``: the error event only (a response.failed has gone)."""
+    writer = StreamWriter(Echo(None), first_sequence=events)
+    for _, data in SSEParser().feed(head):
+        writer.opened(data)
+    if alone:
+        return writer.error(message, status, code, kind)
+    return writer.fail(message, status, code, kind)
+
+
+_EVENT_END = re.compile(rb"(\r?\n\r?\n)")
+
+
+class ErrorRestater:
+    """A Responses backend's own ``error`` events, relayed as the router's own failures end a stream (``fail``):
+    ``response.failed`` ending the response the backend opened, then the error event, its fields flat and nested,
+    with the backend's message, code and type. Relayed as it came, the documented flat event was one the openai
+    SDK yields and does not raise on, and ``responses.stream()`` never saw the response fail. A ``response.failed``
+    of the backend's before its error is kept (the error then restated alone); one after it is dropped: the
+    response has ended. Called with the whole events a passthrough releases, the count before them and the
+    first event of the stream; one ``in`` test for events that name neither."""
+
+    __slots__ = ("_failed",)
+
+    def __init__(self) -> None:
+        self._failed = False       # a response.failed has reached the client
+
+    def __call__(self, out: bytes, events: int, head: bytes) -> bytes:
+        if b"error" not in out and b"failed" not in out:
+            return out
+        parts = _EVENT_END.split(out)   # event, its end, event, its end, ..., what follows the last end
+        kept: list[bytes] = []
+        for i in range(0, len(parts), 2):
+            event, end = parts[i], parts[i + 1] if i + 1 < len(parts) else b""
+            kind = _event_type(event)
+            if kind == "response.failed":
+                if self._failed:
+                    continue
+                self._failed = True
+            elif kind == "error":
+                f = _failure(wire.EVENT_DECODER.decode(_event_data(event)))
+                sequence = events + sum(x.count(b"\n\n") for x in kept)
+                kept.append(passthrough_fail(f.message, f.status, f.code, f.type, sequence, head, alone=self._failed))
+                self._failed = True
+                continue
+            kept += (event, end)
+        return b"".join(kept)
+
+
+def _event_data(event: bytes) -> bytes:
+    found = SSEParser().feed(event + b"\n\n")
+    return found[0][1] if found else b""
+
+
+def _event_type(event: bytes) -> str | None:
+    try:
+        return wire.EVENT_DECODER.decode(_event_data(event)).type
+    except msgspec.DecodeError:     # not one of the protocol's events: the backend's check refuses it
+        return None

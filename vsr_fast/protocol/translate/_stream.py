@@ -29,7 +29,7 @@ class Writer(Protocol):
 
     def write(self, ev: Event) -> bytes: ...
 
-    def fail(self, message: str, status: int, code: str | None) -> bytes: ...
+    def fail(self, message: str, status: int, code: str | None, kind: str | None = None) -> bytes: ...
 
 
 class Reader(Protocol):
@@ -76,11 +76,15 @@ class Passthrough:
 
     ``tap`` (a Responses client whose answer is to be remembered) also parses the
     events, to keep the final response object; the bytes still pass unchanged.
+    ``restate`` (Responses) rewrites the events it is given, the count before them and the
+    stream's first: the backend's own error event, in the shape the router's failures have.
     """
 
-    def __init__(self, fail: Callable[[str, int, str | None, int, bytes], bytes], tap: bool = False) -> None:
+    def __init__(self, fail: Callable[[str, int, str | None, str, int, bytes], bytes], tap: bool = False,
+                 restate: Callable[[bytes, int, bytes], bytes] | None = None) -> None:
         self.losses: list[Loss] = []
         self._fail = fail
+        self._restate = restate
         self._parser = SSEParser() if tap else None
         self._final: bytes | None = None
         self._events = 0
@@ -92,9 +96,13 @@ class Passthrough:
             for name, data in self._parser.feed(chunk):
                 if name in _FINAL_EVENTS:
                     self._keep(data)
-        out = self._cutter.feed(chunk)
+        return self._released(self._cutter.feed(chunk))
+
+    def _released(self, out: bytes) -> bytes:
         if out and not self._events:
             self._head = out[:out.find(b"\n\n") + 2]
+        if out and self._restate is not None:
+            out = self._restate(out, self._events, self._head)
         self._events += out.count(b"\n\n")
         return out
 
@@ -111,11 +119,11 @@ class Passthrough:
             for name, data in self._parser.close():
                 if name in _FINAL_EVENTS:
                     self._keep(data)
-        return self._cutter.flush()
+        return self._released(self._cutter.flush())
 
     def fail(self, exc: VsrError) -> bytes:
         self._cutter.flush()   # half an event: dropped, the error event replaces it
-        return self._fail(exc.message, exc.status, exc.code, self._events, self._head)
+        return self._fail(exc.message, exc.status, exc.code, exc.type, self._events, self._head)
 
     def final(self) -> bytes | None:
         return self._final
@@ -213,7 +221,7 @@ class Translating:
         if self._ended:
             return b""
         self._ended = True
-        return self._writer.fail(exc.message, exc.status, exc.code)
+        return self._writer.fail(exc.message, exc.status, exc.code, exc.type)
 
     def final(self) -> bytes | None:
         return getattr(self._writer, "final", None)
@@ -268,12 +276,12 @@ class WholeToStream:
         except msgspec.DecodeError as exc:
             return self._writer.fail(f"unreadable upstream answer: {exc}", 502, "upstream_failed")
         except VsrError as exc:   # the backend's answer was itself a failure
-            return self._writer.fail(exc.message, exc.status, exc.code)
+            return self._writer.fail(exc.message, exc.status, exc.code, exc.type)
         return b"".join(self._writer.write(ev) for ev in answer_events(answer))
 
     def fail(self, exc: VsrError) -> bytes:
         self._ended = True
-        return self._writer.fail(exc.message, exc.status, exc.code)
+        return self._writer.fail(exc.message, exc.status, exc.code, exc.type)
 
     def final(self) -> bytes | None:
         return getattr(self._writer, "final", None)

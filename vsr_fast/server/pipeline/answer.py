@@ -191,18 +191,21 @@ async def _whole(ex: Exchange, send: Send, result: Whole) -> None:
 
 
 async def _blocked(ex: Exchange, send: Send, exc: VsrError, *, streamed: bool) -> None:
-    """A blocked answer: the 403 in the client's protocol, or on a held stream its error event on HTTP 200."""
+    """A blocked answer: the 403 in the client's protocol, or on a held stream its error event on HTTP 200
+    (counted as the 403: see ``_failed_stream``)."""
     ex.path = h.ResponsePath.BLOCKED
     ex.warnings = render_warnings([], codes=ex.codes)
     ex.rec.failed(exc.stage, exc)
     if streamed:
-        ex.status = 200
+        line = 200
+        _failed_stream(ex, exc)
         body, content_type = ex.adapter.stream_failure(exc), SSE
         headers = ex.headers(SSE) + [(b"cache-control", b"no-cache")]
     else:
         ex.status, content_type, body = ex.adapter.error(exc)
+        line, ex.failure = ex.status, exc       # the access log's error, as a blocked stream's
         headers = ex.headers(content_type)
-    await send_whole(send, ex.status, headers, body)
+    await send_whole(send, line, headers, body)
     ex.rec.feed(body)
     _answered(ex, streamed=streamed, complete=False, content_type=content_type)
 
@@ -250,7 +253,7 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
             failure = RequestTimeout("the request's deadline passed while the answer streamed")
             ex.state.metrics.timeouts.inc(ex.api, "answer")
         if failure is not None:
-            ex.status, ex.failure = failure.status, failure     # the access log's error and cause
+            _failed_stream(ex, failure)
             rec.failed(failure.stage, failure)
         tail = tr.fail(failure) if failure is not None and relayed is None else tr.close()
         ex.feed(tail)
@@ -396,9 +399,16 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
             await stream.aclose()
 
 
+def _failed_stream(ex: Exchange, failure: VsrError) -> None:
+    """A stream whose 200 has left (or will) and that ends with ``failure``'s error event: the metrics, the access
+    log and the record count the status the same failure answers whole, not the status line, so an error-rate
+    alert sees it; and the access log has its error and cause."""
+    ex.status, ex.failure = ex.adapter.error_status(failure), failure
+
+
 async def _held_failure(ex: Exchange, send: Send, failure: VsrError) -> None:
     """A held stream that did not end whole: its failure alone, on HTTP 200, with nothing of the answer."""
-    ex.status, ex.failure = 200, failure
+    _failed_stream(ex, failure)
     ex.warnings = render_warnings([], codes=ex.codes)
     ex.rec.failed(failure.stage, failure)
     body = ex.adapter.stream_failure(failure)

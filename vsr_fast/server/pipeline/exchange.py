@@ -57,6 +57,8 @@ class Exchange:
         self.decision: str | None = None
         self.model: str | None = None
         self.path = h.ResponsePath.UPSTREAM
+        # The answer's status; for a stream that ends with an error event after its 200, the status that failure
+        # answers whole (metrics, access log and record count what the client was told, not the status line).
         self.status = 500
         self.trace: str | None = None
         self.extra: HeaderList = []
