@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+import re
 import uuid
 
 import httpx
@@ -104,6 +105,10 @@ def test_an_identical_request_is_served_from_the_response_cache(mock, tmp_path, 
         assert second.headers["x-vsr-selected-decision"] == "d"
         other = httpx.post(f"{proc.url}/v1/chat/completions", json={**body, "temperature": 0.1})
         assert other.headers["x-vsr-response-path"] == "upstream"
+        # How each answer was produced, as its header said: a cache hit counts apart from an upstream answer.
+        paths = dict(re.findall(r'^vsr_responses_total\{api="chat",path="(\w+)"\} (\d+)$',
+                                httpx.get(f"{proc.url}/metrics").text, re.M))
+        assert int(paths["cache"]) >= 1 and int(paths["upstream"]) >= 2, paths
 
 
 def test_a_bad_plugin_configuration_fails_the_load(mock, tmp_path, stream_name):

@@ -79,6 +79,10 @@ class Metrics:
             "its 200: the status of that error, as a whole answer of it has).",
             ("api", "recipe", "decision", "model", "status")
         )
+        self.responses = Counter(
+            "vsr_responses_total", "Answers by how they were produced, as x-vsr-response-path said (upstream, "
+            "cache, fast_response, looper, fallback, blocked, rate_limited, error...).", ("api", "path")
+        )
         self.latency = Histogram(
             "vsr_request_duration_seconds", "Request latency until the last byte.", ("api", "decision", "model")
         )
@@ -151,8 +155,8 @@ class Metrics:
 
     def render(self, *extra: list[str]) -> bytes:
         lines: list[str] = []
-        for series in (self.requests, self.latency, self.first_byte, self.tokens, self.upstream_attempts,
-                       self.upstream_errors, self.disconnects,
+        for series in (self.requests, self.responses, self.latency, self.first_byte, self.tokens,
+                       self.upstream_attempts, self.upstream_errors, self.disconnects,
                        self.timeouts, self.rate_limited, self.auth_failures, self.judge_truncated,
                        self.match_recall, self.match_judge, self.match_stage, self.context_sources,
                        self.memory_writes, self.guard_buffered, self.guard_outcomes, self.cost, self.reloads):

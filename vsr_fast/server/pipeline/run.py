@@ -66,6 +66,7 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
         release(ex)
         m = state.metrics
         m.requests.inc(api, ex.recipe or "", ex.decision or "", ex.model or "", str(ex.status))
+        m.responses.inc(api, ex.path.value)
         m.latency.observe(time.perf_counter() - ex.started, api, ex.decision or "", ex.model or "")
         if ex.first_byte is not None:
             m.first_byte.observe(ex.first_byte - ex.started, api, ex.model or "")
