@@ -41,6 +41,18 @@ ADMIN_PREFIXES = ("/api/v1/replay", "/api/v1/keys", "/api/v1/diagnostics", "/api
 ADMIN_PATHS = frozenset({PREVIEW_PATH, "/metrics", "/admin/reload"})
 # Routes anyone may reach on any listener: a load balancer's probes.
 PROBE_PATHS = frozenset({"/health", "/ready"})
+# hypercorn's h11_max_incomplete_size: h11 refuses a head past it only while waiting for the rest of it, so one
+# that came in a single read (or over HTTP/2) is measured here, as the request line and header lines it was.
+MAX_HEAD_BYTES = 16 * 1024
+
+
+def head_bytes(scope: Scope) -> int:
+    """The request head's size as it came over HTTP/1.1: its request line and header lines."""
+    query = scope.get("query_string") or b""
+    size = len(scope["method"]) + len(scope.get("raw_path") or b"") + len(query) + 14
+    for name, value in scope["headers"]:
+        size += len(name) + len(value) + 4
+    return size
 Handler = Callable[[AppState, Scope, Receive, Send], Awaitable[None]]
 
 
@@ -76,6 +88,11 @@ def make_app(state: AppState, role: str = "serving"):
         path, method = scope["path"], scope["method"]
         if not path.startswith("/"):
             path = to_origin_form(scope)        # once, for every route and quart's alike
+        if head_bytes(scope) > MAX_HEAD_BYTES:
+            await discard_body(receive)
+            await _refuse(state, send, path, HeadTooLarge(f"the request's head is larger than {MAX_HEAD_BYTES} "
+                                                           "bytes"), (b"connection", b"close"), scope=scope)
+            return
         origin = header(scope, b"origin")
         if origin is not None:
             # A browser's request: only from the origins the configuration lists. Without this any web page
