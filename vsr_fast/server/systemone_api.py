@@ -60,7 +60,9 @@ async def handle_systemone(state: AppState, scope: Scope, receive: Receive, send
     try:
         raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
         try:
-            body = wire.decode_request(raw)
+            body = wire.decode_request(raw, model_required=True)
+        except wire.InvalidRequest as exc:
+            status, out = _error("invalid_request", exc.message, question=exc.question, state=exc.state)
         except msgspec.DecodeError as exc:   # ValidationError included
             status, out = _error("invalid_request", str(exc))
         else:
@@ -140,9 +142,9 @@ def models_listing(state: AppState) -> bytes:
     infos = []
     for name, alias in state.table.native_aliases().items():
         capable = state.table._capable.get(alias.deployment or "")
-        infos.append(wire.ModelInfo(
-            name=name, description=alias.description or "",
+        infos.append(wire.ModelMetadata(
+            name=name, description=alias.description or "", release_date=wire.UNKNOWN_RELEASE_DATE,
             question_types=sorted(capable.question_types) if capable else [],
             modalities=sorted(capable.modalities) if capable else [],
         ))
-    return wire.ENCODER.encode(wire.ModelList(models=infos))
+    return wire.ENCODER.encode(wire.ModelMetadataList(models=infos))
