@@ -25,14 +25,19 @@ def api(mock, fake, tmp_path_factory):
              "description": "Scripted in-process model"},
             {"name": "hosted", "api_format": "systemone", "provider_model_id": "fake-hosted",
              "backend_refs": [{"endpoint": f"{fake.url}/v1/systemone"}]},
+            {"name": "deployed", "api_format": "systemone", "deployment": "remote"},
         ]},
         "global": {"model_catalog": {"deployments": {
-            "local": {"provider": "model_runtime", "artifact": "tests.scripted_model:make"}}}},
+            "local": {"provider": "model_runtime", "artifact": "tests.scripted_model:make"},
+            "remote": {"provider": "systemone", "endpoint": f"{fake.url}/v1/systemone", "model": "fake-deployed"}}}},
         "recipes": [
             {"name": "chat", "decisions": [{"name": "all", "modelRefs": [{"model": "chat-model"}]}]},
             {"name": "native",
-             "signals": {"keywords": [{"name": "hosted_please", "keywords": ["hosted"]}]},
+             "signals": {"keywords": [{"name": "hosted_please", "keywords": ["hosted"]},
+                                      {"name": "deployed_please", "keywords": ["deployed"]}]},
              "decisions": [
+                 {"name": "to_deployed", "priority": 20, "rules": {"operator": "AND", "conditions": [
+                     {"type": "keyword", "name": "deployed_please"}]}, "modelRefs": [{"model": "deployed"}]},
                  {"name": "to_hosted", "priority": 10, "rules": {"operator": "AND", "conditions": [
                      {"type": "keyword", "name": "hosted_please"}]}, "modelRefs": [{"model": "hosted"}, {"model": "local-scripted"}]},
                  {"name": "to_local", "priority": 1, "modelRefs": [{"model": "local-scripted"}]}]},
@@ -111,7 +116,7 @@ def test_unknown_model_and_malformed_json(api):
 
 def test_models_listing_names_the_native_aliases(api):
     models = {m["name"]: m for m in httpx.get(f"{api.url}/v1/systemone/models").json()["models"]}
-    assert set(models) == {"local-scripted", "hosted"}
+    assert set(models) == {"local-scripted", "hosted", "deployed"}
     assert models["local-scripted"]["question_types"] == ["choice", "noul", "score", "set", "span"]
     chat_ids = [m["id"] for m in httpx.get(f"{api.url}/v1/models").json()["data"]]
     assert "local-scripted" not in chat_ids and "chat-model" in chat_ids
@@ -206,6 +211,14 @@ def test_a_state_of_any_form_routes_on_its_text_and_reaches_a_hosted_alias_as_th
     assert r.status_code == 200, r.text
     assert r.headers["x-vsr-selected-model"] == "hosted"
     assert hosted_body(fake)["state"] == {"request": request_text}
+
+
+def test_a_deployment_is_asked_for_its_own_model_not_the_entrypoints_name(api, fake):
+    httpx.post(f"{fake.url}/_fake/reset")
+    r = post(api, {"model": MODEL, "state": "deployed please", "questions": {"ok": {"type": "noul"}}})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-model"] == "deployed"
+    assert hosted_body(fake)["model"] == "fake-deployed"
 
 
 def test_object_instructions_and_descriptionless_choices_reach_the_model_as_text(api, fake):

@@ -134,7 +134,9 @@ async def _ask(state: AppState, alias: ProviderModel, body: wire.StandardRequest
     runner = _runner(state, alias)
     if runner is None:
         raise CallFailed("unreachable", f"native alias {alias.name!r} has no running deployment")
-    return await runner.call(msgspec.structs.replace(body, model=alias.provider_model_id or body.model))
+    # The client's model names this router's entrypoint, never a model the deployment knows: the alias's
+    # provider_model_id, else the deployment's own model (filled in by the runner).
+    return await runner.call(msgspec.structs.replace(body, model=alias.provider_model_id))
 
 
 def models_listing(state: AppState) -> bytes:
