@@ -60,7 +60,9 @@ async def handle_systemone(state: AppState, scope: Scope, receive: Receive, send
     try:
         raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
         try:
-            body = wire.decode_request(raw)
+            body = wire.decode_request(raw, model_required=True)
+        except wire.InvalidRequest as exc:
+            status, out = _error("invalid_request", exc.message, question=exc.question, state=exc.state)
         except msgspec.DecodeError as exc:   # ValidationError included
             status, out = _error("invalid_request", str(exc))
         else:
@@ -132,7 +134,9 @@ async def _ask(state: AppState, alias: ProviderModel, body: wire.StandardRequest
     runner = _runner(state, alias)
     if runner is None:
         raise CallFailed("unreachable", f"native alias {alias.name!r} has no running deployment")
-    return await runner.call(msgspec.structs.replace(body, model=alias.provider_model_id or body.model))
+    # The client's model names this router's entrypoint, never a model the deployment knows: the alias's
+    # provider_model_id, else the deployment's own model (filled in by the runner).
+    return await runner.call(msgspec.structs.replace(body, model=alias.provider_model_id))
 
 
 def models_listing(state: AppState) -> bytes:
@@ -140,9 +144,9 @@ def models_listing(state: AppState) -> bytes:
     infos = []
     for name, alias in state.table.native_aliases().items():
         capable = state.table._capable.get(alias.deployment or "")
-        infos.append(wire.ModelInfo(
-            name=name, description=alias.description or "",
+        infos.append(wire.ModelMetadata(
+            name=name, description=alias.description or "", release_date=wire.UNKNOWN_RELEASE_DATE,
             question_types=sorted(capable.question_types) if capable else [],
             modalities=sorted(capable.modalities) if capable else [],
         ))
-    return wire.ENCODER.encode(wire.ModelList(models=infos))
+    return wire.ENCODER.encode(wire.ModelMetadataList(models=infos))
