@@ -116,10 +116,25 @@ def test_unknown_model_and_malformed_json(api):
 
 def test_models_listing_names_the_native_aliases(api):
     models = {m["name"]: m for m in httpx.get(f"{api.url}/v1/systemone/models").json()["models"]}
-    assert set(models) == {"local-scripted", "hosted", "deployed"}
+    assert set(models) == {"router-s1", "local-scripted", "hosted", "deployed"}
     assert models["local-scripted"]["question_types"] == ["choice", "noul", "score", "set", "span"]
     chat_ids = [m["id"] for m in httpx.get(f"{api.url}/v1/models").json()["data"]]
     assert "local-scripted" not in chat_ids and "chat-model" in chat_ids
+
+
+def test_every_listed_name_can_be_posted_as_the_model(api):
+    """The form: a listed name is what a client passes as ``model``. The entrypoint's name is routed by its recipe;
+    a native alias named directly answers itself (as a Chat client may name a provider model)."""
+    listed = {m["name"]: m for m in httpx.get(f"{api.url}/v1/systemone/models").json()["models"]}
+    assert "router-s1" in listed and "routed by recipe native" in listed["router-s1"]["description"]
+    assert listed["router-s1"]["question_types"] == listed["local-scripted"]["question_types"]
+    r = post(api, {"model": "local-scripted", "state": STATE, "questions": QUESTIONS})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-model"] == "local-scripted"
+    assert "x-vsr-selected-decision" not in r.headers and "x-vsr-selected-recipe" not in r.headers
+    assert r.json()["answers"]["tone"]["choice"] == "urgent"
+    routed = post(api, {"model": "router-s1", "state": STATE, "questions": QUESTIONS})
+    assert routed.json()["answers"] == r.json()["answers"]
 
 
 def test_chat_naming_a_native_alias_is_refused(api):

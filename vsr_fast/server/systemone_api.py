@@ -67,16 +67,23 @@ async def handle_systemone(state: AppState, scope: Scope, receive: Receive, send
             status, out = _error("invalid_request", str(exc))
         else:
             bind_for_systemone(state, scope)
-            compiled = state.table.systemone_recipe_for(body.model)
-            route = await state.table.route_recipe(compiled, lambda: _canonical(body), state.systemone)
-            recipe, decision = route.recipe, route.decision
-            alg = route.chosen.decision.algorithm if route.chosen and route.chosen.decision else None
-            looper = alg is not None and kind_of(alg) == "escalate"
-            if looper:
-                model, response = await escalate(state, alg, body, lambda alias: _ask(state, alias, body), arrived)
-                status, out = 200, wire.ENCODER.encode(response)
+            direct = None if body.model in state.table.systemone_by_name else \
+                state.table.native_aliases().get(body.model or "")
+            if direct is not None:
+                # A native alias named directly answers itself, no recipe: the listing names it.
+                model, status, out = await _answer(state, [direct], body)
             else:
-                model, status, out = await _answer(state, route.candidates, body)
+                compiled = state.table.systemone_recipe_for(body.model)
+                route = await state.table.route_recipe(compiled, lambda: _canonical(body), state.systemone)
+                recipe, decision = route.recipe, route.decision
+                alg = route.chosen.decision.algorithm if route.chosen and route.chosen.decision else None
+                looper = alg is not None and kind_of(alg) == "escalate"
+                if looper:
+                    model, response = await escalate(state, alg, body, lambda alias: _ask(state, alias, body),
+                                                     arrived)
+                    status, out = 200, wire.ENCODER.encode(response)
+                else:
+                    model, status, out = await _answer(state, route.candidates, body)
     except ModelNotFound as exc:
         status, out = _error("model_not_found", exc.message)
     except RoutingError as exc:
@@ -140,13 +147,35 @@ async def _ask(state: AppState, alias: ProviderModel, body: wire.StandardRequest
 
 
 def models_listing(state: AppState) -> bytes:
-    """``GET /v1/systemone/models``: the native aliases and what each answers."""
+    """``GET /v1/systemone/models``: every name a client may pass as ``model`` and what it answers: the System One
+    entrypoints' names (what their recipes' native aliases answer) and the native aliases themselves."""
+    table = state.table
+    aliases = table.native_aliases()
+    answers = {name: _answers(table, alias) for name, alias in aliases.items()}
     infos = []
-    for name, alias in state.table.native_aliases().items():
-        capable = state.table._capable.get(alias.deployment or "")
+    for name, compiled in table.systemone_by_name.items():
+        recipe = compiled.recipe
+        refs = [r.model for d in recipe.decisions for r in d.modelRefs]
+        refs += [r.model for r in recipe.fallback.modelRefs] if recipe.fallback else []
+        types: set[str] = set()
+        modalities: set[str] = set()
+        for ref in dict.fromkeys(refs):
+            if ref in answers:
+                types |= answers[ref][0]
+                modalities |= answers[ref][1]
+        infos.append(wire.ModelMetadata(name=name, description=f"routed by recipe {recipe.name}",
+                                        release_date=wire.UNKNOWN_RELEASE_DATE,
+                                        question_types=sorted(types), modalities=sorted(modalities)))
+    for name, alias in aliases.items():
+        types, modalities = answers[name]
         infos.append(wire.ModelMetadata(
             name=name, description=alias.description or "", release_date=wire.UNKNOWN_RELEASE_DATE,
-            question_types=sorted(capable.question_types) if capable else [],
-            modalities=sorted(capable.modalities) if capable else [],
+            question_types=sorted(types), modalities=sorted(modalities),
         ))
     return wire.ENCODER.encode(wire.ModelMetadataList(models=infos))
+
+
+def _answers(table, alias: ProviderModel) -> tuple[set[str], set[str]]:
+    """The question types and modalities the deployment behind ``alias`` answers (none known: empty)."""
+    capable = table._capable.get(alias.deployment or "")
+    return (set(capable.question_types), set(capable.modalities)) if capable else (set(), set())
