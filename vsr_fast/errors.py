@@ -468,10 +468,16 @@ _CAUSE_WORDS = {
 }
 
 
-def cause_words(cause: str) -> str:
-    """``cause`` (an UpstreamError's) in words, with the code: ``the connection was refused (connect_refused)``."""
-    words = _CAUSE_WORDS.get(cause.removeprefix("midstream_"))
-    return f"{words} ({cause})" if words else cause
+def cause_words(cause: str, timeouts: dict[str, float] | None = None) -> str:
+    """``cause`` (an UpstreamError's) in words, with the code: ``the connection was refused (connect_refused)``; a
+    timeout with its value when ``timeouts`` (a backend's, by ``connect``, ``read``...) has it: ``no answer came
+    within the read timeout (0.3 s; read_timeout)``."""
+    bare = cause.removeprefix("midstream_")
+    words = _CAUSE_WORDS.get(bare)
+    if not words:
+        return cause
+    limit = timeouts.get(bare.removesuffix("_timeout")) if timeouts is not None and bare.endswith("_timeout") else None
+    return f"{words} ({limit:g} s; {cause})" if limit is not None else f"{words} ({cause})"
 
 
 class UpstreamTimeout(UpstreamError):

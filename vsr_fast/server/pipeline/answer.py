@@ -250,7 +250,7 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
         if cut.cancelled_caught and ex.drained():
             failure = ShuttingDown("the router is stopping; its graceful timeout passed while the answer streamed")
         elif cut.cancelled_caught:
-            failure = RequestTimeout("the request's deadline passed while the answer streamed")
+            failure = RequestTimeout(f"the request's deadline ({ex.timeout_s:g} s) passed while the answer streamed")
             ex.state.metrics.timeouts.inc(ex.api, "answer")
         if failure is not None:
             _failed_stream(ex, failure)
@@ -370,7 +370,8 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
             failure, outcome = ShuttingDown("the router is stopping; its graceful timeout passed while the answer "
                                             "was held"), "incomplete"
         elif cut.cancelled_caught:
-            failure, outcome = RequestTimeout("the request's deadline passed while the answer was held"), "incomplete"
+            failure, outcome = RequestTimeout(f"the request's deadline ({ex.timeout_s:g} s) passed while the answer "
+                                              "was held"), "incomplete"
             ex.state.metrics.timeouts.inc(ex.api, "answer")
         held_bytes = bytes(held)
         del held
@@ -425,7 +426,7 @@ def _midstream(ex: Exchange, stream: Stream, exc: Exception, held: str) -> Upstr
     # A broken event or an answer past its size keeps its own code; the rest are the transport's. The client
     # reads what went wrong, the log where and the exception (an address, an errno).
     kind = type(exc) if isinstance(exc, (UpstreamInvalid, UpstreamTooLarge)) else UpstreamError
-    said = exc.message if isinstance(exc, UpstreamError) else cause_words(cause)
+    said = exc.message if isinstance(exc, UpstreamError) else cause_words(cause, stream.backend.timeouts)
     return kind(f"the answer of {stream.model.name} failed mid-stream{held}: {said}", cause=f"midstream_{cause}",
                 detail=f"upstream {stream.backend.label} failed mid-stream{held}: {exc!r}")
 
