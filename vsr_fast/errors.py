@@ -42,6 +42,8 @@
     │       └── UnsupportedCapability     unsupported_capability
     ├── Overloaded                  429 overloaded             route (the decision model; Retry-After)
     ├── RequestTimeout              504 request_timeout        the stage the deadline cut
+    ├── SendTimeout                 408 send_timeout           send (the client read nothing for send_timeout_ms; never
+    │                                                          written: its connection is closed, the record keeps it)
     ├── ShuttingDown                503 shutting_down          drain (SIGTERM's graceful timeout; Retry-After)
     ├── StoreUnavailable            503 store_unavailable      store (Redis or another store did not answer)
     ├── MaskingUnavailable          503 masking_unavailable    plugins (spans for a text to mask could not be had)
@@ -328,6 +330,14 @@ class RequestTimeout(VsrError):
     """The request's deadline (``global.router.limits.request_timeout_ms``) passed before it was answered."""
 
     status, code, type, stage = 504, "request_timeout", "timeout_error", "deadline"
+
+
+class SendTimeout(VsrError):
+    """The client took none of the answer for ``global.router.limits.send_timeout_ms`` (nginx's send_timeout):
+    its connection was closed, so this is never sent; the access log, the record and
+    ``vsr_request_timeouts_total{stage="send"}`` keep it."""
+
+    status, code, type, stage = 408, "send_timeout", "timeout_error", "send"
 
 
 class ShuttingDown(VsrError):

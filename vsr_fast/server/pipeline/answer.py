@@ -260,6 +260,9 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
         if complete:
             # Stored before the stream's last event: see _whole.
             await adapter.remember(req, restore.whole(tr.final()) if shown is not None else tr.final())
+        # The backend has nothing more to give: its connection goes back (or closes) now, not once a client that
+        # reads slowly, or not at all, has taken the end.
+        await _close_upstream(stream)
         await send({"type": "http.response.body", "body": shown.feed(tail) + shown.close() if shown is not None
                     else tail, "more_body": False})
         if copy is not None and guard is not None:
@@ -267,10 +270,14 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
             await _judge_after(ex, guard, copy, complete)
         _answered(ex, streamed=True, complete=complete, content_type=SSE)
     finally:
-        # Shielded: when the client left, this scope is already cancelled, and
-        # the upstream connection must still be closed so the model stops.
-        with trio.CancelScope(shield=True, deadline=trio.current_time() + 5):
-            await stream.aclose()
+        await _close_upstream(stream)
+
+
+async def _close_upstream(stream: Stream) -> None:
+    """Close the backend's stream (again: a no-op). Shielded: when the client left, this scope is already
+    cancelled, and the upstream connection must still be closed so the model stops."""
+    with trio.CancelScope(shield=True, deadline=trio.current_time() + 5):
+        await stream.aclose()
 
 
 async def _pass(ex: Exchange, send: Send, out: bytes, copy: "_Copy | None" = None,
@@ -375,6 +382,7 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
             ex.state.metrics.timeouts.inc(ex.api, "answer")
         held_bytes = bytes(held)
         del held
+        await _close_upstream(stream)       # read to its end or cut: released before a slow client is written to
         if failure is not None:
             response_guard.settle(ex, outcome or "incomplete", [], held=True, streamed=True)
             await _held_failure(ex, send, failure)
@@ -396,8 +404,7 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
         await adapter.remember(req, final)      # stored before the answer is sent: see _whole
         await _send(ex, send, shown, SSE, streamed=True, kept=held_bytes)
     finally:
-        with trio.CancelScope(shield=True, deadline=trio.current_time() + 5):
-            await stream.aclose()
+        await _close_upstream(stream)
 
 
 def _failed_stream(ex: Exchange, failure: VsrError) -> None:
