@@ -23,6 +23,8 @@ def test_refused_and_hanging_backends_name_their_cause(tmp_path, silent):
         refused = client.post(f"{proc.url}/v1/chat/completions", json={"model": "dead", **chat})
         hung = client.post(f"{proc.url}/v1/chat/completions", json={"model": "hang", **chat})
         assert (refused.status_code, hung.status_code) == (502, 504), (refused.text, hung.text)
+        # The timeout's value is named: which limit passed, not only that one did.
+        assert "no answer came within the read timeout (0.3 s; read_timeout)" in hung.json()["error"]["message"]
         metrics = client.get(f"{proc.url}/metrics").text
 
         def access_lines():

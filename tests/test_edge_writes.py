@@ -37,7 +37,8 @@ def _server() -> tuple[EdgeServer, Writes]:
     server = EdgeServer.__new__(EdgeServer)     # its send path alone: no socket, no hypercorn protocol
     server.client_side = ClientSide()
     server.send_lock = trio.Lock()
-    server._held = b""
+    server._held = server._owed = b""
+    server.send_timeout_s = 60.0
     server.stream = Writes()
     return server, server.stream
 

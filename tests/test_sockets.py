@@ -10,7 +10,8 @@ import trio
 import trio.testing
 
 from vsr_fast.server.listen import EdgeServer
-from vsr_fast.server.asgi import ClientSide
+from vsr_fast.errors import SendTimeout
+from vsr_fast.server.asgi import ClientSide, DisconnectWatch
 from vsr_fast.sockets import send_now
 from vsr_fast.upstream.stream import Stream
 
@@ -80,11 +81,28 @@ async def test_a_stream_that_is_not_a_plain_socket_is_left_to_send_all():
     assert await right.receive_some() == b"data"
 
 
+def _edge(stream: trio.SocketStream, send_timeout_s: float = 60.0) -> EdgeServer:
+    server = EdgeServer.__new__(EdgeServer)     # its write alone, over a real socket
+    server.client_side, server.send_lock, server.stream = ClientSide(), trio.Lock(), stream
+    server._held = server._owed = b""
+    server.send_timeout_s = send_timeout_s
+    return server
+
+
+class _Closed:
+    """hypercorn's protocol, as far as the write path tells it the connection closed."""
+
+    def __init__(self) -> None:
+        self.events: list = []
+
+    async def handle(self, event) -> None:
+        self.events.append(event)
+
+
 async def test_the_connection_server_s_write_gives_no_pass_when_the_socket_takes_it():
     stream, peer = _pair()
     with peer:
-        server = EdgeServer.__new__(EdgeServer)     # its write alone, over a real socket
-        server.client_side, server.send_lock, server._held, server.stream = ClientSide(), trio.Lock(), b"", stream
+        server = _edge(stream)
         await without_a_pass(server._write, b"HTTP/1.1 200 \r\ncontent-length: 2\r\n\r\nok")
         assert peer.recv(64).endswith(b"\r\n\r\nok")
         await stream.aclose()
@@ -135,3 +153,65 @@ async def test_an_upstream_request_the_socket_takes_in_part_arrives_once_and_who
             await upstream._flush()
         assert bytes(got) == head + body, "what the first send took is not sent again"
         await stream.aclose()
+
+
+def _full(stream: trio.SocketStream, peer: socket.socket) -> bytes:
+    """A payload more than the two buffers of a pair with small ones hold."""
+    stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    return bytes(range(256)) * 4096        # 1 MiB
+
+
+def _read_all(peer: socket.socket, size: int) -> bytes:
+    got = bytearray()
+    peer.settimeout(10)
+    while len(got) < size:
+        got += peer.recv(1 << 20)
+    return bytes(got)
+
+
+async def test_a_write_cancelled_while_its_client_does_not_read_keeps_the_rest_and_sends_it_first():
+    stream, peer = _pair()
+    with peer:
+        server = _edge(stream)
+        data = _full(stream, peer)
+        with trio.move_on_after(0.05):      # the request's deadline, while nothing is read
+            await server._write(data)
+        assert 0 < len(server._owed) < len(data), "what was not written is kept, not lost nor written twice"
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server._write, b"<the end>")
+            got = await trio.to_thread.run_sync(_read_all, peer, len(data) + 9)
+        assert got == data + b"<the end>" and server._owed == b""
+        await stream.aclose()
+
+
+async def test_a_client_that_reads_nothing_for_the_send_timeout_is_closed_and_its_requests_told_why():
+    stream, peer = _pair()
+    with peer:
+        server = _edge(stream, send_timeout_s=0.05)
+        server.protocol = _Closed()
+        answering = trio.CancelScope()
+        watch = DisconnectWatch(server._write, answering)
+        server.client_side.watches.add(watch)
+        await server._write(_full(stream, peer))
+        assert isinstance(watch.cut, SendTimeout) and "0.05 s" in watch.cut.message
+        assert watch.gone and answering.cancel_called, "the request answering on it stops"
+        assert [type(event).__name__ for event in server.protocol.events] == ["Closed"]
+        assert server._owed == b""
+        with pytest.raises(trio.ClosedResourceError):
+            await stream.send_all(b"x")
+
+
+async def test_an_answer_that_ends_with_bytes_owed_closes_its_connection():
+    from hypercorn.events import Updated
+    stream, peer = _pair()
+    with peer:
+        server = _edge(stream)
+        server.protocol = _Closed()
+        server._idle, server._stopping, server.config = trio.CancelScope(), False, type("C", (), {
+            "keep_alive_timeout": 5})()
+        with trio.move_on_after(0.05):
+            await server._write(_full(stream, peer))
+        assert server._owed
+        await server.protocol_send(Updated(idle=True))
+        assert server._owed == b"" and [type(event).__name__ for event in server.protocol.events] == ["Closed"]

@@ -42,6 +42,8 @@
     │       └── UnsupportedCapability     unsupported_capability
     ├── Overloaded                  429 overloaded             route (the decision model; Retry-After)
     ├── RequestTimeout              504 request_timeout        the stage the deadline cut
+    ├── SendTimeout                 408 send_timeout           send (the client read nothing for send_timeout_ms; never
+    │                                                          written: its connection is closed, the record keeps it)
     ├── ShuttingDown                503 shutting_down          drain (SIGTERM's graceful timeout; Retry-After)
     ├── StoreUnavailable            503 store_unavailable      store (Redis or another store did not answer)
     ├── MaskingUnavailable          503 masking_unavailable    plugins (spans for a text to mask could not be had)
@@ -330,6 +332,14 @@ class RequestTimeout(VsrError):
     status, code, type, stage = 504, "request_timeout", "timeout_error", "deadline"
 
 
+class SendTimeout(VsrError):
+    """The client took none of the answer for ``global.router.limits.send_timeout_ms`` (nginx's send_timeout):
+    its connection was closed, so this is never sent; the access log, the record and
+    ``vsr_request_timeouts_total{stage="send"}`` keep it."""
+
+    status, code, type, stage = 408, "send_timeout", "timeout_error", "send"
+
+
 class ShuttingDown(VsrError):
     """The router is stopping (SIGTERM) and its graceful timeout is about to pass: the request is answered
     now rather than cut without a status; another instance, or this one restarted, can take it."""
@@ -468,10 +478,16 @@ _CAUSE_WORDS = {
 }
 
 
-def cause_words(cause: str) -> str:
-    """``cause`` (an UpstreamError's) in words, with the code: ``the connection was refused (connect_refused)``."""
-    words = _CAUSE_WORDS.get(cause.removeprefix("midstream_"))
-    return f"{words} ({cause})" if words else cause
+def cause_words(cause: str, timeouts: dict[str, float] | None = None) -> str:
+    """``cause`` (an UpstreamError's) in words, with the code: ``the connection was refused (connect_refused)``; a
+    timeout with its value when ``timeouts`` (a backend's, by ``connect``, ``read``...) has it: ``no answer came
+    within the read timeout (0.3 s; read_timeout)``."""
+    bare = cause.removeprefix("midstream_")
+    words = _CAUSE_WORDS.get(bare)
+    if not words:
+        return cause
+    limit = timeouts.get(bare.removesuffix("_timeout")) if timeouts is not None and bare.endswith("_timeout") else None
+    return f"{words} ({limit:g} s; {cause})" if limit is not None else f"{words} ({cause})"
 
 
 class UpstreamTimeout(UpstreamError):

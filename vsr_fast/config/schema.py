@@ -232,6 +232,11 @@ class Limits(_Block):
     # second per min_body_bytes_per_s received, never past the request's deadline; 408 past it.
     body_timeout_ms: PositiveMs = 30_000
     min_body_bytes_per_s: Annotated[int, Meta(ge=0)] = 1024
+    # Time allowed between two writes to a client that take some of the answer, not for the whole answer
+    # (nginx's send_timeout, 60 s): a client that reads nothing for this long has its connection closed, the
+    # backend's let go, and is recorded 408 send_timeout (no error can be written to it). The request's deadline
+    # ends a blocked write too: a stream's error event is written if the client reads it within a second.
+    send_timeout_ms: PositiveMs = 60_000
     # Concurrent connections per listening socket and worker; past it a new connection gets 503 with
     # Retry-After and is closed. None: half the process's open-file limit (each may hold a backend's too).
     max_connections: Annotated[int, Meta(ge=1, le=1_000_000)] | None = None

@@ -9,7 +9,7 @@ from urllib.parse import unquote
 
 import trio
 
-from ..errors import BodyTimeout, BodyTooLarge
+from ..errors import BodyTimeout, BodyTooLarge, SendTimeout
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -242,18 +242,22 @@ class DisconnectWatch:
     On HTTP/2, where one stream can be reset alone, ``run`` waits for it.
     hypercorn also closes a ``Connection: close`` socket from inside the final
     send: ``send`` marks the response finished first and shields that last
-    message, so that close is not mistaken for a client leaving.
+    message, so that close is not mistaken for a client leaving; the shield
+    ends at the scope's deadline (the request's, past its grace), so a client
+    that does not read cannot hold the answer past it.
     """
 
-    __slots__ = ("_send", "_scope", "finished", "gone", "sent")
+    __slots__ = ("_send", "_scope", "cut", "finished", "gone", "sent")
 
     def __init__(self, send: Send, scope: trio.CancelScope) -> None:
         self._send, self._scope = send, scope
         self.finished = False
         self.gone = False
         self.sent = False       # the response has started
+        self.cut: SendTimeout | None = None      # why the router closed the connection, when it did
 
-    def client_left(self) -> None:
+    def client_left(self, why: SendTimeout | None = None) -> None:
+        self.cut = self.cut or why
         if not self.finished:
             self.gone = True
             self._scope.cancel()
@@ -270,7 +274,7 @@ class DisconnectWatch:
         self.sent = True
         if is_final(message):
             self.finished = True
-            with trio.CancelScope(shield=True):
+            with trio.CancelScope(shield=True, deadline=self._scope.deadline):
                 await self._send(message)
         else:
             await self._send(message)
@@ -297,10 +301,11 @@ class ClientSide:
         self.hold_for: trio.lowlevel.Task | None = None
         self.watches: set[DisconnectWatch] = set()
 
-    def left(self) -> None:
+    def left(self, why: SendTimeout | None = None) -> None:
+        """The client closed or reset the connection, or the router closed it ``why``."""
         self.closed = True
         for watch in tuple(self.watches):
-            watch.client_left()
+            watch.client_left(why)
 
 
 # The connection the current task serves: set by the connection server in its own task, and so inherited by the

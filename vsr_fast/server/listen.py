@@ -11,7 +11,10 @@ when the header timeout (hypercorn's idle timer) passes is answered ``408`` in t
 the path its request line names, if it got that far, before the close (hypercorn closes
 silently); one that sent nothing is closed silently, as nginx does. A request h11 refuses (a bad
 chunk, a Content-Length that is no number, a head too large) keeps hypercorn's status and close,
-with the error of that path as its body in place of hypercorn's empty one. At the shutdown trigger the
+with the error of that path as its body in place of hypercorn's empty one. A client that takes none of an answer
+for ``send_timeout_s`` has its connection closed (nginx's ``send_timeout``); a write the request's deadline
+cancels keeps what it had left to write, which goes first when the answer's end is written (or the connection
+closes, the answer ended with it unwritten). At the shutdown trigger the
 loop stops and the listening socket closes at once: a connection arriving during the drain is refused by the
 kernel rather than queued; those in flight have ``graceful_timeout`` to finish, as in
 hypercorn.
@@ -36,6 +39,7 @@ from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import ConnectionState
 from hypercorn.utils import repr_socket_addr, wrap_app
 
+from ..errors import SendTimeout
 from ..locks import acquire
 from ..sockets import send_now
 from ..upstream.stream import JOIN_MAX_BYTES
@@ -83,9 +87,12 @@ class EdgeServer(TCPServer):
     connection whose deadline moves: hypercorn stops its idle task when a request starts and starts a new one
     when the answer ends (a lock, a task started and one cancelled, per request)."""
 
-    def __init__(self, edge_answer: EdgeAnswer, *args) -> None:
+    def __init__(self, edge_answer: EdgeAnswer, send_timeout_s: float, *args) -> None:
         super().__init__(*args)
         self.edge_answer = edge_answer
+        self.send_timeout_s = send_timeout_s
+        # What a cancelled write had left to write: the bytes h11 counts as sent, so they go before any other.
+        self._owed = b""
         self._read = b""        # the last bytes read: where a head h11 refused started, if it came in one read
         self.client_side = ClientSide()
         self.client_side.write = self._write
@@ -121,6 +128,8 @@ class EdgeServer(TCPServer):
                     trio.current_time() + self.config.keep_alive_timeout
                 if self._held:      # the answer has ended: a head still held (no end of body came) goes now
                     await self._send_raw(b"")
+                if self._owed:      # it ended with bytes its client never took: no other answer can follow them
+                    await self._cut(None)
             return
         await super().protocol_send(event)
 
@@ -149,14 +158,56 @@ class EdgeServer(TCPServer):
         lock = self.send_lock
         await acquire(lock)     # in line only behind another stream of an HTTP/2 connection
         try:
+            if self._owed:
+                data, self._owed = self._owed + data, b""
             sent = send_now(self.stream, data)      # nearly always all of it: no shield, no scheduler pass
             if sent < len(data):
-                with trio.CancelScope(shield=True):
-                    await self.stream.send_all(memoryview(data)[sent:] if sent else data)
+                await self._write_rest(memoryview(data)[sent:])
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             await self.protocol.handle(Closed())
         finally:
             lock.release()
+
+    async def _write_rest(self, rest: memoryview) -> None:
+        """What the socket did not take at once, as the client reads it. Cancelled (the request's deadline), the
+        write keeps what it had left (``_owed``) rather than break the byte stream mid-chunk, and raises; no
+        progress for ``send_timeout_s`` closes the connection."""
+        raw = getattr(self.stream, "socket", None)
+        raw = getattr(raw, "_sock", None) if type(self.stream) is trio.SocketStream else None
+        if raw is None:     # not a plain socket's (a test's): trio's send_all, whose partial progress is not known
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + self.send_timeout_s) as shield:
+                await self.stream.send_all(rest)
+            if shield.cancelled_caught:
+                await self._cut(self._too_slow())
+            return
+        while rest:
+            with trio.CancelScope(deadline=trio.current_time() + self.send_timeout_s) as idle:
+                try:
+                    await trio.lowlevel.wait_writable(raw)
+                except trio.Cancelled:
+                    self._owed = bytes(rest)        # dropped if it is the idle scope's own (``_cut``)
+                    raise
+            if idle.cancelled_caught:
+                await self._cut(self._too_slow())
+                return
+            try:
+                rest = rest[raw.send(rest):]
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                raise trio.BrokenResourceError(exc) from exc
+
+    def _too_slow(self) -> SendTimeout:
+        return SendTimeout(f"the client took none of the answer for {self.send_timeout_s:g} s (send_timeout_ms); "
+                           "its connection was closed")
+
+    async def _cut(self, why: SendTimeout | None) -> None:
+        """Close a connection whose client does not read: its requests learn why first (the reader, which sees
+        the close later, would tell them only that the client left)."""
+        self._owed = b""
+        self.client_side.left(why)
+        await trio.aclose_forcefully(self.stream)
+        await self.protocol.handle(Closed())
 
     async def _read_data(self) -> None:
         # The first hook after hypercorn's run() has made the connection's task group: each request's app gets
@@ -262,10 +313,11 @@ def put_at_once(put: Callable[[dict], Awaitable[None]]) -> Callable[[dict], Awai
 
 
 async def serve_http(app, cfg: hypercorn.config.Config, sock: socket.socket, shutdown: Callable[[], Awaitable[None]],
-                     connections: Connections, edge_answer: EdgeAnswer, *,
+                     connections: Connections, edge_answer: EdgeAnswer, send_timeout_s: float = 60.0, *,
                      task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve ``app`` on the listening ``sock`` until ``shutdown`` returns, then drain (hypercorn's
-    ``worker_serve`` for one plain-HTTP socket, with this module's accept loop)."""
+    ``worker_serve`` for one plain-HTTP socket, with this module's accept loop); ``send_timeout_s``: the
+    ``limits.send_timeout_ms`` of its connections."""
     if cfg.read_timeout is not None:
         raise ValueError("hypercorn's read_timeout is not read here (EdgeServer._read_until_closed): leave it unset")
     cfg.set_statsd_logger_class(StatsdLogger)
@@ -280,7 +332,8 @@ async def serve_http(app, cfg: hypercorn.config.Config, sock: socket.socket, shu
         await lifespan.wait_for_startup()
         async with trio.open_nursery() as server_nursery:
             listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
-            handler = partial(EdgeServer, edge_answer, app, cfg, context, ConnectionState(lifespan_state.copy()))
+            handler = partial(EdgeServer, edge_answer, send_timeout_s, app, cfg, context,
+                          ConnectionState(lifespan_state.copy()))
             task_status.started([f"http://{repr_socket_addr(sock.family, sock.getsockname())}"])
             async with trio.open_nursery() as accepting:
                 async def stop() -> None:

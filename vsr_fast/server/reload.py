@@ -37,7 +37,8 @@ _RETIRE_POLL_S = 0.5
 # What serve (and AppState.__post_init__) reads once, at start, by its path in the file.
 AT_START = ("listeners", "global.stores", "global.model_catalog", "global.router.access_log",
             "global.router.auth.enabled", "global.router.auth.store", "global.router.rate_limits", "global.router.tracing", "global.router.config_watch.enabled",
-            "global.router.limits.header_timeout_ms", "global.router.limits.max_connections")
+            "global.router.limits.header_timeout_ms", "global.router.limits.send_timeout_ms",
+            "global.router.limits.max_connections")
 # Plugin types whose stores or services serve opens at start only when some layer names one.
 OPENED_AT_START = ("context", "response_cache", "router_replay")
 

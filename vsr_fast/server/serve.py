@@ -147,10 +147,11 @@ async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
                     admin_cfg = _hypercorn_config(admin_opts, limits)
                     admin_binds = await nursery.start(serve_http, generations.app("admin"), admin_cfg,
                                                       _listening_socket(admin_opts, admin_cfg), shutdown.wait,
-                                                      Connections(max_connections(limits)), edge_answer)
+                                                      Connections(max_connections(limits)), edge_answer,
+                                                      limits.send_timeout_ms / 1000)
                     sys.stderr.write(f"vsr-fast: admin on {', '.join(admin_binds)}\n")
                 binds = await nursery.start(serve_http, generations.app("serving"), cfg, _listening_socket(opts, cfg),
-                                            shutdown.wait, state.connections, edge_answer)
+                                            shutdown.wait, state.connections, edge_answer, limits.send_timeout_ms / 1000)
                 if opts.settle_heap:
                     heap.settle()
                 # One write, newline included: workers share the supervisor's stderr, and print's two

@@ -330,7 +330,7 @@ def _transport_failure(exc: Exception, backend: Backend) -> UpstreamError:
     # The client reads the cause in words; the backend, its address and the exception go to the log only.
     cause = transport.cause(exc)
     if isinstance(exc, transport.Timeout):
-        return UpstreamTimeout(cause_words(cause), cause=cause,
+        return UpstreamTimeout(cause_words(cause, backend.timeouts), cause=cause,
                                detail=f"backend {backend.label} timed out ({type(exc).__name__})")
     return UpstreamError(cause_words(cause), cause=cause,
                          detail=f"backend {backend.label} failed: {type(exc).__name__}: {exc or 'connection failed'}")

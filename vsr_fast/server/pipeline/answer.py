@@ -250,7 +250,7 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
         if cut.cancelled_caught and ex.drained():
             failure = ShuttingDown("the router is stopping; its graceful timeout passed while the answer streamed")
         elif cut.cancelled_caught:
-            failure = RequestTimeout("the request's deadline passed while the answer streamed")
+            failure = RequestTimeout(f"the request's deadline ({ex.timeout_s:g} s) passed while the answer streamed")
             ex.state.metrics.timeouts.inc(ex.api, "answer")
         if failure is not None:
             _failed_stream(ex, failure)
@@ -260,6 +260,9 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
         if complete:
             # Stored before the stream's last event: see _whole.
             await adapter.remember(req, restore.whole(tr.final()) if shown is not None else tr.final())
+        # The backend has nothing more to give: its connection goes back (or closes) now, not once a client that
+        # reads slowly, or not at all, has taken the end.
+        await _close_upstream(stream)
         await send({"type": "http.response.body", "body": shown.feed(tail) + shown.close() if shown is not None
                     else tail, "more_body": False})
         if copy is not None and guard is not None:
@@ -267,10 +270,14 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
             await _judge_after(ex, guard, copy, complete)
         _answered(ex, streamed=True, complete=complete, content_type=SSE)
     finally:
-        # Shielded: when the client left, this scope is already cancelled, and
-        # the upstream connection must still be closed so the model stops.
-        with trio.CancelScope(shield=True, deadline=trio.current_time() + 5):
-            await stream.aclose()
+        await _close_upstream(stream)
+
+
+async def _close_upstream(stream: Stream) -> None:
+    """Close the backend's stream (again: a no-op). Shielded: when the client left, this scope is already
+    cancelled, and the upstream connection must still be closed so the model stops."""
+    with trio.CancelScope(shield=True, deadline=trio.current_time() + 5):
+        await stream.aclose()
 
 
 async def _pass(ex: Exchange, send: Send, out: bytes, copy: "_Copy | None" = None,
@@ -370,10 +377,12 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
             failure, outcome = ShuttingDown("the router is stopping; its graceful timeout passed while the answer "
                                             "was held"), "incomplete"
         elif cut.cancelled_caught:
-            failure, outcome = RequestTimeout("the request's deadline passed while the answer was held"), "incomplete"
+            failure, outcome = RequestTimeout(f"the request's deadline ({ex.timeout_s:g} s) passed while the answer "
+                                              "was held"), "incomplete"
             ex.state.metrics.timeouts.inc(ex.api, "answer")
         held_bytes = bytes(held)
         del held
+        await _close_upstream(stream)       # read to its end or cut: released before a slow client is written to
         if failure is not None:
             response_guard.settle(ex, outcome or "incomplete", [], held=True, streamed=True)
             await _held_failure(ex, send, failure)
@@ -395,8 +404,7 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
         await adapter.remember(req, final)      # stored before the answer is sent: see _whole
         await _send(ex, send, shown, SSE, streamed=True, kept=held_bytes)
     finally:
-        with trio.CancelScope(shield=True, deadline=trio.current_time() + 5):
-            await stream.aclose()
+        await _close_upstream(stream)
 
 
 def _failed_stream(ex: Exchange, failure: VsrError) -> None:
@@ -425,7 +433,7 @@ def _midstream(ex: Exchange, stream: Stream, exc: Exception, held: str) -> Upstr
     # A broken event or an answer past its size keeps its own code; the rest are the transport's. The client
     # reads what went wrong, the log where and the exception (an address, an errno).
     kind = type(exc) if isinstance(exc, (UpstreamInvalid, UpstreamTooLarge)) else UpstreamError
-    said = exc.message if isinstance(exc, UpstreamError) else cause_words(cause)
+    said = exc.message if isinstance(exc, UpstreamError) else cause_words(cause, stream.backend.timeouts)
     return kind(f"the answer of {stream.model.name} failed mid-stream{held}: {said}", cause=f"midstream_{cause}",
                 detail=f"upstream {stream.backend.label} failed mid-stream{held}: {exc!r}")
 

@@ -129,6 +129,7 @@ async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
             raise ShuttingDown("the router is stopping; its graceful timeout passed while the body arrived")
         raise BodyTimeout("the request body did not arrive within the request's deadline")
     # One scope ends the stages when the client leaves and when the answer stage overruns the deadline.
+    failure: VsrError | None = None
     with ex.deadline_scope(_GRACE_S) as outer:
         watch = ex.watch = DisconnectWatch(send, outer)
         side = CLIENT_SIDE.get() if ex.scope.get("http_version") != "2" else None
@@ -145,8 +146,19 @@ async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
                 nursery.start_soon(watch.run, receive)
                 failure = await _kept(ex, watch.send, outer)
                 nursery.cancel_scope.cancel()
+    if watch.cut is not None:   # the router closed the connection of a client that did not read
+        ex.state.metrics.timeouts.inc(ex.api, watch.cut.stage)
+        ex.status = watch.cut.status
+        if not watch.finished:      # cut before its last message: the answer stage never recorded its end
+            ex.rec.answered(status=ex.status, path=ex.path.value, model=ex.model, complete=False, content_type=None,
+                            streamed=ex.req is not None and ex.adapter.stream(ex.req))
+        raise watch.cut
     if watch.gone:
         raise ClientGone
+    if outer.cancelled_caught and failure is None and not ex.responded:
+        failure = _timed_out(ex)    # a stage that overran the grace before any answer left
+    # Cut past the grace after the answer started: its stage has recorded why (a stream's deadline, or the error
+    # event its client did not take), and hypercorn closes a connection whose answer did not end.
     if failure is not None:
         raise failure
 
