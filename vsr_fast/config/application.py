@@ -34,6 +34,8 @@ class _Rule(Block, kw_only=True):
 
 
 class HistoryInput(Block, kw_only=True):
+    # Also read the earlier user turns: the worst turn's answer is the rule's. The embedded models read the most
+    # recent 32.
     history: bool = False
 
 

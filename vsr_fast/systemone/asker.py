@@ -28,6 +28,10 @@ from .states import build_state
 UNBOUNDED_SIGNALS_S = 45.0
 
 
+def _whole(text: str) -> str:
+    return text
+
+
 class SystemOneAsker:
     """Binds the client to the state building, guard scans and budgets of one configuration."""
 
@@ -111,7 +115,9 @@ class SystemOneAsker:
         for a text read on its own) with the window as its request; ``question`` replaces the share's."""
         runner = self.client.runners[share.deployment]
         question = question or self._questions[share]
-        base = build_state(canonical, share.spec, lambda t: t) if canonical is not None else wire.State()
+        # The window replaces the request; the other parts are read through the view, as in the merged call.
+        view = self.views.get(share.deployment, _whole)
+        base = build_state(canonical, share.spec, view) if canonical is not None else wire.State()
 
         async def ask_window(text: str, wire_ids) -> dict | None:
             state = msgspec.structs.replace(base, request=text)

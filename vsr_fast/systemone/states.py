@@ -5,6 +5,10 @@ from ..protocol.systemone import State, Turn
 from ..signals.base import CanonicalRequest
 from .learned import StateSpec
 
+# Earlier user turns (and tool results) read at most beyond the current turn, the most recent, by the embedded
+# models. The bound the spec puts on input.previous_turns.
+HISTORY_TURNS = 32
+
 
 def build_state(request: CanonicalRequest, spec: StateSpec, view, *, answer: str | None = None,
                 context: str | None = None) -> State:
