@@ -21,7 +21,7 @@ from .learned import Share
 from .deployments import DEFAULT_TIMEOUT_MS, CallFailed
 from .scan import GuardScan, ScanMetrics, ScanRule, scan
 from .split import SetAsNoul
-from .states import build_state
+from .states import build_state, part_state
 
 
 # The signals' budget when nothing bounds the request (the preview, vsr-replay): the catalog's old default.
@@ -47,6 +47,8 @@ class SystemOneAsker:
 
     async def ask_into(self, answers: Answered, asked, canonical: CanonicalRequest) -> None:
         def state_for(share):
+            if share.part:
+                return part_state(canonical, share.part, self.views[share.deployment])
             return build_state(canonical, share.spec, self.views[share.deployment])
         await self.client.ask_into(answers, asked, state_for, self.timeouts_ms)
 
