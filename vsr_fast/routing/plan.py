@@ -21,7 +21,8 @@ from ..decisions.projections import TYPE as PROJECTION, CompiledProjections
 from ..errors import ModelNotFound, NoDecision, RoutingError
 from ..selection import static
 from ..signals.base import CanonicalRequest, CompileErrors
-from ..systemone.learned import LearnedSignals, compile_learned, outcome_of
+from ..systemone.learned import LearnedSignals, compile_learned, fold_parts, outcome_of
+from ..systemone.states import part_shares
 from ..signals.registry import VALUED, Readings, RecipeSignals
 from ..systemone import capabilities as caps
 from ..systemone.asker import SystemOneAsker
@@ -103,7 +104,11 @@ async def read_learned(learned: LearnedSignals, canonical: CanonicalRequest, rea
     started = time.perf_counter_ns()
     readings.request_text = canonical.text
     scanned = systemone.scanned(asked, canonical)
+    # A span rule's earlier turns and tool results, each asked on its own in the same merged call.
+    parts = {r.share: part_shares(r.share, canonical) for r in learned.read if r.question_type == "span"}
     asked = {s: q for s, q in asked.items() if s not in scanned}
+    for share, shares in parts.items():
+        asked.update(dict.fromkeys(shares, learned.questions[share]))
     answers, scans = await systemone.ask_with_scans(asked, scanned, learned.read, canonical)
     readings.timings_us["systemone"] = (time.perf_counter_ns() - started) / 1000
     for rule in learned.read:
@@ -125,6 +130,13 @@ async def read_learned(learned: LearnedSignals, canonical: CanonicalRequest, rea
                 readings.overloaded.add(key)
             readings.outcomes[key] = outcome_of(rule, answers.get(rule.share),
                                                 "overloaded" if overloaded else "no answer in time")
+        if parts.get(rule.share):
+            left = getattr(answers, "overloaded", ())
+            if any(p in left for p in parts[rule.share]):
+                readings.overloaded.add(key)
+            readings.outcomes[key] = fold_parts(readings.outcomes[key], [
+                (p.part, outcome_of(rule, answers.get(p), "overloaded" if p in left else "no answer in time"))
+                for p in parts[rule.share]])
     return answers
 
 

@@ -21,11 +21,15 @@ from .learned import Share
 from .deployments import DEFAULT_TIMEOUT_MS, CallFailed
 from .scan import GuardScan, ScanMetrics, ScanRule, scan
 from .split import SetAsNoul
-from .states import build_state
+from .states import build_state, part_state
 
 
 # The signals' budget when nothing bounds the request (the preview, vsr-replay): the catalog's old default.
 UNBOUNDED_SIGNALS_S = 45.0
+
+
+def _whole(text: str) -> str:
+    return text
 
 
 class SystemOneAsker:
@@ -43,6 +47,8 @@ class SystemOneAsker:
 
     async def ask_into(self, answers: Answered, asked, canonical: CanonicalRequest) -> None:
         def state_for(share):
+            if share.part:
+                return part_state(canonical, share.part, self.views[share.deployment])
             return build_state(canonical, share.spec, self.views[share.deployment])
         await self.client.ask_into(answers, asked, state_for, self.timeouts_ms)
 
@@ -111,7 +117,9 @@ class SystemOneAsker:
         for a text read on its own) with the window as its request; ``question`` replaces the share's."""
         runner = self.client.runners[share.deployment]
         question = question or self._questions[share]
-        base = build_state(canonical, share.spec, lambda t: t) if canonical is not None else wire.State()
+        # The window replaces the request; the other parts are read through the view, as in the merged call.
+        view = self.views.get(share.deployment, _whole)
+        base = build_state(canonical, share.spec, view) if canonical is not None else wire.State()
 
         async def ask_window(text: str, wire_ids) -> dict | None:
             state = msgspec.structs.replace(base, request=text)

@@ -35,6 +35,7 @@ class Capable:
     trained_ids: dict[str, str] = field(default_factory=dict)
     presets: frozenset[str] | None = None   # the presets its card says it answers; None: the card says nothing
     span_labels: frozenset[str] | None = None   # the span labels its card says it marks; None: says nothing
+    reads: dict[str, dict[str, list[str]]] | None = None   # the card's reads: the parts beyond the turn it reads
 
 
 def deployments(catalog: ModelCatalog) -> dict[str, Deployment]:
@@ -59,7 +60,7 @@ def from_card(name: str, kind: str, card: ModelCard) -> Capable:
                    frozenset(card.span_heads), dict(card.calibrated), card.name,
                    validated_tokens=card.validated_input_tokens, trained_ids=dict(card.trained_ids),
                    presets=frozenset(card.presets) if card.presets else None,
-                   span_labels=frozenset(card.span_labels) if card.span_labels else None)
+                   span_labels=frozenset(card.span_labels) if card.span_labels else None, reads=card.reads)
 
 
 def resolve(name: str, dep: Deployment, models: dict[str, DecisionModel]) -> Capable:

@@ -21,6 +21,9 @@ from .presets import APPLICATION_SIGNALS, NEUTRAL_THRESHOLD, PRESETS, Preset
 from ..signals.base import CompileErrors, Outcome
 
 SYSTEMONE = "systemone"
+# The parts a request-stage span rule reads one text a state (``states.part_shares``): a span's offsets index
+# one text, so the router asks each on its own, whatever the model.
+SPAN_PARTS = ("history", "tool_results")
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class Share:
     deployment: str
     stage: str
     spec: StateSpec
+    part: str = ""        # one earlier text a span rule reads, asked as a state of its own ("history:3")
 
 
 @dataclass
@@ -176,8 +180,27 @@ class _Compiler:
             return
         self.out.rules[key] = rule
 
+    def check_parts(self, rule_path: str, deployment: str, capable: caps.Capable | None, stage: str,
+                    preset_name: str | None, question_type: str, parts: tuple[str, ...]) -> None:
+        """Warn of each ``input.*`` part the rule asks for that the model's card says it does not read."""
+        if capable is None or not capable.known or capable.reads is None:
+            return
+        read = capable.reads.get(stage, {})
+        kind = f"preset:{preset_name}" if preset_name else question_type
+        what = f"preset {preset_name}" if preset_name else f"a {question_type} question"
+        for part in parts:
+            if question_type == "span" and stage == "request" and part in SPAN_PARTS:
+                continue
+            if kind in read.get(part, ()) or question_type in read.get(part, ()):
+                continue
+            self.warnings.append(
+                f"{rule_path}.input.{part}: input_unread: deployment {deployment!r} ({capable.model or capable.kind}) "
+                f"does not read {part} for {what} at the {stage} stage, as its card says; "
+                "its answer ignores that part")
+
     def preset_rule(self, signal: str, rule, *, labels=None, predicate=None, stage="request", spec=StateSpec(),
-                    ignore=(), on_unknown=None) -> None:
+                    ignore=(), on_unknown=None, parts: tuple[str, ...] = ()) -> None:
+        """``parts``: the state parts the rule's ``input`` asks for beyond the current turn."""
         condition_type, preset_name = APPLICATION_SIGNALS[signal]
         rule_path = f"{self.path}.signals.{signal}[{rule.name}]"
         if signal == "safety" and labels:
@@ -215,6 +238,7 @@ class _Compiler:
                     f"{rule_path}: span_labels_unanswered: deployment {deployment!r} ({capable.model or capable.kind}) "
                     f"does not mark {', '.join(unmarked)}, as its card says; add them to ignore_labels or expect "
                     f"them never found")
+        self.check_parts(rule_path, deployment, capable, stage, preset_name, preset.type, parts)
         default = NEUTRAL_THRESHOLD
         if predicate is None and capable is not None and capable.known:
             calibrated = capable.calibrated.get(preset_name if preset_name != "harm_categories" else "harm")
@@ -260,7 +284,9 @@ class _Compiler:
                 self.errors.add(f"{rule_path}.labels[{i}]", "invalid_value", f"{label!r} is not an option of the question")
         deployment = self.deployment_for(None, rule.deployment)
         media = {m for m in ("image", "audio", "video") if getattr(rule.input, m)}
-        self.check_deployment(rule_path, deployment, q.type, q.head, media, None)
+        capable = self.check_deployment(rule_path, deployment, q.type, q.head, media, None)
+        self.check_parts(rule_path, deployment, capable, rule.stage, None, q.type,
+                         _parts(rule.input, ("history", "previous_turns", "tool_results", "context")))
         spec = StateSpec(rule.input.history, rule.input.previous_turns, rule.input.tool_results, rule.input.image,
                          coverage=rule.coverage, answer=rule.input.answer, context=rule.input.context)
         if rule.stage == "request" and (rule.input.answer or rule.input.context):
@@ -276,6 +302,11 @@ class _Compiler:
         )
         self.add(learned)
         self.out.questions[learned.share] = question
+
+
+def _parts(rule_input, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The parts of ``names`` a rule's ``input`` block asks for (a true flag, a positive turn count)."""
+    return tuple(n for n in names if getattr(rule_input, n))
 
 
 def _custom_question(q: app.QuestionSpec) -> wire.Question:
@@ -307,6 +338,7 @@ def compile_learned(signals: app.Signals, recipe_path: str, recipe_bindings: dic
     for rule in signals.jailbreak:
         c.preset_rule("jailbreak", rule, predicate=rule.predicate, stage=rule.stage,
                       spec=StateSpec(history=rule.input.history, coverage="full"),
+                      parts=_parts(rule.input, ("history",)),
                       # At the response stage the guard's own on_unknown decides an unknown answer.
                       on_unknown=rule.on_unknown if rule.stage == "request" else None)
     for rule in signals.safety:
@@ -315,13 +347,14 @@ def compile_learned(signals: app.Signals, recipe_path: str, recipe_bindings: dic
     for rule in signals.pii:
         c.preset_rule("pii", rule, predicate=rule.predicate, ignore=tuple(rule.ignore_labels),
                       spec=StateSpec(history=rule.input.history, tool_results=rule.input.tool_results, coverage="full"),
-                      on_unknown=rule.on_unknown)
+                      on_unknown=rule.on_unknown, parts=_parts(rule.input, SPAN_PARTS))
     for signal in ("hallucination", "refusal"):
         for rule in getattr(signals, signal):
             c.preset_rule(signal, rule, predicate=rule.predicate, stage="response")
     for rule in signals.turn_relation:
         c.preset_rule("turn_relation", rule, labels=rule.labels,
-                      spec=StateSpec(previous_turns=rule.input.previous_turns))
+                      spec=StateSpec(previous_turns=rule.input.previous_turns),
+                      parts=_parts(rule.input, ("previous_turns",)))
     for rule in signals.complexity:
         c.preset_rule("complexity", rule, labels=rule.labels)
     _merge_shares(c.out, capable)
@@ -363,6 +396,31 @@ def _merge_shares(out: LearnedSignals, capable: Callable[[str], caps.Capable | N
 
 
 # -- answers to outcomes -----------------------------------------------------------------------
+
+
+def fold_parts(own: Outcome, parts: list[tuple[str, Outcome]]) -> Outcome:
+    """A span rule's outcome over the current turn and each earlier text it reads (asked on its own): it
+    matches when any of them does, and is unknown when none does and one is unknown. The spans stay the
+    current turn's: their offsets index the request, and masking reuses them as its own."""
+    if not parts:
+        return own
+    hits = [name for name, o in parts if o.matched]
+    unknown = [name for name, o in parts if o.matched is None]
+    matched = True if own.matched or hits else (None if own.matched is None or unknown else False)
+    labels = dict(own.labels or {})
+    for _, o in parts:
+        for label, hit in (o.labels or {}).items():
+            labels[label] = labels.get(label, False) or hit
+    values = [o.value for o in (own, *(o for _, o in parts)) if o.value is not None]
+    detail = f"{own.detail}; {len(parts)} earlier texts read"
+    if hits:
+        detail += f", matched in {', '.join(hits)}"
+    if unknown:
+        detail += f", unknown in {', '.join(unknown)}"
+    # Matched by an earlier text alone: as sure as the surest of those texts.
+    confidence = max(o.confidence for _, o in parts if o.matched) if hits and not own.matched else own.confidence
+    return dataclasses.replace(own, matched=matched, value=max(values) if values else None, labels=labels,
+                               confidence=confidence, detail=detail)
 
 
 def outcome_of(rule: LearnedRule, answer: wire.Answer | None, why: str = "no answer") -> Outcome:

@@ -33,6 +33,11 @@ class ModelCard(msgspec.Struct, frozen=True, kw_only=True):
     validated_input_tokens: int = 8192
     # Presets this family was trained on under IDs of its own (e.g. "attack" for jailbreak).
     trained_ids: dict[str, str] = msgspec.field(default_factory=dict)
+    # The state parts beyond the one a question is about that it reads, by stage: stage -> part (history,
+    # tool_results, previous_turns, context) -> the questions it reads the part for, each a question type or
+    # "preset:<name>". A rule whose input.* asks for a part left out is warned of at load (input_unread).
+    # None: the card says nothing.
+    reads: dict[str, dict[str, list[str]]] | None = None
 
 
 class DecisionModel(Protocol):

@@ -3,7 +3,11 @@ from __future__ import annotations
 
 from ..protocol.systemone import State, Turn
 from ..signals.base import CanonicalRequest
-from .learned import StateSpec
+from .learned import SPAN_PARTS, Share, StateSpec
+
+# Earlier user turns (and tool results) read at most beyond the current turn, the most recent: by the embedded
+# models, and by the router for a span rule (one state a text). The bound the spec puts on input.previous_turns.
+HISTORY_TURNS = 32
 
 
 def build_state(request: CanonicalRequest, spec: StateSpec, view, *, answer: str | None = None,
@@ -20,3 +24,21 @@ def build_state(request: CanonicalRequest, spec: StateSpec, view, *, answer: str
         tool_results=[view(t) for t in request.tool_results] if spec.tool_results else [],
         images=list(request.images) if spec.images else [],
     )
+
+
+def part_shares(share: Share, request: CanonicalRequest) -> list[Share]:
+    """The earlier texts a span rule's ``share`` reads beyond the current turn, each a share of its own: the
+    most recent ``HISTORY_TURNS`` of each part its spec asks for, empty ones left out."""
+    out = []
+    for part in SPAN_PARTS:
+        if getattr(share.spec, part):
+            texts = getattr(request, part)
+            out += [Share(share.wire_id, share.deployment, share.stage, StateSpec(), part=f"{part}:{i}")
+                    for i in range(max(len(texts) - HISTORY_TURNS, 0), len(texts)) if texts[i].strip()]
+    return out
+
+
+def part_state(request: CanonicalRequest, part: str, view) -> State:
+    """The state of one earlier text (``part_shares``): that text, through ``view``, as the request."""
+    name, _, index = part.partition(":")
+    return State(request=view(getattr(request, name)[int(index)]))

@@ -26,6 +26,8 @@ is answered (T, a and b come from model.json, fit at build time):
 Which text a question reads (kept simple on purpose):
 
 - pii and other span questions: the state part the question names (``part``, default request);
+  offsets index that one text, so the router asks each earlier turn a span rule reads as a
+  state of its own (``systemone.states.part_shares``);
 - relevance, same_request: request against candidate;
 - presets of the response stage (refusal) and of both stages (jailbreak, harm,
   harm_categories), and every ``systemone:*`` question: the answer when the state has
@@ -33,6 +35,18 @@ Which text a question reads (kept simple on purpose):
 - everything else: the request. feedback reads the user's turn, not previous_answer,
   and turn_relation reads the current turn only: a mean of token rows cannot compare
   turns, and averaging them in would only blur the turn being judged.
+
+When the question reads the request and the state carries earlier user turns (``history``)
+or ``tool_results``, a yes/no, score or set question and a preset choice with a positive
+option (jailbreak, harm, fact_check) are answered on each of those texts too, each embedded
+on its own in the same encode call, and the worst wins: the highest P(yes), the highest
+expected level, each label's highest probability, the turn with the highest P(positive).
+"Ignore your instructions" two turns back is an attack whatever the current turn says. A
+choice with no positive option (domain, an operator's own choice) has no worst, and reads
+the current turn only. The most recent ``HISTORY_TURNS`` of each part are read: a long agent
+conversation costs at most that many texts, and each was embedded when it was the request,
+so the read cache (``READ_CACHE`` texts) usually holds it. The card's ``reads`` says all this
+for the load checks.
 
 Zero-shot choices ignore ``instructions``: the option descriptions carry the meaning.
 Not answered: hallucination (a span label with no detector) and answer_check (a static
@@ -43,6 +57,7 @@ fails with ``invalid_input``: the model reads text only.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -70,6 +85,7 @@ from ...protocol.systemone import (
 )
 from ...systemone.presets import PRESETS
 from ...systemone.runtime import ModelCard
+from ...systemone.states import HISTORY_TURNS
 from . import _ner, _pii
 from ._artifacts import ArtifactError, Artifacts, features, ngram_buckets, ngram_logits
 from ._embedding import StaticEmbedding
@@ -81,6 +97,13 @@ ANSWERED = tuple(sorted(set(PRESETS) - set(UNANSWERED)))
 TEXT_PARTS = ("request", "answer", "candidate", "context", "previous_answer")
 SPAN_LABELS = _pii.LABELS
 DESCRIPTION_CACHE = 4096   # option descriptions kept embedded between calls
+# Texts kept read between calls: a conversation's turns are read again each request. An entry holds its vector
+# (1 KB), its ids (up to 1 KB) and its text (the router's view keeps a turn within 2 KB): at most ~16 MB.
+READ_CACHE = 4096
+FOLDED_PARTS = ("history", "tool_results")
+# Preset choices whose worst turn is the one with the highest P(positive), at the request stage.
+POSITIVE_CHOICES = tuple(f"preset:{n}" for n, p in PRESETS.items()
+                         if p.type == "choice" and p.positive and "request" in p.stages)
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -101,6 +124,7 @@ class _Plan:
     text: str = ""
     other: str = ""                                  # the candidate of a pair preset
     descriptions: list[str] = field(default_factory=list)
+    turns: list[str] = field(default_factory=list)   # earlier turns answered too; the worst answer wins
 
 
 @dataclass(frozen=True)
@@ -120,11 +144,14 @@ class _Head:
     features: str      # see _artifacts.features
     ngrams: np.ndarray | None = None   # (buckets, labels): hashed token n-gram weights (-3 jailbreak, -4 domain)
 
-    def probabilities(self, read: _Read) -> np.ndarray:
-        x = features(self.features, read.vector[None, :], np.array([read.count], np.float32))
-        logits = (x @ self.w + self.b)[0]
+    def probabilities(self, reads: Sequence[_Read]) -> np.ndarray:
+        """(texts, labels): each text's probabilities, the texts in one matrix product."""
+        counts = np.array([r.count for r in reads], np.float32)
+        x = features(self.features, np.stack([r.vector for r in reads]), counts)
+        logits = x @ self.w + self.b
         if self.ngrams is not None:
-            logits = logits + ngram_logits(self.ngrams, ngram_buckets(read.ids, len(self.ngrams)))
+            logits = logits + np.stack([ngram_logits(self.ngrams, ngram_buckets(r.ids, len(self.ngrams)))
+                                        for r in reads])
         return _softmax(logits)
 
 
@@ -145,6 +172,9 @@ class VsrStatic:
         self.temperature = float(zs["temperature"])
         self.cos_a, self.cos_b = (float(v) for v in zs["cosine_logit"])
         self._descriptions: dict[str, np.ndarray] = {}
+        self._reads: OrderedDict[str, _Read] = OrderedDict()     # keyed by the text as read
+        # int16 holds every id of a 30,522-token vocabulary: a cached text's ids take at most a vector's size.
+        self._ids_dtype = np.int16 if len(artifacts.table) <= np.iinfo(np.int16).max else np.int32
         self._lock = threading.Lock()
         # The named-entity stage; its gazetteer is read at prepare(), so a configuration that asks no such
         # label pays nothing.
@@ -163,6 +193,7 @@ class VsrStatic:
             span_heads=[],
             span_labels=list(self.span_labels),
             validated_input_tokens=int(meta["max_tokens"]),
+            reads={"request": {part: ["noul", "score", "set", *POSITIVE_CHOICES] for part in FOLDED_PARTS}},
         )
         # Warm the description cache with every preset option, so the first request pays nothing.
         self._embed_descriptions([self._describe(k, v) for p in PRESETS.values() for k, v in p.options.items()]
@@ -182,12 +213,8 @@ class VsrStatic:
         plans = [{qid: self._plan(qid, q, e.state) for qid, q in e.questions.items()} for e in entries]
         live = [plan for p in plans for plan in p.values() if isinstance(plan, _Plan)]
         texts = {t for plan in live if not isinstance(plan.question, SpanQuestion)
-                 for t in (plan.text, plan.other) if t}
-        vectors: dict[str, _Read] = {}
-        if texts:
-            order = list(texts)
-            encoded, counts, ids = self.embedding.encode_read(order)
-            vectors = {t: _Read(v, float(c), i) for t, v, c, i in zip(order, encoded, counts, ids)}
+                 for t in (plan.text, plan.other, *plan.turns) if t}
+        vectors = self._read(list(texts))
         descs = self._embed_descriptions([d for plan in live for d in plan.descriptions])
         return [{qid: plan if isinstance(plan, QuestionError) else self._finish(plan, vectors, descs)
                  for qid, plan in p.items()} for p in plans]
@@ -211,12 +238,16 @@ class VsrStatic:
             if not state.candidate:
                 return QuestionError("invalid_input", f"preset:{preset} compares request and candidate; no candidate")
             return _Plan(q, preset, text=state.request, other=state.candidate)
-        text = self._subject(preset, state)
-        if text is None:
+        part = self._subject(preset, state)
+        if part is None:
             return QuestionError("invalid_input", "preset:refusal reads the answer; the state has none")
+        text = getattr(state, part)
         if not text.strip() and (state.images or state.videos):
             return QuestionError("invalid_input", f"{self.name} reads text only; this state's text is empty")
         plan = _Plan(q, preset, text=text)
+        if part == "request" and self._folds(preset, q):
+            plan.turns = [t for texts in (state.history, state.tool_results) for t in texts[-HISTORY_TURNS:]
+                          if t.strip()]
         if isinstance(q, (ChoiceQuestion, SetQuestion)):
             plan.descriptions = [self._describe(k, v) for k, v in q.criteria.items()]
         elif isinstance(q, ScoreQuestion):
@@ -230,12 +261,21 @@ class VsrStatic:
 
     @staticmethod
     def _subject(preset: str | None, state: State) -> str | None:
+        """The state part a question reads: the answer, the request, or None when it needs an answer."""
         if preset is None or "response" in PRESETS[preset].stages:
             if state.answer is not None:
-                return state.answer
+                return "answer"
             if preset is not None and PRESETS[preset].stages == ("response",):
                 return None
-        return state.request
+        return "request"
+
+    @staticmethod
+    def _folds(preset: str | None, q: Question) -> bool:
+        """Whether the worst of several turns is an answer to ``q`` (see the module's docstring)."""
+        if isinstance(q, (NoulQuestion, ScoreQuestion, SetQuestion)):
+            return True
+        return (isinstance(q, ChoiceQuestion) and f"preset:{preset}" in POSITIVE_CHOICES
+                and PRESETS[preset].positive in q.criteria)
 
     @staticmethod
     def _describe(name: str, description: str) -> str:
@@ -262,6 +302,35 @@ class VsrStatic:
             return QuestionError("invalid_input", f"{self.name} reads text only; this state's text is empty")
         return _Plan(q, None, text=text)
 
+    # --- reading texts, cached ------------------------------------------------------------------
+
+    def _read(self, texts: list[str]) -> dict[str, _Read]:
+        """What the model read of each text: from the read cache, the rest in one encode call."""
+        if not texts:
+            return {}
+        # Only the first max_chars characters are ever read, so they are the key: the text itself, not a
+        # digest (blake2b cost ~7 µs a 2 KB turn, more than the rest of a cached turn's answer).
+        keys = {t: t[: self.embedding.max_chars] for t in texts}
+        found: dict[str, _Read] = {}
+        with self._lock:
+            for t, k in keys.items():
+                hit = self._reads.get(k)
+                if hit is not None:
+                    self._reads.move_to_end(k)
+                    found[t] = hit
+        missing = [t for t in texts if t not in found]
+        if missing:
+            encoded, counts, ids = self.embedding.encode_read(missing)
+            fresh = {t: _Read(v.copy(), float(c), i.astype(self._ids_dtype))
+                     for t, v, c, i in zip(missing, encoded, counts, ids)}
+            found.update(fresh)
+            with self._lock:
+                for t, r in fresh.items():
+                    self._reads[keys[t]] = r
+                while len(self._reads) > READ_CACHE:
+                    self._reads.popitem(last=False)
+        return found
+
     # --- embedding option descriptions, cached -------------------------------------------------
 
     def _embed_descriptions(self, descriptions: list[str]) -> dict[str, np.ndarray]:
@@ -281,16 +350,48 @@ class VsrStatic:
     # --- answers -------------------------------------------------------------------------------
 
     def _finish(self, plan: _Plan, vectors: dict[str, _Read], descs: dict[str, np.ndarray]) -> Answer:
+        if not plan.turns:
+            return self._answer(plan, plan.text, vectors, descs)
+        texts = [plan.text, *plan.turns]
+        q = plan.question
+        if isinstance(q, SetQuestion):       # each label takes its own worst turn
+            answers = [self._answer(plan, t, vectors, descs) for t in texts]
+            return SetAnswer({k: max(a.probabilities[k] for a in answers)    # type: ignore[union-attr]
+                              for k in q.criteria})
+        # Ranked in one matrix product (a turn at a time cost ~90 µs of numpy calls each), then the worst
+        # turn answered as on its own; argmax keeps the current turn on a tie.
+        worst = int(np.argmax(self._severity(plan, [self._of(vectors, t) for t in texts], descs)))
+        return self._answer(plan, texts[worst], vectors, descs)
+
+    def _severity(self, plan: _Plan, reads: list[_Read], descs: dict[str, np.ndarray]) -> np.ndarray:
+        """How bad each text's answer is: P(yes), the expected level, or P(positive) of a preset choice."""
+        q = plan.question
+        vs = np.stack([r.vector for r in reads])
+        cos = (vs @ np.stack([descs[d] for d in plan.descriptions]).T if plan.descriptions
+               else np.zeros((len(reads), 0)))
+        if isinstance(q, ScoreQuestion):
+            return _softmax(cos / self.temperature) @ np.arange(cos.shape[1])
+        if isinstance(q, NoulQuestion):
+            return self._noul(q, cos)
+        options = list(q.criteria)     # a preset choice with a positive option (_folds)
+        return self._choice_probabilities(plan, options, reads, cos)[:, options.index(PRESETS[plan.preset].positive)]
+
+    def _of(self, vectors: dict[str, _Read], text: str) -> _Read:
+        """What was read of ``text``; an empty text reads as no token."""
+        return vectors.get(text) or _Read(np.zeros(self.embedding.dim, np.float32), 0.0, np.zeros(0, np.intp))
+
+    def _answer(self, plan: _Plan, text: str, vectors: dict[str, _Read], descs: dict[str, np.ndarray]) -> Answer:
+        """``plan``'s question answered on one of its texts."""
         q = plan.question
         if isinstance(q, SpanQuestion):
             asked = frozenset(q.criteria)
             try:
-                named = self.ner.find(plan.text) if plan.text and asked & set(_ner.LABELS) else ()
+                named = self.ner.find(text) if text and asked & set(_ner.LABELS) else ()
             except ArtifactError as exc:      # the gazetteer differs from its pin: this question fails, not the batch
                 return QuestionError("question_failed", str(exc))
-            return SpanAnswer([Span(label, start, end, probability, plan.text[start:end])
-                               for label, start, end, probability in _pii.find(plan.text, asked, named)])
-        read = vectors.get(plan.text) or _Read(np.zeros(self.embedding.dim, np.float32), 0.0, np.zeros(0, np.intp))
+            return SpanAnswer([Span(label, start, end, probability, text[start:end])
+                               for label, start, end, probability in _pii.find(text, asked, named)])
+        read = self._of(vectors, text)
         v = read.vector
         if plan.preset in PAIR_PRESETS:
             other = vectors.get(plan.other)
@@ -306,26 +407,30 @@ class VsrStatic:
                                probabilities=dict(zip(keys, p.round(6).tolist())), legend=dict(zip(keys, q.criteria)))
         if isinstance(q, SetQuestion):
             return SetAnswer(dict(zip(q.criteria, _sigmoid(self.cos_a * cos + self.cos_b).round(6).tolist())))
-        return NoulAnswer(self._noul(q, cos))
+        return NoulAnswer(float(self._noul(q, cos[None, :])[0]))
 
     def _choice(self, plan: _Plan, q: ChoiceQuestion, read: _Read, cos: np.ndarray) -> ChoiceAnswer:
         options = list(q.criteria)
-        head = self.heads.get(plan.preset) if plan.preset in TRAINED else None
-        if head is not None and len(options) >= 2 and set(options) <= set(head.labels):
-            full = head.probabilities(read)
-            p = full[[head.labels.index(o) for o in options]]
-            p = p / p.sum()      # a narrowed question: the head's probabilities over what was asked
-        else:
-            p = _softmax(cos / self.temperature)
+        p = self._choice_probabilities(plan, options, [read], cos[None, :])[0]
         best = int(p.argmax())
         return ChoiceAnswer(choice=options[best], confidence=float(p[best]),
                             probabilities=dict(zip(options, p.round(6).tolist())))
 
-    def _noul(self, q: NoulQuestion, cos: np.ndarray) -> float:
+    def _choice_probabilities(self, plan: _Plan, options: list[str], reads: list[_Read],
+                              cos: np.ndarray) -> np.ndarray:
+        """(texts, options): the trained head's probabilities where it covers the options, else zero-shot."""
+        head = self.heads.get(plan.preset) if plan.preset in TRAINED else None
+        if head is not None and len(options) >= 2 and set(options) <= set(head.labels):
+            p = head.probabilities(reads)[:, [head.labels.index(o) for o in options]]
+            return p / p.sum(-1, keepdims=True)   # a narrowed question: the head's probabilities over what was asked
+        return _softmax(cos / self.temperature)
+
+    def _noul(self, q: NoulQuestion, cos: np.ndarray) -> np.ndarray:
+        """(texts,): P(yes) from each row of cosines with the question's statements."""
         true, false = self._noul_statements(q) or (None, None)
         if true and false:
-            return float(_softmax(cos / self.temperature)[0])
-        p = float(_sigmoid(self.cos_a * cos[0] + self.cos_b))
+            return _softmax(cos / self.temperature)[:, 0]
+        p = _sigmoid(self.cos_a * cos[:, 0] + self.cos_b)
         return p if true else 1.0 - p
 
 
