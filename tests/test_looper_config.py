@@ -194,6 +194,22 @@ def test_confidence_and_refusal_checks():
     assert accept.refused(accept._docs(b'data: {"choices":[{"delta":{"refusal":"no"}}]}\n\ndata: [DONE]\n\n', True))
 
 
+def test_a_tool_call_answer_without_logprobs_passes_a_confidence_check_and_a_text_one_does_not():
+    """OpenAI rates no token of a tool call (``logprobs.content`` null): an agent's every tool-call turn would
+    otherwise be rejected and call every candidate. A text answer without logprobs still fails."""
+    check = msgspec.convert({"confidence": {"method": "avg_logprob", "gte": -0.5}}, accept.Accept)
+    call = (b'{"choices":[{"finish_reason":"tool_calls","logprobs":{"content":null},"message":{"content":null,'
+            b'"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}}]}')
+    ok, why = accept.accepted(check, call, False, "openai")
+    assert ok and "tool call" in why, why
+    streamed = (b'data: {"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function",'
+                b'"function":{"name":"f","arguments":"{}"}}]},"logprobs":null,"finish_reason":null}]}\n\n'
+                b'data: {"choices":[{"delta":{},"logprobs":null,"finish_reason":"tool_calls"}]}\n\ndata: [DONE]\n\n')
+    assert accept.accepted(check, streamed, True, "openai")[0]
+    text = b'{"choices":[{"finish_reason":"stop","logprobs":null,"message":{"content":"hello"}}]}'
+    assert accept.accepted(check, text, False, "openai") == (False, "avg_logprob: no logprobs")
+
+
 def test_multi_factor_prefers_the_cheaper_model_until_its_error_rate_rises():
     from vsr_fast.config.algorithm import MultiFactor
     from vsr_fast.config.schema import ProviderModel

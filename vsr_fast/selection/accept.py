@@ -80,6 +80,20 @@ def confidence(tokens: list[dict], method: str, weights: tuple[float, float] = (
     return sum(gaps) / len(gaps)
 
 
+def _calls_only(docs: list[Any]) -> bool:
+    """Whether a Chat answer (whole or streamed) is tool calls with no text."""
+    calls = False
+    for doc in docs:
+        for choice in _choices(doc)[:1] if isinstance(doc, dict) else ():
+            part = (choice.get("message") or choice.get("delta") or {}) if isinstance(choice, dict) else {}
+            if not isinstance(part, dict):
+                continue
+            if isinstance(part.get("content"), str) and part["content"].strip():
+                return False
+            calls = calls or bool(part.get("tool_calls"))
+    return calls
+
+
 def refused(docs: list[Any]) -> bool:
     for doc in docs:
         if not isinstance(doc, dict):
@@ -150,6 +164,10 @@ def accepted(accept: Accept, body: bytes, streamed: bool, api_format: str) -> tu
         c = accept.confidence
         value = confidence(token_logprobs(docs), c.method, (c.logprob_weight, c.margin_weight))
         if value is None:
+            if _calls_only(docs):
+                # OpenAI rates no token of a tool call: nothing says the call is unsure, and rejecting it would
+                # call every candidate on each of an agent's tool-call turns.
+                return True, f"{c.method}: a tool call, no token rated"
             return False, f"{c.method}: no logprobs"
         return value >= c.gte, f"{c.method}={value:.3f}"
     if accept.systemone is not None:
