@@ -271,3 +271,17 @@ def test_migrate_rewrites_or_drops_every_removed_signal_type_with_a_note(kind):
     assert [n for n in out.notes if n.path.startswith(f"recipes[default].signals.{kind}")]
     assert kind not in out.document["recipes"][0]["signals"]
     assert [x for x in report(out.document).errors if "unsupported_value: the " not in x] == []
+
+
+def test_a_masking_reference_is_reported_beside_a_routing_error():
+    """One run reports every kind of error: a masking plugin naming an undeclared pii rule is named even when a
+    routing error (here a guard's unknown keyword rule) leaves the routing table incomplete."""
+    d = base()
+    d["recipes"][0]["decisions"][0]["plugins"] = [
+        {"type": "masking", "configuration": {"signal": "nosuch"}},
+        {"type": "response_guard", "configuration": {"rules": [{"when": {"type": "keyword", "name": "nosuch"},
+                                                                 "action": "block"}]}}]
+    errors = report(d).errors
+    assert any("plugins[1].configuration.rules[0].when: unknown_signal" in e for e in errors), errors
+    assert any("plugins[0].configuration.signal: unknown_signal: masking names pii rule 'nosuch'" in e
+               for e in errors), errors

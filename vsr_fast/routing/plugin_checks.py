@@ -160,6 +160,13 @@ def check_judges(config: RouterConfig, table, errors: CompileErrors) -> None:
                        f'{asks}; deployment "{name}" does not answer {", ".join(missing)}')
 
 
+def check_document(config: RouterConfig, errors: CompileErrors) -> None:
+    """The checks that read the document alone: run when the routing table is not whole (a routing error), so
+    one run still reports them."""
+    declared = {r.name: {rule.name for rule in r.signals.pii} for r in config.recipes}
+    check_masking(config, lambda recipe, name: name in declared.get(recipe, ()), errors)
+
+
 def check(config: RouterConfig, table, errors: CompileErrors) -> None:
     def declares_pii(recipe: str, name: str) -> bool:
         return table.recipes[recipe].learned.declares("pii", name)
