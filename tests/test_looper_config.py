@@ -74,6 +74,16 @@ def test_good_algorithms_load(algorithm):
      "set mode: static"),
     ({"type": "workflows", "workflows": {"mode": "static"}},
      f"{D}.algorithm.workflows.roles: missing_field: a static workflow needs its roles"),
+    ({"type": "workflows", "workflows": {"roles": [{"name": "draft", "models": ["cheap", "dear"]},
+                                                   {"name": "review", "models": ["dear"],
+                                                    "access_list": ["draft", "draft:1:dear", "drafts"]}]}},
+     f"{D}.algorithm.workflows.roles[1].access_list[2]: invalid_value: 'drafts' names no earlier role nor one of "
+     "its agents (draft, draft:0:cheap, draft:1:dear)"),
+    ({"type": "workflows", "workflows": {"roles": [{"name": "draft", "models": ["cheap"]},
+                                                   {"name": "review", "models": ["dear"],
+                                                    "access_list": ["review"]}]}},
+     f"{D}.algorithm.workflows.roles[1].access_list[0]: invalid_value: 'review' names no earlier role nor one of "
+     "its agents (draft, draft:0:cheap)"),
     ({"type": "workflows", "workflows": {"mode": "dynamic", "planner": {"model": "x"}}},
      f"{D}.algorithm.workflows.planner.model: unknown_model: 'x' is not one of the decision's modelRefs"),
     ({"type": "remom", "remom": {"breadth_schedule": [2], "synthesis_model": "x"}},

@@ -385,7 +385,13 @@ def _named_models(path: str, alg: Algorithm, kind: str, refs: list[str]) -> list
             return [f"{path}.workflows.roles: invalid_value: a dynamic workflow's planner writes its roles; "
                     "remove them or set mode: static"]
         named.append(("workflows.planner.model", w.planner.model))
+        earlier: list[str] = []         # what a role may read: earlier roles and their agents (role:index:model)
         for i, role in enumerate(w.roles):
+            for k, entry in enumerate(role.access_list):
+                if entry not in earlier:
+                    return [f"{path}.workflows.roles[{i}].access_list[{k}]: invalid_value: {entry!r} names no earlier "
+                            f"role nor one of its agents ({', '.join(earlier) or 'none'})"]
+            earlier += [role.name, *(f"{role.name}:{j}:{m}" for j, m in enumerate(role.models))]
             named += [(f"workflows.roles[{i}].models[{j}]", m) for j, m in enumerate(role.models)]
             if w.min_successful_responses is not None and w.min_successful_responses > len(role.models):
                 return [f"{path}.workflows.min_successful_responses: invalid_value: {w.min_successful_responses} "
