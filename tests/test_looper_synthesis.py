@@ -10,6 +10,8 @@ import pytest
 
 from vsr_fast.selection import synthesis as syn
 
+from .provider_rules import problems
+
 REFS = [("a", 3.0), ("b", 1.0), ("c", 0.0)]
 
 
@@ -103,3 +105,77 @@ def test_a_plan_is_read_into_roles_within_the_modelrefs_and_max_steps():
     with pytest.raises(ValueError, match="step 1 is not a step"):
         syn.parse_plan('{"steps": [{"id": "x", "models": []}]}', ["m1"], 4)
     assert "only these models: m1, m2" in syn.plan_prompt("Q", ["m1", "m2"], 3)
+
+
+# --- an executor's request: no tools, the tool exchange as text -------------------------------------------
+
+
+def asked(body: dict, api: str, prompt: str | None = None) -> dict:
+    out = json.loads(syn.with_prompt(syn.plain_body(json.dumps(body).encode()), api, prompt))
+    assert problems(out, {"chat": "openai", "messages": "anthropic"}.get(api, api)) == []
+    return out
+
+
+def test_a_messages_turn_answering_tools_beside_the_users_words_keeps_both_under_a_prompt():
+    body = {"model": "m", "max_tokens": 9, "stream": True, "tools": [{"name": "t"}], "messages": [
+        {"role": "user", "content": "Q"},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm", "signature": "s"},
+                                          {"type": "tool_use", "id": "tu1", "name": "t", "input": {"a": 1}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu1", "is_error": True,
+                                      "cache_control": {"type": "ephemeral"},
+                                      "content": [{"type": "text", "text": "boom"},
+                                                  {"type": "image", "source": {"type": "url", "url": "u"}}]},
+                                     {"type": "text", "text": "and now?"}]}]}
+    out = asked(body, "messages", "PROMPT")
+    assert "stream" not in out and "tools" not in out
+    assert out["messages"][0]["content"] == "Q"        # the user's own last turn is the one replaced
+    assert out["messages"][1]["content"][0]["type"] == "thinking"
+    assert out["messages"][1]["content"][1] == {"type": "text",
+                                                "text": 'Called tool t (call tu1) with arguments: {"a":1}'}
+    assert out["messages"][2]["content"] == [
+        {"type": "text", "text": "Error from tool t (call tu1):\nboom", "cache_control": {"type": "ephemeral"}},
+        {"type": "image", "source": {"type": "url", "url": "u"}}, {"type": "text", "text": "PROMPT"}]
+    only_results = {**body, "messages": [*body["messages"][:2], {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "tu1", "content": "fine"}]}]}
+    out = asked(only_results, "messages", "PROMPT")
+    assert out["messages"][0]["content"] == "PROMPT"       # a turn of tool results only is not the user's
+    assert out["messages"][2]["content"] == [{"type": "text", "text": "Result of tool t (call tu1):\nfine"}]
+
+
+def test_chat_legacy_functions_and_tool_results_become_user_turns_of_text():
+    body = {"model": "m", "functions": [{"name": "f"}], "function_call": "auto", "parallel_tool_calls": False,
+            "messages": [{"role": "user", "content": "Q"},
+                         {"role": "assistant", "content": [{"type": "text", "text": "Let me look."}],
+                          "tool_calls": [
+                              {"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}},
+                              {"id": "c2", "type": "function", "function": {"name": "u", "arguments": "{}"}}]},
+                         {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "one"}]},
+                         {"role": "tool", "tool_call_id": "c2", "content": "two"},
+                         {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"}},
+                         {"role": "function", "name": "f", "content": "three"}]}
+    out = asked(body, "chat")
+    assert set(out) == {"model", "messages"}
+    assert [m["role"] for m in out["messages"]] == ["user", "assistant", "user", "user", "assistant", "user"]
+    assert out["messages"][1]["content"][-1]["text"] == ("Called tool t (call c1) with arguments: {}\n\n"
+                                                         "Called tool u (call c2) with arguments: {}")
+    assert [m["content"] for m in out["messages"][2:4]] == ["Result of tool t (call c1):\none",
+                                                            "Result of tool u (call c2):\ntwo"]
+    assert out["messages"][5]["content"] == "Result of tool f (call -):\nthree"
+
+
+def test_a_responses_call_takes_its_reasoning_item_and_declared_tools_go():
+    body = {"model": "m", "input": [
+        {"role": "user", "content": "Q"},
+        {"type": "additional_tools", "tools": [{"type": "custom", "name": "apply_patch"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "namespace": "functions",
+         "input": "*** x"},
+        {"type": "custom_tool_call_output", "call_id": "c1",
+         "output": [{"type": "input_text", "text": "ok"}, {"type": "input_image", "image_url": "u"}]}]}
+    out = asked(body, "responses", "PROMPT")
+    assert out["input"] == [
+        {"role": "user", "content": "PROMPT"},
+        {"role": "assistant", "content": "Called tool functions__apply_patch (call c1) with arguments: *** x"},
+        {"role": "user", "content": [
+            {"type": "input_text", "text": "Result of tool functions__apply_patch (call c1):\nok"},
+            {"type": "input_image", "image_url": "u"}]}]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from ..config.algorithm import WorkflowFinal, WorkflowRole
+from ..protocol import untooled
 
 
 @dataclass(slots=True)
@@ -55,32 +56,40 @@ def summed(answer: Answer, replies: Sequence[Reply]) -> Answer:
 
 
 def plain_body(raw: bytes) -> dict:
-    """The client's body without streaming or tools: an executor's calls are whole answers in text."""
+    """The client's body without streaming: an executor's calls are whole answers (``with_prompt`` leaves the
+    tools out)."""
     body = msgspec.json.decode(raw)
-    for key in ("stream", "stream_options", "tools", "tool_choice", "parallel_tool_calls"):
+    for key in ("stream", "stream_options"):
         body.pop(key, None)
     return body
 
 
 def with_prompt(body: dict, api: str, prompt: str | None) -> bytes:
-    """The client's body (without stream or tools) with its last user turn replaced by ``prompt``."""
-    if prompt is None:
-        return msgspec.json.encode(body)
-    turn = {"role": "user", "content": prompt}
+    """The client's body with its last user turn replaced by ``prompt`` (when given), without tools and with its
+    tool exchange as text (``protocol.untooled``): an executor answers in text. The turn is replaced before the
+    exchange becomes text, so that a tool's result, a user turn once written, is never taken for it."""
     doc = dict(body)
+    if prompt is not None:
+        _replace_turn(doc, api, prompt)
+    return msgspec.json.encode(untooled.without_tools(doc, api)[0])
+
+
+def _replace_turn(doc: dict, api: str, prompt: str) -> None:
+    turn = {"role": "user", "content": prompt}
     key = "input" if api == "responses" else "messages"
     items = doc.get(key)
     if not isinstance(items, list):
         doc[key] = prompt if api == "responses" else [turn]
-        return msgspec.json.encode(doc)
+        return
     items = list(items)
-    last = max((i for i, m in enumerate(items) if isinstance(m, dict) and m.get("role") == "user"), default=None)
+    last = untooled.current_turn(items, api)
     if last is None:
         items.append(turn)
     else:
-        items[last] = turn
+        # A Messages turn answering tool calls beside the user's words keeps the answers.
+        results = untooled.tool_results_of(items[last], api)
+        items[last] = {"role": "user", "content": [*results, {"type": "text", "text": prompt}]} if results else turn
     doc[key] = items
-    return msgspec.json.encode(doc)
 
 
 # --- remom: how a round's calls are spread over the candidates -------------------------------------------

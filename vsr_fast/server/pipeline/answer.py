@@ -128,7 +128,7 @@ async def _cached(ex: Exchange, send: Send, cached: CachedAnswer) -> None:
 
 def _losses(ex: Exchange, model_name: str) -> list:
     out = ex.outbound.get(model_name)
-    return list(out.losses) if out is not None else []
+    return [*ex.losses, *(out.losses if out is not None else ())]
 
 
 def _upstream_answered(ex: Exchange, result: Stream | Whole) -> None:

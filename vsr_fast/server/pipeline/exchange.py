@@ -16,6 +16,7 @@ from ...errors import VsrError
 from ...headers import registry as h
 from ...headers.public import public_headers
 from ...protocol.adapters import Adapter, Inbound, Outbound
+from ...protocol.translate import Loss
 from ...routing import Route
 from ..asgi import DisconnectWatch, HeaderList, Scope
 from ..recording import Recording
@@ -33,7 +34,7 @@ class Exchange:
     __slots__ = ("_deadline", "_scopes", "adapter", "api", "codes", "masked_spans", "masked_values", "masking", "decision", "extra", "model", "outbound", "path", "raw",
                  "rec", "recipe", "req", "route", "scope", "shaping", "stage", "started", "state",
                  "status", "trace", "warnings", "arrived", "ticket", "meter", "guard_outcome", "guard_codes", "held",
-                 "cost", "first_byte", "failure", "watch")
+                 "cost", "first_byte", "failure", "watch", "losses")
 
     def __init__(self, state: AppState, api: str, scope: Scope) -> None:
         self.state, self.api, self.scope = state, api, scope
@@ -64,6 +65,8 @@ class Exchange:
         self.extra: HeaderList = []
         self.warnings = ""
         self.codes: list[str] = []        # warning codes ahead of translation losses (scan_partial, ...)
+        # Losses of the client's request that no one candidate's body has (an executor's tools, left out).
+        self.losses: list[Loss] = []
         self.guard_outcome = "none"       # what response_guard did (events.types.GuardOutcome)
         self.guard_codes: list[str] = []
         self.held = False                 # a streamed answer held for the guard

@@ -11,7 +11,9 @@
 
 Every call is a whole (non-streamed) request to one candidate, written from the
 client's request with its last user turn replaced when the executor asks
-something else, tools left out (an executor answers in text), through the
+something else, tools left out (an executor answers in text; the tool calls and
+results in the history become text, which a provider takes without tools, and
+``x-vsr-warnings`` lists what was dropped and converted), through the
 shaping plugins and masking like any candidate's. The calls share the
 executor's ``budget`` (deadline and max_calls from the request's arrival) and
 their cost is summed. ``on_error: skip`` (the default) drops a failed call;
@@ -31,6 +33,7 @@ from ...config.schema import ProviderModel
 from ...errors import LooperBudgetExhausted, LooperCallsFailed, UpstreamError
 from ...headers import registry as h
 from ...protocol.adapters import Outbound
+from ...protocol.untooled import without_tools
 from ...selection import accept as checks
 from ...selection import synthesis as syn
 from ...selection.cost import Tally, Tokens
@@ -58,6 +61,8 @@ class Calls:
         self.verdicts: list[str] = []
         self.backends: dict = {}
         self.body = syn.plain_body(ex.req.raw) if ex.req is not None else {}
+        # Every call leaves the tools out (``with_prompt``): the client hears of it as of any field not carried.
+        ex.losses += without_tools(self.body, ex.api)[1]
         self.original = ex.adapter.canonical(ex.req).text if ex.req is not None else ""
 
     def exhausted(self) -> str | None:
