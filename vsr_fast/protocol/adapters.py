@@ -274,6 +274,11 @@ class Adapter(abc.ABC):
             return WholeToStream(IMAGES.read_answer, writer)
         return Translating(BY_FORMAT[api_format].StreamReader(), writer)
 
+    def whole_as_stream(self, req: Inbound, *, new_id: NewId = new_id) -> StreamTranslator:
+        """A whole answer already in the client's protocol written as the client's stream, for a client that
+        asked for one from a backend that answered whole: fed the body, it writes the events at ``close``."""
+        return WholeToStream(BY_FORMAT[self.native].read_answer, self._writer(req, new_id))
+
     @abc.abstractmethod
     def _writer(self, req: Inbound, new_id: NewId):
         """The client protocol's stream writer."""
