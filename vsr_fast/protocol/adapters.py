@@ -531,6 +531,17 @@ class ResponsesAdapter(Adapter):
     def __init__(self, store: responses.ResponseStore) -> None:
         self.store = store
 
+    def decode(self, raw: bytes, headers: Iterable[tuple[bytes, bytes]] = ()) -> Inbound:
+        """As every API, and a body without ``input`` refused naming it, unless something the backend keeps
+        stands for it (``previous_response_id``, a stored ``prompt``, a ``conversation``): forwarded, it would be
+        an invented empty user turn, answered and billed."""
+        req = super().decode(raw, headers)
+        body = req.body
+        if body.input == "" and body.previous_response_id is None and body.prompt is None \
+                and body.conversation is None and "input" not in chat.TOP_LEVEL_DECODER.decode(raw):
+            raise self.request_error(Problem("missing", ("input",), "Object missing required field `input`"))
+        return req
+
     async def prepare(self, req: Inbound) -> Inbound:
         """Expand ``previous_response_id`` into the stored conversation, so any backend can
         continue it; an unknown id is a 400 naming the field, as OpenAI answers."""
