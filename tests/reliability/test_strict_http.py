@@ -252,14 +252,47 @@ def test_a_head_request_s_refusal_is_its_head_alone_and_the_connection_goes_on(e
     s = connect(edge)
     with s:
         s.sendall(b"HEAD /v1/chat/completions HTTP/1.1\r\nHost: router\r\n\r\n")
-        got = b""
-        while b"\r\n\r\n" not in got:
-            chunk = s.recv(65536)
-            assert chunk, got
-            got += chunk
-        head, _, rest = got.partition(b"\r\n\r\n")
+        head, rest = read_head(s)
         assert head.startswith(b"HTTP/1.1 405") and rest == b""
         s.sendall(b"GET /health HTTP/1.1\r\nHost: router\r\nConnection: close\r\n\r\n")
         answer = read_until_closed(s)
     status, _, _ = parts(answer)
     assert status == 200
+
+
+def read_head(sock) -> tuple[bytes, bytes]:
+    """The head of the first response on ``sock``, and what came after it in the same reads."""
+    got = b""
+    while b"\r\n\r\n" not in got:
+        chunk = sock.recv(65536)
+        assert chunk, got
+        got += chunk
+    head, _, rest = got.partition(b"\r\n\r\n")
+    return head, rest
+
+
+def one_response(sock) -> bytes:
+    """The first whole response (its Content-Length read) on ``sock``, without waiting for the close."""
+    head, body = read_head(sock)
+    length = int(parts(head + b"\r\n\r\n")[1]["content-length"])
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, head + body
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1/systemone"])
+@pytest.mark.parametrize("size", [b"ffffffffffffffffff", b"7fffffff", b"%x" % (SMALL_LIMIT + 1)])
+@pytest.mark.parametrize("data", [b"", b'{"model": "vsr/auto"}'], ids=["header-alone", "with-data"])
+def test_a_chunk_declared_past_the_limit_gets_413_before_its_bytes(edge, path, size, data):
+    # nginx: "client intended to send too large chunked body". Its bytes never come: without the chunk's
+    # declared size, the router waited for them until the body's pace ran out (408).
+    head = f"POST {path} HTTP/1.1\r\nHost: router\r\nContent-Type: application/json\r\n" \
+           "Transfer-Encoding: chunked\r\n\r\n".encode()
+    s = connect(edge)
+    with s:
+        s.sendall(head + size + b"\r\n" + data)
+        status, headers, body = parts(one_response(s))
+    assert status == 413, body
+    assert error_code(path, body) == "request_too_large"      # Anthropic's own type for a 413 too
