@@ -233,7 +233,7 @@ class Dispatcher:
             try:
                 if status >= 400 or "text/event-stream" not in content_type:
                     try:
-                        body = await _read_whole(resp, model, backend, out.path)
+                        body = await _read_whole(resp, model, backend, out.path, streamed=True)
                     finally:
                         await resp.aclose()
                     self._record(attempts, model, backend, started, status, None)
@@ -283,9 +283,11 @@ class Dispatcher:
         return failure
 
 
-async def _read_whole(resp: Response, model: ProviderModel, backend: Backend, path: str) -> bytes:
-    """A whole answer the router may relay: a relayable status, bounded, a success of its protocol's shape,
-    an error sanitized. Every failure, a broken connection's included, is an UpstreamError."""
+async def _read_whole(resp: Response, model: ProviderModel, backend: Backend, path: str, *,
+                      streamed: bool = False) -> bytes:
+    """A whole answer the router may relay: a relayable status, bounded, a success of its protocol's shape
+    (``streamed``, to a stream request: an answer all through, to be written as events), an error sanitized.
+    Every failure, a broken connection's included, is an UpstreamError."""
     label = backend.label
     answers.check_status(resp.status, label)
     try:
@@ -295,6 +297,8 @@ async def _read_whole(resp: Response, model: ProviderModel, backend: Backend, pa
     if resp.status >= 400:
         return answers.sanitized(body, backend.secret, model.api_format, resp.status, label)
     answers.check_shape(path, body, label)
+    if streamed:
+        answers.check_answer(model.api_format, body, label)
     return body
 
 
