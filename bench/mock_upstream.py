@@ -92,6 +92,8 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # The answer repeats the last user turn as received (a tool call: its arguments are {"text": that turn}),
     # streamed in ``chunks`` pieces: what a router rewrote in the request comes back in the answer.
     echo: bool = False
+    # A stream request answered whole (200 application/json), as a backend that ignores ``stream`` does.
+    whole_for_stream: bool = False
 
 
 class StreamOptions(msgspec.Struct):
@@ -408,7 +410,7 @@ class MockUpstream(Server):
         if failing:
             stats.failures_injected += 1
             return await self.fail(sock, req, plan, config)
-        if config.latency_ms <= 0 and not plan.stream:
+        if config.latency_ms <= 0 and (not plan.stream or config.whole_for_stream):
             await send_all(sock, response_bytes(200, self.whole_body(req, plan, config), req.keep_alive))
             stats.completed += 1
             return req.keep_alive
@@ -423,7 +425,7 @@ class MockUpstream(Server):
         """The successful answer, after the configured latency."""
         if config.latency_ms > 0:
             await trio.sleep(config.latency_ms / 1000)
-        if not plan.stream:
+        if not plan.stream or config.whole_for_stream:
             await send_all(sock, response_bytes(200, self.whole_body(req, plan, config), req.keep_alive))
             return
         self.stats.streams_started += 1
@@ -861,6 +863,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--finish-reason", default=None, help="Chat answers end with this finish_reason (e.g. length)")
     p.add_argument("--echo", action="store_true", help="answer with the last user turn as received (a tool "
                    "call: arguments {\"text\": that turn}), streamed in --chunks pieces")
+    p.add_argument("--whole-for-stream", action="store_true", help="answer a stream request whole "
+                   "(200 application/json), as a backend that ignores stream does")
     p.add_argument("--embedding-dimensions", type=int, default=d.embedding_dimensions,
                    help="width of /v1/embeddings vectors when the request names no dimensions")
     return p

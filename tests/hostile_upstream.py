@@ -5,6 +5,7 @@ path segment picks the misbehaviour, so one server plays every backend (``endpoi
 
 - ``ok``: a normal chat completion;
 - ``invalid-json``, ``wrong-shape``: 200 with a body that is not JSON, or JSON without ``choices``;
+- ``bad-choice``: 200 with ``choices`` whose message content is a number (its top level is an answer's);
 - ``status999``, ``redirect``: HTTP 999, or a 307 with no Location;
 - ``huge``, ``huge-sse``: 100 MB of JSON or of SSE events, chunked, with no Content-Length;
 - ``echo-key``: 401 whose message quotes the credential the request carried;
@@ -90,6 +91,8 @@ class Handler(BaseHTTPRequestHandler):
             self.whole(200, b'{"choices": [ this is not json')
         elif mode == "wrong-shape":
             self.whole(200, json.dumps({"id": "x", "object": "chat.completion"}).encode())
+        elif mode == "bad-choice":
+            self.whole(200, json.dumps({**CHAT, "choices": [{"index": 0, "message": {"content": 7}}]}).encode())
         elif mode == "status999":
             self.whole(999, json.dumps(CHAT).encode())
         elif mode == "redirect":

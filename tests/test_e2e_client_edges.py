@@ -298,6 +298,36 @@ def test_an_empty_responses_input_is_refused_naming_input(mixed, mock, model_nam
     assert mock_requests(mock) == before
 
 
+@pytest.mark.parametrize("model_name", ["m-responses", "m-openai", "vsr/auto"])
+def test_a_responses_request_without_input_is_refused_naming_input(mixed, mock, model_name):
+    """Not sent as an invented empty user turn (and billed): OpenAI's API has nothing to answer either."""
+    oa = openai.OpenAI(base_url=f"{mixed.url}/v1", api_key="x", max_retries=0, timeout=10)
+    before = mock_requests(mock)
+    with pytest.raises(openai.BadRequestError) as info:
+        oa.responses.create(model=model_name)
+    assert (info.value.code, info.value.param) == ("invalid_value", "input"), info.value.body
+    assert "input" in info.value.body["message"] and info.value.body["type"] == "invalid_request_error"
+    r = httpx.post(f"{mixed.url}/v1/responses", json={}, timeout=10)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "input", r.text
+    assert mock_requests(mock) == before
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/v1/chat/completions", {"model": "vsr/auto"}), ("/v1/chat/completions", {}),
+    ("/v1/messages", {"model": "vsr/auto", "max_tokens": 8}), ("/v1/messages", {}),
+])
+def test_a_chat_or_messages_request_without_messages_is_refused_naming_messages(mixed, mock, path, body):
+    before = mock_requests(mock)
+    r = httpx.post(f"{mixed.url}{path}", json=body, timeout=10)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    if path == "/v1/messages":
+        assert r.json()["type"] == "error" and error["message"].startswith("messages: Field required"), error
+    else:
+        assert (error["param"], error["type"]) == ("messages", "invalid_request_error"), error
+    assert mock_requests(mock) == before
+
+
 @pytest.mark.parametrize("model_name", ["m-openai", "m-responses", "vsr/auto"])
 @pytest.mark.parametrize(("content", "message"), [
     ([], "messages.0.content: List should have at least 1 item"),

@@ -27,6 +27,12 @@ OPENAI_ERROR = json.dumps({"error": {"message": "model bad-oa does not exist", "
                                      "param": "model", "code": "model_not_found"}}).encode()
 ANTHROPIC_ERROR = json.dumps({"type": "error", "error": {"type": "not_found_error",
                                                          "message": "model: bad-an"}}).encode()
+BOOM = json.dumps({"error": {"message": "boom", "type": "server_error", "param": None,
+                              "code": "engine_failed"}}).encode()
+DOWN = json.dumps({"error": {"message": "down for maintenance", "type": "server_error", "param": None,
+                              "code": "maintenance"}}).encode()
+SLOW = json.dumps({"error": {"message": "slow down", "type": "rate_limit_error", "param": None,
+                              "code": "rate_limit_exceeded"}}).encode()
 HTML = b"<html><body><h1>400 Bad Request</h1><p>nginx at 10.1.2.3</p></body></html>"
 # mode -> (status, content type, body, extra headers)
 MODES = {
@@ -37,6 +43,9 @@ MODES = {
     "anthropic-error": (404, "application/json", ANTHROPIC_ERROR, ()),
     "wait": (400, "application/json", OPENAI_ERROR, (("Retry-After", "3"),)),
     "busy": (503, "text/html", HTML, (("Retry-After", "9"),)),
+    "boom": (500, "application/json", BOOM, ()),
+    "down": (503, "application/json", DOWN, (("Retry-After", "5"),)),
+    "slow": (429, "application/json", SLOW, (("Retry-After", "7"),)),
 }
 LEAKS = ("127.0.0.1", "Error:", "ConnectError", "ReadError", "RemoteProtocolError", "Errno", "be-secret-name")
 
@@ -88,8 +97,10 @@ def edge(scripted, limited, mock, tmp_path_factory):
     models += [{"name": "dead", "backend_refs": [{"endpoint": f"http://127.0.0.1:{free_port()}/v1",
                                                   "name": "be-secret-name"}]},
                {"name": "broken", "backend_refs": [{"endpoint": f"{mock.url}/v1", "name": "be-secret-name"}]}]
-    doc = config(models, [{"name": "only", "modelRefs": [{"model": "html-openai"}]}])
-    doc["global"] = {"router": {"access_log": {"enabled": True}, "upstream": {"retries": {"max_retries": 0}}}}
+    doc = config(models, [{"name": "only", "modelRefs": [{"model": "boom-openai"}, {"model": "down-openai"}]}])
+    doc["global"] = {"router": {"access_log": {"enabled": True}, "upstream": {
+        # Every test here fails on purpose: no backend is ejected, so vsr/auto tries its models in their order.
+        "retries": {"max_retries": 0}, "outlier": {"consecutive_failures": 1000}}}}
     with router(write_config(doc, str(tmp_path_factory.mktemp("errors")))) as proc:
         yield proc
 
@@ -229,14 +240,61 @@ def test_a_429s_retry_after_reaches_the_client(edge, api, fmt, stream):
     exc = sdk_error(edge, api, f"limited-{fmt}", stream)
     assert exc.status_code == 429
     assert exc.response.headers["retry-after"] == "7"
-    assert "HTTP 429" in error_of(api, exc)["message"]
+    assert error_of(api, exc)["message"] == "injected failure (status 429)"     # the backend's own
 
 
 @pytest.mark.parametrize("api", ["chat", "messages"])
 def test_retry_after_goes_with_a_relayed_or_wrapped_error(edge, api):
-    # A 400 passed through (chat) or read and wrapped (messages); a 503 every attempt answered (the gateway's 502).
+    # A 400 passed through (chat) or read and wrapped (messages), and so is a 503 every attempt answered.
     r = post(edge, api, "wait-openai")
     assert r.status_code == 400 and r.headers["retry-after"] == "3"
-    r = post(edge, api, "busy-openai")
-    assert r.status_code == 502 and r.headers["retry-after"] == "9"
+    r = post(edge, api, "busy-openai")     # a 503 every attempt answered: its status (Anthropic's 529)
+    assert r.status_code == (529 if api == "messages" else 503) and r.headers["retry-after"] == "9"
 
+
+
+# --- 4. every attempt failed with an error answer: the last one reaches the client, as nginx and Envoy pass it ------
+
+
+def test_a_backends_5xx_in_the_clients_shape_passes_as_it_is(edge):
+    r = post(edge, "chat", "boom-openai")
+    assert (r.status_code, r.content) == (500, BOOM)
+    assert r.headers["x-vsr-response-path"] == "error"      # the router gave up on the request
+
+
+@pytest.mark.parametrize("api", ["messages", "responses"])
+def test_a_backends_5xx_keeps_its_status_and_message_in_another_shape(edge, api):
+    exc = sdk_error(edge, api, "boom-openai", False)
+    assert exc.status_code == 500
+    error = error_of(api, exc)
+    assert error["message"] == "boom", error
+    if api == "responses":
+        assert error["code"] == "engine_failed"
+    else:
+        assert error["type"] == "api_error"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_backends_429_keeps_its_message_code_and_retry_after(edge, stream):
+    exc = sdk_error(edge, "chat", "slow-openai", stream)
+    assert exc.status_code == 429 and exc.response.headers["retry-after"] == "7"
+    assert (exc.body["message"], exc.body["code"]) == ("slow down", "rate_limit_exceeded"), exc.body
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_when_every_attempt_answered_an_error_the_last_reaches_the_client_naming_the_attempts(edge, api, stream):
+    before = len(access_lines(edge, "boom-openai"))
+    exc = sdk_error(edge, api, "vsr/auto", stream)
+    # Anthropic's clients read a 503 as its 529 overloaded_error, as every other 503 the router answers them.
+    assert exc.status_code == (529 if api == "messages" else 503)
+    assert exc.response.headers["retry-after"] == "5"
+    assert exc.response.headers["x-vsr-response-path"] == "error"
+    error = error_of(api, exc)
+    assert error["message"].startswith("down for maintenance (every upstream attempt failed: "), error
+    assert "boom-openai: HTTP 500" in error["message"] and "down-openai: HTTP 503" in error["message"], error
+    if api != "messages":
+        assert error["code"] == "maintenance"
+    logged = wait_for_value(lambda: access_lines(edge, "boom-openai")[before:], "the access log's line")[0]
+    assert logged["status"] == exc.status_code and logged["cause"] == "status_5xx", logged
+    assert logged["message"].startswith("every upstream attempt failed"), logged

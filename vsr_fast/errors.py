@@ -63,10 +63,9 @@
         │                                                         not of its protocol's shape
         ├── UpstreamTooLarge            upstream_answer_too_large past the backend's max_response_bytes
         ├── BackendsBusy            503 backends_busy          every backend at its max_pending (Retry-After)
-        ├── UpstreamsExhausted      502                        every attempt failed with a status
-        │   └── UpstreamsRateLimited 429 rate_limited          every attempt answered 429
         └── _UpstreamAnswered       (the upstream's own status)
             ├── UpstreamStatus      its body relayed
+            │   └── UpstreamsExhausted                     every attempt failed, the last with this answer
             └── UpstreamAnswer      its error read and re-rendered in the client's protocol
 
 Status, code, type and stage are class attributes: an error is never changed
@@ -513,16 +512,6 @@ class BackendsBusy(UpstreamError):
     status, code, retry_after_s, cause = 503, "backends_busy", 1, "backends_busy"
 
 
-class UpstreamsExhausted(UpstreamError):
-    """Several backends answered error statuses: the client sees a gateway error, not one backend's body."""
-
-
-class UpstreamsRateLimited(UpstreamsExhausted):
-    """Every attempt answered 429."""
-
-    status, code = 429, "rate_limited"
-
-
 class _UpstreamAnswered(UpstreamError):
     """An upstream's own error status reaches the client: the one error whose status is per instance."""
 
@@ -533,13 +522,26 @@ class _UpstreamAnswered(UpstreamError):
 
 
 class UpstreamStatus(_UpstreamAnswered):
-    """The last upstream answered with an error status; relay its status and body."""
+    """The last upstream answered with an error status; relay its status and body (``api_format``'s)."""
 
-    def __init__(self, message: str, *, status: int, body: bytes, content_type: str, detail: str | None = None,
-                 retry_after_s: int | None = None) -> None:
+    def __init__(self, message: str, *, status: int, body: bytes, content_type: str, api_format: str,
+                 detail: str | None = None, retry_after_s: int | None = None) -> None:
         super().__init__(message, status=status, detail=detail, retry_after_s=retry_after_s)
         self.body = body
         self.content_type = content_type
+        self.api_format = api_format
+        self.tried = ""     # what the attempts before it answered, for the client's message
+
+
+class UpstreamsExhausted(UpstreamStatus):
+    """Every attempt failed, the last with an error answer of its backend's: the client gets that answer (its
+    status, message and code), as nginx and Envoy pass the last upstream's on; ``tried`` names every attempt
+    when there were several."""
+
+    def __init__(self, message: str, *, last: UpstreamStatus, tried: str, detail: str) -> None:
+        super().__init__(message, status=last.status, body=last.body, content_type=last.content_type,
+                         api_format=last.api_format, detail=detail, retry_after_s=last.retry_after_s)
+        self.tried = tried
 
 
 class UpstreamAnswer(_UpstreamAnswered):

@@ -26,6 +26,8 @@ def edge(hostile, tmp_path_factory):
     models += [
         {"name": "m-fallback", "backend_refs": [backend(hostile, "status999"), backend(hostile, "redirect"),
                                                 backend(hostile, "ok")]},
+        {"name": "m-bad-choice", "backend_refs": [backend(hostile, "bad-choice")]},
+        {"name": "m-bad-choice-then-ok", "backend_refs": [backend(hostile, "bad-choice"), backend(hostile, "ok")]},
         {"name": "m-huge-sse", "backend_refs": [backend(hostile, "huge-sse", max_response_bytes=1 << 20)]},
         {"name": "claude-echo-key", "api_format": "anthropic", "backend_refs": [backend(hostile, "echo-key")]},
     ]
@@ -69,6 +71,17 @@ def test_untrusted_answers_fall_back_to_the_next_backend(edge):
     assert raw.headers["x-vsr-selected-model"] == "m-fallback"
     metrics = httpx.get(f"{edge.url}/metrics").text
     assert 'cause="invalid_answer"' in metrics
+
+
+def test_a_stream_request_answered_whole_with_no_readable_answer_falls_back(edge):
+    # Answered whole to a stream request, a body must read as an answer to be written as events: one that does
+    # not is the backend's invalid answer, and the next backend is asked (which answers whole too).
+    r = chat(edge, "m-bad-choice", stream=True)
+    assert r.status_code == 502 and r.json()["error"]["code"] == "upstream_invalid_answer", r.text
+    client = openai.OpenAI(base_url=f"{edge.url}/v1", api_key="client-key", max_retries=0)
+    chunks = list(client.chat.completions.create(model="m-bad-choice-then-ok", messages=CHAT["messages"],
+                                                 stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "fine"
 
 
 def test_a_stream_past_max_response_bytes_is_cut_with_the_protocols_error_event(edge):

@@ -252,12 +252,7 @@ def test_a_head_request_s_refusal_is_its_head_alone_and_the_connection_goes_on(e
     s = connect(edge)
     with s:
         s.sendall(b"HEAD /v1/chat/completions HTTP/1.1\r\nHost: router\r\n\r\n")
-        got = b""
-        while b"\r\n\r\n" not in got:
-            chunk = s.recv(65536)
-            assert chunk, got
-            got += chunk
-        head, _, rest = got.partition(b"\r\n\r\n")
+        head, rest = read_head(s)
         assert head.startswith(b"HTTP/1.1 405") and rest == b""
         s.sendall(b"GET /health HTTP/1.1\r\nHost: router\r\nConnection: close\r\n\r\n")
         answer = read_until_closed(s)
@@ -265,6 +260,7 @@ def test_a_head_request_s_refusal_is_its_head_alone_and_the_connection_goes_on(e
     assert status == 200
 
 
+<<<<<<< HEAD
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
 def test_a_head_past_16_kib_is_431_however_its_bytes_arrive(edge, path):
     """h11 refuses a head past 16 KiB only while it waits for the rest of it: one that arrives in a single read
@@ -280,3 +276,41 @@ def test_a_head_past_16_kib_is_431_however_its_bytes_arrive(edge, path):
     # Just under the limit is read as before: the route answers it (here: the empty body's 400).
     under = httpx.post(f"{edge.url}{path}", headers={"x-pad": "a" * 15_000}, json={}, timeout=10)
     assert under.status_code == 400, under.text
+=======
+def read_head(sock) -> tuple[bytes, bytes]:
+    """The head of the first response on ``sock``, and what came after it in the same reads."""
+    got = b""
+    while b"\r\n\r\n" not in got:
+        chunk = sock.recv(65536)
+        assert chunk, got
+        got += chunk
+    head, _, rest = got.partition(b"\r\n\r\n")
+    return head, rest
+
+
+def one_response(sock) -> bytes:
+    """The first whole response (its Content-Length read) on ``sock``, without waiting for the close."""
+    head, body = read_head(sock)
+    length = int(parts(head + b"\r\n\r\n")[1]["content-length"])
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, head + body
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1/systemone"])
+@pytest.mark.parametrize("size", [b"ffffffffffffffffff", b"7fffffff", b"%x" % (SMALL_LIMIT + 1)])
+@pytest.mark.parametrize("data", [b"", b'{"model": "vsr/auto"}'], ids=["header-alone", "with-data"])
+def test_a_chunk_declared_past_the_limit_gets_413_before_its_bytes(edge, path, size, data):
+    # nginx: "client intended to send too large chunked body". Its bytes never come: without the chunk's
+    # declared size, the router waited for them until the body's pace ran out (408).
+    head = f"POST {path} HTTP/1.1\r\nHost: router\r\nContent-Type: application/json\r\n" \
+           "Transfer-Encoding: chunked\r\n\r\n".encode()
+    s = connect(edge)
+    with s:
+        s.sendall(head + size + b"\r\n" + data)
+        status, headers, body = parts(one_response(s))
+    assert status == 413, body
+    assert error_code(path, body) == "request_too_large"      # Anthropic's own type for a 413 too
+>>>>>>> fix16

@@ -51,7 +51,7 @@ import msgspec
 
 from ..config import output as output_rules
 from ..config.output import UnsupportedCapability
-from ..errors import PreviousResponseNotFound, RequestError, UpstreamError, VsrError
+from ..errors import PreviousResponseNotFound, RequestError, UpstreamAnswer, UpstreamError, UpstreamStatus, VsrError
 from ..headers.registry import ANTHROPIC_BETA, ANTHROPIC_VERSION, SAME_FORMAT
 from .canonical import ANONYMOUS, CanonicalRequest, Identity
 from . import anthropic, chat, images, responses
@@ -243,9 +243,7 @@ class Adapter(abc.ABC):
         empty one, JSON of another shape) becomes an error of the client's protocol with the
         backend's status: an SDK reads a message from nothing else."""
         if status >= 400:
-            if api_format == self.native and is_error_of(self.native, body):
-                return Reply(status, content_type or JSON, body)
-            return self._error_reply(read_error(status, body, content_type))
+            return self.error_answer(api_format, status, body, content_type)
         if api_format == self.native:
             return Reply(status, content_type, body)
         try:
@@ -256,6 +254,17 @@ class Adapter(abc.ABC):
             return self._error_reply(exc)
         out, write_losses = self._write_answer(req, answer)
         return Reply(status, JSON, out, (*read_losses, *write_losses))
+
+    def error_answer(self, api_format: str, status: int, body: bytes, content_type: str = JSON,
+                     tried: str = "") -> Reply:
+        """A backend's error answer in the client's shape: as it came when it has that shape already and no
+        attempts before it are to be named (``tried``, after its message); else read, its message and code kept."""
+        if not tried and api_format == self.native and is_error_of(self.native, body):
+            return Reply(status, content_type or JSON, body)
+        err = read_error(status, body, content_type)
+        if tried:
+            err = UpstreamAnswer(f"{err.message} ({tried})", status=status, code=err.code, type_=err.type)
+        return self._error_reply(err)
 
     def _read_answer(self, api_format: str, body: bytes) -> tuple[Answer, list[Loss]]:
         reader = IMAGES if api_format == "images" else BY_FORMAT[api_format]
@@ -273,6 +282,11 @@ class Adapter(abc.ABC):
         if api_format == "images":
             return WholeToStream(IMAGES.read_answer, writer)
         return Translating(BY_FORMAT[api_format].StreamReader(), writer)
+
+    def whole_as_stream(self, req: Inbound, *, new_id: NewId = new_id) -> StreamTranslator:
+        """A whole answer already in the client's protocol written as the client's stream, for a client that
+        asked for one from a backend that answered whole: fed the body, it writes the events at ``close``."""
+        return WholeToStream(BY_FORMAT[self.native].read_answer, self._writer(req, new_id))
 
     @abc.abstractmethod
     def _writer(self, req: Inbound, new_id: NewId):
@@ -328,7 +342,15 @@ class Adapter(abc.ABC):
     # --- errors -----------------------------------------------------------------------------
 
     def error(self, exc: VsrError) -> tuple[int, str, bytes]:
-        """``(status, content_type, body)`` of one of our errors in the client's shape (OpenAI's)."""
+        """``(status, content_type, body)`` of one of our errors in the client's shape; a backend's error answer
+        the router gave up with (``UpstreamStatus``: every attempt failed, the last so) is that answer."""
+        if isinstance(exc, UpstreamStatus):
+            reply = self.error_answer(exc.api_format, exc.status, exc.body, exc.content_type, exc.tried)
+            return reply.status, reply.content_type, reply.body
+        return self._own_error(exc)
+
+    def _own_error(self, exc: VsrError) -> tuple[int, str, bytes]:
+        """One of the router's own errors in the client's shape (OpenAI's)."""
         return self.error_status(exc), JSON, openai_error_body(exc)
 
     def error_status(self, exc: VsrError) -> int:
@@ -495,7 +517,7 @@ class MessagesAdapter(Adapter):
                           head: bytes) -> bytes:
         return MESSAGES.StreamWriter().fail(message, status, code, kind)
 
-    def error(self, exc: VsrError) -> tuple[int, str, bytes]:
+    def _own_error(self, exc: VsrError) -> tuple[int, str, bytes]:
         """Anthropic's shape and statuses: 529 overloaded_error for ``code == "overloaded"``."""
         status, body = anthropic.vsr_error_answer(exc)
         return status, JSON, body
@@ -525,6 +547,17 @@ class ResponsesAdapter(Adapter):
 
     def __init__(self, store: responses.ResponseStore) -> None:
         self.store = store
+
+    def decode(self, raw: bytes, headers: Iterable[tuple[bytes, bytes]] = ()) -> Inbound:
+        """As every API, and a body without ``input`` refused naming it, unless something the backend keeps
+        stands for it (``previous_response_id``, a stored ``prompt``, a ``conversation``): forwarded, it would be
+        an invented empty user turn, answered and billed."""
+        req = super().decode(raw, headers)
+        body = req.body
+        if body.input == "" and body.previous_response_id is None and body.prompt is None \
+                and body.conversation is None and "input" not in chat.TOP_LEVEL_DECODER.decode(raw):
+            raise self.request_error(Problem("missing", ("input",), "Object missing required field `input`"))
+        return req
 
     async def prepare(self, req: Inbound) -> Inbound:
         """Expand ``previous_response_id`` into the stored conversation, so any backend can

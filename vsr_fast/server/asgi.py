@@ -98,16 +98,30 @@ async def read_body(scope: Scope, receive: Receive, limit: int, pace: BodyPace, 
     chunks: list[bytes] = []
     size = 0
     started = trio.current_time()
+    side = CLIENT_SIDE.get()
     with trio.CancelScope(deadline=started + pace.grace_s) as cut:
-        while True:
-            message, first = first or await receive(), None
-            chunk = _chunk(message, size, limit)
-            size += len(chunk)
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-            if pace.min_rate:
-                cut.deadline = started + pace.grace_s + size / pace.min_rate
+        reading = BodyRead(limit, cut)
+        if side is not None:
+            side.reading = reading
+        try:
+            while True:
+                if side is not None and side.body_over():   # the chunk size may have come before this read
+                    break
+                message, first = first or await receive(), None
+                chunk = _chunk(message, size, limit)
+                size += len(chunk)
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                reading.size = size
+                if pace.min_rate:
+                    cut.deadline = started + pace.grace_s + size / pace.min_rate
+        finally:
+            if side is not None:
+                side.reading = None
+    if reading.over:
+        raise BodyTooLarge(f"Request body exceeds the limit of {limit} bytes (a chunk declares "
+                           f"{reading.over} bytes more than came)")
     raise BodyTimeout(f"the request body arrived too slowly ({size} bytes in {trio.current_time() - started:.1f} s; "
                       f"allowed: {pace.grace_s:g} s plus one second per {pace.min_rate} bytes)")
 
@@ -280,15 +294,35 @@ class DisconnectWatch:
             await self._send(message)
 
 
+class BodyRead:
+    """A request body being read (``read_body``): its limit, the bytes read so far, and the scope its server
+    cancels once a chunk declares more than the limit leaves (``ClientSide.body_over``); ``over``: those
+    bytes."""
+
+    __slots__ = ("cut", "limit", "over", "size")
+
+    def __init__(self, limit: int, cut: trio.CancelScope) -> None:
+        self.limit, self.cut, self.size, self.over = limit, cut, 0, 0
+
+
+def _nothing_due() -> int:
+    return 0
+
+
 class ClientSide:
     """One connection's client side, as its server reads it: the watches of the requests on it, told at once
     when the client closes or resets an HTTP/1 connection, which task's next response head is to be held
     for its body, and the ``100 Continue`` withheld until the app asks for the body (``listen.EdgeServer``)."""
 
-    __slots__ = ("closed", "hold_for", "watches", "withheld", "write")
+    __slots__ = ("closed", "due", "hold_for", "reading", "watches", "withheld", "write")
 
     def __init__(self) -> None:
         self.closed = False
+        # The body bytes the connection's parser still expects of the chunk it is reading, and the body being
+        # read: a chunk whose size alone passes the limit is refused at once (nginx: "client intended to send
+        # too large chunked body"), not waited for until the body's pace runs out.
+        self.due: Callable[[], int] = _nothing_due
+        self.reading: BodyRead | None = None
         # hypercorn writes a 100 Continue as soon as it has read a head with Expect: 100-continue; the server
         # keeps it here, and sends it (``write``) only when the app waits for the body (``ask_for_body``). An
         # answer given first drops it: a refusal that needs no body (401, 403, 404, 405, 413, 415, 429) is the
@@ -301,8 +335,25 @@ class ClientSide:
         self.hold_for: trio.lowlevel.Task | None = None
         self.watches: set[DisconnectWatch] = set()
 
+<<<<<<< HEAD
     def left(self, why: SendTimeout | None = None) -> None:
         """The client closed or reset the connection, or the router closed it ``why``."""
+=======
+    def body_over(self) -> bool:
+        """Whether the body being read will pass its limit by what its current chunk declares; if so its read
+        is cut (from the connection's task, after each read, or the reading task's own)."""
+        reading = self.reading
+        if reading is None:
+            return False
+        due = self.due()
+        if reading.size + due <= reading.limit:
+            return False
+        reading.over = due
+        reading.cut.cancel()
+        return True
+
+    def left(self) -> None:
+>>>>>>> fix16
         self.closed = True
         for watch in tuple(self.watches):
             watch.client_left(why)

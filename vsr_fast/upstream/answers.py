@@ -14,7 +14,8 @@ from typing import Any
 import msgspec
 import trio
 
-from ..errors import UpstreamError, UpstreamInvalid, UpstreamTooLarge
+from ..errors import UpstreamError, UpstreamInvalid, UpstreamTooLarge, VsrError
+from ..protocol.translate import BY_FORMAT
 from .transport import Response
 
 log = logging.getLogger("vsr_fast.upstream")
@@ -256,12 +257,25 @@ def check_status(status: int, label: str) -> None:
 def check_shape(path: str, body: bytes, label: str) -> None:
     """UpstreamInvalid unless a success ``body`` from ``path`` is JSON of the top-level shape answers there have."""
     decoder = _SHAPES.get(path)
-    if decoder is None:
-        return
+    if decoder is not None:
+        _reads(decoder.decode, body, label, f"answered 2xx with a body that is not an answer of {path}")
+
+
+def check_answer(api_format: str, body: bytes, label: str) -> None:
+    """UpstreamInvalid unless a whole success ``body`` reads as an answer of ``api_format``, all of it: a stream
+    request's whole answer is written as the client's events, which takes more than its top level."""
+    reader = BY_FORMAT.get(api_format)
+    if reader is not None:
+        _reads(reader.read_answer, body, label, "answered a stream request whole, with no answer it could stream")
+
+
+def _reads(read, body: bytes, label: str, what: str) -> None:
     try:
-        decoder.decode(body)
+        read(body)
     except msgspec.DecodeError as exc:   # ValidationError included
-        raise UpstreamInvalid.at(label, f"answered 2xx with a body that is not an answer of {path}: {exc}") from None
+        raise UpstreamInvalid.at(label, f"{what}: {exc}") from None
+    except VsrError:
+        pass        # a Responses answer whose status is failed: the client reads that failure
 
 
 async def read_bounded(resp: Response, limit: int, label: str) -> bytes:

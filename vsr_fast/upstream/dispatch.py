@@ -31,7 +31,7 @@ import trio
 
 from .. import tracing
 from ..config.schema import ProviderModel
-from ..errors import (BackendsBusy, UpstreamError, UpstreamsExhausted, UpstreamsRateLimited, UpstreamStatus,
+from ..errors import (BackendsBusy, UpstreamError, UpstreamsExhausted, UpstreamStatus,
                       UpstreamTimeout, cause_words, status_cause)
 from . import answers, transport
 from .pool import Backend, Upstreams, credential_header
@@ -213,7 +213,7 @@ class Dispatcher:
                 await resp.aclose()
             self._record(attempts, model, backend, started, status, None)
             if status in RETRYABLE_STATUS:
-                failure = _status_failure(status, body, resp, backend, rnd)
+                failure = _status_failure(status, body, resp, model, backend, rnd)
                 continue
             return _whole(model, backend, resp, body, attempts)
         return failure
@@ -233,12 +233,12 @@ class Dispatcher:
             try:
                 if status >= 400 or "text/event-stream" not in content_type:
                     try:
-                        body = await _read_whole(resp, model, backend, out.path)
+                        body = await _read_whole(resp, model, backend, out.path, streamed=True)
                     finally:
                         await resp.aclose()
                     self._record(attempts, model, backend, started, status, None)
                     if status in RETRYABLE_STATUS:
-                        failure = _status_failure(status, body, resp, backend, rnd)
+                        failure = _status_failure(status, body, resp, model, backend, rnd)
                         continue
                     return _whole(model, backend, resp, body, attempts)
                 answers.check_status(status, backend.label)
@@ -283,9 +283,11 @@ class Dispatcher:
         return failure
 
 
-async def _read_whole(resp: Response, model: ProviderModel, backend: Backend, path: str) -> bytes:
-    """A whole answer the router may relay: a relayable status, bounded, a success of its protocol's shape,
-    an error sanitized. Every failure, a broken connection's included, is an UpstreamError."""
+async def _read_whole(resp: Response, model: ProviderModel, backend: Backend, path: str, *,
+                      streamed: bool = False) -> bytes:
+    """A whole answer the router may relay: a relayable status, bounded, a success of its protocol's shape
+    (``streamed``, to a stream request: an answer all through, to be written as events), an error sanitized.
+    Every failure, a broken connection's included, is an UpstreamError."""
     label = backend.label
     answers.check_status(resp.status, label)
     try:
@@ -295,6 +297,8 @@ async def _read_whole(resp: Response, model: ProviderModel, backend: Backend, pa
     if resp.status >= 400:
         return answers.sanitized(body, backend.secret, model.api_format, resp.status, label)
     answers.check_shape(path, body, label)
+    if streamed:
+        answers.check_answer(model.api_format, body, label)
     return body
 
 
@@ -389,7 +393,8 @@ def _whole(model: ProviderModel, backend: Backend, resp: Response, body: bytes, 
                  _whole_seconds(_retry_after(resp)))
 
 
-def _status_failure(status: int, body: bytes, resp: Response, backend: Backend, rnd: _Round) -> UpstreamError:
+def _status_failure(status: int, body: bytes, resp: Response, model: ProviderModel, backend: Backend,
+                    rnd: _Round) -> UpstreamError:
     delay = _retry_after(resp)
     if status in RETRY_LATER_STATUS:
         rnd.retryable = True
@@ -399,7 +404,7 @@ def _status_failure(status: int, body: bytes, resp: Response, backend: Backend, 
             backend.not_before = time.monotonic() + delay
     return UpstreamStatus.at(backend.label, f"answered HTTP {status}", status=status, body=body,
                              content_type=resp.header(b"content-type", "application/json"),
-                             retry_after_s=_whole_seconds(delay))
+                             api_format=model.api_format, retry_after_s=_whole_seconds(delay))
 
 
 def _exhausted(failure: UpstreamError, attempts: list[Attempt]) -> UpstreamError:
@@ -411,11 +416,11 @@ def _exhausted(failure: UpstreamError, attempts: list[Attempt]) -> UpstreamError
     said = ", ".join(f"{a.model}: {_outcome(a)}" for a in attempts)
     message, detail = f"every upstream attempt failed ({said})", f"every upstream attempt failed ({tried})"
     if isinstance(failure, UpstreamStatus):
-        # The client sees a gateway error, not one backend's body: several were tried. The last one's
-        # Retry-After goes with it, for the client's SDK to wait that long before it tries again.
-        every_429 = all(a.status == 429 for a in attempts)
-        return (UpstreamsRateLimited if every_429 else UpstreamsExhausted)(
-            message, cause=failure.cause, detail=detail, retry_after_s=failure.retry_after_s)
+        # The last backend's own answer, as nginx and Envoy pass it on: its status, message, code and Retry-After
+        # tell the client's SDK more than a gateway's 502 (a 429 is retried after its wait, a 400 is not). Its
+        # message names the attempts when there were several.
+        return UpstreamsExhausted(message, last=failure, tried=f"every upstream attempt failed: {said}"
+                                  if len(attempts) > 1 else "", detail=detail)
     return type(failure)(f"{message}; the last: {failure.message}", cause=failure.cause,
                          detail=f"{detail}; the last: {failure.detail}")
 

@@ -72,9 +72,9 @@ def _metered(ex: Exchange, feed):
 
 
 async def _send(ex: Exchange, send: Send, body: bytes, content_type: str, *, streamed: bool,
-                kept: bytes | None = None) -> None:
+                kept: bytes | None = None, metered: bytes | None = None) -> None:
     """One whole response with the exchange's headers, fed to the record (``kept``, when the client reads
-    restored values the record must not keep)."""
+    restored values the record must not keep) and to the meter (``metered``: a whole answer sent as events)."""
     headers = ex.headers(content_type)
     if streamed:
         headers.append((b"cache-control", b"no-cache"))
@@ -83,7 +83,10 @@ async def _send(ex: Exchange, send: Send, body: bytes, content_type: str, *, str
     kept = body if kept is None else kept
     ex.rec.feed(kept)
     if ex.meter is not None:
-        (ex.meter.feed if streamed else ex.meter.whole)(kept)
+        if metered is not None:
+            ex.meter.whole(metered)
+        else:
+            (ex.meter.feed if streamed else ex.meter.whole)(kept)
     _answered(ex, streamed=streamed, complete=True, content_type=content_type)
 
 
@@ -178,6 +181,9 @@ async def _whole(ex: Exchange, send: Send, result: Whole) -> None:
             note = response_guard.noted(verdict)
             if note is not None:
                 body = adapter.noted_whole(req, body, note)
+    if adapter.stream(req) and reply.status < 400:
+        await _whole_as_stream(ex, send, body, losses + list(reply.losses), codes)
+        return
     ex.warnings = render_warnings(losses + list(reply.losses), codes=ex.codes + codes)
     shown = body
     if reply.status < 400:
@@ -188,6 +194,23 @@ async def _whole(ex: Exchange, send: Send, result: Whole) -> None:
         # another router sharing the store. It keeps the client's values, like the request it follows.
         await adapter.remember(req, shown)
     await _send(ex, send, shown, reply.content_type, streamed=False, kept=body)
+
+
+async def _whole_as_stream(ex: Exchange, send: Send, body: bytes, losses: list, codes: list) -> None:
+    """A whole answer (``body``, in the client's protocol) to a client that asked for a stream, from a backend
+    that answered whole (one that ignores ``stream``): its SDK reads events, and would read a JSON body as an
+    empty stream."""
+    req, adapter = ex.req, ex.adapter
+    assert req is not None
+    tr = adapter.whole_as_stream(req)
+    sse = tr.feed(body) + tr.close()
+    final, shown, restore = tr.final(), sse, restorer(ex)
+    if restore is not None:
+        shown = restore.sse(sse, adapter.native)
+        final = restore.whole(final) if final is not None else None
+    ex.warnings = render_warnings(losses + list(tr.losses), codes=ex.codes + codes)
+    await adapter.remember(req, final)      # stored before the answer is sent: see _whole
+    await _send(ex, send, shown, SSE, streamed=True, kept=sse, metered=body)
 
 
 async def _blocked(ex: Exchange, send: Send, exc: VsrError, *, streamed: bool) -> None:
