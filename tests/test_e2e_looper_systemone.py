@@ -4,10 +4,13 @@ each answer. Asked of the fake System One API (every answer scripted, every call
 model; the candidates are mock upstreams and the clients the official SDKs."""
 from __future__ import annotations
 
+import os
+
 import anthropic
 import httpx
 import openai
 import pytest
+import yaml
 
 from .procs import config, mock_upstream, model, router, write_config
 
@@ -110,6 +113,43 @@ def test_the_embedded_model_picks_by_description(two_models, tmp_path):
 
         assert pick("Solve the equation 3x + 7 = 22 and show the algebra") == "reasoner"
         assert pick("How long should I bake a loaf of bread, and which flour is best?") == "fast"
+
+
+def test_a_selector_added_by_a_reload_is_named_for_a_restart_and_picks_after_it(two_models, tmp_path):
+    """Keyword-only signals ask nothing of System One, so the started router runs no deployment; a reload that
+    adds a systemone selector cannot start one and must say so, not answer "no answer" forever (trial 6c). A
+    start on the same file runs the decision model for the selector alone."""
+    fast, reasoner = two_models
+    keyword = {"operator": "AND", "conditions": [{"type": "keyword", "name": "pick"}]}
+    plain = {"name": "plain", "priority": 0, "modelRefs": [{"model": "fast"}]}
+    doc = config([model("fast", f"{fast.url}/v1"), model("reasoner", f"{reasoner.url}/v1")],
+                 [{"name": "sel", "modelRefs": REFS, "rules": keyword}, plain],
+                 signals={"keywords": [{"name": "pick", "keywords": ["SONESEL"]}]})
+    doc["global"] = {"router": {"headers": {"debug": "any"}}}
+    path = write_config(doc, str(tmp_path))
+    doc["recipes"][0]["decisions"][0]["algorithm"] = {"type": "systemone", "systemone": {
+        "candidates": {"fast": "casual chat", "reasoner": "hard math proofs"}}}
+    ask = {"model": "vsr/auto",
+           "messages": [{"role": "user", "content": "SONESEL prove there are infinitely many primes"}]}
+    with router(path) as proc:
+        write_config_to(path, doc)
+        r = httpx.post(f"{proc.url}/admin/reload", timeout=60)
+        assert r.status_code == 200, r.text
+        assert r.json()["restart_required"] == [
+            "recipes[default].decisions[0].algorithm.systemone: System One deployment 'primary' opens at start"]
+    with router(path) as proc:
+        r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"x-vsr-debug": "1"}, timeout=60, json=ask)
+        assert r.status_code == 200, r.text
+        assert r.headers["x-vsr-selected-model"] == "reasoner"
+        assert "systemone: reasoner=" in r.headers["x-vsr-trace"]
+        assert 'vsr_systemone_calls_total{deployment="primary",outcome="ok"} 1' in httpx.get(f"{proc.url}/metrics").text
+
+
+def write_config_to(path: str, doc: dict) -> None:
+    """The whole file under another name, renamed over the old one: a reload never reads half a file."""
+    with open(path + ".new", "w") as f:
+        yaml.safe_dump(doc, f, sort_keys=False)
+    os.replace(path + ".new", path)
 
 
 # --- escalate's accept.systemone -------------------------------------------------------------------------

@@ -68,6 +68,15 @@ def restart_required(old: RouterConfig, new: RouterConfig) -> list[str]:
     return found
 
 
+def systemone_unstarted(client, table) -> list[str]:
+    """Where the new table asks a System One deployment the process's client does not run: the client starts
+    its deployments at start only, so until a restart such a rule is unknown and a selector or answer_check
+    has no answer (a reload adding the first ``systemone`` selector to keyword-only signals, trial 6c)."""
+    running = client.runners if client is not None else {}
+    return [f"{path}: System One deployment {name!r} opens at start"
+            for name, path in table.asked_by().items() if name not in running]
+
+
 def _at(node: object, path: str) -> object:
     for name in path.split("."):
         node = next(getattr(node, f.name) for f in msgspec.structs.fields(node) if f.encode_name == name)
@@ -130,7 +139,8 @@ class Generations:
                     return Reloaded(True, f"config {loaded.version_hash} unchanged")
                 upstreams = Upstreams(loaded.config, previous=old.upstreams)
                 new = old.regenerated(loaded, upstreams)
-                later = tuple(restart_required(self.started, loaded.config))
+                later = tuple(restart_required(self.started, loaded.config)
+                              + systemone_unstarted(old.systemone_client, loaded.table))
             except ConfigError as exc:
                 return self._refused(old, "; ".join(exc.lines) or str(exc))
             except Exception as exc:   # noqa: BLE001 - a bug in loading is a refused reload, never a dead router
