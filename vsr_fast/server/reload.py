@@ -10,7 +10,8 @@ The declared client keys (``global.router.auth.keys``: their roles, lists and li
 a key removed from the file is refused from the next request on. What the process holds for its life
 (listeners, whether client keys are on and their store, rate limits, stores, System One's client, the access
 log) changes with a restart only: a reload that changes one of them still swaps the rest in,
-and names each such field (``restart_required``: the admin answer, the log and the stderr line).
+and names each such field (``restart_required``: the admin answer, the log and the stderr line), a rule or
+judge that asks a System One deployment the client does not run among them.
 """
 from __future__ import annotations
 
