@@ -137,10 +137,7 @@ def test_a_selector_added_by_a_reload_is_named_for_a_restart_and_picks_after_it(
     ask = {"model": "vsr/auto",
            "messages": [{"role": "user", "content": "SONESEL prove there are infinitely many primes"}]}
     with router(path) as proc:
-        write_config_to(path, doc)
-        r = httpx.post(f"{proc.url}/admin/reload", timeout=60)
-        assert r.status_code == 200, r.text
-        assert r.json()["restart_required"] == [
+        assert reloaded(proc, path, doc) == [
             "recipes[default].decisions[0].algorithm.systemone: System One deployment 'primary' opens at start"]
         r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"x-vsr-debug": "1"}, timeout=60, json=ask)
         assert r.status_code == 200 and r.headers["x-vsr-selected-model"] == "fast", r.text
@@ -159,11 +156,15 @@ def test_a_selector_added_by_a_reload_is_named_for_a_restart_and_picks_after_it(
         assert 'vsr_systemone_calls_total{deployment="primary",outcome="ok"} 1' in httpx.get(f"{proc.url}/metrics").text
 
 
-def write_config_to(path: str, doc: dict) -> None:
-    """The whole file under another name, renamed over the old one: a reload never reads half a file."""
+def reloaded(proc, path: str, doc: dict) -> list[str]:
+    """``doc`` written over ``path`` (whole, under another name, then renamed) and reloaded: what waits for a
+    restart."""
     with open(path + ".new", "w") as f:
         yaml.safe_dump(doc, f, sort_keys=False)
     os.replace(path + ".new", path)
+    r = httpx.post(f"{proc.url}/admin/reload", timeout=60)
+    assert r.status_code == 200, r.text
+    return r.json()["restart_required"]
 
 
 # --- escalate's accept.systemone -------------------------------------------------------------------------
@@ -255,3 +256,25 @@ def test_the_matched_domains_model_scores_steer_multi_factor(two_models, fake, t
                          {"question": "preset:domain", "answer": {"choice": {"other": 0.9, "math": 0.1}}}])
         assert ask("What is the integral of x squared?") == "reasoner"
         assert ask("Tell me a joke") == "fast"          # no domain matched: no domain factor, a tie, modelRefs order
+
+
+def test_a_rule_a_reload_puts_on_a_deployment_not_running_is_unknown_not_a_failed_request(two_models, fake, tmp_path):
+    """The client runs the remote deployment the started file asked; a reload adds a jailbreak rule on the embedded
+    one, which it does not run: the rule reads unknown (its on_unknown decides) and the request is served."""
+    fast, reasoner = two_models
+    set_rules(fake, [{"question": "selector", "answer": {"choice": {"reasoner": 0.8, "fast": 0.2}}}])
+    alg = {"type": "systemone", "systemone": {"candidates": DESCRIBED}}
+    doc = with_fake(config([model("fast", f"{fast.url}/v1"), model("reasoner", f"{reasoner.url}/v1")],
+                           [{"name": "main", "modelRefs": REFS, "algorithm": alg}]), fake)
+    path = write_config(doc, str(tmp_path))
+    doc["recipes"][0]["signals"] = {"jailbreak": [{"name": "jb", "deployment": "primary"}]}
+    doc["recipes"][0]["decisions"].insert(0, {
+        "name": "blocked", "priority": 10, "modelRefs": [{"model": "fast"}],
+        "rules": {"operator": "AND", "conditions": [{"type": "jailbreak", "name": "jb"}]}})
+    with router(path) as proc:
+        assert reloaded(proc, path, doc) == [
+            "recipes[default].signals.jailbreak[jb]: System One deployment 'primary' opens at start"]
+        r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"x-vsr-debug": "1"}, timeout=60,
+                       json={"model": "vsr/auto", "messages": [{"role": "user", "content": "Prove it"}]})
+        assert r.status_code == 200, r.text
+        assert (r.headers["x-vsr-selected-decision"], r.headers["x-vsr-selected-model"]) == ("main", "reasoner")
