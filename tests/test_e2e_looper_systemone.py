@@ -4,10 +4,13 @@ each answer. Asked of the fake System One API (every answer scripted, every call
 model; the candidates are mock upstreams and the clients the official SDKs."""
 from __future__ import annotations
 
+import os
+
 import anthropic
 import httpx
 import openai
 import pytest
+import yaml
 
 from .procs import config, mock_upstream, model, router, write_config
 
@@ -112,6 +115,58 @@ def test_the_embedded_model_picks_by_description(two_models, tmp_path):
         assert pick("How long should I bake a loaf of bread, and which flour is best?") == "fast"
 
 
+def test_a_selector_added_by_a_reload_is_named_for_a_restart_and_picks_after_it(two_models, tmp_path):
+    """Keyword-only signals ask nothing of System One, so the started router runs no deployment; a reload that
+    adds a systemone selector cannot start one and must say so, not answer "no answer" forever (trial 6c). A
+    start on the same file runs the decision model for the selector alone."""
+    fast, reasoner = two_models
+    keyword = {"operator": "AND", "conditions": [{"type": "keyword", "name": "pick"}]}
+    plain = {"name": "plain", "priority": 0, "modelRefs": [{"model": "fast"}]}
+    doc = config([model("fast", f"{fast.url}/v1"), model("reasoner", f"{reasoner.url}/v1")],
+                 [{"name": "sel", "modelRefs": REFS, "rules": keyword}, plain],
+                 signals={"keywords": [{"name": "pick", "keywords": ["SONESEL"]}]})
+    doc["global"] = {"router": {"headers": {"debug": "any"}}}
+    path = write_config(doc, str(tmp_path))
+    doc["recipes"][0]["decisions"][0]["algorithm"] = {"type": "systemone", "systemone": {
+        "candidates": {"fast": "casual chat", "reasoner": "hard math proofs"}}}
+    doc["recipes"][0]["signals"]["keywords"].append({"name": "check", "keywords": ["CHECKIT"]})
+    doc["recipes"][0]["decisions"].append({
+        "name": "chk", "priority": 10, "modelRefs": REFS,
+        "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "check"}]},
+        "algorithm": {"type": "escalate", "escalate": {"accept": {"systemone": {"gte": 0.5}}}}})
+    ask = {"model": "vsr/auto",
+           "messages": [{"role": "user", "content": "SONESEL prove there are infinitely many primes"}]}
+    with router(path) as proc:
+        assert reloaded(proc, path, doc) == [
+            "recipes[default].decisions[0].algorithm.systemone: System One deployment 'primary' opens at start"]
+        r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"x-vsr-debug": "1"}, timeout=60, json=ask)
+        assert r.status_code == 200 and r.headers["x-vsr-selected-model"] == "fast", r.text
+        assert ('selector=("systemone: deployment primary is not running (a restart starts it), the first candidate '
+                'goes first")') in r.headers["x-vsr-trace"]
+        r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"x-vsr-debug": "1"}, timeout=60,
+                       json={"model": "vsr/auto", "messages": [{"role": "user", "content": "CHECKIT 6 x 7?"}]})
+        assert r.status_code == 200, r.text
+        assert '"fast: answer_check: deployment primary is not running (a restart starts it), rejected"' \
+            in r.headers["x-vsr-trace"]
+    with router(path) as proc:
+        r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"x-vsr-debug": "1"}, timeout=60, json=ask)
+        assert r.status_code == 200, r.text
+        assert r.headers["x-vsr-selected-model"] == "reasoner"
+        assert "systemone: reasoner=" in r.headers["x-vsr-trace"]
+        assert 'vsr_systemone_calls_total{deployment="primary",outcome="ok"} 1' in httpx.get(f"{proc.url}/metrics").text
+
+
+def reloaded(proc, path: str, doc: dict) -> list[str]:
+    """``doc`` written over ``path`` (whole, under another name, then renamed) and reloaded: what waits for a
+    restart."""
+    with open(path + ".new", "w") as f:
+        yaml.safe_dump(doc, f, sort_keys=False)
+    os.replace(path + ".new", path)
+    r = httpx.post(f"{proc.url}/admin/reload", timeout=60)
+    assert r.status_code == 200, r.text
+    return r.json()["restart_required"]
+
+
 # --- escalate's accept.systemone -------------------------------------------------------------------------
 
 CHECKED = {"type": "escalate", "escalate": {"accept": {"systemone": {"gte": 0.7}}}}
@@ -201,3 +256,25 @@ def test_the_matched_domains_model_scores_steer_multi_factor(two_models, fake, t
                          {"question": "preset:domain", "answer": {"choice": {"other": 0.9, "math": 0.1}}}])
         assert ask("What is the integral of x squared?") == "reasoner"
         assert ask("Tell me a joke") == "fast"          # no domain matched: no domain factor, a tie, modelRefs order
+
+
+def test_a_rule_a_reload_puts_on_a_deployment_not_running_is_unknown_not_a_failed_request(two_models, fake, tmp_path):
+    """The client runs the remote deployment the started file asked; a reload adds a jailbreak rule on the embedded
+    one, which it does not run: the rule reads unknown (its on_unknown decides) and the request is served."""
+    fast, reasoner = two_models
+    set_rules(fake, [{"question": "selector", "answer": {"choice": {"reasoner": 0.8, "fast": 0.2}}}])
+    alg = {"type": "systemone", "systemone": {"candidates": DESCRIBED}}
+    doc = with_fake(config([model("fast", f"{fast.url}/v1"), model("reasoner", f"{reasoner.url}/v1")],
+                           [{"name": "main", "modelRefs": REFS, "algorithm": alg}]), fake)
+    path = write_config(doc, str(tmp_path))
+    doc["recipes"][0]["signals"] = {"jailbreak": [{"name": "jb", "deployment": "primary"}]}
+    doc["recipes"][0]["decisions"].insert(0, {
+        "name": "blocked", "priority": 10, "modelRefs": [{"model": "fast"}],
+        "rules": {"operator": "AND", "conditions": [{"type": "jailbreak", "name": "jb"}]}})
+    with router(path) as proc:
+        assert reloaded(proc, path, doc) == [
+            "recipes[default].signals.jailbreak[jb]: System One deployment 'primary' opens at start"]
+        r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"x-vsr-debug": "1"}, timeout=60,
+                       json={"model": "vsr/auto", "messages": [{"role": "user", "content": "Prove it"}]})
+        assert r.status_code == 200, r.text
+        assert (r.headers["x-vsr-selected-decision"], r.headers["x-vsr-selected-model"]) == ("main", "reasoner")

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+import yaml
 
 from vsr_fast.config.schema import Pricing
 from vsr_fast.errors import ConfigError
 from vsr_fast.routing import load_raw
 from vsr_fast.selection import accept, cost, selectors
+
+from .test_config_load import run_cli
 
 D = "recipes[default].decisions[0]"
 
@@ -303,3 +306,25 @@ def test_self_verify_needs_no_logprobs_so_any_api_format_loads():
     d["recipes"][0]["decisions"][0]["algorithm"]["escalate"]["accept"]["confidence"]["method"] = "hybrid"
     assert errors_of(d) == [f"{D}.algorithm.escalate.accept.confidence: invalid_value: logprobs come from Chat "
                             "(api_format: openai) models only, not dear"]
+
+
+CHECKED = {"type": "escalate", "escalate": {"accept": {"systemone": {"gte": 0.5}}}}
+UNANSWERED = (f"{D}.algorithm.escalate.accept.systemone: preset_unanswered: deployment 'primary' (vsr-static-5) does "
+              "not answer preset answer_check, as its card says; no answer passes the check, so every candidate is "
+              "called and on_error decides")
+
+
+def test_answer_check_on_the_embedded_model_warns_in_config_validate(tmp_path):
+    """The embedded model refuses answer_check in place: the check can never pass (outside-user trial 6c, D6)."""
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(doc(CHECKED)))
+    done = run_cli("config", "validate", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"warning: {UNANSWERED}" in done.stdout.splitlines()
+
+
+def test_answer_check_on_a_deployment_whose_card_says_nothing_of_presets_loads_without_it():
+    d = doc(CHECKED)
+    d["global"] = {"model_catalog": {"deployments": {"api": {"provider": "systemone", "endpoint": "http://127.0.0.1:9"}},
+                                     "system": {"decision_model": {"deployment": "api"}}}}
+    assert not [w for w in load_raw(d).warnings if "preset_unanswered" in w]

@@ -380,6 +380,18 @@ class RoutingTable:
                 used.setdefault(dep, self.deployments[dep].timeout_ms or 0)
         return used
 
+    def asked_by(self) -> dict[str, str]:
+        """Each deployment ``used_deployments`` names, with the path of the first rule or judge that asks it."""
+        found = {m.deployment: f"providers.models[{n}].deployment" for n, m in self.native_aliases().items()
+                 if m.deployment and m.deployment in self.deployments}
+        for compiled in self.recipes.values():
+            for rule in compiled.learned.rules.values():
+                found.setdefault(rule.share.deployment, rule.path)
+        for dep, path in judge_deployments(self.config).items():
+            if dep in self.deployments:
+                found.setdefault(dep, path)
+        return found
+
     def resolved(self, name: str) -> caps.Capable | None:
         """What deployment ``name`` answers, when a rule already resolved it (never builds a model)."""
         return self._capable.get(name)

@@ -73,27 +73,27 @@ def _deepest(config: RouterConfig, recipe, i: int, field: str) -> str:
     return found or any_found or f"recipes[{recipe.name}].decisions[{i}].plugins"
 
 
-def _judges(config: RouterConfig) -> Iterator[tuple[str, str | None, frozenset[str]]]:
-    """``(path of the judge block, its own deployment, the question types it asks)`` of every judge: a match
-    judge of tools.select (tool_need and tool_rank), of a semantic response_cache (same_request unless it
-    asks a custom question) and of each context source (relevance unless custom), and the Looper's (the
-    systemone selector's choice, escalate's answer_check)."""
+def _judges(config: RouterConfig) -> Iterator[tuple[str, str | None, frozenset[str], tuple[str, ...]]]:
+    """``(path of the judge block, its own deployment, the question types it asks, the card presets it needs)``
+    of every judge: a match judge of tools.select (tool_need and tool_rank), of a semantic response_cache
+    (same_request unless it asks a custom question) and of each context source (relevance unless custom), and
+    the Looper's (the systemone selector's choice, escalate's answer_check)."""
     for path, _, entry in _entries(config, "tools"):
         select = entry.configuration.get("select")
         if isinstance(select, dict):
             judge = _judge_of(select.get("match"))
-            yield f"{path}.select.match.judge", judge.get("deployment"), frozenset({"choice", "noul"})
+            yield f"{path}.select.match.judge", judge.get("deployment"), frozenset({"choice", "noul"}), ()
     for recipe in config.recipes:
         for i, d in enumerate(recipe.decisions):
             alg, path = d.algorithm, f"recipes[{recipe.name}].decisions[{i}].algorithm"
             if alg.type in ("systemone", "decision") and alg.systemone is not None:
-                yield f"{path}.systemone", alg.systemone.deployment, frozenset({"choice"})
+                yield f"{path}.systemone", alg.systemone.deployment, frozenset({"choice"}), ()
             elif alg.type in ("systemone", "decision"):
-                yield f"{path}.systemone", None, frozenset({"choice"})
+                yield f"{path}.systemone", None, frozenset({"choice"}), ()
             esc = alg.escalate if alg.type == "escalate" else None
             check = esc.accept.systemone if esc is not None and esc.accept is not None else None
             if check is not None:
-                yield f"{path}.escalate.accept.systemone", check.deployment, frozenset({"noul"})
+                yield f"{path}.escalate.accept.systemone", check.deployment, frozenset({"noul"}), ("answer_check",)
     for path, _, entry in _entries(config, response_cache.TYPE):
         conf = entry.configuration
         if conf.get("mode", "exact") == "exact" or conf.get("enabled") is False:
@@ -119,11 +119,11 @@ def _judges(config: RouterConfig) -> Iterator[tuple[str, str | None, frozenset[s
             yield _asked(f"{path}.compress.match", match)      # no block: the default, which judges
 
 
-def _asked(path: str, match: object) -> tuple[str, str | None, frozenset[str]]:
+def _asked(path: str, match: object) -> tuple[str, str | None, frozenset[str], tuple[str, ...]]:
     """A noul judge's (a preset's) or a custom question's: its path, own deployment and question type."""
     judge = _judge_of(match)
     question = judge.get("question") if isinstance(judge.get("question"), dict) else {}
-    return f"{path}.judge", judge.get("deployment"), frozenset({question.get("type", "noul")})
+    return f"{path}.judge", judge.get("deployment"), frozenset({question.get("type", "noul")}), ()
 
 
 def _judge_of(match: object) -> dict:
@@ -135,15 +135,16 @@ def judge_deployments(config: RouterConfig) -> dict[str, str]:
     """Deployment -> the path of a judge that asks it (its own deployment, else the decision model)."""
     default = config.global_.model_catalog.system.decision_model.deployment or PRIMARY
     out: dict[str, str] = {}
-    for path, own, _ in _judges(config):
+    for path, own, _, _ in _judges(config):
         out.setdefault(own or default, path)
     return out
 
 
-def check_judges(config: RouterConfig, table, errors: CompileErrors) -> None:
-    """Each match judge's deployment exists and answers the question types the judge asks."""
+def check_judges(config: RouterConfig, table, errors: CompileErrors, warnings: list[str]) -> None:
+    """Each match judge's deployment exists and answers the question types the judge asks; a preset its card
+    says it does not answer is a warning, as on a signal rule (its answer is refused in place, every time)."""
     default = config.global_.model_catalog.system.decision_model.deployment or PRIMARY
-    for path, own, types in _judges(config):
+    for path, own, types, presets in _judges(config):
         name = own or default
         if name not in table.deployments:
             errors.add(f"{path}.deployment", "unknown_deployment",
@@ -158,6 +159,12 @@ def check_judges(config: RouterConfig, table, errors: CompileErrors) -> None:
                     else f"the judge asks {' and '.join(sorted(types))} questions")
             errors.add(path, "question_type_unsupported",
                        f'{asks}; deployment "{name}" does not answer {", ".join(missing)}')
+            continue
+        for preset in presets:
+            if capable.presets is not None and preset not in capable.presets:
+                warnings.append(f"{path}: preset_unanswered: deployment {name!r} ({capable.model or capable.kind}) "
+                                f"does not answer preset {preset}, as its card says; no answer passes the check, "
+                                "so every candidate is called and on_error decides")
 
 
 def check_document(config: RouterConfig, errors: CompileErrors) -> None:
@@ -167,9 +174,9 @@ def check_document(config: RouterConfig, errors: CompileErrors) -> None:
     check_masking(config, lambda recipe, name: name in declared.get(recipe, ()), errors)
 
 
-def check(config: RouterConfig, table, errors: CompileErrors) -> None:
+def check(config: RouterConfig, table, errors: CompileErrors, warnings: list[str]) -> None:
     def declares_pii(recipe: str, name: str) -> bool:
         return table.recipes[recipe].learned.declares("pii", name)
 
     check_masking(config, declares_pii, errors)
-    check_judges(config, table, errors)
+    check_judges(config, table, errors, warnings)

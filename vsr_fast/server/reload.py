@@ -10,7 +10,8 @@ The declared client keys (``global.router.auth.keys``: their roles, lists and li
 a key removed from the file is refused from the next request on. What the process holds for its life
 (listeners, whether client keys are on and their store, rate limits, stores, System One's client, the access
 log) changes with a restart only: a reload that changes one of them still swaps the rest in,
-and names each such field (``restart_required``: the admin answer, the log and the stderr line).
+and names each such field (``restart_required``: the admin answer, the log and the stderr line), a rule or
+judge that asks a System One deployment the client does not run among them.
 """
 from __future__ import annotations
 
@@ -66,6 +67,15 @@ def restart_required(old: RouterConfig, new: RouterConfig) -> list[str]:
                      if entry.type == "router_replay" and entry.configuration.get("shadow"))
         found.append(f"{where}.configuration.shadow: the shadow opens at start")
     return found
+
+
+def systemone_unstarted(client, table) -> list[str]:
+    """Where the new table asks a System One deployment the process's client does not run: the client starts
+    its deployments at start only, so until a restart such a rule is unknown and a selector or answer_check
+    has no answer (a reload adding the first ``systemone`` selector to keyword-only signals, trial 6c)."""
+    running = client.runners if client is not None else {}
+    return [f"{path}: System One deployment {name!r} opens at start"
+            for name, path in table.asked_by().items() if name not in running]
 
 
 def _at(node: object, path: str) -> object:
@@ -130,7 +140,8 @@ class Generations:
                     return Reloaded(True, f"config {loaded.version_hash} unchanged")
                 upstreams = Upstreams(loaded.config, previous=old.upstreams)
                 new = old.regenerated(loaded, upstreams)
-                later = tuple(restart_required(self.started, loaded.config))
+                later = tuple(restart_required(self.started, loaded.config)
+                              + systemone_unstarted(old.systemone_client, loaded.table))
             except ConfigError as exc:
                 return self._refused(old, "; ".join(exc.lines) or str(exc))
             except Exception as exc:   # noqa: BLE001 - a bug in loading is a refused reload, never a dead router

@@ -115,7 +115,9 @@ class SystemOneAsker:
     async def _scan(self, share, guard, canonical: CanonicalRequest | None, question=None) -> None:
         """Read ``guard``'s windows; each window's state is the request's parts (``canonical``, or none
         for a text read on its own) with the window as its request; ``question`` replaces the share's."""
-        runner = self.client.runners[share.deployment]
+        runner = self.client.runners.get(share.deployment)
+        if runner is None:
+            return      # not started (a reload began to ask it): nothing read, the scan's unscanned decides
         question = question or self._questions[share]
         # The window replaces the request; the other parts are read through the view, as in the merged call.
         view = self.views.get(share.deployment, _whole)

@@ -98,6 +98,8 @@ class SystemOneClient:
         split: dict[str, SetAsNoul] = {}
         by_dep: dict[str, dict[bytes, tuple[wire.State, dict[str, wire.Question], list[Share]]]] = {}
         for share, question in asked.items():
+            if share.deployment not in self.runners:
+                continue        # a reload began to ask it; the client starts its deployments at start only
             state = state_for(share)
             skey = state_key(state)
             key = (self.generation, skey, question_key(share.wire_id, cache_form(question)))

@@ -93,9 +93,13 @@ async def _systemone(ex: Exchange, candidates: tuple[ProviderModel, ...], cfg: S
     When it is not ready, late or answers invalidly, the first modelRef answers (spec 5.6)."""
     asker = ex.state.systemone
     answers = None
-    if asker is not None and ex.req is not None:
+    deployment = cfg.deployment or ex.state.table.catalog.system.decision_model.deployment or PRIMARY
+    if not running(asker, deployment):
+        note(ex, "selector", [f"systemone: deployment {deployment} is not running (a restart starts it), "
+                              "the first candidate goes first"])
+        return candidates
+    if ex.req is not None:
         question = wire.ChoiceQuestion(criteria=selectors.descriptions(candidates, cfg), instructions=cfg.instructions)
-        deployment = cfg.deployment or ex.state.table.catalog.system.decision_model.deployment or PRIMARY
         text = ex.adapter.canonical(ex.req).text
         answers = await asker.ask_standard(deployment, wire.State(request=text), {SELECTOR_QUESTION: question},
                                            cfg.timeout_ms)
@@ -106,6 +110,12 @@ async def _systemone(ex: Exchange, candidates: tuple[ProviderModel, ...], cfg: S
     order = selectors.pick_answered(candidates, answer.probabilities)
     note(ex, "selector", [f"systemone: {c.name}={answer.probabilities.get(c.name, 0.0):.3f}" for c in order])
     return order
+
+
+def running(asker, deployment: str) -> bool:
+    """Whether the process's System One client runs ``deployment``: it starts them at start only, so one that
+    a reload began to ask waits for a restart (the reload names it)."""
+    return asker is not None and deployment in asker.client.runners
 
 
 def note(ex: Exchange, member: str, items: list[str]) -> None:
@@ -395,10 +405,11 @@ async def _answer_check(ex: Exchange, check: AnswerCheck, model: ProviderModel, 
     answer it could not judge (no text, no answer in time) is not accepted."""
     text = checks.answer_text(body, model.api_format, streamed)
     asker = ex.state.systemone
-    if not text or asker is None or ex.req is None:
-        return False, "answer_check: nothing to judge" if not text else "answer_check: no decision model"
-    preset = PRESETS["answer_check"]
     deployment = check.deployment or ex.state.table.catalog.system.decision_model.deployment or PRIMARY
+    if not text or not running(asker, deployment) or ex.req is None:
+        return False, ("answer_check: nothing to judge" if not text else
+                       f"answer_check: deployment {deployment} is not running (a restart starts it)")
+    preset = PRESETS["answer_check"]
     state = wire.State(request=ex.adapter.canonical(ex.req).text, answer=text)
     answers = await asker.ask_standard(deployment, state, {preset.wire_id: preset.question()}, check.timeout_ms)
     verdict = answers.get(preset.wire_id) if answers else None
