@@ -84,12 +84,29 @@ async def assemble(ex: Exchange) -> None:
             found.append((source.type, items))
     if policy.writes_memory and user is not None and text and ex.state.memories is not None:
         ex.rec.turn = Turn(ex.state.memories, user, text)
+    thinking = _thinks(ex, body, fmt) if found else False
     for kind, items in found:
-        mode = inject(body, fmt, kind, render(kind, items), policy.injection)
+        mode = inject(body, fmt, kind, render(kind, items), policy.injection, thinking=thinking)
         changes.append(f"context: {len(items)} {kind} items ({mode})")
     if changes:
         ex.req = ex.adapter.with_raw(req, _ENCODE.encode(body))
         ex.rec.plugins_applied(None, changes)
+
+
+def _thinks(ex: Exchange, body: dict, fmt: str) -> bool:
+    """Whether an anthropic-format candidate's request will have extended thinking on: the decision's
+    generation says so, or, where it says nothing, a Messages client asked for it (translation from another
+    format carries no thinking)."""
+    r = ex.route
+    assert r is not None
+    if not any(c.api_format == "anthropic" for c in r.candidates):
+        return False
+    shaping = ex.state.policies.shaping(r.recipe, r.decision)
+    switch = shaping.thinking() if shaping is not None else None
+    if switch is not None:
+        return switch
+    own = body.get("thinking")
+    return fmt == "anthropic" and isinstance(own, dict) and own.get("type") != "disabled"
 
 
 async def _compress(ex: Exchange, body: dict, fmt: str, text: str, policy: cp.Compression,
@@ -264,7 +281,7 @@ def render(kind: str, items: list[str]) -> str:
     return "\n\n".join([head, *(f"[{i}] {item}" for i, item in enumerate(items, 1))])
 
 
-def inject(body: dict, fmt: str, kind: str, text: str, mode: str) -> str:
+def inject(body: dict, fmt: str, kind: str, text: str, mode: str, *, thinking: bool = False) -> str:
     """Put ``text`` in ``body`` (the client's format): a tool exchange after the last user message, or the
     system prompt; how it went in.
 
@@ -272,9 +289,13 @@ def inject(body: dict, fmt: str, kind: str, text: str, mode: str) -> str:
     in a request that defines no tools, and Bedrock a toolUse without a toolConfig, whatever format the
     client wrote (the body is translated). Declaring vsr_context instead would let the model call a tool
     that no one runs, and ``tool_choice: none``, which would forbid that, is not every backend's.
+    A request bound for Anthropic with thinking on (``thinking``) gets it too: the assistant message of the
+    last tool exchange must then start with a thinking block, which only the model can write (it is signed).
     """
     if mode == "tool_role" and not body.get("tools"):
         mode = "system_prompt: the request declares no tools"
+    elif mode == "tool_role" and thinking:
+        mode = "system_prompt: thinking is on for an anthropic-format candidate"
     if mode != "tool_role":
         SystemPrompt("insert", text).apply(body, fmt)
         return mode
