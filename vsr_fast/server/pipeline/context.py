@@ -26,6 +26,7 @@ from ...events.memory_store import MemoryStore
 from ...events.vector_store import VectorStore
 from ...plugins import context as cp
 from ...plugins.system_prompt import SystemPrompt
+from ...plugins.unmask import Restorer
 from .exchange import Exchange
 from .match import judge, recalled
 
@@ -42,7 +43,7 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 class Turn:
     """A turn to write to the user's memory once the answer is sent: its store, user, message and the answer's
-    bytes as the client receives them."""
+    bytes as the record keeps them (masked: ``remember`` puts the request's values back)."""
 
     __slots__ = ("answer", "store", "text", "user")
 
@@ -252,7 +253,8 @@ async def _memory(ex: Exchange, source: cp.Retrieval, text: str, user: str | Non
 
 
 async def remember(ex: Exchange) -> None:
-    """After the answer: write the turn (the user's message and the answer's text) to the user's memory."""
+    """After the answer: write the turn (the user's message and the answer's text, both as the client wrote and
+    read them: with its own values where masking sent placeholders) to the user's memory."""
     turn = ex.rec.turn
     if turn is None or ex.status >= 400 or ex.req is None:
         return
@@ -265,6 +267,10 @@ async def remember(ex: Exchange) -> None:
     except Exception as exc:  # an answer we cannot read leaves the user's message alone worth keeping
         log.info("memory: the answer could not be read (%s); keeping the message alone", type(exc).__name__)
         answer = ""
+    if answer and ex.masked_values:
+        # The answer with this request's values, like the user's message: placeholders are numbered per request,
+        # and masking numbers the memory afresh, with the rest, on each request that injects it.
+        answer = Restorer({p: value for value, p in ex.masked_values.items()}).text(answer)
     memory = f"User: {turn.text}\nAssistant: {answer}" if answer else f"User: {turn.text}"
     try:
         await trio.to_thread.run_sync(turn.store.add_sync, turn.user, memory)
