@@ -7,6 +7,10 @@
 - Messages prompt caching: at most four ``cache_control`` markers, a top-level (automatic) one included,
   and, reading tools, then system, then messages, no longer TTL after a shorter one ("Cache entries with
   longer TTL must appear before shorter TTLs", Anthropic's prompt caching docs).
+- Messages extended thinking: with ``thinking`` on, the assistant message of the last tool exchange (the
+  ``tool_use`` the final ``tool_result`` answers) must start with a ``thinking`` or ``redacted_thinking`` block
+  ("When thinking is enabled, a final assistant message must start with a thinking block (preceeding the
+  lastmost set of tool_use and tool_result blocks)", Anthropic's extended thinking docs).
 """
 from __future__ import annotations
 
@@ -27,7 +31,30 @@ def problems(body: dict, api_format: str) -> list[str]:
         ttls = [_SECONDS[m.get("ttl")] for m in markers]
         if any(later > earlier for earlier, later in zip(ttls, ttls[1:])):
             found.append(f"a longer cache TTL after a shorter one: {[m.get('ttl', '5m') for m in markers]}")
+        if _thinking(body) and (opening := _last_tool_use_opening(body)) not in (None, "thinking", "redacted_thinking"):
+            found.append(f"thinking on and the last tool exchange's assistant message starts with {opening}, "
+                         "not a thinking block")
     return found
+
+
+def _thinking(body: dict) -> bool:
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") != "disabled"
+
+
+def _last_tool_use_opening(body: dict) -> str | None:
+    """The first block's type of the assistant message whose tool_use the last message's tool_result answers;
+    None when the conversation does not end in a tool result."""
+    messages = body.get("messages") or []
+    last = messages[-1] if messages else {}
+    if last.get("role") != "user" or not isinstance(last.get("content"), list) or not any(
+            b.get("type") == "tool_result" for b in last["content"]):
+        return None
+    before = messages[-2] if len(messages) > 1 else {}
+    content = before.get("content")
+    if before.get("role") != "assistant" or not isinstance(content, list) or not content:
+        return "no assistant message"
+    return content[0].get("type")
 
 
 def _tool_exchange(body: dict, api_format: str) -> bool:

@@ -256,8 +256,14 @@ def both_formats(mock, tmp_path_factory):
     decisions = [{"name": f"to-{fmt}", "priority": 10, "plugins": [rag], "modelRefs": [{"model": f"m-{fmt}"}],
                   "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": fmt}]}}
                  for fmt in ("anthropic", "openai")]
-    doc = recipe_config(models, decisions, signals={"keywords": [{"name": fmt, "operator": "OR", "keywords": [fmt]}
-                                                                  for fmt in ("anthropic", "openai")]})
+    # The quickstart's deep tier on a Messages backend: the decision turns thinking on.
+    thinking = {"type": "request_params", "configuration": {"generation": {
+        "thinking": True, "thinking_budget": 1024, "max_tokens": 4000}}}
+    decisions.append({"name": "to-thinking", "priority": 10, "plugins": [rag, thinking],
+                      "modelRefs": [{"model": "m-anthropic"}],
+                      "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "thinking"}]}})
+    doc = recipe_config(models, decisions, signals={"keywords": [{"name": k, "operator": "OR", "keywords": [k]}
+                                                                  for k in ("anthropic", "openai", "thinking")]})
     doc["global"] = {"stores": {"event_stream": {"backend": "none"},
                                 "vector_store": {"files": documents(directory)}}}
     with router(write_config(doc, str(directory))) as proc:
@@ -319,3 +325,31 @@ def test_context_for_a_request_with_tools_stays_a_tool_exchange_beside_them(both
     else:
         assert body["messages"][-2]["tool_calls"][0]["function"]["name"] == "vsr_context"
         assert result["role"] == "tool" and "every 40 days" in result["content"]
+
+
+@pytest.mark.parametrize("api", ["messages", "chat"])
+def test_context_for_a_thinking_messages_backend_goes_in_the_system_prompt_though_tools_are_declared(
+        both_formats, mock, api):
+    """With thinking on, Anthropic wants the assistant message of the last tool exchange to start with a thinking
+    block, which only the model can write (it is signed): the injected vsr_context exchange would be refused
+    ("When thinking is enabled, a final assistant message must start with a thinking block"). The decision's
+    generation turns thinking on here, so the context goes in the system prompt, tools or not."""
+    call(both_formats.url, api, "thinking", False, tools=True)
+    body = httpx.get(f"{mock.url}/_mock/stats").json()["last_request"]["body"]
+    assert body["thinking"]["type"] == "enabled"
+    assert problems(body, "anthropic") == [], body
+    assert "vsr_context" not in str(body) and len(body["tools"]) == 1
+    assert "every 40 days with the citric descaler" in str(body["system"])
+    assert [m["role"] for m in body["messages"]] == ["user"]
+
+
+def test_a_messages_clients_own_thinking_gets_the_context_in_the_system_prompt(both_formats, mock):
+    """The same for thinking the client asked for itself, passed to a Messages backend."""
+    client = anthropic.Anthropic(base_url=both_formats.url, api_key="k", max_retries=0, timeout=30)
+    client.messages.create(model="vsr/auto", max_tokens=4000, tools=[WEATHER],
+                           thinking={"type": "enabled", "budget_tokens": 1024},
+                           messages=[{"role": "user", "content": f"{QUESTION} (anthropic)"}])
+    body = httpx.get(f"{mock.url}/_mock/stats").json()["last_request"]["body"]
+    assert body["thinking"]["type"] == "enabled"
+    assert problems(body, "anthropic") == [], body
+    assert "every 40 days with the citric descaler" in str(body["system"]) and "vsr_context" not in str(body)

@@ -244,3 +244,42 @@ def test_a_stream_held_for_the_guard_is_released_with_the_values_back(held, api,
     got = ask(held, api, "Be brief.", text, stream=True)
     assert "content-length" in got.headers       # held: it left whole, once the guard had read it
     assert got.text == text
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_memory_keeps_the_answer_as_the_client_read_it_so_a_later_request_numbers_it_with_the_rest(
+        tmp_path, stream):
+    """Placeholders are numbered per request: a memory that kept the answer masked would carry the first request's
+    numbers into a later one that numbers the same values otherwise. Here the second request's own address comes
+    first (the memory goes after it, as a tool exchange), so A is [EMAIL_ADDRESS_2] there: the memory must name A
+    with that number in both of its halves, and the client, reading the echoed memory restored, must read A, not B."""
+    context = {"type": "context", "configuration": {"sources": [
+        {"type": "memory", "store": {"auto": True},
+         "match": {"recall": {"method": "embedding", "top_k": 3, "min_similarity": 0}}}]}}
+    with mock_upstream("--echo") as upstream:
+        doc = config([model("m", f"{upstream.url}/v1")],
+                     [{"name": "d", "modelRefs": [{"model": "m"}], "plugins": [MASKING, context]}],
+                     signals={"pii": [{"name": "personal"}]})
+        doc["listeners"] = [{"name": "main", "identity": {"trust_headers": True}}]
+        with router(write_config(doc, str(tmp_path))) as proc:
+            client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0,
+                                   default_headers={"x-authz-user-id": "carl"})
+
+            def say(text: str, tools: list | None = None) -> str:
+                extra = {"tools": tools} if tools else {}
+                messages = [{"role": "user", "content": text}]
+                if not stream:
+                    return client.chat.completions.create(model="vsr/auto", messages=messages,
+                                                          **extra).choices[0].message.content
+                return "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+                    model="vsr/auto", messages=messages, stream=True, **extra) if c.choices)
+
+            assert say(f"Please write to {A}.") == f"Please write to {A}."
+            writes = 'vsr_context_memory_writes_total{outcome="ok"}'
+            wait_for_value(lambda: f'{writes} 1' in httpx.get(f"{proc.url}/metrics").text, "the memory write")
+            answer = say(f"Now write to {B}.", TOOLS["chat"])
+            provider = sent(upstream)
+            assert A not in provider and B not in provider, provider
+            assert ("User: Please write to [EMAIL_ADDRESS_2].\\nAssistant: Please write to [EMAIL_ADDRESS_2]."
+                    in provider), provider
+            assert f"User: Please write to {A}.\nAssistant: Please write to {A}." in answer, answer

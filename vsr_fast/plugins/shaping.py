@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from .header_mutation import HeaderMutation
+from .request_params import RequestParams
 
 _DECODE = msgspec.json.Decoder()
 _ENCODE = msgspec.json.Encoder()
@@ -30,6 +31,13 @@ class Shaping:
     """The resolved shaping plugins of one (recipe, decision): ``(type, policy)`` in order."""
 
     steps: tuple[tuple[str, Any], ...]
+
+    def thinking(self) -> bool | None:
+        """The decision's thinking switch (``request_params.generation.thinking``); None leaves the request's own."""
+        for _, policy in self.steps:
+            if isinstance(policy, RequestParams) and policy.generation is not None:
+                return policy.generation.thinking
+        return None
 
     def apply(self, body: bytes, api_format: str, headers: tuple[tuple[str, str], ...]) -> Shaped:
         """The provider-bound body and headers after every plugin, with what each changed."""

@@ -26,6 +26,7 @@ from ...events.memory_store import MemoryStore
 from ...events.vector_store import VectorStore
 from ...plugins import context as cp
 from ...plugins.system_prompt import SystemPrompt
+from ...plugins.unmask import Restorer
 from .exchange import Exchange
 from .match import judge, recalled
 
@@ -42,7 +43,7 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 class Turn:
     """A turn to write to the user's memory once the answer is sent: its store, user, message and the answer's
-    bytes as the client receives them."""
+    bytes as the record keeps them (masked: ``remember`` puts the request's values back)."""
 
     __slots__ = ("answer", "store", "text", "user")
 
@@ -84,12 +85,29 @@ async def assemble(ex: Exchange) -> None:
             found.append((source.type, items))
     if policy.writes_memory and user is not None and text and ex.state.memories is not None:
         ex.rec.turn = Turn(ex.state.memories, user, text)
+    thinking = _thinks(ex, body, fmt) if found else False
     for kind, items in found:
-        mode = inject(body, fmt, kind, render(kind, items), policy.injection)
+        mode = inject(body, fmt, kind, render(kind, items), policy.injection, thinking=thinking)
         changes.append(f"context: {len(items)} {kind} items ({mode})")
     if changes:
         ex.req = ex.adapter.with_raw(req, _ENCODE.encode(body))
         ex.rec.plugins_applied(None, changes)
+
+
+def _thinks(ex: Exchange, body: dict, fmt: str) -> bool:
+    """Whether an anthropic-format candidate's request will have extended thinking on: the decision's
+    generation says so, or, where it says nothing, a Messages client asked for it (translation from another
+    format carries no thinking)."""
+    r = ex.route
+    assert r is not None
+    if not any(c.api_format == "anthropic" for c in r.candidates):
+        return False
+    shaping = ex.state.policies.shaping(r.recipe, r.decision)
+    switch = shaping.thinking() if shaping is not None else None
+    if switch is not None:
+        return switch
+    own = body.get("thinking")
+    return fmt == "anthropic" and isinstance(own, dict) and own.get("type") != "disabled"
 
 
 async def _compress(ex: Exchange, body: dict, fmt: str, text: str, policy: cp.Compression,
@@ -235,7 +253,8 @@ async def _memory(ex: Exchange, source: cp.Retrieval, text: str, user: str | Non
 
 
 async def remember(ex: Exchange) -> None:
-    """After the answer: write the turn (the user's message and the answer's text) to the user's memory."""
+    """After the answer: write the turn (the user's message and the answer's text, both as the client wrote and
+    read them: with its own values where masking sent placeholders) to the user's memory."""
     turn = ex.rec.turn
     if turn is None or ex.status >= 400 or ex.req is None:
         return
@@ -248,6 +267,10 @@ async def remember(ex: Exchange) -> None:
     except Exception as exc:  # an answer we cannot read leaves the user's message alone worth keeping
         log.info("memory: the answer could not be read (%s); keeping the message alone", type(exc).__name__)
         answer = ""
+    if answer and ex.masked_values:
+        # The answer with this request's values, like the user's message: placeholders are numbered per request,
+        # and masking numbers the memory afresh, with the rest, on each request that injects it.
+        answer = Restorer({p: value for value, p in ex.masked_values.items()}).text(answer)
     memory = f"User: {turn.text}\nAssistant: {answer}" if answer else f"User: {turn.text}"
     try:
         await trio.to_thread.run_sync(turn.store.add_sync, turn.user, memory)
@@ -264,7 +287,7 @@ def render(kind: str, items: list[str]) -> str:
     return "\n\n".join([head, *(f"[{i}] {item}" for i, item in enumerate(items, 1))])
 
 
-def inject(body: dict, fmt: str, kind: str, text: str, mode: str) -> str:
+def inject(body: dict, fmt: str, kind: str, text: str, mode: str, *, thinking: bool = False) -> str:
     """Put ``text`` in ``body`` (the client's format): a tool exchange after the last user message, or the
     system prompt; how it went in.
 
@@ -272,9 +295,13 @@ def inject(body: dict, fmt: str, kind: str, text: str, mode: str) -> str:
     in a request that defines no tools, and Bedrock a toolUse without a toolConfig, whatever format the
     client wrote (the body is translated). Declaring vsr_context instead would let the model call a tool
     that no one runs, and ``tool_choice: none``, which would forbid that, is not every backend's.
+    A request bound for Anthropic with thinking on (``thinking``) gets it too: the assistant message of the
+    last tool exchange must then start with a thinking block, which only the model can write (it is signed).
     """
     if mode == "tool_role" and not body.get("tools"):
         mode = "system_prompt: the request declares no tools"
+    elif mode == "tool_role" and thinking:
+        mode = "system_prompt: thinking is on for an anthropic-format candidate"
     if mode != "tool_role":
         SystemPrompt("insert", text).apply(body, fmt)
         return mode

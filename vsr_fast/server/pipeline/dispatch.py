@@ -11,6 +11,7 @@ from ...upstream import Stream, Whole
 from ..delegation import delegated_credential
 from ...selection.cost import Tally
 from . import executors, looper
+from .looper import Tune
 from .exchange import Exchange
 from .masking import mask
 
@@ -23,9 +24,11 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
     assert r is not None and req is not None
     credential = delegated_credential(ex.state, ex.scope, r.candidates)
 
-    async def written(model: ProviderModel, inbound: Inbound) -> Outbound:
+    async def written(model: ProviderModel, inbound: Inbound, tune: Tune | None = None) -> Outbound:
         out = ex.adapter.upstream(inbound, model.api_format, model.upstream_model,
                                   stream_usage=model.stream_usage)
+        if tune is not None:
+            out = dataclasses.replace(out, body=tune(out.body, model.api_format))
         # The client's forwarded headers join the request's own, so header_mutation sees them all.
         out = dataclasses.replace(out, headers=(*client_headers, *out.headers), credential=credential)
         return await _shaped(ex, out, model)
@@ -36,9 +39,11 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
             out = ex.outbound[model.name] = await written(model, req)
         return out
 
-    async def rewritten(model: ProviderModel, raw: bytes) -> Outbound:
-        """An executor's own question to ``model``: the client's request rewritten, in the client's protocol."""
-        return await written(model, ex.adapter.with_raw(req, raw))
+    async def rewritten(model: ProviderModel, raw: bytes, tune: Tune | None = None) -> Outbound:
+        """An executor's own question to ``model``: the client's request rewritten, in the client's protocol;
+        ``tune`` writes the executor's own settings in the model's format, before the shaping plugins constrain
+        them as they do the client's."""
+        return await written(model, ex.adapter.with_raw(req, raw), tune)
 
     client_headers = tuple(ex.provider_headers())
     dispatcher = ex.state.dispatcher

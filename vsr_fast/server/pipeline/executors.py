@@ -22,7 +22,6 @@ as one held stream: these executors must have every answer before they write the
 """
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 import msgspec
@@ -32,17 +31,17 @@ from ...config.algorithm import Algorithm, Fusion, WorkflowFinal, WorkflowRole, 
 from ...config.schema import ProviderModel
 from ...errors import LooperBudgetExhausted, LooperCallsFailed, UpstreamError
 from ...headers import registry as h
-from ...protocol.adapters import Outbound
 from ...protocol.untooled import without_tools
 from ...selection import accept as checks
 from ...selection import synthesis as syn
 from ...selection.cost import Tally, Tokens
 from ...upstream import Attempt, Stream, Whole
 from .exchange import Exchange
-from .looper import Rewrite, Spent, fixed, metric, note, nothing
+from .looper import Rewrite, Spent, Tune, fixed, metric, note, nothing
 
 _DECODE = msgspec.json.Decoder()
 _MAX_TOKENS = {"openai": "max_tokens", "anthropic": "max_tokens", "responses": "max_output_tokens"}
+_TEMPERATURE_MAX = {"anthropic": 1.0}      # Anthropic's 0-1; OpenAI's 0-2 is the configuration's own bound
 
 
 class Calls:
@@ -82,8 +81,8 @@ class Calls:
             self.verdicts.append(f"{name}: not called, {spent}")
             return None
         self.made += 1
-        outbound = await self.build(model, syn.with_prompt(self.body, self.ex.api, prompt))
-        outbound = _tuned(outbound, model.api_format, temperature, max_tokens)
+        outbound = await self.build(model, syn.with_prompt(self.body, self.ex.api, prompt),
+                                    _tuning(temperature, max_tokens))
         failure = None
         with trio.move_on_at(self.at) as cut:
             try:
@@ -151,20 +150,25 @@ class Calls:
         return LooperCallsFailed(f"no call of the {what} answered ({'; '.join(self.verdicts)})")
 
 
-def _tuned(out: Outbound, api_format: str, temperature: float | None, max_tokens: int | None) -> Outbound:
-    """An executor's sampling settings over the request's own (they win, as in vLLM Semantic Router)."""
+def _tuning(temperature: float | None, max_tokens: int | None) -> Tune | None:
+    """An executor's sampling settings over the request's own (they win, as in vLLM Semantic Router), written in
+    the model's format before the shaping plugins, so request_params bounds them as it bounds a client's; a
+    temperature above the model's API range is clamped to it, as translation clamps a client's."""
     if temperature is None and max_tokens is None:
-        return out
-    body = _DECODE.decode(out.body)
-    if temperature is not None:
-        body["temperature"] = temperature
-    if max_tokens is not None:
-        key = _MAX_TOKENS.get(api_format, "max_tokens")
-        if api_format == "openai":
-            body.pop("max_tokens", None)
-            key = "max_completion_tokens"
-        body[key] = max_tokens
-    return dataclasses.replace(out, body=msgspec.json.encode(body))
+        return None
+
+    def tune(raw: bytes, api_format: str) -> bytes:
+        body = _DECODE.decode(raw)
+        if temperature is not None:
+            body["temperature"] = min(temperature, _TEMPERATURE_MAX.get(api_format, temperature))
+        if max_tokens is not None:
+            key = _MAX_TOKENS.get(api_format, "max_tokens")
+            if api_format == "openai":
+                body.pop("max_tokens", None)
+                key = "max_completion_tokens"
+            body[key] = max_tokens
+        return msgspec.json.encode(body)
+    return tune
 
 
 def answer_of(calls: Calls, answer: syn.Answer, algorithm: str, streamed: bool) -> Stream | Whole:
