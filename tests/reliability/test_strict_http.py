@@ -260,7 +260,6 @@ def test_a_head_request_s_refusal_is_its_head_alone_and_the_connection_goes_on(e
     assert status == 200
 
 
-<<<<<<< HEAD
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
 def test_a_head_past_16_kib_is_431_however_its_bytes_arrive(edge, path):
     """h11 refuses a head past 16 KiB only while it waits for the rest of it: one that arrives in a single read
@@ -276,7 +275,8 @@ def test_a_head_past_16_kib_is_431_however_its_bytes_arrive(edge, path):
     # Just under the limit is read as before: the route answers it (here: the empty body's 400).
     under = httpx.post(f"{edge.url}{path}", headers={"x-pad": "a" * 15_000}, json={}, timeout=10)
     assert under.status_code == 400, under.text
-=======
+
+
 def read_head(sock) -> tuple[bytes, bytes]:
     """The head of the first response on ``sock``, and what came after it in the same reads."""
     got = b""
@@ -313,4 +313,3 @@ def test_a_chunk_declared_past_the_limit_gets_413_before_its_bytes(edge, path, s
         status, headers, body = parts(one_response(s))
     assert status == 413, body
     assert error_code(path, body) == "request_too_large"      # Anthropic's own type for a 413 too
->>>>>>> fix16

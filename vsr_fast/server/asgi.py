@@ -335,10 +335,6 @@ class ClientSide:
         self.hold_for: trio.lowlevel.Task | None = None
         self.watches: set[DisconnectWatch] = set()
 
-<<<<<<< HEAD
-    def left(self, why: SendTimeout | None = None) -> None:
-        """The client closed or reset the connection, or the router closed it ``why``."""
-=======
     def body_over(self) -> bool:
         """Whether the body being read will pass its limit by what its current chunk declares; if so its read
         is cut (from the connection's task, after each read, or the reading task's own)."""
@@ -352,8 +348,8 @@ class ClientSide:
         reading.cut.cancel()
         return True
 
-    def left(self) -> None:
->>>>>>> fix16
+    def left(self, why: SendTimeout | None = None) -> None:
+        """The client closed or reset the connection, or the router closed it ``why``."""
         self.closed = True
         for watch in tuple(self.watches):
             watch.client_left(why)
