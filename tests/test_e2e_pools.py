@@ -35,17 +35,18 @@ def metric(proc, name: str, backend: str, model: str = "m") -> float | None:
     return float(found.group(1)) if found else None
 
 
-def test_weights_spread_two_thousand_requests(tmp_path):
+def test_weights_spread_eight_hundred_requests(tmp_path):
+    # Smooth weighted round robin: 3:1 to within a twentieth, though eight clients send at once.
     with mock_upstream() as heavy, mock_upstream() as light:
         path = pool_config(tmp_path, [{"endpoint": f"{heavy.url}/v1", "name": "heavy", "weight": 3},
                                       {"endpoint": f"{light.url}/v1", "name": "light", "weight": 1}])
         with router(path) as proc, httpx.Client(timeout=30) as client:
             with ThreadPoolExecutor(8) as pool:
-                codes = list(pool.map(lambda _: post(client, proc).status_code, range(2000)))
-            assert codes.count(200) == 2000
+                codes = list(pool.map(lambda _: post(client, proc).status_code, range(800)))
+            assert codes.count(200) == 800
             h, l_ = stats(heavy)["completed"], stats(light)["completed"]
-            assert h + l_ == 2000
-            assert abs(h - 1500) <= 75 and abs(l_ - 500) <= 25, (h, l_)
+            assert h + l_ == 800
+            assert abs(h - 600) <= 30 and abs(l_ - 200) <= 10, (h, l_)
 
 
 def test_a_replica_answering_503_is_ejected_then_readmitted(tmp_path):
