@@ -108,6 +108,37 @@ def test_each_identity_problem_fails_with_its_line(doc, line):
     assert line in lines_of(doc)
 
 
+def delegating_smart(**plugins) -> dict:
+    """The base configuration with model ``smart`` delegated (only decision b reaches it) and response_cache
+    entries at the layers given: ``glob``, ``recipe``, ``a``, ``b`` (decision layers)."""
+    doc = with_(["providers", "models", 1, "backend_refs", 0, "auth"], {"credential": "delegated"})
+    doc["global"] = {"services": {"authz": {"delegated_credential": {"enabled": True}}}}
+    entry = lambda conf: [{"type": "response_cache", "configuration": conf}]   # noqa: E731
+    if "glob" in plugins:
+        doc["global"]["plugins"] = entry(plugins["glob"])
+    if "recipe" in plugins:
+        doc["recipes"][0]["plugins"] = entry(plugins["recipe"])
+    for i, name in enumerate("abc"):
+        if name in plugins:
+            doc["recipes"][0]["decisions"][i]["plugins"] = entry(plugins[name])
+    return doc
+
+
+def test_a_shared_cache_scope_is_refused_only_where_a_delegated_model_answers():
+    # Decisions a and c never reach the delegated model: any scope. Decision b reaches it: user only, whichever
+    # layer set its scope. The global layer serves a delegated model named directly, so it must say user too.
+    assert load_raw(delegating_smart(a={"scope": "tenant"}, c={"scope": "global"}))
+    assert load_raw(delegating_smart(recipe={"scope": "tenant"}, b={"scope": "user"}))
+    assert load_raw(delegating_smart(recipe={"scope": "team"}, b={"enabled": False}))
+    line = ("{}.configuration.scope: invalid_value: with delegated upstreams (smart) an answer is served only to the "
+            "user whose credential obtained it; scope must be user")
+    assert lines_of(delegating_smart(a={"scope": "tenant"}, b={"scope": "tenant"})) == [
+        line.format("recipes[default].decisions[b].plugins[0]")]
+    assert lines_of(delegating_smart(recipe={"scope": "tenant"})) == [line.format("recipes[default].plugins[0]")]
+    assert lines_of(delegating_smart(glob={"scope": "tenant"}, recipe={"scope": "user"})) == [
+        line.format("global.plugins[0]")]
+
+
 def test_an_identity_source_lets_them_load():
     trusted = with_(["recipes", 0, "signals"], {**base()["recipes"][0]["signals"], **ROLE})
     trusted["listeners"] = [{"name": "main", "identity": {"trust_headers": True}}]

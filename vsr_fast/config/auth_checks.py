@@ -143,13 +143,56 @@ def _check_delegated(config: RouterConfig, errors: list[str]) -> None:
                           f"{path} (the header the authenticator writes)")
     if not upstreams:
         return
+    _check_delegated_cache(config, upstreams, errors)
     for where, entry in config.plugin_entries():
         conf = entry.configuration
-        if entry.type == "response_cache" and conf.get("scope", "user") != "user":
-            errors.append(f"{where}.configuration.scope: invalid_value: with delegated upstreams "
-                          f"({', '.join(sorted(upstreams))}) an answer is served only to the user whose credential "
-                          f"obtained it; scope must be user")
         shadow = conf.get("shadow") if entry.type == "router_replay" else None
         if isinstance(shadow, dict) and shadow.get("model") in upstreams:
             errors.append(f"{where}.configuration.shadow.model: invalid_value: upstream {shadow['model']!r} is "
                           f"delegated and a shadow copy never carries a user's credential")
+
+
+def _cache_layer(entries, where: str) -> tuple[str, dict] | None:
+    """A layer's response_cache entry (the first, as ``plugins.layers.layer_of`` reads it) and its path."""
+    return next(((f"{where}[{i}]", e.configuration) for i, e in enumerate(entries) if e.type == "response_cache"),
+                None)
+
+
+def _check_delegated_cache(config: RouterConfig, upstreams: set[str], errors: list[str]) -> None:
+    """response_cache scope user on every route whose answer may come from a delegated upstream: a decision or
+    fallback whose modelRefs name a delegated model, a delegated model named directly (the global layer alone);
+    every route when a delegated deployment exists (the rules may ask it for any request). The layer that set
+    the route's scope is named. Routes that reach none keep any scope: their answers obtained no one's
+    credential."""
+    delegated_models = {m.name for m in config.providers.models if m.name in upstreams}
+    deployments = upstreams - delegated_models
+    glob = _cache_layer(config.global_.plugins, "global.plugins")
+    # Route -> delegated upstreams it reaches; (None, None): the models a client names directly.
+    nameable = {m.name for m in config.providers.models if m.name in delegated_models and m.api_format != "systemone"}
+    routes: list[tuple[list, set[str]]] = [([glob], nameable | deployments)]
+    for recipe in config.recipes:
+        layer = _cache_layer(recipe.plugins, f"recipes[{recipe.name}].plugins")
+        for decision in recipe.decisions:
+            reached = {ref.model for ref in decision.modelRefs} & delegated_models
+            routes.append(([glob, layer, _cache_layer(decision.plugins, f"recipes[{recipe.name}].decisions["
+                                                                         f"{decision.name}].plugins")],
+                           reached | deployments))
+        if recipe.fallback is not None:
+            routes.append(([glob, layer], ({ref.model for ref in recipe.fallback.modelRefs} & delegated_models)
+                           | deployments))
+    named: dict[str, set[str]] = {}
+    for layers, reached in routes:
+        present = [found for found in layers if found is not None]
+        if not reached or not present:
+            continue
+        enabled, scope_at, scope = True, None, "user"
+        for where, conf in present:
+            enabled = conf.get("enabled", enabled)
+            if "scope" in conf:
+                scope_at, scope = where, conf["scope"]
+        if enabled is not False and scope != "user" and scope_at is not None:
+            named.setdefault(scope_at, set()).update(reached)
+    for where, reached in named.items():
+        errors.append(f"{where}.configuration.scope: invalid_value: with delegated upstreams "
+                      f"({', '.join(sorted(reached))}) an answer is served only to the user whose credential "
+                      f"obtained it; scope must be user")

@@ -83,6 +83,9 @@ class Inbound:
     memo: dict = field(default_factory=dict)
     # The client's provider-defined headers (anthropic-beta, ...): for a backend of its own format.
     headers: tuple[tuple[str, bytes], ...] = ()
+    # The caller's ``Identity.owner``, set before ``prepare``: whose stored Responses it may continue, and
+    # whose its own answer becomes.
+    owner: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -561,12 +564,13 @@ class ResponsesAdapter(Adapter):
 
     async def prepare(self, req: Inbound) -> Inbound:
         """Expand ``previous_response_id`` into the stored conversation, so any backend can
-        continue it; an unknown id is a 400 naming the field, as OpenAI answers."""
+        continue it; an unknown id is a 400 naming the field, as OpenAI answers. So is another owner's id
+        (``StoredResponse.owner``): the same answer, word for word, so an id's existence is not told either."""
         previous = req.body.previous_response_id
         if previous is None:
             return req
         record = await self.store.get(previous)
-        if record is None:
+        if record is None or record.owner != req.owner:
             raise PreviousResponseNotFound(f"Previous response with id '{previous}' not found.",
                                            param="previous_response_id")
         top = dict(chat.TOP_LEVEL_DECODER.decode(req.raw))
@@ -665,7 +669,7 @@ class ResponsesAdapter(Adapter):
         top = chat.TOP_LEVEL_DECODER.decode(req.raw)
         output = b"[" + b",".join(bytes(item) for item in answer.output) + b"]"
         items = _join_arrays(_input_items(top.get("input")), output)
-        await self.store.put(responses.StoredResponse(answer.id, msgspec.Raw(items), answer.model))
+        await self.store.put(responses.StoredResponse(answer.id, msgspec.Raw(items), answer.model, req.owner))
 
 
 def _input_items(raw: msgspec.Raw | None) -> bytes:

@@ -30,6 +30,27 @@ class Identity:
     admin: bool = False
     limits: Any = None          # the key's own config.auth.Limits, when it has any
 
+    @property
+    def owner(self) -> str | None:
+        """Who owns what this caller leaves on the router for later requests (its stored Responses, its
+        sessions' affinity): its tenant, else its key, else its user, else its team; None when anonymous.
+
+        The tenant, as OpenAI scopes response ids to the project: every key of one tenant continues the
+        tenant's threads, no other caller can tell them from unknown ones. Without a tenant, the key (the
+        narrowest the router knows); behind a trusted authenticator without keys, the user, else the team.
+        Anonymous callers are one owner: the router cannot tell them apart (a router without identity serves one
+        tenant). The kind prefixes the name, so a tenant and a key of one name never share.
+        """
+        if self.tenant:
+            return f"tenant:{self.tenant}"
+        if self.key_id:
+            return f"key:{self.key_id}"
+        if self.user:
+            return f"user:{self.user}"
+        if self.team:
+            return f"team:{self.team}"
+        return None
+
 
 ANONYMOUS = Identity()
 

@@ -248,11 +248,19 @@ class Remembered(Struct, frozen=True):
 
 
 class StoredResponse(Struct, frozen=True):
-    """One answered response: its whole conversation as a JSON array of input items."""
+    """One answered response: its whole conversation as a JSON array of input items, and whose it is.
+
+    ``owner``: ``Identity.owner`` of the caller it answered; only a caller of the same owner continues it, any
+    other is told the id is unknown. A record stored before owners were kept decodes with None: only an
+    anonymous caller (a router without identity, as the one that stored it then) continues it; behind keys it
+    reads as evicted, and its thread starts over. Rejected: letting anyone read an ownerless record, which
+    would keep every pre-upgrade thread readable by every tenant for the store's TTL.
+    """
 
     id: str
     items: msgspec.Raw
     model: str = ""
+    owner: str | None = None
 
 
 class ResponseStore(Protocol):

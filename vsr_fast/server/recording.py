@@ -6,6 +6,7 @@ merged per (recipe, decision) once and kept.
 """
 from __future__ import annotations
 
+import hashlib
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -22,6 +23,7 @@ from ..protocol.adapters import Inbound
 from ..routing import Route
 from ..upstream import Attempt
 from .asgi import Scope, header
+from .delegation import delegated_credential
 
 _REQUEST_ID = h.REQUEST_ID.encode()
 
@@ -112,7 +114,10 @@ class Policies:
 
 
 def session_id(scope: Scope, names: tuple[bytes, ...]) -> bytes | None:
-    """The session's name: x-vsr-session-id, else the first of the configured client headers (spec 5.10)."""
+    """The session's name: x-vsr-session-id, else the first of the configured client headers (spec 5.10).
+
+    As the client wrote it: the record keeps it so. Affinity keys it with the caller's owner
+    (``pipeline.looper``), so a name another tenant also uses never moves their session."""
     for name in names:
         value = header(scope, name)
         if value:
@@ -174,6 +179,14 @@ class Recording:
         if cache.enabled and store is not None:
             identity = state.identity(scope)
             who = response_cache.principal(cache.scope, user=identity.user, team=identity.team, tenant=identity.tenant)
+            # A route that can reach a delegated upstream: its credential is read before the cache is (401
+            # delegated_credential_missing, as dispatch would answer; a hit must not answer in its stead), and
+            # its digest joins the principal, so an answer serves only requests carrying the credential that
+            # obtained it, whatever the scope's principal (anonymous callers are one). Rejected: skipping the
+            # cache on such routes, which a user repeating a question would pay for at each call.
+            credential = delegated_credential(state, scope, route.candidates)
+            if credential is not None:
+                who += "|credential:" + hashlib.sha256(credential.encode()).hexdigest()
             guard = plan.guard
             key = response_cache.cache_key(raw, recipe=route.recipe, decision=route.decision, guard=guard,
                                            policy=cache, principal=who, api=req.api)

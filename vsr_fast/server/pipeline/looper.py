@@ -69,9 +69,8 @@ async def select(ex: Exchange, r: Route, alg: Algorithm | None) -> Route:
         rng = sel.rng((r.recipe, r.decision), alg.random.seed if alg.random is not None else None)
         order = selectors.pick_random(r.candidates, [weight.get(c.name, 0.0) for c in r.candidates], rng)
     else:
-        session = session_id(ex.scope, ex.state.session_headers)
         order = selectors.pick_multi_factor(r.candidates, alg.multi_factor or MultiFactor(), sel.stats,
-                                            sel.sessions.get(session), _domain_scores(ex, r))
+                                            sel.sessions.get(_session(ex)), _domain_scores(ex, r))
     return dataclasses.replace(r, candidates=order)
 
 
@@ -126,7 +125,17 @@ def note(ex: Exchange, member: str, items: list[str]) -> None:
 
 def served(ex: Exchange, model: str) -> None:
     """Remember the session's model for multi_factor's affinity."""
-    ex.state.selection.sessions.served(session_id(ex.scope, ex.state.session_headers), model)
+    ex.state.selection.sessions.served(_session(ex), model)
+
+
+def _session(ex: Exchange) -> bytes | None:
+    """The session as affinity knows it: the caller's owner (``Identity.owner``) and the session's name, so a
+    caller naming another tenant's session id moves a session of its own, never theirs."""
+    name = session_id(ex.scope, ex.state.session_headers)
+    if not name:
+        return None
+    owner = ex.state.identity(ex.scope).owner
+    return name if owner is None else owner.encode() + b"\n" + name
 
 
 # --- cost ------------------------------------------------------------------------------------------
