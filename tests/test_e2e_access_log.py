@@ -1,14 +1,16 @@
 """The access log: one structured line per inference request, JSON or logfmt, with the route and the cause."""
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
 import httpx
+import openai
 
 from vsr_fast.server.access_log import logfmt
 
-from .procs import config, free_port, router, wait_for_value, write_config
+from .procs import config, free_port, router, wait_for_value, wait_until, write_config
 
 
 def _config(tmp_path, endpoint: str, **access) -> str:
@@ -63,3 +65,27 @@ def test_one_json_line_per_request_with_route_tokens_and_cause(tmp_path, mock):
 
 def test_logfmt_quotes_what_needs_it():
     assert logfmt({"a": "x y", "b": 3, "c": None, "d": 'q"', "e": 0.25}) == 'a="x y" b=3 d="q\\"" e=0.25'
+
+
+def test_each_line_names_the_caller_by_key_id_never_by_key(tmp_path, mock):
+    team_key, bare_key = "vsk-team-" + "t" * 32, "vsk-bare-" + "b" * 32
+    keys = [{"id": "alice-key", "sha256": hashlib.sha256(team_key.encode()).hexdigest(), "user": "alice",
+             "team": "web", "tenant": "tenA"},
+            {"id": "bare", "sha256": hashlib.sha256(bare_key.encode()).hexdigest()}]
+    log = tmp_path / "access.log"
+    doc = config([{"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1", "name": "only"}]}],
+                 [{"name": "d", "modelRefs": [{"model": "m"}]}])
+    doc["global"] = {"router": {"access_log": {"enabled": True, "path": str(log)},
+                                "auth": {"enabled": True, "keys": keys}}}
+    with router(write_config(doc, str(tmp_path))) as proc:
+        for key in (team_key, bare_key):
+            client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key=key, max_retries=0)
+            client.chat.completions.create(model="vsr/auto", messages=[{"role": "user", "content": "hi"}])
+        wait_until(lambda: len(log.read_text().splitlines()) == 2, "two access log lines in the file")
+    text = log.read_text()
+    first, second = (json.loads(line) for line in text.splitlines())
+    assert (first["key_id"], first["user"], first["team"], first["tenant"]) == ("alice-key", "alice", "web", "tenA")
+    # A key naming no user is its own user; no team or tenant: left out of the line.
+    assert (second["key_id"], second["user"]) == ("bare", "bare") and "team" not in second and "tenant" not in second
+    for secret in (team_key, bare_key):
+        assert secret not in text and hashlib.sha256(secret.encode()).hexdigest() not in text

@@ -22,6 +22,7 @@
     │   ├── PreviousResponseNotFound 400 previous_response_not_found
     │   ├── AmbiguousFraming        400 ambiguous_framing      (Content-Length with Transfer-Encoding)
     │   ├── MalformedRequest        400 malformed_request      (HTTP/1.1 h11 refuses: a bad chunk, Content-Length, header)
+    │   ├── NonCanonicalPath        400 non_canonical_path     (//metrics, /./x, /%6detrics: read two ways, refused)
     │   ├── HeadTooLarge            431 request_head_too_large (a request head past hypercorn's h11_max_incomplete_size)
     │   ├── CodingNotImplemented    501 transfer_coding_not_implemented (a Transfer-Encoding other than chunked)
     │   ├── OriginRefused           403 origin_not_allowed     (an Origin not in global.router.cors.allow_origins)
@@ -249,6 +250,13 @@ class RouteNotFound(RequestError):
     listener does not reveal the admin routes."""
 
     status, code = 404, "not_found"
+
+
+class NonCanonicalPath(RequestError):
+    """A request path that routing would read other than as it is spelled: repeated slashes, a dot segment, a
+    trailing slash, a percent-encoded letter, digit or slash (server/paths.py)."""
+
+    code = "non_canonical_path"
 
 
 class BodyTimeout(RequestError):

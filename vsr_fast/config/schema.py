@@ -283,9 +283,10 @@ class UpstreamPolicy(_Block):
 
 
 class AccessLogConfig(_Block):
-    """One line per inference request: time, request id, client API, recipe, decision, model, status, response
-    path, latency, time to first byte, tokens, error code, an upstream failure's cause and the error's message.
-    ``level: errors``: statuses 400 and up only. ``path``: appended to (none: stderr)."""
+    """One line per inference request: time, request id, the caller (key id, never the key; user, team, tenant),
+    client API, recipe, decision, model, status, response path, latency, time to first byte, tokens, error code,
+    an upstream failure's cause and the error's message. ``level: errors``: statuses 400 and up only. ``path``:
+    appended to (none: stderr)."""
 
     enabled: bool = False
     format: Literal["json", "logfmt"] = "json"

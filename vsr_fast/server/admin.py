@@ -26,6 +26,9 @@ from .state import AppState
 def make_admin(state: AppState) -> QuartTrio:
     """The quart-trio app serving the routes that are not the hot path."""
     app = QuartTrio("vsr_fast")
+    # Inner slashes matched as spelled (werkzeug merges them by default, and strips leading ones whatever this
+    # says): app.py refuses every such path before quart sees it (server/paths.py); this is the second line.
+    app.url_map.merge_slashes = False
     # Quart cuts responses after RESPONSE_TIMEOUT (60 s) silently (STACK-NOTES).
     app.config["RESPONSE_TIMEOUT"] = None
     app.config["MAX_CONTENT_LENGTH"] = state.max_body_bytes

@@ -9,7 +9,8 @@ from http import HTTPStatus
 from werkzeug.exceptions import NotFound
 
 from ..errors import (AdminOnly, AmbiguousFraming, AuthError, CodingNotImplemented, HeaderTimeout, HeadTooLarge,
-                      MalformedRequest, MethodNotAllowed, OriginRefused, RouteNotFound, UnsupportedMedia, VsrError)
+                      MalformedRequest, MethodNotAllowed, NonCanonicalPath, OriginRefused, RouteNotFound,
+                      UnsupportedMedia, VsrError)
 from ..headers.public import public_headers
 from ..headers.registry import ResponsePath
 from .admin import make_admin
@@ -18,6 +19,7 @@ from .asgi import (Receive, Scope, Send, discard_body, header, lingering_close, 
                    to_origin_form)
 from .count_tokens import handle_count_tokens
 from .models_api import PATH as MODELS_PATH
+from .paths import non_canonical, normalised
 from .pipeline import handle_api
 from .preview import handle_preview
 from .shapes import SYSTEMONE_PATHS, error_for_path, error_for_request
@@ -92,6 +94,14 @@ def make_app(state: AppState, role: str = "serving"):
             await discard_body(receive)
             await _refuse(state, send, path, HeadTooLarge(f"the request's head is larger than {MAX_HEAD_BYTES} "
                                                            "bytes"), (b"connection", b"close"), scope=scope)
+            return
+        # Before anything reads the path (the listener's role, the key it needs, the route): paths.py.
+        why = non_canonical(scope.get("raw_path") or b"", path)
+        if why is not None:
+            await discard_body(receive)
+            shape = {**scope, "path": normalised(path)}     # the error's protocol only: nothing routes on it
+            await _refuse(state, send, path, NonCanonicalPath(f"the request path is not canonical: {why}"),
+                          scope=shape)
             return
         origin = header(scope, b"origin")
         if origin is not None:

@@ -96,8 +96,11 @@ def _access_fields(ex: Exchange) -> dict:
     now = time.perf_counter()
     rid = next((v for k, v in ex.scope["headers"] if k == b"x-request-id"), None)
     meter, failure = ex.meter, ex.failure
+    who = ex.state.identity(ex.scope)
     return {
         "request_id": rid.decode("latin-1") if rid else (ex.rec.events.request_id if ex.rec.events else None),
+        # Who called: the key's id (never the key or its hash) and whom it names, or a trusted listener's headers.
+        "key_id": who.key_id, "user": who.user, "team": who.team, "tenant": who.tenant,
         "api": ex.api, "recipe": ex.recipe, "decision": ex.decision, "model": ex.model, "status": ex.status,
         "path": ex.path.value, "latency_s": round(now - ex.started, 6),
         "ttfb_s": round(ex.first_byte - ex.started, 6) if ex.first_byte is not None else None,
