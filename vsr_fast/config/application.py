@@ -141,7 +141,11 @@ class SystemOneRule(_Rule, kw_only=True):
 
 
 class Signals(Block, kw_only=True):
-    """``recipes[].signals``: seven heuristic types, the systemone primitive, eleven application types."""
+    """``recipes[].signals``: seven heuristic types, the systemone primitive, eleven application types.
+
+    A rule reads the current user turn: every user message after the last assistant message, joined by a
+    blank line (consecutive user messages, or a Responses input's user items, are one turn, as Anthropic
+    reads them). Its ``input`` adds the earlier user turns, the tool results or other parts."""
 
     keywords: list[KeywordRule] = field(default_factory=list)
     language: list[LanguageRule] = field(default_factory=list)

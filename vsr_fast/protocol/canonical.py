@@ -54,6 +54,9 @@ class Identity:
 
 ANONYMOUS = Identity()
 
+# What joins the current turn's user messages into the one text the signals read.
+TURN_JOIN = "\n\n"
+
 
 class CanonicalRequest:
     """One request as every signal sees it, whatever protocol it came in."""
@@ -81,36 +84,50 @@ class CanonicalRequest:
         return [m.text() for m in self.messages if m.role == "user"]
 
     @cached_property
+    def current(self) -> tuple[int, ...]:
+        """Indexes in ``messages`` of the current user turn: every user message after the last assistant
+        message before the last user message (consecutive user messages are one turn, as Anthropic reads
+        them and as a Responses input lists them). A tool loop's results after the last user message leave
+        the turn that asked for them current. Empty when no message is the user's."""
+        last = next((i for i in range(len(self.messages) - 1, -1, -1) if self.messages[i].role == "user"), -1)
+        if last < 0:
+            return ()
+        start = last
+        while start > 0 and self.messages[start - 1].role != "assistant":
+            start -= 1
+        return tuple(i for i in range(start, last + 1) if self.messages[i].role == "user")
+
+    @cached_property
+    def turn_texts(self) -> list[str]:
+        """The current turn's user messages' texts, oldest first, empty ones left out."""
+        return [t for t in (self.messages[i].text() for i in self.current) if t]
+
+    @cached_property
     def text(self) -> str:
-        """The current user turn: the last user message's text."""
-        turns = self.user_turns
-        return turns[-1] if turns else ""
+        """The current user turn: its user messages' texts, joined by a blank line (``TURN_JOIN``)."""
+        return TURN_JOIN.join(self.turn_texts)
 
     @cached_property
     def history(self) -> list[str]:
-        """The earlier user turns, oldest first."""
-        return self.user_turns[:-1]
+        """The earlier user turns, oldest first: each user message before the current turn."""
+        return [m.text() for m in self.messages[: self._start] if m.role == "user"]
 
     @cached_property
-    def current_index(self) -> int:
-        """Index of the current user turn in ``messages`` (-1 when there is none)."""
-        for i in range(len(self.messages) - 1, -1, -1):
-            if self.messages[i].role == "user":
-                return i
-        return -1
+    def _start(self) -> int:
+        return self.current[0] if self.current else 0
 
     def previous_turns(self, n: int) -> list[tuple[str, str]]:
         """The last ``n`` user and assistant turns before the current one, oldest first."""
         if n <= 0:
             return []
-        earlier = self.messages[: max(self.current_index, 0)]
+        earlier = self.messages[: self._start]
         turns = [(m.role, m.text()) for m in earlier if m.role in ("user", "assistant") and m.text()]
         return turns[-n:]
 
     @cached_property
     def previous_answer(self) -> str | None:
         """The assistant answer the current turn replies to."""
-        for m in reversed(self.messages[: max(self.current_index, 0)]):
+        for m in reversed(self.messages[: self._start]):
             if m.role == "assistant":
                 return m.text()
         return None
@@ -122,10 +139,8 @@ class CanonicalRequest:
     @cached_property
     def images(self) -> list[str]:
         """Image URLs of the current turn."""
-        i = self.current_index
-        if i < 0 or isinstance(self.messages[i].content, str):
-            return []
-        return [p.image_url.url for p in self.messages[i].content or () if isinstance(p, ImagePart)]
+        return [p.image_url.url for i in self.current if not isinstance(self.messages[i].content, str)
+                for p in self.messages[i].content or () if isinstance(p, ImagePart)]
 
     @cached_property
     def all_text_bytes(self) -> int:

@@ -103,6 +103,7 @@ async def read_learned(learned: LearnedSignals, canonical: CanonicalRequest, rea
         return None
     started = time.perf_counter_ns()
     readings.request_text = canonical.text
+    readings.request_parts = canonical.turn_texts
     scanned = systemone.scanned(asked, canonical)
     # A span rule's earlier turns and tool results, each asked on its own in the same merged call.
     parts = {r.share: part_shares(r.share, canonical) for r in learned.read if r.question_type == "span"}

@@ -195,7 +195,8 @@ class Recording:
                 canonical = state.adapters[req.api].canonical(req)
                 text = canonical.text
                 # Only the current user turn is compared by meaning; every other message must be the same.
-                others = [(m.role, m.text()) for i, m in enumerate(canonical.messages) if i != canonical.current_index]
+                current = set(canonical.current)
+                others = [(m.role, m.text()) for i, m in enumerate(canonical.messages) if i not in current]
                 partition = response_cache.semantic_partition(raw, recipe=route.recipe, decision=route.decision,
                                                               guard=(guard, others), policy=cache, principal=who,
                                                               api=req.api)

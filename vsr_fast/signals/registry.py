@@ -44,7 +44,7 @@ class Reading:
 class Readings:
     """Every outcome of one request's signals, keyed by (condition type, rule name)."""
 
-    __slots__ = ("outcomes", "timings_us", "coverage", "overloaded", "request_text")
+    __slots__ = ("outcomes", "timings_us", "coverage", "overloaded", "request_text", "request_parts")
 
     def __init__(self) -> None:
         self.outcomes: dict[tuple[str, str], Outcome] = {}
@@ -55,6 +55,8 @@ class Readings:
         self.overloaded: set[tuple[str, str]] = set()
         # The current turn the System One questions read: masking reuses its span answers by this text.
         self.request_text: str | None = None
+        # Its user messages' texts, in order (``CanonicalRequest.turn_texts``): the request's own text positions.
+        self.request_parts: list[str] = []
 
     def get(self, type_: str, name: str) -> Outcome | None:
         return self.outcomes.get((type_, name))

@@ -18,6 +18,7 @@ import msgspec
 from ...errors import MaskingUnavailable, VsrError
 from ...plugins import masking
 from ...plugins.unmask import Restorer
+from ...protocol.canonical import TURN_JOIN
 from .exchange import Exchange
 
 _DECODE = msgspec.json.Decoder()
@@ -111,7 +112,25 @@ def _from_routing(ex: Exchange, policy: masking.Masking) -> dict:
             return {}
     elif coverage != "full":
         return {}
-    return {text: list(outcome.spans)}
+    return {text: list(outcome.spans), **_per_message(text, readings.request_parts, outcome.spans)}
+
+
+def _per_message(text: str, parts: list[str], spans) -> dict:
+    """The spans of the current turn ``text`` (its user messages ``parts`` joined by ``TURN_JOIN``) for each
+    message, offsets made its own: a message the provider-bound body holds as one text needs no question. A
+    message a span crosses out of, or whose text is another's too, is left to be asked."""
+    if len(parts) < 2:
+        return {}
+    counts = Counter(parts)
+    out, at = {}, 0
+    for part in parts:
+        end = at + len(part)
+        inside = [s for s in spans if at <= s.start and s.end <= end]
+        crossing = any(s.start < end and s.end > at for s in spans if s not in inside)
+        if counts[part] == 1 and not crossing:
+            out[part] = [msgspec.structs.replace(s, start=s.start - at, end=s.end - at) for s in inside]
+        at = end + len(TURN_JOIN)
+    return out
 
 
 def restores(policy: masking.Masking | None, cached) -> bool:
