@@ -30,6 +30,11 @@ class Identity:
     admin: bool = False
     limits: Any = None          # the key's own config.auth.Limits, when it has any
 
+    def reaches(self, model: str) -> bool:
+        """Whether a request of this caller may be sent to provider model ``model``, named or routed to (a shadow
+        copy included): one of its key's ``models``, or any when the key lists none."""
+        return self.models is None or model in self.models
+
 
 ANONYMOUS = Identity()
 
