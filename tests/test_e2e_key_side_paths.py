@@ -27,6 +27,7 @@ ADMIN = "vsk-admin-" + "a" * 32
 ONLY_A = "vsk-only-a-" + "b" * 32           # models [model-a]
 ONLY_AUTO = "vsk-only-auto-" + "c" * 32     # entrypoints [vsr/auto]
 S1 = "vsk-s1-" + "d" * 32                   # models [hosted]
+S1_ENTRY = "vsk-s1-entry-" + "h" * 32       # entrypoints [router-s1]
 ANY = "vsk-any-" + "e" * 32                 # no list, no limit
 LIMITED = "vsk-limited-" + "f" * 32         # rpm 2, for the System One API
 COUNTER = "vsk-counter-" + "g" * 32         # rpm 2, for count_tokens
@@ -58,6 +59,7 @@ def gw(mock, agent, fake, secret, prefix, tmp_path_factory):
             {"id": "only-a", "sha256": sha(ONLY_A), "models": ["model-a"]},
             {"id": "only-auto", "sha256": sha(ONLY_AUTO), "entrypoints": ["vsr/auto"]},
             {"id": "s1", "sha256": sha(S1), "models": ["hosted"]},
+            {"id": "s1-entry", "sha256": sha(S1_ENTRY), "entrypoints": ["router-s1"]},
             {"id": "any", "sha256": sha(ANY)},
             # The limited keys' lists leave the shadow model out: only ANY's chat makes a shadow copy.
             {"id": "limited", "sha256": sha(LIMITED), "models": ["model-a", "hosted"], "limits": {"rpm": 2}},
@@ -129,10 +131,13 @@ def test_systemone_refuses_what_the_key_may_not_reach_before_any_call(gw, fake, 
 
 def test_systemone_answers_a_key_that_reaches_its_model(gw, fake):
     httpx.post(f"{fake.url}/_fake/reset")
-    for name in ("router-s1", "hosted"):
-        r = s1(gw, S1, name)
+    for key, name in ((S1, "router-s1"), (S1, "hosted"), (S1_ENTRY, "router-s1")):
+        r = s1(gw, key, name)
         assert r.status_code == 200 and r.headers["x-vsr-selected-model"] == "hosted", r.text
-    assert [c["body"]["model"] for c in fake_calls(fake)] == ["fake-hosted", "fake-hosted"]
+    assert [c["body"]["model"] for c in fake_calls(fake)] == ["fake-hosted"] * 3
+    r = s1(gw, S1_ENTRY, "hosted")
+    assert r.status_code == 403 and r.json()["error"]["code"] == "model_not_allowed"
+    assert len(fake_calls(fake)) == 3
 
 
 def test_systemone_counts_in_the_keys_requests_per_minute(gw, fake):
@@ -156,6 +161,7 @@ def test_systemone_models_lists_what_the_key_may_name(gw):
 
     assert listed(ANY) == {"router-s1", "hosted"}
     assert listed(S1) == {"router-s1", "hosted"}
+    assert listed(S1_ENTRY) == {"router-s1"}, "a key listing entrypoints names no alias directly"
     assert listed(ONLY_A) == set(), "its recipe reaches only hosted, outside the key's models"
     assert listed(ONLY_AUTO) == set(), "neither is one of its entrypoints"
 

@@ -183,8 +183,9 @@ def models_listing(state: AppState, identity: Identity) -> bytes:
     System One entrypoints' names (what their recipes' native aliases answer; one whose recipe reaches none of
     the key's ``models`` is left out) and the native aliases themselves, as ``/v1/models`` lists them."""
     table = state.table
-    aliases = {name: alias for name, alias in table.native_aliases().items() if may_name_model(identity, name)}
-    answers = {name: _answers(table, alias) for name, alias in aliases.items()}
+    every = table.native_aliases()
+    answers = {name: _answers(table, alias) for name, alias in every.items()}
+    aliases = {name: alias for name, alias in every.items() if may_name_model(identity, name)}
     infos = []
     for name, compiled in table.systemone_by_name.items():
         recipe = compiled.recipe
@@ -196,7 +197,7 @@ def models_listing(state: AppState, identity: Identity) -> bytes:
         types: set[str] = set()
         modalities: set[str] = set()
         for ref in dict.fromkeys(refs):
-            if ref in answers:
+            if ref in answers and identity.reaches(ref):
                 types |= answers[ref][0]
                 modalities |= answers[ref][1]
         infos.append(wire.ModelMetadata(name=name, description=f"routed by recipe {recipe.name}",
