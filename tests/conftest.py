@@ -2,7 +2,7 @@ import pytest
 
 from bench.fake_systemone import process as fake_process
 
-from .procs import config, mock_upstream, model, router, write_config
+from .procs import Proc, config, mock_upstream, model, router, write_config
 
 
 @pytest.fixture(scope="module")
@@ -15,6 +15,13 @@ def mock():
 def fake():
     """The fake System One API (bench.fake_systemone) as a real HTTP server."""
     with fake_process() as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def agent():
+    """The scripted agent model (bench.agent_model) as a real HTTP server; it logs every call (/_agent/log)."""
+    with Proc(["-m", "bench.agent_model", "--host", "127.0.0.1", "--port", "0"], "listening") as proc:
         yield proc
 
 

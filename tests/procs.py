@@ -4,19 +4,37 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
+import redis
 import yaml
 
 from bench._procs import ROOT, Proc
 
-__all__ = ["ROOT", "Proc", "config", "free_port", "mock_upstream", "model", "replay_record", "router", "wait_until",
-           "write_config"]
+__all__ = ["ROOT", "Proc", "config", "free_port", "mock_upstream", "model", "redis_prefix", "replay_record", "router",
+           "wait_until", "write_config"]
+REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
 def mock_upstream(*flags: str) -> Proc:
     """The bench mock upstream on a free port."""
     return Proc(["-m", "bench.mock_upstream", "--host", "127.0.0.1", "--port", "0", *flags], "listening")
+
+
+@contextmanager
+def redis_prefix(tag: str) -> Iterator[str]:
+    """A key prefix of the local Redis that is this caller's own; every key under it is removed afterwards."""
+    p = f"vsr-test-{tag}-{uuid.uuid4().hex[:12]}:"
+    try:
+        yield p
+    finally:
+        r = redis.Redis.from_url(REDIS_URL)
+        for k in r.scan_iter(match=p + "*"):
+            r.delete(k)
+        r.close()
 
 
 def write_config(doc: dict, directory: str | None = None) -> str:

@@ -232,6 +232,26 @@ def test_local_windows_hold_each_limit():
     trio.run(main)
 
 
+def test_check_refuses_as_admit_would_and_takes_no_place():
+    """count_tokens' question: refused at the limit, yet asking never spends the window."""
+    async def main():
+        lim = Limiter(RateLimits(), AuthStore(), keys_have_limits=True)
+        me = Identity(user="u", key_id="k", limits=Limits(rpm=2, concurrent=1))
+        for _ in range(5):
+            await lim.check(me, "count_tokens")
+        ticket = await lim.admit(me, "chat")
+        with pytest.raises(RateLimited) as caught:
+            await lim.check(me, "count_tokens")
+        assert "requests in flight" in caught.value.message
+        lim.done(ticket, 0)
+        await lim.check(me, "count_tokens")
+        await lim.admit(me, "chat")
+        with pytest.raises(RateLimited) as caught:
+            await lim.check(me, "count_tokens")
+        assert "requests per minute" in caught.value.message and caught.value.retry_after_s >= 1
+    trio.run(main)
+
+
 def test_the_production_example_loads():
     from vsr_fast.routing import load_file
 

@@ -18,7 +18,6 @@ import hashlib
 import json
 import subprocess
 import sys
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import anthropic
@@ -27,7 +26,7 @@ import openai
 import pytest
 import redis
 
-from .procs import ROOT, free_port, model, router, wait_until, write_config
+from .procs import ROOT, free_port, model, redis_prefix, router, wait_until, write_config
 from .test_events_fixtures import own_redis  # noqa: F401
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -70,12 +69,8 @@ def keys_cli(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture
 def prefix():
     """A Redis prefix of this test's own, removed afterwards."""
-    p = f"vsr-test-auth-{uuid.uuid4().hex[:12]}:"
-    yield p
-    r = redis.Redis.from_url(REDIS_URL)
-    for k in r.scan_iter(match=p + "*"):
-        r.delete(k)
-    r.close()
+    with redis_prefix("auth") as p:
+        yield p
 
 
 @pytest.fixture(scope="module")

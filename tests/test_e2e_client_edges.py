@@ -21,8 +21,6 @@ import httpx2
 import openai
 import pytest
 
-from bench._procs import Proc
-
 from .client_shapes import FIXTURES
 from .procs import config, model, router, write_config
 
@@ -30,12 +28,6 @@ MIB = 1 << 20
 HI = [{"role": "user", "content": "hi"}]
 DEEP = b'{"model": "m-openai", "x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
 NESTED = b"[" * 300 + b"]" * 300
-
-
-@pytest.fixture(scope="module")
-def agent():
-    with Proc(["-m", "bench.agent_model", "--host", "127.0.0.1", "--port", "0"], "listening") as proc:
-        yield proc
 
 
 @pytest.fixture(scope="module")

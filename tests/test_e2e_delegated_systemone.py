@@ -23,18 +23,12 @@ from vsr_fast.protocol import systemone as wire
 from vsr_fast.protocol.credential import DELEGATED
 from vsr_fast.systemone.deployments import CallFailed, Remote
 
-from .procs import Proc, router, wait_until, write_config
+from .procs import router, wait_until, write_config
 from .test_e2e_systemone import calls, set_rules
 
 ALICE = "cred-alice-" + "a" * 24
 BOB = "cred-bob-" + "b" * 24
 RULES = [{"question": "systemone:needs_tools", "answer": {"noul": 0.9}}]
-
-
-@pytest.fixture(scope="module")
-def agent():
-    with Proc(["-m", "bench.agent_model", "--host", "127.0.0.1", "--port", "0"], "listening") as proc:
-        yield proc
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,8 @@ whose canned reply is the number of the answer it chooses.
 """
 from __future__ import annotations
 
+import hashlib
+
 import httpx
 import pytest
 
@@ -168,3 +170,25 @@ def test_stages_on_a_chat_recipe_fail_the_load():
     lines = load_errors([], chat)
     assert any("recipes[chat].decisions[0].algorithm.escalate.stages: invalid_value: stages run on a System One"
                in line for line in lines), lines
+
+
+def test_a_stage_outside_the_keys_models_is_skipped_never_called(fake, judge, tmp_path):
+    """A key limited to the scripted model: the hosted stage, which would pass, is never asked."""
+    key, wide = "vsk-scripted-" + "s" * 32, "vsk-wide-" + "w" * 32
+    doc = config(fake.url, judge.url, DECISIONS)
+    doc["global"]["router"] = {"auth": {"enabled": True, "keys": [
+        {"id": "scripted", "sha256": hashlib.sha256(key.encode()).hexdigest(), "models": ["local-scripted"]},
+        {"id": "wide", "sha256": hashlib.sha256(wide.encode()).hexdigest()}]}}
+    with router(write_config(doc, str(tmp_path))) as proc:
+        def asked(k: str) -> httpx.Response:
+            httpx.post(f"{fake.url}/_fake/reset")
+            httpx.post(f"{fake.url}/_fake/rules", json={"rules": [{"question": "ok", "answer": {"noul": 0.05}}]})
+            body = {"model": "router-s1", "state": {"request": "passes, yes"}, "questions": {"ok": {"type": "noul"}}}
+            return httpx.post(f"{proc.url}/v1/systemone", json=body, headers={"authorization": f"Bearer {k}"},
+                              timeout=20)
+
+        r = asked(wide)
+        assert r.status_code == 200 and r.headers["x-vsr-selected-model"] == "hosted", r.text
+        r = asked(key)
+        assert r.status_code == 200 and r.headers["x-vsr-selected-model"] == "local-scripted", r.text
+        assert hosted_calls(fake) == [], "the hosted stage was skipped"

@@ -294,6 +294,28 @@ class Limiter:
         if not scopes:
             return None
         now = time.time()
+        places = await self._places(scopes, api, now, spend=True)
+        for s in scopes:
+            local = self._local_of(s)
+            if s.limits.rpm is not None:
+                local.requests.add(now, 1)
+            if s.limits.concurrent is not None:
+                local.in_flight += 1
+        return Ticket(scopes, places)
+
+    async def check(self, identity: Identity, api: str) -> None:
+        """RateLimited when ``admit`` would refuse a request now; admits nothing, counts nothing.
+
+        For what asks the key's limits without being a request they count (count_tokens: authorised as a
+        completion would be, charged as none). Places it leases to decide stay this router's to spend, and go
+        back unused after ``_IDLE_S`` as any lease's do."""
+        scopes = self.scopes(identity)
+        if scopes:
+            await self._places(scopes, api, time.time(), spend=False)
+
+    async def _places(self, scopes: tuple[Scope, ...], api: str, now: float, *, spend: bool) -> list[str | None]:
+        """Each scope's in-flight place (None where it takes none), or RateLimited for the first that refuses;
+        ``spend`` False: decide only, taking no place."""
         places: list[str | None] = []
         try:
             for s in scopes:
@@ -304,7 +326,7 @@ class Limiter:
                 refused = self._local_of(s).refusal(s.limits, now)
                 if refused is not None:
                     raise _Refused(s, *refused)
-                places.append(await self._admit_shared(s, now) if self._shared_up() else None)
+                places.append(await self._admit_shared(s, now, spend) if self._shared_up() else None)
         except _Refused as r:
             for s, place in zip(scopes, places):
                 self._unspend(s, place)
@@ -313,13 +335,7 @@ class Limiter:
             retry = math.ceil(max(r.retry_s, 1.0))
             raise RateLimited(f"{r.scope.kind} {r.scope.name!r} is over its {_WORDS[r.limit]}; retry after "
                               f"{retry} s", retry_after_s=retry) from None
-        for s in scopes:
-            local = self._local_of(s)
-            if s.limits.rpm is not None:
-                local.requests.add(now, 1)
-            if s.limits.concurrent is not None:
-                local.in_flight += 1
-        return Ticket(scopes, places)
+        return places
 
     def done(self, ticket: Ticket, tokens: int) -> None:
         """Release the request's places and charge its tokens; never waits."""
@@ -373,9 +389,10 @@ class Limiter:
 
     # --- shared ----------------------------------------------------------------------------
 
-    async def _admit_shared(self, s: Scope, now: float) -> str | None:
+    async def _admit_shared(self, s: Scope, now: float, spend: bool = True) -> str | None:
         """Spend one leased place of each count limit, leasing more when none is left; the in-flight place
-        taken (given back by ``done``), or None. Admits on the local windows alone when Redis is away."""
+        taken (given back by ``done``), or None. Admits on the local windows alone when Redis is away.
+        ``spend`` False: only make sure a place is there (leased), spending none."""
         lim, sh = s.limits, self._shared_of(s)
         try:
             if lim.tpm is not None or lim.budget is not None:
@@ -390,12 +407,13 @@ class Limiter:
                     raise _Refused(s, "rpm", sh.refused_retry_s)
                 while not sh.rpm_free:
                     await self._lease(s, sh, "rpm", now)
-                sh.rpm_free.pop()
-                sh.rpm_since = now
+                if spend:
+                    sh.rpm_free.pop()
+                    sh.rpm_since = now
             if lim.concurrent is not None:
                 while not sh.conc_free:
                     await self._lease(s, sh, "concurrent", now)
-                return sh.conc_free.pop()
+                return sh.conc_free.pop() if spend else None
             return None
         except (redis.RedisError, CallTimedOut, OSError) as exc:
             self._mark_down(exc)      # ``admit`` read this router's own windows already: they decide alone

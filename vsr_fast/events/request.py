@@ -58,6 +58,7 @@ class RequestEvents:
         "started",
         "started_ms",
         "withheld",
+        "shadow_refused",
     )
 
     def __init__(self, sink: EventSink, *, config_version: str, request_id: str = "", session_id: str | None = None,
@@ -74,6 +75,7 @@ class RequestEvents:
         self._seq = 0
         self._attempts = 0
         self.withheld = False   # masking protects this request: the record keeps neither body
+        self.shadow_refused = False     # a sampled shadow copy not sent: its model is outside the key's models
 
     @property
     def kept(self) -> bool:
@@ -115,7 +117,8 @@ class RequestEvents:
         Any other client API: ``request`` is None, a copy past the limit is cut by
         ``body_copy``, and ``model`` and ``stream`` say what it asked for. ``shadow``: False where
         router_replay.shadow must not run (anything but single-model provider dispatch
-        of a Chat request, spec 5.7). ``withhold``: keep no copy of the body (masking
+        of a Chat request, spec 5.7); a sampled copy to a model outside ``identity``'s key
+        ``models`` is not made either (``shadow_refused``). ``withhold``: keep no copy of the body (masking
         protects what it holds), nor of the answer, which can echo the request's fields.
         """
         self.sink.record(self._received(raw, request, route, identity, api, shadow, model, stream, withhold))
@@ -140,8 +143,13 @@ class RequestEvents:
         # The shadow dispatcher sends Chat Completions bodies: other APIs are not sampled.
         if shadow and api == "chat" and p.enabled and sp is not None and random.random() < sp.sample_rate:
             live = route.candidates[0].name if route is not None and route.candidates else None
-            shadow_copy = ShadowCopy(model=sp.model, body=raw, live_model=live, timeout_seconds=sp.timeout_seconds,
-                                     max_concurrency=sp.max_concurrency, max_body_bytes=p.response_bytes)
+            if identity is not None and not identity.reaches(sp.model):
+                # The copy would carry the caller's prompt to a model its key may not reach.
+                self.shadow_refused = True
+            else:
+                shadow_copy = ShadowCopy(model=sp.model, body=raw, live_model=live,
+                                         timeout_seconds=sp.timeout_seconds, max_concurrency=sp.max_concurrency,
+                                         max_body_bytes=p.response_bytes)
         if request is not None:
             model, stream = request.model, request.stream
         seq = self._seq

@@ -13,7 +13,9 @@ static credential, never a user's (spec 6.7). Copies go out whole
 
 Each candidate model gets ``max_concurrency`` copies in flight; a copy that
 finds them all busy is skipped and counted, so a slow candidate never makes
-the group fall behind. A copy is acknowledged when its answer is recorded; a
+the group fall behind. A copy whose model the caller's key may not reach is
+never made (``RequestEvents``) and counted here as ``skipped_not_allowed``.
+A copy is acknowledged when its answer is recorded; a
 copy in flight when the router stops is sent again on the next start.
 """
 from __future__ import annotations
@@ -123,6 +125,7 @@ class ShadowDispatcher:
             f'vsr_shadow_requests_total{{outcome="answered"}} {self.sent}',
             f'vsr_shadow_requests_total{{outcome="failed"}} {self.failed}',
             f'vsr_shadow_requests_total{{outcome="skipped_busy"}} {self.skipped["busy"]}',
+            f'vsr_shadow_requests_total{{outcome="skipped_not_allowed"}} {self.skipped["not_allowed"]}',
         ]
 
 

@@ -51,6 +51,11 @@ class Identity:
             return f"team:{self.team}"
         return None
 
+    def reaches(self, model: str) -> bool:
+        """Whether a request of this caller may be sent to provider model ``model``, named or routed to (a shadow
+        copy included): one of its key's ``models``, or any when the key lists none."""
+        return self.models is None or model in self.models
+
 
 ANONYMOUS = Identity()
 

@@ -182,7 +182,7 @@ def make_app(state: AppState, role: str = "serving"):
             headers = public_headers(config_version=state.config_version, path=ResponsePath.UPSTREAM,
                                      recipe=None, decision=None, model=None)
             headers.append((b"content-type", b"application/json"))
-            await send_whole(send, 200, headers, models_listing(state))
+            await send_whole(send, 200, headers, models_listing(state, state.identity(scope)))
         elif not _routed(urls, path, method):
             # quart reads a request's body before it finds no route: a client waiting on Expect: 100-continue
             # would be told to send it for a 404.

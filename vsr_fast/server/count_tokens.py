@@ -11,6 +11,13 @@ tokenizer makes of the text the request carries (system prompt, message texts,
 tool calls and results, tool definitions as JSON; images and documents count
 nothing). It is an estimate of size, not the model's own count.
 
+The caller's key is held as on ``/v1/messages``: its ``entrypoints`` and
+``models`` decide what it may name and have counted (403 ``permission_error``),
+and a key over one of its limits gets 429 with Retry-After, both before any
+provider is asked. A count is authorised like a completion but not charged as
+one (as LiteLLM does): it takes no place in the requests-per-minute window and
+spends no tokens, since nothing is generated.
+
 No routing events are recorded: nothing is generated.
 """
 from __future__ import annotations
@@ -20,7 +27,8 @@ import logging
 import msgspec
 import trio
 
-from ..errors import UpstreamError, VsrError
+from ..auth.access import allowed_route, check_name
+from ..errors import RateLimited, UpstreamError, VsrError
 from ..headers import registry as h
 from ..headers.public import public_headers
 from ..models import vsr_static
@@ -49,12 +57,19 @@ async def handle_count_tokens(state: AppState, scope: Scope, receive: Receive, s
     adapter = state.adapters["messages"]
     recipe = decision = model = None
     extra: list[tuple[bytes, bytes]] = []
+    limited = False
+    identity = state.identity(scope)
     try:
+        if state.limiter.active:
+            # Refused when a completion would be, admitted without being counted as one (the module's note).
+            await state.limiter.check(identity, "count_tokens")
         raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
         kept = same_format_headers("anthropic", scope["headers"])
         req = Inbound("messages", raw, adapter.decode_as(anthropic.COUNT_TOKENS_DECODER, raw, kept), headers=kept)
-        route = await state.table.route(req.body.model, lambda: adapter.canonical(req, state.identity(scope)),
-                                        state.systemone)
+        check_name(identity, req.body.model)
+        route = allowed_route(identity, await state.table.route(req.body.model,
+                                                                lambda: adapter.canonical(req, identity),
+                                                                state.systemone))
         recipe, decision = route.recipe, route.decision
         model = route.candidates[0].name if route.candidates else None
         status, out = await _forwarded(state, adapter, req, route.candidates, scope)
@@ -66,7 +81,11 @@ async def handle_count_tokens(state: AppState, scope: Scope, receive: Receive, s
     except VsrError as exc:
         recipe = recipe or getattr(exc, "recipe", None)
         status, _, out = adapter.error(exc)
-    path = h.ResponsePath.UPSTREAM if status < 400 else h.ResponsePath.ERROR
+        limited = isinstance(exc, RateLimited)
+        if exc.retry_after_s is not None:
+            extra.append((b"retry-after", str(exc.retry_after_s).encode()))
+    path = h.ResponsePath.UPSTREAM if status < 400 else \
+        h.ResponsePath.RATE_LIMITED if limited else h.ResponsePath.ERROR
     headers = public_headers(config_version=state.config_version, path=path, recipe=recipe, decision=decision,
                              model=model)
     headers += extra

@@ -208,8 +208,9 @@ class Recording:
         ev.policy = replay = plan.replay
         # A masking decision's request reaches neither the record nor a shadow model as received.
         withhold = plan.withhold
-        if replay.request_bytes > 0 and identity is None:
-            identity = state.identity(scope)     # the record keeps it beside the request copy
+        if (replay.request_bytes > 0 or replay.shadow is not None) and identity is None:
+            # The record keeps it beside the request copy; a shadow copy goes only where its key reaches.
+            identity = state.identity(scope)
         api = req.api
         if api == "chat":
             # RequestEvents reads the model and stream of a Chat body from the body itself.
@@ -221,6 +222,8 @@ class Recording:
             ev.routed(raw, None, route, identity=identity,
                       shadow=len(route.candidates) >= 1 and route.recipe is not None and not withhold, api=api,
                       model=adapter.model(req), stream=adapter.stream(req), withhold=withhold)
+        if ev.shadow_refused and self.services.shadow is not None:
+            self.services.shadow.skipped["not_allowed"] += 1
         self.capture = ev.capture(self.intent, store.max_entry_bytes)
 
     def replay_header(self) -> tuple[bytes, bytes] | None:

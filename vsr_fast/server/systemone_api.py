@@ -12,11 +12,15 @@ from __future__ import annotations
 import msgspec
 import trio
 
+from ..auth.access import allowed_route, check_name
+from ..auth.keys import may_name_entrypoint, may_name_model
 from ..errors import (
     DelegatedCredentialMissing,
+    KeyNotAllowed,
     LooperBudgetExhausted,
     LooperNoAcceptedAnswer,
     ModelNotFound,
+    RateLimited,
     RoutingError,
     VsrError,
 )
@@ -25,9 +29,11 @@ from ..config.algorithm import kind_of
 from ..config.schema import ProviderModel
 from ..headers.registry import ResponsePath
 from ..protocol import systemone as wire
+from ..protocol.canonical import Identity
 from ..protocol.chat import Message
 from ..signals.base import CanonicalRequest
 from ..systemone.deployments import CallFailed
+from ..routing import Route
 from ..routing.open_systemone import alias_key
 from .asgi import Receive, Scope, Send, read_body, send_whole
 from .delegation import bind_for_systemone
@@ -53,7 +59,30 @@ def _error(code: str, message: str, *, question: str | None = None, state: str |
 
 
 async def handle_systemone(state: AppState, scope: Scope, receive: Receive, send: Send) -> None:
-    """Route a System One request through its entrypoint's recipe and answer it with a native alias."""
+    """Route a System One request through its entrypoint's recipe and answer it with a native alias.
+
+    The caller's key is held to what Chat holds it to: its limits admit the request before the body is read
+    (429 with Retry-After otherwise, the call counted), and its ``entrypoints`` and ``models`` decide what it
+    may name and reach (403 ``model_not_allowed``), before any System One call."""
+    identity = state.identity(scope)
+    limiter = state.limiter
+    try:
+        # System One answers carry no token usage: a call counts towards rpm and in-flight, never tokens.
+        ticket = await limiter.admit(identity, "systemone") if limiter.active else None
+    except RateLimited as exc:
+        headers = public_headers(config_version=state.config_version, path=ResponsePath.RATE_LIMITED, recipe=None,
+                                 decision=None, model=None)
+        headers += [_JSON, (b"retry-after", str(exc.retry_after_s).encode())]
+        await send_whole(send, exc.status, headers, error_body(exc))
+        return
+    try:
+        await _serve(state, scope, receive, send, identity)
+    finally:
+        if ticket is not None:
+            limiter.done(ticket, 0)
+
+
+async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, identity: Identity) -> None:
     recipe = decision = model = None
     arrived = trio.current_time()
     looper = False
@@ -66,21 +95,24 @@ async def handle_systemone(state: AppState, scope: Scope, receive: Receive, send
         except msgspec.DecodeError as exc:   # ValidationError included
             status, out = _error("invalid_request", str(exc))
         else:
+            check_name(identity, body.model or "")
             bind_for_systemone(state, scope)
             direct = None if body.model in state.table.systemone_by_name else \
                 state.table.native_aliases().get(body.model or "")
             if direct is not None:
                 # A native alias named directly answers itself, no recipe: the listing names it.
+                allowed_route(identity, Route(None, None, (direct,)))
                 model, status, out = await _answer(state, [direct], body)
             else:
                 compiled = state.table.systemone_recipe_for(body.model)
-                route = await state.table.route_recipe(compiled, lambda: _canonical(body), state.systemone)
+                route = allowed_route(identity, await state.table.route_recipe(compiled, lambda: _canonical(body),
+                                                                               state.systemone))
                 recipe, decision = route.recipe, route.decision
                 alg = route.chosen.decision.algorithm if route.chosen and route.chosen.decision else None
                 looper = alg is not None and kind_of(alg) == "escalate"
                 if looper:
                     model, response = await escalate(state, alg, body, lambda alias: _ask(state, alias, body),
-                                                     arrived)
+                                                     arrived, identity.reaches)
                     status, out = 200, wire.ENCODER.encode(response)
                 else:
                     model, status, out = await _answer(state, route.candidates, body)
@@ -91,7 +123,7 @@ async def handle_systemone(state: AppState, scope: Scope, receive: Receive, send
         recipe = exc.recipe
     except DelegatedCredentialMissing as exc:
         status, out = exc.status, _error(exc.code, exc.message)[1]
-    except (LooperBudgetExhausted, LooperNoAcceptedAnswer) as exc:
+    except (LooperBudgetExhausted, LooperNoAcceptedAnswer, KeyNotAllowed) as exc:
         status, out = exc.status, _error(exc.code, exc.message)[1]
     except VsrError as exc:
         status, out = _error(exc.code, exc.message)
@@ -146,21 +178,26 @@ async def _ask(state: AppState, alias: ProviderModel, body: wire.StandardRequest
     return await runner.call(msgspec.structs.replace(body, model=alias.provider_model_id))
 
 
-def models_listing(state: AppState) -> bytes:
-    """``GET /v1/systemone/models``: every name a client may pass as ``model`` and what it answers: the System One
-    entrypoints' names (what their recipes' native aliases answer) and the native aliases themselves."""
+def models_listing(state: AppState, identity: Identity) -> bytes:
+    """``GET /v1/systemone/models``: every name the caller's key may pass as ``model`` and what it answers: the
+    System One entrypoints' names (what their recipes' native aliases answer; one whose recipe reaches none of
+    the key's ``models`` is left out) and the native aliases themselves, as ``/v1/models`` lists them."""
     table = state.table
-    aliases = table.native_aliases()
-    answers = {name: _answers(table, alias) for name, alias in aliases.items()}
+    every = table.native_aliases()
+    answers = {name: _answers(table, alias) for name, alias in every.items()}
+    aliases = {name: alias for name, alias in every.items() if may_name_model(identity, name)}
     infos = []
     for name, compiled in table.systemone_by_name.items():
         recipe = compiled.recipe
         refs = [r.model for d in recipe.decisions for r in d.modelRefs]
         refs += [r.model for r in recipe.fallback.modelRefs] if recipe.fallback else []
+        if not may_name_entrypoint(identity, name) or (identity.models is not None
+                                                        and not any(identity.reaches(ref) for ref in refs)):
+            continue
         types: set[str] = set()
         modalities: set[str] = set()
         for ref in dict.fromkeys(refs):
-            if ref in answers:
+            if ref in answers and identity.reaches(ref):
                 types |= answers[ref][0]
                 modalities |= answers[ref][1]
         infos.append(wire.ModelMetadata(name=name, description=f"routed by recipe {recipe.name}",

@@ -38,8 +38,9 @@ NUMBER = re.compile(r"\d+")
 
 
 async def escalate(state: AppState, alg: Algorithm, body: wire.StandardRequest | wire.BatchRequest, ask: Ask,
-                   arrived: float) -> tuple[str, Response]:
-    """(the answering alias, its answer): the first one ``quality`` accepts, or the judge's choice."""
+                   arrived: float, reaches: Callable[[str], bool] = lambda _: True) -> tuple[str, Response]:
+    """(the answering alias, its answer): the first one ``quality`` accepts, or the judge's choice. A stage
+    whose model the caller's key may not reach (``reaches``) is skipped, never called."""
     esc = alg.escalate
     assert esc is not None and esc.quality is not None and esc.quality.accept is not None   # load checks
     rules = esc.quality.accept
@@ -50,6 +51,9 @@ async def escalate(state: AppState, alg: Algorithm, body: wire.StandardRequest |
     verdicts: list[str] = []
     calls = [0]
     for stage in esc.stages:
+        if not reaches(stage.model):
+            verdicts.append(f"{stage.model}: not allowed for this key, skipped")
+            continue
         if max_calls is not None and calls[0] >= max_calls:
             raise LooperBudgetExhausted(f"the escalation's budget ran out: max_calls ({max_calls}) spent "
                                         f"({'; '.join(verdicts)})")

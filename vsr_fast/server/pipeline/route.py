@@ -1,6 +1,7 @@
 """Stage 2, route: signals and decision, the decision's output contract, the trace, and the overload refusal."""
 from __future__ import annotations
 
+from ...auth.access import allowed_route, check_name
 from ...config import output as output_rules
 from ...headers import registry as h
 from ...protocol.adapters import Inbound
@@ -8,7 +9,6 @@ from ...routing import Route
 from ..asgi import header
 from ..delegation import bind_for_systemone
 from . import overload
-from .admit import allowed_route, check_name
 from .exchange import Exchange
 
 _DEBUG = h.DEBUG.encode()
@@ -19,10 +19,11 @@ async def route(ex: Exchange) -> None:
     state, adapter, req = ex.state, ex.adapter, ex.req
     assert req is not None
     name = adapter.model(req)
-    check_name(ex, name)
+    identity = state.identity(ex.scope)
+    check_name(identity, name)
     bind_for_systemone(state, ex.scope)
-    r = allowed_route(ex, await state.table.route(name, lambda: adapter.canonical(req, state.identity(ex.scope)),
-                                                  state.systemone))
+    r = allowed_route(identity, await state.table.route(name, lambda: adapter.canonical(req, identity),
+                                                        state.systemone))
     ex.route = r
     ex.recipe, ex.decision = r.recipe, r.decision
     own = r.chosen.decision.request_timeout_ms if r.chosen is not None and r.chosen.decision is not None else None
