@@ -9,10 +9,16 @@ writer and, given the server's ``send``, the shadow dispatcher, each in its
 own consumer group, each a task of the nursery it owns.
 
 Spill directories. Each process takes the first free ``spill-<n>`` slot under
-``path`` (an flock marks it taken), so routers on one host never share a
-journal, and a restarted router adopts a slot, with any events a previous
-process left in it. The embedded stream lives in ``path/stream`` and allows
-one process (a second one fails at start).
+``path`` (an flock marks it taken, and the kernel drops it when the process
+dies), so routers on one host never share a journal, and a restarted router
+adopts a slot, with any events a previous process left in it. Then it adopts
+every other slot no live process holds and that still has events in it (a
+restart on fewer workers leaves some): one writer per adopted slot re-sends
+its journal in order, each event once (the journal keeps the events' delivery
+ids, see ``writer``), and lets the slot go once it is empty. Two processes
+starting together cannot both adopt a slot: the one whose flock wins does.
+The embedded stream lives in ``path/stream`` and allows one process (a second
+one fails at start).
 """
 from __future__ import annotations
 
@@ -40,7 +46,7 @@ from .records import MemoryRecords, RedisRecords, ReplayRecords
 from .redis_stream import RedisSource, RedisTransport
 from .shadow import Send, ShadowDispatcher
 from .source import StreamSource
-from .writer import EventSink
+from .writer import SPILL_JOURNAL, EventSink, Transport, spill_backlog
 
 log = logging.getLogger("vsr_fast.events")
 MAX_SLOTS = 64
@@ -54,19 +60,55 @@ class EventStream:
     spill_dir: Path
 
 
+def _lock_slot(path: Path) -> int | None:
+    """The lock fd of slot ``path`` if no other process holds it (nor this one, through another fd), else None."""
+    fd = os.open(path / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def _take_slot(base: Path, prefix: str) -> tuple[Path, int]:
     """The first ``<prefix>-<n>`` directory under ``base`` no other process holds, and its lock fd."""
     for n in range(MAX_SLOTS):
         path = base / f"{prefix}-{n}"
         path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path / "lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        return path, fd
+        fd = _lock_slot(path)
+        if fd is not None:
+            return path, fd
     raise ConfigError([f"global.stores.event_stream.path: {base}: every one of {MAX_SLOTS} spill slots is taken"])
+
+
+def _orphaned_slots(base: Path, prefix: str) -> list[tuple[Path, int]]:
+    """The ``<prefix>-<n>`` slots under ``base`` no live process holds, with events left in their journal, locked."""
+    out = []
+    for n in range(MAX_SLOTS):
+        path = base / f"{prefix}-{n}"
+        if not (path / SPILL_JOURNAL).is_file():
+            continue
+        fd = _lock_slot(path)
+        if fd is None:
+            continue
+        if spill_backlog(path):
+            out.append((path, fd))
+        else:
+            os.close(fd)
+    return out
+
+
+async def _drain_adopted(sink: EventSink, path: Path, fd: int) -> None:
+    """Let ``sink`` re-send the journal of an adopted slot, then give the slot up; on cancel keep what is left."""
+    try:
+        while not sink.drained():
+            await trio.sleep(0.05)
+        log.info("event stream: adopted spill slot %s re-sent", path)
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(sink.close)
+            os.close(fd)
 
 
 def _lock_embedded(directory: Path) -> int:
@@ -87,19 +129,34 @@ async def open_event_stream(config: EventStreamStore, *, close_timeout_s: float 
     base = Path(config.path)
     locks: list[int] = []
     if config.backend == "redis":
-        transport = RedisTransport(config.url, config.stream, maxlen=config.maxlen, max_age_s=config.max_age_s)
+        def new_transport() -> Transport:
+            return RedisTransport(config.url, config.stream, maxlen=config.maxlen, max_age_s=config.max_age_s)
+        transport = new_transport()
         source: StreamSource = RedisSource(config.url, config.stream)
-        spill, fd = _take_slot(base / config.stream.replace("/", "_").replace(":", "_"), "spill")
+        slots = base / config.stream.replace("/", "_").replace(":", "_")
     else:
         locks.append(_lock_embedded(base / "stream"))
         embedded = EmbeddedLog(base / "stream", maxlen=config.maxlen, max_age_s=config.max_age_s)
         transport, source = embedded, embedded  # type: ignore[assignment]
-        spill, fd = _take_slot(base, "spill")
+        slots = base
+
+        def new_transport() -> Transport:
+            return embedded      # thread-safe: one more writer thread is fine
+    spill, fd = _take_slot(slots, "spill")
     locks.append(fd)
     sink = EventSink(transport, spill, queue=config.queue, batch=config.batch,
                      spill_max_bytes=config.spill_max_bytes, close_timeout_s=close_timeout_s).start()
     try:
-        yield EventStream(sink, source, config, spill)
+        async with trio.open_nursery() as nursery:
+            for path, slot_fd in _orphaned_slots(slots, "spill"):
+                adopted = EventSink(new_transport(), path, queue=config.queue, batch=config.batch,
+                                    spill_max_bytes=config.spill_max_bytes, close_timeout_s=close_timeout_s,
+                                    adopted=True)
+                log.warning("event stream: adopted spill slot %s, left by a process no longer running: "
+                            "%d event(s) to re-send", path, adopted.backlog_events())
+                nursery.start_soon(_drain_adopted, adopted.start(), path, slot_fd)
+            yield EventStream(sink, source, config, spill)
+            nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(sink.close)

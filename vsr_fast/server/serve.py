@@ -220,13 +220,15 @@ async def _direct_cache(stores, embedders: Embedders):
 
 
 def _resolve_stores(loaded: Loaded, opts: ServeOptions):
-    """The stores with the event journal's default place filled in: one per listener port and worker."""
+    """The stores with the event journal's default place filled in: one per listener port, and per worker for
+    the embedded stream (one process each). A Redis stream's workers share the place: each takes a spill slot
+    there, and adopts the slots of workers a restart on fewer no longer runs (``events.service``)."""
     stores = loaded.config.global_.stores
     stream = stores.event_stream
     if stream.path is not None:
         return stores
     where = str(opts.port) if opts.port else f"pid{os.getpid()}"
-    if opts.worker:
+    if opts.worker and stream.backend == "embedded":
         where += f"-w{opts.worker}"
     path = os.path.join(default_events_dir(), where)
     return msgspec.structs.replace(stores, event_stream=msgspec.structs.replace(stream, path=path))
