@@ -1,7 +1,9 @@
-"""A restart on fewer workers re-sends what every earlier worker spilled (trial 7a, finding 3).
+"""A restart on fewer workers loses nothing an earlier worker left (trial 7a, finding 3).
 
-Two workers spill while Redis is down, each into its own slot; the one worker
-started after Redis is back sends its own slot and adopts the other.
+Redis: two workers spill while Redis is down, each into its own slot; the one
+worker started after Redis is back sends its own slot and adopts the other.
+Embedded: a worker's journal that its consumers had not read is read by the
+process started after it on fewer workers.
 """
 from __future__ import annotations
 
@@ -12,10 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import redis
 
+from vsr_fast.events.embedded import EmbeddedLog
 from vsr_fast.events.journal import Journal
 from vsr_fast.events.types import decode_event
 
-from .procs import router, wait_until, write_config
+from .procs import free_port, replay_record, router, wait_until, write_config
 from .test_events_fixtures import own_redis  # noqa: F401
 
 
@@ -70,3 +73,30 @@ def test_one_worker_resends_the_slots_of_two(mock, tmp_path, own_redis):
     assert max(Counter((e.replay_id, e.seq) for e in events).values()) == 1, "no event twice"
     assert len(adopted) == 1 and str(slots[1]) in adopted[0], proc.lines
     assert re.search(rf"\b{left[1]} event\(s\) to re-send", adopted[0]), adopted[0]
+
+
+def test_one_process_reads_the_embedded_journal_a_worker_left(mock, tmp_path):
+    port, env = free_port(), {"VSR_STATE_DIR": str(tmp_path / "state")}
+    doc = {
+        "version": "v0.5",
+        "providers": {"models": [{"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}]},
+        "recipes": [{"name": "r", "decisions": [{"name": "d", "modelRefs": [{"model": "m"}]}]}],
+        "global": {"plugins": [{"type": "router_replay", "configuration": {}}]},
+    }
+    config = write_config(doc, str(tmp_path))
+    with router(config, "--port", str(port), env=env) as proc:
+        ids = [httpx.post(f"{proc.url}/v1/chat/completions", timeout=10, json={
+            "model": "auto", "messages": [{"role": "user", "content": f"hello {i}"}]}).headers["x-vsr-replay-id"]
+            for i in range(3)]
+    # Made worker 1's journal as a worker stopped before its consumers read it leaves it: no group has read it.
+    left = tmp_path / "state" / "events" / f"{port}-w1"
+    (tmp_path / "state" / "events" / str(port)).rename(left)
+    for offset in (left / "stream" / "groups").iterdir():
+        offset.unlink()
+    journal = EmbeddedLog(left / "stream")
+    held = journal.length()
+    journal.close()
+    with router(config, "--port", str(port), env=env) as proc:
+        assert all(replay_record(proc, i)["id"] == i for i in ids)
+        adopted = [line for line in proc.lines if "adopted" in line and str(left) in line]
+    assert len(adopted) == 1 and f"{held} unread event(s)" in adopted[0], proc.lines
