@@ -41,7 +41,7 @@ class EventStreamStore(Block):
     batch: Annotated[int, Meta(ge=1, le=4_096)] = 128              # events per write
     queue: Annotated[int, Meta(ge=16, le=10_000_000)] = 65_536     # events held in memory before spilling
     # The embedded journal and the spill journal live here (relative to the working directory).
-    # Unset: $VSR_STATE_DIR/events/<port> (".vsr" by default), one per listener and worker.
+    # Unset: $VSR_STATE_DIR/events/<port> (".vsr" by default), one per listener (and worker, embedded).
     path: Annotated[str, Meta(min_length=1)] | None = None
     # Past this the spill journal refuses events, and each one counts as lost.
     spill_max_bytes: Annotated[int, Meta(ge=1 << 20)] = 1 << 30

@@ -257,6 +257,17 @@ class EmbeddedLog:
     def _save_group(self, g: _Group) -> None:
         write_atomic(g.path, json.dumps({"committed": g.committed, "acked": sorted(g.acked)}).encode())
 
+    def unread(self, group: str) -> int:
+        """Entries from ``group``'s first unacknowledged one to the end (acknowledged ones after it included)."""
+        with self._cond:
+            start = self._group(group).committed
+        return sum(len(frames) for frames in self._chunks(start))
+
+    def caught_up(self, groups: list[str]) -> bool:
+        """Every one of ``groups`` has acknowledged every entry."""
+        with self._cond:
+            return all(self._group(g).committed >= self.journal.end for g in groups)
+
     def range(self, start: str | None, end: str | None, count: int) -> list[Entry]:
         offset = int(start) if start else self.journal.first
         last = int(end) if end else None

@@ -61,6 +61,22 @@ def _name_os_thread(name: bytes) -> None:
         pass
 
 
+SPILL_JOURNAL, SPILL_OFFSET = "spill.journal", "spill.offset"
+
+
+def spill_backlog(spill_dir: Path) -> bool:
+    """Whether the spill journal in ``spill_dir`` holds events past its sent offset (no sink need have it open)."""
+    try:
+        size = (spill_dir / SPILL_JOURNAL).stat().st_size
+    except OSError:
+        return False
+    try:
+        sent = int((spill_dir / SPILL_OFFSET).read_text().strip() or 0)
+    except (OSError, ValueError):
+        sent = 0               # as EventSink reads it: the whole journal again (dedup skips what landed)
+    return size > sent
+
+
 class TransportDown(Exception):
     """The store did not take a batch; whether some of it landed is unknown. Retry it as it is."""
 
@@ -100,7 +116,7 @@ class EventSink:
     """The request path's handle on the event stream; ``start`` it, ``close`` it."""
 
     def __init__(self, transport: Transport, spill_dir: str | Path, *, queue: int = 65_536, batch: int = 128,
-                 spill_max_bytes: int = 1 << 30, close_timeout_s: float = 5.0) -> None:
+                 spill_max_bytes: int = 1 << 30, close_timeout_s: float = 5.0, adopted: bool = False) -> None:
         self._transport = transport
         self._bound = queue
         self._batch = batch
@@ -123,18 +139,25 @@ class EventSink:
         self._dir = Path(spill_dir)
         self._dir.mkdir(parents=True, exist_ok=True)
         self._jlock = threading.Lock()
-        self._journal = Journal(self._dir / "spill.journal")
-        self._state = self._dir / "spill.offset"
+        self._journal = Journal(self._dir / SPILL_JOURNAL)
+        self._state = self._dir / SPILL_OFFSET
         self._jspace = os.urandom(16)
         self._jnext = 0
         self._jread = self._load_offset()
         self._journal.repair(self._jread)
         # Events a previous process left in the journal go first; new ones queue behind them.
         self._spilling = self._journal.end > self._jread
-        if self._spilling:
+        if self._spilling and not adopted:     # the adopter says it, with the count
             log.warning("event stream: %d bytes of spilled events from an earlier run to re-send",
                         self._journal.end - self._jread)
         self._thread = threading.Thread(target=self._run, name="vsr-events-writer", daemon=True)
+
+    def backlog_events(self) -> int:
+        """How many spilled events wait to be re-sent (reads the journal: for a log line, not the request path)."""
+        n, offset = 0, self._jread
+        while frames := self._journal.read(offset, 4096):
+            n, offset = n + len(frames), frames[-1].end
+        return n
 
     # --- the request path ---------------------------------------------------------
 
@@ -396,4 +419,4 @@ class EventSink:
         return out
 
 
-__all__ = ["EventSink", "Item", "SinkStats", "Transport", "TransportDown"]
+__all__ = ["SPILL_JOURNAL", "SPILL_OFFSET", "EventSink", "Item", "SinkStats", "Transport", "TransportDown", "spill_backlog"]

@@ -9,9 +9,9 @@ import signal
 import socket
 import sys
 import tempfile
-from dataclasses import dataclass
-
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
 
 import hypercorn.config
 import msgspec
@@ -105,7 +105,8 @@ async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
     events_cm = (open_event_services(stores, replay=replay, embedders=embedders,
                                      send_shadow=send_shadow if plugin_config.shadow_used(loaded.config) else None,
                                      consumer_name=f"{socket.gethostname()}-{opts.port}-{opts.worker}",
-                                     record="router_replay" in uses, cache_writes="response_cache" in uses)
+                                     record="router_replay" in uses, cache_writes="response_cache" in uses,
+                                     adopt=_orphan_event_dirs(loaded, opts))
                  if stores.event_stream.backend != "none" else _nothing())
     # Without an event stream the response cache still works: looked up in line, written by a task of its own.
     direct = "response_cache" in uses and stores.event_stream.backend == "none"
@@ -220,16 +221,33 @@ async def _direct_cache(stores, embedders: Embedders):
 
 
 def _resolve_stores(loaded: Loaded, opts: ServeOptions):
-    """The stores with the event journal's default place filled in: one per listener port and worker."""
+    """The stores with the event journal's default place filled in: one per listener port, and per worker for
+    the embedded stream (one process each). A Redis stream's workers share the place: each takes a spill slot
+    there, and adopts the slots of workers a restart on fewer no longer runs (``events.service``)."""
     stores = loaded.config.global_.stores
     stream = stores.event_stream
     if stream.path is not None:
         return stores
     where = str(opts.port) if opts.port else f"pid{os.getpid()}"
-    if opts.worker:
+    if opts.worker and stream.backend == "embedded":
         where += f"-w{opts.worker}"
     path = os.path.join(default_events_dir(), where)
     return msgspec.structs.replace(stores, event_stream=msgspec.structs.replace(stream, path=path))
+
+
+def _orphan_event_dirs(loaded: Loaded, opts: ServeOptions) -> list[Path]:
+    """The default embedded event directories of this port's workers past ``opts.workers``: a restart on fewer
+    workers left them, maybe with events their consumers never read. Worker 0 (or the lone process) reads them;
+    never a worker that runs, so no sibling starting beside it finds its journal taken."""
+    stream = loaded.config.global_.stores.event_stream
+    if stream.backend != "embedded" or stream.path is not None or opts.worker or not opts.port:
+        return []
+    found = []
+    for directory in Path(default_events_dir()).glob(f"{opts.port}-w*"):
+        index = directory.name.removeprefix(f"{opts.port}-w")
+        if index.isdigit() and int(index) >= opts.workers:
+            found.append((int(index), directory))
+    return [directory for _, directory in sorted(found)]
 
 
 async def shadow_call(state: AppState, model_name: str, body: bytes) -> tuple[int, bytes]:
@@ -365,7 +383,9 @@ async def _supervise(opts: ServeOptions) -> int:
     sock.set_inheritable(True)
     host, port = sock.getsockname()[:2]
     metrics_dir = tempfile.mkdtemp(prefix="vsr-workers-")
+    # --workers: how many siblings run (worker 0 reads the embedded journals of workers past them).
     worker_argv = ["serve", "--config", opts.config_path, "--fd", str(sock.fileno()), "--port", str(port),
+                   "--workers", str(opts.workers),
                    "--graceful-timeout", str(opts.graceful_timeout_s), "--metrics-dir", metrics_dir]
     procs = []
     for index in range(opts.workers):
