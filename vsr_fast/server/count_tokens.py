@@ -31,7 +31,6 @@ from ..auth.access import allowed_route, check_name
 from ..errors import RateLimited, UpstreamError, VsrError
 from ..headers import registry as h
 from ..headers.public import public_headers
-from ..models import vsr_static
 from ..protocol import anthropic
 from ..protocol.adapters import Inbound, Outbound, same_format_headers
 from ..protocol.rewrite import ModelRewriter
@@ -75,7 +74,7 @@ async def handle_count_tokens(state: AppState, scope: Scope, receive: Receive, s
         status, out = await _forwarded(state, adapter, req, route.candidates, scope)
         if status is None:
             conv, _ = adapter.conversation(req)
-            count = await trio.to_thread.run_sync(vsr_static.count_tokens, conversation_texts(conv))
+            count = await trio.to_thread.run_sync(_estimate, conversation_texts(conv))
             status, out = 200, _JSON.encode(Counted(count))
             extra.append(_ESTIMATE)
     except VsrError as exc:
@@ -132,3 +131,12 @@ def conversation_texts(conv: Conversation) -> list[str]:
 
 
 __all__ = ["handle_count_tokens", "conversation_texts"]
+
+
+def _estimate(texts: list[str]) -> int:
+    """The embedded model's WordPiece count, imported on the first estimate (in a worker thread): a router whose
+    configuration asks the embedded model nothing does not load its tokenizer, phonenumbers and the NER rules at
+    start (a tenth of a process's imports)."""
+    from ..models import vsr_static
+
+    return vsr_static.count_tokens(texts)
