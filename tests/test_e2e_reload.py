@@ -130,11 +130,31 @@ def test_sighup_to_the_supervisor_reloads_every_worker(tmp_path):
             def metrics() -> str:
                 return httpx.get(f"{proc.url}/metrics").text
 
+            def reloaded(n: int, what: str) -> None:
+                wait_until(lambda: sum(f"reload {what} (SIGHUP)" in x for x in proc.lines) == n, f"{n} SIGHUPs")
+
+            def reloads(text: str) -> dict[str, int]:
+                return {o: int(n) for o, n in re.findall(r'^vsr_config_reloads_total\{outcome="(\w+)"\} (\d+)$',
+                                                          text, re.M)}
+
             wait_until(lambda: "\nvsr_workers 2\n" in metrics(), "both workers' series")
             _write(path, _doc("new-model", f"{second.url}/v1"))
             proc.signal(signal.SIGHUP)
-            # The scrape adds both workers' counters up: 2 is each worker's one reload.
-            wait_until(lambda: 'vsr_config_reloads_total{outcome="ok"} 2' in metrics(), "both workers to reload")
+            reloaded(2, "done")
+            for _ in range(6):
+                # One reload, whichever worker answers; each worker's series are of its current generation.
+                text = metrics()
+                assert reloads(text) == {"ok": 1}
+                assert 'model="new-model"' in text and 'model="old-model"' not in text
+            # POST /admin/reload: the worker it reached reloads, then the supervisor sends SIGHUP to both.
+            assert httpx.post(f"{proc.url}/admin/reload").status_code == 200
+            reloaded(4, "done")
+            assert reloads(metrics()) == {"ok": 1, "unchanged": 1}
+            _write(path, "version: v0.5\nproviders: {models: [{name: x, backend_refs: nope}]}\n")
+            assert httpx.post(f"{proc.url}/admin/reload").status_code == 422
+            reloaded(2, "refused")
+            assert reloads(metrics()) == {"ok": 1, "unchanged": 1, "failed": 1}
+            _write(path, _doc("new-model", f"{second.url}/v1"))
             for _ in range(10):
                 # A new connection each time: the kernel hands them to either worker.
                 r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20,

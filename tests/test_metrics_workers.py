@@ -1,13 +1,16 @@
 """One view of the metrics under ``--workers``: whichever worker a scrape reaches adds up every worker's."""
 from __future__ import annotations
 
+import os
 import re
+import signal
 
 import httpx
 
+from bench._procs import children
 from vsr_fast.server.metrics_view import merge
 
-from .procs import config, router, wait_for_value, write_config
+from .procs import config, replay_record, router, wait_for_value, write_config
 
 
 def test_merge_adds_series_up_and_keeps_backend_up_at_the_lowest():
@@ -47,3 +50,87 @@ def test_two_workers_counters_add_up_exactly(tmp_path, mock):
             text = httpx.get(f"{proc.url}/metrics").text
             assert "\nvsr_workers 2\n" in text
             assert _requests_total(text) == 11
+
+
+def test_merge_keeps_store_up_at_the_lowest_and_reloads_at_the_highest():
+    a = (b"# TYPE vsr_events_store_up gauge\nvsr_events_store_up 1\n"
+         b'# TYPE vsr_config_reloads_total counter\nvsr_config_reloads_total{outcome="ok"} 3\n')
+    b = (b"# TYPE vsr_events_store_up gauge\nvsr_events_store_up 0\n"
+         b'# TYPE vsr_config_reloads_total counter\nvsr_config_reloads_total{outcome="ok"} 2\n')
+    lines = merge([a, b]).decode().splitlines()
+    assert "vsr_events_store_up 0" in lines and 'vsr_config_reloads_total{outcome="ok"} 3' in lines
+
+
+_CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def _families(text: str) -> tuple[dict[str, set[str]], set[str]]:
+    """Each family's HELP/TYPE lines seen, and every sample's family (a histogram's _bucket/_sum/_count: its own)."""
+    meta: dict[str, set[str]] = {}
+    sampled: set[str] = set()
+    kinds: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("# "):
+            _, what, name, *rest = line.split(" ", 3)
+            meta.setdefault(name, set()).add(what)
+            if what == "TYPE":
+                kinds[name] = rest[0]
+        elif line:
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            base = re.sub(r"_(bucket|sum|count)$", "", name)
+            sampled.add(base if kinds.get(base) == "histogram" else name)
+    return meta, sampled
+
+
+def test_a_busy_two_worker_router_every_series_described_replay_whole_and_a_stopped_worker_counted(tmp_path, mock):
+    doc = config([{"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}],
+                 [{"name": "d", "modelRefs": [{"model": "m"}]}])
+    doc["global"] = {"plugins": [{"type": "router_replay", "configuration": {"capture_request_body": True}}]}
+    with router(write_config(doc, str(tmp_path)), "--workers", "2") as proc:
+        wait_for_value(lambda: "\nvsr_workers 2\n" in httpx.get(f"{proc.url}/metrics").text, "both workers' series")
+        ids = []
+        for _ in range(8):
+            # A new connection each time: the kernel hands them to either worker.
+            r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20, json=_CHAT)
+            assert r.status_code == 200
+            ids.append(r.headers["x-vsr-replay-id"])
+        # Each worker records the requests it served; either answers for both.
+        for replay_id in ids:
+            assert replay_record(proc, replay_id)["id"] == replay_id
+        for _ in range(4):
+            listed = httpx.get(f"{proc.url}/api/v1/replay").json()["records"]
+            assert sorted(row["id"] for row in listed) == sorted(ids)
+            assert len(httpx.get(f"{proc.url}/api/v1/replay?limit=3").json()["records"]) == 3
+
+        text = httpx.get(f"{proc.url}/metrics").text
+        meta, sampled = _families(text)
+        assert {name for name in sampled if meta.get(name) != {"HELP", "TYPE"}} == set()
+        assert "vsr_connections_active" in sampled and "vsr_connections_refused_total" in sampled
+        assert 'vsr_time_to_first_byte_seconds_bucket{api="chat",model="m",le="600"} 8' in text
+        # A 0/1 gauge is the lowest of the workers', not their sum.
+        assert "\nvsr_events_store_up 1\n" in text
+
+        stopped = children(proc.popen.pid)[1]
+        os.kill(stopped, signal.SIGSTOP)
+        try:
+            for _ in range(2):
+                # The stopped worker's series are the last it gave out: no counter goes back.
+                text = httpx.get(f"{proc.url}/metrics", timeout=20).text
+                assert _requests_total(text) == 8
+                assert "\nvsr_workers 2\n" in text and "\nvsr_workers_stale 1\n" in text
+        finally:
+            os.kill(stopped, signal.SIGCONT)
+        text = httpx.get(f"{proc.url}/metrics", timeout=20).text
+        assert _requests_total(text) == 8 and "\nvsr_workers_stale 0\n" in text
+
+
+def test_an_event_store_never_reached_is_not_up(tmp_path, mock):
+    doc = config([{"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}],
+                 [{"name": "d", "modelRefs": [{"model": "m"}]}])
+    doc["global"] = {"stores": {"event_stream": {"backend": "redis", "url": "redis://127.0.0.1:1/0",
+                                                 "stream": "vsr-test-25:down", "path": str(tmp_path / "spill")}}}
+    with router(write_config(doc, str(tmp_path)), "--workers", "2") as proc:
+        # No request yet: nothing was written, and the store never answered.
+        text = wait_for_value(lambda: (lambda t: t if "\nvsr_workers 2\n" in t else None)(
+            httpx.get(f"{proc.url}/metrics").text), "both workers' series")
+        assert "\nvsr_events_store_up 0\n" in text

@@ -11,7 +11,9 @@ from collections import defaultdict
 
 Labels = tuple[str, ...]
 
-LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+# Up to the default request timeout (limits.request_timeout_ms, 600 s): a long generation is not lumped in +Inf.
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                     120.0, 300.0, 600.0)
 
 
 def escape(value: str) -> str:

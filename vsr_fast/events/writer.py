@@ -126,7 +126,9 @@ class EventSink:
         self._queue: collections.deque[bytes] = collections.deque()
         self._wake = threading.Event()
         self._idle = False
-        self._connected = True
+        # Whether the store took the last write: None until the writer thread's first probe (an empty send)
+        # answers. Unknown is not up: vsr_events_store_up says 0 until then, never 1 for a store not reached.
+        self._connected: bool | None = None
         self._stopping = False
         self._closed = False
         self._abandoned = False
@@ -275,6 +277,13 @@ class EventSink:
         _name_os_thread(b"vsr-events")
         backoff = 0.05
         deadline: float | None = None
+        try:
+            # Appends nothing: whether the store answers, before the first event (a quiet router's gauge).
+            self._transport.send([])
+            self._connected = True
+        except TransportDown as exc:
+            log.warning("event stream: store unavailable at start, keeping events (%s)", exc)
+            self._connected = False
         while True:
             if self._stopping and deadline is None:
                 deadline = time.monotonic() + self._close_timeout
@@ -291,7 +300,7 @@ class EventSink:
                 added = self._transport.send(batch.items)
             except TransportDown as exc:
                 self.stats.failures += 1
-                if self._connected or self.stats.failures & (self.stats.failures - 1) == 0:
+                if self._connected is not False or self.stats.failures & (self.stats.failures - 1) == 0:
                     log.warning("event stream: store unavailable, keeping events (%s)", exc)
                 self._connected = False
                 batch.retried = True
@@ -305,7 +314,7 @@ class EventSink:
                     self._wake.wait(backoff)         # close() cuts the wait short
                 backoff = min(backoff * 2, 1.0)
                 continue
-            if not self._connected:
+            if self._connected is False:
                 log.warning("event stream: store back; re-sending")
             self._connected, backoff = True, 0.05
             self._done(batch, added)
@@ -413,7 +422,8 @@ class EventSink:
         for name, doc, value in (
             ("vsr_events_queue_depth", "Routing events waiting in memory.", len(self._queue)),
             ("vsr_events_spill_backlog_bytes", "Bytes of spilled events not yet re-sent.", self._journal.end - self._jread),
-            ("vsr_events_store_up", "1 when the last write to the event store succeeded.", int(self._connected)),
+            ("vsr_events_store_up", "1 when the last write to the event store succeeded (0 before the first "
+             "answer).", int(bool(self._connected))),
         ):
             out += [f"# HELP {name} {doc}", f"# TYPE {name} gauge", f"{name} {value}"]
         return out

@@ -18,7 +18,7 @@ from ..auth.store import KeyStore
 from ..errors import BodyTooLarge, EmbeddingFailed, MethodNotAllowed, RouteNotFound, VsrError
 from ..headers import registry as h
 from . import models_api
-from .metrics_view import gathered
+from .metrics_view import gathered, replay_get, replay_list
 from .shapes import error_for_request
 from .state import AppState
 
@@ -72,7 +72,7 @@ def make_admin(state: AppState) -> QuartTrio:
 
     @app.post("/admin/reload")
     async def reload() -> tuple[Response, int]:
-        ok, message, later = await state.reloader()
+        ok, message, later = await state.reloader(echoed=state.metrics_dir is not None)
         if state.metrics_dir is not None:
             # Under a supervisor: it sends SIGHUP on to every worker, so all of them load the file.
             os.kill(os.getppid(), signal.SIGHUP)
@@ -85,10 +85,11 @@ def make_admin(state: AppState) -> QuartTrio:
 
     @app.get("/api/v1/replay/<replay_id>")
     async def replay_record(replay_id: str) -> Response | tuple[Response, int]:
-        record = await state.events.records.get_record(replay_id) if state.events else None
+        # Every worker's records (under a supervisor each keeps those of the requests it served).
+        record = await replay_get(state, replay_id)
         if record is None:
             return _not_found(f"no replay record {replay_id!r}"), 404
-        return Response(msgspec.json.encode(record), content_type="application/json")
+        return Response(record, content_type="application/json")
 
     @app.get("/api/v1/replay")
     async def replay_listing() -> Response | tuple[Response, int]:
@@ -99,11 +100,8 @@ def make_admin(state: AppState) -> QuartTrio:
             until = int(args["until_ms"]) if "until_ms" in args else None
         except ValueError:
             return _bad("limit, since_ms and until_ms are integers"), 400
-        if state.events is None:
-            return Response(b'{"records":[]}', content_type="application/json")
-        rows = await state.events.records.list_records(decision=args.get("decision"), model=args.get("model"),
-                                                       recipe=args.get("recipe"), since_ms=since, until_ms=until,
-                                                       limit=limit)
+        rows = await replay_list(state, decision=args.get("decision"), model=args.get("model"),
+                                 recipe=args.get("recipe"), since_ms=since, until_ms=until, limit=max(1, limit))
         return Response(msgspec.json.encode({"records": rows}), content_type="application/json")
 
     @app.get("/api/v1/inventory/embedding-models")

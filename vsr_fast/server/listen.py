@@ -78,7 +78,10 @@ class Connections:
         return self.cap is not None and self.active >= self.cap
 
     def prometheus_lines(self) -> list[str]:
-        return ["# TYPE vsr_connections_active gauge", f"vsr_connections_active {self.active}",
+        return ["# HELP vsr_connections_active Client connections open on the serving listener.",
+                "# TYPE vsr_connections_active gauge", f"vsr_connections_active {self.active}",
+                "# HELP vsr_connections_refused_total Client connections closed at once: the listener's "
+                "limits.max_connections were open.",
                 "# TYPE vsr_connections_refused_total counter", f"vsr_connections_refused_total {self.refused}"]
 
 

@@ -4,25 +4,46 @@ Each worker keeps its own series (no lock, no shared memory on the hot path: ``m
 supervisor every worker also answers its rendered series on a Unix socket of its own in a directory the
 supervisor made; the worker a scrape reaches reads its peers' there and adds them up, so every scrape counts
 every worker's requests exactly, whichever worker the kernel handed the connection to. Series are merged by
-name and labels: counters, histograms and most gauges add up; ``vsr_backend_up`` is the lowest of the
-workers' (a backend one worker ejected shows down).
+name and labels: counters, histograms and most gauges add up; the 0/1 gauges are the lowest of the
+workers' (a backend one worker ejected shows down); ``vsr_config_reloads_total`` is the highest (each worker
+loads the file at each reload: one reload, not one per worker).
+
+A counter must never go down between scrapes (Prometheus takes a lower value for a reset, and ``rate()``
+then counts the whole value again). A worker that does not answer in time (stuck, stopped) is counted with
+the series it last gave out: each worker writes what it renders to ``worker-<n>.last`` before sending it,
+so that file holds at least what any scrape saw of it. ``vsr_workers_stale`` says how many workers' series
+a scrape took from there: a scrape still answers (failing it with a 503 would hide every worker's series
+for one stuck worker's sake, and leave gaps in every graph) and an alert can watch the gauge.
+
+The same sockets answer the replay API's reads: with the embedded event stream each worker records the
+requests it served in its own memory, so ``GET /api/v1/replay[/<id>]`` asks every worker (``replay_get``,
+``replay_list``) and answers the same whichever worker the connection reached.
 """
 from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
+from collections.abc import Callable
 
+import msgspec
 import trio
 
+from ..events.replay_record import RecordSummary
 from . import heap
 from .state import AppState
 
 log = logging.getLogger("vsr_fast.metrics")
 
-# Gauges that are a state, not an amount: merged as the minimum over the workers.
-MIN_GAUGES = frozenset({"vsr_backend_up"})
+# Gauges that are a state, not an amount (every 0/1 gauge): merged as the minimum over the workers, so one
+# worker's ejected backend or unreachable store shows as down.
+MIN_GAUGES = frozenset({"vsr_backend_up", "vsr_events_store_up"})
+# Counters every worker counts for the same event: merged as the maximum (still never lower than before).
+MAX_COUNTERS = frozenset({"vsr_config_reloads_total"})
 _PEER_TIMEOUT_S = 2.0
+_PEER_FILE = re.compile(r"^worker-(\d+)\.(?:sock|last)$")
+_MAX_ASK = 65536
 
 
 def own_metrics(state: AppState) -> bytes:
@@ -68,6 +89,8 @@ def merge(texts: list[bytes]) -> bytes:
                 samples[key] = number
             elif name in MIN_GAUGES:
                 samples[key] = min(samples[key], number)
+            elif name in MAX_COUNTERS:
+                samples[key] = max(samples[key], number)
             else:
                 samples[key] += number
     out: list[str] = []
@@ -85,8 +108,27 @@ def socket_path(directory: str, worker: int) -> str:
     return os.path.join(directory, f"worker-{worker}.sock")
 
 
-async def serve_peers(state: AppState, directory: str, worker: int) -> None:
-    """Answer this worker's series to any peer that connects (until cancelled)."""
+def _last_path(directory: str, worker: int) -> str:
+    return os.path.join(directory, f"worker-{worker}.last")
+
+
+def _rendered(state: AppState, directory: str, worker: int) -> bytes:
+    """This worker's series, kept in its ``.last`` file first (a small file under the supervisor's temporary
+    directory, written in place of the old one: a reader never sees half of it)."""
+    text = own_metrics(state)
+    path = _last_path(directory, worker)
+    try:
+        with open(path + ".tmp", "wb") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+    except OSError as exc:
+        log.warning("metrics: cannot keep this worker's series in %s: %s", path, exc)
+    return text
+
+
+async def serve_peers(current: Callable[[], AppState], directory: str, worker: int) -> None:
+    """Answer this worker's peers (until cancelled): its series, or its replay records. ``current``: the
+    generation serving now (a reload's backends, not the first generation's)."""
     path = socket_path(directory, worker)
     try:
         os.unlink(path)
@@ -100,7 +142,9 @@ async def serve_peers(state: AppState, directory: str, worker: int) -> None:
     async def answer(stream: trio.SocketStream) -> None:
         async with stream:
             try:
-                await stream.send_all(own_metrics(state))
+                with trio.move_on_after(_PEER_TIMEOUT_S):
+                    ask = await _receive_line(stream)
+                    await stream.send_all(await _answer(current(), directory, worker, ask))
             except trio.BrokenResourceError:
                 pass
 
@@ -113,25 +157,86 @@ async def serve_peers(state: AppState, directory: str, worker: int) -> None:
             pass
 
 
+async def _receive_line(stream: trio.SocketStream) -> bytes:
+    data = b""
+    while b"\n" not in data and len(data) < _MAX_ASK:
+        chunk = await stream.receive_some(_MAX_ASK)
+        if not chunk:
+            break
+        data += chunk
+    return data.split(b"\n", 1)[0]
+
+
+async def _answer(state: AppState, directory: str, worker: int, ask: bytes) -> bytes:
+    verb, _, arg = ask.partition(b" ")
+    if verb == b"metrics":
+        return _rendered(state, directory, worker)
+    records = state.events.records if state.events is not None else None
+    if verb == b"replay-get" and records is not None:
+        record = await records.get_record(arg.decode())
+        return msgspec.json.encode(record) if record is not None else b""
+    if verb == b"replay-list" and records is not None:
+        return msgspec.json.encode(await records.list_records(**msgspec.json.decode(arg)))
+    return b""
+
+
+def _peers(directory: str, worker: int) -> list[int]:
+    """The other workers that answer here now, or did (a ``.last`` file)."""
+    found = {int(m.group(1)) for name in os.listdir(directory) if (m := _PEER_FILE.match(name))}
+    return sorted(found - {worker})
+
+
 async def gathered(state: AppState, directory: str | None, worker: int) -> bytes:
     """Every worker's series added up; this worker's alone without a supervisor."""
-    own = own_metrics(state)
     if directory is None:
-        return own
-    texts = [own]
-    mine = socket_path(directory, worker)
-    for name in sorted(os.listdir(directory)):
-        path = os.path.join(directory, name)
-        if not name.endswith(".sock") or path == mine:
-            continue
-        text = await _read_peer(path)
-        if text is not None:
-            texts.append(text)
+        return own_metrics(state)
+    texts = [_rendered(state, directory, worker)]
+    stale = 0
+    for peer in _peers(directory, worker):
+        text = await _ask(socket_path(directory, peer), b"metrics")
+        if text is None:
+            # Its last series (never lower than what a scrape saw of it), or none yet (a worker starting).
+            try:
+                with open(_last_path(directory, peer), "rb") as f:
+                    text = f.read()
+                stale += 1
+            except OSError:
+                continue
+        texts.append(text)
+    texts.append(b"# HELP vsr_workers_stale Workers that did not answer this scrape in time: their series are "
+                 b"the last they gave out.\n# TYPE vsr_workers_stale gauge\n" + f"vsr_workers_stale {stale}\n".encode())
     return merge(texts)
 
 
-async def _read_peer(path: str) -> bytes | None:
-    """A peer's series, or None for a worker gone or stuck (its share is then missing from this scrape)."""
+async def replay_get(state: AppState, replay_id: str) -> bytes | None:
+    """``GET /api/v1/replay/<id>``'s record as JSON: this worker's, else the first peer's that holds it."""
+    record = await state.events.records.get_record(replay_id) if state.events is not None else None
+    if record is not None:
+        return msgspec.json.encode(record)
+    if state.metrics_dir is None:
+        return None
+    for peer in _peers(state.metrics_dir, state.worker):
+        found = await _ask(socket_path(state.metrics_dir, peer), b"replay-get " + replay_id.encode())
+        if found:
+            return found
+    return None
+
+
+async def replay_list(state: AppState, **query) -> list[RecordSummary]:
+    """``GET /api/v1/replay``'s rows: every worker's, newest first, ``limit`` of them."""
+    rows = await state.events.records.list_records(**query) if state.events is not None else []
+    if state.metrics_dir is None:
+        return rows
+    ask = b"replay-list " + msgspec.json.encode(query)
+    for peer in _peers(state.metrics_dir, state.worker):
+        found = await _ask(socket_path(state.metrics_dir, peer), ask)
+        if found:
+            rows += msgspec.json.decode(found, type=list[RecordSummary])
+    return sorted(rows, key=lambda s: s.ts_ms, reverse=True)[:query.get("limit", 50)]
+
+
+async def _ask(path: str, ask: bytes) -> bytes | None:
+    """A peer's answer to ``ask``, or None for a worker gone or stuck."""
     chunks: list[bytes] = []
     with trio.move_on_after(_PEER_TIMEOUT_S):
         try:
@@ -140,8 +245,13 @@ async def _read_peer(path: str) -> bytes | None:
             log.warning("metrics: worker socket %s does not answer: %s", path, exc)
             return None
         async with stream:
-            while chunk := await stream.receive_some(65536):
-                chunks.append(chunk)
+            try:
+                await stream.send_all(ask + b"\n")
+                while chunk := await stream.receive_some(65536):
+                    chunks.append(chunk)
+            except (trio.BrokenResourceError, OSError) as exc:
+                log.warning("metrics: worker socket %s broke off: %s", path, exc)
+                return None
             return b"".join(chunks)
     log.warning("metrics: worker socket %s took over %s s", path, _PEER_TIMEOUT_S)
     return None

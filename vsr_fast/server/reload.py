@@ -111,6 +111,9 @@ class Generations:
         self.apps = build(state)
         self._build, self._path, self._nursery = build, config_path, nursery
         self._lock = trio.Lock()
+        # SIGHUPs this process asked its supervisor for after a reload of its own (``POST /admin/reload``):
+        # the supervisor sends them to every worker, this one included, whose reload then is not counted again.
+        self._echoes = 0
         state.reloader = self.reload
 
     def app(self, role: str):
@@ -126,34 +129,44 @@ class Generations:
         for state in self.every:
             state.drain(deadline)
 
-    async def reload(self) -> Reloaded:
+    async def reload(self, *, count: bool = True, echoed: bool = False) -> Reloaded:
         """Load, check and swap; (False, why) leaves the current generation serving.
 
         Whatever goes wrong before the swap refuses the reload, an unexpected exception included: SIGHUP and
-        the file watch run this in the process's own nursery, where an exception would end the router."""
+        the file watch run this in the process's own nursery, where an exception would end the router.
+        ``count``: add the outcome to ``vsr_config_reloads_total``. ``echoed``: the caller sends this reload on
+        to every worker as SIGHUP (``POST /admin/reload`` under a supervisor): this process's own copy of that
+        SIGHUP reloads without counting, as each reload counts once per worker and the workers' counts merge
+        as their maximum (``metrics_view``)."""
+        if echoed:
+            self._echoes += 1
         async with self._lock:
             old = self.current
+            outcomes = old.metrics.reloads if count else None
             try:
                 loaded = await trio.to_thread.run_sync(load_file, self._path)
                 if loaded.version_hash == old.loaded.version_hash:
-                    old.metrics.reloads.inc("unchanged")
+                    if outcomes is not None:
+                        outcomes.inc("unchanged")
                     return Reloaded(True, f"config {loaded.version_hash} unchanged")
                 upstreams = Upstreams(loaded.config, previous=old.upstreams)
                 new = old.regenerated(loaded, upstreams)
                 later = tuple(restart_required(self.started, loaded.config)
                               + systemone_unstarted(old.systemone_client, loaded.table))
             except ConfigError as exc:
-                return self._refused(old, "; ".join(exc.lines) or str(exc))
+                return self._refused(old, "; ".join(exc.lines) or str(exc), count)
             except Exception as exc:   # noqa: BLE001 - a bug in loading is a refused reload, never a dead router
                 log.exception("reload: unexpected error loading %s", self._path)
-                return self._refused(old, f"unexpected error: {type(exc).__name__}: {exc}")
+                return self._refused(old, f"unexpected error: {type(exc).__name__}: {exc}", count)
             if old.draining:
                 new.drain(old.drain_deadline)
             self.apps = self._build(new)
             self.current = new
             self.every.append(new)
-            old.metrics.reloads.inc("ok")
-            log.warning("reloaded %s: config %s (was %s)", self._path, loaded.version_hash, old.loaded.version_hash)
+            if outcomes is not None:
+                outcomes.inc("ok")
+            # A reload done as asked is news, not a warning (what it could not apply is: below).
+            log.info("reloaded %s: config %s (was %s)", self._path, loaded.version_hash, old.loaded.version_hash)
             self._nursery.start_soon(self._retire, old, upstreams)
             message = f"config {loaded.version_hash} loaded"
             if later:
@@ -162,15 +175,19 @@ class Generations:
                             self._path, ", ".join(later))
             return Reloaded(True, message, later)
 
-    def _refused(self, old: AppState, why: str) -> Reloaded:
-        old.metrics.reloads.inc("failed")
+    def _refused(self, old: AppState, why: str, count: bool) -> Reloaded:
+        if count:
+            old.metrics.reloads.inc("failed")
         log.error("reload refused: %s does not load (%s); still serving config %s", self._path, why,
                   old.loaded.version_hash)
         return Reloaded(False, why)
 
     async def reload_and_say(self, trigger: str) -> None:
         """Reload, and say how it went on stderr (what SIGHUP and the file watch started)."""
-        ok, message, _ = await self.reload()
+        count = True
+        if trigger == "SIGHUP" and self._echoes:
+            self._echoes, count = self._echoes - 1, False
+        ok, message, _ = await self.reload(count=count)
         sys.stderr.write(f"vsr-fast: reload {'done' if ok else 'refused'} ({trigger}): {message}\n")
         sys.stderr.flush()
 

@@ -131,7 +131,8 @@ async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
             if state.access_log is not None:
                 background.start_soon(state.access_log.run)
             if opts.metrics_dir is not None:
-                background.start_soon(serve_peers, state, opts.metrics_dir, opts.worker)
+                # The generation current at each peer's ask (set below, before this task first runs).
+                background.start_soon(serve_peers, lambda: generations.current, opts.metrics_dir, opts.worker)
             async with trio.open_nursery() as nursery:
                 limits = loaded.config.global_.router.limits
                 cfg = _hypercorn_config(opts, limits)
