@@ -4,9 +4,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import signal
+import time
 
 import httpx
 import openai
+import trio
 
 from vsr_fast.server.access_log import logfmt
 
@@ -89,3 +92,141 @@ def test_each_line_names_the_caller_by_key_id_never_by_key(tmp_path, mock):
     assert (second["key_id"], second["user"]) == ("bare", "bare") and "team" not in second and "tenant" not in second
     for secret in (team_key, bare_key):
         assert secret not in text and hashlib.sha256(secret.encode()).hexdigest() not in text
+
+
+def _lines(path) -> list[dict]:
+    """Every line of an access log file, each one whole JSON (a split line fails here)."""
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _chat(proc, rid: str) -> httpx.Response:
+    r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"x-request-id": rid}, timeout=20,
+                   json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 200 and r.headers["x-request-id"] == rid
+    return r
+
+
+def test_a_renamed_log_is_reopened_at_reload_and_when_its_inode_changes(tmp_path, mock):
+    """logrotate's way: rename, then SIGHUP (or nothing: the writer notices the path names another file)."""
+    log = tmp_path / "access.log"
+    path = _config(tmp_path, f"{mock.url}/v1", path=str(log))
+    with router(path) as proc:
+        for i in range(2):
+            _chat(proc, f"a-{i}")
+        wait_until(lambda: len(_lines(log)) == 2, "two lines in access.log")
+        log.rename(tmp_path / "access.log.1")
+        proc.signal(signal.SIGHUP)
+        # Reopened by the reload itself, before any request: the new file is there, empty.
+        wait_until(log.exists, "access.log created again at SIGHUP")
+        for i in range(3):
+            _chat(proc, f"b-{i}")
+        wait_until(lambda: len(_lines(log)) == 3, "three lines in the new access.log")
+        # No signal: the writer sees the path name another file (a new inode) and follows it.
+        log.rename(tmp_path / "access.log.2")
+        sent: list[str] = []
+
+        def followed() -> bool:
+            sent.append(f"c-{len(sent)}")
+            _chat(proc, sent[-1])
+            time.sleep(0.05)
+            return log.exists() and len(_lines(log)) > 0
+        wait_until(followed, "a line in the access.log created after the second rename")
+    assert [e["request_id"] for e in _lines(tmp_path / "access.log.1")] == ["a-0", "a-1"]
+    second = [e["request_id"] for e in _lines(tmp_path / "access.log.2")]
+    third = [e["request_id"] for e in _lines(log)]
+    assert second[:3] == ["b-0", "b-1", "b-2"]
+    # Every line in exactly one file, in order, none lost.
+    assert second[3:] + third == sent and third
+
+
+def _no_stream_config(tmp_path, endpoint: str, log) -> str:
+    doc = config([{"name": "m", "backend_refs": [{"endpoint": endpoint, "name": "only"}]}],
+                 [{"name": "d", "modelRefs": [{"model": "m"}]}])
+    doc["global"] = {"router": {"access_log": {"enabled": True, "path": str(log)}},
+                     "stores": {"event_stream": {"backend": "none"}}}
+    return write_config(doc, str(tmp_path))
+
+
+def test_every_line_has_a_request_id_the_client_receives_too(tmp_path, mock):
+    log = tmp_path / "access.log"
+    with router(_no_stream_config(tmp_path, f"{mock.url}/v1", log)) as proc:
+        client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="x", max_retries=0)
+        raw = client.chat.completions.with_raw_response.create(
+            model="vsr/auto", messages=[{"role": "user", "content": "hi"}])
+        made = raw.headers["x-request-id"]
+        assert re.fullmatch(r"[0-9a-f]{32}", made)
+        mine = _chat(proc, "client-chose-this")
+        assert "x-vsr-replay-id" not in mine.headers
+        wait_until(lambda: len(_lines(log)) == 2, "two lines")
+    first, second = _lines(log)
+    assert first["request_id"] == made and second["request_id"] == "client-chose-this"
+    # RFC 3339 with milliseconds, UTC.
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", first["time"])
+    assert "replay_id" not in first
+
+
+def test_the_line_carries_the_replay_id_the_client_received(tmp_path, mock):
+    log = tmp_path / "access.log"
+    doc = config([{"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1", "name": "only"}]}],
+                 [{"name": "d", "modelRefs": [{"model": "m"}]}])
+    doc["global"] = {"router": {"access_log": {"enabled": True, "path": str(log)}},
+                     "plugins": [{"type": "router_replay", "configuration": {}}]}
+    with router(write_config(doc, str(tmp_path))) as proc:
+        r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20,
+                       json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
+        assert r.status_code == 200
+        wait_until(lambda: len(_lines(log)) == 1, "one line")
+    line = _lines(log)[0]
+    assert line["replay_id"] == r.headers["x-vsr-replay-id"] and line["request_id"] == r.headers["x-request-id"]
+
+
+def test_a_request_refused_before_routing_is_logged_and_counted(tmp_path, mock):
+    log = tmp_path / "access.log"
+    with router(_no_stream_config(tmp_path, f"{mock.url}/v1", log)) as proc:
+        media = httpx.post(f"{proc.url}/v1/chat/completions", content=b"hi", headers={"content-type": "text/plain"})
+        assert media.status_code == 415
+        method = httpx.get(f"{proc.url}/v1/messages", headers={"x-request-id": "get-1"})
+        assert method.status_code == 405 and method.headers["x-request-id"] == "get-1"
+        wait_until(lambda: len(_lines(log)) == 2, "two lines")
+        metrics = httpx.get(f"{proc.url}/metrics").text
+    first, second = _lines(log)
+    assert (first["api"], first["status"], first["path"], first["error"]) == \
+        ("chat", 415, "error", "unsupported_media_type")
+    assert first["request_id"] == media.headers["x-request-id"]
+    assert (second["api"], second["status"], second["request_id"]) == ("messages", 405, "get-1")
+    assert re.search(r'^vsr_requests_total\{api="chat",recipe="",decision="",model="",status="415"\} 1$', metrics,
+                     re.M)
+    assert re.search(r'^vsr_requests_total\{api="messages",[^}]*status="405"\} 1$', metrics, re.M)
+    assert "# HELP vsr_access_log_dropped_total " in metrics
+    assert re.search(r"^vsr_access_log_dropped_total 0$", metrics, re.M)
+
+
+def test_reopen_while_lines_are_written_loses_and_splits_none(tmp_path):
+    """Rename and reopen 30 times while 3,000 lines go out in bursts: each line whole, once, in some file."""
+    from vsr_fast.config.schema import AccessLogConfig
+    from vsr_fast.server.access_log import AccessLog
+
+    log = tmp_path / "access.log"
+    access = AccessLog(AccessLogConfig(enabled=True, path=str(log)))
+    access.open()
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(access.run)
+            for burst in range(30):
+                for i in range(100):
+                    access.log({"request_id": f"{burst}-{i}", "status": 200, "message": "x" * 200})
+                    if i % 10 == 0:
+                        await trio.sleep(0)
+                log.rename(tmp_path / f"access.log.{burst}")
+                access.reopen()
+                for _ in range(1000):       # the writer creates the file anew at once, lines queued or not
+                    if log.exists():
+                        break
+                    await trio.sleep(0.005)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    seen = [e["request_id"] for f in sorted(tmp_path.iterdir()) for e in _lines(f)]
+    assert sorted(seen) == sorted(f"{b}-{i}" for b in range(30) for i in range(100))
+    assert access.dropped == 0

@@ -283,10 +283,19 @@ class UpstreamPolicy(_Block):
 
 
 class AccessLogConfig(_Block):
-    """One line per inference request: time, request id, the caller (key id, never the key; user, team, tenant),
-    client API, recipe, decision, model, status, response path, latency, time to first byte, tokens, error code,
-    an upstream failure's cause and the error's message. ``level: errors``: statuses 400 and up only. ``path``:
-    appended to (none: stderr)."""
+    """One line per inference request: time (RFC 3339, UTC, milliseconds), request id (the client's
+    x-request-id, else one the router makes; the answer carries it in x-request-id), replay id (when a replay
+    record is kept: x-vsr-replay-id), the caller (key id, never the key; user, team, tenant), client API, recipe,
+    decision, model, status, response path, latency, time to first byte, tokens, error code, an upstream
+    failure's cause and the error's message. A request refused before routing (its method, media type, key) has
+    its line too. ``level: errors``: statuses 400 and up only. ``path``: appended to (none: stderr). Lines the
+    writer could not keep up with are counted in ``vsr_access_log_dropped_total``.
+
+    Rotation (logrotate without ``copytruncate``): rename the file, then send SIGHUP (a reload, which reopens
+    the file whether or not the configuration changed; ``POST /admin/reload`` too) or SIGUSR1 (reopens only,
+    as nginx does). With no signal the router follows the rename within a second: before writing, it checks
+    at most once a second whether ``path`` still names the file it has open, and opens it anew when not.
+    Every line is whole in one file."""
 
     enabled: bool = False
     format: Literal["json", "logfmt"] = "json"

@@ -70,7 +70,9 @@ SESSION_ALIASES = (
 )
 CONVERSATION_ID = _register("x-conversation-id", Q, CTL, "sessions",
                             "A conversation's identity, kept apart from the session (spec 5.10).")
-REQUEST_ID = _register("x-request-id", Q, Surface.PUBLIC, "headers", "Request correlation id; reaches providers.")
+REQUEST_ID = _register("x-request-id", Q, Surface.PUBLIC, "headers",
+                       "Request correlation id: the client's, else one the router makes; reaches providers (the "
+                       "client's), returned on every inference answer and written in its access log line.")
 
 PUBLIC_SCHEMA = "3"
 ROUTER_PREFIX = "x-vsr-"

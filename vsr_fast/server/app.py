@@ -12,7 +12,7 @@ from ..errors import (AdminOnly, AmbiguousFraming, AuthError, CodingNotImplement
                       MalformedRequest, MethodNotAllowed, NonCanonicalPath, OriginRefused, RouteNotFound,
                       UnsupportedMedia, VsrError)
 from ..headers.public import public_headers
-from ..headers.registry import ResponsePath
+from ..headers.registry import REQUEST_ID as _REQUEST_ID, ResponsePath
 from .admin import make_admin
 from .classify_api import PATHS as CLASSIFY_PATHS, handle_classify
 from .asgi import (Receive, Scope, Send, discard_body, header, lingering_close, origin_path, send_whole, shield_final,
@@ -20,8 +20,9 @@ from .asgi import (Receive, Scope, Send, discard_body, header, lingering_close, 
 from .count_tokens import handle_count_tokens
 from .models_api import PATH as MODELS_PATH
 from .paths import non_canonical, normalised
-from .pipeline import handle_api
+from .pipeline import handle_api, refused
 from .preview import handle_preview
+from .recording import request_id
 from .shapes import SYSTEMONE_PATHS, error_for_path, error_for_request
 from .systemone_api import handle_systemone, models_listing
 from .state import AppState
@@ -92,16 +93,16 @@ def make_app(state: AppState, role: str = "serving"):
             path = to_origin_form(scope)        # once, for every route and quart's alike
         if head_bytes(scope) > MAX_HEAD_BYTES:
             await discard_body(receive)
-            await _refuse(state, send, path, HeadTooLarge(f"the request's head is larger than {MAX_HEAD_BYTES} "
-                                                           "bytes"), (b"connection", b"close"), scope=scope)
+            await _refuse(state, send, scope, path, HeadTooLarge(
+                f"the request's head is larger than {MAX_HEAD_BYTES} bytes"), (b"connection", b"close"), shape=scope)
             return
         # Before anything reads the path (the listener's role, the key it needs, the route): paths.py.
         why = non_canonical(scope.get("raw_path") or b"", path)
         if why is not None:
             await discard_body(receive)
             shape = {**scope, "path": normalised(path)}     # the error's protocol only: nothing routes on it
-            await _refuse(state, send, path, NonCanonicalPath(f"the request path is not canonical: {why}"),
-                          scope=shape)
+            await _refuse(state, send, scope, shape["path"],
+                          NonCanonicalPath(f"the request path is not canonical: {why}"), shape=shape)
             return
         origin = header(scope, b"origin")
         if origin is not None:
@@ -109,9 +110,9 @@ def make_app(state: AppState, role: str = "serving"):
             # could spend the router's backends with a JSON POST (its preflight answered or not).
             if not any_origin and origin.lower() not in allowed:
                 await discard_body(receive)
-                await _refuse(state, send, path, OriginRefused(
+                await _refuse(state, send, scope, path, OriginRefused(
                     f"Origin {origin.decode('latin-1')} is not allowed (global.router.cors.allow_origins)"),
-                    (b"vary", b"origin"), scope=scope)
+                    (b"vary", b"origin"), shape=scope)
                 return
             if method == "OPTIONS" and header(scope, b"access-control-request-method") is not None:
                 await send_whole(send, 204, _preflight(scope, origin), b"")
@@ -141,7 +142,7 @@ def make_app(state: AppState, role: str = "serving"):
                 state.auth.identify(scope, api)
         except AuthError as exc:
             state.metrics.auth_failures.inc(api or "admin", exc.code)
-            await _refuse(state, send, path, exc, *_challenge(exc), scope=scope)
+            await _refuse(state, send, scope, path, exc, *_challenge(exc), shape=scope)
             return
         if header(scope, b"transfer-encoding") is not None and header(scope, b"content-length") is not None:
             # h11 lets chunked win and keeps the connection, so the bytes past the chunked body would be
@@ -149,34 +150,34 @@ def make_app(state: AppState, role: str = "serving"):
             # chunked body is read first (bounded): answering while hypercorn still parses it races its
             # reader for the socket.
             await discard_body(receive)
-            await _refuse(state, send, path, AmbiguousFraming("Content-Length and Transfer-Encoding together "
-                                                              "are refused"), (b"connection", b"close"))
+            await _refuse(state, send, scope, path, AmbiguousFraming(
+                "Content-Length and Transfer-Encoding together are refused"), (b"connection", b"close"))
             return
         handler = posts.get(path)
         if handler is not None:
             if method != "POST":
-                await _refuse(state, send, path, MethodNotAllowed("Only POST is allowed on this route"),
+                await _refuse(state, send, scope, path, MethodNotAllowed("Only POST is allowed on this route"),
                               (b"allow", b"POST"))
             elif not is_json(header(scope, b"content-type")):
                 # A web page may POST text/plain, a form or an untyped blob to any origin with no CORS
                 # preflight; only JSON bodies are served. The body is read first (bounded) so the
                 # connection stays usable.
                 await discard_body(receive)
-                await _refuse(state, send, path, UnsupportedMedia("Content-Type must be application/json"),
+                await _refuse(state, send, scope, path, UnsupportedMedia("Content-Type must be application/json"),
                               (b"accept", b"application/json"))
             elif (coding := body_coding(scope)) is not None:
                 # RFC 9110 §15.5.16: a content coding the server does not decode is a 415 that names the codings
                 # it does. Decoding gzip or br here would let a small body inflate past max_body_bytes; left
                 # unchecked, a compressed body read as JSON is a misleading invalid_json at byte 0.
                 await discard_body(receive)
-                await _refuse(state, send, path, UnsupportedMedia(
+                await _refuse(state, send, scope, path, UnsupportedMedia(
                     f"Content-Encoding {coding} is not supported: send the body uncompressed (identity)"),
                     (b"accept-encoding", b"identity"))
             else:
                 await handler(state, scope, receive, send)
         elif path == SYSTEMONE_MODELS:
             if method not in ("GET", "HEAD"):
-                await _refuse(state, send, path, MethodNotAllowed("Only GET is allowed on this route"),
+                await _refuse(state, send, scope, path, MethodNotAllowed("Only GET is allowed on this route"),
                               (b"allow", b"GET, HEAD"))
                 return
             headers = public_headers(config_version=state.config_version, path=ResponsePath.UPSTREAM,
@@ -272,15 +273,25 @@ async def _not_here(send: Send, scope: Scope) -> None:
     await send_whole(send, status, [(b"content-type", b"application/json")], body)
 
 
-async def _refuse(state: AppState, send: Send, path: str, err: VsrError, *extra: tuple[bytes, bytes],
-                  scope: Scope | None = None) -> None:
-    """``err`` before any handler ran, in the protocol of the route ``path`` names (with ``scope``: of the
-    request, for a route two client APIs share, shapes.error_for_request)."""
+async def _refuse(state: AppState, send: Send, scope: Scope, path: str, err: VsrError,
+                  *extra: tuple[bytes, bytes], shape: Scope | None = None) -> None:
+    """``err`` before any handler ran, in the protocol of the route ``path`` names (with ``shape``: of the
+    request, for a route two client APIs share, shapes.error_for_request). On an inference route, the answer
+    carries the request's id and the refusal is counted and logged as the pipeline's answers are."""
     headers = public_headers(config_version=state.config_version, path=ResponsePath.ERROR,
                              recipe=None, decision=None, model=None)
     headers += [(b"content-type", b"application/json"), *extra]
-    status, body = error_for_path(path, err) if scope is None else error_for_request(scope, err)
-    await send_whole(send, status, headers, body)
+    status, body = error_for_path(path, err) if shape is None else error_for_request(shape, err)
+    api = API_PATHS.get(path)
+    if api is None:
+        await send_whole(send, status, headers, body)
+        return
+    rid = request_id(scope)
+    headers.append((_REQUEST_ID.encode(), rid.encode("latin-1")))
+    try:
+        await send_whole(send, status, headers, body)
+    finally:
+        refused(state, api, scope, rid, status, err)
 
 
 # The refusals the connection server answers itself, before any app saw the request (listen.EdgeServer): at the

@@ -59,6 +59,8 @@ def own_metrics(state: AppState) -> bytes:
         extra.append(state.events.prometheus_lines())
     if state.direct_cache is not None:
         extra.append(state.direct_cache.prometheus_lines())
+    if state.access_log is not None:
+        extra.append(state.access_log.prometheus_lines())
     return state.metrics.render(*extra)
 
 

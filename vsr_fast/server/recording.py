@@ -28,6 +28,15 @@ from .delegation import delegated_credential
 _REQUEST_ID = h.REQUEST_ID.encode()
 
 
+def request_id(scope: Scope) -> str:
+    """The request's correlation id: the client's x-request-id when it sent one (kept as Envoy keeps it), else a
+    new one. The answer returns it in x-request-id and the access log's line carries it."""
+    for key, value in scope["headers"]:
+        if key == _REQUEST_ID and value:
+            return value.decode("latin-1")
+    return ids.request_id()
+
+
 class Plan(NamedTuple):
     """What recording one request of a (recipe, decision) reads of its policies, merged once."""
 
@@ -129,7 +138,7 @@ class Recording:
     """The events and cache intent of one request; without an event stream, only the cache's part
     (``AppState.direct_cache``), and a no-op without either."""
 
-    __slots__ = ("events", "intent", "capture", "services", "direct", "cache_policy", "turn")
+    __slots__ = ("events", "intent", "capture", "services", "direct", "cache_policy", "turn", "request_id")
 
     def __init__(self, state, scope: Scope) -> None:
         self.services = state.events
@@ -153,11 +162,13 @@ class Recording:
                         found = {}
                     found.setdefault(key, value)
             sid = next((found[n] for n in names if found.get(n)), None) if found is not None else None
+            self.request_id = rid.decode("latin-1") if rid else ids.request_id()
             self.events = RequestEvents(
-                self.services.sink, config_version=state.loaded.version_hash,
-                request_id=rid.decode("latin-1") if rid else ids.request_id(),
+                self.services.sink, config_version=state.loaded.version_hash, request_id=self.request_id,
                 session_id=sid.decode("latin-1") if sid else None,
             )
+        else:
+            self.request_id = request_id(scope)
 
     @property
     def store(self):
@@ -227,8 +238,14 @@ class Recording:
         self.capture = ev.capture(self.intent, store.max_entry_bytes)
 
     def replay_header(self) -> tuple[bytes, bytes] | None:
+        replay_id = self.replay_id
+        return (h.REPLAY_ID.encode(), replay_id.encode()) if replay_id is not None else None
+
+    @property
+    def replay_id(self) -> str | None:
+        """The replay record's id, when one is kept (x-vsr-replay-id)."""
         ev = self.events
-        return (h.REPLAY_ID.encode(), ev.replay_id.encode()) if ev is not None and ev.kept else None
+        return ev.replay_id if ev is not None and ev.kept else None
 
     async def cached(self, route: Route):
         """A stored answer for this request, or None."""

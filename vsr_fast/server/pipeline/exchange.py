@@ -24,6 +24,7 @@ from ..state import AppState
 
 _TO_PROVIDER = tuple(name.encode() for name in h.TO_PROVIDER)
 _TRACE = h.TRACE.encode()
+_REQUEST_ID = h.REQUEST_ID.encode()
 _WARNINGS = h.WARNINGS.encode()
 _COST, _COST_CURRENCY = h.COST.encode(), h.COST_CURRENCY.encode()
 
@@ -87,6 +88,7 @@ class Exchange:
         """The public headers of the answer, with its warnings, trace and extras."""
         out = public_headers(config_version=self.state.config_version, path=self.path,
                              recipe=self.recipe, decision=self.decision, model=self.model)
+        out.append((_REQUEST_ID, self.rec.request_id.encode("latin-1")))
         if self.warnings:
             out.append((_WARNINGS, self.warnings.encode()))
         cost = self.cost.header_value() if self.cost is not None else None

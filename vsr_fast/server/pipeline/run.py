@@ -22,6 +22,7 @@ import trio
 
 from ... import tracing
 from ...errors import BodyTimeout, RequestTimeout, ShuttingDown, UpstreamError, VsrError
+from ...headers.registry import ResponsePath
 from ..asgi import CLIENT_SIDE, ClientGone, DisconnectWatch, Receive, Scope, Send, is_whole, take_queued
 from ..state import AppState
 from .admit import admit, release
@@ -84,6 +85,21 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
                 tracing.end_request(span, _span_attributes(fields), fields["error"])
 
 
+def refused(state: AppState, api: str, scope: Scope, request_id: str, status: int, failure: VsrError) -> None:
+    """A request of client API ``api`` refused before its pipeline ran (app.py: its method, media type, key,
+    framing, path...), counted and logged as the pipeline's answers are; it has no route, no latency measured."""
+    m = state.metrics
+    m.requests.inc(api, "", "", "", str(status))
+    m.responses.inc(api, ResponsePath.ERROR.value)
+    if state.access_log is not None:
+        who = state.identity(scope)
+        state.access_log.log({
+            "request_id": request_id, "key_id": who.key_id, "user": who.user, "team": who.team, "tenant": who.tenant,
+            "api": api, "status": status, "path": ResponsePath.ERROR.value, "error": failure.code,
+            "message": failure.detail,
+        })
+
+
 def _span_attributes(fields: dict) -> dict:
     """The request span's attributes: the access log's fields under ``vsr.``, the status under its OTel name."""
     attributes = {f"vsr.{k}": v for k, v in fields.items() if k not in ("status", "time", "message")}
@@ -94,11 +110,11 @@ def _span_attributes(fields: dict) -> dict:
 def _access_fields(ex: Exchange) -> dict:
     """The access log's fields for one request (``access_log``)."""
     now = time.perf_counter()
-    rid = next((v for k, v in ex.scope["headers"] if k == b"x-request-id"), None)
     meter, failure = ex.meter, ex.failure
     who = ex.state.identity(ex.scope)
     return {
-        "request_id": rid.decode("latin-1") if rid else (ex.rec.events.request_id if ex.rec.events else None),
+        # The client's x-request-id, else the router's: the answer's x-request-id either way.
+        "request_id": ex.rec.request_id, "replay_id": ex.rec.replay_id,
         # Who called: the key's id (never the key or its hash) and whom it names, or a trusted listener's headers.
         "key_id": who.key_id, "user": who.user, "team": who.team, "tenant": who.tenant,
         "api": ex.api, "recipe": ex.recipe, "decision": ex.decision, "model": ex.model, "status": ex.status,
