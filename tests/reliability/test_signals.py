@@ -9,6 +9,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 
 import httpx
 import pytest
@@ -38,6 +40,16 @@ def _said(proc: Proc, text: str) -> int:
     return sum(text in x for x in proc.lines)
 
 
+def _repeat(pgid: int) -> None:
+    """SIGTERM to the process group each 20 ms while any of it is left."""
+    try:
+        while True:
+            os.killpg(pgid, signal.SIGTERM)
+            time.sleep(0.02)
+    except ProcessLookupError:
+        pass
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_repeated_sigterm_to_the_process_group_keeps_draining_and_exits_0(tmp_path, slow_stream, workers):
     # setsid: the router leads a process group of its own, signalled whole as systemd's control group is.
@@ -51,7 +63,9 @@ def test_a_repeated_sigterm_to_the_process_group_keeps_draining_and_exits_0(tmp_
         wait_until(lambda: stream.body, "the stream's first chunk")
         os.killpg(proc.popen.pid, signal.SIGTERM)
         wait_until(lambda: _said(proc, "SIGTERM: draining"), "the drain said")
-        os.killpg(proc.popen.pid, signal.SIGTERM)
+        # Then again and again until every process has exited: a repeat finds each in every phase of its end.
+        repeating = threading.Thread(target=_repeat, args=(proc.popen.pid,), daemon=True)
+        repeating.start()
         wait_until(lambda: _said(proc, "SIGTERM again: already draining"), "the repeat said")
         stream.join(30)
         assert stream.status == 200 and stream.body.rstrip().endswith(b"data: [DONE]"), stream.body[-300:]

@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from ..server.process import exiting
     from ..server.serve import ServeOptions, run
 
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -115,4 +116,7 @@ def _serve(args: argparse.Namespace) -> int:
         config_path=args.config, worker=args.worker_index,
         metrics_dir=args.metrics_dir, settle_heap=True,
     )
-    return run(loaded, opts)
+    try:
+        return run(loaded, opts)
+    finally:
+        exiting()

@@ -9,6 +9,11 @@ router's own receivers (``serve``) take over and again once they have closed:
 - SIGTERM and SIGINT keep their default action while starting (the process ends at once), and once the
   router drains, a repeated one is the same request: it is ignored, the drain goes on.
 
+A third SIGTERM or SIGINT does not escalate either: the README names SIGTERM the graceful stop and nothing
+faster, and conventions disagree on the fast one (nginx: TERM and INT fast, QUIT graceful; gunicorn: TERM
+graceful, INT and QUIT quick). SIGKILL, or SIGQUIT's default action (left as it is), ends a process at once;
+sent to a supervisor alone, its workers then drain as at SIGTERM (their parent-death signal).
+
 A supervisor starts its workers with SIGHUP and SIGUSR1 blocked (``spawn_blocked``): one sent on before the
 worker's ``hold_signals`` ran stays pending, and is held then, rather than killing the worker.
 """
@@ -80,6 +85,14 @@ def take_held_hangup() -> bool:
 def note_draining() -> None:
     """The router drains: a SIGTERM or SIGINT from now on is ignored, even once its receivers have closed."""
     _state["draining"] = True
+
+
+def exiting() -> None:
+    """The process is ending: every signal above is ignored from now on. The interpreter's finalization puts a
+    Python handler back to the default action, so a repeated SIGTERM (or a SIGHUP) arriving while a drained
+    process exits ended it by the signal instead of its code."""
+    for signum in (signal.SIGTERM, signal.SIGINT, *HELD):
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def die_with_supervisor() -> None:
