@@ -29,6 +29,7 @@ def refused(out: subprocess.CompletedProcess, flag: str, why: str) -> None:
     ("--graceful-timeout", "-5", "0 or more"),
     ("--graceful-timeout", "nan", "0 or more"),
     ("--graceful-timeout", "soon", "not a number of seconds"),
+    ("--drain-delay", "-1", "0 or more"),
     ("--fd", "-3", "at least 0"),
     ("--worker-index", "-1", "at least 0"),
 ])

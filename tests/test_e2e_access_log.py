@@ -106,6 +106,21 @@ def _chat(proc, rid: str) -> httpx.Response:
     return r
 
 
+def test_sigusr1_reopens_a_renamed_log_as_nginx_does(tmp_path, mock):
+    log = tmp_path / "access.log"
+    with router(_config(tmp_path, f"{mock.url}/v1", path=str(log))) as proc:
+        _chat(proc, "a-0")
+        wait_until(lambda: len(_lines(log)) == 1, "a line in access.log")
+        log.rename(tmp_path / "access.log.1")
+        proc.signal(signal.SIGUSR1)
+        wait_until(log.exists, "access.log created again at SIGUSR1, before any request")
+        _chat(proc, "b-0")
+        wait_until(lambda: len(_lines(log)) == 1, "the next line in the new access.log")
+        assert proc.popen.poll() is None
+    assert [e["request_id"] for e in _lines(tmp_path / "access.log.1")] == ["a-0"]
+    assert [e["request_id"] for e in _lines(log)] == ["b-0"]
+
+
 def test_a_renamed_log_is_reopened_at_reload_and_when_its_inode_changes(tmp_path, mock):
     """logrotate's way: rename, then SIGHUP (or nothing: the writer notices the path names another file)."""
     log = tmp_path / "access.log"

@@ -28,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="worker processes sharing the socket; 'auto': one per core this process may use")
     serve.add_argument("--graceful-timeout", type=seconds, default=30.0,
                        help="seconds SIGTERM waits for in-flight requests")
+    serve.add_argument("--drain-delay", type=seconds, default=0.0,
+                       help="seconds SIGTERM keeps accepting, /ready answering 503, before the drain (0)")
     serve.add_argument("--fd", type=whole(0), help=argparse.SUPPRESS)
     serve.add_argument("--worker-index", type=whole(0), default=0, help=argparse.SUPPRESS)
     serve.add_argument("--metrics-dir", help=argparse.SUPPRESS)
@@ -95,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from ..server.process import exiting
     from ..server.serve import ServeOptions, run
 
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -109,7 +112,11 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"warning: {line}", file=sys.stderr)
     opts = ServeOptions(
         host=args.host, port=args.port, workers=args.workers, fd=args.fd,
-        graceful_timeout_s=args.graceful_timeout, config_path=args.config, worker=args.worker_index,
+        graceful_timeout_s=args.graceful_timeout, drain_delay_s=args.drain_delay,
+        config_path=args.config, worker=args.worker_index,
         metrics_dir=args.metrics_dir, settle_heap=True,
     )
-    return run(loaded, opts)
+    try:
+        return run(loaded, opts)
+    finally:
+        exiting()

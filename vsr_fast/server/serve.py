@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 from contextlib import asynccontextmanager
@@ -34,7 +35,7 @@ from ..events.service import open_event_services
 from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
 from ..upstream.health import check_backends
-from . import heap
+from . import heap, process
 from .app import edge_answer, make_app
 from .listen import Connections, serve_http
 from .metrics_view import serve_peers
@@ -54,6 +55,7 @@ class ServeOptions:
     config_path: str = ""              # what workers load
     worker: int = 0                    # this worker's index under a supervisor
     graceful_timeout_s: float = 30.0   # how long SIGTERM waits for in-flight requests
+    drain_delay_s: float = 0.0         # how long SIGTERM keeps accepting (/ready 503) before the drain
     metrics_dir: str | None = None     # under a supervisor: the workers' metrics sockets (metrics_view)
     settle_heap: bool = False          # the process is the router's own: freeze its start-up heap (heap.settle)
 
@@ -138,8 +140,9 @@ async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
                 cfg = _hypercorn_config(opts, limits)
                 state.connections = Connections(max_connections(limits))
                 generations = Generations(state, opts.config_path, _apps, background)
-                nursery.start_soon(_on_signals, generations, shutdown, opts.graceful_timeout_s)
-                background.start_soon(_on_hangup, generations)
+                await background.start(_on_signals, generations, shutdown, opts)
+                await background.start(_on_hangup, generations)
+                background.start_soon(_on_user1, generations)
                 background.start_soon(check_backends, lambda: generations.current.upstreams)
                 if loaded.config.global_.router.config_watch.enabled and opts.config_path:
                     background.start_soon(generations.watch)
@@ -161,8 +164,11 @@ async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
                 sys.stderr.write(f"vsr-fast: serving on {', '.join(binds)} (config {loaded.version_hash})\n")
                 sys.stderr.flush()
                 task_status.started(binds)
+                if process.take_held_hangup():
+                    background.start_soon(generations.reload_and_say, "SIGHUP received while starting")
                 await shutdown.wait()
-                # hypercorn returns once drained; then stop the signal watcher.
+                # hypercorn returns once drained; then stop the signal watchers (a repeated SIGTERM from
+                # now on: process._stop, ignored).
             background.cancel_scope.cancel()
         await generations.current.upstreams.aclose(keep=upstreams)    # the first generation's: open_upstreams
         state.limiter.stop()
@@ -297,23 +303,72 @@ def _apps(state: AppState) -> dict:
     return {"serving": make_app(state), "admin": make_app(state, "admin")}
 
 
-async def _on_hangup(generations: Generations) -> None:
-    """SIGHUP: reload the configuration file (a supervisor sends it on to every worker)."""
+async def _on_hangup(generations: Generations, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """SIGHUP: reload the configuration file (a supervisor sends it on to every worker). One that came while
+    the router was starting was held (``process``) and is acted on once it serves."""
     with trio.open_signal_receiver(signal.SIGHUP) as signals:
+        task_status.started()
         async for _ in signals:
             await generations.reload_and_say("SIGHUP")
 
 
-async def _on_signals(generations: Generations, shutdown: trio.Event, graceful_timeout_s: float) -> None:
-    """At SIGTERM or SIGINT: the accept loop stops and the listening socket closes (``listen``), in-flight
-    connections drain; each request in flight is held to a deadline ahead of the graceful timeout, so one
-    still running then is answered 503 shutting_down (a stream: its protocol's error event) rather than cut
-    with no status."""
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+def user1(generations: Generations) -> None:
+    """SIGUSR1 in a serving process (a supervisor sends it on to every worker): reopen the access log at its
+    path, as nginx reopens its log files (after logrotate renamed them); it must not end the process, as its
+    default did."""
+    log.warning("vsr-fast: SIGUSR1: reopening the access log")
+    generations.reopen_logs()
+
+
+async def _on_user1(generations: Generations) -> None:
+    with trio.open_signal_receiver(signal.SIGUSR1) as signals:
         async for _ in signals:
-            generations.drain(trio.current_time() + max(0.0, graceful_timeout_s - drain_margin_s(graceful_timeout_s)))
-            shutdown.set()
-            return
+            user1(generations)
+
+
+async def _on_signals(generations: Generations, shutdown: trio.Event, opts: ServeOptions, *,
+                      task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """At SIGTERM or SIGINT: ``/ready`` answers 503 at once, and for ``drain_delay_s`` new connections and
+    requests are still served (a load balancer polling ``/ready`` stops sending meanwhile, as Envoy's drain
+    does); then the accept loop stops and the listening socket closes (``listen``), and in-flight connections
+    drain. Each request in flight is held to a deadline ahead of the graceful timeout (counted from the
+    socket's close), so one still running then is answered 503 shutting_down (a stream: its protocol's error
+    event) rather than cut with no status.
+
+    A repeated SIGTERM or SIGINT is the same request (systemd or supervisord signal the process group, so a
+    worker gets the supervisor's copy too): the drain goes on. SIGKILL ends the process at once."""
+    async with trio.open_nursery() as nursery:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            task_status.started()
+            draining = False
+            async for signum in signals:
+                name = signal.Signals(signum).name
+                if draining:
+                    _say(opts, f"vsr-fast: {name} again: already draining")
+                    continue
+                draining = True
+                process.note_draining()
+                delay, graceful = opts.drain_delay_s, opts.graceful_timeout_s
+                generations.drain(trio.current_time() + delay + max(0.0, graceful - drain_margin_s(graceful)))
+                _say(opts, f"vsr-fast: {name}: draining" + (f"; accepting for {delay:g} s more" if delay else "")
+                     + f", then up to {graceful:g} s for requests in flight")
+                nursery.start_soon(_stop_accepting, shutdown, delay)
+
+
+async def _stop_accepting(shutdown: trio.Event, delay_s: float) -> None:
+    await trio.sleep(delay_s)
+    shutdown.set()
+
+
+def _say(opts: ServeOptions, line: str) -> None:
+    """A line of the process's stopping: on stderr alone, in the log under a supervisor (which says it) unless
+    that supervisor is gone (the signal is its death's: process.die_with_supervisor)."""
+    if opts.fd is not None and not process.orphaned():
+        log.info("%s", line)
+    else:
+        line += " (the supervisor is gone)" if opts.fd is not None else ""
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
 
 
 def drain_margin_s(graceful_timeout_s: float) -> float:
@@ -327,7 +382,12 @@ def run(loaded: Loaded, opts: ServeOptions) -> int:
     code = 0
     try:
         if opts.workers <= 1 or opts.fd is not None:
-            trio.run(_serve_or_refuse, loaded, opts)
+            try:
+                trio.run(_serve_or_refuse, loaded, opts)
+            finally:
+                if opts.metrics_dir is not None and process.orphaned():
+                    # Its supervisor was killed, and cleans nothing up: the workers' sockets go with them.
+                    shutil.rmtree(opts.metrics_dir, ignore_errors=True)
         else:
             _check_workers(loaded, opts.workers)
             code = trio.run(_supervise, resolve_bind(loaded, opts))
@@ -381,62 +441,98 @@ async def _supervise(opts: ServeOptions) -> int:
     """Bind once, start one worker process per CPU asked for, forward SIGTERM, wait for all."""
     assert opts.host is not None and opts.port is not None
     sock = _bound(opts.host, opts.port, reuse_port=False, backlog=1024)
+    metrics_dir = tempfile.mkdtemp(prefix="vsr-workers-")
+    try:
+        code = await _run_workers(opts, sock, metrics_dir)
+    finally:
+        sock.close()
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+    print(f"vsr-fast: supervisor exiting with code {code}", file=sys.stderr, flush=True)
+    return code
+
+
+async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str) -> int:
     sock.set_inheritable(True)
     host, port = sock.getsockname()[:2]
-    metrics_dir = tempfile.mkdtemp(prefix="vsr-workers-")
     # --workers: how many siblings run (worker 0 reads the embedded journals of workers past them).
     worker_argv = ["serve", "--config", opts.config_path, "--fd", str(sock.fileno()), "--port", str(port),
                    "--workers", str(opts.workers),
-                   "--graceful-timeout", str(opts.graceful_timeout_s), "--metrics-dir", metrics_dir]
-    procs = []
-    for index in range(opts.workers):
-        procs.append(await trio.lowlevel.open_process(
-            [sys.executable, "-m", "vsr_fast", *worker_argv, "--worker-index", str(index)], pass_fds=(sock.fileno(),)
-        ))
+                   "--graceful-timeout", str(opts.graceful_timeout_s), "--drain-delay", str(opts.drain_delay_s),
+                   "--metrics-dir", metrics_dir]
+    # Each dies with this process (process.spawn_blocked), so a supervisor killed leaves no orphan on the port.
+    procs = [process.spawn_blocked([sys.executable, "-m", "vsr_fast", *worker_argv, "--worker-index", str(index)],
+                                   (sock.fileno(),))
+             for index in range(opts.workers)]
     print(f"vsr-fast: supervisor of {opts.workers} workers on http://{host}:{port}", file=sys.stderr, flush=True)
     stopping = False
 
     def stop_all(signum: int) -> None:
+        nonlocal stopping
+        stopping = True
+        process.note_draining()
         for p in procs:
-            if p.returncode is None:
+            if p.poll() is None:
                 p.send_signal(signum)
         # The workers close their copies of the listening socket as they stop accepting; this one kept it
         # listening, so connections arriving during the drain were queued and then dropped. Closed now, the
         # last worker's close refuses them (ECONNREFUSED).
         sock.close()
 
-    async def watch(index: int, proc: trio.Process) -> None:
-        nonlocal stopping
-        code = await proc.wait()
+    async def watch(index: int, proc: subprocess.Popen) -> None:
+        code = await _exited(proc)
         if not stopping:
             # A worker that left on its own (it refused to start, or died): the rest stop too, so the
             # process manager sees the failure instead of a router serving on fewer workers than asked.
-            stopping = True
             print(f"vsr-fast: worker {index} exited with code {code}; stopping the others", file=sys.stderr,
                   flush=True)
             stop_all(signal.SIGTERM)
 
     async with trio.open_nursery() as nursery:
-        async def forward() -> None:
-            nonlocal stopping
-            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async def forward(task_status=trio.TASK_STATUS_IGNORED) -> None:
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1) as signals:
+                task_status.started()
+                if process.take_held_hangup():
+                    _send_on(procs, signal.SIGHUP)
                 async for signum in signals:
-                    if signum == signal.SIGHUP:
-                        for p in procs:        # a reload: every worker loads the file again
-                            if p.returncode is None:
-                                p.send_signal(signum)
-                        continue
-                    stopping = True
-                    stop_all(signum)
-        nursery.start_soon(forward)
+                    name = signal.Signals(signum).name
+                    if signum in (signal.SIGHUP, signal.SIGUSR1):
+                        # A reload (or USR1's meaning): every worker, each holding it until it serves.
+                        _send_on(procs, signum)
+                    elif stopping:
+                        # The same request again (a process group's signal reaches the workers too): a
+                        # worker already draining is not signalled twice.
+                        print(f"vsr-fast: supervisor: {name} again: already draining", file=sys.stderr, flush=True)
+                    else:
+                        live = sum(p.poll() is None for p in procs)
+                        print(f"vsr-fast: supervisor: {name}: draining {live} workers (up to "
+                              f"{opts.drain_delay_s + opts.graceful_timeout_s:g} s)", file=sys.stderr, flush=True)
+                        stop_all(signum)
+        await nursery.start(forward)
         async with trio.open_nursery() as waiting:
             for index, p in enumerate(procs):
                 waiting.start_soon(watch, index, p)
         codes = [p.returncode for p in procs]
         nursery.cancel_scope.cancel()
-    sock.close()
-    shutil.rmtree(metrics_dir, ignore_errors=True)
     return max((abs(c) for c in codes), default=0)
+
+
+def _send_on(procs: list[subprocess.Popen], signum: int) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signum)
+
+
+async def _exited(proc: subprocess.Popen) -> int:
+    """``proc``'s exit code, once it exits (its pidfd readable; a thread's wait where there is none)."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        return await trio.to_thread.run_sync(proc.wait, abandon_on_cancel=True)
+    try:
+        await trio.lowlevel.wait_readable(fd)
+    finally:
+        os.close(fd)
+    return proc.wait()
 
 
 __all__ = ["ServeOptions", "run", "serve"]

@@ -1,0 +1,129 @@
+"""The process's signals from its first moment, and a worker's tie to its supervisor.
+
+``vsr-fast serve`` imports for seconds before it serves; a signal's default action in that time ended the
+process (SIGHUP: exit 129, SIGUSR1: 138). ``hold_signals`` runs before those imports and sets, until the
+router's own receivers (``serve``) take over and again once they have closed:
+
+- SIGHUP is held: the router reloads once it serves (the file may have changed after it was read);
+- SIGUSR1 is logged and otherwise ignored (``serve.user1`` is its hook once serving);
+- SIGTERM and SIGINT keep their default action while starting (the process ends at once), and once the
+  router drains, a repeated one is the same request: it is ignored, the drain goes on.
+
+A third SIGTERM or SIGINT does not escalate either: the README names SIGTERM the graceful stop and nothing
+faster, and conventions disagree on the fast one (nginx: TERM and INT fast, QUIT graceful; gunicorn: TERM
+graceful, INT and QUIT quick). SIGKILL, or SIGQUIT's default action (left as it is), ends a process at once;
+sent to a supervisor alone, its workers then drain as at SIGTERM (their parent-death signal).
+
+A supervisor starts its workers with SIGHUP and SIGUSR1 blocked (``spawn_blocked``): one sent on before the
+worker's ``hold_signals`` ran stays pending, and is held then, rather than killing the worker.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+
+# The signals a worker starts with blocked, until hold_signals unblocks them.
+HELD = frozenset({signal.SIGHUP, signal.SIGUSR1})
+# The supervisor's pid, in a worker's environment: the worker dies with it (die_with_supervisor).
+SUPERVISOR_ENV = "VSR_SUPERVISOR_PID"
+_PR_SET_PDEATHSIG = 1
+
+_state = {"hangup": False, "draining": False, "supervisor": 0}
+
+
+def _say(line: str) -> None:
+    # One write, newline included (workers share the supervisor's stderr). Signal handlers run in the main
+    # thread between bytecodes: no lock of logging's is taken here.
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _hold_hangup(signum, frame) -> None:
+    if _state["draining"]:
+        _say("vsr-fast: SIGHUP while stopping: no reload")
+        return
+    _state["hangup"] = True
+    _say("vsr-fast: SIGHUP while starting: the configuration is reloaded once the router serves")
+
+
+def _user1_early(signum, frame) -> None:
+    _say("vsr-fast: SIGUSR1 while starting or stopping: ignored")
+
+
+def _stop(signum, frame) -> None:
+    name = signal.Signals(signum).name
+    if _state["draining"]:
+        _say(f"vsr-fast: {name} again: already draining")
+        return
+    # Not serving yet: the default action, as before this handler (the process ends by the signal).
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def hold_signals() -> None:
+    """Set the signals' start-up meanings (module docstring); from the main thread, before anything slow."""
+    signal.signal(signal.SIGHUP, _hold_hangup)
+    signal.signal(signal.SIGUSR1, _user1_early)
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
+    die_with_supervisor()
+
+
+def take_held_hangup() -> bool:
+    """Whether a SIGHUP came while the router was starting (and forget it)."""
+    held, _state["hangup"] = _state["hangup"], False
+    return held
+
+
+def note_draining() -> None:
+    """The router drains: a SIGTERM or SIGINT from now on is ignored, even once its receivers have closed."""
+    _state["draining"] = True
+
+
+def exiting() -> None:
+    """The process is ending: every signal above is ignored from now on. The interpreter's finalization puts a
+    Python handler back to the default action, so a repeated SIGTERM (or a SIGHUP) arriving while a drained
+    process exits ended it by the signal instead of its code."""
+    for signum in (signal.SIGTERM, signal.SIGINT, *HELD):
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def die_with_supervisor() -> None:
+    """In a worker: SIGTERM when the supervisor ends, however it ends (kill -9 included), so no orphan keeps
+    serving the old configuration on the port (Linux's PR_SET_PDEATHSIG; gunicorn's workers watch their
+    parent likewise). A supervisor already gone before this ran: exit now."""
+    pid = os.environ.pop(SUPERVISOR_ENV, None)
+    if not pid:
+        return
+    _state["supervisor"] = int(pid)
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+            _say(f"vsr-fast: prctl(PR_SET_PDEATHSIG): {os.strerror(ctypes.get_errno())}")
+    if orphaned():
+        _say(f"vsr-fast: worker: the supervisor (pid {pid}) is gone; exiting")
+        os._exit(1)
+
+
+def orphaned() -> bool:
+    """Whether this is a worker whose supervisor has ended."""
+    return bool(_state["supervisor"]) and os.getppid() != _state["supervisor"]
+
+
+def spawn_blocked(argv: list[str], pass_fds: tuple[int, ...]) -> subprocess.Popen:
+    """A worker process, started with HELD blocked, dying with this process.
+
+    From the main thread: the parent-death signal follows the thread that forked (trio's ``open_process``
+    forks in a worker thread, which ends when idle), and the signal mask is the calling thread's."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+    try:
+        return subprocess.Popen(argv, pass_fds=pass_fds, env={**os.environ, SUPERVISOR_ENV: str(os.getpid())})
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
