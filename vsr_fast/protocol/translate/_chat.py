@@ -337,16 +337,20 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
 def read_usage(u: wire.Usage) -> Usage:
     """Chat's usage: prompt_tokens hold the cached tokens already."""
     cached = (u.prompt_tokens_details.cached_tokens or 0) if u.prompt_tokens_details is not None else 0
-    return Usage(u.prompt_tokens or 0, u.completion_tokens or 0, cached)
+    reasoning = (u.completion_tokens_details.reasoning_tokens or 0) if u.completion_tokens_details is not None else 0
+    return Usage(u.prompt_tokens or 0, u.completion_tokens or 0, cached, reasoning=reasoning)
 
 
 def write_usage(u: Usage) -> dict:
-    """Usage in Chat's words; the cached input in prompt_tokens_details, as OpenAI reports it, when there is any
-    (input written to a Messages cache has no Chat field: it stays counted in prompt_tokens)."""
+    """Usage in Chat's words; the cached input in prompt_tokens_details and the reasoning in
+    completion_tokens_details, as OpenAI reports them, when there is any (input written to a Messages cache has
+    no Chat field: it stays counted in prompt_tokens)."""
     usage: dict = {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
                    "total_tokens": u.input_tokens + u.output_tokens}
     if u.cached:
         usage["prompt_tokens_details"] = {"cached_tokens": u.cached}
+    if u.reasoning:
+        usage["completion_tokens_details"] = {"reasoning_tokens": u.reasoning}
     return usage
 
 # --- streams -----------------------------------------------------------------------------------------

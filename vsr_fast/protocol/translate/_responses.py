@@ -273,17 +273,17 @@ def _finish(doc: wire.Response, parts: list) -> str:
 
 
 def read_usage(u: wire.Usage) -> Usage:
-    """Responses' usage: input_tokens hold the cached tokens already."""
-    d = u.input_tokens_details
+    """Responses' usage: input_tokens hold the cached tokens already, output_tokens the reasoning."""
+    d, o = u.input_tokens_details, u.output_tokens_details
     return Usage(u.input_tokens or 0, u.output_tokens or 0, (d.cached_tokens or 0) if d else 0,
-                 (d.cache_write_tokens or 0) if d else 0)
+                 (d.cache_write_tokens or 0) if d else 0, (o.reasoning_tokens or 0) if o else 0)
 
 
 def _usage(u: Usage | None) -> dict:
     u = u or Usage()
     return {"input_tokens": u.input_tokens,
             "input_tokens_details": {"cached_tokens": u.cached, "cache_write_tokens": u.cache_write},
-            "output_tokens": u.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens": u.output_tokens, "output_tokens_details": {"reasoning_tokens": u.reasoning},
             "total_tokens": u.input_tokens + u.output_tokens}
 
 
