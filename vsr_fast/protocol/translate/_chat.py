@@ -158,14 +158,18 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
         c = conv.tool_choice
         body["tool_choice"] = {"type": "function", "function": {"name": c.name}} if c.kind == "tool" else c.kind
     _put(body, "parallel_tool_calls", conv.parallel_tool_calls)
-    # max_tokens, not max_completion_tokens: every OpenAI-compatible server knows it.
-    _put(body, "max_tokens", conv.max_tokens)
+    # max_completion_tokens, as LiteLLM and the executors send it: OpenAI deprecated max_tokens and its reasoning
+    # models (o-series, gpt-5) refuse it; vLLM, SGLang and llama.cpp read either.
+    _put(body, "max_completion_tokens", conv.max_tokens)
     _put(body, "temperature", conv.temperature)
     _put(body, "top_p", conv.top_p)
     if conv.stop:
         body["stop"] = conv.stop
     _put(body, "user", conv.user)
-    _put(body, "metadata", conv.metadata)
+    if conv.metadata:
+        # OpenAI takes metadata only with store on ("metadata is only allowed when store is enabled"), and storing
+        # the conversation at the provider is not the client's to turn on through the router.
+        losses.append(dropped("metadata", "requires_store"))
     _put(body, "response_format", conv.response_format)
     _put(body, "reasoning_effort", conv.reasoning_effort)
     if conv.stream:
