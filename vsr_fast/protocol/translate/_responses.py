@@ -157,7 +157,8 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
                               "output": _result_output(r, losses)})
         elif turn.role == "assistant":
             text = "".join(p.text for p in turn.parts if isinstance(p, Text))
-            if text:
+            if text or not any(isinstance(p, ToolCall) for p in turn.parts):
+                # An empty answer stays a turn: dropped, it would leave the user speaking twice in a row.
                 items.append({"type": "message", "role": "assistant", "content": text})
             for c in turn.parts:
                 if isinstance(c, ToolCall):
