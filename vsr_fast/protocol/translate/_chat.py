@@ -167,8 +167,8 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
         body["stop"] = conv.stop
     _put(body, "user", conv.user)
     if conv.metadata:
-        # OpenAI takes metadata only with store on ("metadata is only allowed when store is enabled"), and storing
-        # the conversation at the provider is not the client's to turn on through the router.
+        # OpenAI takes metadata only with store on ("metadata is only allowed when store is enabled"); turning on
+        # storage of the conversation at the provider is not the router's to do for the client.
         losses.append(dropped("metadata", "requires_store"))
     _put(body, "response_format", conv.response_format)
     _put(body, "reasoning_effort", conv.reasoning_effort)
