@@ -94,6 +94,11 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     echo: bool = False
     # A stream request answered whole (200 application/json), as a backend that ignores ``stream`` does.
     whole_for_stream: bool = False
+    # Usage details, as a reasoning model with a warm prompt cache reports them: of the output tokens this many
+    # reasoned (Chat completion_tokens_details, Responses output_tokens_details), of the input this many read
+    # from the cache (Chat prompt_tokens_details, Responses input_tokens_details, Messages cache_read_input_tokens).
+    reasoning_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
+    cached_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
 class StreamOptions(msgspec.Struct):
@@ -440,6 +445,13 @@ class MockUpstream(Server):
     def count(self, prompt_bytes: int, content: str) -> dict[str, int]:
         """The answer's usage, added to the totals."""
         u = usage(prompt_bytes, content)
+        c = self.config
+        if c.reasoning_tokens or c.cached_tokens:
+            u["prompt_tokens"] += c.cached_tokens
+            u["completion_tokens"] += c.reasoning_tokens
+            u["total_tokens"] = u["prompt_tokens"] + u["completion_tokens"]
+            u["prompt_tokens_details"] = {"cached_tokens": c.cached_tokens}
+            u["completion_tokens_details"] = {"reasoning_tokens": c.reasoning_tokens}
         self.stats.input_tokens += u["prompt_tokens"]
         self.stats.output_tokens += u["completion_tokens"]
         return u
@@ -718,13 +730,22 @@ def messages_whole(plan: Plan, ident: int, created: int, u: dict, content: str) 
     return _enc({"id": f"msg_mock_{ident}", "type": "message", "role": "assistant", "model": plan.model,
                  "content": [messages_block(plan, ident, content)],
                  "stop_reason": "tool_use" if plan.tool else "end_turn", "stop_sequence": None,
-                 "usage": {"input_tokens": u["prompt_tokens"], "output_tokens": u["completion_tokens"]}})
+                 "usage": messages_usage(u)})
+
+
+def messages_usage(u: dict) -> dict:
+    """Messages' usage: the cache's reads apart from input_tokens; reasoning has no field of its own."""
+    cached = u.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+    usage_doc = {"input_tokens": u["prompt_tokens"] - cached, "output_tokens": u["completion_tokens"]}
+    if cached:
+        usage_doc["cache_read_input_tokens"] = cached
+    return usage_doc
 
 
 def messages_events(plan: Plan, ident: int, created: int, u: dict, content: str, chunks: int) -> list[bytes]:
     message = {"id": f"msg_mock_{ident}", "type": "message", "role": "assistant", "model": plan.model,
                "content": [], "stop_reason": None, "stop_sequence": None,
-               "usage": {"input_tokens": u["prompt_tokens"], "output_tokens": 1}}
+               "usage": {**messages_usage(u), "output_tokens": 1}}
     if plan.tool is not None:
         block = {**messages_block(plan, ident, content), "input": {}}
         deltas = [{"type": "input_json_delta", "partial_json": piece} for piece in plan.args]
@@ -759,8 +780,11 @@ def responses_item(plan: Plan, ident: int, content: str) -> dict:
 
 def responses_object(plan: Plan, ident: int, created: int, status: str, output: list, u: dict | None) -> dict:
     usage_doc = None if u is None else {
-        "input_tokens": u["prompt_tokens"], "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-        "output_tokens": u["completion_tokens"], "output_tokens_details": {"reasoning_tokens": 0},
+        "input_tokens": u["prompt_tokens"], "output_tokens": u["completion_tokens"],
+        "input_tokens_details": {"cached_tokens": u.get("prompt_tokens_details", {}).get("cached_tokens", 0),
+                                 "cache_write_tokens": 0},
+        "output_tokens_details": {
+            "reasoning_tokens": u.get("completion_tokens_details", {}).get("reasoning_tokens", 0)},
         "total_tokens": u["total_tokens"]}
     return {"id": f"resp_mock_{ident}", "object": "response", "created_at": created, "status": status,
             "error": None, "incomplete_details": None, "instructions": None, "max_output_tokens": None,
@@ -865,6 +889,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "call: arguments {\"text\": that turn}), streamed in --chunks pieces")
     p.add_argument("--whole-for-stream", action="store_true", help="answer a stream request whole "
                    "(200 application/json), as a backend that ignores stream does")
+    p.add_argument("--reasoning-tokens", type=int, default=d.reasoning_tokens,
+                   help="answers count this many reasoning tokens in their output (default %(default)s)")
+    p.add_argument("--cached-tokens", type=int, default=d.cached_tokens,
+                   help="answers count this many cache-read tokens in their input (default %(default)s)")
     p.add_argument("--embedding-dimensions", type=int, default=d.embedding_dimensions,
                    help="width of /v1/embeddings vectors when the request names no dimensions")
     return p

@@ -11,6 +11,14 @@
   ``tool_use`` the final ``tool_result`` answers) must start with a ``thinking`` or ``redacted_thinking`` block
   ("When thinking is enabled, a final assistant message must start with a thinking block (preceeding the
   lastmost set of tool_use and tool_result blocks)", Anthropic's extended thinking docs).
+- Messages content: every message but a final assistant one has content ("all messages must have non-empty
+  content except for the optional final assistant message"), no text block is empty ("text content blocks must
+  be non-empty"), and no stop sequence is whitespace only ("each stop sequence must contain non-whitespace").
+- Chat: ``max_tokens`` is deprecated and OpenAI's reasoning models (o-series, gpt-5) refuse it ("Unsupported
+  parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead");
+  ``metadata`` needs ``store`` on ("metadata is only allowed when store is enabled").
+- Chat and Responses: a ``tool_choice`` (and Chat's ``parallel_tool_calls``) needs declared tools ("tool_choice
+  is only allowed when tools are specified"), and one naming a function names a declared one.
 """
 from __future__ import annotations
 
@@ -22,7 +30,18 @@ def problems(body: dict, api_format: str) -> list[str]:
     found = []
     if _tool_exchange(body, api_format) and not body.get("tools"):
         found.append("a tool exchange without declared tools")
+    if api_format in ("openai", "responses"):
+        found += _openai_tools(body, api_format)
+    if api_format == "openai":
+        if "max_tokens" in body:
+            found.append("max_tokens (reasoning models take max_completion_tokens only)")
+        if body.get("metadata") is not None and body.get("store") is not True:
+            found.append("metadata without store")
     if api_format == "anthropic":
+        found += _empty_content(body)
+        blank = [s for s in body.get("stop_sequences") or [] if not s.strip()]
+        if blank:
+            found.append(f"whitespace-only stop sequences {blank}")
         markers = [b["cache_control"] for b in _cacheable(body) if "cache_control" in b]
         if body.get("cache_control") is not None:
             markers.append(body["cache_control"])
@@ -34,6 +53,35 @@ def problems(body: dict, api_format: str) -> list[str]:
         if _thinking(body) and (opening := _last_tool_use_opening(body)) not in (None, "thinking", "redacted_thinking"):
             found.append(f"thinking on and the last tool exchange's assistant message starts with {opening}, "
                          "not a thinking block")
+    return found
+
+
+def _openai_tools(body: dict, api_format: str) -> list[str]:
+    """Chat's and Responses' rules on tool_choice without (or naming no) declared tool."""
+    tools = body.get("tools") or []
+    found = [f"{key} without tools" for key in ("tool_choice", "parallel_tool_calls")
+             if key in body and not tools and (key == "tool_choice" or api_format == "openai")]
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and tools:
+        name = choice.get("name") if api_format == "responses" else (choice.get("function") or {}).get("name")
+        names = [t.get("name") if api_format == "responses" else (t.get("function") or {}).get("name") for t in tools]
+        if name not in names:
+            found.append(f"tool_choice names {name!r}, not a declared tool")
+    return found
+
+
+def _empty_content(body: dict) -> list[str]:
+    messages = body.get("messages") or []
+    if not messages:
+        return ["no messages"]
+    found = []
+    for i, m in enumerate(messages):
+        content = m.get("content")
+        if not content and not (i == len(messages) - 1 and m.get("role") == "assistant"):
+            found.append(f"messages[{i}] without content")
+        for b in content if isinstance(content, list) else []:
+            if b.get("type") == "text" and not b.get("text"):
+                found.append(f"messages[{i}] holds an empty text block")
     return found
 
 

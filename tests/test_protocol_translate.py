@@ -624,7 +624,8 @@ def test_requests_translate_with_everything_they_carry(api, backend):
         assert body["store"] is False and body["tools"][0]["strict"] is False
         assert [i["type"] for i in body["input"]] == ["message", "function_call", "function_call_output", "message"]
     else:
-        assert body["max_tokens"] == 300 and body["messages"][1]["content"][1]["image_url"]["url"] == IMAGE
+        assert body["max_completion_tokens"] == 300 and "max_tokens" not in body
+        assert body["messages"][1]["content"][1]["image_url"]["url"] == IMAGE
         assert body["tool_choice"] == "auto" and body["temperature"] == 0.5
 
 

@@ -131,11 +131,16 @@ class PromptTokensDetails(Struct, frozen=True):
     cached_tokens: int | None = 0       # null from some OpenAI-compatible servers
 
 
+class CompletionTokensDetails(Struct, frozen=True):
+    reasoning_tokens: int | None = 0    # null from some OpenAI-compatible servers
+
+
 class Usage(Struct, frozen=True):
     prompt_tokens: int | None = 0           # null from some OpenAI-compatible servers: read as 0
     completion_tokens: int | None = 0
     total_tokens: int | None = 0
     prompt_tokens_details: PromptTokensDetails | None = None      # cached_tokens: part of prompt_tokens
+    completion_tokens_details: CompletionTokensDetails | None = None   # reasoning_tokens: part of completion_tokens
 
 
 class AssistantMessage(Struct, frozen=True):

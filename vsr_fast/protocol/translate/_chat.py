@@ -158,14 +158,18 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
         c = conv.tool_choice
         body["tool_choice"] = {"type": "function", "function": {"name": c.name}} if c.kind == "tool" else c.kind
     _put(body, "parallel_tool_calls", conv.parallel_tool_calls)
-    # max_tokens, not max_completion_tokens: every OpenAI-compatible server knows it.
-    _put(body, "max_tokens", conv.max_tokens)
+    # max_completion_tokens, as LiteLLM and the executors send it: OpenAI deprecated max_tokens and its reasoning
+    # models (o-series, gpt-5) refuse it; vLLM, SGLang and llama.cpp read either.
+    _put(body, "max_completion_tokens", conv.max_tokens)
     _put(body, "temperature", conv.temperature)
     _put(body, "top_p", conv.top_p)
     if conv.stop:
         body["stop"] = conv.stop
     _put(body, "user", conv.user)
-    _put(body, "metadata", conv.metadata)
+    if conv.metadata:
+        # OpenAI takes metadata only with store on ("metadata is only allowed when store is enabled"); turning on
+        # storage of the conversation at the provider is not the router's to do for the client.
+        losses.append(dropped("metadata", "requires_store"))
     _put(body, "response_format", conv.response_format)
     _put(body, "reasoning_effort", conv.reasoning_effort)
     if conv.stream:
@@ -337,16 +341,20 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
 def read_usage(u: wire.Usage) -> Usage:
     """Chat's usage: prompt_tokens hold the cached tokens already."""
     cached = (u.prompt_tokens_details.cached_tokens or 0) if u.prompt_tokens_details is not None else 0
-    return Usage(u.prompt_tokens or 0, u.completion_tokens or 0, cached)
+    reasoning = (u.completion_tokens_details.reasoning_tokens or 0) if u.completion_tokens_details is not None else 0
+    return Usage(u.prompt_tokens or 0, u.completion_tokens or 0, cached, reasoning=reasoning)
 
 
 def write_usage(u: Usage) -> dict:
-    """Usage in Chat's words; the cached input in prompt_tokens_details, as OpenAI reports it, when there is any
-    (input written to a Messages cache has no Chat field: it stays counted in prompt_tokens)."""
+    """Usage in Chat's words; the cached input in prompt_tokens_details and the reasoning in
+    completion_tokens_details, as OpenAI reports them, when there is any (input written to a Messages cache has
+    no Chat field: it stays counted in prompt_tokens)."""
     usage: dict = {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
                    "total_tokens": u.input_tokens + u.output_tokens}
     if u.cached:
         usage["prompt_tokens_details"] = {"cached_tokens": u.cached}
+    if u.reasoning:
+        usage["completion_tokens_details"] = {"reasoning_tokens": u.reasoning}
     return usage
 
 # --- streams -----------------------------------------------------------------------------------------

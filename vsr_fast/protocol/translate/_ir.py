@@ -123,12 +123,14 @@ Finish = Literal["stop", "length", "tool_calls", "content_filter", "stop_sequenc
 
 class Usage(Struct, frozen=True):
     """Input as Chat and Responses count it: ``cached`` (read from the provider's cache) and ``cache_write``
-    (written to it, Messages only) are part of ``input_tokens``."""
+    (written to it, Messages only) are part of ``input_tokens``; ``reasoning`` (the model's hidden thinking, as
+    Chat's completion_tokens_details and Responses' output_tokens_details count it) is part of ``output_tokens``."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cached: int = 0
     cache_write: int = 0
+    reasoning: int = 0
 
 
 class Answer(Struct):

@@ -50,9 +50,14 @@ def read_request(req: wire.MessagesRequest, raw: bytes) -> tuple[Conversation, l
     c = req.tool_choice
     if c is not None:
         name = c.name if isinstance(c, wire.ToolChoiceTool) else None
-        conv.tool_choice = ToolChoice({"any": "required"}.get(c.kind, c.kind), name)
-        if c.disable_parallel_tool_use is not None:
-            conv.parallel_tool_calls = not c.disable_parallel_tool_use
+        if not conv.tools or (name is not None and all(t.name != name for t in conv.tools)):
+            # Its tools dropped (server tools), a choice would name or require what the provider was not given:
+            # OpenAI refuses a tool_choice, and parallel_tool_calls, without tools.
+            losses.append(dropped("tool_choice"))
+        else:
+            conv.tool_choice = ToolChoice({"any": "required"}.get(c.kind, c.kind), name)
+            if c.disable_parallel_tool_use is not None:
+                conv.parallel_tool_calls = not c.disable_parallel_tool_use
     meta = req.metadata or {}
     if isinstance(meta.get("user_id"), str):
         conv.user = meta["user_id"]
@@ -158,6 +163,10 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
             continue
         role = "assistant" if turn.role == "assistant" else "user"
         blocks = [b for b in (_block(p, losses) for p in turn.parts) if b is not None]
+        if not blocks:
+            # Anthropic refuses a message without content ("all messages must have non-empty content").
+            losses.append(dropped(turn.path, "empty"))
+            continue
         if messages and messages[-1]["role"] == role:
             messages[-1]["content"] += blocks   # tool results and the user's next words share a turn
         else:
@@ -179,8 +188,12 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
             losses.append(Loss(CONVERTED, "out_of_range", "temperature"))
     if conv.top_p is not None:
         body["top_p"] = conv.top_p
-    if conv.stop:
-        body["stop_sequences"] = conv.stop
+    # Anthropic refuses a stop sequence of whitespace only ("each stop sequence must contain non-whitespace").
+    stop = [s for s in conv.stop if s.strip()]
+    losses += [dropped("stop" if len(conv.stop) == 1 else f"stop[{i}]", "whitespace")
+               for i, s in enumerate(conv.stop) if not s.strip()]
+    if stop:
+        body["stop_sequences"] = stop
     if conv.user:
         body["metadata"] = {"user_id": conv.user}
     if conv.metadata:
@@ -196,7 +209,8 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
 
 def _block(p, losses: list[Loss]) -> dict | None:
     if isinstance(p, Text):
-        return {"type": "text", "text": p.text}
+        # An empty text block is refused ("text content blocks must be non-empty") and says nothing.
+        return {"type": "text", "text": p.text} if p.text else None
     if isinstance(p, ToolCall):
         args = parse_arguments(p.arguments)
         if args is None:

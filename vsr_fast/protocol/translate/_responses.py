@@ -157,7 +157,8 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
                               "output": _result_output(r, losses)})
         elif turn.role == "assistant":
             text = "".join(p.text for p in turn.parts if isinstance(p, Text))
-            if text:
+            if text or not any(isinstance(p, ToolCall) for p in turn.parts):
+                # An empty answer stays a turn: dropped, it would leave the user speaking twice in a row.
                 items.append({"type": "message", "role": "assistant", "content": text})
             for c in turn.parts:
                 if isinstance(c, ToolCall):
@@ -273,17 +274,17 @@ def _finish(doc: wire.Response, parts: list) -> str:
 
 
 def read_usage(u: wire.Usage) -> Usage:
-    """Responses' usage: input_tokens hold the cached tokens already."""
-    d = u.input_tokens_details
+    """Responses' usage: input_tokens hold the cached tokens already, output_tokens the reasoning."""
+    d, o = u.input_tokens_details, u.output_tokens_details
     return Usage(u.input_tokens or 0, u.output_tokens or 0, (d.cached_tokens or 0) if d else 0,
-                 (d.cache_write_tokens or 0) if d else 0)
+                 (d.cache_write_tokens or 0) if d else 0, (o.reasoning_tokens or 0) if o else 0)
 
 
 def _usage(u: Usage | None) -> dict:
     u = u or Usage()
     return {"input_tokens": u.input_tokens,
             "input_tokens_details": {"cached_tokens": u.cached, "cache_write_tokens": u.cache_write},
-            "output_tokens": u.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens": u.output_tokens, "output_tokens_details": {"reasoning_tokens": u.reasoning},
             "total_tokens": u.input_tokens + u.output_tokens}
 
 
