@@ -69,7 +69,7 @@ def test_the_tiers_shape_the_provider_bound_request(quickstart, mock, text, thin
                    json={"model": "vsr/auto", "messages": [{"role": "user", "content": text}]}, timeout=20)
     assert r.status_code == 200, r.text
     sent = httpx.get(f"{mock.url}/_mock/stats").json()["last_request"]["body"]
-    assert sent["chat_template_kwargs"]["enable_thinking"] is thinking and sent["max_tokens"] == max_tokens
+    assert sent["chat_template_kwargs"]["enable_thinking"] is thinking and sent["max_completion_tokens"] == max_tokens and "max_tokens" not in sent
     assert ("reasoning_effort" in sent) is thinking
 
 

@@ -22,8 +22,9 @@ TYPE = "request_params"
 Tokens = Annotated[int, Meta(ge=1, le=10_000_000)]
 # Fields that make the request what it is: blocking them would not constrain it, it would break it.
 _ESSENTIAL = frozenset({"model", "messages", "input", "prompt", "stream"})
-# The fields each api_format spells the answer's token budget with.
-_MAX_TOKENS = {"openai": ("max_tokens", "max_completion_tokens"), "anthropic": ("max_tokens",),
+# The fields each api_format spells the answer's token budget with; the first is the one a cap adds (OpenAI's
+# reasoning models refuse max_tokens, which the Chat API deprecated; vLLM reads either).
+_MAX_TOKENS = {"openai": ("max_completion_tokens", "max_tokens"), "anthropic": ("max_tokens",),
                "responses": ("max_output_tokens",)}
 _ANTHROPIC_MIN_THINKING = 1024     # the smallest budget_tokens Anthropic accepts
 
