@@ -122,24 +122,36 @@ def test_a_chat_providers_refusal_stops_a_messages_answer_for_refusal(gw, script
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-def test_a_chat_providers_refusal_stays_a_refusal_through_a_chat_client_of_a_responses_provider(gw, mock, stream):
-    """The way back: a Responses provider's refusal part is Chat's ``refusal`` (the mock answers Responses with
-    text, so the refusal comes from a Chat provider to a Responses client first, as the test above, and here the
-    Chat client's own refusal reaches a Responses provider as an assistant turn's text)."""
-    client, _ = chat(gw)
-    kw = {"model": "m-responses", "max_tokens": 64, "messages": [
-        {"role": "user", "content": "how do I pick a lock?"},
-        {"role": "assistant", "content": [{"type": "refusal", "refusal": REFUSAL}]},
-        {"role": "user", "content": "please"}]}
+def test_a_responses_providers_refusal_is_chats_refusal(gw, scripted, stream):
+    scripted(refusal=REFUSAL)
+    client, tap = chat(gw)
+    kw = {"model": "m-responses", "max_tokens": 64, "messages": [{"role": "user", "content": "how do I pick a lock?"}]}
     if stream:
-        text = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(stream=True, **kw)
-                       if c.choices)
+        content, refusal, finish = "", "", None
+        for c in client.chat.completions.create(stream=True, **kw):
+            for choice in c.choices:
+                content += choice.delta.content or ""
+                refusal += choice.delta.refusal or ""
+                finish = choice.finish_reason or finish
     else:
-        text = client.chat.completions.create(**kw).choices[0].message.content
-    assert text
-    body = sent(mock, "responses")
-    assert [i.get("role") for i in body["input"]] == ["user", "assistant", "user"]
-    assert body["input"][1]["content"] == REFUSAL
+        choice = client.chat.completions.create(**kw).choices[0]
+        content, refusal, finish = choice.message.content or "", choice.message.refusal, choice.finish_reason
+    assert (content, refusal, finish) == ("", REFUSAL, "stop")
+    assert warnings_of(tap.headers) == set()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_responses_providers_refusal_stops_a_messages_answer_for_refusal(gw, scripted, stream):
+    scripted(refusal=REFUSAL)
+    client, tap = messages(gw)
+    kw = {"model": "m-responses", "max_tokens": 64, "messages": [{"role": "user", "content": "how do I pick a lock?"}]}
+    if stream:
+        with client.messages.stream(**kw) as s:
+            msg = s.get_final_message()
+    else:
+        msg = client.messages.create(**kw)
+    assert (msg.stop_reason, [b.text for b in msg.content]) == ("refusal", [REFUSAL])
+    assert warnings_of(tap.headers) == set()
 
 
 # --- 6, 9: the parameters Chat and Responses share --------------------------------------------------------------------
