@@ -85,7 +85,7 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     seed: int | None = None
     embedding_dimensions: Annotated[int, msgspec.Meta(ge=1, le=65_536)] = 64
     # Chat answers only: every token's logprob (with a runner-up 1.0 below it in top_logprobs), and a refusal
-    # answered in place of the content; for the Looper's accept checks.
+    # answered in place of the content (Chat and Responses answers), for the Looper's accept checks and translation.
     logprob: float | None = None
     refusal: str | None = None
     finish_reason: str | None = None      # e.g. "length": a truncated answer
@@ -462,6 +462,9 @@ class MockUpstream(Server):
         if plan.api == "chat" and plan.tool is None and scripted(config):
             content = plan_content(plan, config)
             return chat_scripted(plan, ident, created, self.count(len(req.body), content), content, config)
+        if plan.api == "responses" and plan.tool is None and not plan.image and config.refusal:
+            u = self.count(len(req.body), config.refusal)
+            return _enc(responses_object(plan, ident, created, "completed", [refusal_item(ident, config.refusal)], u))
         if plan.api == "chat" and plan.text is None and plan.tool is None:
             return b"".join((   # the hot path of the benchmarks: the canned text, pre-encoded
                 b'{"id":"chatcmpl-mock-%d","object":"chat.completion","created":%d,"model":%s,'
@@ -482,6 +485,8 @@ class MockUpstream(Server):
         u = self.count(len(req.body), content)
         if plan.api == "chat" and plan.tool is None and scripted(config):
             events = chat_scripted_events(plan, ident, created, u, content, config)
+        elif plan.api == "responses" and plan.tool is None and not plan.image and config.refusal:
+            events = responses_refusal_events(plan, ident, created, u, config.refusal)
         elif plan.api == "chat" and plan.tool is None:
             deltas = self.deltas if plan.text is None else stream_deltas(content, config.chunks)
             prefix = b'data: {"id":"chatcmpl-mock-%d","object":"chat.completion.chunk","created":%d,"model":%s,' % (
@@ -794,6 +799,31 @@ def responses_object(plan: Plan, ident: int, created: int, status: str, output: 
             "top_p": 1.0, "truncation": "disabled", "usage": usage_doc}
 
 
+def refusal_item(ident: int, refusal: str) -> dict:
+    return {"type": "message", "id": f"msg_mock_{ident}", "status": "completed", "role": "assistant",
+            "content": [{"type": "refusal", "refusal": refusal}]}
+
+
+def responses_refusal_events(plan: Plan, ident: int, created: int, u: dict, refusal: str) -> list[bytes]:
+    """A streamed refusal, as OpenAI streams one: a refusal part, its delta and done events."""
+    seq = itertools.count()
+
+    def event(kind: str, **fields) -> bytes:
+        return sse(kind, {"type": kind, "sequence_number": next(seq), **fields})
+
+    item = refusal_item(ident, refusal)
+    where = {"item_id": item["id"], "output_index": 0, "content_index": 0}
+    pending = responses_object(plan, ident, created, "in_progress", [], None)
+    return [event("response.created", response=pending), event("response.in_progress", response=pending),
+            event("response.output_item.added", output_index=0, item={**item, "status": "in_progress", "content": []}),
+            event("response.content_part.added", **where, part={"type": "refusal", "refusal": ""}),
+            event("response.refusal.delta", **where, delta=refusal),
+            event("response.refusal.done", **where, refusal=refusal),
+            event("response.content_part.done", **where, part=item["content"][0]),
+            event("response.output_item.done", output_index=0, item=item),
+            event("response.completed", response=responses_object(plan, ident, created, "completed", [item], u))]
+
+
 def responses_whole(plan: Plan, ident: int, created: int, u: dict, content: str) -> bytes:
     return _enc(responses_object(plan, ident, created, "completed", [responses_item(plan, ident, content)], u))
 
@@ -883,7 +913,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--content", default=d.content, help="the fixed completion text")
     p.add_argument("--seed", type=int, default=None, help="seed for deterministic failure injection")
     p.add_argument("--logprob", type=float, default=None, help="Chat answers carry this logprob for every token")
-    p.add_argument("--refusal", default=None, help="Chat answers refuse with this text instead of the content")
+    p.add_argument("--refusal", default=None, help="Chat and Responses answers refuse with this text instead of the content")
     p.add_argument("--finish-reason", default=None, help="Chat answers end with this finish_reason (e.g. length)")
     p.add_argument("--echo", action="store_true", help="answer with the last user turn as received (a tool "
                    "call: arguments {\"text\": that turn}), streamed in --chunks pieces")

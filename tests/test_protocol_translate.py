@@ -665,7 +665,7 @@ def test_losses_name_what_the_target_cannot_carry():
                 "tools": [{"type": "web_search_20250305", "name": "web_search"}]}
     adapter, req = decode("messages", messages)
     fields = [x.field for x in adapter.upstream(req, "responses", "g").losses]
-    assert fields == ["top_k", "thinking", "messages[0].content[0]", "tools[0]"]
+    assert fields == ["top_k", "thinking", "messages[0].content[0]", "tools[0]", "messages[0]"]   # the last: a prefill
     responses = {"model": "g", "input": [{"type": "reasoning", "id": "rs_1", "summary": []},
                                          {"role": "user", "content": "hi"}],
                  "tools": [{"type": "web_search"}], "text": {"format": {"type": "json_object"}}}

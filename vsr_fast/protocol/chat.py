@@ -25,12 +25,14 @@ class InputAudio(Struct, frozen=True):
     format: str
 
 
-class TextPart(Struct, tag="text", frozen=True):
+class TextPart(Struct, tag="text", frozen=True, omit_defaults=True):
     text: str
+    cache_control: dict[str, Any] | None = None   # Anthropic's prompt caching, as LiteLLM's clients mark parts
 
 
-class ImagePart(Struct, tag="image_url", frozen=True):
+class ImagePart(Struct, tag="image_url", frozen=True, omit_defaults=True):
     image_url: ImageURL
+    cache_control: dict[str, Any] | None = None
 
 
 class AudioPart(Struct, tag="input_audio", frozen=True):
@@ -122,6 +124,12 @@ class ChatRequest(Struct, frozen=True):
     reasoning_effort: str | None = None
     seed: Int64 | None = None
     top_logprobs: Annotated[int, Meta(ge=0, le=20)] | None = None     # as Responses'
+    logprobs: bool | None = None
+    verbosity: str | None = None
+    prompt_cache_key: str | None = None
+    safety_identifier: str | None = None
+    service_tier: str | None = None
+    store: bool | None = None
 
 
 # --- responses ---------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from .. import chat as wire
-from ._common import ENCODER, native_id, openai_error_type, read_error, unknown_fields
+from ._common import ENCODER, error_text, native_id, openai_error_type, read_error, unknown_fields
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
     GeneratedImage, Image, Started, Text, TextDelta, ToolCall, ToolChoice, ToolDef, ToolResult, Turn, Usage,
@@ -21,8 +21,11 @@ ID = "chatcmpl-"   # the prefix of an answer's id
 KNOWN = frozenset({
     "model", "messages", "stream", "stream_options", "tools", "tool_choice", "parallel_tool_calls",
     "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "user", "metadata", "n",
-    "response_format", "reasoning_effort",
+    "response_format", "reasoning_effort", *("verbosity", "prompt_cache_key", "safety_identifier", "service_tier",
+                                            "logprobs", "top_logprobs", "store"),
 })
+# The parameters Responses shares with Chat (the neutral form's ``shared``), read under the same names.
+SHARED = ("verbosity", "prompt_cache_key", "safety_identifier", "service_tier", "logprobs", "top_logprobs", "store")
 FINISH_IN = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "function_call": "tool_calls",
              "content_filter": "content_filter"}
 FINISH_OUT = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "content_filter": "content_filter",
@@ -78,6 +81,7 @@ def read_request(req: wire.ChatRequest, raw: bytes) -> tuple[Conversation, list[
     conv.response_format, conv.reasoning_effort = req.response_format, req.reasoning_effort
     if req.n is not None and req.n > 1:
         losses.append(Loss(CONVERTED, "unsupported", "n"))
+    conv.shared = {k: (getattr(req, k), k) for k in SHARED if getattr(req, k) is not None}
     return conv, losses
 
 
@@ -90,7 +94,7 @@ def _texts(m: wire.Message, path: str, losses: list[Loss]) -> list:
     for j, p in enumerate(m.content):
         where = f"{path}.content[{j}]"
         if isinstance(p, wire.TextPart):
-            out.append(Text(p.text, where))
+            out.append(Text(p.text, where, cache_control=p.cache_control))
         elif isinstance(p, wire.RefusalPart):
             out.append(Text(p.refusal, where))
         else:
@@ -105,9 +109,10 @@ def _parts(m: wire.Message, path: str, losses: list[Loss]) -> list:
     for j, p in enumerate(m.content):
         where = f"{path}.content[{j}]"
         if isinstance(p, wire.TextPart):
-            out.append(Text(p.text, where))
+            out.append(Text(p.text, where, cache_control=p.cache_control))
         elif isinstance(p, wire.ImagePart):
-            out.append(Image(p.image_url.url, p.image_url.detail, where, f"{where}.image_url.detail"))
+            out.append(Image(p.image_url.url, p.image_url.detail, where, f"{where}.image_url.detail",
+                             p.cache_control))
         elif isinstance(p, wire.FilePart):
             f = {k: v for k, v in p.file.items() if isinstance(v, str)}
             out.append(File(data_url=f.get("file_data"), file_id=f.get("file_id"), filename=f.get("filename"),
@@ -172,6 +177,11 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
         losses.append(dropped("metadata", "requires_store"))
     _put(body, "response_format", conv.response_format)
     _put(body, "reasoning_effort", conv.reasoning_effort)
+    for key, (value, _) in conv.shared.items():
+        if key != "store":   # a Responses client's store is the router's to keep (previous_response_id)
+            body[key] = value
+    if conv.prefill is not None:
+        losses.append(Loss(CONVERTED, "prefill", conv.prefill))   # Chat answers a new turn, it does not continue one
     if conv.stream:
         # Usage comes only when asked; the client's protocol reports it either way.
         body["stream"] = True
@@ -193,8 +203,10 @@ def _tool(t: ToolDef) -> dict:
 
 
 def _content(parts: list, losses: list[Loss] | None = None) -> str | list[dict]:
-    if all(isinstance(p, Text) for p in parts):
-        return "\n\n".join(p.text for p in parts) if len(parts) != 1 else parts[0].text
+    if len(parts) == 1 and isinstance(parts[0], Text):
+        return parts[0].text
+    if not parts:
+        return ""
     out: list[dict] = []
     for p in parts:
         if isinstance(p, Text):
@@ -223,7 +235,9 @@ def _result_text(r: ToolResult, losses: list[Loss]) -> str:
         else:
             losses.append(dropped(p.path))
     if r.is_error:
+        # A tool message has no error flag: the text says it, as the model reads it.
         losses.append(Loss(CONVERTED, "unsupported", f"{r.path}.is_error"))
+        return error_text(texts)
     return "\n".join(texts)
 
 
@@ -305,8 +319,7 @@ def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
         if choice.message.content:
             parts.append(Text(choice.message.content, "choices[0].message.content"))
         if choice.message.refusal:
-            parts.append(Text(choice.message.refusal, "choices[0].message.refusal"))
-            losses.append(Loss(CONVERTED, "unsupported", "choices[0].message.refusal"))
+            parts.append(Text(choice.message.refusal, "choices[0].message.refusal", refusal=True))
         for j, tc in enumerate(choice.message.tool_calls or ()):
             parts.append(ToolCall(tc.id or f"call_{j}", tc.function.name or "", tc.function.arguments or "",
                                   f"choices[0].message.tool_calls[{j}]"))
@@ -317,12 +330,14 @@ def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
 
 def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
     losses: list[Loss] = []
-    text = "".join(p.text for p in answer.parts if isinstance(p, Text))
+    text = "".join(p.text for p in answer.parts if isinstance(p, Text) and not p.refusal)
+    refusal = "".join(p.text for p in answer.parts if isinstance(p, Text) and p.refusal)
     calls = [p for p in answer.parts if isinstance(p, ToolCall)]
     for p in answer.parts:
         if isinstance(p, GeneratedImage):
             losses.append(dropped(p.path))   # Chat cannot carry an image answer
-    message: dict = {"role": "assistant", "content": text or (None if calls else ""), "refusal": None}
+    message: dict = {"role": "assistant", "content": text or (None if calls or refusal else ""),
+                     "refusal": refusal or None}
     if calls:
         message["tool_calls"] = [{"id": c.id, "type": "function",
                                   "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
@@ -404,6 +419,7 @@ class StreamReader:
         self.losses: list[Loss] = []
         self._started = False
         self._text_block: int | None = None      # the open text block
+        self._refusing = False                   # whether it holds the refusal
         self._open_calls: dict[int, list[str]] = {}   # open call blocks, in the order they began -> their arguments
         self._next = 0
         self._calls: dict[int | str, int] = {}  # Chat tool_calls[].index (or id) -> block index
@@ -434,22 +450,25 @@ class StreamReader:
             if choice.index:
                 continue
             d = choice.delta or _EMPTY
-            for text in (d.content, d.refusal):
+            for text, refusal in ((d.content, False), (d.refusal, True)):
                 if text:
-                    out += self._text(text)
+                    out += self._text(text, refusal)
             for tc in d.tool_calls or ():
                 out += self._call(tc)
             if choice.finish_reason is not None:
                 self._finish = choice.finish_reason
         return out
 
-    def _text(self, text: str) -> list[Event]:
+    def _text(self, text: str, refusal: bool = False) -> list[Event]:
         out: list[Event] = []
+        if self._text_block is not None and self._refusing != refusal:
+            out += self._stop_text()   # the refusal is a block of its own
         if self._text_block is None:
             out += self._stop_calls()
             self._text_block = self._next
+            self._refusing = refusal
             self._next += 1
-            out.append(BlockStart(self._text_block, "text"))
+            out.append(BlockStart(self._text_block, "text", refusal=refusal))
         out.append(TextDelta(self._text_block, text))
         return out
 
@@ -530,6 +549,7 @@ class StreamWriter:
         self.losses: list[Loss] = []
         self._prefix = b""
         self._tools: dict[int, int] = {}   # block index -> tool_calls[].index
+        self._refusals: set[int] = set()   # the blocks of the model's refusal
 
     def write(self, ev: Event) -> bytes:
         if isinstance(ev, Started):
@@ -537,9 +557,11 @@ class StreamWriter:
                 ENCODER.encode(native_id(ID, ev.id)), ev.created or int(time.time()), ENCODER.encode(ev.model))
             return self._chunk({"role": "assistant", "content": ""})
         if isinstance(ev, TextDelta):
-            return self._chunk({"content": ev.text})
+            return self._chunk({"refusal" if ev.index in self._refusals else "content": ev.text})
         if isinstance(ev, BlockStart):
             if ev.kind == "text":
+                if ev.refusal:
+                    self._refusals.add(ev.index)
                 return b""
             if ev.kind == "image":
                 self.losses.append(dropped(f"output[{ev.index}]"))

@@ -70,6 +70,15 @@ def parse_arguments(arguments: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+# What a tool result Anthropic marks ``is_error`` says first where the target protocol has no such flag.
+ERROR_MARK = "Error: "
+
+
+def error_text(texts: list[str]) -> str:
+    """A failed tool's result text, marked as an error for a protocol without ``is_error``."""
+    return ERROR_MARK + "\n".join(texts)
+
+
 def dumps(value: object) -> str:
     return ENCODER.encode(value).decode()
 

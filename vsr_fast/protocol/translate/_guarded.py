@@ -10,6 +10,8 @@ protocol's own writer.
 """
 from __future__ import annotations
 
+import msgspec
+
 from ._ir import Answer, ArgsDelta, BlockStart, BlockStop, Event, Failed, Finished, Started, Text, TextDelta, ToolCall
 from ._sse import SSEParser
 
@@ -69,7 +71,7 @@ def noted_answer(answer: Answer, note: str) -> Answer:
     """The answer with ``note`` at the head of its text."""
     for i, part in enumerate(answer.parts):
         if isinstance(part, Text):
-            answer.parts[i] = Text(note + part.text, part.path)
+            answer.parts[i] = msgspec.structs.replace(part, text=note + part.text)   # a refusal stays one
             return answer
     answer.parts.insert(0, Text(note))
     return answer

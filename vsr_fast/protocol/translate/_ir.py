@@ -25,8 +25,13 @@ from msgspec import Struct, field
 
 
 class Text(Struct, frozen=True):
+    """Text; in an answer, ``refusal`` marks the model's refusal (Chat's ``refusal``, a Responses refusal part).
+    ``cache_control``: a Chat client's prompt-caching marker on the part, for a Messages backend."""
+
     text: str
     path: str = ""
+    refusal: bool = False
+    cache_control: dict | None = None
 
 
 class Image(Struct, frozen=True):
@@ -37,6 +42,7 @@ class Image(Struct, frozen=True):
     detail: str | None = None
     path: str = ""
     detail_path: str = ""
+    cache_control: dict | None = None
 
 
 class File(Struct, frozen=True):
@@ -114,6 +120,10 @@ class Conversation(Struct):
     metadata: dict[str, str] | None = None
     response_format: dict | None = None   # Chat's response_format, Responses' text.format
     reasoning_effort: str | None = None
+    # The parameters Chat and Responses share, by their Chat names (verbosity, prompt_cache_key, safety_identifier,
+    # service_tier, logprobs, top_logprobs, store) -> (value, where the client's request has it).
+    shared: dict[str, tuple] = field(default_factory=dict)
+    prefill: str | None = None   # a Messages request ending in an assistant turn to continue: that turn's path
 
 
 # --- answers -----------------------------------------------------------------------------
@@ -161,6 +171,7 @@ class BlockStart(Struct, frozen=True):
     call_id: str = ""
     name: str = ""
     image: GeneratedImage | None = None   # an image block arrives whole, at its start
+    refusal: bool = False                 # a text block that is the model's refusal
 
 
 class TextDelta(Struct, frozen=True):
@@ -200,7 +211,7 @@ def answer_events(answer: Answer) -> list[Event]:
                                    u.cached if u else 0, u.cache_write if u else 0)]
     for i, part in enumerate(answer.parts):
         if isinstance(part, Text):
-            events += [BlockStart(i, "text"), TextDelta(i, part.text), BlockStop(i)]
+            events += [BlockStart(i, "text", refusal=part.refusal), TextDelta(i, part.text), BlockStop(i)]
         elif isinstance(part, ToolCall):
             events += [BlockStart(i, "tool", part.id, part.name), ArgsDelta(i, part.arguments), BlockStop(i)]
         else:

@@ -1,6 +1,8 @@
 """Anthropic Messages <-> the neutral forms."""
 from __future__ import annotations
 
+import msgspec
+
 from .. import anthropic as wire
 from ._common import (
     ENCODER, data_url, dumps, native_id, parse_arguments, read_error, split_data_url, unknown_fields,
@@ -27,6 +29,7 @@ FINISH_IN = {"end_turn": "stop", "max_tokens": "length", "stop_sequence": "stop_
 FINISH_OUT = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
               "stop_sequence": "stop_sequence", "content_filter": "refusal"}
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+_MEDIA_ALIASES = {"image/jpg": "image/jpeg"}   # what clients write for JPEG, that Anthropic refuses
 
 
 # --- request -------------------------------------------------------------------------
@@ -42,6 +45,9 @@ def read_request(req: wire.MessagesRequest, raw: bytes) -> tuple[Conversation, l
         conv.system = [Text(b.text, f"system[{i}]") for i, b in enumerate(req.system)]
     for i, m in enumerate(req.messages):
         _read_message(m, f"messages[{i}]", conv, losses)
+    last = conv.turns[-1] if conv.turns else None
+    if last is not None and last.role == "assistant" and not any(isinstance(p, ToolCall) for p in last.parts):
+        conv.prefill = last.path   # the answer continues this turn: only Messages does that
     for i, tool in enumerate(req.tools or ()):
         if tool.is_client_tool:
             conv.tools.append(ToolDef(tool.name, tool.description, tool.input_schema, tool.strict, f"tools[{i}]"))
@@ -153,7 +159,7 @@ def _result_content(block: wire.ToolResultBlock, where: str, losses: list[Loss])
 
 def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     losses: list[Loss] = []
-    system = [{"type": "text", "text": t.text} for t in conv.system]
+    system = [_block(t, losses) for t in conv.system]
     messages: list[dict] = []
     for turn in conv.turns:
         if turn.role == "system":
@@ -202,12 +208,18 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
         losses.append(dropped("response_format"))
     if conv.reasoning_effort is not None:
         losses.append(dropped("reasoning_effort"))
+    losses += [dropped(where) for _, where in conv.shared.values()]
     if conv.stream:
         body["stream"] = True
     return ENCODER.encode(body), losses
 
 
 def _block(p, losses: list[Loss]) -> dict | None:
+    if isinstance(p, (Text, Image)) and p.cache_control is not None:
+        block = _block(msgspec.structs.replace(p, cache_control=None), losses)
+        if block is not None:
+            block["cache_control"] = p.cache_control   # a Chat client's prompt-caching marker, as LiteLLM sends it
+        return block
     if isinstance(p, Text):
         # An empty text block is refused ("text content blocks must be non-empty") and says nothing.
         return {"type": "text", "text": p.text} if p.text else None
@@ -228,10 +240,11 @@ def _block(p, losses: list[Loss]) -> dict | None:
             losses.append(dropped(p.detail_path or f"{p.path}.detail"))
         inline = split_data_url(p.url)
         if inline is not None:
-            if inline[0] not in _IMAGE_TYPES:
+            media_type = _MEDIA_ALIASES.get(inline[0], inline[0])
+            if media_type not in _IMAGE_TYPES:
                 losses.append(dropped(p.path, "unsupported_media_type"))
                 return None
-            return {"type": "image", "source": {"type": "base64", "media_type": inline[0], "data": inline[1]}}
+            return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": inline[1]}}
         return {"type": "image", "source": {"type": "url", "url": p.url}}
     if isinstance(p, File):
         inline = split_data_url(p.data_url) if p.data_url else None
@@ -315,7 +328,10 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
             content.append(wire.OutToolUse(p.id, p.name, args or {}))
         else:
             losses.append(dropped(p.path))   # Messages cannot carry an image answer
-    msg = wire.OutMessage(native_id(ID, answer.id), answer.model, content, FINISH_OUT[answer.finish], answer.stop_sequence,
+    stop = FINISH_OUT[answer.finish]
+    if stop == "end_turn" and any(isinstance(p, Text) and p.refusal for p in answer.parts):
+        stop = "refusal"   # a Chat or Responses backend's refusal, in Messages' words
+    msg = wire.OutMessage(native_id(ID, answer.id), answer.model, content, stop, answer.stop_sequence,
                           write_usage(answer.usage or Usage()))
     return ENCODER.encode(msg), losses
 
@@ -422,6 +438,7 @@ class StreamWriter:
         self._index: dict[int, int] = {}   # block index -> Anthropic content index
         self._open: int | None = None
         self._input = Usage()
+        self._refused = False   # a block of the model's refusal went out: the answer stops for "refusal"
 
     def write(self, ev: Event) -> bytes:
         if isinstance(ev, Started):
@@ -433,6 +450,7 @@ class StreamWriter:
                 self.losses.append(dropped(f"output[{ev.index}]"))
                 return b""
             out = self._close_open()
+            self._refused = self._refused or ev.refusal
             n = self._index[ev.index] = len(self._index)
             self._open = ev.index
             block = ({"type": "text", "text": ""} if ev.kind == "text"
@@ -458,7 +476,8 @@ class StreamWriter:
             # message_delta carries it, as Anthropic's does, for clients that add usage up.
             usage = write_usage(u)
             delta = {"type": "message_delta",
-                     "delta": {"stop_reason": FINISH_OUT[ev.finish], "stop_sequence": ev.stop_sequence},
+                     "delta": {"stop_reason": "refusal" if self._refused and ev.finish == "stop"
+                               else FINISH_OUT[ev.finish], "stop_sequence": ev.stop_sequence},
                      "usage": usage}
             return (self._close_open() + named_event(b"message_delta", ENCODER.encode(delta))
                     + named_event(b"message_stop", b'{"type":"message_stop"}'))

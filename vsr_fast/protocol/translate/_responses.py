@@ -9,7 +9,9 @@ import msgspec
 
 from ...errors import RequestError
 from .. import responses as wire
-from ._common import ENCODER, NewId, new_id, openai_error_type, upstream_error, unknown_fields
+from ._common import (
+    ENCODER, ERROR_MARK, NewId, error_text, new_id, openai_error_type, upstream_error, unknown_fields,
+)
 # declared_tool_count is read as RESPONSES.declared_tool_count by the adapter: a re-export, not unused.
 from ._freeform import (  # noqa: F401
     ToolNames, custom_arguments, custom_input, declared_tool_count, function_defs, qualified, tool_names,
@@ -25,7 +27,9 @@ PATH = "/responses"
 KNOWN = frozenset({
     "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens",
     "temperature", "top_p", "stream", "previous_response_id", "store", "metadata", "user", "text", "reasoning",
+    "prompt_cache_key", "safety_identifier", "service_tier", "top_logprobs", "include",
 })
+LOGPROBS = "message.output_text.logprobs"   # the include that asks for Chat's logprobs
 INCOMPLETE_IN = {"max_output_tokens": "length", "content_filter": "content_filter"}
 INCOMPLETE_OUT = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
@@ -58,7 +62,28 @@ def read_request(req: wire.ResponsesRequest, raw: bytes) -> tuple[Conversation, 
     effort = (req.reasoning or {}).get("effort")
     if isinstance(effort, str):
         conv.reasoning_effort = effort
+    _read_shared(req, conv, losses)
     return conv, losses
+
+
+def _read_shared(req: wire.ResponsesRequest, conv: Conversation, losses: list[Loss]) -> None:
+    """The parameters Chat shares, under its names; what of ``text``, ``reasoning`` and ``include`` no other
+    protocol carries (reasoning.summary among them) reported dropped."""
+    text, shared = req.text or {}, conv.shared
+    losses += [dropped(f"text.{k}") for k in text if k not in ("format", "verbosity")]
+    losses += [dropped(f"reasoning.{k}") for k in req.reasoning or {} if k != "effort"]
+    if text.get("verbosity") is not None:
+        shared["verbosity"] = (text["verbosity"], "text.verbosity")
+    for key in ("prompt_cache_key", "safety_identifier", "service_tier", "top_logprobs"):
+        if getattr(req, key) is not None:
+            shared[key] = (getattr(req, key), key)
+    for i, name in enumerate(req.include or ()):
+        if name == LOGPROBS:
+            shared["logprobs"] = (True, f"include[{i}]")
+        else:
+            losses.append(dropped(f"include[{i}]"))
+    if "top_logprobs" in shared and "logprobs" not in shared:
+        shared["logprobs"] = (True, "top_logprobs")   # Chat gives top_logprobs only with logprobs on
 
 
 def _need(value: str | None, path: str) -> str:
@@ -197,9 +222,23 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
         losses.append(dropped("response_format"))   # a json_schema without its schema, or a type Responses lacks
     if conv.reasoning_effort is not None:
         body["reasoning"] = {"effort": conv.reasoning_effort}
+    _write_shared(conv, body)
+    if conv.prefill is not None:
+        losses.append(Loss(CONVERTED, "prefill", conv.prefill))   # Responses answers a new turn, never continues one
     if conv.stream:
         body["stream"] = True
     return ENCODER.encode(body), losses
+
+
+def _write_shared(conv: Conversation, body: dict) -> None:
+    for key, (value, _) in conv.shared.items():
+        if key == "verbosity":
+            body.setdefault("text", {})["verbosity"] = value
+        elif key == "logprobs":
+            if value:
+                body["include"] = [LOGPROBS]
+        else:
+            body[key] = value   # store included: the client's choice over the router's default
 
 
 def _content(parts: list, losses: list[Loss]) -> list[dict]:
@@ -224,10 +263,15 @@ def _content(parts: list, losses: list[Loss]) -> list[dict]:
 
 def _result_output(r: ToolResult, losses: list[Loss]) -> str | list[dict]:
     if r.is_error:
+        # No error flag on a function_call_output: the output says it, as the model reads it.
         losses.append(Loss(CONVERTED, "unsupported", f"{r.path}.is_error"))
     if all(isinstance(p, Text) for p in r.content):
-        return "\n".join(p.text for p in r.content)
-    return _content(r.content, losses)
+        texts = [p.text for p in r.content]
+        return error_text(texts) if r.is_error else "\n".join(texts)
+    content = _content(r.content, losses)
+    if r.is_error:
+        content.insert(0, {"type": "input_text", "text": ERROR_MARK})
+    return content
 
 
 # --- answers -------------------------------------------------------------------------------------
@@ -253,8 +297,7 @@ def _read_output(output: list[wire.OutItem], losses: list[Loss]) -> list:
                 if p.type == "output_text":
                     parts.append(Text(p.text or "", f"{where}.content[{j}]"))
                 elif p.type == "refusal":
-                    parts.append(Text(p.refusal or "", f"{where}.content[{j}]"))
-                    losses.append(Loss(CONVERTED, "unsupported", f"{where}.content[{j}]"))
+                    parts.append(Text(p.refusal or "", f"{where}.content[{j}]", refusal=True))
                 else:
                     losses.append(dropped(f"{where}.content[{j}]"))
         elif item.type == "function_call":
@@ -324,11 +367,12 @@ def output_items(parts: list, new_id: NewId, losses: list[Loss], names: ToolName
     items: list[dict] = []
     for p in parts:
         if isinstance(p, Text):
+            part = _text_part(p.refusal, p.text)
             if items and items[-1]["type"] == "message":
-                items[-1]["content"].append({"type": "output_text", "text": p.text, "annotations": []})
+                items[-1]["content"].append(part)
             else:
                 items.append({"type": "message", "id": new_id("msg_"), "status": "completed", "role": "assistant",
-                              "content": [{"type": "output_text", "text": p.text, "annotations": []}]})
+                              "content": [part]})
         elif isinstance(p, ToolCall):
             item = call_item(p.id, p.name, names or ToolNames(), new_id)
             _set_call_arguments(item, p.arguments, p.path, losses)
@@ -338,6 +382,13 @@ def output_items(parts: list, new_id: NewId, losses: list[Loss], names: ToolName
         else:
             losses.append(dropped(p.path, "url_only"))   # image_generation_call carries base64 only
     return items
+
+
+def _text_part(refusal: bool, text: str) -> dict:
+    """A message's content part: the model's refusal is a part of its own kind."""
+    if refusal:
+        return {"type": "refusal", "refusal": text}
+    return {"type": "output_text", "text": text, "annotations": []}
 
 
 def call_item(call_id: str, function: str, names: ToolNames, new_id: NewId) -> dict:
@@ -374,6 +425,8 @@ def write_answer(answer: Answer, echo: Echo, new_id: NewId = new_id) -> tuple[by
     losses: list[Loss] = []
     output = output_items(answer.parts, new_id, losses, echo.names)
     status = "incomplete" if answer.finish in INCOMPLETE_OUT else "completed"
+    if status == "incomplete" and output and output[-1]["type"] == "message":
+        output[-1]["status"] = "incomplete"   # the message the answer was cut short in
     body = echo.response(new_id("resp_"), answer.model, answer.created or int(time.time()), status, output,
                          _usage(answer.usage), answer.finish)
     return ENCODER.encode(body), losses
@@ -409,7 +462,8 @@ class StreamReader:
         if t == "response.content_part.added" and ev.part is not None:
             if ev.part.type not in ("output_text", "refusal"):
                 return []
-            return self._start((ev.output_index, ev.content_index), BlockStart(self._next, "text"))
+            return self._start((ev.output_index, ev.content_index),
+                               BlockStart(self._next, "text", refusal=ev.part.type == "refusal"))
         if t in ("response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta"):
             key = (ev.output_index, ev.content_index if t != "response.function_call_arguments.delta" else -1)
             return self._delta(key, ev.delta or "", t.endswith("arguments.delta"))
@@ -590,7 +644,7 @@ class StreamWriter:
             out += self._event("response.output_item.added", {"output_index": self._message, "item": dict(item, content=[])})
         n = self._items[ev.index] = self._message
         message = self._output[n]
-        part = {"type": "output_text", "text": "", "annotations": []}
+        part = _text_part(ev.refusal, "")
         message["content"].append(part)
         return out + self._event("response.content_part.added", {
             "item_id": message["id"], "output_index": n, "content_index": len(message["content"]) - 1,
@@ -602,7 +656,13 @@ class StreamWriter:
             return b""
         n = self._items[ev.index]
         message = self._output[n]
-        message["content"][-1]["text"] += ev.text
+        part = message["content"][-1]
+        if part["type"] == "refusal":
+            part["refusal"] += ev.text
+            return self._event("response.refusal.delta", {
+                "item_id": message["id"], "output_index": n, "content_index": len(message["content"]) - 1,
+                "delta": ev.text})
+        part["text"] += ev.text
         return self._event("response.output_text.delta", {
             "item_id": message["id"], "output_index": n, "content_index": len(message["content"]) - 1,
             "delta": ev.text, "logprobs": []})
@@ -624,24 +684,31 @@ class StreamWriter:
                     + self._event("response.output_item.done", {"output_index": n, "item": item}))
         k = len(item["content"]) - 1
         part = item["content"][k]
+        if part["type"] == "refusal":
+            return (self._event("response.refusal.done", {"item_id": item["id"], "output_index": n,
+                                                          "content_index": k, "refusal": part["refusal"]})
+                    + self._event("response.content_part.done", {"item_id": item["id"], "output_index": n,
+                                                                 "content_index": k, "part": part}))
         return (self._event("response.output_text.done", {"item_id": item["id"], "output_index": n,
                                                           "content_index": k, "text": part["text"], "logprobs": []})
                 + self._event("response.content_part.done", {"item_id": item["id"], "output_index": n,
                                                              "content_index": k, "part": part}))
 
-    def _close_message(self) -> bytes:
+    def _close_message(self, status: str = "completed") -> bytes:
         if self._message is None:
             return b""
         n, self._message = self._message, None
         item = self._output[n]
-        item["status"] = "completed"
+        item["status"] = status
         return self._event("response.output_item.done", {"output_index": n, "item": item})
 
     def _finish(self, ev: Finished) -> bytes:
         out = self._stop(self._open) if self._open is not None else b""
-        # A message item stays open across its text blocks; a tool or image item, or the end, closes it.
-        out += self._close_message()
         status = "incomplete" if ev.finish in INCOMPLETE_OUT else "completed"
+        # A message item stays open across its text blocks; a tool or image item, or the end, closes it: the end
+        # of an answer cut short leaves the message it was cut in incomplete.
+        last = self._message is not None and self._message == len(self._output) - 1
+        out += self._close_message(status if last else "completed")
         r = self._response(status, _usage(ev.usage), ev.finish)
         self.final = ENCODER.encode(r)
         return out + self._event(f"response.{status}", {"response": r})
