@@ -190,7 +190,7 @@ def test_a_token_cap_holds_a_request_that_names_no_budget(shaped):
     proc, upstream = shaped
     client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
     client.chat.completions.create(model="vsr/auto", messages=[{"role": "user", "content": "go openai"}])
-    assert last_request(upstream)["body"]["max_tokens"] == 100
+    assert last_request(upstream)["body"]["max_completion_tokens"] == 100
     client.responses.create(model="vsr/auto", input="go responses")
     assert last_request(upstream)["body"]["max_output_tokens"] == 100
 
