@@ -32,6 +32,11 @@ def problems(body: dict, api_format: str) -> list[str]:
         found.append("a tool exchange without declared tools")
     if api_format in ("openai", "responses"):
         found += _openai_tools(body, api_format)
+    if api_format == "responses":
+        # A message's content list must hold a part (a string, empty included, is text).
+        found += [f"input[{i}] is a message with an empty content list"
+                  for i, item in enumerate(body.get("input") or [])
+                  if isinstance(item, dict) and item.get("type") == "message" and item.get("content") == []]
     if api_format == "openai":
         if "max_tokens" in body:
             found.append("max_tokens (reasoning models take max_completion_tokens only)")

@@ -204,6 +204,19 @@ def test_an_empty_assistant_turn_stays_a_turn_for_a_responses_provider(clients, 
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_lone_empty_user_message_is_text_for_responses_and_a_400_before_anthropic(clients, upstream, stream):
+    lone = [{"role": "user", "content": ""}]
+    clients.chat(stream, model="rs", messages=lone)
+    body = sent(upstream)
+    assert problems(body, "responses") == [] and body["input"][0]["content"] == "", body
+    before = httpx.get(f"{upstream.url}/_mock/stats").json()["requests"]
+    with pytest.raises(openai.BadRequestError) as refused:
+        clients.chat(stream, model="an", messages=lone)
+    assert refused.value.body["param"] == "messages" and refused.value.body["code"] == "invalid_value"
+    assert httpx.get(f"{upstream.url}/_mock/stats").json()["requests"] == before
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_empty_user_content_never_reaches_anthropic(clients, upstream, stream):
     messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
                 {"role": "user", "content": ""}, {"role": "assistant", "content": "Still here"},

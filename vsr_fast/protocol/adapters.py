@@ -60,8 +60,8 @@ from .errors import (
 )
 from .rewrite import ModelRewriter
 from .translate import (
-    BY_FORMAT, CHAT, GUARDED, IMAGES, MESSAGES, PATHS, RESPONSES, Answer, Conversation, Loss, NewId, Passthrough,
-    StreamTranslator, Translating, WholeToStream, chat_messages, is_error_of, new_id, read_error,
+    BY_FORMAT, CHAT, GUARDED, IMAGES, MESSAGES, PATHS, RESPONSES, Answer, Conversation, Loss, NewId, NoTurns,
+    Passthrough, StreamTranslator, Translating, WholeToStream, chat_messages, is_error_of, new_id, read_error,
 )
 
 JSON = "application/json"
@@ -223,7 +223,10 @@ class Adapter(abc.ABC):
                                         "an images model serves the Responses and Images APIs")
         self.refuse_empty(req, (api_format,))
         conv, read_losses = self.conversation(req)
-        body, write_losses = BY_FORMAT[api_format].write_request(conv, model)
+        try:
+            body, write_losses = BY_FORMAT[api_format].write_request(conv, model)
+        except NoTurns:
+            raise self.request_error(self._no_turns(req)) from None
         return body, [*read_losses, *write_losses]
 
     def conversation(self, req: Inbound) -> tuple[Conversation, list[Loss]]:

@@ -13,6 +13,7 @@ from ._common import new_id as new_id
 from ._common import read_error as read_error
 from ._ir import Answer as Answer
 from ._ir import Conversation as Conversation
+from ._ir import NoTurns as NoTurns
 from ._ir import answer_events as answer_events
 from ._losses import WARNINGS_LIMIT_BYTES as WARNINGS_LIMIT_BYTES
 from ._losses import Loss as Loss

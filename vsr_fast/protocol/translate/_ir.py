@@ -24,6 +24,11 @@ from msgspec import Struct, field
 # --- request parts -------------------------------------------------------------------
 
 
+class NoTurns(Exception):
+    """A writer left no turn its format can carry (every message's content was empty): the adapter answers the
+    client 400 in its own field rather than send the provider a body it refuses."""
+
+
 class Text(Struct, frozen=True):
     """Text; in an answer, ``refusal`` marks the model's refusal (Chat's ``refusal``, a Responses refusal part).
     ``cache_control``: a Chat client's prompt-caching marker on the part, for a Messages backend."""

@@ -9,7 +9,7 @@ from ._common import (
 )
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
-    Image, Started, Text, TextDelta, ToolCall, ToolChoice, ToolDef, ToolResult, Turn, Usage,
+    Image, NoTurns, Started, Text, TextDelta, ToolCall, ToolChoice, ToolDef, ToolResult, Turn, Usage,
 )
 from ._losses import CONVERTED, DEFAULTED, MOVED, Loss, dropped
 from ._sse import named_event
@@ -177,6 +177,8 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
             messages[-1]["content"] += blocks   # tool results and the user's next words share a turn
         else:
             messages.append({"role": role, "content": blocks})
+    if not messages:
+        raise NoTurns
     body: dict = {"model": model, "messages": messages}
     if conv.max_tokens is None:
         losses.append(Loss(DEFAULTED, "required", "max_tokens"))

@@ -189,7 +189,8 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
                 if isinstance(c, ToolCall):
                     items.append({"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments})
         else:
-            items.append({"type": "message", "role": turn.role, "content": _content(turn.parts, losses)})
+            # An empty message stays text: a content list must hold a part.
+            items.append({"type": "message", "role": turn.role, "content": _content(turn.parts, losses) or ""})
     # store false: the Router keeps the conversation (previous_response_id), not the backend.
     body: dict = {"model": model, "input": items, "store": False}
     if conv.system:
