@@ -35,6 +35,8 @@ ADMIN_VARIANTS = [
     ("POST", "http://x//admin/reload", "{}"), ("POST", "//api/v1/keys", EVIL), ("POST", "/api/v1//keys", EVIL),
     ("POST", "/api/v1/%6Beys", EVIL), ("POST", "//api/v1/routing/preview", PREVIEW),
     ("POST", "//api/v1/diagnostics/classify/intent", json.dumps({"text": "hi"})),
+    ("GET", "metrics", None), ("GET", "api/v1/replay", None), ("GET", "api/v1/keys", None),
+    ("POST", "admin/reload", "{}"), ("POST", "api/v1/keys", EVIL), ("GET", "api/v1/inventory/embedding-models", None),
 ]
 # The client APIs, which need a client key.
 CLIENT_VARIANTS = [
@@ -46,6 +48,7 @@ CLIENT_VARIANTS = [
     ("POST", "/v1/chat/completions/", CHAT), ("POST", "/v1/./chat/completions", CHAT),
     ("POST", "/v1/%63hat/completions", CHAT), ("POST", "http://x//v1/chat/completions", CHAT),
     ("POST", "//chat/completions", CHAT), ("POST", "//v1/messages", CHAT), ("POST", "//v1/responses", CHAT),
+    ("GET", "v1/models", None), ("POST", "v1/chat/completions", CHAT), ("POST", "v1/messages", CHAT),
 ]
 
 

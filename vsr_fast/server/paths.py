@@ -29,8 +29,11 @@ _SLASHED_IDS = b"/v1/models/"
 def non_canonical(raw_path: bytes, path: str) -> str | None:
     """Why the path of a request (``raw_path`` as sent, ``path`` decoded) is not canonical; None when it is (or
     names no path: ``*``)."""
-    if not path.startswith("/"):
+    if path == "*":
         return None
+    if not path.startswith("/"):
+        # h11 takes any visible characters as a target, and werkzeug matches ``metrics`` as ``/metrics``.
+        return "it does not start with a slash"
     for escape in _ESCAPE.finditer(raw_path):
         byte = int(escape.group(1), 16)
         if byte in _UNRESERVED:
