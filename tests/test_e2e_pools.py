@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import httpx
 import openai
@@ -79,35 +81,52 @@ def test_a_replica_answering_503_is_ejected_then_readmitted(tmp_path):
             assert httpx.get(f"{proc.url}/ready").status_code == 200
 
 
+@pytest.fixture(scope="module")
+def lone(tmp_path_factory):
+    """A router whose model is one backend, with the default upstream settings: (router, mock)."""
+    with mock_upstream() as mock:
+        with router(pool_config(tmp_path_factory.mktemp("lone"), [{"endpoint": f"{mock.url}/v1"}])) as proc:
+            yield proc, mock
+
+
+@contextmanager
+def first_fails(mock, **settings) -> Iterator[None]:
+    """The mock's next request fails as ``settings`` say, its counters zeroed; its defaults back afterwards."""
+    httpx.post(f"{mock.url}/_mock/config", json={"fail_first": 1, **settings}).raise_for_status()
+    httpx.post(f"{mock.url}/_mock/reset").raise_for_status()
+    try:
+        yield
+    finally:
+        httpx.post(f"{mock.url}/_mock/config", json={"fail_first": 0, "fail_status": 500, "fail_mode": "status",
+                                                     "retry_after": None}).raise_for_status()
+
+
 @pytest.mark.parametrize("status", [503, 429])
-def test_retry_after_is_honoured_before_the_retry(tmp_path, status):
-    with mock_upstream("--fail-first", "1", "--fail-status", str(status), "--retry-after", "1") as mock:
-        path = pool_config(tmp_path, [{"endpoint": f"{mock.url}/v1"}])
-        with router(path) as proc, httpx.Client(timeout=30) as client:
-            r = post(client, proc)
-            assert r.status_code == 200, r.text
-            arrivals = stats(mock)["arrivals"]
-            assert len(arrivals) == 2
-            # The retry came after the delay the backend asked for (a lower bound the router guarantees).
-            assert arrivals[1] - arrivals[0] >= 1.0
+def test_retry_after_is_honoured_before_the_retry(lone, status):
+    proc, mock = lone
+    with first_fails(mock, fail_status=status, retry_after="1"), httpx.Client(timeout=30) as client:
+        r = post(client, proc)
+        assert r.status_code == 200, r.text
+        arrivals = stats(mock)["arrivals"]
+        assert len(arrivals) == 2
+        # The retry came after the delay the backend asked for (a lower bound the router guarantees).
+        assert arrivals[1] - arrivals[0] >= 1.0
 
 
-def test_a_retry_after_past_the_bound_is_not_waited_for(tmp_path):
-    with mock_upstream("--fail-first", "1", "--fail-status", "503", "--retry-after", "120") as mock:
-        path = pool_config(tmp_path, [{"endpoint": f"{mock.url}/v1"}])
-        with router(path) as proc, httpx.Client(timeout=30) as client:
-            r = post(client, proc)
-            assert r.status_code in (502, 503) and stats(mock)["requests"] == 1
-            assert post(client, proc).status_code == 200    # the next request is not held back either
+def test_a_retry_after_past_the_bound_is_not_waited_for(lone):
+    proc, mock = lone
+    with first_fails(mock, fail_status=503, retry_after="120"), httpx.Client(timeout=30) as client:
+        r = post(client, proc)
+        assert r.status_code in (502, 503) and stats(mock)["requests"] == 1
+        assert post(client, proc).status_code == 200    # the next request is not held back either
 
 
-def test_no_retry_after_the_first_byte(tmp_path):
-    with mock_upstream("--fail-first", "1", "--fail-mode", "midstream") as mock:
-        path = pool_config(tmp_path, [{"endpoint": f"{mock.url}/v1"}])
-        with router(path) as proc, httpx.Client(timeout=30) as client:
-            r = post(client, proc, stream=True)
-            assert r.status_code == 200 and '"error"' in r.text
-            assert stats(mock)["requests"] == 1
+def test_no_retry_after_the_first_byte(lone):
+    proc, mock = lone
+    with first_fails(mock, fail_mode="midstream"), httpx.Client(timeout=30) as client:
+        r = post(client, proc, stream=True)
+        assert r.status_code == 200 and '"error"' in r.text
+        assert stats(mock)["requests"] == 1
 
 
 def test_one_entrypoint_without_a_live_backend_leaves_the_router_ready(tmp_path):
