@@ -9,6 +9,9 @@ user's; an anonymous caller has none.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import anthropic
 import httpx
 import openai
@@ -155,21 +158,44 @@ def test_a_request_about_a_stored_document_reaches_the_provider_with_its_chunks(
     assert {c["document"] for c in listed} == {"aurora.md", *OTHERS}
 
 
-def test_documents_ingested_over_the_admin_api_are_recalled_and_injected_in_the_system_prompt(mock, tmp_path):
-    context = {"sources": [{"type": "rag", "match": {"recall": {"method": "bm25", "top_k": 2}}}],
-               "injection": {"mode": "system_prompt"}}
-    with router(write_config(config(mock.url, context), str(tmp_path))) as proc:
-        assert httpx.get(f"{proc.url}/api/v1/context/chunks").json() == {"chunks": []}
-        made = httpx.post(f"{proc.url}/api/v1/context/documents", json={"name": "aurora.md", "text": ESPRESSO})
-        assert made.status_code == 201 and made.json()["chunks_added"] >= 1
-        again = httpx.post(f"{proc.url}/api/v1/context/documents", json={"name": "aurora.md", "text": ESPRESSO})
-        assert again.json()["chunks_added"] == 0, "the same chunks are held once"
-        bad = httpx.post(f"{proc.url}/api/v1/context/documents", json={"name": "x"})
-        assert bad.status_code == 400 and "text" in bad.json()["error"]["message"]
-        ask(proc.url, QUESTION)
-        messages = sent(mock)
-        assert [m["role"] for m in messages] == ["system", "user"]
-        assert "every 40 days" in messages[0]["content"] and messages[1]["content"] == QUESTION
+INGESTED = {"sources": [{"type": "rag", "match": {"recall": {"method": "bm25", "top_k": 2}}}],
+            "injection": {"mode": "system_prompt"}}
+REMEMBERED = {"sources": [{"type": "memory", "store": {"auto": True},
+                           "match": {"recall": {"method": "embedding", "top_k": 3, "min_similarity": 0.2}}}]}
+STREAMED = {"sources": [{"type": "memory", "store": {"auto": True}, "match": {"recall": {"min_similarity": 0.2}}}]}
+
+
+@pytest.fixture(scope="module")
+def personal(mock, tmp_path_factory):
+    """One router with an in-memory memory store and a vector store that starts empty (no files, nothing
+    ingested but by the admin-API test); each configuration a recipe behind an entrypoint of its name:
+    ``ingested`` (INGESTED), ``remembered`` (REMEMBERED) and ``streamed`` (STREAMED). Each test has users of
+    its own, waits for its memory writes to land and reads the counters as deltas."""
+    doc = config(mock.url, INGESTED, stores={"memory": {"backend_type": "memory"}})
+    doc["recipes"] = [{"name": name, "decisions": [{"name": name, "modelRefs": [{"model": "m"}],
+                                                    "plugins": [{"type": "context", "configuration": context}]}]}
+                      for name, context in (("ingested", INGESTED), ("remembered", REMEMBERED),
+                                            ("streamed", STREAMED))]
+    doc["entrypoints"] = [{"api": "chat", "model_names": [name], "recipe": name, "default": name == "ingested"}
+                          for name in ("ingested", "remembered", "streamed")]
+    directory = tmp_path_factory.mktemp("personal")
+    with router(write_config(doc, str(directory))) as proc:
+        yield proc
+
+
+def test_documents_ingested_over_the_admin_api_are_recalled_and_injected_in_the_system_prompt(mock, personal):
+    proc = personal
+    assert httpx.get(f"{proc.url}/api/v1/context/chunks").json() == {"chunks": []}
+    made = httpx.post(f"{proc.url}/api/v1/context/documents", json={"name": "aurora.md", "text": ESPRESSO})
+    assert made.status_code == 201 and made.json()["chunks_added"] >= 1
+    again = httpx.post(f"{proc.url}/api/v1/context/documents", json={"name": "aurora.md", "text": ESPRESSO})
+    assert again.json()["chunks_added"] == 0, "the same chunks are held once"
+    bad = httpx.post(f"{proc.url}/api/v1/context/documents", json={"name": "x"})
+    assert bad.status_code == 400 and "text" in bad.json()["error"]["message"]
+    ask(proc.url, QUESTION, model_name="ingested")
+    messages = sent(mock)
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert "every 40 days" in messages[0]["content"] and messages[1]["content"] == QUESTION
 
 
 def test_a_judge_reading_fewer_candidates_than_recall_truncates_counts_and_traces(mock, library):
@@ -183,28 +209,44 @@ def test_a_judge_reading_fewer_candidates_than_recall_truncates_counts_and_trace
     assert "every 40 days" in injected, "recall ranked the Aurora chunk first; the judge read it"
 
 
+@contextmanager
+def remembering(request, mock, tmp_path, prefix: str, backend: str) -> Iterator:
+    """A router whose decision is REMEMBERED (entrypoint ``remembered``): the module's ``personal`` for the
+    in-memory store, a router of its own for Redis (its keys are counted under ``prefix``)."""
+    if backend == "memory":
+        yield request.getfixturevalue("personal")
+        return
+    doc = config(mock.url, REMEMBERED, stores={"memory": {"backend_type": backend, "prefix": prefix}})
+    doc["entrypoints"] = [{"api": "chat", "model_names": ["remembered"], "recipe": "r"}]
+    with router(write_config(doc, str(tmp_path))) as proc:
+        yield proc
+
+
 @pytest.mark.parametrize("backend", ["memory", "redis"])
-def test_memory_follows_one_user_across_turns_and_never_another(mock, tmp_path, prefix, backend):
-    context = {"sources": [{"type": "memory", "store": {"auto": True},
-                            "match": {"recall": {"method": "embedding", "top_k": 3, "min_similarity": 0.2}}}]}
-    stores = {"memory": {"backend_type": backend, "prefix": prefix}}
+def test_memory_follows_one_user_across_turns_and_never_another(request, mock, tmp_path, prefix, backend):
     fact = "My favourite colour is teal, please remember it."
-    with router(write_config(config(mock.url, context, stores=stores), str(tmp_path))) as proc:
-        ask(proc.url, fact, user="alice")
+    writes = 'vsr_context_memory_writes_total{outcome="ok"}'
+    injected = 'vsr_context_sources_total{source="memory",outcome="injected"}'
+    with remembering(request, mock, tmp_path, prefix, backend) as proc:
+        def ask_as(text: str, user: str | None) -> None:
+            ask(proc.url, text, user=user, model_name="remembered")
+
+        before = metric(proc.url, writes), metric(proc.url, injected)
+        ask_as(fact, "alice")
         assert [m["role"] for m in sent(mock)] == ["user"], "no memory yet"
         # Written after the response: the client may ask again before it lands.
-        wait_until(lambda: metric(proc.url, 'vsr_context_memory_writes_total{outcome="ok"}') == 1, "the memory write")
-        ask(proc.url, "What is my favourite colour?", user="alice")
+        wait_until(lambda: metric(proc.url, writes) == before[0] + 1, "the memory write")
+        ask_as("What is my favourite colour?", "alice")
         messages = sent(mock)
         assert [m["role"] for m in messages] == ["system", "user"], messages
         assert f"User: {fact}" in messages[0]["content"]
         assert "Assistant: Hello! This is a canned answer" in messages[0]["content"], "the turn's answer is kept"
         for other in ("bob", None):
-            ask(proc.url, "What is my favourite colour?", user=other)
+            ask_as("What is my favourite colour?", other)
             assert all("teal" not in str(m.get("content")) for m in sent(mock)), f"{other} read alice's memory"
         # alice's two turns and bob's; an anonymous caller has no memory to write to.
-        wait_until(lambda: metric(proc.url, 'vsr_context_memory_writes_total{outcome="ok"}') == 3, "the writes")
-        assert metric(proc.url, 'vsr_context_sources_total{source="memory",outcome="injected"}') == 1
+        wait_until(lambda: metric(proc.url, writes) == before[0] + 3, "the writes")
+        assert metric(proc.url, injected) == before[1] + 1
     if backend == "redis":
         r = redis.Redis.from_url("redis://127.0.0.1:6379/0")
         keys = list(r.scan_iter(f"{prefix}*"))
@@ -267,17 +309,19 @@ def test_a_long_tool_output_reaches_the_provider_compressed_to_what_the_question
     assert sent(mock)[2]["content"] == FAILURE, "an output under min_tokens stays whole"
 
 
-def test_a_streamed_answer_is_written_to_memory_as_its_text(mock, tmp_path):
-    context = {"sources": [{"type": "memory", "store": {"auto": True}, "match": {"recall": {"min_similarity": 0.2}}}]}
-    with router(write_config(config(mock.url, context), str(tmp_path))) as proc:
-        client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="unused", max_retries=0, timeout=30,
-                               default_headers={"x-authz-user-id": "dana"})
-        stream = client.chat.completions.create(model="auto", stream=True, messages=[
-            {"role": "user", "content": "My favourite colour is teal, please remember it."}])
-        streamed = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
-        wait_until(lambda: metric(proc.url, 'vsr_context_memory_writes_total{outcome="ok"}') == 1, "the memory write")
-        ask(proc.url, "What is my favourite colour?", user="dana")
-        assert f"Assistant: {streamed}" in sent(mock)[0]["content"]
+def test_a_streamed_answer_is_written_to_memory_as_its_text(mock, personal):
+    writes = 'vsr_context_memory_writes_total{outcome="ok"}'
+    before = metric(personal.url, writes)
+    client = openai.OpenAI(base_url=f"{personal.url}/v1", api_key="unused", max_retries=0, timeout=30,
+                           default_headers={"x-authz-user-id": "dana"})
+    stream = client.chat.completions.create(model="streamed", stream=True, messages=[
+        {"role": "user", "content": "My favourite colour is teal, please remember it."}])
+    streamed = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    wait_until(lambda: metric(personal.url, writes) == before + 1, "the memory write")
+    ask(personal.url, "What is my favourite colour?", user="dana", model_name="streamed")
+    assert f"Assistant: {streamed}" in sent(mock)[0]["content"]
+    # The second turn's write too, so that the shared router is quiet for the next test's counts.
+    wait_until(lambda: metric(personal.url, writes) == before + 2, "the second turn's memory write")
 
 
 def test_a_messages_client_gets_the_chunks_through_translation(mock, library):
