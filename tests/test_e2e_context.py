@@ -9,6 +9,9 @@ user's; an anonymous caller has none.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import anthropic
 import httpx
 import openai
@@ -40,7 +43,7 @@ FUNCTION = {"type": "function", "function": {"name": WEATHER["name"], "descripti
                                              "parameters": WEATHER["input_schema"]}}
 
 
-def config(mock_url: str, context: dict, *, stores: dict | None = None, debug: bool = False) -> dict:
+def config(mock_url: str, context: dict, *, stores: dict | None = None) -> dict:
     doc = {
         "version": "v0.5",
         "listeners": [{"name": "main", "identity": {"trust_headers": True}}],
@@ -49,16 +52,15 @@ def config(mock_url: str, context: dict, *, stores: dict | None = None, debug: b
                                                  "plugins": [{"type": "context", "configuration": context}]}]}],
         "global": {"stores": {"event_stream": {"backend": "none"}, **(stores or {})}},
     }
-    if debug:
-        doc["global"]["router"] = {"headers": {"debug": "any"}}
     return doc
 
 
-def ask(url: str, text: str, user: str | None = "alice", history: list | None = None, tools: list | None = None):
+def ask(url: str, text: str, user: str | None = "alice", history: list | None = None, tools: list | None = None,
+        model_name: str = "auto"):
     headers = {"x-vsr-debug": "1", **({"x-authz-user-id": user} if user else {})}
     client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=30, default_headers=headers)
     raw = client.chat.completions.with_raw_response.create(
-        model="auto", messages=[*(history or []), {"role": "user", "content": text}],
+        model=model_name, messages=[*(history or []), {"role": "user", "content": text}],
         **({"tools": tools} if tools else {}))
     raw.parse()
     return raw.headers
@@ -77,77 +79,174 @@ def documents(tmp_path) -> list[str]:
     return paths
 
 
-def test_a_request_about_a_stored_document_reaches_the_provider_with_its_chunks(mock, tmp_path):
-    context = {"sources": [{"type": "rag", "backend": "vectorstore"}]}     # the default match: recall, then judge
-    stores = {"vector_store": {"files": documents(tmp_path)}}
-    with router(write_config(config(mock.url, context, stores=stores), str(tmp_path))) as proc:
-        ask(proc.url, QUESTION, tools=[FUNCTION])
-        messages = sent(mock)
-        assert [m["role"] for m in messages] == ["user", "assistant", "tool"], messages
-        assert messages[0]["content"] == QUESTION
-        call = messages[1]["tool_calls"][0]
-        assert call["function"]["name"] == "vsr_context" and messages[2]["tool_call_id"] == call["id"]
-        assert "every 40 days with the citric descaler" in messages[2]["content"]
-        assert "Tomatoes" not in messages[2]["content"], "the judge kept an unrelated chunk"
-        assert metric_sum(proc.url, 'vsr_match_recall_total{feature="context.rag",method="embedding",outcome="hit"}') == 1
-        assert metric_sum(proc.url, 'vsr_match_judge_total{feature="context.rag",outcome="ok"}') == 1
-        listed = httpx.get(f"{proc.url}/api/v1/context/chunks").json()["chunks"]
-        assert {c["document"] for c in listed} == {"aurora.md", *OTHERS}
+RAG_STORED = {"sources": [{"type": "rag", "backend": "vectorstore"}]}     # the default match: recall, then judge
+RAG_JUDGE = {"sources": [{"type": "rag", "match": {
+    "recall": {"method": "bm25", "top_k": 5, "min_similarity": 0},
+    "judge": {"preset": "relevance", "max_candidates": 2, "min_score": 0}}}]}
+RAG_TOP1 = {"sources": [{"type": "rag", "match": {"recall": {"method": "bm25", "top_k": 1}}}]}
+MODES = ("skip", "warn", "block")
 
 
-def test_documents_ingested_over_the_admin_api_are_recalled_and_injected_in_the_system_prompt(mock, tmp_path):
-    context = {"sources": [{"type": "rag", "match": {"recall": {"method": "bm25", "top_k": 2}}}],
-               "injection": {"mode": "system_prompt"}}
-    with router(write_config(config(mock.url, context), str(tmp_path))) as proc:
-        assert httpx.get(f"{proc.url}/api/v1/context/chunks").json() == {"chunks": []}
-        made = httpx.post(f"{proc.url}/api/v1/context/documents", json={"name": "aurora.md", "text": ESPRESSO})
-        assert made.status_code == 201 and made.json()["chunks_added"] >= 1
-        again = httpx.post(f"{proc.url}/api/v1/context/documents", json={"name": "aurora.md", "text": ESPRESSO})
-        assert again.json()["chunks_added"] == 0, "the same chunks are held once"
-        bad = httpx.post(f"{proc.url}/api/v1/context/documents", json={"name": "x"})
-        assert bad.status_code == 400 and "text" in bad.json()["error"]["message"]
-        ask(proc.url, QUESTION)
-        messages = sent(mock)
-        assert [m["role"] for m in messages] == ["system", "user"]
-        assert "every 40 days" in messages[0]["content"] and messages[1]["content"] == QUESTION
+def compress_context(mode: str) -> dict:
+    compress = {"mode": mode, "targets": {"tool_outputs": {"min_tokens": 200, "target_tokens": 40}}}
+    if mode == "auto":
+        compress["budget"] = {"max_tokens": 256, "reserve_output_tokens": 0}
+    return {"compress": compress}
 
 
-def test_a_judge_reading_fewer_candidates_than_recall_truncates_counts_and_traces(mock, tmp_path):
-    context = {"sources": [{"type": "rag", "match": {
-        "recall": {"method": "bm25", "top_k": 5, "min_similarity": 0},
-        "judge": {"preset": "relevance", "max_candidates": 2, "min_score": 0}}}]}
-    stores = {"vector_store": {"files": documents(tmp_path)}}
-    with router(write_config(config(mock.url, context, stores=stores, debug=True), str(tmp_path))) as proc:
-        headers = ask(proc.url, QUESTION)
-        assert 'match_judge_truncated="context.rag 5 candidates, judge read 2"' in headers["x-vsr-trace"]
-        assert metric(proc.url, 'vsr_match_judge_truncated_total{feature="context.rag"}') == 1
-        injected = sent(mock)[0]["content"]     # no tools: the system prompt
-        assert injected.count("\n[") + injected.startswith("[") <= 2, "at most the two candidates the judge read"
-        assert "every 40 days" in injected, "recall ranked the Aurora chunk first; the judge read it"
+@pytest.fixture(scope="module")
+def library(mock, tmp_path_factory):
+    """One router over the documents (a vector store of their files) and a memory store whose Redis does not
+    answer, debug headers on. ``vsr/auto`` picks a decision by a keyword (see ``call``); every other context
+    configuration of these tests is a recipe of its own behind an entrypoint of its name: ``stored``
+    (RAG_STORED), ``judge`` (RAG_JUDGE), ``top1`` (RAG_TOP1), ``compress-always`` and ``compress-auto``, and
+    ``failing-<mode>`` (a memory source with that on_failure). Counters are read as deltas."""
+    directory = tmp_path_factory.mktemp("library")
+    rag = {"type": "context", "configuration": {"sources": [
+        {"type": "rag", "backend": "vectorstore", "match": {"recall": {"method": "bm25", "top_k": 2}}}]}}
+    models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt} for fmt in ("anthropic", "openai")]
+    decisions = [{"name": f"to-{fmt}", "priority": 10, "plugins": [rag], "modelRefs": [{"model": f"m-{fmt}"}],
+                  "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": fmt}]}}
+                 for fmt in ("anthropic", "openai")]
+    # The quickstart's deep tier on a Messages backend: the decision turns thinking on.
+    thinking = {"type": "request_params", "configuration": {"generation": {
+        "thinking": True, "thinking_budget": 1024, "max_tokens": 4000}}}
+    decisions.append({"name": "to-thinking", "priority": 10, "plugins": [rag, thinking],
+                      "modelRefs": [{"model": "m-anthropic"}],
+                      "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "thinking"}]}})
+    models.append({"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]})
+    doc = recipe_config(models, decisions, signals={"keywords": [{"name": k, "operator": "OR", "keywords": [k]}
+                                                                  for k in ("anthropic", "openai", "thinking")]})
+    contexts = {"stored": RAG_STORED, "judge": RAG_JUDGE, "top1": RAG_TOP1,
+                **{f"compress-{mode}": compress_context(mode) for mode in ("always", "auto")},
+                **{f"failing-{mode}": {"sources": [{"type": "memory", "on_failure": mode}]} for mode in MODES}}
+    for name, context in contexts.items():
+        doc["recipes"].append({"name": name, "decisions": [{"name": name, "modelRefs": [{"model": "m"}],
+                                                            "plugins": [{"type": "context", "configuration": context}]}]})
+        doc["entrypoints"].append({"api": "chat", "model_names": [name], "recipe": name})
+    doc["listeners"] = [{"name": "main", "identity": {"trust_headers": True}}]
+    doc["global"] = {"stores": {"event_stream": {"backend": "none"},
+                                "vector_store": {"files": documents(directory)},
+                                "memory": {"backend_type": "redis", "url": "redis://127.0.0.1:1/0"}},
+                     "router": {"headers": {"debug": "any"}}}
+    with router(write_config(doc, str(directory))) as proc:
+        yield proc
+
+
+@pytest.fixture
+def both_formats(library):
+    """The router whose keyword-picked decisions (``vsr/auto``) send a Messages and a Chat backend the default
+    tool_role injection of a rag source."""
+    return library
+
+
+def test_a_request_about_a_stored_document_reaches_the_provider_with_its_chunks(mock, library):
+    recalled = 'vsr_match_recall_total{feature="context.rag",method="embedding",outcome="hit"}'
+    judged = 'vsr_match_judge_total{feature="context.rag",outcome="ok"}'
+    before = metric_sum(library.url, recalled), metric_sum(library.url, judged)
+    ask(library.url, QUESTION, tools=[FUNCTION], model_name="stored")
+    messages = sent(mock)
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool"], messages
+    assert messages[0]["content"] == QUESTION
+    call = messages[1]["tool_calls"][0]
+    assert call["function"]["name"] == "vsr_context" and messages[2]["tool_call_id"] == call["id"]
+    assert "every 40 days with the citric descaler" in messages[2]["content"]
+    assert "Tomatoes" not in messages[2]["content"], "the judge kept an unrelated chunk"
+    assert metric_sum(library.url, recalled) == before[0] + 1
+    assert metric_sum(library.url, judged) == before[1] + 1
+    listed = httpx.get(f"{library.url}/api/v1/context/chunks").json()["chunks"]
+    assert {c["document"] for c in listed} == {"aurora.md", *OTHERS}
+
+
+INGESTED = {"sources": [{"type": "rag", "match": {"recall": {"method": "bm25", "top_k": 2}}}],
+            "injection": {"mode": "system_prompt"}}
+REMEMBERED = {"sources": [{"type": "memory", "store": {"auto": True},
+                           "match": {"recall": {"method": "embedding", "top_k": 3, "min_similarity": 0.2}}}]}
+STREAMED = {"sources": [{"type": "memory", "store": {"auto": True}, "match": {"recall": {"min_similarity": 0.2}}}]}
+
+
+@pytest.fixture(scope="module")
+def personal(mock, tmp_path_factory):
+    """One router with an in-memory memory store and a vector store that starts empty (no files, nothing
+    ingested but by the admin-API test); each configuration a recipe behind an entrypoint of its name:
+    ``ingested`` (INGESTED), ``remembered`` (REMEMBERED) and ``streamed`` (STREAMED). Each test has users of
+    its own, waits for its memory writes to land and reads the counters as deltas."""
+    doc = config(mock.url, INGESTED, stores={"memory": {"backend_type": "memory"}})
+    doc["recipes"] = [{"name": name, "decisions": [{"name": name, "modelRefs": [{"model": "m"}],
+                                                    "plugins": [{"type": "context", "configuration": context}]}]}
+                      for name, context in (("ingested", INGESTED), ("remembered", REMEMBERED),
+                                            ("streamed", STREAMED))]
+    doc["entrypoints"] = [{"api": "chat", "model_names": [name], "recipe": name, "default": name == "ingested"}
+                          for name in ("ingested", "remembered", "streamed")]
+    directory = tmp_path_factory.mktemp("personal")
+    with router(write_config(doc, str(directory))) as proc:
+        yield proc
+
+
+def test_documents_ingested_over_the_admin_api_are_recalled_and_injected_in_the_system_prompt(mock, personal):
+    proc = personal
+    assert httpx.get(f"{proc.url}/api/v1/context/chunks").json() == {"chunks": []}
+    made = httpx.post(f"{proc.url}/api/v1/context/documents", json={"name": "aurora.md", "text": ESPRESSO})
+    assert made.status_code == 201 and made.json()["chunks_added"] >= 1
+    again = httpx.post(f"{proc.url}/api/v1/context/documents", json={"name": "aurora.md", "text": ESPRESSO})
+    assert again.json()["chunks_added"] == 0, "the same chunks are held once"
+    bad = httpx.post(f"{proc.url}/api/v1/context/documents", json={"name": "x"})
+    assert bad.status_code == 400 and "text" in bad.json()["error"]["message"]
+    ask(proc.url, QUESTION, model_name="ingested")
+    messages = sent(mock)
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert "every 40 days" in messages[0]["content"] and messages[1]["content"] == QUESTION
+
+
+def test_a_judge_reading_fewer_candidates_than_recall_truncates_counts_and_traces(mock, library):
+    truncated = 'vsr_match_judge_truncated_total{feature="context.rag"}'
+    before = metric(library.url, truncated)
+    headers = ask(library.url, QUESTION, model_name="judge")
+    assert 'match_judge_truncated="context.rag 5 candidates, judge read 2"' in headers["x-vsr-trace"]
+    assert metric(library.url, truncated) == before + 1
+    injected = sent(mock)[0]["content"]     # no tools: the system prompt
+    assert injected.count("\n[") + injected.startswith("[") <= 2, "at most the two candidates the judge read"
+    assert "every 40 days" in injected, "recall ranked the Aurora chunk first; the judge read it"
+
+
+@contextmanager
+def remembering(request, mock, tmp_path, prefix: str, backend: str) -> Iterator:
+    """A router whose decision is REMEMBERED (entrypoint ``remembered``): the module's ``personal`` for the
+    in-memory store, a router of its own for Redis (its keys are counted under ``prefix``)."""
+    if backend == "memory":
+        yield request.getfixturevalue("personal")
+        return
+    doc = config(mock.url, REMEMBERED, stores={"memory": {"backend_type": backend, "prefix": prefix}})
+    doc["entrypoints"] = [{"api": "chat", "model_names": ["remembered"], "recipe": "r"}]
+    with router(write_config(doc, str(tmp_path))) as proc:
+        yield proc
 
 
 @pytest.mark.parametrize("backend", ["memory", "redis"])
-def test_memory_follows_one_user_across_turns_and_never_another(mock, tmp_path, prefix, backend):
-    context = {"sources": [{"type": "memory", "store": {"auto": True},
-                            "match": {"recall": {"method": "embedding", "top_k": 3, "min_similarity": 0.2}}}]}
-    stores = {"memory": {"backend_type": backend, "prefix": prefix}}
+def test_memory_follows_one_user_across_turns_and_never_another(request, mock, tmp_path, prefix, backend):
     fact = "My favourite colour is teal, please remember it."
-    with router(write_config(config(mock.url, context, stores=stores), str(tmp_path))) as proc:
-        ask(proc.url, fact, user="alice")
+    writes = 'vsr_context_memory_writes_total{outcome="ok"}'
+    injected = 'vsr_context_sources_total{source="memory",outcome="injected"}'
+    with remembering(request, mock, tmp_path, prefix, backend) as proc:
+        def ask_as(text: str, user: str | None) -> None:
+            ask(proc.url, text, user=user, model_name="remembered")
+
+        before = metric(proc.url, writes), metric(proc.url, injected)
+        ask_as(fact, "alice")
         assert [m["role"] for m in sent(mock)] == ["user"], "no memory yet"
         # Written after the response: the client may ask again before it lands.
-        wait_until(lambda: metric(proc.url, 'vsr_context_memory_writes_total{outcome="ok"}') == 1, "the memory write")
-        ask(proc.url, "What is my favourite colour?", user="alice")
+        wait_until(lambda: metric(proc.url, writes) == before[0] + 1, "the memory write")
+        ask_as("What is my favourite colour?", "alice")
         messages = sent(mock)
         assert [m["role"] for m in messages] == ["system", "user"], messages
         assert f"User: {fact}" in messages[0]["content"]
         assert "Assistant: Hello! This is a canned answer" in messages[0]["content"], "the turn's answer is kept"
         for other in ("bob", None):
-            ask(proc.url, "What is my favourite colour?", user=other)
+            ask_as("What is my favourite colour?", other)
             assert all("teal" not in str(m.get("content")) for m in sent(mock)), f"{other} read alice's memory"
         # alice's two turns and bob's; an anonymous caller has no memory to write to.
-        wait_until(lambda: metric(proc.url, 'vsr_context_memory_writes_total{outcome="ok"}') == 3, "the writes")
-        assert metric(proc.url, 'vsr_context_sources_total{source="memory",outcome="injected"}') == 1
+        wait_until(lambda: metric(proc.url, writes) == before[0] + 3, "the writes")
+        assert metric(proc.url, injected) == before[1] + 1
     if backend == "redis":
         r = redis.Redis.from_url("redis://127.0.0.1:6379/0")
         keys = list(r.scan_iter(f"{prefix}*"))
@@ -155,22 +254,18 @@ def test_memory_follows_one_user_across_turns_and_never_another(mock, tmp_path, 
         assert len(keys) == 2 and not any(b"alice" in k or b"bob" in k for k in keys), keys
 
 
-def test_a_failing_source_skips_warns_or_blocks(mock, tmp_path):
+def test_a_failing_source_skips_warns_or_blocks(mock, library):
     """A memory store whose Redis does not answer: skip sends the request as written, warn adds a warning,
     block refuses it with context_failed."""
-    stores = {"memory": {"backend_type": "redis", "url": "redis://127.0.0.1:1/0"}}
-    for mode in ("skip", "warn", "block"):
-        context = {"sources": [{"type": "memory", "on_failure": mode}]}
-        (tmp_path / mode).mkdir()
-        with router(write_config(config(mock.url, context, stores=stores), str(tmp_path / mode))) as proc:
-            if mode == "block":
-                with pytest.raises(openai.APIStatusError) as info:
-                    ask(proc.url, QUESTION)
-                assert info.value.status_code == 503 and info.value.body["code"] == "context_failed"
-                continue
-            headers = ask(proc.url, QUESTION)
-            assert [m["role"] for m in sent(mock)] == ["user"]
-            assert ("context_unavailable;source=memory" in headers.get("x-vsr-warnings", "")) == (mode == "warn")
+    for mode in MODES:
+        if mode == "block":
+            with pytest.raises(openai.APIStatusError) as info:
+                ask(library.url, QUESTION, model_name=f"failing-{mode}")
+            assert info.value.status_code == 503 and info.value.body["code"] == "context_failed"
+            continue
+        headers = ask(library.url, QUESTION, model_name=f"failing-{mode}")
+        assert [m["role"] for m in sent(mock)] == ["user"]
+        assert ("context_unavailable;source=memory" in headers.get("x-vsr-warnings", "")) == (mode == "warn")
 
 
 def test_two_routers_sharing_a_redis_vector_store_read_each_others_documents(mock, tmp_path, prefix):
@@ -193,81 +288,55 @@ FAILURE = "The linker failed because libssl was not found on the library path."
 
 
 @pytest.mark.parametrize("mode", ["always", "auto"])
-def test_a_long_tool_output_reaches_the_provider_compressed_to_what_the_question_needs(mock, tmp_path, mode):
-    compress = {"mode": mode, "targets": {"tool_outputs": {"min_tokens": 200, "target_tokens": 40}}}
-    if mode == "auto":
-        compress["budget"] = {"max_tokens": 256, "reserve_output_tokens": 0}
+def test_a_long_tool_output_reaches_the_provider_compressed_to_what_the_question_needs(mock, library, mode):
     output = f"{LOG[:len(LOG) // 2]} {FAILURE} {LOG[len(LOG) // 2:]}"
     history = [{"role": "user", "content": "Build the project."},
                {"role": "assistant", "content": None, "tool_calls": [
                    {"id": "c1", "type": "function", "function": {"name": "build", "arguments": "{}"}}]},
                {"role": "tool", "tool_call_id": "c1", "content": output}]
-    with router(write_config(config(mock.url, {"compress": compress}), str(tmp_path))) as proc:
-        ask(proc.url, "Why did the linker fail to find libssl?", history=history)
-        sent_output = sent(mock)[2]["content"]
-        assert FAILURE in sent_output and "sentences omitted ..." in sent_output
-        assert len(sent_output) < len(output) // 4, "compressed to about target_tokens"
-        assert metric_sum(proc.url, 'vsr_match_recall_total{feature="context.compress",method="bm25"') == 1
-        assert metric_sum(proc.url, 'vsr_match_judge_total{feature="context.compress",outcome="ok"}') == 1
-        ask(proc.url, "Why did the linker fail?", history=[{"role": "user", "content": "Build."},
-                                                          *history[1:2], {**history[2], "content": FAILURE}])
-        assert sent(mock)[2]["content"] == FAILURE, "an output under min_tokens stays whole"
+    recalled = 'vsr_match_recall_total{feature="context.compress",method="bm25"'
+    judged = 'vsr_match_judge_total{feature="context.compress",outcome="ok"}'
+    before = metric_sum(library.url, recalled), metric_sum(library.url, judged)
+    ask(library.url, "Why did the linker fail to find libssl?", history=history, model_name=f"compress-{mode}")
+    sent_output = sent(mock)[2]["content"]
+    assert FAILURE in sent_output and "sentences omitted ..." in sent_output
+    assert len(sent_output) < len(output) // 4, "compressed to about target_tokens"
+    assert metric_sum(library.url, recalled) == before[0] + 1
+    assert metric_sum(library.url, judged) == before[1] + 1
+    ask(library.url, "Why did the linker fail?", history=[{"role": "user", "content": "Build."},
+                                                         *history[1:2], {**history[2], "content": FAILURE}],
+        model_name=f"compress-{mode}")
+    assert sent(mock)[2]["content"] == FAILURE, "an output under min_tokens stays whole"
 
 
-def test_a_streamed_answer_is_written_to_memory_as_its_text(mock, tmp_path):
-    context = {"sources": [{"type": "memory", "store": {"auto": True}, "match": {"recall": {"min_similarity": 0.2}}}]}
-    with router(write_config(config(mock.url, context), str(tmp_path))) as proc:
-        client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="unused", max_retries=0, timeout=30,
-                               default_headers={"x-authz-user-id": "dana"})
-        stream = client.chat.completions.create(model="auto", stream=True, messages=[
-            {"role": "user", "content": "My favourite colour is teal, please remember it."}])
-        streamed = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
-        wait_until(lambda: metric(proc.url, 'vsr_context_memory_writes_total{outcome="ok"}') == 1, "the memory write")
-        ask(proc.url, "What is my favourite colour?", user="dana")
-        assert f"Assistant: {streamed}" in sent(mock)[0]["content"]
+def test_a_streamed_answer_is_written_to_memory_as_its_text(mock, personal):
+    writes = 'vsr_context_memory_writes_total{outcome="ok"}'
+    before = metric(personal.url, writes)
+    client = openai.OpenAI(base_url=f"{personal.url}/v1", api_key="unused", max_retries=0, timeout=30,
+                           default_headers={"x-authz-user-id": "dana"})
+    stream = client.chat.completions.create(model="streamed", stream=True, messages=[
+        {"role": "user", "content": "My favourite colour is teal, please remember it."}])
+    streamed = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    wait_until(lambda: metric(personal.url, writes) == before + 1, "the memory write")
+    ask(personal.url, "What is my favourite colour?", user="dana", model_name="streamed")
+    assert f"Assistant: {streamed}" in sent(mock)[0]["content"]
+    # The second turn's write too, so that the shared router is quiet for the next test's counts.
+    wait_until(lambda: metric(personal.url, writes) == before + 2, "the second turn's memory write")
 
 
-def test_a_messages_client_gets_the_chunks_through_translation(mock, tmp_path):
+def test_a_messages_client_gets_the_chunks_through_translation(mock, library):
     """The exchange is injected in the client's Messages format; the OpenAI-format provider receives it
     translated: a tool call and its result after the user's message."""
-    context = {"sources": [{"type": "rag", "match": {"recall": {"method": "bm25", "top_k": 1}}}]}
-    stores = {"vector_store": {"files": documents(tmp_path)}}
-    with router(write_config(config(mock.url, context, stores=stores), str(tmp_path))) as proc:
-        client = anthropic.Anthropic(base_url=proc.url, api_key="unused", max_retries=0, timeout=30)
-        client.messages.create(model="auto", max_tokens=64, messages=[{"role": "user", "content": QUESTION}],
-                               tools=[WEATHER])
-        messages = sent(mock)
-        assert [m["role"] for m in messages] == ["user", "assistant", "tool"], messages
-        assert "every 40 days" in messages[2]["content"]
+    client = anthropic.Anthropic(base_url=library.url, api_key="unused", max_retries=0, timeout=30)
+    client.messages.create(model="top1", max_tokens=64, messages=[{"role": "user", "content": QUESTION}],
+                           tools=[WEATHER])
+    messages = sent(mock)
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool"], messages
+    assert "every 40 days" in messages[2]["content"]
 
 
 # --- a tool exchange only where the request declares tools -------------------------------------------------
 
-
-
-@pytest.fixture(scope="module")
-def both_formats(mock, tmp_path_factory):
-    """A router whose keyword-picked decisions send a Messages and a Chat backend the default tool_role
-    injection of a rag source."""
-    directory = tmp_path_factory.mktemp("formats")
-    rag = {"type": "context", "configuration": {"sources": [
-        {"type": "rag", "backend": "vectorstore", "match": {"recall": {"method": "bm25", "top_k": 2}}}]}}
-    models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt} for fmt in ("anthropic", "openai")]
-    decisions = [{"name": f"to-{fmt}", "priority": 10, "plugins": [rag], "modelRefs": [{"model": f"m-{fmt}"}],
-                  "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": fmt}]}}
-                 for fmt in ("anthropic", "openai")]
-    # The quickstart's deep tier on a Messages backend: the decision turns thinking on.
-    thinking = {"type": "request_params", "configuration": {"generation": {
-        "thinking": True, "thinking_budget": 1024, "max_tokens": 4000}}}
-    decisions.append({"name": "to-thinking", "priority": 10, "plugins": [rag, thinking],
-                      "modelRefs": [{"model": "m-anthropic"}],
-                      "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "thinking"}]}})
-    doc = recipe_config(models, decisions, signals={"keywords": [{"name": k, "operator": "OR", "keywords": [k]}
-                                                                  for k in ("anthropic", "openai", "thinking")]})
-    doc["global"] = {"stores": {"event_stream": {"backend": "none"},
-                                "vector_store": {"files": documents(directory)}}}
-    with router(write_config(doc, str(directory))) as proc:
-        yield proc
 
 
 def call(url: str, api: str, backend: str, stream: bool, tools: bool) -> None:

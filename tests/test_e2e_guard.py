@@ -292,20 +292,31 @@ def test_an_annotated_answer_has_its_warning_and_note(mock, fake, guarded, api):
 # --- over the bound, failures, a client that leaves -------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def bounded(mock, fake, tmp_path_factory):
+    """The guarded router with a 64 KiB bound on every backend's answer; each API's over-limit count is its
+    own decision's, so the APIs' tests share it."""
+    path = write_config(guard_config(mock.url, fake.url, backend_max_bytes=64 * 1024),
+                        str(tmp_path_factory.mktemp("bounded")))
+    with router(path) as proc:
+        yield proc
+
+
 @pytest.mark.parametrize("api", APIS)
-def test_an_answer_over_the_bound_is_refused_unread(mock, fake, tmp_path, api):
+def test_an_answer_over_the_bound_is_refused_unread(mock, fake, bounded, api):
     """The backend's bound (here 64 KiB; the held bound is 64 MiB, measured in bench/) ends the hold:
     the client gets the stream's error alone, nothing of the answer."""
     set_rules(fake, RULES)
     answer_with(mock, "A" * 200_000 + " tail", chunks=50)
-    path = write_config(guard_config(mock.url, fake.url, backend_max_bytes=64 * 1024), str(tmp_path))
-    with router(path) as proc:
-        resp = raw_stream(proc, api)
+    try:
+        resp = raw_stream(bounded, api)
         assert resp.status_code == 200
         assert b"AAAA" not in resp.content and b"more than 65536 bytes" in resp.content
         assert "response_guard=over_limit;buffered" in resp.headers["x-vsr-trace"]
         decision = {"chat": "guarded-chat", "messages": "guarded-msg", "responses": "guarded-resp"}[api]
-        assert metric(proc, f'llm_response_guard_buffered_total{{decision_name="{decision}",outcome="over_limit"}}') == 1
+        assert metric(bounded, f'llm_response_guard_buffered_total{{decision_name="{decision}",outcome="over_limit"}}') == 1
+    finally:
+        answer_with(mock, SAFE)
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -471,24 +482,30 @@ def test_a_held_stream_translated_from_another_protocol_is_guarded_the_same(mock
 # --- the record's codes ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-def test_a_blocked_answers_record_carries_every_fired_rules_code(mock, fake, tmp_path, stream):
-    """The blocking rule's code is in the replay record's guard_codes, beside a `none` rule's (recorded only)."""
-    set_rules(fake, RULES)
+@pytest.fixture(scope="module")
+def coded(mock, fake, tmp_path_factory):
+    """A router whose guard records a refusal (action none) and blocks a jailbreak, each rule with its code."""
     guard = {"rules": [
         {"when": {"type": "refusal", "name": "refused"}, "action": "none", "code": "seen_refusal"},
         {"when": {"type": "jailbreak", "name": "unsafe_completion"}, "action": "block", "code": "blocked_kw"}]}
     doc = guard_config(mock.url, fake.url, guard=guard)
     doc["global"]["plugins"] = [REPLAY]
+    with router(write_config(doc, str(tmp_path_factory.mktemp("coded")))) as proc:
+        yield proc
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_blocked_answers_record_carries_every_fired_rules_code(mock, fake, coded, stream):
+    """The blocking rule's code is in the replay record's guard_codes, beside a `none` rule's (recorded only)."""
+    set_rules(fake, RULES)
     answer_with(mock, "FORBIDDEN: I cannot help with the device.")
     try:
-        with router(write_config(doc, str(tmp_path))) as proc:
-            resp = ask_chat(proc, f"record codes {stream}", stream=stream)
-            assert resp.headers["x-vsr-response-path"] == "blocked"
-            record = wait_for_value(lambda: (lambda r: r.json() if r.status_code == 200 and r.json().get("guard")
-                                             else None)(
-                httpx.get(f"{proc.url}/api/v1/replay/{resp.headers['x-vsr-replay-id']}")), "the replay record")
-            assert record["guard"] == "blocked" and record["guard_codes"] == ["seen_refusal", "blocked_kw"]
+        resp = ask_chat(coded, f"record codes {stream}", stream=stream)
+        assert resp.headers["x-vsr-response-path"] == "blocked"
+        record = wait_for_value(lambda: (lambda r: r.json() if r.status_code == 200 and r.json().get("guard")
+                                         else None)(
+            httpx.get(f"{coded.url}/api/v1/replay/{resp.headers['x-vsr-replay-id']}")), "the replay record")
+        assert record["guard"] == "blocked" and record["guard_codes"] == ["seen_refusal", "blocked_kw"]
     finally:
         answer_with(mock, SAFE)
 

@@ -9,7 +9,6 @@ import httpx
 import openai
 import pytest
 
-from bench.fake_systemone import process as fake_process
 from vsr_fast.plugins import fast_response
 
 from .procs import config, mock_upstream, model, replay_record, router, wait_until, write_config
@@ -35,6 +34,9 @@ def metric(proc, name: str, **labels) -> float:
 # --- one deadline per request ----------------------------------------------------------------------
 
 
+FORMATS = {"chat": "openai", "messages": "anthropic", "responses": "responses"}
+
+
 @pytest.fixture(scope="module")
 def trickle():
     """A backend whose stream sends one event a second."""
@@ -42,96 +44,122 @@ def trickle():
         yield proc
 
 
-def deadline_router(upstream, tmp_path_factory, fmt: str):
-    doc = config([{**model("m", f"{upstream.url}/v1"), "api_format": fmt}],
-                 [{"name": "only", "rules": {"operator": "AND", "conditions": []}, "modelRefs": [{"model": "m"}]}])
-    doc["global"] = {"router": {"limits": {"request_timeout_ms": 1500}}}
-    return router(write_config(doc, str(tmp_path_factory.mktemp("deadline"))))
+@pytest.fixture(scope="module")
+def slow():
+    """A backend whose stream is 4 chunks 1 s apart: it outlasts the router's deadline and its grace (2.5 s)."""
+    with mock_upstream("--chunks", "4", "--chunk-interval-ms", "1000") as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def deadlines(silent, trickle, slow, tmp_path_factory):
+    """One router, a request deadline of 1.5 s, an entrypoint per case: ``vsr/silent-<format>`` and
+    ``vsr/trickle-<format>`` (a model of that API format on that backend), ``vsr/own`` (a decision's own 0.7 s on the
+    silent backend) and ``vsr/later`` (a decision's own 8 s on the slow backend). The timeout counters are read as
+    deltas, labelled by the client API and the stage."""
+    models, recipes = [], {}
+    for upstream, proc in (("silent", silent), ("trickle", trickle)):
+        for fmt in FORMATS.values():
+            name = f"{upstream}-{fmt}"
+            models.append({**model(name, f"{proc.url}/v1"), "api_format": fmt})
+            recipes[name] = [{"name": name, "rules": {"operator": "AND", "conditions": []},
+                              "modelRefs": [{"model": name}]}]
+    models += [model("own", f"{silent.url}/v1"), model("later", f"{slow.url}/v1")]
+    recipes["own"] = [{"name": "only", "request_timeout_ms": 700, "rules": {"operator": "AND", "conditions": []},
+                       "modelRefs": [{"model": "own"}]}]
+    recipes["later"] = [{"name": "later", "request_timeout_ms": 8000, "rules": {"operator": "AND", "conditions": []},
+                         "modelRefs": [{"model": "later"}]}]
+    doc = {"version": "v0.5", "providers": {"models": models},
+           "recipes": [{"name": name, "decisions": decisions} for name, decisions in recipes.items()],
+           "entrypoints": [{"api": "chat", "model_names": [f"vsr/{name}"], "recipe": name, "default": i == 0}
+                           for i, name in enumerate(recipes)],
+           "global": {"router": {"limits": {"request_timeout_ms": 1500}}}}
+    with router(write_config(doc, str(tmp_path_factory.mktemp("deadline")))) as proc:
+        yield proc
 
 
 @pytest.mark.parametrize("api", sorted(BODIES))
 @pytest.mark.parametrize("stream", [False, True])
-def test_a_silent_backend_gets_the_client_its_504_at_the_request_deadline(silent, tmp_path_factory, api, stream):
-    fmt = {"chat": "openai", "messages": "anthropic", "responses": "responses"}[api]
-    with deadline_router(silent, tmp_path_factory, fmt) as proc:
-        path, body = BODIES[api]
-        r = httpx.post(f"{proc.url}{path}", json={**body, "stream": stream}, timeout=30)
-        assert r.status_code == 504, r.text
-        text = r.text
-        assert "within its deadline" in text and "dispatch stage" in text
-        assert r.headers["x-vsr-response-path"] == "error"
-        assert metric(proc, "vsr_request_timeouts_total", api=api, stage="dispatch") == 1
-        # The router keeps serving: a second request is cut the same way, not queued behind the first.
-        assert httpx.post(f"{proc.url}{path}", json=body, timeout=30).status_code == 504
+def test_a_silent_backend_gets_the_client_its_504_at_the_request_deadline(deadlines, api, stream):
+    proc = deadlines
+    path, body = BODIES[api]
+    body = {**body, "model": f"vsr/silent-{FORMATS[api]}"}
+    before = metric(proc, "vsr_request_timeouts_total", api=api, stage="dispatch")
+    r = httpx.post(f"{proc.url}{path}", json={**body, "stream": stream}, timeout=30)
+    assert r.status_code == 504, r.text
+    text = r.text
+    assert "within its deadline" in text and "dispatch stage" in text
+    assert r.headers["x-vsr-response-path"] == "error"
+    assert metric(proc, "vsr_request_timeouts_total", api=api, stage="dispatch") == before + 1
+    # The router keeps serving: a second request is cut the same way, not queued behind the first.
+    assert httpx.post(f"{proc.url}{path}", json=body, timeout=30).status_code == 504
 
 
 @pytest.mark.parametrize("api", sorted(BODIES))
-def test_a_trickling_stream_is_cut_at_the_deadline_with_the_protocols_error_event(trickle, tmp_path_factory, api):
-    fmt = {"chat": "openai", "messages": "anthropic", "responses": "responses"}[api]
-    with deadline_router(trickle, tmp_path_factory, fmt) as proc:
-        path, body = BODIES[api]
-        with httpx.stream("POST", f"{proc.url}{path}", json={**body, "stream": True}, timeout=30) as r:
-            assert r.status_code == 200
-            text = "".join(r.iter_text())
-        assert "request's deadline (1.5 s) passed" in text     # the limit named, as a whole answer's 504 does
-        assert "[DONE]" not in text
-        assert metric(proc, "vsr_request_timeouts_total", api=api, stage="answer") == 1
+def test_a_trickling_stream_is_cut_at_the_deadline_with_the_protocols_error_event(deadlines, api):
+    proc = deadlines
+    path, body = BODIES[api]
+    before = metric(proc, "vsr_request_timeouts_total", api=api, stage="answer")
+    body = {**body, "model": f"vsr/trickle-{FORMATS[api]}", "stream": True}
+    with httpx.stream("POST", f"{proc.url}{path}", json=body, timeout=30) as r:
+        assert r.status_code == 200
+        text = "".join(r.iter_text())
+    assert "request's deadline (1.5 s) passed" in text     # the limit named, as a whole answer's 504 does
+    assert "[DONE]" not in text
+    assert metric(proc, "vsr_request_timeouts_total", api=api, stage="answer") == before + 1
 
 
-def test_a_decision_may_set_its_own_deadline(silent, tmp_path_factory):
-    doc = config([model("m", f"{silent.url}/v1")],
-                 [{"name": "only", "request_timeout_ms": 700, "rules": {"operator": "AND", "conditions": []},
-                   "modelRefs": [{"model": "m"}]}])
-    with router(write_config(doc, str(tmp_path_factory.mktemp("own")))) as proc:
-        r = httpx.post(f"{proc.url}/v1/chat/completions", json=BODIES["chat"][1], timeout=30)
-        assert r.status_code == 504 and "0.7" not in r.headers.get("x-vsr-selected-decision", "")
-        assert r.headers["x-vsr-selected-decision"] == "only"
-        # The deadline the message names is the one that passed, the decision's, not the router's 600 s.
-        assert "within its deadline (0.7 s; it was at the dispatch stage)" in r.json()["error"]["message"]
+def test_a_decision_may_set_its_own_deadline(deadlines):
+    r = httpx.post(f"{deadlines.url}/v1/chat/completions", json={**BODIES["chat"][1], "model": "vsr/own"}, timeout=30)
+    assert r.status_code == 504 and "0.7" not in r.headers.get("x-vsr-selected-decision", "")
+    assert r.headers["x-vsr-selected-decision"] == "only"
+    # The deadline the message names is the one that passed, the decision's, not the router's 1.5 s.
+    assert "within its deadline (0.7 s; it was at the dispatch stage)" in r.json()["error"]["message"]
 
 
-def test_a_decision_s_later_deadline_covers_its_whole_stream(tmp_path_factory):
-    # The router's deadline (1 s, plus its 1 s of grace for the answer stage) passes while the stream
-    # (4 chunks 0.7 s apart) is still coming; the decision's own 8 s is the one that holds.
-    with mock_upstream("--chunks", "4", "--chunk-interval-ms", "700") as slow:
-        doc = config([model("m", f"{slow.url}/v1")],
-                     [{"name": "only", "request_timeout_ms": 8000, "rules": {"operator": "AND", "conditions": []},
-                       "modelRefs": [{"model": "m"}]}])
-        doc["global"] = {"router": {"limits": {"request_timeout_ms": 1000}}}
-        with router(write_config(doc, str(tmp_path_factory.mktemp("later")))) as proc:
-            path, body = BODIES["chat"]
-            with httpx.stream("POST", f"{proc.url}{path}", json={**body, "stream": True}, timeout=30) as r:
-                assert r.status_code == 200
-                text = "".join(r.iter_text())
-            assert text.rstrip().endswith("data: [DONE]"), text[-300:]
-            assert metric(proc, "vsr_request_timeouts_total") == 0
+def test_a_decision_s_later_deadline_covers_its_whole_stream(deadlines):
+    # The router's deadline (1.5 s, plus its 1 s of grace for the answer stage) passes while the stream
+    # (4 chunks 1 s apart) is still coming; the decision's own 8 s is the one that holds.
+    path, body = BODIES["chat"]
+    before = metric(deadlines, "vsr_request_timeouts_total")
+    with httpx.stream("POST", f"{deadlines.url}{path}", json={**body, "model": "vsr/later", "stream": True},
+                      timeout=30) as r:
+        assert r.status_code == 200
+        text = "".join(r.iter_text())
+    assert text.rstrip().endswith("data: [DONE]"), text[-300:]
+    assert metric(deadlines, "vsr_request_timeouts_total") == before
 
 
-def test_a_client_that_leaves_during_routing_cancels_the_system_one_call(tmp_path_factory):
-    with fake_process() as fake, mock_upstream() as upstream:
-        httpx.post(f"{fake.url}/_fake/rules", json={"rules": [{"latency_ms": 30000}]}).raise_for_status()
-        doc = config([model("m", f"{upstream.url}/v1")],
-                     [{"name": "asks", "rules": {"operator": "AND", "conditions": [{"type": "systemone", "name": "q"}]},
-                       "modelRefs": [{"model": "m"}]}],
-                     signals={"systemone": [{"name": "q", "question": {"type": "noul", "instructions": "Is it?"}}]},
-                     fallback={"modelRefs": [{"model": "m"}]})
-        doc["global"] = {"model_catalog": {
-            "deployments": {"s1": {"provider": "systemone", "endpoint": f"{fake.url}/v1/systemone", "model": "fake",
-                                   "timeout_ms": 60000,
-                                   "capabilities": {"question_types": ["noul"]}}},
-            "system": {"decision_model": {"deployment": "s1"}}}}
-        with router(write_config(doc, str(tmp_path_factory.mktemp("leave")))) as proc:
-            with pytest.raises(httpx.ReadTimeout):
-                httpx.post(f"{proc.url}/v1/chat/completions", json=BODIES["chat"][1], timeout=3.0)
-            # The router noticed the client leave and closed its System One call: the fake saw it go
-            # (30 s before the fake would have answered), and the router counted the disconnect.
-            def left() -> bool:
-                calls = httpx.get(f"{fake.url}/_fake/calls").json()["calls"]
-                return bool(calls) and calls[0]["disconnected"] is True and calls[0]["status"] is None
+def reset_fake(fake) -> None:
+    """The shared fake System One with its calls forgotten and one rule: answer after 30 s."""
+    httpx.post(f"{fake.url}/_fake/reset").raise_for_status()
+    httpx.post(f"{fake.url}/_fake/rules", json={"rules": [{"latency_ms": 30000}]}).raise_for_status()
 
-            wait_until(left, "the fake System One to see the router hang up", timeout=15)
-            wait_until(lambda: metric(proc, "vsr_client_disconnects_total", api="chat") == 1,
-                       "the router to count the client that left", timeout=15)
+
+def test_a_client_that_leaves_during_routing_cancels_the_system_one_call(fake, mock, tmp_path_factory):
+    reset_fake(fake)
+    doc = config([model("m", f"{mock.url}/v1")],
+                 [{"name": "asks", "rules": {"operator": "AND", "conditions": [{"type": "systemone", "name": "q"}]},
+                   "modelRefs": [{"model": "m"}]}],
+                 signals={"systemone": [{"name": "q", "question": {"type": "noul", "instructions": "Is it?"}}]},
+                 fallback={"modelRefs": [{"model": "m"}]})
+    doc["global"] = {"model_catalog": {
+        "deployments": {"s1": {"provider": "systemone", "endpoint": f"{fake.url}/v1/systemone", "model": "fake",
+                               "timeout_ms": 60000,
+                               "capabilities": {"question_types": ["noul"]}}},
+        "system": {"decision_model": {"deployment": "s1"}}}}
+    with router(write_config(doc, str(tmp_path_factory.mktemp("leave")))) as proc:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{proc.url}/v1/chat/completions", json=BODIES["chat"][1], timeout=3.0)
+        # The router noticed the client leave and closed its System One call: the fake saw it go
+        # (30 s before the fake would have answered), and the router counted the disconnect.
+        def left() -> bool:
+            calls = httpx.get(f"{fake.url}/_fake/calls").json()["calls"]
+            return bool(calls) and calls[0]["disconnected"] is True and calls[0]["status"] is None
+
+        wait_until(left, "the fake System One to see the router hang up", timeout=15)
+        wait_until(lambda: metric(proc, "vsr_client_disconnects_total", api="chat") == 1,
+                   "the router to count the client that left", timeout=15)
 
 
 # --- the request plugins -----------------------------------------------------------------------------
@@ -149,19 +177,45 @@ PLUGINS = [
 ]
 
 
+TIER = {"type": "request_params", "configuration": {
+    "generation": {"thinking": True, "max_tokens": 2048, "thinking_budget": 1024}}}
+HOUR = {"type": "prompt_cache", "configuration": {"ttl": "1h", "targets": ["tools", "system", "messages"]}}
+FAST_MESSAGE = "We are closed today."
+
 @pytest.fixture(scope="module")
-def shaped(tmp_path_factory):
-    with mock_upstream() as upstream:
-        models = [{**model(f"m-{fmt}", f"{upstream.url}/v1"), "api_format": fmt}
-                  for fmt in ("openai", "anthropic", "responses")]
-        decisions = [{"name": f"to-{fmt}", "priority": 10, "plugins": PLUGINS,
-                      "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": fmt}]},
-                      "modelRefs": [{"model": f"m-{fmt}"}]} for fmt in ("openai", "anthropic", "responses")]
-        doc = config(models, decisions, signals={"keywords": [{"name": fmt, "operator": "OR", "keywords": [fmt]}
-                                                              for fmt in ("openai", "anthropic", "responses")]})
-        doc["global"] = {"plugins": [{"type": "router_replay", "configuration": {"enabled": True}}]}
-        with router(write_config(doc, str(tmp_path_factory.mktemp("shaped")))) as proc:
-            yield proc, upstream
+def plugged(mock, tmp_path_factory):
+    """One router, its decisions picked by a keyword of the request, each backend a model of the mock:
+    openai, anthropic, responses: the request PLUGINS in front of a backend of that format; deep: the
+    quickstart's thinking tier (TIER) in front of a Messages backend; hello: a fast_response (FAST_MESSAGE);
+    any other request: a Messages backend behind a prompt_cache that writes 1h markers on tools, system and
+    messages (HOUR)."""
+    models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt} for fmt in ("openai", "anthropic", "responses")]
+    models += [{**model("claude", f"{mock.url}/v1"), "api_format": "anthropic"},
+               {**model("claude-hour", f"{mock.url}/v1"), "api_format": "anthropic"}]
+
+    def on(keyword: str) -> dict:
+        return {"operator": "AND", "conditions": [{"type": "keyword", "name": keyword}]}
+
+    decisions = [{"name": f"to-{fmt}", "priority": 10, "plugins": PLUGINS, "rules": on(fmt),
+                  "modelRefs": [{"model": f"m-{fmt}"}]} for fmt in ("openai", "anthropic", "responses")]
+    decisions += [{"name": "deep", "priority": 10, "plugins": [TIER], "rules": on("deep"),
+                   "modelRefs": [{"model": "claude"}]},
+                  {"name": "closed", "priority": 10, "modelRefs": [], "rules": on("closed"),
+                   "plugins": [{"type": "fast_response", "configuration": {"message": FAST_MESSAGE}}]},
+                  {"name": "pc", "rules": {"operator": "AND", "conditions": []}, "plugins": [HOUR],
+                   "modelRefs": [{"model": "claude-hour"}]}]
+    keywords = {"openai": "openai", "anthropic": "anthropic", "responses": "responses", "deep": "deep",
+                "closed": "hello"}
+    doc = config(models, decisions, signals={"keywords": [{"name": name, "operator": "OR", "keywords": [word]}
+                                                          for name, word in keywords.items()]})
+    doc["global"] = {"plugins": [{"type": "router_replay", "configuration": {"enabled": True}}]}
+    with router(write_config(doc, str(tmp_path_factory.mktemp("plugged")))) as proc:
+        yield proc
+
+
+@pytest.fixture
+def shaped(plugged, mock):
+    return plugged, mock
 
 
 def last_request(upstream) -> dict:
@@ -234,19 +288,10 @@ def test_a_chat_client_reaching_a_messages_backend_gets_the_shape_in_anthropic_f
     assert body["thinking"]["type"] == "enabled"
 
 
-@pytest.fixture(scope="module")
-def thinking_tier(tmp_path_factory):
-    """The quickstart's thinking tier in front of a Messages backend."""
-    with mock_upstream() as upstream:
-        tier = {"type": "request_params", "configuration": {
-            "generation": {"thinking": True, "max_tokens": 2048, "thinking_budget": 1024}}}
-        m = {**model("claude", f"{upstream.url}/v1"), "api_format": "anthropic"}
-        doc = config([m], [{"name": "deep", "priority": 10, "plugins": [tier],
-                            "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "deep"}]},
-                            "modelRefs": [{"model": "claude"}]}],
-                     signals={"keywords": [{"name": "deep", "operator": "OR", "keywords": ["deep"]}]})
-        with router(write_config(doc, str(tmp_path_factory.mktemp("tier")))) as proc:
-            yield proc, upstream
+@pytest.fixture
+def thinking_tier(plugged, mock):
+    """The quickstart's thinking tier in front of a Messages backend (``go deep``)."""
+    return plugged, mock
 
 
 def test_a_thinking_tier_sends_anthropic_what_it_accepts_beside_thinking(thinking_tier):
@@ -278,30 +323,27 @@ def test_a_thinking_tier_leaves_a_forced_tool_alone(thinking_tier):
     assert "thinking" not in body and body["tool_choice"] == {"type": "any"}
 
 
-def test_the_signals_take_half_of_what_the_request_has_left_and_the_model_the_rest(tmp_path_factory):
+def test_the_signals_take_half_of_what_the_request_has_left_and_the_model_the_rest(fake, mock, tmp_path_factory):
     """signal_timeout_ms 0 (the default): a decision model that never answers is given up on at half the
     request's deadline, the question reads unknown, and the request is still answered before the deadline."""
-    with fake_process() as fake, mock_upstream() as upstream:
-        httpx.post(f"{fake.url}/_fake/rules", json={"rules": [{"latency_ms": 30000}]}).raise_for_status()
-        doc = config([model("m", f"{upstream.url}/v1"), model("other", f"{upstream.url}/v1")],
-                     [{"name": "asks", "rules": {"operator": "AND", "conditions": [{"type": "systemone", "name": "q"}]},
-                       "modelRefs": [{"model": "other"}]}],
-                     signals={"systemone": [{"name": "q", "question": {"type": "noul", "instructions": "Is it?"}}]},
-                     fallback={"modelRefs": [{"model": "m"}]})
-        doc["global"] = {"router": {"limits": {"request_timeout_ms": 3000}}, "model_catalog": {
-            "deployments": {"s1": {"provider": "systemone", "endpoint": f"{fake.url}/v1/systemone", "model": "fake",
-                                   "timeout_ms": 60000, "capabilities": {"question_types": ["noul"]}}},
-            "system": {"decision_model": {"deployment": "s1"}}}}
-        with router(write_config(doc, str(tmp_path_factory.mktemp("half")))) as proc:
-            r = httpx.post(f"{proc.url}/v1/chat/completions", json=BODIES["chat"][1], timeout=30)
-            assert r.status_code == 200, r.text
-            assert r.headers["x-vsr-response-path"] == "fallback" and r.headers["x-vsr-selected-model"] == "m"
-            assert metric(proc, "vsr_request_timeouts_total") == 0
+    reset_fake(fake)
+    doc = config([model("m", f"{mock.url}/v1"), model("other", f"{mock.url}/v1")],
+                 [{"name": "asks", "rules": {"operator": "AND", "conditions": [{"type": "systemone", "name": "q"}]},
+                   "modelRefs": [{"model": "other"}]}],
+                 signals={"systemone": [{"name": "q", "question": {"type": "noul", "instructions": "Is it?"}}]},
+                 fallback={"modelRefs": [{"model": "m"}]})
+    doc["global"] = {"router": {"limits": {"request_timeout_ms": 3000}}, "model_catalog": {
+        "deployments": {"s1": {"provider": "systemone", "endpoint": f"{fake.url}/v1/systemone", "model": "fake",
+                               "timeout_ms": 60000, "capabilities": {"question_types": ["noul"]}}},
+        "system": {"decision_model": {"deployment": "s1"}}}}
+    with router(write_config(doc, str(tmp_path_factory.mktemp("half")))) as proc:
+        r = httpx.post(f"{proc.url}/v1/chat/completions", json=BODIES["chat"][1], timeout=30)
+        assert r.status_code == 200, r.text
+        assert r.headers["x-vsr-response-path"] == "fallback" and r.headers["x-vsr-selected-model"] == "m"
+        assert metric(proc, "vsr_request_timeouts_total") == 0
 
 
 # --- fast_response and a Chat client's n: n choices, indexes 0..n-1, each the message, whole and streamed
-
-FAST_MESSAGE = "We are closed today."
 
 
 def sse_events(sse: bytes) -> list[dict]:
@@ -329,17 +371,10 @@ def test_fast_response_stream_has_each_choice_from_role_to_finish_then_usage():
     assert chunks[-1]["choices"] == [] and "usage" in chunks[-1]
 
 
-@pytest.fixture(scope="module")
-def fast_closed(tmp_path_factory):
-    decisions = [{"name": "closed", "priority": 10, "modelRefs": [],
-                  "plugins": [{"type": "fast_response", "configuration": {"message": FAST_MESSAGE}}],
-                  "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "closed"}]}},
-                 {"name": "open", "modelRefs": [{"model": "m"}],
-                  "rules": {"operator": "NOT", "conditions": [{"type": "keyword", "name": "closed"}]}}]
-    doc = config([model("m", "http://127.0.0.1:9/v1")], decisions,
-                 signals={"keywords": [{"name": "closed", "operator": "OR", "keywords": ["hello"]}]})
-    with router(write_config(doc, str(tmp_path_factory.mktemp("fast")))) as proc:
-        yield proc
+@pytest.fixture
+def fast_closed(plugged):
+    """A request saying hello is answered by fast_response."""
+    return plugged
 
 
 def test_fast_response_to_a_chat_client_asking_n_2_gets_two_choices_whole_and_streamed(fast_closed):
@@ -378,16 +413,11 @@ def test_a_fast_response_carries_the_answer_id_of_the_clients_protocol(fast_clos
 # --- prompt_cache beside the client's own markers -----------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def hour_cache(tmp_path_factory):
-    """A Messages backend behind a decision whose prompt_cache writes 1h markers on tools, system and messages."""
-    with mock_upstream() as upstream:
-        m = {**model("claude", f"{upstream.url}/v1"), "api_format": "anthropic"}
-        cache = {"type": "prompt_cache", "configuration": {"ttl": "1h", "targets": ["tools", "system", "messages"]}}
-        doc = config([m], [{"name": "pc", "rules": {"operator": "AND", "conditions": []}, "plugins": [cache],
-                            "modelRefs": [{"model": "claude"}]}])
-        with router(write_config(doc, str(tmp_path_factory.mktemp("hour")))) as proc:
-            yield proc, upstream
+@pytest.fixture
+def hour_cache(plugged, mock):
+    """A Messages backend behind a decision whose prompt_cache writes 1h markers on tools, system and messages
+    (any request without a keyword)."""
+    return plugged, mock
 
 
 def hour_cached(hour_cache, **args) -> dict:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import httpx
 import openai
@@ -35,22 +37,37 @@ def metric(proc, name: str, backend: str, model: str = "m") -> float | None:
     return float(found.group(1)) if found else None
 
 
-def test_weights_spread_eight_hundred_requests(tmp_path):
+@pytest.fixture(scope="module")
+def other():
+    """A second mock upstream with the default settings, beside the module's ``mock``."""
+    with mock_upstream() as proc:
+        yield proc
+
+
+def zeroed(*mocks):
+    """The mocks, their counters zeroed: the module's mocks serve several tests."""
+    for mock in mocks:
+        httpx.post(f"{mock.url}/_mock/reset").raise_for_status()
+    return mocks
+
+
+def test_weights_spread_eight_hundred_requests(mock, other, tmp_path):
     # Smooth weighted round robin: 3:1 to within a twentieth, though eight clients send at once.
-    with mock_upstream() as heavy, mock_upstream() as light:
-        path = pool_config(tmp_path, [{"endpoint": f"{heavy.url}/v1", "name": "heavy", "weight": 3},
-                                      {"endpoint": f"{light.url}/v1", "name": "light", "weight": 1}])
-        with router(path) as proc, httpx.Client(timeout=30) as client:
-            with ThreadPoolExecutor(8) as pool:
-                codes = list(pool.map(lambda _: post(client, proc).status_code, range(800)))
-            assert codes.count(200) == 800
-            h, l_ = stats(heavy)["completed"], stats(light)["completed"]
-            assert h + l_ == 800
-            assert abs(h - 600) <= 30 and abs(l_ - 200) <= 10, (h, l_)
+    heavy, light = zeroed(mock, other)
+    path = pool_config(tmp_path, [{"endpoint": f"{heavy.url}/v1", "name": "heavy", "weight": 3},
+                                  {"endpoint": f"{light.url}/v1", "name": "light", "weight": 1}])
+    with router(path) as proc, httpx.Client(timeout=30) as client:
+        with ThreadPoolExecutor(8) as pool:
+            codes = list(pool.map(lambda _: post(client, proc).status_code, range(800)))
+        assert codes.count(200) == 800
+        h, l_ = stats(heavy)["completed"], stats(light)["completed"]
+        assert h + l_ == 800
+        assert abs(h - 600) <= 30 and abs(l_ - 200) <= 10, (h, l_)
 
 
-def test_a_replica_answering_503_is_ejected_then_readmitted(tmp_path):
-    with mock_upstream("--fail-rate", "1", "--fail-status", "503") as bad, mock_upstream() as good:
+def test_a_replica_answering_503_is_ejected_then_readmitted(mock, tmp_path):
+    good = mock
+    with mock_upstream("--fail-rate", "1", "--fail-status", "503") as bad:
         path = pool_config(tmp_path, [{"endpoint": f"{bad.url}/v1", "name": "bad"},
                                       {"endpoint": f"{good.url}/v1", "name": "good"}],
                            outlier={"consecutive_failures": 3, "base_ejection_ms": 4000})
@@ -79,57 +96,73 @@ def test_a_replica_answering_503_is_ejected_then_readmitted(tmp_path):
             assert httpx.get(f"{proc.url}/ready").status_code == 200
 
 
+@pytest.fixture(scope="module")
+def lone(mock, tmp_path_factory):
+    """A router whose model is one backend (the module's mock), with the default upstream settings:
+    (router, mock)."""
+    with router(pool_config(tmp_path_factory.mktemp("lone"), [{"endpoint": f"{mock.url}/v1"}])) as proc:
+        yield proc, mock
+
+
+@contextmanager
+def first_fails(mock, **settings) -> Iterator[None]:
+    """The mock's next request fails as ``settings`` say, its counters zeroed; its defaults back afterwards."""
+    httpx.post(f"{mock.url}/_mock/config", json={"fail_first": 1, **settings}).raise_for_status()
+    httpx.post(f"{mock.url}/_mock/reset").raise_for_status()
+    try:
+        yield
+    finally:
+        httpx.post(f"{mock.url}/_mock/config", json={"fail_first": 0, "fail_status": 500, "fail_mode": "status",
+                                                     "retry_after": None}).raise_for_status()
+
+
 @pytest.mark.parametrize("status", [503, 429])
-def test_retry_after_is_honoured_before_the_retry(tmp_path, status):
-    with mock_upstream("--fail-first", "1", "--fail-status", str(status), "--retry-after", "1") as mock:
-        path = pool_config(tmp_path, [{"endpoint": f"{mock.url}/v1"}])
-        with router(path) as proc, httpx.Client(timeout=30) as client:
-            r = post(client, proc)
-            assert r.status_code == 200, r.text
-            arrivals = stats(mock)["arrivals"]
-            assert len(arrivals) == 2
-            # The retry came after the delay the backend asked for (a lower bound the router guarantees).
-            assert arrivals[1] - arrivals[0] >= 1.0
+def test_retry_after_is_honoured_before_the_retry(lone, status):
+    proc, mock = lone
+    with first_fails(mock, fail_status=status, retry_after="1"), httpx.Client(timeout=30) as client:
+        r = post(client, proc)
+        assert r.status_code == 200, r.text
+        arrivals = stats(mock)["arrivals"]
+        assert len(arrivals) == 2
+        # The retry came after the delay the backend asked for (a lower bound the router guarantees).
+        assert arrivals[1] - arrivals[0] >= 1.0
 
 
-def test_a_retry_after_past_the_bound_is_not_waited_for(tmp_path):
-    with mock_upstream("--fail-first", "1", "--fail-status", "503", "--retry-after", "120") as mock:
-        path = pool_config(tmp_path, [{"endpoint": f"{mock.url}/v1"}])
-        with router(path) as proc, httpx.Client(timeout=30) as client:
-            r = post(client, proc)
-            assert r.status_code in (502, 503) and stats(mock)["requests"] == 1
-            assert post(client, proc).status_code == 200    # the next request is not held back either
+def test_a_retry_after_past_the_bound_is_not_waited_for(lone):
+    proc, mock = lone
+    with first_fails(mock, fail_status=503, retry_after="120"), httpx.Client(timeout=30) as client:
+        r = post(client, proc)
+        assert r.status_code in (502, 503) and stats(mock)["requests"] == 1
+        assert post(client, proc).status_code == 200    # the next request is not held back either
 
 
-def test_no_retry_after_the_first_byte(tmp_path):
-    with mock_upstream("--fail-first", "1", "--fail-mode", "midstream") as mock:
-        path = pool_config(tmp_path, [{"endpoint": f"{mock.url}/v1"}])
-        with router(path) as proc, httpx.Client(timeout=30) as client:
-            r = post(client, proc, stream=True)
-            assert r.status_code == 200 and '"error"' in r.text
-            assert stats(mock)["requests"] == 1
+def test_no_retry_after_the_first_byte(lone):
+    proc, mock = lone
+    with first_fails(mock, fail_mode="midstream"), httpx.Client(timeout=30) as client:
+        r = post(client, proc, stream=True)
+        assert r.status_code == 200 and '"error"' in r.text
+        assert stats(mock)["requests"] == 1
 
 
-def test_one_entrypoint_without_a_live_backend_leaves_the_router_ready(tmp_path):
+def test_one_entrypoint_without_a_live_backend_leaves_the_router_ready(mock, tmp_path):
     """Readiness says whether this process can serve: one provider's outage behind one entrypoint is reported,
     not a reason for a load balancer to take every healthy route out with it."""
     port = free_port()
-    with mock_upstream() as live:
-        doc = config([{"name": "m", "backend_refs": [{"endpoint": f"{live.url}/v1"}]},
-                      {"name": "gone", "backend_refs": [{"endpoint": f"http://127.0.0.1:{port}/v1", "name": "dead"}]}],
-                     [{"name": "d", "modelRefs": [{"model": "m"}]}])
-        doc["recipes"].append({"name": "other", "decisions": [{"name": "o", "modelRefs": [{"model": "gone"}]}]})
-        doc["entrypoints"].append({"api": "chat", "model_names": ["vsr/other"], "recipe": "other"})
-        doc["global"] = {"router": {"upstream": {"outlier": {"consecutive_failures": 1, "base_ejection_ms": 60_000},
-                                                 "retries": {"max_retries": 0}}}}
-        with router(write_config(doc, str(tmp_path))) as proc, httpx.Client(timeout=30) as client:
-            r = client.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/other", "messages": CHAT})
-            assert r.status_code == 502
-            ready = client.get(f"{proc.url}/ready")
-            assert ready.status_code == 200, ready.text
-            assert ready.json()["status"] == "ready" and ready.json()["no_live_backend"] == ["vsr/other"]
-            r = client.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": CHAT})
-            assert r.status_code == 200
+    doc = config([{"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
+                  {"name": "gone", "backend_refs": [{"endpoint": f"http://127.0.0.1:{port}/v1", "name": "dead"}]}],
+                 [{"name": "d", "modelRefs": [{"model": "m"}]}])
+    doc["recipes"].append({"name": "other", "decisions": [{"name": "o", "modelRefs": [{"model": "gone"}]}]})
+    doc["entrypoints"].append({"api": "chat", "model_names": ["vsr/other"], "recipe": "other"})
+    doc["global"] = {"router": {"upstream": {"outlier": {"consecutive_failures": 1, "base_ejection_ms": 60_000},
+                                             "retries": {"max_retries": 0}}}}
+    with router(write_config(doc, str(tmp_path))) as proc, httpx.Client(timeout=30) as client:
+        r = client.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/other", "messages": CHAT})
+        assert r.status_code == 502
+        ready = client.get(f"{proc.url}/ready")
+        assert ready.status_code == 200, ready.text
+        assert ready.json()["status"] == "ready" and ready.json()["no_live_backend"] == ["vsr/other"]
+        r = client.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": CHAT})
+        assert r.status_code == 200
 
 
 def test_a_refused_connection_is_retried_and_ready_follows_the_backends(tmp_path):
@@ -158,10 +191,11 @@ def fallback_config(tmp_path, first: dict, second: dict, **upstream) -> str:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_an_ejected_lone_backend_waits_behind_the_next_models_until_its_time_is_up(tmp_path, stream):
+def test_an_ejected_lone_backend_waits_behind_the_next_models_until_its_time_is_up(mock, tmp_path, stream):
     # Trial 5: a model's only backend, ejected for stalling past its read timeout, was still tried first
     # on every request, so each one waited out the timeout before the fallback model answered.
-    with mock_upstream("--latency-ms", "5000") as stalled, mock_upstream() as good:
+    good = mock
+    with mock_upstream("--latency-ms", "5000") as stalled:
         path = fallback_config(tmp_path, {"endpoint": f"{stalled.url}/v1", "read_timeout_ms": 400},
                                {"endpoint": f"{good.url}/v1"},
                                outlier={"consecutive_failures": 2, "base_ejection_ms": 5000})
