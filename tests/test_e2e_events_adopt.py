@@ -7,7 +7,10 @@ process started after it on fewer workers.
 """
 from __future__ import annotations
 
+import fcntl
+import os
 import re
+import shutil
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
@@ -15,7 +18,7 @@ import httpx
 import redis
 
 from vsr_fast.events.embedded import EmbeddedLog
-from vsr_fast.events.journal import Journal
+from vsr_fast.events.journal import Journal, pack_many
 from vsr_fast.events.types import decode_event
 
 from .procs import free_port, replay_record, router, wait_until, write_config
@@ -28,6 +31,18 @@ def _spilled(slot) -> int:
         return len(journal.read(0, 1 << 20))
     finally:
         journal.close()
+
+
+def _free(slot) -> bool:
+    """Whether no process holds ``slot`` (an adopter lets it go once it re-sent it, after closing its writer)."""
+    fd = os.open(slot / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def test_one_worker_resends_the_slots_of_two(mock, tmp_path, own_redis):
@@ -75,15 +90,19 @@ def test_one_worker_resends_the_slots_of_two(mock, tmp_path, own_redis):
     assert re.search(rf"\b{left[1]} event\(s\) to re-send", adopted[0]), adopted[0]
 
 
-def test_one_process_reads_the_embedded_journal_a_worker_left(mock, tmp_path):
-    port, env = free_port(), {"VSR_STATE_DIR": str(tmp_path / "state")}
+def _embedded(mock, tmp_path) -> tuple[int, dict[str, str], str]:
+    """A port, a state directory and a configuration recording replays: the embedded stream at a known path."""
     doc = {
         "version": "v0.5",
         "providers": {"models": [{"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}]},
         "recipes": [{"name": "r", "decisions": [{"name": "d", "modelRefs": [{"model": "m"}]}]}],
         "global": {"plugins": [{"type": "router_replay", "configuration": {}}]},
     }
-    config = write_config(doc, str(tmp_path))
+    return free_port(), {"VSR_STATE_DIR": str(tmp_path / "state")}, write_config(doc, str(tmp_path))
+
+
+def test_one_process_reads_the_embedded_journal_a_worker_left(mock, tmp_path):
+    port, env, config = _embedded(mock, tmp_path)
     with router(config, "--port", str(port), env=env) as proc:
         ids = [httpx.post(f"{proc.url}/v1/chat/completions", timeout=10, json={
             "model": "auto", "messages": [{"role": "user", "content": f"hello {i}"}]}).headers["x-vsr-replay-id"]
@@ -100,3 +119,35 @@ def test_one_process_reads_the_embedded_journal_a_worker_left(mock, tmp_path):
         assert all(replay_record(proc, i)["id"] == i for i in ids)
         adopted = [line for line in proc.lines if "adopted" in line and str(left) in line]
     assert len(adopted) == 1 and f"{held} unread event(s)" in adopted[0], proc.lines
+
+
+def test_an_adopted_embedded_spill_slot_leaves_the_router_its_stream(mock, tmp_path):
+    # The adopted slot's writer sends into the router's own embedded log: letting the slot go must not close it.
+    port, env, config = _embedded(mock, tmp_path)
+
+    def ask(proc) -> str:
+        return httpx.post(f"{proc.url}/v1/chat/completions", timeout=10, json={
+            "model": "auto", "messages": [{"role": "user", "content": "hello"}]}).headers["x-vsr-replay-id"]
+
+    with router(config, "--port", str(port), env=env) as proc:
+        old = [ask(proc) for _ in range(2)]
+        for replay_id in old:
+            replay_record(proc, replay_id)
+    # Those events as a process that could not send them leaves them: in a spill slot of its own, not on the stream.
+    events = tmp_path / "state" / "events" / str(port)
+    stream = EmbeddedLog(events / "stream")
+    payloads = [e.payload for e in stream.range(None, None, 1000)]
+    stream.close()
+    shutil.rmtree(events / "stream")
+    slot = events / "spill-1"
+    slot.mkdir()
+    journal = Journal(slot / "spill.journal")
+    space = os.urandom(16)
+    journal.append(pack_many((space, i + 1, p) for i, p in enumerate(payloads)))
+    journal.close()
+    with router(config, "--port", str(port), env=env) as proc:
+        assert all(replay_record(proc, i)["id"] == i for i in old)
+        wait_until(lambda: _free(slot), "the adopted slot re-sent and let go")
+        assert not _spilled(slot)
+        new = ask(proc)
+        assert replay_record(proc, new)["id"] == new

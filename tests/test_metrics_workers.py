@@ -4,13 +4,14 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 
 import httpx
 
 from bench._procs import children
-from vsr_fast.server.metrics_view import merge
+from vsr_fast.server.metrics_view import merge, socket_path
 
-from .procs import config, replay_record, router, wait_for_value, write_config
+from .procs import config, redis_prefix, replay_record, router, wait_for_value, write_config
 
 
 def test_merge_adds_series_up_and_keeps_backend_up_at_the_lowest():
@@ -134,3 +135,55 @@ def test_an_event_store_never_reached_is_not_up(tmp_path, mock):
         text = wait_for_value(lambda: (lambda t: t if "\nvsr_workers 2\n" in t else None)(
             httpx.get(f"{proc.url}/metrics").text), "both workers' series")
         assert "\nvsr_events_store_up 0\n" in text
+
+
+def test_replay_listing_with_the_redis_event_stream_lists_each_record_once(tmp_path, mock):
+    # Every worker reads the one Redis store: asking the peers too would list each record once per worker.
+    doc = config([{"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}],
+                 [{"name": "d", "modelRefs": [{"model": "m"}]}])
+    with redis_prefix("replay-workers") as prefix:
+        doc["global"] = {"plugins": [{"type": "router_replay", "configuration": {}}],
+                         "stores": {"event_stream": {"backend": "redis", "url": "redis://127.0.0.1:6379/0",
+                                                     "stream": f"{prefix}events", "path": str(tmp_path / "spill")}}}
+        with router(write_config(doc, str(tmp_path)), "--workers", "2") as proc:
+            wait_for_value(lambda: "\nvsr_workers 2\n" in httpx.get(f"{proc.url}/metrics").text, "both workers")
+            ids = [httpx.post(f"{proc.url}/v1/chat/completions", timeout=20, json=_CHAT).headers["x-vsr-replay-id"]
+                   for _ in range(4)]
+            for replay_id in ids:
+                assert replay_record(proc, replay_id)["id"] == replay_id
+            for _ in range(4):
+                listed = httpx.get(f"{proc.url}/api/v1/replay").json()["records"]
+                assert sorted(row["id"] for row in listed) == sorted(ids)
+
+
+def _worker_socket(pid: int) -> str:
+    argv = open(f"/proc/{pid}/cmdline", "rb").read().decode().split("\0")
+    return socket_path(argv[argv.index("--metrics-dir") + 1], int(argv[argv.index("--worker-index") + 1]))
+
+
+def _peer_ask(path: str, ask: bytes) -> bytes:
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(10)
+        s.connect(path)
+        s.sendall(ask)
+        chunks = []
+        while chunk := s.recv(65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def test_a_bad_peer_ask_is_answered_as_an_error_and_the_worker_keeps_serving(tmp_path, mock):
+    doc = config([{"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}],
+                 [{"name": "d", "modelRefs": [{"model": "m"}]}])
+    doc["global"] = {"plugins": [{"type": "router_replay", "configuration": {}}]}
+    with router(write_config(doc, str(tmp_path)), "--workers", "2") as proc:
+        wait_for_value(lambda: "\nvsr_workers 2\n" in httpx.get(f"{proc.url}/metrics").text, "both workers")
+        workers = children(proc.popen.pid)
+        path = _worker_socket(workers[0])
+        for garbage in (b"replay-list {not json\n", b"replay-list {\"nope\": 1}\n", b"replay-get \xff\xfe\n"):
+            assert _peer_ask(path, garbage).startswith(b"!error ")
+        assert b"\nvsr_workers 1\n" in _peer_ask(path, b"metrics\n")
+        assert children(proc.popen.pid) == workers and proc.popen.poll() is None
+        for _ in range(3):
+            text = httpx.get(f"{proc.url}/metrics").text
+            assert "\nvsr_workers 2\n" in text and "\nvsr_workers_stale 0\n" in text

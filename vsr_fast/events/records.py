@@ -213,6 +213,11 @@ class ReplayRecords:
         self.backend = backend
         self._threaded = isinstance(backend, RedisRecords)
 
+    @property
+    def shared(self) -> bool:
+        """Whether every process reads the same records (Redis), not its own (memory)."""
+        return self._threaded
+
     async def _run(self, fn, *args, **kwargs):
         if not self._threaded:
             return fn(*args, **kwargs)

@@ -50,7 +50,7 @@ from .records import MemoryRecords, RedisRecords, ReplayRecords
 from .redis_stream import RedisSource, RedisTransport
 from .shadow import Send, ShadowDispatcher
 from .source import StreamSource
-from .writer import SPILL_JOURNAL, EventSink, Transport, spill_backlog
+from .writer import SPILL_JOURNAL, Borrowed, EventSink, Transport, spill_backlog
 
 log = logging.getLogger("vsr_fast.events")
 MAX_SLOTS = 64
@@ -145,7 +145,9 @@ async def open_event_stream(config: EventStreamStore, *, close_timeout_s: float 
         slots = base
 
         def new_transport() -> Transport:
-            return embedded      # thread-safe: one more writer thread is fine
+            # Thread-safe: one more writer thread is fine. Borrowed: the adopted slot's sink, let go once it
+            # re-sent the slot, must not close the log this router keeps writing and reading.
+            return Borrowed(embedded)
     spill, fd = _take_slot(slots, "spill")
     locks.append(fd)
     sink = EventSink(transport, spill, queue=config.queue, batch=config.batch,
@@ -282,13 +284,17 @@ async def _drain_embedded(directory: Path, config: EventStreamStore, consumers: 
                     directory, unread, f", {len(slots)} spill slot(s)" if slots else "")
         async with trio.open_nursery() as nursery:
             for path, slot_fd in slots:
-                sink = EventSink(orphan, path, queue=config.queue, batch=config.batch,
+                sink = EventSink(Borrowed(orphan), path, queue=config.queue, batch=config.batch,
                                  spill_max_bytes=config.spill_max_bytes, close_timeout_s=close_timeout_s,
                                  adopted=True)
                 nursery.start_soon(_drain_adopted, sink.start(), path, slot_fd)
             for consumer in consumers:
                 nursery.start_soon(_run, orphan, consumer, name, ConsumerStats(consumer.group))
-            while slots and any(spill_backlog(path) for path, _ in slots) or not orphan.caught_up(groups):
+            def pending() -> bool:
+                # Files to stat and read, and the log's lock its writers hold while they append: off the loop.
+                return any(spill_backlog(path) for path, _ in slots) or not orphan.caught_up(groups)
+
+            while await trio.to_thread.run_sync(pending):
                 await trio.sleep(0.05)
             nursery.cancel_scope.cancel()
         log.info("event stream: %s read by every consumer group", directory)

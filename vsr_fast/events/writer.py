@@ -92,6 +92,20 @@ class Transport(Protocol):
         ...
 
 
+class Borrowed:
+    """A transport lent to one more sink (an adopted spill slot's) by the stream that owns it: the sink's ``close``
+    leaves it open for its owner (the router's own embedded log, which its consumers still read)."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+
+    def send(self, items: list[Item]) -> int:
+        return self._transport.send(items)
+
+    def close(self) -> None:
+        pass
+
+
 @dataclass(slots=True)
 class _Batch:
     items: list[Item]
@@ -429,4 +443,4 @@ class EventSink:
         return out
 
 
-__all__ = ["SPILL_JOURNAL", "SPILL_OFFSET", "EventSink", "Item", "SinkStats", "Transport", "TransportDown", "spill_backlog"]
+__all__ = ["SPILL_JOURNAL", "SPILL_OFFSET", "Borrowed", "EventSink", "Item", "SinkStats", "Transport", "TransportDown", "spill_backlog"]

@@ -17,7 +17,13 @@ for one stuck worker's sake, and leave gaps in every graph) and an alert can wat
 
 The same sockets answer the replay API's reads: with the embedded event stream each worker records the
 requests it served in its own memory, so ``GET /api/v1/replay[/<id>]`` asks every worker (``replay_get``,
-``replay_list``) and answers the same whichever worker the connection reached.
+``replay_list``) and answers the same whichever worker the connection reached. With the Redis event stream
+every worker reads the one shared store: asking the others would only repeat its records.
+
+An ask a worker cannot answer (a malformed one, a store error) is answered ``!error <reason>`` and logged; the
+asker takes it as no answer. It never ends the worker (an exception in the serving nursery would, and the
+supervisor then stops every worker). The files (``.last``, the directory's listing) are read and written on a
+worker thread, never on the loop that serves requests.
 """
 from __future__ import annotations
 
@@ -114,17 +120,30 @@ def _last_path(directory: str, worker: int) -> str:
     return os.path.join(directory, f"worker-{worker}.last")
 
 
-def _rendered(state: AppState, directory: str, worker: int) -> bytes:
-    """This worker's series, kept in its ``.last`` file first (a small file under the supervisor's temporary
-    directory, written in place of the old one: a reader never sees half of it)."""
-    text = own_metrics(state)
-    path = _last_path(directory, worker)
+_ERROR = b"!error "
+_keeping: dict[str, trio.Lock] = {}
+
+
+def _keep(path: str, text: bytes) -> None:
     try:
         with open(path + ".tmp", "wb") as f:
             f.write(text)
         os.replace(path + ".tmp", path)
     except OSError as exc:
         log.warning("metrics: cannot keep this worker's series in %s: %s", path, exc)
+
+
+async def _rendered(state: AppState, directory: str, worker: int) -> bytes:
+    """This worker's series, kept in its ``.last`` file first (a small file under the supervisor's temporary
+    directory, written in place of the old one: a reader never sees half of it), on a worker thread.
+
+    Written at every render, not at most once a second: a series answered but not yet kept would let a counter
+    go back if the worker stopped then. One render and write at a time, so a later render is never replaced by
+    an earlier one."""
+    path = _last_path(directory, worker)
+    async with _keeping.setdefault(path, trio.Lock()):
+        text = own_metrics(state)
+        await trio.to_thread.run_sync(_keep, path, text)
     return text
 
 
@@ -146,8 +165,13 @@ async def serve_peers(current: Callable[[], AppState], directory: str, worker: i
             try:
                 with trio.move_on_after(_PEER_TIMEOUT_S):
                     ask = await _receive_line(stream)
-                    await stream.send_all(await _answer(current(), directory, worker, ask))
-            except trio.BrokenResourceError:
+                    try:
+                        reply = await _answer(current(), directory, worker, ask)
+                    except Exception as exc:   # a malformed ask, a store error: this ask fails, not the worker
+                        log.exception("metrics: cannot answer the ask %r on %s", ask[:100], path)
+                        reply = _ERROR + f"{type(exc).__name__}: {exc}".encode(errors="replace")
+                    await stream.send_all(reply)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
 
     try:
@@ -172,7 +196,7 @@ async def _receive_line(stream: trio.SocketStream) -> bytes:
 async def _answer(state: AppState, directory: str, worker: int, ask: bytes) -> bytes:
     verb, _, arg = ask.partition(b" ")
     if verb == b"metrics":
-        return _rendered(state, directory, worker)
+        return await _rendered(state, directory, worker)
     records = state.events.records if state.events is not None else None
     if verb == b"replay-get" and records is not None:
         record = await records.get_record(arg.decode())
@@ -182,25 +206,30 @@ async def _answer(state: AppState, directory: str, worker: int, ask: bytes) -> b
     return b""
 
 
-def _peers(directory: str, worker: int) -> list[int]:
+async def _peers(directory: str, worker: int) -> list[int]:
     """The other workers that answer here now, or did (a ``.last`` file)."""
-    found = {int(m.group(1)) for name in os.listdir(directory) if (m := _PEER_FILE.match(name))}
+    names = await trio.to_thread.run_sync(os.listdir, directory)
+    found = {int(m.group(1)) for name in names if (m := _PEER_FILE.match(name))}
     return sorted(found - {worker})
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
 
 
 async def gathered(state: AppState, directory: str | None, worker: int) -> bytes:
     """Every worker's series added up; this worker's alone without a supervisor."""
     if directory is None:
         return own_metrics(state)
-    texts = [_rendered(state, directory, worker)]
+    texts = [await _rendered(state, directory, worker)]
     stale = 0
-    for peer in _peers(directory, worker):
+    for peer in await _peers(directory, worker):
         text = await _ask(socket_path(directory, peer), b"metrics")
         if text is None:
             # Its last series (never lower than what a scrape saw of it), or none yet (a worker starting).
             try:
-                with open(_last_path(directory, peer), "rb") as f:
-                    text = f.read()
+                text = await trio.to_thread.run_sync(_read, _last_path(directory, peer))
                 stale += 1
             except OSError:
                 continue
@@ -210,14 +239,19 @@ async def gathered(state: AppState, directory: str | None, worker: int) -> bytes
     return merge(texts)
 
 
+def _per_worker(state: AppState) -> bool:
+    """Whether each worker holds records of its own (the embedded stream's), so the others must be asked too."""
+    return state.metrics_dir is not None and state.events is not None and not state.events.records.shared
+
+
 async def replay_get(state: AppState, replay_id: str) -> bytes | None:
     """``GET /api/v1/replay/<id>``'s record as JSON: this worker's, else the first peer's that holds it."""
     record = await state.events.records.get_record(replay_id) if state.events is not None else None
     if record is not None:
         return msgspec.json.encode(record)
-    if state.metrics_dir is None:
+    if not _per_worker(state):
         return None
-    for peer in _peers(state.metrics_dir, state.worker):
+    for peer in await _peers(state.metrics_dir, state.worker):
         found = await _ask(socket_path(state.metrics_dir, peer), b"replay-get " + replay_id.encode())
         if found:
             return found
@@ -227,14 +261,16 @@ async def replay_get(state: AppState, replay_id: str) -> bytes | None:
 async def replay_list(state: AppState, **query) -> list[RecordSummary]:
     """``GET /api/v1/replay``'s rows: every worker's, newest first, ``limit`` of them."""
     rows = await state.events.records.list_records(**query) if state.events is not None else []
-    if state.metrics_dir is None:
+    if not _per_worker(state):
         return rows
     ask = b"replay-list " + msgspec.json.encode(query)
-    for peer in _peers(state.metrics_dir, state.worker):
+    for peer in await _peers(state.metrics_dir, state.worker):
         found = await _ask(socket_path(state.metrics_dir, peer), ask)
         if found:
             rows += msgspec.json.decode(found, type=list[RecordSummary])
-    return sorted(rows, key=lambda s: s.ts_ms, reverse=True)[:query.get("limit", 50)]
+    # One row per record, should two workers hold it.
+    unique = list({row.id: row for row in rows}.values())
+    return sorted(unique, key=lambda s: s.ts_ms, reverse=True)[:query.get("limit", 50)]
 
 
 async def _ask(path: str, ask: bytes) -> bytes | None:
@@ -254,6 +290,11 @@ async def _ask(path: str, ask: bytes) -> bytes | None:
             except (trio.BrokenResourceError, OSError) as exc:
                 log.warning("metrics: worker socket %s broke off: %s", path, exc)
                 return None
-            return b"".join(chunks)
+            answer = b"".join(chunks)
+            if answer.startswith(_ERROR):
+                log.warning("metrics: worker socket %s could not answer %r: %s", path, ask[:100],
+                            answer[len(_ERROR):].decode(errors="replace"))
+                return None
+            return answer
     log.warning("metrics: worker socket %s took over %s s", path, _PEER_TIMEOUT_S)
     return None
