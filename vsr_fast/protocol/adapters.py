@@ -307,6 +307,11 @@ class Adapter(abc.ABC):
     async def remember(self, req: Inbound, body: bytes | None) -> None:
         """Keep an answer for later turns; only Responses does."""
 
+    def served_again(self, req: Inbound, body: bytes, streamed: bool) -> tuple[bytes, bytes | None]:
+        """A cached answer (``body``, in this protocol, whole or its SSE) as the answer to ``req``, and what to
+        ``remember`` of it: here itself and nothing; Responses gives it an id of its own."""
+        return body, None
+
     # --- the response guard ----------------------------------------------------------------
 
     def guardable(self) -> bool:
@@ -660,6 +665,28 @@ class ResponsesAdapter(Adapter):
     def _passthrough_fail(self, message: str, status: int, code: str | None, kind: str, events: int,
                           head: bytes) -> bytes:
         return RESPONSES.passthrough_fail(message, status, code, kind, events, head)
+
+    def served_again(self, req: Inbound, body: bytes, streamed: bool) -> tuple[bytes, bytes | None]:
+        """A cached answer with a new response id, and its response object to remember. The cache may serve
+        callers of another owner than the one it answered (its scope's principal): the first caller's id is
+        theirs, stored under their owner, and the receiver could not continue it (previous_response_id)."""
+        final: bytes | None = body
+        if streamed:
+            tap = Passthrough(self._passthrough_fail, tap=True)
+            tap.feed(body)
+            tap.close()
+            final = tap.final()
+        if final is None:
+            return body, None
+        try:
+            old = responses.REMEMBERED_DECODER.decode(final).id
+        except msgspec.DecodeError:
+            return body, None
+        if not old:
+            return body, final
+        # The old id as a JSON string, wherever it appears (the response object in every event that carries it).
+        was, now = msgspec.json.encode(old), msgspec.json.encode(new_id("resp_"))
+        return body.replace(was, now), final.replace(was, now)
 
     async def remember(self, req: Inbound, body: bytes | None) -> None:
         """Store the conversation so far under the answer's id (unless ``store: false``)."""

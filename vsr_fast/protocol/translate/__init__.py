@@ -18,6 +18,7 @@ from ._ir import answer_events as answer_events
 from ._losses import WARNINGS_LIMIT_BYTES as WARNINGS_LIMIT_BYTES
 from ._losses import Loss as Loss
 from ._losses import render_warnings as render_warnings
+from ._losses import sf_string as sf_string
 from ._sse import SSEParser as SSEParser
 from ._stream import Passthrough as Passthrough
 from ._stream import StreamTranslator as StreamTranslator

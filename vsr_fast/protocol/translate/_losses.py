@@ -32,15 +32,15 @@ class Loss(Struct, frozen=True):
 
     def member(self) -> str:
         """This loss as one RFC 8941 list member."""
-        return (f'translation_loss;action={_sf_string(self.action)};reason={_sf_string(self.reason)}'
-                f';field={_sf_string(self.field)}')
+        return (f'translation_loss;action={sf_string(self.action)};reason={sf_string(self.reason)}'
+                f';field={sf_string(self.field)}')
 
 
 def dropped(field: str, reason: str = "unsupported") -> Loss:
     return Loss(DROPPED, reason, field)
 
 
-def _sf_string(value: str) -> str:
+def sf_string(value: str) -> str:
     value = _NOT_PRINTABLE.sub("?", value).replace("\\", "\\\\").replace('"', '\\"')
     return f'"{value}"'
 

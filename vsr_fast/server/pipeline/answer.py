@@ -118,12 +118,19 @@ async def _fast(ex: Exchange, send: Send, message: str) -> None:
 
 
 async def _cached(ex: Exchange, send: Send, cached: CachedAnswer) -> None:
-    """A stored answer, whole or as the SSE bytes it was streamed as, on the cache response path."""
+    """A stored answer, whole or as the SSE bytes it was streamed as, on the cache response path. A Responses
+    answer gets an id of its own, remembered under this caller's owner: the cache may serve another owner than the
+    one it first answered, who could not continue that one's id."""
     ex.path, ex.status = h.ResponsePath.CACHE, cached.status
     headers = ex.headers(cached.content_type)
-    body, restore = cached.body, restorer(ex)
+    body, restore, final = cached.body, restorer(ex), None
+    if cached.status < 400 and ex.req is not None:
+        body, final = ex.adapter.served_again(ex.req, body, cached.streamed)
     if restore is not None and cached.status < 400:
         body = restore.sse(body, ex.adapter.native) if cached.streamed else restore.whole(body)
+        final = restore.whole(final) if final is not None else None
+    if ex.req is not None:
+        await ex.adapter.remember(ex.req, final)    # stored before the answer is sent: see _whole
     await send_whole(send, cached.status, headers, body)
     ex.rec.answered(status=cached.status, path=ex.path.value, model=ex.model, streamed=cached.streamed,
                     complete=True, content_type=cached.content_type)

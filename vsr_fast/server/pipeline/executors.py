@@ -14,7 +14,13 @@ client's request with its last user turn replaced when the executor asks
 something else, tools left out (an executor answers in text; the tool calls and
 results in the history become text, which a provider takes without tools, and
 ``x-vsr-warnings`` lists what was dropped and converted), through the
-shaping plugins and masking like any candidate's. The calls share the
+shaping plugins and masking like any candidate's.
+
+A key with ``models`` reaches only those of the decision's models (``Identity.reaches``, the rule that trimmed
+the candidates): before any call, a model the executor cannot do without (the remom synthesis, the fusion
+judge, the workflow's planner and final model) that the key cannot reach is a 403 ``model_not_allowed``; a panel
+or role member it cannot reach is left out, each named in ``x-vsr-warnings`` as ``model_not_allowed;model=...``,
+and a panel or role left with none is the 403. The calls share the
 executor's ``budget`` (deadline and max_calls from the request's arrival) and
 their cost is summed. ``on_error: skip`` (the default) drops a failed call;
 ``fail`` fails the request. A streamed request gets the answer once it exists,
@@ -29,8 +35,9 @@ import trio
 
 from ...config.algorithm import Algorithm, Fusion, WorkflowFinal, WorkflowRole, Workflows
 from ...config.schema import ProviderModel
-from ...errors import LooperBudgetExhausted, LooperCallsFailed, UpstreamError
+from ...errors import KeyNotAllowed, LooperBudgetExhausted, LooperCallsFailed, UpstreamError
 from ...headers import registry as h
+from ...protocol.translate import sf_string
 from ...protocol.untooled import without_tools
 from ...selection import accept as checks
 from ...selection import synthesis as syn
@@ -51,6 +58,7 @@ class Calls:
                  tally: Tally) -> None:
         self.ex, self.build, self.tally = ex, build, tally
         self.models = {m.name: m for m in candidates}
+        self.reaches = ex.state.identity(ex.scope).reaches
         budget = alg.budget
         self.at = ex.arrived + budget.deadline_ms / 1000 if budget is not None and budget.deadline_ms else ex.deadline
         self.max_calls = budget.max_calls if budget is not None else None
@@ -63,6 +71,22 @@ class Calls:
         # Every call leaves the tools out (``with_prompt``): the client hears of it as of any field not carried.
         ex.losses += without_tools(self.body, ex.api)[1]
         self.original = ex.adapter.canonical(ex.req).text if ex.req is not None else ""
+
+    def required(self, name: str | None, what: str) -> None:
+        """KeyNotAllowed (403, before any call) when the key cannot reach ``name``, a model the executor needs."""
+        if name is not None and not self.reaches(name):
+            raise KeyNotAllowed(f"this key may not reach {name!r}, the {what}", param="model")
+
+    def reachable(self, names: Sequence[str], what: str) -> list[bool]:
+        """Which of ``names`` the key reaches; each it does not is named in x-vsr-warnings and the trace.
+        KeyNotAllowed (403, before any call) when it reaches none of them."""
+        kept = [self.reaches(n) for n in names]
+        if not any(kept):
+            raise KeyNotAllowed(f"this key may reach none of the {what} ({', '.join(names)})", param="model")
+        for name in dict.fromkeys(n for n, ok in zip(names, kept) if not ok):
+            self.ex.codes.append(f"model_not_allowed;model={sf_string(name)}")
+            self.verdicts.append(f"{name}: not allowed for this key, skipped")
+        return kept
 
     def exhausted(self) -> str | None:
         if self.max_calls is not None and self.made >= self.max_calls:
@@ -207,6 +231,7 @@ async def remom(calls: Calls, alg: Algorithm, refs: Sequence[tuple[str, float]],
     answers. A round that fails leaves the previous round's longest answer (on_error: skip)."""
     cfg = alg.remom
     assert cfg is not None
+    calls.required(cfg.synthesis_model, "remom synthesis_model")
     schedule = [*cfg.breadth_schedule, 1]
     rounds: list[list[syn.Reply]] = []
     used: list[syn.Reply] = []
@@ -239,7 +264,9 @@ async def remom(calls: Calls, alg: Algorithm, refs: Sequence[tuple[str, float]],
 async def fusion(calls: Calls, alg: Algorithm, streamed: bool) -> Stream | Whole:
     """The panel answers, the judge analyses the answers (JSON), then writes the final answer from both."""
     cfg = alg.fusion or Fusion()
+    calls.required(cfg.model, "fusion judge (fusion.model)")
     panel = list(dict.fromkeys(cfg.analysis_models or calls.models))
+    panel = [m for m, ok in zip(panel, calls.reachable(panel, "fusion analysis_models")) if ok]
     judge = cfg.model or panel[0]
     tuning = {"temperature": cfg.temperature, "max_tokens": cfg.max_completion_tokens}
     replies = await calls.panel([(m, None, None) for m in panel], cfg.max_concurrent or len(panel),
@@ -275,17 +302,22 @@ async def workflows(calls: Calls, alg: Algorithm, streamed: bool) -> Stream | Wh
     steps: list[syn.Step] = []
     tuning = {"temperature": w.temperature, "max_tokens": w.max_completion_tokens}
     roles, final_cfg, plan = w.roles, w.final, None
+    if w.mode == "static":      # a dynamic workflow's final model is its plan's
+        calls.required(w.final.model, "workflow's final model")
+    # Before any call: each role's members the key reaches (an agent keeps its index among the role's models).
+    members = [[j for j, ok in enumerate(calls.reachable(r.models, f"{r.name} role's models")) if ok] for r in roles]
     if w.mode == "dynamic":
         roles, final_cfg, plan = await _planned(calls, w)
-    for role in roles:
+        members = [list(range(len(r.models))) for r in roles]     # the plan names only reachable candidates
+    for role, kept in zip(roles, members):
         prompt = syn.step_prompt(calls.original, role.name, role.prompt, syn.visible(steps, role.access_list))
-        jobs = [(m, prompt, f"{role.name}:{j}:{m}") for j, m in enumerate(role.models)]
+        jobs = [(role.models[j], prompt, f"{role.name}:{j}:{role.models[j]}") for j in kept]
         replies = await calls.panel(jobs, w.max_parallel, w.min_successful_responses, **tuning)
         if not replies:
             raise calls.none_answered(f"workflow's {role.name} role")
         steps.append(syn.Step(role.name, role.prompt, replies))
     used = [r for s in steps for r in s.replies]
-    final_model = final_cfg.model or roles[-1].models[0]
+    final_model = final_cfg.model or roles[-1].models[members[-1][0]]
     final = await calls.ask(final_model, syn.workflow_final_prompt(calls.original, final_cfg.prompt, steps), **tuning)
     if final is None:
         final = steps[-1].replies[0]        # on_error: skip: the last role's first answer stands
@@ -305,6 +337,7 @@ async def _planned(calls: Calls, w: Workflows) -> tuple[list[WorkflowRole], Work
     model outside the modelRefs) fails the request under on_error: fail, else one fallback_solve step of every
     candidate runs."""
     names = list(calls.models)
+    calls.required(w.planner.model, "workflow's planner model")
     planner = w.planner.model or names[0]
     reply = await calls.ask(planner, syn.plan_prompt(calls.original, names, w.max_steps),
                             max_tokens=w.planner.max_completion_tokens)
