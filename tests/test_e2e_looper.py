@@ -80,14 +80,16 @@ def start(tmp_path, models: list[dict], refs: list[dict], algorithm: dict | None
 
 
 def shared_router(tmp_path_factory, models: list[dict], decisions: dict[str, tuple[list[dict], dict | None]],
-                  global_: dict | None = None):
-    """One router over ``models``; each decision (all named main) in a recipe of its own, reached by the model
-    name ``vsr/<key>``; ``vsr/auto`` is the default."""
+                  global_: dict | None = None, plugins: dict[str, list[dict]] | None = None):
+    """One router over ``models``; each decision (all named main, with the ``plugins`` of its key) in a recipe of
+    its own, reached by the model name ``vsr/<key>``; ``vsr/auto`` is the default."""
     recipes, entrypoints = [], []
     for key, (refs, algorithm) in decisions.items():
         decision: dict = {"name": "main", "modelRefs": refs}
         if algorithm is not None:
             decision["algorithm"] = algorithm
+        if plugins and key in plugins:
+            decision["plugins"] = plugins[key]
         recipes.append({"name": key, "decisions": [decision]})
         entrypoints.append({"api": "chat", "model_names": [f"vsr/{key}"], "recipe": key,
                             **({"default": True} if key == "auto" else {})})
