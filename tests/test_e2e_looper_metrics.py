@@ -1,6 +1,9 @@
 """The Looper's escalate, end to end (real router, two mock upstreams, the OpenAI SDK): every call's tokens and
 cost reach vsr_tokens_total and vsr_cost_total under its model, whole and streamed, consistent with x-vsr-cost;
-and the logprobs the router asks for to judge confidence reach the client only as the client asked for them."""
+and the logprobs the router asks for to judge confidence reach the client only as the client asked for them.
+
+The router and mocks of test_e2e_looper's escalate tests serve here too (their own instances, for this module):
+a test reads what its request added to the mocks' counters (reset before it) and to the router's metrics."""
 from __future__ import annotations
 
 import re
@@ -12,8 +15,9 @@ import pytest
 from .procs import config, router, wait_for_value, wait_until, write_config
 from .test_e2e_auth import REDIS_URL, prefix, sha  # noqa: F401  (prefix: a Redis prefix of the test's own)
 from .test_e2e_usage_streams import KEY, _charged as charged
-from .test_e2e_looper import (CHAT, CHEAP, DEAR, ESCALATE, REFS, chat, cost_metric, hand_cost, start, stats, two,
-                              unsure_and_sure)  # noqa: F401  (a fixture)
+from .test_e2e_looper import (  # noqa: F401  (fixtures: _escalating, escalating, sure, unsure)
+    CHAT, CHEAP, DEAR, ESCALATE, REFS, _escalating, chat, cost_metric, escalating, fresh, hand_cost, stats, sure, two,
+    unsure)
 
 
 def tokens_metric(proc, name: str) -> float:
@@ -28,72 +32,70 @@ def used(mock) -> int:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_every_escalate_call_is_counted_under_its_model(tmp_path, unsure_and_sure, stream):
-    unsure, sure = unsure_and_sure
-    with start(tmp_path, two(unsure, sure), REFS, ESCALATE) as proc:
-        client = chat(proc)
-        if stream:      # the SDK's default: no stream_options
-            with client.chat.completions.with_streaming_response.create(
-                    model="vsr/auto", messages=CHAT, stream=True) as resp:
-                headers, chunks = resp.headers, list(resp.parse())
-            assert all(c.usage is None for c in chunks)
-        else:
-            raw = client.chat.completions.with_raw_response.create(model="vsr/auto", messages=CHAT)
-            headers = raw.headers
-        assert headers["x-vsr-selected-model"] == "large" and stats(unsure)["requests"] == 1
-        small, large = hand_cost(unsure, CHEAP), hand_cost(sure, DEAR)
-        assert small > 0 and large > 0
-        assert float(headers["x-vsr-cost"]) == pytest.approx(small + large, rel=1e-9)
-        # Counted once the answer ended: polled.
-        assert wait_for_value(lambda: tokens_metric(proc, "large") or None, "the answer's tokens") == used(sure)
-        assert wait_for_value(lambda: tokens_metric(proc, "small") or None, "the rejected call's tokens") == \
-            used(unsure)
-        assert cost_metric(proc, "main", "small") == pytest.approx(small, rel=1e-9)
-        assert cost_metric(proc, "main", "large") == pytest.approx(large, rel=1e-9)
+def test_every_escalate_call_is_counted_under_its_model(escalating, unsure, sure, stream):
+    proc = escalating       # vsr/auto: ESCALATE over small (unsure), large (sure)
+    before = {n: (tokens_metric(proc, n), cost_metric(proc, "main", n)) for n in ("small", "large")}
+    client = chat(proc)
+    if stream:      # the SDK's default: no stream_options
+        with client.chat.completions.with_streaming_response.create(
+                model="vsr/auto", messages=CHAT, stream=True) as resp:
+            headers, chunks = resp.headers, list(resp.parse())
+        assert all(c.usage is None for c in chunks)
+    else:
+        raw = client.chat.completions.with_raw_response.create(model="vsr/auto", messages=CHAT)
+        headers = raw.headers
+    assert headers["x-vsr-selected-model"] == "large" and stats(unsure)["requests"] == 1
+    small, large = hand_cost(unsure, CHEAP), hand_cost(sure, DEAR)
+    assert small > 0 and large > 0
+    assert float(headers["x-vsr-cost"]) == pytest.approx(small + large, rel=1e-9)
+    # Counted once the answer ended: polled.
+    assert wait_for_value(lambda: tokens_metric(proc, "large") - before["large"][0] or None,
+                          "the answer's tokens") == used(sure)
+    assert wait_for_value(lambda: tokens_metric(proc, "small") - before["small"][0] or None,
+                          "the rejected call's tokens") == used(unsure)
+    assert cost_metric(proc, "main", "small") - before["small"][1] == pytest.approx(small, rel=1e-9)
+    assert cost_metric(proc, "main", "large") - before["large"][1] == pytest.approx(large, rel=1e-9)
 
 
 # --- logprobs ------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_escalate_returns_no_logprobs_the_client_did_not_ask_for(tmp_path, unsure_and_sure, stream):
-    unsure, sure = unsure_and_sure
-    with start(tmp_path, two(unsure, sure), REFS, ESCALATE) as proc:
-        client = chat(proc)
-        if stream:
-            chunks = list(client.chat.completions.create(model="vsr/auto", messages=CHAT, stream=True))
-            choices = [c for chunk in chunks for c in chunk.choices]
-            assert choices and all(c.logprobs is None for c in choices)
-        else:
-            done = client.chat.completions.create(model="vsr/auto", messages=CHAT)
-            assert done.choices[0].logprobs is None
-        assert stats(sure)["last_request"]["body"]["logprobs"] is True    # the router read them to judge
+def test_escalate_returns_no_logprobs_the_client_did_not_ask_for(escalating, sure, stream):
+    proc = escalating       # vsr/auto: ESCALATE over small (unsure), large (sure)
+    client = chat(proc)
+    if stream:
+        chunks = list(client.chat.completions.create(model="vsr/auto", messages=CHAT, stream=True))
+        choices = [c for chunk in chunks for c in chunk.choices]
+        assert choices and all(c.logprobs is None for c in choices)
+    else:
+        done = client.chat.completions.create(model="vsr/auto", messages=CHAT)
+        assert done.choices[0].logprobs is None
+    assert stats(sure)["last_request"]["body"]["logprobs"] is True    # the router read them to judge
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_escalate_returns_the_top_logprobs_the_client_asked_for(tmp_path, unsure_and_sure, stream):
-    unsure, sure = unsure_and_sure
-    alg = {"type": "escalate", "escalate": {"accept": {"confidence": {"method": "hybrid", "gte": 0.5}}}}
-    with start(tmp_path, two(unsure, sure), REFS, alg) as proc:
-        client = chat(proc)
-        kw = {"model": "vsr/auto", "messages": CHAT, "logprobs": True, "top_logprobs": 1}
-        if stream:
-            tokens = [t for chunk in client.chat.completions.create(stream=True, **kw) for c in chunk.choices
-                      if c.logprobs is not None for t in c.logprobs.content or ()]
-        else:
-            tokens = client.chat.completions.create(**kw).choices[0].logprobs.content
-        assert tokens and all(len(t.top_logprobs) == 1 for t in tokens)
-        assert stats(sure)["last_request"]["body"]["top_logprobs"] == 2    # the router's own count, for margin
+def test_escalate_returns_the_top_logprobs_the_client_asked_for(escalating, sure, stream):
+    proc = escalating       # vsr/hybrid: escalate on hybrid confidence gte 0.5 over small (unsure), large (sure)
+    client = chat(proc)
+    kw = {"model": "vsr/hybrid", "messages": CHAT, "logprobs": True, "top_logprobs": 1}
+    if stream:
+        tokens = [t for chunk in client.chat.completions.create(stream=True, **kw) for c in chunk.choices
+                  if c.logprobs is not None for t in c.logprobs.content or ()]
+    else:
+        tokens = client.chat.completions.create(**kw).choices[0].logprobs.content
+    assert tokens and all(len(t.top_logprobs) == 1 for t in tokens)
+    assert stats(sure)["last_request"]["body"]["top_logprobs"] == 2    # the router's own count, for margin
 
 
 # --- token limits ----------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_a_key_tpm_is_charged_every_escalate_call(tmp_path, unsure_and_sure, prefix, stream):
+def test_a_key_tpm_is_charged_every_escalate_call(tmp_path, unsure, sure, prefix, stream):
     """The rejected first answer cost tokens too: a caller's tpm window holds both calls' usage, not only the
     answer it received (the SDK's default stream: no stream_options)."""
-    unsure, sure = unsure_and_sure
+    fresh(unsure, sure)
     doc = config(two(unsure, sure), [{"name": "main", "modelRefs": REFS, "algorithm": ESCALATE}])
     doc["global"] = {"router": {"auth": {
         "enabled": True, "keys": [{"id": "metered", "sha256": sha(KEY), "limits": {"tpm": 1_000_000}}],
