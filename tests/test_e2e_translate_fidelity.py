@@ -106,11 +106,12 @@ def test_a_chat_providers_refusal_is_a_refusal_part_for_a_responses_client(gw, s
     assert warnings_of(tap.headers) == set()
 
 
+@pytest.mark.parametrize("provider", ["m-openai", "m-responses"])
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-def test_a_chat_providers_refusal_stops_a_messages_answer_for_refusal(gw, scripted, stream):
+def test_a_providers_refusal_stops_a_messages_answer_for_refusal(gw, scripted, provider, stream):
     scripted(refusal=REFUSAL)
     client, tap = messages(gw)
-    kw = {"model": "m-openai", "max_tokens": 64, "messages": [{"role": "user", "content": "how do I pick a lock?"}]}
+    kw = {"model": provider, "max_tokens": 64, "messages": [{"role": "user", "content": "how do I pick a lock?"}]}
     if stream:
         with client.messages.stream(**kw) as s:
             msg = s.get_final_message()
@@ -140,18 +141,6 @@ def test_a_responses_providers_refusal_is_chats_refusal(gw, scripted, stream):
     assert warnings_of(tap.headers) == set()
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-def test_a_responses_providers_refusal_stops_a_messages_answer_for_refusal(gw, scripted, stream):
-    scripted(refusal=REFUSAL)
-    client, tap = messages(gw)
-    kw = {"model": "m-responses", "max_tokens": 64, "messages": [{"role": "user", "content": "how do I pick a lock?"}]}
-    if stream:
-        with client.messages.stream(**kw) as s:
-            msg = s.get_final_message()
-    else:
-        msg = client.messages.create(**kw)
-    assert (msg.stop_reason, [b.text for b in msg.content]) == ("refusal", [REFUSAL])
-    assert warnings_of(tap.headers) == set()
 
 
 # --- 6, 9: the parameters Chat and Responses share --------------------------------------------------------------------
