@@ -5,6 +5,7 @@ import hashlib
 import json
 import re
 import signal
+import socket
 import time
 
 import httpx
@@ -245,3 +246,35 @@ def test_reopen_while_lines_are_written_loses_and_splits_none(tmp_path):
     seen = [e["request_id"] for f in sorted(tmp_path.iterdir()) for e in _lines(f)]
     assert sorted(seen) == sorted(f"{b}-{i}" for b in range(30) for i in range(100))
     assert access.dropped == 0
+
+
+def _raw(proc, request: bytes) -> bytes:
+    """``request`` on a fresh connection; everything the router wrote before closing it."""
+    with socket.create_connection(("127.0.0.1", proc.port), timeout=10) as s:
+        s.sendall(request)
+        got = b""
+        while chunk := s.recv(65536):
+            got += chunk
+    return got
+
+
+def test_what_the_connection_layer_refuses_is_counted_and_on_an_inference_path_logged(tmp_path, mock):
+    with router(_config(tmp_path, f"{mock.url}/v1")) as proc:
+        # h11 refuses both heads: a Content-Length that is not a number; a header line without a colon.
+        chat = _raw(proc, b"POST /v1/chat/completions HTTP/1.1\r\nHost: r\r\nContent-Length: abc\r\n\r\n")
+        health = _raw(proc, b"GET /health HTTP/1.1\r\nHost: r\r\nno colon here\r\n\r\n")
+        head, _, body = chat.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400 ") and json.loads(body)["error"]["code"] == "malformed_request"
+        assert health.startswith(b"HTTP/1.1 400 ")
+        rid = re.search(rb"\r\nx-request-id: (\S+)\r\n", head).group(1).decode()
+
+        logged = wait_for_value(lambda: [json.loads(x) for x in proc.lines if x.startswith("{")] or None,
+                                "the refusal's access log line")
+        metrics = httpx.get(f"{proc.url}/metrics").text
+    # Only the inference path's refusal is a request of an API, logged under the id its answer carried.
+    assert len(logged) == 1, logged
+    assert (logged[0]["request_id"], logged[0]["api"], logged[0]["status"], logged[0]["error"]) == \
+        (rid, "chat", 400, "malformed_request")
+    assert re.search(r'^vsr_http_refusals_total\{status="400"\} 2$', metrics, re.M), metrics
+    assert re.search(r'^vsr_requests_total\{api="chat",recipe="",decision="",model="",status="400"\} 1$', metrics,
+                     re.M)

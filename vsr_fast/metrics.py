@@ -151,6 +151,11 @@ class Metrics:
             ("decision_name", "outcome", "stream")
         )
 
+        self.http_refusals = Counter(
+            "vsr_http_refusals_total", "Requests the connection layer refused before any route read them (not valid "
+            "HTTP: 400, headers too slow: 408, head too large: 431, a transfer coding other than chunked: 501), by "
+            "status.", ("status",)
+        )
         self.reloads = Counter(
             "vsr_config_reloads_total", "Configuration reloads by outcome (ok, unchanged, failed).", ("outcome",)
         )
@@ -161,7 +166,8 @@ class Metrics:
                        self.upstream_attempts, self.upstream_errors, self.disconnects,
                        self.timeouts, self.rate_limited, self.auth_failures, self.judge_truncated,
                        self.match_recall, self.match_judge, self.match_stage, self.context_sources,
-                       self.memory_writes, self.guard_buffered, self.guard_outcomes, self.cost, self.reloads):
+                       self.memory_writes, self.guard_buffered, self.guard_outcomes, self.cost, self.http_refusals,
+                       self.reloads):
             lines += series.render()
         for more in extra:
             lines += more

@@ -201,8 +201,13 @@ def test_drain_delay_keeps_serving_with_ready_503_then_closes_the_listener(tmp_p
         assert httpx.get(f"{proc.url}/ready", timeout=20).status_code == 200
         proc.signal(signal.SIGTERM)
         wait_until(lambda: httpx.get(f"{proc.url}/ready", timeout=20).status_code == 503, "/ready 503")
-        r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20, json={"model": "vsr/auto", "messages": CHAT})
-        assert r.status_code == 200, r.text
+        with httpx.Client(timeout=20) as client:
+            r = client.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": CHAT})
+            assert r.status_code == 200, r.text
+            # Envoy's drain: the answer closes its keep-alive connection, so the client's next one goes elsewhere.
+            assert r.headers.get("connection") == "close", r.headers
+            ready = client.get(f"{proc.url}/ready")
+            assert ready.status_code == 503 and ready.headers.get("connection") == "close"
         assert not refused(proc.port)
         wait_until(lambda: refused(proc.port), "the listener closed after the delay")
         assert proc.wait(20) == 0

@@ -183,7 +183,8 @@ def test_origin_path_of_each_target_form(target, path):
 
 
 def test_a_head_timed_out_on_an_absolute_form_target_answers_in_its_paths_shape():
-    answer = edge_answer(b"http://h:1/v1/messages", 408)
+    answer = edge_answer(b"http://h:1/v1/messages", 408, "r-1")
+    assert parts(answer)[1]["x-request-id"] == "r-1"
     assert parts(answer)[0] == 408 and error_code("/v1/messages", parts(answer)[2]) == "invalid_request_error"
 
 

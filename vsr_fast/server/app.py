@@ -11,6 +11,8 @@ from werkzeug.exceptions import NotFound
 from ..errors import (AdminOnly, AmbiguousFraming, AuthError, CodingNotImplemented, HeaderTimeout, HeadTooLarge,
                       MalformedRequest, MethodNotAllowed, NonCanonicalPath, OriginRefused, RouteNotFound,
                       UnsupportedMedia, VsrError)
+from ..auth.source import ANONYMOUS, SCOPE_KEY
+from ..events import ids
 from ..headers.public import public_headers
 from ..headers.registry import REQUEST_ID as _REQUEST_ID, ResponsePath
 from .admin import make_admin
@@ -117,7 +119,13 @@ def make_app(state: AppState, role: str = "serving"):
             if method == "OPTIONS" and header(scope, b"access-control-request-method") is not None:
                 await send_whole(send, 204, _preflight(scope, origin), b"")
                 return
-            send = _with_cors(send, origin)
+            # The allowed origin may read the answer, the router's headers included.
+            send = _adding(send, (b"access-control-allow-origin", origin), (b"access-control-expose-headers", b"*"),
+                           (b"vary", b"origin"))
+        if state.draining and scope.get("http_version") != "2":
+            # As Envoy's drain: each HTTP/1 answer closes its connection, so a keep-alive client's next request
+            # opens a new one, which a load balancer gives to a router that is not stopping (HTTP/2: GOAWAY).
+            send = _adding(send, (b"connection", b"close"))     # h11 reads it and closes once the answer ends
         api = CLIENT_APIS.get(path)
         if api is None and path.startswith(MODEL_PREFIX):
             api = "models"      # one model of the listing: the listing's key
@@ -206,14 +214,13 @@ def _preflight(scope: Scope, origin: bytes) -> list[tuple[bytes, bytes]]:
     return headers
 
 
-def _with_cors(send: Send, origin: bytes) -> Send:
-    """``send`` that marks the answer readable by the allowed ``origin``, the router's headers included."""
-    async def cors(message) -> None:
+def _adding(send: Send, *extra: tuple[bytes, bytes]) -> Send:
+    """``send`` whose answer's head carries ``extra`` too."""
+    async def adding(message) -> None:
         if message["type"] == "http.response.start":
-            message = {**message, "headers": [*message.get("headers", ()), (b"access-control-allow-origin", origin),
-                                              (b"access-control-expose-headers", b"*"), (b"vary", b"origin")]}
+            message = {**message, "headers": [*message.get("headers", ()), *extra]}
         await send(message)
-    return cors
+    return adding
 
 
 def _post_routes() -> dict[str, Handler]:
@@ -304,7 +311,7 @@ EDGE_REFUSALS = {
 }
 
 
-def edge_answer(target: bytes, status: int) -> bytes | None:
+def edge_answer(target: bytes, status: int, request_id: str) -> bytes | None:
     """The whole answer, closing the connection, to a request refused with ``status`` before any app saw it, in
     the protocol of the path its request ``target`` names (b"": not known); None for a status not listed."""
     err = EDGE_REFUSALS.get(status)
@@ -312,8 +319,27 @@ def edge_answer(target: bytes, status: int) -> bytes | None:
         return None
     path = origin_path(target).split(b"?", 1)[0].decode("latin-1")
     status, body = error_for_path(path, err)
-    return (b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
-            % (status, HTTPStatus(status).phrase.encode(), len(body), body))
+    return (b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\nx-request-id: %s\r\nconnection: close\r\n"
+            b"content-length: %d\r\n\r\n%s" % (status, HTTPStatus(status).phrase.encode(), request_id.encode(),
+                                                   len(body), body))
+
+
+def edge_refusals(state_of: Callable[[], AppState]) -> Callable[[bytes, int], bytes | None]:
+    """``edge_answer`` for the connection server, each refusal counted (``vsr_http_refusals_total``) and, on an
+    inference path, logged and counted as its other refusals are (nginx logs the 400s it answers itself)."""
+    def answer(target: bytes, status: int) -> bytes | None:
+        rid = ids.request_id()
+        whole = edge_answer(target, status, rid)
+        if whole is None:
+            return None
+        state = state_of()
+        state.metrics.http_refusals.inc(str(status))
+        path = origin_path(target).split(b"?", 1)[0].decode("latin-1")
+        if (api := API_PATHS.get(path)) is not None:
+            # No header was read, or none can be trusted: the caller is nobody, whatever key it may have sent.
+            refused(state, api, {"headers": [], SCOPE_KEY: ANONYMOUS}, rid, status, EDGE_REFUSALS[status])
+        return whole
+    return answer
 
 
 async def _until_response_ends(app, scope: Scope, receive: Receive, send: Send) -> None:

@@ -36,7 +36,7 @@ from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
 from ..upstream.health import check_backends
 from . import heap, process
-from .app import edge_answer, make_app
+from .app import edge_refusals, make_app
 from .listen import Connections, serve_http
 from .metrics_view import serve_peers
 from .reload import Generations
@@ -140,6 +140,7 @@ async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
                 cfg = _hypercorn_config(opts, limits)
                 state.connections = Connections(max_connections(limits))
                 generations = Generations(state, opts.config_path, _apps, background)
+                refusals = edge_refusals(lambda: generations.current)
                 await background.start(_on_signals, generations, shutdown, opts)
                 await background.start(_on_hangup, generations)
                 background.start_soon(_on_user1, generations)
@@ -152,11 +153,11 @@ async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
                     admin_cfg = _hypercorn_config(admin_opts, limits)
                     admin_binds = await nursery.start(serve_http, generations.app("admin"), admin_cfg,
                                                       _listening_socket(admin_opts, admin_cfg), shutdown.wait,
-                                                      Connections(max_connections(limits)), edge_answer,
+                                                      Connections(max_connections(limits)), refusals,
                                                       limits.send_timeout_ms / 1000)
                     sys.stderr.write(f"vsr-fast: admin on {', '.join(admin_binds)}\n")
                 binds = await nursery.start(serve_http, generations.app("serving"), cfg, _listening_socket(opts, cfg),
-                                            shutdown.wait, state.connections, edge_answer, limits.send_timeout_ms / 1000)
+                                            shutdown.wait, state.connections, refusals, limits.send_timeout_ms / 1000)
                 if opts.settle_heap:
                     heap.settle()
                 # One write, newline included: workers share the supervisor's stderr, and print's two

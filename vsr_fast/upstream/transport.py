@@ -11,6 +11,7 @@ connect / read / write / pool timeouts are the same code as before.
 """
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 import zlib
@@ -36,6 +37,9 @@ _TIMEOUT_CAUSES = ((httpcore.ConnectTimeout, "connect_timeout"), (httpcore.ReadT
                    (httpcore.WriteTimeout, "write_timeout"), (httpcore.PoolTimeout, "pool_timeout"))
 
 
+_CLOSED_WORDS = re.compile(r"disconnected|peer closed connection", re.I)
+
+
 def cause(exc: BaseException) -> str:
     """Why a transport error happened, in one word (``UpstreamError.cause``): connect_refused, connect_timeout,
     dns_error, connect_error, read_timeout, write_timeout, pool_timeout, connection_closed, protocol_error."""
@@ -47,8 +51,10 @@ def cause(exc: BaseException) -> str:
         if _chain_has(exc, ConnectionRefusedError):
             return "connect_refused"
         return "dns_error" if _chain_has(exc, socket.gaierror) else "connect_error"
-    if isinstance(exc, httpcore.RemoteProtocolError) and "disconnected" in str(exc).lower():
-        return "connection_closed"      # "Server disconnected without sending a response."
+    if isinstance(exc, httpcore.RemoteProtocolError) and _CLOSED_WORDS.search(str(exc)):
+        # httpcore's "Server disconnected without sending a response."; h11's "peer closed connection without
+        # sending complete message body" (a backend gone mid-answer).
+        return "connection_closed"
     if isinstance(exc, (httpcore.ReadError, httpcore.WriteError, httpcore.NetworkError)):
         return "connection_closed"
     return "protocol_error"
