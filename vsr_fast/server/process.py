@@ -59,7 +59,8 @@ def _user1_early(signum, frame) -> None:
 def _stop(signum, frame) -> None:
     name = signal.Signals(signum).name
     if _state["draining"]:
-        _say(f"vsr-fast: {name} again: already draining")
+        if not orphaned():      # a killed supervisor's second parent-death signal (orphaned) is no news
+            _say(f"vsr-fast: {name} again: already draining")
         return
     # Not serving yet: the default action, as before this handler (the process ends by the signal).
     signal.signal(signum, signal.SIG_DFL)
@@ -113,8 +114,21 @@ def die_with_supervisor() -> None:
 
 
 def orphaned() -> bool:
-    """Whether this is a worker whose supervisor has ended."""
-    return bool(_state["supervisor"]) and os.getppid() != _state["supervisor"]
+    """Whether this is a worker whose supervisor has ended (or is ending: killed, its threads going)."""
+    supervisor = _state["supervisor"]
+    if not supervisor:
+        return False
+    if os.getppid() != supervisor:
+        return True
+    # The parent-death signal fires when the *thread* that started this worker ends: a supervisor killed with
+    # SIGKILL loses its main thread first, and this worker is handed to one of its other threads (getppid
+    # unchanged, a second signal when the last one ends). Its main thread gone, the supervisor reads as a zombie.
+    try:
+        with open(f"/proc/{supervisor}/stat", "rb") as stat:
+            state = stat.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in (b"Z", b"X")
 
 
 def spawn_blocked(argv: list[str], pass_fds: tuple[int, ...]) -> subprocess.Popen:

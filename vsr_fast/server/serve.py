@@ -345,7 +345,8 @@ async def _on_signals(generations: Generations, shutdown: trio.Event, opts: Serv
             async for signum in signals:
                 name = signal.Signals(signum).name
                 if draining:
-                    _say(opts, f"vsr-fast: {name} again: already draining")
+                    if not process.orphaned():      # a killed supervisor's second parent-death signal: no news
+                        _say(opts, f"vsr-fast: {name} again: already draining")
                     continue
                 draining = True
                 process.note_draining()
