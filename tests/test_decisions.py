@@ -212,3 +212,51 @@ def test_static_candidates_keep_order_once_per_model_and_take_the_first_ref_s_lo
     got = candidate_models(refs, models)
     assert [(m.name, m.upstream_model) for m in got] == [("b", "b-adapter"), ("a", "up-a")]
     assert got[1] is models["a"], "a ref without lora_name is the provider model itself"
+
+
+# --- fail_request: it decides its own decision's unresolved result, never one a higher decision won ----------
+
+
+def test_fail_request_does_not_fail_a_request_a_higher_priority_decision_won():
+    # The trial's unk2.yaml: tv (200, on_unknown: match) and fail (100, fail_request) read the same unknown signal.
+    rules = node("AND", leaf("k"), leaf("dead"))
+    recipe = Recipe(name="r", decisions=[decision("tv", rules, priority=200, on_unknown="match"),
+                                         decision("fail", rules, priority=100, on_unknown="fail_request")])
+    chosen = choose(recipe, readings(k=T, dead=U))
+    assert chosen.decision.name == "tv"
+    by_name = {v.name: v for v in chosen.verdicts}
+    assert by_name["fail"].unresolved and not by_name["fail"].matched
+    assert not by_name["tv"].unresolved
+
+
+def test_fail_request_fails_when_the_unresolved_decision_outranks_every_match():
+    rules = node("AND", leaf("k"), leaf("dead"))
+    recipe = Recipe(name="r", decisions=[decision("low", node("AND", leaf("k")), priority=10),
+                                         decision("fail", rules, priority=100, on_unknown="fail_request")])
+    with pytest.raises(DecisionFailed) as info:
+        choose(recipe, readings(k=T, dead=Outcome(None, detail="unknown: timeout: remote: no answer")))
+    exc = info.value
+    assert "'fail'" in exc.message and "keyword:dead" in exc.message and "timeout" in exc.message
+    assert exc.unknown == (("keyword", "dead"),)
+    assert [v.name for v in exc.verdicts if v.unresolved] == ["fail"]
+    assert exc.status == 400       # an unknown keyword rule is not the decision model's: no retry helps
+
+
+def test_fail_request_on_a_remote_signal_is_a_retryable_503():
+    recipe = Recipe(name="r", decisions=[decision("fail", node("AND", leaf("dead")), on_unknown="fail_request")])
+    with pytest.raises(DecisionFailed) as info:
+        choose(recipe, readings(dead=U), remote=frozenset({"keyword"}))
+    assert (info.value.status, info.value.code, info.value.retry_after_s) == (503, "decision_unresolved", 1)
+
+
+def test_fail_request_under_confidence_fails_only_when_it_could_have_won():
+    # Under strategy confidence an unresolved decision's confidence is at most what it would be with every unknown
+    # leaf holding with confidence 1: (0.2 + 1) / 2 = 0.6 for `pending`.
+    pending = decision("pending", node("AND", leaf("a"), leaf("u")), priority=1, on_unknown="fail_request")
+    surer = Recipe(name="r", strategy="confidence",
+                   decisions=[pending, decision("c", node("AND", leaf("c")), priority=0)])
+    r = readings(a=Outcome(True, confidence=0.2), u=U, c=Outcome(True, confidence=0.7))
+    assert choose(surer, r).decision.name == "c"
+    r = readings(a=Outcome(True, confidence=0.2), u=U, c=Outcome(True, confidence=0.5))
+    with pytest.raises(DecisionFailed):
+        choose(surer, r)

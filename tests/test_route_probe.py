@@ -102,6 +102,44 @@ def test_a_prompt_in_process_prints_its_route_and_checks_it(tmp_path):
     assert "MISS (prompt)/prompt: decision: expected general, got code" in miss.stdout
 
 
+def test_a_probe_the_request_would_fail_is_no_pass_and_shows_its_signals(tmp_path):
+    """Trial 8b: an unresolved fail_request decision's error printed, then counted as passed with exit 0 and
+    "signals: (none matched)" though keyword k matched."""
+    doc = yaml.safe_load(open(keyword_config(tmp_path)))
+    recipe = doc["recipes"][0]
+    recipe["signals"]["systemone"] = [{"name": "dead", "deployment": "remote", "timeout_ms": 300,
+                                       "question": {"type": "noul", "instructions": "Is this urgent?"}}]
+    recipe["decisions"].insert(0, {"name": "fail", "priority": 100, "modelRefs": [{"model": "large"}], "rules": {
+        "operator": "AND", "on_unknown": "fail_request",
+        "conditions": [{"type": "keyword", "name": "code"}, {"type": "systemone", "name": "dead"}]}})
+    doc["global"]["model_catalog"] = {"deployments": {"remote": {
+        "provider": "systemone", "endpoint": "http://127.0.0.1:9/v1/systemone", "model": "d3", "timeout_ms": 300}}}
+    config = write_config(doc, str(tmp_path))
+    run = probe("--config", config, "--prompt", "a python question")
+    assert run.returncode == 1, run.stderr + run.stdout
+    assert "signals: keyword:code" in run.stdout
+    assert "error: 503 decision_unresolved: decision 'fail'" in run.stdout and "systemone:dead" in run.stdout
+    total = next(line for line in run.stdout.splitlines() if line.startswith("total "))
+    assert total.split() == ["total", "1", "0", "0.0%"]
+    out = json.loads(probe("--config", config, "--prompt", "a python question", "--json").stdout)
+    assert out["probes"][0]["ok"] is False and out["probes"][0]["error"]["code"] == "decision_unresolved"
+
+
+def test_a_selector_probes_to_the_model_it_picks(tmp_path):
+    """Trial 8b: multi_factor's cheaper, better model was reported as the first modelRef."""
+    doc = yaml.safe_load(open(keyword_config(tmp_path)))
+    for m in doc["providers"]["models"]:
+        m["pricing"] = {"input": 10, "output": 10} if m["name"] == "small" else {"input": 1, "output": 1}
+    padded = next(d for d in doc["recipes"][0]["decisions"] if d["name"] == "padded")
+    padded["algorithm"] = {"type": "multi_factor", "multi_factor": {
+        "weights": {"cost": 1, "latency": 0, "error_rate": 0, "quality": 1, "domain": 0},
+        "quality": {"small": 0.1, "large": 0.9}}}
+    run = probe("--config", write_config(doc, str(tmp_path)), "--prompt", "filler", "--json")
+    assert run.returncode == 0, run.stderr + run.stdout
+    got = json.loads(run.stdout)["probes"][0]
+    assert got["model"] == "large" and got["trace"]["ranking"] == ["large=0.800", "small=-0.900"]
+
+
 def test_a_probes_file_in_process_reports_each_decision(tmp_path):
     run = probe("--config", keyword_config(tmp_path), "--probes", probes_file(tmp_path), "--json")
     assert run.returncode == 0, run.stderr + run.stdout

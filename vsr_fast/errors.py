@@ -36,7 +36,8 @@
     ├── RoutingError                400 routing_error          route
     │   ├── ModelNotFound           404 model_not_found
     │   ├── NoDecision              400 no_decision_matched
-    │   ├── DecisionFailed          400 decision_unresolved
+    │   ├── DecisionFailed          400 decision_unresolved    (a fail_request decision that could have won is unknown)
+    │   │   └── DecisionUnavailable 503 decision_unresolved    (... because the decision model did not answer; Retry-After)
     │   └── OutputRefused           400 output_refused         (the decision's output contract)
     │       ├── ImageRouteRequired        image_route_required
     │       ├── ImageGenerationForbidden  image_generation_forbidden
@@ -301,9 +302,23 @@ class NoDecision(RoutingError):
 
 
 class DecisionFailed(RoutingError):
-    """A decision with ``on_unknown: fail_request`` could not be resolved."""
+    """A decision with ``on_unknown: fail_request`` could not be resolved, and it outranks every decision that
+    matched, so it could have been the winner. ``unknown`` names the (type, name) of the signals it read as
+    unknown; ``verdicts`` and ``readings`` are every decision's result and the signals, for the preview."""
 
     code = "decision_unresolved"
+
+    def __init__(self, message: str, *, recipe: str | None = None, decision: str | None = None,
+                 unknown: tuple = (), verdicts: tuple = (), readings=None) -> None:
+        super().__init__(message, recipe=recipe)
+        self.decision, self.unknown, self.verdicts, self.readings = decision, unknown, verdicts, readings
+
+
+class DecisionUnavailable(DecisionFailed):
+    """The same, when a signal left unknown is the decision model's (it failed, timed out or was unreachable):
+    the server's fault, and one a retry may not meet, so 503 with Retry-After (SDKs do not retry a 400)."""
+
+    status, type, retry_after_s = 503, "api_error", 1
 
 
 class OutputRefused(RoutingError):

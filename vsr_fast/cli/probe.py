@@ -8,8 +8,9 @@ the configuration resolves to (the embedded one included); with ``--endpoint``
 each probe goes to a running router's ``POST /api/v1/routing/preview``. Either
 way a probe's receipt holds the public headers and the parsed ``x-vsr-trace``
 (asked for unless ``--no-debug``), and the route the preview reports. The
-summary has one row per decision; the exit code is 1 on any mismatch, 2 when
-the probes cannot run at all (spec 7.1).
+summary has one row per decision; the exit code is 1 on any mismatch (a probe
+whose request would fail is one), 2 when the probes cannot run at all (spec 7.1).
+The route is the preview's: the decision's selector run as the request path runs it.
 """
 from __future__ import annotations
 
@@ -25,14 +26,16 @@ import http_sf
 import httpx
 import trio
 
-from ..errors import ConfigError, VsrError
+from ..errors import ConfigError, DecisionFailed, VsrError
 from ..headers import registry as h
 from ..headers.public import public_headers
 from ..headers.registry import ResponsePath
 from ..routing import load_file
 from ..routing.open_systemone import open_systemone, read_attached_cards
-from ..server.preview import preview_body
-from ..server.route import decode_chat, route_chat, trace_of
+from ..selection.selectors import SelectionState
+from ..server.pipeline import looper
+from ..server.preview import preview_body, preview_model, unresolved_body, with_notes
+from ..server.route import decode_chat, request_text, route_chat, trace_of
 from ..signals.base import Identity
 from ._args import whole
 from .probes_file import Expect, Probe, prompt_body, read_probes
@@ -74,6 +77,8 @@ class Receipt:
     mismatches: list[str] = field(default_factory=list)
 
     def check(self, expect: Expect) -> None:
+        if self.error is not None:      # the request would fail: whatever was expected, it is not met
+            self.mismatches.append(f"error: {self.error['status']} {self.error['code']}")
         for fact in _ROUTE_FACTS:
             want = getattr(expect, fact)
             got = self.route.get(fact)
@@ -134,6 +139,7 @@ async def _in_process(args: argparse.Namespace, probes: list[Probe]) -> list[Rec
     loaded = await read_attached_cards(load_file(args.config))
     async with open_systemone(loaded) as client:
         asker = loaded.table.asker(client) if client is not None else None
+        selection = SelectionState()        # no measurements in this process: multi_factor ranks on config alone
 
         async def one(probe: Probe) -> Receipt:
             receipt = Receipt(probe)
@@ -141,18 +147,23 @@ async def _in_process(args: argparse.Namespace, probes: list[Probe]) -> list[Rec
                 request = decode_chat(json.dumps(probe.body).encode())
                 started = time.perf_counter_ns()
                 route = await route_chat(loaded.table, request, Identity, asker)
+                routing_us = (time.perf_counter_ns() - started) / 1000
+                route, picked = await looper.previewed(route, loaded.table, asker, selection,
+                                                       request_text(request, Identity))
             except VsrError as exc:
                 receipt.error = {"status": exc.status, "code": exc.code, "message": exc.message}
+                if isinstance(exc, DecisionFailed) and exc.readings is not None:
+                    receipt.route = unresolved_body(exc, str(probe.body.get("model")))     # the signals that led to it
                 receipt.public = _public(public_headers(config_version=loaded.version_hash.encode(),
                                                         path=ResponsePath.ERROR, recipe=None, decision=None,
                                                         model=None))
                 return receipt
-            receipt.route = preview_body(route, request.model, (time.perf_counter_ns() - started) / 1000)
+            receipt.route = preview_body(route, request.model, routing_us, picked)
             receipt.public = _public(public_headers(
                 config_version=loaded.version_hash.encode(), path=ResponsePath.UPSTREAM, recipe=route.recipe,
-                decision=route.decision, model=route.candidates[0].name if route.candidates else None))
+                decision=route.decision, model=preview_model(route, picked)))
             if args.debug:
-                receipt.trace = parse_trace(trace_of(route))
+                receipt.trace = parse_trace(with_notes(trace_of(route), picked))
             return receipt
 
         return await _all(probes, one, args.concurrency)
@@ -177,6 +188,8 @@ async def _remote(args: argparse.Namespace, probes: list[Probe]) -> list[Receipt
                 err = doc.get("error", {}) if isinstance(doc, dict) else {}
                 receipt.error = {"status": answer.status_code, "code": err.get("code"),
                                  "message": err.get("message", answer.text[:200])}
+                if isinstance(doc, dict) and "signals" in doc:     # a decision error's breakdown
+                    receipt.route = {k: v for k, v in doc.items() if k != "error"}
             else:
                 receipt.route = doc
             if h.TRACE in answer.headers:
@@ -248,8 +261,7 @@ def render(receipts: list[Receipt], *, single: bool) -> str:
             if r.error:
                 lines.append(f"error: {r.error['status']} {r.error['code']}: {r.error['message']}")
         if r.mismatches:
-            lines.append(f"MISS {r.probe.group}/{r.probe.id}: " + "; ".join(r.mismatches)
-                         + (f" ({r.error['code']})" if r.error else ""))
+            lines.append(f"MISS {r.probe.group}/{r.probe.id}: " + "; ".join(r.mismatches))
     rows = summary(receipts)
     width = max([len(k) for k in rows] + [len("decision"), len("total")])
     lines += ["", f"{'decision':<{width}}  probes  passed    rate  got instead"]

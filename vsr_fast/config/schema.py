@@ -140,6 +140,7 @@ class RuleNode(_Block):
     type: str | None = None
     name: str | None = None
     label: str | None = None
+    # A decision's unresolved result; fail_request fails the request only when the decision could have won.
     on_unknown: Literal["no_match", "match", "fail_request"] | None = None
     on_error: Literal["no_match", "match"] | None = None   # a systemone condition's own policy
     # A leaf may test the number its signal publishes instead of its match.

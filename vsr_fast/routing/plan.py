@@ -130,7 +130,7 @@ async def read_learned(learned: LearnedSignals, canonical: CanonicalRequest, rea
             if overloaded:
                 readings.overloaded.add(key)
             readings.outcomes[key] = outcome_of(rule, answers.get(rule.share),
-                                                "overloaded" if overloaded else "no answer in time")
+                                                "overloaded" if overloaded else _failed(answers, rule.share))
         if parts.get(rule.share):
             left = getattr(answers, "overloaded", ())
             if any(p in left for p in parts[rule.share]):
@@ -139,6 +139,11 @@ async def read_learned(learned: LearnedSignals, canonical: CanonicalRequest, rea
                 (p.part, outcome_of(rule, answers.get(p), "overloaded" if p in left else "no answer in time"))
                 for p in parts[rule.share]])
     return answers
+
+
+def _failed(answers: Answered, share) -> str:
+    """Why a share has no answer: its call's failure (timeout, unreachable), else the signals' deadline."""
+    return getattr(answers, "failed", {}).get(share) or "no answer in time"
 
 
 def _apply_on_unknown(rule, outcome):
@@ -445,7 +450,7 @@ class RoutingTable:
         """Route through one compiled recipe: its signals, decisions, strategy and fallback."""
         recipe = compiled.recipe
         readings = await compiled.read(request, systemone)
-        chosen = engine.choose(recipe, readings)
+        chosen = engine.choose(recipe, readings, LEARNED_TYPES)
         if chosen.decision is not None:
             return Route(recipe.name, chosen.decision.name, self._candidates(chosen.decision.modelRefs),
                          readings=readings, chosen=chosen)

@@ -104,13 +104,22 @@ def scores(candidates: Sequence[ProviderModel], cfg: MultiFactor, stats: ModelSt
 def pick_multi_factor(candidates: Sequence[ProviderModel], cfg: MultiFactor, stats: ModelStats,
                       affinity_model: str | None, domain: dict[str, float] | None = None) -> tuple[ProviderModel, ...]:
     """The best-scoring candidate first (ties keep the modelRefs order)."""
+    return ranked_multi_factor(candidates, cfg, stats, affinity_model, domain)[0]
+
+
+def ranked_multi_factor(candidates: Sequence[ProviderModel], cfg: MultiFactor, stats: ModelStats,
+                        affinity_model: str | None, domain: dict[str, float] | None = None
+                        ) -> tuple[tuple[ProviderModel, ...], list[tuple[str, float]]]:
+    """The best-scoring candidate first, and every candidate's score best first (x-vsr-trace's ``ranking``,
+    the routing preview's); ties keep the modelRefs order. A scoring failure keeps the modelRefs order and
+    ranks nothing (spec 5.6)."""
     try:
         s = scores(candidates, cfg, stats, affinity_model, domain)
     except Exception:  # a selector that fails falls back to the first candidate (spec 5.6)
         log.exception("multi_factor failed; the first candidate goes first")
-        return tuple(candidates)
-    best = max(range(len(candidates)), key=lambda i: (s[i], -i))
-    return first(candidates[best], candidates)
+        return tuple(candidates), []
+    ranked = sorted(range(len(candidates)), key=lambda i: (-s[i], i))
+    return first(candidates[ranked[0]], candidates), [(candidates[i].name, s[i]) for i in ranked]
 
 
 def domain_scores(matched: Sequence[dict[str, float]]) -> dict[str, float]:

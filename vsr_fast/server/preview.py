@@ -1,8 +1,11 @@
 """``POST /api/v1/routing/preview``: a request through signals and decisions, no model called.
 
 It takes the same Chat Completions body as the hot path, routes it with the
-same code, and says what the live route would be and why. It is also the
-entry point of the routing benchmark: ``timings_us`` times the routing alone.
+same code, runs the decision's selector as the request path does (random
+excepted: it says each candidate's chance rather than draw), and says what the
+live route would be and why. A request a decision error would fail gets that
+error's status, with the signals and decisions besides. It is also the entry
+point of the routing benchmark: ``timings_us`` times the routing alone.
 """
 from __future__ import annotations
 
@@ -10,14 +13,17 @@ import time
 
 import msgspec
 
-from ..errors import VsrError
+from ..errors import DecisionFailed, VsrError
 from ..headers.public import public_headers
 from ..headers import registry as h
+from ..headers import trace
 from ..headers.registry import ResponsePath
 from ..protocol.errors import openai_error_body
 from ..routing import Route
 from .asgi import Receive, Scope, Send, header, read_body, send_whole
-from .route import algorithm_of, decode_chat, route_chat
+from .pipeline import looper
+from .pipeline.looper import Selected
+from .route import algorithm_of, decode_chat, request_text, route_chat
 from .state import AppState
 
 _JSON = (b"content-type", b"application/json")
@@ -26,7 +32,17 @@ _DEBUG = h.DEBUG.encode()
 _TRACE = h.TRACE.encode()
 
 
-def preview_body(route: Route, model_name: str, routing_us: float) -> dict:
+def preview_model(route: Route, picked: Selected | None = None) -> str | None:
+    """The model the request would go to first; for a random draw, only a model nothing else can be drawn
+    beside (None while the draw is open: the preview's ``selection`` gives each candidate's chance)."""
+    info = picked.preview if picked is not None else {}
+    if info.get("type") == "random":
+        drawable = [name for name, p in info["probabilities"].items() if p > 0]
+        return drawable[0] if len(drawable) == 1 else None
+    return route.candidates[0].name if route.candidates else None
+
+
+def preview_body(route: Route, model_name: str, routing_us: float, picked: Selected | None = None) -> dict:
     """The preview's JSON document for one routed request."""
     readings = route.readings
     chosen = route.chosen
@@ -35,44 +51,81 @@ def preview_body(route: Route, model_name: str, routing_us: float) -> dict:
         "recipe": route.recipe,
         "decision": route.decision,
         "algorithm": algorithm_of(route),
-        "model": route.candidates[0].name if route.candidates else None,
+        "model": preview_model(route, picked),
         "candidates": [m.name for m in route.candidates],
+        "selection": picked.preview if picked is not None and picked.preview else None,
         "fallback": route.fallback,
         "why": chosen.why if chosen else "the request names a provider model directly",
-        "signals": [
-            {"type": r.type, "name": r.name, "matched": r.outcome.matched, "value": r.outcome.value,
-             "confidence": r.outcome.confidence, "detail": r.outcome.detail}
-            for r in (readings.listing() if readings else [])
-        ],
-        "decisions": [
-            {"name": v.name, "value": v.value, "matched": v.matched, "priority": v.priority, "confidence": v.confidence}
-            for v in (chosen.verdicts if chosen else ())
-        ],
+        "signals": signal_rows(readings),
+        "decisions": decision_rows(chosen.verdicts if chosen else ()),
         "timings_us": {"signals": dict(readings.timings_us) if readings else {}, "routing": routing_us},
     }
 
 
+def signal_rows(readings) -> list[dict]:
+    return [{"type": r.type, "name": r.name, "matched": r.outcome.matched, "value": r.outcome.value,
+             "confidence": r.outcome.confidence, "detail": r.outcome.detail}
+            for r in (readings.listing() if readings else [])]
+
+
+def decision_rows(verdicts) -> list[dict]:
+    return [{"name": v.name, "value": v.value, "matched": v.matched, "priority": v.priority,
+             "confidence": v.confidence, "unresolved": v.unresolved} for v in verdicts]
+
+
+def unresolved_body(exc: DecisionFailed, model_name: str) -> dict:
+    """What the preview says of a request a ``fail_request`` decision fails: the error, and the signals and
+    decisions that led to it, the unresolved decision named."""
+    return {"model_requested": model_name, "recipe": exc.recipe, "decision": None, "unresolved": exc.decision,
+            "unknown": [f"{t}:{n}" for t, n in exc.unknown], "signals": signal_rows(exc.readings),
+            "decisions": decision_rows(exc.verdicts)}
+
+
+def error_document(exc: VsrError, model_name: str | None) -> bytes:
+    """The error body; a decision error's carries the signals and decisions besides."""
+    if not isinstance(exc, DecisionFailed) or exc.readings is None:
+        return openai_error_body(exc)
+    doc = msgspec.json.decode(openai_error_body(exc))
+    doc.update(unresolved_body(exc, model_name or ""))
+    return _ENCODER.encode(doc)
+
+
 async def handle_preview(state: AppState, scope: Scope, receive: Receive, send: Send) -> None:
     """Route the body and answer with the route, its signals and its reasons."""
+    request = None
     try:
         raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
         request = decode_chat(raw)
         started = time.perf_counter_ns()
         route = await route_chat(state.table, request, lambda: state.identity(scope), state.systemone)
         routing_us = (time.perf_counter_ns() - started) / 1000
+        # The selector the request path runs, on the same measurements; not timed as routing.
+        text = request_text(request, lambda: state.identity(scope))
+        route, picked = await looper.previewed(route, state.table, state.systemone, state.selection, text,
+                                               state.selection.sessions.get(looper.session_key(state, scope)),
+                                               state.upstreams.live)
     except VsrError as exc:
         headers = public_headers(config_version=state.config_version, path=ResponsePath.ERROR,
                                  recipe=getattr(exc, "recipe", None), decision=None, model=None)
+        if exc.retry_after_s is not None:
+            headers.append((b"retry-after", str(exc.retry_after_s).encode()))
         headers.append(_JSON)
-        await send_whole(send, exc.status, headers, openai_error_body(exc))
+        await send_whole(send, exc.status, headers, error_document(exc, request.model if request else None))
         return
+    model = preview_model(route, picked)
     headers = public_headers(config_version=state.config_version, path=ResponsePath.UPSTREAM,
-                             recipe=route.recipe, decision=route.decision,
-                             model=route.candidates[0].name if route.candidates else None)
+                             recipe=route.recipe, decision=route.decision, model=model)
     if state.debug_policy != "none" and header(scope, _DEBUG) is not None:
         # The trace the live route would carry, for callers the debug policy allows (route probe asks).
         value = state.trace_for(scope, route)
         if value is not None:
-            headers.append((_TRACE, value.encode()))
+            headers.append((_TRACE, with_notes(value, picked).encode()))
     headers.append(_JSON)
-    await send_whole(send, 200, headers, _ENCODER.encode(preview_body(route, request.model, routing_us)))
+    await send_whole(send, 200, headers, _ENCODER.encode(preview_body(route, request.model, routing_us, picked)))
+
+
+def with_notes(value: str, picked: Selected) -> str:
+    """The trace with the members the selector writes (``selector``, ``ranking``), as the request path adds them."""
+    for member, items in picked.notes.items():
+        value = trace.with_member(value, trace.list_member(member, items))
+    return value

@@ -26,6 +26,11 @@ async def route_chat(table: RoutingTable, request: ChatRequest, identity: Callab
     return await table.route(request.model, lambda: CanonicalRequest.from_chat(request, identity()), systemone)
 
 
+def request_text(request: ChatRequest, identity: Callable[[], Identity]) -> Callable[[], str]:
+    """The request's text as the systemone selector reads it, built when asked."""
+    return lambda: CanonicalRequest.from_chat(request, identity()).text
+
+
 def algorithm_of(route: Route) -> str:
     """The chosen decision's algorithm type; ``static`` for a fallback or a provider model named directly."""
     chosen = route.chosen

@@ -45,6 +45,10 @@ class Answered(dict):
 
     overloaded: frozenset[Share] = frozenset()
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.failed: dict[Share, str] = {}     # share -> why its call failed ("unreachable: ...", "timeout: ...")
+
 
 @dataclass
 class Call:
@@ -170,6 +174,9 @@ class SystemOneClient:
         except CallFailed as exc:
             outcome = exc.code
             log.info("System One call to %s failed: %s", call.deployment, exc)
+            if isinstance(answers, Answered):    # why its rules are unknown, for the trace and decision errors
+                for shares in call.shares.values():
+                    answers.failed.update(dict.fromkeys(shares, str(exc)))
             return
         finally:
             self.metrics.calls.inc(call.deployment, outcome)

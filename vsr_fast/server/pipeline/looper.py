@@ -53,30 +53,62 @@ def algorithm_of(r: Route) -> Algorithm | None:
     return chosen.decision.algorithm if chosen is not None and chosen.decision is not None else None
 
 
+SELECTORS = ("random", "multi_factor", "systemone")
+
+
+@dataclasses.dataclass
+class Selected:
+    """A selector's candidate order, the x-vsr-trace members it writes, and what the routing preview says of it."""
+
+    order: tuple[ProviderModel, ...]
+    notes: dict[str, list[str]] = dataclasses.field(default_factory=dict)   # trace member -> its items
+    preview: dict = dataclasses.field(default_factory=dict)
+
+
 async def select(ex: Exchange, r: Route, alg: Algorithm | None) -> Route:
     """The route with its candidates in the order the decision's selector chose (static: as written)."""
     kind = kind_of(alg) if alg is not None else "static"
-    if alg is None or kind not in ("random", "multi_factor", "systemone") or len(r.candidates) < 2:
+    if alg is None or kind not in SELECTORS or len(r.candidates) < 2:
         return r
     sel = ex.state.selection
+    rng = sel.rng((r.recipe, r.decision), alg.random.seed if alg.random is not None else None) \
+        if kind == "random" else None
+    text = (lambda: ex.adapter.canonical(ex.req).text) if ex.req is not None else None
+    picked = await selection(r, alg, ex.state.table, ex.state.systemone, sel.stats, sel.sessions.get(_session(ex)),
+                             text, rng)
+    for member, items in picked.notes.items():
+        note(ex, member, items)
+    return dataclasses.replace(r, candidates=picked.order)
+
+
+async def selection(r: Route, alg: Algorithm, table, asker, stats: selectors.ModelStats, affinity: str | None,
+                    text: Callable[[], str] | None, rng) -> Selected:
+    """The selector's order of ``r``'s candidates: the one code the request path and the routing preview run.
+    ``rng`` None (the preview) draws nothing: ``random`` then says what each candidate's chance is."""
+    kind = kind_of(alg)
     if kind == "systemone":
-        order = await _systemone(ex, r.candidates, alg.systemone or SystemOneSelect())
-    elif kind == "random":
+        return await _systemone(asker, table, r.candidates, alg.systemone or SystemOneSelect(), text)
+    if kind == "random":
         assert r.chosen is not None and r.chosen.decision is not None
-        weight = {}
+        weight: dict[str, float] = {}
         for ref in r.chosen.decision.modelRefs:
             weight.setdefault(ref.model, ref.weight)
-        rng = sel.rng((r.recipe, r.decision), alg.random.seed if alg.random is not None else None)
-        order = selectors.pick_random(r.candidates, [weight.get(c.name, 0.0) for c in r.candidates], rng)
-    else:
-        order = selectors.pick_multi_factor(r.candidates, alg.multi_factor or MultiFactor(), sel.stats,
-                                            sel.sessions.get(_session(ex)), _domain_scores(ex, r))
-    return dataclasses.replace(r, candidates=order)
+        weights = [weight.get(c.name, 0.0) for c in r.candidates]
+        if rng is not None:
+            return Selected(selectors.pick_random(r.candidates, weights, rng))
+        total = sum(weights)
+        chances = {c.name: (w / total if total > 0 else 0.0) for c, w in zip(r.candidates, weights)}
+        return Selected(tuple(r.candidates), preview={"type": "random", "draw": total > 0, "probabilities": chances})
+    cfg = alg.multi_factor or MultiFactor()
+    domain = _domain_scores(table, r)
+    order, ranked = selectors.ranked_multi_factor(r.candidates, cfg, stats, affinity, domain)
+    return Selected(order, {"ranking": [f"{name}={score:.3f}" for name, score in ranked]},
+                    {"type": "multi_factor", "ranking": [{"model": n, "score": s} for n, s in ranked]})
 
 
-def _domain_scores(ex: Exchange, r: Route) -> dict[str, float] | None:
+def _domain_scores(table, r: Route) -> dict[str, float] | None:
     """The model_scores of the domain rules this request matched (read when the decision's rules name them)."""
-    compiled = ex.state.table.recipes.get(r.recipe) if r.recipe is not None else None
+    compiled = table.recipes.get(r.recipe) if r.recipe is not None else None
     if compiled is None or r.readings is None:
         return None
     matched = []
@@ -87,29 +119,57 @@ def _domain_scores(ex: Exchange, r: Route) -> dict[str, float] | None:
     return selectors.domain_scores(matched) or None
 
 
-async def _systemone(ex: Exchange, candidates: tuple[ProviderModel, ...], cfg: SystemOneSelect
-                     ) -> tuple[ProviderModel, ...]:
+async def _systemone(asker, table, candidates: tuple[ProviderModel, ...], cfg: SystemOneSelect,
+                     text: Callable[[], str] | None) -> Selected:
     """One choice question whose options are the candidates; the decision model's most probable one first.
     When it is not ready, late or answers invalidly, the first modelRef answers (spec 5.6)."""
-    asker = ex.state.systemone
     answers = None
-    deployment = cfg.deployment or ex.state.table.catalog.system.decision_model.deployment or PRIMARY
+    deployment = cfg.deployment or table.catalog.system.decision_model.deployment or PRIMARY
     if not running(asker, deployment):
-        note(ex, "selector", [f"systemone: deployment {deployment} is not running (a restart starts it), "
-                              "the first candidate goes first"])
-        return candidates
-    if ex.req is not None:
+        return _unanswered(candidates, f"systemone: deployment {deployment} is not running (a restart starts it), "
+                                       "the first candidate goes first")
+    if text is not None:
         question = wire.ChoiceQuestion(criteria=selectors.descriptions(candidates, cfg), instructions=cfg.instructions)
-        text = ex.adapter.canonical(ex.req).text
-        answers = await asker.ask_standard(deployment, wire.State(request=text), {SELECTOR_QUESTION: question},
+        answers = await asker.ask_standard(deployment, wire.State(request=text()), {SELECTOR_QUESTION: question},
                                            cfg.timeout_ms)
     answer = answers.get(SELECTOR_QUESTION) if answers else None
     if not isinstance(answer, wire.ChoiceAnswer):
-        note(ex, "selector", ["systemone: no answer, the first candidate goes first"])
-        return candidates
+        return _unanswered(candidates, "systemone: no answer, the first candidate goes first")
     order = selectors.pick_answered(candidates, answer.probabilities)
-    note(ex, "selector", [f"systemone: {c.name}={answer.probabilities.get(c.name, 0.0):.3f}" for c in order])
-    return order
+    return Selected(order, {"selector": [f"systemone: {c.name}={answer.probabilities.get(c.name, 0.0):.3f}"
+                                         for c in order]},
+                    {"type": "systemone", "asked": deployment,
+                     "probabilities": {c.name: answer.probabilities.get(c.name, 0.0) for c in order}})
+
+
+def _unanswered(candidates: tuple[ProviderModel, ...], why: str) -> Selected:
+    return Selected(candidates, {"selector": [why]}, {"type": "systemone", "asked": None, "why": why})
+
+
+async def previewed(r: Route, table, asker, state: selectors.SelectionState, text: Callable[[], str] | None,
+                    affinity: str | None = None, live: Callable[[str], bool] | None = None) -> tuple[Route, Selected]:
+    """The routing preview's candidates in the order the request path would try them: the same selector (the
+    systemone one asks its question; random draws nothing and says each candidate's chance) and escalate's
+    order. Nothing it does moves what the request path remembers (random's generators, sessions)."""
+    alg = algorithm_of(r)
+    kind = kind_of(alg) if alg is not None else "static"
+    if alg is not None and kind in SELECTORS and len(r.candidates) >= 2:
+        picked = await selection(r, alg, table, asker, state.stats, affinity, text, None)
+    elif alg is not None and kind == "escalate":
+        order = ordered(alg, r.candidates, live)
+        picked = Selected(order, preview={"type": "escalate", "calls": [m.name for m in order],
+                                          "order": alg.escalate.order if alg.escalate is not None else "modelRefs"})
+    else:
+        picked = Selected(r.candidates)
+    return dataclasses.replace(r, candidates=picked.order), picked
+
+
+def ordered(alg: Algorithm | None, candidates: tuple[ProviderModel, ...],
+            live: Callable[[str], bool] | None = None) -> tuple[ProviderModel, ...]:
+    """The order escalate calls ``candidates`` in: by cost when ``order: cost``, models with every backend ejected
+    (``live`` false) last. The request path and the routing preview both use it."""
+    order = _ordered(alg, candidates) if alg is not None else candidates
+    return order if live is None else _live_first(live, order)
 
 
 def running(asker, deployment: str) -> bool:
@@ -129,12 +189,16 @@ def served(ex: Exchange, model: str) -> None:
 
 
 def _session(ex: Exchange) -> bytes | None:
+    return session_key(ex.state, ex.scope)
+
+
+def session_key(state, scope) -> bytes | None:
     """The session as affinity knows it: the caller's owner (``Identity.owner``) and the session's name, so a
     caller naming another tenant's session id moves a session of its own, never theirs."""
-    name = session_id(ex.scope, ex.state.session_headers)
+    name = session_id(scope, state.session_headers)
     if not name:
         return None
-    owner = ex.state.identity(ex.scope).owner
+    owner = state.identity(scope).owner
     return name if owner is None else owner.encode() + b"\n" + name
 
 
@@ -196,11 +260,11 @@ def _ordered(alg: Algorithm, candidates: tuple[ProviderModel, ...]) -> tuple[Pro
     return candidates
 
 
-def _live_first(ex: Exchange, order: tuple[ProviderModel, ...]) -> tuple[ProviderModel, ...]:
+def _live_first(live: Callable[[str], bool], order: tuple[ProviderModel, ...]) -> tuple[ProviderModel, ...]:
     """``order`` with the models whose every backend is ejected moved last: the cheap model first, but not a
     read timeout first on every request while its only backend is out (the dispatcher's rule, per model)."""
-    live = [m for m in order if ex.state.upstreams.live(m.name)]
-    return order if not live or len(live) == len(order) else (*live, *(m for m in order if m not in live))
+    up = [m for m in order if live(m.name)]
+    return order if not up or len(up) == len(order) else (*up, *(m for m in order if m not in up))
 
 
 _MAX_TOKENS = {"openai": "max_tokens", "anthropic": "max_tokens", "responses": "max_output_tokens"}
@@ -298,7 +362,7 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
     calls = 0
     spent: list[tuple[Stream | Whole, Tokens]] = []     # each answered call's usage, for vsr_tokens_total
     ex.path = h.ResponsePath.LOOPER
-    for i, model in enumerate(_live_first(ex, _ordered(alg, candidates))):
+    for i, model in enumerate(ordered(alg, candidates, ex.state.upstreams.live)):
         if max_calls is not None and calls >= max_calls:
             exhausted = f"max_calls ({max_calls}) spent"
             break
