@@ -35,6 +35,7 @@ from ...routing import Route
 from ...selection import accept as checks
 from ...selection import selectors, synthesis
 from ...selection.cost import StreamUsage, Tally, Tokens
+from ...selection.static import by_size
 from ...systemone.presets import PRESETS
 from ...upstream import Attempt, Stream, Whole, failure_cause
 from ...upstream.dispatch import OutboundFor, _built
@@ -56,6 +57,10 @@ def algorithm_of(r: Route) -> Algorithm | None:
 async def select(ex: Exchange, r: Route, alg: Algorithm | None) -> Route:
     """The route with its candidates in the order the decision's selector chose (static: as written)."""
     kind = kind_of(alg) if alg is not None else "static"
+    if len(r.candidates) >= 2 and kind in ("static", "random", "multi_factor", "systemone"):
+        current = _current(ex, r)
+        if current is not None:
+            return dataclasses.replace(r, candidates=selectors.first(current, r.candidates))
     if alg is None or kind not in ("random", "multi_factor", "systemone") or len(r.candidates) < 2:
         return r
     sel = ex.state.selection
@@ -70,8 +75,21 @@ async def select(ex: Exchange, r: Route, alg: Algorithm | None) -> Route:
         order = selectors.pick_random(r.candidates, [weight.get(c.name, 0.0) for c in r.candidates], rng)
     else:
         order = selectors.pick_multi_factor(r.candidates, alg.multi_factor or MultiFactor(), sel.stats,
-                                            sel.sessions.get(_session(ex)), _domain_scores(ex, r))
+                                            sel.sessions.get(session_key(ex)), _domain_scores(ex, r))
     return dataclasses.replace(r, candidates=order)
+
+
+def _current(ex: Exchange, r: Route) -> ProviderModel | None:
+    """The model that served the session's last turn, when it is a candidate and the route keeps it: a route an
+    earlier turn holds, or a decision with ``retention.keep_current_model`` (spec 5.7)."""
+    name = ex.kept
+    d = r.chosen.decision if r.chosen is not None else None
+    if name is None and d is not None and d.retention is not None and d.retention.keep_current_model:
+        name = ex.state.selection.sessions.get(session_key(ex))
+    found = next((c for c in r.candidates if c.name == name), None) if name is not None else None
+    if found is not None:
+        note(ex, "selector", [f"kept: {found.name} served the session's last turn"])
+    return found
 
 
 def _domain_scores(ex: Exchange, r: Route) -> dict[str, float] | None:
@@ -124,11 +142,11 @@ def note(ex: Exchange, member: str, items: list[str]) -> None:
 
 
 def served(ex: Exchange, model: str) -> None:
-    """Remember the session's model for multi_factor's affinity."""
-    ex.state.selection.sessions.served(_session(ex), model)
+    """Remember the model that answered the session's turn: multi_factor's affinity, retention's current model."""
+    ex.state.selection.sessions.served(session_key(ex), model)
 
 
-def _session(ex: Exchange) -> bytes | None:
+def session_key(ex: Exchange) -> bytes | None:
     """The session as affinity knows it: the caller's owner (``Identity.owner``) and the session's name, so a
     caller naming another tenant's session id moves a session of its own, never theirs."""
     name = session_id(ex.scope, ex.state.session_headers)
@@ -191,6 +209,8 @@ async def nothing() -> AsyncIterator[bytes]:
 
 def _ordered(alg: Algorithm, candidates: tuple[ProviderModel, ...]) -> tuple[ProviderModel, ...]:
     esc = alg.escalate
+    if esc is not None and esc.order == "size":
+        return by_size(candidates)
     if esc is not None and esc.order == "cost":
         return tuple(sorted(candidates, key=lambda m: (m.pricing.input + m.pricing.output) if m.pricing else 0.0))
     return candidates
