@@ -121,12 +121,46 @@ def test_the_spec_6_6_example_migrates_as_the_spec_shows():
     (decision,) = recipe["decisions"]
     assert decision["rules"] == {"operator": "AND", "conditions": [{"type": "domain", "name": "stem"},
                                                                    {"type": "systemone", "name": "needs_tools"}]}
+    # emits became retention (spec 5.7), kept as the spec writes it, with no note that drops it.
+    assert decision["retention"] == {"ttl_turns": 3}
+    assert [n.line() for n in result.notes if "retention" in n.path + n.text] == [
+        "recipes[default].decisions[0].emits: rewrite: emits became retention (retention was its only kind)"]
+    # The spec writes order: size, and order: size reads every candidate's param_size: the example's cards give
+    # none, so the Looper tried them as listed, which the modelRefs order keeps (the file must load), and the
+    # note says how to escalate by size (the sized variant below writes order: size).
     assert decision["algorithm"] == {"type": "escalate", "escalate": {
         "accept": {"confidence": {"method": "avg_logprob", "gte": 0.7}}}}
-    # retention is v0.5 (spec 5.7) but not read by this router yet: dropped with a note saying so.
-    assert "retention" not in decision
-    assert any(n.path.endswith("retention") and n.kind == "drop" for n in result.notes)
+    (esc,) = [n for n in result.notes if n.path == "recipes[default].decisions[0].algorithm"]
+    assert esc.kind == "review" and "none of fast, reasoner has one, so it tried them as listed; write " \
+        "providers.models[].param_size of each and order: size" in esc.text, esc.text
     assert any(n.path.endswith("reasks[repeated].threshold") and n.kind == "review" for n in result.notes)
+    assert validate_bytes(dump(doc).encode()).errors == []
+
+
+def test_the_spec_6_6_example_with_sized_cards_writes_order_size_as_the_spec_shows():
+    raw = yaml.safe_load(SPEC_6_6)
+    raw["routing"]["modelCards"] = [{"name": "reasoner", "capabilities": ["chat"], "param_size": "32B"},
+                                    {"name": "fast", "param_size": "8B"}]
+    result = migrate(raw, router_target())
+    doc = result.document
+    assert [m.get("param_size") for m in doc["providers"]["models"]] == ["32B", "8B"]
+    (decision,) = doc["recipes"][0]["decisions"]
+    assert decision["algorithm"] == {"type": "escalate", "escalate": {
+        "order": "size", "accept": {"confidence": {"method": "avg_logprob", "gte": 0.7}}}}
+    assert decision["retention"] == {"ttl_turns": 3}
+    assert validate_bytes(dump(doc).encode()).errors == []
+    # escalation_order: declared kept the modelRefs order.
+    raw["routing"]["decisions"][0]["algorithm"]["confidence"]["escalation_order"] = "declared"
+    again = migrate(raw, router_target()).document["recipes"][0]["decisions"][0]["algorithm"]
+    assert "order" not in again["escalate"]
+
+
+def test_the_decision_alias_with_its_settings_under_decision_migrates_to_systemone():
+    raw = yaml.safe_load(SPEC_6_6)
+    raw["routing"]["decisions"][0]["algorithm"] = {"type": "decision", "decision": {"instructions": "which?"}}
+    doc = migrate(raw, router_target()).document
+    assert doc["recipes"][0]["decisions"][0]["algorithm"] == {"type": "systemone",
+                                                              "systemone": {"instructions": "which?"}}
     assert validate_bytes(dump(doc).encode()).errors == []
 
 

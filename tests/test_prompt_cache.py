@@ -50,3 +50,22 @@ def test_a_top_level_automatic_marker_takes_a_slot_and_the_last_block(automatic)
 def test_a_marker_ttl_the_plugin_cannot_read_stops_it_placing_any_around_it():
     sent = body(system=[{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral", "ttl": "2h"}}])
     assert PromptCache(ttl="1h").apply(sent, "anthropic") is None
+
+
+def test_prefer_prefix_retention_asks_each_api_to_keep_the_prefix_longer():
+    from vsr_fast.plugins.prompt_cache import retain_prefix
+    body: dict = {"messages": []}
+    assert retain_prefix(body, "openai") == "prompt_cache_retention 24h" and body["prompt_cache_retention"] == "24h"
+    own = {"prompt_cache_retention": "in-memory"}
+    assert retain_prefix(own, "responses") is None and own["prompt_cache_retention"] == "in-memory"
+    # Anthropic: every 5-minute marker (written or implied) becomes 1 hour, so no longer one follows a shorter one.
+    msg = {"system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}],
+           "messages": [{"role": "user", "content": [
+               {"type": "text", "text": "a", "cache_control": {"type": "ephemeral", "ttl": "5m"}},
+               {"type": "text", "text": "b", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}],
+           "cache_control": {"type": "ephemeral"}}
+    assert retain_prefix(msg, "anthropic") == "3 prompt-cache markers kept 1h"
+    ttls = [msg["system"][0]["cache_control"]["ttl"], *(b["cache_control"]["ttl"] for b in msg["messages"][0]["content"]),
+            msg["cache_control"]["ttl"]]
+    assert ttls == ["1h", "1h", "1h", "1h"]
+    assert retain_prefix({"messages": []}, "anthropic") is None

@@ -27,7 +27,7 @@ from msgspec import inspect as mi
 from ..config import application as app
 from ..config.algorithm import EXECUTORS, SELECTORS
 from ..config.catalog import Deployment
-from ..config.schema import Algorithm, PluginEntry, RouterConfig, RuleNode
+from ..config.schema import Algorithm, CandidateRequirements, PluginEntry, ProviderModel, RouterConfig, RuleNode
 from ..config.signals import CONDITION_TYPES
 from ..decisions.projections import TYPE as PROJECTION
 from ..plugins.table import CONFIGURATIONS
@@ -54,6 +54,8 @@ KNOWN_VALUES: dict[tuple[type, str], list[str] | dict[str, list[str]]] = {
 EXAMPLES = {
     (PluginEntry, "configuration"): "see [Plugin configurations](#plugin-configurations)",
     (Deployment, "artifact"): "`artifact: vsr-static-2`",
+    (ProviderModel, "param_size"): "`param_size: 8B`",
+    (CandidateRequirements, "capabilities"): "`capabilities: [tools]`",
 }
 
 

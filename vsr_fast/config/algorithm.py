@@ -166,7 +166,7 @@ class Quality(Block):
 
 class Escalate(Block):
     accept: Accept | None = None            # Chat entrypoints: the one check
-    order: Literal["modelRefs", "cost"] = "modelRefs"
+    order: Literal["modelRefs", "size", "cost"] = "modelRefs"   # size: each candidate's param_size, smallest first
     stages: list[Stage] = field(default_factory=list)   # System One entrypoints: run in order
     quality: Quality | None = None
 

@@ -18,6 +18,7 @@ from .algorithm import algorithm_errors
 from .auth_checks import check_auth
 from .embedding_checks import check_embeddings
 from .ineffective import check_ineffective
+from .candidates import check_candidates
 from .output import ModelFacts, output_capability_missing, output_not_executable
 from .schema import Decision, ModelRef, Recipe, RouterConfig, RuleNode
 
@@ -35,6 +36,7 @@ def check(config: RouterConfig) -> tuple[list[str], list[str]]:
     _check_native_routes(config, errors)
     _check_outputs(config, errors)
     _check_algorithms(config, errors, warnings)
+    check_candidates(config, errors, warnings)
     _check_deployments(config, errors)
     check_auth(config, models, errors, warnings)
     check_embeddings(config.global_.model_catalog, config.global_.stores, errors)

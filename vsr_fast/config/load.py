@@ -254,6 +254,12 @@ def _precheck(raw: dict) -> list[str]:
         for key, what in REMOVED_SIGNAL_TYPES.items():
             if key in signals:
                 errors.append(f"recipes[{name}].signals.{key}: removed_signal_type: {key} was removed; write {what}")
+    for i, recipe in enumerate(_items(raw.get("recipes"))):
+        for j, d in enumerate(_items(recipe.get("decisions") if isinstance(recipe, dict) else None)):
+            alg = d.get("algorithm") if isinstance(d, dict) else None
+            if isinstance(alg, dict) and alg.get("type") == "decision" and "decision" in alg and "systemone" in alg:
+                errors.append(f"recipes[{recipe.get('name', i)}].decisions[{j}].algorithm.decision: invalid_value: "
+                              "the settings are written twice, under decision and systemone; keep systemone")
     for steps, name, becomes in removed_fields(raw):
         errors.append(f"{_paths.render(steps, raw)}: removed_field: {name} was removed; write {becomes} "
                       "(`vsr-fast config migrate` rewrites it)")
@@ -276,7 +282,18 @@ def _rename_aliases(raw: dict) -> list[str]:
         for j, decision in enumerate(_items(recipe.get("decisions"))):
             if isinstance(decision, dict) and isinstance(decision.get("rules"), dict):
                 _rename_conditions(decision["rules"], f"{where}.decisions[{j}].rules", warnings)
+            if isinstance(decision, dict):
+                _rename_algorithm(decision.get("algorithm"), f"{where}.decisions[{j}].algorithm")
     return warnings
+
+
+def _rename_algorithm(alg: object, path: str) -> None:
+    """``type: decision`` keeps its settings under ``decision:``, read as ``systemone:``'s; the type's own
+    warning (renamed_algorithm_type) comes from the algorithm's checks. Settings written under both keys are
+    refused by ``_precheck``."""
+    if isinstance(alg, dict) and alg.get("type") == "decision" and "decision" in alg:
+        settings = alg.pop("decision")
+        alg.setdefault("systemone", settings)      # written under both: _precheck refuses it
 
 
 def _rename_conditions(node: dict, path: str, warnings: list[str]) -> None:

@@ -113,6 +113,9 @@ class ProviderModel(_Block):
     capabilities: list[str] = field(default_factory=list)
     modalities: dict[Literal["input", "output"], list[str]] | None = None
     context_window_size: Annotated[int, Meta(ge=1)] | None = None
+    # The model's parameter count, as the v0.3 model cards wrote it ("8B", "0.5B", "35B-A3B" for a mixture of
+    # experts: its total count): escalate's ``order: size`` tries the smallest first.
+    param_size: str | None = None
     pricing: Pricing | None = None
     # An openai-format model's streams are asked for their usage (stream_options.include_usage), which the
     # limits, costs, metrics and access log read; false for servers that refuse stream_options (their streams
@@ -170,6 +173,26 @@ class PluginEntry(_Block):
     configuration: dict[str, Any] = field(default_factory=dict)
 
 
+class Retention(_Block):
+    """``decisions[].retention`` (spec 5.7): what a turn this decision routes leaves for the session's later turns.
+
+    A session is the caller's x-vsr-session-id (or an accepted alias), remembered per worker process.
+    ``ttl_turns``: the decision's choice (the decision, and the model that answered first) routes the session's
+    next N turns of the recipe, unless a turn matches a decision of higher priority; each later turn spends one,
+    and matching the decision again holds N anew. ``keep_current_model``: the model that served the session's
+    last turn goes first when it is a candidate, in place of the selector's choice (executors keep their own
+    order). ``drop``: the answer is looked up in the response cache but never written to it
+    (``llm_cache_write_skipped_total{reason="retention_drop"}``); ``drop: true`` with ``ttl_turns`` fails to
+    load. ``prefer_prefix_retention``: the providers are asked to keep the prompt's cached prefix longer
+    (OpenAI ``prompt_cache_retention: 24h``; Anthropic's 5-minute prompt-cache markers become 1 hour).
+    """
+
+    drop: bool | None = None
+    ttl_turns: Annotated[int, Meta(ge=0)] | None = None
+    keep_current_model: bool | None = None
+    prefer_prefix_retention: bool | None = None
+
+
 class Decision(_Block):
     name: Annotated[str, Meta(min_length=1)]
     # Empty only for a decision that answers with a fast_response plugin.
@@ -182,12 +205,20 @@ class Decision(_Block):
     output: Output | None = None         # the decision's output contract (spec 5.8)
     # The decision's own request deadline, from the request's arrival; the global limit otherwise.
     request_timeout_ms: PositiveMs | None = None
+    retention: Retention | None = None
 
 
 class Fallback(_Block):
     """Where a request goes when no decision matches."""
 
     modelRefs: Annotated[list[ModelRef], Meta(min_length=1)]
+
+
+class CandidateRequirements(_Block):
+    """``recipes[].candidate_requirements`` (spec 6.3): what every candidate of the recipe (each decision's
+    modelRefs and the fallback's) must declare, checked at load."""
+
+    capabilities: list[str] = field(default_factory=list)
 
 
 class Recipe(_Block):
@@ -197,6 +228,7 @@ class Recipe(_Block):
     decisions: list[Decision] = field(default_factory=list)
     strategy: Literal["priority", "confidence"] = "priority"
     fallback: Fallback | None = None
+    candidate_requirements: CandidateRequirements | None = None
     # Application signal condition type -> deployment, over global.model_catalog.bindings.
     model_bindings: dict[str, str] = field(default_factory=dict)
     plugins: list[PluginEntry] = field(default_factory=list)

@@ -28,11 +28,14 @@ log = logging.getLogger("vsr_fast.response_cache")
 _ANSWER = msgspec.msgpack.Encoder()
 _ANSWER_DECODER = msgspec.msgpack.Decoder(CachedAnswer)
 
-SKIP_REASONS = ("blocked", "flagged", "over_limit", "incomplete", "truncated", "error", "too_large")
+SKIP_REASONS = ("blocked", "flagged", "over_limit", "incomplete", "truncated", "error", "too_large", "retention_drop")
 
 
 def skip_reason(ev: AnswerCompleted, max_entry_bytes: int) -> str | None:
-    """Why this answer must not be cached, or None when it may be. Order: the guard's verdict first."""
+    """Why this answer must not be cached, or None when it may be. Order: the decision's retention, then the
+    guard's verdict."""
+    if ev.cache is not None and ev.cache.drop:
+        return "retention_drop"
     if ev.guard in ("blocked", "flagged", "over_limit", "incomplete"):
         return ev.guard
     if ev.status != 200:

@@ -72,6 +72,8 @@ class CacheIntent(_Part):
     # The semantic cache's: the partition the request is compared in, and the text compared by meaning.
     partition: str | None = None
     text: str | None = None
+    # The decision's retention says drop: the answer is looked up, never stored (spec 5.7).
+    drop: bool = False
 
 
 GuardOutcome = Literal["none", "passed", "noted", "flagged", "blocked", "over_limit", "incomplete"]

@@ -144,3 +144,24 @@ def _last_block(body: dict, target: str) -> dict | None:
     # Thinking blocks cannot carry a marker.
     blocks = [b for b in blocks if b.get("type") not in ("thinking", "redacted_thinking")]
     return blocks[-1] if blocks else None
+
+
+def retain_prefix(body: dict[str, Any], api_format: str) -> str | None:
+    """``retention.prefer_prefix_retention`` (spec 5.7): ask the provider to keep the prompt's cached prefix
+    longer. OpenAI's APIs take ``prompt_cache_retention: 24h`` (a client's own value stays); Anthropic's
+    markers (the caller's and this plugin's, placed before) of 5 minutes become 1 hour, all of them, so no
+    longer marker follows a shorter one. What changed, or None."""
+    if api_format in ("openai", "responses"):
+        if "prompt_cache_retention" in body:
+            return None
+        body["prompt_cache_retention"] = "24h"
+        return "prompt_cache_retention 24h"
+    if api_format != "anthropic":
+        return None
+    markers = [b["cache_control"] for b in _blocks(body) if isinstance(b.get("cache_control"), dict)]
+    if isinstance(body.get("cache_control"), dict):
+        markers.append(body["cache_control"])
+    longer = [m for m in markers if m.get("ttl", "5m") == "5m"]
+    for m in longer:
+        m["ttl"] = "1h"
+    return f"{len(longer)} prompt-cache markers kept 1h" if longer else None

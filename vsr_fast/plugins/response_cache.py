@@ -13,7 +13,8 @@ the guard ``blocked``; one it ``flagged`` only in x-vsr-warnings (a hit
 carries no guard headers, so the flag would be lost); a held answer
 ``over_limit``; an ``incomplete`` one (no finish reason, a stream that did not
 end, a guard that could not read it whole); a ``truncated`` one (finish reason
-``length``); an ``error`` answer; one ``too_large`` for the store.
+``length``); an ``error`` answer; one ``too_large`` for the store; one whose decision's ``retention`` says
+``retention_drop`` (looked up, never stored).
 """
 from __future__ import annotations
 

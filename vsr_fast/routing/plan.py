@@ -445,6 +445,16 @@ class RoutingTable:
             return Route(None, None, (self.models[model_name],))
         return await self.route_recipe(compiled, request, systemone)
 
+    def held_route(self, recipe: str, decision: str, readings: Readings | None, turns: int) -> Route | None:
+        """The route of a decision a session's earlier turn keeps (``retention.ttl_turns``), or None when the
+        loaded configuration no longer has it."""
+        compiled = self.recipes.get(recipe)
+        d = next((d for d in compiled.recipe.decisions if d.name == decision), None) if compiled else None
+        if d is None:
+            return None
+        chosen = engine.Chosen(d, (), f"retained from an earlier turn of the session ({turns} more turns)")
+        return Route(recipe, decision, self._candidates(d.modelRefs), readings=readings, chosen=chosen)
+
     async def route_recipe(self, compiled: CompiledRecipe, request: Callable[[], CanonicalRequest],
                            systemone: SystemOneAsker | None = None) -> Route:
         """Route through one compiled recipe: its signals, decisions, strategy and fallback."""

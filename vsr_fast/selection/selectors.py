@@ -52,7 +52,8 @@ class ModelStats:
 
 
 class Sessions:
-    """The model that last served each session: multi_factor's prompt-cache affinity."""
+    """The model that last served each session: multi_factor's prompt-cache affinity, and the current model
+    ``retention.keep_current_model`` keeps."""
 
     __slots__ = ("_last",)
 
@@ -69,6 +70,45 @@ class Sessions:
         self._last.move_to_end(session)
         if len(self._last) > _SESSIONS:
             self._last.popitem(last=False)
+
+
+class Held:
+    """A decision's choice a session keeps (``retention.ttl_turns``): its recipe and decision, and the turns
+    left."""
+
+    __slots__ = ("recipe", "decision", "turns")
+
+    def __init__(self, recipe: str, decision: str, turns: int) -> None:
+        self.recipe, self.decision, self.turns = recipe, decision, turns
+
+
+class Retained:
+    """Per session, the decision whose choice routes its next turns (spec 5.7, ``decisions[].retention``)."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held: OrderedDict[bytes, Held] = OrderedDict()
+
+    def get(self, session: bytes) -> Held | None:
+        return self._held.get(session)
+
+    def hold(self, session: bytes, recipe: str, decision: str, turns: int) -> None:
+        self._held[session] = Held(recipe, decision, turns)
+        self._held.move_to_end(session)
+        if len(self._held) > _SESSIONS:
+            self._held.popitem(last=False)
+
+    def spend(self, session: bytes) -> int:
+        """One of the held turns used; the turns still held after it."""
+        held = self._held[session]
+        held.turns -= 1
+        if held.turns <= 0:
+            del self._held[session]
+        return held.turns
+
+    def release(self, session: bytes) -> None:
+        self._held.pop(session, None)
 
 
 def scores(candidates: Sequence[ProviderModel], cfg: MultiFactor, stats: ModelStats,
@@ -150,11 +190,12 @@ def pick_answered(candidates: Sequence[ProviderModel], probabilities: dict[str, 
 class SelectionState:
     """What the selectors remember across requests in one worker: measurements, sessions, random draws."""
 
-    __slots__ = ("stats", "sessions", "_rngs")
+    __slots__ = ("stats", "sessions", "retained", "_rngs")
 
     def __init__(self) -> None:
         self.stats = ModelStats()
         self.sessions = Sessions()
+        self.retained = Retained()
         self._rngs: dict[tuple[str | None, str | None], _random.Random] = {}
 
     def rng(self, key: tuple[str | None, str | None], seed: int | None) -> _random.Random:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import msgspec
 
+from ..config.candidates import parameter_count
 from ..config.schema import ModelRef, ProviderModel
 
 
@@ -18,3 +19,13 @@ def candidate_models(model_refs: list[ModelRef], models: dict[str, ProviderModel
         loras.setdefault(ref.model, ref.lora_name)
     return tuple(models[name] if lora is None else msgspec.structs.replace(models[name], provider_model_id=lora)
                  for name, lora in loras.items())
+
+
+
+def by_size(candidates: tuple[ProviderModel, ...]) -> tuple[ProviderModel, ...]:
+    """Escalate's ``order: size``: the smallest model first, equal sizes in modelRefs order. The load made sure
+    every candidate has a size; one without (a model named directly) goes last."""
+    def size(m: ProviderModel) -> float:
+        count = parameter_count(m.param_size) if m.param_size else None
+        return count if count is not None else float("inf")
+    return tuple(sorted(candidates, key=size))

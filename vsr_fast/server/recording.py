@@ -211,7 +211,10 @@ class Recording:
                 partition = response_cache.semantic_partition(raw, recipe=route.recipe, decision=route.decision,
                                                               guard=(guard, others), policy=cache, principal=who,
                                                               api=req.api)
-            self.intent = CacheIntent(key=key, ttl_seconds=cache.ttl_seconds, partition=partition, text=text)
+            decision = route.chosen.decision if route.chosen is not None else None
+            drop = bool(decision is not None and decision.retention is not None and decision.retention.drop)
+            self.intent = CacheIntent(key=key, ttl_seconds=cache.ttl_seconds, partition=partition, text=text,
+                                      drop=drop)
             self.cache_policy = cache
         if ev is None:
             self.capture = AnswerCapture(store.max_entry_bytes) if self.intent is not None else None

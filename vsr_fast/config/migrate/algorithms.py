@@ -17,9 +17,9 @@ TRAINED = ("knn", "kmeans", "svm", "mlp")
 
 
 def rewrite_algorithm(alg: Any, refs: list[str], descriptions: dict[str, str], path: str, notes: Notes,
-                      formats: dict[str, str] | None = None) -> Any:
-    """The v0.5 ``algorithm`` of one decision; ``descriptions`` are the candidates' model-card descriptions and
-    ``formats`` their api_format."""
+                      formats: dict[str, str] | None = None, sizes: dict[str, str] | None = None) -> Any:
+    """The v0.5 ``algorithm`` of one decision; ``descriptions`` are the candidates' model-card descriptions,
+    ``formats`` their api_format and ``sizes`` their param_size."""
     if not isinstance(alg, dict):
         return alg
     kind = alg.get("type")
@@ -50,7 +50,7 @@ def rewrite_algorithm(alg: Any, refs: list[str], descriptions: dict[str, str], p
                                f"({', '.join(other)} do not); static tries the modelRefs in order: write an "
                                "escalate with another accept check by hand")
             return {"type": "static"}
-        return _escalate(kind, alg, settings, refs, path, notes)
+        return _escalate(kind, alg, settings, refs, path, notes, sizes or {})
     if kind in RETIRED:
         notes.review(path, f"{kind} was retired with its learning code; static tries the modelRefs in order. "
                            "Its adaptation is global.router.learning.adaptation in v0.5, which this router does not "
@@ -106,7 +106,8 @@ def _multi_factor(s: dict, path: str, notes: Notes) -> dict:
     return out
 
 
-def _escalate(kind: str, alg: dict, s: dict, refs: list[str], path: str, notes: Notes) -> dict:
+def _escalate(kind: str, alg: dict, s: dict, refs: list[str], path: str, notes: Notes,
+              sizes: dict[str, str]) -> dict:
     if len(refs) < 2:
         notes.review(path, f"{kind} over one candidate has nothing to escalate to; static")
         return {"type": "static"}
@@ -116,16 +117,32 @@ def _escalate(kind: str, alg: dict, s: dict, refs: list[str], path: str, notes: 
                                                           "(this router reads avg_logprob and margin)")
         method = "avg_logprob"
     accept = {"confidence": {"method": method, "gte": s.get("threshold", 0.7)}}
-    out: dict[str, Any] = {"type": "escalate", "escalate": {"accept": accept}}
-    if s.get("escalation_order") not in (None, "declared", "small_to_large"):
-        notes.review(f"{path}.{kind}.escalation_order", f"escalation_order {s['escalation_order']!r} became the "
-                                                         "modelRefs order")
+    esc: dict[str, Any] = {}
+    out: dict[str, Any] = {"type": "escalate", "escalate": esc}
+    order = s.get("escalation_order")
+    if order not in (None, "declared", "small_to_large"):
+        notes.review(f"{path}.{kind}.escalation_order", f"escalation_order {order!r} became the modelRefs order")
+    unsized = [r for r in dict.fromkeys(refs) if r not in sizes]
+    if order in (None, "small_to_large") and not unsized:
+        esc["order"] = "size"
+        where = "by size (param_size), the Looper's size order"
+    elif order in (None, "small_to_large"):
+        # The Looper counted a model without a card param_size as the smallest; with none sized that is the
+        # modelRefs order. order: size needs every size, so the modelRefs order keeps what it did.
+        names = ", ".join(unsized)
+        where = ("in the modelRefs order: the Looper's size order read the cards' param_size, and "
+                 + (f"none of {names} has one, so it tried them as listed" if len(unsized) == len(set(refs)) else
+                    f"{names} {'has' if len(unsized) == 1 else 'have'} none (it tried those first)")
+                 + "; write providers.models[].param_size of each and order: size to escalate by size")
+    else:
+        where = "in the modelRefs order"
+    esc["accept"] = accept
     on_error = alg.get("on_error", s.get("on_error"))
     if on_error in ("fail", "last_attempt"):
         out["on_error"] = on_error
     notes.review(path, f"{kind} became escalate with one accept check ({method} at least "
-                       f"{accept['confidence']['gte']}), in the modelRefs order (the Looper's size order); "
-                       "the threshold is on a different scale if the method changed: re-fit it")
+                       f"{accept['confidence']['gte']}), {where}; the threshold is on a different scale if the "
+                       "method changed: re-fit it")
     return out
 
 

@@ -45,11 +45,13 @@ def rewrite_document(raw: dict, notes: Notes, target: Target) -> dict:
         doc["providers"] = rewrite_providers(providers, cards, notes)
     formats = {m.get("name"): m.get("api_format", "openai") for m in (doc.get("providers") or {}).get("models") or []
                if isinstance(m, dict)}
+    sizes = {m.get("name"): m.get("param_size") for m in (doc.get("providers") or {}).get("models") or []
+             if isinstance(m, dict) and m.get("param_size")}
     default_model = (providers or {}).get("defaults", {}).get("default_model") if isinstance(providers, dict) else None
     new_recipes = []
     for r in recipes:
         path = f"recipes[{r.get('name')}]"
-        new = rewrite_recipe(r, path, notes, descriptions, formats, target.preset_labels)
+        new = rewrite_recipe(r, path, notes, descriptions, formats, target.preset_labels, sizes)
         if default_model and "fallback" not in new:
             new["fallback"] = {"modelRefs": [{"model": default_model}]}
             notes.rewrite(path, f"providers.defaults.default_model {default_model!r} became the recipe's fallback")

@@ -45,7 +45,7 @@ def rewrite_providers(providers: Any, cards: list, notes: Notes) -> dict:
 
 def _facts(model: dict, card: dict, where: str, notes: Notes) -> None:
     moved = []
-    for key in ("capabilities", "description", "context_window_size", "loras"):
+    for key in ("capabilities", "description", "context_window_size", "param_size", "loras"):
         if key in card and key not in model:
             model[key] = card[key]
             moved.append(key)

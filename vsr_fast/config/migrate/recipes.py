@@ -25,7 +25,8 @@ def flatten(recipe: dict, path: str, notes: Notes) -> dict:
 
 
 def rewrite_recipe(recipe: dict, path: str, notes: Notes, descriptions: dict[str, str],
-                   formats: dict[str, str], labels: dict[str, tuple[str, ...]]) -> dict:
+                   formats: dict[str, str], labels: dict[str, tuple[str, ...]],
+                   sizes: dict[str, str] | None = None) -> dict:
     """One flat recipe in v0.5 form (modelCards are read by the caller and removed here)."""
     out = {k: v for k, v in recipe.items() if k != "modelCards"}
     renames = Renames()
@@ -43,7 +44,7 @@ def rewrite_recipe(recipe: dict, path: str, notes: Notes, descriptions: dict[str
     for i, decision in enumerate(recipe.get("decisions") or []):
         if isinstance(decision, dict):
             new = _decision(decision, f"{path}.decisions[{i}]", notes, renames,
-                            (descriptions, formats), add_signal)
+                            (descriptions, formats, sizes or {}), add_signal)
             if new is not None:
                 decisions.append(new)
     if "decisions" in recipe:
@@ -76,9 +77,9 @@ def _data_policy(policy: dict, recipe: dict, path: str, notes: Notes) -> None:
                         + (f" ({', '.join(f'{k}: {str(v).lower()}' for k, v in conf.items())})" if conf else ""))
 
 
-def _decision(d: dict, path: str, notes: Notes, renames: Renames, models: tuple[dict, dict],
+def _decision(d: dict, path: str, notes: Notes, renames: Renames, models: tuple[dict, dict, dict],
               add_signal) -> dict | None:
-    descriptions, formats = models
+    descriptions, formats, sizes = models
     out = dict(d)
     if "rules" in d:
         rules = rewrite_tree(d["rules"], f"{path}.rules", lambda leaf, p: renames.leaf(leaf, p, notes))
@@ -98,7 +99,8 @@ def _decision(d: dict, path: str, notes: Notes, renames: Renames, models: tuple[
         out["output"] = {"kind": "image"}
         notes.rewrite(path, f"the route's model {images[0]} generates images: output {{kind: image}}")
     if "algorithm" in d:
-        out["algorithm"] = rewrite_algorithm(d["algorithm"], refs, descriptions, f"{path}.algorithm", notes, formats)
+        out["algorithm"] = rewrite_algorithm(d["algorithm"], refs, descriptions, f"{path}.algorithm", notes, formats,
+                                             sizes)
         missing = [m for m in executor_models(out["algorithm"]) if m not in refs]
         if missing:
             out["modelRefs"] = list(d.get("modelRefs") or []) + [{"model": m} for m in missing]

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
+import msgspec
+
 from ...config.algorithm import kind_of
 from ...config.schema import ProviderModel
+from ...plugins.prompt_cache import retain_prefix
 from ...protocol.adapters import Inbound, Outbound
 from ...upstream import Stream, Whole
 from ..delegation import delegated_credential
@@ -69,8 +72,8 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
         answer = await send(r.candidates, outbound_for, [])
         ex.rec.attempts(answer.attempts)
         answer = looper.count_cost(ex, answer, tally)
-    if alg is not None and kind == "multi_factor":
-        looper.served(ex, answer.model.name)
+    if not (isinstance(answer, Whole) and answer.status >= 400):
+        looper.served(ex, answer.model.name)      # multi_factor's affinity, retention's current model
     return answer
 
 
@@ -81,6 +84,13 @@ async def _shaped(ex: Exchange, out: Outbound, model: ProviderModel) -> Outbound
         shaped = ex.shaping.apply(out.body, model.api_format, out.headers)
         changes += shaped.changes
         out = dataclasses.replace(out, body=shaped.body, headers=shaped.headers)
+    d = ex.route.chosen.decision if ex.route is not None and ex.route.chosen is not None else None
+    if d is not None and d.retention is not None and d.retention.prefer_prefix_retention:
+        doc = msgspec.json.decode(out.body)
+        change = retain_prefix(doc, model.api_format) if isinstance(doc, dict) else None
+        if change:
+            changes.append(f"retention: {change}")
+            out = dataclasses.replace(out, body=msgspec.json.encode(doc))
     if ex.masking is not None:
         body, change = await mask(ex, out.body, model.api_format, ex.masking)
         if change:

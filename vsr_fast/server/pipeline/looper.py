@@ -35,6 +35,7 @@ from ...routing import Route
 from ...selection import accept as checks
 from ...selection import selectors, synthesis
 from ...selection.cost import StreamUsage, Tally, Tokens
+from ...selection.static import by_size
 from ...systemone.presets import PRESETS
 from ...upstream import Attempt, Stream, Whole, failure_cause
 from ...upstream.dispatch import OutboundFor, _built
@@ -68,13 +69,17 @@ class Selected:
 async def select(ex: Exchange, r: Route, alg: Algorithm | None) -> Route:
     """The route with its candidates in the order the decision's selector chose (static: as written)."""
     kind = kind_of(alg) if alg is not None else "static"
+    if len(r.candidates) >= 2 and kind in ("static", *SELECTORS):
+        current = _current(ex, r)
+        if current is not None:
+            return dataclasses.replace(r, candidates=selectors.first(current, r.candidates))
     if alg is None or kind not in SELECTORS or len(r.candidates) < 2:
         return r
     sel = ex.state.selection
     rng = sel.rng((r.recipe, r.decision), alg.random.seed if alg.random is not None else None) \
         if kind == "random" else None
     text = (lambda: ex.adapter.canonical(ex.req).text) if ex.req is not None else None
-    picked = await selection(r, alg, ex.state.table, ex.state.systemone, sel.stats, sel.sessions.get(_session(ex)),
+    picked = await selection(r, alg, ex.state.table, ex.state.systemone, sel.stats, sel.sessions.get(session_of(ex)),
                              text, rng)
     for member, items in picked.notes.items():
         note(ex, member, items)
@@ -104,6 +109,19 @@ async def selection(r: Route, alg: Algorithm, table, asker, stats: selectors.Mod
     order, ranked = selectors.ranked_multi_factor(r.candidates, cfg, stats, affinity, domain)
     return Selected(order, {"ranking": [f"{name}={score:.3f}" for name, score in ranked]},
                     {"type": "multi_factor", "ranking": [{"model": n, "score": s} for n, s in ranked]})
+
+
+def _current(ex: Exchange, r: Route) -> ProviderModel | None:
+    """The model that served the session's last turn, when it is a candidate and the route keeps it: a route an
+    earlier turn holds, or a decision with ``retention.keep_current_model`` (spec 5.7)."""
+    name = ex.kept
+    d = r.chosen.decision if r.chosen is not None else None
+    if name is None and d is not None and d.retention is not None and d.retention.keep_current_model:
+        name = ex.state.selection.sessions.get(session_of(ex))
+    found = next((c for c in r.candidates if c.name == name), None) if name is not None else None
+    if found is not None:
+        note(ex, "selector", [f"kept: {found.name} served the session's last turn"])
+    return found
 
 
 def _domain_scores(table, r: Route) -> dict[str, float] | None:
@@ -184,11 +202,12 @@ def note(ex: Exchange, member: str, items: list[str]) -> None:
 
 
 def served(ex: Exchange, model: str) -> None:
-    """Remember the session's model for multi_factor's affinity."""
-    ex.state.selection.sessions.served(_session(ex), model)
+    """Remember the model that answered the session's turn: multi_factor's affinity, retention's current model."""
+    ex.state.selection.sessions.served(session_of(ex), model)
 
 
-def _session(ex: Exchange) -> bytes | None:
+def session_of(ex: Exchange) -> bytes | None:
+    """The request's session as affinity and retention know it (``session_key``)."""
     return session_key(ex.state, ex.scope)
 
 
@@ -255,6 +274,8 @@ async def nothing() -> AsyncIterator[bytes]:
 
 def _ordered(alg: Algorithm, candidates: tuple[ProviderModel, ...]) -> tuple[ProviderModel, ...]:
     esc = alg.escalate
+    if esc is not None and esc.order == "size":
+        return by_size(candidates)
     if esc is not None and esc.order == "cost":
         return tuple(sorted(candidates, key=lambda m: (m.pricing.input + m.pricing.output) if m.pricing else 0.0))
     return candidates

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from ...auth.access import allowed_route, check_name
 from ...config import output as output_rules
+from ...errors import NoDecision
 from ...headers import registry as h
 from ...protocol.adapters import Inbound
 from ...routing import Route
 from ..asgi import header
 from ..delegation import bind_for_systemone
-from . import overload
+from . import overload, retention
 from .exchange import Exchange
 
 _DEBUG = h.DEBUG.encode()
@@ -22,8 +23,23 @@ async def route(ex: Exchange) -> None:
     identity = state.identity(ex.scope)
     check_name(identity, name)
     bind_for_systemone(state, ex.scope)
-    r = allowed_route(identity, await state.table.route(name, lambda: adapter.canonical(req, identity),
-                                                        state.systemone))
+    refused: NoDecision | None = None
+    routed: Route | None = None
+    try:
+        routed = await state.table.route(name, lambda: adapter.canonical(req, identity), state.systemone)
+        recipe = routed.recipe
+    except NoDecision as exc:
+        refused = exc
+        compiled = state.table.recipe_for(name)         # a NoDecision came from a recipe
+        recipe = compiled.recipe.name if compiled is not None else None
+    r = retention.held(ex, routed, recipe)       # a session's earlier turn may hold a decision for this one
+    if r is None:
+        assert refused is not None
+        raise refused
+    was_held = r is not routed
+    r = allowed_route(identity, r)
+    if not was_held:
+        retention.fresh(ex, r)
     ex.route = r
     ex.recipe, ex.decision = r.recipe, r.decision
     own = r.chosen.decision.request_timeout_ms if r.chosen is not None and r.chosen.decision is not None else None
@@ -37,6 +53,7 @@ async def route(ex: Exchange) -> None:
         ex.path = h.ResponsePath.IMAGE_GENERATION
     if state.debug_policy != "none" and header(ex.scope, _DEBUG) is not None:
         ex.trace = state.trace_for(ex.scope, r)
+        retention.traced(ex, r, was_held)
     if r.fallback:
         ex.path = h.ResponsePath.FALLBACK
     ex.rec.routed(state, ex.scope, ex.raw, req, r)
