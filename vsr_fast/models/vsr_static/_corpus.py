@@ -29,6 +29,7 @@ NATURAL_QUESTIONS = Path(__file__).parent / "corpus" / "natural_questions.tsv"
 NATURAL_VALIDATION = 20    # percent of each area of the written questions held out (stratified, by hash)
 AGENT_TURNS = Path(__file__).parent / "corpus" / "agent_turns.tsv"
 AGENT_WRAPS = 3            # harness blocks each written turn or attack is also sent inside (-6)
+JAILBREAK_WRITTEN = Path(__file__).parent / "corpus" / "jailbreak_written.tsv"
 CHATTERBOT_AREAS = {"coding": "computer science", "computers": "computer science",
                     "tech_support": "computer science", "history": "history"}
 
@@ -167,6 +168,21 @@ def agent_rows(rng: random.Random, path: Path = AGENT_TURNS) -> list[Row]:
     return rows
 
 
+def jailbreak_written_rows(path: Path = JAILBREAK_WRITTEN) -> list[Row]:
+    """The written attacks and look-alike benign texts (``corpus/jailbreak_written.tsv``; -7's jailbreak head).
+
+    A row's split is that of its group (``split_of``: sha256), so composed texts that share a persona, a
+    framing, an injection, a product or a base turn never straddle train and validation.
+    """
+    rows = []
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            label, _, group, text = line.split("\t", 3)
+            text = re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), text)
+            rows.append(Row(text, label, split_of(group), "jailbreak-written"))
+    return rows
+
+
 def decontaminate(rows: list[Row], check: Decontaminator) -> tuple[list[Row], collections.Counter]:
     """The rows no benchmark text nearly duplicates, and how many each source lost."""
     kept, dropped = [], collections.Counter()
@@ -178,20 +194,21 @@ def decontaminate(rows: list[Row], check: Decontaminator) -> tuple[list[Row], co
     return kept, dropped
 
 
-def corpora(p: Packages, seed: int = 0, natural: bool = False,
-            agent: bool = False) -> tuple[list[Row], list[Row], dict]:
+def corpora(p: Packages, seed: int = 0, natural: bool = False, agent: bool = False,
+            written: bool = False) -> tuple[list[Row], list[Row], dict]:
     """(jailbreak rows, domain rows, a report of counts per source and split and of what was dropped).
 
     ``natural`` adds the written questions (``natural_rows``) to the domain rows only, after every
     other source: the jailbreak rows, and the domain rows -2 to -4 train on, stay as they were.
     ``agent`` adds the written coding-agent texts (``agent_rows``) to the jailbreak rows, from their
-    own generator, so every other row is drawn as before.
+    own generator, so every other row is drawn as before. ``written`` adds the written attacks and
+    look-alikes (``jailbreak_written_rows``) to the jailbreak rows, last.
     """
     rng = random.Random(seed)
     areas = _wordnet.areas(_wordnet.parse(_sources.wordnet(p.debs["wordnet-base"])))
     check = Decontaminator(_heldout.benchmark_texts(p.wheels))
-    written = agent_rows(random.Random(seed)) if agent else []
-    jailbreak, jdrop = decontaminate(jailbreak_rows(p, areas, rng) + written, check)
+    extra = (agent_rows(random.Random(seed)) if agent else []) + (jailbreak_written_rows() if written else [])
+    jailbreak, jdrop = decontaminate(jailbreak_rows(p, areas, rng) + extra, check)
     domain, ddrop = decontaminate(domain_rows(p, areas, rng) + (natural_rows() if natural else []), check)
 
     def counts(rows: list[Row]) -> dict:

@@ -1,4 +1,4 @@
-"""The benchmark's held-out sets: sources that contribute nothing to vsr-static-2's to -6's training.
+"""The benchmark's held-out sets: sources that contribute nothing to vsr-static-2's to -7's training.
 
 Build and benchmark time only. ``bench/decision_quality.py`` scores them; the build
 reads them only to drop training texts that nearly duplicate one (``_corpus``).

@@ -6,7 +6,9 @@
 reads hashed token n-grams on vsr-static-1's committed embedding: see ``_build4``.
 ``--model vsr-static-5`` trains the same heads, the domain head also on natural questions
 written for the build (``_build5``). ``--model vsr-static-6`` keeps -5's domain head and trains
-a jailbreak head with n-grams also on written coding-agent texts (``_build6``). ``--model
+a jailbreak head with n-grams also on written coding-agent texts (``_build6``). ``--model vsr-static-7``
+keeps -5's domain head and retrains its jailbreak head also on written attacks and look-alike benign
+texts (``_build7``). ``--model
 vsr-static-3`` (a jailbreak head with n-grams: ``_build3``) and ``--model vsr-static-2``
 (``_build2``) train on the same rows as -4. ``--model vsr-static-1`` rebuilds vsr-static-1 as below.
 
@@ -43,8 +45,8 @@ from tokenizers import Tokenizer
 
 from ...systemone.presets import DOMAINS
 from . import _sources
-from ._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ARTIFACTS_5, ARTIFACTS_6, FILES, SUMS,
-                         dequantise, sha256_lines)
+from ._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ARTIFACTS_5, ARTIFACTS_6, ARTIFACTS_7, FILES,
+                         SUMS, dequantise, sha256_lines)
 from ._bert import Bert, read_safetensors
 from ._embedding import StaticEmbedding
 from ._fit import auc, fit_logistic, log, softmax, zero_shot_calibration
@@ -228,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="vsr-static-4",
                         choices=("vsr-static-1", "vsr-static-2", "vsr-static-3", "vsr-static-4", "vsr-static-5",
-                                 "vsr-static-6"))
+                                 "vsr-static-6", "vsr-static-7"))
     parser.add_argument("--work", type=Path, help="keep packages and the teacher table here (default: a temp dir)")
     parser.add_argument("--out", type=Path, help="default: the model's committed artifacts folder")
     args = parser.parse_args(argv)
@@ -248,9 +250,12 @@ def main(argv: list[str] | None = None) -> int:
         elif args.model == "vsr-static-5":
             from . import _build5
             _build5.build(work, args.out or ARTIFACTS_5, log)
-        else:
+        elif args.model == "vsr-static-6":
             from . import _build6
             _build6.build(work, args.out or ARTIFACTS_6, log)
+        else:
+            from . import _build7
+            _build7.build(work, args.out or ARTIFACTS_7, log)
 
     if args.work is not None:
         args.work.mkdir(parents=True, exist_ok=True)
