@@ -213,6 +213,16 @@ class Adapter(abc.ABC):
         if translated and not self.conversation(req)[0].turns:
             raise self.request_error(self._no_turns(req))
 
+    def carried_by(self, req: Inbound, api_format: str) -> bool:
+        """Whether a backend of ``api_format`` can answer ``req`` in the shape the client reads: a field it would
+        lose that changes that shape (Chat's ``n``: fewer choices) is not a loss to report but a refusal (or
+        another candidate): the client's code would break on it. Other losses are dropped and listed."""
+        return True
+
+    def uncarried(self, req: Inbound, candidates: Iterable[Any]) -> RequestError:
+        """The 400 when none of ``candidates`` (``ProviderModel``s) is ``carried_by``."""
+        raise AssertionError("every candidate carries every request of this API")
+
     def _no_turns(self, req: Inbound) -> Problem:
         """Where the client's conversation has nothing to translate, in the client's own field."""
         return Problem("invalid", ("messages",), NO_TURNS)
@@ -258,6 +268,8 @@ class Adapter(abc.ABC):
             return self._error_reply(_unreadable(exc))
         except VsrError as exc:   # a Responses answer whose status is failed
             return self._error_reply(exc)
+        if self._json_answer(req, api_format):
+            answer = MESSAGES.unwrap_json(answer)
         out, write_losses = self._write_answer(req, answer)
         return Reply(status, JSON, out, (*read_losses, *write_losses))
 
@@ -287,7 +299,16 @@ class Adapter(abc.ABC):
         writer = self._writer(req, new_id)
         if api_format == "images":
             return WholeToStream(IMAGES.read_answer, writer)
-        return Translating(BY_FORMAT[api_format].StreamReader(), writer)
+        reader = BY_FORMAT[api_format].StreamReader()
+        if self._json_answer(req, api_format):
+            reader = MESSAGES.JsonUnwrapping(reader)
+        return Translating(reader, writer)
+
+    def _json_answer(self, req: Inbound, api_format: str) -> bool:
+        """Whether the backend answers the client's structured output as a call of Claude's JSON tool
+        (``MESSAGES.JSON_TOOL``), which the client is to get as the answer's text."""
+        return api_format == "anthropic" and self.native in ("openai", "responses") and \
+            MESSAGES.json_schema(self.conversation(req)[0].response_format) is not None
 
     def whole_as_stream(self, req: Inbound, *, new_id: NewId = new_id) -> StreamTranslator:
         """A whole answer already in the client's protocol written as the client's stream, for a client that
@@ -466,6 +487,16 @@ class ChatAdapter(Adapter):
 
     def _write_answer(self, req: Inbound, answer: Answer) -> tuple[bytes, list[Loss]]:
         return CHAT.write_answer(answer)
+
+    def carried_by(self, req: Inbound, api_format: str) -> bool:
+        """``n`` above one only to an openai-format backend: Messages and Responses answer one choice, and a
+        client reading ``choices[1]`` breaks (LiteLLM refuses it too, UnsupportedParamsError)."""
+        return not (req.body.n and req.body.n > 1) or api_format == self.native
+
+    def uncarried(self, req: Inbound, candidates: Iterable[Any]) -> RequestError:
+        models = ", ".join(f"{c.name!r} (api_format {c.api_format})" for c in candidates)
+        return RequestError(f"n={req.body.n} asks for {req.body.n} choices, and model {models} answers one: "
+                            f"send n=1 (or leave n out), or name a model of api_format openai", param="n")
 
     def usage_unasked(self, req: Inbound) -> bool:
         options = req.body.stream_options
