@@ -689,8 +689,12 @@ class ResponsesAdapter(Adapter):
 
     def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id) -> StreamTranslator:
         if api_format == self.native:
-            return Passthrough(self._passthrough_fail, tap=req.body.store is not False,
-                               restate=RESPONSES.ErrorRestater())
+            restate = RESPONSES.ErrorRestater()
+            if req.previous_response_id is not None:
+                def restated(out: bytes, events: int, head: bytes) -> bytes:
+                    return self.with_previous(req, restate(out, events, head))
+                return Passthrough(self._passthrough_fail, tap=req.body.store is not False, restate=restated)
+            return Passthrough(self._passthrough_fail, tap=req.body.store is not False, restate=restate)
         return super().stream_translator(req, api_format, new_id=new_id)
 
     def _passthrough_fail(self, message: str, status: int, code: str | None, kind: str, events: int,
@@ -730,7 +734,27 @@ class ResponsesAdapter(Adapter):
         top = chat.TOP_LEVEL_DECODER.decode(req.raw)
         output = b"[" + b",".join(bytes(item) for item in answer.output) + b"]"
         items = _join_arrays(_input_items(top.get("input")), output)
-        await self.store.put(responses.StoredResponse(answer.id, msgspec.Raw(items), answer.model, req.owner))
+        await self.store.put(responses.StoredResponse(answer.id, msgspec.Raw(items), answer.model, req.owner,
+                                                      msgspec.Raw(self.with_previous(req, body))))
+
+    def with_previous(self, req: Inbound, body: bytes) -> bytes:
+        """A Responses backend's answer (a response object, or events carrying one) to a request whose
+        ``previous_response_id`` the router expanded: naming it, as the backend would have had it kept the
+        conversation; the backend itself was sent none and says null. The field's JSON, unescaped, is found only
+        as a key of the response object (inside a string, its quotes are escaped)."""
+        if req.previous_response_id is None:
+            return body
+        return _NO_PREVIOUS.sub(b'"previous_response_id":' + msgspec.json.encode(req.previous_response_id), body)
+
+    def whole(self, req: Inbound, api_format: str, status: int, body: bytes, content_type: str = JSON) -> Reply:
+        reply = super().whole(req, api_format, status, body, content_type)
+        if api_format != self.native or reply.status >= 400:
+            return reply
+        return replace(reply, body=self.with_previous(req, reply.body))
+
+
+# A response object's previous_response_id the backend left null (``ResponsesAdapter.with_previous``).
+_NO_PREVIOUS = re.compile(rb'"previous_response_id"\s*:\s*null')
 
 
 def _input_items(raw: msgspec.Raw | None) -> bytes:
