@@ -286,7 +286,7 @@ class ResponseStore(Protocol):
 
 
 class MemoryResponseStore:
-    """An in-process LRU: at most ``max_entries`` responses and ``max_bytes`` of items.
+    """An in-process LRU: at most ``max_entries`` responses and ``max_bytes`` of items and response objects.
 
     A conversation larger than ``max_bytes`` on its own is not kept: its follow-up
     gets ``previous_response_not_found``, as after any eviction.
