@@ -748,8 +748,8 @@ class ResponsesAdapter(Adapter):
 
     def whole(self, req: Inbound, api_format: str, status: int, body: bytes, content_type: str = JSON) -> Reply:
         reply = super().whole(req, api_format, status, body, content_type)
-        if api_format != self.native or reply.status >= 400:
-            return reply
+        if req.previous_response_id is None or api_format != self.native or reply.status >= 400:
+            return reply   # a translated answer names it already (Echo)
         return replace(reply, body=self.with_previous(req, reply.body))
 
 
