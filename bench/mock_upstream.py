@@ -129,6 +129,7 @@ class MessagesRequest(msgspec.Struct):
     stream: bool = False
     tools: list[msgspec.Raw] | None = None
     messages: list[msgspec.Raw] = []
+    tool_choice: dict | None = None
 
 
 class ResponsesRequest(msgspec.Struct):
@@ -543,7 +544,8 @@ def make_plan(api: str, body: bytes) -> Plan:
         return converse(Plan(api, r.model, r.stream, include, tools_raw=r.tools), r.messages[-1] if r.messages else None)
     if api == "messages":
         m = msgspec.json.decode(body, type=MessagesRequest)
-        return converse(Plan(api, m.model, m.stream, tools_raw=m.tools), m.messages[-1] if m.messages else None)
+        plan = converse(Plan(api, m.model, m.stream, tools_raw=m.tools), m.messages[-1] if m.messages else None)
+        return forced(plan, m.tool_choice)
     if api == "responses":
         q = msgspec.json.decode(body, type=ResponsesRequest)
         plan = Plan(api, q.model, q.stream, tools_raw=q.tools)
@@ -573,6 +575,15 @@ def converse(plan: Plan, last: msgspec.Raw | LastMessage | None) -> Plan:
         plan.text = f"The tool said: {result}"
     elif plan.tools_raw and last.role == "user" and TRIGGER in text_of(last.content).lower():
         plan.tool = next((n for n in (tool_name(t) for t in plan.tools_raw) if n), None)
+    return plan
+
+
+def forced(plan: Plan, choice: dict | None) -> Plan:
+    """A Messages tool_choice that makes the model call a tool (``tool``: that one; ``any``: the first, as the mock
+    picks), unless the turn answers a tool result."""
+    kind = (choice or {}).get("type")
+    if plan.tool is None and plan.text is None and plan.tools_raw and kind in ("tool", "any"):
+        plan.tool = choice.get("name") if kind == "tool" else tool_name(plan.tools_raw[0])
     return plan
 
 

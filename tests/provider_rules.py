@@ -11,6 +11,11 @@
   ``tool_use`` the final ``tool_result`` answers) must start with a ``thinking`` or ``redacted_thinking`` block
   ("When thinking is enabled, a final assistant message must start with a thinking block (preceeding the
   lastmost set of tool_use and tool_result blocks)", Anthropic's extended thinking docs).
+- Messages extended thinking's other rules: a budget of at least 1,024 tokens and below ``max_tokens``
+  ("max_tokens must be greater than thinking.budget_tokens"), no tool_choice forcing a tool ("Thinking may not be
+  enabled when tool_choice forces tool use"), no ``top_k``, no ``temperature`` but 1 and no ``top_p`` below 0.95
+  (Anthropic's extended thinking docs, "Feature compatibility").
+- Messages ``tool_choice`` of type ``tool`` names a declared tool ("Tool 'x' not found in provided tools").
 - Messages content: every message but a final assistant one has content ("all messages must have non-empty
   content except for the optional final assistant message"), no text block is empty ("text content blocks must
   be non-empty"), and no stop sequence is whitespace only ("each stop sequence must contain non-whitespace").
@@ -58,6 +63,11 @@ def problems(body: dict, api_format: str) -> list[str]:
         if _thinking(body) and (opening := _last_tool_use_opening(body)) not in (None, "thinking", "redacted_thinking"):
             found.append(f"thinking on and the last tool exchange's assistant message starts with {opening}, "
                          "not a thinking block")
+        found += _thinking_rules(body)
+        choice = body.get("tool_choice")
+        if isinstance(choice, dict) and choice.get("type") == "tool" and choice.get("name") not in [
+                t.get("name") for t in body.get("tools") or []]:
+            found.append(f"tool_choice names {choice.get('name')!r}, not a declared tool")
     return found
 
 
@@ -72,6 +82,26 @@ def _openai_tools(body: dict, api_format: str) -> list[str]:
         names = [t.get("name") if api_format == "responses" else (t.get("function") or {}).get("name") for t in tools]
         if name not in names:
             found.append(f"tool_choice names {name!r}, not a declared tool")
+    return found
+
+
+def _thinking_rules(body: dict) -> list[str]:
+    thinking = body.get("thinking")
+    if not isinstance(thinking, dict) or thinking.get("type") != "enabled":
+        return []
+    found = []
+    budget = thinking.get("budget_tokens")
+    if not isinstance(budget, int) or budget < 1024 or budget >= body.get("max_tokens", 0):
+        found.append(f"thinking budget {budget} not in [1024, max_tokens {body.get('max_tokens')})")
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+        found.append(f"thinking with a tool_choice that forces a tool ({choice['type']})")
+    if "top_k" in body:
+        found.append("thinking with top_k")
+    if body.get("temperature", 1) != 1:
+        found.append(f"thinking with temperature {body['temperature']}")
+    if body.get("top_p", 1) < 0.95:
+        found.append(f"thinking with top_p {body['top_p']}")
     return found
 
 

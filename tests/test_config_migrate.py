@@ -306,3 +306,33 @@ def test_the_flat_layout_before_v03_migrates_in_one_run():
     assert kinds["prompt_guard"] == "review" and kinds["bert_model"] == "drop"
     assert validate_bytes(dump(doc).encode()).errors == []
     assert migrate(copy.deepcopy(doc), router_target()).notes == []
+
+
+LITELLM = """
+model_list:
+  - model_name: gpt-4o
+    litellm_params: {model: openai/gpt-4o, api_key: os.environ/OPENAI_API_KEY}
+router_settings:
+  routing_strategy: simple-shuffle
+litellm_settings:
+  drop_params: true
+"""
+
+
+@pytest.mark.parametrize("text", [LITELLM, "version: v9.1\nproviders: {}\n", "foo: 1\n"],
+                         ids=["litellm", "unknown-version", "unknown-keys"])
+def test_a_document_of_no_known_layout_is_refused_not_migrated(tmp_path, text):
+    from .test_config_load import run_cli
+
+    with pytest.raises(ValueError, match="not a vLLM-SR configuration"):
+        migrate(yaml.safe_load(text), router_target())
+    source = tmp_path / "litellm.yaml"
+    source.write_text(text)
+    result = run_cli("config", "migrate", str(source))
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "litellm.migrated.yaml").exists()
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"vsr-fast: {source}: not a vLLM-SR configuration"), line
+    if text == LITELLM:
+        assert "model_list" in line and "LiteLLM" in line, line

@@ -61,3 +61,18 @@ def test_a_streamed_answer_s_follow_up_on_another_router_finds_it_at_once(mock, 
             follow = openai.OpenAI(base_url=f"{b.url}/v1", api_key="x", max_retries=0).responses.create(
                 model="auto", input="Which word?", previous_response_id=done[0].response.id)
             assert follow.status == "completed"
+
+
+def test_a_response_deleted_on_one_router_is_gone_on_another(mock, tmp_path, prefix):
+    path = write_config(_shared(mock, prefix), str(tmp_path))
+    with router(path) as a, router(path) as b:
+        first = openai.OpenAI(base_url=f"{a.url}/v1", api_key="x", max_retries=0).responses.create(
+            model="auto", input="Remember the word heliotrope.")
+        on_b = openai.OpenAI(base_url=f"{b.url}/v1", api_key="x", max_retries=0)
+        assert on_b.responses.retrieve(first.id).output_text == first.output_text
+        openai.OpenAI(base_url=f"{a.url}/v1", api_key="x", max_retries=0).responses.delete(first.id)
+        with pytest.raises(openai.NotFoundError):
+            on_b.responses.retrieve(first.id)
+        with pytest.raises(openai.BadRequestError) as info:
+            on_b.responses.create(model="auto", input="Which word?", previous_response_id=first.id)
+        assert info.value.body["code"] == "previous_response_not_found"

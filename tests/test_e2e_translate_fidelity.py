@@ -185,7 +185,8 @@ def test_unknown_keys_of_text_and_reasoning_are_reported(gw, mock):
     assert warnings_of(tap.headers) == {
         loss("dropped", "unsupported", "text.novel"), loss("dropped", "unsupported", "reasoning.summary"),
         loss("dropped", "unsupported", "include[0]"), loss("dropped", "unsupported", "text.verbosity"),
-        loss("dropped", "unsupported", "reasoning_effort")}
+        # the effort is Claude's thinking budget (1,024), which needs a max_tokens above it
+        loss("converted", "thinking", "max_tokens")}
 
 
 def test_shared_parameters_an_anthropic_provider_lacks_are_reported(gw, mock):

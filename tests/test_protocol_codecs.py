@@ -462,11 +462,18 @@ async def test_memory_store_is_a_bounded_lru():
     assert await store.get("a") is not None          # a is now the most recent
     await store.put(StoredResponse("c", msgspec.Raw(b"[2]")))
     assert await store.get("b") is None and await store.get("a") is not None
-    await store.put(StoredResponse("d", msgspec.Raw(b"[" + b"0," * 18 + b"0]")))   # 39 bytes
+    # 39 bytes: 35 of items and 4 of its response object (null: none kept), which count too
+    await store.put(StoredResponse("d", msgspec.Raw(b"[" + b"0," * 16 + b"0]")))
     assert await store.get("c") is None and await store.get("a") is None   # evicted for the bytes
     assert await store.get("d") is not None and len(store) == 1
     await store.put(StoredResponse("big", msgspec.Raw(b"[" + b"0," * 20 + b"0]")))   # over the bound alone
     assert len(store) == 0
+    await store.put(StoredResponse("e", msgspec.Raw(b"[1]"), response=msgspec.Raw(b'{"id":"e"}')))
+    await store.delete("e")
+    await store.delete("never")
+    assert await store.get("e") is None and len(store) == 0
+    await store.put(StoredResponse("f", msgspec.Raw(b"[" + b"0," * 16 + b"0]")))   # the deleted bytes are free
+    assert len(store) == 1
 
 
 # --- Images --------------------------------------------------------------------------------------

@@ -204,6 +204,12 @@ class PreviousResponseNotFound(RequestError):
     code = "previous_response_not_found"
 
 
+class ResponseNotFound(RequestError):
+    """``GET``/``DELETE /v1/responses/{id}`` of an id not stored, or stored for another owner (the same words)."""
+
+    status, code = 404, "response_not_found"
+
+
 class AmbiguousFraming(RequestError):
     """A request that says where its body ends twice (Content-Length and Transfer-Encoding): the shape of
     request smuggling, refused and the connection closed, as Envoy does."""

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from msgspec import UNSET, Meta, UnsetType
 
 from ..config.schema_base import Block
+from ..protocol.anthropic import MIN_THINKING_BUDGET, enable_thinking
 from ._merge import merged_fields
 
 TYPE = "request_params"
@@ -26,7 +27,6 @@ _ESSENTIAL = frozenset({"model", "messages", "input", "prompt", "stream"})
 # reasoning models refuse max_tokens, which the Chat API deprecated; vLLM reads either).
 _MAX_TOKENS = {"openai": ("max_completion_tokens", "max_tokens"), "anthropic": ("max_tokens",),
                "responses": ("max_output_tokens",)}
-_ANTHROPIC_MIN_THINKING = 1024     # the smallest budget_tokens Anthropic accepts
 
 
 class TemperatureBounds(Block):
@@ -169,20 +169,8 @@ def _messages_thinking(body: dict, gen: Generation) -> list[str]:
         # The client's forced tool is what it asked for; the tier's thinking is what the router would add.
         body.pop("thinking", None)
         return ["thinking=off (tool_choice forces a tool)"]
-    changes = []
-    budget = max(gen.thinking_budget or _ANTHROPIC_MIN_THINKING, _ANTHROPIC_MIN_THINKING)
-    most = body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else None
-    if most is not None and budget >= most:
-        # Thinking is billed inside max_tokens: raise it to the tier's own ceiling where that leaves room.
-        most = gen.max_tokens if gen.max_tokens and gen.max_tokens > budget else budget + _ANTHROPIC_MIN_THINKING
-        body["max_tokens"] = most
-        changes.append(f"max_tokens={most}")
-    for name, allowed in (("temperature", lambda v: v == 1), ("top_k", lambda v: False),
-                          ("top_p", lambda v: isinstance(v, (int, float)) and 0.95 <= v <= 1)):
-        if name in body and not allowed(body[name]):
-            del body[name]
-            changes.append(f"-{name} (thinking)")
-    body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    budget = max(gen.thinking_budget or MIN_THINKING_BUDGET, MIN_THINKING_BUDGET)
+    changes = enable_thinking(body, budget, gen.max_tokens)
     return ["thinking=on", f"budget_tokens={budget}", *changes]
 
 

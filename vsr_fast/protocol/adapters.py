@@ -213,6 +213,16 @@ class Adapter(abc.ABC):
         if translated and not self.conversation(req)[0].turns:
             raise self.request_error(self._no_turns(req))
 
+    def carried_by(self, req: Inbound, api_format: str) -> bool:
+        """Whether a backend of ``api_format`` can answer ``req`` in the shape the client reads: a field it would
+        lose that changes that shape (Chat's ``n``: fewer choices) is not a loss to report but a refusal (or
+        another candidate): the client's code would break on it. Other losses are dropped and listed."""
+        return True
+
+    def uncarried(self, req: Inbound, candidates: Iterable[Any]) -> RequestError:
+        """The 400 when none of ``candidates`` (``ProviderModel``s) is ``carried_by``."""
+        raise AssertionError("every candidate carries every request of this API")
+
     def _no_turns(self, req: Inbound) -> Problem:
         """Where the client's conversation has nothing to translate, in the client's own field."""
         return Problem("invalid", ("messages",), NO_TURNS)
@@ -258,6 +268,8 @@ class Adapter(abc.ABC):
             return self._error_reply(_unreadable(exc))
         except VsrError as exc:   # a Responses answer whose status is failed
             return self._error_reply(exc)
+        if self._json_answer(req, api_format):
+            answer = MESSAGES.unwrap_json(answer)
         out, write_losses = self._write_answer(req, answer)
         return Reply(status, JSON, out, (*read_losses, *write_losses))
 
@@ -287,7 +299,16 @@ class Adapter(abc.ABC):
         writer = self._writer(req, new_id)
         if api_format == "images":
             return WholeToStream(IMAGES.read_answer, writer)
-        return Translating(BY_FORMAT[api_format].StreamReader(), writer)
+        reader = BY_FORMAT[api_format].StreamReader()
+        if self._json_answer(req, api_format):
+            reader = MESSAGES.JsonUnwrapping(reader)
+        return Translating(reader, writer)
+
+    def _json_answer(self, req: Inbound, api_format: str) -> bool:
+        """Whether the backend answers the client's structured output as a call of Claude's JSON tool
+        (``MESSAGES.JSON_TOOL``), which the client is to get as the answer's text."""
+        return api_format == "anthropic" and self.native in ("openai", "responses") and \
+            MESSAGES.json_schema(self.conversation(req)[0].response_format) is not None
 
     def whole_as_stream(self, req: Inbound, *, new_id: NewId = new_id) -> StreamTranslator:
         """A whole answer already in the client's protocol written as the client's stream, for a client that
@@ -466,6 +487,16 @@ class ChatAdapter(Adapter):
 
     def _write_answer(self, req: Inbound, answer: Answer) -> tuple[bytes, list[Loss]]:
         return CHAT.write_answer(answer)
+
+    def carried_by(self, req: Inbound, api_format: str) -> bool:
+        """``n`` above one only to an openai-format backend: Messages and Responses answer one choice, and a
+        client reading ``choices[1]`` breaks (LiteLLM refuses it too, UnsupportedParamsError)."""
+        return not (req.body.n and req.body.n > 1) or api_format == self.native
+
+    def uncarried(self, req: Inbound, candidates: Iterable[Any]) -> RequestError:
+        models = ", ".join(f"{c.name!r} (api_format {c.api_format})" for c in candidates)
+        return RequestError(f"n={req.body.n} asks for {req.body.n} choices, and model {models} answers one: "
+                            f"send n=1 (or leave n out), or name a model of api_format openai", param="n")
 
     def usage_unasked(self, req: Inbound) -> bool:
         options = req.body.stream_options
@@ -658,8 +689,12 @@ class ResponsesAdapter(Adapter):
 
     def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id) -> StreamTranslator:
         if api_format == self.native:
-            return Passthrough(self._passthrough_fail, tap=req.body.store is not False,
-                               restate=RESPONSES.ErrorRestater())
+            restate = RESPONSES.ErrorRestater()
+            if req.previous_response_id is not None:
+                def restated(out: bytes, events: int, head: bytes) -> bytes:
+                    return self.with_previous(req, restate(out, events, head))
+                return Passthrough(self._passthrough_fail, tap=req.body.store is not False, restate=restated)
+            return Passthrough(self._passthrough_fail, tap=req.body.store is not False, restate=restate)
         return super().stream_translator(req, api_format, new_id=new_id)
 
     def _passthrough_fail(self, message: str, status: int, code: str | None, kind: str, events: int,
@@ -699,7 +734,27 @@ class ResponsesAdapter(Adapter):
         top = chat.TOP_LEVEL_DECODER.decode(req.raw)
         output = b"[" + b",".join(bytes(item) for item in answer.output) + b"]"
         items = _join_arrays(_input_items(top.get("input")), output)
-        await self.store.put(responses.StoredResponse(answer.id, msgspec.Raw(items), answer.model, req.owner))
+        await self.store.put(responses.StoredResponse(answer.id, msgspec.Raw(items), answer.model, req.owner,
+                                                      msgspec.Raw(self.with_previous(req, body))))
+
+    def with_previous(self, req: Inbound, body: bytes) -> bytes:
+        """A Responses backend's answer (a response object, or events carrying one) to a request whose
+        ``previous_response_id`` the router expanded: naming it, as the backend would have had it kept the
+        conversation; the backend itself was sent none and says null. The field's JSON, unescaped, is found only
+        as a key of the response object (inside a string, its quotes are escaped)."""
+        if req.previous_response_id is None:
+            return body
+        return _NO_PREVIOUS.sub(b'"previous_response_id":' + msgspec.json.encode(req.previous_response_id), body)
+
+    def whole(self, req: Inbound, api_format: str, status: int, body: bytes, content_type: str = JSON) -> Reply:
+        reply = super().whole(req, api_format, status, body, content_type)
+        if req.previous_response_id is None or api_format != self.native or reply.status >= 400:
+            return reply   # a translated answer names it already (Echo)
+        return replace(reply, body=self.with_previous(req, reply.body))
+
+
+# A response object's previous_response_id the backend left null (``ResponsesAdapter.with_previous``).
+_NO_PREVIOUS = re.compile(rb'"previous_response_id"\s*:\s*null')
 
 
 def _input_items(raw: msgspec.Raw | None) -> bytes:

@@ -190,6 +190,32 @@ class ThinkingBetweenTools(_Thinking, tag="between_tools", frozen=True):
 Thinking = ThinkingEnabled | ThinkingDisabled | ThinkingAdaptive | ThinkingBetweenTools
 
 
+# --- extended thinking, as the router writes it -----------------------------------------------------------------
+
+MIN_THINKING_BUDGET = 1024     # the smallest budget_tokens Anthropic accepts
+
+
+def enable_thinking(body: dict, budget: int, ceiling: int | None = None) -> list[str]:
+    """Extended thinking on in a Messages ``body`` with ``budget`` tokens, made valid as Anthropic checks it: the
+    budget below ``max_tokens`` (thinking is billed inside it: raised to ``ceiling`` where that leaves room, else to
+    the budget plus the smallest budget), and no changed temperature, top_k, or top_p below 0.95 beside it
+    ("Feature compatibility"). What changed, in request_params' words (``max_tokens=N``, ``-top_k (thinking)``).
+    The caller keeps a forced tool_choice off it (Anthropic refuses thinking with one)."""
+    changes = []
+    most = body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else None
+    if most is not None and budget >= most:
+        most = ceiling if ceiling and ceiling > budget else budget + MIN_THINKING_BUDGET
+        body["max_tokens"] = most
+        changes.append(f"max_tokens={most}")
+    for name, allowed in (("temperature", lambda v: v == 1), ("top_k", lambda v: False),
+                          ("top_p", lambda v: isinstance(v, (int, float)) and 0.95 <= v <= 1)):
+        if name in body and not allowed(body[name]):
+            del body[name]
+            changes.append(f"-{name} (thinking)")
+    body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    return changes
+
+
 class CountTokensRequest(Struct, frozen=True, omit_defaults=True, kw_only=True):
     """A ``POST /v1/messages/count_tokens`` body: a Messages request, ``max_tokens`` optional."""
 

@@ -12,7 +12,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct, field
 
-from .bounds import Int64, PositiveCount
+from .anthropic import Thinking
+from .bounds import Count, Int64, PositiveCount
 
 
 class ImageURL(Struct, frozen=True):
@@ -130,6 +131,10 @@ class ChatRequest(Struct, frozen=True):
     safety_identifier: str | None = None
     service_tier: str | None = None
     store: bool | None = None
+    # Anthropic's, for a Claude model (LiteLLM takes them the same way; the openai SDK sends them in extra_body):
+    # typed as Anthropic types them, so that a wrong shape is a 400 here rather than from Anthropic.
+    thinking: Thinking | None = None
+    top_k: Count | None = None
 
 
 # --- responses ---------------------------------------------------------------------

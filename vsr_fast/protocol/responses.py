@@ -261,6 +261,12 @@ class StoredResponse(Struct, frozen=True):
     items: msgspec.Raw
     model: str = ""
     owner: str | None = None
+    # The response object as the client got it, for ``GET /v1/responses/{id}``; null in a record stored before it
+    # was kept, which then reads as not found there (and still continues).
+    response: msgspec.Raw = msgspec.Raw(b"null")
+
+    def size(self) -> int:
+        return len(self.items) + len(self.response)
 
 
 class ResponseStore(Protocol):
@@ -274,9 +280,13 @@ class ResponseStore(Protocol):
         """Keep a response for later turns."""
         ...
 
+    async def delete(self, response_id: str) -> None:
+        """Forget a response: its id is unknown from then on."""
+        ...
+
 
 class MemoryResponseStore:
-    """An in-process LRU: at most ``max_entries`` responses and ``max_bytes`` of items.
+    """An in-process LRU: at most ``max_entries`` responses and ``max_bytes`` of items and response objects.
 
     A conversation larger than ``max_bytes`` on its own is not kept: its follow-up
     gets ``previous_response_not_found``, as after any eviction.
@@ -301,14 +311,17 @@ class MemoryResponseStore:
         return record
 
     async def put(self, record: StoredResponse) -> None:
-        old = self._records.pop(record.id, None)
-        if old is not None:
-            self._bytes -= len(old.items)
+        await self.delete(record.id)
         self._records[record.id] = record
-        self._bytes += len(record.items)
+        self._bytes += record.size()
         while self._records and (len(self._records) > self.max_entries or self._bytes > self.max_bytes):
             _, evicted = self._records.popitem(last=False)
-            self._bytes -= len(evicted.items)
+            self._bytes -= evicted.size()
+
+    async def delete(self, response_id: str) -> None:
+        old = self._records.pop(response_id, None)
+        if old is not None:
+            self._bytes -= old.size()
 
 
 REQUEST_DECODER = msgspec.json.Decoder(ResponsesRequest)

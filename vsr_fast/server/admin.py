@@ -1,4 +1,4 @@
-"""Everything off the hot path, on quart-trio: models, health, readiness, metrics."""
+"""Everything off the hot path, on quart-trio: models, stored responses, health, readiness, metrics."""
 from __future__ import annotations
 
 import os
@@ -17,7 +17,7 @@ from ..auth.keys import KeyFields
 from ..auth.store import KeyStore
 from ..errors import BodyTooLarge, EmbeddingFailed, MethodNotAllowed, RouteNotFound, VsrError
 from ..headers import registry as h
-from . import models_api
+from . import models_api, responses_api
 from .metrics_view import gathered, replay_get, replay_list
 from .shapes import error_for_request
 from .state import AppState
@@ -46,6 +46,10 @@ def make_admin(state: AppState) -> QuartTrio:
     @app.get(models_api.PATH + "/<path:model_id>")      # path: an id may hold a slash (vsr/auto)
     async def model(model_id: str) -> Response:
         return _answered(lambda anthropic: models_api.one(state, anthropic, model_id))
+
+    @app.route(responses_api.ROUTE, methods=["GET", "DELETE"])
+    async def stored_response(response_id: str) -> Response:
+        return await responses_api.stored_response(state, response_id)
 
     @app.get("/health")
     async def health() -> Response:

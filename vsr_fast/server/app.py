@@ -21,6 +21,7 @@ from .asgi import (Receive, Scope, Send, discard_body, header, lingering_close, 
                    to_origin_form)
 from .count_tokens import handle_count_tokens
 from .models_api import PATH as MODELS_PATH
+from .responses_api import PREFIX as RESPONSES_PREFIX
 from .paths import non_canonical, normalised
 from .pipeline import handle_api, refused
 from .preview import handle_preview
@@ -129,6 +130,8 @@ def make_app(state: AppState, role: str = "serving"):
         api = CLIENT_APIS.get(path)
         if api is None and path.startswith(MODEL_PREFIX):
             api = "models"      # one model of the listing: the listing's key
+        elif api is None and path.startswith(RESPONSES_PREFIX):
+            api = "responses"   # a stored response (GET, DELETE): whose it is, by the key that made it
         try:
             if role == "admin":
                 if not (is_admin_path(path) or path in PROBE_PATHS):

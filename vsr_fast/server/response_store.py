@@ -42,6 +42,13 @@ class RedisResponseStore:
         except redis.RedisError:
             return        # not kept: its follow-up gets previous_response_not_found, as after an eviction
 
+    async def delete(self, response_id: str) -> None:
+        try:
+            await trio.to_thread.run_sync(self._redis.delete, self._prefix + response_id, limiter=self._limiter)
+        except redis.RedisError as exc:
+            # Not forgotten: the client is told so, rather than that it was.
+            raise StoreUnavailable(f"the responses store did not answer: {type(exc).__name__}") from exc
+
     def _set(self, record: StoredResponse) -> None:
         self._redis.set(self._prefix + record.id, _ENCODE.encode(record), ex=self._ttl)
 
@@ -63,6 +70,7 @@ class DeferredStore:
         self.inner = inner
         self.through = through
         self._pending: dict[str, StoredResponse] = {}
+        self._deleted: set[str] = set()   # queued records deleted before they were stored: not to be stored
         self._send, self._receive = trio.open_memory_channel[StoredResponse](max_pending)
 
     async def get(self, response_id: str) -> StoredResponse | None:
@@ -80,6 +88,11 @@ class DeferredStore:
             return
         self._pending[record.id] = record
 
+    async def delete(self, response_id: str) -> None:
+        if self._pending.pop(response_id, None) is not None:
+            self._deleted.add(response_id)
+        await self.inner.delete(response_id)
+
     async def run(self) -> None:
         """Store queued records until cancelled; what is left is written on the way out (shielded, bounded)."""
         try:
@@ -95,6 +108,9 @@ class DeferredStore:
                     await self._store(record)
 
     async def _store(self, record: StoredResponse) -> None:
+        if record.id in self._deleted:
+            self._deleted.discard(record.id)
+            return
         try:
             await self.inner.put(record)
         finally:

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from .. import chat as wire
-from ._common import ENCODER, error_text, native_id, openai_error_type, read_error, unknown_fields
+from ._common import ENCODER, effort_of_thinking, error_text, native_id, openai_error_type, read_error, unknown_fields
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
     GeneratedImage, Image, Started, Text, TextDelta, ToolCall, ToolChoice, ToolDef, ToolResult, Turn, Usage,
@@ -21,7 +21,7 @@ ID = "chatcmpl-"   # the prefix of an answer's id
 KNOWN = frozenset({
     "model", "messages", "stream", "stream_options", "tools", "tool_choice", "parallel_tool_calls",
     "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "user", "metadata", "n",
-    "response_format", "reasoning_effort", *("verbosity", "prompt_cache_key", "safety_identifier", "service_tier",
+    "response_format", "reasoning_effort", "thinking", "top_k", *("verbosity", "prompt_cache_key", "safety_identifier", "service_tier",
                                             "logprobs", "top_logprobs", "store"),
 })
 # The parameters Responses shares with Chat (the neutral form's ``shared``), read under the same names.
@@ -79,6 +79,8 @@ def read_request(req: wire.ChatRequest, raw: bytes) -> tuple[Conversation, list[
     conv.stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or ())
     conv.user, conv.metadata = req.user, req.metadata
     conv.response_format, conv.reasoning_effort = req.response_format, req.reasoning_effort
+    conv.thinking = msgspec.to_builtins(req.thinking) if req.thinking is not None else None
+    conv.top_k = req.top_k
     if req.n is not None and req.n > 1:
         losses.append(Loss(CONVERTED, "unsupported", "n"))
     conv.shared = {k: (getattr(req, k), k) for k in SHARED if getattr(req, k) is not None}
@@ -176,7 +178,9 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
         # storage of the conversation at the provider is not the router's to do for the client.
         losses.append(dropped("metadata", "requires_store"))
     _put(body, "response_format", conv.response_format)
-    _put(body, "reasoning_effort", conv.reasoning_effort)
+    _put(body, "reasoning_effort", conv.reasoning_effort or effort_of_thinking(conv.thinking, losses))
+    if conv.top_k is not None:
+        losses.append(dropped("top_k"))   # OpenAI samples by top_p only
     for key, (value, _) in conv.shared.items():
         if key != "store":   # a Responses client's store is the router's to keep (previous_response_id)
             body[key] = value

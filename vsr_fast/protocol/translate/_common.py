@@ -184,3 +184,21 @@ _OPENAI_ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 429
 def openai_error_type(status: int) -> str:
     """The OpenAI error ``type`` of an error answered with ``status``."""
     return _OPENAI_ERROR_TYPES.get(status) or ("invalid_request_error" if status < 500 else "upstream_error")
+
+
+# Reasoning effort (Chat's reasoning_effort, Responses' reasoning.effort) <-> Anthropic's extended thinking budget,
+# LiteLLM's mapping: low 1,024 tokens (Anthropic's least), medium 2,048, high 4,096; minimal takes the least too, and
+# none is thinking off. Back, a budget is the effort whose budget it reaches.
+EFFORT_BUDGET = {"minimal": 1024, "low": 1024, "medium": 2048, "high": 4096}
+
+
+def effort_of_thinking(thinking: dict | None, losses: list[Loss]) -> str | None:
+    """The reasoning effort an OpenAI-format backend gets for a Messages ``thinking``; None for none (thinking
+    off, or not set). An adaptive or unknown kind has no effort: reported dropped."""
+    if thinking is None or thinking.get("type") == "disabled":
+        return None
+    budget = thinking.get("budget_tokens")
+    if thinking.get("type") != "enabled" or not isinstance(budget, int):
+        losses.append(dropped("thinking"))
+        return None
+    return "low" if budget < EFFORT_BUDGET["medium"] else "medium" if budget < EFFORT_BUDGET["high"] else "high"

@@ -125,6 +125,10 @@ class Conversation(Struct):
     metadata: dict[str, str] | None = None
     response_format: dict | None = None   # Chat's response_format, Responses' text.format
     reasoning_effort: str | None = None
+    # Anthropic's extended thinking config as its clients write it (Messages' own, a Chat client's extra field),
+    # and its top_k sampling, which only Messages has.
+    thinking: dict | None = None
+    top_k: int | None = None
     # The parameters Chat and Responses share, by their Chat names (verbosity, prompt_cache_key, safety_identifier,
     # service_tier, logprobs, top_logprobs, store) -> (value, where the client's request has it).
     shared: dict[str, tuple] = field(default_factory=dict)

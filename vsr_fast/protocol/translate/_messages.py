@@ -5,7 +5,7 @@ import msgspec
 
 from .. import anthropic as wire
 from ._common import (
-    ENCODER, data_url, dumps, native_id, parse_arguments, read_error, split_data_url, unknown_fields,
+    EFFORT_BUDGET, ENCODER, data_url, dumps, native_id, parse_arguments, read_error, split_data_url, unknown_fields,
 )
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
@@ -21,8 +21,15 @@ ID = "msg_"   # the prefix of an answer's id
 DEFAULT_MAX_TOKENS = 4096
 KNOWN = frozenset({
     "model", "messages", "max_tokens", "system", "stop_sequences", "temperature", "top_p", "tools",
-    "tool_choice", "metadata", "stream",
+    "tool_choice", "metadata", "stream", "thinking", "top_k",
 })
+# A Chat or Responses client's structured output (response_format json_schema or json_object, text.format) reaches
+# Claude as LiteLLM carries it: one more tool, of this name, whose input schema is the client's schema, and which
+# the model is made to call; its call comes back to the client as the answer's text (``unwrap_json``).
+JSON_TOOL = "json_tool_call"
+JSON_OBJECT = {"type": "object", "additionalProperties": True}   # json_object: any JSON object
+JSON_INSTRUCTION = (f"Give your final answer by calling the {JSON_TOOL} tool, its input being the answer as a JSON "
+                    "object; do not answer in text.")
 FINISH_IN = {"end_turn": "stop", "max_tokens": "length", "stop_sequence": "stop_sequence",
              "tool_use": "tool_calls", "refusal": "content_filter", "pause_turn": "stop",
              "model_context_window_exceeded": "length"}
@@ -67,7 +74,9 @@ def read_request(req: wire.MessagesRequest, raw: bytes) -> tuple[Conversation, l
     meta = req.metadata or {}
     if isinstance(meta.get("user_id"), str):
         conv.user = meta["user_id"]
-    return conv, losses   # top_k and thinking are not in KNOWN: unknown_fields reported them
+    conv.thinking = msgspec.to_builtins(req.thinking) if req.thinking is not None else None
+    conv.top_k = req.top_k
+    return conv, losses
 
 
 def _read_message(m: wire.Message, path: str, conv: Conversation, losses: list[Loss]) -> None:
@@ -206,14 +215,131 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
         body["metadata"] = {"user_id": conv.user}
     if conv.metadata:
         losses.append(dropped("metadata"))
-    if conv.response_format is not None:
-        losses.append(dropped("response_format"))
-    if conv.reasoning_effort is not None:
-        losses.append(dropped("reasoning_effort"))
+    if conv.top_k is not None:
+        body["top_k"] = conv.top_k
+    _thinking(conv, body, losses)
+    _json_tool(conv, body, losses)
     losses += [dropped(where) for _, where in conv.shared.values()]
     if conv.stream:
         body["stream"] = True
     return ENCODER.encode(body), losses
+
+
+def _thinking(conv: Conversation, body: dict, losses: list[Loss]) -> None:
+    """Extended thinking: the client's own (Messages', or a Chat client's in Anthropic's shape), else its reasoning
+    effort as a budget (``EFFORT_BUDGET``), made valid beside the rest of the body as request_params' generation
+    tiers make it (``anthropic.enable_thinking``): what that changes of the client's request is reported."""
+    thinking, effort = conv.thinking, conv.reasoning_effort
+    if thinking is None and effort is not None:
+        if effort == "none":
+            thinking = {"type": "disabled"}
+        elif effort in EFFORT_BUDGET:
+            thinking = {"type": "enabled", "budget_tokens": EFFORT_BUDGET[effort]}
+        else:
+            losses.append(dropped("reasoning_effort", "out_of_range"))
+    if thinking is None:
+        return
+    where = "thinking" if conv.thinking is not None else "reasoning_effort"
+    choice = body.get("tool_choice")
+    if thinking.get("type") != "disabled" and isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+        # Anthropic refuses thinking with a forced tool; the client's forced tool is the more specific ask.
+        losses.append(dropped(where, "tool_choice"))
+        return
+    if thinking.get("type") != "enabled":
+        body["thinking"] = thinking
+        return
+    for change in wire.enable_thinking(body, thinking["budget_tokens"]):
+        name = change.removeprefix("-").split(" ")[0].split("=")[0]
+        if change.startswith("-"):
+            losses.append(dropped(name, "thinking"))
+        elif conv.max_tokens is not None:
+            losses.append(Loss(CONVERTED, "thinking", "max_tokens"))   # raised above the client's: see README
+    body["thinking"] = thinking   # the client's own, its other fields (display) kept
+
+
+def _json_tool(conv: Conversation, body: dict, losses: list[Loss]) -> None:
+    """The client's structured output as a tool the model is made to call (``JSON_TOOL``). Beside the client's own
+    tools it is one more: with none of them forced the model must call a tool (``any``): one of the client's, or
+    this one to answer; one of theirs forced stays forced; ``none`` (none of the client's) forces this one. With
+    thinking on, which Anthropic refuses beside a forced tool, the tool is offered (``auto``) and the system
+    prompt asks for it."""
+    schema = json_schema(conv.response_format)
+    if schema is None:
+        if conv.response_format is not None and conv.response_format.get("type") != "text":
+            losses.append(dropped("response_format"))   # a json_schema without its schema, or a type of no one's
+        return
+    spec = conv.response_format.get("json_schema") or {}
+    description = spec.get("description") if isinstance(spec.get("description"), str) else \
+        "Your answer, as a JSON object its input schema describes."
+    body["tools"] = [*body.get("tools", ()), {"name": JSON_TOOL, "description": description, "input_schema": schema}]
+    choice = body.get("tool_choice") or {"type": "auto"}
+    kind = choice["type"]
+    thinking = (body.get("thinking") or {}).get("type") not in (None, "disabled")
+    if thinking:
+        body["tool_choice"] = {k: v for k, v in choice.items() if k != "name"} | {"type": "auto"}
+        body.setdefault("system", []).append({"type": "text", "text": JSON_INSTRUCTION})
+        return
+    if kind == "none" or (kind in ("auto", "any") and not conv.tools):
+        body["tool_choice"] = {**{k: v for k, v in choice.items() if k != "type"}, "type": "tool", "name": JSON_TOOL}
+    elif kind == "auto":
+        body["tool_choice"] = {**choice, "type": "any"}
+
+
+def json_schema(response_format: dict | None) -> dict | None:
+    """The input schema of the tool that carries ``response_format`` to Claude; None when there is nothing to
+    carry (no format, ``text``) or it cannot be carried (a json_schema without its schema)."""
+    kind = (response_format or {}).get("type")
+    if kind == "json_object":
+        return JSON_OBJECT
+    spec = response_format.get("json_schema") if kind == "json_schema" else None
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    return schema if isinstance(schema, dict) else None
+
+
+def unwrap_json(answer: Answer) -> Answer:
+    """Claude's answer to a request that carried structured output (``JSON_TOOL``) as the client asked for it: the
+    tool's input is the answer's text, and without another tool's call the answer stopped, not for tools."""
+    parts = [Text(p.arguments, p.path) if isinstance(p, ToolCall) and p.name == JSON_TOOL else p for p in answer.parts]
+    finish = answer.finish
+    if finish == "tool_calls" and not any(isinstance(p, ToolCall) for p in parts):
+        finish = "stop"
+    return msgspec.structs.replace(answer, parts=parts, finish=finish)
+
+
+class JsonUnwrapping:
+    """``unwrap_json`` on a stream: wraps a Messages ``StreamReader``, the JSON tool's block a text block, its
+    input_json_delta text deltas."""
+
+    def __init__(self, reader) -> None:
+        self._reader = reader
+        self._json: set[int] = set()
+        self._calls = False   # another tool's call went out
+
+    @property
+    def losses(self) -> list[Loss]:
+        return self._reader.losses
+
+    def event(self, name: str | None, data: bytes) -> list[Event]:
+        return self._unwrapped(self._reader.event(name, data))
+
+    def close(self) -> list[Event]:
+        return self._unwrapped(self._reader.close())
+
+    def _unwrapped(self, events: list[Event]) -> list[Event]:
+        out: list[Event] = []
+        for ev in events:
+            if isinstance(ev, BlockStart) and ev.kind == "tool":
+                if ev.name == JSON_TOOL:
+                    self._json.add(ev.index)
+                    ev = BlockStart(ev.index, "text")
+                else:
+                    self._calls = True
+            elif isinstance(ev, ArgsDelta) and ev.index in self._json:
+                ev = TextDelta(ev.index, ev.json)
+            elif isinstance(ev, Finished) and ev.finish == "tool_calls" and not self._calls:
+                ev = msgspec.structs.replace(ev, finish="stop")
+            out.append(ev)
+        return out
 
 
 def _block(p, losses: list[Loss]) -> dict | None:

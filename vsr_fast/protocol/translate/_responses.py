@@ -10,7 +10,8 @@ import msgspec
 from ...errors import RequestError
 from .. import responses as wire
 from ._common import (
-    ENCODER, ERROR_MARK, NewId, error_text, new_id, openai_error_type, upstream_error, unknown_fields,
+    ENCODER, ERROR_MARK, NewId, effort_of_thinking, error_text, new_id, openai_error_type, upstream_error,
+    unknown_fields,
 )
 # declared_tool_count is read as RESPONSES.declared_tool_count by the adapter: a re-export, not unused.
 from ._freeform import (  # noqa: F401
@@ -221,8 +222,11 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
         body["text"] = {"format": {"type": "json_object"}}
     elif rf is not None and rf.get("type") != "text":
         losses.append(dropped("response_format"))   # a json_schema without its schema, or a type Responses lacks
-    if conv.reasoning_effort is not None:
-        body["reasoning"] = {"effort": conv.reasoning_effort}
+    effort = conv.reasoning_effort or effort_of_thinking(conv.thinking, losses)
+    if effort is not None:
+        body["reasoning"] = {"effort": effort}
+    if conv.top_k is not None:
+        losses.append(dropped("top_k"))   # OpenAI samples by top_p only
     _write_shared(conv, body)
     if conv.prefill is not None:
         losses.append(Loss(CONVERTED, "prefill", conv.prefill))   # Responses answers a new turn, never continues one

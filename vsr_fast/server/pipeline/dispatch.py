@@ -55,6 +55,7 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
     r = ex.route = await looper.select(ex, r, alg)
     # Before any candidate is called: a later one of another format must not be the first to find the
     # conversation empty, after an earlier one was tried.
+    r = ex.route = _carrying(ex, r)
     ex.adapter.refuse_empty(req, (c.api_format for c in r.candidates))
     ex.model = r.candidates[0].name if r.candidates else None
     tally = ex.cost = Tally()
@@ -75,6 +76,17 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
     if not (isinstance(answer, Whole) and answer.status >= 400):
         looper.served(ex, answer.model.name)      # multi_factor's affinity, retention's current model
     return answer
+
+
+def _carrying(ex: Exchange, r):
+    """The route less the candidates that cannot answer in the shape the client reads (Chat's ``n`` above one to
+    a backend answering one choice): a 400 naming the field and the models when none is left, before any call."""
+    kept = tuple(c for c in r.candidates if ex.adapter.carried_by(ex.req, c.api_format))
+    if len(kept) == len(r.candidates):
+        return r
+    if not kept:
+        raise ex.adapter.uncarried(ex.req, r.candidates)
+    return dataclasses.replace(r, candidates=kept)
 
 
 async def _shaped(ex: Exchange, out: Outbound, model: ProviderModel) -> Outbound:
