@@ -31,6 +31,9 @@ ASK = [{"role": "user", "content": "Where is the Louvre?"}]
 @pytest.fixture(scope="module")
 def gw(mock, tmp_path_factory):
     models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt} for fmt in BACKENDS]
+    # The same backends as models that declare they reason: a Messages client's thinking reaches them as an effort.
+    models += [{**model(f"m-{fmt}-r", f"{mock.url}/v1"), "api_format": fmt, "capabilities": ["chat", "reasoning"]}
+               for fmt in ("openai", "responses")]
     # A first candidate no one answers (its port closed): the request falls back to the next.
     models.append({**model("m-down", f"http://127.0.0.1:{free_port()}/v1"), "api_format": "openai"})
     decisions = [{"name": "general", "modelRefs": [{"model": "m-down"}, {"model": "m-anthropic"}]}]
@@ -233,11 +236,22 @@ def test_thinking_with_response_format_asks_for_the_tool_without_forcing_it(gw, 
 def test_messages_thinking_is_reasoning_effort_for_an_openai_backend(gw, mock, backend, effort):
     budget = {"low": 1024, "medium": 3000, "high": 8000}[effort]
     client, tap = messages(gw)
-    client.messages.create(model=f"m-{backend}", max_tokens=16000, messages=ASK,
+    client.messages.create(model=f"m-{backend}-r", max_tokens=16000, messages=ASK,
                            thinking={"type": "enabled", "budget_tokens": budget})
     body = last(mock, backend)
     assert (body.get("reasoning_effort") if backend == "openai" else body["reasoning"]["effort"]) == effort
     assert warnings_of(tap.headers) == set()
+
+
+@pytest.mark.parametrize("backend", ["openai", "responses"])
+def test_messages_thinking_to_a_model_that_does_not_say_it_reasons_is_dropped_and_listed(gw, mock, backend):
+    """gpt-4o and its like answer 400 to reasoning_effort: Claude Code's thinking routed to one must still work."""
+    client, tap = messages(gw)
+    client.messages.create(model=f"m-{backend}", max_tokens=16000, messages=ASK,
+                           thinking={"type": "enabled", "budget_tokens": 2048})
+    body = last(mock, backend)
+    assert "reasoning_effort" not in body and "reasoning" not in body, body
+    assert warnings_of(tap.headers) == {loss("dropped", "model_does_not_reason", "thinking")}
 
 
 def test_responses_reasoning_effort_is_claudes_thinking(gw, mock):

@@ -664,10 +664,14 @@ def test_losses_name_what_the_target_cannot_carry():
                                                                {"type": "text", "text": "ok"}]}],
                 "tools": [{"type": "web_search_20250305", "name": "web_search"}]}
     adapter, req = decode("messages", messages)
-    fields = [x.field for x in adapter.upstream(req, "responses", "g").losses]
-    # thinking reaches Responses as reasoning.effort (a budget of 1,024: low); the last: a prefill
+    fields = [x.field for x in adapter.upstream(req, "responses", "g", reasons=True).losses]
+    # thinking reaches a reasoning model's Responses as reasoning.effort (a budget of 1,024: low); the last: a prefill
     assert fields == ["messages[0].content[0]", "tools[0]", "top_k", "messages[0]"]
-    assert json.loads(adapter.upstream(req, "responses", "g").body)["reasoning"] == {"effort": "low"}
+    assert json.loads(adapter.upstream(req, "responses", "g", reasons=True).body)["reasoning"] == {"effort": "low"}
+    # A model that does not say it reasons gets no effort (gpt-4o refuses one): thinking is dropped and listed.
+    plain = adapter.upstream(req, "responses", "g")
+    assert ("dropped", "model_does_not_reason", "thinking") in [(x.action, x.reason, x.field) for x in plain.losses]
+    assert "reasoning" not in json.loads(plain.body)
     responses = {"model": "g", "input": [{"type": "reasoning", "id": "rs_1", "summary": []},
                                          {"role": "user", "content": "hi"}],
                  "tools": [{"type": "web_search"}], "text": {"format": {"type": "json_object"}}}

@@ -127,6 +127,12 @@ class ProviderModel(_Block):
         """The model name the backend itself knows."""
         return self.provider_model_id or self.name
 
+    @property
+    def reasons(self) -> bool:
+        """Whether the model declares ``capabilities: [reasoning]``: a Messages client's ``thinking`` then reaches
+        an OpenAI-format backend as a reasoning effort (a model that does not reason refuses that field)."""
+        return "reasoning" in self.capabilities
+
 
 class Providers(_Block):
     models: list[ProviderModel] = field(default_factory=list)

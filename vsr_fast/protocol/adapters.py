@@ -59,6 +59,7 @@ from .errors import (
     BodyProblem, Problem, anthropic_request_error, decode_body, openai_error_body, openai_request_error, problem_of,
 )
 from .rewrite import ModelRewriter
+from .translate._losses import dropped
 from .translate import (
     BY_FORMAT, CHAT, GUARDED, IMAGES, MESSAGES, PATHS, RESPONSES, Answer, Conversation, Loss, NewId, NoTurns,
     Passthrough, StreamTranslator, Translating, WholeToStream, chat_messages, is_error_of, new_id, read_error,
@@ -164,11 +165,13 @@ class Adapter(abc.ABC):
         return CanonicalRequest(chat_messages(conv), tools=len(conv.tools), metadata=conv.metadata,
                                 identity=identity)
 
-    def upstream(self, req: Inbound, api_format: str, upstream_model: str, *, stream_usage: bool = True
-                 ) -> Outbound:
+    def upstream(self, req: Inbound, api_format: str, upstream_model: str, *, stream_usage: bool = True,
+                 reasons: bool = False) -> Outbound:
         """The request for a backend speaking ``api_format``, naming ``upstream_model``. A stream to an
         openai-format backend asks for its usage (``stream_options.include_usage``) unless ``stream_usage``
-        is false (a server that refuses the field): the limits, costs and metrics read it."""
+        is false (a server that refuses the field): the limits, costs and metrics read it. A Messages client's
+        ``thinking`` becomes an OpenAI-format reasoning effort only when the model ``reasons`` (it declares the
+        capability); otherwise it is dropped and listed, as gpt-4o and its like refuse ``reasoning_effort``."""
         if api_format not in PATHS:
             raise UnsupportedCapability(f"api_format {api_format!r} does not serve {self.api} requests")
         headers = self.provider_headers(req, api_format)
@@ -180,9 +183,9 @@ class Adapter(abc.ABC):
                 raw = with_stream_usage(req.raw, True) if ask else req.raw
                 rewrite = req.memo[key] = ModelRewriter(raw, self.model(req))
             return Outbound(PATHS[api_format], rewrite(upstream_model), self.stream(req), headers)
-        key = ("body", api_format, upstream_model, stream_usage)
+        key = ("body", api_format, upstream_model, stream_usage, reasons)
         if key not in req.memo:
-            body, losses = self._translate(req, api_format, upstream_model)
+            body, losses = self._translate(req, api_format, upstream_model, reasons)
             if api_format == "openai" and not stream_usage and self.stream(req):
                 body = with_stream_usage(body, False)     # the translation asks for it: this server refuses it
             req.memo[key] = body, losses
@@ -227,12 +230,17 @@ class Adapter(abc.ABC):
         """Where the client's conversation has nothing to translate, in the client's own field."""
         return Problem("invalid", ("messages",), NO_TURNS)
 
-    def _translate(self, req: Inbound, api_format: str, model: str) -> tuple[bytes, list[Loss]]:
+    def _translate(self, req: Inbound, api_format: str, model: str, reasons: bool = False
+                   ) -> tuple[bytes, list[Loss]]:
         if api_format == "images":
             raise UnsupportedCapability(f"the {self.api} API cannot return an image; "
                                         "an images model serves the Responses and Images APIs")
         self.refuse_empty(req, (api_format,))
         conv, read_losses = self.conversation(req)
+        if not reasons and api_format in ("openai", "responses") and conv.thinking is not None \
+                and conv.thinking.get("type") != "disabled":
+            conv = msgspec.structs.replace(conv, thinking=None)
+            read_losses = [*read_losses, dropped("thinking", "model_does_not_reason")]
         try:
             body, write_losses = BY_FORMAT[api_format].write_request(conv, model)
         except NoTurns:
@@ -658,9 +666,10 @@ class ResponsesAdapter(Adapter):
             return Problem("length", ("input",), expected=">= 1", got="array")
         return Problem("invalid", ("input",), NO_TURNS)
 
-    def _translate(self, req: Inbound, api_format: str, model: str) -> tuple[bytes, list[Loss]]:
+    def _translate(self, req: Inbound, api_format: str, model: str, reasons: bool = False
+                   ) -> tuple[bytes, list[Loss]]:
         if api_format != "images":
-            return super()._translate(req, api_format, model)
+            return super()._translate(req, api_format, model, reasons)
         conv, read_losses = self.conversation(req)
         tools = req.body.tools or ()
         tool = next((msgspec.structs.asdict(t) for t in tools if t.type == "image_generation"), None)
@@ -786,7 +795,8 @@ class ImagesAdapter(Adapter):
     def canonical(self, req: Inbound, identity: Identity = ANONYMOUS) -> CanonicalRequest:
         return CanonicalRequest([chat.Message(role="user", content=req.body.prompt)], identity=identity)
 
-    def _translate(self, req: Inbound, api_format: str, model: str) -> tuple[bytes, list[Loss]]:
+    def _translate(self, req: Inbound, api_format: str, model: str, reasons: bool = False
+                   ) -> tuple[bytes, list[Loss]]:
         if api_format != "responses":
             raise UnsupportedCapability(f"an image is generated on the Images or Responses API, "
                                         f"not api_format {api_format!r}")

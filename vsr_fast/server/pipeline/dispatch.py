@@ -29,7 +29,7 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
 
     async def written(model: ProviderModel, inbound: Inbound, tune: Tune | None = None) -> Outbound:
         out = ex.adapter.upstream(inbound, model.api_format, model.upstream_model,
-                                  stream_usage=model.stream_usage)
+                                  stream_usage=model.stream_usage, reasons=model.reasons)
         if tune is not None:
             out = dataclasses.replace(out, body=tune(out.body, model.api_format))
         # The client's forwarded headers join the request's own, so header_mutation sees them all.

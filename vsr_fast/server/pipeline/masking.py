@@ -151,7 +151,7 @@ async def number(ex: Exchange) -> None:
         return
     model = r.candidates[0]
     try:
-        out = ex.adapter.upstream(req, model.api_format, model.upstream_model, stream_usage=model.stream_usage)
+        out = ex.adapter.upstream(req, model.api_format, model.upstream_model, stream_usage=model.stream_usage, reasons=model.reasons)
         body = out.body
         if ex.shaping is not None:
             body = ex.shaping.apply(body, model.api_format, out.headers).body
