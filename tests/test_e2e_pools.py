@@ -165,6 +165,40 @@ def test_one_entrypoint_without_a_live_backend_leaves_the_router_ready(mock, tmp
         assert r.status_code == 200
 
 
+def test_every_entrypoint_down_leaves_the_router_ready_while_a_model_named_directly_serves(mock, tmp_path):
+    """Trial 36: with every backend behind the entrypoints ejected, /ready answered 503 though a model named
+    directly still served, so a readiness probe took every replica out of rotation, working traffic with it.
+    Not ready only when nothing at all can be served: no model has a backend in the rotation."""
+    working = mock
+    with mock_upstream() as other:
+        doc = config([{"name": "m", "backend_refs": [{"endpoint": f"http://127.0.0.1:{free_port()}/v1", "name": "dead"}]},
+                      {"name": "gpt-agent", "backend_refs": [{"endpoint": f"{working.url}/v1", "name": "agent"}]},
+                      {"name": "spare", "backend_refs": [{"endpoint": f"{other.url}/v1", "name": "spare"}]}],
+                     [{"name": "d", "modelRefs": [{"model": "m"}]}])
+        doc["global"] = {"router": {"upstream": {"outlier": {"consecutive_failures": 1, "base_ejection_ms": 60_000},
+                                                 "retries": {"max_retries": 0}}}}
+        with router(write_config(doc, str(tmp_path))) as proc, httpx.Client(timeout=30) as client:
+            assert post(client, proc, model="vsr/auto").status_code == 502
+            assert metric(proc, "vsr_backend_up", "dead") == 0
+            ready = client.get(f"{proc.url}/ready")
+            assert ready.status_code == 200, ready.text
+            assert ready.json()["no_live_backend"] == ["vsr/auto"]
+            r = client.post(f"{proc.url}/v1/chat/completions", json={"model": "gpt-agent", "messages": CHAT})
+            assert r.status_code == 200
+            # Every model's backends out (the last two ejected by 503s): nothing can be served, not ready.
+            for mock_, name in ((working, "gpt-agent"), (other, "spare")):
+                httpx.post(f"{mock_.url}/_mock/config", json={"fail_rate": 1, "fail_status": 503}).raise_for_status()
+                try:
+                    assert client.post(f"{proc.url}/v1/chat/completions",
+                                       json={"model": name, "messages": CHAT}).status_code == 503
+                finally:
+                    httpx.post(f"{mock_.url}/_mock/config", json={"fail_rate": 0, "fail_status": 500}).raise_for_status()
+                if name == "gpt-agent":
+                    assert client.get(f"{proc.url}/ready").status_code == 200, "spare still serves"
+            ready = client.get(f"{proc.url}/ready")
+            assert ready.status_code == 503 and ready.json()["status"] == "no_live_backend", ready.text
+
+
 def test_a_refused_connection_is_retried_and_ready_follows_the_backends(tmp_path):
     port = free_port()
     path = pool_config(tmp_path, [{"endpoint": f"http://127.0.0.1:{port}/v1", "name": "dead"}],

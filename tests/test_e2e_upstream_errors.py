@@ -17,6 +17,8 @@ import httpx
 import openai
 import pytest
 
+from vsr_fast.upstream.dispatch import BACKEND_FAULT_STATUS
+
 from .hostile_upstream import serving
 from .procs import config, free_port, mock_upstream, router, wait_for_value, write_config
 
@@ -146,6 +148,12 @@ def post(edge, api: str, model: str, stream: bool = False) -> httpx.Response:
 # --- 1. error bodies: the client's shape, passed through or wrapped -----------------------------------------------
 
 
+def answered_path(status: int) -> str:
+    """x-vsr-response-path of a lone backend's error answer: the model's own answer (``upstream``), but a 404 is the
+    backend failing (the model missing on that deployment): every attempt failed, its answer relayed (``error``)."""
+    return "error" if status in BACKEND_FAULT_STATUS else "upstream"
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
@@ -166,7 +174,7 @@ def test_an_error_body_not_in_the_clients_shape_is_wrapped_in_it(edge, api, fmt,
     else:
         assert error["type"] == "invalid_request_error" and exc.message     # the SDK has a message to show
     assert exc.response.headers["content-type"] == "application/json"
-    assert exc.response.headers["x-vsr-response-path"] == "upstream"   # the model's own answer
+    assert exc.response.headers["x-vsr-response-path"] == answered_path(status)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
@@ -176,7 +184,7 @@ def test_an_error_already_in_the_clients_shape_passes_unchanged(edge, api, mode,
     status, _, body, _ = MODES[mode]
     r = post(edge, api, f"{mode}-{NATIVE[api]}", stream)
     assert (r.status_code, r.content) == (status, body)
-    assert r.headers["x-vsr-response-path"] == "upstream"
+    assert r.headers["x-vsr-response-path"] == answered_path(status)
 
 
 @pytest.mark.parametrize("api, mode", [("chat", "anthropic-error"), ("responses", "anthropic-error"),

@@ -471,6 +471,7 @@ class UpstreamError(VsrError):
 
     status, code, type, stage = 502, "upstream_failed", "upstream_error", "upstream"
     cause = "upstream_error"
+    backend: str | None = None      # the last attempt's backend, for the access log (never the client)
 
     def __init__(self, message: str, *, param: str | None = None, cause: str | None = None,
                  detail: str | None = None, retry_after_s: int | None = None) -> None:

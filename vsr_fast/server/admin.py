@@ -60,9 +60,10 @@ def make_admin(state: AppState) -> QuartTrio:
         if state.draining:
             return jsonify({"status": "draining"}), 503
         down = state.unready()
-        # Out of the rotation only when nothing can be served: one provider's outage behind one entrypoint
-        # must not take every replica's healthy routes out of a load balancer with it.
-        if down and len(down) == len(state.entrypoint_models):
+        # Out of the rotation only when nothing can be served: one provider's outage, behind one entrypoint or
+        # all of them, must not take every replica's healthy routes (a model named directly) out of a load
+        # balancer with it.
+        if not state.upstreams.servable():
             return jsonify({"status": "no_live_backend", "entrypoints": down}), 503
         body = {"status": "ready", "config_version": state.loaded.version_hash}
         if down:

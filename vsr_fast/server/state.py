@@ -151,9 +151,8 @@ class AppState:
         else:
             outcome = "ok"
         self.metrics.upstream_attempts.inc(attempt.model, attempt.backend, outcome)
-        # The model's fault only: a 4xx is the request's.
-        failed = attempt.error is not None or attempt.status is not None and (attempt.status >= 500 or attempt.status == 429)
-        self.selection.stats.observe(attempt.model, attempt.seconds, not failed)
+        # The model's fault only: a 400 is the request's, a delegated backend's 401 the client's own credential.
+        self.selection.stats.observe(attempt.model, attempt.seconds, not attempt.failed)
         if attempt.cause is not None:
             self.metrics.upstream_errors.inc(attempt.model, attempt.backend, attempt.cause)
 

@@ -2,11 +2,13 @@
 
 Order: each candidate model's backend_refs in turn, then the next candidate; the ejected ones (passive or
 active health) of every candidate come last, in that order.
-A connect error, a timeout, a 429 or a 5xx moves on, and so does an answer the
-router cannot trust (``answers``: a redirect or an unknown status, a success
+A connect error, a timeout, a 429, a 5xx or the backend's 401, 403, 404 or 408 (the router's own credential
+revoked, the model missing on that deployment, a timeout: LiteLLM's reading, the deployment failing) moves on, and
+so does an answer the router cannot trust (``answers``: a redirect or an unknown status, a success
 body not of its protocol's shape, an answer past ``max_response_bytes``); any
 other status is the model's answer, its body relayed with the backend's key
-struck out. A backend already holding ``max_pending`` requests is skipped
+struck out: a 400, 413 or 422 is the request's fault, and a delegated backend's 401 or 403 is the client's own
+credential refused, never another backend's business. A backend already holding ``max_pending`` requests is skipped
 at once; with every one skipped the client gets 503 with Retry-After
 (``BackendsBusy``) rather than a place in a queue. A stream counts as started once its
 first well-formed event arrived, so a backend that fails or streams something
@@ -37,9 +39,14 @@ from . import answers, transport
 from .pool import Backend, Upstreams, credential_header
 from .transport import Response, TransportError
 
-RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504, 529})
+# A backend's own failure, not the request's: its credential (the router's) refused or revoked, the model missing
+# on that deployment, a timeout of its own. The next backend is tried and its health counts it, as a 5xx.
+BACKEND_FAULT_STATUS = frozenset({401, 403, 404, 408})
 # What counts against a backend's health; a 429 is a limit of the caller's, not a sick backend.
-UNHEALTHY_STATUS = frozenset({500, 502, 503, 504, 529})
+UNHEALTHY_STATUS = frozenset({500, 502, 503, 504, 529}) | BACKEND_FAULT_STATUS
+RETRYABLE_STATUS = UNHEALTHY_STATUS | {429}
+# A delegated backend's answers that are the client's: its own credential refused.
+CLIENTS_OWN_STATUS = frozenset({401, 403})
 # Statuses that ask for the same request again later (with Retry-After); 529 is Anthropic's 503.
 RETRY_LATER_STATUS = frozenset({429, 503, 529})
 NO_BACKEND = UpstreamError("no backend is configured for the chosen models")
@@ -56,6 +63,7 @@ class Attempt:
     error: str | None
     seconds: float
     cause: str | None = None        # why it failed in one word (UpstreamError.cause); None for a success
+    failed: bool = False            # the backend's or model's failure (not the request's, not the client's)
 
 
 @dataclass(slots=True)
@@ -146,7 +154,8 @@ class Dispatcher:
         error = failure.code if failure is not None else None
         cause = failure.cause if failure is not None else \
             status_cause(status) if status is not None and status >= 400 else None
-        attempt = Attempt(model.name, backend.label, status, error, time.perf_counter() - started, cause)
+        failed = error is not None or status is not None and (status >= 500 or _moves_on(backend, status))
+        attempt = Attempt(model.name, backend.label, status, error, time.perf_counter() - started, cause, failed)
         attempts.append(attempt)
         if tracing.tracer is not None:
             tracing.record("vsr.upstream.attempt", started, {
@@ -157,7 +166,7 @@ class Dispatcher:
                      failure.detail if failure is not None else f"HTTP {status}")
         if error == BackendsBusy.code:
             pass        # the router's own bound, not the backend's health
-        elif error is not None or status in UNHEALTHY_STATUS:
+        elif error is not None or status in UNHEALTHY_STATUS and _moves_on(backend, status):
             if backend.failed(self._upstreams.outlier, time.monotonic()):
                 log.warning("backend %s ejected after %d failures in a row (the last: %s)", backend.label,
                             self._upstreams.outlier.consecutive_failures, cause)
@@ -212,7 +221,7 @@ class Dispatcher:
             finally:
                 await resp.aclose()
             self._record(attempts, model, backend, started, status, None)
-            if status in RETRYABLE_STATUS:
+            if _moves_on(backend, status):
                 failure = _status_failure(status, body, resp, model, backend, rnd)
                 continue
             return _whole(model, backend, resp, body, attempts)
@@ -237,7 +246,7 @@ class Dispatcher:
                     finally:
                         await resp.aclose()
                     self._record(attempts, model, backend, started, status, None)
-                    if status in RETRYABLE_STATUS:
+                    if _moves_on(backend, status):
                         failure = _status_failure(status, body, resp, model, backend, rnd)
                         continue
                     return _whole(model, backend, resp, body, attempts)
@@ -281,6 +290,12 @@ class Dispatcher:
                 rnd.retryable |= isinstance(exc, transport.ConnectError)
         self._record(attempts, model, backend, started, None, failure)
         return failure
+
+
+def _moves_on(backend: Backend, status: int) -> bool:
+    """Whether a backend's answer with ``status`` is its failure, the next backend tried: a delegated backend's
+    401 or 403 is the client's own credential refused, its answer."""
+    return status in RETRYABLE_STATUS and not (backend.delegated is not None and status in CLIENTS_OWN_STATUS)
 
 
 async def _read_whole(resp: Response, model: ProviderModel, backend: Backend, path: str, *,
@@ -412,7 +427,14 @@ def _exhausted(failure: UpstreamError, attempts: list[Attempt]) -> UpstreamError
     answered or why it failed, never a backend's name or address (those are in ``detail``, for the log)."""
     if failure is NO_BACKEND:
         return UpstreamError("no backend is configured for the chosen models")
-    tried = ", ".join(f"{a.backend}: {' '.join(str(x) for x in (a.status, a.error) if x)}" for a in attempts)
+    exhausted = _gave_up(failure, attempts)
+    exhausted.backend = attempts[-1].backend if attempts else None
+    return exhausted
+
+
+def _gave_up(failure: UpstreamError, attempts: list[Attempt]) -> UpstreamError:
+    """``_exhausted``'s error; ``detail`` names each attempt's backend, model and cause, for the log."""
+    tried = ", ".join(f"{a.backend} ({a.model}): {_outcome(a, logged=True)}" for a in attempts)
     said = ", ".join(f"{a.model}: {_outcome(a)}" for a in attempts)
     message, detail = f"every upstream attempt failed ({said})", f"every upstream attempt failed ({tried})"
     if isinstance(failure, UpstreamStatus):
@@ -425,8 +447,9 @@ def _exhausted(failure: UpstreamError, attempts: list[Attempt]) -> UpstreamError
                          detail=f"{detail}; the last: {failure.detail}")
 
 
-def _outcome(a: Attempt) -> str:
-    """One attempt for the client: the status it answered, or the cause it failed of, or both."""
+def _outcome(a: Attempt, *, logged: bool = False) -> str:
+    """One attempt for the client: the status it answered, or the cause it failed of, or both; for the log
+    (``logged``), its cause always."""
     if a.status is None:
         return a.cause or "failed"
-    return f"HTTP {a.status}" if a.error is None else f"HTTP {a.status} {a.cause}"
+    return f"HTTP {a.status}" if a.cause is None or a.error is None and not logged else f"HTTP {a.status} {a.cause}"

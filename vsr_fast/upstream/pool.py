@@ -245,6 +245,18 @@ class Upstreams:
     def order(self, model: str) -> list[Backend]:
         return order(self.backends[model], time.monotonic())
 
+    def servable(self) -> bool:
+        """Whether some model can be served: a backend of any model in the rotation, or no backend at all (nothing
+        to be down). Any provider model may be named directly, outside every entrypoint."""
+        now = time.monotonic()
+        found = False
+        for backends in self.backends.values():
+            for b in backends:
+                if b.up(now):
+                    return True
+                found = True
+        return not found
+
     def live(self, model: str) -> bool:
         """Whether the model has a backend in the rotation now."""
         now = time.monotonic()

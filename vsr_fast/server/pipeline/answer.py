@@ -14,7 +14,7 @@ import trio
 import msgspec
 
 from ...errors import (RateLimited, RequestTimeout, ResponseTooLarge, ShuttingDown, UpstreamError, UpstreamInvalid,
-                       UpstreamTooLarge, VsrError, cause_words)
+                       UpstreamStatus, UpstreamTooLarge, VsrError, cause_words)
 from ...headers import registry as h
 from ...plugins import fast_response
 from ...plugins.response_cache import CachedAnswer
@@ -144,7 +144,7 @@ def _losses(ex: Exchange, model_name: str) -> list:
 def _upstream_answered(ex: Exchange, result: Stream | Whole) -> None:
     r = ex.route
     assert r is not None
-    ex.model, ex.status = result.model.name, result.status
+    ex.model, ex.status, ex.backend = result.model.name, result.status, result.backend.label
     if result.model.name != r.candidates[0].name and ex.path != h.ResponsePath.LOOPER:
         ex.path = h.ResponsePath.FALLBACK
 
@@ -164,6 +164,10 @@ async def _whole(ex: Exchange, send: Send, result: Whole) -> None:
         return
     reply = adapter.whole(req, result.model.api_format, result.status, result.body, result.content_type)
     ex.status = reply.status
+    if result.status >= 400:    # a backend's error answer relayed (the request's fault, the client's credential)
+        ex.failure = UpstreamStatus.at(result.backend.label, f"answered HTTP {result.status}", status=result.status,
+                                       body=b"", content_type=result.content_type,
+                                       api_format=result.model.api_format)
     if result.retry_after_s is not None:    # the backend's error asked for a wait: its client waits too
         ex.extra.append((b"retry-after", str(result.retry_after_s).encode()))
     body, codes = reply.body, []

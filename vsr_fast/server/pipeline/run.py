@@ -117,7 +117,10 @@ def _access_fields(ex: Exchange) -> dict:
         "request_id": ex.rec.request_id, "replay_id": ex.rec.replay_id,
         # Who called: the key's id (never the key or its hash) and whom it names, or a trusted listener's headers.
         "key_id": who.key_id, "user": who.user, "team": who.team, "tenant": who.tenant,
-        "api": ex.api, "recipe": ex.recipe, "decision": ex.decision, "model": ex.model, "status": ex.status,
+        "api": ex.api, "recipe": ex.recipe, "decision": ex.decision, "model": ex.model,
+        # The backend that answered, or the last one tried when every attempt failed.
+        "backend": ex.backend or (failure.backend if isinstance(failure, UpstreamError) else None),
+        "status": ex.status,
         "path": ex.path.value, "latency_s": round(now - ex.started, 6),
         "ttfb_s": round(ex.first_byte - ex.started, 6) if ex.first_byte is not None else None,
         "input_tokens": meter.input if meter is not None and meter.seen else None,

@@ -1,0 +1,168 @@
+"""A backend's 401, 403, 404 or 408 is that backend failing (LiteLLM's reading: the router's own credential
+revoked, the model missing on that deployment, a timeout): the next backend is tried, then the next model, and
+it counts against the backend's health as a 5xx does. Two exceptions: a delegated backend's 401/403 is the
+client's own credential answering, relayed; a 400/413/422 is the request's fault, never retried. Over real
+processes: the router, the bench mock upstreams as its backends."""
+from __future__ import annotations
+
+import json
+import re
+
+import httpx
+import pytest
+
+from .procs import config, free_port, mock_upstream, router, wait_for_value, write_config
+
+CHAT = [{"role": "user", "content": "Say hello"}]
+FAULTS = (401, 403, 404, 408)
+
+
+@pytest.fixture(scope="module")
+def bad():
+    """Four mock upstreams, failing every request with what each test sets (``failing``)."""
+    procs = [mock_upstream() for _ in range(4)]
+    for p in procs:
+        p.__enter__()
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.__exit__(None, None, None)
+
+
+def failing(mock, status: int):
+    httpx.post(f"{mock.url}/_mock/config", json={"fail_rate": 1, "fail_status": status}).raise_for_status()
+    httpx.post(f"{mock.url}/_mock/reset").raise_for_status()
+    return mock
+
+
+def requests_seen(mock) -> int:
+    return httpx.get(f"{mock.url}/_mock/stats").json()["requests"]
+
+
+def metric(proc, name: str, model: str, backend: str, extra: str = "") -> float | None:
+    text = httpx.get(f"{proc.url}/metrics").text
+    found = re.search(rf'^{name}\{{model="{model}",backend="{backend}"{extra}\}} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else None
+
+
+def routed(tmp_path, models: list[dict], refs: list[str], **global_) -> str:
+    doc = config(models, [{"name": "d", "modelRefs": [{"model": m} for m in refs]}])
+    doc["global"] = {"router": {"access_log": {"enabled": True},
+                                "upstream": {"retries": {"max_retries": 0},
+                                             "outlier": {"consecutive_failures": 2, "base_ejection_ms": 60_000}}},
+                     **global_}
+    return write_config(doc, str(tmp_path))
+
+
+def ask(client: httpx.Client, proc, model: str, stream: bool = False, **headers) -> httpx.Response:
+    return client.post(f"{proc.url}/v1/chat/completions", headers=headers,
+                       json={"model": model, "messages": CHAT, "stream": stream})
+
+
+def access_lines(proc, count: int) -> list[dict]:
+    def found():
+        lines = [json.loads(x) for x in proc.lines if x.startswith("{")]
+        return lines if len(lines) >= count else None
+    return wait_for_value(found, f"{count} access log lines")
+
+
+@pytest.mark.parametrize("status", FAULTS)
+def test_a_backend_answering_a_fault_status_is_skipped_counted_and_ejected(tmp_path, mock, bad, status):
+    # ``mock`` (conftest's) answers well; ``bad`` fail as each test sets them.
+    sick = failing(bad[0], status)
+    path = routed(tmp_path, [{"name": "gpt-4o", "backend_refs": [{"endpoint": f"{sick.url}/v1", "name": "sick"},
+                                                                 {"endpoint": f"{mock.url}/v1", "name": "well"}]}],
+                  ["gpt-4o"])
+    with router(path) as proc, httpx.Client(timeout=30) as client:
+        # Round robin puts the sick backend first every other request: the other one answers each it fails.
+        for n in range(4):
+            r = ask(client, proc, "gpt-4o", stream=bool(n % 2))
+            assert r.status_code == 200, r.text
+            assert r.headers["x-vsr-selected-model"] == "gpt-4o"
+        tried = requests_seen(sick)
+        assert tried == 2
+        assert metric(proc, "vsr_backend_up", "gpt-4o", "sick") == 0
+        assert metric(proc, "vsr_backend_ejections_total", "gpt-4o", "sick") == 1
+        assert metric(proc, "vsr_upstream_errors_total", "gpt-4o", "sick", ',cause="status_4xx"') == tried
+        for _ in range(3):
+            assert ask(client, proc, "gpt-4o").status_code == 200
+        assert requests_seen(sick) == tried, "an ejected backend waits behind its live peer"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_every_backend_of_a_model_failing_so_falls_back_to_the_next_model(tmp_path, mock, bad, stream):
+    sick = [failing(m, s) for m, s in zip(bad, FAULTS)]
+    path = routed(tmp_path, [
+        {"name": "gpt-4o", "backend_refs": [{"endpoint": f"{m.url}/v1", "name": f"s{s}"} for m, s in zip(sick, FAULTS)]},
+        {"name": "claude-sonnet", "backend_refs": [{"endpoint": f"{mock.url}/v1", "name": "well"}]}],
+        ["gpt-4o", "claude-sonnet"])
+    with router(path) as proc, httpx.Client(timeout=30) as client:
+        r = ask(client, proc, "vsr/auto", stream=stream)
+        assert r.status_code == 200, r.text
+        assert r.headers["x-vsr-selected-model"] == "claude-sonnet"
+        assert r.headers["x-vsr-response-path"] == "fallback"
+        assert [requests_seen(m) for m in sick] == [1, 1, 1, 1]
+
+
+def test_when_every_attempt_fails_the_last_answer_reaches_the_client_and_the_log_names_each(tmp_path, bad):
+    missing = failing(bad[0], 404)
+    gone = f"http://127.0.0.1:{free_port()}/v1"
+    path = routed(tmp_path, [{"name": "gpt-4o", "backend_refs": [{"endpoint": gone, "name": "gone"}]},
+                             {"name": "claude-sonnet", "backend_refs": [{"endpoint": f"{missing.url}/v1",
+                                                                         "name": "nf"}]}],
+                  ["gpt-4o", "claude-sonnet"])
+    with router(path) as proc, httpx.Client(timeout=30) as client:
+        r = ask(client, proc, "vsr/auto")
+        assert r.status_code == 404, r.text
+        message = r.json()["error"]["message"]
+        assert "gpt-4o: connect_refused" in message and "claude-sonnet: HTTP 404" in message, message
+        [line] = access_lines(proc, 1)
+    assert (line["status"], line["error"], line["cause"], line["backend"]) == (404, "upstream_failed", "status_4xx",
+                                                                                "nf"), line
+    # Each attempt's backend and cause, not only its error code.
+    assert "gone (gpt-4o): connect_refused" in line["message"], line
+    assert "nf (claude-sonnet): HTTP 404 status_4xx" in line["message"], line
+
+
+@pytest.mark.parametrize("status", [400, 413, 422])
+def test_the_requests_own_fault_is_relayed_at_once_and_logged(tmp_path, mock, bad, status):
+    wrong = failing(bad[0], status)
+    path = routed(tmp_path, [{"name": "gpt-4o", "backend_refs": [{"endpoint": f"{wrong.url}/v1", "name": "b"}]},
+                             {"name": "claude-sonnet", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}],
+                  ["gpt-4o", "claude-sonnet"])
+    httpx.post(f"{mock.url}/_mock/reset").raise_for_status()
+    with router(path) as proc, httpx.Client(timeout=30) as client:
+        for _ in range(3):
+            assert ask(client, proc, "vsr/auto").status_code == status
+        assert requests_seen(wrong) == 3 and requests_seen(mock) == 0
+        assert metric(proc, "vsr_backend_up", "gpt-4o", "b") == 1
+        line = access_lines(proc, 3)[0]
+    assert (line["status"], line["cause"], line["backend"]) == (status, "status_4xx", "b"), line
+    assert line["error"] and f"backend b answered HTTP {status}" in line["message"], line
+
+
+def test_a_delegated_backends_401_and_403_are_the_clients_answer(tmp_path, mock, bad):
+    """The client's own credential refused: relayed, no other backend or model tried, no ejection. A 404 of the
+    same backend is the deployment's (the model is not there): the next one is tried."""
+    first, second = failing(bad[0], 401), failing(bad[1], 401)
+    delegated = {"auth": {"credential": "delegated"}}
+    path = routed(tmp_path, [{"name": "for-user", "backend_refs": [
+        {"endpoint": f"{first.url}/v1", "name": "u1", **delegated},
+        {"endpoint": f"{second.url}/v1", "name": "u2", **delegated}]}], ["for-user"],
+        services={"authz": {"delegated_credential": {"enabled": True}}})
+    own = {"x-vsr-delegated-credential": "the-users-own-key"}
+    with router(path) as proc, httpx.Client(timeout=30) as client:
+        statuses = [ask(client, proc, "vsr/auto", stream=bool(n % 2), **own).status_code for n in range(4)]
+        for m in (first, second):
+            failing(m, 403)
+        statuses += [ask(client, proc, "vsr/auto", **own).status_code for _ in range(2)]
+        assert statuses == [401] * 4 + [403] * 2
+        assert requests_seen(first) + requests_seen(second) == 2, "one attempt per request"
+        assert metric(proc, "vsr_backend_up", "for-user", "u1") == metric(proc, "vsr_backend_up", "for-user", "u2") == 1
+        line = access_lines(proc, 6)[-1]
+        assert (line["status"], line["cause"]) == (403, "status_4xx") and line["backend"] in ("u1", "u2"), line
+        for m in (first, second):
+            failing(m, 404)
+        assert ask(client, proc, "vsr/auto", **own).status_code == 404
+        assert requests_seen(first) + requests_seen(second) == 2, "both tried"
