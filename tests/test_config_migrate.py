@@ -24,6 +24,16 @@ ANCHOR_DIR = ROOT.parent / "shared" / "anchors" / "vllm-sr"
 ANCHORS = sorted(p for p in ANCHOR_DIR.glob("*.yaml") if ".probes." not in p.name and not p.name.startswith("runtime-"))
 GOLDEN = Path(__file__).parent / "fixtures" / "migrate"
 UPDATE = os.environ.get("VSR_UPDATE_GOLDENS") == "1"
+# Known gap: the hallucination plugin becomes a response_guard over a hallucination rule on the decision model, and
+# this router's (vsr-static-5) does not answer that preset, so the rule fails to load (spec 5.2) until the operator
+# binds hallucination to a deployment that answers it. Migrate does not yet say so itself.
+UNANSWERED = {"reference-config.yaml": [
+    f"recipes[{recipe}].signals.hallucination[hallucination]: span_required: deployment 'primary' (vsr-static-5) "
+    "does not answer preset hallucination, as its card says; bind hallucination to a deployment that answers it "
+    f"(rule deployment, recipes[{recipe}].model_bindings.hallucination or global.model_catalog.bindings.hallucination)"
+    for recipe in ("default", "default-fusion", "default-remom", "default-workflows")]}
+
+
 def run(path: Path):
     return migrate(yaml.safe_load(path.read_text()), router_target())
 
@@ -58,7 +68,8 @@ def test_anchor_migrates_to_its_golden_file_which_validates(path: Path, in_tool_
     assert notes == golden_notes.read_text()
     # A fragment is a part of a file: one that holds no route is refused as routing nothing, and only that.
     partial = path.stem.startswith("fragment-")
-    assert [e for e in report.errors if not (partial and "the configuration routes nothing" in e)] == []
+    assert [e for e in report.errors if not (partial and "the configuration routes nothing" in e)] == \
+        UNANSWERED.get(path.name, [])
     assert result.document["version"] == "v0.5"
 
 

@@ -129,11 +129,6 @@ def test_a_selector_added_by_a_reload_is_named_for_a_restart_and_picks_after_it(
     path = write_config(doc, str(tmp_path))
     doc["recipes"][0]["decisions"][0]["algorithm"] = {"type": "systemone", "systemone": {
         "candidates": {"fast": "casual chat", "reasoner": "hard math proofs"}}}
-    doc["recipes"][0]["signals"]["keywords"].append({"name": "check", "keywords": ["CHECKIT"]})
-    doc["recipes"][0]["decisions"].append({
-        "name": "chk", "priority": 10, "modelRefs": REFS,
-        "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "check"}]},
-        "algorithm": {"type": "escalate", "escalate": {"accept": {"systemone": {"gte": 0.5}}}}})
     ask = {"model": "vsr/auto",
            "messages": [{"role": "user", "content": "SONESEL prove there are infinitely many primes"}]}
     with router(path) as proc:
@@ -143,11 +138,6 @@ def test_a_selector_added_by_a_reload_is_named_for_a_restart_and_picks_after_it(
         assert r.status_code == 200 and r.headers["x-vsr-selected-model"] == "fast", r.text
         assert ('selector=("systemone: deployment primary is not running (a restart starts it), the first candidate '
                 'goes first")') in r.headers["x-vsr-trace"]
-        r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"x-vsr-debug": "1"}, timeout=60,
-                       json={"model": "vsr/auto", "messages": [{"role": "user", "content": "CHECKIT 6 x 7?"}]})
-        assert r.status_code == 200, r.text
-        assert '"fast: answer_check: deployment primary is not running (a restart starts it), rejected"' \
-            in r.headers["x-vsr-trace"]
     with router(path) as proc:
         r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"x-vsr-debug": "1"}, timeout=60, json=ask)
         assert r.status_code == 200, r.text

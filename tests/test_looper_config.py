@@ -41,7 +41,6 @@ ESC = {"type": "escalate", "escalate": {"accept": {"confidence": {"gte": -0.5}}}
     {"type": "multi_factor", "multi_factor": {"weights": {"cost": 2, "latency": 0}, "quality": {"dear": 0.9}}},
     ESC, {**ESC, "budget": {"deadline_ms": 5000, "max_calls": 3}, "on_error": "fail"},
     {"type": "escalate", "escalate": {"order": "cost", "accept": {"refusal": False}}},
-    {"type": "escalate", "escalate": {"accept": {"systemone": {"gte": 0.7, "timeout_ms": 500}}}},
     {"type": "systemone"},
     {"type": "ratings", "ratings": {"max_concurrent": 1}, "on_error": "fail"},
     {"type": "remom", "remom": {"breadth_schedule": [3, 2], "model_distribution": "equal"}},
@@ -308,23 +307,24 @@ def test_self_verify_needs_no_logprobs_so_any_api_format_loads():
                             "(api_format: openai) models only, not dear"]
 
 
-CHECKED = {"type": "escalate", "escalate": {"accept": {"systemone": {"gte": 0.5}}}}
-UNANSWERED = (f"{D}.algorithm.escalate.accept.systemone: preset_unanswered: deployment 'primary' (vsr-static-5) does "
-              "not answer preset answer_check, as its card says; no answer passes the check, so every candidate is "
-              "called and on_error decides")
+CHECKED = {"type": "escalate", "escalate": {"accept": {"systemone": {"gte": 0.5, "timeout_ms": 500}}}}
+UNANSWERED = (f"{D}.algorithm.escalate.accept.systemone: question_type_unsupported: deployment 'primary' "
+              "(vsr-static-5) does not answer preset answer_check, as its card says; no answer could pass the check: "
+              "set its deployment to one that answers it")
 
 
-def test_answer_check_on_the_embedded_model_warns_in_config_validate(tmp_path):
-    """The embedded model refuses answer_check in place: the check can never pass (outside-user trial 6c, D6)."""
+def test_answer_check_on_the_embedded_model_fails_config_validate(tmp_path):
+    """The embedded model refuses answer_check in place: a check that can never pass fails the load (spec 5.2;
+    outside-user trials 6c and 41)."""
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(doc(CHECKED)))
     done = run_cli("config", "validate", str(path))
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert f"warning: {UNANSWERED}" in done.stdout.splitlines()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [f"error: {UNANSWERED}"]
 
 
-def test_answer_check_on_a_deployment_whose_card_says_nothing_of_presets_loads_without_it():
+def test_answer_check_on_a_deployment_whose_card_says_nothing_of_presets_loads():
     d = doc(CHECKED)
     d["global"] = {"model_catalog": {"deployments": {"api": {"provider": "systemone", "endpoint": "http://127.0.0.1:9"}},
                                      "system": {"decision_model": {"deployment": "api"}}}}
-    assert not [w for w in load_raw(d).warnings if "preset_unanswered" in w]
+    assert load_raw(d).config.recipes[0].decisions[0].algorithm.escalate.accept.systemone.timeout_ms == 500

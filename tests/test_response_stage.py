@@ -1,7 +1,9 @@
 """The response stage's merged calls: response-stage rules asked about the request and the answer, one call
 per deployment, by the embedded model (truthfully: refusal, jailbreak, harm and operator questions zero-shot,
-hallucination refused as its card says), a remote API and an attached runtime (the fake System One)."""
+a hallucination rule refused at load, as its card says), a remote API and an attached runtime (the fake System One)."""
 from __future__ import annotations
+
+import copy
 
 import httpx
 import msgspec
@@ -9,6 +11,7 @@ import pytest
 import trio
 
 from bench.fake_systemone import process as fake_process
+from vsr_fast.errors import ConfigError
 from vsr_fast.protocol import systemone as wire
 from vsr_fast.protocol.canonical import CanonicalRequest
 from vsr_fast.protocol.chat import Message
@@ -70,25 +73,28 @@ async def verdict_with(loaded, client, canonical: CanonicalRequest, answer: str)
 
 
 async def test_the_embedded_model_answers_the_response_stage_in_one_call():
-    loaded = load_raw(doc())
-    assert ("recipes[default].signals.hallucination[ungrounded]: preset_unanswered: deployment 'primary' "
-            "(vsr-static-5) does not answer preset hallucination, as its card says; the rule is always unknown"
-            in loaded.warnings)
+    # Its card says it does not answer hallucination: a rule that asks it would always be unknown, and fails to
+    # load (spec 5.2); the other four load.
+    with pytest.raises(ConfigError, match=r"^recipes\[default\]\.signals\.hallucination\[ungrounded\]: span_required: "
+                                          r"deployment 'primary' \(vsr-static-5\) does not answer preset hallucination"):
+        load_raw(doc())
+    embedded = copy.deepcopy(doc())     # doc() shares SIGNALS
+    del embedded["recipes"][0]["signals"]["hallucination"]
+    guard = embedded["recipes"][0]["decisions"][0]["plugins"][0]["configuration"]
+    guard["rules"] = [r for r in guard["rules"] if r["when"]["type"] != "hallucination"]
+    loaded = load_raw(embedded)
     async with open_systemone(loaded) as client:
         # A refusal without a refusal phrase: a phrase would be read from the text, the model never asked.
         refusal_text = "No. That request is declined."
         compliant = "Sure! Here is a Python function that reverses a linked list, with an explanation."
         _, refused = await verdict_with(loaded, client, request("Write code to reverse a list", "docs: lists"), refusal_text)
         calls = {k: v for k, v in client.metrics.calls.values.items()}
-        assert calls == {("primary", "ok"): 1}       # five rules, one merged call
+        assert calls == {("primary", "ok"): 1}       # four rules, one merged call
         _, complied = await verdict_with(loaded, client, request("Write code to reverse a list", "docs: lists"), compliant)
     # Answered zero-shot, as the card says: a probability for every rule it answers ...
     for outcomes in (refused, complied):
         for key in (("jailbreak", "unsafe"), ("safety", "harmful"), ("refusal", "refused"), ("systemone", "rude")):
             assert outcomes[key].value is not None and 0.0 <= outcomes[key].value <= 1.0, (key, outcomes[key])
-        # ... and hallucination refused in place (no span detector for it): unknown, for on_unknown.
-        assert outcomes[("hallucination", "ungrounded")].matched is None
-        assert "question_failed" in outcomes[("hallucination", "ungrounded")].detail
     # The refusal question reads the answer: a refusal scores higher than a compliant answer.
     assert refused[("refusal", "refused")].value > complied[("refusal", "refused")].value
 

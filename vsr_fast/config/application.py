@@ -106,8 +106,9 @@ class QuestionSpec(Block, kw_only=True):
 
     type: Literal["choice", "noul", "score", "set", "span"]
     instructions: str | None = None
-    # choice, set, span: option -> description; score: level descriptions from 0.
-    criteria: dict[str, str] | list[str] | None = None
+    # choice, set, span: option -> description (null, or a list of option names: the option is read by its name
+    # alone); score: level descriptions from 0.
+    criteria: dict[str, str | None] | list[str] | None = None
     head: str | None = None
 
 

@@ -142,6 +142,9 @@ def collect(raw: object) -> Collected:
     """Run every check: removed forms, shape, then the checks across blocks over what remains."""
     if not isinstance(raw, dict):
         return Collected([f"(document): invalid_type: expected a mapping, got {type(raw).__name__}"], [], None)
+    deep = too_deep(raw)
+    if deep:
+        return Collected(deep, [], None)    # the checks below walk the document by recursion: none runs
     errors = _precheck(raw)
     work = _without_removed(raw)
     warnings = _rename_aliases(work)
@@ -150,8 +153,10 @@ def collect(raw: object) -> Collected:
         problems = collect_shape_problems(work, RouterConfig, [], work)
         if not problems:
             break
-        # A field set aside in an earlier round is missing in this one: its "missing_field" only repeats that.
-        errors += [line for _, line in problems if line not in errors and not _under(line, set_aside)]
+        # A field set aside in an earlier round is missing in this one: its "missing_field" only repeats that; and
+        # a list an item was taken from is shorter: its length error only repeats the item's.
+        errors += [line for _, line in problems
+                   if line not in errors and not _under(line, set_aside) and not _shortened(line, set_aside)]
         for steps, line in sorted(problems, key=lambda p: len(p[0]), reverse=True):
             set_aside.add(line.partition(": ")[0])
             _set_aside(work, steps, set_aside)
@@ -167,6 +172,55 @@ def collect(raw: object) -> Collected:
 
 
 _MAX_ROUNDS = 8
+# How deep a document nests (Envoy bounds its configuration's depth too): a rule tree's conditions at most
+# MAX_RULE_DEPTH levels, any other mapping or list at most MAX_DEPTH, well under Python's recursion limit.
+MAX_RULE_DEPTH = 32
+MAX_DEPTH = 100
+
+
+def too_deep(raw: object) -> list[str]:
+    """A line for each rule tree nested past MAX_RULE_DEPTH levels of ``conditions`` (at the tree's root), and
+    for the first node past MAX_DEPTH anywhere else; walked without recursion, as no deeper check can be."""
+    lines: list[str] = []
+    # (node, steps to it, its depth, the steps of the rule tree it is in or None, condition levels above it)
+    stack: list[tuple[object, list, int, list | None, int]] = [(raw, [], 0, None, 0)]
+    while stack:
+        node, steps, depth, root, levels = stack.pop()
+        if depth > MAX_DEPTH:
+            return lines + [f"{_paths.render(steps, raw)}: too_deep: the document nests past {MAX_DEPTH} levels here"]
+        if isinstance(node, list):
+            stack.extend((value, steps + [i], depth + 1, root, levels) for i, value in enumerate(node)
+                         if isinstance(value, (dict, list)))
+            continue
+        if not isinstance(node, dict):
+            continue
+        in_tree = isinstance(node.get("conditions"), list)
+        if in_tree and levels + 1 > MAX_RULE_DEPTH:
+            top = root if root is not None else steps
+            lines.append(f"{_paths.render(top, raw)}: too_deep: conditions nest {levels + _levels(node)} levels; "
+                         f"a rule tree nests at most {MAX_RULE_DEPTH}")
+            stack = [item for item in stack if item[3] is not top]     # one line a tree
+            continue
+        for key, value in node.items():
+            if not isinstance(value, (dict, list)):
+                continue
+            if in_tree and key == "conditions":
+                stack.append((value, steps + [key], depth + 1, root if root is not None else steps, levels + 1))
+            else:
+                stack.append((value, steps + [key], depth + 1, None, 0))
+    return lines
+
+
+def _levels(node: object) -> int:
+    """The levels of ``conditions`` from ``node`` down (its deepest branch), without recursion."""
+    deepest, stack = 0, [(node, 0)]
+    while stack:
+        node, levels = stack.pop()
+        conditions = node.get("conditions") if isinstance(node, dict) else None
+        if isinstance(conditions, list):
+            stack.extend((child, levels + 1) for child in conditions)
+        deepest = max(deepest, levels)
+    return deepest
 # Codes that only repeat a shape error when they name a block the shape error set aside.
 _REFERENCE_CODES = ("unknown_model", "unknown_recipe", "unknown_signal")
 
@@ -175,6 +229,12 @@ def _under(line: str, set_aside: set[str]) -> bool:
     """Whether ``line`` is about a path already set aside, or a field inside one."""
     path = line.partition(": ")[0]
     return any(path == p or path.startswith(f"{p}.") or path.startswith(f"{p}[") for p in set_aside)
+
+
+def _shortened(line: str, set_aside: set[str]) -> bool:
+    """Whether ``line`` is about a list an item of which was set aside (``subjects`` after ``subjects[0].kind``)."""
+    path = line.partition(": ")[0]
+    return any(p.startswith(f"{path}[") for p in set_aside)
 
 
 def follows_from(line: str, set_aside: set[str]) -> bool:

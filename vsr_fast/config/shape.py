@@ -7,6 +7,7 @@ import types
 import typing
 
 import msgspec
+from msgspec import UnsetType
 
 from . import _paths
 from .schema import convert
@@ -39,7 +40,7 @@ def _problem(exc: msgspec.ValidationError, base: list[str | int], raw: object,
             if extra_step:
                 steps.append(extra_step.format(*m.groups()))
             break
-    values = literal_values(typ) if not where else None
+    values = literal_values(_type_at(typ, _paths.steps_of(where.rstrip("`")))) if where else literal_values(typ)
     if values and message.startswith("Invalid enum value"):
         detail = f"{detail} (one of: {', '.join(map(str, values))})"
     if code == "invalid_type" and detail.endswith(", got str"):
@@ -63,8 +64,8 @@ def _value_at(raw: object, steps: list[str | int]) -> object:
     return raw
 
 
-def _field_names(typ: object, steps: list[str | int]) -> list[str]:
-    """The field names of the block at ``steps`` below ``typ`` (none when it is not a Struct)."""
+def _type_at(typ: object, steps: list[str | int]) -> object:
+    """The type of the node at ``steps`` below ``typ`` (None when the walk meets no Struct, list or dict)."""
     for step in steps:
         typ = _unwrap(typ)
         if isinstance(typ, type) and issubclass(typ, msgspec.Struct):
@@ -72,8 +73,13 @@ def _field_names(typ: object, steps: list[str | int]) -> list[str]:
         elif typing.get_origin(typ) in (list, dict):
             typ = typing.get_args(typ)[-1]
         else:
-            return []
-    typ = _unwrap(typ)
+            return None
+    return typ
+
+
+def _field_names(typ: object, steps: list[str | int]) -> list[str]:
+    """The field names of the block at ``steps`` below ``typ`` (none when it is not a Struct)."""
+    typ = _unwrap(_type_at(typ, steps))
     if isinstance(typ, type) and issubclass(typ, msgspec.Struct):
         return [f.encode_name for f in msgspec.structs.fields(typ)]
     return []
@@ -124,7 +130,7 @@ def collect_shape_problems(value: object, typ: object, steps: list[str | int],
 
 
 def _children(value: object, typ: object, steps: list[str | int]):
-    typ = _unwrap(typ)
+    typ = _unwrap(typ, value)
     origin = typing.get_origin(typ)
     if origin is list and isinstance(value, list):
         (item_type,) = typing.get_args(typ)
@@ -141,16 +147,27 @@ def _children(value: object, typ: object, steps: list[str | int]):
                 yield value[f.encode_name], f.type, steps + [f.encode_name]
 
 
-def _unwrap(typ: object) -> object:
-    """Strip Annotated and Optional so the descent sees the container or Struct."""
+def _unwrap(typ: object, value: object = None) -> object:
+    """Strip Annotated, Optional and Unset so the descent sees the container or Struct; of a union of several,
+    the one member that takes ``value``'s kind (a mapping, a list), so an error inside it has its own path."""
     while True:
         origin = typing.get_origin(typ)
         if origin is typing.Annotated:
             typ = typing.get_args(typ)[0]
         elif origin in (typing.Union, types.UnionType):
-            args = [a for a in typing.get_args(typ) if a is not type(None)]
+            args = [a for a in typing.get_args(typ) if a is not type(None) and a is not UnsetType]
             if len(args) != 1:
-                return typ
+                args = [a for a in args if _takes(a, value)]
+                if len(args) != 1:
+                    return typ
             typ = args[0]
         else:
             return typ
+
+
+def _takes(typ: object, value: object) -> bool:
+    """Whether ``typ`` is the container that reads ``value``'s kind: a dict or Struct a mapping, a list a list."""
+    typ = _strip(typ)
+    if isinstance(value, dict):
+        return typing.get_origin(typ) is dict or isinstance(typ, type) and issubclass(typ, msgspec.Struct)
+    return isinstance(value, list) and typing.get_origin(typ) is list

@@ -29,14 +29,19 @@ class CompiledProjections:
     """The projections of one recipe, checked against the signals it declares."""
 
     def __init__(self, projections: Projections, path: str, errors: CompileErrors,
-                 declares: Callable[[str, str], bool]) -> None:
+                 declares: Callable[[str, str], bool],
+                 not_a_type: Callable[[str], str | None] = lambda type_: None) -> None:
+        """``not_a_type``: what is wrong with an input's type that no condition has (None when one does)."""
         self.scores = projections.scores
         self.mappings = projections.mappings
         self.score_names = {s.name for s in self.scores}
         self.band_names: set[str] = set()
         for i, score in enumerate(self.scores):
             for j, source in enumerate(score.inputs):
-                if not declares(source.type, source.name):
+                problem = not_a_type(source.type)
+                if problem:
+                    errors.add(f"{path}.scores[{i}].inputs[{j}].type", "unknown_signal", problem)
+                elif not declares(source.type, source.name):
                     errors.add(f"{path}.scores[{i}].inputs[{j}]", "unknown_signal",
                                f"{source.type} rule {source.name!r} is not declared in this recipe's signals")
         seen: set[str] = set(self.score_names)

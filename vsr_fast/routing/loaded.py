@@ -51,7 +51,7 @@ def _compile(config: RouterConfig, warnings: list[str], *, routes: bool = True) 
     compile_errors = CompileErrors()
     table = RoutingTable(config, compile_errors, warnings)
     if not compile_errors.lines:
-        plugin_checks.check(config, table, compile_errors, warnings)
+        plugin_checks.check(config, table, compile_errors)
     else:
         plugin_checks.check_document(config, compile_errors)
     errors += compile_errors.lines

@@ -7,6 +7,7 @@ invalid regexes) run here, so ``config validate`` reports them too.
 """
 from __future__ import annotations
 
+import difflib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from ..decisions.projections import TYPE as PROJECTION, CompiledProjections
 from ..errors import ModelNotFound, NoDecision, RoutingError
 from ..selection import static
 from ..signals.base import CanonicalRequest, CompileErrors
+from ..systemone.presets import APPLICATION_SIGNALS
 from ..systemone.learned import LearnedSignals, compile_learned, fold_parts, outcome_of
 from ..systemone.states import part_shares
 from ..signals.registry import VALUED, Readings, RecipeSignals
@@ -37,6 +39,21 @@ from .plugin_checks import judge_deployments
 # Condition types of learned signals: the systemone primitive and the application signals.
 LEARNED_TYPES = frozenset({"systemone", "domain", "fact_check", "user_feedback", "jailbreak", "safety", "pii",
                            "hallucination", "refusal", "turn_relation", "complexity", "modality"})
+
+# The signals block key -> the condition type that reads its rules (``keywords`` rules are ``type: keyword``).
+_TYPE_OF_KEY = {**{key: type_ for type_, key in CONDITION_TYPES.items()},
+                **{key: type_ for key, (type_, _) in APPLICATION_SIGNALS.items()}, "systemone": "systemone"}
+
+
+def not_a_condition_type(type_: str, serves: str = "") -> str | None:
+    """What is wrong with ``type_`` when no condition has that type (None when one does), with the type meant:
+    the one a signals key declares, else the closest."""
+    if type_ in CONDITION_TYPES or type_ in LEARNED_TYPES or type_ == PROJECTION:
+        return None
+    near = _TYPE_OF_KEY.get(type_) or next(iter(difflib.get_close_matches(
+        type_, [*CONDITION_TYPES, *LEARNED_TYPES, PROJECTION], n=1)), None)
+    return f"{type_!r} is not a condition type{serves}" + (f"; did you mean {near}?" if near else "")
+
 
 # Condition types of earlier schemas (spec 5.2, "Removed signal types").
 REMOVED_CONDITION_TYPES = {
@@ -167,7 +184,8 @@ def compile_recipe(recipe: Recipe, catalog: ModelCatalog, capable: Callable, err
     def declares(type_: str, name: str) -> bool:
         return signals.declares(type_, name) or learned.declares(type_, name)
 
-    projections = CompiledProjections(recipe.projections, f"{path}.projections", errors, declares)
+    projections = CompiledProjections(recipe.projections, f"{path}.projections", errors, declares,
+                                      not_a_condition_type)
     read: list[tuple[str, str]] = list(projections.inputs())
     for i, decision in enumerate(recipe.decisions):
         for leaf_path, leaf in _leaves(decision.rules, f"{path}.decisions[{i}].rules"):
@@ -257,7 +275,7 @@ def _check_leaf(leaf: RuleNode, path: str, signals: RecipeSignals, learned: Lear
             errors.add(path, "unknown_signal",
                        f"{type_} rule {name!r} is not declared in this recipe's signals.{CONDITION_TYPES[type_]}")
     else:
-        errors.add(f"{path}.type", "unknown_signal", f"{type_!r} is not a condition type this router serves")
+        errors.add(f"{path}.type", "unknown_signal", not_a_condition_type(type_, " this router serves") or "")
         return
     if leaf.label is not None:
         errors.add(f"{path}.label", "invalid_value", f"{type_} conditions have no labels")
@@ -268,7 +286,8 @@ def _check_leaf(leaf: RuleNode, path: str, signals: RecipeSignals, learned: Lear
 def _check_learned_leaf(leaf: RuleNode, path: str, learned: LearnedSignals, errors: CompileErrors) -> None:
     rule = learned.rule(leaf.type or "", leaf.name or "")
     if rule is None:
-        errors.add(path, "unknown_signal", f"{leaf.type} rule {leaf.name!r} is not declared in this recipe's signals")
+        if not learned.declares(leaf.type or "", leaf.name or ""):   # else refused at load, with its own error
+            errors.add(path, "unknown_signal", f"{leaf.type} rule {leaf.name!r} is not declared in this recipe's signals")
         return
     if rule.stage != "request":
         errors.add(path, "invalid_value", f"decisions route before an answer exists; {leaf.type} rule {leaf.name!r} "

@@ -140,9 +140,9 @@ def judge_deployments(config: RouterConfig) -> dict[str, str]:
     return out
 
 
-def check_judges(config: RouterConfig, table, errors: CompileErrors, warnings: list[str]) -> None:
-    """Each match judge's deployment exists and answers the question types the judge asks; a preset its card
-    says it does not answer is a warning, as on a signal rule (its answer is refused in place, every time)."""
+def check_judges(config: RouterConfig, table, errors: CompileErrors) -> None:
+    """Each match judge's deployment exists and answers the question types the judge asks, and the presets it
+    needs: a preset its card says it does not answer is refused in place, every time, so the load fails (spec 5.2)."""
     default = config.global_.model_catalog.system.decision_model.deployment or PRIMARY
     for path, own, types, presets in _judges(config):
         name = own or default
@@ -162,9 +162,9 @@ def check_judges(config: RouterConfig, table, errors: CompileErrors, warnings: l
             continue
         for preset in presets:
             if capable.presets is not None and preset not in capable.presets:
-                warnings.append(f"{path}: preset_unanswered: deployment {name!r} ({capable.model or capable.kind}) "
-                                f"does not answer preset {preset}, as its card says; no answer passes the check, "
-                                "so every candidate is called and on_error decides")
+                errors.add(path, "question_type_unsupported",
+                           f"deployment {name!r} ({capable.model or capable.kind}) does not answer preset {preset}, "
+                           "as its card says; no answer could pass the check: set its deployment to one that answers it")
 
 
 def check_document(config: RouterConfig, errors: CompileErrors) -> None:
@@ -174,9 +174,9 @@ def check_document(config: RouterConfig, errors: CompileErrors) -> None:
     check_masking(config, lambda recipe, name: name in declared.get(recipe, ()), errors)
 
 
-def check(config: RouterConfig, table, errors: CompileErrors, warnings: list[str]) -> None:
+def check(config: RouterConfig, table, errors: CompileErrors) -> None:
     def declares_pii(recipe: str, name: str) -> bool:
         return table.recipes[recipe].learned.declares("pii", name)
 
     check_masking(config, declares_pii, errors)
-    check_judges(config, table, errors, warnings)
+    check_judges(config, table, errors)

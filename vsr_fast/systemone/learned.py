@@ -79,9 +79,11 @@ class LearnedSignals:
     rules: dict[tuple[str, str], LearnedRule] = field(default_factory=dict)
     questions: dict[Share, wire.Question] = field(default_factory=dict)
     read: list[LearnedRule] = field(default_factory=list)
+    # Rules declared but refused at load: a condition naming one is not also reported as undeclared.
+    refused: set[tuple[str, str]] = field(default_factory=set)
 
     def declares(self, type_: str, name: str) -> bool:
-        return (type_, name) in self.rules
+        return (type_, name) in self.rules or (type_, name) in self.refused
 
     def rule(self, type_: str, name: str) -> LearnedRule | None:
         return self.rules.get((type_, name))
@@ -225,12 +227,16 @@ class _Compiler:
             spec = dataclasses.replace(spec, answer=True, context="context" in preset.reads, coverage="truncate")
         deployment = self.deployment_for(condition_type, rule.deployment)
         media = {"image"} if spec.images else set()
+        reported = len(self.errors.lines)
         capable = self.check_deployment(rule_path, deployment, preset.type, None, media, condition_type)
-        if capable is not None and capable.known and capable.presets is not None and preset_name not in capable.presets:
-            # Truthful to the card: the model refuses this question in place, so the rule is always unknown.
-            self.warnings.append(
-                f"{rule_path}: preset_unanswered: deployment {deployment!r} ({capable.model or capable.kind}) "
-                f"does not answer preset {preset_name}, as its card says; the rule is always unknown")
+        if (capable is not None and capable.known and capable.presets is not None and preset_name not in capable.presets
+                and len(self.errors.lines) == reported):
+            # The card says the model refuses this question in place: the rule would always be unknown (spec 5.2).
+            self.errors.add(rule_path, "span_required" if preset.type == "span" else "question_type_unsupported",
+                            f"deployment {deployment!r} ({capable.model or capable.kind}) does not answer preset "
+                            f"{preset_name}, as its card says; bind {condition_type} to a deployment that answers it "
+                            f"(rule deployment, {self.path}.model_bindings.{condition_type} or "
+                            f"global.model_catalog.bindings.{condition_type})")
         if preset.type == "span" and capable is not None and capable.known and capable.span_labels is not None:
             unmarked = [o for o in options if o not in ignore and o not in capable.span_labels]
             if unmarked:
@@ -263,13 +269,19 @@ class _Compiler:
         q = rule.question
         options: tuple[str, ...] = ()
         if q.type in ("choice", "set", "span"):
-            if not isinstance(q.criteria, dict):
+            if q.criteria is None:
                 self.errors.add(f"{rule_path}.question.criteria", "invalid_value",
                                 f"a {q.type} question needs criteria: option -> description")
+                self.out.refused.add((SYSTEMONE, rule.name))
                 return
-            options = tuple(q.criteria)
+            for i, name in enumerate(q.criteria if isinstance(q.criteria, list) else ()):
+                if name in q.criteria[:i]:
+                    self.errors.add(f"{rule_path}.question.criteria[{i}]", "duplicate_name",
+                                    f"option {name!r} is written twice")
+            options = tuple(dict.fromkeys(q.criteria))
         if q.type == "score" and not isinstance(q.criteria, list):
             self.errors.add(f"{rule_path}.question.criteria", "invalid_value", "a score question needs criteria: a list of levels")
+            self.out.refused.add((SYSTEMONE, rule.name))
             return
         if q.type in wire.LIMITS:
             low, high = wire.LIMITS[q.type]
@@ -314,7 +326,8 @@ def _custom_question(q: app.QuestionSpec) -> wire.Question:
         return wire.NoulQuestion(instructions=q.instructions)
     if q.type == "score":
         return wire.ScoreQuestion(criteria=list(q.criteria or []), instructions=q.instructions)
-    criteria = dict(q.criteria or {})
+    # A list of options names them without descriptions: each is read by its name alone.
+    criteria = dict.fromkeys(q.criteria) if isinstance(q.criteria, list) else dict(q.criteria or {})
     if q.type == "choice":
         return wire.ChoiceQuestion(criteria=criteria, instructions=q.instructions)
     if q.type == "set":
