@@ -133,6 +133,14 @@ class _Window:
         self.entries.append((now, n))
         self.total += n
 
+    def take_back(self, at: float, n: int) -> None:
+        """Remove an entry ``add`` made at ``at`` (equal entries are interchangeable); none once it expired."""
+        try:
+            self.entries.remove((at, n))
+        except ValueError:
+            return
+        self.total -= n
+
     def trim(self, now: float) -> None:
         since = now - WINDOW_S
         entries = self.entries
@@ -202,17 +210,22 @@ class _Shared:
         self.refused_retry_s = 1.0
 
 
+# What a request took in one scope's shared leases: its rpm place and its in-flight place (None where none).
+_Places = tuple[str | None, str | None]
+_NO_PLACES: _Places = (None, None)
+
+
 def _lease_size(limit: int) -> int:
     return max(1, min(64, limit // 50))
 
 
 class Ticket:
-    """One admitted request: what ``done`` releases and charges."""
+    """One admitted request: what ``done`` releases and charges, and when it was admitted."""
 
-    __slots__ = ("scopes", "places", "meters")
+    __slots__ = ("scopes", "places", "meters", "at")
 
-    def __init__(self, scopes: tuple[Scope, ...], places: list[str | None]) -> None:
-        self.scopes, self.places = scopes, places
+    def __init__(self, scopes: tuple[Scope, ...], places: list[_Places], at: float) -> None:
+        self.scopes, self.places, self.at = scopes, places, at
         self.meters = any(s.limits.tpm is not None or s.limits.budget is not None for s in scopes)
 
 
@@ -301,7 +314,7 @@ class Limiter:
                 local.requests.add(now, 1)
             if s.limits.concurrent is not None:
                 local.in_flight += 1
-        return Ticket(scopes, places)
+        return Ticket(scopes, places, now)
 
     async def check(self, identity: Identity, api: str) -> None:
         """RateLimited when ``admit`` would refuse a request now; admits nothing, counts nothing.
@@ -313,10 +326,10 @@ class Limiter:
         if scopes:
             await self._places(scopes, api, time.time(), spend=False)
 
-    async def _places(self, scopes: tuple[Scope, ...], api: str, now: float, *, spend: bool) -> list[str | None]:
-        """Each scope's in-flight place (None where it takes none), or RateLimited for the first that refuses;
-        ``spend`` False: decide only, taking no place."""
-        places: list[str | None] = []
+    async def _places(self, scopes: tuple[Scope, ...], api: str, now: float, *, spend: bool) -> list[_Places]:
+        """Each scope's places, or RateLimited for the first that refuses; ``spend`` False: decide only, taking
+        no place."""
+        places: list[_Places] = []
         try:
             for s in scopes:
                 # This router's own windows first, whether Redis answers or not: they count only its own
@@ -326,7 +339,7 @@ class Limiter:
                 refused = self._local_of(s).refusal(s.limits, now)
                 if refused is not None:
                     raise _Refused(s, *refused)
-                places.append(await self._admit_shared(s, now, spend) if self._shared_up() else None)
+                places.append(await self._admit_shared(s, now, spend) if self._shared_up() else _NO_PLACES)
         except _Refused as r:
             for s, place in zip(scopes, places):
                 self._unspend(s, place)
@@ -337,11 +350,18 @@ class Limiter:
                               f"{retry} s", retry_after_s=retry) from None
         return places
 
-    def done(self, ticket: Ticket, tokens: int) -> None:
-        """Release the request's places and charge its tokens; never waits."""
+    def done(self, ticket: Ticket, tokens: int, *, counted: bool = True) -> None:
+        """Release the request's places and charge its tokens; never waits. ``counted`` False: the request
+        was refused for what its key may not call (``auth.access``), after it was admitted; it gives its
+        place in the requests-per-minute window back, as if never admitted."""
         now = time.time()
-        for s, place in zip(ticket.scopes, ticket.places):
+        for s, places in zip(ticket.scopes, ticket.places):
             local = self._local_of(s)
+            if not counted:
+                if s.limits.rpm is not None:
+                    local.requests.take_back(ticket.at, 1)
+                self._unspend(s, (places[0], None))
+            place = places[1]
             if s.limits.concurrent is not None:
                 local.in_flight = max(0, local.in_flight - 1)
             if tokens > 0:
@@ -389,11 +409,12 @@ class Limiter:
 
     # --- shared ----------------------------------------------------------------------------
 
-    async def _admit_shared(self, s: Scope, now: float, spend: bool = True) -> str | None:
-        """Spend one leased place of each count limit, leasing more when none is left; the in-flight place
-        taken (given back by ``done``), or None. Admits on the local windows alone when Redis is away.
+    async def _admit_shared(self, s: Scope, now: float, spend: bool = True) -> _Places:
+        """Spend one leased place of each count limit, leasing more when none is left; the places taken (the
+        in-flight one is given back by ``done``). Admits on the local windows alone when Redis is away.
         ``spend`` False: only make sure a place is there (leased), spending none."""
         lim, sh = s.limits, self._shared_of(s)
+        rpm_place = None
         try:
             if lim.tpm is not None or lim.budget is not None:
                 if now - sh.synced > _SYNC_S:
@@ -408,16 +429,18 @@ class Limiter:
                 while not sh.rpm_free:
                     await self._lease(s, sh, "rpm", now)
                 if spend:
-                    sh.rpm_free.pop()
+                    rpm_place = sh.rpm_free.pop()
                     sh.rpm_since = now
             if lim.concurrent is not None:
                 while not sh.conc_free:
                     await self._lease(s, sh, "concurrent", now)
-                return sh.conc_free.pop() if spend else None
-            return None
+                return rpm_place, sh.conc_free.pop() if spend else None
+            return rpm_place, None
         except (redis.RedisError, CallTimedOut, OSError) as exc:
             self._mark_down(exc)      # ``admit`` read this router's own windows already: they decide alone
-            return None
+            if rpm_place is not None:
+                self._shared_of(s).rpm_free.append(rpm_place)   # not admitted by the shared window after all
+            return _NO_PLACES
 
     def _token_refusal(self, lim: Limits, sh: _Shared, now: float) -> tuple[str, float] | None:
         if lim.tpm is not None and sh.tokens_seen + sh.tokens_new >= lim.tpm:
@@ -427,11 +450,17 @@ class Limiter:
             return "budget", sh.budget_ttl_s or 1.0
         return None
 
-    def _unspend(self, s: Scope, place: str | None) -> None:
-        """A request admitted by an earlier scope and refused by a later one: its places are not used."""
+    def _unspend(self, s: Scope, places: _Places) -> None:
+        """A request admitted by an earlier scope and refused by a later one (or refused for its key's access
+        after): the places it took are this router's to spend again."""
         sh = self._shared.get((s.kind, s.name))
-        if sh is not None and place is not None:
-            sh.conc_free.append(place)
+        if sh is None:
+            return
+        rpm, conc = places
+        if rpm is not None:
+            sh.rpm_free.append(rpm)
+        if conc is not None:
+            sh.conc_free.append(conc)
 
     async def _lease(self, s: Scope, sh: _Shared, which: str, now: float) -> None:
         """One lease call per scope at a time: the others wait for it and look again."""
