@@ -18,7 +18,7 @@ import httpx
 import openai
 import pytest
 
-from .procs import router, write_config
+from .procs import mock_upstream, model, router, write_config
 from .test_e2e_auth import ADMIN_KEY, REDIS_URL, _an, _chat, _oa, auth_doc, keys_cli, prefix, sha  # noqa: F401
 
 HI = [{"role": "user", "content": "hi"}]
@@ -121,3 +121,63 @@ def test_a_stored_key_naming_what_no_longer_exists_fails_closed(mock, tmp_path, 
         r = _oa(proc.url, lee).chat.completions.with_raw_response.create(model="m-anthropic", messages=HI)
         assert r.headers["x-vsr-selected-model"] == "m-anthropic"
         assert _chat(_oa(proc.url, jack), "m").choices[0].message.content
+
+
+RESET = r"^(\d+s|\d+m\d+s)$"
+
+
+def test_a_key_with_limits_reads_them_in_openais_headers(mock, tmp_path, prefix):
+    import re
+    limited, free = "vsk-limited-" + "l" * 32, "vsk-free-" + "f" * 32
+    doc = auth_doc(mock.url, store=_store(prefix), keys=[
+        {"id": "limited", "sha256": sha(limited), "limits": {"rpm": 2, "tpm": 100_000}},
+        {"id": "free", "sha256": sha(free)}])
+    with router(write_config(doc, str(tmp_path))) as proc:
+        c = _oa(proc.url, limited).chat.completions
+        seen = []
+        for _ in range(2):
+            r = c.with_raw_response.create(model="vsr/auto", messages=HI)
+            seen.append(r.headers["x-ratelimit-remaining-requests"])
+            assert r.headers["x-ratelimit-limit-requests"] == "2"
+            assert re.match(RESET, r.headers["x-ratelimit-reset-requests"]), r.headers
+            assert r.headers["x-ratelimit-limit-tokens"] == "100000"
+            assert 0 < int(r.headers["x-ratelimit-remaining-tokens"]) <= 100_000
+            assert re.match(RESET, r.headers["x-ratelimit-reset-tokens"]), r.headers
+        assert seen == ["1", "0"]
+        with pytest.raises(openai.RateLimitError) as caught:
+            c.create(model="vsr/auto", messages=HI)
+        h = caught.value.response.headers
+        assert h["x-ratelimit-limit-requests"] == "2" and h["x-ratelimit-remaining-requests"] == "0", h
+        assert re.match(RESET, h["x-ratelimit-reset-requests"]) and h["x-ratelimit-reset-requests"] != "0s", h
+        counted = httpx.post(f"{proc.url}/v1/messages/count_tokens", headers={"x-api-key": limited},
+                             json={"model": "vsr/auto", "messages": HI}, timeout=30)
+        assert counted.status_code == 429 and counted.headers["x-ratelimit-remaining-requests"] == "0"
+        r = _oa(proc.url, free).chat.completions.with_raw_response.create(model="vsr/auto", messages=HI)
+        assert not [k for k in r.headers if k.startswith("x-ratelimit-")], "a key without limits gets none"
+
+
+def test_a_backends_own_rate_limit_headers_reach_the_client_renamed(tmp_path):
+    """A backend's x-ratelimit-* and anthropic-ratelimit-* arrive under x-vsr-provider-*, on whole answers,
+    streams and its error answers; no other backend header is copied, and the caller's own are not them."""
+    flags = ["--header", "x-ratelimit-remaining-requests: 499", "--header", "X-RateLimit-Reset-Tokens: 6m0s",
+             "--header", "anthropic-ratelimit-tokens-remaining: 7", "--header", "x-authz-user-id: someone",
+             "--header", "set-cookie: session=secret"]
+    with mock_upstream(*flags) as backend:
+        doc = {"version": "v0.5", "providers": {"models": [model("m", f"{backend.url}/v1")]},
+               "recipes": [{"name": "default", "decisions": [{"name": "all", "modelRefs": [{"model": "m"}]}]}]}
+        with router(write_config(doc, str(tmp_path))) as proc:
+            c = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="unused", max_retries=0).chat.completions
+            whole = c.with_raw_response.create(model="m", messages=HI).headers
+            with c.with_streaming_response.create(model="m", messages=HI, stream=True) as streamed:
+                stream = streamed.headers
+                streamed.read()
+            httpx.post(f"{backend.url}/_mock/config", json={"fail_first": 1, "fail_status": 400})
+            with pytest.raises(openai.BadRequestError) as caught:
+                c.create(model="m", messages=HI)
+            for h in (whole, stream, caught.value.response.headers):
+                assert h["x-vsr-provider-ratelimit-remaining-requests"] == "499", h
+                assert h["x-vsr-provider-ratelimit-reset-tokens"] == "6m0s"
+                assert h["x-vsr-provider-anthropic-ratelimit-tokens-remaining"] == "7"
+                assert "x-ratelimit-remaining-requests" not in h, "the caller's own are not the backend's"
+                assert "set-cookie" not in h and "x-authz-user-id" not in h
+                assert not [k for k in h if "authz" in k or "cookie" in k], h

@@ -159,8 +159,10 @@ def test_systemone_refusals_for_the_key_take_no_place_in_its_window(gw, fake):
     """A name the key may not call is a 403 before its limits are asked: it counts nothing, and a full window
     does not turn it into a 429."""
     assert [s1(gw, S1_ONE, "hosted").status_code for _ in range(3)] == [403] * 3
-    assert s1(gw, S1_ONE, "router-s1").status_code == 200
-    assert s1(gw, S1_ONE, "router-s1").status_code == 429
+    ok = s1(gw, S1_ONE, "router-s1")
+    assert ok.status_code == 200 and ok.headers["x-ratelimit-remaining-requests"] == "0", ok.headers
+    limited = s1(gw, S1_ONE, "router-s1")
+    assert limited.status_code == 429 and limited.headers["x-ratelimit-limit-requests"] == "1", limited.headers
     r = s1(gw, S1_ONE, "hosted")
     assert r.status_code == 403 and "retry-after" not in r.headers, r.text
 

@@ -39,6 +39,7 @@ import trio
 
 from ..config.auth import AuthStore, Limits, RateLimits
 from ..errors import RateLimited
+from ..headers import registry as h
 from ..protocol.canonical import Identity
 from .worker import CallTimedOut, Worker
 
@@ -52,19 +53,22 @@ _IDLE_S = 1.0              # leased places unused this long go back
 _LEASE_TTL_S = 30.0        # an in-flight lease not renewed for this long frees itself (a dead router's)
 
 # KEYS[1] the sliding log. ARGV: now_ms, k, limit, member prefix, first member number.
-# Grants up to k places (members scored now); returns {granted, retry_ms}.
+# Grants up to k places (members scored now); returns {granted, retry_ms, places taken, ms until the oldest
+# frees} (the last two for x-ratelimit-*).
 _LEASE_RPM = """
 local now, k, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 60000)
 local g = math.min(k, limit - redis.call('ZCARD', KEYS[1]))
 if g <= 0 then
   local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  return {0, tonumber(oldest[2]) + 60000 - now}
+  local retry = tonumber(oldest[2]) + 60000 - now
+  return {0, retry, limit, retry}
 end
 local first = tonumber(ARGV[5])
 for i = 0, g - 1 do redis.call('ZADD', KEYS[1], now, ARGV[4] .. (first + i)) end
 redis.call('PEXPIRE', KEYS[1], 61000)
-return {g, 0}
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {g, 0, redis.call('ZCARD', KEYS[1]), tonumber(oldest[2]) + 60000 - now}
 """
 
 # KEYS[1] the in-flight leases. ARGV: now_ms, k, limit, ttl_ms, member prefix, first member number.
@@ -187,13 +191,15 @@ class _Local:
 class _Shared:
     """One scope's leases and view of the shared counts."""
 
-    __slots__ = ("rpm_free", "rpm_since", "conc_free", "conc_held", "conc_since", "leasing", "tokens_new",
+    __slots__ = ("rpm_free", "rpm_since", "rpm_taken", "rpm_frees_at", "conc_free", "conc_held", "conc_since", "leasing", "tokens_new",
                  "tokens_seen", "tokens_first", "spent_seen", "budget_ttl_s", "synced", "syncing", "renewed",
                  "refused_until", "refused_retry_s")
 
     def __init__(self) -> None:
         self.rpm_free: list[str] = []          # places granted in the shared log, not yet spent
         self.rpm_since = 0.0
+        self.rpm_taken = 0                     # places the shared log held at the last lease (this router's free ones in)
+        self.rpm_frees_at = 0.0                # when the log's oldest place then frees
         self.conc_free: list[str] = []         # in-flight places this router holds and no request uses
         self.conc_held: set[str] = set()       # every in-flight place this router holds
         self.conc_since = 0.0
@@ -222,10 +228,12 @@ def _lease_size(limit: int) -> int:
 class Ticket:
     """One admitted request: what ``done`` releases and charges, and when it was admitted."""
 
-    __slots__ = ("scopes", "places", "meters", "at")
+    __slots__ = ("scopes", "places", "meters", "at", "headers")
 
-    def __init__(self, scopes: tuple[Scope, ...], places: list[_Places], at: float) -> None:
+    def __init__(self, scopes: tuple[Scope, ...], places: list[_Places], at: float,
+                 headers: list[tuple[bytes, bytes]]) -> None:
         self.scopes, self.places, self.at = scopes, places, at
+        self.headers = headers          # x-ratelimit-* once this request took its places
         self.meters = any(s.limits.tpm is not None or s.limits.budget is not None for s in scopes)
 
 
@@ -314,17 +322,21 @@ class Limiter:
                 local.requests.add(now, 1)
             if s.limits.concurrent is not None:
                 local.in_flight += 1
-        return Ticket(scopes, places, now)
+        return Ticket(scopes, places, now, self.rate_headers(scopes, now))
 
-    async def check(self, identity: Identity, api: str) -> None:
-        """RateLimited when ``admit`` would refuse a request now; admits nothing, counts nothing.
+    async def check(self, identity: Identity, api: str) -> list[tuple[bytes, bytes]]:
+        """RateLimited when ``admit`` would refuse a request now; admits nothing, counts nothing. Returns the
+        x-ratelimit-* headers (none when no limit applies).
 
         For what asks the key's limits without being a request they count (count_tokens: authorised as a
         completion would be, charged as none). Places it leases to decide stay this router's to spend, and go
         back unused after ``_IDLE_S`` as any lease's do."""
         scopes = self.scopes(identity)
-        if scopes:
-            await self._places(scopes, api, time.time(), spend=False)
+        if not scopes:
+            return []
+        now = time.time()
+        await self._places(scopes, api, now, spend=False)
+        return self.rate_headers(scopes, now)
 
     async def _places(self, scopes: tuple[Scope, ...], api: str, now: float, *, spend: bool) -> list[_Places]:
         """Each scope's places, or RateLimited for the first that refuses; ``spend`` False: decide only, taking
@@ -347,8 +359,57 @@ class Limiter:
                 self.metrics.rate_limited.inc(api, r.scope.kind, r.limit)
             retry = math.ceil(max(r.retry_s, 1.0))
             raise RateLimited(f"{r.scope.kind} {r.scope.name!r} is over its {_WORDS[r.limit]}; retry after "
-                              f"{retry} s", retry_after_s=retry) from None
+                              f"{retry} s", retry_after_s=retry, headers=self.rate_headers(scopes, now, r)) from None
         return places
+
+    # --- x-ratelimit-* ---------------------------------------------------------------------
+
+    def rate_headers(self, scopes: tuple[Scope, ...], now: float,
+                     refused: _Refused | None = None) -> list[tuple[bytes, bytes]]:
+        """OpenAI's ``x-ratelimit-{limit,remaining,reset}-requests`` (and ``-tokens``) for the scope whose
+        requests (tokens) per minute leave the fewest: what this router knows of the shared window (exact
+        under 50 a minute, where every request leases its place; else as of the last lease or sync), never
+        more than its own window leaves. ``reset`` is when the next place frees (the window's oldest entry
+        leaves it), which on a 429 is its Retry-After. Only a request some limit applies to pays for this."""
+        requests = tokens = None
+        for s in scopes:
+            lim = s.limits
+            if lim.rpm is not None:
+                left = (0, refused.retry_s) if refused is not None and refused.scope is s and refused.limit == "rpm" \
+                    else self._requests_left(s, lim.rpm, now)
+                if requests is None or left[0] < requests[1]:
+                    requests = (lim.rpm, *left)
+            if lim.tpm is not None:
+                left = (0, refused.retry_s) if refused is not None and refused.scope is s and refused.limit == "tpm" \
+                    else self._tokens_left(s, lim.tpm, now)
+                if tokens is None or left[0] < tokens[1]:
+                    tokens = (lim.tpm, *left)
+        out: list[tuple[bytes, bytes]] = []
+        for names, found in ((_REQUEST_HEADERS, requests), (_TOKEN_HEADERS, tokens)):
+            if found is not None:
+                limit, left, reset_s = found
+                out += [(names[0], b"%d" % limit), (names[1], b"%d" % max(0, left)), (names[2], _duration(reset_s))]
+        return out
+
+    def _requests_left(self, s: Scope, limit: int, now: float) -> tuple[int, float]:
+        window = self._local_of(s).requests
+        window.trim(now)
+        left, reset_s = limit - window.total, window.retry_s(now) if window.entries else 0.0
+        sh = self._shared.get((s.kind, s.name))
+        if sh is not None and sh.rpm_taken and self._shared_up():
+            left = min(left, limit - sh.rpm_taken + len(sh.rpm_free))
+            reset_s = sh.rpm_frees_at - now
+        return left, reset_s
+
+    def _tokens_left(self, s: Scope, limit: int, now: float) -> tuple[int, float]:
+        window = self._local_of(s).tokens
+        window.trim(now)
+        left, reset_s = limit - window.total, window.retry_s(now) if window.entries else 0.0
+        sh = self._shared.get((s.kind, s.name))
+        if sh is not None and sh.synced >= 0 and self._shared_up():
+            left = min(left, limit - sh.tokens_seen - sh.tokens_new)
+            reset_s = sh.tokens_first + 1 + WINDOW_S - now if sh.tokens_first >= 0 else reset_s
+        return left, reset_s
 
     def done(self, ticket: Ticket, tokens: int, *, counted: bool = True) -> None:
         """Release the request's places and charge its tokens; never waits. ``counted`` False: the request
@@ -477,10 +538,11 @@ class Limiter:
             first = self._next_member          # the k member names this lease may use, never reused
             self._next_member += k
             if which == "rpm":
-                granted, retry_ms = await self._worker.call(
+                granted, retry_ms, taken, frees_ms = await self._worker.call(
                     self._eval, "lease_rpm", _LEASE_RPM, [base + "rpm"],
                     [int(now * 1000), k, limit, self._member, first], timeout=self._timeout)
                 self._answered()
+                sh.rpm_taken, sh.rpm_frees_at = int(taken), now + int(frees_ms) / 1000
                 if int(granted) <= 0:
                     sh.refused_retry_s = int(retry_ms) / 1000
                     sh.refused_until = now + min(sh.refused_retry_s, _SYNC_S)
@@ -585,6 +647,16 @@ class Limiter:
             return self._redis.evalsha(self._sha[name], len(keys), *keys, *args)
 
 
+def _duration(seconds: float) -> bytes:
+    """A wait as OpenAI writes it in x-ratelimit-reset-*: whole seconds, rounded up ("0s", "17s", "1m0s")."""
+    n = max(0, math.ceil(seconds))
+    return b"%ds" % n if n < 60 else b"%dm%ds" % divmod(n, 60)
+
+
+_REQUEST_HEADERS = (h.RATELIMIT_LIMIT_REQUESTS.encode(), h.RATELIMIT_REMAINING_REQUESTS.encode(),
+                    h.RATELIMIT_RESET_REQUESTS.encode())
+_TOKEN_HEADERS = (h.RATELIMIT_LIMIT_TOKENS.encode(), h.RATELIMIT_REMAINING_TOKENS.encode(),
+                  h.RATELIMIT_RESET_TOKENS.encode())
 _SCRIPTS = {"lease_rpm": _LEASE_RPM, "lease_conc": _LEASE_CONC, "places": _PLACES, "tokens": _TOKENS}
 _WORDS = {"rpm": "requests per minute", "tpm": "tokens per minute", "concurrent": "requests in flight",
           "budget": "budget for the period"}

@@ -65,7 +65,7 @@ async def handle_count_tokens(state: AppState, scope: Scope, receive: Receive, s
         check_name(identity, req.body.model, state.table.by_name, state.table.models)
         if state.limiter.active:
             # Refused when a completion would be, admitted without being counted as one (the module's note).
-            await state.limiter.check(identity, "count_tokens")
+            extra += await state.limiter.check(identity, "count_tokens")
         route = allowed_route(identity, await state.table.route(req.body.model,
                                                                 lambda: adapter.canonical(req, identity),
                                                                 state.systemone))
@@ -81,6 +81,8 @@ async def handle_count_tokens(state: AppState, scope: Scope, receive: Receive, s
         recipe = recipe or getattr(exc, "recipe", None)
         status, _, out = adapter.error(exc)
         limited = isinstance(exc, RateLimited)
+        if limited:
+            extra += exc.headers
         if exc.retry_after_s is not None:
             extra.append((b"retry-after", str(exc.retry_after_s).encode()))
     path = h.ResponsePath.UPSTREAM if status < 400 else \

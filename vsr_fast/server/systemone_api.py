@@ -103,6 +103,8 @@ async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, id
             if state.limiter.active:
                 # System One answers carry no token usage: a call counts towards rpm and in-flight, never tokens.
                 admitted.ticket = await state.limiter.admit(identity, "systemone")
+                if admitted.ticket is not None:
+                    extra += admitted.ticket.headers
             bind_for_systemone(state, scope)
             direct = None if body.model in state.table.systemone_by_name else \
                 state.table.native_aliases().get(body.model or "")
@@ -137,7 +139,7 @@ async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, id
         status, out = exc.status, _error(exc.code, exc.message)[1]
     except RateLimited as exc:
         status, out = exc.status, error_body(exc)
-        extra.append((b"retry-after", str(exc.retry_after_s).encode()))
+        extra += [(b"retry-after", str(exc.retry_after_s).encode()), *exc.headers]
         limited = True
     except VsrError as exc:
         status, out = _error(exc.code, exc.message)

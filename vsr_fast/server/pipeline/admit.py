@@ -28,9 +28,11 @@ async def admit(ex: Exchange) -> None:
     limiter = state.limiter
     if not limiter.active:
         return
-    ex.ticket = await limiter.admit(identity, ex.api)
-    if ex.ticket is not None and ex.ticket.meters:
-        ex.meter = UsageMeter(len(ex.raw))
+    ticket = ex.ticket = await limiter.admit(identity, ex.api)
+    if ticket is not None:
+        ex.extra += ticket.headers          # x-ratelimit-*, on whatever the request is answered
+        if ticket.meters:
+            ex.meter = UsageMeter(len(ex.raw))
 
 
 def release(ex: Exchange) -> None:
