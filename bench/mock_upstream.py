@@ -99,6 +99,12 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # from the cache (Chat prompt_tokens_details, Responses input_tokens_details, Messages cache_read_input_tokens).
     reasoning_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
     cached_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # Response headers ("Name: value") on every answer, whole, streamed or an injected status failure: a
+    # provider's own x-ratelimit-*, say.
+    headers: list[str] = []
+
+    def extra_headers(self) -> bytes:
+        return b"".join(b"%s\r\n" % h.encode("latin-1") for h in self.headers)
 
 
 class StreamOptions(msgspec.Struct):
@@ -292,12 +298,12 @@ def error_body(message: str, status: int, api: str = "chat") -> bytes:
     )
 
 
-def stream_head(keep_alive: bool) -> bytes:
-    """The head of a chunked SSE response."""
+def stream_head(keep_alive: bool, extra: bytes = b"") -> bytes:
+    """The head of a chunked SSE response; ``extra``: complete ``Name: value\\r\\n`` lines."""
     close = b"" if keep_alive else b"Connection: close\r\n"
     return (
         b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-        b"Transfer-Encoding: chunked\r\n%s\r\n" % close
+        b"Transfer-Encoding: chunked\r\n%s%s\r\n" % (extra, close)
     )
 
 
@@ -417,7 +423,8 @@ class MockUpstream(Server):
             stats.failures_injected += 1
             return await self.fail(sock, req, plan, config)
         if config.latency_ms <= 0 and (not plan.stream or config.whole_for_stream):
-            await send_all(sock, response_bytes(200, self.whole_body(req, plan, config), req.keep_alive))
+            await send_all(sock, response_bytes(200, self.whole_body(req, plan, config), req.keep_alive,
+                                                extra_headers=config.extra_headers()))
             stats.completed += 1
             return req.keep_alive
         finished = await watched(reader, self.answer(sock, req, plan, config))
@@ -432,11 +439,12 @@ class MockUpstream(Server):
         if config.latency_ms > 0:
             await trio.sleep(config.latency_ms / 1000)
         if not plan.stream or config.whole_for_stream:
-            await send_all(sock, response_bytes(200, self.whole_body(req, plan, config), req.keep_alive))
+            await send_all(sock, response_bytes(200, self.whole_body(req, plan, config), req.keep_alive,
+                                                extra_headers=config.extra_headers()))
             return
         self.stats.streams_started += 1
         events = self.stream_events(req, plan, config)
-        await send_all(sock, stream_head(req.keep_alive) + events[0])
+        await send_all(sock, stream_head(req.keep_alive, config.extra_headers()) + events[0])
         interval = config.chunk_interval_ms / 1000
         for event in events[1:]:
             if interval > 0:
@@ -517,6 +525,7 @@ class MockUpstream(Server):
         status = config.fail_status
         body = error_body(f"injected failure (status {status})", status, plan.api)
         extra = b"Retry-After: %s\r\n" % config.retry_after.encode() if config.retry_after else b""
+        extra += config.extra_headers()
         await send_all(sock, response_bytes(status, body, req.keep_alive, extra_headers=extra))
         return req.keep_alive
 
@@ -920,6 +929,8 @@ def build_parser() -> argparse.ArgumentParser:
         "after 2 stream chunks (after half the body of a whole answer)",
     )
     p.add_argument("--fail-first", type=int, default=d.fail_first, help="fail the next N generation requests")
+    p.add_argument("--header", dest="headers", action="append", default=[],
+                   help="'Name: value' on every answer (repeatable), e.g. a provider's x-ratelimit-*")
     p.add_argument("--retry-after", default=d.retry_after, help="Retry-After header value on injected failures")
     p.add_argument("--content", default=d.content, help="the fixed completion text")
     p.add_argument("--seed", type=int, default=None, help="seed for deterministic failure injection")

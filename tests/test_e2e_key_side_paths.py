@@ -31,6 +31,7 @@ S1_ENTRY = "vsk-s1-entry-" + "h" * 32       # entrypoints [router-s1]
 ANY = "vsk-any-" + "e" * 32                 # no list, no limit
 LIMITED = "vsk-limited-" + "f" * 32         # rpm 2, for the System One API
 COUNTER = "vsk-counter-" + "g" * 32         # rpm 2, for count_tokens
+S1_ONE = "vsk-s1-one-" + "i" * 32           # entrypoints [router-s1], rpm 1
 MSG = [{"role": "user", "content": "hi"}]
 STATE = {"request": "please reply, it is urgent"}
 QUESTIONS = {"ok": {"type": "noul"}}
@@ -63,7 +64,8 @@ def gw(mock, agent, fake, secret, prefix, tmp_path_factory):
             {"id": "any", "sha256": sha(ANY)},
             # The limited keys' lists leave the shadow model out: only ANY's chat makes a shadow copy.
             {"id": "limited", "sha256": sha(LIMITED), "models": ["model-a", "hosted"], "limits": {"rpm": 2}},
-            {"id": "counter", "sha256": sha(COUNTER), "models": ["model-a", "model-b"], "limits": {"rpm": 2}}]
+            {"id": "counter", "sha256": sha(COUNTER), "models": ["model-a", "model-b"], "limits": {"rpm": 2}},
+            {"id": "s1-one", "sha256": sha(S1_ONE), "entrypoints": ["router-s1"], "limits": {"rpm": 1}}]
     doc = {
         "version": "v0.5",
         "providers": {"models": [
@@ -151,6 +153,18 @@ def test_systemone_counts_in_the_keys_requests_per_minute(gw, fake):
     # The same window as Chat's: the two System One calls spent it.
     with pytest.raises(openai.RateLimitError):
         _oa(gw, LIMITED).chat.completions.create(model="vsr/auto", messages=MSG)
+
+
+def test_systemone_refusals_for_the_key_take_no_place_in_its_window(gw, fake):
+    """A name the key may not call is a 403 before its limits are asked: it counts nothing, and a full window
+    does not turn it into a 429."""
+    assert [s1(gw, S1_ONE, "hosted").status_code for _ in range(3)] == [403] * 3
+    ok = s1(gw, S1_ONE, "router-s1")
+    assert ok.status_code == 200 and ok.headers["x-ratelimit-remaining-requests"] == "0", ok.headers
+    limited = s1(gw, S1_ONE, "router-s1")
+    assert limited.status_code == 429 and limited.headers["x-ratelimit-limit-requests"] == "1", limited.headers
+    r = s1(gw, S1_ONE, "hosted")
+    assert r.status_code == 403 and "retry-after" not in r.headers, r.text
 
 
 def test_systemone_models_lists_what_the_key_may_name(gw):

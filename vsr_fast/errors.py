@@ -77,6 +77,8 @@ where each store reads, ``from`` the original.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class VsrError(Exception):
     """Base of every error the router raises on purpose."""
@@ -86,6 +88,8 @@ class VsrError(Exception):
     type: str = "server_error"
     stage: str = "internal"
     retry_after_s: int | None = None     # sent as Retry-After with the error
+    # Sent with the error too: the caller's x-ratelimit-* (RateLimited), a backend's renamed ones (UpstreamStatus).
+    headers: Sequence[tuple[bytes, bytes]] = ()
 
     def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
@@ -162,9 +166,10 @@ class RateLimited(VsrError):
 
     status, code, type, stage = 429, "rate_limit_exceeded", "rate_limit_error", "auth"
 
-    def __init__(self, message: str, *, retry_after_s: int) -> None:
+    def __init__(self, message: str, *, retry_after_s: int, headers: list[tuple[bytes, bytes]] | None = None) -> None:
         super().__init__(message)
         self.retry_after_s = max(1, retry_after_s)
+        self.headers = headers or []
 
 
 # --- decode ------------------------------------------------------------------------------
@@ -555,12 +560,14 @@ class UpstreamStatus(_UpstreamAnswered):
     """The last upstream answered with an error status; relay its status and body (``api_format``'s)."""
 
     def __init__(self, message: str, *, status: int, body: bytes, content_type: str, api_format: str,
-                 detail: str | None = None, retry_after_s: int | None = None) -> None:
+                 detail: str | None = None, retry_after_s: int | None = None,
+                 headers: list[tuple[bytes, bytes]] | None = None) -> None:
         super().__init__(message, status=status, detail=detail, retry_after_s=retry_after_s)
         self.body = body
         self.content_type = content_type
         self.api_format = api_format
         self.tried = ""     # what the attempts before it answered, for the client's message
+        self.headers = headers or []
 
 
 class UpstreamsExhausted(UpstreamStatus):
@@ -570,7 +577,8 @@ class UpstreamsExhausted(UpstreamStatus):
 
     def __init__(self, message: str, *, last: UpstreamStatus, tried: str, detail: str) -> None:
         super().__init__(message, status=last.status, body=last.body, content_type=last.content_type,
-                         api_format=last.api_format, detail=detail, retry_after_s=last.retry_after_s)
+                         api_format=last.api_format, detail=detail, retry_after_s=last.retry_after_s,
+                         headers=last.headers)
         self.tried = tried
 
 

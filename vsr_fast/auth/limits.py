@@ -39,6 +39,7 @@ import trio
 
 from ..config.auth import AuthStore, Limits, RateLimits
 from ..errors import RateLimited
+from ..headers import registry as h
 from ..protocol.canonical import Identity
 from .worker import CallTimedOut, Worker
 
@@ -52,19 +53,22 @@ _IDLE_S = 1.0              # leased places unused this long go back
 _LEASE_TTL_S = 30.0        # an in-flight lease not renewed for this long frees itself (a dead router's)
 
 # KEYS[1] the sliding log. ARGV: now_ms, k, limit, member prefix, first member number.
-# Grants up to k places (members scored now); returns {granted, retry_ms}.
+# Grants up to k places (members scored now); returns {granted, retry_ms, places taken, ms until the oldest
+# frees} (the last two for x-ratelimit-*).
 _LEASE_RPM = """
 local now, k, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 60000)
 local g = math.min(k, limit - redis.call('ZCARD', KEYS[1]))
 if g <= 0 then
   local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  return {0, tonumber(oldest[2]) + 60000 - now}
+  local retry = tonumber(oldest[2]) + 60000 - now
+  return {0, retry, limit, retry}
 end
 local first = tonumber(ARGV[5])
 for i = 0, g - 1 do redis.call('ZADD', KEYS[1], now, ARGV[4] .. (first + i)) end
 redis.call('PEXPIRE', KEYS[1], 61000)
-return {g, 0}
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {g, 0, redis.call('ZCARD', KEYS[1]), tonumber(oldest[2]) + 60000 - now}
 """
 
 # KEYS[1] the in-flight leases. ARGV: now_ms, k, limit, ttl_ms, member prefix, first member number.
@@ -133,6 +137,14 @@ class _Window:
         self.entries.append((now, n))
         self.total += n
 
+    def take_back(self, at: float, n: int) -> None:
+        """Remove an entry ``add`` made at ``at`` (equal entries are interchangeable); none once it expired."""
+        try:
+            self.entries.remove((at, n))
+        except ValueError:
+            return
+        self.total -= n
+
     def trim(self, now: float) -> None:
         since = now - WINDOW_S
         entries = self.entries
@@ -179,13 +191,15 @@ class _Local:
 class _Shared:
     """One scope's leases and view of the shared counts."""
 
-    __slots__ = ("rpm_free", "rpm_since", "conc_free", "conc_held", "conc_since", "leasing", "tokens_new",
+    __slots__ = ("rpm_free", "rpm_since", "rpm_taken", "rpm_frees_at", "conc_free", "conc_held", "conc_since", "leasing", "tokens_new",
                  "tokens_seen", "tokens_first", "spent_seen", "budget_ttl_s", "synced", "syncing", "renewed",
                  "refused_until", "refused_retry_s")
 
     def __init__(self) -> None:
         self.rpm_free: list[str] = []          # places granted in the shared log, not yet spent
         self.rpm_since = 0.0
+        self.rpm_taken = 0                     # places the shared log held at the last lease (this router's free ones in)
+        self.rpm_frees_at = 0.0                # when the log's oldest place then frees
         self.conc_free: list[str] = []         # in-flight places this router holds and no request uses
         self.conc_held: set[str] = set()       # every in-flight place this router holds
         self.conc_since = 0.0
@@ -202,17 +216,24 @@ class _Shared:
         self.refused_retry_s = 1.0
 
 
+# What a request took in one scope's shared leases: its rpm place and its in-flight place (None where none).
+_Places = tuple[str | None, str | None]
+_NO_PLACES: _Places = (None, None)
+
+
 def _lease_size(limit: int) -> int:
     return max(1, min(64, limit // 50))
 
 
 class Ticket:
-    """One admitted request: what ``done`` releases and charges."""
+    """One admitted request: what ``done`` releases and charges, and when it was admitted."""
 
-    __slots__ = ("scopes", "places", "meters")
+    __slots__ = ("scopes", "places", "meters", "at", "headers")
 
-    def __init__(self, scopes: tuple[Scope, ...], places: list[str | None]) -> None:
-        self.scopes, self.places = scopes, places
+    def __init__(self, scopes: tuple[Scope, ...], places: list[_Places], at: float,
+                 headers: list[tuple[bytes, bytes]]) -> None:
+        self.scopes, self.places, self.at = scopes, places, at
+        self.headers = headers          # x-ratelimit-* once this request took its places
         self.meters = any(s.limits.tpm is not None or s.limits.budget is not None for s in scopes)
 
 
@@ -301,22 +322,26 @@ class Limiter:
                 local.requests.add(now, 1)
             if s.limits.concurrent is not None:
                 local.in_flight += 1
-        return Ticket(scopes, places)
+        return Ticket(scopes, places, now, self.rate_headers(scopes, now))
 
-    async def check(self, identity: Identity, api: str) -> None:
-        """RateLimited when ``admit`` would refuse a request now; admits nothing, counts nothing.
+    async def check(self, identity: Identity, api: str) -> list[tuple[bytes, bytes]]:
+        """RateLimited when ``admit`` would refuse a request now; admits nothing, counts nothing. Returns the
+        x-ratelimit-* headers (none when no limit applies).
 
         For what asks the key's limits without being a request they count (count_tokens: authorised as a
         completion would be, charged as none). Places it leases to decide stay this router's to spend, and go
         back unused after ``_IDLE_S`` as any lease's do."""
         scopes = self.scopes(identity)
-        if scopes:
-            await self._places(scopes, api, time.time(), spend=False)
+        if not scopes:
+            return []
+        now = time.time()
+        await self._places(scopes, api, now, spend=False)
+        return self.rate_headers(scopes, now)
 
-    async def _places(self, scopes: tuple[Scope, ...], api: str, now: float, *, spend: bool) -> list[str | None]:
-        """Each scope's in-flight place (None where it takes none), or RateLimited for the first that refuses;
-        ``spend`` False: decide only, taking no place."""
-        places: list[str | None] = []
+    async def _places(self, scopes: tuple[Scope, ...], api: str, now: float, *, spend: bool) -> list[_Places]:
+        """Each scope's places, or RateLimited for the first that refuses; ``spend`` False: decide only, taking
+        no place."""
+        places: list[_Places] = []
         try:
             for s in scopes:
                 # This router's own windows first, whether Redis answers or not: they count only its own
@@ -326,7 +351,7 @@ class Limiter:
                 refused = self._local_of(s).refusal(s.limits, now)
                 if refused is not None:
                     raise _Refused(s, *refused)
-                places.append(await self._admit_shared(s, now, spend) if self._shared_up() else None)
+                places.append(await self._admit_shared(s, now, spend) if self._shared_up() else _NO_PLACES)
         except _Refused as r:
             for s, place in zip(scopes, places):
                 self._unspend(s, place)
@@ -334,14 +359,70 @@ class Limiter:
                 self.metrics.rate_limited.inc(api, r.scope.kind, r.limit)
             retry = math.ceil(max(r.retry_s, 1.0))
             raise RateLimited(f"{r.scope.kind} {r.scope.name!r} is over its {_WORDS[r.limit]}; retry after "
-                              f"{retry} s", retry_after_s=retry) from None
+                              f"{retry} s", retry_after_s=retry, headers=self.rate_headers(scopes, now, r)) from None
         return places
 
-    def done(self, ticket: Ticket, tokens: int) -> None:
-        """Release the request's places and charge its tokens; never waits."""
+    # --- x-ratelimit-* ---------------------------------------------------------------------
+
+    def rate_headers(self, scopes: tuple[Scope, ...], now: float,
+                     refused: _Refused | None = None) -> list[tuple[bytes, bytes]]:
+        """OpenAI's ``x-ratelimit-{limit,remaining,reset}-requests`` (and ``-tokens``) for the scope whose
+        requests (tokens) per minute leave the fewest: what this router knows of the shared window (exact
+        under 50 a minute, where every request leases its place; else as of the last lease or sync), never
+        more than its own window leaves. ``reset`` is when the next place frees (the window's oldest entry
+        leaves it), which on a 429 is its Retry-After. Only a request some limit applies to pays for this."""
+        requests = tokens = None
+        for s in scopes:
+            lim = s.limits
+            if lim.rpm is not None:
+                left = (0, refused.retry_s) if refused is not None and refused.scope is s and refused.limit == "rpm" \
+                    else self._requests_left(s, lim.rpm, now)
+                if requests is None or left[0] < requests[1]:
+                    requests = (lim.rpm, *left)
+            if lim.tpm is not None:
+                left = (0, refused.retry_s) if refused is not None and refused.scope is s and refused.limit == "tpm" \
+                    else self._tokens_left(s, lim.tpm, now)
+                if tokens is None or left[0] < tokens[1]:
+                    tokens = (lim.tpm, *left)
+        out: list[tuple[bytes, bytes]] = []
+        for names, found in ((_REQUEST_HEADERS, requests), (_TOKEN_HEADERS, tokens)):
+            if found is not None:
+                limit, left, reset_s = found
+                out += [(names[0], b"%d" % limit), (names[1], b"%d" % max(0, left)), (names[2], _duration(reset_s))]
+        return out
+
+    def _requests_left(self, s: Scope, limit: int, now: float) -> tuple[int, float]:
+        window = self._local_of(s).requests
+        window.trim(now)
+        left, reset_s = limit - window.total, window.retry_s(now) if window.entries else 0.0
+        sh = self._shared.get((s.kind, s.name))
+        if sh is not None and sh.rpm_taken and self._shared_up():
+            left = min(left, limit - sh.rpm_taken + len(sh.rpm_free))
+            reset_s = sh.rpm_frees_at - now
+        return left, reset_s
+
+    def _tokens_left(self, s: Scope, limit: int, now: float) -> tuple[int, float]:
+        window = self._local_of(s).tokens
+        window.trim(now)
+        left, reset_s = limit - window.total, window.retry_s(now) if window.entries else 0.0
+        sh = self._shared.get((s.kind, s.name))
+        if sh is not None and sh.synced >= 0 and self._shared_up():
+            left = min(left, limit - sh.tokens_seen - sh.tokens_new)
+            reset_s = sh.tokens_first + 1 + WINDOW_S - now if sh.tokens_first >= 0 else reset_s
+        return left, reset_s
+
+    def done(self, ticket: Ticket, tokens: int, *, counted: bool = True) -> None:
+        """Release the request's places and charge its tokens; never waits. ``counted`` False: the request
+        was refused for what its key may not call (``auth.access``), after it was admitted; it gives its
+        place in the requests-per-minute window back, as if never admitted."""
         now = time.time()
-        for s, place in zip(ticket.scopes, ticket.places):
+        for s, places in zip(ticket.scopes, ticket.places):
             local = self._local_of(s)
+            if not counted:
+                if s.limits.rpm is not None:
+                    local.requests.take_back(ticket.at, 1)
+                self._unspend(s, (places[0], None))
+            place = places[1]
             if s.limits.concurrent is not None:
                 local.in_flight = max(0, local.in_flight - 1)
             if tokens > 0:
@@ -389,11 +470,12 @@ class Limiter:
 
     # --- shared ----------------------------------------------------------------------------
 
-    async def _admit_shared(self, s: Scope, now: float, spend: bool = True) -> str | None:
-        """Spend one leased place of each count limit, leasing more when none is left; the in-flight place
-        taken (given back by ``done``), or None. Admits on the local windows alone when Redis is away.
+    async def _admit_shared(self, s: Scope, now: float, spend: bool = True) -> _Places:
+        """Spend one leased place of each count limit, leasing more when none is left; the places taken (the
+        in-flight one is given back by ``done``). Admits on the local windows alone when Redis is away.
         ``spend`` False: only make sure a place is there (leased), spending none."""
         lim, sh = s.limits, self._shared_of(s)
+        rpm_place = None
         try:
             if lim.tpm is not None or lim.budget is not None:
                 if now - sh.synced > _SYNC_S:
@@ -408,16 +490,18 @@ class Limiter:
                 while not sh.rpm_free:
                     await self._lease(s, sh, "rpm", now)
                 if spend:
-                    sh.rpm_free.pop()
+                    rpm_place = sh.rpm_free.pop()
                     sh.rpm_since = now
             if lim.concurrent is not None:
                 while not sh.conc_free:
                     await self._lease(s, sh, "concurrent", now)
-                return sh.conc_free.pop() if spend else None
-            return None
+                return rpm_place, sh.conc_free.pop() if spend else None
+            return rpm_place, None
         except (redis.RedisError, CallTimedOut, OSError) as exc:
             self._mark_down(exc)      # ``admit`` read this router's own windows already: they decide alone
-            return None
+            if rpm_place is not None:
+                self._shared_of(s).rpm_free.append(rpm_place)   # not admitted by the shared window after all
+            return _NO_PLACES
 
     def _token_refusal(self, lim: Limits, sh: _Shared, now: float) -> tuple[str, float] | None:
         if lim.tpm is not None and sh.tokens_seen + sh.tokens_new >= lim.tpm:
@@ -427,11 +511,17 @@ class Limiter:
             return "budget", sh.budget_ttl_s or 1.0
         return None
 
-    def _unspend(self, s: Scope, place: str | None) -> None:
-        """A request admitted by an earlier scope and refused by a later one: its places are not used."""
+    def _unspend(self, s: Scope, places: _Places) -> None:
+        """A request admitted by an earlier scope and refused by a later one (or refused for its key's access
+        after): the places it took are this router's to spend again."""
         sh = self._shared.get((s.kind, s.name))
-        if sh is not None and place is not None:
-            sh.conc_free.append(place)
+        if sh is None:
+            return
+        rpm, conc = places
+        if rpm is not None:
+            sh.rpm_free.append(rpm)
+        if conc is not None:
+            sh.conc_free.append(conc)
 
     async def _lease(self, s: Scope, sh: _Shared, which: str, now: float) -> None:
         """One lease call per scope at a time: the others wait for it and look again."""
@@ -448,10 +538,11 @@ class Limiter:
             first = self._next_member          # the k member names this lease may use, never reused
             self._next_member += k
             if which == "rpm":
-                granted, retry_ms = await self._worker.call(
+                granted, retry_ms, taken, frees_ms = await self._worker.call(
                     self._eval, "lease_rpm", _LEASE_RPM, [base + "rpm"],
                     [int(now * 1000), k, limit, self._member, first], timeout=self._timeout)
                 self._answered()
+                sh.rpm_taken, sh.rpm_frees_at = int(taken), now + int(frees_ms) / 1000
                 if int(granted) <= 0:
                     sh.refused_retry_s = int(retry_ms) / 1000
                     sh.refused_until = now + min(sh.refused_retry_s, _SYNC_S)
@@ -556,6 +647,16 @@ class Limiter:
             return self._redis.evalsha(self._sha[name], len(keys), *keys, *args)
 
 
+def _duration(seconds: float) -> bytes:
+    """A wait as OpenAI writes it in x-ratelimit-reset-*: whole seconds, rounded up ("0s", "17s", "1m0s")."""
+    n = max(0, math.ceil(seconds))
+    return b"%ds" % n if n < 60 else b"%dm%ds" % divmod(n, 60)
+
+
+_REQUEST_HEADERS = (h.RATELIMIT_LIMIT_REQUESTS.encode(), h.RATELIMIT_REMAINING_REQUESTS.encode(),
+                    h.RATELIMIT_RESET_REQUESTS.encode())
+_TOKEN_HEADERS = (h.RATELIMIT_LIMIT_TOKENS.encode(), h.RATELIMIT_REMAINING_TOKENS.encode(),
+                  h.RATELIMIT_RESET_TOKENS.encode())
 _SCRIPTS = {"lease_rpm": _LEASE_RPM, "lease_conc": _LEASE_CONC, "places": _PLACES, "tokens": _TOKENS}
 _WORDS = {"rpm": "requests per minute", "tpm": "tokens per minute", "concurrent": "requests in flight",
           "budget": "budget for the period"}

@@ -15,33 +15,39 @@ import redis
 from ..auth.keys import KeyFields
 from ..auth.store import KeyStore
 from ..config.auth import AuthStore, Budget, Limits
+from ..config.auth_checks import key_name_errors
+from ..config.schema import RouterConfig
 from ..errors import ConfigError
 from ..routing import load_file
 
 
-def _store(args: argparse.Namespace) -> tuple[AuthStore, frozenset[str]]:
-    """The store to use, and the ids the file declares (none without ``--config``)."""
-    store, declared = AuthStore(backend="redis"), frozenset()
+def _store(args: argparse.Namespace) -> tuple[AuthStore, RouterConfig | None]:
+    """The store to use, and the configuration it is for (None without ``--config``)."""
+    store, config = AuthStore(backend="redis"), None
     if args.config:
-        auth = load_file(args.config).config.global_.router.auth
-        store, declared = auth.store, frozenset(k.id for k in auth.keys)
+        config = load_file(args.config).config
+        store = config.global_.router.auth.store
     overrides = {k: v for k, v in (("url", args.redis), ("prefix", args.prefix)) if v}
-    return msgspec.structs.replace(store, backend="redis", **overrides), declared
+    return msgspec.structs.replace(store, backend="redis", **overrides), config
 
 
 def run_keys(args: argparse.Namespace) -> int:
     try:
-        config, declared = _store(args)
+        store_config, config = _store(args)
     except ConfigError as exc:
-        for line in exc.lines:
-            print(f"error: {line}", file=sys.stderr)
-        return 2
-    if args.keys_command == "create" and args.id in declared:
-        # Two secrets of one id would share its identity and its limits' windows.
-        print(f"vsr-fast keys: {args.id!r} is declared in {args.config} (global.router.auth.keys[{args.id}]); "
-              f"choose another id", file=sys.stderr)
-        return 1
-    store = KeyStore(config)
+        return _errors(exc.lines)
+    if args.keys_command == "create" and config is not None:
+        if any(k.id == args.id for k in config.global_.router.auth.keys):
+            # Two secrets of one id would share its identity and its limits' windows.
+            print(f"vsr-fast keys: {args.id!r} is declared in {args.config} (global.router.auth.keys[{args.id}]); "
+                  f"choose another id", file=sys.stderr)
+            return 1
+        # Names the configuration does not declare are refused as its loader refuses them in a declared key:
+        # a restricted key must not be made with a name that reaches nothing, or the default recipe.
+        unknown = key_name_errors(config, args.entrypoint, args.model, f"keys[{args.id}]")
+        if unknown:
+            return _errors(unknown)
+    store = KeyStore(store_config)
     try:
         return _run(store, args)
     except redis.RedisError as exc:
@@ -49,6 +55,12 @@ def run_keys(args: argparse.Namespace) -> int:
         return 3
     finally:
         store.close()
+
+
+def _errors(lines: list[str]) -> int:
+    for line in lines:
+        print(f"error: {line}", file=sys.stderr)
+    return 2
 
 
 def _run(store: KeyStore, args: argparse.Namespace) -> int:

@@ -70,16 +70,23 @@ def _check_keys(config: RouterConfig, models: set[str], errors: list[str]) -> No
         for value, n in Counter(values).items():
             if n > 1:
                 errors.append(f"{base}.keys: duplicate_name: {kind} {value!r} is declared {n} times")
-    entrypoint_names = {name for ep in config.entrypoints for name in ep.model_names}
     for key in auth.keys:
-        for i, name in enumerate(key.entrypoints):
-            if name not in entrypoint_names:
-                errors.append(f"{base}.keys[{key.id}].entrypoints[{i}]: unknown_entrypoint: {name!r} is no "
-                              f"entrypoint's model name")
-        for i, name in enumerate(key.models):
-            if name not in models:
-                errors.append(f"{base}.keys[{key.id}].models[{i}]: unknown_model: {name!r} is not declared in "
-                              f"providers.models")
+        errors += key_name_errors(config, key.entrypoints, key.models, f"{base}.keys[{key.id}]", models)
+
+
+def key_name_errors(config: RouterConfig, entrypoints: list[str], models: list[str], base: str,
+                    declared: set[str] | None = None) -> list[str]:
+    """A key's names the configuration does not declare, one ``<path>: <code>: ...`` line each: the file's
+    keys at load, and a stored key when it is made (``vsr-fast keys create --config``, ``POST /api/v1/keys``)."""
+    entrypoint_names = {name for ep in config.entrypoints for name in ep.model_names}
+    if declared is None:
+        declared = {m.name for m in config.providers.models}
+    base = f"{base}." if base else ""
+    out = [f"{base}entrypoints[{i}]: unknown_entrypoint: {name!r} is no entrypoint's model name"
+           for i, name in enumerate(entrypoints) if name not in entrypoint_names]
+    out += [f"{base}models[{i}]: unknown_model: {name!r} is not declared in providers.models"
+            for i, name in enumerate(models) if name not in declared]
+    return out
 
 
 def _check_listeners(config: RouterConfig, errors: list[str], warnings: list[str]) -> None:

@@ -74,6 +74,45 @@ REQUEST_ID = _register("x-request-id", Q, Surface.PUBLIC, "headers",
                        "Request correlation id: the client's, else one the router makes; reaches providers (the "
                        "client's), returned on every inference answer and written in its access log line.")
 
+# The caller's own limits (global.router.rate_limits, a key's limits), as OpenAI names them (an external
+# contract, spec 5.10): on every answer, 429s included, to a caller some requests- or tokens-per-minute limit
+# applies to; the tightest scope's.
+RATELIMIT_LIMIT_REQUESTS = _register("x-ratelimit-limit-requests", R, PUB, "rate_limits",
+                                     "Requests per minute the caller's tightest requests limit allows.")
+RATELIMIT_REMAINING_REQUESTS = _register("x-ratelimit-remaining-requests", R, PUB, "rate_limits",
+                                         "Requests left in that limit's sliding minute, this one counted.")
+RATELIMIT_RESET_REQUESTS = _register("x-ratelimit-reset-requests", R, PUB, "rate_limits",
+                                     "When that window's next place frees, as OpenAI writes it ('17s', '1m0s').")
+RATELIMIT_LIMIT_TOKENS = _register("x-ratelimit-limit-tokens", R, PUB, "rate_limits",
+                                   "Tokens per minute the caller's tightest tokens limit allows.")
+RATELIMIT_REMAINING_TOKENS = _register("x-ratelimit-remaining-tokens", R, PUB, "rate_limits",
+                                       "Tokens left in that limit's sliding minute, before this answer's.")
+RATELIMIT_RESET_TOKENS = _register("x-ratelimit-reset-tokens", R, PUB, "rate_limits",
+                                   "When that window's oldest tokens leave it.")
+
+# A backend's own rate-limit headers (OpenAI's x-ratelimit-*, Anthropic's anthropic-ratelimit-*) reach the
+# client under the router's prefix (as LiteLLM's llm_provider-<name>), their leading x- dropped:
+# x-ratelimit-remaining-requests -> x-vsr-provider-ratelimit-remaining-requests. Only those two families,
+# by name: no other backend header (an identity, a credential, a cookie) is ever copied to the client, and the
+# caller's own x-ratelimit-* (above) are never the backend's.
+PROVIDER_PREFIX = _register("x-vsr-provider-*", R, PUB, "rate_limits",
+                            "A backend's own x-ratelimit-* / anthropic-ratelimit-* as it sent them, under "
+                            "x-vsr-provider-<name without its x->, on the answer it gave.").removesuffix("*")
+PROVIDER_RATE_FAMILIES = (b"x-ratelimit-", b"anthropic-ratelimit-")
+
+
+def provider_rate_headers(headers) -> list[tuple[bytes, bytes]]:
+    """The backend ``headers`` (name, value byte pairs) the client receives, renamed under PROVIDER_PREFIX."""
+    out = []
+    for name, value in headers:
+        low = name.lower()
+        if low.startswith(PROVIDER_RATE_FAMILIES):
+            out.append((_PROVIDER + (low[2:] if low.startswith(b"x-") else low), value))
+    return out
+
+
+_PROVIDER = PROVIDER_PREFIX.encode()
+
 PUBLIC_SCHEMA = "3"
 ROUTER_PREFIX = "x-vsr-"
 

@@ -14,6 +14,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from ..auth.keys import KeyFields
+from ..config.auth_checks import key_name_errors
 from ..auth.store import KeyStore
 from ..errors import BodyTooLarge, EmbeddingFailed, MethodNotAllowed, RouteNotFound, VsrError
 from ..headers import registry as h
@@ -207,6 +208,11 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
             # Two secrets under one identity would share its limits and records; the router refuses such a stored key.
             return _bad(f"{body.id!r} is declared in the configuration (global.router.auth.keys[{body.id}]); "
                         "choose another id"), 409
+        unknown = key_name_errors(state.loaded.config, body.entrypoints, body.models, "")
+        if unknown:
+            # As the file's loader refuses them in a declared key: the first, with the path to its field.
+            where, code, message = unknown[0].split(": ", 2)
+            return _bad(message, code=code, param=where), 400
         try:
             key = await call(KeyStore.create, body)
         except ValueError as exc:
@@ -257,6 +263,5 @@ def _not_found(message: str) -> Response:
     return jsonify({"error": {"message": message, "type": "invalid_request_error", "param": None, "code": "not_found"}})
 
 
-def _bad(message: str) -> Response:
-    return jsonify({"error": {"message": message, "type": "invalid_request_error", "param": None,
-                              "code": "invalid_value"}})
+def _bad(message: str, *, code: str = "invalid_value", param: str | None = None) -> Response:
+    return jsonify({"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}})

@@ -13,8 +13,8 @@ nothing). It is an estimate of size, not the model's own count.
 
 The caller's key is held as on ``/v1/messages``: its ``entrypoints`` and
 ``models`` decide what it may name and have counted (403 ``permission_error``),
-and a key over one of its limits gets 429 with Retry-After, both before any
-provider is asked. A count is authorised like a completion but not charged as
+then a key over one of its limits gets 429 with Retry-After, both before any
+provider is asked (a count the key may never ask is never told to retry). A count is authorised like a completion but not charged as
 one (as LiteLLM does): it takes no place in the requests-per-minute window and
 spends no tokens, since nothing is generated.
 
@@ -59,13 +59,13 @@ async def handle_count_tokens(state: AppState, scope: Scope, receive: Receive, s
     limited = False
     identity = state.identity(scope)
     try:
-        if state.limiter.active:
-            # Refused when a completion would be, admitted without being counted as one (the module's note).
-            await state.limiter.check(identity, "count_tokens")
         raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
         kept = same_format_headers("anthropic", scope["headers"])
         req = Inbound("messages", raw, adapter.decode_as(anthropic.COUNT_TOKENS_DECODER, raw, kept), headers=kept)
-        check_name(identity, req.body.model)
+        check_name(identity, req.body.model, state.table.by_name, state.table.models)
+        if state.limiter.active:
+            # Refused when a completion would be, admitted without being counted as one (the module's note).
+            extra += await state.limiter.check(identity, "count_tokens")
         route = allowed_route(identity, await state.table.route(req.body.model,
                                                                 lambda: adapter.canonical(req, identity),
                                                                 state.systemone))
@@ -81,6 +81,8 @@ async def handle_count_tokens(state: AppState, scope: Scope, receive: Receive, s
         recipe = recipe or getattr(exc, "recipe", None)
         status, _, out = adapter.error(exc)
         limited = isinstance(exc, RateLimited)
+        if limited:
+            extra += exc.headers
         if exc.retry_after_s is not None:
             extra.append((b"retry-after", str(exc.retry_after_s).encode()))
     path = h.ResponsePath.UPSTREAM if status < 400 else \

@@ -61,31 +61,34 @@ def _error(code: str, message: str, *, question: str | None = None, state: str |
 async def handle_systemone(state: AppState, scope: Scope, receive: Receive, send: Send) -> None:
     """Route a System One request through its entrypoint's recipe and answer it with a native alias.
 
-    The caller's key is held to what Chat holds it to: its limits admit the request before the body is read
-    (429 with Retry-After otherwise, the call counted), and its ``entrypoints`` and ``models`` decide what it
-    may name and reach (403 ``model_not_allowed``), before any System One call."""
-    identity = state.identity(scope)
-    limiter = state.limiter
+    The caller's key is held to what Chat holds it to: its ``entrypoints`` and ``models`` decide what it may
+    name and reach (403 ``model_not_allowed``), then its limits admit the request (429 with Retry-After
+    otherwise), before any System One call. A request refused for what its key may call takes no place in
+    any window (``auth.access``)."""
+    admitted = _Admitted()
     try:
-        # System One answers carry no token usage: a call counts towards rpm and in-flight, never tokens.
-        ticket = await limiter.admit(identity, "systemone") if limiter.active else None
-    except RateLimited as exc:
-        headers = public_headers(config_version=state.config_version, path=ResponsePath.RATE_LIMITED, recipe=None,
-                                 decision=None, model=None)
-        headers += [_JSON, (b"retry-after", str(exc.retry_after_s).encode())]
-        await send_whole(send, exc.status, headers, error_body(exc))
-        return
-    try:
-        await _serve(state, scope, receive, send, identity)
+        await _serve(state, scope, receive, send, state.identity(scope), admitted)
     finally:
-        if ticket is not None:
-            limiter.done(ticket, 0)
+        if admitted.ticket is not None:
+            state.limiter.done(admitted.ticket, 0, counted=not admitted.refused)
 
 
-async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, identity: Identity) -> None:
+class _Admitted:
+    """What the limits admitted (released by ``handle_systemone``), and whether the key's access refused it."""
+
+    __slots__ = ("ticket", "refused")
+
+    def __init__(self) -> None:
+        self.ticket = None
+        self.refused = False
+
+
+async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, identity: Identity,
+                 admitted: _Admitted) -> None:
     recipe = decision = model = None
     arrived = trio.current_time()
-    looper = False
+    looper = limited = False
+    extra: list[tuple[bytes, bytes]] = []
     try:
         raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
         try:
@@ -95,7 +98,13 @@ async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, id
         except msgspec.DecodeError as exc:   # ValidationError included
             status, out = _error("invalid_request", str(exc))
         else:
-            check_name(identity, body.model or "")
+            if identity.entrypoints is not None or identity.models is not None:
+                check_name(identity, body.model or "", state.table.systemone_by_name, state.table.native_aliases())
+            if state.limiter.active:
+                # System One answers carry no token usage: a call counts towards rpm and in-flight, never tokens.
+                admitted.ticket = await state.limiter.admit(identity, "systemone")
+                if admitted.ticket is not None:
+                    extra += admitted.ticket.headers
             bind_for_systemone(state, scope)
             direct = None if body.model in state.table.systemone_by_name else \
                 state.table.native_aliases().get(body.model or "")
@@ -123,13 +132,22 @@ async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, id
         recipe = exc.recipe
     except DelegatedCredentialMissing as exc:
         status, out = exc.status, _error(exc.code, exc.message)[1]
-    except (LooperBudgetExhausted, LooperNoAcceptedAnswer, KeyNotAllowed) as exc:
+    except KeyNotAllowed as exc:
         status, out = exc.status, _error(exc.code, exc.message)[1]
+        admitted.refused = True
+    except (LooperBudgetExhausted, LooperNoAcceptedAnswer) as exc:
+        status, out = exc.status, _error(exc.code, exc.message)[1]
+    except RateLimited as exc:
+        status, out = exc.status, error_body(exc)
+        extra += [(b"retry-after", str(exc.retry_after_s).encode()), *exc.headers]
+        limited = True
     except VsrError as exc:
         status, out = _error(exc.code, exc.message)
-    path = (ResponsePath.LOOPER if looper else ResponsePath.UPSTREAM) if status < 400 else ResponsePath.ERROR
+    path = (ResponsePath.LOOPER if looper else ResponsePath.UPSTREAM) if status < 400 else \
+        ResponsePath.RATE_LIMITED if limited else ResponsePath.ERROR
     headers = public_headers(config_version=state.config_version, path=path, recipe=recipe, decision=decision,
                              model=model)
+    headers += extra
     headers.append(_JSON)
     await send_whole(send, status, headers, out)
 

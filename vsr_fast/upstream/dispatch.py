@@ -77,6 +77,7 @@ class Whole:
     content_type: str
     attempts: list[Attempt] = field(default_factory=list)
     retry_after_s: int | None = None     # an error's Retry-After, for the client
+    rate_headers: list[tuple[bytes, bytes]] = field(default_factory=list)   # the backend's x-ratelimit-*, renamed
 
 
 @dataclass(slots=True)
@@ -91,6 +92,10 @@ class Stream:
     rest: AsyncIterator[bytes]
     response: Response
     attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def rate_headers(self) -> list[tuple[bytes, bytes]]:
+        return self.response.rate_headers()
 
     async def aclose(self) -> None:
         await self.response.aclose()    # gives its backend's connection lease back
@@ -402,10 +407,11 @@ def _whole_seconds(delay: float | None) -> int | None:
 
 def _whole(model: ProviderModel, backend: Backend, resp: Response, body: bytes, attempts: list[Attempt]) -> Whole:
     if resp.status < 400:
-        return Whole(model, backend, resp.status, body, resp.header(b"content-type", "application/json"), attempts)
+        return Whole(model, backend, resp.status, body, resp.header(b"content-type", "application/json"), attempts,
+                     rate_headers=resp.rate_headers())
     # An error's own content type: the wrapper of a body not in the client's error shape names it.
     return Whole(model, backend, resp.status, body, resp.header(b"content-type", ""), attempts,
-                 _whole_seconds(_retry_after(resp)))
+                 _whole_seconds(_retry_after(resp)), resp.rate_headers())
 
 
 def _status_failure(status: int, body: bytes, resp: Response, model: ProviderModel, backend: Backend,
@@ -419,7 +425,8 @@ def _status_failure(status: int, body: bytes, resp: Response, model: ProviderMod
             backend.not_before = time.monotonic() + delay
     return UpstreamStatus.at(backend.label, f"answered HTTP {status}", status=status, body=body,
                              content_type=resp.header(b"content-type", "application/json"),
-                             api_format=model.api_format, retry_after_s=_whole_seconds(delay))
+                             api_format=model.api_format, retry_after_s=_whole_seconds(delay),
+                             headers=resp.rate_headers())
 
 
 def _exhausted(failure: UpstreamError, attempts: list[Attempt]) -> UpstreamError:

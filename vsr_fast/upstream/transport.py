@@ -22,6 +22,7 @@ import httpcore
 import httpx
 
 from ..errors import UpstreamInvalid
+from ..headers.registry import provider_rate_headers
 from ..locks import quiet
 from .lease import Lease
 from .stream import Backend
@@ -162,6 +163,10 @@ class Response:
         self._lease = lease
         self.label = label
         self.status: int = raw.status
+
+    def rate_headers(self) -> list[tuple[bytes, bytes]]:
+        """The backend's own rate-limit headers, as the client receives them (``headers.registry``)."""
+        return provider_rate_headers(self._raw.headers)
 
     def header(self, name: bytes, default: str = "") -> str:
         """The first value of header ``name`` (lowercase); the few the router reads are looked up, not all decoded."""

@@ -145,6 +145,7 @@ def _upstream_answered(ex: Exchange, result: Stream | Whole) -> None:
     r = ex.route
     assert r is not None
     ex.model, ex.status, ex.backend = result.model.name, result.status, result.backend.label
+    ex.extra += result.rate_headers         # the answering backend's own x-ratelimit-*, renamed
     if result.model.name != r.candidates[0].name and ex.path != h.ResponsePath.LOOPER:
         ex.path = h.ResponsePath.FALLBACK
 
@@ -482,4 +483,5 @@ async def error(ex: Exchange, send: Send, exc: VsrError) -> None:
     headers = ex.headers(content_type)
     if exc.retry_after_s is not None:
         headers.append((b"retry-after", str(exc.retry_after_s).encode()))
+    headers += exc.headers
     await send_whole(send, status, headers, body)

@@ -261,7 +261,11 @@ def metric(ex: Exchange, tally: Tally) -> None:
 
 
 class Spent:
-    """A held stream's response, already closed: the relay's aclose has nothing left to do."""
+    """A held stream's response, already closed: the relay's aclose has nothing left to do, and it carries no
+    backend's headers (the answer is the Looper's)."""
+
+    def rate_headers(self) -> list[tuple[bytes, bytes]]:
+        return []
 
     async def aclose(self) -> None:
         return None

@@ -1,7 +1,7 @@
 """Stage 2, route: signals and decision, the decision's output contract, the trace, and the overload refusal."""
 from __future__ import annotations
 
-from ...auth.access import allowed_route, check_name
+from ...auth.access import allowed_route
 from ...config import output as output_rules
 from ...errors import NoDecision
 from ...headers import registry as h
@@ -20,8 +20,7 @@ async def route(ex: Exchange) -> None:
     state, adapter, req = ex.state, ex.adapter, ex.req
     assert req is not None
     name = adapter.model(req)
-    identity = state.identity(ex.scope)
-    check_name(identity, name)
+    identity = state.identity(ex.scope)      # the name it sent was held to its key by ``admit``
     bind_for_systemone(state, ex.scope)
     refused: NoDecision | None = None
     routed: Route | None = None

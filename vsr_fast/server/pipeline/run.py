@@ -1,9 +1,9 @@
 """The request pipeline, top to bottom: one inference request of any client API from its first byte to its last.
 
-    admit ─► read body ─► decode ─► route ─► request plugins ─► dispatch ─► answer ─► record
-   (rate limits,                   (a key's     (fast_response,     (candidates   (whole,
-    body unread)                   models)      response_cache:     in order,     streamed,
-                                                may answer here)    shaped)       or an error)
+    read body ─► decode ─► admit ─► route ─► request plugins ─► dispatch ─► answer ─► record
+                           (a key's   (a key's   (fast_response,     (candidates   (whole,
+                           names,     models)    response_cache:     in order,     streamed,
+                           limits)               may answer here)    shaped)       or an error)
 
 The caller's identity is read before any of these, at the edge (``app.py``).
 
@@ -134,8 +134,6 @@ def _access_fields(ex: Exchange) -> dict:
 
 
 async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
-    ex.stage = "auth"
-    await admit(ex)
     first = take_queued(receive)
     if is_whole(first):         # the whole body is here: nothing to wait for, no deadline to set
         await read(ex, receive, first)
@@ -143,8 +141,6 @@ async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
     else:
         with ex.deadline_scope() as cut:
             await read(ex, receive, first)
-    if ex.meter is not None:
-        ex.meter.request_bytes = len(ex.raw)
     if cut is not None and cut.cancelled_caught:
         ex.state.metrics.timeouts.inc(ex.api, "body")
         if ex.drained():
@@ -200,6 +196,8 @@ async def _stages(ex: Exchange, send: Send, outer: trio.CancelScope) -> None:
     with ex.deadline_scope() as cut:
         ex.stage = "decode"
         await decode(ex)
+        ex.stage = "auth"
+        await admit(ex)
         ex.stage = "route"
         started = time.perf_counter() if tracing.tracer is not None else 0.0
         await route(ex)
