@@ -1,8 +1,13 @@
 """Real processes for end-to-end tests: start on free ports, wait for readiness, always stop."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import subprocess
+import sys
 import tempfile
+import traceback
 import time
 import uuid
 from collections.abc import Iterator
@@ -14,8 +19,8 @@ import yaml
 
 from bench._procs import ROOT, Proc
 
-__all__ = ["ROOT", "Proc", "config", "free_port", "mock_upstream", "model", "redis_prefix", "replay_record", "router",
-           "wait_until", "write_config"]
+__all__ = ["ROOT", "Proc", "cli", "cli_process", "config", "free_port", "mock_upstream", "model", "redis_prefix",
+           "replay_record", "router", "wait_until", "write_config"]
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
@@ -35,6 +40,40 @@ def redis_prefix(tag: str) -> Iterator[str]:
         for k in r.scan_iter(match=p + "*"):
             r.delete(k)
         r.close()
+
+
+def cli_process(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -m vsr_fast ARGS``, the command a user runs, in a process of its own."""
+    return subprocess.run([sys.executable, "-m", "vsr_fast", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    """``vsr-fast ARGS`` run in this process: its ``main()`` on captured stdout and stderr, its exit code (argparse's
+    SystemExit too), an escaping exception as the traceback on stderr and code 1, as the process would show them.
+    A CLI process costs a second of imports and the suite ran about a hundred; each command keeps one test that
+    runs it as a process (``cli_process``). Serving never happens here: ``serve`` past its checks (its arguments,
+    its configuration) is code 99, the process's signal handling untouched."""
+    from vsr_fast.cli import _main
+    from vsr_fast.server import process, serve
+
+    out, err = io.StringIO(), io.StringIO()
+    run, exiting = serve.run, process.exiting
+    serve.run, process.exiting = (lambda *_: 99), (lambda: None)
+    try:
+        with contextlib.chdir(ROOT), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = _main.main(list(args))
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+                if isinstance(exc.code, str):
+                    print(exc.code, file=sys.stderr)
+            except Exception:
+                traceback.print_exc()
+                code = 1
+    finally:
+        serve.run, process.exiting = run, exiting
+    return subprocess.CompletedProcess(["vsr-fast", *args], code, out.getvalue(), err.getvalue())
 
 
 def write_config(doc: dict, directory: str | None = None) -> str:
