@@ -20,7 +20,7 @@ import yaml
 from bench._procs import ROOT, Proc
 
 __all__ = ["ROOT", "Proc", "cli", "cli_process", "config", "free_port", "mock_upstream", "model", "redis_prefix",
-           "replay_record", "router", "wait_until", "write_config"]
+           "replay_record", "router", "run_main", "wait_until", "write_config"]
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
@@ -48,32 +48,50 @@ def cli_process(*args: str, timeout: float = 120) -> subprocess.CompletedProcess
                           timeout=timeout)
 
 
+def run_main(main, args: tuple[str, ...], name: str, thread: bool = False) -> subprocess.CompletedProcess:
+    """A command's ``main(argv)`` run in this process, as the process would show it: stdout and stderr captured,
+    argparse's SystemExit as the code, an escaping exception as its traceback on stderr and code 1. ``thread``:
+    in a thread of its own, so a command that calls trio.run may be run from an async test."""
+    out, err = io.StringIO(), io.StringIO()
+    done: list[int] = []
+
+    def call() -> None:
+        try:
+            done.append(main(list(args)))
+        except SystemExit as exc:
+            done.append(exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1)
+            if isinstance(exc.code, str):
+                print(exc.code, file=sys.stderr)
+        except Exception:
+            traceback.print_exc()
+            done.append(1)
+
+    with contextlib.chdir(ROOT), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        if thread:
+            import threading
+
+            worker = threading.Thread(target=call)
+            worker.start()
+            worker.join()
+        else:
+            call()
+    return subprocess.CompletedProcess([name, *args], done[0], out.getvalue(), err.getvalue())
+
+
 def cli(*args: str) -> subprocess.CompletedProcess:
-    """``vsr-fast ARGS`` run in this process: its ``main()`` on captured stdout and stderr, its exit code (argparse's
-    SystemExit too), an escaping exception as the traceback on stderr and code 1, as the process would show them.
-    A CLI process costs a second of imports and the suite ran about a hundred; each command keeps one test that
-    runs it as a process (``cli_process``). Serving never happens here: ``serve`` past its checks (its arguments,
-    its configuration) is code 99, the process's signal handling untouched."""
+    """``vsr-fast ARGS`` run in this process (``run_main``). A CLI process costs a second of imports and the suite
+    ran about sixty; each command keeps one test that runs it as a process (``cli_process``). Serving never happens
+    here: ``serve`` past its checks (its arguments, its configuration) is code 99, the process's signal handling
+    untouched."""
     from vsr_fast.cli import _main
     from vsr_fast.server import process, serve
 
-    out, err = io.StringIO(), io.StringIO()
     run, exiting = serve.run, process.exiting
     serve.run, process.exiting = (lambda *_: 99), (lambda: None)
     try:
-        with contextlib.chdir(ROOT), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = _main.main(list(args))
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
-                if isinstance(exc.code, str):
-                    print(exc.code, file=sys.stderr)
-            except Exception:
-                traceback.print_exc()
-                code = 1
+        return run_main(_main.main, args, "vsr-fast")
     finally:
         serve.run, process.exiting = run, exiting
-    return subprocess.CompletedProcess(["vsr-fast", *args], code, out.getvalue(), err.getvalue())
 
 
 def write_config(doc: dict, directory: str | None = None) -> str:
