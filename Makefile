@@ -10,24 +10,27 @@ PYX    := $(wildcard _ext/*.pyx)
 
 # `make run` installs the runtime dependencies (and Cython, to build the extensions); `make test` adds the
 # dev extras (pytest, the SDKs, hypothesis). One line of progress per step; pip's own output only on failure.
+# The project's build requirements (setuptools: the venv's own; wheel, Cython) go in first and the editable
+# install uses them in place: pip's build isolation made a second environment for the same three packages.
 $(RUNTIME): pyproject.toml setup.py
 	@echo "vsr-fast: [1/3] creating .venv"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "vsr-fast: [2/3] installing the runtime dependencies"
-	@VSR_FAST_SKIP_EXT=1 $(PY) -m pip install -q --disable-pip-version-check -e . 'Cython>=3.1,<4' > $(VENV)/pip.log 2>&1 \
-		|| (cat $(VENV)/pip.log; exit 1)
+	@($(PY) -m pip install -q --disable-pip-version-check 'setuptools>=65' wheel 'Cython>=3.1,<4' \
+		&& VSR_FAST_SKIP_EXT=1 $(PY) -m pip install -q --disable-pip-version-check --no-build-isolation -e .) \
+		> $(VENV)/pip.log 2>&1 || (cat $(VENV)/pip.log; exit 1)
 	@touch $@
 
 # One extra's packages alone ($(1): dev): `pip install -e '.[dev]'` would build the project (its extensions)
 # again.
 define install_extra
 	@$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['$(1)']))" \
-		| xargs $(PY) -m pip install -q --disable-pip-version-check > $(VENV)/pip.log 2>&1 \
-		|| (cat $(VENV)/pip.log; exit 1)
+		| xargs $(PY) -m pip install -q --disable-pip-version-check > $(VENV)/pip-$(1).log 2>&1 \
+		|| (cat $(VENV)/pip-$(1).log; exit 1)
 endef
 
 $(STAMP): $(RUNTIME)
-	@echo "vsr-fast: installing the test tools (dev extras)"
+	@echo "vsr-fast: installing the test tools (dev extras), beside the build"
 	$(call install_extra,dev)
 	@touch $@
 
@@ -39,7 +42,10 @@ build-runtime: $(RUNTIME) $(PYX)
 	@# CLI process the suite starts compiled the package's 200 modules again (a third of a process's start).
 	@$(PY) -m compileall -q -j 2 vsr_fast bench replay tests > /dev/null
 
-build: $(STAMP) build-runtime
+# The dev extras' install and the extensions' build need only the runtime step and not each other: on two cores
+# they run at once (pip mostly waits on downloads and unpacking while the compiler runs).
+build: $(RUNTIME)
+	@$(MAKE) --no-print-directory -j2 $(STAMP) build-runtime
 
 run: build-runtime
 	$(PY) -m bench.quickstart --config config/quickstart.yaml

@@ -1,8 +1,13 @@
 """Real processes for end-to-end tests: start on free ports, wait for readiness, always stop."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import subprocess
+import sys
 import tempfile
+import traceback
 import time
 import uuid
 from collections.abc import Iterator
@@ -14,8 +19,8 @@ import yaml
 
 from bench._procs import ROOT, Proc
 
-__all__ = ["ROOT", "Proc", "config", "free_port", "mock_upstream", "model", "redis_prefix", "replay_record", "router",
-           "wait_until", "write_config"]
+__all__ = ["ROOT", "Proc", "cli", "cli_process", "config", "free_port", "mock_upstream", "model", "redis_prefix",
+           "replay_record", "router", "run_main", "wait_until", "write_config"]
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
@@ -35,6 +40,58 @@ def redis_prefix(tag: str) -> Iterator[str]:
         for k in r.scan_iter(match=p + "*"):
             r.delete(k)
         r.close()
+
+
+def cli_process(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -m vsr_fast ARGS``, the command a user runs, in a process of its own."""
+    return subprocess.run([sys.executable, "-m", "vsr_fast", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def run_main(main, args: tuple[str, ...], name: str, thread: bool = False) -> subprocess.CompletedProcess:
+    """A command's ``main(argv)`` run in this process, as the process would show it: stdout and stderr captured,
+    argparse's SystemExit as the code, an escaping exception as its traceback on stderr and code 1. ``thread``:
+    in a thread of its own, so a command that calls trio.run may be run from an async test."""
+    out, err = io.StringIO(), io.StringIO()
+    done: list[int] = []
+
+    def call() -> None:
+        try:
+            done.append(main(list(args)))
+        except SystemExit as exc:
+            done.append(exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1)
+            if isinstance(exc.code, str):
+                print(exc.code, file=sys.stderr)
+        except Exception:
+            traceback.print_exc()
+            done.append(1)
+
+    with contextlib.chdir(ROOT), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        if thread:
+            import threading
+
+            worker = threading.Thread(target=call)
+            worker.start()
+            worker.join()
+        else:
+            call()
+    return subprocess.CompletedProcess([name, *args], done[0], out.getvalue(), err.getvalue())
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    """``vsr-fast ARGS`` run in this process (``run_main``). A CLI process costs a second of imports and the suite
+    ran about sixty; each command keeps one test that runs it as a process (``cli_process``). Serving never happens
+    here: ``serve`` past its checks (its arguments, its configuration) is code 99, the process's signal handling
+    untouched."""
+    from vsr_fast.cli import _main
+    from vsr_fast.server import process, serve
+
+    run, exiting = serve.run, process.exiting
+    serve.run, process.exiting = (lambda *_: 99), (lambda: None)
+    try:
+        return run_main(_main.main, args, "vsr-fast")
+    finally:
+        serve.run, process.exiting = run, exiting
 
 
 def write_config(doc: dict, directory: str | None = None) -> str:

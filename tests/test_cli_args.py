@@ -2,16 +2,11 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 
-from tests.procs import ROOT
-
-
-def vsr_fast(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vsr_fast", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+from tests.procs import cli as vsr_fast
+from tests.procs import cli_process
 
 
 def refused(out: subprocess.CompletedProcess, flag: str, why: str) -> None:
@@ -35,6 +30,12 @@ def refused(out: subprocess.CompletedProcess, flag: str, why: str) -> None:
 ])
 def test_serve_refuses_a_bad_number_or_level_before_starting(flag, value, why):
     refused(vsr_fast("serve", "--config", "config/quickstart.yaml", flag, value), flag, why)
+
+
+def test_the_command_a_user_runs_refuses_as_main_does():
+    """The other refusals are main() in this process; the process itself (python -m vsr_fast) refuses alike."""
+    refused(cli_process("serve", "--config", "config/quickstart.yaml", "--port", "99999"), "--port", "must be 0-65535")
+    refused(cli_process("keys", "list", "--redis", "notaurl"), "--redis", "not a redis://")
 
 
 def test_a_log_level_in_any_case_is_taken():

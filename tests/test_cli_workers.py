@@ -9,6 +9,8 @@ import pytest
 
 from vsr_fast.cli._main import _parser
 
+from .procs import cli
+
 
 def test_auto_is_one_worker_per_usable_core():
     args = _parser().parse_args(["serve", "--config", "c.yaml", "--workers", "auto"])
@@ -18,8 +20,7 @@ def test_auto_is_one_worker_per_usable_core():
 
 @pytest.mark.parametrize("value", ["0", "-2", "many"])
 def test_a_bad_count_is_a_usage_error_naming_it(value):
-    out = subprocess.run([sys.executable, "-m", "vsr_fast", "serve", "--config", "c.yaml", "--workers", value],
-                         capture_output=True, text=True, timeout=60)
+    out = cli("serve", "--config", "c.yaml", "--workers", value)
     assert out.returncode == 2
     assert "--workers" in out.stderr and ("at least 1" in out.stderr or "'many'" in out.stderr)
 

@@ -1,8 +1,6 @@
 """Configuration loading: every bad form fails with its one line, path and code."""
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +9,7 @@ import yaml
 from vsr_fast.routing import load_bytes, load_raw
 from vsr_fast.errors import ConfigError
 
-from .procs import ROOT
+from .procs import ROOT, cli, cli_process
 
 ANCHORS = sorted((ROOT.parent / "shared" / "anchors" / "vllm-sr").glob("*config*.yaml"))
 
@@ -216,8 +214,7 @@ def test_v03_anchor_configs_are_refused_with_one_line_each(path: Path):
         assert "routing: removed_section: the top-level routing block; its signals and decisions live in recipes[] in v0.5" in lines
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vsr_fast", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+run_cli = cli      # main() in this process; test_cli_validate_prints_every_error_and_exits_nonzero runs the command
 
 
 def test_cli_validate_prints_every_error_and_exits_nonzero(tmp_path):
@@ -226,7 +223,7 @@ def test_cli_validate_prints_every_error_and_exits_nonzero(tmp_path):
     doc["recipes"][0]["decisions"][1]["modelRefs"][0]["model"] = "phantom"
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(doc))
-    result = run_cli("config", "validate", str(path))
+    result = cli_process("config", "validate", str(path))
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
         "error: recipes[default].decisions[0].modelRefs[0].model: unknown_model: 'ghost' is not declared in providers.models",

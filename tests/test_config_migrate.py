@@ -230,11 +230,12 @@ def test_kb_conditions_fold_and_a_decision_that_can_never_match_is_dropped():
 
 
 def test_cli_migrate_writes_next_to_the_file_and_refuses_to_overwrite(tmp_path):
-    from .test_config_load import run_cli
+    from .procs import cli as run_cli
+    from .procs import cli_process
 
     source = tmp_path / "config.yaml"
     source.write_text(SPEC_6_6)
-    result = run_cli("config", "migrate", str(source))
+    result = cli_process("config", "migrate", str(source))       # the command a user runs; main() in-process after
     assert result.returncode == 0, result.stderr
     out = tmp_path / "config.migrated.yaml"
     assert yaml.safe_load(out.read_text())["version"] == "v0.5"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 import anthropic
@@ -25,14 +25,16 @@ import httpx
 import openai
 import pytest
 import redis
+import yaml
 
-from .procs import ROOT, free_port, model, redis_prefix, router, wait_until, write_config
+from .procs import ROOT, Proc, cli, cli_process, free_port, model, redis_prefix, router, wait_until, write_config
 from .test_events_fixtures import own_redis  # noqa: F401
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 KEY = "vsk-declared-" + "k" * 32
 ADMIN_KEY = "vsk-admin-" + "a" * 32
 OTHER_KEY = "vsk-other-" + "o" * 32
+MODELS_KEY = "vsk-models-" + "m" * 32
 
 
 def sha(key: str) -> str:
@@ -62,8 +64,9 @@ def auth_doc(mock_url: str, *, keys: list[dict] | None = None, store: dict | Non
 
 
 def keys_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vsr_fast", "keys", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
+    """``vsr-fast keys``: its main() in this process (test_a_revoked_stored_key_stops_on_a_running_router runs the
+    command itself once)."""
+    return cli("keys", *args)
 
 
 @pytest.fixture
@@ -75,8 +78,37 @@ def prefix():
 
 @pytest.fixture(scope="module")
 def keyed(mock, tmp_path_factory):
-    with router(write_config(auth_doc(mock.url), str(tmp_path_factory.mktemp("cfg")))) as proc:
+    """The declared keys, one more limited to a model, replays capturing request bodies."""
+    doc = auth_doc(mock.url, keys=[*auth_doc(mock.url)["global"]["router"]["auth"]["keys"],
+                                   {"id": "anth", "sha256": sha(MODELS_KEY), "models": ["m-anthropic"]}])
+    doc["global"]["plugins"] = [{"type": "router_replay", "configuration": {"capture_request_body": True}}]
+    with router(write_config(doc, str(tmp_path_factory.mktemp("cfg")))) as proc:
         yield proc
+
+
+@pytest.fixture(scope="module")
+def listening(mock, tmp_path_factory):
+    """(router, its admin listener's URL, its key store's Redis prefix): a serving listener on a port of the file's
+    (the command line names none), an admin listener, stored keys under a prefix of the module's own."""
+    port = free_port()
+    with redis_prefix("auth-listening") as prefix:
+        doc = auth_doc(mock.url, store={"backend": "redis", "url": REDIS_URL, "prefix": prefix, "refresh_ms": 100})
+        doc["listeners"] = [{"name": "main", "address": "127.0.0.1", "port": port},
+                            {"name": "ops", "role": "admin", "port": 0}]
+        path = write_config(doc, str(tmp_path_factory.mktemp("cfg-listening")))
+        with Proc(["-m", "vsr_fast", "serve", "--config", path], "vsr-fast: serving on",
+                  env={"VSR_STATE_DIR": tempfile.mkdtemp(prefix="vsr-state-")}) as proc:
+            assert proc.port == port
+            admin = next(line for line in proc.lines if line.startswith("vsr-fast: admin on")).split()[-1]
+            yield proc, admin, prefix
+
+
+def no_stored_keys(prefix: str) -> None:
+    """The store under ``prefix`` emptied (a test's keys start from none), its limit windows too."""
+    r = redis.Redis.from_url(REDIS_URL)
+    for k in r.scan_iter(match=prefix + "*"):
+        r.delete(k)
+    r.close()
 
 
 def _oa(url: str, key: str) -> openai.OpenAI:
@@ -176,130 +208,140 @@ def test_a_key_limited_to_one_entrypoint(keyed):
     assert _chat(_oa(keyed.url, KEY), "vsr/other").choices[0].message.content, "an unrestricted key reaches both"
 
 
-def test_a_key_limited_to_models_reaches_only_them(mock, tmp_path):
-    doc = auth_doc(mock.url, keys=[{"id": "anth", "sha256": sha(KEY), "models": ["m-anthropic"]}])
-    with router(write_config(doc, str(tmp_path))) as proc:
-        c = _oa(proc.url, KEY)
-        r = c.chat.completions.with_raw_response.create(model="m-anthropic",
-                                                        messages=[{"role": "user", "content": "hi"}])
-        assert r.headers["x-vsr-selected-model"] == "m-anthropic"
-        with pytest.raises(openai.PermissionDeniedError):
-            _chat(c, "m")
+def test_a_key_limited_to_models_reaches_only_them(keyed):
+    c = _oa(keyed.url, MODELS_KEY)
+    r = c.chat.completions.with_raw_response.create(model="m-anthropic", messages=[{"role": "user", "content": "hi"}])
+    assert r.headers["x-vsr-selected-model"] == "m-anthropic"
+    with pytest.raises(openai.PermissionDeniedError):
+        _chat(c, "m")
 
 
-def test_a_revoked_stored_key_stops_on_a_running_router(mock, tmp_path, prefix):
-    store = {"backend": "redis", "url": REDIS_URL, "prefix": prefix, "refresh_ms": 100}
-    made = keys_cli("create", "--redis", REDIS_URL, "--prefix", prefix, "ci-bot", "--team", "platform", "--json")
+def test_a_revoked_stored_key_stops_on_a_running_router(listening):
+    proc, _admin, prefix = listening
+    no_stored_keys(prefix)
+    made = cli_process("keys", "create", "--redis", REDIS_URL, "--prefix", prefix, "ci-bot", "--team", "platform",
+                       "--json")      # the command a user runs; its main() in this process below
     assert made.returncode == 0, made.stderr
     key = json.loads(made.stdout)["key"]
     assert key.startswith("vsk-")
     stored = redis.Redis.from_url(REDIS_URL).hgetall(prefix + "keys")
     assert list(stored) == [sha(key).encode()] and key.encode() not in b"".join(stored.values()), \
         "Redis keeps the key's SHA-256, never the key"
-    with router(write_config(auth_doc(mock.url, store=store), str(tmp_path))) as proc:
-        c = _oa(proc.url, key)
-        assert _chat(c).choices[0].message.content
-        listed = keys_cli("list", "--redis", REDIS_URL, "--prefix", prefix, "--json")
-        assert [row["id"] for row in json.loads(listed.stdout)] == ["ci-bot"] and key not in listed.stdout
-        assert keys_cli("revoke", "--redis", REDIS_URL, "--prefix", prefix, "ci-bot").returncode == 0
+    wait_until(lambda: httpx.get(f"{proc.url}/v1/models", headers={"authorization": f"Bearer {key}"}
+                                 ).status_code == 200, "the running router to read the new key")
+    c = _oa(proc.url, key)
+    assert _chat(c).choices[0].message.content
+    listed = keys_cli("list", "--redis", REDIS_URL, "--prefix", prefix, "--json")
+    assert [row["id"] for row in json.loads(listed.stdout)] == ["ci-bot"] and key not in listed.stdout
+    assert keys_cli("revoke", "--redis", REDIS_URL, "--prefix", prefix, "ci-bot").returncode == 0
 
-        def refused() -> bool:
-            try:
-                _chat(c)
-            except openai.AuthenticationError:
-                return True
-            return False
+    def refused() -> bool:
+        try:
+            _chat(c)
+        except openai.AuthenticationError:
+            return True
+        return False
 
-        wait_until(refused, "the revoked key to be refused")
-        assert_anthropic_401(_anthropic_calls(_an(proc.url, key))["messages"])
-        # A key made while the router runs works without a restart, and rotation retires its old key.
-        second = json.loads(keys_cli("create", "--redis", REDIS_URL, "--prefix", prefix, "second", "--json").stdout)["key"]
-        wait_until(lambda: httpx.get(f"{proc.url}/v1/models", headers={"authorization": f"Bearer {second}"}
-                                     ).status_code == 200, "the new key to be accepted")
-        rotated = json.loads(keys_cli("rotate", "--redis", REDIS_URL, "--prefix", prefix, "second", "--json").stdout)["key"]
-        wait_until(lambda: httpx.get(f"{proc.url}/v1/models", headers={"authorization": f"Bearer {second}"}
-                                     ).status_code == 401, "the rotated-out key to be refused")
-        assert httpx.get(f"{proc.url}/v1/models", headers={"authorization": f"Bearer {rotated}"}).status_code == 200
-        assert all(key not in line and rotated not in line for line in proc.lines), "a key reached the log"
+    wait_until(refused, "the revoked key to be refused")
+    assert_anthropic_401(_anthropic_calls(_an(proc.url, key))["messages"])
+    # A key made while the router runs works without a restart, and rotation retires its old key.
+    second = json.loads(keys_cli("create", "--redis", REDIS_URL, "--prefix", prefix, "second", "--json").stdout)["key"]
+    wait_until(lambda: httpx.get(f"{proc.url}/v1/models", headers={"authorization": f"Bearer {second}"}
+                                 ).status_code == 200, "the new key to be accepted")
+    rotated = json.loads(keys_cli("rotate", "--redis", REDIS_URL, "--prefix", prefix, "second", "--json").stdout)["key"]
+    wait_until(lambda: httpx.get(f"{proc.url}/v1/models", headers={"authorization": f"Bearer {second}"}
+                                 ).status_code == 401, "the rotated-out key to be refused")
+    assert httpx.get(f"{proc.url}/v1/models", headers={"authorization": f"Bearer {rotated}"}).status_code == 200
+    assert all(key not in line and rotated not in line for line in proc.lines), "a key reached the log"
 
 
-def _limitedboth(mock, tmp_path, prefix, limits: dict):
-    store = {"backend": "redis", "url": REDIS_URL, "prefix": prefix}
-    doc = auth_doc(mock.url, keys=[{"id": "metered", "sha256": sha(KEY), "limits": limits}], store=store)
-    path = write_config(doc, str(tmp_path))
-    return router(path), router(path)
+# Metered keys, each its own window: (id, key, limits).
+METERED = {name: (f"metered-{name}", f"vsk-metered-{name}-" + "q" * 32, limits)
+           for name, limits in (("24", {"rpm": 24}), ("150", {"rpm": 150}), ("tpm", {"tpm": 100}))}
+
+
+@pytest.fixture(scope="module")
+def limitedboth(mock, tmp_path_factory):
+    """(router a, router b, the prefix): two routers of one file sharing a Redis store, the METERED keys."""
+    with redis_prefix("auth-limits") as prefix:
+        store = {"backend": "redis", "url": REDIS_URL, "prefix": prefix}
+        doc = auth_doc(mock.url, keys=[{"id": id_, "sha256": sha(key), "limits": limits}
+                                       for id_, key, limits in METERED.values()], store=store)
+        path = write_config(doc, str(tmp_path_factory.mktemp("cfg-limits")))
+        with router(path) as a, router(path) as b:
+            yield a, b, prefix
 
 
 @pytest.mark.parametrize("limit", [24, 150])
-def test_requests_per_minute_are_one_window_across_two_routers(mock, tmp_path, prefix, limit):
+def test_requests_per_minute_are_one_window_across_two_routers(limitedboth, limit):
     """Never past the limit; under it by at most the places each router leased and did not spend (a lease is
     one place under 50 a minute, limit/50 above: 3 of 150 here). Twice the limit is sent, few enough to end
     well within the minute on a loaded box (a longer run would rightly see the window slide)."""
-    a, b = _limitedboth(mock, tmp_path, prefix, {"rpm": limit})
+    a, b, prefix = limitedboth
+    metered, key, _ = METERED[str(limit)]
     lease = max(1, limit // 50)
-    with a, b:
-        body = {"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]}
-        headers = {"authorization": f"Bearer {KEY}"}
+    body = {"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]}
+    headers = {"authorization": f"Bearer {key}"}
 
-        def one(i: int) -> httpx.Response:
-            return httpx.post(f"{(a, b)[i % 2].url}/v1/chat/completions", json=body, headers=headers, timeout=30)
+    def one(i: int) -> httpx.Response:
+        return httpx.post(f"{(a, b)[i % 2].url}/v1/chat/completions", json=body, headers=headers, timeout=30)
 
-        with ThreadPoolExecutor(32) as pool:
-            answers = list(pool.map(one, range(2 * limit)))
-        live = redis.Redis.from_url(REDIS_URL).zcard(f"{prefix}limit:key:metered:rpm")
-        ok = [r for r in answers if r.status_code == 200]
-        refused = [r for r in answers if r.status_code == 429]
-        assert not any("deciding locally" in line for line in a.lines + b.lines), a.lines + b.lines
-        assert len(ok) <= live <= limit, "the shared log holds every admission, and leased places, never past it"
-        assert limit - 2 * (lease - 1) <= len(ok) <= limit, [r.status_code for r in answers]
-        assert len(ok) + len(refused) == 2 * limit
-        r = refused[0]
-        assert r.headers["x-vsr-response-path"] == "rate_limited"
-        assert 1 <= int(r.headers["retry-after"]) <= 60
-        assert r.json()["error"]["type"] == "rate_limit_error" and r.json()["error"]["code"] == "rate_limit_exceeded"
-        with pytest.raises(anthropic.RateLimitError) as caught:
-            _an(b.url, KEY).messages.create(model="vsr/auto", max_tokens=8, messages=[{"role": "user", "content": "x"}])
-        assert caught.value.body["error"]["type"] == "rate_limit_error"
-        assert caught.value.response.headers["x-vsr-response-path"] == "rate_limited"
+    with ThreadPoolExecutor(32) as pool:
+        answers = list(pool.map(one, range(2 * limit)))
+    live = redis.Redis.from_url(REDIS_URL).zcard(f"{prefix}limit:key:{metered}:rpm")
+    ok = [r for r in answers if r.status_code == 200]
+    refused = [r for r in answers if r.status_code == 429]
+    assert not any("deciding locally" in line for line in a.lines + b.lines), a.lines + b.lines
+    assert len(ok) <= live <= limit, "the shared log holds every admission, and leased places, never past it"
+    assert limit - 2 * (lease - 1) <= len(ok) <= limit, [r.status_code for r in answers]
+    assert len(ok) + len(refused) == 2 * limit
+    r = refused[0]
+    assert r.headers["x-vsr-response-path"] == "rate_limited"
+    assert 1 <= int(r.headers["retry-after"]) <= 60
+    assert r.json()["error"]["type"] == "rate_limit_error" and r.json()["error"]["code"] == "rate_limit_exceeded"
+    with pytest.raises(anthropic.RateLimitError) as caught:
+        _an(b.url, key).messages.create(model="vsr/auto", max_tokens=8, messages=[{"role": "user", "content": "x"}])
+    assert caught.value.body["error"]["type"] == "rate_limit_error"
+    assert caught.value.response.headers["x-vsr-response-path"] == "rate_limited"
 
 
-def test_tokens_per_minute_count_streamed_usage_across_two_routers(mock, tmp_path, prefix):
+def test_tokens_per_minute_count_streamed_usage_across_two_routers(limitedboth):
     """The mock answers 30 tokens a request; with a 100-token window the fifth request is refused."""
-    a, b = _limitedboth(mock, tmp_path, prefix, {"tpm": 100})
-    tpm_key = f"{prefix}limit:key:metered:tpm"
+    a, b, prefix = limitedboth
+    metered, key, _ = METERED["tpm"]
+    tpm_key = f"{prefix}limit:key:{metered}:tpm"
     r = redis.Redis.from_url(REDIS_URL)
-    with a, b:
-        charged = 0
-        for i, proc in enumerate((a, b, a, b)):
-            c = _oa(proc.url, KEY)
-            if i % 2:
-                chunks = list(c.chat.completions.create(model="vsr/auto", stream=True,
-                                                        stream_options={"include_usage": True},
-                                                        messages=[{"role": "user", "content": "hi"}]))
-                tokens = next(ch.usage.total_tokens for ch in chunks if ch.usage)
-            else:
-                tokens = _chat(c).usage.total_tokens
-            charged += tokens
-            wait_until(lambda: sum(int(v) for v in r.hvals(tpm_key)) == charged, "the tokens to reach Redis")
-        assert charged >= 100
-        with pytest.raises(openai.RateLimitError) as caught:
-            _chat(_oa(b.url, KEY))
-        assert "tokens per minute" in caught.value.body["message"]
-        # The Messages API is refused by the same window. b's view holds every token (it synced when it
-        # charged the last answer); a's may be up to one sync interval old (the documented overshoot), so a
-        # refuses once its view catches up, never later than its next sync.
-        with pytest.raises(anthropic.RateLimitError):
-            _an(b.url, KEY).messages.create(model="vsr/auto", max_tokens=8, messages=[{"role": "user", "content": "x"}])
+    charged = 0
+    for i, proc in enumerate((a, b, a, b)):
+        c = _oa(proc.url, key)
+        if i % 2:
+            chunks = list(c.chat.completions.create(model="vsr/auto", stream=True,
+                                                    stream_options={"include_usage": True},
+                                                    messages=[{"role": "user", "content": "hi"}]))
+            tokens = next(ch.usage.total_tokens for ch in chunks if ch.usage)
+        else:
+            tokens = _chat(c).usage.total_tokens
+        charged += tokens
+        wait_until(lambda: sum(int(v) for v in r.hvals(tpm_key)) == charged, "the tokens to reach Redis")
+    assert charged >= 100
+    with pytest.raises(openai.RateLimitError) as caught:
+        _chat(_oa(b.url, key))
+    assert "tokens per minute" in caught.value.body["message"]
+    # The Messages API is refused by the same window. b's view holds every token (it synced when it
+    # charged the last answer); a's may be up to one sync interval old (the documented overshoot), so a
+    # refuses once its view catches up, never later than its next sync.
+    with pytest.raises(anthropic.RateLimitError):
+        _an(b.url, key).messages.create(model="vsr/auto", max_tokens=8, messages=[{"role": "user", "content": "x"}])
 
-        def a_refuses() -> bool:
-            try:
-                _an(a.url, KEY).messages.create(model="vsr/auto", max_tokens=8,
-                                                messages=[{"role": "user", "content": "x"}])
-            except anthropic.RateLimitError:
-                return True
-            return False
-        wait_until(a_refuses, "router a to see the shared token window")
-        assert not any("deciding locally" in line for line in a.lines + b.lines), a.lines + b.lines
+    def a_refuses() -> bool:
+        try:
+            _an(a.url, key).messages.create(model="vsr/auto", max_tokens=8,
+                                            messages=[{"role": "user", "content": "x"}])
+        except anthropic.RateLimitError:
+            return True
+        return False
+    wait_until(a_refuses, "router a to see the shared token window")
+    assert not any("deciding locally" in line for line in a.lines + b.lines), a.lines + b.lines
     r.close()
 
 
@@ -320,25 +362,22 @@ def test_with_redis_away_each_router_holds_the_limit_alone(mock, tmp_path):
         assert any("deciding locally" in line for line in proc.lines)
 
 
-def test_admin_routes_are_not_served_on_the_serving_listener(mock, tmp_path):
-    doc = auth_doc(mock.url)
-    doc["listeners"] = [{"name": "main", "port": 0}, {"name": "ops", "role": "admin", "port": 0}]
-    with router(write_config(doc, str(tmp_path))) as proc:
-        admin = next(line for line in proc.lines if line.startswith("vsr-fast: admin on")).split()[-1]
-        assert admin.startswith("http://127.0.0.1:") and admin != proc.url
-        auth = {"authorization": f"Bearer {ADMIN_KEY}"}
-        preview = {"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]}
-        for method, path in (("GET", "/metrics"), ("GET", "/api/v1/replay"), ("GET", "/api/v1/replay/abc"),
-                             ("POST", "/api/v1/routing/preview"), ("POST", "/api/v1/diagnostics/classify/intent")):
-            served = httpx.request(method, proc.url + path, headers=auth, json=preview if method == "POST" else None)
-            missing = httpx.get(proc.url + "/no/such/route")
-            assert served.status_code == 404 and served.json() == missing.json(), (path, served.text)
-        assert httpx.get(admin + "/metrics").status_code == 200
-        assert httpx.get(admin + "/api/v1/replay").status_code == 200
-        assert httpx.post(admin + "/api/v1/routing/preview", json=preview).status_code == 200
-        assert httpx.post(admin + "/v1/chat/completions", json=preview, headers=auth).status_code == 404, \
-            "the admin listener serves no client API"
-        assert httpx.get(admin + "/health").status_code == 200 and httpx.get(proc.url + "/health").status_code == 200
+def test_admin_routes_are_not_served_on_the_serving_listener(listening):
+    proc, admin, _prefix = listening
+    assert admin.startswith("http://127.0.0.1:") and admin != proc.url
+    auth = {"authorization": f"Bearer {ADMIN_KEY}"}
+    preview = {"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]}
+    for method, path in (("GET", "/metrics"), ("GET", "/api/v1/replay"), ("GET", "/api/v1/replay/abc"),
+                         ("POST", "/api/v1/routing/preview"), ("POST", "/api/v1/diagnostics/classify/intent")):
+        served = httpx.request(method, proc.url + path, headers=auth, json=preview if method == "POST" else None)
+        missing = httpx.get(proc.url + "/no/such/route")
+        assert served.status_code == 404 and served.json() == missing.json(), (path, served.text)
+    assert httpx.get(admin + "/metrics").status_code == 200
+    assert httpx.get(admin + "/api/v1/replay").status_code == 200
+    assert httpx.post(admin + "/api/v1/routing/preview", json=preview).status_code == 200
+    assert httpx.post(admin + "/v1/chat/completions", json=preview, headers=auth).status_code == 404, \
+        "the admin listener serves no client API"
+    assert httpx.get(admin + "/health").status_code == 200 and httpx.get(proc.url + "/health").status_code == 200
 
 
 def test_admin_routes_need_an_admin_key_without_an_admin_listener(keyed):
@@ -353,60 +392,53 @@ def test_admin_routes_need_an_admin_key_without_an_admin_listener(keyed):
     assert 'vsr_auth_failures_total{api="admin",code="missing_api_key"}' in metrics.text
 
 
-def test_listener_address_and_port_are_honoured(mock, tmp_path):
-    port = free_port()
-    doc = auth_doc(mock.url)
-    doc["listeners"] = [{"name": "main", "address": "127.0.0.1", "port": port}]
-    path = write_config(doc, str(tmp_path))
-    from bench._procs import Proc
-
-    with Proc(["-m", "vsr_fast", "serve", "--config", path], "vsr-fast: serving on") as proc:
-        assert proc.port == port
+def test_listener_address_and_port_are_honoured(listening):
+    proc, _admin, _prefix = listening
+    doc = yaml.safe_load(open(proc.args[proc.args.index("--config") + 1]))
+    assert doc["listeners"][0] == {"name": "main", "address": "127.0.0.1", "port": proc.port}
+    assert "--port" not in proc.args and "--host" not in proc.args, "the file's listener, not the command line's"
+    assert httpx.get(f"http://127.0.0.1:{proc.port}/health").status_code == 200
 
 
-def test_session_headers_name_the_session(mock, tmp_path):
-    doc = auth_doc(mock.url)
-    doc["global"]["plugins"] = [{"type": "router_replay", "configuration": {"capture_request_body": True}}]
-    with router(write_config(doc, str(tmp_path))) as proc:
-        auth = {"authorization": f"Bearer {ADMIN_KEY}"}
-        ids = {}
-        for name in ("x-vsr-session-id", "x-session-id", "x-claude-code-session-id"):
-            r = httpx.post(f"{proc.url}/v1/chat/completions", headers={**auth, name: f"s-{name}"},
-                           json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
-            ids[name] = r.headers["x-vsr-replay-id"]
+def test_session_headers_name_the_session(keyed):
+    proc = keyed
+    auth = {"authorization": f"Bearer {ADMIN_KEY}"}
+    ids = {}
+    for name in ("x-vsr-session-id", "x-session-id", "x-claude-code-session-id"):
+        r = httpx.post(f"{proc.url}/v1/chat/completions", headers={**auth, name: f"s-{name}"},
+                       json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
+        ids[name] = r.headers["x-vsr-replay-id"]
 
-        def record(rid: str):
-            got = httpx.get(f"{proc.url}/api/v1/replay/{rid}", headers=auth)
-            return got.json() if got.status_code == 200 else None
+    def record(rid: str):
+        got = httpx.get(f"{proc.url}/api/v1/replay/{rid}", headers=auth)
+        return got.json() if got.status_code == 200 else None
 
-        for name, rid in ids.items():
-            wait_until(lambda: record(rid) is not None, f"the replay record of {name}")
-            assert record(rid)["session_id"] == f"s-{name}"
-            assert KEY not in json.dumps(record(rid)) and ADMIN_KEY not in json.dumps(record(rid))
+    for name, rid in ids.items():
+        wait_until(lambda: record(rid) is not None, f"the replay record of {name}")
+        assert record(rid)["session_id"] == f"s-{name}"
+        assert KEY not in json.dumps(record(rid)) and ADMIN_KEY not in json.dumps(record(rid))
 
 
-def test_keys_are_managed_on_the_admin_listener(mock, tmp_path, prefix):
-    doc = auth_doc(mock.url, store={"backend": "redis", "url": REDIS_URL, "prefix": prefix, "refresh_ms": 100})
-    doc["listeners"] = [{"name": "main", "port": 0}, {"name": "ops", "role": "admin", "port": 0}]
-    with router(write_config(doc, str(tmp_path))) as proc:
-        admin = next(line for line in proc.lines if line.startswith("vsr-fast: admin on")).split()[-1]
-        assert httpx.post(f"{proc.url}/api/v1/keys", json={"id": "x"},
-                          headers={"authorization": f"Bearer {ADMIN_KEY}"}).status_code == 404
-        made = httpx.post(f"{admin}/api/v1/keys", json={"id": "web", "team": "web", "limits": {"rpm": 5}})
-        assert made.status_code == 201, made.text
-        key = made.json()["key"]
-        assert httpx.post(f"{admin}/api/v1/keys", json={"id": "web"}).status_code == 409
-        assert httpx.post(f"{admin}/api/v1/keys", json={"id": "w", "nope": 1}).status_code == 400
-        declared = doc["global"]["router"]["auth"]["keys"][0]["id"]
-        clash = httpx.post(f"{admin}/api/v1/keys", json={"id": declared})
-        assert clash.status_code == 409 and "declared in the configuration" in clash.text, clash.text
-        listed = httpx.get(f"{admin}/api/v1/keys").json()["keys"]
-        assert [k["id"] for k in listed] == ["web"] and listed[0]["limits"]["rpm"] == 5 and key not in str(listed)
-        ok = lambda: httpx.get(f"{proc.url}/v1/models", headers={"authorization": f"Bearer {key}"}).status_code
-        wait_until(lambda: ok() == 200, "the new key to be accepted")
-        assert httpx.delete(f"{admin}/api/v1/keys/web").status_code == 200
-        assert httpx.delete(f"{admin}/api/v1/keys/web").status_code == 404
-        wait_until(lambda: ok() == 401, "the revoked key to be refused")
+def test_keys_are_managed_on_the_admin_listener(listening):
+    proc, admin, prefix = listening
+    no_stored_keys(prefix)
+    assert httpx.post(f"{proc.url}/api/v1/keys", json={"id": "x"},
+                      headers={"authorization": f"Bearer {ADMIN_KEY}"}).status_code == 404
+    made = httpx.post(f"{admin}/api/v1/keys", json={"id": "web", "team": "web", "limits": {"rpm": 5}})
+    assert made.status_code == 201, made.text
+    key = made.json()["key"]
+    assert httpx.post(f"{admin}/api/v1/keys", json={"id": "web"}).status_code == 409
+    assert httpx.post(f"{admin}/api/v1/keys", json={"id": "w", "nope": 1}).status_code == 400
+    declared = "declared"                         # auth_doc's first key
+    clash = httpx.post(f"{admin}/api/v1/keys", json={"id": declared})
+    assert clash.status_code == 409 and "declared in the configuration" in clash.text, clash.text
+    listed = httpx.get(f"{admin}/api/v1/keys").json()["keys"]
+    assert [k["id"] for k in listed] == ["web"] and listed[0]["limits"]["rpm"] == 5 and key not in str(listed)
+    ok = lambda: httpx.get(f"{proc.url}/v1/models", headers={"authorization": f"Bearer {key}"}).status_code
+    wait_until(lambda: ok() == 200, "the new key to be accepted")
+    assert httpx.delete(f"{admin}/api/v1/keys/web").status_code == 200
+    assert httpx.delete(f"{admin}/api/v1/keys/web").status_code == 404
+    wait_until(lambda: ok() == 401, "the revoked key to be refused")
 
 
 PROBE_KEY = "vsk-probe-" + "p" * 32

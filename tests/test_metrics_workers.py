@@ -7,6 +7,7 @@ import signal
 import socket
 
 import httpx
+import pytest
 
 from bench._procs import children
 from vsr_fast.server.metrics_view import merge, socket_path
@@ -37,20 +38,29 @@ def _requests_total(text: str) -> int:
     return sum(int(float(v)) for v in re.findall(r"^vsr_requests_total\{[^}]*\} (\S+)$", text, re.M))
 
 
-def test_two_workers_counters_add_up_exactly(tmp_path, mock):
+@pytest.fixture(scope="module")
+def two_workers(mock, tmp_path_factory):
+    """A router of two workers, the replay plugin on, both workers' series in its /metrics."""
     doc = config([{"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}],
                  [{"name": "d", "modelRefs": [{"model": "m"}]}])
-    with router(write_config(doc, str(tmp_path)), "--workers", "2") as proc:
+    doc["global"] = {"plugins": [{"type": "router_replay", "configuration": {}}]}
+    with router(write_config(doc, str(tmp_path_factory.mktemp("two-workers"))), "--workers", "2") as proc:
         wait_for_value(lambda: "\nvsr_workers 2\n" in httpx.get(f"{proc.url}/metrics").text, "both workers' series")
-        for _ in range(11):
-            # A new connection each time: the kernel hands them to either worker.
-            r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20,
-                           json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
-            assert r.status_code == 200
-        for _ in range(6):
-            text = httpx.get(f"{proc.url}/metrics").text
-            assert "\nvsr_workers 2\n" in text
-            assert _requests_total(text) == 11
+        yield proc
+
+
+def test_two_workers_counters_add_up_exactly(two_workers):
+    proc = two_workers
+    before = _requests_total(httpx.get(f"{proc.url}/metrics").text)     # the module's router: a delta
+    for _ in range(11):
+        # A new connection each time: the kernel hands them to either worker.
+        r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20,
+                       json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        assert r.status_code == 200
+    for _ in range(6):
+        text = httpx.get(f"{proc.url}/metrics").text
+        assert "\nvsr_workers 2\n" in text
+        assert _requests_total(text) - before == 11
 
 
 def test_merge_keeps_store_up_at_the_lowest_and_reloads_at_the_highest():
@@ -172,18 +182,14 @@ def _peer_ask(path: str, ask: bytes) -> bytes:
         return b"".join(chunks)
 
 
-def test_a_bad_peer_ask_is_answered_as_an_error_and_the_worker_keeps_serving(tmp_path, mock):
-    doc = config([{"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}],
-                 [{"name": "d", "modelRefs": [{"model": "m"}]}])
-    doc["global"] = {"plugins": [{"type": "router_replay", "configuration": {}}]}
-    with router(write_config(doc, str(tmp_path)), "--workers", "2") as proc:
-        wait_for_value(lambda: "\nvsr_workers 2\n" in httpx.get(f"{proc.url}/metrics").text, "both workers")
-        workers = children(proc.popen.pid)
-        path = _worker_socket(workers[0])
-        for garbage in (b"replay-list {not json\n", b"replay-list {\"nope\": 1}\n", b"replay-get \xff\xfe\n"):
-            assert _peer_ask(path, garbage).startswith(b"!error ")
-        assert b"\nvsr_workers 1\n" in _peer_ask(path, b"metrics\n")
-        assert children(proc.popen.pid) == workers and proc.popen.poll() is None
-        for _ in range(3):
-            text = httpx.get(f"{proc.url}/metrics").text
-            assert "\nvsr_workers 2\n" in text and "\nvsr_workers_stale 0\n" in text
+def test_a_bad_peer_ask_is_answered_as_an_error_and_the_worker_keeps_serving(two_workers):
+    proc = two_workers
+    workers = children(proc.popen.pid)
+    path = _worker_socket(workers[0])
+    for garbage in (b"replay-list {not json\n", b"replay-list {\"nope\": 1}\n", b"replay-get \xff\xfe\n"):
+        assert _peer_ask(path, garbage).startswith(b"!error ")
+    assert b"\nvsr_workers 1\n" in _peer_ask(path, b"metrics\n")
+    assert children(proc.popen.pid) == workers and proc.popen.poll() is None
+    for _ in range(3):
+        text = httpx.get(f"{proc.url}/metrics").text
+        assert "\nvsr_workers 2\n" in text and "\nvsr_workers_stale 0\n" in text

@@ -22,7 +22,9 @@ from vsr_fast.server.route import decode_chat, route_chat
 from vsr_fast.signals.base import ANONYMOUS
 from vsr_fast.upstream import Attempt
 
-from .procs import ROOT
+from replay.cli import main as replay_main
+
+from .procs import ROOT, run_main
 from .test_events_fixtures import REDIS_URL, r, stream_name, wait_for  # noqa: F401
 
 VSR_REPLAY = Path(sys.executable).with_name("vsr-replay")
@@ -84,10 +86,17 @@ async def record_traffic(sink, config_path: str, repeat: int = 1) -> dict[str, l
     return ids
 
 
-def vsr_replay(*args: str) -> subprocess.CompletedProcess:
+def vsr_replay_process(*args: str) -> subprocess.CompletedProcess:
+    """The installed command a user runs, in a process of its own."""
     # PYTHONPATH: configurations may name the scripted test model (tests.scripted_model).
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([str(VSR_REPLAY), *args], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+
+
+def vsr_replay(*args: str) -> subprocess.CompletedProcess:
+    """Its main() in this process, in a thread (it calls trio.run; the async tests call it); the export/run/diff
+    test runs the installed command as well."""
+    return run_main(replay_main, args, "vsr-replay", thread=True)
 
 
 def moves(result: dict) -> list[tuple[str, str, str, str, int]]:
@@ -128,7 +137,7 @@ async def test_run_shows_the_decisions_a_changed_keyword_rule_moves_and_nothing_
 
 async def test_export_then_run_then_diff_agree(recorded, stream_name, configs, tmp_path):
     export, rerouted = tmp_path / "recorded.jsonl", tmp_path / "rerouted.jsonl"
-    done = vsr_replay("export", "--redis", REDIS_URL, "--stream", stream_name, "-o", str(export))
+    done = vsr_replay_process("export", "--redis", REDIS_URL, "--stream", stream_name, "-o", str(export))
     assert done.returncode == 0 and "exported 50 events" in done.stderr, done.stderr
     assert len(export.read_text().splitlines()) == 50
     run = json.loads(vsr_replay("run", "--config", configs[1], "--input", str(export), "--out", str(rerouted),

@@ -1,12 +1,11 @@
 """``vsr-fast route probe``: prompts and probes files through a configuration's routing, in process and
-against a running router's preview, run as the CLI a user runs."""
+against a running router's preview, through the CLI's main() (one test runs the command itself)."""
 from __future__ import annotations
 
 import base64
 import hashlib
 import json
 import subprocess
-import sys
 
 import pytest
 import yaml
@@ -14,7 +13,7 @@ import yaml
 from vsr_fast.cli.probes_file import read_probes
 from vsr_fast.server.route import decode_chat
 
-from .procs import ROOT, router, write_config
+from .procs import ROOT, cli, cli_process, router, write_config
 
 ANCHOR_PROBES = sorted((ROOT.parent / "shared" / "anchors" / "vllm-sr").glob("*.probes.yaml"))
 
@@ -25,8 +24,8 @@ PNG = base64.b64encode(bytes.fromhex(
 
 
 def probe(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vsr_fast", "route", "probe", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    """The command's main() in this process; the first test runs it as the process a user starts as well."""
+    return cli("route", "probe", *args)
 
 
 def keyword_config(tmp_path) -> str:
@@ -90,8 +89,8 @@ def probes_file(tmp_path, *, wrong_general: bool = False) -> str:
 
 def test_a_prompt_in_process_prints_its_route_and_checks_it(tmp_path):
     config = keyword_config(tmp_path)
-    ok = probe("--config", config, "--prompt", "a python question", "--expect-decision", "code",
-               "--expect-algorithm", "static", "--expect-recipe", "default")
+    ok = cli_process("route", "probe", "--config", config, "--prompt", "a python question", "--expect-decision",
+                     "code", "--expect-algorithm", "static", "--expect-recipe", "default")
     assert ok.returncode == 0, ok.stderr + ok.stdout
     assert "decision: code" in ok.stdout and "model: code-model" in ok.stdout
     assert "signals: keyword:code" in ok.stdout
