@@ -24,14 +24,9 @@ ANCHOR_DIR = ROOT.parent / "shared" / "anchors" / "vllm-sr"
 ANCHORS = sorted(p for p in ANCHOR_DIR.glob("*.yaml") if ".probes." not in p.name and not p.name.startswith("runtime-"))
 GOLDEN = Path(__file__).parent / "fixtures" / "migrate"
 UPDATE = os.environ.get("VSR_UPDATE_GOLDENS") == "1"
-# Known gap: the hallucination plugin becomes a response_guard over a hallucination rule on the decision model, and
-# this router's (vsr-static-5) does not answer that preset, so the rule fails to load (spec 5.2) until the operator
-# binds hallucination to a deployment that answers it. Migrate does not yet say so itself.
-UNANSWERED = {"reference-config.yaml": [
-    f"recipes[{recipe}].signals.hallucination[hallucination]: span_required: deployment 'primary' (vsr-static-5) "
-    "does not answer preset hallucination, as its card says; bind hallucination to a deployment that answers it "
-    f"(rule deployment, recipes[{recipe}].model_bindings.hallucination or global.model_catalog.bindings.hallucination)"
-    for recipe in ("default", "default-fusion", "default-remom", "default-workflows")]}
+# The hallucination plugin has no rewrite that loads here (no built-in decision model answers its preset): migrate
+# drops it with a note that says how to restore it, so every migrated file loads (spec 5.11).
+UNANSWERED: dict[str, list[str]] = {}
 
 
 def run(path: Path):
@@ -348,3 +343,19 @@ def test_a_document_of_no_known_layout_is_refused_not_migrated(tmp_path, text):
     assert line.startswith(f"vsr-fast: {source}: not a vLLM-SR configuration"), line
     if text == LITELLM:
         assert "model_list" in line and "LiteLLM" in line, line
+
+
+def test_a_hallucination_plugin_is_a_guard_where_its_preset_is_answered_and_dropped_with_how_where_not():
+    doc = {"version": "v0.3", "providers": {"models": [{"name": "m", "backend_refs": [{"endpoint": "http://h/v1"}]}]},
+           "routing": {"decisions": [{"name": "d", "rules": {"operator": "AND", "conditions": []},
+                                      "modelRefs": [{"model": "m"}],
+                                      "plugins": [{"type": "hallucination", "configuration": {"action": "block"}}]}]}}
+    answered = migrate(doc)       # a Target that answers every preset: the spec's rewrite
+    plugins = answered.document["recipes"][0]["decisions"][0]["plugins"]
+    assert plugins[0]["type"] == "response_guard"
+    assert plugins[0]["configuration"]["rules"][0]["when"] == {"type": "hallucination", "name": "hallucination"}
+    here = migrate(doc, router_target())      # this router: no built-in model answers it
+    assert not here.document["recipes"][0]["decisions"][0].get("plugins")
+    dropped = [n.line() for n in here.notes if "hallucination plugin" in n.line()]
+    assert len(dropped) == 1 and "drop:" in dropped[0] and "global.model_catalog.bindings.hallucination" in dropped[0]
+    assert validate_bytes(dump(here.document).encode()).errors == []

@@ -51,7 +51,7 @@ def rewrite_document(raw: dict, notes: Notes, target: Target) -> dict:
     new_recipes = []
     for r in recipes:
         path = f"recipes[{r.get('name')}]"
-        new = rewrite_recipe(r, path, notes, descriptions, formats, target.preset_labels, sizes)
+        new = rewrite_recipe(r, path, notes, descriptions, formats, target.preset_labels, sizes, target.unanswered)
         if default_model and "fallback" not in new:
             new["fallback"] = {"modelRefs": [{"model": default_model}]}
             notes.rewrite(path, f"providers.defaults.default_model {default_model!r} became the recipe's fallback")
@@ -63,7 +63,7 @@ def rewrite_document(raw: dict, notes: Notes, target: Target) -> dict:
     if raw.get("version") != TARGET:
         _identity(doc, notes)
     if glob:
-        doc["global"] = _global(glob, notes)
+        doc["global"] = _global(glob, notes, target.unanswered)
         _deployments(doc["global"], target, notes)
     return {k: doc[k] for k in TOP_ORDER if k in doc} | {k: v for k, v in doc.items() if k not in TOP_ORDER}
 
@@ -221,9 +221,9 @@ def _identity(doc: dict, notes: Notes) -> None:
                      "and strips client-sent identity headers. Otherwise remove it and use client keys")
 
 
-def _global(glob: dict, notes: Notes) -> dict:
+def _global(glob: dict, notes: Notes, unanswered: frozenset[str]) -> dict:
     out = copy.deepcopy(glob)
-    plugins = rewrite_plugins(out.get("plugins"), "global.plugins", notes, lambda kind, rule: None)
+    plugins = rewrite_plugins(out.get("plugins"), "global.plugins", notes, lambda kind, rule: None, unanswered)
     stores = out.get("stores") if isinstance(out.get("stores"), dict) else {}
     for key in ("semantic_cache", "response_cache"):
         block = stores.get(key)

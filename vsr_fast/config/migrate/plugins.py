@@ -18,14 +18,17 @@ CACHE_ALIASES = ("semantic-cache", "semantic_cache", "response-cache")
 AddSignal = Callable[[str, dict], None]
 
 
-def rewrite_plugins(entries: Any, path: str, notes: Notes, add_signal: AddSignal) -> list:
-    """The v0.5 plugin list of one layer; ``add_signal`` declares a rule a rewritten guard reads."""
+def rewrite_plugins(entries: Any, path: str, notes: Notes, add_signal: AddSignal,
+                    unanswered: frozenset[str] = frozenset()) -> list:
+    """The v0.5 plugin list of one layer; ``add_signal`` declares a rule a rewritten guard reads, unless its preset
+    is ``unanswered`` by the router's decision models (``Target.unanswered``)."""
     out: list[dict] = []
     for j, entry in enumerate(entries or []):
         if not isinstance(entry, dict):
             continue
         where = f"{path}[{j}]"
-        new = _rewrite(entry.get("type"), dict(entry.get("configuration") or {}), where, notes, add_signal)
+        new = _rewrite(entry.get("type"), dict(entry.get("configuration") or {}), where, notes, add_signal,
+                       unanswered)
         if new is None:
             continue
         if any(e["type"] == new["type"] for e in out):
@@ -41,7 +44,8 @@ def _entry(type_: str, conf: dict) -> dict:
     return {"type": type_, "configuration": conf}
 
 
-def _rewrite(type_: Any, conf: dict, path: str, notes: Notes, add_signal: AddSignal) -> dict | None:
+def _rewrite(type_: Any, conf: dict, path: str, notes: Notes, add_signal: AddSignal,
+             unanswered: frozenset[str] = frozenset()) -> dict | None:
     if type_ in CACHE_ALIASES:
         notes.rewrite(f"{path}.type", f"plugin {type_} is response_cache")
         type_ = "response_cache"
@@ -67,6 +71,12 @@ def _rewrite(type_: Any, conf: dict, path: str, notes: Notes, add_signal: AddSig
         notes.review(path, "response_jailbreak became a response_guard over the jailbreak rule response_jailbreak "
                            "(stage: response), added to the recipe; its threshold is the rule's predicate to re-fit")
         return _entry("response_guard", _guard("jailbreak", "response_jailbreak", conf))
+    if type_ == "hallucination" and "hallucination" in unanswered:
+        notes.drop(path, "the hallucination plugin has no rewrite that loads here: this router's decision models do "
+                         "not answer the hallucination preset (a rule reading it fails to load, spec 5.2). To restore "
+                         "it, bind hallucination to a deployment that answers it (global.model_catalog.bindings."
+                         "hallucination) and add a response_guard over a hallucination rule")
+        return None
     if type_ == "hallucination":
         add_signal("hallucination", {"name": "hallucination"})
         notes.review(path, "the hallucination plugin became a response_guard over the hallucination rule "

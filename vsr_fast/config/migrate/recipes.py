@@ -26,7 +26,7 @@ def flatten(recipe: dict, path: str, notes: Notes) -> dict:
 
 def rewrite_recipe(recipe: dict, path: str, notes: Notes, descriptions: dict[str, str],
                    formats: dict[str, str], labels: dict[str, tuple[str, ...]],
-                   sizes: dict[str, str] | None = None) -> dict:
+                   sizes: dict[str, str] | None = None, unanswered: frozenset[str] = frozenset()) -> dict:
     """One flat recipe in v0.5 form (modelCards are read by the caller and removed here)."""
     out = {k: v for k, v in recipe.items() if k != "modelCards"}
     renames = Renames()
@@ -44,13 +44,13 @@ def rewrite_recipe(recipe: dict, path: str, notes: Notes, descriptions: dict[str
     for i, decision in enumerate(recipe.get("decisions") or []):
         if isinstance(decision, dict):
             new = _decision(decision, f"{path}.decisions[{i}]", notes, renames,
-                            (descriptions, formats, sizes or {}), add_signal)
+                            (descriptions, formats, sizes or {}), add_signal, unanswered)
             if new is not None:
                 decisions.append(new)
     if "decisions" in recipe:
         out["decisions"] = decisions
     if "plugins" in recipe:
-        out["plugins"] = rewrite_plugins(recipe["plugins"], f"{path}.plugins", notes, add_signal)
+        out["plugins"] = rewrite_plugins(recipe["plugins"], f"{path}.plugins", notes, add_signal, unanswered)
     policy = out.pop("data_policy", None)
     if isinstance(policy, dict):
         _data_policy(policy, out, f"{path}.data_policy", notes)
@@ -78,7 +78,7 @@ def _data_policy(policy: dict, recipe: dict, path: str, notes: Notes) -> None:
 
 
 def _decision(d: dict, path: str, notes: Notes, renames: Renames, models: tuple[dict, dict, dict],
-              add_signal) -> dict | None:
+              add_signal, unanswered: frozenset[str] = frozenset()) -> dict | None:
     descriptions, formats, sizes = models
     out = dict(d)
     if "rules" in d:
@@ -107,7 +107,7 @@ def _decision(d: dict, path: str, notes: Notes, renames: Renames, models: tuple[
             notes.rewrite(f"{path}.modelRefs", f"the executor calls {', '.join(missing)}, and v0.5's Looper calls "
                                                "only the decision's modelRefs: added")
     if "plugins" in d:
-        out["plugins"] = rewrite_plugins(d["plugins"], f"{path}.plugins", notes, add_signal)
+        out["plugins"] = rewrite_plugins(d["plugins"], f"{path}.plugins", notes, add_signal, unanswered)
     if "emits" in d:
         emits = out.pop("emits") or []
         kept = [e.get("retention") for e in emits if isinstance(e, dict) and e.get("kind") == "retention"]

@@ -12,3 +12,6 @@ class Target:
     plugins: dict[str, type] = field(default_factory=dict)
     artifacts: frozenset[str] = frozenset()
     preset_labels: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # The presets this router's built-in decision models do not answer: a rule a rewrite would write for one
+    # fails to load (spec 5.2), and a migrated file must load (spec 5.11), so the rewrite is dropped with a note.
+    unanswered: frozenset[str] = frozenset()
