@@ -56,10 +56,11 @@ def test_refused_requests_take_no_place_in_the_window(mock, tmp_path, prefix):
         assert [_chat(c, "m").choices[0].message.content for _ in range(2)], "the refusals took no place"
         with pytest.raises(openai.RateLimitError):
             _chat(c, "m")
-        # The window is full: a request the key may never make is still told so, not told to retry.
-        with pytest.raises(openai.PermissionDeniedError) as caught:
+        # The window is full: a chat request's limits answer before its body is read (a key over its limits holds
+        # no body reads), so even a name the key may never use is told to wait; count_tokens, checked against the
+        # limits only after its name, is still told no.
+        with pytest.raises(openai.RateLimitError):
             _chat(c, "m-anthropic")
-        assert "retry-after" not in caught.value.response.headers
         with pytest.raises(anthropic.PermissionDeniedError):
             an.messages.count_tokens(model="m-anthropic", messages=HI)
 
@@ -75,7 +76,7 @@ def test_an_entrypoint_refusal_takes_no_place_either(mock, tmp_path, prefix):
         assert _chat(c, "vsr/auto").choices[0].message.content
         with pytest.raises(openai.RateLimitError):
             _chat(c, "vsr/auto")
-        with pytest.raises(openai.PermissionDeniedError):
+        with pytest.raises(openai.RateLimitError):      # a full window answers before the body (and name) is read
             _chat(c, "vsr/other")
 
 
@@ -161,7 +162,9 @@ def test_a_backends_own_rate_limit_headers_reach_the_client_renamed(tmp_path):
     streams and its error answers; no other backend header is copied, and the caller's own are not them."""
     flags = ["--header", "x-ratelimit-remaining-requests: 499", "--header", "X-RateLimit-Reset-Tokens: 6m0s",
              "--header", "anthropic-ratelimit-tokens-remaining: 7", "--header", "x-authz-user-id: someone",
-             "--header", "set-cookie: session=secret"]
+             "--header", "set-cookie: session=secret",
+             # ratelimit-looking names that are no provider's, and a documented one carrying a secret: not copied.
+             "--header", "x-ratelimit-org-secret: 1000", "--header", "anthropic-ratelimit-requests-limit: sk live key"]
     with mock_upstream(*flags) as backend:
         doc = {"version": "v0.5", "providers": {"models": [model("m", f"{backend.url}/v1")]},
                "recipes": [{"name": "default", "decisions": [{"name": "all", "modelRefs": [{"model": "m"}]}]}]}
@@ -181,3 +184,24 @@ def test_a_backends_own_rate_limit_headers_reach_the_client_renamed(tmp_path):
                 assert "x-ratelimit-remaining-requests" not in h, "the caller's own are not the backend's"
                 assert "set-cookie" not in h and "x-authz-user-id" not in h
                 assert not [k for k in h if "authz" in k or "cookie" in k], h
+                assert "x-vsr-provider-ratelimit-org-secret" not in h
+                assert "x-vsr-provider-anthropic-ratelimit-requests-limit" not in h
+
+
+def test_a_refusal_after_routing_keeps_its_place_and_a_full_window_holds_no_body_read(mock, tmp_path, prefix):
+    """The name a key may send is free to refuse; a route its models cannot serve is refused only after its signals
+    ran, so it keeps its place (it cost the router something). A key over its window is refused before its body is
+    read: an invalid body gets the 429, not a 400 that says it was parsed."""
+    key = "vsk-anth-" + "a" * 32
+    doc = auth_doc(mock.url, keys=[{"id": "anth", "sha256": sha(key), "models": ["m-anthropic"],
+                                    "limits": {"rpm": 2}}])
+    with router(write_config(doc, str(tmp_path))) as proc:
+        c = _oa(proc.url, key)
+        for _ in range(2):       # vsr/auto routes to m, which the key may not reach: 403 after routing
+            with pytest.raises(openai.PermissionDeniedError):
+                _chat(c, "vsr/auto")
+        with pytest.raises(openai.RateLimitError):
+            _chat(c, "m-anthropic")
+        bad = httpx.post(f"{proc.url}/v1/chat/completions", content=b"{not json",
+                         headers={"authorization": f"Bearer {key}", "content-type": "application/json"})
+        assert bad.status_code == 429, bad.text

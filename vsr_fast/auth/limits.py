@@ -413,7 +413,7 @@ class Limiter:
 
     def done(self, ticket: Ticket, tokens: int, *, counted: bool = True) -> None:
         """Release the request's places and charge its tokens; never waits. ``counted`` False: the request
-        was refused for what its key may not call (``auth.access``), after it was admitted; it gives its
+        was refused for the name its key may not call (``auth.access``) before any routing work; it gives its
         place in the requests-per-minute window back, as if never admitted."""
         now = time.time()
         for s, places in zip(ticket.scopes, ticket.places):

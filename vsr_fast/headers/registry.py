@@ -6,6 +6,7 @@ constant. Contract tests hold the code to the registry.
 from __future__ import annotations
 
 import enum
+import re
 from typing import NamedTuple
 
 
@@ -92,13 +93,20 @@ RATELIMIT_RESET_TOKENS = _register("x-ratelimit-reset-tokens", R, PUB, "rate_lim
 
 # A backend's own rate-limit headers (OpenAI's x-ratelimit-*, Anthropic's anthropic-ratelimit-*) reach the
 # client under the router's prefix (as LiteLLM's llm_provider-<name>), their leading x- dropped:
-# x-ratelimit-remaining-requests -> x-vsr-provider-ratelimit-remaining-requests. Only those two families,
-# by name: no other backend header (an identity, a credential, a cookie) is ever copied to the client, and the
-# caller's own x-ratelimit-* (above) are never the backend's.
+# x-ratelimit-remaining-requests -> x-vsr-provider-ratelimit-remaining-requests. Only the names the two providers
+# document, with a value that reads as a count, a duration or a time: a backend cannot pass anything else (an
+# identity, a credential, a token under a ratelimit-looking name) to the client, and the caller's own
+# x-ratelimit-* (above) are never the backend's.
 PROVIDER_PREFIX = _register("x-vsr-provider-*", R, PUB, "rate_limits",
                             "A backend's own x-ratelimit-* / anthropic-ratelimit-* as it sent them, under "
                             "x-vsr-provider-<name without its x->, on the answer it gave.").removesuffix("*")
-PROVIDER_RATE_FAMILIES = (b"x-ratelimit-", b"anthropic-ratelimit-")
+PROVIDER_RATE_NAMES = frozenset(
+    [f"x-ratelimit-{what}-{unit}".encode() for what in ("limit", "remaining", "reset")
+     for unit in ("requests", "tokens")]
+    + [f"anthropic-ratelimit-{unit}-{what}".encode() for what in ("limit", "remaining", "reset")
+       for unit in ("requests", "tokens", "input-tokens", "output-tokens")])
+# 1000, 59ms, 6m0s, 1.5s, 2026-12-03T14:00:00Z: digits, units and a timestamp's punctuation, nothing longer.
+_RATE_VALUE = re.compile(rb"[0-9A-Za-z.:+\-]{1,40}")
 
 
 def provider_rate_headers(headers) -> list[tuple[bytes, bytes]]:
@@ -106,8 +114,8 @@ def provider_rate_headers(headers) -> list[tuple[bytes, bytes]]:
     out = []
     for name, value in headers:
         low = name.lower()
-        if low.startswith(PROVIDER_RATE_FAMILIES):
-            out.append((_PROVIDER + (low[2:] if low.startswith(b"x-") else low), value))
+        if low in PROVIDER_RATE_NAMES and _RATE_VALUE.fullmatch(value.strip()):
+            out.append((_PROVIDER + (low[2:] if low.startswith(b"x-") else low), value.strip()))
     return out
 
 

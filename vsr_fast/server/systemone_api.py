@@ -63,24 +63,25 @@ async def handle_systemone(state: AppState, scope: Scope, receive: Receive, send
 
     The caller's key is held to what Chat holds it to: its ``entrypoints`` and ``models`` decide what it may
     name and reach (403 ``model_not_allowed``), then its limits admit the request (429 with Retry-After
-    otherwise), before any System One call. A request refused for what its key may call takes no place in
-    any window (``auth.access``)."""
+    otherwise), before any System One call. A request refused for the name it sent takes no place in any window
+    (``auth.access``); one refused after routing (its route trimmed to nothing it may reach) keeps its place."""
     admitted = _Admitted()
     try:
         await _serve(state, scope, receive, send, state.identity(scope), admitted)
     finally:
         if admitted.ticket is not None:
-            state.limiter.done(admitted.ticket, 0, counted=not admitted.refused)
+            # A refusal for the name it sent comes before the limits (no place taken); one after routing keeps its
+            # place: its signals ran.
+            state.limiter.done(admitted.ticket, 0)
 
 
 class _Admitted:
-    """What the limits admitted (released by ``handle_systemone``), and whether the key's access refused it."""
+    """What the limits admitted (released by ``handle_systemone``)."""
 
-    __slots__ = ("ticket", "refused")
+    __slots__ = ("ticket",)
 
     def __init__(self) -> None:
         self.ticket = None
-        self.refused = False
 
 
 async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, identity: Identity,
@@ -134,7 +135,6 @@ async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, id
         status, out = exc.status, _error(exc.code, exc.message)[1]
     except KeyNotAllowed as exc:
         status, out = exc.status, _error(exc.code, exc.message)[1]
-        admitted.refused = True
     except (LooperBudgetExhausted, LooperNoAcceptedAnswer) as exc:
         status, out = exc.status, _error(exc.code, exc.message)[1]
     except RateLimited as exc:

@@ -39,14 +39,17 @@ from . import answers, transport
 from .pool import Backend, Upstreams, credential_header
 from .transport import Response, TransportError
 
-# A backend's own failure, not the request's: its credential (the router's) refused or revoked, the model missing
-# on that deployment, a timeout of its own. The next backend is tried and its health counts it, as a 5xx.
+# Answers that may be a backend's own failure rather than the request's: its credential (the router's) refused or
+# revoked, the model missing on that deployment, a timeout of its own. The next backend is tried.
 BACKEND_FAULT_STATUS = frozenset({401, 403, 404, 408})
-# What counts against a backend's health; a 429 is a limit of the caller's, not a sick backend.
-UNHEALTHY_STATUS = frozenset({500, 502, 503, 504, 529}) | BACKEND_FAULT_STATUS
-RETRYABLE_STATUS = UNHEALTHY_STATUS | {429}
-# A delegated backend's answers that are the client's: its own credential refused.
-CLIENTS_OWN_STATUS = frozenset({401, 403})
+# What counts against a backend's health; a 429 is a limit of the caller's, not a sick backend. Of the 4xx only a
+# 401 (the router's own key refused): a request's content can make a backend answer 403 (a WAF), 404 (an unknown
+# file or conversation id) or 408 (a long prompt), and one client must not eject a backend for everyone.
+UNHEALTHY_STATUS = frozenset({500, 502, 503, 504, 529, 401})
+RETRYABLE_STATUS = UNHEALTHY_STATUS | BACKEND_FAULT_STATUS | {429}
+# A delegated backend's 4xx answers are the client's, relayed: its own credential, its own access to the model (a
+# 404 is OpenAI's "does not exist or you do not have access"); never another backend with the router's key.
+CLIENTS_OWN_STATUS = BACKEND_FAULT_STATUS
 # Statuses that ask for the same request again later (with Retry-After); 529 is Anthropic's 503.
 RETRY_LATER_STATUS = frozenset({429, 503, 529})
 NO_BACKEND = UpstreamError("no backend is configured for the chosen models")
@@ -299,7 +302,7 @@ class Dispatcher:
 
 def _moves_on(backend: Backend, status: int) -> bool:
     """Whether a backend's answer with ``status`` is its failure, the next backend tried: a delegated backend's
-    401 or 403 is the client's own credential refused, its answer."""
+    401, 403, 404 or 408 is the client's own answer (its credential, its access), relayed."""
     return status in RETRYABLE_STATUS and not (backend.delegated is not None and status in CLIENTS_OWN_STATUS)
 
 

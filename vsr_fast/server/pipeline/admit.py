@@ -1,14 +1,14 @@
-"""Stage 2, admit: what the caller's key may name, then its limits, once the body is decoded.
+"""Stage 0, admit: the caller's limits before the body is read; then, once it is decoded, what its key may name.
 
 The identity itself is read at the edge (``app.py``), before any stage. Here a
-key restricted to some entrypoints or models is held to the name it sent
-(``auth.access``: 403 ``model_not_allowed``), and only then does the request
-take its place in each limit that applies (RateLimited otherwise): a request
-its key may never make is refused without counting, and is never told to
-retry (as LiteLLM checks model access before its rate limits). The route stage
-trims the chosen candidates to the key's ``models``; a refusal there, or any
-later one for what the key may reach, gives the request's place back
-(``release``). ``release`` also returns its in-flight place and charges the
+request takes its place in each limit that applies (RateLimited otherwise, with
+the body left unread, so a key over its limits holds no body reads). Once the
+body is decoded, a key restricted to some entrypoints or models is held to the
+name it sent (``auth.access``: 403 ``model_not_allowed``); that refusal gives
+its place back, as LiteLLM checks model access before its rate limits, so a call
+the key may never make is not counted and a full window never turns it into a
+429. A refusal after routing (the route's candidates trimmed to none) keeps its
+place: its signals ran. ``release`` returns the in-flight place and charges the
 answer's tokens.
 """
 from __future__ import annotations
@@ -20,24 +20,35 @@ from .exchange import Exchange
 
 
 async def admit(ex: Exchange) -> None:
-    state = ex.state
-    identity = state.identity(ex.scope)
-    if identity.entrypoints is not None or identity.models is not None:
-        assert ex.req is not None
-        check_name(identity, ex.adapter.model(ex.req), state.table.by_name, state.table.models)
-    limiter = state.limiter
+    limiter = ex.state.limiter
     if not limiter.active:
         return
-    ticket = ex.ticket = await limiter.admit(identity, ex.api)
+    ticket = ex.ticket = await limiter.admit(ex.state.identity(ex.scope), ex.api)
     if ticket is not None:
         ex.extra += ticket.headers          # x-ratelimit-*, on whatever the request is answered
         if ticket.meters:
-            ex.meter = UsageMeter(len(ex.raw))
+            ex.meter = UsageMeter(0)
+
+
+def check_names(ex: Exchange) -> None:
+    """The name the request sent, held to its key's ``entrypoints`` and ``models``; refused, it is not counted."""
+    state = ex.state
+    identity = state.identity(ex.scope)
+    if identity.entrypoints is None and identity.models is None:
+        return
+    assert ex.req is not None
+    try:
+        check_name(identity, ex.adapter.model(ex.req), state.table.by_name, state.table.models)
+    except KeyNotAllowed:
+        ticket = ex.ticket
+        if ticket is not None:
+            ex.ticket = None
+            state.limiter.done(ticket, 0, counted=False)
+        raise
 
 
 def release(ex: Exchange) -> None:
     ticket = ex.ticket
     if ticket is not None:
         ex.ticket = None
-        ex.state.limiter.done(ticket, ex.meter.tokens() if ex.meter is not None else 0,
-                              counted=not isinstance(ex.failure, KeyNotAllowed))
+        ex.state.limiter.done(ticket, ex.meter.tokens() if ex.meter is not None else 0)

@@ -1,9 +1,9 @@
 """The request pipeline, top to bottom: one inference request of any client API from its first byte to its last.
 
-    read body ─► decode ─► admit ─► route ─► request plugins ─► dispatch ─► answer ─► record
-                           (a key's   (a key's   (fast_response,     (candidates   (whole,
-                           names,     models)    response_cache:     in order,     streamed,
-                           limits)               may answer here)    shaped)       or an error)
+    admit ─► read body ─► decode ─► names ─► route ─► request plugins ─► dispatch ─► answer ─► record
+   (limits,                        (a key's  (a key's  (fast_response,     (candidates   (whole,
+    body unread)                   names)    models)   response_cache:     in order,     streamed,
+                                                       may answer here)    shaped)       or an error)
 
 The caller's identity is read before any of these, at the edge (``app.py``).
 
@@ -25,7 +25,7 @@ from ...errors import BodyTimeout, RequestTimeout, ShuttingDown, UpstreamError, 
 from ...headers.registry import ResponsePath
 from ..asgi import CLIENT_SIDE, ClientGone, DisconnectWatch, Receive, Scope, Send, is_whole, take_queued
 from ..state import AppState
-from .admit import admit, release
+from .admit import admit, check_names, release
 from .answer import answer, error
 from .context import remember
 from .decode import decode, read
@@ -134,6 +134,9 @@ def _access_fields(ex: Exchange) -> dict:
 
 
 async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
+    # The limits first, before the body is read: a key over its rpm or in-flight limit holds no body reads.
+    ex.stage = "auth"
+    await admit(ex)
     first = take_queued(receive)
     if is_whole(first):         # the whole body is here: nothing to wait for, no deadline to set
         await read(ex, receive, first)
@@ -146,6 +149,8 @@ async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
         if ex.drained():
             raise ShuttingDown("the router is stopping; its graceful timeout passed while the body arrived")
         raise BodyTimeout("the request body did not arrive within the request's deadline")
+    if ex.meter is not None:
+        ex.meter.request_bytes = len(ex.raw)
     # One scope ends the stages when the client leaves and when the answer stage overruns the deadline.
     failure: VsrError | None = None
     with ex.deadline_scope(_GRACE_S) as outer:
@@ -197,7 +202,7 @@ async def _stages(ex: Exchange, send: Send, outer: trio.CancelScope) -> None:
         ex.stage = "decode"
         await decode(ex)
         ex.stage = "auth"
-        await admit(ex)
+        check_names(ex)
         ex.stage = "route"
         started = time.perf_counter() if tracing.tracer is not None else 0.0
         await route(ex)
