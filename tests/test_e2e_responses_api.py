@@ -7,15 +7,17 @@ A real router with keys, the mock upstream as every backend, the openai SDK as t
 from __future__ import annotations
 
 import hashlib
+import json
 
 import httpx
 import openai
 import pytest
 
-from .procs import config, model, router, write_config
+from .procs import config, model, router, wait_for_value, write_config
 
 ALICE = "vsk-alice-" + "b" * 32
 BOB = "vsk-bob-" + "c" * 32
+CAROL = "vsk-carol-" + "d" * 32     # two requests a minute
 
 
 def sha(key: str) -> str:
@@ -26,8 +28,10 @@ def sha(key: str) -> str:
 def gw(mock, tmp_path_factory):
     models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt} for fmt in ("openai", "responses")]
     doc = config(models, [{"name": "general", "modelRefs": [{"model": "m-openai"}]}])
-    doc["global"] = {"router": {"auth": {"enabled": True, "keys": [{"id": "alice", "sha256": sha(ALICE)},
-                                                                   {"id": "bob", "sha256": sha(BOB)}]}},
+    doc["global"] = {"router": {"auth": {"enabled": True, "keys": [
+                                    {"id": "alice", "sha256": sha(ALICE)}, {"id": "bob", "sha256": sha(BOB)},
+                                    {"id": "carol", "sha256": sha(CAROL), "limits": {"rpm": 2}}]},
+                                "access_log": {"enabled": True}},
                      "stores": {"responses": {"backend_type": "memory"}}}
     with router(write_config(doc, str(tmp_path_factory.mktemp("respapi")))) as proc:
         yield proc
@@ -114,3 +118,27 @@ def test_the_routes_need_a_key_and_serve_get_and_delete_only(gw):
     assert set(refused.headers["allow"].split(", ")) >= {"GET", "DELETE"}
     assert httpx.get(url + "/", headers={"authorization": f"Bearer {ALICE}"}).status_code == 400   # not canonical
     assert client(gw).responses.retrieve(made.id).id == made.id
+
+
+def test_reads_and_deletes_take_their_place_in_the_limits_and_are_logged(gw):
+    """A stored response's GET and DELETE count in the caller's window as the POST that made it (a key cannot read
+    past its limits), and each leaves an access-log line: who deleted what is on record."""
+    made, _ = create(gw, False, key=CAROL)                  # the window's first place
+    url = f"{gw.url}/v1/responses/{made.id}"
+    auth = {"authorization": f"Bearer {CAROL}"}
+    read = httpx.get(url, headers=auth)
+    assert read.status_code == 200 and read.headers["x-ratelimit-remaining-requests"] == "0", read.headers
+    over = httpx.delete(url, headers=auth)
+    assert over.status_code == 429 and over.headers["retry-after"], over.text
+
+    gone, _ = create(gw, False)
+    client(gw).responses.delete(gone.id)        # the SDK's call; it returns nothing, and raises on an error
+
+    def lines():
+        found = [json.loads(x) for x in gw.lines if x.startswith("{") and '"path": "stored"' in x.replace('":"', '": "')]
+        return found if len(found) >= 3 else None
+
+    logged = wait_for_value(lines, "the stored-response routes' access log lines")
+    by_method = {(x["key_id"], x["method"], x["status"]) for x in logged}
+    assert {("carol", "GET", 200), ("carol", "DELETE", 429), ("alice", "DELETE", 200)} <= by_method, logged
+    assert all(x["api"] == "responses" and x["request_id"] for x in logged)
