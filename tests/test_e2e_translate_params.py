@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 
-import anthropic
 import httpx
 import openai
 import pytest
 
 from .procs import config, free_port, model, router, write_config
 from .provider_rules import problems
-from .test_e2e_protocols import HeaderTap, loss, warnings_of
+from .test_e2e_protocols import loss, warnings_of
+from .test_e2e_translate_fidelity import chat, messages
 
 BACKENDS = ("openai", "anthropic", "responses")
 JSON_TOOL = "json_tool_call"
@@ -55,16 +55,6 @@ def last(mock, api_format: str) -> dict:
 
 def requests(mock) -> int:
     return httpx.get(f"{mock.url}/_mock/stats").json()["requests"]
-
-
-def chat(gw) -> tuple[openai.OpenAI, HeaderTap]:
-    tap = HeaderTap()
-    return openai.OpenAI(base_url=f"{gw.url}/v1", api_key="x", max_retries=0, http_client=tap.http), tap
-
-
-def messages(gw) -> tuple[anthropic.Anthropic, HeaderTap]:
-    tap = HeaderTap()
-    return anthropic.Anthropic(base_url=gw.url, api_key="x", max_retries=0, http_client=tap.http), tap
 
 
 def chat_answer(client, stream: bool, **kw) -> tuple[str, list, str]:

@@ -90,6 +90,9 @@ class Retained:
     def __init__(self) -> None:
         self._held: OrderedDict[bytes, Held] = OrderedDict()
 
+    def __bool__(self) -> bool:
+        return bool(self._held)
+
     def get(self, session: bytes) -> Held | None:
         return self._held.get(session)
 

@@ -21,10 +21,12 @@ from .looper import session_of
 def held(ex: Exchange, r: Route | None, recipe: str | None) -> Route | None:
     """The turn's route: ``r`` (None when no decision matched and the recipe has no fallback), or the route of
     the decision an earlier turn of the session keeps."""
-    key = session_of(ex) if recipe is not None else None
+    retained = ex.state.selection.retained
+    if not retained or recipe is None:      # no session holds a decision: no header scan for the session's name
+        return r
+    key = session_of(ex)
     if key is None:
         return r
-    retained = ex.state.selection.retained
     hold = retained.get(key)
     if hold is None or hold.recipe != recipe:
         return r
