@@ -78,3 +78,15 @@ def test_with_no_origins_configured_every_browser_origin_is_refused(upstream, tm
         r = httpx.post(f"{proc.url}/v1/chat/completions", json=CHAT, headers={"Origin": ALLOWED})
         assert r.status_code == 403 and r.json()["error"]["code"] == "origin_not_allowed"
         assert httpx.post(f"{proc.url}/v1/chat/completions", json=CHAT).status_code == 200
+
+
+def test_a_stored_responses_preflight_allows_delete(edge):
+    # A browser client deletes its stored response (DELETE /v1/responses/{id}): its preflight must name DELETE,
+    # and only there (a chat path has no DELETE to allow).
+    pre = httpx.options(f"{edge.url}/v1/responses/resp_1",
+                        headers={"Origin": ALLOWED, "Access-Control-Request-Method": "DELETE"})
+    assert pre.status_code == 204
+    assert "DELETE" in [m.strip() for m in pre.headers["access-control-allow-methods"].split(",")]
+    chat = httpx.options(f"{edge.url}/v1/chat/completions",
+                         headers={"Origin": ALLOWED, "Access-Control-Request-Method": "DELETE"})
+    assert "DELETE" not in chat.headers["access-control-allow-methods"]

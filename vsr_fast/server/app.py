@@ -118,7 +118,7 @@ def make_app(state: AppState, role: str = "serving"):
                     (b"vary", b"origin"), shape=scope)
                 return
             if method == "OPTIONS" and header(scope, b"access-control-request-method") is not None:
-                await send_whole(send, 204, _preflight(scope, origin), b"")
+                await send_whole(send, 204, _preflight(scope, path, origin), b"")
                 return
             # The allowed origin may read the answer, the router's headers included.
             send = _adding(send, (b"access-control-allow-origin", origin), (b"access-control-expose-headers", b"*"),
@@ -207,11 +207,13 @@ def make_app(state: AppState, role: str = "serving"):
     return lingering_close(app)
 
 
-def _preflight(scope: Scope, origin: bytes) -> list[tuple[bytes, bytes]]:
-    """A CORS preflight's answer for an allowed origin: POST and GET, the headers it asked for."""
+def _preflight(scope: Scope, path: str, origin: bytes) -> list[tuple[bytes, bytes]]:
+    """A CORS preflight's answer for an allowed origin: the path's methods, the headers it asked for."""
     asked = header(scope, b"access-control-request-headers")
+    # A stored response is read and deleted by its id; every other route takes GET or POST.
+    methods = b"GET, DELETE" if path.startswith(RESPONSES_PREFIX) else b"GET, POST"
     headers = [(b"access-control-allow-origin", origin), (b"vary", b"origin"),
-               (b"access-control-allow-methods", b"GET, POST"), (b"access-control-max-age", b"600")]
+               (b"access-control-allow-methods", methods), (b"access-control-max-age", b"600")]
     if asked:
         headers.append((b"access-control-allow-headers", asked))
     return headers
