@@ -21,7 +21,7 @@ import msgspec
 import trio
 
 from vsr_fast.routing import load_file
-from vsr_fast.errors import ConfigError
+from vsr_fast.errors import ConfigError, StoreUnavailable
 from vsr_fast.routing.open_systemone import open_systemone, read_attached_cards
 
 from . import diff as diff_mod
@@ -161,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except ConfigError as exc:
         print("\n".join(f"vsr-replay: {line}" for line in exc.lines), file=sys.stderr)
+        return 2
+    except StoreUnavailable as exc:
+        # Cannot run, as a configuration that does not load: 2, never 1 (--fail-on-change's "a route moved").
+        print(f"vsr-replay: {exc.detail}", file=sys.stderr)
         return 2
     except (OSError, ValueError, msgspec.ValidationError) as exc:
         print(f"vsr-replay: {exc}", file=sys.stderr)

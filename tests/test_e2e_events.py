@@ -192,5 +192,14 @@ def test_spill_max_bytes_bounds_what_an_unreachable_store_costs_and_requests_are
                            json={"model": "auto", "messages": [{"role": "user", "content": f"{i} {big}"}]})
             assert r.status_code == 200
         metrics = httpx.get(f"{proc.url}/metrics").text
+        # The same unreachable store behind the replay API: a 503 saying so, in the API error shape, not a 500.
+        for path in ("/api/v1/replay/abc", "/api/v1/replay?decision=d"):
+            away = httpx.get(f"{proc.url}{path}", timeout=20)
+            assert away.status_code == 503, (path, away.status_code, away.text)
+            error = away.json()["error"]
+            assert (error["code"], error["type"]) == ("store_unavailable", "api_error"), error
+            assert "replay records" in error["message"]
+        assert httpx.post(f"{proc.url}/v1/chat/completions", timeout=20, json={
+            "model": "auto", "messages": [{"role": "user", "content": "still serving"}]}).status_code == 200
     lost = [line for line in metrics.splitlines() if line.startswith('vsr_events_lost_total{reason="spill_full"}')]
     assert lost and float(lost[0].split()[-1]) > 0, "\n".join(l for l in metrics.splitlines() if "vsr_events" in l)

@@ -119,11 +119,20 @@ def make_admin(state: AppState) -> QuartTrio:
     _context_routes(app, state)
     _key_routes(app, state)
 
+    @app.errorhandler(VsrError)
+    async def vsr_error(exc: VsrError) -> Response:
+        # A store a route reads (replay records, stored keys) away: its own status and code (503
+        # store_unavailable), not quart's 500.
+        status, body = error_for_request(request.scope, exc)
+        return Response(body, status=status, content_type="application/json")
+
     @app.errorhandler(HTTPException)
     async def http_error(exc: HTTPException) -> Response | tuple[Response, int]:
         kind = _ROUTING_ERRORS.get(exc.code)
         if kind is None:
-            body = {"error": {"message": exc.description or exc.name, "type": "invalid_request_error",
+            # The router's fault (5xx) is an api_error, as in every API it speaks; a 4xx the caller's.
+            kind_of = "api_error" if (exc.code or 500) >= 500 else "invalid_request_error"
+            body = {"error": {"message": exc.description or exc.name, "type": kind_of,
                               "param": None, "code": exc.name.lower().replace(" ", "_")}}
             return jsonify(body), exc.code or 500
         # A route missing or asked with a wrong method: in the shape of the API the path belongs to, a 405 with
