@@ -54,7 +54,13 @@ def default_events_dir() -> str:
 
 
 class ResponseCacheStore(Block):
-    """``global.stores.response_cache``: where exact answers are kept."""
+    """``global.stores.response_cache``: where exact answers are kept.
+
+    With an event stream (``embedded`` or ``redis``), answers are written by its ``cache-writer`` consumer: while
+    the stream's own store is away, they wait with the stream's other events and are written once it is back, so a
+    request repeated meanwhile is a miss even when this store answers. With ``event_stream: none`` a task of the
+    router's writes them.
+    """
 
     backend_type: Literal["memory", "redis"] = "memory"
     url: str = DEFAULT_REDIS_URL
@@ -62,6 +68,10 @@ class ResponseCacheStore(Block):
     max_entries: Annotated[int, Meta(ge=1)] = 10_000               # memory backend only
     # An answer larger than this is not cached (llm_cache_write_skipped_total{reason="too_large"}).
     max_entry_bytes: Annotated[int, Meta(ge=1024, le=64 << 20)] = 1 << 20
+    # How long a request waits for the cache's Redis before serving a miss (redis: each lookup's socket and connect
+    # timeout); after three misses of that kind in a row the cache is not asked for five seconds. A URL query
+    # (?socket_timeout=) still wins. The writer, off the request path, keeps a 2 s timeout.
+    lookup_timeout_ms: Annotated[int, Meta(ge=1, le=10_000)] = 250
     # The semantic cache's embedding model and vector width; unset: global.model_catalog.embeddings.default.
     embedding: EmbeddingRef | None = None
 

@@ -90,6 +90,10 @@ class ResponseCache:
             self._memory = OrderedDict()
         else:
             self._redis = redis.Redis.from_url(store.url, socket_timeout=2.0, socket_connect_timeout=1.0)
+            # The request path's own client: its wait is a request's added latency, so it is the store's bound.
+            wait = store.lookup_timeout_ms / 1000
+            self.lookup_client = redis.Redis.from_url(store.url, socket_timeout=wait, socket_connect_timeout=wait)
+        self.breaker = Breaker()
 
     def _key(self, key: str) -> str:
         return f"{self.store.prefix}{key}"
@@ -105,12 +109,18 @@ class ResponseCache:
                 return None
             data: bytes | None = item[1]
         else:
-            assert self._redis is not None
-            try:
-                data = self._redis.get(self._key(key))
-            except redis.RedisError as exc:
-                log.warning("response cache unavailable, serving a miss: %r", exc)
+            if self.breaker.skips():
                 return None
+            try:
+                data = self.lookup_client.get(self._key(key))
+            except redis.RedisError as exc:
+                if self.breaker.failed():
+                    log.warning("response cache unavailable, serving misses without asking for %d s: %r",
+                                Breaker.COOL_DOWN_S, exc)
+                else:
+                    log.warning("response cache unavailable, serving a miss: %r", exc)
+                return None
+            self.breaker.answered()
         return None if data is None else _ANSWER_DECODER.decode(data)
 
     def put_many_sync(self, items: list[tuple[str, CachedAnswer, int]],
@@ -157,9 +167,8 @@ class ResponseCache:
 
     def follow_sync(self) -> None:
         """Redis: add to the local index what every router wrote since the last read."""
-        assert self._redis is not None
         while True:
-            got = self._redis.xread({self._stream: self._stream_id}, count=10_000)
+            got = self.lookup_client.xread({self._stream: self._stream_id}, count=10_000)
             if not got:
                 return
             entries = got[0][1]
@@ -177,11 +186,14 @@ class ResponseCache:
         """The partition's nearest cached requests ``(cosine, key, text)``, best first, without those the
         polarity check drops; Redis first catches up with the stream (a Redis that fails: logged, the local
         index as it is)."""
-        if self._redis is not None:
+        if self._redis is not None and not self.breaker.skips():
             try:
                 self.follow_sync()
             except redis.RedisError as exc:
+                self.breaker.failed()
                 log.warning("semantic cache stream unavailable, recalling from the local index: %r", exc)
+            else:
+                self.breaker.answered()
         try:
             vector = self.embed([text])[0]
         except EmbeddingFailed as exc:
@@ -214,6 +226,37 @@ class ResponseCache:
         """Close the Redis connection; the embedder is the catalog's to close (several stores share it)."""
         if self._redis is not None:
             self._redis.close()
+            self.lookup_client.close()
+
+
+class Breaker:
+    """Stop asking a Redis that keeps failing: after ``FAILURES`` lookups in a row fail, every lookup is a miss
+    without a call for ``COOL_DOWN_S``, then one asks again. Worker threads share it: a lost update costs at most
+    one extra call."""
+
+    FAILURES, COOL_DOWN_S = 3, 5
+
+    def __init__(self) -> None:
+        self.failures_in_a_row = 0
+        self.open_until = 0.0
+        self.skipped = 0
+
+    def skips(self) -> bool:
+        if self.open_until and time.monotonic() < self.open_until:
+            self.skipped += 1
+            return True
+        return False
+
+    def failed(self) -> bool:
+        """Count a failure; True when it opens the breaker."""
+        self.failures_in_a_row += 1
+        if self.failures_in_a_row >= self.FAILURES:
+            self.open_until = time.monotonic() + self.COOL_DOWN_S
+            return True
+        return False
+
+    def answered(self) -> None:
+        self.failures_in_a_row, self.open_until = 0, 0.0
 
 
 def cache_of(stores: Stores, embedders: Embedders | None) -> ResponseCache:
