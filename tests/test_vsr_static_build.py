@@ -335,3 +335,16 @@ def test_the_help_says_what_out_writes_and_how_it_is_compared():
     text = " ".join(done.stdout.split())
     assert "--out DIR write here and compare with the committed files" in text, text
     assert "../artifacts/" in text and '"within float tolerance"' in text and "exit status is 1" in text, text
+
+
+def test_vsr_static_1s_own_embedding_and_tokenizer_are_compared_too(tmp_path):
+    import shutil
+    out = tmp_path / "built"
+    shutil.copytree(build.MODELS["vsr-static-1"].folder, out)
+    assert build.compare(out, build.ARTIFACTS, build.FILES).verdict == "identical"
+    spec = json.loads((out / "tokenizer.json").read_text())
+    spec["truncation"] = {"max_length": 512}
+    (out / "tokenizer.json").write_text(json.dumps(spec, ensure_ascii=False, separators=(",", ":")))
+    verdict, lines = build.compare(out, build.ARTIFACTS, build.FILES)
+    assert verdict == "different" and "tokenizer.json: differs" in lines and "embedding.npz: identical" in lines
+    assert max(len(line) for line in lines) < 250, "a one-line file is quoted in part, not whole"

@@ -27,6 +27,7 @@ from ._artifacts import SUMS
 ATOL = 1e-5       # an order above the threaded-BLAS drift measured between two builds
 ULPS = 2
 MAX_LINES = 12    # per file: enough to see what moved without drowning the build log
+MAX_CHARS = 200   # per line: tokenizer.json is one line of 466 kB
 IDENTICAL, TOLERANCE, DIFFERENT = "identical", "within float tolerance", "different"
 
 
@@ -53,7 +54,7 @@ def compare(built: Path, committed: Path, files: tuple[str, ...]) -> Comparison:
             else:
                 other = True
             lines.append(f"{name}: differs{' within float tolerance' if close else ''}")
-            lines += [f"  {line}" for line in details[:MAX_LINES]]
+            lines += [f"  {line[:MAX_CHARS]}" for line in details[:MAX_LINES]]
     sums = _lines(built / SUMS, committed / SUMS)
     if sums:
         # A tolerated array changes its own checksum line, and only that line.
