@@ -291,7 +291,7 @@ def test_a_model_on_the_shared_embedding_writes_the_committed_sums_into_any_fold
 
 def test_the_comparison_names_the_arrays_and_card_fields_that_differ(tmp_path):
     def nudge(heads):
-        return {**heads, "domain_b": heads["domain_b"] + np.float32(1e-3)}
+        return {**heads, "domain_b": heads["domain_b"] + np.float32(1e-3) * np.arange(len(heads["domain_b"]))}
 
     out = tmp_path / "built"
     committed, files = _rewrite("vsr-static-4", out, nudge)
@@ -325,6 +325,17 @@ def test_threaded_blas_noise_in_the_weights_is_reported_as_within_tolerance(tmp_
     meta["heads"]["jailbreak"]["validation_attacks_caught"] += 0.0001
     (out / "model.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     assert build.compare(out, committed, files).verdict == "different"
+
+
+def test_a_head_whose_biases_all_moved_by_one_constant_is_the_same_model(tmp_path):
+    """Softmax reads logits up to a constant: a rebuild of -3 moved its 14 domain biases by the same 1.03e-3."""
+    def shift(heads):
+        return {**heads, "domain_b": heads["domain_b"] - np.float32(1.03e-3)}
+
+    committed, files = _rewrite("vsr-static-3", tmp_path / "built", shift)
+    verdict, lines = build.compare(tmp_path / "built", committed, files)
+    assert verdict == "within float tolerance", lines
+    assert any(line.strip().startswith("domain_b: max |difference| 0.00103") for line in lines), lines
 
 
 def test_the_help_says_what_out_writes_and_how_it_is_compared():

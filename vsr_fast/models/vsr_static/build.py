@@ -244,7 +244,7 @@ MODELS = {"vsr-static-1": Model(ARTIFACTS, FILES, ""),
 EPILOG = """--out DIR writes the model's own files and its SHA256SUMS into DIR, then compares each with
 the committed folder and says which differ (for arrays, by how much; for model.json, which fields).
 The verdict is "identical" (byte for byte), "within float tolerance" (model.json and NOTICE
-identical, arrays within threaded-BLAS noise: see _compare.py) or "different"; the exit status is 1
+identical, arrays within float noise: see _compare.py) or "different"; the exit status is 1
 only for "different". vsr-static-2 to -7 are trained on vsr-static-1's committed embedding
 (artifacts/), which their SHA256SUMS pin as ../artifacts/...: DIR holds no copy of it, so DIR loads
 as a model once it sits beside an artifacts/ folder (as artifacts-N/ does). Without --out the build
