@@ -13,6 +13,7 @@ import csv
 import hashlib
 import io
 import json
+import re
 import struct
 import zipfile
 from pathlib import Path
@@ -254,3 +255,107 @@ def test_the_ngram_fit_learns_word_order_a_mean_cannot_see():
     dense_only, _, _ = fit_logistic_ngrams(xt, Ngrams([np.zeros(0, np.int64)] * len(yt), 1 << 12), yt, 2, 0.01, 1e-4,
                                            steps=300)
     assert ((xv @ dense_only).argmax(1) == yv).mean() < 0.7       # the bag of tokens alone cannot tell
+
+
+# --- vsr-static-2 to -7: writing to any --out folder, and comparing it with the committed one ---------
+
+SHARED_LAYOUTS = {"vsr-static-2": "_build2", "vsr-static-3": "_build3", "vsr-static-4": "_build4",
+                  "vsr-static-5": "_build5", "vsr-static-6": "_build6", "vsr-static-7": "_build7"}
+
+
+def _rewrite(model: str, out: Path, change=None) -> tuple[Path, tuple[str, ...]]:
+    """Write ``model``'s committed heads, card and NOTICE through the build's own writer into ``out``."""
+    import importlib
+    from vsr_fast.models.vsr_static import _build2
+    committed, files = build.MODELS[model].folder, build.MODELS[model].files
+    with np.load(committed / "heads.npz", allow_pickle=False) as h:
+        heads = {k: h[k] for k in h.files}
+    if change is not None:
+        heads = change(heads)
+    notice = importlib.import_module(f"vsr_fast.models.vsr_static.{SHARED_LAYOUTS[model]}").NOTICE
+    _build2.write(out, heads, json.loads((committed / "model.json").read_text()), lambda _: None,
+                  notice=notice, files=files)
+    return committed, files
+
+
+@pytest.mark.parametrize("model", list(SHARED_LAYOUTS))
+def test_a_model_on_the_shared_embedding_writes_the_committed_sums_into_any_folder(tmp_path, model):
+    out = tmp_path / "elsewhere" / "built"          # no ../artifacts beside it
+    committed, files = _rewrite(model, out)
+    # The shared embedding's lines pin the vsr-static-1 files the build read, named as the committed ones.
+    assert (out / SUMS).read_bytes() == (committed / SUMS).read_bytes()
+    verdict, lines = build.compare(out, committed, files)
+    assert verdict == "identical", lines
+    assert sorted(p.name for p in out.iterdir()) == sorted(n for n in (*files, SUMS) if "/" not in n)
+
+
+def test_the_comparison_names_the_arrays_and_card_fields_that_differ(tmp_path):
+    def nudge(heads):
+        return {**heads, "domain_b": heads["domain_b"] + np.float32(1e-3) * np.arange(len(heads["domain_b"]))}
+
+    out = tmp_path / "built"
+    committed, files = _rewrite("vsr-static-4", out, nudge)
+    meta = json.loads((out / "model.json").read_text())
+    meta["heads"]["jailbreak"]["threshold"] += 0.001
+    (out / "model.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    verdict, lines = build.compare(out, committed, files)
+    assert verdict == "different"
+    report = "\n".join(lines)
+    assert "heads.npz: differs" in report and "domain_b" in report and "jailbreak_w" not in report, report
+    assert "model.json: differs" in report and "heads.jailbreak.threshold" in report, report
+    assert "NOTICE: identical" in report, report
+
+
+def test_threaded_blas_noise_in_the_weights_is_reported_as_within_tolerance(tmp_path):
+    """Two builds on one machine have moved jailbreak weights by ~3e-6: not byte-identical, the same model."""
+    def jitter(heads):
+        w = heads["jailbreak_w"]
+        return {**heads, "jailbreak_w": w + np.float32(3e-6) * np.sign(w)}
+
+    out = tmp_path / "built"
+    committed, files = _rewrite("vsr-static-7", out, jitter)
+    verdict, lines = build.compare(out, committed, files)
+    assert verdict == "within float tolerance", lines
+    report = "\n".join(lines)
+    assert "heads.npz: differs within float tolerance" in report, report
+    assert re.search(r"jailbreak_w: max \|difference\| 3(\.\d)?e-06", report) and "domain_w" not in report, report
+    assert "model.json: identical" in report and "SHA256SUMS: differs" in report, report
+    # The same drift with a changed card is a different model: its figures are what the card publishes.
+    meta = json.loads((out / "model.json").read_text())
+    meta["heads"]["jailbreak"]["validation_attacks_caught"] += 0.0001
+    (out / "model.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    assert build.compare(out, committed, files).verdict == "different"
+
+
+def test_a_head_whose_biases_all_moved_by_one_constant_is_the_same_model(tmp_path):
+    """Softmax reads logits up to a constant: a rebuild of -3 moved its 14 domain biases by the same 1.03e-3."""
+    def shift(heads):
+        return {**heads, "domain_b": heads["domain_b"] - np.float32(1.03e-3)}
+
+    committed, files = _rewrite("vsr-static-3", tmp_path / "built", shift)
+    verdict, lines = build.compare(tmp_path / "built", committed, files)
+    assert verdict == "within float tolerance", lines
+    assert any(line.strip().startswith("domain_b: max |difference| 0.00103") for line in lines), lines
+
+
+def test_the_help_says_what_out_writes_and_how_it_is_compared():
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "vsr_fast.models.vsr_static.build", "--help"],
+                          capture_output=True, text=True, check=True)
+    text = " ".join(done.stdout.split())
+    assert "--out DIR write here and compare with the committed files" in text, text
+    assert "../artifacts/" in text and '"within float tolerance"' in text and "exit status is 1" in text, text
+
+
+def test_vsr_static_1s_own_embedding_and_tokenizer_are_compared_too(tmp_path):
+    import shutil
+    out = tmp_path / "built"
+    shutil.copytree(build.MODELS["vsr-static-1"].folder, out)
+    assert build.compare(out, build.ARTIFACTS, build.FILES).verdict == "identical"
+    spec = json.loads((out / "tokenizer.json").read_text())
+    spec["truncation"] = {"max_length": 512}
+    (out / "tokenizer.json").write_text(json.dumps(spec, ensure_ascii=False, separators=(",", ":")))
+    verdict, lines = build.compare(out, build.ARTIFACTS, build.FILES)
+    assert verdict == "different" and "tokenizer.json: differs" in lines and "embedding.npz: identical" in lines
+    assert max(len(line) for line in lines) < 250, "a one-line file is quoted in part, not whole"

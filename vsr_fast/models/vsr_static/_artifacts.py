@@ -42,7 +42,8 @@ ARTIFACTS_5 = Path(__file__).parent / "artifacts-5"
 ARTIFACTS_6 = Path(__file__).parent / "artifacts-6"
 ARTIFACTS_7 = Path(__file__).parent / "artifacts-7"
 FILES = ("embedding.npz", "heads.npz", "model.json", "tokenizer.json", "NOTICE")
-FILES_2 = ("heads.npz", "model.json", "NOTICE", "../artifacts/embedding.npz", "../artifacts/tokenizer.json")
+SHARED = "../artifacts/"   # how a later model's SHA256SUMS names the vsr-static-1 files it shares
+FILES_2 = ("heads.npz", "model.json", "NOTICE", SHARED + "embedding.npz", SHARED + "tokenizer.json")
 FILES_3 = FILES_2   # the same layout: own heads, the shared embedding pinned by checksum
 FILES_4 = FILES_2
 FILES_5 = FILES_2
@@ -56,8 +57,13 @@ class ArtifactError(Exception):
     """The artifacts are missing, or differ from their SHA256SUMS: the model must not load."""
 
 
-def sha256_lines(directory: Path, files: tuple[str, ...] = FILES) -> str:
-    return "".join(f"{hashlib.sha256((directory / n).read_bytes()).hexdigest()}  {n}\n" for n in files)
+def sha256_lines(directory: Path, files: tuple[str, ...] = FILES, shared: Path = ARTIFACTS) -> str:
+    """`sha256sum` lines for ``files`` of ``directory``. A name under ``SHARED`` is vsr-static-1's file in
+    ``shared``, the folder the build read it from: the lines do not depend on where ``directory`` is."""
+    def path(name: str) -> Path:
+        return shared / name.removeprefix(SHARED) if name.startswith(SHARED) else directory / name
+
+    return "".join(f"{hashlib.sha256(path(n).read_bytes()).hexdigest()}  {n}\n" for n in files)
 
 
 def verify(directory: Path, files: tuple[str, ...] = FILES) -> None:

@@ -28,17 +28,20 @@ vsr-static-3`` (a jailbreak head with n-grams: ``_build3``) and ``--model vsr-st
    probability used by set and single-criterion yes/no questions.
 5. Write artifacts/, NOTICE and SHA256SUMS.
 
-``--work`` keeps the wheels and the teacher's token table between runs.
+``--work`` keeps the wheels and the teacher's token table between runs. ``--out`` writes
+elsewhere than the committed folder and compares the result with it (``EPILOG``, ``_compare``).
 The test splits are the benchmark's (``bench.decision_quality``), not the build's.
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -46,8 +49,9 @@ from tokenizers import Tokenizer
 from ...systemone.presets import DOMAINS
 from . import _sources
 from ._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ARTIFACTS_5, ARTIFACTS_6, ARTIFACTS_7, FILES,
-                         SUMS, dequantise, sha256_lines)
+                         FILES_2, FILES_3, FILES_4, FILES_5, FILES_6, FILES_7, SUMS, dequantise, sha256_lines)
 from ._bert import Bert, read_safetensors
+from ._compare import DIFFERENT, compare
 from ._embedding import StaticEmbedding
 from ._fit import auc, fit_logistic, log, softmax, zero_shot_calibration
 
@@ -226,36 +230,46 @@ def build(work: Path, out: Path) -> None:
           meta, tokenizer_json)
 
 
+class Model(NamedTuple):
+    folder: Path                 # the committed artifacts
+    files: tuple[str, ...]       # what its SHA256SUMS lists
+    builder: str                 # the module whose ``build(work, out, log)`` makes it ("" for -1: ``build`` here)
+
+
+MODELS = {"vsr-static-1": Model(ARTIFACTS, FILES, ""),
+          "vsr-static-2": Model(ARTIFACTS_2, FILES_2, "_build2"), "vsr-static-3": Model(ARTIFACTS_3, FILES_3, "_build3"),
+          "vsr-static-4": Model(ARTIFACTS_4, FILES_4, "_build4"), "vsr-static-5": Model(ARTIFACTS_5, FILES_5, "_build5"),
+          "vsr-static-6": Model(ARTIFACTS_6, FILES_6, "_build6"), "vsr-static-7": Model(ARTIFACTS_7, FILES_7, "_build7")}
+
+EPILOG = """--out DIR writes the model's own files and its SHA256SUMS into DIR, then compares each with
+the committed folder and says which differ (for arrays, by how much; for model.json, which fields).
+The verdict is "identical" (byte for byte), "within float tolerance" (model.json and NOTICE
+identical, arrays within float noise: see _compare.py) or "different"; the exit status is 1
+only for "different". vsr-static-2 to -7 are trained on vsr-static-1's committed embedding
+(artifacts/), which their SHA256SUMS pin as ../artifacts/...: DIR holds no copy of it, so DIR loads
+as a model once it sits beside an artifacts/ folder (as artifacts-N/ does). Without --out the build
+overwrites the committed folder; `git diff` is then the comparison."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="vsr-static-4",
-                        choices=("vsr-static-1", "vsr-static-2", "vsr-static-3", "vsr-static-4", "vsr-static-5",
-                                 "vsr-static-6", "vsr-static-7"))
-    parser.add_argument("--work", type=Path, help="keep packages and the teacher table here (default: a temp dir)")
-    parser.add_argument("--out", type=Path, help="default: the model's committed artifacts folder")
+    parser = argparse.ArgumentParser(prog="python -m vsr_fast.models.vsr_static.build",
+                                     description=__doc__.splitlines()[0], epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="vsr-static-4", choices=tuple(MODELS))
+    parser.add_argument("--work", type=Path, metavar="DIR",
+                        help="keep packages and the teacher table here (default: a temp dir)")
+    parser.add_argument("--out", type=Path, metavar="DIR",
+                        help="write here and compare with the committed files (default: overwrite the model's "
+                             "committed artifacts folder)")
     args = parser.parse_args(argv)
+    model = MODELS[args.model]
+    out = args.out or model.folder
 
     def run(work: Path) -> None:
-        if args.model == "vsr-static-1":
-            build(work, args.out or ARTIFACTS)
-        elif args.model == "vsr-static-2":
-            from . import _build2
-            _build2.build(work, args.out or ARTIFACTS_2, log)
-        elif args.model == "vsr-static-3":
-            from . import _build3
-            _build3.build(work, args.out or ARTIFACTS_3, log)
-        elif args.model == "vsr-static-4":
-            from . import _build4
-            _build4.build(work, args.out or ARTIFACTS_4, log)
-        elif args.model == "vsr-static-5":
-            from . import _build5
-            _build5.build(work, args.out or ARTIFACTS_5, log)
-        elif args.model == "vsr-static-6":
-            from . import _build6
-            _build6.build(work, args.out or ARTIFACTS_6, log)
+        if not model.builder:
+            build(work, out)
         else:
-            from . import _build7
-            _build7.build(work, args.out or ARTIFACTS_7, log)
+            importlib.import_module(f"{__package__}.{model.builder}").build(work, out, log)
 
     if args.work is not None:
         args.work.mkdir(parents=True, exist_ok=True)
@@ -263,7 +277,14 @@ def main(argv: list[str] | None = None) -> int:
     else:
         with tempfile.TemporaryDirectory() as tmp:
             run(Path(tmp))
-    return 0
+    if out.resolve() == model.folder.resolve():
+        log(f"wrote the committed folder {out}: `git diff` shows what changed")
+        return 0
+    verdict, lines = compare(out, model.folder, model.files)
+    for line in lines:
+        log(f"compare with {model.folder.name}/: {line}")
+    log(f"{args.model} in {out} against the committed {model.folder.name}/: {verdict}")
+    return 1 if verdict == DIFFERENT else 0
 
 
 if __name__ == "__main__":
