@@ -184,7 +184,11 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
             losses.append(dropped(turn.path, "empty"))
             continue
         if messages and messages[-1]["role"] == role:
-            messages[-1]["content"] += blocks   # tool results and the user's next words share a turn
+            # Tool results and the user's next words share a turn, the results first: Anthropic refuses a
+            # tool_result after another block.
+            merged = messages[-1]["content"] + blocks
+            messages[-1]["content"] = [b for b in merged if b["type"] == "tool_result"] + \
+                [b for b in merged if b["type"] != "tool_result"]
         else:
             messages.append({"role": role, "content": blocks})
     if not messages:
