@@ -22,12 +22,21 @@
 - Chat: ``max_tokens`` is deprecated and OpenAI's reasoning models (o-series, gpt-5) refuse it ("Unsupported
   parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead");
   ``metadata`` needs ``store`` on ("metadata is only allowed when store is enabled").
+- Tool names, in all three: ``^[a-zA-Z0-9_-]{1,64}$`` (OpenAI: "string does not match pattern", Anthropic's tool
+  definition docs the same); Messages tool call ids ``^[a-zA-Z0-9_-]+$`` in ``tool_use.id`` and
+  ``tool_result.tool_use_id`` ("String should match pattern"); a user message's ``tool_result`` blocks before any
+  other block ("tool_result blocks must come first"); Chat ``tool`` messages right after the assistant message
+  with their calls ("messages with role 'tool' must be a response to a preceding message with 'tool_calls'").
 - Chat and Responses: a ``tool_choice`` (and Chat's ``parallel_tool_calls``) needs declared tools ("tool_choice
   is only allowed when tools are specified"), and one naming a function names a declared one.
 """
 from __future__ import annotations
 
+import re
+
 _SECONDS = {None: 300, "5m": 300, "1h": 3600}
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_CALL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 
 
 def problems(body: dict, api_format: str) -> list[str]:
@@ -35,6 +44,7 @@ def problems(body: dict, api_format: str) -> list[str]:
     found = []
     if _tool_exchange(body, api_format) and not body.get("tools"):
         found.append("a tool exchange without declared tools")
+    found += _tool_names(body)
     if api_format in ("openai", "responses"):
         found += _openai_tools(body, api_format)
     if api_format == "responses":
@@ -43,12 +53,13 @@ def problems(body: dict, api_format: str) -> list[str]:
                   for i, item in enumerate(body.get("input") or [])
                   if isinstance(item, dict) and item.get("type") == "message" and item.get("content") == []]
     if api_format == "openai":
+        found += _chat_tool_order(body)
         if "max_tokens" in body:
             found.append("max_tokens (reasoning models take max_completion_tokens only)")
         if body.get("metadata") is not None and body.get("store") is not True:
             found.append("metadata without store")
     if api_format == "anthropic":
-        found += _empty_content(body)
+        found += _empty_content(body) + _tool_blocks(body)
         blank = [s for s in body.get("stop_sequences") or [] if not s.strip()]
         if blank:
             found.append(f"whitespace-only stop sequences {blank}")
@@ -160,4 +171,38 @@ def _cacheable(body: dict) -> list[dict]:
             if b.get("type") == "tool_result" and isinstance(b.get("content"), list):
                 found += b["content"]
             found.append(b)
+    return found
+
+
+def _tool_names(body: dict) -> list[str]:
+    names = [(t.get("function") or {}).get("name") if "function" in t else t.get("name")
+             for t in body.get("tools") or [] if isinstance(t, dict)]
+    return [f"tool name {n!r} outside ^[a-zA-Z0-9_-]{{1,64}}$" for n in names
+            if isinstance(n, str) and not _TOOL_NAME.match(n)]
+
+
+def _tool_blocks(body: dict) -> list[str]:
+    """Messages: call ids in Anthropic's pattern, and a user message's tool results before its other blocks."""
+    found = []
+    for i, m in enumerate(body.get("messages") or []):
+        blocks = m.get("content") if isinstance(m.get("content"), list) else []
+        for b in blocks:
+            key = {"tool_use": "id", "tool_result": "tool_use_id"}.get(b.get("type"))
+            if key is not None and not _CALL_ID.match(str(b.get(key, ""))):
+                found.append(f"messages[{i}] {b['type']}.{key} {b.get(key)!r} outside ^[a-zA-Z0-9_-]+$")
+        kinds = [b.get("type") == "tool_result" for b in blocks]
+        if m.get("role") == "user" and kinds != sorted(kinds, reverse=True):
+            found.append(f"messages[{i}] has a tool_result after another block")
+    return found
+
+
+def _chat_tool_order(body: dict) -> list[str]:
+    """Chat: each tool message follows the assistant message with its call, or another tool message."""
+    found, called = [], set()
+    for i, m in enumerate(body.get("messages") or []):
+        if m.get("role") == "tool":
+            if m.get("tool_call_id") not in called:
+                found.append(f"messages[{i}] answers no call of the assistant message before it")
+            continue
+        called = {c.get("id") for c in m.get("tool_calls") or []} if m.get("role") == "assistant" else set()
     return found

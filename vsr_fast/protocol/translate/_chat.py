@@ -427,6 +427,7 @@ class StreamReader:
         self._open_calls: dict[int, list[str]] = {}   # open call blocks, in the order they began -> their arguments
         self._next = 0
         self._calls: dict[int | str, int] = {}  # Chat tool_calls[].index (or id) -> block index
+        self._ids: dict[int | str, str] = {}    # Chat tool_calls[].index -> the id of the call it holds now
         self._last_call: int | str | None = None
         self._finish: str | None = None
         self._usage: Usage | None = None
@@ -483,6 +484,12 @@ class StreamReader:
             f"id:{tc.id}" if tc.id else self._last_call if self._last_call is not None else 0)
         self._last_call = key
         block = self._calls.get(key)
+        if block is not None and tc.id and self._ids.get(key, tc.id) != tc.id:
+            # Another id under the same index is another call: Ollama, SGLang and Gemini's OpenAI endpoint send
+            # parallel calls each whole at index 0.
+            block = None
+        if tc.id:
+            self._ids[key] = tc.id
         if block is None:
             out += self._stop_text()
             # A new call ends those whose arguments are whole: one after another, as most backends send them.

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 import uuid
 from collections.abc import Callable, Iterable
@@ -31,6 +32,21 @@ def native_id(prefix: str, answer_id: str) -> str:
     if not answer_id:
         return new_id(prefix)
     return answer_id if answer_id.startswith(prefix) else prefix + answer_id
+
+
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
+NAME_LIMIT = 64   # OpenAI's and Anthropic's tool names: ^[a-zA-Z0-9_-]{1,64}$
+
+
+def safe_token(text: str, limit: int | None = None) -> str:
+    """``text`` within ``^[a-zA-Z0-9_-]{1,limit}$``: itself when it is already, else its other characters made
+    ``_``, cut short, and ``_`` + 8 hex digits of its hash appended, so that the same text always gives the same
+    token and two texts that differ only where they were changed still give two."""
+    if text and (limit is None or len(text) <= limit) and _UNSAFE.search(text) is None:
+        return text
+    mark = "_" + hashlib.sha256(text.encode()).hexdigest()[:8]
+    kept = _UNSAFE.sub("_", text)
+    return (kept if limit is None else kept[:limit - len(mark)]) + mark
 
 
 def unknown_fields(raw: bytes, known: Iterable[str]) -> list[Loss]:

@@ -6,7 +6,8 @@ string (a patch, a script) rather than JSON arguments. A Chat or Messages
 backend knows function tools only, so:
 
 - a namespace's tool ``exec`` in namespace ``functions`` becomes the function
-  ``functions__exec`` (names stay within ``[A-Za-z0-9_-]``, as both APIs require);
+  ``functions__exec`` (names stay within ``[A-Za-z0-9_-]`` and 64 characters, as both APIs require: a longer
+  one is cut short, a hash of it appended);
 - a custom tool becomes a function with one required string argument, ``input``;
   a grammar it declares goes into the description (no backend enforces it:
   reported as converted);
@@ -21,7 +22,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .. import responses as wire
-from ._common import dumps, parse_arguments
+from ._common import NAME_LIMIT, dumps, parse_arguments, safe_token
 from ._ir import ToolDef
 from ._losses import CONVERTED, Loss, dropped
 
@@ -38,11 +39,13 @@ class ToolName(NamedTuple):
 
 
 def qualified(namespace: str | None, name: str) -> str:
-    """The function name a namespaced tool gets elsewhere: ``<namespace>__<name>``."""
+    """The function name a namespaced tool gets elsewhere: ``<namespace>__<name>``, within the 64 characters of
+    ``[a-zA-Z0-9_-]`` OpenAI and Anthropic take (``safe_token``: shortened, a hash of the whole appended); a tool
+    outside a namespace keeps the client's name."""
     if not namespace:
         return name
     prefix = namespace.rstrip("_") + "__"
-    return name if name.startswith(prefix) else prefix + name
+    return safe_token(name if name.startswith(prefix) else prefix + name, NAME_LIMIT)
 
 
 class ToolNames:

@@ -5,7 +5,8 @@ import msgspec
 
 from .. import anthropic as wire
 from ._common import (
-    EFFORT_BUDGET, ENCODER, data_url, dumps, native_id, parse_arguments, read_error, split_data_url, unknown_fields,
+    EFFORT_BUDGET, ENCODER, data_url, dumps, native_id, parse_arguments, read_error, safe_token, split_data_url,
+    unknown_fields,
 )
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
@@ -183,7 +184,11 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
             losses.append(dropped(turn.path, "empty"))
             continue
         if messages and messages[-1]["role"] == role:
-            messages[-1]["content"] += blocks   # tool results and the user's next words share a turn
+            # Tool results and the user's next words share a turn, the results first: Anthropic refuses a
+            # tool_result after another block.
+            merged = messages[-1]["content"] + blocks
+            messages[-1]["content"] = [b for b in merged if b["type"] == "tool_result"] + \
+                [b for b in merged if b["type"] != "tool_result"]
         else:
             messages.append({"role": role, "content": blocks})
     if not messages:
@@ -356,10 +361,10 @@ def _block(p, losses: list[Loss]) -> dict | None:
         if args is None:
             losses.append(Loss(CONVERTED, "invalid_json", p.path))
             args = {}
-        return {"type": "tool_use", "id": p.id, "name": p.name, "input": args}
+        return {"type": "tool_use", "id": call_id(p.id), "name": p.name, "input": args}
     if isinstance(p, ToolResult):
         content = [b for b in (_block(c, losses) for c in p.content) if b is not None]
-        block: dict = {"type": "tool_result", "tool_use_id": p.call_id, "content": content}
+        block: dict = {"type": "tool_result", "tool_use_id": call_id(p.call_id), "content": content}
         if p.is_error:
             block["is_error"] = True
         return block
@@ -384,6 +389,13 @@ def _block(p, losses: list[Loss]) -> dict | None:
         return None
     losses.append(dropped(p.path))
     return None
+
+
+def call_id(given: str) -> str:
+    """A tool call's id as Anthropic takes it (``^[a-zA-Z0-9_-]+$``): another provider's (Kimi's
+    ``functions.get_weather:0``, a client's ``call 2``) made valid, the same in a call and in its result, in a
+    request to Anthropic and in an answer to a Messages client, which sends it back."""
+    return safe_token(given)
 
 
 def _tool(t: ToolDef) -> dict:
@@ -453,7 +465,7 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
             args = parse_arguments(p.arguments)
             if args is None:
                 losses.append(Loss(CONVERTED, "invalid_json", p.path))
-            content.append(wire.OutToolUse(p.id, p.name, args or {}))
+            content.append(wire.OutToolUse(call_id(p.id), p.name, args or {}))
         else:
             losses.append(dropped(p.path))   # Messages cannot carry an image answer
     stop = FINISH_OUT[answer.finish]
@@ -582,7 +594,7 @@ class StreamWriter:
             n = self._index[ev.index] = len(self._index)
             self._open = ev.index
             block = ({"type": "text", "text": ""} if ev.kind == "text"
-                     else {"type": "tool_use", "id": ev.call_id, "name": ev.name, "input": {}})
+                     else {"type": "tool_use", "id": call_id(ev.call_id), "name": ev.name, "input": {}})
             return out + named_event(b"content_block_start", ENCODER.encode(
                 {"type": "content_block_start", "index": n, "content_block": block}))
         if isinstance(ev, (TextDelta, ArgsDelta)):

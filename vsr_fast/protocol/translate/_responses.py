@@ -132,12 +132,35 @@ def _read_item(item: wire.Item, path: str, conv: Conversation, losses: list[Loss
         output = item.output if item.output is not None else ""
         result = ToolResult(_need(item.call_id, f"{path}.call_id"), _parts(output, f"{path}.output", losses),
                             path=path)
-        if last is not None and last.role == "tool":
-            last.parts.append(result)
+        at = _answered_at(conv.turns, result.call_id)
+        if at < len(conv.turns):
+            # The user spoke between the call and its result (Codex, as the user types on): the result goes
+            # right after its call, as Chat and Messages need it (a tool message after the call, Anthropic's
+            # tool_result blocks first in the user turn), the words after it.
+            losses.append(Loss(MOVED, "position", path))
+        before = conv.turns[at - 1] if at else None
+        if before is not None and before.role == "tool":
+            before.parts.append(result)
         else:
-            conv.turns.append(Turn("tool", [result], path))
+            conv.turns.insert(at, Turn("tool", [result], path))
     else:
         losses.append(dropped(path))   # reasoning, hosted tool calls, item references
+
+
+def _answered_at(turns: list[Turn], call_id: str) -> int:
+    """Where the result of call ``call_id`` goes: at the end, unless only user or system turns follow the
+    assistant turn (and its results) that made the call; then before those."""
+    k = len(turns)
+    while k and turns[k - 1].role in ("user", "system"):
+        k -= 1
+    if k == len(turns):
+        return k
+    j = k
+    while j and turns[j - 1].role == "tool":
+        j -= 1
+    made = j and turns[j - 1].role == "assistant" and any(
+        isinstance(p, ToolCall) and p.id == call_id for p in turns[j - 1].parts)
+    return k if made else len(turns)
 
 
 def _parts(content, path: str, losses: list[Loss]) -> list:
