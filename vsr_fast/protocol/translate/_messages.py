@@ -196,7 +196,7 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
         body["system"] = system
     if conv.tools:
         body["tools"] = [_tool(t) for t in conv.tools]
-    choice = _tool_choice(conv)
+    choice = _tool_choice(conv, losses)
     if choice is not None:
         body["tool_choice"] = choice
     if conv.temperature is not None:
@@ -395,9 +395,17 @@ def _tool(t: ToolDef) -> dict:
     return tool
 
 
-def _tool_choice(conv: Conversation) -> dict | None:
+def _tool_choice(conv: Conversation, losses: list[Loss]) -> dict | None:
     c = conv.tool_choice
     if c is None and conv.parallel_tool_calls is not False:
+        return None
+    offered = {t.name for t in conv.tools}
+    if json_schema(conv.response_format) is not None:
+        offered.add(JSON_TOOL)      # ``_json_tool`` adds it, and rewrites the choice around it
+    if not offered or c is not None and c.kind == "tool" and c.name not in offered:
+        # Anthropic refuses a choice without its tools ("tool_choice may only be specified while providing
+        # tools") or naming one it was not given, as OpenAI does; parallel_tool_calls is carried in the choice.
+        losses.append(dropped("parallel_tool_calls" if c is None else c.path))
         return None
     kind = "auto" if c is None else {"required": "any"}.get(c.kind, c.kind)
     out: dict = {"type": kind}
