@@ -173,7 +173,7 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     for turn in conv.turns:
         if turn.role == "system":
             # Anthropic has one system prompt, before the conversation.
-            system += [{"type": "text", "text": p.text} for p in turn.parts]
+            system += [_marker({"type": "text", "text": p.text}, p) for p in turn.parts]
             losses.append(Loss(MOVED, "position", turn.path))
             continue
         role = "assistant" if turn.role == "assistant" else "user"
@@ -345,9 +345,7 @@ class JsonUnwrapping:
 def _block(p, losses: list[Loss]) -> dict | None:
     if isinstance(p, (Text, Image)) and p.cache_control is not None:
         block = _block(msgspec.structs.replace(p, cache_control=None), losses)
-        if block is not None:
-            block["cache_control"] = p.cache_control   # a Chat client's prompt-caching marker, as LiteLLM sends it
-        return block
+        return None if block is None else _marker(block, p)
     if isinstance(p, Text):
         # An empty text block is refused ("text content blocks must be non-empty") and says nothing.
         return {"type": "text", "text": p.text} if p.text else None
@@ -392,7 +390,14 @@ def _tool(t: ToolDef) -> dict:
         tool["description"] = t.description
     if t.strict:
         tool["strict"] = True
-    return tool
+    return _marker(tool, t)
+
+
+def _marker(block: dict, source: Text | Image | ToolDef) -> dict:
+    """``block`` with its source's prompt-caching marker, as LiteLLM sends a Chat client's to Anthropic."""
+    if source.cache_control is not None:
+        block["cache_control"] = source.cache_control
+    return block
 
 
 def _tool_choice(conv: Conversation, losses: list[Loss]) -> dict | None:
