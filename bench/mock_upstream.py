@@ -68,6 +68,9 @@ from bench._http import (
 
 MODEL_ID = "mock-model"
 MIDSTREAM_CHUNKS = 2
+# A Responses stream opens with two events before its answer (response.created, response.in_progress): a cut after
+# those alone is a failure before the answer began, which a router answers by falling back, not mid-stream.
+OPENING_EVENTS = {"responses": 2}
 
 
 class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -78,7 +81,10 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     chunk_interval_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     fail_rate: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
     fail_status: Annotated[int, msgspec.Meta(ge=400, le=599)] = 500
-    fail_mode: Literal["status", "reset", "midstream"] = "status"
+    # status: an error answer of fail_status; reset: the connection dropped; midstream: a stream cut after two
+    # chunks; error_event: a 200 stream whose one event is the API's error for fail_status (a Responses stream:
+    # response.created and response.in_progress first, then response.failed), as a provider overloaded at once sends.
+    fail_mode: Literal["status", "reset", "midstream", "error_event"] = "status"
     fail_first: Annotated[int, msgspec.Meta(ge=0)] = 0     # the next N generation requests fail, whatever the rate
     retry_after: str | None = None      # a Retry-After header on injected status failures
     content: str = "Hello! This is a canned answer from the mock upstream."
@@ -296,6 +302,27 @@ def error_body(message: str, status: int, api: str = "chat") -> bytes:
     return msgspec.json.encode(
         {"error": {"message": message, "type": kind, "param": None, "code": None}}
     )
+
+
+# An error event's kind by the status a whole answer would have had: (Anthropic's type, OpenAI's code).
+_EVENT_ERRORS = {400: ("invalid_request_error", "invalid_prompt"), 429: ("rate_limit_error", "rate_limit_exceeded"),
+                 503: ("overloaded_error", "server_is_overloaded"), 529: ("overloaded_error", "server_is_overloaded")}
+
+
+def error_events(plan: Plan, status: int) -> list[bytes]:
+    """A stream that fails before its answer begins: its API's error event(s) for ``status``."""
+    kind, code = _EVENT_ERRORS.get(status, ("api_error", "server_error"))
+    message = "Overloaded" if kind == "overloaded_error" else f"injected error event (status {status})"
+    if plan.api == "messages":
+        return [sse("error", {"type": "error", "error": {"type": kind, "message": message}})]
+    if plan.api == "chat":
+        return [b"data: %s\n\n" % _enc({"error": {"message": message, "type": code, "param": None, "code": code}})]
+    response = {"id": "resp_failed", "object": "response", "created_at": 0, "model": plan.model,
+                "status": "in_progress", "output": [], "error": None}
+    return [sse("response.created", {"type": "response.created", "sequence_number": 0, "response": response}),
+            sse("response.in_progress", {"type": "response.in_progress", "sequence_number": 1, "response": response}),
+            sse("response.failed", {"type": "response.failed", "sequence_number": 2, "response": {
+                **response, "status": "failed", "error": {"code": code, "message": message}}})]
 
 
 def stream_head(keep_alive: bool, extra: bytes = b"") -> bytes:
@@ -522,6 +549,11 @@ class MockUpstream(Server):
         if config.fail_mode == "midstream":
             await self.fail_midstream(sock, req, plan, config)
             return False
+        if config.fail_mode == "error_event" and plan.stream:
+            events = error_events(plan, config.fail_status)
+            await send_all(sock, stream_head(req.keep_alive, config.extra_headers()) + b"".join(map(chunk, events))
+                           + b"0\r\n\r\n")
+            return req.keep_alive
         status = config.fail_status
         body = error_body(f"injected failure (status {status})", status, plan.api)
         extra = b"Retry-After: %s\r\n" % config.retry_after.encode() if config.retry_after else b""
@@ -530,13 +562,13 @@ class MockUpstream(Server):
         return req.keep_alive
 
     async def fail_midstream(self, sock: trio.socket.SocketType, req: Request, plan: Plan, config: MockConfig) -> None:
-        """Start the answer, then drop the connection: two chunks of a stream, half a whole body."""
+        """Start the answer, then drop the connection: two chunks of a stream's answer, half a whole body."""
         if not plan.stream:
             body = self.whole_body(req, plan, config)
             await send_all(sock, response_bytes(200, body, req.keep_alive)[: -(len(body) // 2)])
             return
         self.stats.streams_started += 1
-        events = self.stream_events(req, plan, config)[:MIDSTREAM_CHUNKS]
+        events = self.stream_events(req, plan, config)[:MIDSTREAM_CHUNKS + OPENING_EVENTS.get(plan.api, 0)]
         await send_all(sock, stream_head(req.keep_alive) + events[0])
         for event in events[1:]:
             await send_all(sock, event)

@@ -15,7 +15,8 @@
   ("max_tokens must be greater than thinking.budget_tokens"), no tool_choice forcing a tool ("Thinking may not be
   enabled when tool_choice forces tool use"), no ``top_k``, no ``temperature`` but 1 and no ``top_p`` below 0.95
   (Anthropic's extended thinking docs, "Feature compatibility").
-- Messages ``tool_choice`` of type ``tool`` names a declared tool ("Tool 'x' not found in provided tools").
+- Messages ``tool_choice`` of type ``tool`` names a declared tool ("Tool 'x' not found in provided tools"), and
+  any ``tool_choice`` needs declared tools ("tool_choice may only be specified while providing tools").
 - Messages content: every message but a final assistant one has content ("all messages must have non-empty
   content except for the optional final assistant message"), no text block is empty ("text content blocks must
   be non-empty"), and no stop sequence is whitespace only ("each stop sequence must contain non-whitespace").
@@ -76,7 +77,9 @@ def problems(body: dict, api_format: str) -> list[str]:
                          "not a thinking block")
         found += _thinking_rules(body)
         choice = body.get("tool_choice")
-        if isinstance(choice, dict) and choice.get("type") == "tool" and choice.get("name") not in [
+        if choice is not None and not body.get("tools"):
+            found.append("tool_choice without tools")
+        elif isinstance(choice, dict) and choice.get("type") == "tool" and choice.get("name") not in [
                 t.get("name") for t in body.get("tools") or []]:
             found.append(f"tool_choice names {choice.get('name')!r}, not a declared tool")
     return found

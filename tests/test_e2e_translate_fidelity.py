@@ -81,6 +81,62 @@ def test_chat_cache_control_and_a_jpg_image_reach_an_anthropic_provider(gw, mock
     assert warnings_of(tap.headers) == set()
 
 
+def test_chat_tool_and_message_cache_control_reach_an_anthropic_provider(gw, mock):
+    """LiteLLM's clients mark a tool and a whole message: the tool keeps its marker, a message's goes on its last
+    content block (as LiteLLM places it), a system message's on its system block."""
+    client, tap = chat(gw)
+    tool = {"type": "function", "function": {"name": "weather", "parameters": {"type": "object", "properties": {}}},
+            "cache_control": EPHEMERAL}
+    client.chat.completions.create(model="m-anthropic", max_tokens=64, tools=[tool], messages=[
+        {"role": "system", "content": "long rules", "cache_control": EPHEMERAL},
+        {"role": "user", "content": [{"type": "text", "text": "long document"}, {"type": "text", "text": "q"}],
+         "cache_control": EPHEMERAL},
+        {"role": "assistant", "content": "a"},
+        {"role": "user", "content": "q2", "cache_control": EPHEMERAL}])
+    body = sent(mock, "anthropic")
+    assert body["tools"][0]["cache_control"] == EPHEMERAL
+    assert body["system"] == [{"type": "text", "text": "long rules", "cache_control": EPHEMERAL}]
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "long document"},
+                                     {"type": "text", "text": "q", "cache_control": EPHEMERAL}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "a"}]},
+        {"role": "user", "content": [{"type": "text", "text": "q2", "cache_control": EPHEMERAL}]}]
+    assert warnings_of(tap.headers) == set()
+
+
+def test_a_chat_tool_messages_cache_control_marks_its_result(gw, mock):
+    client, tap = chat(gw)
+    tool = {"type": "function", "function": {"name": "weather", "parameters": {"type": "object", "properties": {}}}}
+    client.chat.completions.create(model="m-anthropic", max_tokens=64, tools=[tool], messages=[
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny", "cache_control": EPHEMERAL}])
+    [result] = sent(mock, "anthropic")["messages"][-1]["content"]
+    assert result["content"] == [{"type": "text", "text": "sunny", "cache_control": EPHEMERAL}]
+    assert warnings_of(tap.headers) == set()
+
+
+def test_cache_control_a_provider_cannot_carry_is_listed(gw, mock):
+    """A Responses provider has no prompt-caching markers, and an assistant message ending in a tool call has no
+    block of Anthropic's here to carry one: each is dropped and listed, never silently."""
+    client, tap = chat(gw)
+    tool = {"type": "function", "function": {"name": "weather", "parameters": {"type": "object", "properties": {}}},
+            "cache_control": EPHEMERAL}
+    ask = [{"role": "user", "content": [{"type": "text", "text": "q", "cache_control": EPHEMERAL}]},
+           {"role": "assistant", "content": None, "cache_control": EPHEMERAL, "tool_calls": [
+               {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}]},
+           {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+           {"role": "user", "content": "q2", "cache_control": EPHEMERAL}]
+    client.chat.completions.create(model="m-responses", max_tokens=64, tools=[tool], messages=ask)
+    assert "cache_control" not in json.dumps(sent(mock, "responses"))
+    assert warnings_of(tap.headers) == {loss("dropped", "unsupported", f) for f in (
+        "tools[0].cache_control", "messages[0].content[0].cache_control", "messages[1].cache_control",
+        "messages[3].cache_control")}
+    client.chat.completions.create(model="m-anthropic", max_tokens=64, tools=[tool], messages=ask)
+    assert warnings_of(tap.headers) == {loss("dropped", "unsupported", "messages[1].cache_control")}
+
+
 # --- 10: a refusal in each client's own shape ----------------------------------------------------------------------
 
 
@@ -263,3 +319,48 @@ def test_a_failed_tool_result_stays_marked_as_an_error(gw, mock, backend):
         [result] = [i for i in body["input"] if i.get("type") == "function_call_output"]
         assert result["output"] == "Error: service unavailable"
     assert warnings_of(tap.headers) == {loss("converted", "unsupported", "messages[2].content[0].is_error")}
+
+
+# --- images in a tool's result, to a Chat provider (outside trial) ---------------------------------------------------
+
+
+def test_a_messages_tool_results_images_follow_the_tool_messages_for_a_chat_provider(gw, mock):
+    """A Chat tool message carries text only: the text stays in it, the images go in a user message right after the
+    turn's tool messages (LiteLLM's placement), so the model sees them; each listed as moved."""
+    client, tap = messages(gw)
+    tool = {"name": "shot", "input_schema": {"type": "object", "properties": {}}}
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64}}
+    client.messages.create(model="m-openai", max_tokens=64, tools=[tool], messages=[
+        {"role": "user", "content": "take two screenshots"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "shot", "input": {}},
+                                          {"type": "tool_use", "id": "toolu_2", "name": "shot", "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "first"}, image]},
+            {"type": "tool_result", "tool_use_id": "toolu_2", "content": [image]},
+            {"type": "text", "text": "what do they show?"}]}])
+    body = sent(mock, "openai")
+    url = f"data:image/png;base64,{PNG_B64}"
+    assert body["messages"][2:] == [
+        {"role": "tool", "tool_call_id": "toolu_1", "content": "first"},
+        {"role": "tool", "tool_call_id": "toolu_2", "content": ""},
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
+                                     {"type": "image_url", "image_url": {"url": url}}]},
+        {"role": "user", "content": "what do they show?"}]
+    assert warnings_of(tap.headers) == {loss("moved", "position", f"messages[2].content[{i}]")
+                                        for i in ("0].content[1", "1].content[0")}
+
+
+def test_a_responses_function_call_outputs_image_follows_it_for_a_chat_provider(gw, mock):
+    client, tap = chat(gw)
+    url = f"data:image/png;base64,{PNG_B64}"
+    client.responses.create(model="m-openai", max_output_tokens=64, tools=[
+        {"type": "function", "name": "shot", "parameters": {"type": "object", "properties": {}}}], input=[
+        {"role": "user", "content": "take a screenshot"},
+        {"type": "function_call", "call_id": "call_1", "name": "shot", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": [
+            {"type": "input_text", "text": "here"}, {"type": "input_image", "image_url": url}]}])
+    body = sent(mock, "openai")
+    assert body["messages"][-2:] == [
+        {"role": "tool", "tool_call_id": "call_1", "content": "here"},
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}]
+    assert warnings_of(tap.headers) == {loss("moved", "position", "input[2].output[1]")}

@@ -272,3 +272,40 @@ def test_n_above_one_goes_to_the_candidate_that_carries_it(gw, mock):
     assert tap.headers["x-vsr-selected-model"] == "m-openai"
     assert last(mock, "openai")["n"] == 2
     assert len(answer.choices) >= 1
+
+
+# --- tool_choice without its tools, to an Anthropic backend (outside trial) ------------------------------------------
+
+
+@pytest.mark.parametrize(("kw", "field"), [
+    ({"parallel_tool_calls": False}, "parallel_tool_calls"),
+    ({"tool_choice": "none"}, "tool_choice"),
+    ({"tool_choice": "auto"}, "tool_choice"),
+    ({"tools": [], "tool_choice": "required"}, "tool_choice"),
+    ({"tool_choice": {"type": "function", "function": {"name": "weather"}}}, "tool_choice"),
+])
+def test_a_chat_tool_choice_without_tools_is_not_sent_to_claude_and_is_listed(gw, mock, kw, field):
+    """Anthropic refuses it ("tool_choice may only be specified while providing tools"), as OpenAI does."""
+    client, tap = chat(gw)
+    client.chat.completions.create(model="m-anthropic", max_tokens=64, messages=ASK, **kw)
+    body = last(mock, "anthropic")
+    assert "tool_choice" not in body and "tools" not in body, body
+    assert warnings_of(tap.headers) == {loss("dropped", "unsupported", field)}
+
+
+@pytest.mark.parametrize("choice", ["none", "required"])
+def test_a_responses_tool_choice_without_tools_is_not_sent_to_claude_and_is_listed(gw, mock, choice):
+    client, tap = chat(gw)
+    client.responses.create(model="m-anthropic", input="Where is the Louvre?", max_output_tokens=64,
+                            tool_choice=choice)
+    assert "tool_choice" not in last(mock, "anthropic")
+    assert warnings_of(tap.headers) == {loss("dropped", "unsupported", "tool_choice")}
+
+
+def test_a_tool_choice_none_beside_tools_reaches_claude_as_none(gw, mock):
+    client, tap = chat(gw)
+    client.chat.completions.create(model="m-anthropic", max_tokens=64, messages=ASK, tools=[WEATHER],
+                                   tool_choice="none", parallel_tool_calls=False)
+    body = last(mock, "anthropic")
+    assert body["tool_choice"] == {"type": "none"} and [t["name"] for t in body["tools"]] == ["weather"]
+    assert warnings_of(tap.headers) == set()

@@ -68,6 +68,7 @@ class Message(Struct, frozen=True):
     name: str | None = None
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
+    cache_control: dict[str, Any] | None = None   # the whole message's, as LiteLLM's clients mark one for Anthropic
 
     def text(self) -> str:
         """The message's text parts joined; images and audio contribute nothing."""
@@ -88,6 +89,7 @@ class FunctionDef(Struct, frozen=True):
 class Tool(Struct, frozen=True):
     function: FunctionDef
     type: str = "function"
+    cache_control: dict[str, Any] | None = None   # Anthropic's prompt caching on a tool, as LiteLLM carries it
 
 
 class StreamOptions(Struct, frozen=True):

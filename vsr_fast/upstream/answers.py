@@ -92,6 +92,9 @@ _TERMINATOR = {"anthropic": "message_stop", "responses": "response.completed"}
 _LAST = frozenset({"message_stop", "response.completed", "response.incomplete", "response.failed"})
 # The backend's own word that the answer failed: it ends the stream, and the answer is no whole one.
 _FAILED = frozenset({"error", "response.failed"})
+# Events that open a stream before its answer does: an error after these alone is still a failure before the
+# first byte of an answer, the next candidate's to answer (LiteLLM's ``is_pre_first_chunk``).
+PREAMBLE = frozenset({"message_start", "ping", "response.created", "response.in_progress", "response.queued"})
 _FIELDS = frozenset({b"data", b"event", b"id", b"retry"})
 _BOUNDARY = re.compile(rb"\r?\n\r?\n")
 _SIMPLE = re.compile(rb"(?:event: ?[^\r\n:]*\r?\n)?data: ?([^\r\n]*)")
@@ -112,8 +115,8 @@ class EventCheck:
     no byte after it.
     """
 
-    __slots__ = ("_data", "_ends", "_label", "_open", "_pending", "_terminator", "done", "ended", "erred", "events",
-                 "failure")
+    __slots__ = ("_data", "_ends", "_label", "_open", "_pending", "_terminator", "answering", "done", "ended", "erred",
+                 "erred_data", "events", "failure")
 
     def __init__(self, api_format: str, label: str) -> None:
         self._data = _EVENT_DATA.get(api_format, _CHUNK)
@@ -126,6 +129,8 @@ class EventCheck:
         self.ended = False          # the answer's end came: its terminator or an error event
         self.done = False           # its terminator came: nothing after it is the answer's
         self.erred: str | None = None   # the backend's error event that ended it (error, response.failed)
+        self.erred_data = b""           # that event's data
+        self.answering = False          # an event of the answer came (not a ``PREAMBLE`` one, not an error)
         self.failure: UpstreamInvalid | None = None
 
     def feed(self, chunk: bytes) -> int:
@@ -213,7 +218,7 @@ class EventCheck:
     def _check_data(self, value: bytes) -> UpstreamInvalid | None:
         if value == b"[DONE]" and self._data is _CHUNK:
             self.events += 1
-            self.ended = self.done = True
+            self.ended = self.done = self.answering = True
             return None
         try:
             event = self._data.decode(value)
@@ -224,9 +229,12 @@ class EventCheck:
             self.ended = True
             self.done = event.type in _LAST
             if event.type in _FAILED:
-                self.erred = event.type
+                self.erred, self.erred_data = event.type, bytes(value)
+                return None
         elif self._data is _CHUNK and event.choices:
             self._choices(event.choices)
+        if not self.answering and event.type not in PREAMBLE:
+            self.answering = True
         return None
 
     def _choices(self, choices: list[_Choice]) -> None:
@@ -245,6 +253,46 @@ class EventCheck:
         # The backend's bytes go to the log, not to the client: they are not the router's to relay.
         log.warning("backend %s streamed %s: %r", self._label, what, sample[:200])
         return UpstreamInvalid.at(self._label, f"streamed {what}")
+
+
+# An error event's type or code -> the status its failure has when a backend answers it whole. Anthropic's types
+# (its errors page), OpenAI's and its Responses codes; anything else is the backend's own failure (500).
+_EVENT_STATUS = {"invalid_request_error": 400, "invalid_prompt": 400, "authentication_error": 401,
+                 "permission_error": 403, "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429,
+                 "rate_limit_exceeded": 429, "overloaded_error": 529, "overloaded": 503, "server_is_overloaded": 503,
+                 "timeout_error": 504}
+
+
+class _ErrorEvent(msgspec.Struct):
+    """An error event's data, of any protocol: Messages' and Chat's ``error`` object, a Responses ``error`` event
+    (its fields flat, or nested under ``error``) or ``response.failed`` (``response.error``)."""
+
+    error: Any = None
+    response: Any = None
+    code: Any = None
+    message: Any = None
+
+
+_ERROR_EVENT = msgspec.json.Decoder(_ErrorEvent)
+
+
+def event_error(api_format: str, data: bytes) -> tuple[int, bytes]:
+    """The status and error body (``api_format``'s error shape) of a backend's error event ``data``."""
+    try:
+        event = _ERROR_EVENT.decode(data)
+    except msgspec.DecodeError:
+        event = _ErrorEvent()
+    error = event.error if isinstance(event.error, dict) else \
+        event.response.get("error") if isinstance(event.response, dict) else None
+    error = error if isinstance(error, dict) else {"code": event.code, "message": event.message}
+    kinds = [k for k in (error.get("type"), error.get("code")) if isinstance(k, str)]
+    status = next((_EVENT_STATUS[k] for k in kinds if k in _EVENT_STATUS), 500)
+    message = error.get("message") if isinstance(error.get("message"), str) else "the stream failed"
+    if api_format == "anthropic":
+        kind = kinds[0] if kinds else "api_error"
+        return status, msgspec.json.encode({"type": "error", "error": {"type": kind, "message": message}})
+    return status, msgspec.json.encode({"error": {"message": message, "type": kinds[0] if kinds else "server_error",
+                                                  "param": None, "code": error.get("code")}})
 
 
 def check_status(status: int, label: str) -> None:
@@ -318,6 +366,24 @@ class Checked:
         if kind is None:
             return None
         return UpstreamError.at(self._label, f"ended its answer with its own {kind} event", cause="upstream_error")
+
+    @property
+    def answering(self) -> bool:
+        """An event of the answer itself came, past the stream's opening events (``PREAMBLE``)."""
+        return self._check.answering
+
+    @property
+    def ended(self) -> bool:
+        return self._check.ended
+
+    def failed_at_once(self, api_format: str, secret: bytes | None) -> tuple[int, bytes] | None:
+        """A stream whose answer never began, ended by the backend's error event: the status and error body
+        (``api_format``'s, the key struck out) the same failure answered whole would have; else None."""
+        check = self._check
+        if check.erred is None or check.answering:
+            return None
+        status, body = event_error(api_format, check.erred_data)
+        return status, sanitized(body, secret, api_format, status, self._label)
 
     def __aiter__(self) -> "Checked":
         return self

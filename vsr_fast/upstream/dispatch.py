@@ -262,6 +262,18 @@ class Dispatcher:
                 rest = answers.Checked(resp.chunks(), answers.EventCheck(model.api_format, backend.label),
                                        backend.max_response_bytes, backend.label)
                 first = await _first_event(rest)
+                failed = rest.failed_at_once(model.api_format, backend.secret)
+                if failed is not None:
+                    # Its error event before any of the answer: nothing reached the client, so the failure is
+                    # the backend's error status (an overloaded_error its 529), counted and moved on from as one.
+                    await resp.aclose()
+                    status, body = failed
+                    self._record(attempts, model, backend, started, status, None)
+                    if _moves_on(backend, status):
+                        failure = _status_failure(status, body, resp, model, backend, rnd, "application/json")
+                        continue
+                    return Whole(model, backend, status, body, "application/json", attempts,
+                                 rate_headers=resp.rate_headers())
                 self._record(attempts, model, backend, started, status, None)
                 return Stream(model, backend, status, content_type, first, rest, resp, attempts)
             except (UpstreamError, *TransportError) as exc:
@@ -326,13 +338,14 @@ async def _read_whole(resp: Response, model: ProviderModel, backend: Backend, pa
 
 
 async def _first_event(chunks: answers.Checked) -> bytes:
-    """The stream's bytes up to its first well-formed event: a backend whose stream is broken from the start
-    (not an event stream, an empty one, a first event that is no event of its protocol) is UpstreamInvalid
-    while the router can still fall back, before a byte reaches the client."""
+    """The stream's bytes up to its first well-formed event of the answer (past its opening ones, such as
+    ``message_start`` or ``response.created``), or up to its end: a backend whose stream is broken from the start
+    (not an event stream, an empty one, a first event that is no event of its protocol, an error event before
+    any of the answer) is a failure while the router can still fall back, before a byte reaches the client."""
     first: list[bytes] = []      # joined once: a first event of many reads is not copied again at each
     async for chunk in chunks:
         first.append(chunk)
-        if chunks.events:
+        if chunks.answering or chunks.ended:
             break
     return first[0] if len(first) == 1 else b"".join(first)
 
@@ -418,7 +431,7 @@ def _whole(model: ProviderModel, backend: Backend, resp: Response, body: bytes, 
 
 
 def _status_failure(status: int, body: bytes, resp: Response, model: ProviderModel, backend: Backend,
-                    rnd: _Round) -> UpstreamError:
+                    rnd: _Round, content_type: str | None = None) -> UpstreamError:
     delay = _retry_after(resp)
     if status in RETRY_LATER_STATUS:
         rnd.retryable = True
@@ -427,7 +440,7 @@ def _status_failure(status: int, body: bytes, resp: Response, model: ProviderMod
             # Until then, this request's next round and other requests try the backend's peers first.
             backend.not_before = time.monotonic() + delay
     return UpstreamStatus.at(backend.label, f"answered HTTP {status}", status=status, body=body,
-                             content_type=resp.header(b"content-type", "application/json"),
+                             content_type=content_type or resp.header(b"content-type", "application/json"),
                              api_format=model.api_format, retry_after_s=_whole_seconds(delay),
                              headers=resp.rate_headers())
 

@@ -12,7 +12,7 @@ from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
     GeneratedImage, Image, Started, Text, TextDelta, ToolCall, ToolChoice, ToolDef, ToolResult, Turn, Usage,
 )
-from ._losses import CONVERTED, Loss, dropped
+from ._losses import CONVERTED, MOVED, Loss, dropped
 from ._sse import data_event
 
 PATH = "/chat/completions"
@@ -44,7 +44,7 @@ def read_request(req: wire.ChatRequest, raw: bytes) -> tuple[Conversation, list[
         if m.name is not None:
             losses.append(dropped(f"{path}.name"))
         if m.role in ("system", "developer"):
-            texts = _texts(m, path, losses)
+            texts = _marked(m, _texts(m, path, losses), path, losses)
             if leading:
                 conv.system += texts
             else:
@@ -52,14 +52,15 @@ def read_request(req: wire.ChatRequest, raw: bytes) -> tuple[Conversation, list[
             continue
         leading = False
         if m.role == "user":
-            conv.turns.append(Turn("user", _parts(m, path, losses), path))
+            conv.turns.append(Turn("user", _marked(m, _parts(m, path, losses), path, losses), path))
         elif m.role == "assistant":
             parts: list = _texts(m, path, losses)
             for j, tc in enumerate(m.tool_calls or ()):
                 parts.append(ToolCall(tc.id, tc.function.name, tc.function.arguments, f"{path}.tool_calls[{j}]"))
+            parts = _marked(m, parts, path, losses)
             conv.turns.append(Turn("assistant", parts, path))
         elif m.role == "tool":
-            result = ToolResult(m.tool_call_id or "", list(_texts(m, path, losses)), path=path)
+            result = ToolResult(m.tool_call_id or "", _marked(m, _texts(m, path, losses), path, losses), path=path)
             if conv.turns and conv.turns[-1].role == "tool":
                 conv.turns[-1].parts.append(result)
             else:
@@ -71,7 +72,7 @@ def read_request(req: wire.ChatRequest, raw: bytes) -> tuple[Conversation, list[
         if tool.type != "function":
             losses.append(dropped(f"tools[{i}]"))
             continue
-        conv.tools.append(ToolDef(f.name, f.description, f.parameters, f.strict, f"tools[{i}]"))
+        conv.tools.append(ToolDef(f.name, f.description, f.parameters, f.strict, f"tools[{i}]", tool.cache_control))
     conv.tool_choice = _tool_choice(req.tool_choice, losses)
     conv.parallel_tool_calls = req.parallel_tool_calls
     conv.max_tokens = req.max_completion_tokens or req.max_tokens
@@ -85,6 +86,20 @@ def read_request(req: wire.ChatRequest, raw: bytes) -> tuple[Conversation, list[
         losses.append(Loss(CONVERTED, "unsupported", "n"))
     conv.shared = {k: (getattr(req, k), k) for k in SHARED if getattr(req, k) is not None}
     return conv, losses
+
+
+def _marked(m: wire.Message, parts: list, path: str, losses: list[Loss]) -> list:
+    """``parts`` with the message's own cache_control on the last of them, where LiteLLM puts a whole message's
+    marker for Anthropic (the cache's prefix ends with the message); dropped, and listed, when that part cannot
+    carry one (a tool call) or already has its own."""
+    if m.cache_control is None:
+        return parts
+    last = parts[-1] if parts else None
+    if isinstance(last, (Text, Image)) and last.cache_control is None:
+        return [*parts[:-1], msgspec.structs.replace(last, cache_control=m.cache_control,
+                                                     cache_path=f"{path}.cache_control")]
+    losses.append(dropped(f"{path}.cache_control"))
+    return parts
 
 
 def _texts(m: wire.Message, path: str, losses: list[Loss]) -> list:
@@ -145,8 +160,16 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
         messages.append({"role": "system", "content": _content(conv.system)})
     for turn in conv.turns:
         if turn.role == "tool":
+            media: list = []
             for r in turn.parts:
-                messages.append({"role": "tool", "tool_call_id": r.call_id, "content": _result_text(r, losses)})
+                messages.append({"role": "tool", "tool_call_id": r.call_id,
+                                 "content": _result_text(r, losses, media)})
+            if media:
+                # A tool message carries text only: a result's images (and files) follow the turn's tool messages in
+                # a user message, where LiteLLM puts them, so the model still sees them. Before the last tool message
+                # they would break the run of answers the assistant's calls need.
+                losses += [Loss(MOVED, "position", p.path) for p in media]
+                messages.append({"role": "user", "content": _content(media, losses)})
             continue
         if turn.role == "assistant":
             msg: dict = {"role": "assistant", "content": "".join(p.text for p in turn.parts if isinstance(p, Text))}
@@ -230,14 +253,16 @@ def _content(parts: list, losses: list[Loss] | None = None) -> str | list[dict]:
     return out
 
 
-def _result_text(r: ToolResult, losses: list[Loss]) -> str:
-    # A tool message carries text only.
+def _result_text(r: ToolResult, losses: list[Loss], media: list) -> str:
+    """The tool message's text; the result's other parts are added to ``media``, for a user message after it."""
     texts = []
     for p in r.content:
         if isinstance(p, Text):
             texts.append(p.text)
+        elif isinstance(p, Image) or isinstance(p, File) and (p.data_url or p.file_id):
+            media.append(p)
         else:
-            losses.append(dropped(p.path))
+            losses.append(dropped(p.path))   # a file by URL: Chat takes inline data or ids only
     if r.is_error:
         # A tool message has no error flag: the text says it, as the model reads it.
         losses.append(Loss(CONVERTED, "unsupported", f"{r.path}.is_error"))

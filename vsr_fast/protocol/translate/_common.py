@@ -12,6 +12,7 @@ import msgspec
 
 from ...errors import UpstreamAnswer
 from ..chat import TOP_LEVEL_DECODER
+from ._ir import Conversation, Image, Text, ToolResult
 from ._losses import Loss, dropped
 
 _DATA_URL = re.compile(r"data:([^;,]*)(;[^,]*)?,(.*)", re.S)
@@ -218,3 +219,15 @@ def effort_of_thinking(thinking: dict | None, losses: list[Loss]) -> str | None:
         losses.append(dropped("thinking"))
         return None
     return "low" if budget < EFFORT_BUDGET["medium"] else "medium" if budget < EFFORT_BUDGET["high"] else "high"
+
+
+def cache_losses(conv: Conversation) -> list[Loss]:
+    """A Chat client's prompt-caching markers (on parts, messages and tools), each dropped, for a writer whose
+    protocol has none: listed, never lost silently."""
+    parts = [*conv.system]
+    for turn in conv.turns:
+        for p in turn.parts:
+            parts += p.content if isinstance(p, ToolResult) else [p]
+    return [*(dropped(p.cache_path or f"{p.path}.cache_control") for p in parts
+              if isinstance(p, (Text, Image)) and p.cache_control is not None),
+            *(dropped(f"{t.path}.cache_control") for t in conv.tools if t.cache_control is not None)]

@@ -31,12 +31,14 @@ class NoTurns(Exception):
 
 class Text(Struct, frozen=True):
     """Text; in an answer, ``refusal`` marks the model's refusal (Chat's ``refusal``, a Responses refusal part).
-    ``cache_control``: a Chat client's prompt-caching marker on the part, for a Messages backend."""
+    ``cache_control``: a Chat client's prompt-caching marker on the part (or on its message, whose last part it
+    is), for a Messages backend; ``cache_path`` is where the client put it (empty means ``<path>.cache_control``)."""
 
     text: str
     path: str = ""
     refusal: bool = False
     cache_control: dict | None = None
+    cache_path: str = ""
 
 
 class Image(Struct, frozen=True):
@@ -48,6 +50,7 @@ class Image(Struct, frozen=True):
     path: str = ""
     detail_path: str = ""
     cache_control: dict | None = None
+    cache_path: str = ""
 
 
 class File(Struct, frozen=True):
@@ -100,6 +103,7 @@ class ToolDef(Struct, frozen=True):
     parameters: dict | None = None
     strict: bool | None = None
     path: str = ""
+    cache_control: dict | None = None   # a Chat client's prompt-caching marker on the tool
 
 
 class ToolChoice(Struct, frozen=True):

@@ -174,7 +174,7 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     for turn in conv.turns:
         if turn.role == "system":
             # Anthropic has one system prompt, before the conversation.
-            system += [{"type": "text", "text": p.text} for p in turn.parts]
+            system += [_marker({"type": "text", "text": p.text}, p) for p in turn.parts]
             losses.append(Loss(MOVED, "position", turn.path))
             continue
         role = "assistant" if turn.role == "assistant" else "user"
@@ -201,7 +201,7 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
         body["system"] = system
     if conv.tools:
         body["tools"] = [_tool(t) for t in conv.tools]
-    choice = _tool_choice(conv)
+    choice = _tool_choice(conv, losses)
     if choice is not None:
         body["tool_choice"] = choice
     if conv.temperature is not None:
@@ -350,9 +350,7 @@ class JsonUnwrapping:
 def _block(p, losses: list[Loss]) -> dict | None:
     if isinstance(p, (Text, Image)) and p.cache_control is not None:
         block = _block(msgspec.structs.replace(p, cache_control=None), losses)
-        if block is not None:
-            block["cache_control"] = p.cache_control   # a Chat client's prompt-caching marker, as LiteLLM sends it
-        return block
+        return None if block is None else _marker(block, p)
     if isinstance(p, Text):
         # An empty text block is refused ("text content blocks must be non-empty") and says nothing.
         return {"type": "text", "text": p.text} if p.text else None
@@ -404,12 +402,27 @@ def _tool(t: ToolDef) -> dict:
         tool["description"] = t.description
     if t.strict:
         tool["strict"] = True
-    return tool
+    return _marker(tool, t)
 
 
-def _tool_choice(conv: Conversation) -> dict | None:
+def _marker(block: dict, source: Text | Image | ToolDef) -> dict:
+    """``block`` with its source's prompt-caching marker, as LiteLLM sends a Chat client's to Anthropic."""
+    if source.cache_control is not None:
+        block["cache_control"] = source.cache_control
+    return block
+
+
+def _tool_choice(conv: Conversation, losses: list[Loss]) -> dict | None:
     c = conv.tool_choice
     if c is None and conv.parallel_tool_calls is not False:
+        return None
+    offered = {t.name for t in conv.tools}
+    if json_schema(conv.response_format) is not None:
+        offered.add(JSON_TOOL)      # ``_json_tool`` adds it, and rewrites the choice around it
+    if not offered or c is not None and c.kind == "tool" and c.name not in offered:
+        # Anthropic refuses a choice without its tools ("tool_choice may only be specified while providing
+        # tools") or naming one it was not given, as OpenAI does; parallel_tool_calls is carried in the choice.
+        losses.append(dropped("parallel_tool_calls" if c is None else c.path))
         return None
     kind = "auto" if c is None else {"required": "any"}.get(c.kind, c.kind)
     out: dict = {"type": kind}

@@ -10,7 +10,7 @@ import msgspec
 from ...errors import RequestError
 from .. import responses as wire
 from ._common import (
-    ENCODER, ERROR_MARK, NewId, effort_of_thinking, error_text, new_id, openai_error_type, upstream_error,
+    ENCODER, ERROR_MARK, NewId, cache_losses, effort_of_thinking, error_text, new_id, openai_error_type, upstream_error,
     unknown_fields,
 )
 # declared_tool_count is read as RESPONSES.declared_tool_count by the adapter: a re-export, not unused.
@@ -237,6 +237,7 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
             body[key] = value
     if conv.stop:
         losses.append(dropped("stop"))
+    losses += cache_losses(conv)
     rf = conv.response_format
     schema = rf.get("json_schema") if rf is not None else None
     if rf is not None and rf.get("type") == "json_schema" and isinstance(schema, dict):
