@@ -39,7 +39,7 @@ def test_the_command_a_user_runs_refuses_as_main_does():
 
 
 def test_a_log_level_in_any_case_is_taken():
-    from vsr_fast.cli._main import _parser
+    from vsr_fast.cli._parser import parser as _parser
 
     assert _parser().parse_args(["serve", "--config", "c.yaml", "--log-level", "debug"]).log_level == "DEBUG"
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from vsr_fast.cli._main import _parser
+from vsr_fast.cli._parser import parser as _parser
 
 from .procs import cli
 

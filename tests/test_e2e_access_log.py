@@ -10,6 +10,7 @@ import time
 
 import httpx
 import openai
+import pytest
 import trio
 
 from vsr_fast.server.access_log import logfmt
@@ -163,18 +164,32 @@ def _no_stream_config(tmp_path, endpoint: str, log) -> str:
     return write_config(doc, str(tmp_path))
 
 
-def test_every_line_has_a_request_id_the_client_receives_too(tmp_path, mock):
-    log = tmp_path / "access.log"
-    with router(_no_stream_config(tmp_path, f"{mock.url}/v1", log)) as proc:
-        client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="x", max_retries=0)
-        raw = client.chat.completions.with_raw_response.create(
-            model="vsr/auto", messages=[{"role": "user", "content": "hi"}])
-        made = raw.headers["x-request-id"]
-        assert re.fullmatch(r"[0-9a-f]{32}", made)
-        mine = _chat(proc, "client-chose-this")
-        assert "x-vsr-replay-id" not in mine.headers
-        wait_until(lambda: len(_lines(log)) == 2, "two lines")
-    first, second = _lines(log)
+@pytest.fixture(scope="module")
+def unjournaled(mock, tmp_path_factory):
+    """(router, its access log): no event stream; each test reads the lines its own requests added."""
+    d = tmp_path_factory.mktemp("unjournaled")
+    log = d / "access.log"
+    with router(_no_stream_config(d, f"{mock.url}/v1", log)) as proc:
+        yield proc, log
+
+
+def _new_lines(log, before: int, count: int) -> list[dict]:
+    """The ``count`` lines written after the first ``before``, once they are all there."""
+    wait_until(lambda: len(_lines(log)) == before + count, f"{count} more lines")
+    return _lines(log)[before:]
+
+
+def test_every_line_has_a_request_id_the_client_receives_too(unjournaled):
+    proc, log = unjournaled
+    before = len(_lines(log))
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="x", max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(
+        model="vsr/auto", messages=[{"role": "user", "content": "hi"}])
+    made = raw.headers["x-request-id"]
+    assert re.fullmatch(r"[0-9a-f]{32}", made)
+    mine = _chat(proc, "client-chose-this")
+    assert "x-vsr-replay-id" not in mine.headers
+    first, second = _new_lines(log, before, 2)
     assert first["request_id"] == made and second["request_id"] == "client-chose-this"
     # RFC 3339 with milliseconds, UTC.
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", first["time"])
@@ -196,16 +211,16 @@ def test_the_line_carries_the_replay_id_the_client_received(tmp_path, mock):
     assert line["replay_id"] == r.headers["x-vsr-replay-id"] and line["request_id"] == r.headers["x-request-id"]
 
 
-def test_a_request_refused_before_routing_is_logged_and_counted(tmp_path, mock):
-    log = tmp_path / "access.log"
-    with router(_no_stream_config(tmp_path, f"{mock.url}/v1", log)) as proc:
-        media = httpx.post(f"{proc.url}/v1/chat/completions", content=b"hi", headers={"content-type": "text/plain"})
-        assert media.status_code == 415
-        method = httpx.get(f"{proc.url}/v1/messages", headers={"x-request-id": "get-1"})
-        assert method.status_code == 405 and method.headers["x-request-id"] == "get-1"
-        wait_until(lambda: len(_lines(log)) == 2, "two lines")
-        metrics = httpx.get(f"{proc.url}/metrics").text
-    first, second = _lines(log)
+def test_a_request_refused_before_routing_is_logged_and_counted(unjournaled):
+    # The router's other test answers 200s only: the 415 and 405 series are this test's alone.
+    proc, log = unjournaled
+    before = len(_lines(log))
+    media = httpx.post(f"{proc.url}/v1/chat/completions", content=b"hi", headers={"content-type": "text/plain"})
+    assert media.status_code == 415
+    method = httpx.get(f"{proc.url}/v1/messages", headers={"x-request-id": "get-1"})
+    assert method.status_code == 405 and method.headers["x-request-id"] == "get-1"
+    first, second = _new_lines(log, before, 2)
+    metrics = httpx.get(f"{proc.url}/metrics").text
     assert (first["api"], first["status"], first["path"], first["error"]) == \
         ("chat", 415, "error", "unsupported_media_type")
     assert first["request_id"] == media.headers["x-request-id"]

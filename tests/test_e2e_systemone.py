@@ -297,26 +297,37 @@ def refusing_config(mock_url: str, s1_url: str, *, action: str, on_unknown: str)
     return d
 
 
-def test_fast_response_answers_in_each_protocol_without_a_model(mock, fake, tmp_path):
+@pytest.fixture(scope="module")
+def refusing(mock, fake, tmp_path_factory):
+    """A router whose refusing decision answers itself (fast_response), under action: refuse and a fail-closed
+    jailbreak rule; the tests below ask texts of their own, so no test reuses another's answers."""
+    doc = refusing_config(mock.url, fake.url, action="refuse", on_unknown="match")
+    with router(write_config(doc, str(tmp_path_factory.mktemp("refusing")))) as proc:
+        yield proc
+
+
+def test_fast_response_answers_in_each_protocol_without_a_model(mock, fake, refusing):
     import anthropic
     import openai
 
+    # The jailbreak rule is answered (matched), so its on_unknown is not read here.
     set_rules(fake, [{"question": "preset:jailbreak", "answer": {"choice": {"jailbreak": 0.99, "benign": 0.01}}}])
     httpx.post(f"{mock.url}/_mock/reset")
-    with router(write_config(refusing_config(mock.url, fake.url, action="refuse", on_unknown="no_match"),
-                             str(tmp_path))) as proc:
-        chat = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="x", max_retries=0)
-        raw = chat.chat.completions.with_raw_response.create(model="auto", messages=[{"role": "user", "content": "hi"}])
-        assert raw.parse().choices[0].message.content == "Declined by the guard."
-        assert raw.headers["x-vsr-response-path"] == "fast_response"
-        assert raw.headers["x-vsr-selected-decision"] == "blocked" and "x-vsr-selected-model" not in raw.headers
-        text = "".join(c.choices[0].delta.content or "" for c in chat.chat.completions.create(
-            model="auto", messages=[{"role": "user", "content": "hi"}], stream=True) if c.choices)
-        assert text == "Declined by the guard."
-        msg = anthropic.Anthropic(base_url=proc.url, api_key="x", max_retries=0).messages.create(
-            model="auto", max_tokens=50, messages=[{"role": "user", "content": "hi"}])
-        assert msg.content[0].text == "Declined by the guard." and msg.stop_reason == "end_turn"
-        assert httpx.get(f"{mock.url}/_mock/stats").json()["requests"] == 0
+    proc = refusing
+    chat = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="x", max_retries=0)
+    raw = chat.chat.completions.with_raw_response.create(model="auto", messages=[{"role": "user", "content": "hi"}])
+    assert raw.parse().choices[0].message.content == "Declined by the guard."
+    assert raw.headers["x-vsr-response-path"] == "fast_response"
+    assert raw.headers["x-vsr-selected-decision"] == "blocked" and "x-vsr-selected-model" not in raw.headers
+    text = "".join(c.choices[0].delta.content or "" for c in chat.chat.completions.create(
+        model="auto", messages=[{"role": "user", "content": "hi"}], stream=True) if c.choices)
+    assert text == "Declined by the guard."
+    msg = anthropic.Anthropic(base_url=proc.url, api_key="x", max_retries=0).messages.create(
+        model="auto", max_tokens=50, messages=[{"role": "user", "content": "hi"}])
+    assert msg.content[0].text == "Declined by the guard." and msg.stop_reason == "end_turn"
+    assert httpx.get(f"{mock.url}/_mock/stats").json()["requests"] == 0
+    seen = calls(fake)
+    assert seen and all(c["status"] == 200 for c in seen), "the jailbreak rule was asked and answered, never unknown"
 
 
 @pytest.mark.parametrize("on_unknown", ["match", "no_match"], ids=["failed-closed-refusal", "unread-refusing-rule"])
@@ -343,18 +354,17 @@ def test_overloaded_refusing_rule_answers_a_retryable_error(mock, fake, tmp_path
     del openai
 
 
-def test_without_retry_an_overloaded_fail_closed_rule_refuses(mock, fake, tmp_path):
+def test_without_retry_an_overloaded_fail_closed_rule_refuses(mock, fake, refusing):
     set_rules(fake, [{"question": "*", "fail": "overloaded"}])
     httpx.post(f"{mock.url}/_mock/reset")
-    with router(write_config(refusing_config(mock.url, fake.url, action="refuse", on_unknown="match"),
-                             str(tmp_path))) as proc:
-        r = ask(proc, "hello there")
-        assert r.status_code == 200 and r.headers["x-vsr-response-path"] == "fast_response"
-        # The fail-closed jailbreak rule (unknown -> match) chose the refusing decision; no model was asked.
-        assert r.headers["x-vsr-selected-decision"] == "blocked"
-        assert r.json()["choices"][0]["message"]["content"] == "Declined by the guard."
-        assert httpx.get(f"{mock.url}/_mock/stats").json()["requests"] == 0, "the upstream was never called"
-        assert [c["status"] for c in calls(fake)] == [429], "refused once, not asked again under action: refuse"
+    proc = refusing
+    r = ask(proc, "hello there")
+    assert r.status_code == 200 and r.headers["x-vsr-response-path"] == "fast_response"
+    # The fail-closed jailbreak rule (unknown -> match) chose the refusing decision; no model was asked.
+    assert r.headers["x-vsr-selected-decision"] == "blocked"
+    assert r.json()["choices"][0]["message"]["content"] == "Declined by the guard."
+    assert httpx.get(f"{mock.url}/_mock/stats").json()["requests"] == 0, "the upstream was never called"
+    assert [c["status"] for c in calls(fake)] == [429], "refused once, not asked again under action: refuse"
 
 
 # --- TLS and keys to a remote System One API -------------------------------------------------------

@@ -46,11 +46,12 @@ def _series(text: str, name: str) -> dict[str, float]:
     return {m.group(1): float(m.group(2)) for m in re.finditer(rf"^{name}(\{{[^}}]*\}})? (\S+)$", text, re.M)}
 
 
-# What importing the serving code alone leaves alive: the router's frozen heap holds more (its configuration,
-# upstreams, metrics), so freezing before those were built would fail the test below.
+# What importing the serving code alone leaves alive (the modules ``vsr-fast serve`` imports before it loads its
+# configuration): the router's frozen heap holds more (its configuration, upstreams, metrics), so freezing before
+# those were built would fail the test below.
 _IMPORTS = """
 import gc
-import vsr_fast.cli._main, vsr_fast.server.serve
+import vsr_fast.cli._main, vsr_fast.errors, vsr_fast.routing, vsr_fast.server.process, vsr_fast.server.serve
 gc.collect()
 gc.freeze()
 print(gc.get_freeze_count())

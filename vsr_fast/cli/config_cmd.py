@@ -13,19 +13,6 @@ from ..routing.migrate_target import router_target
 from ..routing.loaded import validate_bytes
 
 
-def add_parsers(config_sub) -> None:
-    """The ``config`` subcommands."""
-    validate = config_sub.add_parser("validate", help="print every load error and warning; exit 1 on an error")
-    validate.add_argument("file")
-    validate.add_argument("--format", choices=("text", "json"), default="text",
-                          help="json: one object with errors and warnings, each split into path, code and message")
-    m = config_sub.add_parser("migrate", help="rewrite an earlier configuration (v0.3, v0.4) as v0.5, with notes")
-    m.add_argument("file")
-    m.add_argument("-o", "--output", help="where to write the v0.5 file (default: <file>.migrated.yaml next to it)")
-    m.add_argument("--force", action="store_true", help="overwrite the output file if it exists")
-    m.add_argument("--notes", choices=("text", "json"), default="text", help="how the notes are printed (stderr)")
-
-
 def run_config(args: argparse.Namespace) -> int:
     """Dispatch ``vsr-fast config <command>``."""
     if args.config_command == "migrate":
@@ -101,4 +88,4 @@ def _migrate(args: argparse.Namespace) -> int:
     return 1 if report.errors else 0
 
 
-__all__ = ["add_parsers", "run_config", "split_line"]
+__all__ = ["run_config", "split_line"]

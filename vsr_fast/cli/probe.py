@@ -37,32 +37,11 @@ from ..server.pipeline import looper
 from ..server.preview import preview_body, preview_model, unresolved_body, with_notes
 from ..server.route import decode_chat, request_text, route_chat, trace_of
 from ..signals.base import Identity
-from ._args import whole
+from ._parser import ROUTE_FACTS as _ROUTE_FACTS
 from .probes_file import Expect, Probe, prompt_body, read_probes
 
 PREVIEW = "/api/v1/routing/preview"
 _PUBLIC_PREFIX = "x-vsr-"
-_ROUTE_FACTS = ("recipe", "decision", "algorithm")
-
-
-def add_parser(sub) -> None:
-    """``route probe`` on the ``route`` subcommand's subparsers."""
-    p = sub.add_parser("probe", help="send prompts through the routing and check where they go")
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--config", help="route in this process, on this configuration")
-    where.add_argument("--endpoint", help="a running router's base URL (its preview route answers)")
-    what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--prompt", help="one user turn")
-    what.add_argument("--probes", help="a probes file (*.probes.yaml): variants grouped by decision")
-    p.add_argument("--model", default="auto", help="the model name asked for (default: auto; a probes "
-                                                   "group's own model wins)")
-    for fact in _ROUTE_FACTS:
-        p.add_argument(f"--expect-{fact}", help=f"the {fact} every probe must get (over the probes file's)")
-    p.add_argument("--debug", action=argparse.BooleanOptionalAction, default=True,
-                   help="ask for x-vsr-trace and put it in the receipts (default: on)")
-    p.add_argument("--api-key", help="a key for a router with client keys (the preview is an admin route)")
-    p.add_argument("--concurrency", type=whole(1), default=4, help="probes in flight at once (default 4)")
-    p.add_argument("--json", action="store_true", help="print the receipts and the summary as JSON")
 
 
 @dataclass
