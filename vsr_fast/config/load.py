@@ -5,6 +5,7 @@ import copy
 import hashlib
 import os
 import typing
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -207,7 +208,7 @@ def collect(raw: object) -> Collected:
     deep = too_deep(raw)
     if deep:
         return Collected(deep, [], None)    # the checks below walk the document by recursion: none runs
-    errors = _precheck(raw)
+    errors = _precheck(raw) + control_in_names(raw)
     work = _without_removed(raw)
     warnings = _rename_aliases(work)
     set_aside: set[str] = set()
@@ -271,6 +272,24 @@ def too_deep(raw: object) -> list[str]:
             else:
                 stack.append((value, steps + [key], depth + 1, None, 0))
     return lines
+
+
+def control_in_names(raw: dict) -> list[str]:
+    """A line for each ``name`` holding a control character (a newline, a tab, DEL): names reach response
+    headers (the decision, recipe, model and backend chosen), which cannot carry one; h11 then refused every
+    answer's head. Walked without recursion (too_deep bounds the depth first)."""
+    lines: list[str] = []
+    stack: list[tuple[object, list]] = [(raw, [])]
+    while stack:
+        node, steps = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, value in items:
+            if key == "name" and isinstance(value, str) and any(unicodedata.category(c) == "Cc" for c in value):
+                lines.append(f"{_paths.render(steps + [key], raw)}: invalid_value: the name {value!r} holds a "
+                             "control character; names reach response headers, which cannot carry one")
+            elif isinstance(value, (dict, list)):
+                stack.append((value, steps + [key]))
+    return sorted(lines)
 
 
 def _levels(node: object) -> int:
