@@ -37,3 +37,9 @@ def test_a_backend_model_or_recipe_name_with_a_control_character_is_refused():
         lines = [x for x in _errors(doc) if "control character" in x]
         assert lines and all(": invalid_value: " in x for x in lines), (path, _errors(doc))
         assert any(x.startswith(f"{path}: ") for x in lines), (path, lines)
+
+
+def test_a_name_beginning_or_ending_with_a_space_is_refused():
+    """h11 refuses a header value with a space at either end as it refuses a newline."""
+    lines = [x for x in _errors(_doc(decision=" d")) if "begins or ends with a space" in x]
+    assert [x.split(": ")[0] for x in lines] == ["recipes[default].decisions[0].name"], _errors(_doc(decision=" d"))

@@ -87,7 +87,9 @@ takes; a type or range error names the path of the bad field.
 The file is at most {max_bytes} bytes (`too_large`), and its YAML aliases may
 expand it to at most {max_nodes} nodes (`yaml_aliases`, with the line and
 column; a recursive alias is refused too): nested aliases (an "alias bomb")
-are refused at once, by a load, a reload or `config validate`.
+are refused at once, by a load, a reload or `config validate`. A `name`
+holds no control character and no space at either end (`invalid_value`):
+names reach response headers.
 """.format(max_bytes=MAX_FILE_BYTES, max_nodes=MAX_EXPANDED_NODES)
 
 

@@ -275,9 +275,9 @@ def too_deep(raw: object) -> list[str]:
 
 
 def control_in_names(raw: dict) -> list[str]:
-    """A line for each ``name`` holding a control character (a newline, a tab, DEL): names reach response
-    headers (the decision, recipe, model and backend chosen), which cannot carry one; h11 then refused every
-    answer's head. Walked without recursion (too_deep bounds the depth first)."""
+    """A line for each ``name`` holding a control character (a newline, a tab, DEL) or beginning or ending with a
+    space: names reach response headers (the decision, recipe, model and backend chosen), which cannot carry
+    them; h11 then refused every answer's head. Walked without recursion (too_deep bounds the depth first)."""
     lines: list[str] = []
     stack: list[tuple[object, list]] = [(raw, [])]
     while stack:
@@ -287,6 +287,9 @@ def control_in_names(raw: dict) -> list[str]:
             if key == "name" and isinstance(value, str) and any(unicodedata.category(c) == "Cc" for c in value):
                 lines.append(f"{_paths.render(steps + [key], raw)}: invalid_value: the name {value!r} holds a "
                              "control character; names reach response headers, which cannot carry one")
+            elif key == "name" and isinstance(value, str) and value != value.strip():
+                lines.append(f"{_paths.render(steps + [key], raw)}: invalid_value: the name {value!r} begins or "
+                             "ends with a space; names reach response headers, which cannot carry one there")
             elif isinstance(value, (dict, list)):
                 stack.append((value, steps + [key]))
     return sorted(lines)
