@@ -157,3 +157,26 @@ def test_restart_required_names_where_the_file_adds_what_opens_at_start(tmp_path
     assert reload_module.restart_required(before, after) == [
         f"{where} (router_replay): what it needs opens at start",
         f"{where}.configuration.shadow: the shadow opens at start"]
+
+
+def test_an_alias_bomb_is_a_refused_reload_and_the_router_keeps_reloading(tmp_path):
+    """Nine lines of nested aliases (9**9 nodes once expanded) are refused at once, with their line; the next
+    reload of a good file is answered and applied."""
+    from .test_config_yaml import _alias_bomb
+    with mock_upstream() as upstream:
+        doc = config([{"name": "m", "backend_refs": [{"endpoint": f"{upstream.url}/v1"}]}],
+                     [{"name": "d", "modelRefs": [{"model": "m"}]}])
+        path = write_config(doc, str(tmp_path))
+        good = open(path).read()
+        with router(path) as proc, httpx.Client(timeout=60) as client:
+            with open(path, "wb") as f:
+                f.write(_alias_bomb())
+            bad = client.post(f"{proc.url}/admin/reload")
+            assert bad.status_code == 422, bad.text
+            assert f"{path}:" in bad.json()["error"]["message"] and ": yaml_aliases: " in bad.json()["error"]["message"]
+            _replace(path, good.replace("priority: 100", "priority: 90") if "priority: 100" in good else good + "\n")
+            again = client.post(f"{proc.url}/admin/reload")
+            assert again.status_code == 200, again.text
+            r = client.post(f"{proc.url}/v1/chat/completions",
+                            json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
+            assert r.status_code == 200, r.text

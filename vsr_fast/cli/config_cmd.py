@@ -6,10 +6,10 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
-
+from ..config.load import parse_bytes, read_file
 from ..config.migrate import dump, migrate
 from ..routing.migrate_target import router_target
+from ..errors import ConfigError
 from ..routing.loaded import validate_bytes
 
 
@@ -29,9 +29,9 @@ def split_line(line: str) -> dict:
 
 def _validate(path: str, fmt: str) -> int:
     try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        report_errors, report_warnings, version = [f"{path}: unreadable: {exc.strerror or exc}"], [], ""
+        data = read_file(Path(path))
+    except ConfigError as exc:
+        report_errors, report_warnings, version = exc.lines, [], ""
     else:
         report = validate_bytes(data, source=path)
         report_errors, report_warnings, version = report.errors, report.warnings, report.version_hash
@@ -57,9 +57,10 @@ def _migrate(args: argparse.Namespace) -> int:
         print(f"vsr-fast: {out} exists; pass --force to overwrite it (or -o another path)", file=sys.stderr)
         return 2
     try:
-        raw = yaml.safe_load(source.read_bytes())
-    except (OSError, yaml.YAMLError) as exc:
-        print(f"vsr-fast: cannot read {source}: {exc}", file=sys.stderr)
+        # The loader's guards (size, alias expansion, duplicate keys) hold for the file migrated too.
+        raw = parse_bytes(read_file(source), source=str(source))
+    except ConfigError as exc:
+        print(f"vsr-fast: cannot read {source}: {'; '.join(exc.lines)}", file=sys.stderr)
         return 2
     try:
         result = migrate(raw, router_target())

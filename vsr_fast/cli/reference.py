@@ -27,6 +27,7 @@ from msgspec import inspect as mi
 from ..config import application as app
 from ..config.algorithm import EXECUTORS, SELECTORS
 from ..config.catalog import Deployment
+from ..config.load import MAX_EXPANDED_NODES, MAX_FILE_BYTES
 from ..config.schema import Algorithm, CandidateRequirements, PluginEntry, ProviderModel, RouterConfig, RuleNode
 from ..config.signals import CONDITION_TYPES
 from ..decisions.projections import TYPE as PROJECTION
@@ -82,7 +83,14 @@ the schema disagree). Worked configurations: [cookbook.md](cookbook.md).
 Every block refuses fields it does not list (`unknown_field`, with the path).
 A field without a default is required. "Allowed" gives the values the load
 takes; a type or range error names the path of the bad field.
-"""
+
+The file is at most {max_bytes} bytes (`too_large`), and its YAML aliases may
+expand it to at most {max_nodes} nodes (`yaml_aliases`, with the line and
+column; a recursive alias is refused too): nested aliases (an "alias bomb")
+are refused at once, by a load, a reload or `config validate`. A `name`
+holds no control character and no space at either end (`invalid_value`):
+names reach response headers.
+""".format(max_bytes=MAX_FILE_BYTES, max_nodes=MAX_EXPANDED_NODES)
 
 
 _LABELS: dict[type, str] = {}     # each block's heading: its class name, with its module when two share it

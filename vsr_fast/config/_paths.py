@@ -36,7 +36,9 @@ def render(steps: list[str | int], raw: object) -> str:
             item = node[step] if isinstance(node, list) and step < len(node) else None
             named = tuple(keys[-2:]) in NAMED_LISTS or tuple(keys[-1:]) in NAMED_LISTS
             if named or (len(keys) >= 2 and keys[-2] == "signals"):
-                if isinstance(item, dict) and isinstance(item.get("name"), str):
+                # A name with a control character (refused: load.control_in_names) would break the error's
+                # line: the item goes by its index.
+                if isinstance(item, dict) and isinstance(item.get("name"), str) and item["name"].isprintable():
                     label = item["name"]
             parts.append(f"[{label}]")
             node = item

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import os
 import typing
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,11 +56,31 @@ class Checked:
 def check_file(path: str | Path) -> Checked:
     """Read and check ``path``; raises ConfigError listing every problem found."""
     p = Path(path)
+    return check_bytes(read_file(p), source=str(p))
+
+
+# The largest configuration file read (a reload reads the file whole, in memory, before any check), and how
+# many nodes its aliases may expand it to: PyYAML shares an alias's value, but every check walks the document
+# as a tree, so nine lines of nested aliases (an "alias bomb") are 9**9 nodes to them. yaml-cpp and Kubernetes'
+# YAML reader bound alias expansion likewise. A document without aliases stays well under both.
+MAX_FILE_BYTES = 8 * 1024 * 1024
+MAX_EXPANDED_NODES = 250_000
+
+
+def read_file(p: Path) -> bytes:
+    """``p``'s bytes; unreadable or past MAX_FILE_BYTES: a ConfigError line."""
     try:
-        data = p.read_bytes()
+        with p.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_FILE_BYTES:
+                raise ConfigError([_too_large(str(p), size)])
+            return f.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise ConfigError([f"{p}: unreadable: {exc.strerror or exc}"]) from exc
-    return check_bytes(data, source=str(p))
+
+
+def _too_large(source: str, size: int) -> str:
+    return f"{source}: too_large: the file is {size} bytes; a configuration is at most {MAX_FILE_BYTES} bytes"
 
 
 def check_bytes(data: bytes, *, source: str = "<config>") -> Checked:
@@ -69,9 +91,13 @@ def check_bytes(data: bytes, *, source: str = "<config>") -> Checked:
 def parse_bytes(data: bytes, *, source: str = "<config>") -> object:
     """YAML (or JSON) bytes as a document; a syntax error is one ConfigError line with its line and column, and a
     key written twice in one mapping (YAML would keep the last silently) one line with its path and lines."""
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError([_too_large(source, len(data))])
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(data)
     try:
         node = loader.get_single_node()
+        if node is not None:
+            _bound_aliases(node, source)
         twice = list(_duplicate_keys(node, [], set())) if node is not None else []
         doc = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
@@ -89,6 +115,43 @@ def parse_bytes(data: bytes, *, source: str = "<config>") -> object:
 
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _children(node: yaml.Node) -> list:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return node.value if isinstance(node, yaml.SequenceNode) else []
+
+
+def _bound_aliases(root: yaml.Node, source: str) -> None:
+    """Refuse a document whose aliases expand it past MAX_EXPANDED_NODES nodes, or that an alias makes
+    recursive (``&a [*a]``: a tree without end). The composer resolves an alias to its anchor's node, so an
+    alias is a node met again: each node's expanded size is counted once, bottom up, without recursion."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()     # nodes entered and not yet counted: the ancestors of the node popped
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, counted = stack.pop()
+        key = id(node)
+        if counted:
+            open_.discard(key)
+            size = 1 + sum(sizes[id(child)] for child in _children(node))
+            if size > MAX_EXPANDED_NODES:
+                raise ConfigError([f"{_at(node, source)}: yaml_aliases: aliases expand the document past "
+                                   f"{MAX_EXPANDED_NODES} nodes here; write fewer aliases"])
+            sizes[key] = size
+        elif key in open_:
+            raise ConfigError([f"{_at(node, source)}: yaml_aliases: an alias refers to a node that holds it "
+                               "(a recursive document); write the value out"])
+        elif key not in sizes:
+            open_.add(key)
+            stack.append((node, True))
+            stack.extend((child, False) for child in _children(node))
+
+
+def _at(node: yaml.Node, source: str) -> str:
+    mark = node.start_mark
+    return f"{source}:{mark.line + 1}:{mark.column + 1}"
 
 
 def _duplicate_keys(node: yaml.Node, steps: list, walked: set[int]):
@@ -145,7 +208,7 @@ def collect(raw: object) -> Collected:
     deep = too_deep(raw)
     if deep:
         return Collected(deep, [], None)    # the checks below walk the document by recursion: none runs
-    errors = _precheck(raw)
+    errors = _precheck(raw) + control_in_names(raw)
     work = _without_removed(raw)
     warnings = _rename_aliases(work)
     set_aside: set[str] = set()
@@ -209,6 +272,27 @@ def too_deep(raw: object) -> list[str]:
             else:
                 stack.append((value, steps + [key], depth + 1, None, 0))
     return lines
+
+
+def control_in_names(raw: dict) -> list[str]:
+    """A line for each ``name`` holding a control character (a newline, a tab, DEL) or beginning or ending with a
+    space: names reach response headers (the decision, recipe, model and backend chosen), which cannot carry
+    them; h11 then refused every answer's head. Walked without recursion (too_deep bounds the depth first)."""
+    lines: list[str] = []
+    stack: list[tuple[object, list]] = [(raw, [])]
+    while stack:
+        node, steps = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, value in items:
+            if key == "name" and isinstance(value, str) and any(unicodedata.category(c) == "Cc" for c in value):
+                lines.append(f"{_paths.render(steps + [key], raw)}: invalid_value: the name {value!r} holds a "
+                             "control character; names reach response headers, which cannot carry one")
+            elif key == "name" and isinstance(value, str) and value != value.strip():
+                lines.append(f"{_paths.render(steps + [key], raw)}: invalid_value: the name {value!r} begins or "
+                             "ends with a space; names reach response headers, which cannot carry one there")
+            elif isinstance(value, (dict, list)):
+                stack.append((value, steps + [key]))
+    return sorted(lines)
 
 
 def _levels(node: object) -> int:

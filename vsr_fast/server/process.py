@@ -11,8 +11,10 @@ router's own receivers (``serve``) take over and again once they have closed:
 
 A third SIGTERM or SIGINT does not escalate either: the README names SIGTERM the graceful stop and nothing
 faster, and conventions disagree on the fast one (nginx: TERM and INT fast, QUIT graceful; gunicorn: TERM
-graceful, INT and QUIT quick). SIGKILL, or SIGQUIT's default action (left as it is), ends a process at once;
-sent to a supervisor alone, its workers then drain as at SIGTERM (their parent-death signal).
+graceful, INT and QUIT quick). SIGKILL, or SIGQUIT's default action (left as it is), ends a process at once; a
+supervisor takes SIGQUIT as the quick stop and kills its workers. A supervisor killed, its workers drain as at
+SIGTERM (their parent-death signal). Whatever blocks a drain, the process ends HARD_EXIT_MARGIN_S past it
+(``hard_exit_after``), and a supervisor kills a worker still running some seconds later.
 
 A supervisor starts its workers with SIGHUP and SIGUSR1 blocked (``spawn_blocked``): one sent on before the
 worker's ``hold_signals`` ran stays pending, and is held then, rather than killing the worker.
@@ -20,6 +22,7 @@ worker's ``hold_signals`` ran stays pending, and is held then, rather than killi
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import signal
 import subprocess
@@ -31,7 +34,12 @@ HELD = frozenset({signal.SIGHUP, signal.SIGUSR1})
 SUPERVISOR_ENV = "VSR_SUPERVISOR_PID"
 _PR_SET_PDEATHSIG = 1
 
-_state = {"hangup": False, "draining": False, "supervisor": 0}
+# How long past its drain's end (drain delay plus graceful timeout) a stopping process may take to close its
+# stores and exit before its hard deadline ends it (hard_exit_after); a supervisor waits this and more before
+# it kills a worker (serve._run_workers).
+HARD_EXIT_MARGIN_S = 10.0
+
+_state = {"hangup": False, "draining": False, "supervisor": 0, "deadline": False}
 
 
 def _say(line: str) -> None:
@@ -75,6 +83,33 @@ def hold_signals() -> None:
     signal.signal(signal.SIGINT, _stop)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
     die_with_supervisor()
+
+
+def hard_exit_after(seconds: float) -> None:
+    """End this process by SIGALRM's default action ``seconds`` from now, unless it has exited by then: a drain
+    that cannot finish (a thread trio cannot cancel, CPU work on the loop) must not keep it alive. The kernel
+    delivers the alarm's default action: no lock, thread or loop of this process has to run. Armed once."""
+    if _state["deadline"]:
+        return
+    _state["deadline"] = True
+    whole = max(1, math.ceil(seconds))
+    _say(f"vsr-fast: stopping; ending at the latest {whole} s from now")
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(whole)
+
+
+def arm_on(signums: tuple[int, ...], seconds: float) -> None:
+    """Wrap the handlers now set for ``signums`` (a trio signal receiver's) so the first of them arms
+    ``hard_exit_after(seconds)`` in the handler itself, which runs between two bytecodes of the main thread
+    even while the loop that would read the receiver is blocked."""
+    for signum in signums:
+        inner = signal.getsignal(signum)
+
+        def armed(received, frame, inner=inner) -> None:
+            hard_exit_after(seconds)
+            if callable(inner):
+                inner(received, frame)
+        signal.signal(signum, armed)
 
 
 def take_held_hangup() -> bool:

@@ -337,9 +337,14 @@ async def _on_signals(generations: Generations, shutdown: trio.Event, opts: Serv
     event) rather than cut with no status.
 
     A repeated SIGTERM or SIGINT is the same request (systemd or supervisord signal the process group, so a
-    worker gets the supervisor's copy too): the drain goes on. SIGKILL ends the process at once."""
+    worker gets the supervisor's copy too): the drain goes on. SIGKILL ends the process at once, and the first
+    SIGTERM or SIGINT arms a hard deadline past the drain (``process.hard_exit_after``): a drain something
+    blocks still ends."""
     async with trio.open_nursery() as nursery:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            # Whatever blocks the drain, the process ends past it (a worker orphaned by kill -9 included).
+            process.arm_on((signal.SIGTERM, signal.SIGINT),
+                           opts.drain_delay_s + opts.graceful_timeout_s + process.HARD_EXIT_MARGIN_S)
             task_status.started()
             draining = False
             async for signum in signals:
@@ -467,10 +472,12 @@ async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str
              for index in range(opts.workers)]
     print(f"vsr-fast: supervisor of {opts.workers} workers on http://{host}:{port}", file=sys.stderr, flush=True)
     stopping = False
+    stop_started = trio.Event()
 
     def stop_all(signum: int) -> None:
         nonlocal stopping
         stopping = True
+        stop_started.set()
         process.note_draining()
         for p in procs:
             if p.poll() is None:
@@ -489,15 +496,39 @@ async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str
                   flush=True)
             stop_all(signal.SIGTERM)
 
+    def kill_all(why: str) -> None:
+        for index, p in enumerate(procs):
+            if p.poll() is None:
+                print(f"vsr-fast: supervisor: worker {index} still running {why}; SIGKILL", file=sys.stderr,
+                      flush=True)
+                p.kill()
+        sock.close()
+
+    async def kill_late() -> None:
+        # A worker ends itself past its drain (process.hard_exit_after); one that cannot (stopped, or its
+        # deadline lost) is killed a little later, so the supervisor always exits (gunicorn, Envoy likewise).
+        await stop_started.wait()
+        await trio.sleep(opts.drain_delay_s + opts.graceful_timeout_s + 2 * process.HARD_EXIT_MARGIN_S)
+        kill_all("past the graceful timeout")
+
     async with trio.open_nursery() as nursery:
         async def forward(task_status=trio.TASK_STATUS_IGNORED) -> None:
-            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1) as signals:
+            nonlocal stopping
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1,
+                                           signal.SIGQUIT) as signals:
                 task_status.started()
                 if process.take_held_hangup():
                     _send_on(procs, signal.SIGHUP)
                 async for signum in signals:
                     name = signal.Signals(signum).name
-                    if signum in (signal.SIGHUP, signal.SIGUSR1):
+                    if signum == signal.SIGQUIT:
+                        # The quick stop: no drain, the workers killed (each would only drain at a signal).
+                        stopping = True
+                        live = sum(p.poll() is None for p in procs)
+                        print(f"vsr-fast: supervisor: SIGQUIT: ending {live} workers at once", file=sys.stderr,
+                              flush=True)
+                        kill_all("at SIGQUIT")
+                    elif signum in (signal.SIGHUP, signal.SIGUSR1):
                         # A reload (or USR1's meaning): every worker, each holding it until it serves.
                         _send_on(procs, signum)
                     elif stopping:
@@ -510,6 +541,7 @@ async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str
                               f"{opts.drain_delay_s + opts.graceful_timeout_s:g} s)", file=sys.stderr, flush=True)
                         stop_all(signum)
         await nursery.start(forward)
+        nursery.start_soon(kill_late)
         async with trio.open_nursery() as waiting:
             for index, p in enumerate(procs):
                 waiting.start_soon(watch, index, p)

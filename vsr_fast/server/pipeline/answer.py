@@ -24,7 +24,7 @@ from ...protocol.translate import render_warnings
 from ...upstream import Stream, Whole, failure_cause
 from ..asgi import Send, send_whole
 from . import guard as response_guard
-from .exchange import Exchange
+from .exchange import Exchange, UnsendableHeader
 from .masking import restorer
 from .plugins import Fast
 
@@ -474,7 +474,12 @@ def _midstream(ex: Exchange, stream: Stream, exc: Exception, held: str) -> Upstr
 
 
 async def error(ex: Exchange, send: Send, exc: VsrError) -> None:
-    """The error in the client's protocol, with the public headers."""
+    """The error in the client's protocol, with the public headers (the sendable ones: an error whose headers
+    HTTP cannot carry is answered as that failure, a 500, so the client, the log and the metrics agree)."""
+    try:
+        ex.headers()
+    except UnsendableHeader as unsendable:
+        ex.failure = exc = unsendable
     status, content_type, body = ex.adapter.error(exc)
     ex.status = status
     ex.recipe = ex.recipe or getattr(exc, "recipe", None)

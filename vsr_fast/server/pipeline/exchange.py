@@ -6,6 +6,7 @@ answer stage writes the status and path; ``rec`` records every step.
 """
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -27,6 +28,12 @@ _TRACE = h.TRACE.encode()
 _REQUEST_ID = h.REQUEST_ID.encode()
 _WARNINGS = h.WARNINGS.encode()
 _COST, _COST_CURRENCY = h.COST.encode(), h.COST_CURRENCY.encode()
+# A header value h11 sends (RFC 9110 field-value): visible bytes, inner spaces and tabs, no control byte.
+_SENDABLE = re.compile(rb"(?:[^\x00-\x20]+(?:[ \t]+[^\x00-\x20]+)*)?")
+
+
+class UnsendableHeader(VsrError):
+    """A response header's value HTTP cannot carry (a name with a newline reached it): the answer is a 500."""
 
 
 class Exchange:
@@ -102,7 +109,14 @@ class Exchange:
         out += self.extra
         if content_type is not None:
             out.append((b"content-type", content_type.encode()))
-        return out
+        bad = [name for name, value in out if not _SENDABLE.fullmatch(value)]
+        if not bad:
+            return out
+        if not isinstance(self.failure, UnsendableHeader):
+            # h11 would refuse the head, and the server answer a bare 500 the access log never saw: the
+            # request fails here instead, answered 500 with its body (and counted so) without these headers.
+            raise UnsendableHeader(f"internal error: the response header {bad[0].decode()} cannot be sent")
+        return [(name, value) for name, value in out if name not in bad]
 
     def provider_headers(self) -> list[tuple[str, bytes]]:
         """The client headers registered to reach providers; every other one, x-vsr-* included, stays here.
