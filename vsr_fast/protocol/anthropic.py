@@ -274,6 +274,9 @@ class Block(Struct, frozen=True):
     id: str | None = None
     name: str | None = None
     input: Any = None
+    thinking: str | None = None     # thinking
+    signature: str | None = None
+    data: str | None = None         # redacted_thinking
 
 
 class MessagesResponse(Struct, frozen=True):
@@ -299,6 +302,15 @@ class OutToolUse(Struct, tag="tool_use", frozen=True):
     input: dict[str, Any]
 
 
+class OutThinking(Struct, tag="thinking", frozen=True):
+    thinking: str
+    signature: str     # "" for reasoning that no Anthropic model signed (an OpenAI-format backend's)
+
+
+class OutRedactedThinking(Struct, tag="redacted_thinking", frozen=True):
+    data: str
+
+
 class OutUsage(Struct, frozen=True):
     """Usage as Anthropic sends it: every counter an integer (clients add them up), never null."""
 
@@ -313,7 +325,7 @@ class OutMessage(Struct, frozen=True):
 
     id: str
     model: str
-    content: list[OutText | OutToolUse]
+    content: list[OutThinking | OutRedactedThinking | OutText | OutToolUse]
     stop_reason: str | None
     stop_sequence: str | None = None
     usage: OutUsage = OutUsage()
@@ -330,6 +342,8 @@ class Delta(Struct, frozen=True):
     type: str
     text: str | None = None
     partial_json: str | None = None
+    thinking: str | None = None     # thinking_delta
+    signature: str | None = None    # signature_delta
 
 
 class MessageStart(Struct, frozen=True):

@@ -9,8 +9,10 @@ from ._common import (
 )
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
-    Image, NoTurns, Started, Text, TextDelta, ToolCall, ToolChoice, ToolDef, ToolResult, Turn, Usage,
+    Image, NoTurns, SignatureDelta, Started, Text, TextDelta, Thinking, ToolCall, ToolChoice, ToolDef, ToolResult,
+    Turn, Usage,
 )
+from ._thinking import block as thinking_block
 from ._losses import CONVERTED, DEFAULTED, MOVED, Loss, dropped
 from ._sse import named_event
 
@@ -21,7 +23,7 @@ ID = "msg_"   # the prefix of an answer's id
 DEFAULT_MAX_TOKENS = 4096
 KNOWN = frozenset({
     "model", "messages", "max_tokens", "system", "stop_sequences", "temperature", "top_p", "tools",
-    "tool_choice", "metadata", "stream", "thinking", "top_k",
+    "tool_choice", "metadata", "stream", "thinking", "top_k", "output_config",
 })
 # A Chat or Responses client's structured output (response_format json_schema or json_object, text.format) reaches
 # Claude as LiteLLM carries it: one more tool, of this name, whose input schema is the client's schema, and which
@@ -76,7 +78,34 @@ def read_request(req: wire.MessagesRequest, raw: bytes) -> tuple[Conversation, l
         conv.user = meta["user_id"]
     conv.thinking = msgspec.to_builtins(req.thinking) if req.thinking is not None else None
     conv.top_k = req.top_k
+    _read_effort(raw, conv, losses)
     return conv, losses
+
+
+class _OutputConfig(msgspec.Struct):
+    output_config: dict | None = None
+
+
+_OUTPUT_CONFIG = msgspec.json.Decoder(_OutputConfig)
+
+
+def _read_effort(raw: bytes, conv: Conversation, losses: list[Loss]) -> None:
+    """Claude Code's adaptive thinking (``thinking: {type: adaptive}``) takes its depth from
+    ``output_config.effort``: an OpenAI-format backend's reasoning effort. Nothing else of output_config is
+    carried."""
+    try:
+        config = _OUTPUT_CONFIG.decode(raw).output_config
+    except msgspec.DecodeError:
+        return
+    if config is None:
+        return
+    effort = config.get("effort")
+    adaptive = (conv.thinking or {}).get("type") == "adaptive"
+    for key in config:
+        if key != "effort" or not adaptive or not isinstance(effort, str):
+            losses.append(dropped(f"output_config.{key}"))
+    if adaptive and isinstance(effort, str):
+        conv.thinking = {**conv.thinking, "effort": effort}
 
 
 def _read_message(m: wire.Message, path: str, conv: Conversation, losses: list[Loss]) -> None:
@@ -132,7 +161,11 @@ def _part(block, where: str, losses: list[Loss]):
         return _document(block, where, losses)
     if isinstance(block, wire.ToolUseBlock):
         return ToolCall(block.id, block.name, dumps(block.input), where)
-    losses.append(dropped(where))   # thinking, server tool blocks: nothing else carries them
+    if isinstance(block, wire.ThinkingBlock):
+        return Thinking(block.thinking, block.signature or None, path=where)
+    if isinstance(block, wire.RedactedThinkingBlock):
+        return Thinking(redacted=block.data, path=where)
+    losses.append(dropped(where))   # server tool blocks: nothing else carries them
     return None
 
 
@@ -218,6 +251,7 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     if conv.top_k is not None:
         body["top_k"] = conv.top_k
     _thinking(conv, body, losses)
+    _thinking_history(conv, body, losses)
     _json_tool(conv, body, losses)
     losses += [dropped(where) for _, where in conv.shared.values()]
     if conv.stream:
@@ -255,6 +289,31 @@ def _thinking(conv: Conversation, body: dict, losses: list[Loss]) -> None:
         elif conv.max_tokens is not None:
             losses.append(Loss(CONVERTED, "thinking", "max_tokens"))   # raised above the client's: see README
     body["thinking"] = thinking   # the client's own, its other fields (display) kept
+
+
+def _thinking_history(conv: Conversation, body: dict, losses: list[Loss]) -> None:
+    """With thinking on, Anthropic refuses a tool loop whose last assistant turn does not start with its signed
+    thinking block (a client that dropped it, or history from another model): thinking is then left off, rather
+    than send a body Anthropic refuses. With it off, a final assistant turn (a prefill) may hold no thinking."""
+    messages = body["messages"]
+    last = next((m for m in reversed(messages) if m["role"] == "assistant"), None)
+    if last is None:
+        return
+    content = last["content"]
+    on = (body.get("thinking") or {}).get("type") not in (None, "disabled")
+    leads = content[0]["type"] in _THINKING_TYPES
+    if on and not leads and any(b["type"] == "tool_use" for b in content):
+        del body["thinking"]
+        losses.append(dropped("thinking" if conv.thinking is not None else "reasoning_effort", "no_thinking_block"))
+    elif not on and last is messages[-1] and leads:
+        kept = [b for b in content if b["type"] not in _THINKING_TYPES]
+        if kept:
+            last["content"] = kept
+            losses += [dropped(p.path, "thinking_off") for t in conv.turns[-1:] for p in t.parts
+                       if isinstance(p, Thinking)]
+
+
+_THINKING_TYPES = ("thinking", "redacted_thinking")
 
 
 def _json_tool(conv: Conversation, body: dict, losses: list[Loss]) -> None:
@@ -348,6 +407,11 @@ def _block(p, losses: list[Loss]) -> dict | None:
         if block is not None:
             block["cache_control"] = p.cache_control   # a Chat client's prompt-caching marker, as LiteLLM sends it
         return block
+    if isinstance(p, Thinking):
+        b = thinking_block(p)
+        if b is None:
+            losses.append(dropped(p.path, "unsigned"))   # Anthropic takes back only the thinking it signed
+        return b
     if isinstance(p, Text):
         # An empty text block is refused ("text content blocks must be non-empty") and says nothing.
         return {"type": "text", "text": p.text} if p.text else None
@@ -420,6 +484,10 @@ def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
             parts.append(Text(b.text or "", f"content[{i}]"))
         elif b.type == "tool_use":
             parts.append(ToolCall(b.id or "", b.name or "", dumps(b.input or {}), f"content[{i}]"))
+        elif b.type == "thinking":
+            parts.append(Thinking(b.thinking or "", b.signature or None, path=f"content[{i}]"))
+        elif b.type == "redacted_thinking":
+            parts.append(Thinking(redacted=b.data or "", path=f"content[{i}]"))
         else:
             losses.append(dropped(f"content[{i}]"))
     if doc.stop_reason == "pause_turn":
@@ -454,6 +522,9 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
             if args is None:
                 losses.append(Loss(CONVERTED, "invalid_json", p.path))
             content.append(wire.OutToolUse(p.id, p.name, args or {}))
+        elif isinstance(p, Thinking):
+            content.append(wire.OutThinking(p.text, p.signature or "") if p.redacted is None
+                           else wire.OutRedactedThinking(p.redacted))
         else:
             losses.append(dropped(p.path))   # Messages cannot carry an image answer
     stop = FINISH_OUT[answer.finish]
@@ -468,7 +539,7 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
 
 
 class StreamReader:
-    """Messages events -> neutral events; skips blocks nothing else carries (thinking)."""
+    """Messages events -> neutral events; skips blocks nothing else carries (server tools)."""
 
     def __init__(self) -> None:
         self.losses: list[Loss] = []
@@ -502,6 +573,10 @@ class StreamReader:
             if ev.delta.type == "input_json_delta" and ev.delta.partial_json:
                 self._no_input.discard(block)
                 return [ArgsDelta(block, ev.delta.partial_json)]
+            if ev.delta.type == "thinking_delta" and ev.delta.thinking:
+                return [TextDelta(block, ev.delta.thinking)]
+            if ev.delta.type == "signature_delta" and ev.delta.signature:
+                return [SignatureDelta(block, ev.delta.signature)]
             return []
         if isinstance(ev, wire.ContentBlockStop):
             block = self._blocks.get(ev.index)
@@ -530,11 +605,17 @@ class StreamReader:
 
     def _start(self, ev: wire.ContentBlockStart) -> list[Event]:
         b = ev.content_block
-        if b.type not in ("text", "tool_use"):
+        if b.type not in ("text", "tool_use", "thinking", "redacted_thinking"):
             self.losses.append(dropped(f"content[{ev.index}]"))
             return []
         block = self._blocks[ev.index] = self._next
         self._next += 1
+        if b.type == "redacted_thinking":
+            return [BlockStart(block, "thinking", redacted=b.data or "")]
+        if b.type == "thinking":
+            out = [BlockStart(block, "thinking")]
+            out += [TextDelta(block, b.thinking)] if b.thinking else []
+            return out + ([SignatureDelta(block, b.signature)] if b.signature else [])
         if b.type == "text":
             out: list[Event] = [BlockStart(block, "text")]
             if b.text:
@@ -556,6 +637,8 @@ class StreamReader:
 
 _DELTA_TEXT = b'{"type":"content_block_delta","index":%d,"delta":{"type":"text_delta","text":%s}}'
 _DELTA_JSON = b'{"type":"content_block_delta","index":%d,"delta":{"type":"input_json_delta","partial_json":%s}}'
+_DELTA_THINKING = b'{"type":"content_block_delta","index":%d,"delta":{"type":"thinking_delta","thinking":%s}}'
+_DELTA_SIGNATURE = b'{"type":"content_block_delta","index":%d,"delta":{"type":"signature_delta","signature":%s}}'
 
 
 class StreamWriter:
@@ -567,6 +650,7 @@ class StreamWriter:
         self._open: int | None = None
         self._input = Usage()
         self._refused = False   # a block of the model's refusal went out: the answer stops for "refusal"
+        self._thinking: set[int] = set()   # the thinking blocks
 
     def write(self, ev: Event) -> bytes:
         if isinstance(ev, Started):
@@ -581,16 +665,27 @@ class StreamWriter:
             self._refused = self._refused or ev.refusal
             n = self._index[ev.index] = len(self._index)
             self._open = ev.index
-            block = ({"type": "text", "text": ""} if ev.kind == "text"
-                     else {"type": "tool_use", "id": ev.call_id, "name": ev.name, "input": {}})
+            if ev.kind == "thinking":
+                # Unsigned (an OpenAI-format backend's reasoning) unless a signature_delta follows.
+                block = ({"type": "thinking", "thinking": "", "signature": ""} if ev.redacted is None
+                         else {"type": "redacted_thinking", "data": ev.redacted})
+                self._thinking.add(ev.index)
+            elif ev.kind == "text":
+                block = {"type": "text", "text": ""}
+            else:
+                block = {"type": "tool_use", "id": ev.call_id, "name": ev.name, "input": {}}
             return out + named_event(b"content_block_start", ENCODER.encode(
                 {"type": "content_block_start", "index": n, "content_block": block}))
-        if isinstance(ev, (TextDelta, ArgsDelta)):
+        if isinstance(ev, (TextDelta, ArgsDelta, SignatureDelta)):
             if ev.index != self._open:
                 if ev.index in self._index:
                     self.losses.append(dropped(f"content[{self._index[ev.index]}]", "interleaved"))
                 return b""
             n = self._index[ev.index]
+            if isinstance(ev, SignatureDelta):
+                return named_event(b"content_block_delta", _DELTA_SIGNATURE % (n, ENCODER.encode(ev.signature)))
+            if isinstance(ev, TextDelta) and ev.index in self._thinking:
+                return named_event(b"content_block_delta", _DELTA_THINKING % (n, ENCODER.encode(ev.text)))
             if isinstance(ev, TextDelta):
                 return named_event(b"content_block_delta", _DELTA_TEXT % (n, ENCODER.encode(ev.text)))
             return named_event(b"content_block_delta", _DELTA_JSON % (n, ENCODER.encode(ev.json)))
