@@ -137,7 +137,10 @@ def gw(tmp_path_factory):
         models = [{"name": "an", "api_format": "anthropic", "backend_refs": [{"endpoint": f"{url}/claude/v1"}]},
                   {"name": "ds", "api_format": "openai", "capabilities": ["chat", "reasoning"],
                    "backend_refs": [{"endpoint": f"{url}/deepseek/v1"}]}]
-        doc = config(models, [{"name": "only", "modelRefs": [{"model": "an"}]}])
+        # vsr/auto: a decision whose generation tier turns Claude's thinking on, as the quickstart's deep tier does.
+        tier = {"type": "request_params", "configuration": {"generation": {
+            "thinking": True, "thinking_budget": 1024, "max_tokens": 4000}}}
+        doc = config(models, [{"name": "only", "modelRefs": [{"model": "an"}], "plugins": [tier]}])
         doc["global"] = {"router": {"upstream": {"retries": {"max_retries": 0}}}}
         with router(write_config(doc, str(tmp_path_factory.mktemp("thinking")))) as proc:
             yield proc
@@ -302,3 +305,19 @@ def test_unsigned_thinking_sent_back_to_claude_is_dropped(gw):
     assert raw.parse().choices[0].message.content == "Sunny in Paris."
     assert [b["type"] for b in sent()["messages"][1]["content"]] == ["tool_use"]
     assert 'reason="unsigned";field="messages[1].reasoning_content"' in raw.headers["x-vsr-warnings"]
+
+
+@pytest.mark.parametrize("with_block", [True, False], ids=["block", "no-block"])
+def test_a_thinking_tier_leaves_thinking_off_for_a_tool_loop_without_its_block(gw, with_block):
+    """The router's own thinking (a decision's generation tier), not only the client's, must not be turned on for a
+    tool loop whose thinking block the client dropped."""
+    call = {"id": "toolu_A", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
+    assistant = {"role": "assistant", "content": None, "tool_calls": [call]}
+    if with_block:
+        assistant["thinking_blocks"] = [CLAUDE_CONTENT[0]]
+    history = [*ASK, assistant, {"role": "tool", "tool_call_id": "toolu_A", "content": "sunny"}]
+    answer = openai_sdk(gw).chat.completions.create(model="vsr/auto", messages=history, tools=[WEATHER])
+    assert answer.choices[0].message.content == "Sunny in Paris."
+    body = sent()
+    assert ("thinking" in body) is with_block
+    assert body["messages"][1]["content"][0]["type"] == ("thinking" if with_block else "tool_use")

@@ -216,6 +216,23 @@ def enable_thinking(body: dict, budget: int, ceiling: int | None = None) -> list
     return changes
 
 
+THINKING_BLOCKS = ("thinking", "redacted_thinking")
+
+
+def thinking_block_missing(body: dict) -> bool:
+    """Whether the last assistant turn of a Messages ``body`` calls a tool without starting with its thinking
+    block: with thinking on, Anthropic refuses that ("a final assistant message must start with a thinking
+    block"), so thinking must stay off (a client that dropped the block, or history from another model)."""
+    messages = body.get("messages")
+    last = next((m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "assistant"), None) \
+        if isinstance(messages, list) else None
+    content = last.get("content") if last is not None else None
+    if not isinstance(content, list) or not content:
+        return False
+    types = [b.get("type") if isinstance(b, dict) else None for b in content]
+    return "tool_use" in types and types[0] not in THINKING_BLOCKS
+
+
 class CountTokensRequest(Struct, frozen=True, omit_defaults=True, kw_only=True):
     """A ``POST /v1/messages/count_tokens`` body: a Messages request, ``max_tokens`` optional."""
 

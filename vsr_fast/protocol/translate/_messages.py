@@ -293,27 +293,20 @@ def _thinking(conv: Conversation, body: dict, losses: list[Loss]) -> None:
 
 def _thinking_history(conv: Conversation, body: dict, losses: list[Loss]) -> None:
     """With thinking on, Anthropic refuses a tool loop whose last assistant turn does not start with its signed
-    thinking block (a client that dropped it, or history from another model): thinking is then left off, rather
-    than send a body Anthropic refuses. With it off, a final assistant turn (a prefill) may hold no thinking."""
-    messages = body["messages"]
-    last = next((m for m in reversed(messages) if m["role"] == "assistant"), None)
-    if last is None:
-        return
-    content = last["content"]
+    thinking block (``wire.thinking_block_missing``): thinking is then left off, rather than send a body Anthropic
+    refuses. With it off, a final assistant turn (a prefill) may hold no thinking."""
     on = (body.get("thinking") or {}).get("type") not in (None, "disabled")
-    leads = content[0]["type"] in _THINKING_TYPES
-    if on and not leads and any(b["type"] == "tool_use" for b in content):
+    if on and wire.thinking_block_missing(body):
         del body["thinking"]
         losses.append(dropped("thinking" if conv.thinking is not None else "reasoning_effort", "no_thinking_block"))
-    elif not on and last is messages[-1] and leads:
-        kept = [b for b in content if b["type"] not in _THINKING_TYPES]
-        if kept:
-            last["content"] = kept
-            losses += [dropped(p.path, "thinking_off") for t in conv.turns[-1:] for p in t.parts
-                       if isinstance(p, Thinking)]
-
-
-_THINKING_TYPES = ("thinking", "redacted_thinking")
+        return
+    last = body["messages"][-1]
+    if on or last["role"] != "assistant" or last["content"][0]["type"] not in wire.THINKING_BLOCKS:
+        return
+    kept = [b for b in last["content"] if b["type"] not in wire.THINKING_BLOCKS]
+    if kept:
+        last["content"] = kept
+        losses += [dropped(p.path, "thinking_off") for p in conv.turns[-1].parts if isinstance(p, Thinking)]
 
 
 def _json_tool(conv: Conversation, body: dict, losses: list[Loss]) -> None:
