@@ -321,3 +321,14 @@ def test_a_thinking_tier_leaves_thinking_off_for_a_tool_loop_without_its_block(g
     body = sent()
     assert ("thinking" in body) is with_block
     assert body["messages"][1]["content"][0]["type"] == ("thinking" if with_block else "tool_use")
+
+
+def test_the_guards_note_goes_after_the_leading_thinking():
+    """A note the response guard adds to an answer without text goes after Claude's thinking, which must lead."""
+    from vsr_fast.protocol.translate._guarded import noted_answer, noted_events
+    from vsr_fast.protocol.translate._ir import Answer, BlockStart, Text, Thinking, ToolCall, answer_events
+    answer = Answer("m", "claude", [Thinking(THOUGHT, SIGNATURE), ToolCall("toolu_A", "get_weather", "{}")])
+    events = noted_events(answer_events(answer), "NOTE")
+    assert [(e.kind, e.index) for e in events if isinstance(e, BlockStart)] == [("thinking", 0), ("text", 2),
+                                                                                 ("tool", 1)]
+    assert [type(p) for p in noted_answer(answer, "NOTE").parts] == [Thinking, Text, ToolCall]
