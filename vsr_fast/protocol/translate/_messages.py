@@ -124,6 +124,9 @@ def _read_message(m: wire.Message, path: str, conv: Conversation, losses: list[L
         else:
             part = _part(block, where, losses)
             role = m.role
+            if isinstance(part, Thinking) and role != "assistant":
+                losses.append(dropped(where))   # only the model's own turn holds its thinking
+                continue
             if part is None:
                 continue
         # A user message mixing tool results and text becomes a tool turn then a user turn.
