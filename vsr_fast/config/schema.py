@@ -110,6 +110,10 @@ class ProviderModel(_Block):
     provider_model_id: str | None = None
     api_format: Literal["openai", "responses", "anthropic", "images", "systemone"] = "openai"
     description: str | None = None
+    # What the model can do, beside the output contract's names (image_generation, vision...): `reasoning` says it
+    # reasons, so a Messages client's thinking (a budget, or Claude Code's adaptive thinking with
+    # output_config.effort) reaches it as reasoning_effort; without it, thinking is dropped and listed
+    # (model_does_not_reason), as gpt-4o and its like refuse reasoning_effort.
     capabilities: list[str] = field(default_factory=list)
     modalities: dict[Literal["input", "output"], list[str]] | None = None
     context_window_size: Annotated[int, Meta(ge=1)] | None = None

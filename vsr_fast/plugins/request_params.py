@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from msgspec import UNSET, Meta, UnsetType
 
 from ..config.schema_base import Block
-from ..protocol.anthropic import MIN_THINKING_BUDGET, enable_thinking
+from ..protocol.anthropic import MIN_THINKING_BUDGET, enable_thinking, thinking_block_missing
 from ._merge import merged_fields
 
 TYPE = "request_params"
@@ -169,6 +169,10 @@ def _messages_thinking(body: dict, gen: Generation) -> list[str]:
         # The client's forced tool is what it asked for; the tier's thinking is what the router would add.
         body.pop("thinking", None)
         return ["thinking=off (tool_choice forces a tool)"]
+    if thinking_block_missing(body):
+        # The client's tool loop lacks Claude's signed thinking block: Anthropic refuses thinking on without it.
+        body.pop("thinking", None)
+        return ["thinking=off (the last tool call has no thinking block)"]
     budget = max(gen.thinking_budget or MIN_THINKING_BUDGET, MIN_THINKING_BUDGET)
     changes = enable_thinking(body, budget, gen.max_tokens)
     return ["thinking=on", f"budget_tokens={budget}", *changes]

@@ -216,6 +216,23 @@ def enable_thinking(body: dict, budget: int, ceiling: int | None = None) -> list
     return changes
 
 
+THINKING_BLOCKS = ("thinking", "redacted_thinking")
+
+
+def thinking_block_missing(body: dict) -> bool:
+    """Whether the last assistant turn of a Messages ``body`` calls a tool without starting with its thinking
+    block: with thinking on, Anthropic refuses that ("a final assistant message must start with a thinking
+    block"), so thinking must stay off (a client that dropped the block, or history from another model)."""
+    messages = body.get("messages")
+    last = next((m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "assistant"), None) \
+        if isinstance(messages, list) else None
+    content = last.get("content") if last is not None else None
+    if not isinstance(content, list) or not content:
+        return False
+    types = [b.get("type") if isinstance(b, dict) else None for b in content]
+    return "tool_use" in types and types[0] not in THINKING_BLOCKS
+
+
 class CountTokensRequest(Struct, frozen=True, omit_defaults=True, kw_only=True):
     """A ``POST /v1/messages/count_tokens`` body: a Messages request, ``max_tokens`` optional."""
 
@@ -274,6 +291,9 @@ class Block(Struct, frozen=True):
     id: str | None = None
     name: str | None = None
     input: Any = None
+    thinking: str | None = None     # thinking
+    signature: str | None = None
+    data: str | None = None         # redacted_thinking
 
 
 class MessagesResponse(Struct, frozen=True):
@@ -299,6 +319,15 @@ class OutToolUse(Struct, tag="tool_use", frozen=True):
     input: dict[str, Any]
 
 
+class OutThinking(Struct, tag="thinking", frozen=True):
+    thinking: str
+    signature: str     # "" for reasoning that no Anthropic model signed (an OpenAI-format backend's)
+
+
+class OutRedactedThinking(Struct, tag="redacted_thinking", frozen=True):
+    data: str
+
+
 class OutUsage(Struct, frozen=True):
     """Usage as Anthropic sends it: every counter an integer (clients add them up), never null."""
 
@@ -313,7 +342,7 @@ class OutMessage(Struct, frozen=True):
 
     id: str
     model: str
-    content: list[OutText | OutToolUse]
+    content: list[OutThinking | OutRedactedThinking | OutText | OutToolUse]
     stop_reason: str | None
     stop_sequence: str | None = None
     usage: OutUsage = OutUsage()
@@ -330,6 +359,8 @@ class Delta(Struct, frozen=True):
     type: str
     text: str | None = None
     partial_json: str | None = None
+    thinking: str | None = None     # thinking_delta
+    signature: str | None = None    # signature_delta
 
 
 class MessageStart(Struct, frozen=True):

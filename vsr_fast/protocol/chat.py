@@ -69,6 +69,10 @@ class Message(Struct, frozen=True):
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
     cache_control: dict[str, Any] | None = None   # the whole message's, as LiteLLM's clients mark one for Anthropic
+    # An assistant turn's reasoning as LiteLLM returns it: its text, and Claude's thinking blocks (signed), which
+    # Anthropic needs back at the head of the turn in a tool loop with thinking on.
+    reasoning_content: str | None = None
+    thinking_blocks: list[Any] | None = None
 
     def text(self) -> str:
         """The message's text parts joined; images and audio contribute nothing."""

@@ -98,6 +98,8 @@ class Item(Struct, frozen=True, omit_defaults=True):
     status: str | None = None
     result: str | None = None
     tools: list[Tool] | None = None                 # additional_tools
+    summary: list[SummaryText] | None = None        # reasoning
+    encrypted_content: str | None = None            # reasoning
 
 
 class ResponsesRequest(Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -192,6 +194,7 @@ class OutItem(Struct, frozen=True):
     name: str | None = None
     arguments: str | None = None
     result: str | None = None
+    summary: list[OutPart] | None = None     # reasoning
 
 
 class IncompleteDetails(Struct, frozen=True):

@@ -10,8 +10,11 @@ from .. import chat as wire
 from ._common import ENCODER, effort_of_thinking, error_text, native_id, openai_error_type, read_error, unknown_fields
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
-    GeneratedImage, Image, Started, Text, TextDelta, ToolCall, ToolChoice, ToolDef, ToolResult, Turn, Usage,
+    GeneratedImage, Image, SignatureDelta, Started, Text, TextDelta, Thinking, ToolCall, ToolChoice, ToolDef,
+    ToolResult, Turn, Usage,
 )
+from ._thinking import block as thinking_block
+from ._thinking import of_block
 from ._losses import CONVERTED, MOVED, Loss, dropped
 from ._sse import data_event
 
@@ -54,7 +57,7 @@ def read_request(req: wire.ChatRequest, raw: bytes) -> tuple[Conversation, list[
         if m.role == "user":
             conv.turns.append(Turn("user", _marked(m, _parts(m, path, losses), path, losses), path))
         elif m.role == "assistant":
-            parts: list = _texts(m, path, losses)
+            parts: list = _thinking(m, path, losses) + _texts(m, path, losses)
             for j, tc in enumerate(m.tool_calls or ()):
                 parts.append(ToolCall(tc.id, tc.function.name, tc.function.arguments, f"{path}.tool_calls[{j}]"))
             parts = _marked(m, parts, path, losses)
@@ -100,6 +103,21 @@ def _marked(m: wire.Message, parts: list, path: str, losses: list[Loss]) -> list
                                                      cache_path=f"{path}.cache_control")]
     losses.append(dropped(f"{path}.cache_control"))
     return parts
+
+
+def _thinking(m: wire.Message, path: str, losses: list[Loss]) -> list:
+    """An assistant message's reasoning: its ``thinking_blocks`` (LiteLLM's, which carry Claude's signatures),
+    else its ``reasoning_content`` alone (unsigned: only an OpenAI-format backend could take it, and none does)."""
+    if m.thinking_blocks:
+        out = []
+        for j, b in enumerate(m.thinking_blocks):
+            t = of_block(b, f"{path}.thinking_blocks[{j}]")
+            if t is None:
+                losses.append(dropped(f"{path}.thinking_blocks[{j}]"))
+            else:
+                out.append(t)
+        return out
+    return [Thinking(m.reasoning_content, path=f"{path}.reasoning_content")] if m.reasoning_content else []
 
 
 def _texts(m: wire.Message, path: str, losses: list[Loss]) -> list:
@@ -173,6 +191,8 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
             continue
         if turn.role == "assistant":
             msg: dict = {"role": "assistant", "content": "".join(p.text for p in turn.parts if isinstance(p, Text))}
+            # A Chat backend reads no reasoning in its history (DeepSeek asks that none be sent back).
+            losses += [dropped(p.path) for p in turn.parts if isinstance(p, Thinking)]
             calls = [p for p in turn.parts if isinstance(p, ToolCall)]
             if calls:
                 msg["tool_calls"] = [{"id": c.id, "type": "function",
@@ -318,6 +338,7 @@ class _ToolCall(msgspec.Struct, frozen=True):
 class _Msg(msgspec.Struct, frozen=True):
     content: str | None = None
     refusal: str | None = None
+    reasoning_content: str | None = None     # DeepSeek's, vLLM's and SGLang's reasoning models
     tool_calls: list[_ToolCall] | None = None
 
 
@@ -345,6 +366,8 @@ def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
     finish = "stop"
     if doc.choices:
         choice = doc.choices[0]
+        if choice.message.reasoning_content:
+            parts.append(Thinking(choice.message.reasoning_content, path="choices[0].message.reasoning_content"))
         if choice.message.content:
             parts.append(Text(choice.message.content, "choices[0].message.content"))
         if choice.message.refusal:
@@ -367,6 +390,12 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
             losses.append(dropped(p.path))   # Chat cannot carry an image answer
     message: dict = {"role": "assistant", "content": text or (None if calls or refusal else ""),
                      "refusal": refusal or None}
+    thoughts = [p for p in answer.parts if isinstance(p, Thinking)]
+    if thoughts:
+        message["reasoning_content"] = "".join(t.text for t in thoughts)
+        blocks = [b for b in map(thinking_block, thoughts) if b is not None]
+        if blocks:
+            message["thinking_blocks"] = blocks
     if calls:
         message["tool_calls"] = [{"id": c.id, "type": "function",
                                   "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
@@ -413,6 +442,7 @@ class _DeltaCall(msgspec.Struct, frozen=True):
 class _Delta(msgspec.Struct, frozen=True):
     content: str | None = None
     refusal: str | None = None
+    reasoning_content: str | None = None
     tool_calls: list[_DeltaCall] | None = None
 
 
@@ -448,7 +478,7 @@ class StreamReader:
         self.losses: list[Loss] = []
         self._started = False
         self._text_block: int | None = None      # the open text block
-        self._refusing = False                   # whether it holds the refusal
+        self._text_kind = "text"                 # what it holds: text, refusal or thinking
         self._open_calls: dict[int, list[str]] = {}   # open call blocks, in the order they began -> their arguments
         self._next = 0
         self._calls: dict[int | str, int] = {}  # Chat tool_calls[].index (or id) -> block index
@@ -480,25 +510,26 @@ class StreamReader:
             if choice.index:
                 continue
             d = choice.delta or _EMPTY
-            for text, refusal in ((d.content, False), (d.refusal, True)):
+            for text, kind in ((d.reasoning_content, "thinking"), (d.content, "text"), (d.refusal, "refusal")):
                 if text:
-                    out += self._text(text, refusal)
+                    out += self._text(text, kind)
             for tc in d.tool_calls or ():
                 out += self._call(tc)
             if choice.finish_reason is not None:
                 self._finish = choice.finish_reason
         return out
 
-    def _text(self, text: str, refusal: bool = False) -> list[Event]:
+    def _text(self, text: str, kind: str = "text") -> list[Event]:
         out: list[Event] = []
-        if self._text_block is not None and self._refusing != refusal:
-            out += self._stop_text()   # the refusal is a block of its own
+        if self._text_block is not None and self._text_kind != kind:
+            out += self._stop_text()   # the refusal and the reasoning are blocks of their own
         if self._text_block is None:
             out += self._stop_calls()
             self._text_block = self._next
-            self._refusing = refusal
+            self._text_kind = kind
             self._next += 1
-            out.append(BlockStart(self._text_block, "text", refusal=refusal))
+            out.append(BlockStart(self._text_block, "thinking" if kind == "thinking" else "text",
+                                  refusal=kind == "refusal"))
         out.append(TextDelta(self._text_block, text))
         return out
 
@@ -586,6 +617,7 @@ class StreamWriter:
         self._prefix = b""
         self._tools: dict[int, int] = {}   # block index -> tool_calls[].index
         self._refusals: set[int] = set()   # the blocks of the model's refusal
+        self._thinking: dict[int, list] = {}   # thinking block -> [its text so far, its signature]
 
     def write(self, ev: Event) -> bytes:
         if isinstance(ev, Started):
@@ -593,8 +625,19 @@ class StreamWriter:
                 ENCODER.encode(native_id(ID, ev.id)), ev.created or int(time.time()), ENCODER.encode(ev.model))
             return self._chunk({"role": "assistant", "content": ""})
         if isinstance(ev, TextDelta):
+            thought = self._thinking.get(ev.index)
+            if thought is not None:
+                thought[0] += ev.text
+                return self._chunk({"reasoning_content": ev.text})
             return self._chunk({"refusal" if ev.index in self._refusals else "content": ev.text})
+        if isinstance(ev, SignatureDelta):
+            if ev.index in self._thinking:
+                self._thinking[ev.index][1] = ev.signature
+            return b""
         if isinstance(ev, BlockStart):
+            if ev.kind == "thinking":
+                self._thinking[ev.index] = ["", None, ev.redacted]
+                return b""
             if ev.kind == "text":
                 if ev.refusal:
                     self._refusals.add(ev.index)
@@ -608,7 +651,10 @@ class StreamWriter:
         if isinstance(ev, ArgsDelta):
             return self._chunk({"tool_calls": [{"index": self._tools[ev.index], "function": {"arguments": ev.json}}]})
         if isinstance(ev, BlockStop):
-            return b""
+            thought = self._thinking.pop(ev.index, None)
+            block = thinking_block(Thinking(*thought)) if thought is not None else None
+            # The signed block whole once its signature is known, as LiteLLM's delta.thinking_blocks carries it.
+            return self._chunk({"thinking_blocks": [block]}) if block is not None else b""
         if isinstance(ev, Finished):
             out = self._chunk({}, FINISH_OUT[ev.finish])
             if self.include_usage:

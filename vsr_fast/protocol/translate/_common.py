@@ -211,9 +211,13 @@ EFFORT_BUDGET = {"minimal": 1024, "low": 1024, "medium": 2048, "high": 4096}
 
 def effort_of_thinking(thinking: dict | None, losses: list[Loss]) -> str | None:
     """The reasoning effort an OpenAI-format backend gets for a Messages ``thinking``; None for none (thinking
-    off, or not set). An adaptive or unknown kind has no effort: reported dropped."""
+    off, or not set). Adaptive thinking has the effort Claude Code gives it (``output_config.effort``, read into
+    ``effort``; Anthropic's ``max`` is OpenAI's ``high``); without one, or an unknown kind: reported dropped."""
     if thinking is None or thinking.get("type") == "disabled":
         return None
+    effort = thinking.get("effort")
+    if thinking.get("type") == "adaptive" and isinstance(effort, str):
+        return {"max": "high"}.get(effort, effort)
     budget = thinking.get("budget_tokens")
     if thinking.get("type") != "enabled" or not isinstance(budget, int):
         losses.append(dropped("thinking"))

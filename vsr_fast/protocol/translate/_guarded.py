@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import msgspec
 
-from ._ir import Answer, ArgsDelta, BlockStart, BlockStop, Event, Failed, Finished, Started, Text, TextDelta, ToolCall
+from ._ir import (
+    Answer, ArgsDelta, BlockStart, BlockStop, Event, Failed, Finished, Started, Text, TextDelta, Thinking, ToolCall,
+)
 from ._sse import SSEParser
 
 
@@ -73,7 +75,9 @@ def noted_answer(answer: Answer, note: str) -> Answer:
         if isinstance(part, Text):
             answer.parts[i] = msgspec.structs.replace(part, text=note + part.text)   # a refusal stays one
             return answer
-    answer.parts.insert(0, Text(note))
+    # After the model's thinking: Claude's must lead the turn when the client sends it back.
+    head = next((i for i, p in enumerate(answer.parts) if not isinstance(p, Thinking)), len(answer.parts))
+    answer.parts.insert(head, Text(note))
     return answer
 
 
@@ -85,6 +89,13 @@ def noted_events(events: list[Event], note: str) -> list[Event]:
     # No text block: a text block of its own ahead of the others, at an index none of them uses.
     index = max((e.index for e in events if isinstance(e, BlockStart)), default=-1) + 1
     head = next((i + 1 for i, e in enumerate(events) if isinstance(e, Started)), 0)
+    thinking = {e.index for e in events if isinstance(e, BlockStart) and e.kind == "thinking"}
+    for i in range(head, len(events)):   # after the model's leading thinking blocks, as in ``noted_answer``
+        e = events[i]
+        if isinstance(e, BlockStart) and e.kind != "thinking":
+            break
+        if isinstance(e, BlockStop) and e.index in thinking:
+            head = i + 1
     return [*events[:head], BlockStart(index, "text"), TextDelta(index, note), BlockStop(index), *events[head:]]
 
 

@@ -86,7 +86,18 @@ class GeneratedImage(Struct, frozen=True):
     path: str = ""
 
 
-Part = Text | Image | File | ToolCall | ToolResult
+class Thinking(Struct, frozen=True):
+    """The model's reasoning before its answer: Claude's thinking block (``signature`` is Anthropic's proof that
+    Claude wrote it, which Anthropic requires when the block comes back), a redacted one (``redacted``: its opaque
+    data, no text), or an OpenAI-format backend's ``reasoning_content`` (no signature)."""
+
+    text: str = ""
+    signature: str | None = None
+    redacted: str | None = None
+    path: str = ""
+
+
+Part = Text | Image | File | ToolCall | ToolResult | Thinking
 
 
 class Turn(Struct):
@@ -159,7 +170,7 @@ class Usage(Struct, frozen=True):
 class Answer(Struct):
     id: str
     model: str
-    parts: list[Text | ToolCall | GeneratedImage]
+    parts: list[Text | ToolCall | GeneratedImage | Thinking]
     finish: Finish = "stop"
     usage: Usage | None = None
     created: int = 0
@@ -180,11 +191,12 @@ class Started(Struct, frozen=True):
 
 class BlockStart(Struct, frozen=True):
     index: int
-    kind: Literal["text", "tool", "image"]
+    kind: Literal["text", "tool", "image", "thinking"]
     call_id: str = ""
     name: str = ""
     image: GeneratedImage | None = None   # an image block arrives whole, at its start
     refusal: bool = False                 # a text block that is the model's refusal
+    redacted: str | None = None           # a redacted thinking block's data: it arrives whole, at its start
 
 
 class TextDelta(Struct, frozen=True):
@@ -195,6 +207,13 @@ class TextDelta(Struct, frozen=True):
 class ArgsDelta(Struct, frozen=True):
     index: int
     json: str
+
+
+class SignatureDelta(Struct, frozen=True):
+    """A thinking block's signature, which Anthropic streams after its text."""
+
+    index: int
+    signature: str
 
 
 class BlockStop(Struct, frozen=True):
@@ -214,7 +233,7 @@ class Failed(Struct, frozen=True):
     type: str | None = None     # a backend's own OpenAI error type; else the writer's for the status
 
 
-Event = Started | BlockStart | TextDelta | ArgsDelta | BlockStop | Finished | Failed
+Event = Started | BlockStart | TextDelta | ArgsDelta | SignatureDelta | BlockStop | Finished | Failed
 
 
 def answer_events(answer: Answer) -> list[Event]:
@@ -227,6 +246,11 @@ def answer_events(answer: Answer) -> list[Event]:
             events += [BlockStart(i, "text", refusal=part.refusal), TextDelta(i, part.text), BlockStop(i)]
         elif isinstance(part, ToolCall):
             events += [BlockStart(i, "tool", part.id, part.name), ArgsDelta(i, part.arguments), BlockStop(i)]
+        elif isinstance(part, Thinking):
+            events.append(BlockStart(i, "thinking", redacted=part.redacted))
+            events += [TextDelta(i, part.text)] if part.text else []
+            events += [SignatureDelta(i, part.signature)] if part.signature else []
+            events.append(BlockStop(i))
         else:
             events += [BlockStart(i, "image", image=part), BlockStop(i)]
     events.append(Finished(answer.finish, answer.usage, answer.stop_sequence))

@@ -10,8 +10,10 @@ from ._common import (
 )
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
-    Image, NoTurns, Started, Text, TextDelta, ToolCall, ToolChoice, ToolDef, ToolResult, Turn, Usage,
+    Image, NoTurns, SignatureDelta, Started, Text, TextDelta, Thinking, ToolCall, ToolChoice, ToolDef, ToolResult,
+    Turn, Usage,
 )
+from ._thinking import block as thinking_block
 from ._losses import CONVERTED, DEFAULTED, MOVED, Loss, dropped
 from ._sse import named_event
 
@@ -22,7 +24,7 @@ ID = "msg_"   # the prefix of an answer's id
 DEFAULT_MAX_TOKENS = 4096
 KNOWN = frozenset({
     "model", "messages", "max_tokens", "system", "stop_sequences", "temperature", "top_p", "tools",
-    "tool_choice", "metadata", "stream", "thinking", "top_k",
+    "tool_choice", "metadata", "stream", "thinking", "top_k", "output_config",
 })
 # A Chat or Responses client's structured output (response_format json_schema or json_object, text.format) reaches
 # Claude as LiteLLM carries it: one more tool, of this name, whose input schema is the client's schema, and which
@@ -77,7 +79,34 @@ def read_request(req: wire.MessagesRequest, raw: bytes) -> tuple[Conversation, l
         conv.user = meta["user_id"]
     conv.thinking = msgspec.to_builtins(req.thinking) if req.thinking is not None else None
     conv.top_k = req.top_k
+    _read_effort(raw, conv, losses)
     return conv, losses
+
+
+class _OutputConfig(msgspec.Struct):
+    output_config: dict | None = None
+
+
+_OUTPUT_CONFIG = msgspec.json.Decoder(_OutputConfig)
+
+
+def _read_effort(raw: bytes, conv: Conversation, losses: list[Loss]) -> None:
+    """Claude Code's adaptive thinking (``thinking: {type: adaptive}``) takes its depth from
+    ``output_config.effort``: an OpenAI-format backend's reasoning effort. Nothing else of output_config is
+    carried."""
+    try:
+        config = _OUTPUT_CONFIG.decode(raw).output_config
+    except msgspec.DecodeError:
+        return
+    if config is None:
+        return
+    effort = config.get("effort")
+    adaptive = (conv.thinking or {}).get("type") == "adaptive"
+    for key in config:
+        if key != "effort" or not adaptive or not isinstance(effort, str):
+            losses.append(dropped(f"output_config.{key}"))
+    if adaptive and isinstance(effort, str):
+        conv.thinking = {**conv.thinking, "effort": effort}
 
 
 def _read_message(m: wire.Message, path: str, conv: Conversation, losses: list[Loss]) -> None:
@@ -96,6 +125,9 @@ def _read_message(m: wire.Message, path: str, conv: Conversation, losses: list[L
         else:
             part = _part(block, where, losses)
             role = m.role
+            if isinstance(part, Thinking) and role != "assistant":
+                losses.append(dropped(where))   # only the model's own turn holds its thinking
+                continue
             if part is None:
                 continue
         # A user message mixing tool results and text becomes a tool turn then a user turn.
@@ -133,7 +165,11 @@ def _part(block, where: str, losses: list[Loss]):
         return _document(block, where, losses)
     if isinstance(block, wire.ToolUseBlock):
         return ToolCall(block.id, block.name, dumps(block.input), where)
-    losses.append(dropped(where))   # thinking, server tool blocks: nothing else carries them
+    if isinstance(block, wire.ThinkingBlock):
+        return Thinking(block.thinking, block.signature or None, path=where)
+    if isinstance(block, wire.RedactedThinkingBlock):
+        return Thinking(redacted=block.data, path=where)
+    losses.append(dropped(where))   # server tool blocks: nothing else carries them
     return None
 
 
@@ -223,6 +259,7 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     if conv.top_k is not None:
         body["top_k"] = conv.top_k
     _thinking(conv, body, losses)
+    _thinking_history(conv, body, losses)
     _json_tool(conv, body, losses)
     losses += [dropped(where) for _, where in conv.shared.values()]
     if conv.stream:
@@ -260,6 +297,24 @@ def _thinking(conv: Conversation, body: dict, losses: list[Loss]) -> None:
         elif conv.max_tokens is not None:
             losses.append(Loss(CONVERTED, "thinking", "max_tokens"))   # raised above the client's: see README
     body["thinking"] = thinking   # the client's own, its other fields (display) kept
+
+
+def _thinking_history(conv: Conversation, body: dict, losses: list[Loss]) -> None:
+    """With thinking on, Anthropic refuses a tool loop whose last assistant turn does not start with its signed
+    thinking block (``wire.thinking_block_missing``): thinking is then left off, rather than send a body Anthropic
+    refuses. With it off, a final assistant turn (a prefill) may hold no thinking."""
+    on = (body.get("thinking") or {}).get("type") not in (None, "disabled")
+    if on and wire.thinking_block_missing(body):
+        del body["thinking"]
+        losses.append(dropped("thinking" if conv.thinking is not None else "reasoning_effort", "no_thinking_block"))
+        return
+    last = body["messages"][-1]
+    if on or last["role"] != "assistant" or last["content"][0]["type"] not in wire.THINKING_BLOCKS:
+        return
+    kept = [b for b in last["content"] if b["type"] not in wire.THINKING_BLOCKS]
+    if kept:
+        last["content"] = kept
+        losses += [dropped(p.path, "thinking_off") for p in conv.turns[-1].parts if isinstance(p, Thinking)]
 
 
 def _json_tool(conv: Conversation, body: dict, losses: list[Loss]) -> None:
@@ -351,6 +406,11 @@ def _block(p, losses: list[Loss]) -> dict | None:
     if isinstance(p, (Text, Image)) and p.cache_control is not None:
         block = _block(msgspec.structs.replace(p, cache_control=None), losses)
         return None if block is None else _marker(block, p)
+    if isinstance(p, Thinking):
+        b = thinking_block(p)
+        if b is None:
+            losses.append(dropped(p.path, "unsigned"))   # Anthropic takes back only the thinking it signed
+        return b
     if isinstance(p, Text):
         # An empty text block is refused ("text content blocks must be non-empty") and says nothing.
         return {"type": "text", "text": p.text} if p.text else None
@@ -445,6 +505,10 @@ def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
             parts.append(Text(b.text or "", f"content[{i}]"))
         elif b.type == "tool_use":
             parts.append(ToolCall(b.id or "", b.name or "", dumps(b.input or {}), f"content[{i}]"))
+        elif b.type == "thinking":
+            parts.append(Thinking(b.thinking or "", b.signature or None, path=f"content[{i}]"))
+        elif b.type == "redacted_thinking":
+            parts.append(Thinking(redacted=b.data or "", path=f"content[{i}]"))
         else:
             losses.append(dropped(f"content[{i}]"))
     if doc.stop_reason == "pause_turn":
@@ -479,6 +543,9 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
             if args is None:
                 losses.append(Loss(CONVERTED, "invalid_json", p.path))
             content.append(wire.OutToolUse(call_id(p.id), p.name, args or {}))
+        elif isinstance(p, Thinking):
+            content.append(wire.OutThinking(p.text, p.signature or "") if p.redacted is None
+                           else wire.OutRedactedThinking(p.redacted))
         else:
             losses.append(dropped(p.path))   # Messages cannot carry an image answer
     stop = FINISH_OUT[answer.finish]
@@ -493,7 +560,7 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
 
 
 class StreamReader:
-    """Messages events -> neutral events; skips blocks nothing else carries (thinking)."""
+    """Messages events -> neutral events; skips blocks nothing else carries (server tools)."""
 
     def __init__(self) -> None:
         self.losses: list[Loss] = []
@@ -527,6 +594,10 @@ class StreamReader:
             if ev.delta.type == "input_json_delta" and ev.delta.partial_json:
                 self._no_input.discard(block)
                 return [ArgsDelta(block, ev.delta.partial_json)]
+            if ev.delta.type == "thinking_delta" and ev.delta.thinking:
+                return [TextDelta(block, ev.delta.thinking)]
+            if ev.delta.type == "signature_delta" and ev.delta.signature:
+                return [SignatureDelta(block, ev.delta.signature)]
             return []
         if isinstance(ev, wire.ContentBlockStop):
             block = self._blocks.get(ev.index)
@@ -555,11 +626,17 @@ class StreamReader:
 
     def _start(self, ev: wire.ContentBlockStart) -> list[Event]:
         b = ev.content_block
-        if b.type not in ("text", "tool_use"):
+        if b.type not in ("text", "tool_use", "thinking", "redacted_thinking"):
             self.losses.append(dropped(f"content[{ev.index}]"))
             return []
         block = self._blocks[ev.index] = self._next
         self._next += 1
+        if b.type == "redacted_thinking":
+            return [BlockStart(block, "thinking", redacted=b.data or "")]
+        if b.type == "thinking":
+            out = [BlockStart(block, "thinking")]
+            out += [TextDelta(block, b.thinking)] if b.thinking else []
+            return out + ([SignatureDelta(block, b.signature)] if b.signature else [])
         if b.type == "text":
             out: list[Event] = [BlockStart(block, "text")]
             if b.text:
@@ -581,6 +658,8 @@ class StreamReader:
 
 _DELTA_TEXT = b'{"type":"content_block_delta","index":%d,"delta":{"type":"text_delta","text":%s}}'
 _DELTA_JSON = b'{"type":"content_block_delta","index":%d,"delta":{"type":"input_json_delta","partial_json":%s}}'
+_DELTA_THINKING = b'{"type":"content_block_delta","index":%d,"delta":{"type":"thinking_delta","thinking":%s}}'
+_DELTA_SIGNATURE = b'{"type":"content_block_delta","index":%d,"delta":{"type":"signature_delta","signature":%s}}'
 
 
 class StreamWriter:
@@ -592,6 +671,7 @@ class StreamWriter:
         self._open: int | None = None
         self._input = Usage()
         self._refused = False   # a block of the model's refusal went out: the answer stops for "refusal"
+        self._thinking: set[int] = set()   # the thinking blocks
 
     def write(self, ev: Event) -> bytes:
         if isinstance(ev, Started):
@@ -606,16 +686,27 @@ class StreamWriter:
             self._refused = self._refused or ev.refusal
             n = self._index[ev.index] = len(self._index)
             self._open = ev.index
-            block = ({"type": "text", "text": ""} if ev.kind == "text"
-                     else {"type": "tool_use", "id": call_id(ev.call_id), "name": ev.name, "input": {}})
+            if ev.kind == "thinking":
+                # Unsigned (an OpenAI-format backend's reasoning) unless a signature_delta follows.
+                block = ({"type": "thinking", "thinking": "", "signature": ""} if ev.redacted is None
+                         else {"type": "redacted_thinking", "data": ev.redacted})
+                self._thinking.add(ev.index)
+            elif ev.kind == "text":
+                block = {"type": "text", "text": ""}
+            else:
+                block = {"type": "tool_use", "id": call_id(ev.call_id), "name": ev.name, "input": {}}
             return out + named_event(b"content_block_start", ENCODER.encode(
                 {"type": "content_block_start", "index": n, "content_block": block}))
-        if isinstance(ev, (TextDelta, ArgsDelta)):
+        if isinstance(ev, (TextDelta, ArgsDelta, SignatureDelta)):
             if ev.index != self._open:
                 if ev.index in self._index:
                     self.losses.append(dropped(f"content[{self._index[ev.index]}]", "interleaved"))
                 return b""
             n = self._index[ev.index]
+            if isinstance(ev, SignatureDelta):
+                return named_event(b"content_block_delta", _DELTA_SIGNATURE % (n, ENCODER.encode(ev.signature)))
+            if isinstance(ev, TextDelta) and ev.index in self._thinking:
+                return named_event(b"content_block_delta", _DELTA_THINKING % (n, ENCODER.encode(ev.text)))
             if isinstance(ev, TextDelta):
                 return named_event(b"content_block_delta", _DELTA_TEXT % (n, ENCODER.encode(ev.text)))
             return named_event(b"content_block_delta", _DELTA_JSON % (n, ENCODER.encode(ev.json)))

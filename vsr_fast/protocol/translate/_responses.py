@@ -19,8 +19,10 @@ from ._freeform import (  # noqa: F401
 )
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
-    GeneratedImage, Image, Started, Text, TextDelta, ToolCall, ToolChoice, ToolResult, Turn, Usage,
+    GeneratedImage, Image, SignatureDelta, Started, Text, TextDelta, Thinking, ToolCall, ToolChoice, ToolResult,
+    Turn, Usage,
 )
+from ._thinking import seal, unseal
 from ._losses import CONVERTED, MOVED, Loss, dropped
 from ._sse import SSEParser, named_event
 
@@ -31,6 +33,8 @@ KNOWN = frozenset({
     "prompt_cache_key", "safety_identifier", "service_tier", "top_logprobs", "include",
 })
 LOGPROBS = "message.output_text.logprobs"   # the include that asks for Chat's logprobs
+# Asks for reasoning items' encrypted_content: a translated answer's always carry Claude's signed thinking.
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
 INCOMPLETE_IN = {"max_output_tokens": "length", "content_filter": "content_filter"}
 INCOMPLETE_OUT = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
@@ -81,7 +85,7 @@ def _read_shared(req: wire.ResponsesRequest, conv: Conversation, losses: list[Lo
     for i, name in enumerate(req.include or ()):
         if name == LOGPROBS:
             shared["logprobs"] = (True, f"include[{i}]")
-        else:
+        elif name != ENCRYPTED_REASONING:
             losses.append(dropped(f"include[{i}]"))
     if "top_logprobs" in shared and "logprobs" not in shared:
         shared["logprobs"] = (True, "top_logprobs")   # Chat gives top_logprobs only with logprobs on
@@ -143,8 +147,27 @@ def _read_item(item: wire.Item, path: str, conv: Conversation, losses: list[Loss
             before.parts.append(result)
         else:
             conv.turns.insert(at, Turn("tool", [result], path))
+    elif item.type == "reasoning":
+        _read_reasoning(item, path, conv, losses)
     else:
-        losses.append(dropped(path))   # reasoning, hosted tool calls, item references
+        losses.append(dropped(path))   # hosted tool calls, item references
+
+
+def _read_reasoning(item: wire.Item, path: str, conv: Conversation, losses: list[Loss]) -> None:
+    """A reasoning item: Claude's thinking block again when the router sealed it (``unseal``), else its summary
+    as unsigned reasoning (OpenAI's own encrypted reasoning means nothing to another provider)."""
+    thought = unseal(item.encrypted_content, f"{path}.encrypted_content")
+    if thought is None:
+        summary = "".join(s.text for s in item.summary or ())
+        if not summary:
+            losses.append(dropped(path))
+            return
+        thought = Thinking(summary, path=path)
+    last = conv.turns[-1] if conv.turns else None
+    if last is not None and last.role == "assistant":
+        last.parts.append(thought)
+    else:
+        conv.turns.append(Turn("assistant", [thought], path))
 
 
 def _answered_at(turns: list[Turn], call_id: str) -> int:
@@ -206,6 +229,7 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
                               "output": _result_output(r, losses)})
         elif turn.role == "assistant":
             text = "".join(p.text for p in turn.parts if isinstance(p, Text))
+            losses += [dropped(p.path) for p in turn.parts if isinstance(p, Thinking)]   # only OpenAI's own pass
             if text or not any(isinstance(p, ToolCall) for p in turn.parts):
                 # An empty answer stays a turn: dropped, it would leave the user speaking twice in a row.
                 items.append({"type": "message", "role": "assistant", "content": text})
@@ -406,11 +430,24 @@ def output_items(parts: list, new_id: NewId, losses: list[Loss], names: ToolName
             item = call_item(p.id, p.name, names or ToolNames(), new_id)
             _set_call_arguments(item, p.arguments, p.path, losses)
             items.append(item)
+        elif isinstance(p, Thinking):
+            items.append(reasoning_item(new_id("rs_"), p))
         elif p.b64:
             items.append(_image_item(new_id("ig_"), p))
         else:
             losses.append(dropped(p.path, "url_only"))   # image_generation_call carries base64 only
     return items
+
+
+def reasoning_item(item_id: str, t: Thinking) -> dict:
+    """The reasoning item of ``t``: its text as the summary, Claude's signed block sealed in ``encrypted_content``
+    for the client to send back (None for unsigned reasoning: there is nothing to send back)."""
+    return {"type": "reasoning", "id": item_id, "summary": [_summary(t.text)] if t.text else [],
+            "encrypted_content": seal(t), "status": "completed"}
+
+
+def _summary(text: str) -> dict:
+    return {"type": "summary_text", "text": text}
 
 
 def _text_part(refusal: bool, text: str) -> dict:
@@ -606,6 +643,7 @@ class StreamWriter:
         self._open: int | None = None
         self._message: int | None = None    # the output index of the message item texts go into
         self._custom: dict[int, str] = {}   # output index of a custom tool call -> its JSON arguments so far
+        self._thoughts: dict[int, Thinking] = {}   # output index of a reasoning item -> its thinking so far
 
     def _event(self, kind: str, fields: dict) -> bytes:
         data = {"type": kind, "sequence_number": self._seq, **fields}
@@ -637,6 +675,8 @@ class StreamWriter:
             self._output[n]["arguments"] += ev.json
             return self._event("response.function_call_arguments.delta",
                                {"item_id": self._output[n]["id"], "output_index": n, "delta": ev.json})
+        if isinstance(ev, SignatureDelta):
+            return self.signature(ev)
         if isinstance(ev, BlockStop):
             return self._stop(ev.index) if ev.index == self._open else b""
         if isinstance(ev, Finished):
@@ -657,6 +697,13 @@ class StreamWriter:
             return (out + self._event("response.output_item.added", {"output_index": n, "item": pending})
                     + self._event("response.output_item.done", {"output_index": n, "item": item}))
         self._open = ev.index
+        if ev.kind == "thinking":
+            out += self._close_message()
+            n = self._items[ev.index] = len(self._output)
+            self._output.append(reasoning_item(self._new_id("rs_"), Thinking(redacted=ev.redacted)))
+            self._thoughts[n] = Thinking(redacted=ev.redacted)
+            pending = {**self._output[n], "status": "in_progress", "encrypted_content": None}
+            return out + self._event("response.output_item.added", {"output_index": n, "item": pending})
         if ev.kind == "tool":
             out += self._close_message()
             n = self._items[ev.index] = len(self._output)
@@ -685,6 +732,8 @@ class StreamWriter:
             return b""
         n = self._items[ev.index]
         message = self._output[n]
+        if message["type"] == "reasoning":
+            return self._reasoning_text(n, ev.text)
         part = message["content"][-1]
         if part["type"] == "refusal":
             part["refusal"] += ev.text
@@ -696,10 +745,41 @@ class StreamWriter:
             "item_id": message["id"], "output_index": n, "content_index": len(message["content"]) - 1,
             "delta": ev.text, "logprobs": []})
 
+    def _reasoning_text(self, n: int, text: str) -> bytes:
+        """Reasoning text, streamed as its item's summary (one summary part, opened at the first text)."""
+        item, thought = self._output[n], self._thoughts[n]
+        self._thoughts[n] = msgspec.structs.replace(thought, text=thought.text + text)
+        ids = {"item_id": item["id"], "output_index": n, "summary_index": 0}
+        out = b""
+        if not item["summary"]:
+            item["summary"].append(_summary(""))
+            out = self._event("response.reasoning_summary_part.added", {**ids, "part": _summary("")})
+        item["summary"][0]["text"] += text
+        return out + self._event("response.reasoning_summary_text.delta", {**ids, "delta": text})
+
+    def signature(self, ev: SignatureDelta) -> bytes:
+        n = self._items.get(ev.index)
+        if ev.index == self._open and n in self._thoughts:
+            self._thoughts[n] = msgspec.structs.replace(self._thoughts[n], signature=ev.signature)
+        return b""
+
+    def _stop_reasoning(self, n: int) -> bytes:
+        item = self._output[n]
+        item["encrypted_content"] = seal(self._thoughts.pop(n))
+        out = b""
+        if item["summary"]:
+            ids = {"item_id": item["id"], "output_index": n, "summary_index": 0}
+            part = item["summary"][0]
+            out = (self._event("response.reasoning_summary_text.done", {**ids, "text": part["text"]})
+                   + self._event("response.reasoning_summary_part.done", {**ids, "part": part}))
+        return out + self._event("response.output_item.done", {"output_index": n, "item": item})
+
     def _stop(self, block: int) -> bytes:
         self._open = None
         n = self._items[block]
         item = self._output[n]
+        if item["type"] == "reasoning":
+            return self._stop_reasoning(n)
         if item["type"] == "custom_tool_call":
             _set_call_arguments(item, self._custom.pop(n), f"output[{n}]", self.losses)
             ids = {"item_id": item["id"], "output_index": n}

@@ -18,7 +18,9 @@ from typing import Protocol
 import msgspec
 
 from ...errors import VsrError
-from ._ir import Answer, ArgsDelta, BlockStart, BlockStop, Event, Failed, Finished, TextDelta, answer_events
+from ._ir import (
+    Answer, ArgsDelta, BlockStart, BlockStop, Event, Failed, Finished, SignatureDelta, TextDelta, answer_events,
+)
 from ._losses import Loss
 from ..sse import EventCutter
 from ._sse import SSEParser
@@ -152,7 +154,7 @@ class OneBlockAtATime:
                     out.append(ev)
                 else:
                     self._waiting[ev.index] = [ev]
-            elif isinstance(ev, (TextDelta, ArgsDelta, BlockStop)):
+            elif isinstance(ev, (TextDelta, ArgsDelta, SignatureDelta, BlockStop)):
                 held = self._waiting.get(ev.index)
                 if held is not None:
                     held.append(ev)
