@@ -75,6 +75,7 @@ class EmbeddedLog:
         self._marks_path = self.dir / "stream.marks"
         self._cond = threading.Condition()
         self._groups: dict[str, _Group] = {}
+        self._readers = 0          # readers waiting on _cond: a batch notifies only when some wait
         self._closed = False
         self._marks_saved = 0.0
         saved = self._load_marks()
@@ -109,14 +110,11 @@ class EmbeddedLog:
         except (OSError, msgspec.DecodeError, msgspec.ValidationError):
             return _Marks()
 
-    def _save_marks(self) -> None:
+    def _save_marks(self, now: float) -> None:
         # The marks file only shortens the scan on open, which rebuilds every mark from
         # the frames after the saved ``end``: writing it once a second, not once a batch,
         # loses nothing and saves a file create and rename (~180 us) per batch, which
         # cost ~0.2 ms of CPU per routed request at a few hundred requests a second.
-        now = time.monotonic()
-        if now - self._marks_saved < MARKS_EVERY_S:
-            return
         self._marks_saved = now
         doc = _Marks(end=self.journal.end, marks={k.hex(): v for k, v in self._marks.items()}, live=self._live)
         write_atomic(self._marks_path, msgspec.json.encode(doc))
@@ -133,29 +131,32 @@ class EmbeddedLog:
                     fresh.append(item)
                     marks[space] = index
             if fresh:
+                now = time.monotonic()
                 try:
-                    self._roll_if_due()
+                    if self._live >= self._segment_entries or self._roll_after_s is not None:
+                        self._roll_if_due(now)
                     self.journal.append(pack_many(fresh))
                 except OSError as exc:
                     raise TransportDown(f"embedded journal: {exc}") from exc
                 self._live += len(fresh)
                 self._marks = marks
-                self._save_marks()
-                self._cond.notify_all()
+                if now - self._marks_saved >= MARKS_EVERY_S:
+                    self._save_marks(now)
+                if self._readers:
+                    self._cond.notify_all()
             return len(fresh)
 
     # --- retention ----------------------------------------------------------------------
 
-    def _roll_if_due(self) -> None:
+    def _roll_if_due(self, now: float) -> None:
         """Start a new segment when the live one is full or old enough, then drop what retention lets go."""
         full = self._live >= self._segment_entries
-        old = self._roll_after_s is not None and time.monotonic() - self._live_started >= self._roll_after_s
+        old = self._roll_after_s is not None and now - self._live_started >= self._roll_after_s
         if not (full or old) or not self._live:
             return
         self.journal.roll(self._live)
-        self._live, self._live_started = 0, time.monotonic()
-        self._marks_saved = 0.0          # the marks' ``live`` count now belongs to the new segment
-        self._save_marks()
+        self._live, self._live_started = 0, now
+        self._save_marks(now)            # the marks' ``live`` count now belongs to the new segment
         self._trim()
 
     def _trim(self) -> None:
@@ -212,7 +213,11 @@ class EmbeddedLog:
                 return []
             out = self._take(group, count)
             if not out and block_ms > 0 and not self._closed:
-                self._cond.wait(block_ms / 1000)
+                self._readers += 1
+                try:
+                    self._cond.wait(block_ms / 1000)
+                finally:
+                    self._readers -= 1
                 out = self._take(group, count)
             return out
 
