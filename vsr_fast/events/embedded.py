@@ -257,7 +257,10 @@ class EmbeddedLog:
             g = self._group(group)
             g.acked.update(int(i) for i in ids if int(i) >= g.committed)
             if self._advance(g) and len(self.journal.files) > 1:
-                self._trim()     # a group that caught up may free the segments it held
+                try:
+                    self._trim()     # a group that caught up may free the segments it held
+                except OSError as exc:   # its index file refused (a full disk): trimmed again at the next ack
+                    log.warning("event stream: retention could not save the segment index (%s)", exc)
             self._save_group(g)
 
     @staticmethod
