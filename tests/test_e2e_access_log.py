@@ -229,7 +229,7 @@ def test_a_request_refused_before_routing_is_logged_and_counted(unjournaled):
                      re.M)
     assert re.search(r'^vsr_requests_total\{api="messages",[^}]*status="405"\} 1$', metrics, re.M)
     assert "# HELP vsr_access_log_dropped_total " in metrics
-    assert re.search(r"^vsr_access_log_dropped_total 0$", metrics, re.M)
+    assert re.search(r'^vsr_access_log_dropped_total\{reason="queue_full"\} 0$', metrics, re.M)
 
 
 def test_reopen_while_lines_are_written_loses_and_splits_none(tmp_path):

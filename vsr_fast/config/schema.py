@@ -332,7 +332,10 @@ class AccessLogConfig(_Block):
     decision, model, status, response path, latency, time to first byte, tokens, error code, an upstream
     failure's cause and the error's message. A request refused before routing (its method, media type, key) has
     its line too. ``level: errors``: statuses 400 and up only. ``path``: appended to (none: stderr). Lines the
-    writer could not keep up with are counted in ``vsr_access_log_dropped_total``.
+    writer could not keep up with are counted in ``vsr_access_log_dropped_total{reason="queue_full"}``; lines
+    a write failed on (a full disk, stderr's reader gone) are dropped, as nginx does, and counted with
+    ``reason="write_error"``, with a warning at most once a minute: serving goes on, and writing resumes once
+    the disk has room (or after a reopen).
 
     Rotation (logrotate without ``copytruncate``): rename the file, then send SIGHUP (a reload, which reopens
     the file whether or not the configuration changed; ``POST /admin/reload`` too) or SIGUSR1 (reopens only,

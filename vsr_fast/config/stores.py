@@ -23,6 +23,12 @@ class EventStreamStore(Block):
     ``redis`` appends to the Redis stream ``stream`` at ``url``; ``embedded``
     appends to a journal file under ``path`` and needs no server (the
     quickstart). Both spill to ``path`` when the in-memory queue is full.
+
+    A full disk or a removed ``path`` never stops serving: events a spill (or the final spill at shutdown)
+    cannot write count in ``vsr_events_lost_total{reason="spill_error"}``, and a consumer's or the spill's
+    offset the disk refuses stays in memory and is written again later (a removed directory is created
+    again); if the router stops before then, the entries after the last saved offset are delivered again
+    (at least once; the stream's marks keep re-sent events from landing twice).
     """
 
     # "none" records nothing: no replay records, no shadow copies; the response cache still works (looked

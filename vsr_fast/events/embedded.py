@@ -18,12 +18,18 @@ drops whole segments of the journal (``segments``), the oldest first and only
 those every consumer group running here has acknowledged: a group that lags
 keeps its unread entries, whatever the bounds.
 
+Those small files are written in place (a temporary file renamed over the old one). When the disk refuses
+one (full, or the directory removed and not creatable), nothing stops: a group's offset stays in memory
+and is written again at its next acknowledgement (until then, a restart delivers the entries after the
+last saved offset again: at least once); the marks only shorten the scan on open.
+
 One process only: two routers appending to one journal would interleave
 their marks and their groups' offsets.
 """
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import time
@@ -37,6 +43,7 @@ from .segments import Segments
 from .source import Entry, entry
 from .writer import Item, TransportDown
 
+log = logging.getLogger("vsr_fast.events")
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
 
@@ -53,6 +60,7 @@ class _Group:
     acked: set[int] = field(default_factory=set)
     cursor: int = 0
     ends: dict[int, int] = field(default_factory=dict)   # delivered offset -> the next frame's offset
+    unsaved: bool = False                                # the last offset write failed: write it again
 
 
 MARKS_EVERY_S = 1.0
@@ -78,6 +86,8 @@ class EmbeddedLog:
         self._readers = 0          # readers waiting on _cond: a batch notifies only when some wait
         self._closed = False
         self._marks_saved = 0.0
+        self.offset_failures = 0     # group offset writes the disk refused (each retried at the next ack)
+        self._marks_failures = 0
         saved = self._load_marks()
         live_base = self.journal.bases[-1]
         # The saved marks cover the frames before saved.end; those after it (a crash between an append and
@@ -117,7 +127,12 @@ class EmbeddedLog:
         # cost ~0.2 ms of CPU per routed request at a few hundred requests a second.
         self._marks_saved = now
         doc = _Marks(end=self.journal.end, marks={k.hex(): v for k, v in self._marks.items()}, live=self._live)
-        write_atomic(self._marks_path, msgspec.json.encode(doc))
+        try:
+            write_atomic(self._marks_path, msgspec.json.encode(doc))
+        except OSError as exc:       # the append landed; a stale marks file only lengthens the next open's scan
+            self._marks_failures += 1
+            if self._marks_failures & (self._marks_failures - 1) == 0:
+                log.warning("event stream: cannot save %s (%s); retried in a second", self._marks_path, exc)
 
     # --- the transport ------------------------------------------------------------------
 
@@ -233,7 +248,7 @@ class EmbeddedLog:
                 if f.offset not in g.acked:
                     out.append(entry(str(f.offset), f.payload))
             g.cursor = frames[-1].end
-        if self._advance(g):
+        if self._advance(g) or g.unsaved:
             self._save_group(g)
         return out
 
@@ -247,7 +262,10 @@ class EmbeddedLog:
             g = self._group(group)
             g.acked.update(int(i) for i in ids if int(i) >= g.committed)
             if self._advance(g) and len(self.journal.files) > 1:
-                self._trim()     # a group that caught up may free the segments it held
+                try:
+                    self._trim()     # a group that caught up may free the segments it held
+                except OSError as exc:   # its index file refused (a full disk): trimmed again at the next ack
+                    log.warning("event stream: retention could not save the segment index (%s)", exc)
             self._save_group(g)
 
     @staticmethod
@@ -260,7 +278,18 @@ class EmbeddedLog:
         return moved
 
     def _save_group(self, g: _Group) -> None:
-        write_atomic(g.path, json.dumps({"committed": g.committed, "acked": sorted(g.acked)}).encode())
+        try:
+            write_atomic(g.path, json.dumps({"committed": g.committed, "acked": sorted(g.acked)}).encode())
+        except OSError as exc:
+            g.unsaved = True
+            self.offset_failures += 1
+            if self.offset_failures & (self.offset_failures - 1) == 0:      # 1, 2, 4...: not one a batch
+                log.warning("event stream: cannot save the consumer offset %s (%s, %d failure(s)); kept in memory "
+                            "and written at the next acknowledgement", g.path, exc, self.offset_failures)
+            return
+        if g.unsaved:
+            g.unsaved = False
+            log.warning("event stream: consumer offset %s saved again", g.path)
 
     def unread(self, group: str) -> int:
         """Entries from ``group``'s first unacknowledged one to the end (acknowledged ones after it included)."""

@@ -171,9 +171,15 @@ class Journal:
 
 
 def write_atomic(path: Path, data: bytes, *, durable: bool = False) -> None:
-    """Replace ``path`` with ``data`` so a reader sees the old or the new file, never half of one."""
+    """Replace ``path`` with ``data`` so a reader sees the old or the new file, never half of one. A removed
+    directory is created again; other OSErrors (a full disk) are the caller's."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
+    try:
+        f = open(tmp, "wb")     # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)      # the directory was removed under a running router
+        f = open(tmp, "wb")     # noqa: SIM115
+    with f:
         f.write(data)
         if durable:
             f.flush()

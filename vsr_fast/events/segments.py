@@ -19,6 +19,7 @@ at base 0.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import os
 import re
@@ -173,7 +174,8 @@ class Segments:
                 break
             base, journal = self.bases.pop(0), self.files.pop(0)
             journal.close()
-            os.unlink(journal.path)
+            with contextlib.suppress(FileNotFoundError):    # the directory was removed under the router
+                os.unlink(journal.path)
             self.counts.pop(base, None)
             dropped += 1
         if dropped:

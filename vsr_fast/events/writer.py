@@ -28,6 +28,7 @@ writing the stream, so clock skew between hosts turns into refused events).
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import logging
 import os
@@ -160,6 +161,7 @@ class EventSink:
         self._jspace = os.urandom(16)
         self._jnext = 0
         self._jread = self._load_offset()
+        self._offset_failures = 0
         self._journal.repair(self._jread)
         # Events a previous process left in the journal go first; new ones queue behind them.
         self._spilling = self._journal.end > self._jread
@@ -231,10 +233,12 @@ class EventSink:
         if self._idle:
             self._wake.set()
 
-    def _lose(self, reason: str, exc: BaseException | None = None) -> None:
-        self.stats.lost[reason] += 1
+    def _lose(self, reason: str, exc: BaseException | None = None, count: int = 1) -> None:
+        if not count:
+            return
+        self.stats.lost[reason] += count
         n = self.stats.lost[reason]
-        if n & (n - 1) == 0:   # 1, 2, 4, 8...: loud, not a log line per event
+        if count > 1 or n & (n - 1) == 0:   # 1, 2, 4, 8...: loud, not a log line per event
             log.error("event stream: %d event(s) lost (%s)%s", n, reason, f": {exc!r}" if exc else "")
 
     # --- lifetime -----------------------------------------------------------------
@@ -262,13 +266,18 @@ class EventSink:
             while self._queue:
                 self._next += 1
                 leftover.append((self._space, self._next, self._queue.popleft()))
-            if leftover:
-                self._prepend(leftover)
-            elif self._journal.end == self._jread and self._jread:
-                self._journal.truncate(0)        # everything spilled was sent
-                self._jread = 0
-                self._save_offset()
-            self._journal.sync()
+            try:
+                if leftover:
+                    self._prepend(leftover)
+                elif self._journal.end == self._jread and self._jread:
+                    self._journal.truncate(0)        # everything spilled was sent
+                    self._jread = 0
+                    self._save_offset()
+                self._journal.sync()
+            except OSError as exc:                   # a full disk: the journal as it was, without these
+                with contextlib.suppress(OSError):
+                    os.unlink(self._journal.path.with_name(self._journal.path.name + ".tmp"))
+                self._lose("spill_error", exc, len(leftover))
             self._journal.close()
         self._transport.close()
 
@@ -402,7 +411,18 @@ class EventSink:
             return 0
 
     def _save_offset(self) -> None:
-        write_atomic(self._state, str(self._jread).encode())
+        """Write the sent offset. When the disk refuses, it stays in memory: a restart re-sends from the older
+        one, and the store's marks skip what had landed. Offset 0 is a missing file, which needs no room."""
+        try:
+            if self._jread == 0:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self._state)
+            else:
+                write_atomic(self._state, str(self._jread).encode())
+        except OSError as exc:
+            self._offset_failures += 1
+            if self._offset_failures & (self._offset_failures - 1) == 0:
+                log.warning("event stream: cannot save %s (%s); re-sent events land once", self._state, exc)
 
     # --- what the sink reports ----------------------------------------------------
 

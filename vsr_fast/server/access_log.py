@@ -2,7 +2,12 @@
 
 Lines are queued in memory and written by a task of their own in a worker thread, so a slow reader of
 stderr (or a slow disk) never blocks the trio loop; the queue is bounded and counts what it dropped
-(``vsr_access_log_dropped_total``).
+(``vsr_access_log_dropped_total{reason="queue_full"}``).
+
+A write that fails (a full disk, stderr's reader gone: ENOSPC, EPIPE) drops its lines, as nginx does: they
+are counted (``reason="write_error"``), a warning is logged at most once a minute with the count since the
+last one, and the next batch is tried on the same file, so writing resumes once the disk has room (or
+after a reopen). Serving never stops for the log.
 
 Rotation, as logrotate does it without ``copytruncate``: rename the file, then have the router reopen its path.
 ``reopen()`` asks for that (every configuration reload calls it: SIGHUP, ``POST /admin/reload``); and at most
@@ -12,6 +17,7 @@ All of it happens in the writer's thread, between two writes: a line is whole in
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -23,6 +29,8 @@ import trio
 _MAX_QUEUED = 10_000
 # How often the writer reads the path's inode (one stat, in its own thread, before a write).
 _CHECK_S = 1.0
+# At most one warning this often while writes fail (a line per dropped batch would flood the other log).
+_WARN_EVERY_S = 60.0
 
 log = logging.getLogger("vsr_fast.access_log")
 
@@ -47,7 +55,11 @@ class AccessLog:
         self.path = config.path
         self._lines: list[str] = []
         self._ready = trio.Event()
-        self.dropped = 0
+        self.dropped = 0                # queue full (the trio thread's count)
+        self.write_errors = 0           # lines a failed write dropped (the writer thread's count)
+        self._failing = False           # the last write failed: the next that succeeds says so
+        self._warned = -_WARN_EVERY_S   # time.monotonic() of the last warning
+        self._unwarned = 0              # lines dropped since that warning
         self._out = None                # the file (unbuffered, append): one write call per batch
         self._inode: tuple[int, int] | None = None     # (st_dev, st_ino) of the open file
         self._checked = 0.0             # time.monotonic() of the last inode check
@@ -98,8 +110,10 @@ class AccessLog:
 
     def prometheus_lines(self) -> list[str]:
         return ["# HELP vsr_access_log_dropped_total Access log lines dropped: the writer's queue was full "
-                f"({_MAX_QUEUED} lines).", "# TYPE vsr_access_log_dropped_total counter",
-                f"vsr_access_log_dropped_total {self.dropped}"]
+                f"({_MAX_QUEUED} lines), or a write failed (a full disk, stderr's reader gone).",
+                "# TYPE vsr_access_log_dropped_total counter",
+                f'vsr_access_log_dropped_total{{reason="queue_full"}} {self.dropped}',
+                f'vsr_access_log_dropped_total{{reason="write_error"}} {self.write_errors}']
 
     async def run(self) -> None:
         """Write queued lines until cancelled; what is queued at cancellation is written too."""
@@ -123,19 +137,50 @@ class AccessLog:
             await trio.to_thread.run_sync(self._emit, text)
 
     def _emit(self, text: str) -> None:
-        """In the writer's thread: follow a rotation if there was one, then write ``text`` whole."""
-        if not self.path:
-            sys.stderr.write(text)
-            sys.stderr.flush()
-            return
-        now = time.monotonic()
-        if self._asked != self._done or now - self._checked >= _CHECK_S:
-            self._checked = now
-            self._follow()
+        """In the writer's thread: follow a rotation if there was one, then write ``text`` whole, or count its
+        lines dropped when the write fails."""
+        if self.path:
+            now = time.monotonic()
+            if self._asked != self._done or now - self._checked >= _CHECK_S:
+                self._checked = now
+                self._follow()
         data = text.encode()
         view = memoryview(data)
-        while view:
-            view = view[self._out.write(view):]
+        try:
+            if not self.path:
+                sys.stderr.write(text)
+                sys.stderr.flush()
+                view = view[len(view):]
+            while view:
+                view = view[self._out.write(view):]
+        except (OSError, ValueError) as exc:     # ValueError: stderr closed
+            if self.path and len(view) != len(data):
+                self._cut_torn(len(data) - len(view) - (data.rfind(b"\n", 0, len(data) - len(view)) + 1))
+            self._dropped_write(view.tobytes().count(b"\n"), exc)
+            return
+        if self._failing:
+            self._failing = False
+            log.warning("access log: writing again to %s", self.path or "stderr")
+
+    def _cut_torn(self, partial: int) -> None:
+        """Remove the ``partial`` bytes of a line a failed write left at the file's end: the next line starts
+        on a line of its own (shrinking a file needs no room on the disk)."""
+        if partial:
+            fd = self._out.fileno()
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, os.fstat(fd).st_size - partial)
+
+    def _dropped_write(self, lines: int, exc: BaseException) -> None:
+        """Count ``lines`` a failed write dropped; warn now and then (the first failure, then once a minute)."""
+        self.write_errors += lines
+        self._unwarned += lines
+        self._failing = True
+        now = time.monotonic()
+        if now - self._warned >= _WARN_EVERY_S:
+            log.warning("access log: cannot write to %s (%s); %d line(s) dropped since the last warning, "
+                        "vsr_access_log_dropped_total{reason=\"write_error\"} counts them",
+                        self.path or "stderr", exc, self._unwarned)
+            self._warned, self._unwarned = now, 0
 
     def _follow(self) -> None:
         """Reopen the path when asked to, or when it names another file than the one open (or none)."""

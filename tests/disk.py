@@ -1,0 +1,45 @@
+"""A small disk that fills up, for tests of what the router does when a write fails with ENOSPC."""
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@contextlib.contextmanager
+def small_disk(size: str = "1m") -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted on a fresh directory, unmounted and removed after; skips the test where
+    mounting is not allowed (not root, or a container without the capability)."""
+    where = Path(tempfile.mkdtemp(prefix="vsr-disk-"))
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                             capture_output=True).returncode == 0
+    if not mounted:
+        where.rmdir()
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+        where.rmdir()
+
+
+def fill(directory: Path) -> Path:
+    """Write a file in ``directory`` until the disk has no room left; returns it (remove it to free the room)."""
+    filler = directory / "filler"
+    with open(filler, "wb", buffering=0) as f:
+        with contextlib.suppress(OSError):
+            while True:
+                f.write(b"\0" * 4096)
+    with contextlib.suppress(OSError):     # the last few bytes a block write could not take
+        with open(filler, "ab", buffering=0) as f:
+            while True:
+                f.write(b"\0")
+    return filler
+
+
+__all__ = ["fill", "small_disk"]
