@@ -441,6 +441,43 @@ def test_keys_are_managed_on_the_admin_listener(listening):
     wait_until(lambda: ok() == 401, "the revoked key to be refused")
 
 
+@pytest.fixture(scope="module")
+def slow_refresh(mock, tmp_path_factory):
+    """(router, its admin URL, the prefix): as ``listening``, its stored keys polled only once a second (the most
+    ``refresh_ms`` allows), so what the poll would pick up later is told apart from what the admin route does."""
+    with redis_prefix("auth-slow-refresh") as prefix:
+        doc = auth_doc(mock.url, store={"backend": "redis", "url": REDIS_URL, "prefix": prefix, "refresh_ms": 1000})
+        doc["listeners"] = [{"name": "main", "address": "127.0.0.1", "port": 0},
+                            {"name": "ops", "role": "admin", "port": 0}]
+        path = write_config(doc, str(tmp_path_factory.mktemp("cfg-slow-refresh")))
+        with Proc(["-m", "vsr_fast", "serve", "--config", path], "vsr-fast: serving on",
+                  env={"VSR_STATE_DIR": tempfile.mkdtemp(prefix="vsr-state-")}) as proc:
+            admin = next(line for line in proc.lines if line.startswith("vsr-fast: admin on")).split()[-1]
+            yield proc, admin, prefix
+
+
+def test_keys_changed_over_http_apply_on_this_router_from_the_answer_on(slow_refresh):
+    """The README's key table: a rotated-out key stops at once. On the router that answered the admin route the
+    change applies before the answer is sent (not at its next poll); other routers see it within refresh_ms."""
+    proc, admin, prefix = slow_refresh
+    no_stored_keys(prefix)
+    status = lambda key: httpx.get(f"{proc.url}/v1/models", headers={"authorization": f"Bearer {key}"}).status_code
+    chat = lambda key: httpx.post(f"{proc.url}/v1/chat/completions", headers={"authorization": f"Bearer {key}"},
+                                  json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
+    for round_ in range(3):
+        made = httpx.post(f"{admin}/api/v1/keys", json={"id": f"tenant-{round_}", "tenant": "t"})
+        assert made.status_code == 201, made.text
+        old = made.json()["key"]
+        assert status(old) == 200, "a key made over HTTP is accepted from the answer on"
+        rotated = httpx.post(f"{admin}/api/v1/keys/tenant-{round_}/rotate")
+        assert rotated.status_code == 200, rotated.text
+        assert chat(old).status_code == 401, "the rotated-out key is refused from the rotate's answer on"
+        new = rotated.json()["key"]
+        assert chat(new).status_code == 200, "and its new key accepted"
+        assert httpx.delete(f"{admin}/api/v1/keys/tenant-{round_}").status_code == 200
+        assert status(new) == 401, "a key revoked over HTTP is refused from the answer on"
+
+
 PROBE_KEY = "vsk-probe-" + "p" * 32
 
 

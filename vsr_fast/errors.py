@@ -20,7 +20,7 @@
     │   ├── EmptyArray              400 empty_array
     │   ├── UnknownParameter        400 unknown_parameter
     │   ├── PreviousResponseNotFound 400 previous_response_not_found
-    │   ├── AmbiguousFraming        400 ambiguous_framing      (Content-Length with Transfer-Encoding)
+    │   ├── AmbiguousFraming        400 ambiguous_framing      (Content-Length with Transfer-Encoding; TE in HTTP/1.0)
     │   ├── MalformedRequest        400 malformed_request      (HTTP/1.1 h11 refuses: a bad chunk, Content-Length, header)
     │   ├── NonCanonicalPath        400 non_canonical_path     (//metrics, /./x, /%6detrics: read two ways, refused)
     │   ├── HeadTooLarge            431 request_head_too_large (a request head past hypercorn's h11_max_incomplete_size)
@@ -216,8 +216,9 @@ class ResponseNotFound(RequestError):
 
 
 class AmbiguousFraming(RequestError):
-    """A request that says where its body ends twice (Content-Length and Transfer-Encoding): the shape of
-    request smuggling, refused and the connection closed, as Envoy does."""
+    """A request that says where its body ends twice (Content-Length and Transfer-Encoding), or with a
+    Transfer-Encoding its HTTP/1.0 cannot carry (RFC 9112 6.1): shapes of request smuggling, refused and the
+    connection closed, as Envoy and nginx do."""
 
     code = "ambiguous_framing"
 

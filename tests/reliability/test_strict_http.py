@@ -70,6 +70,34 @@ def test_content_length_with_transfer_encoding_is_refused_and_the_connection_clo
     assert httpx.get(f"{edge.url}/health", timeout=10).status_code == 200
 
 
+def metric(proc, line_start: str) -> float:
+    """The value of the /metrics line starting with ``line_start`` (0 when absent)."""
+    for line in httpx.get(f"{proc.url}/metrics", timeout=10).text.splitlines():
+        if line.startswith(line_start):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+def test_transfer_encoding_in_an_http_1_0_request_is_refused_and_the_connection_closed(edge, path):
+    """RFC 9112 6.1: a server that receives Transfer-Encoding in an HTTP/1.0 request treats its framing as
+    faulty (an HTTP/1.0 intermediary would read the body otherwise), as nginx does: 400, connection closed."""
+    api = "messages" if path == "/v1/messages" else "chat"
+    counted = f'vsr_requests_total{{api="{api}",recipe="",decision="",model="",status="400"}}'
+    before = metric(edge, counted)
+    body = json.dumps({"model": "vsr/auto", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    head = "\r\n".join([f"POST {path} HTTP/1.0", "Host: router", "Content-Type: application/json",
+                         "Transfer-Encoding: chunked"])
+    responses = exchange(edge, head.encode() + b"\r\n\r\n%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")
+    assert len(responses) == 1, responses
+    status, headers, answer = parts(responses[0])
+    assert status == 400 and headers["connection"] == "close", responses[0]
+    assert error_code(path, answer) == ("invalid_request_error" if path == "/v1/messages" else "ambiguous_framing")
+    assert "HTTP/1.0" in answer.decode() and "Transfer-Encoding" in answer.decode()
+    assert metric(edge, counted) == before + 1, "refused and counted as the other framing refusals are"
+    assert httpx.get(f"{edge.url}/health", timeout=10).status_code == 200
+
+
 # Shapes h11 refuses itself; the test holds the router to it (one refusal, the connection closed).
 REFUSED_BY_H11 = {
     "two different Content-Lengths": (b"Content-Length: 4\r\nContent-Length: 5\r\n\r\nabcde", 400),

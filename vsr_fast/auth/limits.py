@@ -10,12 +10,17 @@ redis-py's encoding cost ~300 µs of CPU), so each router holds small leases:
 - requests in flight: the same with expiring leases (renewed while held, so a
   router that dies frees its places); a finished request's place returns to its
   router's pool, which gives back what stays idle.
-- tokens per minute and budgets: counted after the answer, from its usage.
-  Every ``_SYNC_S`` the router adds its new tokens to the shared per-second
-  buckets and reads the window's total back in one call; a request is admitted
-  while that total plus what this router charged since is under the limit (so
-  routers overshoot by at most one sync interval's tokens, as any after-the-fact
-  count does). A view older than ``_SYNC_S`` is refreshed before deciding.
+- tokens per minute and budgets: reserved at admission, settled from the answer's
+  usage. A request reserves an estimate of its tokens (its body's size at four
+  bytes a token, or what its scope's recent requests used, whichever is more)
+  before anything awaits, and gives it back when it ends, its usage charged in
+  its place. Every ``_SYNC_S`` the router adds its new tokens to the shared
+  per-second buckets and reads the window's total back in one call; a request is
+  admitted while that total plus what this router charged since and reserved for
+  its requests in flight is under the limit. So a limit is passed by at most the
+  last admitted request's reservation plus what admitted requests use beyond
+  their reservations, and, across routers, one sync interval's tokens (as any
+  after-the-fact count). A view older than ``_SYNC_S`` is refreshed before deciding.
 
 ``k`` is 1 under 50 requests (or places) a minute and grows to 64 with the
 limit, so a small limit is exact and a large one costs one call per ``k``.
@@ -158,7 +163,7 @@ class _Window:
 class _Local:
     """One scope's windows in this router alone: what decides when Redis is away."""
 
-    __slots__ = ("requests", "tokens", "in_flight", "spent", "period")
+    __slots__ = ("requests", "tokens", "in_flight", "spent", "period", "reserved", "typical")
 
     def __init__(self) -> None:
         self.requests = _Window()
@@ -166,6 +171,8 @@ class _Local:
         self.in_flight = 0
         self.spent = 0
         self.period = -1
+        self.reserved = 0           # tokens reserved by this router's requests in flight (settled by ``done``)
+        self.typical = 0            # what this scope's recent requests used: a reservation's floor
 
     def refusal(self, limits: Limits, now: float) -> tuple[str, float] | None:
         if limits.rpm is not None:
@@ -174,18 +181,41 @@ class _Local:
                 return "rpm", self.requests.retry_s(now)
         if limits.tpm is not None:
             self.tokens.trim(now)
-            if self.tokens.total >= limits.tpm:
-                return "tpm", self.tokens.retry_s(now)
+            if self.tokens.total + self.reserved >= limits.tpm:
+                return "tpm", _token_retry_s(self.tokens.total, limits.tpm, self.tokens.retry_s(now))
         if limits.concurrent is not None and self.in_flight >= limits.concurrent:
             return "concurrent", 1.0
         if limits.budget is not None:
-            period = _PERIOD_S[limits.budget.period]
-            index = int(now // period)
-            if index != self.period:
-                self.period, self.spent = index, 0
-            if self.spent >= limits.budget.tokens:
-                return "budget", (index + 1) * period - now
+            spent = self.spent_in(limits, now)
+            if spent + self.reserved >= limits.budget.tokens:
+                return "budget", _token_retry_s(spent, limits.budget.tokens, _period_left_s(limits, now))
         return None
+
+    def spent_in(self, limits: Limits, now: float) -> int:
+        """The tokens this router charged in the budget's current period."""
+        assert limits.budget is not None
+        index = int(now // _PERIOD_S[limits.budget.period])
+        if index != self.period:
+            self.period, self.spent = index, 0
+        return self.spent
+
+    def settle(self, reserved: int, tokens: int) -> None:
+        """A request's reservation given back; its usage, when it reported any, is what the next reserve."""
+        self.reserved = max(0, self.reserved - reserved)
+        if tokens > 0:
+            self.typical = tokens if not self.typical else (3 * self.typical + tokens + 3) // 4
+
+
+def _period_left_s(limits: Limits, now: float) -> float:
+    assert limits.budget is not None
+    period = _PERIOD_S[limits.budget.period]
+    return (int(now // period) + 1) * period - now
+
+
+def _token_retry_s(used: int, limit: int, reset_s: float) -> float:
+    """When to retry a request refused by a token limit: at its reset when the tokens are spent; in a second
+    when only reservations of requests in flight fill it (they settle as those end)."""
+    return reset_s if used >= limit else 1.0
 
 
 class _Shared:
@@ -228,13 +258,18 @@ def _lease_size(limit: int) -> int:
 class Ticket:
     """One admitted request: what ``done`` releases and charges, and when it was admitted."""
 
-    __slots__ = ("scopes", "places", "meters", "at", "headers")
+    __slots__ = ("scopes", "places", "meters", "at", "headers", "reserved")
 
     def __init__(self, scopes: tuple[Scope, ...], places: list[_Places], at: float,
-                 headers: list[tuple[bytes, bytes]]) -> None:
+                 headers: list[tuple[bytes, bytes]], reserved: list[int]) -> None:
         self.scopes, self.places, self.at = scopes, places, at
         self.headers = headers          # x-ratelimit-* once this request took its places
-        self.meters = any(s.limits.tpm is not None or s.limits.budget is not None for s in scopes)
+        self.reserved = reserved        # the tokens reserved in each scope, given back by ``done``
+        self.meters = any(_meters(s.limits) for s in scopes)
+
+
+def _meters(lim: Limits) -> bool:
+    return lim.tpm is not None or lim.budget is not None
 
 
 class _Refused(Exception):
@@ -309,20 +344,23 @@ class Limiter:
             out.append(self._tenants[identity.tenant])
         return tuple(out)
 
-    async def admit(self, identity: Identity, api: str) -> Ticket | None:
-        """A ticket for an admitted request (None when no limit applies); RateLimited otherwise."""
+    async def admit(self, identity: Identity, api: str, body_bytes: int | None = None) -> Ticket | None:
+        """A ticket for an admitted request (None when no limit applies); RateLimited otherwise. ``body_bytes``
+        (its Content-Length, when it declares one) sizes the tokens it reserves in a token limit."""
         scopes = self.scopes(identity)
         if not scopes:
             return None
         now = time.time()
-        places = await self._places(scopes, api, now, spend=True)
+        reserved = [0] * len(scopes)
+        places = await self._places(scopes, api, now, spend=True, reserve=(body_bytes or 0) // 4,
+                                    reserved=reserved)
         for s in scopes:
             local = self._local_of(s)
             if s.limits.rpm is not None:
                 local.requests.add(now, 1)
             if s.limits.concurrent is not None:
                 local.in_flight += 1
-        return Ticket(scopes, places, now, self.rate_headers(scopes, now))
+        return Ticket(scopes, places, now, self.rate_headers(scopes, now), reserved)
 
     async def check(self, identity: Identity, api: str) -> list[tuple[bytes, bytes]]:
         """RateLimited when ``admit`` would refuse a request now; admits nothing, counts nothing. Returns the
@@ -338,26 +376,37 @@ class Limiter:
         await self._places(scopes, api, now, spend=False)
         return self.rate_headers(scopes, now)
 
-    async def _places(self, scopes: tuple[Scope, ...], api: str, now: float, *, spend: bool) -> list[_Places]:
+    async def _places(self, scopes: tuple[Scope, ...], api: str, now: float, *, spend: bool, reserve: int = 0,
+                      reserved: list[int] | None = None) -> list[_Places]:
         """Each scope's places, or RateLimited for the first that refuses; ``spend`` False: decide only, taking
-        no place."""
+        no place. With ``reserved`` (one slot a scope), the tokens reserved in each metered scope: ``reserve``
+        or the scope's typical request, whichever is more."""
         places: list[_Places] = []
         try:
-            for s in scopes:
+            for i, s in enumerate(scopes):
                 # This router's own windows first, whether Redis answers or not: they count only its own
                 # admissions, so they never refuse what the shared window would grant, and they keep a Redis
                 # that comes back empty (or without what was admitted while it was away) from letting a
                 # router past the limit a second time within the window.
-                refused = self._local_of(s).refusal(s.limits, now)
+                local = self._local_of(s)
+                refused = local.refusal(s.limits, now)
                 if refused is not None:
                     raise _Refused(s, *refused)
-                places.append(await self._admit_shared(s, now, spend) if self._shared_up() else _NO_PLACES)
+                if reserved is not None and _meters(s.limits):
+                    # Taken before anything awaits, so a burst admitted meanwhile sees it (the shared check
+                    # below leaves it out: it is this request's own).
+                    reserved[i] = max(1, reserve, local.typical)
+                    local.reserved += reserved[i]
+                places.append(await self._admit_shared(s, now, spend, reserved[i] if reserved else 0)
+                              if self._shared_up() else _NO_PLACES)
         except _Refused as r:
             for s, place in zip(scopes, places):
                 self._unspend(s, place)
+            for s, n in zip(scopes, reserved or ()):
+                self._local_of(s).settle(n, 0)
             if self.metrics is not None:
                 self.metrics.rate_limited.inc(api, r.scope.kind, r.limit)
-            retry = math.ceil(max(r.retry_s, 1.0))
+            retry = _retry_after(r.retry_s)
             raise RateLimited(f"{r.scope.kind} {r.scope.name!r} is over its {_WORDS[r.limit]}; retry after "
                               f"{retry} s", retry_after_s=retry, headers=self.rate_headers(scopes, now, r)) from None
         return places
@@ -375,15 +424,27 @@ class Limiter:
         for s in scopes:
             lim = s.limits
             if lim.rpm is not None:
-                left = (0, refused.retry_s) if refused is not None and refused.scope is s and refused.limit == "rpm" \
-                    else self._requests_left(s, lim.rpm, now)
+                left = self._requests_left(s, lim.rpm, now)
                 if requests is None or left[0] < requests[1]:
                     requests = (lim.rpm, *left)
             if lim.tpm is not None:
-                left = (0, refused.retry_s) if refused is not None and refused.scope is s and refused.limit == "tpm" \
-                    else self._tokens_left(s, lim.tpm, now)
+                left = self._tokens_left(s, lim.tpm, now)
                 if tokens is None or left[0] < tokens[1]:
                     tokens = (lim.tpm, *left)
+            if lim.budget is not None:
+                left = self._budget_left(s, lim, now)
+                if tokens is None or left[0] < tokens[1]:
+                    tokens = (lim.budget.tokens, *left)
+        if refused is not None:
+            # The trio of the window that refused is that window's, its reset the 429's Retry-After.
+            lim, retry = refused.scope.limits, _retry_after(refused.retry_s)
+            if refused.limit == "rpm":
+                requests = (lim.rpm, 0, retry)
+            elif refused.limit == "tpm":
+                tokens = (lim.tpm, 0, retry)
+            elif refused.limit == "budget":
+                assert lim.budget is not None
+                tokens = (lim.budget.tokens, 0, retry)
         out: list[tuple[bytes, bytes]] = []
         for names, found in ((_REQUEST_HEADERS, requests), (_TOKEN_HEADERS, tokens)):
             if found is not None:
@@ -411,13 +472,24 @@ class Limiter:
             reset_s = sh.tokens_first + 1 + WINDOW_S - now if sh.tokens_first >= 0 else reset_s
         return left, reset_s
 
+    def _budget_left(self, s: Scope, lim: Limits, now: float) -> tuple[int, float]:
+        """A budget's tokens left in its period (less what requests in flight here reserved) and its reset."""
+        assert lim.budget is not None
+        local = self._local_of(s)
+        spent = local.spent_in(lim, now)
+        sh = self._shared.get((s.kind, s.name))
+        if sh is not None and sh.synced >= 0 and self._shared_up():
+            spent = max(spent, sh.spent_seen + sh.tokens_new)
+        return lim.budget.tokens - spent - local.reserved, _period_left_s(lim, now)
+
     def done(self, ticket: Ticket, tokens: int, *, counted: bool = True) -> None:
         """Release the request's places and charge its tokens; never waits. ``counted`` False: the request
         was refused for the name its key may not call (``auth.access``) before any routing work; it gives its
         place in the requests-per-minute window back, as if never admitted."""
         now = time.time()
-        for s, places in zip(ticket.scopes, ticket.places):
+        for s, places, reserved in zip(ticket.scopes, ticket.places, ticket.reserved):
             local = self._local_of(s)
+            local.settle(reserved, tokens)
             if not counted:
                 if s.limits.rpm is not None:
                     local.requests.take_back(ticket.at, 1)
@@ -429,6 +501,7 @@ class Limiter:
                 if s.limits.tpm is not None:
                     local.tokens.add(now, tokens)
                 if s.limits.budget is not None:
+                    local.spent_in(s.limits, now)       # a period that ended since starts from none
                     local.spent += tokens
             sh = self._shared.get((s.kind, s.name))
             if sh is not None:
@@ -470,17 +543,18 @@ class Limiter:
 
     # --- shared ----------------------------------------------------------------------------
 
-    async def _admit_shared(self, s: Scope, now: float, spend: bool = True) -> _Places:
+    async def _admit_shared(self, s: Scope, now: float, spend: bool = True, own: int = 0) -> _Places:
         """Spend one leased place of each count limit, leasing more when none is left; the places taken (the
         in-flight one is given back by ``done``). Admits on the local windows alone when Redis is away.
-        ``spend`` False: only make sure a place is there (leased), spending none."""
+        ``spend`` False: only make sure a place is there (leased), spending none. ``own``: the tokens this
+        request reserved, in this router's reservations already."""
         lim, sh = s.limits, self._shared_of(s)
         rpm_place = None
         try:
             if lim.tpm is not None or lim.budget is not None:
                 if now - sh.synced > _SYNC_S:
                     await self._sync(s, sh)
-                refused = self._token_refusal(lim, sh, now)
+                refused = self._token_refusal(lim, sh, now, self._local_of(s).reserved - own)
                 if refused is not None:
                     raise _Refused(s, *refused)
             if lim.rpm is not None:
@@ -503,12 +577,15 @@ class Limiter:
                 self._shared_of(s).rpm_free.append(rpm_place)   # not admitted by the shared window after all
             return _NO_PLACES
 
-    def _token_refusal(self, lim: Limits, sh: _Shared, now: float) -> tuple[str, float] | None:
-        if lim.tpm is not None and sh.tokens_seen + sh.tokens_new >= lim.tpm:
+    def _token_refusal(self, lim: Limits, sh: _Shared, now: float, reserved: int) -> tuple[str, float] | None:
+        """The shared token window or budget that refuses, counting what others in flight here reserved."""
+        used = sh.tokens_seen + sh.tokens_new
+        if lim.tpm is not None and used + reserved >= lim.tpm:
             first = sh.tokens_first
-            return "tpm", (first + 1 + WINDOW_S - now) if first >= 0 else 1.0
-        if lim.budget is not None and sh.spent_seen + sh.tokens_new >= lim.budget.tokens:
-            return "budget", sh.budget_ttl_s or 1.0
+            return "tpm", _token_retry_s(used, lim.tpm, (first + 1 + WINDOW_S - now) if first >= 0 else 1.0)
+        spent = sh.spent_seen + sh.tokens_new
+        if lim.budget is not None and spent + reserved >= lim.budget.tokens:
+            return "budget", _token_retry_s(spent, lim.budget.tokens, sh.budget_ttl_s or 1.0)
         return None
 
     def _unspend(self, s: Scope, places: _Places) -> None:
@@ -648,9 +725,20 @@ class Limiter:
 
 
 def _duration(seconds: float) -> bytes:
-    """A wait as OpenAI writes it in x-ratelimit-reset-*: whole seconds, rounded up ("0s", "17s", "1m0s")."""
+    """A wait as OpenAI writes it in x-ratelimit-reset-*: whole seconds, rounded up ("0s", "17s", "1m0s",
+    "8h1m17s")."""
     n = max(0, math.ceil(seconds))
-    return b"%ds" % n if n < 60 else b"%dm%ds" % divmod(n, 60)
+    if n < 60:
+        return b"%ds" % n
+    if n < 3600:
+        return b"%dm%ds" % divmod(n, 60)
+    hours, rest = divmod(n, 3600)
+    return b"%dh%dm%ds" % (hours, *divmod(rest, 60))
+
+
+def _retry_after(retry_s: float) -> int:
+    """A refusal's Retry-After in whole seconds (at least one): its x-ratelimit-reset-* too."""
+    return math.ceil(max(retry_s, 1.0))
 
 
 _REQUEST_HEADERS = (h.RATELIMIT_LIMIT_REQUESTS.encode(), h.RATELIMIT_REMAINING_REQUESTS.encode(),

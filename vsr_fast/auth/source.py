@@ -91,6 +91,7 @@ class StoredKeys:
         self._version = -1
         self.keys: tuple[StoredKey, ...] | None = None
         self.reads = 0          # bumped whenever ``keys`` changes: what each generation's keyring is built for
+        self._reading = trio.CapacityLimiter(1)     # one read at a time: the poll's and an admin change's
 
     def refresh(self) -> bool:
         """Reload stored keys when their version moved (blocking: a worker thread calls it)."""
@@ -110,15 +111,24 @@ class StoredKeys:
                         "matching none is answered 503 key_store_unavailable until the store answers)",
                         type(exc).__name__)
 
+    async def reread(self) -> None:
+        """Read the stored keys now, not at the next poll: after this process changed them (the admin routes),
+        so a rotated-out or revoked key is refused here from the change's answer on. A store that does not
+        answer leaves it to the poll."""
+        try:
+            await trio.to_thread.run_sync(self.refresh, limiter=self._reading)
+        except redis.RedisError as exc:
+            log.warning("client keys: the key store did not answer after a change (%s); the next poll reads it",
+                        type(exc).__name__)
+
     async def run(self) -> None:
         """Follow the stored keys until cancelled: a revocation reaches this router within ``refresh_ms``."""
         period = self.config.refresh_ms / 1000
-        limiter = trio.CapacityLimiter(1)
         failing = False
         while True:
             await trio.sleep(period)
             try:
-                await trio.to_thread.run_sync(self.refresh, limiter=limiter, abandon_on_cancel=True)
+                await trio.to_thread.run_sync(self.refresh, limiter=self._reading, abandon_on_cancel=True)
                 failing = False
             except redis.RedisError as exc:
                 if not failing:
@@ -217,6 +227,11 @@ class Authenticator:
     async def run(self) -> None:
         if self._stored is not None:
             await self._stored.run()
+
+    async def reread(self) -> None:
+        """The stored keys read now (this process changed them); see ``StoredKeys.reread``."""
+        if self._stored is not None:
+            await self._stored.reread()
 
     def close(self) -> None:
         if self._stored is not None:

@@ -18,8 +18,9 @@ Sha256Hex = Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")]
 
 
 class Budget(Block):
-    """A token budget per period, counted from the answers' usage, whole and streamed alike; a declared
-    pricing is reported (the cost header, the events), never limited."""
+    """A token budget per period, counted from the answers' usage, whole and streamed alike; each request
+    reserves its estimated tokens at admission (settled from its usage), so requests in flight cannot spend
+    it many times over. A declared pricing is reported (the cost header, the events), never limited."""
 
     tokens: Annotated[int, Meta(ge=1)]
     period: Literal["minute", "hour", "day", "month"] = "day"
@@ -58,7 +59,8 @@ class AuthStore(Block):
     backend: Literal["redis", "none"] = "none"
     url: str = DEFAULT_REDIS_URL
     prefix: Annotated[str, Meta(min_length=1)] = "vsr:auth:"
-    # How often each router checks the keys' version: a revocation reaches every router within this.
+    # How often each router checks the keys' version: a revocation or rotation reaches every router within
+    # this (the router whose admin route made it applies it before answering).
     refresh_ms: Annotated[int, Meta(ge=50, le=1_000)] = 250
 
 

@@ -197,6 +197,14 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
         finally:
             store.close()
 
+    async def changed(fn, *args):
+        """``call`` for a change: this process reads the keys again before answering, so the change holds
+        here from the answer on (other routers and workers read it at their next poll, within refresh_ms)."""
+        try:
+            return await call(fn, *args)
+        finally:
+            await state.auth.reread()
+
     def no_store() -> tuple[Response, int]:
         return _bad("no key store: set global.router.auth.store.backend: redis"), 400
 
@@ -223,7 +231,7 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
             where, code, message = unknown[0].split(": ", 2)
             return _bad(message, code=code, param=where), 400
         try:
-            key = await call(KeyStore.create, body)
+            key = await changed(KeyStore.create, body)
         except ValueError as exc:
             return _bad(str(exc)), 409
         if key is None:
@@ -232,7 +240,7 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
 
     @app.delete("/api/v1/keys/<key_id>")
     async def revoke_key(key_id: str) -> Response | tuple[Response, int]:
-        gone = await call(KeyStore.revoke, key_id)
+        gone = await changed(KeyStore.revoke, key_id)
         if gone is None:
             return no_store()
         return (jsonify({"id": key_id, "revoked": True}), 200) if gone else (_not_found(f"no key {key_id!r}"), 404)
@@ -240,7 +248,7 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
     @app.post("/api/v1/keys/<key_id>/rotate")
     async def rotate_key(key_id: str) -> Response | tuple[Response, int]:
         try:
-            key = await call(KeyStore.rotate, key_id)
+            key = await changed(KeyStore.rotate, key_id)
         except KeyError:
             return _not_found(f"no key {key_id!r}"), 404
         if key is None:

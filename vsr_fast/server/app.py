@@ -155,14 +155,12 @@ def make_app(state: AppState, role: str = "serving"):
             state.metrics.auth_failures.inc(api or "admin", exc.code)
             await _refuse(state, send, scope, path, exc, *_challenge(exc), shape=scope)
             return
-        if header(scope, b"transfer-encoding") is not None and header(scope, b"content-length") is not None:
-            # h11 lets chunked win and keeps the connection, so the bytes past the chunked body would be
-            # read as a second request; it has no option to refuse this, so the refusal is here. The
-            # chunked body is read first (bounded): answering while hypercorn still parses it races its
-            # reader for the socket.
+        framing = _ambiguous_framing(scope)
+        if framing is not None:
+            # h11 has no option to refuse either shape, so the refusal is here. The chunked body is read
+            # first (bounded): answering while hypercorn still parses it races its reader for the socket.
             await discard_body(receive)
-            await _refuse(state, send, scope, path, AmbiguousFraming(
-                "Content-Length and Transfer-Encoding together are refused"), (b"connection", b"close"))
+            await _refuse(state, send, scope, path, AmbiguousFraming(framing), (b"connection", b"close"))
             return
         handler = posts.get(path)
         if handler is not None:
@@ -205,6 +203,22 @@ def make_app(state: AppState, role: str = "serving"):
             await _until_response_ends(admin, scope, receive, send)
 
     return lingering_close(app)
+
+
+def _ambiguous_framing(scope: Scope) -> str | None:
+    """Why the request's body framing cannot be trusted, or None.
+
+    Content-Length beside Transfer-Encoding: h11 lets chunked win and keeps the connection, so the bytes past
+    the chunked body would be read as a second request. Transfer-Encoding in an HTTP/1.0 request: RFC 9112
+    6.1 has the server treat its framing as faulty (an HTTP/1.0 hop in front reads the body by its end, not
+    its chunks), as nginx answers it (400, connection closed); h11 would decode it."""
+    if header(scope, b"transfer-encoding") is None:
+        return None
+    if header(scope, b"content-length") is not None:
+        return "Content-Length and Transfer-Encoding together are refused"
+    if scope.get("http_version") == "1.0":
+        return "Transfer-Encoding in an HTTP/1.0 request is refused (RFC 9112 6.1): send Content-Length"
+    return None
 
 
 def _preflight(scope: Scope, path: str, origin: bytes) -> list[tuple[bytes, bytes]]:

@@ -8,14 +8,15 @@ name it sent (``auth.access``: 403 ``model_not_allowed``); that refusal gives
 its place back, as LiteLLM checks model access before its rate limits, so a call
 the key may never make is not counted and a full window never turns it into a
 429. A refusal after routing (the route's candidates trimmed to none) keeps its
-place: its signals ran. ``release`` returns the in-flight place and charges the
-answer's tokens.
+place: its signals ran. ``release`` returns the in-flight place and the tokens the
+request reserved, and charges the answer's tokens.
 """
 from __future__ import annotations
 
 from ...auth.access import check_name
 from ...auth.usage import UsageMeter
 from ...errors import KeyNotAllowed
+from ..asgi import header
 from .exchange import Exchange
 
 
@@ -23,7 +24,10 @@ async def admit(ex: Exchange) -> None:
     limiter = ex.state.limiter
     if not limiter.active:
         return
-    ticket = ex.ticket = await limiter.admit(ex.state.identity(ex.scope), ex.api)
+    # The body is not read yet: its declared length sizes the tokens it reserves (none when chunked).
+    length = header(ex.scope, b"content-length")
+    ticket = ex.ticket = await limiter.admit(ex.state.identity(ex.scope), ex.api,
+                                             int(length) if length is not None and length.isdigit() else None)
     if ticket is not None:
         ex.extra += ticket.headers          # x-ratelimit-*, on whatever the request is answered
         if ticket.meters:
