@@ -281,7 +281,7 @@ def test_response_cache_key_covers_request_guard_revision_and_principal():
     assert key(a) != key(a, decision="other")
     revised = rc.resolve(msgspec.convert({"revision": {"policy_revision": "2"}}, rc.ResponseCacheConfig, strict=True))
     assert key(a) != key(a, policy=revised)
-    assert rc.principal("user", user=None) == "user:anonymous" and rc.principal("global", user="ana") == ""
+    assert rc.principal("user", user=None) == "anonymous" and rc.principal("global", user="ana") == ""
     with pytest.raises(msgspec.ValidationError):
         msgspec.convert({"mode": "fuzzy"}, rc.ResponseCacheConfig, strict=True)
     # The semantic partition: everything but the conversation, so a paraphrase shares it and nothing else does.

@@ -54,7 +54,9 @@ class ResponseCacheConfig(Block):
     semantic: SemanticConfig | UnsetType = UNSET
     ttl_seconds: Annotated[int, Meta(ge=1, le=30 * 86_400)] | UnsetType = UNSET
     revision: CacheRevision | UnsetType = UNSET
-    # user: one caller's answers serve only that caller (required with delegated upstreams, spec 6.7).
+    # user: one caller's answers serve only that caller (required with delegated upstreams, spec 6.7). A caller
+    # without the scope's attribute (a key with no tenant under tenant) is its key (else user, else team): never
+    # wider, and not cached when it has only wider ones. Callers with no identity at all share one partition.
     scope: Literal["user", "team", "tenant", "global"] | UnsetType = UNSET
 
 
@@ -125,12 +127,29 @@ def canonical_request(raw: bytes) -> bytes:
     return _SORTED.encode(doc)
 
 
-def principal(scope: str, *, user: str | None, team: str | None = None, tenant: str | None = None) -> str:
-    """Whose answers a key is for. Anonymous callers are one principal: the router cannot tell them apart."""
+# The identities a caller may have, narrowest first: a scope's fallback is one before it here.
+_NARROWEST_FIRST = ("key", "user", "team", "tenant")
+ANONYMOUS = "anonymous"
+
+
+def principal(scope: str, *, user: str | None, team: str | None = None, tenant: str | None = None,
+              key: str | None = None) -> str | None:
+    """Whose answers a key is for: the scope's attribute of the caller, else the narrowest identity it has
+    (its key, else its user, else its team), never a wider one; None when it has only wider ones (no cache).
+
+    Rejected: one ``tenant:anonymous`` partition for every key without a tenant, which served one key's
+    answers to every other such key. Anonymous callers (no keys, no trusted identity) are one principal:
+    the router cannot tell them apart. The kind prefixes the name, so a team and a key of one name never share.
+    """
     if scope == "global":
         return ""
-    value = {"user": user, "team": team, "tenant": tenant}[scope]
-    return f"{scope}:{value or 'anonymous'}"
+    known = {"key": key, "user": user, "team": team, "tenant": tenant}
+    if known[scope]:
+        return f"{scope}:{known[scope]}"
+    for kind in _NARROWEST_FIRST[:_NARROWEST_FIRST.index(scope)]:
+        if known[kind]:
+            return f"{kind}:{known[kind]}"
+    return None if any(known.values()) else ANONYMOUS
 
 
 def cache_key(raw_request: bytes, *, recipe: str | None, decision: str | None, guard: object,
