@@ -168,17 +168,44 @@ def cache_key(raw_request: bytes, *, recipe: str | None, decision: str | None, g
 
 # What the semantic cache compares by meaning; everything else in the request must be identical.
 _CONVERSATION = ("messages", "input", "system", "instructions", "prompt")
+# The parts whose ``text`` is the conversation's text, in the three client APIs.
+_TEXT_PARTS = frozenset(("text", "input_text", "output_text"))
+
+
+def _without_text(value: object) -> object:
+    """``value`` (a conversation field) with its text left out and everything else kept: images, files, file ids,
+    audio, tool calls, roles. A message's string content and a text part's ``text`` become ""."""
+    if isinstance(value, str):
+        return ""
+    if isinstance(value, list):
+        return [_without_text(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for name, item in value.items():
+        if isinstance(item, str) and (name == "text" and value.get("type") in _TEXT_PARTS
+                                      or name == "content" and "role" in value):
+            out[name] = ""
+        elif isinstance(item, (list, dict)):
+            out[name] = _without_text(item)
+        else:
+            out[name] = item
+    return out
 
 
 def semantic_partition(raw_request: bytes, *, recipe: str | None, decision: str | None, guard: object,
                        policy: CachePolicy, principal: str, api: str = "chat") -> str:
-    """The semantic cache's partition: the exact key's parts with the conversation left out. Two requests
+    """The semantic cache's partition: the exact key's parts with the conversation's text left out. Two requests
     are compared by meaning only inside one partition, so a similar request of another principal, decision,
-    guard, revision, client API, model or parameter set (stream, temperature, tools, ...) never hits."""
+    guard, revision, client API, model or parameter set (stream, temperature, tools, ...), or about another
+    image, file or audio clip, never hits."""
     doc = _ANY.decode(raw_request)
     if isinstance(doc, dict):
-        for name in (*_NOT_IN_KEY, *_CONVERSATION):
+        for name in _NOT_IN_KEY:
             doc.pop(name, None)
+        for name in _CONVERSATION:
+            if name in doc:
+                doc[name] = _without_text(doc[name])
     parts = [KEY_VERSION, "semantic", api, doc, recipe, decision, guard, policy.revision, principal]
     return hashlib.sha256(_KEY_PARTS.encode(parts)).hexdigest()
 
