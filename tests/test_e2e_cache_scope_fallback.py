@@ -104,3 +104,32 @@ def test_keys_without_the_scopes_attribute_never_share_answers(gw):
     for first, others in EXPECTED[scope].items():
         for suffix in ("", "?"):
             assert shared(proc, keys, first, list(others), suffix) == others, (scope, first, suffix)
+
+
+def test_a_caller_known_only_by_a_wider_identity_is_not_cached(up, tmp_path):
+    """Behind a trusted authenticator, ``scope: team``: a caller with a team shares its team's answers; one that
+    names only its tenant is not served another's answer (that would be wider than the scope) nor cached."""
+    doc = {
+        "version": "v0.5",
+        "listeners": [{"name": "main", "identity": {"trust_headers": True}}],
+        "providers": {"models": [model("m", f"{up.url}/v1")]},
+        "recipes": [{"name": "r", "decisions": [{"name": "d", "modelRefs": [{"model": "m"}]}]}],
+        "global": {"plugins": [{"type": "response_cache", "configuration": {"ttl_seconds": 600, "scope": "team"}}],
+                   "stores": {"event_stream": {"backend": "none"}, "response_cache": {"backend_type": "memory"}}},
+    }
+
+    def ask(proc, text: str, **headers) -> str:
+        raw = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="unused", max_retries=0, timeout=20,
+                            default_headers=headers).chat.completions.with_raw_response.create(
+            model="auto", messages=[{"role": "user", "content": text}])
+        raw.parse()
+        return raw.headers["x-vsr-response-path"]
+
+    with router(write_config(doc, str(tmp_path))) as proc:
+        text = f"The roadmap {uuid.uuid4().hex[:8]}"
+        assert ask(proc, text, **{"x-authz-team": "red"}) == "upstream"
+        wait_until(lambda: writes(proc) >= 1, "the team's answer stored")
+        assert ask(proc, text, **{"x-authz-team": "red"}) == "cache"
+        assert ask(proc, text, **{"x-authz-tenant": "acme"}) == "upstream"
+        assert ask(proc, text, **{"x-authz-tenant": "acme"}) == "upstream"
+        assert writes(proc) == 1
