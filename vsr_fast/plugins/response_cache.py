@@ -40,7 +40,8 @@ class CacheRevision(Block):
 
 
 class SemanticConfig(Block):
-    """``response_cache.semantic``: the match block that finds a similar cached request (spec 5.4)."""
+    """``response_cache.semantic``: the match block that finds a similar cached request (spec 5.4). Only the
+    conversation's text is compared by meaning: its images, files and audio, like every other field, must match."""
 
     match: Match | None = None
 
