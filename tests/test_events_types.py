@@ -281,7 +281,7 @@ def test_response_cache_key_covers_request_guard_revision_and_principal():
     assert key(a) != key(a, decision="other")
     revised = rc.resolve(msgspec.convert({"revision": {"policy_revision": "2"}}, rc.ResponseCacheConfig, strict=True))
     assert key(a) != key(a, policy=revised)
-    assert rc.principal("user", user=None) == "user:anonymous" and rc.principal("global", user="ana") == ""
+    assert rc.principal("user", user=None) == "anonymous" and rc.principal("global", user="ana") == ""
     with pytest.raises(msgspec.ValidationError):
         msgspec.convert({"mode": "fuzzy"}, rc.ResponseCacheConfig, strict=True)
     # The semantic partition: everything but the conversation, so a paraphrase shares it and nothing else does.
@@ -290,6 +290,20 @@ def test_response_cache_key_covers_request_guard_revision_and_principal():
     assert part(a) == part(a.replace(b'"hi"', b'"hello"'))
     assert part(a) != part(a.replace(b'"temperature":0', b'"temperature":1'))
     assert part(a) != part(a, principal="user:bob") and part(a) != part(a, guard={"rules": []})
+    # An attachment is not text: another image, file id or audio clip is another partition, in every API.
+    img = lambda url, text="what is this": msgspec.json.encode({"model": "m", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": text}, {"type": "image_url", "image_url": {"url": url}}]}]})
+    assert part(img("http://a/1.png")) == part(img("http://a/1.png", "what is this?"))
+    assert part(img("http://a/1.png")) != part(img("http://a/2.png"))
+    file = lambda fid, text="sum it up": msgspec.json.encode({"model": "m", "input": [{"role": "user", "content": [
+        {"type": "input_text", "text": text}, {"type": "input_file", "file_id": fid}]}]})
+    assert part(file("f1"), api="responses") == part(file("f1", "summarize"), api="responses")
+    assert part(file("f1"), api="responses") != part(file("f2"), api="responses")
+    block = lambda data, system="be brief": msgspec.json.encode({"model": "m", "system": system, "messages": [
+        {"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                    "data": data}}, {"type": "text", "text": "what"}]}]})
+    assert part(block("AAAA"), api="messages") == part(block("AAAA", "be short"), api="messages")
+    assert part(block("AAAA"), api="messages") != part(block("BBBB"), api="messages")
 
 
 WHOLE = b'{"id":"x","choices":[{"index":0,"message":{"content":"hi"},"finish_reason":"stop"}]}'

@@ -161,6 +161,23 @@ def test_team_and_tenant_scopes_key_on_the_callers_team_and_tenant():
     assert response_cache.principal("team", user="a", team="red") != response_cache.principal("team", user="a", team="blue")
 
 
+def test_a_caller_without_the_scopes_attribute_falls_back_to_a_narrower_identity_never_a_wider_one():
+    p = response_cache.principal
+    # A key without a tenant (team): its key, not one partition of every such key, nor its team.
+    assert p("tenant", user="u1", team="platform", key="u1") == "key:u1"
+    assert p("team", user="t1", tenant="acme", key="t1") == "key:t1"
+    assert p("tenant", user="u1", key="u1") != p("tenant", user="u2", key="u2")
+    # Trusted headers without a key: the user, else the team, for a tenant scope.
+    assert p("tenant", user="ana", team="red") == "user:ana"
+    assert p("tenant", user=None, team="red") == "team:red"
+    assert p("team", user="ana", tenant="acme") == "user:ana"
+    # Only wider identities known: no principal, so no cache (sharing the tenant would be wider than asked).
+    assert p("team", user=None, tenant="acme") is None
+    assert p("user", user=None, team="red") is None
+    # The truly anonymous are one; a tenant named "anonymous" is not them.
+    assert p("tenant", user=None) == p("user", user=None) == "anonymous" != p("tenant", user=None, tenant="anonymous")
+
+
 # --- the lazy evaluation ------------------------------------------------------------------------
 
 

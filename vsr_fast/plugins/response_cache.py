@@ -40,7 +40,8 @@ class CacheRevision(Block):
 
 
 class SemanticConfig(Block):
-    """``response_cache.semantic``: the match block that finds a similar cached request (spec 5.4)."""
+    """``response_cache.semantic``: the match block that finds a similar cached request (spec 5.4). Only the
+    conversation's text is compared by meaning: its images, files and audio, like every other field, must match."""
 
     match: Match | None = None
 
@@ -54,7 +55,9 @@ class ResponseCacheConfig(Block):
     semantic: SemanticConfig | UnsetType = UNSET
     ttl_seconds: Annotated[int, Meta(ge=1, le=30 * 86_400)] | UnsetType = UNSET
     revision: CacheRevision | UnsetType = UNSET
-    # user: one caller's answers serve only that caller (required with delegated upstreams, spec 6.7).
+    # user: one caller's answers serve only that caller (required with delegated upstreams, spec 6.7). A caller
+    # without the scope's attribute (a key with no tenant under tenant) is its key (else user, else team): never
+    # wider, and not cached when it has only wider ones. Callers with no identity at all share one partition.
     scope: Literal["user", "team", "tenant", "global"] | UnsetType = UNSET
 
 
@@ -125,12 +128,29 @@ def canonical_request(raw: bytes) -> bytes:
     return _SORTED.encode(doc)
 
 
-def principal(scope: str, *, user: str | None, team: str | None = None, tenant: str | None = None) -> str:
-    """Whose answers a key is for. Anonymous callers are one principal: the router cannot tell them apart."""
+# The identities a caller may have, narrowest first: a scope's fallback is one before it here.
+_NARROWEST_FIRST = ("key", "user", "team", "tenant")
+ANONYMOUS = "anonymous"
+
+
+def principal(scope: str, *, user: str | None, team: str | None = None, tenant: str | None = None,
+              key: str | None = None) -> str | None:
+    """Whose answers a key is for: the scope's attribute of the caller, else the narrowest identity it has
+    (its key, else its user, else its team), never a wider one; None when it has only wider ones (no cache).
+
+    Rejected: one ``tenant:anonymous`` partition for every key without a tenant, which served one key's
+    answers to every other such key. Anonymous callers (no keys, no trusted identity) are one principal:
+    the router cannot tell them apart. The kind prefixes the name, so a team and a key of one name never share.
+    """
     if scope == "global":
         return ""
-    value = {"user": user, "team": team, "tenant": tenant}[scope]
-    return f"{scope}:{value or 'anonymous'}"
+    known = {"key": key, "user": user, "team": team, "tenant": tenant}
+    if known[scope]:
+        return f"{scope}:{known[scope]}"
+    for kind in _NARROWEST_FIRST[:_NARROWEST_FIRST.index(scope)]:
+        if known[kind]:
+            return f"{kind}:{known[kind]}"
+    return None if any(known.values()) else ANONYMOUS
 
 
 def cache_key(raw_request: bytes, *, recipe: str | None, decision: str | None, guard: object,
@@ -149,17 +169,44 @@ def cache_key(raw_request: bytes, *, recipe: str | None, decision: str | None, g
 
 # What the semantic cache compares by meaning; everything else in the request must be identical.
 _CONVERSATION = ("messages", "input", "system", "instructions", "prompt")
+# The parts whose ``text`` is the conversation's text, in the three client APIs.
+_TEXT_PARTS = frozenset(("text", "input_text", "output_text"))
+
+
+def _without_text(value: object) -> object:
+    """``value`` (a conversation field) with its text left out and everything else kept: images, files, file ids,
+    audio, tool calls, roles. A message's string content and a text part's ``text`` become ""."""
+    if isinstance(value, str):
+        return ""
+    if isinstance(value, list):
+        return [_without_text(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for name, item in value.items():
+        if isinstance(item, str) and (name == "text" and value.get("type") in _TEXT_PARTS
+                                      or name == "content" and "role" in value):
+            out[name] = ""
+        elif isinstance(item, (list, dict)):
+            out[name] = _without_text(item)
+        else:
+            out[name] = item
+    return out
 
 
 def semantic_partition(raw_request: bytes, *, recipe: str | None, decision: str | None, guard: object,
                        policy: CachePolicy, principal: str, api: str = "chat") -> str:
-    """The semantic cache's partition: the exact key's parts with the conversation left out. Two requests
+    """The semantic cache's partition: the exact key's parts with the conversation's text left out. Two requests
     are compared by meaning only inside one partition, so a similar request of another principal, decision,
-    guard, revision, client API, model or parameter set (stream, temperature, tools, ...) never hits."""
+    guard, revision, client API, model or parameter set (stream, temperature, tools, ...), or about another
+    image, file or audio clip, never hits."""
     doc = _ANY.decode(raw_request)
     if isinstance(doc, dict):
-        for name in (*_NOT_IN_KEY, *_CONVERSATION):
+        for name in _NOT_IN_KEY:
             doc.pop(name, None)
+        for name in _CONVERSATION:
+            if name in doc:
+                doc[name] = _without_text(doc[name])
     parts = [KEY_VERSION, "semantic", api, doc, recipe, decision, guard, policy.revision, principal]
     return hashlib.sha256(_KEY_PARTS.encode(parts)).hexdigest()
 

@@ -186,10 +186,13 @@ class Recording:
             return
         plan = state.policies.plan(route.recipe, route.decision)
         cache = plan.cache
-        identity = None
+        identity = who = None
         if cache.enabled and store is not None:
             identity = state.identity(scope)
-            who = response_cache.principal(cache.scope, user=identity.user, team=identity.team, tenant=identity.tenant)
+            # None: a caller known only by identities wider than the scope; its answers are not cached.
+            who = response_cache.principal(cache.scope, user=identity.user, team=identity.team,
+                                           tenant=identity.tenant, key=identity.key_id)
+        if who is not None:
             # A route that can reach a delegated upstream: its credential is read before the cache is (401
             # delegated_credential_missing, as dispatch would answer; a hit must not answer in its stead), and
             # its digest joins the principal, so an answer serves only requests carrying the credential that
