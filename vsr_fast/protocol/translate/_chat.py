@@ -540,11 +540,11 @@ class StreamReader:
             f"id:{tc.id}" if tc.id else self._last_call if self._last_call is not None else 0)
         self._last_call = key
         block = self._calls.get(key)
-        if block is not None and tc.id and self._ids.get(key, tc.id) != tc.id:
+        if block is not None and tc.id and self._ids.get(key, tc.id) != tc.id and self._another(block, tc):
             # Another id under the same index is another call: Ollama, SGLang and Gemini's OpenAI endpoint send
             # parallel calls each whole at index 0.
             block = None
-        if tc.id:
+        if tc.id and (block is None or key not in self._ids):
             self._ids[key] = tc.id
         if block is None:
             out += self._stop_text()
@@ -566,6 +566,15 @@ class StreamReader:
                     del self._open_calls[block]
                     out.append(BlockStop(block))
         return out
+
+    def _another(self, block: int, tc: _DeltaCall) -> bool:
+        """Whether a delta with a new id under the index of call ``block`` begins another call: only one with a
+        name, after a call whose arguments are whole (or none). Some servers (Poolside, mlx-openai-server) send
+        each later chunk of one call with another id and no name: its arguments going on."""
+        if not (tc.function and tc.function.name):
+            return False
+        pieces = self._open_calls.get(block)
+        return pieces is None or not "".join(pieces).strip() or _whole(pieces)
 
     def _stop_text(self) -> list[Event]:
         if self._text_block is None:
