@@ -171,6 +171,10 @@ def _tool_choice(choice: str | dict | None, losses: list[Loss]) -> ToolChoice | 
     return None
 
 
+# An image-only tool result's tool message: a Chat tool message carries text, its media go in the next message.
+MEDIA_FOLLOWS = "(the output of this call follows in the next message)"
+
+
 def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     losses: list[Loss] = []
     messages: list[dict] = []
@@ -180,13 +184,19 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
         if turn.role == "tool":
             media: list = []
             for r in turn.parts:
-                messages.append({"role": "tool", "tool_call_id": r.call_id,
-                                 "content": _result_text(r, losses, media)})
+                own: list = []
+                text = _result_text(r, losses, own)
+                if own:
+                    # Which call each result's media belong to, said before them: with parallel calls they share
+                    # one user message.
+                    media += [Text(f"Output of call {r.call_id}:"), *own]
+                    text = text or MEDIA_FOLLOWS
+                messages.append({"role": "tool", "tool_call_id": r.call_id, "content": text})
             if media:
                 # A tool message carries text only: a result's images (and files) follow the turn's tool messages in
                 # a user message, where LiteLLM puts them, so the model still sees them. Before the last tool message
                 # they would break the run of answers the assistant's calls need.
-                losses += [Loss(MOVED, "position", p.path) for p in media]
+                losses += [Loss(MOVED, "position", p.path) for p in media if not isinstance(p, Text)]
                 messages.append({"role": "user", "content": _content(media, losses)})
             continue
         if turn.role == "assistant":
