@@ -8,7 +8,7 @@ the router holds a stream's opening events before the client sees a status line.
   read a status from fails over as a 502 that does not count against the backend's health;
 - a Responses ``response.failed`` for the client's input (``invalid_image_url``) is a 400, Anthropic's
   ``billing_error`` a 402;
-- a backend holding the stream in its opening events (``message_start`` and pings) past 64 KiB gets its events
+- a backend holding the stream in its opening events (``message_start`` and pings) past 1 MiB gets its events
   released to the client, and an error after that reaches the client in the stream: no failover.
 
 A scripted backend started here answers by hand (the first path segment picks the shape); the bench mock upstream is
@@ -54,8 +54,8 @@ EVENTS = {
                   "code": "invalid_image_url", "message": "Error while downloading https://x.invalid/a.png."}}})],
     "billing": [b'event: error\ndata: {"type":"error","error":{"type":"billing_error",'
                 b'"message":"Your credit balance is too low"}}\n\n'],
-    # Far more than 64 KiB of pings before the answer (past any one read of the router), then an overload.
-    "pings": [MESSAGE_START, PING * (200 * 1024 // len(PING)), OVERLOADED],
+    # More than the 1 MiB held of pings before the answer (past any one read of the router), then an overload.
+    "pings": [MESSAGE_START, PING * (1200 * 1024 // len(PING)), OVERLOADED],
 }
 SEEN: list[str] = []     # the mode of each request the scripted backend got
 
@@ -158,12 +158,12 @@ def test_anthropics_billing_error_is_a_402(gw):
     assert caught.value.body["error"]["type"] == "billing_error"
 
 
-def test_opening_events_past_64_kib_are_released_and_a_later_error_stays_in_the_stream(gw, mock):
+def test_opening_events_past_1_mib_are_released_and_a_later_error_stays_in_the_stream(gw, mock):
     answered = mock_requests(mock)
     with httpx.stream("POST", f"{gw.url}/v1/messages", headers={"x-api-key": "x", "anthropic-version": "2023-06-01"},
                       json={"model": "pings-first", "max_tokens": 64, "messages": ASK, "stream": True},
                       timeout=30) as r:
         body = r.read()
     assert r.status_code == 200
-    assert body.count(b"event: ping") > 1000 and b"overloaded_error" in body
+    assert body.count(b"event: ping") > 30_000 and b"overloaded_error" in body
     assert mock_requests(mock) == answered, "the client already had its status line: no failover"

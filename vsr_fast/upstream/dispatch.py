@@ -56,9 +56,11 @@ RETRY_LATER_STATUS = frozenset({429, 503, 529})
 # begins, so an error event before that can still fail over; a backend pinging for minutes would leave the client
 # without a status line for as long, and its events in memory. Past these, the held events go to the client and the
 # stream is relayed as it comes (a failure after that reaches the client in the stream). The time is looked at as
-# each read arrives: a backend silent in between is bounded by its read timeout.
+# each read arrives: a backend silent in between is bounded by its read timeout. The bytes bound is well above
+# what opening events hold (a Responses ``response.created`` and ``.in_progress`` each echo the request's
+# instructions and tools, tens of KiB for a coding agent): a lower one would end the failover for exactly those.
 HOLD_MAX_S = 10.0
-HOLD_MAX_BYTES = 64 * 1024
+HOLD_MAX_BYTES = 1024 * 1024
 NO_BACKEND = UpstreamError("no backend is configured for the chosen models")
 log = logging.getLogger("vsr_fast.upstream")
 Headers = list[tuple[str, str | bytes]]   # bytes for values passed on from a client, as it sent them
