@@ -33,7 +33,10 @@ def gw(mock, tmp_path_factory):
                                           ("an-only", ("an",)))]
     doc["entrypoints"] = [{"model_names": ["vsr/auto"], "recipe": "default", "default": True},
                           *({"model_names": [name], "recipe": name} for name in ("oa-first", "rs-first", "an-only"))]
-    doc["global"] = {"router": {"upstream": {"retries": {"max_retries": 0}}}}
+    # No ejection however many failures the tests script: each test's fallback order is the decision's, whatever
+    # ran before it.
+    doc["global"] = {"router": {"upstream": {"retries": {"max_retries": 0},
+                                             "outlier": {"consecutive_failures": 1000}}}}
     with router(write_config(doc, str(tmp_path_factory.mktemp("cfg")))) as proc:
         yield proc
 

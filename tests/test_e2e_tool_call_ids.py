@@ -25,6 +25,11 @@ from .test_e2e_stream_tool_calls import chat_chunk, messages_sdk, openai_sdk
 FORMAT_OF_PATH = {"completions": "openai", "messages": "anthropic", "responses": "responses"}
 # The calls of the backend that reuses index 0 for each: (call id, name, arguments).
 SAME_INDEX = [("call_A", "get_weather", {"city": "Paris"}), ("call_B", "get_time", {"tz": "CET"})]
+# One call whose later chunks each carry another id under index 0 (Poolside, mlx-openai-server): the name first,
+# then its arguments in two pieces.
+RESENT = [({"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": ""}}),
+          {"index": 0, "id": "call_2", "type": "function", "function": {"arguments": '{"city": '}},
+          {"index": 0, "id": "call_3", "type": "function", "function": {"arguments": '"Paris"}'}}]
 DOTTED = "functions.get_weather:0"   # Kimi's and some Chat servers' call ids
 VALID_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 VALID_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -89,13 +94,16 @@ class Backend(hostile_upstream.Handler):
         self.send_header("content-type", "text/event-stream")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
-        for event in chat_stream(calls, mode == "same-index"):
+        events = chat_stream(calls, mode == "same-index") if mode != "resent-id" else [
+            chat_chunk({"role": "assistant", "content": None}), *(chat_chunk({"tool_calls": [c]}) for c in RESENT),
+            chat_chunk({}, "tool_calls"), b"data: [DONE]\n\n"]
+        for event in events:
             self.wfile.write(b"%x\r\n" % len(event) + event + b"\r\n")
             self.wfile.flush()
         self.wfile.write(b"0\r\n\r\n")
 
 
-MODELS = {"same-index": "openai", "dotted": "openai", "first-tool": "openai", "text": "anthropic"}
+MODELS = {"same-index": "openai", "resent-id": "openai", "dotted": "openai", "first-tool": "openai", "text": "anthropic"}
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +155,19 @@ def test_calls_sharing_an_index_reach_a_responses_client_as_separate_calls(gw):
     done = [(e.item.call_id, e.item.name, e.item.arguments) for e in events
             if e.type == "response.output_item.done" and e.item.type == "function_call"]
     assert done == want
+
+
+def test_a_call_whose_later_chunks_carry_other_ids_stays_one_call(gw):
+    """A new id at a used index with no name is the same call's arguments going on, not a call of its own."""
+    with messages_sdk(gw).messages.stream(model="resent-id-openai", max_tokens=64, tools=MESSAGES_TOOLS,
+                                          messages=[{"role": "user", "content": "weather?"}]) as s:
+        final = s.get_final_message()
+    assert [(b.id, b.name, b.input) for b in final.content if b.type == "tool_use"] == \
+        [("call_1", "get_weather", {"city": "Paris"})]
+    with openai_sdk(gw).responses.stream(model="resent-id-openai", input="weather?", tools=RESPONSES_TOOLS) as s:
+        response = s.get_final_response()
+    assert [(o.call_id, o.name, json.loads(o.arguments)) for o in response.output if o.type == "function_call"] == \
+        [("call_1", "get_weather", {"city": "Paris"})]
 
 
 # --- 2: tool call ids Anthropic refuses -----------------------------------------------------------------------

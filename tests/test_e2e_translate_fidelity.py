@@ -341,10 +341,13 @@ def test_a_messages_tool_results_images_follow_the_tool_messages_for_a_chat_prov
             {"type": "text", "text": "what do they show?"}]}])
     body = sent(mock, "openai")
     url = f"data:image/png;base64,{PNG_B64}"
+    # Each result's images under a line naming its call; an image-only result's tool message says where it is.
     assert body["messages"][2:] == [
         {"role": "tool", "tool_call_id": "toolu_1", "content": "first"},
-        {"role": "tool", "tool_call_id": "toolu_2", "content": ""},
-        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
+        {"role": "tool", "tool_call_id": "toolu_2", "content": "(the output of this call follows in the next message)"},
+        {"role": "user", "content": [{"type": "text", "text": "Output of call toolu_1:"},
+                                     {"type": "image_url", "image_url": {"url": url}},
+                                     {"type": "text", "text": "Output of call toolu_2:"},
                                      {"type": "image_url", "image_url": {"url": url}}]},
         {"role": "user", "content": "what do they show?"}]
     assert warnings_of(tap.headers) == {loss("moved", "position", f"messages[2].content[{i}]")
@@ -363,5 +366,6 @@ def test_a_responses_function_call_outputs_image_follows_it_for_a_chat_provider(
     body = sent(mock, "openai")
     assert body["messages"][-2:] == [
         {"role": "tool", "tool_call_id": "call_1", "content": "here"},
-        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}]
+        {"role": "user", "content": [{"type": "text", "text": "Output of call call_1:"},
+                                     {"type": "image_url", "image_url": {"url": url}}]}]
     assert warnings_of(tap.headers) == {loss("moved", "position", "input[2].output[1]")}

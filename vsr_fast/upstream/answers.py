@@ -256,16 +256,28 @@ class EventCheck:
 
 
 # An error event's type or code -> the status its failure has when a backend answers it whole. Anthropic's types
-# (its errors page), OpenAI's and its Responses codes; anything else is the backend's own failure (500).
+# (its errors page), OpenAI's and its Responses codes (those of the client's own input: a 400).
 _EVENT_STATUS = {"invalid_request_error": 400, "invalid_prompt": 400, "authentication_error": 401,
-                 "permission_error": 403, "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429,
-                 "rate_limit_exceeded": 429, "overloaded_error": 529, "overloaded": 503, "server_is_overloaded": 503,
-                 "timeout_error": 504}
+                 "billing_error": 402, "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
+                 "rate_limit_error": 429, "rate_limit_exceeded": 429,
+                 "invalid_image": 400, "invalid_image_format": 400, "invalid_base64_image": 400,
+                 "invalid_image_url": 400, "image_too_large": 400, "image_too_small": 400, "image_parse_error": 400,
+                 "image_content_policy_violation": 400, "invalid_image_mode": 400, "image_file_too_large": 400,
+                 "unsupported_image_media_type": 400, "empty_image_file": 400, "failed_to_download_image": 400,
+                 "image_file_not_found": 400, "overloaded_error": 529, "overloaded": 503,
+                 "server_is_overloaded": 503, "api_error": 500, "server_error": 500, "timeout_error": 504}
+# The statuses an error event reads as when it says so itself (its type or code, or an integer code, as vLLM and
+# SGLang send): the backend's failure, counted against its health as the same status answered whole is. An
+# event the router reads no status from (an unknown type, a bare string as Ollama and TGI send) is the
+# backend's failure too, for the next candidate to answer (as a 502), but not held against its health: its cause
+# is unknown, and a request's content must not let one client eject a backend for everyone.
+UNREAD_EVENT_STATUS = 502
 
 
 class _ErrorEvent(msgspec.Struct):
-    """An error event's data, of any protocol: Messages' and Chat's ``error`` object, a Responses ``error`` event
-    (its fields flat, or nested under ``error``) or ``response.failed`` (``response.error``)."""
+    """An error event's data, of any protocol: Messages' and Chat's ``error`` object (or Ollama's and TGI's
+    string), a Responses ``error`` event (its fields flat, or nested under ``error``) or ``response.failed``
+    (``response.error``)."""
 
     error: Any = None
     response: Any = None
@@ -276,23 +288,47 @@ class _ErrorEvent(msgspec.Struct):
 _ERROR_EVENT = msgspec.json.Decoder(_ErrorEvent)
 
 
-def event_error(api_format: str, data: bytes) -> tuple[int, bytes]:
-    """The status and error body (``api_format``'s error shape) of a backend's error event ``data``."""
+def event_error(api_format: str, data: bytes) -> tuple[int, bytes, bool]:
+    """The status and error body (``api_format``'s error shape) of a backend's error event ``data``, and whether
+    the event said that status itself (else ``UNREAD_EVENT_STATUS``, which is no health failure)."""
     try:
         event = _ERROR_EVENT.decode(data)
     except msgspec.DecodeError:
         event = _ErrorEvent()
     error = event.error if isinstance(event.error, dict) else \
         event.response.get("error") if isinstance(event.response, dict) else None
+    if isinstance(event.error, str):
+        error = {"message": event.error}
     error = error if isinstance(error, dict) else {"code": event.code, "message": event.message}
-    kinds = [k for k in (error.get("type"), error.get("code")) if isinstance(k, str)]
-    status = next((_EVENT_STATUS[k] for k in kinds if k in _EVENT_STATUS), 500)
+    kinds = [k for k in (error.get("type"), error.get("code")) if isinstance(k, str) and not k.isdigit()]
+    status = next((_EVENT_STATUS[k] for k in kinds if k in _EVENT_STATUS), None) or _numeric(error.get("code"))
+    said = status is not None
+    status = status or UNREAD_EVENT_STATUS
     message = error.get("message") if isinstance(error.get("message"), str) else "the stream failed"
     if api_format == "anthropic":
-        kind = kinds[0] if kinds else "api_error"
-        return status, msgspec.json.encode({"type": "error", "error": {"type": kind, "message": message}})
-    return status, msgspec.json.encode({"error": {"message": message, "type": kinds[0] if kinds else "server_error",
-                                                  "param": None, "code": error.get("code")}})
+        kind = next((k for k in kinds if k in _ANTHROPIC_TYPES), None) or _anthropic_type(status)
+        return status, msgspec.json.encode({"type": "error", "error": {"type": kind, "message": message}}), said
+    kind = kinds[0] if kinds else "server_error" if status >= 500 else "invalid_request_error"
+    return status, msgspec.json.encode({"error": {"message": message, "type": kind, "param": None,
+                                                  "code": error.get("code")}}), said
+
+
+def _numeric(code: object) -> int | None:
+    """An error code that is an HTTP error status (vLLM's and SGLang's ``"code": 400``), else None."""
+    if isinstance(code, str) and code.isdigit():
+        code = int(code)
+    return code if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599 else None
+
+
+# Anthropic's error types by status (its errors page): a Messages client's error of another protocol's event.
+_ANTHROPIC_TYPE = {400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
+                   403: "permission_error", 404: "not_found_error", 413: "request_too_large",
+                   429: "rate_limit_error", 500: "api_error", 504: "timeout_error", 529: "overloaded_error"}
+_ANTHROPIC_TYPES = frozenset(_ANTHROPIC_TYPE.values())
+
+
+def _anthropic_type(status: int) -> str:
+    return _ANTHROPIC_TYPE.get(status, "api_error" if status >= 500 else "invalid_request_error")
 
 
 def check_status(status: int, label: str) -> None:
@@ -376,14 +412,15 @@ class Checked:
     def ended(self) -> bool:
         return self._check.ended
 
-    def failed_at_once(self, api_format: str, secret: bytes | None) -> tuple[int, bytes] | None:
+    def failed_at_once(self, api_format: str, secret: bytes | None) -> tuple[int, bytes, bool] | None:
         """A stream whose answer never began, ended by the backend's error event: the status and error body
-        (``api_format``'s, the key struck out) the same failure answered whole would have; else None."""
+        (``api_format``'s, the key struck out) the same failure answered whole would have, and whether the event
+        said that status (``event_error``); else None."""
         check = self._check
         if check.erred is None or check.answering:
             return None
-        status, body = event_error(api_format, check.erred_data)
-        return status, sanitized(body, secret, api_format, status, self._label)
+        status, body, said = event_error(api_format, check.erred_data)
+        return status, sanitized(body, secret, api_format, status, self._label), said
 
     def __aiter__(self) -> "Checked":
         return self

@@ -52,6 +52,15 @@ RETRYABLE_STATUS = UNHEALTHY_STATUS | BACKEND_FAULT_STATUS | {429}
 CLIENTS_OWN_STATUS = BACKEND_FAULT_STATUS
 # Statuses that ask for the same request again later (with Retry-After); 529 is Anthropic's 503.
 RETRY_LATER_STATUS = frozenset({429, 503, 529})
+# A stream's opening events (``answers.PREAMBLE``: pings among them) are held back from the client until its answer
+# begins, so an error event before that can still fail over; a backend pinging for minutes would leave the client
+# without a status line for as long, and its events in memory. Past these, the held events go to the client and the
+# stream is relayed as it comes (a failure after that reaches the client in the stream). The time is looked at as
+# each read arrives: a backend silent in between is bounded by its read timeout. The bytes bound is well above
+# what opening events hold (a Responses ``response.created`` and ``.in_progress`` each echo the request's
+# instructions and tools, tens of KiB for a coding agent): a lower one would end the failover for exactly those.
+HOLD_MAX_S = 10.0
+HOLD_MAX_BYTES = 1024 * 1024
 NO_BACKEND = UpstreamError("no backend is configured for the chosen models")
 log = logging.getLogger("vsr_fast.upstream")
 Headers = list[tuple[str, str | bytes]]   # bytes for values passed on from a client, as it sent them
@@ -156,9 +165,9 @@ class Dispatcher:
         return headers
 
     def _record(self, attempts: list[Attempt], model: ProviderModel, backend: Backend,
-                started: float, status: int | None, failure: UpstreamError | None) -> None:
-        """One attempt's outcome: counted, held against the backend's health (or clearing it), and a failure
-        logged at INFO with its cause."""
+                started: float, status: int | None, failure: UpstreamError | None, health: bool = True) -> None:
+        """One attempt's outcome: counted, held against the backend's health (or clearing it; neither without
+        ``health``), and a failure logged at INFO with its cause."""
         error = failure.code if failure is not None else None
         cause = failure.cause if failure is not None else \
             status_cause(status) if status is not None and status >= 400 else None
@@ -172,8 +181,8 @@ class Dispatcher:
         if cause is not None:
             log.info("upstream attempt failed: model=%s backend=%s cause=%s: %s", model.name, backend.label, cause,
                      failure.detail if failure is not None else f"HTTP {status}")
-        if error == BackendsBusy.code:
-            pass        # the router's own bound, not the backend's health
+        if error == BackendsBusy.code or not health:
+            pass        # the router's own bound, or an error event of no known cause: not the backend's health
         elif error is not None or status in UNHEALTHY_STATUS and _moves_on(backend, status):
             if backend.failed(self._upstreams.outlier, time.monotonic()):
                 log.warning("backend %s ejected after %d failures in a row (the last: %s)", backend.label,
@@ -265,10 +274,11 @@ class Dispatcher:
                 failed = rest.failed_at_once(model.api_format, backend.secret)
                 if failed is not None:
                     # Its error event before any of the answer: nothing reached the client, so the failure is
-                    # the backend's error status (an overloaded_error its 529), counted and moved on from as one.
+                    # the backend's error status (an overloaded_error its 529), counted and moved on from as one;
+                    # an event that says no status is a 502 that is not held against the backend's health.
                     await resp.aclose()
-                    status, body = failed
-                    self._record(attempts, model, backend, started, status, None)
+                    status, body, said = failed
+                    self._record(attempts, model, backend, started, status, None, health=said)
                     if _moves_on(backend, status):
                         failure = _status_failure(status, body, resp, model, backend, rnd, "application/json")
                         continue
@@ -341,11 +351,14 @@ async def _first_event(chunks: answers.Checked) -> bytes:
     """The stream's bytes up to its first well-formed event of the answer (past its opening ones, such as
     ``message_start`` or ``response.created``), or up to its end: a backend whose stream is broken from the start
     (not an event stream, an empty one, a first event that is no event of its protocol, an error event before
-    any of the answer) is a failure while the router can still fall back, before a byte reaches the client."""
+    any of the answer) is a failure while the router can still fall back, before a byte reaches the client.
+    Opening events are held HOLD_MAX_S and HOLD_MAX_BYTES at most: past either, what came is the client's."""
     first: list[bytes] = []      # joined once: a first event of many reads is not copied again at each
+    held, until = 0, trio.current_time() + HOLD_MAX_S
     async for chunk in chunks:
         first.append(chunk)
-        if chunks.answering or chunks.ended:
+        held += len(chunk)
+        if chunks.answering or chunks.ended or held >= HOLD_MAX_BYTES or trio.current_time() >= until:
             break
     return first[0] if len(first) == 1 else b"".join(first)
 

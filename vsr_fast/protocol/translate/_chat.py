@@ -171,6 +171,10 @@ def _tool_choice(choice: str | dict | None, losses: list[Loss]) -> ToolChoice | 
     return None
 
 
+# An image-only tool result's tool message: a Chat tool message carries text, its media go in the next message.
+MEDIA_FOLLOWS = "(the output of this call follows in the next message)"
+
+
 def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     losses: list[Loss] = []
     messages: list[dict] = []
@@ -180,13 +184,19 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
         if turn.role == "tool":
             media: list = []
             for r in turn.parts:
-                messages.append({"role": "tool", "tool_call_id": r.call_id,
-                                 "content": _result_text(r, losses, media)})
+                own: list = []
+                text = _result_text(r, losses, own)
+                if own:
+                    # Which call each result's media belong to, said before them: with parallel calls they share
+                    # one user message.
+                    media += [Text(f"Output of call {r.call_id}:"), *own]
+                    text = text or MEDIA_FOLLOWS
+                messages.append({"role": "tool", "tool_call_id": r.call_id, "content": text})
             if media:
                 # A tool message carries text only: a result's images (and files) follow the turn's tool messages in
                 # a user message, where LiteLLM puts them, so the model still sees them. Before the last tool message
                 # they would break the run of answers the assistant's calls need.
-                losses += [Loss(MOVED, "position", p.path) for p in media]
+                losses += [Loss(MOVED, "position", p.path) for p in media if not isinstance(p, Text)]
                 messages.append({"role": "user", "content": _content(media, losses)})
             continue
         if turn.role == "assistant":
@@ -540,11 +550,11 @@ class StreamReader:
             f"id:{tc.id}" if tc.id else self._last_call if self._last_call is not None else 0)
         self._last_call = key
         block = self._calls.get(key)
-        if block is not None and tc.id and self._ids.get(key, tc.id) != tc.id:
+        if block is not None and tc.id and self._ids.get(key, tc.id) != tc.id and self._another(block, tc):
             # Another id under the same index is another call: Ollama, SGLang and Gemini's OpenAI endpoint send
             # parallel calls each whole at index 0.
             block = None
-        if tc.id:
+        if tc.id and (block is None or key not in self._ids):
             self._ids[key] = tc.id
         if block is None:
             out += self._stop_text()
@@ -566,6 +576,15 @@ class StreamReader:
                     del self._open_calls[block]
                     out.append(BlockStop(block))
         return out
+
+    def _another(self, block: int, tc: _DeltaCall) -> bool:
+        """Whether a delta with a new id under the index of call ``block`` begins another call: only one with a
+        name, after a call whose arguments are whole (or none). Some servers (Poolside, mlx-openai-server) send
+        each later chunk of one call with another id and no name: its arguments going on."""
+        if not (tc.function and tc.function.name):
+            return False
+        pieces = self._open_calls.get(block)
+        return pieces is None or not "".join(pieces).strip() or _whole(pieces)
 
     def _stop_text(self) -> list[Event]:
         if self._text_block is None:
