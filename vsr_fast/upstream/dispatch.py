@@ -59,7 +59,10 @@ RETRY_LATER_STATUS = frozenset({429, 503, 529})
 # each read arrives: a backend silent in between is bounded by its read timeout. The bytes bound is well above
 # what opening events hold (a Responses ``response.created`` and ``.in_progress`` each echo the request's
 # instructions and tools, tens of KiB for a coding agent): a lower one would end the failover for exactly those.
-HOLD_MAX_S = 10.0
+# One second: an error a backend sends in place of its answer comes at once (Anthropic's overloaded_error right after
+# message_start); longer, a trickling answer's status line would wait on it, and a request whose deadline passed
+# while held would get a whole 504 where the stream it began had started.
+HOLD_MAX_S = 1.0
 HOLD_MAX_BYTES = 1024 * 1024
 NO_BACKEND = UpstreamError("no backend is configured for the chosen models")
 log = logging.getLogger("vsr_fast.upstream")
