@@ -108,6 +108,9 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Response headers ("Name: value") on every answer, whole, streamed or an injected status failure: a
     # provider's own x-ratelimit-*, say.
     headers: list[str] = []
+    # Every Responses answer carries this id (whole and in every event), as a backend whose ids collide with
+    # another's: the router must not store two callers' answers under one id.
+    response_id: str | None = None
 
     def extra_headers(self) -> bytes:
         return b"".join(b"%s\r\n" % h.encode("latin-1") for h in self.headers)
@@ -494,7 +497,11 @@ class MockUpstream(Server):
 
     def whole_body(self, req: Request, plan: Plan, config: MockConfig) -> bytes:
         """The body of a non-streamed answer in the route's shape."""
-        ident, created = next(self.ids), int(time.time())
+        ident = next(self.ids)
+        return fixed_id(self._whole_body(req, plan, config, ident), plan, ident, config)
+
+    def _whole_body(self, req: Request, plan: Plan, config: MockConfig, ident: int) -> bytes:
+        created = int(time.time())
         if plan.api == "chat" and plan.tool is None and scripted(config):
             content = plan_content(plan, config)
             return chat_scripted(plan, ident, created, self.count(len(req.body), content), content, config)
@@ -534,6 +541,7 @@ class MockUpstream(Server):
             events.append(b"data: [DONE]\n\n")
         else:
             events = EVENTS[plan.api](plan, ident, created, u, content, config.chunks)
+        events = [fixed_id(e, plan, ident, config) for e in events]
         self.last_stream = b"".join(events)
         framed = [chunk(event) for event in events]
         framed[-1] += b"0\r\n\r\n"
@@ -835,6 +843,13 @@ def responses_item(plan: Plan, ident: int, content: str) -> dict:
             "content": [{"type": "output_text", "text": content, "annotations": []}]}
 
 
+def fixed_id(body: bytes, plan: Plan, ident: int, config: MockConfig) -> bytes:
+    """A Responses answer (or event) with its id replaced by ``config.response_id``, when one is set."""
+    if config.response_id is None or plan.api != "responses":
+        return body
+    return body.replace(b'"resp_mock_%d"' % ident, msgspec.json.encode(config.response_id))
+
+
 def responses_object(plan: Plan, ident: int, created: int, status: str, output: list, u: dict | None) -> dict:
     usage_doc = None if u is None else {
         "input_tokens": u["prompt_tokens"], "output_tokens": u["completion_tokens"],
@@ -969,6 +984,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--logprob", type=float, default=None, help="Chat answers carry this logprob for every token")
     p.add_argument("--refusal", default=None, help="Chat and Responses answers refuse with this text instead of the content")
     p.add_argument("--finish-reason", default=None, help="Chat answers end with this finish_reason (e.g. length)")
+    p.add_argument("--response-id", default=None, help="every Responses answer carries this id (colliding ids)")
     p.add_argument("--echo", action="store_true", help="answer with the last user turn as received (a tool "
                    "call: arguments {\"text\": that turn}), streamed in --chunks pieces")
     p.add_argument("--whole-for-stream", action="store_true", help="answer a stream request whole "

@@ -467,13 +467,49 @@ async def test_memory_store_is_a_bounded_lru():
     assert await store.get("c") is None and await store.get("a") is None   # evicted for the bytes
     assert await store.get("d") is not None and len(store) == 1
     await store.put(StoredResponse("big", msgspec.Raw(b"[" + b"0," * 20 + b"0]")))   # over the bound alone
-    assert len(store) == 0
-    await store.put(StoredResponse("e", msgspec.Raw(b"[1]"), response=msgspec.Raw(b'{"id":"e"}')))
+    assert await store.get("big") is None and await store.get("d") is not None   # not kept, and evicts nothing
+    await store.put(StoredResponse("e", msgspec.Raw(b"[1]"), response=msgspec.Raw(b'{"id":"e"}')))   # d leaves
     await store.delete("e")
     await store.delete("never")
     assert await store.get("e") is None and len(store) == 0
     await store.put(StoredResponse("f", msgspec.Raw(b"[" + b"0," * 16 + b"0]")))   # the deleted bytes are free
     assert len(store) == 1
+
+
+def _owned(name: str, owner: str, size: int = 1) -> StoredResponse:
+    return StoredResponse(name, msgspec.Raw(b"[" + b"0," * (size - 1) + b"0]"), owner=owner)
+
+
+async def test_memory_store_evicts_the_largest_owner_first():
+    store = MemoryResponseStore(max_entries=4, max_bytes=1_000)
+    for name in ("x1", "x2", "x3", "y1"):
+        await store.put(_owned(name, name[0]))
+    await store.put(_owned("y2", "y"))            # five: x holds the most, its least recently used leaves
+    assert [await store.get(n) is not None for n in ("x1", "x2", "x3", "y1", "y2")] == [False, True, True, True, True]
+    await store.get("y1")
+    await store.put(_owned("y3", "y"))            # y holds the most now: its oldest unused (y2) leaves
+    assert await store.get("y2") is None and await store.get("y1") is not None and len(store) == 4
+    # Bytes: the owner holding the most bytes leaves first, though it holds fewer responses.
+    store = MemoryResponseStore(max_entries=100, max_bytes=1_000)
+    for i in range(5):
+        await store.put(_owned(f"s{i}", "small"))
+    await store.put(_owned("z1", "z", 400))       # 805 bytes
+    await store.put(_owned("z2", "z", 400))       # 1,645 in all: z's oldest goes, none of small's five
+    assert await store.get("z1") is None and await store.get("z2") is not None and len(store) == 6
+    # Another owner's id is never replaced.
+    await store.put(_owned("z2", "x"))
+    assert (await store.get("z2")).owner == "z"
+
+
+async def test_memory_store_caps_each_owner_and_stays_small_as_owners_come_and_go():
+    store = MemoryResponseStore(max_entries=100, max_entries_per_owner=2)
+    for name in ("a1", "a2", "a3", "b1"):
+        await store.put(_owned(name, name[0]))
+    assert [await store.get(n) is not None for n in ("a1", "a2", "a3", "b1")] == [False, True, True, True]
+    for i in range(2_000):                        # owners that store once and are forgotten
+        await store.put(_owned(f"t{i}", f"tenant-{i}"))
+        await store.delete(f"t{i}")
+    assert len(store) == 3 and len(store._most_entries._heap) <= 2 * 2 + 64 + 1
 
 
 # --- Images --------------------------------------------------------------------------------------

@@ -48,6 +48,17 @@ def ids():
     return lambda prefix: f"{prefix}{next(counter)}"
 
 
+_ROUTER_ID = re.compile(rb'"resp_(?:[0-9a-f]{32}|0)"')
+
+
+def as_sent(out: bytes) -> bytes:
+    """A Responses backend's answer relayed (whole or streamed), with the backend's id (resp_01) put back where
+    the router gave it one of its own (a fresh one, or ``ids()``'s first): the rest passes byte for byte."""
+    assert b'"resp_01"' not in out and _ROUTER_ID.search(out), "the router's own id, not the backend's"
+    assert len(set(_ROUTER_ID.findall(out))) == 1, "one id throughout"
+    return _ROUTER_ID.sub(b'"resp_01"', out)
+
+
 # --- backend transcripts: what each API streams for "some text, then a tool call" ---------------
 
 
@@ -253,7 +264,8 @@ def check_client_stream(api: str, data: bytes) -> None:
 def test_stream_translates_to_what_the_sdk_expects(api, backend):
     out, losses = translate(api, backend, [STREAMS[backend]])
     if NATIVE[api] == backend:
-        assert out == STREAMS[backend]   # same protocol: byte for byte
+        # same protocol: byte for byte, but for a Responses answer's id
+        assert (as_sent(out) if api == "responses" else out) == STREAMS[backend]
         assert losses == []
         return
     check_client_stream(api, out)
@@ -366,15 +378,17 @@ def test_passthrough_fail_and_responses_tap():
     adapter, req = decode("responses", STREAM_REQUESTS["responses"])
     tr = adapter.stream_translator(req, "responses")
     source = STREAMS["responses"]
-    assert tr.feed(source[:100]) + tr.feed(source[100:]) + tr.close() == source
-    assert json.loads(tr.final())["id"] == "resp_01"
+    relayed = tr.feed(source[:100]) + tr.feed(source[100:]) + tr.close()
+    assert as_sent(relayed) == source
+    assert json.loads(tr.final())["id"] == json.loads(events(relayed)[0][1])["response"]["id"]
     failed = adapter.stream_translator(req, "responses")
     sent = failed.feed(source[:500])
-    assert sent == source[: source[:500].rindex(b"\n\n") + 2]   # whole events only
-    # The response the backend opened ends failed (its id, numbered on), then the error event the SDK raises on.
+    assert as_sent(sent) == source[: source[:500].rindex(b"\n\n") + 2]   # whole events only
+    # The response the client was sent ends failed (its id, numbered on), then the error event the SDK raises on.
     ended, err = (json.loads(data) for _, data in events(failed.fail(UpstreamError("gone"))))
     assert ended["type"] == "response.failed" and ended["sequence_number"] == sent.count(b"\n\n")
-    assert ended["response"]["id"] == "resp_01" and ended["response"]["status"] == "failed"
+    assert ended["response"]["id"] == json.loads(events(sent)[0][1])["response"]["id"] != "resp_01"
+    assert ended["response"]["status"] == "failed"
     assert ended["response"]["error"] == {"code": "upstream_failed", "message": "gone"}
     assert err["type"] == "error" and err["sequence_number"] == sent.count(b"\n\n") + 1
     assert err["error"] == {"type": "upstream_error", "code": "upstream_failed", "message": "gone", "param": None}
@@ -403,7 +417,8 @@ def test_a_responses_backends_error_event_is_relayed_as_the_routers_failures_end
     got = events(out)
     assert [name for name, _ in got] == ["response.created", "response.failed", "error"]
     ended, err = (json.loads(data) for _, data in got[1:])
-    assert ended["response"]["id"] == "resp_01" and ended["response"]["error"]["message"] == "boom"
+    assert ended["response"]["id"] == json.loads(got[0][1])["response"]["id"] != "resp_01"
+    assert ended["response"]["error"]["message"] == "boom"
     assert (err["code"], err["message"]) == ("server_error", "boom")
     assert err["error"] == {"type": "upstream_error", "code": "server_error", "message": "boom", "param": None}
     assert [e["sequence_number"] for e in (ended, err)] == [1, 2]
@@ -467,7 +482,7 @@ def test_whole_answers_translate_to_what_the_sdk_parses(api, backend):
     reply = adapter.whole(req, backend, 200, body)
     assert (reply.status, reply.content_type) == (200, "application/json")
     if NATIVE[api] == backend:
-        assert reply.body == body and reply.losses == ()
+        assert (as_sent(reply.body) if api == "responses" else reply.body) == body and reply.losses == ()
         return
     assert [loss.field for loss in reply.losses] == WHOLE_LOSSES[backend]
     if api == "chat":
@@ -856,8 +871,8 @@ def test_null_usage_details_are_read_as_absent(api, backend, stream):
         adapter, req = decode(api, {**STREAM_REQUESTS[api], "stream": False})
         reply = adapter.whole(req, backend, 200, text.replace(old, new).encode())
         assert reply.status == 200, reply.body
-        if NATIVE[api] == backend:          # relayed as the backend wrote it
-            assert reply.body == text.replace(old, new).encode()
+        if NATIVE[api] == backend:          # relayed as the backend wrote it (under the router's id)
+            assert (as_sent(reply.body) if api == "responses" else reply.body) == text.replace(old, new).encode()
             return
         usage = (ChatCompletion if api == "chat" else anthropic.types.Message if api == "messages"
                  else Response).model_validate_json(reply.body).usage

@@ -83,13 +83,27 @@ class ResponseCacheStore(Block):
 
 
 class ResponsesStore(Block):
-    """``global.stores.responses``: the Responses API's conversations, for ``previous_response_id``."""
+    """``global.stores.responses``: the Responses API's conversations, for ``previous_response_id``.
+
+    Each stored response belongs to its caller's owner (tenant, else key) and is stored under an id the router
+    assigned, whatever id the backend gave it: no owner's answer can replace another's. ``memory`` is bounded
+    fairly: the owner holding the most is evicted first (``max_entries_per_owner``). ``redis`` keeps no per-owner
+    count, by choice: every key expires after ``ttl_seconds``, so nothing one owner stores displaces another's;
+    a per-owner cap would cost a round trip more on every answer. Run that Redis with ``maxmemory-policy
+    noeviction`` and size it for the traffic the keys' rate limits allow: full, it refuses new responses (their
+    follow-ups get ``previous_response_not_found``) but displaces none; an evicting policy (``allkeys-lru``,
+    ``volatile-ttl``, ...) would let one owner's volume evict another's responses.
+    """
 
     backend_type: Literal["memory", "redis"] = "memory"
     url: str = DEFAULT_REDIS_URL
     prefix: Annotated[str, Meta(min_length=1)] = "vsr:responses:"
     ttl_seconds: Annotated[int, Meta(ge=60)] = 7 * 86_400      # redis only
     max_entries: Annotated[int, Meta(ge=1)] = 10_000           # memory only
+    # Memory only: one owner's (tenant, else key: Identity.owner) share of max_entries, its least recently used
+    # evicted first; unset: all of it. Either way the overflow of max_entries is taken from the owner holding the
+    # most first, so one owner's traffic never evicts a smaller owner's responses.
+    max_entries_per_owner: Annotated[int, Meta(ge=1)] | None = None
 
 
 class VectorStore(Block):

@@ -34,7 +34,9 @@ Same protocol on both sides (chat->openai, messages->anthropic, responses->respo
 images->images) costs what the Chat hot path costs today: the client's bytes go out
 with only ``model`` rewritten (``ModelRewriter``), answers and error bodies of the
 protocol's error shape come back unchanged (any other error body is wrapped in that
-shape), and streams pass through byte for byte (released at event boundaries).
+shape), and streams pass through byte for byte (released at event boundaries). One exception: a Responses
+answer's id is replaced by the router's own, whole and in every event (``_OwnIdStream``), since the router
+stores it under that id.
 Any other pair goes through the neutral forms of ``protocol.translate`` and records
 what it could not carry as ``Loss``es. Pairs no protocol can bridge (a Chat or Messages client and an image
 model, an Images client and a text model) raise ``UnsupportedCapability``.
@@ -62,7 +64,8 @@ from .rewrite import ModelRewriter
 from .translate._losses import dropped
 from .translate import (
     BY_FORMAT, CHAT, GUARDED, IMAGES, MESSAGES, PATHS, RESPONSES, Answer, Conversation, Loss, NewId, NoTurns,
-    Passthrough, StreamTranslator, Translating, WholeToStream, chat_messages, is_error_of, new_id, read_error,
+    Passthrough, SSEParser, StreamTranslator, Translating, WholeToStream, chat_messages, is_error_of, new_id,
+    read_error,
 )
 
 JSON = "application/json"
@@ -702,8 +705,10 @@ class ResponsesAdapter(Adapter):
             if req.previous_response_id is not None:
                 def restated(out: bytes, events: int, head: bytes) -> bytes:
                     return self.with_previous(req, restate(out, events, head))
-                return Passthrough(self._passthrough_fail, tap=req.body.store is not False, restate=restated)
-            return Passthrough(self._passthrough_fail, tap=req.body.store is not False, restate=restate)
+                tr = Passthrough(self._passthrough_fail, tap=req.body.store is not False, restate=restated)
+            else:
+                tr = Passthrough(self._passthrough_fail, tap=req.body.store is not False, restate=restate)
+            return _OwnIdStream(tr, new_id("resp_"))
         return super().stream_translator(req, api_format, new_id=new_id)
 
     def _passthrough_fail(self, message: str, status: int, code: str | None, kind: str, events: int,
@@ -728,9 +733,8 @@ class ResponsesAdapter(Adapter):
             return body, None
         if not old:
             return body, final
-        # The old id as a JSON string, wherever it appears (the response object in every event that carries it).
-        was, now = msgspec.json.encode(old), msgspec.json.encode(new_id("resp_"))
-        return body.replace(was, now), final.replace(was, now)
+        now = msgspec.json.encode(new_id("resp_"))
+        return _renamed(body, old, now), _renamed(final, old, now)
 
     async def remember(self, req: Inbound, body: bytes | None) -> None:
         """Store the conversation so far under the answer's id (unless ``store: false``)."""
@@ -756,10 +760,90 @@ class ResponsesAdapter(Adapter):
         return _NO_PREVIOUS.sub(b'"previous_response_id":' + msgspec.json.encode(req.previous_response_id), body)
 
     def whole(self, req: Inbound, api_format: str, status: int, body: bytes, content_type: str = JSON) -> Reply:
+        """As every API; a Responses backend's answer under an id of the router's own (``_OwnIdStream``), and
+        naming the ``previous_response_id`` the router expanded (a translated answer has both already: Echo)."""
         reply = super().whole(req, api_format, status, body, content_type)
-        if req.previous_response_id is None or api_format != self.native or reply.status >= 400:
-            return reply   # a translated answer names it already (Echo)
-        return replace(reply, body=self.with_previous(req, reply.body))
+        if api_format != self.native or reply.status >= 400:
+            return reply
+        try:
+            theirs = _RESPONSE_ID.decode(reply.body).id
+        except msgspec.DecodeError:
+            theirs = ""
+        out = _renamed(reply.body, theirs, msgspec.json.encode(new_id("resp_"))) if theirs else reply.body
+        return replace(reply, body=self.with_previous(req, out))
+
+
+class _ResponseId(msgspec.Struct):
+    id: str = ""
+
+
+class _Carrier(msgspec.Struct):
+    """A Responses stream event, as far as the id of the response it carries."""
+
+    response: _ResponseId | None = None
+
+
+_RESPONSE_ID = msgspec.json.Decoder(_ResponseId)
+_CARRIER = msgspec.json.Decoder(_Carrier)
+
+
+def _renamed(body: bytes, theirs: str, ours: bytes) -> bytes:
+    """``body`` with the response id ``theirs`` replaced by ``ours`` (JSON) wherever it is a JSON string (inside
+    another string, its quotes would be escaped): the response object, in every event that carries it."""
+    return body.replace(msgspec.json.encode(theirs), ours)
+
+
+class _OwnIdStream:
+    """A Responses backend's stream, passed through, under a response id of the router's own.
+
+    The router stores each answer under its id (``previous_response_id``, ``GET /v1/responses/{id}``), and a
+    backend's ids are not the router's to trust: one that repeats an id (another deployment, a proxy, a bug) would
+    have one owner's answer replace another's. So every answer gets a fresh id, as translated ones and cache hits
+    (``served_again``) do: learned from the first event that carries the response object (``response.created``),
+    replaced in it and in every event after, in the in-stream failure and in the final object remembered.
+    """
+
+    def __init__(self, inner: Passthrough, ours: str) -> None:
+        self._inner = inner
+        self.losses = inner.losses
+        self._ours = msgspec.json.encode(ours)
+        self._theirs: str | None = None
+
+    def _own(self, out: bytes) -> bytes:
+        if not out:
+            return out
+        if self._theirs is None:
+            for _, data in SSEParser().feed(out):
+                try:
+                    carried = _CARRIER.decode(data).response
+                except msgspec.DecodeError:
+                    continue
+                if carried is not None and carried.id:
+                    self._theirs = carried.id
+                    break
+            else:
+                return out
+        return _renamed(out, self._theirs, self._ours)
+
+    def feed(self, chunk: bytes) -> bytes:
+        return self._own(self._inner.feed(chunk))
+
+    def close(self) -> bytes:
+        return self._own(self._inner.close())
+
+    def fail(self, exc: VsrError) -> bytes:
+        return self._own(self._inner.fail(exc))
+
+    def final(self) -> bytes | None:
+        final = self._inner.final()
+        if final is None:
+            return None
+        if self._theirs is None:    # not seen in the events released (none carried it): the object's own
+            try:
+                self._theirs = _RESPONSE_ID.decode(final).id or None
+            except msgspec.DecodeError:
+                return final
+        return _renamed(final, self._theirs, self._ours) if self._theirs else final
 
 
 # A response object's previous_response_id the backend left null (``ResponsesAdapter.with_previous``).

@@ -13,6 +13,7 @@ is a bounded LRU, and a Redis one can keep the same records as bytes.
 """
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict
 from typing import Annotated, Any, Literal, Protocol
 
@@ -289,19 +290,30 @@ class ResponseStore(Protocol):
 
 
 class MemoryResponseStore:
-    """An in-process LRU: at most ``max_entries`` responses and ``max_bytes`` of items and response objects.
+    """An in-process store, bounded fairly between owners (``StoredResponse.owner``): at most
+    ``max_entries_per_owner`` responses per owner (its least recently used leave first), and at most
+    ``max_entries`` responses and ``max_bytes`` of items and response objects in all, the overflow taken from the
+    owner holding the most (entries, or bytes) first. One owner's traffic so never evicts another's records while
+    it holds more than they do: a tenant flooding ``POST /v1/responses`` evicts its own oldest threads.
 
-    A conversation larger than ``max_bytes`` on its own is not kept: its follow-up
-    gets ``previous_response_not_found``, as after any eviction.
+    A conversation larger than ``max_bytes`` on its own is not kept (and evicts nothing): its follow-up
+    gets ``previous_response_not_found``, as after any eviction. A put never replaces another owner's record:
+    ids are the router's own (``ResponsesAdapter.remember``), so one that is taken is refused, not overwritten.
 
+    Each put or eviction costs O(log owners): the largest owners are found through heaps, rebuilt when stale.
     Rejected: a TTL. The bound already caps memory, and an hour-old thread a user
     resumes is exactly what the store is for.
     """
 
-    def __init__(self, max_entries: int = 10_000, max_bytes: int = 256 * 1024 * 1024) -> None:
+    def __init__(self, max_entries: int = 10_000, max_bytes: int = 256 * 1024 * 1024,
+                 max_entries_per_owner: int | None = None) -> None:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
-        self._records: OrderedDict[str, StoredResponse] = OrderedDict()
+        self.max_entries_per_owner = max_entries_per_owner or max_entries
+        self._records: dict[str, StoredResponse] = {}
+        self._owners: dict[str | None, _Shelf] = {}
+        self._most_entries = _Largest()
+        self._most_bytes = _Largest()
         self._bytes = 0
 
     def __len__(self) -> int:
@@ -310,21 +322,111 @@ class MemoryResponseStore:
     async def get(self, response_id: str) -> StoredResponse | None:
         record = self._records.get(response_id)
         if record is not None:
-            self._records.move_to_end(response_id)
+            self._owners[record.owner].ids.move_to_end(response_id)
         return record
 
     async def put(self, record: StoredResponse) -> None:
-        await self.delete(record.id)
+        old = self._records.get(record.id)
+        if old is not None and old.owner != record.owner:
+            return      # another owner's: never replaced (see the class)
+        if record.size() > self.max_bytes:
+            return
+        self._remove(record.id)
+        shelf = self._owners.get(record.owner)
+        if shelf is None:
+            shelf = self._owners[record.owner] = _Shelf()
         self._records[record.id] = record
+        shelf.ids[record.id] = None
+        shelf.bytes += record.size()
         self._bytes += record.size()
-        while self._records and (len(self._records) > self.max_entries or self._bytes > self.max_bytes):
-            _, evicted = self._records.popitem(last=False)
-            self._bytes -= evicted.size()
+        while len(shelf.ids) > self.max_entries_per_owner:
+            self._remove(next(iter(shelf.ids)))
+        self._noted(record.owner)
+        while len(self._records) > self.max_entries:
+            self._evict_from(self._most_entries.top())
+        while self._bytes > self.max_bytes:
+            self._evict_from(self._most_bytes.top())
 
     async def delete(self, response_id: str) -> None:
-        old = self._records.pop(response_id, None)
-        if old is not None:
-            self._bytes -= old.size()
+        owner = self._remove(response_id)
+        if owner is not _NONE:
+            self._noted(owner)
+
+    def _evict_from(self, owner: str | None) -> None:
+        """The least recently used response of ``owner`` leaves."""
+        self._remove(next(iter(self._owners[owner].ids)))
+        self._noted(owner)
+
+    def _remove(self, response_id: str) -> Any:
+        """Forget one record; its owner, or ``_NONE`` when there was no such record."""
+        record = self._records.pop(response_id, None)
+        if record is None:
+            return _NONE
+        shelf = self._owners[record.owner]
+        del shelf.ids[response_id]
+        shelf.bytes -= record.size()
+        self._bytes -= record.size()
+        if not shelf.ids:
+            del self._owners[record.owner]
+            self._most_entries.forget(record.owner)
+            self._most_bytes.forget(record.owner)
+        return record.owner
+
+    def _noted(self, owner: str | None) -> None:
+        """The owner's current holdings, for the heaps that find the largest."""
+        shelf = self._owners.get(owner)
+        if shelf is not None:
+            self._most_entries.push(owner, len(shelf.ids), len(self._owners))
+            self._most_bytes.push(owner, shelf.bytes, len(self._owners))
+
+
+_NONE = object()    # no record removed (None is an owner: the anonymous one)
+
+
+class _Shelf:
+    """One owner's responses, least recently used first, and their bytes."""
+
+    __slots__ = ("ids", "bytes")
+
+    def __init__(self) -> None:
+        self.ids: OrderedDict[str, None] = OrderedDict()
+        self.bytes = 0
+
+
+class _Largest:
+    """The owner holding the most of one measure: a max-heap of (measure, owner) entries, stale ones skipped.
+
+    An owner's measure changes at every put and eviction; rather than update its entry in place, a new one is
+    pushed, and an entry that is not the owner's latest (or of an owner that holds nothing now: ``forget``) is
+    dropped when it reaches the top. The heap is
+    rebuilt when stale entries outnumber the owners, so it stays O(owners) in size, O(log owners) per push.
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, str | None]] = []
+        self._latest: dict[str | None, int] = {}     # owner -> its latest entry's sequence number
+        self._seq = 0
+
+    def push(self, owner: str | None, measure: int, owners: int) -> None:
+        self._seq += 1
+        self._latest[owner] = self._seq
+        heapq.heappush(self._heap, (-measure, self._seq, owner))
+        if len(self._heap) > 2 * owners + 64:
+            self._heap = [e for e in self._heap if self._latest.get(e[2]) == e[1]]
+            heapq.heapify(self._heap)
+            self._latest = {e[2]: e[1] for e in self._heap}
+
+    def forget(self, owner: str | None) -> None:
+        """The owner holds nothing now: its entries are stale."""
+        self._latest.pop(owner, None)
+
+    def top(self) -> str | None:
+        """The owner with the largest measure (of those holding any)."""
+        while True:
+            _, seq, owner = self._heap[0]
+            if self._latest.get(owner) == seq:
+                return owner
+            heapq.heappop(self._heap)
 
 
 REQUEST_DECODER = msgspec.json.Decoder(ResponsesRequest)
