@@ -9,7 +9,8 @@ import h11
 import pytest
 
 from vsr_fast.headers import registry as h
-from vsr_fast.server.pipeline.exchange import Exchange, UnsendableHeader
+from vsr_fast.errors import UnsendableHeader
+from vsr_fast.server.pipeline.exchange import Exchange
 
 
 def _exchange(decision: str) -> Exchange:

@@ -56,6 +56,7 @@
     ├── ContextFailed               503 context_failed         plugins (a context source with on_failure: block)
     ├── ResponseBlocked             403 response_blocked       guard (a response_guard block rule)
     ├── ResponseTooLarge            502 response_too_large     guard (a held answer past its 64 MiB bound)
+    ├── UnsendableHeader            500 internal               internal (a response header HTTP cannot carry)
     ├── LooperBudgetExhausted       504 looper_budget_exhausted looper (an executor's deadline or max_calls)
     ├── LooperNoAcceptedAnswer      502 looper_no_accepted_answer looper (escalate, on_error: fail)
     ├── LooperCallsFailed           502 looper_calls_failed     looper (ratings, remom, fusion, workflows)
@@ -440,6 +441,10 @@ class ResponseTooLarge(VsrError):
     """A streamed answer held for the guard grew past its bound: refused, never forwarded unread."""
 
     status, code, type, stage = 502, "response_too_large", "upstream_error", "guard"
+
+
+class UnsendableHeader(VsrError):
+    """A response header's value HTTP cannot carry (a name with a newline reached it): the answer is a 500."""
 
 
 # --- the Looper (executors) ----------------------------------------------------------------

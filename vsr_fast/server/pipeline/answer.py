@@ -14,7 +14,7 @@ import trio
 import msgspec
 
 from ...errors import (RateLimited, RequestTimeout, ResponseTooLarge, ShuttingDown, UpstreamError, UpstreamInvalid,
-                       UpstreamStatus, UpstreamTooLarge, VsrError, cause_words)
+                       UnsendableHeader, UpstreamStatus, UpstreamTooLarge, VsrError, cause_words)
 from ...headers import registry as h
 from ...plugins import fast_response
 from ...plugins.response_cache import CachedAnswer
@@ -24,7 +24,7 @@ from ...protocol.translate import render_warnings
 from ...upstream import Stream, Whole, failure_cause
 from ..asgi import Send, send_whole
 from . import guard as response_guard
-from .exchange import Exchange, UnsendableHeader
+from .exchange import Exchange
 from .masking import restorer
 from .plugins import Fast
 

@@ -13,7 +13,7 @@ from typing import Any
 import trio
 
 from ...auth.usage import UsageMeter
-from ...errors import VsrError
+from ...errors import UnsendableHeader, VsrError
 from ...headers import registry as h
 from ...headers.public import public_headers
 from ...protocol.adapters import Adapter, Inbound, Outbound
@@ -30,10 +30,6 @@ _WARNINGS = h.WARNINGS.encode()
 _COST, _COST_CURRENCY = h.COST.encode(), h.COST_CURRENCY.encode()
 # A header value h11 sends (RFC 9110 field-value): visible bytes, inner spaces and tabs, no control byte.
 _SENDABLE = re.compile(rb"(?:[^\x00-\x20]+(?:[ \t]+[^\x00-\x20]+)*)?")
-
-
-class UnsendableHeader(VsrError):
-    """A response header's value HTTP cannot carry (a name with a newline reached it): the answer is a 500."""
 
 
 class Exchange:
