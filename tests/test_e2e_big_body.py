@@ -5,6 +5,7 @@ the event loop 20-26 s; /health and every other tenant waited).
   holds the GIL for a whole decode: no worker thread would hide it); /health answers meanwhile.
 - A big body under the bound is decoded, routed (signals), recorded (cache key, replay copy) and translated
   for its backend in a worker thread (``vsr_off_loop_steps_total`` counts each step); a small one in line.
+  count_tokens's decode and signals likewise.
 """
 from __future__ import annotations
 
@@ -99,3 +100,17 @@ def test_a_big_body_runs_off_the_loop_and_a_small_one_in_line(gw):
     assert healthy >= 1
     after = off_loop(gw)
     assert all(after[step] == before[step] + 1 for step in STEPS), (before, after)
+
+
+def test_a_big_count_tokens_body_is_decoded_and_routed_off_the_loop(gw):
+    before = off_loop(gw)
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"tenant turn {i} " + "lorem " * 200}
+             for i in range(301)]
+    body = json.dumps({"model": "vsr/auto", "messages": turns}).encode()
+    assert len(body) > OFF_LOOP_BYTES
+    r = httpx.post(f"{gw.url}/v1/messages/count_tokens", content=body, headers={"content-type": "application/json"},
+                   timeout=60)
+    assert r.status_code == 200, r.text[:300]
+    assert r.json()["input_tokens"] > 0
+    after = off_loop(gw)
+    assert [after[s] - before[s] for s in STEPS] == [1, 1, 0, 0]

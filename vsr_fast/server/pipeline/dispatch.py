@@ -38,7 +38,7 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
 
     async def written(model: ProviderModel, inbound: Inbound, tune: Tune | None = None) -> Outbound:
         # A translation to another protocol, or a re-encoding, of a big body: off the loop.
-        return await _shaped(ex, await off_loop(ex, "upstream", len(ex.raw), built, model, inbound, tune), model)
+        return await _shaped(ex, await off_loop(ex.state.metrics, "upstream", len(ex.raw), built, model, inbound, tune), model)
 
     async def outbound_for(model: ProviderModel) -> Outbound:
         out = ex.outbound.get(model.name)
@@ -115,7 +115,7 @@ async def _shaped(ex: Exchange, out: Outbound, model: ProviderModel) -> Outbound
     d = ex.route.chosen.decision if ex.route is not None and ex.route.chosen is not None else None
     retains = bool(d is not None and d.retention is not None and d.retention.prefer_prefix_retention)
     if ex.shaping is not None or retains:
-        out = await off_loop(ex, "shaping", len(out.body), _rewritten, ex, out, model, retains, changes)
+        out = await off_loop(ex.state.metrics, "shaping", len(out.body), _rewritten, ex, out, model, retains, changes)
     if ex.masking is not None:
         body, change = await mask(ex, out.body, model.api_format, ex.masking)
         if change:

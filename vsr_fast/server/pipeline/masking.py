@@ -28,7 +28,7 @@ _ENCODE = msgspec.json.Encoder()
 
 async def mask(ex: Exchange, body: bytes, api_format: str, policy: masking.Masking) -> tuple[bytes, str | None]:
     """``body`` with its personal data replaced, and what changed (counts by label, never a value)."""
-    doc, found = await off_loop(ex, "masking", len(body), _read, body, api_format)
+    doc, found = await off_loop(ex.state.metrics, "masking", len(body), _read, body, api_format)
     if doc is None:
         return body, None
     spans = ex.masked_spans
@@ -46,7 +46,7 @@ async def mask(ex: Exchange, body: bytes, api_format: str, policy: masking.Maski
             raise MaskingUnavailable(f"masking could not read {unread} of the request's {len(found)} texts "
                                      f"(pii rule {policy.signal!r}); the request was not sent")
         spans.update(got)   # type: ignore[arg-type]
-    return await off_loop(ex, "masking", len(body), _replaced, ex, body, doc, found, api_format, policy, spans)
+    return await off_loop(ex.state.metrics, "masking", len(body), _replaced, ex, body, doc, found, api_format, policy, spans)
 
 
 def _read(body: bytes, api_format: str) -> tuple[dict | None, list[str]]:

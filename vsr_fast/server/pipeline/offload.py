@@ -15,13 +15,13 @@ instead of taking every worker thread, which the Redis and file calls also use.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
 if TYPE_CHECKING:
-    from .exchange import Exchange
+    from ...metrics import Metrics
 
 T = TypeVar("T")
 
@@ -30,13 +30,21 @@ OFF_LOOP_BYTES = 256 * 1024
 LIMITER = trio.CapacityLimiter(2)
 
 
-async def off_loop(ex: Exchange, step: str, size: int, fn: Callable[..., T], *args: object) -> T:
-    """``fn(*args)``, request ``ex``'s ``step`` over ``size`` bytes: in line under ``OFF_LOOP_BYTES``, in a
-    worker thread otherwise (counted in ``vsr_off_loop_steps_total``)."""
+async def off_loop(metrics: Metrics, step: str, size: int, fn: Callable[..., T], *args: object) -> T:
+    """``fn(*args)``, a request's ``step`` over ``size`` bytes: in line under ``OFF_LOOP_BYTES``, in a worker
+    thread otherwise (counted in ``metrics``' ``vsr_off_loop_steps_total``)."""
     if size < OFF_LOOP_BYTES:
         return fn(*args)
-    ex.state.metrics.off_loop.inc(step)
+    metrics.off_loop.inc(step)
     return await trio.to_thread.run_sync(fn, *args, limiter=LIMITER)
 
 
-__all__ = ["LIMITER", "OFF_LOOP_BYTES", "off_loop"]
+def signals_runner(metrics: Metrics, size: int) -> Callable[[Callable[[], T]], Awaitable[T]] | None:
+    """What runs the routing's canonical form and heuristics for a body of ``size`` bytes (the routing table's
+    ``run``): None, in line, under ``OFF_LOOP_BYTES``."""
+    if size < OFF_LOOP_BYTES:
+        return None
+    return lambda heuristics: off_loop(metrics, "signals", size, heuristics)
+
+
+__all__ = ["LIMITER", "OFF_LOOP_BYTES", "off_loop", "signals_runner"]

@@ -11,7 +11,7 @@ from ..asgi import header
 from ..delegation import bind_for_systemone
 from . import overload, retention
 from .exchange import Exchange
-from .offload import OFF_LOOP_BYTES, off_loop
+from .offload import off_loop, signals_runner
 
 _DEBUG = h.DEBUG.encode()
 
@@ -27,8 +27,7 @@ async def route(ex: Exchange) -> None:
     routed: Route | None = None
     try:
         routed = await state.table.route(name, lambda: adapter.canonical(req, identity), state.systemone,
-                                         None if len(ex.raw) < OFF_LOOP_BYTES else
-                                         lambda heuristics: off_loop(ex, "signals", len(ex.raw), heuristics))
+                                         signals_runner(state.metrics, len(ex.raw)))
         recipe = routed.recipe
     except NoDecision as exc:
         refused = exc
@@ -59,7 +58,7 @@ async def route(ex: Exchange) -> None:
     if r.fallback:
         ex.path = h.ResponsePath.FALLBACK
     # The cache key's canonical request and the replay copy: body-sized work.
-    await off_loop(ex, "record", len(ex.raw), ex.rec.routed, state, ex.scope, ex.raw, req, r)
+    await off_loop(ex.state.metrics, "record", len(ex.raw), ex.rec.routed, state, ex.scope, ex.raw, req, r)
     replay = ex.rec.replay_header()
     if replay is not None:
         ex.extra.append(replay)
