@@ -28,6 +28,15 @@ MIB = 1 << 20
 HI = [{"role": "user", "content": "hi"}]
 DEEP = b'{"model": "m-openai", "x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
 NESTED = b"[" * 300 + b"]" * 300
+# Past MAX_JSON_ITEMS (200,000): 20,000 small tools of 12 items each, refused before msgspec decodes them.
+_TOOL = (b'{"type":"function","function":{"name":"f","description":"d",'
+         b'"parameters":{"type":"object","properties":{"a":{"type":"string"}}}}}')
+MANY_TOOLS = b'{"model": "m-openai", "messages": [{"role": "user", "content": "hi"}], "tools": [' + \
+    b",".join([_TOOL] * 20_000) + b"]}"
+MANY_ANTHROPIC_TOOLS = (b'{"model": "m-anthropic", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}], '
+                        b'"tools": [' + b",".join([b'{"name":"f","input_schema":{"type":"object","properties":'
+                                                   b'{"a":{"type":"string"}}}}'] * 40_000) + b"]}")
+MANY_INPUTS = b'{"model": "m-responses", "input": [' + b",".join([b'{"role":"user","content":"x"}'] * 110_000) + b"]}"
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +89,8 @@ OPENAI_CASES = [
      "tool_choice"),
     ("/v1/responses", b'{"model": "m-responses", "input": "\xff\xfe"}', "invalid_utf8", None),
     ("/v1/images/generations", DEEP, "invalid_json", None),
+    ("/v1/chat/completions", MANY_TOOLS, "invalid_value", "tools"),
+    ("/v1/responses", MANY_INPUTS, "invalid_value", "input"),
     ("/v1/images/generations", b'{"prompt": "a cat", "n": "two"}', "invalid_type", "n"),
     # An integer past 4,300 digits: msgspec refuses it (in linear time), a 400 naming the field, not a 500.
     ("/v1/chat/completions", b'{"model": "m-openai", "messages": [{"role": "user", "content": "x"}], "seed": '
@@ -104,6 +115,7 @@ ANTHROPIC_CASES = [
     # path, body, message (its start)
     ("/v1/messages", b'{"model": "m-anthropic", "max_tokens": 8, "messages": [', "There was an error parsing"),
     ("/v1/messages", DEEP, "The request body is not accepted: JSON nested deeper than 256 levels"),
+    ("/v1/messages", MANY_ANTHROPIC_TOOLS, "tools: The request body is not accepted: JSON of more than 200000 items"),
     ("/v1/messages", b'{"model": "m-anthropic", "max_tokens": 8, "messages": []}',
      "messages: at least one message is required"),
     ("/v1/messages", b'{"model": "m-anthropic", "max_tokens": 8, "messages": [{"role": "robot", "content": "x"}]}',

@@ -156,6 +156,10 @@ class Metrics:
             "HTTP: 400, headers too slow: 408, head too large: 431, a transfer coding other than chunked: 501), by "
             "status.", ("status",)
         )
+        self.off_loop = Counter(
+            "vsr_off_loop_steps_total", "A big body's request steps run in a worker thread, off the event loop, by "
+            "step (decode, signals, record, upstream, shaping, masking).", ("step",)
+        )
         self.reloads = Counter(
             "vsr_config_reloads_total", "Configuration reloads by outcome (ok, unchanged, failed).", ("outcome",)
         )
@@ -167,7 +171,7 @@ class Metrics:
                        self.timeouts, self.rate_limited, self.auth_failures, self.judge_truncated,
                        self.match_recall, self.match_judge, self.match_stage, self.context_sources,
                        self.memory_writes, self.guard_buffered, self.guard_outcomes, self.cost, self.http_refusals,
-                       self.reloads):
+                       self.off_loop, self.reloads):
             lines += series.render()
         for more in extra:
             lines += more

@@ -354,3 +354,32 @@ def nesting_depth(data: bytes, limit: int) -> int:
         if deepest > limit:
             return limit + 1
     return deepest
+
+
+_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*(?:"|$)|[\[\]{},]', re.S)
+
+
+def json_shape(data: bytes, depth_limit: int, items_limit: int) -> tuple[int, int, int]:
+    """(deepest, items, key): nesting, arrays + objects + commas outside strings, and the opening quote of
+    the top-level member being read when the scan stopped; it stops once either passes its limit."""
+    depth = deepest = items = 0
+    key, expect_key = -1, False
+    for m in _JSON_TOKEN.finditer(bytes(data)):
+        t = m.group()
+        if t in (b"[", b"{"):
+            depth += 1
+            items += 1
+            expect_key = depth == 1 and t == b"{"
+            deepest = max(deepest, depth)
+            if deepest > depth_limit or items > items_limit:
+                break
+        elif t in (b"]", b"}"):
+            depth -= 1
+        elif t == b",":
+            items += 1
+            expect_key = depth == 1
+            if items > items_limit:
+                break
+        elif expect_key:
+            key, expect_key = m.start(), False
+    return deepest, items, key

@@ -262,6 +262,10 @@ class HeadersConfig(_Block):
 
 
 class Limits(_Block):
+    # 413 past it. Whatever its size, a body is refused 400 past 256 levels of JSON nesting or 200,000 items
+    # (arrays, objects and the commas between their members; the error names the top-level field); a body past
+    # 256 KiB is decoded, routed, recorded and translated in a worker thread, off the event loop
+    # (vsr_off_loop_steps_total counts those steps).
     max_body_bytes: Annotated[int, Meta(ge=1024, le=1 << 30)] = 64 * 1024 * 1024
     # From the first byte of the body to the last byte of the answer, every stage and attempt included.
     # LiteLLM's default (600 s): long enough for a reasoning model's stream, short enough to free a stuck one.

@@ -48,23 +48,27 @@ def request_copy(request: ChatRequest, max_bytes: int) -> tuple[bytes | None, bo
         return body, media_cut
     last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
     order = [i for i in range(len(messages)) if i != last_user] + ([last_user] if last_user >= 0 else [])
+    # The body's size follows each cut message's own encoding, so the whole body is encoded once more at the
+    # end, not once per message cut (quadratic: 2,000 turns of 3 KB took 30 s).
+    size = len(body)
     for i in order:
-        over = len(body) - max_bytes
-        if over <= 0:
-            break
-        messages[i] = _cut_text(messages[i], over)
-        body = _encode(msgspec.structs.replace(slim, messages=messages))
         # JSON escapes can make a cut text longer than its bytes: one more pass at most.
-        over = len(body) - max_bytes
-        if over > 0:
+        for _ in range(2):
+            over = size - max_bytes
+            if over <= 0:
+                break
+            before = len(_encode(messages[i]))
             messages[i] = _cut_text(messages[i], over)
-            body = _encode(msgspec.structs.replace(slim, messages=messages))
+            size += len(_encode(messages[i])) - before
+        if size <= max_bytes:
+            break
+    body = _encode(msgspec.structs.replace(slim, messages=messages))
     if len(body) > max_bytes:
         body = _encode(msgspec.structs.replace(slim, messages=messages, tools=None))
     return (body, True) if len(body) <= max_bytes else (None, True)
 
 
-def _encode(request: ChatRequest) -> bytes:
+def _encode(request: ChatRequest | Message) -> bytes:
     """JSON without the fields left at null: the decoder's defaults bring them back."""
     return _JSON.encode(_compact(msgspec.to_builtins(request)))
 
@@ -147,11 +151,17 @@ def body_copy(raw: bytes, max_bytes: int) -> tuple[bytes | None, bool]:
     _slim(doc, leaves)
     body = _JSON.encode(doc)
     leaves.sort(key=lambda leaf: -len(leaf[0][leaf[1]]))   # type: ignore[index]
+    # Each cut moves the body's size by its string's own encoding: one more encoding of the whole at the end,
+    # not one per string cut (quadratic in a body of many texts).
+    size = len(body)
     for container, key in leaves:
-        over = len(body) - max_bytes
+        over = size - max_bytes
         if over <= 0:
             break
-        container[key] = _cut(container[key], over)   # type: ignore[index]
+        text = container[key]   # type: ignore[index]
+        cut = container[key] = _cut(text, over)   # type: ignore[index]
+        size += len(_JSON.encode(cut)) - len(_JSON.encode(text))
+    if size != len(body):
         body = _JSON.encode(doc)
     return (body, True) if len(body) <= max_bytes else (None, True)
 

@@ -2,8 +2,10 @@
 
 Every client API decodes its body through ``decode_body``: the JSON nesting is
 bounded first (``MAX_JSON_DEPTH``: what walks a decoded value recurses, and
-msgspec itself raises RecursionError near 100,000 levels), then msgspec decodes
-and validates. A failure becomes one ``Problem`` (what is wrong, where, with
+msgspec itself raises RecursionError near 100,000 levels), and so are its items
+(``MAX_JSON_ITEMS``: msgspec holds the GIL for a whole decode, so a body of
+millions of small values stalls every request of the process, in a worker
+thread too), then msgspec decodes and validates. A failure becomes one ``Problem`` (what is wrong, where, with
 the allowed values when the schema has a list of them), which each protocol
 renders as its API does:
 
@@ -24,7 +26,7 @@ from typing import Any
 import msgspec
 from msgspec import inspect as mi
 
-from .._ext.jsonscan import nesting_depth
+from .._ext.jsonscan import json_shape
 from ..errors import (
     EmptyArray, InvalidJson, InvalidType, InvalidUtf8, InvalidValue, RequestError, UnknownParameter, VsrError,
 )
@@ -33,6 +35,12 @@ from .chat import ENCODER, ErrorBody, ErrorResponse
 # Deeper than any real request (a tool's JSON Schema rarely passes 20) and far below
 # the interpreter's recursion limit, which msgspec.to_builtins and our walks share.
 MAX_JSON_DEPTH = 256
+# Arrays, objects and the commas between their members and elements: about one per JSON value. Decoding
+# 200,000 takes msgspec ~30 ms and the response cache's canonical form ~80 ms more, on one core, with the
+# GIL held; past it the time grows faster than the count (the collector scans every object made). A
+# conversation of 2,000 messages with 128 tools of rich schemas holds some tens of thousands; 64 MiB of
+# 420,000 small tools held 4.2 million and froze the router for 20 s.
+MAX_JSON_ITEMS = 200_000
 
 _AT = re.compile(r" - at `\$(.*)`$")
 _SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[\.\.\.\]")
@@ -49,7 +57,7 @@ Path = tuple[str | int, ...]
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One reason a body does not decode. ``kind``: json, utf8, depth, missing, unknown,
+    """One reason a body does not decode. ``kind``: json, utf8, depth, items, missing, unknown,
     type, bound, length, enum, tag or invalid; ``path``: where, as keys and indices."""
 
     kind: str
@@ -70,15 +78,32 @@ class BodyProblem(Exception):
 
 
 def decode_body(decoder: msgspec.json.Decoder, raw: bytes) -> Any:
-    """``decoder.decode(raw)``, refusing over-deep JSON first; BodyProblem on any failure."""
-    if nesting_depth(raw, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+    """``decoder.decode(raw)``, refusing over-deep JSON and JSON of too many items first; BodyProblem on any
+    failure."""
+    depth, items, key = json_shape(raw, MAX_JSON_DEPTH, MAX_JSON_ITEMS)
+    if depth > MAX_JSON_DEPTH:
         raise BodyProblem(Problem("depth", detail=f"JSON nested deeper than {MAX_JSON_DEPTH} levels"))
+    if items > MAX_JSON_ITEMS:
+        raise BodyProblem(Problem("items", _member(raw, key), detail=(
+            f"JSON of more than {MAX_JSON_ITEMS} items (arrays, objects, and the members and elements "
+            "they list)")))
     try:
         return decoder.decode(raw)
     except msgspec.DecodeError as exc:
         raise BodyProblem(_lone_surrogate(exc, raw) or problem_of(exc, decoder.type)) from None
     except RecursionError:   # unreachable past the depth check; kept so no decode can be a 500
         raise BodyProblem(Problem("depth", detail="JSON nested too deeply")) from None
+
+
+def _member(raw: bytes, key: int) -> Path:
+    """The path of the top-level member whose name's opening quote is at ``key``; () if none or unreadable."""
+    if key < 0:
+        return ()
+    try:
+        name = msgspec.json.decode(raw[key:raw.index(b'"', key + 1) + 1])
+    except (ValueError, msgspec.DecodeError):   # an escaped quote in the name: the body is refused all the same
+        return ()
+    return (name,)
 
 
 # msgspec (0.23) misnames one JSON error: a high surrogate escape (\ud800-\udbff) not followed by
@@ -239,6 +264,8 @@ def openai_request_error(problem: Problem) -> RequestError:
         message = f"Request body is not valid UTF-8: {p.detail}"
     elif p.kind == "depth":
         message = f"Request body is not accepted: {p.detail}"
+    elif p.kind == "items":
+        message = f"Request body is not accepted: {p.detail}" + (f"; passed in '{path}'" if path else "")
     elif p.kind == "unknown":
         message = f"Unknown parameter: '{path}'."
     elif code == "empty_array":
@@ -284,6 +311,9 @@ def anthropic_message(problem: Problem) -> str:
         return f"The request body is not valid UTF-8: {p.detail}"
     if p.kind == "depth":
         return f"The request body is not accepted: {p.detail}"
+    if p.kind == "items":
+        what = f"The request body is not accepted: {p.detail}"
+        return f"{anthropic_path(p.path)}: {what}" if p.path else what
     path = p.path
     if p.kind == "missing":
         what = "Field required"
@@ -316,6 +346,6 @@ def anthropic_request_error(problem: Problem) -> RequestError:
     return _ERRORS[_code(problem)](anthropic_message(problem), param=openai_path(problem.path) or None)
 
 
-__all__ = ["BodyProblem", "MAX_JSON_DEPTH", "Problem", "anthropic_message", "anthropic_path",
+__all__ = ["BodyProblem", "MAX_JSON_DEPTH", "MAX_JSON_ITEMS", "Problem", "anthropic_message", "anthropic_path",
            "anthropic_request_error", "decode_body", "openai_error_body", "openai_path",
            "openai_request_error", "problem_of"]

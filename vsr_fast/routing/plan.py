@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 import msgspec
@@ -69,6 +69,10 @@ REMOVED_CONDITION_TYPES = {
 }
 
 
+# Runs a body-sized step and gives its result: in a worker thread for a big body (``server.pipeline.offload``).
+Runner = Callable[[Callable[[], CanonicalRequest]], Awaitable[CanonicalRequest]]
+
+
 @dataclass(frozen=True, slots=True)
 class Route:
     """Where one request goes. ``recipe`` is None for a provider model named directly."""
@@ -94,12 +98,22 @@ class CompiledRecipe:
     def __post_init__(self) -> None:
         self.evaluates = self.signals.reads_anything or bool(self.learned.read) or bool(self.projections.scores)
 
-    async def read(self, request: Callable[[], CanonicalRequest], systemone: "SystemOneAsker | None") -> Readings:
-        """Evaluate the heuristics and the System One questions the decisions read, then the projections."""
+    async def read(self, request: Callable[[], CanonicalRequest], systemone: "SystemOneAsker | None",
+                   run: Runner | None = None) -> Readings:
+        """Evaluate the heuristics and the System One questions the decisions read, then the projections;
+        ``run`` runs the canonical form and the heuristics, which cost in proportion to the request."""
         readings = Readings()
         if self.evaluates:
-            canonical = request()
-            self.signals.evaluate(canonical, readings)
+            if run is None:
+                canonical = request()
+                self.signals.evaluate(canonical, readings)
+            else:
+                def heuristics() -> CanonicalRequest:
+                    built = request()
+                    self.signals.evaluate(built, readings)
+                    return built
+
+                canonical = await run(heuristics)
             if self.learned.read:
                 await read_learned(self.learned, canonical, readings, systemone)
             self.projections.evaluate(readings)
@@ -453,16 +467,16 @@ class RoutingTable:
         return recipe
 
     async def route(self, model_name: str, request: Callable[[], CanonicalRequest],
-                    systemone: SystemOneAsker | None = None) -> Route:
+                    systemone: SystemOneAsker | None = None, run: Runner | None = None) -> Route:
         """Resolve one request; raises RoutingError when nothing can serve it.
 
         ``request`` builds the canonical request; it is called only when the
-        recipe reads a signal.
+        recipe reads a signal, by ``run`` when given (a big body's, off the event loop).
         """
         compiled = self.recipe_for(model_name)
         if compiled is None:
             return Route(None, None, (self.models[model_name],))
-        return await self.route_recipe(compiled, request, systemone)
+        return await self.route_recipe(compiled, request, systemone, run)
 
     def held_route(self, recipe: str, decision: str, readings: Readings | None, turns: int) -> Route | None:
         """The route of a decision a session's earlier turn keeps (``retention.ttl_turns``), or None when the
@@ -475,10 +489,10 @@ class RoutingTable:
         return Route(recipe, decision, self._candidates(d.modelRefs), readings=readings, chosen=chosen)
 
     async def route_recipe(self, compiled: CompiledRecipe, request: Callable[[], CanonicalRequest],
-                           systemone: SystemOneAsker | None = None) -> Route:
+                           systemone: SystemOneAsker | None = None, run: Runner | None = None) -> Route:
         """Route through one compiled recipe: its signals, decisions, strategy and fallback."""
         recipe = compiled.recipe
-        readings = await compiled.read(request, systemone)
+        readings = await compiled.read(request, systemone, run)
         chosen = engine.choose(recipe, readings, LEARNED_TYPES)
         if chosen.decision is not None:
             return Route(recipe.name, chosen.decision.name, self._candidates(chosen.decision.modelRefs),

@@ -37,6 +37,7 @@ from ..protocol.rewrite import ModelRewriter
 from ..protocol.translate import Conversation, chat_messages
 from .asgi import Receive, Scope, Send, read_body, send_whole
 from .delegation import delegated_credential
+from .pipeline.offload import off_loop, signals_runner
 from .state import AppState
 
 log = logging.getLogger("vsr_fast.count_tokens")
@@ -61,14 +62,18 @@ async def handle_count_tokens(state: AppState, scope: Scope, receive: Receive, s
     try:
         raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
         kept = same_format_headers("anthropic", scope["headers"])
-        req = Inbound("messages", raw, adapter.decode_as(anthropic.COUNT_TOKENS_DECODER, raw, kept), headers=kept)
+        # A big body's decode and signals off the loop, as the pipeline's (``pipeline.offload``).
+        body = await off_loop(state.metrics, "decode", len(raw), adapter.decode_as, anthropic.COUNT_TOKENS_DECODER,
+                              raw, kept)
+        req = Inbound("messages", raw, body, headers=kept)
         check_name(identity, req.body.model, state.table.by_name, state.table.models)
         if state.limiter.active:
             # Refused when a completion would be, admitted without being counted as one (the module's note).
             extra += await state.limiter.check(identity, "count_tokens")
         route = allowed_route(identity, await state.table.route(req.body.model,
                                                                 lambda: adapter.canonical(req, identity),
-                                                                state.systemone))
+                                                                state.systemone,
+                                                                signals_runner(state.metrics, len(raw))))
         recipe, decision = route.recipe, route.decision
         model = route.candidates[0].name if route.candidates else None
         status, out = await _forwarded(state, adapter, req, route.candidates, scope)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..asgi import Message, Receive, read_body
 from .exchange import Exchange
+from .offload import off_loop
 
 
 async def read(ex: Exchange, receive: Receive, first: Message | None = None) -> None:
@@ -14,6 +15,6 @@ async def read(ex: Exchange, receive: Receive, first: Message | None = None) -> 
 async def decode(ex: Exchange) -> None:
     """The typed request (RequestError with the bad field's path), expanded by any I/O the protocol needs:
     the caller's own stored Responses only (``Inbound.owner``)."""
-    req = ex.adapter.decode(ex.raw, ex.scope["headers"])
+    req = await off_loop(ex.state.metrics, "decode", len(ex.raw), ex.adapter.decode, ex.raw, ex.scope["headers"])
     req.owner = ex.state.identity(ex.scope).owner
     ex.req = await ex.adapter.prepare(req)

@@ -17,6 +17,7 @@ from . import executors, looper
 from .looper import Tune
 from .exchange import Exchange
 from .masking import mask
+from .offload import off_loop
 
 WRITERS = frozenset({"ratings", "remom", "fusion", "workflows"})   # executors that write their own answer
 
@@ -27,14 +28,17 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
     assert r is not None and req is not None
     credential = delegated_credential(ex.state, ex.scope, r.candidates)
 
-    async def written(model: ProviderModel, inbound: Inbound, tune: Tune | None = None) -> Outbound:
+    def built(model: ProviderModel, inbound: Inbound, tune: Tune | None) -> Outbound:
         out = ex.adapter.upstream(inbound, model.api_format, model.upstream_model,
                                   stream_usage=model.stream_usage, reasons=model.reasons)
         if tune is not None:
             out = dataclasses.replace(out, body=tune(out.body, model.api_format))
         # The client's forwarded headers join the request's own, so header_mutation sees them all.
-        out = dataclasses.replace(out, headers=(*client_headers, *out.headers), credential=credential)
-        return await _shaped(ex, out, model)
+        return dataclasses.replace(out, headers=(*client_headers, *out.headers), credential=credential)
+
+    async def written(model: ProviderModel, inbound: Inbound, tune: Tune | None = None) -> Outbound:
+        # A translation to another protocol, or a re-encoding, of a big body: off the loop.
+        return await _shaped(ex, await off_loop(ex.state.metrics, "upstream", len(ex.raw), built, model, inbound, tune), model)
 
     async def outbound_for(model: ProviderModel) -> Outbound:
         out = ex.outbound.get(model.name)
@@ -78,6 +82,22 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
     return answer
 
 
+def _rewritten(ex: Exchange, out: Outbound, model: ProviderModel, retains: bool, changes: list[str]) -> Outbound:
+    """The shaping plugins, then the retention's prefix when the decision ``retains`` it, on ``out``; what each
+    changed joins ``changes``."""
+    if ex.shaping is not None:
+        shaped = ex.shaping.apply(out.body, model.api_format, out.headers)
+        changes += shaped.changes
+        out = dataclasses.replace(out, body=shaped.body, headers=shaped.headers)
+    if retains:
+        doc = msgspec.json.decode(out.body)
+        change = retain_prefix(doc, model.api_format) if isinstance(doc, dict) else None
+        if change:
+            changes.append(f"retention: {change}")
+            out = dataclasses.replace(out, body=msgspec.json.encode(doc))
+    return out
+
+
 def _carrying(ex: Exchange, r):
     """The route less the candidates that cannot answer in the shape the client reads (Chat's ``n`` above one to
     a backend answering one choice): a 400 naming the field and the models when none is left, before any call."""
@@ -92,17 +112,10 @@ def _carrying(ex: Exchange, r):
 async def _shaped(ex: Exchange, out: Outbound, model: ProviderModel) -> Outbound:
     """The shaping plugins in order, then masking, the last rewrite, on what they wrote."""
     changes: list[str] = []
-    if ex.shaping is not None:
-        shaped = ex.shaping.apply(out.body, model.api_format, out.headers)
-        changes += shaped.changes
-        out = dataclasses.replace(out, body=shaped.body, headers=shaped.headers)
     d = ex.route.chosen.decision if ex.route is not None and ex.route.chosen is not None else None
-    if d is not None and d.retention is not None and d.retention.prefer_prefix_retention:
-        doc = msgspec.json.decode(out.body)
-        change = retain_prefix(doc, model.api_format) if isinstance(doc, dict) else None
-        if change:
-            changes.append(f"retention: {change}")
-            out = dataclasses.replace(out, body=msgspec.json.encode(doc))
+    retains = bool(d is not None and d.retention is not None and d.retention.prefer_prefix_retention)
+    if ex.shaping is not None or retains:
+        out = await off_loop(ex.state.metrics, "shaping", len(out.body), _rewritten, ex, out, model, retains, changes)
     if ex.masking is not None:
         body, change = await mask(ex, out.body, model.api_format, ex.masking)
         if change:

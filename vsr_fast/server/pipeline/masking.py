@@ -20,6 +20,7 @@ from ...plugins import masking
 from ...plugins.unmask import Restorer
 from ...protocol.canonical import TURN_JOIN
 from .exchange import Exchange
+from .offload import off_loop
 
 _DECODE = msgspec.json.Decoder()
 _ENCODE = msgspec.json.Encoder()
@@ -27,10 +28,9 @@ _ENCODE = msgspec.json.Encoder()
 
 async def mask(ex: Exchange, body: bytes, api_format: str, policy: masking.Masking) -> tuple[bytes, str | None]:
     """``body`` with its personal data replaced, and what changed (counts by label, never a value)."""
-    doc = _DECODE.decode(body)
-    if not isinstance(doc, dict):
+    doc, found = await off_loop(ex.state.metrics, "masking", len(body), _read, body, api_format)
+    if doc is None:
         return body, None
-    found = masking.texts(doc, api_format)
     spans = ex.masked_spans
     if spans is None:
         spans = ex.masked_spans = _from_routing(ex, policy)
@@ -46,6 +46,20 @@ async def mask(ex: Exchange, body: bytes, api_format: str, policy: masking.Maski
             raise MaskingUnavailable(f"masking could not read {unread} of the request's {len(found)} texts "
                                      f"(pii rule {policy.signal!r}); the request was not sent")
         spans.update(got)   # type: ignore[arg-type]
+    return await off_loop(ex.state.metrics, "masking", len(body), _replaced, ex, body, doc, found, api_format, policy, spans)
+
+
+def _read(body: bytes, api_format: str) -> tuple[dict | None, list[str]]:
+    """The body's document and its texts in ``api_format``; None for a body that is no object."""
+    doc = _DECODE.decode(body)
+    if not isinstance(doc, dict):
+        return None, []
+    return doc, masking.texts(doc, api_format)
+
+
+def _replaced(ex: Exchange, body: bytes, doc: dict, found: list[str], api_format: str, policy: masking.Masking,
+              spans: dict) -> tuple[bytes, str | None]:
+    """``doc`` with each labelled value of ``spans`` replaced by its placeholder, encoded, and what changed."""
     # One numbering for the whole request: a fallback candidate of another format names each value as the
     # first did, and numbers only the values its own text adds.
     numbered = ex.masked_values

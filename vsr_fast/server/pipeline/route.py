@@ -11,6 +11,7 @@ from ..asgi import header
 from ..delegation import bind_for_systemone
 from . import overload, retention
 from .exchange import Exchange
+from .offload import off_loop, signals_runner
 
 _DEBUG = h.DEBUG.encode()
 
@@ -25,7 +26,8 @@ async def route(ex: Exchange) -> None:
     refused: NoDecision | None = None
     routed: Route | None = None
     try:
-        routed = await state.table.route(name, lambda: adapter.canonical(req, identity), state.systemone)
+        routed = await state.table.route(name, lambda: adapter.canonical(req, identity), state.systemone,
+                                         signals_runner(state.metrics, len(ex.raw)))
         recipe = routed.recipe
     except NoDecision as exc:
         refused = exc
@@ -55,7 +57,8 @@ async def route(ex: Exchange) -> None:
         retention.traced(ex, r, was_held)
     if r.fallback:
         ex.path = h.ResponsePath.FALLBACK
-    ex.rec.routed(state, ex.scope, ex.raw, req, r)
+    # The cache key's canonical request and the replay copy: body-sized work.
+    await off_loop(ex.state.metrics, "record", len(ex.raw), ex.rec.routed, state, ex.scope, ex.raw, req, r)
     replay = ex.rec.replay_header()
     if replay is not None:
         ex.extra.append(replay)
