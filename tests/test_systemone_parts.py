@@ -131,3 +131,14 @@ def test_each_part_the_embedded_model_does_not_read_is_a_warning_naming_the_rule
         f"recipes[default].signals.turn_relation[again].input.previous_turns: input_unread: {model} does not read "
         f"previous_turns for preset turn_relation at the request stage, {tail}",
     ]
+
+
+def test_a_system_one_body_of_too_many_values_is_refused_before_it_decodes():
+    # The bound every client API has (protocol.errors.MAX_JSON_ITEMS): msgspec holds the GIL for a whole decode.
+    import msgspec
+
+    from vsr_fast.protocol import systemone as s1wire
+    from vsr_fast.protocol.errors import MAX_JSON_ITEMS
+    many = b'{"model": "vsr/decide", "state": {"request": "hi", "tags": [' + b",".join([b"1"] * (MAX_JSON_ITEMS + 1)) + b"]}}"
+    with pytest.raises(msgspec.DecodeError, match="more than 200000"):
+        s1wire.decode_request(many, model_required=True)

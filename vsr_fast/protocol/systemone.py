@@ -26,7 +26,8 @@ import msgspec
 from msgspec import Meta, Struct, field
 from msgspec.structs import force_setattr
 
-from .._ext.jsonscan import nesting_depth
+from .._ext.jsonscan import json_shape
+from .errors import MAX_JSON_ITEMS
 
 # --- free text --------------------------------------------------------------------------
 
@@ -352,8 +353,12 @@ def decode_request(body: bytes, *, model_required: bool = False) -> StandardRequ
     mixed body is refused as mixed instead of as an unknown field.
     ``model_required``: the body a client sent the router's own API.
     """
-    if nesting_depth(body, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+    depth, items, _ = json_shape(body, MAX_JSON_DEPTH, MAX_JSON_ITEMS)
+    if depth > MAX_JSON_DEPTH:
         raise msgspec.DecodeError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    if items > MAX_JSON_ITEMS:
+        # msgspec holds the GIL for a whole decode: millions of small values would stall every request.
+        raise msgspec.DecodeError(f"JSON of more than {MAX_JSON_ITEMS} items (arrays, objects, and what they list)")
     top = _TOP.decode(body)
     if not isinstance(top, dict):
         raise msgspec.ValidationError("Expected `object`")
