@@ -39,6 +39,10 @@ def test_an_offset_the_disk_cannot_take_stays_in_memory_and_is_written_once_it_c
     rest = log.read("g", "c", 10, 0)
     assert len(rest) == 3 and not {e.id for e in rest} & {e.id for e in first}     # no re-delivery here
     assert log.offset_failures >= 1
+    # An operator sees it: the sink over this log counts it in /metrics.
+    sink = EventSink(log, tmp_path / "spill")
+    failures = [line for line in sink.prometheus_lines() if line.startswith("vsr_events_offset_write_failures_total ")]
+    assert failures == [f"vsr_events_offset_write_failures_total {log.offset_failures}"]
     offset.with_name("g.offset.tmp").unlink()           # room again
     log.ack("g", [e.id for e in rest])
     assert json.loads(offset.read_text())["committed"] == log.journal.end

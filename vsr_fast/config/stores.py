@@ -27,7 +27,7 @@ class EventStreamStore(Block):
     A full disk or a removed ``path`` never stops serving: events a spill (or the final spill at shutdown)
     cannot write count in ``vsr_events_lost_total{reason="spill_error"}``, and a consumer's or the spill's
     offset the disk refuses stays in memory and is written again later (a removed directory is created
-    again); if the router stops before then, the entries after the last saved offset are delivered again
+    again; ``vsr_events_offset_write_failures_total`` counts the refusals); if the router stops before then, the entries after the last saved offset are delivered again
     (at least once; the stream's marks keep re-sent events from landing twice).
     """
 

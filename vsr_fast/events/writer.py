@@ -449,6 +449,10 @@ class EventSink:
             ("vsr_events_resent_total", "Events appended from the spill journal or after a failed batch.", st.resent),
             ("vsr_events_deduplicated_total", "Re-sent events the stream already held, skipped.", st.deduplicated),
             ("vsr_events_store_failures_total", "Batches the event store did not take.", st.failures),
+            # The spill's offset and, for the embedded journal, its consumers' offsets: kept in memory and
+            # written at the next try, so nothing is lost, but a restart meanwhile re-delivers.
+            ("vsr_events_offset_write_failures_total", "Offset writes the disk refused (kept in memory, retried).",
+             self._offset_failures + getattr(self._transport, "offset_failures", 0)),
         ):
             out += [f"# HELP {name} {doc}", f"# TYPE {name} counter", f"{name} {value}"]
         out += ["# HELP vsr_events_lost_total Routing events lost, by reason.", "# TYPE vsr_events_lost_total counter"]
