@@ -88,6 +88,10 @@ def test_a_feature_without_a_block_runs_its_default_and_a_written_block_replaces
     assert policy.match.judge.preset == "same_request" and policy.match.judge.min_score == 0.8
     written = m.Match(recall=m.Recall(top_k=5))
     assert m.resolve(written, rc.SEMANTIC) == written            # no judge: recall alone
+    # A written recall without top_k keeps the default's bound: unbounded, a bm25 recall put the whole vector
+    # store (1.4 MB) into every request.
+    bm25 = m.resolve(m.Match(recall=m.Recall(method="bm25")), "context.rag").recall
+    assert (bm25.method, bm25.top_k, bm25.min_similarity) == ("bm25", 20, None)
     judge_only = m.resolve(m.Match(judge=m.Judge(max_candidates=9)), "tools.select").judge
     assert (judge_only.preset, judge_only.top_k, judge_only.min_ratio, judge_only.cap) == ("tool_rank", 3, 0.1, 9)
 

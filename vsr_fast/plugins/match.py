@@ -31,6 +31,7 @@ Name = Annotated[str, Meta(min_length=1)]
 
 class Recall(Block):
     method: Literal["embedding", "bm25"] = "embedding"
+    # Unset: the feature's default recall's (context rag 20, memory 5, semantic cache 3), any method.
     top_k: Annotated[int, Meta(ge=1, le=100_000)] | None = None
     # A cosine for embedding recall ([-1, 1]), a BM25 score for bm25 (>= 0): ``check`` bounds it per method.
     min_similarity: float | None = None
@@ -171,7 +172,12 @@ def resolve(written: Match | None, feature: str) -> Match:
     if judge is not None and base is not None and judge.preset == base.preset and judge.question is None:
         judge = replace(judge, **{f: getattr(base, f) for f in ("top_k", "min_score", "min_ratio")
                                   if getattr(judge, f) is None and getattr(base, f) is not None})
-    return replace(written, judge=judge)
+    recall = written.recall
+    if recall is not None and recall.top_k is None and default.recall is not None:
+        # The default's bound, whatever the method: an unbounded recall hands every candidate on (a bm25 recall
+        # put a whole vector store into each request). min_similarity is not taken: its scale is the method's.
+        recall = replace(recall, top_k=default.recall.top_k)
+    return replace(written, judge=judge, recall=recall)
 
 
 def keep(scored: Sequence[tuple[float, int]], judge: Judge) -> list[tuple[float, int]]:
