@@ -106,6 +106,21 @@ def test_the_http_api_refuses_undeclared_names(mock, tmp_path, prefix):
         assert r.status_code == 400 and r.json()["error"]["code"] == "unknown_entrypoint", r.text
         assert r.json()["error"]["param"] == "entrypoints[0]"
         assert httpx.get(f"{admin}/api/v1/keys").json()["keys"] == []
+        # A body's fault has the path to its field and its kind, as the client APIs answer (trial 9d).
+        for body, code, param in (
+                (b'{"id": "k5", "limits": {"rpm": "10"}}', "invalid_type", "limits.rpm"),
+                (b'{"id": "k7", "bogus": 1}', "unknown_parameter", "bogus"),
+                (b'{}', "invalid_value", "id"),
+                (b'{"id": "k\xff"}'.decode("unicode_escape").encode("latin-1"), "invalid_utf8", None),
+                (b'{"id": "wide", "groups": [' + b",".join([b'"g"'] * 200_001) + b"]}", "invalid_value", "groups"),
+                # Ids the routes that revoke and rotate could never address.
+                (b'{"id": "team/bot"}', "invalid_value", "id"),
+                (b'{"id": ".."}', "invalid_value", "id")):
+            r = httpx.post(f"{admin}/api/v1/keys", content=body, headers={"content-type": "application/json"})
+            assert r.status_code == 400, (body[:40], r.text)
+            err = r.json()["error"]
+            assert (err["code"], err["param"]) == (code, param), (body[:40], err)
+        assert httpx.get(f"{admin}/api/v1/keys").json()["keys"] == []
         assert httpx.post(f"{admin}/api/v1/keys", json={"id": "jack", "models": ["m"]}).status_code == 201
 
 

@@ -18,6 +18,7 @@ from ..config.auth_checks import key_name_errors
 from ..auth.store import KeyStore
 from ..errors import BodyTooLarge, EmbeddingFailed, MethodNotAllowed, RouteNotFound, VsrError
 from ..headers import registry as h
+from ..protocol.errors import BodyProblem, decode_body, openai_error_body, openai_request_error
 from . import models_api, responses_api
 from .metrics_view import gathered, replay_get, replay_list
 from .shapes import error_for_request
@@ -221,6 +222,10 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
         body = await _body(KeyFields, "key")
         if not isinstance(body, KeyFields):
             return body
+        if "/" in body.id or "%" in body.id or body.id in (".", ".."):
+            # DELETE /api/v1/keys/{id} and .../rotate could never name it (a path segment; canonical paths only).
+            return _bad(f"a key id is one path segment: {body.id!r} holds '/', '%' or is a dot segment",
+                        param="id"), 400
         if any(k.id == body.id for k in state.loaded.config.global_.router.auth.keys):
             # Two secrets under one identity would share its limits and records; the router refuses such a stored key.
             return _bad(f"{body.id!r} is declared in the configuration (global.router.auth.keys[{body.id}]); "
@@ -256,14 +261,18 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
         return jsonify({"id": key_id, "key": key}), 200
 
 
+_DECODERS: dict[type, msgspec.json.Decoder] = {}
+
+
 async def _body(type_: type, what: str):
-    """The request's JSON body as ``type_``, or the 400 answer that says what is wrong with it."""
+    """The request's JSON body as ``type_``, or the 400 answer that says what is wrong with it: in OpenAI's shape
+    with the path to the field, under the client APIs' bounds (depth, 200,000 values, UTF-8)."""
+    decoder = _DECODERS.get(type_) or _DECODERS.setdefault(type_, msgspec.json.Decoder(type_))
     try:
-        return msgspec.json.decode(await request.get_data(), type=type_)
-    except msgspec.ValidationError as exc:
-        return _bad(f"invalid {what}: {exc}"), 400
-    except msgspec.DecodeError:
-        return _bad("the body is a JSON object"), 400
+        return decode_body(decoder, await request.get_data())
+    except BodyProblem as exc:
+        error = openai_request_error(exc.problem)
+        return Response(openai_error_body(error), status=400, content_type="application/json")
 
 
 def _answered(build: Callable[[bool], bytes]) -> Response:
