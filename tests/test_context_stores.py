@@ -7,6 +7,7 @@ import pytest
 from vsr_fast.config.stores import MemoryStore as MemoryConfig
 from vsr_fast.config.stores import VectorStore as VectorConfig
 from vsr_fast.embeddings import vela
+from vsr_fast.errors import StoreFull
 from vsr_fast.events.memory_store import MemoryStore
 from vsr_fast.events.vector_store import VectorStore
 
@@ -52,3 +53,18 @@ def test_chunks_are_recalled_by_embedding_and_bm25_and_listed_as_ingested(backen
             assert sorted(c.document for c in other.listed_sync()) == ["bees.md", "boats.md"], "a second router reads them"
         finally:
             other.close()
+
+
+def test_a_document_the_store_has_no_room_for_is_refused_whole():
+    # POST /api/v1/context/documents ingests whole: a 201 with nothing kept told the caller its text was there.
+    store = VectorStore(VectorConfig(backend_type="memory", chunk_chars=100, max_chunks=2), vela())
+    try:
+        assert store.ingest_sync("bees.md", "Honeybees swarm in late spring when the hive grows crowded.",
+                                 whole=True) == 1
+        paragraphs = "\n\n".join(f"Paragraph {i} about sailing dinghies and their crews." for i in range(3))
+        with pytest.raises(StoreFull, match="nothing of it was added"):
+            store.ingest_sync("boats.md", paragraphs, whole=True)
+        assert [c.document for c in store.listed_sync()] == ["bees.md"]
+        assert store.ingest_sync("boats.md", paragraphs) == 1          # a start-up file takes what fits
+    finally:
+        store.close()

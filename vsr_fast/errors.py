@@ -48,6 +48,7 @@
     │                                                          written: its connection is closed, the record keeps it)
     ├── ShuttingDown                503 shutting_down          drain (SIGTERM's graceful timeout; Retry-After)
     ├── StoreUnavailable            503 store_unavailable      store (Redis or another store did not answer)
+    ├── StoreFull                   507 store_full             store (a document the vector store has no room for)
     ├── MaskingUnavailable          503 masking_unavailable    plugins (spans for a text to mask could not be had)
     ├── ToolSelectionFailed         503 tool_selection_failed  plugins (tools.select with on_error: fail)
     ├── MatchFailed                 503 match_failed           plugins (a match judge with on_error: fail)
@@ -386,6 +387,12 @@ class StoreUnavailable(VsrError):
     """A store the request needs (Redis) did not answer: try again later. Never the client's fault."""
 
     status, code, type, stage = 503, "store_unavailable", "api_error", "store"
+
+
+class StoreFull(VsrError):
+    """A document the vector store has no room for (``max_chunks``): nothing of it was added."""
+
+    status, code, type, stage = 507, "store_full", "api_error", "store"
 
 
 # --- request plugins ---------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import redis
 from .._ext.bm25 import BM25Index, tokenize
 from ..config.stores import VectorStore as VectorStoreConfig
 from ..embeddings import Embedder
+from ..errors import StoreFull
 
 log = logging.getLogger("vsr_fast.vector_store")
 
@@ -93,13 +94,18 @@ class VectorStore:
         return sum(self.ingest_sync(Path(path).name, Path(path).read_text(encoding="utf-8"))
                    for path in self.config.files)
 
-    def ingest_sync(self, document: str, text: str) -> int:
-        """Cut ``text`` into chunks, embed them and add those not held yet; returns how many were added."""
+    def ingest_sync(self, document: str, text: str, *, whole: bool = False) -> int:
+        """Cut ``text`` into chunks, embed them and add those not held yet; returns how many were added.
+        ``whole``: all of them or none, StoreFull when they do not fit (the API's documents; files at start take
+        what fits, with a warning)."""
         pieces = chunks_of(text, self.config.chunk_chars)
         new = [Chunk(hashlib.sha256(f"{document}\0{p}".encode()).hexdigest()[:32], document, p) for p in pieces]
         with self._lock:
             new = [c for c in dict((c.id, c) for c in new).values() if c.id not in self._ids]
             room = self.config.max_chunks - len(self.chunks)
+            if whole and room < len(new):
+                raise StoreFull(f"the vector store holds {len(self.chunks)} of its {self.config.max_chunks} chunks "
+                                f"(max_chunks): {document!r} needs {len(new)} more; nothing of it was added")
             if room < len(new):
                 log.warning("vector store full (%d chunks): %d chunks of %s not added", self.config.max_chunks,
                             len(new) - max(room, 0), document)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Callable
+from functools import partial
 from typing import Annotated
 
 import msgspec
@@ -16,7 +17,7 @@ from werkzeug.exceptions import HTTPException
 from ..auth.keys import KeyFields
 from ..config.auth_checks import key_name_errors
 from ..auth.store import KeyStore
-from ..errors import BodyTooLarge, EmbeddingFailed, MethodNotAllowed, RouteNotFound, VsrError
+from ..errors import BodyTooLarge, EmbeddingFailed, MethodNotAllowed, RouteNotFound, StoreFull, VsrError
 from ..headers import registry as h
 from ..protocol.errors import BodyProblem, decode_body, openai_error_body, openai_request_error
 from . import models_api, responses_api
@@ -170,7 +171,10 @@ def _context_routes(app: QuartTrio, state: AppState) -> None:
         if not isinstance(doc, Document):
             return doc
         try:
-            added = await trio.to_thread.run_sync(state.vectors.ingest_sync, doc.name, doc.text)
+            added = await trio.to_thread.run_sync(partial(state.vectors.ingest_sync, whole=True), doc.name, doc.text)
+        except StoreFull as exc:
+            # Not a 201 that kept nothing: the caller learns the text is not there, and nothing of it is.
+            return Response(openai_error_body(exc), status=exc.status, content_type="application/json")
         except (EmbeddingFailed, redis.RedisError) as exc:
             return jsonify({"error": {"message": f"not ingested: {exc}", "type": "api_error", "param": None,
                                       "code": "store_unavailable"}}), 503
