@@ -139,6 +139,17 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def sse(self, events) -> None:
+        """A 200 event stream of ``events`` (each a whole SSE event), one chunk each, flushed as written."""
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for event in events:
+            self.wfile.write(b"%x\r\n" % len(event) + event + b"\r\n")
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+
     def chunked(self, content_type: str, piece: bytes) -> None:
         """About HUGE bytes of ``piece`` repeated, until the client stops reading."""
         self.send_response(200)

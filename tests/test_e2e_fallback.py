@@ -264,6 +264,16 @@ def _ready(url: str) -> bool:
         return False
 
 
+def _h2_client():
+    """A client HTTP/2 connection, preface queued, and the streamed Chat body its tests POST."""
+    import h2.config
+    import h2.connection
+
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.initiate_connection()
+    return conn, json.dumps({"model": "vsr/auto", "messages": CHAT, "stream": True}).encode()
+
+
 def _h2_post(conn, stream_id: int, body: bytes) -> None:
     """Open stream ``stream_id`` with a Chat Completions POST of ``body``, whole."""
     conn.send_headers(stream_id, [(":method", "POST"), (":path", "/v1/chat/completions"), (":scheme", "http"),
@@ -286,15 +296,11 @@ def _h2_events(sock, conn, until):
 def test_an_http2_stream_reset_alone_cancels_its_upstream(paced):
     # HTTP/2 (prior knowledge, as hypercorn takes it on a plain socket): a client can reset one stream and keep
     # the connection. Only that stream's http.disconnect says so; the connection's close never comes.
-    import h2.config
-    import h2.connection
     import h2.events
 
     proc, slow = paced
     configure(slow, chunks=200, chunk_interval_ms=50)
-    body = json.dumps({"model": "vsr/auto", "messages": CHAT, "stream": True}).encode()
-    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
-    conn.initiate_connection()
+    conn, body = _h2_client()
     with socket.create_connection(("127.0.0.1", proc.port), timeout=20) as s:
         _h2_post(conn, 1, body)
         s.sendall(conn.data_to_send())
@@ -318,16 +324,12 @@ def test_an_http2_stream_reset_alone_cancels_its_upstream(paced):
 def test_http2_streams_answered_at_once_on_one_connection_each_arrive_whole(paced):
     # Several streams of one HTTP/2 connection write at the same time: their writes wait in line on the connection's
     # send lock (vsr_fast.locks), and every stream's events arrive whole and in order.
-    import h2.config
-    import h2.connection
     import h2.events
 
     streams = (1, 3, 5, 7, 9, 11)
     proc, mock = paced
     configure(mock, chunks=40, chunk_interval_ms=2)
-    body = json.dumps({"model": "vsr/auto", "messages": CHAT, "stream": True}).encode()
-    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
-    conn.initiate_connection()
+    conn, body = _h2_client()
     with socket.create_connection(("127.0.0.1", proc.port), timeout=20) as s:
         for sid in streams:
             _h2_post(conn, sid, body)

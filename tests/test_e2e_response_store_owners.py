@@ -9,16 +9,14 @@ replace another's, in memory or in Redis, whole or streamed.
 from __future__ import annotations
 
 import hashlib
-import uuid
 
 import httpx
 import openai
 import pytest
-import redis
 
 from .procs import mock_upstream, router, write_config
+from .test_e2e_response_store import prefix  # noqa: F401  (a key prefix of its own, emptied after)
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
 A, B = "sk-owner-a", "sk-owner-b"
 
 
@@ -81,16 +79,6 @@ def test_an_owner_keeps_at_most_its_own_share(up, tmp_path):
         b_ids = [client(proc, B).responses.create(model="auto", input=f"B's request {i}").id for i in range(5)]
         assert [stored(proc, B, i) for i in b_ids] == [False, False, True, True, True]
         assert stored(proc, A, a.id)
-
-
-@pytest.fixture
-def prefix():
-    name = f"vsr-test:{uuid.uuid4().hex}:responses:"
-    yield name
-    r = redis.Redis.from_url(REDIS_URL)
-    for key in r.scan_iter(f"{name}*"):
-        r.delete(key)
-    r.close()
 
 
 def create(proc, key: str, text: str, stream: bool, **extra):

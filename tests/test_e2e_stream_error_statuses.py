@@ -65,14 +65,7 @@ class Backend(hostile_upstream.Handler):
         self.rfile.read(int(self.headers.get("content-length", 0)))
         mode = self.path.strip("/").split("/")[0]
         SEEN.append(mode)
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
-        for event in EVENTS[mode]:
-            self.wfile.write(b"%x\r\n" % len(event) + event + b"\r\n")
-            self.wfile.flush()
-        self.wfile.write(b"0\r\n\r\n")
+        self.sse(EVENTS[mode])
 
 
 FORMATS = {"vllm": "openai", "ollama": "openai", "odd": "openai", "image": "responses", "billing": "anthropic",

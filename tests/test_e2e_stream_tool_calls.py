@@ -134,14 +134,7 @@ class Scripted(hostile_upstream.Handler):
             assert fmt == "messages"
             self.whole(200, json.dumps(MESSAGES_WHOLE).encode())
             return
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
-        for event in STREAMS[f"{mode}-{fmt}"]:
-            self.wfile.write(b"%x\r\n" % len(event) + event + b"\r\n")
-            self.wfile.flush()
-        self.wfile.write(b"0\r\n\r\n")
+        self.sse(STREAMS[f"{mode}-{fmt}"])
 
 
 @pytest.fixture(scope="module")

@@ -111,14 +111,7 @@ class Scripted(hostile_upstream.Handler):
         if not body.get("stream"):
             self.whole(200, json.dumps(answer).encode())
             return
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
-        for event in events:
-            self.wfile.write(b"%x\r\n" % len(event) + event + b"\r\n")
-            self.wfile.flush()
-        self.wfile.write(b"0\r\n\r\n")
+        self.sse(events)
 
 
 BODIES: list[dict] = []

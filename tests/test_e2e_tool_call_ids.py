@@ -90,17 +90,10 @@ class Backend(hostile_upstream.Handler):
         if not body.get("stream"):
             self.whole(200, chat_whole(calls))
             return
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
         events = chat_stream(calls, mode == "same-index") if mode != "resent-id" else [
             chat_chunk({"role": "assistant", "content": None}), *(chat_chunk({"tool_calls": [c]}) for c in RESENT),
             chat_chunk({}, "tool_calls"), b"data: [DONE]\n\n"]
-        for event in events:
-            self.wfile.write(b"%x\r\n" % len(event) + event + b"\r\n")
-            self.wfile.flush()
-        self.wfile.write(b"0\r\n\r\n")
+        self.sse(events)
 
 
 MODELS = {"same-index": "openai", "resent-id": "openai", "dotted": "openai", "first-tool": "openai", "text": "anthropic"}
