@@ -19,7 +19,9 @@
     │   ├── InvalidValue            400 invalid_value
     │   ├── EmptyArray              400 empty_array
     │   ├── UnknownParameter        400 unknown_parameter
+    │   ├── UnsupportedParameter    400 unsupported_parameter  (a parameter the router cannot honour: background)
     │   ├── PreviousResponseNotFound 400 previous_response_not_found
+    │   ├── ResponseNotFound        404 response_not_found     (a stored response's id: unknown, or another owner's)
     │   ├── AmbiguousFraming        400 ambiguous_framing      (Content-Length with Transfer-Encoding; TE in HTTP/1.0)
     │   ├── MalformedRequest        400 malformed_request      (HTTP/1.1 h11 refuses: a bad chunk, Content-Length, header)
     │   ├── NonCanonicalPath        400 non_canonical_path     (//metrics, /./x, /%6detrics: read two ways, refused)
@@ -207,12 +209,18 @@ class UnknownParameter(RequestError):
     code = "unknown_parameter"
 
 
+class UnsupportedParameter(RequestError):
+    """A parameter the API defines that the router cannot honour (``background: true``): refused, not ignored."""
+
+    code = "unsupported_parameter"
+
+
 class PreviousResponseNotFound(RequestError):
     code = "previous_response_not_found"
 
 
 class ResponseNotFound(RequestError):
-    """``GET``/``DELETE /v1/responses/{id}`` of an id not stored, or stored for another owner (the same words)."""
+    """``/v1/responses/{id}`` (and its ``input_items``, ``cancel``) of an id not stored, or stored for another owner (the same words)."""
 
     status, code = 404, "response_not_found"
 

@@ -152,7 +152,8 @@ SAME_FORMAT = {
 # A count_tokens answer computed by the router rather than by the model's provider.
 TOKEN_COUNT = _register("x-vsr-token-count", R, PUB, "protocol",
                         "On POST /v1/messages/count_tokens: 'estimate' when the router counted with its embedded "
-                        "tokenizer (the model's backend is not an Anthropic one), absent when the backend counted.")
+                        "tokenizer (the model's backend is not an Anthropic one), absent when the backend counted. "
+                        "On POST /v1/responses/input_tokens: 'estimate', always.")
 
 # Provider-bound headers the router writes itself: framing, the backend's credential,
 # the protocol version it speaks. header_mutation may not write them (reserved_header).

@@ -53,7 +53,8 @@ import msgspec
 
 from ..config import output as output_rules
 from ..config.output import UnsupportedCapability
-from ..errors import PreviousResponseNotFound, RequestError, UpstreamAnswer, UpstreamError, UpstreamStatus, VsrError
+from ..errors import (PreviousResponseNotFound, RequestError, UnsupportedParameter, UpstreamAnswer, UpstreamError,
+                      UpstreamStatus, VsrError)
 from ..headers.registry import ANTHROPIC_BETA, ANTHROPIC_VERSION, SAME_FORMAT
 from .canonical import ANONYMOUS, CanonicalRequest, Identity
 from . import anthropic, chat, images, responses
@@ -604,9 +605,16 @@ class ResponsesAdapter(Adapter):
     def decode(self, raw: bytes, headers: Iterable[tuple[bytes, bytes]] = ()) -> Inbound:
         """As every API, and a body without ``input`` refused naming it, unless something the backend keeps
         stands for it (``previous_response_id``, a stored ``prompt``, a ``conversation``): forwarded, it would be
-        an invented empty user turn, answered and billed."""
+        an invented empty user turn, answered and billed. ``background: true`` is refused naming it: the router
+        answers in the request and keeps no running response to poll or cancel, and a backend that ran one would
+        leave the client a ``queued`` object the router can never complete."""
         req = super().decode(raw, headers)
         body = req.body
+        if body.background:
+            raise UnsupportedParameter(
+                "Unsupported parameter: 'background' is not supported by this router: it answers in the request "
+                "that asks; send background false or leave it out (stream: true reads the answer as it is made).",
+                param="background")
         if body.input == "" and body.previous_response_id is None and body.prompt is None \
                 and body.conversation is None and "input" not in chat.TOP_LEVEL_DECODER.decode(raw):
             raise self.request_error(Problem("missing", ("input",), "Object missing required field `input`"))

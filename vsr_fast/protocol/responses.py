@@ -153,6 +153,24 @@ class ResponsesRequest(Struct, frozen=True, omit_defaults=True, forbid_unknown_f
         return self.input
 
 
+class InputTokensRequest(Struct, frozen=True, forbid_unknown_fields=True):
+    """``POST /v1/responses/input_tokens``: the parameters OpenAI defines, strict as a create request is; the
+    count reads the conversation (as ``ResponsesRequest``), the rest is checked here only."""
+
+    model: str | None = None
+    input: str | list[Item] | None = None
+    instructions: str | None = None
+    tools: list[Tool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    previous_response_id: str | None = None
+    conversation: Any = None
+    personality: str | None = None
+    reasoning: dict[str, Any] | None = None
+    text: dict[str, Any] | None = None
+    truncation: Literal["auto", "disabled"] | None = None
+
+
 # --- response ----------------------------------------------------------------------------
 
 
@@ -430,6 +448,7 @@ class _Largest:
 
 
 REQUEST_DECODER = msgspec.json.Decoder(ResponsesRequest)
+INPUT_TOKENS_DECODER = msgspec.json.Decoder(InputTokensRequest)
 ITEMS_DECODER = msgspec.json.Decoder(list[Item])
 RESPONSE_DECODER = msgspec.json.Decoder(Response)
 REMEMBERED_DECODER = msgspec.json.Decoder(Remembered)

@@ -52,7 +52,22 @@ def make_admin(state: AppState) -> QuartTrio:
 
     @app.route(responses_api.ROUTE, methods=["GET", "DELETE"])
     async def stored_response(response_id: str) -> Response:
-        return await responses_api.stored_response(state, response_id)
+        route = "delete" if request.method == "DELETE" else "retrieve"
+        return await responses_api.stored_response(state, response_id, route)
+
+    @app.get(responses_api.ITEMS_ROUTE)
+    async def stored_input_items(response_id: str) -> Response:
+        return await responses_api.stored_response(state, response_id, "input_items")
+
+    @app.post(responses_api.CANCEL_ROUTE)
+    async def cancel_response(response_id: str) -> Response:
+        await request.get_data()    # read (bounded: MAX_CONTENT_LENGTH) so the connection stays usable
+        return await responses_api.stored_response(state, response_id, "cancel")
+
+    @app.post(responses_api.COMPACT_PATH)
+    async def compact_response() -> Response:
+        await request.get_data()
+        return responses_api.not_served(responses_api.COMPACT_PATH)
 
     @app.get("/health")
     async def health() -> Response:

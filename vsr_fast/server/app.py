@@ -20,8 +20,9 @@ from .classify_api import PATHS as CLASSIFY_PATHS, handle_classify
 from .asgi import (Receive, Scope, Send, discard_body, header, lingering_close, origin_path, send_whole, shield_final,
                    to_origin_form)
 from .count_tokens import handle_count_tokens
+from .input_tokens import PATH as INPUT_TOKENS_PATH, handle_input_tokens
 from .models_api import PATH as MODELS_PATH
-from .responses_api import PREFIX as RESPONSES_PREFIX
+from .responses_api import PREFIX as RESPONSES_PREFIX, methods_at as responses_methods
 from .paths import non_canonical, normalised
 from .pipeline import handle_api, refused
 from .preview import handle_preview
@@ -40,8 +41,8 @@ PREVIEW_PATH = "/api/v1/routing/preview"
 SYSTEMONE_MODELS = "/v1/systemone/models"
 MODEL_PREFIX = MODELS_PATH + "/"     # GET /v1/models/{id}
 # The client API each client route authenticates as (which key headers it reads).
-CLIENT_APIS = {**API_PATHS, COUNT_TOKENS_PATH: "count_tokens", SYSTEMONE_MODELS: "systemone", MODELS_PATH: "models",
-               **dict.fromkeys(SYSTEMONE_PATHS, "systemone")}
+CLIENT_APIS = {**API_PATHS, COUNT_TOKENS_PATH: "count_tokens", INPUT_TOKENS_PATH: "responses",
+               SYSTEMONE_MODELS: "systemone", MODELS_PATH: "models", **dict.fromkeys(SYSTEMONE_PATHS, "systemone")}
 # The operator's routes: on the admin listener when there is one, else behind an admin key when keys are on.
 ADMIN_PREFIXES = ("/api/v1/replay", "/api/v1/keys", "/api/v1/diagnostics", "/api/v1/inventory", "/api/v1/context")
 ADMIN_PATHS = frozenset({PREVIEW_PATH, "/metrics", "/admin/reload"})
@@ -131,7 +132,7 @@ def make_app(state: AppState, role: str = "serving"):
         if api is None and path.startswith(MODEL_PREFIX):
             api = "models"      # one model of the listing: the listing's key
         elif api is None and path.startswith(RESPONSES_PREFIX):
-            api = "responses"   # a stored response (GET, DELETE): whose it is, by the key that made it
+            api = "responses"   # a stored response (and its side routes): whose it is, by the key that made it
         try:
             if role == "admin":
                 if not (is_admin_path(path) or path in PROBE_PATHS):
@@ -224,8 +225,8 @@ def _ambiguous_framing(scope: Scope) -> str | None:
 def _preflight(scope: Scope, path: str, origin: bytes) -> list[tuple[bytes, bytes]]:
     """A CORS preflight's answer for an allowed origin: the path's methods, the headers it asked for."""
     asked = header(scope, b"access-control-request-headers")
-    # A stored response is read and deleted by its id; every other route takes GET or POST.
-    methods = b"GET, DELETE" if path.startswith(RESPONSES_PREFIX) else b"GET, POST"
+    # A stored response is read and deleted by its id (cancelled by a POST); every other route takes GET or POST.
+    methods = responses_methods(path) if path.startswith(RESPONSES_PREFIX) else b"GET, POST"
     headers = [(b"access-control-allow-origin", origin), (b"vary", b"origin"),
                (b"access-control-allow-methods", methods), (b"access-control-max-age", b"600")]
     if asked:
@@ -246,6 +247,7 @@ def _post_routes() -> dict[str, Handler]:
     """Every POST-only route to its handler."""
     routes: dict[str, Handler] = {path: partial(_api, api) for path, api in API_PATHS.items()}
     routes[COUNT_TOKENS_PATH] = handle_count_tokens
+    routes[INPUT_TOKENS_PATH] = handle_input_tokens
     routes[PREVIEW_PATH] = handle_preview
     routes.update(dict.fromkeys(CLASSIFY_PATHS, handle_classify))
     routes.update(dict.fromkeys(SYSTEMONE_PATHS, handle_systemone))

@@ -43,7 +43,7 @@ from .state import AppState
 log = logging.getLogger("vsr_fast.count_tokens")
 PATH = "/messages/count_tokens"
 _TO_PROVIDER = frozenset(name.encode() for name in h.TO_PROVIDER)
-_ESTIMATE = (h.TOKEN_COUNT.encode(), b"estimate")
+ESTIMATED = (h.TOKEN_COUNT.encode(), b"estimate")
 _NO_ENDPOINT = frozenset({404, 405, 501})
 _JSON = msgspec.json.Encoder()
 
@@ -79,17 +79,29 @@ async def handle_count_tokens(state: AppState, scope: Scope, receive: Receive, s
         status, out = await _forwarded(state, adapter, req, route.candidates, scope)
         if status is None:
             conv, _ = adapter.conversation(req)
-            count = await trio.to_thread.run_sync(_estimate, conversation_texts(conv))
+            count = await trio.to_thread.run_sync(estimate, conversation_texts(conv))
             status, out = 200, _JSON.encode(Counted(count))
-            extra.append(_ESTIMATE)
+            extra.append(ESTIMATED)
     except VsrError as exc:
         recipe = recipe or getattr(exc, "recipe", None)
-        status, _, out = adapter.error(exc)
-        limited = isinstance(exc, RateLimited)
-        if limited:
-            extra += exc.headers
-        if exc.retry_after_s is not None:
-            extra.append((b"retry-after", str(exc.retry_after_s).encode()))
+        status, out, limited = refused_count(adapter, exc, extra)
+    await send_count(state, send, status, out, extra, limited, recipe=recipe, decision=decision, model=model)
+
+
+def refused_count(adapter, exc: VsrError, extra: list[tuple[bytes, bytes]]) -> tuple[int, bytes, bool]:
+    """A count's error in the client's shape: ``(status, body, rate limited)``; its headers go into ``extra``."""
+    status, _, out = adapter.error(exc)
+    limited = isinstance(exc, RateLimited)
+    if limited:
+        extra += exc.headers
+    if exc.retry_after_s is not None:
+        extra.append((b"retry-after", str(exc.retry_after_s).encode()))
+    return status, out, limited
+
+
+async def send_count(state: AppState, send: Send, status: int, out: bytes, extra: list[tuple[bytes, bytes]],
+                     limited: bool, *, recipe=None, decision=None, model=None) -> None:
+    """A count's answer (or its refusal) with the router's public headers and ``extra``."""
     path = h.ResponsePath.UPSTREAM if status < 400 else \
         h.ResponsePath.RATE_LIMITED if limited else h.ResponsePath.ERROR
     headers = public_headers(config_version=state.config_version, path=path, recipe=recipe, decision=decision,
@@ -137,10 +149,10 @@ def conversation_texts(conv: Conversation) -> list[str]:
     return [t for t in texts if t]
 
 
-__all__ = ["handle_count_tokens", "conversation_texts"]
+__all__ = ["ESTIMATED", "conversation_texts", "estimate", "handle_count_tokens", "refused_count", "send_count"]
 
 
-def _estimate(texts: list[str]) -> int:
+def estimate(texts: list[str]) -> int:
     """The embedded model's WordPiece count, imported on the first estimate (in a worker thread): a router whose
     configuration asks the embedded model nothing does not load its tokenizer, phonenumbers and the NER rules at
     start (a tenth of a process's imports)."""
