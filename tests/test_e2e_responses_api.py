@@ -229,7 +229,7 @@ def test_another_owners_input_items_and_cancel_are_not_found(gw):
     assert httpx.get(f"{gw.url}/v1/responses/{made.id}/input_items").status_code == 401
 
 
-def test_a_response_not_made_in_background_is_not_cancelled(gw):
+def test_a_response_not_made_in_background_is_not_cancelled_or_streamed_again(gw):
     """OpenAI cancels only a response created with ``background: true``; the router runs none, so every response
     it stored was answered in line and its cancel is OpenAI's refusal of a synchronous one."""
     made, _ = create(gw, False)
@@ -238,6 +238,10 @@ def test_a_response_not_made_in_background_is_not_cancelled(gw):
     assert info.value.body["message"] == "Cannot cancel a synchronous response."
     assert info.value.body["type"] == "invalid_request_error"
     assert client(gw).responses.retrieve(made.id).status == "completed"
+    with pytest.raises(openai.BadRequestError) as info:      # nor streamed again: that too is background mode's
+        client(gw).responses.retrieve(made.id, stream=True)
+    assert info.value.body["param"] == "stream"
+    assert client(gw).responses.retrieve(made.id, stream=False).id == made.id
 
 
 @pytest.mark.parametrize("backend", ["m-responses", "m-openai"])

@@ -4,7 +4,7 @@
 
 Cancel: OpenAI cancels only a response created with ``background: true``, which the router refuses
 (``ResponsesAdapter.decode``); every response it stored was answered in its request, and its cancel is OpenAI's
-400 for a synchronous one. ``POST /v1/responses/compact`` asks a model to compact a conversation into items only
+400 for a synchronous one, and so is a ``GET`` that asks to stream it again (``stream=true``). ``POST /v1/responses/compact`` asks a model to compact a conversation into items only
 OpenAI can read back (encrypted): not served, an OpenAI-shaped 404 rather than a 405 of the id route.
 
 Owner-checked as ``previous_response_id`` is (``ResponsesAdapter.prepare``): an id stored for another owner
@@ -85,6 +85,10 @@ async def stored_response(state: AppState, response_id: str, route: str) -> Resp
 async def _answer(state: AppState, response_id: str, route: str) -> bytes:
     # The list's parameters first: a bad one is refused whoever's the id is, so the answer tells nothing of it.
     query = input_items.query(request.args, request.args.getlist) if route == "input_items" else None
+    if route == "retrieve" and request.args.get("stream", "false").lower() not in ("false", "0"):
+        # OpenAI streams a response again only while a background one runs; the router's are all answered.
+        raise RequestError("Cannot stream a synchronous response: it was answered whole or streamed in the request "
+                           "that made it; retrieve it without stream.", param="stream")
     record = await _owned(state, response_id)
     if route == "retrieve":
         return bytes(record.response)
