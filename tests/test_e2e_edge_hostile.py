@@ -212,6 +212,26 @@ def test_a_connection_resetting_streams_past_the_limit_gets_goaway_enhance_your_
     assert httpx.get(f"{edge.url}/health", timeout=10).status_code == 200
 
 
+def test_an_http2_head_past_16_kib_is_a_431_and_past_the_advertised_64_kib_ends_the_connection(edge, small):
+    # README: 431 over HTTP/2 too, within the header list size the connection's SETTINGS advertise (64 KiB). Past
+    # it h2 stops decoding mid-block, which leaves the connection's HPACK table unknown: only the connection can
+    # end (RFC 9113 4.3), with GOAWAY ENHANCE_YOUR_CALM.
+    body = json.dumps({"model": "m", "messages": CHAT}).encode()
+    for size, expected in ((20_000, "431"), (70_000, "goaway")):
+        conn = client()
+        with socket.create_connection(("127.0.0.1", edge.port), timeout=20) as s:
+            conn.send_headers(1, chat_head(len(body)) + [("x-big", "a" * size)])
+            conn.send_data(1, body, end_stream=True)
+            s.sendall(conn.data_to_send())
+            events = events_until(s, conn, lambda ev: any(isinstance(e, (h2.events.StreamEnded,
+                                                                         h2.events.ConnectionTerminated)) for e in ev))
+        if expected == "431":
+            assert status_of(events, 1) == b"431"
+        else:
+            assert [e.error_code for e in events if isinstance(e, h2.events.ConnectionTerminated)] == \
+                [h2.errors.ErrorCodes.ENHANCE_YOUR_CALM]
+
+
 def test_a_body_in_one_byte_chunks_is_refused_before_any_backend(edge, small):
     reset(small)
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * 6000}]}).encode()
