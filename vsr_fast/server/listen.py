@@ -17,7 +17,8 @@ cancels keeps what it had left to write, which goes first when the answer's end 
 closes, the answer ended with it unwritten). At the shutdown trigger the
 loop stops and the listening socket closes at once: a connection arriving during the drain is refused by the
 kernel rather than queued; those in flight have ``graceful_timeout`` to finish, as in
-hypercorn.
+hypercorn. HTTP/2 is hypercorn's with the defects a hostile client reached worked around (``h2edge``), and
+whatever a connection's handling raises closes that connection alone (``vsr_connections_failed_total``).
 """
 from __future__ import annotations
 
