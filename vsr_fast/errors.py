@@ -33,6 +33,7 @@
     │   ├── RouteNotFound           404 not_found              (a route this listener does not serve)
     │   ├── BodyTimeout             408 body_timeout
     │   ├── BodyTooLarge            413 request_too_large
+    │   ├── BodyFragmented          400 request_body_fragmented (thousands of body pieces of a few bytes each)
     │   ├── ContextLengthExceeded   400 context_length_exceeded (a text beyond every window the model reads)
     │   └── UnsupportedMedia        415 unsupported_media_type
     ├── RoutingError                400 routing_error          route
@@ -290,6 +291,14 @@ class BodyTimeout(RequestError):
 
 class BodyTooLarge(RequestError):
     status, code = 413, "request_too_large"
+
+
+class BodyFragmented(RequestError):
+    """A body sent in thousands of pieces of a few bytes each (1-byte chunks, 1-byte DATA frames): each piece
+    costs the server the same parsing and hand-over, whatever its size, so such a body is refused past a bound
+    rather than read for minutes of CPU (the connection closes: its rest is not read)."""
+
+    code = "request_body_fragmented"
 
 
 class ContextLengthExceeded(RequestError):

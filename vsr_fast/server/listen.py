@@ -17,7 +17,8 @@ cancels keeps what it had left to write, which goes first when the answer's end 
 closes, the answer ended with it unwritten). At the shutdown trigger the
 loop stops and the listening socket closes at once: a connection arriving during the drain is refused by the
 kernel rather than queued; those in flight have ``graceful_timeout`` to finish, as in
-hypercorn.
+hypercorn. HTTP/2 is hypercorn's with the defects a hostile client reached worked around (``h2edge``), and
+whatever a connection's handling raises closes that connection alone (``vsr_connections_failed_total``).
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ from ..locks import acquire
 from ..sockets import send_now
 from ..upstream.stream import JOIN_MAX_BYTES
 from .asgi import CLIENT_SIDE, ClientSide
+from .h2edge import EdgeProtocol, H2Counts
 
 log = logging.getLogger("vsr_fast.listen")
 # The whole answer to a request refused before any app saw it, from its request target (b"": not known) and
@@ -69,10 +71,12 @@ MAX_LINGERING = 256
 class Connections:
     """How many connections a listener runs, and how many it refused."""
 
-    __slots__ = ("active", "cap", "lingering", "refused")
+    __slots__ = ("active", "cap", "failed", "h2", "lingering", "refused")
 
     def __init__(self, cap: int | None) -> None:
         self.cap, self.active, self.refused, self.lingering = cap, 0, 0, 0
+        self.failed = 0         # connections whose handling raised: closed alone, the listener serving on
+        self.h2 = H2Counts()
 
     def full(self) -> bool:
         return self.cap is not None and self.active >= self.cap
@@ -82,7 +86,11 @@ class Connections:
                 "# TYPE vsr_connections_active gauge", f"vsr_connections_active {self.active}",
                 "# HELP vsr_connections_refused_total Client connections closed at once: the listener's "
                 "limits.max_connections were open.",
-                "# TYPE vsr_connections_refused_total counter", f"vsr_connections_refused_total {self.refused}"]
+                "# TYPE vsr_connections_refused_total counter", f"vsr_connections_refused_total {self.refused}",
+                "# HELP vsr_connections_failed_total Client connections closed because their handling raised "
+                "(logged, at most once a minute).",
+                "# TYPE vsr_connections_failed_total counter", f"vsr_connections_failed_total {self.failed}",
+                *self.h2.prometheus_lines()]
 
 
 class EdgeServer(TCPServer):
@@ -90,10 +98,11 @@ class EdgeServer(TCPServer):
     connection whose deadline moves: hypercorn stops its idle task when a request starts and starts a new one
     when the answer ends (a lock, a task started and one cancelled, per request)."""
 
-    def __init__(self, edge_answer: EdgeAnswer, send_timeout_s: float, *args) -> None:
+    def __init__(self, edge_answer: EdgeAnswer, send_timeout_s: float, h2_counts: H2Counts, *args) -> None:
         super().__init__(*args)
         self.edge_answer = edge_answer
         self.send_timeout_s = send_timeout_s
+        self.h2_counts = h2_counts
         # What a cancelled write had left to write: the bytes h11 counts as sent, so they go before any other.
         self._owed = b""
         self._read = b""        # the last bytes read: where a head h11 refused started, if it came in one read
@@ -214,7 +223,11 @@ class EdgeServer(TCPServer):
         await self.protocol.handle(Closed())
 
     async def _read_data(self) -> None:
-        # The first hook after hypercorn's run() has made the connection's task group: each request's app gets
+        # The first hook after hypercorn's run() has made the connection's protocol, an HTTP/1.1 one on a plain
+        # socket: its switch to HTTP/2 makes vsr_fast's HTTP/2 protocol (h2edge) rather than hypercorn's.
+        self.protocol.__class__ = EdgeProtocol
+        self.protocol.send_timeout_s, self.protocol.counts = self.send_timeout_s, self.h2_counts
+        # It has made the connection's task group too: each request's app gets
         # its messages from this task through a memory channel, whose send costs a scheduler pass even with
         # room in the queue (three a request).
         group = getattr(self, "_task_group", None)
@@ -345,7 +358,7 @@ async def serve_http(app, cfg: hypercorn.config.Config, sock: socket.socket, shu
         await lifespan.wait_for_startup()
         async with trio.open_nursery() as server_nursery:
             listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
-            handler = partial(EdgeServer, edge_answer, send_timeout_s, app, cfg, context,
+            handler = partial(EdgeServer, edge_answer, send_timeout_s, connections.h2, app, cfg, context,
                           ConnectionState(lifespan_state.copy()))
             task_status.started([f"http://{repr_socket_addr(sock.family, sock.getsockname())}"])
             async with trio.open_nursery() as accepting:
@@ -386,9 +399,34 @@ async def _accept(listener: trio.SocketListener, handler, nursery: trio.Nursery,
 async def _run(stream: trio.SocketStream, handler, connections: Connections) -> None:
     try:
         await handler(stream)
+    except* Exception as group:
+        # A defect reached by one client's bytes (hypercorn's HTTP/2 raised KeyError on a frame for a stream it had
+        # closed) ends that connection alone: raised on, it would end the listener's nursery and the router.
+        connections.failed += 1
+        _failure_log.report(group)
     finally:
         connections.active -= 1
         await trio.aclose_forcefully(stream)
+
+
+class _FailureLog:
+    """Logs a connection's failure with its traceback at most once every ``every_s`` (a client can repeat the
+    bytes that cause it), saying how many went unlogged between."""
+
+    def __init__(self, every_s: float = 60.0) -> None:
+        self.every_s, self.last, self.unlogged = every_s, -math.inf, 0
+
+    def report(self, error: BaseException) -> None:
+        now = trio.current_time()
+        if now - self.last < self.every_s:
+            self.unlogged += 1
+            return
+        self.last, unlogged, self.unlogged = now, self.unlogged, 0
+        log.error("a client connection's handling raised; that connection was closed, the listener serves on "
+                  "(%d more since the last of these)", unlogged, exc_info=error)
+
+
+_failure_log = _FailureLog()
 
 
 async def _refuse(stream: trio.SocketStream, connections: Connections) -> None:

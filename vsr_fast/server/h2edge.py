@@ -1,0 +1,211 @@
+"""hypercorn's HTTP/2 protocol with the defects a hostile client reached worked around (a subclass, not a fork):
+
+- a DATA frame on a stream whose answer has ended raised ``KeyError`` out of hypercorn's event loop, ending the
+  connection's task and the router with it; here it is acknowledged (connection flow control) and the stream is
+  reset ``NO_ERROR``, which RFC 9113 8.1 gives a server to stop a request it has answered;
+- hypercorn's stream buffer let its writer go on whenever a frame smaller than its low-water mark left, a frame
+  of nothing (a zero flow-control window) included: a client that granted no window made the router read its
+  backend as fast as it could, holding the answer in memory. Here the writer waits until the buffer itself is
+  below that mark, so a client that reads nothing stalls the relay, and ``send_timeout_ms`` without progress
+  cuts that stream (RST_STREAM CANCEL; the request is recorded 408 ``send_timeout``, as on HTTP/1);
+- rapid reset (CVE-2023-44487): a stream reset in the same read as its HEADERS never gets an app task, and a
+  connection whose client resets more than ``MAX_RESETS`` streams within ``RESET_WINDOW_S`` is closed with
+  GOAWAY ENHANCE_YOUR_CALM, as nginx and Envoy close it.
+"""
+from __future__ import annotations
+
+import h2.errors
+import h2.events
+import h2.exceptions
+import priority
+import trio
+from hypercorn.events import Closed, RawData
+from hypercorn.protocol import ProtocolWrapper
+from hypercorn.protocol.events import Body, Data, EndBody, EndData, Trailers
+from hypercorn.protocol.h2 import BUFFER_LOW_WATER, H2Protocol, StreamBuffer
+from hypercorn.protocol.h11 import H2CProtocolRequiredError, H2ProtocolAssumedError
+
+from ..errors import SendTimeout
+
+# A client that resets more streams than this within the window is closed (nginx closes past its per-iteration
+# stream budget, Envoy past a premature-reset ratio); a browser that cancels a few requests never comes near it.
+MAX_RESETS = 200
+RESET_WINDOW_S = 10.0
+# The http.disconnect key that tells a request why the router cut its stream (asgi.DisconnectWatch reads it).
+CUT_KEY = "vsr.cut"
+_SENDING = (Body, Data, EndBody, EndData, Trailers)
+
+
+class H2Counts:
+    """What the HTTP/2 connections of one listener refused, for its metrics."""
+
+    __slots__ = ("calmed", "reset_early")
+
+    def __init__(self) -> None:
+        self.calmed = 0             # connections closed with ENHANCE_YOUR_CALM: too many resets
+        self.reset_early = 0        # streams reset in the read that opened them: never an app task
+
+    def prometheus_lines(self) -> list[str]:
+        return ["# HELP vsr_http2_streams_reset_unserved_total HTTP/2 streams their client reset in the read that "
+                "opened them: never served.",
+                "# TYPE vsr_http2_streams_reset_unserved_total counter",
+                f"vsr_http2_streams_reset_unserved_total {self.reset_early}",
+                "# HELP vsr_http2_rapid_reset_closes_total HTTP/2 connections closed with GOAWAY "
+                f"ENHANCE_YOUR_CALM: more than {MAX_RESETS} stream resets within {RESET_WINDOW_S:g} s.",
+                "# TYPE vsr_http2_rapid_reset_closes_total counter",
+                f"vsr_http2_rapid_reset_closes_total {self.calmed}"]
+
+
+class EdgeH2Protocol(H2Protocol):
+    """hypercorn's ``H2Protocol`` with the fixes above; ``send_timeout_s`` and ``counts`` set by ``EdgeProtocol``."""
+
+    send_timeout_s = 60.0
+    counts = H2Counts()
+    _resets = 0
+    _window_start = 0.0
+
+    async def _handle_events(self, events: list[h2.events.Event]) -> None:
+        reset = {e.stream_id for e in events if isinstance(e, h2.events.StreamReset) and e.remote_reset}
+        unserved = {e.stream_id for e in events if isinstance(e, h2.events.RequestReceived)} & reset if reset else ()
+        # One event at a time: hypercorn's loop awaits between events, during which an app may end its stream.
+        for event in events:
+            stream_id = getattr(event, "stream_id", 0)
+            if stream_id in unserved:
+                if isinstance(event, h2.events.DataReceived):
+                    self.connection.acknowledge_received_data(event.flow_controlled_length, stream_id)
+                elif isinstance(event, h2.events.StreamReset):
+                    self.counts.reset_early += 1
+                    if await self._reset_seen():
+                        return
+                continue
+            if isinstance(event, h2.events.DataReceived) and stream_id not in self.streams:
+                self._data_after_answer(event)
+                continue
+            await super()._handle_events([event])
+            if isinstance(event, h2.events.StreamReset) and event.remote_reset and await self._reset_seen():
+                return
+        await self._flush()
+
+    def _data_after_answer(self, event: h2.events.DataReceived) -> None:
+        """Body bytes of a request already answered: their window goes back, and once the answer has gone the
+        client is asked to stop sending (RFC 9113 8.1: RST_STREAM NO_ERROR after a complete response)."""
+        self.connection.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+        if event.stream_id in self.stream_buffers:      # its answer is still being written: a reset would cut it
+            return
+        try:
+            self.connection.reset_stream(event.stream_id, h2.errors.ErrorCodes.NO_ERROR)
+        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
+            pass
+
+    async def _reset_seen(self) -> bool:
+        """Counts one stream reset by the client; past the limit, closes the connection and says so."""
+        now = trio.current_time()
+        if now - self._window_start > RESET_WINDOW_S:
+            self._window_start, self._resets = now, 0
+        self._resets += 1
+        if self._resets <= MAX_RESETS:
+            return False
+        self.counts.calmed += 1
+        self.connection.close_connection(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM,
+                                         b"too many stream resets")
+        await self._flush()
+        await self.send(Closed())
+        return True
+
+    async def stream_send(self, event) -> None:
+        if not isinstance(event, _SENDING) or event.stream_id not in self.stream_buffers:
+            await super().stream_send(event)
+            return
+        # hypercorn waits here for the stream's buffer to drain, which only the client's window lets happen.
+        with trio.move_on_after(self.send_timeout_s) as idle:
+            await super().stream_send(event)
+        if idle.cancelled_caught:
+            await self._cut(event.stream_id)
+
+    async def _cut(self, stream_id: int) -> None:
+        """Ends a stream whose client took none of it for ``send_timeout_s``: its request learns why first."""
+        why = SendTimeout(f"the client took none of the answer for {self.send_timeout_s:g} s (send_timeout_ms); "
+                          "its HTTP/2 stream was reset")
+        put = getattr(self.streams.get(stream_id), "app_put", None)
+        if put is not None:
+            await put({"type": "http.disconnect", CUT_KEY: why})
+        try:
+            self.connection.reset_stream(stream_id, h2.errors.ErrorCodes.CANCEL)
+        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
+            pass
+        await self._drop_buffer(stream_id)
+        await self._close_stream(stream_id)
+        await self._flush()
+
+    async def _drop_buffer(self, stream_id: int) -> None:
+        buffer = self.stream_buffers.pop(stream_id, None)
+        if buffer is not None:
+            await buffer.close()
+        try:
+            self.priority.remove_stream(stream_id)
+        except priority.MissingStreamError:
+            pass
+
+    async def _send_data(self, stream_id: int) -> None:
+        # hypercorn's, with the buffer's writer let go by what is left in it (``_take``), not by the frame sent.
+        buffer = self.stream_buffers.get(stream_id)
+        if buffer is None:
+            return
+        try:
+            size = max(0, min(self.connection.local_flow_control_window(stream_id),
+                              self.connection.max_outbound_frame_size))
+            data = await _take(buffer, size)
+            if data:
+                self.connection.send_data(stream_id, data)
+                await self._flush()
+            else:
+                self.priority.block(stream_id)
+            if buffer.complete:
+                self.connection.end_stream(stream_id)
+                await self._flush()
+                self.stream_buffers.pop(stream_id, None)
+                self.priority.remove_stream(stream_id)
+        except (h2.exceptions.StreamClosedError, KeyError, h2.exceptions.ProtocolError,
+                priority.MissingStreamError):
+            # The stream or the connection closed while this waited to send: its writer is let go.
+            await self._drop_buffer(stream_id)
+
+
+async def _take(buffer: StreamBuffer, size: int) -> bytes:
+    """Up to ``size`` bytes off ``buffer``'s front; its writer goes on once what is left is below the low-water
+    mark (hypercorn's ``pop`` lets it go whenever the bytes taken are, a frame of none included)."""
+    data = bytes(buffer.buffer[:size])
+    del buffer.buffer[:size]
+    if len(buffer.buffer) < BUFFER_LOW_WATER:
+        await buffer._paused.set()
+    if not buffer.buffer:
+        await buffer._is_empty.set()
+    return data
+
+
+class EdgeProtocol(ProtocolWrapper):
+    """hypercorn's protocol switch (HTTP/1.1, then HTTP/2 by prior knowledge or upgrade), to ``EdgeH2Protocol``.
+    ``send_timeout_s`` and ``counts`` are set by the connection server when it installs this class."""
+
+    send_timeout_s = 60.0
+    counts = H2Counts()
+
+    async def handle(self, event) -> None:
+        try:
+            return await self.protocol.handle(event)
+        except H2ProtocolAssumedError as error:
+            self.protocol = self._h2()
+            await self.protocol.initiate()
+            data = error.data
+        except H2CProtocolRequiredError as error:
+            self.protocol = self._h2()
+            await self.protocol.initiate(error.headers, error.settings)
+            data = error.data
+        if data != b"":
+            await self.protocol.handle(RawData(data=data))
+
+    def _h2(self) -> EdgeH2Protocol:
+        protocol = EdgeH2Protocol(self.app, self.config, self.context, self.task_group, self.state, self.ssl,
+                                  self.client, self.server, self.send)
+        protocol.send_timeout_s, protocol.counts = self.send_timeout_s, self.counts
+        return protocol
