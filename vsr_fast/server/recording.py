@@ -67,8 +67,7 @@ class Policies:
 
     def guard_key(self, recipe: str | None, decision: str | None) -> bytes | None:
         """The decision's response_guard configuration as the cache key reads it; None without a guard."""
-        compiled = self.table.recipes.get(recipe or "")
-        guard = compiled.guards.get(decision) if compiled is not None else None
+        guard = self.table.guard_for(recipe, decision)
         return guard.policy.key if guard is not None else None
 
     def _layers(self, recipe: str | None, decision: str | None, type_: str) -> list:
