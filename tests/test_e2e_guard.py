@@ -339,6 +339,7 @@ def test_an_upstream_failure_mid_hold_sends_only_the_failure(mock, fake, guarded
     assert b"Paris" not in resp.content
     assert b"mid-stream" in resp.content
     assert "response_guard=incomplete;buffered" in resp.headers["x-vsr-trace"]
+    assert resp.headers["x-vsr-response-path"] == "error"     # nothing of the answer left: not upstream
     answer_with(mock, SAFE)
 
 

@@ -454,7 +454,9 @@ def _failed_stream(ex: Exchange, failure: VsrError) -> None:
 
 
 async def _held_failure(ex: Exchange, send: Send, failure: VsrError) -> None:
-    """A held stream that did not end whole: its failure alone, on HTTP 200, with nothing of the answer."""
+    """A held stream that did not end whole: its failure alone, on HTTP 200, with nothing of the answer (the
+    ``error`` response path: no upstream byte reached the client)."""
+    ex.path = h.ResponsePath.ERROR
     _failed_stream(ex, failure)
     ex.warnings = render_warnings([], codes=ex.codes)
     ex.rec.failed(failure.stage, failure)
