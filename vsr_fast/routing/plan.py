@@ -16,7 +16,7 @@ import msgspec
 
 from ..config.catalog import ModelCatalog
 from ..config.schema import ModelRef, ProviderModel, Recipe, RouterConfig, RuleNode
-from ..config.signals import CONDITION_TYPES
+from ..config.signals import CONDITION_TYPES, Projections
 from ..decisions import engine
 from ..decisions.projections import TYPE as PROJECTION, CompiledProjections
 from ..errors import ModelNotFound, NoDecision, RoutingError
@@ -352,13 +352,14 @@ class RoutingTable:
         self.direct_models = config.global_.router.direct_models
         # What a request naming a provider model reads (``direct_models: allow``): the default recipe's
         # rules, for the global plugins that name them (masking, response_guard), and nothing else.
+        # With no default recipe, an empty one: a global guard then reads its rules as unknown (its on_unknown)
+        # and global masking fails closed, rather than either being skipped.
         self.direct: CompiledRecipe | None = None
-        if self.default is not None and self.direct_models == "allow":
-            self.direct = compile_recipe(
-                msgspec.structs.replace(self.default.recipe, decisions=[], fallback=None, plugins=[],
-                                        projections=type(self.default.recipe.projections)()),
-                self.catalog, lambda n: self._capability(n, CompileErrors()), CompileErrors(), [],
-                recipe_guards(config, msgspec.structs.replace(self.default.recipe, decisions=[], plugins=[])))
+        if self.direct_models == "allow":
+            base = msgspec.structs.replace(self.default.recipe if self.default is not None else Recipe(name="direct"),
+                                           decisions=[], fallback=None, plugins=[], projections=Projections())
+            self.direct = compile_recipe(base, self.catalog, lambda n: self._capability(n, CompileErrors()),
+                                         CompileErrors(), [], recipe_guards(config, base))
 
     def _prepare_models(self, warnings: list[str]) -> None:
         """Let each embedded model load what its questions need before the first request (vsr-static's
