@@ -138,3 +138,19 @@ def test_a_cache_hit_is_not_written_again_nor_counted_as_a_skip(cached, api):
     assert record["response_path"] == "cache" and record["cache"]["hit"] is True, record
     assert record["cache"].get("reason") is None and record["cache"].get("stored") is None, record
     assert metric(cached, "llm_cache_write_skipped_total") == skipped
+
+
+def test_an_unguarded_stream_cut_mid_way_is_counted_as_an_incomplete_skip(cached, mock):
+    before = metric(cached, 'llm_cache_write_skipped_total{reason="incomplete"}')
+    httpx.post(f"{mock.url}/_mock/config", json={"content": "A long answer cut in the middle of its words",
+                                                 "chunks": 6, "fail_rate": 1.0, "fail_mode": "midstream"})
+    try:
+        body = {"model": "vsr/auto", "stream": True,
+                "messages": [{"role": "user", "content": f"Cut me {uuid.uuid4().hex} via openai"}]}
+        with httpx.stream("POST", f"{cached.url}/v1/chat/completions", json=body, timeout=30) as r:
+            r.read()
+        assert r.status_code == 200 and b"mid-stream" in r.content
+    finally:
+        httpx.post(f"{mock.url}/_mock/config", json={"fail_rate": 0.0})
+    wait_for_value(lambda: metric(cached, 'llm_cache_write_skipped_total{reason="incomplete"}') > before or None,
+                   "the cut stream counted as an incomplete skip")

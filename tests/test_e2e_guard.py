@@ -142,13 +142,18 @@ def streamed(proc, api: str, question: str | None = None):
             return text, resp.headers
     with chat_client(proc).responses.with_streaming_response.create(
             model="guard-resp", input=question, stream=True, extra_headers={"x-vsr-debug": "1"}) as resp:
-        text = ""
-        for e in resp.parse():
-            if e.type == "response.output_text.delta":
-                text += e.delta
-            elif e.type in ("error", "response.failed"):
-                raise RuntimeError(f"stream error: {e}")
-        return text, resp.headers
+        return responses_text(resp.parse()), resp.headers
+
+
+def responses_text(events) -> str:
+    """The text of a Responses stream's events; an error event raises."""
+    text = ""
+    for e in events:
+        if e.type == "response.output_text.delta":
+            text += e.delta
+        elif e.type in ("error", "response.failed"):
+            raise RuntimeError(f"stream error: {e}")
+    return text
 
 
 PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses"}
@@ -334,6 +339,7 @@ def test_an_upstream_failure_mid_hold_sends_only_the_failure(mock, fake, guarded
     assert b"Paris" not in resp.content
     assert b"mid-stream" in resp.content
     assert "response_guard=incomplete;buffered" in resp.headers["x-vsr-trace"]
+    assert resp.headers["x-vsr-response-path"] == "error"     # nothing of the answer left: not upstream
     answer_with(mock, SAFE)
 
 

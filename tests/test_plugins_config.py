@@ -91,3 +91,18 @@ def test_a_decision_turns_an_inherited_plugin_off():
         global_plugins=[{"type": "system_prompt", "configuration": {"system_prompt": "global"}}],
     ))
     assert Policies(loaded).shaping("default", "d") is None
+
+
+# RFC 9110 7.6.1 hop-by-hop and framing names: a proxy writes them per connection, never a plugin.
+HOP_BY_HOP = ("connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+              "host", "content-length")
+
+
+@pytest.mark.parametrize("name", HOP_BY_HOP)
+@pytest.mark.parametrize("key", ["add", "update", "delete"])
+def test_header_mutation_refuses_every_hop_by_hop_and_framing_name(name, key):
+    written = name.title()          # any case
+    conf = {key: [written] if key == "delete" else [{"name": written, "value": "x"}]}
+    where = f"{AT}.configuration.{key}[0]" + ("" if key == "delete" else ".name")
+    lines = errors_of(doc([{"type": "header_mutation", "configuration": conf}]))
+    assert any(line.startswith(f"{where}: reserved_header: {written!r}") for line in lines), lines

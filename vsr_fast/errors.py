@@ -329,7 +329,11 @@ class ModelNotFound(RoutingError):
 
 
 class NoDecision(RoutingError):
+    """``unmatched``: the route of the recipe no decision took (no candidates), whose plugins still run (spec
+    6.5): a recipe's fast_response answers it in this error's stead."""
+
     code = "no_decision_matched"
+    unmatched = None
 
 
 class DecisionFailed(RoutingError):

@@ -375,6 +375,13 @@ class TracingConfig(_Block):
 
 
 class RouterSettings(_Block):
+    """``direct_models``: what a request naming a provider model (``providers.models[].name``) gets. ``allow``:
+    that model, the recipe skipped; ``global.plugins`` still apply (global masking and a global response_guard
+    read the default recipe's rules). ``route``: the default recipe routes it, as a name no entrypoint claims,
+    so its decisions and their plugins (a jailbreak block, masking) apply. ``refuse``: 404 ``model_not_found``
+    naming the entrypoints. A key's ``models`` narrows what each key may name, whatever this says."""
+
+    direct_models: Literal["allow", "route", "refuse"] = "allow"
     headers: HeadersConfig = HeadersConfig()
     limits: Limits = Limits()
     upstream: UpstreamPolicy = UpstreamPolicy()

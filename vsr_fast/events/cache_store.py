@@ -38,6 +38,8 @@ def skip_reason(ev: AnswerCompleted, max_entry_bytes: int) -> str | None:
         return "retention_drop"
     if ev.guard in ("blocked", "flagged", "over_limit", "incomplete"):
         return ev.guard
+    if not ev.complete:     # a stream cut mid-way carries its failure's status (502...): it did not end whole
+        return "incomplete"
     if ev.status != 200:
         return "error"
     if ev.body_bytes > max_entry_bytes:

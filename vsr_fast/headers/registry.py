@@ -155,10 +155,12 @@ TOKEN_COUNT = _register("x-vsr-token-count", R, PUB, "protocol",
                         "tokenizer (the model's backend is not an Anthropic one), absent when the backend counted. "
                         "On POST /v1/responses/input_tokens: 'estimate', always.")
 
-# Provider-bound headers the router writes itself: framing, the backend's credential,
-# the protocol version it speaks. header_mutation may not write them (reserved_header).
+# Provider-bound headers the router writes itself: framing and every hop-by-hop name (RFC 9110 7.6.1: each
+# connection's own, never forwarded), the backend's credential, the protocol version it speaks.
+# header_mutation may not write them (reserved_header).
 ROUTER_WRITES = frozenset({
     "host", "content-type", "content-length", "transfer-encoding", "connection", "accept-encoding",
+    "keep-alive", "proxy-connection", "te", "trailer", "upgrade",
     "authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "anthropic-version",
 })
 IDENTITY_PREFIX = "x-authz-"

@@ -16,7 +16,7 @@ import msgspec
 
 from ..config.catalog import ModelCatalog
 from ..config.schema import ModelRef, ProviderModel, Recipe, RouterConfig, RuleNode
-from ..config.signals import CONDITION_TYPES
+from ..config.signals import CONDITION_TYPES, Projections
 from ..decisions import engine
 from ..decisions.projections import TYPE as PROJECTION, CompiledProjections
 from ..errors import ModelNotFound, NoDecision, RoutingError
@@ -349,6 +349,17 @@ class RoutingTable:
         if self.default is None and len(chat_recipes) == 1:
             self.default = self.recipes[chat_recipes[0].name]
         self.entrypoint_names = list(self.by_name)
+        self.direct_models = config.global_.router.direct_models
+        # What a request naming a provider model reads (``direct_models: allow``): the default recipe's
+        # rules, for the global plugins that name them (masking, response_guard), and nothing else.
+        # With no default recipe, an empty one: a global guard then reads its rules as unknown (its on_unknown)
+        # and global masking fails closed, rather than either being skipped.
+        self.direct: CompiledRecipe | None = None
+        if self.direct_models == "allow":
+            base = msgspec.structs.replace(self.default.recipe if self.default is not None else Recipe(name="direct"),
+                                           decisions=[], fallback=None, plugins=[], projections=Projections())
+            self.direct = compile_recipe(base, self.catalog, lambda n: self._capability(n, CompileErrors()),
+                                         CompileErrors(), [], recipe_guards(config, base))
 
     def _prepare_models(self, warnings: list[str]) -> None:
         """Let each embedded model load what its questions need before the first request (vsr-static's
@@ -449,18 +460,36 @@ class RoutingTable:
             params[name] = ScanParams.from_config(dep.scan_window, provider=dep.provider,
                                                   validated_tokens=capable.validated_tokens if capable else None)
             parallel[name] = dep.scan_window.max_parallel
-        questions = {share: q for compiled in self.recipes.values() for share, q in compiled.learned.questions.items()}
+        compiled_all = [*self.recipes.values(), *([self.direct] if self.direct is not None else [])]
+        questions = {share: q for compiled in compiled_all for share, q in compiled.learned.questions.items()}
         questions.update(extra_questions or {})
         return SystemOneAsker(client, views, {k: v for k, v in used.items() if v}, signal_timeout_s, params,
                               parallel, questions)
 
+    def guard_for(self, recipe: str | None, decision: str | None) -> CompiledGuard | None:
+        """The response_guard of a route: its decision's (None: the fallback's), or for a provider model named
+        directly (``recipe`` None) the global one, compiled against the default recipe's rules."""
+        compiled = self.recipes.get(recipe) if recipe is not None else self.direct
+        return compiled.guards.get(decision) if compiled is not None else None
+
+    def signals_of(self, recipe: str | None) -> CompiledRecipe | None:
+        """The compiled recipe whose rules a route's plugins name: its own, or the direct one's."""
+        return self.recipes.get(recipe) if recipe is not None else self.direct
+
     def recipe_for(self, model_name: str) -> CompiledRecipe | None:
-        """The recipe serving a public model name, or None when a provider model is named."""
+        """The recipe serving a public model name, or None when a provider model is named and
+        ``global.router.direct_models`` allows it."""
         if model_name in self.models:
             if self.models[model_name].api_format == "systemone":
                 raise RoutingError(f"{model_name!r} is a native System One alias: ask it on /v1/systemone",
                                    param="model")
-            return None
+            if self.direct_models == "refuse":
+                names = ", ".join(self.entrypoint_names) or "an entrypoint's model name"
+                raise ModelNotFound(f"The model {model_name!r} is not served by name here "
+                                    f"(global.router.direct_models: refuse): name {names}", param="model")
+            if self.direct_models == "allow" or self.default is None:
+                return None
+            return self.default
         recipe = self.by_name.get(model_name) or self.default
         if recipe is None:
             raise ModelNotFound(f"The model {model_name!r} does not exist", param="model")
@@ -475,7 +504,10 @@ class RoutingTable:
         """
         compiled = self.recipe_for(model_name)
         if compiled is None:
-            return Route(None, None, (self.models[model_name],))
+            direct = self.direct
+            # The rules the global plugins read (a response_guard's request-stage ones), as a recipe reads them.
+            readings = await direct.read(request, systemone, run) if direct is not None and direct.evaluates else None
+            return Route(None, None, (self.models[model_name],), readings=readings)
         return await self.route_recipe(compiled, request, systemone, run)
 
     def held_route(self, recipe: str, decision: str, readings: Readings | None, turns: int) -> Route | None:
@@ -500,5 +532,7 @@ class RoutingTable:
         if recipe.fallback is not None:
             return Route(recipe.name, None, self._candidates(recipe.fallback.modelRefs), fallback=True,
                          readings=readings, chosen=chosen)
-        raise NoDecision(f"No decision of recipe {recipe.name!r} matched and it has no fallback", param="model",
-                         recipe=recipe.name)
+        refused = NoDecision(f"No decision of recipe {recipe.name!r} matched and it has no fallback", param="model",
+                             recipe=recipe.name)
+        refused.unmatched = Route(recipe.name, None, (), readings=readings, chosen=chosen)
+        raise refused

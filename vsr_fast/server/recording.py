@@ -67,8 +67,7 @@ class Policies:
 
     def guard_key(self, recipe: str | None, decision: str | None) -> bytes | None:
         """The decision's response_guard configuration as the cache key reads it; None without a guard."""
-        compiled = self.table.recipes.get(recipe or "")
-        guard = compiled.guards.get(decision) if compiled is not None else None
+        guard = self.table.guard_for(recipe, decision)
         return guard.policy.key if guard is not None else None
 
     def _layers(self, recipe: str | None, decision: str | None, type_: str) -> list:
@@ -298,11 +297,12 @@ class Recording:
                 body_truncated=captured.truncated if captured else False, cache=self.intent))
 
     def _intent(self, status: int, complete: bool, guard: str, path: str) -> CacheIntent | None:
-        """The cache intent for the writer: a released answer to store, or a guard's verdict to count as a skip.
-        None for an answer the cache served: it is stored already (and its bytes are not captured)."""
+        """The cache intent for the writer: a released answer to store, or one to count as a skip (a guard's
+        verdict; an answer that did not end whole, guarded or not: ``incomplete``). None for an answer the cache
+        served: it is stored already (and its bytes are not captured)."""
         if path == h.ResponsePath.CACHE.value:
             return None
-        if complete and status < 400 or guard not in ("none", "passed", "noted"):
+        if status < 400 or not complete or guard not in ("none", "passed", "noted"):
             return self.intent
         return None
 

@@ -105,15 +105,19 @@ async def _fast(ex: Exchange, send: Send, message: str) -> None:
     ex.path, ex.model, ex.status = h.ResponsePath.FAST_RESPONSE, None, 200
     req, adapter = ex.req, ex.adapter
     assert req is not None
-    name = ex.decision or "fast_response"
+    # The model the client asked for, as OpenAI and LiteLLM name it in an answer (never the decision's name).
+    name = adapter.model(req) or "fast_response"
     n = (req.body.n or 1) if ex.api == "chat" else 1     # a Chat client's n: as many choices, each the message
     if adapter.stream(req):
         tr = adapter.stream_translator(req, "openai")
         body, content_type = tr.feed(fast_response.chat_stream(message, name, n)) + tr.close(), SSE
+        final = tr.final()
     else:
         reply = adapter.whole(req, "openai", 200, fast_response.chat_completion(message, name, n))
-        body, content_type = reply.body, reply.content_type
+        body, content_type, final = reply.body, reply.content_type, reply.body
     ex.warnings = render_warnings([], codes=ex.codes)
+    # Kept like a model's answer (Responses with store): a follow-up may name it; stored before it is sent.
+    await adapter.remember(req, final)
     await _send(ex, send, body, content_type, streamed=adapter.stream(req))
 
 
@@ -450,7 +454,9 @@ def _failed_stream(ex: Exchange, failure: VsrError) -> None:
 
 
 async def _held_failure(ex: Exchange, send: Send, failure: VsrError) -> None:
-    """A held stream that did not end whole: its failure alone, on HTTP 200, with nothing of the answer."""
+    """A held stream that did not end whole: its failure alone, on HTTP 200, with nothing of the answer (the
+    ``error`` response path: no upstream byte reached the client)."""
+    ex.path = h.ResponsePath.ERROR
     _failed_stream(ex, failure)
     ex.warnings = render_warnings([], codes=ex.codes)
     ex.rec.failed(failure.stage, failure)

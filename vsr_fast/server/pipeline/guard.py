@@ -21,12 +21,12 @@ from .exchange import Exchange
 
 
 def guard_of(ex: Exchange) -> CompiledGuard | None:
-    """The guard of the route taken (a decision's, or the recipe's fallback's), for an API it reads."""
+    """The guard of the route taken (a decision's, the recipe's fallback's, or the global one of a provider
+    model named directly), for an API it reads."""
     r = ex.route
-    if r is None or r.recipe is None or not ex.adapter.guardable():
+    if r is None or not ex.adapter.guardable():
         return None
-    compiled = ex.state.table.recipes.get(r.recipe)
-    return compiled.guards.get(r.decision) if compiled is not None else None
+    return ex.state.table.guard_for(r.recipe, r.decision)
 
 
 async def judge(ex: Exchange, guard: CompiledGuard, text: str) -> Verdict:

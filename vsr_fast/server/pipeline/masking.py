@@ -100,10 +100,14 @@ def restorer(ex: Exchange) -> Restorer | None:
 
 
 def _rule(ex: Exchange, policy: masking.Masking):
+    """The pii rule masking names, in the route's recipe (the default recipe's, for a provider model named
+    directly); a rule no recipe gives fails the request closed, never open."""
     r = ex.route
-    assert r is not None and r.recipe is not None
-    rule = ex.state.table.recipes[r.recipe].learned.rule("pii", policy.signal)
-    assert rule is not None, "the load checks that masking names a declared pii rule"
+    compiled = ex.state.table.signals_of(r.recipe) if r is not None else None
+    rule = compiled.learned.rule("pii", policy.signal) if compiled is not None else None
+    if rule is None:
+        raise MaskingUnavailable(f"masking names pii rule {policy.signal!r}, which no recipe serving this request "
+                                 "declares; the request was not sent")
     return rule
 
 

@@ -33,6 +33,10 @@ async def route(ex: Exchange) -> None:
         refused = exc
         compiled = state.table.recipe_for(name)         # a NoDecision came from a recipe
         recipe = compiled.recipe.name if compiled is not None else None
+        # No decision matched: the recipe's and the global plugins still run (spec 6.5), so a fast_response
+        # of theirs answers instead of the 400.
+        if exc.unmatched is not None and state.policies.fast(recipe, None) is not None:
+            routed = exc.unmatched
     r = retention.held(ex, routed, recipe)       # a session's earlier turn may hold a decision for this one
     if r is None:
         assert refused is not None
