@@ -490,3 +490,10 @@ async def error(ex: Exchange, send: Send, exc: VsrError) -> None:
         headers.append((b"retry-after", str(exc.retry_after_s).encode()))
     headers += exc.headers
     await send_whole(send, status, headers, body)
+    spent = ex.cost.usage if ex.cost is not None else None
+    if spent is not None:
+        # Calls answered before the request failed (a Looper's): the record keeps what they spent, as the
+        # headers said (x-vsr-cost), and how the request was answered.
+        ex.rec.answered(status=status, path=ex.path.value, model=ex.model, complete=False, content_type=content_type,
+                        streamed=ex.req is not None and ex.adapter.stream(ex.req),
+                        cost=(ex.cost.total, ex.cost.currency), usage=(*spent, spent[0] + spent[1]))
