@@ -160,6 +160,9 @@ def test_max_calls_counts_transport_retries_and_names_the_real_failure(looping, 
     assert r.status_code == 503, r.text
     assert r.json()["error"]["type"] != "timeout_error"
     assert r.headers["x-vsr-selected-model"] == "s"
+    record = record_of(looping, r)
+    assert (record["model"], record["response_path"]) == ("s", "error")
+    assert [(a["model"], a["status"]) for a in record["attempts"]] == [("s", 503)]
 
 
 def test_max_calls_counts_the_self_verify_rating(looping, all_mocks):

@@ -135,6 +135,23 @@ async def _built(outbound_for: OutboundFor, model: ProviderModel) -> "Outbound":
     return await out if inspect.isawaitable(out) else out
 
 
+class CallBudget:
+    """A Looper executor's ``max_calls``: every upstream attempt (transport retries included) and every rating or
+    judging call takes one; ``take`` is the dispatcher's ``Take``, asked before each attempt."""
+
+    def __init__(self, max_calls: int | None) -> None:
+        self.max_calls, self.made = max_calls, 0
+
+    def spent(self) -> bool:
+        return self.max_calls is not None and self.made >= self.max_calls
+
+    def take(self) -> bool:
+        if self.spent():
+            return False
+        self.made += 1
+        return True
+
+
 class Dispatcher:
     """Sends one request to its candidates in fallback order."""
 

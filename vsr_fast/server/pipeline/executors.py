@@ -10,8 +10,8 @@
   roles as configured; ``dynamic``: as the planner model wrote them (JSON).
 
 Every call is a whole (non-streamed) request to one candidate, written from the
-client's request with its last user turn replaced when the executor asks
-something else, tools left out (an executor answers in text; the tool calls and
+client's request with the executor's question as its last turn when it asks
+something else (``synthesis.with_prompt``), one choice (Chat's ``n`` is dropped, and said so), tools left out (an executor answers in text; the tool calls and
 results in the history become text, which a provider takes without tools, and
 ``x-vsr-warnings`` lists what was dropped and converted), through the
 shaping plugins and masking like any candidate's.
@@ -21,8 +21,9 @@ the candidates): before any call, a model the executor cannot do without (the re
 judge, the workflow's planner and final model) that the key cannot reach is a 403 ``model_not_allowed``; a panel
 or role member it cannot reach is left out, each named in ``x-vsr-warnings`` as ``model_not_allowed;model=...``,
 and a panel or role left with none is the 403. The calls share the
-executor's ``budget`` (deadline and max_calls from the request's arrival) and
-their cost is summed. ``on_error: skip`` (the default) drops a failed call;
+executor's ``budget`` (deadline and max_calls from the request's arrival, every attempt counted) and
+their cost and usage are summed; each call is charged to the caller and counted under its own model as it
+ends, so a run that fails has paid for what it spent. ``on_error: skip`` (the default) drops a failed call;
 ``fail`` fails the request. A streamed request gets the answer once it exists,
 as one held stream: these executors must have every answer before they write theirs.
 """
@@ -43,8 +44,9 @@ from ...selection import accept as checks
 from ...selection import synthesis as syn
 from ...selection.cost import Tally, Tokens
 from ...upstream import Attempt, Stream, Whole
+from ...upstream.dispatch import CallBudget
 from .exchange import Exchange
-from .looper import CallBudget, Rewrite, Spent, Tune, count_tokens, fixed, metric, note, nothing, prepaid
+from .looper import Rewrite, Spent, Tune, count_tokens, fixed, metric, note, nothing, prepaid
 
 _DECODE = msgspec.json.Decoder()
 _MAX_TOKENS = {"openai": "max_tokens", "anthropic": "max_tokens", "responses": "max_output_tokens"}

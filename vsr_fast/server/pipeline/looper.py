@@ -5,10 +5,13 @@ keep the others as its fallbacks; ``systemone`` asks the decision model one choi
 question over the candidates' descriptions, in a call of its own. The ``escalate`` executor calls the candidates one at a
 time, in ``order``, and returns the first answer its ``accept`` check passes,
 under a ``budget`` counted from the request's arrival: ``deadline_ms`` and
-``max_calls`` (every upstream attempt, transport retries included). A streamed
+``max_calls`` (every upstream attempt, transport retries included, and every rating or check call; the
+dispatcher asks the budget before each attempt). A streamed
 request is held whole while it is judged (a check reads the whole answer), then
 relayed. When the budget runs out or no answer passes, ``on_error`` decides:
-``last_attempt`` (the default) returns the last answer, ``fail`` the Looper's error.
+``last_attempt`` (the default) returns the last answer (an upstream's error answer is a failed call, not an
+answer), ``fail`` the Looper's error. With no answer at all, the last call's failure is the error, written in
+the router's shape the same whole and streamed.
 
 Every call's cost (``selection.cost``) is summed on the exchange's tally; every call's tokens and cost reach
 vsr_tokens_total and vsr_cost_total under its model (the answer's tokens through the request's usage meter).
@@ -39,7 +42,7 @@ from ...selection.cost import StreamUsage, Tally, Tokens
 from ...selection.static import by_size
 from ...systemone.presets import PRESETS
 from ...upstream import Attempt, Stream, Whole, failure_cause
-from ...upstream.dispatch import OutboundFor, _built
+from ...upstream.dispatch import CallBudget, OutboundFor, _built
 from ...upstream.transport import TransportError
 from ..recording import session_id
 from .exchange import Exchange
@@ -340,23 +343,6 @@ def _turn_slice(turn: Turn, first: bool, remaining: float) -> tuple[float | None
     if remaining < turn.rescue_floor_ms / 1000:
         return None, f"under the rescue floor ({turn.rescue_floor_ms} ms) left in the turn"
     return min(turn.rescue_cap_ms / 1000, remaining), None
-
-
-class CallBudget:
-    """An executor's ``max_calls``: every upstream attempt (transport retries included) and every rating or
-    judging call takes one; ``take`` is the dispatcher's ``Take``, asked before each attempt."""
-
-    def __init__(self, max_calls: int | None) -> None:
-        self.max_calls, self.made = max_calls, 0
-
-    def spent(self) -> bool:
-        return self.max_calls is not None and self.made >= self.max_calls
-
-    def take(self) -> bool:
-        if self.spent():
-            return False
-        self.made += 1
-        return True
 
 
 async def _call(ex: Exchange, model: ProviderModel, outbound_for: OutboundFor, streamed: bool, take
