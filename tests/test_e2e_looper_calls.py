@@ -227,6 +227,13 @@ def test_the_record_of_a_failed_run_keeps_every_call_and_what_it_spent(looping, 
     record = record_of(looping, r)
     assert sorted(a["model"] for a in record["attempts"]) == ["a", "b", "f"]
     assert [a["status"] for a in record["attempts"] if a["model"] == "f"] == [500]
+    # Each call with what it spent (the failed one nothing).
+    by_model = {a["model"]: a["usage"] for a in record["attempts"]}
+    assert by_model["f"] is None
+    for name in "ab":
+        u = stats(all_mocks[name])["usage"]
+        assert (by_model[name]["prompt_tokens"], by_model[name]["completion_tokens"]) == \
+            (u["input_tokens"], u["output_tokens"])
     assert record["cost"] == pytest.approx(float(r.headers["x-vsr-cost"]), rel=1e-9)
     assert record["usage"]["total_tokens"] == used(all_mocks["a"], all_mocks["b"])
     assert record["response_path"] == "error"

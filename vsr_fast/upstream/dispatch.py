@@ -80,6 +80,7 @@ class Attempt:
     seconds: float
     cause: str | None = None        # why it failed in one word (UpstreamError.cause); None for a success
     failed: bool = False            # the backend's or model's failure (not the request's, not the client's)
+    usage: tuple[int, int] | None = None    # (input, output) its answer reported, where a Looper read it
 
 
 @dataclass(slots=True)

@@ -46,7 +46,7 @@ from ...selection.cost import Tally, Tokens
 from ...upstream import Attempt, Stream, Whole
 from ...upstream.dispatch import CallBudget
 from .exchange import Exchange
-from .looper import Rewrite, Spent, Tune, count_tokens, fixed, metric, note, nothing, prepaid
+from .looper import Rewrite, Spent, Tune, count_tokens, fixed, metric, note, nothing, prepaid, spent_on
 
 _DECODE = msgspec.json.Decoder()
 _MAX_TOKENS = {"openai": "max_tokens", "anthropic": "max_tokens", "responses": "max_output_tokens"}
@@ -148,16 +148,17 @@ class Calls:
             return self._failed(name, f"HTTP {whole.status}")
         tokens = Tokens()
         tokens.read(whole.body)
-        self.charge(model, tokens)
+        self.charge(model, tokens, whole.attempts)
         text = checks.answer_text(whole.body, model.api_format, False)
         if not text or not text.strip():
             return self._failed(name, "no usable answer")
         self.verdicts.append(f"{agent or name}: answered")
         return syn.Reply(name, text, tokens.input, tokens.output, agent)
 
-    def charge(self, model: ProviderModel, tokens: Tokens) -> None:
+    def charge(self, model: ProviderModel, tokens: Tokens, attempts: list[Attempt]) -> None:
         """One call's usage: its cost, its tokens under its own model, charged to the caller as it ends (a run
-        that fails later has spent it), and summed into the answer's usage."""
+        that fails later has spent it), on its attempt (the record's) and summed into the answer's usage."""
+        spent_on(attempts, tokens)
         self.tally.add(model, tokens)
         count_tokens(self.ex, model.name, tokens)
         if tokens.seen:

@@ -451,6 +451,7 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
             await _close(answer)
             continue
         tokens = _tokens(body, isinstance(answer, Stream))
+        spent_on(answer.attempts, tokens)
         tally.add(answer.model, tokens)
         spent.append((answer, tokens))
         if last is not None:
@@ -511,6 +512,7 @@ async def _self_verify(ex: Exchange, model: ProviderModel, body: bytes, streamed
     if whole.status >= 400:
         return False, f"self_verify: HTTP {whole.status}", whole.attempts
     tokens = _tokens(whole.body, False)
+    spent_on(whole.attempts, tokens)
     tally.add(model, tokens)
     count_tokens(ex, model.name, tokens)
     rating = checks.self_rating(checks.answer_text(whole.body, model.api_format, False) or "")
@@ -586,6 +588,12 @@ def _tokens(body: bytes, streamed: bool) -> Tokens:
     reader = StreamUsage()
     reader.feed(body + b"\n")
     return reader.tokens
+
+
+def spent_on(attempts: list[Attempt], tokens: Tokens) -> None:
+    """A call's usage on the attempt that answered it (the last): the replay record says what each call spent."""
+    if tokens.seen and attempts:
+        attempts[-1].usage = (tokens.input, tokens.output)
 
 
 def count_tokens(ex: Exchange, model: str, tokens: Tokens) -> None:
