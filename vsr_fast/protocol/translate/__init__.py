@@ -36,6 +36,7 @@ DEFAULT_MAX_TOKENS = _messages.DEFAULT_MAX_TOKENS
 __all__ = [
     "Answer", "BY_FORMAT", "CHAT", "GUARDED", "Conversation", "DEFAULT_MAX_TOKENS", "IMAGES", "Loss", "MESSAGES", "NewId",
     "NoTurns", "PATHS", "Passthrough", "RESPONSES", "SSEParser", "StreamTranslator", "Translating",
-    "WARNINGS_LIMIT_BYTES", "WholeToStream", "answer_events", "chat_messages", "dropped", "is_error_of", "new_id", "read_error",
+    "WARNINGS_LIMIT_BYTES", "WholeToStream", "answer_events", "chat_messages", "dropped",
+    "is_error_of", "new_id", "read_error",
     "render_warnings", "sf_string",
 ]

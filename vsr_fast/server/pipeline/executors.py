@@ -11,7 +11,8 @@
 
 Every call is a whole (non-streamed) request to one candidate, written from the
 client's request with the executor's question as its last turn when it asks
-something else (``synthesis.with_prompt``), one choice (Chat's ``n`` is dropped, and said so), tools left out (an executor answers in text; the tool calls and
+something else (``synthesis.with_prompt``), for one choice (Chat's ``n`` is dropped, and
+said so), tools left out (an executor answers in text; the tool calls and
 results in the history become text, which a provider takes without tools, and
 ``x-vsr-warnings`` lists what was dropped and converted), through the
 shaping plugins and masking like any candidate's.
@@ -115,7 +116,7 @@ class Calls:
 
     async def ask(self, name: str, prompt: str | None, *, temperature: float | None = None,
                   max_tokens: int | None = None, agent: str | None = None) -> syn.Reply | None:
-        """One whole answer of model ``name`` to the request (its last user turn ``prompt`` when given); None when
+        """One whole answer of model ``name`` to the request (``prompt``, when given, as its last turn); None when
         it failed (on_error: skip) or the budget ran out."""
         model = self.models.get(name)
         if model is None:           # held off by ``required`` and ``reachable``: never a 500
