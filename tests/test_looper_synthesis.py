@@ -138,8 +138,10 @@ def test_a_messages_turn_answering_tools_beside_the_users_words_keeps_both_under
     only_results = {**body, "messages": [*body["messages"][:2], {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "tu1", "content": "fine"}]}]}
     out = asked(only_results, "messages", "PROMPT")
-    assert out["messages"][0]["content"] == "PROMPT"       # a turn of tool results only is not the user's
-    assert out["messages"][2]["content"] == [{"type": "text", "text": "Result of tool t (call tu1):\nfine"}]
+    # A turn of tool results only is not the user's: the user's stays, and the prompt comes last, after them.
+    assert out["messages"][0]["content"] == "Q"
+    assert out["messages"][2]["content"] == [{"type": "text", "text": "Result of tool t (call tu1):\nfine"},
+                                             {"type": "text", "text": "PROMPT"}]
 
 
 def test_chat_legacy_functions_and_tool_results_become_user_turns_of_text():
@@ -173,9 +175,10 @@ def test_a_responses_call_takes_its_reasoning_item_and_declared_tools_go():
         {"type": "custom_tool_call_output", "call_id": "c1",
          "output": [{"type": "input_text", "text": "ok"}, {"type": "input_image", "image_url": "u"}]}]}
     out = asked(body, "responses", "PROMPT")
-    assert out["input"] == [
-        {"role": "user", "content": "PROMPT"},
+    assert out["input"] == [        # the prompt after the conversation's last turn, the tool's output
+        {"role": "user", "content": "Q"},
         {"role": "assistant", "content": "Called tool functions__apply_patch (call c1) with arguments: *** x"},
         {"role": "user", "content": [
             {"type": "input_text", "text": "Result of tool functions__apply_patch (call c1):\nok"},
-            {"type": "input_image", "image_url": "u"}]}]
+            {"type": "input_image", "image_url": "u"}]},
+        {"role": "user", "content": "PROMPT"}]

@@ -61,7 +61,8 @@
     ├── ResponseBlocked             403 response_blocked       guard (a response_guard block rule)
     ├── ResponseTooLarge            502 response_too_large     guard (a held answer past its 64 MiB bound)
     ├── UnsendableHeader            500 internal               internal (a response header HTTP cannot carry)
-    ├── LooperBudgetExhausted       504 looper_budget_exhausted looper (an executor's deadline or max_calls)
+    ├── LooperBudgetExhausted       504 looper_budget_exhausted looper (an executor's deadline)
+    │   └── LooperCallsExhausted    502 looper_budget_exhausted looper (its max_calls, no upstream failure last)
     ├── LooperNoAcceptedAnswer      502 looper_no_accepted_answer looper (escalate, on_error: fail)
     ├── LooperCallsFailed           502 looper_calls_failed     looper (ratings, remom, fusion, workflows)
     └── UpstreamError               502 upstream_failed        upstream
@@ -70,6 +71,7 @@
         │                                                         not of its protocol's shape
         ├── UpstreamTooLarge            upstream_answer_too_large past the backend's max_response_bytes
         ├── BackendsBusy            503 backends_busy          every backend at its max_pending (Retry-After)
+        ├── CallsSpent                  (a Looper's max_calls left no attempt; the Looper reports it)
         └── _UpstreamAnswered       (the upstream's own status)
             ├── UpstreamStatus      its body relayed
             │   └── UpstreamsExhausted                     every attempt failed, the last with this answer
@@ -485,6 +487,13 @@ class LooperBudgetExhausted(VsrError):
     status, code, type, stage = 504, "looper_budget_exhausted", "timeout_error", "looper"
 
 
+class LooperCallsExhausted(LooperBudgetExhausted):
+    """An executor's ``max_calls`` were spent before an answer passed its check: not a timeout (a call that
+    failed upstream last is reported as that failure, its status and type)."""
+
+    status, type = 502, "upstream_error"
+
+
 class LooperNoAcceptedAnswer(VsrError):
     """Every candidate of an escalation answered and none passed its accept check, with on_error: fail (on a
     System One entrypoint, no stage's answer met escalate.quality, whatever on_error says)."""
@@ -511,6 +520,7 @@ class UpstreamError(VsrError):
     status, code, type, stage = 502, "upstream_failed", "upstream_error", "upstream"
     cause = "upstream_error"
     backend: str | None = None      # the last attempt's backend, for the access log (never the client)
+    attempts: list = []             # the dispatcher's attempts before it gave up (never mutated in place)
 
     def __init__(self, message: str, *, param: str | None = None, cause: str | None = None,
                  detail: str | None = None, retry_after_s: int | None = None) -> None:
@@ -527,6 +537,12 @@ class UpstreamError(VsrError):
         """What backend ``label`` did (``answered HTTP 999``): the client reads it of "the backend", the log
         with its name."""
         return cls(f"the backend {what}", detail=f"backend {label} {what}", **kwargs)
+
+
+class CallsSpent(UpstreamError):
+    """A Looper's ``max_calls`` had no call left for an attempt, so none was made: the caller reports its budget."""
+
+    cause = "budget"
 
 
 def status_cause(status: int) -> str:

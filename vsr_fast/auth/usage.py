@@ -111,7 +111,7 @@ def _whole_text(body: bytes) -> int:
 
 class UsageMeter:
     __slots__ = ("request_bytes", "prompt", "text_bytes", "tail", "input", "output", "total", "seen", "relayed",
-                 "unsent")
+                 "unsent", "prepaid")
 
     def __init__(self, request_bytes: int) -> None:
         self.request_bytes = request_bytes      # the request body's size: the estimate's input until ``prompt``
@@ -122,6 +122,9 @@ class UsageMeter:
         self.seen = False
         self.relayed = False                    # the stream is read from the backend's bytes (``upstream``)
         self.unsent = 0                         # the reported usage of calls whose answers the client never got
+        # An executor's answer, whose usage sums its calls: each call was charged (``unsent``) as it ended, so the
+        # answer's own usage is read (the access log's) but not charged, nor counted, again.
+        self.prepaid = False
 
     def feed(self, chunk: bytes) -> None:
         """One piece of the answer as the client receives it, cut anywhere; unread once ``upstream`` reads it."""
@@ -186,6 +189,8 @@ class UsageMeter:
     def tokens(self) -> int:
         """What the request is charged: the answer's usage (or its estimate) and every call it did not send."""
         self.finish()
+        if self.prepaid:
+            return self.unsent
         if self.seen:
             return max(self.total, self.input + self.output) + self.unsent
         prompt = self.prompt() if self.prompt is not None else self.request_bytes

@@ -39,6 +39,7 @@ class AttemptRecord(_Rec):
     error: str | None
     duration_ms: float
     fallback: bool
+    usage: Usage | None = None        # a Looper call's own usage
 
 
 class CacheRecord(_Rec):
@@ -164,7 +165,8 @@ def _apply(rec: ReplayRecord, ev: Event) -> None:
         rec.algorithm, rec.fallback, rec.why, rec.verdicts = ev.algorithm, ev.fallback, ev.why, list(ev.verdicts)
     elif isinstance(ev, UpstreamAttempted):
         rec.attempts.append(AttemptRecord(attempt=ev.attempt, model=ev.model, backend=ev.backend, status=ev.status,
-                                          error=ev.error, duration_ms=ev.duration_ms, fallback=ev.fallback))
+                                          error=ev.error, duration_ms=ev.duration_ms, fallback=ev.fallback,
+                                          usage=ev.usage))
     elif isinstance(ev, AnswerCompleted):
         _apply_answer(rec, ev)
     elif isinstance(ev, CacheHit):

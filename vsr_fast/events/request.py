@@ -235,7 +235,9 @@ class RequestEvents:
             config_version=self.config_version, seq=seq, ts_ms=_ns() // 1_000_000, replay=self.policy.enabled,
             attempt=n, model=attempt.model, backend=attempt.backend,
             status=attempt.status, error=attempt.error, duration_ms=attempt.seconds * 1000,
-            fallback=n > 1,
+            fallback=n > 1, usage=None if attempt.usage is None else Usage(
+                prompt_tokens=attempt.usage[0], completion_tokens=attempt.usage[1],
+                total_tokens=attempt.usage[0] + attempt.usage[1]),
         ))
 
     def capture(self, cache: CacheIntent | None, cache_max_bytes: int) -> AnswerCapture | None:

@@ -139,6 +139,7 @@ class UpstreamAttempted(_Event, tag="upstream_attempt"):
     error: str | None = None
     duration_ms: float = 0.0
     fallback: bool = False            # tried after another attempt failed
+    usage: Usage | None = None        # what its answer reported, for a Looper's call (each one is paid for)
 
 
 class AnswerCompleted(_Event, tag="answer_completed"):

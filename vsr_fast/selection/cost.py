@@ -72,14 +72,19 @@ class StreamUsage:
 class Tally:
     """The cost of one request's calls, summed; None until a priced call reported usage."""
 
-    __slots__ = ("total", "currency", "calls")
+    __slots__ = ("total", "currency", "calls", "usage")
 
     def __init__(self) -> None:
         self.total: float | None = None
         self.currency: str | None = None
         self.calls: list[tuple[str, float]] = []     # (model, cost) per priced call, for the metric
+        # (input, output) of every call that reported usage, priced or not: what a failed Looper run spent.
+        self.usage: tuple[int, int] | None = None
 
     def add(self, model: ProviderModel, tokens: Tokens) -> None:
+        if tokens.seen:
+            before = self.usage or (0, 0)
+            self.usage = (before[0] + tokens.input, before[1] + tokens.output)
         if model.pricing is None or not tokens.seen:
             return
         cost = price(model.pricing, tokens)

@@ -36,7 +36,8 @@ class Reply:
 
 @dataclass(slots=True)
 class Answer:
-    """What an executor returns: one choice per text (ratings: one per model), the usage of every call."""
+    """What an executor returns: one choice per text (ratings: one per model), the usage of every call (the
+    pipeline's sum, planner and judges included)."""
 
     model: str                       # the model the answer is reported as (x-vsr-selected-model)
     choices: list[tuple[str, str]]   # (text, model) per choice
@@ -44,12 +45,6 @@ class Answer:
     output_tokens: int = 0
     extension: dict | None = None    # the executor's own trace, under "looper" in the body
     models_used: list[str] = field(default_factory=list)
-
-
-def summed(answer: Answer, replies: Sequence[Reply]) -> Answer:
-    answer.input_tokens += sum(r.input_tokens for r in replies)
-    answer.output_tokens += sum(r.output_tokens for r in replies)
-    return answer
 
 
 # --- an executor's own requests -------------------------------------------------------------------------
@@ -65,16 +60,19 @@ def plain_body(raw: bytes) -> dict:
 
 
 def with_prompt(body: dict, api: str, prompt: str | None) -> bytes:
-    """The client's body with its last user turn replaced by ``prompt`` (when given), without tools and with its
-    tool exchange as text (``protocol.untooled``): an executor answers in text. The turn is replaced before the
-    exchange becomes text, so that a tool's result, a user turn once written, is never taken for it."""
+    """The client's body with ``prompt`` (when given) as its last turn, without tools and with its tool exchange
+    as text (``protocol.untooled``): an executor answers in text. The prompt is placed before the exchange
+    becomes text, so that a tool's result, a user turn once written, is never taken for the user's."""
     doc = dict(body)
     if prompt is not None:
-        _replace_turn(doc, api, prompt)
+        _last_turn(doc, api, prompt)
     return msgspec.json.encode(untooled.without_tools(doc, api)[0])
 
 
-def _replace_turn(doc: dict, api: str, prompt: str) -> None:
+def _last_turn(doc: dict, api: str, prompt: str) -> None:
+    """``prompt`` after the conversation's last turn: it replaces the client's last user turn when that ends the
+    conversation (the prompt quotes the request), else it follows whatever ends it (a tool's result), so the
+    model reads the executor's instruction last."""
     turn = {"role": "user", "content": prompt}
     key = "input" if api == "responses" else "messages"
     items = doc.get(key)
@@ -82,13 +80,17 @@ def _replace_turn(doc: dict, api: str, prompt: str) -> None:
         doc[key] = prompt if api == "responses" else [turn]
         return
     items = list(items)
-    last = untooled.current_turn(items, api)
-    if last is None:
-        items.append(turn)
-    else:
+    end = len(items) - 1
+    if items and untooled.current_turn(items, api) == end:
         # A Messages turn answering tool calls beside the user's words keeps the answers.
-        results = untooled.tool_results_of(items[last], api)
-        items[last] = {"role": "user", "content": [*results, {"type": "text", "text": prompt}]} if results else turn
+        results = untooled.tool_results_of(items[end], api)
+        items[end] = {"role": "user", "content": [*results, {"type": "text", "text": prompt}]} if results else turn
+    elif items and api == "messages" and isinstance(items[end], dict) and items[end].get("role") == "user" \
+            and isinstance(items[end].get("content"), list):
+        # Messages' tool results, a user turn of their own: the prompt joins it (Messages alternates roles).
+        items[end] = {"role": "user", "content": [*items[end]["content"], {"type": "text", "text": prompt}]}
+    else:
+        items.append(turn)
     doc[key] = items
 
 

@@ -16,12 +16,13 @@ import trio
 
 from ..config.algorithm import Algorithm, NativeAccept, Stage
 from ..config.schema import ProviderModel
-from ..errors import LooperBudgetExhausted, LooperNoAcceptedAnswer, UpstreamError
+from ..errors import LooperBudgetExhausted, LooperCallsExhausted, LooperNoAcceptedAnswer, UpstreamError
 from ..protocol import systemone as wire
 from ..protocol.adapters import PATHS, Outbound
 from ..selection import accept as checks
 from ..selection import native_quality
 from ..systemone.deployments import CallFailed
+from ..upstream.dispatch import CallBudget
 from .state import AppState
 
 Response = wire.StandardResponse | wire.BatchResponse
@@ -49,14 +50,14 @@ async def escalate(state: AppState, alg: Algorithm, body: wire.StandardRequest |
     max_calls = budget.max_calls if budget is not None else None
     answers: list[tuple[str, Response]] = []
     verdicts: list[str] = []
-    calls = [0]
+    calls = CallBudget(max_calls)
     for stage in esc.stages:
         if not reaches(stage.model):
             verdicts.append(f"{stage.model}: not allowed for this key, skipped")
             continue
-        if max_calls is not None and calls[0] >= max_calls:
-            raise LooperBudgetExhausted(f"the escalation's budget ran out: max_calls ({max_calls}) spent "
-                                        f"({'; '.join(verdicts)})")
+        if calls.spent():       # calls, not time, ran out: not a timeout
+            raise LooperCallsExhausted(f"the escalation's budget ran out: max_calls ({max_calls}) spent "
+                                       f"({'; '.join(verdicts)})")
         picked = None
         with trio.move_on_at(at) as cut:
             picked = await _stage(state, stage, rules, body, ask, answers, verdicts, calls)
@@ -70,12 +71,12 @@ async def escalate(state: AppState, alg: Algorithm, body: wire.StandardRequest |
 
 
 async def _stage(state: AppState, stage: Stage, rules: NativeAccept, body, ask: Ask,
-                 answers: list[tuple[str, Response]], verdicts: list[str], calls: list[int]
+                 answers: list[tuple[str, Response]], verdicts: list[str], calls: CallBudget
                  ) -> tuple[str, Response] | None:
     model = state.table.models[stage.model]
     if stage.type == "judge":
         return await _judge(state, model, body, _complete(rules, answers), verdicts, calls)
-    calls[0] += 1
+    calls.take()
     try:
         response = await ask(model)
     except CallFailed as exc:
@@ -95,7 +96,7 @@ def _complete(rules: NativeAccept, answers: list[tuple[str, Response]]) -> list[
 
 
 async def _judge(state: AppState, model: ProviderModel, body, complete: list[tuple[str, Response]],
-                 verdicts: list[str], calls: list[int]) -> tuple[str, Response] | None:
+                 verdicts: list[str], calls: CallBudget) -> tuple[str, Response] | None:
     """The judge's choice among the complete answers, by number; an answer it did not name is no choice."""
     if not complete:
         verdicts.append(f"{model.name}: no complete answer to choose from")
@@ -112,12 +113,10 @@ async def _judge(state: AppState, model: ProviderModel, body, complete: list[tup
         return out
 
     try:
-        whole = await state.dispatcher.whole((model,), built, [])
+        whole = await state.dispatcher.whole((model,), built, [], calls.take)     # each attempt takes a call
     except UpstreamError as exc:
-        calls[0] += len(state.upstreams.backends.get(model.name, ())) or 1
         verdicts.append(f"{model.name}: judge {exc.code}")
         return None
-    calls[0] += len(whole.attempts) or 1
     text = checks.answer_text(whole.body, model.api_format, False) if whole.status < 400 else None
     number = NUMBER.search(text or "")
     if number is None or not 1 <= int(number.group()) <= len(complete):

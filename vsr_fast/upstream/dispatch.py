@@ -33,7 +33,7 @@ import trio
 
 from .. import tracing
 from ..config.schema import ProviderModel
-from ..errors import (BackendsBusy, UpstreamError, UpstreamsExhausted, UpstreamStatus,
+from ..errors import (BackendsBusy, CallsSpent, UpstreamError, UpstreamsExhausted, UpstreamStatus,
                       UpstreamTimeout, cause_words, status_cause)
 from . import answers, transport
 from .pool import Backend, Upstreams, credential_header
@@ -64,6 +64,7 @@ RETRY_LATER_STATUS = frozenset({429, 503, 529})
 # while held would get a whole 504 where the stream it began had started.
 HOLD_MAX_S = 1.0
 HOLD_MAX_BYTES = 1024 * 1024
+Take = Callable[[], bool]     # a caller's budget, asked before each attempt: False when it has no call left
 NO_BACKEND = UpstreamError("no backend is configured for the chosen models")
 log = logging.getLogger("vsr_fast.upstream")
 Headers = list[tuple[str, str | bytes]]   # bytes for values passed on from a client, as it sent them
@@ -79,6 +80,7 @@ class Attempt:
     seconds: float
     cause: str | None = None        # why it failed in one word (UpstreamError.cause); None for a success
     failed: bool = False            # the backend's or model's failure (not the request's, not the client's)
+    usage: tuple[int, int] | None = None    # (input, output) its answer reported, where a Looper read it
 
 
 @dataclass(slots=True)
@@ -132,6 +134,23 @@ OutboundFor = Callable[[ProviderModel], "Outbound | Awaitable[Outbound]"]
 async def _built(outbound_for: OutboundFor, model: ProviderModel) -> "Outbound":
     out = outbound_for(model)
     return await out if inspect.isawaitable(out) else out
+
+
+class CallBudget:
+    """A Looper executor's ``max_calls``: every upstream attempt (transport retries included) and every rating or
+    judging call takes one; ``take`` is the dispatcher's ``Take``, asked before each attempt."""
+
+    def __init__(self, max_calls: int | None) -> None:
+        self.max_calls, self.made = max_calls, 0
+
+    def spent(self) -> bool:
+        return self.max_calls is not None and self.made >= self.max_calls
+
+    def take(self) -> bool:
+        if self.spent():
+            return False
+        self.made += 1
+        return True
 
 
 class Dispatcher:
@@ -194,37 +213,48 @@ class Dispatcher:
             backend.succeeded()
         self._on_attempt(attempt)
 
-    async def whole(self, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor, extra: Headers) -> Whole:
+    async def whole(self, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor, extra: Headers,
+                    take: Take | None = None) -> Whole:
         """The first answer that is not a retryable failure."""
-        return await self._rounds(self._whole_round, candidates, outbound_for, extra)
+        return await self._rounds(self._whole_round, candidates, outbound_for, extra, take)
 
     async def stream(self, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor,
-                     extra: Headers) -> Stream | Whole:
+                     extra: Headers, take: Take | None = None) -> Stream | Whole:
         """An open stream with its first chunk, or a Whole for a non-retryable error answer (or a whole answer
         from a backend that does not stream, such as an images model)."""
-        return await self._rounds(self._stream_round, candidates, outbound_for, extra)
+        return await self._rounds(self._stream_round, candidates, outbound_for, extra, take)
 
-    async def _rounds(self, round_fn, candidates, outbound_for, extra):
+    async def _rounds(self, round_fn, candidates, outbound_for, extra, take: Take | None = None):
         """Rounds over the candidates until one answers; another round only after one that a connect error,
         a 429 or a 503 ended, once its Retry-After or a jittered backoff passed, and only within the request's
-        deadline (the pipeline's cancel scope). Nothing has reached the client before a round ends."""
+        deadline (the pipeline's cancel scope). Nothing has reached the client before a round ends. ``take``
+        (a Looper's max_calls) is asked before every attempt, retries included: refused, no attempt is made."""
         attempts: list[Attempt] = []
         policy = self._upstreams.retries
+        failure: UpstreamError = NO_BACKEND
+        spent = False
         for n in range(policy.max_retries + 1):
-            state = _Round()
+            state = _Round(take)
             answer = await round_fn(candidates, outbound_for, extra, attempts, state)
             if not isinstance(answer, UpstreamError):
                 return answer
+            if answer is not NO_BACKEND or failure is NO_BACKEND:
+                failure = answer        # a round the budget stopped before any attempt keeps the last failure
+            if state.spent:
+                spent = True
+                break
             wait = _retry_wait(state, n, policy) if n < policy.max_retries else None
             if wait is None or trio.current_time() + wait >= trio.current_effective_deadline():
                 break
             await trio.sleep(wait)
-        raise _exhausted(answer, attempts)
+        raise _exhausted(failure, attempts, spent)
 
     async def _whole_round(self, candidates, outbound_for, extra, attempts: list[Attempt],
                            rnd: "_Round") -> "Whole | UpstreamError":
         failure: UpstreamError = NO_BACKEND
         for model, backend in self._order(candidates):
+            if not rnd.took():
+                break
             started = time.perf_counter()
             out = await _built(outbound_for, model)
             resp = await self._open(attempts, model, backend, started, out, extra, rnd)
@@ -251,6 +281,8 @@ class Dispatcher:
                             rnd: "_Round") -> "Stream | Whole | UpstreamError":
         failure: UpstreamError = NO_BACKEND
         for model, backend in self._order(candidates):
+            if not rnd.took():
+                break
             started = time.perf_counter()
             out = await _built(outbound_for, model)
             resp = await self._open(attempts, model, backend, started, out, extra, rnd)
@@ -396,8 +428,17 @@ def _transport_failure(exc: Exception, backend: Backend) -> UpstreamError:
 class _Round:
     """What one round over the candidates learned about trying again."""
 
+    take: "Take | None" = None
     retryable: bool = False
     retry_after: float | None = None     # the largest Retry-After (seconds) a backend sent
+    spent: bool = False                  # ``take`` refused an attempt: no more in this call
+
+    def took(self) -> bool:
+        """Whether the next attempt may be made (the caller's budget took it)."""
+        if self.take is None or self.take():
+            return True
+        self.spent = True
+        return False
 
 
 def _retry_wait(rnd: _Round, n: int, policy) -> float | None:
@@ -461,13 +502,18 @@ def _status_failure(status: int, body: bytes, resp: Response, model: ProviderMod
                              headers=resp.rate_headers())
 
 
-def _exhausted(failure: UpstreamError, attempts: list[Attempt]) -> UpstreamError:
+def _exhausted(failure: UpstreamError, attempts: list[Attempt], spent: bool = False) -> UpstreamError:
     """The client's error once every attempt failed: its message names each attempt's model and what it
-    answered or why it failed, never a backend's name or address (those are in ``detail``, for the log)."""
+    answered or why it failed, never a backend's name or address (those are in ``detail``, for the log).
+    It keeps the attempts, for a caller that records each (the Looper). ``spent``: the caller's budget refused
+    an attempt (``CallsSpent`` when it refused the first)."""
     if failure is NO_BACKEND:
-        return UpstreamError("no backend is configured for the chosen models")
-    exhausted = _gave_up(failure, attempts)
-    exhausted.backend = attempts[-1].backend if attempts else None
+        exhausted = CallsSpent("the budget has no call left") if spent else \
+            UpstreamError("no backend is configured for the chosen models")
+    else:
+        exhausted = _gave_up(failure, attempts)
+        exhausted.backend = attempts[-1].backend if attempts else None
+    exhausted.attempts = list(attempts)
     return exhausted
 
 

@@ -17,6 +17,7 @@ from ._ir import NoTurns as NoTurns
 from ._ir import answer_events as answer_events
 from ._losses import WARNINGS_LIMIT_BYTES as WARNINGS_LIMIT_BYTES
 from ._losses import Loss as Loss
+from ._losses import dropped as dropped
 from ._losses import render_warnings as render_warnings
 from ._losses import sf_string as sf_string
 from ._sse import SSEParser as SSEParser
@@ -35,6 +36,7 @@ DEFAULT_MAX_TOKENS = _messages.DEFAULT_MAX_TOKENS
 __all__ = [
     "Answer", "BY_FORMAT", "CHAT", "GUARDED", "Conversation", "DEFAULT_MAX_TOKENS", "IMAGES", "Loss", "MESSAGES", "NewId",
     "NoTurns", "PATHS", "Passthrough", "RESPONSES", "SSEParser", "StreamTranslator", "Translating",
-    "WARNINGS_LIMIT_BYTES", "WholeToStream", "answer_events", "chat_messages", "is_error_of", "new_id", "read_error",
+    "WARNINGS_LIMIT_BYTES", "WholeToStream", "answer_events", "chat_messages", "dropped",
+    "is_error_of", "new_id", "read_error",
     "render_warnings", "sf_string",
 ]

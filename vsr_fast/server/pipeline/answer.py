@@ -489,6 +489,7 @@ async def error(ex: Exchange, send: Send, exc: VsrError) -> None:
     status, content_type, body = ex.adapter.error(exc)
     ex.status = status
     ex.recipe = ex.recipe or getattr(exc, "recipe", None)
+    looped = ex.path == h.ResponsePath.LOOPER
     ex.path = h.ResponsePath.RATE_LIMITED if isinstance(exc, RateLimited) else h.ResponsePath.ERROR
     ex.warnings = render_warnings([], codes=ex.codes)
     headers = ex.headers(content_type)
@@ -496,3 +497,11 @@ async def error(ex: Exchange, send: Send, exc: VsrError) -> None:
         headers.append((b"retry-after", str(exc.retry_after_s).encode()))
     headers += exc.headers
     await send_whole(send, status, headers, body)
+    spent = ex.cost.usage if ex.cost is not None else None
+    if looped or spent is not None:
+        # A Looper run that failed: the record keeps what its calls spent, as the headers said (x-vsr-cost), how
+        # the request was answered and the last model called (x-vsr-selected-model).
+        ex.rec.answered(status=status, path=ex.path.value, model=ex.model, complete=False, content_type=content_type,
+                        streamed=ex.req is not None and ex.adapter.stream(ex.req),
+                        cost=(ex.cost.total, ex.cost.currency) if ex.cost is not None else (None, None),
+                        usage=(*spent, spent[0] + spent[1]) if spent is not None else None)

@@ -57,13 +57,15 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
     streamed = ex.adapter.stream(req)
     alg = looper.algorithm_of(r)
     r = ex.route = await looper.select(ex, r, alg)
+    kind = kind_of(alg) if alg is not None else "static"
     # Before any candidate is called: a later one of another format must not be the first to find the
-    # conversation empty, after an earlier one was tried.
-    r = ex.route = _carrying(ex, r)
+    # conversation empty, after an earlier one was tried. An executor that writes its own answer asks each
+    # call for one choice (``executors.Calls``): no candidate is left out for the client's n.
+    if kind not in WRITERS:
+        r = ex.route = _carrying(ex, r)
     ex.adapter.refuse_empty(req, (c.api_format for c in r.candidates))
     ex.model = r.candidates[0].name if r.candidates else None
     tally = ex.cost = Tally()
-    kind = kind_of(alg) if alg is not None else "static"
     if alg is not None and kind == "escalate":
         answer = await looper.escalate(ex, r.candidates, outbound_for, alg, streamed, tally,  # counts its calls
                                        rewritten)

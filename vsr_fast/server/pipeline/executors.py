@@ -10,8 +10,9 @@
   roles as configured; ``dynamic``: as the planner model wrote them (JSON).
 
 Every call is a whole (non-streamed) request to one candidate, written from the
-client's request with its last user turn replaced when the executor asks
-something else, tools left out (an executor answers in text; the tool calls and
+client's request with the executor's question as its last turn when it asks
+something else (``synthesis.with_prompt``), for one choice (Chat's ``n`` is dropped, and
+said so), tools left out (an executor answers in text; the tool calls and
 results in the history become text, which a provider takes without tools, and
 ``x-vsr-warnings`` lists what was dropped and converted), through the
 shaping plugins and masking like any candidate's.
@@ -21,8 +22,9 @@ the candidates): before any call, a model the executor cannot do without (the re
 judge, the workflow's planner and final model) that the key cannot reach is a 403 ``model_not_allowed``; a panel
 or role member it cannot reach is left out, each named in ``x-vsr-warnings`` as ``model_not_allowed;model=...``,
 and a panel or role left with none is the 403. The calls share the
-executor's ``budget`` (deadline and max_calls from the request's arrival) and
-their cost is summed. ``on_error: skip`` (the default) drops a failed call;
+executor's ``budget`` (deadline and max_calls from the request's arrival, every attempt counted) and
+their cost and usage are summed; each call is charged to the caller and counted under its own model as it
+ends, so a run that fails has paid for what it spent. ``on_error: skip`` (the default) drops a failed call;
 ``fail`` fails the request. A streamed request gets the answer once it exists,
 as one held stream: these executors must have every answer before they write theirs.
 """
@@ -35,16 +37,17 @@ import trio
 
 from ...config.algorithm import Algorithm, Fusion, WorkflowFinal, WorkflowRole, Workflows
 from ...config.schema import ProviderModel
-from ...errors import KeyNotAllowed, LooperBudgetExhausted, LooperCallsFailed, UpstreamError
+from ...errors import CallsSpent, KeyNotAllowed, LooperBudgetExhausted, LooperCallsFailed, RequestError, UpstreamError
 from ...headers import registry as h
-from ...protocol.translate import sf_string
+from ...protocol.translate import dropped, sf_string
 from ...protocol.untooled import without_tools
 from ...selection import accept as checks
 from ...selection import synthesis as syn
 from ...selection.cost import Tally, Tokens
 from ...upstream import Attempt, Stream, Whole
+from ...upstream.dispatch import CallBudget
 from .exchange import Exchange
-from .looper import Rewrite, Spent, Tune, fixed, metric, note, nothing
+from .looper import Rewrite, Spent, Tune, count_tokens, fixed, metric, note, nothing, prepaid, spent_on
 
 _DECODE = msgspec.json.Decoder()
 _MAX_TOKENS = {"openai": "max_tokens", "anthropic": "max_tokens", "responses": "max_output_tokens"}
@@ -62,34 +65,50 @@ class Calls:
         budget = alg.budget
         self.at = ex.arrived + budget.deadline_ms / 1000 if budget is not None and budget.deadline_ms else ex.deadline
         self.max_calls = budget.max_calls if budget is not None else None
+        self.calls = CallBudget(self.max_calls)
         self.fail = alg.on_error == "fail"
-        self.made = 0
         self.attempts: list[Attempt] = []
         self.verdicts: list[str] = []
         self.backends: dict = {}
+        self.used = Tokens()        # every call's usage, summed: the answer's usage
         self.body = syn.plain_body(ex.req.raw) if ex.req is not None else {}
         # Every call leaves the tools out (``with_prompt``): the client hears of it as of any field not carried.
         ex.losses += without_tools(self.body, ex.api)[1]
+        # Chat's n: each call answers once (the executor writes its one answer, ratings one per model), so no
+        # candidate is left out for a choice count it could not carry; the client is told n was not honoured.
+        n = self.body.pop("n", None) if ex.api == "chat" else None
+        if isinstance(n, int) and n > 1:
+            ex.losses.append(dropped("n"))
         self.original = ex.adapter.canonical(ex.req).text if ex.req is not None else ""
 
     def required(self, name: str | None, what: str) -> None:
-        """KeyNotAllowed (403, before any call) when the key cannot reach ``name``, a model the executor needs."""
+        """KeyNotAllowed (403, before any call) when the key cannot reach ``name``, a model the executor needs;
+        a 400 naming the field when ``name`` is not among this request's candidates."""
         if name is not None and not self.reaches(name):
             raise KeyNotAllowed(f"this key may not reach {name!r}, the {what}", param="model")
+        if name is not None and name not in self.models:
+            raise RequestError(f"{name!r}, the {what}, is not among this request's candidates "
+                               f"({', '.join(self.models)})", param="model")
 
     def reachable(self, names: Sequence[str], what: str) -> list[bool]:
-        """Which of ``names`` the key reaches; each it does not is named in x-vsr-warnings and the trace.
-        KeyNotAllowed (403, before any call) when it reaches none of them."""
+        """Which of ``names`` the key reaches (and this request's candidates hold); each it does not is named in
+        x-vsr-warnings and the trace. KeyNotAllowed (403, before any call) when it reaches none of them."""
         kept = [self.reaches(n) for n in names]
         if not any(kept):
             raise KeyNotAllowed(f"this key may reach none of the {what} ({', '.join(names)})", param="model")
         for name in dict.fromkeys(n for n, ok in zip(names, kept) if not ok):
             self.ex.codes.append(f"model_not_allowed;model={sf_string(name)}")
             self.verdicts.append(f"{name}: not allowed for this key, skipped")
-        return kept
+        held = [ok and n in self.models for n, ok in zip(names, kept)]
+        if not any(held):
+            raise RequestError(f"none of the {what} ({', '.join(names)}) is among this request's candidates",
+                               param="model")
+        for name in dict.fromkeys(n for n, ok, h in zip(names, kept, held) if ok and not h):
+            self.verdicts.append(f"{name}: not a candidate of this request, skipped")
+        return held
 
     def exhausted(self) -> str | None:
-        if self.max_calls is not None and self.made >= self.max_calls:
+        if self.calls.spent():
             return f"max_calls ({self.max_calls}) spent"
         if trio.current_time() >= self.at:
             return "the deadline passed"
@@ -97,39 +116,56 @@ class Calls:
 
     async def ask(self, name: str, prompt: str | None, *, temperature: float | None = None,
                   max_tokens: int | None = None, agent: str | None = None) -> syn.Reply | None:
-        """One whole answer of model ``name`` to the request (its last user turn ``prompt`` when given); None when
+        """One whole answer of model ``name`` to the request (``prompt``, when given, as its last turn); None when
         it failed (on_error: skip) or the budget ran out."""
-        model = self.models[name]
+        model = self.models.get(name)
+        if model is None:           # held off by ``required`` and ``reachable``: never a 500
+            self.verdicts.append(f"{name}: not a candidate of this request, skipped")
+            return None
         spent = self.exhausted()
         if spent is not None:
             self.verdicts.append(f"{name}: not called, {spent}")
             return None
-        self.made += 1
+        self.ex.model = name        # the last model called: what an error names, as the record does
         outbound = await self.build(model, syn.with_prompt(self.body, self.ex.api, prompt),
                                     _tuning(temperature, max_tokens))
         failure = None
         with trio.move_on_at(self.at) as cut:
             try:
-                whole = await self.ex.state.dispatcher.whole((model,), fixed(outbound), [])
+                whole = await self.ex.state.dispatcher.whole((model,), fixed(outbound), [], self.calls.take)
+            except CallsSpent:
+                self.verdicts.append(f"{name}: not called, max_calls ({self.max_calls}) spent")
+                return None
             except UpstreamError as exc:
+                self.attempts += exc.attempts
                 failure = exc.code
         if cut.cancelled_caught:
             failure = "cut by the budget"
         if failure is not None:
             return self._failed(name, failure)
         self.attempts += whole.attempts
-        self.made += len(whole.attempts) - 1
         self.backends[name] = whole.backend
         if whole.status >= 400:
             return self._failed(name, f"HTTP {whole.status}")
         tokens = Tokens()
         tokens.read(whole.body)
-        self.tally.add(model, tokens)
+        self.charge(model, tokens, whole.attempts)
         text = checks.answer_text(whole.body, model.api_format, False)
         if not text or not text.strip():
             return self._failed(name, "no usable answer")
         self.verdicts.append(f"{agent or name}: answered")
         return syn.Reply(name, text, tokens.input, tokens.output, agent)
+
+    def charge(self, model: ProviderModel, tokens: Tokens, attempts: list[Attempt]) -> None:
+        """One call's usage: its cost, its tokens under its own model, charged to the caller as it ends (a run
+        that fails later has spent it), on its attempt (the record's) and summed into the answer's usage."""
+        spent_on(attempts, tokens)
+        self.tally.add(model, tokens)
+        count_tokens(self.ex, model.name, tokens)
+        if tokens.seen:
+            self.used.seen = True
+            self.used.input += tokens.input
+            self.used.output += tokens.output
 
     def _failed(self, name: str, why: str) -> None:
         self.verdicts.append(f"{name}: {why}")
@@ -201,6 +237,14 @@ def answer_of(calls: Calls, answer: syn.Answer, algorithm: str, streamed: bool) 
     ex = calls.ex
     model = msgspec.structs.replace(calls.models[answer.model], api_format="openai")
     backend = calls.backends[answer.model]
+    # The usage of every call (the planner's, a judge's, one whose answer was unusable): each was charged and
+    # counted as it ended, so the meter reads this sum without charging it again.
+    answer.input_tokens, answer.output_tokens = calls.used.input, calls.used.output
+    if ex.meter is not None:
+        ex.meter.prepaid = True
+    if streamed and ex.api != "chat":
+        # Held whole, so the header can say what the translation will drop: the choices past the first.
+        ex.losses += [dropped(f"choices[{i}]") for i in range(1, len(answer.choices))]
     ex.path = h.ResponsePath.LOOPER
     ex.rec.attempts(calls.attempts)
     note(ex, "looper", calls.verdicts)
@@ -221,8 +265,8 @@ async def ratings(calls: Calls, alg: Algorithm, streamed: bool) -> Stream | Whol
     replies = await calls.panel([(n, None, None) for n in names], limit)
     if not replies:
         raise calls.none_answered("ratings")
-    answer = syn.summed(syn.Answer(replies[0].model, [(r.text, r.model) for r in replies],
-                                   extension={"models": [r.model for r in replies]}), replies)
+    answer = syn.Answer(replies[0].model, [(r.text, r.model) for r in replies],
+                        extension={"models": [r.model for r in replies]})
     return answer_of(calls, answer, "ratings", streamed)
 
 
@@ -234,7 +278,6 @@ async def remom(calls: Calls, alg: Algorithm, refs: Sequence[tuple[str, float]],
     calls.required(cfg.synthesis_model, "remom synthesis_model")
     schedule = [*cfg.breadth_schedule, 1]
     rounds: list[list[syn.Reply]] = []
-    used: list[syn.Reply] = []
     for k, breadth in enumerate(schedule):
         last = k == len(schedule) - 1
         names = [cfg.synthesis_model] if last and cfg.synthesis_model else \
@@ -244,7 +287,6 @@ async def remom(calls: Calls, alg: Algorithm, refs: Sequence[tuple[str, float]],
         quorum = cfg.min_successful_responses if cfg.min_successful_responses else None
         replies = await calls.panel([(n, prompt, None) for n in names], cfg.max_concurrent or len(names), quorum,
                                     temperature=cfg.temperature, max_tokens=cfg.max_completion_tokens)
-        used += replies
         if not replies:
             if rounds and not calls.fail:
                 break
@@ -257,7 +299,7 @@ async def remom(calls: Calls, alg: Algorithm, refs: Sequence[tuple[str, float]],
     extension = {"rounds": [{"round": i + 1, "breadth": schedule[i],
                              "responses": [{"model": r.model, "content": r.text} for r in replies]}
                             for i, replies in enumerate(rounds)]} if cfg.include_intermediate_responses else {}
-    answer = syn.summed(syn.Answer(final.model, [(final.text, final.model)], extension=extension), used)
+    answer = syn.Answer(final.model, [(final.text, final.model)], extension=extension)
     return answer_of(calls, answer, "remom", streamed)
 
 
@@ -273,12 +315,11 @@ async def fusion(calls: Calls, alg: Algorithm, streamed: bool) -> Stream | Whole
                                 cfg.min_successful_responses, **tuning)
     if not replies:
         raise calls.none_answered("fusion panel")
-    analysis, used = None, list(replies)
+    analysis = None
     if cfg.analysis_mode == "separate":
         judged = await calls.ask(judge, syn.fusion_analysis_prompt(cfg.analysis_template, calls.original, replies),
                                  **tuning)
         if judged is not None:
-            used.append(judged)
             analysis = syn.parse_analysis(judged.text)
     final = await calls.ask(judge, syn.fusion_final_prompt(cfg.synthesis_template, calls.original, replies, analysis),
                             **tuning)
@@ -290,7 +331,7 @@ async def fusion(calls: Calls, alg: Algorithm, streamed: bool) -> Stream | Whole
         extension["analysis"] = analysis
     if cfg.include_intermediate_responses:
         extension["responses"] = [{"model": r.model, "content": r.text} for r in replies]
-    answer = syn.summed(syn.Answer(judge, [(final.text, judge)], extension=extension), [*used, final])
+    answer = syn.Answer(judge, [(final.text, judge)], extension=extension)
     return answer_of(calls, answer, "fusion", streamed)
 
 
@@ -316,19 +357,16 @@ async def workflows(calls: Calls, alg: Algorithm, streamed: bool) -> Stream | Wh
         if not replies:
             raise calls.none_answered(f"workflow's {role.name} role")
         steps.append(syn.Step(role.name, role.prompt, replies))
-    used = [r for s in steps for r in s.replies]
     final_model = final_cfg.model or roles[-1].models[members[-1][0]]
     final = await calls.ask(final_model, syn.workflow_final_prompt(calls.original, final_cfg.prompt, steps), **tuning)
     if final is None:
         final = steps[-1].replies[0]        # on_error: skip: the last role's first answer stands
-    else:
-        used.append(final)
     extension = {"steps": [{"role": s.role, "responses": [{"agent": r.agent, "model": r.model, "content": r.text}
                                                           for r in s.replies]} for s in steps]} \
         if w.include_intermediate_responses else {}
     if plan is not None:
         extension["plan"] = plan
-    answer = syn.summed(syn.Answer(final.model, [(final.text, final.model)], extension=extension), used)
+    answer = syn.Answer(final.model, [(final.text, final.model)], extension=extension)
     return answer_of(calls, answer, "workflows", streamed)
 
 
@@ -369,6 +407,7 @@ async def run(ex: Exchange, kind: str, alg: Algorithm, candidates: Sequence[Prov
         return await workflows(calls, alg, streamed)
     finally:
         if ex.path != h.ResponsePath.LOOPER:       # failed before it answered: still record what it called
+            prepaid(ex)
             ex.rec.attempts(calls.attempts)
             note(ex, "looper", calls.verdicts)
             metric(ex, calls.tally)

@@ -5,10 +5,13 @@ keep the others as its fallbacks; ``systemone`` asks the decision model one choi
 question over the candidates' descriptions, in a call of its own. The ``escalate`` executor calls the candidates one at a
 time, in ``order``, and returns the first answer its ``accept`` check passes,
 under a ``budget`` counted from the request's arrival: ``deadline_ms`` and
-``max_calls`` (every upstream attempt, transport retries included). A streamed
+``max_calls`` (every upstream attempt, transport retries included, and every rating or check call; the
+dispatcher asks the budget before each attempt). A streamed
 request is held whole while it is judged (a check reads the whole answer), then
 relayed. When the budget runs out or no answer passes, ``on_error`` decides:
-``last_attempt`` (the default) returns the last answer, ``fail`` the Looper's error.
+``last_attempt`` (the default) returns the last answer (an upstream's error answer is a failed call, not an
+answer), ``fail`` the Looper's error. With no answer at all, the last call's failure is the error, written in
+the router's shape the same whole and streamed.
 
 Every call's cost (``selection.cost``) is summed on the exchange's tally; every call's tokens and cost reach
 vsr_tokens_total and vsr_cost_total under its model (the answer's tokens through the request's usage meter).
@@ -25,7 +28,8 @@ import trio
 from ...config.algorithm import Algorithm, AnswerCheck, MultiFactor, SystemOneSelect, Turn, kind_of
 from ...config.catalog import PRIMARY
 from ...config.schema import ProviderModel
-from ...errors import LooperBudgetExhausted, LooperNoAcceptedAnswer, UpstreamError, cause_words
+from ...errors import (CallsSpent, LooperBudgetExhausted, LooperCallsExhausted, LooperNoAcceptedAnswer, UpstreamError,
+                       UpstreamStatus, cause_words)
 from ...headers import registry as h
 from ...headers import trace
 from ...plugins.response_guard import HOLD_LIMIT_BYTES
@@ -38,7 +42,7 @@ from ...selection.cost import StreamUsage, Tally, Tokens
 from ...selection.static import by_size
 from ...systemone.presets import PRESETS
 from ...upstream import Attempt, Stream, Whole, failure_cause
-from ...upstream.dispatch import OutboundFor, _built
+from ...upstream.dispatch import CallBudget, OutboundFor, _built
 from ...upstream.transport import TransportError
 from ..recording import session_id
 from .exchange import Exchange
@@ -341,14 +345,14 @@ def _turn_slice(turn: Turn, first: bool, remaining: float) -> tuple[float | None
     return min(turn.rescue_cap_ms / 1000, remaining), None
 
 
-async def _call(ex: Exchange, model: ProviderModel, outbound_for: OutboundFor, streamed: bool
+async def _call(ex: Exchange, model: ProviderModel, outbound_for: OutboundFor, streamed: bool, take
                 ) -> tuple[Stream | Whole, bytes]:
     """One candidate's whole answer; a stream is held (bounded) and handed back as one chunk."""
     dispatcher = ex.state.dispatcher
     if not streamed:
-        whole = await dispatcher.whole((model,), outbound_for, [])
+        whole = await dispatcher.whole((model,), outbound_for, [], take)
         return whole, whole.body
-    answer = await dispatcher.stream((model,), outbound_for, [])
+    answer = await dispatcher.stream((model,), outbound_for, [], take)
     if isinstance(answer, Whole):
         return answer, answer.body
     held = bytearray(answer.first)
@@ -367,9 +371,27 @@ async def _call(ex: Exchange, model: ProviderModel, outbound_for: OutboundFor, s
     return dataclasses.replace(answer, first=body, rest=nothing(), response=Spent()), body
 
 
+def _error_answer(answer: Stream | Whole) -> UpstreamStatus:
+    """A backend's error answer as the failure it is: an upstream error is not an answer ``last_attempt`` returns."""
+    body = answer.body if isinstance(answer, Whole) else answer.first
+    return UpstreamStatus.at(answer.backend.label, f"answered HTTP {answer.status}", status=answer.status, body=body,
+                             content_type=answer.content_type or "application/json",
+                             api_format=answer.model.api_format,
+                             retry_after_s=answer.retry_after_s if isinstance(answer, Whole) else None)
+
+
+def _reported(failure: UpstreamError, verdicts: list[str]) -> UpstreamError:
+    """The last call's failure as the escalation's error: a backend's error answer is read and written in the
+    router's shape (``tried`` names every call's verdict), the same whole and streamed."""
+    if isinstance(failure, UpstreamStatus):
+        failure.tried = f"escalate: {'; '.join(verdicts)}"
+    return failure
+
+
 async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor,
                    alg: Algorithm, streamed: bool, tally: Tally, rewritten: Rewrite | None = None) -> Stream | Whole:
-    """The first accepted answer of the candidates in order, within the budget; else ``on_error``."""
+    """The first accepted answer of the candidates in order, within the budget; else ``on_error``: the last
+    answer (an upstream's error answer is none), or the error."""
     esc = alg.escalate
     assert esc is not None and esc.accept is not None    # a Chat recipe's escalate has its check (load checks)
     budget = alg.budget
@@ -380,16 +402,16 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
     asked: dict[str, tuple[bool, int]] = {}
     ask = _asking(outbound_for, alg, token_cap, asked)
     attempts: list[Attempt] = []
-    last: Stream | Whole | None = None
-    failure: UpstreamError | None = None
+    last: Stream | Whole | None = None      # the last real answer
+    failure: UpstreamError | None = None    # the last call's failure
     verdicts: list[str] = []
-    exhausted = None
-    calls = 0
+    exhausted, timed = None, True           # why the budget stopped it; by time (else max_calls)
+    calls = CallBudget(max_calls)
     spent: list[tuple[Stream | Whole, Tokens]] = []     # each answered call's usage, for vsr_tokens_total
     ex.path = h.ResponsePath.LOOPER
     for i, model in enumerate(ordered(alg, candidates, ex.state.upstreams.live)):
-        if max_calls is not None and calls >= max_calls:
-            exhausted = f"max_calls ({max_calls}) spent"
+        if calls.spent():
+            exhausted, timed = f"max_calls ({max_calls}) spent", False
             break
         now = trio.current_time()
         if now >= at:
@@ -404,17 +426,17 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
                 break
             stop = min(at, now + share)
             token_cap[0] = int(remaining * turn.tokens_per_s)
+        ex.model = model.name       # the last model called: what an error names, as the record does
         answer = None
         with trio.move_on_at(stop) as cut:
             try:
-                answer, body = await _call(ex, model, ask, streamed)
+                answer, body = await _call(ex, model, ask, streamed, calls.take)
             except UpstreamError as exc:
+                attempts += exc.attempts
                 failure = exc
                 verdicts.append(f"{model.name}: {exc.code}")
-                calls += len(ex.state.upstreams.backends.get(model.name, ())) or 1   # each backend was tried
         if cut.cancelled_caught and stop < at:
             verdicts.append(f"{model.name}: cut at its share of the turn")   # a rescue may follow
-            calls += 1
             continue
         if cut.cancelled_caught:
             exhausted = f"deadline ({budget.deadline_ms} ms from arrival) passed"  # type: ignore[union-attr]
@@ -423,67 +445,74 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
         if answer is None:
             continue
         attempts += answer.attempts
-        calls += len(answer.attempts)
-        if answer.status < 400:
-            tokens = _tokens(body, isinstance(answer, Stream))
-            tally.add(answer.model, tokens)
-            spent.append((answer, tokens))
+        if answer.status >= 400:
+            failure = _error_answer(answer)
+            verdicts.append(f"{model.name}: HTTP {answer.status}")
+            await _close(answer)
+            continue
+        tokens = _tokens(body, isinstance(answer, Stream))
+        spent_on(answer.attempts, tokens)
+        tally.add(answer.model, tokens)
+        spent.append((answer, tokens))
         if last is not None:
             await _close(last)
         last = answer
-        if answer.status >= 400:
-            verdicts.append(f"{model.name}: HTTP {answer.status}")
-            continue
         as_stream = streamed and isinstance(answer, Stream)
         ok, why = checks.accepted(esc.accept, body, as_stream, answer.model.api_format)
         conf = esc.accept.confidence
         if ok and conf is not None and conf.method == "self_verify" and rewritten is not None:
-            calls += 1                                  # the model's rating of its own answer: one more call
+            # The model's rating of its own answer: one more call, when the budget has one.
             ok, why = False, "self_verify: cut by the budget"
             with trio.move_on_at(at):
-                ok, why, rated = await _self_verify(ex, answer.model, body, as_stream, conf.gte, rewritten, tally)
+                ok, why, rated = await _self_verify(ex, answer.model, body, as_stream, conf.gte, rewritten, tally,
+                                                    calls.take)
                 attempts += rated
         if ok and esc.accept.systemone is not None:
-            calls += 1                                  # the judge's call counts against the budget
-            ok, why = False, "answer_check: cut by the budget"
-            with trio.move_on_at(at):
-                ok, why = await _answer_check(ex, esc.accept.systemone, answer.model, body, as_stream)
+            ok, why = False, "answer_check: max_calls spent"
+            if calls.take():                            # the judge's call counts against the budget
+                why = "answer_check: cut by the budget"
+                with trio.move_on_at(at):
+                    ok, why = await _answer_check(ex, esc.accept.systemone, answer.model, body, as_stream)
         verdicts.append(f"{model.name}: {why}, {'accepted' if ok else 'rejected'}")
         if ok:
             _done(ex, attempts, verdicts, tally, spent, answer)
             return _as_asked(answer, asked)
     fail = alg.on_error == "fail"
     _done(ex, attempts, verdicts, tally, spent, None if fail else last)    # last: returned unless it fails
-    if exhausted is not None:
-        if last is None or fail:
-            if last is not None:
-                await _close(last)
-            raise LooperBudgetExhausted(f"the escalation's budget ran out: {exhausted} ({'; '.join(verdicts)})")
+    if last is not None and not fail:
         return _as_asked(last, asked)
-    if last is None:
-        raise failure if failure is not None else UpstreamError("no candidate answered")
-    if fail:
+    prepaid(ex)
+    if last is not None:
         await _close(last)
-        raise LooperNoAcceptedAnswer(f"no candidate's answer passed the accept check ({'; '.join(verdicts)})")
-    return _as_asked(last, asked)
+    why = "; ".join(verdicts)
+    if exhausted is not None and (timed or last is not None or failure is None):
+        raise (LooperBudgetExhausted if timed else LooperCallsExhausted)(
+            f"the escalation's budget ran out: {exhausted} ({why})")
+    if last is None:
+        # max_calls spent after a failure, or every candidate failed: the real cause, the last failure.
+        raise _reported(failure, verdicts) if failure is not None else UpstreamError("no candidate answered")
+    raise LooperNoAcceptedAnswer(f"no candidate's answer passed the accept check ({why})")
 
 
 async def _self_verify(ex: Exchange, model: ProviderModel, body: bytes, streamed: bool, gte: float,
-                       rewritten: Rewrite, tally: Tally) -> tuple[bool, str, list[Attempt]]:
+                       rewritten: Rewrite, tally: Tally, take) -> tuple[bool, str, list[Attempt]]:
     """confidence.self_verify: the model that answered rates its own answer (0..1) when asked, in a whole call
-    whose cost counts; an answer it could not rate is not accepted."""
+    whose cost counts and that ``take`` (max_calls) allows; an answer it could not rate is not accepted."""
     text = checks.answer_text(body, model.api_format, streamed)
     if not text or ex.req is None:
         return False, "self_verify: nothing to rate", []
     prompt = checks.SELF_VERIFY.format(question=ex.adapter.canonical(ex.req).text, answer=text)
     out = await rewritten(model, synthesis.with_prompt(synthesis.plain_body(ex.req.raw), ex.api, prompt))
     try:
-        whole = await ex.state.dispatcher.whole((model,), fixed(out), [])
+        whole = await ex.state.dispatcher.whole((model,), fixed(out), [], take)
+    except CallsSpent:
+        return False, "self_verify: max_calls spent", []
     except UpstreamError as exc:
-        return False, f"self_verify: {exc.code}", []
+        return False, f"self_verify: {exc.code}", exc.attempts
     if whole.status >= 400:
         return False, f"self_verify: HTTP {whole.status}", whole.attempts
     tokens = _tokens(whole.body, False)
+    spent_on(whole.attempts, tokens)
     tally.add(model, tokens)
     count_tokens(ex, model.name, tokens)
     rating = checks.self_rating(checks.answer_text(whole.body, model.api_format, False) or "")
@@ -561,6 +590,12 @@ def _tokens(body: bytes, streamed: bool) -> Tokens:
     return reader.tokens
 
 
+def spent_on(attempts: list[Attempt], tokens: Tokens) -> None:
+    """A call's usage on the attempt that answered it (the last): the replay record says what each call spent."""
+    if tokens.seen and attempts:
+        attempts[-1].usage = (tokens.input, tokens.output)
+
+
 def count_tokens(ex: Exchange, model: str, tokens: Tokens) -> None:
     """vsr_tokens_total and the caller's token limits for a call whose answer the client does not get (the
     request's usage meter never reads it): a rejected escalation step or a self-verify rating is paid for."""
@@ -569,6 +604,13 @@ def count_tokens(ex: Exchange, model: str, tokens: Tokens) -> None:
         ex.state.metrics.tokens.inc(model, "output", by=tokens.output)
         if ex.meter is not None:
             ex.meter.unsent += tokens.input + tokens.output
+
+
+def prepaid(ex: Exchange) -> None:
+    """A Looper run that failed: every call it made was charged as it ended (``count_tokens``), and that is what
+    the request is charged, not an estimate of its prompt besides."""
+    if ex.meter is not None:
+        ex.meter.prepaid = True
 
 
 async def _close(answer: Stream | Whole) -> None:

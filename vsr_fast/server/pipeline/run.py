@@ -74,7 +74,7 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
         meter = ex.meter
         if meter is not None:
             meter.finish()
-            if meter.seen:
+            if meter.seen and not meter.prepaid:     # an executor's calls were counted each under its model
                 m.tokens.inc(ex.model or "", "input", by=meter.input)
                 m.tokens.inc(ex.model or "", "output", by=meter.output)
         if state.access_log is not None or span is not None:
