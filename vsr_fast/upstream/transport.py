@@ -11,6 +11,7 @@ connect / read / write / pool timeouts are the same code as before.
 """
 from __future__ import annotations
 
+import logging
 import re
 import socket
 import ssl
@@ -18,14 +19,18 @@ import zlib
 from collections.abc import AsyncIterator, Sequence
 from urllib.parse import urlsplit
 
+import h11
 import httpcore
 import httpx
+from httpcore._async.http11 import AsyncHTTP11Connection
 
 from ..errors import UpstreamInvalid
 from ..headers.registry import provider_rate_headers
 from ..locks import quiet
 from .lease import Lease
-from .stream import Backend
+from .stream import Backend, StaleConnection
+
+log = logging.getLogger("vsr_fast.upstream")
 
 # Every failure of the connection or of HTTP itself; what the dispatcher turns into UpstreamError.
 TransportError = (httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError,
@@ -150,7 +155,27 @@ class _QuietConnection(httpcore.AsyncHTTPConnection):
         self.__dict__["_connection"] = connection
         if connection is not None:
             quiet(getattr(connection, "_state_lock", None))
+            if type(connection) is AsyncHTTP11Connection:
+                connection.__class__ = _Exact
             self.__class__ = httpcore.AsyncHTTPConnection
+
+
+class _Exact(AsyncHTTP11Connection):
+    """An HTTP/1.1 connection kept for the next request only if its answer ended where its framing said: bytes
+    past it (a second answer nobody asked for, a stray CRLF) would be read as the next request's answer, another
+    user's. Closed instead, as nginx does ("upstream sent more data than specified"); bytes that arrive once it
+    idles make its socket readable, and httpcore's pool closes a readable idle connection before lending it."""
+
+    async def _response_closed(self) -> None:
+        state = self._h11_state
+        if state.their_state is h11.DONE:
+            extra = state.trailing_data[0]
+            if extra:
+                log.warning("upstream %s sent %d bytes past the end of its answer; its connection is closed, "
+                            "not reused", self._origin, len(extra))
+                await self.aclose()
+                return
+        await super()._response_closed()
 
 
 class Response:
@@ -219,6 +244,14 @@ async def send(pool: httpcore.AsyncConnectionPool, origin: Origin, path: str, bo
         headers=[(b"Host", origin.host_header), *headers, (b"Content-Length", b"%d" % len(body))],
         content=body, extensions={"timeout": timeouts},
     )
+    # A kept-alive connection the backend closed as the request went out (its idle timeout) fails with nothing
+    # answered: sent again on another, as nginx and Go's client do, neither an attempt nor the backend's failure.
+    # Each such failure closes the connection, so past the pool's size the request has a new one.
+    for _ in range(pool._max_connections):
+        try:
+            return Response(await pool.handle_async_request(request), label, lease)
+        except StaleConnection as exc:
+            log.debug("upstream %s closed a kept-alive connection before answering (%s); sent again", label, exc)
     return Response(await pool.handle_async_request(request), label, lease)
 
 
