@@ -235,7 +235,7 @@ class Dispatcher:
             try:
                 body = await _read_whole(resp, model, backend, out.path)
             except UpstreamError as exc:
-                failure = exc
+                failure = exc.with_traceback(None)      # kept past this loop: not with its frames, which hold what was read
                 self._record(attempts, model, backend, started, status, failure)
                 continue
             finally:
@@ -291,7 +291,8 @@ class Dispatcher:
                 return Stream(model, backend, status, content_type, first, rest, resp, attempts)
             except (UpstreamError, *TransportError) as exc:
                 await resp.aclose()
-                failure = exc if isinstance(exc, UpstreamError) else _transport_failure(exc, backend)
+                failure = exc.with_traceback(None) if isinstance(exc, UpstreamError) \
+                    else _transport_failure(exc, backend)
                 self._record(attempts, model, backend, started, status, failure)
                 continue
             except BaseException:

@@ -220,13 +220,20 @@ class Response:
                 lease.release()
 
 
+# What one chunk of a compressed body inflates to at most before the reader sees it and counts it: zeros compress
+# ~1000:1, so a read of 64 KiB unbounded would be 64 MiB at once, and a bomb's whole read past any size limit.
+INFLATE_MAX_BYTES = 256 << 10
+
+
 async def _inflated(chunks: AsyncIterator[bytes], label: str) -> AsyncIterator[bytes]:
     inflate = zlib.decompressobj(wbits=47)   # 32 + 15: a gzip or a zlib header, found from the first bytes
     try:
         async for chunk in chunks:
-            out = inflate.decompress(chunk)
-            if out:
-                yield out
+            while chunk:
+                out = inflate.decompress(chunk, INFLATE_MAX_BYTES)
+                chunk = inflate.unconsumed_tail
+                if out:
+                    yield out
         tail = inflate.flush()
     except zlib.error as exc:
         raise UpstreamInvalid.at(label, f"answered a broken compressed body: {exc}") from None
