@@ -320,8 +320,9 @@ class Dispatcher:
                 if not isinstance(exc, TransportError):
                     raise
                 failure = _transport_failure(exc, backend)
-                # Nothing reached a backend that refused the connection: always safe to send again.
-                rnd.retryable |= isinstance(exc, transport.ConnectError)
+                # Nothing reached a backend that refused the connection: always safe to send again. Not one
+                # whose TLS handshake failed: its certificate fails the next time too (the next backend is tried).
+                rnd.retryable |= isinstance(exc, transport.ConnectError) and failure.cause != "tls_error"
         self._record(attempts, model, backend, started, None, failure)
         return failure
 
@@ -389,6 +390,10 @@ def _transport_failure(exc: Exception, backend: Backend) -> UpstreamError:
     if isinstance(exc, transport.Timeout):
         return UpstreamTimeout(cause_words(cause, backend.timeouts), cause=cause,
                                detail=f"backend {backend.label} timed out ({type(exc).__name__})")
+    if cause == "tls_error":        # httpcore's ConnectError says nothing: the ssl error under it does
+        return UpstreamError(cause_words(cause, why=transport.tls_reason(exc)), cause=cause,
+                             detail=f"backend {backend.label} failed: {type(exc).__name__}: "
+                                    f"{transport.tls_reason(exc, logged=True)}")
     return UpstreamError(cause_words(cause), cause=cause,
                          detail=f"backend {backend.label} failed: {type(exc).__name__}: {exc or 'connection failed'}")
 

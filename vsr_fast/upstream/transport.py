@@ -48,7 +48,8 @@ _CLOSED_WORDS = re.compile(r"disconnected|peer closed connection", re.I)
 
 def cause(exc: BaseException) -> str:
     """Why a transport error happened, in one word (``UpstreamError.cause``): connect_refused, connect_timeout,
-    dns_error, connect_error, read_timeout, write_timeout, pool_timeout, connection_closed, protocol_error."""
+    dns_error, tls_error, connect_error, read_timeout, write_timeout, pool_timeout, connection_closed,
+    protocol_error."""
     for kind, name in _TIMEOUT_CAUSES:
         if isinstance(exc, kind):
             return name
@@ -56,6 +57,8 @@ def cause(exc: BaseException) -> str:
         # httpcore raises from the socket's OSError; trio's connect raises one that holds each address's error.
         if _chain_has(exc, ConnectionRefusedError):
             return "connect_refused"
+        if _chain_has(exc, ssl.SSLError):
+            return "tls_error"
         return "dns_error" if _chain_has(exc, socket.gaierror) else "connect_error"
     if isinstance(exc, httpcore.RemoteProtocolError) and _CLOSED_WORDS.search(str(exc)):
         # httpcore's "Server disconnected without sending a response."; h11's "peer closed connection without
@@ -66,14 +69,38 @@ def cause(exc: BaseException) -> str:
     return "protocol_error"
 
 
-def _chain_has(exc: BaseException | None, kind: type, depth: int = 0) -> bool:
+def _chain_has(exc: BaseException | None, kind: type) -> bool:
+    return _in_chain(exc, kind) is not None
+
+
+def _in_chain(exc: BaseException | None, kind: type, depth: int = 0) -> BaseException | None:
+    """The first exception of ``kind`` in ``exc``'s causes and groups, or None."""
     if exc is None or depth > 8:
-        return False
+        return None
     if isinstance(exc, kind):
-        return True
-    if isinstance(exc, BaseExceptionGroup) and any(_chain_has(e, kind, depth + 1) for e in exc.exceptions):
-        return True
-    return _chain_has(exc.__cause__ or exc.__context__, kind, depth + 1)
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for e in exc.exceptions:
+            found = _in_chain(e, kind, depth + 1)
+            if found is not None:
+                return found
+    return _in_chain(exc.__cause__ or exc.__context__, kind, depth + 1)
+
+
+# A hostname or IP mismatch names the backend's address: the client's message stops before it.
+_NAMES_ADDRESS = re.compile(r",? *certificate is not valid for .*", re.S)
+
+
+def tls_reason(exc: BaseException, *, logged: bool = False) -> str:
+    """Why a TLS handshake failed, from the ssl error under ``exc``: ``certificate verify failed: self-signed
+    certificate``; the address a mismatch names only when ``logged``."""
+    error = _in_chain(exc, ssl.SSLError)
+    if error is None:
+        return "handshake failed"
+    if isinstance(error, ssl.SSLCertVerificationError):
+        said = error.verify_message or "unknown reason"
+        return f"certificate verify failed: {said if logged else _NAMES_ADDRESS.sub('', said)}"
+    return error.reason.lower().replace("_", " ") if error.reason else "handshake failed"
 
 
 class Origin:
