@@ -25,7 +25,9 @@ path segment picks the misbehaviour, so one server plays every backend (``endpoi
 - ``gzip-bomb``: a chat completion's head, then 256 MiB of zeros, gzip compressed to 256 KiB and sent as
   ``content-encoding: gzip`` although the router asked for ``identity``;
 - ``one-per-connection``: answers a connection's first request; its next one is read and the connection closed
-  with no answer (a keep-alive connection the server dropped as the request arrived).
+  with no answer (a keep-alive connection the server dropped as the request arrived);
+- ``idle-close``: answers, then closes the connection 0.3 s later, reading nothing more (a keep-alive timeout
+  shorter than the router's: a request sent in between is never answered).
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ import gzip
 import json
 import sys
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -160,6 +163,11 @@ class Handler(BaseHTTPRequestHandler):
                              % (len(smuggled := _said(f"SMUGGLED after {said}")), smuggled))
         elif mode == "gzip-bomb":
             self.whole(200, _bomb(), [("content-encoding", "gzip")])
+        elif mode == "idle-close":
+            self.whole(200, json.dumps(CHAT).encode())
+            self.wfile.flush()
+            time.sleep(0.3)
+            self.close_connection = True
         elif mode == "one-per-connection":
             if getattr(self, "answered", False):
                 self.close_connection = True        # read, never answered

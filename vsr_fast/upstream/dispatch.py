@@ -235,7 +235,8 @@ class Dispatcher:
             try:
                 body = await _read_whole(resp, model, backend, out.path)
             except UpstreamError as exc:
-                failure = exc.with_traceback(None)      # kept past this loop: not with its frames, which hold what was read
+                # Kept past this loop: not with its traceback, whose frames hold what was read.
+                failure = exc.with_traceback(None)
                 self._record(attempts, model, backend, started, status, failure)
                 continue
             finally:
