@@ -278,22 +278,26 @@ async def send(pool: httpcore.AsyncConnectionPool, origin: Origin, path: str, bo
         headers=[(b"Host", origin.host_header), *headers, (b"Content-Length", b"%d" % len(body))],
         content=body, extensions={"timeout": timeouts},
     )
-    # A kept-alive connection the backend closed as the request went out (its idle timeout) fails with nothing
-    # answered: sent again on another, as nginx and Go's client do, neither an attempt nor the backend's failure.
-    # Each such failure closes the connection, so past the pool's size the request has a new one.
+    return Response(await _handled(pool, request, label), label, lease)
+
+
+async def _handled(pool: httpcore.AsyncConnectionPool, request: httpcore.Request, label: str) -> httpcore.Response:
+    """``request``'s answer from ``pool``. A kept-alive connection the backend closed as the request went out (its
+    idle timeout) fails with nothing answered: sent again on another, as nginx and Go's client do, neither an
+    attempt nor the backend's failure. Each such failure closes its connection: past the pool's size, a new one."""
     for _ in range(pool._max_connections):
         try:
-            return Response(await pool.handle_async_request(request), label, lease)
+            return await pool.handle_async_request(request)
         except StaleConnection as exc:
             log.debug("upstream %s closed a kept-alive connection before answering (%s); sent again", label, exc)
-    return Response(await pool.handle_async_request(request), label, lease)
+    return await pool.handle_async_request(request)
 
 
 async def probe(pool: httpcore.AsyncConnectionPool, origin: Origin, path: str,
                 headers: Sequence[tuple[bytes, bytes]], limit: int = 65_536) -> int:
     """``GET path`` under ``origin``: its status, with at most ``limit`` bytes of its body read (a health check)."""
     request = httpcore.Request(b"GET", origin.url(path), headers=[(b"Host", origin.host_header), *headers])
-    response = await pool.handle_async_request(request)
+    response = await _handled(pool, request, origin.host_header.decode("ascii", "replace"))
     try:
         seen = 0
         async for chunk in response.aiter_stream():
