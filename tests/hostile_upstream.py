@@ -18,14 +18,26 @@ path segment picks the misbehaviour, so one server plays every backend (``endpoi
 - ``cookie``: a chat completion that sets a cookie, whose content is the Cookie header it received
   (``no cookie`` when none);
 - ``gzip``, ``brotli``: a chat completion in a content coding the router did not ask for (gzip
-  compressed for real; ``br`` as bytes that are not brotli).
+  compressed for real; ``br`` as bytes that are not brotli);
+- ``extra-answer``: a chat completion saying ``answer for <the last message>``, then, unasked, a second whole
+  answer saying ``SMUGGLED after <it>`` on the same connection; ``trailing-crlf``: the same first answer, then
+  ``\r\n`` past its Content-Length;
+- ``gzip-bomb``: a chat completion's head, then 256 MiB of zeros, gzip compressed to 256 KiB and sent as
+  ``content-encoding: gzip`` although the router asked for ``identity``;
+- ``one-per-connection``: answers a connection's first request; its next one is read and the connection closed
+  with no answer (a keep-alive connection the server dropped as the request arrived);
+- ``idle-close``: answers, then closes the connection 0.3 s later, reading nothing more (a keep-alive timeout
+  shorter than the router's: a request sent in between is never answered).
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import sys
 import threading
+import time
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -75,6 +87,24 @@ def sse_body(mode: str, messages: bool) -> tuple[bytes, bool]:
     raise KeyError(mode)
 
 
+@functools.cache
+def _bomb(mib: int = 256) -> bytes:
+    """A gzip member of ``mib`` MiB (a JSON head, then zeros) in about a thousandth of that: each MiB of zeros
+    compressed once after a full flush is the same bytes, repeated. Its CRC is not the content's: nobody
+    reads that far."""
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+    head = deflate.compress(b'{"choices": [') + deflate.flush(zlib.Z_FULL_FLUSH)
+    mebibyte = deflate.compress(bytes(PIECE)) + deflate.flush(zlib.Z_FULL_FLUSH)
+    return (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + head + mebibyte * mib + deflate.flush()
+            + (0).to_bytes(4, "little") + (mib * PIECE % (1 << 32)).to_bytes(4, "little"))
+
+
+def _said(content: str) -> bytes:
+    """A chat completion whose answer is ``content``."""
+    return json.dumps(dict(CHAT, choices=[{**CHAT["choices"][0], "message": {
+        "role": "assistant", "content": content}}])).encode()
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -82,7 +112,7 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length", 0)))
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
         mode = self.path.strip("/").split("/")[0]
         key = (self.headers.get("authorization", "").removeprefix("Bearer ") or self.headers.get("x-api-key", ""))
         if mode == "ok":
@@ -120,13 +150,30 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(body)
         elif mode == "cookie":
-            answer = dict(CHAT, choices=[{**CHAT["choices"][0], "message": {
-                "role": "assistant", "content": self.headers.get("cookie", "no cookie")}}])
-            self.whole(200, json.dumps(answer).encode(), [("set-cookie", "session=alice; Path=/")])
+            self.whole(200, _said(self.headers.get("cookie", "no cookie")), [("set-cookie", "session=alice; Path=/")])
         elif mode == "gzip":
             self.whole(200, gzip.compress(json.dumps(CHAT).encode()), [("content-encoding", "gzip")])
         elif mode == "brotli":
             self.whole(200, b"\x1b\x00not brotli", [("content-encoding", "br")])
+        elif mode in ("extra-answer", "trailing-crlf"):
+            said = json.loads(body)["messages"][-1]["content"]
+            self.whole(200, _said(f"answer for {said}"))
+            self.wfile.write(b"\r\n" if mode == "trailing-crlf" else
+                             b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                             % (len(smuggled := _said(f"SMUGGLED after {said}")), smuggled))
+        elif mode == "gzip-bomb":
+            self.whole(200, _bomb(), [("content-encoding", "gzip")])
+        elif mode == "idle-close":
+            self.whole(200, json.dumps(CHAT).encode())
+            self.wfile.flush()
+            time.sleep(0.3)
+            self.close_connection = True
+        elif mode == "one-per-connection":
+            if getattr(self, "answered", False):
+                self.close_connection = True        # read, never answered
+                return
+            self.answered = True
+            self.whole(200, json.dumps(CHAT).encode())
         else:
             self.whole(404, b'{"error": {"message": "unknown mode"}}')
 

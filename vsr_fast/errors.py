@@ -554,6 +554,7 @@ def status_cause(status: int) -> str:
 _CAUSE_WORDS = {
     "connect_refused": "the connection was refused", "connect_timeout": "the connection timed out",
     "dns_error": "the backend's name did not resolve", "connect_error": "the connection could not be made",
+    "tls_error": "the TLS handshake failed",
     "read_timeout": "no answer came within the read timeout", "write_timeout": "the request could not be sent in time",
     "pool_timeout": "no connection was free in time", "connection_closed": "the connection was closed or reset",
     "protocol_error": "the answer was not valid HTTP", "invalid_answer": "the answer was not a valid answer",
@@ -562,14 +563,17 @@ _CAUSE_WORDS = {
 }
 
 
-def cause_words(cause: str, timeouts: dict[str, float] | None = None) -> str:
+def cause_words(cause: str, timeouts: dict[str, float] | None = None, why: str = "") -> str:
     """``cause`` (an UpstreamError's) in words, with the code: ``the connection was refused (connect_refused)``; a
     timeout with its value when ``timeouts`` (a backend's, by ``connect``, ``read``...) has it: ``no answer came
-    within the read timeout (0.3 s; read_timeout)``."""
+    within the read timeout (0.3 s; read_timeout)``; ``why`` after the words: ``the TLS handshake failed:
+    certificate verify failed: self-signed certificate (tls_error)``."""
     bare = cause.removeprefix("midstream_")
     words = _CAUSE_WORDS.get(bare)
     if not words:
         return cause
+    if why:
+        words = f"{words}: {why}"
     limit = timeouts.get(bare.removesuffix("_timeout")) if timeouts is not None and bare.endswith("_timeout") else None
     return f"{words} ({limit:g} s; {cause})" if limit is not None else f"{words} ({cause})"
 

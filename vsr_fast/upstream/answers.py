@@ -372,6 +372,11 @@ async def read_bounded(resp: Response, limit: int, label: str) -> bytes:
     async for chunk in resp.chunks():
         size += len(chunk)
         if size > limit:
+            # Let go of what was read now: the error's traceback holds this frame, and whoever keeps the error
+            # (a round's last failure, in a reference cycle with its frame) would keep ``limit`` bytes alive until
+            # the cyclic collector runs, which a router with a frozen heap and a raised threshold seldom does.
+            chunks.clear()
+            del chunk
             raise _too_large(label, limit)
         chunks.append(chunk)
     return b"".join(chunks)

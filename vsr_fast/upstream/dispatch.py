@@ -265,7 +265,8 @@ class Dispatcher:
             try:
                 body = await _read_whole(resp, model, backend, out.path)
             except UpstreamError as exc:
-                failure = exc
+                # Kept past this loop: not with its traceback, whose frames hold what was read.
+                failure = exc.with_traceback(None)
                 self._record(attempts, model, backend, started, status, failure)
                 continue
             finally:
@@ -323,7 +324,8 @@ class Dispatcher:
                 return Stream(model, backend, status, content_type, first, rest, resp, attempts)
             except (UpstreamError, *TransportError) as exc:
                 await resp.aclose()
-                failure = exc if isinstance(exc, UpstreamError) else _transport_failure(exc, backend)
+                failure = exc.with_traceback(None) if isinstance(exc, UpstreamError) \
+                    else _transport_failure(exc, backend)
                 self._record(attempts, model, backend, started, status, failure)
                 continue
             except BaseException:
@@ -351,8 +353,9 @@ class Dispatcher:
                 if not isinstance(exc, TransportError):
                     raise
                 failure = _transport_failure(exc, backend)
-                # Nothing reached a backend that refused the connection: always safe to send again.
-                rnd.retryable |= isinstance(exc, transport.ConnectError)
+                # Nothing reached a backend that refused the connection: always safe to send again. Not one
+                # whose TLS handshake failed: its certificate fails the next time too (the next backend is tried).
+                rnd.retryable |= isinstance(exc, transport.ConnectError) and failure.cause != "tls_error"
         self._record(attempts, model, backend, started, None, failure)
         return failure
 
@@ -420,6 +423,10 @@ def _transport_failure(exc: Exception, backend: Backend) -> UpstreamError:
     if isinstance(exc, transport.Timeout):
         return UpstreamTimeout(cause_words(cause, backend.timeouts), cause=cause,
                                detail=f"backend {backend.label} timed out ({type(exc).__name__})")
+    if cause == "tls_error":        # httpcore's ConnectError says nothing: the ssl error under it does
+        return UpstreamError(cause_words(cause, why=transport.tls_reason(exc)), cause=cause,
+                             detail=f"backend {backend.label} failed: {type(exc).__name__}: "
+                                    f"{transport.tls_reason(exc, logged=True)}")
     return UpstreamError(cause_words(cause), cause=cause,
                          detail=f"backend {backend.label} failed: {type(exc).__name__}: {exc or 'connection failed'}")
 

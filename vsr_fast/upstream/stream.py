@@ -22,6 +22,11 @@ from ..sockets import send_now
 JOIN_MAX_BYTES = 64 << 10
 
 
+class StaleConnection(httpcore.ReadError):
+    """A reused connection closed or reset with nothing of the request's answer read: the backend dropped it
+    while idle (its keep-alive timeout) as the request was sent, so the request is safe to send again."""
+
+
 def _deadline(timeout: float | None) -> float:
     return math.inf if timeout is None else trio.current_time() + timeout
 
@@ -34,6 +39,8 @@ class Stream(TrioStream):
         self._held: list[bytes] = []
         self._held_bytes = 0
         self._write_timeout: float | None = None
+        self._sent = 0              # requests sent on this connection
+        self._answered = False      # a byte of the last one's answer arrived
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if buffer:
@@ -46,12 +53,21 @@ class Stream(TrioStream):
             await self._flush()
         with trio.CancelScope(deadline=_deadline(timeout)):
             try:
-                return await self._stream.receive_some(max_bytes)
+                data = await self._stream.receive_some(max_bytes)
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                if self._sent > 1 and not self._answered:
+                    raise StaleConnection(exc) from exc
                 raise httpcore.ReadError(exc) from exc
+            if data:
+                self._answered = True
+            elif self._sent > 1 and not self._answered:
+                raise StaleConnection("closed before answering")
+            return data
         raise httpcore.ReadTimeout(f"no answer bytes within {timeout} s")
 
     async def _flush(self) -> None:
+        self._sent += 1
+        self._answered = False
         held, self._held = self._held, []
         size, self._held_bytes = self._held_bytes, 0
         parts = [b"".join(held)] if len(held) > 1 and size <= JOIN_MAX_BYTES else held

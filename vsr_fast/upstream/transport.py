@@ -11,6 +11,7 @@ connect / read / write / pool timeouts are the same code as before.
 """
 from __future__ import annotations
 
+import logging
 import re
 import socket
 import ssl
@@ -18,14 +19,18 @@ import zlib
 from collections.abc import AsyncIterator, Sequence
 from urllib.parse import urlsplit
 
+import h11
 import httpcore
 import httpx
+from httpcore._async.http11 import AsyncHTTP11Connection
 
 from ..errors import UpstreamInvalid
 from ..headers.registry import provider_rate_headers
 from ..locks import quiet
 from .lease import Lease
-from .stream import Backend
+from .stream import Backend, StaleConnection
+
+log = logging.getLogger("vsr_fast.upstream")
 
 # Every failure of the connection or of HTTP itself; what the dispatcher turns into UpstreamError.
 TransportError = (httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError,
@@ -43,7 +48,8 @@ _CLOSED_WORDS = re.compile(r"disconnected|peer closed connection", re.I)
 
 def cause(exc: BaseException) -> str:
     """Why a transport error happened, in one word (``UpstreamError.cause``): connect_refused, connect_timeout,
-    dns_error, connect_error, read_timeout, write_timeout, pool_timeout, connection_closed, protocol_error."""
+    dns_error, tls_error, connect_error, read_timeout, write_timeout, pool_timeout, connection_closed,
+    protocol_error."""
     for kind, name in _TIMEOUT_CAUSES:
         if isinstance(exc, kind):
             return name
@@ -51,6 +57,8 @@ def cause(exc: BaseException) -> str:
         # httpcore raises from the socket's OSError; trio's connect raises one that holds each address's error.
         if _chain_has(exc, ConnectionRefusedError):
             return "connect_refused"
+        if _chain_has(exc, ssl.SSLError):
+            return "tls_error"
         return "dns_error" if _chain_has(exc, socket.gaierror) else "connect_error"
     if isinstance(exc, httpcore.RemoteProtocolError) and _CLOSED_WORDS.search(str(exc)):
         # httpcore's "Server disconnected without sending a response."; h11's "peer closed connection without
@@ -61,14 +69,38 @@ def cause(exc: BaseException) -> str:
     return "protocol_error"
 
 
-def _chain_has(exc: BaseException | None, kind: type, depth: int = 0) -> bool:
+def _chain_has(exc: BaseException | None, kind: type) -> bool:
+    return _in_chain(exc, kind) is not None
+
+
+def _in_chain(exc: BaseException | None, kind: type, depth: int = 0) -> BaseException | None:
+    """The first exception of ``kind`` in ``exc``'s causes and groups, or None."""
     if exc is None or depth > 8:
-        return False
+        return None
     if isinstance(exc, kind):
-        return True
-    if isinstance(exc, BaseExceptionGroup) and any(_chain_has(e, kind, depth + 1) for e in exc.exceptions):
-        return True
-    return _chain_has(exc.__cause__ or exc.__context__, kind, depth + 1)
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for e in exc.exceptions:
+            found = _in_chain(e, kind, depth + 1)
+            if found is not None:
+                return found
+    return _in_chain(exc.__cause__ or exc.__context__, kind, depth + 1)
+
+
+# A hostname or IP mismatch names the backend's address: the client's message stops before it.
+_NAMES_ADDRESS = re.compile(r",? *certificate is not valid for .*", re.S)
+
+
+def tls_reason(exc: BaseException, *, logged: bool = False) -> str:
+    """Why a TLS handshake failed, from the ssl error under ``exc``: ``certificate verify failed: self-signed
+    certificate``; the address a mismatch names only when ``logged``."""
+    error = _in_chain(exc, ssl.SSLError)
+    if error is None:
+        return "handshake failed"
+    if isinstance(error, ssl.SSLCertVerificationError):
+        said = error.verify_message or "unknown reason"
+        return f"certificate verify failed: {said if logged else _NAMES_ADDRESS.sub('', said)}"
+    return error.reason.lower().replace("_", " ") if error.reason else "handshake failed"
 
 
 class Origin:
@@ -150,7 +182,27 @@ class _QuietConnection(httpcore.AsyncHTTPConnection):
         self.__dict__["_connection"] = connection
         if connection is not None:
             quiet(getattr(connection, "_state_lock", None))
+            if type(connection) is AsyncHTTP11Connection:
+                connection.__class__ = _Exact
             self.__class__ = httpcore.AsyncHTTPConnection
+
+
+class _Exact(AsyncHTTP11Connection):
+    """An HTTP/1.1 connection kept for the next request only if its answer ended where its framing said: bytes
+    past it (a second answer nobody asked for, a stray CRLF) would be read as the next request's answer, another
+    user's. Closed instead, as nginx does ("upstream sent more data than specified"); bytes that arrive once it
+    idles make its socket readable, and httpcore's pool closes a readable idle connection before lending it."""
+
+    async def _response_closed(self) -> None:
+        state = self._h11_state
+        if state.their_state is h11.DONE:
+            extra = state.trailing_data[0]
+            if extra:
+                log.warning("upstream %s sent %d bytes past the end of its answer; its connection is closed, "
+                            "not reused", self._origin, len(extra))
+                await self.aclose()
+                return
+        await super()._response_closed()
 
 
 class Response:
@@ -195,13 +247,20 @@ class Response:
                 lease.release()
 
 
+# What one chunk of a compressed body inflates to at most before the reader sees it and counts it: zeros compress
+# ~1000:1, so a read of 64 KiB unbounded would be 64 MiB at once, and a bomb's whole read past any size limit.
+INFLATE_MAX_BYTES = 256 << 10
+
+
 async def _inflated(chunks: AsyncIterator[bytes], label: str) -> AsyncIterator[bytes]:
     inflate = zlib.decompressobj(wbits=47)   # 32 + 15: a gzip or a zlib header, found from the first bytes
     try:
         async for chunk in chunks:
-            out = inflate.decompress(chunk)
-            if out:
-                yield out
+            while chunk:
+                out = inflate.decompress(chunk, INFLATE_MAX_BYTES)
+                chunk = inflate.unconsumed_tail
+                if out:
+                    yield out
         tail = inflate.flush()
     except zlib.error as exc:
         raise UpstreamInvalid.at(label, f"answered a broken compressed body: {exc}") from None
@@ -219,14 +278,26 @@ async def send(pool: httpcore.AsyncConnectionPool, origin: Origin, path: str, bo
         headers=[(b"Host", origin.host_header), *headers, (b"Content-Length", b"%d" % len(body))],
         content=body, extensions={"timeout": timeouts},
     )
-    return Response(await pool.handle_async_request(request), label, lease)
+    return Response(await _handled(pool, request, label), label, lease)
+
+
+async def _handled(pool: httpcore.AsyncConnectionPool, request: httpcore.Request, label: str) -> httpcore.Response:
+    """``request``'s answer from ``pool``. A kept-alive connection the backend closed as the request went out (its
+    idle timeout) fails with nothing answered: sent again on another, as nginx and Go's client do, neither an
+    attempt nor the backend's failure. Each such failure closes its connection: past the pool's size, a new one."""
+    for _ in range(pool._max_connections):
+        try:
+            return await pool.handle_async_request(request)
+        except StaleConnection as exc:
+            log.debug("upstream %s closed a kept-alive connection before answering (%s); sent again", label, exc)
+    return await pool.handle_async_request(request)
 
 
 async def probe(pool: httpcore.AsyncConnectionPool, origin: Origin, path: str,
                 headers: Sequence[tuple[bytes, bytes]], limit: int = 65_536) -> int:
     """``GET path`` under ``origin``: its status, with at most ``limit`` bytes of its body read (a health check)."""
     request = httpcore.Request(b"GET", origin.url(path), headers=[(b"Host", origin.host_header), *headers])
-    response = await pool.handle_async_request(request)
+    response = await _handled(pool, request, origin.host_header.decode("ascii", "replace"))
     try:
         seen = 0
         async for chunk in response.aiter_stream():
