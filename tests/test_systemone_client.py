@@ -349,3 +349,29 @@ async def test_a_set_question_is_asked_label_by_label_of_a_model_without_sets(de
     assert (weapons.labels["Guns and Illegal Weapons"], weapons.labels["S9"]) == (False, True)
     assert route.readings.outcomes[("systemone", "topics")].matched is True
     assert route.decision == "d"
+
+
+async def test_an_embedded_model_past_the_signals_deadline_is_left_in_its_thread():
+    # A contextual encoder (vsr-minilm-1) takes ~100 ms a 2 KB request: the deadline must end the wait, not the
+    # forward pass. Without abandoning the thread the scope would exit only once the model returned.
+    import threading
+    import trio
+    from vsr_fast.systemone.deployments import Embedded
+    from vsr_fast.systemone.runtime import ModelCard
+
+    release, entered = threading.Event(), threading.Event()
+
+    class Stuck:
+        card = ModelCard(name="stuck-1", family="stuck", question_types=["noul"])
+
+        def answer(self, entries):
+            entered.set()
+            release.wait(30)     # a watchdog, not a timing: without the fix the test fails after it
+            return [{} for _ in entries]
+
+    body = wire.StandardRequest(state=wire.State(request="hi"), questions={})
+    with trio.move_on_after(0.2) as scope:
+        await Embedded("slow", Stuck()).call(body)
+    still_running = not release.is_set()
+    release.set()
+    assert scope.cancelled_caught and entered.is_set() and still_running

@@ -16,7 +16,7 @@ from vsr_fast.models import vsr_static
 import numpy as np
 
 from vsr_fast.models.vsr_static import (SPAN_LABELS, ArtifactError, load, load_1, load_2, load_3, load_4, load_5,
-                                        load_6, load_7)
+                                        load_6, load_7, load_minilm_1)
 from vsr_fast.models.vsr_static import _corpus
 from vsr_fast.models.vsr_static._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ARTIFACTS_5,
                                                   ARTIFACTS_6, ARTIFACTS_7, ngram_buckets, ngram_logits)
@@ -65,7 +65,8 @@ def spans(model, text: str) -> list[tuple[str, str]]:
 def test_exports():
     assert sorted(vsr_static.__all__) == sorted(["ArtifactError", "DEFAULT", "SPAN_LABELS", "VsrStatic", "VsrStatic1",
                                                  "count_tokens", "load", "load_1", "load_2", "load_3",
-                                                 "load_4", "load_5", "load_6", "load_7"])
+                                                 "load_4", "load_5", "load_6", "load_7", "load_contextual",
+                                                 "load_minilm_1"])
 
 
 def test_count_tokens_is_the_models_own_tokenizers_count(model):
@@ -437,7 +438,8 @@ ORDINARY_TURNS = [
 ]
 
 
-@pytest.mark.parametrize("loader", [load_5, load_7], ids=["vsr-static-5", "vsr-static-7"])
+# vsr-minilm-1 (the contextual deployment, tests/test_vsr_minilm.py) at its own card threshold as well.
+@pytest.mark.parametrize("loader", [load_5, load_7, load_minilm_1], ids=["vsr-static-5", "vsr-static-7", "vsr-minilm-1"])
 def test_ordinary_turns_are_never_flagged(loader):
     model = loader()
     assert len(set(ORDINARY_TURNS)) == 50
@@ -550,5 +552,5 @@ def test_every_artifacts_folder_ships_in_the_package():
     shipped = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     folders = {p.name for p in ARTIFACTS.parent.iterdir() if p.is_dir() and p.name.startswith("artifacts")}
     assert folders == {"artifacts", "artifacts-2", "artifacts-3", "artifacts-4", "artifacts-5",
-                       "artifacts-6", "artifacts-7"}
+                       "artifacts-6", "artifacts-7", "artifacts-minilm-1"}
     assert {f"{name}/*" for name in folders} <= set(shipped["vsr_fast.models.vsr_static"])

@@ -72,7 +72,8 @@ def _signal_notes() -> dict[str, str]:
 
 
 NOTES = {(app.Signals, field): note for field, note in _signal_notes().items()}
-NOTES[(Deployment, "artifact")] = "built in: " + ", ".join(f"`{name}`" for name in BUILTIN_ARTIFACTS)
+NOTES[(Deployment, "artifact")] = "built in: " + ", ".join(f"`{name}`" for name in BUILTIN_ARTIFACTS) + (
+    " (`vsr-minilm-1`, a contextual encoder, needs the `contextual` extra: `pip install 'vsr-fast[contextual]'`)")
 
 HEADER = """# Configuration reference (v0.5)
 

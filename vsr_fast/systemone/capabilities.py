@@ -14,7 +14,9 @@ BUILTIN_ARTIFACTS = {"vsr-static-1": "vsr_fast.models.vsr_static:load_1",
                      "vsr-static-4": "vsr_fast.models.vsr_static:load_4",
                      "vsr-static-5": "vsr_fast.models.vsr_static:load_5",
                      "vsr-static-6": "vsr_fast.models.vsr_static:load_6",
-                     "vsr-static-7": "vsr_fast.models.vsr_static:load_7"}
+                     "vsr-static-7": "vsr_fast.models.vsr_static:load_7",
+                     # The contextual encoder (all-MiniLM-L6-v2 int8): needs the `contextual` extra.
+                     "vsr-minilm-1": "vsr_fast.models.vsr_static:load_minilm_1"}
 
 # A remote API that says nothing answers choice, yes/no and score over text (spec 5.9).
 REMOTE_DEFAULT_TYPES = ("choice", "noul", "score")

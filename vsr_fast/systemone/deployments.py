@@ -65,7 +65,10 @@ class Embedded:
 
     async def call(self, body: Body) -> Response:
         named = entries_of(body)
-        answers = await trio.to_thread.run_sync(self.model.answer, [e for _, e in named], limiter=self._limiter)
+        # Past the signals' deadline the request goes on without the answer: the thread is left to finish (it keeps
+        # its limiter token until then, so abandoned calls never pile up past two).
+        answers = await trio.to_thread.run_sync(self.model.answer, [e for _, e in named], limiter=self._limiter,
+                                                abandon_on_cancel=True)
         if isinstance(body, wire.StandardRequest):
             return wire.StandardResponse(model=self.model_name, answers=answers[0])
         return wire.BatchResponse(model=self.model_name, states={

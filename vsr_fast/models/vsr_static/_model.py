@@ -60,6 +60,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -89,6 +90,9 @@ from ...systemone.states import HISTORY_TURNS
 from . import _ner, _pii
 from ._artifacts import ArtifactError, Artifacts, features, ngram_buckets, ngram_logits
 from ._embedding import StaticEmbedding
+
+if TYPE_CHECKING:
+    from ._contextual import MiniLM as Encoder
 
 TRAINED = ("domain", "jailbreak")
 PAIR_PRESETS = ("relevance", "same_request")
@@ -156,14 +160,16 @@ class _Head:
 
 
 class VsrStatic:
-    """An embedded decision model (vsr-static-1 to -4); build one with ``vsr_fast.models.vsr_static.load``."""
+    """An embedded decision model (vsr-static-1 to -7, and vsr-minilm-1 on its contextual encoder); build one with
+    ``vsr_fast.models.vsr_static.load`` (``load_minilm_1``)."""
 
-    def __init__(self, artifacts: Artifacts) -> None:
+    def __init__(self, artifacts: Artifacts, embedding: Encoder | None = None) -> None:
         meta = artifacts.meta
         self.meta = meta
         self.name = str(meta["name"])
-        self.embedding = StaticEmbedding(Tokenizer.from_str(artifacts.tokenizer_json), artifacts.table,
-                                         max_tokens=int(meta["max_tokens"]))
+        # vsr-minilm-1 passes its contextual encoder (``_contextual.MiniLM``); the others read their table.
+        self.embedding = embedding or StaticEmbedding(Tokenizer.from_str(artifacts.tokenizer_json), artifacts.table,
+                                                      max_tokens=int(meta["max_tokens"]))
         self.heads = {name: _Head(artifacts.heads[f"{name}_w"], artifacts.heads[f"{name}_b"],
                                   tuple(meta["heads"][name]["labels"]),
                                   meta["heads"][name].get("features", "embedding"),
@@ -174,7 +180,8 @@ class VsrStatic:
         self._descriptions: dict[str, np.ndarray] = {}
         self._reads: OrderedDict[str, _Read] = OrderedDict()     # keyed by the text as read
         # int16 holds every id of a 30,522-token vocabulary: a cached text's ids take at most a vector's size.
-        self._ids_dtype = np.int16 if len(artifacts.table) <= np.iinfo(np.int16).max else np.int32
+        vocabulary = self.embedding.tokenizer.get_vocab_size()
+        self._ids_dtype = np.int16 if vocabulary <= np.iinfo(np.int16).max else np.int32
         self._lock = threading.Lock()
         # The named-entity stage; its gazetteer is read at prepare(), so a configuration that asks no such
         # label pays nothing.
@@ -182,7 +189,7 @@ class VsrStatic:
         self.span_labels = SPAN_LABELS + _ner.LABELS
         self.card = ModelCard(
             name=self.name,
-            family="vsr-static",
+            family=str(meta.get("family", "vsr-static")),
             question_types=["choice", "noul", "score", "set", "span"],
             modalities=["text"],
             presets=list(ANSWERED),
