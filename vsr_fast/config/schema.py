@@ -16,6 +16,7 @@ from .schema_base import Block
 from .application import Signals
 from .auth import ClientAuth, RateLimits
 from .catalog import ModelCatalog
+from .credentials import KeySource
 from .signals import Predicate, Projections
 from .output import Output
 from .algorithm import Algorithm
@@ -31,15 +32,13 @@ PositiveMs = Annotated[int, Meta(ge=1, le=3_600_000)]
 # --- providers -----------------------------------------------------------------
 
 
-class Auth(_Block):
+class Auth(KeySource):
     """How a static key reaches a backend (spec 6.7); no key means no credential is sent.
 
     ``header`` and ``prefix`` default to the provider's own: ``x-api-key`` with no
     prefix for an ``anthropic`` backend, ``Authorization: Bearer`` otherwise.
     """
 
-    api_key_env: str | None = None
-    api_key: str | None = None
     header: str | None = None
     prefix: str | None = None
     # "delegated": the call acts for the requesting user, with the credential the authenticator in front
