@@ -330,7 +330,8 @@ class UpstreamPolicy(_Block):
 
 class AccessLogConfig(_Block):
     """One line per inference request: time (RFC 3339, UTC, milliseconds), request id (the client's
-    x-request-id, else one the router makes; the answer carries it in x-request-id), replay id (when a replay
+    x-request-id when it is printable ASCII of at most 200 bytes, else one the router makes, as Envoy
+    regenerates an id it cannot use; the answer and the provider's request carry it in x-request-id), replay id (when a replay
     record is kept: x-vsr-replay-id), the caller (key id, never the key; user, team, tenant), client API, recipe,
     decision, model, status, response path, latency, time to first byte, tokens, error code, an upstream
     failure's cause and the error's message. A request refused before routing (its method, media type, key) has
