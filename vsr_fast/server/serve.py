@@ -64,6 +64,8 @@ def resolve_bind(loaded: Loaded, opts: ServeOptions) -> ServeOptions:
     """The serving address: the command line's, else ``listeners[]``' serving listener's, else 127.0.0.1:8080."""
     listener = serving_listener(loaded.config)
     host = opts.host if opts.host is not None else (listener.address if listener else "127.0.0.1")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]       # an IPv6 address as a URL writes it
     port = opts.port if opts.port is not None else (listener.port if listener else 8080)
     return dataclasses.replace(opts, host=host, port=port)
 
@@ -275,20 +277,26 @@ def _listening_socket(opts: ServeOptions, cfg: hypercorn.config.Config) -> socke
     if opts.fd is not None:
         sock = socket.socket(fileno=opts.fd)
     else:
-        family = socket.AF_INET6 if ":" in opts.host else socket.AF_INET
-        sock = _bound(opts.host, opts.port, family=family, backlog=cfg.backlog)
+        sock = _bound(opts.host, opts.port, backlog=cfg.backlog)
     sock.setblocking(False)
     return sock
 
 
 def _bound(host: str, port: int, **kwargs) -> socket.socket:
-    """A listening socket on host:port; a busy port or a bad address is a one-line ListenError."""
+    """A listening socket on host:port, of the address's own family (IPv4 or IPv6, as getaddrinfo resolves it:
+    one worker and a supervisor of many alike); a busy port or a bad address is a one-line ListenError."""
     try:
-        return socket.create_server((host, port), **kwargs)
-    except OSError as exc:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+        return socket.create_server((host, port), family=family, **kwargs)
+    except OSError as exc:      # socket.gaierror included
         # create_server appends "(while attempting to bind on address ...)": the address is said already.
         why = (exc.strerror or str(exc)).split(" (while attempting")[0]
-        raise ListenError([f"cannot listen on {host}:{port}: {why}"]) from None
+        raise ListenError([f"cannot listen on {host_port(host, port)}: {why}"]) from None
+
+
+def host_port(host: str, port: int) -> str:
+    """``host:port`` as a URL writes it: an IPv6 address in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def max_connections(limits: Limits) -> int:
@@ -460,7 +468,8 @@ async def _supervise(opts: ServeOptions) -> int:
 
 async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str) -> int:
     sock.set_inheritable(True)
-    host, port = sock.getsockname()[:2]
+    port = sock.getsockname()[1]
+    where = host_port(sock.getsockname()[0], port)
     # --workers: how many siblings run (worker 0 reads the embedded journals of workers past them).
     worker_argv = ["serve", "--config", opts.config_path, "--fd", str(sock.fileno()), "--port", str(port),
                    "--workers", str(opts.workers),
@@ -470,7 +479,7 @@ async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str
     procs = [process.spawn_blocked([sys.executable, "-m", "vsr_fast", *worker_argv, "--worker-index", str(index)],
                                    (sock.fileno(),))
              for index in range(opts.workers)]
-    print(f"vsr-fast: supervisor of {opts.workers} workers on http://{host}:{port}", file=sys.stderr, flush=True)
+    print(f"vsr-fast: supervisor of {opts.workers} workers on http://{where}", file=sys.stderr, flush=True)
     stopping = False
     stop_started = trio.Event()
 
