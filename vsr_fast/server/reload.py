@@ -25,7 +25,7 @@ import msgspec
 import trio
 
 from ..config.schema import RouterConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, redact
 from ..plugins.layers import shadow_used, types_used
 from ..routing import load_file
 from ..upstream.pool import Upstreams
@@ -166,7 +166,7 @@ class Generations:
                 return self._refused(old, "; ".join(exc.lines) or str(exc), count)
             except Exception as exc:   # noqa: BLE001 - a bug in loading is a refused reload, never a dead router
                 log.exception("reload: unexpected error loading %s", self._path)
-                return self._refused(old, f"unexpected error: {type(exc).__name__}: {exc}", count)
+                return self._refused(old, redact(f"unexpected error: {type(exc).__name__}: {exc}"), count)
             if old.draining:
                 new.drain(old.drain_deadline)
             self.apps = self._build(new)
