@@ -16,6 +16,7 @@ import trio
 from vsr_fast.server.access_log import logfmt
 
 from .procs import config, free_port, router, wait_for_value, wait_until, write_config
+from .test_e2e_request_id_edge import raw_chat
 
 
 def _config(tmp_path, endpoint: str, **access) -> str:
@@ -300,24 +301,12 @@ def test_logfmt_quotes_and_escapes_control_characters():
         'ua="a\\tb" x="c\\u0001d" y="e\\nf" z=plain'
 
 
-def _raw_post(port: int, user_agent: bytes, path: str = "/v1/chat/completions") -> bytes:
-    body = b'{"model":"vsr/auto","messages":[{"role":"user","content":"hi"}]}'
-    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
-        s.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Connection: close\r\nUser-Agent: " + user_agent + b"\r\nContent-Length: "
-                  + str(len(body)).encode() + b"\r\n\r\n" + body)
-        data = b""
-        while chunk := s.recv(65536):
-            data += chunk
-    return data
-
-
 def test_each_line_says_who_called_as_nginx_does(tmp_path, mock):
     """The client's address, the method and the User-Agent ($remote_addr, $request_method, $http_user_agent);
     a client's control characters in logfmt are escaped inside quotes, the line stays one line of whole fields."""
     with router(_config(tmp_path, f"{mock.url}/v1", format="logfmt")) as proc:
-        assert _raw_post(proc.port, b"probe\tv1\x01 x=y").startswith(b"HTTP/1.1 200")
-        assert _raw_post(proc.port, b"sdk/1.0", "/v1/chat/completions?x=1").startswith(b"HTTP/1.1 200")
+        assert raw_chat(proc.port, b"User-Agent: probe\tv1\x01 x=y").startswith(b"HTTP/1.1 200")
+        assert raw_chat(proc.port, b"User-Agent: sdk/1.0", "/v1/chat/completions?x=1").startswith(b"HTTP/1.1 200")
         wait_until(lambda: len([x for x in proc.lines if x.startswith("time=")]) == 2, "two lines")
         lines = [x for x in proc.lines if x.startswith("time=")]
     first = lines[0]

@@ -13,15 +13,21 @@ from .test_e2e_chat import mock_stats
 BODY = b'{"model":"vsr/auto","messages":[{"role":"user","content":"hi"}]}'
 
 
-def _post(port: int, request_id: bytes, path: str = "/v1/chat/completions") -> tuple[int, dict[bytes, bytes]]:
+def raw_chat(port: int, header: bytes, path: str = "/v1/chat/completions") -> bytes:
+    """A chat request with ``header`` (``name: value``, bytes as sent, which httpx would refuse), on a connection
+    of its own; the whole raw response."""
     with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
         s.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Connection: close\r\nx-request-id: " + request_id + b"\r\nContent-Length: "
-                  + str(len(BODY)).encode() + b"\r\n\r\n" + BODY)
+                  b"Connection: close\r\n" + header + b"\r\nContent-Length: " + str(len(BODY)).encode()
+                  + b"\r\n\r\n" + BODY)
         data = b""
         while chunk := s.recv(65536):
             data += chunk
-    head = data.split(b"\r\n\r\n", 1)[0].split(b"\r\n")
+    return data
+
+
+def _post(port: int, request_id: bytes, path: str = "/v1/chat/completions") -> tuple[int, dict[bytes, bytes]]:
+    head = raw_chat(port, b"x-request-id: " + request_id, path).split(b"\r\n\r\n", 1)[0].split(b"\r\n")
     headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(b":") for ln in head[1:])}
     return int(head[0].split()[1]), headers
 
