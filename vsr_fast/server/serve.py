@@ -381,9 +381,7 @@ def _say(opts: ServeOptions, line: str) -> None:
     if opts.fd is not None and not process.orphaned():
         log.info("%s", line)
     else:
-        line += " (the supervisor is gone)" if opts.fd is not None else ""
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
+        process.say(line + (" (the supervisor is gone)" if opts.fd is not None else ""))
 
 
 def drain_margin_s(graceful_timeout_s: float) -> float:
@@ -462,7 +460,7 @@ async def _supervise(opts: ServeOptions) -> int:
     finally:
         sock.close()
         shutil.rmtree(metrics_dir, ignore_errors=True)
-    print(f"vsr-fast: supervisor exiting with code {code}", file=sys.stderr, flush=True)
+    process.say(f"vsr-fast: supervisor exiting with code {code}")
     return code
 
 
@@ -501,15 +499,13 @@ async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str
         if not stopping:
             # A worker that left on its own (it refused to start, or died): the rest stop too, so the
             # process manager sees the failure instead of a router serving on fewer workers than asked.
-            print(f"vsr-fast: worker {index} exited with code {code}; stopping the others", file=sys.stderr,
-                  flush=True)
+            process.say(f"vsr-fast: worker {index} exited with code {code}; stopping the others", "ERROR")
             stop_all(signal.SIGTERM)
 
     def kill_all(why: str) -> None:
         for index, p in enumerate(procs):
             if p.poll() is None:
-                print(f"vsr-fast: supervisor: worker {index} still running {why}; SIGKILL", file=sys.stderr,
-                      flush=True)
+                process.say(f"vsr-fast: supervisor: worker {index} still running {why}; SIGKILL", "WARNING")
                 p.kill()
         sock.close()
 
@@ -534,8 +530,7 @@ async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str
                         # The quick stop: no drain, the workers killed (each would only drain at a signal).
                         stopping = True
                         live = sum(p.poll() is None for p in procs)
-                        print(f"vsr-fast: supervisor: SIGQUIT: ending {live} workers at once", file=sys.stderr,
-                              flush=True)
+                        process.say(f"vsr-fast: supervisor: SIGQUIT: ending {live} workers at once")
                         kill_all("at SIGQUIT")
                     elif signum in (signal.SIGHUP, signal.SIGUSR1):
                         # A reload (or USR1's meaning): every worker, each holding it until it serves.
@@ -543,11 +538,11 @@ async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str
                     elif stopping:
                         # The same request again (a process group's signal reaches the workers too): a
                         # worker already draining is not signalled twice.
-                        print(f"vsr-fast: supervisor: {name} again: already draining", file=sys.stderr, flush=True)
+                        process.say(f"vsr-fast: supervisor: {name} again: already draining")
                     else:
                         live = sum(p.poll() is None for p in procs)
-                        print(f"vsr-fast: supervisor: {name}: draining {live} workers (up to "
-                              f"{opts.drain_delay_s + opts.graceful_timeout_s:g} s)", file=sys.stderr, flush=True)
+                        process.say(f"vsr-fast: supervisor: {name}: draining {live} workers (up to "
+                                    f"{opts.drain_delay_s + opts.graceful_timeout_s:g} s)")
                         stop_all(signum)
         await nursery.start(forward)
         nursery.start_soon(kill_late)
