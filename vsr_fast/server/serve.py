@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import os
 import shutil
@@ -439,7 +440,15 @@ async def _serve_or_refuse(loaded: Loaded, opts: ServeOptions) -> None:
 
 def _start_line(exc: OSError) -> str:
     where = f"{exc.filename}: " if exc.filename is not None else ""
-    return f"cannot open {where}{exc.strerror or exc}"
+    line = f"cannot open {where}{exc.strerror or exc}"
+    state = os.path.abspath(os.environ.get("VSR_STATE_DIR", ".vsr"))
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and exc.filename is not None \
+            and os.path.abspath(exc.filename).startswith(state):
+        # A read-only root file system (readOnlyRootFilesystem) meets the state directory first: say both ways out.
+        line += (f"; the event journal lives under the state directory {state}: set VSR_STATE_DIR to a writable "
+                 "directory (a volume of its own, such as an emptyDir), or keep no journal with "
+                 "global.stores.event_stream: {backend: none}")
+    return line
 
 
 def _leaves(group: BaseExceptionGroup) -> list:
