@@ -84,6 +84,6 @@ def test_backend_key_from_file_like_a_mounted_secret(mock, tmp_path):
 
 def test_one_key_source_per_auth_block(tmp_path):
     lines = errors_of(_doc({"api_key": "sk", "api_key_file": str(tmp_path / "missing")}))
-    assert any("backend_refs[0].auth: invalid_value: set one of api_key, api_key_env or api_key_file" in ln
+    assert any("backend_refs[0].auth: invalid_value: set one of api_key or api_key_file, not both" in ln
                for ln in lines), lines
     assert any("backend_refs[0].auth.api_key_file: file_unreadable" in ln for ln in lines), lines

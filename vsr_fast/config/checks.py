@@ -19,7 +19,7 @@ from .auth_checks import check_auth
 from .embedding_checks import check_embeddings
 from .ineffective import check_ineffective
 from .candidates import check_candidates
-from .credentials import key_source_problems, placement_problems, placeholder_problem
+from .credentials import KeySource, key_source_problems, placement_problems, placeholder_problem
 from .output import ModelFacts, output_capability_missing, output_not_executable
 from .schema import Decision, ModelRef, Recipe, RouterConfig, RuleNode
 
@@ -58,6 +58,11 @@ def _check_store_urls(config: RouterConfig, errors: list[str]) -> None:
         problem = store_url_problem(url)
         if problem:
             errors.append(f"{where}: invalid_value: {problem}")
+    blocks = [(f"global.stores.{f.name}", getattr(stores, f.name)) for f in msgspec.structs.fields(stores)]
+    for where, store in [*blocks, ("global.router.auth.store", config.global_.router.auth.store)]:
+        # The password's source is read as a key's is: one source, a readable file, a value a URL can carry.
+        source = KeySource(api_key_env=store.password_env, api_key_file=store.password_file)
+        errors += key_source_problems(source, where, "password")
 
 
 def store_url_problem(url: str) -> str | None:

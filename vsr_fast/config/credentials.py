@@ -68,34 +68,35 @@ def placeholder_problem(value: str) -> str | None:
     return None
 
 
-def key_source_problems(auth: KeySource, where: str) -> list[str]:
+def key_source_problems(auth: KeySource, where: str, name: str = "api_key") -> list[str]:
     """Load errors of a key source at ``where`` (``...auth``): more than one source, a placeholder, a value that
-    cannot be sent, a variable that holds one, a file that cannot be read or is empty."""
+    cannot be sent, a variable that holds one, a file that cannot be read or is empty. ``name``: what its fields
+    are called there (``password`` for a store's ``password_env`` and ``password_file``)."""
     errors: list[str] = []
-    named = [n for n in ("api_key", "api_key_env", "api_key_file") if getattr(auth, n)]
+    named = [f for f, v in ((name, auth.api_key), (f"{name}_env", auth.api_key_env),
+                            (f"{name}_file", auth.api_key_file)) if v]
     if len(named) > 1:
-        errors.append(f"{where}: invalid_value: set one of api_key, api_key_env or api_key_file, not "
-                      f"{' and '.join(named)}")
+        errors.append(f"{where}: invalid_value: set one of {', '.join(named[:-1])} or {named[-1]}, not both")
     if auth.api_key:
         problem = placeholder_problem(auth.api_key) or value_problem(auth.api_key)
         if problem:
-            errors.append(f"{where}.api_key: invalid_value: the key {problem}")
+            errors.append(f"{where}.{name}: invalid_value: the key {problem}")
     if auth.api_key_env and auth.api_key_env in os.environ:
         problem = value_problem(os.environ[auth.api_key_env].strip())
         if problem:
-            errors.append(f"{where}.api_key_env: invalid_value: ${auth.api_key_env}'s value {problem}")
+            errors.append(f"{where}.{name}_env: invalid_value: ${auth.api_key_env}'s value {problem}")
     if auth.api_key_file:
         try:
             key = read_file_key(auth.api_key_file)
         except (OSError, UnicodeDecodeError) as exc:
             why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-            errors.append(f"{where}.api_key_file: file_unreadable: {auth.api_key_file}: {why}")
+            errors.append(f"{where}.{name}_file: file_unreadable: {auth.api_key_file}: {why}")
         else:
             problem = value_problem(key) if key else None
             if not key:
-                errors.append(f"{where}.api_key_file: file_unreadable: {auth.api_key_file}: empty")
+                errors.append(f"{where}.{name}_file: file_unreadable: {auth.api_key_file}: empty")
             elif problem:
-                errors.append(f"{where}.api_key_file: invalid_value: the key in {auth.api_key_file} {problem}")
+                errors.append(f"{where}.{name}_file: invalid_value: the value in {auth.api_key_file} {problem}")
     return errors
 
 
