@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-_URL = re.compile(r"http://([\d.]+):(\d+)")
+_URL = re.compile(r"http://([\d.]+|\[[0-9A-Fa-f:.]+\]):(\d+)")     # IPv4, or IPv6 in brackets
 
 
 def children(pid: int) -> list[int]:

@@ -12,12 +12,13 @@ import pytest
 
 
 @contextlib.contextmanager
-def small_disk(size: str = "1m") -> Iterator[Path]:
-    """A tmpfs of ``size`` mounted on a fresh directory, unmounted and removed after. Where mounting is not
-    allowed (not root, a container without the capability) the test fails, as a missing Redis does: a skip would
-    read as green."""
+def small_disk(size: str = "1m", *, read_only: bool = False) -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted on a fresh directory (``read_only``: as a container's read-only root file
+    system is, EROFS on any write), unmounted and removed after. Where mounting is not allowed (not root, a
+    container without the capability) the test fails, as a missing Redis does: a skip would read as green."""
     where = Path(tempfile.mkdtemp(prefix="vsr-disk-"))
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+    options = f"size={size}" + (",ro" if read_only else "")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
                              capture_output=True).returncode == 0
     if not mounted:
         where.rmdir()

@@ -80,7 +80,7 @@ def shadowing_a_delegated_model() -> dict:
     (delegating({"provider": "systemone", "endpoint": "http://127.0.0.1:9", "auth": {"credential": "delegated",
                                                                                  "api_key_env": "K"}}),
      "global.model_catalog.deployments.s1.auth: invalid_value: a delegated deployment sends the user's credential; "
-     "it takes no api_key_env or api_key_file"),
+     "it takes no api_key, api_key_env or api_key_file"),
     (delegating({"provider": "model_runtime", "endpoint": "http://127.0.0.1:9", "auth": {"credential": "delegated"}}),
      "global.model_catalog.deployments.s1.auth.credential: invalid_value: deployment 's1' is a model_runtime, which "
      "the router checks and prepares on its own behalf; only a systemone deployment can be delegated"),
@@ -95,7 +95,7 @@ def shadowing_a_delegated_model() -> dict:
      "to the user whose credential obtained it; scope must be user"),
     (with_(["providers", "models", 0, "backend_refs", 0, "auth"], {"credential": "delegated", "api_key": "k"}),
      "providers.models[fast].backend_refs[0].auth: invalid_value: a delegated upstream sends the user's credential; "
-     "it takes no api_key or api_key_env"),
+     "it takes no api_key, api_key_env or api_key_file"),
     (with_(["providers", "models", 0, "backend_refs", 0, "auth"], {"credential": "delegated"}),
      "providers.models[fast].backend_refs[0].auth: upstream 'fast' is delegated and "
      "global.services.authz.delegated_credential.enabled is false; enable global.services.authz.delegated_credential "

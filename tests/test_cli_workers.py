@@ -77,3 +77,20 @@ def test_a_worker_that_dies_stops_the_supervisor(tmp_path):
         os.kill(workers[0], signal.SIGKILL)
         assert proc.popen.wait(timeout=60) != 0
         assert any("worker 0 exited with code -9; stopping the others" in x for x in proc.lines)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("host", ["::1", "[::1]"])
+def test_ipv6_is_served_by_one_worker_or_many(workers, host):
+    """The supervisor binds the address's own family (getaddrinfo), as one worker does; the bracketed form a URL
+    writes is accepted; every line names the address as a URL does, ``[::1]:PORT``."""
+    import httpx
+
+    from bench._procs import Proc
+
+    with Proc(["-m", "vsr_fast", "serve", "--config", "config/quickstart.yaml", "--host", host, "--port", "0",
+               "--workers", workers], "vsr-fast: serving on") as proc:
+        assert proc.url.startswith("http://[::1]:"), proc.lines
+        assert httpx.get(f"{proc.url}/health").json() == {"status": "ok"}
+        if workers == "2":
+            assert any(f"supervisor of 2 workers on {proc.url}" in x for x in proc.lines), proc.lines

@@ -16,6 +16,7 @@ import trio
 from vsr_fast.server.access_log import logfmt
 
 from .procs import config, free_port, router, wait_for_value, wait_until, write_config
+from .test_e2e_request_id_edge import raw_chat
 
 
 def _config(tmp_path, endpoint: str, **access) -> str:
@@ -293,3 +294,32 @@ def test_what_the_connection_layer_refuses_is_counted_and_on_an_inference_path_l
     assert re.search(r'^vsr_http_refusals_total\{status="400"\} 2$', metrics, re.M), metrics
     assert re.search(r'^vsr_requests_total\{api="chat",recipe="",decision="",model="",status="400"\} 1$', metrics,
                      re.M)
+
+
+def test_logfmt_quotes_and_escapes_control_characters():
+    assert logfmt({"ua": "a\tb", "x": "c\x01d", "y": "e\nf", "z": "plain"}) == \
+        'ua="a\\tb" x="c\\u0001d" y="e\\nf" z=plain'
+
+
+def test_each_line_says_who_called_as_nginx_does(tmp_path, mock):
+    """The client's address, the method and the User-Agent ($remote_addr, $request_method, $http_user_agent);
+    a client's control characters in logfmt are escaped inside quotes, the line stays one line of whole fields."""
+    with router(_config(tmp_path, f"{mock.url}/v1", format="logfmt")) as proc:
+        assert raw_chat(proc.port, b"User-Agent: probe\tv1\x01 x=y").startswith(b"HTTP/1.1 200")
+        assert raw_chat(proc.port, b"User-Agent: sdk/1.0", "/v1/chat/completions?x=1").startswith(b"HTTP/1.1 200")
+        wait_until(lambda: len([x for x in proc.lines if x.startswith("time=")]) == 2, "two lines")
+        lines = [x for x in proc.lines if x.startswith("time=")]
+    first = lines[0]
+    assert 'user_agent="probe\\tv1\\u0001 x=y"' in first, first
+    assert "remote_addr=127.0.0.1" in first and "method=POST" in first
+    assert "\t" not in first and "\x01" not in first
+    assert "user_agent=sdk/1.0" in lines[1]
+
+
+def test_a_refused_request_says_who_called_too(tmp_path, mock):
+    with router(_config(tmp_path, f"{mock.url}/v1")) as proc:
+        r = httpx.put(f"{proc.url}/v1/chat/completions", headers={"user-agent": "curl/8"}, content=b"{}")
+        assert r.status_code == 405
+        line = wait_for_value(lambda: [json.loads(x) for x in proc.lines if x.startswith("{")][:1], "a line")[0]
+    assert (line["remote_addr"], line["method"], line["user_agent"], line["status"]) == ("127.0.0.1", "PUT", "curl/8",
+                                                                                          405)

@@ -193,3 +193,20 @@ def test_a_bad_peer_ask_is_answered_as_an_error_and_the_worker_keeps_serving(two
     for _ in range(3):
         text = httpx.get(f"{proc.url}/metrics").text
         assert "\nvsr_workers 2\n" in text and "\nvsr_workers_stale 0\n" in text
+
+
+def test_a_stopped_worker_never_scraped_is_counted_stale(tmp_path, mock):
+    """A worker stopped before any scrape asked it has no series given out yet: it is still one of the workers,
+    counted in vsr_workers_stale (README), never left out of the view (trial 10b: vsr_workers 1, stale 0)."""
+    doc = config([{"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}],
+                 [{"name": "d", "modelRefs": [{"model": "m"}]}])
+    with router(write_config(doc, str(tmp_path)), "--workers", "2") as proc:
+        wait_for_value(lambda: sum("vsr-fast: serving on" in x for x in proc.lines) == 2, "both workers to serve")
+        stopped = children(proc.popen.pid)[1]
+        os.kill(stopped, signal.SIGSTOP)
+        try:
+            text = httpx.get(f"{proc.url}/metrics", timeout=20).text
+            assert "\nvsr_workers_stale 1\n" in text and "\nvsr_workers 2\n" in text, \
+                [x for x in text.splitlines() if "vsr_workers" in x]
+        finally:
+            os.kill(stopped, signal.SIGCONT)

@@ -84,6 +84,8 @@ where each store reads, ``from`` the original.
 """
 from __future__ import annotations
 
+import re
+
 from collections.abc import Sequence
 
 
@@ -106,12 +108,27 @@ class VsrError(Exception):
         self.detail = message
 
 
+# A URL's password (``redis://:pw@host``, ``http://user:pw@host``) and a query's credential (``?key=...``): an
+# error that quotes a URL quotes them too, and errors reach logs, terminals and HTTP answers.
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://[^/@\s:'\"]*):[^/@\s'\"]*@")
+_QUERY_SECRET = re.compile(r"([?&](?:api[_-]?key|key|token|access_token|secret|password|passwd|pwd|sig|signature"
+                           r"|auth)=)[^&#\s'\"]*", re.I)
+
+
+def redact(text: str) -> str:
+    """``text`` with every URL's password and credential-named query value written ``***``."""
+    if "://" not in text:
+        return text
+    return _QUERY_SECRET.sub(r"\1***", _USERINFO.sub(r"\1:***@", text))
+
+
 class ConfigError(VsrError):
-    """A configuration that does not load; ``lines`` holds every error found."""
+    """A configuration that does not load; ``lines`` holds every error found, a URL's password redacted."""
 
     code, stage = "config_invalid", "load"
 
     def __init__(self, lines: list[str]) -> None:
+        lines = [redact(line) for line in lines]
         super().__init__("\n".join(lines))
         self.lines = lines
 

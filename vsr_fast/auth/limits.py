@@ -299,7 +299,7 @@ class Limiter:
         self._away = False
         self._sha: dict[str, str] = {}
         if self.active and store.backend == "redis":
-            self._redis = redis.Redis.from_url(store.url, socket_timeout=1.0, socket_connect_timeout=0.5)
+            self._redis = redis.Redis.from_url(store.redis_url(), socket_timeout=1.0, socket_connect_timeout=0.5)
             self._worker = Worker("vsr-limits")
 
     # --- lifecycle ---------------------------------------------------------------------

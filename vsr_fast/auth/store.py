@@ -22,7 +22,7 @@ _DECODE = msgspec.json.Decoder(StoredKey)
 
 class KeyStore:
     def __init__(self, store: AuthStore, *, socket_timeout: float = 2.0) -> None:
-        self._redis = redis.Redis.from_url(store.url, socket_timeout=socket_timeout,
+        self._redis = redis.Redis.from_url(store.redis_url(), socket_timeout=socket_timeout,
                                            socket_connect_timeout=min(socket_timeout, 1.0))
         self.hash = store.prefix + "keys"
         self.version_key = store.prefix + "keys:version"

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from msgspec import Meta, field
 
 from .schema_base import Block
-from .stores import DEFAULT_REDIS_URL
+from .stores import RedisAt
 
 Sha256Hex = Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")]
 
@@ -53,11 +53,10 @@ class ClientKey(Block):
     limits: Limits = Limits()
 
 
-class AuthStore(Block):
+class AuthStore(RedisAt):
     """Where stored keys and shared limit windows live: Redis, shared by every router."""
 
     backend: Literal["redis", "none"] = "none"
-    url: str = DEFAULT_REDIS_URL
     prefix: Annotated[str, Meta(min_length=1)] = "vsr:auth:"
     # How often each router checks the keys' version: a revocation or rotation reaches every router within
     # this (the router whose admin route made it applies it before answering).

@@ -127,9 +127,9 @@ def _check_delegated(config: RouterConfig, errors: list[str]) -> None:
                 continue
             where = f"providers.models[{model.name}].backend_refs[{ref.name or j}].auth"
             upstreams.add(model.name)
-            if auth.api_key or auth.api_key_env:
+            if auth.api_key or auth.api_key_env or auth.api_key_file:
                 errors.append(f"{where}: invalid_value: a delegated upstream sends the user's credential; it takes "
-                              f"no api_key or api_key_env")
+                              f"no api_key, api_key_env or api_key_file")
             if not delegated.enabled:
                 errors.append(f"{where}: upstream {model.name!r} is delegated and {path}.enabled is false; enable "
                               f"{path} (the header the authenticator writes)")
@@ -139,9 +139,9 @@ def _check_delegated(config: RouterConfig, errors: list[str]) -> None:
             continue
         where = f"global.model_catalog.deployments.{name}.auth"
         upstreams.add(name)
-        if auth.api_key_env or auth.api_key_file:
+        if auth.api_key or auth.api_key_env or auth.api_key_file:
             errors.append(f"{where}: invalid_value: a delegated deployment sends the user's credential; it takes "
-                          f"no api_key_env or api_key_file")
+                          f"no api_key, api_key_env or api_key_file")
         if dep.provider == "model_runtime":
             errors.append(f"{where}.credential: invalid_value: deployment {name!r} is a model_runtime, which the "
                           f"router checks and prepares on its own behalf; only a systemone deployment can be delegated")

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta, field
 
+from .credentials import KeySource
 from .schema_base import Block
 
 TimeoutMs = Annotated[int, Meta(ge=1, le=60_000)]
@@ -13,12 +14,10 @@ QuestionTypeName = Literal["choice", "noul", "score", "set", "span"]
 Medium = Literal["text", "image", "video", "audio"]
 
 
-class DeploymentAuth(Block, kw_only=True):
+class DeploymentAuth(KeySource, kw_only=True):
     """A static key for a deployment, or the requesting user's delegated credential (spec 6.7); either goes
     under ``header`` and ``prefix``, ``Authorization: Bearer`` by default."""
 
-    api_key_env: str | None = None
-    api_key_file: str | None = None
     header: str = "Authorization"
     prefix: str = "Bearer"
     # "delegated": each call acts for the user whose request it serves, with the credential the authenticator

@@ -19,6 +19,7 @@ from .auth_checks import check_auth
 from .embedding_checks import check_embeddings
 from .ineffective import check_ineffective
 from .candidates import check_candidates
+from .credentials import KeySource, key_source_problems, placement_problems, placeholder_problem
 from .output import ModelFacts, output_capability_missing, output_not_executable
 from .schema import Decision, ModelRef, Recipe, RouterConfig, RuleNode
 
@@ -57,6 +58,11 @@ def _check_store_urls(config: RouterConfig, errors: list[str]) -> None:
         problem = store_url_problem(url)
         if problem:
             errors.append(f"{where}: invalid_value: {problem}")
+    blocks = [(f"global.stores.{f.name}", getattr(stores, f.name)) for f in msgspec.structs.fields(stores)]
+    for where, store in [*blocks, ("global.router.auth.store", config.global_.router.auth.store)]:
+        # The password's source is read as a key's is: one source, a readable file, a value a URL can carry.
+        source = KeySource(api_key_env=store.password_env, api_key_file=store.password_file)
+        errors += key_source_problems(source, where, "password")
 
 
 def store_url_problem(url: str) -> str | None:
@@ -130,16 +136,9 @@ def _check_deployments(config: RouterConfig, errors: list[str]) -> None:
             except OSError as exc:      # ssl.SSLError included: a file that holds no certificate
                 why = f"holds no CA certificate ({exc.reason})" if isinstance(exc, ssl.SSLError) else exc.strerror
                 errors.append(f"{base}.tls.ca_file: file_unreadable: {dep.tls.ca_file}: {why}")
-        if dep.auth is not None and dep.auth.api_key_file:
-            try:
-                with open(dep.auth.api_key_file, encoding="utf-8") as f:
-                    key = f.read().strip()
-            except (OSError, UnicodeDecodeError) as exc:
-                why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-                errors.append(f"{base}.auth.api_key_file: file_unreadable: {dep.auth.api_key_file}: {why}")
-            else:
-                if not key:
-                    errors.append(f"{base}.auth.api_key_file: file_unreadable: {dep.auth.api_key_file}: empty")
+        if dep.auth is not None:
+            errors += key_source_problems(dep.auth, f"{base}.auth")
+            errors += placement_problems(dep.auth.header, dep.auth.prefix, f"{base}.auth")
 
 
 def _check_outputs(config: RouterConfig, errors: list[str]) -> None:
@@ -276,8 +275,9 @@ def _check_providers(config: RouterConfig, errors: list[str], warnings: list[str
             if problem:
                 errors.append(f"{where}.endpoint: invalid_value: {problem}")
             auth = ref.auth
-            if auth and auth.api_key_env and auth.api_key:
-                errors.append(f"{where}.auth: invalid_value: set api_key_env or api_key, not both")
+            if auth:
+                errors += key_source_problems(auth, f"{where}.auth")
+                errors += placement_problems(auth.header, auth.prefix, f"{where}.auth")
             if auth and auth.api_key_env and auth.api_key_env not in os.environ:
                 warnings.append(
                     f"{where}.auth.api_key_env: missing_credential: ${auth.api_key_env} is not set; "
@@ -288,6 +288,10 @@ def _check_providers(config: RouterConfig, errors: list[str], warnings: list[str
 
 def endpoint_problem(endpoint: str) -> str | None:
     """Why an endpoint cannot be called, or None. Bare ``host:port`` means plain http."""
+    if placeholder_problem(endpoint):
+        return (f"{endpoint!r} holds an environment placeholder, which is not expanded: the configuration reads no "
+                "environment variables in URLs; write the URL itself (render the file with envsubst, Helm or "
+                "Kustomize before start)")
     url = endpoint if "://" in endpoint else f"http://{endpoint}"
     try:
         parts = urlsplit(url)

@@ -12,7 +12,7 @@ from pathlib import Path
 import msgspec
 import yaml
 
-from ..errors import ConfigError
+from ..errors import ConfigError, redact
 from . import _paths
 from .checks import check
 from .forms import removed_fields
@@ -51,6 +51,9 @@ class Checked:
     config: RouterConfig
     version_hash: str
     warnings: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.warnings[:] = [redact(line) for line in self.warnings]     # a URL's password, as ConfigError does
 
 
 def check_file(path: str | Path) -> Checked:

@@ -16,6 +16,7 @@ from .schema_base import Block
 from .application import Signals
 from .auth import ClientAuth, RateLimits
 from .catalog import ModelCatalog
+from .credentials import KeySource
 from .signals import Predicate, Projections
 from .output import Output
 from .algorithm import Algorithm
@@ -31,15 +32,13 @@ PositiveMs = Annotated[int, Meta(ge=1, le=3_600_000)]
 # --- providers -----------------------------------------------------------------
 
 
-class Auth(_Block):
+class Auth(KeySource):
     """How a static key reaches a backend (spec 6.7); no key means no credential is sent.
 
     ``header`` and ``prefix`` default to the provider's own: ``x-api-key`` with no
     prefix for an ``anthropic`` backend, ``Authorization: Bearer`` otherwise.
     """
 
-    api_key_env: str | None = None
-    api_key: str | None = None
     header: str | None = None
     prefix: str | None = None
     # "delegated": the call acts for the requesting user, with the credential the authenticator in front
@@ -331,13 +330,16 @@ class UpstreamPolicy(_Block):
 
 class AccessLogConfig(_Block):
     """One line per inference request: time (RFC 3339, UTC, milliseconds), request id (the client's
-    x-request-id, else one the router makes; the answer carries it in x-request-id), replay id (when a replay
-    record is kept: x-vsr-replay-id), the caller (key id, never the key; user, team, tenant), client API, recipe,
-    decision, model, status, response path, latency, time to first byte, tokens, error code, an upstream
-    failure's cause and the error's message. A request refused before routing (its method, media type, key) has
-    its line too. ``level: errors``: statuses 400 and up only. ``path``: appended to (none: stderr). Lines the
-    writer could not keep up with are counted in ``vsr_access_log_dropped_total{reason="queue_full"}``; lines
-    a write failed on (a full disk, stderr's reader gone) are dropped, as nginx does, and counted with
+    x-request-id when it is printable ASCII of at most 200 bytes, else one the router makes, as Envoy
+    regenerates an id it cannot use; the answer and the provider's request carry it in x-request-id), replay id
+    (when a replay record is kept: x-vsr-replay-id), the client (``remote_addr``: the peer's address, as nginx's
+    $remote_addr; ``method``; ``user_agent``, its first 256 characters), the caller (key id, never the key; user,
+    team, tenant), client API, recipe, decision, model, status, response path, latency, time to first byte,
+    tokens, error code, an upstream failure's cause and the error's message; logfmt quotes a value with a space,
+    quote, equals sign, backslash or control character and escapes the latter (\\t, \\u0001). A request refused
+    before routing (its method, media type, key) has its line too. ``level: errors``: statuses 400 and up
+    only. ``path``: appended to (none: stderr). Lines the writer could not keep up with are counted in
+    ``vsr_access_log_dropped_total{reason="queue_full"}``; lines a write failed on (a full disk, stderr's reader gone) are dropped, as nginx does, and counted with
     ``reason="write_error"``, with a warning at most once a minute: serving goes on, and writing resumes once
     the disk has room (or after a reopen).
 

@@ -8,16 +8,46 @@ from __future__ import annotations
 
 import os
 from typing import Annotated, Literal
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from msgspec import Meta
 
 from .catalog import EmbeddingRef
+from .credentials import KeySource, static_key
 from .schema_base import Block
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
-class EventStreamStore(Block):
+class RedisAt(Block):
+    """Where a Redis-backed block connects: ``url`` (query parameters reach redis-py, socket_timeout=... e.g., and
+    win over the router's defaults), and its password out of the file when it must not be written there:
+    ``password_env`` (an environment variable) or ``password_file`` (a mounted Secret), surrounding whitespace
+    dropped, as the auth blocks' api_key_env and api_key_file read a key."""
+
+    url: str = DEFAULT_REDIS_URL
+    password_env: str | None = None
+    password_file: str | None = None
+
+    def redis_url(self) -> str:
+        """``url`` with the password from ``password_env`` or ``password_file`` in it (a URL's own otherwise)."""
+        return with_password(self.url, static_key(KeySource(api_key_env=self.password_env,
+                                                            api_key_file=self.password_file)))
+
+
+def with_password(url: str, password: str | None) -> str:
+    """``url`` carrying ``password``: in its userinfo (redis://, rediss://) or its query (unix://)."""
+    if not password:
+        return url
+    parts = urlsplit(url)
+    if parts.scheme == "unix":     # no authority to carry it (and urlunsplit would drop the empty one's //)
+        return f"{url}{'&' if parts.query else '?'}password={quote(password, safe='')}"
+    host = parts.netloc.rsplit("@", 1)[-1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:{quote(password, safe='')}@{host}"))
+
+
+class EventStreamStore(RedisAt):
     """``global.stores.event_stream``: the routing events' stream.
 
     ``redis`` appends to the Redis stream ``stream`` at ``url``; ``embedded``
@@ -35,8 +65,6 @@ class EventStreamStore(Block):
     # up in line, written by a task of its own, not through the stream). (Not "off": YAML reads a bare off
     # as false.)
     backend: Literal["redis", "embedded", "none"] = "embedded"
-    # Query parameters reach redis-py (socket_timeout=..., e.g.); they win over our defaults.
-    url: str = DEFAULT_REDIS_URL
     stream: Annotated[str, Meta(min_length=1)] = "vsr:events"
     # Retention, both backends, approximate: Redis trims with XADD MAXLEN ~ and XTRIM MINID ~ (a consumer
     # group lagging past them loses what was trimmed: size them above the worst backlog); the embedded
@@ -59,7 +87,7 @@ def default_events_dir() -> str:
     return os.path.join(os.environ.get("VSR_STATE_DIR", ".vsr"), "events")
 
 
-class ResponseCacheStore(Block):
+class ResponseCacheStore(RedisAt):
     """``global.stores.response_cache``: where exact answers are kept.
 
     With an event stream (``embedded`` or ``redis``), answers are written by its ``cache-writer`` consumer: while
@@ -69,7 +97,6 @@ class ResponseCacheStore(Block):
     """
 
     backend_type: Literal["memory", "redis"] = "memory"
-    url: str = DEFAULT_REDIS_URL
     prefix: Annotated[str, Meta(min_length=1)] = "vsr:cache:"
     max_entries: Annotated[int, Meta(ge=1)] = 10_000               # memory backend only
     # An answer larger than this is not cached (llm_cache_write_skipped_total{reason="too_large"}).
@@ -82,7 +109,7 @@ class ResponseCacheStore(Block):
     embedding: EmbeddingRef | None = None
 
 
-class ResponsesStore(Block):
+class ResponsesStore(RedisAt):
     """``global.stores.responses``: the Responses API's conversations, for ``previous_response_id``.
 
     Each stored response belongs to its caller's owner (tenant, else key) and is stored under an id the router
@@ -96,7 +123,6 @@ class ResponsesStore(Block):
     """
 
     backend_type: Literal["memory", "redis"] = "memory"
-    url: str = DEFAULT_REDIS_URL
     prefix: Annotated[str, Meta(min_length=1)] = "vsr:responses:"
     ttl_seconds: Annotated[int, Meta(ge=60)] = 7 * 86_400      # redis only
     max_entries: Annotated[int, Meta(ge=1)] = 10_000           # memory only
@@ -106,7 +132,7 @@ class ResponsesStore(Block):
     max_entries_per_owner: Annotated[int, Meta(ge=1)] | None = None
 
 
-class VectorStore(Block):
+class VectorStore(RedisAt):
     """``global.stores.vector_store``: the in-memory vector store a ``context`` RAG source reads (spec 5.7).
 
     Documents are cut into chunks, each kept with its embedding and in a BM25
@@ -116,7 +142,6 @@ class VectorStore(Block):
     """
 
     backend_type: Literal["memory", "redis"] = "memory"
-    url: str = DEFAULT_REDIS_URL
     prefix: Annotated[str, Meta(min_length=1)] = "vsr:vectors:"
     files: list[Annotated[str, Meta(min_length=1)]] = []
     chunk_chars: Annotated[int, Meta(ge=100, le=20_000)] = 800       # a chunk's length, cut at a paragraph or line
@@ -124,11 +149,10 @@ class VectorStore(Block):
     embedding: EmbeddingRef | None = None
 
 
-class MemoryStore(Block):
+class MemoryStore(RedisAt):
     """``global.stores.memory``: each user's memories (spec 5.7), never read for another user."""
 
     backend_type: Literal["memory", "redis"] = "memory"
-    url: str = DEFAULT_REDIS_URL
     prefix: Annotated[str, Meta(min_length=1)] = "vsr:memory:"
     # A memory source's recall bounds when its match block writes none (spec 5.4).
     default_retrieval_limit: Annotated[int, Meta(ge=1, le=1_000)] = 5

@@ -91,10 +91,10 @@ class ResponseCache:
         if store.backend_type == "memory":
             self._memory = OrderedDict()
         else:
-            self._redis = redis.Redis.from_url(store.url, socket_timeout=2.0, socket_connect_timeout=1.0)
+            self._redis = redis.Redis.from_url(store.redis_url(), socket_timeout=2.0, socket_connect_timeout=1.0)
             # The request path's own client: its wait is a request's added latency, so it is the store's bound.
             wait = store.lookup_timeout_ms / 1000
-            self.lookup_client = redis.Redis.from_url(store.url, socket_timeout=wait, socket_connect_timeout=wait)
+            self.lookup_client = redis.Redis.from_url(store.redis_url(), socket_timeout=wait, socket_connect_timeout=wait)
         self.breaker = Breaker()
 
     def _key(self, key: str) -> str:

@@ -43,7 +43,7 @@ class MemoryStore:
         self.embedder = embedder
         self._users: OrderedDict[str, list[Memory]] = OrderedDict()      # newest last
         self._lock = threading.Lock()
-        self._redis = (redis.Redis.from_url(config.url, socket_timeout=2.0, socket_connect_timeout=1.0)
+        self._redis = (redis.Redis.from_url(config.redis_url(), socket_timeout=2.0, socket_connect_timeout=1.0)
                        if config.backend_type == "redis" else None)
 
     def _key(self, user: str) -> str:

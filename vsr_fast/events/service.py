@@ -134,9 +134,9 @@ async def open_event_stream(config: EventStreamStore, *, close_timeout_s: float 
     locks: list[int] = []
     if config.backend == "redis":
         def new_transport() -> Transport:
-            return RedisTransport(config.url, config.stream, maxlen=config.maxlen, max_age_s=config.max_age_s)
+            return RedisTransport(config.redis_url(), config.stream, maxlen=config.maxlen, max_age_s=config.max_age_s)
         transport = new_transport()
-        source: StreamSource = RedisSource(config.url, config.stream)
+        source: StreamSource = RedisSource(config.redis_url(), config.stream)
         slots = base / config.stream.replace("/", "_").replace(":", "_")
     else:
         locks.append(_lock_embedded(base / "stream"))
@@ -198,7 +198,7 @@ class EventServices:
 def open_records(config: EventStreamStore, policy: ReplayPolicy) -> ReplayRecords:
     """Records beside the stream: in Redis under ``<stream>:replay:``, or in memory for the embedded stream."""
     if config.backend == "redis":
-        return ReplayRecords(RedisRecords(config.url, f"{config.stream}:replay:", max_records=policy.max_records,
+        return ReplayRecords(RedisRecords(config.redis_url(), f"{config.stream}:replay:", max_records=policy.max_records,
                                           ttl_seconds=policy.ttl_seconds))
     return ReplayRecords(MemoryRecords(max_records=policy.max_records, ttl_seconds=policy.ttl_seconds))
 

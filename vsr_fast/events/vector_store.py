@@ -85,7 +85,7 @@ class VectorStore:
         self._bm25: BM25Index | None = None
         self._lock = threading.Lock()
         self._version: bytes | None = None
-        self._redis = (redis.Redis.from_url(config.url, socket_timeout=2.0, socket_connect_timeout=1.0)
+        self._redis = (redis.Redis.from_url(config.redis_url(), socket_timeout=2.0, socket_connect_timeout=1.0)
                        if config.backend_type == "redis" else None)
         self._hash, self._version_key = f"{config.prefix}chunks", f"{config.prefix}version"
 

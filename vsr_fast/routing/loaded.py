@@ -11,7 +11,7 @@ from pathlib import Path
 from ..config import Checked, RouterConfig, check_bytes, check_file, check_raw
 from ..config.load import collect, follows_from, parse_bytes, version_hash
 from ..config.schema import PluginEntry
-from ..errors import ConfigError
+from ..errors import ConfigError, redact
 from ..plugins.layers import check_plugins
 from ..signals.base import CompileErrors
 from . import plugin_checks
@@ -73,6 +73,10 @@ class Report:
     errors: list[str]
     warnings: list[str]
     version_hash: str = ""
+
+    def __post_init__(self) -> None:
+        self.errors[:] = [redact(line) for line in self.errors]         # a URL's password, as ConfigError does
+        self.warnings[:] = [redact(line) for line in self.warnings]
 
 
 def validate_bytes(data: bytes, *, source: str = "<config>") -> Report:

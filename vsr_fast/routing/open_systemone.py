@@ -39,7 +39,8 @@ def _alias_deployment(model: ProviderModel) -> Deployment:
         provider="systemone", endpoint=ref.endpoint, model=model.provider_model_id,
         timeout_ms=min(ref.read_timeout_ms, 60_000),
         # A backend's unset header and prefix are a deployment's defaults (Authorization, Bearer).
-        auth=DeploymentAuth(api_key_env=auth.api_key_env, header=auth.header or "Authorization",
+        auth=DeploymentAuth(api_key=auth.api_key, api_key_env=auth.api_key_env, api_key_file=auth.api_key_file,
+                            header=auth.header or "Authorization",
                             prefix="Bearer" if auth.prefix is None else auth.prefix,
                             credential=auth.credential) if auth else None,
     )

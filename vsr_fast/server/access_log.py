@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sys
 import time
 
@@ -35,15 +36,29 @@ _WARN_EVERY_S = 60.0
 log = logging.getLogger("vsr_fast.access_log")
 
 
+# A value is quoted when it holds a space, a quote, an equals sign, a backslash or a control character; inside
+# quotes a control character is escaped (\n, \r, \t, else \u00XX), so a client's TAB or \x01 never splits a
+# line or a field for the reader (logfmt as Go's go-logfmt writes it).
+_NEEDS_QUOTES = re.compile(r'[\x00-\x20"=\\\x7f]')
+_ESCAPED = re.compile(r'[\x00-\x1f"\\\x7f]')
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(m: re.Match) -> str:
+    c = m.group()
+    return _ESCAPES.get(c) or f"\\u{ord(c):04x}"
+
+
 def logfmt(fields: dict) -> str:
-    """``key=value`` pairs, a value quoted when it holds a space, a quote or an equals sign."""
+    """``key=value`` pairs, a value quoted (and escaped) when it holds a space, a quote, an equals sign, a
+    backslash or a control character."""
     parts = []
     for key, value in fields.items():
         if value is None:
             continue
         text = f"{value:.6f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
-        if not text or any(c in text for c in ' "=\\\n'):
-            text = '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+        if not text or _NEEDS_QUOTES.search(text):
+            text = '"' + _ESCAPED.sub(_escape, text) + '"'
         parts.append(f"{key}={text}")
     return " ".join(parts)
 

@@ -95,8 +95,10 @@ def make_admin(state: AppState) -> QuartTrio:
 
     @app.post("/admin/reload")
     async def reload() -> tuple[Response, int]:
-        ok, message, later = await state.reloader(echoed=state.metrics_dir is not None)
-        if state.metrics_dir is not None:
+        # Under a supervisor the SIGHUP sent on below reloads this worker too, and says its outcome: said once.
+        echoed = state.metrics_dir is not None
+        ok, message, later = await state.reloader(echoed=echoed, said=None if echoed else "POST /admin/reload")
+        if echoed:
             # Under a supervisor: it sends SIGHUP on to every worker, so all of them load the file.
             os.kill(os.getppid(), signal.SIGHUP)
         if not ok:

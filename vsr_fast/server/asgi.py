@@ -154,14 +154,17 @@ def _chunk(message: Message, size: int, limit: int) -> bytes:
 # bounds cap what a client can make us read for nothing; past them the socket closes.
 LINGER_MAX_BYTES = 256 << 20
 LINGER_MAX_S = 10.0
-# Answers sent before the body is read: too large, and the caller's key or limits refused (401, 403, 429).
-UNREAD_BODY_STATUSES = frozenset({401, 403, 413, 429})
+# An answer to a body that came too slowly: discarding the rest would wait on that client again; it closes.
+CLOSING_STATUSES = frozenset({408})
 
 
 def lingering_close(app):
-    """``app`` with a bounded lingering close after a 413 (or an auth refusal): the answer is sent whole first (so a
-    client that stopped sending reads it at once), then the unread body is discarded, then the
-    response ends and hypercorn closes or recycles the connection."""
+    """``app`` with a bounded lingering close after any answer given before the body was read whole (a 413, an auth
+    refusal, a 404 or 405 decided from the head): the answer is sent whole first (so a client that stopped sending
+    reads it at once), then the unread body is discarded, then the response ends and hypercorn recycles the
+    connection. An unread body that cannot be discarded (past the bounds, a 100-continue never asked for, a 408)
+    closes the connection, and the answer says so (``Connection: close``): hypercorn would close it anyway, and a
+    client not told reuses it and fails (trial 10b: the openai SDK's next request, APIConnectionError)."""
 
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -195,12 +198,13 @@ def lingering_close(app):
 
         async def lingering(message: Message) -> None:
             nonlocal refused, unasked
-            if message["type"] == "http.response.start":
-                refused = message["status"] in UNREAD_BODY_STATUSES
-                if waiting_for_continue() and not ended:
-                    # Answered before the body was asked for: the client, told no 100, need not send it, and
-                    # the connection cannot carry another request after a body never read: it closes.
-                    unasked = True
+            if message["type"] == "http.response.start" and not ended:
+                # Answered before the body was asked for (the client, told no 100, need not send it), or a body
+                # that will not be discarded: the connection cannot carry another request; it closes.
+                unasked = (waiting_for_continue() or message["status"] in CLOSING_STATUSES
+                           or _declared(scope) > LINGER_MAX_BYTES)
+                refused = not unasked
+                if unasked and scope.get("http_version") in ("1.0", "1.1"):
                     message = {**message, "headers": [*message.get("headers", ()), (b"connection", b"close")]}
             elif refused and not ended and not unasked and is_final(message):
                 await send({**message, "more_body": True})

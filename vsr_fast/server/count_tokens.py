@@ -38,6 +38,7 @@ from ..protocol.translate import Conversation, chat_messages
 from .asgi import Receive, Scope, Send, read_body, send_whole
 from .delegation import delegated_credential
 from .pipeline.offload import off_loop, signals_runner
+from .recording import kept_request_id
 from .state import AppState
 
 log = logging.getLogger("vsr_fast.count_tokens")
@@ -124,7 +125,9 @@ async def _forwarded(state: AppState, adapter, req: Inbound, candidates, scope: 
     def outbound_for(model) -> Outbound:
         return Outbound(PATH, rewrite(model.upstream_model), False, headers, credential=credential)
 
-    extra = [(k.decode(), v) for k, v in scope["headers"] if k in _TO_PROVIDER]   # bytes: see gateway
+    # bytes: see Exchange.provider_headers; a client's x-request-id only when the router keeps it.
+    extra = [(k.decode(), v) for k, v in scope["headers"]
+             if k in _TO_PROVIDER and (k != b"x-request-id" or kept_request_id(v) == v.decode("latin-1"))]
     try:
         answer = await state.dispatcher.whole(anthropic_models, outbound_for, extra)
     except UpstreamError as exc:

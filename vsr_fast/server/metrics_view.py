@@ -159,6 +159,8 @@ async def serve_peers(current: Callable[[], AppState], directory: str, worker: i
     raw.bind(path)
     raw.listen(16)
     listener = trio.SocketListener(trio.socket.from_stdlib_socket(raw))
+    # Its series kept once now: a worker that stops before any scrape asked it still counts with them.
+    await _rendered(current(), directory, worker)
 
     async def answer(stream: trio.SocketStream) -> None:
         async with stream:
@@ -227,10 +229,11 @@ async def gathered(state: AppState, directory: str | None, worker: int) -> bytes
     for peer in await _peers(directory, worker):
         text = await _ask(socket_path(directory, peer), b"metrics")
         if text is None:
-            # Its last series (never lower than what a scrape saw of it), or none yet (a worker starting).
+            # Its last series (never lower than what a scrape saw of it; each worker keeps one as it starts to
+            # answer), or none: stale either way, a worker stopped before any scrape asked it included.
+            stale += 1
             try:
                 text = await trio.to_thread.run_sync(_read, _last_path(directory, peer))
-                stale += 1
             except OSError:
                 continue
         texts.append(text)

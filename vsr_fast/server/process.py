@@ -27,6 +27,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 # The signals a worker starts with blocked, until hold_signals unblocks them.
 HELD = frozenset({signal.SIGHUP, signal.SIGUSR1})
@@ -42,11 +43,19 @@ HARD_EXIT_MARGIN_S = 10.0
 _state = {"hangup": False, "draining": False, "supervisor": 0, "deadline": False}
 
 
-def _say(line: str) -> None:
-    # One write, newline included (workers share the supervisor's stderr). Signal handlers run in the main
-    # thread between bytecodes: no lock of logging's is taken here.
+def stamped(line: str, level: str = "INFO") -> str:
+    """``line`` as a log line reads (``cli._main``'s format: time, logger, level, message), written without
+    logging: signal handlers and the supervisor's loop say it, where no lock of logging's may be taken."""
+    now = time.time()
+    return f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(now))},{int(now % 1 * 1000):03d} " \
+           f"vsr_fast.process {level} {line}"
+
+
+def say(line: str, level: str = "INFO") -> None:
+    """One stamped line on stderr, in one write, newline included (workers share the supervisor's stderr); safe in
+    a signal handler, which runs in the main thread between bytecodes."""
     try:
-        sys.stderr.write(line + "\n")
+        sys.stderr.write(stamped(line, level) + "\n")
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
@@ -54,21 +63,21 @@ def _say(line: str) -> None:
 
 def _hold_hangup(signum, frame) -> None:
     if _state["draining"]:
-        _say("vsr-fast: SIGHUP while stopping: no reload")
+        say("vsr-fast: SIGHUP while stopping: no reload")
         return
     _state["hangup"] = True
-    _say("vsr-fast: SIGHUP while starting: the configuration is reloaded once the router serves")
+    say("vsr-fast: SIGHUP while starting: the configuration is reloaded once the router serves")
 
 
 def _user1_early(signum, frame) -> None:
-    _say("vsr-fast: SIGUSR1 while starting or stopping: ignored")
+    say("vsr-fast: SIGUSR1 while starting or stopping: ignored")
 
 
 def _stop(signum, frame) -> None:
     name = signal.Signals(signum).name
     if _state["draining"]:
         if not orphaned():      # a killed supervisor's second parent-death signal (orphaned) is no news
-            _say(f"vsr-fast: {name} again: already draining")
+            say(f"vsr-fast: {name} again: already draining")
         return
     # Not serving yet: the default action, as before this handler (the process ends by the signal).
     signal.signal(signum, signal.SIG_DFL)
@@ -93,7 +102,7 @@ def hard_exit_after(seconds: float) -> None:
         return
     _state["deadline"] = True
     whole = max(1, math.ceil(seconds))
-    _say(f"vsr-fast: stopping; ending at the latest {whole} s from now")
+    say(f"vsr-fast: stopping; ending at the latest {whole} s from now")
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.alarm(whole)
 
@@ -142,9 +151,9 @@ def die_with_supervisor() -> None:
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
-            _say(f"vsr-fast: prctl(PR_SET_PDEATHSIG): {os.strerror(ctypes.get_errno())}")
+            say(f"vsr-fast: prctl(PR_SET_PDEATHSIG): {os.strerror(ctypes.get_errno())}")
     if orphaned():
-        _say(f"vsr-fast: worker: the supervisor (pid {pid}) is gone; exiting")
+        say(f"vsr-fast: worker: the supervisor (pid {pid}) is gone; exiting")
         os._exit(1)
 
 

@@ -7,6 +7,7 @@ merged per (recipe, decision) once and kept.
 from __future__ import annotations
 
 import hashlib
+import re
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -28,13 +29,23 @@ from .delegation import delegated_credential
 _REQUEST_ID = h.REQUEST_ID.encode()
 
 
-def request_id(scope: Scope) -> str:
-    """The request's correlation id: the client's x-request-id when it sent one (kept as Envoy keeps it), else a
-    new one. The answer returns it in x-request-id and the access log's line carries it."""
-    for key, value in scope["headers"]:
-        if key == _REQUEST_ID and value:
-            return value.decode("latin-1")
+# A client's id is kept when it is a token every log, header and record can carry as it is: printable ASCII, no
+# space at either end, at most 200 bytes (an id of 7,000 was echoed and logged whole). Any other is replaced by a
+# new one, as Envoy regenerates an x-request-id it cannot use (documented with the access log, docs/config.md).
+_SANE_ID = re.compile(rb"[\x21-\x7e](?:[\x20-\x7e]{0,198}[\x21-\x7e])?")
+
+
+def kept_request_id(value: bytes | None) -> str:
+    """The client's x-request-id ``value`` when it is sane, else a new id."""
+    if value and _SANE_ID.fullmatch(value):
+        return value.decode("ascii")
     return ids.request_id()
+
+
+def request_id(scope: Scope) -> str:
+    """The request's correlation id: the client's x-request-id when it sent a sane one (kept as Envoy keeps it),
+    else a new one. The answer returns it in x-request-id, the provider receives it, the access log carries it."""
+    return kept_request_id(header(scope, _REQUEST_ID))
 
 
 class Plan(NamedTuple):
@@ -161,7 +172,7 @@ class Recording:
                         found = {}
                     found.setdefault(key, value)
             sid = next((found[n] for n in names if found.get(n)), None) if found is not None else None
-            self.request_id = rid.decode("latin-1") if rid else ids.request_id()
+            self.request_id = kept_request_id(rid)
             self.events = RequestEvents(
                 self.services.sink, config_version=state.loaded.version_hash, request_id=self.request_id,
                 session_id=sid.decode("latin-1") if sid else None,

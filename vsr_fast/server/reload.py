@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
@@ -25,7 +24,7 @@ import msgspec
 import trio
 
 from ..config.schema import RouterConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, redact
 from ..plugins.layers import shadow_used, types_used
 from ..routing import load_file
 from ..upstream.pool import Upstreams
@@ -33,6 +32,19 @@ from .asgi import Receive, Scope, Send
 from .state import AppState
 
 log = logging.getLogger("vsr_fast.reload")
+# A reload's outcome, at INFO when done: shown at the default WARNING level too, as an operator who sent SIGHUP
+# reads whether it took (nginx logs its reconfiguring at notice).
+lifecycle = logging.getLogger("vsr_fast.lifecycle")
+lifecycle.setLevel(logging.INFO)
+
+
+def say_reloaded(path: str | None, trigger: str, ok: bool, message: str, serving: str) -> None:
+    """A reload's outcome in one log line (time, level), once per process."""
+    if ok:
+        lifecycle.info("vsr-fast: reload done (%s): %s", trigger, message)
+    else:
+        lifecycle.error("vsr-fast: reload refused (%s): %s does not load: %s; still serving config %s", trigger,
+                        path, message, serving)
 _RETIRE_POLL_S = 0.5
 
 # What serve (and AppState.__post_init__) reads once, at start, by its path in the file.
@@ -136,7 +148,14 @@ class Generations:
         if access_log is not None:
             access_log.reopen()
 
-    async def reload(self, *, count: bool = True, echoed: bool = False) -> Reloaded:
+    async def reload(self, *, count: bool = True, echoed: bool = False, said: str | None = None) -> Reloaded:
+        """``_reload``; ``said``: what asked for it, its outcome then said in one log line (``say_reloaded``)."""
+        outcome = await self._reload(count=count, echoed=echoed)
+        if said is not None:
+            say_reloaded(self._path, said, outcome.ok, outcome.message, self.current.loaded.version_hash)
+        return outcome
+
+    async def _reload(self, *, count: bool, echoed: bool) -> Reloaded:
         """Load, check and swap; (False, why) leaves the current generation serving.
 
         Whatever goes wrong before the swap refuses the reload, an unexpected exception included: SIGHUP and
@@ -166,7 +185,7 @@ class Generations:
                 return self._refused(old, "; ".join(exc.lines) or str(exc), count)
             except Exception as exc:   # noqa: BLE001 - a bug in loading is a refused reload, never a dead router
                 log.exception("reload: unexpected error loading %s", self._path)
-                return self._refused(old, f"unexpected error: {type(exc).__name__}: {exc}", count)
+                return self._refused(old, redact(f"unexpected error: {type(exc).__name__}: {exc}"), count)
             if old.draining:
                 new.drain(old.drain_deadline)
             self.apps = self._build(new)
@@ -174,8 +193,6 @@ class Generations:
             self.every.append(new)
             if outcomes is not None:
                 outcomes.inc("ok")
-            # A reload done as asked is news, not a warning (what it could not apply is: below).
-            log.info("reloaded %s: config %s (was %s)", self._path, loaded.version_hash, old.loaded.version_hash)
             self._nursery.start_soon(self._retire, old, upstreams)
             message = f"config {loaded.version_hash} loaded"
             if later:
@@ -187,18 +204,16 @@ class Generations:
     def _refused(self, old: AppState, why: str, count: bool) -> Reloaded:
         if count:
             old.metrics.reloads.inc("failed")
-        log.error("reload refused: %s does not load (%s); still serving config %s", self._path, why,
-                  old.loaded.version_hash)
         return Reloaded(False, why)
 
     async def reload_and_say(self, trigger: str) -> None:
-        """Reload, and say how it went on stderr (what SIGHUP and the file watch started)."""
+        """Reload, and say how it went in one log line (what SIGHUP, the file watch and POST /admin/reload
+        started): at INFO when done, which the default WARNING level shows too (``lifecycle``), ERROR when
+        refused."""
         count = True
         if trigger == "SIGHUP" and self._echoes:
             self._echoes, count = self._echoes - 1, False
-        ok, message, _ = await self.reload(count=count)
-        sys.stderr.write(f"vsr-fast: reload {'done' if ok else 'refused'} ({trigger}): {message}\n")
-        sys.stderr.flush()
+        await self.reload(count=count, said=trigger)
 
     async def watch(self) -> None:
         """Reload whenever the file's modification time, size or inode change (``config_watch``), until cancelled.

@@ -121,6 +121,6 @@ class DeferredStore:
 def response_store(config: ResponsesStore) -> DeferredStore:
     """The store ``global.stores.responses`` names, its writes off the request path."""
     if config.backend_type == "redis":
-        return DeferredStore(RedisResponseStore(config.url, config.prefix, config.ttl_seconds), through=True)
+        return DeferredStore(RedisResponseStore(config.redis_url(), config.prefix, config.ttl_seconds), through=True)
     return DeferredStore(MemoryResponseStore(
         max_entries=config.max_entries, max_entries_per_owner=config.max_entries_per_owner))

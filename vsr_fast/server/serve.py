@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import os
 import shutil
@@ -64,6 +65,8 @@ def resolve_bind(loaded: Loaded, opts: ServeOptions) -> ServeOptions:
     """The serving address: the command line's, else ``listeners[]``' serving listener's, else 127.0.0.1:8080."""
     listener = serving_listener(loaded.config)
     host = opts.host if opts.host is not None else (listener.address if listener else "127.0.0.1")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]       # an IPv6 address as a URL writes it
     port = opts.port if opts.port is not None else (listener.port if listener else 8080)
     return dataclasses.replace(opts, host=host, port=port)
 
@@ -275,20 +278,26 @@ def _listening_socket(opts: ServeOptions, cfg: hypercorn.config.Config) -> socke
     if opts.fd is not None:
         sock = socket.socket(fileno=opts.fd)
     else:
-        family = socket.AF_INET6 if ":" in opts.host else socket.AF_INET
-        sock = _bound(opts.host, opts.port, family=family, backlog=cfg.backlog)
+        sock = _bound(opts.host, opts.port, backlog=cfg.backlog)
     sock.setblocking(False)
     return sock
 
 
 def _bound(host: str, port: int, **kwargs) -> socket.socket:
-    """A listening socket on host:port; a busy port or a bad address is a one-line ListenError."""
+    """A listening socket on host:port, of the address's own family (IPv4 or IPv6, as getaddrinfo resolves it:
+    one worker and a supervisor of many alike); a busy port or a bad address is a one-line ListenError."""
     try:
-        return socket.create_server((host, port), **kwargs)
-    except OSError as exc:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+        return socket.create_server((host, port), family=family, **kwargs)
+    except OSError as exc:      # socket.gaierror included
         # create_server appends "(while attempting to bind on address ...)": the address is said already.
         why = (exc.strerror or str(exc)).split(" (while attempting")[0]
-        raise ListenError([f"cannot listen on {host}:{port}: {why}"]) from None
+        raise ListenError([f"cannot listen on {host_port(host, port)}: {why}"]) from None
+
+
+def host_port(host: str, port: int) -> str:
+    """``host:port`` as a URL writes it: an IPv6 address in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def max_connections(limits: Limits) -> int:
@@ -373,9 +382,7 @@ def _say(opts: ServeOptions, line: str) -> None:
     if opts.fd is not None and not process.orphaned():
         log.info("%s", line)
     else:
-        line += " (the supervisor is gone)" if opts.fd is not None else ""
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
+        process.say(line + (" (the supervisor is gone)" if opts.fd is not None else ""))
 
 
 def drain_margin_s(graceful_timeout_s: float) -> float:
@@ -433,7 +440,15 @@ async def _serve_or_refuse(loaded: Loaded, opts: ServeOptions) -> None:
 
 def _start_line(exc: OSError) -> str:
     where = f"{exc.filename}: " if exc.filename is not None else ""
-    return f"cannot open {where}{exc.strerror or exc}"
+    line = f"cannot open {where}{exc.strerror or exc}"
+    state = os.path.abspath(os.environ.get("VSR_STATE_DIR", ".vsr"))
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and exc.filename is not None \
+            and os.path.abspath(exc.filename).startswith(state):
+        # A read-only root file system (readOnlyRootFilesystem) meets the state directory first: say both ways out.
+        line += (f"; the event journal lives under the state directory {state}: set VSR_STATE_DIR to a writable "
+                 "directory (a volume of its own, such as an emptyDir), or keep no journal with "
+                 "global.stores.event_stream: {backend: none}")
+    return line
 
 
 def _leaves(group: BaseExceptionGroup) -> list:
@@ -454,13 +469,14 @@ async def _supervise(opts: ServeOptions) -> int:
     finally:
         sock.close()
         shutil.rmtree(metrics_dir, ignore_errors=True)
-    print(f"vsr-fast: supervisor exiting with code {code}", file=sys.stderr, flush=True)
+    process.say(f"vsr-fast: supervisor exiting with code {code}")
     return code
 
 
 async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str) -> int:
     sock.set_inheritable(True)
-    host, port = sock.getsockname()[:2]
+    port = sock.getsockname()[1]
+    where = host_port(sock.getsockname()[0], port)
     # --workers: how many siblings run (worker 0 reads the embedded journals of workers past them).
     worker_argv = ["serve", "--config", opts.config_path, "--fd", str(sock.fileno()), "--port", str(port),
                    "--workers", str(opts.workers),
@@ -470,7 +486,7 @@ async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str
     procs = [process.spawn_blocked([sys.executable, "-m", "vsr_fast", *worker_argv, "--worker-index", str(index)],
                                    (sock.fileno(),))
              for index in range(opts.workers)]
-    print(f"vsr-fast: supervisor of {opts.workers} workers on http://{host}:{port}", file=sys.stderr, flush=True)
+    print(f"vsr-fast: supervisor of {opts.workers} workers on http://{where}", file=sys.stderr, flush=True)
     stopping = False
     stop_started = trio.Event()
 
@@ -492,15 +508,13 @@ async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str
         if not stopping:
             # A worker that left on its own (it refused to start, or died): the rest stop too, so the
             # process manager sees the failure instead of a router serving on fewer workers than asked.
-            print(f"vsr-fast: worker {index} exited with code {code}; stopping the others", file=sys.stderr,
-                  flush=True)
+            process.say(f"vsr-fast: worker {index} exited with code {code}; stopping the others", "ERROR")
             stop_all(signal.SIGTERM)
 
     def kill_all(why: str) -> None:
         for index, p in enumerate(procs):
             if p.poll() is None:
-                print(f"vsr-fast: supervisor: worker {index} still running {why}; SIGKILL", file=sys.stderr,
-                      flush=True)
+                process.say(f"vsr-fast: supervisor: worker {index} still running {why}; SIGKILL", "WARNING")
                 p.kill()
         sock.close()
 
@@ -525,8 +539,7 @@ async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str
                         # The quick stop: no drain, the workers killed (each would only drain at a signal).
                         stopping = True
                         live = sum(p.poll() is None for p in procs)
-                        print(f"vsr-fast: supervisor: SIGQUIT: ending {live} workers at once", file=sys.stderr,
-                              flush=True)
+                        process.say(f"vsr-fast: supervisor: SIGQUIT: ending {live} workers at once")
                         kill_all("at SIGQUIT")
                     elif signum in (signal.SIGHUP, signal.SIGUSR1):
                         # A reload (or USR1's meaning): every worker, each holding it until it serves.
@@ -534,11 +547,11 @@ async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str
                     elif stopping:
                         # The same request again (a process group's signal reaches the workers too): a
                         # worker already draining is not signalled twice.
-                        print(f"vsr-fast: supervisor: {name} again: already draining", file=sys.stderr, flush=True)
+                        process.say(f"vsr-fast: supervisor: {name} again: already draining")
                     else:
                         live = sum(p.poll() is None for p in procs)
-                        print(f"vsr-fast: supervisor: {name}: draining {live} workers (up to "
-                              f"{opts.drain_delay_s + opts.graceful_timeout_s:g} s)", file=sys.stderr, flush=True)
+                        process.say(f"vsr-fast: supervisor: {name}: draining {live} workers (up to "
+                                    f"{opts.drain_delay_s + opts.graceful_timeout_s:g} s)")
                         stop_all(signum)
         await nursery.start(forward)
         nursery.start_soon(kill_late)

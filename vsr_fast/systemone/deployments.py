@@ -10,7 +10,6 @@ from __future__ import annotations
 import http.cookiejar
 import os
 import ssl
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -18,6 +17,7 @@ import msgspec
 import trio
 
 from ..config.catalog import Deployment
+from ..config.credentials import static_key
 from ..errors import ConfigError
 from ..protocol import systemone as wire
 from ..protocol.credential import DELEGATED
@@ -176,19 +176,13 @@ def _url(endpoint: str, path: str) -> str:
 
 def key_of(name: str, dep: Deployment) -> str | None:
     """A deployment's static key (env or file), or None."""
-    auth = dep.auth
-    if auth is None:
-        return None
-    if auth.api_key_env:
-        return os.environ.get(auth.api_key_env)
-    if auth.api_key_file:
-        # The load checks read it too; one that became unreadable since is still no reason to call keyless.
-        try:
-            return Path(auth.api_key_file).read_text().strip()
-        except OSError as exc:
-            raise ConfigError([f"global.model_catalog.deployments.{name}.auth.api_key_file: "
-                               f"file_unreadable: {auth.api_key_file}: {exc.strerror}"]) from None
-    return None
+    # The load checks read a key file too; one that became unreadable since is still no reason to call keyless.
+    try:
+        return static_key(dep.auth)
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigError([f"global.model_catalog.deployments.{name}.auth.api_key_file: "
+                           f"file_unreadable: {dep.auth.api_key_file}: {why}"]) from None
 
 
 def _decode(body: Body, content: bytes) -> Response:

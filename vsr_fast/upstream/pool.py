@@ -10,7 +10,6 @@ so a kept cookie would ride on the next user's request.
 """
 from __future__ import annotations
 
-import os
 import time
 from contextlib import asynccontextmanager
 from collections.abc import AsyncIterator
@@ -19,7 +18,9 @@ from urllib.parse import urlsplit
 import httpcore
 import msgspec
 
+from ..config.credentials import static_key
 from ..config.schema import BackendRef, HealthCheck, Outlier, ProviderModel, RouterConfig
+from ..errors import ConfigError
 from ..metrics import escape as _escape
 from .lease import Lease, Shards
 from .transport import Origin, new_pool, ssl_context
@@ -44,7 +45,7 @@ class Backend:
         self.label = ref.name or f"{model.name}[{index}]"
         self.base = base_url(ref)
         self.origin = Origin(self.base)
-        key = _key(ref)
+        key = _key(ref, f"providers.models[{model.name}].backend_refs[{index}]")
         self.auth: tuple[bytes, bytes] | None = _auth_header(ref, key, model.api_format)
         # A delegated backend acts for the requesting user: the request's own credential goes under this
         # header and prefix (spec 6.7); no key of the router's.
@@ -154,11 +155,13 @@ PROVIDER_AUTH = {"anthropic": ("x-api-key", "")}
 DEFAULT_AUTH = ("Authorization", "Bearer")
 
 
-def _key(ref: BackendRef) -> str | None:
-    auth = ref.auth
-    if auth is None:
-        return None
-    return (os.environ.get(auth.api_key_env) if auth.api_key_env else auth.api_key) or None
+def _key(ref: BackendRef, where: str) -> str | None:
+    try:
+        return static_key(ref.auth)
+    except (OSError, UnicodeDecodeError) as exc:
+        # The load checks read the file too; one that became unreadable since is no reason to call keyless.
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigError([f"{where}.auth.api_key_file: file_unreadable: {ref.auth.api_key_file}: {why}"]) from None
 
 
 def _place(ref: BackendRef, api_format: str) -> tuple[str, str]:
