@@ -180,12 +180,14 @@ class Adapter(abc.ABC):
         headers = self.provider_headers(req, api_format)
         if api_format == self.native:
             ask = stream_usage and self.usage_unasked(req)
-            key = "rewrite+usage" if ask else "rewrite"
-            rewrite = req.memo.get(key)
-            if rewrite is None:
-                raw = with_stream_usage(req.raw, True) if ask else req.raw
-                rewrite = req.memo[key] = ModelRewriter(raw, self.model(req))
-            return Outbound(PATHS[api_format], rewrite(upstream_model), self.stream(req), headers)
+            key = ("rewrite", ask, reasons)
+            found = req.memo.get(key)
+            if found is None:
+                raw, losses = self.same_format(req, reasons)
+                raw = with_stream_usage(raw, True) if ask else raw
+                found = req.memo[key] = ModelRewriter(raw, self.model(req)), tuple(losses)
+            rewrite, losses = found
+            return Outbound(PATHS[api_format], rewrite(upstream_model), self.stream(req), headers, losses)
         key = ("body", api_format, upstream_model, stream_usage, reasons)
         if key not in req.memo:
             body, losses = self._translate(req, api_format, upstream_model, reasons)
@@ -195,6 +197,12 @@ class Adapter(abc.ABC):
         body, losses = req.memo[key]
         return Outbound(PATHS[api_format], body, self.stream(req) and api_format != "images", headers,
                         tuple(losses))
+
+    def same_format(self, req: Inbound, reasons: bool) -> tuple[bytes, list[Loss]]:
+        """The client's body for a backend of its own format, and what it lost: the client's bytes, but for what
+        no backend of the format takes (unsigned thinking toward Anthropic, a reasoning effort toward a model that
+        does not ``reasons``), dropped and listed as a translation drops it."""
+        return req.raw, []
 
     def usage_unasked(self, req: Inbound) -> bool:
         """Whether the client streams a Chat answer without asking for its usage chunk: the router asks for it,
@@ -553,6 +561,9 @@ class MessagesAdapter(Adapter):
 
     def _read(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
         return MESSAGES.read_request(req.body, req.raw)
+
+    def same_format(self, req: Inbound, reasons: bool) -> tuple[bytes, list[Loss]]:
+        return MESSAGES.signed_only(req.body, req.raw)
 
     def canonical(self, req: Inbound, identity: Identity = ANONYMOUS) -> CanonicalRequest:
         conv, _ = self.conversation(req)
