@@ -610,8 +610,9 @@ MESSAGES_BAD = [
     (b'{"model": "m-anthropic", "messages": [{"role": "user", "content": "hi"}]}', "max_tokens"),
     (b'{"model": "m-anthropic", "max_tokens": 10, "messages": [{"role": "wizard", "content": "hi"}]}',
      "messages.0.role"),
-    (b'{"model": "m-anthropic", "max_tokens": 10, "messages": [{"role": "user", "content": [{"type": "hologram"}]}]}',
-     "messages.0.content.0"),
+    # A block of a type the router does not read goes to Anthropic to judge; a malformed one it reads does not.
+    (b'{"model": "m-anthropic", "max_tokens": 10, "messages": [{"role": "user", "content": [{"type": "text"}]}]}',
+     "messages.0.content.0.text"),
     (b'{"model": "m-anthropic", "max_tokens": 10, "messages": []}', "messages"),
     (b'{"model": "m-anthropic", "max_tokens": 0, "messages": []}', "max_tokens"),
 ]

@@ -121,6 +121,7 @@ class Adapter(abc.ABC):
 
     api = ""
     native = ""   # the api_format spoken without translation
+    EFFORT = "reasoning_effort"   # the client's field that asks for a reasoning effort
     _decoder: msgspec.json.Decoder
 
     # --- request -------------------------------------------------------------------------
@@ -248,10 +249,14 @@ class Adapter(abc.ABC):
                                         "an images model serves the Responses and Images APIs")
         self.refuse_empty(req, (api_format,))
         conv, read_losses = self.conversation(req)
-        if not reasons and api_format in ("openai", "responses") and conv.thinking is not None \
-                and conv.thinking.get("type") != "disabled":
-            conv = msgspec.structs.replace(conv, thinking=None)
-            read_losses = [*read_losses, dropped("thinking", "model_does_not_reason")]
+        if not reasons and api_format in ("openai", "responses"):
+            # gpt-4o and its like refuse a reasoning effort (400 unsupported_parameter): whatever asks for one.
+            if conv.thinking is not None and conv.thinking.get("type") != "disabled":
+                conv = msgspec.structs.replace(conv, thinking=None)
+                read_losses = [*read_losses, dropped("thinking", "model_does_not_reason")]
+            if conv.reasoning_effort is not None:
+                conv = msgspec.structs.replace(conv, reasoning_effort=None)
+                read_losses = [*read_losses, dropped(self.EFFORT, "model_does_not_reason")]
         try:
             body, write_losses = BY_FORMAT[api_format].write_request(conv, model)
         except NoTurns:
@@ -517,6 +522,13 @@ class ChatAdapter(Adapter):
         return RequestError(f"n={req.body.n} asks for {req.body.n} choices, and model {models} answers one: "
                             f"send n=1 (or leave n out), or name a model of api_format openai", param="n")
 
+    def same_format(self, req: Inbound, reasons: bool) -> tuple[bytes, list[Loss]]:
+        if reasons or req.body.reasoning_effort is None:
+            return req.raw, []
+        top = dict(chat.TOP_LEVEL_DECODER.decode(req.raw))
+        del top["reasoning_effort"]
+        return chat.ENCODER.encode(top), [dropped("reasoning_effort", "model_does_not_reason")]
+
     def usage_unasked(self, req: Inbound) -> bool:
         options = req.body.stream_options
         return bool(req.body.stream) and not (options and options.include_usage)
@@ -607,6 +619,7 @@ class ResponsesAdapter(Adapter):
     """Responses, with ``previous_response_id`` served from ``store``."""
 
     api, native = "responses", "responses"
+    EFFORT = "reasoning.effort"
     _decoder = responses.REQUEST_DECODER
 
     def __init__(self, store: responses.ResponseStore) -> None:
@@ -618,6 +631,11 @@ class ResponsesAdapter(Adapter):
         an invented empty user turn, answered and billed."""
         req = super().decode(raw, headers)
         body = req.body
+        effort = (body.reasoning or {}).get("effort")
+        if effort is not None and effort not in chat.EFFORTS:
+            # ``reasoning`` stays a dict (its other keys are the backend's to judge); its effort is OpenAI's enum.
+            raise self.request_error(Problem("enum", ("reasoning", "effort"), value=str(effort),
+                                             options=chat.EFFORTS))
         if body.input == "" and body.previous_response_id is None and body.prompt is None \
                 and body.conversation is None and "input" not in chat.TOP_LEVEL_DECODER.decode(raw):
             raise self.request_error(Problem("missing", ("input",), "Object missing required field `input`"))
@@ -674,6 +692,14 @@ class ResponsesAdapter(Adapter):
 
     def _read(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
         return RESPONSES.read_request(req.body, req.raw)
+
+    def same_format(self, req: Inbound, reasons: bool) -> tuple[bytes, list[Loss]]:
+        if reasons or not req.body.reasoning:
+            return req.raw, []
+        top = dict(chat.TOP_LEVEL_DECODER.decode(req.raw))
+        del top["reasoning"]
+        return responses.ENCODER.encode(top), [dropped(f"reasoning.{k}", "model_does_not_reason")
+                                              for k in req.body.reasoning]   # Codex's context among them
 
     def _no_turns(self, req: Inbound) -> Problem:
         if req.body.input == []:

@@ -204,9 +204,10 @@ def openai_error_type(status: int) -> str:
 
 
 # Reasoning effort (Chat's reasoning_effort, Responses' reasoning.effort) <-> Anthropic's extended thinking budget,
-# LiteLLM's mapping: low 1,024 tokens (Anthropic's least), medium 2,048, high 4,096; minimal takes the least too, and
-# none is thinking off. Back, a budget is the effort whose budget it reaches.
-EFFORT_BUDGET = {"minimal": 1024, "low": 1024, "medium": 2048, "high": 4096}
+# LiteLLM's mapping: low 1,024 tokens (Anthropic's least), medium 2,048, high 4,096; minimal takes the least too,
+# xhigh (above high, Codex's deepest) twice high's, and none is thinking off. Back, a budget is the effort whose
+# budget it reaches, high at most (the effort every reasoning model takes).
+EFFORT_BUDGET = {"minimal": 1024, "low": 1024, "medium": 2048, "high": 4096, "xhigh": 8192}
 
 
 def effort_of_thinking(thinking: dict | None, losses: list[Loss]) -> str | None:
