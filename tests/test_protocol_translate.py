@@ -533,8 +533,9 @@ def test_finish_reasons_map_across_protocols(backend, reason):
 
 def test_error_answers_are_rendered_in_the_clients_shape():
     overloaded = json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}).encode()
+    # A backend's status is kept (OpenAI's clients retry a 529 as any 5xx); only the router's own overload is 429.
     reply = ADAPTERS["chat"].whole(decode("chat", STREAM_REQUESTS["chat"])[1], "anthropic", 529, overloaded)
-    assert reply.status == 429
+    assert reply.status == 529
     assert json.loads(reply.body)["error"] == {"message": "Overloaded", "type": "upstream_error", "param": None,
                                                "code": "overloaded"}
     limited = json.dumps({"error": {"message": "slow down", "type": "requests", "code": "rate_limit_exceeded"}}).encode()
@@ -543,7 +544,7 @@ def test_error_answers_are_rendered_in_the_clients_shape():
         429, {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}})
     reply = ADAPTERS["messages"].whole(decode("messages", STREAM_REQUESTS["messages"])[1], "responses", 503, b"busy",
                                        "text/plain")
-    assert reply.status == 529 and json.loads(reply.body)["error"] == {
+    assert reply.status == 503 and json.loads(reply.body)["error"] == {
         "type": "overloaded_error", "message": "the upstream answered HTTP 503 (text/plain) with no error object of "
                                                "its API: busy"}
     failed = json.dumps({"id": "r", "status": "failed", "error": {"code": "server_error", "message": "it broke"}})
@@ -936,3 +937,15 @@ def test_a_null_the_router_does_not_need_does_not_fail_the_answer(api, backend):
             text = (final.choices[0].message.content if api == "chat" else final.content[0].text
                     if api == "messages" else final.output_text)
             assert text == TEXT, path
+
+
+@pytest.mark.parametrize(("code", "anthropic_type"), [(503, "overloaded_error"), (429, "rate_limit_error"),
+                                                      ("server_error", "api_error")])
+def test_a_chat_streams_error_chunk_keeps_its_status_for_a_messages_client(code, anthropic_type):
+    """vLLM and OpenRouter end a stream with ``{"error": {"code": 503}}``: a numeric code is the status."""
+    from vsr_fast.protocol.translate import _chat, _messages
+    chunk = json.dumps({"error": {"message": "overloaded mid-stream", "type": "server_error", "code": code}})
+    failed, = _chat.StreamReader().event(None, chunk.encode())
+    event = _messages.StreamWriter().write(failed)
+    assert json.loads(event.split(b"data: ", 1)[1])["error"] == {"type": anthropic_type,
+                                                                 "message": "overloaded mid-stream"}

@@ -411,8 +411,9 @@ class Adapter(abc.ABC):
 
     def error_status(self, exc: VsrError) -> int:
         """The status one of our errors answers with whole: what a stream that ends with it is counted as.
-        OpenAI's ``code == "overloaded"`` answers 429, which OpenAI clients retry."""
-        return 429 if exc.code == "overloaded" else exc.status
+        The router's own ``code == "overloaded"`` answers 429, which OpenAI clients retry; a backend's status
+        (its 529 too, which they retry as any 5xx) is kept."""
+        return 429 if exc.code == "overloaded" and not anthropic.relayed(exc) else exc.status
 
     def _error_reply(self, exc: VsrError) -> Reply:
         status, content_type, body = self.error(exc)
@@ -599,7 +600,7 @@ class MessagesAdapter(Adapter):
         return status, JSON, body
 
     def error_status(self, exc: VsrError) -> int:
-        return anthropic.error_status_and_type(exc.status, exc.code)[0]
+        return anthropic.error_status_and_type(exc.status, exc.code, anthropic.relayed(exc))[0]
 
     def request_error(self, problem: Problem) -> RequestError:
         """Anthropic's words (``messages.1.role: Input should be ...``): Claude Code reads them."""

@@ -11,12 +11,13 @@ translation as a recorded loss instead of a decode error.
 """
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta, Struct
 
-from ..errors import VsrError
+from ..errors import UpstreamAnswer, UpstreamStatus, VsrError
 from .bounds import INT32_MAX, Count, PositiveCount
 
 API_VERSION = "2023-06-01"   # the anthropic-version header a translated request carries
@@ -484,19 +485,38 @@ STATUS_OF_TYPE = {
 }
 
 
-def error_status_and_type(status: int, code: str | None = None) -> tuple[int, str]:
+def error_status_and_type(status: int, code: str | None = None, relayed: bool = False) -> tuple[int, str]:
     """The status and error type an Anthropic client gets for one of our errors.
 
-    ``code == "overloaded"`` and a 503 become Anthropic's 529 overloaded_error;
-    another 4xx becomes an invalid_request_error and another 5xx an api_error,
-    both keeping their status.
+    ``code == "overloaded"`` and a 503 are Anthropic's overloaded_error: the router's own (load shed, every
+    backend busy) with Anthropic's 529; a backend's (``relayed``) with the status it answered. Another 4xx
+    becomes an invalid_request_error and another 5xx an api_error, both keeping their status.
     """
     if code == "overloaded" or status in (503, 529):
-        return 529, "overloaded_error"
+        return (status if relayed and status >= 500 else 529), "overloaded_error"
     kind = ERROR_TYPES.get(status)
     if kind is None:
         kind = "invalid_request_error" if status < 500 else "api_error"
     return status, kind
+
+
+# A context window overflow in each protocol's words: OpenAI's code (which Codex and LiteLLM's
+# ContextWindowExceededError read) and the start of Anthropic's message (which Claude Code reads, to compact).
+CONTEXT_EXCEEDED = "context_length_exceeded"
+PROMPT_TOO_LONG = "prompt is too long"
+_OPENAI_CONTEXT = re.compile(r"maximum context length is (\d+) tokens.*?(?:resulted in|requested) (\d+) tokens",
+                             re.DOTALL)
+
+
+def prompt_too_long(message: str) -> str:
+    """An OpenAI-format backend's context overflow in Anthropic's words (``prompt is too long: N tokens > M
+    maximum``), its own message after it when its numbers cannot be read."""
+    if message.startswith(PROMPT_TOO_LONG):
+        return message
+    found = _OPENAI_CONTEXT.search(message)
+    if found is None:
+        return f"{PROMPT_TOO_LONG}: {message}"
+    return f"{PROMPT_TOO_LONG}: {found.group(2)} tokens > {found.group(1)} maximum"
 
 
 def error_body(message: str, kind: str) -> bytes:
@@ -505,8 +525,16 @@ def error_body(message: str, kind: str) -> bytes:
 
 def vsr_error_answer(exc: VsrError) -> tuple[int, bytes]:
     """``(status, body)`` of an error in Anthropic's shape."""
-    status, kind = error_status_and_type(exc.status, exc.code)
-    return status, error_body(exc.message, kind)
+    status, kind = error_status_and_type(exc.status, exc.code, relayed(exc))
+    message = exc.message
+    if exc.code == CONTEXT_EXCEEDED:   # an OpenAI-format backend's, in the words Claude Code compacts on
+        message = prompt_too_long(message)
+    return status, error_body(message, kind)
+
+
+def relayed(exc: VsrError) -> bool:
+    """Whether ``exc`` is a backend's own error answer, whose status the client gets."""
+    return isinstance(exc, (UpstreamAnswer, UpstreamStatus))
 
 
 REQUEST_DECODER = msgspec.json.Decoder(MessagesRequest, dec_hook=_block_hook)

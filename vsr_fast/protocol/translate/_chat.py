@@ -506,7 +506,11 @@ class StreamReader:
         chunk = _CHUNK.decode(data)
         if chunk.error is not None:
             self._done = True
-            err = read_error(500, data)
+            # A numeric code is the HTTP status the server would have answered (vLLM's, OpenRouter's {code: 503}).
+            error = msgspec.json.decode(data).get("error")
+            said = error.get("code") if isinstance(error, dict) else None
+            status = said if isinstance(said, int) and 400 <= said < 600 else 500
+            err = read_error(status, data)
             return [Failed(err.message, err.status, err.code, err.type)]
         if not chunk.choices and chunk.usage is None:
             return []   # Azure's prompt-filter chunk: no id, no model, nothing to say yet
