@@ -949,3 +949,19 @@ def test_a_chat_streams_error_chunk_keeps_its_status_for_a_messages_client(code,
     event = _messages.StreamWriter().write(failed)
     assert json.loads(event.split(b"data: ", 1)[1])["error"] == {"type": anthropic_type,
                                                                  "message": "overloaded mid-stream"}
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+def test_a_chat_backends_reasoning_is_read_under_either_name(field):
+    """DeepSeek and SGLang say ``reasoning_content``; newer vLLM and OpenRouter ``reasoning``: both are thinking."""
+    from vsr_fast.protocol.translate import _chat
+    from vsr_fast.protocol.translate._ir import BlockStart, TextDelta, Thinking
+    whole = {"id": "c", "object": "chat.completion", "created": 1, "model": "m", "choices": [{
+        "index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "hi", field: "hmm"}}]}
+    answer, _ = _chat.read_answer(json.dumps(whole).encode())
+    assert answer.parts[0] == Thinking("hmm", path=f"choices[0].message.{field}")
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+             "choices": [{"index": 0, "delta": {field: "hmm"}, "finish_reason": None}]}
+    events = _chat.StreamReader().event(None, json.dumps(chunk).encode())
+    assert [type(e) for e in events][-2:] == [BlockStart, TextDelta] and events[-1].text == "hmm"
+    assert events[-2].kind == "thinking"
