@@ -699,8 +699,8 @@ def test_losses_name_what_the_target_cannot_carry():
                  "tools": [{"type": "web_search"}], "text": {"format": {"type": "json_object"}}}
     adapter, req = decode("responses", responses)
     out = adapter.upstream(req, "anthropic", "c")
-    # text.format reaches Claude as a forced tool (tests/test_e2e_translate_params.py)
-    assert [x.field for x in out.losses] == ["input[0]", "tools[0]", "max_tokens"]
+    # text.format reaches Claude as a forced tool (tests/test_e2e_translate_params.py), web_search as its own
+    assert [x.field for x in out.losses] == ["input[0]", "max_tokens"]
     assert json.loads(adapter.upstream(req, "openai", "c").body)["response_format"] == {"type": "json_object"}
 
 
@@ -965,3 +965,16 @@ def test_a_chat_backends_reasoning_is_read_under_either_name(field):
     events = _chat.StreamReader().event(None, json.dumps(chunk).encode())
     assert [type(e) for e in events][-2:] == [BlockStart, TextDelta] and events[-1].text == "hmm"
     assert events[-2].kind == "thinking"
+
+
+@pytest.mark.parametrize("kind", ["web_search", "web_search_preview"])
+def test_a_responses_web_search_is_claudes_own_web_search(kind):
+    """As LiteLLM maps it: Anthropic's server web search tool; a Chat model has none (dropped, listed)."""
+    fn = {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}
+    adapter, req = decode("responses", {"model": "m", "input": "news?", "tools": [{"type": kind}, fn]})
+    out = adapter.upstream(req, "anthropic", "claude")
+    assert json.loads(out.body)["tools"][-1] == {"type": "web_search_20250305", "name": "web_search"}
+    assert not any(loss.field == "tools[0]" for loss in out.losses)
+    out = adapter.upstream(req, "openai", "gpt")
+    assert [t["function"]["name"] for t in json.loads(out.body)["tools"]] == ["get_weather"]
+    assert ("dropped", "tools[0]") in {(loss.action, loss.field) for loss in out.losses}

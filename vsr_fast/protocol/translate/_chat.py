@@ -176,7 +176,7 @@ MEDIA_FOLLOWS = "(the output of this call follows in the next message)"
 
 
 def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
-    losses: list[Loss] = []
+    losses: list[Loss] = [dropped(conv.web_search)] if conv.web_search else []   # a Chat model searches nothing
     messages: list[dict] = []
     if conv.system:
         messages.append({"role": "system", "content": _content(conv.system)})

@@ -18,6 +18,7 @@ from ._losses import CONVERTED, DEFAULTED, MOVED, Loss, dropped
 from ._sse import named_event
 
 PATH = "/messages"
+WEB_SEARCH_TOOL = "web_search_20250305"
 ID = "msg_"   # the prefix of an answer's id
 # Anthropic requires max_tokens; a Chat or Responses client that leaves it out gets this,
 # recorded as a "defaulted" loss. 4096 is what every current Claude model can produce.
@@ -271,6 +272,10 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
         body["system"] = system
     if conv.tools:
         body["tools"] = [_tool(t) for t in conv.tools]
+    if conv.web_search:
+        # Anthropic's own web search, as LiteLLM maps OpenAI's: the answer's text comes back with what it found
+        # (its server_tool_use and web_search_tool_result blocks are Anthropic's alone: dropped, listed).
+        body["tools"] = [*body.get("tools", ()), {"type": WEB_SEARCH_TOOL, "name": "web_search"}]
     choice = _tool_choice(conv, losses)
     if choice is not None:
         body["tool_choice"] = choice
