@@ -103,7 +103,8 @@ async def test_decodes_and_routes_on_every_tool(name):
 def test_translates_to_each_format(name, fmt):
     doc, expected = load(name)
     want = expected["targets"][fmt]
-    out = ADAPTERS[doc["api"]].upstream(decode(doc), fmt, UPSTREAM)
+    # The models the agents talk to (gpt-5, Claude) reason: their efforts reach them.
+    out = ADAPTERS[doc["api"]].upstream(decode(doc), fmt, UPSTREAM, reasons=True)
     body = json.loads(out.body)
     headers = {k: v.decode("latin-1") if isinstance(v, bytes) else v for k, v in out.headers}
     assert out.stream == want["stream"]

@@ -70,6 +70,10 @@ def test_a_key_limited_by_entrypoints_still_names_only_them(limited):
     assert _selected(limited.url, OTHER_KEY, "vsr/auto") == "m-a"
     for name in ("vsr/other", "m-a", "no-such-name"):
         assert _refused(limited.url, OTHER_KEY, name)["code"] == "model_not_allowed", name
+    # Nor is a name the catch-all would serve found for it: what it may not call is not found.
+    with pytest.raises(openai.NotFoundError) as info:
+        _oa(limited.url, OTHER_KEY).models.retrieve("no-such-name")
+    assert info.value.body["code"] == "model_not_found" and info.value.body["type"] == "invalid_request_error"
 
 
 @pytest.mark.parametrize("key,visible", [

@@ -27,7 +27,9 @@ EPHEMERAL = {"type": "ephemeral"}
 
 @pytest.fixture(scope="module")
 def gw(mock, tmp_path_factory):
-    models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt} for fmt in BACKENDS]
+    # Reasoning models (gpt-5's like): a client's reasoning effort reaches them (capabilities: [reasoning]).
+    models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt, "capabilities": ["reasoning"]}
+              for fmt in BACKENDS]
     doc = config(models, [{"name": "general", "modelRefs": [{"model": "m-openai"}]}])
     with router(write_config(doc, str(tmp_path_factory.mktemp("cfg")))) as proc:
         yield proc

@@ -35,6 +35,15 @@ DOWN = json.dumps({"error": {"message": "down for maintenance", "type": "server_
                               "code": "maintenance"}}).encode()
 SLOW = json.dumps({"error": {"message": "slow down", "type": "rate_limit_error", "param": None,
                               "code": "rate_limit_exceeded"}}).encode()
+# A context window overflow in each backend's words, as OpenAI and Anthropic answer it.
+TOO_LONG_OA = json.dumps({"error": {"message": "This model's maximum context length is 128000 tokens. However, your "
+                                               "messages resulted in 130000 tokens. Please reduce the length of the "
+                                               "messages.", "type": "invalid_request_error", "param": "messages",
+                                    "code": "context_length_exceeded"}}).encode()
+TOO_LONG_AN = json.dumps({"type": "error", "error": {"type": "invalid_request_error",
+                                                     "message": "prompt is too long: 210000 tokens > 200000 maximum"}}
+                         ).encode()
+OVERLOADED = json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}).encode()
 HTML = b"<html><body><h1>400 Bad Request</h1><p>nginx at 10.1.2.3</p></body></html>"
 # mode -> (status, content type, body, extra headers)
 MODES = {
@@ -48,6 +57,9 @@ MODES = {
     "boom": (500, "application/json", BOOM, ()),
     "down": (503, "application/json", DOWN, (("Retry-After", "5"),)),
     "slow": (429, "application/json", SLOW, (("Retry-After", "7"),)),
+    "toolong-oa": (400, "application/json", TOO_LONG_OA, ()),
+    "toolong-an": (400, "application/json", TOO_LONG_AN, ()),
+    "overloaded": (529, "application/json", OVERLOADED, ()),
 }
 LEAKS = ("127.0.0.1", "Error:", "ConnectError", "ReadError", "RemoteProtocolError", "Errno", "be-secret-name")
 
@@ -256,8 +268,8 @@ def test_retry_after_goes_with_a_relayed_or_wrapped_error(edge, api):
     # A 400 passed through (chat) or read and wrapped (messages), and so is a 503 every attempt answered.
     r = post(edge, api, "wait-openai")
     assert r.status_code == 400 and r.headers["retry-after"] == "3"
-    r = post(edge, api, "busy-openai")     # a 503 every attempt answered: its status (Anthropic's 529)
-    assert r.status_code == (529 if api == "messages" else 503) and r.headers["retry-after"] == "9"
+    r = post(edge, api, "busy-openai")     # a 503 every attempt answered: its status
+    assert r.status_code == 503 and r.headers["retry-after"] == "9"
 
 
 
@@ -294,8 +306,10 @@ def test_a_backends_429_keeps_its_message_code_and_retry_after(edge, stream):
 def test_when_every_attempt_answered_an_error_the_last_reaches_the_client_naming_the_attempts(edge, api, stream):
     before = len(access_lines(edge, "boom-openai"))
     exc = sdk_error(edge, api, "vsr/auto", stream)
-    # Anthropic's clients read a 503 as its 529 overloaded_error, as every other 503 the router answers them.
-    assert exc.status_code == (529 if api == "messages" else 503)
+    # The backend's 503 keeps its status; Anthropic's clients read it as the overloaded_error it is.
+    assert exc.status_code == 503
+    if api == "messages":
+        assert error_of(api, exc)["type"] == "overloaded_error"
     assert exc.response.headers["retry-after"] == "5"
     assert exc.response.headers["x-vsr-response-path"] == "error"
     error = error_of(api, exc)
@@ -306,3 +320,38 @@ def test_when_every_attempt_answered_an_error_the_last_reaches_the_client_naming
     logged = wait_for_value(lambda: access_lines(edge, "boom-openai")[before:], "the access log's line")[0]
     assert logged["status"] == exc.status_code and logged["cause"] == "status_5xx", logged
     assert logged["message"].startswith("every upstream attempt failed"), logged
+
+
+# --- a context window overflow, in each client's words (LiteLLM's ContextWindowExceededError) ---------------------
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_claudes_prompt_too_long_is_context_length_exceeded_for_openai_clients(edge, api, stream):
+    exc = sdk_error(edge, api, "toolong-an-anthropic", stream)
+    error = error_of(api, exc)
+    assert exc.status_code == 400
+    assert (error["code"], error["type"]) == ("context_length_exceeded", "invalid_request_error"), error
+    assert error["message"] == "prompt is too long: 210000 tokens > 200000 maximum"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("fmt", ["openai", "responses"])
+def test_openais_context_length_exceeded_is_prompt_too_long_for_claude_code(edge, fmt, stream):
+    exc = sdk_error(edge, "messages", f"toolong-oa-{fmt}", stream)
+    assert exc.status_code == 400
+    assert error_of("messages", exc) == {"type": "invalid_request_error",
+                                         "message": "prompt is too long: 130000 tokens > 128000 maximum"}
+
+
+def test_a_relayed_400_keeps_its_param_and_code_for_a_responses_client(edge):
+    error = error_of("responses", sdk_error(edge, "responses", "toolong-oa-openai", False))
+    assert (error["param"], error["code"]) == ("messages", "context_length_exceeded"), error
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_an_anthropic_529_keeps_its_status_for_openai_clients(edge, api):
+    exc = sdk_error(edge, api, "overloaded-anthropic", False)
+    assert exc.status_code == 529
+    assert error_of(api, exc)["message"] == "Overloaded"
+

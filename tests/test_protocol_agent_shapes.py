@@ -120,8 +120,13 @@ def test_a_codex_body_goes_unchanged_to_a_responses_backend_with_its_headers():
     req = ADAPTERS["responses"].decode(raw, [(b"x-openai-internal-codex-responses-lite", b"true"),
                                              (b"openai-beta", b"responses=experimental"),
                                              (b"anthropic-beta", b"x"), (b"authorization", b"Bearer k")])
-    out = ADAPTERS["responses"].upstream(req, "responses", "gpt-x")
+    out = ADAPTERS["responses"].upstream(req, "responses", "gpt-x", reasons=True)
     assert out.body == raw and out.losses == ()
+    # gpt-4o and its like refuse a reasoning effort: a model that does not declare reasoning goes without.
+    out = ADAPTERS["responses"].upstream(req, "responses", "gpt-4o")
+    assert json.loads(out.body) == {k: v for k, v in {**CODEX, "model": "gpt-4o"}.items() if k != "reasoning"}
+    assert {(x.field, x.reason) for x in out.losses} == {(f"reasoning.{k}", "model_does_not_reason")
+                                                         for k in CODEX["reasoning"]}
     assert dict(out.headers) == {"x-openai-internal-codex-responses-lite": b"true",
                                  "openai-beta": b"responses=experimental"}
     assert ADAPTERS["responses"].upstream(req, "openai", "up").headers == ()

@@ -109,9 +109,23 @@ def asking(**extra) -> dict:
      "max_tokens: Input should be greater than or equal to 1"),
     ({"model": "c", "max_tokens": 5, "messages": [{"role": "robot", "content": "x"}]}, "messages[0].role",
      "messages.0.role: Input should be 'assistant', 'system' or 'user'"),
-    ({"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "video"}]}]},
-     "messages[0].content[0].type",
-     "messages.0.content.0: Input tag 'video' found using 'type' does not match any of the expected tags: 'text', "),
+    # A block of a type the router does not read passes (an Anthropic backend judges it); a malformed one of a type
+    # it reads does not, wherever it stands.
+    ({"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": [{"text": "x"}]}]},
+     "messages[0].content[0].type", "messages.0.content.0.type: Field required"),
+    ({"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": 7}]}]},
+     "messages[0].content[0].type", "messages.0.content.0.type: Input should be a valid string"),
+    ({"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": ["x"]}]},
+     "messages[0].content[0]", "messages.0.content.0: Input should be a valid dictionary"),
+    ({"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "text", "text": 1}]}]},
+     "messages[0].content[0].text", "messages.0.content.0.text: Input should be a valid string"),
+    ({"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "tool_result",
+      "tool_use_id": "t", "content": [{"type": "tool_reference"}]}]}]}, "messages[0].content[0].content[0].tool_name",
+     "messages.0.content.0.content.0.tool_name: Field required"),
+    ({"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": [
+        {"type": "image", "source": {"type": "film", "data": "AA"}}]}]}, "messages[0].content[0].source.type",
+     "messages.0.content.0.source: Input tag 'film' found using 'type' does not match any of the expected tags: "
+     "'base64', 'url', 'file', 'text', 'content'"),
     ({"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": [
         {"type": "image", "source": {"type": "base64", "data": "AA"}}]}]}, "messages[0].content[0].source.media_type",
      "messages.0.content.0.source.media_type: Field required"),
@@ -628,3 +642,24 @@ def test_a_tool_loop_keeps_the_turn_that_asked_for_the_tools(adapters):
     canonical = adapters["chat"].canonical(adapters["chat"].decode(json.dumps(doc).encode()))
     assert canonical.text == "Weather in Paris?\n\nAnd Rome." and canonical.history == ["Earlier"]
     assert canonical.tool_results == ["21C"] and canonical.previous_answer == "Ok."
+
+
+def test_messages_passes_every_block_type_the_anthropic_sdk_types(adapters):
+    """Every request block type of the SDK's beta union (Claude Code's) decodes: those the router reads strictly,
+    the others as the client sent them, for an Anthropic backend."""
+    from anthropic.types.beta import BetaContentBlockParam
+    from anthropic.types.beta.beta_tool_result_block_param import Content
+    from vsr_fast.protocol import anthropic as wire
+
+    tags = set()
+    for union in (BetaContentBlockParam, Content):
+        for member in typing.get_args(union):
+            hints = typing.get_type_hints(member) if isinstance(member, type) else {}
+            tags |= _literal_values(hints.get("type"))
+    assert {"tool_reference", "mcp_tool_use", "container_upload", "tool_search_tool_result"} <= tags
+    for tag in sorted(tags - set(wire.KNOWN_BLOCKS)):
+        block = {"type": tag, "anything": [1, {"x": None}]}
+        req = adapters["messages"].decode(json.dumps(asking(messages=[{"role": "user", "content": [
+            block, {"type": "tool_result", "tool_use_id": "t", "content": [block]}]}])).encode())
+        first, result = req.body.messages[0].content
+        assert first == wire.OtherBlock(tag, block) and result.content == [wire.OtherBlock(tag, block)]

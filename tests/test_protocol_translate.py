@@ -533,8 +533,9 @@ def test_finish_reasons_map_across_protocols(backend, reason):
 
 def test_error_answers_are_rendered_in_the_clients_shape():
     overloaded = json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}).encode()
+    # A backend's status is kept (OpenAI's clients retry a 529 as any 5xx); only the router's own overload is 429.
     reply = ADAPTERS["chat"].whole(decode("chat", STREAM_REQUESTS["chat"])[1], "anthropic", 529, overloaded)
-    assert reply.status == 429
+    assert reply.status == 529
     assert json.loads(reply.body)["error"] == {"message": "Overloaded", "type": "upstream_error", "param": None,
                                                "code": "overloaded"}
     limited = json.dumps({"error": {"message": "slow down", "type": "requests", "code": "rate_limit_exceeded"}}).encode()
@@ -543,7 +544,7 @@ def test_error_answers_are_rendered_in_the_clients_shape():
         429, {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}})
     reply = ADAPTERS["messages"].whole(decode("messages", STREAM_REQUESTS["messages"])[1], "responses", 503, b"busy",
                                        "text/plain")
-    assert reply.status == 529 and json.loads(reply.body)["error"] == {
+    assert reply.status == 503 and json.loads(reply.body)["error"] == {
         "type": "overloaded_error", "message": "the upstream answered HTTP 503 (text/plain) with no error object of "
                                                "its API: busy"}
     failed = json.dumps({"id": "r", "status": "failed", "error": {"code": "server_error", "message": "it broke"}})
@@ -698,8 +699,8 @@ def test_losses_name_what_the_target_cannot_carry():
                  "tools": [{"type": "web_search"}], "text": {"format": {"type": "json_object"}}}
     adapter, req = decode("responses", responses)
     out = adapter.upstream(req, "anthropic", "c")
-    # text.format reaches Claude as a forced tool (tests/test_e2e_translate_params.py)
-    assert [x.field for x in out.losses] == ["input[0]", "tools[0]", "max_tokens"]
+    # text.format reaches Claude as a forced tool (tests/test_e2e_translate_params.py), web_search as its own
+    assert [x.field for x in out.losses] == ["input[0]", "max_tokens"]
     assert json.loads(adapter.upstream(req, "openai", "c").body)["response_format"] == {"type": "json_object"}
 
 
@@ -936,3 +937,44 @@ def test_a_null_the_router_does_not_need_does_not_fail_the_answer(api, backend):
             text = (final.choices[0].message.content if api == "chat" else final.content[0].text
                     if api == "messages" else final.output_text)
             assert text == TEXT, path
+
+
+@pytest.mark.parametrize(("code", "anthropic_type"), [(503, "overloaded_error"), (429, "rate_limit_error"),
+                                                      ("server_error", "api_error")])
+def test_a_chat_streams_error_chunk_keeps_its_status_for_a_messages_client(code, anthropic_type):
+    """vLLM and OpenRouter end a stream with ``{"error": {"code": 503}}``: a numeric code is the status."""
+    from vsr_fast.protocol.translate import _chat, _messages
+    chunk = json.dumps({"error": {"message": "overloaded mid-stream", "type": "server_error", "code": code}})
+    failed, = _chat.StreamReader().event(None, chunk.encode())
+    event = _messages.StreamWriter().write(failed)
+    assert json.loads(event.split(b"data: ", 1)[1])["error"] == {"type": anthropic_type,
+                                                                 "message": "overloaded mid-stream"}
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+def test_a_chat_backends_reasoning_is_read_under_either_name(field):
+    """DeepSeek and SGLang say ``reasoning_content``; newer vLLM and OpenRouter ``reasoning``: both are thinking."""
+    from vsr_fast.protocol.translate import _chat
+    from vsr_fast.protocol.translate._ir import BlockStart, TextDelta, Thinking
+    whole = {"id": "c", "object": "chat.completion", "created": 1, "model": "m", "choices": [{
+        "index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "hi", field: "hmm"}}]}
+    answer, _ = _chat.read_answer(json.dumps(whole).encode())
+    assert answer.parts[0] == Thinking("hmm", path=f"choices[0].message.{field}")
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+             "choices": [{"index": 0, "delta": {field: "hmm"}, "finish_reason": None}]}
+    events = _chat.StreamReader().event(None, json.dumps(chunk).encode())
+    assert [type(e) for e in events][-2:] == [BlockStart, TextDelta] and events[-1].text == "hmm"
+    assert events[-2].kind == "thinking"
+
+
+@pytest.mark.parametrize("kind", ["web_search", "web_search_preview"])
+def test_a_responses_web_search_is_claudes_own_web_search(kind):
+    """As LiteLLM maps it: Anthropic's server web search tool; a Chat model has none (dropped, listed)."""
+    fn = {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}
+    adapter, req = decode("responses", {"model": "m", "input": "news?", "tools": [{"type": kind}, fn]})
+    out = adapter.upstream(req, "anthropic", "claude")
+    assert json.loads(out.body)["tools"][-1] == {"type": "web_search_20250305", "name": "web_search"}
+    assert not any(loss.field == "tools[0]" for loss in out.losses)
+    out = adapter.upstream(req, "openai", "gpt")
+    assert [t["function"]["name"] for t in json.loads(out.body)["tools"]] == ["get_weather"]
+    assert ("dropped", "tools[0]") in {(loss.action, loss.field) for loss in out.losses}

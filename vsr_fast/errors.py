@@ -656,7 +656,9 @@ class UpstreamsExhausted(UpstreamStatus):
 class UpstreamAnswer(_UpstreamAnswered):
     """A backend's error answer, read in its protocol and rendered in the client's."""
 
-    def __init__(self, message: str, *, status: int, code: str | None, type_: str | None) -> None:
+    def __init__(self, message: str, *, status: int, code: str | None, type_: str | None,
+                 param: str | None = None) -> None:
         super().__init__(message, status=status)
+        self.param = param      # the backend's, as it named the field
         self.code = code or ("overloaded" if status == 529 else "upstream_error")
         self.type = type_ or ("invalid_request_error" if status < 500 else "upstream_error")

@@ -110,9 +110,10 @@ class ProviderModel(_Block):
     api_format: Literal["openai", "responses", "anthropic", "images", "systemone"] = "openai"
     description: str | None = None
     # What the model can do, beside the output contract's names (image_generation, vision...): `reasoning` says it
-    # reasons, so a Messages client's thinking (a budget, or Claude Code's adaptive thinking with
-    # output_config.effort) reaches it as reasoning_effort; without it, thinking is dropped and listed
-    # (model_does_not_reason), as gpt-4o and its like refuse reasoning_effort.
+    # reasons, so a client's reasoning effort (Chat's reasoning_effort, Responses' reasoning, a Messages client's
+    # thinking: a budget, or Claude Code's adaptive thinking with output_config.effort) reaches an openai- or
+    # responses-format model; without it, that is dropped and listed (model_does_not_reason), as gpt-4o and its
+    # like refuse reasoning_effort.
     capabilities: list[str] = field(default_factory=list)
     modalities: dict[Literal["input", "output"], list[str]] | None = None
     context_window_size: Annotated[int, Meta(ge=1)] | None = None
@@ -132,8 +133,8 @@ class ProviderModel(_Block):
 
     @property
     def reasons(self) -> bool:
-        """Whether the model declares ``capabilities: [reasoning]``: a Messages client's ``thinking`` then reaches
-        an OpenAI-format backend as a reasoning effort (a model that does not reason refuses that field)."""
+        """Whether the model declares ``capabilities: [reasoning]``: a client's reasoning effort (or a Messages
+        client's ``thinking``) then reaches an OpenAI-format backend (a model that does not reason refuses it)."""
         return "reasoning" in self.capabilities
 
 

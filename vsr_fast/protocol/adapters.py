@@ -122,6 +122,7 @@ class Adapter(abc.ABC):
 
     api = ""
     native = ""   # the api_format spoken without translation
+    EFFORT = "reasoning_effort"   # the client's field that asks for a reasoning effort
     _decoder: msgspec.json.Decoder
 
     # --- request -------------------------------------------------------------------------
@@ -181,12 +182,14 @@ class Adapter(abc.ABC):
         headers = self.provider_headers(req, api_format)
         if api_format == self.native:
             ask = stream_usage and self.usage_unasked(req)
-            key = "rewrite+usage" if ask else "rewrite"
-            rewrite = req.memo.get(key)
-            if rewrite is None:
-                raw = with_stream_usage(req.raw, True) if ask else req.raw
-                rewrite = req.memo[key] = ModelRewriter(raw, self.model(req))
-            return Outbound(PATHS[api_format], rewrite(upstream_model), self.stream(req), headers)
+            key = ("rewrite", ask, reasons)
+            found = req.memo.get(key)
+            if found is None:
+                raw, losses = self.same_format(req, reasons)
+                raw = with_stream_usage(raw, True) if ask else raw
+                found = req.memo[key] = ModelRewriter(raw, self.model(req)), tuple(losses)
+            rewrite, losses = found
+            return Outbound(PATHS[api_format], rewrite(upstream_model), self.stream(req), headers, losses)
         key = ("body", api_format, upstream_model, stream_usage, reasons)
         if key not in req.memo:
             body, losses = self._translate(req, api_format, upstream_model, reasons)
@@ -196,6 +199,12 @@ class Adapter(abc.ABC):
         body, losses = req.memo[key]
         return Outbound(PATHS[api_format], body, self.stream(req) and api_format != "images", headers,
                         tuple(losses))
+
+    def same_format(self, req: Inbound, reasons: bool) -> tuple[bytes, list[Loss]]:
+        """The client's body for a backend of its own format, and what it lost: the client's bytes, but for what
+        no backend of the format takes (unsigned thinking toward Anthropic, a reasoning effort toward a model that
+        does not ``reasons``), dropped and listed as a translation drops it."""
+        return req.raw, []
 
     def usage_unasked(self, req: Inbound) -> bool:
         """Whether the client streams a Chat answer without asking for its usage chunk: the router asks for it,
@@ -241,10 +250,14 @@ class Adapter(abc.ABC):
                                         "an images model serves the Responses and Images APIs")
         self.refuse_empty(req, (api_format,))
         conv, read_losses = self.conversation(req)
-        if not reasons and api_format in ("openai", "responses") and conv.thinking is not None \
-                and conv.thinking.get("type") != "disabled":
-            conv = msgspec.structs.replace(conv, thinking=None)
-            read_losses = [*read_losses, dropped("thinking", "model_does_not_reason")]
+        if not reasons and api_format in ("openai", "responses"):
+            # gpt-4o and its like refuse a reasoning effort (400 unsupported_parameter): whatever asks for one.
+            if conv.thinking is not None and conv.thinking.get("type") != "disabled":
+                conv = msgspec.structs.replace(conv, thinking=None)
+                read_losses = [*read_losses, dropped("thinking", "model_does_not_reason")]
+            if conv.reasoning_effort is not None:
+                conv = msgspec.structs.replace(conv, reasoning_effort=None)
+                read_losses = [*read_losses, dropped(self.EFFORT, "model_does_not_reason")]
         try:
             body, write_losses = BY_FORMAT[api_format].write_request(conv, model)
         except NoTurns:
@@ -399,8 +412,9 @@ class Adapter(abc.ABC):
 
     def error_status(self, exc: VsrError) -> int:
         """The status one of our errors answers with whole: what a stream that ends with it is counted as.
-        OpenAI's ``code == "overloaded"`` answers 429, which OpenAI clients retry."""
-        return 429 if exc.code == "overloaded" else exc.status
+        The router's own ``code == "overloaded"`` answers 429, which OpenAI clients retry; a backend's status
+        (its 529 too, which they retry as any 5xx) is kept."""
+        return 429 if exc.code == "overloaded" and not anthropic.relayed(exc) else exc.status
 
     def _error_reply(self, exc: VsrError) -> Reply:
         status, content_type, body = self.error(exc)
@@ -510,6 +524,13 @@ class ChatAdapter(Adapter):
         return RequestError(f"n={req.body.n} asks for {req.body.n} choices, and model {models} answers one: "
                             f"send n=1 (or leave n out), or name a model of api_format openai", param="n")
 
+    def same_format(self, req: Inbound, reasons: bool) -> tuple[bytes, list[Loss]]:
+        if reasons or req.body.reasoning_effort is None:
+            return req.raw, []
+        top = dict(chat.TOP_LEVEL_DECODER.decode(req.raw))
+        del top["reasoning_effort"]
+        return chat.ENCODER.encode(top), [dropped("reasoning_effort", "model_does_not_reason")]
+
     def usage_unasked(self, req: Inbound) -> bool:
         options = req.body.stream_options
         return bool(req.body.stream) and not (options and options.include_usage)
@@ -555,6 +576,9 @@ class MessagesAdapter(Adapter):
     def _read(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
         return MESSAGES.read_request(req.body, req.raw)
 
+    def same_format(self, req: Inbound, reasons: bool) -> tuple[bytes, list[Loss]]:
+        return MESSAGES.signed_only(req.body, req.raw)
+
     def canonical(self, req: Inbound, identity: Identity = ANONYMOUS) -> CanonicalRequest:
         conv, _ = self.conversation(req)
         meta = {k: v for k, v in (req.body.metadata or {}).items() if isinstance(v, str)}
@@ -577,7 +601,7 @@ class MessagesAdapter(Adapter):
         return status, JSON, body
 
     def error_status(self, exc: VsrError) -> int:
-        return anthropic.error_status_and_type(exc.status, exc.code)[0]
+        return anthropic.error_status_and_type(exc.status, exc.code, anthropic.relayed(exc))[0]
 
     def request_error(self, problem: Problem) -> RequestError:
         """Anthropic's words (``messages.1.role: Input should be ...``): Claude Code reads them."""
@@ -597,6 +621,7 @@ class ResponsesAdapter(Adapter):
     """Responses, with ``previous_response_id`` served from ``store``."""
 
     api, native = "responses", "responses"
+    EFFORT = "reasoning.effort"
     _decoder = responses.REQUEST_DECODER
 
     def __init__(self, store: responses.ResponseStore) -> None:
@@ -615,6 +640,11 @@ class ResponsesAdapter(Adapter):
                 "Unsupported parameter: 'background' is not supported by this router: it answers in the request "
                 "that asks; send background false or leave it out (stream: true reads the answer as it is made).",
                 param="background")
+        effort = (body.reasoning or {}).get("effort")
+        if effort is not None and effort not in chat.EFFORTS:
+            # ``reasoning`` stays a dict (its other keys are the backend's to judge); its effort is OpenAI's enum.
+            raise self.request_error(Problem("enum", ("reasoning", "effort"), value=str(effort),
+                                             options=chat.EFFORTS))
         if body.input == "" and body.previous_response_id is None and body.prompt is None \
                 and body.conversation is None and "input" not in chat.TOP_LEVEL_DECODER.decode(raw):
             raise self.request_error(Problem("missing", ("input",), "Object missing required field `input`"))
@@ -671,6 +701,14 @@ class ResponsesAdapter(Adapter):
 
     def _read(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
         return RESPONSES.read_request(req.body, req.raw)
+
+    def same_format(self, req: Inbound, reasons: bool) -> tuple[bytes, list[Loss]]:
+        if reasons or not req.body.reasoning:
+            return req.raw, []
+        top = dict(chat.TOP_LEVEL_DECODER.decode(req.raw))
+        del top["reasoning"]
+        return responses.ENCODER.encode(top), [dropped(f"reasoning.{k}", "model_does_not_reason")
+                                              for k in req.body.reasoning]   # Codex's context among them
 
     def _no_turns(self, req: Inbound) -> Problem:
         if req.body.input == []:

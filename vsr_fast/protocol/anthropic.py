@@ -2,20 +2,22 @@
 
 Like ``chat.py``: tolerant of fields we do not read, strict about the types of
 the ones we do; a turn is strict as Anthropic is (``Message``), with the betas a
-request names let through (``BetaMessage``). Request content blocks are a tagged union on ``type``; an
-unknown block type is a 400 naming its path, as Anthropic answers too.
+request names let through (``BetaMessage``). Request content blocks are read by their ``type`` (``AnyBlock``):
+those translation reads strictly, any other well-formed one as it came (``OtherBlock``), for an Anthropic
+backend to judge: Anthropic adds block types faster than a router can learn them.
 Answers and stream events from a backend are decoded into loose Structs
 (``Block``, ``Delta``) so that a block type added next month passes through
 translation as a recorded loss instead of a decode error.
 """
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta, Struct
 
-from ..errors import VsrError
+from ..errors import UpstreamAnswer, UpstreamStatus, VsrError
 from .bounds import INT32_MAX, Count, PositiveCount
 
 API_VERSION = "2023-06-01"   # the anthropic-version header a translated request carries
@@ -52,55 +54,113 @@ ImageSource = Base64Source | URLSource | FileSource
 DocumentSource = Base64Source | URLSource | FileSource | TextSource | ContentSource
 
 
-class TextBlock(Struct, tag="text", frozen=True):
+class AnyBlock:
+    """A request content block of any type: what ``Message.content`` (and a tool_result's) lists. The types
+    translation reads are decoded strictly (``KNOWN_BLOCKS``: a wrong field type is a 400 naming its path); any
+    other well-formed block (``type`` a string: Anthropic adds some every month, ``tool_reference``,
+    ``mcp_tool_use``, ``container_upload``...) is an ``OtherBlock``, which a backend of Anthropic's format gets as
+    the client sent it and a translation drops, listed."""
+
+    __slots__ = ()
+
+
+class TextBlock(Struct, AnyBlock, tag="text", frozen=True):
     text: str
 
 
-class ImageBlock(Struct, tag="image", frozen=True):
+class ImageBlock(Struct, AnyBlock, tag="image", frozen=True):
     source: ImageSource
 
 
-class DocumentBlock(Struct, tag="document", frozen=True):
+class DocumentBlock(Struct, AnyBlock, tag="document", frozen=True):
     source: DocumentSource
     title: str | None = None
 
 
-class ToolUseBlock(Struct, tag="tool_use", frozen=True):
+class ToolUseBlock(Struct, AnyBlock, tag="tool_use", frozen=True):
     id: str
     name: str
     input: dict[str, Any]
 
 
-class ToolResultBlock(Struct, tag="tool_result", frozen=True):
+class ToolResultBlock(Struct, AnyBlock, tag="tool_result", frozen=True):
     tool_use_id: str
-    content: str | list[TextBlock | ImageBlock | DocumentBlock] | None = None
+    content: str | list[AnyBlock] | None = None
     is_error: bool = False
 
 
-class ThinkingBlock(Struct, tag="thinking", frozen=True):
+class ThinkingBlock(Struct, AnyBlock, tag="thinking", frozen=True):
     thinking: str
     signature: str = ""
 
 
-class RedactedThinkingBlock(Struct, tag="redacted_thinking", frozen=True):
+class RedactedThinkingBlock(Struct, AnyBlock, tag="redacted_thinking", frozen=True):
     data: str
 
 
-class ServerToolUseBlock(Struct, tag="server_tool_use", frozen=True):
+class ServerToolUseBlock(Struct, AnyBlock, tag="server_tool_use", frozen=True):
     id: str
     name: str
     input: dict[str, Any]
 
 
-class WebSearchResultBlock(Struct, tag="web_search_tool_result", frozen=True):
+class WebSearchResultBlock(Struct, AnyBlock, tag="web_search_tool_result", frozen=True):
     tool_use_id: str
     content: Any = None
 
 
+class SearchResultBlock(Struct, AnyBlock, tag="search_result", frozen=True):
+    """A search result a client (a RAG tool's result) gives the model to cite: its text carries elsewhere."""
+
+    source: str
+    title: str
+    content: list[TextBlock]
+
+
+class ToolReferenceBlock(Struct, AnyBlock, tag="tool_reference", frozen=True):
+    """A deferred tool a tool search found (Claude Code's ToolSearch, beta ``advanced-tool-use-2025-11-20``),
+    inside a tool_result: Anthropic loads that tool's definition for the model."""
+
+    tool_name: str
+
+
+class OtherBlock(Struct, AnyBlock, frozen=True):
+    """A well-formed block of a type translation does not read: ``fields`` is the block as sent."""
+
+    type: str
+    fields: dict[str, Any]
+
+
 ContentBlock = (
     TextBlock | ImageBlock | DocumentBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock
-    | RedactedThinkingBlock | ServerToolUseBlock | WebSearchResultBlock
+    | RedactedThinkingBlock | ServerToolUseBlock | WebSearchResultBlock | SearchResultBlock | ToolReferenceBlock
 )
+KNOWN_BLOCKS: dict[str, type] = {t.__struct_config__.tag: t for t in ContentBlock.__args__}
+# AnyBlock stands for this union where errors.problem_of looks up the allowed values of a field.
+AnyBlock.schema_type = ContentBlock
+_JSON_TYPES = {str: "str", int: "int", float: "float", bool: "bool", list: "array", dict: "object",
+               type(None): "null"}
+
+
+def _block_hook(kind: type, value: Any) -> Any:
+    """``value`` (a decoded JSON value) as an ``AnyBlock``. A ValueError names what is wrong in msgspec's words
+    (``- at `$.field```): msgspec adds the block's own path after it, which ``errors.problem_of`` joins."""
+    if kind is not AnyBlock:
+        raise NotImplementedError
+    if not isinstance(value, dict):
+        raise ValueError(f"Expected `object`, got `{_JSON_TYPES.get(type(value), 'value')}`")
+    tag = value.get("type")
+    if tag is None:
+        raise ValueError("Object missing required field `type`")
+    if not isinstance(tag, str):
+        raise ValueError(f"Expected `str`, got `{_JSON_TYPES.get(type(tag), 'value')}` - at `$.type`")
+    known = KNOWN_BLOCKS.get(tag)
+    if known is None:
+        return OtherBlock(tag, value)
+    try:
+        return msgspec.convert(value, known, dec_hook=_block_hook)
+    except msgspec.ValidationError as exc:
+        raise ValueError(str(exc)) from None
 
 
 class Message(Struct, frozen=True, forbid_unknown_fields=True):
@@ -109,7 +169,7 @@ class Message(Struct, frozen=True, forbid_unknown_fields=True):
     refuses one (``messages.0.extra: Extra inputs are not permitted``) unless a beta adds it (``BetaMessage``)."""
 
     role: Literal["user", "assistant", "system"]
-    content: str | list[ContentBlock]
+    content: str | list[AnyBlock]
 
 
 class BetaMessage(Struct, frozen=True):
@@ -117,7 +177,7 @@ class BetaMessage(Struct, frozen=True):
     Code's per-turn ``output_config``) pass, for the anthropic backend that receives them to judge."""
 
     role: Literal["user", "assistant", "system"]
-    content: str | list[ContentBlock]
+    content: str | list[AnyBlock]
 
 
 class Tool(Struct, frozen=True, omit_defaults=True):
@@ -425,19 +485,38 @@ STATUS_OF_TYPE = {
 }
 
 
-def error_status_and_type(status: int, code: str | None = None) -> tuple[int, str]:
+def error_status_and_type(status: int, code: str | None = None, relayed: bool = False) -> tuple[int, str]:
     """The status and error type an Anthropic client gets for one of our errors.
 
-    ``code == "overloaded"`` and a 503 become Anthropic's 529 overloaded_error;
-    another 4xx becomes an invalid_request_error and another 5xx an api_error,
-    both keeping their status.
+    ``code == "overloaded"`` and a 503 are Anthropic's overloaded_error: the router's own (load shed, every
+    backend busy) with Anthropic's 529; a backend's (``relayed``) with the status it answered. Another 4xx
+    becomes an invalid_request_error and another 5xx an api_error, both keeping their status.
     """
     if code == "overloaded" or status in (503, 529):
-        return 529, "overloaded_error"
+        return (status if relayed and status >= 500 else 529), "overloaded_error"
     kind = ERROR_TYPES.get(status)
     if kind is None:
         kind = "invalid_request_error" if status < 500 else "api_error"
     return status, kind
+
+
+# A context window overflow in each protocol's words: OpenAI's code (which Codex and LiteLLM's
+# ContextWindowExceededError read) and the start of Anthropic's message (which Claude Code reads, to compact).
+CONTEXT_EXCEEDED = "context_length_exceeded"
+PROMPT_TOO_LONG = "prompt is too long"
+_OPENAI_CONTEXT = re.compile(r"maximum context length is (\d+) tokens.*?(?:resulted in|requested) (\d+) tokens",
+                             re.DOTALL)
+
+
+def prompt_too_long(message: str) -> str:
+    """An OpenAI-format backend's context overflow in Anthropic's words (``prompt is too long: N tokens > M
+    maximum``), its own message after it when its numbers cannot be read."""
+    if message.startswith(PROMPT_TOO_LONG):
+        return message
+    found = _OPENAI_CONTEXT.search(message)
+    if found is None:
+        return f"{PROMPT_TOO_LONG}: {message}"
+    return f"{PROMPT_TOO_LONG}: {found.group(2)} tokens > {found.group(1)} maximum"
 
 
 def error_body(message: str, kind: str) -> bytes:
@@ -446,14 +525,22 @@ def error_body(message: str, kind: str) -> bytes:
 
 def vsr_error_answer(exc: VsrError) -> tuple[int, bytes]:
     """``(status, body)`` of an error in Anthropic's shape."""
-    status, kind = error_status_and_type(exc.status, exc.code)
-    return status, error_body(exc.message, kind)
+    status, kind = error_status_and_type(exc.status, exc.code, relayed(exc))
+    message = exc.message
+    if exc.code == CONTEXT_EXCEEDED:   # an OpenAI-format backend's, in the words Claude Code compacts on
+        message = prompt_too_long(message)
+    return status, error_body(message, kind)
 
 
-REQUEST_DECODER = msgspec.json.Decoder(MessagesRequest)
-COUNT_TOKENS_DECODER = msgspec.json.Decoder(CountTokensRequest)
-BETA_DECODERS = {REQUEST_DECODER: msgspec.json.Decoder(BetaMessagesRequest),
-                 COUNT_TOKENS_DECODER: msgspec.json.Decoder(BetaCountTokensRequest)}
+def relayed(exc: VsrError) -> bool:
+    """Whether ``exc`` is a backend's own error answer, whose status the client gets."""
+    return isinstance(exc, (UpstreamAnswer, UpstreamStatus))
+
+
+REQUEST_DECODER = msgspec.json.Decoder(MessagesRequest, dec_hook=_block_hook)
+COUNT_TOKENS_DECODER = msgspec.json.Decoder(CountTokensRequest, dec_hook=_block_hook)
+BETA_DECODERS = {REQUEST_DECODER: msgspec.json.Decoder(BetaMessagesRequest, dec_hook=_block_hook),
+                 COUNT_TOKENS_DECODER: msgspec.json.Decoder(BetaCountTokensRequest, dec_hook=_block_hook)}
 RESPONSE_DECODER = msgspec.json.Decoder(MessagesResponse)
 ERROR_DECODER = msgspec.json.Decoder(ErrorResponse)
 EVENT_DECODERS: dict[str, msgspec.json.Decoder] = {

@@ -13,6 +13,11 @@ import msgspec
 from msgspec import Meta, Struct, field
 
 from .anthropic import Thinking
+
+# OpenAI's reasoning efforts (Chat's reasoning_effort, Responses' reasoning.effort), gpt-5.1's none and
+# gpt-5.1-codex-max's xhigh among them: another value is refused naming the field, as OpenAI refuses it.
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+EFFORTS: tuple[str, ...] = ReasoningEffort.__args__
 from .bounds import Count, Int64, PositiveCount
 
 
@@ -128,7 +133,7 @@ class ChatRequest(Struct, frozen=True):
     stop: str | list[str] | None = None
     parallel_tool_calls: bool | None = None
     response_format: dict[str, Any] | None = None
-    reasoning_effort: str | None = None
+    reasoning_effort: ReasoningEffort | None = None
     seed: Int64 | None = None
     top_logprobs: Annotated[int, Meta(ge=0, le=20)] | None = None     # as Responses'
     logprobs: bool | None = None

@@ -42,7 +42,7 @@ MAX_JSON_DEPTH = 256
 # 420,000 small tools held 4.2 million and froze the router for 20 s.
 MAX_JSON_ITEMS = 200_000
 
-_AT = re.compile(r" - at `\$(.*)`$")
+_AT = re.compile(r" - at `\$([^`]*)`$")
 _SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[\.\.\.\]")
 _MISSING = re.compile(r"Object missing required field `([^`]*)`")
 _UNKNOWN = re.compile(r"Object contains unknown field `([^`]*)`")
@@ -143,9 +143,13 @@ def problem_of(exc: msgspec.DecodeError, schema: Any = None) -> Problem:
     if not isinstance(exc, msgspec.ValidationError):
         kind = "utf8" if "UTF-8" in text else "json"
         return Problem(kind, detail=text)
-    m = _AT.search(text)
-    path = _parse_path(m.group(1)) if m else ()
-    detail = _AT.sub("", text)
+    # A block decoded by a hook (``anthropic.AnyBlock``) says where inside it, then msgspec says where the block
+    # is: read from the end, the outer path comes first.
+    path: Path = ()
+    detail = text
+    while (m := _AT.search(detail)) is not None:
+        path = (*path, *_parse_path(m.group(1)))
+        detail = detail[:m.start()]
     if (found := _MISSING.match(detail)) is not None:
         return Problem("missing", (*path, found.group(1)), detail)
     if (found := _UNKNOWN.match(detail)) is not None:
@@ -187,7 +191,8 @@ def _literal_values(schema: Any, path: Path) -> tuple[str, ...]:
 
 def _tags(schema: Any, path: Path) -> tuple[str, ...]:
     """The tags of the tagged union found at ``path`` (a content block's ``type``s, say)."""
-    return tuple(str(t.tag) for t in _types_at(schema, path) if isinstance(t, mi.StructType) and t.tag is not None)
+    return tuple(dict.fromkeys(str(t.tag) for t in _types_at(schema, path)
+                               if isinstance(t, mi.StructType) and t.tag is not None))
 
 
 def _types_at(schema: Any, path: Path) -> list[mi.Type]:
@@ -207,6 +212,8 @@ def _walk(t: mi.Type, path: tuple[str, ...]) -> list[mi.Type]:
         return [found for member in t.types for found in _walk(member, path)]
     if isinstance(t, mi.Metadata):
         return _walk(t.type, path)
+    if isinstance(t, mi.CustomType) and hasattr(t.cls, "schema_type"):
+        return _walk(_info(t.cls.schema_type), path)   # a type decoded by a hook, standing for this one
     if not path:
         return [t]
     head, rest = path[0], path[1:]

@@ -123,7 +123,7 @@ class ResponsesRequest(Struct, frozen=True, omit_defaults=True, forbid_unknown_f
     metadata: dict[str, str] | None = None
     user: str | None = None
     text: dict[str, Any] | None = None
-    reasoning: dict[str, Any] | None = None
+    reasoning: dict[str, Any] | None = None     # its effort one of chat.EFFORTS: ResponsesAdapter.decode
     truncation: Literal["auto", "disabled"] | None = None
     # Read by no one here; declared so that they are known: the create parameters of the
     # openai SDK this package is tested with, and Codex's client_metadata.

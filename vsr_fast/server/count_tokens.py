@@ -118,7 +118,7 @@ async def _forwarded(state: AppState, adapter, req: Inbound, candidates, scope: 
     anthropic_models = tuple(m for m in candidates if m.api_format == "anthropic")
     if not candidates or candidates[0].api_format != "anthropic":
         return None, b""
-    rewrite = ModelRewriter(req.raw, req.body.model)
+    rewrite = ModelRewriter(adapter.same_format(req, True)[0], req.body.model)
     headers = adapter.provider_headers(req, "anthropic")
     credential = delegated_credential(state, scope, anthropic_models)
 

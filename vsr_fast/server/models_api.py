@@ -1,7 +1,7 @@
 """``GET /v1/models`` and ``GET /v1/models/{id}``: the names the request's key may put in ``model`` (the
 entrypoints' names, then the provider models that are not System One aliases), in OpenAI's shape or, for
 Anthropic's SDK (told apart by its ``anthropic-version`` header, as Anthropic's API needs it), Anthropic's.
-A name the key may not call is neither listed nor found (404)."""
+A name the key may not call is neither listed nor found (404); one only the catch-all serves is found, not listed."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -9,8 +9,9 @@ from collections.abc import Mapping
 import msgspec
 from quart import request
 
+from ..auth.access import check_name
 from ..auth.keys import may_name_entrypoint, may_name_model
-from ..errors import InvalidValue, ModelNotFound
+from ..errors import InvalidValue, KeyNotAllowed, ModelNotFound
 from ..headers.registry import ANTHROPIC_VERSION as ANTHROPIC_VERSION
 from .state import AppState
 
@@ -66,10 +67,25 @@ def _page(every: list[str], after_id: str | None, before_id: str | None, limit: 
 
 
 def one(state: AppState, anthropic: bool, model_id: str) -> bytes:
-    """The model ``model_id`` in the listing's shape; ModelNotFound when the listing has no such name."""
-    if model_id not in names(state):
+    """The model ``model_id`` in the listing's shape: a listed name, or any other the key may put in ``model`` that
+    the default entrypoint's recipe serves (the catch-all: Claude Code asks for its own default, ``claude-...``,
+    which ``POST /v1/messages`` serves), which no listing can enumerate; ModelNotFound otherwise."""
+    if model_id not in names(state) and not _caught_all(state, model_id):
         raise ModelNotFound(f"The model '{model_id}' does not exist", param="model")
     return msgspec.json.encode(anthropic_model(model_id) if anthropic else openai_model(model_id))
+
+
+def _caught_all(state: AppState, name: str) -> bool:
+    """Whether a request naming ``name`` (no entrypoint's, no provider model's) is served by the catch-all."""
+    table = state.table
+    if table.default is None or name in table.models or name in table.by_name \
+            or name in table.systemone_by_name:
+        return False
+    try:
+        check_name(state.identity(request.scope), name, table.by_name, table.models)
+    except KeyNotAllowed:
+        return False
+    return True
 
 
 def is_models_path(path: str) -> bool:

@@ -176,7 +176,7 @@ MEDIA_FOLLOWS = "(the output of this call follows in the next message)"
 
 
 def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
-    losses: list[Loss] = []
+    losses: list[Loss] = [dropped(conv.web_search)] if conv.web_search else []   # a Chat model searches nothing
     messages: list[dict] = []
     if conv.system:
         messages.append({"role": "system", "content": _content(conv.system)})
@@ -349,7 +349,15 @@ class _Msg(msgspec.Struct, frozen=True):
     content: str | None = None
     refusal: str | None = None
     reasoning_content: str | None = None     # DeepSeek's, vLLM's and SGLang's reasoning models
+    reasoning: str | None = None             # the same, as newer vLLM and OpenRouter name it
     tool_calls: list[_ToolCall] | None = None
+
+    @property
+    def thought(self) -> tuple[str | None, str]:
+        """The model's reasoning, and the field that held it."""
+        if self.reasoning_content:
+            return self.reasoning_content, "reasoning_content"
+        return self.reasoning, "reasoning"
 
 
 class _Choice(msgspec.Struct, frozen=True):
@@ -376,8 +384,9 @@ def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
     finish = "stop"
     if doc.choices:
         choice = doc.choices[0]
-        if choice.message.reasoning_content:
-            parts.append(Thinking(choice.message.reasoning_content, path="choices[0].message.reasoning_content"))
+        thought, field = choice.message.thought
+        if thought:
+            parts.append(Thinking(thought, path=f"choices[0].message.{field}"))
         if choice.message.content:
             parts.append(Text(choice.message.content, "choices[0].message.content"))
         if choice.message.refusal:
@@ -453,6 +462,7 @@ class _Delta(msgspec.Struct, frozen=True):
     content: str | None = None
     refusal: str | None = None
     reasoning_content: str | None = None
+    reasoning: str | None = None             # vLLM's and OpenRouter's name for reasoning_content
     tool_calls: list[_DeltaCall] | None = None
 
 
@@ -506,7 +516,11 @@ class StreamReader:
         chunk = _CHUNK.decode(data)
         if chunk.error is not None:
             self._done = True
-            err = read_error(500, data)
+            # A numeric code is the HTTP status the server would have answered (vLLM's, OpenRouter's {code: 503}).
+            error = msgspec.json.decode(data).get("error")
+            said = error.get("code") if isinstance(error, dict) else None
+            status = said if isinstance(said, int) and 400 <= said < 600 else 500
+            err = read_error(status, data)
             return [Failed(err.message, err.status, err.code, err.type)]
         if not chunk.choices and chunk.usage is None:
             return []   # Azure's prompt-filter chunk: no id, no model, nothing to say yet
@@ -520,7 +534,8 @@ class StreamReader:
             if choice.index:
                 continue
             d = choice.delta or _EMPTY
-            for text, kind in ((d.reasoning_content, "thinking"), (d.content, "text"), (d.refusal, "refusal")):
+            for text, kind in ((d.reasoning_content or d.reasoning, "thinking"), (d.content, "text"),
+                               (d.refusal, "refusal")):
                 if text:
                     out += self._text(text, kind)
             for tc in d.tool_calls or ():

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import msgspec
 
 from ...errors import UpstreamAnswer
+from ..anthropic import CONTEXT_EXCEEDED, PROMPT_TOO_LONG
 from ..chat import TOP_LEVEL_DECODER
 from ._ir import Conversation, Image, Text, ToolResult
 from ._losses import Loss, dropped
@@ -100,15 +101,17 @@ def dumps(value: object) -> str:
     return ENCODER.encode(value).decode()
 
 
-def upstream_error(status: int, message: str, code: str | None, type_: str | None) -> UpstreamAnswer:
+def upstream_error(status: int, message: str, code: str | None, type_: str | None,
+                   param: str | None = None) -> UpstreamAnswer:
     """A backend's error answer, as an error of ours the client adapter can render."""
-    return UpstreamAnswer(message, status=status, code=code, type_=type_)
+    return UpstreamAnswer(message, status=status, code=code, type_=type_, param=param)
 
 
 class _OpenAIError(msgspec.Struct):
     message: str = ""
     type: str | None = None
     code: str | int | None = None
+    param: Any = None
 
 
 class _AnthropicError(msgspec.Struct):
@@ -186,10 +189,13 @@ def read_error(status: int, body: bytes, content_type: str = "") -> UpstreamAnsw
         return upstream_error(status, _answered(status, body, content_type, said), None, None)
     kind = err.type
     code = str(err.code) if err.code is not None else None
+    param = err.param if isinstance(err.param, str) else None
     if doc.type == "error":   # Anthropic: the type is the code
         code = {"overloaded_error": "overloaded", "rate_limit_error": "rate_limited"}.get(kind or "", kind)
+        if status == 400 and err.message.startswith(PROMPT_TOO_LONG):
+            code = CONTEXT_EXCEEDED
         kind = "invalid_request_error" if status < 500 else "upstream_error"
-    return upstream_error(status, err.message or f"upstream answered HTTP {status}", code, kind)
+    return upstream_error(status, err.message or f"upstream answered HTTP {status}", code, kind, param)
 
 
 # The type of an error event that names none (a backend's, in a protocol without OpenAI's types): the one a whole
@@ -204,9 +210,10 @@ def openai_error_type(status: int) -> str:
 
 
 # Reasoning effort (Chat's reasoning_effort, Responses' reasoning.effort) <-> Anthropic's extended thinking budget,
-# LiteLLM's mapping: low 1,024 tokens (Anthropic's least), medium 2,048, high 4,096; minimal takes the least too, and
-# none is thinking off. Back, a budget is the effort whose budget it reaches.
-EFFORT_BUDGET = {"minimal": 1024, "low": 1024, "medium": 2048, "high": 4096}
+# LiteLLM's mapping: low 1,024 tokens (Anthropic's least), medium 2,048, high 4,096; minimal takes the least too,
+# xhigh (above high, Codex's deepest) twice high's, and none is thinking off. Back, a budget is the effort whose
+# budget it reaches, high at most (the effort every reasoning model takes).
+EFFORT_BUDGET = {"minimal": 1024, "low": 1024, "medium": 2048, "high": 4096, "xhigh": 8192}
 
 
 def effort_of_thinking(thinking: dict | None, losses: list[Loss]) -> str | None:

@@ -148,6 +148,9 @@ class Conversation(Struct):
     # service_tier, logprobs, top_logprobs, store) -> (value, where the client's request has it).
     shared: dict[str, tuple] = field(default_factory=dict)
     prefill: str | None = None   # a Messages request ending in an assistant turn to continue: that turn's path
+    # A Responses client's hosted web search (web_search, web_search_preview): where it is. Anthropic runs its own
+    # (web_search_20250305), as LiteLLM maps it; a Chat backend has none (dropped, listed).
+    web_search: str | None = None
 
 
 # --- answers -----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from ._losses import CONVERTED, DEFAULTED, MOVED, Loss, dropped
 from ._sse import named_event
 
 PATH = "/messages"
+WEB_SEARCH_TOOL = "web_search_20250305"
 ID = "msg_"   # the prefix of an answer's id
 # Anthropic requires max_tokens; a Chat or Responses client that leaves it out gets this,
 # recorded as a "defaulted" loss. 4096 is what every current Claude model can produce.
@@ -169,7 +170,16 @@ def _part(block, where: str, losses: list[Loss]):
         return Thinking(block.thinking, block.signature or None, path=where)
     if isinstance(block, wire.RedactedThinkingBlock):
         return Thinking(redacted=block.data, path=where)
-    losses.append(dropped(where))   # server tool blocks: nothing else carries them
+    if isinstance(block, wire.SearchResultBlock):
+        # What the model is to cite, as text: the citations themselves only Anthropic makes.
+        losses.append(Loss(CONVERTED, "unsupported", where))
+        return Text("\n".join([f"{block.title} ({block.source})", *(b.text for b in block.content)]), where)
+    if isinstance(block, wire.ToolReferenceBlock):
+        # A tool search's find (Claude Code's ToolSearch): the tool is among those the translation sends
+        # anyway (every tool, deferred or not), so the model is told it by name.
+        losses.append(Loss(CONVERTED, "unsupported", where))
+        return Text(f"Tool loaded: {block.tool_name}", where)
+    losses.append(dropped(where))   # server tool blocks, and block types nothing else carries
     return None
 
 
@@ -201,6 +211,31 @@ def _result_content(block: wire.ToolResultBlock, where: str, losses: list[Loss])
         return [Text(block.content, f"{where}.content")]
     parts = [_part(b, f"{where}.content[{k}]", losses) for k, b in enumerate(block.content)]
     return [p for p in parts if p is not None]
+
+
+def signed_only(req: wire.MessagesRequest, raw: bytes) -> tuple[bytes, list[Loss]]:
+    """A Messages client's body (``raw``) for an Anthropic backend, without the thinking blocks no Anthropic model
+    signed (an empty or absent signature: an OpenAI-format backend's reasoning, as the router wrote it, or the
+    client's own), which Anthropic refuses ("Invalid signature in thinking block"), each listed as a translation
+    drops them; then thinking left off where the tool loop lost its block (``_thinking_history``'s rule). ``raw``
+    itself when there is none: the client's bytes go unchanged."""
+    unsigned = [(i, j) for i, m in enumerate(req.messages) if not isinstance(m.content, str)
+                for j, b in enumerate(m.content) if isinstance(b, wire.ThinkingBlock) and not b.signature]
+    if not unsigned:
+        return raw, []
+    body = msgspec.json.decode(raw)
+    for i, j in reversed(unsigned):
+        del body["messages"][i]["content"][j]
+    losses = [dropped(f"messages[{i}].content[{j}]", "unsigned") for i, j in unsigned]
+    # A turn of nothing else is refused ("all messages must have non-empty content"): it goes, and Anthropic joins
+    # the turns of one role it leaves side by side.
+    emptied = {i for i, m in enumerate(body["messages"]) if m.get("content") == []}
+    losses += [dropped(f"messages[{i}]", "empty") for i in sorted(emptied)]
+    body["messages"] = [m for i, m in enumerate(body["messages"]) if i not in emptied]
+    if (body.get("thinking") or {}).get("type") not in (None, "disabled") and wire.thinking_block_missing(body):
+        del body["thinking"]
+        losses.append(dropped("thinking", "no_thinking_block"))
+    return ENCODER.encode(body), losses
 
 
 def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
@@ -237,6 +272,10 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
         body["system"] = system
     if conv.tools:
         body["tools"] = [_tool(t) for t in conv.tools]
+    if conv.web_search:
+        # Anthropic's own web search, as LiteLLM maps OpenAI's: the answer's text comes back with what it found
+        # (its server_tool_use and web_search_tool_result blocks are Anthropic's alone: dropped, listed).
+        body["tools"] = [*body.get("tools", ()), {"type": WEB_SEARCH_TOOL, "name": "web_search"}]
     choice = _tool_choice(conv, losses)
     if choice is not None:
         body["tool_choice"] = choice

@@ -33,6 +33,7 @@ KNOWN = frozenset({
     "prompt_cache_key", "safety_identifier", "service_tier", "top_logprobs", "include",
 })
 LOGPROBS = "message.output_text.logprobs"   # the include that asks for Chat's logprobs
+WEB_SEARCH = ("web_search", "web_search_preview", "web_search_2025_08_26")   # OpenAI's hosted web search tools
 # Asks for reasoning items' encrypted_content: a translated answer's always carry Claude's signed thinking.
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 INCOMPLETE_IN = {"max_output_tokens": "length", "content_filter": "content_filter"}
@@ -56,6 +57,10 @@ def read_request(req: wire.ResponsesRequest, raw: bytes) -> tuple[Conversation, 
         for i, item in enumerate(req.input):
             _read_item(item, f"input[{i}]", conv, losses)
     conv.tools[:0] = function_defs(list(req.tools or ()), "tools", losses)
+    search = next((f"tools[{i}]" for i, t in enumerate(req.tools or ()) if t.type in WEB_SEARCH), None)
+    if search is not None:     # carried to Anthropic (its writer), listed by the others'
+        conv.web_search = search
+        losses.remove(dropped(search))
     conv.tool_choice = _tool_choice(req.tool_choice, losses, tool_names(req))
     fmt = (req.text or {}).get("format")
     if isinstance(fmt, dict) and fmt.get("type") in ("json_schema", "json_object"):
