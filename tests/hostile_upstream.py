@@ -27,7 +27,10 @@ path segment picks the misbehaviour, so one server plays every backend (``endpoi
 - ``one-per-connection``: answers a connection's first request; its next one is read and the connection closed
   with no answer (a keep-alive connection the server dropped as the request arrived);
 - ``idle-close``: answers, then closes the connection 0.3 s later, reading nothing more (a keep-alive timeout
-  shorter than the router's: a request sent in between is never answered).
+  shorter than the router's: a request sent in between is never answered);
+- ``poison``: a chat completion, except that a request whose last message is ``poison`` is read and its
+  connection closed unanswered (a backend worker that dies on it), counted; ``warm`` waits until four such
+  requests are in (four pooled connections); ``count`` answers how many ``poison`` requests arrived.
 """
 from __future__ import annotations
 
@@ -99,6 +102,11 @@ def _bomb(mib: int = 256) -> bytes:
             + (0).to_bytes(4, "little") + (mib * PIECE % (1 << 32)).to_bytes(4, "little"))
 
 
+_POISONED = [0]
+_POISONED_LOCK = threading.Lock()
+_WARM = threading.Barrier(4, timeout=20)
+
+
 def _said(content: str) -> bytes:
     """A chat completion whose answer is ``content``."""
     return json.dumps(dict(CHAT, choices=[{**CHAT["choices"][0], "message": {
@@ -168,6 +176,16 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             time.sleep(0.3)
             self.close_connection = True
+        elif mode == "poison":
+            said = json.loads(body)["messages"][-1]["content"]
+            if said == "poison":
+                with _POISONED_LOCK:
+                    _POISONED[0] += 1
+                self.close_connection = True        # read, never answered
+                return
+            if said == "warm":
+                _WARM.wait()
+            self.whole(200, _said(str(_POISONED[0]) if said == "count" else "fine"))
         elif mode == "one-per-connection":
             if getattr(self, "answered", False):
                 self.close_connection = True        # read, never answered

@@ -263,3 +263,37 @@ async def test_a_connection_whose_handling_raises_is_closed_alone_and_counted():
     assert (connections.active, connections.failed) == (0, 1)
     assert await theirs.receive_some(10) == b"", "the connection was closed"
     assert "vsr_connections_failed_total 1" in connections.prometheus_lines()
+
+
+def test_a_client_reading_a_large_answer_steadily_is_not_cut_by_send_timeout(tmp_path):
+    # send_timeout_ms is time without progress (as on HTTP/1): a client that takes a frame at a time, each well
+    # within it, gets the whole answer however long the whole takes (here past send_timeout_ms several times).
+    with mock_upstream() as mock:
+        answer = "y" * (256 << 10)
+        httpx.post(f"{mock.url}/_mock/config", json={"content": answer}, timeout=30).raise_for_status()
+        doc = config([{"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}],
+                     [{"name": "d", "modelRefs": [{"model": "m"}]}])
+        doc["global"] = {"router": {"limits": {"send_timeout_ms": 1000}}}
+        with router(write_config(doc, str(tmp_path))) as proc:
+            conn = client(window=16384)
+            body = json.dumps({"model": "m", "messages": CHAT}).encode()
+            got = bytearray()
+            with socket.create_connection(("127.0.0.1", proc.port), timeout=20) as s:
+                conn.send_headers(1, chat_head(len(body)))
+                conn.send_data(1, body, end_stream=True)
+                s.sendall(conn.data_to_send())
+                events: list = []
+                while not ended(1)(events):
+                    data = s.recv(65536)
+                    assert data, "the router closed the HTTP/2 connection"
+                    new = conn.receive_data(data)
+                    events += new
+                    for e in new:
+                        if isinstance(e, h2.events.DataReceived):
+                            got += e.data
+                            trio.run(trio.sleep, 0.15)      # a slow reader: a frame's window back at a time
+                            conn.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+                    s.sendall(conn.data_to_send())
+            assert not [e for e in events if isinstance(e, h2.events.StreamReset)], "the stream was cut"
+            assert status_of(events, 1) == b"200"
+            assert json.loads(bytes(got))["choices"][0]["message"]["content"] == answer

@@ -3,6 +3,8 @@ and a request a kept-alive connection dropped unanswered is sent again on anothe
 process in front of hostile backends (``tests.hostile_upstream``)."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import httpx
 import pytest
 
@@ -56,3 +58,19 @@ def test_a_backend_closing_idle_kept_alive_connections_costs_no_request(edge):
     # Back to back: each request after the first goes out on the connection the backend is about to close.
     for _ in range(6):
         assert said(chat(edge, "m-idle-close")) == "fine"
+
+
+def test_a_request_every_reused_connection_drops_is_sent_again_once_not_once_per_pooled_connection(tmp_path):
+    # One pool of eight connections (pool_shards: 1). A request that kills the backend's worker (read, then its connection closed with nothing answered) looks,
+    # on a kept-alive connection, like an idle close; resent on every pooled connection it would kill as many.
+    with Proc(["-m", "tests.hostile_upstream"], "listening") as hostile:
+        doc = config([{"name": "m-poison", "backend_refs": [{"endpoint": f"{hostile.url}/poison/v1",
+                                                                 "pool_shards": 1, "max_connections": 8}]}],
+                     [{"name": "only", "modelRefs": [{"model": "m-poison"}]}])
+        with router(write_config(doc, str(tmp_path))) as proc:
+            with ThreadPoolExecutor(4) as pool:     # four requests at once: four pooled connections
+                assert [said(r) for r in pool.map(lambda _: chat(proc, "m-poison", "warm"), range(4))] == ["fine"] * 4
+            r = chat(proc, "m-poison", "poison")
+            assert r.status_code == 502, r.text
+            sent = int(said(chat(proc, "m-poison", "count")))
+    assert sent <= 2, f"the backend received the request {sent} times"

@@ -7,7 +7,7 @@
   of nothing (a zero flow-control window) included: a client that granted no window made the router read its
   backend as fast as it could, holding the answer in memory. Here the writer waits until the buffer itself is
   below that mark, so a client that reads nothing stalls the relay, and ``send_timeout_ms`` without progress
-  cuts that stream (RST_STREAM CANCEL; the request is recorded 408 ``send_timeout``, as on HTTP/1);
+  (no frame of it sent) cuts that stream (RST_STREAM CANCEL; the request is recorded 408 ``send_timeout``, as on HTTP/1);
 - rapid reset (CVE-2023-44487): a stream reset in the same read as its HEADERS never gets an app task, and a
   connection whose client resets more than ``MAX_RESETS`` streams within ``RESET_WINDOW_S`` is closed with
   GOAWAY ENHANCE_YOUR_CALM, as nginx and Envoy close it.
@@ -64,6 +64,10 @@ class EdgeH2Protocol(H2Protocol):
     _resets = 0
     _window_start = 0.0
 
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self._idle: dict[int, trio.CancelScope] = {}    # per stream, the wait of its send in progress
+
     async def _handle_events(self, events: list[h2.events.Event]) -> None:
         reset = {e.stream_id for e in events if isinstance(e, h2.events.StreamReset) and e.remote_reset}
         unserved = {e.stream_id for e in events if isinstance(e, h2.events.RequestReceived)} & reset if reset else ()
@@ -116,9 +120,15 @@ class EdgeH2Protocol(H2Protocol):
         if not isinstance(event, _SENDING) or event.stream_id not in self.stream_buffers:
             await super().stream_send(event)
             return
-        # hypercorn waits here for the stream's buffer to drain, which only the client's window lets happen.
-        with trio.move_on_after(self.send_timeout_s) as idle:
-            await super().stream_send(event)
+        # hypercorn waits here for the stream's buffer to drain, which only the client's window lets happen: each
+        # frame sent moves the deadline (``_send_data``), so only a wait without progress cuts the stream (one
+        # event may be an answer of megabytes, longer than send_timeout_s to a slow client that reads steadily).
+        with trio.CancelScope(deadline=trio.current_time() + self.send_timeout_s) as idle:
+            self._idle[event.stream_id] = idle
+            try:
+                await super().stream_send(event)
+            finally:
+                self._idle.pop(event.stream_id, None)
         if idle.cancelled_caught:
             await self._cut(event.stream_id)
 
@@ -158,6 +168,9 @@ class EdgeH2Protocol(H2Protocol):
             if data:
                 self.connection.send_data(stream_id, data)
                 await self._flush()
+                idle = self._idle.get(stream_id)
+                if idle is not None:        # progress: the client took a frame
+                    idle.deadline = trio.current_time() + self.send_timeout_s
             else:
                 self.priority.block(stream_id)
             if buffer.complete:

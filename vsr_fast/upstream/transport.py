@@ -283,14 +283,17 @@ async def send(pool: httpcore.AsyncConnectionPool, origin: Origin, path: str, bo
 
 async def _handled(pool: httpcore.AsyncConnectionPool, request: httpcore.Request, label: str) -> httpcore.Response:
     """``request``'s answer from ``pool``. A kept-alive connection the backend closed as the request went out (its
-    idle timeout) fails with nothing answered: sent again on another, as nginx and Go's client do, neither an
-    attempt nor the backend's failure. Each such failure closes its connection: past the pool's size, a new one."""
-    for _ in range(pool._max_connections):
-        try:
-            return await pool.handle_async_request(request)
-        except StaleConnection as exc:
-            log.debug("upstream %s closed a kept-alive connection before answering (%s); sent again", label, exc)
-    return await pool.handle_async_request(request)
+    idle timeout) fails with nothing answered: sent again once, neither an attempt nor the backend's failure.
+    Once only: a backend whose worker read the request and died on it closes the connection the same way, and
+    a resend on each of the pool's idle connections would send it (and kill a worker) as many times."""
+    try:
+        return await pool.handle_async_request(request)
+    except StaleConnection as exc:
+        log.debug("upstream %s closed a kept-alive connection before answering (%s); sent again", label, exc)
+    try:
+        return await pool.handle_async_request(request)
+    except StaleConnection as exc:      # dropped again: the backend's failure, as any closed connection is
+        raise httpcore.ReadError(str(exc)) from exc
 
 
 async def probe(pool: httpcore.AsyncConnectionPool, origin: Origin, path: str,
