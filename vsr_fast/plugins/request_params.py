@@ -40,7 +40,7 @@ class Generation(Block):
     thinking: bool | None = None
     max_tokens: Tokens | None = None
     thinking_budget: Tokens | None = None
-    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    reasoning_effort: Literal["minimal", "low", "medium", "high", "xhigh"] | None = None
 
 
 class RequestParamsConfig(Block):
