@@ -212,6 +212,32 @@ def test_a_connection_resetting_streams_past_the_limit_gets_goaway_enhance_your_
     assert httpx.get(f"{edge.url}/health", timeout=10).status_code == 200
 
 
+def test_a_busy_connection_whose_resets_are_a_minority_of_its_streams_stays_open(edge, small):
+    # A proxy carrying many users, or an editor cancelling completions as its user types on: past 200 resets in
+    # the window, but each beside two streams served to their end. Only a connection resetting most of what it
+    # opens is the attack.
+    calmed = metric(edge, "vsr_http2_rapid_reset_closes_total")
+    conn = client()
+    body = json.dumps({"model": "m", "messages": CHAT}).encode()
+    with socket.create_connection(("127.0.0.1", edge.port), timeout=20) as s:
+        for _ in range(45):                         # 225 resets among 675 streams, in one burst each
+            served = []
+            for i in range(15):
+                sid = conn.get_next_available_stream_id()
+                if i % 3 == 2:
+                    conn.send_headers(sid, chat_head(len(body)))
+                    conn.reset_stream(sid)
+                else:
+                    conn.send_headers(sid, [(":method", "GET"), (":path", "/health"), (":scheme", "http"),
+                                            (":authority", "x")], end_stream=True)
+                    served.append(sid)
+            s.sendall(conn.data_to_send())
+            events = events_until(s, conn, lambda ev: all(ended(sid)(ev) for sid in served))
+            assert {status_of(events, sid) for sid in served} == {b"200"}
+        assert health(s, conn, conn.get_next_available_stream_id()) == b"200"
+    assert metric(edge, "vsr_http2_rapid_reset_closes_total") == calmed
+
+
 def test_an_http2_head_past_16_kib_is_a_431_and_past_the_advertised_64_kib_ends_the_connection(edge, small):
     # README: 431 over HTTP/2 too, within the header list size the connection's SETTINGS advertise (64 KiB). Past
     # it h2 stops decoding mid-block, which leaves the connection's HPACK table unknown: only the connection can

@@ -9,7 +9,8 @@
   below that mark, so a client that reads nothing stalls the relay, and ``send_timeout_ms`` without progress
   (no frame of it sent) cuts that stream (RST_STREAM CANCEL; the request is recorded 408 ``send_timeout``, as on HTTP/1);
 - rapid reset (CVE-2023-44487): a stream reset in the same read as its HEADERS never gets an app task, and a
-  connection whose client resets more than ``MAX_RESETS`` streams within ``RESET_WINDOW_S`` is closed with
+  connection whose client resets more than ``MAX_RESETS`` streams within ``RESET_WINDOW_S``, and more than half
+  the streams it opened in that window, is closed with
   GOAWAY ENHANCE_YOUR_CALM, as nginx and Envoy close it.
 """
 from __future__ import annotations
@@ -27,8 +28,10 @@ from hypercorn.protocol.h11 import H2CProtocolRequiredError, H2ProtocolAssumedEr
 
 from ..errors import SendTimeout
 
-# A client that resets more streams than this within the window is closed (nginx closes past its per-iteration
-# stream budget, Envoy past a premature-reset ratio); a browser that cancels a few requests never comes near it.
+# A client that resets more streams than this within the window, and more than half the streams it opened there,
+# is closed (nginx closes past its per-iteration stream budget, Envoy past a premature-reset ratio): an attack resets
+# nearly every stream it opens, while a proxy carrying many users' requests on one connection, or an editor that
+# cancels each completion as the user types on, resets a share of a busy connection's streams.
 MAX_RESETS = 200
 RESET_WINDOW_S = 10.0
 # The http.disconnect key that tells a request why the router cut its stream (asgi.DisconnectWatch reads it).
@@ -51,7 +54,7 @@ class H2Counts:
                 "# TYPE vsr_http2_streams_reset_unserved_total counter",
                 f"vsr_http2_streams_reset_unserved_total {self.reset_early}",
                 "# HELP vsr_http2_rapid_reset_closes_total HTTP/2 connections closed with GOAWAY "
-                f"ENHANCE_YOUR_CALM: more than {MAX_RESETS} stream resets within {RESET_WINDOW_S:g} s.",
+                f"ENHANCE_YOUR_CALM: more than {MAX_RESETS} stream resets within {RESET_WINDOW_S:g} s, over half its streams.",
                 "# TYPE vsr_http2_rapid_reset_closes_total counter",
                 f"vsr_http2_rapid_reset_closes_total {self.calmed}"]
 
@@ -62,6 +65,7 @@ class EdgeH2Protocol(H2Protocol):
     send_timeout_s = 60.0
     counts = H2Counts()
     _resets = 0
+    _opened = 0
     _window_start = 0.0
 
     def __init__(self, *args) -> None:
@@ -71,6 +75,7 @@ class EdgeH2Protocol(H2Protocol):
     async def _handle_events(self, events: list[h2.events.Event]) -> None:
         reset = {e.stream_id for e in events if isinstance(e, h2.events.StreamReset) and e.remote_reset}
         unserved = {e.stream_id for e in events if isinstance(e, h2.events.RequestReceived)} & reset if reset else ()
+        self._opened += sum(isinstance(e, h2.events.RequestReceived) for e in events)
         # One event at a time: hypercorn's loop awaits between events, during which an app may end its stream.
         for event in events:
             stream_id = getattr(event, "stream_id", 0)
@@ -105,9 +110,9 @@ class EdgeH2Protocol(H2Protocol):
         """Counts one stream reset by the client; past the limit, closes the connection and says so."""
         now = trio.current_time()
         if now - self._window_start > RESET_WINDOW_S:
-            self._window_start, self._resets = now, 0
+            self._window_start, self._resets, self._opened = now, 0, 0
         self._resets += 1
-        if self._resets <= MAX_RESETS:
+        if self._resets <= MAX_RESETS or self._resets * 2 <= self._opened:
             return False
         self.counts.calmed += 1
         self.connection.close_connection(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM,
