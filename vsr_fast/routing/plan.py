@@ -355,7 +355,7 @@ class RoutingTable:
         # With no default recipe, an empty one: a global guard then reads its rules as unknown (its on_unknown)
         # and global masking fails closed, rather than either being skipped.
         self.direct: CompiledRecipe | None = None
-        if self.direct_models == "allow":
+        if self.direct_models != "refuse":     # route without a default recipe serves the name as allow does
             base = msgspec.structs.replace(self.default.recipe if self.default is not None else Recipe(name="direct"),
                                            decisions=[], fallback=None, plugins=[], projections=Projections())
             self.direct = compile_recipe(base, self.catalog, lambda n: self._capability(n, CompileErrors()),
