@@ -150,10 +150,15 @@ def wait_for_value(fn, what: str, timeout: float = 15.0):
     return found[-1]
 
 
-def replay_record(proc: Proc, replay_id: str, headers: dict | None = None, timeout: float = 20.0) -> dict:
+def replay_record(proc: Proc, replay_id: str, headers: dict | None = None, timeout: float = 20.0,
+                  answered: bool = False) -> dict:
     """A request's replay record once it is whole: a consumer of the event stream builds it after the answer has
-    gone, so reading it right after the answer races that consumer (it lost once in a make test loop)."""
+    gone, so reading it right after the answer races that consumer (it lost once in a make test loop).
+    ``answered``: also wait for the answer's own event (``complete``); a mid-stream error's event sets the status
+    before it, and under load the record was read between the two."""
     def whole() -> dict | None:
         r = httpx.get(f"{proc.url}/api/v1/replay/{replay_id}", headers=headers, timeout=10)
-        return r.json() if r.status_code == 200 and r.json().get("status") else None
+        if r.status_code != 200 or not r.json().get("status"):
+            return None
+        return None if answered and r.json().get("complete") is None else r.json()
     return wait_for_value(whole, f"the replay record {replay_id}", timeout)

@@ -85,7 +85,7 @@ def test_an_answer_is_recorded_with_its_facts_and_served_from_the_cache(cached, 
     first = ask(cached, api, text, stream)
     assert first.path == "upstream" and first.text and first.usage[0] > 0 and first.usage[1] > 0
 
-    record = replay_record(cached, first.replay_id)
+    record = replay_record(cached, first.replay_id, answered=True)
     assert record["decision"] == f"to-{fmt}" and record["complete"] is True
     assert record["finish_reason"] == "stop", record
     assert record["usage"] == {"prompt_tokens": first.usage[0], "completion_tokens": first.usage[1],

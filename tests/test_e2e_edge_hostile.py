@@ -92,7 +92,10 @@ def events_until(sock, conn, until) -> list:
         data = sock.recv(65536)
         assert data, "the router closed the HTTP/2 connection"
         events += conn.receive_data(data)
-        sock.sendall(conn.data_to_send())
+        try:
+            sock.sendall(conn.data_to_send())
+        except BrokenPipeError:     # the router ended the connection: what it said before is in ``events``
+            pass
     return events
 
 

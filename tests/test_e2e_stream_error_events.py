@@ -98,7 +98,7 @@ def test_an_answer_ended_by_the_backends_error_event_is_incomplete_and_never_cac
     line = access_line(erring, rid)
     assert (line["cause"], line["error"]) == ("midstream_upstream_error", "upstream_failed"), line
     assert midstream_errors(erring, f"err-{fmt}").get("midstream_upstream_error", 0) >= 1
-    record = replay_record(erring, first.headers["x-vsr-replay-id"])
+    record = replay_record(erring, first.headers["x-vsr-replay-id"], answered=True)
     # Incomplete: the cache is not even offered the answer.
     assert record["complete"] is False and not (record.get("cache") or {}).get("stored"), record
     assert record["errors"] and record["errors"][0]["code"] == "upstream_failed", record
