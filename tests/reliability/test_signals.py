@@ -171,7 +171,9 @@ def test_sighup_while_starting_is_held_until_serving(tmp_path, slow_stream):
         wait_until(lambda: _hup_caught(popen.pid), "SIGHUP's handler")
         popen.send_signal(signal.SIGHUP)
         lines = _lines_until(popen, lambda seen: "reload done" in seen[-1])
-        held = lines.index("vsr-fast: SIGHUP while starting: the configuration is reloaded once the router serves")
+        # Lifecycle lines carry a time and a level before their words.
+        held = next(i for i, x in enumerate(lines)
+                    if x.endswith("vsr-fast: SIGHUP while starting: the configuration is reloaded once the router serves"))
         serving = next(i for i, x in enumerate(lines) if "vsr-fast: serving on" in x)
         assert held < serving, lines
         assert "(SIGHUP received while starting)" in lines[-1], lines
