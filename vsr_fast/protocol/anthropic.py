@@ -146,7 +146,7 @@ def _block_hook(kind: type, value: Any) -> Any:
     """``value`` (a decoded JSON value) as an ``AnyBlock``. A ValueError names what is wrong in msgspec's words
     (``- at `$.field```): msgspec adds the block's own path after it, which ``errors.problem_of`` joins."""
     if kind is not AnyBlock:
-        raise NotImplementedError
+        raise NotImplementedError       # msgspec's dec_hook protocol: "not a type this hook decodes", not a stub
     if not isinstance(value, dict):
         raise ValueError(f"Expected `object`, got `{_JSON_TYPES.get(type(value), 'value')}`")
     tag = value.get("type")

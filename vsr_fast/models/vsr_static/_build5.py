@@ -83,12 +83,17 @@ def train_domain(emb: StaticEmbedding, rows: list[_corpus.Row], log) -> tuple[di
                    "train": len(train), "validation": len(val)}
 
 
-NOTICE = _build2.notice(NAME, "artifacts-5", "domain").replace(
-    "- templated texts written for this build (vsr_fast/models/vsr_static/_synthetic.py).\n",
-    "- templated texts written for this build (vsr_fast/models/vsr_static/_synthetic.py);\n"
-    "- natural questions per subject area written for this build by an LLM session\n"
-    "  (vsr_fast/models/vsr_static/corpus/natural_questions.tsv, Apache-2.0; not traffic),\n"
-    "  domain head only.\n")
+def with_natural_questions(notice: str) -> str:
+    """``notice`` with the LLM-written natural questions listed among its sources (the domain head's rows)."""
+    return notice.replace(
+        "- templated texts written for this build (vsr_fast/models/vsr_static/_synthetic.py).\n",
+        "- templated texts written for this build (vsr_fast/models/vsr_static/_synthetic.py);\n"
+        "- natural questions per subject area written for this build by an LLM session\n"
+        "  (vsr_fast/models/vsr_static/corpus/natural_questions.tsv, Apache-2.0; not traffic),\n"
+        "  domain head only.\n")
+
+
+NOTICE = with_natural_questions(_build2.notice(NAME, "artifacts-5", "domain"))
 
 
 def build(work: Path, out: Path, log) -> None:

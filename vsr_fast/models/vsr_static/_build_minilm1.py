@@ -127,7 +127,7 @@ class Features:
         return self.encode_counted(texts)[0]
 
 
-NOTICE = _build2.NOTICE.replace(
+NOTICE = _build5.with_natural_questions(_build2.NOTICE.replace(
     "vsr-static-2 (vsr_fast/models/vsr_static/artifacts-2)",
     "vsr-minilm-1 (vsr_fast/models/vsr_static/artifacts-minilm-1)").replace(
     """The embedding and tokenizer are vsr-static-1's (../artifacts; see its NOTICE:
@@ -141,12 +141,7 @@ this package (the `contextual` extra) and not copied here. The tokenizer is vsr-
 (../artifacts/tokenizer.json, the same model's WordPiece vocabulary, Apache License 2.0).
 
 heads.npz holds logistic-regression weights trained on that encoder's mean-pooled outputs
-(the domain head also on hashed token n-grams).""").replace(
-    "- templated texts written for this build (vsr_fast/models/vsr_static/_synthetic.py).\n",
-    "- templated texts written for this build (vsr_fast/models/vsr_static/_synthetic.py);\n"
-    "- natural questions per subject area written for this build by an LLM session\n"
-    "  (vsr_fast/models/vsr_static/corpus/natural_questions.tsv, Apache-2.0; not traffic),\n"
-    "  domain head only.\n")
+(the domain head also on hashed token n-grams)."""))
 
 
 def build(work: Path, out: Path, log) -> None:
