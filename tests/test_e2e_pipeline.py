@@ -39,8 +39,10 @@ FORMATS = {"chat": "openai", "messages": "anthropic", "responses": "responses"}
 
 @pytest.fixture(scope="module")
 def trickle():
-    """A backend whose stream sends one event a second."""
-    with mock_upstream("--chunks", "60", "--chunk-interval-ms", "1000") as proc:
+    """A backend whose stream sends an event every 1.2 s: its second event comes past the router's hold of the
+    opening events (1 s, checked as each event arrives) and before the 1.5 s deadline, whatever the load. At 1 s the
+    second event raced the hold's end; held on, the client got the dispatch stage's 504 instead of a cut stream."""
+    with mock_upstream("--chunks", "60", "--chunk-interval-ms", "1200") as proc:
         yield proc
 
 
