@@ -173,11 +173,14 @@ def lingering_close(app):
         ended = False
         refused = False
         unasked = False
+        body_ended: trio.Event | None = None    # set once the body ended, whoever read its last message
         waiting = _waiting(receive)
 
         def seen(message: Message) -> Message:
             nonlocal ended
             ended = ended or message["type"] == "http.disconnect" or not message.get("more_body", False)
+            if ended and body_ended is not None:
+                body_ended.set()
             return message
 
         async def tracked() -> Message:
@@ -196,6 +199,18 @@ def lingering_close(app):
 
         tracked.queued = queued     # take_queued's
 
+        async def discard_rest() -> None:
+            # The app may still be reading the body too (quart reads it in a task of its own, even for a 405): when
+            # that reader takes the last message, the discard's own read would wait for one that never comes.
+            nonlocal body_ended
+            body_ended = trio.Event()
+            if ended:       # taken while the answer's head was being sent
+                return
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_cancel_when, body_ended, nursery.cancel_scope)
+                await discard_body(tracked, _declared(scope))
+                nursery.cancel_scope.cancel()
+
         async def lingering(message: Message) -> None:
             nonlocal refused, unasked
             if message["type"] == "http.response.start" and not ended:
@@ -208,13 +223,18 @@ def lingering_close(app):
                     message = {**message, "headers": [*message.get("headers", ()), (b"connection", b"close")]}
             elif refused and not ended and not unasked and is_final(message):
                 await send({**message, "more_body": True})
-                await discard_body(tracked, _declared(scope))
+                await discard_rest()
                 message = {"type": "http.response.body", "body": b"", "more_body": False}
             await send(message)
 
         await app(scope, tracked, lingering)
 
     return wrapped
+
+
+async def _cancel_when(event: trio.Event, scope: trio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
 
 
 def _waiting(receive: Receive) -> Callable[[], Message]:
