@@ -7,9 +7,12 @@ its open(); trio cannot cancel a thread, so the drain never finishes on its own.
 is the other: it cannot act on any signal but SIGKILL."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
+
+import pytest
 
 from .procs import config, mock_upstream, router, wait_until, write_config
 
@@ -60,41 +63,56 @@ def _doc(upstream) -> dict:
                   [{"name": "d", "modelRefs": [{"model": "m"}]}])
 
 
-def test_a_wedged_single_process_ends_after_its_graceful_timeout(tmp_path):
-    with mock_upstream() as upstream:
-        path = write_config(_doc(upstream), str(tmp_path))
-        with router(path, "--graceful-timeout", "1") as proc:
-            _wedge(path, proc.popen.pid, hangup=proc.popen.pid)
-            proc.signal(signal.SIGTERM)
-            assert proc.popen.wait(timeout=90) == -signal.SIGALRM
-            assert any("ending at the latest" in x for x in proc.lines), proc.lines
+@pytest.fixture(scope="module")
+def stopping(tmp_path_factory):
+    """The three wedged stops, each begun before any test waits for its end: their waits (the worker's deadline
+    HARD_EXIT_MARGIN_S past its 1 s graceful timeout, the supervisor's kill twice that) overlap rather than add up.
+    The longest begins first."""
+    with contextlib.ExitStack() as stack:
+        upstream = stack.enter_context(mock_upstream())
+
+        def begin(name: str, *flags: str):
+            path = write_config(_doc(upstream), str(tmp_path_factory.mktemp(name)))
+            return path, stack.enter_context(router(path, "--graceful-timeout", "1", *flags))
+
+        # The supervisor's SIGKILL: one worker stopped, so it acts on neither SIGTERM nor its own deadline.
+        _, undrained = begin("undrained", "--workers", "2")
+        undrained_workers = _workers(undrained)
+        os.kill(undrained_workers[1], signal.SIGSTOP)
+        undrained.signal(signal.SIGTERM)
+        # Both workers wedged, their supervisor killed.
+        path, orphaning = begin("orphaned", "--workers", "2")
+        orphans = _workers(orphaning)
+        assert len(orphans) == 2
+        _wedge(path, *orphans, hangup=orphaning.popen.pid)
+        orphaning.popen.kill()
+        # One process wedged.
+        path, single = begin("single")
+        _wedge(path, single.popen.pid, hangup=single.popen.pid)
+        single.signal(signal.SIGTERM)
+        yield {"undrained": (undrained, undrained_workers), "orphaned": (orphaning, orphans), "single": single}
 
 
-def test_wedged_workers_end_after_their_supervisor_is_killed(tmp_path):
-    with mock_upstream() as upstream:
-        path = write_config(_doc(upstream), str(tmp_path))
-        with router(path, "--workers", "2", "--graceful-timeout", "1") as proc:
-            workers = _workers(proc)
-            assert len(workers) == 2
-            _wedge(path, *workers, hangup=proc.popen.pid)
-            proc.popen.kill()
-            proc.popen.wait(timeout=30)
-            for pid in workers:
-                _wait_gone(pid, f"orphaned worker {pid} to end")
+def test_a_wedged_single_process_ends_after_its_graceful_timeout(stopping):
+    proc = stopping["single"]
+    assert proc.popen.wait(timeout=90) == -signal.SIGALRM
+    assert any("ending at the latest" in x for x in proc.lines), proc.lines
 
 
-def test_the_supervisor_kills_a_worker_that_does_not_drain(tmp_path):
-    with mock_upstream() as upstream:
-        path = write_config(_doc(upstream), str(tmp_path))
-        with router(path, "--workers", "2", "--graceful-timeout", "1") as proc:
-            workers = _workers(proc)
-            os.kill(workers[1], signal.SIGSTOP)     # it cannot act on SIGTERM, nor on its own deadline
-            proc.signal(signal.SIGTERM)
-            assert proc.popen.wait(timeout=90) == signal.SIGKILL, proc.lines
-            killed = r"worker \d still running past the graceful timeout; SIGKILL"
-            assert any(re.search(killed, x) for x in proc.lines), proc.lines
-            for pid in workers:
-                _wait_gone(pid, f"worker {pid} to end")
+def test_wedged_workers_end_after_their_supervisor_is_killed(stopping):
+    proc, workers = stopping["orphaned"]
+    proc.popen.wait(timeout=30)
+    for pid in workers:
+        _wait_gone(pid, f"orphaned worker {pid} to end")
+
+
+def test_the_supervisor_kills_a_worker_that_does_not_drain(stopping):
+    proc, workers = stopping["undrained"]
+    assert proc.popen.wait(timeout=90) == signal.SIGKILL, proc.lines
+    killed = r"worker \d still running past the graceful timeout; SIGKILL"
+    assert any(re.search(killed, x) for x in proc.lines), proc.lines
+    for pid in workers:
+        _wait_gone(pid, f"worker {pid} to end")
 
 
 def test_sigquit_ends_the_supervisor_and_its_workers_at_once(tmp_path):
