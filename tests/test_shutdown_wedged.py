@@ -90,7 +90,11 @@ def stopping(tmp_path_factory):
         path, single = begin("single")
         _wedge(path, single.popen.pid, hangup=single.popen.pid)
         single.signal(signal.SIGTERM)
-        yield {"undrained": (undrained, undrained_workers), "orphaned": (orphaning, orphans), "single": single}
+        # Started during those waits too, and stopped by its test alone: the default graceful timeout (30 s).
+        quitting = stack.enter_context(router(write_config(_doc(upstream), str(tmp_path_factory.mktemp("quit"))),
+                                              "--workers", "2"))
+        yield {"undrained": (undrained, undrained_workers), "orphaned": (orphaning, orphans), "single": single,
+               "quitting": quitting}
 
 
 def test_a_wedged_single_process_ends_after_its_graceful_timeout(stopping):
@@ -115,17 +119,15 @@ def test_the_supervisor_kills_a_worker_that_does_not_drain(stopping):
         _wait_gone(pid, f"worker {pid} to end")
 
 
-def test_sigquit_ends_the_supervisor_and_its_workers_at_once(tmp_path):
-    with mock_upstream() as upstream:
-        path = write_config(_doc(upstream), str(tmp_path))
-        with router(path, "--workers", "2") as proc:     # the default graceful timeout: 30 s
-            workers = _workers(proc)
-            os.kill(workers[0], signal.SIGSTOP)
-            proc.signal(signal.SIGQUIT)
-            proc.popen.wait(timeout=90)
-            for pid in workers:
-                _wait_gone(pid, f"worker {pid} to end")
-            assert any("SIGQUIT: ending 2 workers at once" in x for x in proc.lines), proc.lines
-            # Not the drain: no worker was asked to drain (the stopped one could only have ended by SIGKILL, which a
-            # drain sends 20 s after its 30 s; the supervisor said neither).
-            assert not any("draining" in x or "past the graceful timeout" in x for x in proc.lines), proc.lines
+def test_sigquit_ends_the_supervisor_and_its_workers_at_once(stopping):
+    proc = stopping["quitting"]     # the default graceful timeout: 30 s
+    workers = _workers(proc)
+    os.kill(workers[0], signal.SIGSTOP)
+    proc.signal(signal.SIGQUIT)
+    proc.popen.wait(timeout=90)
+    for pid in workers:
+        _wait_gone(pid, f"worker {pid} to end")
+    assert any("SIGQUIT: ending 2 workers at once" in x for x in proc.lines), proc.lines
+    # Not the drain: no worker was asked to drain (the stopped one could only have ended by SIGKILL, which a
+    # drain sends 20 s after its 30 s; the supervisor said neither).
+    assert not any("draining" in x or "past the graceful timeout" in x for x in proc.lines), proc.lines
