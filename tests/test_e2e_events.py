@@ -201,5 +201,9 @@ def test_spill_max_bytes_bounds_what_an_unreachable_store_costs_and_requests_are
             assert "replay records" in error["message"]
         assert httpx.post(f"{proc.url}/v1/chat/completions", timeout=20, json={
             "model": "auto", "messages": [{"role": "user", "content": "still serving"}]}).status_code == 200
+        # Nothing is checked past this point: SIGKILL spares the stop the writer's close timeout (5 s) spent on the
+        # dead store (the spill at a stop is test_e2e_events_adopt's).
+        proc.popen.kill()
+        proc.popen.wait()
     lost = [line for line in metrics.splitlines() if line.startswith('vsr_events_lost_total{reason="spill_full"}')]
     assert lost and float(lost[0].split()[-1]) > 0, "\n".join(l for l in metrics.splitlines() if "vsr_events" in l)
