@@ -217,22 +217,12 @@ def test_masking_fails_the_request_closed_when_its_rule_cannot_be_read(tmp_path_
             assert httpx.get(f"{upstream.url}/_mock/stats").json()["requests"] == 0
 
 
-@pytest.mark.parametrize("users", [[f"Mail me at {EMAIL} please."], [f"Mail me at {EMAIL} please.", f"Or call {PHONE}."]],
-                         ids=["one message", "two messages"])
-def test_masking_reuses_the_routing_answer_and_asks_only_the_texts_routing_did_not_read(tmp_path_factory, users):
-    """A remote decision model: routing asks the pii rule about the current turn; masking asks one more call,
-    about the other texts only (the system message), and masks what both answers labelled. Consecutive user
-    messages are one current turn, read as one text: masking reuses its spans for each message by its own
-    offsets."""
+@pytest.fixture(scope="module")
+def reusing(tmp_path_factory):
+    """(router, fake System One, upstream): the pii rule and the masking on a remote decision model."""
     from bench.fake_systemone import process as fake_process
 
-    turn, system = "\n\n".join(users), f"Ops: {OTHER_EMAIL}"
-    labels = {EMAIL: "EMAIL_ADDRESS", PHONE: "PHONE_NUMBER", OTHER_EMAIL: "EMAIL_ADDRESS"}
     with fake_process() as fake, mock_upstream() as upstream:
-        rules = [{"question": "preset:pii", "request_contains": text, "answer": {"span": [
-                     [label, text.index(value), text.index(value) + len(value)]
-                     for value, label in labels.items() if value in text]}} for text in (turn, system)]
-        httpx.post(f"{fake.url}/_fake/rules", json={"rules": rules}).raise_for_status()
         doc = config([model("m", f"{upstream.url}/v1")],
                      [{"name": "private", "rules": {"operator": "AND", "conditions": [{"type": "pii", "name": "personal"}]},
                        "modelRefs": [{"model": "m"}],
@@ -243,19 +233,38 @@ def test_masking_reuses_the_routing_answer_and_asks_only_the_texts_routing_did_n
                                    "capabilities": {"question_types": ["span", "choice", "noul"]}}},
             "system": {"decision_model": {"deployment": "s1"}}}}
         with router(write_config(doc, str(tmp_path_factory.mktemp("reuse")))) as proc:
-            client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
-            raw = client.chat.completions.with_raw_response.create(model="vsr/auto", messages=[
-                {"role": "system", "content": system}, *({"role": "user", "content": u} for u in users)])
-            assert raw.headers["x-vsr-selected-decision"] == "private"
-            text = sent(upstream)
-            assert_clean(text)
-            # The system message comes first: its address is the first.
-            assert text.count("[EMAIL_ADDRESS_1]") == 1 and text.count("[EMAIL_ADDRESS_2]") == 1
-            assert text.count("[PHONE_NUMBER_1]") == (len(users) > 1)
-            calls = [c["body"] for c in httpx.get(f"{fake.url}/_fake/calls").json()["calls"]]
-            assert len(calls) == 2
-            assert calls[0]["state"]["request"] == turn                   # routing read the whole current turn
-            assert calls[1]["state"]["request"] == system                 # masking asked only what it lacked
+            yield proc, fake, upstream
+
+
+@pytest.mark.parametrize("users", [[f"Mail me at {EMAIL} please."], [f"Mail me at {EMAIL} please.", f"Or call {PHONE}."]],
+                         ids=["one message", "two messages"])
+def test_masking_reuses_the_routing_answer_and_asks_only_the_texts_routing_did_not_read(reusing, users):
+    """A remote decision model: routing asks the pii rule about the current turn; masking asks one more call,
+    about the other texts only (the system message), and masks what both answers labelled. Consecutive user
+    messages are one current turn, read as one text: masking reuses its spans for each message by its own
+    offsets."""
+    proc, fake, upstream = reusing
+    # Each case's system message its own: an answer the router kept from the other case's would spare a call.
+    turn, system = "\n\n".join(users), f"Ops ({len(users)}): {OTHER_EMAIL}"
+    labels = {EMAIL: "EMAIL_ADDRESS", PHONE: "PHONE_NUMBER", OTHER_EMAIL: "EMAIL_ADDRESS"}
+    httpx.post(f"{fake.url}/_fake/reset").raise_for_status()
+    rules = [{"question": "preset:pii", "request_contains": text, "answer": {"span": [
+                 [label, text.index(value), text.index(value) + len(value)]
+                 for value, label in labels.items() if value in text]}} for text in (turn, system)]
+    httpx.post(f"{fake.url}/_fake/rules", json={"rules": rules}).raise_for_status()
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
+    raw = client.chat.completions.with_raw_response.create(model="vsr/auto", messages=[
+        {"role": "system", "content": system}, *({"role": "user", "content": u} for u in users)])
+    assert raw.headers["x-vsr-selected-decision"] == "private"
+    text = sent(upstream)
+    assert_clean(text)
+    # The system message comes first: its address is the first.
+    assert text.count("[EMAIL_ADDRESS_1]") == 1 and text.count("[EMAIL_ADDRESS_2]") == 1
+    assert text.count("[PHONE_NUMBER_1]") == (len(users) > 1)
+    calls = [c["body"] for c in httpx.get(f"{fake.url}/_fake/calls").json()["calls"]]
+    assert len(calls) == 2
+    assert calls[0]["state"]["request"] == turn                   # routing read the whole current turn
+    assert calls[1]["state"]["request"] == system                 # masking asked only what it lacked
 
 
 def test_a_long_tool_result_is_read_whole_in_windows_and_masked(masked):
