@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 import re
 import uuid
+from contextlib import contextmanager
 
 import httpx
 import msgspec
@@ -27,14 +28,22 @@ def wait_for(predicate, timeout: float = 10.0):
     return None
 
 
+@contextmanager
+def own_stream():
+    name = f"vsr-test:{uuid.uuid4().hex}:events"
+    try:
+        yield name
+    finally:
+        r = redis.Redis.from_url("redis://127.0.0.1:6379/0")
+        for key in r.scan_iter(f"{name}*"):
+            r.delete(key)
+        r.delete(name)
+
+
 @pytest.fixture
 def stream_name():
-    name = f"vsr-test:{uuid.uuid4().hex}:events"
-    yield name
-    r = redis.Redis.from_url("redis://127.0.0.1:6379/0")
-    for key in r.scan_iter(f"{name}*"):
-        r.delete(key)
-    r.delete(name)
+    with own_stream() as name:
+        yield name
 
 
 def doc(mock_url: str, stream: str, *, cache: bool = False) -> dict:
@@ -62,35 +71,42 @@ def events_of(stream: str, replay_id: str) -> list:
     return out
 
 
+@pytest.fixture(scope="module")
+def recording(mock, tmp_path_factory):
+    """(router, its Redis stream): each request's events are told apart by its replay id."""
+    with own_stream() as name, router(write_config(doc(mock.url, name), str(tmp_path_factory.mktemp("rec")))) as proc:
+        yield proc, name
+
+
 @pytest.mark.parametrize("stream_flag", [False, True])
-def test_events_of_a_request_arrive_in_order_and_the_record_is_served(mock, tmp_path, stream_name, stream_flag):
-    with router(write_config(doc(mock.url, stream_name), str(tmp_path))) as proc:
-        r = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "auto", "messages": CHAT, "stream": stream_flag},
-                       headers={"x-request-id": "req-e2e-1"})
-        assert r.status_code == 200
-        replay_id = r.headers["x-vsr-replay-id"]
-        events = wait_for(lambda: (lambda e: e if len(e) >= 5 else None)(events_of(stream_name, replay_id)))
-        assert events, "the request's events reached the stream"
-        kinds = [type(e).__name__ for e in events]
-        assert kinds == ["RequestReceived", "SignalsEvaluated", "DecisionChosen", "UpstreamAttempted", "AnswerCompleted"]
-        assert [e.seq for e in events] == list(range(len(events)))
-        assert {e.request_id for e in events} == {"req-e2e-1"}
-        assert events[-1].streamed is stream_flag and events[-1].status == 200
-        record = wait_for(lambda: (lambda x: x if x.status_code == 200 and x.json().get("status") else None)(
-            httpx.get(f"{proc.url}/api/v1/replay/{replay_id}")))
-        assert record is not None, "the replay recorder built the record, answer included"
-        body = record.json()
-        assert body["decision"] == "d" and body["selected_model"] == "m" and body["model"] == "m"
-        assert body["status"] == 200 and body["streamed"] is stream_flag
-        # The backend's usage, streamed too: the client did not ask for a usage chunk, the router did.
-        usage = body["usage"]
-        assert usage is not None and usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
-        assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
-        listing = httpx.get(f"{proc.url}/api/v1/replay", params={"decision": "d"}).json()["records"]
-        assert replay_id in [row["id"] for row in listing]
-        assert httpx.get(f"{proc.url}/api/v1/replay/nope").status_code == 404
-        metrics = httpx.get(f"{proc.url}/metrics").text
-        assert "vsr_events_sent_total" in metrics
+def test_events_of_a_request_arrive_in_order_and_the_record_is_served(recording, stream_flag):
+    proc, stream_name = recording
+    r = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "auto", "messages": CHAT, "stream": stream_flag},
+                   headers={"x-request-id": "req-e2e-1"})
+    assert r.status_code == 200
+    replay_id = r.headers["x-vsr-replay-id"]
+    events = wait_for(lambda: (lambda e: e if len(e) >= 5 else None)(events_of(stream_name, replay_id)))
+    assert events, "the request's events reached the stream"
+    kinds = [type(e).__name__ for e in events]
+    assert kinds == ["RequestReceived", "SignalsEvaluated", "DecisionChosen", "UpstreamAttempted", "AnswerCompleted"]
+    assert [e.seq for e in events] == list(range(len(events)))
+    assert {e.request_id for e in events} == {"req-e2e-1"}
+    assert events[-1].streamed is stream_flag and events[-1].status == 200
+    record = wait_for(lambda: (lambda x: x if x.status_code == 200 and x.json().get("status") else None)(
+        httpx.get(f"{proc.url}/api/v1/replay/{replay_id}")))
+    assert record is not None, "the replay recorder built the record, answer included"
+    body = record.json()
+    assert body["decision"] == "d" and body["selected_model"] == "m" and body["model"] == "m"
+    assert body["status"] == 200 and body["streamed"] is stream_flag
+    # The backend's usage, streamed too: the client did not ask for a usage chunk, the router did.
+    usage = body["usage"]
+    assert usage is not None and usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    listing = httpx.get(f"{proc.url}/api/v1/replay", params={"decision": "d"}).json()["records"]
+    assert replay_id in [row["id"] for row in listing]
+    assert httpx.get(f"{proc.url}/api/v1/replay/nope").status_code == 404
+    metrics = httpx.get(f"{proc.url}/metrics").text
+    assert "vsr_events_sent_total" in metrics
 
 
 def test_an_identical_request_is_served_from_the_response_cache(mock, tmp_path, stream_name):
