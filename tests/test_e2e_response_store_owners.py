@@ -91,23 +91,30 @@ def create(proc, key: str, text: str, stream: bool, **extra):
     return next(e.response for e in events if e.type == "response.completed"), ids
 
 
-@pytest.mark.parametrize("backend", ["memory", "redis"])
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-def test_a_backend_that_repeats_its_ids_never_overwrites_another_owners_response(tmp_path, prefix, backend, stream):
+@pytest.fixture(scope="module", params=["memory", "redis"])
+def repeating(request, prefix, tmp_path_factory):
+    """(router, upstream): a backend answering every request with one response id, before each store; the
+    whole and streamed cases ask one router (each case's responses are its own new ids)."""
     with mock_upstream() as up:
         httpx.post(f"{up.url}/_mock/config", json={"echo": True, "response_id": "resp_up1"}).raise_for_status()
-        store = {"backend_type": backend, "prefix": prefix}
-        with router(write_config(keyed_doc(up, store, "responses"), str(tmp_path))) as proc:
-            b, b_ids = create(proc, B, "B's secret is WALRUS-7.", stream)
-            a, a_ids = create(proc, A, "A's secret is HERON-3.", stream)
-            # The router's own ids, the same in every event of a stream.
-            assert b_ids == {b.id} and a_ids == {a.id} and a.id != b.id
-            assert "resp_up1" not in (a.id, b.id) and a.id.startswith("resp_") and b.id.startswith("resp_")
-            got = client(proc, B).responses.retrieve(b.id)
-            assert got.id == b.id and "WALRUS" in got.output_text
-            assert client(proc, A).responses.retrieve(a.id).output_text == a.output_text
-            assert not stored(proc, A, b.id) and not stored(proc, B, a.id)
-            follow, _ = create(proc, B, "What is my secret?", stream, previous_response_id=b.id)
-            sent = httpx.get(f"{up.url}/_mock/stats").json()["last_request"]["body"]
-            assert "WALRUS" in str(sent) and "HERON" not in str(sent)
-            assert follow.previous_response_id == b.id and follow.id not in (a.id, b.id, "resp_up1")
+        store = {"backend_type": request.param, "prefix": prefix}
+        with router(write_config(keyed_doc(up, store, "responses"), str(tmp_path_factory.mktemp("repeat")))) as proc:
+            yield proc, up
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_backend_that_repeats_its_ids_never_overwrites_another_owners_response(repeating, stream):
+    proc, up = repeating
+    b, b_ids = create(proc, B, "B's secret is WALRUS-7.", stream)
+    a, a_ids = create(proc, A, "A's secret is HERON-3.", stream)
+    # The router's own ids, the same in every event of a stream.
+    assert b_ids == {b.id} and a_ids == {a.id} and a.id != b.id
+    assert "resp_up1" not in (a.id, b.id) and a.id.startswith("resp_") and b.id.startswith("resp_")
+    got = client(proc, B).responses.retrieve(b.id)
+    assert got.id == b.id and "WALRUS" in got.output_text
+    assert client(proc, A).responses.retrieve(a.id).output_text == a.output_text
+    assert not stored(proc, A, b.id) and not stored(proc, B, a.id)
+    follow, _ = create(proc, B, "What is my secret?", stream, previous_response_id=b.id)
+    sent = httpx.get(f"{up.url}/_mock/stats").json()["last_request"]["body"]
+    assert "WALRUS" in str(sent) and "HERON" not in str(sent)
+    assert follow.previous_response_id == b.id and follow.id not in (a.id, b.id, "resp_up1")
