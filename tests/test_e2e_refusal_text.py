@@ -20,8 +20,9 @@ CANNED = "Hello! This is a canned answer from the mock upstream."
 ORDINARY = "Sorry for the confusion, here is the fixed code: def add(a, b): return a + b"
 
 
-@pytest.mark.parametrize("stream", [False, True])
-def test_escalate_refusal_false_asks_the_next_model_after_a_text_refusal(tmp_path, stream):
+@pytest.fixture(scope="module")
+def escalating(tmp_path_factory):
+    """(router, refuser, helper): escalate with refusal: false, from a model whose backend refuses in text."""
     alg = {"type": "escalate", "escalate": {"accept": {"refusal": False}}}
     with mock_upstream("--content", REFUSAL) as refuser, mock_upstream() as helper:
         models = [model("small", f"{refuser.url}/v1", upstream_name="up-small"),
@@ -29,25 +30,33 @@ def test_escalate_refusal_false_asks_the_next_model_after_a_text_refusal(tmp_pat
         doc = config(models, [{"name": "main", "modelRefs": [{"model": "small"}, {"model": "large"}],
                                "algorithm": alg}])
         doc["global"] = {"router": {"headers": {"debug": "any"}}}
-        with router(write_config(doc, str(tmp_path))) as proc:
-            client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="unused", max_retries=0)
-            question = [{"role": "user", "content": "how do I bake bread?"}]
-            if stream:
-                with client.chat.completions.with_streaming_response.create(
-                        model="vsr/auto", messages=question, stream=True,
-                        extra_headers={"x-vsr-debug": "1"}) as resp:
-                    headers = resp.headers
-                    text = "".join(c.choices[0].delta.content or "" for c in resp.parse() if c.choices)
-            else:
-                raw = client.chat.completions.with_raw_response.create(
-                    model="vsr/auto", messages=question, extra_headers={"x-vsr-debug": "1"})
-                headers, text = raw.headers, raw.parse().choices[0].message.content
-        assert text == CANNED
-        assert headers["x-vsr-selected-model"] == "large"
-        assert ('looper=("small: refusal text (i can\'t help), rejected" "large: no refusal, accepted")'
-                in headers["x-vsr-trace"])
-        for up in (refuser, helper):
-            assert httpx.get(f"{up.url}/_mock/stats").json()["requests"] == 1
+        with router(write_config(doc, str(tmp_path_factory.mktemp("escalate")))) as proc:
+            yield proc, refuser, helper
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_escalate_refusal_false_asks_the_next_model_after_a_text_refusal(escalating, stream):
+    proc, refuser, helper = escalating
+    for up in (refuser, helper):
+        httpx.post(f"{up.url}/_mock/reset").raise_for_status()
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="unused", max_retries=0)
+    question = [{"role": "user", "content": "how do I bake bread?"}]
+    if stream:
+        with client.chat.completions.with_streaming_response.create(
+                model="vsr/auto", messages=question, stream=True,
+                extra_headers={"x-vsr-debug": "1"}) as resp:
+            headers = resp.headers
+            text = "".join(c.choices[0].delta.content or "" for c in resp.parse() if c.choices)
+    else:
+        raw = client.chat.completions.with_raw_response.create(
+            model="vsr/auto", messages=question, extra_headers={"x-vsr-debug": "1"})
+        headers, text = raw.headers, raw.parse().choices[0].message.content
+    assert text == CANNED
+    assert headers["x-vsr-selected-model"] == "large"
+    assert ('looper=("small: refusal text (i can\'t help), rejected" "large: no refusal, accepted")'
+            in headers["x-vsr-trace"])
+    for up in (refuser, helper):
+        assert httpx.get(f"{up.url}/_mock/stats").json()["requests"] == 1
 
 
 @pytest.fixture(scope="module")
