@@ -193,9 +193,16 @@ def masking_down(mock, tmp_path_factory):
 @pytest.mark.parametrize("api", APIS)
 def test_the_masking_cookbook_fails_closed_when_its_pii_deployment_is_down(mock, masking_down, api):
     before = upstream_requests(mock)
-    body = {"model": "vsr/auto", "messages": [{"role": "user", "content": f"Please email {EMAIL} the minutes"}]}
-    r = httpx.post(f"{masking_down.url}/v1/chat/completions", json=body, timeout=30)
-    assert r.status_code == 503 and r.json()["error"]["code"] == "masking_unavailable", r.text
+    text = f"Please email {EMAIL} the minutes"
+    path, body = {"chat": ("/v1/chat/completions", {"messages": [{"role": "user", "content": text}]}),
+                  "messages": ("/v1/messages", {"max_tokens": 64, "messages": [{"role": "user", "content": text}]}),
+                  "responses": ("/v1/responses", {"input": text})}[api]
+    r = httpx.post(f"{masking_down.url}{path}", json={"model": "vsr/auto", **body}, timeout=30)
+    # Anthropic's API has no 503: its overloaded status, 529, as for every 503 the router gives a Messages client.
+    assert r.status_code == (529 if api == "messages" else 503), r.text
+    error = r.json()["error"]
+    assert error["type"] == "overloaded_error" if api == "messages" else error["code"] == "masking_unavailable", r.text
+    assert "mask" in error["message"].lower(), r.text
     assert upstream_requests(mock) == before
 
 
