@@ -147,17 +147,24 @@ def _fail(proc, case: str) -> None:
 def test_a_request_no_model_answered_costs_its_key_nothing(spend, case):
     proc, _, prefix = spend
     key_id = f"k-{case}"
-    if case == "cache_hit":     # the answer the hits serve: a model's, charged as any
+    expected = 0            # the usage of every answer a model gave: all the key is charged
+    if case == "cache_hit":
         cache = _oa(proc, case).chat.completions.with_raw_response
-        wait_until(lambda: cache.create(model="vsr/auto", messages=[{"role": "user", "content": "cacheme " + "x" * 150}])
-                   .headers["x-vsr-response-path"] == "cache", "the answer to be cached")
-    first = _ok(proc, case)
-    before = _settled_at(prefix, key_id, first)
+
+        def hit() -> bool:
+            nonlocal expected
+            raw = cache.create(model="vsr/auto", messages=[{"role": "user", "content": "cacheme " + "x" * 150}])
+            if raw.headers["x-vsr-response-path"] == "cache":
+                return True
+            expected += raw.parse().usage.total_tokens      # a miss: the model answered
+            return False
+        wait_until(hit, "the answer to be cached")
+    expected += _ok(proc, case)
+    assert _settled_at(prefix, key_id, expected) == (expected, expected)
     for _ in range(3):
         _fail(proc, case)
-    second = _ok(proc, case)
-    after = _settled_at(prefix, key_id, before[0] + second)
-    assert after == (before[0] + second, before[1] + second), (before, after, second)
+    expected += _ok(proc, case)
+    assert _settled_at(prefix, key_id, expected) == (expected, expected)
 
 
 def test_the_trials_invalid_requests_do_not_lock_a_key_out(spend):
@@ -189,3 +196,41 @@ def test_a_stream_its_client_left_costs_what_it_delivered(spend):
     stream.close()
     budget, tpm = _settled_at(prefix, "k-dropped", 1)
     assert budget == tpm and budget >= 100, "the request's text at least (400 bytes at 4 a token)"
+
+
+def test_the_admin_routes_show_each_keys_spend(spend):
+    """LiteLLM's /key/info: the admin list has every key, declared ones included and marked by source, never a
+    secret, each with its budget's use this period (and when the period ends) and its tpm window's use; one
+    key's answer is at ``GET /api/v1/keys/{id}``."""
+    proc, admin, prefix = spend
+    made = httpx.post(f"{admin}/api/v1/keys", json={"id": "k-stored", "limits": {
+        "rpm": 30, "tpm": 50_000, "budget": {"tokens": 1_000, "period": "hour"}}})
+    assert made.status_code == 201, made.text
+    key = made.json()["key"]
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key=key, max_retries=0)
+    wait_until(lambda: client.models.with_raw_response.list().http_response.status_code == 200, "the key's arrival")
+    used = client.chat.completions.create(model="vsr/auto", messages=[{"role": "user", "content": "hi"}]).usage
+    assert used is not None
+    _settled_at(prefix, "k-stored", used.total_tokens)
+
+    listed = httpx.get(f"{admin}/api/v1/keys")
+    assert listed.status_code == 200, listed.text
+    rows = {row["id"]: row for row in listed.json()["keys"]}
+    assert key not in listed.text and not any(k in listed.text for k in KEYS.values())
+    assert rows["k-validation"]["source"] == "config" and rows["k-stored"]["source"] == "store"
+    assert set(rows) >= {f"k-{case}" for case in KEYS} | {"k-stored"}
+    one = httpx.get(f"{admin}/api/v1/keys/k-stored")
+    assert one.status_code == 200, one.text
+    row = one.json()
+    assert row == rows["k-stored"]
+    budget = row["usage"]["budget"]
+    assert (budget["tokens"], budget["period"], budget["used"]) == (1_000, "hour", used.total_tokens)
+    assert budget["remaining"] == 1_000 - used.total_tokens
+    # The hour's end (a date), not a wait.
+    assert budget["period_end_ms"] % 3_600_000 == 0 and 0 < budget["period_end_ms"] - time.time() * 1000 <= 3_600_000
+    assert row["usage"]["tpm"] == {"limit": 50_000, "used": used.total_tokens}
+    assert row["usage"]["rpm"] == {"limit": 30, "used": 1}
+    assert httpx.get(f"{admin}/api/v1/keys/k-nobody").status_code == 404
+    declared = httpx.get(f"{admin}/api/v1/keys/k-dropped").json()
+    assert declared["source"] == "config" and declared["usage"]["budget"]["tokens"] == BUDGET
+    assert "sha256" in declared and KEYS["dropped"] not in str(declared)
