@@ -187,6 +187,7 @@ def test_usage_of_streams_split_anywhere():
 def test_an_answer_without_usage_is_estimated_from_its_text_not_its_framing():
     m = UsageMeter(400)
     m.prompt = lambda: 40                  # the request's text, not its JSON
+    m.answered = True                      # a model answered (answer.py says so)
     answer = (b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
               b'{"content":"' + b"x" * 390 + b'"},"logprobs":null,"finish_reason":null}]}\n\n') * 2
     for i in range(0, len(answer), 50):
@@ -201,8 +202,19 @@ def test_an_answer_without_usage_is_estimated_from_its_text_not_its_framing():
         m.feed(body)
         assert m.text_bytes == text
     whole = UsageMeter(0)
+    whole.answered = True
     whole.whole(b'{"choices":[{"index":0,"message":{"role":"assistant","content":"abcdefgh"}}]}')
     assert whole.tokens() == 2
+
+
+def test_a_request_no_model_answered_is_charged_only_what_its_calls_reported():
+    """A router's own refusal, a backend's error, every attempt failed: no estimate of the request's text."""
+    m = UsageMeter(400_000)
+    m.prompt = lambda: 40
+    m.whole(b'{"error":{"message":"bad","type":"invalid_request_error"}}')
+    assert m.tokens() == 0
+    m.unsent = 7                            # a Looper call that answered and was not sent
+    assert m.tokens() == 7
 
 
 def test_a_relayed_stream_is_read_from_the_backends_bytes():

@@ -51,7 +51,7 @@ from .worker import CallTimedOut, Worker
 log = logging.getLogger("vsr_fast.auth")
 
 WINDOW_S = 60.0
-_PERIOD_S = {"minute": 60, "hour": 3_600, "day": 86_400, "month": 30 * 86_400}
+PERIOD_S = {"minute": 60, "hour": 3_600, "day": 86_400, "month": 30 * 86_400}
 _DOWN_FOR_S = 1.0
 _SYNC_S = 0.1              # how stale a router's view of the shared token counts may get
 _IDLE_S = 1.0              # leased places unused this long go back
@@ -194,7 +194,7 @@ class _Local:
     def spent_in(self, limits: Limits, now: float) -> int:
         """The tokens this router charged in the budget's current period."""
         assert limits.budget is not None
-        index = int(now // _PERIOD_S[limits.budget.period])
+        index = int(now // PERIOD_S[limits.budget.period])
         if index != self.period:
             self.period, self.spent = index, 0
         return self.spent
@@ -206,9 +206,14 @@ class _Local:
             self.typical = tokens if not self.typical else (3 * self.typical + tokens + 3) // 4
 
 
+def budget_suffix(period_s: int, now: float) -> str:
+    """The name, under a scope's keys, of the counter of its budget's current period."""
+    return f"budget:{int(now // period_s)}"
+
+
 def _period_left_s(limits: Limits, now: float) -> float:
     assert limits.budget is not None
-    period = _PERIOD_S[limits.budget.period]
+    period = PERIOD_S[limits.budget.period]
     return (int(now // period) + 1) * period - now
 
 
@@ -482,6 +487,17 @@ class Limiter:
             spent = max(spent, sh.spent_seen + sh.tokens_new)
         return lim.budget.tokens - spent - local.reserved, _period_left_s(lim, now)
 
+    def own_use(self, key_id: str, lim: Limits, now: float) -> tuple[int, int, int]:
+        """What this router alone charged key ``key_id``: its budget's tokens this period, its tokens and requests
+        in the last minute (``auth.spend``, without a shared store)."""
+        local = self._local.get(("key", key_id))
+        if local is None:
+            return 0, 0, 0
+        local.tokens.trim(now)
+        local.requests.trim(now)
+        spent = local.spent_in(lim, now) if lim.budget is not None else 0
+        return spent, local.tokens.total, local.requests.total
+
     def done(self, ticket: Ticket, tokens: int, *, counted: bool = True) -> None:
         """Release the request's places and charge its tokens; never waits. ``counted`` False: the request
         was refused for the name its key may not call (``auth.access``) before any routing work; it gives its
@@ -652,8 +668,8 @@ class Limiter:
             now = time.time()
             base = f"{self._prefix}{s.kind}:{s.name}:"
             budget = s.limits.budget
-            period = _PERIOD_S[budget.period] if budget is not None else 60
-            budget_key = f"{base}budget:{int(now // period)}"
+            period = PERIOD_S[budget.period] if budget is not None else 60
+            budget_key = base + budget_suffix(period, now)
             ttl_ms = int(((int(now // period) + 1) * period - now) * 1000) + 1
             pushed = sh.tokens_new
             total, first, spent, budget_ttl = await self._worker.call(

@@ -14,6 +14,8 @@ import msgspec
 import redis
 
 from ..config.auth import AuthStore
+from ..config.auth import Limits
+from . import spend
 from .keys import KeyFields, StoredKey, digest, new_key
 
 _ENCODE = msgspec.json.Encoder()
@@ -24,6 +26,7 @@ class KeyStore:
     def __init__(self, store: AuthStore, *, socket_timeout: float = 2.0) -> None:
         self._redis = redis.Redis.from_url(store.redis_url(), socket_timeout=socket_timeout,
                                            socket_connect_timeout=min(socket_timeout, 1.0))
+        self.prefix = store.prefix
         self.hash = store.prefix + "keys"
         self.version_key = store.prefix + "keys:version"
 
@@ -53,6 +56,10 @@ class KeyStore:
 
     def list(self) -> list[StoredKey]:
         return sorted(self.load()[1], key=lambda k: k.id)
+
+    def usage(self, keys: list[tuple[str, Limits]]) -> list[spend.Usage]:
+        """Each key's budget and window use, from the counts the routers' limits share here."""
+        return spend.shared(self._redis, self.prefix, keys)
 
     def revoke(self, key_id: str) -> bool:
         """Remove every key of ``key_id``; True when one existed."""

@@ -8,7 +8,10 @@ it (``upstream``): what the client receives may leave the usage out (a Chat
 client that did not ask for it, a translation). An answer that reports none is
 estimated at four bytes a token of text: the request's (``prompt``) and the
 answer's (a stream's deltas, a whole answer's content), never the JSON or SSE
-framing around them.
+framing around them. Only a model's answer is estimated (``answered``): a request
+no model answered (refused by the router, a backend's error, every attempt
+failed, a deadline before the answer, a fast_response or a cache hit) is charged
+only the usage its calls reported, as LiteLLM charges only successful calls.
 """
 from __future__ import annotations
 
@@ -111,7 +114,7 @@ def _whole_text(body: bytes) -> int:
 
 class UsageMeter:
     __slots__ = ("request_bytes", "prompt", "text_bytes", "tail", "input", "output", "total", "seen", "relayed",
-                 "unsent", "prepaid")
+                 "unsent", "prepaid", "answered")
 
     def __init__(self, request_bytes: int) -> None:
         self.request_bytes = request_bytes      # the request body's size: the estimate's input until ``prompt``
@@ -125,6 +128,8 @@ class UsageMeter:
         # An executor's answer, whose usage sums its calls: each call was charged (``unsent``) as it ended, so the
         # answer's own usage is read (the access log's) but not charged, nor counted, again.
         self.prepaid = False
+        # A model's answer (2xx) reached the request: only then is its text estimated when it reports no usage.
+        self.answered = False
 
     def feed(self, chunk: bytes) -> None:
         """One piece of the answer as the client receives it, cut anywhere; unread once ``upstream`` reads it."""
@@ -193,5 +198,7 @@ class UsageMeter:
             return self.unsent
         if self.seen:
             return max(self.total, self.input + self.output) + self.unsent
+        if not self.answered:
+            return self.unsent
         prompt = self.prompt() if self.prompt is not None else self.request_bytes
         return (prompt + self.text_bytes) // 4 + self.unsent

@@ -14,7 +14,9 @@ from quart import Response, jsonify, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from ..auth.keys import KeyFields
+from ..auth import spend
+from ..auth.keys import KeyFields, StoredKey
+from ..auth.source import merged
 from ..config.auth_checks import key_name_errors
 from ..auth.store import KeyStore
 from ..errors import BodyTooLarge, EmbeddingFailed, MethodNotAllowed, RouteNotFound, StoreFull, VsrError
@@ -230,13 +232,27 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
     def no_store() -> tuple[Response, int]:
         return _bad("no key store: set global.router.auth.store.backend: redis"), 400
 
+    async def listed(key_id: str | None = None) -> list[dict]:
+        """Every key (declared ones first, marked by ``source``; never a secret) with its current use of its
+        limits, as LiteLLM's /key/info: only ``key_id``'s when given."""
+        stored = await call(KeyStore.list)
+        keys, _ = merged(state.loaded.config.global_.router.auth.keys, tuple(stored or ()))
+        keys = [k for k in keys if key_id is None or k.id == key_id]
+        pairs = [(k.id, k.limits) for k in keys]
+        used = await call(KeyStore.usage, pairs) if stored is not None else spend.local(state.limiter, pairs)
+        return [{"id": k.id, "source": "store" if isinstance(k, StoredKey) else "config",
+                 **msgspec.to_builtins(k), "usage": u} for k, u in zip(keys, used)]
+
     @app.get("/api/v1/keys")
-    async def list_keys() -> Response | tuple[Response, int]:
-        rows = await call(KeyStore.list)
-        if rows is None:
-            return no_store()
-        return Response(msgspec.json.encode({"keys": rows}),
-                        content_type="application/json")
+    async def list_keys() -> Response:
+        return Response(msgspec.json.encode({"keys": await listed()}), content_type="application/json")
+
+    @app.get("/api/v1/keys/<key_id>")
+    async def get_key(key_id: str) -> Response | tuple[Response, int]:
+        rows = await listed(key_id)
+        if not rows:
+            return _not_found(f"no key {key_id!r}"), 404
+        return Response(msgspec.json.encode(rows[0]), content_type="application/json")
 
     @app.post("/api/v1/keys")
     async def create_key() -> Response | tuple[Response, int]:

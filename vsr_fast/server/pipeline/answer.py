@@ -150,6 +150,8 @@ def _upstream_answered(ex: Exchange, result: Stream | Whole) -> None:
     assert r is not None
     ex.model, ex.status, ex.backend = result.model.name, result.status, result.backend.label
     ex.extra += result.rate_headers         # the answering backend's own x-ratelimit-*, renamed
+    if ex.meter is not None and result.status < 400:
+        ex.meter.answered = True            # a model answered: its tokens are charged, estimated if unreported
     if result.model.name != r.candidates[0].name and ex.path != h.ResponsePath.LOOPER:
         ex.path = h.ResponsePath.FALLBACK
 
