@@ -6,21 +6,8 @@ import time
 import httpx
 import redis
 
-from .procs import mock_upstream, router, write_config
+from .procs import mock_upstream, router, wait_until, write_config
 from .test_events_fixtures import own_redis  # noqa: F401
-
-CHAT = [{"role": "user", "content": "Tell me about the sea"}]
-
-
-def _wait(predicate, timeout: float = 15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    return None
-
 
 def test_deleting_the_stream_or_flushing_its_redis_never_stops_the_router(mock, tmp_path, own_redis):
     url = f"redis://127.0.0.1:{own_redis.port}/0"
@@ -45,19 +32,18 @@ def test_deleting_the_stream_or_flushing_its_redis_never_stops_the_router(mock, 
                                    json={"model": "auto", "messages": [{"role": "user", "content": text}]})
                 assert resp.status_code == 200
                 rid = resp.headers["x-vsr-replay-id"]
-                assert _wait(lambda: client.get(f"{proc.url}/api/v1/replay/{rid}").status_code == 200), \
-                    f"the recorder recorded {text!r}\n" + "\n".join(proc.lines[-30:])
+                wait_until(lambda: client.get(f"{proc.url}/api/v1/replay/{rid}").status_code == 200,
+                           f"the recorder recording {text!r}")
 
             served_and_recorded("first")
-            sent = _wait(lambda: httpx.get(f"{cand.url}/_mock/stats").json()["requests"] >= 1)
-            assert sent, "the shadow copy went out"
+            wait_until(lambda: httpx.get(f"{cand.url}/_mock/stats").json()["requests"] >= 1, "the shadow copy")
             for wipe in (lambda: r.delete(stream), r.flushdb):
                 wipe()
                 time.sleep(1.5)     # the readers were blocked on the stream: they came back with an error
                 assert proc.popen.poll() is None, "the router is still running:\n" + "\n".join(proc.lines[-30:])
                 before = httpx.get(f"{cand.url}/_mock/stats").json()["requests"]
                 served_and_recorded(f"after the wipe {wipe}")
-                assert _wait(lambda: httpx.get(f"{cand.url}/_mock/stats").json()["requests"] > before), \
-                    "the shadow dispatcher reads the new stream"
+                wait_until(lambda: httpx.get(f"{cand.url}/_mock/stats").json()["requests"] > before,
+                           "the shadow dispatcher reading the new stream")
             assert proc.popen.poll() is None
         r.close()
