@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 import re
 import uuid
 
@@ -203,3 +204,44 @@ def test_spill_max_bytes_bounds_what_an_unreachable_store_costs_and_requests_are
             "model": "auto", "messages": [{"role": "user", "content": "still serving"}]}).status_code == 200
     lost = [line for line in metrics.splitlines() if line.startswith('vsr_events_lost_total{reason="spill_full"}')]
     assert lost and float(lost[0].split()[-1]) > 0, "\n".join(l for l in metrics.splitlines() if "vsr_events" in l)
+
+
+def test_a_decision_that_refuses_personal_data_gets_no_shadow_copy_and_the_journal_keeps_no_prompt(mock, tmp_path):
+    """capture_personal_data: false at the decision: no copy to the shadow model, no body in the embedded journal;
+    the other decision's requests are still copied (capture_request_body: false carries the copy to the
+    dispatcher only, never into the record)."""
+    secret = "my email is alice.private@example.com and my phone is 415-555-0199"
+    with mock_upstream() as cand:
+        doc = {
+            "version": "v0.5",
+            "providers": {"models": [
+                {"name": "live", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
+                {"name": "private-model", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
+                {"name": "cand", "backend_refs": [{"endpoint": f"{cand.url}/v1"}]}]},
+            "recipes": [{"name": "r", "signals": {"pii": [{"name": "personal"}]}, "decisions": [
+                {"name": "private", "priority": 10,
+                 "rules": {"operator": "AND", "conditions": [{"type": "pii", "name": "personal"}]},
+                 "modelRefs": [{"model": "private-model"}],
+                 "plugins": [{"type": "router_replay", "configuration": {"capture_personal_data": False}}]},
+                {"name": "general", "modelRefs": [{"model": "live"}]}]}],
+            "global": {"plugins": [{"type": "router_replay", "configuration": {
+                "shadow": {"model": "cand", "sample_rate": 1.0}}}]},
+        }
+        with router(write_config(doc, str(tmp_path))) as proc:
+            private = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20,
+                                 json={"model": "auto", "messages": [{"role": "user", "content": secret}]})
+            assert private.status_code == 200 and private.headers["x-vsr-selected-model"] == "private-model"
+            general = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "auto", "messages": CHAT},
+                                 timeout=20)
+            assert general.headers["x-vsr-selected-model"] == "live"
+            assert wait_for(lambda: httpx.get(f"{cand.url}/_mock/stats").json()["requests"] >= 1)
+            record = wait_for(lambda: (lambda x: x if x.status_code == 200 and x.json()["shadow"] else None)(
+                httpx.get(f"{proc.url}/api/v1/replay/{general.headers['x-vsr-replay-id']}")))
+            assert record is not None, "the general decision's copy was answered and recorded"
+            seen = httpx.get(f"{cand.url}/_mock/stats").json()
+            assert seen["requests"] == 1 and "alice" not in str(seen["last_request"]["body"])
+            journals = list((Path(proc.env["VSR_STATE_DIR"])).rglob("*.journal"))
+            assert journals
+            assert not any(b"alice.private" in p.read_bytes() for p in journals), "no copy of the private prompt"
+            metrics = httpx.get(f"{proc.url}/metrics").text
+            assert 'vsr_shadow_requests_total{outcome="skipped_personal_data"} 1' in metrics
