@@ -10,7 +10,8 @@ Redis layout, under ``prefix``::
 
     r:<replay id>                 hash: e:<seq>:<kind> -> event (msgpack), s:<field> -> summary; expires
     i                             zset of every record id by time; the size bound trims it, oldest first
-    i:<field>:<value>             zset per decision, model and recipe, by time; stale ids dropped when listed
+    i:<field>:<value>             zset per decision, model and recipe, by time: trimmed with ``i`` (age, size,
+                                  eviction); stale ids dropped when listed
 """
 from __future__ import annotations
 
@@ -137,6 +138,7 @@ class RedisRecords:
 
     def add(self, events: list[Event]) -> None:
         pipe = self._redis.pipeline(transaction=False)
+        touched: set[str] = set()
         for ev in events:
             key = self._rec(ev.replay_id)
             fields: dict[str, Any] = {f"e:{ev.seq:010d}:{ev.__struct_config__.tag}": encode_event(ev)}
@@ -149,15 +151,36 @@ class RedisRecords:
             for name in INDEXED:
                 if name in summary:
                     index = self._index(name, summary[name])
+                    touched.add(index)
                     pipe.zadd(index, {ev.replay_id: ev.ts_ms}, nx=True)
                     pipe.expire(index, self.ttl_s)
-        pipe.zremrangebyscore(self._index(), "-inf", _now_ms() - self.ttl_s * 1000)
+        horizon = _now_ms() - self.ttl_s * 1000
+        pipe.zremrangebyscore(self._index(), "-inf", horizon)
+        # A field's index holds a subset of the records: the same age and size bounds hold it too, even under
+        # traffic that keeps pushing its expiry out (a record whose model changed stays in the first model's).
+        for index in touched:
+            pipe.zremrangebyscore(index, "-inf", horizon)
+            pipe.zremrangebyrank(index, 0, -(self.max_records + 1))
         pipe.zcard(self._index())
         count = self._call(pipe.execute)[-1]
         if count > self.max_records:
             evicted = self._call(self._redis.zpopmin, self._index(), count - self.max_records)
             if evicted:
-                self._call(self._redis.delete, *(self._rec(rid.decode()) for rid, _ in evicted))
+                self._evict([rid.decode() for rid, _ in evicted])
+
+    def _evict(self, ids: list[str]) -> None:
+        """Delete the records ``ids`` and take them out of their fields' indexes."""
+        pipe = self._redis.pipeline(transaction=False)
+        for rid in ids:
+            pipe.hmget(self._rec(rid), *(f"s:{name}" for name in INDEXED))
+        summaries = self._call(pipe.execute)
+        pipe = self._redis.pipeline(transaction=False)
+        for rid, values in zip(ids, summaries):
+            for name, value in zip(INDEXED, values):
+                if value is not None:
+                    pipe.zrem(self._index(name, value.decode(errors="replace")), rid)
+        pipe.delete(*(self._rec(rid) for rid in ids))
+        self._call(pipe.execute)
 
     def get(self, replay_id: str) -> ReplayRecord | None:
         fields = self._call(self._redis.hgetall, self._rec(replay_id))
