@@ -15,10 +15,12 @@ Redis layout, under ``prefix``::
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 from typing import Any
 
+import msgspec
 import redis
 import trio
 
@@ -27,6 +29,7 @@ from .redis_stream import client
 from .source import StoreUnavailable
 from .types import AnswerCompleted, CacheHit, DecisionChosen, ErrorRaised, Event, decode_event, encode_event
 
+log = logging.getLogger("vsr_fast.events")
 SUMMARY = ("ts", "recipe", "decision", "model", "status", "path")
 INDEXED = ("decision", "model", "recipe")
 
@@ -72,6 +75,7 @@ class MemoryRecords:
         self.max_records, self.ttl_ms = max_records, ttl_seconds * 1000
         self._events: OrderedDict[str, list[Event]] = OrderedDict()
         self._summaries: dict[str, RecordSummary] = {}
+        self.unreadable = 0     # always: this process wrote every record it holds
 
     def add(self, events: list[Event]) -> None:
         for ev in events:
@@ -123,6 +127,7 @@ class RedisRecords:
     def __init__(self, url: str, prefix: str, *, max_records: int, ttl_seconds: int) -> None:
         self.prefix, self.max_records, self.ttl_s = prefix, max_records, ttl_seconds
         self._redis = client(url, socket_timeout=5.0)
+        self.unreadable = 0     # stored fields skipped unread (an event, a summary's number)
 
     def _rec(self, replay_id: str) -> str:
         return f"{self.prefix}r:{replay_id}"
@@ -184,8 +189,25 @@ class RedisRecords:
 
     def get(self, replay_id: str) -> ReplayRecord | None:
         fields = self._call(self._redis.hgetall, self._rec(replay_id))
-        events = [decode_event(v) for k, v in fields.items() if k.startswith(b"e:")]
-        return build_record(events) if events else None
+        events, bad = [], 0
+        for k, v in fields.items():
+            if k.startswith(b"e:"):
+                try:
+                    events.append(decode_event(v))
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    bad += 1
+                    self._unreadable(f"event {k!r} of record {replay_id}", exc)
+        record = build_record(events) if events else None
+        if bad:
+            record = record or ReplayRecord(id=replay_id)
+            record.unreadable_events = bad
+        return record
+
+    def _unreadable(self, what: str, exc: Exception) -> None:
+        # Another version's field, an operator's HSET: the record is served without it, never a 500.
+        self.unreadable += 1
+        if self.unreadable & (self.unreadable - 1) == 0:
+            log.warning("replay records: skipped an unreadable %s: %r (%d so far)", what, exc, self.unreadable)
 
     def list(self, *, decision: str | None = None, model: str | None = None, recipe: str | None = None,
              since_ms: int | None = None, until_ms: int | None = None, limit: int = 50) -> list[RecordSummary]:
@@ -209,7 +231,10 @@ class RedisRecords:
                 if values[0] is None:
                     stale.append(rid)
                     continue
-                s = _summary(rid.decode(), values)
+                s, clean = _summary(rid.decode(), values)
+                if not clean:
+                    self._unreadable(f"summary of record {rid!r}", ValueError(f"not numbers: {values[0]!r}, "
+                                                                              f"{values[4]!r}"))
                 if _matches(s, decision, model, recipe, since_ms, until_ms):
                     out.append(s)
                     if len(out) >= limit:
@@ -223,10 +248,21 @@ class RedisRecords:
         self._redis.close()
 
 
-def _summary(rid: str, values: list[bytes | None]) -> RecordSummary:
-    ts, recipe, decision, model, status, path = (v.decode() if v is not None else None for v in values)
-    return RecordSummary(id=rid, ts_ms=int(ts or 0), recipe=recipe, decision=decision, model=model,
-                         status=int(status) if status else None, response_path=path)
+def _number(text: str | None) -> int | None:
+    try:
+        return int(text) if text else None
+    except ValueError:
+        return None
+
+
+def _summary(rid: str, values: list[bytes | None]) -> tuple[RecordSummary, bool]:
+    """The listing's line, and whether its numbers read (one that does not is left out: time 0, no status)."""
+    ts, recipe, decision, model, status, path = (v.decode(errors="replace") if v is not None else None
+                                                 for v in values)
+    ts_ms, code = _number(ts), _number(status)
+    clean = (not ts or ts_ms is not None) and (not status or code is not None)
+    return RecordSummary(id=rid, ts_ms=ts_ms or 0, recipe=recipe, decision=decision, model=model, status=code,
+                         response_path=path), clean
 
 
 class ReplayRecords:
