@@ -271,3 +271,42 @@ def test_a_record_with_an_unreadable_field_is_served_without_it_and_counted(mock
         # Counted at each read that met one: the record's event once, the summary's time in each listing.
         assert "vsr_replay_unreadable_total 3" in metrics.splitlines()
     r.close()
+
+
+def test_every_upstream_attempt_is_recorded_with_its_status_or_cause(mock, tmp_path, stream_name):
+    """A model on a closed port: the failed request's record still lists its attempt, with the cause; a 500 before
+    a fallback that answered: that attempt's status and cause."""
+    closed = free_port()
+    d = doc(mock.url, stream_name)
+    d["providers"]["models"] = [{"name": "gone", "backend_refs": [{"endpoint": f"http://127.0.0.1:{closed}/v1"}]},
+                                {"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
+                                {"name": "m2", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}]
+    d["recipes"][0]["decisions"] = [
+        {"name": "dead", "priority": 10, "modelRefs": [{"model": "gone"}],
+         "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "dead"}]}},
+        {"name": "d", "modelRefs": [{"model": "m"}, {"model": "m2"}]}]
+    d["recipes"][0]["signals"] = {"keywords": [{"name": "dead", "keywords": ["unreachable"]}]}
+    with router(write_config(d, str(tmp_path))) as proc:
+        failed = httpx.post(f"{proc.url}/v1/chat/completions",
+                            json={"model": "auto", "messages": [{"role": "user", "content": "unreachable please"}]})
+        assert failed.status_code >= 500
+        rid = failed.headers["x-vsr-replay-id"]
+        record = wait_for(lambda: (lambda x: x.json() if x.status_code == 200 and x.json()["status"] else None)(
+            httpx.get(f"{proc.url}/api/v1/replay/{rid}")))
+        assert record is not None
+        # A refused connection is retried (the retries policy): each try is an attempt.
+        assert record["attempts"] and {(a["model"], a["status"], a["error"]) for a in record["attempts"]} == {
+            ("gone", None, "connect_refused")}, record["attempts"]
+        assert any(type(e).__name__ == "UpstreamAttempted" for e in events_of(stream_name, rid))
+
+        httpx.post(f"{mock.url}/_mock/config", json={"fail_first": 1, "fail_status": 500}).raise_for_status()
+        try:
+            served = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "auto", "messages": CHAT})
+        finally:
+            httpx.post(f"{mock.url}/_mock/config", json={"fail_first": 0}).raise_for_status()
+        assert served.status_code == 200 and served.headers["x-vsr-selected-model"] == "m2"
+        rid = served.headers["x-vsr-replay-id"]
+        record = wait_for(lambda: (lambda x: x.json() if x.status_code == 200 and x.json()["status"] else None)(
+            httpx.get(f"{proc.url}/api/v1/replay/{rid}")))
+        assert [(a["model"], a["status"], a["error"]) for a in record["attempts"]] == [
+            ("m", 500, "status_5xx"), ("m2", 200, None)], record["attempts"]
