@@ -63,7 +63,16 @@ def cmd_export(args: argparse.Namespace) -> int:
     progress.close(source.done)
     print(f"vsr-replay: exported {n} events" + (f" ({source.undecodable} undecodable, left out)"
                                                 if source.undecodable else ""), file=sys.stderr)
+    _report_unreadable(source)
     return 0
+
+
+def _report_unreadable(source: Source) -> None:
+    """Corrupt journal stretches the read went past: what they held is lost, so say where and how much."""
+    if source.unreadable:
+        where = ", ".join(f"{size} at {place}" for place, size in source.unreadable.items())
+        print(f"vsr-replay: {sum(source.unreadable.values())} unreadable journal bytes read past "
+              f"(the events in them are lost): {where}", file=sys.stderr)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -91,6 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress.close(source.done, seen[0])
     if source.undecodable:
         cmp.skipped["undecodable_event"] += source.undecodable
+    _report_unreadable(source)
     if args.json:
         print(json.dumps({"config": args.config, "config_version": loaded.version_hash, **cmp.json()}, indent=2))
     else:

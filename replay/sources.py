@@ -15,7 +15,7 @@ from typing import IO
 import msgspec
 
 from vsr_fast.config.stores import EventStreamStore, default_events_dir
-from vsr_fast.events.segments import LEGACY, Segments, segment_paths
+from vsr_fast.events.segments import LEGACY, Segments, segment_name, segment_paths
 from vsr_fast.events.redis_stream import RedisSource
 from vsr_fast.events.source import entry
 from vsr_fast.events.types import Event
@@ -38,6 +38,7 @@ class Source(abc.ABC):
     total: int | None = None
     done = 0
     undecodable = 0
+    unreadable: dict[str, int] = {}     # corrupt stretches of a journal read past: "segment@offset" -> bytes
 
     @abc.abstractmethod
     def __iter__(self) -> Iterator[tuple[str, Event]]:
@@ -127,6 +128,8 @@ class EmbeddedJournal(Source):
                     yield from self._decoded(entry(str(f.offset), f.payload))
                 offset = frames[-1].end
         finally:
+            self.unreadable = {f"{self.journal.dir / segment_name(base)}@{at}": size
+                               for (base, at), size in self.journal.unreadable.items()}
             self.journal.close()
 
 
@@ -160,6 +163,7 @@ class EmbeddedJournals(Source):
                 yield f"{name}/{entry_id}", ev
             before += journal.total or 0
             self.undecodable += journal.undecodable
+            self.unreadable = {**self.unreadable, **journal.unreadable}
 
 
 def default_journals(start: str | None, end: str | None) -> Source:

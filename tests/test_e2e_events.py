@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 import re
 import uuid
 from contextlib import contextmanager
@@ -223,3 +224,109 @@ def test_spill_max_bytes_bounds_what_an_unreachable_store_costs_and_requests_are
         proc.popen.wait()
     lost = [line for line in metrics.splitlines() if line.startswith('vsr_events_lost_total{reason="spill_full"}')]
     assert lost and float(lost[0].split()[-1]) > 0, "\n".join(l for l in metrics.splitlines() if "vsr_events" in l)
+
+
+def test_a_decision_that_refuses_personal_data_gets_no_shadow_copy_and_the_journal_keeps_no_prompt(mock, tmp_path):
+    """capture_personal_data: false at the decision: no copy to the shadow model, no body in the embedded journal;
+    the other decision's requests are still copied (capture_request_body: false carries the copy to the
+    dispatcher only, never into the record)."""
+    secret = "my email is alice.private@example.com and my phone is 415-555-0199"
+    with mock_upstream() as cand:
+        doc = {
+            "version": "v0.5",
+            "providers": {"models": [
+                {"name": "live", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
+                {"name": "private-model", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
+                {"name": "cand", "backend_refs": [{"endpoint": f"{cand.url}/v1"}]}]},
+            "recipes": [{"name": "r", "signals": {"pii": [{"name": "personal"}]}, "decisions": [
+                {"name": "private", "priority": 10,
+                 "rules": {"operator": "AND", "conditions": [{"type": "pii", "name": "personal"}]},
+                 "modelRefs": [{"model": "private-model"}],
+                 "plugins": [{"type": "router_replay", "configuration": {"capture_personal_data": False}}]},
+                {"name": "general", "modelRefs": [{"model": "live"}]}]}],
+            "global": {"plugins": [{"type": "router_replay", "configuration": {
+                "shadow": {"model": "cand", "sample_rate": 1.0}}}]},
+        }
+        with router(write_config(doc, str(tmp_path))) as proc:
+            private = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20,
+                                 json={"model": "auto", "messages": [{"role": "user", "content": secret}]})
+            assert private.status_code == 200 and private.headers["x-vsr-selected-model"] == "private-model"
+            general = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "auto", "messages": CHAT},
+                                 timeout=20)
+            assert general.headers["x-vsr-selected-model"] == "live"
+            assert wait_for(lambda: httpx.get(f"{cand.url}/_mock/stats").json()["requests"] >= 1)
+            record = wait_for(lambda: (lambda x: x if x.status_code == 200 and x.json()["shadow"] else None)(
+                httpx.get(f"{proc.url}/api/v1/replay/{general.headers['x-vsr-replay-id']}")))
+            assert record is not None, "the general decision's copy was answered and recorded"
+            seen = httpx.get(f"{cand.url}/_mock/stats").json()
+            assert seen["requests"] == 1 and "alice" not in str(seen["last_request"]["body"])
+            journals = list((Path(proc.env["VSR_STATE_DIR"])).rglob("*.journal"))
+            assert journals
+            assert not any(b"alice.private" in p.read_bytes() for p in journals), "no copy of the private prompt"
+            metrics = httpx.get(f"{proc.url}/metrics").text
+            assert 'vsr_shadow_requests_total{outcome="skipped_personal_data"} 1' in metrics
+
+
+def test_a_record_with_an_unreadable_field_is_served_without_it_and_counted(mock, tmp_path, stream_name):
+    """A field an operator (or another version) wrote into a record: the record and the listing still answer."""
+    r = redis.Redis.from_url("redis://127.0.0.1:6379/0")
+    with router(write_config(doc(mock.url, stream_name), str(tmp_path))) as proc:
+        ids = []
+        for _ in range(2):
+            resp = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "auto", "messages": CHAT})
+            ids.append(resp.headers["x-vsr-replay-id"])
+        for rid in ids:
+            assert wait_for(lambda: httpx.get(f"{proc.url}/api/v1/replay/{rid}").json().get("status") == 200)
+        r.hset(f"{stream_name}:replay:r:{ids[0]}", "e:0000000099:bogus", "garbage")
+        r.hset(f"{stream_name}:replay:r:{ids[1]}", "s:ts", "notanumber")
+        got = httpx.get(f"{proc.url}/api/v1/replay/{ids[0]}")
+        assert got.status_code == 200, got.text
+        assert got.json()["decision"] == "d" and got.json()["unreadable_events"] == 1
+        listing = httpx.get(f"{proc.url}/api/v1/replay")
+        assert listing.status_code == 200, listing.text
+        assert set(ids) <= {row["id"] for row in listing.json()["records"]}
+        by_decision = httpx.get(f"{proc.url}/api/v1/replay", params={"decision": "d"})
+        assert by_decision.status_code == 200 and ids[1] in {row["id"] for row in by_decision.json()["records"]}
+        metrics = httpx.get(f"{proc.url}/metrics").text
+        # Counted at each read that met one: the record's event once, the summary's time in each listing.
+        assert "vsr_replay_unreadable_total 3" in metrics.splitlines()
+    r.close()
+
+
+def test_every_upstream_attempt_is_recorded_with_its_status_or_cause(mock, tmp_path, stream_name):
+    """A model on a closed port: the failed request's record still lists its attempt, with the cause; a 500 before
+    a fallback that answered: that attempt's status and cause."""
+    closed = free_port()
+    d = doc(mock.url, stream_name)
+    d["providers"]["models"] = [{"name": "gone", "backend_refs": [{"endpoint": f"http://127.0.0.1:{closed}/v1"}]},
+                                {"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
+                                {"name": "m2", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}]
+    d["recipes"][0]["decisions"] = [
+        {"name": "dead", "priority": 10, "modelRefs": [{"model": "gone"}],
+         "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "dead"}]}},
+        {"name": "d", "modelRefs": [{"model": "m"}, {"model": "m2"}]}]
+    d["recipes"][0]["signals"] = {"keywords": [{"name": "dead", "keywords": ["unreachable"]}]}
+    with router(write_config(d, str(tmp_path))) as proc:
+        failed = httpx.post(f"{proc.url}/v1/chat/completions",
+                            json={"model": "auto", "messages": [{"role": "user", "content": "unreachable please"}]})
+        assert failed.status_code >= 500
+        rid = failed.headers["x-vsr-replay-id"]
+        record = wait_for(lambda: (lambda x: x.json() if x.status_code == 200 and x.json()["status"] else None)(
+            httpx.get(f"{proc.url}/api/v1/replay/{rid}")))
+        assert record is not None
+        # A refused connection is retried (the retries policy): each try is an attempt.
+        assert record["attempts"] and {(a["model"], a["status"], a["error"]) for a in record["attempts"]} == {
+            ("gone", None, "connect_refused")}, record["attempts"]
+        assert any(type(e).__name__ == "UpstreamAttempted" for e in events_of(stream_name, rid))
+
+        httpx.post(f"{mock.url}/_mock/config", json={"fail_first": 1, "fail_status": 500}).raise_for_status()
+        try:
+            served = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "auto", "messages": CHAT})
+        finally:
+            httpx.post(f"{mock.url}/_mock/config", json={"fail_first": 0}).raise_for_status()
+        assert served.status_code == 200 and served.headers["x-vsr-selected-model"] == "m2"
+        rid = served.headers["x-vsr-replay-id"]
+        record = wait_for(lambda: (lambda x: x.json() if x.status_code == 200 and x.json()["status"] else None)(
+            httpx.get(f"{proc.url}/api/v1/replay/{rid}")))
+        assert [(a["model"], a["status"], a["error"]) for a in record["attempts"]] == [
+            ("m", 500, "status_5xx"), ("m2", 200, None)], record["attempts"]

@@ -119,3 +119,25 @@ def test_a_request_about_another_country_is_not_served_the_cached_answer(mock, t
         assert ask(proc.url, "What's the capital of Australia?")["x-vsr-response-path"] == "cache", \
             "a paraphrase still hits"
         assert ask(proc.url, "What is the capital of Austria?")["x-vsr-response-path"] == "upstream"
+
+
+def test_a_malformed_cache_entry_is_skipped_and_counted_never_a_500(mock, tmp_path, prefix):
+    """Entries another writer (or an operator) left in the semantic stream, and a stored answer overwritten with
+    garbage: each lookup that meets one is a miss, counted."""
+    r = redis.Redis.from_url("redis://127.0.0.1:6379/0")
+    r.xadd(f"{prefix}semantic", {"v": "abc"})
+    r.xadd(f"{prefix}semantic", {"foo": "bar"})
+    r.xadd(f"{prefix}semantic", {"p": "x", "k": "y", "t": "z", "ttl": "soon", "v": b"\0" * 8})
+    with router(write_config(config(mock.url, store={"backend_type": "redis", "prefix": prefix}),
+                             str(tmp_path))) as proc:
+        assert ask(proc.url, ASKED)["x-vsr-response-path"] == "upstream"
+        stored(proc.url, 1)
+        assert ask(proc.url, PARAPHRASE)["x-vsr-response-path"] == "cache", "the good entry after the bad ones"
+        assert metric(proc.url, "vsr_response_cache_undecodable_total") == 3
+        answers = [k for k in r.scan_iter(f"{prefix}*") if r.type(k) == b"string"]
+        assert answers
+        for key in answers:
+            r.set(key, b"garbage")
+        assert ask(proc.url, ASKED)["x-vsr-response-path"] == "upstream", "a stored answer unreadable: a miss"
+        assert metric(proc.url, "vsr_response_cache_undecodable_total") == 4
+    r.close()

@@ -261,6 +261,13 @@ async def test_the_recorder_bounds_its_records(stream_config):
     listed = await records.list_records(limit=100)
     assert [s.id for s in listed] == [f"rec{i:03d}" for i in range(11, 6, -1)]
     assert await records.get_record("rec000") is None and await records.get_record("rec011") is not None
+    if stream_config.backend == "redis":
+        # Retention bounds Redis, not only the listing: the per-field indexes trim with the primary one.
+        r = redis.Redis.from_url(REDIS_URL)
+        prefix = f"{stream_config.stream}:replay:"
+        for index in ("i", "i:decision:general", "i:model:m", "i:recipe:r"):
+            assert r.zrange(prefix + index, 0, -1) == [f"rec{i:03d}".encode() for i in range(7, 12)], index
+        r.close()
     records.close()
 
 

@@ -261,3 +261,31 @@ def test_an_unreachable_redis_is_one_line_and_exit_2_not_a_traceback(tmp_path, c
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
     assert done.stderr.startswith("vsr-replay: ") and "store_unavailable" not in done.stderr
+
+
+def test_a_corrupt_stretch_of_a_closed_segment_is_reported_and_read_past(tmp_path):
+    """40 bytes overwritten in the middle of a closed segment: the frames they hit are lost, counted on stderr;
+    every frame after them, in that segment and the next, is exported."""
+    from vsr_fast.events.embedded import EmbeddedLog
+    from vsr_fast.events.segments import segment_paths
+    from vsr_fast.events.types import RequestReceived, encode_event
+
+    directory = tmp_path / "stream"
+    log = EmbeddedLog(directory, maxlen=80)     # ten events a segment
+    for i in range(1, 31):
+        log.send([(b"s" * 16, i, encode_event(RequestReceived(replay_id=f"r{i:02d}", seq=0, body_bytes=i)))])
+    log.close()
+    (_, first), *rest = segment_paths(directory)
+    assert len(rest) >= 2
+    data = bytearray(first.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 40] = b"\xff" * 40
+    first.write_bytes(bytes(data))
+    out = tmp_path / "export.jsonl"
+    done = vsr_replay("export", "--journal", str(directory), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    ids = [json.loads(line)["event"]["replay_id"] for line in out.read_text().splitlines()]
+    lost = [f"r{i:02d}" for i in range(1, 31) if f"r{i:02d}" not in ids]
+    assert 1 <= len(lost) <= 2 and ids == sorted(ids), lost
+    assert "r10" in ids and "r30" in ids, "the rest of the damaged segment and the segments after it"
+    assert "unreadable journal bytes read past" in done.stderr and first.name in done.stderr, done.stderr

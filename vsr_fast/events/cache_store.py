@@ -96,6 +96,7 @@ class ResponseCache:
             wait = store.lookup_timeout_ms / 1000
             self.lookup_client = redis.Redis.from_url(store.redis_url(), socket_timeout=wait, socket_connect_timeout=wait)
         self.breaker = Breaker()
+        self.undecodable = 0    # entries skipped unread: a semantic stream entry, a stored answer
 
     def _key(self, key: str) -> str:
         return f"{self.store.prefix}{key}"
@@ -123,7 +124,19 @@ class ResponseCache:
                     log.warning("response cache unavailable, serving a miss: %r", exc)
                 return None
             self.breaker.answered()
-        return None if data is None else _ANSWER_DECODER.decode(data)
+        if data is None:
+            return None
+        try:
+            return _ANSWER_DECODER.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            self._unreadable(f"answer {key}", exc)
+            return None
+
+    def _unreadable(self, what: str, exc: Exception) -> None:
+        # Not this router's writing (another version, an operator's XADD/SET): a miss, never the request's error.
+        self.undecodable += 1
+        if self.undecodable & (self.undecodable - 1) == 0:
+            log.warning("response cache: skipped an unreadable %s: %r (%d so far)", what, exc, self.undecodable)
 
     def put_many_sync(self, items: list[tuple[str, CachedAnswer, int]],
                       similar: list[tuple[str, str, str, int]] = ()) -> None:
@@ -176,10 +189,16 @@ class ResponseCache:
             entries = got[0][1]
             for entry_id, fields in entries:
                 self._stream_id = entry_id
-                vector = np.frombuffer(fields[b"v"], np.float32)
-                if len(vector) == self.index.dim:
-                    self.index.add(fields[b"p"].decode(), fields[b"k"].decode(), fields[b"t"].decode(), vector,
-                                   int(fields[b"ttl"]))
+                try:
+                    vector = np.frombuffer(fields[b"v"], np.float32)
+                    if len(vector) != self.index.dim:
+                        raise ValueError(f"a vector of {len(vector)} dimensions, not {self.index.dim}")
+                    entry = (fields[b"p"].decode(), fields[b"k"].decode(), fields[b"t"].decode(), vector,
+                             int(fields[b"ttl"]))
+                except (KeyError, ValueError) as exc:   # UnicodeDecodeError is a ValueError
+                    self._unreadable(f"semantic stream entry {entry_id!r}", exc)
+                    continue
+                self.index.add(*entry)
             if len(entries) < 10_000:
                 return
 

@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+
 HEADER = struct.Struct("<IIQ16s")
 MAX_PAYLOAD = 256 << 20
 _READ_CHUNK = 1 << 20
@@ -131,6 +133,25 @@ class Journal:
             return None
         index, start, space, payload_end = found
         return Frame(offset, offset + payload_end, space, index, data[start:payload_end])
+
+    def next_frame(self, offset: int) -> int | None:
+        """Where the first intact frame after ``offset`` starts (reading past a corrupt stretch), or None.
+
+        A frame's crc covers its id and payload, so a stretch that only looks like a header is not taken."""
+        at = offset + 1
+        while self.end - at >= HEADER.size:
+            chunk = os.pread(self._fd, min(_READ_CHUNK, self.end - at), at)
+            n = len(chunk) - HEADER.size + 1
+            if n <= 0:
+                return None
+            b = np.frombuffer(chunk, np.uint8).astype(np.int64)
+            lengths = b[:n] | b[1:n + 1] << 8 | b[2:n + 2] << 16 | b[3:n + 3] << 24
+            fits = (lengths <= MAX_PAYLOAD) & (np.arange(at, at + n) + HEADER.size + lengths <= self.end)
+            for k in np.flatnonzero(fits).tolist():
+                if _check(chunk, k) is not None or self._read_big(at + k, self.end) is not None:
+                    return at + k
+            at += n
+        return None
 
     def repair(self, offset: int = 0) -> int:
         """Cut a torn or corrupt tail after ``offset``; returns how many bytes were cut."""

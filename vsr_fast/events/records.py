@@ -10,14 +10,17 @@ Redis layout, under ``prefix``::
 
     r:<replay id>                 hash: e:<seq>:<kind> -> event (msgpack), s:<field> -> summary; expires
     i                             zset of every record id by time; the size bound trims it, oldest first
-    i:<field>:<value>             zset per decision, model and recipe, by time; stale ids dropped when listed
+    i:<field>:<value>             zset per decision, model and recipe, by time: trimmed with ``i`` (age, size,
+                                  eviction); stale ids dropped when listed
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 from typing import Any
 
+import msgspec
 import redis
 import trio
 
@@ -26,6 +29,7 @@ from .redis_stream import client
 from .source import StoreUnavailable
 from .types import AnswerCompleted, CacheHit, DecisionChosen, ErrorRaised, Event, decode_event, encode_event
 
+log = logging.getLogger("vsr_fast.events")
 SUMMARY = ("ts", "recipe", "decision", "model", "status", "path")
 INDEXED = ("decision", "model", "recipe")
 
@@ -71,6 +75,7 @@ class MemoryRecords:
         self.max_records, self.ttl_ms = max_records, ttl_seconds * 1000
         self._events: OrderedDict[str, list[Event]] = OrderedDict()
         self._summaries: dict[str, RecordSummary] = {}
+        self.unreadable = 0     # always: this process wrote every record it holds
 
     def add(self, events: list[Event]) -> None:
         for ev in events:
@@ -122,6 +127,7 @@ class RedisRecords:
     def __init__(self, url: str, prefix: str, *, max_records: int, ttl_seconds: int) -> None:
         self.prefix, self.max_records, self.ttl_s = prefix, max_records, ttl_seconds
         self._redis = client(url, socket_timeout=5.0)
+        self.unreadable = 0     # stored fields skipped unread (an event, a summary's number)
 
     def _rec(self, replay_id: str) -> str:
         return f"{self.prefix}r:{replay_id}"
@@ -137,6 +143,7 @@ class RedisRecords:
 
     def add(self, events: list[Event]) -> None:
         pipe = self._redis.pipeline(transaction=False)
+        touched: set[str] = set()
         for ev in events:
             key = self._rec(ev.replay_id)
             fields: dict[str, Any] = {f"e:{ev.seq:010d}:{ev.__struct_config__.tag}": encode_event(ev)}
@@ -149,20 +156,58 @@ class RedisRecords:
             for name in INDEXED:
                 if name in summary:
                     index = self._index(name, summary[name])
+                    touched.add(index)
                     pipe.zadd(index, {ev.replay_id: ev.ts_ms}, nx=True)
                     pipe.expire(index, self.ttl_s)
-        pipe.zremrangebyscore(self._index(), "-inf", _now_ms() - self.ttl_s * 1000)
+        horizon = _now_ms() - self.ttl_s * 1000
+        pipe.zremrangebyscore(self._index(), "-inf", horizon)
+        # A field's index holds a subset of the records: the same age and size bounds hold it too, even under
+        # traffic that keeps pushing its expiry out (a record whose model changed stays in the first model's).
+        for index in touched:
+            pipe.zremrangebyscore(index, "-inf", horizon)
+            pipe.zremrangebyrank(index, 0, -(self.max_records + 1))
         pipe.zcard(self._index())
         count = self._call(pipe.execute)[-1]
         if count > self.max_records:
             evicted = self._call(self._redis.zpopmin, self._index(), count - self.max_records)
             if evicted:
-                self._call(self._redis.delete, *(self._rec(rid.decode()) for rid, _ in evicted))
+                self._evict([rid.decode() for rid, _ in evicted])
+
+    def _evict(self, ids: list[str]) -> None:
+        """Delete the records ``ids`` and take them out of their fields' indexes."""
+        pipe = self._redis.pipeline(transaction=False)
+        for rid in ids:
+            pipe.hmget(self._rec(rid), *(f"s:{name}" for name in INDEXED))
+        summaries = self._call(pipe.execute)
+        pipe = self._redis.pipeline(transaction=False)
+        for rid, values in zip(ids, summaries):
+            for name, value in zip(INDEXED, values):
+                if value is not None:
+                    pipe.zrem(self._index(name, value.decode(errors="replace")), rid)
+        pipe.delete(*(self._rec(rid) for rid in ids))
+        self._call(pipe.execute)
 
     def get(self, replay_id: str) -> ReplayRecord | None:
         fields = self._call(self._redis.hgetall, self._rec(replay_id))
-        events = [decode_event(v) for k, v in fields.items() if k.startswith(b"e:")]
-        return build_record(events) if events else None
+        events, bad = [], 0
+        for k, v in fields.items():
+            if k.startswith(b"e:"):
+                try:
+                    events.append(decode_event(v))
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    bad += 1
+                    self._unreadable(f"event {k!r} of record {replay_id}", exc)
+        record = build_record(events) if events else None
+        if bad:
+            record = record or ReplayRecord(id=replay_id)
+            record.unreadable_events = bad
+        return record
+
+    def _unreadable(self, what: str, exc: Exception) -> None:
+        # Another version's field, an operator's HSET: the record is served without it, never a 500.
+        self.unreadable += 1
+        if self.unreadable & (self.unreadable - 1) == 0:
+            log.warning("replay records: skipped an unreadable %s: %r (%d so far)", what, exc, self.unreadable)
 
     def list(self, *, decision: str | None = None, model: str | None = None, recipe: str | None = None,
              since_ms: int | None = None, until_ms: int | None = None, limit: int = 50) -> list[RecordSummary]:
@@ -186,7 +231,10 @@ class RedisRecords:
                 if values[0] is None:
                     stale.append(rid)
                     continue
-                s = _summary(rid.decode(), values)
+                s, clean = _summary(rid.decode(), values)
+                if not clean:
+                    self._unreadable(f"summary of record {rid!r}", ValueError(f"not numbers: {values[0]!r}, "
+                                                                              f"{values[4]!r}"))
                 if _matches(s, decision, model, recipe, since_ms, until_ms):
                     out.append(s)
                     if len(out) >= limit:
@@ -200,10 +248,21 @@ class RedisRecords:
         self._redis.close()
 
 
-def _summary(rid: str, values: list[bytes | None]) -> RecordSummary:
-    ts, recipe, decision, model, status, path = (v.decode() if v is not None else None for v in values)
-    return RecordSummary(id=rid, ts_ms=int(ts or 0), recipe=recipe, decision=decision, model=model,
-                         status=int(status) if status else None, response_path=path)
+def _number(text: str | None) -> int | None:
+    try:
+        return int(text) if text else None
+    except ValueError:
+        return None
+
+
+def _summary(rid: str, values: list[bytes | None]) -> tuple[RecordSummary, bool]:
+    """The listing's line, and whether its numbers read (one that does not is left out: time 0, no status)."""
+    ts, recipe, decision, model, status, path = (v.decode(errors="replace") if v is not None else None
+                                                 for v in values)
+    ts_ms, code = _number(ts), _number(status)
+    clean = (not ts or ts_ms is not None) and (not status or code is not None)
+    return RecordSummary(id=rid, ts_ms=ts_ms or 0, recipe=recipe, decision=decision, model=model, status=code,
+                         response_path=path), clean
 
 
 class ReplayRecords:

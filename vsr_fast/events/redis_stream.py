@@ -9,6 +9,7 @@ hash tag (``{vsr}:events``), and its marks ``{vsr}:events:mark:...`` follow.
 """
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import redis
@@ -52,6 +53,7 @@ return added
 # A mark must outlive any re-send of its space: the longest outage plus a restart.
 MARK_TTL_S = 30 * 86_400
 FIELD = b"e"
+log = logging.getLogger("vsr_fast.events")
 
 
 def client(url: str, *, socket_timeout: float) -> redis.Redis:
@@ -120,6 +122,16 @@ def _stream_rows(reply: Any) -> Any:
     return reply[0][1]
 
 
+class _GroupGone(Exception):
+    """The stream or its consumer group no longer exists."""
+
+
+def _gone(exc: redis.ResponseError) -> bool:
+    text = str(exc)
+    # NOGROUP: read, claim or ack on a deleted stream or group; UNBLOCKED: the stream deleted under a blocked read.
+    return text.startswith("NOGROUP") or (text.startswith("UNBLOCKED") and "no longer exists" in text)
+
+
 class RedisSource:
     """Consumer groups over a Redis stream."""
 
@@ -133,6 +145,14 @@ class RedisSource:
             return fn(*args, **kwargs)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise StoreUnavailable(f"event stream {self.stream}: {type(exc).__name__}: {exc}") from exc
+        except redis.ResponseError as exc:
+            if _gone(exc):
+                raise _GroupGone(str(exc)) from exc
+            if "BUSYGROUP" in str(exc):
+                raise
+            # A key of another type under the stream's name, a Redis out of memory: an operator's fix, meanwhile
+            # the consumers wait and retry (serving never depends on them).
+            raise StoreUnavailable(f"event stream {self.stream}: {exc}") from exc
 
     def ensure_group(self, group: str, start: str = "0") -> None:
         try:
@@ -140,6 +160,12 @@ class RedisSource:
         except redis.ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
+
+    def _start_over(self, group: str, exc: _GroupGone) -> None:
+        # The stream or its group was deleted (DEL, FLUSHDB, an expired key): what it held is gone,
+        # so the group starts again on the new stream.
+        log.warning("event stream %s: %s; consumer group %s created again", self.stream, exc, group)
+        self.ensure_group(group)
 
     def reset_consumer(self, group: str, consumer: str) -> None:
         """Nothing to do: Redis keeps each consumer's pending entries; ``read(after="0")`` returns them."""
@@ -151,20 +177,25 @@ class RedisSource:
                                    block=block_ms)
             else:
                 reply = self._call(self._redis.xreadgroup, group, consumer, {self.stream: after}, count=count)
-        except redis.ResponseError as exc:
-            if "NOGROUP" not in str(exc):
-                raise
-            self.ensure_group(group)                # the stream was deleted under us: start over
+        except _GroupGone as exc:
+            self._start_over(group, exc)
             return []
         return _entries(_stream_rows(reply))
 
     def claim(self, group: str, consumer: str, min_idle_ms: int, count: int) -> list[Entry]:
-        reply = self._call(self._redis.xautoclaim, self.stream, group, consumer, min_idle_ms, "0-0", count=count)
+        try:
+            reply = self._call(self._redis.xautoclaim, self.stream, group, consumer, min_idle_ms, "0-0", count=count)
+        except _GroupGone as exc:
+            self._start_over(group, exc)
+            return []
         return _entries(reply[1] if reply else [])
 
     def ack(self, group: str, ids: list[str]) -> None:
         if ids:
-            self._call(self._redis.xack, self.stream, group, *ids)
+            try:
+                self._call(self._redis.xack, self.stream, group, *ids)
+            except _GroupGone as exc:           # the entries went with their group: nothing left to acknowledge
+                self._start_over(group, exc)
 
     def range(self, start: str | None, end: str | None, count: int) -> list[Entry]:
         lo = f"({start}" if start else "-"

@@ -125,6 +125,7 @@ class ReplayRecord(_Rec):
     # What the request plugins changed, ``model: type: change`` (system_prompt, request_params, ...).
     plugins: list[str] = field(default_factory=list)
     events: int = 0
+    unreadable_events: int = 0        # stored events this router could not read, left out of the record
 
 
 class RecordSummary(_Rec):

@@ -75,7 +75,9 @@ class RequestEvents:
         self._seq = 0
         self._attempts = 0
         self.withheld = False   # masking protects this request: the record keeps neither body
-        self.shadow_refused = False     # a sampled shadow copy not sent: its model is outside the key's models
+        # A sampled shadow copy not made, why: ``not_allowed`` (its model is outside the key's models) or
+        # ``personal_data`` (capture_personal_data: false).
+        self.shadow_refused: str | None = None
 
     @property
     def kept(self) -> bool:
@@ -118,7 +120,7 @@ class RequestEvents:
         ``body_copy``, and ``model`` and ``stream`` say what it asked for. ``shadow``: False where
         router_replay.shadow must not run (anything but single-model provider dispatch
         of a Chat request, spec 5.7); a sampled copy to a model outside ``identity``'s key
-        ``models`` is not made either (``shadow_refused``). ``withhold``: keep no copy of the body (masking
+        ``models``, or under capture_personal_data: false, is not made either (``shadow_refused``). ``withhold``: keep no copy of the body (masking
         protects what it holds), nor of the answer, which can echo the request's fields.
         """
         self.sink.record(self._received(raw, request, route, identity, api, shadow, model, stream, withhold))
@@ -143,9 +145,13 @@ class RequestEvents:
         # The shadow dispatcher sends Chat Completions bodies: other APIs are not sampled.
         if shadow and api == "chat" and p.enabled and sp is not None and random.random() < sp.sample_rate:
             live = route.candidates[0].name if route is not None and route.candidates else None
-            if identity is not None and not identity.reaches(sp.model):
+            if not p.capture_personal_data:
+                # The copy would carry the prompt to a second model, and through the stream, which this
+                # policy keeps no body of.
+                self.shadow_refused = "personal_data"
+            elif identity is not None and not identity.reaches(sp.model):
                 # The copy would carry the caller's prompt to a model its key may not reach.
-                self.shadow_refused = True
+                self.shadow_refused = "not_allowed"
             else:
                 shadow_copy = ShadowCopy(model=sp.model, body=raw, live_model=live,
                                          timeout_seconds=sp.timeout_seconds, max_concurrency=sp.max_concurrency,
@@ -234,7 +240,8 @@ class RequestEvents:
             replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
             config_version=self.config_version, seq=seq, ts_ms=_ns() // 1_000_000, replay=self.policy.enabled,
             attempt=n, model=attempt.model, backend=attempt.backend,
-            status=attempt.status, error=attempt.error, duration_ms=attempt.seconds * 1000,
+            # The cause in one word (connect_refused, status_5xx): an error status has no error code of its own.
+            status=attempt.status, error=attempt.cause or attempt.error, duration_ms=attempt.seconds * 1000,
             fallback=n > 1, usage=None if attempt.usage is None else Usage(
                 prompt_tokens=attempt.usage[0], completion_tokens=attempt.usage[1],
                 total_tokens=attempt.usage[0] + attempt.usage[1]),

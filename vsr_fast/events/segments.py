@@ -8,6 +8,10 @@ started once it holds ``segment_entries`` events or is older than
 ``stream.segments`` (written at each roll; a segment missing there is counted
 by reading it), its age is its file's modification time.
 
+A corrupt stretch inside a closed segment (a disk error, a stray write) is
+read past: reads resume at the next intact frame (its crc checks), and the
+stretch is logged once and kept in ``unreadable``.
+
 ``trim`` drops the oldest closed segments while the rest still hold ``maxlen``
 events (or while they are older than ``max_age_s``), never past ``keep_from``:
 the embedded stream passes the lowest offset a consumer group has not
@@ -21,12 +25,14 @@ from __future__ import annotations
 import bisect
 import contextlib
 import json
+import logging
 import os
 import re
 from pathlib import Path
 
 from .journal import Frame, Journal, write_atomic
 
+log = logging.getLogger("vsr_fast.events")
 _NAME = re.compile(r"^stream\.(\d{20})\.journal$")
 LEGACY = "stream.journal"
 INDEX = "stream.segments"
@@ -65,6 +71,8 @@ class Segments:
         self.bases = [base for base, _ in paths]
         self.files = [Journal(path, readonly=readonly) for _, path in paths]
         self.counts: dict[int, int] = self._load_index()
+        # Corrupt stretches of closed segments read past: (segment base, offset in it) -> bytes.
+        self.unreadable: dict[tuple[int, int], int] = {}
 
     # --- sizes --------------------------------------------------------------------------
 
@@ -148,10 +156,24 @@ class Segments:
             if frames:
                 return [Frame(f.offset + base, f.end + base, f.space, f.index, f.payload) for f in frames]
             if i + 1 == len(self.files):
-                return []
-            i += 1                  # the end of a closed segment (or a torn one): the next starts at its base
+                return []           # the live segment's end (a torn tail is ``repair``'s)
+            local = offset - base
+            if local < self.files[i].end:
+                # A closed segment stopped short of its end: a corrupt stretch. Read on past it.
+                found = self.files[i].next_frame(local)
+                self._unreadable(i, local, (found if found is not None else self.files[i].end) - local)
+                if found is not None:
+                    offset = base + found
+                    continue
+            i += 1                  # the end of a closed segment: the next starts at its base
             offset = self.bases[i]
         return []
+
+    def _unreadable(self, i: int, local: int, size: int) -> None:
+        key = (self.bases[i], local)
+        if key not in self.unreadable:
+            self.unreadable[key] = size
+            log.warning("event stream: %d unreadable bytes at %d of %s, read past", size, local, self.files[i].path)
 
     def repair(self, offset: int) -> int:
         """Cut a torn tail of the live segment after global ``offset``."""

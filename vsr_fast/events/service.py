@@ -190,6 +190,9 @@ class EventServices:
         """Every events series, for /metrics."""
         lines = self.sink.prometheus_lines() + prometheus_lines(self.consumer_stats)
         lines += self.cache_writer.prometheus_lines()
+        lines += ["# HELP vsr_replay_unreadable_total Stored replay fields skipped unread (an event, a summary's "
+                  "number), at each read that met one.", "# TYPE vsr_replay_unreadable_total counter",
+                  f"vsr_replay_unreadable_total {self.records.backend.unreadable}"]
         if self.shadow is not None:
             lines += self.shadow.prometheus_lines()
         return lines

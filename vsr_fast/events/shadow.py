@@ -14,7 +14,10 @@ static credential, never a user's (spec 6.7). Copies go out whole
 Each candidate model gets ``max_concurrency`` copies in flight; a copy that
 finds them all busy is skipped and counted, so a slow candidate never makes
 the group fall behind. A copy whose model the caller's key may not reach is
-never made (``RequestEvents``) and counted here as ``skipped_not_allowed``.
+never made (``RequestEvents``) and counted here as ``skipped_not_allowed``; nor is a copy of a request
+whose router_replay says ``capture_personal_data: false`` (``skipped_personal_data``), nor of one its
+decision masks. The copy travels in the stream, whatever ``capture_request_body`` says: the stream is
+the dispatcher's only way to it; the record never keeps it.
 A copy is acknowledged when its answer is recorded; a
 copy in flight when the router stops is sent again on the next start.
 """
@@ -126,6 +129,7 @@ class ShadowDispatcher:
             f'vsr_shadow_requests_total{{outcome="failed"}} {self.failed}',
             f'vsr_shadow_requests_total{{outcome="skipped_busy"}} {self.skipped["busy"]}',
             f'vsr_shadow_requests_total{{outcome="skipped_not_allowed"}} {self.skipped["not_allowed"]}',
+            f'vsr_shadow_requests_total{{outcome="skipped_personal_data"}} {self.skipped["personal_data"]}',
         ]
 
 

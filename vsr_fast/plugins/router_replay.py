@@ -26,7 +26,11 @@ TYPE = "router_replay"
 
 
 class ShadowConfig(Block):
-    """``router_replay.shadow``: where sampled copies go."""
+    """``router_replay.shadow``: where sampled copies go.
+
+    A copy travels to its dispatcher in the event stream, whatever ``capture_request_body`` says (the record
+    never keeps it); a request under ``capture_personal_data: false``, or one its decision masks, is never copied.
+    """
 
     model: Annotated[str, Meta(min_length=1)] | UnsetType = UNSET
     sample_rate: Annotated[float, Meta(ge=0, le=1)] | UnsetType = UNSET
@@ -40,7 +44,9 @@ class RouterReplayConfig(Block):
     enabled: bool | UnsetType = UNSET
     capture_request_body: bool | UnsetType = UNSET
     capture_response_body: bool | UnsetType = UNSET
-    # false keeps no body and no identity, whatever the capture_* fields say (migrated data_policy).
+    # false keeps no body and no identity, whatever the capture_* fields say, and makes no shadow copy (migrated
+    # data_policy). A response_cache on the same request still sends the cache its copies (the answer; semantic:
+    # the request's text) through the event stream, kept as long as the stream keeps events.
     capture_personal_data: bool | UnsetType = UNSET
     max_body_bytes: Annotated[int, Meta(ge=0, le=1 << 20)] | UnsetType = UNSET
     max_records: Annotated[int, Meta(ge=1, le=100_000_000)] | UnsetType = UNSET

@@ -250,7 +250,7 @@ class Recording:
                       shadow=len(route.candidates) >= 1 and route.recipe is not None and not withhold, api=api,
                       model=adapter.model(req), stream=adapter.stream(req), withhold=withhold)
         if ev.shadow_refused and self.services.shadow is not None:
-            self.services.shadow.skipped["not_allowed"] += 1
+            self.services.shadow.skipped[ev.shadow_refused] += 1
         self.capture = ev.capture(self.intent, store.max_entry_bytes)
 
     def replay_header(self) -> tuple[bytes, bytes] | None:

@@ -8,6 +8,7 @@ import msgspec
 
 from ...config.algorithm import kind_of
 from ...config.schema import ProviderModel
+from ...errors import UpstreamError
 from ...plugins.prompt_cache import retain_prefix
 from ...protocol.adapters import Inbound, Outbound
 from ...upstream import Stream, Whole
@@ -76,7 +77,11 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
         answer = await executors.run(ex, kind, alg, r.candidates, refs, rewritten, streamed, tally)
     else:
         send = dispatcher.stream if streamed else dispatcher.whole
-        answer = await send(r.candidates, outbound_for, [])
+        try:
+            answer = await send(r.candidates, outbound_for, [])
+        except UpstreamError as exc:        # every attempt failed: the record still shows each one
+            ex.rec.attempts(exc.attempts)
+            raise
         ex.rec.attempts(answer.attempts)
         answer = looper.count_cost(ex, answer, tally)
     if not (isinstance(answer, Whole) and answer.status >= 400):
