@@ -81,8 +81,7 @@ class EmbeddedLog:
         self._segment_entries = max(1, maxlen // SEGMENTS_PER_BOUND) if maxlen else UNBOUNDED_SEGMENT
         self._roll_after_s = max_age_s / SEGMENTS_PER_BOUND if max_age_s else None
         self._marks_path = self.dir / "stream.marks"
-        self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
+        self._cond = threading.Condition()
         self._groups: dict[str, _Group] = {}
         self._readers = 0          # readers waiting on _cond: a batch notifies only when some wait
         self._closed = False
@@ -138,47 +137,28 @@ class EmbeddedLog:
     # --- the transport ------------------------------------------------------------------
 
     def send(self, items: list[Item]) -> int:
-        if not items:
-            return 0
-        # The Condition's own lock, entered in C (``with self._cond`` is two Python calls a batch).
-        with self._lock:
-            marks = self._marks
-            first, last = items[0], items[-1]
-            space = first[0]
-            if space == last[0] and last[1] - first[1] == len(items) - 1:
-                # A run of one space, indices consecutive (every batch from the deque, most from a journal):
-                # the mark cuts it once instead of a look-up per event.
-                mark = marks.get(space, 0)
-                fresh = items if first[1] > mark else items[mark - first[1] + 1:]
-                if not fresh:
-                    return 0
-                marks = None
-            else:
-                fresh = []
-                marks = dict(marks)
-                for item in items:
-                    space, index = item[0], item[1]
-                    if index > marks.get(space, 0):
-                        fresh.append(item)
-                        marks[space] = index
-                if not fresh:
-                    return 0
-            now = time.monotonic()
-            try:
-                if self._live >= self._segment_entries or self._roll_after_s is not None:
-                    self._roll_if_due(now)
-                self.journal.append(pack_many(fresh))
-            except OSError as exc:
-                raise TransportDown(f"embedded journal: {exc}") from exc
-            self._live += len(fresh)
-            if marks is None:
-                self._marks[space] = last[1]
-            else:
+        with self._cond:
+            fresh = []
+            marks = dict(self._marks)
+            for item in items:
+                space, index = item[0], item[1]
+                if index > marks.get(space, 0):
+                    fresh.append(item)
+                    marks[space] = index
+            if fresh:
+                now = time.monotonic()
+                try:
+                    if self._live >= self._segment_entries or self._roll_after_s is not None:
+                        self._roll_if_due(now)
+                    self.journal.append(pack_many(fresh))
+                except OSError as exc:
+                    raise TransportDown(f"embedded journal: {exc}") from exc
+                self._live += len(fresh)
                 self._marks = marks
-            if now - self._marks_saved >= MARKS_EVERY_S:
-                self._save_marks(now)
-            if self._readers:
-                self._cond.notify_all()
+                if now - self._marks_saved >= MARKS_EVERY_S:
+                    self._save_marks(now)
+                if self._readers:
+                    self._cond.notify_all()
             return len(fresh)
 
     # --- retention ----------------------------------------------------------------------

@@ -352,9 +352,11 @@ class EventSink:
         """The next batch: the deque first (older), then the spill journal."""
         q = self._queue
         if q:
-            space, pop, first = self._space, q.popleft, self._next + 1
-            self._next = end = first + min(self._batch, len(q))
-            return _Batch([(space, index, pop()) for index in range(first, end)])
+            items: list[Item] = []
+            for _ in range(min(self._batch, len(q))):
+                self._next += 1
+                items.append((self._space, self._next, q.popleft()))
+            return _Batch(items)
         if self._journal.end > self._jread:
             frames = self._journal.read(self._jread, self._batch)
             if frames:
