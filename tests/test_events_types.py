@@ -388,6 +388,48 @@ async def test_events_built_with_few_keywords_are_the_events_built_with_all():
     assert (sink.events[-1].cost, sink.events[-1].cost_currency) == (0.5, "USD")
 
 
+def _whole_attempt(ev: RequestEvents, built: UpstreamAttempted, attempt: Attempt, n: int) -> UpstreamAttempted:
+    usage = None if attempt.usage is None else Usage(prompt_tokens=attempt.usage[0], completion_tokens=attempt.usage[1],
+                                                    total_tokens=sum(attempt.usage))
+    return UpstreamAttempted(
+        replay_id=ev.replay_id, request_id="req-1", session_id="s", recipe=None, config_version="cfg1", seq=built.seq,
+        ts_ms=built.ts_ms, replay=False, attempt=n, model=attempt.model, backend=attempt.backend, status=attempt.status,
+        error=attempt.error, duration_ms=attempt.seconds * 1000, fallback=n > 1, usage=usage)
+
+
+@pytest.mark.parametrize("usage", [None, (3, 4)])
+def test_attempts_and_answers_built_in_two_steps_are_the_events_built_with_all(usage):
+    # UpstreamAttempted and AnswerCompleted take their usual fields in one call and the rest in a replace (16
+    # keywords or more take CPython's slow call, bench/RESULTS.md issue 14): every field and byte as one call gives.
+    sink = ListSink()
+    ev = RequestEvents(sink, config_version="cfg1", request_id="req-1", session_id="s")
+    tries = [Attempt("a", "b0", 503, "busy", 0.01, usage=usage), Attempt("b", "b1", 200, None, 0.02, usage=usage)]
+    for n, attempt in enumerate(tries, 1):
+        ev.attempt(attempt)
+        whole = _whole_attempt(ev, sink.events[-1], attempt, n)
+        assert sink.events[-1] == whole and encode_event(sink.events[-1]) == encode_event(whole)
+    meter = None if usage is None else Usage(prompt_tokens=3, completion_tokens=4, total_tokens=7)
+    captured = capture.AnswerCapture(64)
+    captured.feed(b'{"ok": true}')
+    for kw in ({"usage": meter},
+               {"usage": meter, "held": True, "finish_reason": "stop", "guard": "flagged", "guard_codes": ("x",),
+                "ttfb_ms": 1.5, "captured": captured, "cache": CacheIntent(key="k", ttl_seconds=5), "cost": 0.5,
+                "cost_currency": "USD"}):
+        ev.answer(status=201, response_path="fallback", model="b", streamed=True, complete=False,
+                  content_type="text/event-stream", **kw)
+        got = sink.events[-1]
+        whole = AnswerCompleted(
+            replay_id=ev.replay_id, request_id="req-1", session_id="s", recipe=None, config_version="cfg1",
+            seq=got.seq, ts_ms=got.ts_ms, replay=False, status=201, response_path="fallback", model="b", streamed=True,
+            held=kw.get("held", False), complete=False, finish_reason=kw.get("finish_reason"), usage=meter,
+            guard=kw.get("guard", "none"), guard_codes=list(kw.get("guard_codes", ())), duration_ms=got.duration_ms,
+            ttfb_ms=kw.get("ttfb_ms"), content_type="text/event-stream",
+            body=captured.body() if "captured" in kw else None, body_bytes=captured.size if "captured" in kw else 0,
+            body_truncated=False, replay_body_bytes=0, cache=kw.get("cache"), cost=kw.get("cost"),
+            cost_currency=kw.get("cost_currency"))
+        assert got == whole and encode_event(got) == encode_event(whole)
+
+
 def test_a_copy_of_many_texts_is_cut_in_a_bounded_number_of_whole_encodings(monkeypatch):
     # Each cut used to re-encode the whole body: 2,000 turns of 3 KB took 30 s of a worker's CPU.
     turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "lorem " * 500}

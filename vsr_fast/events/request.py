@@ -11,6 +11,8 @@ import random
 import time
 from collections.abc import Iterable
 
+from msgspec.structs import replace as _replace
+
 from ..plugins.response_cache import CachedAnswer
 from ..plugins.router_replay import DISABLED, ReplayPolicy
 from ..protocol.chat import ChatRequest
@@ -101,10 +103,11 @@ class RequestEvents:
     # ``seq`` and ``ts_ms`` in line, not through ``_next_seq`` and ``now_ms`` (a Python call each).
     #
     # _FEW_KEYWORDS: a Struct built with more than 15 keywords costs ~4x one built with 15 (CPython
-    # 3.11, msgspec 0.23: 0.95 us against 0.28 us for RequestReceived). RequestReceived and
-    # AnswerCompleted have 17 and 28 fields, so where the optional ones are all at their defaults
-    # (no copy, no shadow, no cost...: most requests) they are built without them, which encodes
-    # to the same bytes (``omit_defaults``); otherwise with every field.
+    # 3.11, msgspec 0.23: 0.95 us against 0.28 us for RequestReceived): past 30 stack items CPython's
+    # compiler builds a dict and calls through it. RequestReceived is built without its optional fields
+    # when all are at their defaults (no copy, no shadow...: most requests); UpstreamAttempted and
+    # AnswerCompleted take their usual fields in one call and the rest, when any is set, in one
+    # ``msgspec.structs.replace``. The same event, the same bytes (``omit_defaults``).
 
     # --- the request --------------------------------------------------------------------
 
@@ -236,16 +239,19 @@ class RequestEvents:
         n = self._attempts = self._attempts + 1
         seq = self._seq
         self._seq = seq + 1
-        self.sink.record(UpstreamAttempted(
+        event = UpstreamAttempted(
             replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
             config_version=self.config_version, seq=seq, ts_ms=_ns() // 1_000_000, replay=self.policy.enabled,
             attempt=n, model=attempt.model, backend=attempt.backend,
             # The cause in one word (connect_refused, status_5xx): an error status has no error code of its own.
             status=attempt.status, error=attempt.cause or attempt.error, duration_ms=attempt.seconds * 1000,
-            fallback=n > 1, usage=None if attempt.usage is None else Usage(
-                prompt_tokens=attempt.usage[0], completion_tokens=attempt.usage[1],
-                total_tokens=attempt.usage[0] + attempt.usage[1]),
-        ))
+        )
+        # ``fallback`` and ``usage`` apart, when not at their defaults (_FEW_KEYWORDS: 16 keywords take the slow call).
+        if n > 1 or attempt.usage is not None:
+            usage = attempt.usage
+            event = _replace(event, fallback=n > 1, usage=None if usage is None else Usage(
+                prompt_tokens=usage[0], completion_tokens=usage[1], total_tokens=usage[0] + usage[1]))
+        self.sink.record(event)
 
     def capture(self, cache: CacheIntent | None, cache_max_bytes: int) -> AnswerCapture | None:
         """What the relay feeds the answer to: enough for the cache and the record, or None for neither."""
@@ -262,31 +268,27 @@ class RequestEvents:
         p = self.policy
         seq = self._seq
         self._seq = seq + 1
+        # The fields most answers set, then the rest apart when any is not at its default (``_FEW_KEYWORDS``).
+        event = AnswerCompleted(
+            replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
+            config_version=self.config_version, seq=seq, ts_ms=_ns() // 1_000_000, replay=p.enabled,
+            status=status, response_path=response_path, model=model, streamed=streamed, complete=complete,
+            duration_ms=(time.perf_counter() - self.started) * 1000, content_type=content_type,
+        )
         if captured is None:
-            if (not held and finish_reason is None and usage is None and guard == "none" and not guard_codes
-                    and ttfb_ms is None and cache is None and cost is None and cost_currency is None
+            if (not held and finish_reason is None and guard == "none" and not guard_codes and ttfb_ms is None
+                    and cache is None and cost is None and cost_currency is None
                     and (self.withheld or not p.response_bytes)):
-                # The fields left out are at their defaults: the same event (``_FEW_KEYWORDS``).
-                self.sink.record(AnswerCompleted(
-                    replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id,
-                    recipe=self.recipe, config_version=self.config_version, seq=seq, ts_ms=_ns() // 1_000_000,
-                    replay=p.enabled, status=status, response_path=response_path, model=model, streamed=streamed,
-                    complete=complete, duration_ms=(time.perf_counter() - self.started) * 1000,
-                    content_type=content_type,
-                ))
+                self.sink.record(event if usage is None else _replace(event, usage=usage))
                 return
             body, size, truncated = None, 0, False
         else:
             body, size, truncated = captured.body(), captured.size, captured.truncated
-        self.sink.record(AnswerCompleted(
-            replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
-            config_version=self.config_version, seq=seq, ts_ms=_ns() // 1_000_000, replay=p.enabled,
-            status=status, response_path=response_path, model=model, streamed=streamed,
-            held=held, complete=complete, finish_reason=finish_reason, usage=usage, guard=guard,
-            guard_codes=list(guard_codes), duration_ms=(time.perf_counter() - self.started) * 1000, ttfb_ms=ttfb_ms,
-            content_type=content_type, body=body, body_bytes=size, body_truncated=truncated,
-            replay_body_bytes=0 if self.withheld else p.response_bytes, cache=cache,
-            cost=cost, cost_currency=cost_currency,
+        self.sink.record(_replace(
+            event, held=held, finish_reason=finish_reason, usage=usage, guard=guard, guard_codes=list(guard_codes),
+            ttfb_ms=ttfb_ms, body=body, body_bytes=size, body_truncated=truncated,
+            replay_body_bytes=0 if self.withheld else p.response_bytes, cache=cache, cost=cost,
+            cost_currency=cost_currency,
         ))
 
     def cache_hit(self, key: str, answer: CachedAnswer, *, decision: str | None) -> None:
