@@ -37,22 +37,33 @@ LABELS = ("EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "US_SSN", "IP_ADDRESS"
 
 # --- email ------------------------------------------------------------------------------------
 
-_EMAIL = re.compile(
-    r"(?<![\w.+-])[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
-    r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}(?![\w-])")
+_ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+_DOMAIN = re.compile(r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}(?![\w-])")
+# The whole address as one regex: what ``_emails`` finds, each address at most 254 characters.
+EMAIL_PATTERN = rf"(?<![\w.+-]){_ATOM}(?:\.{_ATOM})*" + _DOMAIN.pattern
+# Up to the last character that cannot be in a local part: the part starts after it.
+_BEFORE_LOCAL = re.compile(r"(?s:.*[^A-Za-z0-9!#$%&'*+/=?^_`{|}~.-])?")
+_LOCAL_START = re.compile(r"(?<![\w.+-])[^.]")
 
 
 def _emails(text: str) -> Iterator[Found]:
-    at, end = text.find("@"), 0
-    while at >= 0:
-        if at >= end:   # not inside the address found last
-            for m in _EMAIL.finditer(text, max(end, at - 64), at + 256):
-                if m.start() <= at < m.end():
-                    end = m.end()
-                    if len(m.group()) <= 254:
-                        yield "EMAIL_ADDRESS", m.start(), m.end(), 1.0
-                    break
-        at = text.find("@", at + 1)
+    # One forward pass for the "@domain"s, then each local part read back no further than the
+    # "@" before it (an address holds one): linear in the text whatever it holds. A 320-character
+    # window scanned around every "@" cost '@'*125000 ~130x the CPU of prose.
+    end = 0
+    for domain in _DOMAIN.finditer(text):
+        at = domain.start()
+        if at == 0 or text[at - 1] == ".":
+            continue
+        lo = max(end, at - 64)
+        lo = max(lo, text.rfind("@", lo, at) + 1)
+        lo = _BEFORE_LOCAL.match(text, lo, at).end()
+        dots = text.rfind("..", lo, at)   # a local part has no empty atom
+        start = _LOCAL_START.search(text, lo if dots < 0 else max(lo, dots + 2), at)
+        if start is not None:
+            end = domain.end()
+            if end - start.start() <= 254:
+                yield "EMAIL_ADDRESS", start.start(), end, 1.0
 
 
 # --- payment cards ---------------------------------------------------------------------------
