@@ -11,13 +11,20 @@
 - rapid reset (CVE-2023-44487): a stream reset in the same read as its HEADERS never gets an app task, and a
   connection whose client resets more than ``MAX_RESETS`` streams within ``RESET_WINDOW_S``, and more than half
   the streams it opened in that window, is closed with
-  GOAWAY ENHANCE_YOUR_CALM, as nginx and Envoy close it.
+  GOAWAY ENHANCE_YOUR_CALM, as nginx and Envoy close it;
+- a malformed request (RFC 9113 8.1.1: an uppercase or connection-specific header, NUL, CR or LF in a value, a
+  pseudo-header wrong or missing, a content-length its body does not match) was a connection error in h2, so
+  hypercorn closed the connection with GOAWAY PROTOCOL_ERROR and every request in flight on it went unanswered;
+  here that stream alone is reset PROTOCOL_ERROR (``EdgeH2Connection``). What h2 cannot recover from (framing,
+  HPACK) still ends the connection.
 """
 from __future__ import annotations
 
+import h2.connection
 import h2.errors
 import h2.events
 import h2.exceptions
+import hyperframe.frame
 import priority
 import trio
 from hypercorn.events import Closed, RawData
@@ -59,6 +66,72 @@ class H2Counts:
                 f"vsr_http2_rapid_reset_closes_total {self.calmed}"]
 
 
+class Malformed(h2.events.Event):
+    """A request its stream's own rules refused (RFC 9113 8.1.1): the stream is reset, the connection lives."""
+
+    def __init__(self, stream_id: int, reason: str) -> None:
+        self.stream_id, self.reason = stream_id, reason
+
+    def __repr__(self) -> str:
+        return f"<Malformed stream_id:{self.stream_id}, reason:{self.reason}>"
+
+
+class _Refused(Exception):
+    """Raised by a stream's header or body-length check in place of h2's ProtocolError, which would end the
+    connection."""
+
+
+def _refusing(check):
+    def refuse(*args):
+        try:
+            return check(*args)
+        except h2.exceptions.ProtocolError as error:
+            raise _Refused(str(error)) from error
+    return refuse
+
+
+class EdgeH2Connection(h2.connection.H2Connection):
+    """h2's connection with a malformed request a stream error (RST_STREAM PROTOCOL_ERROR), as RFC 9113 8.1.1 has
+    it, rather than a connection error. The header block is still decoded whole first, so HPACK stays in step."""
+
+    # The stream's checks of what it received: its headers (h2's validation), its content-length and its body's
+    # length against it. Each runs after the stream's state has taken the frame, so a reset is in order.
+    _CHECKS = ("_process_received_headers", "_initialize_content_length", "_track_content_length")
+
+    @classmethod
+    def adopt(cls, connection: h2.connection.H2Connection) -> None:
+        """Makes hypercorn's new connection (nothing received yet) one of these: its frame table bound h2's own."""
+        connection.__class__ = cls
+        connection._frame_dispatch_table.update({hyperframe.frame.HeadersFrame: connection._receive_headers_frame,
+                                                 hyperframe.frame.DataFrame: connection._receive_data_frame})
+
+    def _begin_new_stream(self, stream_id, allowed_ids):
+        stream = super()._begin_new_stream(stream_id, allowed_ids)
+        for name in self._CHECKS:
+            setattr(stream, name, _refusing(getattr(stream, name)))
+        return stream
+
+    def _receive_headers_frame(self, frame):
+        try:
+            return super()._receive_headers_frame(frame)
+        except _Refused as error:
+            return self._refuse(frame.stream_id, error)
+
+    def _receive_data_frame(self, frame):
+        try:
+            return super()._receive_data_frame(frame)
+        except _Refused as error:
+            frames, events = self._refuse(frame.stream_id, error)
+            # The frame counted against the connection's window, and no one will acknowledge it now.
+            increment = self._inbound_flow_control_window_manager.process_bytes(frame.flow_controlled_length)
+            if increment:
+                frames.append(hyperframe.frame.WindowUpdateFrame(0, window_increment=increment))
+            return frames, events
+
+    def _refuse(self, stream_id: int, error: _Refused) -> tuple[list, list]:
+        return self.streams[stream_id].reset_stream(h2.errors.ErrorCodes.PROTOCOL_ERROR), [Malformed(stream_id, str(error))]
+
+
 class EdgeH2Protocol(H2Protocol):
     """hypercorn's ``H2Protocol`` with the fixes above; ``send_timeout_s`` and ``counts`` set by ``EdgeProtocol``."""
 
@@ -70,6 +143,7 @@ class EdgeH2Protocol(H2Protocol):
 
     def __init__(self, *args) -> None:
         super().__init__(*args)
+        EdgeH2Connection.adopt(self.connection)
         self._idle: dict[int, trio.CancelScope] = {}    # per stream, the wait of its send in progress
 
     async def _handle_events(self, events: list[h2.events.Event]) -> None:
@@ -89,6 +163,16 @@ class EdgeH2Protocol(H2Protocol):
                 continue
             if isinstance(event, h2.events.DataReceived) and stream_id not in self.streams:
                 self._data_after_answer(event)
+                continue
+            if isinstance(event, Malformed):     # already reset; a request being read learns its client left
+                await self._close_stream(stream_id)
+                await self._drop_buffer(stream_id)
+                continue
+            if isinstance(event, h2.events.RequestReceived) and _tunnel(event.headers):
+                # hypercorn takes every CONNECT for a WebSocket and fails on one without a :path (a NameError
+                # that ended the connection); the router opens no tunnels: 501 (RFC 9110 15.6.2), on that stream.
+                self.connection.send_headers(stream_id, [(b":status", b"501"), (b"content-length", b"0")],
+                                             end_stream=True)
                 continue
             await super()._handle_events([event])
             if isinstance(event, h2.events.StreamReset) and event.remote_reset and await self._reset_seen():
@@ -187,6 +271,12 @@ class EdgeH2Protocol(H2Protocol):
                 priority.MissingStreamError):
             # The stream or the connection closed while this waited to send: its writer is let go.
             await self._drop_buffer(stream_id)
+
+
+def _tunnel(headers: list[tuple[bytes, bytes]]) -> bool:
+    """A plain CONNECT (RFC 9113 8.5): a tunnel asked for, not an extended CONNECT's protocol (RFC 8441)."""
+    names = {name for name, _ in headers}
+    return (b":method", b"CONNECT") in headers and b":protocol" not in names
 
 
 async def _take(buffer: StreamBuffer, size: int) -> bytes:
