@@ -1,4 +1,4 @@
-"""HTTP/2 stream errors stay on their stream
+"""HTTP/2 stream errors stay on their stream, and HTTP/2 connections are held to ``limits.header_timeout_ms``
 (real router and bench mock processes, raw sockets, the ``h2`` package as the client):
 
 - a malformed request (RFC 9113 8.1.1: an uppercase header name, a connection-specific header, NUL, CR or LF in a
@@ -6,6 +6,9 @@
   PROTOCOL_ERROR): another request in flight on the connection is answered (h2 raised these as connection
   errors, and hypercorn closed the connection with GOAWAY PROTOCOL_ERROR, in-flight streams unanswered);
 - a plain CONNECT (a tunnel) is answered 501 on its stream;
+- a connection with no stream open (silent after its preface, idle after an answer, stopped mid-frame) is told
+  GOAWAY NO_ERROR and closed at header_timeout_ms (it stayed open past 100 s), and a frame header declaring more
+  than the frame size is refused at once (GOAWAY FRAME_SIZE_ERROR; h2 waited for 16 MiB).
 """
 from __future__ import annotations
 
@@ -114,3 +117,52 @@ def status(events, stream_id: int) -> bytes:
     return dict(next(e for e in events if isinstance(e, h2.events.ResponseReceived)
                      and e.stream_id == stream_id).headers)[b":status"]
 
+
+def closed_with(sock, conn) -> list:
+    """Events read until the router closes the connection (a bound of 20 s: the socket's timeout)."""
+    events: list = []
+    while data := sock.recv(65536):
+        events += conn.receive_data(data)
+    return events
+
+
+def goaway(events) -> list:
+    return [e.error_code for e in events if isinstance(e, h2.events.ConnectionTerminated)]
+
+
+def test_an_http2_connection_silent_after_its_preface_is_closed_at_the_header_timeout(edge):
+    # It stayed open (past 100 s) while an idle HTTP/1 connection closed at header_timeout_ms.
+    conn = client()
+    with socket.create_connection(("127.0.0.1", edge.port), timeout=20) as s:
+        s.sendall(conn.data_to_send())
+        assert goaway(closed_with(s, conn)) == [h2.errors.ErrorCodes.NO_ERROR]
+
+
+def test_an_http2_connection_idle_after_its_answers_is_closed_at_the_header_timeout(edge):
+    conn = client()
+    with socket.create_connection(("127.0.0.1", edge.port), timeout=20) as s:
+        conn.send_headers(1, [(b":method", b"GET"), (b":path", b"/health"), (b":scheme", b"http"),
+                              (b":authority", b"x")], end_stream=True)
+        s.sendall(conn.data_to_send())
+        events = read_until(s, conn, ended(1))
+        events += closed_with(s, conn)
+    assert status(events, 1) == b"200"
+    assert goaway(events) == [h2.errors.ErrorCodes.NO_ERROR]
+
+
+def test_an_http2_headers_frame_left_unfinished_is_closed_at_the_header_timeout(edge):
+    conn = client()
+    conn.send_headers(1, HEAD, end_stream=True)
+    frame = conn.data_to_send()
+    with socket.create_connection(("127.0.0.1", edge.port), timeout=20) as s:
+        s.sendall(frame[:-5])      # the preface, SETTINGS and a HEADERS frame short of its last bytes
+        assert goaway(closed_with(s, conn)) == [h2.errors.ErrorCodes.NO_ERROR]
+
+
+def test_a_frame_header_declaring_more_than_the_frame_size_is_refused_at_once(edge):
+    # h2 waited for the whole frame (16 MiB for a header of 0xff bytes) before it checked its length.
+    conn = client()
+    with socket.create_connection(("127.0.0.1", edge.port), timeout=20) as s:
+        s.sendall(conn.data_to_send() + b"\xff" * 100)
+        events = closed_with(s, conn)
+    assert goaway(events) == [h2.errors.ErrorCodes.FRAME_SIZE_ERROR]

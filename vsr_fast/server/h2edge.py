@@ -16,7 +16,11 @@
   pseudo-header wrong or missing, a content-length its body does not match) was a connection error in h2, so
   hypercorn closed the connection with GOAWAY PROTOCOL_ERROR and every request in flight on it went unanswered;
   here that stream alone is reset PROTOCOL_ERROR (``EdgeH2Connection``). What h2 cannot recover from (framing,
-  HPACK) still ends the connection.
+  HPACK) still ends the connection;
+- an HTTP/2 connection had no idle bound (h11 took its preface for a request in flight, which stopped the header
+  timer for good): with no stream open it is held to ``limits.header_timeout_ms`` like an HTTP/1 one, then told
+  GOAWAY NO_ERROR and closed (``listen.EdgeServer``); a frame header declaring more than the frame size is a
+  connection error once its 9 bytes have come (h2 waited for the whole frame, up to 16 MiB, first).
 """
 from __future__ import annotations
 
@@ -24,10 +28,11 @@ import h2.connection
 import h2.errors
 import h2.events
 import h2.exceptions
+import h2.frame_buffer
 import hyperframe.frame
 import priority
 import trio
-from hypercorn.events import Closed, RawData
+from hypercorn.events import Closed, RawData, Updated
 from hypercorn.protocol import ProtocolWrapper
 from hypercorn.protocol.events import Body, Data, EndBody, EndData, Trailers
 from hypercorn.protocol.h2 import BUFFER_LOW_WATER, H2Protocol, StreamBuffer
@@ -90,6 +95,16 @@ def _refusing(check):
     return refuse
 
 
+class _EagerFrameBuffer(h2.frame_buffer.FrameBuffer):
+    """h2's frame buffer with a frame's length checked once its header has come: h2 checked it once the whole
+    frame had, so 9 bytes of 0xff held the connection open (and its buffer growing) for 16 MiB that never came."""
+
+    def __next__(self):
+        if len(self._data) >= 9:
+            self._validate_frame_length(int.from_bytes(self._data[:3], "big"))
+        return super().__next__()
+
+
 class EdgeH2Connection(h2.connection.H2Connection):
     """h2's connection with a malformed request a stream error (RST_STREAM PROTOCOL_ERROR), as RFC 9113 8.1.1 has
     it, rather than a connection error. The header block is still decoded whole first, so HPACK stays in step."""
@@ -102,6 +117,7 @@ class EdgeH2Connection(h2.connection.H2Connection):
     def adopt(cls, connection: h2.connection.H2Connection) -> None:
         """Makes hypercorn's new connection (nothing received yet) one of these: its frame table bound h2's own."""
         connection.__class__ = cls
+        connection.incoming_buffer.__class__ = _EagerFrameBuffer
         connection._frame_dispatch_table.update({hyperframe.frame.HeadersFrame: connection._receive_headers_frame,
                                                  hyperframe.frame.DataFrame: connection._receive_data_frame})
 
@@ -189,6 +205,12 @@ class EdgeH2Protocol(H2Protocol):
             self.connection.reset_stream(event.stream_id, h2.errors.ErrorCodes.NO_ERROR)
         except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
             pass
+
+    async def goaway(self) -> None:
+        """Tells the client the connection is closing (GOAWAY NO_ERROR), before the server closes it."""
+        if not self.closed:
+            self.connection.close_connection()
+            await self._flush()
 
     async def _reset_seen(self) -> bool:
         """Counts one stream reset by the client; past the limit, closes the connection and says so."""
@@ -309,6 +331,9 @@ class EdgeProtocol(ProtocolWrapper):
             self.protocol = self._h2()
             await self.protocol.initiate(error.headers, error.settings)
             data = error.data
+        # h11 took the preface (or the upgrade) for a request in flight: the header timeout runs again while the
+        # connection has no stream open (EdgeServer closes it past header_timeout_ms, as an idle HTTP/1 one).
+        await self.send(Updated(idle=self.protocol.idle))
         if data != b"":
             await self.protocol.handle(RawData(data=data))
 
