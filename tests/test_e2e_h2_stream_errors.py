@@ -166,3 +166,17 @@ def test_a_frame_header_declaring_more_than_the_frame_size_is_refused_at_once(ed
         s.sendall(conn.data_to_send() + b"\xff" * 100)
         events = closed_with(s, conn)
     assert goaway(events) == [h2.errors.ErrorCodes.FRAME_SIZE_ERROR]
+
+
+def test_a_headers_frame_left_unfinished_beside_a_stream_in_flight_ends_the_connection_at_the_header_timeout(edge):
+    # With a stream open the connection is not idle, but the unfinished head is held to the same bound; a frame
+    # cut short leaves nothing to reset (its stream does not exist yet): GOAWAY PROTOCOL_ERROR.
+    conn = client()
+    conn.send_headers(1, [(b":method", b"POST")] + HEAD[1:])      # stream 1 waits for a body that never comes
+    opening = conn.data_to_send()
+    conn.send_headers(3, HEAD, end_stream=True)
+    head = conn.data_to_send()
+    with socket.create_connection(("127.0.0.1", edge.port), timeout=20) as s:
+        s.sendall(opening + head[:-5])
+        events = closed_with(s, conn)
+    assert goaway(events) == [h2.errors.ErrorCodes.PROTOCOL_ERROR]

@@ -20,7 +20,9 @@
 - an HTTP/2 connection had no idle bound (h11 took its preface for a request in flight, which stopped the header
   timer for good): with no stream open it is held to ``limits.header_timeout_ms`` like an HTTP/1 one, then told
   GOAWAY NO_ERROR and closed (``listen.EdgeServer``); a frame header declaring more than the frame size is a
-  connection error once its 9 bytes have come (h2 waited for the whole frame, up to 16 MiB, first).
+  connection error once its 9 bytes have come (h2 waited for the whole frame, up to 16 MiB, first); a header
+  block (or frame header) left unfinished for header_timeout_ms while other streams are open ends the
+  connection with GOAWAY PROTOCOL_ERROR (its stream does not exist yet: nothing to reset).
 """
 from __future__ import annotations
 
@@ -161,6 +163,33 @@ class EdgeH2Protocol(H2Protocol):
         super().__init__(*args)
         EdgeH2Connection.adopt(self.connection)
         self._idle: dict[int, trio.CancelScope] = {}    # per stream, the wait of its send in progress
+        self._head_timer: trio.CancelScope | None = None   # while a header block (or a frame header) is unfinished
+
+    async def handle(self, event) -> None:
+        await super().handle(event)
+        if isinstance(event, Closed) or self.closed:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+        elif _head_unfinished(self.connection.incoming_buffer):
+            if self._head_timer is None:
+                self._head_timer = trio.CancelScope()
+                self.task_group.spawn(self._head_deadline, self._head_timer)
+        elif self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    async def _head_deadline(self, scope: trio.CancelScope) -> None:
+        """Ends the connection whose client left a header block unfinished for header_timeout_ms while streams
+        were open (with none open, the connection's idle timer closes it first): its stream does not exist yet,
+        so there is nothing to reset, and the bytes after it could not be read."""
+        with scope:
+            await trio.sleep(self.config.keep_alive_timeout)
+            self._head_timer = None
+            if self.idle:       # no stream open: the connection's idle timer closes it (GOAWAY NO_ERROR)
+                return
+            self.connection.close_connection(h2.errors.ErrorCodes.PROTOCOL_ERROR, b"request head unfinished")
+            await self._flush()
+            await self.send(Closed())
 
     async def _handle_events(self, events: list[h2.events.Event]) -> None:
         reset = {e.stream_id for e in events if isinstance(e, h2.events.StreamReset) and e.remote_reset}
@@ -299,6 +328,13 @@ def _tunnel(headers: list[tuple[bytes, bytes]]) -> bool:
     """A plain CONNECT (RFC 9113 8.5): a tunnel asked for, not an extended CONNECT's protocol (RFC 8441)."""
     names = {name for name, _ in headers}
     return (b":method", b"CONNECT") in headers and b":protocol" not in names
+
+
+def _head_unfinished(buffer: h2.frame_buffer.FrameBuffer) -> bool:
+    """Whether h2 holds part of a frame header, of a HEADERS or CONTINUATION frame, or a header block awaiting
+    its CONTINUATION (a DATA frame's pace is the body timeout's)."""
+    data = buffer._data
+    return bool(buffer._headers_buffer) or 0 < len(data) < 9 or (len(data) >= 9 and data[3] in (0x1, 0x9))
 
 
 async def _take(buffer: StreamBuffer, size: int) -> bytes:
