@@ -271,8 +271,13 @@ def find(text: str, labels: tuple[str, ...] | frozenset[str] = LABELS, extra: It
     found = [f for detect in DETECTORS.values() for f in detect(text)]
     found.extend(extra)
     found.sort(key=lambda f: (-f[3], f[1] - f[2], f[1]))
+    # A candidate is taken when none of its characters is: one mark per character taken, so the cost is the
+    # spans' length (each detector's own spans are disjoint). Checking every span taken before it cost 8000
+    # addresses (56 KB) 8.7 s.
+    marks = bytearray(max((f[2] for f in found), default=0))
     taken: list[Found] = []
     for f in found:
-        if all(f[2] <= t[1] or f[1] >= t[2] for t in taken):
+        if marks.find(1, f[1], f[2]) < 0:
+            marks[f[1]:f[2]] = b"\x01" * (f[2] - f[1])
             taken.append(f)
     return sorted((t for t in taken if t[0] in labels), key=lambda f: f[1])
