@@ -271,7 +271,8 @@ class Limits(_Block):
     # LiteLLM's default (600 s): long enough for a reasoning model's stream, short enough to free a stuck one.
     request_timeout_ms: PositiveMs = 600_000
     # A connection's time to send a request's headers, from its opening or from the previous answer's end.
-    # hypercorn has one timer for both, so it is also how long an idle kept-alive connection stays open.
+    # hypercorn has one timer for both, so it is also how long an idle kept-alive connection stays open
+    # (an HTTP/2 one too, while no stream is open: then GOAWAY NO_ERROR).
     # nginx's client_header_timeout (60 s); past it the socket closes with no answer, as nginx's does,
     # since no route (hence no client protocol) is known yet.
     header_timeout_ms: PositiveMs = 60_000

@@ -11,16 +11,30 @@
 - rapid reset (CVE-2023-44487): a stream reset in the same read as its HEADERS never gets an app task, and a
   connection whose client resets more than ``MAX_RESETS`` streams within ``RESET_WINDOW_S``, and more than half
   the streams it opened in that window, is closed with
-  GOAWAY ENHANCE_YOUR_CALM, as nginx and Envoy close it.
+  GOAWAY ENHANCE_YOUR_CALM, as nginx and Envoy close it;
+- a malformed request (RFC 9113 8.1.1: an uppercase or connection-specific header, NUL, CR or LF in a value, a
+  pseudo-header wrong or missing, a content-length its body does not match) was a connection error in h2, so
+  hypercorn closed the connection with GOAWAY PROTOCOL_ERROR and every request in flight on it went unanswered;
+  here that stream alone is reset PROTOCOL_ERROR (``EdgeH2Connection``). What h2 cannot recover from (framing,
+  HPACK) still ends the connection;
+- an HTTP/2 connection had no idle bound (h11 took its preface for a request in flight, which stopped the header
+  timer for good): with no stream open it is held to ``limits.header_timeout_ms`` like an HTTP/1 one, then told
+  GOAWAY NO_ERROR and closed (``listen.EdgeServer``); a frame header declaring more than the frame size is a
+  connection error once its 9 bytes have come (h2 waited for the whole frame, up to 16 MiB, first); a header
+  block (or frame header) left unfinished for header_timeout_ms while other streams are open ends the
+  connection with GOAWAY PROTOCOL_ERROR (its stream does not exist yet: nothing to reset).
 """
 from __future__ import annotations
 
+import h2.connection
 import h2.errors
 import h2.events
 import h2.exceptions
+import h2.frame_buffer
+import hyperframe.frame
 import priority
 import trio
-from hypercorn.events import Closed, RawData
+from hypercorn.events import Closed, RawData, Updated
 from hypercorn.protocol import ProtocolWrapper
 from hypercorn.protocol.events import Body, Data, EndBody, EndData, Trailers
 from hypercorn.protocol.h2 import BUFFER_LOW_WATER, H2Protocol, StreamBuffer
@@ -59,6 +73,83 @@ class H2Counts:
                 f"vsr_http2_rapid_reset_closes_total {self.calmed}"]
 
 
+class Malformed(h2.events.Event):
+    """A request its stream's own rules refused (RFC 9113 8.1.1): the stream is reset, the connection lives."""
+
+    def __init__(self, stream_id: int, reason: str) -> None:
+        self.stream_id, self.reason = stream_id, reason
+
+    def __repr__(self) -> str:
+        return f"<Malformed stream_id:{self.stream_id}, reason:{self.reason}>"
+
+
+class _Refused(Exception):
+    """Raised by a stream's header or body-length check in place of h2's ProtocolError, which would end the
+    connection."""
+
+
+def _refusing(check):
+    def refuse(*args):
+        try:
+            return check(*args)
+        except h2.exceptions.ProtocolError as error:
+            raise _Refused(str(error)) from error
+    return refuse
+
+
+class _EagerFrameBuffer(h2.frame_buffer.FrameBuffer):
+    """h2's frame buffer with a frame's length checked once its header has come: h2 checked it once the whole
+    frame had, so 9 bytes of 0xff held the connection open (and its buffer growing) for 16 MiB that never came."""
+
+    def __next__(self):
+        if len(self._data) >= 9:
+            self._validate_frame_length(int.from_bytes(self._data[:3], "big"))
+        return super().__next__()
+
+
+class EdgeH2Connection(h2.connection.H2Connection):
+    """h2's connection with a malformed request a stream error (RST_STREAM PROTOCOL_ERROR), as RFC 9113 8.1.1 has
+    it, rather than a connection error. The header block is still decoded whole first, so HPACK stays in step."""
+
+    # The stream's checks of what it received: its headers (h2's validation), its content-length and its body's
+    # length against it. Each runs after the stream's state has taken the frame, so a reset is in order.
+    _CHECKS = ("_process_received_headers", "_initialize_content_length", "_track_content_length")
+
+    @classmethod
+    def adopt(cls, connection: h2.connection.H2Connection) -> None:
+        """Makes hypercorn's new connection (nothing received yet) one of these: its frame table bound h2's own."""
+        connection.__class__ = cls
+        connection.incoming_buffer.__class__ = _EagerFrameBuffer
+        connection._frame_dispatch_table.update({hyperframe.frame.HeadersFrame: connection._receive_headers_frame,
+                                                 hyperframe.frame.DataFrame: connection._receive_data_frame})
+
+    def _begin_new_stream(self, stream_id, allowed_ids):
+        stream = super()._begin_new_stream(stream_id, allowed_ids)
+        for name in self._CHECKS:
+            setattr(stream, name, _refusing(getattr(stream, name)))
+        return stream
+
+    def _receive_headers_frame(self, frame):
+        try:
+            return super()._receive_headers_frame(frame)
+        except _Refused as error:
+            return self._refuse(frame.stream_id, error)
+
+    def _receive_data_frame(self, frame):
+        try:
+            return super()._receive_data_frame(frame)
+        except _Refused as error:
+            frames, events = self._refuse(frame.stream_id, error)
+            # The frame counted against the connection's window, and no one will acknowledge it now.
+            increment = self._inbound_flow_control_window_manager.process_bytes(frame.flow_controlled_length)
+            if increment:
+                frames.append(hyperframe.frame.WindowUpdateFrame(0, window_increment=increment))
+            return frames, events
+
+    def _refuse(self, stream_id: int, error: _Refused) -> tuple[list, list]:
+        return self.streams[stream_id].reset_stream(h2.errors.ErrorCodes.PROTOCOL_ERROR), [Malformed(stream_id, str(error))]
+
+
 class EdgeH2Protocol(H2Protocol):
     """hypercorn's ``H2Protocol`` with the fixes above; ``send_timeout_s`` and ``counts`` set by ``EdgeProtocol``."""
 
@@ -70,7 +161,35 @@ class EdgeH2Protocol(H2Protocol):
 
     def __init__(self, *args) -> None:
         super().__init__(*args)
+        EdgeH2Connection.adopt(self.connection)
         self._idle: dict[int, trio.CancelScope] = {}    # per stream, the wait of its send in progress
+        self._head_timer: trio.CancelScope | None = None   # while a header block (or a frame header) is unfinished
+
+    async def handle(self, event) -> None:
+        await super().handle(event)
+        if isinstance(event, Closed) or self.closed:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+        elif _head_unfinished(self.connection.incoming_buffer):
+            if self._head_timer is None:
+                self._head_timer = trio.CancelScope()
+                self.task_group.spawn(self._head_deadline, self._head_timer)
+        elif self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    async def _head_deadline(self, scope: trio.CancelScope) -> None:
+        """Ends the connection whose client left a header block unfinished for header_timeout_ms while streams
+        were open (with none open, the connection's idle timer closes it first): its stream does not exist yet,
+        so there is nothing to reset, and the bytes after it could not be read."""
+        with scope:
+            await trio.sleep(self.config.keep_alive_timeout)
+            self._head_timer = None
+            if self.idle:       # no stream open: the connection's idle timer closes it (GOAWAY NO_ERROR)
+                return
+            self.connection.close_connection(h2.errors.ErrorCodes.PROTOCOL_ERROR, b"request head unfinished")
+            await self._flush()
+            await self.send(Closed())
 
     async def _handle_events(self, events: list[h2.events.Event]) -> None:
         reset = {e.stream_id for e in events if isinstance(e, h2.events.StreamReset) and e.remote_reset}
@@ -90,6 +209,16 @@ class EdgeH2Protocol(H2Protocol):
             if isinstance(event, h2.events.DataReceived) and stream_id not in self.streams:
                 self._data_after_answer(event)
                 continue
+            if isinstance(event, Malformed):     # already reset; a request being read learns its client left
+                await self._close_stream(stream_id)
+                await self._drop_buffer(stream_id)
+                continue
+            if isinstance(event, h2.events.RequestReceived) and _tunnel(event.headers):
+                # hypercorn takes every CONNECT for a WebSocket and fails on one without a :path (a NameError
+                # that ended the connection); the router opens no tunnels: 501 (RFC 9110 15.6.2), on that stream.
+                self.connection.send_headers(stream_id, [(b":status", b"501"), (b"content-length", b"0")],
+                                             end_stream=True)
+                continue
             await super()._handle_events([event])
             if isinstance(event, h2.events.StreamReset) and event.remote_reset and await self._reset_seen():
                 return
@@ -105,6 +234,12 @@ class EdgeH2Protocol(H2Protocol):
             self.connection.reset_stream(event.stream_id, h2.errors.ErrorCodes.NO_ERROR)
         except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
             pass
+
+    async def goaway(self) -> None:
+        """Tells the client the connection is closing (GOAWAY NO_ERROR), before the server closes it."""
+        if not self.closed:
+            self.connection.close_connection()
+            await self._flush()
 
     async def _reset_seen(self) -> bool:
         """Counts one stream reset by the client; past the limit, closes the connection and says so."""
@@ -189,6 +324,19 @@ class EdgeH2Protocol(H2Protocol):
             await self._drop_buffer(stream_id)
 
 
+def _tunnel(headers: list[tuple[bytes, bytes]]) -> bool:
+    """A plain CONNECT (RFC 9113 8.5): a tunnel asked for, not an extended CONNECT's protocol (RFC 8441)."""
+    names = {name for name, _ in headers}
+    return (b":method", b"CONNECT") in headers and b":protocol" not in names
+
+
+def _head_unfinished(buffer: h2.frame_buffer.FrameBuffer) -> bool:
+    """Whether h2 holds part of a frame header, of a HEADERS or CONTINUATION frame, or a header block awaiting
+    its CONTINUATION (a DATA frame's pace is the body timeout's)."""
+    data = buffer._data
+    return bool(buffer._headers_buffer) or 0 < len(data) < 9 or (len(data) >= 9 and data[3] in (0x1, 0x9))
+
+
 async def _take(buffer: StreamBuffer, size: int) -> bytes:
     """Up to ``size`` bytes off ``buffer``'s front; its writer goes on once what is left is below the low-water
     mark (hypercorn's ``pop`` lets it go whenever the bytes taken are, a frame of none included)."""
@@ -219,6 +367,9 @@ class EdgeProtocol(ProtocolWrapper):
             self.protocol = self._h2()
             await self.protocol.initiate(error.headers, error.settings)
             data = error.data
+        # h11 took the preface (or the upgrade) for a request in flight: the header timeout runs again while the
+        # connection has no stream open (EdgeServer closes it past header_timeout_ms, as an idle HTTP/1 one).
+        await self.send(Updated(idle=self.protocol.idle))
         if data != b"":
             await self.protocol.handle(RawData(data=data))
 

@@ -9,7 +9,9 @@ read since no protocol is known yet, its bytes then read and dropped for up to a
 the close does not reset the answer away. A connection whose request head is still unfinished
 when the header timeout (hypercorn's idle timer) passes is answered ``408`` in the protocol of
 the path its request line names, if it got that far, before the close (hypercorn closes
-silently); one that sent nothing is closed silently, as nginx does. A request h11 refuses (a bad
+silently); one that sent nothing is closed silently, as nginx does. An HTTP/2 connection with no stream
+open (silent after its preface, idle after its answers, or stopped mid-frame) is held to the same timer and
+told GOAWAY NO_ERROR before the close. A request h11 refuses (a bad
 chunk, a Content-Length that is no number, a head too large) keeps hypercorn's status and close,
 with the error of that path as its body in place of hypercorn's empty one. A client that takes none of an answer
 for ``send_timeout_s`` has its connection closed (nginx's ``send_timeout``); a write the request's deadline
@@ -45,7 +47,7 @@ from ..locks import acquire
 from ..sockets import send_now
 from ..upstream.stream import JOIN_MAX_BYTES
 from .asgi import CLIENT_SIDE, ClientSide
-from .h2edge import EdgeProtocol, H2Counts
+from .h2edge import EdgeH2Protocol, EdgeProtocol, H2Counts
 
 log = logging.getLogger("vsr_fast.listen")
 # The whole answer to a request refused before any app saw it, from its request target (b"": not known) and
@@ -290,6 +292,9 @@ class EdgeServer(TCPServer):
                         await self.stream.send_all(self.edge_answer(_request_target(head, whole=False), 408))
                     except (trio.BrokenResourceError, trio.ClosedResourceError):
                         pass
+            if isinstance(h2 := getattr(self.protocol, "protocol", None), EdgeH2Protocol):
+                with trio.move_on_after(LINGER_S):
+                    await h2.goaway()
             await self._initiate_server_close()
 
     def _chunk_due(self) -> int:

@@ -37,22 +37,33 @@ LABELS = ("EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "US_SSN", "IP_ADDRESS"
 
 # --- email ------------------------------------------------------------------------------------
 
-_EMAIL = re.compile(
-    r"(?<![\w.+-])[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
-    r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}(?![\w-])")
+_ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+_DOMAIN = re.compile(r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}(?![\w-])")
+# The whole address as one regex: what ``_emails`` finds, each address at most 254 characters.
+EMAIL_PATTERN = rf"(?<![\w.+-]){_ATOM}(?:\.{_ATOM})*" + _DOMAIN.pattern
+# Up to the last character that cannot be in a local part: the part starts after it.
+_BEFORE_LOCAL = re.compile(r"(?s:.*[^A-Za-z0-9!#$%&'*+/=?^_`{|}~.-])?")
+_LOCAL_START = re.compile(r"(?<![\w.+-])[^.]")
 
 
 def _emails(text: str) -> Iterator[Found]:
-    at, end = text.find("@"), 0
-    while at >= 0:
-        if at >= end:   # not inside the address found last
-            for m in _EMAIL.finditer(text, max(end, at - 64), at + 256):
-                if m.start() <= at < m.end():
-                    end = m.end()
-                    if len(m.group()) <= 254:
-                        yield "EMAIL_ADDRESS", m.start(), m.end(), 1.0
-                    break
-        at = text.find("@", at + 1)
+    # One forward pass for the "@domain"s, then each local part read back no further than the
+    # "@" before it (an address holds one): linear in the text whatever it holds. A 320-character
+    # window scanned around every "@" cost '@'*125000 ~130x the CPU of prose.
+    end = 0
+    for domain in _DOMAIN.finditer(text):
+        at = domain.start()
+        if at == 0 or text[at - 1] == ".":
+            continue
+        lo = max(end, at - 64)
+        lo = max(lo, text.rfind("@", lo, at) + 1)
+        lo = _BEFORE_LOCAL.match(text, lo, at).end()
+        dots = text.rfind("..", lo, at)   # a local part has no empty atom
+        start = _LOCAL_START.search(text, lo if dots < 0 else max(lo, dots + 2), at)
+        if start is not None:
+            end = domain.end()
+            if end - start.start() <= 254:
+                yield "EMAIL_ADDRESS", start.start(), end, 1.0
 
 
 # --- payment cards ---------------------------------------------------------------------------
@@ -260,8 +271,13 @@ def find(text: str, labels: tuple[str, ...] | frozenset[str] = LABELS, extra: It
     found = [f for detect in DETECTORS.values() for f in detect(text)]
     found.extend(extra)
     found.sort(key=lambda f: (-f[3], f[1] - f[2], f[1]))
+    # A candidate is taken when none of its characters is: one mark per character taken, so the cost is the
+    # spans' length (each detector's own spans are disjoint). Checking every span taken before it cost 8000
+    # addresses (56 KB) 8.7 s.
+    marks = bytearray(max((f[2] for f in found), default=0))
     taken: list[Found] = []
     for f in found:
-        if all(f[2] <= t[1] or f[1] >= t[2] for t in taken):
+        if marks.find(1, f[1], f[2]) < 0:
+            marks[f[1]:f[2]] = b"\x01" * (f[2] - f[1])
             taken.append(f)
     return sorted((t for t in taken if t[0] in labels), key=lambda f: f[1])
