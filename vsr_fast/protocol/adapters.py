@@ -408,7 +408,8 @@ class Adapter(abc.ABC):
 
     def _own_error(self, exc: VsrError) -> tuple[int, str, bytes]:
         """One of the router's own errors in the client's shape (OpenAI's)."""
-        return self.error_status(exc), JSON, openai_error_body(exc)
+        status = self.error_status(exc)
+        return status, JSON, openai_error_body(exc, status)
 
     def error_status(self, exc: VsrError) -> int:
         """The status one of our errors answers with whole: what a stream that ends with it is counted as.

@@ -9,8 +9,9 @@ import msgspec
 
 from ...errors import RequestError
 from .. import responses as wire
+from ..error_types import openai_type
 from ._common import (
-    ENCODER, ERROR_MARK, NewId, cache_losses, effort_of_thinking, error_text, new_id, openai_error_type, upstream_error,
+    ENCODER, ERROR_MARK, NewId, cache_losses, effort_of_thinking, error_text, new_id, upstream_error,
     unknown_fields,
 )
 # declared_tool_count is read as RESPONSES.declared_tool_count by the adapter: a re-export, not unused.
@@ -854,7 +855,9 @@ class StreamWriter:
         """The ``error`` event alone. The openai SDK raises its ``APIError`` on one whose fields are nested under
         ``error``, as the live API sends them (the flat ones are the documented shape; both go)."""
         code = _code(status, code)
-        error = {"type": kind or openai_error_type(status), "code": code, "message": message, "param": None}
+        # Typed by the status, as every error of the client's API is: ``kind`` (the failure's own word) may be
+        # another API's (Anthropic's overloaded_error) or the router's.
+        error = {"type": openai_type(status), "code": code, "message": message, "param": None}
         return self._event("error", {"code": code, "message": message, "param": None, "error": error})
 
 
