@@ -27,6 +27,8 @@ from ._thinking import seal, unseal
 from ._losses import CONVERTED, MOVED, Loss, dropped
 from ._sse import SSEParser, named_event
 
+MIN_OUTPUT_TOKENS = 16   # Responses' least max_output_tokens
+
 PATH = "/responses"
 KNOWN = frozenset({
     "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens",
@@ -260,7 +262,12 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     c = conv.tool_choice
     if c is not None:
         body["tool_choice"] = {"type": "function", "name": c.name} if c.kind == "tool" else c.kind
-    for key, value in (("parallel_tool_calls", conv.parallel_tool_calls), ("max_output_tokens", conv.max_tokens),
+    max_tokens = conv.max_tokens
+    if max_tokens is not None and max_tokens < MIN_OUTPUT_TOKENS:
+        # OpenAI's Responses refuses less ("integer below minimum value"); a Chat or Messages client may ask for 1.
+        losses.append(Loss(CONVERTED, "below_minimum", "max_tokens"))
+        max_tokens = MIN_OUTPUT_TOKENS
+    for key, value in (("parallel_tool_calls", conv.parallel_tool_calls), ("max_output_tokens", max_tokens),
                        ("temperature", conv.temperature), ("top_p", conv.top_p), ("user", conv.user),
                        ("metadata", conv.metadata)):
         if value is not None:
