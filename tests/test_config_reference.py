@@ -5,11 +5,13 @@ import re
 import subprocess
 import sys
 
+import pytest
 import msgspec
 import yaml
 from msgspec import inspect as mi
 
 from vsr_fast.cli import reference
+from vsr_fast.errors import ConfigError
 from vsr_fast.config.schema import BackendRef, Decision, RouterConfig
 from vsr_fast.plugins.table import CONFIGURATIONS
 from vsr_fast.routing import load_raw
@@ -86,3 +88,17 @@ def test_each_scalar_example_loads_where_the_document_puts_it():
             if f.name == "protocol":
                 targets[cls](doc)["endpoint"] = "https://127.0.0.1:9/v1"
             load_raw(doc)
+
+
+def test_a_field_the_load_refuses_is_marked_and_has_no_example():
+    """context_window_size is in the schema and refused by the load (unsupported_field): its row says so, and
+    offers no example to copy."""
+    row = next(line for line in DOC.read_text().splitlines() if line.startswith("| `context_window_size` |"))
+    assert "Refused at load" in row and "unsupported_field" in row, row
+    assert "context_window_size: 10" not in row, row
+    base = {"version": "v0.5", "recipes": [{"name": "default", "decisions": [{"name": "d", "modelRefs": [{"model": "m"}]}]}],
+            "providers": {"models": [{"name": "m", "context_window_size": 10,
+                                      "backend_refs": [{"endpoint": "http://127.0.0.1:9/v1"}]}]}}
+    with pytest.raises(ConfigError) as info:
+        load_raw(base)
+    assert "context_window_size: unsupported_field" in str(info.value)

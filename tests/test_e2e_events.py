@@ -214,7 +214,7 @@ def test_spill_max_bytes_bounds_what_an_unreachable_store_costs_and_requests_are
             away = httpx.get(f"{proc.url}{path}", timeout=20)
             assert away.status_code == 503, (path, away.status_code, away.text)
             error = away.json()["error"]
-            assert (error["code"], error["type"]) == ("store_unavailable", "api_error"), error
+            assert (error["code"], error["type"]) == ("store_unavailable", "server_error"), error
             assert "replay records" in error["message"]
         assert httpx.post(f"{proc.url}/v1/chat/completions", timeout=20, json={
             "model": "auto", "messages": [{"role": "user", "content": "still serving"}]}).status_code == 200

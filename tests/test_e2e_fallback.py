@@ -132,7 +132,7 @@ def test_every_upstream_down_is_502_in_openai_shape(tmp_path):
         assert info.value.response.headers["x-vsr-response-path"] == "error"
         assert info.value.response.headers["x-vsr-selected-decision"] == "d"
         r = post(proc, stream=True)
-        assert r.status_code == 502 and r.json()["error"]["type"] == "upstream_error"
+        assert r.status_code == 502 and r.json()["error"]["type"] == "server_error"
 
 
 def test_all_upstreams_failing_with_500_is_the_last_ones_500(pair, primary_mock, secondary_mock):

@@ -407,7 +407,7 @@ def test_max_calls_exhausted_follows_on_error(escalating, sure, on_error, status
     assert r.status_code == status, r.text
     assert stats(sure)["requests"] == 0
     if status == 502:       # the calls ran out, not the time: not a timeout
-        assert (r.json()["error"]["code"], r.json()["error"]["type"]) == ("looper_budget_exhausted", "upstream_error")
+        assert (r.json()["error"]["code"], r.json()["error"]["type"]) == ("looper_budget_exhausted", "server_error")
         assert "max_calls (1) spent" in r.json()["error"]["message"]
     else:
         assert r.headers["x-vsr-selected-model"] == "small"

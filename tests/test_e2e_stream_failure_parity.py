@@ -6,7 +6,7 @@ status line; a stream has sent its 200 already and ends with its protocol's erro
 
 - ``vsr_requests_total`` counts the status the client was told (the error event's on a stream), so an
   error-rate alert on ``status=~"5.."`` sees streamed failures too;
-- the error's ``type`` is the one the whole answer carries (OpenAI's shape: ``upstream_error`` for an upstream
+- the error's ``type`` is the one the whole answer carries (OpenAI's shape: ``server_error`` for an upstream
   failure, as the official SDKs read it off the exception).
 
 Streams are true (an unguarded decision: events relayed as they come, the error after the first chunk) and
@@ -166,14 +166,13 @@ def error_type(api: str, exc: Exception) -> str:
 def test_an_upstream_failure_has_one_error_type_whole_and_streamed(mock, both, api):
     """The same mid-answer failure whole (a 502), in a true stream (an error event after the first chunk) and in
     a held one (the error event alone): one type, the whole answer's, read off the SDK's exception and the raw
-    event. OpenAI's shape says ``upstream_error`` (the router's own type for what a backend did, as its 502s and
-    a backend's 5xx answer say); Anthropic's ``api_error``."""
+    event. OpenAI's shape types a 502 ``server_error``, Anthropic's ``api_error``: the code says what failed."""
     answer_with(mock, SAFE + " and more words to split", chunks=6, fail_rate=1.0, fail_mode="midstream")
     try:
         whole = sdk_error(both, api, False, False, "type whole")
         true_stream = sdk_error(both, api, False, True, "type true stream")
         held = sdk_error(both, api, True, True, "type held")
-        expected = "api_error" if api == "messages" else "upstream_error"
+        expected = "api_error" if api == "messages" else "server_error"
         assert [error_type(api, e) for e in (whole, true_stream, held)] == [expected] * 3
         if api != "messages":
             assert whole.code == true_stream.code == held.code == "upstream_failed"

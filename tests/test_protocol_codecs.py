@@ -221,7 +221,7 @@ def _error(cls, status=None, code=None) -> VsrError:
     (_error(UpstreamError, 429), 429, "rate_limit_error"),
     (_error(VsrError), 500, "api_error"),
     (_error(UpstreamError), 502, "api_error"),
-    (_error(UpstreamTimeout), 504, "api_error"),
+    (_error(UpstreamTimeout), 504, "timeout_error"),
     (_error(UpstreamError, 503), 529, "overloaded_error"),
     (_error(UpstreamError, 502, "overloaded"), 529, "overloaded_error"),
     (_error(UpstreamError, 529), 529, "overloaded_error"),
@@ -237,7 +237,8 @@ def test_errors_in_openais_shape_overloaded_is_429(adapters):
     for api in ("chat", "responses", "images"):
         status, _, body = adapters[api].error(_error(UpstreamError, 503, "overloaded"))
         assert status == 429
-        assert json.loads(body)["error"] == {"message": "nope", "type": "upstream_error", "param": None,
+        # Typed by the status it answers: OpenAI's 429 is a rate_limit_error, the code says why.
+        assert json.loads(body)["error"] == {"message": "nope", "type": "rate_limit_error", "param": None,
                                              "code": "overloaded"}
         status, _, body = adapters[api].error(_error(ModelNotFound))
         assert status == 404 and json.loads(body)["error"]["code"] == "model_not_found"

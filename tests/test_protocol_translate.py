@@ -313,7 +313,7 @@ def test_a_stream_cut_short_ends_with_an_error_event_in_the_clients_shape(api, b
     name, data = events(out)[-1]
     doc = json.loads(data)
     if api == "chat":
-        assert name is None and doc["error"]["type"] == "upstream_error"
+        assert name is None and doc["error"]["type"] == "server_error"
         with pytest.raises(openai.APIError):
             sdk_final(api, out)
     elif api == "messages":
@@ -336,7 +336,7 @@ def test_an_upstream_error_event_becomes_the_clients_error_event():
     out, _ = translate("chat", "anthropic", [overloaded.encode()])
     # The type a whole 529 overloaded_error has for a Chat client (test_error_answers_are_rendered_in_the_clients_shape).
     assert json.loads(events(out)[-1][1])["error"] | {"message": ""} == {
-        "message": "", "type": "upstream_error", "param": None, "code": "overloaded"}
+        "message": "", "type": "server_error", "param": None, "code": "overloaded"}
     out, _ = translate("responses", "anthropic", [overloaded.encode()])
     last = json.loads(events(out)[-1][1])
     assert (last["type"], last["code"], last["message"]) == ("error", "overloaded", "Overloaded")
@@ -391,7 +391,7 @@ def test_passthrough_fail_and_responses_tap():
     assert ended["response"]["status"] == "failed"
     assert ended["response"]["error"] == {"code": "upstream_failed", "message": "gone"}
     assert err["type"] == "error" and err["sequence_number"] == sent.count(b"\n\n") + 1
-    assert err["error"] == {"type": "upstream_error", "code": "upstream_failed", "message": "gone", "param": None}
+    assert err["error"] == {"type": "server_error", "code": "upstream_failed", "message": "gone", "param": None}
     for api in ("chat", "messages"):
         adapter, req = decode(api, STREAM_REQUESTS[api])
         tr = adapter.stream_translator(req, NATIVE[api])
@@ -420,7 +420,7 @@ def test_a_responses_backends_error_event_is_relayed_as_the_routers_failures_end
     assert ended["response"]["id"] == json.loads(got[0][1])["response"]["id"] != "resp_01"
     assert ended["response"]["error"]["message"] == "boom"
     assert (err["code"], err["message"]) == ("server_error", "boom")
-    assert err["error"] == {"type": "upstream_error", "code": "server_error", "message": "boom", "param": None}
+    assert err["error"] == {"type": "server_error", "code": "server_error", "message": "boom", "param": None}
     assert [e["sequence_number"] for e in (ended, err)] == [1, 2]
     with pytest.raises(openai.APIError) as caught:
         sdk_final("responses", out)
@@ -536,7 +536,7 @@ def test_error_answers_are_rendered_in_the_clients_shape():
     # A backend's status is kept (OpenAI's clients retry a 529 as any 5xx); only the router's own overload is 429.
     reply = ADAPTERS["chat"].whole(decode("chat", STREAM_REQUESTS["chat"])[1], "anthropic", 529, overloaded)
     assert reply.status == 529
-    assert json.loads(reply.body)["error"] == {"message": "Overloaded", "type": "upstream_error", "param": None,
+    assert json.loads(reply.body)["error"] == {"message": "Overloaded", "type": "server_error", "param": None,
                                                "code": "overloaded"}
     limited = json.dumps({"error": {"message": "slow down", "type": "requests", "code": "rate_limit_exceeded"}}).encode()
     reply = ADAPTERS["messages"].whole(decode("messages", STREAM_REQUESTS["messages"])[1], "openai", 429, limited)
@@ -687,8 +687,9 @@ def test_losses_name_what_the_target_cannot_carry():
     adapter, req = decode("messages", messages)
     fields = [x.field for x in adapter.upstream(req, "responses", "g", reasons=True).losses]
     # thinking reaches a reasoning model's Responses as reasoning.effort (a budget of 1,024: low), not the thinking
-    # block of its history (only OpenAI's own reasoning goes back to it); the last: a prefill
-    assert fields == ["tools[0]", "messages[0].content[0]", "top_k", "messages[0]"]
+    # block of its history (only OpenAI's own reasoning goes back to it); max_tokens 5 is raised to Responses'
+    # least, 16; the last: a prefill
+    assert fields == ["tools[0]", "messages[0].content[0]", "max_tokens", "top_k", "messages[0]"]
     assert json.loads(adapter.upstream(req, "responses", "g", reasons=True).body)["reasoning"] == {"effort": "low"}
     # A model that does not say it reasons gets no effort (gpt-4o refuses one): thinking is dropped and listed.
     plain = adapter.upstream(req, "responses", "g")

@@ -27,6 +27,7 @@ from msgspec import inspect as mi
 from ..config import application as app
 from ..config.algorithm import EXECUTORS, SELECTORS
 from ..config.catalog import Deployment
+from ..config.checks import REFUSED_FIELDS
 from ..config.load import MAX_EXPANDED_NODES, MAX_FILE_BYTES
 from ..config.schema import Algorithm, CandidateRequirements, PluginEntry, ProviderModel, RouterConfig, RuleNode
 from ..config.signals import CONDITION_TYPES
@@ -356,8 +357,12 @@ def _render_block(block: Block) -> list[str]:
     for f in mi.type_info(cls).fields:
         known = KNOWN_VALUES.get((cls, f.name))
         notes = "; ".join(n for n in (comments.get(f.name, ""), NOTES.get((cls, f.name), "")) if n)
+        example = _example(cls, f, known)
+        refused = REFUSED_FIELDS.get((cls.__name__, f.name))
+        if refused is not None:   # declared by the schema, refused by the load: no example to copy
+            example, notes = "—", f"**Refused at load** (`unsupported_field`): {refused}. {notes}".strip()
         out.append("| " + " | ".join(_cell(c) for c in (
-            f"`{f.encode_name}`", _type_name(f.type), _default(f), _allowed(f.type, known), _example(cls, f, known),
+            f"`{f.encode_name}`", _type_name(f.type), _default(f), _allowed(f.type, known), example,
             notes)) + " |")
     out.append("")
     return out

@@ -58,6 +58,7 @@ from ..errors import (PreviousResponseNotFound, RequestError, UnsupportedParamet
 from ..headers.registry import ANTHROPIC_BETA, ANTHROPIC_VERSION, SAME_FORMAT
 from .canonical import ANONYMOUS, CanonicalRequest, Identity
 from . import anthropic, chat, images, responses
+from .output_format import format_problem
 from .errors import (
     BodyProblem, Problem, anthropic_request_error, decode_body, openai_error_body, openai_request_error, problem_of,
 )
@@ -408,7 +409,8 @@ class Adapter(abc.ABC):
 
     def _own_error(self, exc: VsrError) -> tuple[int, str, bytes]:
         """One of the router's own errors in the client's shape (OpenAI's)."""
-        return self.error_status(exc), JSON, openai_error_body(exc)
+        status = self.error_status(exc)
+        return status, JSON, openai_error_body(exc, status)
 
     def error_status(self, exc: VsrError) -> int:
         """The status one of our errors answers with whole: what a stream that ends with it is counted as.
@@ -505,6 +507,13 @@ class ChatAdapter(Adapter):
     api, native = "chat", "openai"
     _decoder = chat.REQUEST_DECODER
 
+    def decode(self, raw: bytes, headers: Iterable[tuple[bytes, bytes]] = ()) -> Inbound:
+        req = super().decode(raw, headers)
+        problem = format_problem(req.body.response_format, ("response_format",), ("json_schema",))
+        if problem is not None:
+            raise self.request_error(problem)
+        return req
+
     def canonical(self, req: Inbound, identity: Identity = ANONYMOUS) -> CanonicalRequest:
         return CanonicalRequest.from_chat(req.body, identity)
 
@@ -525,11 +534,25 @@ class ChatAdapter(Adapter):
                             f"send n=1 (or leave n out), or name a model of api_format openai", param="n")
 
     def same_format(self, req: Inbound, reasons: bool) -> tuple[bytes, list[Loss]]:
-        if reasons or req.body.reasoning_effort is None:
+        """The client's body less what a Chat backend refuses or never reads: a reasoning effort toward a model that
+        does not reason, ``metadata`` without ``store: true`` (OpenAI: "metadata is only allowed when store is
+        enabled", as the Chat writer drops it), LiteLLM's proxy-only fields (dropped toward any backend)."""
+        body = req.body
+        drop_effort = not reasons and body.reasoning_effort is not None
+        drop_metadata = body.metadata is not None and body.store is not True
+        if not (drop_effort or drop_metadata or chat.litellm_fields_in(req.raw)):
             return req.raw, []
         top = dict(chat.TOP_LEVEL_DECODER.decode(req.raw))
-        del top["reasoning_effort"]
-        return chat.ENCODER.encode(top), [dropped("reasoning_effort", "model_does_not_reason")]
+        losses = [dropped(key) for key in top if key in chat.LITELLM_ONLY]
+        if drop_effort:
+            losses.append(dropped("reasoning_effort", "model_does_not_reason"))
+        if drop_metadata:
+            losses.append(dropped("metadata", "requires_store"))
+        if not losses:
+            return req.raw, []
+        for loss in losses:
+            del top[loss.field]
+        return chat.ENCODER.encode(top), losses
 
     def usage_unasked(self, req: Inbound) -> bool:
         options = req.body.stream_options
@@ -645,6 +668,10 @@ class ResponsesAdapter(Adapter):
             # ``reasoning`` stays a dict (its other keys are the backend's to judge); its effort is OpenAI's enum.
             raise self.request_error(Problem("enum", ("reasoning", "effort"), value=str(effort),
                                              options=chat.EFFORTS))
+        fmt = (body.text or {}).get("format")
+        problem = format_problem(fmt, ("text", "format"), ("schema",))
+        if problem is not None:
+            raise self.request_error(problem)
         if body.input == "" and body.previous_response_id is None and body.prompt is None \
                 and body.conversation is None and "input" not in chat.TOP_LEVEL_DECODER.decode(raw):
             raise self.request_error(Problem("missing", ("input",), "Object missing required field `input`"))

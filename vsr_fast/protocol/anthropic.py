@@ -19,6 +19,7 @@ from msgspec import Meta, Struct
 
 from ..errors import UpstreamAnswer, UpstreamStatus, VsrError
 from .bounds import INT32_MAX, Count, PositiveCount
+from .error_types import anthropic_type
 
 API_VERSION = "2023-06-01"   # the anthropic-version header a translated request carries
 
@@ -471,17 +472,10 @@ class ErrorResponse(Struct, frozen=True):
     type: str = "error"
 
 
-# Anthropic's status -> error type (docs: "HTTP errors"); 502 and 504 are not in its
-# table, and an api_error keeps them recognisable as gateway failures.
-ERROR_TYPES: dict[int, str] = {
-    400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
-    500: "api_error", 502: "api_error", 504: "api_error", 529: "overloaded_error",
-}
 STATUS_OF_TYPE = {
     "invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
     "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429,
-    "api_error": 500, "overloaded_error": 529,
+    "api_error": 500, "timeout_error": 504, "overloaded_error": 529,
 }
 
 
@@ -489,15 +483,12 @@ def error_status_and_type(status: int, code: str | None = None, relayed: bool = 
     """The status and error type an Anthropic client gets for one of our errors.
 
     ``code == "overloaded"`` and a 503 are Anthropic's overloaded_error: the router's own (load shed, every
-    backend busy) with Anthropic's 529; a backend's (``relayed``) with the status it answered. Another 4xx
-    becomes an invalid_request_error and another 5xx an api_error, both keeping their status.
+    backend busy) with Anthropic's 529; a backend's (``relayed``) with the status it answered. Any other status
+    keeps itself, typed by Anthropic's table (``error_types``).
     """
     if code == "overloaded" or status in (503, 529):
         return (status if relayed and status >= 500 else 529), "overloaded_error"
-    kind = ERROR_TYPES.get(status)
-    if kind is None:
-        kind = "invalid_request_error" if status < 500 else "api_error"
-    return status, kind
+    return status, anthropic_type(status)
 
 
 # A context window overflow in each protocol's words: OpenAI's code (which Codex and LiteLLM's

@@ -31,6 +31,7 @@ from ..errors import (
     EmptyArray, InvalidJson, InvalidType, InvalidUtf8, InvalidValue, RequestError, UnknownParameter, VsrError,
 )
 from .chat import ENCODER, ErrorBody, ErrorResponse
+from .error_types import openai_type
 
 # Deeper than any real request (a tool's JSON Schema rarely passes 20) and far below
 # the interpreter's recursion limit, which msgspec.to_builtins and our walks share.
@@ -285,9 +286,11 @@ def openai_request_error(problem: Problem) -> RequestError:
     return _ERRORS[code](message, param=path or None)
 
 
-def openai_error_body(exc: VsrError) -> bytes:
-    """``{"error": {message, type, param, code}}`` as OpenAI sends it."""
-    return ENCODER.encode(ErrorResponse(ErrorBody(exc.message, exc.type, exc.param, exc.code)))
+def openai_error_body(exc: VsrError, status: int | None = None) -> bytes:
+    """``{"error": {message, type, param, code}}`` as OpenAI sends it, typed by the status it answers with
+    (``status``, else its own)."""
+    kind = openai_type(exc.status if status is None else status)
+    return ENCODER.encode(ErrorResponse(ErrorBody(exc.message, kind, exc.param, exc.code)))
 
 
 # --- Anthropic's words -----------------------------------------------------------------------------

@@ -21,10 +21,11 @@ from ..config.auth_checks import key_name_errors
 from ..auth.store import KeyStore
 from ..errors import BodyTooLarge, EmbeddingFailed, MethodNotAllowed, RouteNotFound, StoreFull, VsrError
 from ..headers import registry as h
+from ..protocol.error_types import openai_type
 from ..protocol.errors import BodyProblem, decode_body, openai_error_body, openai_request_error
 from . import models_api, responses_api
 from .metrics_view import gathered, replay_get, replay_list
-from .shapes import error_for_request
+from .shapes import error_for_request, unrouted_message
 from .state import AppState
 
 
@@ -71,11 +72,15 @@ def make_admin(state: AppState) -> QuartTrio:
         await request.get_data()
         return responses_api.not_served(responses_api.COMPACT_PATH)
 
+    # LiteLLM's probe paths too, which its users' Kubernetes manifests name (liveliness is LiteLLM's spelling).
     @app.get("/health")
+    @app.get("/health/liveliness")
+    @app.get("/health/liveness")
     async def health() -> Response:
         return jsonify({"status": "ok"})
 
     @app.get("/ready")
+    @app.get("/health/readiness")
     async def ready() -> tuple[Response, int]:
         if state.draining:
             return jsonify({"status": "draining"}), 503
@@ -151,14 +156,15 @@ def make_admin(state: AppState) -> QuartTrio:
     async def http_error(exc: HTTPException) -> Response | tuple[Response, int]:
         kind = _ROUTING_ERRORS.get(exc.code)
         if kind is None:
-            # The router's fault (5xx) is an api_error, as in every API it speaks; a 4xx the caller's.
-            kind_of = "api_error" if (exc.code or 500) >= 500 else "invalid_request_error"
-            body = {"error": {"message": exc.description or exc.name, "type": kind_of,
+            body = {"error": {"message": exc.description or exc.name, "type": openai_type(exc.code or 500),
                               "param": None, "code": exc.name.lower().replace(" ", "_")}}
             return jsonify(body), exc.code or 500
         # A route missing or asked with a wrong method: in the shape of the API the path belongs to, a 405 with
         # the methods the route serves (RFC 9110 15.5.6: werkzeug knows them, quart's answer dropped them).
-        status, body = error_for_request(request.scope, kind(exc.description or exc.name))
+        message = exc.description or exc.name
+        if exc.code == 404:
+            message = unrouted_message(request.method, request.path, message)
+        status, body = error_for_request(request.scope, kind(message))
         allow = getattr(exc, "valid_methods", None)
         headers = {"allow": ", ".join(sorted(allow))} if allow else {}
         return Response(body, status=status, content_type="application/json", headers=headers)
@@ -195,7 +201,7 @@ def _context_routes(app: QuartTrio, state: AppState) -> None:
             # Not a 201 that kept nothing: the caller learns the text is not there, and nothing of it is.
             return Response(openai_error_body(exc), status=exc.status, content_type="application/json")
         except (EmbeddingFailed, redis.RedisError) as exc:
-            return jsonify({"error": {"message": f"not ingested: {exc}", "type": "api_error", "param": None,
+            return jsonify({"error": {"message": f"not ingested: {exc}", "type": openai_type(503), "param": None,
                                       "code": "store_unavailable"}}), 503
         return jsonify({"document": doc.name, "chunks_added": added}), 201
 

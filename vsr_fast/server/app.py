@@ -27,7 +27,7 @@ from .paths import non_canonical, normalised
 from .pipeline import handle_api, refused
 from .preview import handle_preview
 from .recording import request_id
-from .shapes import SYSTEMONE_PATHS, error_for_path, error_for_request
+from .shapes import SYSTEMONE_PATHS, error_for_path, error_for_request, unrouted_message
 from .systemone_api import handle_systemone, models_listing
 from .state import AppState
 
@@ -47,7 +47,7 @@ CLIENT_APIS = {**API_PATHS, COUNT_TOKENS_PATH: "count_tokens", INPUT_TOKENS_PATH
 ADMIN_PREFIXES = ("/api/v1/replay", "/api/v1/keys", "/api/v1/diagnostics", "/api/v1/inventory", "/api/v1/context")
 ADMIN_PATHS = frozenset({PREVIEW_PATH, "/metrics", "/admin/reload"})
 # Routes anyone may reach on any listener: a load balancer's probes.
-PROBE_PATHS = frozenset({"/health", "/ready"})
+PROBE_PATHS = frozenset({"/health", "/ready", "/health/readiness", "/health/liveliness", "/health/liveness"})
 # hypercorn's h11_max_incomplete_size: h11 refuses a head past it only while waiting for the rest of it, so one
 # that came in a single read (or over HTTP/2) is measured here, as the request line and header lines it was.
 MAX_HEAD_BYTES = 16 * 1024
@@ -197,7 +197,7 @@ def make_app(state: AppState, role: str = "serving"):
         elif not _routed(urls, path, method):
             # quart reads a request's body before it finds no route: a client waiting on Expect: 100-continue
             # would be told to send it for a 404.
-            await _not_here(send, scope)
+            await _not_here(send, scope, unrouted=True)
         else:
             # Always shielded: whether hypercorn closes after this answer (HTTP/1.0, "Close", "close, TE", its
             # own limits) is h11's call, not a header comparison's.
@@ -295,9 +295,13 @@ def _routed(urls, path: str, method: str) -> bool:
     return True
 
 
-async def _not_here(send: Send, scope: Scope) -> None:
-    """404 for a route this listener does not serve, worded as quart words one that exists nowhere."""
-    status, body = error_for_request(scope, RouteNotFound(NotFound.description))
+async def _not_here(send: Send, scope: Scope, unrouted: bool = False) -> None:
+    """404 for a route this listener does not serve, worded as quart words one that exists nowhere; ``unrouted``
+    (no listener serves it), an OpenAI route's saying so."""
+    message = NotFound.description
+    if unrouted:
+        message = unrouted_message(scope["method"], scope["path"], message)
+    status, body = error_for_request(scope, RouteNotFound(message))
     await send_whole(send, status, [(b"content-type", b"application/json")], body)
 
 

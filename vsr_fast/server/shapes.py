@@ -31,3 +31,18 @@ def error_for_request(scope: Scope, err: VsrError) -> tuple[int, bytes]:
     if is_models_path(path) and header(scope, _ANTHROPIC_VERSION) is not None:
         return anthropic.vsr_error_answer(err)
     return error_for_path(path, err)
+
+
+# The generation routes, as a 404 under /v1/ names them.
+SERVED = ("POST /v1/chat/completions", "POST /v1/responses", "POST /v1/messages", "POST /v1/images/generations",
+          "GET /v1/models")
+
+
+def unrouted_message(method: str, path: str, default: str) -> str:
+    """A 404's message: under /v1/ (an OpenAI route the router has none of: embeddings, completions, audio,
+    files...) OpenAI's words for an unknown URL and what the router does serve, rather than werkzeug's advice to
+    check the spelling; ``default`` elsewhere."""
+    if not path.startswith("/v1/"):
+        return default
+    return (f"Invalid URL ({method} {path}): not routed by vsr-fast, which serves {', '.join(SERVED)}; "
+            "send this request to the provider itself.")

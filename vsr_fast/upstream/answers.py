@@ -15,6 +15,7 @@ import msgspec
 import trio
 
 from ..errors import UpstreamError, UpstreamInvalid, UpstreamTooLarge, VsrError
+from ..protocol.error_types import ANTHROPIC_TYPES, anthropic_type, openai_type
 from ..protocol.translate import BY_FORMAT
 from .transport import Response
 
@@ -306,9 +307,9 @@ def event_error(api_format: str, data: bytes) -> tuple[int, bytes, bool]:
     status = status or UNREAD_EVENT_STATUS
     message = error.get("message") if isinstance(error.get("message"), str) else "the stream failed"
     if api_format == "anthropic":
-        kind = next((k for k in kinds if k in _ANTHROPIC_TYPES), None) or _anthropic_type(status)
+        kind = next((k for k in kinds if k in ANTHROPIC_TYPES), None) or anthropic_type(status)
         return status, msgspec.json.encode({"type": "error", "error": {"type": kind, "message": message}}), said
-    kind = kinds[0] if kinds else "server_error" if status >= 500 else "invalid_request_error"
+    kind = kinds[0] if kinds else openai_type(status)
     return status, msgspec.json.encode({"error": {"message": message, "type": kind, "param": None,
                                                   "code": error.get("code")}}), said
 
@@ -318,17 +319,6 @@ def _numeric(code: object) -> int | None:
     if isinstance(code, str) and code.isdigit():
         code = int(code)
     return code if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599 else None
-
-
-# Anthropic's error types by status (its errors page): a Messages client's error of another protocol's event.
-_ANTHROPIC_TYPE = {400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
-                   403: "permission_error", 404: "not_found_error", 413: "request_too_large",
-                   429: "rate_limit_error", 500: "api_error", 504: "timeout_error", 529: "overloaded_error"}
-_ANTHROPIC_TYPES = frozenset(_ANTHROPIC_TYPE.values())
-
-
-def _anthropic_type(status: int) -> str:
-    return _ANTHROPIC_TYPE.get(status, "api_error" if status >= 500 else "invalid_request_error")
 
 
 def check_status(status: int, label: str) -> None:
@@ -488,7 +478,6 @@ def sanitized(body: bytes, secret: bytes | None, api_format: str, status: int, l
         return body
     message = f"the upstream answered HTTP {status} with an error body of {len(body)} bytes, not relayed"
     if api_format == "anthropic":
-        kind = "invalid_request_error" if status < 500 else "api_error"
-        return msgspec.json.encode({"type": "error", "error": {"type": kind, "message": message}})
-    return msgspec.json.encode({"error": {"message": message, "type": "upstream_error", "param": None,
+        return msgspec.json.encode({"type": "error", "error": {"type": anthropic_type(status), "message": message}})
+    return msgspec.json.encode({"error": {"message": message, "type": openai_type(status), "param": None,
                                           "code": None}})

@@ -7,7 +7,8 @@ from typing import Any
 import msgspec
 
 from .. import chat as wire
-from ._common import ENCODER, effort_of_thinking, error_text, native_id, openai_error_type, read_error, unknown_fields
+from ..error_types import openai_type
+from ._common import ENCODER, effort_of_thinking, error_text, native_id, read_error, unknown_fields
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
     GeneratedImage, Image, SignatureDelta, Started, Text, TextDelta, Thinking, ToolCall, ToolChoice, ToolDef,
@@ -698,7 +699,8 @@ class StreamWriter:
         return self.fail(ev.message, ev.status, ev.code, ev.type)
 
     def fail(self, message: str, status: int, code: str | None, kind: str | None = None) -> bytes:
-        return data_event(ENCODER.encode({"error": {"message": message, "type": kind or openai_error_type(status),
+        # Typed by the status, as a whole answer's error is: ``kind`` may be another API's word or the router's.
+        return data_event(ENCODER.encode({"error": {"message": message, "type": openai_type(status),
                                                      "param": None, "code": code}}))
 
     def _chunk(self, delta: dict, finish: str | None = None) -> bytes:

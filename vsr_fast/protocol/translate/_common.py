@@ -13,6 +13,7 @@ import msgspec
 from ...errors import UpstreamAnswer
 from ..anthropic import CONTEXT_EXCEEDED, PROMPT_TOO_LONG
 from ..chat import TOP_LEVEL_DECODER
+from ..error_types import openai_type
 from ._ir import Conversation, Image, Text, ToolResult
 from ._losses import Loss, dropped
 
@@ -187,26 +188,15 @@ def read_error(status: int, body: bytes, content_type: str = "") -> UpstreamAnsw
     if err is None:
         said = doc.message if isinstance(doc.message, str) else doc.detail
         return upstream_error(status, _answered(status, body, content_type, said), None, None)
-    kind = err.type
-    code = str(err.code) if err.code is not None else None
+    # A type the client's table would not give the status says what the error was: kept, as the code.
+    code = str(err.code) if err.code is not None else err.type if err.type != openai_type(status) else None
     param = err.param if isinstance(err.param, str) else None
     if doc.type == "error":   # Anthropic: the type is the code
-        code = {"overloaded_error": "overloaded", "rate_limit_error": "rate_limited"}.get(kind or "", kind)
+        code = {"overloaded_error": "overloaded", "rate_limit_error": "rate_limited"}.get(err.type or "", err.type)
         if status == 400 and err.message.startswith(PROMPT_TOO_LONG):
             code = CONTEXT_EXCEEDED
-        kind = "invalid_request_error" if status < 500 else "upstream_error"
-    return upstream_error(status, err.message or f"upstream answered HTTP {status}", code, kind, param)
-
-
-# The type of an error event that names none (a backend's, in a protocol without OpenAI's types): the one a whole
-# answer of its status has. A 5xx is ``upstream_error``, as the router's 502s and a backend's 5xx answer read; the
-# router's own failures carry their own type (``VsrError.type``: timeout_error, api_error...).
-_OPENAI_ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
-
-
-def openai_error_type(status: int) -> str:
-    """The OpenAI error ``type`` of an error answered with ``status``."""
-    return _OPENAI_ERROR_TYPES.get(status) or ("invalid_request_error" if status < 500 else "upstream_error")
+    # The type is the client API's for the status (protocol.error_types), whatever the backend called it.
+    return upstream_error(status, err.message or f"upstream answered HTTP {status}", code, None, param)
 
 
 # Reasoning effort (Chat's reasoning_effort, Responses' reasoning.effort) <-> Anthropic's extended thinking budget,

@@ -9,8 +9,9 @@ import msgspec
 
 from ...errors import RequestError
 from .. import responses as wire
+from ..error_types import openai_type
 from ._common import (
-    ENCODER, ERROR_MARK, NewId, cache_losses, effort_of_thinking, error_text, new_id, openai_error_type, upstream_error,
+    ENCODER, ERROR_MARK, NewId, cache_losses, effort_of_thinking, error_text, new_id, upstream_error,
     unknown_fields,
 )
 # declared_tool_count is read as RESPONSES.declared_tool_count by the adapter: a re-export, not unused.
@@ -25,6 +26,8 @@ from ._ir import (
 from ._thinking import seal, unseal
 from ._losses import CONVERTED, MOVED, Loss, dropped
 from ._sse import SSEParser, named_event
+
+MIN_OUTPUT_TOKENS = 16   # Responses' least max_output_tokens
 
 PATH = "/responses"
 KNOWN = frozenset({
@@ -259,7 +262,12 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     c = conv.tool_choice
     if c is not None:
         body["tool_choice"] = {"type": "function", "name": c.name} if c.kind == "tool" else c.kind
-    for key, value in (("parallel_tool_calls", conv.parallel_tool_calls), ("max_output_tokens", conv.max_tokens),
+    max_tokens = conv.max_tokens
+    if max_tokens is not None and max_tokens < MIN_OUTPUT_TOKENS:
+        # OpenAI's Responses refuses less ("integer below minimum value"); a Chat or Messages client may ask for 1.
+        losses.append(Loss(CONVERTED, "below_minimum", "max_tokens"))
+        max_tokens = MIN_OUTPUT_TOKENS
+    for key, value in (("parallel_tool_calls", conv.parallel_tool_calls), ("max_output_tokens", max_tokens),
                        ("temperature", conv.temperature), ("top_p", conv.top_p), ("user", conv.user),
                        ("metadata", conv.metadata)):
         if value is not None:
@@ -854,7 +862,9 @@ class StreamWriter:
         """The ``error`` event alone. The openai SDK raises its ``APIError`` on one whose fields are nested under
         ``error``, as the live API sends them (the flat ones are the documented shape; both go)."""
         code = _code(status, code)
-        error = {"type": kind or openai_error_type(status), "code": code, "message": message, "param": None}
+        # Typed by the status, as every error of the client's API is: ``kind`` (the failure's own word) may be
+        # another API's (Anthropic's overloaded_error) or the router's.
+        error = {"type": openai_type(status), "code": code, "message": message, "param": None}
         return self._event("error", {"code": code, "message": message, "param": None, "error": error})
 
 

@@ -1,0 +1,45 @@
+"""OpenAI routes the router does not serve (embeddings, completions, audio, moderations, files, batches...) answer
+an OpenAI-shaped 404 saying vsr-fast does not route them, not quart's page about spelling; LiteLLM's probe paths
+(what its users' Kubernetes manifests point at) answer as /ready and /health do."""
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+
+from .procs import config, model, router, write_config
+
+
+@pytest.fixture(scope="module")
+def gw(mock, tmp_path_factory):
+    doc = config([model("m", f"{mock.url}/v1")], [{"name": "general", "modelRefs": [{"model": "m"}]}])
+    with router(write_config(doc, str(tmp_path_factory.mktemp("cfg-routes")))) as proc:
+        yield proc
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("POST", "/v1/embeddings"), ("POST", "/v1/completions"), ("POST", "/v1/audio/speech"),
+    ("POST", "/v1/audio/transcriptions"), ("POST", "/v1/moderations"), ("GET", "/v1/files"),
+    ("POST", "/v1/batches"), ("POST", "/v1/fine_tuning/jobs"), ("GET", "/v1/vector_stores")])
+def test_an_openai_route_the_router_does_not_serve_says_so(gw, method, path):
+    r = httpx.request(method, f"{gw.url}{path}", json={"model": "m", "input": "x"})
+    assert r.status_code == 404 and r.headers["content-type"].startswith("application/json")
+    error = r.json()["error"]
+    assert error["type"] == "invalid_request_error" and error["code"] == "not_found", error
+    assert f"Invalid URL ({method} {path})" in error["message"], error
+    assert "not routed by vsr-fast" in error["message"] and "spelling" not in error["message"], error
+
+
+def test_the_openai_sdk_reads_the_404(gw):
+    sdk = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="x", max_retries=0)
+    with pytest.raises(openai.NotFoundError) as info:
+        sdk.embeddings.create(model="m", input="hello")
+    assert "not routed by vsr-fast" in info.value.message
+
+
+@pytest.mark.parametrize(("alias", "path"), [("/health/readiness", "/ready"), ("/health/liveliness", "/health"),
+                                             ("/health/liveness", "/health")])
+def test_litellms_probe_paths_answer_as_the_routers_own(gw, alias, path):
+    got, own = httpx.get(f"{gw.url}{alias}"), httpx.get(f"{gw.url}{path}")
+    assert got.status_code == own.status_code == 200
+    assert got.json() == own.json()
