@@ -652,6 +652,7 @@ class StreamWriter:
         self._tools: dict[int, int] = {}   # block index -> tool_calls[].index
         self._refusals: set[int] = set()   # the blocks of the model's refusal
         self._thinking: dict[int, list] = {}   # thinking block -> [its text so far, its signature]
+        self._blocks_sent = 0                  # thinking_blocks[] entries written: the next one's index
 
     def write(self, ev: Event) -> bytes:
         if isinstance(ev, Started):
@@ -687,8 +688,13 @@ class StreamWriter:
         if isinstance(ev, BlockStop):
             thought = self._thinking.pop(ev.index, None)
             block = thinking_block(Thinking(*thought)) if thought is not None else None
-            # The signed block whole once its signature is known, as LiteLLM's delta.thinking_blocks carries it.
-            return self._chunk({"thinking_blocks": [block]}) if block is not None else b""
+            if block is None:
+                return b""
+            # The signed block whole once its signature is known, as LiteLLM's delta.thinking_blocks carries it;
+            # indexed as tool_calls are, or the openai SDK's stream accumulator refuses a second block.
+            block["index"] = self._blocks_sent
+            self._blocks_sent += 1
+            return self._chunk({"thinking_blocks": [block]})
         if isinstance(ev, Finished):
             out = self._chunk({}, FINISH_OUT[ev.finish])
             if self.include_usage:

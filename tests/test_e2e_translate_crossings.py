@@ -1,0 +1,155 @@
+"""End to end: answers and requests crossing protocols as an agent framework routing across providers sends them
+(outside trial 11c): interleaved thinking to a Chat client's stream accumulator, structured output to Claude with
+thinking on, logprobs between Chat and Responses, Anthropic structured output and allowed_tools to OpenAI formats,
+stop sequences past OpenAI's four, a tool result's images, parallel calls under one index.
+
+A scripted upstream started here answers each request with the whole body or the events a test gives it and keeps
+what it got; the router runs as a real process and the official openai and anthropic SDKs are the clients, their
+own helpers (stream accumulators, ``parse``) reading the answers.
+"""
+from __future__ import annotations
+
+import json
+import threading
+
+import anthropic
+import openai
+import pytest
+from pydantic import BaseModel
+
+from . import hostile_upstream
+from .procs import config, router, write_config
+from .test_e2e_protocols import HeaderTap, loss, warnings_of
+
+SCRIPT: dict = {}
+BODIES: list[dict] = []
+LOCK = threading.Lock()
+
+
+class Scripted(hostile_upstream.Handler):
+    """Answers a streamed request with ``SCRIPT["events"]`` (each a dict, Chat's chunk; a (name, dict) pair, a
+    named event; or a str, raw data), any other with ``SCRIPT["whole"]``; keeps every body in ``BODIES``."""
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+        with LOCK:
+            BODIES.append(body)
+            script = dict(SCRIPT)
+        if not body.get("stream"):
+            self.whole(200, json.dumps(script["whole"]).encode())
+            return
+        out = []
+        for e in script["events"]:
+            if isinstance(e, str):
+                out.append(f"data: {e}\n\n".encode())
+            elif isinstance(e, tuple):
+                out.append(f"event: {e[0]}\ndata: {json.dumps({'type': e[0], **e[1]})}\n\n".encode())
+            else:
+                out.append(f"data: {json.dumps(e)}\n\n".encode())
+        self.sse(out)
+
+
+def script(whole: dict | None = None, events: list | None = None) -> None:
+    with LOCK:
+        SCRIPT.clear()
+        SCRIPT.update(whole=whole, events=events)
+
+
+def sent() -> dict:
+    with LOCK:
+        return BODIES[-1]
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory):
+    with hostile_upstream.serving(Scripted) as url:
+        models = [{"name": f"m-{fmt}", "provider_model_id": f"up-{fmt}", "api_format": fmt,
+                   "backend_refs": [{"endpoint": f"{url}/v1"}]} for fmt in ("openai", "anthropic", "responses")]
+        doc = config(models, [{"name": "only", "modelRefs": [{"model": "m-openai"}]}])
+        doc["global"] = {"router": {"upstream": {"retries": {"max_retries": 0}}}}
+        with router(write_config(doc, str(tmp_path_factory.mktemp("crossings")))) as proc:
+            yield proc
+
+
+def chat(gw) -> tuple[openai.OpenAI, HeaderTap]:
+    tap = HeaderTap()
+    return openai.OpenAI(base_url=f"{gw.url}/v1", api_key="x", max_retries=0, http_client=tap.http), tap
+
+
+def messages(gw) -> tuple[anthropic.Anthropic, HeaderTap]:
+    tap = HeaderTap()
+    return anthropic.Anthropic(base_url=gw.url, api_key="x", max_retries=0, http_client=tap.http), tap
+
+
+# --- scripted answers ----------------------------------------------------------------------------------------
+
+
+def claude(content: list, stop: str = "end_turn", usage: dict | None = None) -> dict:
+    return {"id": "msg_1", "type": "message", "role": "assistant", "model": "up-anthropic", "content": content,
+            "stop_reason": stop, "stop_sequence": None, "usage": usage or {"input_tokens": 10, "output_tokens": 5}}
+
+
+def claude_events(blocks: list[tuple[dict, list[dict]]], stop: str = "end_turn") -> list:
+    """Claude's stream of ``blocks``: each its start block and its deltas."""
+    start = claude([], None)
+    evs: list = [("message_start", {"message": {**start, "usage": {"input_tokens": 10, "output_tokens": 1}}})]
+    for i, (block, deltas) in enumerate(blocks):
+        evs.append(("content_block_start", {"index": i, "content_block": block}))
+        evs += [("content_block_delta", {"index": i, "delta": d}) for d in deltas]
+        evs.append(("content_block_stop", {"index": i}))
+    return evs + [("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None},
+                                     "usage": {"output_tokens": 7}}), ("message_stop", {})]
+
+
+def thinking(text: str, signature: str) -> tuple[dict, list[dict]]:
+    return ({"type": "thinking", "thinking": "", "signature": ""},
+            [{"type": "thinking_delta", "thinking": text}, {"type": "signature_delta", "signature": signature}])
+
+
+def text(said: str) -> tuple[dict, list[dict]]:
+    return {"type": "text", "text": ""}, [{"type": "text_delta", "text": said}]
+
+
+def tool_use(call_id: str, name: str, args: str) -> tuple[dict, list[dict]]:
+    return ({"type": "tool_use", "id": call_id, "name": name, "input": {}},
+            [{"type": "input_json_delta", "partial_json": args}])
+
+
+def chat_chunk(delta: dict | None, finish: str | None = None, usage: dict | None = None,
+               logprobs: dict | None = None) -> dict:
+    doc: dict = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "up-openai",
+                 "choices": [] if delta is None else [{"index": 0, "delta": delta, "logprobs": logprobs,
+                                                       "finish_reason": finish}]}
+    if usage is not None:
+        doc["usage"] = usage
+    return doc
+
+
+F_TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+
+
+# --- 1: every thinking block of a stream has its index -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("blocks", [
+    [thinking("first", "s1"), tool_use("toolu_A", "f", "{}"), thinking("second", "s2"), text("answer")],
+    [({"type": "redacted_thinking", "data": "ENCRYPTED"}, []), thinking("t", "s"), text("answer")],
+], ids=["interleaved", "redacted"])
+def test_chat_stream_accumulator_assembles_every_thinking_block(gw, blocks):
+    script(events=claude_events(blocks))
+    client, _ = chat(gw)
+    with client.chat.completions.stream(model="m-anthropic", messages=[{"role": "user", "content": "hi"}],
+                                        max_tokens=5000, reasoning_effort="low", tools=[F_TOOL]) as s:
+        message = s.get_final_completion().choices[0].message
+    want = [b if b["type"] == "redacted_thinking" else
+            {"type": "thinking", "thinking": ds[0]["thinking"], "signature": ds[1]["signature"]}
+            for b, ds in blocks if "thinking" in b["type"]]
+    got = [{k: v for k, v in b.items() if k != "index"} for b in message.model_dump()["thinking_blocks"]]
+    assert got == want
+    assert message.content == "answer"
+    # Turn 2: the blocks go back to Claude as they came, their index left behind.
+    history = [{"role": "user", "content": "hi"}, message.model_dump(exclude_none=True)]
+    script(whole=claude([{"type": "text", "text": "ok"}]))
+    client.chat.completions.create(model="m-anthropic", messages=history + [{"role": "user", "content": "go"}],
+                                   max_tokens=5000, reasoning_effort="low", tools=[F_TOOL])
+    assert [b for b in sent()["messages"][1]["content"] if "thinking" in b["type"]] == want
