@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 import threading
 
-import anthropic
-import openai
 import pytest
 from pydantic import BaseModel
 
 from . import hostile_upstream
 from .procs import config, router, write_config
-from .test_e2e_protocols import HeaderTap, loss, warnings_of
+from .test_e2e_protocols import loss, warnings_of
+from .test_e2e_translate_fidelity import chat, messages
 
 SCRIPT: dict = {}
 BODIES: list[dict] = []
@@ -69,16 +68,6 @@ def gw(tmp_path_factory):
         doc["global"] = {"router": {"upstream": {"retries": {"max_retries": 0}}}}
         with router(write_config(doc, str(tmp_path_factory.mktemp("crossings")))) as proc:
             yield proc
-
-
-def chat(gw) -> tuple[openai.OpenAI, HeaderTap]:
-    tap = HeaderTap()
-    return openai.OpenAI(base_url=f"{gw.url}/v1", api_key="x", max_retries=0, http_client=tap.http), tap
-
-
-def messages(gw) -> tuple[anthropic.Anthropic, HeaderTap]:
-    tap = HeaderTap()
-    return anthropic.Anthropic(base_url=gw.url, api_key="x", max_retries=0, http_client=tap.http), tap
 
 
 # --- scripted answers ----------------------------------------------------------------------------------------
@@ -153,3 +142,83 @@ def test_chat_stream_accumulator_assembles_every_thinking_block(gw, blocks):
     client.chat.completions.create(model="m-anthropic", messages=history + [{"role": "user", "content": "go"}],
                                    max_tokens=5000, reasoning_effort="low", tools=[F_TOOL])
     assert [b for b in sent()["messages"][1]["content"] if "thinking" in b["type"]] == want
+
+
+# --- 2: structured output to Claude with thinking on: the answer's text is the JSON tool's input alone ---------------
+
+
+class Out(BaseModel):
+    a: int
+
+
+THOUGHT = {"type": "thinking", "thinking": "hm", "signature": "s1"}
+PREAMBLE = [THOUGHT, {"type": "text", "text": "Sure."},
+            {"type": "tool_use", "id": "toolu_J", "name": "json_tool_call", "input": {"a": 1}}]
+PREAMBLE_EVENTS = claude_events([thinking("hm", "s1"), text("Sure."), tool_use("toolu_J", "json_tool_call",
+                                                                                  '{"a": 1}')], "tool_use")
+PREAMBLE_DROPPED = loss("dropped", "preamble", "content[1]")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_claudes_preamble_to_its_json_answer_is_left_out_for_chat(gw, stream):
+    script(whole=claude(PREAMBLE, "tool_use"), events=PREAMBLE_EVENTS)
+    client, tap = chat(gw)
+    kw = {"model": "m-anthropic", "messages": [{"role": "user", "content": "hi"}], "response_format": Out,
+          "reasoning_effort": "low", "max_tokens": 5000}
+    if stream:
+        with client.chat.completions.stream(**kw) as s:
+            c = s.get_final_completion()
+    else:
+        c = client.chat.completions.parse(**kw)
+    assert sent()["tool_choice"]["type"] == "auto"    # thinking on: the JSON tool offered, not forced
+    assert json.loads(c.choices[0].message.content) == {"a": 1}
+    assert c.choices[0].message.parsed == Out(a=1)
+    assert c.choices[0].finish_reason == "stop"
+    assert c.choices[0].message.reasoning_content == "hm"
+    if not stream:   # a stream's losses go to the access log: its headers went out before them
+        assert PREAMBLE_DROPPED in warnings_of(tap.headers)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_claudes_preamble_to_its_json_answer_is_left_out_for_responses(gw, stream):
+    script(whole=claude(PREAMBLE, "tool_use"), events=PREAMBLE_EVENTS)
+    client, tap = chat(gw)
+    kw = {"model": "m-anthropic", "input": "hi", "text_format": Out, "reasoning": {"effort": "low"}}
+    if stream:
+        with client.responses.stream(**kw) as s:
+            r = s.get_final_response()
+    else:
+        r = client.responses.parse(**kw)
+    assert r.output_parsed == Out(a=1)
+    message = [o for o in r.output if o.type == "message"]
+    assert [len(m.content) for m in message] == [1]
+    assert [o.type for o in r.output] == ["reasoning", "message"]
+    if not stream:   # a stream's losses go to the access log: its headers went out before them
+        assert PREAMBLE_DROPPED in warnings_of(tap.headers)
+
+
+def test_claudes_text_without_the_json_tool_is_its_answer(gw):
+    """No JSON tool call (Claude answered in text): the text is held to the end, then goes out whole."""
+    script(events=claude_events([thinking("hm", "s1"), text('{"a": 2}')]))
+    client, tap = chat(gw)
+    with client.chat.completions.stream(model="m-anthropic", messages=[{"role": "user", "content": "hi"}],
+                                        response_format=Out, reasoning_effort="low", max_tokens=5000) as s:
+        c = s.get_final_completion()
+    assert c.choices[0].message.parsed == Out(a=2)
+    assert not any("preamble" in w for w in warnings_of(tap.headers))
+
+
+def test_claudes_preamble_to_a_client_tool_call_stays(gw):
+    """Text before a call of the client's own tool is the answer's text, as without structured output."""
+    script(events=claude_events([thinking("hm", "s1"), text("Let me look."), tool_use("toolu_F", "f", "{}")],
+                                "tool_use"))
+    client, _ = chat(gw)
+    fmt = {"type": "json_schema", "json_schema": {"name": "Out", "schema": Out.model_json_schema()}}
+    # Not the SDK's parsing stream: it would parse the text beside the call as the structured answer.
+    chunks = list(client.chat.completions.create(
+        model="m-anthropic", messages=[{"role": "user", "content": "hi"}], response_format=fmt,
+        reasoning_effort="low", max_tokens=5000, tools=[F_TOOL], stream=True))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert "".join(d.content or "" for d in deltas) == "Let me look."
+    assert [t.function.name for d in deltas for t in d.tool_calls or () if t.function.name] == ["f"]
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"

@@ -294,7 +294,8 @@ class Adapter(abc.ABC):
         except VsrError as exc:   # a Responses answer whose status is failed
             return self._error_reply(exc)
         if self._json_answer(req, api_format):
-            answer = MESSAGES.unwrap_json(answer)
+            answer, unwrap_losses = MESSAGES.unwrap_json(answer)
+            read_losses = [*read_losses, *unwrap_losses]
         out, write_losses = self._write_answer(req, answer)
         return Reply(status, JSON, out, (*read_losses, *write_losses))
 

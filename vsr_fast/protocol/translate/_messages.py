@@ -395,28 +395,47 @@ def json_schema(response_format: dict | None) -> dict | None:
     return schema if isinstance(schema, dict) else None
 
 
-def unwrap_json(answer: Answer) -> Answer:
+def unwrap_json(answer: Answer) -> tuple[Answer, list[Loss]]:
     """Claude's answer to a request that carried structured output (``JSON_TOOL``) as the client asked for it: the
-    tool's input is the answer's text, and without another tool's call the answer stopped, not for tools."""
-    parts = [Text(p.arguments, p.path) if isinstance(p, ToolCall) and p.name == JSON_TOOL else p for p in answer.parts]
+    tool's input is the answer's text, and without another tool's call the answer stopped, not for tools. Once the
+    tool is called its input is the only text: Claude's words around it (a preamble, which thinking's ``auto``
+    choice allows) are left out, and listed, as LiteLLM leaves them."""
+    answered = any(isinstance(p, ToolCall) and p.name == JSON_TOOL for p in answer.parts)
+    calls = any(isinstance(p, ToolCall) and p.name != JSON_TOOL for p in answer.parts)
+    losses: list[Loss] = []
+    parts: list = []
+    for p in answer.parts:
+        if isinstance(p, ToolCall) and p.name == JSON_TOOL:
+            parts.append(Text(p.arguments, p.path))
+        elif isinstance(p, Text) and answered and not calls:
+            losses.append(dropped(p.path, PREAMBLE))
+        else:
+            parts.append(p)
     finish = answer.finish
-    if finish == "tool_calls" and not any(isinstance(p, ToolCall) for p in parts):
+    if finish == "tool_calls" and not calls:
         finish = "stop"
-    return msgspec.structs.replace(answer, parts=parts, finish=finish)
+    return msgspec.structs.replace(answer, parts=parts, finish=finish), losses
+
+
+PREAMBLE = "preamble"   # the reason Claude's text beside its JSON tool's call is left out
 
 
 class JsonUnwrapping:
     """``unwrap_json`` on a stream: wraps a Messages ``StreamReader``, the JSON tool's block a text block, its
-    input_json_delta text deltas."""
+    input_json_delta text deltas. A text block is held, and what follows it, until the answer says what the text
+    is: left out once the JSON tool is called, the answer's own at another tool's call or at the end."""
 
     def __init__(self, reader) -> None:
         self._reader = reader
         self._json: set[int] = set()
         self._calls = False   # another tool's call went out
+        self._held: list[Event] | None = None   # from the first text block on, while it is not known what it is
+        self._texts: dict[int, str] = {}        # text block -> its path in Claude's stream, held or left out
+        self._own_losses: list[Loss] = []
 
     @property
     def losses(self) -> list[Loss]:
-        return self._reader.losses
+        return self._reader.losses + self._own_losses
 
     def event(self, name: str | None, data: bytes) -> list[Event]:
         return self._unwrapped(self._reader.event(name, data))
@@ -431,14 +450,38 @@ class JsonUnwrapping:
                 if ev.name == JSON_TOOL:
                     self._json.add(ev.index)
                     ev = BlockStart(ev.index, "text")
+                    out += self._settle(keep_text=self._calls)
                 else:
                     self._calls = True
+                    out += self._settle(keep_text=True)
+            elif isinstance(ev, BlockStart) and ev.kind == "text" and not self._calls:
+                self._texts[ev.index] = f"content[{ev.index}]"
+                if self._json:   # after the JSON tool's call: left out at once
+                    self._own_losses.append(dropped(self._texts[ev.index], PREAMBLE))
+                elif self._held is None:
+                    self._held = []
             elif isinstance(ev, ArgsDelta) and ev.index in self._json:
                 ev = TextDelta(ev.index, ev.json)
-            elif isinstance(ev, Finished) and ev.finish == "tool_calls" and not self._calls:
-                ev = msgspec.structs.replace(ev, finish="stop")
-            out.append(ev)
+            elif isinstance(ev, (Finished, Failed)):
+                if isinstance(ev, Finished) and ev.finish == "tool_calls" and not self._calls:
+                    ev = msgspec.structs.replace(ev, finish="stop")
+                out += self._settle(keep_text=True)
+            if self._json and not self._calls and getattr(ev, "index", None) in self._texts:
+                continue
+            if self._held is not None:
+                self._held.append(ev)
+            else:
+                out.append(ev)
         return out
+
+    def _settle(self, keep_text: bool) -> list[Event]:
+        """The events held, now that it is known whether their text blocks are the answer's."""
+        held, self._held = self._held or [], None
+        if keep_text:
+            self._texts.clear()
+            return held
+        self._own_losses += [dropped(path, PREAMBLE) for path in self._texts.values()]
+        return [ev for ev in held if getattr(ev, "index", None) not in self._texts]
 
 
 def _block(p, losses: list[Loss]) -> dict | None:
