@@ -222,3 +222,121 @@ def test_claudes_preamble_to_a_client_tool_call_stays(gw):
     assert "".join(d.content or "" for d in deltas) == "Let me look."
     assert [t.function.name for d in deltas for t in d.tool_calls or () if t.function.name] == ["f"]
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+# --- 3: logprobs between Chat and Responses, both ways ----------------------------------------------------------
+
+TOP = [{"token": "hel", "logprob": -0.5, "bytes": [104, 101, 108]}, {"token": "x", "logprob": -2.0, "bytes": [120]}]
+LOGPROBS = [{"token": "hel", "logprob": -0.5, "bytes": [104, 101, 108], "top_logprobs": TOP},
+            {"token": "lo", "logprob": -0.1, "bytes": [108, 111],
+             "top_logprobs": [{"token": "lo", "logprob": -0.1, "bytes": [108, 111]}]}]
+
+
+def responses_answer(content: list[dict]) -> dict:
+    return {"id": "resp_1", "object": "response", "created_at": 1, "status": "completed", "model": "up-responses",
+            "output": [{"type": "message", "id": "m1", "status": "completed", "role": "assistant",
+                        "content": content}],
+            "usage": {"input_tokens": 5, "output_tokens": 3, "total_tokens": 8}}
+
+
+def responses_events(pieces: list[tuple[str, list]]) -> list:
+    """A Responses stream of one message whose text comes in ``pieces`` (each its delta and logprobs)."""
+    whole = "".join(p for p, _ in pieces)
+    done = responses_answer([{"type": "output_text", "text": whole, "annotations": []}])
+    ids = {"item_id": "m1", "output_index": 0, "content_index": 0}
+    return [("response.created", {"response": {**done, "status": "in_progress", "output": [], "usage": None}}),
+            ("response.output_item.added", {"output_index": 0, "item": {**done["output"][0], "content": []}}),
+            ("response.content_part.added", {**ids, "part": {"type": "output_text", "text": "", "annotations": []}}),
+            *[("response.output_text.delta", {**ids, "delta": p, "logprobs": lp}) for p, lp in pieces],
+            ("response.output_text.done", {**ids, "text": whole, "logprobs": []}),
+            ("response.content_part.done", {**ids, "part": done["output"][0]["content"][0]}),
+            ("response.output_item.done", {"output_index": 0, "item": done["output"][0]}),
+            ("response.completed", {"response": done})]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_responses_providers_logprobs_reach_a_chat_client(gw, stream):
+    script(whole=responses_answer([{"type": "output_text", "text": "hello", "annotations": [],
+                                    "logprobs": LOGPROBS}]),
+           events=responses_events([("hel", LOGPROBS[:1]), ("lo", LOGPROBS[1:])]))
+    client, tap = chat(gw)
+    kw = {"model": "m-responses", "messages": [{"role": "user", "content": "hi"}], "logprobs": True,
+          "top_logprobs": 2}
+    if stream:
+        with client.chat.completions.stream(**kw) as s:
+            pieces = [e.chunk.choices[0].logprobs for e in s if e.type == "chunk" and e.chunk.choices]
+            c = s.get_final_completion()
+        assert [lp.model_dump()["content"] for lp in pieces if lp is not None] == [LOGPROBS[:1], LOGPROBS[1:]]
+    else:
+        c = client.chat.completions.create(**kw)
+    assert sent()["include"] == ["message.output_text.logprobs"] and sent()["top_logprobs"] == 2
+    assert c.choices[0].logprobs.model_dump()["content"] == LOGPROBS
+    if not stream:
+        assert warnings_of(tap.headers) == set()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_chat_providers_logprobs_reach_a_responses_client(gw, stream):
+    whole = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "up-openai",
+             "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"},
+                          "logprobs": {"content": LOGPROBS, "refusal": None}, "finish_reason": "stop"}],
+             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+    script(whole=whole, events=[
+        chat_chunk({"role": "assistant", "content": ""}),
+        chat_chunk({"content": "hel"}, logprobs={"content": LOGPROBS[:1]}),
+        chat_chunk({"content": "lo"}, logprobs={"content": LOGPROBS[1:]}),
+        chat_chunk({}, "stop"), "[DONE]"])
+    client, tap = chat(gw)
+    kw = {"model": "m-openai", "input": "hi", "top_logprobs": 2, "include": ["message.output_text.logprobs"]}
+    if stream:
+        with client.responses.stream(**kw) as s:
+            deltas = [e.logprobs for e in s if e.type == "response.output_text.delta"]
+            r = s.get_final_response()
+        assert [[lp.model_dump() for lp in d] for d in deltas] == [LOGPROBS[:1], LOGPROBS[1:]]
+    else:
+        r = client.responses.create(**kw)
+    assert sent()["logprobs"] is True and sent()["top_logprobs"] == 2
+    assert [lp.model_dump() for lp in r.output[0].content[0].logprobs] == LOGPROBS
+    if not stream:
+        assert warnings_of(tap.headers) == set()
+
+
+# --- 4: a Messages client's structured output reaches an OpenAI-format provider ---------------------------------
+
+SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": False}
+
+
+@pytest.mark.parametrize("field", ["output_config", "output_format"])
+@pytest.mark.parametrize("backend", ["openai", "responses"])
+def test_a_messages_clients_structured_output_reaches_an_openai_format_provider(gw, backend, field):
+    script(whole=responses_answer([{"type": "output_text", "text": '{"a":1}', "annotations": []}])
+           if backend == "responses" else
+           {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "up-openai",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": '{"a":1}'}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+    client, tap = messages(gw)
+    fmt = {"type": "json_schema", "schema": SCHEMA}
+    kw = {"output_config": {"format": fmt}} if field == "output_config" else {"extra_body": {"output_format": fmt}}
+    m = client.messages.create(model=f"m-{backend}", max_tokens=30, messages=[{"role": "user", "content": "hi"}],
+                               **kw)
+    assert json.loads(m.content[0].text) == {"a": 1}
+    if backend == "openai":
+        assert sent()["response_format"] == {"type": "json_schema", "json_schema": {
+            "name": "output", "schema": SCHEMA, "strict": True}}
+    else:
+        assert sent()["text"]["format"] == {"type": "json_schema", "name": "output", "schema": SCHEMA,
+                                            "strict": True}
+    assert warnings_of(tap.headers) == set()
+
+
+def test_messages_parse_reads_an_openai_providers_structured_answer(gw):
+    script(whole={"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "up-openai",
+                  "choices": [{"index": 0, "message": {"role": "assistant", "content": '{"a":1}'},
+                               "finish_reason": "stop"}],
+                  "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+    client, _ = messages(gw)
+    m = client.messages.parse(model="m-openai", max_tokens=30, messages=[{"role": "user", "content": "hi"}],
+                              output_format=Out)
+    assert m.parsed_output == Out(a=1)
+    assert sent()["response_format"]["json_schema"]["schema"]["properties"] == {"a": {"title": "A",
+                                                                                        "type": "integer"}}

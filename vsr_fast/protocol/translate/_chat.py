@@ -13,6 +13,7 @@ from ._ir import (
     GeneratedImage, Image, SignatureDelta, Started, Text, TextDelta, Thinking, ToolCall, ToolChoice, ToolDef,
     ToolResult, Turn, Usage,
 )
+from ._logprobs import joined, tokens
 from ._thinking import block as thinking_block
 from ._thinking import of_block
 from ._losses import CONVERTED, MOVED, Loss, dropped
@@ -360,10 +361,15 @@ class _Msg(msgspec.Struct, frozen=True):
         return self.reasoning, "reasoning"
 
 
+class _Logprobs(msgspec.Struct, frozen=True):
+    content: list[Any] | None = None
+
+
 class _Choice(msgspec.Struct, frozen=True):
     message: _Msg = _Msg()
     finish_reason: str | None = None
     index: int | None = 0
+    logprobs: _Logprobs | None = None
 
 
 class _Response(msgspec.Struct, frozen=True):
@@ -388,7 +394,8 @@ def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
         if thought:
             parts.append(Thinking(thought, path=f"choices[0].message.{field}"))
         if choice.message.content:
-            parts.append(Text(choice.message.content, "choices[0].message.content"))
+            parts.append(Text(choice.message.content, "choices[0].message.content",
+                              logprobs=tokens(choice.logprobs.content) if choice.logprobs else None))
         if choice.message.refusal:
             parts.append(Text(choice.message.refusal, "choices[0].message.refusal", refusal=True))
         for j, tc in enumerate(choice.message.tool_calls or ()):
@@ -418,10 +425,12 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
     if calls:
         message["tool_calls"] = [{"id": c.id, "type": "function",
                                   "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
+    logprobs = joined(p for p in answer.parts if isinstance(p, Text) and not p.refusal)
     body: dict = {
         "id": native_id(ID, answer.id), "object": "chat.completion", "created": answer.created or int(time.time()),
         "model": answer.model,
-        "choices": [{"index": 0, "message": message, "logprobs": None,
+        "choices": [{"index": 0, "message": message,
+                     "logprobs": {"content": logprobs, "refusal": None} if logprobs else None,
                      "finish_reason": FINISH_OUT[answer.finish]}],
     }
     if answer.usage is not None:
@@ -470,6 +479,7 @@ class _ChunkChoice(msgspec.Struct, frozen=True):
     delta: _Delta | None = _Delta()
     finish_reason: str | None = None
     index: int | None = 0
+    logprobs: _Logprobs | None = None
 
 
 class _Chunk(msgspec.Struct, frozen=True):
@@ -537,14 +547,15 @@ class StreamReader:
             for text, kind in ((d.reasoning_content or d.reasoning, "thinking"), (d.content, "text"),
                                (d.refusal, "refusal")):
                 if text:
-                    out += self._text(text, kind)
+                    logprobs = tokens(choice.logprobs.content) if kind == "text" and choice.logprobs else None
+                    out += self._text(text, kind, logprobs)
             for tc in d.tool_calls or ():
                 out += self._call(tc)
             if choice.finish_reason is not None:
                 self._finish = choice.finish_reason
         return out
 
-    def _text(self, text: str, kind: str = "text") -> list[Event]:
+    def _text(self, text: str, kind: str = "text", logprobs: list[dict] | None = None) -> list[Event]:
         out: list[Event] = []
         if self._text_block is not None and self._text_kind != kind:
             out += self._stop_text()   # the refusal and the reasoning are blocks of their own
@@ -555,7 +566,7 @@ class StreamReader:
             self._next += 1
             out.append(BlockStart(self._text_block, "thinking" if kind == "thinking" else "text",
                                   refusal=kind == "refusal"))
-        out.append(TextDelta(self._text_block, text))
+        out.append(TextDelta(self._text_block, text, logprobs))
         return out
 
     def _call(self, tc: _DeltaCall) -> list[Event]:
@@ -664,7 +675,9 @@ class StreamWriter:
             if thought is not None:
                 thought[0] += ev.text
                 return self._chunk({"reasoning_content": ev.text})
-            return self._chunk({"refusal" if ev.index in self._refusals else "content": ev.text})
+            if ev.index in self._refusals:
+                return self._chunk({"refusal": ev.text})
+            return self._chunk({"content": ev.text}, logprobs=ev.logprobs)
         if isinstance(ev, SignatureDelta):
             if ev.index in self._thinking:
                 self._thinking[ev.index][1] = ev.signature
@@ -707,6 +720,7 @@ class StreamWriter:
         return data_event(ENCODER.encode({"error": {"message": message, "type": kind or openai_error_type(status),
                                                      "param": None, "code": code}}))
 
-    def _chunk(self, delta: dict, finish: str | None = None) -> bytes:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    def _chunk(self, delta: dict, finish: str | None = None, logprobs: list[dict] | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": {"content": logprobs, "refusal": None} if logprobs else None,
+                  "finish_reason": finish}
         return data_event(self._prefix + ENCODER.encode([choice]) + b"}")

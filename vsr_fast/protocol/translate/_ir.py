@@ -39,6 +39,7 @@ class Text(Struct, frozen=True):
     refusal: bool = False
     cache_control: dict | None = None
     cache_path: str = ""
+    logprobs: list[dict] | None = None   # an answer's token logprobs, in the shape Chat and Responses share
 
 
 class Image(Struct, frozen=True):
@@ -205,6 +206,7 @@ class BlockStart(Struct, frozen=True):
 class TextDelta(Struct, frozen=True):
     index: int
     text: str
+    logprobs: list[dict] | None = None   # the logprobs of this piece's tokens (``Text.logprobs``)
 
 
 class ArgsDelta(Struct, frozen=True):
@@ -246,7 +248,8 @@ def answer_events(answer: Answer) -> list[Event]:
                                    u.cached if u else 0, u.cache_write if u else 0)]
     for i, part in enumerate(answer.parts):
         if isinstance(part, Text):
-            events += [BlockStart(i, "text", refusal=part.refusal), TextDelta(i, part.text), BlockStop(i)]
+            events += [BlockStart(i, "text", refusal=part.refusal), TextDelta(i, part.text, part.logprobs),
+                       BlockStop(i)]
         elif isinstance(part, ToolCall):
             events += [BlockStart(i, "tool", part.id, part.name), ArgsDelta(i, part.arguments), BlockStop(i)]
         elif isinstance(part, Thinking):

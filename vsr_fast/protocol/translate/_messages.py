@@ -1,6 +1,8 @@
 """Anthropic Messages <-> the neutral forms."""
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from .. import anthropic as wire
@@ -25,7 +27,7 @@ ID = "msg_"   # the prefix of an answer's id
 DEFAULT_MAX_TOKENS = 4096
 KNOWN = frozenset({
     "model", "messages", "max_tokens", "system", "stop_sequences", "temperature", "top_p", "tools",
-    "tool_choice", "metadata", "stream", "thinking", "top_k", "output_config",
+    "tool_choice", "metadata", "stream", "thinking", "top_k", "output_config", "output_format",
 })
 # A Chat or Responses client's structured output (response_format json_schema or json_object, text.format) reaches
 # Claude as LiteLLM carries it: one more tool, of this name, whose input schema is the client's schema, and which
@@ -80,34 +82,51 @@ def read_request(req: wire.MessagesRequest, raw: bytes) -> tuple[Conversation, l
         conv.user = meta["user_id"]
     conv.thinking = msgspec.to_builtins(req.thinking) if req.thinking is not None else None
     conv.top_k = req.top_k
-    _read_effort(raw, conv, losses)
+    _read_output_config(raw, conv, losses)
     return conv, losses
 
 
 class _OutputConfig(msgspec.Struct):
     output_config: dict | None = None
+    output_format: Any = None    # structured output's beta spelling, before output_config.format
 
 
 _OUTPUT_CONFIG = msgspec.json.Decoder(_OutputConfig)
+# The name an OpenAI-format backend's json_schema requires, which Anthropic's structured output has not.
+SCHEMA_NAME = "output"
 
 
-def _read_effort(raw: bytes, conv: Conversation, losses: list[Loss]) -> None:
+def _read_output_config(raw: bytes, conv: Conversation, losses: list[Loss]) -> None:
     """Claude Code's adaptive thinking (``thinking: {type: adaptive}``) takes its depth from
-    ``output_config.effort``: an OpenAI-format backend's reasoning effort. Nothing else of output_config is
-    carried."""
+    ``output_config.effort``: an OpenAI-format backend's reasoning effort. Structured output (``output_config.format``,
+    or the beta's ``output_format``) is the neutral ``response_format``, strict, as Anthropic holds Claude to it."""
     try:
-        config = _OUTPUT_CONFIG.decode(raw).output_config
+        doc = _OUTPUT_CONFIG.decode(raw)
     except msgspec.DecodeError:
         return
+    if doc.output_format is not None:
+        _read_format(doc.output_format, "output_format", conv, losses)
+    config = doc.output_config
     if config is None:
         return
     effort = config.get("effort")
     adaptive = (conv.thinking or {}).get("type") == "adaptive"
     for key in config:
-        if key != "effort" or not adaptive or not isinstance(effort, str):
+        if key == "format":
+            _read_format(config["format"], "output_config.format", conv, losses)
+        elif key != "effort" or not adaptive or not isinstance(effort, str):
             losses.append(dropped(f"output_config.{key}"))
     if adaptive and isinstance(effort, str):
         conv.thinking = {**conv.thinking, "effort": effort}
+
+
+def _read_format(fmt: object, path: str, conv: Conversation, losses: list[Loss]) -> None:
+    schema = fmt.get("schema") if isinstance(fmt, dict) and fmt.get("type") == "json_schema" else None
+    if isinstance(schema, dict):
+        conv.response_format = {"type": "json_schema",
+                                "json_schema": {"name": SCHEMA_NAME, "schema": schema, "strict": True}}
+    else:
+        losses.append(dropped(path))
 
 
 def _read_message(m: wire.Message, path: str, conv: Conversation, losses: list[Loss]) -> None:
