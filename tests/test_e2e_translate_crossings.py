@@ -340,3 +340,61 @@ def test_messages_parse_reads_an_openai_providers_structured_answer(gw):
     assert m.parsed_output == Out(a=1)
     assert sent()["response_format"]["json_schema"]["schema"]["properties"] == {"a": {"title": "A",
                                                                                         "type": "integer"}}
+
+
+# --- 5: allowed_tools between Chat and Responses; Claude gets the allowed tools alone ----------------------------
+
+TWO_CHAT_TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}}
+                  for n in ("a", "b")]
+TWO_RESPONSES_TOOLS = [{"type": "function", "name": n, "parameters": {"type": "object", "properties": {}},
+                        "strict": False} for n in ("a", "b")]
+CHAT_ANSWER = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "up-openai",
+               "choices": [{"index": 0, "message": {"role": "assistant", "content": "x"}, "finish_reason": "stop"}],
+               "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+
+
+@pytest.mark.parametrize("mode", ["required", "auto"])
+def test_responses_allowed_tools_reach_a_chat_provider(gw, mode):
+    script(whole=CHAT_ANSWER)
+    client, tap = chat(gw)
+    client.responses.create(model="m-openai", input="hi", tools=TWO_RESPONSES_TOOLS, tool_choice={
+        "type": "allowed_tools", "mode": mode, "tools": [{"type": "function", "name": "b"}]})
+    assert sent()["tool_choice"] == {"type": "allowed_tools", "allowed_tools": {
+        "mode": mode, "tools": [{"type": "function", "function": {"name": "b"}}]}}
+    assert len(sent()["tools"]) == 2
+    assert warnings_of(tap.headers) == set()
+
+
+def test_chat_allowed_tools_reach_a_responses_provider(gw):
+    script(whole=responses_answer([{"type": "output_text", "text": "x", "annotations": []}]))
+    client, tap = chat(gw)
+    client.chat.completions.create(model="m-responses", messages=[{"role": "user", "content": "hi"}],
+                                   tools=TWO_CHAT_TOOLS, tool_choice={"type": "allowed_tools", "allowed_tools": {
+                                       "mode": "required", "tools": [{"type": "function", "function": {"name": "b"}}]}})
+    assert sent()["tool_choice"] == {"type": "allowed_tools", "mode": "required",
+                                     "tools": [{"type": "function", "name": "b"}]}
+    assert warnings_of(tap.headers) == set()
+
+
+@pytest.mark.parametrize("mode, kind", [("required", "any"), ("auto", "auto")])
+def test_allowed_tools_to_claude_offer_those_tools_alone(gw, mode, kind):
+    script(whole=claude([{"type": "text", "text": "x"}]))
+    client, tap = chat(gw)
+    client.responses.create(model="m-anthropic", input="hi", tools=TWO_RESPONSES_TOOLS, tool_choice={
+        "type": "allowed_tools", "mode": mode, "tools": [{"type": "function", "name": "b"}]})
+    assert sent()["tool_choice"] == {"type": kind}
+    assert [t["name"] for t in sent()["tools"]] == ["b"]
+    assert loss("converted", "allowed_tools", "tool_choice") in warnings_of(tap.headers)
+
+
+# --- 6: stop sequences past OpenAI's four ----------------------------------------------------------------------
+
+
+def test_stop_sequences_past_openais_four_are_listed(gw):
+    script(whole=CHAT_ANSWER)
+    client, tap = messages(gw)
+    client.messages.create(model="m-openai", max_tokens=30, messages=[{"role": "user", "content": "hi"}],
+                           stop_sequences=["a", "b", "c", "d", "e", "f"])
+    assert sent()["stop"] == ["a", "b", "c", "d"]
+    assert {loss("dropped", "out_of_range", "stop_sequences[4]"),
+            loss("dropped", "out_of_range", "stop_sequences[5]")} <= warnings_of(tap.headers)

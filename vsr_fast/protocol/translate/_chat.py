@@ -20,6 +20,7 @@ from ._losses import CONVERTED, MOVED, Loss, dropped
 from ._sse import data_event
 
 PATH = "/chat/completions"
+MAX_STOP = 4   # the stop sequences OpenAI takes
 ID = "chatcmpl-"   # the prefix of an answer's id
 # Top-level request fields the neutral form carries; any other is reported dropped.
 KNOWN = frozenset({
@@ -168,6 +169,11 @@ def _tool_choice(choice: str | dict | None, losses: list[Loss]) -> ToolChoice | 
         name = function.get("name") if isinstance(function, dict) else None
         if isinstance(name, str):
             return ToolChoice("tool", name)
+    spec = choice.get("allowed_tools") if isinstance(choice, dict) and choice.get("type") == "allowed_tools" else None
+    if isinstance(spec, dict) and spec.get("mode") in ("auto", "required") and isinstance(spec.get("tools"), list):
+        names = [(t.get("function") or {}).get("name") if isinstance(t, dict) else None for t in spec["tools"]]
+        if all(isinstance(n, str) for n in names):
+            return ToolChoice(spec["mode"], allowed=tuple(names))
     losses.append(dropped("tool_choice"))
     return None
 
@@ -218,6 +224,9 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     if conv.tool_choice is not None:
         c = conv.tool_choice
         body["tool_choice"] = {"type": "function", "function": {"name": c.name}} if c.kind == "tool" else c.kind
+        if c.allowed is not None:
+            body["tool_choice"] = {"type": "allowed_tools", "allowed_tools": {
+                "mode": c.kind, "tools": [{"type": "function", "function": {"name": n}} for n in c.allowed]}}
     _put(body, "parallel_tool_calls", conv.parallel_tool_calls)
     # max_completion_tokens, as LiteLLM and the executors send it: OpenAI deprecated max_tokens and its reasoning
     # models (o-series, gpt-5) refuse it; vLLM, SGLang and llama.cpp read either.
@@ -225,7 +234,9 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     _put(body, "temperature", conv.temperature)
     _put(body, "top_p", conv.top_p)
     if conv.stop:
-        body["stop"] = conv.stop
+        # OpenAI refuses more than four (vLLM and others take more): the first four kept, the rest listed.
+        body["stop"] = conv.stop[:MAX_STOP]
+        losses += [dropped(f"{conv.stop_path}[{i}]", "out_of_range") for i in range(MAX_STOP, len(conv.stop))]
     _put(body, "user", conv.user)
     if conv.metadata:
         # OpenAI takes metadata only with store on ("metadata is only allowed when store is enabled"); turning on

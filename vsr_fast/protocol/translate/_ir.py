@@ -119,9 +119,13 @@ class ToolDef(Struct, frozen=True):
 
 
 class ToolChoice(Struct, frozen=True):
+    """``allowed``: the tools a choice of ``auto`` or ``required`` is among (Chat's and Responses' allowed_tools),
+    the request's tools all still offered."""
+
     kind: Literal["auto", "none", "required", "tool"]
     name: str | None = None
     path: str = "tool_choice"
+    allowed: tuple[str, ...] | None = None
 
 
 class Conversation(Struct):
@@ -136,6 +140,7 @@ class Conversation(Struct):
     temperature: float | None = None
     top_p: float | None = None
     stop: list[str] = field(default_factory=list)
+    stop_path: str = "stop"    # where the client put them (a Messages client's stop_sequences)
     stream: bool = False
     user: str | None = None
     metadata: dict[str, str] | None = None

@@ -50,8 +50,8 @@ _MEDIA_ALIASES = {"image/jpg": "image/jpeg"}   # what clients write for JPEG, th
 
 def read_request(req: wire.MessagesRequest, raw: bytes) -> tuple[Conversation, list[Loss]]:
     losses = unknown_fields(raw, KNOWN)
-    conv = Conversation(turns=[], stream=req.stream, max_tokens=req.max_tokens,
-                        temperature=req.temperature, top_p=req.top_p, stop=list(req.stop_sequences or ()))
+    conv = Conversation(turns=[], stream=req.stream, max_tokens=req.max_tokens, temperature=req.temperature,
+                        top_p=req.top_p, stop=list(req.stop_sequences or ()), stop_path="stop_sequences")
     if isinstance(req.system, str):
         conv.system = [Text(req.system, "system")] if req.system else []
     elif req.system:
@@ -290,7 +290,13 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     if system:
         body["system"] = system
     if conv.tools:
-        body["tools"] = [_tool(t) for t in conv.tools]
+        allowed = conv.tool_choice.allowed if conv.tool_choice is not None else None
+        # Anthropic has no allowed_tools: the model is offered the allowed tools alone.
+        tools = [_tool(t) for t in conv.tools if allowed is None or t.name in allowed]
+        if tools:
+            body["tools"] = tools
+        if allowed is not None:
+            losses.append(Loss(CONVERTED, "allowed_tools", conv.tool_choice.path))
     if conv.web_search:
         # Anthropic's own web search, as LiteLLM maps OpenAI's: the answer's text comes back with what it found
         # (its server_tool_use and web_search_tool_result blocks are Anthropic's alone: dropped, listed).
@@ -577,7 +583,7 @@ def _tool_choice(conv: Conversation, losses: list[Loss]) -> dict | None:
     c = conv.tool_choice
     if c is None and conv.parallel_tool_calls is not False:
         return None
-    offered = {t.name for t in conv.tools}
+    offered = {t.name for t in conv.tools if c is None or c.allowed is None or t.name in c.allowed}
     if json_schema(conv.response_format) is not None:
         offered.add(JSON_TOOL)      # ``_json_tool`` adds it, and rewrites the choice around it
     if not offered or c is not None and c.kind == "tool" and c.name not in offered:

@@ -221,6 +221,11 @@ def _tool_choice(choice: str | dict | None, losses: list[Loss], names: ToolNames
     if isinstance(choice, dict) and choice.get("type") in ("function", "custom") and isinstance(choice.get("name"), str):
         namespace = choice.get("namespace")
         return ToolChoice("tool", names.function_of(choice["name"], namespace if isinstance(namespace, str) else None))
+    tools = choice.get("tools") if isinstance(choice, dict) and choice.get("type") == "allowed_tools" else None
+    if isinstance(tools, list) and choice.get("mode") in ("auto", "required"):
+        named = [t for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)]
+        if len(named) == len(tools):
+            return ToolChoice(choice["mode"], allowed=tuple(names.function_of(t["name"], None) for t in named))
     losses.append(dropped("tool_choice"))
     return None
 
@@ -260,6 +265,9 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     c = conv.tool_choice
     if c is not None:
         body["tool_choice"] = {"type": "function", "name": c.name} if c.kind == "tool" else c.kind
+        if c.allowed is not None:
+            body["tool_choice"] = {"type": "allowed_tools", "mode": c.kind,
+                                   "tools": [{"type": "function", "name": n} for n in c.allowed]}
     for key, value in (("parallel_tool_calls", conv.parallel_tool_calls), ("max_output_tokens", conv.max_tokens),
                        ("temperature", conv.temperature), ("top_p", conv.top_p), ("user", conv.user),
                        ("metadata", conv.metadata)):
