@@ -398,3 +398,36 @@ def test_stop_sequences_past_openais_four_are_listed(gw):
     assert sent()["stop"] == ["a", "b", "c", "d"]
     assert {loss("dropped", "out_of_range", "stop_sequences[4]"),
             loss("dropped", "out_of_range", "stop_sequences[5]")} <= warnings_of(tap.headers)
+
+
+# --- 7: a Chat tool message's images reach Claude and a Responses provider ----------------------------------------
+
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+SHOT_HISTORY = [
+    {"role": "user", "content": "q"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "shot", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": [
+        {"type": "text", "text": "see"}, {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}]}]
+SHOT = {"type": "function", "function": {"name": "shot", "parameters": {"type": "object", "properties": {}}}}
+
+
+def test_a_chat_tool_results_image_reaches_claude(gw):
+    script(whole=claude([{"type": "text", "text": "ok"}]))
+    client, tap = chat(gw)
+    client.chat.completions.create(model="m-anthropic", messages=SHOT_HISTORY, tools=[SHOT], max_tokens=10)
+    [result] = sent()["messages"][-1]["content"]
+    assert result["content"] == [{"type": "text", "text": "see"}, {"type": "image", "source": {
+        "type": "base64", "media_type": "image/png", "data": PNG}}]
+    assert warnings_of(tap.headers) == set()
+
+
+def test_a_chat_tool_results_image_reaches_a_responses_provider(gw):
+    script(whole=responses_answer([{"type": "output_text", "text": "ok", "annotations": []}]))
+    client, tap = chat(gw)
+    client.chat.completions.create(model="m-responses", messages=SHOT_HISTORY, tools=[SHOT])
+    [output] = [i for i in sent()["input"] if i.get("type") == "function_call_output"]
+    assert output["output"][0] == {"type": "input_text", "text": "see"}
+    assert output["output"][1]["type"] == "input_image"
+    assert output["output"][1]["image_url"] == f"data:image/png;base64,{PNG}"
+    assert warnings_of(tap.headers) == set()

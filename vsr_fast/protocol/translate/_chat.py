@@ -65,7 +65,8 @@ def read_request(req: wire.ChatRequest, raw: bytes) -> tuple[Conversation, list[
             parts = _marked(m, parts, path, losses)
             conv.turns.append(Turn("assistant", parts, path))
         elif m.role == "tool":
-            result = ToolResult(m.tool_call_id or "", _marked(m, _texts(m, path, losses), path, losses), path=path)
+            # Its images and files too: Anthropic's tool_result and Responses' function_call_output carry them.
+            result = ToolResult(m.tool_call_id or "", _marked(m, _parts(m, path, losses), path, losses), path=path)
             if conv.turns and conv.turns[-1].role == "tool":
                 conv.turns[-1].parts.append(result)
             else:
