@@ -431,3 +431,36 @@ def test_a_chat_tool_results_image_reaches_a_responses_provider(gw):
     assert output["output"][1]["type"] == "input_image"
     assert output["output"][1]["image_url"] == f"data:image/png;base64,{PNG}"
     assert warnings_of(tap.headers) == set()
+
+
+# --- 8: parallel calls under one index with new ids, split for a Chat client too --------------------------------
+
+ONE_INDEX = [chat_chunk({"role": "assistant", "content": None, "tool_calls": [
+                 {"index": 0, "id": "call_1", "type": "function", "function": {"name": "a", "arguments": '{"x":1}'}}]}),
+             chat_chunk({"tool_calls": [{"index": 0, "id": "call_2", "type": "function",
+                                         "function": {"name": "b", "arguments": '{"y":'}}]}),
+             chat_chunk({"tool_calls": [{"index": 0, "function": {"arguments": "2}"}}]}),
+             chat_chunk({}, "tool_calls"), "[DONE]"]
+
+
+def test_parallel_calls_under_one_index_are_split_for_a_chat_client(gw):
+    script(events=ONE_INDEX)
+    client, _ = chat(gw)
+    with client.chat.completions.stream(model="m-openai", messages=[{"role": "user", "content": "hi"}],
+                                        tools=TWO_CHAT_TOOLS) as s:
+        calls = s.get_final_completion().choices[0].message.tool_calls
+    assert [(c.id, c.function.name, c.function.arguments) for c in calls] == [
+        ("call_1", "a", '{"x":1}'), ("call_2", "b", '{"y":2}')]
+
+
+def test_calls_one_id_split_across_chunks_stay_one_call_for_a_chat_client(gw):
+    """A server that sends each piece of one call with another id and no name (Poolside's): still one call."""
+    script(events=[chat_chunk({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                                               "function": {"name": "a", "arguments": '{"x":'}}]}),
+                   chat_chunk({"tool_calls": [{"index": 0, "id": "c2", "function": {"arguments": "1}"}}]}),
+                   chat_chunk({}, "tool_calls"), "[DONE]"])
+    client, _ = chat(gw)
+    with client.chat.completions.stream(model="m-openai", messages=[{"role": "user", "content": "hi"}],
+                                        tools=TWO_CHAT_TOOLS) as s:
+        calls = s.get_final_completion().choices[0].message.tool_calls
+    assert [(c.function.name, c.function.arguments) for c in calls] == [("a", '{"x":1}')]

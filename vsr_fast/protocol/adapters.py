@@ -537,8 +537,10 @@ class ChatAdapter(Adapter):
         return bool(req.body.stream) and not (options and options.include_usage)
 
     def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id) -> StreamTranslator:
-        tr = super().stream_translator(req, api_format, new_id=new_id)
-        return _NoUsageChunk(tr) if api_format == self.native and self.usage_unasked(req) else tr
+        if api_format != self.native:
+            return super().stream_translator(req, api_format, new_id=new_id)
+        tr = Passthrough(self._passthrough_fail, restate=CHAT.CallSplitter())
+        return _NoUsageChunk(tr) if self.usage_unasked(req) else tr
 
     def _writer(self, req: Inbound, new_id: NewId):
         options = req.body.stream_options

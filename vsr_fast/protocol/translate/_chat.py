@@ -736,3 +736,49 @@ class StreamWriter:
         choice = {"index": 0, "delta": delta, "logprobs": {"content": logprobs, "refusal": None} if logprobs else None,
                   "finish_reason": finish}
         return data_event(self._prefix + ENCODER.encode([choice]) + b"}")
+
+
+class CallSplitter:
+    """A same-protocol Chat stream's ``restate`` (``Passthrough``): a backend that streams parallel calls each under
+    index 0 with a new id (Ollama, SGLang, Gemini's OpenAI endpoint) has them re-indexed, as ``StreamReader`` splits
+    them for the other protocols; an SDK would join them into one call. Events without tool calls pass as they are.
+    """
+
+    def __init__(self) -> None:
+        self._calls: dict[int, tuple[str | None, int, list[str]]] = {}   # backend index -> (id, our index, args)
+        self._next = 0
+
+    def __call__(self, out: bytes, events: int, head: bytes) -> bytes:
+        if b'"tool_calls"' not in out:
+            return out
+        return b"".join(self._event(e) for e in out.split(b"\n\n") if e) + (b"\n\n" if out.endswith(b"\n\n") else b"")
+
+    def _event(self, event: bytes) -> bytes:
+        if b'"tool_calls"' not in event or not event.startswith(b"data: ") or b"\n" in event:
+            return event + b"\n\n"
+        try:
+            doc = _JSON.decode(event[6:])
+        except msgspec.DecodeError:
+            return event + b"\n\n"
+        changed = False
+        for choice in doc.get("choices") or () if isinstance(doc, dict) else ():
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            for tc in (delta.get("tool_calls") or ()) if isinstance(delta, dict) else ():
+                if isinstance(tc, dict) and isinstance(tc.get("index"), int):
+                    ours = self._index(tc)
+                    changed |= ours != tc["index"]
+                    tc["index"] = ours
+        return (data_event(ENCODER.encode(doc)) if changed else event + b"\n\n")
+
+    def _index(self, tc: dict) -> int:
+        """Our index for this delta's call: a new one for a call with a new id and a name after whole arguments."""
+        function = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        args = function.get("arguments") if isinstance(function.get("arguments"), str) else ""
+        known = self._calls.get(tc["index"])
+        call_id = tc.get("id")
+        if known is None or (call_id and call_id != known[0] and function.get("name")
+                             and (not "".join(known[2]).strip() or _whole(known[2]))):
+            known = self._calls[tc["index"]] = (call_id, self._next, [])
+            self._next += 1
+        known[2].append(args)
+        return known[1]
