@@ -464,3 +464,38 @@ def test_calls_one_id_split_across_chunks_stay_one_call_for_a_chat_client(gw):
                                         tools=TWO_CHAT_TOOLS) as s:
         calls = s.get_final_completion().choices[0].message.tool_calls
     assert [(c.function.name, c.function.arguments) for c in calls] == [("a", '{"x":1}')]
+
+
+# --- 9: Claude's cache writes for a Chat client; ids for calls a backend sent without --------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_claudes_cache_writes_reach_a_chat_client(gw, stream):
+    usage = {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 30, "cache_read_input_tokens": 20}
+    events = claude_events([text("ok")])
+    events[0][1]["message"]["usage"] = {**usage, "output_tokens": 1}
+    script(whole=claude([{"type": "text", "text": "ok"}], usage=usage), events=events)
+    client, _ = chat(gw)
+    kw = {"model": "m-anthropic", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10}
+    if stream:
+        with client.chat.completions.stream(**kw, stream_options={"include_usage": True}) as s:
+            u = s.get_final_completion().usage
+    else:
+        u = client.chat.completions.create(**kw).usage
+    assert u.prompt_tokens == 60
+    assert u.prompt_tokens_details.cached_tokens == 20
+    assert u.prompt_tokens_details.model_dump()["cache_write_tokens"] == 30
+
+
+def test_calls_a_backend_sent_without_ids_get_ids_unique_across_turns(gw):
+    def turn(answer_id: str) -> list[str]:
+        script(whole={"id": answer_id, "object": "chat.completion", "created": 1, "model": "up-openai",
+                      "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                          "role": "assistant", "content": None, "tool_calls": [
+                              {"type": "function", "function": {"name": "a", "arguments": "{}"}}]}}]})
+        client, _ = messages(gw)
+        m = client.messages.create(model="m-openai", max_tokens=30, messages=[{"role": "user", "content": "hi"}],
+                                   tools=[{"name": "a", "input_schema": {"type": "object"}}])
+        return [b.id for b in m.content if b.type == "tool_use"]
+    first, second = turn("chatcmpl-A"), turn("chatcmpl-B")
+    assert len(first) == len(second) == 1 and first != second

@@ -7,7 +7,9 @@ from typing import Any
 import msgspec
 
 from .. import chat as wire
-from ._common import ENCODER, effort_of_thinking, error_text, native_id, openai_error_type, read_error, unknown_fields
+from ._common import (
+    ENCODER, effort_of_thinking, error_text, native_id, new_id, openai_error_type, read_error, unknown_fields,
+)
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
     GeneratedImage, Image, SignatureDelta, Started, Text, TextDelta, Thinking, ToolCall, ToolChoice, ToolDef,
@@ -411,7 +413,8 @@ def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
         if choice.message.refusal:
             parts.append(Text(choice.message.refusal, "choices[0].message.refusal", refusal=True))
         for j, tc in enumerate(choice.message.tool_calls or ()):
-            parts.append(ToolCall(tc.id or f"call_{j}", tc.function.name or "", tc.function.arguments or "",
+            # A call the backend sent without an id: one unique to it, or two turns' calls would share theirs.
+            parts.append(ToolCall(tc.id or new_id("call_"), tc.function.name or "", tc.function.arguments or "",
                                   f"choices[0].message.tool_calls[{j}]"))
         finish = FINISH_IN.get(choice.finish_reason or "stop", "stop")
     usage = read_usage(doc.usage) if doc.usage else None
@@ -460,12 +463,14 @@ def read_usage(u: wire.Usage) -> Usage:
 
 def write_usage(u: Usage) -> dict:
     """Usage in Chat's words; the cached input in prompt_tokens_details and the reasoning in
-    completion_tokens_details, as OpenAI reports them, when there is any (input written to a Messages cache has
-    no Chat field: it stays counted in prompt_tokens)."""
+    completion_tokens_details, as OpenAI reports them, when there is any; input written to a Messages cache as
+    prompt_tokens_details.cache_write_tokens (Responses' input_tokens_details name), counted in prompt_tokens."""
     usage: dict = {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
                    "total_tokens": u.input_tokens + u.output_tokens}
-    if u.cached:
+    if u.cached or u.cache_write:
         usage["prompt_tokens_details"] = {"cached_tokens": u.cached}
+        if u.cache_write:
+            usage["prompt_tokens_details"]["cache_write_tokens"] = u.cache_write
     if u.reasoning:
         usage["completion_tokens_details"] = {"reasoning_tokens": u.reasoning}
     return usage
@@ -603,7 +608,7 @@ class StreamReader:
             self._open_calls[block] = []
             name = (tc.function.name if tc.function else None) or ""
             # Some servers leave the id out; the client needs one to send the result back.
-            out.append(BlockStart(block, "tool", tc.id or f"call_{block}", name))
+            out.append(BlockStart(block, "tool", tc.id or new_id("call_"), name))
         if tc.function and tc.function.arguments:
             out.append(ArgsDelta(block, tc.function.arguments))
             pieces = self._open_calls.get(block)
