@@ -756,15 +756,15 @@ class CallSplitter:
     def __call__(self, out: bytes, events: int, head: bytes) -> bytes:
         if b'"tool_calls"' not in out:
             return out
-        return b"".join(self._event(e) for e in out.split(b"\n\n") if e) + (b"\n\n" if out.endswith(b"\n\n") else b"")
+        return b"\n\n".join(self._event(e) for e in out.split(b"\n\n"))   # the bytes of the others kept
 
     def _event(self, event: bytes) -> bytes:
         if b'"tool_calls"' not in event or not event.startswith(b"data: ") or b"\n" in event:
-            return event + b"\n\n"
+            return event
         try:
             doc = _JSON.decode(event[6:])
         except msgspec.DecodeError:
-            return event + b"\n\n"
+            return event
         changed = False
         for choice in doc.get("choices") or () if isinstance(doc, dict) else ():
             delta = choice.get("delta") if isinstance(choice, dict) else None
@@ -773,7 +773,7 @@ class CallSplitter:
                     ours = self._index(tc)
                     changed |= ours != tc["index"]
                     tc["index"] = ours
-        return (data_event(ENCODER.encode(doc)) if changed else event + b"\n\n")
+        return b"data: " + ENCODER.encode(doc) if changed else event
 
     def _index(self, tc: dict) -> int:
         """Our index for this delta's call: a new one for a call with a new id and a name after whole arguments."""
