@@ -750,8 +750,9 @@ class CallSplitter:
     """
 
     def __init__(self) -> None:
-        self._calls: dict[int, tuple[str | None, int, list[str]]] = {}   # backend index -> (id, our index, args)
-        self._next = 0
+        # (choice, backend index) -> (the id of the call it holds, our index, its arguments so far)
+        self._calls: dict[tuple[object, int], tuple[str | None, int, list[str]]] = {}
+        self._next: dict[object, int] = {}   # choice -> the next index of ours
 
     def __call__(self, out: bytes, events: int, head: bytes) -> bytes:
         if b'"tool_calls"' not in out:
@@ -770,20 +771,21 @@ class CallSplitter:
             delta = choice.get("delta") if isinstance(choice, dict) else None
             for tc in (delta.get("tool_calls") or ()) if isinstance(delta, dict) else ():
                 if isinstance(tc, dict) and isinstance(tc.get("index"), int):
-                    ours = self._index(tc)
+                    ours = self._index(choice.get("index"), tc)
                     changed |= ours != tc["index"]
                     tc["index"] = ours
         return b"data: " + ENCODER.encode(doc) if changed else event
 
-    def _index(self, tc: dict) -> int:
+    def _index(self, choice: object, tc: dict) -> int:
         """Our index for this delta's call: a new one for a call with a new id and a name after whole arguments."""
         function = tc.get("function") if isinstance(tc.get("function"), dict) else {}
         args = function.get("arguments") if isinstance(function.get("arguments"), str) else ""
-        known = self._calls.get(tc["index"])
+        key = (choice, tc["index"])
+        known = self._calls.get(key)
         call_id = tc.get("id")
         if known is None or (call_id and call_id != known[0] and function.get("name")
                              and (not "".join(known[2]).strip() or _whole(known[2]))):
-            known = self._calls[tc["index"]] = (call_id, self._next, [])
-            self._next += 1
+            known = self._calls[key] = (call_id, self._next.get(choice, 0), [])
+            self._next[choice] = known[1] + 1
         known[2].append(args)
         return known[1]
