@@ -178,7 +178,9 @@ def test_chat_client_gets_claudes_thinking_and_its_tool_loop_goes_on(gw, stream)
     message, headers = chat_turn(gw, stream, ASK, reasoning_effort="low")
     assert sent()["thinking"] == {"type": "enabled", "budget_tokens": 1024}
     assert message["reasoning_content"] == THOUGHT
-    assert message["thinking_blocks"] == [{"type": "thinking", "thinking": THOUGHT, "signature": SIGNATURE}]
+    # A streamed block comes indexed, as the openai SDK's accumulator needs it (and goes back with its index).
+    assert message["thinking_blocks"] == [{"type": "thinking", "thinking": THOUGHT, "signature": SIGNATURE,
+                                           **({"index": 0} if stream else {})}]
     assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
     assert not any("content[0]" in w for w in warnings_of(headers))
     # Turn 2: the assistant message as returned, and the tool's result.

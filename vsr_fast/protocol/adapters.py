@@ -295,7 +295,8 @@ class Adapter(abc.ABC):
         except VsrError as exc:   # a Responses answer whose status is failed
             return self._error_reply(exc)
         if self._json_answer(req, api_format):
-            answer = MESSAGES.unwrap_json(answer)
+            answer, unwrap_losses = MESSAGES.unwrap_json(answer)
+            read_losses = [*read_losses, *unwrap_losses]
         out, write_losses = self._write_answer(req, answer)
         return Reply(status, JSON, out, (*read_losses, *write_losses))
 
@@ -559,8 +560,10 @@ class ChatAdapter(Adapter):
         return bool(req.body.stream) and not (options and options.include_usage)
 
     def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id) -> StreamTranslator:
-        tr = super().stream_translator(req, api_format, new_id=new_id)
-        return _NoUsageChunk(tr) if api_format == self.native and self.usage_unasked(req) else tr
+        if api_format != self.native:
+            return super().stream_translator(req, api_format, new_id=new_id)
+        tr = Passthrough(self._passthrough_fail, restate=CHAT.CallSplitter())
+        return _NoUsageChunk(tr) if self.usage_unasked(req) else tr
 
     def _writer(self, req: Inbound, new_id: NewId):
         options = req.body.stream_options

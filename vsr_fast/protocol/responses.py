@@ -199,6 +199,7 @@ class OutPart(Struct, frozen=True):
     type: str
     text: str | None = None
     refusal: str | None = None
+    logprobs: list[Any] | None = None   # output_text's token logprobs (include message.output_text.logprobs)
 
 
 class OutItem(Struct, frozen=True):
@@ -253,6 +254,7 @@ class Event(Struct, frozen=True):
     text: str | None = None
     arguments: str | None = None
     part: OutPart | None = None
+    logprobs: list[Any] | None = None    # output_text.delta's
     code: str | None = None
     message: str | None = None
     error: ResponseError | None = None     # an error event's fields, as the live API nests them

@@ -8,18 +8,20 @@ import msgspec
 
 from .. import chat as wire
 from ..error_types import openai_type
-from ._common import ENCODER, effort_of_thinking, error_text, native_id, read_error, unknown_fields
+from ._common import ENCODER, effort_of_thinking, error_text, native_id, new_id, read_error, unknown_fields
 from ._ir import (
     Answer, ArgsDelta, BlockStart, BlockStop, Conversation, Event, Failed, File, Finished,
     GeneratedImage, Image, SignatureDelta, Started, Text, TextDelta, Thinking, ToolCall, ToolChoice, ToolDef,
     ToolResult, Turn, Usage,
 )
+from ._logprobs import joined, tokens
 from ._thinking import block as thinking_block
 from ._thinking import of_block
 from ._losses import CONVERTED, MOVED, Loss, dropped
 from ._sse import data_event
 
 PATH = "/chat/completions"
+MAX_STOP = 4   # the stop sequences OpenAI takes
 ID = "chatcmpl-"   # the prefix of an answer's id
 # Top-level request fields the neutral form carries; any other is reported dropped.
 KNOWN = frozenset({
@@ -64,7 +66,8 @@ def read_request(req: wire.ChatRequest, raw: bytes) -> tuple[Conversation, list[
             parts = _marked(m, parts, path, losses)
             conv.turns.append(Turn("assistant", parts, path))
         elif m.role == "tool":
-            result = ToolResult(m.tool_call_id or "", _marked(m, _texts(m, path, losses), path, losses), path=path)
+            # Its images and files too: Anthropic's tool_result and Responses' function_call_output carry them.
+            result = ToolResult(m.tool_call_id or "", _marked(m, _parts(m, path, losses), path, losses), path=path)
             if conv.turns and conv.turns[-1].role == "tool":
                 conv.turns[-1].parts.append(result)
             else:
@@ -168,6 +171,11 @@ def _tool_choice(choice: str | dict | None, losses: list[Loss]) -> ToolChoice | 
         name = function.get("name") if isinstance(function, dict) else None
         if isinstance(name, str):
             return ToolChoice("tool", name)
+    spec = choice.get("allowed_tools") if isinstance(choice, dict) and choice.get("type") == "allowed_tools" else None
+    if isinstance(spec, dict) and spec.get("mode") in ("auto", "required") and isinstance(spec.get("tools"), list):
+        names = [(t.get("function") or {}).get("name") if isinstance(t, dict) else None for t in spec["tools"]]
+        if all(isinstance(n, str) for n in names):
+            return ToolChoice(spec["mode"], allowed=tuple(names))
     losses.append(dropped("tool_choice"))
     return None
 
@@ -218,6 +226,9 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     if conv.tool_choice is not None:
         c = conv.tool_choice
         body["tool_choice"] = {"type": "function", "function": {"name": c.name}} if c.kind == "tool" else c.kind
+        if c.allowed is not None:
+            body["tool_choice"] = {"type": "allowed_tools", "allowed_tools": {
+                "mode": c.kind, "tools": [{"type": "function", "function": {"name": n}} for n in c.allowed]}}
     _put(body, "parallel_tool_calls", conv.parallel_tool_calls)
     # max_completion_tokens, as LiteLLM and the executors send it: OpenAI deprecated max_tokens and its reasoning
     # models (o-series, gpt-5) refuse it; vLLM, SGLang and llama.cpp read either.
@@ -225,7 +236,9 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     _put(body, "temperature", conv.temperature)
     _put(body, "top_p", conv.top_p)
     if conv.stop:
-        body["stop"] = conv.stop
+        # OpenAI refuses more than four (vLLM and others take more): the first four kept, the rest listed.
+        body["stop"] = conv.stop[:MAX_STOP]
+        losses += [dropped(f"{conv.stop_path}[{i}]", "out_of_range") for i in range(MAX_STOP, len(conv.stop))]
     _put(body, "user", conv.user)
     if conv.metadata:
         # OpenAI takes metadata only with store on ("metadata is only allowed when store is enabled"); turning on
@@ -361,10 +374,15 @@ class _Msg(msgspec.Struct, frozen=True):
         return self.reasoning, "reasoning"
 
 
+class _Logprobs(msgspec.Struct, frozen=True):
+    content: list[Any] | None = None
+
+
 class _Choice(msgspec.Struct, frozen=True):
     message: _Msg = _Msg()
     finish_reason: str | None = None
     index: int | None = 0
+    logprobs: _Logprobs | None = None
 
 
 class _Response(msgspec.Struct, frozen=True):
@@ -389,11 +407,13 @@ def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
         if thought:
             parts.append(Thinking(thought, path=f"choices[0].message.{field}"))
         if choice.message.content:
-            parts.append(Text(choice.message.content, "choices[0].message.content"))
+            parts.append(Text(choice.message.content, "choices[0].message.content",
+                              logprobs=tokens(choice.logprobs.content) if choice.logprobs else None))
         if choice.message.refusal:
             parts.append(Text(choice.message.refusal, "choices[0].message.refusal", refusal=True))
         for j, tc in enumerate(choice.message.tool_calls or ()):
-            parts.append(ToolCall(tc.id or f"call_{j}", tc.function.name or "", tc.function.arguments or "",
+            # A call the backend sent without an id: one unique to it, or two turns' calls would share theirs.
+            parts.append(ToolCall(tc.id or new_id("call_"), tc.function.name or "", tc.function.arguments or "",
                                   f"choices[0].message.tool_calls[{j}]"))
         finish = FINISH_IN.get(choice.finish_reason or "stop", "stop")
     usage = read_usage(doc.usage) if doc.usage else None
@@ -419,10 +439,12 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
     if calls:
         message["tool_calls"] = [{"id": c.id, "type": "function",
                                   "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
+    logprobs = joined(p for p in answer.parts if isinstance(p, Text) and not p.refusal)
     body: dict = {
         "id": native_id(ID, answer.id), "object": "chat.completion", "created": answer.created or int(time.time()),
         "model": answer.model,
-        "choices": [{"index": 0, "message": message, "logprobs": None,
+        "choices": [{"index": 0, "message": message,
+                     "logprobs": {"content": logprobs, "refusal": None} if logprobs else None,
                      "finish_reason": FINISH_OUT[answer.finish]}],
     }
     if answer.usage is not None:
@@ -440,12 +462,14 @@ def read_usage(u: wire.Usage) -> Usage:
 
 def write_usage(u: Usage) -> dict:
     """Usage in Chat's words; the cached input in prompt_tokens_details and the reasoning in
-    completion_tokens_details, as OpenAI reports them, when there is any (input written to a Messages cache has
-    no Chat field: it stays counted in prompt_tokens)."""
+    completion_tokens_details, as OpenAI reports them, when there is any; input written to a Messages cache as
+    prompt_tokens_details.cache_write_tokens (Responses' input_tokens_details name), counted in prompt_tokens."""
     usage: dict = {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
                    "total_tokens": u.input_tokens + u.output_tokens}
-    if u.cached:
+    if u.cached or u.cache_write:
         usage["prompt_tokens_details"] = {"cached_tokens": u.cached}
+        if u.cache_write:
+            usage["prompt_tokens_details"]["cache_write_tokens"] = u.cache_write
     if u.reasoning:
         usage["completion_tokens_details"] = {"reasoning_tokens": u.reasoning}
     return usage
@@ -471,6 +495,7 @@ class _ChunkChoice(msgspec.Struct, frozen=True):
     delta: _Delta | None = _Delta()
     finish_reason: str | None = None
     index: int | None = 0
+    logprobs: _Logprobs | None = None
 
 
 class _Chunk(msgspec.Struct, frozen=True):
@@ -538,14 +563,15 @@ class StreamReader:
             for text, kind in ((d.reasoning_content or d.reasoning, "thinking"), (d.content, "text"),
                                (d.refusal, "refusal")):
                 if text:
-                    out += self._text(text, kind)
+                    logprobs = tokens(choice.logprobs.content) if kind == "text" and choice.logprobs else None
+                    out += self._text(text, kind, logprobs)
             for tc in d.tool_calls or ():
                 out += self._call(tc)
             if choice.finish_reason is not None:
                 self._finish = choice.finish_reason
         return out
 
-    def _text(self, text: str, kind: str = "text") -> list[Event]:
+    def _text(self, text: str, kind: str = "text", logprobs: list[dict] | None = None) -> list[Event]:
         out: list[Event] = []
         if self._text_block is not None and self._text_kind != kind:
             out += self._stop_text()   # the refusal and the reasoning are blocks of their own
@@ -556,7 +582,7 @@ class StreamReader:
             self._next += 1
             out.append(BlockStart(self._text_block, "thinking" if kind == "thinking" else "text",
                                   refusal=kind == "refusal"))
-        out.append(TextDelta(self._text_block, text))
+        out.append(TextDelta(self._text_block, text, logprobs))
         return out
 
     def _call(self, tc: _DeltaCall) -> list[Event]:
@@ -581,7 +607,7 @@ class StreamReader:
             self._open_calls[block] = []
             name = (tc.function.name if tc.function else None) or ""
             # Some servers leave the id out; the client needs one to send the result back.
-            out.append(BlockStart(block, "tool", tc.id or f"call_{block}", name))
+            out.append(BlockStart(block, "tool", tc.id or new_id("call_"), name))
         if tc.function and tc.function.arguments:
             out.append(ArgsDelta(block, tc.function.arguments))
             pieces = self._open_calls.get(block)
@@ -653,6 +679,7 @@ class StreamWriter:
         self._tools: dict[int, int] = {}   # block index -> tool_calls[].index
         self._refusals: set[int] = set()   # the blocks of the model's refusal
         self._thinking: dict[int, list] = {}   # thinking block -> [its text so far, its signature]
+        self._blocks_sent = 0                  # thinking_blocks[] entries written: the next one's index
 
     def write(self, ev: Event) -> bytes:
         if isinstance(ev, Started):
@@ -664,7 +691,9 @@ class StreamWriter:
             if thought is not None:
                 thought[0] += ev.text
                 return self._chunk({"reasoning_content": ev.text})
-            return self._chunk({"refusal" if ev.index in self._refusals else "content": ev.text})
+            if ev.index in self._refusals:
+                return self._chunk({"refusal": ev.text})
+            return self._chunk({"content": ev.text}, logprobs=ev.logprobs)
         if isinstance(ev, SignatureDelta):
             if ev.index in self._thinking:
                 self._thinking[ev.index][1] = ev.signature
@@ -688,8 +717,13 @@ class StreamWriter:
         if isinstance(ev, BlockStop):
             thought = self._thinking.pop(ev.index, None)
             block = thinking_block(Thinking(*thought)) if thought is not None else None
-            # The signed block whole once its signature is known, as LiteLLM's delta.thinking_blocks carries it.
-            return self._chunk({"thinking_blocks": [block]}) if block is not None else b""
+            if block is None:
+                return b""
+            # The signed block whole once its signature is known, as LiteLLM's delta.thinking_blocks carries it;
+            # indexed as tool_calls are, or the openai SDK's stream accumulator refuses a second block.
+            block["index"] = self._blocks_sent
+            self._blocks_sent += 1
+            return self._chunk({"thinking_blocks": [block]})
         if isinstance(ev, Finished):
             out = self._chunk({}, FINISH_OUT[ev.finish])
             if self.include_usage:
@@ -703,6 +737,55 @@ class StreamWriter:
         return data_event(ENCODER.encode({"error": {"message": message, "type": openai_type(status),
                                                      "param": None, "code": code}}))
 
-    def _chunk(self, delta: dict, finish: str | None = None) -> bytes:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    def _chunk(self, delta: dict, finish: str | None = None, logprobs: list[dict] | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": {"content": logprobs, "refusal": None} if logprobs else None,
+                  "finish_reason": finish}
         return data_event(self._prefix + ENCODER.encode([choice]) + b"}")
+
+
+class CallSplitter:
+    """A same-protocol Chat stream's ``restate`` (``Passthrough``): a backend that streams parallel calls each under
+    index 0 with a new id (Ollama, SGLang, Gemini's OpenAI endpoint) has them re-indexed, as ``StreamReader`` splits
+    them for the other protocols; an SDK would join them into one call. Events without tool calls pass as they are.
+    """
+
+    def __init__(self) -> None:
+        # (choice, backend index) -> (the id of the call it holds, our index, its arguments so far)
+        self._calls: dict[tuple[object, int], tuple[str | None, int, list[str]]] = {}
+        self._next: dict[object, int] = {}   # choice -> the next index of ours
+
+    def __call__(self, out: bytes, events: int, head: bytes) -> bytes:
+        if b'"tool_calls"' not in out:
+            return out
+        return b"\n\n".join(self._event(e) for e in out.split(b"\n\n"))   # the bytes of the others kept
+
+    def _event(self, event: bytes) -> bytes:
+        if b'"tool_calls"' not in event or not event.startswith(b"data: ") or b"\n" in event:
+            return event
+        try:
+            doc = _JSON.decode(event[6:])
+        except msgspec.DecodeError:
+            return event
+        changed = False
+        for choice in doc.get("choices") or () if isinstance(doc, dict) else ():
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            for tc in (delta.get("tool_calls") or ()) if isinstance(delta, dict) else ():
+                if isinstance(tc, dict) and isinstance(tc.get("index"), int):
+                    ours = self._index(choice.get("index"), tc)
+                    changed |= ours != tc["index"]
+                    tc["index"] = ours
+        return b"data: " + ENCODER.encode(doc) if changed else event
+
+    def _index(self, choice: object, tc: dict) -> int:
+        """Our index for this delta's call: a new one for a call with a new id and a name after whole arguments."""
+        function = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        args = function.get("arguments") if isinstance(function.get("arguments"), str) else ""
+        key = (choice, tc["index"])
+        known = self._calls.get(key)
+        call_id = tc.get("id")
+        if known is None or (call_id and call_id != known[0] and function.get("name")
+                             and (not "".join(known[2]).strip() or _whole(known[2]))):
+            known = self._calls[key] = (call_id, self._next.get(choice, 0), [])
+            self._next[choice] = known[1] + 1
+        known[2].append(args)
+        return known[1]

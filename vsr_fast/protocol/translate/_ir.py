@@ -39,6 +39,7 @@ class Text(Struct, frozen=True):
     refusal: bool = False
     cache_control: dict | None = None
     cache_path: str = ""
+    logprobs: list[dict] | None = None   # an answer's token logprobs, in the shape Chat and Responses share
 
 
 class Image(Struct, frozen=True):
@@ -118,9 +119,13 @@ class ToolDef(Struct, frozen=True):
 
 
 class ToolChoice(Struct, frozen=True):
+    """``allowed``: the tools a choice of ``auto`` or ``required`` is among (Chat's and Responses' allowed_tools),
+    the request's tools all still offered."""
+
     kind: Literal["auto", "none", "required", "tool"]
     name: str | None = None
     path: str = "tool_choice"
+    allowed: tuple[str, ...] | None = None
 
 
 class Conversation(Struct):
@@ -135,6 +140,7 @@ class Conversation(Struct):
     temperature: float | None = None
     top_p: float | None = None
     stop: list[str] = field(default_factory=list)
+    stop_path: str = "stop"    # where the client put them (a Messages client's stop_sequences)
     stream: bool = False
     user: str | None = None
     metadata: dict[str, str] | None = None
@@ -205,6 +211,7 @@ class BlockStart(Struct, frozen=True):
 class TextDelta(Struct, frozen=True):
     index: int
     text: str
+    logprobs: list[dict] | None = None   # the logprobs of this piece's tokens (``Text.logprobs``)
 
 
 class ArgsDelta(Struct, frozen=True):
@@ -246,7 +253,8 @@ def answer_events(answer: Answer) -> list[Event]:
                                    u.cached if u else 0, u.cache_write if u else 0)]
     for i, part in enumerate(answer.parts):
         if isinstance(part, Text):
-            events += [BlockStart(i, "text", refusal=part.refusal), TextDelta(i, part.text), BlockStop(i)]
+            events += [BlockStart(i, "text", refusal=part.refusal), TextDelta(i, part.text, part.logprobs),
+                       BlockStop(i)]
         elif isinstance(part, ToolCall):
             events += [BlockStart(i, "tool", part.id, part.name), ArgsDelta(i, part.arguments), BlockStop(i)]
         elif isinstance(part, Thinking):

@@ -1,6 +1,8 @@
 """Anthropic Messages <-> the neutral forms."""
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from .. import anthropic as wire
@@ -25,7 +27,7 @@ ID = "msg_"   # the prefix of an answer's id
 DEFAULT_MAX_TOKENS = 4096
 KNOWN = frozenset({
     "model", "messages", "max_tokens", "system", "stop_sequences", "temperature", "top_p", "tools",
-    "tool_choice", "metadata", "stream", "thinking", "top_k", "output_config",
+    "tool_choice", "metadata", "stream", "thinking", "top_k", "output_config", "output_format",
 })
 # A Chat or Responses client's structured output (response_format json_schema or json_object, text.format) reaches
 # Claude as LiteLLM carries it: one more tool, of this name, whose input schema is the client's schema, and which
@@ -48,8 +50,8 @@ _MEDIA_ALIASES = {"image/jpg": "image/jpeg"}   # what clients write for JPEG, th
 
 def read_request(req: wire.MessagesRequest, raw: bytes) -> tuple[Conversation, list[Loss]]:
     losses = unknown_fields(raw, KNOWN)
-    conv = Conversation(turns=[], stream=req.stream, max_tokens=req.max_tokens,
-                        temperature=req.temperature, top_p=req.top_p, stop=list(req.stop_sequences or ()))
+    conv = Conversation(turns=[], stream=req.stream, max_tokens=req.max_tokens, temperature=req.temperature,
+                        top_p=req.top_p, stop=list(req.stop_sequences or ()), stop_path="stop_sequences")
     if isinstance(req.system, str):
         conv.system = [Text(req.system, "system")] if req.system else []
     elif req.system:
@@ -80,34 +82,51 @@ def read_request(req: wire.MessagesRequest, raw: bytes) -> tuple[Conversation, l
         conv.user = meta["user_id"]
     conv.thinking = msgspec.to_builtins(req.thinking) if req.thinking is not None else None
     conv.top_k = req.top_k
-    _read_effort(raw, conv, losses)
+    _read_output_config(raw, conv, losses)
     return conv, losses
 
 
 class _OutputConfig(msgspec.Struct):
     output_config: dict | None = None
+    output_format: Any = None    # structured output's beta spelling, before output_config.format
 
 
 _OUTPUT_CONFIG = msgspec.json.Decoder(_OutputConfig)
+# The name an OpenAI-format backend's json_schema requires, which Anthropic's structured output has not.
+SCHEMA_NAME = "output"
 
 
-def _read_effort(raw: bytes, conv: Conversation, losses: list[Loss]) -> None:
+def _read_output_config(raw: bytes, conv: Conversation, losses: list[Loss]) -> None:
     """Claude Code's adaptive thinking (``thinking: {type: adaptive}``) takes its depth from
-    ``output_config.effort``: an OpenAI-format backend's reasoning effort. Nothing else of output_config is
-    carried."""
+    ``output_config.effort``: an OpenAI-format backend's reasoning effort. Structured output (``output_config.format``,
+    or the beta's ``output_format``) is the neutral ``response_format``, strict, as Anthropic holds Claude to it."""
     try:
-        config = _OUTPUT_CONFIG.decode(raw).output_config
+        doc = _OUTPUT_CONFIG.decode(raw)
     except msgspec.DecodeError:
         return
+    if doc.output_format is not None:
+        _read_format(doc.output_format, "output_format", conv, losses)
+    config = doc.output_config
     if config is None:
         return
     effort = config.get("effort")
     adaptive = (conv.thinking or {}).get("type") == "adaptive"
     for key in config:
-        if key != "effort" or not adaptive or not isinstance(effort, str):
+        if key == "format":
+            _read_format(config["format"], "output_config.format", conv, losses)
+        elif key != "effort" or not adaptive or not isinstance(effort, str):
             losses.append(dropped(f"output_config.{key}"))
     if adaptive and isinstance(effort, str):
         conv.thinking = {**conv.thinking, "effort": effort}
+
+
+def _read_format(fmt: object, path: str, conv: Conversation, losses: list[Loss]) -> None:
+    schema = fmt.get("schema") if isinstance(fmt, dict) and fmt.get("type") == "json_schema" else None
+    if isinstance(schema, dict):
+        conv.response_format = {"type": "json_schema",
+                                "json_schema": {"name": SCHEMA_NAME, "schema": schema, "strict": True}}
+    else:
+        losses.append(dropped(path))
 
 
 def _read_message(m: wire.Message, path: str, conv: Conversation, losses: list[Loss]) -> None:
@@ -271,7 +290,13 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     if system:
         body["system"] = system
     if conv.tools:
-        body["tools"] = [_tool(t) for t in conv.tools]
+        allowed = conv.tool_choice.allowed if conv.tool_choice is not None else None
+        # Anthropic has no allowed_tools: the model is offered the allowed tools alone.
+        tools = [_tool(t) for t in conv.tools if allowed is None or t.name in allowed]
+        if tools:
+            body["tools"] = tools
+        if allowed is not None:
+            losses.append(Loss(CONVERTED, "allowed_tools", conv.tool_choice.path))
     if conv.web_search:
         # Anthropic's own web search, as LiteLLM maps OpenAI's: the answer's text comes back with what it found
         # (its server_tool_use and web_search_tool_result blocks are Anthropic's alone: dropped, listed).
@@ -395,28 +420,47 @@ def json_schema(response_format: dict | None) -> dict | None:
     return schema if isinstance(schema, dict) else None
 
 
-def unwrap_json(answer: Answer) -> Answer:
+def unwrap_json(answer: Answer) -> tuple[Answer, list[Loss]]:
     """Claude's answer to a request that carried structured output (``JSON_TOOL``) as the client asked for it: the
-    tool's input is the answer's text, and without another tool's call the answer stopped, not for tools."""
-    parts = [Text(p.arguments, p.path) if isinstance(p, ToolCall) and p.name == JSON_TOOL else p for p in answer.parts]
+    tool's input is the answer's text, and without another tool's call the answer stopped, not for tools. Once the
+    tool is called its input is the only text: Claude's words around it (a preamble, which thinking's ``auto``
+    choice allows) are left out, and listed, as LiteLLM leaves them."""
+    answered = any(isinstance(p, ToolCall) and p.name == JSON_TOOL for p in answer.parts)
+    calls = any(isinstance(p, ToolCall) and p.name != JSON_TOOL for p in answer.parts)
+    losses: list[Loss] = []
+    parts: list = []
+    for p in answer.parts:
+        if isinstance(p, ToolCall) and p.name == JSON_TOOL:
+            parts.append(Text(p.arguments, p.path))
+        elif isinstance(p, Text) and answered and not calls:
+            losses.append(dropped(p.path, PREAMBLE))
+        else:
+            parts.append(p)
     finish = answer.finish
-    if finish == "tool_calls" and not any(isinstance(p, ToolCall) for p in parts):
+    if finish == "tool_calls" and not calls:
         finish = "stop"
-    return msgspec.structs.replace(answer, parts=parts, finish=finish)
+    return msgspec.structs.replace(answer, parts=parts, finish=finish), losses
+
+
+PREAMBLE = "preamble"   # the reason Claude's text beside its JSON tool's call is left out
 
 
 class JsonUnwrapping:
     """``unwrap_json`` on a stream: wraps a Messages ``StreamReader``, the JSON tool's block a text block, its
-    input_json_delta text deltas."""
+    input_json_delta text deltas. A text block is held, and what follows it, until the answer says what the text
+    is: left out once the JSON tool is called, the answer's own at another tool's call or at the end."""
 
     def __init__(self, reader) -> None:
         self._reader = reader
         self._json: set[int] = set()
         self._calls = False   # another tool's call went out
+        self._held: list[Event] | None = None   # from the first text block on, while it is not known what it is
+        self._texts: dict[int, str] = {}        # text block -> its path in Claude's stream, held or left out
+        self._own_losses: list[Loss] = []
 
     @property
     def losses(self) -> list[Loss]:
-        return self._reader.losses
+        return self._reader.losses + self._own_losses
 
     def event(self, name: str | None, data: bytes) -> list[Event]:
         return self._unwrapped(self._reader.event(name, data))
@@ -431,14 +475,38 @@ class JsonUnwrapping:
                 if ev.name == JSON_TOOL:
                     self._json.add(ev.index)
                     ev = BlockStart(ev.index, "text")
+                    out += self._settle(keep_text=self._calls)
                 else:
                     self._calls = True
+                    out += self._settle(keep_text=True)
+            elif isinstance(ev, BlockStart) and ev.kind == "text" and not self._calls:
+                self._texts[ev.index] = f"content[{ev.index}]"
+                if self._json:   # after the JSON tool's call: left out at once
+                    self._own_losses.append(dropped(self._texts[ev.index], PREAMBLE))
+                elif self._held is None:
+                    self._held = []
             elif isinstance(ev, ArgsDelta) and ev.index in self._json:
                 ev = TextDelta(ev.index, ev.json)
-            elif isinstance(ev, Finished) and ev.finish == "tool_calls" and not self._calls:
-                ev = msgspec.structs.replace(ev, finish="stop")
-            out.append(ev)
+            elif isinstance(ev, (Finished, Failed)):
+                if isinstance(ev, Finished) and ev.finish == "tool_calls" and not self._calls:
+                    ev = msgspec.structs.replace(ev, finish="stop")
+                out += self._settle(keep_text=True)
+            if self._json and not self._calls and getattr(ev, "index", None) in self._texts:
+                continue
+            if self._held is not None:
+                self._held.append(ev)
+            else:
+                out.append(ev)
         return out
+
+    def _settle(self, keep_text: bool) -> list[Event]:
+        """The events held, now that it is known whether their text blocks are the answer's."""
+        held, self._held = self._held or [], None
+        if keep_text:
+            self._texts.clear()
+            return held
+        self._own_losses += [dropped(path, PREAMBLE) for path in self._texts.values()]
+        return [ev for ev in held if getattr(ev, "index", None) not in self._texts]
 
 
 def _block(p, losses: list[Loss]) -> dict | None:
@@ -515,7 +583,7 @@ def _tool_choice(conv: Conversation, losses: list[Loss]) -> dict | None:
     c = conv.tool_choice
     if c is None and conv.parallel_tool_calls is not False:
         return None
-    offered = {t.name for t in conv.tools}
+    offered = {t.name for t in conv.tools if c is None or c.allowed is None or t.name in c.allowed}
     if json_schema(conv.response_format) is not None:
         offered.add(JSON_TOOL)      # ``_json_tool`` adds it, and rewrites the choice around it
     if not offered or c is not None and c.kind == "tool" and c.name not in offered:

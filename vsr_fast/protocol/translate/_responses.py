@@ -23,6 +23,7 @@ from ._ir import (
     GeneratedImage, Image, SignatureDelta, Started, Text, TextDelta, Thinking, ToolCall, ToolChoice, ToolResult,
     Turn, Usage,
 )
+from ._logprobs import tokens
 from ._thinking import seal, unseal
 from ._losses import CONVERTED, MOVED, Loss, dropped
 from ._sse import SSEParser, named_event
@@ -223,6 +224,11 @@ def _tool_choice(choice: str | dict | None, losses: list[Loss], names: ToolNames
     if isinstance(choice, dict) and choice.get("type") in ("function", "custom") and isinstance(choice.get("name"), str):
         namespace = choice.get("namespace")
         return ToolChoice("tool", names.function_of(choice["name"], namespace if isinstance(namespace, str) else None))
+    tools = choice.get("tools") if isinstance(choice, dict) and choice.get("type") == "allowed_tools" else None
+    if isinstance(tools, list) and choice.get("mode") in ("auto", "required"):
+        named = [t for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)]
+        if len(named) == len(tools):
+            return ToolChoice(choice["mode"], allowed=tuple(names.function_of(t["name"], None) for t in named))
     losses.append(dropped("tool_choice"))
     return None
 
@@ -262,6 +268,9 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     c = conv.tool_choice
     if c is not None:
         body["tool_choice"] = {"type": "function", "name": c.name} if c.kind == "tool" else c.kind
+        if c.allowed is not None:
+            body["tool_choice"] = {"type": "allowed_tools", "mode": c.kind,
+                                   "tools": [{"type": "function", "name": n} for n in c.allowed]}
     max_tokens = conv.max_tokens
     if max_tokens is not None and max_tokens < MIN_OUTPUT_TOKENS:
         # OpenAI's Responses refuses less ("integer below minimum value"); a Chat or Messages client may ask for 1.
@@ -361,7 +370,7 @@ def _read_output(output: list[wire.OutItem], losses: list[Loss]) -> list:
         if item.type == "message":
             for j, p in enumerate(item.content or ()):
                 if p.type == "output_text":
-                    parts.append(Text(p.text or "", f"{where}.content[{j}]"))
+                    parts.append(Text(p.text or "", f"{where}.content[{j}]", logprobs=tokens(p.logprobs)))
                 elif p.type == "refusal":
                     parts.append(Text(p.refusal or "", f"{where}.content[{j}]", refusal=True))
                 else:
@@ -433,7 +442,7 @@ def output_items(parts: list, new_id: NewId, losses: list[Loss], names: ToolName
     items: list[dict] = []
     for p in parts:
         if isinstance(p, Text):
-            part = _text_part(p.refusal, p.text)
+            part = _text_part(p.refusal, p.text, p.logprobs)
             if items and items[-1]["type"] == "message":
                 items[-1]["content"].append(part)
             else:
@@ -463,11 +472,14 @@ def _summary(text: str) -> dict:
     return {"type": "summary_text", "text": text}
 
 
-def _text_part(refusal: bool, text: str) -> dict:
+def _text_part(refusal: bool, text: str, logprobs: list[dict] | None = None) -> dict:
     """A message's content part: the model's refusal is a part of its own kind."""
     if refusal:
         return {"type": "refusal", "refusal": text}
-    return {"type": "output_text", "text": text, "annotations": []}
+    part: dict = {"type": "output_text", "text": text, "annotations": []}
+    if logprobs:
+        part["logprobs"] = logprobs
+    return part
 
 
 def call_item(call_id: str, function: str, names: ToolNames, new_id: NewId) -> dict:
@@ -545,7 +557,7 @@ class StreamReader:
                                BlockStart(self._next, "text", refusal=ev.part.type == "refusal"))
         if t in ("response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta"):
             key = (ev.output_index, ev.content_index if t != "response.function_call_arguments.delta" else -1)
-            return self._delta(key, ev.delta or "", t.endswith("arguments.delta"))
+            return self._delta(key, ev.delta or "", t.endswith("arguments.delta"), tokens(ev.logprobs))
         if t in ("response.output_text.done", "response.refusal.done"):
             return self._catch_up((ev.output_index, ev.content_index), ev.text or "", False)
         if t == "response.function_call_arguments.done":
@@ -600,12 +612,12 @@ class StreamReader:
         self._next += 1
         return out + [start]
 
-    def _delta(self, key: tuple[int, int], delta: str, args: bool) -> list[Event]:
+    def _delta(self, key: tuple[int, int], delta: str, args: bool, logprobs: list[dict] | None = None) -> list[Event]:
         block = self._blocks.get(key)
         if block is None or not delta:
             return []
         self._sent[block] += len(delta)
-        return [ArgsDelta(block, delta) if args else TextDelta(block, delta)]
+        return [ArgsDelta(block, delta) if args else TextDelta(block, delta, logprobs)]
 
     def _catch_up(self, key: tuple[int, int], full: str, args: bool) -> list[Event]:
         """A backend that sends only ``.done`` events (no deltas) still gets its text through."""
@@ -754,9 +766,11 @@ class StreamWriter:
                 "item_id": message["id"], "output_index": n, "content_index": len(message["content"]) - 1,
                 "delta": ev.text})
         part["text"] += ev.text
+        if ev.logprobs:
+            part.setdefault("logprobs", []).extend(ev.logprobs)
         return self._event("response.output_text.delta", {
             "item_id": message["id"], "output_index": n, "content_index": len(message["content"]) - 1,
-            "delta": ev.text, "logprobs": []})
+            "delta": ev.text, "logprobs": ev.logprobs or []})
 
     def _reasoning_text(self, n: int, text: str) -> bytes:
         """Reasoning text, streamed as its item's summary (one summary part, opened at the first text)."""
@@ -812,7 +826,8 @@ class StreamWriter:
                     + self._event("response.content_part.done", {"item_id": item["id"], "output_index": n,
                                                                  "content_index": k, "part": part}))
         return (self._event("response.output_text.done", {"item_id": item["id"], "output_index": n,
-                                                          "content_index": k, "text": part["text"], "logprobs": []})
+                                                          "content_index": k, "text": part["text"],
+                                                          "logprobs": part.get("logprobs", [])})
                 + self._event("response.content_part.done", {"item_id": item["id"], "output_index": n,
                                                              "content_index": k, "part": part}))
 
