@@ -27,7 +27,7 @@ from msgspec import Meta, Struct, field
 from msgspec.structs import force_setattr
 
 from .._ext.jsonscan import json_shape
-from .errors import MAX_JSON_ITEMS
+from .errors import MAX_JSON_ITEMS, utf8_problem
 
 # --- free text --------------------------------------------------------------------------
 
@@ -353,6 +353,9 @@ def decode_request(body: bytes, *, model_required: bool = False) -> StandardRequ
     mixed body is refused as mixed instead of as an unknown field.
     ``model_required``: the body a client sent the router's own API.
     """
+    utf8 = utf8_problem(body)
+    if utf8 is not None:
+        raise msgspec.DecodeError(utf8.detail)
     depth, items, _ = json_shape(body, MAX_JSON_DEPTH, MAX_JSON_ITEMS)
     if depth > MAX_JSON_DEPTH:
         raise msgspec.DecodeError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")

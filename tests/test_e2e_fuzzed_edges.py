@@ -1,0 +1,204 @@
+"""End to end, trial 11b (a security engineer fuzzing the client protocols), against a real router process:
+
+- invalid UTF-8 anywhere in a JSON body (an unknown field's value or key too, which msgspec skips unchecked) is a
+  400 ``invalid_utf8`` in the route's own error shape, never a 500 nor bytes passed to a backend;
+- a client that drops its upload is counted, not logged with a traceback, on every route that reads a body;
+- System One questions are held to the protocol's option limits at the edge, and a deployment's exception is a
+  500 in System One's shape;
+- a WebSocket upgrade is a 4xx in the path's own shape.
+"""
+from __future__ import annotations
+
+import json
+import socket
+
+import httpx
+import pytest
+
+from .procs import router, wait_until, write_config
+
+HI = [{"role": "user", "content": "hi"}]
+JSON = {"content-type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def gw(mock, tmp_path_factory):
+    doc = {
+        "version": "v0.5",
+        "providers": {"models": [
+            {"name": "m-openai", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
+            {"name": "m-anthropic", "api_format": "anthropic", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
+            {"name": "m-responses", "api_format": "responses", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
+            {"name": "local-scripted", "api_format": "systemone", "deployment": "local", "description": "Scripted"},
+        ]},
+        "global": {"model_catalog": {"deployments": {
+            "local": {"provider": "model_runtime", "artifact": "tests.scripted_model:make"}}}},
+        "recipes": [
+            {"name": "chat", "decisions": [{"name": "all", "modelRefs": [{"model": "m-openai"}]}]},
+            {"name": "native", "decisions": [{"name": "to_local", "modelRefs": [{"model": "local-scripted"}]}]},
+        ],
+        "entrypoints": [{"api": "chat", "model_names": ["vsr/auto"], "recipe": "chat", "default": True},
+                        {"api": "systemone", "model_names": ["router-s1"], "recipe": "native"}],
+    }
+    with router(write_config(doc, str(tmp_path_factory.mktemp("cfg-fuzzed")))) as proc:
+        yield proc
+
+
+def tracebacks(proc) -> int:
+    return sum("Traceback" in line for line in proc.lines)
+
+
+def post(gw, path: str, body: bytes, **headers: str) -> httpx.Response:
+    return httpx.post(f"{gw.url}{path}", content=body, headers={**JSON, **headers}, timeout=30)
+
+
+# --- 1. invalid UTF-8 where no decoder looks ---------------------------------------------------------------------
+
+S1 = b'{"model": "router-s1", "state": {"request": "x"}, "questions": {"ok": {"type": "noul"}}%s}'
+BAD_UTF8 = [
+    # path, body with %s where the bad member goes, shape
+    ("/v1/chat/completions", b'{"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]%s}', "openai"),
+    ("/v1/chat/completions", b'{"model": "m-openai", "messages": [{"role": "user", "content": "hi"}]%s}', "openai"),
+    ("/v1/chat/completions", b'{"model": "vsr/auto", "stream": true, "messages": [{"role": "user", "content": "hi"}]%s}',
+     "openai"),
+    ("/v1/messages", b'{"model": "m-anthropic", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]%s}',
+     "anthropic"),
+    ("/v1/messages/count_tokens", b'{"model": "m-anthropic", "messages": [{"role": "user", "content": "hi"}]%s}',
+     "anthropic"),
+    ("/v1/responses", b'{"model": "m-responses", "input": "hi"%s}', "openai"),
+    ("/v1/responses/input_tokens", b'{"model": "m-responses", "input": "hi"%s}', "openai"),
+    ("/api/v1/routing/preview", b'{"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]%s}', "openai"),
+    ("/api/v1/diagnostics/classify/intent", b'{"text": "hi"%s}', "openai"),
+    ("/v1/systemone", S1, "systemone"),
+    ("/v1/decisions", S1, "systemone"),
+]
+
+
+@pytest.mark.parametrize("member", [b', "zz": "\xff"', b', "\xff": 1'], ids=["value", "key"])
+@pytest.mark.parametrize(("path", "body", "shape"), BAD_UTF8, ids=[f"{p}-{i}" for i, (p, _, _) in enumerate(BAD_UTF8)])
+def test_invalid_utf8_in_a_field_no_decoder_reads_is_a_400_in_the_routes_shape(gw, path, body, shape, member):
+    before = tracebacks(gw)
+    r = post(gw, path, body % member)
+    assert r.status_code == 400, r.text
+    doc = r.json()
+    if shape == "openai":
+        assert doc["error"]["code"] == "invalid_utf8" and doc["error"]["type"] == "invalid_request_error", doc
+        assert doc["error"]["message"].startswith("Request body is not valid UTF-8"), doc
+    elif shape == "anthropic":
+        assert doc["type"] == "error" and doc["error"]["type"] == "invalid_request_error", doc
+        assert doc["error"]["message"].startswith("The request body is not valid UTF-8"), doc
+    else:
+        assert doc["error"]["code"] == "invalid_request" and "UTF-8" in doc["error"]["message"], doc
+    assert tracebacks(gw) == before
+    # The same body in valid UTF-8 is served, or refused for its unknown field where the API refuses those.
+    ok = post(gw, path, body % member.replace(b"\xff", "é".encode()))
+    refuses_unknown = shape == "systemone" or path.startswith(("/api/v1/diagnostics", "/v1/responses"))
+    assert ok.status_code == (400 if refuses_unknown else 200), (path, ok.text)
+    assert "UTF-8" not in ok.text
+
+
+# --- 2. a client that drops its upload ---------------------------------------------------------------------------
+
+DROPPED = ["/v1/systemone", "/v1/decisions", "/v1/messages/count_tokens", "/v1/responses/input_tokens",
+           "/api/v1/routing/preview", "/api/v1/diagnostics/classify/intent", "/v1/chat/completions"]
+
+
+def drop_upload(port: int, path: str, chunked: bool) -> None:
+    framing = b"Transfer-Encoding: chunked\r\n" if chunked else b"Content-Length: 100\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + framing
+                  + b"\r\n" + (b"zz\r\n" if chunked else b'{"mod'))
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["sized", "bad-chunk"])
+@pytest.mark.parametrize("path", DROPPED)
+def test_a_dropped_upload_logs_no_traceback(gw, path, chunked):
+    before = tracebacks(gw)
+    drop_upload(gw.port, path, chunked)
+    # The router's answer to the next request on a fresh connection comes after the dropped one was handled.
+    wait_until(lambda: httpx.get(f"{gw.url}/health", timeout=5).status_code == 200, "the router answers")
+    r = httpx.post(f"{gw.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": HI}, timeout=10)
+    assert r.status_code == 200
+    assert tracebacks(gw) == before, "\n".join(gw.lines[-40:])
+
+
+# --- 3. System One's option limits -------------------------------------------------------------------------------
+
+
+def s1(gw, questions: dict, path: str = "/v1/systemone") -> httpx.Response:
+    body = {"model": "router-s1", "state": {"request": "x"}, "questions": questions}
+    return httpx.post(f"{gw.url}{path}", json=body, timeout=20)
+
+
+def options(n: int) -> dict:
+    return {f"o{i}": f"option {i}" for i in range(n)}
+
+
+@pytest.mark.parametrize(("question", "words"), [
+    ({"type": "choice", "criteria": options(0)}, "2 to 255"),
+    ({"type": "choice", "criteria": options(1)}, "2 to 255"),
+    ({"type": "choice", "criteria": options(256)}, "2 to 255"),
+    ({"type": "set", "criteria": options(0)}, "1 to 255"),
+    ({"type": "set", "criteria": options(256)}, "1 to 255"),
+    ({"type": "span", "criteria": options(256)}, "1 to 255"),
+    ({"type": "score", "criteria": options(1)}, "2 to 10"),
+    ({"type": "score", "criteria": options(11)}, "2 to 10"),
+], ids=["choice-0", "choice-1", "choice-256", "set-0", "set-256", "span-256", "score-1", "score-11"])
+def test_a_question_past_the_protocols_option_limits_is_a_400(gw, question, words):
+    before = tracebacks(gw)
+    for path in ("/v1/systemone", "/v1/decisions"):
+        r = s1(gw, {"tone": question}) if path == "/v1/systemone" else httpx.post(
+            f"{gw.url}{path}", timeout=20, json={"model": "router-s1", "states": {
+                "a": {"state": {"request": "x"}, "questions": {"tone": question}}}})
+        assert r.status_code == 400, r.text
+        err = r.json()["error"]
+        assert err["code"] == "invalid_request" and words in err["message"] and err["question"] == "tone", err
+    assert tracebacks(gw) == before
+
+
+@pytest.mark.parametrize("question", [{"type": "choice", "criteria": options(2)},
+                                      {"type": "choice", "criteria": options(255)},
+                                      {"type": "set", "criteria": options(1)},
+                                      {"type": "score", "criteria": options(10)}])
+def test_a_question_within_the_limits_is_answered(gw, question):
+    assert s1(gw, {"tone": question}).status_code == 200
+
+
+# --- 4. WebSocket upgrades ---------------------------------------------------------------------------------------
+
+def upgrade(port: int, path: str) -> tuple[int, bytes]:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                  b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+        data = b""
+        while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < _length(data):
+            more = s.recv(65536)
+            if not more:
+                break
+            data += more
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+def _length(data: bytes) -> int:
+    for line in data.split(b"\r\n\r\n", 1)[0].split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            return int(line.split(b":", 1)[1])
+    return 0
+
+
+@pytest.mark.parametrize(("path", "shape"), [("/v1/messages", "anthropic"), ("/v1/systemone", "systemone"),
+                                             ("/v1/chat/completions", "openai"), ("/nope", "openai"),
+                                             ("/v1/decisions", "systemone")])
+def test_a_websocket_upgrade_is_a_4xx_in_the_paths_shape(gw, path, shape):
+    before = tracebacks(gw)
+    status, body = upgrade(gw.port, path)
+    assert 400 <= status < 500, (status, body)
+    doc = json.loads(body)
+    if shape == "anthropic":
+        assert doc["type"] == "error", doc
+    elif shape == "systemone":
+        assert doc["error"]["type"] == "systemone_error", doc
+    else:
+        assert doc["error"]["type"] and "code" in doc["error"], doc
+    assert tracebacks(gw) == before, "\n".join(gw.lines[-40:])
