@@ -17,8 +17,8 @@ from ..headers.public import public_headers
 from ..headers.registry import REQUEST_ID as _REQUEST_ID, ResponsePath
 from .admin import make_admin
 from .classify_api import PATHS as CLASSIFY_PATHS, handle_classify
-from .asgi import (Receive, Scope, Send, discard_body, header, lingering_close, origin_path, send_whole, shield_final,
-                   to_origin_form)
+from .asgi import (ClientGone, Receive, Scope, Send, discard_body, header, lingering_close, origin_path, send_whole,
+                   shield_final, to_origin_form)
 from .count_tokens import handle_count_tokens
 from .input_tokens import PATH as INPUT_TOKENS_PATH, handle_input_tokens
 from .models_api import PATH as MODELS_PATH
@@ -184,7 +184,11 @@ def make_app(state: AppState, role: str = "serving"):
                     f"Content-Encoding {coding} is not supported: send the body uncompressed (identity)"),
                     (b"accept-encoding", b"identity"))
             else:
-                await handler(state, scope, receive, send)
+                try:
+                    await handler(state, scope, receive, send)
+                except ClientGone:
+                    # Gone while its body came: nothing to answer, counted as the inference routes count theirs.
+                    state.metrics.disconnects.inc(api or "admin")
         elif path == SYSTEMONE_MODELS:
             if method not in ("GET", "HEAD"):
                 await _refuse(state, send, scope, path, MethodNotAllowed("Only GET is allowed on this route"),
