@@ -30,9 +30,11 @@ def gw(mock, tmp_path_factory):
             {"name": "m-anthropic", "api_format": "anthropic", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
             {"name": "m-responses", "api_format": "responses", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
             {"name": "local-scripted", "api_format": "systemone", "deployment": "local", "description": "Scripted"},
+            {"name": "local-broken", "api_format": "systemone", "deployment": "broken", "description": "Raises"},
         ]},
         "global": {"model_catalog": {"deployments": {
-            "local": {"provider": "model_runtime", "artifact": "tests.scripted_model:make"}}}},
+            "local": {"provider": "model_runtime", "artifact": "tests.scripted_model:make"},
+            "broken": {"provider": "model_runtime", "artifact": "tests.scripted_model:make_broken"}}}},
         "recipes": [
             {"name": "chat", "decisions": [{"name": "all", "modelRefs": [{"model": "m-openai"}]}]},
             {"name": "native", "decisions": [{"name": "to_local", "modelRefs": [{"model": "local-scripted"}]}]},
@@ -139,6 +141,10 @@ def options(n: int) -> dict:
     return {f"o{i}": f"option {i}" for i in range(n)}
 
 
+def levels(n: int) -> list:
+    return [f"level {i}" for i in range(n)]
+
+
 @pytest.mark.parametrize(("question", "words"), [
     ({"type": "choice", "criteria": options(0)}, "2 to 255"),
     ({"type": "choice", "criteria": options(1)}, "2 to 255"),
@@ -146,8 +152,8 @@ def options(n: int) -> dict:
     ({"type": "set", "criteria": options(0)}, "1 to 255"),
     ({"type": "set", "criteria": options(256)}, "1 to 255"),
     ({"type": "span", "criteria": options(256)}, "1 to 255"),
-    ({"type": "score", "criteria": options(1)}, "2 to 10"),
-    ({"type": "score", "criteria": options(11)}, "2 to 10"),
+    ({"type": "score", "criteria": levels(1)}, "2 to 10"),
+    ({"type": "score", "criteria": levels(11)}, "2 to 10"),
 ], ids=["choice-0", "choice-1", "choice-256", "set-0", "set-256", "span-256", "score-1", "score-11"])
 def test_a_question_past_the_protocols_option_limits_is_a_400(gw, question, words):
     before = tracebacks(gw)
@@ -164,9 +170,20 @@ def test_a_question_past_the_protocols_option_limits_is_a_400(gw, question, word
 @pytest.mark.parametrize("question", [{"type": "choice", "criteria": options(2)},
                                       {"type": "choice", "criteria": options(255)},
                                       {"type": "set", "criteria": options(1)},
-                                      {"type": "score", "criteria": options(10)}])
+                                      {"type": "score", "criteria": levels(10)}])
 def test_a_question_within_the_limits_is_answered(gw, question):
     assert s1(gw, {"tone": question}).status_code == 200
+
+
+def test_a_deployments_exception_is_a_500_in_system_ones_shape_and_logged(gw):
+    body = {"model": "local-broken", "state": {"request": "boom"}, "questions": {"ok": {"type": "noul"}}}
+    r = httpx.post(f"{gw.url}/v1/systemone", json=body, timeout=20)
+    assert r.status_code == 500, r.text
+    err = r.json()["error"]
+    assert err["code"] == "internal_error" and err["type"] == "systemone_error" and err["message"], err
+    wait_until(lambda: any("the scripted model's bug" in line for line in gw.lines), "the exception logged")
+    assert httpx.post(f"{gw.url}/v1/systemone", timeout=20,
+                      json={**body, "state": {"request": "fine"}}).status_code == 200
 
 
 # --- 4. WebSocket upgrades ---------------------------------------------------------------------------------------
