@@ -9,7 +9,7 @@ from http import HTTPStatus
 from werkzeug.exceptions import NotFound
 
 from ..errors import (AdminOnly, AmbiguousFraming, AuthError, CodingNotImplemented, HeaderTimeout, HeadTooLarge,
-                      MalformedRequest, MethodNotAllowed, NonCanonicalPath, OriginRefused, RouteNotFound,
+                      MalformedRequest, MethodNotAllowed, NonCanonicalPath, OriginRefused, RequestError, RouteNotFound,
                       UnsupportedMedia, VsrError)
 from ..auth.source import ANONYMOUS, SCOPE_KEY
 from ..events import ids
@@ -90,7 +90,14 @@ def make_app(state: AppState, role: str = "serving"):
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await admin(scope, receive, send)
+            if scope["type"] == "websocket":
+                # No route speaks WebSocket. quart would try its own, and fail outside a request context (a 500).
+                path = scope["path"]
+                served = path == SYSTEMONE_MODELS or (_routed(urls, path, "GET") and not (
+                    is_admin_path(path) if admin_elsewhere else role == "admin" and not is_admin_path(path)))
+                await _refuse_websocket(scope, send, path in posts, served)
+            else:
+                await admin(scope, receive, send)   # lifespan
             return
         path, method = scope["path"], scope["method"]
         if not path.startswith("/"):
@@ -303,6 +310,26 @@ async def _not_here(send: Send, scope: Scope) -> None:
     """404 for a route this listener does not serve, worded as quart words one that exists nowhere."""
     status, body = error_for_request(scope, RouteNotFound(NotFound.description))
     await send_whole(send, status, [(b"content-type", b"application/json")], body)
+
+
+async def _refuse_websocket(scope: Scope, send: Send, post_only: bool, served: bool) -> None:
+    """A WebSocket handshake refused in the path's own shape: 405 on a POST route, 400 on one served to a plain
+    GET, else 404; before any upgrade (ASGI's websocket.http.response, else hypercorn's bare 403)."""
+    extra: list[tuple[bytes, bytes]] = []
+    if post_only:
+        err: VsrError = MethodNotAllowed("Only POST is allowed on this route")
+        extra.append((b"allow", b"POST"))
+    elif served:
+        err = RequestError("WebSocket is not served on this route: send it as plain HTTP")
+    else:
+        err = RouteNotFound(NotFound.description)
+    if "websocket.http.response" not in scope.get("extensions", {}):
+        await send({"type": "websocket.close"})
+        return
+    status, body = error_for_request(scope, err)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
+    await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+    await send({"type": "websocket.http.response.body", "body": body, "more_body": False})
 
 
 async def _refuse(state: AppState, send: Send, scope: Scope, path: str, err: VsrError,
