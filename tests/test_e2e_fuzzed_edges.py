@@ -224,3 +224,47 @@ def test_a_websocket_upgrade_is_a_4xx_in_the_paths_shape(gw, path, expected, sha
     else:
         assert doc["error"]["type"] and "code" in doc["error"], doc
     assert tracebacks(gw) == before, "\n".join(gw.lines[-40:])
+
+
+# --- 5. wrong types inside fields --------------------------------------------------------------------------------
+
+CHAT = {"model": "m-openai", "messages": HI}
+MESSAGES = {"model": "m-anthropic", "max_tokens": 8, "messages": HI}
+
+
+@pytest.mark.parametrize(("extra", "param"), [
+    ({"tool_choice": {"type": 0, "function": {"name": 0}}}, "tool_choice.type"),
+    ({"tool_choice": {"type": "function", "function": {"name": 0}}}, "tool_choice.function.name"),
+    ({"tool_choice": {"type": "function", "function": "s"}}, "tool_choice.function"),
+    ({"logit_bias": "s"}, "logit_bias"),
+    ({"logit_bias": {"50256": "s"}}, "logit_bias[...]"),
+    ({"logit_bias": {"50256": 101}}, "logit_bias[...]"),
+])
+def test_a_wrong_type_inside_a_chat_field_is_a_400_naming_its_path(gw, extra, param):
+    r = httpx.post(f"{gw.url}/v1/chat/completions", json={**CHAT, **extra}, timeout=20)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == param, r.json()
+
+
+@pytest.mark.parametrize("extra", [{"tool_choice": {"type": "function", "function": {"name": "f"}},
+                                    "tools": [{"type": "function", "function": {"name": "f"}}]},
+                                   {"tool_choice": {"type": "allowed_tools", "allowed_tools": {"mode": "auto"}}},
+                                   {"logit_bias": {"50256": -100}}])
+def test_the_chat_fields_right_shapes_are_served(gw, extra):
+    r = httpx.post(f"{gw.url}/v1/chat/completions", json={**CHAT, **extra}, timeout=20)
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize(("extra", "where"), [
+    ({"system": [{"type": "text", "text": "be brief", "cache_control": "s"}]}, "system.0.cache_control"),
+    ({"system": [{"type": "text", "text": "be brief", "cache_control": {"type": 0}}]}, "system.0.cache_control.type"),
+    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "x"}}]}]},
+     "messages.0.content.0.cache_control.type"),
+    ({"tools": [{"name": "f", "input_schema": {"type": "object"}, "cache_control": []}]}, "tools.0.cache_control"),
+])
+def test_a_wrong_cache_control_is_a_400_naming_its_path(gw, extra, where):
+    r = httpx.post(f"{gw.url}/v1/messages", json={**MESSAGES, **extra}, timeout=20)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["message"].startswith(where + ":"), r.json()
+    ok = {**MESSAGES, "system": [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}
+    assert httpx.post(f"{gw.url}/v1/messages", json=ok, timeout=20).status_code == 200

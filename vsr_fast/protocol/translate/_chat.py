@@ -157,16 +157,13 @@ def _parts(m: wire.Message, path: str, losses: list[Loss]) -> list:
     return out
 
 
-def _tool_choice(choice: str | dict | None, losses: list[Loss]) -> ToolChoice | None:
+def _tool_choice(choice: str | wire.ToolChoiceObject | None, losses: list[Loss]) -> ToolChoice | None:
     if choice is None:
         return None
-    if choice in ("auto", "none", "required"):
+    if isinstance(choice, str):
         return ToolChoice(choice)
-    if isinstance(choice, dict) and choice.get("type") == "function":
-        function = choice.get("function")
-        name = function.get("name") if isinstance(function, dict) else None
-        if isinstance(name, str):
-            return ToolChoice("tool", name)
+    if choice.type == "function" and choice.function is not None:
+        return ToolChoice("tool", choice.function.name)
     losses.append(dropped("tool_choice"))
     return None
 
