@@ -268,3 +268,19 @@ def test_a_wrong_cache_control_is_a_400_naming_its_path(gw, extra, where):
     assert r.json()["error"]["message"].startswith(where + ":"), r.json()
     ok = {**MESSAGES, "system": [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}
     assert httpx.post(f"{gw.url}/v1/messages", json=ok, timeout=20).status_code == 200
+
+
+# --- 6. Content-Length beside Transfer-Encoding ------------------------------------------------------------------
+
+def test_content_length_beside_transfer_encoding_is_refused_on_the_head_alone(gw):
+    body = json.dumps({"model": "vsr/auto", "messages": HI}).encode()   # not chunked: no line for h11 to end
+    # Less than the 10 s the router reads an unwanted body for (asgi.LINGER_MAX_S): it was answered only after it.
+    with socket.create_connection(("127.0.0.1", gw.port), timeout=8) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Transfer-Encoding: chunked\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        data = b""
+        while more := s.recv(65536):
+            data += more
+    head, _, answer = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ") and b"connection: close" in head.lower(), data
+    assert json.loads(answer)["error"]["code"] == "ambiguous_framing"

@@ -17,7 +17,7 @@ from ..headers.public import public_headers
 from ..headers.registry import REQUEST_ID as _REQUEST_ID, ResponsePath
 from .admin import make_admin
 from .classify_api import PATHS as CLASSIFY_PATHS, handle_classify
-from .asgi import (ClientGone, Receive, Scope, Send, discard_body, header, lingering_close, origin_path, send_whole,
+from .asgi import (CLOSE_UNREAD, ClientGone, Receive, Scope, Send, discard_body, header, lingering_close, origin_path, send_whole,
                    shield_final, to_origin_form)
 from .count_tokens import handle_count_tokens
 from .input_tokens import PATH as INPUT_TOKENS_PATH, handle_input_tokens
@@ -165,10 +165,11 @@ def make_app(state: AppState, role: str = "serving"):
             return
         framing = _ambiguous_framing(scope)
         if framing is not None:
-            # h11 has no option to refuse either shape, so the refusal is here. The chunked body is read
-            # first (bounded): answering while hypercorn still parses it races its reader for the socket.
-            await discard_body(receive)
-            await _refuse(state, send, scope, path, AmbiguousFraming(framing), (b"connection", b"close"))
+            # h11 has no option to refuse either shape, so the refusal is here, on the head alone (nginx): a body
+            # that is not chunked after all would hold its discard until the linger bound. The connection closes
+            # unread (lingering_close), as where the body ends is not known.
+            scope[CLOSE_UNREAD] = True
+            await _refuse(state, send, scope, path, AmbiguousFraming(framing))
             return
         handler = posts.get(path)
         if handler is not None:
