@@ -284,3 +284,44 @@ def test_content_length_beside_transfer_encoding_is_refused_on_the_head_alone(gw
     head, _, answer = data.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 400 ") and b"connection: close" in head.lower(), data
     assert json.loads(answer)["error"]["code"] == "ambiguous_framing"
+
+
+# --- 8. the admin routes' media type; System One's 404s ----------------------------------------------------------
+
+@pytest.mark.parametrize(("path", "headers"), [
+    ("/api/v1/keys", {"content-type": "text/plain"}),
+    ("/api/v1/keys", {"content-type": "application/json", "content-encoding": "gzip"}),
+    ("/admin/reload", {"content-type": "text/plain"}),
+    ("/admin/reload", {"content-type": "application/json", "content-encoding": "gzip"}),
+])
+def test_an_admin_body_not_typed_json_is_a_415(gw, path, headers):
+    r = httpx.post(f"{gw.url}{path}", content=b'{"name": "k"}', headers=headers, timeout=20)
+    assert r.status_code == 415, r.text
+    assert r.json()["error"]["code"] == "unsupported_media_type"
+
+
+def test_a_reload_without_a_body_needs_no_type(gw):
+    assert httpx.post(f"{gw.url}/admin/reload", timeout=60).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/v1/systemone/nope", "/v1/decisions/x/y"])
+def test_a_missing_route_under_system_one_is_a_404_in_its_shape(gw, path):
+    r = httpx.post(f"{gw.url}{path}", json={}, timeout=20)
+    assert r.status_code == 404, r.text
+    assert r.json()["error"]["type"] == "systemone_error" and r.json()["error"]["code"] == "not_found", r.json()
+
+
+# --- 7. an HTTP/1 request line naming HTTP/2 or later ------------------------------------------------------------
+
+@pytest.mark.parametrize("version", [b"2.0", b"3.0"])
+def test_a_request_line_past_http_1_is_a_505(gw, version):
+    body = json.dumps({"model": "vsr/auto", "messages": HI}).encode()
+    with socket.create_connection(("127.0.0.1", gw.port), timeout=20) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/%s\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (version, len(body), body))
+        data = b""
+        while more := s.recv(65536):
+            data += more
+    head, _, answer = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 505 "), data
+    assert json.loads(answer)["error"]["code"] == "http_version_not_supported"

@@ -10,7 +10,7 @@ from werkzeug.exceptions import NotFound
 
 from ..errors import (AdminOnly, AmbiguousFraming, AuthError, CodingNotImplemented, HeaderTimeout, HeadTooLarge,
                       MalformedRequest, MethodNotAllowed, NonCanonicalPath, OriginRefused, RequestError, RouteNotFound,
-                      UnsupportedMedia, VsrError)
+                      UnsupportedMedia, VersionNotSupported, VsrError)
 from ..auth.source import ANONYMOUS, SCOPE_KEY
 from ..events import ids
 from ..headers.public import public_headers
@@ -102,6 +102,12 @@ def make_app(state: AppState, role: str = "serving"):
         path, method = scope["path"], scope["method"]
         if not path.startswith("/"):
             path = to_origin_form(scope)        # once, for every route and quart's alike
+        version = scope.get("http_version", "1.1")
+        if "." in version and not version.startswith("1."):     # h11's: HTTP/2 and 3 come as "2" and "3"
+            await discard_body(receive)
+            await _refuse(state, send, scope, path, VersionNotSupported(
+                f"HTTP/{version} is not served as an HTTP/1 request line"), (b"connection", b"close"), shape=scope)
+            return
         if head_bytes(scope) > MAX_HEAD_BYTES:
             await discard_body(receive)
             await _refuse(state, send, scope, path, HeadTooLarge(
@@ -176,21 +182,10 @@ def make_app(state: AppState, role: str = "serving"):
             if method != "POST":
                 await _refuse(state, send, scope, path, MethodNotAllowed("Only POST is allowed on this route"),
                               (b"allow", b"POST"))
-            elif not is_json(header(scope, b"content-type")):
-                # A web page may POST text/plain, a form or an untyped blob to any origin with no CORS
-                # preflight; only JSON bodies are served. The body is read first (bounded) so the
-                # connection stays usable.
+            elif (media := unsupported_media(scope)) is not None:
+                # The body is read first (bounded) so the connection stays usable.
                 await discard_body(receive)
-                await _refuse(state, send, scope, path, UnsupportedMedia("Content-Type must be application/json"),
-                              (b"accept", b"application/json"))
-            elif (coding := body_coding(scope)) is not None:
-                # RFC 9110 §15.5.16: a content coding the server does not decode is a 415 that names the codings
-                # it does. Decoding gzip or br here would let a small body inflate past max_body_bytes; left
-                # unchecked, a compressed body read as JSON is a misleading invalid_json at byte 0.
-                await discard_body(receive)
-                await _refuse(state, send, scope, path, UnsupportedMedia(
-                    f"Content-Encoding {coding} is not supported: send the body uncompressed (identity)"),
-                    (b"accept-encoding", b"identity"))
+                await _refuse(state, send, scope, path, *media)
             else:
                 try:
                     await handler(state, scope, receive, send)
@@ -206,6 +201,11 @@ def make_app(state: AppState, role: str = "serving"):
                                      recipe=None, decision=None, model=None)
             headers.append((b"content-type", b"application/json"))
             await send_whole(send, 200, headers, models_listing(state, state.identity(scope)))
+        elif is_admin_path(path) and method != "GET" and _has_body(scope) and \
+                (media := unsupported_media(scope)) is not None:
+            # The operator's routes read JSON bodies as the client APIs do, and are as open to a web page's POST.
+            await discard_body(receive)
+            await _refuse(state, send, scope, path, *media)
         elif not _routed(urls, path, method):
             # quart reads a request's body before it finds no route: a client waiting on Expect: 100-continue
             # would be told to send it for a 404.
@@ -272,6 +272,26 @@ def is_json(content_type: bytes | None) -> bool:
         return False
     media = content_type.split(b";", 1)[0].strip().lower()
     return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
+
+
+def unsupported_media(scope: Scope) -> tuple[UnsupportedMedia, tuple[bytes, bytes]] | None:
+    """The 415 for a body not typed JSON or coded other than identity, with the header naming what is served."""
+    if not is_json(header(scope, b"content-type")):
+        # A web page may POST text/plain, a form or an untyped blob to any origin with no CORS preflight.
+        return UnsupportedMedia("Content-Type must be application/json"), (b"accept", b"application/json")
+    coding = body_coding(scope)
+    if coding is not None:
+        # RFC 9110 §15.5.16: a content coding the server does not decode is a 415 that names the codings it does.
+        # Decoding gzip or br here would let a small body inflate past max_body_bytes; left unchecked, a
+        # compressed body read as JSON is a misleading invalid_json at byte 0.
+        return UnsupportedMedia(f"Content-Encoding {coding} is not supported: send the body uncompressed "
+                                "(identity)"), (b"accept-encoding", b"identity")
+    return None
+
+
+def _has_body(scope: Scope) -> bool:
+    length = header(scope, b"content-length")
+    return header(scope, b"transfer-encoding") is not None or (length is not None and length.strip(b"0 ") != b"")
 
 
 def body_coding(scope: Scope) -> str | None:
