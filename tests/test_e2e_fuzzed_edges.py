@@ -5,7 +5,10 @@
 - a client that drops its upload is counted, not logged with a traceback, on every route that reads a body;
 - System One questions are held to the protocol's option limits at the edge, and a deployment's exception is a
   500 in System One's shape;
-- a WebSocket upgrade is a 4xx in the path's own shape.
+- a WebSocket upgrade is a 4xx in the path's own shape;
+- wrong types inside Chat's tool_choice and logit_bias and Messages' cache_control are 400s naming the field;
+- Content-Length beside Transfer-Encoding is refused on the head alone; HTTP/2.0 as an HTTP/1 line is a 505;
+- an admin body not typed JSON is a 415; a 404 under System One's routes is in its shape.
 """
 from __future__ import annotations
 
