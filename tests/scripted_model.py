@@ -61,3 +61,16 @@ class EmailsOnlyModel(ScriptedModel):
 
 def make_emails_only() -> EmailsOnlyModel:
     return EmailsOnlyModel()
+
+
+class BrokenModel(ScriptedModel):
+    """The scripted model with a bug: any text with "boom" in it raises (a deployment's own exception)."""
+
+    def answer(self, entries):
+        if any("boom" in e.state.request for e in entries):
+            raise RuntimeError("the scripted model's bug")
+        return super().answer(entries)
+
+
+def make_broken() -> BrokenModel:
+    return BrokenModel()

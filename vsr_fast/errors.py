@@ -27,6 +27,7 @@
     │   ├── NonCanonicalPath        400 non_canonical_path     (//metrics, /./x, /%6detrics: read two ways, refused)
     │   ├── HeadTooLarge            431 request_head_too_large (a request head past hypercorn's h11_max_incomplete_size)
     │   ├── CodingNotImplemented    501 transfer_coding_not_implemented (a Transfer-Encoding other than chunked)
+    │   ├── VersionNotSupported     505 http_version_not_supported (HTTP/2.0 or later as an HTTP/1 request line)
     │   ├── OriginRefused           403 origin_not_allowed     (an Origin not in global.router.cors.allow_origins)
     │   ├── MethodNotAllowed        405 method_not_allowed
     │   ├── HeaderTimeout           408 header_timeout         (a request head unfinished at header_timeout_ms)
@@ -270,6 +271,12 @@ class CodingNotImplemented(RequestError):
     """A request body in a Transfer-Encoding other than chunked (h11 reads no other)."""
 
     status, code = 501, "transfer_coding_not_implemented"
+
+
+class VersionNotSupported(RequestError):
+    """An HTTP/1 request line naming a major version past 1 (``HTTP/2.0`` as text): h11 reads any ``d.d``."""
+
+    status, code = 505, "http_version_not_supported"
 
 
 class OriginRefused(RequestError):

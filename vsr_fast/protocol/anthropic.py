@@ -55,6 +55,13 @@ ImageSource = Base64Source | URLSource | FileSource
 DocumentSource = Base64Source | URLSource | FileSource | TextSource | ContentSource
 
 
+class CacheControl(Struct, frozen=True, omit_defaults=True):
+    """A prompt-caching breakpoint, typed as Anthropic types it: a wrong shape is a 400 here, not Anthropic's."""
+
+    type: Literal["ephemeral"]
+    ttl: Literal["5m", "1h"] | None = None
+
+
 class AnyBlock:
     """A request content block of any type: what ``Message.content`` (and a tool_result's) lists. The types
     translation reads are decoded strictly (``KNOWN_BLOCKS``: a wrong field type is a 400 naming its path); any
@@ -67,27 +74,32 @@ class AnyBlock:
 
 class TextBlock(Struct, AnyBlock, tag="text", frozen=True):
     text: str
+    cache_control: CacheControl | None = None
 
 
 class ImageBlock(Struct, AnyBlock, tag="image", frozen=True):
     source: ImageSource
+    cache_control: CacheControl | None = None
 
 
 class DocumentBlock(Struct, AnyBlock, tag="document", frozen=True):
     source: DocumentSource
     title: str | None = None
+    cache_control: CacheControl | None = None
 
 
 class ToolUseBlock(Struct, AnyBlock, tag="tool_use", frozen=True):
     id: str
     name: str
     input: dict[str, Any]
+    cache_control: CacheControl | None = None
 
 
 class ToolResultBlock(Struct, AnyBlock, tag="tool_result", frozen=True):
     tool_use_id: str
     content: str | list[AnyBlock] | None = None
     is_error: bool = False
+    cache_control: CacheControl | None = None
 
 
 class ThinkingBlock(Struct, AnyBlock, tag="thinking", frozen=True):
@@ -189,6 +201,7 @@ class Tool(Struct, frozen=True, omit_defaults=True):
     input_schema: dict[str, Any] | None = None
     type: str | None = None
     strict: bool | None = None
+    cache_control: CacheControl | None = None
 
     @property
     def is_client_tool(self) -> bool:

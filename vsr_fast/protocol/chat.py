@@ -119,6 +119,19 @@ def litellm_fields_in(raw: bytes) -> bool:
     return any(mark in raw for mark in _LITELLM_MARKS)
 
 
+class NamedFunction(Struct, frozen=True):
+    name: str
+
+
+class ToolChoiceObject(Struct, frozen=True):
+    """An object ``tool_choice``: its type, for ``function`` the function named, for ``allowed_tools`` its mode and
+    tools (read where it is translated); the fields of the other types (``custom``) pass unread."""
+
+    type: str
+    function: NamedFunction | None = None
+    allowed_tools: dict[str, Any] | None = None
+
+
 class ChatRequest(Struct, frozen=True):
     """The fields of a Chat Completions request that routing reads.
 
@@ -132,7 +145,7 @@ class ChatRequest(Struct, frozen=True):
     stream: bool = False
     stream_options: StreamOptions | None = None
     tools: list[Tool] | None = None
-    tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
+    tool_choice: Literal["none", "auto", "required"] | ToolChoiceObject | None = None
     # OpenAI's ranges: a value it refuses is refused here, before it reaches (or is translated for) a backend.
     max_tokens: PositiveCount | None = None
     max_completion_tokens: PositiveCount | None = None
@@ -149,6 +162,7 @@ class ChatRequest(Struct, frozen=True):
     response_format: dict[str, Any] | None = None
     reasoning_effort: ReasoningEffort | None = None
     seed: Int64 | None = None
+    logit_bias: dict[str, Annotated[float, Meta(ge=-100, le=100)]] | None = None     # token id -> bias
     top_logprobs: Annotated[int, Meta(ge=0, le=20)] | None = None     # as Responses'
     logprobs: bool | None = None
     verbosity: str | None = None

@@ -81,6 +81,9 @@ class BodyProblem(Exception):
 def decode_body(decoder: msgspec.json.Decoder, raw: bytes) -> Any:
     """``decoder.decode(raw)``, refusing over-deep JSON and JSON of too many items first; BodyProblem on any
     failure."""
+    utf8 = utf8_problem(raw)
+    if utf8 is not None:
+        raise BodyProblem(utf8)
     depth, items, key = json_shape(raw, MAX_JSON_DEPTH, MAX_JSON_ITEMS)
     if depth > MAX_JSON_DEPTH:
         raise BodyProblem(Problem("depth", detail=f"JSON nested deeper than {MAX_JSON_DEPTH} levels"))
@@ -94,6 +97,20 @@ def decode_body(decoder: msgspec.json.Decoder, raw: bytes) -> Any:
         raise BodyProblem(_lone_surrogate(exc, raw) or problem_of(exc, decoder.type)) from None
     except RecursionError:   # unreachable past the depth check; kept so no decode can be a 500
         raise BodyProblem(Problem("depth", detail="JSON nested too deeply")) from None
+
+
+def utf8_problem(raw: bytes) -> Problem | None:
+    """Why ``raw`` is not UTF-8, or None. msgspec validates only the strings it decodes: an unknown field's, a
+    key's of a Struct, a passthrough's (``Raw``) would reach a backend, a log or a Redis key as they came.
+    An ASCII body, most of them, costs one word-at-a-time scan (0.3 µs for 2 KB, 40 µs for 1 MB); any other is
+    decoded once (about 4 ms a non-ASCII MB, 5 µs for 2 KB)."""
+    if raw.isascii():
+        return None
+    try:
+        raw.decode()
+    except UnicodeDecodeError as exc:
+        return Problem("utf8", detail=f"Invalid UTF-8 encoded string (byte {exc.start})")
+    return None
 
 
 def _member(raw: bytes, key: int) -> Path:
@@ -357,5 +374,5 @@ def anthropic_request_error(problem: Problem) -> RequestError:
 
 
 __all__ = ["BodyProblem", "MAX_JSON_DEPTH", "MAX_JSON_ITEMS", "Problem", "anthropic_message", "anthropic_path",
-           "anthropic_request_error", "decode_body", "openai_error_body", "openai_path",
+           "anthropic_request_error", "decode_body", "utf8_problem", "openai_error_body", "openai_path",
            "openai_request_error", "problem_of"]

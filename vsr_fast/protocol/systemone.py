@@ -27,7 +27,7 @@ from msgspec import Meta, Struct, field
 from msgspec.structs import force_setattr
 
 from .._ext.jsonscan import json_shape
-from .errors import MAX_JSON_ITEMS
+from .errors import MAX_JSON_ITEMS, utf8_problem
 
 # --- free text --------------------------------------------------------------------------
 
@@ -353,6 +353,9 @@ def decode_request(body: bytes, *, model_required: bool = False) -> StandardRequ
     mixed body is refused as mixed instead of as an unknown field.
     ``model_required``: the body a client sent the router's own API.
     """
+    utf8 = utf8_problem(body)
+    if utf8 is not None:
+        raise msgspec.DecodeError(utf8.detail)
     depth, items, _ = json_shape(body, MAX_JSON_DEPTH, MAX_JSON_ITEMS)
     if depth > MAX_JSON_DEPTH:
         raise msgspec.DecodeError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
@@ -374,7 +377,22 @@ def decode_request(body: bytes, *, model_required: bool = False) -> StandardRequ
         raise InvalidRequest(message, question=question, state=entry) from None
     if batch and not req.states:
         raise msgspec.ValidationError("`states` is empty - at `$.states`")
+    _within_limits(req)
     return req
+
+
+def _within_limits(req: StandardRequest | BatchRequest) -> None:
+    """InvalidRequest for the first question whose options break the protocol's limits (``LIMITS``): a
+    deployment handed 0 options divides by zero, 300 overflow a one-byte option index."""
+    entries = req.states.items() if isinstance(req, BatchRequest) else ((None, req),)
+    for entry, body in entries:
+        for name, q in body.questions.items():
+            kind = q.__struct_config__.tag
+            bounds = LIMITS.get(kind)
+            if bounds is not None and not bounds[0] <= len(q.criteria) <= bounds[1]:
+                where = f"$.states.{entry}.questions.{name}" if entry is not None else f"$.questions.{name}"
+                raise InvalidRequest(f"a {kind} question has {bounds[0]} to {bounds[1]} options, "
+                                     f"not {len(q.criteria)} - at `{where}.criteria`", question=name, state=entry)
 
 
 # The dicts on a request's path, each with its values' type: entries, questions, a question's options.

@@ -9,16 +9,16 @@ from http import HTTPStatus
 from werkzeug.exceptions import NotFound
 
 from ..errors import (AdminOnly, AmbiguousFraming, AuthError, CodingNotImplemented, HeaderTimeout, HeadTooLarge,
-                      MalformedRequest, MethodNotAllowed, NonCanonicalPath, OriginRefused, RouteNotFound,
-                      UnsupportedMedia, VsrError)
+                      MalformedRequest, MethodNotAllowed, NonCanonicalPath, OriginRefused, RequestError, RouteNotFound,
+                      UnsupportedMedia, VersionNotSupported, VsrError)
 from ..auth.source import ANONYMOUS, SCOPE_KEY
 from ..events import ids
 from ..headers.public import public_headers
 from ..headers.registry import REQUEST_ID as _REQUEST_ID, ResponsePath
 from .admin import make_admin
 from .classify_api import PATHS as CLASSIFY_PATHS, handle_classify
-from .asgi import (Receive, Scope, Send, discard_body, header, lingering_close, origin_path, send_whole, shield_final,
-                   to_origin_form)
+from .asgi import (CLOSE_UNREAD, ClientGone, Receive, Scope, Send, discard_body, header, lingering_close, origin_path, send_whole,
+                   shield_final, to_origin_form)
 from .count_tokens import handle_count_tokens
 from .input_tokens import PATH as INPUT_TOKENS_PATH, handle_input_tokens
 from .models_api import PATH as MODELS_PATH
@@ -90,11 +90,24 @@ def make_app(state: AppState, role: str = "serving"):
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await admin(scope, receive, send)
+            if scope["type"] == "websocket":
+                # No route speaks WebSocket. quart would try its own, and fail outside a request context (a 500).
+                path = scope["path"]
+                served = path == SYSTEMONE_MODELS or (_routed(urls, path, "GET") and not (
+                    is_admin_path(path) if admin_elsewhere else role == "admin" and not is_admin_path(path)))
+                await _refuse_websocket(scope, send, path in posts, served)
+            else:
+                await admin(scope, receive, send)   # lifespan
             return
         path, method = scope["path"], scope["method"]
         if not path.startswith("/"):
             path = to_origin_form(scope)        # once, for every route and quart's alike
+        version = scope.get("http_version", "1.1")
+        if "." in version and not version.startswith("1."):     # h11's: HTTP/2 and 3 come as "2" and "3"
+            await discard_body(receive)
+            await _refuse(state, send, scope, path, VersionNotSupported(
+                f"HTTP/{version} is not served as an HTTP/1 request line"), (b"connection", b"close"), shape=scope)
+            return
         if head_bytes(scope) > MAX_HEAD_BYTES:
             await discard_body(receive)
             await _refuse(state, send, scope, path, HeadTooLarge(
@@ -158,33 +171,27 @@ def make_app(state: AppState, role: str = "serving"):
             return
         framing = _ambiguous_framing(scope)
         if framing is not None:
-            # h11 has no option to refuse either shape, so the refusal is here. The chunked body is read
-            # first (bounded): answering while hypercorn still parses it races its reader for the socket.
-            await discard_body(receive)
-            await _refuse(state, send, scope, path, AmbiguousFraming(framing), (b"connection", b"close"))
+            # h11 has no option to refuse either shape, so the refusal is here, on the head alone (nginx): a body
+            # that is not chunked after all would hold its discard until the linger bound. The connection closes
+            # unread (lingering_close), as where the body ends is not known.
+            scope[CLOSE_UNREAD] = True
+            await _refuse(state, send, scope, path, AmbiguousFraming(framing))
             return
         handler = posts.get(path)
         if handler is not None:
             if method != "POST":
                 await _refuse(state, send, scope, path, MethodNotAllowed("Only POST is allowed on this route"),
                               (b"allow", b"POST"))
-            elif not is_json(header(scope, b"content-type")):
-                # A web page may POST text/plain, a form or an untyped blob to any origin with no CORS
-                # preflight; only JSON bodies are served. The body is read first (bounded) so the
-                # connection stays usable.
+            elif (media := unsupported_media(scope)) is not None:
+                # The body is read first (bounded) so the connection stays usable.
                 await discard_body(receive)
-                await _refuse(state, send, scope, path, UnsupportedMedia("Content-Type must be application/json"),
-                              (b"accept", b"application/json"))
-            elif (coding := body_coding(scope)) is not None:
-                # RFC 9110 §15.5.16: a content coding the server does not decode is a 415 that names the codings
-                # it does. Decoding gzip or br here would let a small body inflate past max_body_bytes; left
-                # unchecked, a compressed body read as JSON is a misleading invalid_json at byte 0.
-                await discard_body(receive)
-                await _refuse(state, send, scope, path, UnsupportedMedia(
-                    f"Content-Encoding {coding} is not supported: send the body uncompressed (identity)"),
-                    (b"accept-encoding", b"identity"))
+                await _refuse(state, send, scope, path, *media)
             else:
-                await handler(state, scope, receive, send)
+                try:
+                    await handler(state, scope, receive, send)
+                except ClientGone:
+                    # Gone while its body came: nothing to answer, counted as the inference routes count theirs.
+                    state.metrics.disconnects.inc(api or "admin")
         elif path == SYSTEMONE_MODELS:
             if method not in ("GET", "HEAD"):
                 await _refuse(state, send, scope, path, MethodNotAllowed("Only GET is allowed on this route"),
@@ -194,6 +201,11 @@ def make_app(state: AppState, role: str = "serving"):
                                      recipe=None, decision=None, model=None)
             headers.append((b"content-type", b"application/json"))
             await send_whole(send, 200, headers, models_listing(state, state.identity(scope)))
+        elif is_admin_path(path) and method != "GET" and _has_body(scope) and \
+                (media := unsupported_media(scope)) is not None:
+            # The operator's routes read JSON bodies as the client APIs do, and are as open to a web page's POST.
+            await discard_body(receive)
+            await _refuse(state, send, scope, path, *media)
         elif not _routed(urls, path, method):
             # quart reads a request's body before it finds no route: a client waiting on Expect: 100-continue
             # would be told to send it for a 404.
@@ -262,6 +274,26 @@ def is_json(content_type: bytes | None) -> bool:
     return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
 
 
+def unsupported_media(scope: Scope) -> tuple[UnsupportedMedia, tuple[bytes, bytes]] | None:
+    """The 415 for a body not typed JSON or coded other than identity, with the header naming what is served."""
+    if not is_json(header(scope, b"content-type")):
+        # A web page may POST text/plain, a form or an untyped blob to any origin with no CORS preflight.
+        return UnsupportedMedia("Content-Type must be application/json"), (b"accept", b"application/json")
+    coding = body_coding(scope)
+    if coding is not None:
+        # RFC 9110 §15.5.16: a content coding the server does not decode is a 415 that names the codings it does.
+        # Decoding gzip or br here would let a small body inflate past max_body_bytes; left unchecked, a
+        # compressed body read as JSON is a misleading invalid_json at byte 0.
+        return UnsupportedMedia(f"Content-Encoding {coding} is not supported: send the body uncompressed "
+                                "(identity)"), (b"accept-encoding", b"identity")
+    return None
+
+
+def _has_body(scope: Scope) -> bool:
+    length = header(scope, b"content-length")
+    return header(scope, b"transfer-encoding") is not None or (length is not None and length.strip(b"0 ") != b"")
+
+
 def body_coding(scope: Scope) -> str | None:
     """The first content coding other than ``identity`` the request's Content-Encoding headers list, else None."""
     for key, value in scope["headers"]:
@@ -303,6 +335,26 @@ async def _not_here(send: Send, scope: Scope, unrouted: bool = False) -> None:
         message = unrouted_message(scope["method"], scope["path"], message)
     status, body = error_for_request(scope, RouteNotFound(message))
     await send_whole(send, status, [(b"content-type", b"application/json")], body)
+
+
+async def _refuse_websocket(scope: Scope, send: Send, post_only: bool, served: bool) -> None:
+    """A WebSocket handshake refused in the path's own shape: 405 on a POST route, 400 on one served to a plain
+    GET, else 404; before any upgrade (ASGI's websocket.http.response, else hypercorn's bare 403)."""
+    extra: list[tuple[bytes, bytes]] = []
+    if post_only:
+        err: VsrError = MethodNotAllowed("Only POST is allowed on this route")
+        extra.append((b"allow", b"POST"))
+    elif served:
+        err = RequestError("WebSocket is not served on this route: send it as plain HTTP")
+    else:
+        err = RouteNotFound(NotFound.description)
+    if "websocket.http.response" not in scope.get("extensions", {}):
+        await send({"type": "websocket.close"})
+        return
+    status, body = error_for_request(scope, err)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
+    await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+    await send({"type": "websocket.http.response.body", "body": body, "more_body": False})
 
 
 async def _refuse(state: AppState, send: Send, scope: Scope, path: str, err: VsrError,

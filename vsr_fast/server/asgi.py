@@ -156,6 +156,8 @@ LINGER_MAX_BYTES = 256 << 20
 LINGER_MAX_S = 10.0
 # An answer to a body that came too slowly: discarding the rest would wait on that client again; it closes.
 CLOSING_STATUSES = frozenset({408})
+# Set in a request's scope when its body is not to be read at all (its framing is ambiguous): it closes unread.
+CLOSE_UNREAD = "vsr.close_unread"
 
 
 def lingering_close(app):
@@ -217,7 +219,7 @@ def lingering_close(app):
                 # Answered before the body was asked for (the client, told no 100, need not send it), or a body
                 # that will not be discarded: the connection cannot carry another request; it closes.
                 unasked = (waiting_for_continue() or message["status"] in CLOSING_STATUSES
-                           or _declared(scope) > LINGER_MAX_BYTES)
+                           or _declared(scope) > LINGER_MAX_BYTES or CLOSE_UNREAD in scope)
                 refused = not unasked
                 if unasked and scope.get("http_version") in ("1.0", "1.1"):
                     message = {**message, "headers": [*message.get("headers", ()), (b"connection", b"close")]}

@@ -12,6 +12,7 @@ from .systemone_api import error_body as systemone_error_body
 
 ANTHROPIC_PREFIX = "/v1/messages"     # /v1/messages and everything under it: Anthropic's error shape
 SYSTEMONE_PATHS = frozenset({"/v1/systemone", "/v1/decisions"})
+_SYSTEMONE_PREFIXES = ("/v1/systemone/", "/v1/decisions/")    # System One's API and its routes' own 404s
 _ANTHROPIC_VERSION = ANTHROPIC_VERSION.encode()
 
 
@@ -19,7 +20,7 @@ def error_for_path(path: str, err: VsrError) -> tuple[int, bytes]:
     """``(status, body)`` of ``err`` in the protocol of the route ``path`` names (OpenAI's by default)."""
     if path.startswith(ANTHROPIC_PREFIX):
         return anthropic.vsr_error_answer(err)
-    if path in SYSTEMONE_PATHS:
+    if path in SYSTEMONE_PATHS or path.startswith(_SYSTEMONE_PREFIXES):
         return err.status, systemone_error_body(err)
     return err.status, openai_error_body(err)
 

@@ -9,6 +9,8 @@ input) goes back to the caller as it is.
 """
 from __future__ import annotations
 
+import logging
+
 import msgspec
 import trio
 
@@ -35,14 +37,15 @@ from ..signals.base import CanonicalRequest
 from ..systemone.deployments import CallFailed
 from ..routing import Route
 from ..routing.open_systemone import alias_key
-from .asgi import Receive, Scope, Send, read_body, send_whole
+from .asgi import ClientGone, Receive, Scope, Send, read_body, send_whole
 from .delegation import bind_for_systemone
 from .state import AppState
 from .systemone_escalate import escalate
 
+log = logging.getLogger("vsr_fast.gateway")
 _JSON = (b"content-type", b"application/json")
 STATUS = {"invalid_request": 400, "model_not_found": 404, "question_failed": 422, "invalid_input": 422,
-          "overloaded": 429, "timeout": 504, "body_timeout": 408, "request_too_large": 413}
+          "overloaded": 429, "timeout": 504, "body_timeout": 408, "request_too_large": 413, "internal_error": 500}
 # Failures that say nothing about the request: the next candidate may answer it.
 PASS_ON = frozenset({"overloaded", "timeout", "unreachable", "invalid_response"})
 
@@ -143,6 +146,11 @@ async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, id
         limited = True
     except VsrError as exc:
         status, out = _error(exc.code, exc.message)
+    except ClientGone:
+        raise
+    except Exception:  # a deployment's own bug (an in-process model's): logged, answered in this API's shape
+        log.exception("internal error on %s", scope.get("path"))
+        status, out = _error("internal_error", "the router failed to answer this request")
     path = (ResponsePath.LOOPER if looper else ResponsePath.UPSTREAM) if status < 400 else \
         ResponsePath.RATE_LIMITED if limited else ResponsePath.ERROR
     headers = public_headers(config_version=state.config_version, path=path, recipe=recipe, decision=decision,

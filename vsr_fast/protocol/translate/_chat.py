@@ -161,17 +161,14 @@ def _parts(m: wire.Message, path: str, losses: list[Loss]) -> list:
     return out
 
 
-def _tool_choice(choice: str | dict | None, losses: list[Loss]) -> ToolChoice | None:
+def _tool_choice(choice: str | wire.ToolChoiceObject | None, losses: list[Loss]) -> ToolChoice | None:
     if choice is None:
         return None
-    if choice in ("auto", "none", "required"):
+    if isinstance(choice, str):
         return ToolChoice(choice)
-    if isinstance(choice, dict) and choice.get("type") == "function":
-        function = choice.get("function")
-        name = function.get("name") if isinstance(function, dict) else None
-        if isinstance(name, str):
-            return ToolChoice("tool", name)
-    spec = choice.get("allowed_tools") if isinstance(choice, dict) and choice.get("type") == "allowed_tools" else None
+    if choice.type == "function" and choice.function is not None:
+        return ToolChoice("tool", choice.function.name)
+    spec = choice.allowed_tools if choice.type == "allowed_tools" else None
     if isinstance(spec, dict) and spec.get("mode") in ("auto", "required") and isinstance(spec.get("tools"), list):
         names = [(t.get("function") or {}).get("name") if isinstance(t, dict) else None for t in spec["tools"]]
         if all(isinstance(n, str) for n in names):
