@@ -217,6 +217,23 @@ def test_a_request_no_model_answered_is_charged_only_what_its_calls_reported():
     assert m.tokens() == 7
 
 
+def test_a_request_cut_after_it_reached_a_backend_is_charged_its_prompt_at_least():
+    """The provider bills the prompt of a request it read: cut by its client or its deadline, the key pays it."""
+    m = UsageMeter(400_000)
+    m.prompt = lambda: 40
+    m.cut()
+    assert m.tokens() == 10
+    m.feed(b'data: {"choices":[{"index":0,"delta":{"content":"abcdefgh"}}]}\n\n')
+    assert m.tokens() == 12                 # and what it delivered
+    m.upstream(b'data: {"choices":[],"usage":{"prompt_tokens":30,"completion_tokens":2,"total_tokens":32}}\n\n')
+    assert m.tokens() == 32                 # usage reported wins over the estimate
+    looper = UsageMeter(0)
+    looper.prompt, looper.prepaid, looper.unsent = (lambda: 40), True, 7
+    assert looper.tokens() == 7             # an executor's calls, each charged as it ended
+    looper.cut()
+    assert looper.tokens() == 17            # and the one cut short, its prompt
+
+
 def test_a_relayed_stream_is_read_from_the_backends_bytes():
     m = UsageMeter(0)
     m.upstream(b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\n')

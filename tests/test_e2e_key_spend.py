@@ -2,10 +2,11 @@
 (a prefix of the module's own), the bench mock as the backends, the official SDKs as clients.
 
 A request reserves its estimated tokens at admission and settles to what answers used: an answer's reported
-usage (or its text's estimate), never the request's estimate when no model answered. So a refusal of the
-router's own (validation, a body too large, a routing error), a backend's error answer, every attempt failed,
-a deadline before any answer, a fast_response and a cache hit cost nothing; a stream that delivered tokens
-before its client left costs what it delivered.
+usage (or its text's estimate). A request no backend billed costs nothing: a refusal of the router's own
+(validation, a body too large, a routing error), a backend's error answer, a connection refused, a
+fast_response and a cache hit. One cut short after it reached a backend (its deadline, its client leaving)
+costs its prompt's estimate at least, as the provider bills the prompt; a stream that delivered tokens before
+its client left costs what it delivered besides.
 """
 from __future__ import annotations
 
@@ -22,8 +23,11 @@ from .procs import Proc, free_port, mock_upstream, model, redis_prefix, wait_unt
 from .test_e2e_auth import REDIS_URL, sha
 
 BUDGET = 100_000
-CASES = ("validation", "too_large", "messages_invalid", "backend_400", "all_failed", "deadline", "fast",
-         "cache_hit", "not_allowed")
+LONG = "x" * 150
+PROMPT = (len("late ") + len(LONG)) // 4     # a cut request's prompt estimate: its text at 4 bytes a token
+# What each failing request of a case costs: nothing where no backend billed it, its prompt where one may have.
+CASES = {"validation": 0, "too_large": 0, "messages_invalid": 0, "backend_400": 0, "all_failed": 0, "fast": 0,
+         "cache_hit": 0, "not_allowed": 0, "deadline": PROMPT, "client_left": PROMPT, "looper_deadline": PROMPT}
 KEYS = {case: f"vsk-spend-{case}-" + "s" * 32 for case in (*CASES, "repro", "dropped")}
 SMALL = {"repro"}       # the trial's key: 200 tokens a day
 
@@ -41,13 +45,15 @@ def _doc(good: str, failing: str, slow: str, prefix: str) -> dict:
         {"name": "dead", "priority": 10, "rules": on("dead"), "modelRefs": [{"model": "m-dead"}]},
         {"name": "late", "priority": 10, "rules": on("late"), "modelRefs": [{"model": "m-slow"}],
          "request_timeout_ms": 800},
+        {"name": "loop", "priority": 10, "rules": on("loop"), "modelRefs": [{"model": "m-slow"}, {"model": "m"}],
+         "algorithm": {"type": "escalate", "escalate": {"accept": {"refusal": False}}}, "request_timeout_ms": 800},
         {"name": "drip", "priority": 10, "rules": on("drip"), "modelRefs": [{"model": "m-slow"}]},
         {"name": "all", "priority": 1, "rules": {"operator": "AND", "conditions": []}, "modelRefs": [{"model": "m"}]},
     ]
     keys = [{"id": f"k-{case}", "sha256": sha(key),
              "limits": {"tpm": 1_000_000, "budget": {"tokens": 200 if case in SMALL else BUDGET, "period": "day"}}}
             for case, key in KEYS.items()]
-    keys[CASES.index("not_allowed")]["models"] = ["m"]          # routed to m-400 by "reject": refused after routing
+    keys[list(KEYS).index("not_allowed")]["models"] = ["m"]          # routed to m-400 by "reject": refused after routing
     return {
         "version": "v0.5",
         "providers": {"models": [model("m", f"{good}/v1"), model("m-400", f"{failing}/v1"),
@@ -55,7 +61,7 @@ def _doc(good: str, failing: str, slow: str, prefix: str) -> dict:
                                  model("m-slow", f"{slow}/v1")]},
         "recipes": [{"name": "default", "decisions": decisions, "signals": {"keywords": [
             {"name": w, "operator": "OR", "keywords": [w]}
-            for w in ("closed", "cacheme", "reject", "dead", "late", "drip")]}}],
+            for w in ("closed", "cacheme", "reject", "dead", "late", "loop", "drip")]}}],
         "entrypoints": [{"api": "chat", "model_names": ["vsr/auto"], "recipe": "default", "default": True}],
         "listeners": [{"name": "main", "address": "127.0.0.1", "port": 0}, {"name": "ops", "role": "admin", "port": 0}],
         "global": {"router": {"auth": {"enabled": True, "keys": keys, "store": {
@@ -101,7 +107,9 @@ def _ok(proc, case: str, word: str = "hello") -> int:
 
 
 def _settled_at(prefix: str, key_id: str, tokens: int) -> tuple[int, int]:
-    wait_until(lambda: min(charged(prefix, key_id)) >= tokens, f"{key_id}'s {tokens} tokens to reach Redis")
+    """(budget, tpm) once the budget holds ``tokens``: the tpm window forgets after 60 s, so a caller compares it
+    only over a test known to take less."""
+    wait_until(lambda: charged(prefix, key_id)[0] >= tokens, f"{key_id}'s {tokens} tokens to reach Redis")
     return charged(prefix, key_id)
 
 
@@ -109,7 +117,7 @@ def _fail(proc, case: str) -> None:
     """The request of ``case`` that no model answers, as a client sends it; asserts how it fails."""
     client = _oa(proc, case)
     chat = client.chat.completions
-    long_text = "x" * 150
+    long_text = LONG
     if case == "validation":
         with pytest.raises(openai.BadRequestError):
             chat.create(model="vsr/auto", messages=[{"role": "user", "content": long_text}], temperature=5)
@@ -132,6 +140,14 @@ def _fail(proc, case: str) -> None:
         with pytest.raises(openai.APIStatusError) as info:
             chat.create(model="vsr/auto", messages=[{"role": "user", "content": "late " + long_text}])
         assert info.value.status_code == 504, info.value.response.text
+    elif case == "looper_deadline":     # a Looper's call, cut by the deadline as the backend answers
+        with pytest.raises(openai.APIStatusError) as info:
+            chat.create(model="vsr/auto", messages=[{"role": "user", "content": "loop " + long_text}])
+        assert info.value.status_code == 504, info.value.response.text
+    elif case == "client_left":       # leaves while the backend is still answering (2 s before its head)
+        with pytest.raises(openai.APITimeoutError):
+            client.with_options(timeout=1.0).chat.completions.create(
+                model="vsr/auto", messages=[{"role": "user", "content": "drip " + long_text}])
     elif case == "fast":
         raw = chat.with_raw_response.create(model="vsr/auto", messages=[{"role": "user", "content": "closed " + long_text}])
         assert raw.headers["x-vsr-response-path"] == "fast_response"
@@ -144,7 +160,7 @@ def _fail(proc, case: str) -> None:
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_a_request_no_model_answered_costs_its_key_nothing(spend, case):
+def test_a_request_no_backend_billed_costs_nothing_one_cut_short_its_prompt(spend, case):
     proc, _, prefix = spend
     key_id = f"k-{case}"
     expected = 0            # the usage of every answer a model gave: all the key is charged
@@ -160,11 +176,11 @@ def test_a_request_no_model_answered_costs_its_key_nothing(spend, case):
             return False
         wait_until(hit, "the answer to be cached")
     expected += _ok(proc, case)
-    assert _settled_at(prefix, key_id, expected) == (expected, expected)
+    assert _settled_at(prefix, key_id, expected)[0] == expected
     for _ in range(3):
         _fail(proc, case)
-    expected += _ok(proc, case)
-    assert _settled_at(prefix, key_id, expected) == (expected, expected)
+    expected += 3 * CASES[case] + _ok(proc, case)
+    assert _settled_at(prefix, key_id, expected)[0] == expected     # the budget only: the case spans waits
 
 
 def test_the_trials_invalid_requests_do_not_lock_a_key_out(spend):

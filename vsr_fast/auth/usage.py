@@ -8,10 +8,13 @@ it (``upstream``): what the client receives may leave the usage out (a Chat
 client that did not ask for it, a translation). An answer that reports none is
 estimated at four bytes a token of text: the request's (``prompt``) and the
 answer's (a stream's deltas, a whole answer's content), never the JSON or SSE
-framing around them. Only a model's answer is estimated (``answered``): a request
-no model answered (refused by the router, a backend's error, every attempt
-failed, a deadline before the answer, a fast_response or a cache hit) is charged
-only the usage its calls reported, as LiteLLM charges only successful calls.
+framing around them. Only what a backend may have billed is estimated: a model's
+answer (``answered``), or an attempt cut after its request reached a backend
+(``cut``: the client left or the deadline passed while it read or answered, its
+connection broke or timed out), whose prompt the provider bills. A request no backend billed
+(refused by the router, a backend's error status, a connection refused or a TLS
+error, a fast_response or a cache hit) is charged only the usage its calls
+reported.
 """
 from __future__ import annotations
 
@@ -114,7 +117,7 @@ def _whole_text(body: bytes) -> int:
 
 class UsageMeter:
     __slots__ = ("request_bytes", "prompt", "text_bytes", "tail", "input", "output", "total", "seen", "relayed",
-                 "unsent", "prepaid", "answered")
+                 "unsent", "prepaid", "answered", "cut_short")
 
     def __init__(self, request_bytes: int) -> None:
         self.request_bytes = request_bytes      # the request body's size: the estimate's input until ``prompt``
@@ -130,6 +133,12 @@ class UsageMeter:
         self.prepaid = False
         # A model's answer (2xx) reached the request: only then is its text estimated when it reports no usage.
         self.answered = False
+        # An attempt was cut after its request reached a backend (``upstream.billing``): its prompt is charged.
+        self.cut_short = False
+
+    def cut(self) -> None:
+        """An attempt was cut after its request reached a backend, which may bill its prompt."""
+        self.cut_short = True
 
     def feed(self, chunk: bytes) -> None:
         """One piece of the answer as the client receives it, cut anywhere; unread once ``upstream`` reads it."""
@@ -192,13 +201,16 @@ class UsageMeter:
         return self.input, self.output, max(self.total, self.input + self.output)
 
     def tokens(self) -> int:
-        """What the request is charged: the answer's usage (or its estimate) and every call it did not send."""
+        """What the request is charged: the answer's usage (or its estimate), every call it did not send, and the
+        prompt's estimate at least when an attempt was cut after its request reached a backend."""
         self.finish()
-        if self.prepaid:
-            return self.unsent
+        if self.prepaid:        # an executor's calls, each charged as it ended; one cut short, its prompt
+            return self.unsent + (self._prompt() // 4 if self.cut_short else 0)
         if self.seen:
             return max(self.total, self.input + self.output) + self.unsent
-        if not self.answered:
+        if not (self.answered or self.cut_short):
             return self.unsent
-        prompt = self.prompt() if self.prompt is not None else self.request_bytes
-        return (prompt + self.text_bytes) // 4 + self.unsent
+        return (self._prompt() + self.text_bytes) // 4 + self.unsent
+
+    def _prompt(self) -> int:
+        return self.prompt() if self.prompt is not None else self.request_bytes

@@ -35,7 +35,8 @@ from .. import tracing
 from ..config.schema import ProviderModel
 from ..errors import (BackendsBusy, CallsSpent, UpstreamError, UpstreamsExhausted, UpstreamStatus,
                       UpstreamTimeout, cause_words, status_cause)
-from . import answers, transport
+from . import answers, billing, transport
+from .billing import SENDING, Sending
 from .pool import Backend, Upstreams, credential_header
 from .transport import Response, TransportError
 
@@ -264,7 +265,10 @@ class Dispatcher:
             status = resp.status
             try:
                 body = await _read_whole(resp, model, backend, out.path)
-            except UpstreamError as exc:
+            except BaseException as exc:
+                _cut(status)
+                if not isinstance(exc, UpstreamError):
+                    raise
                 # Kept past this loop: not with its traceback, whose frames hold what was read.
                 failure = exc.with_traceback(None)
                 self._record(attempts, model, backend, started, status, failure)
@@ -323,12 +327,14 @@ class Dispatcher:
                 self._record(attempts, model, backend, started, status, None)
                 return Stream(model, backend, status, content_type, first, rest, resp, attempts)
             except (UpstreamError, *TransportError) as exc:
+                _cut(status)
                 await resp.aclose()
                 failure = exc.with_traceback(None) if isinstance(exc, UpstreamError) \
                     else _transport_failure(exc, backend)
                 self._record(attempts, model, backend, started, status, failure)
                 continue
             except BaseException:
+                _cut(status)
                 await resp.aclose()
                 raise
         return failure
@@ -343,21 +349,35 @@ class Dispatcher:
         else:
             headers = self._headers(backend, extra, out)
             lease = None
+            sending = Sending()
+            token = SENDING.set(sending)
             try:
                 lease = await backend.lease()
-                return await transport.send(backend.pool(lease.shard), backend.origin, out.path, out.body, headers,
+                resp = await transport.send(backend.pool(lease.shard), backend.origin, out.path, out.body, headers,
                                             backend.timeouts, backend.label, lease)
             except BaseException as exc:
                 if lease is not None:
                     lease.release()
+                if sending.sent:    # cut after its request left (a timeout, a broken connection, a cancel)
+                    billing.cut()
                 if not isinstance(exc, TransportError):
                     raise
                 failure = _transport_failure(exc, backend)
                 # Nothing reached a backend that refused the connection: always safe to send again. Not one
                 # whose TLS handshake failed: its certificate fails the next time too (the next backend is tried).
                 rnd.retryable |= isinstance(exc, transport.ConnectError) and failure.cause != "tls_error"
+            else:
+                return resp
+            finally:
+                SENDING.reset(token)
         self._record(attempts, model, backend, started, None, failure)
         return failure
+
+
+def _cut(status: int) -> None:
+    """An answer of ``status`` whose body failed or was cancelled: one begun (2xx) was cut, and may be billed."""
+    if 200 <= status < 300:
+        billing.cut()
 
 
 def _moves_on(backend: Backend, status: int) -> bool:

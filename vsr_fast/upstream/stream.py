@@ -17,6 +17,7 @@ import trio
 from httpcore._backends.trio import TrioBackend, TrioStream
 
 from ..sockets import send_now
+from .billing import SENDING
 
 # Held writes up to this size are joined into one send; a larger body is sent as it came, with no copy.
 JOIN_MAX_BYTES = 64 << 10
@@ -72,6 +73,9 @@ class Stream(TrioStream):
         size, self._held_bytes = self._held_bytes, 0
         parts = [b"".join(held)] if len(held) > 1 and size <= JOIN_MAX_BYTES else held
         await trio.lowlevel.checkpoint_if_cancelled()      # a request already cancelled is not sent
+        sending = SENDING.get()
+        if sending is not None:
+            sending.sent = True     # from here the backend may read it, and bill it
         sent = send_now(self._stream, parts[0]) if len(parts) == 1 else 0
         if sent == size:
             return      # taken whole at once: no deadline needed, no scheduler pass

@@ -34,8 +34,6 @@ SSE = "text/event-stream"
 
 async def answer(ex: Exchange, send: Send, result: Fast | CachedAnswer | Stream | Whole) -> None:
     """Send ``result`` in the client's protocol."""
-    if ex.meter is not None and ex.req is not None:
-        ex.meter.prompt = _prompt_size(ex.adapter, ex.req, ex.raw)
     if isinstance(result, Fast):
         await _fast(ex, send, result.message)
     elif isinstance(result, CachedAnswer):
@@ -46,10 +44,11 @@ async def answer(ex: Exchange, send: Send, result: Fast | CachedAnswer | Stream 
         await _whole(ex, send, result)
 
 
-def _prompt_size(adapter, req, raw: bytes):
-    """The request's text size, for an answer that reports no usage: its messages, not their JSON. It closes
-    over the request, not the exchange: the exchange holds the meter, and a cycle through it left every exchange
-    to the cyclic GC (~36 k instructions a request, bench/RESULTS.md)."""
+def prompt_size(adapter, req, raw: bytes):
+    """The request's text size, for an answer that reports no usage or a request cut short after it reached a
+    backend: its messages, not their JSON. It closes over the request, not the exchange: the exchange holds the
+    meter, and a cycle through it left every exchange to the cyclic GC (~36 k instructions a request,
+    bench/RESULTS.md)."""
     def size() -> int:
         try:
             return adapter.canonical(req).all_text_bytes

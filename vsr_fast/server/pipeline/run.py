@@ -23,10 +23,11 @@ import trio
 from ... import tracing
 from ...errors import BodyTimeout, RequestTimeout, ShuttingDown, UpstreamError, VsrError
 from ...headers.registry import ResponsePath
+from ...upstream.billing import BILLING
 from ..asgi import CLIENT_SIDE, ClientGone, DisconnectWatch, Receive, Scope, Send, header, is_whole, take_queued
 from ..state import AppState
 from .admit import admit, check_names, release
-from .answer import answer, error
+from .answer import answer, error, prompt_size
 from .context import remember
 from .decode import decode, read
 from .dispatch import dispatch
@@ -44,6 +45,7 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
     ex = Exchange(state, api, scope)
     span = tracing.begin_request(f"vsr {api}", scope["headers"]) if tracing.tracer is not None else None
     state.inflight.add(ex)
+    billing = BILLING.set(None)     # this request's meter once admitted: never the last request's on the connection
     try:
         await _serve(ex, receive, send)
     except VsrError as exc:
@@ -63,6 +65,7 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
         if not ex.responded:
             await error(ex, send, failure)
     finally:
+        BILLING.reset(billing)
         state.inflight.discard(ex)
         release(ex)
         m = state.metrics
@@ -154,6 +157,7 @@ async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
     # The limits first, before the body is read: a key over its rpm or in-flight limit holds no body reads.
     ex.stage = "auth"
     await admit(ex)
+    BILLING.set(ex.meter)       # told by the dispatcher of any attempt cut after it reached a backend
     first = take_queued(receive)
     if is_whole(first):         # the whole body is here: nothing to wait for, no deadline to set
         await read(ex, receive, first)
@@ -218,6 +222,8 @@ async def _stages(ex: Exchange, send: Send, outer: trio.CancelScope) -> None:
     with ex.deadline_scope() as cut:
         ex.stage = "decode"
         await decode(ex)
+        if ex.meter is not None and ex.req is not None:
+            ex.meter.prompt = prompt_size(ex.adapter, ex.req, ex.raw)
         ex.stage = "auth"
         check_names(ex)
         ex.stage = "route"
