@@ -240,11 +240,12 @@ class RequestEvents:
             replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
             config_version=self.config_version, seq=seq, ts_ms=_ns() // 1_000_000, replay=self.policy.enabled,
             attempt=n, model=attempt.model, backend=attempt.backend,
-            # The cause in one word (connect_refused, status_5xx): an error status has no error code of its own.
-            status=attempt.status, error=attempt.cause or attempt.error, duration_ms=attempt.seconds * 1000,
+            status=attempt.status, error=attempt.error, duration_ms=attempt.seconds * 1000,
             fallback=n > 1, usage=None if attempt.usage is None else Usage(
                 prompt_tokens=attempt.usage[0], completion_tokens=attempt.usage[1],
                 total_tokens=attempt.usage[0] + attempt.usage[1]),
+            # Only the backend's or model's failure has a cause: a client's 4xx passed back is none.
+            cause=attempt.cause if attempt.failed else None,
         ))
 
     def capture(self, cache: CacheIntent | None, cache_max_bytes: int) -> AnswerCapture | None:
