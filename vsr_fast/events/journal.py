@@ -29,8 +29,10 @@ HEADER = struct.Struct("<IIQ16s")
 MAX_PAYLOAD = 256 << 20
 _READ_CHUNK = 1 << 20
 # What one ``next_frame`` call reads and checks at most: a scan under the embedded log's lock lets it go
-# this often (a stretch of zeros is one candidate frame a byte, each ~1 us of crc and Python).
+# this often (a stretch of zeros is one candidate frame a byte, each ~1 us of crc and Python). It reads in
+# smaller chunks than ``read``, so that a call that stops early has not read and sifted much for nothing.
 SCAN_BUDGET = 1 << 20
+_SCAN_CHUNK = 64 << 10
 
 
 class Frame(NamedTuple):
@@ -149,7 +151,7 @@ class Journal:
         while self.end - at >= HEADER.size:
             if spent >= SCAN_BUDGET:
                 return at, False
-            chunk = os.pread(self._fd, min(_READ_CHUNK, self.end - at), at)
+            chunk = os.pread(self._fd, min(_SCAN_CHUNK, self.end - at), at)
             n = len(chunk) - HEADER.size + 1
             if n <= 0:
                 break
