@@ -114,9 +114,11 @@ class EmbeddedJournal(Source):
     def __iter__(self) -> Iterator[tuple[str, Event]]:
         offset = int(self.start) if self.start else self.journal.first
         last = int(self.end) if self.end else None
+        resync = not self.start     # --start may not be a frame start: no frame there reads nothing
         try:
             while True:
-                frames = self.journal.read(offset, 1000)
+                frames = self.journal.read(offset, 1000, resync=resync)
+                resync = True
                 if not frames:
                     return
                 for f in frames:

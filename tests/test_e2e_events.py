@@ -315,8 +315,10 @@ def test_every_upstream_attempt_is_recorded_with_its_status_or_cause(mock, tmp_p
             httpx.get(f"{proc.url}/api/v1/replay/{rid}")))
         assert record is not None
         # A refused connection is retried (the retries policy): each try is an attempt.
-        assert record["attempts"] and {(a["model"], a["status"], a["error"]) for a in record["attempts"]} == {
-            ("gone", None, "connect_refused")}, record["attempts"]
+        # ``error`` the router's code, as in journals written before ``cause``; ``cause`` a failure's one word.
+        assert record["attempts"] and {(a["model"], a["status"], a["error"], a["cause"])
+                                       for a in record["attempts"]} == {
+            ("gone", None, "upstream_failed", "connect_refused")}, record["attempts"]
         assert any(type(e).__name__ == "UpstreamAttempted" for e in events_of(stream_name, rid))
 
         httpx.post(f"{mock.url}/_mock/config", json={"fail_first": 1, "fail_status": 500}).raise_for_status()
@@ -328,5 +330,18 @@ def test_every_upstream_attempt_is_recorded_with_its_status_or_cause(mock, tmp_p
         rid = served.headers["x-vsr-replay-id"]
         record = wait_for(lambda: (lambda x: x.json() if x.status_code == 200 and x.json()["status"] else None)(
             httpx.get(f"{proc.url}/api/v1/replay/{rid}")))
-        assert [(a["model"], a["status"], a["error"]) for a in record["attempts"]] == [
-            ("m", 500, "status_5xx"), ("m2", 200, None)], record["attempts"]
+        assert [(a["model"], a["status"], a["error"], a["cause"]) for a in record["attempts"]] == [
+            ("m", 500, None, "status_5xx"), ("m2", 200, None, None)], record["attempts"]
+
+        # A client's error the backend answered, passed back: no failure of the backend's, no cause.
+        httpx.post(f"{mock.url}/_mock/config", json={"fail_first": 1, "fail_status": 400}).raise_for_status()
+        try:
+            refused = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "auto", "messages": CHAT})
+        finally:
+            httpx.post(f"{mock.url}/_mock/config", json={"fail_first": 0}).raise_for_status()
+        assert refused.status_code == 400
+        rid = refused.headers["x-vsr-replay-id"]
+        record = wait_for(lambda: (lambda x: x.json() if x.status_code == 200 and x.json()["status"] else None)(
+            httpx.get(f"{proc.url}/api/v1/replay/{rid}")))
+        assert [(a["model"], a["status"], a["error"], a["cause"]) for a in record["attempts"]] == [
+            ("m", 400, None, None)], record["attempts"]

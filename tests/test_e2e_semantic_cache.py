@@ -123,11 +123,14 @@ def test_a_request_about_another_country_is_not_served_the_cached_answer(mock, t
 
 def test_a_malformed_cache_entry_is_skipped_and_counted_never_a_500(mock, tmp_path, prefix):
     """Entries another writer (or an operator) left in the semantic stream, and a stored answer overwritten with
-    garbage: each lookup that meets one is a miss, counted."""
+    garbage: skipped and counted, the lookup that meets a stored one a miss. An entry of another embedding model's
+    size is skipped uncounted (after a model change every old one is)."""
     r = redis.Redis.from_url("redis://127.0.0.1:6379/0")
     r.xadd(f"{prefix}semantic", {"v": "abc"})
     r.xadd(f"{prefix}semantic", {"foo": "bar"})
     r.xadd(f"{prefix}semantic", {"p": "x", "k": "y", "t": "z", "ttl": "soon", "v": b"\0" * 8})
+    # Well formed, of another embedding model's size (the model changed): skipped, not counted.
+    r.xadd(f"{prefix}semantic", {"p": "x", "k": "y", "t": "z", "ttl": "60", "v": b"\0" * 8})
     with router(write_config(config(mock.url, store={"backend_type": "redis", "prefix": prefix}),
                              str(tmp_path))) as proc:
         assert ask(proc.url, ASKED)["x-vsr-response-path"] == "upstream"

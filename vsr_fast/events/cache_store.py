@@ -191,14 +191,15 @@ class ResponseCache:
                 self._stream_id = entry_id
                 try:
                     vector = np.frombuffer(fields[b"v"], np.float32)
-                    if len(vector) != self.index.dim:
-                        raise ValueError(f"a vector of {len(vector)} dimensions, not {self.index.dim}")
                     entry = (fields[b"p"].decode(), fields[b"k"].decode(), fields[b"t"].decode(), vector,
                              int(fields[b"ttl"]))
                 except (KeyError, ValueError) as exc:   # UnicodeDecodeError is a ValueError
                     self._unreadable(f"semantic stream entry {entry_id!r}", exc)
                     continue
-                self.index.add(*entry)
+                # Another embedding model's vector (the model changed): not comparable, skipped uncounted, as
+                # after a change every older entry is one.
+                if len(vector) == self.index.dim:
+                    self.index.add(*entry)
             if len(entries) < 10_000:
                 return
 

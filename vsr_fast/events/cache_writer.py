@@ -66,8 +66,8 @@ class CacheWriter:
                "# HELP llm_cache_write_skipped_total Answers the cache writer did not store, by reason.",
                "# TYPE llm_cache_write_skipped_total counter"]
         out += [f'llm_cache_write_skipped_total{{reason="{r}"}} {self.skipped[r]}' for r in SKIP_REASONS]
-        out += ["# HELP vsr_response_cache_undecodable_total Cache entries skipped unread (a semantic stream entry, "
-                "a stored answer): each lookup that met one was a miss.",
+        out += ["# HELP vsr_response_cache_undecodable_total Cache entries skipped unread: a malformed semantic "
+                "stream entry (left out of the index), a stored answer (the lookup that met it was a miss).",
                 "# TYPE vsr_response_cache_undecodable_total counter",
                 f"vsr_response_cache_undecodable_total {self.cache.undecodable}"]
         return out

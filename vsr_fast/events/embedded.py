@@ -226,21 +226,29 @@ class EmbeddedLog:
         with self._cond:
             if self._closed:
                 return []
-            out = self._take(group, count)
-            if not out and block_ms > 0 and not self._closed:
+            g = self._group(group)
+            cursor = g.cursor
+            out = self._take(g, count)
+            # A read that only scanned a corrupt stretch returns at once: the consumer reads on from its end.
+            if not out and g.cursor == cursor and block_ms > 0 and not self._closed:
                 self._readers += 1
                 try:
                     self._cond.wait(block_ms / 1000)
                 finally:
                     self._readers -= 1
-                out = self._take(group, count)
+                out = self._take(g, count)
             return out
 
-    def _take(self, name: str, count: int) -> list[Entry]:
-        g = self._group(name)
+    def _take(self, g: _Group, count: int) -> list[Entry]:
         out: list[Entry] = []
         while len(out) < count and not self._closed:
-            frames = self.journal.read(g.cursor, count - len(out))
+            frames, gaps = self.journal.read_past(g.cursor, count - len(out))
+            for start, resume in gaps:
+                # A corrupt stretch holds no entry to deliver: passed as acknowledged, or the group's offset
+                # would stay at its start for good (and pin every segment after it against retention).
+                g.ends[start] = resume
+                g.acked.add(start)
+                g.cursor = resume
             if not frames:
                 break
             for f in frames:
@@ -306,8 +314,10 @@ class EmbeddedLog:
         offset = int(start) if start else self.journal.first
         last = int(end) if end else None
         out: list[Entry] = []
+        resync = not start          # an id a user typed may not be a frame start: no frame there reads nothing
         while len(out) < count:
-            frames = self.journal.read(offset, count - len(out) + 1)
+            frames = self.journal.read(offset, count - len(out) + 1, resync=resync)
+            resync = True
             if not frames:
                 break
             for f in frames:

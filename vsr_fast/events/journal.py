@@ -28,6 +28,11 @@ import numpy as np
 HEADER = struct.Struct("<IIQ16s")
 MAX_PAYLOAD = 256 << 20
 _READ_CHUNK = 1 << 20
+# What one ``next_frame`` call reads and checks at most: a scan under the embedded log's lock lets it go
+# this often (a stretch of zeros is one candidate frame a byte, each ~1 us of crc and Python). It reads in
+# smaller chunks than ``read``, so that a call that stops early has not read and sifted much for nothing.
+SCAN_BUDGET = 1 << 20
+_SCAN_CHUNK = 64 << 10
 
 
 class Frame(NamedTuple):
@@ -134,24 +139,39 @@ class Journal:
         index, start, space, payload_end = found
         return Frame(offset, offset + payload_end, space, index, data[start:payload_end])
 
-    def next_frame(self, offset: int) -> int | None:
-        """Where the first intact frame after ``offset`` starts (reading past a corrupt stretch), or None.
+    def next_frame(self, offset: int) -> tuple[int, bool]:
+        """Where to read on after a corrupt stretch at ``offset``: ``(position, True)`` for the first intact
+        frame after it or the file's end, ``(position, False)`` where this call's scan stopped (positions
+        before it hold no frame: scan on from there).
 
-        A frame's crc covers its id and payload, so a stretch that only looks like a header is not taken."""
-        at = offset + 1
+        A frame's crc covers its id and payload, so a stretch that only looks like a header is not taken. One
+        call reads and checks about ``SCAN_BUDGET`` bytes (one frame larger than a read chunk may add its own
+        size), so a caller holding a lock lets it go between calls."""
+        at, spent = offset + 1, 0
         while self.end - at >= HEADER.size:
-            chunk = os.pread(self._fd, min(_READ_CHUNK, self.end - at), at)
+            if spent >= SCAN_BUDGET:
+                return at, False
+            chunk = os.pread(self._fd, min(_SCAN_CHUNK, self.end - at), at)
             n = len(chunk) - HEADER.size + 1
             if n <= 0:
-                return None
+                break
+            spent += len(chunk)
             b = np.frombuffer(chunk, np.uint8).astype(np.int64)
             lengths = b[:n] | b[1:n + 1] << 8 | b[2:n + 2] << 16 | b[3:n + 3] << 24
             fits = (lengths <= MAX_PAYLOAD) & (np.arange(at, at + n) + HEADER.size + lengths <= self.end)
             for k in np.flatnonzero(fits).tolist():
-                if _check(chunk, k) is not None or self._read_big(at + k, self.end) is not None:
-                    return at + k
+                size = HEADER.size + int(lengths[k])
+                spent += size
+                if k + size <= len(chunk):
+                    # Wholly in the chunk: checked there, never read again from disk.
+                    if _check(chunk, k) is not None:
+                        return at + k, True
+                elif self._read_big(at + k, self.end) is not None:
+                    return at + k, True
+                if spent >= SCAN_BUDGET:
+                    return at + k + 1, False
             at += n
-        return None
+        return self.end, True
 
     def repair(self, offset: int = 0) -> int:
         """Cut a torn or corrupt tail after ``offset``; returns how many bytes were cut."""

@@ -10,6 +10,7 @@ hash tag (``{vsr}:events``), and its marks ``{vsr}:events:mark:...`` follow.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import redis
@@ -132,11 +133,31 @@ def _gone(exc: redis.ResponseError) -> bool:
     return text.startswith("NOGROUP") or (text.startswith("UNBLOCKED") and "no longer exists" in text)
 
 
+# Replies of a Redis that cannot serve for now (out of memory, a replica, a failover, a running script, a
+# failed snapshot, an ACL change) or whose fix is an operator's (another key type under the stream's name):
+# the consumers wait and retry. redis-py names some by class and leaves the others' code in the text.
+_TRANSIENT_ERRORS = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError,
+                     redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError,
+                     redis.exceptions.NoPermissionError)
+_TRANSIENT_CODES = {"BUSY", "LOADING", "WRONGTYPE", "MISCONF", "NOREPLICAS", "MASTERDOWN", "READONLY", "OOM"}
+REFUSED_LOG_EVERY_S = 60.0
+
+
+def _transient(exc: redis.ResponseError) -> bool:
+    return isinstance(exc, _TRANSIENT_ERRORS) or str(exc).split(" ", 1)[0] in _TRANSIENT_CODES
+
+
+def _id_key(entry_id: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in entry_id.split("-"))
+
+
 class RedisSource:
     """Consumer groups over a Redis stream."""
 
     def __init__(self, url: str, stream: str, *, socket_timeout: float = 10.0) -> None:
         self.stream = stream
+        self._delivered: dict[str, str] = {}    # group -> the newest entry id read here
+        self._refused_logged = -REFUSED_LOG_EVERY_S
         # Reads block server-side for up to block_ms: the socket waits longer than that.
         self._redis = client(url, socket_timeout=socket_timeout)
 
@@ -150,8 +171,14 @@ class RedisSource:
                 raise _GroupGone(str(exc)) from exc
             if "BUSYGROUP" in str(exc):
                 raise
-            # A key of another type under the stream's name, a Redis out of memory: an operator's fix, meanwhile
-            # the consumers wait and retry (serving never depends on them).
+            if not _transient(exc):
+                # Not Redis being away but a command it refused (a bug of ours): still retried, as a background
+                # worker must not stop, but shown with Redis's words, not taken for an outage.
+                now = time.monotonic()
+                if now - self._refused_logged >= REFUSED_LOG_EVERY_S:
+                    self._refused_logged = now
+                    log.error("event stream %s: Redis refused %s: %s", self.stream,
+                              getattr(fn, "__name__", fn), exc)
             raise StoreUnavailable(f"event stream {self.stream}: {exc}") from exc
 
     def ensure_group(self, group: str, start: str = "0") -> None:
@@ -162,10 +189,23 @@ class RedisSource:
                 raise
 
     def _start_over(self, group: str, exc: _GroupGone) -> None:
-        # The stream or its group was deleted (DEL, FLUSHDB, an expired key): what it held is gone,
-        # so the group starts again on the new stream.
-        log.warning("event stream %s: %s; consumer group %s created again", self.stream, exc, group)
-        self.ensure_group(group)
+        # The stream was deleted (DEL, FLUSHDB, an expired key): what it held is gone, the group starts at the
+        # new stream's first entry. Only the group was (XGROUP DESTROY): the stream may hold days of events,
+        # already handled (shadow copies paid for, records written): it resumes after the newest one read here,
+        # or at the end when this process read none.
+        exists = self._call(self._redis.exists, self.stream)
+        start = (self._delivered.get(group, "$") if exists else "0")
+        log.warning("event stream %s: %s; consumer group %s created again at %s", self.stream, exc, group,
+                    start if exists else "the new stream's start")
+        self.ensure_group(group, start)
+
+    def _note(self, group: str, entries: list[Entry]) -> list[Entry]:
+        if entries:
+            newest = entries[-1].id         # XREADGROUP and XAUTOCLAIM answer in id order
+            known = self._delivered.get(group)
+            if known is None or _id_key(known) < _id_key(newest):
+                self._delivered[group] = newest
+        return entries
 
     def reset_consumer(self, group: str, consumer: str) -> None:
         """Nothing to do: Redis keeps each consumer's pending entries; ``read(after="0")`` returns them."""
@@ -173,14 +213,15 @@ class RedisSource:
     def read(self, group: str, consumer: str, count: int, block_ms: int, after: str | None = None) -> list[Entry]:
         try:
             if after is None:
+                # BLOCK 0 is "forever" to Redis; 0 here means "do not wait", as on the embedded stream.
                 reply = self._call(self._redis.xreadgroup, group, consumer, {self.stream: ">"}, count=count,
-                                   block=block_ms)
+                                   block=block_ms or None)
             else:
                 reply = self._call(self._redis.xreadgroup, group, consumer, {self.stream: after}, count=count)
         except _GroupGone as exc:
             self._start_over(group, exc)
             return []
-        return _entries(_stream_rows(reply))
+        return self._note(group, _entries(_stream_rows(reply)))
 
     def claim(self, group: str, consumer: str, min_idle_ms: int, count: int) -> list[Entry]:
         try:
@@ -188,7 +229,7 @@ class RedisSource:
         except _GroupGone as exc:
             self._start_over(group, exc)
             return []
-        return _entries(reply[1] if reply else [])
+        return self._note(group, _entries(reply[1] if reply else []))
 
     def ack(self, group: str, ids: list[str]) -> None:
         if ids:

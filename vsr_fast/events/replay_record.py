@@ -40,6 +40,7 @@ class AttemptRecord(_Rec):
     duration_ms: float
     fallback: bool
     usage: Usage | None = None        # a Looper call's own usage
+    cause: str | None = None          # a failed attempt's cause (connect_refused, status_5xx); none in older journals
 
 
 class CacheRecord(_Rec):
@@ -167,7 +168,7 @@ def _apply(rec: ReplayRecord, ev: Event) -> None:
     elif isinstance(ev, UpstreamAttempted):
         rec.attempts.append(AttemptRecord(attempt=ev.attempt, model=ev.model, backend=ev.backend, status=ev.status,
                                           error=ev.error, duration_ms=ev.duration_ms, fallback=ev.fallback,
-                                          usage=ev.usage))
+                                          usage=ev.usage, cause=ev.cause))
     elif isinstance(ev, AnswerCompleted):
         _apply_answer(rec, ev)
     elif isinstance(ev, CacheHit):

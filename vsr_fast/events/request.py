@@ -243,13 +243,14 @@ class RequestEvents:
             replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
             config_version=self.config_version, seq=seq, ts_ms=_ns() // 1_000_000, replay=self.policy.enabled,
             attempt=n, model=attempt.model, backend=attempt.backend,
-            # The cause in one word (connect_refused, status_5xx): an error status has no error code of its own.
-            status=attempt.status, error=attempt.cause or attempt.error, duration_ms=attempt.seconds * 1000,
+            status=attempt.status, error=attempt.error, duration_ms=attempt.seconds * 1000,
         )
-        # ``fallback`` and ``usage`` apart, when not at their defaults (_FEW_KEYWORDS: 16 keywords take the slow call).
-        if n > 1 or attempt.usage is not None:
+        # ``fallback``, ``usage`` and ``cause`` apart, when not at their defaults (_FEW_KEYWORDS: 16 keywords take
+        # the slow call). Only the backend's or model's failure has a cause: a client's 4xx passed back is none.
+        cause = attempt.cause if attempt.failed else None
+        if n > 1 or attempt.usage is not None or cause is not None:
             usage = attempt.usage
-            event = _replace(event, fallback=n > 1, usage=None if usage is None else Usage(
+            event = _replace(event, fallback=n > 1, cause=cause, usage=None if usage is None else Usage(
                 prompt_tokens=usage[0], completion_tokens=usage[1], total_tokens=usage[0] + usage[1]))
         self.sink.record(event)
 

@@ -73,6 +73,7 @@ class Segments:
         self.counts: dict[int, int] = self._load_index()
         # Corrupt stretches of closed segments read past: (segment base, offset in it) -> bytes.
         self.unreadable: dict[tuple[int, int], int] = {}
+        self._scanning: dict[int, tuple[int, int]] = {}    # where a scan stopped -> the start of its stretch
 
     # --- sizes --------------------------------------------------------------------------
 
@@ -145,35 +146,57 @@ class Segments:
         doc = {str(b): self.counts[b] for b in self.bases if b in self.counts}
         write_atomic(self.dir / INDEX, json.dumps(doc).encode())
 
-    def read(self, offset: int, max_frames: int) -> list[Frame]:
+    def read(self, offset: int, max_frames: int, *, resync: bool = True) -> list[Frame]:
         """Up to ``max_frames`` whole frames from ``offset`` on, in one segment (the caller continues from the
-        last one's ``end``); an offset already trimmed reads from the first segment held."""
-        offset = max(offset, self.first)
+        last one's ``end``), corrupt stretches read past; an offset already trimmed reads from the first segment
+        held. ``resync=False``: ``offset`` may not be a frame start (an id a user typed), so a frame that does
+        not check there ends the read, as the end of the stream does."""
+        while True:
+            frames, gaps = self.read_past(offset, max_frames, resync=resync)
+            if frames or not gaps:
+                return frames
+            offset, resync = gaps[-1][1], True
+
+    def read_past(self, offset: int, max_frames: int, *,
+                  resync: bool = True) -> tuple[list[Frame], list[tuple[int, int]]]:
+        """``read``, and the corrupt stretches it read past as ``(start, where reading resumed)``: a consumer
+        group passes them as acknowledged. At most one budgeted scan a call: with no frames, the caller reads
+        on from the last stretch's end (a lock held around the call is let go between scans)."""
+        if offset < self.first:
+            offset, resync = self.first, True
         i = bisect.bisect_right(self.bases, offset) - 1
+        gaps: list[tuple[int, int]] = []
         while i < len(self.files):
             base = self.bases[i]
             frames = self.files[i].read(offset - base, max_frames)
             if frames:
-                return [Frame(f.offset + base, f.end + base, f.space, f.index, f.payload) for f in frames]
+                return [Frame(f.offset + base, f.end + base, f.space, f.index, f.payload) for f in frames], gaps
             if i + 1 == len(self.files):
-                return []           # the live segment's end (a torn tail is ``repair``'s)
-            local = offset - base
-            if local < self.files[i].end:
+                return [], gaps     # the live segment's end (a torn tail is ``repair``'s)
+            if offset - base < self.files[i].end:
                 # A closed segment stopped short of its end: a corrupt stretch. Read on past it.
-                found = self.files[i].next_frame(local)
-                self._unreadable(i, local, (found if found is not None else self.files[i].end) - local)
-                if found is not None:
-                    offset = base + found
+                if not resync or gaps:
+                    return [], gaps
+                resume = self._scan(i, offset)
+                gaps.append((offset, resume))
+                if resume < base + self.files[i].end:
+                    offset = resume
                     continue
             i += 1                  # the end of a closed segment: the next starts at its base
             offset = self.bases[i]
-        return []
+        return [], gaps
 
-    def _unreadable(self, i: int, local: int, size: int) -> None:
-        key = (self.bases[i], local)
-        if key not in self.unreadable:
-            self.unreadable[key] = size
-            log.warning("event stream: %d unreadable bytes at %d of %s, read past", size, local, self.files[i].path)
+    def _scan(self, i: int, offset: int) -> int:
+        """Where reading resumes after the corrupt stretch at global ``offset`` of closed segment ``i``."""
+        base, journal = self.bases[i], self.files[i]
+        start = self._scanning.get(offset, (base, offset - base))
+        resume, done = journal.next_frame(offset - base)
+        if not done:
+            self._scanning[base + resume] = start     # one stretch, however many scans it takes
+        elif start not in self.unreadable:
+            size = self.unreadable[start] = resume - start[1]
+            log.warning("event stream: %d unreadable bytes at %d of %s, read past", size, start[1], journal.path)
+        return base + resume
 
     def repair(self, offset: int) -> int:
         """Cut a torn tail of the live segment after global ``offset``."""

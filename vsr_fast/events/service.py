@@ -27,6 +27,7 @@ restart gives it (see ``consumers``).
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import socket
@@ -270,7 +271,9 @@ async def _drain_embedded(directory: Path, config: EventStreamStore, consumers: 
     except ConfigError:
         return
     try:
-        orphan = EmbeddedLog(directory / "stream", maxlen=config.maxlen, max_age_s=config.max_age_s)
+        # Opening reads the frames after the saved marks, and a corrupt stretch is scanned: off the loop.
+        orphan = await trio.to_thread.run_sync(functools.partial(
+            EmbeddedLog, directory / "stream", maxlen=config.maxlen, max_age_s=config.max_age_s))
     except OSError as exc:      # an unreadable leftover must not stop the router that found it
         os.close(fd)
         log.error("event stream: cannot read %s, a worker's embedded stream no longer run: %r", directory, exc)
@@ -280,7 +283,7 @@ async def _drain_embedded(directory: Path, config: EventStreamStore, consumers: 
         for group in groups:
             orphan.ensure_group(group, "0")
         slots = _orphaned_slots(directory, "spill")
-        unread = max((orphan.unread(g) for g in groups), default=0)
+        unread = await trio.to_thread.run_sync(lambda: max((orphan.unread(g) for g in groups), default=0))
         if not unread and not slots:
             return
         log.warning("event stream: adopted %s, a worker's embedded stream no longer run: %d unread event(s)%s",

@@ -136,10 +136,11 @@ class UpstreamAttempted(_Event, tag="upstream_attempt"):
     model: str = ""
     backend: str = ""
     status: int | None = None
-    error: str | None = None
+    error: str | None = None          # the router's error code for a failure without a status (upstream_failed)
     duration_ms: float = 0.0
     fallback: bool = False            # tried after another attempt failed
     usage: Usage | None = None        # what its answer reported, for a Looper's call (each one is paid for)
+    cause: str | None = None          # a failed attempt's cause in one word (connect_refused, status_5xx)
 
 
 class AnswerCompleted(_Event, tag="answer_completed"):

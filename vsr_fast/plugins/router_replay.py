@@ -29,7 +29,8 @@ class ShadowConfig(Block):
     """``router_replay.shadow``: where sampled copies go.
 
     A copy travels to its dispatcher in the event stream, whatever ``capture_request_body`` says (the record
-    never keeps it); a request under ``capture_personal_data: false``, or one its decision masks, is never copied.
+    never keeps it); a request under ``capture_personal_data: false`` is never copied, nor is one its decision
+    masks unless a router_replay layer says ``capture_personal_data: true`` (then its prompt, as received, is).
     """
 
     model: Annotated[str, Meta(min_length=1)] | UnsetType = UNSET
