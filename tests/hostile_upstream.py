@@ -204,8 +204,9 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def sse(self, events) -> None:
-        """A 200 event stream of ``events`` (each a whole SSE event), one chunk each, flushed as written."""
+    def sse(self, events, cut: bool = False) -> None:
+        """A 200 event stream of ``events`` (each a whole SSE event), one chunk each, flushed as written; ``cut``,
+        the connection then closes without the last chunk, the stream unfinished."""
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("transfer-encoding", "chunked")
@@ -213,6 +214,9 @@ class Handler(BaseHTTPRequestHandler):
         for event in events:
             self.wfile.write(b"%x\r\n" % len(event) + event + b"\r\n")
             self.wfile.flush()
+        if cut:
+            self.close_connection = True
+            return
         self.wfile.write(b"0\r\n\r\n")
 
     def chunked(self, content_type: str, piece: bytes) -> None:

@@ -21,6 +21,8 @@ import h2.errors
 import h2.events
 import pytest
 
+from vsr_fast.server.h2edge import EdgeH2Connection, _head_stalled
+
 from .procs import config, mock_upstream, router, write_config
 
 # Long enough for the malformed stream to be read while the first request waits on the backend.
@@ -180,3 +182,25 @@ def test_a_headers_frame_left_unfinished_beside_a_stream_in_flight_ends_the_conn
         s.sendall(opening + head[:-5])
         events = closed_with(s, conn)
     assert goaway(events) == [h2.errors.ErrorCodes.PROTOCOL_ERROR]
+
+
+def test_a_head_finished_while_the_read_loop_was_held_up_is_not_a_stalled_head():
+    # The timer counts from the read that left a head unfinished; a read loop held up in handle() past
+    # header_timeout_ms (a stream's queue full) may have read the rest since. The connection ends only when no
+    # frame has come whole since the timer started and a head is still unfinished.
+    server = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+    EdgeH2Connection.adopt(server)
+    buffer = server.incoming_buffer
+    conn = client()
+    conn.send_headers(1, HEAD, end_stream=True)
+    first = conn.data_to_send()
+    conn.send_headers(3, HEAD, end_stream=True)
+    second = conn.data_to_send()
+    server.receive_data(first[:-5])
+    seen = buffer.frames
+    assert _head_stalled(buffer, seen)                 # the client silent since: the connection ends
+    server.receive_data(first[-5:] + second[:-5])      # the rest came, and a later head is cut short
+    assert not _head_stalled(buffer, seen)             # not the same head: the timer starts again
+    assert _head_stalled(buffer, buffer.frames)
+    server.receive_data(second[-5:])
+    assert not _head_stalled(buffer, buffer.frames)    # no head unfinished

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 
+import openai
 import pytest
 from pydantic import BaseModel
 
@@ -25,9 +26,12 @@ BODIES: list[dict] = []
 LOCK = threading.Lock()
 
 
+CUT = object()   # in a script's events: the connection closes there, the stream unfinished
+
+
 class Scripted(hostile_upstream.Handler):
     """Answers a streamed request with ``SCRIPT["events"]`` (each a dict, Chat's chunk; a (name, dict) pair, a
-    named event; or a str, raw data), any other with ``SCRIPT["whole"]``; keeps every body in ``BODIES``."""
+    named event; a str, raw data; or ``CUT``), any other with ``SCRIPT["whole"]``; keeps every body in ``BODIES``."""
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
@@ -39,6 +43,9 @@ class Scripted(hostile_upstream.Handler):
             return
         out = []
         for e in script["events"]:
+            if e is CUT:
+                self.sse(out, cut=True)
+                return
             if isinstance(e, str):
                 out.append(f"data: {e}\n\n".encode())
             elif isinstance(e, tuple):
@@ -222,6 +229,49 @@ def test_claudes_preamble_to_a_client_tool_call_stays(gw):
     assert "".join(d.content or "" for d in deltas) == "Let me look."
     assert [t.function.name for d in deltas for t in d.tool_calls or () if t.function.name] == ["f"]
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_claudes_text_before_its_json_answer_and_a_client_tool_call_stays(gw, stream):
+    """Text, the JSON tool, then a call of the client's tool: with a call to make the answer is not only the JSON,
+    so Claude's words stay, streamed as whole."""
+    blocks = [text("Let me look that up."), tool_use("toolu_J", "json_tool_call", '{"a": 1}'),
+              tool_use("toolu_F", "f", "{}")]
+    whole = claude([{"type": "text", "text": "Let me look that up."},
+                    {"type": "tool_use", "id": "toolu_J", "name": "json_tool_call", "input": {"a": 1}},
+                    {"type": "tool_use", "id": "toolu_F", "name": "f", "input": {}}], "tool_use")
+    script(whole=whole, events=claude_events(blocks, "tool_use"))
+    client, tap = chat(gw)
+    fmt = {"type": "json_schema", "json_schema": {"name": "Out", "schema": Out.model_json_schema()}}
+    kw = {"model": "m-anthropic", "messages": [{"role": "user", "content": "hi"}], "response_format": fmt,
+          "reasoning_effort": "low", "max_tokens": 5000, "tools": [F_TOOL]}
+    if stream:
+        deltas = [c.choices[0].delta for c in client.chat.completions.create(**kw, stream=True) if c.choices]
+        content = "".join(d.content or "" for d in deltas)
+        calls = [t.function.name for d in deltas for t in d.tool_calls or () if t.function.name]
+    else:
+        message = client.chat.completions.create(**kw).choices[0].message
+        content, calls = message.content, [t.function.name for t in message.tool_calls]
+    assert content.startswith("Let me look that up.")
+    assert json.loads(content.removeprefix("Let me look that up.")) == {"a": 1}
+    assert calls == ["f"]
+    assert not any("preamble" in w for w in warnings_of(tap.headers))
+
+
+def test_claudes_held_text_reaches_the_client_when_the_backend_breaks(gw):
+    """Text is held until the answer says what it is; a backend that breaks first still lets it out, then the
+    error."""
+    events = claude_events([thinking("hm", "s1"), text("Partial words.")])
+    script(events=events[:-3] + [CUT])   # the text block's start and delta sent, then the connection closes
+    client, _ = chat(gw)
+    fmt = {"type": "json_schema", "json_schema": {"name": "Out", "schema": Out.model_json_schema()}}
+    said = []
+    with pytest.raises(openai.APIError):
+        for c in client.chat.completions.create(
+                model="m-anthropic", messages=[{"role": "user", "content": "hi"}], response_format=fmt,
+                reasoning_effort="low", max_tokens=5000, stream=True):
+            said += [c.choices[0].delta.content or ""] if c.choices else []
+    assert "".join(said) == "Partial words."
 
 
 # --- 3: logprobs between Chat and Responses, both ways ----------------------------------------------------------

@@ -101,10 +101,14 @@ class _EagerFrameBuffer(h2.frame_buffer.FrameBuffer):
     """h2's frame buffer with a frame's length checked once its header has come: h2 checked it once the whole
     frame had, so 9 bytes of 0xff held the connection open (and its buffer growing) for 16 MiB that never came."""
 
+    frames = 0   # frames (header blocks whole) read: once it moves, the head that was unfinished is not
+
     def __next__(self):
         if len(self._data) >= 9:
             self._validate_frame_length(int.from_bytes(self._data[:3], "big"))
-        return super().__next__()
+        frame = super().__next__()
+        self.frames += 1
+        return frame
 
 
 class EdgeH2Connection(h2.connection.H2Connection):
@@ -179,13 +183,21 @@ class EdgeH2Protocol(H2Protocol):
             self._head_timer = None
 
     async def _head_deadline(self, scope: trio.CancelScope) -> None:
-        """Ends the connection whose client left a header block unfinished for header_timeout_ms while streams
-        were open (with none open, the connection's idle timer closes it first): its stream does not exist yet,
-        so there is nothing to reset, and the bytes after it could not be read."""
+        """Ends the connection whose client left a header block unfinished, no frame read whole, for
+        header_timeout_ms while streams were open (with none open, the connection's idle timer closes it first):
+        its stream does not exist yet, so there is nothing to reset, and the bytes after it could not be read."""
+        buffer = self.connection.incoming_buffer
         with scope:
-            await trio.sleep(self.config.keep_alive_timeout)
+            # Counted from the read that left the head unfinished; a read loop held up in handle() (a stream's
+            # queue full, a slow reader's write) may since have read the rest, so a head finished, or a later one
+            # unfinished, is not the client's silence.
+            while True:
+                seen = buffer.frames
+                await trio.sleep(self.config.keep_alive_timeout)
+                if buffer.frames == seen or not _head_unfinished(buffer):
+                    break
             self._head_timer = None
-            if self.idle:       # no stream open: the connection's idle timer closes it (GOAWAY NO_ERROR)
+            if self.idle or not _head_stalled(buffer, seen):   # with no stream open, the idle timer closes it
                 return
             self.connection.close_connection(h2.errors.ErrorCodes.PROTOCOL_ERROR, b"request head unfinished")
             await self._flush()
@@ -328,6 +340,12 @@ def _tunnel(headers: list[tuple[bytes, bytes]]) -> bool:
     """A plain CONNECT (RFC 9113 8.5): a tunnel asked for, not an extended CONNECT's protocol (RFC 8441)."""
     names = {name for name, _ in headers}
     return (b":method", b"CONNECT") in headers and b":protocol" not in names
+
+
+def _head_stalled(buffer: _EagerFrameBuffer, frames_seen: int) -> bool:
+    """Whether the head unfinished when ``buffer`` had read ``frames_seen`` frames is unfinished still: no frame
+    has come whole since."""
+    return buffer.frames == frames_seen and _head_unfinished(buffer)
 
 
 def _head_unfinished(buffer: h2.frame_buffer.FrameBuffer) -> bool:

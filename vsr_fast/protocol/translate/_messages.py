@@ -448,14 +448,14 @@ PREAMBLE = "preamble"   # the reason Claude's text beside its JSON tool's call i
 class JsonUnwrapping:
     """``unwrap_json`` on a stream: wraps a Messages ``StreamReader``, the JSON tool's block a text block, its
     input_json_delta text deltas. A text block is held, and what follows it, until the answer says what the text
-    is: left out once the JSON tool is called, the answer's own at another tool's call or at the end."""
+    is: the answer's own at another tool's call, or at the end unless the JSON tool was called and no other."""
 
     def __init__(self, reader) -> None:
         self._reader = reader
         self._json: set[int] = set()
         self._calls = False   # another tool's call went out
         self._held: list[Event] | None = None   # from the first text block on, while it is not known what it is
-        self._texts: dict[int, str] = {}        # text block -> its path in Claude's stream, held or left out
+        self._texts: dict[int, str] = {}        # text block held -> its path in Claude's stream
         self._own_losses: list[Loss] = []
 
     @property
@@ -468,31 +468,31 @@ class JsonUnwrapping:
     def close(self) -> list[Event]:
         return self._unwrapped(self._reader.close())
 
+    def release(self) -> list[Event]:
+        """The events held, settled as though the answer ended here (the backend broke off)."""
+        return self._settle(keep_text=self._calls or not self._json)
+
     def _unwrapped(self, events: list[Event]) -> list[Event]:
         out: list[Event] = []
         for ev in events:
             if isinstance(ev, BlockStart) and ev.kind == "tool":
                 if ev.name == JSON_TOOL:
+                    # Not yet known: a call of another tool later keeps the text, as ``unwrap_json`` does.
                     self._json.add(ev.index)
                     ev = BlockStart(ev.index, "text")
-                    out += self._settle(keep_text=self._calls)
                 else:
                     self._calls = True
                     out += self._settle(keep_text=True)
             elif isinstance(ev, BlockStart) and ev.kind == "text" and not self._calls:
                 self._texts[ev.index] = f"content[{ev.index}]"
-                if self._json:   # after the JSON tool's call: left out at once
-                    self._own_losses.append(dropped(self._texts[ev.index], PREAMBLE))
-                elif self._held is None:
+                if self._held is None:
                     self._held = []
             elif isinstance(ev, ArgsDelta) and ev.index in self._json:
                 ev = TextDelta(ev.index, ev.json)
             elif isinstance(ev, (Finished, Failed)):
                 if isinstance(ev, Finished) and ev.finish == "tool_calls" and not self._calls:
                     ev = msgspec.structs.replace(ev, finish="stop")
-                out += self._settle(keep_text=True)
-            if self._json and not self._calls and getattr(ev, "index", None) in self._texts:
-                continue
+                out += self.release()
             if self._held is not None:
                 self._held.append(ev)
             else:
@@ -502,11 +502,11 @@ class JsonUnwrapping:
     def _settle(self, keep_text: bool) -> list[Event]:
         """The events held, now that it is known whether their text blocks are the answer's."""
         held, self._held = self._held or [], None
+        texts, self._texts = self._texts, {}
         if keep_text:
-            self._texts.clear()
             return held
-        self._own_losses += [dropped(path, PREAMBLE) for path in self._texts.values()]
-        return [ev for ev in held if getattr(ev, "index", None) not in self._texts]
+        self._own_losses += [dropped(path, PREAMBLE) for path in texts.values()]
+        return [ev for ev in held if getattr(ev, "index", None) not in texts]
 
 
 def _block(p, losses: list[Loss]) -> dict | None:

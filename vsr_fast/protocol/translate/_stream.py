@@ -222,8 +222,11 @@ class Translating:
     def fail(self, exc: VsrError) -> bytes:
         if self._ended:
             return b""
+        # A reader that holds events until the answer says what they are (``JsonUnwrapping``) lets them out first.
+        release = getattr(self._reader, "release", None)
+        out = self._emit(self._order(release())) if release is not None else b""
         self._ended = True
-        return self._writer.fail(exc.message, exc.status, exc.code, exc.type)
+        return out + self._writer.fail(exc.message, exc.status, exc.code, exc.type)
 
     def final(self) -> bytes | None:
         return getattr(self._writer, "final", None)
