@@ -443,12 +443,17 @@ ONE_INDEX = [chat_chunk({"role": "assistant", "content": None, "tool_calls": [
              chat_chunk({}, "tool_calls"), "[DONE]"]
 
 
-def test_parallel_calls_under_one_index_are_split_for_a_chat_client(gw):
-    script(events=ONE_INDEX)
+def streamed_calls(gw) -> list:
+    """The tool calls of the scripted stream, as the openai SDK's stream accumulator joins them."""
     client, _ = chat(gw)
     with client.chat.completions.stream(model="m-openai", messages=[{"role": "user", "content": "hi"}],
                                         tools=TWO_CHAT_TOOLS) as s:
-        calls = s.get_final_completion().choices[0].message.tool_calls
+        return s.get_final_completion().choices[0].message.tool_calls
+
+
+def test_parallel_calls_under_one_index_are_split_for_a_chat_client(gw):
+    script(events=ONE_INDEX)
+    calls = streamed_calls(gw)
     assert [(c.id, c.function.name, c.function.arguments) for c in calls] == [
         ("call_1", "a", '{"x":1}'), ("call_2", "b", '{"y":2}')]
 
@@ -459,11 +464,24 @@ def test_calls_one_id_split_across_chunks_stay_one_call_for_a_chat_client(gw):
                                                "function": {"name": "a", "arguments": '{"x":'}}]}),
                    chat_chunk({"tool_calls": [{"index": 0, "id": "c2", "function": {"arguments": "1}"}}]}),
                    chat_chunk({}, "tool_calls"), "[DONE]"])
-    client, _ = chat(gw)
-    with client.chat.completions.stream(model="m-openai", messages=[{"role": "user", "content": "hi"}],
-                                        tools=TWO_CHAT_TOOLS) as s:
-        calls = s.get_final_completion().choices[0].message.tool_calls
+    calls = streamed_calls(gw)
     assert [(c.function.name, c.function.arguments) for c in calls] == [("a", '{"x":1}')]
+
+
+def test_calls_streamed_piecewise_under_one_index_are_split_for_a_chat_client(gw):
+    """SGLang's way: a call's id and name, its arguments in pieces without an id, then the next call under index 0;
+    the pieces pass undecoded and the next call is still split off. ``"tool_calls": null`` deltas pass as sent."""
+    script(events=[chat_chunk({"role": "assistant", "content": "", "tool_calls": None}),
+                   chat_chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                               "function": {"name": "a", "arguments": '{"x":'}}]}),
+                   chat_chunk({"tool_calls": [{"index": 0, "function": {"arguments": "1}"}}]}),
+                   chat_chunk({"tool_calls": [{"index": 0, "id": "call_2", "type": "function",
+                                               "function": {"name": "b", "arguments": '{"y":'}}]}),
+                   chat_chunk({"tool_calls": [{"index": 0, "function": {"arguments": "2}"}}]}),
+                   chat_chunk({"tool_calls": None}, "tool_calls"), "[DONE]"])
+    calls = streamed_calls(gw)
+    assert [(c.id, c.function.name, c.function.arguments) for c in calls] == [
+        ("call_1", "a", '{"x":1}'), ("call_2", "b", '{"y":2}')]
 
 
 # --- 9: Claude's cache writes for a Chat client; ids for calls a backend sent without --------------------------------

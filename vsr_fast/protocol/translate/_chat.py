@@ -750,14 +750,24 @@ class CallSplitter:
         # (choice, backend index) -> (the id of the call it holds, our index, its arguments so far)
         self._calls: dict[tuple[object, int], tuple[str | None, int, list[str]]] = {}
         self._next: dict[object, int] = {}   # choice -> the next index of ours
+        # Until a call had to be re-indexed, only a delta naming a call's id can need it: the others (arguments)
+        # pass undecoded, and a call whose arguments were not all seen counts as whole when a new id comes.
+        self._split = False
+        self._unseen = False
 
     def __call__(self, out: bytes, events: int, head: bytes) -> bytes:
-        if b'"tool_calls"' not in out:
-            return out
+        if b'"tool_calls":[{' not in out and b'"tool_calls": [{' not in out:
+            return out   # most chunks, and backends that write "tool_calls": null in every delta
         return b"\n\n".join(self._event(e) for e in out.split(b"\n\n"))   # the bytes of the others kept
 
     def _event(self, event: bytes) -> bytes:
-        if b'"tool_calls"' not in event or not event.startswith(b"data: ") or b"\n" in event:
+        at = event.find(b'"tool_calls":[{')
+        if at < 0:
+            at = event.find(b'"tool_calls": [{')
+        if at < 0 or not event.startswith(b"data: ") or b"\n" in event:
+            return event
+        if not self._split and b'"id"' not in event[at:]:
+            self._unseen = True
             return event
         try:
             doc = _JSON.decode(event[6:])
@@ -771,6 +781,8 @@ class CallSplitter:
                     ours = self._index(choice.get("index"), tc)
                     changed |= ours != tc["index"]
                     tc["index"] = ours
+        self._unseen = False
+        self._split |= changed
         return b"data: " + ENCODER.encode(doc) if changed else event
 
     def _index(self, choice: object, tc: dict) -> int:
@@ -781,7 +793,7 @@ class CallSplitter:
         known = self._calls.get(key)
         call_id = tc.get("id")
         if known is None or (call_id and call_id != known[0] and function.get("name")
-                             and (not "".join(known[2]).strip() or _whole(known[2]))):
+                             and (self._unseen or not "".join(known[2]).strip() or _whole(known[2]))):
             known = self._calls[key] = (call_id, self._next.get(choice, 0), [])
             self._next[choice] = known[1] + 1
         known[2].append(args)
