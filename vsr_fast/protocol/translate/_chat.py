@@ -369,15 +369,17 @@ class _Msg(msgspec.Struct, frozen=True):
         return self.reasoning, "reasoning"
 
 
-class _Logprobs(msgspec.Struct, frozen=True):
-    content: list[Any] | None = None
+def _logprobs(value: Any) -> list[dict] | None:
+    """A choice's ``logprobs`` (kept untyped: some servers write ``[]`` or ``true``) as its tokens, when it is an
+    object holding a list of them."""
+    return tokens(value.get("content")) if isinstance(value, dict) else None
 
 
 class _Choice(msgspec.Struct, frozen=True):
     message: _Msg = _Msg()
     finish_reason: str | None = None
     index: int | None = 0
-    logprobs: _Logprobs | None = None
+    logprobs: Any = None
 
 
 class _Response(msgspec.Struct, frozen=True):
@@ -403,7 +405,7 @@ def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
             parts.append(Thinking(thought, path=f"choices[0].message.{field}"))
         if choice.message.content:
             parts.append(Text(choice.message.content, "choices[0].message.content",
-                              logprobs=tokens(choice.logprobs.content) if choice.logprobs else None))
+                              logprobs=_logprobs(choice.logprobs)))
         if choice.message.refusal:
             parts.append(Text(choice.message.refusal, "choices[0].message.refusal", refusal=True))
         for j, tc in enumerate(choice.message.tool_calls or ()):
@@ -490,7 +492,7 @@ class _ChunkChoice(msgspec.Struct, frozen=True):
     delta: _Delta | None = _Delta()
     finish_reason: str | None = None
     index: int | None = 0
-    logprobs: _Logprobs | None = None
+    logprobs: Any = None
 
 
 class _Chunk(msgspec.Struct, frozen=True):
@@ -558,7 +560,7 @@ class StreamReader:
             for text, kind in ((d.reasoning_content or d.reasoning, "thinking"), (d.content, "text"),
                                (d.refusal, "refusal")):
                 if text:
-                    logprobs = tokens(choice.logprobs.content) if kind == "text" and choice.logprobs else None
+                    logprobs = _logprobs(choice.logprobs) if kind == "text" else None
                     out += self._text(text, kind, logprobs)
             for tc in d.tool_calls or ():
                 out += self._call(tc)
