@@ -3,7 +3,9 @@
 - Chat ``metadata`` without ``store: true`` and LiteLLM's proxy-only fields (``fallbacks``, ``guardrails``...) reach
   an openai-format backend as the client sent them (it may be a LiteLLM proxy that enforces them); where the body
   is translated (Anthropic) they are dropped with a warning.
-- A malformed ``response_format`` (Chat) or ``text.format`` (Responses) is a 400 naming it, as OpenAI's is.
+- A malformed ``response_format`` (Chat) or ``text.format`` (Responses) of OpenAI's types is a 400 naming it, as
+  OpenAI's is; another type (vLLM's ``structural_tag``) passes to a backend of the client's format, and is dropped
+  with a warning where the body is translated.
 - A ``max_tokens`` below 16 toward a Responses backend is raised to its least, 16, and said so.
 """
 from __future__ import annotations
@@ -85,11 +87,11 @@ def test_litellms_proxy_fields_are_dropped_with_a_warning_toward_anthropic(gw, m
     assert {loss("dropped", "unsupported", name) for name in LITELLM} <= warnings(r), r.headers.get("x-vsr-warnings")
 
 
-BAD_FORMATS = [{"type": "json_schema"}, {"type": "json_schema", "json_schema": "x"}, {"type": "xml"}, {}]
+BAD_FORMATS = [{"type": "json_schema"}, {"type": "json_schema", "json_schema": "x"}, {}]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", BAD_FORMATS, ids=["no-schema", "schema-not-object", "xml", "no-type"])
+@pytest.mark.parametrize("fmt", BAD_FORMATS, ids=["no-schema", "schema-not-object", "no-type"])
 def test_a_malformed_response_format_is_a_400(gw, mock, backend, fmt):
     before = httpx.get(f"{mock.url}/_mock/stats").json()["requests"]
     with pytest.raises(openai.BadRequestError) as info:
@@ -100,13 +102,42 @@ def test_a_malformed_response_format_is_a_400(gw, mock, backend, fmt):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fmt", [{"type": "json_schema"}, {"type": "json_schema", "name": "x", "schema": 3},
-                                 {"type": "xml"}], ids=["no-schema", "schema-not-object", "xml"])
+@pytest.mark.parametrize("fmt", [{"type": "json_schema"}, {"type": "json_schema", "name": "x", "schema": 3}],
+                         ids=["no-schema", "schema-not-object"])
 def test_a_malformed_text_format_is_a_400(gw, mock, backend, fmt):
     sdk = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="x", max_retries=0)
     with pytest.raises(openai.BadRequestError) as info:
         sdk.responses.create(model=f"m-{backend}", input="hello", extra_body={"text": {"format": fmt}})
     assert info.value.body["param"].startswith("text.format"), info.value.body
+
+
+STRUCTURAL_TAG = {"type": "structural_tag", "structures": [{"begin": "<f>", "schema": {}, "end": "</f>"}],
+                  "triggers": ["<f>"]}   # vLLM's
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_response_format_of_another_type_passes_to_an_openai_backend_and_is_dropped_elsewhere(gw, mock, backend):
+    r = chat(gw.url, backend, response_format=STRUCTURAL_TAG)
+    body = last_body(mock)
+    if backend == "openai":
+        assert body["response_format"] == STRUCTURAL_TAG
+        assert not any("response_format" in w for w in warnings(r)), r.headers.get("x-vsr-warnings")
+    else:
+        assert "structural_tag" not in str(body), body
+        assert loss("dropped", "unsupported", "response_format") in warnings(r), r.headers.get("x-vsr-warnings")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_text_format_of_another_type_passes_to_a_responses_backend_and_is_dropped_elsewhere(gw, mock, backend):
+    sdk = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="x", max_retries=0)
+    r = sdk.responses.with_raw_response.create(model=f"m-{backend}", input="hello",
+                                               extra_body={"text": {"format": STRUCTURAL_TAG}})
+    body = last_body(mock)
+    if backend == "responses":
+        assert body["text"]["format"] == STRUCTURAL_TAG
+    else:
+        assert "structural_tag" not in str(body), body
+        assert loss("dropped", "unsupported", "text.format") in warnings(r), r.headers.get("x-vsr-warnings")
 
 
 @pytest.mark.parametrize("client_api", ["chat", "messages"])
