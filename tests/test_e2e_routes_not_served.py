@@ -1,5 +1,6 @@
 """OpenAI routes the router does not serve (embeddings, completions, audio, moderations, files, batches...) answer
-an OpenAI-shaped 404 saying vsr-fast does not route them, not quart's page about spelling; LiteLLM's probe paths
+an OpenAI-shaped 404 saying vsr-fast does not route them, not quart's page about spelling; any other path under
+/v1/ (a typo) a plain "no such route" listing every route served; LiteLLM's probe paths
 (what its users' Kubernetes manifests point at) answer as /ready and /health do."""
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ def gw(mock, tmp_path_factory):
 @pytest.mark.parametrize(("method", "path"), [
     ("POST", "/v1/embeddings"), ("POST", "/v1/completions"), ("POST", "/v1/audio/speech"),
     ("POST", "/v1/audio/transcriptions"), ("POST", "/v1/moderations"), ("GET", "/v1/files"),
-    ("POST", "/v1/batches"), ("POST", "/v1/fine_tuning/jobs"), ("GET", "/v1/vector_stores")])
+    ("POST", "/v1/batches"), ("POST", "/v1/fine_tuning/jobs"), ("GET", "/v1/vector_stores"),
+    ("POST", "/v1/images/edits"), ("POST", "/v1/images/variations"), ("POST", "/v1/uploads"),
+    ("POST", "/v1/assistants"), ("POST", "/v1/threads/runs"), ("GET", "/v1/realtime")])
 def test_an_openai_route_the_router_does_not_serve_says_so(gw, method, path):
     r = httpx.request(method, f"{gw.url}{path}", json={"model": "m", "input": "x"})
     assert r.status_code == 404 and r.headers["content-type"].startswith("application/json")
@@ -28,6 +31,21 @@ def test_an_openai_route_the_router_does_not_serve_says_so(gw, method, path):
     assert error["type"] == "invalid_request_error" and error["code"] == "not_found", error
     assert f"Invalid URL ({method} {path})" in error["message"], error
     assert "not routed by vsr-fast" in error["message"] and "spelling" not in error["message"], error
+    assert "provider itself" in error["message"], error
+
+
+@pytest.mark.parametrize(("method", "path"), [("POST", "/v1/chat/completion"), ("POST", "/v1/message"),
+                                            ("GET", "/v1/nothing/here")])
+def test_a_route_of_no_ones_is_a_plain_404_listing_the_served_ones(gw, method, path):
+    """A typo is not told to go to the provider: no such route, and what the router serves (all of it)."""
+    r = httpx.request(method, f"{gw.url}{path}", json={"model": "m"})
+    assert r.status_code == 404
+    error = r.json()["error"]
+    assert error["code"] == "not_found" and f"Invalid URL ({method} {path})" in error["message"], error
+    assert "no such route" in error["message"] and "provider" not in error["message"], error
+    for served in ("POST /v1/chat/completions", "POST /v1/messages/count_tokens", "GET /v1/responses/{id}",
+                   "POST /v1/responses/input_tokens", "GET /v1/models/{id}"):
+        assert served in error["message"], error
 
 
 def test_the_openai_sdk_reads_the_404(gw):

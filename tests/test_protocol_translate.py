@@ -968,6 +968,21 @@ def test_a_chat_backends_reasoning_is_read_under_either_name(field):
     assert events[-2].kind == "thinking"
 
 
+@pytest.mark.parametrize("value", [[], True, "x", {"content": "x"}], ids=["list", "true", "str", "content-str"])
+def test_a_chat_backends_logprobs_of_another_shape_are_ignored(value):
+    """``"logprobs": []`` in a whole answer or ``true`` in a chunk (some servers write them): the text is read."""
+    from vsr_fast.protocol.translate import _chat
+    from vsr_fast.protocol.translate._ir import Text, TextDelta
+    whole = {"id": "c", "object": "chat.completion", "created": 1, "model": "m", "choices": [{
+        "index": 0, "finish_reason": "stop", "logprobs": value, "message": {"role": "assistant", "content": "hi"}}]}
+    answer, _ = _chat.read_answer(json.dumps(whole).encode())
+    assert answer.parts == [Text("hi", "choices[0].message.content")]
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+             "choices": [{"index": 0, "delta": {"content": "hi"}, "logprobs": value, "finish_reason": None}]}
+    events = _chat.StreamReader().event(None, json.dumps(chunk).encode())
+    assert isinstance(events[-1], TextDelta) and events[-1].text == "hi" and events[-1].logprobs is None
+
+
 @pytest.mark.parametrize("kind", ["web_search", "web_search_preview"])
 def test_a_responses_web_search_is_claudes_own_web_search(kind):
     """As LiteLLM maps it: Anthropic's server web search tool; a Chat model has none (dropped, listed)."""

@@ -535,25 +535,14 @@ class ChatAdapter(Adapter):
                             f"send n=1 (or leave n out), or name a model of api_format openai", param="n")
 
     def same_format(self, req: Inbound, reasons: bool) -> tuple[bytes, list[Loss]]:
-        """The client's body less what a Chat backend refuses or never reads: a reasoning effort toward a model that
-        does not reason, ``metadata`` without ``store: true`` (OpenAI: "metadata is only allowed when store is
-        enabled", as the Chat writer drops it), LiteLLM's proxy-only fields (dropped toward any backend)."""
-        body = req.body
-        drop_effort = not reasons and body.reasoning_effort is not None
-        drop_metadata = body.metadata is not None and body.store is not True
-        if not (drop_effort or drop_metadata or chat.litellm_fields_in(req.raw)):
+        """The client's body as it came, less a reasoning effort toward a model that does not reason. The rest
+        passes: an openai-format backend may be a LiteLLM proxy that enforces ``guardrails``, ``tags``,
+        ``fallbacks``, ``metadata``... (dropped, with a warning, only where the body is translated)."""
+        if reasons or req.body.reasoning_effort is None:
             return req.raw, []
         top = dict(chat.TOP_LEVEL_DECODER.decode(req.raw))
-        losses = [dropped(key) for key in top if key in chat.LITELLM_ONLY]
-        if drop_effort:
-            losses.append(dropped("reasoning_effort", "model_does_not_reason"))
-        if drop_metadata:
-            losses.append(dropped("metadata", "requires_store"))
-        if not losses:
-            return req.raw, []
-        for loss in losses:
-            del top[loss.field]
-        return chat.ENCODER.encode(top), losses
+        del top["reasoning_effort"]
+        return chat.ENCODER.encode(top), [dropped("reasoning_effort", "model_does_not_reason")]
 
     def usage_unasked(self, req: Inbound) -> bool:
         options = req.body.stream_options

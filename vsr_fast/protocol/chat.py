@@ -105,20 +105,6 @@ class StreamOptions(Struct, frozen=True):
     include_usage: bool | None = None
 
 
-# LiteLLM's proxy-only request fields (its reliability, mock and caching controls, docs.litellm.ai): a LiteLLM
-# client's body carries them, no provider defines them. A Chat backend gets the client's body less these.
-LITELLM_ONLY = frozenset({
-    "fallbacks", "context_window_fallbacks", "content_policy_fallbacks", "num_retries", "mock_response",
-    "mock_testing_fallbacks", "mock_testing_rate_limit_error", "mock_timeout", "guardrails", "caching", "cache",
-    "tags", "user_config", "litellm_metadata", "litellm_logging_obj"})
-_LITELLM_MARKS = tuple(b'"%s"' % name.encode() for name in LITELLM_ONLY)
-
-
-def litellm_fields_in(raw: bytes) -> bool:
-    """Whether ``raw`` may hold one of LITELLM_ONLY at its top level (a quick scan: maybe, or surely not)."""
-    return any(mark in raw for mark in _LITELLM_MARKS)
-
-
 class NamedFunction(Struct, frozen=True):
     name: str
 

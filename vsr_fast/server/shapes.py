@@ -34,16 +34,24 @@ def error_for_request(scope: Scope, err: VsrError) -> tuple[int, bytes]:
     return error_for_path(path, err)
 
 
-# The generation routes, as a 404 under /v1/ names them.
-SERVED = ("POST /v1/chat/completions", "POST /v1/responses", "POST /v1/messages", "POST /v1/images/generations",
-          "GET /v1/models")
+# The routes the router serves, as a 404 under /v1/ names them.
+SERVED = ("POST /v1/chat/completions", "POST /v1/responses", "GET|DELETE /v1/responses/{id}",
+          "GET /v1/responses/{id}/input_items", "POST /v1/responses/{id}/cancel", "POST /v1/responses/input_tokens",
+          "POST /v1/messages", "POST /v1/messages/count_tokens", "POST /v1/images/generations", "GET /v1/models",
+          "GET /v1/models/{id}")
+# OpenAI's routes the router has none of: a client pointed at it for everything is told to go to the provider.
+PROVIDER_ONLY = tuple(f"/v1/{name}" for name in (
+    "embeddings", "completions", "audio", "moderations", "files", "batches", "fine_tuning", "vector_stores",
+    "images/edits", "images/variations", "uploads", "assistants", "threads", "realtime"))
 
 
 def unrouted_message(method: str, path: str, default: str) -> str:
-    """A 404's message: under /v1/ (an OpenAI route the router has none of: embeddings, completions, audio,
-    files...) OpenAI's words for an unknown URL and what the router does serve, rather than werkzeug's advice to
-    check the spelling; ``default`` elsewhere."""
+    """A 404's message under /v1/ (``default`` elsewhere): OpenAI's words for an unknown URL, what the router
+    serves, and for one of OpenAI's routes it has none of, to send it to the provider (a typo is no such route)."""
     if not path.startswith("/v1/"):
         return default
-    return (f"Invalid URL ({method} {path}): not routed by vsr-fast, which serves {', '.join(SERVED)}; "
-            "send this request to the provider itself.")
+    served = ", ".join(SERVED)
+    if any(path == p or path.startswith(p + "/") for p in PROVIDER_ONLY):
+        return (f"Invalid URL ({method} {path}): not routed by vsr-fast, which serves {served}; "
+                "send this request to the provider itself.")
+    return f"Invalid URL ({method} {path}): no such route; vsr-fast serves {served}."

@@ -21,7 +21,6 @@ from ._losses import CONVERTED, MOVED, Loss, dropped
 from ._sse import data_event
 
 PATH = "/chat/completions"
-MAX_STOP = 4   # the stop sequences OpenAI takes
 ID = "chatcmpl-"   # the prefix of an answer's id
 # Top-level request fields the neutral form carries; any other is reported dropped.
 KNOWN = frozenset({
@@ -233,9 +232,8 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     _put(body, "temperature", conv.temperature)
     _put(body, "top_p", conv.top_p)
     if conv.stop:
-        # OpenAI refuses more than four (vLLM and others take more): the first four kept, the rest listed.
-        body["stop"] = conv.stop[:MAX_STOP]
-        losses += [dropped(f"{conv.stop_path}[{i}]", "out_of_range") for i in range(MAX_STOP, len(conv.stop))]
+        # All of them: vLLM, SGLang and Ollama honour more than four, and OpenAI answers its own clear 400.
+        body["stop"] = conv.stop
     _put(body, "user", conv.user)
     if conv.metadata:
         # OpenAI takes metadata only with store on ("metadata is only allowed when store is enabled"); turning on
@@ -371,15 +369,17 @@ class _Msg(msgspec.Struct, frozen=True):
         return self.reasoning, "reasoning"
 
 
-class _Logprobs(msgspec.Struct, frozen=True):
-    content: list[Any] | None = None
+def _logprobs(value: Any) -> list[dict] | None:
+    """A choice's ``logprobs`` (kept untyped: some servers write ``[]`` or ``true``) as its tokens, when it is an
+    object holding a list of them."""
+    return tokens(value.get("content")) if isinstance(value, dict) else None
 
 
 class _Choice(msgspec.Struct, frozen=True):
     message: _Msg = _Msg()
     finish_reason: str | None = None
     index: int | None = 0
-    logprobs: _Logprobs | None = None
+    logprobs: Any = None
 
 
 class _Response(msgspec.Struct, frozen=True):
@@ -405,7 +405,7 @@ def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
             parts.append(Thinking(thought, path=f"choices[0].message.{field}"))
         if choice.message.content:
             parts.append(Text(choice.message.content, "choices[0].message.content",
-                              logprobs=tokens(choice.logprobs.content) if choice.logprobs else None))
+                              logprobs=_logprobs(choice.logprobs)))
         if choice.message.refusal:
             parts.append(Text(choice.message.refusal, "choices[0].message.refusal", refusal=True))
         for j, tc in enumerate(choice.message.tool_calls or ()):
@@ -492,7 +492,7 @@ class _ChunkChoice(msgspec.Struct, frozen=True):
     delta: _Delta | None = _Delta()
     finish_reason: str | None = None
     index: int | None = 0
-    logprobs: _Logprobs | None = None
+    logprobs: Any = None
 
 
 class _Chunk(msgspec.Struct, frozen=True):
@@ -560,7 +560,7 @@ class StreamReader:
             for text, kind in ((d.reasoning_content or d.reasoning, "thinking"), (d.content, "text"),
                                (d.refusal, "refusal")):
                 if text:
-                    logprobs = tokens(choice.logprobs.content) if kind == "text" and choice.logprobs else None
+                    logprobs = _logprobs(choice.logprobs) if kind == "text" else None
                     out += self._text(text, kind, logprobs)
             for tc in d.tool_calls or ():
                 out += self._call(tc)
@@ -750,14 +750,24 @@ class CallSplitter:
         # (choice, backend index) -> (the id of the call it holds, our index, its arguments so far)
         self._calls: dict[tuple[object, int], tuple[str | None, int, list[str]]] = {}
         self._next: dict[object, int] = {}   # choice -> the next index of ours
+        # Until a call had to be re-indexed, only a delta naming a call's id can need it: the others (arguments)
+        # pass undecoded, and a call whose arguments were not all seen counts as whole when a new id comes.
+        self._split = False
+        self._unseen = False
 
     def __call__(self, out: bytes, events: int, head: bytes) -> bytes:
-        if b'"tool_calls"' not in out:
-            return out
+        if b'"tool_calls":[{' not in out and b'"tool_calls": [{' not in out:
+            return out   # most chunks, and backends that write "tool_calls": null in every delta
         return b"\n\n".join(self._event(e) for e in out.split(b"\n\n"))   # the bytes of the others kept
 
     def _event(self, event: bytes) -> bytes:
-        if b'"tool_calls"' not in event or not event.startswith(b"data: ") or b"\n" in event:
+        at = event.find(b'"tool_calls":[{')
+        if at < 0:
+            at = event.find(b'"tool_calls": [{')
+        if at < 0 or not event.startswith(b"data: ") or b"\n" in event:
+            return event
+        if not self._split and b'"id"' not in event[at:]:
+            self._unseen = True
             return event
         try:
             doc = _JSON.decode(event[6:])
@@ -771,6 +781,8 @@ class CallSplitter:
                     ours = self._index(choice.get("index"), tc)
                     changed |= ours != tc["index"]
                     tc["index"] = ours
+        self._unseen = False
+        self._split |= changed
         return b"data: " + ENCODER.encode(doc) if changed else event
 
     def _index(self, choice: object, tc: dict) -> int:
@@ -781,7 +793,7 @@ class CallSplitter:
         known = self._calls.get(key)
         call_id = tc.get("id")
         if known is None or (call_id and call_id != known[0] and function.get("name")
-                             and (not "".join(known[2]).strip() or _whole(known[2]))):
+                             and (self._unseen or not "".join(known[2]).strip() or _whole(known[2]))):
             known = self._calls[key] = (call_id, self._next.get(choice, 0), [])
             self._next[choice] = known[1] + 1
         known[2].append(args)

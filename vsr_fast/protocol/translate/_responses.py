@@ -73,6 +73,8 @@ def read_request(req: wire.ResponsesRequest, raw: bytes) -> tuple[Conversation, 
         else:
             schema = {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}
             conv.response_format = {"type": "json_schema", "json_schema": schema}
+    elif isinstance(fmt, dict) and fmt.get("type") != "text":
+        losses.append(dropped("text.format"))   # a type of another server's (vLLM's structural_tag)
     effort = (req.reasoning or {}).get("effort")
     if isinstance(effort, str):
         conv.reasoning_effort = effort
