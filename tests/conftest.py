@@ -1,31 +1,8 @@
-import ssl
-
-import certifi
 import pytest
 
 from bench.fake_systemone import process as fake_process
 
 from .procs import Proc, config, mock_upstream, model, router, write_config
-
-
-def _one_default_tls_context():
-    """Every httpx client (the tests' own, and the openai and anthropic SDKs') built its TLS context from certifi's
-    bundle: 22 ms of CPU each, thousands of clients, a fifth of the pytest workers' CPU. The suite speaks plain
-    HTTP on loopback, and the TLS tests pass contexts of their own CA, so the default bundle's context is made
-    once per worker and shared."""
-    create, bundle, made = ssl.create_default_context, certifi.where(), []
-
-    def shared(purpose=ssl.Purpose.SERVER_AUTH, *, cafile=None, capath=None, cadata=None):
-        if purpose is not ssl.Purpose.SERVER_AUTH or cafile != bundle or capath or cadata:
-            return create(purpose, cafile=cafile, capath=capath, cadata=cadata)
-        if not made:
-            made.append(create(purpose, cafile=cafile))
-        return made[0]
-
-    ssl.create_default_context = shared
-
-
-_one_default_tls_context()
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import yaml
 
 from bench._procs import ROOT, Proc
 
-__all__ = ["ROOT", "Proc", "cli", "cli_process", "config", "free_port", "mock_upstream", "model", "redis_prefix",
+__all__ = ["ROOT", "Proc", "cli", "cli_process", "config", "free_port", "refused_port", "mock_upstream", "model", "redis_prefix",
            "replay_record", "router", "run_main", "wait_until", "write_config"]
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -133,6 +133,21 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+_HELD: list = []
+
+
+def refused_port() -> int:
+    """A loopback port that refuses every connection for this process's life: bound, never listening. A port
+    from ``free_port`` for a dead backend was free only until another test's mock took it (a 200 from the
+    'dead' backend)."""
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    _HELD.append(s)
+    return s.getsockname()[1]
 
 
 def wait_until(predicate, what: str, timeout: float = 20.0) -> None:

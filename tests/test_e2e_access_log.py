@@ -15,7 +15,7 @@ import trio
 
 from vsr_fast.server.access_log import logfmt
 
-from .procs import config, free_port, router, wait_for_value, wait_until, write_config
+from .procs import config, refused_port, router, wait_for_value, wait_until, write_config
 from .test_e2e_request_id_edge import raw_chat
 
 
@@ -28,7 +28,7 @@ def _config(tmp_path, endpoint: str, **access) -> str:
 
 
 def test_one_json_line_per_request_with_route_tokens_and_cause(tmp_path, mock):
-    dead = f"http://127.0.0.1:{free_port()}/v1"
+    dead = f"http://127.0.0.1:{refused_port()}/v1"
     path = _config(tmp_path, f"{mock.url}/v1")
     with router(path) as proc:
         for i in range(3):

@@ -16,7 +16,7 @@ import openai
 import pytest
 import yaml
 
-from .procs import ROOT, free_port, router, write_config
+from .procs import ROOT, refused_port, router, write_config
 from .test_e2e_guard import CACHE, RULES, SAFE, UNSAFE, answer_with, guard_config, responses_text, set_rules
 
 EMAIL = "jane.doe@example.com"
@@ -183,7 +183,7 @@ def masking_down(mock, tmp_path_factory):
     rule = doc["recipes"][0]["signals"]["pii"][0]
     rule["deployment"] = "remote"
     doc.setdefault("global", {}).setdefault("model_catalog", {})["deployments"] = {"remote": {
-        "provider": "systemone", "endpoint": f"http://127.0.0.1:{free_port()}/v1/systemone", "model": "x",
+        "provider": "systemone", "endpoint": f"http://127.0.0.1:{refused_port()}/v1/systemone", "model": "x",
         "timeout_ms": 300, "capabilities": {"question_types": ["choice", "noul", "score", "set", "span"],
                                              "presets": ["pii"]}}}
     with router(write_config(doc, str(tmp_path_factory.mktemp("masking-down")))) as proc:

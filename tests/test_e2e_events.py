@@ -14,7 +14,7 @@ import redis
 
 from vsr_fast.events.types import decode_event
 
-from .procs import free_port, mock_upstream, router, write_config
+from .procs import refused_port, mock_upstream, router, write_config
 
 CHAT = [{"role": "user", "content": "Tell me about the sea"}]
 
@@ -190,7 +190,7 @@ def test_the_shadow_copy_goes_to_its_model_with_the_router_key_and_never_holds_t
 
 
 def test_spill_max_bytes_bounds_what_an_unreachable_store_costs_and_requests_are_served(mock, tmp_path):
-    dead = f"redis://127.0.0.1:{free_port()}/0?socket_timeout=0.5&socket_connect_timeout=0.5"
+    dead = f"redis://127.0.0.1:{refused_port()}/0?socket_timeout=0.5&socket_connect_timeout=0.5"
     doc = {
         "version": "v0.5",
         "providers": {"models": [{"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}]},
@@ -296,7 +296,7 @@ def test_a_record_with_an_unreadable_field_is_served_without_it_and_counted(mock
 def test_every_upstream_attempt_is_recorded_with_its_status_or_cause(mock, tmp_path, stream_name):
     """A model on a closed port: the failed request's record still lists its attempt, with the cause; a 500 before
     a fallback that answered: that attempt's status and cause."""
-    closed = free_port()
+    closed = refused_port()
     d = doc(mock.url, stream_name)
     d["providers"]["models"] = [{"name": "gone", "backend_refs": [{"endpoint": f"http://127.0.0.1:{closed}/v1"}]},
                                 {"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},

@@ -12,7 +12,7 @@ import re
 import httpx
 import pytest
 
-from .procs import config, free_port, mock_upstream, router, wait_for_value, write_config
+from .procs import config, refused_port, mock_upstream, router, wait_for_value, write_config
 
 CHAT = [{"role": "user", "content": "Say hello"}]
 FAULTS = (401, 403, 404, 408)
@@ -113,7 +113,7 @@ def test_every_backend_of_a_model_failing_so_falls_back_to_the_next_model(tmp_pa
 
 def test_when_every_attempt_fails_the_last_answer_reaches_the_client_and_the_log_names_each(tmp_path, bad):
     missing = failing(bad[0], 404)
-    gone = f"http://127.0.0.1:{free_port()}/v1"
+    gone = f"http://127.0.0.1:{refused_port()}/v1"
     path = routed(tmp_path, [{"name": "gpt-4o", "backend_refs": [{"endpoint": gone, "name": "gone"}]},
                              {"name": "claude-sonnet", "backend_refs": [{"endpoint": f"{missing.url}/v1",
                                                                          "name": "nf"}]}],

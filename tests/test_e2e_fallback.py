@@ -13,7 +13,7 @@ import pytest
 
 from bench._procs import children
 
-from .procs import config, free_port, mock_upstream, model, router, write_config
+from .procs import config, free_port, refused_port, mock_upstream, model, router, write_config
 
 CHAT = [{"role": "user", "content": "Say hello"}]
 
@@ -101,7 +101,7 @@ def test_upstream_500_falls_back_to_next_model(pair, primary_mock, secondary_moc
 def down_then_alive(tmp_path_factory):
     """(router, the alive mock): one model whose first backend refuses connections."""
     with mock_upstream() as alive:
-        dead = f"http://127.0.0.1:{free_port()}/v1"
+        dead = f"http://127.0.0.1:{refused_port()}/v1"
         doc = config([{"name": "m", "backend_refs": [{"endpoint": dead, "name": "dead"},
                                                      {"endpoint": f"{alive.url}/v1", "name": "alive"}]}],
                      [{"name": "d", "modelRefs": [{"model": "m"}]}])
@@ -121,7 +121,7 @@ def test_upstream_down_falls_back_to_next_backend(down_then_alive, stream):
 
 
 def test_every_upstream_down_is_502_in_openai_shape(tmp_path):
-    dead = f"http://127.0.0.1:{free_port()}/v1"
+    dead = f"http://127.0.0.1:{refused_port()}/v1"
     doc = config([model("m", dead)], [{"name": "d", "modelRefs": [{"model": "m"}]}])
     with router(write_config(doc, str(tmp_path))) as proc:
         client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="x", max_retries=0)

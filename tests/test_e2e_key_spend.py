@@ -19,7 +19,7 @@ import openai
 import pytest
 import redis
 
-from .procs import Proc, free_port, mock_upstream, model, redis_prefix, wait_until, write_config
+from .procs import Proc, refused_port, mock_upstream, model, redis_prefix, wait_until, write_config
 from .test_e2e_auth import REDIS_URL, sha
 
 BUDGET = 100_000
@@ -57,7 +57,7 @@ def _doc(good: str, failing: str, slow: str, prefix: str) -> dict:
     return {
         "version": "v0.5",
         "providers": {"models": [model("m", f"{good}/v1"), model("m-400", f"{failing}/v1"),
-                                 model("m-dead", f"http://127.0.0.1:{free_port()}/v1"),
+                                 model("m-dead", f"http://127.0.0.1:{refused_port()}/v1"),
                                  model("m-slow", f"{slow}/v1")]},
         "recipes": [{"name": "default", "decisions": decisions, "signals": {"keywords": [
             {"name": w, "operator": "OR", "keywords": [w]}

@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from .procs import config, free_port, mock_upstream, model, router, wait_for_value, write_config
+from .procs import config, refused_port, mock_upstream, model, router, wait_for_value, write_config
 
 EMAIL = "jane.doe@example.com"
 OTHER_EMAIL = "ops-desk@example.org"
@@ -201,7 +201,7 @@ def test_masking_fails_the_request_closed_when_its_rule_cannot_be_read(tmp_path_
                        "plugins": [{"type": "masking", "configuration": {"signal": "personal"}}]}],
                      signals={"pii": [{"name": "personal", "deployment": "gone"}]})
         doc["global"] = {"model_catalog": {"deployments": {"gone": {
-            "provider": "systemone", "endpoint": f"http://127.0.0.1:{free_port()}/v1/systemone", "model": "x",
+            "provider": "systemone", "endpoint": f"http://127.0.0.1:{refused_port()}/v1/systemone", "model": "x",
             "timeout_ms": 500, "capabilities": {"question_types": ["span", "choice", "noul"]}}}}}
         with router(write_config(doc, str(tmp_path_factory.mktemp("closed")))) as proc:
             client = anthropic.Anthropic(base_url=proc.url, api_key="k", max_retries=0)

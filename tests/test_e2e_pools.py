@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from .procs import config, free_port, mock_upstream, router, wait_for_value, write_config
+from .procs import config, refused_port, mock_upstream, router, wait_for_value, write_config
 
 CHAT = [{"role": "user", "content": "Say hello"}]
 
@@ -147,7 +147,7 @@ def test_no_retry_after_the_first_byte(lone):
 def test_one_entrypoint_without_a_live_backend_leaves_the_router_ready(mock, tmp_path):
     """Readiness says whether this process can serve: one provider's outage behind one entrypoint is reported,
     not a reason for a load balancer to take every healthy route out with it."""
-    port = free_port()
+    port = refused_port()
     doc = config([{"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
                   {"name": "gone", "backend_refs": [{"endpoint": f"http://127.0.0.1:{port}/v1", "name": "dead"}]}],
                  [{"name": "d", "modelRefs": [{"model": "m"}]}])
@@ -171,7 +171,7 @@ def test_every_entrypoint_down_leaves_the_router_ready_while_a_model_named_direc
     Not ready only when nothing at all can be served: no model has a backend in the rotation."""
     working = mock
     with mock_upstream() as other:
-        doc = config([{"name": "m", "backend_refs": [{"endpoint": f"http://127.0.0.1:{free_port()}/v1", "name": "dead"}]},
+        doc = config([{"name": "m", "backend_refs": [{"endpoint": f"http://127.0.0.1:{refused_port()}/v1", "name": "dead"}]},
                       {"name": "gpt-agent", "backend_refs": [{"endpoint": f"{working.url}/v1", "name": "agent"}]},
                       {"name": "spare", "backend_refs": [{"endpoint": f"{other.url}/v1", "name": "spare"}]}],
                      [{"name": "d", "modelRefs": [{"model": "m"}]}])
@@ -200,7 +200,7 @@ def test_every_entrypoint_down_leaves_the_router_ready_while_a_model_named_direc
 
 
 def test_a_refused_connection_is_retried_and_ready_follows_the_backends(tmp_path):
-    port = free_port()
+    port = refused_port()
     path = pool_config(tmp_path, [{"endpoint": f"http://127.0.0.1:{port}/v1", "name": "dead"}],
                        outlier={"consecutive_failures": 3, "base_ejection_ms": 60_000},
                        retries={"max_retries": 2, "backoff_base_ms": 1})

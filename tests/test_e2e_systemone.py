@@ -13,7 +13,7 @@ from vsr_fast.config.catalog import Deployment
 from vsr_fast.protocol import systemone as wire
 from vsr_fast.systemone.deployments import CallFailed, Remote
 
-from .procs import Proc, free_port, router, write_config
+from .procs import Proc, refused_port, router, write_config
 
 
 def set_rules(fake, rules: list[dict]) -> None:
@@ -170,7 +170,7 @@ def test_answers_are_reused_for_an_identical_request(fake, s1_router):
 
 
 def test_a_down_api_never_fails_a_request(mock, tmp_path):
-    dead = f"http://127.0.0.1:{free_port()}"
+    dead = f"http://127.0.0.1:{refused_port()}"
     with router(write_config(config(mock.url, dead), str(tmp_path))) as proc:
         r = ask(proc, "hello")
         assert r.status_code == 200

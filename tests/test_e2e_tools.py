@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from .procs import config, free_port, mock_upstream, model, replay_record, router, write_config
+from .procs import config, refused_port, mock_upstream, model, replay_record, router, write_config
 
 FORMATS = ("openai", "anthropic", "responses")
 POLICY = {"mode": "filtered", "allow_tools": ["docs.search", "tickets.lookup", "functions", "apply_patch"],
@@ -220,7 +220,7 @@ def test_select_on_error_fail_refuses_skip_and_keep_send_the_tools_unchanged_str
         doc = config([model("m", f"{upstream.url}/v1")], decisions, signals={"keywords": [
             {"name": m, "operator": "OR", "keywords": [f"on {m}"]} for m in ("fail", "skip", "keep", "strip")]})
         doc["global"] = {"model_catalog": {"deployments": {"gone": {
-            "provider": "systemone", "endpoint": f"http://127.0.0.1:{free_port()}/v1/systemone", "model": "x",
+            "provider": "systemone", "endpoint": f"http://127.0.0.1:{refused_port()}/v1/systemone", "model": "x",
             "timeout_ms": 300}}}}
         with router(write_config(doc, str(tmp))) as proc:
             client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0)

@@ -14,7 +14,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from .procs import ROOT, config, free_port, router, wait_until, write_config
+from .procs import ROOT, config, refused_port, router, wait_until, write_config
 from .test_e2e_systemone import MATH_HARD, config as s1_config, set_rules
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -69,7 +69,7 @@ def _attributes(span: Span) -> dict:
 def test_spans_continue_the_traceparent_with_routing_systemone_and_each_attempt(tmp_path, mock, fake):
     set_rules(fake, MATH_HARD)
     doc = s1_config(mock.url, fake.url)
-    dead = f"http://127.0.0.1:{free_port()}/v1"
+    dead = f"http://127.0.0.1:{refused_port()}/v1"
     doc["providers"]["models"][0]["backend_refs"] = [{"endpoint": dead, "name": "dead"},
                                                      {"endpoint": f"{mock.url}/v1", "name": "live"}]
     with Collector() as collector:

@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from .procs import config, free_port, model, router, write_config
+from .procs import config, refused_port, model, router, write_config
 from .provider_rules import problems
 from .test_e2e_protocols import loss, warnings_of
 from .test_e2e_translate_fidelity import chat, messages
@@ -35,7 +35,7 @@ def gw(mock, tmp_path_factory):
     models += [{**model(f"m-{fmt}-r", f"{mock.url}/v1"), "api_format": fmt, "capabilities": ["chat", "reasoning"]}
                for fmt in ("openai", "responses")]
     # A first candidate no one answers (its port closed): the request falls back to the next.
-    models.append({**model("m-down", f"http://127.0.0.1:{free_port()}/v1"), "api_format": "openai"})
+    models.append({**model("m-down", f"http://127.0.0.1:{refused_port()}/v1"), "api_format": "openai"})
     decisions = [{"name": "general", "modelRefs": [{"model": "m-down"}, {"model": "m-anthropic"}]}]
     doc = config(models, decisions)
     doc["recipes"].append({"name": "mixed", "decisions": [

@@ -8,11 +8,11 @@ import subprocess
 
 import httpx
 
-from .procs import Proc, config, free_port, router, wait_for_value, write_config
+from .procs import Proc, config, refused_port, router, wait_for_value, write_config
 
 
 def test_refused_and_hanging_backends_name_their_cause(tmp_path, silent):
-    dead = f"http://127.0.0.1:{free_port()}/v1"
+    dead = f"http://127.0.0.1:{refused_port()}/v1"
     doc = config([{"name": "dead", "backend_refs": [{"endpoint": dead, "name": "gone"}]},
                   {"name": "hang", "backend_refs": [{"endpoint": f"{silent.url}/v1", "name": "stuck",
                                                      "read_timeout_ms": 300}]}],

@@ -20,7 +20,7 @@ import pytest
 from vsr_fast.upstream.dispatch import BACKEND_FAULT_STATUS
 
 from .hostile_upstream import serving
-from .procs import config, free_port, mock_upstream, router, wait_for_value, write_config
+from .procs import config, refused_port, mock_upstream, router, wait_for_value, write_config
 
 FORMATS = ("openai", "anthropic", "responses")
 NATIVE = {"chat": "openai", "messages": "anthropic", "responses": "responses"}
@@ -108,7 +108,7 @@ def edge(scripted, limited, mock, tmp_path_factory):
               for mode in MODES for fmt in FORMATS]
     models += [{"name": f"limited-{fmt}", "api_format": fmt, "backend_refs": [{"endpoint": f"{limited.url}/v1"}]}
                for fmt in FORMATS]
-    models += [{"name": "dead", "backend_refs": [{"endpoint": f"http://127.0.0.1:{free_port()}/v1",
+    models += [{"name": "dead", "backend_refs": [{"endpoint": f"http://127.0.0.1:{refused_port()}/v1",
                                                   "name": "be-secret-name"}]},
                {"name": "broken", "backend_refs": [{"endpoint": f"{mock.url}/v1", "name": "be-secret-name"}]}]
     doc = config(models, [{"name": "only", "modelRefs": [{"model": "boom-openai"}, {"model": "down-openai"}]}])

@@ -24,7 +24,7 @@ from vsr_fast.upstream import Attempt
 
 from replay.cli import main as replay_main
 
-from .procs import ROOT, free_port, run_main
+from .procs import ROOT, refused_port, run_main
 from .test_events_fixtures import REDIS_URL, r, stream_name, wait_for  # noqa: F401
 
 VSR_REPLAY = Path(sys.executable).with_name("vsr-replay")
@@ -255,7 +255,7 @@ async def test_reroute_reads_every_client_apis_copy(configs):
 @pytest.mark.parametrize("command", ["export", "run"])
 def test_an_unreachable_redis_is_one_line_and_exit_2_not_a_traceback(tmp_path, command):
     # Exit 1 is --fail-on-change's "a route moved": a CI gate must tell "Redis is down" (2, cannot run) from it.
-    dead = f"redis://127.0.0.1:{free_port()}/0"
+    dead = f"redis://127.0.0.1:{refused_port()}/0"
     config_args = ["--config", "config/quickstart.yaml"] if command == "run" else ["-o", str(tmp_path / "out")]
     done = vsr_replay(command, *config_args, "--redis", dead, "--stream", "vsr-test:none")
     assert "Traceback" not in done.stderr, done.stderr
