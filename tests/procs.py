@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -19,8 +20,8 @@ import yaml
 
 from bench._procs import ROOT, Proc
 
-__all__ = ["ROOT", "Proc", "cli", "cli_process", "config", "free_port", "refused_port", "mock_upstream", "model", "redis_prefix",
-           "replay_record", "router", "run_main", "wait_until", "write_config"]
+__all__ = ["ROOT", "Proc", "cli", "cli_process", "config", "free_port", "mock_upstream", "model", "redis_prefix",
+           "refused_port", "replay_record", "router", "run_main", "wait_until", "write_config"]
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
@@ -127,27 +128,26 @@ def config(models: list[dict], decisions: list[dict], **recipe_extra) -> dict:
     }
 
 
-def free_port() -> int:
-    import socket
+def _bound() -> socket.socket:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    return s
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+
+def free_port() -> int:
+    with _bound() as s:
         return s.getsockname()[1]
 
 
-_HELD: list = []
+_HELD: list[socket.socket] = []
 
 
 def refused_port() -> int:
     """A loopback port that refuses every connection for this process's life: bound, never listening. A port
     from ``free_port`` for a dead backend was free only until another test's mock took it (a 200 from the
     'dead' backend)."""
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    _HELD.append(s)
-    return s.getsockname()[1]
+    _HELD.append(_bound())
+    return _HELD[-1].getsockname()[1]
 
 
 def wait_until(predicate, what: str, timeout: float = 20.0) -> None:

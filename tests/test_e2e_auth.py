@@ -27,7 +27,8 @@ import pytest
 import redis
 import yaml
 
-from .procs import ROOT, Proc, cli, cli_process, free_port, refused_port, model, redis_prefix, router, wait_until, write_config
+from .procs import (ROOT, Proc, cli, cli_process, free_port, model, redis_prefix, refused_port, router, wait_until,
+                    write_config)
 from .test_events_fixtures import own_redis  # noqa: F401
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -346,7 +347,7 @@ def test_tokens_per_minute_count_streamed_usage_across_two_routers(limitedboth):
 
 
 def test_with_redis_away_each_router_holds_the_limit_alone(mock, tmp_path):
-    dead = f"redis://127.0.0.1:{refused_port()}/0"       # nothing listens here
+    dead = f"redis://127.0.0.1:{refused_port()}/0"     # nothing listens here
     store = {"backend": "redis", "url": dead, "prefix": "vsr-test-dead:"}
     doc = auth_doc(mock.url, keys=[{"id": "metered", "sha256": sha(KEY), "limits": {"rpm": 5}}], store=store)
     with router(write_config(doc, str(tmp_path))) as proc:

@@ -14,7 +14,7 @@ import redis
 
 from vsr_fast.events.types import decode_event
 
-from .procs import refused_port, mock_upstream, router, write_config
+from .procs import mock_upstream, refused_port, router, write_config
 
 CHAT = [{"role": "user", "content": "Tell me about the sea"}]
 

@@ -12,7 +12,7 @@ import re
 import httpx
 import pytest
 
-from .procs import config, refused_port, mock_upstream, router, wait_for_value, write_config
+from .procs import config, mock_upstream, refused_port, router, wait_for_value, write_config
 
 CHAT = [{"role": "user", "content": "Say hello"}]
 FAULTS = (401, 403, 404, 408)

@@ -13,7 +13,7 @@ import pytest
 
 from bench._procs import children
 
-from .procs import config, free_port, refused_port, mock_upstream, model, router, write_config
+from .procs import config, free_port, mock_upstream, model, refused_port, router, write_config
 
 CHAT = [{"role": "user", "content": "Say hello"}]
 

@@ -19,7 +19,7 @@ import openai
 import pytest
 import redis
 
-from .procs import Proc, refused_port, mock_upstream, model, redis_prefix, wait_until, write_config
+from .procs import Proc, mock_upstream, model, redis_prefix, refused_port, wait_until, write_config
 from .test_e2e_auth import REDIS_URL, sha
 
 BUDGET = 100_000

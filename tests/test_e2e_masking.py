@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from .procs import config, refused_port, mock_upstream, model, router, wait_for_value, write_config
+from .procs import config, mock_upstream, model, refused_port, router, wait_for_value, write_config
 
 EMAIL = "jane.doe@example.com"
 OTHER_EMAIL = "ops-desk@example.org"

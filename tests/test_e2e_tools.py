@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from .procs import config, refused_port, mock_upstream, model, replay_record, router, write_config
+from .procs import config, mock_upstream, model, refused_port, replay_record, router, write_config
 
 FORMATS = ("openai", "anthropic", "responses")
 POLICY = {"mode": "filtered", "allow_tools": ["docs.search", "tickets.lookup", "functions", "apply_patch"],

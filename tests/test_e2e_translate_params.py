@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from .procs import config, refused_port, model, router, write_config
+from .procs import config, model, refused_port, router, write_config
 from .provider_rules import problems
 from .test_e2e_protocols import loss, warnings_of
 from .test_e2e_translate_fidelity import chat, messages

@@ -20,7 +20,7 @@ import pytest
 from vsr_fast.upstream.dispatch import BACKEND_FAULT_STATUS
 
 from .hostile_upstream import serving
-from .procs import config, refused_port, mock_upstream, router, wait_for_value, write_config
+from .procs import config, mock_upstream, refused_port, router, wait_for_value, write_config
 
 FORMATS = ("openai", "anthropic", "responses")
 NATIVE = {"chat": "openai", "messages": "anthropic", "responses": "responses"}
