@@ -7,7 +7,8 @@
   500 in System One's shape;
 - a WebSocket upgrade is a 4xx in the path's own shape;
 - wrong types inside Chat's tool_choice and logit_bias and Messages' cache_control are 400s naming the field;
-- Content-Length beside Transfer-Encoding is refused on the head alone; HTTP/2.0 as an HTTP/1 line is a 505;
+- Content-Length beside Transfer-Encoding is refused on the head alone; HTTP/2.0 as an HTTP/1 line is a 505; a
+  method not spelled in capitals (``get``) is a 400, as nginx answers (methods are case-sensitive, RFC 9110 9.1);
 - an admin body not typed JSON is a 415; a 404 under System One's routes is in its shape.
 """
 from __future__ import annotations
@@ -328,3 +329,45 @@ def test_a_request_line_past_http_1_is_a_505(gw, version):
     head, _, answer = data.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 505 "), data
     assert json.loads(answer)["error"]["code"] == "http_version_not_supported"
+
+
+# --- 8. a method not spelled as one -------------------------------------------------------------------------------
+
+def exchange(port: int, request: bytes) -> bytes:
+    """What the router wrote on one connection until it closed it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        s.sendall(request)
+        data = b""
+        while more := s.recv(65536):
+            data += more
+    return data
+
+
+@pytest.mark.parametrize("method", [b"get", b"Get", b"gET"])
+def test_a_method_not_in_capitals_is_a_400_and_the_connection_closes(gw, method):
+    """hypercorn upper-cases the method, so ``get`` was served as GET; nginx answers 400. Closed as the other
+    request-line refusals are: a keep-alive request after it on the same connection is never read."""
+    data = exchange(gw.port, b"%s /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n" % method)
+    head, _, answer = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), data
+    assert b"\r\nconnection: close" in head.lower(), head
+    error = json.loads(answer)["error"]
+    assert error["code"] == "invalid_method" and method.decode() in error["message"], error
+    assert data.count(b"HTTP/1.1 ") == 1, "the pipelined request was not answered"
+
+
+def test_a_lowercase_post_with_a_body_is_a_400_in_the_routes_shape(gw):
+    body = json.dumps({"model": "vsr/auto", "max_tokens": 8, "messages": HI}).encode()
+    data = exchange(gw.port, b"post /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    head, _, answer = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), data
+    error = json.loads(answer)
+    assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error", error   # Messages' shape
+    assert tracebacks(gw) == 0
+
+
+def test_a_method_in_capitals_is_still_served_and_the_connection_kept(gw):
+    data = exchange(gw.port, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n"
+                             b"Connection: close\r\n\r\n")
+    assert data.count(b"HTTP/1.1 200 ") == 2, data

@@ -27,6 +27,7 @@
     │   ├── NonCanonicalPath        400 non_canonical_path     (//metrics, /./x, /%6detrics: read two ways, refused)
     │   ├── HeadTooLarge            431 request_head_too_large (a request head past hypercorn's h11_max_incomplete_size)
     │   ├── CodingNotImplemented    501 transfer_coding_not_implemented (a Transfer-Encoding other than chunked)
+    │   ├── InvalidMethod           400 invalid_method         (an HTTP/1 method not in capitals: get, Post)
     │   ├── VersionNotSupported     505 http_version_not_supported (HTTP/2.0 or later as an HTTP/1 request line)
     │   ├── OriginRefused           403 origin_not_allowed     (an Origin not in global.router.cors.allow_origins)
     │   ├── MethodNotAllowed        405 method_not_allowed
@@ -271,6 +272,13 @@ class CodingNotImplemented(RequestError):
     """A request body in a Transfer-Encoding other than chunked (h11 reads no other)."""
 
     status, code = 501, "transfer_coding_not_implemented"
+
+
+class InvalidMethod(RequestError):
+    """An HTTP/1 request line whose method is not spelled in capitals (``get``): methods are case-sensitive
+    (RFC 9110 9.1), and hypercorn upper-cases them, which served ``get`` as GET. A 400, as nginx answers."""
+
+    code = "invalid_method"
 
 
 class VersionNotSupported(RequestError):

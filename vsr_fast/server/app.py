@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Awaitable, Callable
 from functools import partial
 from http import HTTPStatus
@@ -9,8 +10,8 @@ from http import HTTPStatus
 from werkzeug.exceptions import NotFound
 
 from ..errors import (AdminOnly, AmbiguousFraming, AuthError, CodingNotImplemented, HeaderTimeout, HeadTooLarge,
-                      MalformedRequest, MethodNotAllowed, NonCanonicalPath, OriginRefused, RequestError, RouteNotFound,
-                      UnsupportedMedia, VersionNotSupported, VsrError)
+                      InvalidMethod, MalformedRequest, MethodNotAllowed, NonCanonicalPath, OriginRefused, RequestError,
+                      RouteNotFound, UnsupportedMedia, VersionNotSupported, VsrError)
 from ..auth.source import ANONYMOUS, SCOPE_KEY
 from ..events import ids
 from ..headers.public import public_headers
@@ -18,7 +19,7 @@ from ..headers.registry import REQUEST_ID as _REQUEST_ID, ResponsePath
 from .admin import make_admin
 from .classify_api import PATHS as CLASSIFY_PATHS, handle_classify
 from .asgi import (CLOSE_UNREAD, ClientGone, Receive, Scope, Send, discard_body, header, lingering_close, origin_path, send_whole,
-                   shield_final, to_origin_form)
+                   sent_method, shield_final, to_origin_form)
 from .count_tokens import handle_count_tokens
 from .input_tokens import PATH as INPUT_TOKENS_PATH, handle_input_tokens
 from .models_api import PATH as MODELS_PATH
@@ -51,6 +52,9 @@ PROBE_PATHS = frozenset({"/health", "/ready", "/health/readiness", "/health/live
 # hypercorn's h11_max_incomplete_size: h11 refuses a head past it only while waiting for the rest of it, so one
 # that came in a single read (or over HTTP/2) is measured here, as the request line and header lines it was.
 MAX_HEAD_BYTES = 16 * 1024
+# A method as nginx reads one: capital letters, "_" and "-" (every registered method is so spelled). RFC 9110 9.1:
+# methods are case-sensitive, so ``get`` is no GET; h11 takes any token and hypercorn upper-cases it.
+_METHOD = re.compile(rb"[A-Z_-]+")
 
 
 def head_bytes(scope: Scope) -> int:
@@ -103,6 +107,12 @@ def make_app(state: AppState, role: str = "serving"):
         if not path.startswith("/"):
             path = to_origin_form(scope)        # once, for every route and quart's alike
         version = scope.get("http_version", "1.1")
+        if version.startswith("1.") and (spelled := sent_method()) and not _METHOD.fullmatch(spelled):
+            await discard_body(receive)
+            await _refuse(state, send, scope, path, InvalidMethod(
+                f"the request method {spelled[:40].decode('latin-1')!r} is not one: methods are case-sensitive "
+                "(RFC 9110 9.1) and spelled in capitals, as GET and POST"), (b"connection", b"close"), shape=scope)
+            return
         if "." in version and not version.startswith("1."):     # h11's: HTTP/2 and 3 come as "2" and "3"
             await discard_body(receive)
             await _refuse(state, send, scope, path, VersionNotSupported(

@@ -352,7 +352,7 @@ class ClientSide:
     when the client closes or resets an HTTP/1 connection, which task's next response head is to be held
     for its body, and the ``100 Continue`` withheld until the app asks for the body (``listen.EdgeServer``)."""
 
-    __slots__ = ("closed", "due", "hold_for", "reading", "watches", "withheld", "write")
+    __slots__ = ("closed", "due", "hold_for", "method", "reading", "watches", "withheld", "write")
 
     def __init__(self) -> None:
         self.closed = False
@@ -372,6 +372,10 @@ class ClientSide:
         # connection's reader (which closes the connection on a protocol error, cutting an answer after its head).
         self.hold_for: trio.lowlevel.Task | None = None
         self.watches: set[DisconnectWatch] = set()
+        # The method of the HTTP/1 request being read, as its request line spells it (``listen.EdgeH11Protocol``):
+        # hypercorn's scope has it upper-cased. One request at a time: h11 reads the next head only once this
+        # one's answer has ended.
+        self.method = b""
 
     def body_over(self) -> bool:
         """Whether the body being read will pass its limit by what its current chunk declares; if so its read
@@ -396,6 +400,12 @@ class ClientSide:
 # The connection the current task serves: set by the connection server in its own task, and so inherited by the
 # request tasks hypercorn spawns from it.
 CLIENT_SIDE: ContextVar[ClientSide | None] = ContextVar("vsr_client_side", default=None)
+
+
+def sent_method() -> bytes:
+    """The current HTTP/1 request's method as its client spelled it; b"" when not known (HTTP/2, a test's app)."""
+    side = CLIENT_SIDE.get()
+    return side.method if side is not None else b""
 
 
 def waiting_for_continue() -> bool:

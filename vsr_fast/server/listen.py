@@ -35,6 +35,7 @@ import h11
 import hypercorn.config
 import trio
 from hypercorn.events import Closed, RawData, Updated
+from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.statsd import StatsdLogger
 from hypercorn.trio.tcp_server import MAX_RECV, TCPServer
@@ -93,6 +94,17 @@ class Connections:
                 "(logged, at most once a minute).",
                 "# TYPE vsr_connections_failed_total counter", f"vsr_connections_failed_total {self.failed}",
                 *self.h2.prometheus_lines()]
+
+
+class EdgeH11Protocol(H11Protocol):
+    """hypercorn's HTTP/1.1 protocol, telling the app the method as the request line spells it
+    (``asgi.sent_method``): hypercorn upper-cases it in the scope, so a ``get`` would be served as GET."""
+
+    async def _create_stream(self, request: h11.Request) -> None:
+        side = CLIENT_SIDE.get()
+        if side is not None:
+            side.method = request.method
+        await super()._create_stream(request)
 
 
 class EdgeServer(TCPServer):
@@ -228,6 +240,8 @@ class EdgeServer(TCPServer):
         # The first hook after hypercorn's run() has made the connection's protocol, an HTTP/1.1 one on a plain
         # socket: its switch to HTTP/2 makes vsr_fast's HTTP/2 protocol (h2edge) rather than hypercorn's.
         self.protocol.__class__ = EdgeProtocol
+        if type(self.protocol.protocol) is H11Protocol:
+            self.protocol.protocol.__class__ = EdgeH11Protocol
         self.protocol.send_timeout_s, self.protocol.counts = self.send_timeout_s, self.h2_counts
         # It has made the connection's task group too: each request's app gets
         # its messages from this task through a memory channel, whose send costs a scheduler pass even with
