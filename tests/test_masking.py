@@ -66,6 +66,20 @@ def test_masking_withholds_the_request_from_the_record_unless_personal_data_is_c
     assert Policies(load_raw(doc([], [replay]))).withholds_request("default", "d") is False
 
 
+def test_a_private_request_gets_no_semantic_cache_entry_and_its_answer_bypasses_the_stream():
+    """Masking (without capture_personal_data: true) or capture_personal_data: false: the plan is private and its
+    cache exact (a semantic entry is the request's text); the e2e side is test_e2e_cache_personal_data."""
+    cache = {"type": "response_cache", "configuration": {"mode": "exact_then_semantic"}}
+    mask = {"type": "masking", "configuration": {"signal": "personal"}}
+    opted = {"type": "router_replay", "configuration": {"capture_personal_data": True}}
+    refused = {"type": "router_replay", "configuration": {"capture_personal_data": False}}
+    for plugins, private in (([mask], True), ([mask, opted], False), ([refused], True), ([], False)):
+        plan = Policies(load_raw(doc(plugins, [cache]))).plan("default", "d")
+        assert plan.private is private, plugins
+        assert plan.cache.mode == ("exact" if private else "exact_then_semantic"), plugins
+        assert (plan.cache.match is None) is private
+
+
 E, P = "a@example.com", "+1 650-253-0000"
 BODIES = {
     "openai": {"model": "x", "tools": [{"type": "function", "function": {"name": "lookup", "description": E}}],

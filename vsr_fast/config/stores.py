@@ -92,8 +92,9 @@ class ResponseCacheStore(RedisAt):
 
     With an event stream (``embedded`` or ``redis``), answers are written by its ``cache-writer`` consumer: while
     the stream's own store is away, they wait with the stream's other events and are written once it is back, so a
-    request repeated meanwhile is a miss even when this store answers. With ``event_stream: none`` a task of the
-    router's writes them.
+    request repeated meanwhile is a miss even when this store answers. With ``event_stream: none``, and for a
+    request whose router_replay says ``capture_personal_data: false`` (or whose decision masks), a task of the
+    router's writes them: the stream never carries such an answer.
     """
 
     backend_type: Literal["memory", "redis"] = "memory"

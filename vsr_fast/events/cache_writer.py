@@ -10,26 +10,34 @@ import trio
 from .cache_store import SKIP_REASONS, ResponseCache, answer_of, skip_reason
 from .consumers import Acks
 from .source import Entry, StoreUnavailable
-from .types import AnswerCompleted, CacheWritten, Event, now_ms
+from .types import AnswerCompleted, CacheIntent, CacheWritten, Event, now_ms
 from .writer import EventSink
 
 log = logging.getLogger("vsr_fast.response_cache")
 
 
 class CacheWriter:
-    """Consumer group ``cache-writer``: answers that carry a cache intent, stored unless ``skip_reason`` objects.
+    """Stores the answers that carry a cache intent, unless ``skip_reason`` objects; two ways in, one set of counters.
 
-    Each outcome is appended to the stream as a ``cache_write`` event (the replay
-    record shows it) when a sink is given.
+    - Consumer group ``cache-writer`` (``handle``): the answers the event stream carries.
+    - ``submit``, then ``run``: answers handed over in this process, off the request path, by a router with no
+      event stream and, with one, for a request whose personal data the stream must not carry
+      (``server.recording``: router_replay ``capture_personal_data: false``, or a decision that masks). A bounded
+      channel, not durable: past ``depth`` answers in flight the newest is not stored (counted, logged).
+
+    Each outcome is appended to the stream as a ``cache_write`` event (the replay record shows it: a key and a
+    verdict, no text) when a sink is given.
     """
 
     group = "cache-writer"
 
-    def __init__(self, cache: ResponseCache, sink: EventSink | None = None) -> None:
+    def __init__(self, cache: ResponseCache, sink: EventSink | None = None, depth: int = 1024) -> None:
         self.cache = cache
         self.sink = sink
         self.stored = 0
         self.skipped: collections.Counter[str] = collections.Counter()
+        self._send, self._receive = trio.open_memory_channel[AnswerCompleted](depth)
+        self.dropped = 0
 
     async def handle(self, entries: list[Entry], acks: Acks) -> None:
         items = []
@@ -43,8 +51,7 @@ class CacheWriter:
             reason = skip_reason(ev, self.cache.max_entry_bytes)
             if reason is None:
                 items.append((ev.cache.key, answer_of(ev), ev.cache.ttl_seconds))
-                if ev.cache.partition is not None and ev.cache.text:
-                    similar.append((ev.cache.partition, ev.cache.key, ev.cache.text, ev.cache.ttl_seconds))
+                similar += _similar(ev.cache)
             else:
                 skipped[reason] += 1
             notes.append(_note(ev, reason))
@@ -60,6 +67,32 @@ class CacheWriter:
                 self.sink.record(note)
         acks.done(*(e.id for e in entries))
 
+    def submit(self, ev: AnswerCompleted) -> None:
+        """Hand one answer (``ev.cache`` set) to ``run``; never waits."""
+        try:
+            self._send.send_nowait(ev)
+        except trio.WouldBlock:
+            self.dropped += 1
+            log.warning("response cache writes are behind; an answer was not stored")
+
+    async def run(self) -> None:
+        """Store what ``submit`` hands over, one answer at a time; a Redis that fails loses that answer (logged)."""
+        async for ev in self._receive:
+            c = ev.cache
+            assert c is not None
+            reason = skip_reason(ev, self.cache.max_entry_bytes)
+            if reason is not None:
+                self.skipped[reason] += 1
+            else:
+                try:
+                    await self.cache.put_many([(c.key, answer_of(ev), c.ttl_seconds)], _similar(c))
+                except redis.RedisError as exc:
+                    log.warning("response cache unavailable, an answer was not stored: %r", exc)
+                    continue
+                self.stored += 1
+            if self.sink is not None:
+                self.sink.record(_note(ev, reason))
+
     def prometheus_lines(self) -> list[str]:
         out = ["# HELP llm_cache_writes_total Answers the cache writer stored.",
                "# TYPE llm_cache_writes_total counter", f"llm_cache_writes_total {self.stored}",
@@ -73,39 +106,9 @@ class CacheWriter:
         return out
 
 
-class DirectCacheWriter(CacheWriter):
-    """The cache writer of a router with no event stream (``event_stream: none``): the request path hands
-    each answer that carries a cache intent to a bounded channel, and one task stores it, off that path.
-    The same skip rules and counters as the stream's consumer; nothing is recorded beside them."""
-
-    def __init__(self, cache: ResponseCache, depth: int = 1024) -> None:
-        super().__init__(cache, None)
-        self._send, self._receive = trio.open_memory_channel[AnswerCompleted](depth)
-        self.dropped = 0
-
-    def submit(self, ev: AnswerCompleted) -> None:
-        """Never waits: past ``depth`` answers in flight the newest is not stored (counted, logged)."""
-        try:
-            self._send.send_nowait(ev)
-        except trio.WouldBlock:
-            self.dropped += 1
-            log.warning("response cache writes are behind; an answer was not stored")
-
-    async def run(self) -> None:
-        async for ev in self._receive:
-            assert ev.cache is not None
-            reason = skip_reason(ev, self.cache.max_entry_bytes)
-            if reason is not None:
-                self.skipped[reason] += 1
-                continue
-            try:
-                c = ev.cache
-                similar = [(c.partition, c.key, c.text, c.ttl_seconds)] if c.partition is not None and c.text else []
-                await self.cache.put_many([(c.key, answer_of(ev), c.ttl_seconds)], similar)
-            except redis.RedisError as exc:
-                log.warning("response cache unavailable, an answer was not stored: %r", exc)
-                continue
-            self.stored += 1
+def _similar(c: CacheIntent) -> list[tuple[str, str, str, int]]:
+    """The semantic cache's entry of an answer to store: none without a partition and a text."""
+    return [(c.partition, c.key, c.text, c.ttl_seconds)] if c.partition is not None and c.text else []
 
 
 def _note(ev: AnswerCompleted, reason: str | None) -> CacheWritten:
@@ -117,4 +120,4 @@ def _note(ev: AnswerCompleted, reason: str | None) -> CacheWritten:
                         bytes=ev.body_bytes if reason is None else 0)
 
 
-__all__ = ["CacheWriter", "DirectCacheWriter"]
+__all__ = ["CacheWriter"]

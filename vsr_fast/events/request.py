@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from msgspec.structs import replace as _replace
 
@@ -21,6 +21,7 @@ from ..signals.base import Identity
 from ..signals.registry import Readings
 from ..upstream import Attempt
 from .capture import AnswerCapture, body_copy, request_copy
+from .replay_record import for_record
 from . import ids
 from .types import (
     AnswerCompleted,
@@ -76,7 +77,9 @@ class RequestEvents:
         self.policy = policy
         self._seq = 0
         self._attempts = 0
-        self.withheld = False   # masking protects this request: the record keeps neither body
+        # The stream carries neither body of this request (``withhold``): masking protects it, or capture_personal_data
+        # says false.
+        self.withheld = False
         # A sampled shadow copy not made, why: ``not_allowed`` (its model is outside the key's models) or
         # ``personal_data`` (capture_personal_data: false).
         self.shadow_refused: str | None = None
@@ -123,8 +126,9 @@ class RequestEvents:
         ``body_copy``, and ``model`` and ``stream`` say what it asked for. ``shadow``: False where
         router_replay.shadow must not run (anything but single-model provider dispatch
         of a Chat request, spec 5.7); a sampled copy to a model outside ``identity``'s key
-        ``models``, or under capture_personal_data: false, is not made either (``shadow_refused``). ``withhold``: keep no copy of the body (masking
-        protects what it holds), nor of the answer, which can echo the request's fields.
+        ``models``, or under capture_personal_data: false, is not made either (``shadow_refused``).
+        ``withhold``: no event carries a copy of the body (masking protects what it holds, or
+        capture_personal_data: false), nor of the answer, which can echo the request's fields (``answer``).
         """
         self.sink.record(self._received(raw, request, route, identity, api, shadow, model, stream, withhold))
 
@@ -256,7 +260,7 @@ class RequestEvents:
 
     def capture(self, cache: CacheIntent | None, cache_max_bytes: int) -> AnswerCapture | None:
         """What the relay feeds the answer to: enough for the cache and the record, or None for neither."""
-        limit = max(self.policy.response_bytes, cache_max_bytes if cache is not None else 0)
+        limit = max(0 if self.withheld else self.policy.response_bytes, cache_max_bytes if cache is not None else 0)
         return AnswerCapture(limit) if limit > 0 else None
 
     def answer(self, *, status: int, response_path: str, model: str | None, streamed: bool, held: bool = False,
@@ -264,8 +268,11 @@ class RequestEvents:
                guard: GuardOutcome = "none", guard_codes: Iterable[str] = (), content_type: str | None = None,
                captured: AnswerCapture | None = None, ttfb_ms: float | None = None,
                cache: CacheIntent | None = None, cost: float | None = None,
-               cost_currency: str | None = None) -> None:
-        """The answer as the client received it. ``cache``: store it if the guard released it whole."""
+               cost_currency: str | None = None, handoff: Callable[[AnswerCompleted], None] | None = None) -> None:
+        """The answer as the client received it. ``cache``: store it if the guard released it whole.
+
+        A ``withhold`` request's answer goes to the cache through ``handoff`` (the cache writer in this process,
+        ``CacheWriter.submit``), body and intent; the stream's event keeps its size, finish reason and usage."""
         p = self.policy
         seq = self._seq
         self._seq = seq + 1
@@ -285,12 +292,19 @@ class RequestEvents:
             body, size, truncated = None, 0, False
         else:
             body, size, truncated = captured.body(), captured.size, captured.truncated
-        self.sink.record(_replace(
+        event = _replace(
             event, held=held, finish_reason=finish_reason, usage=usage, guard=guard, guard_codes=list(guard_codes),
             ttfb_ms=ttfb_ms, body=body, body_bytes=size, body_truncated=truncated,
             replay_body_bytes=0 if self.withheld else p.response_bytes, cache=cache, cost=cost,
             cost_currency=cost_currency,
-        ))
+        )
+        if self.withheld:
+            if cache is not None and handoff is not None:
+                handoff(event)
+            # As the record would keep it (no body: replay_body_bytes is 0), and no cache intent: the writer that
+            # stores the answer is the handoff's.
+            event = for_record(_replace(event, cache=None))
+        self.sink.record(event)
 
     def cache_hit(self, key: str, answer: CachedAnswer, *, decision: str | None) -> None:
         """The answer came from the response cache."""

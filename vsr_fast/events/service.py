@@ -237,6 +237,9 @@ async def open_event_services(stores: Stores, *, replay: ReplayPolicy = DISABLED
                 services = EventServices(stream, records, cache, CacheWriter(cache, stream.sink))
                 consumers: list = ([ReplayRecorder(records)] if record else []) + \
                     ([services.cache_writer] if cache_writes else [])
+                if cache_writes:
+                    # The answers of requests whose personal data the stream must not carry (``CacheWriter``).
+                    nursery.start_soon(services.cache_writer.run)
                 if send_shadow is not None:
                     services.shadow = ShadowDispatcher(send_shadow, stream.sink, nursery)
                     consumers.append(services.shadow)

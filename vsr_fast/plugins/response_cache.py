@@ -15,6 +15,15 @@ carries no guard headers, so the flag would be lost); a held answer
 end, a guard that could not read it whole); a ``truncated`` one (finish reason
 ``length``); an ``error`` answer; one ``too_large`` for the store; one whose decision's ``retention`` says
 ``retention_drop`` (looked up, never stored).
+
+Personal data (router_replay ``capture_personal_data: false``, or a decision that masks without a router_replay
+layer saying ``capture_personal_data: true``; ``server.recording.Plan.private``): the cache keeps only the hashed
+key and the answer, as the client received it (masked, for a masking decision), and the answer reaches the store
+through the cache writer of the router that served it, never the event stream. The semantic cache needs the
+request's text (its index, the Redis stream every router's index follows, the judge's question), so such a
+request gets none: its decision's cache works as ``mode: exact``. Rejected: a hash-only semantic key, which is an
+exact key; keeping only the vector, which the polarity check and the judge cannot read. A decision whose answers
+must not be kept at all says ``retention: {drop: true}``.
 """
 from __future__ import annotations
 
@@ -47,7 +56,12 @@ class SemanticConfig(Block):
 
 
 class ResponseCacheConfig(Block):
-    """``{type: response_cache, configuration: ...}`` at one layer (fields override field by field)."""
+    """``{type: response_cache, configuration: ...}`` at one layer (fields override field by field).
+
+    Under router_replay ``capture_personal_data: false``, or on a decision that masks (unless a router_replay layer
+    says ``capture_personal_data: true``), the cache keeps no request text: it stores the answer under the
+    request's hashed key, written by the router itself (the event stream never carries it), and no semantic entry,
+    so ``semantic`` and ``exact_then_semantic`` answer only the same request there, as ``exact`` does."""
 
     enabled: bool | UnsetType = UNSET
     # exact: the same request; semantic: a similar one the match block accepts; exact_then_semantic: both.

@@ -46,8 +46,9 @@ class RouterReplayConfig(Block):
     capture_request_body: bool | UnsetType = UNSET
     capture_response_body: bool | UnsetType = UNSET
     # false keeps no body and no identity, whatever the capture_* fields say, and makes no shadow copy (migrated
-    # data_policy). A response_cache on the same request still sends the cache its copies (the answer; semantic:
-    # the request's text) through the event stream, kept as long as the stream keeps events.
+    # data_policy). No event carries the request's text or its answer: a response_cache on the request stores the
+    # answer under its hashed key by the router's own task, never through the stream, and keeps no semantic entry
+    # (the request's text): the decision's cache answers only the same request (exact).
     capture_personal_data: bool | UnsetType = UNSET
     max_body_bytes: Annotated[int, Meta(ge=0, le=1 << 20)] | UnsetType = UNSET
     max_records: Annotated[int, Meta(ge=1, le=100_000_000)] | UnsetType = UNSET

@@ -6,6 +6,7 @@ merged per (recipe, decision) once and kept.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from functools import lru_cache
@@ -51,10 +52,13 @@ def request_id(scope: Scope) -> str:
 class Plan(NamedTuple):
     """What recording one request of a (recipe, decision) reads of its policies, merged once."""
 
-    cache: response_cache.CachePolicy
+    cache: response_cache.CachePolicy   # exact only when ``private``: the semantic cache keeps the request's text
     replay: router_replay.ReplayPolicy
     withhold: bool              # ``Policies.withholds_request``
     guard: bytes | None         # ``Policies.guard_key``, read only when the cache is on
+    # The request's personal data stays out of the event stream and the cache store: ``withhold``, or
+    # capture_personal_data: false. Its answer reaches the cache writer in this process (``CacheWriter.submit``).
+    private: bool
 
 
 class Policies:
@@ -125,8 +129,14 @@ class Policies:
                        for layer in self._layers(recipe, decision, "router_replay"))
 
     def _plan(self, recipe: str | None, decision: str | None) -> Plan:
-        return Plan(self.cache(recipe, decision), self.replay(recipe, decision),
-                    self.withholds_request(recipe, decision), self.guard_key(recipe, decision))
+        replay, withhold = self.replay(recipe, decision), self.withholds_request(recipe, decision)
+        private = withhold or not replay.capture_personal_data
+        cache = self.cache(recipe, decision)
+        if private and cache.similar:
+            # A semantic entry is the request's text (the index, Redis' semantic stream, the judge's question):
+            # none is kept of this request, and the cache answers only the same request, by its hashed key.
+            cache = dataclasses.replace(cache, mode="exact", semantic=None, match=None)
+        return Plan(cache, replay, withhold, self.guard_key(recipe, decision), private)
 
     def global_replay(self) -> router_replay.ReplayPolicy:
         return router_replay.resolve(plugin_config.layer_of(self.config.global_.plugins, "router_replay"))
@@ -233,8 +243,9 @@ class Recording:
             self.capture = AnswerCapture(store.max_entry_bytes) if self.intent is not None else None
             return
         ev.policy = replay = plan.replay
-        # A masking decision's request reaches neither the record nor a shadow model as received.
-        withhold = plan.withhold
+        # A masking decision's request reaches neither the record nor a shadow model as received; a private one's
+        # (masking, or capture_personal_data: false) travels in no event, nor does its answer (``answered``).
+        withhold, private = plan.withhold, plan.private
         if (replay.request_bytes > 0 or replay.shadow is not None) and identity is None:
             # The record keeps it beside the request copy; a shadow copy goes only where its key reaches.
             identity = state.identity(scope)
@@ -243,12 +254,12 @@ class Recording:
             # RequestEvents reads the model and stream of a Chat body from the body itself.
             ev.routed(raw, req.body, route, identity=identity,
                       shadow=len(route.candidates) >= 1 and route.recipe is not None and not withhold, api=api,
-                      withhold=withhold)
+                      withhold=private)
         else:
             adapter = state.adapters[api]
             ev.routed(raw, None, route, identity=identity,
                       shadow=len(route.candidates) >= 1 and route.recipe is not None and not withhold, api=api,
-                      model=adapter.model(req), stream=adapter.stream(req), withhold=withhold)
+                      model=adapter.model(req), stream=adapter.stream(req), withhold=private)
         if ev.shadow_refused and self.services.shadow is not None:
             self.services.shadow.skipped[ev.shadow_refused] += 1
         self.capture = ev.capture(self.intent, store.max_entry_bytes)
@@ -298,7 +309,8 @@ class Recording:
                                status=status, response_path=path, model=model, streamed=streamed, complete=complete,
                                content_type=content_type, captured=self.capture, guard=guard,  # type: ignore[arg-type]
                                guard_codes=guard_codes or (), held=held,
-                               cache=self._intent(status, complete, guard, path))
+                               cache=self._intent(status, complete, guard, path),
+                               handoff=self.services.cache_writer.submit)
         elif self.direct is not None and self._intent(status, complete, guard, path) is not None:
             captured = self.capture
             self.direct.submit(AnswerCompleted(

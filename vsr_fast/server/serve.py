@@ -29,7 +29,7 @@ from ..auth.source import serving_listener
 from ..errors import ConfigError, ListenError, StartError, VsrError
 from ..embeddings import Embedders
 from ..events.cache_store import cache_of
-from ..events.cache_writer import DirectCacheWriter
+from ..events.cache_writer import CacheWriter
 from ..events.memory_store import MemoryStore
 from ..events.vector_store import VectorStore
 from ..events.service import open_event_services
@@ -226,7 +226,7 @@ async def _direct_cache(stores, embedders: Embedders):
         return
     cache = cache_of(stores, embedders)
     try:
-        yield DirectCacheWriter(cache)
+        yield CacheWriter(cache)
     finally:
         cache.close()
 

@@ -9,7 +9,7 @@ from typing import Any
 from ..routing import Loaded
 from ..routing.classify import Classifier
 from ..embeddings import Embedders
-from ..events.cache_writer import DirectCacheWriter
+from ..events.cache_writer import CacheWriter
 from ..events.memory_store import MemoryStore
 from ..events.vector_store import VectorStore
 from ..events.service import EventServices
@@ -35,7 +35,7 @@ class AppState:
     upstreams: Upstreams
     systemone_client: SystemOneClient | None = None
     events: EventServices | None = None
-    direct_cache: DirectCacheWriter | None = None    # the response cache without an event stream
+    direct_cache: CacheWriter | None = None    # the response cache without an event stream
     embedders: Embedders | None = None     # the catalog's embedding deployments (recall only), started lazily
     vectors: VectorStore | None = None      # the context plugin's stores, when some decision uses it
     memories: MemoryStore | None = None
