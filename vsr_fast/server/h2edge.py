@@ -326,10 +326,12 @@ class EdgeH2Protocol(H2Protocol):
             else:
                 self.priority.block(stream_id)
             if buffer.complete:
+                # Let go of the buffer before the flush's await: a client that has read END_STREAM may send more
+                # body at once, and that must find the answer over (reset NO_ERROR), not still being written.
                 self.connection.end_stream(stream_id)
-                await self._flush()
                 self.stream_buffers.pop(stream_id, None)
                 self.priority.remove_stream(stream_id)
+                await self._flush()
         except (h2.exceptions.StreamClosedError, KeyError, h2.exceptions.ProtocolError,
                 priority.MissingStreamError):
             # The stream or the connection closed while this waited to send: its writer is let go.
