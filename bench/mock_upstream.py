@@ -36,7 +36,9 @@ received requests per route (chat, messages, responses, images); ``usage`` sums 
 counts the answers reported (``input_tokens``, ``output_tokens``); ``embeddings`` counts
 ``POST /v1/embeddings`` calls; ``connections`` counts accepted connections (what a client's reuse saves), each answered with deterministic hashed bag-of-words vectors
 (``--embedding-dimensions`` wide unless the request asks for ``dimensions``), so texts sharing
-words are near. ``GET /_mock/last_stream``
+words are near. With ``count_tokens`` set, ``POST /v1/messages/count_tokens`` answers ``input_tokens`` (its
+body's bytes over four) and keeps its body as ``last_count``, apart from the last generation request (unset, it is
+a 404, as a backend without the route). ``GET /_mock/last_stream``
 returns the SSE bytes of the last stream it answered, unframed, so a test can compare what a
 client received with what the model sent.
 """
@@ -98,6 +100,7 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # The answer repeats the last user turn as received (a tool call: its arguments are {"text": that turn}),
     # streamed in ``chunks`` pieces: what a router rewrote in the request comes back in the answer.
     echo: bool = False
+    count_tokens: bool = False      # serve POST /v1/messages/count_tokens (else 404)
     # A stream request answered whole (200 application/json), as a backend that ignores ``stream`` does.
     whole_for_stream: bool = False
     # Usage details, as a reasoning model with a warm prompt cache reports them: of the output tokens this many
@@ -224,6 +227,7 @@ class Stats:
         self.connections = 0        # accepted, so a client's connection reuse can be read
         self.last_headers: dict[bytes, bytes] | None = None
         self.last_body = b""
+        self.last_count: bytes | None = None     # the last count_tokens body
         self.arrivals: list[float] = []     # time.monotonic() of each generation request (kept for the first 10k)
 
     def as_json(self) -> bytes:
@@ -248,6 +252,7 @@ class Stats:
                 "embeddings": self.embeddings,
                 "connections": self.connections,
                 "last_request": last,
+                "last_count": msgspec.json.decode(self.last_count) if self.last_count else None,
                 "arrivals": self.arrivals,
             }
         )
@@ -378,6 +383,10 @@ class MockUpstream(Server):
                 {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "mock"}]}
             )
             status = 200
+        elif req.method == b"POST" and req.path in (b"/v1/messages/count_tokens", b"/messages/count_tokens") \
+                and self.config.count_tokens:
+            self.stats.last_count = req.body
+            status, body = 200, msgspec.json.encode({"input_tokens": len(req.body) // 4})
         elif req.method == b"POST" and req.path in (b"/v1/embeddings", b"/embeddings"):
             status, body = self.embed(req.body)
         elif req.path.startswith(b"/_mock/"):
@@ -987,6 +996,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--response-id", default=None, help="every Responses answer carries this id (colliding ids)")
     p.add_argument("--echo", action="store_true", help="answer with the last user turn as received (a tool "
                    "call: arguments {\"text\": that turn}), streamed in --chunks pieces")
+    p.add_argument("--count-tokens", action="store_true", help="serve POST /v1/messages/count_tokens: "
+                   "input_tokens = the body's bytes / 4 (default: 404)")
     p.add_argument("--whole-for-stream", action="store_true", help="answer a stream request whole "
                    "(200 application/json), as a backend that ignores stream does")
     p.add_argument("--reasoning-tokens", type=int, default=d.reasoning_tokens,

@@ -185,3 +185,64 @@ def test_a_messages_stream_holds_a_split_placeholder_until_it_completes_and_flus
     assert events[[e["type"] for e in events].index("content_block_stop") - 1]["delta"]["text"] == "["
     args = "".join(e["delta"]["partial_json"] for e in events if e.get("delta", {}).get("type") == "input_json_delta")
     assert json.loads(args) == {"to": QUOTED}
+
+
+@pytest.mark.parametrize("text, values, want", [
+    # A value of letters alone is a word: never inside another ("Ann" in "Annual", "Mi" in "Miami").
+    ("Hi, I'm Ann. Any announcement? I'm on the Annual plan", {"Ann": "[PERSON_1]"},
+     "Hi, I'm [PERSON_1]. Any announcement? I'm on the Annual plan"),
+    ("Mi pedido no llegó a Miami", {"Mi": "[PERSON_1]"}, "[PERSON_1] pedido no llegó a Miami"),
+    ("Jürgen Müller, Jürgen Müllers", {"Jürgen Müller": "[PERSON_1]"}, "[PERSON_1], Jürgen Müllers"),
+    # A value with a digit or an "@" is the same datum glued to text or in a URL: every copy.
+    ("mailto:ann@example.com?cc=xann@example.comy", {"ann@example.com": "[EMAIL_ADDRESS_1]"},
+     "mailto:[EMAIL_ADDRESS_1]?cc=x[EMAIL_ADDRESS_1]y"),
+    ("card4111111111111111.", {"4111111111111111": "[CREDIT_CARD_1]"}, "card[CREDIT_CARD_1]."),
+    # One pass, the longest first: a placeholder is never read again as text.
+    ("Ann Lee and Ann", {"Ann": "[PERSON_2]", "Ann Lee": "[PERSON_1]"}, "[PERSON_1] and [PERSON_2]"),
+])
+def test_a_value_is_replaced_where_it_stands_as_itself(text, values, want):
+    body = {"messages": [{"role": "user", "content": text}]}
+    masking.replace(body, "openai", values)
+    assert body["messages"][0]["content"] == want
+
+
+def test_a_chat_messages_name_is_read_as_the_words_it_spells_and_takes_a_placeholder_a_name_may_have():
+    body = {"messages": [{"role": "user", "name": "maria_gonzalez", "content": "hello"},
+                         {"role": "user", "name": "bot-7", "content": "x"},
+                         {"role": "function", "name": "maria_gonzalez", "content": "y"}],
+            "tools": [{"type": "function", "function": {"name": "maria_gonzalez"}}]}
+    assert masking.texts(body, "openai") == ["hello", "x", "y", "Maria Gonzalez", "bot-7"]
+    assert masking.replace(body, "openai", {"Maria Gonzalez": "<person_1>"}) == 1
+    assert body["messages"][0]["name"] == "_person_1_"          # OpenAI refuses "<" and ">" in a name
+    # A function's name, in a tool or a "function" message, is no text.
+    assert body["tools"][0]["function"]["name"] == body["messages"][2]["name"] == "maria_gonzalez"
+
+
+TEXTUAL = Restorer({f"EMAIL_{i}": f"customer{i}@example.com" for i in range(1, 13)})
+
+
+def test_a_text_placeholder_is_restored_only_as_a_token_of_its_own():
+    assert TEXTUAL.text("EMAIL_100, EMAIL_10, EMAIL_1x, XEMAIL_1, EMAIL_12.") == \
+        "EMAIL_100, customer10@example.com, EMAIL_1x, XEMAIL_1, customer12@example.com."
+    assert TEXTUAL.text('"a\\nEMAIL_2"', escaped=True) == '"a\\ncustomer2@example.com"'    # a JSON line's start
+
+
+def test_a_streamed_text_placeholder_waits_for_the_character_after_it():
+    def chunk(text: str) -> bytes:
+        return f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'content': text}}]})}\n\n".encode()
+
+    s = StreamRestorer(TEXTUAL, "openai")
+    pieces = ["to EMAIL_1", "0 and EMAIL_1", "00 and EMAIL_", "1", "2, X", "EMAIL_3 and EMAIL_1"]
+    out = b"".join(s.feed(chunk(p)) for p in pieces) + s.feed(b"data: [DONE]\n\n") + s.close()
+    text = "".join(e["choices"][0]["delta"].get("content") or "" for e in sse_events(out))
+    assert text == ("to customer10@example.com and EMAIL_100 and customer12@example.com, XEMAIL_3 and "
+                    "customer1@example.com")
+
+
+def test_any_placeholder_of_a_policy_is_found_whatever_its_number():
+    named = masking.Masking("p", frozenset({"EMAIL_ADDRESS", "PHONE_NUMBER"}), {"PHONE_NUMBER": "<phone>"}).named()
+    assert named.findall("[EMAIL_ADDRESS_2] <phone_13> [PERSON_1] <phone> x[EMAIL_ADDRESS_]") == \
+        ["[EMAIL_ADDRESS_2]", "<phone_13>"]
+    textual = masking.Masking("p", frozenset({"EMAIL_ADDRESS"}), {"EMAIL_ADDRESS": "EMAIL"}).named()
+    assert textual.findall("EMAIL_3, EMAIL_3x, XEMAIL_4") == ["EMAIL_3"]
+    assert masking.Masking("p").named().findall("[PERSON_1] [IBAN_CODE_2] [x_1]") == ["[PERSON_1]", "[IBAN_CODE_2]"]

@@ -67,6 +67,11 @@ def test_only_the_labels_asked_are_returned_and_structured_ones_alone_skip_the_s
     ("Grace is a virtue and hope is not a plan.", []),
     ("Bill me later, please.", []),
     ("Mark my words, it will rain.", []),
+    # A short or Spanish word that the gazetteer lists as a first name, at a sentence's start with no cue.
+    ("Mi pedido no ha llegado a Miami.", [("LOCATION", "Miami")]),
+    ("Eres un agente de soporte. Su cuenta está bien.", []),
+    ("Hi, I'm Ann. Any announcement?", [("PERSON", "Ann")]),          # a cue: a name still
+    ("Mario llamó ayer.", [("PERSON", "Mario")]),                      # a longer name alone: still one
     # LOCATION: a known place, or a capitalised run after a place cue.
     ("I love Texas weather.", [("LOCATION", "Texas")]),
     ("We moved to Brookhaven last year.", [("LOCATION", "Brookhaven")]),

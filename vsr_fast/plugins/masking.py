@@ -6,10 +6,11 @@ arguments and tool results, what a system prompt brought in, and the tool
 and output declarations (descriptions, and every string of their JSON
 schemas: defaults, enum values, examples), the stop sequences, and the
 caller's identifiers (``user``, ``safety_identifier``, ``prompt_cache_key``,
-``metadata``'s values, Messages' ``metadata.user_id``). Each text
-position is asked about on its own (``texts``); every value a kept span
-labels is then replaced, wherever a copy of it appears in those positions,
-by its own numbered placeholder (``replace``; ``MaskingConfig``), which
+``metadata``'s values, Messages' ``metadata.user_id``, a Chat message's
+``name``). Each text position is asked about on its own (``texts``); every
+value a kept span labels is then replaced, wherever a copy of it appears in
+those positions, by its own numbered placeholder (``replace``;
+``MaskingConfig``): a value of letters alone only as whole words (``copies``), which
 ``vsr_fast.plugins.unmask`` turns back into the value in the answer. The System One side (asking,
 reuse by text, failing closed) is ``vsr_fast.server.pipeline.masking``; the
 load checks that need the recipe's rules are ``vsr_fast.routing.plugin_checks``.
@@ -19,7 +20,8 @@ decoded body.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -44,6 +46,8 @@ _DECLARED = {"openai": ("tools", "functions", "response_format", "prediction", "
 # apart sends an opaque or hashed id, which no pii rule labels.
 _IDENTIFIERS = {"openai": ("user", "safety_identifier", "prompt_cache_key", "metadata"),
                 "anthropic": ("metadata",), "responses": ("user", "safety_identifier", "prompt_cache_key", "metadata")}
+# The Chat roles whose message ``name`` names a participant: a person's name, perhaps.
+_PARTICIPANTS = frozenset({"system", "developer", "user", "assistant"})
 # The keys of a declaration whose value is a JSON schema.
 _SCHEMAS = frozenset({"parameters", "input_schema", "schema"})
 # JSON schema keywords whose strings are names, kinds or patterns (a property list, a type, a $ref).
@@ -101,6 +105,20 @@ class Masking:
         if len(text) > 1 and text[-1] in _CLOSERS:
             return f"{text[:-1]}_{n}{text[-1]}"
         return f"{text}_{n}"
+
+
+    def named(self) -> re.Pattern[str]:
+        """Any placeholder of this policy, whatever its number: every label it masks, in its own text (a
+        default ``[LABEL_n]`` of any label when ``entity_types`` is unset)."""
+        texts = {self.placeholders.get(label) or f"[{label}]" for label in self.entity_types or ()}
+        texts |= set(self.placeholders.values()) if self.entity_types is None else set()
+        parts = [r"\[[A-Z][A-Z0-9_]*_\d+\]"] if self.entity_types is None else []
+        for text in sorted(texts, key=len, reverse=True):
+            if len(text) > 1 and text[-1] in _CLOSERS:
+                parts.append(re.escape(text[:-1]) + r"_\d+" + re.escape(text[-1]))
+            else:
+                parts.append(("(?<!\\w)" if _WORD.match(text[0]) else "") + re.escape(text) + r"_\d+(?!\w)")
+        return re.compile("|".join(parts))
 
 
 _CLOSERS = frozenset("]>})")
@@ -194,8 +212,10 @@ def _schema(node: Any, visit: Callable[[str], str | None]) -> Any:
     return None
 
 
-def _positions(body: dict, api_format: str, visit: Callable[[str], str | None], skip: frozenset[str]) -> None:
-    """``visit`` every text position of ``body``: the conversation's, then the declarations'."""
+def _positions(body: dict, api_format: str, visit: Callable[[str], str | None], skip: frozenset[str],
+               visit_name: Callable[[str], str | None]) -> None:
+    """``visit`` every text position of ``body``: the conversation's, then the declarations', then the
+    identifiers' (a Chat message's ``name`` through ``visit_name``)."""
     for root in _ROOTS.get(api_format, ()):
         if root in body:
             new = _walk(body[root], visit, body, root, skip)
@@ -206,6 +226,14 @@ def _positions(body: dict, api_format: str, visit: Callable[[str], str | None], 
             new = _declared(body[root], visit, skip)
             if new is not None:
                 body[root] = new
+    if api_format == "openai" and isinstance(body.get("messages"), list):
+        for m in body["messages"]:
+            # A participant's name; a "function" message's names the function (no text).
+            name = m.get("name") if isinstance(m, dict) and m.get("role") in _PARTICIPANTS else None
+            if isinstance(name, str):
+                new = visit_name(name)
+                if new is not None:
+                    m["name"] = new
     for root in _IDENTIFIERS.get(api_format, ()):
         value = body.get(root)
         if isinstance(value, str):
@@ -228,29 +256,78 @@ def texts(body: dict, api_format: str) -> list[str]:
             seen.setdefault(text, None)
         return None
 
-    _positions(body, api_format, visit, _NOT_TEXT)
+    _positions(body, api_format, visit, _NOT_TEXT, lambda name: visit(spoken(name)))
     return list(seen)
 
 
 def replace(body: dict, api_format: str, values: dict[str, str]) -> int:
-    """Replace every copy of each value (value -> placeholder) in ``body``'s text positions, in place;
-    how many copies were replaced. Longer values first, so a value inside another is never left half."""
+    """Replace every copy (``copies``) of each value (value -> placeholder) in ``body``'s text positions, in
+    place; how many copies were replaced. Longer values first, so a value inside another is never left half.
+    A Chat message's ``name`` is matched in its spoken form and takes the placeholder in a form a name may
+    have (``_as_name``)."""
     if not values:
         return 0
-    ordered = sorted(values, key=len, reverse=True)
+    pattern = copies(values)
     count = 0
 
     def visit(text: str) -> str | None:
         nonlocal count
-        out = text
-        for value in ordered:
-            if value in out:
-                count += out.count(value)
-                out = out.replace(value, values[value])
-        return out if out is not text else None
+        out, n = pattern.subn(lambda m: values[m.group(0)], text)
+        count += n
+        return out if n else None
 
-    _positions(body, api_format, visit, _NOT_REPLACED)
+    def visit_name(name: str) -> str | None:
+        nonlocal count
+        form = spoken(name)
+        if form == name:
+            new = visit(name)
+            return _as_name(new) if new is not None else None
+        out, at = [], 0
+        for m in pattern.finditer(form):        # the spoken form has the name's length: its offsets are the name's
+            out += [name[at:m.start()], _as_name(values[m.group(0)])]
+            at = m.end()
+            count += 1
+        return "".join(out) + name[at:] if out else None
+
+    _positions(body, api_format, visit, _NOT_REPLACED, visit_name)
     return count
 
 
-__all__ = ["Masking", "MaskingConfig", "TYPE", "check", "replace", "resolve", "texts"]
+def copies(values: Iterable[str]) -> re.Pattern[str]:
+    """Where a copy of one of ``values`` stands in a text, the longest first. A value of letters alone (a name,
+    a place: no digit, no "@") is a word or words, and inside a longer word is another word ("Ann" in
+    "Annual", "Mi" in "Miami"): only a whole-word copy counts. A value with a digit or an "@" (an address, a
+    card, a phone number) is the same datum wherever it stands, glued to text in a flattened page or inside a
+    URL's query: every copy counts, so none is left in clear."""
+    parts = []
+    for value in sorted(values, key=len, reverse=True):
+        body = re.escape(value)
+        if _LETTERS.fullmatch(value):
+            body = ("(?<!\\w)" if _WORD.match(value[0]) else "") + body + ("(?!\\w)" if _WORD.match(value[-1]) else "")
+        parts.append(body)
+    return re.compile("|".join(parts)) if parts else _NEVER
+
+
+_LETTERS = re.compile(r"[^\d@]+")
+_WORD = re.compile(r"\w")
+_NEVER = re.compile(r"(?!)")
+# A Chat message's name: letters joined by "_", "-" or "." ("maria_gonzalez"); read as the words it spells.
+_NAME = re.compile(r"[^\W\d_]+(?:[_.-][^\W\d_]+)*")
+# What OpenAI refuses in a message's name (whitespace, <, |, \, /, >): a placeholder there takes "_" instead.
+_NOT_IN_NAME = re.compile(r"[\s<|\\/>]")
+
+
+def spoken(name: str) -> str:
+    """A Chat message's ``name`` as the words it spells, of the same length ("maria_gonzalez" -> "Maria
+    Gonzalez"): the pii rule reads names written as words, capitalised. Any other name as it is."""
+    if not _NAME.fullmatch(name):
+        return name
+    form = " ".join(w[:1].upper() + w[1:] for w in re.split(r"[_.-]", name))
+    return form if len(form) == len(name) else name
+
+
+def _as_name(text: str) -> str:
+    return _NOT_IN_NAME.sub("_", text)
+
+
+__all__ = ["Masking", "MaskingConfig", "TYPE", "check", "copies", "replace", "resolve", "spoken", "texts"]

@@ -28,6 +28,20 @@ _ENCODE = msgspec.json.Encoder()
 # Keys whose string value is a JSON text: a value restored there is escaped as a JSON string's content.
 _JSON_TEXT = frozenset({"arguments", "partial_json"})
 _EVENT_END = re.compile(rb"\r?\n\r?\n")
+_WORD = re.compile(r"\w")
+
+
+# No word character before, or a JSON escape's ("\\nEMAIL_1" in tool-call arguments starts a line).
+_START = r"(?:(?<!\w)|(?<=\\[nrtbf]))"
+
+
+def placeholders(values) -> re.Pattern[str]:
+    """Where one of the placeholders ``values`` stands as a token of its own, the longest first: an edge of
+    one that is a word character must not touch another ("EMAIL_10" is no placeholder inside "EMAIL_100" or
+    "XEMAIL_10"); a bracketed one ("[EMAIL_ADDRESS_1]") is delimited by its brackets."""
+    parts = [(_START if _WORD.match(p[0]) else "") + re.escape(p) + ("(?!\\w)" if _WORD.match(p[-1]) else "")
+             for p in sorted(values, key=len, reverse=True)]
+    return re.compile("|".join(parts)) if parts else re.compile("(?!)")
 
 
 class Restorer:
@@ -38,16 +52,25 @@ class Restorer:
     def __init__(self, values: dict[str, str]) -> None:
         self.values = values
         self.escaped = {p: _ENCODE.encode(v).decode()[1:-1] for p, v in values.items()}
-        # Longer placeholders first: [EMAIL_ADDRESS_12] is never read as [EMAIL_ADDRESS_1] and a "2]".
-        self._pattern = re.compile("|".join(re.escape(p) for p in sorted(values, key=len, reverse=True)))
-        self._prefixes = frozenset(p[:i] for p in values for i in range(1, len(p)))
+        self._pattern = placeholders(values)
+        # What the end of a delta may be the start of: a placeholder's beginnings, and a whole one that ends in a
+        # word character ("EMAIL_1" may yet be "EMAIL_12", or "EMAIL_1x", which is none).
+        self._prefixes = frozenset(p[:i] for p in values for i in range(1, len(p))) | {
+            p for p in values if _WORD.match(p[-1])}
         self._longest = max(map(len, self._prefixes), default=0)
 
-    def text(self, s: str, escaped: bool = False) -> str:
+    def text(self, s: str, escaped: bool = False, before: str = "") -> str:
+        """``s`` with its placeholders restored; ``before``: the text that came just before it (a stream's
+        earlier delta), read for the boundary only."""
         if not s:
             return s
         table = self.escaped if escaped else self.values
-        return self._pattern.sub(lambda m: table[m.group(0)], s)
+        out, at = [], len(before)
+        whole = before + s if before else s
+        for m in self._pattern.finditer(whole, at):
+            out += [whole[at:m.start()], table[m.group(0)]]
+            at = m.end()
+        return "".join(out) + whole[at:] if out else s
 
     def split(self, s: str) -> tuple[str, str]:
         """``s`` as (what may go out now, the end that may still become a placeholder)."""
@@ -180,13 +203,15 @@ _CHANNELS = {"openai": _chat, "anthropic": _messages, "responses": _responses}
 class StreamRestorer:
     """A stream's SSE events in one client protocol, with the values restored; feed bytes, then ``close``."""
 
-    __slots__ = ("restorer", "_channels", "_buf", "_held")
+    __slots__ = ("restorer", "_channels", "_buf", "_held", "_before")
 
     def __init__(self, restorer: Restorer, api_format: str) -> None:
         self.restorer = restorer
         self._channels = _CHANNELS.get(api_format, _whole_events)
         self._buf = b""
         self._held: dict[tuple, tuple[str, bool, Callable[[str], bytes]]] = {}
+        # Each channel's last two characters sent: whether a placeholder may start right after them.
+        self._before: dict[tuple, str] = {}
 
     def feed(self, chunk: bytes) -> bytes:
         buf = self._buf + chunk if self._buf else chunk
@@ -205,17 +230,11 @@ class StreamRestorer:
         out = []
         for ch in [ch for ch in self._held if ends(ch)]:
             text, escaped, send = self._held.pop(ch)
-            out.append(send(self.restorer.text(text, escaped)))
+            out.append(send(self.restorer.text(text, escaped, self._before.get(ch, ""))))
         return b"".join(out)
 
     def _event(self, raw: bytes) -> bytes:
-        name, data = None, []
-        for line in raw.splitlines():
-            if line.startswith(b"event:"):
-                name = line[6:].strip().decode()
-            elif line.startswith(b"data:"):
-                data.append(line[5:].lstrip(b" "))
-        payload = b"\n".join(data)
+        name, payload = _parse(raw)
         if not payload.startswith(b"{"):
             return self._flush(lambda ch: True) + raw       # [DONE], a comment, a keep-alive
         try:
@@ -240,7 +259,9 @@ class StreamRestorer:
                 ready, rest = self.restorer.split(text)
             if rest:
                 self._held[ch] = (rest, escaped, send)
-            new = self.restorer.text(ready, escaped)
+            new = self.restorer.text(ready, escaped, self._before.get(ch, ""))
+            if ready:
+                self._before[ch] = (self._before.get(ch, "") + ready)[-2:]
             if new != holder[key]:
                 holder[key], changed = new, True
         if not deltas:
@@ -248,4 +269,49 @@ class StreamRestorer:
         return before + (_sse(name, doc) if changed else raw)
 
 
-__all__ = ["Restorer", "StreamRestorer"]
+def _parse(raw: bytes) -> tuple[str | None, bytes]:
+    """One SSE event's name and data."""
+    name, data = None, []
+    for line in raw.splitlines():
+        if line.startswith(b"event:"):
+            name = line[6:].strip().decode()
+        elif line.startswith(b"data:"):
+            data.append(line[5:].lstrip(b" "))
+    return name, b"\n".join(data)
+
+
+def _strings(node: Any) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        node = list(node.values())
+    return [s for item in node for s in _strings(item)] if isinstance(node, list) else []
+
+
+def answer_texts(body: bytes, api_format: str | None = None) -> list[str]:
+    """The texts of an answer, whole (``api_format`` None: every string of its JSON) or a stream's bytes in
+    ``api_format``'s client protocol (each channel's deltas joined, so a placeholder split across them is
+    whole again, and the strings of every event that carries no delta)."""
+    if api_format is None:
+        try:
+            return _strings(_DECODE.decode(body))
+        except msgspec.DecodeError:
+            return [body.decode("utf-8", "replace")]
+    channels, joined, other = _CHANNELS.get(api_format, _whole_events), {}, []
+    for raw in _EVENT_END.split(body):
+        name, payload = _parse(raw)
+        try:
+            doc = _DECODE.decode(payload) if payload.startswith(b"{") else None
+        except msgspec.DecodeError:
+            doc = None
+        if not isinstance(doc, dict):
+            continue
+        deltas, _ = channels(name, doc)
+        for ch, holder, key, _, _ in deltas:
+            joined.setdefault(ch, []).append(holder[key])
+        if not deltas:
+            other += _strings(doc)
+    return ["".join(parts) for parts in joined.values()] + other
+
+
+__all__ = ["Restorer", "StreamRestorer", "answer_texts", "placeholders"]

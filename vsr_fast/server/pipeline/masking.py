@@ -17,8 +17,10 @@ import msgspec
 
 from ...errors import MaskingUnavailable, VsrError
 from ...plugins import masking
-from ...plugins.unmask import Restorer
+from ...plugins.unmask import Restorer, answer_texts
 from ...protocol.canonical import TURN_JOIN
+from ...routing import Route
+from ..state import AppState
 from .exchange import Exchange
 from .offload import off_loop
 
@@ -26,7 +28,20 @@ _DECODE = msgspec.json.Decoder()
 _ENCODE = msgspec.json.Encoder()
 
 
-async def mask(ex: Exchange, body: bytes, api_format: str, policy: masking.Masking) -> tuple[bytes, str | None]:
+class Masked:
+    """What masking reads and keeps of a request that has no ``Exchange`` (a count_tokens body): the same
+    fields as an ``Exchange``'s."""
+
+    __slots__ = ("state", "route", "masked_spans", "masked_values")
+
+    def __init__(self, state: AppState, route: Route) -> None:
+        self.state, self.route = state, route
+        self.masked_spans: dict | None = None
+        self.masked_values: dict[str, str] | None = None
+
+
+async def mask(ex: Exchange | Masked, body: bytes, api_format: str,
+               policy: masking.Masking) -> tuple[bytes, str | None]:
     """``body`` with its personal data replaced, and what changed (counts by label, never a value)."""
     doc, found = await off_loop(ex.state.metrics, "masking", len(body), _read, body, api_format)
     if doc is None:
@@ -57,7 +72,7 @@ def _read(body: bytes, api_format: str) -> tuple[dict | None, list[str]]:
     return doc, masking.texts(doc, api_format)
 
 
-def _replaced(ex: Exchange, body: bytes, doc: dict, found: list[str], api_format: str, policy: masking.Masking,
+def _replaced(ex: Exchange | Masked, body: bytes, doc: dict, found: list[str], api_format: str, policy: masking.Masking,
               spans: dict) -> tuple[bytes, str | None]:
     """``doc`` with each labelled value of ``spans`` replaced by its placeholder, encoded, and what changed."""
     # One numbering for the whole request: a fallback candidate of another format names each value as the
@@ -99,7 +114,34 @@ def restorer(ex: Exchange) -> Restorer | None:
     return Restorer({placeholder: value for value, placeholder in ex.masked_values.items()})
 
 
-def _rule(ex: Exchange, policy: masking.Masking):
+def defines(ex: Exchange, cached) -> bool:
+    """Whether this request's own values name every placeholder a cached answer holds: a similar request's answer
+    may name a value this one lacks ("[EMAIL_ADDRESS_2]" for a request with one address), which nothing could
+    restore."""
+    named = ex.masking.named() if ex.masking is not None else None
+    if named is None or ex.masked_values is None:
+        return True             # masking is off, or could not read the request: served masked (``number``)
+    known = set(ex.masked_values.values())
+    texts = answer_texts(cached.body, ex.adapter.native if cached.streamed else None)
+    return all(m.group(0) in known for text in texts for m in named.finditer(text))
+
+
+def echo(ex: Exchange) -> None:
+    """A Responses answer repeats the request's ``instructions``, ``tools``, ``user`` and ``metadata``; one
+    translated from another API's answer has them written by the router, from the client's request. Masked
+    here as the provider read them, as a Responses backend's own echo is: the record, the events and the cache
+    keep what the provider was sent, and the client reads its values back (``restorer``)."""
+    req = ex.req
+    if req is None or req.api != "responses" or not ex.masked_values:
+        return
+    b = req.body
+    doc = {"instructions": b.instructions, "user": b.user, "metadata": dict(b.metadata or {}),
+           "tools": [msgspec.to_builtins(t) for t in b.tools or ()]}
+    if masking.replace(doc, "responses", ex.masked_values):
+        req.echoed = {**doc, "tools": [msgspec.Raw(_ENCODE.encode(t)) for t in doc["tools"]]}
+
+
+def _rule(ex: Exchange | Masked, policy: masking.Masking):
     """The pii rule masking names, in the route's recipe (the default recipe's, for a provider model named
     directly); a rule no recipe gives fails the request closed, never open."""
     r = ex.route
@@ -111,7 +153,7 @@ def _rule(ex: Exchange, policy: masking.Masking):
     return rule
 
 
-def _from_routing(ex: Exchange, policy: masking.Masking) -> dict:
+def _from_routing(ex: Exchange | Masked, policy: masking.Masking) -> dict:
     """The pii rule's spans about the current turn, when routing read that turn whole."""
     readings = ex.route.readings if ex.route is not None else None
     if readings is None or readings.request_text is None:

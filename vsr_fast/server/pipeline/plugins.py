@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from ...plugins.response_cache import CachedAnswer
 from .exchange import Exchange
-from .masking import number, restores
+from ..recording import Hit
+from .masking import defines, number, restores
 from .context import assemble
 from .semantic_cache import similar
 from .tools import govern
@@ -27,16 +28,27 @@ async def request_plugins(ex: Exchange) -> Fast | CachedAnswer | None:
     fast = policies.fast(r.recipe, r.decision)
     if fast is not None:
         return Fast(fast.message)
-    cached = await ex.rec.cached(r) or await similar(ex)
-    if cached is not None and not restores(policies.masking(r.recipe, r.decision), cached):
-        return cached
+    hit = await ex.rec.cached() or await similar(ex)
+    if hit is not None and not restores(policies.masking(r.recipe, r.decision), hit.answer):
+        return _served(ex, hit)
     await govern(ex)      # tools: first of the request rewrites, on the request as the client wrote it
     # context after tools: tools.strip_history would otherwise strip the tool exchange context injects.
     await assemble(ex)
     ex.shaping = policies.shaping(r.recipe, r.decision)
     ex.masking = policies.masking(r.recipe, r.decision)
-    if cached is not None:
-        # The cache keeps the answer masked: this request's own values go back in, numbered as the request
-        # would have been sent (the rewrites above included), so an exact hit reads what the first client read.
-        await number(ex)
-    return cached
+    if hit is None:
+        return None
+    # The cache keeps the answer masked: this request's own values go back in, numbered as the request
+    # would have been sent (the rewrites above included), so an exact hit reads what the first client read.
+    await number(ex)
+    if not defines(ex, hit.answer):
+        return None                     # a miss: the request goes to a model, its values numbered as above
+    return _served(ex, hit)
+
+
+def _served(ex: Exchange, hit: Hit) -> CachedAnswer:
+    assert ex.route is not None
+    ex.rec.served(hit, ex.route)
+    if hit.semantic and ex.trace is not None:
+        ex.trace += ', cache="semantic"'
+    return hit.answer

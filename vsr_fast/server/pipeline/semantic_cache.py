@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 
-from ...plugins.response_cache import SEMANTIC, CachedAnswer
+from ...plugins.response_cache import SEMANTIC
+from ..recording import Hit
 from .exchange import Exchange
 from .match import judge, recalled
 
 
-async def similar(ex: Exchange) -> CachedAnswer | None:
+async def similar(ex: Exchange) -> Hit | None:
     rec, r = ex.rec, ex.route
     intent, policy, store = rec.intent, rec.cache_policy, rec.store
     if intent is None or policy is None or store is None or intent.partition is None or not intent.text:
@@ -37,8 +38,5 @@ async def similar(ex: Exchange) -> CachedAnswer | None:
     for key in order:
         answer = await store.lookup(key)        # an entry whose answer expired or left the store is a miss
         if answer is not None:
-            rec.served_similar(key, answer, r)
-            if ex.trace is not None:
-                ex.trace += ', cache="semantic"'
-            return answer
+            return Hit(key, answer, True)
     return None
