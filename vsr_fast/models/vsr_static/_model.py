@@ -10,7 +10,8 @@ is answered (T, a and b come from model.json, fit at build time):
     preset:jailbreak   trained logistic head, benign / jailbreak (-1: S-Labs; -2 to -4: S-Labs
                        and the sources of ``_corpus``), over the embedding or, for -2 to -4,
                        the embedding, a log-length feature and their product; -3 adds one
-                       weight per hashed token unigram and bigram (``_artifacts.ngram_buckets``)
+                       weight per hashed token unigram and bigram (``_artifacts.ngram_buckets``);
+                       -8's is one hidden ReLU layer over those inputs, then the logistic layer
     preset:pii         regexes + validators (``_pii``) for the structured labels; gazetteers and
                        rules (``_ner``) for PERSON, LOCATION, ORGANIZATION, DATE_TIME and
                        STREET_ADDRESS, run only when a span question asks for one of those
@@ -147,12 +148,17 @@ class _Head:
     labels: tuple[str, ...]
     features: str      # see _artifacts.features
     ngrams: np.ndarray | None = None   # (buckets, labels): hashed token n-gram weights (-3 jailbreak, -4 domain)
+    # (hidden, labels) and (labels,): an output layer over relu(x @ w + b) (-8 jailbreak); None: w, b give the logits
+    w2: np.ndarray | None = None
+    b2: np.ndarray | None = None
 
     def probabilities(self, reads: Sequence[_Read]) -> np.ndarray:
-        """(texts, labels): each text's probabilities, the texts in one matrix product."""
+        """(texts, labels): each text's probabilities, the texts in one matrix product (two for a hidden layer)."""
         counts = np.array([r.count for r in reads], np.float32)
         x = features(self.features, np.stack([r.vector for r in reads]), counts)
         logits = x @ self.w + self.b
+        if self.w2 is not None:
+            logits = np.maximum(logits, 0) @ self.w2 + self.b2
         if self.ngrams is not None:
             logits = logits + np.stack([ngram_logits(self.ngrams, ngram_buckets(r.ids, len(self.ngrams)))
                                         for r in reads])
@@ -160,7 +166,7 @@ class _Head:
 
 
 class VsrStatic:
-    """An embedded decision model (vsr-static-1 to -7, and vsr-minilm-1 on its contextual encoder); build one with
+    """An embedded decision model (vsr-static-1 to -8, and vsr-minilm-1 on its contextual encoder); build one with
     ``vsr_fast.models.vsr_static.load`` (``load_minilm_1``)."""
 
     def __init__(self, artifacts: Artifacts, embedding: Encoder | None = None) -> None:
@@ -173,7 +179,8 @@ class VsrStatic:
         self.heads = {name: _Head(artifacts.heads[f"{name}_w"], artifacts.heads[f"{name}_b"],
                                   tuple(meta["heads"][name]["labels"]),
                                   meta["heads"][name].get("features", "embedding"),
-                                  artifacts.heads.get(f"{name}_ngrams")) for name in TRAINED}
+                                  artifacts.heads.get(f"{name}_ngrams"), artifacts.heads.get(f"{name}_w2"),
+                                  artifacts.heads.get(f"{name}_b2")) for name in TRAINED}
         zs = meta["zero_shot"]
         self.temperature = float(zs["temperature"])
         self.cos_a, self.cos_b = (float(v) for v in zs["cosine_logit"])
