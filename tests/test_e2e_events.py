@@ -1,14 +1,18 @@
 """End to end: the router appends routing events to a real Redis stream; replay records and the response cache."""
 from __future__ import annotations
 
-import time
-from pathlib import Path
+import json
 import re
+import socket
+import time
 import uuid
+from pathlib import Path
 from contextlib import contextmanager
 
+import anthropic
 import httpx
 import msgspec
+import openai
 import pytest
 import redis
 
@@ -345,3 +349,130 @@ def test_every_upstream_attempt_is_recorded_with_its_status_or_cause(mock, tmp_p
             httpx.get(f"{proc.url}/api/v1/replay/{rid}")))
         assert [(a["model"], a["status"], a["error"], a["cause"]) for a in record["attempts"]] == [
             ("m", 400, None, None)], record["attempts"]
+
+
+# --- the answer's facts on its event: usage, time to first byte, streamed, what a cache hit served -------------------
+
+
+def answer_event(stream: str, replay_id: str, timeout: float = 10.0):
+    """The request's AnswerCompleted event, once the writer has appended it."""
+    found = wait_for(lambda: [e for e in events_of(stream, replay_id) if type(e).__name__ == "AnswerCompleted"],
+                     timeout)
+    assert found, "the answer's event reached the stream"
+    (answer,) = found
+    return answer
+
+
+# One provider model per backend format, all on the mock; a client names one directly. No body capture: the
+# answer's usage is on its event, not read back from a captured body.
+FORMATS = {"openai": "m", "anthropic": "m-anthropic", "responses": "m-responses"}
+
+
+@pytest.fixture(scope="module")
+def formats(mock, tmp_path_factory):
+    with own_stream() as name:
+        d = doc(mock.url, name)
+        d["global"]["plugins"] = [{"type": "router_replay", "configuration": {}}]
+        d["providers"]["models"] = [{"name": model, "api_format": fmt, "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}
+                                    for fmt, model in FORMATS.items()]
+        with router(write_config(d, str(tmp_path_factory.mktemp("formats")))) as proc:
+            yield proc, name
+
+
+def _whole_answer(url: str, api: str, model: str) -> tuple[str, tuple[int, int]]:
+    """A whole answer of client API ``api`` by the official SDK: its replay id and the usage the client read."""
+    if api == "messages":
+        client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0, timeout=20)
+        raw = client.messages.with_raw_response.create(model=model, max_tokens=32, messages=CHAT)
+        u = raw.parse().usage
+        return raw.headers["x-vsr-replay-id"], (u.input_tokens, u.output_tokens)
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0, timeout=20)
+    if api == "responses":
+        raw = client.responses.with_raw_response.create(model=model, input="Tell me about the sea")
+        u = raw.parse().usage
+        return raw.headers["x-vsr-replay-id"], (u.input_tokens, u.output_tokens)
+    raw = client.chat.completions.with_raw_response.create(model=model, messages=CHAT)
+    u = raw.parse().usage
+    return raw.headers["x-vsr-replay-id"], (u.prompt_tokens, u.completion_tokens)
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_a_whole_answer_s_event_carries_the_backend_s_usage(formats, api, fmt):
+    proc, stream_name = formats
+    replay_id, (prompt, completion) = _whole_answer(proc.url, api, FORMATS[fmt])
+    answer = answer_event(stream_name, replay_id)
+    assert answer.streamed is False and answer.status == 200 and answer.body is None
+    assert answer.usage is not None, "a whole answer's usage, as a streamed one's"
+    assert (answer.usage.prompt_tokens, answer.usage.completion_tokens) == (prompt, completion) and prompt > 0
+    assert answer.usage.total_tokens == prompt + completion
+
+
+@pytest.fixture(scope="module")
+def paced(tmp_path_factory):
+    """(router, its Redis stream, its one model's mock): the tests set the mock's pace."""
+    with mock_upstream() as slow, own_stream() as name:
+        with router(write_config(doc(slow.url, name), str(tmp_path_factory.mktemp("paced")))) as proc:
+            yield proc, name, slow
+
+
+def pace(mock, **knobs) -> None:
+    httpx.post(f"{mock.url}/_mock/config", json=knobs).raise_for_status()
+
+
+@pytest.mark.parametrize("stream_flag", [False, True])
+def test_ttfb_is_the_time_to_the_backend_s_first_byte(paced, stream_flag):
+    proc, stream_name, slow = paced
+    # 200 ms before the backend's first byte; a stream's four events 150 ms apart after it.
+    pace(slow, latency_ms=200, chunks=4, chunk_interval_ms=150)
+    r = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "auto", "messages": CHAT, "stream": stream_flag},
+                   timeout=20)
+    assert r.status_code == 200
+    answer = answer_event(stream_name, r.headers["x-vsr-replay-id"])
+    assert answer.ttfb_ms is not None, "ttfb_ms is set"
+    assert 200 <= answer.ttfb_ms <= answer.duration_ms
+    if stream_flag:     # the first event, not the end of the stream: the three later ones came 450 ms after it
+        assert answer.duration_ms - answer.ttfb_ms >= 450
+
+
+def test_a_client_that_leaves_mid_stream_is_recorded_as_a_stream(paced):
+    proc, stream_name, slow = paced
+    pace(slow, latency_ms=0, chunks=200, chunk_interval_ms=50)
+    body = json.dumps({"model": "auto", "messages": CHAT, "stream": True}).encode()
+    with socket.create_connection(("127.0.0.1", proc.port)) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        head = b""
+        while b"data:" not in head:     # the head, and the first event: the stream had begun
+            head += s.recv(65536)
+    assert head.startswith(b"HTTP/1.1 200")
+    replay_id = re.search(rb"x-vsr-replay-id: (\w+)", head, re.I).group(1).decode()
+    answer = answer_event(stream_name, replay_id, timeout=20)
+    assert (answer.status, answer.complete) == (499, False)
+    assert answer.streamed is True, "the answer was streamed when its client left"
+    assert answer.body and answer.body.startswith(b"data:"), "what the client had received"
+
+
+@pytest.mark.parametrize("mode", ["exact", "semantic"])
+def test_a_cache_hit_s_event_keeps_the_answer_it_served(mock, tmp_path, stream_name, mode):
+    """capture_response_body: true: the event of an answer the cache served keeps that answer, as an upstream
+    answer's keeps the model's."""
+    d = doc(mock.url, stream_name, cache=True)
+    d["global"]["plugins"][1]["configuration"]["mode"] = mode
+    d["global"]["stores"]["response_cache"] = {"backend_type": "memory"}
+    with router(write_config(d, str(tmp_path))) as proc:
+        client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0, timeout=20)
+        first = client.chat.completions.with_raw_response.create(
+            model="auto", messages=[{"role": "user", "content": "How do I reverse a list in Python?"}])
+        assert first.headers["x-vsr-response-path"] == "upstream"
+        again = "How do I reverse a list in Python?" if mode == "exact" else "How can I reverse a list in python"
+        second = wait_for(lambda: (lambda r: r if r.headers["x-vsr-response-path"] == "cache" else None)(
+            httpx.post(f"{proc.url}/v1/chat/completions", timeout=20,
+                       json={"model": "auto", "messages": [{"role": "user", "content": again}]})))
+        assert second is not None, "the answer was stored and served again"
+        answer = answer_event(stream_name, second.headers["x-vsr-replay-id"])
+        assert answer.response_path == "cache"
+        assert answer.body == second.content and answer.body_bytes == len(second.content) > 0
+        record = wait_for(lambda: (lambda x: x.json() if x.status_code == 200 and x.json().get("status") else None)(
+            httpx.get(f"{proc.url}/api/v1/replay/{second.headers['x-vsr-replay-id']}")))
+        assert record["response_body"] == second.text and record["cache"]["hit"] is True

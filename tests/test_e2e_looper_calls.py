@@ -239,6 +239,18 @@ def test_the_record_of_a_failed_run_keeps_every_call_and_what_it_spent(looping, 
     assert record["response_path"] == "error"
 
 
+def test_an_executor_s_parallel_calls_are_recorded_as_looper_hops_not_fallbacks(looping, all_mocks):
+    # vsr/auto: ratings over a and b, called in parallel, each answering on its first attempt. The spec names
+    # them: the Looper "makes an executor's model calls, each a hop" (5.6), and the per-call rule lists "the
+    # provider call and its fallbacks, Looper hops" apart. A fallback is an attempt after one of its call failed.
+    record = record_of(looping, post(looping, "auto"))
+    assert sorted((a["model"], a["fallback"]) for a in record["attempts"]) == [("a", False), ("b", False)]
+    assert sorted(a["hop"] for a in record["attempts"]) == [1, 2]
+    record = record_of(looping, post(looping, "fusion-b"))      # the panel a and b, then b's final call
+    assert [a["fallback"] for a in record["attempts"]] == [False] * 3 and \
+        sorted(a["hop"] for a in record["attempts"]) == [1, 2, 3]
+
+
 # --- every call's tokens under its own model ----------------------------------------------------------------------
 
 

@@ -103,7 +103,7 @@ async def test_a_request_s_events_are_numbered_and_carry_its_identity():
     raw, request, route = await _route("a rust question")
     ev.routed(raw, request, route, identity=Identity("ana", frozenset({"eng"})))
     ev.attempt(Attempt("code-model", "b0", 503, None, 0.01))
-    ev.attempt(Attempt("general-model", "b1", 200, None, 0.02))
+    ev.attempt(Attempt("general-model", "b1", 200, None, 0.02, fallback=True))
     ev.answer(status=200, response_path="fallback", model="general-model", streamed=False,
               finish_reason="stop", usage=Usage(prompt_tokens=3, completion_tokens=4, total_tokens=7))
     kinds = [type(e) for e in sink.events]
@@ -388,13 +388,25 @@ async def test_events_built_with_few_keywords_are_the_events_built_with_all():
     assert (sink.events[-1].cost, sink.events[-1].cost_currency) == (0.5, "USD")
 
 
-def _whole_attempt(ev: RequestEvents, built: UpstreamAttempted, attempt: Attempt, n: int) -> UpstreamAttempted:
+def _whole_attempt(ev: RequestEvents, built: UpstreamAttempted, attempt: Attempt, n: int,
+                   hop: int | None = None) -> UpstreamAttempted:
     usage = None if attempt.usage is None else Usage(prompt_tokens=attempt.usage[0], completion_tokens=attempt.usage[1],
                                                     total_tokens=sum(attempt.usage))
     return UpstreamAttempted(
         replay_id=ev.replay_id, request_id="req-1", session_id="s", recipe=None, config_version="cfg1", seq=built.seq,
         ts_ms=built.ts_ms, replay=False, attempt=n, model=attempt.model, backend=attempt.backend, status=attempt.status,
-        error=attempt.error, duration_ms=attempt.seconds * 1000, fallback=n > 1, usage=usage)
+        error=attempt.error, duration_ms=attempt.seconds * 1000, fallback=attempt.fallback, usage=usage, hop=hop)
+
+
+def test_an_executor_s_calls_are_numbered_hops_and_only_a_retry_within_one_is_a_fallback():
+    sink = ListSink()
+    ev = RequestEvents(sink, config_version="c")
+    # Two parallel calls (ratings): a answered at once; b's first backend failed, its second answered.
+    ev.attempts([Attempt("a", "a0", 200, None, 0.01), Attempt("b", "b0", 503, None, 0.01, failed=True),
+                 Attempt("b", "b1", 200, None, 0.01, fallback=True)], hops=True)
+    assert [(e.model, e.hop, e.fallback) for e in sink.events] == [("a", 1, False), ("b", 2, False), ("b", 2, True)]
+    ev.attempts([Attempt("m", "m0", 503, None, 0.01), Attempt("m2", "m1", 200, None, 0.01, fallback=True)])
+    assert [(e.hop, e.fallback) for e in sink.events[3:]] == [(None, False), (None, True)]
 
 
 @pytest.mark.parametrize("usage", [None, (3, 4)])
@@ -403,15 +415,17 @@ def test_attempts_and_answers_built_in_two_steps_are_the_events_built_with_all(u
     # keywords or more take CPython's slow call, bench/RESULTS.md issue 14): every field and byte as one call gives.
     sink = ListSink()
     ev = RequestEvents(sink, config_version="cfg1", request_id="req-1", session_id="s")
-    tries = [Attempt("a", "b0", 503, "busy", 0.01, usage=usage), Attempt("b", "b1", 200, None, 0.02, usage=usage)]
+    tries = [Attempt("a", "b0", 503, "busy", 0.01, usage=usage), Attempt("b", "b1", 200, None, 0.02, usage=usage,
+                                                                     fallback=True)]
     for n, attempt in enumerate(tries, 1):
-        ev.attempt(attempt)
-        whole = _whole_attempt(ev, sink.events[-1], attempt, n)
-        assert sink.events[-1] == whole and encode_event(sink.events[-1]) == encode_event(whole)
+        for hop in (None, n):       # the provider call's attempts, and a Looper hop's
+            ev.attempt(attempt, hop=hop)
+            whole = _whole_attempt(ev, sink.events[-1], attempt, sink.events[-1].attempt, hop)
+            assert sink.events[-1] == whole and encode_event(sink.events[-1]) == encode_event(whole)
     meter = None if usage is None else Usage(prompt_tokens=3, completion_tokens=4, total_tokens=7)
     captured = capture.AnswerCapture(64)
     captured.feed(b'{"ok": true}')
-    for kw in ({"usage": meter},
+    for kw in ({"usage": meter}, {"usage": meter, "ttfb_ms": 2.5}, {"ttfb_ms": 2.5},
                {"usage": meter, "held": True, "finish_reason": "stop", "guard": "flagged", "guard_codes": ("x",),
                 "ttfb_ms": 1.5, "captured": captured, "cache": CacheIntent(key="k", ttl_seconds=5), "cost": 0.5,
                 "cost_currency": "USD"}):
@@ -421,7 +435,7 @@ def test_attempts_and_answers_built_in_two_steps_are_the_events_built_with_all(u
         whole = AnswerCompleted(
             replay_id=ev.replay_id, request_id="req-1", session_id="s", recipe=None, config_version="cfg1",
             seq=got.seq, ts_ms=got.ts_ms, replay=False, status=201, response_path="fallback", model="b", streamed=True,
-            held=kw.get("held", False), complete=False, finish_reason=kw.get("finish_reason"), usage=meter,
+            held=kw.get("held", False), complete=False, finish_reason=kw.get("finish_reason"), usage=kw.get("usage"),
             guard=kw.get("guard", "none"), guard_codes=list(kw.get("guard_codes", ())), duration_ms=got.duration_ms,
             ttfb_ms=kw.get("ttfb_ms"), content_type="text/event-stream",
             body=captured.body() if "captured" in kw else None, body_bytes=captured.size if "captured" in kw else 0,

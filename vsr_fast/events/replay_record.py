@@ -41,6 +41,7 @@ class AttemptRecord(_Rec):
     fallback: bool
     usage: Usage | None = None        # a Looper call's own usage
     cause: str | None = None          # a failed attempt's cause (connect_refused, status_5xx); none in older journals
+    hop: int | None = None            # the Looper hop (an executor's call) it belongs to; None: the provider call
 
 
 class CacheRecord(_Rec):
@@ -168,7 +169,7 @@ def _apply(rec: ReplayRecord, ev: Event) -> None:
     elif isinstance(ev, UpstreamAttempted):
         rec.attempts.append(AttemptRecord(attempt=ev.attempt, model=ev.model, backend=ev.backend, status=ev.status,
                                           error=ev.error, duration_ms=ev.duration_ms, fallback=ev.fallback,
-                                          usage=ev.usage, cause=ev.cause))
+                                          usage=ev.usage, cause=ev.cause, hop=ev.hop))
     elif isinstance(ev, AnswerCompleted):
         _apply_answer(rec, ev)
     elif isinstance(ev, CacheHit):

@@ -238,8 +238,9 @@ class RequestEvents:
 
     # --- the call and the answer ----------------------------------------------------------
 
-    def attempt(self, attempt: Attempt) -> None:
-        """One upstream attempt (``Dispatcher``'s ``on_attempt`` hook, or the attempts list after the call)."""
+    def attempt(self, attempt: Attempt, hop: int | None = None) -> None:
+        """One upstream attempt (``Dispatcher``'s ``on_attempt`` hook, or the attempts list after the call);
+        ``hop``: the Looper hop it belongs to, for an executor's call."""
         n = self._attempts = self._attempts + 1
         seq = self._seq
         self._seq = seq + 1
@@ -249,14 +250,28 @@ class RequestEvents:
             attempt=n, model=attempt.model, backend=attempt.backend,
             status=attempt.status, error=attempt.error, duration_ms=attempt.seconds * 1000,
         )
-        # ``fallback``, ``usage`` and ``cause`` apart, when not at their defaults (_FEW_KEYWORDS: 16 keywords take
-        # the slow call). Only the backend's or model's failure has a cause: a client's 4xx passed back is none.
+        # ``fallback``, ``usage``, ``cause`` and ``hop`` apart, when not at their defaults (_FEW_KEYWORDS: 16 keywords
+        # take the slow call). Only the backend's or model's failure has a cause: a client's 4xx passed back is none.
         cause = attempt.cause if attempt.failed else None
-        if n > 1 or attempt.usage is not None or cause is not None:
+        if attempt.fallback or attempt.usage is not None or cause is not None or hop is not None:
             usage = attempt.usage
-            event = _replace(event, fallback=n > 1, cause=cause, usage=None if usage is None else Usage(
-                prompt_tokens=usage[0], completion_tokens=usage[1], total_tokens=usage[0] + usage[1]))
+            event = _replace(event, fallback=attempt.fallback, cause=cause, hop=hop, usage=None if usage is None
+                             else Usage(prompt_tokens=usage[0], completion_tokens=usage[1],
+                                        total_tokens=usage[0] + usage[1]))
         self.sink.record(event)
+
+    def attempts(self, attempts: Iterable[Attempt], *, hops: bool = False) -> None:
+        """The attempts of the provider call and its fallbacks; with ``hops``, of an executor's calls (Looper
+        hops), numbered: each hop begins with an attempt that is no fallback."""
+        if not hops:
+            for a in attempts:
+                self.attempt(a)
+            return
+        hop = 0
+        for a in attempts:
+            if not a.fallback:
+                hop += 1
+            self.attempt(a, hop=hop)
 
     def capture(self, cache: CacheIntent | None, cache_max_bytes: int) -> AnswerCapture | None:
         """What the relay feeds the answer to: enough for the cache and the record, or None for neither."""
@@ -269,7 +284,8 @@ class RequestEvents:
                captured: AnswerCapture | None = None, ttfb_ms: float | None = None,
                cache: CacheIntent | None = None, cost: float | None = None,
                cost_currency: str | None = None, handoff: Callable[[AnswerCompleted], None] | None = None) -> None:
-        """The answer as the client received it. ``cache``: store it if the guard released it whole.
+        """The answer as the client received it. ``cache``: store it if the guard released it whole. ``usage``
+        and ``ttfb_ms`` (``AnswerCompleted``'s) are the backend's, whole or streamed.
 
         A ``withhold`` request's answer goes to the cache through ``handoff`` (the cache writer in this process,
         ``CacheWriter.submit``), body and intent; the stream's event keeps its size, finish reason and usage."""
@@ -284,10 +300,13 @@ class RequestEvents:
             duration_ms=(time.perf_counter() - self.started) * 1000, content_type=content_type,
         )
         if captured is None:
-            if (not held and finish_reason is None and guard == "none" and not guard_codes and ttfb_ms is None
+            if (not held and finish_reason is None and guard == "none" and not guard_codes
                     and cache is None and cost is None and cost_currency is None
                     and (self.withheld or not p.response_bytes)):
-                self.sink.record(event if usage is None else _replace(event, usage=usage))
+                # Most upstream answers: their usage and time to first byte, in one replace.
+                if usage is not None or ttfb_ms is not None:
+                    event = _replace(event, usage=usage, ttfb_ms=ttfb_ms)
+                self.sink.record(event)
                 return
             body, size, truncated = None, 0, False
         else:

@@ -138,9 +138,12 @@ class UpstreamAttempted(_Event, tag="upstream_attempt"):
     status: int | None = None
     error: str | None = None          # the router's error code for a failure without a status (upstream_failed)
     duration_ms: float = 0.0
-    fallback: bool = False            # tried after another attempt failed
+    fallback: bool = False            # tried after another attempt of the same call (the provider call, a hop) failed
     usage: Usage | None = None        # what its answer reported, for a Looper's call (each one is paid for)
     cause: str | None = None          # a failed attempt's cause in one word (connect_refused, status_5xx)
+    # The Looper hop it belongs to (spec 5.6: an executor's model calls, "each a hop"), 1-based in the order the
+    # hops ended; None for the provider call and its fallbacks. An executor's parallel calls are hops, not fallbacks.
+    hop: int | None = None
 
 
 class AnswerCompleted(_Event, tag="answer_completed"):
@@ -155,6 +158,9 @@ class AnswerCompleted(_Event, tag="answer_completed"):
     guard: GuardOutcome = "none"
     guard_codes: list[str] = field(default_factory=list)
     duration_ms: float = 0.0
+    # From the router's receiving the request (the duration's start) to the first byte of the backend's answer: a
+    # stream's first event of the answer (``dispatch._first_event``), a whole answer's status line and headers.
+    # None where no backend's answer was relayed (cache, fast_response, an executor's own answer, every call failed).
     ttfb_ms: float | None = None
     content_type: str | None = None
     body: bytes | None = None         # the answer as the client received it, possibly cut

@@ -296,10 +296,9 @@ class Recording:
         if self.events is not None:
             self.events.cache_hit(hit.key, hit.answer, decision=route.decision)
 
-    def attempts(self, attempts: list[Attempt]) -> None:
+    def attempts(self, attempts: list[Attempt], *, hops: bool = False) -> None:
         if self.events is not None:
-            for a in attempts:
-                self.events.attempt(a)
+            self.events.attempts(attempts, hops=hops)
 
     def feed(self, chunk: bytes) -> None:
         if self.capture is not None:
@@ -310,14 +309,16 @@ class Recording:
     def answered(self, *, status: int, path: str, model: str | None, streamed: bool, complete: bool,
                  content_type: str | None, guard: str = "none", guard_codes: list[str] | None = None,
                  held: bool = False, cost: tuple[float | None, str | None] = (None, None),
-                 usage: tuple[int, int, int] | None = None) -> None:
-        if self.events is not None:
-            self.events.answer(cost=cost[0], cost_currency=cost[1], usage=None if usage is None else Usage(*usage),
-                               status=status, response_path=path, model=model, streamed=streamed, complete=complete,
-                               content_type=content_type, captured=self.capture, guard=guard,  # type: ignore[arg-type]
-                               guard_codes=guard_codes or (), held=held,
-                               cache=self._intent(status, complete, guard, path),
-                               handoff=self.services.cache_writer.submit)
+                 usage: tuple[int, int, int] | None = None, first_byte: float | None = None) -> None:
+        """The answer's end; ``first_byte``: perf_counter() as the backend's answer began (``Whole``, ``Stream``)."""
+        ev = self.events
+        if ev is not None:
+            ev.answer(cost=cost[0], cost_currency=cost[1], usage=None if usage is None else Usage(*usage),
+                      ttfb_ms=None if first_byte is None else (first_byte - ev.started) * 1000,
+                      status=status, response_path=path, model=model, streamed=streamed, complete=complete,
+                      content_type=content_type, captured=self.capture, guard=guard,  # type: ignore[arg-type]
+                      guard_codes=guard_codes or (), held=held, cache=self._intent(status, complete, guard, path),
+                      handoff=self.services.cache_writer.submit)
         elif self.direct is not None and self._intent(status, complete, guard, path) is not None:
             captured = self.capture
             self.direct.submit(AnswerCompleted(

@@ -82,6 +82,9 @@ class Attempt:
     cause: str | None = None        # why it failed in one word (UpstreamError.cause); None for a success
     failed: bool = False            # the backend's or model's failure (not the request's, not the client's)
     usage: tuple[int, int] | None = None    # (input, output) its answer reported, where a Looper read it
+    # Tried after another attempt of the same call failed (the next backend or model, or a retry round). A
+    # call is one ``Dispatcher.whole``/``stream``: an executor's calls (Looper hops) each start afresh.
+    fallback: bool = False
 
 
 @dataclass(slots=True)
@@ -96,6 +99,7 @@ class Whole:
     attempts: list[Attempt] = field(default_factory=list)
     retry_after_s: int | None = None     # an error's Retry-After, for the client
     rate_headers: list[tuple[bytes, bytes]] = field(default_factory=list)   # the backend's x-ratelimit-*, renamed
+    first_byte: float | None = None      # perf_counter() as its status and headers arrived; None: no backend's own
 
 
 @dataclass(slots=True)
@@ -110,6 +114,7 @@ class Stream:
     rest: AsyncIterator[bytes]
     response: Response
     attempts: list[Attempt] = field(default_factory=list)
+    first_byte: float | None = None      # perf_counter() as its first event arrived (``first``); None: no backend's
 
     @property
     def rate_headers(self) -> list[tuple[bytes, bytes]]:
@@ -188,14 +193,16 @@ class Dispatcher:
         return headers
 
     def _record(self, attempts: list[Attempt], model: ProviderModel, backend: Backend,
-                started: float, status: int | None, failure: UpstreamError | None, health: bool = True) -> None:
+                started: float, status: int | None, failure: UpstreamError | None, health: bool = True) -> float:
         """One attempt's outcome: counted, held against the backend's health (or clearing it; neither without
-        ``health``), and a failure logged at INFO with its cause."""
+        ``health``), and a failure logged at INFO with its cause. Returns the perf_counter() it ended at."""
         error = failure.code if failure is not None else None
         cause = failure.cause if failure is not None else \
             status_cause(status) if status is not None and status >= 400 else None
         failed = error is not None or status is not None and (status >= 500 or _moves_on(backend, status))
-        attempt = Attempt(model.name, backend.label, status, error, time.perf_counter() - started, cause, failed)
+        now = time.perf_counter()
+        attempt = Attempt(model.name, backend.label, status, error, now - started, cause, failed,
+                          fallback=bool(attempts))
         attempts.append(attempt)
         if tracing.tracer is not None:
             tracing.record("vsr.upstream.attempt", started, {
@@ -213,6 +220,7 @@ class Dispatcher:
         else:
             backend.succeeded()
         self._on_attempt(attempt)
+        return now
 
     async def whole(self, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor, extra: Headers,
                     take: Take | None = None) -> Whole:
@@ -262,6 +270,8 @@ class Dispatcher:
             if isinstance(resp, UpstreamError):
                 failure = resp
                 continue
+            # The answer's first byte (its head): the record's ttfb_ms. The one clock read a whole answer adds.
+            first_byte = time.perf_counter()
             status = resp.status
             try:
                 body = await _read_whole(resp, model, backend, out.path)
@@ -279,7 +289,7 @@ class Dispatcher:
             if _moves_on(backend, status):
                 failure = _status_failure(status, body, resp, model, backend, rnd)
                 continue
-            return _whole(model, backend, resp, body, attempts)
+            return _whole(model, backend, resp, body, attempts, first_byte)
         return failure
 
     async def _stream_round(self, candidates, outbound_for, extra, attempts: list[Attempt],
@@ -298,6 +308,7 @@ class Dispatcher:
             content_type = resp.header(b"content-type", "text/event-stream")
             try:
                 if status >= 400 or "text/event-stream" not in content_type:
+                    first_byte = time.perf_counter()    # a whole answer's head, as ``_whole_round`` reads it
                     try:
                         body = await _read_whole(resp, model, backend, out.path, streamed=True)
                     finally:
@@ -306,7 +317,7 @@ class Dispatcher:
                     if _moves_on(backend, status):
                         failure = _status_failure(status, body, resp, model, backend, rnd)
                         continue
-                    return _whole(model, backend, resp, body, attempts)
+                    return _whole(model, backend, resp, body, attempts, first_byte)
                 answers.check_status(status, backend.label)
                 rest = answers.Checked(resp.chunks(), answers.EventCheck(model.api_format, backend.label),
                                        backend.max_response_bytes, backend.label)
@@ -318,14 +329,15 @@ class Dispatcher:
                     # an event that says no status is a 502 that is not held against the backend's health.
                     await resp.aclose()
                     status, body, said = failed
-                    self._record(attempts, model, backend, started, status, None, health=said)
+                    ended = self._record(attempts, model, backend, started, status, None, health=said)
                     if _moves_on(backend, status):
                         failure = _status_failure(status, body, resp, model, backend, rnd, "application/json")
                         continue
                     return Whole(model, backend, status, body, "application/json", attempts,
-                                 rate_headers=resp.rate_headers())
-                self._record(attempts, model, backend, started, status, None)
-                return Stream(model, backend, status, content_type, first, rest, resp, attempts)
+                                 rate_headers=resp.rate_headers(), first_byte=ended)
+                # The attempt ended as its first event arrived: that clock read is the record's ttfb_ms too.
+                first_byte = self._record(attempts, model, backend, started, status, None)
+                return Stream(model, backend, status, content_type, first, rest, resp, attempts, first_byte)
             except (UpstreamError, *TransportError) as exc:
                 _cut(status)
                 await resp.aclose()
@@ -505,13 +517,14 @@ def _whole_seconds(delay: float | None) -> int | None:
     return math.ceil(delay) if delay is not None else None
 
 
-def _whole(model: ProviderModel, backend: Backend, resp: Response, body: bytes, attempts: list[Attempt]) -> Whole:
+def _whole(model: ProviderModel, backend: Backend, resp: Response, body: bytes, attempts: list[Attempt],
+           first_byte: float) -> Whole:
     if resp.status < 400:
         return Whole(model, backend, resp.status, body, resp.header(b"content-type", "application/json"), attempts,
-                     rate_headers=resp.rate_headers())
+                     rate_headers=resp.rate_headers(), first_byte=first_byte)
     # An error's own content type: the wrapper of a body not in the client's error shape names it.
     return Whole(model, backend, resp.status, body, resp.header(b"content-type", ""), attempts,
-                 _whole_seconds(_retry_after(resp)), resp.rate_headers())
+                 _whole_seconds(_retry_after(resp)), resp.rate_headers(), first_byte)
 
 
 def _status_failure(status: int, body: bytes, resp: Response, model: ProviderModel, backend: Backend,

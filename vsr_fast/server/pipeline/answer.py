@@ -92,13 +92,13 @@ async def _send(ex: Exchange, send: Send, body: bytes, content_type: str, *, str
 
 
 def _answered(ex: Exchange, *, streamed: bool, complete: bool, content_type: str | None) -> None:
-    # The meter read the backend's bytes: a stream's usage chunk the client did not ask for is in it, not in
-    # what the record captured. A whole answer's usage is read from its captured body, as before: passing it
-    # here would take every event off its cheap path (``RequestEvents.answer``).
+    # The usage the meter read, whole or streamed: a stream's from the backend's bytes (a usage chunk the client
+    # did not ask for is there, not in what the record captured), a whole answer's from its body. The record keeps
+    # it whether or not it keeps the body.
     ex.rec.answered(status=ex.status, path=ex.path.value, model=ex.model, streamed=streamed, complete=complete,
                     content_type=content_type, guard=ex.guard_outcome, guard_codes=ex.guard_codes, held=ex.held,
                     cost=(ex.cost.total, ex.cost.currency) if ex.cost is not None else (None, None),
-                    usage=ex.meter.reported() if streamed and ex.meter is not None else None)
+                    usage=ex.meter.reported() if ex.meter is not None else None, first_byte=ex.backend_first_byte)
 
 
 async def _fast(ex: Exchange, send: Send, message: str) -> None:
@@ -131,12 +131,17 @@ async def _cached(ex: Exchange, send: Send, cached: CachedAnswer) -> None:
     body, restore, final = cached.body, restorer(ex), None
     if cached.status < 400 and ex.req is not None:
         body, final = ex.adapter.served_again(ex.req, body, cached.streamed)
+    kept = body
     if restore is not None and cached.status < 400:
         body = restore.sse(body, ex.adapter.native) if cached.streamed else restore.whole(body)
         final = restore.whole(final) if final is not None else None
     if ex.req is not None:
         await ex.adapter.remember(ex.req, final)    # stored before the answer is sent: see _whole
     await send_whole(send, cached.status, headers, body)
+    # What was served, to the record's capture as any answer is (kept where router_replay allows); with its values
+    # restored for the client, the record keeps it masked, as ``_send`` does. Not to the meter: a hit bills no token.
+    if ex.rec.capture is not None:
+        ex.rec.capture.feed(kept)
     ex.rec.answered(status=cached.status, path=ex.path.value, model=ex.model, streamed=cached.streamed,
                     complete=True, content_type=cached.content_type)
 
@@ -150,6 +155,7 @@ def _upstream_answered(ex: Exchange, result: Stream | Whole) -> None:
     r = ex.route
     assert r is not None
     ex.model, ex.status, ex.backend = result.model.name, result.status, result.backend.label
+    ex.backend_first_byte = result.first_byte
     ex.extra += result.rate_headers         # the answering backend's own x-ratelimit-*, renamed
     if ex.meter is not None and result.status < 400:
         ex.meter.answered = True            # a model answered: its tokens are charged, estimated if unreported

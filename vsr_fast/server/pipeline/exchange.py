@@ -38,7 +38,7 @@ class Exchange:
     __slots__ = ("_deadline", "_scopes", "adapter", "api", "codes", "masked_spans", "masked_values", "masking", "decision", "extra", "model", "outbound", "path", "raw",
                  "rec", "recipe", "req", "route", "scope", "shaping", "stage", "started", "state",
                  "status", "trace", "warnings", "arrived", "ticket", "meter", "guard_outcome", "guard_codes", "held",
-                 "cost", "first_byte", "failure", "watch", "losses", "kept", "backend")
+                 "cost", "first_byte", "failure", "watch", "losses", "kept", "backend", "backend_first_byte")
 
     def __init__(self, state: AppState, api: str, scope: Scope) -> None:
         self.state, self.api, self.scope = state, api, scope
@@ -64,6 +64,7 @@ class Exchange:
         # The model that served the session's last turn, put first by a held route (retention.ttl_turns).
         self.kept: str | None = None
         self.backend: str | None = None   # the backend whose answer the client got (the access log's)
+        self.backend_first_byte: float | None = None    # perf_counter() as its answer began (the record's ttfb_ms)
         self.path = h.ResponsePath.UPSTREAM
         # The answer's status; for a stream that ends with an error event after its 200, the status that failure
         # answers whole (metrics, access log and record count what the client was told, not the status line).

@@ -56,8 +56,7 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
     except ClientGone:
         ex.status = 499
         state.metrics.disconnects.inc(api)
-        ex.rec.answered(status=499, path=ex.path.value, model=ex.model, streamed=False, complete=False,
-                        content_type=None)
+        _unfinished(ex)
     except Exception:  # the ASGI edge: a bug, never Cancelled (a BaseException)
         log.exception("internal error on %s", scope.get("path"))
         failure = ex.failure = VsrError("internal error")
@@ -194,8 +193,7 @@ async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
         ex.state.metrics.timeouts.inc(ex.api, watch.cut.stage)
         ex.status = watch.cut.status
         if not watch.finished:      # cut before its last message: the answer stage never recorded its end
-            ex.rec.answered(status=ex.status, path=ex.path.value, model=ex.model, complete=False, content_type=None,
-                            streamed=ex.req is not None and ex.adapter.stream(ex.req))
+            _unfinished(ex)
         raise watch.cut
     if watch.gone:
         raise ClientGone
@@ -205,6 +203,13 @@ async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
     # event its client did not take), and hypercorn closes a connection whose answer did not end.
     if failure is not None:
         raise failure
+
+
+def _unfinished(ex: Exchange) -> None:
+    """The record of an answer whose client left, or was cut for not reading, before its end (the answer stage
+    never recorded it): streamed when the client asked for a stream, as its answer was (or would have been)."""
+    ex.rec.answered(status=ex.status, path=ex.path.value, model=ex.model, complete=False, content_type=None,
+                    streamed=ex.req is not None and ex.adapter.stream(ex.req), first_byte=ex.backend_first_byte)
 
 
 async def _kept(ex: Exchange, send: Send, outer: trio.CancelScope) -> VsrError | None:
