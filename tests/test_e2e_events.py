@@ -476,3 +476,38 @@ def test_a_cache_hit_s_event_keeps_the_answer_it_served(mock, tmp_path, stream_n
         record = wait_for(lambda: (lambda x: x.json() if x.status_code == 200 and x.json().get("status") else None)(
             httpx.get(f"{proc.url}/api/v1/replay/{second.headers['x-vsr-replay-id']}")))
         assert record["response_body"] == second.text and record["cache"]["hit"] is True
+
+ACCOUNT = "acct-ZX9912QK"
+
+
+@pytest.mark.parametrize("policy", ["capture_allowed", "capture_personal_data_false", "masking"])
+def test_a_private_requests_signals_event_keeps_the_rule_and_its_answer_not_the_words_it_matched(
+        mock, tmp_path, stream_name, policy):
+    """A keyword rule's detail quotes the request ("matched 'acct-...'"): under capture_personal_data: false, or
+    on a decision that masks, the signals event says which rule matched and no more of the request."""
+    plugins = {"capture_allowed": [],
+               "capture_personal_data_false": [{"type": "router_replay",
+                                                "configuration": {"capture_personal_data": False}}],
+               "masking": [{"type": "masking", "configuration": {"signal": "personal"}}]}[policy]
+    d = doc(mock.url, stream_name)
+    d["recipes"] = [{"name": "r", "signals": {
+        "keywords": [{"name": "account", "method": "regex", "keywords": [r"acct-[A-Z0-9]+"]}],
+        "pii": [{"name": "personal"}]},
+        "decisions": [{"name": "d", "modelRefs": [{"model": "m"}], "plugins": plugins,
+                       "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "account"}]}}]}]
+    with router(write_config(d, str(tmp_path))) as proc:
+        r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20, json={"model": "auto", "messages": [
+            {"role": "user", "content": f"Why was {ACCOUNT} charged twice?"}]})
+        assert r.status_code == 200 and r.headers["x-vsr-selected-decision"] == "d", r.text
+        replay_id = r.headers["x-vsr-replay-id"]
+        events = wait_for(lambda: (lambda e: e if len(e) >= 3 else None)(events_of(stream_name, replay_id)))
+        assert events, "the request's events reached the stream"
+        (signals,) = [e for e in events if type(e).__name__ == "SignalsEvaluated"]
+        (reading,) = [x for x in signals.readings if x.type == "keyword"]
+        assert reading.name == "account" and reading.matched is True
+        private = policy != "capture_allowed"
+        assert (ACCOUNT in (reading.detail or "")) is not private, reading.detail
+        assert reading.detail == ("matched" if private else f"matched {ACCOUNT!r}")
+        streamed = b"".join(v for _, fields in redis.Redis.from_url("redis://127.0.0.1:6379/0").xrange(stream_name)
+                            for v in fields.values())
+        assert (ACCOUNT.encode() in streamed) is not private

@@ -236,3 +236,24 @@ def test_on_vsr_static_6_the_jailbreak_rule_reads_its_head_and_card(quickstart_6
     jailbreak = next(s for s in preview["signals"] if s["type"] == "jailbreak")
     assert jailbreak["value"] == pytest.approx(p, abs=1e-4)
     assert jailbreak["matched"] is False and p < six.card.calibrated["jailbreak"]
+
+
+# Claude Code's commit attribution reminder, as it opens each user turn (the recorded fixture's is cut short).
+ATTRIBUTION = ("<system-reminder>\nAttribution for git commits and pull requests you create from here on (this "
+               "replaces Claude Code's own earlier attribution guidance): end each commit message with\n\n"
+               "Co-Authored-By: Claude <noreply@anthropic.com>\n</system-reminder>\n")
+
+
+@pytest.mark.parametrize("model", list(ROUTERS))
+def test_claude_codes_attribution_mailbox_is_no_personal_data(request, model):
+    """noreply@anthropic.com names no person: the quickstart's pii rule does not send every Claude Code turn to
+    the private decision, and a person's address in the same turn still does."""
+    url = request.getfixturevalue(ROUTERS[model]).url
+    ordinary = _replay(url, _with_first_turn(_client_fixture("claude_code.first"),
+                                             [ATTRIBUTION, "Use your first tool once, then answer."]))
+    trace = ordinary.headers.get("x-vsr-trace", "")
+    assert "pii:" not in trace and ordinary.headers["x-vsr-selected-decision"] != "private", trace
+    mailed = _replay(url, _with_first_turn(_client_fixture("claude_code.first"),
+                                           [ATTRIBUTION, "Email the build log to jane.doe@example.com"]))
+    trace = mailed.headers.get("x-vsr-trace", "")
+    assert "pii:personal_data:EMAIL_ADDRESS" in trace, trace

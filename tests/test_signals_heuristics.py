@@ -603,6 +603,12 @@ def test_metadata_table(metadatas, meta, rule, matched, detail):
     assert (outcome.matched, outcome.detail) == (matched, detail)
 
 
+def test_metadata_redacted_detail_names_the_key_and_verdict_not_the_clients_value(metadatas):
+    # What a private request's signals event carries (events/request.py): the client's value may be personal.
+    outcome = ask(metadatas, user("hi", metadata={"consent": "yes, jane.doe@example.com"}), "consent")
+    assert outcome.redacted == "consent matches '(?i)yes' holds" and "jane" in outcome.detail
+
+
 def test_metadata_from_chat_json(metadatas):
     message = {"role": "user", "content": "x"}
     present = chat({"messages": [message], "metadata": {"tier": "gold", "region": "eu-central-2"}})

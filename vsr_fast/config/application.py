@@ -80,6 +80,19 @@ class SafetyRule(_Rule, kw_only=True):
 
 
 class PiiRule(_Rule, kw_only=True):
+    """Personal data in the request; the labels and how the embedded model finds them.
+
+    EMAIL_ADDRESS, PHONE_NUMBER, CREDIT_CARD, US_SSN, IP_ADDRESS and IBAN_CODE by regexes and validators (Luhn
+    and card ranges, SSA rules, mod-97): a phone with a +country code, a US number, or a number as written at
+    home in DE, FR, GB, ES, IT, NL, JP, CN, IN, BR, MX or AU (``0151 2345678``, ``06 12 34 56 78``,
+    ``090-1234-5678``), checked against that country's numbering plan; dates, amounts, versions and order numbers
+    are not phones. A role mailbox names no person and is no EMAIL_ADDRESS: ``noreply@``, ``no-reply@``,
+    ``donotreply@``, ``do-not-reply@`` (or with ``_``), ``mailer-daemon@``, ``postmaster@``, with any ``+tag``
+    (Claude Code's ``noreply@anthropic.com`` attribution is in every turn). Text written without spaces (CJK,
+    kana, Hangul, Thai) is a word boundary: ``メールはyamada@example.jp``. PERSON, LOCATION, DATE_TIME,
+    STREET_ADDRESS and ORGANIZATION by gazetteers and rules, read only when a rule keeps one of them
+    (``ignore_labels``)."""
+
     predicate: Predicate | None = None
     ignore_labels: list[str] = field(default_factory=list)
     input: PiiInput = PiiInput()

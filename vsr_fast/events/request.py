@@ -189,8 +189,11 @@ class RequestEvents:
     def _signals(self, readings: Readings) -> SignalsEvaluated:
         outcomes, timings = readings.outcomes, readings.timings_us
         if outcomes:
+            # A withheld request's readings keep each rule's answer, not the words it matched (``redacted``).
+            withheld = self.withheld
             out = [SignalReading(type=t, name=n, matched=o.matched, value=o.value, confidence=o.confidence,
-                                 detail=o.detail) for (t, n), o in outcomes.items()]
+                                 detail=o.redacted if withheld and o.redacted is not None else o.detail)
+                   for (t, n), o in outcomes.items()]
             coverage = sum(1 for r in out if r.matched is not None) / len(out)
         else:
             out, coverage = [], 1.0     # a decision with no conditions read no signal

@@ -26,6 +26,9 @@ class Outcome:
     detail: str | None = None         # why, in a few words, for the preview and the trace
     labels: dict[str, bool] | None = None   # per option, for conditions that name a label
     spans: list | None = None               # span answers, for masking
+    # The detail without the request's own words (a matched span, a client's value), set where ``detail`` quotes
+    # them: what the event stream carries of a private request (masking, or capture_personal_data: false).
+    redacted: str | None = None
 
 
 class Family(Protocol):

@@ -75,8 +75,9 @@ class _Regex(_Rule):
     def outcome(self, text: str) -> Outcome:
         if self.any is not None:
             m = self.any.search(text)
-            return Outcome(m is not None, value=1.0 if m else 0.0,
-                           detail=f"matched {m.group(0)[:40]!r}" if m else "no pattern matched")
+            if m is None:
+                return Outcome(False, value=0.0, detail="no pattern matched")
+            return Outcome(True, value=1.0, detail=f"matched {m.group(0)[:40]!r}", redacted="matched")
         counts = [sum(1 for _ in p.finditer(text)) for p in self.patterns]
         return _counted(self.rule, counts, sum(counts), text)
 

@@ -37,7 +37,8 @@ class _Compiled:
             return Outcome(self.if_missing, detail=f"{self.key} missing, {self.says} {_VERDICT[self.if_missing]}")
         hit = self.test(value)
         shown = value if len(value) <= _SHOWN else value[:_SHOWN] + "..."
-        return Outcome(hit, detail=f"{self.key}={shown!r}, {self.says} {_VERDICT[hit]}")
+        return Outcome(hit, detail=f"{self.key}={shown!r}, {self.says} {_VERDICT[hit]}",
+                       redacted=f"{self.key} {self.says} {_VERDICT[hit]}")
 
 
 class MetadataFamily(RuleFamily):

@@ -7,8 +7,19 @@ r"""Structured personal data as character spans: regexes find candidates, valida
                    after an "SSN"/"social security" cue
     IP_ADDRESS     IPv4 and IPv6 (with an embedded IPv4 or a zone), checked by ``ipaddress``
     IBAN_CODE      country code, that country's length, mod-97 == 1; print format or compact
-    PHONE_NUMBER   a digit-run candidate parsed and validated by ``phonenumbers`` (US for
-                   numbers without a +country code)
+    PHONE_NUMBER   a digit-run candidate validated by ``phonenumbers``' metadata: with a
+                   +country code, a valid or possible number of that country; without one, a
+                   valid US number, or a valid number of a common locale (``NATIONAL``) as
+                   its people write it at home (the trunk "0" where the country dials one).
+                   Dates, thousands-grouped amounts and dotted versions are refused by shape
+
+An EMAIL_ADDRESS of a role mailbox (``ROLE_MAILBOXES``: noreply@, no-reply@, donotreply@,
+do-not-reply@, mailer-daemon@, postmaster@, with "_" for "-" and any "+tag") is not reported:
+it names no person (Claude Code's commit attribution, noreply@anthropic.com, is in every turn).
+
+A span starts and ends where a word of a script that spaces its words does: letters of
+scripts written without spaces (CJK, kana, Hangul, Thai...) are boundaries, so
+"メールはyamada@example.jp" and "電話は090-1234-5678です" are found.
 
 PERSON, LOCATION, DATE_TIME, STREET_ADDRESS and ORGANIZATION are ``_ner``'s (the
 ``ner`` extra): its candidates join these in ``find`` when a question asks for them.
@@ -25,25 +36,38 @@ an "@", IPv6 addresses only around a ":".
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 
 import phonenumbers
 
 Found = tuple[str, int, int, float]   # label, start, end (exclusive), probability
 
+# Letters of scripts written without spaces between words: Thai, Lao, Myanmar, Khmer, Hangul, CJK radicals,
+# kana, bopomofo, CJK ideographs (and extensions), halfwidth katakana. ``re``'s Unicode \w holds them, and a
+# boundary check with \w read "はyamada@" as one word.
+_UNSPACED = ("\u0E00-\u0EFF\u1000-\u109F\u1100-\u11FF\u1780-\u17FF\u2E80-\u2FDF\u3040-\u30FF\u3100-\u31FF"
+             "\u3400-\u4DBF\u4E00-\u9FFF\uA960-\uA97F\uAC00-\uD7FF\uF900-\uFAFF\uFF66-\uFF9F\U00020000-\U0003FFFF")
+# One word character of a spaced script: what a span may not start right after nor end right before.
+W = f"[^\\W{_UNSPACED}]"
+
 LABELS = ("EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "US_SSN", "IP_ADDRESS", "IBAN_CODE")
 
 # --- email ------------------------------------------------------------------------------------
 
 _ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
-_DOMAIN = re.compile(r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}(?![\w-])")
-# The whole address as one regex: what ``_emails`` finds, each address at most 254 characters.
-EMAIL_PATTERN = rf"(?<![\w.+-]){_ATOM}(?:\.{_ATOM})*" + _DOMAIN.pattern
+_DOMAIN = re.compile(rf"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{{0,61}}[A-Za-z0-9])?\.)+[A-Za-z]{{2,63}}(?!{W}|-)")
+# The whole address as one regex: what ``_emails`` finds (role mailboxes aside), each address at most 254 characters.
+EMAIL_PATTERN = rf"(?<![.+-])(?<!{W}){_ATOM}(?:\.{_ATOM})*" + _DOMAIN.pattern
 # Up to the last character that cannot be in a local part: the part starts after it.
 _BEFORE_LOCAL = re.compile(r"(?s:.*[^A-Za-z0-9!#$%&'*+/=?^_`{|}~.-])?")
-_LOCAL_START = re.compile(r"(?<![\w.+-])[^.]")
+_LOCAL_START = re.compile(rf"(?<![.+-])(?<!{W})[^.]")
+# Mailboxes of a service, not of a person: an automated sender's or the mail system's own (RFC 2142, RFC 5321).
+ROLE_MAILBOXES = frozenset({"noreply", "no-reply", "no_reply", "donotreply", "do-not-reply", "do_not_reply",
+                            "mailer-daemon", "mailer_daemon", "postmaster"})
 
 
 def _emails(text: str) -> Iterator[Found]:
@@ -62,7 +86,7 @@ def _emails(text: str) -> Iterator[Found]:
         start = _LOCAL_START.search(text, lo if dots < 0 else max(lo, dots + 2), at)
         if start is not None:
             end = domain.end()
-            if end - start.start() <= 254:
+            if end - start.start() <= 254 and text[start.start():at].partition("+")[0].lower() not in ROLE_MAILBOXES:
                 yield "EMAIL_ADDRESS", start.start(), end, 1.0
 
 
@@ -109,7 +133,7 @@ def _cards(text: str) -> Iterator[Found]:
 
 # --- US social security numbers ----------------------------------------------------------------
 
-_SSN = re.compile(r"(\d(?<![\w-]\d)\d{2})([- ]?)(\d{2})\2(\d{4})(?!\w|-\d|[.,]\d)")
+_SSN = re.compile(rf"(\d(?<!(?:{W}|-)\d)\d{{2}})([- ]?)(\d{{2}})\2(\d{{4}})(?!{W}|-\d|[.,]\d)")
 _SSN_CUE = re.compile(r"\b(?:ssn|ss#|social security)\b", re.IGNORECASE)
 _SSN_VOID = {"078051120", "219099999", "123456789"}   # the SSA's advertised and voided examples
 
@@ -132,11 +156,11 @@ def _ssns(text: str) -> Iterator[Found]:
 
 # --- IP addresses ------------------------------------------------------------------------------
 
-_IPV4 = re.compile(r"\d(?<![\w.]\d)\d{0,2}\.(?:\d{1,3}\.){2}\d{1,3}(?!\w|\.\d)")
+_IPV4 = re.compile(rf"\d(?<!(?:{W}|\.)\d)\d{{0,2}}\.(?:\d{{1,3}}\.){{2}}\d{{1,3}}(?!{W}|\.\d)")
 _VERSION_CUE = re.compile(r"(?:\bversion|\bv|\brelease)\s*$", re.IGNORECASE)   # "version 1.2.3.4" is no address
 _HEX = frozenset("0123456789abcdefABCDEF")
-_IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{1,4})?"
-                   r"(?:%[0-9A-Za-z]+)?(?![\w:])")
+_IPV6 = re.compile(rf"(?<![:.])(?<!{W})(?:[0-9A-Fa-f]{{0,4}}:){{2,7}}"
+                   rf"(?:(?:\d{{1,3}}\.){{3}}\d{{1,3}}|[0-9A-Fa-f]{{1,4}})?(?:%[0-9A-Za-z]+)?(?!{W}|:)")
 
 
 def _ips(text: str) -> Iterator[Found]:
@@ -187,6 +211,7 @@ IBAN_LENGTHS = {
     "QA": 29, "RO": 24, "RS": 22, "RU": 33, "SA": 24, "SC": 31, "SD": 18, "SE": 24, "SI": 19, "SK": 24, "SM": 27,
     "SO": 23, "ST": 25, "SV": 28, "TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20, "YE": 30,
 }
+_WORD = re.compile(W)
 _IBAN_START = re.compile(r"([A-Z])(?<![A-Za-z0-9][A-Z])([A-Z])\d{2}(?=[ ]?[A-Z0-9])")
 
 
@@ -215,19 +240,65 @@ def _ibans(text: str) -> Iterator[Found]:
                 i += 1
             else:
                 break
-        if taken == need and not (i < len(text) and text[i].isalnum()) and iban_ok("".join(chars)):
+        if taken == need and not _WORD.match(text, i) and iban_ok("".join(chars)):
             yield "IBAN_CODE", m.start(), i, 1.0
 
 
 # --- phone numbers -------------------------------------------------------------------------------
 
-# One first character (+, "(" or a digit), then the branch that character opened.
-_PHONE = re.compile(r"[+(\d](?<![\w+][+(\d])(?:(?<=\+)\d{1,3}[ .-]?(?:\(\d{1,4}\)[ .-]?)?\d|(?<=\()\d{1,4}\)[ .-]?\d|"
-                    r"(?<=\d))[\d .-]{5,15}\d(?!\w|-\d|[.,]\d)")
+# One first character (+, "(" or a digit), then the branch that character opened; after an area code in
+# parentheses six digits are a number ("(030) 901820"). A "-" before the first character makes the digits the
+# tail of a code ("INV-2024-000123").
+_PHONE = re.compile(rf"[+(\d](?<!(?:{W}|[+-])[+(\d])(?:(?<=\+)\d{{1,3}}[ .-]?(?:\(\d{{1,4}}\)[ .-]?)?\d[\d .-]{{5,15}}|"
+                    rf"(?<=\()\d{{1,4}}\)[ .-]?\d[\d .-]{{4,15}}|(?<=\d)[\d .-]{{5,15}})\d(?!{W}|-\d|[.,]\d)")
 
 
 _DOTTED_QUAD = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")   # an address or a bad one, never a phone
 _GROUPED_CODE = re.compile(r"[A-Z0-9]{4} $")            # the tail of an IBAN-like code: "NL04 VLEN 3329 ..."
+# Shapes of digits without a +country code that are no phone whatever a country's plan holds: a date first
+# ("2024-03-18", "18.03.2024 12"), an amount grouped in thousands by dots or spaces ("1.234.567", "12 345 678";
+# a 3-3-3 grouping by spaces is Spain's way to write a number, and an amount does not start with 0), a ZIP+4,
+# a US social security number's grouping (one that fails the SSN rules is an id, not a phone), a Brazilian CEP.
+_DATE_FIRST = re.compile(r"\d{4}([-./ ])\d{1,2}\1\d{1,2}(?!\d)|\d{1,2}([-./ ])\d{1,2}\2\d{4}(?!\d)")
+_THOUSANDS = re.compile(r"[1-9]\d{0,2}(?:(?:\.\d{3}){2,}|(?: \d{3}){2,})")
+_SPANISH = re.compile(r"\d{3} \d{3} \d{3}")
+_CODE_SHAPE = re.compile(r"\d{5}-\d{3,4}|\d{3}([- ])\d{2}\1\d{4}")
+
+# The common locales whose national formats are read without a +country code (the US is phonenumbers' own parse,
+# first). Each is checked against its metadata's patterns of a person's numbers (fixed, mobile, VoIP, personal;
+# toll-free, premium and shared-cost numbers are a business's, and their wide patterns took card-like runs),
+# after its trunk prefix ("0") where it dials one; ``home``: the types its people also write without a trunk
+# prefix (every one where the plan has none: ES, IT, MX; Brazil's area code in parentheses; Chinese and Indian
+# mobiles), and whether they are read so as a bare digit run, with no separator (as often an id or an order
+# number). A bare run with the trunk prefix takes 10 digits or more: "#07408993" is an order.
+_PERSONAL_TYPES = ("fixed_line", "mobile", "voip", "personal_number")
+NATIONAL: dict[str, tuple[tuple[str, ...], bool]] = {
+    "DE": ((), False), "FR": ((), False), "GB": ((), False), "NL": ((), False), "JP": ((), False), "AU": ((), False),
+    "ES": (_PERSONAL_TYPES, False), "IT": (_PERSONAL_TYPES, True), "MX": (_PERSONAL_TYPES, False),
+    "BR": (_PERSONAL_TYPES, False),
+    "CN": (("mobile",), True), "IN": (("mobile",), True),
+}
+
+
+def prepare() -> None:
+    """Read the ``NATIONAL`` regions' number plans now (at configuration load), not on the first request."""
+    _locales()
+
+
+@functools.cache
+def _locales() -> tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None, bool], ...]:
+    """(trunk prefix, the personal types' pattern, the home types' pattern or None, home read bare) per
+    ``NATIONAL`` region; built once (``prepare``): the 12 regions' metadata and patterns cost ~30 ms."""
+    def union(metadata, types: tuple[str, ...]) -> re.Pattern[str] | None:
+        patterns = [d.national_number_pattern for d in (getattr(metadata, t) for t in types)
+                    if d is not None and d.national_number_pattern]
+        return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+
+    out = []
+    for region, (home, bare) in NATIONAL.items():
+        metadata = phonenumbers.PhoneMetadata.metadata_for_region(region)
+        out.append((metadata.national_prefix or "", union(metadata, _PERSONAL_TYPES), union(metadata, home), bare))
+    return tuple(out)
 
 
 def _phones(text: str) -> Iterator[Found]:
@@ -244,15 +315,50 @@ def _phones(text: str) -> Iterator[Found]:
 
 
 def _phone_ok(cand: str) -> bool:
-    digits = sum(c.isdigit() for c in cand)
-    # Without a +country code the number is read as a US one: 10 digits, or 11 after a 1.
-    # Checking that first skips phonenumbers' parse (~100 µs) for most digit runs in prose.
-    if not cand.startswith("+") and not (digits == 10 or (digits == 11 and cand.lstrip("(")[0] == "1")):
+    if cand[0] == "+":
+        try:
+            number = phonenumbers.parse(cand, None)
+        except phonenumbers.NumberParseException:
+            return False
+        # The +country code says a phone is meant: a number of a range the metadata do not list (yet) is still
+        # one when that country dials numbers of its length ("+49 151 2345678").
+        return phonenumbers.is_valid_number(number) or (
+            phonenumbers.is_possible_number(number) and len(str(number.national_number)) >= 7)
+    if _refused_shape(cand):
         return False
-    try:
-        return phonenumbers.is_valid_number(phonenumbers.parse(cand, "US"))
-    except phonenumbers.NumberParseException:
-        return False
+    digits = "".join(c for c in cand if c.isdigit())
+    if not digits.isascii():     # \d holds every script's digits; phonenumbers' patterns read ASCII ones
+        digits = "".join(chr(48 + unicodedata.decimal(c)) for c in digits)
+    n = len(digits)
+    # A US number first: 10 digits, or 11 after a 1, its area and exchange codes starting 2-9 (the North
+    # American plan's rule). Checking that first skips phonenumbers' parse (~100 µs) for most digit runs.
+    if (n == 10 or (n == 11 and digits[0] == "1")) and digits[-10] in "23456789" and digits[-7] in "23456789":
+        try:
+            if phonenumbers.is_valid_number(phonenumbers.parse(cand, "US")):
+                return True
+        except phonenumbers.NumberParseException:
+            pass
+    bare = cand.isdigit()
+    return (10 if bare else 8) <= n <= 12 and _national_ok(digits, bare)
+
+
+def _refused_shape(cand: str) -> bool:
+    if "." in cand and (any(c in cand for c in " -(") or any(len(g) < 2 for g in cand.split("."))):
+        return True      # dots group a phone alone, two digits or more a group; "3.11.4.2" is a version
+    if _THOUSANDS.fullmatch(cand) and not _SPANISH.fullmatch(cand):
+        return True
+    return bool(_DATE_FIRST.match(cand) or _CODE_SHAPE.fullmatch(cand))
+
+
+def _national_ok(digits: str, bare: bool) -> bool:
+    """Whether ``digits`` is a valid number of a ``NATIONAL`` region as written there."""
+    for prefix, personal, home, home_bare in _locales():
+        if prefix and digits.startswith(prefix) and personal is not None and personal.fullmatch(digits,
+                                                                                                  len(prefix)):
+            return True
+        if home is not None and (home_bare or not bare) and home.fullmatch(digits):
+            return True
+    return False
 
 
 DETECTORS: dict[str, Callable[[str], Iterator[Found]]] = {

@@ -1,0 +1,153 @@
+"""The structured PII detectors (vsr_fast/models/vsr_static/_pii.py) on what outside users wrote: phone numbers in
+their countries' national formats, addresses written against CJK text, and the role mailboxes (noreply@...) that
+name no person. The embedded model answers with these spans (``model.answer``), so they are asked through it."""
+from __future__ import annotations
+
+import pytest
+
+from vsr_fast.models.vsr_static import load_5
+from vsr_fast.models.vsr_static import _pii
+from vsr_fast.protocol.systemone import Entry, SpanQuestion, State
+from vsr_fast.systemone.presets import PRESETS
+
+STRUCTURED = _pii.LABELS
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_5()
+
+
+def spans(model, text: str) -> list[tuple[str, str]]:
+    qid = "preset:pii"
+    got = model.answer([Entry(State(request=text), {qid: PRESETS["pii"].question(STRUCTURED)})])[0][qid]
+    return [(s.label, text[s.start:s.end]) for s in got.spans]
+
+
+# A number as a person writes it at home, per country (no +country code), then in a sentence of that language.
+NATIONAL = [
+    ("DE", "0151 2345678"), ("DE", "0171 2345678"), ("DE", "030 901820"), ("DE", "(030) 901820"),
+    ("DE", "089 12345678"), ("FR", "06 12 34 56 78"), ("FR", "01 23 45 67 89"), ("FR", "06.12.34.56.78"),
+    ("FR", "0612345678"), ("GB", "020 7946 0958"), ("GB", "07700 900123"), ("GB", "0161 496 0000"),
+    ("ES", "612 345 678"), ("ES", "91 123 45 67"), ("IT", "06 1234 5678"), ("IT", "312 345 6789"),
+    ("IT", "02 1234 5678"), ("NL", "06 12345678"), ("NL", "06-12345678"), ("NL", "020 123 4567"),
+    ("JP", "090-1234-5678"), ("JP", "03-1234-5678"), ("JP", "06-1234-5678"), ("CN", "138 0013 8000"),
+    ("CN", "13800138000"), ("CN", "010-12345678"), ("CN", "021 1234 5678"), ("IN", "98765 43210"),
+    ("IN", "098765 43210"), ("IN", "011 2345 6789"), ("BR", "(11) 91234-5678"), ("BR", "(21) 3456-7890"),
+    ("MX", "55 1234 5678"), ("MX", "(33) 1234 5678"), ("AU", "0412 345 678"), ("AU", "(02) 9876 5432"),
+    ("AU", "04 1234 5678"), ("US", "(415) 555-2671"),
+]
+INTERNATIONAL = ["+49 151 2345678", "+49 30 901820", "+81 90-1234-5678", "+33 6 12 34 56 78", "+44 20 7946 0958",
+                 "+34 612 345 678", "+39 312 345 6789", "+86 138 0013 8000", "+91 98765 43210",
+                 "+55 11 91234-5678", "+52 55 1234 5678", "+61 412 345 678", "+31 6 12345678"]
+SENTENCES = [
+    "Ruf mich an unter 0151 2345678, ich bin bis 18 Uhr da.",
+    "Mein Festnetz ist 030 901820.",
+    "Appelez-moi au 06 12 34 56 78 demain.",
+    "Llámame al 612 345 678 cuando puedas.",
+    "Chiamami al 312 345 6789.",
+    "Bel me op 06-12345678.",
+    "電話は090-1234-5678です。",
+    "我的手机号是13800138000，谢谢。",
+    "Meu celular é (11) 91234-5678.",
+    "Call me on 0412 345 678 mate.",
+]
+
+
+@pytest.mark.parametrize(("region", "number"), NATIONAL, ids=[f"{r}:{n}" for r, n in NATIONAL])
+def test_a_national_format_number_is_a_phone(model, region, number):
+    assert spans(model, f"My number is {number}.") == [("PHONE_NUMBER", number)]
+
+
+@pytest.mark.parametrize("number", INTERNATIONAL)
+def test_an_international_number_is_a_phone(model, number):
+    assert spans(model, f"My number is {number}.") == [("PHONE_NUMBER", number)]
+
+
+@pytest.mark.parametrize("sentence", SENTENCES)
+def test_a_number_in_a_sentence_of_its_language_is_a_phone(model, sentence):
+    got = spans(model, sentence)
+    assert [label for label, _ in got] == ["PHONE_NUMBER"], got
+    assert got[0][1] in sentence and got[0][1][-1].isdigit()
+
+
+# What holds digits and is no phone: order and invoice numbers, dates, prices and counts, versions, addresses,
+# card numbers that fail their checksum, ids and timestamps. None of them may become a PHONE_NUMBER.
+NOT_PHONES = [
+    "Order #12345678 shipped.", "Order 2024-0001234 is late.", "Invoice INV-2024-000123 attached.",
+    "Ticket 123456789 was closed.", "Your order number is 40512345.", "Reference 0001234567 is paid.",
+    "It happened on 2024-03-18.", "Termin am 18.03.2024 um 10 Uhr.", "Le 18/03/2024.", "Due 03-18-2024.",
+    "Shipped 18 03 2024.", "Build 20240318 passed.", "Built at 2024.03.18 12:30:45.",
+    "It cost $1,234.56.", "Le total est de 1 234 567 euros.", "Es kostet 1.234.567 Euro.",
+    "Population 12 345 678.", "The budget was 123 456 789 dollars.", "Preis: 1.234,56 €.",
+    "We upgraded to version 3.11.4.2 last week.", "Release 10.15.7.1234 is out.", "pip install foo==2.31.0.1",
+    "The server at 192.168.100.200 answered.", "Bad address 999.1.1.1 in the config.",
+    "Test card 4111 1111 1111 1112 was rejected.", "Card 4111-1111-1111-1112 failed Luhn.",
+    "ISBN 978-3-16-148410-0 is the book.", "The timestamp was 1700000000 seconds.", "ts=1700000000123 ms.",
+    "Room 2.14 at 10:45.", "Tracking 1Z999AA10123456784 in transit.", "Coordinates 48.858844, 2.294351.",
+    "UUID 123e4567-e89b-12d3-a456-426614174000.", "Score was 3-1 and then 2-2.", "Zip code 94103-1234.",
+    "Chapter 12.3.4.5 covers it.", "Product code 5901234123457 (EAN).", "Page 123 456 of the log.",
+    "Order #07408993 is ready.", "Guarulhos, Brazil 07122-130", "Card 3530 0298 3006 was cut short.",
+    "Invalid SSN 666-12-3456 on file.", "Voided SSN 078-05-1120.",
+]
+
+
+@pytest.mark.parametrize("text", NOT_PHONES)
+def test_digits_that_are_no_phone_stay_unmarked(model, text):
+    assert [s for s in spans(model, text) if s[0] == "PHONE_NUMBER"] == []
+
+
+# --- emails next to CJK text -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, address", [
+    ("メールはyamada@example.jp", "yamada@example.jp"),
+    ("メールは yamada@example.jp", "yamada@example.jp"),
+    ("メールはyamada@example.jpです。", "yamada@example.jp"),
+    ("邮箱是zhang.wei@example.cn，谢谢", "zhang.wei@example.cn"),
+    ("이메일은kim@example.kr입니다", "kim@example.kr"),
+])
+def test_an_email_written_against_cjk_text_is_found(model, text, address):
+    assert spans(model, text) == [("EMAIL_ADDRESS", address)]
+
+
+def test_an_email_inside_a_latin_word_is_still_no_email(model):
+    # The local part starts where a word of a spaced script starts: "xyamada" is not cut to "yamada".
+    assert spans(model, "Schreib an über@example.de") == []
+
+
+@pytest.mark.parametrize("text, found", [
+    ("カード4111 1111 1111 1111です", ("CREDIT_CARD", "4111 1111 1111 1111")),
+    ("サーバー192.168.1.10が落ちた", ("IP_ADDRESS", "192.168.1.10")),
+    ("口座はDE89 3704 0044 0532 0130 00です", ("IBAN_CODE", "DE89 3704 0044 0532 0130 00")),
+])
+def test_other_labels_written_against_cjk_text_are_found(model, text, found):
+    assert spans(model, text) == [found]
+
+
+# --- role mailboxes ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("address", ["noreply@anthropic.com", "no-reply@accounts.google.com", "NoReply@example.com",
+                                     "donotreply@example.org", "do-not-reply@example.org", "do_not_reply@bank.example",
+                                     "no_reply@example.com", "mailer-daemon@example.com", "postmaster@example.com",
+                                     "noreply+ci@github.example"])
+def test_a_role_mailbox_is_no_personal_data(model, address):
+    assert spans(model, f"Co-Authored-By: Claude <{address}>") == []
+
+
+@pytest.mark.parametrize("address", ["noreply.jane@example.com", "jane.noreply@example.com", "postmasters@example.com",
+                                     "replyto.jane@example.com"])
+def test_a_person_whose_address_names_a_role_word_is_still_found(model, address):
+    assert spans(model, f"Write to {address} today") == [("EMAIL_ADDRESS", address)]
+
+
+def test_a_role_mailbox_beside_a_person_leaves_the_person(model):
+    text = "Co-Authored-By: Claude <noreply@anthropic.com>; reviewed by jane.doe@example.com"
+    assert spans(model, text) == [("EMAIL_ADDRESS", "jane.doe@example.com")]
+
+
+def test_prepare_reads_the_number_plans_before_the_first_request(model):
+    _pii._locales.cache_clear()
+    model.prepare([SpanQuestion(criteria={"EMAIL_ADDRESS": "An email."})])
+    assert _pii._locales.cache_info().currsize == 1
