@@ -104,7 +104,7 @@ def test_translates_to_each_format(name, fmt):
     doc, expected = load(name)
     want = expected["targets"][fmt]
     # The models the agents talk to (gpt-5, Claude) reason: their efforts reach them.
-    out = ADAPTERS[doc["api"]].upstream(decode(doc), fmt, UPSTREAM, reasons=True)
+    out = ADAPTERS[doc["api"]].upstream(decode(doc), fmt, UPSTREAM, reasoning="reasoning_effort")
     body = json.loads(out.body)
     headers = {k: v.decode("latin-1") if isinstance(v, bytes) else v for k, v in out.headers}
     assert out.stream == want["stream"]

@@ -14,7 +14,8 @@ from vsr_fast.routing.loaded import validate_bytes
 
 from .test_plugins_config import AT, doc, errors_of
 
-CODES = ("duplicate_plugin", "duplicate_model", "empty_message", "empty_allow_tools", "never_matches")
+CODES = ("duplicate_plugin", "duplicate_model", "empty_message", "empty_allow_tools", "never_matches",
+         "family_not_read")
 
 
 def warned(d: dict) -> list[str]:
@@ -56,6 +57,22 @@ def test_the_same_model_twice_in_modelrefs_warns_at_the_second():
     [line] = warned(d)
     assert line.startswith("recipes[default].decisions[0].modelRefs[1].model: duplicate_model: 'm' is already "
                            "modelRefs[0]")
+
+
+@pytest.mark.parametrize(("facts", "why"), [
+    ({"api_format": "openai"}, "does not declare capabilities: [reasoning]"),
+    ({"api_format": "anthropic", "capabilities": ["reasoning"]}, "only an openai-format model"),
+    ({"api_format": "openai", "capabilities": ["reasoning"]}, None)])
+def test_a_vllm_reasoning_family_on_a_model_that_gets_no_reasoning_field_warns(facts, why):
+    d = doc([])
+    d["providers"]["models"][0].update(facts, reasoning_family="chat_template_kwargs")
+    name = d["providers"]["models"][0]["name"]
+    lines = warned(d)
+    if why is None:
+        assert lines == []
+    else:
+        [line] = lines
+        assert line.startswith(f"providers.models[{name}].reasoning_family: family_not_read: ") and why in line
 
 
 def test_a_fast_response_with_an_empty_message_warns():

@@ -44,8 +44,9 @@ def gw(mock, agent, tmp_path_factory):
     """One router: a model of each api_format on the mock, and two on the scripted agent model."""
     models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt}
               for fmt in ("openai", "anthropic", "responses")]
-    models += [{**model(f"agent-{fmt}", f"{agent.url}/v1", upstream_name="agent-model"), "api_format": fmt}
-               for fmt in ("openai", "anthropic")]
+    # Claude Code's body reaches Claude as it came, its thinking included: the Claude model reasons.
+    models += [{**model(f"agent-{fmt}", f"{agent.url}/v1", upstream_name="agent-model"), "api_format": fmt,
+                **({"capabilities": ["reasoning"]} if fmt == "anthropic" else {})} for fmt in ("openai", "anthropic")]
     doc = config(models, [{"name": "general", "modelRefs": [{"model": "m-openai"}]}])
     with router(write_config(doc, str(tmp_path_factory.mktemp("cfg-edges")))) as proc:
         yield proc

@@ -104,7 +104,8 @@ def library(mock, tmp_path_factory):
     directory = tmp_path_factory.mktemp("library")
     rag = {"type": "context", "configuration": {"sources": [
         {"type": "rag", "backend": "vectorstore", "match": {"recall": {"method": "bm25", "top_k": 2}}}]}}
-    models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt} for fmt in ("anthropic", "openai")]
+    models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt, "capabilities": ["reasoning"]}
+              for fmt in ("anthropic", "openai")]
     decisions = [{"name": f"to-{fmt}", "priority": 10, "plugins": [rag], "modelRefs": [{"model": f"m-{fmt}"}],
                   "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": fmt}]}}
                  for fmt in ("anthropic", "openai")]

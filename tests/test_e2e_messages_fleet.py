@@ -36,7 +36,8 @@ def gw(tmp_path_factory):
     with hostile_upstream.serving(Fleet) as url:
         models = [{"name": "ds", "api_format": "openai", "capabilities": ["chat", "reasoning"],
                    "backend_refs": [{"endpoint": f"{url}/deepseek/v1"}]},
-                  {"name": "an", "api_format": "anthropic", "backend_refs": [{"endpoint": f"{url}/claude/v1"}]}]
+                  {"name": "an", "api_format": "anthropic", "capabilities": ["reasoning"],
+                   "backend_refs": [{"endpoint": f"{url}/claude/v1"}]}]
         doc = config(models, [{"name": "only", "modelRefs": [{"model": "ds"}, {"model": "an"}]}])
         doc["global"] = {"router": {"upstream": {"retries": {"max_retries": 0}}}}
         with router(write_config(doc, str(tmp_path_factory.mktemp("fleet")))) as proc:

@@ -191,8 +191,11 @@ def plugged(mock, tmp_path_factory):
     quickstart's thinking tier (TIER) in front of a Messages backend; hello: a fast_response (FAST_MESSAGE);
     any other request: a Messages backend behind a prompt_cache that writes 1h markers on tools, system and
     messages (HOUR)."""
-    models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt} for fmt in ("openai", "anthropic", "responses")]
-    models += [{**model("claude", f"{mock.url}/v1"), "api_format": "anthropic"},
+    # Models that reason, so the tiers' thinking reaches them; the Chat one a vLLM (chat_template_kwargs).
+    models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt, "capabilities": ["reasoning"]}
+              for fmt in ("openai", "anthropic", "responses")]
+    models[0]["reasoning_family"] = "chat_template_kwargs"
+    models += [{**model("claude", f"{mock.url}/v1"), "api_format": "anthropic", "capabilities": ["reasoning"]},
                {**model("claude-hour", f"{mock.url}/v1"), "api_format": "anthropic"}]
 
     def on(keyword: str) -> dict:

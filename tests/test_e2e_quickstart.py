@@ -34,12 +34,27 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def quickstart(mock, tmp_path_factory):
+def quickstart_doc(mock, **general_facts) -> dict:
+    """The quickstart in front of ``mock``, ``general_facts`` added to general-model (the tiers' model)."""
     doc = yaml.safe_load((ROOT / "config" / "quickstart.yaml").read_text())
     for m in doc["providers"]["models"]:
         m["backend_refs"] = [{"endpoint": f"{mock.url}/v1"}]
-    with router(write_config(doc, str(tmp_path_factory.mktemp("qs")))) as proc:
+        if m["name"] == "general-model":
+            m.update(general_facts)
+    return doc
+
+
+@pytest.fixture(scope="module")
+def quickstart(mock, tmp_path_factory):
+    with router(write_config(quickstart_doc(mock), str(tmp_path_factory.mktemp("qs")))) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def quickstart_vllm(mock, tmp_path_factory):
+    """The quickstart whose general-model is a vLLM Qwen3 that reasons, as the tiers were measured on."""
+    doc = quickstart_doc(mock, capabilities=["reasoning"], reasoning_family="chat_template_kwargs")
+    with router(write_config(doc, str(tmp_path_factory.mktemp("qs-vllm")))) as proc:
         yield proc
 
 
@@ -64,13 +79,46 @@ def test_quickstart_routes_on_the_embedded_model(quickstart, text, decision, mod
     ("Write a haiku about the sea", False, 512),
     ("Compare renting and buying a home for a young family, in detail", True, 4096),
 ])
-def test_the_tiers_shape_the_provider_bound_request(quickstart, mock, text, thinking, max_tokens):
-    r = httpx.post(f"{quickstart.url}/v1/chat/completions",
+def test_the_tiers_shape_the_provider_bound_request(quickstart_vllm, mock, text, thinking, max_tokens):
+    r = httpx.post(f"{quickstart_vllm.url}/v1/chat/completions",
                    json={"model": "vsr/auto", "messages": [{"role": "user", "content": text}]}, timeout=20)
     assert r.status_code == 200, r.text
     sent = httpx.get(f"{mock.url}/_mock/stats").json()["last_request"]["body"]
     assert sent["chat_template_kwargs"]["enable_thinking"] is thinking and sent["max_completion_tokens"] == max_tokens and "max_tokens" not in sent
     assert ("reasoning_effort" in sent) is thinking
+
+
+REASONING_FIELDS = ("reasoning_effort", "reasoning", "chat_template_kwargs", "thinking")
+
+
+@pytest.mark.parametrize(("text", "max_tokens"), [
+    ("Write a haiku about the sea", 512),
+    ("Compare renting and buying a home for a young family, in detail", 4096)])
+def test_the_tiers_send_no_reasoning_field_to_a_model_that_does_not_reason(quickstart, mock, text, max_tokens):
+    """Outside trial: general-model pointed at api.openai.com (no capabilities declared) got the deep tier's
+    reasoning_effort and chat_template_kwargs, and answered 400. The token budget still applies."""
+    r = httpx.post(f"{quickstart.url}/v1/chat/completions",
+                   json={"model": "vsr/auto", "messages": [{"role": "user", "content": text}]}, timeout=20)
+    assert r.status_code == 200, r.text
+    sent = httpx.get(f"{mock.url}/_mock/stats").json()["last_request"]["body"]
+    assert not any(f in sent for f in REASONING_FIELDS), sent
+    assert sent["max_completion_tokens"] == max_tokens
+    assert "x-vsr-warnings" not in r.headers
+
+
+def test_codex_on_the_deep_tier_gets_exactly_what_the_warning_says(quickstart, mock):
+    """The trial's Codex request: its reasoning is dropped and listed, and the tier adds none back."""
+    text = "Compare renting and buying a home for a young family, in detail"
+    preview = httpx.post(f"{quickstart.url}/api/v1/routing/preview", timeout=20,
+                         json={"model": "vsr/auto", "messages": [{"role": "user", "content": text}]}).json()
+    assert preview["decision"] == "deep", preview
+    r = httpx.post(f"{quickstart.url}/v1/responses", timeout=20, json={
+        "model": "vsr/auto", "input": text, "reasoning": {"effort": "medium", "summary": "auto"}})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "deep"
+    sent = httpx.get(f"{mock.url}/_mock/stats").json()["last_request"]["body"]
+    assert not any(f in sent for f in REASONING_FIELDS), sent
+    assert 'reason="model_does_not_reason";field="reasoning.effort"' in r.headers["x-vsr-warnings"]
 
 
 def test_quickstart_pii_spans_are_in_the_preview(quickstart):

@@ -57,7 +57,8 @@ def gw(tmp_path_factory):
              "backend_refs": [{"endpoint": f"{url}/o3/v1"}]},
             {"name": "o3-r", "api_format": "responses", "capabilities": ["reasoning"],
              "backend_refs": [{"endpoint": f"{url}/o3/v1"}]},
-            {"name": "claude", "api_format": "anthropic", "backend_refs": [{"endpoint": f"{url}/claude/v1"}]}]
+            {"name": "claude", "api_format": "anthropic", "capabilities": ["reasoning"],
+             "backend_refs": [{"endpoint": f"{url}/claude/v1"}]}]
         doc = config(models, [{"name": "only", "modelRefs": [{"model": "gpt4o"}]}])
         with router(write_config(doc, str(tmp_path_factory.mktemp("effort")))) as proc:
             yield proc

@@ -127,7 +127,8 @@ def sent() -> dict:
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory):
     with hostile_upstream.serving(Scripted) as url:
-        models = [{"name": "an", "api_format": "anthropic", "backend_refs": [{"endpoint": f"{url}/claude/v1"}]},
+        models = [{"name": "an", "api_format": "anthropic", "capabilities": ["reasoning"],
+                   "backend_refs": [{"endpoint": f"{url}/claude/v1"}]},
                   {"name": "ds", "api_format": "openai", "capabilities": ["chat", "reasoning"],
                    "backend_refs": [{"endpoint": f"{url}/deepseek/v1"}]}]
         # vsr/auto: a decision whose generation tier turns Claude's thinking on, as the quickstart's deep tier does.

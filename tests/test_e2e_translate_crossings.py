@@ -71,6 +71,7 @@ def gw(tmp_path_factory):
     with hostile_upstream.serving(Scripted) as url:
         models = [{"name": f"m-{fmt}", "provider_model_id": f"up-{fmt}", "api_format": fmt,
                    "backend_refs": [{"endpoint": f"{url}/v1"}]} for fmt in ("openai", "anthropic", "responses")]
+        models[1]["capabilities"] = ["reasoning"]      # Claude thinks
         doc = config(models, [{"name": "only", "modelRefs": [{"model": "m-openai"}]}])
         doc["global"] = {"router": {"upstream": {"retries": {"max_retries": 0}}}}
         with router(write_config(doc, str(tmp_path_factory.mktemp("crossings")))) as proc:

@@ -30,7 +30,9 @@ ASK = [{"role": "user", "content": "Where is the Louvre?"}]
 
 @pytest.fixture(scope="module")
 def gw(mock, tmp_path_factory):
-    models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt} for fmt in BACKENDS]
+    # Claude reasons; the Chat and Responses models do not (gpt-4o).
+    models = [{**model(f"m-{fmt}", f"{mock.url}/v1"), "api_format": fmt,
+               **({"capabilities": ["reasoning"]} if fmt == "anthropic" else {})} for fmt in BACKENDS]
     # The same backends as models that declare they reason: a Messages client's thinking reaches them as an effort.
     models += [{**model(f"m-{fmt}-r", f"{mock.url}/v1"), "api_format": fmt, "capabilities": ["chat", "reasoning"]}
                for fmt in ("openai", "responses")]

@@ -120,7 +120,7 @@ def test_a_codex_body_goes_unchanged_to_a_responses_backend_with_its_headers():
     req = ADAPTERS["responses"].decode(raw, [(b"x-openai-internal-codex-responses-lite", b"true"),
                                              (b"openai-beta", b"responses=experimental"),
                                              (b"anthropic-beta", b"x"), (b"authorization", b"Bearer k")])
-    out = ADAPTERS["responses"].upstream(req, "responses", "gpt-x", reasons=True)
+    out = ADAPTERS["responses"].upstream(req, "responses", "gpt-x", reasoning="reasoning_effort")
     assert out.body == raw and out.losses == ()
     # gpt-4o and its like refuse a reasoning effort: a model that does not declare reasoning goes without.
     out = ADAPTERS["responses"].upstream(req, "responses", "gpt-4o")
@@ -295,8 +295,14 @@ def test_claude_code_body_and_betas_go_unchanged_to_an_anthropic_backend():
     betas = b"claude-code-20250219,context-management-2025-06-27,mid-conversation-system-2026-04-07"
     req = ADAPTERS["messages"].decode(raw, [(b"anthropic-beta", betas), (b"anthropic-version", b"2023-06-01"),
                                             (b"openai-beta", b"x"), (b"x-api-key", b"sk")])
-    out = ADAPTERS["messages"].upstream(req, "anthropic", "claude-x")
+    out = ADAPTERS["messages"].upstream(req, "anthropic", "claude-x", reasoning="reasoning_effort")
     assert out.body == raw
+    # To a Claude that does not declare it reasons, its thinking and effort are dropped, and listed.
+    out = ADAPTERS["messages"].upstream(req, "anthropic", "claude-x")
+    assert {(x.field, x.reason) for x in out.losses} == {("thinking", "model_does_not_reason"),
+                                                          ("output_config.effort", "model_does_not_reason")}
+    body = json.loads(out.body)
+    assert "thinking" not in body and "output_config" not in body
     assert dict(out.headers) == {"anthropic-beta": betas, "anthropic-version": b"2023-06-01"}
     assert ADAPTERS["messages"].upstream(req, "openai", "up").headers == ()
 

@@ -685,12 +685,12 @@ def test_losses_name_what_the_target_cannot_carry():
                                                                {"type": "text", "text": "ok"}]}],
                 "tools": [{"type": "web_search_20250305", "name": "web_search"}]}
     adapter, req = decode("messages", messages)
-    fields = [x.field for x in adapter.upstream(req, "responses", "g", reasons=True).losses]
+    fields = [x.field for x in adapter.upstream(req, "responses", "g", reasoning="reasoning_effort").losses]
     # thinking reaches a reasoning model's Responses as reasoning.effort (a budget of 1,024: low), not the thinking
     # block of its history (only OpenAI's own reasoning goes back to it); max_tokens 5 is raised to Responses'
     # least, 16; the last: a prefill
     assert fields == ["tools[0]", "messages[0].content[0]", "max_tokens", "top_k", "messages[0]"]
-    assert json.loads(adapter.upstream(req, "responses", "g", reasons=True).body)["reasoning"] == {"effort": "low"}
+    assert json.loads(adapter.upstream(req, "responses", "g", reasoning="reasoning_effort").body)["reasoning"] == {"effort": "low"}
     # A model that does not say it reasons gets no effort (gpt-4o refuses one): thinking is dropped and listed.
     plain = adapter.upstream(req, "responses", "g")
     assert ("dropped", "model_does_not_reason", "thinking") in [(x.action, x.reason, x.field) for x in plain.losses]

@@ -1,7 +1,7 @@
 """Load warnings for settings that load but can never take effect: a plugin type given twice in one layer (only
 the first is read), a model listed twice in one modelRefs (a candidate once), a fast_response with nothing to
-say, a tools policy ``filtered`` with no ``allow_tools`` (it removes every tool), and a predicate over a
-probability that no probability can meet.
+say, a tools policy ``filtered`` with no ``allow_tools`` (it removes every tool), a predicate over a
+probability that no probability can meet, and a vLLM ``reasoning_family`` on a model that gets no reasoning field.
 
 Each warning is one ``<path>: <code>: <message>`` line, like the load errors; the file still loads.
 """
@@ -24,6 +24,7 @@ _PROBABILITY_FIELDS = {"systemone": "systemone", "domain": "domains", "fact_chec
 def check_ineffective(config: RouterConfig, warnings: list[str]) -> None:
     native = {ep.recipe for ep in config.entrypoints if ep.api == "systemone"}
     found: list[Iterator[str]] = [_layer_warnings(path, entries) for path, entries in _layers(config)]
+    found.append(_unread_families(config))
     for recipe in config.recipes:
         base = f"recipes[{recipe.name}]"
         inherited = [("global.plugins", config.global_.plugins), (f"{base}.plugins", recipe.plugins)]
@@ -79,6 +80,19 @@ def _tools_filtered(stack: list[tuple[str, list[PluginEntry]]]) -> Iterator[str]
     if enabled is not False and mode == "filtered" and not allow:
         yield (f"{where}: empty_allow_tools: mode filtered keeps only the allow_tools, and none is listed: "
                "every tool is removed (list allow_tools, or write mode: none to mean it)")
+
+
+def _unread_families(config: RouterConfig) -> Iterator[str]:
+    for m in config.providers.models:
+        where = f"providers.models[{m.name}].reasoning_family"
+        if m.reasoning_family != "chat_template_kwargs":
+            continue
+        if m.api_format != "openai":
+            yield (f"{where}: family_not_read: only an openai-format model takes chat_template_kwargs; a "
+                   f"{m.api_format}-format model's reasoning is written in its API's own fields")
+        elif not m.reasons:
+            yield (f"{where}: family_not_read: the model does not declare capabilities: [reasoning], so it gets no "
+                   "reasoning field, chat_template_kwargs included; declare it if the model reasons")
 
 
 def _twice(refs: list[ModelRef], base: str) -> Iterator[str]:

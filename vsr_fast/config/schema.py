@@ -110,11 +110,16 @@ class ProviderModel(_Block):
     api_format: Literal["openai", "responses", "anthropic", "images", "systemone"] = "openai"
     description: str | None = None
     # What the model can do, beside the output contract's names (image_generation, vision...): `reasoning` says it
-    # reasons, so a client's reasoning effort (Chat's reasoning_effort, Responses' reasoning, a Messages client's
-    # thinking: a budget, or Claude Code's adaptive thinking with output_config.effort) reaches an openai- or
-    # responses-format model; without it, that is dropped and listed (model_does_not_reason), as gpt-4o and its
-    # like refuse reasoning_effort.
+    # reasons, so reasoning fields reach it: the client's (Chat's reasoning_effort, Responses' reasoning, Messages'
+    # thinking, Claude Code's adaptive thinking with output_config.effort) and the decision's generation tier's.
+    # Without it none does, in any api_format: the client's are dropped and listed (model_does_not_reason), as
+    # gpt-4o and its like refuse reasoning_effort and Claude's older models thinking.
     capabilities: list[str] = field(default_factory=list)
+    # How an openai-format model that reasons takes the reasoning switches (v0.3's reasoning_families[].type):
+    # reasoning_effort, OpenAI's own field, or chat_template_kwargs, vLLM's chat template switches (enable_thinking,
+    # thinking_budget, with reasoning_effort beside thinking, as the served Qwen3 build takes them). Only a model of
+    # the second gets chat_template_kwargs, the client's included: OpenAI answers 400 to an argument it does not know.
+    reasoning_family: Literal["reasoning_effort", "chat_template_kwargs"] = "reasoning_effort"
     modalities: dict[Literal["input", "output"], list[str]] | None = None
     context_window_size: Annotated[int, Meta(ge=1)] | None = None
     # The model's parameter count, as the v0.3 model cards wrote it ("8B", "0.5B", "35B-A3B" for a mixture of
@@ -136,6 +141,12 @@ class ProviderModel(_Block):
         """Whether the model declares ``capabilities: [reasoning]``: a client's reasoning effort (or a Messages
         client's ``thinking``) then reaches an OpenAI-format backend (a model that does not reason refuses it)."""
         return "reasoning" in self.capabilities
+
+    @property
+    def reasoning(self) -> str | None:
+        """The syntax of the model's reasoning fields (its ``reasoning_family``), None when it does not reason: then
+        it gets none of them, the client's or the decision's."""
+        return self.reasoning_family if self.reasons else None
 
 
 class Providers(_Block):

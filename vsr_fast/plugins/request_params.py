@@ -6,7 +6,11 @@ The generation shape (``generation``) bounds a turn as the tier report
 (``conversation-tier-budgets.md``) does: thinking on or off, a token budget,
 a thinking budget, and ``reasoning_effort`` only together with thinking (a
 served vLLM rejects effort without it). Every value is written in the target
-``api_format``'s own fields; what a format cannot carry is left out.
+``api_format``'s own fields; what a format cannot carry is left out. The thinking
+part reaches only a model that reasons (``capabilities: [reasoning]``), and
+vLLM's ``chat_template_kwargs`` only one whose ``reasoning_family`` says it takes
+them: gpt-4o and its like answer 400 to a reasoning field, OpenAI to an argument
+it does not know.
 """
 from __future__ import annotations
 
@@ -62,8 +66,9 @@ class RequestParams:
     temperature: TemperatureBounds | None = None
     generation: Generation | None = None
 
-    def apply(self, body: dict[str, Any], api_format: str) -> str | None:
-        """Rewrite ``body`` in place for ``api_format``; what changed, for the replay record."""
+    def apply(self, body: dict[str, Any], api_format: str, reasoning: str | None = None) -> str | None:
+        """Rewrite ``body`` in place for ``api_format`` and a model whose reasoning syntax is ``reasoning``
+        (``ProviderModel.reasoning``: None when it does not reason); what changed, for the replay record."""
         if api_format not in _MAX_TOKENS:
             return None
         changes: list[str] = []
@@ -85,7 +90,12 @@ class RequestParams:
                 body["temperature"] = clamped
                 changes.append(f"temperature={clamped:g}")
         if gen is not None and gen.thinking is not None:
-            changes += _THINKING[api_format](body, gen)
+            if reasoning is None:
+                changes.append("thinking not sent (model_does_not_reason)")
+            elif api_format == "openai":
+                changes += _chat_thinking(body, gen, reasoning == "chat_template_kwargs")
+            else:
+                changes += _THINKING[api_format](body, gen)
         return " ".join(changes) or None
 
 
@@ -138,18 +148,20 @@ def _cap_tokens(body: dict, api_format: str, limit: int) -> list[str]:
     return changes
 
 
-def _chat_thinking(body: dict, gen: Generation) -> list[str]:
-    """vLLM's chat template switches: ``chat_template_kwargs.enable_thinking`` and ``thinking_budget``."""
-    kwargs = body.get("chat_template_kwargs")
-    kwargs = dict(kwargs) if isinstance(kwargs, dict) else {}
-    kwargs["enable_thinking"] = bool(gen.thinking)
+def _chat_thinking(body: dict, gen: Generation, template: bool) -> list[str]:
+    """Chat's ``reasoning_effort`` with thinking, and for a vLLM model (``template``) its chat template switches:
+    ``chat_template_kwargs.enable_thinking`` and ``thinking_budget``. OpenAI's API has neither switch nor budget."""
     changes = [f"thinking={'on' if gen.thinking else 'off'}"]
-    if gen.thinking and gen.thinking_budget:
-        kwargs["thinking_budget"] = gen.thinking_budget
-        changes.append(f"thinking_budget={gen.thinking_budget}")
-    else:
-        kwargs.pop("thinking_budget", None)
-    body["chat_template_kwargs"] = kwargs
+    if template:
+        kwargs = body.get("chat_template_kwargs")
+        kwargs = dict(kwargs) if isinstance(kwargs, dict) else {}
+        kwargs["enable_thinking"] = bool(gen.thinking)
+        if gen.thinking and gen.thinking_budget:
+            kwargs["thinking_budget"] = gen.thinking_budget
+            changes.append(f"thinking_budget={gen.thinking_budget}")
+        else:
+            kwargs.pop("thinking_budget", None)
+        body["chat_template_kwargs"] = kwargs
     if gen.thinking and gen.reasoning_effort:
         body["reasoning_effort"] = gen.reasoning_effort
         changes.append(f"reasoning_effort={gen.reasoning_effort}")
@@ -191,4 +203,4 @@ def _responses_thinking(body: dict, gen: Generation) -> list[str]:
     return ["thinking=on"]
 
 
-_THINKING = {"openai": _chat_thinking, "anthropic": _messages_thinking, "responses": _responses_thinking}
+_THINKING = {"anthropic": _messages_thinking, "responses": _responses_thinking}

@@ -39,8 +39,10 @@ class Shaping:
                 return policy.generation.thinking
         return None
 
-    def apply(self, body: bytes, api_format: str, headers: tuple[tuple[str, str], ...]) -> Shaped:
-        """The provider-bound body and headers after every plugin, with what each changed."""
+    def apply(self, body: bytes, api_format: str, headers: tuple[tuple[str, str], ...],
+              reasoning: str | None = None) -> Shaped:
+        """The provider-bound body and headers after every plugin, with what each changed; ``reasoning`` is the
+        model's reasoning syntax (``ProviderModel.reasoning``), which request_params' thinking is written in."""
         changes: list[str] = []
         doc = None
         out_headers = list(headers)
@@ -52,7 +54,9 @@ class Shaping:
                     doc = _DECODE.decode(body)
                     if not isinstance(doc, dict):
                         return Shaped(body, headers, ())
-                change = policy.apply(doc, api_format)
+                # Only request_params writes reasoning fields, in the model's own syntax.
+                extra = (reasoning,) if isinstance(policy, RequestParams) else ()
+                change = policy.apply(doc, api_format, *extra)
             if change:
                 changes.append(f"{type_}: {change}")
         new_body = _ENCODE.encode(doc) if doc is not None and changes else body

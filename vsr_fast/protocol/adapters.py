@@ -175,28 +175,29 @@ class Adapter(abc.ABC):
                                 identity=identity)
 
     def upstream(self, req: Inbound, api_format: str, upstream_model: str, *, stream_usage: bool = True,
-                 reasons: bool = False) -> Outbound:
+                 reasoning: str | None = None) -> Outbound:
         """The request for a backend speaking ``api_format``, naming ``upstream_model``. A stream to an
         openai-format backend asks for its usage (``stream_options.include_usage``) unless ``stream_usage``
-        is false (a server that refuses the field): the limits, costs and metrics read it. A Messages client's
-        ``thinking`` becomes an OpenAI-format reasoning effort only when the model ``reasons`` (it declares the
-        capability); otherwise it is dropped and listed, as gpt-4o and its like refuse ``reasoning_effort``."""
+        is false (a server that refuses the field): the limits, costs and metrics read it. ``reasoning`` is the model's
+        reasoning syntax (``ProviderModel.reasoning``): None for a model that does not reason, which gets none of
+        the client's reasoning fields (each dropped and listed, as gpt-4o and its like refuse ``reasoning_effort``);
+        ``chat_template_kwargs`` for the only one a Chat client's ``chat_template_kwargs`` reaches."""
         if api_format not in PATHS:
             raise UnsupportedCapability(f"api_format {api_format!r} does not serve {self.api} requests")
         headers = self.provider_headers(req, api_format)
         if api_format == self.native:
             ask = stream_usage and self.usage_unasked(req)
-            key = ("rewrite", ask, reasons)
+            key = ("rewrite", ask, reasoning)
             found = req.memo.get(key)
             if found is None:
-                raw, losses = self.same_format(req, reasons)
+                raw, losses = self.same_format(req, reasoning)
                 raw = with_stream_usage(raw, True) if ask else raw
                 found = req.memo[key] = ModelRewriter(raw, self.model(req)), tuple(losses)
             rewrite, losses = found
             return Outbound(PATHS[api_format], rewrite(upstream_model), self.stream(req), headers, losses)
-        key = ("body", api_format, upstream_model, stream_usage, reasons)
+        key = ("body", api_format, upstream_model, stream_usage, reasoning)
         if key not in req.memo:
-            body, losses = self._translate(req, api_format, upstream_model, reasons)
+            body, losses = self._translate(req, api_format, upstream_model, reasoning)
             if api_format == "openai" and not stream_usage and self.stream(req):
                 body = with_stream_usage(body, False)     # the translation asks for it: this server refuses it
             req.memo[key] = body, losses
@@ -204,10 +205,10 @@ class Adapter(abc.ABC):
         return Outbound(PATHS[api_format], body, self.stream(req) and api_format != "images", headers,
                         tuple(losses))
 
-    def same_format(self, req: Inbound, reasons: bool) -> tuple[bytes, list[Loss]]:
+    def same_format(self, req: Inbound, reasoning: str | None) -> tuple[bytes, list[Loss]]:
         """The client's body for a backend of its own format, and what it lost: the client's bytes, but for what
-        no backend of the format takes (unsigned thinking toward Anthropic, a reasoning effort toward a model that
-        does not ``reasons``), dropped and listed as a translation drops it."""
+        no backend of the format takes (unsigned thinking toward Anthropic, a reasoning field toward a model that
+        does not reason: ``reasoning`` None), dropped and listed as a translation drops it."""
         return req.raw, []
 
     def usage_unasked(self, req: Inbound) -> bool:
@@ -247,18 +248,20 @@ class Adapter(abc.ABC):
         """Where the client's conversation has nothing to translate, in the client's own field."""
         return Problem("invalid", ("messages",), NO_TURNS)
 
-    def _translate(self, req: Inbound, api_format: str, model: str, reasons: bool = False
+    def _translate(self, req: Inbound, api_format: str, model: str, reasoning: str | None = None
                    ) -> tuple[bytes, list[Loss]]:
         if api_format == "images":
             raise UnsupportedCapability(f"the {self.api} API cannot return an image; "
                                         "an images model serves the Responses and Images APIs")
         self.refuse_empty(req, (api_format,))
         conv, read_losses = self.conversation(req)
-        if not reasons and api_format in ("openai", "responses"):
-            # gpt-4o and its like refuse a reasoning effort (400 unsupported_parameter): whatever asks for one.
-            if conv.thinking is not None and conv.thinking.get("type") != "disabled":
+        if reasoning is None:
+            # gpt-4o and its like refuse a reasoning effort (400 unsupported_parameter), Claude's older models
+            # thinking: whatever asks for one. Thinking off is written only in Messages' words (OpenAI's have none).
+            if conv.thinking is not None:
+                if api_format == "anthropic" or conv.thinking.get("type") != "disabled":
+                    read_losses = [*read_losses, dropped("thinking", "model_does_not_reason")]
                 conv = msgspec.structs.replace(conv, thinking=None)
-                read_losses = [*read_losses, dropped("thinking", "model_does_not_reason")]
             if conv.reasoning_effort is not None:
                 conv = msgspec.structs.replace(conv, reasoning_effort=None)
                 read_losses = [*read_losses, dropped(self.EFFORT, "model_does_not_reason")]
@@ -537,15 +540,24 @@ class ChatAdapter(Adapter):
         return RequestError(f"n={req.body.n} asks for {req.body.n} choices, and model {models} answers one: "
                             f"send n=1 (or leave n out), or name a model of api_format openai", param="n")
 
-    def same_format(self, req: Inbound, reasons: bool) -> tuple[bytes, list[Loss]]:
-        """The client's body as it came, less a reasoning effort toward a model that does not reason. The rest
-        passes: an openai-format backend may be a LiteLLM proxy that enforces ``guardrails``, ``tags``,
-        ``fallbacks``, ``metadata``... (dropped, with a warning, only where the body is translated)."""
-        if reasons or req.body.reasoning_effort is None:
+    def same_format(self, req: Inbound, reasoning: str | None) -> tuple[bytes, list[Loss]]:
+        """The client's body as it came, less a reasoning effort toward a model that does not reason, and vLLM's
+        ``chat_template_kwargs`` toward a model whose ``reasoning_family`` is not vLLM's (OpenAI answers 400 to an
+        argument it does not know). The rest passes: an openai-format backend may be a LiteLLM proxy that enforces
+        ``guardrails``, ``tags``, ``fallbacks``, ``metadata``... (dropped, with a warning, only where the body is
+        translated)."""
+        effort = reasoning is None and req.body.reasoning_effort is not None
+        if not effort and (reasoning == "chat_template_kwargs" or b"chat_template_kwargs" not in req.raw):
             return req.raw, []
         top = dict(chat.TOP_LEVEL_DECODER.decode(req.raw))
-        del top["reasoning_effort"]
-        return chat.ENCODER.encode(top), [dropped("reasoning_effort", "model_does_not_reason")]
+        losses = []
+        if effort:
+            del top["reasoning_effort"]
+            losses.append(dropped("reasoning_effort", "model_does_not_reason"))
+        if reasoning != "chat_template_kwargs" and top.pop("chat_template_kwargs", None) is not None:
+            losses.append(dropped("chat_template_kwargs", "model_does_not_reason" if reasoning is None
+                                  else "reasoning_family"))
+        return (chat.ENCODER.encode(top), losses) if losses else (req.raw, [])
 
     def usage_unasked(self, req: Inbound) -> bool:
         options = req.body.stream_options
@@ -594,8 +606,12 @@ class MessagesAdapter(Adapter):
     def _read(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
         return MESSAGES.read_request(req.body, req.raw)
 
-    def same_format(self, req: Inbound, reasons: bool) -> tuple[bytes, list[Loss]]:
-        return MESSAGES.signed_only(req.body, req.raw)
+    def same_format(self, req: Inbound, reasoning: str | None) -> tuple[bytes, list[Loss]]:
+        raw, losses = MESSAGES.signed_only(req.body, req.raw)
+        if reasoning is not None:
+            return raw, losses
+        raw, dropped_here = MESSAGES.without_reasoning(raw)
+        return raw, [*losses, *dropped_here]
 
     def canonical(self, req: Inbound, identity: Identity = ANONYMOUS) -> CanonicalRequest:
         conv, _ = self.conversation(req)
@@ -724,8 +740,8 @@ class ResponsesAdapter(Adapter):
     def _read(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
         return RESPONSES.read_request(req.body, req.raw)
 
-    def same_format(self, req: Inbound, reasons: bool) -> tuple[bytes, list[Loss]]:
-        if reasons or not req.body.reasoning:
+    def same_format(self, req: Inbound, reasoning: str | None) -> tuple[bytes, list[Loss]]:
+        if reasoning is not None or not req.body.reasoning:
             return req.raw, []
         top = dict(chat.TOP_LEVEL_DECODER.decode(req.raw))
         del top["reasoning"]
@@ -737,10 +753,10 @@ class ResponsesAdapter(Adapter):
             return Problem("length", ("input",), expected=">= 1", got="array")
         return Problem("invalid", ("input",), NO_TURNS)
 
-    def _translate(self, req: Inbound, api_format: str, model: str, reasons: bool = False
+    def _translate(self, req: Inbound, api_format: str, model: str, reasoning: str | None = None
                    ) -> tuple[bytes, list[Loss]]:
         if api_format != "images":
-            return super()._translate(req, api_format, model, reasons)
+            return super()._translate(req, api_format, model, reasoning)
         conv, read_losses = self.conversation(req)
         tools = req.body.tools or ()
         tool = next((msgspec.structs.asdict(t) for t in tools if t.type == "image_generation"), None)
@@ -949,7 +965,7 @@ class ImagesAdapter(Adapter):
     def canonical(self, req: Inbound, identity: Identity = ANONYMOUS) -> CanonicalRequest:
         return CanonicalRequest([chat.Message(role="user", content=req.body.prompt)], identity=identity)
 
-    def _translate(self, req: Inbound, api_format: str, model: str, reasons: bool = False
+    def _translate(self, req: Inbound, api_format: str, model: str, reasoning: str | None = None
                    ) -> tuple[bytes, list[Loss]]:
         if api_format != "responses":
             raise UnsupportedCapability(f"an image is generated on the Images or Responses API, "

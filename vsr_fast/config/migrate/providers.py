@@ -25,6 +25,9 @@ def rewrite_providers(providers: Any, cards: list, notes: Notes) -> dict:
     for where, card in cards:
         if isinstance(card, dict) and "name" in card:
             by_name.setdefault(card["name"], (where, card))
+    defaults = providers.get("defaults")
+    families = defaults.get("reasoning_families") if isinstance(defaults, dict) else None
+    families = families if isinstance(families, dict) else {}
     models = []
     for i, model in enumerate(providers.get("models") or []):
         if not isinstance(model, dict):
@@ -38,6 +41,10 @@ def rewrite_providers(providers: Any, cards: list, notes: Notes) -> dict:
         found = by_name.get(model.get("name"))
         if found:
             _facts(model, found[1], found[0], notes)
+        family = model.get("reasoning_family")
+        v05 = family in ("chat_template_kwargs", "reasoning_effort") and family not in families
+        if family is not None and not v05:
+            _reasoning_family(model, families, path, notes)
         models.append(model)
     out["models"] = models
     return out
@@ -58,6 +65,39 @@ def _facts(model: dict, card: dict, where: str, notes: Notes) -> None:
             notes.rewrite(where, f"{card['name']} generates images: api_format images")
     notes.rewrite(where, f"the model card {card['name']!r} moved to providers.models[{card['name']}]"
                          + (f" ({', '.join(moved)})" if moved else ""))
+
+
+# v0.3's reasoning_families[].type as v0.5's reasoning_family: OpenAI's field is the default.
+FAMILY_TYPES = {"chat_template_kwargs": "chat_template_kwargs", "reasoning_effort": None,
+                "top_level_reasoning_effort": None}
+
+
+def _reasoning_family(model: dict, families: dict, path: str, notes: Notes) -> None:
+    """A model's named family (``providers.defaults.reasoning_families``) becomes the syntax it names, and the
+    model declares that it reasons: a v0.3 family was how its reasoning fields were written."""
+    name = model.pop("reasoning_family")
+    family = families.get(name) if isinstance(name, str) else None
+    kind = family.get("type") if isinstance(family, dict) else None
+    where = f"{path}.reasoning_family"
+    if kind not in FAMILY_TYPES:
+        notes.drop(where, f"the reasoning family {name!r} has no type this router writes (chat_template_kwargs, "
+                          "reasoning_effort); dropped, so OpenAI's reasoning_effort applies")
+        return
+    syntax = FAMILY_TYPES[kind]
+    if syntax is not None:
+        model["reasoning_family"] = syntax
+    caps = model.get("capabilities")
+    if isinstance(caps, list) and "reasoning" not in caps:
+        model["capabilities"] = [*caps, "reasoning"]
+    elif caps is None:
+        model["capabilities"] = ["reasoning"]
+    notes.rewrite(where, f"the reasoning family {name!r} ({kind}) became "
+                         + (f"reasoning_family: {syntax}" if syntax else "OpenAI's reasoning_effort, the default")
+                         + ", and capabilities lists reasoning")
+    parameter = family.get("parameter") if isinstance(family, dict) else None
+    if syntax is not None and parameter not in (None, "enable_thinking"):
+        notes.review(where, f"the family's switch was chat_template_kwargs.{parameter}; the router writes "
+                            "chat_template_kwargs.enable_thinking")
 
 
 def _pricing(p: dict, path: str, notes: Notes) -> dict:

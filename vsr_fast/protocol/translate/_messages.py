@@ -257,6 +257,27 @@ def signed_only(req: wire.MessagesRequest, raw: bytes) -> tuple[bytes, list[Loss
     return ENCODER.encode(body), losses
 
 
+def without_reasoning(raw: bytes) -> tuple[bytes, list[Loss]]:
+    """A Messages body (``raw``) for a model that does not reason, without its ``thinking`` and Claude Code's
+    ``output_config.effort`` (Claude's older models refuse both), each listed; ``raw`` itself when it has none."""
+    if b'"thinking"' not in raw and b'"effort"' not in raw:
+        return raw, []
+    body = msgspec.json.decode(raw)
+    losses = []
+    if "thinking" in body:
+        del body["thinking"]
+        losses.append(dropped("thinking", "model_does_not_reason"))
+    config = body.get("output_config")
+    if isinstance(config, dict) and "effort" in config:
+        rest = {k: v for k, v in config.items() if k != "effort"}
+        if rest:
+            body["output_config"] = rest
+        else:
+            del body["output_config"]
+        losses.append(dropped("output_config.effort", "model_does_not_reason"))
+    return (ENCODER.encode(body), losses) if losses else (raw, [])
+
+
 def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     losses: list[Loss] = []
     system = [_block(t, losses) for t in conv.system]

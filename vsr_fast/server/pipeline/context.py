@@ -97,10 +97,10 @@ async def assemble(ex: Exchange) -> None:
 def _thinks(ex: Exchange, body: dict, fmt: str) -> bool:
     """Whether an anthropic-format candidate's request will have extended thinking on: the decision's
     generation says so, or, where it says nothing, a Messages client asked for it (translation from another
-    format carries no thinking)."""
+    format carries no thinking); only a candidate that reasons gets either."""
     r = ex.route
     assert r is not None
-    if not any(c.api_format == "anthropic" for c in r.candidates):
+    if not any(c.api_format == "anthropic" and c.reasons for c in r.candidates):
         return False
     shaping = ex.state.policies.shaping(r.recipe, r.decision)
     switch = shaping.thinking() if shaping is not None else None

@@ -31,7 +31,7 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
 
     def built(model: ProviderModel, inbound: Inbound, tune: Tune | None) -> Outbound:
         out = ex.adapter.upstream(inbound, model.api_format, model.upstream_model,
-                                  stream_usage=model.stream_usage, reasons=model.reasons)
+                                  stream_usage=model.stream_usage, reasoning=model.reasoning)
         if tune is not None:
             out = dataclasses.replace(out, body=tune(out.body, model.api_format))
         # The client's forwarded headers join the request's own, so header_mutation sees them all.
@@ -93,7 +93,7 @@ def _rewritten(ex: Exchange, out: Outbound, model: ProviderModel, retains: bool,
     """The shaping plugins, then the retention's prefix when the decision ``retains`` it, on ``out``; what each
     changed joins ``changes``."""
     if ex.shaping is not None:
-        shaped = ex.shaping.apply(out.body, model.api_format, out.headers)
+        shaped = ex.shaping.apply(out.body, model.api_format, out.headers, model.reasoning)
         changes += shaped.changes
         out = dataclasses.replace(out, body=shaped.body, headers=shaped.headers)
     if retains:

@@ -211,10 +211,11 @@ async def number(ex: Exchange) -> None:
         return
     model = r.candidates[0]
     try:
-        out = ex.adapter.upstream(req, model.api_format, model.upstream_model, stream_usage=model.stream_usage, reasons=model.reasons)
+        out = ex.adapter.upstream(req, model.api_format, model.upstream_model, stream_usage=model.stream_usage,
+                                  reasoning=model.reasoning)
         body = out.body
         if ex.shaping is not None:
-            body = ex.shaping.apply(body, model.api_format, out.headers).body
+            body = ex.shaping.apply(body, model.api_format, out.headers, model.reasoning).body
         await mask(ex, body, model.api_format, ex.masking)
     except VsrError:
         ex.masked_values = None
