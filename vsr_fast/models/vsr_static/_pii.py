@@ -14,7 +14,8 @@ r"""Structured personal data as character spans: regexes find candidates, valida
                    Dates, thousands-grouped amounts and dotted versions are refused by shape
 
 An EMAIL_ADDRESS of a role mailbox (``ROLE_MAILBOXES``: noreply@, no-reply@, donotreply@,
-do-not-reply@, mailer-daemon@, postmaster@, with "_" for "-" and any "+tag") is not reported:
+do-not-reply@, mailer-daemon@, postmaster@, with "_" for "-" and any "+tag" but VERP's, which holds the
+recipient's address as "name=domain") is not reported:
 it names no person (Claude Code's commit attribution, noreply@anthropic.com, is in every turn).
 
 A span starts and ends where a word of a script that spaces its words does: letters of
@@ -86,7 +87,9 @@ def _emails(text: str) -> Iterator[Found]:
         start = _LOCAL_START.search(text, lo if dots < 0 else max(lo, dots + 2), at)
         if start is not None:
             end = domain.end()
-            if end - start.start() <= 254 and text[start.start():at].partition("+")[0].lower() not in ROLE_MAILBOXES:
+            box, _, tag = text[start.start():at].partition("+")
+            # A role mailbox's +tag holding "=" is VERP's: the recipient's address, "@" written "=".
+            if end - start.start() <= 254 and (box.lower() not in ROLE_MAILBOXES or "=" in tag):
                 yield "EMAIL_ADDRESS", start.start(), end, 1.0
 
 
