@@ -45,15 +45,13 @@ from collections.abc import Callable, Iterable, Iterator
 
 import phonenumbers
 
+from ...protocol.words import WORD
+
 Found = tuple[str, int, int, float]   # label, start, end (exclusive), probability
 
-# Letters of scripts written without spaces between words: Thai, Lao, Myanmar, Khmer, Hangul, CJK radicals,
-# kana, bopomofo, CJK ideographs (and extensions), halfwidth katakana. ``re``'s Unicode \w holds them, and a
-# boundary check with \w read "はyamada@" as one word.
-_UNSPACED = ("\u0E00-\u0EFF\u1000-\u109F\u1100-\u11FF\u1780-\u17FF\u2E80-\u2FDF\u3040-\u30FF\u3100-\u31FF"
-             "\u3400-\u4DBF\u4E00-\u9FFF\uA960-\uA97F\uAC00-\uD7FF\uF900-\uFAFF\uFF66-\uFF9F\U00020000-\U0003FFFF")
-# One word character of a spaced script: what a span may not start right after nor end right before.
-W = f"[^\\W{_UNSPACED}]"
+# One word character of a spaced script: what a span may not start right after nor end right before
+# (``protocol.words``: CJK, kana, Hangul, Thai... are boundaries).
+W = WORD
 
 LABELS = ("EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "US_SSN", "IP_ADDRESS", "IBAN_CODE")
 
