@@ -511,3 +511,36 @@ def test_a_private_requests_signals_event_keeps_the_rule_and_its_answer_not_the_
         streamed = b"".join(v for _, fields in redis.Redis.from_url("redis://127.0.0.1:6379/0").xrange(stream_name)
                             for v in fields.values())
         assert (ACCOUNT.encode() in streamed) is not private
+
+
+USER = "jane.doe.7731"
+
+
+@pytest.mark.parametrize("policy", ["capture_allowed", "capture_personal_data_false"])
+def test_a_private_requests_signals_event_names_no_caller(mock, tmp_path, stream_name, policy):
+    """An authz rule's detail names the caller ("user jane... does not hold role admin"): under
+    capture_personal_data: false the request event keeps no identity, and neither does the signals event."""
+    plugins = [] if policy == "capture_allowed" else [
+        {"type": "router_replay", "configuration": {"capture_personal_data": False}}]
+    d = doc(mock.url, stream_name)
+    d["listeners"] = [{"name": "main", "identity": {"trust_headers": True}}]
+    d["recipes"] = [{"name": "r", "signals": {
+        "role_bindings": [{"name": "admins", "role": "admin", "subjects": [{"kind": "User", "name": "root"}]}]},
+        "decisions": [{"name": "admin", "priority": 10, "modelRefs": [{"model": "m"}], "plugins": plugins,
+                       "rules": {"operator": "AND", "conditions": [{"type": "authz", "name": "admins"}]}},
+                      {"name": "d", "priority": 1, "modelRefs": [{"model": "m"}], "plugins": plugins}]}]
+    with router(write_config(d, str(tmp_path))) as proc:
+        r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20, headers={"x-authz-user-id": USER},
+                       json={"model": "auto", "messages": [{"role": "user", "content": "hello"}]})
+        assert r.status_code == 200, r.text
+        replay_id = r.headers["x-vsr-replay-id"]
+        events = wait_for(lambda: (lambda e: e if len(e) >= 3 else None)(events_of(stream_name, replay_id)))
+        assert events, "the request's events reached the stream"
+        (signals,) = [e for e in events if type(e).__name__ == "SignalsEvaluated"]
+        (reading,) = [x for x in signals.readings if x.type == "authz"]
+        assert reading.matched is False
+        private = policy != "capture_allowed"
+        assert (USER in (reading.detail or "")) is not private, reading.detail
+        streamed = b"".join(v for _, fields in redis.Redis.from_url("redis://127.0.0.1:6379/0").xrange(stream_name)
+                            for v in fields.values())
+        assert (USER.encode() in streamed) is not private

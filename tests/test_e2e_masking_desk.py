@@ -216,3 +216,18 @@ def test_a_chat_messages_name_is_masked(desk, stream):
     body = json.loads(sent(upstream))
     assert body["messages"][0]["name"] == "[PERSON_1]", body["messages"][0]
     assert body["messages"][0]["content"].startswith("I'm [PERSON_1], [EMAIL_ADDRESS_1]")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_text_placeholder_against_text_written_without_spaces_is_restored(desk, stream):
+    """Japanese writes no space between words: "EMAIL_1まで" is the placeholder and a particle, as the pii rule
+    reads "yamada@example.jpまで" (an address, then a word)."""
+    proc, upstream, _ = desk
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0)
+    text = "メールはyamada@example.jpまでお願いします。textual"
+    got = client.chat.completions.create(model="vsr/auto", messages=[{"role": "user", "content": text}],
+                                         stream=stream)
+    answer = "".join(c.choices[0].delta.content or "" for c in got if c.choices) if stream \
+        else got.choices[0].message.content
+    assert json.loads(sent(upstream))["messages"][0]["content"] == "メールはEMAIL_1までお願いします。textual"
+    assert answer == text

@@ -193,6 +193,9 @@ def test_a_messages_stream_holds_a_split_placeholder_until_it_completes_and_flus
      "Hi, I'm [PERSON_1]. Any announcement? I'm on the Annual plan"),
     ("Mi pedido no llegó a Miami", {"Mi": "[PERSON_1]"}, "[PERSON_1] pedido no llegó a Miami"),
     ("Jürgen Müller, Jürgen Müllers", {"Jürgen Müller": "[PERSON_1]"}, "[PERSON_1], Jürgen Müllers"),
+    # Scripts written without spaces (CJK, kana, Hangul, Thai) are word boundaries, as the pii rule reads them.
+    ("山田さんに連絡して。山田太郎です", {"山田": "[PERSON_1]"}, "[PERSON_1]さんに連絡して。[PERSON_1]太郎です"),
+    ("Please call Tanakaさん", {"Tanaka": "[PERSON_1]"}, "Please call [PERSON_1]さん"),
     # A value with a digit or an "@" is the same datum glued to text or in a URL: every copy.
     ("mailto:ann@example.com?cc=xann@example.comy", {"ann@example.com": "[EMAIL_ADDRESS_1]"},
      "mailto:[EMAIL_ADDRESS_1]?cc=x[EMAIL_ADDRESS_1]y"),

@@ -142,6 +142,14 @@ def test_a_person_whose_address_names_a_role_word_is_still_found(model, address)
     assert spans(model, f"Write to {address} today") == [("EMAIL_ADDRESS", address)]
 
 
+@pytest.mark.parametrize("address", ["noreply+jane.doe=example.com@bounces.example.org",
+                                     "postmaster+jdoe=mail.example@lists.example.net"])
+def test_a_role_mailbox_whose_tag_carries_an_address_is_personal_data(model, address):
+    """VERP: a bounce address's +tag is the recipient's address, "@" written as "=" (RFC 3834's automated
+    senders use it): the mailbox is a service's, the tag a person's."""
+    assert spans(model, f"Return-Path: <{address}>") == [("EMAIL_ADDRESS", address)]
+
+
 def test_a_role_mailbox_beside_a_person_leaves_the_person(model):
     text = "Co-Authored-By: Claude <noreply@anthropic.com>; reviewed by jane.doe@example.com"
     assert spans(model, text) == [("EMAIL_ADDRESS", "jane.doe@example.com")]

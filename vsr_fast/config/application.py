@@ -88,7 +88,7 @@ class PiiRule(_Rule, kw_only=True):
     ``090-1234-5678``), checked against that country's numbering plan; dates, amounts, versions and order numbers
     are not phones. A role mailbox names no person and is no EMAIL_ADDRESS: ``noreply@``, ``no-reply@``,
     ``donotreply@``, ``do-not-reply@`` (or with ``_``), ``mailer-daemon@``, ``postmaster@``, with any ``+tag``
-    (Claude Code's ``noreply@anthropic.com`` attribution is in every turn). Text written without spaces (CJK,
+    but VERP's, the recipient's address (``noreply+jane=example.com@``) (Claude Code's ``noreply@anthropic.com`` attribution is in every turn). Text written without spaces (CJK,
     kana, Hangul, Thai) is a word boundary: ``メールはyamada@example.jp``. PERSON, LOCATION, DATE_TIME,
     STREET_ADDRESS and ORGANIZATION by gazetteers and rules, read only when a rule keeps one of them
     (``ignore_labels``)."""

@@ -28,6 +28,7 @@ from typing import Annotated, Any
 from msgspec import UNSET, Meta, UnsetType
 
 from ..config.schema_base import Block
+from ..protocol.words import WORD
 from ._merge import merged_fields
 
 TYPE = "masking"
@@ -117,7 +118,7 @@ class Masking:
             if len(text) > 1 and text[-1] in _CLOSERS:
                 parts.append(re.escape(text[:-1]) + r"_\d+" + re.escape(text[-1]))
             else:
-                parts.append(("(?<!\\w)" if _WORD.match(text[0]) else "") + re.escape(text) + r"_\d+(?!\w)")
+                parts.append((_NOT_AFTER if _WORD.match(text[0]) else "") + re.escape(text) + r"_\d+" + _NOT_BEFORE)
         return re.compile("|".join(parts))
 
 
@@ -296,20 +297,24 @@ def replace(body: dict, api_format: str, values: dict[str, str]) -> int:
 def copies(values: Iterable[str]) -> re.Pattern[str]:
     """Where a copy of one of ``values`` stands in a text, the longest first. A value of letters alone (a name,
     a place: no digit, no "@") is a word or words, and inside a longer word is another word ("Ann" in
-    "Annual", "Mi" in "Miami"): only a whole-word copy counts. A value with a digit or an "@" (an address, a
+    "Annual", "Mi" in "Miami"): only a whole-word copy counts, a letter of a script written without spaces
+    being a word's end ("山田さん", ``protocol.words``). A value with a digit or an "@" (an address, a
     card, a phone number) is the same datum wherever it stands, glued to text in a flattened page or inside a
     URL's query: every copy counts, so none is left in clear."""
     parts = []
     for value in sorted(values, key=len, reverse=True):
         body = re.escape(value)
         if _LETTERS.fullmatch(value):
-            body = ("(?<!\\w)" if _WORD.match(value[0]) else "") + body + ("(?!\\w)" if _WORD.match(value[-1]) else "")
+            body = (_NOT_AFTER if _WORD.match(value[0]) else "") + body + (_NOT_BEFORE if _WORD.match(value[-1]) else "")
         parts.append(body)
     return re.compile("|".join(parts)) if parts else _NEVER
 
 
 _LETTERS = re.compile(r"[^\d@]+")
-_WORD = re.compile(r"\w")
+# A word character of a script that spaces its words: a letter of one written without spaces (CJK, kana, Hangul,
+# Thai) is a boundary, as the pii rule reads it ("山田さん", "Tanakaさん": the name, then a word).
+_WORD = re.compile(WORD)
+_NOT_AFTER, _NOT_BEFORE = f"(?<!{WORD})", f"(?!{WORD})"
 _NEVER = re.compile(r"(?!)")
 # A Chat message's name: letters joined by "_", "-" or "." ("maria_gonzalez"); read as the words it spells.
 _NAME = re.compile(r"[^\W\d_]+(?:[_.-][^\W\d_]+)*")

@@ -23,23 +23,26 @@ from typing import Any
 
 import msgspec
 
+from ..protocol.words import WORD
+
 _DECODE = msgspec.json.Decoder()
 _ENCODE = msgspec.json.Encoder()
 # Keys whose string value is a JSON text: a value restored there is escaped as a JSON string's content.
 _JSON_TEXT = frozenset({"arguments", "partial_json"})
 _EVENT_END = re.compile(rb"\r?\n\r?\n")
-_WORD = re.compile(r"\w")
+# A word character of a script that spaces its words (``protocol.words``): "EMAIL_1まで" is a placeholder.
+_WORD = re.compile(WORD)
 
 
 # No word character before, or a JSON escape's ("\\nEMAIL_1" in tool-call arguments starts a line).
-_START = r"(?:(?<!\w)|(?<=\\[nrtbf]))"
+_START = f"(?:(?<!{WORD})|(?<=\\\\[nrtbf]))"
 
 
 def placeholders(values) -> re.Pattern[str]:
     """Where one of the placeholders ``values`` stands as a token of its own, the longest first: an edge of
     one that is a word character must not touch another ("EMAIL_10" is no placeholder inside "EMAIL_100" or
     "XEMAIL_10"); a bracketed one ("[EMAIL_ADDRESS_1]") is delimited by its brackets."""
-    parts = [(_START if _WORD.match(p[0]) else "") + re.escape(p) + ("(?!\\w)" if _WORD.match(p[-1]) else "")
+    parts = [(_START if _WORD.match(p[0]) else "") + re.escape(p) + (f"(?!{WORD})" if _WORD.match(p[-1]) else "")
              for p in sorted(values, key=len, reverse=True)]
     return re.compile("|".join(parts)) if parts else re.compile("(?!)")
 

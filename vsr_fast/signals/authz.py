@@ -28,11 +28,14 @@ class _Compiled:
         if who.user is None:
             return Outcome(False, detail="anonymous caller")
         if who.user in self.users:
-            return Outcome(True, detail=f"user {who.user} holds role {self.role}")
+            return Outcome(True, detail=f"user {who.user} holds role {self.role}", redacted=f"holds role {self.role}")
         shared = self.groups.intersection(who.groups)
         if shared:
-            return Outcome(True, detail=f"group {min(shared)} holds role {self.role}")
-        return Outcome(False, detail=f"user {who.user} does not hold role {self.role}")
+            return Outcome(True, detail=f"group {min(shared)} holds role {self.role}",
+                           redacted=f"holds role {self.role}")
+        # ``redacted``: the caller's user and groups are identity, which a private request's events keep none of.
+        return Outcome(False, detail=f"user {who.user} does not hold role {self.role}",
+                       redacted=f"does not hold role {self.role}")
 
 
 class AuthzFamily(RuleFamily):

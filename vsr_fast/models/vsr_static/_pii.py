@@ -14,7 +14,8 @@ r"""Structured personal data as character spans: regexes find candidates, valida
                    Dates, thousands-grouped amounts and dotted versions are refused by shape
 
 An EMAIL_ADDRESS of a role mailbox (``ROLE_MAILBOXES``: noreply@, no-reply@, donotreply@,
-do-not-reply@, mailer-daemon@, postmaster@, with "_" for "-" and any "+tag") is not reported:
+do-not-reply@, mailer-daemon@, postmaster@, with "_" for "-" and any "+tag" but VERP's, which holds the
+recipient's address as "name=domain") is not reported:
 it names no person (Claude Code's commit attribution, noreply@anthropic.com, is in every turn).
 
 A span starts and ends where a word of a script that spaces its words does: letters of
@@ -44,15 +45,13 @@ from collections.abc import Callable, Iterable, Iterator
 
 import phonenumbers
 
+from ...protocol.words import WORD
+
 Found = tuple[str, int, int, float]   # label, start, end (exclusive), probability
 
-# Letters of scripts written without spaces between words: Thai, Lao, Myanmar, Khmer, Hangul, CJK radicals,
-# kana, bopomofo, CJK ideographs (and extensions), halfwidth katakana. ``re``'s Unicode \w holds them, and a
-# boundary check with \w read "はyamada@" as one word.
-_UNSPACED = ("\u0E00-\u0EFF\u1000-\u109F\u1100-\u11FF\u1780-\u17FF\u2E80-\u2FDF\u3040-\u30FF\u3100-\u31FF"
-             "\u3400-\u4DBF\u4E00-\u9FFF\uA960-\uA97F\uAC00-\uD7FF\uF900-\uFAFF\uFF66-\uFF9F\U00020000-\U0003FFFF")
-# One word character of a spaced script: what a span may not start right after nor end right before.
-W = f"[^\\W{_UNSPACED}]"
+# One word character of a spaced script: what a span may not start right after nor end right before
+# (``protocol.words``: CJK, kana, Hangul, Thai... are boundaries).
+W = WORD
 
 LABELS = ("EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "US_SSN", "IP_ADDRESS", "IBAN_CODE")
 
@@ -86,7 +85,9 @@ def _emails(text: str) -> Iterator[Found]:
         start = _LOCAL_START.search(text, lo if dots < 0 else max(lo, dots + 2), at)
         if start is not None:
             end = domain.end()
-            if end - start.start() <= 254 and text[start.start():at].partition("+")[0].lower() not in ROLE_MAILBOXES:
+            box, _, tag = text[start.start():at].partition("+")
+            # A role mailbox's +tag holding "=" is VERP's: the recipient's address, "@" written "=".
+            if end - start.start() <= 254 and (box.lower() not in ROLE_MAILBOXES or "=" in tag):
                 yield "EMAIL_ADDRESS", start.start(), end, 1.0
 
 
