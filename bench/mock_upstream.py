@@ -38,7 +38,8 @@ counts the answers reported (``input_tokens``, ``output_tokens``); ``embeddings`
 (``--embedding-dimensions`` wide unless the request asks for ``dimensions``), so texts sharing
 words are near. With ``count_tokens`` set, ``POST /v1/messages/count_tokens`` answers ``input_tokens`` (its
 body's bytes over four) and keeps its body as ``last_count``, apart from the last generation request (unset, it is
-a 404, as a backend without the route). ``GET /_mock/last_stream``
+a 404, as a backend without the route). ``last_models_headers``: the headers of the last ``GET /v1/models`` (what
+a router's health check sends). ``GET /_mock/last_stream``
 returns the SSE bytes of the last stream it answered, unframed, so a test can compare what a
 client received with what the model sent.
 """
@@ -228,6 +229,7 @@ class Stats:
         self.last_headers: dict[bytes, bytes] | None = None
         self.last_body = b""
         self.last_count: bytes | None = None     # the last count_tokens body
+        self.last_models_headers: dict[bytes, bytes] | None = None     # the last GET /v1/models (a health check)
         self.arrivals: list[float] = []     # time.monotonic() of each generation request (kept for the first 10k)
 
     def as_json(self) -> bytes:
@@ -253,6 +255,9 @@ class Stats:
                 "connections": self.connections,
                 "last_request": last,
                 "last_count": msgspec.json.decode(self.last_count) if self.last_count else None,
+                "last_models_headers": {k.decode("latin-1"): v.decode("latin-1")
+                                        for k, v in self.last_models_headers.items()}
+                if self.last_models_headers is not None else None,
                 "arrivals": self.arrivals,
             }
         )
@@ -379,6 +384,7 @@ class MockUpstream(Server):
         if req.method == b"POST" and api is not None:
             return await self.generate(sock, reader, req, api)
         if req.method == b"GET" and req.path in (b"/v1/models", b"/models"):
+            self.stats.last_models_headers = req.headers
             body = msgspec.json.encode(
                 {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "mock"}]}
             )

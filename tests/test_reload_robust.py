@@ -77,7 +77,7 @@ def test_a_wrong_type_is_refused_by_every_reload_path_and_the_router_keeps_servi
 def test_an_unexpected_error_while_loading_is_a_refused_reload(tmp_path, monkeypatch):
     """Not a ConfigError (a bug in a check): refused, counted as failed, with the error; nothing raised."""
     counted: list[str] = []
-    state = SimpleNamespace(loaded=SimpleNamespace(version_hash="old", config=None), access_log=None,
+    state = SimpleNamespace(loaded=SimpleNamespace(version_hash="old", config=None, secrets={}), access_log=None,
                             metrics=SimpleNamespace(reloads=SimpleNamespace(inc=counted.append)))
 
     def broken(path):
@@ -90,7 +90,7 @@ def test_an_unexpected_error_while_loading_is_a_refused_reload(tmp_path, monkeyp
             generations = Generations(state, str(tmp_path / "c.yaml"), lambda s: {}, nursery)
             return await generations.reload()
 
-    ok, why, _ = trio.run(main)
+    ok, why, *_ = trio.run(main)
     assert not ok and "TypeError: 'int' object is not iterable" in why
     assert counted == ["failed"]
 

@@ -25,7 +25,8 @@ ENV_HINT = "the configuration expands no environment variables: name the variabl
 class KeySource(Block):
     """Where a static key comes from: at most one of an inline ``api_key``, ``api_key_env`` (an environment
     variable) or ``api_key_file`` (a file, as a mounted Secret); a variable's or file's surrounding whitespace
-    (a trailing newline) is dropped."""
+    (a trailing newline) is dropped. Every reload reads the variable and the file again: a rotated key is a new
+    configuration version (which covers the key's SHA-256, never the key), in effect from the reload on."""
 
     api_key: str | None = None
     api_key_env: str | None = None

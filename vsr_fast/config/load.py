@@ -18,6 +18,7 @@ from .checks import check
 from .forms import removed_fields
 from .shape import collect_shape_problems
 from .schema import RouterConfig, convert
+from .secrets import covered, fingerprints
 
 SCHEMA_VERSION = "v0.5"
 
@@ -51,6 +52,7 @@ class Checked:
     config: RouterConfig
     version_hash: str
     warnings: list[str] = field(default_factory=list)
+    secrets: dict[str, str] = field(default_factory=dict)   # each secret's path and digest (secrets.fingerprints)
 
     def __post_init__(self) -> None:
         self.warnings[:] = [redact(line) for line in self.warnings]     # a URL's password, as ConfigError does
@@ -87,8 +89,11 @@ def _too_large(source: str, size: int) -> str:
 
 
 def check_bytes(data: bytes, *, source: str = "<config>") -> Checked:
-    """Parse YAML (or JSON) bytes and check them as a v0.5 configuration."""
-    return check_raw(parse_bytes(data, source=source), version_hash=version_hash(data))
+    """Parse YAML (or JSON) bytes and check them as a v0.5 configuration. The secrets it names are read
+    after the checks (which read them too), into its version."""
+    checked = check_raw(parse_bytes(data, source=source))
+    prints = fingerprints(checked.config)
+    return Checked(checked.config, version_hash(data, prints), checked.warnings, prints)
 
 
 def parse_bytes(data: bytes, *, source: str = "<config>") -> object:
@@ -178,9 +183,10 @@ def _duplicate_keys(node: yaml.Node, steps: list, walked: set[int]):
             yield from _duplicate_keys(item, steps + [i], walked)
 
 
-def version_hash(data: bytes) -> str:
-    """The configuration version the router reports: the file's bytes, hashed."""
-    return hashlib.sha256(data).hexdigest()[:16]
+def version_hash(data: bytes, secrets: dict[str, str] | None = None) -> str:
+    """The configuration version the router reports: the file's bytes and the digests of the secrets it names
+    (``secrets.fingerprints``), hashed: a rotated key file is a new version."""
+    return hashlib.sha256(covered(data, secrets or {})).hexdigest()[:16]
 
 
 def check_raw(raw: object, *, version_hash: str = "") -> Checked:

@@ -370,7 +370,8 @@ class AccessLogConfig(_Block):
 
 class ConfigWatch(_Block):
     """Reload when the configuration file changes (off by default; read at start): its modification time, size
-    and inode are read every ``interval_ms``, and a change reloads it as SIGHUP does."""
+    and inode are read every ``interval_ms``, and a change reloads it as SIGHUP does; so does a change of a
+    secret file it names (``api_key_file``, ``password_file``: a rotated Kubernetes Secret)."""
 
     enabled: bool = False
     interval_ms: Annotated[int, Meta(ge=100, le=3_600_000)] = 2_000

@@ -11,6 +11,7 @@ from pathlib import Path
 from ..config import Checked, RouterConfig, check_bytes, check_file, check_raw
 from ..config.load import collect, follows_from, parse_bytes, version_hash
 from ..config.schema import PluginEntry
+from ..config.secrets import fingerprints
 from ..errors import ConfigError, redact
 from ..plugins.layers import check_plugins
 from ..signals.base import CompileErrors
@@ -26,6 +27,7 @@ class Loaded:
     version_hash: str
     table: RoutingTable
     warnings: list[str] = field(default_factory=list)
+    secrets: dict[str, str] = field(default_factory=dict)   # each secret's path and digest, read at load
 
 
 def compile_checked(checked: Checked) -> Loaded:
@@ -34,7 +36,8 @@ def compile_checked(checked: Checked) -> Loaded:
     errors, table = _compile(checked.config, warnings)
     if errors or table is None:
         raise ConfigError(errors)
-    return Loaded(config=checked.config, version_hash=checked.version_hash, table=table, warnings=warnings)
+    return Loaded(config=checked.config, version_hash=checked.version_hash, table=table, warnings=warnings,
+                  secrets=checked.secrets)
 
 
 def _compile(config: RouterConfig, warnings: list[str], *, routes: bool = True) -> tuple[list[str], RoutingTable | None]:
@@ -91,7 +94,8 @@ def validate_bytes(data: bytes, *, source: str = "<config>") -> Report:
         # The routing table compiles only over references that resolve; the plugin blocks are checked anyway.
         more, _ = _compile(found.config, warnings, routes=found.references_ok)
         errors += [line for line in more if not follows_from(line, found.set_aside)]
-    return Report(errors, warnings, version_hash(data))
+    prints = fingerprints(found.config) if found.config is not None else {}
+    return Report(errors, warnings, version_hash(data, prints))
 
 
 def load_file(path: str | Path) -> Loaded:

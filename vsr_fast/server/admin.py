@@ -104,7 +104,8 @@ def make_admin(state: AppState) -> QuartTrio:
     async def reload() -> tuple[Response, int]:
         # Under a supervisor the SIGHUP sent on below reloads this worker too, and says its outcome: said once.
         echoed = state.metrics_dir is not None
-        ok, message, later = await state.reloader(echoed=echoed, said=None if echoed else "POST /admin/reload")
+        ok, message, later, warnings, _ = await state.reloader(echoed=echoed,
+                                                               said=None if echoed else "POST /admin/reload")
         if echoed:
             # Under a supervisor: it sends SIGHUP on to every worker, so all of them load the file.
             os.kill(os.getppid(), signal.SIGHUP)
@@ -112,8 +113,10 @@ def make_admin(state: AppState) -> QuartTrio:
             body = {"error": {"message": f"the configuration does not load; still serving the one before: {message}",
                               "type": "invalid_request_error", "param": None, "code": "config_invalid"}}
             return jsonify(body), 422
-        # Changed fields the process reads only at start: the rest is in effect, these after a restart.
-        return jsonify({"status": "reloaded", "message": message, "restart_required": list(later)}), 200
+        # Changed fields the process reads only at start: the rest is in effect, these after a restart. The
+        # file's load warnings, as serve prints them at start (a backend whose key variable is unset).
+        return jsonify({"status": "reloaded", "message": message, "restart_required": list(later),
+                        "warnings": list(warnings)}), 200
 
     @app.get("/api/v1/replay/<replay_id>")
     async def replay_record(replay_id: str) -> Response | tuple[Response, int]:

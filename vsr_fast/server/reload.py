@@ -12,6 +12,11 @@ a key removed from the file is refused from the next request on. What the proces
 log) changes with a restart only: a reload that changes one of them still swaps the rest in,
 and names each such field (``restart_required``: the admin answer, the log and the stderr line), a rule or
 judge that asks a System One deployment the client does not run among them.
+
+Every reload reads again the secrets the file names (``api_key_env``, ``api_key_file``, ``password_*``): the
+version covers their digests (``config.secrets``), so a rotated key file is a change, and a kept backend takes
+its new key. The file's load warnings (a ``missing_credential``) are logged as serve prints them at start, and
+returned by ``POST /admin/reload``.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ import msgspec
 import trio
 
 from ..config.schema import RouterConfig
+from ..config.secrets import secret_files
 from ..errors import ConfigError, redact
 from ..plugins.layers import shadow_used, types_used
 from ..routing import load_file
@@ -38,10 +44,14 @@ lifecycle = logging.getLogger("vsr_fast.lifecycle")
 lifecycle.setLevel(logging.INFO)
 
 
-def say_reloaded(path: str | None, trigger: str, ok: bool, message: str, serving: str) -> None:
-    """A reload's outcome in one log line (time, level), once per process."""
+def say_reloaded(path: str | None, trigger: str, ok: bool, message: str, serving: str,
+                 warnings: tuple[str, ...] = ()) -> None:
+    """A reload's outcome in one log line (time, level), once per process, then the load warnings of the file
+    it swapped in, one line each, as serve prints them at start (a ``missing_credential`` above all)."""
     if ok:
         lifecycle.info("vsr-fast: reload done (%s): %s", trigger, message)
+        for line in warnings:
+            lifecycle.warning("vsr-fast: reload (%s): warning: %s", trigger, line)
     else:
         lifecycle.error("vsr-fast: reload refused (%s): %s does not load: %s; still serving config %s", trigger,
                         path, message, serving)
@@ -57,18 +67,29 @@ OPENED_AT_START = ("context", "response_cache", "router_replay")
 
 
 class Reloaded(NamedTuple):
-    """How a reload went: ``restart_required`` lists the changed fields the process reads only at start."""
+    """How a reload went: ``restart_required`` lists the changed fields the process reads only at start;
+    ``warnings``: the load warnings of the file loaded (said in the log when it was swapped in)."""
 
     ok: bool
     message: str
     restart_required: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    swapped: bool = False       # a new generation serves (not an unchanged file, not a refusal)
 
 
-def restart_required(old: RouterConfig, new: RouterConfig) -> list[str]:
-    """The paths of what changed from ``old`` to ``new`` that takes effect only after a restart."""
+def restart_required(old: RouterConfig, new: RouterConfig, old_secrets: dict[str, str] | None = None,
+                     new_secrets: dict[str, str] | None = None) -> list[str]:
+    """The paths of what changed from ``old`` to ``new`` that takes effect only after a restart: a secret read
+    at start (a store's password file, a System One deployment's key) by its digest (``Loaded.secrets``)."""
     found: list[str] = []
     for path in AT_START:
         found += _changed(_at(old, path), _at(new, path), path)
+    before, after = old_secrets or {}, new_secrets or {}
+    for key in sorted(after):
+        block, kind = key.rsplit(".", 1)       # kind: env or file
+        if key.startswith(AT_START) and before.get(key, after[key]) != after[key] \
+                and not any(p.startswith(f"{block}.") for p in found):
+            found.append(f"{block} (the secret in its {kind} changed)")
     added = (types_used(new) - types_used(old)) & set(OPENED_AT_START)
     # Named where the file puts them: the first entry of each type no layer had before.
     for kind in sorted(added):
@@ -119,6 +140,7 @@ class Generations:
         self.current = state
         # Fields read only at start stay as this file had them until a restart: a reload compares with it.
         self.started = state.loaded.config
+        self.started_secrets = state.loaded.secrets
         self.every = [state]
         self.apps = build(state)
         self._build, self._path, self._nursery = build, config_path, nursery
@@ -152,7 +174,8 @@ class Generations:
         """``_reload``; ``said``: what asked for it, its outcome then said in one log line (``say_reloaded``)."""
         outcome = await self._reload(count=count, echoed=echoed)
         if said is not None:
-            say_reloaded(self._path, said, outcome.ok, outcome.message, self.current.loaded.version_hash)
+            say_reloaded(self._path, said, outcome.ok, outcome.message, self.current.loaded.version_hash,
+                         outcome.warnings if outcome.swapped else ())
         return outcome
 
     async def _reload(self, *, count: bool, echoed: bool) -> Reloaded:
@@ -176,10 +199,10 @@ class Generations:
                 if loaded.version_hash == old.loaded.version_hash:
                     if outcomes is not None:
                         outcomes.inc("unchanged")
-                    return Reloaded(True, f"config {loaded.version_hash} unchanged")
+                    return Reloaded(True, f"config {loaded.version_hash} unchanged", (), tuple(loaded.warnings))
                 upstreams = Upstreams(loaded.config, previous=old.upstreams)
                 new = old.regenerated(loaded, upstreams)
-                later = tuple(restart_required(self.started, loaded.config)
+                later = tuple(restart_required(self.started, loaded.config, self.started_secrets, loaded.secrets)
                               + systemone_unstarted(old.systemone_client, loaded.table))
             except ConfigError as exc:
                 return self._refused(old, "; ".join(exc.lines) or str(exc), count)
@@ -199,7 +222,7 @@ class Generations:
                 message += f"; these take effect only after a restart: {', '.join(later)}"
                 log.warning("reload: %s changed what is read only at start, in effect after a restart: %s",
                             self._path, ", ".join(later))
-            return Reloaded(True, message, later)
+            return Reloaded(True, message, later, tuple(loaded.warnings), swapped=True)
 
     def _refused(self, old: AppState, why: str, count: bool) -> Reloaded:
         if count:
@@ -216,18 +239,27 @@ class Generations:
         await self.reload(count=count, said=trigger)
 
     async def watch(self) -> None:
-        """Reload whenever the file's modification time, size or inode change (``config_watch``), until cancelled.
-        A change is acted on once: a file that does not load is tried again at its next change, not every poll."""
+        """Reload whenever the file's modification time, size or inode change (``config_watch``), or those of a
+        secret file it names (a rotated Kubernetes Secret: kubelet swaps the volume's symlink, a new inode), until
+        cancelled. A change is acted on once: a file that does not load is tried again at its next change, not
+        every poll."""
         seen = await _signature(self._path)
+        secrets = await self._secret_signatures()
         while True:
             watch = self.current.loaded.config.global_.router.config_watch
             await trio.sleep(watch.interval_ms / 1000)
             now = await _signature(self._path)
+            rotated = await self._secret_signatures()
             # A missing file (an editor's rename in between) is no change to act on yet.
-            if not watch.enabled or now is None or now == seen:
+            if not watch.enabled or now is None or (now == seen and rotated == secrets):
                 continue
-            seen = now
-            await self.reload_and_say("the file changed")
+            trigger = "the file changed" if now != seen else "a secret file changed"
+            seen, secrets = now, rotated
+            await self.reload_and_say(trigger)
+            secrets = await self._secret_signatures()      # the files the configuration now loaded names
+
+    async def _secret_signatures(self) -> dict[str, tuple[int, int, int] | None]:
+        return {path: await _signature(path) for path in secret_files(self.current.loaded.config)}
 
     async def _retire(self, old: AppState, kept: Upstreams) -> None:
         """Once the old generation's requests ended, close its backends the new one did not keep."""

@@ -165,6 +165,9 @@ async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
                     heap.settle()
                 # One write, newline included: workers share the supervisor's stderr, and print's two
                 # writes (text, then newline) let two workers' lines run together.
+                trusted = loopback_admin(loaded.config)
+                if trusted and not opts.worker:
+                    sys.stderr.write(f"warning: {trusted}\n")
                 sys.stderr.write(f"vsr-fast: serving on {', '.join(binds)} (config {loaded.version_hash})\n")
                 sys.stderr.flush()
                 task_status.started(binds)
@@ -178,6 +181,21 @@ async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
         state.limiter.stop()
         state.auth.close()
         log.info("vsr-fast: stopped")
+
+
+def loopback_admin(config) -> str | None:
+    """The warning when the serving listener answers the admin routes to whoever connects from a loopback address
+    (no listener with role: admin, no admin keys: app's ``_local``), or None. Said at start, as both are read only
+    then: a sidecar proxy (Istio's connects from 127.0.0.6) or a reverse proxy on the same host makes every client
+    such a peer, which ``config validate`` cannot know."""
+    if config.global_.router.auth.enabled or any(listener.role == "admin" for listener in config.listeners):
+        return None
+    serving = next((listener for listener in config.listeners if listener.role == "serving"), None)
+    where = f"listeners[{serving.name}]" if serving is not None else "listeners"
+    return (f"{where}: admin_by_loopback: the admin routes (reload, replay records, key and store writes) answer "
+            "any peer on a loopback address; behind a sidecar proxy (Istio connects from 127.0.0.6) or a reverse "
+            "proxy on this host that is every client: add a listener with role: admin on a port of its own, or "
+            "admin keys (global.router.auth)")
 
 
 def _admin_listener(loaded: Loaded, opts: ServeOptions):

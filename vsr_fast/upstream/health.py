@@ -38,7 +38,7 @@ async def check_backends(current: Callable[[], Upstreams]) -> None:
 async def _probe(backend: Backend) -> None:
     health = backend.health
     assert health is not None
-    headers = [backend.auth] if backend.auth else []
+    headers = backend.probe_headers
     outcome = "timeout"     # not answered within timeout_ms, whichever step it was at
     try:
         with trio.move_on_after(health.timeout_ms / 1000):

@@ -21,6 +21,8 @@ import msgspec
 from ..config.credentials import static_key
 from ..config.schema import BackendRef, HealthCheck, Outlier, ProviderModel, RouterConfig
 from ..errors import ConfigError
+from ..headers.registry import ANTHROPIC_VERSION
+from ..protocol.anthropic import API_VERSION
 from ..metrics import escape as _escape
 from .lease import Lease, Shards
 from .transport import Origin, new_pool, ssl_context
@@ -45,13 +47,12 @@ class Backend:
         self.label = ref.name or f"{model.name}[{index}]"
         self.base = base_url(ref)
         self.origin = Origin(self.base)
-        key = _key(ref, f"providers.models[{model.name}].backend_refs[{index}]")
-        self.auth: tuple[bytes, bytes] | None = _auth_header(ref, key, model.api_format)
+        self._where = f"providers.models[{model.name}].backend_refs[{index}]"
+        self.rekey()
         # A delegated backend acts for the requesting user: the request's own credential goes under this
         # header and prefix (spec 6.7); no key of the router's.
         self.delegated: tuple[str, str] | None = _place(ref, model.api_format) \
             if ref.auth is not None and ref.auth.credential == "delegated" else None
-        self.secret = key.encode() if key else None     # struck from any error body a backend echoes it in
         self.max_response_bytes = ref.max_response_bytes
         self.max_pending = ref.max_pending or 4 * ref.max_connections * ref.pool_shards
         self.pending = 0        # attempts sent or waiting for a connection, streams until closed
@@ -76,6 +77,15 @@ class Backend:
         self.next_probe = 0.0       # trio time of the next check
         self.probe_pool: httpcore.AsyncConnectionPool | None = None    # its own connection: traffic never delays it
         self._context = context
+
+    def rekey(self) -> None:
+        """Read the key its ``auth`` names (again: a reload keeps the backend, and a rotated key file or
+        variable takes effect with it)."""
+        key = _key(self.ref, self._where)
+        self.auth: tuple[bytes, bytes] | None = _auth_header(self.ref, key, self.model.api_format)
+        self.secret = key.encode() if key else None     # struck from any error body a backend echoes it in
+        # A health check's headers: what a request of the backend's provider carries, but the client's own.
+        self.probe_headers = ([self.auth] if self.auth else []) + list(PROVIDER_HEADERS.get(self.model.api_format, ()))
 
     def up(self, now: float) -> bool:
         return not self.check_down and now >= self.ejected_until
@@ -152,6 +162,11 @@ class Backend:
 
 # A provider's own credential header and prefix (spec 6.7: a backend defaults to its provider's).
 PROVIDER_AUTH = {"anthropic": ("x-api-key", "")}
+# What a provider's API requires on every call besides the key, its health checks' GET included: Anthropic
+# refuses a call without anthropic-version (400), which would take a healthy backend out of the rotation.
+# OpenAI's APIs (chat, responses, images) require nothing more.
+PROVIDER_HEADERS: dict[str, tuple[tuple[bytes, bytes], ...]] = {
+    "anthropic": ((ANTHROPIC_VERSION.encode(), API_VERSION.encode()),)}
 DEFAULT_AUTH = ("Authorization", "Bearer")
 
 
@@ -228,7 +243,11 @@ class Upstreams:
 
         def backend(m: ProviderModel, ref: BackendRef, i: int) -> Backend:
             same = kept.get(_identity(m, ref))
-            return same.pop(0) if same else Backend(m, ref, i, context)
+            if not same:
+                return Backend(m, ref, i, context)
+            b = same.pop(0)
+            b.rekey()
+            return b
 
         self.backends: dict[str, list[Backend]] = {
             m.name: [backend(m, ref, i) for i, ref in enumerate(m.backend_refs) if ref.weight > 0]
