@@ -195,7 +195,8 @@ def test_every_entrypoint_down_leaves_the_router_ready_while_a_model_named_direc
                     httpx.post(f"{mock_.url}/_mock/config", json={"fail_rate": 0, "fail_status": 500}).raise_for_status()
                 if name == "gpt-agent":
                     assert client.get(f"{proc.url}/ready").status_code == 200, "spare still serves"
-            ready = client.get(f"{proc.url}/ready")
+            assert client.get(f"{proc.url}/ready").status_code == 200
+            ready = client.get(f"{proc.url}/ready?upstreams=1")
             assert ready.status_code == 503 and ready.json()["status"] == "no_live_backend", ready.text
 
 
@@ -210,7 +211,12 @@ def test_a_refused_connection_is_retried_and_ready_follows_the_backends(tmp_path
         assert r.status_code == 502
         # Three attempts (one and two retries) on connection refused, then ejected: not ready.
         assert metric(proc, "vsr_backend_ejections_total", "dead") == 1
+        # Trial 88: readiness is the router's own (config loaded, listening, not draining): a provider outage
+        # must not pull every replica out of the Service at once. Upstream health is asked for by name.
         ready = httpx.get(f"{proc.url}/ready")
+        assert ready.status_code == 200, ready.text
+        assert ready.json()["status"] == "ready" and ready.json()["no_live_backend"] == ["vsr/auto"]
+        ready = httpx.get(f"{proc.url}/ready", params={"upstreams": "1"})
         assert ready.status_code == 503 and ready.json() == {"status": "no_live_backend", "entrypoints": ["vsr/auto"]}
         attempts = httpx.get(f"{proc.url}/metrics").text
         assert re.search(r'vsr_upstream_attempts_total\{model="m",backend="dead",outcome="upstream_failed"\} 3', attempts)

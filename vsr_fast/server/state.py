@@ -47,6 +47,8 @@ class AppState:
     connections: Connections = field(default_factory=lambda: Connections(None))   # the listener's (serve sets)
     metrics_dir: str | None = None      # under a supervisor: where the workers answer their series (metrics_view)
     worker: int = 0
+    # The fields a reload changed that the process reads only at start: they still run the old value (/ready).
+    restart_required: tuple[str, ...] = ()
     reloader: Any = None                # serve's reload (POST /admin/reload): awaitable of reload.Reloaded (ok, message, restart_required)
 
     def __post_init__(self) -> None:
