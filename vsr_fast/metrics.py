@@ -98,7 +98,9 @@ class Metrics:
             ("model", "direction")
         )
         self.upstream_attempts = Counter(
-            "vsr_upstream_attempts_total", "Upstream attempts by backend and outcome.", ("model", "backend", "outcome")
+            "vsr_upstream_attempts_total", "Upstream attempts by backend and outcome: ok, or the cause "
+            "vsr_upstream_errors_total counts (a stream by how it ended: midstream_<cause> once it had started).",
+            ("model", "backend", "outcome")
         )
         self.upstream_errors = Counter(
             "vsr_upstream_errors_total", "Upstream failures by backend and cause (connect_refused, read_timeout, "

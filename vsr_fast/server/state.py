@@ -79,7 +79,7 @@ class AppState:
         self.classifier = Classifier(self.table, client)     # the diagnostics classify APIs (spec 6.8)
         self.debug_policy = config.global_.router.headers.debug
         self.policies = Policies(self.loaded)
-        self.dispatcher = Dispatcher(self.upstreams, self._count_attempt)
+        self.dispatcher = Dispatcher(self.upstreams, self._count_attempt, self._count_stream_end)
         self.selection = SelectionState()     # multi_factor's measurements and sessions, random's draws
         self.entrypoint_models = self._entrypoint_models()
         self.config_version = self.loaded.version_hash.encode()
@@ -146,17 +146,19 @@ class AppState:
         return trace_of(route)
 
     def _count_attempt(self, attempt: Attempt) -> None:
-        if attempt.error is not None:
-            outcome = attempt.error
-        elif attempt.status is not None and attempt.status >= 400:
-            outcome = f"http_{attempt.status}"
-        else:
-            outcome = "ok"
-        self.metrics.upstream_attempts.inc(attempt.model, attempt.backend, outcome)
+        # One vocabulary with vsr_upstream_errors_total: an attempt's outcome is "ok" or its cause (status_5xx,
+        # read_timeout, connect_refused...). A stream that started is counted as it ends (``_count_stream_end``).
+        outcome = attempt.cause or attempt.error or "ok"
+        if not attempt.streaming:
+            self.metrics.upstream_attempts.inc(attempt.model, attempt.backend, outcome)
         # The model's fault only: a 400 is the request's, a delegated backend's 401 the client's own credential.
         self.selection.stats.observe(attempt.model, attempt.seconds, not attempt.failed)
         if attempt.cause is not None:
             self.metrics.upstream_errors.inc(attempt.model, attempt.backend, attempt.cause)
+
+    def _count_stream_end(self, attempt: Attempt, outcome: str) -> None:
+        """A stream's attempt, once it ended: ok, or midstream_<cause> as vsr_upstream_errors_total counts it."""
+        self.metrics.upstream_attempts.inc(attempt.model, attempt.backend, outcome)
 
 
 def _keys_have_limits(config) -> bool:

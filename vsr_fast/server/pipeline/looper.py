@@ -362,6 +362,7 @@ async def _call(ex: Exchange, model: ProviderModel, outbound_for: OutboundFor, s
             if len(held) > HOLD_LIMIT_BYTES:
                 raise UpstreamError(f"the answer of {model.name} grew past what the Looper may hold")
     except TransportError as exc:     # a backend that broke mid-stream: that candidate failed, the next may answer
+        answer.broke(failure_cause(exc))
         raise UpstreamError(f"the stream of {model.name} broke: {cause_words(failure_cause(exc))}",
                             detail=f"the stream of {model.name} broke: {exc!r}") from exc
     finally:
