@@ -624,7 +624,7 @@ def _done(ex: Exchange, attempts: list[Attempt], verdicts: list[str], tally: Tal
           spent: list[tuple[Stream | Whole, Tokens]], kept: Stream | Whole | None) -> None:
     """The record, the trace and the metrics of every call; ``kept``, the answer returned, has its tokens
     counted by the request's usage meter as it is sent."""
-    ex.rec.attempts(attempts, hops=True)
+    ex.tried(attempts, hops=True)
     note(ex, "looper", verdicts)
     metric(ex, tally)
     for answer, tokens in spent:

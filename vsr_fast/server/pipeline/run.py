@@ -139,6 +139,10 @@ def _access_fields(ex: Exchange) -> dict:
         "api": ex.api, "recipe": ex.recipe, "decision": ex.decision, "model": ex.model,
         # The backend that answered, or the last one tried when every attempt failed.
         "backend": ex.backend or (failure.backend if isinstance(failure, UpstreamError) else None),
+        # How many upstream attempts it took, and the backends of those that failed (in order): a request that
+        # failed over shows where it went first, not only where it ended.
+        "attempts": len(ex.attempts) or None,
+        "failed_backends": ",".join(a.backend for a in ex.attempts if a.failed) or None,
         "status": ex.status,
         "path": ex.path.value, "latency_s": round(now - ex.started, 6),
         "ttfb_s": round(ex.first_byte - ex.started, 6) if ex.first_byte is not None else None,
