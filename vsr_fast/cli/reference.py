@@ -29,7 +29,8 @@ from ..config.algorithm import EXECUTORS, SELECTORS
 from ..config.catalog import Deployment
 from ..config.checks import REFUSED_FIELDS
 from ..config.load import MAX_EXPANDED_NODES, MAX_FILE_BYTES
-from ..config.schema import Algorithm, CandidateRequirements, PluginEntry, ProviderModel, RouterConfig, RuleNode
+from ..config.schema import (AccessLogConfig, Algorithm, CandidateRequirements, PluginEntry, ProviderModel, RouterConfig,
+                             RuleNode)
 from ..config.signals import CONDITION_TYPES
 from ..config.stores import RedisAt
 from ..decisions.projections import TYPE as PROJECTION
@@ -59,6 +60,7 @@ EXAMPLES = {
     (Deployment, "artifact"): "`artifact: vsr-static-2`",
     (ProviderModel, "param_size"): "`param_size: 8B`",
     (CandidateRequirements, "capabilities"): "`capabilities: [tools]`",
+    (AccessLogConfig, "trusted_proxies"): "`trusted_proxies: [10.0.0.0/8]`",
 }
 
 # Where a block connects to Redis (every RedisAt): its URL and its password's variable.

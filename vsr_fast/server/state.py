@@ -18,6 +18,7 @@ from ..protocol.adapters import make_adapters
 from .response_store import response_store
 from .route import trace_of
 from ..metrics import Metrics
+from .forwarded import networks
 from ..systemone.client import SystemOneClient
 from ..selection.selectors import SelectionState
 from ..upstream import Attempt, Dispatcher, Upstreams
@@ -62,6 +63,7 @@ class AppState:
         self.adapters = make_adapters(self.response_store)
         log_config = config.global_.router.access_log
         self.access_log = AccessLog(log_config) if log_config.enabled else None
+        self.trusted_proxies = networks(log_config.trusted_proxies)    # checked at load (config.checks)
         auth = config.global_.router.auth
         limits = config.global_.router.limits
         self.limiter = Limiter(config.global_.router.rate_limits, auth.store, keys_have_limits=_keys_have_limits(config),
