@@ -139,14 +139,15 @@ def parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("export", help="write a stream range (or the embedded journal) as JSON lines")
     _add_source(e, input_ok=False)
-    e.add_argument("--output", "-o", default="-", help="the export file (default stdout)")
+    # Both spellings on both subcommands (export had --output, run --out): neither is the wrong one.
+    e.add_argument("--output", "--out", "-o", dest="output", default="-", help="the export file (default stdout)")
     e.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
     e.set_defaults(func=cmd_export)
 
     r = sub.add_parser("run", help="re-route every recorded request under another configuration")
     r.add_argument("--config", "-c", required=True, help="the configuration to re-route under")
     _add_source(r, input_ok=True)
-    r.add_argument("--out", help="also write the requests with their new routes as an export (for diff)")
+    r.add_argument("--out", "--output", "-o", dest="out", help="also write the requests with their new routes as an export (for diff)")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
     r.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
     r.add_argument("--fail-on-change", action="store_true",

@@ -102,3 +102,23 @@ def test_a_field_the_load_refuses_is_marked_and_has_no_example():
     with pytest.raises(ConfigError) as info:
         load_raw(base)
     assert "context_window_size: unsupported_field" in str(info.value)
+
+
+def test_a_redis_block_s_examples_are_a_redis_url_and_its_password_s_variable():
+    """Trial 88: the event stream's ``url`` example was an OpenAI base URL and ``password_env`` MY_API_KEY."""
+    from vsr_fast.config.stores import RedisAt
+    blocks = [cls for cls in _every_struct() if issubclass(cls, RedisAt)]
+    assert len(blocks) >= 5
+    for cls in blocks:
+        fields = {f.name: f for f in mi.type_info(cls).fields}
+        assert reference._example(cls, fields["url"], None).startswith("`url: redis://"), cls
+        assert reference._example(cls, fields["password_env"], None) == "`password_env: REDIS_PASSWORD`", cls
+
+
+def test_the_event_stream_s_entry_format_names_every_event_type():
+    """Trial 88: a consumer of the Redis stream had to read the source to learn an entry's field and encoding."""
+    from vsr_fast.events.types import EVENT_TYPES
+    section = DOC.read_text().split('<a id="eventstreamstore"></a>', 1)[1].split("<a id=", 1)[0]
+    assert "field ``e``, msgpack-encoded" in section
+    for kind in EVENT_TYPES:
+        assert f"``{kind.__struct_config__.tag}`` ({kind.__name__})" in section, kind

@@ -323,3 +323,35 @@ def test_a_refused_request_says_who_called_too(tmp_path, mock):
         line = wait_for_value(lambda: [json.loads(x) for x in proc.lines if x.startswith("{")][:1], "a line")[0]
     assert (line["remote_addr"], line["method"], line["user_agent"], line["status"]) == ("127.0.0.1", "PUT", "curl/8",
                                                                                           405)
+
+
+@pytest.mark.parametrize(("trusted", "expected"), [
+    (None, "127.0.0.1"),                                  # the peer, whatever a header claims
+    (["127.0.0.0/8"], "10.1.2.3"),                        # one trusted hop: the address it forwarded from
+    (["127.0.0.0/8", "10.0.0.0/8"], "203.0.113.7"),       # every trusted hop skipped, right to left
+])
+def test_x_forwarded_for_is_the_client_only_from_trusted_proxies(tmp_path, mock, trusted, expected):
+    """Trial 88: remote_addr was always the peer (a load balancer's). As nginx's real_ip (recursive) and Envoy's
+    xff_num_trusted_hops: X-Forwarded-For is read only from a peer in ``trusted_proxies``, right to left, the
+    first address not trusted being the client's."""
+    access = {"trusted_proxies": trusted} if trusted else {}
+    with router(_config(tmp_path, f"{mock.url}/v1", **access)) as proc:
+        r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=30,
+                       headers={"x-forwarded-for": "198.51.100.9, 203.0.113.7, 10.1.2.3"},
+                       json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        assert r.status_code == 200
+        line = wait_for_value(lambda: next((json.loads(x) for x in proc.lines if x.startswith("{")), None), "a line")
+    assert line["remote_addr"] == expected, line
+    assert line.get("peer_addr") == (None if expected == "127.0.0.1" else "127.0.0.1"), line
+
+
+def test_a_trusted_proxy_that_is_no_network_is_refused_at_load():
+    doc = config([{"name": "m", "backend_refs": [{"endpoint": "http://127.0.0.1:9/v1"}]}],
+                 [{"name": "d", "modelRefs": [{"model": "m"}]}])
+    doc["global"] = {"router": {"access_log": {"enabled": True, "trusted_proxies": ["10.0.0.0/8", "lb.internal"]}}}
+    from vsr_fast.errors import ConfigError
+    from vsr_fast.routing import load_raw
+    with pytest.raises(ConfigError) as info:
+        load_raw(doc)
+    assert any("global.router.access_log.trusted_proxies[1]" in line and "lb.internal" in line
+               for line in info.value.lines), info.value.lines

@@ -109,6 +109,10 @@ def test_every_backend_of_a_model_failing_so_falls_back_to_the_next_model(tmp_pa
         assert r.headers["x-vsr-selected-model"] == "claude-sonnet"
         assert r.headers["x-vsr-response-path"] == "fallback"
         assert [requests_seen(m) for m in sick] == [1, 1, 1, 1]
+        # Trial 88: the line named only the backend that answered; how many were tried, and which failed, too.
+        [line] = access_lines(proc, 1)
+    assert (line["backend"], line["attempts"]) == ("well", 5), line
+    assert sorted(line["failed_backends"].split(",")) == [f"s{s}" for s in FAULTS], line
 
 
 def test_when_every_attempt_fails_the_last_answer_reaches_the_client_and_the_log_names_each(tmp_path, bad):
@@ -129,6 +133,7 @@ def test_when_every_attempt_fails_the_last_answer_reaches_the_client_and_the_log
     # Each attempt's backend and cause, not only its error code.
     assert "gone (gpt-4o): connect_refused" in line["message"], line
     assert "nf (claude-sonnet): HTTP 404 status_4xx" in line["message"], line
+    assert (line["attempts"], line["failed_backends"]) == (2, "gone,nf"), line
 
 
 @pytest.mark.parametrize("status", [400, 413, 422])

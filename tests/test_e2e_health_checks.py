@@ -44,14 +44,15 @@ def test_the_checker_ejects_a_dead_backend_and_readmits_it(tmp_path):
         text = metrics()
         assert _sample(text, "vsr_backend_ejections_total", labels) == 1
         assert checks("connect_refused") >= 2
-        ready = httpx.get(f"{proc.url}/ready")
+        assert httpx.get(f"{proc.url}/ready").status_code == 200    # the router's own readiness
+        ready = httpx.get(f"{proc.url}/ready?upstreams=1")
         assert ready.status_code == 503 and ready.json()["status"] == "no_live_backend"
         assert any("out of the rotation: 2 health checks failed in a row (the last: connect_refused)" in x
                    for x in proc.lines)
 
         with mock_upstream("--port", str(port)) as second:
             wait_until(lambda: _sample(metrics(), "vsr_backend_up", labels) == 1, "the checker to re-admit it")
-            assert httpx.get(f"{proc.url}/ready").status_code == 200
+            assert httpx.get(f"{proc.url}/ready?upstreams=1").status_code == 200
             assert httpx.get(f"{second.url}/_mock/stats").json()["requests"] == 0    # no client traffic did it
             r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20,
                            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})

@@ -195,7 +195,8 @@ def test_every_entrypoint_down_leaves_the_router_ready_while_a_model_named_direc
                     httpx.post(f"{mock_.url}/_mock/config", json={"fail_rate": 0, "fail_status": 500}).raise_for_status()
                 if name == "gpt-agent":
                     assert client.get(f"{proc.url}/ready").status_code == 200, "spare still serves"
-            ready = client.get(f"{proc.url}/ready")
+            assert client.get(f"{proc.url}/ready").status_code == 200
+            ready = client.get(f"{proc.url}/ready?upstreams=1")
             assert ready.status_code == 503 and ready.json()["status"] == "no_live_backend", ready.text
 
 
@@ -210,10 +211,40 @@ def test_a_refused_connection_is_retried_and_ready_follows_the_backends(tmp_path
         assert r.status_code == 502
         # Three attempts (one and two retries) on connection refused, then ejected: not ready.
         assert metric(proc, "vsr_backend_ejections_total", "dead") == 1
+        # Trial 88: readiness is the router's own (config loaded, listening, not draining): a provider outage
+        # must not pull every replica out of the Service at once. Upstream health is asked for by name.
         ready = httpx.get(f"{proc.url}/ready")
+        assert ready.status_code == 200, ready.text
+        assert ready.json()["status"] == "ready" and ready.json()["no_live_backend"] == ["vsr/auto"]
+        ready = httpx.get(f"{proc.url}/ready", params={"upstreams": "1"})
         assert ready.status_code == 503 and ready.json() == {"status": "no_live_backend", "entrypoints": ["vsr/auto"]}
         attempts = httpx.get(f"{proc.url}/metrics").text
-        assert re.search(r'vsr_upstream_attempts_total\{model="m",backend="dead",outcome="upstream_failed"\} 3', attempts)
+        assert re.search(r'vsr_upstream_attempts_total\{model="m",backend="dead",outcome="connect_refused"\} 3', attempts)
+
+
+def _by_label(text: str, name: str, label: str) -> dict[str, float]:
+    return {value: float(n) for value, n in
+            re.findall(rf'^{name}\{{model="m",backend="b"\,{label}="([^"]+)"\}} (\S+)$', text, re.M)}
+
+
+def test_attempts_and_errors_count_the_same_events_in_one_vocabulary(mock, tmp_path):
+    """Trial 88: vsr_upstream_attempts_total{outcome} said http_500, upstream_timeout and upstream_failed where
+    vsr_upstream_errors_total{cause} said status_5xx, read_timeout and connection_closed for the same events,
+    and a stream that broke mid-way was counted an attempt with outcome="ok"."""
+    zeroed(mock)
+    path = pool_config(tmp_path, [{"endpoint": f"{mock.url}/v1", "name": "b"}], retries={"max_retries": 0})
+    with router(path) as proc, httpx.Client(timeout=30) as client:
+        with first_fails(mock, fail_mode="midstream"):
+            r = post(client, proc, stream=True)
+            assert r.status_code == 200 and '"error"' in r.text
+        with first_fails(mock, fail_status=500):
+            assert post(client, proc).status_code == 500
+        assert post(client, proc, stream=True).status_code == 200
+        text = httpx.get(f"{proc.url}/metrics").text
+        attempts = _by_label(text, "vsr_upstream_attempts_total", "outcome")
+        errors = _by_label(text, "vsr_upstream_errors_total", "cause")
+        assert set(errors) == {"status_5xx", "midstream_connection_closed"}, errors
+        assert attempts == {"ok": 1, **errors}, attempts
 
 
 def fallback_config(tmp_path, first: dict, second: dict, **upstream) -> str:

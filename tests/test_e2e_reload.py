@@ -161,3 +161,43 @@ def test_sighup_to_the_supervisor_reloads_every_worker(tmp_path):
                                json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
                 assert r.status_code == 200 and r.headers["x-vsr-selected-model"] == "new-model"
             assert proc.popen.poll() is None
+
+
+def _gauge(text: str, name: str) -> float:
+    found = re.search(rf"^{name} (\S+)$", text, re.M)
+    assert found, name
+    return float(found.group(1))
+
+
+def test_metrics_say_which_config_serves_and_how_the_last_reload_went(tmp_path):
+    """Trial 88: no series said which configuration was in effect or whether the last reload took, and /ready
+    did not say which changed fields still run their old value until a restart."""
+    with mock_upstream() as up:
+        doc = _doc("m", f"{up.url}/v1")
+        path = write_config(doc, str(tmp_path))
+        with router(path) as proc, httpx.Client(timeout=30) as client:
+            first = client.get(f"{proc.url}/ready").json()["config_version"]
+            text = client.get(f"{proc.url}/metrics").text
+            assert f'vsr_config_info{{version="{first}"}} 1' in text
+            assert _gauge(text, "vsr_config_last_reload_success") == 1
+            started = _gauge(text, "vsr_config_last_reload_timestamp_seconds")
+
+            doc["global"] = {"router": {"limits": {"max_connections": 77}}}
+            _write(path, doc)
+            r = client.post(f"{proc.url}/admin/reload")
+            assert r.status_code == 200 and r.json()["restart_required"] == ["global.router.limits.max_connections"]
+            ready = client.get(f"{proc.url}/ready").json()
+            assert ready["config_version"] != first
+            assert ready["restart_required"] == ["global.router.limits.max_connections"]
+            text = client.get(f"{proc.url}/metrics").text
+            assert f'vsr_config_info{{version="{ready["config_version"]}"}} 1' in text and first not in text
+            assert _gauge(text, "vsr_config_last_reload_success") == 1
+            reloaded = _gauge(text, "vsr_config_last_reload_timestamp_seconds")
+            assert reloaded >= started
+
+            _write(path, "listeners: [")
+            assert client.post(f"{proc.url}/admin/reload").status_code != 200
+            text = client.get(f"{proc.url}/metrics").text
+            assert _gauge(text, "vsr_config_last_reload_success") == 0
+            assert _gauge(text, "vsr_config_last_reload_timestamp_seconds") >= reloaded
+            assert f'vsr_config_info{{version="{ready["config_version"]}"}} 1' in text    # the old one serves on

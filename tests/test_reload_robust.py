@@ -11,6 +11,7 @@ import httpx
 import yaml
 import trio
 
+from vsr_fast.metrics import Metrics
 from vsr_fast.server import reload as reload_module
 from vsr_fast.server.reload import Generations
 
@@ -76,9 +77,9 @@ def test_a_wrong_type_is_refused_by_every_reload_path_and_the_router_keeps_servi
 
 def test_an_unexpected_error_while_loading_is_a_refused_reload(tmp_path, monkeypatch):
     """Not a ConfigError (a bug in a check): refused, counted as failed, with the error; nothing raised."""
-    counted: list[str] = []
+    metrics = Metrics()
     state = SimpleNamespace(loaded=SimpleNamespace(version_hash="old", config=None, secrets={}), access_log=None,
-                            metrics=SimpleNamespace(reloads=SimpleNamespace(inc=counted.append)))
+                            metrics=metrics)
 
     def broken(path):
         raise TypeError("'int' object is not iterable")
@@ -92,7 +93,8 @@ def test_an_unexpected_error_while_loading_is_a_refused_reload(tmp_path, monkeyp
 
     ok, why, *_ = trio.run(main)
     assert not ok and "TypeError: 'int' object is not iterable" in why
-    assert counted == ["failed"]
+    assert 'vsr_config_reloads_total{outcome="failed"} 1' in metrics.render().decode()
+    assert "vsr_config_last_reload_success 0" in metrics.config_lines("old")     # trial 88's gauge
 
 
 def test_a_reload_names_each_change_that_waits_for_a_restart(tmp_path):

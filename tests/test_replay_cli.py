@@ -135,12 +135,14 @@ async def test_run_shows_the_decisions_a_changed_keyword_rule_moves_and_nothing_
     assert "re-route [" in text.stderr and "100.0%" in text.stderr
 
 
-async def test_export_then_run_then_diff_agree(recorded, stream_name, configs, tmp_path):
+# Trial 88: export took --output and run --out; each takes both spellings (and -o) now.
+@pytest.mark.parametrize(("export_flag", "run_flag"), [("-o", "--out"), ("--out", "--output"), ("--output", "-o")])
+async def test_export_then_run_then_diff_agree(recorded, stream_name, configs, tmp_path, export_flag, run_flag):
     export, rerouted = tmp_path / "recorded.jsonl", tmp_path / "rerouted.jsonl"
-    done = vsr_replay_process("export", "--redis", REDIS_URL, "--stream", stream_name, "-o", str(export))
+    done = vsr_replay_process("export", "--redis", REDIS_URL, "--stream", stream_name, export_flag, str(export))
     assert done.returncode == 0 and "exported 50 events" in done.stderr, done.stderr
     assert len(export.read_text().splitlines()) == 50
-    run = json.loads(vsr_replay("run", "--config", configs[1], "--input", str(export), "--out", str(rerouted),
+    run = json.loads(vsr_replay("run", "--config", configs[1], "--input", str(export), run_flag, str(rerouted),
                                 "--json").stdout)
     diff = json.loads(vsr_replay("diff", str(export), str(rerouted), "--json").stdout)
     assert moves(diff) == moves(run) and (diff["compared"], diff["changed"]) == (10, 4)

@@ -7,6 +7,7 @@ each worker exposes its own series, as the router's workers share nothing.
 from __future__ import annotations
 
 import bisect
+import time
 from collections import defaultdict
 
 Labels = tuple[str, ...]
@@ -97,7 +98,9 @@ class Metrics:
             ("model", "direction")
         )
         self.upstream_attempts = Counter(
-            "vsr_upstream_attempts_total", "Upstream attempts by backend and outcome.", ("model", "backend", "outcome")
+            "vsr_upstream_attempts_total", "Upstream attempts by backend and outcome: ok, or the cause "
+            "vsr_upstream_errors_total counts (a stream by how it ended: midstream_<cause> once it had started).",
+            ("model", "backend", "outcome")
         )
         self.upstream_errors = Counter(
             "vsr_upstream_errors_total", "Upstream failures by backend and cause (connect_refused, read_timeout, "
@@ -163,6 +166,26 @@ class Metrics:
         self.reloads = Counter(
             "vsr_config_reloads_total", "Configuration reloads by outcome (ok, unchanged, failed).", ("outcome",)
         )
+
+        # The last load of the file (the start's, until a reload): whether it took, and when (Unix seconds).
+        self.last_reload: tuple[bool, float] = (True, time.time())
+
+    def reloaded(self, ok: bool) -> None:
+        """A reload's outcome (an unchanged file is a success), for ``config_lines``."""
+        self.last_reload = (ok, time.time())
+
+    def config_lines(self, version: str) -> list[str]:
+        """Which configuration serves (``vsr_config_info``, its hash as ``version``) and how the last reload went,
+        as Prometheus' own ``prometheus_config_last_reload_successful`` says it."""
+        ok, at = self.last_reload
+        return ["# HELP vsr_config_info The configuration in effect, by its version hash (always 1).",
+                "# TYPE vsr_config_info gauge", f'vsr_config_info{{version="{escape(version)}"}} 1',
+                "# HELP vsr_config_last_reload_success Whether the last reload (or the start's load) took (1) "
+                "or was refused (0).", "# TYPE vsr_config_last_reload_success gauge",
+                f"vsr_config_last_reload_success {int(ok)}",
+                "# HELP vsr_config_last_reload_timestamp_seconds When the last reload (or the start's load) ran, "
+                "in Unix seconds.", "# TYPE vsr_config_last_reload_timestamp_seconds gauge",
+                f"vsr_config_last_reload_timestamp_seconds {_number(at)}"]
 
     def render(self, *extra: list[str]) -> bytes:
         lines: list[str] = []

@@ -29,8 +29,10 @@ from ..config.algorithm import EXECUTORS, SELECTORS
 from ..config.catalog import Deployment
 from ..config.checks import REFUSED_FIELDS
 from ..config.load import MAX_EXPANDED_NODES, MAX_FILE_BYTES
-from ..config.schema import Algorithm, CandidateRequirements, PluginEntry, ProviderModel, RouterConfig, RuleNode
+from ..config.schema import (AccessLogConfig, Algorithm, CandidateRequirements, PluginEntry, ProviderModel, RouterConfig,
+                             RuleNode)
 from ..config.signals import CONDITION_TYPES
+from ..config.stores import RedisAt
 from ..decisions.projections import TYPE as PROJECTION
 from ..plugins.table import CONFIGURATIONS
 from ..routing.plan import LEARNED_TYPES
@@ -58,7 +60,11 @@ EXAMPLES = {
     (Deployment, "artifact"): "`artifact: vsr-static-2`",
     (ProviderModel, "param_size"): "`param_size: 8B`",
     (CandidateRequirements, "capabilities"): "`capabilities: [tools]`",
+    (AccessLogConfig, "trusted_proxies"): "`trusted_proxies: [10.0.0.0/8]`",
 }
+
+# Where a block connects to Redis (every RedisAt): its URL and its password's variable.
+REDIS_EXAMPLES = {"url": "`url: redis://redis.internal:6379/0`", "password_env": "`password_env: REDIS_PASSWORD`"}
 
 
 def _signal_notes() -> dict[str, str]:
@@ -243,6 +249,8 @@ def _example(cls: type, f: mi.Field, known) -> str:
     """One line of YAML that sets the field: a value it takes, or the block that describes it."""
     if (cls, f.name) in EXAMPLES:
         return EXAMPLES[(cls, f.name)]
+    if issubclass(cls, RedisAt) and f.name in REDIS_EXAMPLES:
+        return REDIS_EXAMPLES[f.name]     # a Redis block's, not the backend's URL and key the names would give
     first = next(iter(known.values()))[0] if isinstance(known, dict) else (known[0] if known else None)
     value = _sample(f.type, f.encode_name, first)
     if value is _BLOCK:

@@ -5,6 +5,7 @@ one load reports every problem at once.
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import ssl
@@ -48,6 +49,7 @@ def check(config: RouterConfig) -> tuple[list[str], list[str]]:
     _check_store_files(config, errors)
     _check_store_urls(config, errors)
     _check_written_paths(config, errors)
+    _check_trusted_proxies(config, errors)
     check_ineffective(config, warnings)
     return errors, warnings
 
@@ -81,6 +83,16 @@ def store_url_problem(url: str) -> str | None:
     if not parts.hostname or any(c.isspace() for c in url) or not _HOST.fullmatch(parts.hostname):
         return f"{url!r} names no host (expected redis[s]://host[:port][/db])"
     return None
+
+
+def _check_trusted_proxies(config: RouterConfig, errors: list[str]) -> None:
+    """Each of ``access_log.trusted_proxies`` is an address or a CIDR."""
+    for i, cidr in enumerate(config.global_.router.access_log.trusted_proxies):
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            errors.append(f"global.router.access_log.trusted_proxies[{i}]: invalid_value: {cidr!r} is no address "
+                          "or CIDR (10.0.0.0/8, 2001:db8::/32)")
 
 
 def _check_written_paths(config: RouterConfig, errors: list[str]) -> None:

@@ -346,9 +346,10 @@ class AccessLogConfig(_Block):
     x-request-id when it is printable ASCII of at most 200 bytes, else one the router makes, as Envoy
     regenerates an id it cannot use; the answer and the provider's request carry it in x-request-id), replay id
     (when a replay record is kept: x-vsr-replay-id), the client (``remote_addr``: the peer's address, as nginx's
-    $remote_addr; ``method``; ``user_agent``, its first 256 characters), the caller (key id, never the key; user,
-    team, tenant), client API, recipe, decision, model, status, response path, latency, time to first byte,
-    tokens, error code, an upstream failure's cause and the error's message; logfmt quotes a value with a space,
+    $remote_addr, or behind ``trusted_proxies`` the client's they forwarded, ``peer_addr`` then the proxy's; ``method``; ``user_agent``, its first 256 characters), the caller (key id, never the key; user,
+    team, tenant), client API, recipe, decision, model, the backend that answered (else the last one tried),
+    ``attempts`` (how many upstream attempts) and ``failed_backends`` (those that failed, comma-separated, in
+    order), status, response path, latency, time to first byte, tokens, error code, an upstream failure's cause and the error's message; logfmt quotes a value with a space,
     quote, equals sign, backslash or control character and escapes the latter (\\t, \\u0001). A request refused
     before routing (its method, media type, key) has its line too. ``level: errors``: statuses 400 and up
     only. ``path``: appended to (none: stderr). Lines the writer could not keep up with are counted in
@@ -366,6 +367,10 @@ class AccessLogConfig(_Block):
     format: Literal["json", "logfmt"] = "json"
     level: Literal["all", "errors"] = "all"
     path: str | None = None
+    # CIDRs (or addresses) of the proxies in front of the router (a load balancer's subnet): from a peer among
+    # them, X-Forwarded-For names the client, read right to left past every trusted address (nginx's real_ip,
+    # recursive), and ``remote_addr`` is that client's, ``peer_addr`` the proxy's. Empty: always the peer.
+    trusted_proxies: list[str] = field(default_factory=list)
 
 
 class ConfigWatch(_Block):

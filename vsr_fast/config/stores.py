@@ -59,6 +59,18 @@ class EventStreamStore(RedisAt):
     offset the disk refuses stays in memory and is written again later (a removed directory is created
     again; ``vsr_events_offset_write_failures_total`` counts the refusals); if the router stops before then, the entries after the last saved offset are delivered again
     (at least once; the stream's marks keep re-sent events from landing twice).
+
+    The entries, for a consumer of your own: each Redis stream entry (XADD) holds one event in its one field
+    ``e``, msgpack-encoded as a map by field name (bodies as msgpack ``bin``); ``kind`` tells the event
+    types apart: ``request_received`` (RequestReceived), ``signals_evaluated`` (SignalsEvaluated),
+    ``decision_chosen`` (DecisionChosen), ``upstream_attempt`` (UpstreamAttempted), ``answer_completed``
+    (AnswerCompleted), ``cache_hit`` (CacheHit), ``cache_write`` (CacheWritten), ``shadow_answer``
+    (ShadowAnswered), ``plugins_applied`` (PluginsApplied) and ``error`` (ErrorRaised), the msgspec Structs of
+    ``vsr_fast/events/types.py``, whose ``decode_event`` reads an entry's bytes. Every event carries
+    ``replay_id``, ``request_id``, ``session_id``, ``recipe``, ``config_version``, ``seq`` (the request's own
+    order of its events), ``ts_ms`` (Unix milliseconds) and ``replay``; a field at its default is left out.
+    The embedded journal holds the same msgpack bytes, each in a frame of its own (``vsr-replay export``
+    writes either as JSON lines).
     """
 
     # "none" records nothing: no replay records, no shadow copies; the response cache still works (looked

@@ -82,17 +82,22 @@ def make_admin(state: AppState) -> QuartTrio:
     @app.get("/ready")
     @app.get("/health/readiness")
     async def ready() -> tuple[Response, int]:
+        # Readiness is this process's own: the configuration loaded, the listener answering, not draining. An
+        # upstream outage would otherwise take every replica out of a load balancer at once, the one that still
+        # serves the models named directly, and an unready replica gets no traffic to re-admit its backends by
+        # (nginx and Envoy never fail their own readiness for an upstream). ``?upstreams=1`` asks for the
+        # upstreams too: 503 then while nothing at all can be served (no model has a backend in the rotation).
         if state.draining:
             return jsonify({"status": "draining"}), 503
         down = state.unready()
-        # Out of the rotation only when nothing can be served: one provider's outage, behind one entrypoint or
-        # all of them, must not take every replica's healthy routes (a model named directly) out of a load
-        # balancer with it.
-        if not state.upstreams.servable():
+        if request.args.get("upstreams") in ("1", "true") and not state.upstreams.servable():
             return jsonify({"status": "no_live_backend", "entrypoints": down}), 503
         body = {"status": "ready", "config_version": state.loaded.version_hash}
         if down:
             body["no_live_backend"] = down
+        if state.restart_required:
+            # Fields a reload changed that the process reads only at start: they still run the old value.
+            body["restart_required"] = list(state.restart_required)
         return jsonify(body), 200
 
     @app.get("/metrics")

@@ -44,9 +44,10 @@ log = logging.getLogger("vsr_fast.metrics")
 
 # Gauges that are a state, not an amount (every 0/1 gauge): merged as the minimum over the workers, so one
 # worker's ejected backend or unreachable store shows as down.
-MIN_GAUGES = frozenset({"vsr_backend_up", "vsr_events_store_up"})
-# Counters every worker counts for the same event: merged as the maximum (still never lower than before).
-MAX_COUNTERS = frozenset({"vsr_config_reloads_total"})
+MIN_GAUGES = frozenset({"vsr_backend_up", "vsr_events_store_up", "vsr_config_last_reload_success"})
+# Counters every worker counts for the same event, and what every worker says alike (the configuration in
+# effect, when it was loaded): merged as the maximum (still never lower than before).
+MAX_COUNTERS = frozenset({"vsr_config_reloads_total", "vsr_config_info", "vsr_config_last_reload_timestamp_seconds"})
 _PEER_TIMEOUT_S = 2.0
 _PEER_FILE = re.compile(r"^worker-(\d+)\.(?:sock|last)$")
 _MAX_ASK = 65536
@@ -56,7 +57,7 @@ def own_metrics(state: AppState) -> bytes:
     """This process's series in Prometheus' text format."""
     extra = [state.connections.prometheus_lines(), state.upstreams.prometheus_lines(),
              ["# HELP vsr_workers Worker processes whose series this scrape adds up.", "# TYPE vsr_workers gauge",
-              "vsr_workers 1"], heap.prometheus_lines()]
+              "vsr_workers 1"], heap.prometheus_lines(), state.metrics.config_lines(state.loaded.version_hash)]
     if state.systemone_client:
         extra.append(state.systemone_client.metrics.render())
     if state.systemone is not None:

@@ -199,6 +199,7 @@ class Generations:
                 if loaded.version_hash == old.loaded.version_hash:
                     if outcomes is not None:
                         outcomes.inc("unchanged")
+                    old.metrics.reloaded(True)
                     return Reloaded(True, f"config {loaded.version_hash} unchanged", (), tuple(loaded.warnings))
                 upstreams = Upstreams(loaded.config, previous=old.upstreams)
                 new = old.regenerated(loaded, upstreams)
@@ -209,6 +210,7 @@ class Generations:
             except Exception as exc:   # noqa: BLE001 - a bug in loading is a refused reload, never a dead router
                 log.exception("reload: unexpected error loading %s", self._path)
                 return self._refused(old, redact(f"unexpected error: {type(exc).__name__}: {exc}"), count)
+            new.restart_required = later
             if old.draining:
                 new.drain(old.drain_deadline)
             self.apps = self._build(new)
@@ -216,6 +218,7 @@ class Generations:
             self.every.append(new)
             if outcomes is not None:
                 outcomes.inc("ok")
+            new.metrics.reloaded(True)
             self._nursery.start_soon(self._retire, old, upstreams)
             message = f"config {loaded.version_hash} loaded"
             if later:
@@ -225,6 +228,7 @@ class Generations:
             return Reloaded(True, message, later, tuple(loaded.warnings), swapped=True)
 
     def _refused(self, old: AppState, why: str, count: bool) -> Reloaded:
+        old.metrics.reloaded(False)
         if count:
             old.metrics.reloads.inc("failed")
         return Reloaded(False, why)

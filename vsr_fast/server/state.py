@@ -18,6 +18,7 @@ from ..protocol.adapters import make_adapters
 from .response_store import response_store
 from .route import trace_of
 from ..metrics import Metrics
+from .forwarded import networks
 from ..systemone.client import SystemOneClient
 from ..selection.selectors import SelectionState
 from ..upstream import Attempt, Dispatcher, Upstreams
@@ -47,6 +48,8 @@ class AppState:
     connections: Connections = field(default_factory=lambda: Connections(None))   # the listener's (serve sets)
     metrics_dir: str | None = None      # under a supervisor: where the workers answer their series (metrics_view)
     worker: int = 0
+    # The fields a reload changed that the process reads only at start: they still run the old value (/ready).
+    restart_required: tuple[str, ...] = ()
     reloader: Any = None                # serve's reload (POST /admin/reload): awaitable of reload.Reloaded (ok, message, restart_required)
 
     def __post_init__(self) -> None:
@@ -60,6 +63,7 @@ class AppState:
         self.adapters = make_adapters(self.response_store)
         log_config = config.global_.router.access_log
         self.access_log = AccessLog(log_config) if log_config.enabled else None
+        self.trusted_proxies = networks(log_config.trusted_proxies)    # checked at load (config.checks)
         auth = config.global_.router.auth
         limits = config.global_.router.limits
         self.limiter = Limiter(config.global_.router.rate_limits, auth.store, keys_have_limits=_keys_have_limits(config),
@@ -77,7 +81,7 @@ class AppState:
         self.classifier = Classifier(self.table, client)     # the diagnostics classify APIs (spec 6.8)
         self.debug_policy = config.global_.router.headers.debug
         self.policies = Policies(self.loaded)
-        self.dispatcher = Dispatcher(self.upstreams, self._count_attempt)
+        self.dispatcher = Dispatcher(self.upstreams, self._count_attempt, self._count_stream_end)
         self.selection = SelectionState()     # multi_factor's measurements and sessions, random's draws
         self.entrypoint_models = self._entrypoint_models()
         self.config_version = self.loaded.version_hash.encode()
@@ -144,17 +148,19 @@ class AppState:
         return trace_of(route)
 
     def _count_attempt(self, attempt: Attempt) -> None:
-        if attempt.error is not None:
-            outcome = attempt.error
-        elif attempt.status is not None and attempt.status >= 400:
-            outcome = f"http_{attempt.status}"
-        else:
-            outcome = "ok"
-        self.metrics.upstream_attempts.inc(attempt.model, attempt.backend, outcome)
+        # One vocabulary with vsr_upstream_errors_total: an attempt's outcome is "ok" or its cause (status_5xx,
+        # read_timeout, connect_refused...). A stream that started is counted as it ends (``_count_stream_end``).
+        outcome = attempt.cause or attempt.error or "ok"
+        if not attempt.streaming:
+            self.metrics.upstream_attempts.inc(attempt.model, attempt.backend, outcome)
         # The model's fault only: a 400 is the request's, a delegated backend's 401 the client's own credential.
         self.selection.stats.observe(attempt.model, attempt.seconds, not attempt.failed)
         if attempt.cause is not None:
             self.metrics.upstream_errors.inc(attempt.model, attempt.backend, attempt.cause)
+
+    def _count_stream_end(self, attempt: Attempt, outcome: str) -> None:
+        """A stream's attempt, once it ended: ok, or midstream_<cause> as vsr_upstream_errors_total counts it."""
+        self.metrics.upstream_attempts.inc(attempt.model, attempt.backend, outcome)
 
 
 def _keys_have_limits(config) -> bool:

@@ -85,6 +85,9 @@ class Attempt:
     # Tried after another attempt of the same call failed (the next backend or model, or a retry round). A
     # call is one ``Dispatcher.whole``/``stream``: an executor's calls (Looper hops) each start afresh.
     fallback: bool = False
+    # A stream's attempt, its first event arrived: counted by outcome once the stream ends (``Stream.aclose``),
+    # as ok or what broke it mid-way, never ok at its first byte.
+    streaming: bool = False
 
 
 @dataclass(slots=True)
@@ -115,12 +118,22 @@ class Stream:
     response: Response
     attempts: list[Attempt] = field(default_factory=list)
     first_byte: float | None = None      # perf_counter() as its first event arrived (``first``); None: no backend's
+    # Called once with the attempt's outcome as the stream ends: "ok", or midstream_<cause> (``broke``).
+    ended: Callable[[str], None] | None = None
+    outcome: str = "ok"
 
     @property
     def rate_headers(self) -> list[tuple[bytes, bytes]]:
         return self.response.rate_headers()
 
+    def broke(self, cause: str) -> None:
+        """The stream failed after its first event, for ``cause`` (a failure_cause)."""
+        self.outcome = f"midstream_{cause}"
+
     async def aclose(self) -> None:
+        ended, self.ended = self.ended, None
+        if ended is not None:
+            ended(self.outcome)
         await self.response.aclose()    # gives its backend's connection lease back
 
 
@@ -162,9 +175,11 @@ class CallBudget:
 class Dispatcher:
     """Sends one request to its candidates in fallback order."""
 
-    def __init__(self, upstreams: Upstreams, on_attempt: Callable[[Attempt], None]) -> None:
+    def __init__(self, upstreams: Upstreams, on_attempt: Callable[[Attempt], None],
+                 on_stream_end: Callable[[Attempt, str], None] | None = None) -> None:
         self._upstreams = upstreams
         self._on_attempt = on_attempt
+        self._on_stream_end = on_stream_end
 
     def _order(self, candidates: tuple[ProviderModel, ...]) -> Iterator[tuple[ProviderModel, Backend]]:
         # Each model's order is drawn when the request reaches it: a request the first model answers
@@ -192,8 +207,8 @@ class Dispatcher:
                 headers.append(credential_header(backend.delegated, credential))
         return headers
 
-    def _record(self, attempts: list[Attempt], model: ProviderModel, backend: Backend,
-                started: float, status: int | None, failure: UpstreamError | None, health: bool = True) -> float:
+    def _record(self, attempts: list[Attempt], model: ProviderModel, backend: Backend, started: float,
+                status: int | None, failure: UpstreamError | None, health: bool = True, streaming: bool = False) -> float:
         """One attempt's outcome: counted, held against the backend's health (or clearing it; neither without
         ``health``), and a failure logged at INFO with its cause. Returns the perf_counter() it ended at."""
         error = failure.code if failure is not None else None
@@ -202,7 +217,7 @@ class Dispatcher:
         failed = error is not None or status is not None and (status >= 500 or _moves_on(backend, status))
         now = time.perf_counter()
         attempt = Attempt(model.name, backend.label, status, error, now - started, cause, failed,
-                          fallback=bool(attempts))
+                          fallback=bool(attempts), streaming=streaming)
         attempts.append(attempt)
         if tracing.tracer is not None:
             tracing.record("vsr.upstream.attempt", started, {
@@ -336,8 +351,10 @@ class Dispatcher:
                     return Whole(model, backend, status, body, "application/json", attempts,
                                  rate_headers=resp.rate_headers(), first_byte=ended)
                 # The attempt ended as its first event arrived: that clock read is the record's ttfb_ms too.
-                first_byte = self._record(attempts, model, backend, started, status, None)
-                return Stream(model, backend, status, content_type, first, rest, resp, attempts, first_byte)
+                first_byte = self._record(attempts, model, backend, started, status, None, streaming=True)
+                attempt, said = attempts[-1], self._on_stream_end
+                ended = None if said is None else lambda outcome: said(attempt, outcome)
+                return Stream(model, backend, status, content_type, first, rest, resp, attempts, first_byte, ended)
             except (UpstreamError, *TransportError) as exc:
                 _cut(status)
                 await resp.aclose()

@@ -480,6 +480,7 @@ def _midstream(ex: Exchange, stream: Stream, exc: Exception, held: str) -> Upstr
     cause = failure_cause(exc)
     log.warning("upstream %s failed mid-stream%s: cause=%s: %r", stream.backend.label, held, cause, exc)
     ex.state.metrics.upstream_errors.inc(stream.model.name, stream.backend.label, f"midstream_{cause}")
+    stream.broke(cause)
     # A broken event or an answer past its size keeps its own code; the rest are the transport's. The client
     # reads what went wrong, the log where and the exception (an address, an errno).
     kind = type(exc) if isinstance(exc, (UpstreamInvalid, UpstreamTooLarge)) else UpstreamError

@@ -80,9 +80,9 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
         try:
             answer = await send(r.candidates, outbound_for, [])
         except UpstreamError as exc:        # every attempt failed: the record still shows each one
-            ex.rec.attempts(exc.attempts)
+            ex.tried(exc.attempts)
             raise
-        ex.rec.attempts(answer.attempts)
+        ex.tried(answer.attempts)
         answer = looper.count_cost(ex, answer, tally)
     if not (isinstance(answer, Whole) and answer.status >= 400):
         looper.served(ex, answer.model.name)      # multi_factor's affinity, retention's current model

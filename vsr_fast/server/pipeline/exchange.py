@@ -19,6 +19,7 @@ from ...headers.public import public_headers
 from ...protocol.adapters import Adapter, Inbound, Outbound
 from ...protocol.translate import Loss
 from ...routing import Route
+from ...upstream import Attempt
 from ..asgi import DisconnectWatch, HeaderList, Scope
 from ..recording import Recording
 from ..state import AppState
@@ -38,7 +39,8 @@ class Exchange:
     __slots__ = ("_deadline", "_scopes", "adapter", "api", "codes", "masked_spans", "masked_values", "masking", "decision", "extra", "model", "outbound", "path", "raw",
                  "rec", "recipe", "req", "route", "scope", "shaping", "stage", "started", "state",
                  "status", "trace", "warnings", "arrived", "ticket", "meter", "guard_outcome", "guard_codes", "held",
-                 "cost", "first_byte", "failure", "watch", "losses", "kept", "backend", "backend_first_byte")
+                 "cost", "first_byte", "failure", "watch", "losses", "kept", "backend", "backend_first_byte",
+                 "attempts")
 
     def __init__(self, state: AppState, api: str, scope: Scope) -> None:
         self.state, self.api, self.scope = state, api, scope
@@ -65,6 +67,7 @@ class Exchange:
         self.kept: str | None = None
         self.backend: str | None = None   # the backend whose answer the client got (the access log's)
         self.backend_first_byte: float | None = None    # perf_counter() as its answer began (the record's ttfb_ms)
+        self.attempts: list[Attempt] = []   # every upstream attempt, fallbacks and hops (``tried``)
         self.path = h.ResponsePath.UPSTREAM
         # The answer's status; for a stream that ends with an error event after its 200, the status that failure
         # answers whole (metrics, access log and record count what the client was told, not the status line).
@@ -85,6 +88,11 @@ class Exchange:
         self.first_byte: float | None = None    # perf_counter() as the answer's first byte left
         self.failure: VsrError | None = None
         self.cost = None                  # selection.cost.Tally: every call's cost, summed (dispatch)
+
+    def tried(self, attempts: list[Attempt], *, hops: bool = False) -> None:
+        """The upstream attempts of one call: recorded (``Recording.attempts``) and kept for the access log."""
+        self.attempts += attempts
+        self.rec.attempts(attempts, hops=hops)
 
     @property
     def responded(self) -> bool:

@@ -246,7 +246,7 @@ def answer_of(calls: Calls, answer: syn.Answer, algorithm: str, streamed: bool) 
         # Held whole, so the header can say what the translation will drop: the choices past the first.
         ex.losses += [dropped(f"choices[{i}]") for i in range(1, len(answer.choices))]
     ex.path = h.ResponsePath.LOOPER
-    ex.rec.attempts(calls.attempts, hops=True)
+    ex.tried(calls.attempts, hops=True)
     note(ex, "looper", calls.verdicts)
     metric(ex, calls.tally)
     if streamed:
@@ -408,6 +408,6 @@ async def run(ex: Exchange, kind: str, alg: Algorithm, candidates: Sequence[Prov
     finally:
         if ex.path != h.ResponsePath.LOOPER:       # failed before it answered: still record what it called
             prepaid(ex)
-            ex.rec.attempts(calls.attempts, hops=True)
+            ex.tried(calls.attempts, hops=True)
             note(ex, "looper", calls.verdicts)
             metric(ex, calls.tally)

@@ -362,6 +362,7 @@ async def _call(ex: Exchange, model: ProviderModel, outbound_for: OutboundFor, s
             if len(held) > HOLD_LIMIT_BYTES:
                 raise UpstreamError(f"the answer of {model.name} grew past what the Looper may hold")
     except TransportError as exc:     # a backend that broke mid-stream: that candidate failed, the next may answer
+        answer.broke(failure_cause(exc))
         raise UpstreamError(f"the stream of {model.name} broke: {cause_words(failure_cause(exc))}",
                             detail=f"the stream of {model.name} broke: {exc!r}") from exc
     finally:
@@ -623,7 +624,7 @@ def _done(ex: Exchange, attempts: list[Attempt], verdicts: list[str], tally: Tal
           spent: list[tuple[Stream | Whole, Tokens]], kept: Stream | Whole | None) -> None:
     """The record, the trace and the metrics of every call; ``kept``, the answer returned, has its tokens
     counted by the request's usage meter as it is sent."""
-    ex.rec.attempts(attempts, hops=True)
+    ex.tried(attempts, hops=True)
     note(ex, "looper", verdicts)
     metric(ex, tally)
     for answer, tokens in spent:

@@ -25,6 +25,7 @@ from ...errors import BodyTimeout, RequestTimeout, ShuttingDown, UpstreamError, 
 from ...headers.registry import ResponsePath
 from ...upstream.billing import BILLING
 from ..asgi import CLIENT_SIDE, ClientGone, DisconnectWatch, Receive, Scope, Send, header, is_whole, take_queued
+from ..forwarded import client_address
 from ..state import AppState
 from .admit import admit, check_names, release
 from .answer import answer, error, prompt_size
@@ -96,7 +97,7 @@ def refused(state: AppState, api: str, scope: Scope, request_id: str, status: in
     if state.access_log is not None:
         who = state.identity(scope)
         state.access_log.log({
-            "request_id": request_id, **client_fields(scope), "key_id": who.key_id, "user": who.user, "team": who.team, "tenant": who.tenant,
+            "request_id": request_id, **client_fields(scope, state.trusted_proxies), "key_id": who.key_id, "user": who.user, "team": who.team, "tenant": who.tenant,
             "api": api, "status": status, "path": ResponsePath.ERROR.value, "error": failure.code,
             "message": failure.detail,
         })
@@ -105,16 +106,22 @@ def refused(state: AppState, api: str, scope: Scope, request_id: str, status: in
 # A client's User-Agent is logged up to this many characters (a header may be 64 KiB).
 _MAX_USER_AGENT = 256
 # The client's fields as OpenTelemetry's semantic conventions name them on the request span.
-_OTEL_NAMES = {"remote_addr": "client.address", "method": "http.request.method", "user_agent": "user_agent.original"}
+_OTEL_NAMES = {"remote_addr": "client.address", "peer_addr": "network.peer.address", "method": "http.request.method", "user_agent": "user_agent.original"}
 
 
-def client_fields(scope: Scope) -> dict:
+def client_fields(scope: Scope, trusted: tuple = ()) -> dict:
     """Who sent the request, as nginx's $remote_addr, $request_method and $http_user_agent say it: the peer's
-    address (the listener's, not a forwarded header's), the method, the User-Agent (bounded)."""
-    peer = scope.get("client")
+    address, or the client's a ``trusted`` proxy forwarded (``peer_addr`` then the proxy's), the method, the
+    User-Agent (bounded)."""
+    client = scope.get("client")
+    peer = client[0] if client else None
+    remote = client_address(peer, scope["headers"], trusted)
     agent = header(scope, b"user-agent")
-    return {"remote_addr": peer[0] if peer else None, "method": scope.get("method"),
-            "user_agent": agent[:_MAX_USER_AGENT].decode("latin-1") if agent else None}
+    fields = {"remote_addr": remote, "method": scope.get("method"),
+              "user_agent": agent[:_MAX_USER_AGENT].decode("latin-1") if agent else None}
+    if remote != peer:
+        fields["peer_addr"] = peer
+    return fields
 
 
 def _span_attributes(fields: dict) -> dict:
@@ -133,12 +140,16 @@ def _access_fields(ex: Exchange) -> dict:
     who = ex.state.identity(ex.scope)
     return {
         # The client's x-request-id, else the router's: the answer's x-request-id either way.
-        "request_id": ex.rec.request_id, "replay_id": ex.rec.replay_id, **client_fields(ex.scope),
+        "request_id": ex.rec.request_id, "replay_id": ex.rec.replay_id, **client_fields(ex.scope, ex.state.trusted_proxies),
         # Who called: the key's id (never the key or its hash) and whom it names, or a trusted listener's headers.
         "key_id": who.key_id, "user": who.user, "team": who.team, "tenant": who.tenant,
         "api": ex.api, "recipe": ex.recipe, "decision": ex.decision, "model": ex.model,
         # The backend that answered, or the last one tried when every attempt failed.
         "backend": ex.backend or (failure.backend if isinstance(failure, UpstreamError) else None),
+        # How many upstream attempts it took, and the backends of those that failed (in order): a request that
+        # failed over shows where it went first, not only where it ended.
+        "attempts": len(ex.attempts) or None,
+        "failed_backends": ",".join(a.backend for a in ex.attempts if a.failed) or None,
         "status": ex.status,
         "path": ex.path.value, "latency_s": round(now - ex.started, 6),
         "ttfb_s": round(ex.first_byte - ex.started, 6) if ex.first_byte is not None else None,
