@@ -357,6 +357,7 @@ def test_a_method_not_in_capitals_is_a_400_and_the_connection_closes(gw, method)
 
 
 def test_a_lowercase_post_with_a_body_is_a_400_in_the_routes_shape(gw):
+    before = tracebacks(gw)       # the shared router's log holds other tests' (a scripted model's bug)
     body = json.dumps({"model": "vsr/auto", "max_tokens": 8, "messages": HI}).encode()
     data = exchange(gw.port, b"post /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                              b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
@@ -364,7 +365,7 @@ def test_a_lowercase_post_with_a_body_is_a_400_in_the_routes_shape(gw):
     assert head.startswith(b"HTTP/1.1 400 "), data
     error = json.loads(answer)
     assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error", error   # Messages' shape
-    assert tracebacks(gw) == 0
+    assert tracebacks(gw) == before
 
 
 def test_a_method_in_capitals_is_still_served_and_the_connection_kept(gw):
