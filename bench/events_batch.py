@@ -50,17 +50,26 @@ def child(what: str, n: int, events: int) -> None:
                     sink._connected = True
                     sink._done(batch, added)
             assert not q and log.stats()["events"] == n * events
+        elif hasattr(writer, "IDLE_POLLS"):
+            # n polls inside one wait, then the idle wait, ended at once; a turn of the writer that finds nothing
+            # (``_current``, ``_leave_spill``) now comes once a wait, not once a poll.
+            writer.IDLE_POLLS = n
+            bell = sink._bell
+
+            class Bell:
+                @staticmethod
+                def acquire(timeout: float) -> bool:
+                    sink._stopping = True
+                    return True
+            sink._bell = Bell()
+            sink._sleep()
+            sink._bell, sink._stopping = bell, False
         else:
-            if hasattr(writer, "IDLE_POLLS"):
-                writer.IDLE_POLLS = n                              # n polls, then idle: woken at once
-                sink._ring()
-                sink._sleep()
-            else:
-                import time
-                for _ in range(n):
-                    sink._last_work = time.monotonic()             # still busy: one poll
-                    if sink._current() is None and not sink._leave_spill():
-                        sink._sleep()
+            import time
+            for _ in range(n):
+                sink._last_work = time.monotonic()                 # still busy: one poll
+                if sink._current() is None and not sink._leave_spill():
+                    sink._sleep()
         sink.close()
         log.close()
 
