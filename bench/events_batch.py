@@ -4,8 +4,9 @@
 a child under ``valgrind --tool=callgrind`` that drives the writer's own code with no thread and no clock
 between calls: ``--few`` then ``--many`` batches of ``--events`` encoded events, each taken from the deque,
 sent to an embedded journal and finished, and as many empty polls (``POLL_S`` 0); the marks file is never
-saved (``MARKS_EVERY_S`` infinite) so that wall time cannot enter. Per batch = (many - few) difference /
-(many - few): the interpreter's start, imports and set-up cancel out.
+saved (``MARKS_EVERY_S`` infinite) so that wall time cannot enter. Callgrind counts only the loop (zeroed
+at a marker call before it, dumped at one after it), and per batch = (many - few) / (many - few): what a
+loop costs once (its first calls, the allocator's first blocks) cancels out.
 
 Why not the router-level count (``bench.events_cost --callgrind``): under valgrind a request takes ~50x as
 long, so how many requests share a batch, how many empty polls fall between them and how often the marks
@@ -38,6 +39,7 @@ def child(what: str, n: int, events: int) -> None:
         log = EmbeddedLog(Path(tmp) / "stream")
         sink = writer.EventSink(log, Path(tmp) / "spill")          # not started: this thread is the writer
         q = sink._queue
+        os.getppid()                                   # callgrind zeroes its counters here (--zero-before)
         if what == "batch":
             once = getattr(sink, "_pass", None)
             for _ in range(n):
@@ -70,17 +72,26 @@ def child(what: str, n: int, events: int) -> None:
                 sink._last_work = time.monotonic()                 # still busy: one poll
                 if sink._current() is None and not sink._leave_spill():
                     sink._sleep()
+        os.getloadavg()                                # ... and dumps them here (--dump-before)
         sink.close()
         log.close()
 
 
 def count(tree: str, what: str, n: int, events: int, out: Path) -> int:
+    """Instructions of ``n`` batches (or empty polls): callgrind zeroed before the loop and dumped after it."""
     dump = out / f"cg.{what}.{n}.{os.getpid()}"
-    env = {**os.environ, "PYTHONPATH": tree, "PYTHONHASHSEED": "0"}
+    # The main thread's count only: numpy's BLAS threads (imported by journal.py) spin for as long as the wall
+    # time the loop takes, which the box's load decides.
+    env = {**os.environ, "PYTHONPATH": tree, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
     subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={dump}", "--dump-line=no",
+                    "--separate-threads=yes", "--zero-before=os_getppid", "--dump-before=os_getloadavg",
                     f"--log-file={dump}.log", sys.executable, __file__, "--child", what, str(n), str(events)],
                    env=env, check=True, cwd=tree)
-    return int(_TOTALS.search(dump.read_text(errors="replace")).group(1))
+    for path in sorted(out.glob(f"{dump.name}*")):
+        text = path.read_text(errors="replace")
+        if "Trigger: --dump-before=os_getloadavg" in text and re.search(r"^thread:\s*1$", text, re.M):
+            return int(_TOTALS.search(text).group(1))
+    raise RuntimeError(f"callgrind wrote no dump after the loop ({dump})")
 
 
 def main(argv: list[str] | None = None) -> int:
