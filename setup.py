@@ -6,11 +6,13 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 HERE = Path(__file__).parent
+LIBRARIES = {"framing": ["z"]}     # zlib's crc32, the one Python's zlib module links
 extensions = [
     Extension(
         f"vsr_fast._ext.{pyx.stem}",
         [str(pyx.relative_to(HERE))],
         extra_compile_args=["-O3"],
+        libraries=LIBRARIES.get(pyx.stem, []),
     )
     for pyx in sorted((HERE / "_ext").glob("*.pyx"))
     # `make` installs the project editable with VSR_FAST_SKIP_EXT=1 and then builds the kernels once, in place:

@@ -13,6 +13,7 @@ from vsr_fast.events.embedded import EmbeddedLog
 from vsr_fast.events.journal import Journal, pack, pack_many
 from vsr_fast.events.redis_stream import RedisTransport
 from vsr_fast.events.types import AnswerCompleted, decode_event, encode_event
+from vsr_fast.events import writer
 from vsr_fast.events.writer import EventSink, TransportDown
 
 from .procs import wait_until
@@ -308,3 +309,20 @@ def test_json_lines_are_what_the_stream_carries(r, stream_name, tmp_path):
     sink.close()
     assert stream_events(r, stream_name) == [ev]
     assert msgspec.msgpack.decode(r.xrange(stream_name)[0][1][b"e"])["kind"] == "request_received"
+
+
+def test_an_idle_writer_is_woken_by_the_doorbell_alone(monkeypatch, tmp_path):
+    # With its safety-net wake pushed out of reach, only record()'s ring (and close()'s) can wake the
+    # sleeping writer: an event lost between its last look and its sleep would never arrive.
+    monkeypatch.setattr(writer, "IDLE_CHECK_S", 3600.0)
+    monkeypatch.setattr(writer, "IDLE_POLLS", 1)
+    store = FakeStore()
+    sink = EventSink(store, tmp_path / "spill", close_timeout_s=1.0).start()
+    for n in range(1, 4):
+        wait_until(lambda: sink._idle, "the writer asleep", timeout=30)
+        sink.record_encoded(b"e%d" % n)
+        assert sink.wait_drained(30)
+    assert store.entries == [b"e1", b"e2", b"e3"]
+    wait_until(lambda: sink._idle, "the writer asleep", timeout=30)
+    sink.close()
+    assert not sink._thread.is_alive()

@@ -38,7 +38,8 @@ from pathlib import Path
 
 import msgspec
 
-from .journal import pack_many, write_atomic
+from .._ext.framing import pack_fresh
+from .journal import write_atomic
 from .segments import Segments
 from .source import Entry, entry
 from .writer import Item, TransportDown
@@ -81,7 +82,9 @@ class EmbeddedLog:
         self._segment_entries = max(1, maxlen // SEGMENTS_PER_BOUND) if maxlen else UNBOUNDED_SEGMENT
         self._roll_after_s = max_age_s / SEGMENTS_PER_BOUND if max_age_s else None
         self._marks_path = self.dir / "stream.marks"
-        self._cond = threading.Condition()
+        # The send takes the lock itself (an RLock's enter and exit are C calls; a Condition's are Python).
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
         self._groups: dict[str, _Group] = {}
         self._readers = 0          # readers waiting on _cond: a batch notifies only when some wait
         self._closed = False
@@ -137,29 +140,25 @@ class EmbeddedLog:
     # --- the transport ------------------------------------------------------------------
 
     def send(self, items: list[Item]) -> int:
-        with self._cond:
-            fresh = []
-            marks = dict(self._marks)
-            for item in items:
-                space, index = item[0], item[1]
-                if index > marks.get(space, 0):
-                    fresh.append(item)
-                    marks[space] = index
+        with self._lock:
+            # The frames of the items above their space's mark, in C (``journal.pack_fresh`` is the same in
+            # Python); the marks move only once the append landed.
+            data, fresh, advanced = pack_fresh(items, self._marks)
             if fresh:
                 now = time.monotonic()
                 try:
                     if self._live >= self._segment_entries or self._roll_after_s is not None:
                         self._roll_if_due(now)
-                    self.journal.append(pack_many(fresh))
+                    self.journal.append(data)
                 except OSError as exc:
                     raise TransportDown(f"embedded journal: {exc}") from exc
-                self._live += len(fresh)
-                self._marks = marks
+                self._live += fresh
+                self._marks.update(advanced)
                 if now - self._marks_saved >= MARKS_EVERY_S:
                     self._save_marks(now)
                 if self._readers:
                     self._cond.notify_all()
-            return len(fresh)
+            return fresh
 
     # --- retention ----------------------------------------------------------------------
 

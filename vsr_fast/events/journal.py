@@ -8,6 +8,9 @@ A frame is a 32-byte header and the event's msgpack bytes::
 has seen index ``i`` of a space skips every frame of that space up to ``i``,
 which is what makes a re-send land once.
 
+``pack``, ``pack_many`` and ``pack_fresh`` here are the format's definition in Python; the writer frames its
+batches with their C equal (``vsr_fast._ext.framing``), pinned to these byte for byte by a test.
+
 Appends are one ``os.write`` of whole frames, and the in-memory ``end`` moves
 only after it, so a reader that stops at ``end`` never sees half a frame. A
 crash can still leave a torn tail; ``repair`` cuts it on open. No fsync per
@@ -59,6 +62,20 @@ def pack_many(items: Iterable[tuple[bytes, int, bytes]]) -> bytes:
         add(header(len(payload), crc32(payload, crc32(id_pack(space, index))), index, space))
         add(payload)
     return b"".join(parts)
+
+
+def pack_fresh(items: Iterable[tuple[bytes, int, bytes]],
+               marks: dict[bytes, int]) -> tuple[bytes, int, dict[bytes, int]]:
+    """``(frames, count, advanced)``: the frames of the items whose index is above their space's mark (``marks``
+    as it would be after each earlier item), their count, and each space's new mark where one moved. ``marks``
+    itself is left as it is: the embedded journal applies ``advanced`` once the append landed."""
+    advanced: dict[bytes, int] = {}
+    fresh = []
+    for space, index, payload in items:
+        if index > advanced.get(space, marks.get(space, 0)):
+            fresh.append((space, index, payload))
+            advanced[space] = index
+    return pack_many(fresh), len(fresh), advanced
 
 
 def _check(data: bytes | memoryview, at: int) -> tuple[int, int, bytes, int] | None:
@@ -228,4 +245,4 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = False) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["Frame", "HEADER", "Journal", "pack", "pack_many", "write_atomic"]
+__all__ = ["Frame", "HEADER", "Journal", "pack", "pack_fresh", "pack_many", "write_atomic"]

@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from .journal import Journal, pack, pack_many, write_atomic
+from .._ext.framing import pack_many
+from .journal import Journal, pack, write_atomic
 from .types import Event, encode_event
 
 _encode = encode_event
@@ -52,6 +53,11 @@ Item = tuple[bytes, int, bytes]   # (space, index, payload)
 # a few hundred requests a second (bench/compare.py), 5 ms a tenth of that.
 POLL_S = 0.02
 IDLE_AFTER_S = 0.1      # quiet this long, it sleeps until record() wakes it
+# The same, counted in empty polls: no clock read per poll or per batch.
+IDLE_POLLS = max(1, round(IDLE_AFTER_S / POLL_S))
+# Asleep, the writer still looks once in this long: a net under the doorbell, which rings on every event
+# that finds it asleep (record, the spill, close), not a poll.
+IDLE_CHECK_S = 1.0
 
 
 def _name_os_thread(name: bytes) -> None:
@@ -139,7 +145,11 @@ class EventSink:
         self._close_timeout = close_timeout_s
         self.stats = SinkStats()
         self._queue: collections.deque[bytes] = collections.deque()
-        self._wake = threading.Event()
+        # The doorbell: a lock held while nobody rang. ``_ring`` releases it (a C call, and a futex wake only
+        # when the writer sleeps on it), the writer's wait acquires it. A threading.Event costs a Condition's
+        # Python code on both sides (a lock allocated per wait, a deque of waiters).
+        self._bell = threading.Lock()
+        self._bell.acquire()
         self._idle = False
         # Whether the store took the last write: None until the writer thread's first probe (an empty send)
         # answers. Unknown is not up: vsr_events_store_up says 0 until then, never 1 for a store not reached.
@@ -151,7 +161,8 @@ class EventSink:
         self._space = os.urandom(16)         # the deque's delivery space
         self._next = 0
         self._inflight: _Batch | None = None
-        self._last_work = 0.0
+        self._backoff = 0.05                 # the writer's wait after a failed batch, doubled up to 1 s
+        self._deadline: float | None = None  # closing: when the writer gives up on the store
         # The spill journal: ``_spilling`` is set by record() and cleared by the writer, both under _jlock.
         self._dir = Path(spill_dir)
         self._dir.mkdir(parents=True, exist_ok=True)
@@ -189,7 +200,7 @@ class EventSink:
         self._queue.append(payload)
         self.stats.queued += 1
         if self._idle:
-            self._wake.set()
+            self._ring()
 
     def record_many(self, events: tuple[Event, ...] | list[Event]) -> None:
         """``record`` each of ``events``, in order (what routing recorded at once)."""
@@ -201,7 +212,7 @@ class EventSink:
             self._queue.append(payload)
             self.stats.queued += 1
         if self._idle:
-            self._wake.set()
+            self._ring()
 
     def record_encoded(self, payload: bytes) -> None:
         """Enqueue an event already encoded with ``encode_event``."""
@@ -211,7 +222,7 @@ class EventSink:
         self._queue.append(payload)
         self.stats.queued += 1
         if self._idle:
-            self._wake.set()
+            self._ring()
 
     def _spill(self, payload: bytes) -> None:
         with self._jlock:
@@ -231,7 +242,14 @@ class EventSink:
                 return
             self.stats.spilled += 1
         if self._idle:
-            self._wake.set()
+            self._ring()
+
+    def _ring(self) -> None:
+        """Wake the writer from its idle wait (or its wait after a failed batch)."""
+        try:
+            self._bell.release()
+        except RuntimeError:       # already rung, not yet answered
+            pass
 
     def _lose(self, reason: str, exc: BaseException | None = None, count: int = 1) -> None:
         if not count:
@@ -254,7 +272,7 @@ class EventSink:
         """
         deadline = time.monotonic() + self._close_timeout
         self._stopping = True
-        self._wake.set()
+        self._ring()
         if self._thread.is_alive():
             self._thread.join(max(0.0, deadline - time.monotonic()) + 0.5)
         with self._take_lock:
@@ -298,8 +316,6 @@ class EventSink:
 
     def _run(self) -> None:
         _name_os_thread(b"vsr-events")
-        backoff = 0.05
-        deadline: float | None = None
         try:
             # Appends nothing: whether the store answers, before the first event (a quiet router's gauge).
             self._transport.send([])
@@ -307,40 +323,52 @@ class EventSink:
         except TransportDown as exc:
             log.warning("event stream: store unavailable at start, keeping events (%s)", exc)
             self._connected = False
-        while True:
-            if self._stopping and deadline is None:
-                deadline = time.monotonic() + self._close_timeout
-            batch = self._current()
-            if self._abandoned:
-                return
-            if batch is None:
-                if self._stopping:
-                    return
-                if not self._leave_spill():
-                    self._sleep()
-                continue
-            try:
-                added = self._transport.send(batch.items)
-            except TransportDown as exc:
-                self.stats.failures += 1
-                if self._connected is not False or self.stats.failures & (self.stats.failures - 1) == 0:
-                    log.warning("event stream: store unavailable, keeping events (%s)", exc)
-                self._connected = False
-                batch.retried = True
-                if deadline is not None:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        return
-                    time.sleep(min(backoff, left))   # _wake stays set once closing: no spinning on it
-                else:
-                    self._wake.clear()
-                    self._wake.wait(backoff)         # close() cuts the wait short
-                backoff = min(backoff * 2, 1.0)
-                continue
+        turn = self._pass
+        while turn():
+            pass
+
+    def _pass(self) -> bool:
+        """One turn of the writer thread: a batch sent (or kept, the store down), or a wait for events.
+        False: the thread ends."""
+        if self._stopping and self._deadline is None:
+            self._deadline = time.monotonic() + self._close_timeout
+        batch = self._current()
+        if self._abandoned:
+            return False
+        if batch is None:
+            if self._stopping:
+                return False
+            if not self._leave_spill():
+                self._sleep()
+            return True
+        try:
+            added = self._transport.send(batch.items)
+        except TransportDown as exc:
+            return self._failed(batch, exc)
+        if self._connected is not True:
             if self._connected is False:
                 log.warning("event stream: store back; re-sending")
-            self._connected, backoff = True, 0.05
-            self._done(batch, added)
+            self._connected = True
+        self._backoff = 0.05
+        self._done(batch, added)
+        return True
+
+    def _failed(self, batch: _Batch, exc: TransportDown) -> bool:
+        """The store did not take ``batch``: keep it, and wait before it goes again (close cuts the wait short)."""
+        self.stats.failures += 1
+        if self._connected is not False or self.stats.failures & (self.stats.failures - 1) == 0:
+            log.warning("event stream: store unavailable, keeping events (%s)", exc)
+        self._connected = False
+        batch.retried = True
+        if self._deadline is not None:
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(self._backoff, left))
+        else:
+            self._bell.acquire(timeout=self._backoff)      # close() rings
+        self._backoff = min(self._backoff * 2, 1.0)
+        return True
 
     def _current(self) -> _Batch | None:
         with self._take_lock:
@@ -352,11 +380,9 @@ class EventSink:
         """The next batch: the deque first (older), then the spill journal."""
         q = self._queue
         if q:
-            items: list[Item] = []
-            for _ in range(min(self._batch, len(q))):
-                self._next += 1
-                items.append((self._space, self._next, q.popleft()))
-            return _Batch(items)
+            first, space, take = self._next + 1, self._space, q.popleft
+            self._next += min(self._batch, len(q))
+            return _Batch([(space, i, take()) for i in range(first, self._next + 1)])
         if self._journal.end > self._jread:
             frames = self._journal.read(self._jread, self._batch)
             if frames:
@@ -364,7 +390,6 @@ class EventSink:
         return None
 
     def _done(self, batch: _Batch, added: int) -> None:
-        self._last_work = time.monotonic()
         st = self.stats
         st.sent += added
         st.deduplicated += len(batch.items) - added
@@ -392,16 +417,18 @@ class EventSink:
         return True
 
     def _sleep(self) -> None:
-        """Wait for events. While traffic is recent, poll: then record() never pays a wake-up
-        (an Event.set is a lock and a futex call, the tail of its cost). After a quiet spell,
-        sleep until record() wakes us (it checks ``_idle``)."""
-        if time.monotonic() - self._last_work < IDLE_AFTER_S:
-            time.sleep(POLL_S)
-            return
+        """Wait for events. While traffic is recent (``IDLE_POLLS`` polls), poll: then record() never pays a
+        wake-up (a futex call, the tail of its cost). After a quiet spell, sleep until record() rings."""
+        q, sleep = self._queue, time.sleep
+        for _ in range(IDLE_POLLS):
+            sleep(POLL_S)
+            if q or self._stopping or self._journal.end > self._jread:
+                return
+        # Idle from here: record() sees ``_idle`` after its append, so either it rings or this check sees
+        # its event (one thread at a time under the GIL, and ``_idle`` is set before the check).
         self._idle = True
-        if not self._queue and not (self._journal.end > self._jread):
-            self._wake.wait(0.05)
-        self._wake.clear()
+        while not (q or self._stopping or self._journal.end > self._jread):
+            self._bell.acquire(timeout=IDLE_CHECK_S)
         self._idle = False
 
     def _load_offset(self) -> int:
