@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 import yaml
 
-from ._procs import Proc
+from ._procs import ROOT, Proc
 from .compare import router_config
 from .sr_bench import chat_body
 
@@ -96,13 +96,16 @@ def send(url: str, stream: bool, count: int, body_bytes: int) -> None:
 
 
 def measure(server: Counted, requests: int, warmup: int, body_bytes: int) -> dict[bool, float]:
-    """Instructions per request, whole (False) and streamed (True)."""
-    per_request = {}
+    """Instructions per request, whole (False) and streamed (True); with ``--by-thread``, the main thread's too
+    (keys "main False", "main True")."""
+    per_request: dict = {}
     for stream in (False, True):
         send(server.proc.url, stream, warmup, body_bytes)
         server.zero()
         send(server.proc.url, stream, requests, body_bytes)
-        per_request[stream] = server.dump() / requests
+        threads = server.dump_threads()
+        per_request[stream] = sum(threads.values()) / requests
+        per_request[f"main {stream}"] = threads.get(1, 0) / requests
     return per_request
 
 
@@ -115,23 +118,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", choices=["embedded", "none"], default="embedded")
     parser.add_argument("--plugins", action="store_true", help="also the router with the four shaping plugins")
     parser.add_argument("--keep", metavar="DIR", help="keep callgrind's dumps here (callgrind_annotate reads them)")
+    parser.add_argument("--tree", action="append", metavar="DIR",
+                        help="measure the router (and --plugins) of this checkout, repeatable: a before/after in one run "
+                             "(--tree /work/main --tree .); each server runs in its checkout, which ``-m`` imports first")
+    parser.add_argument("--by-thread", action="store_true",
+                        help="also the main thread's count alone (the request path): the other threads' (the event "
+                             "writer's) count moves with the wall time a request takes, so with the box's load")
     args = parser.parse_args(argv)
+    trees = [Path(tree).resolve() for tree in args.tree or [ROOT]]
 
     rows: list[tuple[str, dict[bool, float]]] = []
     with tempfile.TemporaryDirectory(prefix="vsr-cost-") as tmp, \
             Proc(["-m", "bench.mock_upstream", "--port", "0"], "listening") as mock:
         outdir = Path(args.keep or tmp)
         outdir.mkdir(parents=True, exist_ok=True)
-        servers = [("floor", ["-m", "bench.floor", "--port", "0", "--upstream", mock.url], "listening")]
+        servers = [("floor", ["-m", "bench.floor", "--port", "0", "--upstream", mock.url], "listening", ROOT)]
         variants = [("router", False)] + ([("router+plugins", True)] if args.plugins else [])
-        for name, plugins in variants:
-            config = outdir / f"{name}.yaml"
-            config.write_text(yaml.safe_dump(router_config(mock.url, args.events, plugins)))
-            servers.append((name, ["-m", "vsr_fast", "serve", "--config", str(config), "--port", "0"],
-                            "vsr-fast: serving on"))
-        for name, server_args, ready in servers:
+        for tree in trees:
+            for name, plugins in variants:
+                if len(trees) > 1:
+                    name = f"{name} {tree}"
+                config = outdir / f"{name.replace('/', '_').replace(' ', '')}.yaml"
+                config.write_text(yaml.safe_dump(router_config(mock.url, args.events, plugins)))
+                servers.append((name, ["-m", "vsr_fast", "serve", "--config", str(config), "--port", "0"],
+                                "vsr-fast: serving on", tree))
+        for name, server_args, ready, tree in servers:
             print(f"{name}: starting under callgrind", file=sys.stderr, flush=True)
-            with Counted(name, server_args, ready, outdir) as server:
+            options = ["--separate-threads=yes"] if args.by_thread else []
+            with Counted(name.replace("/", "_").replace(" ", ""), server_args, ready, outdir, options,
+                         cwd=tree) as server:
                 rows.append((name, measure(server, args.requests, args.warmup, args.body_bytes)))
 
     floor = rows[0][1]
@@ -140,8 +155,14 @@ def main(argv: list[str] | None = None) -> int:
     print("| server | whole | × floor | streamed | × floor |")
     print("|---|---|---|---|---|")
     for name, counts in rows:
-        print(f"| {name} | {counts[False] / 1e6:.2f} M | {counts[False] / floor[False]:.2f} "
-              f"| {counts[True] / 1e6:.2f} M | {counts[True] / floor[True]:.2f} |")
+        print(f"| {name} | {counts[False] / 1e6:.3f} M | {counts[False] / floor[False]:.2f} "
+              f"| {counts[True] / 1e6:.3f} M | {counts[True] / floor[True]:.2f} |")
+    if args.by_thread:
+        print("\nthe main thread alone (the request path)")
+        print("| server | whole | streamed |")
+        print("|---|---|---|")
+        for name, counts in rows:
+            print(f"| {name} | {counts['main False'] / 1e6:.3f} M | {counts['main True'] / 1e6:.3f} M |")
     return 0
 
 

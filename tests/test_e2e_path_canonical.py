@@ -153,3 +153,36 @@ def test_the_serving_listener_serves_no_spelling_of_an_admin_path(mock, tmp_path
             assert h2_get(proc.port, path) in (400, 404), path
         assert raw_request(admin_port, "GET", "/metrics")[0] == 200
         assert [k["id"] for k in httpx.get(f"{admin_url}/api/v1/keys").json()["keys"] if k["source"] == "store"] == []
+
+
+def _non_canonical_checked(raw_path: bytes, path: str) -> str | None:
+    # non_canonical without its fast path: every check, on every path.
+    from vsr_fast.server import paths
+    if path == "*":
+        return None
+    if not path.startswith("/"):
+        return "it does not start with a slash"
+    for escape in paths._ESCAPE.finditer(raw_path):
+        byte = int(escape.group(1), 16)
+        if byte in paths._UNRESERVED:
+            return f"{escape.group().decode()} encodes {chr(byte)!r}, which is sent as it is"
+        if byte in paths._SEPARATORS and not (raw_path.startswith(paths._SLASHED_IDS)
+                                              and escape.start() >= len(paths._SLASHED_IDS)):
+            return f"{escape.group().decode()} encodes a path separator"
+    if path != "/" and any(segment in ("", ".", "..") for segment in path[1:].split("/")):
+        return "it holds repeated slashes, a trailing slash or a dot segment (. or ..)"
+    return None
+
+
+def test_the_fast_path_of_non_canonical_answers_as_every_check():
+    from urllib.parse import unquote_to_bytes
+
+    from vsr_fast.server.paths import non_canonical
+    targets = [t.split("?")[0] for _, t, _ in ADMIN_VARIANTS] + [
+        "/v1/chat/completions", "/", "*", "", "x", "/a.b/c", "/a/.b", "/a/..", "/a/.", "/a/b/", "/.well-known",
+        "/v1/models/vsr%2Fauto", "/v1/models/a%2fb", "/v1/%41", "/v1/%zz", "/v1/a%20b", "/a//b", "//", "/..", "/.",
+        "/v1/messages", "/v1/chat/completions/", "/ab.", "/a./b"]
+    for target in targets:
+        raw = target.encode()
+        path = unquote_to_bytes(raw).decode("latin-1")
+        assert non_canonical(raw, path) == _non_canonical_checked(raw, path), target

@@ -49,3 +49,16 @@ def test_a_header_h11_refuses_fails_the_request_and_its_error_goes_without_it(de
 def test_sendable_headers_are_kept():
     headers = _exchange("d\tx é").headers("application/json")
     assert (h.SELECTED_DECISION.encode(), "d\tx é".encode()) in headers and _h11_sends(headers)
+
+
+def test_values_remembered_sendable_never_let_a_bad_one_through():
+    from vsr_fast.server.pipeline import exchange
+    for _ in range(3):
+        assert _exchange("good").headers("application/json")
+        with pytest.raises(UnsendableHeader):
+            _exchange("d\nx").headers("application/json")
+    for i in range(exchange.SENT_MAX + 5):
+        _exchange(f"d{i}").headers("application/json")
+    assert 0 < len(exchange._SENT) <= exchange.SENT_MAX
+    with pytest.raises(UnsendableHeader):
+        _exchange(" d").headers("application/json")

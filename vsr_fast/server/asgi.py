@@ -372,7 +372,7 @@ class ClientSide:
         # connection's reader (which closes the connection on a protocol error, cutting an answer after its head).
         self.hold_for: trio.lowlevel.Task | None = None
         self.watches: set[DisconnectWatch] = set()
-        # The method of the HTTP/1 request being read, as its request line spells it (``listen.EdgeH11Protocol``):
+        # The method of the HTTP/1 request being read, as its request line spells it (``h11edge.EdgeH11Protocol``):
         # hypercorn's scope has it upper-cased. One request at a time: h11 reads the next head only once this
         # one's answer has ended.
         self.method = b""

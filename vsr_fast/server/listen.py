@@ -48,6 +48,7 @@ from ..locks import acquire
 from ..sockets import send_now
 from ..upstream.stream import JOIN_MAX_BYTES
 from .asgi import CLIENT_SIDE, ClientSide
+from .h11edge import EdgeH11Protocol
 from .h2edge import EdgeH2Protocol, EdgeProtocol, H2Counts
 
 log = logging.getLogger("vsr_fast.listen")
@@ -94,17 +95,6 @@ class Connections:
                 "(logged, at most once a minute).",
                 "# TYPE vsr_connections_failed_total counter", f"vsr_connections_failed_total {self.failed}",
                 *self.h2.prometheus_lines()]
-
-
-class EdgeH11Protocol(H11Protocol):
-    """hypercorn's HTTP/1.1 protocol, telling the app the method as the request line spells it
-    (``asgi.sent_method``): hypercorn upper-cases it in the scope, so a ``get`` would be served as GET."""
-
-    async def _create_stream(self, request: h11.Request) -> None:
-        side = CLIENT_SIDE.get()
-        if side is not None:
-            side.method = request.method
-        await super()._create_stream(request)
 
 
 class EdgeServer(TCPServer):
@@ -242,6 +232,7 @@ class EdgeServer(TCPServer):
         self.protocol.__class__ = EdgeProtocol
         if type(self.protocol.protocol) is H11Protocol:
             self.protocol.protocol.__class__ = EdgeH11Protocol
+            self.protocol.protocol.adopt()
         self.protocol.send_timeout_s, self.protocol.counts = self.send_timeout_s, self.h2_counts
         # It has made the connection's task group too: each request's app gets
         # its messages from this task through a memory channel, whose send costs a scheduler pass even with

@@ -29,6 +29,8 @@ _SLASHED_IDS = b"/v1/models/"
 def non_canonical(raw_path: bytes, path: str) -> str | None:
     """Why the path of a request (``raw_path`` as sent, ``path`` decoded) is not canonical; None when it is (or
     names no path: ``*``)."""
+    if b"%" not in raw_path and path[:1] == "/" and path[-1:] != "/" and "//" not in path and "/." not in path:
+        return None         # no escape, no empty segment, no dot segment: every check below would pass
     if path == "*":
         return None
     if not path.startswith("/"):

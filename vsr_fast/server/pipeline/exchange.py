@@ -31,6 +31,10 @@ _WARNINGS = h.WARNINGS.encode()
 _COST, _COST_CURRENCY = h.COST.encode(), h.COST_CURRENCY.encode()
 # A header value h11 sends (RFC 9110 field-value): visible bytes, inner spaces and tabs, no control byte.
 _SENDABLE = re.compile(rb"(?:[^\x00-\x20]+(?:[ \t]+[^\x00-\x20]+)*)?")
+# Values found sendable: nearly every one repeats from one answer to the next (the config version, the names, the
+# content type), and a value sendable once always is. Bounded by starting over when full.
+_SENT: set[bytes] = set()
+SENT_MAX = 4096
 
 
 class Exchange:
@@ -114,8 +118,14 @@ class Exchange:
         out += self.extra
         if content_type is not None:
             out.append((b"content-type", content_type.encode()))
-        bad = [name for name, value in out if not _SENDABLE.fullmatch(value)]
+        fresh = [value for _, value in out if value not in _SENT]
+        if not fresh:
+            return out
+        bad = [name for name, value in out if value in fresh and not _SENDABLE.fullmatch(value)]
         if not bad:
+            if len(_SENT) + len(fresh) > SENT_MAX:
+                _SENT.clear()
+            _SENT.update(fresh)
             return out
         if not isinstance(self.failure, UnsendableHeader):
             # h11 would refuse the head, and the server answer a bare 500 the access log never saw: the

@@ -1,0 +1,166 @@
+"""The heads the router writes on HTTP/1.1 (its answers to clients, its requests to backends), validated as h11 does,
+at a fraction of h11's cost.
+
+h11 validates every header of an event it is given: per header two ``bytesify`` calls and two regex matches
+(``normalize_and_validate``), ~50 regex calls per proxied request; and when it chooses chunked framing for an answer
+it rebuilds the head twice and validates it all again (``set_comma_header``), headers it validated a moment before.
+``valid_headers`` returns what ``normalize_and_validate`` returns, checking each header pair once with h11's own
+patterns and remembering it valid (a head is mostly the same pairs every time); any input off its fast path (a
+str, a Content-Length that is not one plain number or comes twice, a Transfer-Encoding, a header h11 refuses) goes
+to h11's own function, which then answers it, errors and their messages included. Incoming heads are not touched: h11's parser
+validates them as before, and a malformed one is still a 400.
+
+This leans on h11 internals (``Headers``, its header patterns, three methods of ``Connection`` copied);
+``tests/test_headers_wire.py`` pins each one and fails if an h11 release changes them.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import h11
+from h11._connection import _SWITCH_CONNECT, _SWITCH_UPGRADE, _body_framing, _keep_alive
+from h11._headers import (CONTENT_LENGTH_MAX_DIGITS, Headers, _field_name_re, _field_value_re, get_comma_header,
+                          has_expect_100_continue, normalize_and_validate)
+from h11._state import CLIENT, SEND_BODY, SERVER
+
+__all__ = ["WireConnection", "valid_headers"]
+
+# Header pairs already validated, each with its item as h11 stores it (raw name, lowercase name, value): most of a
+# head repeats from one request to the next (the router's own headers, a backend's host and key), and a pair
+# valid once is valid forever. Content-Length is never kept (h11 counts it); bounded by starting over when full.
+_HEADS = (h11.Request, h11.Response, h11.InformationalResponse)
+_HEADS_FINAL = (h11.Request, h11.Response)
+_SEEN: dict[tuple[bytes, bytes], tuple[bytes, bytes, bytes]] = {}
+SEEN_MAX = 4096
+
+
+def valid_headers(headers: Iterable[tuple[bytes, bytes]]) -> Headers:
+    """``h11._headers.normalize_and_validate(headers)``: the same ``Headers``, or the same ``LocalProtocolError``."""
+    if not isinstance(headers, list):
+        headers = list(headers)
+    seen = _SEEN
+    full = []
+    length = False
+    try:
+        for pair in headers:
+            item = seen.get(pair)
+            if item is None:
+                item = _checked(pair)
+                if item is None:
+                    return normalize_and_validate(headers)      # h11 converts it, or finds what is wrong and says so
+                if item[1] == b"content-length":
+                    if length:      # h11 drops a repeat of the same number and refuses another
+                        return normalize_and_validate(headers)
+                    length = True
+                else:
+                    if len(seen) >= SEEN_MAX:
+                        seen.clear()
+                    seen[pair] = item
+            full.append(item)
+    except TypeError:       # a pair that is no tuple (a list, a bytearray in it): h11's to convert
+        return normalize_and_validate(headers)
+    return Headers(full)
+
+
+def _checked(pair: tuple[bytes, bytes]) -> tuple[bytes, bytes, bytes] | None:
+    """The item of a pair of bytes h11 takes as it is (its own patterns), or None: anything else is h11's."""
+    if type(pair) is not tuple or len(pair) != 2:
+        return None
+    name, value = pair
+    if type(name) is not bytes or type(value) is not bytes \
+            or _field_name_re.fullmatch(name) is None or _field_value_re.fullmatch(value) is None:
+        return None
+    lower = name.lower()
+    if lower == b"content-length":
+        # h11 splits on commas and strips: one plain number is the fast case.
+        if not value.isdigit() or len(value) > CONTENT_LENGTH_MAX_DIGITS:
+            return None
+    elif lower == b"transfer-encoding":
+        return None
+    return (name, lower, value)
+
+
+def _set_comma_header(headers: Headers, name: bytes, new_values: list[bytes]) -> Headers:
+    """h11's ``set_comma_header`` on headers h11 already validated (an event's): only the new values are checked."""
+    kept = [item for item in headers._full_items if item[1] != name]
+    added = valid_headers([(name.title(), value) for value in new_values])._full_items if new_values else []
+    return Headers(kept + added)
+
+
+class WireConnection(h11.Connection):
+    """h11's connection, writing an answer of unknown length (chunked, or HTTP/1.0's close) without validating
+    its head twice more: ``_clean_up_response_headers_for_sending`` is h11 0.16's, with the rebuilt heads made by
+    ``_set_comma_header``. ``_process_event`` and ``_get_io_object`` are h11 0.16's without their ``typing.cast``
+    calls, whose ``Union[...]`` is built anew (typing's cache lookup) at every head: no-ops that cost a few
+    thousand instructions each. Set as the ``__class__`` of the connections hypercorn and httpcore build."""
+
+    def _process_event(self, role, event) -> None:
+        old_states = dict(self._cstate.states)
+        if role is CLIENT and type(event) is h11.Request:
+            if event.method == b"CONNECT":
+                self._cstate.process_client_switch_proposal(_SWITCH_CONNECT)
+            if get_comma_header(event.headers, b"upgrade"):
+                self._cstate.process_client_switch_proposal(_SWITCH_UPGRADE)
+        server_switch_event = None
+        if role is SERVER:
+            server_switch_event = self._server_switch_event(event)
+        self._cstate.process_event(role, type(event), server_switch_event)
+
+        if type(event) is h11.Request:
+            self._request_method = event.method
+
+        if role is self.their_role and type(event) in _HEADS:
+            self.their_http_version = event.http_version
+
+        if type(event) in _HEADS_FINAL and not _keep_alive(event):
+            self._cstate.process_keep_alive_disabled()
+
+        if type(event) is h11.Request and has_expect_100_continue(event):
+            self.client_is_waiting_for_100_continue = True
+        if type(event) in (h11.InformationalResponse, h11.Response):
+            self.client_is_waiting_for_100_continue = False
+        if role is CLIENT and type(event) in (h11.Data, h11.EndOfMessage):
+            self.client_is_waiting_for_100_continue = False
+
+        self._respond_to_state_changes(old_states, event)
+
+    def _get_io_object(self, role, event, io_dict):
+        state = self._cstate.states[role]
+        if state is SEND_BODY:
+            framing_type, args = _body_framing(self._request_method, event)
+            return io_dict[SEND_BODY][framing_type](*args)
+        else:
+            return io_dict.get((role, state))
+
+    def _clean_up_response_headers_for_sending(self, response: h11.Response) -> h11.Response:
+        assert type(response) is h11.Response
+
+        headers = response.headers
+        need_close = False
+
+        method_for_choosing_headers = self._request_method
+        if method_for_choosing_headers == b"HEAD":
+            method_for_choosing_headers = b"GET"
+        framing_type, _ = _body_framing(method_for_choosing_headers, response)
+        if framing_type in ("chunked", "http/1.0"):
+            headers = _set_comma_header(headers, b"content-length", [])
+            if self.their_http_version is None or self.their_http_version < b"1.1":
+                headers = _set_comma_header(headers, b"transfer-encoding", [])
+                if self._request_method != b"HEAD":
+                    need_close = True
+            else:
+                headers = _set_comma_header(headers, b"transfer-encoding", [b"chunked"])
+
+        if not self._cstate.keep_alive or need_close:
+            connection = set(get_comma_header(headers, b"connection"))
+            connection.discard(b"keep-alive")
+            connection.add(b"close")
+            headers = _set_comma_header(headers, b"connection", sorted(connection))
+
+        return h11.Response(
+            headers=headers,
+            status_code=response.status_code,
+            http_version=response.http_version,
+            reason=response.reason,
+        )
+
