@@ -31,9 +31,10 @@ kept as a regression check:
 - pii's named labels (PERSON, LOCATION, ORGANIZATION, DATE_TIME, STREET_ADDRESS; gazetteers
   and rules, ``_ner``), three times, exact spans and any overlap of the same label:
   * ``FAKER_TEMPLATES``, support-desk turns filled from Faker's en_US providers (the pinned
-    faker wheel), and ``DEV_TEMPLATES`` filled the same way. The stage's rules were written
-    and tuned reading their errors: development sets, not evidence. Faker's names are
-    US-census derived, like the gazetteer's;
+    faker wheel), ``DEV_TEMPLATES`` filled the same way, and ``DEV3_TEMPLATES`` filled from Faker's
+    en_IN, en_NG, en_PK people, zh_CN and ja_JP romanized names and en_PH firms (names and firms no
+    list holds). The stage's rules were written and tuned reading their errors: development sets,
+    not evidence. Faker's en_US names are US-census derived, like the gazetteer's;
   * the same templates filled from mimesis' en providers (the pinned mimesis wheel; another
     generator, never looked at while writing the rules): its values are untouched, its
     templates are not;
@@ -675,7 +676,7 @@ NAMED_HOW = "gazetteers (census names, GeoNames places) + cue rules, _ner"
 def named_rows(model, wheels: dict[str, Path], dev_only: bool = False) -> list[tuple[str, str, str, str]]:
     """Per-label P/R/F1 of the named-entity stage (exact spans, and any overlap) per labelled set, its false
     alarms on benign turns, and its cost on a 2 KB request; ``dev_only``: the development sets alone (faker,
-    faker 2, Chit-Chat turns 1,001-3,000), to iterate on without reading the untouched sets."""
+    faker 2, dev 3, Chit-Chat turns 1,001-3,000), to iterate on without reading the untouched sets."""
     how = NAMED_HOW
     question = PRESETS["pii"].question(NAMED)
     rows = [*_named_scores(model, question, how, faker_sentences(wheels["faker"]),

