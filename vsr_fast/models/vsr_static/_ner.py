@@ -203,7 +203,7 @@ _INDUSTRY = frozenset("""therapeutics acquisition acquisitions resources financi
     aerospace automotive railway oncology diagnostics beverage beverages utilities steel gaming aviation payments
     packaging hospitality shipping engineering chemical chemicals construction breweries equities banking hotel hotels
     realty restaurants motor distributors manufacturing furniture outfitters tankers lending fuels midstream
-    biologics bioscience lifesciences exploration""".split())
+    biologics bioscience lifesciences exploration enterprise""".split())
 _ORG_HEAD = frozenset("university bank college institute department ministry bureau office council school "
                       "hospital museum church academy".split())   # "University of Utah", "Bank of America"
 # The first word of many place names, common words themselves: "New Haven", "Port Arthur", "Lake Charles".
@@ -241,9 +241,10 @@ _STRONG_PERSON_CUE = re.compile(r"(?:\bmy name is|\bmy name's|\bname is|\bname's
                                 r"\bpatient|\bcontact|\bmanager|\bCEO|\bspeak to|\bspeak with|\bask for)"
                                 r"[:,]?[ \t]*(?:\n[ \t]*)?$", re.IGNORECASE)
 # A person's role or kin right before one word: "my sister Umair", "asked Faizan to"; a word no list holds is a
-# name there (after "from", "to" or "I am" it is as often a place or a nationality).
+# name there (after "from", "to" or "I am" it is as often a place or a nationality; after "called" or "named",
+# a pizza place: "called Midici").
 _KIN_CUE = re.compile(r"\b(?:wife|husband|son|daughter|father|mother|brother|sister|friend|colleague|boss|manager|"
-                      r"dear|hi|hello|thanks|asked|ask|told|tell|call|called|meet|met|named|called)[:,]?[ \t]+$",
+                      r"dear|hi|hello|thanks|asked|ask|told|tell|meet|met)[:,]?[ \t]+$",
                       re.IGNORECASE)
 _PLACE_CUE = re.compile(r"(?:\bin|\bfrom|\bto|\bnear|\bvisit|\bvisiting|\bvisited|\blive in|\blives in|"
                         r"\bmoved to|\bborn in|\bbased in|\bgrew up in|\bcity of|\btown of|\bstate of|"
@@ -274,6 +275,7 @@ _LEGAL_AFTER = re.compile(r",?[ \t]+(?:(?:Inc|Corp|Co|Ltd|S\.A|N\.V|L\.P|S\.p\.A
 # Capitals right before a firm's name that ends in a company or industry word ("UTS Star Resorts Inc."): its own,
 # unless chat's ("OMG Foods" is no firm's name).
 _ACRONYM_BEFORE = re.compile(r"(?<![\w&.-])([A-Z]{2,5})[ \t]$")
+_OF_PLACE = re.compile(r"[ \t]+of[ \t]+(?:the[ \t]+)?([A-Z][\w.'-]*(?:[ \t]+[A-Z][\w.'-]*){0,3})")
 _NOT_ACRONYMS = frozenset("ok omg lol fyi asap btw imo imho idk tbh pls plz re fw fwd cc ps nb faq usa uk us eu "
                           "am pm".split())
 _STATE_AFTER = re.compile(r",[ \t]*([A-Z]{2})\b(?![a-z])")
@@ -372,8 +374,26 @@ class _Reader:
             for label, start, end, p in self._read(run):
                 if label == "ORGANIZATION" and end == run[-1][1] and (legal := _LEGAL_AFTER.match(text, end)):
                     end = legal_end = legal.end()         # "Netflix, Inc.": the legal form is the firm's
+                if label == "ORGANIZATION" and (place_end := self._of_place(start, end)):
+                    end = place_end                       # "National Coconut Corporation of the Philippines"
+                    legal_end = max(legal_end, end)
                 out.append((label, start, end, p))
-        return out
+        firms = [(s, e) for label, s, e, _ in out if label == "ORGANIZATION"]
+        return [f for f in out if f[0] == "ORGANIZATION" or not any(s <= f[1] and f[2] <= e and (s, e) != f[1:3]
+                                                                      for s, e in firms)]
+
+    def _of_place(self, start: int, end: int) -> int:
+        """Where a firm's name goes on through "of (the) <place>" after its company, industry or head word ("Bank
+        of the Philippine Islands", "Acme Corporation of Spain"): the place's end, or 0."""
+        last = self.text[start:end].split()[-1].lower().rstrip(".,")
+        m = _OF_PLACE.match(self.text, end)
+        if m is None or (last not in _ORG_END and last not in _INDUSTRY and last not in _ORG_HEAD):
+            return 0
+        words = m.group(1).split()
+        for k in range(len(words), 0, -1):
+            if " ".join(words[:k]).lower().rstrip(".") in self.g.places:
+                return m.start(1) + len(" ".join(words[:k]))
+        return 0
 
     def _surname_pair(self, word: str) -> bool:
         """"Johnson-Schultz": two surnames joined by a hyphen and no first name before them, a firm's name."""
@@ -466,6 +486,11 @@ class _Reader:
                         start = acronym.start(1)          # "MI Liberty Shipping Inc.": capitals lead the name
                     return [*head, ("ORGANIZATION", start, run[i][1], CUE_P),
                             *self._read_rest(run[i + 1:])]
+        if len(run) == 1 and (words[0] in _ORG_END or words[0] in _INDUSTRY) \
+                and not text[run[0][0]:run[0][1]].isupper() \
+                and (acronym := _ACRONYM_BEFORE.search(text, max(0, run[0][0] - 8), run[0][0])) \
+                and acronym.group(1).lower() not in _NOT_ACRONYMS:
+            return [("ORGANIZATION", acronym.start(1), run[0][1], CUE_P)]      # "AO Properties", "VUA Bank"
         if len(run) >= 3 and words[0] in _ORG_HEAD and words[1] == "of" and text[run[-1][0]].isupper():
             return [("ORGANIZATION", run[0][0], run[-1][1], CUE_P)]
         if _EMPLOYER_CUE.search(before) and words[0] not in _NOT_NAMES and words[0].rstrip(".") not in _TITLES \
@@ -570,8 +595,8 @@ class _Reader:
                     self._place(out, run[i][0], run[k - 1][1], CUE_P if cue else NAME_P)
                     i = k
                     continue
-            if person_cue and len(run) == 1 and ((w in g.first or w in g.last) and w not in g.common
-                                                 or (self._namelike(run[i], w) and _KIN_CUE.search(lead))):
+            if len(run) == 1 and ((person_cue and (w in g.first or w in g.last) and w not in g.common)
+                                  or (self._namelike(run[i], w) and _KIN_CUE.search(lead))):
                 out.append(("PERSON", run[i][0], run[i][1], CUE_P))
                 i += 1
                 continue
