@@ -16,7 +16,8 @@ r"""Names, places, organisations, dates and street addresses as character spans:
     ORGANIZATION    a capitalised run ending in a company word (Inc, LLC, Ltd, GmbH, Corp, Group,
                     Bank, University...), "University of X", "Smith, Jones and Brown", "Smith &
                     Sons", a run ending in an industry word (Shipping, Foods, Equities, Hotel...) with
-                    capitals before it ("UTS Star Resorts Inc."), two surnames joined by a hyphen, the run after an employer cue ("work
+                    capitals before it ("UTS Star Resorts Inc.", "VUA Bank") and "of (the) <place>" after
+                    it ("... Corporation of the Philippines"), two surnames joined by a hyphen, the run after an employer cue ("work
                     at", "works for", "employed by"); a listed firm (the longest: "Siemens",
                     "Morgan Stanley", "BNP Paribas"), before any person or place reading, with
                     ", Inc." or " plc" after it and "The" before it inside a sentence. A listed
