@@ -33,9 +33,10 @@ kept as a regression check:
 - pii's named labels (PERSON, LOCATION, ORGANIZATION, DATE_TIME, STREET_ADDRESS; gazetteers
   and rules, ``_ner``), three times, exact spans and any overlap of the same label:
   * ``FAKER_TEMPLATES``, support-desk turns filled from Faker's en_US providers (the pinned
-    faker wheel), and ``DEV_TEMPLATES`` filled the same way. The stage's rules were written
-    and tuned reading their errors: development sets, not evidence. Faker's names are
-    US-census derived, like the gazetteer's;
+    faker wheel), ``DEV_TEMPLATES`` filled the same way, and ``DEV3_TEMPLATES`` filled from Faker's
+    en_IN, en_NG, en_PK people, zh_CN and ja_JP romanized names and en_PH firms (names and firms no
+    list holds). The stage's rules were written and tuned reading their errors: development sets,
+    not evidence. Faker's en_US names are US-census derived, like the gazetteer's;
   * the same templates filled from mimesis' en providers (the pinned mimesis wheel; another
     generator, never looked at while writing the rules): its values are untouched, its
     templates are not;
@@ -526,6 +527,33 @@ DEV_TEMPLATES = [
     "Visiting {city} from {date}, staying with {person}.",
     "Return the device to {company}, {address}.",
 ]
+# A third development set (issue 21, fix95), written for the ORGANIZATION and PERSON rules: firms and people in
+# everyday shapes, often with no company word or cue, filled from Faker locales whose values neither the gazetteer
+# (built from Faker's non-English locales only) nor the untouched sets use: people from en_IN, en_NG and en_PK and
+# the romanized names of zh_CN and ja_JP, firms from en_PH (word-built names, their legal form dropped half the
+# time). Tuned on: never evidence.
+DEV3_TEMPLATES = [
+    "I have been a customer of {company} for six years and {person} always handled my account.",
+    "{company} charged my card twice this month.",
+    "My sister {first} works as a nurse and her husband is with {company}.",
+    "The quote from {company} was much lower than the one {person} sent us.",
+    "Could {person} confirm whether {company} accepted the return?",
+    "Last week {person} told me the order from {company} would arrive on {date}.",
+    "We signed the lease with {company} after {first} {last} reviewed it.",
+    "Our contact at {company} is {person}; please copy her on every reply.",
+    "{person} and {person} will both attend the review.",
+    "I ordered a laptop through {company} but it never shipped.",
+    "Please refund the fee {company} took; {first} in billing agreed.",
+    "{company}'s app logged me out again.",
+    "The letter was signed by {person}, head of legal at {company}.",
+    "Is {company} the parent company of {company}?",
+    "I asked {first} to call {company} about the broken meter.",
+    "According to {person}, {company} closed its branch in {city}.",
+    "{last} from {company} never returned my call.",
+    "Yesterday {first} said the account belongs to {person}.",
+    "Our supplier {company} raised prices, so {person} wants a new quote.",
+    "Forward this to {person} at {company} and to {first} in {city}.",
+]
 FAKER_SLOTS = {"person": "PERSON", "first": "PERSON", "last": "PERSON", "city": "LOCATION", "country": "LOCATION",
                "company": "ORGANIZATION", "date": "DATE_TIME", "time": "DATE_TIME", "street": "STREET_ADDRESS",
                "address": "STREET_ADDRESS"}
@@ -581,6 +609,32 @@ def faker_sentences(wheel: Path, fills: int = 30, seed: int = 0,
                          lambda: fake.date_of_birth(minimum_age=18, maximum_age=90), fills, seed, templates)
 
 
+def dev3_sentences(wheel: Path, fills: int = 30, seed: int = 2) -> list[tuple[str, list[tuple[str, int, int]]]]:
+    """DEV3_TEMPLATES filled from Faker's en_IN, en_NG, en_PK people, zh_CN and ja_JP romanized names, en_PH firms
+    (the legal form dropped half the time), en_US places and dates: the third development set."""
+    faker = _from_wheel(wheel, "faker")
+    rng = random.Random(seed)
+    people = [faker.Faker(loc) for loc in ("en_IN", "en_NG", "en_PK")]
+    romanized = [faker.Faker(loc) for loc in ("zh_CN", "ja_JP")]
+    firms, us = faker.Faker("en_PH"), faker.Faker("en_US")
+    for f in (*people, *romanized, firms, us):
+        f.seed_instance(seed)
+
+    def first() -> str:
+        return rng.choice(people).first_name() if rng.random() < 0.7 else rng.choice(romanized).first_romanized_name()
+
+    def last() -> str:
+        return rng.choice(people).last_name() if rng.random() < 0.7 else rng.choice(romanized).last_romanized_name()
+
+    def company() -> str:
+        name = firms.company()
+        return re.sub(r",?\s+(?:Inc\.|Corporation|Corp\.|Ltd\.?|Co\.)$", "", name) if rng.random() < 0.5 else name
+    return _support_desk({"person": lambda: f"{first()} {last()}", "first": first, "last": last, "city": us.city,
+                          "country": us.country, "company": company, "street": us.street_address,
+                          "address": lambda: f"{us.street_address()}, {us.city()}, {us.state_abbr()} {us.zipcode()}"},
+                         lambda: us.date_of_birth(minimum_age=18, maximum_age=90), fills, seed, DEV3_TEMPLATES)
+
+
 def mimesis_sentences(wheel: Path, fills: int = 30, seed: int = 0) -> list[tuple[str, list[tuple[str, int, int]]]]:
     """FAKER_TEMPLATES filled from mimesis' en providers (another generator than Faker's)."""
     mimesis = _from_wheel(wheel, "mimesis", unpack=True)
@@ -629,13 +683,16 @@ NAMED_HOW = "gazetteers (census names, GeoNames places) + cue rules, _ner"
 def named_rows(model, wheels: dict[str, Path], dev_only: bool = False) -> list[tuple[str, str, str, str]]:
     """Per-label P/R/F1 of the named-entity stage (exact spans, and any overlap) per labelled set, its false
     alarms on benign turns, and its cost on a 2 KB request; ``dev_only``: the development sets alone (faker,
-    faker 2, Chit-Chat turns 1,001-3,000), to iterate on without reading the untouched sets."""
+    faker 2, dev 3, Chit-Chat turns 1,001-3,000), to iterate on without reading the untouched sets."""
     how = NAMED_HOW
     question = PRESETS["pii"].question(NAMED)
     rows = [*_named_scores(model, question, how, faker_sentences(wheels["faker"]),
                            "our support-desk templates + Faker en_US values (tuned on: the development set)"),
             *_named_scores(model, question, how, faker_sentences(wheels["faker"], seed=1, templates=DEV_TEMPLATES),
-                           "our second support-desk templates + Faker en_US values (tuned on: a development set)")]
+                           "our second support-desk templates + Faker en_US values (tuned on: a development set)"),
+            *_named_scores(model, question, how, dev3_sentences(wheels["faker"]),
+                           "our third templates + Faker en_IN/en_NG/en_PK/zh_CN/ja_JP people, en_PH firms "
+                           "(tuned on: a development set)")]
     if dev_only:
         return [*rows, *_named_benign(model, question, how, wheels, dev_only), *_named_cost(model, how)]
     rows += [*_named_scores(model, question, how, mimesis_sentences(wheels["mimesis"]),

@@ -55,3 +55,37 @@ def test_names_street_addresses_and_organisations_never_reach_the_provider(named
     got = json.loads(text)
     assert json.loads(got["messages"][2]["tool_calls"][0]["function"]["arguments"]) == {
         "customer": "[PERSON_1]", "address": "[STREET_ADDRESS_1]"}
+
+
+# --- names and firms no list holds (fix95): read by their shape, masked in every copy ----------------------
+
+NEW_PERSON, NEW_ORG = "Adaeze Nwachukwu", "Harbourline Shipping"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_name_and_a_firm_no_list_holds_never_reach_the_provider(named, stream):
+    proc, upstream = named
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
+    messages = [
+        {"role": "user", "content": f"Hi, this is {NEW_PERSON}. {NEW_ORG} lost my parcel, and {NEW_PERSON} is the "
+                                    f"name on the order."},
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "call_1", "type": "function",
+            "function": {"name": "track", "arguments": json.dumps({"order": "4471"})}}]},
+        {"role": "tool", "tool_call_id": "call_1",
+         "content": f"Order 4471: customer {NEW_PERSON}, carrier {NEW_ORG}, status lost."},
+        {"role": "user", "content": "What now?"},
+    ]
+    tools = [{"type": "function", "function": {"name": "track", "parameters": {"type": "object"}}}]
+    if stream:
+        assert list(client.chat.completions.create(model="vsr/auto", messages=messages, tools=tools, stream=True))
+    else:
+        assert client.chat.completions.create(model="vsr/auto", messages=messages, tools=tools).choices
+    text = sent(upstream)
+    for value in (NEW_PERSON, "Adaeze", "Nwachukwu", NEW_ORG, "Harbourline"):
+        assert value not in text, f"{value!r} reached the provider: {text}"
+    got = json.loads(text)
+    # Every copy of a value gets the same placeholder, in the user's turn and in the tool's result.
+    assert got["messages"][0]["content"] == ("Hi, this is [PERSON_1]. [ORGANIZATION_1] lost my parcel, and "
+                                             "[PERSON_1] is the name on the order.")
+    assert got["messages"][2]["content"] == "Order 4471: customer [PERSON_1], carrier [ORGANIZATION_1], status lost."

