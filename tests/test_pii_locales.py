@@ -191,6 +191,9 @@ NOT_PHONES_SEPARATED = [
     "The 2023/2024 season.", "Invoice 2024/000123 is paid.", "Case 12345/678901 is open.", "Aktenzeichen 3 O 123/24.",
     "Upgrade 1.2.3/4.5.6 now.", "Open 10:30/11:45 daily.", "Order 4711/0815/12 shipped.", "Pages 123\u2013145678.",
     "Ratio 16/9 or 21/9.", "Score 1990\u20132024 of 12/05/2024 10:00.", "Period 01/2023\u201312/2024.",
+    # A card's groups that fail Luhn, then more digits: no tail of them is a phone.
+    "Test card 3530 0298 3006 8973 was rejected.", "Test card 5153 0784 7885 0901 was rejected.",
+    "Card 6011 5209 0310 7142 failed.", "Population 12 612 345 678 in 2024.",
 ]
 
 
@@ -210,6 +213,11 @@ ADJACENT = [
     ("(415) 555-2671 (415) 555-2672", ["(415) 555-2671", "(415) 555-2672"]),
     ("06 12 34 56 78 06 98 76 54 32", ["06 12 34 56 78", "06 98 76 54 32"]),
     ("Tel 030 901820 Fax 030 901821", ["030 901820", "030 901821"]),
+    ("030 901820 0151 2345678", ["030 901820", "0151 2345678"]),
+    # After one group that is no phone, a number with its trunk "0": a date, an order number.
+    ("Am 12.05.2024 0151 2345678 angerufen", ["0151 2345678"]),
+    ("Date 2024/05/12 0151 2345678", ["0151 2345678"]),
+    ("Order 123 0151 2345678", ["0151 2345678"]),
 ]
 
 

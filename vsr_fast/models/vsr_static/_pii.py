@@ -258,10 +258,13 @@ def _ibans(text: str) -> Iterator[Found]:
 # --- phone numbers -------------------------------------------------------------------------------
 
 # One first character (+, "(" or a digit), then the branch that character opened; after an area code in
-# parentheses six digits are a number ("(030) 901820"). A "-" before the first character makes the digits the
-# tail of a code ("INV-2024-000123"). A "/" may part the groups too ("0151/2345678"): ``_slash_ok`` says where.
-_PHONE = re.compile(rf"[+(\d](?<!(?:{W}|[+-])[+(\d])(?:(?<=\+)\d{{1,3}}[ .-]?(?:\(\d{{1,4}}\)[ .-]?)?\d[\d ./-]{{5,15}}|"
-                    rf"(?<=\()\d{{1,4}}\)[ .-]?\d[\d .-]{{4,15}}|(?<=\d)[\d ./-]{{5,15}})\d(?!{W}|-\d|[.,]\d)")
+# parentheses six digits are a number ("(030) 901820"). A "-" or "/" before the first character makes the digits
+# the tail of a code or a date ("INV-2024-000123", "12/05/2024"). A "/" may part the groups after a +country code
+# or a trunk-prefixed area code ("0151/2345678"; ``_slash_ok``), not elsewhere: a date's or a fraction's digits
+# are no candidate.
+_PHONE = re.compile(rf"[+(\d](?<!(?:{W}|[+/-])[+(\d])(?:(?<=\+)\d{{1,3}}[ .-]?(?:\(\d{{1,4}}\)[ .-]?)?\d[\d ./-]{{5,15}}|"
+                    rf"(?<=\()\d{{1,4}}\)[ .-]?\d[\d .-]{{4,15}}|(?<=0)\d{{1,4}} ?/ ?\d[\d .-]{{2,13}}|"
+                    rf"(?<=\d)[\d .-]{{5,15}})\d(?!{W}|-\d|[.,]\d)")
 # The separators phonenumbers reads between digits (its ``VALID_PUNCTUATION``) as the one character of each kind
 # the patterns know, one character for one, so offsets hold: its dashes (hyphen, en and em dash, minus sign,
 # fullwidth hyphen) as "-", its spaces (no-break, ideographic) and the narrow no-break and thin spaces French
@@ -352,7 +355,7 @@ def _phones(text: str) -> Iterator[Found]:
             continue
         run = _RUN.match(text, end).end()
         pieces = _side_by_side(text, start, run, ok) if run > end or (" " in cand and not ok(cand)) else None
-        if pieces:
+        if pieces and (pieces[0][0] == start or not ok(cand)):
             for start, stop in pieces:
                 yield "PHONE_NUMBER", start, stop, 0.9
             end = run
@@ -362,9 +365,11 @@ def _phones(text: str) -> Iterator[Found]:
 
 
 def _side_by_side(text: str, start: int, end: int, ok: Callable[[str], bool]) -> list[tuple[int, int]] | None:
-    """The run ``text[start:end]`` cut at its spaces into two numbers or more, each a whole candidate that is a
-    phone, or None when it cannot be: several numbers written side by side are each their own span (masking gives
-    each its own placeholder), and a run that is not wholly phones (an amount, a card, an id) stays unmarked."""
+    """The run ``text[start:end]`` cut at its spaces into numbers that are each a whole candidate and a phone, or
+    None: several numbers written side by side are each their own span (masking gives each its own placeholder).
+    The run may start with one group that is no phone (a date, an order number: "am 12.05.2024 0151 2345678") when
+    the numbers after it start with the trunk "0"; otherwise a run that is not wholly phones (an amount, a card,
+    an id) stays unmarked, and one number alone is the candidate's business."""
     if not _RUN_END.match(text, end):
         return None
     cuts = [start] + [i + 1 for i in range(start, end) if text[i] == " " and text[i + 1] not in " ./-"]
@@ -381,8 +386,14 @@ def _side_by_side(text: str, start: int, end: int, ok: Callable[[str], bool]) ->
             if rest is not None and _PHONE.fullmatch(text, cuts[i], stop) and ok(text[cuts[i]:stop]):
                 ways[i] = [(cuts[i], stop), *rest]
                 break
-    found = ways[0]
-    return found if found is not None and len(found) > 1 else None
+    if ways[0] is not None:
+        return ways[0] if len(ways[0]) > 1 else None
+    # One group before them, not four digits alone: a card's groups that fail Luhn ("3530 0298 3006 8973") are
+    # no number's prefix.
+    first = text[start:cuts[1]].rstrip(" ./-")
+    if ways[1] is not None and text[cuts[1]] == "0" and not (len(first) == 4 and first.isdigit()):
+        return ways[1]
+    return None
 
 
 def _phone_ok(cand: str) -> bool:
