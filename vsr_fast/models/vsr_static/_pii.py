@@ -356,8 +356,8 @@ def _phones(text: str) -> Iterator[Found]:
         run = _RUN.match(text, end).end()
         pieces = _side_by_side(text, start, run, ok) if run > end or (" " in cand and not ok(cand)) else None
         if pieces and (pieces[0][0] == start or not ok(cand)):
-            for start, stop in pieces:
-                yield "PHONE_NUMBER", start, stop, 0.9
+            for lo, hi in pieces:
+                yield "PHONE_NUMBER", lo, hi, 0.9
             end = run
         elif ok(cand):
             yield "PHONE_NUMBER", start, end, 0.9
