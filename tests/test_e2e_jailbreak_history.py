@@ -81,3 +81,23 @@ def test_the_preview_shows_the_earlier_turns_score(cookbook):
     benign = httpx.post(f"{cookbook.url}/api/v1/routing/preview", json={"model": "vsr/auto", "messages": BENIGN}).json()
     (signal,) = [s for s in benign["signals"] if s["type"] == "jailbreak"]
     assert signal["matched"] is False and benign["decision"] == "answer"
+
+
+# A support desk's trial (fix97): a benign turn full of personal data that the jailbreak head flags by mistake
+# (over the card's threshold, not sure), answered by the router's refusal; the customer goes on.
+MISTAKEN = "Dear Nigel, thank you for contacting Megatronic support."
+
+
+@pytest.mark.parametrize("api", ["chat", "messages", "responses"])
+def test_a_turn_flagged_by_mistake_blocks_its_reply_but_not_the_turns_after(cookbook, mock, api):
+    flagged = [{"role": "user", "content": MISTAKEN}]
+    replied = [*flagged, {"role": "assistant", "content": REFUSAL}, {"role": "user", "content": "Why not?"}]
+    later = [*replied, {"role": "assistant", "content": REFUSAL}, {"role": "user", "content": LAST}]
+    attacked_later = [{"role": "user", "content": ATTACK}, {"role": "assistant", "content": "Sure."},
+                      *later]
+    for messages, blocked in ((flagged, True), (replied, True), (later, False), (attacked_later, True)):
+        before = sent(mock)
+        text, headers = ask(cookbook, api, messages)
+        assert headers["x-vsr-selected-decision"] == ("blocked" if blocked else "answer"), headers.get("x-vsr-trace")
+        assert (text == REFUSAL) is blocked
+        assert sent(mock) == before + (0 if blocked else 1)

@@ -231,3 +231,26 @@ def test_a_text_placeholder_against_text_written_without_spaces_is_restored(desk
         else got.choices[0].message.content
     assert json.loads(sent(upstream))["messages"][0]["content"] == "メールはEMAIL_1までお願いします。textual"
     assert answer == text
+
+
+# --- 7. what a support desk's trial found (fix97) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_slashed_side_by_side_numbers_and_internationalised_addresses_each_get_a_placeholder(desk, stream):
+    """German numbers with a slash, two numbers with only a space or a comma between them, addresses whose local
+    part starts with a letter beyond ASCII: each value its own placeholder, none of it reaching the provider, and
+    the client's text restored."""
+    proc, upstream, _ = desk
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0)
+    text = ("Mobil 0151/2345678, Büro 030/12345678; or 0151 2345678 0170 9876543, or +49 151 2345678, "
+            "+49 170 9876543. Mail élodie.martin@example.fr, Øyvind@example.no and jürgen@beispiel.de, via openai")
+    got = client.chat.completions.create(model="vsr/auto", messages=[{"role": "user", "content": text}],
+                                         stream=stream)
+    answer = "".join(c.choices[0].delta.content or "" for c in got if c.choices) if stream \
+        else got.choices[0].message.content
+    assert answer == text
+    provider = json.loads(sent(upstream))["messages"][0]["content"]
+    assert provider == ("Mobil [PHONE_NUMBER_1], Büro [PHONE_NUMBER_2]; or [PHONE_NUMBER_3] [PHONE_NUMBER_4], or "
+                        "[PHONE_NUMBER_5], [PHONE_NUMBER_6]. Mail [EMAIL_ADDRESS_1], [EMAIL_ADDRESS_2] and "
+                        "[EMAIL_ADDRESS_3], via openai"), provider

@@ -111,9 +111,10 @@ def test_an_email_written_against_cjk_text_is_found(model, text, address):
     assert spans(model, text) == [("EMAIL_ADDRESS", address)]
 
 
-def test_an_email_inside_a_latin_word_is_still_no_email(model):
-    # The local part starts where a word of a spaced script starts: "xyamada" is not cut to "yamada".
-    assert spans(model, "Schreib an über@example.de") == []
+def test_an_email_is_never_cut_inside_a_latin_word(model):
+    # The local part starts where a word of a spaced script starts: "über" is not cut to "ber" (RFC 6531 lets a
+    # local part hold "ü": the whole address is found, test_an_internationalised_address_is_found_whole).
+    assert spans(model, "Schreib an über@example.de") == [("EMAIL_ADDRESS", "über@example.de")]
 
 
 @pytest.mark.parametrize("text, found", [
@@ -159,3 +160,79 @@ def test_prepare_reads_the_number_plans_before_the_first_request(model):
     _pii._locales.cache_clear()
     model.prepare([SpanQuestion(criteria={"EMAIL_ADDRESS": "An email."})])
     assert _pii._locales.cache_info().currsize == 1
+
+
+# --- what a support desk's trial found (fix97) -----------------------------------------------------
+
+# National numbers written with the separators phonenumbers itself reads: a slash after the area code (German,
+# Austrian, Swiss habit), dashes other than "-", no-break spaces (French typography).
+SEPARATED = [
+    ("DE", "0151/2345678"), ("DE", "030/12345678"), ("DE", "089/1234567"), ("DE", "030 / 12345678"),
+    ("DE", "0221/123456"), ("DE", "(030) 1234567"), ("FR", "06.12.34.56.78"), ("DE", "0151\u20132345678"),
+    ("FR", "06\u00a012\u00a034\u00a056\u00a078"), ("FR", "06\u202f12\u202f34\u202f56\u202f78"),
+    ("JP", "090\u20101234\u20105678"), ("US", "415\u2212555\u22122671"),
+]
+
+
+@pytest.mark.parametrize(("region", "number"), SEPARATED, ids=[f"{r}:{n!r}" for r, n in SEPARATED])
+def test_a_number_with_another_separator_phonenumbers_reads_is_a_phone(model, region, number):
+    assert spans(model, f"Tel. {number}, bitte.") == [("PHONE_NUMBER", number)]
+
+
+@pytest.mark.parametrize("number", ["+49 151/2345678", "+49 30/12345678", "+49 (0)151 2345678"])
+def test_an_international_number_with_a_slash_is_a_phone(model, number):
+    assert spans(model, f"My number is {number}.") == [("PHONE_NUMBER", number)]
+
+
+# A slash, a dash or a dot between digits that is no phone: dates, fractions, ratios, seasons, versions, times,
+# order and case numbers.
+NOT_PHONES_SEPARATED = [
+    "Le 12/05/2024.", "Due 05/12/24, then 2024/05/12.", "Add 3/4 cup and 1/2 tsp.", "Screen 1920/1080 pixels.",
+    "The 2023/2024 season.", "Invoice 2024/000123 is paid.", "Case 12345/678901 is open.", "Aktenzeichen 3 O 123/24.",
+    "Upgrade 1.2.3/4.5.6 now.", "Open 10:30/11:45 daily.", "Order 4711/0815/12 shipped.", "Pages 123\u2013145678.",
+    "Ratio 16/9 or 21/9.", "Score 1990\u20132024 of 12/05/2024 10:00.", "Period 01/2023\u201312/2024.",
+    # A card's groups that fail Luhn, then more digits: no tail of them is a phone.
+    "Test card 3530 0298 3006 8973 was rejected.", "Test card 5153 0784 7885 0901 was rejected.",
+    "Card 6011 5209 0310 7142 failed.", "Population 12 612 345 678 in 2024.",
+]
+
+
+@pytest.mark.parametrize("text", NOT_PHONES_SEPARATED)
+def test_separated_digits_that_are_no_phone_stay_unmarked(model, text):
+    assert [s for s in spans(model, text) if s[0] == "PHONE_NUMBER"] == []
+
+
+# Two numbers with only a space or a comma between them: each is its own span.
+ADJACENT = [
+    ("call 0151 2345678 or 0170 9876543", ["0151 2345678", "0170 9876543"]),
+    ("+49 151 2345678, +49 170 9876543", ["+49 151 2345678", "+49 170 9876543"]),
+    ("+49 151 2345678 +49 170 9876543", ["+49 151 2345678", "+49 170 9876543"]),
+    ("0151 2345678 0170 9876543", ["0151 2345678", "0170 9876543"]),
+    ("0151 2345678, 0170 9876543", ["0151 2345678", "0170 9876543"]),
+    ("0151/2345678 030/12345678", ["0151/2345678", "030/12345678"]),
+    ("(415) 555-2671 (415) 555-2672", ["(415) 555-2671", "(415) 555-2672"]),
+    ("06 12 34 56 78 06 98 76 54 32", ["06 12 34 56 78", "06 98 76 54 32"]),
+    ("Tel 030 901820 Fax 030 901821", ["030 901820", "030 901821"]),
+    ("030 901820 0151 2345678", ["030 901820", "0151 2345678"]),
+    # After one group that is no phone, a number with its trunk "0": a date, an order number.
+    ("Am 12.05.2024 0151 2345678 angerufen", ["0151 2345678"]),
+    ("Date 2024/05/12 0151 2345678", ["0151 2345678"]),
+    ("Order 123 0151 2345678", ["0151 2345678"]),
+]
+
+
+@pytest.mark.parametrize(("text", "numbers"), ADJACENT, ids=[t for t, _ in ADJACENT])
+def test_adjacent_numbers_are_each_a_span(model, text, numbers):
+    assert spans(model, text) == [("PHONE_NUMBER", n) for n in numbers]
+
+
+# RFC 6531: a local part (and a domain label) may hold letters beyond ASCII; the address is found whole.
+@pytest.mark.parametrize("address", ["élodie.martin@example.fr", "Øyvind@example.no", "jürgen@beispiel.de",
+                                     "über@example.de", "josé.garcía@correo.es", "иван.петров@example.ru",
+                                     "e\u0301lodie@example.fr", "jürgen@müller.de", "søren@eksempel.dk"])
+def test_an_internationalised_address_is_found_whole(model, address):
+    assert spans(model, f"Schreib an {address}, danke") == [("EMAIL_ADDRESS", address)]
+
+
+def test_an_internationalised_address_against_cjk_text_starts_after_it(model):
+    assert spans(model, "メールはjürgen@example.deまで") == [("EMAIL_ADDRESS", "jürgen@example.de")]

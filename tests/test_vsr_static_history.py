@@ -120,3 +120,41 @@ def test_the_card_says_which_parts_it_reads(model):
                                                 "preset:fact_check"}
     assert "previous_turns" not in reads["request"] and "context" not in reads["request"]
     assert reads.get("response", {}) == {}
+
+
+# Support-desk wording the head flags by mistake, over the card's threshold but not sure (a support desk's trial,
+# fix97): a benign turn full of names and addresses.
+MISTAKEN = ["Dear Nigel, thank you for contacting Megatronic support.",
+            "Please forward all mail for Tamara Simoes to 530 Hiliritas Avenue, York, SC 49922."]
+
+
+@pytest.mark.parametrize("flagged", MISTAKEN)
+def test_a_benign_turn_flagged_by_mistake_blocks_its_reply_not_every_later_turn(model, flagged):
+    from vsr_fast.models.vsr_static._model import HISTORY_SURE
+
+    cut = model.card.calibrated["jailbreak"]
+    alone = jailbreak(model, State(request=flagged))
+    last = jailbreak(model, State(request=LAST))
+    assert cut <= alone < HISTORY_SURE and last < cut
+    # The turn that replies to it reads it at the rule's threshold, as "attack; go on" must be read...
+    assert jailbreak(model, State(request=LAST, history=[flagged])) == alone
+    # ...a later turn does not: the latest benign turn's own answer (or a worse later turn's) stands.
+    assert jailbreak(model, State(request=LAST, history=[flagged, "Thanks."])) == max(
+        last, jailbreak(model, State(request="Thanks.")))
+    assert jailbreak(model, State(request=LAST, history=[*BENIGN, flagged, *BENIGN])) < cut
+
+
+def test_an_attack_the_head_is_sure_of_decides_from_any_earlier_turn(model):
+    from vsr_fast.models.vsr_static._model import HISTORY_SURE
+
+    alone = jailbreak(model, State(request=ATTACK))
+    assert alone >= HISTORY_SURE
+    for history in ([ATTACK, "Thanks."], [ATTACK, *BENIGN, *MISTAKEN], [*MISTAKEN, ATTACK, *BENIGN]):
+        assert jailbreak(model, State(request=LAST, history=history)) == alone
+
+
+def test_tool_results_are_read_at_the_rules_threshold_whatever_their_place(model):
+    # The rule is about the user's earlier turns; tool results (what the model reads next) keep the worst rule.
+    flagged = MISTAKEN[0]
+    assert jailbreak(model, State(request=LAST, history=BENIGN, tool_results=[flagged, "ok"])) == \
+        jailbreak(model, State(request=flagged))

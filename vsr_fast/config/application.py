@@ -35,7 +35,8 @@ class _Rule(Block, kw_only=True):
 
 class HistoryInput(Block, kw_only=True):
     # Also read the earlier user turns: the worst turn's answer is the rule's. The embedded models read the most
-    # recent 32.
+    # recent 32, and a turn before the previous one only when sure it is an attack (vsr-static: P >= 0.6), so a
+    # benign turn flagged by mistake blocks its reply, not the rest of the conversation.
     history: bool = False
 
 

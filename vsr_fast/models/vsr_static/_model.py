@@ -43,7 +43,11 @@ or ``tool_results``, a yes/no, score or set question and a preset choice with a 
 option (jailbreak, harm, fact_check) are answered on each of those texts too, each embedded
 on its own in the same encode call, and the worst wins: the highest P(yes), the highest
 expected level, each label's highest probability, the turn with the highest P(positive).
-"Ignore your instructions" two turns back is an attack whatever the current turn says. A
+"Ignore your instructions" two turns back is an attack whatever the current turn says. For jailbreak, an
+older user turn (one before the previous) takes over only when the head is sure of it (P(jailbreak) >=
+``HISTORY_SURE``): a benign turn flagged by mistake (support wording full of names scored 0.42-0.60 at a card
+threshold of 0.383) blocks the turn that replies to it, not every later turn of the conversation, while an attack
+followed by "go on" is read at the rule's own threshold (every turn was the latest once, and was judged so). A
 choice with no positive option (domain, an operator's own choice) has no worst, and reads
 the current turn only. The most recent ``HISTORY_TURNS`` of each part are read: a long agent
 conversation costs at most that many texts, and each was embedded when it was the request,
@@ -108,6 +112,8 @@ DESCRIPTION_CACHE = 4096   # option descriptions kept embedded between calls
 # (1 KB), its ids (up to 1 KB) and its text (the router's view keeps a turn within 2 KB): at most ~16 MB.
 READ_CACHE = 4096
 FOLDED_PARTS = ("history", "tool_results")
+# How sure the jailbreak head must be of a user turn older than the previous one for it to decide (module doc).
+HISTORY_SURE = 0.6
 # Preset choices whose worst turn is the one with the highest P(positive), at the request stage.
 POSITIVE_CHOICES = tuple(f"preset:{n}" for n, p in PRESETS.items()
                          if p.type == "choice" and p.positive and "request" in p.stages)
@@ -132,6 +138,7 @@ class _Plan:
     other: str = ""                                  # the candidate of a pair preset
     descriptions: list[str] = field(default_factory=list)
     turns: list[str] = field(default_factory=list)   # earlier turns answered too; the worst answer wins
+    older: int = 0                                   # turns[:older]: user turns before the previous one
 
 
 @dataclass(frozen=True)
@@ -292,8 +299,9 @@ class VsrStatic:
             return QuestionError("invalid_input", f"{self.name} reads text only; this state's text is empty")
         plan = _Plan(q, preset, text=text)
         if part == "request" and self._folds(preset, q):
-            plan.turns = [t for texts in (state.history, state.tool_results) for t in texts[-HISTORY_TURNS:]
-                          if t.strip()]
+            history = [t for t in state.history[-HISTORY_TURNS:] if t.strip()]
+            plan.turns = history + [t for t in state.tool_results[-HISTORY_TURNS:] if t.strip()]
+            plan.older = max(len(history) - 1, 0) if preset == "jailbreak" else 0
         if isinstance(q, (ChoiceQuestion, SetQuestion)):
             plan.descriptions = [self._describe(k, v) for k, v in q.criteria.items()]
         elif isinstance(q, ScoreQuestion):
@@ -406,7 +414,10 @@ class VsrStatic:
                               for k in q.criteria})
         # Ranked in one matrix product (a turn at a time cost ~90 µs of numpy calls each), then the worst
         # turn answered as on its own; argmax keeps the current turn on a tie.
-        worst = int(np.argmax(self._severity(plan, [self._of(vectors, t) for t in texts], descs)))
+        severity = self._severity(plan, [self._of(vectors, t) for t in texts], descs)
+        older = severity[1:1 + plan.older]
+        severity[1:1 + plan.older] = np.where(older >= HISTORY_SURE, older, -np.inf)
+        worst = int(np.argmax(severity))
         return self._answer(plan, texts[worst], vectors, descs)
 
     def _severity(self, plan: _Plan, reads: list[_Read], descs: dict[str, np.ndarray]) -> np.ndarray:
