@@ -193,7 +193,8 @@ def check_raw(raw: object, *, version_hash: str = "") -> Checked:
     """Check an already-decoded document; raises ConfigError with every problem of every kind."""
     found = collect(raw)
     if found.errors or found.config is None:
-        raise ConfigError(found.errors)
+        names = _paths.decision_names(raw.get("recipes") if isinstance(raw, dict) else None)
+        raise ConfigError(found.errors, shown=_paths.name_decisions(found.errors, names))
     return Checked(config=found.config, version_hash=version_hash, warnings=found.warnings)
 
 
