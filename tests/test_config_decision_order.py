@@ -241,3 +241,31 @@ def test_the_reference_says_how_many_remom_rounds_the_load_takes():
     load_raw(d)
     rows = [x for x in (ROOT / "docs" / "config.md").read_text().splitlines() if x.startswith("| `breadth_schedule`")]
     assert rows and "at most 8 items" in rows[0], rows
+
+
+def test_a_decision_set_aside_for_its_shape_does_not_shift_the_paths_of_the_ones_after_it(tmp_path):
+    """Decision 0 misses its name (set aside so the rest still converts); decision 2 names an undeclared model:
+    its error says decisions[2] and 'c', not the index it had once decision 0 was taken out."""
+    d = doc(dec("a", 1, KW), dec("b", 2, KW), dec("c", 3, KW), dec("general"))
+    del d["recipes"][0]["decisions"][0]["name"]
+    d["recipes"][0]["decisions"][2]["modelRefs"][0]["model"] = "ghost"
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(d))
+    lines = [x for x in run_cli("config", "validate", str(path)).stdout.splitlines() if x.startswith("error: ")]
+    assert lines == ["error: recipes[default].decisions[0].name: missing_field: required",
+                     "error: recipes[default].decisions[2].modelRefs[0].model: unknown_model: decision 'c': 'ghost' "
+                     "is not declared in providers.models"], lines
+    assert [x for x in errors_of(d) if "ghost" in x] == [
+        "recipes[default].decisions[2].modelRefs[0].model: unknown_model: 'ghost' is not declared in providers.models"]
+
+
+def test_two_items_set_aside_from_one_list_in_one_round_take_out_those_two():
+    """Decisions 0 and 2 miss their names: both go, and the ones left are 1 and 3 (a later error names 3)."""
+    d = doc(dec("a", 1, KW), dec("b", 2, KW), dec("c", 3, KW), dec("general"))
+    del d["recipes"][0]["decisions"][0]["name"]
+    del d["recipes"][0]["decisions"][2]["name"]
+    d["recipes"][0]["decisions"][3]["modelRefs"][0]["model"] = "ghost"
+    assert sorted(errors_of(d)) == [
+        "recipes[default].decisions[0].name: missing_field: required",
+        "recipes[default].decisions[2].name: missing_field: required",
+        "recipes[default].decisions[3].modelRefs[0].model: unknown_model: 'ghost' is not declared in providers.models"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..config import Checked, RouterConfig, check_bytes, check_file, check_raw
 from ..config import _paths
-from ..config.load import collect, follows_from, parse_bytes, version_hash
+from ..config.load import collect, follows_from, reindex, parse_bytes, version_hash
 from ..config.schema import PluginEntry
 from ..config.secrets import fingerprints
 from ..errors import ConfigError, redact
@@ -99,8 +99,11 @@ def validate_bytes(data: bytes, *, source: str = "<config>") -> Report:
     errors, warnings = list(found.errors), list(found.warnings)
     if found.config is not None:
         # The routing table compiles only over references that resolve; the plugin blocks are checked anyway.
-        more, _ = _compile(found.config, warnings, routes=found.references_ok)
-        errors += [line for line in more if not follows_from(line, found.set_aside)]
+        compiled: list[str] = []
+        more, _ = _compile(found.config, compiled, routes=found.references_ok)
+        # Its lines index what converted: put back to the file's indexes, as collect's are.
+        errors += [reindex(line, found.moved) for line in more if not follows_from(line, found.set_aside)]
+        warnings += [reindex(line, found.moved) for line in compiled]
     prints = fingerprints(found.config) if found.config is not None else {}
     names = _paths.decision_names(raw.get("recipes") if isinstance(raw, dict) else None)
     return Report(errors, warnings, version_hash(data, prints), names)
