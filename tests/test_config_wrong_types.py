@@ -16,7 +16,7 @@ from .test_config_load import run_cli
 
 SHAPES = [
     ("recipes: [{name: r, decisions: [{name: d, rules: {operator: AND, conditions: 5}}]}]",
-     "recipes[r].decisions[0].rules.conditions: invalid_type: expected array, got int"),
+     "recipes[r].decisions[0].rules.conditions: invalid_type: decision 'd': expected array, got int"),
     ("recipes: 5", "recipes: invalid_type: expected array, got int"),
     ("recipes: [{name: r, decisions: true}]", "recipes[r].decisions: invalid_type: expected array, got bool"),
     ("recipes: [{name: r, signals: 5, decisions: []}]", "recipes[r].signals: invalid_type: expected object, got int"),

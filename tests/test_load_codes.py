@@ -241,7 +241,7 @@ def test_cli_validate_json(tmp_path):
     out = json.loads(result.stdout)
     assert out["ok"] is False
     assert out["errors"] == [{"path": "recipes[default].decisions[0].modelRefs[0].model", "code": "unknown_model",
-                              "message": "'ghost' is not declared in providers.models"}]
+                              "message": "'ghost' is not declared in providers.models", "decision": "a"}]
     path.write_text(yaml.safe_dump(base()))
     result = run_cli("config", "validate", "--format", "json", str(path))
     assert result.returncode == 0

@@ -53,7 +53,7 @@ def test_a_wrong_type_is_refused_by_every_reload_path_and_the_router_keeps_servi
             wait_until(lambda: failed() == 1, "the watch to refuse the file")
             line = wait_for_value(lambda: [x for x in proc.lines if "reload refused (the file changed)" in x],
                                   "the watch's refusal")
-            assert "recipes[r].decisions[0].rules.conditions: invalid_type: expected array" in line[0]
+            assert "recipes[r].decisions[0].rules.conditions: invalid_type: decision 'd': expected array" in line[0]
             answers()
 
             bad = client.post(f"{proc.url}/admin/reload")

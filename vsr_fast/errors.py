@@ -129,10 +129,13 @@ class ConfigError(VsrError):
 
     code, stage = "config_invalid", "load"
 
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], *, shown: list[str] | None = None) -> None:
         lines = [redact(line) for line in lines]
         super().__init__("\n".join(lines))
         self.lines = lines
+        # The lines as a person reads them (serve's refusal, a refused reload): a line about a decision names it
+        # after its code (``config._paths.name_decisions``); ``lines`` stays what the loader's callers compare.
+        self.shown = [redact(line) for line in shown] if shown is not None else lines
 
 
 class StartError(ConfigError):

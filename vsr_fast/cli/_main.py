@@ -38,7 +38,7 @@ def _serve(args: argparse.Namespace) -> int:
         loaded = load_file(args.config)
     except ConfigError as exc:
         print(f"vsr-fast: refusing to start: {args.config} does not load", file=sys.stderr)
-        for line in exc.lines:
+        for line in exc.shown:
             print(f"error: {line}", file=sys.stderr)
         return 2
     for line in loaded.warnings:

@@ -10,7 +10,8 @@ from ..config.load import parse_bytes, read_file
 from ..config.migrate import dump, migrate
 from ..routing.migrate_target import router_target
 from ..errors import ConfigError
-from ..routing.loaded import validate_bytes
+from ..config._paths import decision_of
+from ..routing.loaded import Report, validate_bytes
 
 
 def run_config(args: argparse.Namespace) -> int:
@@ -20,29 +21,35 @@ def run_config(args: argparse.Namespace) -> int:
     return _validate(args.file, args.format)
 
 
-def split_line(line: str) -> dict:
-    """``<path>: <code>: <message>`` as its three parts, for tools."""
+def split_line(line: str, decisions: dict[str, list[object]] | None = None) -> dict:
+    """``<path>: <code>: <message>`` as its three parts, for tools; a line about a decision carries its name as
+    ``decision`` too (``decisions``: each recipe's decision names, ``Report.decisions``)."""
     path, _, rest = line.partition(": ")
     code, _, message = rest.partition(": ")
-    return {"path": path, "code": code, "message": message}
+    out = {"path": path, "code": code, "message": message}
+    name = decision_of(line, decisions or {})
+    if name is not None:
+        out["decision"] = name
+    return out
 
 
 def _validate(path: str, fmt: str) -> int:
     try:
         data = read_file(Path(path))
     except ConfigError as exc:
-        report_errors, report_warnings, version = exc.lines, [], ""
+        report = Report(exc.lines, [])
     else:
         report = validate_bytes(data, source=path)
-        report_errors, report_warnings, version = report.errors, report.warnings, report.version_hash
+    report_errors, report_warnings, version = report.errors, report.warnings, report.version_hash
     if fmt == "json":
         print(json.dumps({"file": path, "ok": not report_errors, "config_version": version or None,
-                          "errors": [split_line(x) for x in report_errors],
-                          "warnings": [split_line(x) for x in report_warnings]}, indent=2))
+                          "errors": [split_line(x, report.decisions) for x in report_errors],
+                          "warnings": [split_line(x, report.decisions) for x in report_warnings]}, indent=2))
         return 1 if report_errors else 0
-    for line in report_errors:
+    # A person reads these: a line about a decision names it (an index alone is hard to find in a long file).
+    for line in report.shown(report_errors):
         print(f"error: {line}")
-    for line in report_warnings:
+    for line in report.shown(report_warnings):
         print(f"warning: {line}")
     if report_errors:
         return 1
@@ -80,9 +87,9 @@ def _migrate(args: argparse.Namespace) -> int:
         for note in result.notes:
             print(f"note: {note.line()}", file=sys.stderr)
     report = validate_bytes(text.encode(), source=str(out))
-    for line in report.errors:
+    for line in report.shown(report.errors):
         print(f"error: {line}", file=sys.stderr)
-    for line in report.warnings:
+    for line in report.shown(report.warnings):
         print(f"warning: {line}", file=sys.stderr)
     state = "loads" if not report.errors else f"does not load yet ({len(report.errors)} errors above)"
     print(f"wrote {out}: {len(result.notes)} notes; it {state}", file=sys.stderr)

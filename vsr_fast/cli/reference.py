@@ -202,9 +202,14 @@ def _allowed(t, known) -> str:
                 parts.append(f"{where}matches `{u.pattern}`")
             if u.min_length:
                 parts.append(f"{where}at least {u.min_length} character{'s' if u.min_length > 1 else ''}")
+            if u.max_length is not None:
+                parts.append(f"{where}at most {u.max_length} character{'s' if u.max_length != 1 else ''}")
         elif isinstance(u, (mi.ListType, mi.SetType, mi.FrozenSetType, mi.VarTupleType)):
+            # Both bounds: the load refuses past either (remom's breadth_schedule takes at most 8 rounds).
             if getattr(u, "min_length", None):
                 parts.append(f"{where}at least {u.min_length} item{'s' if u.min_length > 1 else ''}")
+            if getattr(u, "max_length", None) is not None:
+                parts.append(f"{where}at most {u.max_length} item{'s' if u.max_length != 1 else ''}")
             visit(u.item_type, "items: ")
         elif isinstance(u, mi.DictType):
             visit(u.key_type, "keys: ")

@@ -47,3 +47,46 @@ def render(steps: list[str | int], raw: object) -> str:
             keys.append(step)
             node = node.get(step) if isinstance(node, dict) else None
     return "".join(parts) or "(document)"
+
+
+# A line about a decision: its path names the decision by index, as the file holds it (decisions are not a named
+# list: their order is meaning, file order settles equal priorities). In a file of forty decisions an index is
+# hard to find, so the message names the decision too: ``recipes[default].decisions[3].rules: invalid_value:
+# decision 'code': ...``; the path stays what a tool walks.
+_DECISION_PATH = re.compile(r"^recipes\[([^\]]*)\]\.decisions\[(\d+)\]")
+
+
+def decision_names(recipes: object) -> dict[str, list[object]]:
+    """Each recipe's label as paths write it (its name, else its index) and its decisions' names, from the
+    document's ``recipes`` or the converted ones."""
+    out: dict[str, list[object]] = {}
+    for i, recipe in enumerate(recipes if isinstance(recipes, list) else []):
+        get = recipe.get if isinstance(recipe, dict) else lambda key, r=recipe: getattr(r, key, None)
+        name = get("name")
+        label = name if isinstance(name, str) and name.isprintable() else str(i)
+        decisions = get("decisions")
+        out.setdefault(label, [d.get("name") if isinstance(d, dict) else getattr(d, "name", None)
+                               for d in (decisions if isinstance(decisions, list) else [])])
+    return out
+
+
+def decision_of(line: str, names: dict[str, list[object]]) -> str | None:
+    """The name of the decision a ``<path>: <code>: <message>`` line is about, or None."""
+    found = _DECISION_PATH.match(line.partition(": ")[0])
+    decisions = names.get(found.group(1), []) if found else []
+    index = int(found.group(2)) if found else -1
+    name = decisions[index] if 0 <= index < len(decisions) else None
+    return name if isinstance(name, str) and name.isprintable() else None
+
+
+def name_decisions(lines: list[str], names: dict[str, list[object]]) -> list[str]:
+    """``lines`` with the decision each is about named after its code, unless the message names it already."""
+    out = []
+    for line in lines:
+        path, _, rest = line.partition(": ")
+        code, _, message = rest.partition(": ")
+        name = decision_of(line, names)
+        if name is not None and message and repr(name) not in message:
+            line = f"{path}: {code}: decision {name!r}: {message}"
+        out.append(line)
+    return out

@@ -20,6 +20,7 @@ from .auth_checks import check_auth
 from .embedding_checks import check_embeddings
 from .ineffective import check_ineffective
 from .candidates import check_candidates
+from .decision_order import check_decision_order
 from .credentials import KeySource, key_source_problems, placement_problems, placeholder_problem
 from .output import ModelFacts, output_capability_missing, output_not_executable
 from .schema import Decision, ModelRef, Recipe, RouterConfig, RuleNode
@@ -51,6 +52,7 @@ def check(config: RouterConfig) -> tuple[list[str], list[str]]:
     _check_written_paths(config, errors)
     _check_trusted_proxies(config, errors)
     check_ineffective(config, warnings)
+    check_decision_order(config, warnings)
     return errors, warnings
 
 
@@ -256,10 +258,20 @@ def _dupes(names: list[str]) -> list[str]:
     return [n for n, c in Counter(names).items() if c > 1]
 
 
+def _positions(names: list[str], list_path: str) -> dict[str, str]:
+    """Each name declared more than once, with where: ``list_path[0], list_path[3]``: a list addressed by
+    name elsewhere cannot tell its items apart by it, so its error points at each by index."""
+    at: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        at.setdefault(name, []).append(i)
+    return {name: " and ".join(f"{list_path}[{i}]" for i in where) for name, where in at.items() if len(where) > 1}
+
+
 def _check_providers(config: RouterConfig, errors: list[str], warnings: list[str]) -> set[str]:
     names = [m.name for m in config.providers.models]
-    for name in _dupes(names):
-        errors.append(f"providers.models[{name}].name: duplicate_name: {name!r} is declared more than once")
+    for name, where in _positions(names, "providers.models").items():
+        errors.append(f"providers.models[{name}].name: duplicate_name: model {name!r} is declared more than once, "
+                      f"at {where}; give each model its own name")
     for model in config.providers.models:
         base = f"providers.models[{model.name}]"
         if model.context_window_size is not None:
@@ -340,8 +352,8 @@ def _check_recipe(recipe: Recipe, models: set[str], errors: list[str]) -> None:
         for name in rule.model_scores:
             if name not in models:
                 errors.append(f"{where}.{name}: unknown_model: {name!r} is not in providers.models")
-    for name in _dupes([d.name for d in recipe.decisions]):
-        errors.append(f"{base}.decisions: duplicate_name: decision {name!r} is declared more than once")
+    for name, where in _positions([d.name for d in recipe.decisions], f"{base}.decisions").items():
+        errors.append(f"{base}.decisions: duplicate_name: decision {name!r} is declared more than once, at {where}")
     for i, decision in enumerate(recipe.decisions):
         _check_decision(decision, f"{base}.decisions[{i}]", models, errors)
     if recipe.fallback:
@@ -389,8 +401,8 @@ def _check_entrypoints(config: RouterConfig, models: set[str], errors: list[str]
         # What a truncated or half-saved file looks like: loaded, it would answer every request 404.
         errors.append("recipes: missing_field: the configuration routes nothing: it declares no recipe (or "
                       "top-level decisions) and no providers.models")
-    for name in _dupes([r.name for r in config.recipes]):
-        errors.append(f"recipes[{name}].name: duplicate_name: recipe {name!r} is declared more than once")
+    for name, where in _positions([r.name for r in config.recipes], "recipes").items():
+        errors.append(f"recipes[{name}].name: duplicate_name: recipe {name!r} is declared more than once, at {where}")
     claimed: list[str] = []
     for i, ep in enumerate(config.entrypoints):
         base = f"entrypoints[{i}]"

@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
+import re
 import typing
 import unicodedata
 from dataclasses import dataclass, field
@@ -193,7 +194,8 @@ def check_raw(raw: object, *, version_hash: str = "") -> Checked:
     """Check an already-decoded document; raises ConfigError with every problem of every kind."""
     found = collect(raw)
     if found.errors or found.config is None:
-        raise ConfigError(found.errors)
+        names = _paths.decision_names(raw.get("recipes") if isinstance(raw, dict) else None)
+        raise ConfigError(found.errors, shown=_paths.name_decisions(found.errors, names))
     return Checked(config=found.config, version_hash=version_hash, warnings=found.warnings)
 
 
@@ -208,6 +210,8 @@ class Collected:
     set_aside: set[str] = field(default_factory=set)   # names of named items a shape error removed, and the
     # paths of the blocks it changed: a later error about one of them would only repeat it
     references_ok: bool = False     # the checks across blocks passed, so the converted config compiles
+    # Of each list items were set aside from (by its path), the file's index of each item left: ``reindex``.
+    moved: dict[str, list[int]] = field(default_factory=dict)
 
 
 def collect(raw: object) -> Collected:
@@ -221,26 +225,46 @@ def collect(raw: object) -> Collected:
     work = _without_removed(raw)
     warnings = _rename_aliases(work)
     set_aside: set[str] = set()
+    moved: dict[str, list[int]] = {}
     for _ in range(_MAX_ROUNDS):
         problems = collect_shape_problems(work, RouterConfig, [], work)
         if not problems:
             break
         # A field set aside in an earlier round is missing in this one: its "missing_field" only repeats that; and
         # a list an item was taken from is shorter: its length error only repeats the item's.
-        errors += [line for _, line in problems
-                   if line not in errors and not _under(line, set_aside) and not _shortened(line, set_aside)]
-        for steps, line in sorted(problems, key=lambda p: len(p[0]), reverse=True):
+        errors += [line for line in (reindex(line, moved) for _, line in problems
+                                     if not _under(line, set_aside) and not _shortened(line, set_aside))
+                   if line not in errors]
+        # Deepest first, and of one list the last item first, so each pop takes out the item its error names.
+        for steps, line in sorted(problems, key=lambda p: (len(p[0]), _order_key(p[0])), reverse=True):
             set_aside.add(line.partition(": ")[0])
-            _set_aside(work, steps, set_aside)
+            _set_aside(work, steps, set_aside, moved)
     else:
-        return Collected(errors, warnings, None, set_aside)
+        return Collected(errors, warnings, None, set_aside, moved=moved)
     try:
         config = typing.cast(RouterConfig, convert(work, RouterConfig))
     except msgspec.ValidationError:
-        return Collected(errors, warnings, None, set_aside)
+        return Collected(errors, warnings, None, set_aside, moved=moved)
     more, more_warnings = check(config)
-    errors += [line for line in more if not follows_from(line, set_aside)]
-    return Collected(errors, warnings + more_warnings, config, set_aside, references_ok=not more)
+    errors += [reindex(line, moved) for line in more if not follows_from(line, set_aside)]
+    return Collected(errors, warnings + [reindex(line, moved) for line in more_warnings], config, set_aside,
+                     references_ok=not more, moved=moved)
+
+
+def _order_key(steps: list) -> tuple:
+    return tuple((0, s, "") if isinstance(s, int) else (1, 0, str(s)) for s in steps)
+
+
+def reindex(line: str, moved: dict[str, list[int]]) -> str:
+    """``line`` with the index of an item of a list that items were set aside from put back to the item's index
+    in the file: the checks run over what converted, where the items after one set aside moved up."""
+    path, sep, rest = line.partition(": ")
+    for at in sorted(moved, key=len, reverse=True):     # an inner list's path holds its outer one's
+        found = re.match(re.escape(at) + r"\[(\d+)\]", path)
+        alive = moved[at]
+        if found and int(found.group(1)) < len(alive):
+            path = f"{at}[{alive[int(found.group(1))]}]{path[found.end():]}"
+    return path + sep + rest
 
 
 _MAX_ROUNDS = 8
@@ -339,8 +363,9 @@ def follows_from(line: str, set_aside: set[str]) -> bool:
     return any(f": {code}: " in line for code in _REFERENCE_CODES) and any(f"'{n}'" in line for n in set_aside)
 
 
-def _set_aside(work: dict, steps: list, set_aside: set[str]) -> None:
-    """Remove the node a shape error names (for a missing field, the block missing it), so the rest converts."""
+def _set_aside(work: dict, steps: list, set_aside: set[str], moved: dict[str, list[int]]) -> None:
+    """Remove the node a shape error names (for a missing field, the block missing it), so the rest converts;
+    an item taken out of a list is recorded in ``moved``, so later lines keep the file's indexes."""
     if not steps:
         return
     *parents, last = steps
@@ -351,8 +376,9 @@ def _set_aside(work: dict, steps: list, set_aside: set[str]) -> None:
         except (KeyError, IndexError, TypeError):
             return
     if isinstance(node, dict) and isinstance(last, str) and last not in node:
-        _set_aside(work, parents, set_aside)     # a missing field: the block without it goes
+        _set_aside(work, parents, set_aside, moved)     # a missing field: the block without it goes
     elif isinstance(node, list) and isinstance(last, int) and last < len(node):
+        moved.setdefault(_paths.render(parents, work), list(range(len(node)))).pop(last)
         item = node.pop(last)
         if isinstance(item, dict) and isinstance(item.get("name"), str):
             set_aside.add(item["name"])

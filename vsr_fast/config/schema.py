@@ -214,13 +214,20 @@ class Retention(_Block):
     prefer_prefix_retention: bool | None = None
 
 
+# A decision that omits ``rules`` gets this very tree (an empty AND: it matches every request). The load tells
+# it from a catch-all written out, ``rules: {operator: AND, conditions: []}``, by identity, and warns of it.
+NO_RULES = RuleNode(operator="AND")
+
+
 class Decision(_Block):
     name: Annotated[str, Meta(min_length=1)]
     # Empty only for a decision that answers with a fast_response plugin.
     modelRefs: list[ModelRef] = field(default_factory=list)
+    # The matching decision of highest priority wins; of equal ones, the one written first (a load warning).
     priority: int = 0
     description: str | None = None
-    rules: RuleNode = RuleNode(operator="AND")
+    # Omitted, the decision matches every request (a load warning); a catch-all writes {operator: AND, conditions: []}.
+    rules: RuleNode = NO_RULES
     algorithm: Algorithm = Algorithm()
     plugins: list[PluginEntry] = field(default_factory=list)
     output: Output | None = None         # the decision's output contract (spec 5.8)

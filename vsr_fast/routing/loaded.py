@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import Checked, RouterConfig, check_bytes, check_file, check_raw
-from ..config.load import collect, follows_from, parse_bytes, version_hash
+from ..config import _paths
+from ..config.load import collect, follows_from, reindex, parse_bytes, version_hash
 from ..config.schema import PluginEntry
 from ..config.secrets import fingerprints
 from ..errors import ConfigError, redact
@@ -35,7 +36,7 @@ def compile_checked(checked: Checked) -> Loaded:
     warnings = list(checked.warnings)
     errors, table = _compile(checked.config, warnings)
     if errors or table is None:
-        raise ConfigError(errors)
+        raise ConfigError(errors, shown=_paths.name_decisions(errors, _paths.decision_names(checked.config.recipes)))
     return Loaded(config=checked.config, version_hash=checked.version_hash, table=table, warnings=warnings,
                   secrets=checked.secrets)
 
@@ -76,6 +77,12 @@ class Report:
     errors: list[str]
     warnings: list[str]
     version_hash: str = ""
+    # Each recipe's decision names, in file order: what ``shown`` names a decision's line by.
+    decisions: dict[str, list[object]] = field(default_factory=dict)
+
+    def shown(self, lines: list[str]) -> list[str]:
+        """``lines`` (its errors or warnings) as a person reads them: a line about a decision names it."""
+        return _paths.name_decisions(lines, self.decisions)
 
     def __post_init__(self) -> None:
         self.errors[:] = [redact(line) for line in self.errors]         # a URL's password, as ConfigError does
@@ -92,10 +99,14 @@ def validate_bytes(data: bytes, *, source: str = "<config>") -> Report:
     errors, warnings = list(found.errors), list(found.warnings)
     if found.config is not None:
         # The routing table compiles only over references that resolve; the plugin blocks are checked anyway.
-        more, _ = _compile(found.config, warnings, routes=found.references_ok)
-        errors += [line for line in more if not follows_from(line, found.set_aside)]
+        compiled: list[str] = []
+        more, _ = _compile(found.config, compiled, routes=found.references_ok)
+        # Its lines index what converted: put back to the file's indexes, as collect's are.
+        errors += [reindex(line, found.moved) for line in more if not follows_from(line, found.set_aside)]
+        warnings += [reindex(line, found.moved) for line in compiled]
     prints = fingerprints(found.config) if found.config is not None else {}
-    return Report(errors, warnings, version_hash(data, prints))
+    names = _paths.decision_names(raw.get("recipes") if isinstance(raw, dict) else None)
+    return Report(errors, warnings, version_hash(data, prints), names)
 
 
 def load_file(path: str | Path) -> Loaded:

@@ -206,7 +206,7 @@ class Generations:
                 later = tuple(restart_required(self.started, loaded.config, self.started_secrets, loaded.secrets)
                               + systemone_unstarted(old.systemone_client, loaded.table))
             except ConfigError as exc:
-                return self._refused(old, "; ".join(exc.lines) or str(exc), count)
+                return self._refused(old, "; ".join(exc.shown) or str(exc), count)
             except Exception as exc:   # noqa: BLE001 - a bug in loading is a refused reload, never a dead router
                 log.exception("reload: unexpected error loading %s", self._path)
                 return self._refused(old, redact(f"unexpected error: {type(exc).__name__}: {exc}"), count)
