@@ -34,8 +34,10 @@ from ..routing import load_file
 from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..selection.selectors import SelectionState
 from ..server.pipeline import looper
-from ..server.preview import preview_body, preview_model, unresolved_body, with_notes
-from ..server.route import decode_chat, request_text, route_chat, trace_of
+from ..server.preview import (preview_body, preview_model, preview_path, previewed_route, unresolved_body,
+                              with_notes)
+from ..server.recording import Policies
+from ..server.route import decode_chat, request_text, trace_of
 from ..signals.base import Identity
 from ._parser import ROUTE_FACTS as _ROUTE_FACTS
 from .probes_file import Expect, Probe, prompt_body, read_probes
@@ -119,13 +121,14 @@ async def _in_process(args: argparse.Namespace, probes: list[Probe]) -> list[Rec
     async with open_systemone(loaded) as client:
         asker = loaded.table.asker(client) if client is not None else None
         selection = SelectionState()        # no measurements in this process: multi_factor ranks on config alone
+        policies = Policies(loaded)         # fast_response decides the response path, as on the request path
 
         async def one(probe: Probe) -> Receipt:
             receipt = Receipt(probe)
             try:
                 request = decode_chat(json.dumps(probe.body).encode())
                 started = time.perf_counter_ns()
-                route = await route_chat(loaded.table, request, Identity, asker)
+                route = await previewed_route(loaded.table, request, Identity, asker, policies)
                 routing_us = (time.perf_counter_ns() - started) / 1000
                 route, picked = await looper.previewed(route, loaded.table, asker, selection,
                                                        request_text(request, Identity))
@@ -137,10 +140,12 @@ async def _in_process(args: argparse.Namespace, probes: list[Probe]) -> list[Rec
                                                         path=ResponsePath.ERROR, recipe=None, decision=None,
                                                         model=None))
                 return receipt
-            receipt.route = preview_body(route, request.model, routing_us, picked)
+            path = preview_path(route, policies)
+            receipt.route = preview_body(route, request.model, routing_us, picked, path)
             receipt.public = _public(public_headers(
-                config_version=loaded.version_hash.encode(), path=ResponsePath.UPSTREAM, recipe=route.recipe,
-                decision=route.decision, model=preview_model(route, picked)))
+                config_version=loaded.version_hash.encode(), path=path, recipe=route.recipe,
+                decision=route.decision, model=None if path == ResponsePath.FAST_RESPONSE
+                else preview_model(route, picked)))
             if args.debug:
                 receipt.trace = parse_trace(with_notes(trace_of(route), picked))
             return receipt

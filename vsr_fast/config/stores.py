@@ -69,6 +69,11 @@ class EventStreamStore(RedisAt):
     ``vsr_fast/events/types.py``, whose ``decode_event`` reads an entry's bytes. Every event carries
     ``replay_id``, ``request_id``, ``session_id``, ``recipe``, ``config_version``, ``seq`` (the request's own
     order of its events), ``ts_ms`` (Unix milliseconds) and ``replay``; a field at its default is left out.
+    Every upstream attempt that was started has its ``upstream_attempt``, one a deadline or a cancellation cut
+    too (its ``cause`` ``deadline``: the request's ``request_timeout_ms`` or an executor's budget passed;
+    ``cancelled``: the client left, a panel had its quorum or a sibling call's failure ended the run), and every
+    routed request ends with its ``answer_completed``: a failed one after its ``error``, with the error's
+    status, ``response_path`` ``error`` and ``complete`` false.
     The embedded journal holds the same msgpack bytes, each in a frame of its own (``vsr-replay export``
     writes either as JSON lines).
     """

@@ -19,7 +19,7 @@ from ..protocol.chat import ChatRequest
 from ..routing import Route
 from ..signals.base import Identity
 from ..signals.registry import Readings
-from ..upstream import Attempt
+from ..upstream import Attempt, cut
 from .capture import AnswerCapture, body_copy, request_copy
 from .replay_record import for_record
 from . import ids
@@ -255,7 +255,8 @@ class RequestEvents:
         )
         # ``fallback``, ``usage``, ``cause`` and ``hop`` apart, when not at their defaults (_FEW_KEYWORDS: 16 keywords
         # take the slow call). Only the backend's or model's failure has a cause: a client's 4xx passed back is none.
-        cause = attempt.cause if attempt.failed else None
+        # A cancellation's cut (``upstream.cut``: deadline, cancelled) is no failure of theirs, and is said too.
+        cause = attempt.cause if attempt.failed or cut.of(attempt.cause) else None
         if attempt.fallback or attempt.usage is not None or cause is not None or hop is not None:
             usage = attempt.usage
             event = _replace(event, fallback=attempt.fallback, cause=cause, hop=hop, usage=None if usage is None

@@ -32,6 +32,7 @@ class Reply:
     input_tokens: int = 0
     output_tokens: int = 0
     agent: str | None = None          # workflows: "step:index:model", what an access list names
+    served_as: str | None = None      # the answer's own ``model``, as its provider named it (``provider_model``)
 
 
 @dataclass(slots=True)
@@ -41,10 +42,29 @@ class Answer:
 
     model: str                       # the model the answer is reported as (x-vsr-selected-model)
     choices: list[tuple[str, str]]   # (text, model) per choice
+    # The body's ``model``: the answering call's own, as its provider named it (the rule of every route: a static
+    # or escalate answer is relayed with it); the router's name when the provider gave none.
+    served_as: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
     extension: dict | None = None    # the executor's own trace, under "looper" in the body
     models_used: list[str] = field(default_factory=list)
+
+
+class _Named(msgspec.Struct):
+    model: str | None = None
+
+
+_NAMED = msgspec.json.Decoder(_Named)
+
+
+def provider_model(body: bytes) -> str | None:
+    """The ``model`` a provider's whole answer names (Chat, Messages and Responses all carry it at the top)."""
+    try:
+        named = _NAMED.decode(body).model
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return named if isinstance(named, str) and named else None
 
 
 # --- an executor's own requests -------------------------------------------------------------------------
@@ -187,10 +207,12 @@ def fusion_analysis_prompt(template: str | None, original: str, replies: Sequenc
             f"Original prompt:\n{original}\n\nPanel responses:\n{panel_text(replies)}")
 
 
-def fusion_final_prompt(template: str | None, original: str, replies: Sequence[Reply], analysis: dict | None) -> str:
+def fusion_final_prompt(template: str | None, original: str, replies: Sequence[Reply],
+                        analysis: dict | str | None) -> str:
+    """``analysis``: the judge's JSON, or its text when it wrote no JSON (given as it is), or None."""
     if template:
         return _render(template, original, replies, analysis)
-    block = (json.dumps(analysis, indent=2) if analysis is not None else
+    block = (_analysis_text(analysis) if analysis is not None else
              "No structured analysis is available. Synthesize directly from the panel responses.")
     return ("You are the Fusion calling model. Produce the final answer for the user using the panel responses and "
             "structured analysis. Resolve contradictions explicitly and do not mention internal model names unless "
@@ -198,9 +220,13 @@ def fusion_final_prompt(template: str | None, original: str, replies: Sequence[R
             f"Panel responses:\n{panel_text(replies)}\n\nFinal answer:")
 
 
-def _render(template: str, original: str, replies: Sequence[Reply], analysis: dict | None) -> str:
+def _render(template: str, original: str, replies: Sequence[Reply], analysis: dict | str | None) -> str:
     return (template.replace("{{original}}", original).replace("{{responses}}", panel_text(replies))
-            .replace("{{analysis}}", json.dumps(analysis, indent=2) if analysis is not None else ""))
+            .replace("{{analysis}}", _analysis_text(analysis) if analysis is not None else ""))
+
+
+def _analysis_text(analysis: dict | str) -> str:
+    return analysis if isinstance(analysis, str) else json.dumps(analysis, indent=2)
 
 
 def parse_analysis(text: str) -> dict | None:
@@ -317,7 +343,7 @@ def chat_whole(a: Answer, algorithm: str) -> bytes:
             choice["model"] = model
         choices.append(choice)
     doc = {"id": f"chatcmpl-{algorithm}-{uuid.uuid4().hex[:16]}", "object": "chat.completion",
-           "created": int(time.time()), "model": a.model, "choices": choices, "usage": _usage(a)}
+           "created": int(time.time()), "model": a.served_as or a.model, "choices": choices, "usage": _usage(a)}
     if a.extension is not None:
         doc["looper"] = {"algorithm": algorithm, **a.extension}
     return _ENCODE.encode(doc)
@@ -327,7 +353,7 @@ def chat_stream(a: Answer, algorithm: str) -> bytes:
     """The same answer as a chat.completion.chunk stream: a role chunk, one content chunk per choice, the finish,
     the usage, then [DONE]."""
     base = {"id": f"chatcmpl-{algorithm}-{uuid.uuid4().hex[:16]}", "object": "chat.completion.chunk",
-            "created": int(time.time()), "model": a.model}
+            "created": int(time.time()), "model": a.served_as or a.model}
     many = len(a.choices) > 1
 
     def chunk(choices: list[dict], **extra) -> bytes:

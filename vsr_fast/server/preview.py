@@ -13,7 +13,8 @@ import time
 
 import msgspec
 
-from ..errors import DecisionFailed, VsrError
+from ..config import output as output_rules
+from ..errors import DecisionFailed, NoDecision, VsrError
 from ..headers.public import public_headers
 from ..headers import registry as h
 from ..headers import trace
@@ -42,16 +43,52 @@ def preview_model(route: Route, picked: Selected | None = None) -> str | None:
     return route.candidates[0].name if route.candidates else None
 
 
-def preview_body(route: Route, model_name: str, routing_us: float, picked: Selected | None = None) -> dict:
+# The executors: their answers are the Looper's (x-vsr-response-path: looper), whole or failed.
+_LOOPER_ALGORITHMS = frozenset({"escalate", "ratings", "remom", "fusion", "workflows"})
+
+
+async def previewed_route(table, request, identity, asker, policies) -> Route:
+    """The request's route, as ``route_chat`` gives it; when no decision matched and the recipe has a
+    fast_response, the unmatched route it answers on (the request path's rule, ``pipeline.route``), not the 400."""
+    try:
+        return await route_chat(table, request, identity, asker)
+    except NoDecision as exc:
+        unmatched = exc.unmatched
+        if unmatched is None or policies.fast(unmatched.recipe, None) is None:
+            raise
+        return unmatched
+
+
+def preview_path(route: Route, policies) -> ResponsePath:
+    """The x-vsr-response-path the real request would answer on (a cache hit aside, which no preview can tell):
+    the decision's fast_response answers with no model; the recipe's fallback, when no decision matched; an
+    executor's answer is the Looper's; an image decision's, an image generation; else a model's, upstream. The
+    request path's rule, in its order (``pipeline.route``, ``pipeline.answer``)."""
+    if policies.fast(route.recipe, route.decision) is not None:
+        return ResponsePath.FAST_RESPONSE
+    if route.fallback:
+        return ResponsePath.FALLBACK
+    if algorithm_of(route) in _LOOPER_ALGORITHMS:
+        return ResponsePath.LOOPER
+    chosen = route.chosen
+    if chosen is not None and chosen.decision is not None and output_rules.is_image_decision(chosen.decision.output):
+        return ResponsePath.IMAGE_GENERATION
+    return ResponsePath.UPSTREAM
+
+
+def preview_body(route: Route, model_name: str, routing_us: float, picked: Selected | None = None,
+                 path: ResponsePath = ResponsePath.UPSTREAM) -> dict:
     """The preview's JSON document for one routed request."""
     readings = route.readings
     chosen = route.chosen
+    fast = path == ResponsePath.FAST_RESPONSE
     return {
         "model_requested": model_name,
         "recipe": route.recipe,
         "decision": route.decision,
         "algorithm": algorithm_of(route),
-        "model": preview_model(route, picked),
+        "model": None if fast else preview_model(route, picked),    # a fast_response calls no model
+        "response_path": path.value,
         "candidates": [m.name for m in route.candidates],
         "selection": picked.preview if picked is not None and picked.preview else None,
         "fallback": route.fallback,
@@ -97,7 +134,8 @@ async def handle_preview(state: AppState, scope: Scope, receive: Receive, send: 
         raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
         request = decode_chat(raw)
         started = time.perf_counter_ns()
-        route = await route_chat(state.table, request, lambda: state.identity(scope), state.systemone)
+        route = await previewed_route(state.table, request, lambda: state.identity(scope), state.systemone,
+                                      state.policies)
         routing_us = (time.perf_counter_ns() - started) / 1000
         # The selector the request path runs, on the same measurements; not timed as routing.
         text = request_text(request, lambda: state.identity(scope))
@@ -112,8 +150,9 @@ async def handle_preview(state: AppState, scope: Scope, receive: Receive, send: 
         headers.append(_JSON)
         await send_whole(send, exc.status, headers, error_document(exc, request.model if request else None))
         return
-    model = preview_model(route, picked)
-    headers = public_headers(config_version=state.config_version, path=ResponsePath.UPSTREAM,
+    path = preview_path(route, state.policies)
+    model = None if path == ResponsePath.FAST_RESPONSE else preview_model(route, picked)
+    headers = public_headers(config_version=state.config_version, path=path,
                              recipe=route.recipe, decision=route.decision, model=model)
     if state.debug_policy != "none" and header(scope, _DEBUG) is not None:
         # The trace the live route would carry, for callers the debug policy allows (route probe asks).
@@ -121,7 +160,7 @@ async def handle_preview(state: AppState, scope: Scope, receive: Receive, send: 
         if value is not None:
             headers.append((_TRACE, with_notes(value, picked).encode()))
     headers.append(_JSON)
-    await send_whole(send, 200, headers, _ENCODER.encode(preview_body(route, request.model, routing_us, picked)))
+    await send_whole(send, 200, headers, _ENCODER.encode(preview_body(route, request.model, routing_us, picked, path)))
 
 
 def with_notes(value: str, picked: Selected) -> str:

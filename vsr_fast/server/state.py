@@ -21,7 +21,7 @@ from ..metrics import Metrics
 from .forwarded import networks
 from ..systemone.client import SystemOneClient
 from ..selection.selectors import SelectionState
-from ..upstream import Attempt, Dispatcher, Upstreams
+from ..upstream import Attempt, Dispatcher, Upstreams, cut
 from .access_log import AccessLog
 from .asgi import BodyPace
 from .listen import Connections
@@ -153,6 +153,8 @@ class AppState:
         outcome = attempt.cause or attempt.error or "ok"
         if not attempt.streaming:
             self.metrics.upstream_attempts.inc(attempt.model, attempt.backend, outcome)
+        if attempt.cause in cut.CAUSES:     # the router's cancellation, not the model's latency or failure
+            return
         # The model's fault only: a 400 is the request's, a delegated backend's 401 the client's own credential.
         self.selection.stats.observe(attempt.model, attempt.seconds, not attempt.failed)
         if attempt.cause is not None:

@@ -35,7 +35,7 @@ from .. import tracing
 from ..config.schema import ProviderModel
 from ..errors import (BackendsBusy, CallsSpent, UpstreamError, UpstreamsExhausted, UpstreamStatus,
                       UpstreamTimeout, cause_words, status_cause)
-from . import answers, billing, transport
+from . import answers, billing, cut, transport
 from .billing import SENDING, Sending
 from .pool import Backend, Upstreams, credential_header
 from .transport import Response, TransportError
@@ -237,6 +237,15 @@ class Dispatcher:
         self._on_attempt(attempt)
         return now
 
+    def _record_cut(self, attempts: list[Attempt], model: ProviderModel, backend: Backend, started: float,
+                    status: int | None, rnd: "_Round") -> None:
+        """An attempt a cancellation cut (``cut``): on the call's list, counted by its outcome (deadline or
+        cancelled), never held against the backend's health."""
+        attempt = Attempt(model.name, backend.label, status, None, time.perf_counter() - started,
+                          cut.cause(rnd.deadline), fallback=bool(attempts))
+        attempts.append(attempt)
+        self._on_attempt(attempt)
+
     async def whole(self, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor, extra: Headers,
                     take: Take | None = None) -> Whole:
         """The first answer that is not a retryable failure."""
@@ -257,20 +266,24 @@ class Dispatcher:
         policy = self._upstreams.retries
         failure: UpstreamError = NO_BACKEND
         spent = False
-        for n in range(policy.max_retries + 1):
-            state = _Round(take)
-            answer = await round_fn(candidates, outbound_for, extra, attempts, state)
-            if not isinstance(answer, UpstreamError):
-                return answer
-            if answer is not NO_BACKEND or failure is NO_BACKEND:
-                failure = answer        # a round the budget stopped before any attempt keeps the last failure
-            if state.spent:
-                spent = True
-                break
-            wait = _retry_wait(state, n, policy) if n < policy.max_retries else None
-            if wait is None or trio.current_time() + wait >= trio.current_effective_deadline():
-                break
-            await trio.sleep(wait)
+        try:
+            for n in range(policy.max_retries + 1):
+                state = _Round(take, deadline=trio.current_effective_deadline())
+                answer = await round_fn(candidates, outbound_for, extra, attempts, state)
+                if not isinstance(answer, UpstreamError):
+                    return answer
+                if answer is not NO_BACKEND or failure is NO_BACKEND:
+                    failure = answer        # a round the budget stopped before any attempt keeps the last failure
+                if state.spent:
+                    spent = True
+                    break
+                wait = _retry_wait(state, n, policy) if n < policy.max_retries else None
+                if wait is None or trio.current_time() + wait >= trio.current_effective_deadline():
+                    break
+                await trio.sleep(wait)
+        except trio.Cancelled:
+            cut.left(attempts)      # the call's attempts, the cut one last, for whoever caught the cancellation
+            raise
         raise _exhausted(failure, attempts, spent)
 
     async def _whole_round(self, candidates, outbound_for, extra, attempts: list[Attempt],
@@ -292,6 +305,8 @@ class Dispatcher:
                 body = await _read_whole(resp, model, backend, out.path)
             except BaseException as exc:
                 _cut(status)
+                if isinstance(exc, trio.Cancelled):
+                    self._record_cut(attempts, model, backend, started, status, rnd)
                 if not isinstance(exc, UpstreamError):
                     raise
                 # Kept past this loop: not with its traceback, whose frames hold what was read.
@@ -362,8 +377,10 @@ class Dispatcher:
                     else _transport_failure(exc, backend)
                 self._record(attempts, model, backend, started, status, failure)
                 continue
-            except BaseException:
+            except BaseException as exc:
                 _cut(status)
+                if isinstance(exc, trio.Cancelled):
+                    self._record_cut(attempts, model, backend, started, status, rnd)
                 await resp.aclose()
                 raise
         return failure
@@ -389,6 +406,8 @@ class Dispatcher:
                     lease.release()
                 if sending.sent:    # cut after its request left (a timeout, a broken connection, a cancel)
                     billing.cut()
+                if isinstance(exc, trio.Cancelled):
+                    self._record_cut(attempts, model, backend, started, None, rnd)
                 if not isinstance(exc, TransportError):
                     raise
                 failure = _transport_failure(exc, backend)
@@ -488,6 +507,9 @@ class _Round:
     retryable: bool = False
     retry_after: float | None = None     # the largest Retry-After (seconds) a backend sent
     spent: bool = False                  # ``take`` refused an attempt: no more in this call
+    # The deadline the round ran under, read as it began: a cancelled scope's reads -inf, so a cut attempt's
+    # outcome (``cut.cause``) is told from it.
+    deadline: float = math.inf
 
     def took(self) -> bool:
         """Whether the next attempt may be made (the caller's budget took it)."""

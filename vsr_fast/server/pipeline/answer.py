@@ -508,9 +508,10 @@ async def error(ex: Exchange, send: Send, exc: VsrError) -> None:
     headers += exc.headers
     await send_whole(send, status, headers, body)
     spent = ex.cost.usage if ex.cost is not None else None
-    if looped or spent is not None:
-        # A Looper run that failed: the record keeps what its calls spent, as the headers said (x-vsr-cost), how
-        # the request was answered and the last model called (x-vsr-selected-model).
+    if looped or spent is not None or ex.route is not None:
+        # A routed request that failed ends, as every answered one does, with its answer_completed (after its
+        # error event): a Looper run's keeps what its calls spent, as the headers said (x-vsr-cost); each says how
+        # the request was answered and the model it names (x-vsr-selected-model).
         ex.rec.answered(status=status, path=ex.path.value, model=ex.model, complete=False, content_type=content_type,
                         streamed=ex.req is not None and ex.adapter.stream(ex.req),
                         cost=(ex.cost.total, ex.cost.currency) if ex.cost is not None else (None, None),

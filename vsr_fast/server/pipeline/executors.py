@@ -24,9 +24,14 @@ or role member it cannot reach is left out, each named in ``x-vsr-warnings`` as 
 and a panel or role left with none is the 403. The calls share the
 executor's ``budget`` (deadline and max_calls from the request's arrival, every attempt counted) and
 their cost and usage are summed; each call is charged to the caller and counted under its own model as it
-ends, so a run that fails has paid for what it spent. ``on_error: skip`` (the default) drops a failed call;
-``fail`` fails the request. A streamed request gets the answer once it exists,
-as one held stream: these executors must have every answer before they write theirs.
+ends, so a run that fails has paid for what it spent. ``on_error: skip`` (the default) drops a failed call
+(fusion: a judge's analysis that is not JSON is used as text, and a failed final answer leaves the panel's first
+answer, each said in the trace and x-vsr-warnings); ``fail`` fails the request, its error naming every call
+made and what became of it. A failed run names in x-vsr-selected-model the model whose failure ended it, else the
+last call made in the executor's own order (never whichever task the scheduler ran last). The answer's ``model``
+is the answering call's own, as its provider named it, as a static or escalate answer relays it. A streamed
+request gets the answer once it exists, as one held stream: these executors must have every answer before they
+write theirs.
 """
 from __future__ import annotations
 
@@ -45,6 +50,7 @@ from ...selection import accept as checks
 from ...selection import synthesis as syn
 from ...selection.cost import Tally, Tokens
 from ...upstream import Attempt, Stream, Whole
+from ...upstream import cut as cut_attempts
 from ...upstream.dispatch import CallBudget
 from .exchange import Exchange
 from .looper import Rewrite, Spent, Tune, count_tokens, fixed, metric, note, nothing, prepaid, spent_on
@@ -69,6 +75,12 @@ class Calls:
         self.fail = alg.on_error == "fail"
         self.attempts: list[Attempt] = []
         self.verdicts: list[str] = []
+        # What a failed run names in x-vsr-selected-model, the same every run: the model whose failure ended it
+        # (on_error: fail), else the last call made in the executor's own order (a panel's in job order, however
+        # its calls were scheduled). ``slots`` numbers the calls in that order.
+        self.slots = 0
+        self.last: tuple[int, str] | None = None
+        self.ended_by: str | None = None
         self.backends: dict = {}
         self.used = Tokens()        # every call's usage, summed: the answer's usage
         self.body = syn.plain_body(ex.req.raw) if ex.req is not None else {}
@@ -114,10 +126,24 @@ class Calls:
             return "the deadline passed"
         return None
 
+    def _slot(self, count: int = 1) -> int:
+        first = self.slots
+        self.slots += count
+        return first
+
+    def _calling(self, slot: int, name: str) -> None:
+        """A call is made: the error names it if it is the last in the executor's order (``last``)."""
+        if self.last is None or slot > self.last[0]:
+            self.last = (slot, name)
+        if self.ended_by is None:
+            self.ex.model = self.last[1]
+
     async def ask(self, name: str, prompt: str | None, *, temperature: float | None = None,
-                  max_tokens: int | None = None, agent: str | None = None) -> syn.Reply | None:
+                  max_tokens: int | None = None, agent: str | None = None,
+                  slot: int | None = None) -> syn.Reply | None:
         """One whole answer of model ``name`` to the request (``prompt``, when given, as its last turn); None when
-        it failed (on_error: skip) or the budget ran out."""
+        it failed (on_error: skip) or the budget ran out. ``slot``: its place in the executor's order (a panel's)."""
+        slot = self._slot() if slot is None else slot
         model = self.models.get(name)
         if model is None:           # held off by ``required`` and ``reachable``: never a 500
             self.verdicts.append(f"{name}: not a candidate of this request, skipped")
@@ -126,9 +152,9 @@ class Calls:
         if spent is not None:
             self.verdicts.append(f"{name}: not called, {spent}")
             return None
-        self.ex.model = name        # the last model called: what an error names, as the record does
         outbound = await self.build(model, syn.with_prompt(self.body, self.ex.api, prompt),
                                     _tuning(temperature, max_tokens))
+        self._calling(slot, name)
         failure = None
         with trio.move_on_at(self.at) as cut:
             try:
@@ -139,8 +165,15 @@ class Calls:
             except UpstreamError as exc:
                 self.attempts += exc.attempts
                 failure = exc.code
+            except trio.Cancelled:
+                # A sibling's failure, the quorum, the request's deadline: the verdict says which (this executor's
+                # own budget says "cut by the budget" below).
+                if trio.current_time() < self.at:
+                    self.verdicts.append(f"{agent or name}: {cut_attempts.cause(self.ex.deadline)}")
+                raise
         if cut.cancelled_caught:
             failure = "cut by the budget"
+            self.attempts += cut_attempts.taken()     # started, so recorded with its outcome
         if failure is not None:
             return self._failed(name, failure)
         self.attempts += whole.attempts
@@ -154,7 +187,7 @@ class Calls:
         if not text or not text.strip():
             return self._failed(name, "no usable answer")
         self.verdicts.append(f"{agent or name}: answered")
-        return syn.Reply(name, text, tokens.input, tokens.output, agent)
+        return syn.Reply(name, text, tokens.input, tokens.output, agent, syn.provider_model(whole.body))
 
     def charge(self, model: ProviderModel, tokens: Tokens, attempts: list[Attempt]) -> None:
         """One call's usage: its cost, its tokens under its own model, charged to the caller as it ends (a run
@@ -170,6 +203,8 @@ class Calls:
     def _failed(self, name: str, why: str) -> None:
         self.verdicts.append(f"{name}: {why}")
         if self.fail:
+            if self.ended_by is None:
+                self.ended_by = self.ex.model = name
             raise LooperCallsFailed(f"{name} failed ({why}) and on_error is fail")
         return None
 
@@ -178,6 +213,7 @@ class Calls:
         """The jobs (model, prompt, agent) at most ``limit`` at a time; their answers in job order. Once ``quorum``
         answered, the rest are cancelled."""
         results: list[syn.Reply | None] = [None] * len(jobs)
+        base = self._slot(len(jobs))
         gate = trio.CapacityLimiter(max(1, limit))
         answered = 0
         failed: list[LooperCallsFailed] = []
@@ -187,7 +223,7 @@ class Calls:
             name, prompt, agent = jobs[i]
             async with gate:
                 try:
-                    results[i] = await self.ask(name, prompt, agent=agent, **tuning)
+                    results[i] = await self.ask(name, prompt, agent=agent, slot=base + i, **tuning)
                 except LooperCallsFailed as exc:     # on_error: fail: the others are cancelled, this one raised
                     failed.append(exc)
                     nursery.cancel_scope.cancel()
@@ -199,6 +235,7 @@ class Calls:
         async with trio.open_nursery() as nursery:
             for i in range(len(jobs)):
                 nursery.start_soon(one, i, nursery)
+        self.attempts += cut_attempts.taken()     # the calls the quorum or a failure cancelled
         if failed:
             raise failed[0]
         return [r for r in results if r is not None]
@@ -266,7 +303,7 @@ async def ratings(calls: Calls, alg: Algorithm, streamed: bool) -> Stream | Whol
     if not replies:
         raise calls.none_answered("ratings")
     answer = syn.Answer(replies[0].model, [(r.text, r.model) for r in replies],
-                        extension={"models": [r.model for r in replies]})
+                        extension={"models": [r.model for r in replies]}, served_as=replies[0].served_as)
     return answer_of(calls, answer, "ratings", streamed)
 
 
@@ -299,12 +336,13 @@ async def remom(calls: Calls, alg: Algorithm, refs: Sequence[tuple[str, float]],
     extension = {"rounds": [{"round": i + 1, "breadth": schedule[i],
                              "responses": [{"model": r.model, "content": r.text} for r in replies]}
                             for i, replies in enumerate(rounds)]} if cfg.include_intermediate_responses else {}
-    answer = syn.Answer(final.model, [(final.text, final.model)], extension=extension)
+    answer = syn.Answer(final.model, [(final.text, final.model)], extension=extension, served_as=final.served_as)
     return answer_of(calls, answer, "remom", streamed)
 
 
 async def fusion(calls: Calls, alg: Algorithm, streamed: bool) -> Stream | Whole:
-    """The panel answers, the judge analyses the answers (JSON), then writes the final answer from both."""
+    """The panel answers, the judge analyses the answers (JSON; prose is used as text, and said), then writes the
+    final answer from both; a judge that fails it leaves the panel's first answer (on_error: skip)."""
     cfg = alg.fusion or Fusion()
     calls.required(cfg.model, "fusion judge (fusion.model)")
     panel = list(dict.fromkeys(cfg.analysis_models or calls.models))
@@ -315,23 +353,34 @@ async def fusion(calls: Calls, alg: Algorithm, streamed: bool) -> Stream | Whole
                                 cfg.min_successful_responses, **tuning)
     if not replies:
         raise calls.none_answered("fusion panel")
-    analysis = None
+    analysis: dict | str | None = None
     if cfg.analysis_mode == "separate":
         judged = await calls.ask(judge, syn.fusion_analysis_prompt(cfg.analysis_template, calls.original, replies),
                                  **tuning)
         if judged is not None:
             analysis = syn.parse_analysis(judged.text)
+            if analysis is None:
+                # Not the JSON asked for: its text still informs the final answer, and the trace and the client's
+                # warnings say so rather than dropping it unseen.
+                analysis = judged.text
+                calls.verdicts.append(f"{judge}: analysis not JSON, used as text")
+                calls.ex.codes.append(f"fusion_analysis_not_json;model={sf_string(judge)}")
     final = await calls.ask(judge, syn.fusion_final_prompt(cfg.synthesis_template, calls.original, replies, analysis),
                             **tuning)
-    if final is None:
-        raise calls.none_answered("fusion synthesis")
     extension: dict = {"judge_model": judge, "analysis_models": panel,
                        "failed_models": [m for m in panel if m not in {r.model for r in replies}]}
+    if final is None:
+        # The judge's answer failed (on_error: skip): the panel answered, so its first answer stands (the
+        # workflows' rule), said in the trace, the warnings and the body's extension, rather than an error.
+        final = replies[0]
+        extension["fallback"] = {"model": final.model, "why": "the judge's final answer failed"}
+        calls.verdicts.append(f"{judge}: final answer failed, {final.model}'s panel answer stands")
+        calls.ex.codes.append(f"fusion_judge_failed;model={sf_string(judge)}")
     if cfg.include_analysis:
         extension["analysis"] = analysis
     if cfg.include_intermediate_responses:
         extension["responses"] = [{"model": r.model, "content": r.text} for r in replies]
-    answer = syn.Answer(judge, [(final.text, judge)], extension=extension)
+    answer = syn.Answer(final.model, [(final.text, final.model)], extension=extension, served_as=final.served_as)
     return answer_of(calls, answer, "fusion", streamed)
 
 
@@ -366,7 +415,7 @@ async def workflows(calls: Calls, alg: Algorithm, streamed: bool) -> Stream | Wh
         if w.include_intermediate_responses else {}
     if plan is not None:
         extension["plan"] = plan
-    answer = syn.Answer(final.model, [(final.text, final.model)], extension=extension)
+    answer = syn.Answer(final.model, [(final.text, final.model)], extension=extension, served_as=final.served_as)
     return answer_of(calls, answer, "workflows", streamed)
 
 
@@ -405,9 +454,14 @@ async def run(ex: Exchange, kind: str, alg: Algorithm, candidates: Sequence[Prov
         if kind == "fusion":
             return await fusion(calls, alg, streamed)
         return await workflows(calls, alg, streamed)
+    except LooperCallsFailed as exc:
+        if calls.ended_by is None:
+            raise
+        # on_error: fail ended it: the error names every call made and what became of it, not the failed one only.
+        raise LooperCallsFailed(f"{exc.message} (calls: {'; '.join(calls.verdicts)})") from None
     finally:
         if ex.path != h.ResponsePath.LOOPER:       # failed before it answered: still record what it called
             prepaid(ex)
-            ex.tried(calls.attempts, hops=True)
+            ex.tried([*calls.attempts, *cut_attempts.taken()], hops=True)
             note(ex, "looper", calls.verdicts)
             metric(ex, calls.tally)

@@ -11,7 +11,9 @@ request is held whole while it is judged (a check reads the whole answer), then
 relayed. When the budget runs out or no answer passes, ``on_error`` decides:
 ``last_attempt`` (the default) returns the last answer (an upstream's error answer is a failed call, not an
 answer), ``fail`` the Looper's error. With no answer at all, the last call's failure is the error, written in
-the router's shape the same whole and streamed.
+the router's shape the same whole and streamed; every error names each call's verdict, and each candidate the
+budget left uncalled. A model health moved last (every backend ejected) is named, with why, in the trace's
+``looper`` member and the preview.
 
 Every call's cost (``selection.cost``) is summed on the exchange's tally; every call's tokens and cost reach
 vsr_tokens_total and vsr_cost_total under its model (the answer's tokens through the request's usage meter).
@@ -42,6 +44,7 @@ from ...selection.cost import StreamUsage, Tally, Tokens
 from ...selection.static import by_size
 from ...systemone.presets import PRESETS
 from ...upstream import Attempt, Stream, Whole, failure_cause
+from ...upstream import cut as cut_attempts
 from ...upstream.dispatch import CallBudget, OutboundFor, _built
 from ...upstream.transport import TransportError
 from ..recording import session_id
@@ -178,9 +181,11 @@ async def previewed(r: Route, table, asker, state: selectors.SelectionState, tex
     if alg is not None and kind in SELECTORS and len(r.candidates) >= 2:
         picked = await selection(r, alg, table, asker, state.stats, affinity, text, None)
     elif alg is not None and kind == "escalate":
-        order = ordered(alg, r.candidates, live)
-        picked = Selected(order, preview={"type": "escalate", "calls": [m.name for m in order],
-                                          "order": alg.escalate.order if alg.escalate is not None else "modelRefs"})
+        order, moves = ordered_why(alg, r.candidates, live)
+        picked = Selected(order, {"looper": moves} if moves else {},
+                          preview={"type": "escalate", "calls": [m.name for m in order],
+                                   "order": alg.escalate.order if alg.escalate is not None else "modelRefs",
+                                   **({"moved": moves} if moves else {})})
     else:
         picked = Selected(r.candidates)
     return dataclasses.replace(r, candidates=picked.order), picked
@@ -190,8 +195,22 @@ def ordered(alg: Algorithm | None, candidates: tuple[ProviderModel, ...],
             live: Callable[[str], bool] | None = None) -> tuple[ProviderModel, ...]:
     """The order escalate calls ``candidates`` in: by cost when ``order: cost``, models with every backend ejected
     (``live`` false) last. The request path and the routing preview both use it."""
+    return ordered_why(alg, candidates, live)[0]
+
+
+def ordered_why(alg: Algorithm | None, candidates: tuple[ProviderModel, ...],
+                live: Callable[[str], bool] | None = None) -> tuple[tuple[ProviderModel, ...], list[str]]:
+    """``ordered``, and why a model is not where ``order`` put it: each model health moved last, named with the
+    reason, for the trace's ``looper`` member and the preview (a reorder the caller can see, never a silent one)."""
     order = _ordered(alg, candidates) if alg is not None else candidates
-    return order if live is None else _live_first(live, order)
+    if live is None:
+        return order, []
+    moved = _live_first(live, order)
+    if moved is order:
+        return order, []
+    name = alg.escalate.order if alg is not None and alg.escalate is not None else "modelRefs"
+    return moved, [f"{m.name}: moved last (was {order.index(m) + 1} of {len(order)} by {name}), every backend "
+                   "ejected by health checks" for m in order if not live(m.name)]
 
 
 def running(asker, deployment: str) -> bool:
@@ -356,11 +375,19 @@ async def _call(ex: Exchange, model: ProviderModel, outbound_for: OutboundFor, s
     if isinstance(answer, Whole):
         return answer, answer.body
     held = bytearray(answer.first)
+    deadline = trio.current_effective_deadline()        # before any cancellation (inside one it reads -inf)
     try:
         async for chunk in answer.rest:
             held += chunk
             if len(held) > HOLD_LIMIT_BYTES:
                 raise UpstreamError(f"the answer of {model.name} grew past what the Looper may hold")
+    except trio.Cancelled:      # cut while held: the stream's attempt ends as what cut it, and is recorded
+        why = cut_attempts.cause(deadline)
+        answer.broke(why)
+        if answer.attempts:
+            answer.attempts[-1].cause = f"midstream_{why}"
+        cut_attempts.left(answer.attempts)
+        raise
     except TransportError as exc:     # a backend that broke mid-stream: that candidate failed, the next may answer
         answer.broke(failure_cause(exc))
         raise UpstreamError(f"the stream of {model.name} broke: {cause_words(failure_cause(exc))}",
@@ -384,8 +411,11 @@ def _error_answer(answer: Stream | Whole) -> UpstreamStatus:
 def _reported(failure: UpstreamError, verdicts: list[str]) -> UpstreamError:
     """The last call's failure as the escalation's error: a backend's error answer is read and written in the
     router's shape (``tried`` names every call's verdict), the same whole and streamed."""
+    said = f"escalate: {'; '.join(verdicts)}"
     if isinstance(failure, UpstreamStatus):
-        failure.tried = f"escalate: {'; '.join(verdicts)}"
+        failure.tried = said
+    else:       # a transport failure's message names its own attempts only: every call's verdict joins it
+        failure.message = f"{failure.message} ({said})"
     return failure
 
 
@@ -410,74 +440,86 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
     calls = CallBudget(max_calls)
     spent: list[tuple[Stream | Whole, Tokens]] = []     # each answered call's usage, for vsr_tokens_total
     ex.path = h.ResponsePath.LOOPER
-    for i, model in enumerate(ordered(alg, candidates, ex.state.upstreams.live)):
-        if calls.spent():
-            exhausted, timed = f"max_calls ({max_calls}) spent", False
-            break
-        now = trio.current_time()
-        if now >= at:
-            exhausted = f"deadline ({budget.deadline_ms} ms from arrival) passed"  # type: ignore[union-attr]
-            break
-        stop = at
-        if turn is not None:
-            remaining = min(at, ex.deadline) - now
-            share, refused = _turn_slice(turn, i == 0, remaining)
-            if share is None:
-                exhausted = refused
+    order, moves = ordered_why(alg, candidates, ex.state.upstreams.live)
+    verdicts += moves
+    called: set[str] = set()
+    try:
+        for i, model in enumerate(order):
+            if calls.spent():
+                exhausted, timed = f"max_calls ({max_calls}) spent", False
                 break
-            stop = min(at, now + share)
-            token_cap[0] = int(remaining * turn.tokens_per_s)
-        ex.model = model.name       # the last model called: what an error names, as the record does
-        answer = None
-        with trio.move_on_at(stop) as cut:
-            try:
-                answer, body = await _call(ex, model, ask, streamed, calls.take)
-            except UpstreamError as exc:
-                attempts += exc.attempts
-                failure = exc
-                verdicts.append(f"{model.name}: {exc.code}")
-        if cut.cancelled_caught and stop < at:
-            verdicts.append(f"{model.name}: cut at its share of the turn")   # a rescue may follow
-            continue
-        if cut.cancelled_caught:
-            exhausted = f"deadline ({budget.deadline_ms} ms from arrival) passed"  # type: ignore[union-attr]
-            verdicts.append(f"{model.name}: cut by the budget")
-            break
-        if answer is None:
-            continue
-        attempts += answer.attempts
-        if answer.status >= 400:
-            failure = _error_answer(answer)
-            verdicts.append(f"{model.name}: HTTP {answer.status}")
-            await _close(answer)
-            continue
-        tokens = _tokens(body, isinstance(answer, Stream))
-        spent_on(answer.attempts, tokens)
-        tally.add(answer.model, tokens)
-        spent.append((answer, tokens))
-        if last is not None:
-            await _close(last)
-        last = answer
-        as_stream = streamed and isinstance(answer, Stream)
-        ok, why = checks.accepted(esc.accept, body, as_stream, answer.model.api_format)
-        conf = esc.accept.confidence
-        if ok and conf is not None and conf.method == "self_verify" and rewritten is not None:
-            # The model's rating of its own answer: one more call, when the budget has one.
-            ok, why = False, "self_verify: cut by the budget"
-            with trio.move_on_at(at):
-                ok, why, rated = await _self_verify(ex, answer.model, body, as_stream, conf.gte, rewritten, tally,
-                                                    calls.take)
-                attempts += rated
-        if ok and esc.accept.systemone is not None:
-            ok, why = False, "answer_check: max_calls spent"
-            if calls.take():                            # the judge's call counts against the budget
-                why = "answer_check: cut by the budget"
+            now = trio.current_time()
+            if now >= at:
+                exhausted = f"deadline ({budget.deadline_ms} ms from arrival) passed"  # type: ignore[union-attr]
+                break
+            stop = at
+            if turn is not None:
+                remaining = min(at, ex.deadline) - now
+                share, refused = _turn_slice(turn, i == 0, remaining)
+                if share is None:
+                    exhausted = refused
+                    break
+                stop = min(at, now + share)
+                token_cap[0] = int(remaining * turn.tokens_per_s)
+            ex.model = model.name       # the last model called: what an error names, as the record does
+            called.add(model.name)
+            answer = None
+            with trio.move_on_at(stop) as cut:
+                try:
+                    answer, body = await _call(ex, model, ask, streamed, calls.take)
+                except UpstreamError as exc:
+                    attempts += exc.attempts
+                    failure = exc
+                    verdicts.append(f"{model.name}: {exc.code}")
+            attempts += cut_attempts.taken()     # the call the budget cut: its attempt was started, and is recorded
+            if cut.cancelled_caught and stop < at:
+                verdicts.append(f"{model.name}: cut at its share of the turn")   # a rescue may follow
+                continue
+            if cut.cancelled_caught:
+                exhausted = f"deadline ({budget.deadline_ms} ms from arrival) passed"  # type: ignore[union-attr]
+                verdicts.append(f"{model.name}: cut by the budget")
+                break
+            if answer is None:
+                continue
+            attempts += answer.attempts
+            if answer.status >= 400:
+                failure = _error_answer(answer)
+                verdicts.append(f"{model.name}: HTTP {answer.status}")
+                await _close(answer)
+                continue
+            tokens = _tokens(body, isinstance(answer, Stream))
+            spent_on(answer.attempts, tokens)
+            tally.add(answer.model, tokens)
+            spent.append((answer, tokens))
+            if last is not None:
+                await _close(last)
+            last = answer
+            as_stream = streamed and isinstance(answer, Stream)
+            ok, why = checks.accepted(esc.accept, body, as_stream, answer.model.api_format)
+            conf = esc.accept.confidence
+            if ok and conf is not None and conf.method == "self_verify" and rewritten is not None:
+                # The model's rating of its own answer: one more call, when the budget has one.
+                ok, why = False, "self_verify: cut by the budget"
                 with trio.move_on_at(at):
-                    ok, why = await _answer_check(ex, esc.accept.systemone, answer.model, body, as_stream)
-        verdicts.append(f"{model.name}: {why}, {'accepted' if ok else 'rejected'}")
-        if ok:
-            _done(ex, attempts, verdicts, tally, spent, answer)
-            return _as_asked(answer, asked)
+                    ok, why, rated = await _self_verify(ex, answer.model, body, as_stream, conf.gte, rewritten, tally,
+                                                        calls.take)
+                    attempts += rated
+            if ok and esc.accept.systemone is not None:
+                ok, why = False, "answer_check: max_calls spent"
+                if calls.take():                            # the judge's call counts against the budget
+                    why = "answer_check: cut by the budget"
+                    with trio.move_on_at(at):
+                        ok, why = await _answer_check(ex, esc.accept.systemone, answer.model, body, as_stream)
+            verdicts.append(f"{model.name}: {why}, {'accepted' if ok else 'rejected'}")
+            if ok:
+                _done(ex, attempts, verdicts, tally, spent, answer)
+                return _as_asked(answer, asked)
+    except trio.Cancelled:      # the request's deadline or the client's leaving: every hop started is kept
+        verdicts.append(f"{ex.model}: cut ({cut_attempts.cause(ex.deadline)})")
+        _done(ex, attempts, verdicts, tally, spent, None)
+        raise
+    if exhausted is not None:       # the candidates the budget left uncalled, named with the calls made
+        verdicts += [f"{m.name}: not called, {exhausted}" for m in order if m.name not in called]
     fail = alg.on_error == "fail"
     _done(ex, attempts, verdicts, tally, spent, None if fail else last)    # last: returned unless it fails
     if last is not None and not fail:
@@ -624,7 +666,7 @@ def _done(ex: Exchange, attempts: list[Attempt], verdicts: list[str], tally: Tal
           spent: list[tuple[Stream | Whole, Tokens]], kept: Stream | Whole | None) -> None:
     """The record, the trace and the metrics of every call; ``kept``, the answer returned, has its tokens
     counted by the request's usage meter as it is sent."""
-    ex.tried(attempts, hops=True)
+    ex.tried([*attempts, *cut_attempts.taken()], hops=True)     # with any call a budget or deadline cut
     note(ex, "looper", verdicts)
     metric(ex, tally)
     for answer, tokens in spent:

@@ -23,6 +23,7 @@ import trio
 from ... import tracing
 from ...errors import BodyTimeout, RequestTimeout, ShuttingDown, UpstreamError, VsrError
 from ...headers.registry import ResponsePath
+from ...upstream import cut as cut_attempts
 from ...upstream.billing import BILLING
 from ..asgi import CLIENT_SIDE, ClientGone, DisconnectWatch, Receive, Scope, Send, header, is_whole, take_queued
 from ..forwarded import client_address
@@ -47,6 +48,7 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
     span = tracing.begin_request(f"vsr {api}", scope["headers"]) if tracing.tracer is not None else None
     state.inflight.add(ex)
     billing = BILLING.set(None)     # this request's meter once admitted: never the last request's on the connection
+    left = cut_attempts.LEFT.set([])    # the attempts a cancellation cut, for the record (``upstream.cut``)
     try:
         await _serve(ex, receive, send)
     except VsrError as exc:
@@ -65,6 +67,7 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
         if not ex.responded:
             await error(ex, send, failure)
     finally:
+        cut_attempts.LEFT.reset(left)
         BILLING.reset(billing)
         state.inflight.discard(ex)
         release(ex)
@@ -200,6 +203,7 @@ async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
                 nursery.start_soon(watch.run, receive)
                 failure = await _kept(ex, watch.send, outer)
                 nursery.cancel_scope.cancel()
+    _left_behind(ex)             # attempts the client's leaving or the grace cut
     if watch.cut is not None:   # the router closed the connection of a client that did not read
         ex.state.metrics.timeouts.inc(ex.api, watch.cut.stage)
         ex.status = watch.cut.status
@@ -257,10 +261,19 @@ async def _stages(ex: Exchange, send: Send, outer: trio.CancelScope) -> None:
             ex.stage = "dispatch"
             result = await dispatch(ex)
     if cut.cancelled_caught:
+        _left_behind(ex)
         raise _timed_out(ex)
     ex.stage = "answer"
     await answer(ex, send, result)
     await remember(ex)      # the context plugin's memory write, once the client has its answer
+
+
+def _left_behind(ex: Exchange) -> None:
+    """The upstream attempts a cancellation cut (the request's deadline, the client's leaving): recorded like any,
+    each with its outcome, the Looper's as its hops."""
+    left = cut_attempts.taken()
+    if left:
+        ex.tried(left, hops=ex.path == ResponsePath.LOOPER)
 
 
 def _timed_out(ex: Exchange) -> RequestTimeout | ShuttingDown:
