@@ -124,6 +124,18 @@ def redact(text: str) -> str:
     return _QUERY_SECRET.sub(r"\1***", _USERINFO.sub(r"\1:***@", text))
 
 
+# A client's value an error message quotes is cut to this many characters: enough to recognise it, not a copy.
+SHOWN_MAX = 64
+
+
+def shown(value: str, limit: int = SHOWN_MAX) -> str:
+    """A client's ``value`` as an error message may quote it: ``repr``'s quoting, so control, bidi and other
+    unprintable characters are escaped (a log line or a terminal cannot be forged through it), cut to ``limit``
+    characters with the count of the rest."""
+    more = len(value) - limit
+    return repr(value[:limit]) + (f" (and {more} more characters)" if more > 0 else "")
+
+
 class ConfigError(VsrError):
     """A configuration that does not load; ``lines`` holds every error found, a URL's password redacted."""
 
