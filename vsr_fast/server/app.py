@@ -11,7 +11,7 @@ from werkzeug.exceptions import NotFound
 
 from ..errors import (AdminOnly, AmbiguousFraming, AuthError, CodingNotImplemented, HeaderTimeout, HeadTooLarge,
                       InvalidMethod, MalformedRequest, MethodNotAllowed, NonCanonicalPath, OriginRefused, RequestError,
-                      RouteNotFound, UnsupportedMedia, VersionNotSupported, VsrError, shown)
+                      RouteNotFound, UnsupportedMedia, VersionNotSupported, VsrError, echoing)
 from ..auth.source import ANONYMOUS, SCOPE_KEY
 from ..events import ids
 from ..headers.public import public_headers
@@ -119,9 +119,9 @@ def make_app(state: AppState, role: str = "serving"):
             # the request is well-formed and its stream is not reset; the method is just not one (400, as nginx).
             await discard_body(receive)
             close = [(b"connection", b"close")] if version.startswith("1.") else []
-            await _refuse(state, send, scope, path, InvalidMethod(
-                f"the request method {shown(spelled.decode('latin-1'))} is not one: methods are case-sensitive "
-                "(RFC 9110 9.1) and spelled in capitals, as GET and POST"), *close, shape=scope)
+            await _refuse(state, send, scope, path, echoing(
+                InvalidMethod, "the request method {} is not one: methods are case-sensitive (RFC 9110 9.1) and "
+                "spelled in capitals, as GET and POST", spelled.decode("latin-1")), *close, shape=scope)
             return
         if "." in version and not version.startswith("1."):     # h11's: HTTP/2 and 3 come as "2" and "3"
             await discard_body(receive)
@@ -153,9 +153,9 @@ def make_app(state: AppState, role: str = "serving"):
             # could spend the router's backends with a JSON POST (its preflight answered or not).
             if not any_origin and origin.lower() not in allowed:
                 await discard_body(receive)
-                await _refuse(state, send, scope, path, OriginRefused(
-                    f"Origin {origin.decode('latin-1')} is not allowed (global.router.cors.allow_origins)"),
-                    (b"vary", b"origin"), shape=scope)
+                await _refuse(state, send, scope, path, echoing(
+                    OriginRefused, "Origin {} is not allowed (global.router.cors.allow_origins)",
+                    origin.decode("latin-1")), (b"vary", b"origin"), shape=scope)
                 return
             if method == "OPTIONS" and header(scope, b"access-control-request-method") is not None:
                 await send_whole(send, 204, _preflight(scope, path, origin), b"")
