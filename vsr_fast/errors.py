@@ -164,7 +164,8 @@ WITHHELD = "(value not shown)"
 def echoing(cls: type[E], template: str, *values: str, **kwargs) -> E:
     """``cls`` with ``template``'s ``{}`` each a client's value (``shown``) for the client to read, and withheld
     (``WITHHELD``) from the logs and from a private request's answer."""
-    parts = template.split("{}")      # not str.format: the rest of the message may hold braces (a name's)
+    # Not str.format: the rest of the message may hold braces (a configured name's), past the values' slots.
+    parts = template.split("{}", len(values))
     assert len(parts) == len(values) + 1, template
 
     def filled(words: list[str]) -> str:
