@@ -159,3 +159,20 @@ def test_an_unknown_field_is_named_cut_and_escaped(gw):
     assert body["code"] == "unknown_parameter", body
     assert body["param"].startswith("\\x1b[31m") and "k" * 65 not in body["param"], body
     assert "\x1b" not in body["message"] and "k" * 65 not in body["message"], body
+
+
+def test_a_refused_content_encoding_is_quoted_cut_and_the_log_withholds_it(gw):
+    coding = EMAIL + "\x01" + "c" * 2000
+    r = httpx.post(f"{gw.url}/v1/chat/completions", timeout=20, json={"model": "vsr/auto", "messages": HI},
+                   headers={"content-encoding": coding, "x-request-id": "echo-coding-1"})
+    assert r.status_code == 415, r.text
+    message = r.json()["error"]["message"]
+    assert "\\x01" in message and "c" * 65 not in message and "more characters)" in message, message
+    assert_withheld(logged(gw, "echo-coding-1")["message"])
+
+
+def test_a_private_router_quotes_no_header_value_either(private_gw):
+    r = httpx.post(f"{private_gw.url}/v1/chat/completions", timeout=20, json={"model": "vsr/auto", "messages": HI},
+                   headers={"content-encoding": EMAIL})
+    assert r.status_code == 415 and "Content-Encoding" in r.json()["error"]["message"], r.text
+    assert_withheld(r.json()["error"]["message"])

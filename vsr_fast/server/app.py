@@ -310,8 +310,8 @@ def unsupported_media(scope: Scope) -> tuple[UnsupportedMedia, tuple[bytes, byte
         # RFC 9110 §15.5.16: a content coding the server does not decode is a 415 that names the codings it does.
         # Decoding gzip or br here would let a small body inflate past max_body_bytes; left unchecked, a
         # compressed body read as JSON is a misleading invalid_json at byte 0.
-        return UnsupportedMedia(f"Content-Encoding {coding} is not supported: send the body uncompressed "
-                                "(identity)"), (b"accept-encoding", b"identity")
+        return echoing(UnsupportedMedia, "Content-Encoding {} is not supported: send the body uncompressed "
+                       "(identity)", coding), (b"accept-encoding", b"identity")
     return None
 
 
@@ -392,6 +392,8 @@ async def _refuse(state: AppState, send: Send, scope: Scope, path: str, err: Vsr
     headers = public_headers(config_version=state.config_version, path=ResponsePath.ERROR,
                              recipe=None, decision=None, model=None)
     headers += [(b"content-type", b"application/json"), *extra]
+    if err.bare is not None and state.policies.plan(None, None).private:
+        err = err.unechoed()    # no decision yet: the global layer says whether requests are private
     status, body = error_for_path(path, err) if shape is None else error_for_request(shape, err)
     api = API_PATHS.get(path)
     if api is None:
