@@ -209,6 +209,45 @@ def test_a_cached_answer_is_served_with_the_requests_own_values(echoing, api, st
     assert again.text == text
 
 
+def unmask_steps(proc) -> float:
+    for line in httpx.get(f"{proc.url}/metrics").text.splitlines():
+        if line.startswith('vsr_off_loop_steps_total{step="unmask"}'):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def big_ask(proc, parts: list[str], stream: bool) -> tuple[str, str]:
+    """One Chat request whose user turn is ``parts`` (each a text masking reads on its own): the text its client
+    read, and the response path."""
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0, timeout=120)
+    raw = client.chat.completions.with_raw_response.create(
+        model="vsr/auto", stream=stream, messages=[{"role": "system", "content": "Be brief."}, {
+            "role": "user", "content": [{"type": "text", "text": p} for p in parts]}])
+    if stream:
+        text = "".join(c.choices[0].delta.content or "" for c in raw.parse() if c.choices)
+    else:
+        text = raw.parse().choices[0].message.content
+    return text, raw.headers["x-vsr-response-path"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_big_cached_answer_is_read_and_restored_off_the_loop(echoing, stream):
+    """A private request's hit (its decision masks) read the stored answer's texts and put its values back on the
+    event loop, a JSON decode of the whole answer each, however big: past the big-body threshold (256 KiB) both
+    run in a worker thread, as a big request's steps do, and the client reads the same answer."""
+    proc, _ = echoing
+    parts = [f"Write to {A} and {B} ({stream}), cache openai. "]
+    parts += [" ".join(f"w{i}-{j}" for j in range(500)) + " " for i in range(80)]     # ~330 KB echoed back
+    text = "".join(parts)
+    assert big_ask(proc, parts, stream) == (text, "upstream")
+    before = unmask_steps(proc)
+    again = wait_for_value(lambda: (lambda a: a if a[1] == "cache" else None)(big_ask(proc, parts, stream)),
+                           "a cache hit for the big request")
+    assert again[0] == text
+    # Its placeholders' check (``defines``) and their restoring, each once a hit.
+    assert unmask_steps(proc) - before >= 2
+
+
 @pytest.fixture(scope="module")
 def held(tmp_path_factory):
     """Masking beside a response guard that holds the stream until it has read it all (a block rule)."""

@@ -27,7 +27,7 @@
     │   ├── NonCanonicalPath        400 non_canonical_path     (//metrics, /./x, /%6detrics: read two ways, refused)
     │   ├── HeadTooLarge            431 request_head_too_large (a request head past hypercorn's h11_max_incomplete_size)
     │   ├── CodingNotImplemented    501 transfer_coding_not_implemented (a Transfer-Encoding other than chunked)
-    │   ├── InvalidMethod           400 invalid_method         (an HTTP/1 method not in capitals: get, Post)
+    │   ├── InvalidMethod           400 invalid_method         (a method not in capitals: get, Post; HTTP/1 and 2)
     │   ├── VersionNotSupported     505 http_version_not_supported (HTTP/2.0 or later as an HTTP/1 request line)
     │   ├── OriginRefused           403 origin_not_allowed     (an Origin not in global.router.cors.allow_origins)
     │   ├── MethodNotAllowed        405 method_not_allowed
@@ -86,9 +86,11 @@ where each store reads, ``from`` the original.
 """
 from __future__ import annotations
 
+import copy
 import re
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 
 class VsrError(Exception):
@@ -102,12 +104,30 @@ class VsrError(Exception):
     # Sent with the error too: the caller's x-ratelimit-* (RateLimited), a backend's renamed ones (UpstreamStatus).
     headers: Sequence[tuple[bytes, bytes]] = ()
 
+    # The message without the client's values it quotes (``echoing``), or None when it quotes none: what the log,
+    # the access log and the event journal keep, and what a private request's client reads (``unechoed``).
+    bare: str | None = None
+
     def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
         # What the log, the access log and the event journal keep; ``message`` is what the client reads.
         self.detail = message
+
+    def withhold(self, bare: str) -> VsrError:
+        """Says ``bare`` is this message without the client's values: the logs keep that. Returns self."""
+        self.bare = self.detail = bare
+        return self
+
+    def unechoed(self) -> VsrError:
+        """This error as a private request's client reads it (masking, capture_personal_data: false): no value
+        of the request quoted, however short."""
+        if self.bare is None or self.bare == self.message:
+            return self
+        other = copy.copy(self)
+        other.message = self.bare
+        return other
 
 
 # A URL's password (``redis://:pw@host``, ``http://user:pw@host``) and a query's credential (``?key=...``): an
@@ -122,6 +142,37 @@ def redact(text: str) -> str:
     if "://" not in text:
         return text
     return _QUERY_SECRET.sub(r"\1***", _USERINFO.sub(r"\1:***@", text))
+
+
+# A client's value an error message quotes is cut to this many characters: enough to recognise it, not a copy.
+SHOWN_MAX = 64
+
+
+def shown(value: str, limit: int = SHOWN_MAX) -> str:
+    """A client's ``value`` as an error message may quote it: ``repr``'s quoting, so control, bidi and other
+    unprintable characters are escaped (a log line or a terminal cannot be forged through it), cut to ``limit``
+    characters with the count of the rest."""
+    more = len(value) - limit
+    return repr(value[:limit]) + (f" (and {more} more characters)" if more > 0 else "")
+
+
+E = TypeVar("E", bound=VsrError)
+# What stands for a client's value in the message a private request reads, and in every log.
+WITHHELD = "(value not shown)"
+
+
+def echoing(cls: type[E], template: str, *values: str, **kwargs) -> E:
+    """``cls`` with ``template``'s ``{}`` each a client's value (``shown``) for the client to read, and withheld
+    (``WITHHELD``) from the logs and from a private request's answer."""
+    # Not str.format: the rest of the message may hold braces (a configured name's), past the values' slots.
+    parts = template.split("{}", len(values))
+    assert len(parts) == len(values) + 1, template
+
+    def filled(words: list[str]) -> str:
+        return parts[0] + "".join(w + part for w, part in zip(words, parts[1:]))
+    error = cls(filled([shown(v) for v in values]), **kwargs)
+    error.withhold(filled([WITHHELD] * len(values)))
+    return error
 
 
 class ConfigError(VsrError):
@@ -278,8 +329,9 @@ class CodingNotImplemented(RequestError):
 
 
 class InvalidMethod(RequestError):
-    """An HTTP/1 request line whose method is not spelled in capitals (``get``): methods are case-sensitive
-    (RFC 9110 9.1), and hypercorn upper-cases them, which served ``get`` as GET. A 400, as nginx answers."""
+    """A method not spelled in capitals (``get``), on an HTTP/1 request line or as HTTP/2's ``:method``: methods
+    are case-sensitive (RFC 9110 9.1), and hypercorn upper-cases them, which served ``get`` as GET. A 400, as nginx
+    answers."""
 
     code = "invalid_method"
 

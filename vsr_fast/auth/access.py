@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Container
 
-from ..errors import KeyNotAllowed
+from ..errors import KeyNotAllowed, echoing
 from ..protocol.canonical import Identity
 from ..routing import Route
 
@@ -38,7 +38,7 @@ def check_name(identity: Identity, name: str, entrypoints: Container[str], model
         return
     elif identity.models is not None and name in identity.models and name in models:
         return
-    raise KeyNotAllowed(f"this key may not call model {name!r}", param="model")
+    raise echoing(KeyNotAllowed, "this key may not call model {}", name, param="model")
 
 
 def allowed_route(identity: Identity, r: Route) -> Route:

@@ -43,7 +43,7 @@ import redis
 import trio
 
 from ..config.auth import AuthStore, Limits, RateLimits
-from ..errors import RateLimited
+from ..errors import RateLimited, shown
 from ..headers import registry as h
 from ..protocol.canonical import Identity
 from .worker import CallTimedOut, Worker
@@ -412,7 +412,7 @@ class Limiter:
             if self.metrics is not None:
                 self.metrics.rate_limited.inc(api, r.scope.kind, r.limit)
             retry = _retry_after(r.retry_s)
-            raise RateLimited(f"{r.scope.kind} {r.scope.name!r} is over its {_WORDS[r.limit]}; retry after "
+            raise RateLimited(f"{r.scope.kind} {shown(r.scope.name)} is over its {_WORDS[r.limit]}; retry after "
                               f"{retry} s", retry_after_s=retry, headers=self.rate_headers(scopes, now, r)) from None
         return places
 

@@ -29,7 +29,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from ..config.schema_base import Block
-from ..errors import InvalidValue
+from ..errors import InvalidValue, echoing
 from ._merge import merged_fields
 from .match import FEATURES, MAX_CHOICES, Judge, Match
 from .match import check as check_match
@@ -309,8 +309,8 @@ def keep_tools(body: dict, fmt: str, keep: Callable[[ToolRef], bool], *,
     gone = {key for ref in removed for key in ref.keys()}
     name = forced_tool(body, fmt)
     if forced == "refuse" and name in gone:
-        raise InvalidValue(f"tool_choice forces tool {name!r}, which this route's tools policy removes; "
-                           "force another tool or leave the choice to the model", param="tool_choice")
+        raise echoing(InvalidValue, "tool_choice forces tool {}, which this route's tools policy removes; "
+                      "force another tool or leave the choice to the model", name, param="tool_choice")
     _fix_choice(body, fmt, gone)
     return [ref.key for ref in removed]
 

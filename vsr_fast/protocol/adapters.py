@@ -53,7 +53,7 @@ import msgspec
 
 from ..config import output as output_rules
 from ..config.output import UnsupportedCapability
-from ..errors import (PreviousResponseNotFound, RequestError, UnsupportedParameter, UpstreamAnswer, UpstreamError,
+from ..errors import (echoing, PreviousResponseNotFound, RequestError, UnsupportedParameter, UpstreamAnswer, UpstreamError,
                       UpstreamStatus, VsrError)
 from ..headers.registry import ANTHROPIC_BETA, ANTHROPIC_VERSION, SAME_FORMAT
 from .canonical import ANONYMOUS, CanonicalRequest, Identity
@@ -697,8 +697,8 @@ class ResponsesAdapter(Adapter):
             return req
         record = await self.store.get(previous)
         if record is None or record.owner != req.owner:
-            raise PreviousResponseNotFound(f"Previous response with id '{previous}' not found.",
-                                           param="previous_response_id")
+            raise echoing(PreviousResponseNotFound, "Previous response with id {} not found.", previous,
+                          param="previous_response_id")
         top = dict(chat.TOP_LEVEL_DECODER.decode(req.raw))
         top["input"] = msgspec.Raw(_join_arrays(bytes(record.items), _input_items(top.get("input"))))
         top.pop("previous_response_id")

@@ -28,7 +28,8 @@ from msgspec import inspect as mi
 
 from .._ext.jsonscan import json_shape
 from ..errors import (
-    EmptyArray, InvalidJson, InvalidType, InvalidUtf8, InvalidValue, RequestError, UnknownParameter, VsrError,
+    SHOWN_MAX, WITHHELD, EmptyArray, InvalidJson, InvalidType, InvalidUtf8, InvalidValue, RequestError, UnknownParameter, VsrError,
+    shown,
 )
 from .chat import ENCODER, ErrorBody, ErrorResponse
 from .error_types import openai_type
@@ -63,8 +64,8 @@ class Problem:
 
     kind: str
     path: Path = ()
-    detail: str = ""                 # msgspec's own words, without the path
-    value: str | None = None         # the refused enum value or tag
+    detail: str = ""                 # msgspec's own words, without the path, nor the refused value
+    value: str | None = None         # the refused enum value or tag, as sent: rendered only ``shown`` or withheld
     options: tuple[str, ...] = ()    # the allowed values, when the schema lists them
     expected: str = ""               # the expected type, or the bound/length constraint
     got: str = ""
@@ -171,21 +172,39 @@ def problem_of(exc: msgspec.DecodeError, schema: Any = None) -> Problem:
     if (found := _MISSING.match(detail)) is not None:
         return Problem("missing", (*path, found.group(1)), detail)
     if (found := _UNKNOWN.match(detail)) is not None:
-        return Problem("unknown", (*path, found.group(1)), detail)
+        # The field's name is the client's (any length, any characters): named in the path escaped and cut.
+        name = found.group(1)
+        if len(name) > SHOWN_MAX or not name.isprintable():
+            name = repr(name[:SHOWN_MAX])[1:-1] + ("..." if len(name) > SHOWN_MAX else "")
+            detail = f"Object contains unknown field `{name}`"
+        return Problem("unknown", (*path, name), detail)
     if (found := _WRONG_TYPE.match(detail)) is not None:
         return Problem("type", path, detail, expected=found.group(1), got=found.group(2))
     if (found := _LENGTH.match(detail)) is not None:
         return Problem("length", path, detail, expected=f"{found.group(2)} {found.group(3)}", got=found.group(1))
     if (found := _BOUND.match(detail)) is not None:
         return Problem("bound", path, detail, expected=f"{found.group(2)} {found.group(3)}", got=found.group(1))
+    # The value msgspec quotes leaves its words (the client's, any length, any characters): renderers show it cut
+    # and escaped, or not at all (``unechoed``), and the logs never.
     if (found := _ENUM.match(detail)) is not None:
-        return Problem("enum", path, detail, found.group(1), _literal_values(schema, path))
+        return Problem("enum", path, "Invalid enum value", found.group(1), _literal_values(schema, path))
     if (found := _VALUE.match(detail)) is not None:
         tags = _tags(schema, path[:-1]) if path else ()
         if tags:
-            return Problem("tag", path, detail, found.group(1), tags)
-        return Problem("invalid", path, detail, found.group(1))
+            return Problem("tag", path, "Invalid value", found.group(1), tags)
+        return Problem("invalid", path, "Invalid value", found.group(1))
     return Problem("invalid", path, detail)
+
+
+def quoted_values(text: str) -> str:
+    """msgspec's words ``text`` with the value it quotes (``Invalid value 'x' - at ...``) ``shown``: for a protocol
+    that renders msgspec's message as it is (System One)."""
+    def show(m: re.Match) -> str:
+        return f"{m.group(1)} {shown(m.group(2))}"
+    return _QUOTED.sub(show, text, count=1)
+
+
+_QUOTED = re.compile(r"^(Invalid (?:enum )?value) '(.*)'(?=$| - at `)", re.S)
 
 
 def _parse_path(text: str) -> Path:
@@ -277,9 +296,24 @@ _ERRORS: dict[str, type[RequestError]] = {
 }
 
 
+def _withheld(_value: str) -> str:
+    return WITHHELD
+
+
+def _rendered(problem: Problem, error: RequestError, render) -> RequestError:
+    """``error`` told its message without the refused value (the logs' and a private request's), if it has one."""
+    return error.withhold(render(problem, _withheld)) if problem.value is not None else error
+
+
 def openai_request_error(problem: Problem) -> RequestError:
     """A 400 in OpenAI's shape: ``param`` is the path, ``code`` says what kind of problem."""
-    p = problem
+    path = openai_path(problem.path)
+    return _rendered(problem, _ERRORS[_code(problem)](_openai_message(problem, shown), param=path or None),
+                     _openai_message)
+
+
+def _openai_message(p: Problem, show) -> str:
+    """The problem in OpenAI's words, its refused value (if any) written by ``show``."""
     path = openai_path(p.path)
     where = f" at `{path}`" if path else ""
     code = _code(p)
@@ -297,10 +331,12 @@ def openai_request_error(problem: Problem) -> RequestError:
         message = (f"Invalid '{path}': empty array. Expected an array with minimum length 1, "
                    "but got an empty array instead.")
     elif p.kind in ("enum", "tag") and p.options:
-        message = f"Invalid request body: Invalid value '{p.value}'{where}. Supported values are: {_quoted(p.options)}."
+        message = f"Invalid request body: Invalid value {show(p.value)}{where}. Supported values are: {_quoted(p.options)}."
+    elif p.value is not None:
+        message = f"Invalid request body: {p.detail} {show(p.value)}{where}"
     else:
         message = f"Invalid request body: {p.detail}{where}"
-    return _ERRORS[code](message, param=path or None)
+    return message
 
 
 def openai_error_body(exc: VsrError, status: int | None = None) -> bytes:
@@ -329,8 +365,9 @@ def _or(values: list[str]) -> str:
     return values[0] if len(values) == 1 else ", ".join(values[:-1]) + f" or {values[-1]}"
 
 
-def anthropic_message(problem: Problem) -> str:
-    """The problem as Anthropic words it: ``<dotted path>: <what is wrong>``."""
+def anthropic_message(problem: Problem, show=shown) -> str:
+    """The problem as Anthropic words it: ``<dotted path>: <what is wrong>``, its refused value (if any) written
+    by ``show``."""
     p = problem
     if p.kind == "json":
         return f"There was an error parsing the body of your request: {p.detail}"
@@ -361,8 +398,10 @@ def anthropic_message(problem: Problem) -> str:
         what = "Input should be " + _or([f"'{v}'" for v in p.options])
     elif p.kind == "tag":
         path = path[:-1]   # Anthropic names the block, then the tag field it read
-        what = (f"Input tag '{p.value}' found using 'type' does not match any of the expected tags: "
+        what = (f"Input tag {show(p.value)} found using 'type' does not match any of the expected tags: "
                 f"{_quoted(p.options)}")
+    elif p.value is not None:
+        what = f"{p.detail} {show(p.value)}"
     else:
         what = p.detail
     return f"{anthropic_path(path)}: {what}" if path else what
@@ -370,9 +409,10 @@ def anthropic_message(problem: Problem) -> str:
 
 def anthropic_request_error(problem: Problem) -> RequestError:
     """A 400 whose message is in Anthropic's words (the Messages adapter renders its shape)."""
-    return _ERRORS[_code(problem)](anthropic_message(problem), param=openai_path(problem.path) or None)
+    return _rendered(problem, _ERRORS[_code(problem)](anthropic_message(problem), param=openai_path(problem.path) or None),
+                     anthropic_message)
 
 
 __all__ = ["BodyProblem", "MAX_JSON_DEPTH", "MAX_JSON_ITEMS", "Problem", "anthropic_message", "anthropic_path",
            "anthropic_request_error", "decode_body", "utf8_problem", "openai_error_body", "openai_path",
-           "openai_request_error", "problem_of"]
+           "openai_request_error", "problem_of", "quoted_values"]

@@ -15,7 +15,7 @@ from types import MappingProxyType
 import msgspec
 
 from ..config import application as app
-from ..errors import ClassifyFailed, ContextLengthExceeded, RoutingError
+from ..errors import ClassifyFailed, ContextLengthExceeded, RoutingError, echoing
 from ..protocol import systemone as wire
 from ..protocol.chat import ChatRequest
 from ..signals.base import CanonicalRequest, CompileErrors
@@ -64,8 +64,8 @@ class Classifier:
         """The compiled rules of ``tasks`` on a recipe (the default one when unnamed); 400 for an unknown one."""
         compiled = self.table.recipes.get(recipe_name) if recipe_name else self.table.default
         if compiled is None:
-            raise RoutingError(f"No recipe {recipe_name!r}" if recipe_name else
-                               "The configuration has no default recipe: name one in 'recipe'", param="recipe")
+            raise (echoing(RoutingError, "No recipe {}", recipe_name, param="recipe") if recipe_name else
+                   RoutingError("The configuration has no default recipe: name one in 'recipe'", param="recipe"))
         key = (compiled.recipe.name, tasks)
         found = self._sets.get(key)
         if found is None:

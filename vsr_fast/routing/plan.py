@@ -19,7 +19,7 @@ from ..config.schema import ModelRef, ProviderModel, Recipe, RouterConfig, RuleN
 from ..config.signals import CONDITION_TYPES, Projections
 from ..decisions import engine
 from ..decisions.projections import TYPE as PROJECTION, CompiledProjections
-from ..errors import ModelNotFound, NoDecision, RoutingError
+from ..errors import ModelNotFound, NoDecision, RoutingError, echoing
 from ..selection import static
 from ..signals.base import CanonicalRequest, CompileErrors
 from ..systemone.presets import APPLICATION_SIGNALS
@@ -406,7 +406,7 @@ class RoutingTable:
         recipes = list(dict.fromkeys(id(r) for r in self.systemone_by_name.values()))
         if model_name is None and len(recipes) == 1:
             return next(iter(self.systemone_by_name.values()))
-        raise ModelNotFound(f"No System One entrypoint serves the model {model_name!r}", param="model")
+        raise echoing(ModelNotFound, "No System One entrypoint serves the model {}", str(model_name), param="model")
 
     def native_aliases(self) -> dict[str, ProviderModel]:
         return {n: m for n, m in self.models.items() if m.api_format == "systemone"}
@@ -481,18 +481,18 @@ class RoutingTable:
         ``global.router.direct_models`` allows it."""
         if model_name in self.models:
             if self.models[model_name].api_format == "systemone":
-                raise RoutingError(f"{model_name!r} is a native System One alias: ask it on /v1/systemone",
-                                   param="model")
+                raise echoing(RoutingError, "{} is a native System One alias: ask it on /v1/systemone", model_name,
+                              param="model")
             if self.direct_models == "refuse":
                 names = ", ".join(self.entrypoint_names) or "an entrypoint's model name"
-                raise ModelNotFound(f"The model {model_name!r} is not served by name here "
-                                    f"(global.router.direct_models: refuse): name {names}", param="model")
+                raise echoing(ModelNotFound, "The model {} is not served by name here "
+                              f"(global.router.direct_models: refuse): name {names}", model_name, param="model")
             if self.direct_models == "allow" or self.default is None:
                 return None
             return self.default
         recipe = self.by_name.get(model_name) or self.default
         if recipe is None:
-            raise ModelNotFound(f"The model {model_name!r} does not exist", param="model")
+            raise echoing(ModelNotFound, "The model {} does not exist", model_name, param="model")
         return recipe
 
     async def route(self, model_name: str, request: Callable[[], CanonicalRequest],

@@ -11,7 +11,7 @@ from werkzeug.exceptions import NotFound
 
 from ..errors import (AdminOnly, AmbiguousFraming, AuthError, CodingNotImplemented, HeaderTimeout, HeadTooLarge,
                       InvalidMethod, MalformedRequest, MethodNotAllowed, NonCanonicalPath, OriginRefused, RequestError,
-                      RouteNotFound, UnsupportedMedia, VersionNotSupported, VsrError)
+                      RouteNotFound, UnsupportedMedia, VersionNotSupported, VsrError, echoing)
 from ..auth.source import ANONYMOUS, SCOPE_KEY
 from ..events import ids
 from ..headers.public import public_headers
@@ -92,14 +92,21 @@ def make_app(state: AppState, role: str = "serving"):
     any_origin = b"*" in allowed
     admin_elsewhere = role == "serving" and state.admin_listener
 
+    def websocket_refusal(path: str) -> tuple[VsrError, list[tuple[bytes, bytes]]]:
+        """A WebSocket handshake's refusal on ``path``: 405 on a POST route, 400 on one served to a plain GET,
+        else 404."""
+        if path in posts:
+            return MethodNotAllowed("Only POST is allowed on this route"), [(b"allow", b"POST")]
+        if path == SYSTEMONE_MODELS or (_routed(urls, path, "GET") and not (
+                is_admin_path(path) if admin_elsewhere else role == "admin" and not is_admin_path(path))):
+            return RequestError("WebSocket is not served on this route: send it as plain HTTP"), []
+        return RouteNotFound(NotFound.description), []
+
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             if scope["type"] == "websocket":
                 # No route speaks WebSocket. quart would try its own, and fail outside a request context (a 500).
-                path = scope["path"]
-                served = path == SYSTEMONE_MODELS or (_routed(urls, path, "GET") and not (
-                    is_admin_path(path) if admin_elsewhere else role == "admin" and not is_admin_path(path)))
-                await _refuse_websocket(scope, send, path in posts, served)
+                await _refuse_websocket(scope, send, *websocket_refusal(scope["path"]))
             else:
                 await admin(scope, receive, send)   # lifespan
             return
@@ -107,11 +114,14 @@ def make_app(state: AppState, role: str = "serving"):
         if not path.startswith("/"):
             path = to_origin_form(scope)        # once, for every route and quart's alike
         version = scope.get("http_version", "1.1")
-        if version.startswith("1.") and (spelled := sent_method()) and not _METHOD.fullmatch(spelled):
+        if (spelled := sent_method()) and not _METHOD.fullmatch(spelled):
+            # HTTP/1's request line, and HTTP/2's :method alike (RFC 9113 8.3.1 carries it as sent): a token, so
+            # the request is well-formed and its stream is not reset; the method is just not one (400, as nginx).
             await discard_body(receive)
-            await _refuse(state, send, scope, path, InvalidMethod(
-                f"the request method {spelled[:40].decode('latin-1')!r} is not one: methods are case-sensitive "
-                "(RFC 9110 9.1) and spelled in capitals, as GET and POST"), (b"connection", b"close"), shape=scope)
+            close = [(b"connection", b"close")] if version.startswith("1.") else []
+            await _refuse(state, send, scope, path, echoing(
+                InvalidMethod, "the request method {} is not one: methods are case-sensitive (RFC 9110 9.1) and "
+                "spelled in capitals, as GET and POST", spelled.decode("latin-1")), *close, shape=scope)
             return
         if "." in version and not version.startswith("1."):     # h11's: HTTP/2 and 3 come as "2" and "3"
             await discard_body(receive)
@@ -122,6 +132,12 @@ def make_app(state: AppState, role: str = "serving"):
             await discard_body(receive)
             await _refuse(state, send, scope, path, HeadTooLarge(
                 f"the request's head is larger than {MAX_HEAD_BYTES} bytes"), (b"connection", b"close"), shape=scope)
+            return
+        if method == "GET" and _websocket_handshake(scope):
+            # The HTTP/1 edge takes no Upgrade (h11edge): the handshake is refused as a plain request, in the
+            # path's shape, as the WebSocket scope of an HTTP/2 extended CONNECT is.
+            err, extra = websocket_refusal(normalised(path))
+            await _refuse(state, send, scope, path, err, *extra)
             return
         # Before anything reads the path (the listener's role, the key it needs, the route): paths.py.
         why = non_canonical(scope.get("raw_path") or b"", path)
@@ -137,9 +153,9 @@ def make_app(state: AppState, role: str = "serving"):
             # could spend the router's backends with a JSON POST (its preflight answered or not).
             if not any_origin and origin.lower() not in allowed:
                 await discard_body(receive)
-                await _refuse(state, send, scope, path, OriginRefused(
-                    f"Origin {origin.decode('latin-1')} is not allowed (global.router.cors.allow_origins)"),
-                    (b"vary", b"origin"), shape=scope)
+                await _refuse(state, send, scope, path, echoing(
+                    OriginRefused, "Origin {} is not allowed (global.router.cors.allow_origins)",
+                    origin.decode("latin-1")), (b"vary", b"origin"), shape=scope)
                 return
             if method == "OPTIONS" and header(scope, b"access-control-request-method") is not None:
                 await send_whole(send, 204, _preflight(scope, path, origin), b"")
@@ -294,8 +310,8 @@ def unsupported_media(scope: Scope) -> tuple[UnsupportedMedia, tuple[bytes, byte
         # RFC 9110 §15.5.16: a content coding the server does not decode is a 415 that names the codings it does.
         # Decoding gzip or br here would let a small body inflate past max_body_bytes; left unchecked, a
         # compressed body read as JSON is a misleading invalid_json at byte 0.
-        return UnsupportedMedia(f"Content-Encoding {coding} is not supported: send the body uncompressed "
-                                "(identity)"), (b"accept-encoding", b"identity")
+        return echoing(UnsupportedMedia, "Content-Encoding {} is not supported: send the body uncompressed "
+                       "(identity)", coding), (b"accept-encoding", b"identity")
     return None
 
 
@@ -347,17 +363,18 @@ async def _not_here(send: Send, scope: Scope, unrouted: bool = False) -> None:
     await send_whole(send, status, [(b"content-type", b"application/json")], body)
 
 
-async def _refuse_websocket(scope: Scope, send: Send, post_only: bool, served: bool) -> None:
-    """A WebSocket handshake refused in the path's own shape: 405 on a POST route, 400 on one served to a plain
-    GET, else 404; before any upgrade (ASGI's websocket.http.response, else hypercorn's bare 403)."""
-    extra: list[tuple[bytes, bytes]] = []
-    if post_only:
-        err: VsrError = MethodNotAllowed("Only POST is allowed on this route")
-        extra.append((b"allow", b"POST"))
-    elif served:
-        err = RequestError("WebSocket is not served on this route: send it as plain HTTP")
-    else:
-        err = RouteNotFound(NotFound.description)
+def _websocket_handshake(scope: Scope) -> bool:
+    """Whether the request asks for a WebSocket (RFC 6455 4.1: Upgrade naming it, Connection naming Upgrade)."""
+    upgrade = header(scope, b"upgrade")
+    if upgrade is None or b"websocket" not in (t.strip() for t in upgrade.lower().split(b",")):
+        return False
+    connection = header(scope, b"connection") or b""
+    return b"upgrade" in (t.strip() for t in connection.lower().split(b","))
+
+
+async def _refuse_websocket(scope: Scope, send: Send, err: VsrError, extra: list[tuple[bytes, bytes]]) -> None:
+    """A WebSocket handshake refused in the path's own shape (``websocket_refusal``), before any upgrade (ASGI's
+    websocket.http.response, else hypercorn's bare 403)."""
     if "websocket.http.response" not in scope.get("extensions", {}):
         await send({"type": "websocket.close"})
         return
@@ -375,6 +392,8 @@ async def _refuse(state: AppState, send: Send, scope: Scope, path: str, err: Vsr
     headers = public_headers(config_version=state.config_version, path=ResponsePath.ERROR,
                              recipe=None, decision=None, model=None)
     headers += [(b"content-type", b"application/json"), *extra]
+    if err.bare is not None and state.policies.plan(None, None).private:
+        err = err.unechoed()    # no decision yet: the global layer says whether requests are private
     status, body = error_for_path(path, err) if shape is None else error_for_request(shape, err)
     api = API_PATHS.get(path)
     if api is None:

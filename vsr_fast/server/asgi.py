@@ -402,8 +402,17 @@ class ClientSide:
 CLIENT_SIDE: ContextVar[ClientSide | None] = ContextVar("vsr_client_side", default=None)
 
 
+# An HTTP/2 stream's :method as sent: set by ``h2edge`` around the spawn of the stream's app task, which keeps a
+# copy (a connection's streams are concurrent: ``ClientSide.method`` is HTTP/1's one request at a time).
+STREAM_METHOD: ContextVar[bytes] = ContextVar("vsr_stream_method", default=b"")
+
+
 def sent_method() -> bytes:
-    """The current HTTP/1 request's method as its client spelled it; b"" when not known (HTTP/2, a test's app)."""
+    """The current request's method as its client spelled it (hypercorn upper-cases the scope's): HTTP/1's
+    request line, HTTP/2's :method; b"" when not known (a test's app)."""
+    spelled = STREAM_METHOD.get()
+    if spelled:
+        return spelled
     side = CLIENT_SIDE.get()
     return side.method if side is not None else b""
 

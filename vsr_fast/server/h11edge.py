@@ -5,6 +5,17 @@ hypercorn hands h11 the head as a list, which h11 validates header by header (~2
 a streamed answer rebuilds and validates it twice more to set its framing. ``EdgeH11Protocol`` gives h11 the head
 already validated by ``headers.wire`` (the same checks, the same result, the same error on a header HTTP cannot
 carry), and its connection is a ``WireConnection``. What the client sends is parsed and validated by h11 as before.
+
+An ``Upgrade`` is never taken (RFC 9110 7.8: a server may ignore it), as nginx and Envoy do by default:
+
+- ``h2c`` (RFC 9113 3.1 deprecates it): hypercorn answered 101 and switched to HTTP/2 before any check of the
+  request (an HTTP/1.0 line, no HTTP2-Settings, a method in lowercase, which HTTP/2's side then served), and an
+  HTTP/1 client that only passed the header on saw 101, frames, then the connection close. HTTP/2 is still
+  served by prior knowledge (the ``PRI`` preface) and ALPN;
+- ``websocket``: no route speaks it. hypercorn took a GET's handshake to its WebSocket stream, which answered one
+  it found broken (no key, HTTP/1.0, a request pipelined behind it) with a bare 400 and then held the connection
+  open; as a plain request the app refuses it in the path's own shape (``app._refuse_websocket``) and the
+  connection serves the next one.
 """
 from __future__ import annotations
 
@@ -12,8 +23,9 @@ from itertools import chain
 
 import h11
 from hypercorn.events import Event
-from hypercorn.protocol.events import Response
-from hypercorn.protocol.h11 import H11Protocol
+from hypercorn.protocol.events import Request, Response
+from hypercorn.protocol.h11 import STREAM_ID, H2ProtocolAssumedError, H11Protocol
+from hypercorn.protocol.http_stream import HTTPStream
 
 from ..headers.wire import WireConnection, valid_headers
 from .asgi import CLIENT_SIDE
@@ -28,7 +40,21 @@ class EdgeH11Protocol(H11Protocol):
         side = CLIENT_SIDE.get()
         if side is not None:
             side.method = request.method
-        await super()._create_stream(request)
+        # hypercorn 0.18's, with every request a plain HTTP stream (its WebSocket branch left out, above).
+        self.stream = HTTPStream(self.app, self.config, self.context, self.task_group, self.ssl, self.client,
+                                 self.server, self.stream_send, STREAM_ID)
+        headers = request.headers.raw_items() if self.config.h11_pass_raw_headers else list(request.headers)
+        await self.stream.handle(Request(stream_id=STREAM_ID, headers=headers,
+                                         http_version=request.http_version.decode(),
+                                         method=request.method.decode("ascii").upper(), raw_path=request.target,
+                                         state=self.connection_state))
+        self.keep_alive_requests += 1
+        await self.context.mark_request()
+
+    async def _check_protocol(self, event: h11.Request) -> None:
+        # hypercorn's, without the h2c upgrade (above): HTTP/2 by prior knowledge only.
+        if event.method == b"PRI" and event.target == b"*" and event.http_version == b"2.0":
+            raise H2ProtocolAssumedError(b"PRI * HTTP/2.0\r\n\r\n" + self.connection.trailing_data[0])
 
     def adopt(self) -> None:
         """Called once the class is set: its h11 connection writes heads through ``headers.wire`` too."""

@@ -17,6 +17,9 @@
   hypercorn closed the connection with GOAWAY PROTOCOL_ERROR and every request in flight on it went unanswered;
   here that stream alone is reset PROTOCOL_ERROR (``EdgeH2Connection``). What h2 cannot recover from (framing,
   HPACK) still ends the connection;
+- a ``:method`` not in capitals (``post``) was upper-cased and served: its app task is told the method as sent
+  (``asgi.STREAM_METHOD``), and the app answers it 400 ``invalid_method`` on its stream, as HTTP/1's request line
+  (a method is a case-sensitive token, RFC 9113 8.3.1: the request is well-formed, so no stream reset);
 - an HTTP/2 connection had no idle bound (h11 took its preface for a request in flight, which stopped the header
   timer for good): with no stream open it is held to ``limits.header_timeout_ms`` like an HTTP/1 one, then told
   GOAWAY NO_ERROR and closed (``listen.EdgeServer``); a frame header declaring more than the frame size is a
@@ -41,6 +44,7 @@ from hypercorn.protocol.h2 import BUFFER_LOW_WATER, H2Protocol, StreamBuffer
 from hypercorn.protocol.h11 import H2CProtocolRequiredError, H2ProtocolAssumedError
 
 from ..errors import SendTimeout
+from .asgi import STREAM_METHOD
 
 # A client that resets more streams than this within the window, and more than half the streams it opened there,
 # is closed (nginx closes past its per-iteration stream budget, Envoy past a premature-reset ratio): an attack resets
@@ -236,6 +240,15 @@ class EdgeH2Protocol(H2Protocol):
                 return
         await self._flush()
 
+    async def _create_stream(self, request: h2.events.RequestReceived) -> None:
+        # The app task hypercorn spawns here copies the context: it reads the method as sent (asgi.sent_method).
+        method = next((value for name, value in request.headers if name == b":method"), b"")
+        token = STREAM_METHOD.set(method)
+        try:
+            await super()._create_stream(request)
+        finally:
+            STREAM_METHOD.reset(token)
+
     def _data_after_answer(self, event: h2.events.DataReceived) -> None:
         """Body bytes of a request already answered: their window goes back, and once the answer has gone the
         client is asked to stop sending (RFC 9113 8.1: RST_STREAM NO_ERROR after a complete response)."""
@@ -341,7 +354,8 @@ class EdgeH2Protocol(H2Protocol):
 def _tunnel(headers: list[tuple[bytes, bytes]]) -> bool:
     """A plain CONNECT (RFC 9113 8.5): a tunnel asked for, not an extended CONNECT's protocol (RFC 8441)."""
     names = {name for name, _ in headers}
-    return (b":method", b"CONNECT") in headers and b":protocol" not in names
+    # Any spelling: hypercorn upper-cases the method before taking a CONNECT for a WebSocket.
+    return any(n == b":method" and v.upper() == b"CONNECT" for n, v in headers) and b":protocol" not in names
 
 
 def _head_stalled(buffer: _EagerFrameBuffer, frames_seen: int) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from ..errors import InvalidValue
+from ..errors import InvalidValue, echoing
 from ..protocol.responses import StoredResponse
 
 # OpenAI's ``ResponseIncludable``: every one names fields the stored items hold already (the router keeps each
@@ -51,16 +51,16 @@ def query(args: Mapping[str, str], values: Any) -> Query:
     limit = DEFAULT_LIMIT
     if raw_limit is not None:
         if not _DIGITS.fullmatch(raw_limit) or not 1 <= int(raw_limit) <= MAX_LIMIT:
-            raise InvalidValue(f"Invalid 'limit': expected an integer from 1 to {MAX_LIMIT}, but got "
-                               f"{raw_limit!r} instead.", param="limit")
+            raise echoing(InvalidValue, f"Invalid 'limit': expected an integer from 1 to {MAX_LIMIT}, but got "
+                                        "{} instead.", raw_limit, param="limit")
         limit = int(raw_limit)
     order = args.get("order", "desc")
     if order not in ORDERS:
-        raise InvalidValue(f"Invalid value: {order!r}. Supported values are: 'asc' and 'desc'.", param="order")
+        raise echoing(InvalidValue, "Invalid value: {}. Supported values are: 'asc' and 'desc'.", order, param="order")
     for asked in [*values("include"), *values("include[]")]:
         if asked not in INCLUDABLE:
-            raise InvalidValue(f"Invalid value: {asked!r}. Supported values are: "
-                               + ", ".join(f"'{x}'" for x in INCLUDABLE) + ".", param="include")
+            raise echoing(InvalidValue, "Invalid value: {}. Supported values are: "
+                          + ", ".join(f"'{x}'" for x in INCLUDABLE) + ".", asked, param="include")
     return Query(limit, order, args.get("after"))
 
 
@@ -78,7 +78,8 @@ def page(items: list[dict[str, Any]], q: Query, response_id: str) -> bytes:
     if q.after is not None:
         start = next((i + 1 for i, item in enumerate(ordered) if item["id"] == q.after), -1)
         if start < 0:
-            raise InvalidValue(f"No input item with id {q.after!r} in response '{response_id}'.", param="after")
+            raise echoing(InvalidValue, "No input item with id {} in response {}.", q.after, response_id,
+                              param="after")
     data = ordered[start:start + q.limit]
     return _ENCODE.encode({"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
                            "last_id": data[-1]["id"] if data else None,

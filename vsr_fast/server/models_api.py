@@ -11,7 +11,7 @@ from quart import request
 
 from ..auth.access import check_name
 from ..auth.keys import may_name_entrypoint, may_name_model
-from ..errors import InvalidValue, KeyNotAllowed, ModelNotFound
+from ..errors import InvalidValue, KeyNotAllowed, ModelNotFound, echoing
 from ..headers.registry import ANTHROPIC_VERSION as ANTHROPIC_VERSION
 from .state import AppState
 
@@ -71,7 +71,7 @@ def one(state: AppState, anthropic: bool, model_id: str) -> bytes:
     the default entrypoint's recipe serves (the catch-all: Claude Code asks for its own default, ``claude-...``,
     which ``POST /v1/messages`` serves), which no listing can enumerate; ModelNotFound otherwise."""
     if model_id not in names(state) and not _caught_all(state, model_id):
-        raise ModelNotFound(f"The model '{model_id}' does not exist", param="model")
+        raise echoing(ModelNotFound, "The model {} does not exist", model_id, param="model")
     return msgspec.json.encode(anthropic_model(model_id) if anthropic else openai_model(model_id))
 
 

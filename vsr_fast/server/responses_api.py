@@ -21,7 +21,7 @@ import time
 import msgspec
 from quart import Response, request
 
-from ..errors import RateLimited, RequestError, ResponseNotFound, RouteNotFound, VsrError
+from ..errors import RateLimited, RequestError, ResponseNotFound, RouteNotFound, VsrError, echoing
 from ..protocol.responses import StoredResponse
 from . import input_items
 from .input_tokens import PATH as INPUT_TOKENS_PATH
@@ -106,5 +106,5 @@ async def _owned(state: AppState, response_id: str) -> StoredResponse:
     owner = state.identity(request.scope).owner
     record = await state.response_store.get(response_id)
     if record is None or record.owner != owner or bytes(record.response) == b"null":
-        raise ResponseNotFound(f"Response with id '{response_id}' not found.")
+        raise echoing(ResponseNotFound, "Response with id {} not found.", response_id)
     return record

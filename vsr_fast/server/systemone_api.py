@@ -31,6 +31,7 @@ from ..config.algorithm import kind_of
 from ..config.schema import ProviderModel
 from ..headers.registry import ResponsePath
 from ..protocol import systemone as wire
+from ..protocol.errors import quoted_values
 from ..protocol.canonical import Identity
 from ..protocol.chat import Message
 from ..signals.base import CanonicalRequest
@@ -98,9 +99,9 @@ async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, id
         try:
             body = wire.decode_request(raw, model_required=True)
         except wire.InvalidRequest as exc:
-            status, out = _error("invalid_request", exc.message, question=exc.question, state=exc.state)
+            status, out = _error("invalid_request", quoted_values(exc.message), question=exc.question, state=exc.state)
         except msgspec.DecodeError as exc:   # ValidationError included
-            status, out = _error("invalid_request", str(exc))
+            status, out = _error("invalid_request", quoted_values(str(exc)))
         else:
             if identity.entrypoints is not None or identity.models is not None:
                 check_name(identity, body.model or "", state.table.systemone_by_name, state.table.native_aliases())

@@ -26,6 +26,7 @@ from ..asgi import Send, send_whole
 from . import guard as response_guard
 from .exchange import Exchange
 from .masking import echo, restorer
+from .offload import off_loop
 from .plugins import Fast
 
 log = logging.getLogger("vsr_fast.gateway")
@@ -133,8 +134,9 @@ async def _cached(ex: Exchange, send: Send, cached: CachedAnswer) -> None:
         body, final = ex.adapter.served_again(ex.req, body, cached.streamed)
     kept = body
     if restore is not None and cached.status < 400:
-        body = restore.sse(body, ex.adapter.native) if cached.streamed else restore.whole(body)
-        final = restore.whole(final) if final is not None else None
+        # The stored answer decoded to put the request's values back: a big one off the loop, as its check was.
+        body, final = await off_loop(ex.state.metrics, "unmask", len(body), _restored, restore, body, final,
+                                     ex.adapter.native if cached.streamed else None)
     if ex.req is not None:
         await ex.adapter.remember(ex.req, final)    # stored before the answer is sent: see _whole
     await send_whole(send, cached.status, headers, body)
@@ -144,6 +146,13 @@ async def _cached(ex: Exchange, send: Send, cached: CachedAnswer) -> None:
         ex.rec.capture.feed(kept)
     ex.rec.answered(status=cached.status, path=ex.path.value, model=ex.model, streamed=cached.streamed,
                     complete=True, content_type=cached.content_type)
+
+
+def _restored(restore, body: bytes, final: bytes | None, stream_format: str | None) -> tuple[bytes, bytes | None]:
+    """A cached answer (a stream's bytes in ``stream_format``, else whole) and its Responses object to remember,
+    with the request's values back in."""
+    body = restore.sse(body, stream_format) if stream_format is not None else restore.whole(body)
+    return body, restore.whole(final) if final is not None else None
 
 
 def _losses(ex: Exchange, model_name: str) -> list:
@@ -496,6 +505,10 @@ async def error(ex: Exchange, send: Send, exc: VsrError) -> None:
         ex.headers()
     except UnsendableHeader as unsendable:
         ex.failure = exc = unsendable
+    if exc.bare is not None and ex.state.policies.plan(ex.recipe, ex.decision).private:
+        # A private request (masking, capture_personal_data: false; before routing, the global layer's) hears
+        # where its bad field is and what was expected, not its value back.
+        exc = exc.unechoed()
     status, content_type, body = ex.adapter.error(exc)
     ex.status = status
     ex.recipe = ex.recipe or getattr(exc, "recipe", None)

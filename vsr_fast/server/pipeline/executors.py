@@ -42,7 +42,7 @@ import trio
 
 from ...config.algorithm import Algorithm, Fusion, WorkflowFinal, WorkflowRole, Workflows
 from ...config.schema import ProviderModel
-from ...errors import CallsSpent, KeyNotAllowed, LooperBudgetExhausted, LooperCallsFailed, RequestError, UpstreamError
+from ...errors import echoing, CallsSpent, KeyNotAllowed, LooperBudgetExhausted, LooperCallsFailed, RequestError, UpstreamError
 from ...headers import registry as h
 from ...protocol.translate import dropped, sf_string
 from ...protocol.untooled import without_tools
@@ -97,10 +97,10 @@ class Calls:
         """KeyNotAllowed (403, before any call) when the key cannot reach ``name``, a model the executor needs;
         a 400 naming the field when ``name`` is not among this request's candidates."""
         if name is not None and not self.reaches(name):
-            raise KeyNotAllowed(f"this key may not reach {name!r}, the {what}", param="model")
+            raise echoing(KeyNotAllowed, f"this key may not reach {{}}, the {what}", name, param="model")
         if name is not None and name not in self.models:
-            raise RequestError(f"{name!r}, the {what}, is not among this request's candidates "
-                               f"({', '.join(self.models)})", param="model")
+            raise echoing(RequestError, f"{{}}, the {what}, is not among this request's candidates "
+                                        f"({', '.join(self.models)})", name, param="model")
 
     def reachable(self, names: Sequence[str], what: str) -> list[bool]:
         """Which of ``names`` the key reaches (and this request's candidates hold); each it does not is named in

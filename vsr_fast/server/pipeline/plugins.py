@@ -9,6 +9,7 @@ from ...plugins.response_cache import CachedAnswer
 from .exchange import Exchange
 from ..recording import Hit
 from .masking import defines, number, restores
+from .offload import off_loop
 from .context import assemble
 from .semantic_cache import similar
 from .tools import govern
@@ -41,7 +42,8 @@ async def request_plugins(ex: Exchange) -> Fast | CachedAnswer | None:
     # The cache keeps the answer masked: this request's own values go back in, numbered as the request
     # would have been sent (the rewrites above included), so an exact hit reads what the first client read.
     await number(ex)
-    if not defines(ex, hit.answer):
+    # Reads the whole stored answer (a JSON decode, every event of a stream's): a big one off the loop.
+    if not await off_loop(ex.state.metrics, "unmask", len(hit.answer.body), defines, ex, hit.answer):
         return None                     # a miss: the request goes to a model, its values numbered as above
     return _served(ex, hit)
 
