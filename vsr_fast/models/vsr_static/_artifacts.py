@@ -26,7 +26,8 @@
     artifacts-8/       vsr-static-8: -5's domain head; a jailbreak head with one hidden ReLU layer: heads.npz adds
                        jailbreak_w2 (hidden, 2) and jailbreak_b2 (2,), jailbreak_w (513, hidden) is the first layer
     artifacts-9/       vsr-static-9: artifacts-5's heads.npz, copied byte for byte; model.json adds the jailbreak head's
-                       sentence-window rule (``heads.jailbreak.windows``, see ``_windows``); artifacts-5's layout
+                       sentence-window rule (``heads.jailbreak.windows``, see ``_windows``: ``cues`` "forms", or ``true``
+                       for the first rule's words); artifacts-5's layout
     artifacts-minilm-1/  vsr-minilm-1: no table; heads trained on the contextual encoder's outputs (``_contextual``,
                        384 wide), model.json names the encoder's package and model.onnx's sha256; SHA256SUMS pins
                        heads.npz, model.json, NOTICE and ../artifacts/tokenizer.json (the teacher's vocabulary)
