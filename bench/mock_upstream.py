@@ -90,6 +90,9 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     fail_mode: Literal["status", "reset", "midstream", "error_event"] = "status"
     fail_first: Annotated[int, msgspec.Meta(ge=0)] = 0     # the next N generation requests fail, whatever the rate
     retry_after: str | None = None      # a Retry-After header on injected status failures
+    # The body of injected status failures in place of the generated one: a provider's own error (OpenAI's
+    # context_length_exceeded with its param, say).
+    fail_body: str | None = None
     content: str = "Hello! This is a canned answer from the mock upstream."
     seed: int | None = None
     embedding_dimensions: Annotated[int, msgspec.Meta(ge=1, le=65_536)] = 64
@@ -578,7 +581,8 @@ class MockUpstream(Server):
                            + b"0\r\n\r\n")
             return req.keep_alive
         status = config.fail_status
-        body = error_body(f"injected failure (status {status})", status, plan.api)
+        body = config.fail_body.encode() if config.fail_body is not None else error_body(
+            f"injected failure (status {status})", status, plan.api)
         extra = b"Retry-After: %s\r\n" % config.retry_after.encode() if config.retry_after else b""
         extra += config.extra_headers()
         await send_all(sock, response_bytes(status, body, req.keep_alive, extra_headers=extra))
@@ -993,6 +997,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fail-first", type=int, default=d.fail_first, help="fail the next N generation requests")
     p.add_argument("--header", dest="headers", action="append", default=[],
                    help="'Name: value' on every answer (repeatable), e.g. a provider's x-ratelimit-*")
+    p.add_argument("--fail-body", default=d.fail_body, help="the body of injected status failures (JSON text), "
+                   "in place of the generated error")
     p.add_argument("--retry-after", default=d.retry_after, help="Retry-After header value on injected failures")
     p.add_argument("--content", default=d.content, help="the fixed completion text")
     p.add_argument("--seed", type=int, default=None, help="seed for deterministic failure injection")

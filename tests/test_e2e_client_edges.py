@@ -374,8 +374,11 @@ def test_openais_sdk_lists_and_retrieves_each_model(gw):
     assert [m.id for m in listed] == LISTED
     for m in listed:
         assert oa.models.retrieve(m.id) == m          # vsr/auto too: the SDK sends vsr%2Fauto
-    # An unlisted name the default entrypoint's recipe serves (the catch-all) is found, as it is served.
-    assert oa.models.retrieve("gpt-nothing").id == "gpt-nothing"
+    # An unlisted name is not found, though the default entrypoint's recipe (the catch-all) serves it: OpenAI's
+    # and LiteLLM's rule, what the list does not show (Anthropic's SDK finds it: Claude Code's default model).
+    with pytest.raises(openai.NotFoundError) as info:
+        oa.models.retrieve("gpt-nothing")
+    assert info.value.body["code"] == "model_not_found"
 
 
 def test_anthropics_sdk_lists_and_retrieves_each_model(gw):

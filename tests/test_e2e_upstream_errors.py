@@ -344,9 +344,10 @@ def test_openais_context_length_exceeded_is_prompt_too_long_for_claude_code(edge
                                          "message": "prompt is too long: 130000 tokens > 128000 maximum"}
 
 
-def test_a_relayed_400_keeps_its_param_and_code_for_a_responses_client(edge):
+def test_a_relayed_400_keeps_its_code_and_names_the_responses_field_for_a_responses_client(edge):
+    # The Chat backend named its own field (messages); the Responses client sent input.
     error = error_of("responses", sdk_error(edge, "responses", "toolong-oa-openai", False))
-    assert (error["param"], error["code"]) == ("messages", "context_length_exceeded"), error
+    assert (error["param"], error["code"]) == ("input", "context_length_exceeded"), error
 
 
 @pytest.mark.parametrize("api", ["chat", "responses"])

@@ -54,7 +54,9 @@ class ClientKey(Block):
 
 
 class AuthStore(RedisAt):
-    """Where stored keys and shared limit windows live: Redis, shared by every router."""
+    """Where stored keys and shared limit windows live: Redis, shared by every router. Without it (``none``) each
+    process keeps its own windows: under ``serve --workers N`` every worker enforces each key's, team's and
+    tenant's limits apart, so the effective limit is up to N times the declared one (said at start)."""
 
     backend: Literal["redis", "none"] = "none"
     prefix: Annotated[str, Meta(min_length=1)] = "vsr:auth:"

@@ -66,7 +66,8 @@ from .rewrite import ModelRewriter
 from .translate._losses import dropped
 from .translate import (
     BY_FORMAT, CHAT, GUARDED, IMAGES, MESSAGES, PATHS, RESPONSES, Answer, Conversation, Loss, NewId, NoTurns,
-    Passthrough, SSEParser, StreamTranslator, Translating, WholeToStream, chat_messages, is_error_of, new_id,
+    Passthrough, SSEParser, StreamTranslator, Translating, WholeToStream, chat_messages, client_param, is_error_of,
+    new_id,
     read_error,
 )
 
@@ -313,6 +314,7 @@ class Adapter(abc.ABC):
         if not tried and api_format == self.native and is_error_of(self.native, body):
             return Reply(status, content_type or JSON, body)
         err = read_error(status, body, content_type)
+        err.param = client_param(api_format, self.native, err.param)   # the client's field, not the backend's
         if tried:
             err = UpstreamAnswer(f"{err.message} ({tried})", status=status, code=err.code, type_=err.type)
         return self._error_reply(err)
@@ -528,7 +530,7 @@ class ChatAdapter(Adapter):
         return CHAT.read_request(req.body, req.raw)
 
     def _write_answer(self, req: Inbound, answer: Answer) -> tuple[bytes, list[Loss]]:
-        return CHAT.write_answer(answer)
+        return CHAT.write_answer(answer, CHAT.legacy_functions(req.body))
 
     def carried_by(self, req: Inbound, api_format: str) -> bool:
         """``n`` above one only to an openai-format backend: Messages and Responses answer one choice, and a
@@ -571,7 +573,7 @@ class ChatAdapter(Adapter):
 
     def _writer(self, req: Inbound, new_id: NewId):
         options = req.body.stream_options
-        return CHAT.StreamWriter(bool(options and options.include_usage))
+        return CHAT.StreamWriter(bool(options and options.include_usage), CHAT.legacy_functions(req.body))
 
     def _passthrough_fail(self, message: str, status: int, code: str | None, kind: str, events: int,
                           head: bytes) -> bytes:

@@ -81,7 +81,9 @@ class CanonicalRequest:
 
     @classmethod
     def from_chat(cls, request: ChatRequest, identity: Identity = ANONYMOUS) -> "CanonicalRequest":
-        return cls(request.messages, tools=len(request.tools or ()), metadata=request.metadata, identity=identity)
+        # The legacy functions are tools too (a decision on tool use sees them).
+        tools = len(request.tools or ()) + len(request.functions or ())
+        return cls(request.messages, tools=tools, metadata=request.metadata, identity=identity)
 
     @cached_property
     def user_turns(self) -> list[str]:

@@ -72,6 +72,7 @@ class Message(Struct, frozen=True):
     content: str | list[ContentPart] | None = None
     name: str | None = None
     tool_calls: list[ToolCall] | None = None
+    function_call: FunctionCall | None = None     # the legacy functions' call, on an assistant message
     tool_call_id: str | None = None
     cache_control: dict[str, Any] | None = None   # the whole message's, as LiteLLM's clients mark one for Anthropic
     # An assistant turn's reasoning as LiteLLM returns it: its text, and Claude's thinking blocks (signed), which
@@ -132,6 +133,9 @@ class ChatRequest(Struct, frozen=True):
     stream_options: StreamOptions | None = None
     tools: list[Tool] | None = None
     tool_choice: Literal["none", "auto", "required"] | ToolChoiceObject | None = None
+    # The legacy forms of tools and tool_choice (deprecated by OpenAI, still sent by older clients and LiteLLM's).
+    functions: list[FunctionDef] | None = None
+    function_call: Literal["none", "auto"] | NamedFunction | None = None
     # OpenAI's ranges: a value it refuses is refused here, before it reaches (or is translated for) a backend.
     max_tokens: PositiveCount | None = None
     max_completion_tokens: PositiveCount | None = None

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+import types
+import typing
+from dataclasses import dataclass, replace
 from typing import Any
 
 import msgspec
@@ -95,7 +97,8 @@ def decode_body(decoder: msgspec.json.Decoder, raw: bytes) -> Any:
     try:
         return decoder.decode(raw)
     except msgspec.DecodeError as exc:
-        raise BodyProblem(_lone_surrogate(exc, raw) or problem_of(exc, decoder.type)) from None
+        raise BodyProblem(_lone_surrogate(exc, raw) or keys_named(problem_of(exc, decoder.type), raw,
+                                                                  decoder.type)) from None
     except RecursionError:   # unreachable past the depth check; kept so no decode can be a 500
         raise BodyProblem(Problem("depth", detail="JSON nested too deeply")) from None
 
@@ -217,6 +220,86 @@ def _parse_path(text: str) -> Path:
         else:
             out.append("...")
     return tuple(out)
+
+
+# --- the keys msgspec does not name ---------------------------------------------------------
+
+# A key shown as it is in a path; any other (a dot, a bracket, a space, past 64 characters) is quoted, as jq
+# writes one (``metadata."a.b"``), and cut at 64 characters: a path is a param, never a copy of the body.
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
+KEY_LIMIT = 64
+
+
+def keys_named(problem: Problem, raw: bytes, schema: Any) -> Problem:
+    """``problem`` with each ``...`` of its path (msgspec's word for "some value of this dict") replaced by the key
+    whose value fails: the first, in the body's order, that does not convert to the dict's value type. Read from
+    the body again, on the error path only (its size is bounded by then). Unchanged when no key can be told."""
+    if "..." not in problem.path or schema is None:
+        return problem
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return problem
+    candidates: list[Any] = [schema]
+    path: list[str | int] = []
+    for segment in problem.path:
+        if segment == "...":
+            candidates = [v for t in candidates for v in _py_step(t, "...")]
+            key = _failing_key(value, candidates) if isinstance(value, dict) else None
+            if key is None:
+                return problem
+            path.append(key if _PLAIN_KEY.fullmatch(key) else json_key(key))
+            value = value[key]
+            continue
+        candidates = [v for t in candidates for v in _py_step(t, segment)]
+        try:
+            value = value[segment]
+        except (KeyError, IndexError, TypeError):
+            return problem
+        path.append(segment)
+    return replace(problem, path=tuple(path))
+
+
+def json_key(key: str) -> str:
+    """A key quoted for a path, cut at ``KEY_LIMIT`` characters (``...`` inside the quotes says it was)."""
+    cut = key[:KEY_LIMIT] + ("..." if len(key) > KEY_LIMIT else "")
+    return msgspec.json.encode(cut).decode()
+
+
+def _failing_key(items: dict, candidates: list[Any]) -> str | None:
+    if not candidates:
+        return None
+    for key, item in items.items():
+        if not any(_converts(item, t) for t in candidates):
+            return key
+    return None
+
+
+def _converts(value: Any, t: Any) -> bool:
+    try:
+        msgspec.convert(value, t)
+    except msgspec.ValidationError:
+        return False
+    except Exception:   # a type only a decoder's hook reads: not one this check can judge, so not the culprit
+        return True
+    return True
+
+
+def _py_step(t: Any, segment: str | int) -> list[Any]:
+    """The Python types one step below ``t``: a dict's values (``...``), a list's items (an index), a Struct's
+    field (a name); unions and Annotated looked through."""
+    origin = typing.get_origin(t)
+    if origin is typing.Annotated:
+        return _py_step(typing.get_args(t)[0], segment)
+    if origin is typing.Union or isinstance(t, types.UnionType):
+        return [found for member in typing.get_args(t) for found in _py_step(member, segment)]
+    if segment == "...":
+        return [typing.get_args(t)[1]] if origin is dict and len(typing.get_args(t)) == 2 else []
+    if isinstance(segment, int):
+        return [typing.get_args(t)[0]] if origin is list and typing.get_args(t) else []
+    if isinstance(t, type) and issubclass(t, msgspec.Struct):
+        return [f.type for f in msgspec.structs.fields(t) if f.encode_name == segment]
+    return []
 
 
 # --- allowed values, read from the schema ---------------------------------------------------

@@ -24,7 +24,7 @@ from .count_tokens import handle_count_tokens
 from .input_tokens import PATH as INPUT_TOKENS_PATH, handle_input_tokens
 from .models_api import PATH as MODELS_PATH
 from .responses_api import PREFIX as RESPONSES_PREFIX, methods_at as responses_methods
-from .paths import non_canonical, normalised
+from .paths import non_canonical, normalised, versioned
 from .pipeline import handle_api, refused
 from .preview import handle_preview
 from .recording import request_id
@@ -113,6 +113,7 @@ def make_app(state: AppState, role: str = "serving"):
         path, method = scope["path"], scope["method"]
         if not path.startswith("/"):
             path = to_origin_form(scope)        # once, for every route and quart's alike
+        path = versioned(scope, path)           # /models, /responses, /messages: their /v1 routes
         version = scope.get("http_version", "1.1")
         if (spelled := sent_method()) and not _METHOD.fullmatch(spelled):
             # HTTP/1's request line, and HTTP/2's :method alike (RFC 9113 8.3.1 carries it as sent): a token, so

@@ -1,7 +1,8 @@
 """``GET /v1/models`` and ``GET /v1/models/{id}``: the names the request's key may put in ``model`` (the
 entrypoints' names, then the provider models that are not System One aliases), in OpenAI's shape or, for
 Anthropic's SDK (told apart by its ``anthropic-version`` header, as Anthropic's API needs it), Anthropic's.
-A name the key may not call is neither listed nor found (404); one only the catch-all serves is found, not listed."""
+A name the key may not call is neither listed nor found (404); one only the catch-all serves is not listed, and is
+found by Anthropic's SDK only (Claude Code's default model)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -67,10 +68,12 @@ def _page(every: list[str], after_id: str | None, before_id: str | None, limit: 
 
 
 def one(state: AppState, anthropic: bool, model_id: str) -> bytes:
-    """The model ``model_id`` in the listing's shape: a listed name, or any other the key may put in ``model`` that
-    the default entrypoint's recipe serves (the catch-all: Claude Code asks for its own default, ``claude-...``,
-    which ``POST /v1/messages`` serves), which no listing can enumerate; ModelNotFound otherwise."""
-    if model_id not in names(state) and not _caught_all(state, model_id):
+    """The model ``model_id`` in the listing's shape: a listed name (OpenAI's rule: what the list does not show
+    is not found, as OpenAI and LiteLLM answer, so a client probing an id learns what the list says); in
+    Anthropic's shape also any other the key may put in ``model`` that the default entrypoint's recipe serves
+    (the catch-all: Claude Code asks for its own default, ``claude-...``, which ``POST /v1/messages`` serves, and
+    stops on a 404), which no listing can enumerate; ModelNotFound otherwise."""
+    if model_id not in names(state) and not (anthropic and _caught_all(state, model_id)):
         raise echoing(ModelNotFound, "The model {} does not exist", model_id, param="model")
     return msgspec.json.encode(anthropic_model(model_id) if anthropic else openai_model(model_id))
 

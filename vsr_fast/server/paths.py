@@ -58,3 +58,26 @@ def normalised(path: str) -> str:
         elif segment not in ("", "."):
             out.append(segment)
     return "/" + "/".join(out)
+
+
+# The client routes served under /v1 that are also served without it, as LiteLLM and OpenAI-compatible servers
+# serve them (a client whose base URL lacks /v1: ``OpenAI(base_url="http://router:8000")``). Chat Completions'
+# bare path is a route of its own (app.API_PATHS); the operator's routes keep their one spelling.
+_UNVERSIONED = ("/models", "/responses", "/messages", "/images/generations")
+
+
+def versioned(scope: dict, path: str) -> str:
+    """``path``, and the request's scope, as ``/v1`` + ``path`` when ``path`` is a client route spelled without
+    it (``/models``, ``/models/{id}``, ``/responses/{id}/input_items``, ``/messages/count_tokens``); else
+    ``path``. Before the canonical check, so both spellings are checked and routed as one (``/models/vsr%2Fauto``
+    keeps its encoded slash, as ``/v1/models/vsr%2Fauto``)."""
+    head = next((h for h in _UNVERSIONED if path == h or path.startswith(h + "/")), None)
+    if head is None:
+        return path
+    raw = scope.get("raw_path")
+    if raw is not None and not raw.startswith(head.encode()):
+        return path     # spelled otherwise (escaped): the canonical check refuses it as it was sent
+    scope["path"] = "/v1" + path
+    if raw is not None:
+        scope["raw_path"] = b"/v1" + raw
+    return scope["path"]

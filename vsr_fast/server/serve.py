@@ -201,6 +201,9 @@ async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
                 trusted = loopback_admin(loaded.config)
                 if trusted and not opts.worker:
                     sys.stderr.write(f"warning: {trusted}\n")
+                apart = limits_per_worker(loaded.config, opts.workers)
+                if apart and not opts.worker:
+                    sys.stderr.write(f"warning: {apart}\n")
                 sys.stderr.write(f"vsr-fast: serving on {', '.join(binds)} (config {loaded.version_hash})\n")
                 sys.stderr.flush()
                 task_status.started(binds)
@@ -229,6 +232,27 @@ def loopback_admin(config) -> str | None:
             "any peer on a loopback address; behind a sidecar proxy (Istio connects from 127.0.0.6) or a reverse "
             "proxy on this host that is every client: add a listener with role: admin on a port of its own, or "
             "admin keys (global.router.auth)")
+
+
+def limits_per_worker(config, workers: int) -> str | None:
+    """The warning when several workers each keep their own limit windows, or None. Without a shared key store
+    (``auth.store``) every window (rpm, tpm, concurrent, budget) lives in a worker's memory, and the supervisor
+    hands connections to whichever worker accepts: a key of rpm 3 under 2 workers was admitted 5 times of 8.
+    Said at start, naming what has limits, as ``config validate`` cannot know the worker count."""
+    auth = config.global_.router.auth
+    if workers <= 1 or auth.store.backend == "redis":
+        return None
+    rates = config.global_.router.rate_limits
+    limited = [*(f"keys[{k.id}]" for k in auth.keys if not k.limits.empty()),
+               *(f"teams[{name}]" for name, limits in rates.teams.items() if not limits.empty()),
+               *(f"tenants[{name}]" for name, limits in rates.tenants.items() if not limits.empty())]
+    if not limited:
+        return None
+    shown = ", ".join(limited[:8]) + (f" and {len(limited) - 8} more" if len(limited) > 8 else "")
+    return (f"global.router.auth: limits_per_worker: {shown} have limits (rpm, tpm, concurrent, budget), and with "
+            f"no shared key store (auth.store) each of the {workers} workers enforces them with windows of its "
+            f"own: the effective limit is up to {workers}x the declared one; set global.router.auth.store to a "
+            "Redis (backend: redis) to share the windows, or serve with --workers 1")
 
 
 def _admin_listener(loaded: Loaded, opts: ServeOptions):

@@ -8,6 +8,7 @@ backend API format, and the loss record.
 from . import _chat, _guarded, _images, _messages, _responses
 from ._chat import chat_messages as chat_messages
 from ._common import NewId as NewId
+from ._fields import client_param as client_param
 from ._common import is_error_of as is_error_of
 from ._common import new_id as new_id
 from ._common import read_error as read_error
@@ -36,7 +37,7 @@ DEFAULT_MAX_TOKENS = _messages.DEFAULT_MAX_TOKENS
 __all__ = [
     "Answer", "BY_FORMAT", "CHAT", "GUARDED", "Conversation", "DEFAULT_MAX_TOKENS", "IMAGES", "Loss", "MESSAGES", "NewId",
     "NoTurns", "PATHS", "Passthrough", "RESPONSES", "SSEParser", "StreamTranslator", "Translating",
-    "WARNINGS_LIMIT_BYTES", "WholeToStream", "answer_events", "chat_messages", "dropped",
+    "WARNINGS_LIMIT_BYTES", "WholeToStream", "answer_events", "chat_messages", "client_param", "dropped",
     "is_error_of", "new_id", "read_error",
     "render_warnings", "sf_string",
 ]

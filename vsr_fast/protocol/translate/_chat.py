@@ -24,7 +24,8 @@ PATH = "/chat/completions"
 ID = "chatcmpl-"   # the prefix of an answer's id
 # Top-level request fields the neutral form carries; any other is reported dropped.
 KNOWN = frozenset({
-    "model", "messages", "stream", "stream_options", "tools", "tool_choice", "parallel_tool_calls",
+    "model", "messages", "stream", "stream_options", "tools", "tool_choice", "parallel_tool_calls", "functions",
+    "function_call",
     "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "user", "metadata", "n",
     "response_format", "reasoning_effort", "thinking", "top_k", *("verbosity", "prompt_cache_key", "safety_identifier", "service_tier",
                                             "logprobs", "top_logprobs", "store"),
@@ -44,9 +45,10 @@ def read_request(req: wire.ChatRequest, raw: bytes) -> tuple[Conversation, list[
     losses = unknown_fields(raw, KNOWN)
     conv = Conversation(turns=[], stream=req.stream)
     leading = True
+    legacy: dict[str, str] = {}   # a legacy call's function name -> the id made for it, until its result comes
     for i, m in enumerate(req.messages):
         path = f"messages[{i}]"
-        if m.name is not None:
+        if m.name is not None and m.role != "function":
             losses.append(dropped(f"{path}.name"))
         if m.role in ("system", "developer"):
             texts = _marked(m, _texts(m, path, losses), path, losses)
@@ -62,25 +64,35 @@ def read_request(req: wire.ChatRequest, raw: bytes) -> tuple[Conversation, list[
             parts: list = _thinking(m, path, losses) + _texts(m, path, losses)
             for j, tc in enumerate(m.tool_calls or ()):
                 parts.append(ToolCall(tc.id, tc.function.name, tc.function.arguments, f"{path}.tool_calls[{j}]"))
+            if m.function_call is not None:
+                # A legacy call has no id; the other APIs pair a call and its result by one: made here, and given
+                # to the next "function" message of that name.
+                call_id = legacy[m.function_call.name] = f"call_fn{i}"
+                parts.append(ToolCall(call_id, m.function_call.name, m.function_call.arguments,
+                                      f"{path}.function_call"))
             parts = _marked(m, parts, path, losses)
             conv.turns.append(Turn("assistant", parts, path))
-        elif m.role == "tool":
-            # Its images and files too: Anthropic's tool_result and Responses' function_call_output carry them.
-            result = ToolResult(m.tool_call_id or "", _marked(m, _parts(m, path, losses), path, losses), path=path)
+        else:
+            # A tool message, or a legacy function message (its result, by the function's name). Its images and
+            # files too: Anthropic's tool_result and Responses' function_call_output carry them.
+            call_id = (m.tool_call_id or "") if m.role == "tool" else legacy.pop(m.name or "", f"call_fn{i}")
+            result = ToolResult(call_id, _marked(m, _parts(m, path, losses), path, losses), path=path)
             if conv.turns and conv.turns[-1].role == "tool":
                 conv.turns[-1].parts.append(result)
             else:
                 conv.turns.append(Turn("tool", [result], path))
-        else:
-            losses.append(dropped(path))   # the legacy "function" role
     for i, tool in enumerate(req.tools or ()):
         f = tool.function
         if tool.type != "function":
             losses.append(dropped(f"tools[{i}]"))
             continue
         conv.tools.append(ToolDef(f.name, f.description, f.parameters, f.strict, f"tools[{i}]", tool.cache_control))
-    conv.tool_choice = _tool_choice(req.tool_choice, losses)
+    for i, f in enumerate(req.functions or ()):
+        conv.tools.append(ToolDef(f.name, f.description, f.parameters, f.strict, f"functions[{i}]"))
+    conv.tool_choice = _tool_choice(req.tool_choice, losses) or _function_call(req.function_call)
     conv.parallel_tool_calls = req.parallel_tool_calls
+    if legacy_functions(req) and conv.parallel_tool_calls is None:
+        conv.parallel_tool_calls = False   # a legacy answer carries one call: the backend is asked for one
     conv.max_tokens = req.max_completion_tokens or req.max_tokens
     conv.temperature, conv.top_p = req.temperature, req.top_p
     conv.stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or ())
@@ -160,6 +172,21 @@ def _parts(m: wire.Message, path: str, losses: list[Loss]) -> list:
     return out
 
 
+def legacy_functions(req: wire.ChatRequest) -> bool:
+    """Whether the client speaks the legacy functions (``functions``, no ``tools``): its answer's call is then
+    ``message.function_call``, as OpenAI answers such a request."""
+    return bool(req.functions) and not req.tools
+
+
+def _function_call(choice: str | wire.NamedFunction | None) -> ToolChoice | None:
+    """The legacy ``function_call`` as the tool choice: "auto" and "none" as they are, a named one forcing it."""
+    if choice is None:
+        return None
+    if isinstance(choice, str):
+        return ToolChoice(choice, path="function_call")
+    return ToolChoice("tool", choice.name, path="function_call")
+
+
 def _tool_choice(choice: str | wire.ToolChoiceObject | None, losses: list[Loss]) -> ToolChoice | None:
     if choice is None:
         return None
@@ -219,13 +246,18 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     body: dict = {"model": model, "messages": messages}
     if conv.tools:
         body["tools"] = [_tool(t) for t in conv.tools]
-    if conv.tool_choice is not None:
-        c = conv.tool_choice
+    # OpenAI refuses a tool_choice and parallel_tool_calls without tools ("... is only allowed when 'tools' are
+    # specified"); a Responses client may send either alone (Codex does). Without tools "auto" and "none" say
+    # nothing and parallel_tool_calls has nothing to apply to: left out. A choice that forces a tool is sent,
+    # for the backend's own 400 to name it.
+    c = conv.tool_choice
+    if c is not None and (conv.tools or c.kind not in ("auto", "none")):
         body["tool_choice"] = {"type": "function", "function": {"name": c.name}} if c.kind == "tool" else c.kind
         if c.allowed is not None:
             body["tool_choice"] = {"type": "allowed_tools", "allowed_tools": {
                 "mode": c.kind, "tools": [{"type": "function", "function": {"name": n}} for n in c.allowed]}}
-    _put(body, "parallel_tool_calls", conv.parallel_tool_calls)
+    if conv.tools:
+        _put(body, "parallel_tool_calls", conv.parallel_tool_calls)
     # max_completion_tokens, as LiteLLM and the executors send it: OpenAI deprecated max_tokens and its reasoning
     # models (o-series, gpt-5) refuse it; vLLM, SGLang and llama.cpp read either.
     _put(body, "max_completion_tokens", conv.max_tokens)
@@ -417,7 +449,9 @@ def read_answer(body: bytes) -> tuple[Answer, list[Loss]]:
     return Answer(doc.id or "", doc.model or "", parts, finish, usage, doc.created or 0), losses
 
 
-def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
+def write_answer(answer: Answer, legacy: bool = False) -> tuple[bytes, list[Loss]]:
+    """The answer as a Chat completion; ``legacy``: for a client of the legacy functions (``legacy_functions``),
+    its call as ``message.function_call`` and finish_reason ``function_call``, as OpenAI answers one."""
     losses: list[Loss] = []
     text = "".join(p.text for p in answer.parts if isinstance(p, Text) and not p.refusal)
     refusal = "".join(p.text for p in answer.parts if isinstance(p, Text) and p.refusal)
@@ -433,7 +467,13 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
         blocks = [b for b in map(thinking_block, thoughts) if b is not None]
         if blocks:
             message["thinking_blocks"] = blocks
-    if calls:
+    finish = FINISH_OUT[answer.finish]
+    if calls and legacy:
+        # One call is all the legacy shape holds (the backend was asked for one: parallel_tool_calls false).
+        message["function_call"] = {"name": calls[0].name, "arguments": calls[0].arguments}
+        losses += [dropped(c.path) for c in calls[1:]]
+        finish = "function_call" if finish == "tool_calls" else finish
+    elif calls:
         message["tool_calls"] = [{"id": c.id, "type": "function",
                                   "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
     logprobs = joined(p for p in answer.parts if isinstance(p, Text) and not p.refusal)
@@ -442,7 +482,7 @@ def write_answer(answer: Answer) -> tuple[bytes, list[Loss]]:
         "model": answer.model,
         "choices": [{"index": 0, "message": message,
                      "logprobs": {"content": logprobs, "refusal": None} if logprobs else None,
-                     "finish_reason": FINISH_OUT[answer.finish]}],
+                     "finish_reason": finish}],
     }
     if answer.usage is not None:
         body["usage"] = write_usage(answer.usage)
@@ -669,8 +709,9 @@ def _whole(pieces: list[str]) -> bool:
 class StreamWriter:
     """Neutral events -> Chat chunks; a usage chunk only when the client asked for one."""
 
-    def __init__(self, include_usage: bool) -> None:
+    def __init__(self, include_usage: bool, legacy: bool = False) -> None:
         self.include_usage = include_usage
+        self.legacy = legacy   # the legacy functions' client: its one call as delta.function_call (write_answer)
         self.losses: list[Loss] = []
         self._prefix = b""
         self._tools: dict[int, int] = {}   # block index -> tool_calls[].index
@@ -706,10 +747,17 @@ class StreamWriter:
             if ev.kind == "image":
                 self.losses.append(dropped(f"output[{ev.index}]"))
                 return b""
+            if self.legacy and self._tools:
+                self.losses.append(dropped(f"output[{ev.index}]"))   # a second call: the legacy shape holds one
+                return b""
             n = self._tools[ev.index] = len(self._tools)
+            if self.legacy:
+                return self._chunk({"function_call": {"name": ev.name, "arguments": ""}})
             return self._chunk({"tool_calls": [{"index": n, "id": ev.call_id, "type": "function",
                                                 "function": {"name": ev.name, "arguments": ""}}]})
         if isinstance(ev, ArgsDelta):
+            if self.legacy:
+                return self._chunk({"function_call": {"arguments": ev.json}}) if ev.index in self._tools else b""
             return self._chunk({"tool_calls": [{"index": self._tools[ev.index], "function": {"arguments": ev.json}}]})
         if isinstance(ev, BlockStop):
             thought = self._thinking.pop(ev.index, None)
@@ -722,7 +770,8 @@ class StreamWriter:
             self._blocks_sent += 1
             return self._chunk({"thinking_blocks": [block]})
         if isinstance(ev, Finished):
-            out = self._chunk({}, FINISH_OUT[ev.finish])
+            finish = FINISH_OUT[ev.finish]
+            out = self._chunk({}, "function_call" if self.legacy and self._tools and finish == "tool_calls" else finish)
             if self.include_usage:
                 usage = write_usage(ev.usage or Usage())
                 out += data_event(self._prefix + b'[],"usage":' + ENCODER.encode(usage) + b"}")

@@ -268,7 +268,8 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
             if tool["description"] is None:
                 del tool["description"]
     c = conv.tool_choice
-    if c is not None:
+    # As on Chat: a tool_choice needs tools; without any, "auto" and "none" say nothing and are left out.
+    if c is not None and (conv.tools or c.kind not in ("auto", "none")):
         body["tool_choice"] = {"type": "function", "name": c.name} if c.kind == "tool" else c.kind
         if c.allowed is not None:
             body["tool_choice"] = {"type": "allowed_tools", "mode": c.kind,
@@ -428,6 +429,13 @@ class Echo:
             "tools": [msgspec.Raw(ENCODER.encode(t)) for t in req.tools or ()],
             "top_p": 1.0 if req.top_p is None else req.top_p,
             "user": req.user,
+            # As OpenAI's Response object repeats them, with its defaults for those the request left out.
+            "text": req.text or {"format": {"type": "text"}},
+            "truncation": req.truncation or "disabled",
+            "service_tier": req.service_tier or "default",
+            "top_logprobs": req.top_logprobs or 0,
+            "safety_identifier": req.safety_identifier,
+            "prompt_cache_key": req.prompt_cache_key,
         }
 
     def response(self, id: str, model: str, created: int, status: str, output: list,
