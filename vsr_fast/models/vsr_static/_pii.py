@@ -425,6 +425,8 @@ def _piece_end(text: str, cuts: list[int], j: int) -> int:
 def _window(text: str, cuts: list[int], ok: Callable[[str], bool]) -> list[tuple[int, int]] | None:
     """The pieces of the longest head of a long run (at most ``_CUTS`` pieces, ending at a cut) that
     ``_side_by_side`` takes whole: which heads are wholly phones is read from the left, each piece checked once."""
+    if len(cuts) < 3:       # no head of two numbers: a run of groups parted by dots, dashes or slashes
+        return None
     def heads(first: int) -> int:
         reached, best = [first], 0     # the cuts that end a head wholly of phones
         for j in range(first + 1, len(cuts)):
