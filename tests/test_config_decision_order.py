@@ -269,3 +269,22 @@ def test_two_items_set_aside_from_one_list_in_one_round_take_out_those_two():
         "recipes[default].decisions[0].name: missing_field: required",
         "recipes[default].decisions[2].name: missing_field: required",
         "recipes[default].decisions[3].modelRefs[0].model: unknown_model: 'ghost' is not declared in providers.models"]
+
+
+def test_a_warning_names_the_files_index_of_the_decision_it_cites_when_an_earlier_one_was_set_aside():
+    """A decision set aside for its shape (no name) leaves the converted list one shorter: the warning's path was
+    put back to the file's index, but the decision its message cites kept the converted index, one off."""
+    from vsr_fast.config.load import collect
+
+    nameless = dec("x", 5, KW)
+    del nameless["name"]
+    found = collect(doc(nameless, dec("general", 50), dec("code", 10, KW)))
+    assert found.errors == ["recipes[default].decisions[0].name: missing_field: required"], found.errors
+    [line] = [w for w in found.warnings if ": shadowed_decision: " in w]
+    assert line.startswith("recipes[default].decisions[2]: "), line
+    assert "'general' (decisions[1], priority 50)" in line, line
+    found = collect(doc(nameless, dec("code", 10, KW), dec("tools", 10, {"type": "keyword", "name": "j"}),
+                        dec("general")))
+    [line] = [w for w in found.warnings if ": equal_priority: " in w]
+    assert line.startswith("recipes[default].decisions[2].priority: "), line
+    assert "'code' (decisions[1]) wins over 'tools'" in line, line

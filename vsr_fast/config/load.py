@@ -262,8 +262,15 @@ def reindex(line: str, moved: dict[str, list[int]]) -> str:
     for at in sorted(moved, key=len, reverse=True):     # an inner list's path holds its outer one's
         found = re.match(re.escape(at) + r"\[(\d+)\]", path)
         alive = moved[at]
-        if found and int(found.group(1)) < len(alive):
+        if found is None:
+            continue
+        if int(found.group(1)) < len(alive):
             path = f"{at}[{alive[int(found.group(1))]}]{path[found.end():]}"
+        # The message may cite a sibling of the item by its index, "(decisions[0], priority 50)"
+        # (``decision_order``): the file's index too, not the converted list's.
+        leaf = at.rpartition(".")[2]
+        rest = re.sub(rf"(?<=\(){re.escape(leaf)}\[(\d+)\]", lambda m: f"{leaf}[{alive[int(m.group(1))]}]"
+                      if int(m.group(1)) < len(alive) else m.group(0), rest)
     return path + sep + rest
 
 

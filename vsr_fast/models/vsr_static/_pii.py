@@ -275,7 +275,13 @@ _SEPARATORS = {**dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\uff0d
 _OTHER_SEPARATOR = re.compile(f"[{''.join(_SEPARATORS)}]")
 # The digits and separators right after a candidate: the same number's, or the next number's when two are written
 # side by side ("0151 2345678 0170 9876543"), which one candidate (at most 17 characters) cannot tell apart.
-_RUN = re.compile(r"(?:[ ./-]{1,3}\d+)*")
+# Read at most ``_RUN_GROUPS`` groups ahead: reading the whole run after every candidate cost 100 KB of "12 " 29 s
+# (each candidate re-read the rest of the text); the pieces are read ``_CUTS`` at a time (``_side_by_side``).
+_RUN_GROUPS = 16
+_RUN = re.compile(rf"(?:[ ./-]{{1,3}}\d+){{0,{_RUN_GROUPS}}}")
+_RUN_MORE = re.compile(r"[ ./-]{1,3}\d")
+_CUTS = 12
+_PIECE = 32   # longer than any ``_PHONE`` match (29 characters at most)
 _RUN_END = re.compile(rf"(?!{W}|[.,]\d)")
 # After a national number's area code, which starts with the trunk "0" (German, Austrian and Swiss habit:
 # "030/12345678", "030 / 12345678"); a +country code's number takes one anywhere ("+49 151/2345678"). A date,
@@ -354,26 +360,38 @@ def _phones(text: str) -> Iterator[Found]:
             m = _PHONE.search(text, end)
             continue
         run = _RUN.match(text, end).end()
-        pieces = _side_by_side(text, start, run, ok) if run > end or (" " in cand and not ok(cand)) else None
+        pieces = (_side_by_side(text, start, run, ok, _RUN_MORE.match(text, run) is not None)
+                  if run > end or (" " in cand and not ok(cand)) else None)
         if pieces and (pieces[0][0] == start or not ok(cand)):
             for lo, hi in pieces:
                 yield "PHONE_NUMBER", lo, hi, 0.9
-            end = run
+            end = pieces[-1][1]
         elif ok(cand):
             yield "PHONE_NUMBER", start, end, 0.9
         m = _PHONE.search(text, end)
 
 
-def _side_by_side(text: str, start: int, end: int, ok: Callable[[str], bool]) -> list[tuple[int, int]] | None:
+def _side_by_side(text: str, start: int, end: int, ok: Callable[[str], bool],
+                  longer: bool = False) -> list[tuple[int, int]] | None:
     """The run ``text[start:end]`` cut at its spaces into numbers that are each a whole candidate and a phone, or
     None: several numbers written side by side are each their own span (masking gives each its own placeholder).
     The run may start with one group that is no phone (a date, an order number: "am 12.05.2024 0151 2345678") when
     the numbers after it start with the trunk "0"; otherwise a run that is not wholly phones (an amount, a card,
-    an id) stays unmarked, and one number alone is the candidate's business."""
+    an id) stays unmarked, and one number alone is the candidate's business. A run of more than ``_CUTS`` pieces
+    (or one that goes on past what was read, ``longer``) is read a window at a time: its longest head that is
+    wholly such numbers, and the caller reads on after it (a list of seven numbers had its first two unmarked)."""
+    cuts = [start]
+    for i in range(start, end):
+        if text[i] == " " and text[i + 1] not in " ./-":
+            cuts.append(i + 1)
+            if len(cuts) > _CUTS:
+                longer = True
+                break
+    if longer:
+        return _window(text, cuts, ok)
     if not _RUN_END.match(text, end):
         return None
-    cuts = [start] + [i + 1 for i in range(start, end) if text[i] == " " and text[i + 1] not in " ./-"]
-    if len(cuts) < 2 or len(cuts) > 12:
+    if len(cuts) < 2:
         return None
     # ways[i]: the pieces from cuts[i] to the end, the fewest (each piece the longest that is a phone).
     ways: list[list[tuple[int, int]] | None] = [None] * len(cuts) + [[]]
@@ -394,6 +412,47 @@ def _side_by_side(text: str, start: int, end: int, ok: Callable[[str], bool]) ->
     if ways[1] is not None and text[cuts[1]] == "0" and not (len(first) == 4 and first.isdigit()):
         return ways[1]
     return None
+
+
+def _piece_end(text: str, cuts: list[int], j: int) -> int:
+    """Where the piece that ends before ``cuts[j]`` ends: at the space before it, trailing separators left out."""
+    stop = cuts[j] - 1
+    while stop > cuts[0] and text[stop - 1] in " ./-":
+        stop -= 1
+    return stop
+
+
+def _window(text: str, cuts: list[int], ok: Callable[[str], bool]) -> list[tuple[int, int]] | None:
+    """The pieces of the longest head of a long run (at most ``_CUTS`` pieces, ending at a cut) that
+    ``_side_by_side`` takes whole: which heads are wholly phones is read from the left, each piece checked once."""
+    if len(cuts) < 3:       # no head of two numbers: a run of groups parted by dots, dashes or slashes
+        return None
+    def heads(first: int) -> int:
+        reached, best = [first], 0     # the cuts that end a head wholly of phones
+        for j in range(first + 1, len(cuts)):
+            stop = _piece_end(text, cuts, j)
+            # No candidate is longer than _PIECE (the pattern's bound): a head no piece can reach any more is done.
+            reached = [i for i in reached if stop - cuts[i] <= _PIECE]
+            if not reached:
+                break
+            if any(_PHONE.fullmatch(text, cuts[i], stop) and ok(text[cuts[i]:stop]) for i in reached):
+                reached.append(j)
+                if j - first >= 2:
+                    best = j
+        return best
+
+    best = heads(0)
+    if not best:
+        first = text[cuts[0]:cuts[1]].rstrip(" ./-")
+        if text[cuts[1]] != "0" or (len(first) == 4 and first.isdigit()):
+            return None
+        best = heads(1)
+        if not best:
+            return None
+    pieces = _side_by_side(text, cuts[0], _piece_end(text, cuts, best), ok)
+    # The head's last piece may hold the next number's first group ("030 901820 06" of "... 06 12 34 56 78"): it is
+    # read again with what follows it.
+    return pieces[:-1] if pieces else None
 
 
 def _phone_ok(cand: str) -> bool:
