@@ -11,9 +11,11 @@ import httpcore
 import pytest
 import trio
 import trio.testing
+from httpcore._async.http11 import AsyncHTTP11Connection
+from httpcore._backends.trio import TrioStream
 
 from vsr_fast.upstream.stream import JOIN_MAX_BYTES, Backend, Stream
-from vsr_fast.upstream.transport import Origin, QuietPool, new_pool, send
+from vsr_fast.upstream.transport import Origin, QuietPool, _Exact, new_pool, send
 
 from .procs import Proc, mock_upstream
 
@@ -151,3 +153,30 @@ async def test_a_tls_backend_s_connection_reads_and_writes_through_it(tmp_path):
             assert isinstance(stream, Stream) and stream.get_extra_info("ssl_object") is not None
         finally:
             await pool.aclose()
+
+
+async def _answered(cls, answers: list[bytes]) -> tuple:
+    """What an HTTP/1.1 connection of class ``cls`` makes of ``answers`` read from the backend: the answer, or the
+    error with its message and cause."""
+    conn = cls(httpcore.Origin(b"http", b"h", 80), TrioStream(Scripted(answers)))
+    request = httpcore.Request(b"POST", "http://h/x", headers=[(b"Host", b"h"), (b"Content-Length", b"2")],
+                               content=b"{}")
+    try:
+        response = await conn.handle_async_request(request)
+        body = b"".join([chunk async for chunk in response.stream])
+        await response.aclose()
+        return ("ok", response.status, response.headers, body, conn.is_idle())
+    except Exception as exc:
+        return (type(exc), str(exc), type(exc.__cause__), str(exc.__cause__), conn.is_closed())
+
+
+@pytest.mark.parametrize("answers", [
+    [b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nabc"],
+    [b"HTTP/1.1 200 OK\r\ntransfer-", b"encoding: chunked\r\n\r\n3\r\nabc\r\n", b"0\r\n\r\n"],
+    [b"HTTP/1.1 2000 OK\r\n\r\n"],                                     # h11 refuses it: httpcore's protocol error
+    [b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nab", b""],           # cut mid-body
+    [b""],                                                              # gone before answering
+    [b"HTTP/1.1 200 OK\r\nbad header\r\n\r\n"],
+])
+async def test_the_exact_connection_reads_answers_and_maps_errors_as_httpcore(answers):
+    assert await _answered(_Exact, answers) == await _answered(AsyncHTTP11Connection, answers)

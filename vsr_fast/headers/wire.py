@@ -92,9 +92,18 @@ class WireConnection(h11.Connection):
     its head twice more: ``_clean_up_response_headers_for_sending`` is h11 0.16's, with the rebuilt heads made by
     ``_set_comma_header``. ``_process_event`` and ``_get_io_object`` are h11 0.16's without their ``typing.cast``
     calls, whose ``Union[...]`` is built anew (typing's cache lookup) at every head: no-ops that cost a few
-    thousand instructions each. Set as the ``__class__`` of the connections hypercorn and httpcore build."""
+    thousand instructions each; a body's ``Data`` skips the state machine it cannot move. Set as the ``__class__`` of
+    the connections hypercorn and httpcore build."""
 
     def _process_event(self, role, event) -> None:
+        if type(event) is h11.Data and self._cstate.states[role] is SEND_BODY:
+            # A body's Data leaves every state as it was (SEND_BODY -> SEND_BODY for both roles in h11's table; the
+            # state-triggered rules already stood at their fixed point, and neither a switch proposal nor keep-alive
+            # can change on Data), so all h11 does besides is the flag below: four Data a proxied request, each
+            # through the state machine's five calls for nothing.
+            if role is CLIENT:
+                self.client_is_waiting_for_100_continue = False
+            return
         old_states = dict(self._cstate.states)
         if role is CLIENT and type(event) is h11.Request:
             if event.method == b"CONNECT":

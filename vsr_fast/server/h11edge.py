@@ -43,7 +43,10 @@ class EdgeH11Protocol(H11Protocol):
         # hypercorn 0.18's, with every request a plain HTTP stream (its WebSocket branch left out, above).
         self.stream = HTTPStream(self.app, self.config, self.context, self.task_group, self.ssl, self.client,
                                  self.server, self.stream_send, STREAM_ID)
-        headers = request.headers.raw_items() if self.config.h11_pass_raw_headers else list(request.headers)
+        # ``list(request.headers)`` is h11's Sequence walked a Python ``__getitem__`` per header (and an IndexError
+        # to end it): the same pairs, its lowercase names and values, read from h11's stored items in one pass.
+        headers = request.headers.raw_items() if self.config.h11_pass_raw_headers else \
+            [(name, value) for _, name, value in request.headers._full_items]
         await self.stream.handle(Request(stream_id=STREAM_ID, headers=headers,
                                          http_version=request.http_version.decode(),
                                          method=request.method.decode("ascii").upper(), raw_path=request.target,

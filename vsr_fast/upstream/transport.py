@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 import h11
 import httpcore
 import httpx
+from httpcore._async import connection_pool as _pool_module, http11 as _http11_module
 from httpcore._async.http11 import AsyncHTTP11Connection
-from httpcore._exceptions import map_exceptions
 from httpcore._models import ByteStream
 
 from ..errors import UpstreamInvalid
@@ -211,11 +211,55 @@ class _Exact(AsyncHTTP11Connection):
         await super()._response_closed()
 
     async def _send_request_headers(self, request: httpcore.Request) -> None:
-        # httpcore 1.0's, the head validated by headers.wire (what h11's constructor checks, at a fraction of its cost).
+        # httpcore 1.0's, the head validated by headers.wire (what h11's constructor checks, at a fraction of its
+        # cost), and h11's error mapped as ``map_exceptions`` maps it, without its generator (``_receive_event``).
         timeout = request.extensions.get("timeout", {}).get("write", None)
-        with map_exceptions({h11.LocalProtocolError: httpcore.LocalProtocolError}):
-            event = h11.Request(method=request.method, target=request.url.target, headers=valid_headers(request.headers))
+        try:
+            event = h11.Request(method=request.method, target=request.url.target,
+                                headers=valid_headers(request.headers))
+        except h11.LocalProtocolError as exc:
+            raise httpcore.LocalProtocolError(exc) from exc
         await self._send_event(event, timeout=timeout)
+
+    async def _receive_event(self, timeout: float | None = None) -> h11.Event | type[h11.PAUSED]:
+        # httpcore 1.0's, with h11's error mapped by a try instead of ``map_exceptions``: that context manager is a
+        # generator (contextlib: four Python calls and a generator frame), entered four times a proxied request.
+        # The same exception (type, message, cause), raised from the same place.
+        while True:
+            try:
+                event = self._h11_state.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise httpcore.RemoteProtocolError(exc) from exc
+            if event is h11.NEED_DATA:
+                data = await self._network_stream.read(self.READ_NUM_BYTES, timeout=timeout)
+                # httpcore's message for a server gone before any answer (not h11's less telling one).
+                if data == b"" and self._h11_state.their_state == h11.SEND_RESPONSE:
+                    raise httpcore.RemoteProtocolError("Server disconnected without sending a response.")
+                self._h11_state.receive_data(data)
+            else:
+                return event
+
+
+class _BuiltResponse(httpcore.Response):
+    """``httpcore.Response`` as httpcore's async HTTP/1.1 connection and pool build one for every answer: the same
+    object, without ``enforce_headers``' check of the headers (``isinstance`` on ``typing.Mapping`` and
+    ``typing.Sequence``, through abc, then a call per name and value: ~2/3 of the ~5 us each of the two Responses
+    a request costs). What those two call sites pass is already what it would make: h11's ``raw_items()``, a list of
+    bytes pairs, and the connection's Response's own ``headers``; anything else takes httpcore's constructor."""
+
+    def __init__(self, status: int, *, headers=None, content=None, extensions=None) -> None:
+        if type(headers) is not list or content is None or isinstance(content, bytes):
+            super().__init__(status, headers=headers, content=content, extensions=extensions)
+            return
+        self.status = status
+        self.headers = list(headers)        # a copy, as enforce_headers makes
+        self.stream = content
+        self.extensions = {} if extensions is None else extensions
+        self._stream_consumed = False
+
+
+# Only the names those two modules call (not ``httpcore.Response`` itself, which a caller may build from anything).
+_http11_module.Response = _pool_module.Response = _BuiltResponse
 
 
 class Response:
