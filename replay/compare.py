@@ -60,7 +60,8 @@ STATEFUL_REASONS = {
     "previous_response_id": "a Responses request continuing a stored one (previous_response_id)",
 }
 APPROXIMATE_REASONS = {
-    "cut": "a request copy cut at max_body_bytes (signals read the cut copy: context length, keywords past it)",
+    "cut": "a request copy cut at max_body_bytes (context signals read the recorded token count, the others "
+           "the cut copy)",
     "offline": "a System One signal read unknown offline",
 }
 

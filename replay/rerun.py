@@ -11,7 +11,9 @@ turn retained (``retention.ttl_turns``; its ``why`` says so), a Responses
 request continuing a stored one (``previous_response_id``). Re-routed alone,
 each would read as a change the configuration did not make. A copy cut at
 ``max_body_bytes``, or a System One signal read unknown offline, is compared
-but ``approximate``: a move among those is shown apart, never a change.
+but ``approximate``: a move among those is shown apart, never a change. A cut
+copy's context signals read the token count the live route read (its
+``signals_evaluated`` event), not the cut copy's.
 """
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ from typing import IO
 
 from vsr_fast.routing import Loaded
 from vsr_fast.errors import VsrError
-from vsr_fast.events.types import DecisionChosen, ErrorRaised, Event, RequestReceived, now_ms
+from vsr_fast.events.types import DecisionChosen, ErrorRaised, Event, RequestReceived, SignalsEvaluated, now_ms
+from vsr_fast.signals.context import BYTES_PER_TOKEN
 from vsr_fast.protocol.adapters import Adapter, make_adapters
 from vsr_fast.protocol.responses import MemoryResponseStore
 from vsr_fast.routing.plan import SystemOneAsker
@@ -38,6 +41,7 @@ class Recorded:
     received_id: str = ""
     outcome: Outcome | None = None
     stateful: str | None = None        # why its recorded route came from state (compare.STATEFUL_REASONS)
+    tokens: int | None = None          # the token estimate the live context signals read, when one did
 
 
 def requests(events: Iterable[tuple[str, Event]]) -> Iterator[Recorded]:
@@ -46,6 +50,9 @@ def requests(events: Iterable[tuple[str, Event]]) -> Iterator[Recorded]:
     for entry_id, ev in events:
         is_received = isinstance(ev, RequestReceived)
         outcome = None if is_received else recorded_outcome(ev)
+        if isinstance(ev, SignalsEvaluated) and ev.replay_id in pending:    # after its request_received
+            pending[ev.replay_id].tokens = next(
+                (int(x.value) for x in ev.readings if x.type == "context" and x.value is not None), None)
         if not is_received and outcome is None:
             continue
         r = pending.get(ev.replay_id)
@@ -71,10 +78,11 @@ def recorded_adapters() -> dict[str, Adapter]:
 
 
 async def reroute(loaded: Loaded, received: RequestReceived, systemone: SystemOneAsker | None = None,
-                  adapters: dict[str, Adapter] | None = None) -> tuple[Outcome, str | None]:
+                  adapters: dict[str, Adapter] | None = None, tokens: int | None = None) -> tuple[Outcome, str | None]:
     """The route ``loaded`` gives the recorded request copy, and what it lacked, or None:
     ``previous_response_id`` (a Responses request continued turns its copy does not hold: stateful),
-    ``offline`` (a learned signal read unknown: approximate).
+    ``offline`` (a learned signal read unknown: approximate). ``tokens``: the token estimate the live
+    context signals read (a cut copy's context signals read it).
 
     With ``systemone``, learned rules ask the configuration's deployments, as the
     live router would (no model is called); without it (``--offline``) a rule
@@ -83,9 +91,18 @@ async def reroute(loaded: Loaded, received: RequestReceived, systemone: SystemOn
     assert received.request is not None
     adapter = (adapters or recorded_adapters())[received.api]
     identity = Identity(user=received.user, groups=frozenset(received.groups))
+
+    def canonical():
+        c = adapter.canonical(req, identity)
+        if tokens is not None and received.request_truncated:
+            # The copy was cut: the context signals read the size the live route read, not the cut copy's
+            # (``all_text_bytes`` is the estimate's basis, a cached property of the canonical request).
+            c.__dict__["all_text_bytes"] = max(c.all_text_bytes, tokens * BYTES_PER_TOKEN)
+        return c
+
     try:
         req = adapter.decode(received.request)
-        route = await loaded.table.route(adapter.model(req), lambda: adapter.canonical(req, identity), systemone)
+        route = await loaded.table.route(adapter.model(req), canonical, systemone)
     except VsrError as exc:
         return Outcome(getattr(exc, "recipe", None), error=exc.code), None
     model = route.candidates[0].name if route.candidates else None
@@ -121,7 +138,7 @@ async def run(loaded: Loaded, events: Iterable[tuple[str, Event]], *, out: IO[by
         if r.stateful is not None:
             cmp.add_stateful(r.stateful)
             continue
-        after, note = await reroute(loaded, r.received, systemone, adapters)
+        after, note = await reroute(loaded, r.received, systemone, adapters, r.tokens)
         if note == "previous_response_id":
             cmp.add_stateful(note)
             continue

@@ -263,6 +263,9 @@ def test_replaying_the_recording_config_counts_stateful_and_cut_routes_and_never
     assert result["changed"] == 0 and result["moves"] == [], result["moves"]
     assert result["stateful"] == {"retained": 1, "previous_response_id": 1}, result
     assert result["approximate_reasons"] == {"cut": 1}, result
+    # The cut copy (300 bytes) is 75 tokens; the live route read 500, and so does the replay's context signal.
+    assert result["approximate_changed"] == 0 and result["approximate_moves"] == [], result["approximate_moves"]
+    assert result["decisions"]["long"] == {"before": 1, "after": 1}
     assert result["compared"] == 4
     text = vsr_replay("run", "--config", config_path, "--redis", REDIS_URL, "--stream", stream).stdout
     assert "stateful   1 (not compared: a decision retained from an earlier turn" in text, text

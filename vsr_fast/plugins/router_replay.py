@@ -56,8 +56,8 @@ class RouterReplayConfig(Block):
     capture_personal_data: bool | UnsetType = UNSET
     # How much of the request (and of the answer, and of a shadow's answer) the record keeps. A request past it
     # is kept cut (a Chat request as its canonical form, the current user turn last), and vsr-replay re-routes
-    # that copy: its signals read less than the live route did (the context length above all), so its route
-    # is counted approximate, never as a change.
+    # that copy: its context signals read the token count the live route recorded, its other signals the cut
+    # text, so its route is counted approximate, a move among those never as a change.
     max_body_bytes: Annotated[int, Meta(ge=0, le=1 << 20)] | UnsetType = UNSET
     # The record store's bounds, read from global.plugins only (one store serves every recipe): the oldest
     # records go past max_records, every record after ttl_seconds. A reload applies them at once.
