@@ -7,7 +7,10 @@
 ``run`` and ``diff`` print what moved (``--json`` for tools) and every request
 they skipped, counted by reason; ``--fail-on-change`` exits 1 when anything
 moved, or when nothing could be compared (a gate that compared nothing proves
-nothing), for a CI gate before a configuration ships.
+nothing), for a CI gate before a configuration ships. ``run`` counts apart,
+never as a change, the routes a session's or a stored response's state chose
+(``stateful``) and those re-routed on a cut copy or offline (``approximate``).
+A Redis stream that does not exist is an error (exit 2), not an empty one.
 """
 from __future__ import annotations
 
@@ -151,7 +154,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print the result as JSON")
     r.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
     r.add_argument("--fail-on-change", action="store_true",
-                   help="exit 1 when any route moved, or when no request could be compared")
+                   help="exit 1 when any route moved, or when no request could be compared (stateful and "
+                        "approximate routes are never changes)")
     r.add_argument("--offline", action="store_true",
                    help="do not ask the decision model: learned signals read unknown (routes marked approximate)")
     r.set_defaults(func=cmd_run)

@@ -50,6 +50,29 @@ def recorded_outcome(ev: Event) -> Outcome | None:
     return None
 
 
+# The ``why`` of a decision a session's earlier turn held (routing.plan's retention): the route came from the
+# session's state, which a request re-routed alone does not have.
+RETAINED = "retained from an earlier turn"
+
+# Why a route is not compared, or compared only approximately, in the summary's words.
+STATEFUL_REASONS = {
+    "retained": "a decision retained from an earlier turn of its session (retention.ttl_turns)",
+    "previous_response_id": "a Responses request continuing a stored one (previous_response_id)",
+}
+APPROXIMATE_REASONS = {
+    "cut": "a request copy cut at max_body_bytes (context signals read the recorded token count, the others "
+           "the cut copy)",
+    "offline": "a System One signal read unknown offline",
+}
+
+
+def stateful_reason(ev: Event) -> str | None:
+    """Why a recorded route depended on state the request's copy does not carry, or None."""
+    if isinstance(ev, DecisionChosen) and ev.why.startswith(RETAINED):
+        return "retained"
+    return None
+
+
 @dataclass
 class Move:
     count: int = 0
@@ -62,17 +85,27 @@ class Comparison:
 
     compared: int = 0
     unchanged: int = 0
-    approximate: int = 0                 # a cut request copy, or System One signals unknown offline
+    # Compared on less than the live route read (APPROXIMATE_REASONS): a move among them is counted apart
+    # (``approximate_moves``), never as a change: it may be the copy's, not the configuration's.
+    approximate: int = 0
+    approximate_reasons: collections.Counter = field(default_factory=collections.Counter)
+    # Routed on the session's or a stored response's state (STATEFUL_REASONS): not compared, never a change.
+    stateful: collections.Counter = field(default_factory=collections.Counter)
     skipped: collections.Counter = field(default_factory=collections.Counter)
     moves: dict[tuple[Outcome, Outcome], Move] = field(default_factory=dict)
+    approximate_moves: dict[tuple[Outcome, Outcome], Move] = field(default_factory=dict)
     decisions_before: collections.Counter = field(default_factory=collections.Counter)
     decisions_after: collections.Counter = field(default_factory=collections.Counter)
     models_before: collections.Counter = field(default_factory=collections.Counter)
     models_after: collections.Counter = field(default_factory=collections.Counter)
 
-    def add(self, replay_id: str, before: Outcome, after: Outcome, *, approximate: bool = False) -> None:
+    def add(self, replay_id: str, before: Outcome, after: Outcome, *, approximate: str | None = None) -> None:
+        """One route compared; ``approximate``: why the re-route read less than the live one (a key of
+        APPROXIMATE_REASONS), or None."""
         self.compared += 1
-        self.approximate += approximate
+        if approximate:
+            self.approximate += 1
+            self.approximate_reasons[approximate] += 1
         self.decisions_before[before.decision_label] += 1
         self.decisions_after[after.decision_label] += 1
         self.models_before[before.model_label] += 1
@@ -80,24 +113,37 @@ class Comparison:
         if before == after:
             self.unchanged += 1
             return
-        move = self.moves.setdefault((before, after), Move())
+        move = (self.approximate_moves if approximate else self.moves).setdefault((before, after), Move())
         move.count += 1
         if len(move.examples) < EXAMPLES:
             move.examples.append(replay_id)
 
+    def add_stateful(self, reason: str) -> None:
+        """A route its session's or a stored response's state chose (a key of STATEFUL_REASONS): not compared."""
+        self.stateful[reason] += 1
+
     @property
     def changed(self) -> int:
-        return self.compared - self.unchanged
+        return sum(m.count for m in self.moves.values())
 
-    def sorted_moves(self) -> list[tuple[Outcome, Outcome, Move]]:
-        return [(b, a, m) for (b, a), m in sorted(self.moves.items(), key=lambda kv: (-kv[1].count, kv[0]))]
+    @property
+    def approximate_changed(self) -> int:
+        return sum(m.count for m in self.approximate_moves.values())
+
+    def sorted_moves(self, approximate: bool = False) -> list[tuple[Outcome, Outcome, Move]]:
+        moves = self.approximate_moves if approximate else self.moves
+        return [(b, a, m) for (b, a), m in sorted(moves.items(), key=lambda kv: (-kv[1].count, kv[0]))]
 
     def json(self) -> dict:
         return {
             "compared": self.compared, "unchanged": self.unchanged, "changed": self.changed,
-            "approximate": self.approximate, "skipped": dict(self.skipped),
+            "approximate": self.approximate, "approximate_changed": self.approximate_changed,
+            "approximate_reasons": dict(self.approximate_reasons), "stateful": dict(self.stateful),
+            "skipped": dict(self.skipped),
             "moves": [{"from": b.json(), "to": a.json(), "count": m.count, "examples": m.examples}
                       for b, a, m in self.sorted_moves()],
+            "approximate_moves": [{"from": b.json(), "to": a.json(), "count": m.count, "examples": m.examples}
+                                  for b, a, m in self.sorted_moves(approximate=True)],
             "decisions": _table(self.decisions_before, self.decisions_after),
             "models": _table(self.models_before, self.models_after),
         }
@@ -106,13 +152,20 @@ class Comparison:
         lines = [title, f"  compared   {self.compared}", f"  unchanged  {self.unchanged}",
                  f"  changed    {self.changed}"]
         if self.approximate:
-            lines.append(f"  approximate {self.approximate} (a request copy cut at max_body_bytes, or a System One"
-                         " signal read unknown offline)")
+            lines.append(f"  approximate {self.approximate}, {self.approximate_changed} of them moved (not counted"
+                         " as changed: re-routed on less than the live route read)")
+            for reason, n in sorted(self.approximate_reasons.items()):
+                lines.append(f"             {n} ({APPROXIMATE_REASONS.get(reason, reason)})")
+        for reason, n in sorted(self.stateful.items()):
+            lines.append(f"  stateful   {n} (not compared: {STATEFUL_REASONS.get(reason, reason)}; re-routed alone,"
+                         " without that state, it would read as a change)")
         for reason, n in sorted(self.skipped.items()):
             lines.append(f"  skipped    {n} ({reason.replace('_', ' ')})")
-        if self.moves:
-            lines += ["", "Moved:"]
-            for b, a, m in self.sorted_moves():
+        for title, approximate in (("Moved:", False), ("Moved, approximately (not changes):", True)):
+            moves = self.sorted_moves(approximate)
+            if moves:
+                lines += ["", title]
+            for b, a, m in moves:
                 route = f"{b.decision_label} -> {a.decision_label}"
                 models = "" if b.model == a.model else f"  [{b.model_label} -> {a.model_label}]"
                 lines.append(f"  {m.count:>6}  {route}{models}  e.g. {', '.join(m.examples)}")
@@ -131,4 +184,5 @@ def _table(before: collections.Counter, after: collections.Counter) -> dict[str,
     return {k: {"before": before[k], "after": after[k]} for k in keys}
 
 
-__all__ = ["Comparison", "Move", "Outcome", "recorded_outcome"]
+__all__ = ["APPROXIMATE_REASONS", "Comparison", "Move", "Outcome", "STATEFUL_REASONS", "recorded_outcome",
+           "stateful_reason"]

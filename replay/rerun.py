@@ -3,9 +3,17 @@
 A request is re-routed from the copy its ``request_received`` event kept
 (``router_replay.capture_request_body``), read by the adapter of the client
 API it came in (Chat, Messages, Responses, Images), with the identity routing
-read then. Requests recorded without a copy are counted, not guessed. A
-Responses request that continued a stored one (``previous_response_id``) is
-re-routed on what it sent, without the stored turns: marked approximate.
+read then. Requests recorded without a copy are counted, not guessed.
+
+A route chosen on state the copy does not carry is not compared but counted
+as ``stateful`` (``compare.STATEFUL_REASONS``): a decision a session's earlier
+turn retained (``retention.ttl_turns``; its ``why`` says so), a Responses
+request continuing a stored one (``previous_response_id``). Re-routed alone,
+each would read as a change the configuration did not make. A copy cut at
+``max_body_bytes``, or a System One signal read unknown offline, is compared
+but ``approximate``: a move among those is shown apart, never a change. A cut
+copy's context signals read the token count the live route read (its
+``signals_evaluated`` event), not the cut copy's.
 """
 from __future__ import annotations
 
@@ -15,13 +23,14 @@ from typing import IO
 
 from vsr_fast.routing import Loaded
 from vsr_fast.errors import VsrError
-from vsr_fast.events.types import DecisionChosen, ErrorRaised, Event, RequestReceived, now_ms
+from vsr_fast.events.types import DecisionChosen, ErrorRaised, Event, RequestReceived, SignalsEvaluated, now_ms
+from vsr_fast.signals.context import BYTES_PER_TOKEN
 from vsr_fast.protocol.adapters import Adapter, make_adapters
 from vsr_fast.protocol.responses import MemoryResponseStore
 from vsr_fast.routing.plan import SystemOneAsker
 from vsr_fast.signals.base import Identity
 
-from .compare import Comparison, Outcome, recorded_outcome
+from .compare import Comparison, Outcome, recorded_outcome, stateful_reason
 from .sources import LINE_ENCODER, ExportLine
 
 
@@ -31,6 +40,8 @@ class Recorded:
     received: RequestReceived | None = None
     received_id: str = ""
     outcome: Outcome | None = None
+    stateful: str | None = None        # why its recorded route came from state (compare.STATEFUL_REASONS)
+    tokens: int | None = None          # the token estimate the live context signals read, when one did
 
 
 def requests(events: Iterable[tuple[str, Event]]) -> Iterator[Recorded]:
@@ -39,6 +50,9 @@ def requests(events: Iterable[tuple[str, Event]]) -> Iterator[Recorded]:
     for entry_id, ev in events:
         is_received = isinstance(ev, RequestReceived)
         outcome = None if is_received else recorded_outcome(ev)
+        if isinstance(ev, SignalsEvaluated) and ev.replay_id in pending:    # after its request_received
+            pending[ev.replay_id].tokens = next(
+                (int(x.value) for x in ev.readings if x.type == "context" and x.value is not None), None)
         if not is_received and outcome is None:
             continue
         r = pending.get(ev.replay_id)
@@ -48,6 +62,7 @@ def requests(events: Iterable[tuple[str, Event]]) -> Iterator[Recorded]:
             r.received, r.received_id = ev, entry_id
         elif r.outcome is None:
             r.outcome = outcome
+            r.stateful = stateful_reason(ev)
         if r.received is not None and r.outcome is not None:
             yield pending.pop(ev.replay_id)
     yield from pending.values()
@@ -63,9 +78,11 @@ def recorded_adapters() -> dict[str, Adapter]:
 
 
 async def reroute(loaded: Loaded, received: RequestReceived, systemone: SystemOneAsker | None = None,
-                  adapters: dict[str, Adapter] | None = None) -> tuple[Outcome, bool]:
-    """The route ``loaded`` gives the recorded request copy, and whether it is approximate: a learned
-    signal read unknown, or a Responses request continued turns its copy does not hold.
+                  adapters: dict[str, Adapter] | None = None, tokens: int | None = None) -> tuple[Outcome, str | None]:
+    """The route ``loaded`` gives the recorded request copy, and what it lacked, or None:
+    ``previous_response_id`` (a Responses request continued turns its copy does not hold: stateful),
+    ``offline`` (a learned signal read unknown: approximate). ``tokens``: the token estimate the live
+    context signals read (a cut copy's context signals read it).
 
     With ``systemone``, learned rules ask the configuration's deployments, as the
     live router would (no model is called); without it (``--offline``) a rule
@@ -74,16 +91,26 @@ async def reroute(loaded: Loaded, received: RequestReceived, systemone: SystemOn
     assert received.request is not None
     adapter = (adapters or recorded_adapters())[received.api]
     identity = Identity(user=received.user, groups=frozenset(received.groups))
+
+    def canonical():
+        c = adapter.canonical(req, identity)
+        if tokens is not None and received.request_truncated:
+            # The copy was cut: the context signals read the size the live route read, not the cut copy's
+            # (``all_text_bytes`` is the estimate's basis, a cached property of the canonical request).
+            c.__dict__["all_text_bytes"] = max(c.all_text_bytes, tokens * BYTES_PER_TOKEN)
+        return c
+
     try:
         req = adapter.decode(received.request)
-        route = await loaded.table.route(adapter.model(req), lambda: adapter.canonical(req, identity), systemone)
+        route = await loaded.table.route(adapter.model(req), canonical, systemone)
     except VsrError as exc:
-        return Outcome(getattr(exc, "recipe", None), error=exc.code), False
+        return Outcome(getattr(exc, "recipe", None), error=exc.code), None
     model = route.candidates[0].name if route.candidates else None
     offline = route.readings is not None and any(
         o.matched is None and _OFFLINE in (o.detail or "") for o in route.readings.outcomes.values())
     continued = getattr(req.body, "previous_response_id", None) is not None
-    return Outcome(route.recipe, route.decision, model, route.fallback), offline or continued
+    note = "previous_response_id" if continued else "offline" if offline else None
+    return Outcome(route.recipe, route.decision, model, route.fallback), note
 
 
 async def run(loaded: Loaded, events: Iterable[tuple[str, Event]], *, out: IO[bytes] | None = None,
@@ -108,8 +135,14 @@ async def run(loaded: Loaded, events: Iterable[tuple[str, Event]], *, out: IO[by
         if r.received.api not in adapters:
             cmp.skipped[f"api_{r.received.api}"] += 1   # a client API this router does not re-route
             continue
-        after, offline = await reroute(loaded, r.received, systemone, adapters)
-        cmp.add(r.replay_id, r.outcome, after, approximate=r.received.request_truncated or offline)
+        if r.stateful is not None:
+            cmp.add_stateful(r.stateful)
+            continue
+        after, note = await reroute(loaded, r.received, systemone, adapters, r.tokens)
+        if note == "previous_response_id":
+            cmp.add_stateful(note)
+            continue
+        cmp.add(r.replay_id, r.outcome, after, approximate="cut" if r.received.request_truncated else note)
         if out is not None:
             _write(out, r, after, loaded.version_hash)
     return cmp

@@ -11,6 +11,7 @@ import abc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
@@ -79,11 +80,24 @@ class ExportFile(Source):
                 f.close()
 
 
+def _shown(url: str) -> str:
+    """``url`` without its password, to print."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
 class RedisStream(Source):
     def __init__(self, url: str, stream: str, *, start: str | None = None, end: str | None = None,
                  page: int = 1000) -> None:
         self.source = RedisSource(url, stream)
         self.start, self.end, self.page = start, end, page
+        if not self.source.exists():
+            # A mistyped --stream read as an empty one would report "compared 0" and pass a gate: cannot run (2).
+            self.source.close()
+            raise ValueError(f"stream {stream} does not exist on {_shown(url)}")
         self.total = self.source.length()
 
     def __iter__(self) -> Iterator[tuple[str, Event]]:

@@ -325,7 +325,8 @@ async def test_the_shadow_sends_copies_records_answers_and_never_blocks(stream_c
     sent: list[tuple[str, bytes]] = []
     release = trio.Event()
 
-    async def send(model: str, body: bytes) -> tuple[int, bytes]:
+    async def send(copy: ShadowCopy, recipe: str | None) -> tuple[int, bytes]:
+        model, body = copy.model, copy.body
         sent.append((model, body))
         if b"slow" in body:
             await release.wait()
@@ -372,8 +373,8 @@ async def test_services_wire_recorder_cache_and_shadow_together(stream_config):
                           shadow=ShadowPolicy(model="cand", sample_rate=1.0, timeout_seconds=5))
     sent = []
 
-    async def send(model: str, body: bytes):
-        sent.append(model)
+    async def send(copy: ShadowCopy, recipe: str | None):
+        sent.append(copy.model)
         return 200, GOOD
 
     stores = Stores(event_stream=stream_config,

@@ -229,7 +229,7 @@ async def test_run_asks_the_new_configurations_decision_model(stream_name, tmp_p
 
 
 async def test_reroute_reads_every_client_apis_copy(configs):
-    """A recorded copy is read by its own API's adapter; a continued Responses request is approximate."""
+    """A recorded copy is read by its own API's adapter; a continued Responses request is stateful."""
     from replay import rerun
     from vsr_fast.events.types import RequestReceived
 
@@ -237,13 +237,14 @@ async def test_reroute_reads_every_client_apis_copy(configs):
     cases = [
         ("messages", {"model": "vsr/auto", "max_tokens": 8, "messages": [
             {"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "rust"}]}]},
-         "code", False),
+         "code", None),
         ("responses", {"model": "vsr/auto", "input": [{"type": "additional_tools", "tools": []},
                                                       {"role": "user", "content": "a refund please"}]},
-         "billing", False),
-        ("responses", {"model": "vsr/auto", "input": "rust", "previous_response_id": "resp_1"}, "code", True),
-        ("images", {"model": "vsr/auto", "prompt": "a rust logo"}, "code", False),
-        ("chat", {"model": "vsr/auto", "messages": [{"role": "user", "content": "hello"}]}, "general", False),
+         "billing", None),
+        ("responses", {"model": "vsr/auto", "input": "rust", "previous_response_id": "resp_1"}, "code",
+         "previous_response_id"),
+        ("images", {"model": "vsr/auto", "prompt": "a rust logo"}, "code", None),
+        ("chat", {"model": "vsr/auto", "messages": [{"role": "user", "content": "hello"}]}, "general", None),
     ]
     for api, body, decision, approximate in cases:
         received = RequestReceived(replay_id="r", api=api, request=msgspec.json.encode(body))

@@ -18,7 +18,8 @@ import sys
 import textwrap
 import tokenize
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
+from dataclasses import fields as dataclass_fields
 from functools import lru_cache
 
 import msgspec
@@ -34,6 +35,7 @@ from ..config.schema import (AccessLogConfig, Algorithm, CandidateRequirements, 
 from ..config.signals import CONDITION_TYPES
 from ..config.stores import RedisAt
 from ..decisions.projections import TYPE as PROJECTION
+from ..plugins.router_replay import ReplayPolicy, RouterReplayConfig, ShadowConfig, ShadowPolicy
 from ..plugins.table import CONFIGURATIONS
 from ..routing.plan import LEARNED_TYPES
 from ..systemone.capabilities import BUILTIN_ARTIFACTS
@@ -227,11 +229,26 @@ def _is_list(t) -> bool:
     return isinstance(t, (mi.ListType, mi.SetType, mi.FrozenSetType, mi.VarTupleType))
 
 
-def _default(f: mi.Field) -> str:
+# A plugin block whose fields every layer may leave unset, and the policy its layers merge into: the value a field
+# takes when no layer sets it (the bottom layer's) is that policy's default.
+BOTTOM_LAYERS: dict[type, type] = {RouterReplayConfig: ReplayPolicy, ShadowConfig: ShadowPolicy}
+
+
+def _bottom(cls: type, name: str) -> str | None:
+    policy = BOTTOM_LAYERS.get(cls)
+    found = next((f for f in dataclass_fields(policy) if f.name == name), None) if policy is not None else None
+    if found is None or found.default is MISSING:
+        return None
+    return f"`{_flow(found.default)}`"
+
+
+def _default(f: mi.Field, cls: type | None = None) -> str:
     if f.required:
         return "required"
     if f.default is msgspec.NODEFAULT and f.default_factory is msgspec.NODEFAULT:
-        return "unset: the layer below's"     # a plugin's field, merged over global, recipe, decision
+        # A plugin's field, merged over global, recipe, decision; at the bottom, the policy's own default.
+        bottom = _bottom(cls, f.name) if cls is not None else None
+        return "unset: the layer below's" + (f"; no layer: {bottom}" if bottom else "")
     value = f.default_factory() if f.default is msgspec.NODEFAULT else f.default
     if isinstance(value, msgspec.Struct):
         return "its defaults"
@@ -375,7 +392,7 @@ def _render_block(block: Block) -> list[str]:
         if refused is not None:   # declared by the schema, refused by the load: no example to copy
             example, notes = "—", f"**Refused at load** (`unsupported_field`): {refused}. {notes}".strip()
         out.append("| " + " | ".join(_cell(c) for c in (
-            f"`{f.encode_name}`", _type_name(f.type), _default(f), _allowed(f.type, known), example,
+            f"`{f.encode_name}`", _type_name(f.type), _default(f, cls), _allowed(f.type, known), example,
             notes)) + " |")
     out.append("")
     return out

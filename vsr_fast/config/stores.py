@@ -67,8 +67,11 @@ class EventStreamStore(RedisAt):
     (AnswerCompleted), ``cache_hit`` (CacheHit), ``cache_write`` (CacheWritten), ``shadow_answer``
     (ShadowAnswered), ``plugins_applied`` (PluginsApplied) and ``error`` (ErrorRaised), the msgspec Structs of
     ``vsr_fast/events/types.py``, whose ``decode_event`` reads an entry's bytes. Every event carries
-    ``replay_id``, ``request_id``, ``session_id``, ``recipe``, ``config_version``, ``seq`` (the request's own
-    order of its events), ``ts_ms`` (Unix milliseconds) and ``replay``; a field at its default is left out.
+    ``replay_id``, ``request_id``, ``session_id``, ``recipe``, ``config_version``, ``seq`` (the order of the events
+    the request path wrote, 0 up; an event a consumer adds later takes the ``seq`` of the event it answers:
+    ``cache_write`` its ``answer_completed``'s, ``shadow_answer`` its ``request_received``'s, so two events
+    of a request may share one, and a reader orders those by ``kind`` and ``ts_ms``), ``ts_ms`` (Unix
+    milliseconds) and ``replay``; a field at its default is left out.
     Every upstream attempt that was started has its ``upstream_attempt``, one a deadline or a cancellation cut
     too (its ``cause`` ``deadline``: the request's ``request_timeout_ms`` or an executor's budget passed;
     ``cancelled``: the client left, a panel had its quorum or a sibling call's failure ended the run), and every

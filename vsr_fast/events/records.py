@@ -9,6 +9,11 @@ status, path) that the listing filters on.
 Redis layout, under ``prefix``::
 
     r:<replay id>                 hash: e:<seq>:<kind> -> event (msgpack), s:<field> -> summary; expires
+
+A consumer's event (``shadow_answer``, ``cache_write``: ``LATE``) arrives after its request's own and joins the
+record only while it exists (a script that writes only to an existing hash, in the same pipeline): one for a
+record evicted by ``max_records`` or expired must never make it again, a fragment under its old time that
+would push a newer, whole record out.
     i                             zset of every record id by time; the size bound trims it, oldest first
     i:<field>:<value>             zset per decision, model and recipe, by time: trimmed with ``i`` (age, size,
                                   eviction); stale ids dropped when listed
@@ -27,11 +32,21 @@ import trio
 from .replay_record import RecordSummary, ReplayRecord, build_record
 from .redis_stream import client
 from .source import StoreUnavailable
-from .types import AnswerCompleted, CacheHit, DecisionChosen, ErrorRaised, Event, decode_event, encode_event
+from .types import (AnswerCompleted, CacheHit, CacheWritten, DecisionChosen, ErrorRaised, Event, ShadowAnswered,
+                    decode_event, encode_event)
 
 log = logging.getLogger("vsr_fast.events")
 SUMMARY = ("ts", "recipe", "decision", "model", "status", "path")
 INDEXED = ("decision", "model", "recipe")
+# Events a consumer appends after the request's own (the cache writer's, the shadow dispatcher's): they join a
+# record that exists, never make one.
+LATE = (CacheWritten, ShadowAnswered)
+# KEYS[1]: the record; ARGV: field, value pairs. Written only if the record is there (its TTL left as it is).
+_JOIN = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV))
+return 1
+"""
 
 
 def summary_fields(ev: Event) -> dict[str, Any]:
@@ -80,6 +95,8 @@ class MemoryRecords:
     def add(self, events: list[Event]) -> None:
         for ev in events:
             found = self._events.get(ev.replay_id)
+            if found is None and isinstance(ev, LATE):
+                continue        # its record was evicted or expired: not made again (``LATE``)
             if found is None:
                 found = self._events[ev.replay_id] = []
                 self._summaries[ev.replay_id] = RecordSummary(id=ev.replay_id, ts_ms=ev.ts_ms, recipe=None,
@@ -89,6 +106,11 @@ class MemoryRecords:
             s = self._summaries[ev.replay_id]
             for name, value in summary_fields(ev).items():
                 setattr(s, "response_path" if name == "path" else name, value)
+        self._trim()
+
+    def bound(self, *, max_records: int, ttl_seconds: int) -> None:
+        """New bounds (a reload): records past them go now."""
+        self.max_records, self.ttl_ms = max_records, ttl_seconds * 1000
         self._trim()
 
     def _trim(self) -> None:
@@ -127,6 +149,7 @@ class RedisRecords:
     def __init__(self, url: str, prefix: str, *, max_records: int, ttl_seconds: int) -> None:
         self.prefix, self.max_records, self.ttl_s = prefix, max_records, ttl_seconds
         self._redis = client(url, socket_timeout=5.0)
+        self._join = self._redis.register_script(_JOIN)
         self.unreadable = 0     # stored fields skipped unread (an event, a summary's number)
 
     def _rec(self, replay_id: str) -> str:
@@ -147,6 +170,11 @@ class RedisRecords:
         for ev in events:
             key = self._rec(ev.replay_id)
             fields: dict[str, Any] = {f"e:{ev.seq:010d}:{ev.__struct_config__.tag}": encode_event(ev)}
+            if isinstance(ev, LATE):
+                # Its summary fields (the recipe) are the record's already, and it indexes nothing.
+                (name, value), = fields.items()
+                self._join(keys=[key], args=[name, value], client=pipe)
+                continue
             summary = summary_fields(ev)
             fields.update({f"s:{k}": str(v) for k, v in summary.items()})
             pipe.hsetnx(key, "s:ts", ev.ts_ms)
@@ -173,6 +201,19 @@ class RedisRecords:
             if evicted:
                 self._evict([rid.decode() for rid, _ in evicted])
 
+    def bound(self, *, max_records: int, ttl_seconds: int) -> None:
+        """New bounds (a reload): the records past the size bound go now; past the age bound, each read leaves
+        out (``get``, ``list``) what the keys' own expiry, set under the old bound, has not dropped yet."""
+        self.max_records, self.ttl_s = max_records, ttl_seconds
+        count = self._call(self._redis.zcard, self._index())
+        if count > max_records:
+            evicted = self._call(self._redis.zpopmin, self._index(), count - max_records)
+            if evicted:
+                self._evict([rid.decode() for rid, _ in evicted])
+
+    def _horizon(self) -> int:
+        return _now_ms() - self.ttl_s * 1000
+
     def _evict(self, ids: list[str]) -> None:
         """Delete the records ``ids`` and take them out of their fields' indexes."""
         pipe = self._redis.pipeline(transaction=False)
@@ -189,6 +230,9 @@ class RedisRecords:
 
     def get(self, replay_id: str) -> ReplayRecord | None:
         fields = self._call(self._redis.hgetall, self._rec(replay_id))
+        ts = _number(fields.get(b"s:ts", b"").decode(errors="replace"))
+        if ts is not None and ts < self._horizon():
+            return None         # older than ttl_seconds (lowered by a reload since it was written)
         events, bad = [], 0
         for k, v in fields.items():
             if k.startswith(b"e:"):
@@ -215,7 +259,7 @@ class RedisRecords:
                              if v is not None), (None, None))
         index = self._index(field, value)
         hi = "+inf" if until_ms is None else until_ms
-        lo = "-inf" if since_ms is None else since_ms
+        lo = max(self._horizon(), since_ms or 0)      # nothing past ttl_seconds, whenever it was lowered
         out: list[RecordSummary] = []
         offset, page = 0, max(2 * limit, 100)
         while len(out) < limit:
@@ -284,6 +328,10 @@ class ReplayRecords:
 
     async def add(self, events: list[Event]) -> None:
         await self._run(self.backend.add, events)
+
+    async def bound(self, *, max_records: int, ttl_seconds: int) -> None:
+        """The global router_replay's ``max_records`` and ``ttl_seconds`` after a reload, in effect at once."""
+        await self._run(self.backend.bound, max_records=max_records, ttl_seconds=ttl_seconds)
 
     async def get_record(self, replay_id: str) -> ReplayRecord | None:
         """``GET /api/v1/replay/{id}``: the record, or None (unknown, expired or evicted)."""

@@ -245,6 +245,10 @@ class RedisSource:
     def length(self) -> int:
         return int(self._call(self._redis.xlen, self.stream))
 
+    def exists(self) -> bool:
+        """Whether the stream key exists (XLEN answers 0 for a name never written, a typo included)."""
+        return bool(self._call(self._redis.exists, self.stream))
+
     def close(self) -> None:
         self._redis.close()
 

@@ -43,6 +43,8 @@ from .types import (
 from .writer import EventSink
 
 _ns = time.time_ns
+# The client APIs a shadow copy is made of (Images are no conversation to compare).
+SHADOWED_APIS = frozenset({"chat", "messages", "responses"})
 
 
 class RequestEvents:
@@ -116,7 +118,8 @@ class RequestEvents:
 
     def received(self, raw: bytes, request: ChatRequest | None, *, route: Route | None = None,
                  identity: Identity | None = None, api: str = "chat", shadow: bool = True,
-                 model: str | None = None, stream: bool | None = None, withhold: bool = False) -> None:
+                 model: str | None = None, stream: bool | None = None, withhold: bool = False,
+                 shadow_body: bytes | None = None) -> None:
         """The request arrived (record it once routing chose the policy; ``ts_ms`` is its arrival).
 
         The body is kept as received, every field the client sent (``body_copy``).
@@ -125,15 +128,18 @@ class RequestEvents:
         Any other client API: ``request`` is None, a copy past the limit is cut by
         ``body_copy``, and ``model`` and ``stream`` say what it asked for. ``shadow``: False where
         router_replay.shadow must not run (anything but single-model provider dispatch
-        of a Chat request, spec 5.7); a sampled copy to a model outside ``identity``'s key
+        of a Chat, Messages or Responses request, spec 5.7); a sampled copy to a model outside ``identity``'s key
         ``models``, or under capture_personal_data: false, is not made either (``shadow_refused``).
+        ``shadow_body``: the body the copy carries when not ``raw`` (a Responses chain's stored turns expanded).
         ``withhold``: no event carries a copy of the body (masking protects what it holds, or
         capture_personal_data: false), nor of the answer, which can echo the request's fields (``answer``).
         """
-        self.sink.record(self._received(raw, request, route, identity, api, shadow, model, stream, withhold))
+        self.sink.record(self._received(raw, request, route, identity, api, shadow, model, stream, withhold,
+                                        shadow_body))
 
     def _received(self, raw: bytes, request: ChatRequest | None, route: Route | None, identity: Identity | None,
-                  api: str, shadow: bool, model: str | None, stream: bool | None, withhold: bool) -> RequestReceived:
+                  api: str, shadow: bool, model: str | None, stream: bool | None, withhold: bool,
+                  shadow_body: bytes | None = None) -> RequestReceived:
         if route is not None:
             self.recipe = route.recipe
         self.withheld = withhold
@@ -149,8 +155,8 @@ class RequestEvents:
                 user, groups = identity.user, sorted(identity.groups)
         shadow_copy = None
         sp = p.shadow
-        # The shadow dispatcher sends Chat Completions bodies: other APIs are not sampled.
-        if shadow and api == "chat" and p.enabled and sp is not None and random.random() < sp.sample_rate:
+        # Chat, Messages and Responses bodies: the dispatcher translates each to the candidate's format.
+        if shadow and api in SHADOWED_APIS and p.enabled and sp is not None and random.random() < sp.sample_rate:
             live = route.candidates[0].name if route is not None and route.candidates else None
             if not p.capture_personal_data:
                 # The copy would carry the prompt to a second model, and through the stream, which this
@@ -160,7 +166,9 @@ class RequestEvents:
                 # The copy would carry the caller's prompt to a model its key may not reach.
                 self.shadow_refused = "not_allowed"
             else:
-                shadow_copy = ShadowCopy(model=sp.model, body=raw, live_model=live,
+                shadow_copy = ShadowCopy(model=sp.model, body=raw if shadow_body is None else shadow_body,
+                                         api=api, decision=route.decision if route is not None else None,
+                                         live_model=live,
                                          timeout_seconds=sp.timeout_seconds, max_concurrency=sp.max_concurrency,
                                          max_body_bytes=p.response_bytes)
         if request is not None:
@@ -228,9 +236,9 @@ class RequestEvents:
 
     def routed(self, raw: bytes, request: ChatRequest | None, route: Route, *, identity: Identity | None = None,
                shadow: bool = True, api: str = "chat", model: str | None = None, stream: bool | None = None,
-               withhold: bool = False) -> None:
+               withhold: bool = False, shadow_body: bytes | None = None) -> None:
         """``received``, ``signals`` and ``decision`` at once: what the hot path calls after routing."""
-        received = self._received(raw, request, route, identity, api, shadow, model, stream, withhold)
+        received = self._received(raw, request, route, identity, api, shadow, model, stream, withhold, shadow_body)
         readings = route.readings
         chosen = route.chosen
         alg = chosen.decision.algorithm.type if chosen and chosen.decision else "static"

@@ -6,10 +6,14 @@ through the server's own upstream client and appends the answer as a
 ``shadow_answer`` event next to the live one. The live answer was sent long
 before: a shadow can neither delay nor change it.
 
-``send(model_name, body) -> (status, body)`` is the server's: it puts the
-model's upstream name into the body and calls the model with the model's own
+``send(copy, recipe) -> (status, body)`` is the server's: it reads the copy
+in its client API (Chat, Messages or Responses), writes it for the shadow
+model as a live request to that model is written (its format, its upstream
+name, then the decision's request plugins: system_prompt, header_mutation,
+request_params, prompt_cache), and calls the model with the model's own
 static credential, never a user's (spec 6.7). Copies go out whole
-(``stream: false``) so the two answers compare.
+(``stream: false``) so the two answers compare. Tools and context rewrites,
+which read stores and other models at request time, are not made again.
 
 Each candidate model gets ``max_concurrency`` copies in flight; a copy that
 finds them all busy is skipped and counted, so a slow candidate never makes
@@ -33,11 +37,11 @@ import trio
 from .capture import answer_facts
 from .consumers import Acks
 from .source import Entry
-from .types import RequestReceived, ShadowAnswered, now_ms
+from .types import RequestReceived, ShadowAnswered, ShadowCopy, now_ms
 from .writer import EventSink
 
 log = logging.getLogger("vsr_fast.events.shadow")
-Send = Callable[[str, bytes], Awaitable[tuple[int, bytes]]]
+Send = Callable[[ShadowCopy, str | None], Awaitable[tuple[int, bytes]]]   # (copy, whole body), recipe
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _JSON = msgspec.json.Encoder()
 
@@ -98,7 +102,7 @@ class ShadowDispatcher:
         error: str | None = None
         try:
             with trio.move_on_after(copy.timeout_seconds) as scope:
-                status, body = await self._send(copy.model, whole_body(copy.body))
+                status, body = await self._send(msgspec.structs.replace(copy, body=whole_body(copy.body)), ev.recipe)
             if scope.cancelled_caught:
                 error = "timeout"
         except Exception as exc:  # the edge of a background copy: its failure is recorded, never raised

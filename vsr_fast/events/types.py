@@ -52,12 +52,16 @@ class DecisionVerdict(_Part):
 class ShadowCopy(_Part):
     """What the shadow dispatcher needs to send a sampled copy (router_replay.shadow).
 
-    ``body`` is the client's whole request body; it never carries a header, so
-    never a credential. The dispatcher sends it with the shadow model's own.
+    ``body`` is the client's whole request body in its client API (``api``), a Responses chain's stored turns
+    expanded into it (``previous_response_id``); it never carries a header, so never a credential. The
+    dispatcher translates it to the shadow model's format and applies the decision's (``decision``) per-model
+    rewrites, as a live request to that model gets them, and sends it with the shadow model's own credential.
     """
 
     model: str
     body: bytes
+    api: str = "chat"                 # the client API the body is written in: chat, messages, responses
+    decision: str | None = None       # the live decision, whose request plugins the copy gets too
     live_model: str | None = None     # the model the live request went to, for the comparison
     timeout_seconds: float = 30.0
     max_concurrency: int = 2

@@ -28,7 +28,11 @@ TYPE = "router_replay"
 class ShadowConfig(Block):
     """``router_replay.shadow``: where sampled copies go.
 
-    A copy travels to its dispatcher in the event stream, whatever ``capture_request_body`` says (the record
+    Chat Completions, Messages and Responses requests are sampled (a Responses chain with its stored turns
+    in). The copy goes to the shadow model as a live request to that model would: written in its format, then
+    the decision's system_prompt, header_mutation, request_params and prompt_cache rewrites (the tools and
+    context rewrites, which read stores and models at request time, are not made again); its answer joins the
+    record's ``shadow``. A copy travels to its dispatcher in the event stream, whatever ``capture_request_body`` says (the record
     never keeps it); a request under ``capture_personal_data: false`` is never copied, nor is one its decision
     masks unless a router_replay layer says ``capture_personal_data: true`` (then its prompt, as received, is).
     """
@@ -50,8 +54,15 @@ class RouterReplayConfig(Block):
     # answer under its hashed key by the router's own task, never through the stream, and keeps no semantic entry
     # (the request's text): the decision's cache answers only the same request (exact).
     capture_personal_data: bool | UnsetType = UNSET
+    # How much of the request (and of the answer, and of a shadow's answer) the record keeps. A request past it
+    # is kept cut (a Chat request as its canonical form, the current user turn last), and vsr-replay re-routes
+    # that copy: its context signals read the token count the live route recorded, its other signals the cut
+    # text, so its route is counted approximate, a move among those never as a change.
     max_body_bytes: Annotated[int, Meta(ge=0, le=1 << 20)] | UnsetType = UNSET
+    # The record store's bounds, read from global.plugins only (one store serves every recipe): the oldest
+    # records go past max_records, every record after ttl_seconds. A reload applies them at once.
     max_records: Annotated[int, Meta(ge=1, le=100_000_000)] | UnsetType = UNSET
+    # A reload that lowers it leaves no older record readable (GET /api/v1/replay/{id}, the listing).
     ttl_seconds: Annotated[int, Meta(ge=1, le=366 * 86_400)] | UnsetType = UNSET
     shadow: ShadowConfig | None | UnsetType = UNSET
 

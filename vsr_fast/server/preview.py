@@ -1,7 +1,9 @@
 """``POST /api/v1/routing/preview``: a request through signals and decisions, no model called.
 
-It takes the same Chat Completions body as the hot path, routes it with the
-same code, runs the decision's selector as the request path does (random
+It takes the body of any of the three conversation APIs, read as its own
+endpoint reads it (``preview_api``): Chat Completions, Messages (its top-level
+``system`` included) or Responses (``input``, a ``previous_response_id``
+expanded from the caller's stored responses), routes it with the same code, runs the decision's selector as the request path does (random
 excepted: it says each candidate's chance rather than draw), and says what the
 live route would be and why. A request a decision error would fail gets that
 error's status, with the signals and decisions besides. It is also the entry
@@ -14,7 +16,7 @@ import time
 import msgspec
 
 from ..config import output as output_rules
-from ..errors import DecisionFailed, NoDecision, VsrError
+from ..errors import DecisionFailed, NoDecision, RequestError, VsrError
 from ..headers.public import public_headers
 from ..headers import registry as h
 from ..headers import trace
@@ -24,13 +26,16 @@ from ..routing import Route
 from .asgi import Receive, Scope, Send, header, read_body, send_whole
 from .pipeline import looper
 from .pipeline.looper import Selected
-from .route import algorithm_of, decode_chat, request_text, route_chat
+from ..protocol.chat import TOP_LEVEL_DECODER
+from .route import algorithm_of, route_chat
 from .state import AppState
 
 _JSON = (b"content-type", b"application/json")
 _ENCODER = msgspec.json.Encoder()
 _DEBUG = h.DEBUG.encode()
 _TRACE = h.TRACE.encode()
+_ANTHROPIC_VERSION = b"anthropic-version"
+PREVIEW_APIS = ("chat", "messages", "responses")
 
 
 def preview_model(route: Route, picked: Selected | None = None) -> str | None:
@@ -47,11 +52,36 @@ def preview_model(route: Route, picked: Selected | None = None) -> str | None:
 _LOOPER_ALGORITHMS = frozenset({"escalate", "ratings", "remom", "fusion", "workflows"})
 
 
-async def previewed_route(table, request, identity, asker, policies) -> Route:
-    """The request's route, as ``route_chat`` gives it; when no decision matched and the recipe has a
-    fast_response, the unmatched route it answers on (the request path's rule, ``pipeline.route``), not the 400."""
+def preview_api(scope: Scope, raw: bytes) -> str:
+    """Which API's body this is: ``?api=chat|messages|responses`` if given; else by its fields: ``input`` and no
+    ``messages`` is Responses, ``messages`` with a top-level ``system`` (or an ``anthropic-version`` header, as
+    the Anthropic SDK sends) is Messages, anything else Chat. A bad ``api`` is a 400 naming it."""
+    for part in scope.get("query_string", b"").split(b"&"):
+        name, _, value = part.partition(b"=")
+        if name == b"api":
+            api = value.decode("latin-1")
+            if api not in PREVIEW_APIS:
+                raise RequestError(f"api must be one of {', '.join(PREVIEW_APIS)}, not {api!r}", param="api")
+            return api
     try:
-        return await route_chat(table, request, identity, asker)
+        top = TOP_LEVEL_DECODER.decode(raw)
+    except msgspec.DecodeError:
+        return "chat"           # not a JSON object: Chat's decoder says what is wrong with it, by path
+    if "input" in top and "messages" not in top:
+        return "responses"
+    if "messages" in top and ("system" in top or header(scope, _ANTHROPIC_VERSION) is not None):
+        return "messages"
+    return "chat"
+
+
+async def previewed_route(table, request, identity, asker, policies, adapter=None) -> Route:
+    """The request's route, as the request path gives it (``adapter``: its API's, Chat's by default); when no
+    decision matched and the recipe has a fast_response, the unmatched route it answers on (the request path's
+    rule, ``pipeline.route``), not the 400."""
+    try:
+        if adapter is None:
+            return await route_chat(table, request, identity, asker)
+        return await table.route(adapter.model(request), lambda: adapter.canonical(request, identity()), asker)
     except NoDecision as exc:
         unmatched = exc.unmatched
         if unmatched is None or policies.fast(unmatched.recipe, None) is None:
@@ -129,16 +159,21 @@ def error_document(exc: VsrError, model_name: str | None) -> bytes:
 
 async def handle_preview(state: AppState, scope: Scope, receive: Receive, send: Send) -> None:
     """Route the body and answer with the route, its signals and its reasons."""
-    request = None
+    request = model_name = None
     try:
         raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
-        request = decode_chat(raw)
+        adapter = state.adapters[preview_api(scope, raw)]
+        # As the endpoint decodes it: the caller's own stored responses only, for a previous_response_id.
+        request = adapter.decode(raw, scope["headers"])
+        request.owner = state.identity(scope).owner
+        request = await adapter.prepare(request)
+        model_name = adapter.model(request)
         started = time.perf_counter_ns()
         route = await previewed_route(state.table, request, lambda: state.identity(scope), state.systemone,
-                                      state.policies)
+                                      state.policies, adapter)
         routing_us = (time.perf_counter_ns() - started) / 1000
         # The selector the request path runs, on the same measurements; not timed as routing.
-        text = request_text(request, lambda: state.identity(scope))
+        text = lambda: adapter.canonical(request, state.identity(scope)).text  # noqa: E731
         route, picked = await looper.previewed(route, state.table, state.systemone, state.selection, text,
                                                state.selection.sessions.get(looper.session_key(state, scope)),
                                                state.upstreams.live)
@@ -148,7 +183,7 @@ async def handle_preview(state: AppState, scope: Scope, receive: Receive, send: 
         if exc.retry_after_s is not None:
             headers.append((b"retry-after", str(exc.retry_after_s).encode()))
         headers.append(_JSON)
-        await send_whole(send, exc.status, headers, error_document(exc, request.model if request else None))
+        await send_whole(send, exc.status, headers, error_document(exc, model_name))
         return
     path = preview_path(route, state.policies)
     model = None if path == ResponsePath.FAST_RESPONSE else preview_model(route, picked)
@@ -160,7 +195,7 @@ async def handle_preview(state: AppState, scope: Scope, receive: Receive, send: 
         if value is not None:
             headers.append((_TRACE, with_notes(value, picked).encode()))
     headers.append(_JSON)
-    await send_whole(send, 200, headers, _ENCODER.encode(preview_body(route, request.model, routing_us, picked, path)))
+    await send_whole(send, 200, headers, _ENCODER.encode(preview_body(route, model_name, routing_us, picked, path)))
 
 
 def with_notes(value: str, picked: Selected) -> str:

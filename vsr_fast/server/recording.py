@@ -265,9 +265,11 @@ class Recording:
                       withhold=private)
         else:
             adapter = state.adapters[api]
+            # The shadow copy carries the prepared body (``req.raw``): a Responses chain's stored turns in, so
+            # the candidate answers the conversation the live model did.
             ev.routed(raw, None, route, identity=identity,
                       shadow=len(route.candidates) >= 1 and route.recipe is not None and not withhold, api=api,
-                      model=adapter.model(req), stream=adapter.stream(req), withhold=private)
+                      model=adapter.model(req), stream=adapter.stream(req), withhold=private, shadow_body=req.raw)
         if ev.shadow_refused and self.services.shadow is not None:
             self.services.shadow.skipped[ev.shadow_refused] += 1
         self.capture = ev.capture(self.intent, store.max_entry_bytes)

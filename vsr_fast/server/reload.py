@@ -30,7 +30,7 @@ import trio
 
 from ..config.schema import RouterConfig
 from ..config.secrets import secret_files
-from ..errors import ConfigError, redact
+from ..errors import ConfigError, StoreUnavailable, redact
 from ..plugins.layers import shadow_used, types_used
 from ..routing import load_file
 from ..upstream.pool import Upstreams
@@ -220,6 +220,7 @@ class Generations:
                 outcomes.inc("ok")
             new.metrics.reloaded(True)
             self._nursery.start_soon(self._retire, old, upstreams)
+            await _rebound_records(old, new)
             message = f"config {loaded.version_hash} loaded"
             if later:
                 message += f"; these take effect only after a restart: {', '.join(later)}"
@@ -271,6 +272,21 @@ class Generations:
             await trio.sleep(_RETIRE_POLL_S)
         self.every.remove(old)
         await old.upstreams.aclose(keep=kept)
+
+
+async def _rebound_records(old: AppState, new: AppState) -> None:
+    """The global router_replay's ``max_records`` and ``ttl_seconds``, changed by a reload, bound the record store
+    from now on (records past a lowered bound go, or are read no more): no restart needed."""
+    if new.events is None:
+        return
+    before, after = old.policies.global_replay(), new.policies.global_replay()
+    if (before.max_records, before.ttl_seconds) == (after.max_records, after.ttl_seconds):
+        return
+    try:
+        await new.events.records.bound(max_records=after.max_records, ttl_seconds=after.ttl_seconds)
+    except StoreUnavailable as exc:
+        # The bounds are set before the store is asked: the next write trims, and each read checks the age.
+        log.warning("reload: replay records bounded at their next write (%s)", exc.detail)
 
 
 async def _signature(path: str) -> tuple[int, int, int] | None:

@@ -35,6 +35,7 @@ from ..events.cache_writer import CacheWriter
 from ..events.memory_store import MemoryStore
 from ..events.vector_store import VectorStore
 from ..events.service import open_event_services
+from ..events.types import ShadowCopy
 from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
 from ..upstream.health import check_backends
@@ -132,9 +133,11 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
 
 async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
     holder: list[AppState] = []
+    current: list = [lambda: holder[0]]     # the serving generation's state, once the generations are made
 
-    async def send_shadow(model_name: str, body: bytes) -> tuple[int, bytes]:
-        return await shadow_call(holder[0], model_name, body)
+    async def send_shadow(copy: ShadowCopy, recipe: str | None) -> tuple[int, bytes]:
+        # The current generation's: a reload's models and plugins apply to the copies sent after it.
+        return await shadow_call(current[0](), copy, recipe)
 
     stores = _resolve_stores(loaded, opts)
     replay = Policies(loaded).global_replay()
@@ -176,6 +179,7 @@ async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
                 cfg = _hypercorn_config(opts, limits)
                 state.connections = Connections(max_connections(limits))
                 generations = Generations(state, opts.config_path, _apps, background)
+                current[0] = lambda: generations.current
                 refusals = edge_refusals(lambda: generations.current)
                 await background.start(_on_signals, generations, shutdown, opts)
                 await background.start(_on_hangup, generations)
@@ -336,13 +340,24 @@ def _orphan_event_dirs(loaded: Loaded, opts: ServeOptions) -> list[Path]:
     return [directory for _, directory in sorted(found)]
 
 
-async def shadow_call(state: AppState, model_name: str, body: bytes) -> tuple[int, bytes]:
-    """A shadow copy to ``model_name`` with the router's own backend key, never the user's credential."""
-    model = state.table.models[model_name]
-    chat = state.adapters["chat"]
+async def shadow_call(state: AppState, copy: ShadowCopy, recipe: str | None) -> tuple[int, bytes]:
+    """A shadow copy to its model with the router's own backend key, never the user's credential: read in its
+    client API, written in the model's format, then the decision's per-model rewrites (system_prompt,
+    header_mutation, request_params, prompt_cache), as the live dispatch writes a candidate's request."""
+    model = state.table.models[copy.model]
+    adapter = state.adapters[copy.api]
+    shaping = state.policies.shaping(recipe, copy.decision) if recipe is not None else None
+
+    def outbound(m):
+        out = adapter.upstream(req, m.api_format, m.upstream_model, stream_usage=m.stream_usage, reasoning=m.reasoning)
+        if shaping is None:
+            return out
+        shaped = shaping.apply(out.body, m.api_format, out.headers, m.reasoning)
+        return dataclasses.replace(out, body=shaped.body, headers=shaped.headers)
+
     try:
-        req = chat.decode(body)
-        answer = await state.dispatcher.whole((model,), lambda m: chat.upstream(req, m.api_format, m.upstream_model), [])
+        req = adapter.decode(copy.body)
+        answer = await state.dispatcher.whole((model,), outbound, [])
     except VsrError as exc:
         return exc.status, exc.message.encode()
     return answer.status, answer.body
