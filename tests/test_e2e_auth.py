@@ -163,6 +163,7 @@ def assert_anthropic_401(call) -> None:
         call()
     err = caught.value
     assert err.status_code == 401
+    assert err.body.pop("request_id") == err.request_id == err.response.headers["x-request-id"]
     assert err.body == {"type": "error", "error": {"type": "authentication_error", "message": err.body["error"]["message"]}}
 
 

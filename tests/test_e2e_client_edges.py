@@ -141,6 +141,7 @@ def test_bad_input_gets_anthropics_shape_and_words(gw, path, body, message):
     r = httpx.post(f"{gw.url}{path}", content=body, headers={"content-type": "application/json"}, timeout=30)
     assert r.status_code == 400, r.text
     doc = r.json()
+    assert doc.pop("request_id") == r.headers["request-id"] == r.headers["x-request-id"]
     assert doc == {"type": "error", "error": {"type": "invalid_request_error", "message": doc["error"]["message"]}}
     assert doc["error"]["message"].startswith(message), doc
     still_serves(gw)

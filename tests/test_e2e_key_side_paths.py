@@ -191,6 +191,8 @@ def test_count_tokens_refuses_a_model_outside_the_keys_list_before_the_provider(
         client.messages.create(model=name, max_tokens=8, messages=MSG)
     with pytest.raises(anthropic.PermissionDeniedError) as counted:
         client.messages.count_tokens(model=name, messages=MSG)
+    assert counted.value.body.pop("request_id") == counted.value.request_id
+    assert caught.value.body.pop("request_id") == caught.value.request_id
     assert counted.value.body == caught.value.body == {
         "type": "error", "error": {"type": "permission_error", "message": counted.value.body["error"]["message"]}}
     assert agent_calls(agent) == [], "the Anthropic provider was not asked to count"
@@ -209,6 +211,7 @@ def test_count_tokens_at_the_keys_limit_is_refused_and_a_count_is_not_a_request(
     with pytest.raises(anthropic.RateLimitError) as caught:
         client.messages.count_tokens(model="model-b", messages=MSG)
     err = caught.value
+    assert err.body.pop("request_id") == err.request_id
     assert err.body == {"type": "error", "error": {"type": "rate_limit_error", "message": err.body["error"]["message"]}}
     assert int(err.response.headers["retry-after"]) >= 1
     assert err.response.headers["x-vsr-response-path"] == "rate_limited"

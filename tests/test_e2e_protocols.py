@@ -651,7 +651,8 @@ def test_bad_body_anthropic_shape(gw, mock, body, path):
                    headers={"content-type": "application/json", "anthropic-version": "2023-06-01"}, timeout=10)
     assert r.status_code == 400, r.text
     doc = r.json()
-    assert doc["type"] == "error" and set(doc) == {"type", "error"}
+    assert doc["type"] == "error" and set(doc) == {"type", "error", "request_id"}
+    assert doc["request_id"] == r.headers["request-id"] == r.headers["x-request-id"]
     assert doc["error"]["type"] == "invalid_request_error"
     assert doc["error"]["message"]
     if path is not None:
@@ -731,6 +732,7 @@ def test_upstream_failure_reaches_messages_client_in_anthropic_shape(failing, ba
     # status kept: the router's own 503s are Anthropic's 529).
     kind = "api_error" if backend == "anthropic" else "overloaded_error"
     assert exc.status_code == 503
+    assert exc.body.pop("request_id") == exc.request_id
     assert exc.body == {"type": "error", "error": {"type": kind, "message": "injected failure (status 503)"}}
     assert exc.response.headers["x-vsr-response-path"] == "error"
     assert exc.response.headers["x-vsr-selected-model"] == f"m-{backend}"

@@ -110,7 +110,14 @@ def test_the_deadline_lets_the_backend_go_and_closes_a_client_that_never_reads(u
         got = read_to_end(s)
         s.close()
         assert got.startswith(b"HTTP/1.1 200"), got[:100]
-        assert not got.endswith(b"0\r\n\r\n"), "a client that read nothing cannot have been written the end"
+        # Whether the error event still fits the sockets' buffers when the deadline passes is the kernel's
+        # accounting (how many writes filled them: a stream whose held opening chunk left with its first content
+        # took one write less, and the 153 bytes fit): either the router wrote it and the request ended at the
+        # deadline, or, the buffers full, the grace closed the connection with the end unwritten.
+        if got.endswith(b"0\r\n\r\n"):
+            assert b'"code":"request_timeout"' in got and line["latency_s"] < 1.5, line
+        else:
+            assert line["latency_s"] >= 1.9, "a client that read nothing was cut only past the grace"
         assert (line["status"], line["error"]) == (504, "request_timeout"), line
         assert "(1 s)" in line["message"], line
         assert timeouts(proc).get("answer") == 1

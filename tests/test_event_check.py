@@ -150,3 +150,34 @@ def test_a_chat_stream_whose_every_choice_finished_has_ended_without_done():
         check = EventCheck("openai", "b")
         assert check.feed(stream) == len(stream)
         assert (check.close() is None) is whole, stream
+
+
+def _chat_chunk(delta: str, logprobs: str = "null", finish: str = "null") -> bytes:
+    return (b'data: {"choices":[{"index":0,"delta":%s,"logprobs":%s,"finish_reason":%s}]}\n\n'
+            % (delta.encode(), logprobs.encode(), finish.encode()))
+
+
+def test_a_chat_chunk_that_only_opens_the_answer_is_not_the_answer():
+    """LiteLLM's is_pre_first_chunk: a role with empty content (or none) opens the answer; an error after it is
+    still one before the answer. A chunk with any text, a tool call, a refusal, logprobs or a finish is the
+    answer."""
+    opening = ['{"role":"assistant","content":""}', '{"role":"assistant"}', '{"role":"assistant","content":null}',
+               '{"role":"assistant","content":"","tool_calls":[]}', '{}']
+    for delta in opening:
+        check = EventCheck("openai", "b")
+        check.feed(_chat_chunk(delta, '{"content":[]}'))
+        assert not check.answering, delta
+    answer = [_chat_chunk('{"role":"assistant","content":"Hi"}'),
+              _chat_chunk('{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"c"}]}'),
+              _chat_chunk('{"role":"assistant","refusal":"no"}'),
+              _chat_chunk('{"role":"assistant","reasoning_content":"hm"}'),
+              _chat_chunk('{"role":"assistant","content":""}', '{"content":[{"token":"a","logprob":0}]}'),
+              _chat_chunk('{"role":"assistant","content":""}', finish='"stop"'),
+              b'data: {"choices":[]}\n\n']
+    for chunk in answer:
+        check = EventCheck("openai", "b")
+        check.feed(chunk)
+        assert check.answering, chunk
+    check = EventCheck("openai", "b")
+    check.feed(_chat_chunk('{"role":"assistant","content":""}') + b'data: {"error":{"message":"x","code":503}}\n\n')
+    assert check.erred == "error" and not check.answering

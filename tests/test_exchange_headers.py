@@ -17,7 +17,7 @@ def _exchange(decision: str) -> Exchange:
     # Only what headers() reads: the rest of an Exchange needs a serving AppState.
     ex = Exchange.__new__(Exchange)
     ex.state = SimpleNamespace(config_version=b"abc")
-    ex.rec = SimpleNamespace(request_id="req-1")
+    ex.rec, ex.api = SimpleNamespace(request_id="req-1"), "chat"
     ex.path, ex.recipe, ex.decision, ex.model = h.ResponsePath.UPSTREAM, "r", decision, "m"
     ex.warnings, ex.cost, ex.trace, ex.extra, ex.failure = "", None, None, [], None
     return ex

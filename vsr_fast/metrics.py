@@ -97,6 +97,11 @@ class Metrics:
             "vsr_tokens_total", "Tokens of the answers' usage, by model and direction (input, output).",
             ("model", "direction")
         )
+        self.tokens_estimated = Counter(
+            "vsr_tokens_estimated_total", "The part of vsr_tokens_total the router estimated (four bytes a token of "
+            "the request's and the answer's text) for answers whose backend reported no usage.",
+            ("model", "direction")
+        )
         self.upstream_attempts = Counter(
             "vsr_upstream_attempts_total", "Upstream attempts by backend and outcome: ok, or the cause "
             "vsr_upstream_errors_total counts (a stream by how it ended: midstream_<cause> once it had started).",
@@ -189,7 +194,7 @@ class Metrics:
 
     def render(self, *extra: list[str]) -> bytes:
         lines: list[str] = []
-        for series in (self.requests, self.responses, self.latency, self.first_byte, self.tokens,
+        for series in (self.requests, self.responses, self.latency, self.first_byte, self.tokens, self.tokens_estimated,
                        self.upstream_attempts, self.upstream_errors, self.disconnects,
                        self.timeouts, self.rate_limited, self.auth_failures, self.judge_truncated,
                        self.match_recall, self.match_judge, self.match_stage, self.context_sources,

@@ -193,6 +193,26 @@ class UsageMeter:
             self.output = max(self.output, u.completion_tokens or 0, u.output_tokens or 0)
             self.total = max(self.total, u.total_tokens or 0)
 
+    def estimate(self, body: bytes | None = None) -> tuple[int, int]:
+        """The answer's usage (input, output) estimated at four bytes a token: the request's text and the
+        answer's (a whole ``body``'s, else the stream's deltas read so far)."""
+        if body is None:
+            self.finish()       # the stream has ended: its last line is whole
+        text = _whole_text(body) if body is not None else self.text_bytes
+        return self._prompt() // 4, text // 4
+
+    def usage(self) -> tuple[int, int, int, bool] | None:
+        """The answer's usage (input, output, total, estimated): as the backend reported it, else the estimate of
+        a model's answer that reported none (docs/config.md, ``stream_usage``); None for no model's answer, and
+        for an executor's, whose calls were each counted as they ended."""
+        reported = self.reported()
+        if reported is not None:
+            return (*reported, False)
+        if not self.answered or self.prepaid:
+            return None
+        given, taken = self.estimate()
+        return given, taken, given + taken, True
+
     def reported(self) -> tuple[int, int, int] | None:
         """The answer's own usage as the backend reported it (input, output, total), or None: never an estimate."""
         self.finish()

@@ -127,8 +127,10 @@ class ProviderModel(_Block):
     param_size: str | None = None
     pricing: Pricing | None = None
     # An openai-format model's streams are asked for their usage (stream_options.include_usage), which the
-    # limits, costs, metrics and access log read; false for servers that refuse stream_options (their streams
-    # are then estimated from the answer's text).
+    # limits, costs, metrics and access log read; false for servers that refuse stream_options (the client's own
+    # is left out too; their streams are then estimated from the answer's text, four bytes a token: the estimate
+    # is priced, counted in vsr_tokens_total and vsr_tokens_estimated_total, logged with usage_estimated, recorded
+    # with usage.estimated, and is the usage a client's protocol reports, a Chat usage chunk asked for included).
     stream_usage: bool = True
 
     @property
@@ -356,7 +358,7 @@ class AccessLogConfig(_Block):
     $remote_addr, or behind ``trusted_proxies`` the client's they forwarded, ``peer_addr`` then the proxy's; ``method``; ``user_agent``, its first 256 characters), the caller (key id, never the key; user,
     team, tenant), client API, recipe, decision, model, the backend that answered (else the last one tried),
     ``attempts`` (how many upstream attempts) and ``failed_backends`` (those that failed, comma-separated, in
-    order), status, response path, latency, time to first byte, tokens, error code, an upstream failure's cause and the error's message; logfmt quotes a value with a space,
+    order), status, response path, latency, time to first byte, tokens (``usage_estimated: true`` when they are the router's estimate: the backend reported none), error code, an upstream failure's cause and the error's message; logfmt quotes a value with a space,
     quote, equals sign, backslash or control character and escapes the latter (\\t, \\u0001). A request refused
     before routing (its method, media type, key) has its line too. ``level: errors``: statuses 400 and up
     only. ``path``: appended to (none: stderr). Lines the writer could not keep up with are counted in

@@ -30,6 +30,8 @@ class Usage(_Part):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    # The router's estimate (four bytes a token of the request's and the answer's text): the backend reported none.
+    estimated: bool = False
 
 
 class SignalReading(_Part):

@@ -74,6 +74,10 @@ CONVERSATION_ID = _register("x-conversation-id", Q, CTL, "sessions",
 REQUEST_ID = _register("x-request-id", Q, Surface.PUBLIC, "headers",
                        "Request correlation id: the client's, else one the router makes; reaches providers (the "
                        "client's), returned on every inference answer and written in its access log line.")
+# Anthropic's name for it: its SDK reads ``request-id`` (a message's ``_request_id``, an error's ``request_id``).
+ANTHROPIC_REQUEST_ID = _register("request-id", R, PUB, "headers",
+                                 "On /v1/messages and /v1/messages/count_tokens: x-request-id's value, under the name "
+                                 "the Anthropic SDK reads.")
 
 # The caller's own limits (global.router.rate_limits, a key's limits), as OpenAI names them (an external
 # contract, spec 5.10): on every answer, 429s included, to a caller some requests- or tokens-per-minute limit

@@ -65,7 +65,7 @@ from .errors import (
 from .rewrite import ModelRewriter
 from .translate._losses import dropped
 from .translate import (
-    BY_FORMAT, CHAT, GUARDED, IMAGES, MESSAGES, PATHS, RESPONSES, Answer, Conversation, Loss, NewId, NoTurns,
+    BY_FORMAT, CHAT, GUARDED, IMAGES, MESSAGES, PATHS, RESPONSES, Answer, Conversation, Estimate, Loss, NewId, NoTurns,
     Passthrough, SSEParser, StreamTranslator, Translating, WholeToStream, chat_messages, client_param, is_error_of,
     new_id,
     read_error,
@@ -188,11 +188,14 @@ class Adapter(abc.ABC):
         headers = self.provider_headers(req, api_format)
         if api_format == self.native:
             ask = stream_usage and self.usage_unasked(req)
-            key = ("rewrite", ask, reasoning)
+            # A server that refuses stream_options refuses the client's own too (it is estimated instead).
+            strip = not stream_usage and api_format == "openai" and self.stream(req)
+            key = ("rewrite", ask, strip, reasoning)
             found = req.memo.get(key)
             if found is None:
                 raw, losses = self.same_format(req, reasoning)
-                raw = with_stream_usage(raw, True) if ask else raw
+                if ask or (strip and b'"stream_options"' in raw):
+                    raw = with_stream_usage(raw, ask)
                 found = req.memo[key] = ModelRewriter(raw, self.model(req)), tuple(losses)
             rewrite, losses = found
             return Outbound(PATHS[api_format], rewrite(upstream_model), self.stream(req), headers, losses)
@@ -327,8 +330,10 @@ class Adapter(abc.ABC):
     def _write_answer(self, req: Inbound, answer: Answer) -> tuple[bytes, list[Loss]]:
         """A neutral answer in the client's protocol."""
 
-    def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id) -> StreamTranslator:
-        """A sans-I/O translator from the backend's SSE bytes to the client's."""
+    def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id,
+                          estimate: Estimate | None = None) -> StreamTranslator:
+        """A sans-I/O translator from the backend's SSE bytes to the client's; ``estimate``: the usage the
+        client reads when the backend reports none (``Translating``)."""
         if api_format == self.native:
             return Passthrough(self._passthrough_fail)
         writer = self._writer(req, new_id)
@@ -337,7 +342,7 @@ class Adapter(abc.ABC):
         reader = BY_FORMAT[api_format].StreamReader()
         if self._json_answer(req, api_format):
             reader = MESSAGES.JsonUnwrapping(reader)
-        return Translating(reader, writer)
+        return Translating(reader, writer, estimate)
 
     def _json_answer(self, req: Inbound, api_format: str) -> bool:
         """Whether the backend answers the client's structured output as a call of Claude's JSON tool
@@ -478,6 +483,77 @@ class _NoUsageChunk:
         return self.inner.final()
 
 
+class _ChunkHead(msgspec.Struct):
+    id: Any = ""
+    created: Any = 0
+    model: Any = ""
+
+
+_CHUNK_HEAD = msgspec.json.Decoder(_ChunkHead)
+_DONE = b"data: [DONE]"
+# A chunk's usage object, as servers write it (not OpenAI's ``"usage": null`` on every other chunk); in a text
+# its quotes are escaped (``\"usage\":{``), which neither matches.
+_USAGE_OBJECTS = (b'"usage":{', b'"usage": {')
+
+
+class _EstimatedUsageChunk:
+    """A same-protocol Chat stream whose client asked for its usage chunk (``include_usage``) and whose backend
+    sent none (a model with ``stream_usage: false``, a server that ignores ``stream_options``): the router's
+    estimate goes before ``[DONE]`` as the backend's usage chunk would, so the client reads the usage it asked
+    for (the access log and the record mark it estimated)."""
+
+    __slots__ = ("inner", "estimate", "head", "seen", "done")
+
+    def __init__(self, inner: StreamTranslator, estimate: Estimate) -> None:
+        self.inner, self.estimate = inner, estimate
+        self.head: _ChunkHead | None = None
+        self.seen = self.done = False
+
+    @property
+    def losses(self):
+        return self.inner.losses
+
+    def feed(self, chunk: bytes) -> bytes:
+        return self._added(self.inner.feed(chunk))
+
+    def close(self) -> bytes:
+        out = self._added(self.inner.close())
+        if not (self.seen or self.done):     # a stream ended by its finish_reasons alone, no [DONE]
+            self.seen = True
+            out += self._chunk()
+        return out
+
+    def fail(self, exc: VsrError) -> bytes:
+        return self.inner.fail(exc)
+
+    def final(self) -> bytes | None:
+        return self.inner.final()
+
+    def _added(self, out: bytes) -> bytes:
+        if self.seen or self.done or not out:
+            return out
+        if self.head is None and out.startswith(b"data: {"):
+            try:
+                self.head = _CHUNK_HEAD.decode(out[6:_EVENT_END.search(out).start()])
+            except (msgspec.DecodeError, AttributeError):
+                self.head = _ChunkHead()
+        if _USAGE_OBJECTS[0] in out or _USAGE_OBJECTS[1] in out:
+            self.seen = True
+            return out
+        at = out.find(_DONE)
+        if at < 0 or (at and out[at - 1:at] != b"\n"):
+            return out
+        self.done = True
+        return out[:at] + self._chunk() + out[at:]
+
+    def _chunk(self) -> bytes:
+        head = self.head or _ChunkHead()
+        given = self.estimate()
+        return b"data: " + chat.ENCODER.encode({"id": head.id, "object": "chat.completion.chunk",
+                                                "created": head.created, "model": head.model, "choices": [],
+                                                "usage": CHAT.write_usage(given)}) + b"\n\n"
+
+
 class _UsageChunk(msgspec.Struct):
     choices: list[msgspec.Raw] | None = None
     usage: dict | None = None
@@ -565,11 +641,14 @@ class ChatAdapter(Adapter):
         options = req.body.stream_options
         return bool(req.body.stream) and not (options and options.include_usage)
 
-    def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id) -> StreamTranslator:
+    def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id,
+                          estimate: Estimate | None = None) -> StreamTranslator:
         if api_format != self.native:
-            return super().stream_translator(req, api_format, new_id=new_id)
+            return super().stream_translator(req, api_format, new_id=new_id, estimate=estimate)
         tr = Passthrough(self._passthrough_fail, restate=CHAT.CallSplitter())
-        return _NoUsageChunk(tr) if self.usage_unasked(req) else tr
+        if self.usage_unasked(req):
+            return _NoUsageChunk(tr)
+        return _EstimatedUsageChunk(tr, estimate) if estimate is not None and req.body.stream else tr
 
     def _writer(self, req: Inbound, new_id: NewId):
         options = req.body.stream_options
@@ -787,7 +866,8 @@ class ResponsesAdapter(Adapter):
     def _writer(self, req: Inbound, new_id: NewId):
         return RESPONSES.StreamWriter(self._echo(req), new_id)
 
-    def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id) -> StreamTranslator:
+    def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id,
+                          estimate: Estimate | None = None) -> StreamTranslator:
         if api_format == self.native:
             restate = RESPONSES.ErrorRestater()
             if req.previous_response_id is not None:
@@ -797,7 +877,7 @@ class ResponsesAdapter(Adapter):
             else:
                 tr = Passthrough(self._passthrough_fail, tap=req.body.store is not False, restate=restate)
             return _OwnIdStream(tr, new_id("resp_"))
-        return super().stream_translator(req, api_format, new_id=new_id)
+        return super().stream_translator(req, api_format, new_id=new_id, estimate=estimate)
 
     def _passthrough_fail(self, message: str, status: int, code: str | None, kind: str, events: int,
                           head: bytes) -> bytes:
@@ -977,7 +1057,8 @@ class ImagesAdapter(Adapter):
     def _write_answer(self, req: Inbound, answer: Answer) -> tuple[bytes, list[Loss]]:
         return IMAGES.write_answer(answer, req.body)
 
-    def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id) -> StreamTranslator:
+    def stream_translator(self, req: Inbound, api_format: str, *, new_id: NewId = new_id,
+                          estimate: Estimate | None = None) -> StreamTranslator:
         raise UnsupportedCapability("image generation answers whole")
 
     def refuse_empty(self, req: Inbound, api_formats: Iterable[str]) -> None:

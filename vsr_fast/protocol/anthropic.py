@@ -485,6 +485,29 @@ class ErrorResponse(Struct, frozen=True):
     type: str = "error"
 
 
+class _ErrorTop(msgspec.Struct):
+    type: Any = None
+    error: Any = None
+    request_id: Any = None
+
+
+_ERROR_TOP = msgspec.json.Decoder(_ErrorTop)
+
+
+def with_request_id(body: bytes, request_id: str) -> bytes:
+    """An Anthropic error ``body`` with the request's id at its top (``request_id``), as Anthropic's own errors
+    carry it: added after its last member, the backend's bytes before it as they came. A backend's own id is
+    kept (the provider's, for its support); any other body is left as it is."""
+    try:
+        top = _ERROR_TOP.decode(body)
+    except msgspec.DecodeError:
+        return body
+    if top.type != "error" or not isinstance(top.error, dict) or top.request_id is not None:
+        return body
+    end = body.rstrip()
+    return end[:-1] + b',"request_id":' + msgspec.json.encode(request_id) + b"}"
+
+
 STATUS_OF_TYPE = {
     "invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
     "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429,

@@ -5,7 +5,8 @@ x-vsr-cost (whole answers; a stream's headers leave before its usage), and the
 metric and the record get it once the answer ended. Usage is read from the
 upstream's own bytes: Chat's ``usage`` (a stream's final chunk with
 ``include_usage``), Messages' ``message_start`` / ``message_delta``, Responses'
-``response.completed``. An answer that reports no usage has no cost.
+``response.completed``. An answer that reports no usage is priced at the router's estimate of it (four bytes
+a token of the request's and the answer's text, ``auth.usage``), as docs/config.md's ``stream_usage`` says.
 """
 from __future__ import annotations
 
@@ -26,6 +27,13 @@ class Tokens:
     def __init__(self) -> None:
         self.input = self.output = self.cached = 0
         self.seen = False
+
+    @classmethod
+    def estimated(cls, given: int, taken: int) -> "Tokens":
+        """The router's estimate (input, output) of an answer that reported no usage."""
+        tokens = cls()
+        tokens.input, tokens.output, tokens.seen = given, taken, True
+        return tokens
 
     def read(self, doc: bytes) -> None:
         try:
@@ -93,11 +101,14 @@ class Tally:
         self.currency = self.currency or model.pricing.currency
         self.calls.append((model.name, cost))
 
-    def add_whole(self, model: ProviderModel, body: bytes) -> None:
+    def add_whole(self, model: ProviderModel, body: bytes, estimate=None) -> None:
+        """A whole answer's cost; ``estimate(body)``, (input, output), prices one that reports no usage."""
         if model.pricing is None:      # the hot path of an unpriced model decodes nothing
             return
         tokens = Tokens()
         tokens.read(body)
+        if not tokens.seen and estimate is not None:
+            tokens = Tokens.estimated(*estimate(body))
         self.add(model, tokens)
 
     def header_value(self) -> str | None:

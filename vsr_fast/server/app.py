@@ -15,7 +15,8 @@ from ..errors import (AdminOnly, AmbiguousFraming, AuthError, CodingNotImplement
 from ..auth.source import ANONYMOUS, SCOPE_KEY
 from ..events import ids
 from ..headers.public import public_headers
-from ..headers.registry import REQUEST_ID as _REQUEST_ID, ResponsePath
+from ..headers.registry import ANTHROPIC_REQUEST_ID, REQUEST_ID as _REQUEST_ID, ResponsePath
+from ..protocol.anthropic import with_request_id
 from .admin import make_admin
 from .classify_api import PATHS as CLASSIFY_PATHS, handle_classify
 from .asgi import (CLOSE_UNREAD, ClientGone, Receive, Scope, Send, discard_body, header, lingering_close, origin_path, send_whole,
@@ -397,11 +398,18 @@ async def _refuse(state: AppState, send: Send, scope: Scope, path: str, err: Vsr
         err = err.unechoed()    # no decision yet: the global layer says whether requests are private
     status, body = error_for_path(path, err) if shape is None else error_for_request(shape, err)
     api = API_PATHS.get(path)
+    rid = request_id(scope)
+    # An error in Anthropic's shape (its routes, and /v1/models asked by its SDK) carries the request's id, which
+    # the Anthropic SDK reads as request-id and in the body.
+    shaped = with_request_id(body, rid)
+    if api is not None or shaped is not body:
+        headers.append((_REQUEST_ID.encode(), rid.encode("latin-1")))
+    if shaped is not body:
+        headers.append((ANTHROPIC_REQUEST_ID.encode(), rid.encode("latin-1")))
+        body = shaped
     if api is None:
         await send_whole(send, status, headers, body)
         return
-    rid = request_id(scope)
-    headers.append((_REQUEST_ID.encode(), rid.encode("latin-1")))
     try:
         await send_whole(send, status, headers, body)
     finally:

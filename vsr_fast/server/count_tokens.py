@@ -45,7 +45,7 @@ from .asgi import Receive, Scope, Send, read_body, send_whole
 from .delegation import delegated_credential
 from .pipeline.masking import Masked, mask
 from .pipeline.offload import off_loop, signals_runner
-from .recording import kept_request_id
+from .recording import kept_request_id, request_id
 from .state import AppState
 
 log = logging.getLogger("vsr_fast.count_tokens")
@@ -54,6 +54,7 @@ _TO_PROVIDER = frozenset(name.encode() for name in h.TO_PROVIDER)
 ESTIMATED = (h.TOKEN_COUNT.encode(), b"estimate")
 _NO_ENDPOINT = frozenset({404, 405, 501})
 _JSON = msgspec.json.Encoder()
+_REQUEST_ID, _ANTHROPIC_REQUEST_ID = h.REQUEST_ID.encode(), h.ANTHROPIC_REQUEST_ID.encode()
 
 
 class Counted(msgspec.Struct, frozen=True):
@@ -93,6 +94,11 @@ async def handle_count_tokens(state: AppState, scope: Scope, receive: Receive, s
     except VsrError as exc:
         recipe = recipe or getattr(exc, "recipe", None)
         status, out, limited = refused_count(adapter, exc, extra)
+    # The request's id, under the Anthropic SDK's name too (``request-id``) and in an error's body.
+    rid = request_id(scope)
+    extra += [(_REQUEST_ID, rid.encode("latin-1")), (_ANTHROPIC_REQUEST_ID, rid.encode("latin-1"))]
+    if status >= 400:
+        out = anthropic.with_request_id(out, rid)
     await send_count(state, send, status, out, extra, limited, recipe=recipe, decision=decision, model=model)
 
 

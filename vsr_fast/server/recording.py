@@ -311,7 +311,7 @@ class Recording:
     def answered(self, *, status: int, path: str, model: str | None, streamed: bool, complete: bool,
                  content_type: str | None, guard: str = "none", guard_codes: list[str] | None = None,
                  held: bool = False, cost: tuple[float | None, str | None] = (None, None),
-                 usage: tuple[int, int, int] | None = None, first_byte: float | None = None) -> None:
+                 usage: tuple[int, int, int] | tuple[int, int, int, bool] | None = None, first_byte: float | None = None) -> None:
         """The answer's end; ``first_byte``: perf_counter() as the backend's answer began (``Whole``, ``Stream``)."""
         ev = self.events
         if ev is not None:

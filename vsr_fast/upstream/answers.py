@@ -74,6 +74,41 @@ class _Chunk(msgspec.Struct):
         return "" if self.error is None else "error"
 
 
+class _OpeningChoice(msgspec.Struct):
+    delta: dict | None = None
+    logprobs: Any = None
+    finish_reason: Any = None
+
+
+class _OpeningChunk(msgspec.Struct):
+    choices: list[_OpeningChoice] | None = None
+
+
+_OPENING_CHUNK = msgspec.json.Decoder(_OpeningChunk)
+
+
+def _opens_only(data: bytes) -> bool:
+    """Whether a Chat chunk opens the answer without any of it: every choice's delta at most its ``role`` and
+    empty fields (``"content": ""``, no tool call, no refusal), no logprobs content, no finish_reason, as vLLM,
+    OpenAI and most servers send first. An error after such chunks alone is one before the answer began (LiteLLM's
+    ``is_pre_first_chunk``), as after Messages' ``message_start``. Read only until the answer begins."""
+    try:
+        chunk = _OPENING_CHUNK.decode(data)
+    except msgspec.DecodeError:
+        return False
+    if not chunk.choices:
+        return False
+    for choice in chunk.choices:
+        if choice.finish_reason is not None or choice.delta is None:
+            return False
+        if any(v not in (None, "", [], {}) for k, v in choice.delta.items() if k != "role"):
+            return False
+        lp = choice.logprobs
+        if lp is not None and not (isinstance(lp, dict) and not lp.get("content") and not lp.get("refusal")):
+            return False
+    return True
+
+
 # By the path the request went to under the backend's base: what answers there must hold.
 _SHAPES = {"/chat/completions": msgspec.json.Decoder(_Chat), "/messages": msgspec.json.Decoder(_Messages),
            "/responses": msgspec.json.Decoder(_Responses), "/images/generations": msgspec.json.Decoder(_Images),
@@ -234,6 +269,8 @@ class EventCheck:
                 return None
         elif self._data is _CHUNK and event.choices:
             self._choices(event.choices)
+            if not self.answering and _opens_only(value):
+                return None
         if not self.answering and event.type not in PREAMBLE:
             self.answering = True
         return None
@@ -302,7 +339,9 @@ def event_error(api_format: str, data: bytes) -> tuple[int, bytes, bool]:
         error = {"message": event.error}
     error = error if isinstance(error, dict) else {"code": event.code, "message": event.message}
     kinds = [k for k in (error.get("type"), error.get("code")) if isinstance(k, str) and not k.isdigit()]
-    status = next((_EVENT_STATUS[k] for k in kinds if k in _EVENT_STATUS), None) or _numeric(error.get("code"))
+    # An integer code (vLLM's, SGLang's) is the status itself, more precise than a generic type beside it
+    # (``"type": "server_error", "code": 503``: an overload, not a 500).
+    status = _numeric(error.get("code")) or next((_EVENT_STATUS[k] for k in kinds if k in _EVENT_STATUS), None)
     said = status is not None
     status = status or UNREAD_EVENT_STATUS
     message = error.get("message") if isinstance(error.get("message"), str) else "the stream failed"

@@ -22,6 +22,8 @@ from ._losses import dropped as dropped
 from ._losses import render_warnings as render_warnings
 from ._losses import sf_string as sf_string
 from ._sse import SSEParser as SSEParser
+from ._ir import Usage as Usage
+from ._stream import Estimate as Estimate
 from ._stream import Passthrough as Passthrough
 from ._stream import StreamTranslator as StreamTranslator
 from ._stream import Translating as Translating
@@ -35,7 +37,8 @@ PATHS = {"openai": _chat.PATH, "anthropic": _messages.PATH, "responses": _respon
 DEFAULT_MAX_TOKENS = _messages.DEFAULT_MAX_TOKENS
 
 __all__ = [
-    "Answer", "BY_FORMAT", "CHAT", "GUARDED", "Conversation", "DEFAULT_MAX_TOKENS", "IMAGES", "Loss", "MESSAGES", "NewId",
+    "Answer", "BY_FORMAT", "CHAT", "GUARDED", "Conversation", "DEFAULT_MAX_TOKENS", "Estimate", "IMAGES", "Loss",
+    "MESSAGES", "NewId", "Usage",
     "NoTurns", "PATHS", "Passthrough", "RESPONSES", "SSEParser", "StreamTranslator", "Translating",
     "WARNINGS_LIMIT_BYTES", "WholeToStream", "answer_events", "chat_messages", "client_param", "dropped",
     "is_error_of", "new_id", "read_error",

@@ -152,7 +152,8 @@ class _AnthropicErrorShape(msgspec.Struct):
 
 _ERROR_SHAPES = {"anthropic": msgspec.json.Decoder(_AnthropicErrorShape)}
 _OPENAI_ERROR_SHAPE = msgspec.json.Decoder(_OpenAIErrorShape)
-_SAID_MAX = 200
+# A backend's own words, kept in the client's error up to this many characters (a stack trace is longer).
+_SAID_MAX = 500
 
 
 def is_error_of(api_format: str, body: bytes) -> bool:
@@ -162,6 +163,26 @@ def is_error_of(api_format: str, body: bytes) -> bool:
     except msgspec.DecodeError:    # ValidationError included
         return False
     return True
+
+
+def _said(detail: object) -> object:
+    """FastAPI's ``detail``: a string as it is, a validation error list (``{"loc": [...], "msg": ...}`` each) as
+    ``body.temperature: bad temperature; ...``, an object's ``msg`` or ``message``; else None."""
+    if isinstance(detail, dict):
+        detail = [detail]
+    if not isinstance(detail, list):
+        return detail
+    said = []
+    for item in detail:
+        if isinstance(item, str):
+            said.append(item)
+        elif isinstance(item, dict):
+            msg = item.get("msg", item.get("message"))
+            if isinstance(msg, str):
+                loc = item.get("loc")
+                where = ".".join(str(p) for p in loc) if isinstance(loc, list) else ""
+                said.append(f"{where}: {msg}" if where else msg)
+    return "; ".join(said) or None
 
 
 def _answered(status: int, body: bytes, content_type: str, said: object = None) -> str:
@@ -186,7 +207,7 @@ def read_error(status: int, body: bytes, content_type: str = "") -> UpstreamAnsw
     if isinstance(err, str):
         return upstream_error(status, err, None, None)
     if err is None:
-        said = doc.message if isinstance(doc.message, str) else doc.detail
+        said = doc.message if isinstance(doc.message, str) else _said(doc.detail)
         return upstream_error(status, _answered(status, body, content_type, said), None, None)
     # A type the client's table would not give the status says what the error was: kept, as the code.
     code = str(err.code) if err.code is not None else err.type if err.type != openai_type(status) else None

@@ -19,11 +19,16 @@ import msgspec
 
 from ...errors import VsrError
 from ._ir import (
-    Answer, ArgsDelta, BlockStart, BlockStop, Event, Failed, Finished, SignatureDelta, TextDelta, answer_events,
+    Answer, ArgsDelta, BlockStart, BlockStop, Event, Failed, Finished, SignatureDelta, TextDelta, Usage,
+    answer_events,
 )
 from ._losses import Loss
 from ..sse import EventCutter
 from ._sse import SSEParser
+
+
+# The usage of an answer whose backend reported none, estimated once the answer has ended.
+Estimate = Callable[[], Usage]
 
 
 class Writer(Protocol):
@@ -193,13 +198,17 @@ class OneBlockAtATime:
 class Translating:
     """Backend events -> neutral events (one block at a time) -> client events."""
 
-    def __init__(self, reader: Reader, writer: Writer) -> None:
+    def __init__(self, reader: Reader, writer: Writer, estimate: Estimate | None = None) -> None:
         self._parser = SSEParser()
         self._reader = reader
         self._order = OneBlockAtATime()
         self._writer = writer
         self._ended = False
         self._failed = False
+        # The usage of an answer whose backend reported none, estimated (``auth.usage``): a client protocol whose
+        # end carries usage (Messages' message_delta, Responses' response.completed, a Chat usage chunk asked for)
+        # reads the estimate, not zeros it would take for the backend's count.
+        self._estimate = estimate
 
     @property
     def losses(self) -> list[Loss]:
@@ -247,6 +256,8 @@ class Translating:
     def _emit(self, neutral: list[Event]) -> bytes:
         out = b""
         for ev in neutral:
+            if isinstance(ev, Finished) and ev.usage is None and self._estimate is not None:
+                ev = msgspec.structs.replace(ev, usage=self._estimate())
             out += self._writer.write(ev)
             if isinstance(ev, Failed):
                 self._ended = True

@@ -20,7 +20,7 @@ from ...plugins import fast_response
 from ...plugins.response_cache import CachedAnswer
 from ...plugins.response_guard import HOLD_LIMIT_BYTES
 from ...plugins.unmask import StreamRestorer
-from ...protocol.translate import render_warnings
+from ...protocol.translate import Estimate, Usage, render_warnings
 from ...upstream import Stream, Whole, failure_cause
 from ..asgi import Send, send_whole
 from . import guard as response_guard
@@ -60,6 +60,19 @@ def prompt_size(adapter, req, raw: bytes):
     return size
 
 
+def _estimate(ex: Exchange) -> Estimate | None:
+    """The usage a client reads of a stream whose backend reported none: the meter's estimate (``auth.usage``),
+    read once the answer has ended. It closes over the meter, not the exchange (see ``prompt_size``)."""
+    meter = ex.meter
+    if meter is None or meter.prepaid:      # an executor's answer: its calls reported what they used
+        return None
+
+    def usage() -> Usage:
+        given, taken = meter.estimate()
+        return Usage(given, taken)
+    return usage
+
+
 def _metered(ex: Exchange, feed):
     """``feed`` (a translator's) after the meter read the backend's own bytes: the client's may leave the usage
     out (a Chat client that did not ask for it, a translation that drops it)."""
@@ -80,6 +93,7 @@ async def _send(ex: Exchange, send: Send, body: bytes, content_type: str, *, str
     headers = ex.headers(content_type)
     if streamed:
         headers.append((b"cache-control", b"no-cache"))
+    body = ex.error_body(ex.status, body)
     await send_whole(send, ex.status, headers, body)
     ex.first_byte = time.perf_counter()
     kept = body if kept is None else kept
@@ -99,7 +113,7 @@ def _answered(ex: Exchange, *, streamed: bool, complete: bool, content_type: str
     ex.rec.answered(status=ex.status, path=ex.path.value, model=ex.model, streamed=streamed, complete=complete,
                     content_type=content_type, guard=ex.guard_outcome, guard_codes=ex.guard_codes, held=ex.held,
                     cost=(ex.cost.total, ex.cost.currency) if ex.cost is not None else (None, None),
-                    usage=ex.meter.reported() if ex.meter is not None else None, first_byte=ex.backend_first_byte)
+                    usage=ex.meter.usage() if ex.meter is not None else None, first_byte=ex.backend_first_byte)
 
 
 async def _fast(ex: Exchange, send: Send, message: str) -> None:
@@ -260,6 +274,7 @@ async def _blocked(ex: Exchange, send: Send, exc: VsrError, *, streamed: bool) -
         headers = ex.headers(SSE) + [(b"cache-control", b"no-cache")]
     else:
         ex.status, content_type, body = ex.adapter.error(exc)
+        body = ex.error_body(ex.status, body)
         line, ex.failure = ex.status, exc       # the access log's error, as a blocked stream's
         headers = ex.headers(content_type)
     await send_whole(send, line, headers, body)
@@ -282,7 +297,7 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
     _upstream_answered(ex, stream)
     req, adapter, rec = ex.req, ex.adapter, ex.rec
     assert req is not None
-    tr = adapter.stream_translator(req, stream.model.api_format)
+    tr = adapter.stream_translator(req, stream.model.api_format, estimate=_estimate(ex))
     ex.warnings = render_warnings(_losses(ex, stream.model.name), codes=ex.codes)
     complete, failure, relayed = False, None, None
     # A guard that cannot change the answer reads a copy once the stream has ended (for the record).
@@ -392,7 +407,7 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
     _upstream_answered(ex, stream)
     req, adapter, rec = ex.req, ex.adapter, ex.rec
     assert req is not None
-    tr = adapter.stream_translator(req, stream.model.api_format)
+    tr = adapter.stream_translator(req, stream.model.api_format, estimate=_estimate(ex))
     losses = _losses(ex, stream.model.name)
     held = bytearray()
     failure: VsrError | None = None
@@ -519,6 +534,7 @@ async def error(ex: Exchange, send: Send, exc: VsrError) -> None:
     if exc.retry_after_s is not None:
         headers.append((b"retry-after", str(exc.retry_after_s).encode()))
     headers += exc.headers
+    body = ex.error_body(status, body)
     await send_whole(send, status, headers, body)
     spent = ex.cost.usage if ex.cost is not None else None
     if looped or spent is not None or ex.route is not None:

@@ -17,6 +17,7 @@ from ...errors import UnsendableHeader, VsrError
 from ...headers import registry as h
 from ...headers.public import public_headers
 from ...protocol.adapters import Adapter, Inbound, Outbound
+from ...protocol.anthropic import with_request_id
 from ...protocol.translate import Loss
 from ...routing import Route
 from ...upstream import Attempt
@@ -27,6 +28,7 @@ from ..state import AppState
 _TO_PROVIDER = tuple(name.encode() for name in h.TO_PROVIDER)
 _TRACE = h.TRACE.encode()
 _REQUEST_ID = h.REQUEST_ID.encode()
+_ANTHROPIC_REQUEST_ID = h.ANTHROPIC_REQUEST_ID.encode()
 _WARNINGS = h.WARNINGS.encode()
 _COST, _COST_CURRENCY = h.COST.encode(), h.COST_CURRENCY.encode()
 # A header value h11 sends (RFC 9110 field-value): visible bytes, inner spaces and tabs, no control byte.
@@ -107,7 +109,10 @@ class Exchange:
         """The public headers of the answer, with its warnings, trace and extras."""
         out = public_headers(config_version=self.state.config_version, path=self.path,
                              recipe=self.recipe, decision=self.decision, model=self.model)
-        out.append((_REQUEST_ID, self.rec.request_id.encode("latin-1")))
+        rid = self.rec.request_id.encode("latin-1")
+        out.append((_REQUEST_ID, rid))
+        if self.api == "messages":      # the Anthropic SDK's name for it
+            out.append((_ANTHROPIC_REQUEST_ID, rid))
         if self.warnings:
             out.append((_WARNINGS, self.warnings.encode()))
         cost = self.cost.header_value() if self.cost is not None else None
@@ -132,6 +137,11 @@ class Exchange:
             # request fails here instead, answered 500 with its body (and counted so) without these headers.
             raise UnsendableHeader(f"internal error: the response header {bad[0].decode()} cannot be sent")
         return [(name, value) for name, value in out if name not in bad]
+
+    def error_body(self, status: int, body: bytes) -> bytes:
+        """An error answer's ``body`` as the client reads it: a Messages client's with the request's id in it
+        (``request_id``, as Anthropic's errors carry it)."""
+        return with_request_id(body, self.rec.request_id) if self.api == "messages" and status >= 400 else body
 
     def provider_headers(self) -> list[tuple[str, bytes]]:
         """The client headers registered to reach providers; every other one, x-vsr-* included, stays here.

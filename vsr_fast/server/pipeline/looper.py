@@ -251,7 +251,7 @@ def count_cost(ex: Exchange, answer: Stream | Whole, tally: Tally) -> Stream | W
     """Add the final answer's cost: a whole body now, a stream once its last chunk passed (usage comes last)."""
     if isinstance(answer, Whole):
         if answer.status < 400:
-            tally.add_whole(answer.model, answer.body)
+            tally.add_whole(answer.model, answer.body, ex.meter.estimate if ex.meter is not None else None)
         metric(ex, tally)
         return answer
     if answer.model.pricing is None:
@@ -268,7 +268,11 @@ async def _tapped(ex: Exchange, rest: AsyncIterator[bytes], reader: StreamUsage,
         reader.feed(chunk)
         yield chunk
     reader.feed(b"\n")
-    tally.add(model, reader.tokens)
+    tokens, meter = reader.tokens, ex.meter
+    if not tokens.seen and meter is not None and meter.answered:
+        # No usage came: the estimate of the text the meter read (every chunk passed it before this line runs).
+        tokens = Tokens.estimated(*meter.estimate())
+    tally.add(model, tokens)
     metric(ex, tally)
 
 

@@ -77,14 +77,17 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
         m.latency.observe(time.perf_counter() - ex.started, api, ex.decision or "", ex.model or "")
         if ex.first_byte is not None:
             m.first_byte.observe(ex.first_byte - ex.started, api, ex.model or "")
-        meter = ex.meter
-        if meter is not None:
-            meter.finish()
-            if meter.seen and not meter.prepaid:     # an executor's calls were counted each under its model
-                m.tokens.inc(ex.model or "", "input", by=meter.input)
-                m.tokens.inc(ex.model or "", "output", by=meter.output)
+        # The answer's usage, or its estimate when the backend reported none; an executor's calls were counted
+        # each under its model.
+        usage = ex.meter.usage() if ex.meter is not None and not ex.meter.prepaid else None
+        if usage is not None:
+            m.tokens.inc(ex.model or "", "input", by=usage[0])
+            m.tokens.inc(ex.model or "", "output", by=usage[1])
+            if usage[3]:
+                m.tokens_estimated.inc(ex.model or "", "input", by=usage[0])
+                m.tokens_estimated.inc(ex.model or "", "output", by=usage[1])
         if state.access_log is not None or span is not None:
-            fields = _access_fields(ex)
+            fields = _access_fields(ex, usage)
             if state.access_log is not None:
                 state.access_log.log(fields)
             if span is not None:
@@ -136,10 +139,12 @@ def _span_attributes(fields: dict) -> dict:
     return attributes
 
 
-def _access_fields(ex: Exchange) -> dict:
-    """The access log's fields for one request (``access_log``)."""
+def _access_fields(ex: Exchange, usage: tuple[int, int, int, bool] | None) -> dict:
+    """The access log's fields for one request (``access_log``); ``usage``: the answer's (``UsageMeter.usage``)."""
     now = time.perf_counter()
     meter, failure = ex.meter, ex.failure
+    if usage is None and meter is not None and meter.prepaid:   # an executor's answer: the usage it reported
+        usage = meter.usage()
     who = ex.state.identity(ex.scope)
     return {
         # The client's x-request-id, else the router's: the answer's x-request-id either way.
@@ -156,8 +161,10 @@ def _access_fields(ex: Exchange) -> dict:
         "status": ex.status,
         "path": ex.path.value, "latency_s": round(now - ex.started, 6),
         "ttfb_s": round(ex.first_byte - ex.started, 6) if ex.first_byte is not None else None,
-        "input_tokens": meter.input if meter is not None and meter.seen else None,
-        "output_tokens": meter.output if meter is not None and meter.seen else None,
+        "input_tokens": usage[0] if usage is not None else None,
+        "output_tokens": usage[1] if usage is not None else None,
+        # The tokens are the router's estimate (four bytes a token of text): the backend reported no usage.
+        "usage_estimated": True if usage is not None and usage[3] else None,
         "error": failure.code if failure is not None else None,
         # An upstream failure's cause in one word (connect_refused, read_timeout...); the message says the rest.
         "cause": failure.cause if isinstance(failure, UpstreamError) else None,
