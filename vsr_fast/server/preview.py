@@ -1,7 +1,7 @@
 """``POST /api/v1/routing/preview``: a request through signals and decisions, no model called.
 
-It takes the same Chat Completions body as the hot path, routes it with the
-same code, runs the decision's selector as the request path does (random
+It takes the same Chat Completions body as the hot path (or a System One body naming a System One
+entrypoint or native alias, routed as ``POST /v1/systemone`` routes it), routes it with the same code, runs the decision's selector as the request path does (random
 excepted: it says each candidate's chance rather than draw), and says what the
 live route would be and why. A request a decision error would fail gets that
 error's status, with the signals and decisions besides. It is also the entry
@@ -14,18 +14,20 @@ import time
 import msgspec
 
 from ..config import output as output_rules
-from ..errors import DecisionFailed, NoDecision, VsrError
+from ..errors import DecisionFailed, NoDecision, RequestError, VsrError
 from ..headers.public import public_headers
 from ..headers import registry as h
 from ..headers import trace
 from ..headers.registry import ResponsePath
-from ..protocol.errors import openai_error_body
+from ..protocol import systemone as wire
+from ..protocol.errors import openai_error_body, quoted_values
 from ..routing import Route
 from .asgi import Receive, Scope, Send, header, read_body, send_whole
 from .pipeline import looper
 from .pipeline.looper import Selected
 from .route import algorithm_of, decode_chat, request_text, route_chat
 from .state import AppState
+from .systemone_api import canonical
 
 _JSON = (b"content-type", b"application/json")
 _ENCODER = msgspec.json.Encoder()
@@ -127,18 +129,56 @@ def error_document(exc: VsrError, model_name: str | None) -> bytes:
     return _ENCODER.encode(doc)
 
 
+class _Named(msgspec.Struct):
+    model: object = None
+
+
+def names_systemone(table, raw: bytes) -> str | None:
+    """``raw``'s ``model`` when it names a System One entrypoint or native alias (a System One body: no Chat
+    request may name one, a Chat body naming a native alias is refused), else None."""
+    try:
+        name = msgspec.json.decode(raw, type=_Named).model
+    except msgspec.DecodeError:
+        return None
+    known = isinstance(name, str) and (name in table.systemone_by_name or name in table.native_aliases())
+    return name if known else None
+
+
+async def systemone_route(state: AppState, raw: bytes) -> tuple[Route, str, object]:
+    """(route, model asked, its text) of a System One body, routed as ``POST /v1/systemone`` routes it: by its
+    entrypoint's recipe on the state's request, or to the native alias it names (no recipe)."""
+    try:
+        body = wire.decode_request(raw, model_required=True)
+    except wire.InvalidRequest as exc:
+        raise RequestError(f"Invalid System One body: {quoted_values(exc.message)}") from None
+    except msgspec.DecodeError as exc:
+        raise RequestError(f"Invalid System One body: {quoted_values(str(exc))}") from None
+    table, name = state.table, body.model or ""
+    if name not in table.systemone_by_name:
+        return Route(None, None, (table.native_aliases()[name],)), name, None
+    route = await table.route_recipe(table.systemone_recipe_for(name), lambda: canonical(body), state.systemone)
+    return route, name, lambda: canonical(body).text
+
+
 async def handle_preview(state: AppState, scope: Scope, receive: Receive, send: Send) -> None:
     """Route the body and answer with the route, its signals and its reasons."""
     request = None
+    asked = None
     try:
         raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
-        request = decode_chat(raw)
         started = time.perf_counter_ns()
-        route = await previewed_route(state.table, request, lambda: state.identity(scope), state.systemone,
-                                      state.policies)
+        asked = names_systemone(state.table, raw)
+        if asked is not None:
+            route, asked, text = await systemone_route(state, raw)
+        else:
+            request = decode_chat(raw)
+            asked = request.model
+            route = await previewed_route(state.table, request, lambda: state.identity(scope), state.systemone,
+                                          state.policies)
         routing_us = (time.perf_counter_ns() - started) / 1000
         # The selector the request path runs, on the same measurements; not timed as routing.
-        text = request_text(request, lambda: state.identity(scope))
+        if request is not None:
+            text = request_text(request, lambda: state.identity(scope))
         route, picked = await looper.previewed(route, state.table, state.systemone, state.selection, text,
                                                state.selection.sessions.get(looper.session_key(state, scope)),
                                                state.upstreams.live)
@@ -148,7 +188,7 @@ async def handle_preview(state: AppState, scope: Scope, receive: Receive, send: 
         if exc.retry_after_s is not None:
             headers.append((b"retry-after", str(exc.retry_after_s).encode()))
         headers.append(_JSON)
-        await send_whole(send, exc.status, headers, error_document(exc, request.model if request else None))
+        await send_whole(send, exc.status, headers, error_document(exc, asked))
         return
     path = preview_path(route, state.policies)
     model = None if path == ResponsePath.FAST_RESPONSE else preview_model(route, picked)
@@ -160,7 +200,7 @@ async def handle_preview(state: AppState, scope: Scope, receive: Receive, send: 
         if value is not None:
             headers.append((_TRACE, with_notes(value, picked).encode()))
     headers.append(_JSON)
-    await send_whole(send, 200, headers, _ENCODER.encode(preview_body(route, request.model, routing_us, picked, path)))
+    await send_whole(send, 200, headers, _ENCODER.encode(preview_body(route, asked, routing_us, picked, path)))
 
 
 def with_notes(value: str, picked: Selected) -> str:
