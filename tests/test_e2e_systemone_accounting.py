@@ -164,6 +164,10 @@ def test_the_trace_reaches_a_debug_caller_on_escalate_and_direct_answers(s1, fak
     assert r.headers["x-vsr-response-path"] == "looper"
     trace = r.headers["x-vsr-trace"]
     assert 'decision="escalated"' in trace and 'algorithm="escalate"' in trace
+    # Each stage's verdict: the fake's neutral 0.5 is not sure enough, the scripted model's 0.9 is.
+    looper = re.search(r"looper=\(([^)]*)\)", trace).group(1)
+    assert looper.startswith('"deployed: ') and "rejected" in looper and "local-scripted: " in looper \
+        and looper.endswith('accepted"'), trace
     assert "x-vsr-trace" not in post(s1, body).headers
     direct = post(s1, {"model": "local-scripted", "state": {"request": "x"}, "questions": QUESTIONS},
                   **{"x-vsr-debug": "1"})

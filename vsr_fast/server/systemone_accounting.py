@@ -17,7 +17,7 @@ import time
 from .. import tracing
 from ..config.schema import ProviderModel
 from ..errors import VsrError
-from ..headers import registry as h
+from ..headers import registry as h, trace
 from ..headers.registry import ResponsePath
 from ..protocol import systemone as wire
 from ..routing import Route
@@ -52,6 +52,7 @@ class SystemOneExchange:
         self.route: Route | None = None
         self.recipe = self.decision = self.model = self.backend = None
         self.attempts: list[Attempt] = []
+        self.verdicts: list[str] = []           # an escalation's stages, each with its verdict
         self.status = 499                       # until answered: a client that left
         self.path = ResponsePath.ERROR
         self.first_byte: float | None = None
@@ -138,6 +139,8 @@ class SystemOneExchange:
         if self.route is not None and state.debug_policy != "none" and header(self.scope, _DEBUG) is not None:
             value = state.trace_for(self.scope, self.route)
             if value is not None:
+                if self.verdicts:   # the Looper's member, as a Chat executor's answer carries it
+                    value = trace.with_member(value, trace.list_member("looper", self.verdicts))
                 extra.append((_TRACE, value.encode()))
         return extra
 

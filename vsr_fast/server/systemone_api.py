@@ -135,7 +135,7 @@ async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, id
                 looper = alg is not None and kind_of(alg) == "escalate"
                 if looper:
                     model, response = await escalate(state, alg, body, lambda alias: _ask(state, alias, body, acct),
-                                                     arrived, identity.reaches)
+                                                     arrived, identity.reaches, acct.verdicts)
                     status, out = 200, wire.ENCODER.encode(response)
                 else:
                     model, status, out = await _answer(state, route.candidates, body, acct)
