@@ -124,3 +124,16 @@ def test_reused_answers_end_with_a_reload_that_changes_the_configuration(mock, f
         assert calls(fake) == 2, "until the configuration changes"
         details(proc, prompt)
         assert calls(fake) == 2, "and reused again under the new one"
+
+
+def test_decision_unresolved_names_each_unknown_signal_with_its_reason(mock, fake, stream, tmp_path):
+    doc = config(mock.url, fake.url, stream)
+    doc["recipes"][0]["decisions"][0]["rules"]["on_unknown"] = "fail_request"
+    rules(fake, {"question": QUESTION, "fail": {"kind": "question_failed", "message": "no verdict"}})
+    with router(write_config(doc, str(tmp_path))) as proc:
+        r = httpx.post(f"{proc.url}/api/v1/routing/preview", timeout=20,
+                       json={"model": "vsr/auto", "messages": [{"role": "user", "content": f"fail {uuid.uuid4().hex}"}]})
+    assert r.status_code == 503, r.text
+    error = r.json()["error"]
+    assert error["code"] == "decision_unresolved"
+    assert "systemone:flagged (question_failed: " in error["message"] and "no verdict" in error["message"]
