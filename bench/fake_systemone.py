@@ -91,6 +91,8 @@ Answer kinds (values are probabilities, 0..1; an option or level not given gets 
     {"error": {"code": "question_failed", "message": "..."}}
                                                   # an in-place QuestionError, as a local
                                                   # runtime answers; the call still succeeds
+    {"omit": true}                               # no answer to the question at all (fits any
+                                                  # type); the call still succeeds
 
 Failure kinds (``"fail": "overloaded"`` is short for ``{"kind": "overloaded"}``)::
 
@@ -124,7 +126,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Literal, Union
 
 import msgspec
 import trio
@@ -204,6 +206,7 @@ class AnswerSpec(Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=
     set: dict[str, Prob] | None = None
     span: Union[list[Union[SpanSpec, tuple[str, int, int]]], None] = None
     error: QuestionErrorSpec | None = None
+    omit: Literal[True] | None = None       # no answer at all: the call succeeds without this question's answer
 
     def __post_init__(self) -> None:
         given = [k for k in ANSWER_KINDS if getattr(self, k) is not None]
@@ -215,7 +218,7 @@ class AnswerSpec(Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=
         return next(k for k in ANSWER_KINDS if getattr(self, k) is not None)
 
 
-ANSWER_KINDS = ("noul", "choice", "score", "set", "span", "error")
+ANSWER_KINDS = ("noul", "choice", "score", "set", "span", "error", "omit")
 
 
 class _Failure(Struct, frozen=True, tag_field="kind", forbid_unknown_fields=True, omit_defaults=True):
@@ -369,7 +372,7 @@ QUESTION_TYPE = {
 
 def fits(spec: AnswerSpec, q: Question) -> bool:
     kind = spec.kind
-    return kind == "error" or kind == QUESTION_TYPE[type(q)]
+    return kind in ("error", "omit") or kind == QUESTION_TYPE[type(q)]
 
 
 def answers_item(rule: Rule, entry: Entry, name: str, q: Question) -> bool:
@@ -506,6 +509,8 @@ class Fake:
         out: dict[str, Answer] = {}
         for qname, q in entry.questions.items():
             spec = next((r.answer for r, _ in applying if answers_item(r, entry, qname, q)), None)
+            if spec is not None and spec.omit:
+                continue
             out[qname] = neutral(q) if spec is None else fixed(spec, q, entry.state)
         return out
 

@@ -65,15 +65,15 @@ def doc(mock_url: str, stream: str, *, cache: bool = False) -> dict:
     }
 
 
-def events_of(stream: str, replay_id: str) -> list:
+def stream_events(stream: str) -> list:
+    """Every event on the Redis stream ``stream``, in order."""
     r = redis.Redis.from_url("redis://127.0.0.1:6379/0")
-    out = []
-    for _, fields in r.xrange(stream):
-        payload = next(v for k, v in fields.items() if k in (b"e", b"event", b"data", b"payload"))
-        ev = decode_event(payload)
-        if ev.replay_id == replay_id:
-            out.append(ev)
-    return out
+    return [decode_event(next(v for k, v in fields.items() if k in (b"e", b"event", b"data", b"payload")))
+            for _, fields in r.xrange(stream)]
+
+
+def events_of(stream: str, replay_id: str) -> list:
+    return [ev for ev in stream_events(stream) if ev.replay_id == replay_id]
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ from redis.connection import parse_url as parse_redis_url
 
 from .algorithm import algorithm_errors
 from .auth_checks import check_auth
+from .bindings import check_bindings
 from .embedding_checks import check_embeddings
 from .ineffective import check_ineffective
 from .candidates import check_candidates
@@ -45,6 +46,7 @@ def check(config: RouterConfig) -> tuple[list[str], list[str]]:
     _check_algorithms(config, errors, warnings)
     check_candidates(config, errors, warnings)
     _check_deployments(config, errors)
+    check_bindings(config, errors)
     check_auth(config, models, errors, warnings)
     check_embeddings(config.global_.model_catalog, config.global_.stores, errors)
     _check_store_files(config, errors)

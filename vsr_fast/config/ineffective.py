@@ -10,15 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .application import Signals
+from .bindings import APPLICATION_TYPES
 from .schema import ModelRef, PluginEntry, RouterConfig, RuleNode
 from .signals import Predicate
 
 # Condition types whose value is a probability, 0 to 1 (a systemone score question's is its expected level),
 # and the signals field that declares their rules.
-_PROBABILITY_FIELDS = {"systemone": "systemone", "domain": "domains", "fact_check": "fact_check",
-                       "user_feedback": "user_feedbacks", "jailbreak": "jailbreak", "safety": "safety", "pii": "pii",
-                       "hallucination": "hallucination", "refusal": "refusal", "turn_relation": "turn_relation",
-                       "complexity": "complexity", "modality": "modality"}
+_PROBABILITY_FIELDS = {"systemone": "systemone", **APPLICATION_TYPES}
 
 
 def check_ineffective(config: RouterConfig, warnings: list[str]) -> None:

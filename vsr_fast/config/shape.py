@@ -49,10 +49,14 @@ def _problem(exc: msgspec.ValidationError, base: list[str | int], raw: object,
         if isinstance(found, str):
             detail += f" {found[:60]!r}"
     elif code == "unknown_field":
-        near = difflib.get_close_matches(str(steps[-1]), _field_names(typ, _paths.steps_of(where.rstrip("`"))), n=1)
-        if near:
-            detail += f"; did you mean {near[0]}?"
+        detail += did_you_mean(str(steps[-1]), _field_names(typ, _paths.steps_of(where.rstrip("`"))))
     return steps, f"{_paths.render(steps, raw)}: {code}: {detail}"
+
+
+def did_you_mean(name: str, known) -> str:
+    """``; did you mean <the closest of known>?``, or "" when none is close: every unknown field's suggestion."""
+    near = difflib.get_close_matches(name, list(known), n=1)
+    return f"; did you mean {near[0]}?" if near else ""
 
 
 def _value_at(raw: object, steps: list[str | int]) -> object:

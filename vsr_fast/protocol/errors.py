@@ -199,11 +199,11 @@ def problem_of(exc: msgspec.DecodeError, schema: Any = None) -> Problem:
     return Problem("invalid", path, detail)
 
 
-def quoted_values(text: str) -> str:
+def quoted_values(text: str, withheld: str | None = None) -> str:
     """msgspec's words ``text`` with the value it quotes (``Invalid value 'x' - at ...``) ``shown``: for a protocol
-    that renders msgspec's message as it is (System One)."""
+    that renders msgspec's message as it is (System One); with ``withheld``, that in the value's place (the logs')."""
     def show(m: re.Match) -> str:
-        return f"{m.group(1)} {shown(m.group(2))}"
+        return f"{m.group(1)} {withheld or shown(m.group(2))}"
     return _QUOTED.sub(show, text, count=1)
 
 

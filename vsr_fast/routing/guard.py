@@ -26,7 +26,7 @@ from ..protocol import systemone as wire
 from ..signals.base import CanonicalRequest, Outcome
 from ..selection.refusal import refusal_text
 from ..signals.registry import Readings
-from ..systemone.learned import LearnedRule, outcome_of
+from ..systemone.learned import LearnedRule, outcome_of, why_unknown
 
 Ask = Callable[[list[LearnedRule]], Awaitable[dict[tuple[str, str], Outcome]]]
 
@@ -191,7 +191,7 @@ def asker_for(systemone, canonical: CanonicalRequest, answer: str) -> Ask:
             answers = await systemone.ask_response({r.share: r.question for r in live}, canonical, answer, context)
             for rule in live:
                 out[(rule.condition_type, rule.name)] = outcome_of(rule, answers.get(rule.share),
-                                                                   "no answer in time")
+                                                                   why_unknown(answers, rule.share))
         return out
 
     return ask

@@ -23,7 +23,7 @@ from ..errors import ModelNotFound, NoDecision, RoutingError, echoing
 from ..selection import static
 from ..signals.base import CanonicalRequest, CompileErrors
 from ..systemone.presets import APPLICATION_SIGNALS
-from ..systemone.learned import LearnedSignals, compile_learned, fold_parts, outcome_of
+from ..systemone.learned import LearnedSignals, compile_learned, fold_parts, outcome_of, why_unknown
 from ..systemone.states import part_shares
 from ..signals.registry import VALUED, Readings, RecipeSignals
 from ..systemone import capabilities as caps
@@ -161,20 +161,15 @@ async def read_learned(learned: LearnedSignals, canonical: CanonicalRequest, rea
             if overloaded:
                 readings.overloaded.add(key)
             readings.outcomes[key] = outcome_of(rule, answers.get(rule.share),
-                                                "overloaded" if overloaded else _failed(answers, rule.share))
+                                                "overloaded" if overloaded else why_unknown(answers, rule.share))
         if parts.get(rule.share):
             left = getattr(answers, "overloaded", ())
             if any(p in left for p in parts[rule.share]):
                 readings.overloaded.add(key)
             readings.outcomes[key] = fold_parts(readings.outcomes[key], [
-                (p.part, outcome_of(rule, answers.get(p), "overloaded" if p in left else "no answer in time"))
+                (p.part, outcome_of(rule, answers.get(p), "overloaded" if p in left else why_unknown(answers, p)))
                 for p in parts[rule.share]])
     return answers
-
-
-def _failed(answers: Answered, share) -> str:
-    """Why a share has no answer: its call's failure (timeout, unreachable), else the signals' deadline."""
-    return getattr(answers, "failed", {}).get(share) or "no answer in time"
 
 
 def _apply_on_unknown(rule, outcome):

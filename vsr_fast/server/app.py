@@ -42,6 +42,8 @@ COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 PREVIEW_PATH = "/api/v1/routing/preview"
 SYSTEMONE_MODELS = "/v1/systemone/models"
 MODEL_PREFIX = MODELS_PATH + "/"     # GET /v1/models/{id}
+# Every inference route -> its client API: a refusal before its handler is counted and logged as its answers are.
+INFERENCE_APIS = {**API_PATHS, **dict.fromkeys(SYSTEMONE_PATHS, "systemone")}
 # The client API each client route authenticates as (which key headers it reads).
 CLIENT_APIS = {**API_PATHS, COUNT_TOKENS_PATH: "count_tokens", INPUT_TOKENS_PATH: "responses",
                SYSTEMONE_MODELS: "systemone", MODELS_PATH: "models", **dict.fromkeys(SYSTEMONE_PATHS, "systemone")}
@@ -397,7 +399,7 @@ async def _refuse(state: AppState, send: Send, scope: Scope, path: str, err: Vsr
     if err.bare is not None and state.policies.plan(None, None).private:
         err = err.unechoed()    # no decision yet: the global layer says whether requests are private
     status, body = error_for_path(path, err) if shape is None else error_for_request(shape, err)
-    api = API_PATHS.get(path)
+    api = INFERENCE_APIS.get(path)
     rid = request_id(scope)
     # An error in Anthropic's shape (its routes, and /v1/models asked by its SDK) carries the request's id, which
     # the Anthropic SDK reads as request-id and in the body.
@@ -450,7 +452,7 @@ def edge_refusals(state_of: Callable[[], AppState]) -> Callable[[bytes, int], by
         state = state_of()
         state.metrics.http_refusals.inc(str(status))
         path = origin_path(target).split(b"?", 1)[0].decode("latin-1")
-        if (api := API_PATHS.get(path)) is not None:
+        if (api := INFERENCE_APIS.get(path)) is not None:
             # No header was read, or none can be trusted: the caller is nobody, whatever key it may have sent.
             refused(state, api, {"headers": [], SCOPE_KEY: ANONYMOUS}, rid, status, EDGE_REFUSALS[status])
         return whole

@@ -3,7 +3,8 @@
 It takes the body of any of the three conversation APIs, read as its own
 endpoint reads it (``preview_api``): Chat Completions, Messages (its top-level
 ``system`` included) or Responses (``input``, a ``previous_response_id``
-expanded from the caller's stored responses), routes it with the same code, runs the decision's selector as the request path does (random
+expanded from the caller's stored responses), or a System One body naming a System One
+entrypoint or native alias, routed as ``POST /v1/systemone`` routes it; routes it with the same code, runs the decision's selector as the request path does (random
 excepted: it says each candidate's chance rather than draw), and says what the
 live route would be and why. A request a decision error would fail gets that
 error's status, with the signals and decisions besides. It is also the entry
@@ -21,7 +22,8 @@ from ..headers.public import public_headers
 from ..headers import registry as h
 from ..headers import trace
 from ..headers.registry import ResponsePath
-from ..protocol.errors import openai_error_body
+from ..protocol import systemone as wire
+from ..protocol.errors import openai_error_body, quoted_values
 from ..routing import Route
 from .asgi import Receive, Scope, Send, header, read_body, send_whole
 from .pipeline import looper
@@ -29,6 +31,7 @@ from .pipeline.looper import Selected
 from ..protocol.chat import TOP_LEVEL_DECODER
 from .route import algorithm_of, route_chat
 from .state import AppState
+from .systemone_api import canonical
 
 _JSON = (b"content-type", b"application/json")
 _ENCODER = msgspec.json.Encoder()
@@ -157,23 +160,61 @@ def error_document(exc: VsrError, model_name: str | None) -> bytes:
     return _ENCODER.encode(doc)
 
 
+class _Named(msgspec.Struct):
+    model: object = None
+
+
+def names_systemone(table, raw: bytes) -> str | None:
+    """``raw``'s ``model`` when it names a System One entrypoint or native alias (a System One body: no Chat
+    request may name one, a Chat body naming a native alias is refused), else None."""
+    try:
+        name = msgspec.json.decode(raw, type=_Named).model
+    except msgspec.DecodeError:
+        return None
+    known = isinstance(name, str) and (name in table.systemone_by_name or name in table.native_aliases())
+    return name if known else None
+
+
+async def systemone_route(state: AppState, raw: bytes) -> tuple[Route, str, object]:
+    """(route, model asked, its text) of a System One body, routed as ``POST /v1/systemone`` routes it: by its
+    entrypoint's recipe on the state's request, or to the native alias it names (no recipe)."""
+    try:
+        body = wire.decode_request(raw, model_required=True)
+    except wire.InvalidRequest as exc:
+        raise RequestError(f"Invalid System One body: {quoted_values(exc.message)}") from None
+    except msgspec.DecodeError as exc:
+        raise RequestError(f"Invalid System One body: {quoted_values(str(exc))}") from None
+    table, name = state.table, body.model or ""
+    if name not in table.systemone_by_name:
+        return Route(None, None, (table.native_aliases()[name],)), name, None
+    route = await table.route_recipe(table.systemone_recipe_for(name), lambda: canonical(body), state.systemone)
+    return route, name, lambda: canonical(body).text
+
+
 async def handle_preview(state: AppState, scope: Scope, receive: Receive, send: Send) -> None:
     """Route the body and answer with the route, its signals and its reasons."""
     request = model_name = None
     try:
         raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
-        adapter = state.adapters[preview_api(scope, raw)]
-        # As the endpoint decodes it: the caller's own stored responses only, for a previous_response_id.
-        request = adapter.decode(raw, scope["headers"])
-        request.owner = state.identity(scope).owner
-        request = await adapter.prepare(request)
-        model_name = adapter.model(request)
-        started = time.perf_counter_ns()
-        route = await previewed_route(state.table, request, lambda: state.identity(scope), state.systemone,
-                                      state.policies, adapter)
-        routing_us = (time.perf_counter_ns() - started) / 1000
-        # The selector the request path runs, on the same measurements; not timed as routing.
-        text = lambda: adapter.canonical(request, state.identity(scope)).text  # noqa: E731
+        asked = names_systemone(state.table, raw)
+        if asked is not None:
+            model_name = asked
+            started = time.perf_counter_ns()
+            route, model_name, text = await systemone_route(state, raw)
+            routing_us = (time.perf_counter_ns() - started) / 1000
+        else:
+            adapter = state.adapters[preview_api(scope, raw)]
+            # As the endpoint decodes it: the caller's own stored responses only, for a previous_response_id.
+            request = adapter.decode(raw, scope["headers"])
+            request.owner = state.identity(scope).owner
+            request = await adapter.prepare(request)
+            model_name = adapter.model(request)
+            started = time.perf_counter_ns()
+            route = await previewed_route(state.table, request, lambda: state.identity(scope), state.systemone,
+                                          state.policies, adapter)
+            routing_us = (time.perf_counter_ns() - started) / 1000
+            # The selector the request path runs, on the same measurements; not timed as routing.
+            text = lambda: adapter.canonical(request, state.identity(scope)).text  # noqa: E731
         route, picked = await looper.previewed(route, state.table, state.systemone, state.selection, text,
                                                state.selection.sessions.get(looper.session_key(state, scope)),
                                                state.upstreams.live)

@@ -77,6 +77,10 @@ class AppState:
         self.session_headers = tuple(name.lower().encode() for name in
                                      (h.SESSION_ID, *config.global_.router.headers.session_id_headers))
         client = self.systemone_client
+        if client is not None:
+            # Answers are reused "until the configuration changes" (spec 5.3): the client outlives a reload, and
+            # keys its reuse by this version, so no answer asked under another configuration is served under this.
+            client.generation = self.loaded.version_hash
         self.systemone = self.table.asker(client) if client is not None else None
         self.classifier = Classifier(self.table, client)     # the diagnostics classify APIs (spec 6.8)
         self.debug_policy = config.global_.router.headers.debug

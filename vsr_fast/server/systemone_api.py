@@ -25,6 +25,7 @@ from ..errors import (
     RateLimited,
     RoutingError,
     VsrError,
+    WITHHELD,
 )
 from ..headers.public import public_headers
 from ..config.algorithm import kind_of
@@ -41,6 +42,7 @@ from ..routing.open_systemone import alias_key
 from .asgi import ClientGone, Receive, Scope, Send, read_body, send_whole
 from .delegation import bind_for_systemone
 from .state import AppState
+from .systemone_accounting import SystemOneExchange
 from .systemone_escalate import escalate
 
 log = logging.getLogger("vsr_fast.gateway")
@@ -70,13 +72,16 @@ async def handle_systemone(state: AppState, scope: Scope, receive: Receive, send
     otherwise), before any System One call. A request refused for the name it sent takes no place in any window
     (``auth.access``); one refused after routing (its route trimmed to nothing it may reach) keeps its place."""
     admitted = _Admitted()
+    # Counted, logged and recorded as Chat's requests are, whatever ends it (a client gone: 499).
+    acct = SystemOneExchange(state, scope)
     try:
-        await _serve(state, scope, receive, send, state.identity(scope), admitted)
+        await _serve(state, scope, receive, send, state.identity(scope), admitted, acct)
     finally:
         if admitted.ticket is not None:
             # A refusal for the name it sent comes before the limits (no place taken); one after routing keeps its
             # place: its signals ran.
             state.limiter.done(admitted.ticket, 0)
+        acct.finish()
 
 
 class _Admitted:
@@ -89,20 +94,23 @@ class _Admitted:
 
 
 async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, identity: Identity,
-                 admitted: _Admitted) -> None:
-    recipe = decision = model = None
+                 admitted: _Admitted, acct: SystemOneExchange) -> None:
+    recipe = decision = model = logged = None
     arrived = trio.current_time()
     looper = limited = False
     extra: list[tuple[bytes, bytes]] = []
     try:
-        raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
+        raw = acct.raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
         try:
             body = wire.decode_request(raw, model_required=True)
         except wire.InvalidRequest as exc:
             status, out = _error("invalid_request", quoted_values(exc.message), question=exc.question, state=exc.state)
+            logged = quoted_values(exc.message, WITHHELD)      # the logs keep no value of the client's
         except msgspec.DecodeError as exc:   # ValidationError included
             status, out = _error("invalid_request", quoted_values(str(exc)))
+            logged = quoted_values(str(exc), WITHHELD)
         else:
+            acct.asked = body.model
             if identity.entrypoints is not None or identity.models is not None:
                 check_name(identity, body.model or "", state.table.systemone_by_name, state.table.native_aliases())
             if state.limiter.active:
@@ -115,21 +123,22 @@ async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, id
                 state.table.native_aliases().get(body.model or "")
             if direct is not None:
                 # A native alias named directly answers itself, no recipe: the listing names it.
-                allowed_route(identity, Route(None, None, (direct,)))
-                model, status, out = await _answer(state, [direct], body)
+                acct.routed(allowed_route(identity, Route(None, None, (direct,))))
+                model, status, out = await _answer(state, [direct], body, acct)
             else:
                 compiled = state.table.systemone_recipe_for(body.model)
-                route = allowed_route(identity, await state.table.route_recipe(compiled, lambda: _canonical(body),
+                route = allowed_route(identity, await state.table.route_recipe(compiled, lambda: canonical(body),
                                                                                state.systemone))
                 recipe, decision = route.recipe, route.decision
+                acct.routed(route)
                 alg = route.chosen.decision.algorithm if route.chosen and route.chosen.decision else None
                 looper = alg is not None and kind_of(alg) == "escalate"
                 if looper:
-                    model, response = await escalate(state, alg, body, lambda alias: _ask(state, alias, body),
-                                                     arrived, identity.reaches)
+                    model, response = await escalate(state, alg, body, lambda alias: _ask(state, alias, body, acct),
+                                                     arrived, identity.reaches, acct.verdicts)
                     status, out = 200, wire.ENCODER.encode(response)
                 else:
-                    model, status, out = await _answer(state, route.candidates, body)
+                    model, status, out = await _answer(state, route.candidates, body, acct)
     except ModelNotFound as exc:
         status, out = _error("model_not_found", exc.message)
     except RoutingError as exc:
@@ -157,17 +166,18 @@ async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, id
     headers = public_headers(config_version=state.config_version, path=path, recipe=recipe, decision=decision,
                              model=model)
     headers += extra
+    headers += acct.answered(status, out, path, recipe, decision, model, logged)
     headers.append(_JSON)
     await send_whole(send, status, headers, out)
 
 
-def _canonical(body: wire.StandardRequest | wire.BatchRequest) -> CanonicalRequest:
+def canonical(body: wire.StandardRequest | wire.BatchRequest) -> CanonicalRequest:
     """Route on the text the questions are about: the state's request (a batch's first entry)."""
     first = body.state if isinstance(body, wire.StandardRequest) else next(iter(body.states.values())).state
     return CanonicalRequest([Message(role="user", content=first.request)])
 
 
-async def _answer(state: AppState, candidates, body) -> tuple[str, int, bytes]:
+async def _answer(state: AppState, candidates, body, acct: SystemOneExchange) -> tuple[str, int, bytes]:
     last: tuple[int, bytes] = _error("unreachable", "no native alias could answer")
     model = candidates[0].name
     for alias in candidates:
@@ -177,7 +187,7 @@ async def _answer(state: AppState, candidates, body) -> tuple[str, int, bytes]:
             continue
         model = alias.name
         try:
-            response = await _ask(state, alias, body)
+            response = await _ask(state, alias, body, acct)
         except CallFailed as exc:
             last = _error(exc.code, exc.message, question=exc.question, state=exc.state)
             if exc.code in PASS_ON or exc.code.startswith("http_5"):
@@ -195,14 +205,16 @@ def _runner(state: AppState, alias: ProviderModel):
     return client.runners.get(alias.deployment or "") or client.runners.get(alias_key(alias.name))
 
 
-async def _ask(state: AppState, alias: ProviderModel, body: wire.StandardRequest | wire.BatchRequest):
-    """One native alias's answer to the original typed request (an escalation's native stage)."""
+async def _ask(state: AppState, alias: ProviderModel, body: wire.StandardRequest | wire.BatchRequest,
+               acct: SystemOneExchange):
+    """One native alias's answer to the original typed request (an escalation's native stage), counted and
+    recorded as one of the request's upstream attempts."""
     runner = _runner(state, alias)
     if runner is None:
         raise CallFailed("unreachable", f"native alias {alias.name!r} has no running deployment")
     # The client's model names this router's entrypoint, never a model the deployment knows: the alias's
     # provider_model_id, else the deployment's own model (filled in by the runner).
-    return await runner.call(msgspec.structs.replace(body, model=alias.provider_model_id))
+    return await acct.call(alias, runner, msgspec.structs.replace(body, model=alias.provider_model_id))
 
 
 def models_listing(state: AppState, identity: Identity) -> bytes:

@@ -39,9 +39,11 @@ NUMBER = re.compile(r"\d+")
 
 
 async def escalate(state: AppState, alg: Algorithm, body: wire.StandardRequest | wire.BatchRequest, ask: Ask,
-                   arrived: float, reaches: Callable[[str], bool] = lambda _: True) -> tuple[str, Response]:
+                   arrived: float, reaches: Callable[[str], bool] = lambda _: True,
+                   verdicts: list[str] | None = None) -> tuple[str, Response]:
     """(the answering alias, its answer): the first one ``quality`` accepts, or the judge's choice. A stage
-    whose model the caller's key may not reach (``reaches``) is skipped, never called."""
+    whose model the caller's key may not reach (``reaches``) is skipped, never called. ``verdicts`` gets each
+    stage's verdict (x-vsr-trace's ``looper`` member)."""
     esc = alg.escalate
     assert esc is not None and esc.quality is not None and esc.quality.accept is not None   # load checks
     rules = esc.quality.accept
@@ -49,7 +51,7 @@ async def escalate(state: AppState, alg: Algorithm, body: wire.StandardRequest |
     at = arrived + budget.deadline_ms / 1000 if budget is not None and budget.deadline_ms else float("inf")
     max_calls = budget.max_calls if budget is not None else None
     answers: list[tuple[str, Response]] = []
-    verdicts: list[str] = []
+    verdicts = [] if verdicts is None else verdicts
     calls = CallBudget(max_calls)
     for stage in esc.stages:
         if not reaches(stage.model):

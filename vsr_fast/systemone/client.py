@@ -47,7 +47,10 @@ class Answered(dict):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.failed: dict[Share, str] = {}     # share -> why its call failed ("unreachable: ...", "timeout: ...")
+        # share -> why it has no answer, "<reason>: <detail>": its call's failure ("unreachable: ...", "timeout:
+        # ..."), its question's ("question_failed: ...", asked again without it), an answer left out of a call that
+        # succeeded ("invalid_response: ..."). Any reason the client layer gives reaches the outcome's detail.
+        self.failed: dict[Share, str] = {}
 
 
 @dataclass
@@ -58,6 +61,7 @@ class Call:
     entries: list[tuple[str, wire.State, dict[str, wire.Question]]]
     shares: dict[tuple[str, str], list[Share]] = field(default_factory=dict)   # (entry, wire_id) -> shares
     splits: dict[str, SetAsNoul] = field(default_factory=dict)    # wire_id -> a set asked label by label
+    dropped: dict[tuple[str, str], str] = field(default_factory=dict)  # (entry, wire_id) left out, and why
 
     def body(self) -> Body:
         """Standard form for one entry, batch form for two or more."""
@@ -201,7 +205,7 @@ class SystemOneClient:
         except CallFailed as again:
             if again.code != "question_failed" or again.question is None:
                 raise
-            last = _without(retry, CallFailed("question_failed", "", question=again.question))
+            last = _without(retry, CallFailed("question_failed", again.message, question=again.question))
             if last is None:
                 raise
             return last, await send(last)
@@ -213,12 +217,17 @@ class SystemOneClient:
         else:
             by_entry = {name: entry.answers or {} for name, entry in response.states.items()}
         cache = self.caches[call.deployment]
+        failed = answers.failed if isinstance(answers, Answered) else {}
+        for (name, wire_id), why in call.dropped.items():
+            failed.update(dict.fromkeys(call.shares.get((name, wire_id), ()), why))
         for name, state, questions in call.entries:
             got = by_entry.get(name, {})
             skey = state_key(state)
             for wire_id, question in questions.items():
                 answer = got.get(wire_id)
                 if answer is None:
+                    failed.update(dict.fromkeys(call.shares.get((name, wire_id), ()),
+                                                f"invalid_response: {call.deployment} answered without {wire_id}"))
                     continue
                 for share in call.shares.get((name, wire_id), ()):
                     answers[share] = answer
@@ -256,13 +265,16 @@ def _without(call: Call, exc: CallFailed) -> Call | None:
         return None
     single = len(call.entries) == 1
     entries = []
+    dropped = dict(call.dropped)
     for name, state, questions in call.entries:
         named = exc.state is None or exc.state == name or single
         if named and exc.code == "invalid_input":
+            dropped.update(dict.fromkeys(((name, q) for q in questions), str(exc)))
             continue
         kept = {q: v for q, v in questions.items() if not (named and q == exc.question)}
+        dropped.update(dict.fromkeys(((name, q) for q in questions if q not in kept), str(exc)))
         if kept:
             entries.append((name, state, kept))
     if not entries:
         return None
-    return Call(call.deployment, entries, call.shares)
+    return Call(call.deployment, entries, call.shares, dropped=dropped)

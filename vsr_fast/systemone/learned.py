@@ -436,6 +436,12 @@ def fold_parts(own: Outcome, parts: list[tuple[str, Outcome]]) -> Outcome:
                                confidence=confidence, detail=detail)
 
 
+def why_unknown(answers, share: Share) -> str:
+    """Why ``share`` has no answer in ``answers`` (``client.Answered``), ``<reason>: <detail>``: what the client
+    layer said (its call's failure, its question's, an answer left out), else the deadline passed first."""
+    return getattr(answers, "failed", {}).get(share) or "timeout: no answer within the signals' deadline"
+
+
 def outcome_of(rule: LearnedRule, answer: wire.Answer | None, why: str = "no answer") -> Outcome:
     """The rule's Outcome from its shared question's answer; None or an error is unknown."""
     if answer is None or isinstance(answer, wire.QuestionError):

@@ -71,27 +71,34 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
         BILLING.reset(billing)
         state.inflight.discard(ex)
         release(ex)
-        m = state.metrics
-        m.requests.inc(api, ex.recipe or "", ex.decision or "", ex.model or "", str(ex.status))
-        m.responses.inc(api, ex.path.value)
-        m.latency.observe(time.perf_counter() - ex.started, api, ex.decision or "", ex.model or "")
-        if ex.first_byte is not None:
-            m.first_byte.observe(ex.first_byte - ex.started, api, ex.model or "")
-        # The answer's usage, or its estimate when the backend reported none; an executor's calls were counted
-        # each under its model.
-        usage = ex.meter.usage() if ex.meter is not None and not ex.meter.prepaid else None
-        if usage is not None:
-            m.tokens.inc(ex.model or "", "input", by=usage[0])
-            m.tokens.inc(ex.model or "", "output", by=usage[1])
-            if usage[3]:
-                m.tokens_estimated.inc(ex.model or "", "input", by=usage[0])
-                m.tokens_estimated.inc(ex.model or "", "output", by=usage[1])
-        if state.access_log is not None or span is not None:
-            fields = _access_fields(ex, usage)
-            if state.access_log is not None:
-                state.access_log.log(fields)
-            if span is not None:
-                tracing.end_request(span, _span_attributes(fields), fields["error"])
+        accounted(ex, span)
+
+
+def accounted(ex, span) -> None:
+    """One finished request counted (``vsr_requests_total``...), logged (the access log) and its span ended: an
+    ``Exchange``, or the System One API's own (``systemone_accounting``), which reads the same fields."""
+    state, api = ex.state, ex.api
+    m = state.metrics
+    m.requests.inc(api, ex.recipe or "", ex.decision or "", ex.model or "", str(ex.status))
+    m.responses.inc(api, ex.path.value)
+    m.latency.observe(time.perf_counter() - ex.started, api, ex.decision or "", ex.model or "")
+    if ex.first_byte is not None:
+        m.first_byte.observe(ex.first_byte - ex.started, api, ex.model or "")
+    # The answer's usage, or its estimate when the backend reported none; an executor's calls were counted each
+    # under its model.
+    usage = ex.meter.usage() if ex.meter is not None and not ex.meter.prepaid else None
+    if usage is not None:
+        m.tokens.inc(ex.model or "", "input", by=usage[0])
+        m.tokens.inc(ex.model or "", "output", by=usage[1])
+        if usage[3]:
+            m.tokens_estimated.inc(ex.model or "", "input", by=usage[0])
+            m.tokens_estimated.inc(ex.model or "", "output", by=usage[1])
+    if state.access_log is not None or span is not None:
+        fields = _access_fields(ex, usage)
+        if state.access_log is not None:
+            state.access_log.log(fields)
+        if span is not None:
+            tracing.end_request(span, _span_attributes(fields), fields["error"])
 
 
 def refused(state: AppState, api: str, scope: Scope, request_id: str, status: int, failure: VsrError) -> None:
