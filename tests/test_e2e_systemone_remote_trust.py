@@ -7,6 +7,7 @@ outside 0..1, an option not offered, answers missing, an answer of 24 MB.
 from __future__ import annotations
 
 import re
+import socket
 import threading
 import time
 
@@ -237,6 +238,17 @@ def test_a_client_that_leaves_cancels_the_remote_calls(trial, fake):
     wait_until(lambda: any(c["disconnected"] for c in calls(fake)), "the remote call cancelled", timeout=5)
     time.sleep(2.5)     # past the deployment's 2 s timeout: a retry would have begun
     assert len(calls(fake)) == 1
+
+
+def test_a_body_slower_than_the_request_deadline_is_408(trial):
+    with socket.create_connection(("127.0.0.1", trial.port), timeout=10) as sock:
+        sock.sendall(b"POST /v1/systemone HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                     b"content-length: 100\r\n\r\n{\"model\": ")
+        began = time.monotonic()
+        head = sock.recv(65536)
+        assert time.monotonic() - began < 4.5
+    assert head.startswith(b"HTTP/1.1 408"), head
+    assert b'"code":"body_timeout"' in head
 
 
 # --- 5. calls cut by the signals' deadline ---------------------------------------------------------------------

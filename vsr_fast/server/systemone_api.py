@@ -2,10 +2,11 @@
 
 Served on an ``api: systemone`` entrypoint (spec 6.3): the request's state is
 routed by the entrypoint's recipe like any text, and its decision's native
-aliases (``api_format: systemone``) answer it, in the form it came in. A
-native alias that is overloaded, down or late passes the request to the next
-candidate; a verdict about the request itself (a failed question, invalid
-input) goes back to the caller as it is.
+aliases (``api_format: systemone``) answer it, in the form it came in, in
+order (``systemone_failover``: a 429, a 5xx, a timeout, an answer that does
+not fit its questions move on; a verdict about the request itself goes back
+as it is). The request's deadline covers it from the body's first byte, and
+the client's leaving cancels every call made for it.
 """
 from __future__ import annotations
 
@@ -87,7 +88,7 @@ async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, id
     arrived = trio.current_time()
     looper = limited = False
     extra: list[tuple[bytes, bytes]] = []
-    status, out, watch = None, b"", None
+    status, out, watch, raw = None, b"", None, None
     # One deadline from the body's first byte to the answer (global.router.limits.request_timeout_ms, or the
     # chosen decision's own; the drain's when nearer), and the client's leaving, end every call made for it.
     timeout_s = state.request_timeout_s
@@ -163,7 +164,9 @@ async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, id
             status, out = _error("internal_error", "the router failed to answer this request")
     if watch is not None and watch.gone:
         raise ClientGone        # nothing to answer; every call made for it was cancelled
-    if status is None:          # the deadline passed first
+    if status is None and raw is None:      # the deadline passed first, while the body came (as chat answers it)
+        status, out = _error("body_timeout", "the request body did not arrive within the request's deadline")
+    elif status is None:
         status, out = _error("request_timeout", f"the request was not answered within its deadline ({timeout_s:g} s)")
     path = (ResponsePath.LOOPER if looper else ResponsePath.UPSTREAM) if status < 400 else \
         ResponsePath.RATE_LIMITED if limited else ResponsePath.ERROR
