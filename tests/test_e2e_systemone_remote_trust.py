@@ -77,11 +77,13 @@ def trial(mock, fake, hostile, tmp_path_factory):
                 "system": {"decision_model": {"deployment": "bad-secret-dep"}}}},
         "recipes": [
             {"name": "chat",
-             "signals": {"keywords": [{"name": w, "keywords": [w]} for w in ("select", "gone", "late")],
+             "signals": {"keywords": [{"name": w, "keywords": [w]} for w in ("select", "gone", "late", "checkme")],
                          "jailbreak": [{"name": "attack"}],
                          "systemone": [
                              {"name": "needs_tools", "deployment": "gone-secret-dep",
                               "question": {"type": "noul", "instructions": "Does this need a tool?"}},
+                             {"name": "bad_check", "deployment": "bad-secret-dep",
+                              "question": {"type": "noul", "instructions": "Is this fine?"}},
                              {"name": "slow_check", "deployment": "late-secret-dep",
                               "question": {"type": "noul", "instructions": "Is this slow?"}}]},
              "decisions": [
@@ -90,6 +92,10 @@ def trial(mock, fake, hostile, tmp_path_factory):
                  {"name": "unreachable_tools", "priority": 200, "rules": {
                      "operator": "AND", "on_unknown": "fail_request", "conditions": [
                          {"type": "keyword", "name": "gone"}, {"type": "systemone", "name": "needs_tools"}]},
+                  "modelRefs": [{"model": "general-model"}]},
+                 {"name": "invalid_check", "priority": 250, "rules": {
+                     "operator": "AND", "on_unknown": "fail_request", "conditions": [
+                         {"type": "keyword", "name": "checkme"}, {"type": "systemone", "name": "bad_check"}]},
                   "modelRefs": [{"model": "general-model"}]},
                  {"name": "late_check", "priority": 150, "rules": {"operator": "AND", "conditions": [
                      {"type": "keyword", "name": "late"}, {"type": "systemone", "name": "slow_check"}]},
@@ -172,6 +178,14 @@ def test_a_signal_whose_answer_is_out_of_range_is_unknown(trial):
     assert r.status_code == 200, r.text
     assert r.headers.get("x-vsr-selected-decision") != "blocked"
     assert r.headers["x-vsr-selected-model"] == "general-model"
+
+
+def test_a_decision_left_unknown_by_an_invalid_answer_says_why(trial):
+    """noul 7.5: the rule is unknown, its decision (on_unknown: fail_request) fails naming invalid_response."""
+    r = chat(trial, "checkme please")
+    assert r.status_code == 503, r.text
+    assert r.json()["error"]["code"] == "decision_unresolved"
+    assert "systemone:bad_check (invalid_response)" in r.json()["error"]["message"], r.text
 
 
 def test_the_selector_never_routes_on_an_answer_naming_a_model_not_offered(trial):
