@@ -54,7 +54,7 @@ class Canned:
 
     async def call(self, body):
         wire.ENCODER.encode(body)
-        return _decode(body, self.answer_bytes)
+        return await _decode("canned", body, self.answer_bytes, False)
 
     async def aclose(self):
         return None

@@ -53,6 +53,9 @@ class ScanWindow(Block, kw_only=True):
     reread_margin: Annotated[float, Meta(ge=0, le=20)] = 3.0
 
 
+SYSTEMONE_MAX_RESPONSE_BYTES = 1 << 20
+
+
 class Deployment(Block, kw_only=True):
     """A decision model: embedded (``model_runtime``), attached (with ``endpoint``) or remote (``systemone``);
     or an embedding model (spec 5.5): a built-in model's static embedding, or remote ``openai_embeddings``."""
@@ -66,6 +69,9 @@ class Deployment(Block, kw_only=True):
     headers: dict[str, str] = field(default_factory=dict)
     timeout_ms: TimeoutMs | None = None
     max_retries: Annotated[int, Meta(ge=0, le=5)] = 0
+    # A remote or attached API's answer past this is invalid_response (too_large), read no further: 1 MiB holds
+    # thousands of answers; a span answer over a long text may need more.
+    max_response_bytes: Annotated[int, Meta(ge=1024, le=1 << 30)] = SYSTEMONE_MAX_RESPONSE_BYTES
     tls: Tls = Tls()
     capabilities: Capabilities | None = None
     routing_view: RoutingView = RoutingView()

@@ -60,6 +60,9 @@ class HealthCheck(_Block):
     healthy_threshold: Annotated[int, Meta(ge=1, le=100)] = 2
 
 
+BACKEND_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+
+
 class BackendRef(_Block):
     """One endpoint serving a provider model. A model's live backends share its traffic by ``weight`` (smooth
     weighted round robin); the others of the model are its fallbacks for that request. Ejected ones come after
@@ -82,7 +85,8 @@ class BackendRef(_Block):
     # wait for a lease costs the request more than a shard costs idle (bench/RESULTS.md, issue 14).
     pool_shards: Annotated[int, Meta(ge=1, le=64)] = 32
     # An answer (whole or streamed) past this is cut with a 502 or the stream's error event, never held whole.
-    max_response_bytes: Annotated[int, Meta(ge=1024, le=1 << 30)] = 64 * 1024 * 1024
+    # A native alias's (api_format: systemone) left unset is a System One deployment's default, 1 MiB.
+    max_response_bytes: Annotated[int, Meta(ge=1024, le=1 << 30)] = BACKEND_MAX_RESPONSE_BYTES
     # Requests in flight or queued for a connection; past it the backend is skipped, and with every backend
     # skipped the client gets 503 with Retry-After at once. Unset: four times the connections.
     max_pending: Annotated[int, Meta(ge=1, le=100_000)] | None = None

@@ -18,8 +18,8 @@ from ..signals.base import CompileErrors
 from ..systemone.capabilities import Capable
 from ..systemone.deployments import Attached
 from ..systemone.runtime import CONTRACT
-from ..config.catalog import Deployment, DeploymentAuth
-from ..config.schema import ProviderModel
+from ..config.catalog import SYSTEMONE_MAX_RESPONSE_BYTES, Deployment, DeploymentAuth
+from ..config.schema import BACKEND_MAX_RESPONSE_BYTES, ProviderModel
 from ..systemone.client import SystemOneClient
 from ..systemone.deployments import runner
 
@@ -38,6 +38,9 @@ def _alias_deployment(model: ProviderModel) -> Deployment:
     return Deployment(
         provider="systemone", endpoint=ref.endpoint, model=model.provider_model_id,
         timeout_ms=min(ref.read_timeout_ms, 60_000),
+        # A System One answer is small: the provider default (64 MiB) left unset is a deployment's (1 MiB).
+        max_response_bytes=SYSTEMONE_MAX_RESPONSE_BYTES if ref.max_response_bytes == BACKEND_MAX_RESPONSE_BYTES
+        else ref.max_response_bytes,
         # A backend's unset header and prefix are a deployment's defaults (Authorization, Bearer).
         auth=DeploymentAuth(api_key=auth.api_key, api_key_env=auth.api_key_env, api_key_file=auth.api_key_file,
                             header=auth.header or "Authorization",

@@ -1,7 +1,8 @@
 """Small ASGI helpers shared by the raw handlers: body reading, whole responses, disconnects."""
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -330,6 +331,28 @@ class DisconnectWatch:
                 await self._send(message)
         else:
             await self._send(message)
+
+
+@asynccontextmanager
+async def watching(scope: Scope, receive: Receive, send: Send, cut: trio.CancelScope) -> AsyncIterator[DisconnectWatch]:
+    """A ``DisconnectWatch`` cancelling ``cut`` when the client leaves, for the body of the block; enter it once the
+    request's body is read (over HTTP/2 it reads ``receive`` for the stream's reset). Its ``send`` is the one to
+    answer with."""
+    watch = DisconnectWatch(send, cut)
+    side = CLIENT_SIDE.get() if scope.get("http_version") != "2" else None
+    if side is not None:
+        side.watches.add(watch)
+        if side.closed:
+            watch.client_left()
+        try:
+            yield watch
+        finally:
+            side.watches.discard(watch)
+    else:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch.run, receive)
+            yield watch
+            nursery.cancel_scope.cancel()
 
 
 class BodyRead:

@@ -75,13 +75,13 @@ class SystemOneExchange:
         self._received = True
         self._capture = ev.capture(None, 0)
 
-    async def call(self, alias: ProviderModel, runner, body) -> wire.StandardResponse | wire.BatchResponse:
-        """``runner.call(body)`` for native alias ``alias``, counted and recorded as one upstream attempt."""
+    async def call(self, alias: ProviderModel, runner, body, **how) -> wire.StandardResponse | wire.BatchResponse:
+        """``runner.call(body, **how)`` for native alias ``alias``, counted and recorded as one upstream attempt."""
         self.stage = "upstream"
         started = time.perf_counter()
         outcome, failure = "cancelled", None
         try:
-            response = await runner.call(body)
+            response = await runner.call(body, **how)
             outcome = "ok"
             return response
         except CallFailed as exc:

@@ -2,10 +2,11 @@
 
 Served on an ``api: systemone`` entrypoint (spec 6.3): the request's state is
 routed by the entrypoint's recipe like any text, and its decision's native
-aliases (``api_format: systemone``) answer it, in the form it came in. A
-native alias that is overloaded, down or late passes the request to the next
-candidate; a verdict about the request itself (a failed question, invalid
-input) goes back to the caller as it is.
+aliases (``api_format: systemone``) answer it, in the form it came in, in
+order (``systemone_failover``: a 429, a 5xx, a timeout, an answer that does
+not fit its questions move on; a verdict about the request itself goes back
+as it is). The request's deadline covers it from the body's first byte, and
+the client's leaving cancels every call made for it.
 """
 from __future__ import annotations
 
@@ -36,10 +37,9 @@ from ..protocol.errors import quoted_values
 from ..protocol.canonical import Identity
 from ..protocol.chat import Message
 from ..signals.base import CanonicalRequest
-from ..systemone.deployments import CallFailed
 from ..routing import Route
-from ..routing.open_systemone import alias_key
-from .asgi import ClientGone, Receive, Scope, Send, read_body, send_whole
+from . import systemone_failover as failover
+from .asgi import ClientGone, Receive, Scope, Send, read_body, send_whole, watching
 from .delegation import bind_for_systemone
 from .state import AppState
 from .systemone_accounting import SystemOneExchange
@@ -47,10 +47,6 @@ from .systemone_escalate import escalate
 
 log = logging.getLogger("vsr_fast.gateway")
 _JSON = (b"content-type", b"application/json")
-STATUS = {"invalid_request": 400, "model_not_found": 404, "question_failed": 422, "invalid_input": 422,
-          "overloaded": 429, "timeout": 504, "body_timeout": 408, "request_too_large": 413, "internal_error": 500}
-# Failures that say nothing about the request: the next candidate may answer it.
-PASS_ON = frozenset({"overloaded", "timeout", "unreachable", "invalid_response"})
 
 
 def error_body(exc: VsrError) -> bytes:
@@ -59,9 +55,7 @@ def error_body(exc: VsrError) -> bytes:
 
 
 def _error(code: str, message: str, *, question: str | None = None, state: str | None = None) -> tuple[int, bytes]:
-    status = STATUS.get(code, 502 if not code.startswith("http_") else int(code[5:]))
-    body = wire.ErrorResponse(wire.ErrorBody(code=code, message=message, question=question, state=state))
-    return status, wire.ENCODER.encode(body)
+    return failover.error(code, message, question=question, state=state)
 
 
 async def handle_systemone(state: AppState, scope: Scope, receive: Receive, send: Send) -> None:
@@ -99,68 +93,90 @@ async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, id
     arrived = trio.current_time()
     looper = limited = False
     extra: list[tuple[bytes, bytes]] = []
-    try:
-        raw = acct.raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
+    status, out, watch, raw = None, b"", None, None
+    # One deadline from the body's first byte to the answer (global.router.limits.request_timeout_ms, or the
+    # chosen decision's own; the drain's when nearer), and the client's leaving, end every call made for it.
+    timeout_s = state.request_timeout_s
+    with trio.CancelScope(deadline=min(arrived + timeout_s, state.drain_deadline)) as cut:
         try:
-            body = wire.decode_request(raw, model_required=True)
-        except wire.InvalidRequest as exc:
-            status, out = _error("invalid_request", quoted_values(exc.message), question=exc.question, state=exc.state)
-            logged = quoted_values(exc.message, WITHHELD)      # the logs keep no value of the client's
-        except msgspec.DecodeError as exc:   # ValidationError included
-            status, out = _error("invalid_request", quoted_values(str(exc)))
-            logged = quoted_values(str(exc), WITHHELD)
-        else:
-            acct.asked = body.model
-            if identity.entrypoints is not None or identity.models is not None:
-                check_name(identity, body.model or "", state.table.systemone_by_name, state.table.native_aliases())
-            if state.limiter.active:
-                # System One answers carry no token usage: a call counts towards rpm and in-flight, never tokens.
-                admitted.ticket = await state.limiter.admit(identity, "systemone")
-                if admitted.ticket is not None:
-                    extra += admitted.ticket.headers
-            bind_for_systemone(state, scope)
-            direct = None if body.model in state.table.systemone_by_name else \
-                state.table.native_aliases().get(body.model or "")
-            if direct is not None:
-                # A native alias named directly answers itself, no recipe: the listing names it.
-                acct.routed(allowed_route(identity, Route(None, None, (direct,))))
-                model, status, out = await _answer(state, [direct], body, acct)
+            raw = acct.raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
+            try:
+                body = wire.decode_request(raw, model_required=True)
+            except wire.InvalidRequest as exc:
+                status, out = _error("invalid_request", quoted_values(exc.message), question=exc.question,
+                                     state=exc.state)
+                logged = quoted_values(exc.message, WITHHELD)      # the logs keep no value of the client's
+            except msgspec.DecodeError as exc:   # ValidationError included
+                status, out = _error("invalid_request", quoted_values(str(exc)))
+                logged = quoted_values(str(exc), WITHHELD)
             else:
-                compiled = state.table.systemone_recipe_for(body.model)
-                route = allowed_route(identity, await state.table.route_recipe(compiled, lambda: canonical(body),
-                                                                               state.systemone))
-                recipe, decision = route.recipe, route.decision
-                acct.routed(route)
-                alg = route.chosen.decision.algorithm if route.chosen and route.chosen.decision else None
-                looper = alg is not None and kind_of(alg) == "escalate"
-                if looper:
-                    model, response = await escalate(state, alg, body, lambda alias: _ask(state, alias, body, acct),
-                                                     arrived, identity.reaches, acct.verdicts)
-                    status, out = 200, wire.ENCODER.encode(response)
-                else:
-                    model, status, out = await _answer(state, route.candidates, body, acct)
-    except ModelNotFound as exc:
-        status, out = _error("model_not_found", exc.message)
-    except RoutingError as exc:
-        status, out = _error("invalid_request", exc.message)
-        recipe = exc.recipe
-    except DelegatedCredentialMissing as exc:
-        status, out = exc.status, _error(exc.code, exc.message)[1]
-    except KeyNotAllowed as exc:
-        status, out = exc.status, _error(exc.code, exc.message)[1]
-    except (LooperBudgetExhausted, LooperNoAcceptedAnswer) as exc:
-        status, out = exc.status, _error(exc.code, exc.message)[1]
-    except RateLimited as exc:
-        status, out = exc.status, error_body(exc)
-        extra += [(b"retry-after", str(exc.retry_after_s).encode()), *exc.headers]
-        limited = True
-    except VsrError as exc:
-        status, out = _error(exc.code, exc.message)
-    except ClientGone:
-        raise
-    except Exception:  # a deployment's own bug (an in-process model's): logged, answered in this API's shape
-        log.exception("internal error on %s", scope.get("path"))
-        status, out = _error("internal_error", "the router failed to answer this request")
+                acct.asked = body.model
+                async with watching(scope, receive, send, cut) as watch:
+                    if identity.entrypoints is not None or identity.models is not None:
+                        check_name(identity, body.model or "", state.table.systemone_by_name,
+                                   state.table.native_aliases())
+                    if state.limiter.active:
+                        # System One answers carry no token usage: a call counts towards rpm and in-flight, never
+                        # tokens.
+                        admitted.ticket = await state.limiter.admit(identity, "systemone")
+                        if admitted.ticket is not None:
+                            extra += admitted.ticket.headers
+                    bind_for_systemone(state, scope)
+                    direct = None if body.model in state.table.systemone_by_name else \
+                        state.table.native_aliases().get(body.model or "")
+                    if direct is not None:
+                        # A native alias named directly answers itself, no recipe: the listing names it.
+                        acct.routed(allowed_route(identity, Route(None, None, (direct,))))
+                        model, status, out, said = await failover.answer(state, [direct], body, acct)
+                        extra += said
+                    else:
+                        compiled = state.table.systemone_recipe_for(body.model)
+                        route = allowed_route(identity, await state.table.route_recipe(
+                            compiled, lambda: canonical(body), state.systemone))
+                        recipe, decision = route.recipe, route.decision
+                        acct.routed(route)
+                        chosen = route.chosen.decision if route.chosen else None
+                        if chosen is not None and chosen.request_timeout_ms is not None:
+                            timeout_s = chosen.request_timeout_ms / 1000
+                            cut.deadline = min(arrived + timeout_s, state.drain_deadline)
+                        alg = chosen.algorithm if chosen is not None else None
+                        looper = alg is not None and kind_of(alg) == "escalate"
+                        if looper:
+                            model, response = await escalate(state, alg, body,
+                                                             lambda alias: failover.ask(state, alias, body, acct),
+                                                             arrived, identity.reaches, acct.verdicts)
+                            status, out = 200, wire.ENCODER.encode(response)
+                        else:
+                            model, status, out, said = await failover.answer(state, route.candidates, body, acct)
+                            extra += said
+        except ModelNotFound as exc:
+            status, out = _error("model_not_found", exc.message)
+        except RoutingError as exc:
+            status, out = _error("invalid_request", exc.message)
+            recipe = exc.recipe
+        except DelegatedCredentialMissing as exc:
+            status, out = exc.status, _error(exc.code, exc.message)[1]
+        except KeyNotAllowed as exc:
+            status, out = exc.status, _error(exc.code, exc.message)[1]
+        except (LooperBudgetExhausted, LooperNoAcceptedAnswer) as exc:
+            status, out = exc.status, _error(exc.code, exc.message)[1]
+        except RateLimited as exc:
+            status, out = exc.status, error_body(exc)
+            extra += [(b"retry-after", str(exc.retry_after_s).encode()), *exc.headers]
+            limited = True
+        except VsrError as exc:
+            status, out = _error(exc.code, exc.message)
+        except ClientGone:
+            raise
+        except Exception:  # a deployment's own bug (an in-process model's): logged, answered in this API's shape
+            log.exception("internal error on %s", scope.get("path"))
+            status, out = _error("internal_error", "the router failed to answer this request")
+    if watch is not None and watch.gone:
+        raise ClientGone        # nothing to answer; every call made for it was cancelled
+    if status is None and raw is None:      # the deadline passed first, while the body came (as chat answers it)
+        status, out = _error("body_timeout", "the request body did not arrive within the request's deadline")
+    elif status is None:
+        status, out = _error("request_timeout", f"the request was not answered within its deadline ({timeout_s:g} s)")
     path = (ResponsePath.LOOPER if looper else ResponsePath.UPSTREAM) if status < 400 else \
         ResponsePath.RATE_LIMITED if limited else ResponsePath.ERROR
     headers = public_headers(config_version=state.config_version, path=path, recipe=recipe, decision=decision,
@@ -175,46 +191,6 @@ def canonical(body: wire.StandardRequest | wire.BatchRequest) -> CanonicalReques
     """Route on the text the questions are about: the state's request (a batch's first entry)."""
     first = body.state if isinstance(body, wire.StandardRequest) else next(iter(body.states.values())).state
     return CanonicalRequest([Message(role="user", content=first.request)])
-
-
-async def _answer(state: AppState, candidates, body, acct: SystemOneExchange) -> tuple[str, int, bytes]:
-    last: tuple[int, bytes] = _error("unreachable", "no native alias could answer")
-    model = candidates[0].name
-    for alias in candidates:
-        runner = _runner(state, alias)
-        if runner is None:
-            last = _error("unreachable", f"native alias {alias.name!r} has no running deployment")
-            continue
-        model = alias.name
-        try:
-            response = await _ask(state, alias, body, acct)
-        except CallFailed as exc:
-            last = _error(exc.code, exc.message, question=exc.question, state=exc.state)
-            if exc.code in PASS_ON or exc.code.startswith("http_5"):
-                continue
-            return model, last[0], last[1]
-        return model, 200, wire.ENCODER.encode(response)
-    return model, last[0], last[1]
-
-
-def _runner(state: AppState, alias: ProviderModel):
-    """The running deployment that answers a native alias, if any."""
-    client = state.systemone_client
-    if client is None:
-        return None
-    return client.runners.get(alias.deployment or "") or client.runners.get(alias_key(alias.name))
-
-
-async def _ask(state: AppState, alias: ProviderModel, body: wire.StandardRequest | wire.BatchRequest,
-               acct: SystemOneExchange):
-    """One native alias's answer to the original typed request (an escalation's native stage), counted and
-    recorded as one of the request's upstream attempts."""
-    runner = _runner(state, alias)
-    if runner is None:
-        raise CallFailed("unreachable", f"native alias {alias.name!r} has no running deployment")
-    # The client's model names this router's entrypoint, never a model the deployment knows: the alias's
-    # provider_model_id, else the deployment's own model (filled in by the runner).
-    return await acct.call(alias, runner, msgspec.structs.replace(body, model=alias.provider_model_id))
 
 
 def models_listing(state: AppState, identity: Identity) -> bytes:

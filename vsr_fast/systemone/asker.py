@@ -16,7 +16,7 @@ import trio
 
 from ..protocol import systemone as wire
 from ..signals.base import CanonicalRequest
-from .client import Answered, SystemOneClient
+from .client import Answered, SystemOneClient, cut_outcome
 from .learned import Share
 from .deployments import DEFAULT_TIMEOUT_MS, CallFailed
 from .scan import GuardScan, ScanMetrics, ScanRule, scan
@@ -135,6 +135,8 @@ class SystemOneAsker:
                     response = await runner.call(wire.StandardRequest(state=state, questions={share.wire_id: question}))
             except (CallFailed, trio.TooSlowError):
                 return None
+            if isinstance(response.answers.get(share.wire_id), wire.QuestionError):
+                return None     # an invalid or failed answer leaves the window unread, as a failed call does
             return response.answers
 
         await scan(guard, ask_window, max_parallel=self.max_parallel.get(share.deployment, 4))
@@ -206,10 +208,13 @@ class SystemOneAsker:
         if runner is None:
             return None
         timeout_s = (timeout_ms or self.timeouts_ms.get(deployment) or DEFAULT_TIMEOUT_MS) / 1000
-        outcome = "ok"
+        outcome: str | None = None
+        deadline = trio.current_effective_deadline()
         try:
             with trio.fail_after(timeout_s):
-                return await runner.call(body)
+                response = await runner.call(body)
+            outcome = "ok"
+            return response
         except CallFailed as exc:
             outcome = exc.code
             return None
@@ -217,4 +222,4 @@ class SystemOneAsker:
             outcome = "timeout"
             return None
         finally:
-            self.client.metrics.calls.inc(deployment, outcome)
+            self.client.metrics.calls.inc(deployment, outcome or cut_outcome(deadline))

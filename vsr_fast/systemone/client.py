@@ -164,7 +164,8 @@ class SystemOneClient:
         runner = self.runners[call.deployment]
         may_wait = any(s.stage == REQUEST_STAGE for shares in call.shares.values() for s in shares)
         started = began = time.perf_counter()
-        outcome = "ok"
+        outcome: str | None = None
+        deadline = trio.current_effective_deadline()     # read now: a cancelled scope's reads -inf
 
         async def send(sent: Call) -> Response:
             async def attempt() -> Response:
@@ -175,14 +176,17 @@ class SystemOneClient:
 
         try:
             answered, response = await self._call_with_retries(send, call)
+            outcome = "ok"
         except CallFailed as exc:
             outcome = exc.code
             log.info("System One call to %s failed: %s", call.deployment, exc)
             if isinstance(answers, Answered):    # why its rules are unknown, for the trace and decision errors
                 for shares in call.shares.values():
-                    answers.failed.update(dict.fromkeys(shares, str(exc)))
+                    answers.failed.update(dict.fromkeys(shares, exc.reason))
             return
         finally:
+            if outcome is None:         # cancelled: the signals' deadline cut it, or its request ended
+                outcome = cut_outcome(deadline)
             self.metrics.calls.inc(call.deployment, outcome)
             self.metrics.latency.observe(time.perf_counter() - started, call.deployment)
             if tracing.tracer is not None:
@@ -215,13 +219,14 @@ class SystemOneClient:
         if isinstance(response, wire.StandardResponse):
             by_entry = {call.entries[0][0]: response.answers}
         else:
-            by_entry = {name: entry.answers or {} for name, entry in response.states.items()}
+            by_entry = {name: entry.answers if entry.error is None else _refused(entry.error, call, name)
+                        for name, entry in response.states.items()}
         cache = self.caches[call.deployment]
         failed = answers.failed if isinstance(answers, Answered) else {}
         for (name, wire_id), why in call.dropped.items():
             failed.update(dict.fromkeys(call.shares.get((name, wire_id), ()), why))
         for name, state, questions in call.entries:
-            got = by_entry.get(name, {})
+            got = by_entry.get(name) or {}
             skey = state_key(state)
             for wire_id, question in questions.items():
                 answer = got.get(wire_id)
@@ -231,7 +236,8 @@ class SystemOneClient:
                     continue
                 for share in call.shares.get((name, wire_id), ()):
                     answers[share] = answer
-                cache.put((self.generation, skey, question_key(wire_id, question)), answer)
+                if not isinstance(answer, wire.QuestionError):     # a failure is not an answer to reuse
+                    cache.put((self.generation, skey, question_key(wire_id, question)), answer)
             for wire_id, split in call.splits.items():
                 shares = call.shares.get((name, wire_id), ())
                 folded = split.collapse(wire_id, got) if shares else None
@@ -250,7 +256,19 @@ async def _attempt(runner, call: Call, timeout_s: float) -> Response:
     """One ask of ``call``; the deployment's timeout bounds each attempt, not an overload wait."""
     with trio.move_on_after(timeout_s):
         return await runner.call(call.body())
-    raise CallFailed("timeout", f"{call.deployment}: no answer within {timeout_s:g} s")
+    raise CallFailed("timeout", f"no answer within {timeout_s:g} s", detail=f"{call.deployment}: no answer within {timeout_s:g} s")
+
+
+def cut_outcome(deadline: float) -> str:
+    """A call's outcome when a cancellation ended it: ``timeout`` when ``deadline`` (the effective one as the call
+    began: the signals', the request's) has passed, ``cancelled`` when its request ended first (the client left)."""
+    return "timeout" if trio.current_time() >= deadline else "cancelled"
+
+
+def _refused(error: wire.ErrorBody, call: Call, name: str) -> dict[str, wire.Answer]:
+    """A batch entry the API refused as a whole: each of its questions unknown with the API's code."""
+    questions = next((q for n, _, q in call.entries if n == name), {})
+    return dict.fromkeys(questions, wire.QuestionError(error.code, error.message))
 
 
 def _shares(call: Call) -> list[Share]:

@@ -8,6 +8,7 @@ question and entry. httpx errors are mapped here, once.
 from __future__ import annotations
 
 import http.cookiejar
+import logging
 import os
 import ssl
 from urllib.parse import urlsplit
@@ -21,7 +22,13 @@ from ..config.credentials import static_key
 from ..errors import ConfigError
 from ..protocol import systemone as wire
 from ..protocol.credential import DELEGATED
+from ..offloop import OFF_LOOP_BYTES, OFF_LOOP_LIMITER
+from ..upstream.dispatch import retry_after_seconds
+from . import validity
 from .runtime import DecisionModel
+from .validity import INVALID
+
+log = logging.getLogger("vsr_fast.systemone")
 
 DEFAULT_TIMEOUT_MS = 1000
 Body = wire.StandardRequest | wire.BatchRequest
@@ -35,12 +42,26 @@ def refuse_cookies(client: httpx.AsyncClient) -> None:
 
 
 class CallFailed(Exception):
-    """A whole System One call failed; ``code`` is the API's (or ours: timeout, unreachable, http_5xx)."""
+    """A whole System One call failed; ``code`` is the API's (or ours: timeout, unreachable, invalid_response,
+    http_5xx).
+
+    ``message`` is for the client: the cause in words, never the deployment's name, its address or an
+    exception's text (``detail`` has those, for the log). ``status`` is the remote's HTTP status when it answered
+    one, ``said`` its own error message (relayed only as a verdict on the request: question_failed...),
+    ``retry_after`` its Retry-After in seconds.
+    """
 
     def __init__(self, code: str, message: str, *, question: str | None = None, state: str | None = None,
-                 status: int | None = None) -> None:
-        super().__init__(f"{code}: {message}")
+                 status: int | None = None, detail: str | None = None, said: str | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(f"{code}: {detail or message}")
         self.code, self.message, self.question, self.state, self.status = code, message, question, state, status
+        self.detail, self.said, self.retry_after = detail or message, said, retry_after
+
+    @property
+    def reason(self) -> str:
+        """Why, for a signal's unknown and a decision's error: the code and the client's words."""
+        return f"{self.code}: {self.message}" if self.message else self.code
 
 
 def entries_of(body: Body) -> list[tuple[str, wire.Entry]]:
@@ -63,7 +84,8 @@ class Embedded:
         # numpy releases the GIL in its kernels; two threads keep both cores busy without thrashing.
         self._limiter = trio.CapacityLimiter(2)
 
-    async def call(self, body: Body) -> Response:
+    async def call(self, body: Body, *, strict: bool = False) -> Response:
+        """The model's answers; ``strict`` is for the HTTP runners' untrusted answers (this model is ours)."""
         named = entries_of(body)
         # Past the signals' deadline the request goes on without the answer: the thread is left to finish (it keeps
         # its limiter token until then, so abandoned calls never pile up past two).
@@ -91,6 +113,7 @@ class _Http:
         self.base = _url(dep.endpoint or "", "")
         self.model_name = dep.model or ""
         self.max_retries = dep.max_retries
+        self.max_response_bytes = dep.max_response_bytes
         headers = dict(dep.headers)
         auth = dep.auth
         # (header, prefix) of a delegated deployment: each call carries its own request's credential.
@@ -109,7 +132,9 @@ class _Http:
         )
         refuse_cookies(self._client)
 
-    async def call(self, body: Body) -> Response:
+    async def call(self, body: Body, *, strict: bool = False) -> Response:
+        """The remote's answer to ``body``, held to its questions (``validity``): ``strict``, any invalid or
+        missing answer fails the call (``invalid_response``); else each is an in-place ``invalid_response``."""
         if self.model_name and body.model is None:
             body = msgspec.structs.replace(body, model=self.model_name)
         payload = wire.ENCODER.encode(body)
@@ -119,25 +144,44 @@ class _Http:
             if credential is None:
                 # Never asked without the user's credential: the edge refuses such a request first, so this is
                 # a call made outside any client request, which a delegated deployment does not answer.
-                raise CallFailed("delegated_credential_missing", f"{self.name}: no delegated credential on this call")
+                raise CallFailed("delegated_credential_missing", "no delegated credential on this call",
+                                 detail=f"{self.name}: no delegated credential on this call")
             header, prefix = self.delegated
             headers[header] = f"{prefix} {credential}" if prefix else credential
         for attempt in range(self.max_retries + 1):
             try:
-                resp = await self._client.post(self.url, content=payload, headers=headers)
+                async with self._client.stream("POST", self.url, content=payload, headers=headers) as resp:
+                    status = resp.status_code
+                    content = await self._read(resp)
             except httpx.TimeoutException as exc:
-                failure = CallFailed("timeout", f"{self.name}: {type(exc).__name__}")
+                failure = CallFailed("timeout", "no answer within the deployment's timeout_ms",
+                                     detail=f"{self.name}: {type(exc).__name__}")
             except httpx.TransportError as exc:
-                failure = CallFailed("unreachable", f"{self.name}: {type(exc).__name__}: {exc}")
+                failure = CallFailed("unreachable", _cause_words(exc), detail=f"{self.name}: {type(exc).__name__}: {exc}")
             else:
-                if resp.status_code < 400:
-                    return _decode(body, resp.content)
-                failure = _error(resp)
-                if resp.status_code < 500:
+                if status < 400:
+                    return await _decode(self.name, body, content, strict)
+                failure = _error(self.name, status, resp.headers, content)
+                if status < 500:
                     raise failure   # 4xx: the API's verdict; retrying the same body changes nothing
             if attempt == self.max_retries:
                 raise failure
         raise AssertionError("unreachable")
+
+    async def _read(self, resp: httpx.Response) -> bytes:
+        """The answer's body up to ``max_response_bytes``: past it, ``invalid_response`` and no byte more is read
+        (the connection is let go), so a remote cannot make the router hold an answer of any size."""
+        limit = self.max_response_bytes
+        declared = resp.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise _too_large(self.name, limit, f"Content-Length {declared}")
+        chunks, size = [], 0
+        async for chunk in resp.aiter_bytes():
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(self.name, limit, f"more than {size} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     async def models(self) -> wire.ModelList:
         """The API's model list (capabilities), for the start-time checks."""
@@ -185,22 +229,59 @@ def key_of(name: str, dep: Deployment) -> str | None:
                            f"file_unreadable: {dep.auth.api_key_file}: {why}"]) from None
 
 
-def _decode(body: Body, content: bytes) -> Response:
+def _decode_checked(name: str, body: Body, content: bytes, strict: bool) -> Response:
     try:
-        if isinstance(body, wire.StandardRequest):
-            return wire.STANDARD_RESPONSE.decode(content)
-        return wire.BATCH_RESPONSE.decode(content)
+        decoded = (wire.STANDARD_RESPONSE if isinstance(body, wire.StandardRequest) else wire.BATCH_RESPONSE
+                   ).decode(content)
     except msgspec.DecodeError as exc:
-        raise CallFailed("invalid_response", str(exc)) from None
+        raise CallFailed(INVALID, "the answer is not a System One response of the form asked",
+                         detail=f"{name}: {exc}") from None
+    response, problems = validity.checked(body, decoded)
+    if problems:
+        shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+        if strict:
+            raise CallFailed(INVALID, f"the answers do not fit the questions ({shown})", detail=f"{name}: {shown}")
+        log.info("System One deployment %s answered invalidly: %s", name, shown)
+    return response
 
 
-def _error(resp: httpx.Response) -> CallFailed:
+async def _decode(name: str, body: Body, content: bytes, strict: bool) -> Response:
+    """The answer decoded and checked; a big one in a worker thread, as the pipeline's big bodies are (msgspec
+    holds the loop for a whole decode)."""
+    if len(content) < OFF_LOOP_BYTES:
+        return _decode_checked(name, body, content, strict)
+    return await trio.to_thread.run_sync(_decode_checked, name, body, content, strict, limiter=OFF_LOOP_LIMITER)
+
+
+def _too_large(name: str, limit: int, seen: str) -> CallFailed:
+    return CallFailed(INVALID, f"the answer is larger than max_response_bytes ({limit} bytes): too_large",
+                      detail=f"{name}: answer past max_response_bytes {limit} ({seen})")
+
+
+def _cause_words(exc: httpx.TransportError) -> str:
+    """A transport failure in words: no address, no errno (the log has those)."""
+    if isinstance(exc, httpx.ConnectError):
+        return "the connection failed"
+    if isinstance(exc, (httpx.ReadError, httpx.WriteError)):
+        return "the connection broke"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "the answer was not valid HTTP"
+    return "the connection failed"
+
+
+def _error(name: str, status: int, headers: httpx.Headers, content: bytes) -> CallFailed:
+    """A remote's error answer: its code, question and entry, its status and Retry-After; its own message kept
+    apart (``said``), as a remote's words may name its hosts."""
+    retry_after = retry_after_seconds(headers.get("retry-after"))
     try:
-        err = wire.ERROR_RESPONSE.decode(resp.content).error
-        return CallFailed(err.code, err.message, question=err.question, state=err.state, status=resp.status_code)
+        err = wire.ERROR_RESPONSE.decode(content).error
     except msgspec.DecodeError:
-        code = "overloaded" if resp.status_code == 429 else f"http_{resp.status_code}"
-        return CallFailed(code, resp.text[:200], status=resp.status_code)
+        code = "overloaded" if status == 429 else f"http_{status}"
+        return CallFailed(code, f"the deployment answered HTTP {status}", status=status, retry_after=retry_after,
+                          detail=f"{name}: HTTP {status}: {content[:200]!r}")
+    return CallFailed(err.code, f"the deployment answered HTTP {status} {err.code}", question=err.question,
+                      state=err.state, status=status, said=err.message, retry_after=retry_after,
+                      detail=f"{name}: HTTP {status} {err.code}: {err.message}")
 
 
 def runner(name: str, dep: Deployment, models: dict[str, DecisionModel]):

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
+from ...offloop import OFF_LOOP_BYTES, OFF_LOOP_LIMITER
+
 if TYPE_CHECKING:
     from ...metrics import Metrics
 
 T = TypeVar("T")
 
-# Where a thread hop pays: past ~10 times its own cost in loop time saved. Chat bodies are mostly under 64 KiB.
-OFF_LOOP_BYTES = 256 * 1024
-LIMITER = trio.CapacityLimiter(2)
+LIMITER = OFF_LOOP_LIMITER
 
 
 async def off_loop(metrics: Metrics, step: str, size: int, fn: Callable[..., T], *args: object) -> T:

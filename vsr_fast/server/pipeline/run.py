@@ -25,7 +25,7 @@ from ...errors import BodyTimeout, RequestTimeout, ShuttingDown, UpstreamError, 
 from ...headers.registry import ResponsePath
 from ...upstream import cut as cut_attempts
 from ...upstream.billing import BILLING
-from ..asgi import CLIENT_SIDE, ClientGone, DisconnectWatch, Receive, Scope, Send, header, is_whole, take_queued
+from ..asgi import ClientGone, Receive, Scope, Send, header, is_whole, take_queued, watching
 from ..forwarded import client_address
 from ..state import AppState
 from .admit import admit, check_names, release
@@ -202,21 +202,9 @@ async def _serve(ex: Exchange, receive: Receive, send: Send) -> None:
     # One scope ends the stages when the client leaves and when the answer stage overruns the deadline.
     failure: VsrError | None = None
     with ex.deadline_scope(_GRACE_S) as outer:
-        watch = ex.watch = DisconnectWatch(send, outer)
-        side = CLIENT_SIDE.get() if ex.scope.get("http_version") != "2" else None
-        if side is not None:
-            side.watches.add(watch)
-            if side.closed:
-                watch.client_left()
-            try:
-                failure = await _kept(ex, watch.send, outer)
-            finally:
-                side.watches.discard(watch)
-        else:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(watch.run, receive)
-                failure = await _kept(ex, watch.send, outer)
-                nursery.cancel_scope.cancel()
+        async with watching(ex.scope, receive, send, outer) as watch:
+            ex.watch = watch
+            failure = await _kept(ex, watch.send, outer)
     _left_behind(ex)             # attempts the client's leaving or the grace cut
     if watch.cut is not None:   # the router closed the connection of a client that did not read
         ex.state.metrics.timeouts.inc(ex.api, watch.cut.stage)
