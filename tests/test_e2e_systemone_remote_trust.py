@@ -185,7 +185,7 @@ def test_a_decision_left_unknown_by_an_invalid_answer_says_why(trial):
     r = chat(trial, "checkme please")
     assert r.status_code == 503, r.text
     assert r.json()["error"]["code"] == "decision_unresolved"
-    assert "systemone:bad_check (invalid_response)" in r.json()["error"]["message"], r.text
+    assert "systemone:bad_check (invalid_response: " in r.json()["error"]["message"], r.text
 
 
 def test_the_selector_never_routes_on_an_answer_naming_a_model_not_offered(trial):

@@ -445,7 +445,10 @@ def why_unknown(answers, share: Share) -> str:
 def outcome_of(rule: LearnedRule, answer: wire.Answer | None, why: str = "no answer") -> Outcome:
     """The rule's Outcome from its shared question's answer; None or an error is unknown."""
     if answer is None or isinstance(answer, wire.QuestionError):
-        detail = f"unknown: {answer.code}" if isinstance(answer, wire.QuestionError) else f"unknown: {why}"
+        if isinstance(answer, wire.QuestionError):
+            detail = f"unknown: {answer.code}: {answer.message}" if answer.message else f"unknown: {answer.code}"
+        else:
+            detail = f"unknown: {why}"
         if rule.on_unknown == "match":
             return Outcome(True, confidence=0.0, detail=detail + " (on_unknown: match)")
         if rule.on_unknown == "no_match":

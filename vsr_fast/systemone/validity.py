@@ -82,7 +82,7 @@ def _answers(questions: dict[str, wire.Question], got: dict[str, wire.Answer], w
         why = "no answer" if answer is None else answer_problem(question, answer)
         if why is not None:
             problems.append(f"{where}.{name}: {why}")
-            answer = wire.QuestionError(INVALID, why)
+            answer = wire.QuestionError(INVALID, f"{where}.{name}: {why}")
         out[name] = answer      # type: ignore[assignment]
     return out
 
