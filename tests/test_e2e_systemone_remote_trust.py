@@ -346,7 +346,7 @@ async def test_a_partial_answer_keeps_what_fits_and_leaves_the_rest_unknown_with
     try:
         response = await remote.call(body)
         assert response.answers == {"spam": wire.NoulAnswer(0.5),
-                                    "tone": wire.QuestionError("invalid_response", "no answer")}
+                                    "tone": wire.QuestionError("invalid_response", "$.answers.tone: no answer")}
         with pytest.raises(CallFailed) as info:
             await remote.call(body, strict=True)
         assert info.value.code == "invalid_response" and "$.answers.tone: no answer" in info.value.message
