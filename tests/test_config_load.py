@@ -296,3 +296,14 @@ def test_a_shipped_configuration_loads_with_no_warning(name, text):
     report = validate_bytes(text, source=name)
     # A key the environment does not set is the environment's, not the file's.
     assert report.errors == [] and [w for w in report.warnings if "missing_credential" not in w] == []
+
+
+def test_the_readmes_worked_example_shows_the_quickstarts_config_version():
+    """The routed request's headers in README.md carry the version the quickstart loads as (the first 16 hex of
+    the file's sha256): an edit to the file that leaves the README's hash stale fails here."""
+    import re
+
+    from vsr_fast.routing import load_file
+
+    shown = re.findall(r"^x-vsr-config-version: ([0-9a-f]+)$", (ROOT / "README.md").read_text(), re.M)
+    assert shown == [load_file(str(ROOT / "config" / "quickstart.yaml")).version_hash]
