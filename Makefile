@@ -47,8 +47,10 @@ build-runtime: $(RUNTIME) $(PYX)
 build: $(RUNTIME)
 	@$(MAKE) --no-print-directory -j2 $(STAMP) build-runtime
 
+# `make run PORT=9090 MOCK_PORT=9001`: the router and the mock elsewhere than 8080 and 8001; unset, the command is
+# as it always was.
 run: build-runtime
-	$(PY) -m bench.quickstart --config config/quickstart.yaml
+	$(PY) -m bench.quickstart --config config/quickstart.yaml$(if $(PORT), --port $(PORT))$(if $(MOCK_PORT), --mock-port $(MOCK_PORT))
 
 # Three workers, each test file on one of them (its module fixtures: routers, mocks, started once).
 test: build

@@ -80,6 +80,8 @@ def _report_unreadable(source: Source) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     loaded = load_file(args.config)
+    # --from-config OLD.yaml: OLD.yaml's records only (its version as the file is now), not every router's.
+    recorded_under = load_file(args.from_config).version_hash if args.from_config else None
     source = _source(args)
     progress = _progress(args, source, "re-route ")
     out_cm: IO[bytes] | nullcontext = open(args.out, "wb") if args.out else nullcontext(None)
@@ -91,12 +93,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     async def rerun_all(out):
         if args.offline:
-            return await rerun.run(loaded, source, out=out, on_request=on_request)
+            return await rerun.run(loaded, source, out=out, on_request=on_request, recorded_under=recorded_under)
         # System One questions go to the deployments NEW.yaml resolves to, as in the live router.
         checked = await read_attached_cards(loaded)
         async with open_systemone(checked) as client:
             asker = checked.table.asker(client) if client is not None else None
-            return await rerun.run(checked, source, out=out, on_request=on_request, systemone=asker)
+            return await rerun.run(checked, source, out=out, on_request=on_request, systemone=asker,
+                                   recorded_under=recorded_under)
 
     with out_cm as out:
         cmp = trio.run(rerun_all, out)
@@ -104,11 +107,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     if source.undecodable:
         cmp.skipped["undecodable_event"] += source.undecodable
     _report_unreadable(source)
+    _explain_nothing_compared(args, cmp, recorded_under)
     if args.json:
         print(json.dumps({"config": args.config, "config_version": loaded.version_hash, **cmp.json()}, indent=2))
     else:
         print(cmp.text(f"vsr-replay run: recorded routes re-routed under {args.config} ({loaded.version_hash})"))
     return _gate(args, cmp)
+
+
+def _explain_nothing_compared(args: argparse.Namespace, cmp, recorded_under: str | None) -> None:
+    """When no request was compared, the skip that explains it, and what to change."""
+    if cmp.compared:
+        return
+    if cmp.skipped["no_request_copy"]:
+        print("vsr-replay: no record holds a request copy: set router_replay.capture_request_body: true in the "
+              "recorded configuration (the quickstart's is off), then replay the traffic it records", file=sys.stderr)
+    elif cmp.skipped["other_config"]:
+        print(f"vsr-replay: every record was written under another configuration than {args.from_config} as it is "
+              f"now (version {recorded_under}); --journal DIR reads one router's journal whatever it ran",
+              file=sys.stderr)
 
 
 def _gate(args: argparse.Namespace, cmp) -> int:

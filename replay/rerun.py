@@ -114,8 +114,12 @@ async def reroute(loaded: Loaded, received: RequestReceived, systemone: SystemOn
 
 
 async def run(loaded: Loaded, events: Iterable[tuple[str, Event]], *, out: IO[bytes] | None = None,
-              on_request: Callable[[int], None] | None = None, systemone: SystemOneAsker | None = None) -> Comparison:
-    """Compare every recorded route with the one ``loaded`` gives; ``out`` receives the re-routed export."""
+              on_request: Callable[[int], None] | None = None, systemone: SystemOneAsker | None = None,
+              recorded_under: str | None = None) -> Comparison:
+    """Compare every recorded route with the one ``loaded`` gives; ``out`` receives the re-routed export.
+    ``recorded_under``: a configuration version; requests recorded under another are counted as ``other_config``
+    (the default journals hold every router's of a directory, whatever it ran: mixed in, its routes would read
+    as moves the configuration did not make)."""
     cmp = Comparison()
     adapters = recorded_adapters()
     seen = 0
@@ -125,6 +129,9 @@ async def run(loaded: Loaded, events: Iterable[tuple[str, Event]], *, out: IO[by
             on_request(seen)
         if r.received is None:
             cmp.skipped["no_request_event"] += 1
+            continue
+        if recorded_under is not None and r.received.config_version != recorded_under:
+            cmp.skipped["other_config"] += 1
             continue
         if r.received.request is None:
             cmp.skipped["no_request_copy"] += 1

@@ -94,3 +94,19 @@ def test_ipv6_is_served_by_one_worker_or_many(workers, host):
         assert httpx.get(f"{proc.url}/health").json() == {"status": "ok"}
         if workers == "2":
             assert any(f"supervisor of 2 workers on {proc.url}" in x for x in proc.lines), proc.lines
+
+
+def test_a_second_router_on_a_busy_port_from_the_same_directory_is_told_the_port_is_busy(tmp_path):
+    """The first router holds the port and its journal (``$VSR_STATE_DIR/events/<port>``): the second one, same
+    port, same state directory, is refused for the port, not for the journal it would never have used."""
+    from bench._procs import Proc
+    from .procs import free_port
+
+    port, env = free_port(), {"VSR_STATE_DIR": str(tmp_path / "state")}
+    args = ["-m", "vsr_fast", "serve", "--config", "config/quickstart.yaml", "--port", str(port)]
+    with Proc(args, "vsr-fast: serving on", env=env):
+        out = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, **env})
+    lines = [x for x in out.stderr.splitlines() if not x.startswith("warning:")]
+    assert out.returncode == 2
+    assert lines == [f"vsr-fast: refusing to start: cannot listen on 127.0.0.1:{port}: Address already in use"]

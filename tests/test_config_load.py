@@ -278,3 +278,32 @@ def test_serve_refuses_a_deployment_file_it_cannot_read_in_one_line(tmp_path, fi
     name = next(iter(value))
     assert (f"error: global.model_catalog.deployments.remote.{field}.{name}: file_unreadable: {value[name]}: "
             "No such file or directory") in result.stderr.splitlines()
+
+
+def _shipped() -> list[tuple[str, bytes]]:
+    """The configurations a newcomer starts from: the quickstart, and the one the Kubernetes manifest mounts."""
+    docs = list(yaml.safe_load_all((ROOT / "deploy" / "kubernetes.yaml").read_text()))
+    mounted = [(f"deploy/kubernetes.yaml:{name}", text.encode())
+               for d in docs if d and d.get("kind") == "ConfigMap"
+               for name, text in d["data"].items() if name.endswith(".yaml")]
+    return [("config/quickstart.yaml", (ROOT / "config" / "quickstart.yaml").read_bytes()), *mounted]
+
+
+@pytest.mark.parametrize("name,text", _shipped(), ids=[name for name, _ in _shipped()])
+def test_a_shipped_configuration_loads_with_no_warning(name, text):
+    from vsr_fast.routing.loaded import validate_bytes
+
+    report = validate_bytes(text, source=name)
+    # A key the environment does not set is the environment's, not the file's.
+    assert report.errors == [] and [w for w in report.warnings if "missing_credential" not in w] == []
+
+
+def test_the_readmes_worked_example_shows_the_quickstarts_config_version():
+    """The routed request's headers in README.md carry the version the quickstart loads as (the first 16 hex of
+    the file's sha256): an edit to the file that leaves the README's hash stale fails here."""
+    import re
+
+    from vsr_fast.routing import load_file
+
+    shown = re.findall(r"^x-vsr-config-version: ([0-9a-f]+)$", (ROOT / "README.md").read_text(), re.M)
+    assert shown == [load_file(str(ROOT / "config" / "quickstart.yaml")).version_hash]

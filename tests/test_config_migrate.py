@@ -359,3 +359,50 @@ def test_a_hallucination_plugin_is_a_guard_where_its_preset_is_answered_and_drop
     dropped = [n.line() for n in here.notes if "hallucination plugin" in n.line()]
     assert len(dropped) == 1 and "drop:" in dropped[0] and "global.model_catalog.bindings.hallucination" in dropped[0]
     assert validate_bytes(dump(here.document).encode()).errors == []
+
+
+# vLLM-SR's cookbook shape: the endpoints name no models; model_config declares each model and the endpoints
+# that serve it (preferred_endpoints).
+FLAT_MODEL_CONFIG = """
+vllm_endpoints:
+- {name: endpoint1, address: 127.0.0.1, port: 28401, weight: 1}
+model_config:
+  qwen3: {preferred_endpoints: [endpoint1]}
+categories:
+- name: math
+  model_scores: [{model: qwen3, score: 0.9, use_reasoning: true}]
+- name: other
+  model_scores: [{model: qwen3, score: 0.7}]
+default_model: qwen3
+"""
+
+
+def test_a_flat_file_whose_models_only_model_config_declares_migrates_to_a_file_that_loads(tmp_path):
+    """``vsr-fast config migrate`` as a user runs it: qwen3 becomes a provider model on its preferred endpoint (its
+    weight kept), the file loads, and the notes match the golden (``VSR_UPDATE_GOLDENS=1`` rewrites it)."""
+    from .procs import cli_process
+
+    source = tmp_path / "flat-model-config.yaml"
+    source.write_text(FLAT_MODEL_CONFIG)
+    result = cli_process("config", "migrate", str(source))
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "flat-model-config.migrated.yaml").read_text()
+    assert yaml.safe_load(text)["providers"]["models"] == [
+        {"name": "qwen3", "backend_refs": [{"name": "endpoint1", "endpoint": "127.0.0.1:28401", "weight": 1}]}]
+    notes = "".join(line.replace(str(tmp_path), "TMP") + "\n" for line in result.stderr.splitlines())
+    golden_yaml, golden_notes = GOLDEN / "flat-model-config.migrated.yaml", GOLDEN / "flat-model-config.notes.txt"
+    if UPDATE:
+        golden_yaml.write_text(text)
+        golden_notes.write_text(notes)
+    assert text == golden_yaml.read_text()
+    assert notes == golden_notes.read_text()
+
+
+def test_a_model_config_model_on_no_known_endpoint_is_a_review_note_not_a_rewrite():
+    doc = yaml.safe_load(FLAT_MODEL_CONFIG)
+    doc["model_config"]["qwen3"]["preferred_endpoints"] = ["endpoint9"]
+    result = migrate(doc, router_target())
+    assert result.document["providers"]["models"] == []
+    kinds = {n.path: n.kind for n in result.notes}
+    assert kinds["model_config.qwen3"] == "review"
+    assert "vllm_endpoints" not in kinds

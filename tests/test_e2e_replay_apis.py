@@ -127,6 +127,30 @@ def test_every_client_api_is_recorded_as_received_and_re_routed(recorded, tmp_pa
         ("code", "general", 3)]
 
 
+def test_from_config_reads_only_the_records_of_that_configuration(mock, tmp_path):
+    """Two routers ran other configurations with the default journals (one per router under
+    ``$VSR_STATE_DIR/events``): ``--from-config OLD.yaml`` compares only OLD.yaml's records and counts the
+    others as ``other_config``, never as moves."""
+    state = str(tmp_path / "state")
+    configs, journals = [], set()
+    for name, words in (("old", ["rust"]), ("other", ["python"])):
+        doc = keyword_config(mock.url, words, "")
+        del doc["global"]["stores"]
+        configs.append(tmp_path / f"{name}.yaml")
+        configs[-1].write_text(yaml.safe_dump(doc))
+        with Proc(["-m", "vsr_fast", "serve", "--config", str(configs[-1]), "--host", "127.0.0.1", "--port", "0"],
+                  "vsr-fast: serving on", env={"VSR_STATE_DIR": state}) as proc:
+            send_one_of_each(proc.url)
+            (journal,) = set(Path(state, "events").iterdir()) - journals     # this router's own
+            journals.add(journal)
+            wait_for_export(["--journal", str(journal)], tmp_path / f"{name}.jsonl", 3)
+    old = str(configs[0])
+    run = vsr_replay("run", "--config", old, "--from-config", old, "--json", "--fail-on-change", state_dir=state)
+    assert run.returncode == 0, run.stdout + run.stderr
+    result = json.loads(run.stdout)
+    assert (result["compared"], result["unchanged"], result["skipped"]) == (3, 3, {"other_config": 3})
+    shown = vsr_replay("run", "--config", old, "--from-config", old, state_dir=state)
+    assert "skipped    3 (other config)" in shown.stdout, shown.stdout
 
 
 def test_every_command_works_on_the_quickstarts_embedded_journal(mock, tmp_path):
@@ -147,6 +171,8 @@ def test_every_command_works_on_the_quickstarts_embedded_journal(mock, tmp_path)
     run = vsr_replay("run", "--config", str(quickstart), "--from-config", str(quickstart), state_dir=state)
     assert run.returncode == 0, run.stderr
     assert "compared   0" in run.stdout and "skipped    3 (no request copy)" in run.stdout
+    # The quickstart captures no request body: the summary says which switch would have kept one.
+    assert "set router_replay.capture_request_body" in run.stderr, run.stderr
     gate = vsr_replay("run", "--config", str(quickstart), "--from-config", str(quickstart), "--json",
                       "--fail-on-change", state_dir=state)
     assert gate.returncode == 1 and "nothing was compared" in gate.stderr

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import contextlib
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,7 +132,31 @@ async def serve(loaded: Loaded, opts: ServeOptions, *, task_status=trio.TASK_STA
                 await trio.to_thread.run_sync(tracing.stop)
 
 
+@dataclasses.dataclass
+class _Listeners:
+    """The sockets a router serves on, bound before its other parts start, with their hypercorn settings."""
+    cfg: hypercorn.config.Config
+    serving: socket.socket
+    admin_cfg: hypercorn.config.Config | None = None
+    admin: socket.socket | None = None
+
+
 async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
+    # The listening sockets first: a busy port is said as such, before a part that would refuse for a reason of
+    # its own (the port's default event journal is held by the router that holds the port).
+    limits = loaded.config.global_.router.limits
+    cfg = _hypercorn_config(opts, limits)
+    admin = _admin_listener(loaded, opts)
+    with contextlib.ExitStack() as bound:
+        listeners = _Listeners(cfg, bound.enter_context(_listening_socket(opts, cfg)))
+        if admin is not None:
+            admin_opts = dataclasses.replace(opts, fd=None, host=admin.address, port=admin.port)
+            listeners.admin_cfg = _hypercorn_config(admin_opts, limits)
+            listeners.admin = bound.enter_context(_listening_socket(admin_opts, listeners.admin_cfg))
+        await _serve_on(loaded, opts, listeners, task_status)
+
+
+async def _serve_on(loaded: Loaded, opts: ServeOptions, listeners: _Listeners, task_status) -> None:
     holder: list[AppState] = []
     current: list = [lambda: holder[0]]     # the serving generation's state, once the generations are made
 
@@ -176,7 +201,6 @@ async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
                 background.start_soon(serve_peers, lambda: generations.current, opts.metrics_dir, opts.worker)
             async with trio.open_nursery() as nursery:
                 limits = loaded.config.global_.router.limits
-                cfg = _hypercorn_config(opts, limits)
                 state.connections = Connections(max_connections(limits))
                 generations = Generations(state, opts.config_path, _apps, background)
                 current[0] = lambda: generations.current
@@ -187,16 +211,14 @@ async def _serve(loaded: Loaded, opts: ServeOptions, task_status) -> None:
                 background.start_soon(check_backends, lambda: generations.current.upstreams)
                 if loaded.config.global_.router.config_watch.enabled and opts.config_path:
                     background.start_soon(generations.watch)
-                admin = _admin_listener(loaded, opts)
-                if admin is not None:
-                    admin_opts = dataclasses.replace(opts, fd=None, host=admin.address, port=admin.port)
-                    admin_cfg = _hypercorn_config(admin_opts, limits)
-                    admin_binds = await nursery.start(serve_http, generations.app("admin"), admin_cfg,
-                                                      _listening_socket(admin_opts, admin_cfg), shutdown.wait,
+                if listeners.admin is not None:
+                    admin_binds = await nursery.start(serve_http, generations.app("admin"), listeners.admin_cfg,
+                                                      listeners.admin, shutdown.wait,
                                                       Connections(max_connections(limits)), refusals,
                                                       limits.send_timeout_ms / 1000)
                     sys.stderr.write(f"vsr-fast: admin on {', '.join(admin_binds)}\n")
-                binds = await nursery.start(serve_http, generations.app("serving"), cfg, _listening_socket(opts, cfg),
+                binds = await nursery.start(serve_http, generations.app("serving"), listeners.cfg,
+                                            listeners.serving,
                                             shutdown.wait, state.connections, refusals, limits.send_timeout_ms / 1000)
                 if opts.settle_heap:
                     heap.settle()

@@ -61,22 +61,34 @@ def flat_to_v03(raw: dict, notes: Notes) -> dict:
 
 
 def _models(raw: dict, notes: Notes) -> list[dict]:
-    """One provider model per served model name, its backends the endpoints that serve it, preferred first."""
+    """One provider model per served model name, its backends the endpoints that serve it, preferred first. A
+    model is served by the endpoints whose ``models`` list it, or, where none does (vLLM-SR's cookbook declares
+    models only in ``model_config``), by the endpoints its ``preferred_endpoints`` name."""
     endpoints = [e for e in raw.get("vllm_endpoints") or [] if isinstance(e, dict)]
     config = raw.get("model_config") if isinstance(raw.get("model_config"), dict) else {}
     names: list[str] = []
     for e in endpoints:
         names += [m for m in e.get("models") or [] if m not in names]
+    names += [m for m in config if m not in names]
     models = []
     for name in names:
-        preferred = (config.get(name) or {}).get("preferred_endpoints") or []
-        serving = sorted((e for e in endpoints if name in (e.get("models") or [])),
-                         key=lambda e: preferred.index(e.get("name")) if e.get("name") in preferred else len(preferred))
+        entry = config.get(name) if isinstance(config.get(name), dict) else {}
+        preferred = entry.get("preferred_endpoints") or []
+        serving = [e for e in endpoints if name in (e.get("models") or [])] \
+            or [e for e in endpoints if e.get("name") in preferred]
+        serving.sort(key=lambda e: preferred.index(e.get("name")) if e.get("name") in preferred else len(preferred))
+        if not serving:
+            notes.review(f"model_config.{name}", f"no vllm_endpoints entry serves {name!r} (none lists it in models "
+                                                 f"and its preferred_endpoints {preferred} name none): write its "
+                                                 f"providers.models[] entry by hand")
+            continue
         refs = [{"name": e.get("name"), "endpoint": f"{e.get('address')}:{e.get('port')}",
                  **({"weight": e["weight"]} if "weight" in e else {})} for e in serving]
         models.append({"name": name, "backend_refs": refs})
-        if (config.get(name) or {}).get("pii_policy"):
+        if entry.get("pii_policy"):
             notes.review(f"model_config.{name}.pii_policy", "a model's pii_policy has no v0.5 form: write a pii rule "
                                                             "and a decision that keeps personal data off the model")
-    notes.rewrite("vllm_endpoints", "vllm_endpoints and model_config became providers.models[], one per model name")
+    if models:
+        notes.rewrite("vllm_endpoints", "vllm_endpoints and model_config became providers.models[], one per model "
+                                        "name")
     return models
