@@ -138,7 +138,10 @@ def load(directory: Path | None = None) -> VsrStatic:
     if directory is None:
         return load_5()
     directory = Path(directory)
-    files = FILES if (directory / "embedding.npz").exists() else FILES_2   # -3 to -8 have FILES_2's layout
+    if (directory / "embedding.npz").exists():
+        files = FILES
+    else:   # -3 to -9 have FILES_2's layout; -10 no heads file of its own (it names -5's and -8's)
+        files = FILES_2 if (directory / "heads.npz").exists() else FILES_10
     return VsrStatic(read(directory, files))
 
 
