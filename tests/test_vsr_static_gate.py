@@ -16,9 +16,11 @@ import pytest
 from vsr_fast.models.vsr_static import ArtifactError, load, load_5, load_8, load_9, load_10
 from vsr_fast.models.vsr_static._artifacts import (ARTIFACTS, ARTIFACTS_5, ARTIFACTS_8, ARTIFACTS_10, FILES_10, SUMS,
                                                   sha256_lines)
+from vsr_fast.protocol.systemone import Entry, State
+from vsr_fast.systemone.presets import PRESETS
 
 from .test_vsr_static import ORDINARY_TURNS
-from .test_vsr_static_windows import PADDED, RECORDED_5, jailbreak
+from .test_vsr_static_windows import PADDED, QID, RECORDED_5, jailbreak
 
 # Below the gate (4 tokens): what -10 must answer as -9 does.
 SHORT = ["hi", "thanks a lot", "ok cool", "good night", "hola", "merci"]
@@ -92,3 +94,14 @@ def test_a_padded_attack_is_flagged_by_10():
 def test_5_answers_as_its_records_say_after_10_answered():
     jailbreak(load_10(), list(RECORDED_5))
     assert jailbreak(load_5(), list(RECORDED_5)) == list(RECORDED_5.values())
+
+
+def test_an_earlier_turn_keeps_its_partner_margin():
+    """A conversation's earlier turns are read again each request: -8's margin is computed once per read."""
+    ten = load_10()
+    head = ten.heads["jailbreak"]
+    state = State(request="Go on, thanks.", history=[LONG[3], "What time is it in Paris right now?"])
+    first = ten.answer([Entry(state, {QID: PRESETS["jailbreak"].question()})])[0][QID]
+    kept = ten._read([LONG[3]])[LONG[3]].windows[head.gate]
+    assert kept == pytest.approx(float(logit(jailbreak(load_8(), [LONG[3]]))[0]), abs=1e-4)
+    assert ten.answer([Entry(state, {QID: PRESETS["jailbreak"].question()})])[0][QID] == first

@@ -1,4 +1,4 @@
-"""The embedded decision models: vsr-static-5 (the ``primary`` deployment's default), -8, -7, -6, -4, -3, -2 and -1.
+"""The embedded decision models: vsr-static-5 (the ``primary`` deployment's default) and -1 to -10.
 
 A static embedding distilled from all-MiniLM-L6-v2 (int8, 30522 x 256), logistic
 heads for ``domain`` and ``jailbreak``, calibrated zero-shot scoring for the other

@@ -1,4 +1,4 @@
-"""The committed artifacts of vsr-static-1 to -9: their names, their checksums and how they load.
+"""The committed artifacts of vsr-static-1 to -10: their names, their checksums and how they load.
 
     artifacts/         vsr-static-1 (kept loadable: replayed records name it)
       embedding.npz    q: int8 (30522, 256) token table; scale: float32 (30522,) per-row scale

@@ -10,7 +10,9 @@ a jailbreak head with n-grams also on written coding-agent texts (``_build6``). 
 keeps -5's domain head and retrains its jailbreak head also on written attacks and look-alike benign
 texts (``_build7``). ``--model vsr-static-8`` keeps -5's domain head and trains a jailbreak head with one
 hidden ReLU layer on -5's inputs (``_build8``). ``--model vsr-static-9`` copies -5's heads and chooses a
-sentence-window rule for its jailbreak head on -5's validation split (``_build9``). ``--model vsr-minilm-1`` trains -5's head recipes on the
+sentence-window rule for its jailbreak head on -5's validation split (``_build9``). ``--model vsr-static-10`` writes
+no array: it chooses, on validation data, the token-count gate, weight and shift that mix -8's jailbreak head into
+-9's past the gate, and pins -5's and -8's heads files by reference (``_build10``). ``--model vsr-minilm-1`` trains -5's head recipes on the
 contextual encoder (all-MiniLM-L6-v2 int8 on onnxruntime; needs the ``contextual`` extra installed:
 ``_build_minilm1``). ``--model vsr-static-3`` (a jailbreak head with n-grams: ``_build3``) and ``--model vsr-static-2``
 (``_build2``) train on the same rows as -4. ``--model vsr-static-1`` rebuilds vsr-static-1 as below.
