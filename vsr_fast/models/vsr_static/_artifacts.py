@@ -1,4 +1,4 @@
-"""The committed artifacts of vsr-static-1 to -9: their names, their checksums and how they load.
+"""The committed artifacts of vsr-static-1 to -10: their names, their checksums and how they load.
 
     artifacts/         vsr-static-1 (kept loadable: replayed records name it)
       embedding.npz    q: int8 (30522, 256) token table; scale: float32 (30522,) per-row scale
@@ -28,6 +28,10 @@
     artifacts-9/       vsr-static-9: artifacts-5's heads.npz, copied byte for byte; model.json adds the jailbreak head's
                        sentence-window rule (``heads.jailbreak.windows``, see ``_windows``: ``cues`` "forms", or ``true``
                        for the first rule's words); artifacts-5's layout
+    artifacts-10/      vsr-static-10: no array of its own; SHA256SUMS pins model.json, NOTICE, ../artifacts-5/heads.npz
+                       (the base heads), ../artifacts-8/heads.npz (the jailbreak head it mixes in on texts of at
+                       least the gate's tokens: ``heads.jailbreak.ensemble``) and vsr-static-1's embedding and
+                       tokenizer; the other models' files are read where they are committed, never copied
     artifacts-minilm-1/  vsr-minilm-1: no table; heads trained on the contextual encoder's outputs (``_contextual``,
                        384 wide), model.json names the encoder's package and model.onnx's sha256; SHA256SUMS pins
                        heads.npz, model.json, NOTICE and ../artifacts/tokenizer.json (the teacher's vocabulary)
@@ -51,6 +55,7 @@ ARTIFACTS_6 = Path(__file__).parent / "artifacts-6"
 ARTIFACTS_7 = Path(__file__).parent / "artifacts-7"
 ARTIFACTS_8 = Path(__file__).parent / "artifacts-8"
 ARTIFACTS_9 = Path(__file__).parent / "artifacts-9"
+ARTIFACTS_10 = Path(__file__).parent / "artifacts-10"
 ARTIFACTS_MINILM_1 = Path(__file__).parent / "artifacts-minilm-1"
 FILES = ("embedding.npz", "heads.npz", "model.json", "tokenizer.json", "NOTICE")
 SHARED = "../artifacts/"   # how a later model's SHA256SUMS names the vsr-static-1 files it shares
@@ -62,8 +67,14 @@ FILES_6 = FILES_2
 FILES_7 = FILES_2
 FILES_8 = FILES_2
 FILES_9 = FILES_2
+# Another committed model's file, named relative to the model's folder ("../artifacts-5/heads.npz"): pinned by the
+# referring model's SHA256SUMS and read where it is committed (vsr-static-10 reuses -5's and -8's heads).
+SIBLING = "../"
+FILES_10 = ("model.json", "NOTICE", "../artifacts-5/heads.npz", "../artifacts-8/heads.npz",
+            SHARED + "embedding.npz", SHARED + "tokenizer.json")
 FILES_MINILM_1 = ("heads.npz", "model.json", "NOTICE", SHARED + "tokenizer.json")
 SUMS = "SHA256SUMS"
+PARTNER = "jailbreak_partner_"   # heads' keys of the ensemble's second jailbreak head (its file's jailbreak_*)
 LENGTH_SCALE = 6.0   # the length feature is log(1 + tokens) / 6: about 1 at 512 tokens
 
 
@@ -73,9 +84,12 @@ class ArtifactError(Exception):
 
 def sha256_lines(directory: Path, files: tuple[str, ...] = FILES, shared: Path = ARTIFACTS) -> str:
     """`sha256sum` lines for ``files`` of ``directory``. A name under ``SHARED`` is vsr-static-1's file in
-    ``shared``, the folder the build read it from: the lines do not depend on where ``directory`` is."""
+    ``shared``, the folder the build read it from; another name under ``SIBLING`` is that committed model's file:
+    the lines do not depend on where ``directory`` is."""
     def path(name: str) -> Path:
-        return shared / name.removeprefix(SHARED) if name.startswith(SHARED) else directory / name
+        if name.startswith(SHARED):
+            return shared / name.removeprefix(SHARED)
+        return ARTIFACTS.parent / name.removeprefix(SIBLING) if name.startswith(SIBLING) else directory / name
 
     return "".join(f"{hashlib.sha256(path(n).read_bytes()).hexdigest()}  {n}\n" for n in files)
 
@@ -127,9 +141,16 @@ def read(directory: Path = ARTIFACTS, files: tuple[str, ...] = FILES) -> Artifac
     verify(directory, files)
     with np.load(directory / _named(files, "embedding.npz"), allow_pickle=False) as emb:
         table = dequantise(emb["q"], emb["scale"])
-    with np.load(directory / "heads.npz", allow_pickle=False) as h:
+    with np.load(directory / _named(files, "heads.npz"), allow_pickle=False) as h:
         heads = {k: h[k] for k in h.files}
     meta = json.loads((directory / "model.json").read_text())
+    ensemble = meta["heads"]["jailbreak"].get("ensemble")
+    if ensemble is not None:        # vsr-static-10: a second jailbreak head, from a file SHA256SUMS pinned above
+        if ensemble["heads"] not in files:
+            raise ArtifactError(f"{directory / 'model.json'}: the ensemble's heads {ensemble['heads']!r} are not "
+                                f"among the pinned files {list(files)}")
+        with np.load(directory / ensemble["heads"], allow_pickle=False) as h:
+            heads.update({PARTNER + k.removeprefix("jailbreak_"): h[k] for k in h.files if k.startswith("jailbreak_")})
     return Artifacts(table, heads, meta, (directory / _named(files, "tokenizer.json")).read_text())
 
 

@@ -12,7 +12,8 @@ is answered (T, a and b come from model.json, fit at build time):
                        the embedding, a log-length feature and their product; -3 adds one
                        weight per hashed token unigram and bigram (``_artifacts.ngram_buckets``);
                        -8's is one hidden ReLU layer over those inputs, then the logistic layer;
-                       -9's is -5's, also read on its worst sentence window (``_windows``)
+                       -9's is -5's, also read on its worst sentence window (``_windows``); -10's is
+                       -9's, mixed with -8's on texts of at least the gate's tokens (``_Gate``)
     preset:pii         regexes + validators (``_pii``) for the structured labels; gazetteers and
                        rules (``_ner``) for PERSON, LOCATION, ORGANIZATION, DATE_TIME and
                        STREET_ADDRESS, run only when a span question asks for one of those
@@ -94,7 +95,7 @@ from ...systemone.presets import PRESETS
 from ...systemone.runtime import ModelCard
 from ...systemone.states import HISTORY_TURNS
 from . import _ner, _pii
-from ._artifacts import ArtifactError, Artifacts, features, ngram_buckets, ngram_logits
+from ._artifacts import PARTNER, ArtifactError, Artifacts, features, ngram_buckets, ngram_logits
 from ._embedding import StaticEmbedding
 from ._windows import Vocabulary, WindowRule, WindowScorer
 
@@ -148,8 +149,53 @@ class _Read:
     vector: np.ndarray
     count: float
     ids: np.ndarray
-    # A window rule's worst window margin of this text (``_windows.WindowScorer.worst``), kept with the read.
+    # What a rule computed of this text, kept with the read, keyed by the rule: a window rule's worst window margin
+    # (``_windows.WindowScorer.worst``), an ensemble's partner margin (``_Gate.partner_margins``).
     windows: dict = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(frozen=True, eq=False)      # hashed by identity: a read keeps the partner's margin keyed by its gate
+class _Gate:
+    """vsr-static-10's length gate (model.json ``heads.jailbreak.ensemble``): a text of fewer than ``tokens`` tokens
+    keeps the base head's margin (short turns answer as -5 did); a longer one reads ``weight * base + (1 - weight) *
+    partner + shift``, the shift putting that mix's operating point at the base head's card threshold. A smooth gate
+    (``softness`` > 0, in log-tokens) moves between the two by ``sigmoid(log(n / tokens) / softness)``."""
+
+    tokens: float
+    weight: float
+    shift: float
+    softness: float = 0.0
+
+    @classmethod
+    def of(cls, meta: dict) -> _Gate:
+        return cls(float(meta["gate_tokens"]), float(meta["weight"]), float(meta["shift"]),
+                   float(meta.get("softness", 0.0)))
+
+    def share(self, counts: np.ndarray) -> np.ndarray:
+        """How much of the mix each text reads (0: the base head alone, 1: the mix)."""
+        n = np.asarray(counts, np.float64)
+        if self.softness <= 0:
+            return (n >= self.tokens).astype(np.float64)
+        return _sigmoid((np.log(np.maximum(n, 1e-9)) - np.log(self.tokens)) / self.softness)
+
+    def mix(self, base: np.ndarray, partner: _Head, reads: Sequence[_Read], counts: np.ndarray) -> np.ndarray:
+        share = self.share(counts)
+        return base + share * ((1 - self.weight) * (self.partner_margins(partner, reads, counts, share) - base)
+                               + self.shift)
+
+    def partner_margins(self, partner: _Head, reads: Sequence[_Read], counts: np.ndarray,
+                        share: np.ndarray) -> np.ndarray:
+        """The partner head's margin on each text the gate lets through (0 elsewhere: unused), a text at a time and
+        kept with its read. One row is a vector-matrix product (~20 µs for -8's 513 x 512 layer); several rows at
+        once are a matrix product OpenBLAS spreads over its threads, measured at ~25 ms on a busy 2-core box."""
+        out = np.zeros(len(reads))
+        for i in np.flatnonzero(share > 0):
+            known = reads[i].windows.get(self)
+            if known is None:
+                z = partner._logits(reads[i].vector[None, :], counts[i:i + 1])
+                known = reads[i].windows[self] = float(z[0, 1] - z[0, 0])
+            out[i] = known
+        return out
 
 
 @dataclass(frozen=True)
@@ -164,6 +210,9 @@ class _Head:
     b2: np.ndarray | None = None
     # -9's jailbreak head: also the worst sentence window of each text (``_windows``); two labels, no n-grams
     windows: WindowScorer | None = None
+    # -10's jailbreak head: a second head (-8's) and the length gate that mixes it in (``_Gate``)
+    partner: _Head | None = None
+    gate: _Gate | None = None
 
     def _logits(self, vectors: np.ndarray, counts: np.ndarray) -> np.ndarray:
         logits = features(self.features, vectors, counts) @ self.w + self.b
@@ -178,14 +227,18 @@ class _Head:
         if self.ngrams is not None:
             logits = logits + np.stack([ngram_logits(self.ngrams, ngram_buckets(r.ids, len(self.ngrams)))
                                         for r in reads])
-        if self.windows is None:
+        if self.windows is None and self.gate is None:
             return _softmax(logits)
 
         def margin(z: np.ndarray) -> np.ndarray:
             return (z[:, 1] - z[:, 0]).astype(np.float64)
 
-        windows = self.windows.worst(reads, lambda v, c: margin(self._logits(v, c)))
-        p = _sigmoid(np.maximum(margin(logits), windows))
+        m = margin(logits)
+        if self.gate is not None and self.partner is not None:
+            m = self.gate.mix(m, self.partner, reads, counts)
+        if self.windows is not None:     # the windows read the base head (-9's rule), whatever the gate did
+            m = np.maximum(m, self.windows.worst(reads, lambda v, c: margin(self._logits(v, c))))
+        p = _sigmoid(m)
         return np.stack([1.0 - p, p], axis=1)
 
 
@@ -204,7 +257,8 @@ class VsrStatic:
                                   tuple(meta["heads"][name]["labels"]),
                                   meta["heads"][name].get("features", "embedding"),
                                   artifacts.heads.get(f"{name}_ngrams"), artifacts.heads.get(f"{name}_w2"),
-                                  artifacts.heads.get(f"{name}_b2"), self._windows(name, artifacts))
+                                  artifacts.heads.get(f"{name}_b2"), self._windows(name, artifacts),
+                                  *self._ensemble(name, artifacts))
                       for name in TRAINED}
         zs = meta["zero_shot"]
         self.temperature = float(zs["temperature"])
@@ -248,6 +302,20 @@ class VsrStatic:
             raise ArtifactError(f"{self.name}: a window rule needs a benign / jailbreak head on the static table "
                                 "without n-grams")
         return WindowScorer(WindowRule.of(rule), Vocabulary.of(self.embedding.tokenizer), artifacts.table)
+
+    def _ensemble(self, head: str, artifacts: Artifacts) -> tuple[_Head | None, _Gate | None]:
+        """The head's second head and length gate, when model.json gives them (-10's jailbreak head)."""
+        meta = self.meta["heads"][head].get("ensemble")
+        if meta is None:
+            return None, None
+        if head != "jailbreak" or f"{PARTNER}w" not in artifacts.heads:
+            raise ArtifactError(f"{self.name}: an ensemble is read on the jailbreak head, from its pinned heads file")
+        h = artifacts.heads
+        partner = _Head(h[f"{PARTNER}w"], h[f"{PARTNER}b"], tuple(self.meta["heads"][head]["labels"]),
+                        str(meta["features"]), h.get(f"{PARTNER}ngrams"), h.get(f"{PARTNER}w2"), h.get(f"{PARTNER}b2"))
+        if partner.ngrams is not None:
+            raise ArtifactError(f"{self.name}: the ensemble's second head reads no n-grams")
+        return partner, _Gate.of(meta)
 
     # --- the DecisionModel interface -----------------------------------------------------------
 

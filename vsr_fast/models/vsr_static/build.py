@@ -10,7 +10,9 @@ a jailbreak head with n-grams also on written coding-agent texts (``_build6``). 
 keeps -5's domain head and retrains its jailbreak head also on written attacks and look-alike benign
 texts (``_build7``). ``--model vsr-static-8`` keeps -5's domain head and trains a jailbreak head with one
 hidden ReLU layer on -5's inputs (``_build8``). ``--model vsr-static-9`` copies -5's heads and chooses a
-sentence-window rule for its jailbreak head on -5's validation split (``_build9``). ``--model vsr-minilm-1`` trains -5's head recipes on the
+sentence-window rule for its jailbreak head on -5's validation split (``_build9``). ``--model vsr-static-10`` writes
+no array: it chooses, on validation data, the token-count gate, weight and shift that mix -8's jailbreak head into
+-9's past the gate, and pins -5's and -8's heads files by reference (``_build10``). ``--model vsr-minilm-1`` trains -5's head recipes on the
 contextual encoder (all-MiniLM-L6-v2 int8 on onnxruntime; needs the ``contextual`` extra installed:
 ``_build_minilm1``). ``--model vsr-static-3`` (a jailbreak head with n-grams: ``_build3``) and ``--model vsr-static-2``
 (``_build2``) train on the same rows as -4. ``--model vsr-static-1`` rebuilds vsr-static-1 as below.
@@ -52,8 +54,8 @@ from tokenizers import Tokenizer
 from ...systemone.presets import DOMAINS
 from . import _sources
 from ._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ARTIFACTS_5, ARTIFACTS_6, ARTIFACTS_7,
-                         ARTIFACTS_8, ARTIFACTS_9, ARTIFACTS_MINILM_1, FILES, FILES_2, FILES_3, FILES_4, FILES_5,
-                         FILES_6, FILES_7, FILES_8, FILES_9, FILES_MINILM_1, SUMS, dequantise, sha256_lines)
+                         ARTIFACTS_8, ARTIFACTS_9, ARTIFACTS_10, ARTIFACTS_MINILM_1, FILES, FILES_2, FILES_3, FILES_4, FILES_5,
+                         FILES_6, FILES_7, FILES_8, FILES_9, FILES_10, FILES_MINILM_1, SUMS, dequantise, sha256_lines)
 from ._bert import Bert, read_safetensors
 from ._compare import DIFFERENT, compare
 from ._embedding import StaticEmbedding
@@ -245,6 +247,7 @@ MODELS = {"vsr-static-1": Model(ARTIFACTS, FILES, ""),
           "vsr-static-4": Model(ARTIFACTS_4, FILES_4, "_build4"), "vsr-static-5": Model(ARTIFACTS_5, FILES_5, "_build5"),
           "vsr-static-6": Model(ARTIFACTS_6, FILES_6, "_build6"), "vsr-static-7": Model(ARTIFACTS_7, FILES_7, "_build7"),
           "vsr-static-8": Model(ARTIFACTS_8, FILES_8, "_build8"), "vsr-static-9": Model(ARTIFACTS_9, FILES_9, "_build9"),
+          "vsr-static-10": Model(ARTIFACTS_10, FILES_10, "_build10"),
           "vsr-minilm-1": Model(ARTIFACTS_MINILM_1, FILES_MINILM_1, "_build_minilm1")}
 
 EPILOG = """--out DIR writes the model's own files and its SHA256SUMS into DIR, then compares each with
