@@ -14,6 +14,7 @@ import pytest
 from .procs import router, wait_until, write_config
 from .test_e2e_auth import ADMIN_KEY, KEY, OTHER_KEY, sha
 from .test_e2e_systemone import calls, set_rules
+from .test_e2e_systemone_reasons import config as why_config
 
 QUESTIONS = {"ok": {"type": "noul"}}
 
@@ -99,28 +100,12 @@ def test_a_call_the_client_leaving_cut_is_cancelled_not_a_failure_of_the_alias(s
 
 @pytest.fixture(scope="module")
 def signals(mock, fake, tmp_path_factory):
-    noul = {"type": "noul", "instructions": "Is this flagged?"}
-    doc = {
-        "version": "v0.5",
-        "providers": {"models": [{"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}]},
-        "global": {"model_catalog": {
-            "deployments": {"hidden-secret-dep": {
-                "provider": "systemone", "endpoint": f"{fake.url}/v1/systemone", "model": "fake", "timeout_ms": 2000,
-                "capabilities": {"question_types": ["noul"]}}},
-            "system": {"decision_model": {"deployment": "hidden-secret-dep"}}}},
-        "recipes": [{
-            "name": "default",
-            "signals": {"systemone": [{"name": "flagged", "question": noul},
-                                      {"name": "needs_tools", "question": {**noul, "instructions": "Tools?"}}]},
-            "decisions": [
-                {"name": "flag", "priority": 100, "modelRefs": [{"model": "m"}],
-                 "rules": {"operator": "AND", "on_unknown": "fail_request",
-                           "conditions": [{"type": "systemone", "name": "flagged"}]}},
-                {"name": "tools", "priority": 50, "modelRefs": [{"model": "m"}],
-                 "rules": {"operator": "AND", "conditions": [{"type": "systemone", "name": "needs_tools"}]}}],
-            "fallback": {"modelRefs": [{"model": "m"}]},
-        }],
-    }
+    doc = why_config(mock.url, fake.url, "")
+    del doc["global"]["stores"]         # no event stream: the client's error is what is read here
+    catalog = doc["global"]["model_catalog"]
+    catalog["deployments"] = {"hidden-secret-dep": {**catalog["deployments"].pop("s1"), "timeout_ms": 2000}}
+    catalog["system"]["decision_model"]["deployment"] = "hidden-secret-dep"
+    doc["recipes"][0]["decisions"][0]["rules"]["on_unknown"] = "fail_request"
     with router(write_config(doc, str(tmp_path_factory.mktemp("s1why")))) as proc:
         yield proc
 
@@ -129,7 +114,7 @@ def test_a_question_the_remote_failed_names_its_reason_not_the_deployment(signal
     set_rules(fake, [{"question": "systemone:flagged", "fail": {"kind": "question_failed", "message": "cannot judge"}}])
     r = httpx.post(f"{signals.url}/v1/chat/completions", timeout=20,
                    json={"model": "vsr/auto", "messages": [{"role": "user", "content": "is this flagged?"}]})
-    assert r.status_code == 400 or r.status_code == 503, r.text
+    assert r.status_code == 503, r.text
     message = r.json()["error"]["message"]
     assert "systemone:flagged (question_failed: cannot judge)" in message, message
     assert "secret" not in message and "HTTP 422" not in message, message
