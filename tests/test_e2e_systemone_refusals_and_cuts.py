@@ -6,6 +6,7 @@ HTTP/1.1 and an HTTP/2 (prior knowledge) client.
 """
 from __future__ import annotations
 
+import json
 import re
 
 import httpx
@@ -14,6 +15,7 @@ import pytest
 from .procs import router, wait_until, write_config
 from .test_e2e_auth import ADMIN_KEY, KEY, OTHER_KEY, sha
 from .test_e2e_systemone import calls, set_rules
+from .test_e2e_systemone_accounting import log_lines
 from .test_e2e_systemone_reasons import config as why_config
 
 QUESTIONS = {"ok": {"type": "noul"}}
@@ -31,7 +33,7 @@ def s1(mock, fake, tmp_path_factory):
             "model_catalog": {"deployments": {
                 "remote": {"provider": "systemone", "endpoint": f"{fake.url}/v1/systemone", "model": "m",
                            "timeout_ms": 10000}}},
-            "router": {"limits": {"request_timeout_ms": 1000}, "auth": {"enabled": True, "keys": [
+            "router": {"limits": {"request_timeout_ms": 1000}, "access_log": {"enabled": True}, "auth": {"enabled": True, "keys": [
                 {"id": "chat-only", "sha256": sha(KEY), "models": ["chat-model"]},
                 {"id": "any", "sha256": sha(OTHER_KEY)}, {"id": "ops", "sha256": sha(ADMIN_KEY), "admin": True}]}},
         },
@@ -46,9 +48,9 @@ def s1(mock, fake, tmp_path_factory):
         yield proc
 
 
-def post(proc, key: str, model: str, *, http2: bool = False, timeout: float = 20) -> httpx.Response:
+def post(proc, key: str, model: str, *, http2: bool = False, timeout: float = 20, **headers) -> httpx.Response:
     with httpx.Client(http1=not http2, http2=http2, timeout=timeout) as client:
-        return client.post(f"{proc.url}/v1/systemone", headers={"authorization": f"Bearer {key}"},
+        return client.post(f"{proc.url}/v1/systemone", headers={"authorization": f"Bearer {key}", **headers},
                            json={"model": model, "state": {"request": "hello"}, "questions": QUESTIONS})
 
 
@@ -93,6 +95,19 @@ def test_a_call_the_client_leaving_cut_is_cancelled_not_a_failure_of_the_alias(s
     wait_until(lambda: metric(s1, ATTEMPTS % "cancelled") == cancelled + 1, "the cut attempt counted", timeout=5)
     assert metric(s1, UPSTREAM_ERRORS % "cancelled") == errors
 
+
+
+def test_a_remote_verdict_is_relayed_to_the_client_and_kept_out_of_the_access_log(s1, fake):
+    # A remote's own words may quote the request's text: the client gets them (its own), the log the verdict's code.
+    said = "cannot judge 'alice@example.com wrote this'"
+    set_rules(fake, [{"fail": {"kind": "question_failed", "message": said}}])
+    r = post(s1, OTHER_KEY, "router-s1", **{"x-request-id": "s1-verdict-107"})
+    assert r.status_code == 422 and r.json()["error"] == {
+        "type": "systemone_error", "code": "question_failed", "message": said, "question": "ok", "state": None}
+    line = log_lines(s1, "s1-verdict-107")
+    assert line["status"] == 422 and line["error"] == "question_failed", line
+    assert "alice" not in json.dumps(line), line
+    assert "HTTP 422 question_failed" in line["message"], line
 
 
 # --- a question the remote failed: its reason names no deployment ---------------------------------------------
