@@ -337,7 +337,9 @@ class DisconnectWatch:
 async def watching(scope: Scope, receive: Receive, send: Send, cut: trio.CancelScope) -> AsyncIterator[DisconnectWatch]:
     """A ``DisconnectWatch`` cancelling ``cut`` when the client leaves, for the body of the block; enter it once the
     request's body is read (over HTTP/2 it reads ``receive`` for the stream's reset). Its ``send`` is the one to
-    answer with."""
+    answer with. An exception the block raises leaves it as it was raised, over HTTP/2 too: the watch's nursery
+    would wrap it in an ExceptionGroup, which no ``except ModelNotFound`` of the caller's catches (a 403 or 429
+    answered as a 500)."""
     watch = DisconnectWatch(send, cut)
     side = CLIENT_SIDE.get() if scope.get("http_version") != "2" else None
     if side is not None:
@@ -349,10 +351,16 @@ async def watching(scope: Scope, receive: Receive, send: Send, cut: trio.CancelS
         finally:
             side.watches.discard(watch)
     else:
+        raised: Exception | None = None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch.run, receive)
-            yield watch
+            try:
+                yield watch
+            except Exception as exc:    # noqa: BLE001 - re-raised below, outside the nursery
+                raised = exc
             nursery.cancel_scope.cancel()
+        if raised is not None:
+            raise raised
 
 
 class BodyRead:

@@ -12,11 +12,13 @@ point of the routing benchmark: ``timings_us`` times the routing alone.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import msgspec
 
 from ..config import output as output_rules
+from ..config.algorithm import kind_of
 from ..errors import DecisionFailed, NoDecision, RequestError, VsrError
 from ..headers.public import public_headers
 from ..headers import registry as h
@@ -191,6 +193,20 @@ async def systemone_route(state: AppState, raw: bytes) -> tuple[Route, str, obje
     return route, name, lambda: canonical(body).text
 
 
+def systemone_stages(table, route: Route) -> tuple[Route, Selected] | None:
+    """A System One escalation's calls as ``POST /v1/systemone`` makes them (``systemone_escalate``): its
+    ``stages`` one by one, in their order, never reordered by cost nor by health (a native alias answered by a
+    deployment has no backend a health check could eject: Chat's order would put the judge first); None for any
+    other route."""
+    alg = looper.algorithm_of(route)
+    if alg is None or kind_of(alg) != "escalate" or alg.escalate is None or not alg.escalate.stages:
+        return None
+    calls = [stage.model for stage in alg.escalate.stages]
+    order = tuple(table.models[name] for name in dict.fromkeys(calls))
+    return dataclasses.replace(route, candidates=order), Selected(
+        order, preview={"type": "escalate", "calls": calls, "order": "stages"})
+
+
 async def handle_preview(state: AppState, scope: Scope, receive: Receive, send: Send) -> None:
     """Route the body and answer with the route, its signals and its reasons."""
     request = model_name = None
@@ -215,9 +231,13 @@ async def handle_preview(state: AppState, scope: Scope, receive: Receive, send: 
             routing_us = (time.perf_counter_ns() - started) / 1000
             # The selector the request path runs, on the same measurements; not timed as routing.
             text = lambda: adapter.canonical(request, state.identity(scope)).text  # noqa: E731
-        route, picked = await looper.previewed(route, state.table, state.systemone, state.selection, text,
-                                               state.selection.sessions.get(looper.session_key(state, scope)),
-                                               state.upstreams.live)
+        staged = systemone_stages(state.table, route) if asked is not None else None
+        if staged is not None:
+            route, picked = staged
+        else:
+            route, picked = await looper.previewed(route, state.table, state.systemone, state.selection, text,
+                                                   state.selection.sessions.get(looper.session_key(state, scope)),
+                                                   state.upstreams.live)
     except VsrError as exc:
         headers = public_headers(config_version=state.config_version, path=ResponsePath.ERROR,
                                  recipe=getattr(exc, "recipe", None), decision=None, model=None)

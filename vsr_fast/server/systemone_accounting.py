@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import time
 
+import trio
+
 from .. import tracing
 from ..config.schema import ProviderModel
 from ..errors import VsrError
@@ -22,7 +24,7 @@ from ..headers.registry import ResponsePath
 from ..protocol import systemone as wire
 from ..routing import Route
 from ..systemone.deployments import CallFailed
-from ..upstream import Attempt
+from ..upstream import Attempt, cut
 from .asgi import Scope, header
 from .pipeline import accounted
 from .recording import Recording
@@ -79,7 +81,9 @@ class SystemOneExchange:
         """``runner.call(body, **how)`` for native alias ``alias``, counted and recorded as one upstream attempt."""
         self.stage = "upstream"
         started = time.perf_counter()
-        outcome, failure = "cancelled", None
+        outcome: str | None = None
+        failure = None
+        deadline = trio.current_effective_deadline()     # read now: a cancelled scope's reads -inf
         try:
             response = await runner.call(body, **how)
             outcome = "ok"
@@ -87,17 +91,25 @@ class SystemOneExchange:
         except CallFailed as exc:
             outcome, failure = exc.code, exc
             raise
+        except Exception:
+            outcome = "internal_error"      # an in-process deployment's own bug (answered 500 by the caller)
+            raise
         finally:
+            if outcome is None:     # cancelled: the request's deadline (or an escalation's) passed, or the client left
+                outcome = cut.cause(deadline)
             self._called(alias, runner.name, time.perf_counter() - started, started, outcome, failure)
 
     def _called(self, alias: ProviderModel, deployment: str, seconds: float, started: float, outcome: str,
                 failure: CallFailed | None) -> None:
         ref = alias.backend_refs[0] if alias.backend_refs else None
         backend = alias.deployment or (ref.name if ref is not None and ref.name else f"{alias.name}[0]")
-        failed = outcome != "ok" and outcome not in _THE_REQUESTS
+        # A cut call (``upstream.cut``: deadline, cancelled) is no failure of the alias's, as a Chat attempt the
+        # request's deadline or the client's leaving cut is not: counted by its outcome, never as an error.
+        failed = outcome != "ok" and outcome not in _THE_REQUESTS and outcome not in cut.CAUSES
         attempt = Attempt(model=alias.name, backend=backend, seconds=seconds, fallback=bool(self.attempts),
                           status=200 if outcome == "ok" else (failure.status if failure is not None else None),
-                          error=None if outcome == "ok" else outcome, cause=outcome if failed else None,
+                          error=None if outcome == "ok" or outcome in cut.CAUSES else outcome,
+                          cause=outcome if failed or outcome in cut.CAUSES else None,
                           failed=failed)
         self.attempts.append(attempt)
         self.backend = backend
@@ -106,8 +118,8 @@ class SystemOneExchange:
         if failed:
             m.upstream_errors.inc(alias.name, backend, outcome)
         client = self.state.systemone_client
-        if client is not None:
-            client.metrics.calls.inc(deployment, outcome)
+        if client is not None:     # its vocabulary: a call past its deadline is a timeout (``client.cut_outcome``)
+            client.metrics.calls.inc(deployment, "timeout" if outcome == cut.DEADLINE else outcome)
             client.metrics.latency.observe(seconds, deployment)
         if tracing.tracer is not None:
             tracing.record("vsr.systemone.call", started, {"vsr.deployment": deployment, "vsr.outcome": outcome,

@@ -127,7 +127,7 @@ async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, id
                     if direct is not None:
                         # A native alias named directly answers itself, no recipe: the listing names it.
                         acct.routed(allowed_route(identity, Route(None, None, (direct,))))
-                        model, status, out, said = await failover.answer(state, [direct], body, acct)
+                        model, status, out, said, logged = await failover.answer(state, [direct], body, acct)
                         extra += said
                     else:
                         compiled = state.table.systemone_recipe_for(body.model)
@@ -147,7 +147,8 @@ async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, id
                                                              arrived, identity.reaches, acct.verdicts)
                             status, out = 200, wire.ENCODER.encode(response)
                         else:
-                            model, status, out, said = await failover.answer(state, route.candidates, body, acct)
+                            model, status, out, said, logged = await failover.answer(state, route.candidates, body,
+                                                                                     acct)
                             extra += said
         except ModelNotFound as exc:
             status, out = _error("model_not_found", exc.message)

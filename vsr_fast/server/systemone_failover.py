@@ -30,7 +30,9 @@ STATUS = {"invalid_request": 400, "model_not_found": 404, "question_failed": 422
 # Our own failures, which carry no status of the remote's: the next alias may answer.
 PASS_ON = frozenset({"timeout", "unreachable", "invalid_response"})
 
-Answer = tuple[str, int, bytes, list[tuple[bytes, bytes]]]     # (alias, status, body, extra headers)
+# (alias, status, body, extra headers, the error's message for the logs when not the body's: a remote's own words
+# relayed to the client may quote the request's text, which the access log and the events never keep)
+Answer = tuple[str, int, bytes, list[tuple[bytes, bytes]], str | None]
 
 
 def error(code: str, message: str, *, question: str | None = None, state: str | None = None,
@@ -89,18 +91,18 @@ async def answer(state: AppState, candidates, body, acct=None) -> Answer:
             if not moves_on(exc, getattr(found, "delegated", None) is not None):
                 status, out = error(exc.code, exc.said or exc.message, question=exc.question, state=exc.state,
                                     status=exc.status)
-                return model, status, out, _retry_after(exc)
+                return model, status, out, _retry_after(exc), exc.message if exc.said else None
             tried.append((alias.name, exc))
             continue
-        return model, 200, wire.ENCODER.encode(response), []
+        return model, 200, wire.ENCODER.encode(response), [], None
     if not tried:
         status, out = error("unreachable", "no native alias could answer")
-        return model, status, out, []
+        return model, status, out, [], None
     last = tried[-1][1]
     said = ", ".join(f"{name}: {_said(exc)}" for name, exc in tried)
     status, out = error(last.code, f"every native alias failed ({said}); the last: {last.message}",
                         status=last.status)
-    return model, status, out, _retry_after(last)
+    return model, status, out, _retry_after(last), None
 
 
 def _retry_after(failure: CallFailed) -> list[tuple[bytes, bytes]]:

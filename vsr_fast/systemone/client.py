@@ -209,7 +209,8 @@ class SystemOneClient:
         except CallFailed as again:
             if again.code != "question_failed" or again.question is None:
                 raise
-            last = _without(retry, CallFailed("question_failed", again.message, question=again.question))
+            last = _without(retry, CallFailed("question_failed", again.message, question=again.question,
+                                              said=again.said))
             if last is None:
                 raise
             return last, await send(last)
@@ -232,7 +233,7 @@ class SystemOneClient:
                 answer = got.get(wire_id)
                 if answer is None:
                     failed.update(dict.fromkeys(call.shares.get((name, wire_id), ()),
-                                                f"invalid_response: {call.deployment} answered without {wire_id}"))
+                                                f"invalid_response: the deployment answered without {wire_id}"))
                     continue
                 for share in call.shares.get((name, wire_id), ()):
                     answers[share] = answer
@@ -284,13 +285,16 @@ def _without(call: Call, exc: CallFailed) -> Call | None:
     single = len(call.entries) == 1
     entries = []
     dropped = dict(call.dropped)
+    # Why, for the rule's unknown and a decision's error (a client reads it): the remote's verdict on its question
+    # in its own words, never ``str(exc)``, whose detail names the deployment (for the log).
+    why = f"{exc.code}: {exc.said}" if exc.said else exc.reason
     for name, state, questions in call.entries:
         named = exc.state is None or exc.state == name or single
         if named and exc.code == "invalid_input":
-            dropped.update(dict.fromkeys(((name, q) for q in questions), str(exc)))
+            dropped.update(dict.fromkeys(((name, q) for q in questions), why))
             continue
         kept = {q: v for q, v in questions.items() if not (named and q == exc.question)}
-        dropped.update(dict.fromkeys(((name, q) for q in questions if q not in kept), str(exc)))
+        dropped.update(dict.fromkeys(((name, q) for q in questions if q not in kept), why))
         if kept:
             entries.append((name, state, kept))
     if not entries:
