@@ -34,6 +34,7 @@ import h2.errors
 import h2.events
 import h2.exceptions
 import h2.frame_buffer
+import h2.stream
 import hyperframe.frame
 import priority
 import trio
@@ -55,6 +56,8 @@ RESET_WINDOW_S = 10.0
 # The http.disconnect key that tells a request why the router cut its stream (asgi.DisconnectWatch reads it).
 CUT_KEY = "vsr.cut"
 _SENDING = (Body, Data, EndBody, EndData, Trailers)
+# A stream's states once our END_STREAM (or a reset) has been queued.
+_ENDED_HERE = frozenset({h2.stream.StreamState.HALF_CLOSED_LOCAL, h2.stream.StreamState.CLOSED})
 
 
 class H2Counts:
@@ -222,7 +225,11 @@ class EdgeH2Protocol(H2Protocol):
                     if await self._reset_seen():
                         return
                 continue
-            if isinstance(event, h2.events.DataReceived) and stream_id not in self.streams:
+            # Answered is our END_STREAM queued, not the app's StreamClosed seen: the app task, woken as its buffer
+            # drained, may run after this read task in the scheduler's next pass (on a loaded box the client's DATA,
+            # sent on reading END_STREAM, is read in that pass), and the body went to a finished app, with no reset.
+            if isinstance(event, h2.events.DataReceived) and (stream_id not in self.streams
+                                                              or self._answered(stream_id)):
                 self._data_after_answer(event)
                 continue
             if isinstance(event, Malformed):     # already reset; a request being read learns its client left
@@ -249,11 +256,18 @@ class EdgeH2Protocol(H2Protocol):
         finally:
             STREAM_METHOD.reset(token)
 
+    def _answered(self, stream_id: int) -> bool:
+        """Whether our side of the stream has ended (END_STREAM queued, or the stream closed): h2 writes frames in
+        the order queued, so a reset from here on follows the whole answer."""
+        stream = self.connection.streams.get(stream_id)
+        return stream is None or stream.state_machine.state in _ENDED_HERE
+
     def _data_after_answer(self, event: h2.events.DataReceived) -> None:
-        """Body bytes of a request already answered: their window goes back, and once the answer has gone the
-        client is asked to stop sending (RFC 9113 8.1: RST_STREAM NO_ERROR after a complete response)."""
+        """Body bytes of a request whose app has finished or whose answer has ended: their window goes back, and
+        once the answer has gone the client is asked to stop sending (RFC 9113 8.1: RST_STREAM NO_ERROR after a
+        complete response)."""
         self.connection.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-        if event.stream_id in self.stream_buffers:      # its answer is still being written: a reset would cut it
+        if not self._answered(event.stream_id):     # its answer is still being written: a reset would cut it
             return
         try:
             self.connection.reset_stream(event.stream_id, h2.errors.ErrorCodes.NO_ERROR)
@@ -339,8 +353,8 @@ class EdgeH2Protocol(H2Protocol):
             else:
                 self.priority.block(stream_id)
             if buffer.complete:
-                # Let go of the buffer before the flush's await: a client that has read END_STREAM may send more
-                # body at once, and that must find the answer over (reset NO_ERROR), not still being written.
+                # Let go of the buffer with END_STREAM queued (the stream's state says the answer is over, see
+                # _answered): nothing is left to write, whatever the client sends on reading it.
                 self.connection.end_stream(stream_id)
                 self.stream_buffers.pop(stream_id, None)
                 self.priority.remove_stream(stream_id)
