@@ -101,3 +101,12 @@ def test_a_turn_flagged_by_mistake_blocks_its_reply_but_not_the_turns_after(cook
         assert headers["x-vsr-selected-decision"] == ("blocked" if blocked else "answer"), headers.get("x-vsr-trace")
         assert (text == REFUSAL) is blocked
         assert sent(mock) == before + (0 if blocked else 1)
+
+
+def test_a_full_width_attack_is_blocked_in_the_preview(cookbook):
+    # Full-width letters (U+FF01-FF5E) are the same words to a reader; the model reads them in NFKC.
+    wide = "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else "\u3000" if c == " " else c for c in ATTACK)
+    preview = httpx.post(f"{cookbook.url}/api/v1/routing/preview",
+                         json={"model": "vsr/auto", "messages": [{"role": "user", "content": wide}]}).json()
+    (signal,) = [s for s in preview["signals"] if s["type"] == "jailbreak"]
+    assert signal["matched"] is True and preview["decision"] == "blocked", preview

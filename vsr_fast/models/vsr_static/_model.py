@@ -55,6 +55,9 @@ conversation costs at most that many texts, and each was embedded when it was th
 so the read cache (``READ_CACHE`` texts) usually holds it. The card's ``reads`` says all this
 for the load checks.
 
+Every text is read in NFKC (``_normalise``): full-width and other compatibility letters are the words they
+stand for; span offsets are moved back to the client's characters.
+
 Zero-shot choices ignore ``instructions``: the option descriptions carry the meaning.
 Not answered: hallucination (a span label with no detector) and answer_check (a static
 embedding cannot tell a right answer from a wrong one); they fail with
@@ -97,6 +100,7 @@ from ...systemone.states import HISTORY_TURNS
 from . import _ner, _pii
 from ._artifacts import PARTNER, ArtifactError, Artifacts, features, ngram_buckets, ngram_logits
 from ._embedding import StaticEmbedding
+from ._normalise import fold, nfkc
 from ._windows import Vocabulary, WindowRule, WindowScorer
 
 if TYPE_CHECKING:
@@ -442,7 +446,8 @@ class VsrStatic:
                     found[t] = hit
         missing = [t for t in texts if t not in found]
         if missing:
-            encoded, counts, ids = self.embedding.encode_read(missing)
+            # Read in NFKC (``_normalise``): full-width or ligature letters are the words they stand for.
+            encoded, counts, ids = self.embedding.encode_read([nfkc(keys[t]) for t in missing])
             fresh = {t: _Read(v.copy(), float(c), i.astype(self._ids_dtype))
                      for t, v, c, i in zip(missing, encoded, counts, ids)}
             found.update(fresh)
@@ -510,12 +515,16 @@ class VsrStatic:
         q = plan.question
         if isinstance(q, SpanQuestion):
             asked = frozenset(q.criteria)
+            # Found in the NFKC text, offsets moved back to the client's characters (masking replaces those).
+            folded = fold(text)
             try:
-                named = self.ner.find(text) if text and asked & set(_ner.LABELS) else ()
+                named = self.ner.find(folded.text) if text and asked & set(_ner.LABELS) else ()
             except ArtifactError as exc:      # the gazetteer differs from its pin: this question fails, not the batch
                 return QuestionError("question_failed", str(exc))
+            spans = [(label, *folded.span(start, end), probability)
+                     for label, start, end, probability in _pii.find(folded.text, asked, named)]
             return SpanAnswer([Span(label, start, end, probability, text[start:end])
-                               for label, start, end, probability in _pii.find(text, asked, named)])
+                               for label, start, end, probability in spans])
         read = self._of(vectors, text)
         v = read.vector
         if plan.preset in PAIR_PRESETS:
