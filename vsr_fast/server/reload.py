@@ -11,7 +11,8 @@ a key removed from the file is refused from the next request on. What the proces
 (listeners, whether client keys are on and their store, rate limits, stores, System One's client, the access
 log) changes with a restart only: a reload that changes one of them still swaps the rest in,
 and names each such field (``restart_required``: the admin answer, the log and the stderr line), a rule or
-judge that asks a System One deployment the client does not run among them.
+judge that asks a System One deployment the client does not run among them, and a native System One alias
+served by backend_refs the client did not start.
 
 Every reload reads again the secrets the file names (``api_key_env``, ``api_key_file``, ``password_*``): the
 version covers their digests (``config.secrets``), so a rotated key file is a change, and a kept backend takes
@@ -33,6 +34,7 @@ from ..config.secrets import secret_files
 from ..errors import ConfigError, StoreUnavailable, redact
 from ..plugins.layers import shadow_used, types_used
 from ..routing import load_file
+from ..routing.open_systemone import alias_key
 from ..upstream.pool import Upstreams
 from .asgi import Receive, Scope, Send
 from .state import AppState
@@ -107,8 +109,13 @@ def systemone_unstarted(client, table) -> list[str]:
     its deployments at start only, so until a restart such a rule is unknown and a selector or answer_check
     has no answer (a reload adding the first ``systemone`` selector to keyword-only signals, trial 6c)."""
     running = client.runners if client is not None else {}
-    return [f"{path}: System One deployment {name!r} opens at start"
-            for name, path in table.asked_by().items() if name not in running]
+    found = [f"{path}: System One deployment {name!r} opens at start"
+             for name, path in table.asked_by().items() if name not in running]
+    # A native alias served by its own backend_refs runs as a remote of its own (``open_systemone``), started
+    # with the client too: added by a reload, it would answer 502 "no running deployment" until a restart.
+    return found + [f"providers.models[{name}].backend_refs: System One alias {name!r} opens at start"
+                    for name, m in table.native_aliases().items()
+                    if m.backend_refs and not m.deployment and alias_key(name) not in running]
 
 
 def _at(node: object, path: str) -> object:
