@@ -82,9 +82,20 @@ def fold(text: str) -> Folded:
             start -= 1
         start = max(start, o)
         run = text[start:end]
-        if unicodedata.normalize("NFKC", run) == run:
+        folded = unicodedata.normalize("NFKC", run)
+        if folded == run:
             continue                 # left in the plain text around it
         plain(start)
+        # No character decomposes shorter, so an NFKD as long as the run maps each character to one, and an
+        # NFKC as long again composed nothing: one character for one (full-width letters), offsets move one
+        # for one in a single entry for the run (two C calls; a piece at a time cost ~1.4 ms on 2 KB of
+        # full-width text). Canonical reordering may swap adjacent combining marks: no span ends between two.
+        if len(folded) == len(run) == len(unicodedata.normalize("NFKD", run)):
+            norm.append(n), orig.append(o), atomic.append(False)
+            out.append(folded)
+            n += end - start
+            o = end
+            continue
         i = start
         while i < end:
             j = i + 1
