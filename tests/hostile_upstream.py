@@ -234,6 +234,22 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
+class Bodies:
+    """The request bodies a scripted handler got, in order: its threads (one per connection) keep them here."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._bodies: list[dict] = []
+
+    def keep(self, body: dict) -> None:
+        with self._lock:
+            self._bodies.append(body)
+
+    def last(self) -> dict:
+        with self._lock:
+            return self._bodies[-1]
+
+
 @contextmanager
 def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """``handler`` served in this process by a thread per connection; yields its base URL."""

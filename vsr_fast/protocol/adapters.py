@@ -270,7 +270,10 @@ class Adapter(abc.ABC):
                 conv = msgspec.structs.replace(conv, reasoning_effort=None)
                 read_losses = [*read_losses, dropped(self.EFFORT, "model_does_not_reason")]
         try:
-            body, write_losses = BY_FORMAT[api_format].write_request(conv, model)
+            if api_format == "responses":   # a reasoning model's chain asked for back (RESPONSES.write_request)
+                body, write_losses = RESPONSES.write_request(conv, model, reasons=reasoning is not None)
+            else:
+                body, write_losses = BY_FORMAT[api_format].write_request(conv, model)
         except NoTurns:
             raise self.request_error(self._no_turns(req)) from None
         return body, [*read_losses, *write_losses]

@@ -215,6 +215,7 @@ class OutItem(Struct, frozen=True):
     arguments: str | None = None
     result: str | None = None
     summary: list[OutPart] | None = None     # reasoning
+    encrypted_content: str | None = None     # reasoning, asked for by include reasoning.encrypted_content
 
 
 class IncompleteDetails(Struct, frozen=True):
@@ -249,6 +250,7 @@ class Event(Struct, frozen=True):
     item: OutItem | None = None
     output_index: int = 0
     content_index: int = 0
+    summary_index: int = 0                 # a reasoning summary part's, in its reasoning_summary_* events
     item_id: str | None = None
     delta: str | None = None
     text: str | None = None

@@ -90,7 +90,8 @@ class GeneratedImage(Struct, frozen=True):
 class Thinking(Struct, frozen=True):
     """The model's reasoning before its answer: Claude's thinking block (``signature`` is Anthropic's proof that
     Claude wrote it, which Anthropic requires when the block comes back), a redacted one (``redacted``: its opaque
-    data, no text), or an OpenAI-format backend's ``reasoning_content`` (no signature)."""
+    data, no text), an OpenAI-format backend's ``reasoning_content`` (no signature), or a Responses backend's
+    reasoning item (its summary; its ``encrypted_content`` in ``signature``, prefixed: ``_thinking.OPENAI``)."""
 
     text: str = ""
     signature: str | None = None

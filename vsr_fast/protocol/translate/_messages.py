@@ -15,7 +15,7 @@ from ._ir import (
     Image, NoTurns, SignatureDelta, Started, Text, TextDelta, Thinking, ToolCall, ToolChoice, ToolDef, ToolResult,
     Turn, Usage,
 )
-from ._thinking import block as thinking_block
+from ._thinking import OPENAI, anthropic_block
 from ._losses import CONVERTED, DEFAULTED, MOVED, Loss, dropped
 from ._sse import named_event
 
@@ -235,11 +235,12 @@ def _result_content(block: wire.ToolResultBlock, where: str, losses: list[Loss])
 def signed_only(req: wire.MessagesRequest, raw: bytes) -> tuple[bytes, list[Loss]]:
     """A Messages client's body (``raw``) for an Anthropic backend, without the thinking blocks no Anthropic model
     signed (an empty or absent signature: an OpenAI-format backend's reasoning, as the router wrote it, or the
-    client's own), which Anthropic refuses ("Invalid signature in thinking block"), each listed as a translation
-    drops them; then thinking left off where the tool loop lost its block (``_thinking_history``'s rule). ``raw``
+    client's own; a Responses backend's encrypted reasoning, ``OPENAI``), which Anthropic refuses ("Invalid
+    signature in thinking block"), each listed as a translation drops them; then thinking left off where the tool loop lost its block (``_thinking_history``'s rule). ``raw``
     itself when there is none: the client's bytes go unchanged."""
     unsigned = [(i, j) for i, m in enumerate(req.messages) if not isinstance(m.content, str)
-                for j, b in enumerate(m.content) if isinstance(b, wire.ThinkingBlock) and not b.signature]
+                for j, b in enumerate(m.content)
+                if isinstance(b, wire.ThinkingBlock) and (not b.signature or b.signature.startswith(OPENAI))]
     if not unsigned:
         return raw, []
     body = msgspec.json.decode(raw)
@@ -535,9 +536,10 @@ def _block(p, losses: list[Loss]) -> dict | None:
         block = _block(msgspec.structs.replace(p, cache_control=None), losses)
         return None if block is None else _marker(block, p)
     if isinstance(p, Thinking):
-        b = thinking_block(p)
+        b = anthropic_block(p)
         if b is None:
-            losses.append(dropped(p.path, "unsigned"))   # Anthropic takes back only the thinking it signed
+            # Anthropic takes back only the thinking it signed: not a Responses backend's encrypted reasoning.
+            losses.append(dropped(p.path, "unsigned"))
         return b
     if isinstance(p, Text):
         # An empty text block is refused ("text content blocks must be non-empty") and says nothing.

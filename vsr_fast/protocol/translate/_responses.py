@@ -24,7 +24,7 @@ from ._ir import (
     Turn, Usage,
 )
 from ._logprobs import tokens
-from ._thinking import seal, unseal
+from ._thinking import OPENAI, encrypted, of_reasoning, seal, unseal
 from ._losses import CONVERTED, MOVED, Loss, dropped
 from ._sse import SSEParser, named_event
 
@@ -38,8 +38,10 @@ KNOWN = frozenset({
 })
 LOGPROBS = "message.output_text.logprobs"   # the include that asks for Chat's logprobs
 WEB_SEARCH = ("web_search", "web_search_preview", "web_search_2025_08_26")   # OpenAI's hosted web search tools
-# Asks for reasoning items' encrypted_content: a translated answer's always carry Claude's signed thinking.
+# Asks for reasoning items' encrypted_content: a translated answer's always carry Claude's signed thinking; the
+# router asks it of a Responses backend's reasoning model (write_request's ``reasons``).
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
+REASONING = -2   # a reasoning item's block key: (output_index, REASONING)
 INCOMPLETE_IN = {"max_output_tokens": "length", "content_filter": "content_filter"}
 INCOMPLETE_OUT = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
@@ -235,7 +237,9 @@ def _tool_choice(choice: str | dict | None, losses: list[Loss], names: ToolNames
     return None
 
 
-def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
+def write_request(conv: Conversation, model: str, *, reasons: bool = False) -> tuple[bytes, list[Loss]]:
+    """``reasons``: the model reasons (``capabilities: [reasoning]``); with nothing stored, its reasoning is asked
+    for encrypted, for the client's next turn to send back (``_reasoning_input``)."""
     losses: list[Loss] = []
     items: list[dict] = []
     for turn in conv.turns:
@@ -245,7 +249,7 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
                               "output": _result_output(r, losses)})
         elif turn.role == "assistant":
             text = "".join(p.text for p in turn.parts if isinstance(p, Text))
-            losses += [dropped(p.path) for p in turn.parts if isinstance(p, Thinking)]   # only OpenAI's own pass
+            items += _reasoning_input(turn, losses)
             if text or not any(isinstance(p, ToolCall) for p in turn.parts):
                 # An empty answer stays a turn: dropped, it would leave the user speaking twice in a row.
                 items.append({"type": "message", "role": "assistant", "content": text})
@@ -301,11 +305,33 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
     if conv.top_k is not None:
         losses.append(dropped("top_k"))   # OpenAI samples by top_p only
     _write_shared(conv, body)
+    if reasons and body["store"] is False:
+        # Unstored, the model's reasoning survives a tool loop only as the encrypted item the next turn sends back
+        # before the call it led to (OpenAI's rule for reasoning models); without it the model starts over.
+        body.setdefault("include", []).append(ENCRYPTED_REASONING)
     if conv.prefill is not None:
         losses.append(Loss(CONVERTED, "prefill", conv.prefill))   # Responses answers a new turn, never continues one
     if conv.stream:
         body["stream"] = True
     return ENCODER.encode(body), losses
+
+
+def _reasoning_input(turn: Turn, losses: list[Loss]) -> list[dict]:
+    """An assistant turn's reasoning as input items, ahead of its message and calls, as the model made them: only a
+    Responses backend's own (its ``encrypted_content``, carried back in the client's thinking) means anything to it;
+    Claude's or another backend's reasoning is dropped."""
+    items: list[dict] = []
+    for p in turn.parts:
+        if not isinstance(p, Thinking):
+            continue
+        content = encrypted(p)
+        if content is None:
+            losses.append(dropped(p.path))
+        else:
+            # No id: with nothing stored there is nothing for one to name (Codex sends none either).
+            items.append({"type": "reasoning", "summary": [_summary(p.text)] if p.text else [],
+                          "encrypted_content": content})
+    return items
 
 
 def _write_shared(conv: Conversation, body: dict) -> None:
@@ -382,9 +408,16 @@ def _read_output(output: list[wire.OutItem], losses: list[Loss]) -> list:
             parts.append(ToolCall(item.call_id or "", item.name or "", item.arguments or "", where))
         elif item.type == "image_generation_call" and item.result:
             parts.append(GeneratedImage(b64=item.result, path=where))
+        elif item.type == "reasoning" and (item.summary or item.encrypted_content):
+            parts.append(of_reasoning(summary_text(item.summary), item.encrypted_content, where))
         else:
-            losses.append(dropped(where))   # reasoning and hosted tool calls
+            losses.append(dropped(where))   # hosted tool calls, reasoning with nothing to show or send back
     return parts
+
+
+def summary_text(parts: list[wire.OutPart] | None) -> str:
+    """A reasoning item's summary as one text: its parts (each a paragraph, headed in bold) a blank line apart."""
+    return "\n\n".join(p.text or "" for p in parts or ())
 
 
 def _finish(doc: wire.Response, parts: list) -> str:
@@ -549,6 +582,8 @@ class StreamReader:
         self._next = 0
         self._tools = False
         self._done = False
+        self._summary: dict[int, tuple[int, int]] = {}   # thinking block -> (its summary part, characters sent)
+        self._reasoning: set[int] = set()   # the reasoning items begun whose block has not
 
     def event(self, name: str | None, data: bytes) -> list[Event]:
         if self._done:
@@ -574,6 +609,10 @@ class StreamReader:
             return self._catch_up((ev.output_index, -1), ev.arguments or "", True)
         if t == "response.content_part.done":
             return self._stop((ev.output_index, ev.content_index))
+        if t == "response.reasoning_summary_text.delta":
+            return self._summary_delta(ev.output_index, ev.summary_index, ev.delta or "")
+        if t == "response.reasoning_summary_text.done":
+            return self._summary_done(ev.output_index, ev.summary_index, ev.text or "")
         if t == "response.output_item.done" and ev.item is not None:
             return self._item_done(ev)
         if t in ("response.completed", "response.incomplete") and ev.response is not None:
@@ -585,7 +624,7 @@ class StreamReader:
         if t in ("response.failed", "error"):
             self._done = True
             return [_failure(ev)]
-        return []   # in_progress, reasoning and image partials: nothing to carry
+        return []   # in_progress, reasoning text (the summary is what shows) and image partials: nothing to carry
 
     def _item_added(self, ev: wire.Event) -> list[Event]:
         item = ev.item
@@ -595,12 +634,59 @@ class StreamReader:
             if item.arguments:
                 out += self._delta((ev.output_index, -1), item.arguments, True)
             return out
+        if item.type == "reasoning":
+            self._reasoning.add(ev.output_index)   # its block begins with its first text or its encrypted_content
+            return []
         if item.type not in ("message", "image_generation_call"):
             self.losses.append(dropped(f"output[{ev.output_index}]"))
         return []
 
+    def _summary_delta(self, n: int, k: int, delta: str) -> list[Event]:
+        """A piece of part ``k`` of reasoning item ``n``'s summary; a new part begins a blank line on, as
+        ``summary_text`` joins them."""
+        if not delta:
+            return []
+        block, out = self._thought(n)
+        if block is None or block != self._open:
+            return out
+        at = self._summary.get(block)
+        out += [TextDelta(block, "\n\n")] if at is not None and at[0] != k else []
+        self._summary[block] = (k, (at[1] if at is not None and at[0] == k else 0) + len(delta))
+        return out + [TextDelta(block, delta)]
+
+    def _thought(self, n: int) -> tuple[int | None, list[Event]]:
+        """The thinking block of reasoning item ``n``, begun now if it has not been (and the events that begin
+        it); None for an item that is not one begun."""
+        block = self._blocks.get((n, REASONING))
+        if block is not None or n not in self._reasoning:
+            return block, []
+        self._reasoning.discard(n)
+        start = BlockStart(self._next, "thinking")
+        return start.index, self._start((n, REASONING), start)
+
+    def _summary_done(self, n: int, k: int, text: str) -> list[Event]:
+        """Part ``k`` of the summary whole: what of it no delta brought (a backend that sends only ``.done``)."""
+        at = self._summary.get(self._blocks.get((n, REASONING), -1))
+        if at is not None and at[0] > k:
+            return []   # a part gone by
+        return self._summary_delta(n, k, text[at[1] if at is not None and at[0] == k else 0:])
+
     def _item_done(self, ev: wire.Event) -> list[Event]:
         item = ev.item
+        if item.type == "reasoning":
+            # Its encrypted_content comes whole here, at its end: the block's signature, then the block ends.
+            out = [e for k, part in enumerate(item.summary or ())
+                   for e in self._summary_done(ev.output_index, k, part.text or "")]
+            signature = OPENAI + item.encrypted_content if item.encrypted_content else None
+            if signature is None and (ev.output_index, REASONING) not in self._blocks:
+                if ev.output_index in self._reasoning:   # nothing to show or send back, as read_answer drops it
+                    self._reasoning.discard(ev.output_index)
+                    self.losses.append(dropped(f"output[{ev.output_index}]"))
+                return out
+            block, started = self._thought(ev.output_index)
+            if block is None or block != self._open:
+                return out + started
+            return out + started + ([SignatureDelta(block, signature)] if signature else []) + self._stop_text()
         if item.type == "function_call":
             out = self._catch_up((ev.output_index, -1), item.arguments or "", True)
             return out + self._stop((ev.output_index, -1))

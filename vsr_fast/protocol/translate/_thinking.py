@@ -5,6 +5,12 @@ assistant turn of a tool loop: a Chat client carries them as LiteLLM does (``thi
 beside ``reasoning_content``), a Responses client in a ``reasoning`` item whose ``encrypted_content`` is the block
 itself, prefixed (``SEALED``) and base64-encoded, which the router reads back. An unsigned thinking block (an
 OpenAI-format backend's ``reasoning_content``) has nothing Anthropic would accept: it is dropped there.
+
+A Responses backend's reasoning goes the other way round: its summary is the text, its ``encrypted_content`` (the
+model's chain of thought, which it needs back before a function call's output when nothing is stored) the
+signature, prefixed (``OPENAI``). A Messages client sends the signature back unchanged, a Chat client in
+``thinking_blocks``; the router turns it into a reasoning item again for a Responses backend, and drops it toward
+Anthropic, which did not sign it.
 """
 from __future__ import annotations
 
@@ -17,6 +23,8 @@ from ._ir import Thinking
 
 # An ``encrypted_content`` of the router's own: this prefix, then the base64 of the block's JSON.
 SEALED = "vsr-thinking:"
+# A thinking block's signature of the router's own: this prefix, then a Responses reasoning item's encrypted_content.
+OPENAI = "vsr-openai-reasoning:"
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder()
 
@@ -28,6 +36,22 @@ def block(t: Thinking) -> dict | None:
     if not t.signature:
         return None
     return {"type": "thinking", "thinking": t.text, "signature": t.signature}
+
+
+def of_reasoning(text: str, encrypted: str | None, path: str) -> Thinking:
+    """A Responses backend's reasoning item (its summary, its ``encrypted_content``) as a ``Thinking``."""
+    return Thinking(text, OPENAI + encrypted if encrypted else None, path=path)
+
+
+def encrypted(t: Thinking) -> str | None:
+    """The Responses ``encrypted_content`` a ``Thinking`` carries (``of_reasoning``'s); None for Claude's or none."""
+    s = t.signature
+    return s[len(OPENAI):] if s is not None and s.startswith(OPENAI) else None
+
+
+def anthropic_block(t: Thinking) -> dict | None:
+    """The block of ``t`` for an Anthropic backend: None for one Anthropic did not sign (unsigned, OpenAI's)."""
+    return None if encrypted(t) is not None else block(t)
 
 
 def of_block(b: object, path: str) -> Thinking | None:
@@ -43,9 +67,10 @@ def of_block(b: object, path: str) -> Thinking | None:
 
 
 def seal(t: Thinking) -> str | None:
-    """A Responses ``encrypted_content`` carrying ``t`` whole; None for an unsigned block (nothing to carry)."""
-    b = block(t)
-    return None if b is None else SEALED + base64.b64encode(_ENCODER.encode(b)).decode()
+    """A Responses ``encrypted_content`` carrying ``t`` whole (a Responses backend's own as it came); None for an
+    unsigned block (nothing to carry)."""
+    b = anthropic_block(t)
+    return encrypted(t) if b is None else SEALED + base64.b64encode(_ENCODER.encode(b)).decode()
 
 
 def unseal(content: str | None, path: str) -> Thinking | None:
