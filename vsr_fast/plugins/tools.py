@@ -285,8 +285,9 @@ def keep_tools(body: dict, fmt: str, keep: Callable[[ToolRef], bool], *,
                forced: Literal["refuse", "drop"] | None = None) -> list[str]:
     """Remove, in place, every tool ``keep`` refuses (an emptied namespace or additional_tools item goes too);
     the removed tools' keys. A ``tool_choice`` (or Chat's legacy ``function_call``) that forces a removed tool
-    is ``forced``: ``refuse`` raises InvalidValue (400, ``param`` the forcing field: the client forced a tool the route's policy removes, and would
-    otherwise get another tool called without a word), ``drop`` removes it (what a selection did not choose).
+    is ``forced``: ``refuse`` raises InvalidValue (400, ``param`` the forcing field: the client forced a tool the
+    route's policy removes, and would otherwise get another tool called without a word), ``drop`` removes it (what
+    a selection did not choose).
     Left out, a tools policy's own ``allows`` refuses and any other ``keep`` drops."""
     if forced is None:
         forced = "refuse" if isinstance(getattr(keep, "__self__", None), Tools) else "drop"
@@ -295,7 +296,8 @@ def keep_tools(body: dict, fmt: str, keep: Callable[[ToolRef], bool], *,
     def kept(tools: list, namespace: str | None = None, shape: str = fmt) -> list:
         out = []
         for tool in tools:
-            if shape == "responses" and namespace is None and isinstance(tool, dict) and tool.get("type") == "namespace":
+            if shape == "responses" and namespace is None and isinstance(tool, dict) \
+                    and tool.get("type") == "namespace":
                 children = kept(list(tool.get("tools") or ()), tool.get("name"))
                 if children:
                     out.append({**tool, "tools": children})
