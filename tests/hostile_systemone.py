@@ -25,6 +25,7 @@ from . import hostile_upstream
 HUGE = 24 * 1000 * 1000
 PIECE = 1 << 20
 LEAK = "upstream db-7.internal:5432 refused: ECONNREFUSED"
+LONG = "Z" * 200_000     # a value no message may quote whole
 
 
 def neutral(question: dict) -> dict:
@@ -57,6 +58,8 @@ def answer(mode: str, question: dict) -> dict:
             return {"type": "score", "score": 99.0, "confidence": 1.0, "probabilities": {"0": 1.0}, "legend": {}}
         if kind == "set":
             return {"type": "set", "probabilities": dict.fromkeys(question["criteria"], 7.5)}
+    if mode == "long-choice" and question["type"] == "choice":
+        return {"type": "choice", "choice": LONG, "confidence": 0.99, "probabilities": {LONG: 0.99}}
     if mode == "unoffered" and question["type"] == "choice":
         last = list(question["criteria"])[-1]
         return {"type": "choice", "choice": "ghost-model", "confidence": 0.99,

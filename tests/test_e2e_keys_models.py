@@ -62,7 +62,10 @@ def test_a_key_limited_by_models_calls_every_entrypoint_trimmed_to_them(limited)
 
 def test_a_route_with_none_of_the_keys_models_is_refused(limited):
     body = _refused(limited.url, NARROW_KEY, "vsr/auto")
-    assert body["code"] == "model_not_allowed" and "m-a" in body["message"]
+    assert body["code"] == "model_not_allowed" and "outside this key's models" in body["message"], body
+    # The route's models are ones this key may not see (GET /v1/models hides them): the refusal names none.
+    hidden = [m.id for m in _oa(limited.url, NARROW_KEY).models.list()]
+    assert "m-a" not in hidden and "m-a" not in body["message"] and "m-b" not in body["message"], body
     assert _selected(limited.url, NARROW_KEY, "m-c") == "m-c"
 
 

@@ -61,3 +61,18 @@ def test_litellms_probe_paths_answer_as_the_routers_own(gw, alias, path):
     got, own = httpx.get(f"{gw.url}{alias}"), httpx.get(f"{gw.url}{path}")
     assert got.status_code == own.status_code == 200
     assert got.json() == own.json()
+
+
+@pytest.mark.parametrize("path", ["/v1/files/" + "a" * 8000, "/v1/" + "b" * 8000, "/v1/responses/x/" + "c" * 8000])
+def test_a_long_path_is_quoted_capped(gw, path):
+    """A 12 KB path came back whole in the 404 and its log: quoted as errors.shown quotes a client's value."""
+    r = httpx.post(f"{gw.url}{path}", json={"model": "m"})
+    assert r.status_code == 404, r.status_code
+    message = r.json()["error"]["message"]
+    assert path[:60] in message and path[:200] not in message and len(r.content) < 2000, len(r.content)
+
+
+def test_an_admin_routes_long_id_is_quoted_capped(gw):
+    r = httpx.get(f"{gw.url}/api/v1/replay/" + "d" * 8000)
+    assert r.status_code == 404, r.status_code
+    assert "d" * 64 in r.text and "d" * 65 not in r.text and len(r.content) < 1000, len(r.content)

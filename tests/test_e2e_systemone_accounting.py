@@ -190,3 +190,46 @@ def test_the_preview_takes_a_systemone_body_and_calls_no_model(s1, fake):
     assert httpx.get(f"{fake.url}/_fake/calls").json()["calls"] == [], "the preview calls no model"
     bad = httpx.post(f"{s1.url}/api/v1/routing/preview", json={"model": "router-s1", "states": {}}, timeout=20)
     assert bad.status_code == 400 and "states" in bad.text
+
+
+def preview(proc, body=None, query: str = "", **kw) -> httpx.Response:
+    return httpx.post(f"{proc.url}/api/v1/routing/preview{query}", timeout=20, **({"json": body} if body else kw))
+
+
+def test_the_preview_refuses_json_too_deep_before_decoding_it_and_keeps_serving(s1):
+    """README: nesting deeper than 256 is a 400 found by the scan before anything decodes; it was a 500 with no
+    body (the System One detection's decode recursed)."""
+    for deep in (b'{"model": ' + b"[" * 1000 + b"]" * 1000 + b"}", b"[" * 1000 + b"]" * 1000,
+                 b'{"model": "router-s1", "state": ' + b'{"a":' * 1000 + b"1" + b"}" * 1000 + b"}"):
+        r = preview(s1, content=deep, headers={"content-type": "application/json"})
+        assert r.status_code == 400, (r.status_code, r.text)
+        assert "nested deeper than 256" in r.json()["error"]["message"], r.text
+    assert preview(s1, {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}).status_code == 200
+
+
+def test_an_explicit_api_wins_over_detection_and_systemone_is_one(s1):
+    """``?api=chat`` with a model naming a System One entrypoint routes as /v1/chat/completions routes that body
+    (by the default recipe); ``?api=systemone`` reads a System One body, validated like the others."""
+    chat = {"model": "router-s1", "messages": [{"role": "user", "content": "deployed please"}]}
+    live = httpx.post(f"{s1.url}/v1/chat/completions", json=chat, timeout=20)
+    assert live.status_code == 200, live.text
+    r = preview(s1, chat, "?api=chat")
+    assert r.status_code == 200, r.text
+    assert (r.json()["recipe"], r.json()["decision"], r.json()["model"]) == \
+        ("chat", live.headers["x-vsr-selected-decision"], live.headers["x-vsr-selected-model"])
+    body = {"model": "router-s1", "state": {"request": "deployed please"}, "questions": QUESTIONS}
+    r = preview(s1, body, "?api=systemone")
+    assert r.status_code == 200 and (r.json()["recipe"], r.json()["decision"]) == ("native", "to_deployed"), r.text
+    assert preview(s1, {**body, "model": "deployed"}, "?api=systemone").json()["model"] == "deployed"
+    unknown = preview(s1, {**body, "model": "no-such-s1"}, "?api=systemone")
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "model_not_found", unknown.text
+    refused = preview(s1, chat, "?api=systemone")
+    assert refused.status_code == 400 and "Invalid System One body" in refused.text, refused.text
+
+
+def test_a_bad_api_is_quoted_capped(s1):
+    r = preview(s1, {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}, "?api=" + "q" * 10_000)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "api", r.text[:300]
+    message = r.json()["error"]["message"]
+    assert "q" * 64 in message and "q" * 65 not in message and len(r.content) < 1000, len(r.content)
+    assert "systemone" in message       # the APIs it takes, the documented systemone among them

@@ -54,7 +54,7 @@ def keyword(word: str) -> dict:
 def trial(mock, fake, hostile, tmp_path_factory):
     chat = [{"name": n, "backend_refs": [{"endpoint": f"{mock.url}/v1"}]} for n in ("safe-model", "general-model")]
     aliases = [native(f"h-{mode}", f"{hostile}/{mode}/v1/systemone")
-               for mode in [*INVALID, "ok", "extra", "huge", "rate-limited", "leaky-503"]]
+               for mode in [*INVALID, "ok", "extra", "huge", "rate-limited", "leaky-503", "long-choice"]]
     aliases += [native("faked", f"{fake.url}/v1/systemone"),
                 {"name": "slow", "api_format": "systemone", "deployment": "slow-secret-dep"}]
     words = ["failover", "invalid", "gated"]
@@ -65,7 +65,8 @@ def trial(mock, fake, hostile, tmp_path_factory):
         "version": "v0.5",
         "providers": {"models": chat + aliases},
         "global": {
-            "router": {"limits": {"request_timeout_ms": 3000}, "headers": {"debug": "any"}},
+            "router": {"limits": {"request_timeout_ms": 3000}, "headers": {"debug": "any"},
+                       "access_log": {"enabled": True}},
             "model_catalog": {
                 "signal_timeout_ms": 1500,
                 "deployments": {
@@ -150,6 +151,20 @@ def test_an_answer_that_does_not_fit_its_questions_is_invalid_response(trial, mo
     err = r.json()["error"]
     assert err["code"] == "invalid_response", err
     assert "h-" + mode in err["message"] and "secret" not in err["message"]
+
+
+def test_a_remote_value_is_quoted_capped_in_the_error_and_the_log(trial):
+    """A remote's choice of 200 000 characters: the 502 and the access log quote 64 of them, escaped."""
+    r = s1(trial, "h-long-choice")
+    assert r.status_code == 502, r.text[:300]
+    message = r.json()["error"]["message"]
+    assert "Z" * 64 in message and "Z" * 65 not in message and "more characters" in message, message
+    assert len(r.content) < 2000, len(r.content)
+    def logged() -> list[str]:
+        return [line for line in trial.lines if "h-long-choice" in line and "502" in line]
+    wait_until(logged, "the access log line")
+    line = logged()[0]
+    assert "Z" * 65 not in line and len(line) < 4000, len(line)
 
 
 def test_an_invalid_answer_moves_on_to_the_next_alias(trial):

@@ -136,6 +136,57 @@ def test_a_codex_request_to_a_chat_backend_gets_the_filtered_tools_as_functions(
     assert names(sent(upstream)) == ["functions__exec", "apply_patch"]
 
 
+def fn(name: str) -> dict:
+    return {"name": name, "description": f"the {name} function", "parameters": {"type": "object"}}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_legacy_functions_are_allowed_blocked_and_stripped_like_tools_for_every_backend(governed, fmt):
+    """``functions`` is the same offer as ``tools``: the policy's names remove it whatever field carries it,
+    and strip_tool_history removes an assistant's legacy ``function_call`` as it removes its tool_calls."""
+    proc, upstream = governed
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
+    client.chat.completions.create(
+        model="vsr/auto", functions=[fn(n) for n in ("admin.delete", "weather", "docs.search")],
+        messages=[{"role": "user", "content": "Delete it."},
+                  {"role": "assistant", "content": None,
+                   "function_call": {"name": "admin.delete", "arguments": "{\"id\": \"acct-77\"}"}},
+                  {"role": "function", "name": "admin.delete", "content": "deleted"},
+                  {"role": "user", "content": f"Now look it up via {fmt}."}])
+    body = sent(upstream)
+    offered = [f["name"] for f in body.get("functions") or ()] + names(body)
+    assert offered == ["docs.search"], body
+    text = json.dumps(body)
+    assert "admin.delete" not in text and "acct-77" not in text and "weather" not in text, body
+
+
+def test_legacy_functions_under_a_passthrough_block_lose_only_the_blocked_one(tmp_path):
+    with mock_upstream() as upstream:
+        doc = config([model("m", f"{upstream.url}/v1")], [
+            {"name": "any", "priority": 1, "modelRefs": [{"model": "m"}],
+             "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "hi"}]}}],
+            signals={"keywords": [{"name": "hi", "operator": "OR", "keywords": ["hi"]}]})
+        doc["global"] = {"plugins": [{"type": "tools", "configuration": {
+            "policy": {"mode": "passthrough", "block_tools": ["delete_account"]}}}]}
+        with router(write_config(doc, str(tmp_path))) as proc:
+            client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0)
+            client.chat.completions.create(model="vsr/auto", functions=[fn("delete_account"), fn("ok_tool")],
+                                           function_call="auto", messages=[{"role": "user", "content": "hi"}])
+            body = sent(upstream)
+            assert [f["name"] for f in body["functions"]] == ["ok_tool"] and "tools" not in body, body
+            assert body["function_call"] == "auto"
+            client.chat.completions.create(model="vsr/auto", functions=[fn("delete_account")],
+                                           function_call="auto", messages=[{"role": "user", "content": "hi"}])
+            body = sent(upstream)
+            assert "functions" not in body and "function_call" not in body, body    # nothing left to call
+            with pytest.raises(openai.BadRequestError) as forced:
+                client.chat.completions.create(
+                    model="vsr/auto", functions=[fn("delete_account"), fn("ok_tool")],
+                    function_call={"name": "delete_account"}, messages=[{"role": "user", "content": "hi"}])
+            assert forced.value.body["param"] == "function_call", forced.value.body
+            assert forced.value.body["code"] == "invalid_value" and "delete_account" in forced.value.body["message"]
+
+
 # --- select ---------------------------------------------------------------------------------------
 
 

@@ -112,3 +112,29 @@ def test_a_model_not_asked_for_usage_is_estimated_from_the_text(tmp_path, prefix
         assert "stream_options" not in httpx.get(f"{up.url}/_mock/stats").json()["last_request"]["body"]
         # Four bytes a token of the request's text and the answer's, never the JSON around them.
         wait_until(lambda: _charged(prefix) == (len("hi") + len(CANNED)) // 4, "the estimate to reach the window")
+
+
+def test_an_estimate_counts_every_text_the_request_carries_to_the_model(tmp_path, prefix):
+    """Tool definitions (legacy functions too), earlier calls' arguments (tool_calls and the legacy function_call)
+    and a response_format's schema are read by the model like the messages: an estimate that left them out
+    under-charged a request carrying its bulk there (a 400 KB schema counted as ~2 tokens)."""
+    bulk = {name: "x" * 40_000 for name in ("desc", "args", "legacy", "schema")}
+    with mock_upstream() as up, _start(tmp_path, up, prefix, stream_usage=False) as proc:
+        client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key=KEY, max_retries=0)
+        list(client.chat.completions.create(
+            model="vsr/auto", stream=True,
+            functions=[{"name": "f", "description": bulk["desc"], "parameters": {"type": "object"}}],
+            response_format={"type": "json_schema", "json_schema": {"name": "s", "schema": {
+                "type": "object", "description": bulk["schema"]}}},
+            messages=[{"role": "user", "content": "hi"},
+                      {"role": "assistant", "content": None,
+                       "function_call": {"name": "f", "arguments": json.dumps({"a": bulk["legacy"]})}},
+                      {"role": "function", "name": "f", "content": "ok"},
+                      {"role": "assistant", "content": None, "tool_calls": [
+                          {"id": "c1", "type": "function", "function": {"name": "f",
+                                                                        "arguments": json.dumps({"a": bulk["args"]})}}]},
+                      {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+                      {"role": "user", "content": "hi"}]))
+        # Each 40 KB text is 10 000 tokens at four bytes a token: all four counted, the JSON around them a little.
+        wait_until(lambda: _charged(prefix) > 0, "the estimate to reach the window")
+        assert 40_000 <= _charged(prefix) < 41_000, _charged(prefix)

@@ -156,6 +156,12 @@ def shown(value: str, limit: int = SHOWN_MAX) -> str:
     return repr(value[:limit]) + (f" (and {more} more characters)" if more > 0 else "")
 
 
+def told(words: str, limit: int = SHOWN_MAX) -> str:
+    """A remote's own words (an error's code or message) as a message may carry them: as they are when short and
+    printable, else ``shown`` (escaped, cut): a remote's 200 KB message never reaches a client or a log line."""
+    return words if len(words) <= limit and words.isprintable() else shown(words, limit)
+
+
 E = TypeVar("E", bound=VsrError)
 # What stands for a client's value in the message a private request reads, and in every log.
 WITHHELD = "(value not shown)"

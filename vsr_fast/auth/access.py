@@ -47,6 +47,10 @@ def allowed_route(identity: Identity, r: Route) -> Route:
         return r
     kept = tuple(c for c in r.candidates if identity.reaches(c.name))
     if not kept:
-        raise KeyNotAllowed(f"this key may not reach the models the route chose "
-                            f"({', '.join(c.name for c in r.candidates)})", param="model")
+        # The client's message names none of the route's models: they are outside the key's list, models it may
+        # not see (GET /models hides them); the log keeps their names.
+        refused = KeyNotAllowed("this key may not reach the models the route chose: they are outside this key's "
+                                "models", param="model")
+        refused.detail = f"{refused.message} ({', '.join(c.name for c in r.candidates)})"
+        raise refused
     return dataclasses.replace(r, candidates=kept)

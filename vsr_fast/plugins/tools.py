@@ -15,7 +15,10 @@ format (``openai`` for Chat, ``anthropic`` for Messages, ``responses``), before
 it is translated for any candidate: a tool is matched by the name the client
 gave it. A Codex ``namespace`` tool is matched by its name, ``ns.name``,
 ``ns__name`` (the function name other protocols see) or the namespace
-itself; a freeform ``custom`` tool like a function.
+itself; a freeform ``custom`` tool like a function. Chat's legacy ``functions`` is
+the same offer as ``tools`` (OpenAI and the translation read it so): its
+entries are governed by name like tools, ``function_call: {name}`` forces like
+``tool_choice``, and each stays in the field the client wrote it in.
 """
 from __future__ import annotations
 
@@ -233,10 +236,17 @@ class ToolRef(NamedTuple):
         return {self.name, self.key, f"{self.namespace}.{self.name}", self.namespace}
 
 
+# The shape of a Chat legacy ``functions`` entry: the function itself, ``{name, description, parameters}``.
+FUNCTIONS = "functions"
+
+
 def _ref(tool: Any, fmt: str, namespace: str | None = None) -> ToolRef | None:
+    """``fmt`` is the shape of the list ``tool`` is in: a client API's tools, or ``FUNCTIONS``."""
     if not isinstance(tool, dict):
         return None
-    if fmt == "openai":
+    if fmt == FUNCTIONS:
+        name, description = tool.get("name"), tool.get("description")
+    elif fmt == "openai":
         inner = tool.get("function") or tool.get("custom") or {}
         name, description = inner.get("name"), inner.get("description")
     else:
@@ -245,24 +255,28 @@ def _ref(tool: Any, fmt: str, namespace: str | None = None) -> ToolRef | None:
     return ToolRef(name, namespace, description or "") if isinstance(name, str) and name else None
 
 
-def _lists(body: dict, fmt: str) -> Iterator[list]:
-    """Every list of tool definitions in ``body``: top-level, and Responses' additional_tools items."""
+def _lists(body: dict, fmt: str) -> Iterator[tuple[list, str]]:
+    """Every list of tool definitions in ``body`` with its entries' shape: top-level, Chat's legacy
+    ``functions``, and Responses' additional_tools items."""
     if isinstance(body.get("tools"), list):
-        yield body["tools"]
+        yield body["tools"], fmt
+    if fmt == "openai" and isinstance(body.get(FUNCTIONS), list):
+        yield body[FUNCTIONS], FUNCTIONS
     if fmt == "responses" and isinstance(body.get("input"), list):
         for item in body["input"]:
             if isinstance(item, dict) and item.get("type") == "additional_tools" and isinstance(item.get("tools"), list):
-                yield item["tools"]
+                yield item["tools"], fmt
 
 
 def listed(body: dict, fmt: str) -> list[ToolRef]:
-    """The request's tools in order, a namespace's tools each on its own."""
+    """The request's tools in order (Chat's tools, then its legacy functions), a namespace's tools each on
+    its own."""
     out: list[ToolRef] = []
-    for tools in _lists(body, fmt):
+    for tools, shape in _lists(body, fmt):
         for tool in tools:
-            if fmt == "responses" and isinstance(tool, dict) and tool.get("type") == "namespace":
-                out += [r for child in tool.get("tools") or () if (r := _ref(child, fmt, tool.get("name")))]
-            elif (r := _ref(tool, fmt)) is not None:
+            if shape == "responses" and isinstance(tool, dict) and tool.get("type") == "namespace":
+                out += [r for child in tool.get("tools") or () if (r := _ref(child, shape, tool.get("name")))]
+            elif (r := _ref(tool, shape)) is not None:
                 out.append(r)
     return out
 
@@ -270,23 +284,25 @@ def listed(body: dict, fmt: str) -> list[ToolRef]:
 def keep_tools(body: dict, fmt: str, keep: Callable[[ToolRef], bool], *,
                forced: Literal["refuse", "drop"] | None = None) -> list[str]:
     """Remove, in place, every tool ``keep`` refuses (an emptied namespace or additional_tools item goes too);
-    the removed tools' keys. A ``tool_choice`` that forces a removed tool is ``forced``: ``refuse`` raises
-    InvalidValue (400, ``param: tool_choice``: the client forced a tool the route's policy removes, and would
-    otherwise get another tool called without a word), ``drop`` removes it (what a selection did not choose).
+    the removed tools' keys. A ``tool_choice`` (or Chat's legacy ``function_call``) that forces a removed tool
+    is ``forced``: ``refuse`` raises InvalidValue (400, ``param`` the forcing field: the client forced a tool the
+    route's policy removes, and would otherwise get another tool called without a word), ``drop`` removes it (what
+    a selection did not choose).
     Left out, a tools policy's own ``allows`` refuses and any other ``keep`` drops."""
     if forced is None:
         forced = "refuse" if isinstance(getattr(keep, "__self__", None), Tools) else "drop"
     removed: list[ToolRef] = []
 
-    def kept(tools: list, namespace: str | None = None) -> list:
+    def kept(tools: list, namespace: str | None = None, shape: str = fmt) -> list:
         out = []
         for tool in tools:
-            if fmt == "responses" and namespace is None and isinstance(tool, dict) and tool.get("type") == "namespace":
+            if shape == "responses" and namespace is None and isinstance(tool, dict) \
+                    and tool.get("type") == "namespace":
                 children = kept(list(tool.get("tools") or ()), tool.get("name"))
                 if children:
                     out.append({**tool, "tools": children})
                 continue
-            ref = _ref(tool, fmt, namespace)
+            ref = _ref(tool, shape, namespace)
             if ref is not None and not keep(ref):
                 removed.append(ref)
                 continue
@@ -297,6 +313,10 @@ def keep_tools(body: dict, fmt: str, keep: Callable[[ToolRef], bool], *,
         body["tools"] = kept(body["tools"])
         if not body["tools"]:
             del body["tools"]
+    if fmt == "openai" and isinstance(body.get(FUNCTIONS), list):
+        body[FUNCTIONS] = kept(body[FUNCTIONS], shape=FUNCTIONS)
+        if not body[FUNCTIONS]:
+            del body[FUNCTIONS]
     if fmt == "responses" and isinstance(body.get("input"), list):
         items = []
         for item in body["input"]:
@@ -307,10 +327,10 @@ def keep_tools(body: dict, fmt: str, keep: Callable[[ToolRef], bool], *,
             items.append(item)
         body["input"] = items
     gone = {key for ref in removed for key in ref.keys()}
-    name = forced_tool(body, fmt)
+    name, field = _forcing(body, fmt)
     if forced == "refuse" and name in gone:
-        raise echoing(InvalidValue, "tool_choice forces tool {}, which this route's tools policy removes; "
-                      "force another tool or leave the choice to the model", name, param="tool_choice")
+        raise echoing(InvalidValue, field + " forces tool {}, which this route's tools policy removes; "
+                      "force another tool or leave the choice to the model", name, param=field)
     _fix_choice(body, fmt, gone)
     return [ref.key for ref in removed]
 
@@ -321,8 +341,22 @@ _CHOICE_KINDS = frozenset({"function", "custom", "allowed_tools", "mcp"})
 
 def forced_tool(body: dict, fmt: str) -> str | None:
     """The tool name a ``tool_choice`` forces (Chat function or custom, Messages ``tool``, Responses function,
-    custom or hosted tool), or None when it forces none."""
-    choice = body.get("tool_choice")
+    custom or hosted tool) or Chat's legacy ``function_call: {name}``, or None when it forces none."""
+    return _forcing(body, fmt)[0]
+
+
+def _forcing(body: dict, fmt: str) -> tuple[str | None, str]:
+    """The forced tool name and the field that forces it."""
+    name = _chosen(body.get("tool_choice"), fmt)
+    if name is None and fmt == "openai":
+        legacy = body.get("function_call")
+        legacy = legacy.get("name") if isinstance(legacy, dict) else None
+        if isinstance(legacy, str) and legacy:
+            return legacy, "function_call"
+    return name, "tool_choice"
+
+
+def _chosen(choice: Any, fmt: str) -> str | None:
     if not isinstance(choice, dict):
         return None
     if fmt == "openai":
@@ -337,20 +371,25 @@ def forced_tool(body: dict, fmt: str) -> str | None:
 
 def _fix_choice(body: dict, fmt: str, removed: set[str]) -> None:
     if not listed(body, fmt):
-        for key in ("tool_choice", "parallel_tool_calls"):
+        for key in ("tool_choice", "parallel_tool_calls", "function_call"):
             body.pop(key, None)
         return
-    if forced_tool(body, fmt) in removed:     # any name the removed tool answers to (a namespaced tool's bare name too)
-        del body["tool_choice"]
+    name, field = _forcing(body, fmt)
+    if name in removed:     # any name the removed tool answers to (a namespaced tool's bare name too)
+        del body[field]
 
 
 def add_tools(body: dict, fmt: str, tools: list[CatalogTool]) -> None:
-    """Append catalog tools, written in ``fmt``'s own tool shape."""
+    """Append catalog tools, written in ``fmt``'s own tool shape; a legacy functions client's as functions (with
+    ``tools`` beside them it would be answered in tool_calls, which it does not read)."""
     if not tools:
         return
+    legacy = fmt == "openai" and bool(body.get(FUNCTIONS)) and not body.get("tools")
     shaped = []
     for t in tools:
-        if fmt == "openai":
+        if fmt == "openai" and legacy:
+            shaped.append({"name": t.name, "description": t.description, "parameters": t.parameters})
+        elif fmt == "openai":
             shaped.append({"type": "function", "function": {"name": t.name, "description": t.description,
                                                             "parameters": t.parameters}})
         elif fmt == "anthropic":
@@ -358,7 +397,8 @@ def add_tools(body: dict, fmt: str, tools: list[CatalogTool]) -> None:
         else:
             shaped.append({"type": "function", "name": t.name, "description": t.description,
                            "parameters": t.parameters})
-    body["tools"] = [*(body.get("tools") or []), *shaped]
+    field = FUNCTIONS if legacy else "tools"
+    body[field] = [*(body.get(field) or []), *shaped]
 
 
 def strip_history(body: dict, fmt: str) -> int:
@@ -370,8 +410,8 @@ def strip_history(body: dict, fmt: str) -> int:
             if isinstance(m, dict) and m.get("role") in ("tool", "function"):
                 count += 1
                 continue
-            if isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls"):
-                count += len(m["tool_calls"])
+            if isinstance(m, dict) and m.get("role") == "assistant" and (m.get("tool_calls") or m.get("function_call")):
+                count += len(m.get("tool_calls") or ()) + bool(m.get("function_call"))
                 m = {k: v for k, v in m.items() if k not in ("tool_calls", "function_call")}
                 if not m.get("content"):
                     continue

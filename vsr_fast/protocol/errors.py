@@ -84,16 +84,9 @@ class BodyProblem(Exception):
 def decode_body(decoder: msgspec.json.Decoder, raw: bytes) -> Any:
     """``decoder.decode(raw)``, refusing over-deep JSON and JSON of too many items first; BodyProblem on any
     failure."""
-    utf8 = utf8_problem(raw)
-    if utf8 is not None:
-        raise BodyProblem(utf8)
-    depth, items, key = json_shape(raw, MAX_JSON_DEPTH, MAX_JSON_ITEMS)
-    if depth > MAX_JSON_DEPTH:
-        raise BodyProblem(Problem("depth", detail=f"JSON nested deeper than {MAX_JSON_DEPTH} levels"))
-    if items > MAX_JSON_ITEMS:
-        raise BodyProblem(Problem("items", _member(raw, key), detail=(
-            f"JSON of more than {MAX_JSON_ITEMS} items (arrays, objects, and the members and elements "
-            "they list)")))
+    problem = shape_problem(raw)
+    if problem is not None:
+        raise BodyProblem(problem)
     try:
         return decoder.decode(raw)
     except msgspec.DecodeError as exc:
@@ -101,6 +94,21 @@ def decode_body(decoder: msgspec.json.Decoder, raw: bytes) -> Any:
                                                                   decoder.type)) from None
     except RecursionError:   # unreachable past the depth check; kept so no decode can be a 500
         raise BodyProblem(Problem("depth", detail="JSON nested too deeply")) from None
+
+
+def shape_problem(raw: bytes) -> Problem | None:
+    """What the checks before any decode find wrong with ``raw`` (not UTF-8, nested deeper than MAX_JSON_DEPTH,
+    more than MAX_JSON_ITEMS items: the jsonscan kernel's one pass, GIL-free), or None."""
+    utf8 = utf8_problem(raw)
+    if utf8 is not None:
+        return utf8
+    depth, items, key = json_shape(raw, MAX_JSON_DEPTH, MAX_JSON_ITEMS)
+    if depth > MAX_JSON_DEPTH:
+        return Problem("depth", detail=f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    if items > MAX_JSON_ITEMS:
+        return Problem("items", _member(raw, key), detail=(
+            f"JSON of more than {MAX_JSON_ITEMS} items (arrays, objects, and the members and elements they list)"))
+    return None
 
 
 def utf8_problem(raw: bytes) -> Problem | None:
@@ -498,4 +506,4 @@ def anthropic_request_error(problem: Problem) -> RequestError:
 
 __all__ = ["BodyProblem", "MAX_JSON_DEPTH", "MAX_JSON_ITEMS", "Problem", "anthropic_message", "anthropic_path",
            "anthropic_request_error", "decode_body", "utf8_problem", "openai_error_body", "openai_path",
-           "openai_request_error", "problem_of", "quoted_values"]
+           "openai_request_error", "problem_of", "quoted_values", "shape_problem"]

@@ -19,7 +19,7 @@ from ..auth.keys import KeyFields, StoredKey
 from ..auth.source import merged
 from ..config.auth_checks import key_name_errors
 from ..auth.store import KeyStore
-from ..errors import BodyTooLarge, EmbeddingFailed, MethodNotAllowed, RouteNotFound, StoreFull, VsrError
+from ..errors import BodyTooLarge, EmbeddingFailed, MethodNotAllowed, RouteNotFound, StoreFull, VsrError, shown
 from ..headers import registry as h
 from ..protocol.error_types import openai_type
 from ..protocol.errors import BodyProblem, decode_body, openai_error_body, openai_request_error
@@ -128,7 +128,7 @@ def make_admin(state: AppState) -> QuartTrio:
         # Every worker's records (under a supervisor each keeps those of the requests it served).
         record = await replay_get(state, replay_id)
         if record is None:
-            return _not_found(f"no replay record {replay_id!r}"), 404
+            return _not_found(f"no replay record {shown(replay_id)}"), 404
         return Response(record, content_type="application/json")
 
     @app.get("/api/v1/replay")
@@ -265,7 +265,7 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
     async def get_key(key_id: str) -> Response | tuple[Response, int]:
         rows = await listed(key_id)
         if not rows:
-            return _not_found(f"no key {key_id!r}"), 404
+            return _not_found(f"no key {shown(key_id)}"), 404
         return Response(msgspec.json.encode(rows[0]), content_type="application/json")
 
     @app.post("/api/v1/keys")
@@ -275,11 +275,11 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
             return body
         if "/" in body.id or "%" in body.id or body.id in (".", ".."):
             # DELETE /api/v1/keys/{id} and .../rotate could never name it (a path segment; canonical paths only).
-            return _bad(f"a key id is one path segment: {body.id!r} holds '/', '%' or is a dot segment",
+            return _bad(f"a key id is one path segment: {shown(body.id)} holds '/', '%' or is a dot segment",
                         param="id"), 400
         if any(k.id == body.id for k in state.loaded.config.global_.router.auth.keys):
             # Two secrets under one identity would share its limits and records; the router refuses such a stored key.
-            return _bad(f"{body.id!r} is declared in the configuration (global.router.auth.keys[{body.id}]); "
+            return _bad(f"{shown(body.id)} is declared in the configuration (global.router.auth.keys[{body.id}]); "
                         "choose another id"), 409
         unknown = key_name_errors(state.loaded.config, body.entrypoints, body.models, "")
         if unknown:
@@ -299,14 +299,14 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
         gone = await changed(KeyStore.revoke, key_id)
         if gone is None:
             return no_store()
-        return (jsonify({"id": key_id, "revoked": True}), 200) if gone else (_not_found(f"no key {key_id!r}"), 404)
+        return (jsonify({"id": key_id, "revoked": True}), 200) if gone else (_not_found(f"no key {shown(key_id)}"), 404)
 
     @app.post("/api/v1/keys/<key_id>/rotate")
     async def rotate_key(key_id: str) -> Response | tuple[Response, int]:
         try:
             key = await changed(KeyStore.rotate, key_id)
         except KeyError:
-            return _not_found(f"no key {key_id!r}"), 404
+            return _not_found(f"no key {shown(key_id)}"), 404
         if key is None:
             return no_store()
         return jsonify({"id": key_id, "key": key}), 200

@@ -8,7 +8,7 @@ other backend has no such endpoint, and an Anthropic one may lack it (404,
 405, 501) or be down: then the router answers an estimate, marked with
 ``x-vsr-token-count: estimate``: the number of tokens vsr-static-1's WordPiece
 tokenizer makes of the text the request carries (system prompt, message texts,
-tool calls and results, tool definitions as JSON; images and documents count
+tool calls and results, tool definitions and a structured output's schema as JSON; images and documents count
 nothing). It is an estimate of size, not the model's own count.
 
 A route whose decision masks sends the body masked, as ``/v1/messages`` would
@@ -40,7 +40,7 @@ from ..headers.public import public_headers
 from ..protocol import anthropic
 from ..protocol.adapters import Inbound, Outbound, same_format_headers
 from ..protocol.rewrite import ModelRewriter
-from ..protocol.translate import Conversation, chat_messages
+from ..protocol.prompt_texts import conversation_texts
 from .asgi import Receive, Scope, Send, read_body, send_whole
 from .delegation import delegated_credential
 from .pipeline.masking import Masked, mask
@@ -163,18 +163,7 @@ async def _forwarded(state: AppState, adapter, req: Inbound, route, scope: Scope
     return answer.status, answer.body
 
 
-def conversation_texts(conv: Conversation) -> list[str]:
-    """Every text a request carries to the model, for the estimate: what its tokens are made of."""
-    texts: list[str] = []
-    for m in chat_messages(conv):
-        texts.append(m.text())
-        texts += [part for call in m.tool_calls or () for part in (call.function.name, call.function.arguments)]
-    for tool in conv.tools:
-        texts += [tool.name, tool.description or "", _JSON.encode(tool.parameters or {}).decode()]
-    return [t for t in texts if t]
-
-
-__all__ = ["ESTIMATED", "conversation_texts", "estimate", "handle_count_tokens", "refused_count", "send_count"]
+__all__ = ["ESTIMATED", "estimate", "handle_count_tokens", "refused_count", "send_count"]
 
 
 def estimate(texts: list[str]) -> int:

@@ -2,7 +2,7 @@
 (``{"object": "response.input_tokens", "input_tokens": N}``).
 
 Always the router's estimate, marked ``x-vsr-token-count: estimate``: the count ``/v1/messages/count_tokens``
-answers when no Anthropic backend counts (``count_tokens.conversation_texts``, vsr-static-1's WordPiece
+answers when no Anthropic backend counts (``protocol.prompt_texts.conversation_texts``, vsr-static-1's WordPiece
 tokenizer), of the conversation the request would send: ``previous_response_id`` expanded from the caller's own
 stored responses, as ``POST /v1/responses`` expands it. A ``conversation`` (OpenAI's Conversations API) is kept
 by OpenAI, not the router: its items cannot be counted, so it is refused naming it rather than counted as none.
@@ -21,8 +21,9 @@ from ..errors import UnsupportedParameter, VsrError
 from ..protocol import chat, responses
 from ..protocol.adapters import Inbound
 from ..protocol.errors import BodyProblem, decode_body, openai_request_error
+from ..protocol.prompt_texts import conversation_texts
 from .asgi import Receive, Scope, Send, read_body
-from .count_tokens import ESTIMATED, conversation_texts, estimate, refused_count, send_count
+from .count_tokens import ESTIMATED, estimate, refused_count, send_count
 from .pipeline.offload import off_loop
 from .state import AppState
 

@@ -3,12 +3,16 @@
 It takes the body of any of the three conversation APIs, read as its own
 endpoint reads it (``preview_api``): Chat Completions, Messages (its top-level
 ``system`` included) or Responses (``input``, a ``previous_response_id``
-expanded from the caller's stored responses), or a System One body naming a System One
-entrypoint or native alias, routed as ``POST /v1/systemone`` routes it; routes it with the same code, runs the decision's selector as the request path does (random
-excepted: it says each candidate's chance rather than draw), and says what the
-live route would be and why. A request a decision error would fail gets that
-error's status, with the signals and decisions besides. It is also the entry
-point of the routing benchmark: ``timings_us`` times the routing alone.
+expanded from the caller's stored responses), or a System One body naming a
+System One entrypoint or native alias, routed as ``POST /v1/systemone`` routes
+it; an explicit ``?api=`` says which and wins over the body's fields. The body
+passes the endpoints' scan (depth, items, UTF-8) before anything decodes. It
+routes it with the same code, runs the decision's selector as the request path
+does (random excepted: it says each candidate's chance rather than draw), and
+says what the live route would be and why. A request a decision error would
+fail gets that error's status, with the signals and decisions besides. It is
+also the entry point of the routing benchmark: ``timings_us`` times the routing
+alone.
 """
 from __future__ import annotations
 
@@ -19,13 +23,13 @@ import msgspec
 
 from ..config import output as output_rules
 from ..config.algorithm import kind_of
-from ..errors import DecisionFailed, NoDecision, RequestError, VsrError
+from ..errors import DecisionFailed, NoDecision, RequestError, VsrError, echoing
 from ..headers.public import public_headers
 from ..headers import registry as h
 from ..headers import trace
 from ..headers.registry import ResponsePath
 from ..protocol import systemone as wire
-from ..protocol.errors import openai_error_body, quoted_values
+from ..protocol.errors import openai_error_body, openai_request_error, quoted_values, shape_problem
 from ..routing import Route
 from .asgi import Receive, Scope, Send, header, read_body, send_whole
 from .pipeline import looper
@@ -40,7 +44,7 @@ _ENCODER = msgspec.json.Encoder()
 _DEBUG = h.DEBUG.encode()
 _TRACE = h.TRACE.encode()
 _ANTHROPIC_VERSION = b"anthropic-version"
-PREVIEW_APIS = ("chat", "messages", "responses")
+PREVIEW_APIS = ("chat", "messages", "responses", "systemone")
 
 
 def preview_model(route: Route, picked: Selected | None = None) -> str | None:
@@ -57,17 +61,22 @@ def preview_model(route: Route, picked: Selected | None = None) -> str | None:
 _LOOPER_ALGORITHMS = frozenset({"escalate", "ratings", "remom", "fusion", "workflows"})
 
 
-def preview_api(scope: Scope, raw: bytes) -> str:
-    """Which API's body this is: ``?api=chat|messages|responses`` if given; else by its fields: ``input`` and no
-    ``messages`` is Responses, ``messages`` with a top-level ``system`` (or an ``anthropic-version`` header, as
-    the Anthropic SDK sends) is Messages, anything else Chat. A bad ``api`` is a 400 naming it."""
+def preview_api(scope: Scope, raw: bytes, table) -> str:
+    """Which API's body this is: ``?api=chat|messages|responses|systemone`` if given (it wins over the fields:
+    a Chat body may name a System One entrypoint, which Chat routes by its default recipe); else by its fields:
+    a ``model`` naming a System One entrypoint or native alias is System One, ``input`` and no ``messages`` is
+    Responses, ``messages`` with a top-level ``system`` (or an ``anthropic-version`` header, as the Anthropic
+    SDK sends) is Messages, anything else Chat. A bad ``api`` is a 400 quoting it capped."""
     for part in scope.get("query_string", b"").split(b"&"):
         name, _, value = part.partition(b"=")
         if name == b"api":
             api = value.decode("latin-1")
             if api not in PREVIEW_APIS:
-                raise RequestError(f"api must be one of {', '.join(PREVIEW_APIS)}, not {api!r}", param="api")
+                raise echoing(RequestError, "api must be one of " + ", ".join(PREVIEW_APIS) + ", not {}", api,
+                              param="api")
             return api
+    if names_systemone(table, raw):
+        return "systemone"
     try:
         top = TOP_LEVEL_DECODER.decode(raw)
     except msgspec.DecodeError:
@@ -166,11 +175,15 @@ class _Named(msgspec.Struct):
     model: object = None
 
 
+_NAMED = msgspec.json.Decoder(_Named)
+
+
 def names_systemone(table, raw: bytes) -> str | None:
     """``raw``'s ``model`` when it names a System One entrypoint or native alias (a System One body: no Chat
-    request may name one, a Chat body naming a native alias is refused), else None."""
+    request may name one, a Chat body naming a native alias is refused), else None. ``raw`` passed the scan
+    (``shape_problem``): its decode is bounded."""
     try:
-        name = msgspec.json.decode(raw, type=_Named).model
+        name = _NAMED.decode(raw).model
     except msgspec.DecodeError:
         return None
     known = isinstance(name, str) and (name in table.systemone_by_name or name in table.native_aliases())
@@ -187,8 +200,10 @@ async def systemone_route(state: AppState, raw: bytes) -> tuple[Route, str, obje
     except msgspec.DecodeError as exc:
         raise RequestError(f"Invalid System One body: {quoted_values(str(exc))}") from None
     table, name = state.table, body.model or ""
-    if name not in table.systemone_by_name:
-        return Route(None, None, (table.native_aliases()[name],)), name, None
+    direct = None if name in table.systemone_by_name else table.native_aliases().get(name)
+    if direct is not None:
+        return Route(None, None, (direct,)), name, None
+    # An entrypoint's recipe; any other name is model_not_found, as POST /v1/systemone answers it.
     route = await table.route_recipe(table.systemone_recipe_for(name), lambda: canonical(body), state.systemone)
     return route, name, lambda: canonical(body).text
 
@@ -212,14 +227,19 @@ async def handle_preview(state: AppState, scope: Scope, receive: Receive, send: 
     request = model_name = None
     try:
         raw = await read_body(scope, receive, state.max_body_bytes, state.body_pace)
-        asked = names_systemone(state.table, raw)
-        if asked is not None:
-            model_name = asked
+        # The endpoints' scan before anything decodes (README: nesting past 256 is a 400, never a decode's
+        # RecursionError): the API's detection decodes too.
+        problem = shape_problem(raw)
+        if problem is not None:
+            raise openai_request_error(problem)
+        api = preview_api(scope, raw, state.table)
+        if api == "systemone":
+            model_name = names_systemone(state.table, raw)
             started = time.perf_counter_ns()
             route, model_name, text = await systemone_route(state, raw)
             routing_us = (time.perf_counter_ns() - started) / 1000
         else:
-            adapter = state.adapters[preview_api(scope, raw)]
+            adapter = state.adapters[api]
             # As the endpoint decodes it: the caller's own stored responses only, for a previous_response_id.
             request = adapter.decode(raw, scope["headers"])
             request.owner = state.identity(scope).owner

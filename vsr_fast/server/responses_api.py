@@ -21,7 +21,7 @@ import time
 import msgspec
 from quart import Response, request
 
-from ..errors import RateLimited, RequestError, ResponseNotFound, RouteNotFound, VsrError, echoing
+from ..errors import RateLimited, RequestError, ResponseNotFound, RouteNotFound, VsrError, echoing, told
 from ..protocol.responses import StoredResponse
 from . import input_items
 from .input_tokens import PATH as INPUT_TOKENS_PATH
@@ -46,7 +46,7 @@ def methods_at(path: str) -> bytes:
 def not_served(path: str) -> Response:
     """A Responses route the router does not serve, in OpenAI's words for an unknown one."""
     status, body = error_for_request(request.scope, RouteNotFound(
-        f"Invalid URL (POST {path}): the router does not serve it; OpenAI's own API does."))
+        f"Invalid URL (POST {told(path)}): the router does not serve it; OpenAI's own API does."))
     return Response(body, status=status, content_type="application/json")
 
 

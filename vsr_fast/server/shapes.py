@@ -2,7 +2,7 @@
 connection server's own answers (a request refused before any app saw it)."""
 from __future__ import annotations
 
-from ..errors import VsrError
+from ..errors import VsrError, told
 from ..headers.registry import ANTHROPIC_VERSION
 from ..protocol import anthropic
 from ..protocol.errors import openai_error_body
@@ -50,6 +50,8 @@ def unrouted_message(method: str, path: str, default: str) -> str:
     serves, and for one of OpenAI's routes it has none of, to send it to the provider (a typo is no such route)."""
     if not path.startswith("/v1/"):
         return default
+    # The client's method and path as OpenAI's words quote them, a long or unprintable one capped (``told``).
+    method, path = told(method), told(path)
     served = ", ".join(SERVED)
     if any(path == p or path.startswith(p + "/") for p in PROVIDER_ONLY):
         return (f"Invalid URL ({method} {path}): not routed by vsr-fast, which serves {served}; "

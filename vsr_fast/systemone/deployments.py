@@ -19,7 +19,7 @@ import trio
 
 from ..config.catalog import Deployment
 from ..config.credentials import static_key
-from ..errors import ConfigError
+from ..errors import ConfigError, told
 from ..protocol import systemone as wire
 from ..protocol.credential import DELEGATED
 from ..offloop import OFF_LOOP_BYTES, OFF_LOOP_LIMITER
@@ -279,9 +279,12 @@ def _error(name: str, status: int, headers: httpx.Headers, content: bytes) -> Ca
         code = "overloaded" if status == 429 else f"http_{status}"
         return CallFailed(code, f"the deployment answered HTTP {status}", status=status, retry_after=retry_after,
                           detail=f"{name}: HTTP {status}: {content[:200]!r}")
-    return CallFailed(err.code, f"the deployment answered HTTP {status} {err.code}", question=err.question,
-                      state=err.state, status=status, said=err.message, retry_after=retry_after,
-                      detail=f"{name}: HTTP {status} {err.code}: {err.message}")
+    # The remote's words, capped (``errors.told``): they reach the client's error, the reason and the log.
+    code, said = told(err.code), told(err.message)
+    question, entry = (told(v) if v is not None else None for v in (err.question, err.state))
+    return CallFailed(code, f"the deployment answered HTTP {status} {code}", question=question,
+                      state=entry, status=status, said=said, retry_after=retry_after,
+                      detail=f"{name}: HTTP {status} {code}: {said}")
 
 
 def runner(name: str, dep: Deployment, models: dict[str, DecisionModel]):

@@ -10,11 +10,15 @@ sent) is dropped, as the response is keyed by what was asked. Each invalid or mi
 in-place ``QuestionError`` with code ``invalid_response``: the signal that asked it is unknown with that
 reason, while the call's other answers stand. A caller that relays the whole bundle (a native alias, an
 escalation's native stage) takes ``strict``: any problem fails the call, so the next candidate answers.
+
+A remote's own value in a problem (a choice, a label) is quoted by ``errors.shown``: escaped and cut to 64
+characters, since the problem reaches the client's error, the access log and the decision's reason.
 """
 from __future__ import annotations
 
 import math
 
+from ..errors import shown, told
 from ..protocol import systemone as wire
 
 INVALID = "invalid_response"
@@ -38,7 +42,7 @@ def answer_problem(question: wire.Question, answer: wire.Answer) -> str | None:
     if isinstance(answer, wire.ChoiceAnswer):
         offered = question.criteria      # type: ignore[union-attr]
         if answer.choice not in offered:
-            return f"choice {answer.choice!r} was not offered"
+            return f"choice {shown(answer.choice)} was not offered"
         return _confidence(answer.confidence) or _probabilities(answer.probabilities, offered, "choice")
     if isinstance(answer, wire.ScoreAnswer):
         levels = len(question.criteria)      # type: ignore[union-attr]
@@ -52,7 +56,7 @@ def answer_problem(question: wire.Question, answer: wire.Answer) -> str | None:
         offered = question.criteria      # type: ignore[union-attr]
         for span in answer.spans:
             if span.label not in offered:
-                return f"span label {span.label!r} was not asked"
+                return f"span label {shown(span.label)} was not asked"
             if not 0 <= span.start <= span.end:
                 return f"span {span.start}..{span.end} is not a range"
             if not _unit(span.probability):
@@ -67,9 +71,9 @@ def _confidence(value: float) -> str | None:
 def _probabilities(probabilities: dict[str, float], offered, what: str) -> str | None:
     for name, p in probabilities.items():
         if name not in offered:
-            return f"{what} {name!r} was not offered"
+            return f"{what} {shown(name)} was not offered"
         if not _unit(p):
-            return f"probability {p} of {name!r} is outside 0..1"
+            return f"probability {p} of {shown(name)} is outside 0..1"
     return None
 
 
@@ -79,6 +83,8 @@ def _answers(questions: dict[str, wire.Question], got: dict[str, wire.Answer], w
     out: dict[str, wire.Answer] = {}
     for name, question in questions.items():
         answer = got.get(name)
+        if isinstance(answer, wire.QuestionError):     # the remote's own words go on to reasons and logs: capped
+            answer = wire.QuestionError(told(answer.code), told(answer.message))
         why = "no answer" if answer is None else answer_problem(question, answer)
         if why is not None:
             problems.append(f"{where}.{name}: {why}")
@@ -106,7 +112,11 @@ def checked(body: wire.StandardRequest | wire.BatchRequest, response: wire.Stand
             problems.append(f"{where}: {why}")
             states[name] = wire.EntryResponse(answers=dict.fromkeys(entry.questions, wire.QuestionError(INVALID, why)))
         elif got.error is not None:
-            states[name] = got      # the remote refused this entry: its own verdict
+            # The remote refused this entry: its own verdict, its words capped as they go on to the client.
+            e = got.error
+            question, entry = (None if v is None else told(v) for v in (e.question, e.state))
+            said = wire.ErrorBody(told(e.code), told(e.message), question=question, state=entry, type=told(e.type))
+            states[name] = wire.EntryResponse(usage=got.usage, error=said)
         else:
             answers = _answers(entry.questions, got.answers or {}, f"{where}.answers", problems)
             states[name] = wire.EntryResponse(answers=answers, usage=got.usage)

@@ -20,6 +20,7 @@ from ...plugins import fast_response
 from ...plugins.response_cache import CachedAnswer
 from ...plugins.response_guard import HOLD_LIMIT_BYTES
 from ...plugins.unmask import StreamRestorer
+from ...protocol.prompt_texts import text_bytes
 from ...protocol.translate import Estimate, Usage, render_warnings
 from ...upstream import Stream, Whole, failure_cause
 from ..asgi import Send, send_whole
@@ -49,12 +50,13 @@ async def answer(ex: Exchange, send: Send, result: Fast | CachedAnswer | Stream 
 
 def prompt_size(adapter, req, raw: bytes):
     """The request's text size, for an answer that reports no usage or a request cut short after it reached a
-    backend: its messages, not their JSON. It closes over the request, not the exchange: the exchange holds the
-    meter, and a cycle through it left every exchange to the cyclic GC (~36 k instructions a request,
-    bench/RESULTS.md)."""
+    backend: every text it carries to the model (messages, tool definitions and calls, a structured output's
+    schema: ``protocol.prompt_texts``, as count_tokens' estimate reads them), not their JSON. It closes over the
+    request, not the exchange: the exchange holds the meter, and a cycle through it left every exchange to the
+    cyclic GC (~36 k instructions a request, bench/RESULTS.md)."""
     def size() -> int:
         try:
-            return adapter.canonical(req).all_text_bytes
+            return text_bytes(adapter.conversation(req)[0])
         except Exception:       # read when the request ends (its limits released): never fails it
             return len(raw)
     return size
