@@ -58,6 +58,8 @@
     ├── ToolSelectionFailed         503 tool_selection_failed  plugins (tools.select with on_error: fail)
     ├── MatchFailed                 503 match_failed           plugins (a match judge with on_error: fail)
     ├── ClassifyFailed              503 classify_failed        systemone (a diagnostics question unanswered)
+    ├── SystemOneAnswered           (its own status and code) systemone (a System One request's error answer, as the access
+    │                                                         log and the events record it; per instance, as the answer says)
     ├── EmbeddingFailed             503 embedding_failed       plugins (an embedding deployment did not answer)
     ├── ContextFailed               503 context_failed         plugins (a context source with on_failure: block)
     ├── ResponseBlocked             403 response_blocked       guard (a response_guard block rule)
@@ -625,6 +627,12 @@ class UpstreamError(VsrError):
         if retry_after_s is not None:
             self.retry_after_s = retry_after_s      # an upstream's own Retry-After, passed on
 
+    def noting(self, note: str) -> UpstreamError:
+        """This failure with ``note`` after its message (an escalation naming every call's verdict). Returns self."""
+        self.message = f"{self.message} ({note})"
+        self.detail = f"{self.detail} ({note})"
+        return self
+
     @classmethod
     def at(cls, label: str, what: str, **kwargs):
         """What backend ``label`` did (``answered HTTP 999``): the client reads it of "the backend", the log
@@ -738,3 +746,14 @@ class UpstreamAnswer(_UpstreamAnswered):
         self.param = param      # the backend's, as it named the field
         self.code = code or ("overloaded" if status == 529 else "upstream_error")
         self.type = type_ or ("invalid_request_error" if status < 500 else "upstream_error")
+
+
+class SystemOneAnswered(VsrError):
+    """The error a System One request was answered with, its status and code as its body says them: what the
+    access log and the events record (``systemone_accounting``). The other error whose status is per instance."""
+
+    stage = "systemone"
+
+    def __init__(self, message: str, *, code: str, status: int) -> None:
+        super().__init__(message)
+        self.code, self.status = code, status

@@ -251,7 +251,7 @@ async def handle_preview(state: AppState, scope: Scope, receive: Receive, send: 
             routing_us = (time.perf_counter_ns() - started) / 1000
             # The selector the request path runs, on the same measurements; not timed as routing.
             text = lambda: adapter.canonical(request, state.identity(scope)).text  # noqa: E731
-        staged = systemone_stages(state.table, route) if asked is not None else None
+        staged = systemone_stages(state.table, route) if api == "systemone" else None
         if staged is not None:
             route, picked = staged
         else:

@@ -18,7 +18,7 @@ import trio
 
 from .. import tracing
 from ..config.schema import ProviderModel
-from ..errors import VsrError
+from ..errors import SystemOneAnswered, VsrError
 from ..headers import registry as h, trace
 from ..headers.registry import ResponsePath
 from ..protocol import systemone as wire
@@ -139,8 +139,7 @@ class SystemOneExchange:
                 err = wire.ERROR_RESPONSE.decode(out).error
             except Exception:   # noqa: BLE001 - every error body here is the API's own shape; be safe anyway
                 err = wire.ErrorBody(code="internal_error", message="")
-            self.failure = failure = VsrError(logged or err.message)
-            failure.code, failure.status = err.code, status
+            self.failure = SystemOneAnswered(logged or err.message, code=err.code, status=status)
         if self._capture is not None:
             self._capture.feed(out)
         extra = [(_REQUEST_ID, self.rec.request_id.encode("latin-1"))]

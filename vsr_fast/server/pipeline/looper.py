@@ -419,7 +419,7 @@ def _reported(failure: UpstreamError, verdicts: list[str]) -> UpstreamError:
     if isinstance(failure, UpstreamStatus):
         failure.tried = said
     else:       # a transport failure's message names its own attempts only: every call's verdict joins it
-        failure.message = f"{failure.message} ({said})"
+        failure.noting(said)
     return failure
 
 
