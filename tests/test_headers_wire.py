@@ -150,6 +150,12 @@ def _digest(fn) -> str:
     (httpcore.AsyncHTTPConnection.handle_async_request, "b76bc6e38ffd6565"),
     (AsyncHTTP11Connection.has_expired, "288dc074d56392c6"),
     (AsyncHTTP11Connection._response_closed, "f26a0647f3a51321"),
+    # transport._trace: when a Trace traces, and what the HTTP/1.1 connection does with one (handle_async_request,
+    # pinned above; the answer's stream).
+    (httpcore._trace.Trace.__init__, "45b8cfc9bebbfd36"),
+    (httpcore._trace.Trace.__aenter__, "9700f335b707b60f"),
+    (httpcore._trace.Trace.__aexit__, "d27b348baa3b0270"),
+    (HTTP11ConnectionByteStream.__aiter__, "68a1e5cfd845bd1c"),
     # WireConnection's Data without the state machine: the machine it skips.
     (h11._state.ConnectionState.process_event, "cf17ddff4b02ae70"),
     (h11._state.ConnectionState._fire_state_triggered_transitions, "09f0fcf0cee957e0"),

@@ -115,3 +115,41 @@ async def test_an_idle_connection_the_backend_closed_is_not_lent_again(caplog):
         await pool.aclose()
         nursery.cancel_scope.cancel()
     assert not [r for r in caplog.records if "sent again" in r.getMessage()]
+
+
+_TRACED = ["http11.send_request_headers.started", "http11.send_request_headers.complete",
+           "http11.send_request_body.started", "http11.send_request_body.complete",
+           "http11.receive_response_headers.started", "http11.receive_response_headers.complete",
+           "http11.receive_response_body.started", "http11.receive_response_body.complete",
+           "http11.response_closed.started", "http11.response_closed.complete"]
+
+
+async def test_a_request_with_httpcore_s_trace_extension_is_traced_as_httpcore_traces_it(mock):
+    # Untraced, the connection's Traces do nothing (transport._trace); a request that asks for them has all of them.
+    pool, origin = new_pool(1), Origin(mock.url + "/v1")
+    await _chat(pool, origin)           # the connection opened: the rest is the HTTP/1.1 connection's own
+    seen: list[str] = []
+
+    async def trace(name: str, info: dict) -> None:
+        seen.append(name)
+        if name == "http11.receive_response_headers.complete":
+            assert info["return_value"][1] == 200       # (http_version, status, reason, headers)
+
+    request = httpcore.Request(b"POST", origin.url("/chat/completions"), content=_BODY,
+                               headers=[(b"Host", origin.host_header), (b"Content-Length", b"%d" % len(_BODY))],
+                               extensions={"trace": trace, "timeout": _TIMEOUTS})
+    response = await pool.handle_async_request(request)
+    assert b'"choices"' in b"".join([chunk async for chunk in response.aiter_stream()])
+    await response.aclose()
+    assert seen == _TRACED
+    await pool.aclose()
+
+
+async def test_httpcore_s_debug_log_still_tells_each_step(mock, caplog):
+    pool, origin = new_pool(1), Origin(mock.url + "/v1")
+    caplog.set_level(logging.DEBUG, "httpcore.http11")
+    await _chat(pool, origin)
+    await _chat(pool, origin)
+    told = [r.getMessage().split(" ")[0] for r in caplog.records if r.name == "httpcore.http11"]
+    assert told == [name.removeprefix("http11.") for name in _TRACED] * 2
+    await pool.aclose()

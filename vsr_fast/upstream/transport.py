@@ -27,6 +27,7 @@ import trio
 from httpcore._async import connection_pool as _pool_module, http11 as _http11_module
 from httpcore._async.http11 import AsyncHTTP11Connection, HTTP11ConnectionByteStream, HTTPConnectionState
 from httpcore._models import ByteStream
+from httpcore._trace import Trace
 
 from ..errors import UpstreamInvalid
 from ..headers.registry import provider_rate_headers
@@ -321,6 +322,37 @@ class _BuiltResponse(httpcore.Response):
 
 # Only the names those two modules call (not ``httpcore.Response`` itself, which a caller may build from anything).
 _http11_module.Response = _pool_module.Response = _BuiltResponse
+
+
+class _Untraced:
+    """What an httpcore ``Trace`` is when nothing listens (no ``trace`` extension on the request, its logger not at
+    DEBUG): its ``async with`` does nothing, and what it is told (``return_value``) is dropped. httpcore's own
+    builds its state and names first, six times a proxied request, to find out it has nothing to do."""
+
+    __slots__ = ()
+    return_value = property(lambda self: None, lambda self, value: None)
+
+    async def __aenter__(self) -> "_Untraced":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+_UNTRACED = _Untraced()
+
+
+def _trace(name: str, logger: logging.Logger, request: httpcore.Request | None = None,
+           kwargs: dict | None = None) -> Trace | _Untraced:
+    """httpcore's ``Trace(name, logger, request, kwargs)`` when it would trace (``Trace.should_trace``'s test, made
+    at the same moment), else the one that does nothing."""
+    if (request is None or request.extensions.get("trace") is None) and not logger.isEnabledFor(logging.DEBUG):
+        return _UNTRACED
+    return Trace(name, logger, request, kwargs)
+
+
+# The name httpcore's HTTP/1.1 connection calls (a request and its answer: six Traces), not ``httpcore._trace``'s.
+_http11_module.Trace = _trace
 
 
 class Response:
