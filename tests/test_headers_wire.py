@@ -19,7 +19,8 @@ import httpcore
 import hypercorn.config
 import hypercorn.protocol.h11
 import pytest
-from httpcore._async.http11 import AsyncHTTP11Connection
+from httpcore._async.connection_pool import PoolByteStream
+from httpcore._async.http11 import AsyncHTTP11Connection, HTTP11ConnectionByteStream
 
 from vsr_fast.headers import wire
 from vsr_fast.headers.wire import WireConnection, valid_headers
@@ -141,6 +142,20 @@ def _digest(fn) -> str:
     (httpcore.Response.__init__, "17ffba6163d1f431"),
     (AsyncHTTP11Connection.handle_async_request, "e290325d4e334108"),
     (httpcore.AsyncConnectionPool.handle_async_request, "8a3251174ff06224"),
+    # QuietPool's direct path: the pool's sweep it skips when it has nothing to do, the close it shields as the
+    # pool's stream does, the connection layer it steps past once connected, and what makes a connection ready.
+    (httpcore.AsyncConnectionPool._assign_requests_to_connections, "ea1547e78a655633"),
+    (PoolByteStream.aclose, "0fb4c238df0cc2be"),
+    (HTTP11ConnectionByteStream.aclose, "0a7ae9013296164b"),
+    (httpcore.AsyncHTTPConnection.handle_async_request, "b76bc6e38ffd6565"),
+    (AsyncHTTP11Connection.has_expired, "288dc074d56392c6"),
+    (AsyncHTTP11Connection._response_closed, "f26a0647f3a51321"),
+    # transport._trace: when a Trace traces, and what the HTTP/1.1 connection does with one (handle_async_request,
+    # pinned above; the answer's stream).
+    (httpcore._trace.Trace.__init__, "45b8cfc9bebbfd36"),
+    (httpcore._trace.Trace.__aenter__, "9700f335b707b60f"),
+    (httpcore._trace.Trace.__aexit__, "d27b348baa3b0270"),
+    (HTTP11ConnectionByteStream.__aiter__, "68a1e5cfd845bd1c"),
     # WireConnection's Data without the state machine: the machine it skips.
     (h11._state.ConnectionState.process_event, "cf17ddff4b02ae70"),
     (h11._state.ConnectionState._fire_state_triggered_transitions, "09f0fcf0cee957e0"),
