@@ -102,9 +102,14 @@ def test_an_h2c_upgrade_with_a_lowercase_method_is_still_refused(gw):
     assert status(head) == 400 and json.loads(body)["error"]["code"] == "invalid_method", (head, body)
 
 
+def _chat_post(upgrade: bytes) -> bytes:
+    """A whole Chat request carrying the ``upgrade`` headers."""
+    return (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + upgrade +
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(BODY), BODY))
+
+
 def test_an_h2c_upgrade_with_a_chat_body_is_answered(gw):
-    (head, body), = answers(gw.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + H2C +
-                            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(BODY), BODY), 1)
+    (head, body), = answers(gw.port, _chat_post(H2C), 1)
     assert status(head) == 200 and json.loads(body)["choices"][0]["message"]["content"], body
 
 
@@ -128,8 +133,7 @@ def test_a_websocket_upgrade_over_http10_is_refused_in_the_paths_shape(gw):
 
 
 def test_a_websocket_upgrade_on_a_chat_post_is_answered(gw):
-    (head, body), = answers(gw.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + WS +
-                            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(BODY), BODY), 1)
+    (head, body), = answers(gw.port, _chat_post(WS), 1)
     assert status(head) == 200 and json.loads(body)["choices"], body
 
 

@@ -56,17 +56,22 @@ def ask(proc, api: str, messages: list[dict]) -> tuple[str, httpx.Headers]:
     return raw.parse().output_text, raw.headers
 
 
+def _routed_as(cookbook, mock, api, messages, blocked: bool) -> None:
+    """``messages`` blocked (the refusal, no model called) or answered (one model call), as ``blocked`` says."""
+    before = sent(mock)
+    text, headers = ask(cookbook, api, messages)
+    assert headers["x-vsr-selected-decision"] == ("blocked" if blocked else "answer"), headers.get("x-vsr-trace")
+    assert (text == REFUSAL) is blocked
+    assert sent(mock) == before + (0 if blocked else 1)
+
+
 @pytest.mark.parametrize("api", ["chat", "messages", "responses"])
 def test_an_attack_in_an_earlier_turn_is_blocked_and_the_same_turn_after_a_benign_history_is_not(
         cookbook, mock, api):
     # Benign, attacked, benign again: the current turn is the same each time, so an answer reused by the
     # current turn alone would route all three alike.
     for messages, blocked in ((BENIGN, False), (ATTACKED, True), (BENIGN, False)):
-        before = sent(mock)
-        text, headers = ask(cookbook, api, messages)
-        assert headers["x-vsr-selected-decision"] == ("blocked" if blocked else "answer"), headers.get("x-vsr-trace")
-        assert (text == REFUSAL) is blocked
-        assert sent(mock) == before + (0 if blocked else 1)
+        _routed_as(cookbook, mock, api, messages, blocked)
 
 
 def test_the_preview_shows_the_earlier_turns_score(cookbook):
@@ -96,11 +101,7 @@ def test_a_turn_flagged_by_mistake_blocks_its_reply_but_not_the_turns_after(cook
     attacked_later = [{"role": "user", "content": ATTACK}, {"role": "assistant", "content": "Sure."},
                       *later]
     for messages, blocked in ((flagged, True), (replied, True), (later, False), (attacked_later, True)):
-        before = sent(mock)
-        text, headers = ask(cookbook, api, messages)
-        assert headers["x-vsr-selected-decision"] == ("blocked" if blocked else "answer"), headers.get("x-vsr-trace")
-        assert (text == REFUSAL) is blocked
-        assert sent(mock) == before + (0 if blocked else 1)
+        _routed_as(cookbook, mock, api, messages, blocked)
 
 
 def test_a_full_width_attack_is_blocked_in_the_preview(cookbook):
