@@ -39,7 +39,9 @@ kept as a regression check:
   * ``FAKER_TEMPLATES``, support-desk turns filled from Faker's en_US providers (the pinned
     faker wheel), ``DEV_TEMPLATES`` filled the same way, and ``DEV3_TEMPLATES`` filled from Faker's
     en_IN, en_NG, en_PK people, zh_CN and ja_JP romanized names and en_PH firms (names and firms no
-    list holds). The stage's rules were written and tuned reading their errors: development sets,
+    list holds), and every template with a firm filled from half of Faker's lists of real firms (nl_NL, tr_TR,
+    az_AZ ``large_companies``; the other half a check whose errors are not read). The stage's rules were
+    written and tuned reading their errors: development sets,
     not evidence. Faker's en_US names are US-census derived, like the gazetteer's;
   * the same templates filled from mimesis' en providers (the pinned mimesis wheel; another
     generator, never looked at while writing the rules): its values are untouched, its
@@ -685,6 +687,30 @@ def dev3_sentences(wheel: Path, fills: int = 30, seed: int = 2) -> list[tuple[st
                          lambda: us.date_of_birth(minimum_age=18, maximum_age=90), fills, seed, DEV3_TEMPLATES)
 
 
+# Faker's locales that list real firms (its `large_companies`: nl_NL's from MT's 500 of 2018, tr_TR's, az_AZ's), the
+# fourth development set's firms: real names as people write them, mostly with no company word and in no list the
+# gazetteer holds ("Gasunie", "ANWB", "SBM Offshore"); none is a value of the untouched sets.
+DEV4_FIRM_LOCALES = ("nl_NL", "tr_TR", "az_AZ")
+
+
+def dev4_sentences(wheel: Path, half: int = 0, fills: int = 12,
+                   seed: int = 4) -> list[tuple[str, list[tuple[str, int, int]]]]:
+    """Our three template sets' firm templates with Faker's lists of real firms (``DEV4_FIRM_LOCALES``), split in two
+    by a fixed shuffle: half 0 is the fourth development set (its errors read), half 1 a check (totals only);
+    people, places and dates from Faker en_US."""
+    faker = _from_wheel(wheel, "faker")
+    firms = sorted({f.strip() for loc in DEV4_FIRM_LOCALES
+                    for f in importlib.import_module(f"faker.providers.company.{loc}").Provider.large_companies})
+    random.Random(7).shuffle(firms)
+    pool, rng, us = firms[half::2], random.Random(seed), faker.Faker("en_US")
+    us.seed_instance(seed)
+    templates = [t for t in FAKER_TEMPLATES + DEV_TEMPLATES + DEV3_TEMPLATES if "{company}" in t]
+    return _support_desk({"person": us.name, "first": us.first_name, "last": us.last_name, "city": us.city,
+                          "country": us.country, "company": lambda: rng.choice(pool), "street": us.street_address,
+                          "address": lambda: f"{us.street_address()}, {us.city()}, {us.state_abbr()} {us.zipcode()}"},
+                         lambda: us.date_of_birth(minimum_age=18, maximum_age=90), fills, seed, templates)
+
+
 def mimesis_sentences(wheel: Path, fills: int = 30, seed: int = 0) -> list[tuple[str, list[tuple[str, int, int]]]]:
     """FAKER_TEMPLATES filled from mimesis' en providers (another generator than Faker's)."""
     mimesis = _from_wheel(wheel, "mimesis", unpack=True)
@@ -742,7 +768,12 @@ def named_rows(model, wheels: dict[str, Path], dev_only: bool = False) -> list[t
                            "our second support-desk templates + Faker en_US values (tuned on: a development set)"),
             *_named_scores(model, question, how, dev3_sentences(wheels["faker"]),
                            "our third templates + Faker en_IN/en_NG/en_PK/zh_CN/ja_JP people, en_PH firms "
-                           "(tuned on: a development set)")]
+                           "(tuned on: a development set)"),
+            *_named_scores(model, question, how, dev4_sentences(wheels["faker"]),
+                           "our firm templates + half of Faker's real firms (nl_NL, tr_TR, az_AZ lists) "
+                           "(tuned on: a development set)"),
+            *_named_scores(model, question, how, dev4_sentences(wheels["faker"], half=1),
+                           "our firm templates + the other half of those firms (a check: totals read, errors not)")]
     if dev_only:
         return [*rows, *_named_benign(model, question, how, wheels, dev_only), *_named_cost(model, how)]
     rows += [*_named_scores(model, question, how, mimesis_sentences(wheels["mimesis"]),

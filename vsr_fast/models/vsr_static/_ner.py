@@ -23,7 +23,12 @@ r"""Names, places, organisations, dates and street addresses as character spans:
                     ", Inc." or " plc" after it and "The" before it inside a sentence. A listed
                     firm that is a common word, a name or a place ("Target", "Shell", "Ross")
                     needs a cue ("at Target", "Target support"). A listed firm's word that is no
-                    capitalised word is formed only because it is listed: "AT&T", "E.ON", "C.H.", "3M"
+                    capitalised word is formed only because it is listed: "AT&T", "E.ON", "C.H.", "3M".
+                    A name no list holds, by what the sentence says of it: a firm's predicate after it ("X
+                    charged me", "X is based in", "X has offices in", "X's app", "X, attention Jane"), what a
+                    firm sends before it ("the quote from X"), "Jane Doe from X" (no self-introduction),
+                    "Jane Doe (X)", an addressee before a street address; capitals no list holds ("DHL",
+                    "SBM Offshore") with such a cue or after "at", "contacting", an employer cue
     DATE_TIME       month-name dates (March 3, 2019; 3 March 2019; Mar. 3rd), numeric dates
                     (3/29/1982, 29.03.1982, 1982-03-29), times (5pm, 5:30 p.m., 17:45), a weekday,
                     a month or a year after a cue ("on Friday", "in March", "since 2019"); not
@@ -264,6 +269,33 @@ _EMPLOYER_CUE = re.compile(r"(?:\bwork(?:s|ed|ing)? (?:at|for)|\bemployed (?:at|
 _ORG_CUE = re.compile(r"\b(?:at|with|for|from|by|contacting|contacted|via|through)[ \t]+$", re.IGNORECASE)
 _ORG_AFTER = re.compile(r"[ \t]+(?:support|customer service|helpdesk|help desk|team|headquarters|hq|staff|"
                         r"employees|billing|account|store|branch|office)\b", re.IGNORECASE)
+# What a sentence says of a firm and seldom of a person or place, right after a name no list holds: "X charged me",
+# "X is still based in", "X has offices in", "X's app", a firm's address line "X, attention Jane Doe" (the fourth
+# development set's real firms without a company word or a list entry).
+_FIRM_AFTER = re.compile(r"(?:'s|\u2019s)?[ \t]+(?:(?:is|was|are|were)[ \t]+)?(?:still[ \t]+|now[ \t]+)?"
+                         r"(?:based|headquartered)[ \t]+in\b"
+                         r"|[ \t]+(?:has|had|have)[ \t]+(?:offices|stores|branches|an office|a branch|a store)\b"
+                         r"|[ \t]+(?:charged|overcharged|billed|refunded|invoiced|debited)[ \t]+(?:me|us|my|our)\b"
+                         r"|[ \t]+(?:closed|opened)[ \t]+(?:its|a|their)[ \t]+(?:branch|office|store|plant|factory)"
+                         r"|[ \t]+raised[ \t]+(?:its[ \t]+|their[ \t]+)?prices\b"
+                         r"|(?:'s|\u2019s)[ \t]+(?:app|website|web site|online store|customer service|helpline|"
+                         r"hotline|shares|stock)\b"
+                         r"|[ \t]+(?:is[ \t]+)?the[ \t]+(?:parent company|subsidiary|owner)[ \t]+of\b"
+                         r"|,[ \t]*(?:attention|attn\.?|c/o)\b", re.IGNORECASE)
+# Before the name: what a firm sends or is ("the quote from X", "an order from X", "the parent company of X"), and
+# "Jane Doe (X)", a person's firm in brackets.
+_FIRM_BEFORE = re.compile(r"\b(?:orders?|quotes?|invoices?|bills?|letters?|e-?mails?|calls?|refunds?|packages?|"
+                          r"parcels?|deliver(?:y|ies)|shipments?|offers?|messages?|notices?|statements?|payments?|"
+                          r"subscriptions?)[ \t]+from[ \t]+$"
+                          r"|\b(?:parent company|subsidiary|division|owner)[ \t]+of[ \t]+$", re.IGNORECASE)
+# "Jane Doe from X": a person's firm, unless the person introduces themselves ("this is Jane from Boston").
+_FROM = re.compile(r"[ \t]+from[ \t]+$")
+_SELF_INTRO = re.compile(r"\b(?:this is|i am|i'm|im|my name is|name's|greetings)\b[^!?\n]*$", re.IGNORECASE)
+# A firm's capitals no list holds ("DHL", "ANWB"): only with a firm's cue, never chat's or shouting's capitals.
+_CAPS = re.compile(r"(?<![\w&.'\u2019-])[A-Z]{2,5}(?![\w&-]|'[a-rt-z])")
+_WORDS_BETWEEN = re.compile(r"(?:[ \t]+[A-Z][^\W\d_]*){0,3}[ \t]+")
+_NAME_AFTER = re.compile(r"[ \t]+([A-Z][^\W\d_]+)(?![\w&+-])")
+_CAPS_CUE = re.compile(r"(?:\bat|\bcontacting|\bcontacted|\bvia|\bthrough)[ \t]+$", re.IGNORECASE)
 _FIELD = re.compile(r"\b[A-Za-z]+:[ \t]*$")       # "city: Scottville": a field's value, not a sentence's first word
 _SENTENCE_START_BEFORE = re.compile(r"(?:^|[.!?:;\"(\[{]|\n|^[-*\u2022])[ \t]*[\"'\u201c]?$")
 _LIST_ORG = re.compile(r"\b([A-Z][a-z]+(?:-[A-Z][a-z]+)?),[ \t]+([A-Z][a-z]+(?:-[A-Z][a-z]+)?),?[ \t]+(?:and|&)"
@@ -278,7 +310,7 @@ _LEGAL_AFTER = re.compile(r",?[ \t]+(?:(?:Inc|Corp|Co|Ltd|S\.A|N\.V|L\.P|S\.p\.A
 _ACRONYM_BEFORE = re.compile(r"(?<![\w&.-])([A-Z]{2,5})[ \t]$")
 _OF_PLACE = re.compile(r"[ \t]+of[ \t]+(?:the[ \t]+)?([A-Z][\w.'-]*(?:[ \t]+[A-Z][\w.'-]*){0,3})")
 _NOT_ACRONYMS = frozenset("ok omg lol fyi asap btw imo imho idk tbh pls plz re fw fwd cc ps nb faq usa uk us eu "
-                          "am pm".split())
+                          "am pm hr it ai tv pc ceo cfo cto vip diy".split())
 _STATE_AFTER = re.compile(r",[ \t]*([A-Z]{2})\b(?![a-z])")
 # Words a firm's name writes that _CAP cannot cut: capitals joined by "&" ("AT&T", "S&P"), dotted capitals
 # ("E.ON", "C.H."), a word in capitals led by digits ("3M", never the ordinal "1ST"). The reader forms one only
@@ -343,6 +375,7 @@ class Ner:
         found = list(streets(text))
         reader = _Reader(text, self._gazetteer)
         reader.place_ends.update(end for _, _, end, _ in found)   # "12 Elm Street, Springfield": a place
+        reader.street_starts.update(start for _, start, _, _ in found)
         found += dates(text)
         found += reader.names()
         return found
@@ -354,6 +387,8 @@ class _Reader:
     def __init__(self, text: str, g: Gazetteer) -> None:
         self.text, self.g = text, g
         self.place_ends: set[int] = set()      # where a place found so far ends: ", Country" after it is one too
+        self.person_ends: set[int] = set()     # where a person found so far ends: "Jane Doe from X" is X's
+        self.street_starts: set[int] = set()   # where a street address starts: "X, 12 Elm St" names no place X
 
     def _after_place(self, start: int) -> bool:
         """Right after a place found: "Lyon, France", "Lyon and Paris"."""
@@ -379,9 +414,58 @@ class _Reader:
                     end = place_end                       # "National Coconut Corporation of the Philippines"
                     legal_end = max(legal_end, end)
                 out.append((label, start, end, p))
+                if label == "PERSON":
+                    self.person_ends.add(end)
+        out = self._capitals(out)
         firms = [(s, e) for label, s, e, _ in out if label == "ORGANIZATION"]
-        return [f for f in out if f[0] == "ORGANIZATION" or not any(s <= f[1] and f[2] <= e and (s, e) != f[1:3]
-                                                                      for s, e in firms)]
+        return [f for f in out if not any(s <= f[1] and f[2] <= e and (s, e) != f[1:3] for s, e in firms)]
+
+    def _from_person(self, start: int, lead: str) -> bool:
+        """Right after "<a person> from ", no self-introduction: "the meeting with Jane Doe from X"."""
+        m = _FROM.search(lead)
+        if m is None or _SELF_INTRO.search(lead):
+            return False
+        at = start - len(m.group())
+        word = re.search(r"([A-Z][\w'.-]*)$", self.text[max(0, at - 30):at])
+        return at in self.person_ends or (word is not None and word.group(1).lower() not in self.g.lexicon
+                                          and word.group(1).lower() not in _NOT_NAMES)
+
+    def _firm_said(self, start: int, end: int, lead: str) -> bool:
+        """A firm's cue around the words start..end: a firm's predicate after them, what a firm sends before them,
+        a person "from" them or before them in brackets, or a street address right after them ("Return it to
+        X, 12 Elm Street": the addressee, no place)."""
+        text = self.text
+        return _FIRM_AFTER.match(text, end) is not None or _FIRM_BEFORE.search(lead) is not None \
+            or self._from_person(start, lead) or (end + 2 in self.street_starts and text.startswith(", ", end)) \
+            or (lead.endswith("(") and text.startswith(")", end) and len(lead) > 1 and start - 2 in self.person_ends)
+
+    def _capitals(self, out: list[Found]) -> list[Found]:
+        """``out`` with a firm's capitals no list holds, when a firm's cue backs them: "worked at ANWB", "DHL
+        support", "why KPN charged me"; the capitalised words right after them are the firm's too ("SBM
+        Offshore"). Never a word of the lexicon, a state code, chat's capitals or shouting ("OH MY GOSH")."""
+        text, g = self.text, self.g
+        for m in _CAPS.finditer(text):
+            word = m.group().lower()
+            if word in g.lexicon or word in g.common or word in _NOT_ACRONYMS or word in g.states \
+                    or word in g.places or word in g.firm_caps or any(s <= m.start() < e for _, s, e, _ in out):
+                continue
+            near = text[max(0, m.start() - 12):m.end() + 12]
+            if len(re.findall(r"\b[A-Z]{2,}\b", near)) > 1:
+                continue                                   # shouting, or a list of codes
+            end = m.end()
+            if (firm := next((f for f in out if f[0] == "ORGANIZATION" and f[1] > end
+                              and _WORDS_BETWEEN.fullmatch(text, end, f[1])), None)) is not None:
+                end = firm[2]                              # "YCOQ Morning Banking Corporation": one firm
+            for more in _NAME_AFTER.finditer(text, end):
+                if more.start() != end or more.group(1).lower() in _NOT_NAMES or more.group(1).lower() in g.places:
+                    break
+                end = more.end()
+            lead = text[max(0, m.start() - 40):m.start()]
+            if firm is not None or _EMPLOYER_CUE.search(lead) or _CAPS_CUE.search(lead) or _ORG_AFTER.match(text, end) \
+                    or self._firm_said(m.start(), end, lead):
+                out = [f for f in out if not (m.start() <= f[1] and f[2] <= end)]
+                out.append(("ORGANIZATION", m.start(), end, CUE_P))
+        return out
 
     def _of_place(self, start: int, end: int) -> int:
         """Where a firm's name goes on through "of (the) <place>" after its company, industry or head word ("Bank
@@ -534,6 +618,17 @@ class _Reader:
             if firm:
                 k, p = firm
                 out.append(("ORGANIZATION", self._the(run, i, at_start), run[k - 1][1], p))
+                i = k
+                continue
+            k = i
+            while k < len(run) and words[k] not in _NOT_NAMES and k - i < 4:
+                k += 1
+            if k > i and len(w) > 2 and not (i == 0 and at_start and (w in g.common or w in g.lexicon)) \
+                    and not self._is_person(words[i:k]) and not self._place_at(words, i) \
+                    and not (w in g.first and (k - i == 1 or words[i + 1] in g.last)) \
+                    and not (k - i == 2 and self._namelike(run[i], w) and self._namelike(run[i + 1], words[i + 1])) \
+                    and w.rstrip(".") not in _TITLES and self._firm_said(run[i][0], run[k - 1][1], lead):
+                out.append(("ORGANIZATION", self._the(run, i, at_start), run[k - 1][1], CUE_P))   # "why X charged me"
                 i = k
                 continue
             if w in g.firm_caps and text[run[i][0]:run[i][1]].isupper():
