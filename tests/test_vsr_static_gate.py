@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from vsr_fast.models.vsr_static import ArtifactError, load, load_5, load_8, load_9, load_10
-from vsr_fast.models.vsr_static._artifacts import (ARTIFACTS, ARTIFACTS_5, ARTIFACTS_8, ARTIFACTS_10, FILES_10, SUMS,
+from vsr_fast.models.vsr_static._artifacts import (ARTIFACTS, ARTIFACTS_5, ARTIFACTS_8, ARTIFACTS_10, ARTIFACTS_11,
+                                                  FILES_10, SUMS,
                                                   sha256_lines)
 from vsr_fast.protocol.systemone import Entry, State
 from vsr_fast.systemone.presets import PRESETS
@@ -54,16 +55,19 @@ def test_10_reads_5s_and_8s_heads_where_they_are_committed():
     assert ten.heads["domain"].gate is None and load_5().heads["jailbreak"].gate is None
 
 
+@pytest.mark.parametrize("model", [ARTIFACTS_10, ARTIFACTS_11], ids=["vsr-static-10", "vsr-static-11"])
 @pytest.mark.parametrize("changed", ["artifacts-5/heads.npz", "artifacts-8/heads.npz", "artifacts/embedding.npz"])
-def test_a_changed_byte_in_a_file_10_reuses_refuses_the_load(tmp_path, changed):
-    for folder in (ARTIFACTS, ARTIFACTS_5, ARTIFACTS_8, ARTIFACTS_10):
+def test_a_changed_byte_in_a_file_10_reuses_refuses_the_load(tmp_path, changed, model):
+    """-10 and -11 (the same layout) read -5's and -8's heads where they are committed, pinned by their SHA256SUMS."""
+    for folder in (ARTIFACTS, ARTIFACTS_5, ARTIFACTS_8, model):
         shutil.copytree(folder, tmp_path / folder.name)
-    assert load(tmp_path / "artifacts-10").card.name == "vsr-static-10"    # an intact copy loads
+    name = "vsr-static-" + model.name.removeprefix("artifacts-")
+    assert load(tmp_path / model.name).card.name == name    # an intact copy loads
     blob = bytearray((tmp_path / changed).read_bytes())
     blob[len(blob) // 2] ^= 0x01
     (tmp_path / changed).write_bytes(bytes(blob))
     with pytest.raises(ArtifactError, match=changed.rsplit("/", 1)[-1]):
-        load(tmp_path / "artifacts-10")
+        load(tmp_path / model.name)
 
 
 def test_under_the_gate_10_answers_as_9():
