@@ -109,3 +109,23 @@ def test_an_earlier_turn_keeps_its_partner_margin():
     kept = ten._read([LONG[3]])[LONG[3]].windows[head.gate]
     assert kept == pytest.approx(float(logit(jailbreak(load_8(), [LONG[3]]))[0]), abs=1e-4)
     assert ten.answer([Entry(state, {QID: PRESETS["jailbreak"].question()})])[0][QID] == first
+
+
+def test_8s_hidden_layer_computes_without_subnormal_weights_and_answers_as_its_file():
+    """-8's first layer holds subnormal weights (x86 computes with them ~100x slower: a row cost ~3.5 ms); the
+    loaded head reads them as 0 and its logits are the file's, bit for bit, on ordinary and attack texts."""
+    from vsr_fast.models.vsr_static._artifacts import features
+
+    with np.load(ARTIFACTS_8 / "heads.npz") as h:
+        w, b, w2, b2 = (h[f"jailbreak_{k}"] for k in ("w", "b", "w2", "b2"))
+    assert ((w != 0) & (np.abs(w) < 1e-20)).sum() > 1000            # the file has them
+    for model in (load_8(), load_10()):
+        head = model.heads["jailbreak"] if model is load_8() else model.heads["jailbreak"].partner
+        assert not ((head.w != 0) & (np.abs(head.w) < 1e-20)).any()
+    eight = load_8().heads["jailbreak"]
+    texts = SHORT + LONG + ORDINARY_TURNS + [PADDED]
+    reads = load_8()._read(texts)
+    vectors = np.stack([reads[t].vector for t in texts])
+    counts = np.array([reads[t].count for t in texts], np.float32)
+    raw = np.maximum(features(eight.features, vectors, counts) @ w + b, 0) @ w2 + b2
+    assert np.array_equal(eight._logits(vectors, counts), raw)
