@@ -1,4 +1,4 @@
-"""What vsr-static-10 to -1 score on held-out data, per source, and what one request stage costs.
+"""What vsr-static-11 to -1 score on held-out data, per source, and what one request stage costs.
 
     .venv/bin/python -m bench.decision_quality [--wheels DIR] [--model vsr-static-3 ...]
         [--named | --named-dev | --heads | --cost]
@@ -89,7 +89,7 @@ import numpy as np
 import phonenumbers
 
 from vsr_fast.models.vsr_static import (_heldout, load_1, load_2, load_3, load_4, load_5, load_6, load_7, load_8,
-                                        load_9, load_10, load_minilm_1)
+                                        load_9, load_10, load_11, load_minilm_1)
 from vsr_fast.models.vsr_static import _ner as ner_stage
 from vsr_fast.models.vsr_static import _sources as sources
 from vsr_fast.models.vsr_static._pii import IBAN_LENGTHS, luhn
@@ -955,7 +955,7 @@ def history_rows(model, calls: int = 500) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-MODELS = {"vsr-minilm-1": load_minilm_1, "vsr-static-10": load_10, "vsr-static-9": load_9, "vsr-static-8": load_8, "vsr-static-7": load_7,
+MODELS = {"vsr-minilm-1": load_minilm_1, "vsr-static-11": load_11, "vsr-static-10": load_10, "vsr-static-9": load_9, "vsr-static-8": load_8, "vsr-static-7": load_7,
           "vsr-static-6": load_6,
           "vsr-static-5": load_5, "vsr-static-4": load_4, "vsr-static-3": load_3, "vsr-static-2": load_2,
           "vsr-static-1": load_1}

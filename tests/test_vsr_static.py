@@ -16,7 +16,7 @@ from vsr_fast.models import vsr_static
 import numpy as np
 
 from vsr_fast.models.vsr_static import (SPAN_LABELS, ArtifactError, load, load_1, load_2, load_3, load_4, load_5,
-                                        load_6, load_7, load_8, load_9, load_10,
+                                        load_6, load_7, load_8, load_9, load_10, load_11,
                                         load_minilm_1)
 from vsr_fast.models.vsr_static import _corpus
 from vsr_fast.models.vsr_static._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ARTIFACTS_5,
@@ -68,7 +68,7 @@ def test_exports():
     assert sorted(vsr_static.__all__) == sorted(["ArtifactError", "DEFAULT", "SPAN_LABELS", "VsrStatic", "VsrStatic1",
                                                  "count_tokens", "load", "load_1", "load_2", "load_3",
                                                  "load_4", "load_5", "load_6", "load_7", "load_8", "load_9",
-                                                 "load_10", "load_contextual",
+                                                 "load_10", "load_11", "load_contextual",
                                                  "load_minilm_1"])
 
 
@@ -349,11 +349,12 @@ def test_the_ngram_head_reads_word_order():
 # --- the card is truthful ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", [*FOLDERS, "vsr-static-10"])
+@pytest.mark.parametrize("name", [*FOLDERS, "vsr-static-10", "vsr-static-11"])
 def test_card(name):
     model = {"vsr-static-1": load_1, "vsr-static-2": load_2, "vsr-static-3": load_3, "vsr-static-4": load_4,
              "vsr-static-5": load_5, "vsr-static-6": load_6, "vsr-static-7": load_7,
-             "vsr-static-8": load_8, "vsr-static-9": load_9, "vsr-static-10": load_10}[name]()
+             "vsr-static-8": load_8, "vsr-static-9": load_9, "vsr-static-10": load_10,
+             "vsr-static-11": load_11}[name]()
     card = model.card
     assert (card.name, card.family, card.modalities) == (name, "vsr-static", ["text"])
     assert card.question_types == ["choice", "noul", "score", "set", "span"]
@@ -478,9 +479,9 @@ ORDINARY_TURNS = [
 
 
 # vsr-minilm-1 (the contextual deployment, tests/test_vsr_minilm.py) at its own card threshold as well.
-@pytest.mark.parametrize("loader", [load_5, load_7, load_8, load_9, load_10, load_minilm_1],
+@pytest.mark.parametrize("loader", [load_5, load_7, load_8, load_9, load_10, load_11, load_minilm_1],
                          ids=["vsr-static-5", "vsr-static-7", "vsr-static-8", "vsr-static-9", "vsr-static-10",
-                              "vsr-minilm-1"])
+                              "vsr-static-11", "vsr-minilm-1"])
 def test_ordinary_turns_are_never_flagged(loader):
     model = loader()
     assert len(set(ORDINARY_TURNS)) == 50
@@ -593,7 +594,8 @@ def test_every_artifacts_folder_ships_in_the_package():
     shipped = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     folders = {p.name for p in ARTIFACTS.parent.iterdir() if p.is_dir() and p.name.startswith("artifacts")}
     assert folders == {"artifacts", "artifacts-2", "artifacts-3", "artifacts-4", "artifacts-5",
-                       "artifacts-6", "artifacts-7", "artifacts-8", "artifacts-9", "artifacts-10", "artifacts-minilm-1"}
+                       "artifacts-6", "artifacts-7", "artifacts-8", "artifacts-9", "artifacts-10", "artifacts-11",
+                       "artifacts-minilm-1"}
     assert {f"{name}/*" for name in folders} <= set(shipped["vsr_fast.models.vsr_static"])
 
 

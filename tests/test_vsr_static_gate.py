@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from vsr_fast.models.vsr_static import ArtifactError, load, load_5, load_8, load_9, load_10
-from vsr_fast.models.vsr_static._artifacts import (ARTIFACTS, ARTIFACTS_5, ARTIFACTS_8, ARTIFACTS_10, FILES_10, SUMS,
+from vsr_fast.models.vsr_static._artifacts import (ARTIFACTS, ARTIFACTS_5, ARTIFACTS_8, ARTIFACTS_10, ARTIFACTS_11,
+                                                  FILES_10, SUMS,
                                                   sha256_lines)
 from vsr_fast.protocol.systemone import Entry, State
 from vsr_fast.systemone.presets import PRESETS
@@ -54,16 +55,19 @@ def test_10_reads_5s_and_8s_heads_where_they_are_committed():
     assert ten.heads["domain"].gate is None and load_5().heads["jailbreak"].gate is None
 
 
+@pytest.mark.parametrize("model", [ARTIFACTS_10, ARTIFACTS_11], ids=["vsr-static-10", "vsr-static-11"])
 @pytest.mark.parametrize("changed", ["artifacts-5/heads.npz", "artifacts-8/heads.npz", "artifacts/embedding.npz"])
-def test_a_changed_byte_in_a_file_10_reuses_refuses_the_load(tmp_path, changed):
-    for folder in (ARTIFACTS, ARTIFACTS_5, ARTIFACTS_8, ARTIFACTS_10):
+def test_a_changed_byte_in_a_file_10_reuses_refuses_the_load(tmp_path, changed, model):
+    """-10 and -11 (the same layout) read -5's and -8's heads where they are committed, pinned by their SHA256SUMS."""
+    for folder in (ARTIFACTS, ARTIFACTS_5, ARTIFACTS_8, model):
         shutil.copytree(folder, tmp_path / folder.name)
-    assert load(tmp_path / "artifacts-10").card.name == "vsr-static-10"    # an intact copy loads
+    name = "vsr-static-" + model.name.removeprefix("artifacts-")
+    assert load(tmp_path / model.name).card.name == name    # an intact copy loads
     blob = bytearray((tmp_path / changed).read_bytes())
     blob[len(blob) // 2] ^= 0x01
     (tmp_path / changed).write_bytes(bytes(blob))
     with pytest.raises(ArtifactError, match=changed.rsplit("/", 1)[-1]):
-        load(tmp_path / "artifacts-10")
+        load(tmp_path / model.name)
 
 
 def test_under_the_gate_10_answers_as_9():
@@ -105,3 +109,23 @@ def test_an_earlier_turn_keeps_its_partner_margin():
     kept = ten._read([LONG[3]])[LONG[3]].windows[head.gate]
     assert kept == pytest.approx(float(logit(jailbreak(load_8(), [LONG[3]]))[0]), abs=1e-4)
     assert ten.answer([Entry(state, {QID: PRESETS["jailbreak"].question()})])[0][QID] == first
+
+
+def test_8s_hidden_layer_computes_without_subnormal_weights_and_answers_as_its_file():
+    """-8's first layer holds subnormal weights (x86 computes with them ~100x slower: a row cost ~3.5 ms); the
+    loaded head reads them as 0 and its logits are the file's, bit for bit, on ordinary and attack texts."""
+    from vsr_fast.models.vsr_static._artifacts import features
+
+    with np.load(ARTIFACTS_8 / "heads.npz") as h:
+        w, b, w2, b2 = (h[f"jailbreak_{k}"] for k in ("w", "b", "w2", "b2"))
+    assert ((w != 0) & (np.abs(w) < 1e-20)).sum() > 1000            # the file has them
+    for model in (load_8(), load_10()):
+        head = model.heads["jailbreak"] if model is load_8() else model.heads["jailbreak"].partner
+        assert not ((head.w != 0) & (np.abs(head.w) < 1e-20)).any()
+    eight = load_8().heads["jailbreak"]
+    texts = SHORT + LONG + ORDINARY_TURNS + [PADDED]
+    reads = load_8()._read(texts)
+    vectors = np.stack([reads[t].vector for t in texts])
+    counts = np.array([reads[t].count for t in texts], np.float32)
+    raw = np.maximum(features(eight.features, vectors, counts) @ w + b, 0) @ w2 + b2
+    assert np.array_equal(eight._logits(vectors, counts), raw)

@@ -129,7 +129,8 @@ BUILTIN_DEPLOYMENTS = {PRIMARY: Deployment(provider="model_runtime", artifact=DE
 # The same static table as every vsr-static model: one loaded model serves both.
 BUILTIN_EMBEDDINGS = {VELA_EMBEDDING: Deployment(provider="model_runtime", artifact=DEFAULT_ARTIFACT)}
 STATIC_ARTIFACTS = ("vsr-static-1", "vsr-static-2", "vsr-static-3", "vsr-static-4", "vsr-static-5",
-                    "vsr-static-6", "vsr-static-7", "vsr-static-8", "vsr-static-9", "vsr-static-10")
+                    "vsr-static-6", "vsr-static-7", "vsr-static-8", "vsr-static-9", "vsr-static-10",
+                    "vsr-static-11")
 
 
 def embedding_deployments(catalog: ModelCatalog) -> dict[str, Deployment]:

