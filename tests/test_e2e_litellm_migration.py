@@ -4,9 +4,9 @@
    error: nothing of the answer reached the client, so it is a failure before the first chunk (LiteLLM's
    ``is_pre_first_chunk``) and the next candidate answers; the held opening chunk still reaches the client, with
    the first content, when the answer goes on.
-2. A stream whose backend reports no usage is estimated from its text: the estimate reaches the cost, the token
-   metric, the access log and the answer's record, marked estimated; Messages and Responses clients read the
-   estimate, not zeros presented as measured.
+2. A stream or a whole answer whose backend reports no usage is estimated from its text: the estimate reaches the
+   cost, the token metric, the access log and the answer's record, marked estimated; Messages and Responses clients
+   read the estimate, not zeros presented as measured.
 3. ``stream_usage: false`` strips the client's own ``stream_options`` on the same-format path too.
 4. A backend's error text that is not in its API's error shape (FastAPI's ``detail`` list, plain text) is kept
    in the client's error message.
@@ -55,8 +55,9 @@ WHOLE = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model":
 
 class Scripted(hostile_upstream.Handler):
     """The first path segment is the backend: ``errearly`` (role chunk, then its error), ``backup`` and ``nousage``
-    (an answer that never reports usage, whatever the request asks), ``slowrole`` (the role chunk, then the answer
-    0.3 s later), ``fastapi`` (FastAPI's 422), ``plain`` (a long text/plain 500)."""
+    (an answer that never reports usage, whatever the request asks), ``wholenousage`` (the same, whole even to a
+    stream request), ``slowrole`` (the role chunk, then the answer 0.3 s later), ``fastapi`` (FastAPI's 422),
+    ``plain`` (a long text/plain 500)."""
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
@@ -73,8 +74,9 @@ class Scripted(hostile_upstream.Handler):
             self.send_header("content-length", str(len(text)))
             self.end_headers()
             self.wfile.write(text)
-        elif not body.get("stream"):
-            self.whole(200, json.dumps(WHOLE).encode())
+        elif not body.get("stream") or backend == "wholenousage":
+            answer = {k: v for k, v in WHOLE.items() if k != "usage"} if "nousage" in backend else WHOLE
+            self.whole(200, json.dumps(answer).encode())
         elif backend == "errearly":
             self.sse([ROLE, OVERLOADED, DONE])
         elif backend == "slowrole":
@@ -107,7 +109,7 @@ def gw(tmp_path_factory):
         def one(name: str, fmt: str = "openai", **extra) -> dict:
             return {"name": name, "api_format": fmt, "backend_refs": [{"endpoint": f"{url}/{name}/v1"}], **extra}
         models = [one("errearly"), one("backup"), one("slowrole"), one("fastapi"), one("plain"),
-                  one("nousage", stream_usage=False, pricing=PRICE)]
+                  one("nousage", stream_usage=False, pricing=PRICE), one("wholenousage", stream_usage=False)]
         doc = config(models, [{"name": "fallback", "modelRefs": [{"model": "errearly"}, {"model": "backup"}]}])
         doc["global"] = {"router": {"access_log": {"enabled": True},
                                     "upstream": {"retries": {"max_retries": 0},
@@ -206,6 +208,40 @@ def test_messages_and_responses_clients_read_the_estimate_not_zeros(gw):
     events = list(oa(gw).responses.create(model="nousage", input="Where is the Louvre?", stream=True))
     done = events[-1].response
     assert done.usage.output_tokens == len(ANSWER.encode()) // 4 and done.usage.input_tokens > 0
+
+
+def test_whole_answers_without_usage_reach_every_client_estimated_and_marked_so(gw):
+    """A whole answer whose backend reports no usage gets the estimate a stream gets: Messages and Responses
+    clients read it (not zeros presented as measured), and the access log and the record mark it estimated."""
+    taken = len(ANSWER.encode()) // 4
+    estimated = r'^vsr_tokens_estimated_total\{model="nousage",direction="output"\} (\S+)$'
+    before = metric(gw, estimated)
+    raw = an(gw).messages.with_raw_response.create(model="nousage", max_tokens=64, messages=ASK,
+                                                   extra_headers={"x-request-id": "est-whole-msg"})
+    message = raw.parse()
+    assert message.content[0].text == ANSWER
+    assert message.usage.output_tokens == taken and message.usage.input_tokens > 0
+    logged = access_line(gw, "est-whole-msg")
+    assert (logged["input_tokens"], logged["output_tokens"]) == (message.usage.input_tokens, taken)
+    assert logged["usage_estimated"] is True
+    assert metric(gw, estimated) == before + taken
+    record = replay_record(gw, raw.headers["x-vsr-replay-id"], answered=True)
+    assert record["usage"]["completion_tokens"] == taken and record["usage"]["estimated"]
+    response = oa(gw).responses.with_raw_response.create(model="nousage", input="Where is the Louvre?",
+                                                         extra_headers={"x-request-id": "est-whole-resp"})
+    usage = response.parse().usage
+    assert usage.output_tokens == taken and usage.input_tokens > 0
+    assert usage.total_tokens == usage.input_tokens + usage.output_tokens
+    assert access_line(gw, "est-whole-resp")["usage_estimated"] is True
+    chat = oa(gw).chat.completions.create(model="nousage", messages=ASK)
+    assert chat.usage is None        # a same-protocol answer passes as the backend wrote it
+    # A backend that answers a stream request whole: the events the router writes carry the estimate too.
+    with an(gw).messages.stream(model="wholenousage", max_tokens=64, messages=ASK,
+                                extra_headers={"x-request-id": "est-whole-stream"}) as s:
+        assert s.get_final_text() == ANSWER
+        final = s.get_final_message()
+    assert final.usage.output_tokens == taken and final.usage.input_tokens > 0
+    assert access_line(gw, "est-whole-stream")["usage_estimated"] is True
 
 
 # --- 3. stream_usage: false strips the client's stream_options on every path --------------------------------------

@@ -12,7 +12,7 @@ import re
 import httpx
 import pytest
 
-from .procs import router, wait_for_value, write_config
+from .procs import mock_upstream, refused_port, router, wait_for_value, write_config
 from .test_e2e_events import own_stream, stream_events
 
 QUESTIONS = {"ok": {"type": "noul"}}
@@ -26,12 +26,21 @@ def stream():
 
 
 @pytest.fixture(scope="module")
-def s1(mock, fake, stream, tmp_path_factory):
-    words = ["deployed", "escalated"]
+def judge():
+    """A Chat model whose canned reply names answer 1: an escalation's judge."""
+    with mock_upstream("--content", "Answer 1 is the best.") as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def s1(mock, fake, judge, stream, tmp_path_factory):
+    words = ["deployed", "escalated", "judged", "misjudged"]
     doc = {
         "version": "v0.5",
         "providers": {"models": [
             {"name": "chat-model", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]},
+            {"name": "judge-llm", "backend_refs": [{"endpoint": f"{judge.url}/v1"}]},
+            {"name": "judge-down", "backend_refs": [{"endpoint": f"http://127.0.0.1:{refused_port()}/v1"}]},
             {"name": "local-scripted", "api_format": "systemone", "deployment": "local"},
             {"name": "deployed", "api_format": "systemone", "deployment": "remote"},
         ]},
@@ -52,6 +61,16 @@ def s1(mock, fake, stream, tmp_path_factory):
                   "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "escalated"}]},
                   "algorithm": {"type": "escalate", "escalate": {"stages": NATIVE, "quality": {
                       "mode": "uncalibrated", "accept": {"min_confidence": 0.8}}}}},
+                 {"name": "judged", "priority": 15, "modelRefs": [{"model": m} for m in ("deployed", "judge-llm")],
+                  "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "judged"}]},
+                  "algorithm": {"type": "escalate", "escalate": {
+                      "stages": [NATIVE[0], {"type": "judge", "model": "judge-llm"}],
+                      "quality": {"mode": "uncalibrated", "accept": {"min_confidence": 0.95}}}}},
+                 {"name": "misjudged", "priority": 16, "modelRefs": [{"model": m} for m in ("deployed", "judge-down")],
+                  "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "misjudged"}]},
+                  "algorithm": {"type": "escalate", "escalate": {
+                      "stages": [NATIVE[0], {"type": "judge", "model": "judge-down"}],
+                      "quality": {"mode": "uncalibrated", "accept": {"min_confidence": 0.95}}}}},
                  {"name": "to_local", "priority": 1, "modelRefs": [{"model": "local-scripted"}]}]},
         ],
         "entrypoints": [{"api": "chat", "model_names": ["auto"], "recipe": "chat", "default": True},
@@ -146,6 +165,38 @@ def test_every_answer_carries_a_request_id_and_a_failed_call_is_accounted_with_i
     assert r.status_code == 404 and r.headers["x-request-id"] == "s1-404"
     line = log_lines(s1, "s1-404")
     assert (line["api"], line["status"], line["error"]) == ("systemone", 404, "model_not_found")
+
+
+def test_an_escalations_judge_call_is_recorded_as_an_upstream_attempt(s1, fake, judge, stream):
+    """The judge's Chat call is an upstream call like a native stage's: its upstream_attempt event, its place in
+    the access log's attempts, its count in vsr_upstream_attempts_total."""
+    httpx.post(f"{fake.url}/_fake/reset")
+    judged = httpx.get(f"{judge.url}/_mock/stats").json()["requests"]
+    before = httpx.get(f"{s1.url}/metrics").text
+    r = post(s1, {"model": "router-s1", "state": {"request": "judged please"}, "questions": QUESTIONS},
+             **{"x-request-id": "s1-judged"})
+    assert r.status_code == 200, r.text     # the fake's neutral 0.5 fails 0.95; the judge names answer 1
+    assert r.headers["x-vsr-selected-model"] == "deployed" and r.headers["x-vsr-response-path"] == "looper"
+    assert httpx.get(f"{judge.url}/_mock/stats").json()["requests"] == judged + 1
+    after = httpx.get(f"{s1.url}/metrics").text
+    assert series(after, "vsr_upstream_attempts_total", model="judge-llm", outcome="ok") - \
+        series(before, "vsr_upstream_attempts_total", model="judge-llm", outcome="ok") == 1
+    line = log_lines(s1, "s1-judged")
+    assert (line["decision"], line["model"], line["status"], line["attempts"]) == ("judged", "deployed", 200, 2)
+    kinds = [type(e).__name__ for e in events(stream, "s1-judged", 6)]
+    assert kinds == ["RequestReceived", "SignalsEvaluated", "DecisionChosen", "UpstreamAttempted",
+                     "UpstreamAttempted", "AnswerCompleted"], kinds
+    attempts = [e for e in events(stream, "s1-judged", 6) if type(e).__name__ == "UpstreamAttempted"]
+    assert [(a.attempt, a.model, a.status) for a in attempts] == [(1, "deployed", 200), (2, "judge-llm", 200)]
+    # A judge whose backend refuses connections: each attempt recorded with its cause, the escalation failed.
+    r = post(s1, {"model": "router-s1", "state": {"request": "misjudged please"}, "questions": QUESTIONS},
+             **{"x-request-id": "s1-misjudged"})
+    assert r.status_code >= 400 and r.headers["x-vsr-selected-decision"] == "misjudged", r.text
+    line = log_lines(s1, "s1-misjudged")
+    assert line["attempts"] >= 2 and "judge-down" in line["failed_backends"], line
+    got = events(stream, "s1-misjudged", 4 + line["attempts"])
+    down = [e for e in got if type(e).__name__ == "UpstreamAttempted" and e.model == "judge-down"]
+    assert len(down) == line["attempts"] - 1 and all(e.cause == "connect_refused" for e in down), down
 
 
 def test_a_refusal_before_the_handler_is_counted_and_logged_on_the_systemone_route(s1):

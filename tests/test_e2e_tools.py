@@ -187,6 +187,79 @@ def test_legacy_functions_under_a_passthrough_block_lose_only_the_blocked_one(tm
             assert forced.value.body["code"] == "invalid_value" and "delete_account" in forced.value.body["message"]
 
 
+# --- every model a request can reach ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def layered(tmp_path_factory):
+    """A global policy (block admin.delete), a recipe policy (only docs.search and admin.delete), one decision
+    whose first candidate refuses connections, the recipe's fallback, and provider models named directly."""
+    with mock_upstream() as upstream:
+        models = [model("m", f"{upstream.url}/v1"), model("down", f"http://127.0.0.1:{refused_port()}/v1"),
+                  {**model("m-anthropic", f"{upstream.url}/v1"), "api_format": "anthropic"}]
+        doc = config(models, [{"name": "routed", "priority": 10, "modelRefs": [{"model": "down"}, {"model": "m"}],
+                               "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "routed"}]}}],
+                     signals={"keywords": [{"name": "routed", "operator": "OR", "keywords": ["route me"]}]},
+                     fallback={"modelRefs": [{"model": "m-anthropic"}]},
+                     plugins=[{"type": "tools", "configuration": {"policy": {
+                         "mode": "filtered", "allow_tools": ["docs.search", "admin.delete"]}}}])
+        doc["global"] = {"plugins": [{"type": "tools", "configuration": {"policy": {"block_tools": ["admin.delete"]}}},
+                                     {"type": "router_replay", "configuration": {"enabled": True}}],
+                         "router": {"upstream": {"retries": {"max_retries": 0}}}}
+        with router(write_config(doc, str(tmp_path_factory.mktemp("layered")))) as proc:
+            yield proc, upstream
+
+
+OFFERED = ("docs.search", "admin.delete", "weather")
+
+
+def test_the_recipes_fallback_gets_the_recipes_and_the_global_tools_policy(layered):
+    """No decision matched: the recipe's and the global plugins run (spec 6.5), the tools policy among them; a
+    client could otherwise reach a tool the policy forbids by writing a prompt no decision matches."""
+    proc, upstream = layered
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(
+        model="vsr/auto", tools=[chat_tool(n) for n in OFFERED], messages=[{"role": "user", "content": "hello"}])
+    assert raw.headers["x-vsr-response-path"] == "fallback" and raw.headers["x-vsr-selected-model"] == "m-anthropic"
+    assert names(sent(upstream)) == ["docs.search"]
+    record = replay_record(proc, raw.headers["x-vsr-replay-id"])
+    assert any("tools: policy filtered: removed admin.delete, weather" in p for p in record["plugins"]), record
+    with pytest.raises(anthropic.BadRequestError) as forced:
+        anthropic.Anthropic(base_url=proc.url, api_key="k", max_retries=0).messages.create(
+            model="vsr/auto", max_tokens=20, tool_choice={"type": "tool", "name": "admin.delete"},
+            messages=[{"role": "user", "content": "hello"}],
+            tools=[{"name": n, "input_schema": {"type": "object"}} for n in OFFERED])
+    assert "admin.delete" in str(forced.value) and "tool_choice" in str(forced.value)
+
+
+def test_a_decisions_later_candidate_gets_the_policy_its_first_would_have(layered):
+    """The first candidate refuses connections: the one that answers is sent the same governed tools."""
+    proc, upstream = layered
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(
+        model="vsr/auto", tools=[chat_tool(n) for n in OFFERED], messages=[{"role": "user", "content": "route me"}])
+    assert raw.headers["x-vsr-response-path"] == "fallback" and raw.headers["x-vsr-selected-model"] == "m"
+    assert raw.headers["x-vsr-selected-decision"] == "routed"
+    assert names(sent(upstream)) == ["docs.search"]
+
+
+def test_a_model_named_directly_gets_the_global_tools_policy(layered):
+    """``direct_models: allow`` skips the recipe, not ``global.plugins``: the global block holds for every API."""
+    proc, upstream = layered
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0)
+    client.chat.completions.create(model="m", tools=[chat_tool(n) for n in OFFERED],
+                                   messages=[{"role": "user", "content": "hello"}])
+    assert names(sent(upstream)) == ["docs.search", "weather"]
+    client.responses.create(model="m", input="hello", tools=[
+        {"type": "function", "name": n, "parameters": {"type": "object"}} for n in OFFERED])
+    assert names(sent(upstream)) == ["docs.search", "weather"]
+    with pytest.raises(openai.BadRequestError) as forced:
+        client.chat.completions.create(model="m", tools=[chat_tool(n) for n in OFFERED],
+                                       tool_choice={"type": "function", "function": {"name": "admin.delete"}},
+                                       messages=[{"role": "user", "content": "hello"}])
+    assert forced.value.body["param"] == "tool_choice" and "admin.delete" in forced.value.body["message"]
+
+
 # --- select ---------------------------------------------------------------------------------------
 
 

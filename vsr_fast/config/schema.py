@@ -134,7 +134,9 @@ class ProviderModel(_Block):
     # limits, costs, metrics and access log read; false for servers that refuse stream_options (the client's own
     # is left out too; their streams are then estimated from the answer's text, four bytes a token: the estimate
     # is priced, counted in vsr_tokens_total and vsr_tokens_estimated_total, logged with usage_estimated, recorded
-    # with usage.estimated, and is the usage a client's protocol reports, a Chat usage chunk asked for included).
+    # with usage.estimated, and is the usage a client's protocol reports, a Chat usage chunk asked for included). A
+    # whole answer of any model that reports no usage is estimated the same way, and a translated one (a Messages or
+    # Responses client's) carries the estimate.
     stream_usage: bool = True
 
     @property

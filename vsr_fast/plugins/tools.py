@@ -73,7 +73,10 @@ class SelectConfig(Block):
 
 
 class ToolsConfig(Block):
-    """``{type: tools, configuration: {enabled, policy, select}}`` at one layer; each block field by field."""
+    """``{type: tools, configuration: {enabled, policy, select}}`` at one layer; each block field by field. The merged
+    policy governs every model a request can reach: a decision's candidates (each backend and fallback model), the
+    recipe's ``fallback`` when no decision matched (the recipe's and the global layers), and a provider model named
+    directly (``direct_models: allow``: the global layer)."""
 
     enabled: bool | UnsetType = UNSET
     policy: PolicyConfig | UnsetType = UNSET

@@ -291,12 +291,14 @@ class Adapter(abc.ABC):
 
     # --- answers --------------------------------------------------------------------------
 
-    def whole(self, req: Inbound, api_format: str, status: int, body: bytes, content_type: str = JSON) -> Reply:
+    def whole(self, req: Inbound, api_format: str, status: int, body: bytes, content_type: str = JSON, *,
+              estimate: Estimate | None = None) -> Reply:
         """A complete backend answer (or error answer) in the client's protocol; a
         same-protocol answer passes unchanged, with the backend's ``content_type``, and so
         does an error already in the client's shape. Any other error body (an HTML page, an
         empty one, JSON of another shape) becomes an error of the client's protocol with the
-        backend's status: an SDK reads a message from nothing else."""
+        backend's status: an SDK reads a message from nothing else. ``estimate``: the usage a
+        translated answer carries when the backend reported none (as a stream's, ``Translating``)."""
         if status >= 400:
             return self.error_answer(api_format, status, body, content_type)
         if api_format == self.native:
@@ -307,6 +309,8 @@ class Adapter(abc.ABC):
             return self._error_reply(_unreadable(exc))
         except VsrError as exc:   # a Responses answer whose status is failed
             return self._error_reply(exc)
+        if answer.usage is None and estimate is not None:
+            answer.usage = estimate()
         if self._json_answer(req, api_format):
             answer, unwrap_losses = MESSAGES.unwrap_json(answer)
             read_losses = [*read_losses, *unwrap_losses]
@@ -930,10 +934,11 @@ class ResponsesAdapter(Adapter):
             return body
         return _NO_PREVIOUS.sub(b'"previous_response_id":' + msgspec.json.encode(req.previous_response_id), body)
 
-    def whole(self, req: Inbound, api_format: str, status: int, body: bytes, content_type: str = JSON) -> Reply:
+    def whole(self, req: Inbound, api_format: str, status: int, body: bytes, content_type: str = JSON, *,
+              estimate: Estimate | None = None) -> Reply:
         """As every API; a Responses backend's answer under an id of the router's own (``_OwnIdStream``), and
         naming the ``previous_response_id`` the router expanded (a translated answer has both already: Echo)."""
-        reply = super().whole(req, api_format, status, body, content_type)
+        reply = super().whole(req, api_format, status, body, content_type, estimate=estimate)
         if api_format != self.native or reply.status >= 400:
             return reply
         try:

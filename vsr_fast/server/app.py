@@ -364,7 +364,8 @@ async def _not_here(send: Send, scope: Scope, unrouted: bool = False) -> None:
     if unrouted:
         message = unrouted_message(scope["method"], scope["path"], message)
     status, body = error_for_request(scope, RouteNotFound(message))
-    await send_whole(send, status, [(b"content-type", b"application/json")], body)
+    await send_whole(send, status, [(b"content-type", b"application/json"),
+                                    (_REQUEST_ID.encode(), request_id(scope).encode("latin-1"))], body)
 
 
 def _websocket_handshake(scope: Scope) -> bool:
@@ -383,7 +384,8 @@ async def _refuse_websocket(scope: Scope, send: Send, err: VsrError, extra: list
         await send({"type": "websocket.close"})
         return
     status, body = error_for_request(scope, err)
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               (_REQUEST_ID.encode(), request_id(scope).encode("latin-1")), *extra]
     await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
     await send({"type": "websocket.http.response.body", "body": body, "more_body": False})
 
@@ -401,11 +403,11 @@ async def _refuse(state: AppState, send: Send, scope: Scope, path: str, err: Vsr
     status, body = error_for_path(path, err) if shape is None else error_for_request(shape, err)
     api = INFERENCE_APIS.get(path)
     rid = request_id(scope)
-    # An error in Anthropic's shape (its routes, and /v1/models asked by its SDK) carries the request's id, which
-    # the Anthropic SDK reads as request-id and in the body.
+    # Every refusal carries the request's id (the client's when sane), whatever the route, for the user to quote.
+    # An error in Anthropic's shape (its routes, and /v1/models asked by its SDK) carries it in request-id and in
+    # the body too, where the Anthropic SDK reads it.
     shaped = with_request_id(body, rid)
-    if api is not None or shaped is not body:
-        headers.append((_REQUEST_ID.encode(), rid.encode("latin-1")))
+    headers.append((_REQUEST_ID.encode(), rid.encode("latin-1")))
     if shaped is not body:
         headers.append((ANTHROPIC_REQUEST_ID.encode(), rid.encode("latin-1")))
         body = shaped

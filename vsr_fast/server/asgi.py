@@ -11,6 +11,7 @@ from urllib.parse import unquote
 import trio
 
 from ..errors import BodyFragmented, BodyTimeout, BodyTooLarge, SendTimeout
+from ..events import ids
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -283,6 +284,18 @@ async def send_whole(send: Send, status: int, headers: HeaderList, body: bytes) 
     finally:
         if side is not None:
             side.hold_for = None
+
+
+_REQUEST_ID = b"x-request-id"
+
+
+def quotable(status: int, headers: HeaderList) -> HeaderList:
+    """``headers`` of a refusal (``status`` 400 or more) with an x-request-id, a new one, when it has none: the
+    edge's own answers (hypercorn's bare ones, an HTTP/2 tunnel's 501) carry one a user can quote, as the
+    router's others do. Any other answer's as they are."""
+    if status < 400 or any(name.lower() == _REQUEST_ID for name, _ in headers):
+        return headers
+    return [*headers, (_REQUEST_ID, ids.request_id().encode())]
 
 
 class DisconnectWatch:

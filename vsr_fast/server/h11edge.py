@@ -28,7 +28,7 @@ from hypercorn.protocol.h11 import STREAM_ID, H2ProtocolAssumedError, H11Protoco
 from hypercorn.protocol.http_stream import HTTPStream
 
 from ..headers.wire import WireConnection, valid_headers
-from .asgi import CLIENT_SIDE
+from .asgi import CLIENT_SIDE, quotable
 
 
 class EdgeH11Protocol(H11Protocol):
@@ -65,9 +65,12 @@ class EdgeH11Protocol(H11Protocol):
             self.connection.__class__ = WireConnection
 
     async def stream_send(self, event: Event) -> None:
-        # hypercorn 0.18's final-answer branch, the head validated by headers.wire instead of h11's constructor.
+        # hypercorn 0.18's final-answer branch, the head validated by headers.wire instead of h11's constructor; a
+        # refusal of hypercorn's own (its bare 4xx and 5xx) given a request id.
         if type(event) is Response and event.status_code >= 200:
             headers = list(chain(event.headers, self.config.response_headers("h11")))
+            if event.status_code >= 400:
+                headers = quotable(event.status_code, headers)
             if self.keep_alive_requests >= self.config.keep_alive_max_requests:
                 headers.append((b"connection", b"close"))
             await self._send_h11_event(h11.Response(headers=valid_headers(headers), status_code=event.status_code))

@@ -29,6 +29,8 @@
 """
 from __future__ import annotations
 
+import dataclasses
+
 import h2.connection
 import h2.errors
 import h2.events
@@ -40,12 +42,12 @@ import priority
 import trio
 from hypercorn.events import Closed, RawData, Updated
 from hypercorn.protocol import ProtocolWrapper
-from hypercorn.protocol.events import Body, Data, EndBody, EndData, Trailers
+from hypercorn.protocol.events import Body, Data, EndBody, EndData, Response, Trailers
 from hypercorn.protocol.h2 import BUFFER_LOW_WATER, H2Protocol, StreamBuffer
 from hypercorn.protocol.h11 import H2CProtocolRequiredError, H2ProtocolAssumedError
 
 from ..errors import SendTimeout
-from .asgi import STREAM_METHOD
+from .asgi import STREAM_METHOD, quotable
 
 # A client that resets more streams than this within the window, and more than half the streams it opened there,
 # is closed (nginx closes past its per-iteration stream budget, Envoy past a premature-reset ratio): an attack resets
@@ -239,8 +241,8 @@ class EdgeH2Protocol(H2Protocol):
             if isinstance(event, h2.events.RequestReceived) and _tunnel(event.headers):
                 # hypercorn takes every CONNECT for a WebSocket and fails on one without a :path (a NameError
                 # that ended the connection); the router opens no tunnels: 501 (RFC 9110 15.6.2), on that stream.
-                self.connection.send_headers(stream_id, [(b":status", b"501"), (b"content-length", b"0")],
-                                             end_stream=True)
+                self.connection.send_headers(stream_id, quotable(501, [(b":status", b"501"),
+                                                                       (b"content-length", b"0")]), end_stream=True)
                 continue
             await super()._handle_events([event])
             if isinstance(event, h2.events.StreamReset) and event.remote_reset and await self._reset_seen():
@@ -296,6 +298,8 @@ class EdgeH2Protocol(H2Protocol):
         return True
 
     async def stream_send(self, event) -> None:
+        if type(event) is Response and event.status_code >= 400:    # hypercorn's own refusals too: given an id
+            event = dataclasses.replace(event, headers=quotable(event.status_code, event.headers))
         if not isinstance(event, _SENDING) or event.stream_id not in self.stream_buffers:
             await super().stream_send(event)
             return

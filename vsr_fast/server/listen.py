@@ -44,6 +44,7 @@ from hypercorn.typing import ConnectionState
 from hypercorn.utils import repr_socket_addr, wrap_app
 
 from ..errors import SendTimeout
+from ..events import ids
 from ..locks import acquire
 from ..sockets import send_now
 from ..upstream.stream import JOIN_MAX_BYTES
@@ -59,7 +60,7 @@ EdgeAnswer = Callable[[bytes, int], bytes | None]
 # accept(2) failures that mean "no resources now", not "no socket": wait and go on (as trio's serve_listeners).
 _RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
-         b"connection: close\r\ncontent-length: %d\r\n\r\n%s")
+         b"x-request-id: %s\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s")
 _BUSY_BODY = (b'{"error": {"message": "this listener already holds its %d connections; retry shortly", '
               b'"type": "server_error", "param": null, "code": "too_many_connections"}}')
 LINGER_S = 1.0
@@ -440,11 +441,11 @@ _failure_log = _FailureLog()
 
 
 async def _refuse(stream: trio.SocketStream, connections: Connections) -> None:
-    """503 on a connection past the cap, then a lingering close."""
+    """503 on a connection past the cap (with a request id a user can quote), then a lingering close."""
     body = _BUSY_BODY % (connections.cap or 0)
     try:
         with trio.move_on_after(LINGER_S):
-            await stream.send_all(_BUSY % (len(body), body))
+            await stream.send_all(_BUSY % (ids.request_id().encode(), len(body), body))
             await stream.send_eof()
             while await stream.receive_some(65536):
                 pass

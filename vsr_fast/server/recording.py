@@ -83,9 +83,12 @@ class Policies:
         self.context = lru_cache(maxsize=1024)(self._context)
         # One look-up a request instead of four (cache, guard, replay, masking + replay layers).
         self.plan = lru_cache(maxsize=1024)(self._plan)
-        # Resolved now, for every decision: a tools catalog is read from disk, never on the request path.
-        self._tools = {(r.name, d.name): tools.resolve(*self._layers(r.name, d.name, "tools"))
-                       for r in loaded.config.recipes for d in r.decisions}
+        # Resolved now, for every route a request can take: a tools catalog is read from disk, never on the
+        # request path. Each decision; each recipe's fallback (decision None: the recipe's and the global layers,
+        # spec 6.5); a provider model named directly (recipe None: the global layer).
+        routes = [(None, None), *((r.name, d) for r in loaded.config.recipes
+                                  for d in (None, *(d.name for d in r.decisions)))]
+        self._tools = {route: tools.resolve(*self._layers(*route, "tools")) for route in routes}
         self.table = loaded.table
 
     def guard_key(self, recipe: str | None, decision: str | None) -> bytes | None:
@@ -125,8 +128,9 @@ class Policies:
         return masking.resolve(*self._layers(recipe, decision, "masking"))
 
     def tools(self, recipe: str | None, decision: str | None) -> tools.Tools | None:
-        """The decision's tools policy; a recipe's fallback and a model named directly have none."""
-        return self._tools.get((recipe or "", decision or ""))
+        """The route's tools policy: its decision's, the recipe's fallback's (recipe and global layers), or a model
+        named directly's (the global layer)."""
+        return self._tools.get((recipe, decision))
 
     def withholds_request(self, recipe: str | None, decision: str | None) -> bool:
         """Whether the record and the shadow must not carry this request as received: its decision masks,

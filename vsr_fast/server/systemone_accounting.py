@@ -3,8 +3,9 @@
 
 Route ``systemone`` in ``vsr_requests_total``, ``vsr_responses_total`` and the latency histogram; one access log
 line; the request's events (request_received, signals_evaluated and decision_chosen once routed, one
-upstream_attempt per native alias call, error, answer_completed); the client's ``x-request-id`` echoed, else one
-made; ``x-vsr-trace`` for a caller the debug policy allows. Each native alias call also counts in
+upstream_attempt per native alias call and per attempt of an escalation's judge's Chat call, error,
+answer_completed); the client's ``x-request-id`` echoed, else one made; ``x-vsr-trace`` for a caller the debug
+policy allows. Each native alias call also counts in
 ``vsr_systemone_calls_total`` under its deployment, as the signals' calls do, and in
 ``vsr_upstream_attempts_total`` under the alias and its backend, as a Chat model's attempts do.
 
@@ -126,6 +127,12 @@ class SystemOneExchange:
                                                            "vsr.model": alias.name},
                            error=None if outcome == "ok" else outcome, kind="client")
         self.rec.attempts([attempt])
+
+    def tried(self, attempts: list[Attempt]) -> None:
+        """A Chat call's upstream attempts (an escalation's judge): recorded and kept for the access log. The
+        dispatcher counted each already (``vsr_upstream_attempts_total``, its span)."""
+        self.attempts += attempts
+        self.rec.attempts(attempts)
 
     def answered(self, status: int, out: bytes, path: ResponsePath, recipe: str | None, decision: str | None,
                  model: str | None, logged: str | None = None) -> list[tuple[bytes, bytes]]:

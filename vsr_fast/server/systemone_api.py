@@ -144,7 +144,7 @@ async def _serve(state: AppState, scope: Scope, receive: Receive, send: Send, id
                         if looper:
                             model, response = await escalate(state, alg, body,
                                                              lambda alias: failover.ask(state, alias, body, acct),
-                                                             arrived, identity.reaches, acct.verdicts)
+                                                             acct.tried, arrived, identity.reaches, acct.verdicts)
                             status, out = 200, wire.ENCODER.encode(response)
                         else:
                             model, status, out, said, logged = await failover.answer(state, route.candidates, body,

@@ -4,7 +4,9 @@ A native stage asks its alias the original typed request and returns the first a
 uncalibrated rules accept; a judge stage asks its Chat model (through the upstream dispatch) which of the
 complete answers before it to return (complete: no in-place question error unless the rules allow one).
 The budget (``deadline_ms``, ``max_calls``) counts from the request's arrival and counts every call. There
-is no ``last_attempt``: quality is the contract, so the escalation fails when no answer is accepted.
+is no ``last_attempt``: quality is the contract, so the escalation fails when no answer is accepted. The
+judge's attempts go to ``tried`` (the request's events and access log) however its call ends, as a native
+stage's call is recorded by ``ask``.
 """
 from __future__ import annotations
 
@@ -22,11 +24,13 @@ from ..protocol.adapters import PATHS, Outbound
 from ..selection import accept as checks
 from ..selection import native_quality
 from ..systemone.deployments import CallFailed
+from ..upstream import Attempt, cut
 from ..upstream.dispatch import CallBudget
 from .state import AppState
 
 Response = wire.StandardResponse | wire.BatchResponse
 Ask = Callable[[ProviderModel], Awaitable[Response]]     # one native call; raises CallFailed
+Tried = Callable[[list[Attempt]], None]                  # a judge call's upstream attempts, for the record
 JUDGE = """Several models answered the same typed questions about one request. Choose the best answer.
 
 Request: {request}
@@ -39,7 +43,7 @@ NUMBER = re.compile(r"\d+")
 
 
 async def escalate(state: AppState, alg: Algorithm, body: wire.StandardRequest | wire.BatchRequest, ask: Ask,
-                   arrived: float, reaches: Callable[[str], bool] = lambda _: True,
+                   tried: Tried, arrived: float, reaches: Callable[[str], bool] = lambda _: True,
                    verdicts: list[str] | None = None) -> tuple[str, Response]:
     """(the answering alias, its answer): the first one ``quality`` accepts, or the judge's choice. A stage
     whose model the caller's key may not reach (``reaches``) is skipped, never called. ``verdicts`` gets each
@@ -62,7 +66,7 @@ async def escalate(state: AppState, alg: Algorithm, body: wire.StandardRequest |
                                        f"({'; '.join(verdicts)})")
         picked = None
         with trio.move_on_at(at) as cut:
-            picked = await _stage(state, stage, rules, body, ask, answers, verdicts, calls)
+            picked = await _stage(state, stage, rules, body, ask, tried, answers, verdicts, calls)
         if cut.cancelled_caught:
             spent = budget.deadline_ms if budget is not None else None
             raise LooperBudgetExhausted(f"the escalation's budget ran out: deadline ({spent} ms from arrival) "
@@ -72,12 +76,12 @@ async def escalate(state: AppState, alg: Algorithm, body: wire.StandardRequest |
     raise LooperNoAcceptedAnswer(f"no stage's answer met escalate.quality ({'; '.join(verdicts)})")
 
 
-async def _stage(state: AppState, stage: Stage, rules: NativeAccept, body, ask: Ask,
+async def _stage(state: AppState, stage: Stage, rules: NativeAccept, body, ask: Ask, tried: Tried,
                  answers: list[tuple[str, Response]], verdicts: list[str], calls: CallBudget
                  ) -> tuple[str, Response] | None:
     model = state.table.models[stage.model]
     if stage.type == "judge":
-        return await _judge(state, model, body, _complete(rules, answers), verdicts, calls)
+        return await _judge(state, model, body, _complete(rules, answers), verdicts, calls, tried)
     calls.take()
     try:
         response = await ask(model)
@@ -98,7 +102,7 @@ def _complete(rules: NativeAccept, answers: list[tuple[str, Response]]) -> list[
 
 
 async def _judge(state: AppState, model: ProviderModel, body, complete: list[tuple[str, Response]],
-                 verdicts: list[str], calls: CallBudget) -> tuple[str, Response] | None:
+                 verdicts: list[str], calls: CallBudget, tried: Tried) -> tuple[str, Response] | None:
     """The judge's choice among the complete answers, by number; an answer it did not name is no choice."""
     if not complete:
         verdicts.append(f"{model.name}: no complete answer to choose from")
@@ -114,11 +118,20 @@ async def _judge(state: AppState, model: ProviderModel, body, complete: list[tup
     async def built(_: ProviderModel) -> Outbound:
         return out
 
+    # The call's attempts however it ends: its answer's, its error's, or (the escalation's deadline, the request's,
+    # the client gone) those the cancellation left (``upstream.cut``).
+    attempts: list[Attempt] = []
+    left = cut.LEFT.set(attempts)
     try:
         whole = await state.dispatcher.whole((model,), built, [], calls.take)     # each attempt takes a call
+        attempts = whole.attempts
     except UpstreamError as exc:
+        attempts = exc.attempts
         verdicts.append(f"{model.name}: judge {exc.code}")
         return None
+    finally:
+        cut.LEFT.reset(left)
+        tried(attempts)
     text = checks.answer_text(whole.body, model.api_format, False) if whole.status < 400 else None
     number = NUMBER.search(text or "")
     if number is None or not 1 <= int(number.group()) <= len(complete):

@@ -62,15 +62,16 @@ def prompt_size(adapter, req, raw: bytes):
     return size
 
 
-def _estimate(ex: Exchange) -> Estimate | None:
-    """The usage a client reads of a stream whose backend reported none: the meter's estimate (``auth.usage``),
-    read once the answer has ended. It closes over the meter, not the exchange (see ``prompt_size``)."""
+def _estimate(ex: Exchange, whole: bytes | None = None) -> Estimate | None:
+    """The usage a client reads of an answer whose backend reported none: the meter's estimate (``auth.usage``)
+    of a stream's text, read once the answer has ended, or of a ``whole`` answer's (the backend's own body). It
+    closes over the meter, not the exchange (see ``prompt_size``)."""
     meter = ex.meter
     if meter is None or meter.prepaid:      # an executor's answer: its calls reported what they used
         return None
 
     def usage() -> Usage:
-        given, taken = meter.estimate()
+        given, taken = meter.estimate(whole)
         return Usage(given, taken)
     return usage
 
@@ -91,7 +92,8 @@ def _metered(ex: Exchange, feed):
 async def _send(ex: Exchange, send: Send, body: bytes, content_type: str, *, streamed: bool,
                 kept: bytes | None = None, metered: bytes | None = None) -> None:
     """One whole response with the exchange's headers, fed to the record (``kept``, when the client reads
-    restored values the record must not keep) and to the meter (``metered``: a whole answer sent as events)."""
+    restored values the record must not keep) and to the meter (``metered``: the backend's own whole answer, or a
+    whole answer sent as events)."""
     headers = ex.headers(content_type)
     if streamed:
         headers.append((b"cache-control", b"no-cache"))
@@ -201,7 +203,12 @@ async def _whole(ex: Exchange, send: Send, result: Whole) -> None:
         await adapter.remember(req, tr.final())     # stored before the answer ends: a follow-up may come at once
         await _send(ex, send, body, SSE, streamed=True)
         return
-    reply = adapter.whole(req, result.model.api_format, result.status, result.body, result.content_type)
+    # A translated answer whose backend reported no usage carries the estimate, as a stream's does; the meter then
+    # reads the backend's own body (``metered``), so that estimate is counted and logged as one, never as reported.
+    estimate = _estimate(ex, result.body) if result.status < 400 and result.model.api_format != "images" else None
+    metered = result.body if estimate is not None else None
+    reply = adapter.whole(req, result.model.api_format, result.status, result.body, result.content_type,
+                          estimate=estimate)
     ex.status = reply.status
     if result.status >= 400:    # a backend's error answer relayed (the request's fault, the client's credential)
         ex.failure = UpstreamStatus.at(result.backend.label, f"answered HTTP {result.status}", status=result.status,
@@ -232,7 +239,7 @@ async def _whole(ex: Exchange, send: Send, result: Whole) -> None:
             if note is not None:
                 body = adapter.noted_whole(req, body, note)
     if adapter.stream(req) and reply.status < 400:
-        await _whole_as_stream(ex, send, body, losses + list(reply.losses), codes)
+        await _whole_as_stream(ex, send, body, losses + list(reply.losses), codes, metered)
         return
     ex.warnings = render_warnings(losses + list(reply.losses), codes=ex.codes + codes)
     shown = body
@@ -243,13 +250,14 @@ async def _whole(ex: Exchange, send: Send, result: Whole) -> None:
         # Stored before the answer is sent: a follow-up naming it (previous_response_id) may come at once, on
         # another router sharing the store. It keeps the client's values, like the request it follows.
         await adapter.remember(req, shown)
-    await _send(ex, send, shown, reply.content_type, streamed=False, kept=body)
+    await _send(ex, send, shown, reply.content_type, streamed=False, kept=body, metered=metered)
 
 
-async def _whole_as_stream(ex: Exchange, send: Send, body: bytes, losses: list, codes: list) -> None:
+async def _whole_as_stream(ex: Exchange, send: Send, body: bytes, losses: list, codes: list,
+                           metered: bytes | None) -> None:
     """A whole answer (``body``, in the client's protocol) to a client that asked for a stream, from a backend
     that answered whole (one that ignores ``stream``): its SDK reads events, and would read a JSON body as an
-    empty stream."""
+    empty stream. ``metered``: what the meter reads (the backend's own body), else ``body``."""
     req, adapter = ex.req, ex.adapter
     assert req is not None
     tr = adapter.whole_as_stream(req)
@@ -260,7 +268,7 @@ async def _whole_as_stream(ex: Exchange, send: Send, body: bytes, losses: list, 
         final = restore.whole(final) if final is not None else None
     ex.warnings = render_warnings(losses + list(tr.losses), codes=ex.codes + codes)
     await adapter.remember(req, final)      # stored before the answer is sent: see _whole
-    await _send(ex, send, shown, SSE, streamed=True, kept=sse, metered=body)
+    await _send(ex, send, shown, SSE, streamed=True, kept=sse, metered=body if metered is None else metered)
 
 
 async def _blocked(ex: Exchange, send: Send, exc: VsrError, *, streamed: bool) -> None:

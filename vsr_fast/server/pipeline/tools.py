@@ -29,7 +29,8 @@ _NATIVE = {"chat": "openai", "messages": "anthropic", "responses": "responses"}
 
 
 async def govern(ex: Exchange) -> None:
-    """Apply the decision's tools policy and selection to ``ex.req``."""
+    """Apply the route's tools policy and selection to ``ex.req``: a decision's, the recipe fallback's, a direct
+    model's."""
     r, req = ex.route, ex.req
     assert r is not None and req is not None
     policy = ex.state.policies.tools(r.recipe, r.decision)
