@@ -175,6 +175,8 @@ async def read_learned(learned: LearnedSignals, canonical: CanonicalRequest, rea
                 (p.part, outcome_of(rule, answers.get(p), "overloaded" if p in left else why_unknown(answers, p)))
                 for p in parts[rule.share]])
         if rule.share in windows:
+            if not getattr(answers, "overloaded", frozenset()).isdisjoint(windows[rule.share].windows):
+                readings.overloaded.add(key)
             readings.outcomes[key], history_read = fold_history(rule, readings.outcomes[key], windows[rule.share],
                                                                 answers)
             systemone.scan_metrics.record_rule(history_read)
