@@ -24,6 +24,7 @@ from ..selection import static
 from ..signals.base import CanonicalRequest, CompileErrors
 from ..systemone.presets import APPLICATION_SIGNALS
 from ..systemone.learned import LearnedSignals, compile_learned, fold_parts, outcome_of, why_unknown
+from ..systemone.history_windows import fold_history
 from ..systemone.states import part_shares
 from ..signals.registry import VALUED, Readings, RecipeSignals
 from ..systemone import capabilities as caps
@@ -141,6 +142,10 @@ async def read_learned(learned: LearnedSignals, canonical: CanonicalRequest, rea
     asked = {s: q for s, q in asked.items() if s not in scanned}
     for share, shares in parts.items():
         asked.update(dict.fromkeys(shares, learned.questions[share]))
+    # The long earlier turns a rule reads whole, in windows, each a state of the same merged call.
+    windows = systemone.history_windows(learned.read, canonical) if canonical.history else {}
+    for share, plan in windows.items():
+        asked.update(dict.fromkeys(plan.windows, learned.questions[share]))
     answers, scans = await systemone.ask_with_scans(asked, scanned, learned.read, canonical)
     readings.timings_us["systemone"] = (time.perf_counter_ns() - started) / 1000
     for rule in learned.read:
@@ -169,6 +174,12 @@ async def read_learned(learned: LearnedSignals, canonical: CanonicalRequest, rea
             readings.outcomes[key] = fold_parts(readings.outcomes[key], [
                 (p.part, outcome_of(rule, answers.get(p), "overloaded" if p in left else why_unknown(answers, p)))
                 for p in parts[rule.share]])
+        if rule.share in windows:
+            if not getattr(answers, "overloaded", frozenset()).isdisjoint(windows[rule.share].windows):
+                readings.overloaded.add(key)
+            readings.outcomes[key], history_read = fold_history(rule, readings.outcomes[key], windows[rule.share],
+                                                                answers)
+            systemone.scan_metrics.record_rule(history_read)
     return answers
 
 

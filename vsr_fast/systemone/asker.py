@@ -19,6 +19,7 @@ from ..signals.base import CanonicalRequest
 from .client import Answered, SystemOneClient, cut_outcome
 from .learned import Share
 from .deployments import DEFAULT_TIMEOUT_MS, CallFailed
+from .history_windows import plan_history, reads_history
 from .scan import GuardScan, ScanMetrics, ScanRule, scan
 from .split import SetAsNoul
 from .states import build_state, part_state
@@ -89,6 +90,21 @@ class SystemOneAsker:
                 size = len(canonical.text.encode())
             if size > params.window_bytes:
                 out.add(share)
+        return out
+
+    def history_windows(self, rules, canonical: CanonicalRequest) -> dict:
+        """share -> the windows its rules read of the long earlier turns (``history_windows``), for the shares
+        of ``rules`` that read the earlier turns whole; asked in the stage's merged call."""
+        out: dict = {}
+        seed = random.getrandbits(32)
+        for rule in rules:
+            share = rule.share
+            if share in out or not reads_history(rule) or share.deployment not in self.scan_params:
+                continue
+            plan = plan_history(share, canonical.history, self.views.get(share.deployment, _whole),
+                                self.scan_params[share.deployment], seed)
+            if plan is not None:
+                out[share] = plan
         return out
 
     async def ask_with_scans(self, asked, scanned: set, rules, canonical: CanonicalRequest):

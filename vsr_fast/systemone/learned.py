@@ -48,7 +48,8 @@ class Share:
     deployment: str
     stage: str
     spec: StateSpec
-    part: str = ""        # one earlier text a span rule reads, asked as a state of its own ("history:3")
+    # One earlier text asked as a state of its own: a span rule's ("history:3"), a long turn's window ("history:3@0-2048").
+    part: str = ""
 
 
 @dataclass
@@ -412,9 +413,10 @@ def _merge_shares(out: LearnedSignals, capable: Callable[[str], caps.Capable | N
 
 
 def fold_parts(own: Outcome, parts: list[tuple[str, Outcome]]) -> Outcome:
-    """A span rule's outcome over the current turn and each earlier text it reads (asked on its own): it
-    matches when any of them does, and is unknown when none does and one is unknown. The spans stay the
-    current turn's: their offsets index the request, and masking reuses them as its own."""
+    """A rule's outcome over the current turn and each earlier text it reads asked on its own (a span rule's
+    earlier turns, a long earlier turn's windows: ``history_windows``): it matches when any of them does, and is
+    unknown when none does and one is unknown. The spans stay the current turn's: their offsets index the
+    request, and masking reuses them as its own."""
     if not parts:
         return own
     hits = [name for name, o in parts if o.matched]

@@ -461,9 +461,13 @@ class ScanMetrics:
 
     def record(self, result: ScanResult) -> None:
         for rule in result.rules.values():
-            self.coverage.inc(rule.key, rule.coverage.kind)
-            self.ratio.observe(rule.coverage.ratio, rule.key)
-            self.decided.inc(rule.key, rule.decided)
+            self.record_rule(rule)
+
+    def record_rule(self, rule: RuleScan) -> None:
+        """One rule's read: of a scan, or of the earlier turns' windows (``history_windows``)."""
+        self.coverage.inc(rule.key, rule.coverage.kind)
+        self.ratio.observe(rule.coverage.ratio, rule.key)
+        self.decided.inc(rule.key, rule.decided)
 
     def render(self) -> list[str]:
         return self.coverage.render() + self.ratio.render() + self.decided.render()

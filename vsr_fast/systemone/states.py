@@ -8,6 +8,10 @@ from .learned import SPAN_PARTS, Share, StateSpec
 # Earlier user turns (and tool results) read at most beyond the current turn, the most recent: by the embedded
 # models, and by the router for a span rule (one state a text). The bound the spec puts on input.previous_turns.
 HISTORY_TURNS = 32
+# How sure a jailbreak answer on a user turn older than the previous one must be to decide (P(jailbreak)): the
+# embedded models' own rule for their history (vsr_static._model), and the router's for such a turn's windows
+# (``history_windows``). A benign turn flagged by mistake blocks the turn that replies to it, not every later one.
+HISTORY_SURE = 0.6
 
 
 def build_state(request: CanonicalRequest, spec: StateSpec, view, *, answer: str | None = None,
@@ -39,6 +43,12 @@ def part_shares(share: Share, request: CanonicalRequest) -> list[Share]:
 
 
 def part_state(request: CanonicalRequest, part: str, view) -> State:
-    """The state of one earlier text (``part_shares``): that text, through ``view``, as the request."""
-    name, _, index = part.partition(":")
-    return State(request=view(getattr(request, name)[int(index)]))
+    """The state of one earlier text (``part_shares``): that text, through ``view``, as the request; for a
+    window of one (``history:3@0-2048``, ``history_windows``), those bytes of it as they are."""
+    name, _, where = part.partition(":")
+    index, _, window = where.partition("@")
+    text = getattr(request, name)[int(index)]
+    if window:
+        start, _, end = window.partition("-")
+        return State(request=text.encode()[int(start):int(end)].decode())
+    return State(request=view(text))

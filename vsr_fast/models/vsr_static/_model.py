@@ -53,7 +53,10 @@ choice with no positive option (domain, an operator's own choice) has no worst, 
 the current turn only. The most recent ``HISTORY_TURNS`` of each part are read: a long agent
 conversation costs at most that many texts, and each was embedded when it was the request,
 so the read cache (``READ_CACHE`` texts) usually holds it. The card's ``reads`` says all this
-for the load checks.
+for the load checks. The router sends each earlier turn through its routing view (2 KB for these models); a
+longer one it also sends in windows, each the request of a state of its own in the same call, and applies the
+rule above to their answers itself (``systemone.history_windows``): every new window of a request is read in
+that call's one encode call.
 
 Every text is read in NFKC (``_normalise``): full-width and other compatibility letters are the words they
 stand for; span offsets are moved back to the client's characters.
@@ -96,7 +99,7 @@ from ...protocol.systemone import (
 )
 from ...systemone.presets import PRESETS
 from ...systemone.runtime import ModelCard
-from ...systemone.states import HISTORY_TURNS
+from ...systemone.states import HISTORY_SURE, HISTORY_TURNS
 from . import _ner, _pii
 from ._artifacts import PARTNER, ArtifactError, Artifacts, features, ngram_buckets, ngram_logits
 from ._embedding import StaticEmbedding
@@ -119,8 +122,6 @@ READ_CACHE = 4096
 FOLDED_PARTS = ("history", "tool_results")
 # A hidden layer's weights smaller than this read as 0 (``_Head.__post_init__``): subnormal arithmetic is slow.
 SUBNORMAL_FLUSH = 1e-20
-# How sure the jailbreak head must be of a user turn older than the previous one for it to decide (module doc).
-HISTORY_SURE = 0.6
 # Preset choices whose worst turn is the one with the highest P(positive), at the request stage.
 POSITIVE_CHOICES = tuple(f"preset:{n}" for n, p in PRESETS.items()
                          if p.type == "choice" and p.positive and "request" in p.stages)
