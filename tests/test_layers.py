@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent / "vsr_fast"
 
 LAYERS = [
-    {"errors", "metrics", "headers", "_ext", "locks", "sockets", "offloop"},
+    {"errors", "metrics", "headers", "_ext", "locks", "sockets", "offloop", "scopes"},
     {"tracing"},
     {"config"},
     {"protocol"},

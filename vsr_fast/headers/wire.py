@@ -7,8 +7,8 @@ it rebuilds the head twice and validates it all again (``set_comma_header``), he
 ``valid_headers`` returns what ``normalize_and_validate`` returns, checking each header pair once with h11's own
 patterns and remembering it valid (a head is mostly the same pairs every time); any input off its fast path (a
 str, a Content-Length that is not one plain number or comes twice, a Transfer-Encoding, a header h11 refuses) goes
-to h11's own function, which then answers it, errors and their messages included. Incoming heads are not touched: h11's parser
-validates them as before, and a malformed one is still a 400.
+to h11's own function, which then answers it, errors and their messages included. Incoming heads are read by
+``headers.read`` (h11's parse, each line checked once), which a ``WireConnection`` installs: a malformed one is still a 400.
 
 This leans on h11 internals (``Headers``, its header patterns, three methods of ``Connection`` copied);
 ``tests/test_headers_wire.py`` pins each one and fails if an h11 release changes them.
@@ -21,9 +21,12 @@ import h11
 from h11._connection import _SWITCH_CONNECT, _SWITCH_UPGRADE, _body_framing, _keep_alive
 from h11._headers import (CONTENT_LENGTH_MAX_DIGITS, Headers, _field_name_re, _field_value_re, get_comma_header,
                           has_expect_100_continue, normalize_and_validate)
-from h11._state import CLIENT, SEND_BODY, SERVER
+from h11._readers import READERS
+from h11._state import CLIENT, IDLE, SEND_BODY, SEND_RESPONSE, SERVER
 
-__all__ = ["WireConnection", "valid_headers"]
+from .read import read_request, read_response
+
+__all__ = ["WireConnection", "adopt", "valid_headers"]
 
 # Header pairs already validated, each with its item as h11 stores it (raw name, lowercase name, value): most of a
 # head repeats from one request to the next (the router's own headers, a backend's host and key), and a pair
@@ -78,6 +81,18 @@ def _checked(pair: tuple[bytes, bytes]) -> tuple[bytes, bytes, bytes] | None:
     elif lower == b"transfer-encoding":
         return None
     return (name, lower, value)
+
+
+# h11's readers of heads (``READERS``: a request from an idle client, an answer from a server) and what stands in.
+_HEAD_READERS = {(CLIENT, IDLE): read_request, (SERVER, IDLE): read_response, (SERVER, SEND_RESPONSE): read_response}
+
+
+def adopt(connection: h11.Connection) -> None:
+    """Make an h11 connection a ``WireConnection``; the reader h11 chose as it was built is chosen again, so even
+    its first head is read by ``headers.read`` (a body's reader, which needs its head, is left as it is)."""
+    connection.__class__ = WireConnection
+    if connection.their_state is not SEND_BODY:
+        connection._reader = connection._get_io_object(connection.their_role, None, READERS)
 
 
 def _set_comma_header(headers: Headers, name: bytes, new_values: list[bytes]) -> Headers:
@@ -138,8 +153,11 @@ class WireConnection(h11.Connection):
         if state is SEND_BODY:
             framing_type, args = _body_framing(self._request_method, event)
             return io_dict[SEND_BODY][framing_type](*args)
-        else:
-            return io_dict.get((role, state))
+        if io_dict is READERS:      # the heads read by ``headers.read``: h11's readers, each line checked once
+            reader = _HEAD_READERS.get((role, state))
+            if reader is not None:
+                return reader
+        return io_dict.get((role, state))
 
     def _clean_up_response_headers_for_sending(self, response: h11.Response) -> h11.Response:
         assert type(response) is h11.Response

@@ -4,7 +4,8 @@ answer's head without h11 validating it again and again.
 hypercorn hands h11 the head as a list, which h11 validates header by header (~25 regex calls an answer), then for
 a streamed answer rebuilds and validates it twice more to set its framing. ``EdgeH11Protocol`` gives h11 the head
 already validated by ``headers.wire`` (the same checks, the same result, the same error on a header HTTP cannot
-carry), and its connection is a ``WireConnection``. What the client sends is parsed and validated by h11 as before.
+carry), and its connection is a ``WireConnection``. What the client sends is parsed and validated as h11 does
+(``headers.read``: the same events, the same errors).
 
 An ``Upgrade`` is never taken (RFC 9110 7.8: a server may ignore it), as nginx and Envoy do by default:
 
@@ -27,7 +28,8 @@ from hypercorn.protocol.events import Request, Response
 from hypercorn.protocol.h11 import STREAM_ID, H2ProtocolAssumedError, H11Protocol
 from hypercorn.protocol.http_stream import HTTPStream
 
-from ..headers.wire import WireConnection, valid_headers
+from ..headers.wire import adopt as to_wire
+from ..headers.wire import valid_headers
 from .asgi import CLIENT_SIDE, quotable
 
 
@@ -62,7 +64,7 @@ class EdgeH11Protocol(H11Protocol):
     def adopt(self) -> None:
         """Called once the class is set: its h11 connection writes heads through ``headers.wire`` too."""
         if type(self.connection) is h11.Connection:
-            self.connection.__class__ = WireConnection
+            to_wire(self.connection)
 
     async def stream_send(self, event: Event) -> None:
         # hypercorn 0.18's final-answer branch, the head validated by headers.wire instead of h11's constructor; a

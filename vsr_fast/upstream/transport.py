@@ -31,7 +31,8 @@ from httpcore._trace import Trace
 
 from ..errors import UpstreamInvalid
 from ..headers.registry import provider_rate_headers
-from ..headers.wire import WireConnection, valid_headers
+from ..headers.wire import adopt as to_wire
+from ..headers.wire import valid_headers
 from ..locks import quiet
 from .lease import Lease
 from .stream import Backend, StaleConnection
@@ -240,7 +241,7 @@ class _QuietConnection(httpcore.AsyncHTTPConnection):
             if type(connection) is AsyncHTTP11Connection:
                 connection.__class__ = _Exact
                 if type(connection._h11_state) is h11.Connection:
-                    connection._h11_state.__class__ = WireConnection
+                    to_wire(connection._h11_state)
             self.__class__ = httpcore.AsyncHTTPConnection
 
 
