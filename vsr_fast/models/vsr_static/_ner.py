@@ -57,7 +57,6 @@ word written in lower case twice or more; both counted in Debian's fortunes and 
 """
 from __future__ import annotations
 
-import gzip
 import re
 import threading
 from collections.abc import Iterator
@@ -344,10 +343,7 @@ class Gazetteer:
     """First names, surnames, places, firms and the common words among them, lower case."""
 
     def __init__(self, blob: bytes) -> None:
-        kinds: dict[str, set[str]] = {k: set() for k in "FSCTWAOQKL"}
-        for line in gzip.decompress(blob).decode().splitlines():
-            kind, _, name = line.partition("\t")
-            kinds[kind].add(name)
+        kinds = _ner_intl.read_kinds(blob, "FSCTWAOQKL")
         self.first, self.last, self.big, self.cities, self.common = (frozenset(kinds[k]) for k in "FSCTW")
         self.states = frozenset(kinds["A"])
         self.places = self.big | self.cities

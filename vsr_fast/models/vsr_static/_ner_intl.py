@@ -137,14 +137,20 @@ def lower_case_intros(text: str, first: frozenset[str], last: frozenset[str], co
             yield "PERSON", cue.end(), end, CUE_P
 
 
+def read_kinds(blob: bytes, kinds: str) -> dict[str, set[str]]:
+    """A gzipped ``kind<TAB>name`` list (the gazetteer, scripts.tsv.gz) as kind -> names."""
+    out: dict[str, set[str]] = {k: set() for k in kinds}
+    for line in gzip.decompress(blob).decode().splitlines():
+        kind, _, name = line.partition("\t")
+        out[kind].add(name)
+    return out
+
+
 class Scripts:
     """Faker's names in non-Latin scripts (``ner/scripts.tsv.gz``, built by ``build_ner --scripts``)."""
 
     def __init__(self, blob: bytes) -> None:
-        kinds: dict[str, set[str]] = {k: set() for k in "ZJRrY"}
-        for line in gzip.decompress(blob).decode().splitlines():
-            kind, _, name = line.partition("\t")
-            kinds[kind].add(name)
+        kinds = read_kinds(blob, "ZJRrY")
         self.zh_last = frozenset(kinds["Z"]) - _NOT_ZH_SURNAMES
         self.ja_last = frozenset(kinds["J"])
         self.ar_first, self.ar_last, self.ru_first = frozenset(kinds["R"]), frozenset(kinds["r"]), frozenset(kinds["Y"])
