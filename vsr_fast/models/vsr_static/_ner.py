@@ -308,7 +308,7 @@ _SENTENCE_START_BEFORE = re.compile(r"(?:^|[.!?:;\"(\[{]|\n|^[-*\u2022])[ \t]*[\
 _LIST_ORG = re.compile(r"\b([A-Z][a-z]+(?:-[A-Z][a-z]+)?),[ \t]+([A-Z][a-z]+(?:-[A-Z][a-z]+)?),?[ \t]+(?:and|&)"
                        r"[ \t]+([A-Z][a-z]+(?:-[A-Z][a-z]+)?)\b")
 # A register's "SURNAME, Given": the surname in capitals, a known first name after the comma.
-_SURNAME_COMMA = re.compile(r"(?<![\w-])([A-Z][A-Z'-]+),[ \t]+([A-Z][a-z]+(?:-[A-Z][a-z]+)?)(?![\w-])")
+_SURNAME_COMMA = re.compile(r"([A-Z][A-Z'-]+),[ \t]+([A-Z][a-z]+(?:-[A-Z][a-z]+)?)(?![\w-])")
 _SONS_ORG = re.compile(r"\b([A-Z][a-z]+)[ \t]+(?:and|&)[ \t]+Sons\b")
 # A legal form after a known firm's name, after a comma or in lower case, outside the run: "Netflix, Inc.",
 # "Halma plc". Abbreviations keep their full stop.
@@ -418,7 +418,7 @@ class _Reader:
         for m in _SONS_ORG.finditer(text):
             out.append(("ORGANIZATION", m.start(), m.end(), CUE_P))
         registers = [(m.start(), m.end()) for m in _SURNAME_COMMA.finditer(text)
-                     if m.group(1).lower() in self.g.last and m.group(2).split("-")[0].lower() in self.g.first]
+                     if not _ner_intl.inside_word(text, m.start(), "_-") and m.group(1).lower() in self.g.last and m.group(2).split("-")[0].lower() in self.g.first]
         out += [("PERSON", s, e, CUE_P) for s, e in registers]      # "GONZALEZ, Maria": a register's form
         legal_end = 0
         for run in self._runs():
