@@ -89,3 +89,34 @@ def test_a_name_and_a_firm_no_list_holds_never_reach_the_provider(named, stream)
     assert got["messages"][0]["content"] == ("Hi, this is [PERSON_1]. [ORGANIZATION_1] lost my parcel, and "
                                              "[PERSON_1] is the name on the order.")
     assert got["messages"][2]["content"] == "Order 4471: customer [PERSON_1], carrier [ORGANIZATION_1], status lost."
+
+
+# --- the trial's names and addresses (trial 22, fix123): hyphenated first names, a register's "SURNAME, Given",
+# a lower-case self-introduction, names in non-Latin scripts, German/French/Spanish street addresses ----------
+
+TRIAL_VALUES = ("Hans-Peter", "Schmidt", "Jean-Pierre", "Dubois", "Anne-Marie", "O'Connor", "Nguyễn", "Văn An",
+                "GONZALEZ", "Maria", "maria gonzalez", "王小明", "محمد الأحمد", "Александр", "Иванов", "山田太郎",
+                "Hauptstraße 5", "10115", "Rue de Rivoli", "75001", "Calle Mayor", "28013")
+
+
+def test_the_trials_names_and_addresses_never_reach_the_provider(named):
+    proc, upstream = named
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k")
+    messages = [
+        {"role": "system", "content": "Customer: GONZALEZ, Maria"},
+        {"role": "user", "content": "my name is maria gonzalez and i need help. Please ask Hans-Peter Schmidt, "
+                                    "Jean-Pierre Dubois and Anne-Marie O'Connor to call back."},
+        {"role": "user", "content": "Ticket opened by Nguyễn Văn An. My name is 王小明. 我叫王小明，请联系我。"},
+        {"role": "user", "content": "اسمي محمد الأحمد"},
+        {"role": "user", "content": "Ticket opened by Aleksandr Ivanov (Александр Иванов) and 山田太郎 "
+                                    "(yamada@example.jp)."},
+        {"role": "user", "content": "Send it to Hauptstraße 5, 10115 Berlin, or to 10 Rue de Rivoli, 75001 Paris, "
+                                    "or to Calle Mayor 12, 28013 Madrid."},
+    ]
+    assert client.chat.completions.create(model="vsr/auto", messages=messages).choices
+    text = sent(upstream)
+    for value in TRIAL_VALUES:
+        assert value not in text, f"{value!r} reached the provider: {text}"
+    got = json.loads(text)
+    assert got["messages"][0]["content"] == "Customer: [PERSON_1]"
+    assert "[STREET_ADDRESS_1]" in got["messages"][5]["content"]

