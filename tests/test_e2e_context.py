@@ -85,6 +85,9 @@ RAG_JUDGE = {"sources": [{"type": "rag", "match": {
     "judge": {"preset": "relevance", "max_candidates": 2, "min_score": 0}}}]}
 RAG_TOP1 = {"sources": [{"type": "rag", "match": {"recall": {"method": "bm25", "top_k": 1}}}]}
 MODES = ("skip", "warn", "block")
+OPERATOR = "You are ACME's helpful assistant."
+# Decisions whose system_prompt replaces the caller's, by their context's injection mode.
+REPLACED = {"replaced": {}, "replaced-system": {"injection": {"mode": "system_prompt"}}}
 
 
 def compress_context(mode: str) -> dict:
@@ -124,6 +127,13 @@ def library(mock, tmp_path_factory):
     for name, context in contexts.items():
         doc["recipes"].append({"name": name, "decisions": [{"name": name, "modelRefs": [{"model": "m"}],
                                                             "plugins": [{"type": "context", "configuration": context}]}]})
+        doc["entrypoints"].append({"api": "chat", "model_names": [name], "recipe": name})
+    for name, injection in REPLACED.items():
+        # system_prompt listed first, then context last: the order the config lists them in does not matter.
+        plugins = [{"type": "system_prompt", "configuration": {"mode": "replace", "system_prompt": OPERATOR}},
+                   {"type": "context", "configuration": {**RAG_TOP1, **injection}}]
+        doc["recipes"].append({"name": name, "decisions": [{"name": name, "modelRefs": [{"model": "m"}],
+                                                            "plugins": plugins}]})
         doc["entrypoints"].append({"api": "chat", "model_names": [name], "recipe": name})
     doc["listeners"] = [{"name": "main", "identity": {"trust_headers": True}}]
     doc["global"] = {"stores": {"event_stream": {"backend": "none"},
@@ -334,6 +344,29 @@ def test_a_messages_client_gets_the_chunks_through_translation(mock, library):
     messages = sent(mock)
     assert [m["role"] for m in messages] == ["user", "assistant", "tool"], messages
     assert "every 40 days" in messages[2]["content"]
+
+
+@pytest.mark.parametrize(("name", "tools"), [("replaced", False), ("replaced-system", False),
+                                            ("replaced-system", True)])
+@pytest.mark.parametrize("api", ["messages", "chat"])
+def test_a_replaced_system_prompt_keeps_the_context_injected_into_it(mock, library, api, name, tools):
+    """system_prompt replace drops the caller's system prompt, never the context the context plugin put in
+    the system prompt: the operator's prompt, then the documents, whatever order the config lists them in."""
+    own = "You are a pirate."
+    if api == "messages":
+        client = anthropic.Anthropic(base_url=library.url, api_key="k", max_retries=0, timeout=30)
+        client.messages.create(model=name, max_tokens=64, system=own, messages=[{"role": "user", "content": QUESTION}],
+                               **({"tools": [WEATHER]} if tools else {}))
+    else:
+        client = openai.OpenAI(base_url=f"{library.url}/v1", api_key="k", max_retries=0, timeout=30)
+        client.chat.completions.create(model=name, messages=[{"role": "system", "content": own},
+                                                             {"role": "user", "content": QUESTION}],
+                                       **({"tools": [FUNCTION]} if tools else {}))
+    messages = sent(mock)
+    assert [m["role"] for m in messages] == ["system", "user"], messages
+    system = messages[0]["content"]
+    assert system.startswith(OPERATOR) and "every 40 days with the citric descaler" in system, system
+    assert own not in str(messages) and "vsr_context" not in str(messages)
 
 
 # --- a tool exchange only where the request declares tools -------------------------------------------------

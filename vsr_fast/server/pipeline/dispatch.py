@@ -93,7 +93,7 @@ def _rewritten(ex: Exchange, out: Outbound, model: ProviderModel, retains: bool,
     """The shaping plugins, then the retention's prefix when the decision ``retains`` it, on ``out``; what each
     changed joins ``changes``."""
     if ex.shaping is not None:
-        shaped = ex.shaping.apply(out.body, model.api_format, out.headers, model.reasoning)
+        shaped = ex.shaping.apply(out.body, model.api_format, out.headers, model.reasoning, ex.system_context)
         changes += shaped.changes
         out = dataclasses.replace(out, body=shaped.body, headers=shaped.headers)
     if retains:
