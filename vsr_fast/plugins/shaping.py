@@ -40,6 +40,14 @@ class Shaping:
                 return policy.generation.thinking
         return None
 
+    def headers(self, headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+        """``headers`` after header_mutation alone: a body every other plugin wrote already (a shadow copy)."""
+        out = list(headers)
+        for _, policy in self.steps:
+            if isinstance(policy, HeaderMutation):
+                policy.apply(out)
+        return tuple(out)
+
     def apply(self, body: bytes, api_format: str, headers: tuple[tuple[str, str], ...],
               reasoning: str | None = None, context: tuple[str, ...] = ()) -> Shaped:
         """The provider-bound body and headers after every plugin, with what each changed; ``reasoning`` is the

@@ -364,8 +364,10 @@ def _orphan_event_dirs(loaded: Loaded, opts: ServeOptions) -> list[Path]:
 
 async def shadow_call(state: AppState, copy: ShadowCopy, recipe: str | None) -> tuple[int, bytes]:
     """A shadow copy to its model with the router's own backend key, never the user's credential: read in its
-    client API, written in the model's format, then the decision's per-model rewrites (system_prompt,
-    header_mutation, request_params, prompt_cache), as the live dispatch writes a candidate's request."""
+    client API, written in the model's format. A ``shaped`` copy is the live provider-bound request, every
+    request plugin made (masking last): it gets only header_mutation's headers. An earlier version's copy (the
+    client's body) gets the decision's per-model rewrites (system_prompt, header_mutation, request_params,
+    prompt_cache), as the live dispatch writes a candidate's request."""
     model = state.table.models[copy.model]
     adapter = state.adapters[copy.api]
     shaping = state.policies.shaping(recipe, copy.decision) if recipe is not None else None
@@ -374,6 +376,8 @@ async def shadow_call(state: AppState, copy: ShadowCopy, recipe: str | None) -> 
         out = adapter.upstream(req, m.api_format, m.upstream_model, stream_usage=m.stream_usage, reasoning=m.reasoning)
         if shaping is None:
             return out
+        if copy.shaped:
+            return dataclasses.replace(out, headers=shaping.headers(out.headers))
         shaped = shaping.apply(out.body, m.api_format, out.headers, m.reasoning)
         return dataclasses.replace(out, body=shaped.body, headers=shaped.headers)
 
