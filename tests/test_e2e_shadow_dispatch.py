@@ -121,3 +121,33 @@ def test_capture_personal_data_false_still_makes_no_shadow_copy_of_a_masked_requ
     ask(proc, "a plain request after it")
     seen = settled(proc, cand, 1)
     assert seen["requests"] == 1 and "a plain request after it" in json.dumps(seen["last_request"]["body"])
+
+
+def test_a_shadow_copy_gets_the_live_requests_tools_policy(fresh, mock):
+    proc, cand = fresh
+    ask(proc, "governed: look it up", tools=TOOLS)
+    assert [t["function"]["name"] for t in copies(mock)["last_request"]["body"]["tools"]] == ["lookup"]
+    seen = settled(proc, cand, 1)
+    assert [t["function"]["name"] for t in seen["last_request"]["body"]["tools"]] == ["lookup"]
+
+
+def test_no_shadow_copy_for_a_cache_hit(fresh):
+    proc, cand = fresh
+    assert ask(proc, "cached: the same question")["x-vsr-response-path"] != "cache"
+    settled(proc, cand, 1)
+    assert ask(proc, "cached: the same question")["x-vsr-response-path"] == "cache"
+    ask(proc, "a plain request after it")        # its copy comes after any the cache hit made
+    seen = settled(proc, cand, 2)
+    assert seen["requests"] == 2, "the cache hit was copied"
+    assert "a plain request after it" in json.dumps(seen["last_request"]["body"])
+
+
+def test_no_shadow_copy_for_a_multi_model_looper_decision(fresh, mock):
+    proc, cand = fresh
+    live = copies(mock)["requests"]
+    assert ask(proc, "rated: which is better")["x-vsr-selected-decision"] == "rated"
+    assert copies(mock)["requests"] == live + 2, "both models answered"
+    ask(proc, "a plain request after it")
+    seen = settled(proc, cand, 1)
+    assert seen["requests"] == 1, "the ratings decision was copied"
+    assert "a plain request after it" in json.dumps(seen["last_request"]["body"])
