@@ -33,8 +33,6 @@ from ..errors import ConfigError, ListenError, StartError, VsrError
 from ..embeddings import Embedders
 from ..events.cache_store import cache_of
 from ..events.cache_writer import CacheWriter
-from ..events.memory_store import MemoryStore
-from ..events.vector_store import VectorStore
 from ..events.service import open_event_services
 from ..events.types import ShadowCopy
 from ..routing.open_systemone import open_systemone, read_attached_cards
@@ -42,6 +40,7 @@ from ..upstream import open_upstreams
 from ..upstream.health import check_backends
 from . import heap, process
 from .app import edge_refusals, make_app
+from .context_stores import context_stores
 from .listen import Connections, serve_http
 from .metrics_view import serve_peers
 from .reload import Generations
@@ -178,7 +177,7 @@ async def _serve_on(loaded: Loaded, opts: ServeOptions, listeners: _Listeners, t
     direct = "response_cache" in uses and stores.event_stream.backend == "none"
     async with open_upstreams(loaded.config) as upstreams, open_systemone(loaded) as systemone, events_cm as events, \
             _direct_cache(stores if direct else None, embedders) as direct_cache, _closing(embedders), \
-            _context_stores(stores if "context" in uses else None, embedders) as (vectors, memories):
+            context_stores(stores if "context" in uses else None, embedders) as (vectors, memories):
         state = AppState(loaded=loaded, upstreams=upstreams, systemone_client=systemone, events=events,
                          direct_cache=direct_cache, embedders=embedders, vectors=vectors, memories=memories, metrics_dir=opts.metrics_dir, worker=opts.worker)
         holder.append(state)
@@ -298,25 +297,6 @@ async def _closing(embedders: Embedders):
         yield embedders
     finally:
         embedders.close()
-
-
-@asynccontextmanager
-async def _context_stores(stores, embedders: Embedders):
-    """The context plugin's vector store (its ``files`` ingested now) and memory store; (None, None) when no
-    decision uses the plugin, so nothing is embedded."""
-    if stores is None:
-        yield None, None
-        return
-    vectors = VectorStore(stores.vector_store, embedders.for_store(stores.vector_store.embedding))
-    memories = MemoryStore(stores.memory, embedders.for_store(stores.memory.embedding))
-    try:
-        if stores.vector_store.files:
-            added = await trio.to_thread.run_sync(vectors.ingest_files_sync)
-            log.info("vsr-fast: vector store: %d chunks from %d files", added, len(stores.vector_store.files))
-        yield vectors, memories
-    finally:
-        vectors.close()
-        memories.close()
 
 
 @asynccontextmanager
