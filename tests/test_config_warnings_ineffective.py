@@ -12,10 +12,11 @@ import yaml
 from vsr_fast.routing import load_raw
 from vsr_fast.routing.loaded import validate_bytes
 
+from .procs import cli_process
 from .test_plugins_config import AT, doc, errors_of
 
 CODES = ("duplicate_plugin", "duplicate_model", "empty_message", "empty_allow_tools", "never_matches",
-         "family_not_read")
+         "family_not_read", "masked_label_ignored")
 
 
 def warned(d: dict) -> list[str]:
@@ -154,3 +155,42 @@ def test_a_backend_named_like_another_backends_default_label_fails_too():
     d["providers"]["models"][0]["backend_refs"] = [{"endpoint": "http://127.0.0.1:1/v1", "name": "m[1]"},
                                                    {"endpoint": "http://127.0.0.1:2/v1"}]
     assert [line.partition(": ")[0] for line in errors_of(d)] == ["providers.models[m].backend_refs[1].name"]
+
+
+def masking_over(entity_types: list[str] | None, ignore_labels: list[str], *, layer: str = "decision") -> dict:
+    """A decision masking pii rule ``personal``, its entity_types written at ``layer`` (decision or global)."""
+    conf = {"signal": "personal", **({"entity_types": entity_types} if entity_types is not None else {})}
+    if layer == "decision":
+        d = doc([{"type": "masking", "configuration": conf}])
+    else:
+        d = doc([{"type": "masking", "configuration": {"signal": "personal"}}],
+                global_plugins=[{"type": "masking", "configuration": {k: v for k, v in conf.items() if k != "signal"}}])
+    d["recipes"][0]["signals"] = {"pii": [{"name": "personal", "ignore_labels": ignore_labels}]}
+    return d
+
+
+@pytest.mark.parametrize("layer", ["decision", "global"])
+def test_masking_an_entity_type_its_pii_rule_ignores_warns_that_it_is_never_masked(layer):
+    """The rule never reports a label it ignores, so masking that label masks nothing (trial 21)."""
+    d = masking_over(["PERSON", "EMAIL_ADDRESS", "LOCATION"], ["DATE_TIME", "PERSON", "LOCATION"], layer=layer)
+    at = AT if layer == "decision" else "global.plugins[0]"
+    assert [w.split(": ")[:2] for w in warned(d)] == [
+        [f"{at}.configuration.entity_types[0]", "masked_label_ignored"],
+        [f"{at}.configuration.entity_types[2]", "masked_label_ignored"]]
+    assert "pii rule 'personal' ignores PERSON (ignore_labels)" in warned(d)[0]
+
+
+@pytest.mark.parametrize(("entity_types", "ignore_labels"), [
+    (["EMAIL_ADDRESS"], ["PERSON"]), (None, ["PERSON", "LOCATION"]), (["PERSON"], [])])
+def test_masking_only_labels_its_rule_keeps_is_no_warning(entity_types, ignore_labels):
+    assert warned(masking_over(entity_types, ignore_labels)) == []
+
+
+def test_config_validate_prints_the_masked_label_warning_and_the_file_loads(tmp_path):
+    path = tmp_path / "router.yaml"
+    path.write_text(yaml.safe_dump(masking_over(["PERSON", "EMAIL_ADDRESS"], ["PERSON"])))
+    done = cli_process("config", "validate", str(path))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout + done.stderr
+    assert f"warning: {AT}.configuration.entity_types[0]: masked_label_ignored: " in out, out
+    assert "entity_types[1]" not in out

@@ -9,6 +9,7 @@ user's; an anonymous caller has none.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -17,9 +18,10 @@ import httpx
 import openai
 import pytest
 import redis
+import yaml
 
 from .procs import config as recipe_config
-from .procs import model, router, wait_until, write_config
+from .procs import model, refused_port, router, wait_until, write_config
 from .provider_rules import problems
 from .test_e2e_semantic_cache import metric, metric_sum, prefix  # noqa: F401  (prefix: a fixture)
 
@@ -85,6 +87,9 @@ RAG_JUDGE = {"sources": [{"type": "rag", "match": {
     "judge": {"preset": "relevance", "max_candidates": 2, "min_score": 0}}}]}
 RAG_TOP1 = {"sources": [{"type": "rag", "match": {"recall": {"method": "bm25", "top_k": 1}}}]}
 MODES = ("skip", "warn", "block")
+OPERATOR = "You are ACME's helpful assistant."
+# Decisions whose system_prompt replaces the caller's, by their context's injection mode.
+REPLACED = {"replaced": {}, "replaced-system": {"injection": {"mode": "system_prompt"}}}
 
 
 def compress_context(mode: str) -> dict:
@@ -124,6 +129,13 @@ def library(mock, tmp_path_factory):
     for name, context in contexts.items():
         doc["recipes"].append({"name": name, "decisions": [{"name": name, "modelRefs": [{"model": "m"}],
                                                             "plugins": [{"type": "context", "configuration": context}]}]})
+        doc["entrypoints"].append({"api": "chat", "model_names": [name], "recipe": name})
+    for name, injection in REPLACED.items():
+        # system_prompt listed first, then context last: the order the config lists them in does not matter.
+        plugins = [{"type": "system_prompt", "configuration": {"mode": "replace", "system_prompt": OPERATOR}},
+                   {"type": "context", "configuration": {**RAG_TOP1, **injection}}]
+        doc["recipes"].append({"name": name, "decisions": [{"name": name, "modelRefs": [{"model": "m"}],
+                                                            "plugins": plugins}]})
         doc["entrypoints"].append({"api": "chat", "model_names": [name], "recipe": name})
     doc["listeners"] = [{"name": "main", "identity": {"trust_headers": True}}]
     doc["global"] = {"stores": {"event_stream": {"backend": "none"},
@@ -336,6 +348,29 @@ def test_a_messages_client_gets_the_chunks_through_translation(mock, library):
     assert "every 40 days" in messages[2]["content"]
 
 
+@pytest.mark.parametrize(("name", "tools"), [("replaced", False), ("replaced-system", False),
+                                            ("replaced-system", True)])
+@pytest.mark.parametrize("api", ["messages", "chat"])
+def test_a_replaced_system_prompt_keeps_the_context_injected_into_it(mock, library, api, name, tools):
+    """system_prompt replace drops the caller's system prompt, never the context the context plugin put in
+    the system prompt: the operator's prompt, then the documents, whatever order the config lists them in."""
+    own = "You are a pirate."
+    if api == "messages":
+        client = anthropic.Anthropic(base_url=library.url, api_key="k", max_retries=0, timeout=30)
+        client.messages.create(model=name, max_tokens=64, system=own, messages=[{"role": "user", "content": QUESTION}],
+                               **({"tools": [WEATHER]} if tools else {}))
+    else:
+        client = openai.OpenAI(base_url=f"{library.url}/v1", api_key="k", max_retries=0, timeout=30)
+        client.chat.completions.create(model=name, messages=[{"role": "system", "content": own},
+                                                             {"role": "user", "content": QUESTION}],
+                                       **({"tools": [FUNCTION]} if tools else {}))
+    messages = sent(mock)
+    assert [m["role"] for m in messages] == ["system", "user"], messages
+    system = messages[0]["content"]
+    assert system.startswith(OPERATOR) and "every 40 days with the citric descaler" in system, system
+    assert own not in str(messages) and "vsr_context" not in str(messages)
+
+
 # --- a tool exchange only where the request declares tools -------------------------------------------------
 
 
@@ -423,3 +458,57 @@ def test_a_messages_clients_own_thinking_gets_the_context_in_the_system_prompt(b
     assert body["thinking"]["type"] == "enabled"
     assert problems(body, "anthropic") == [], body
     assert "every 40 days with the citric descaler" in str(body["system"]) and "vsr_context" not in str(body)
+
+
+# --- a context source added by a reload -------------------------------------------------------------------------
+
+
+def reloaded_with_context(path: str, doc: dict, url: str) -> httpx.Response:
+    """Rewrite the router's file with decision ``d`` injecting its rag source (``on_failure: block``) in the
+    system prompt, and reload it."""
+    doc["recipes"][0]["decisions"][0]["plugins"] = [{"type": "context", "configuration": {
+        "sources": [{**RAG_TOP1["sources"][0], "on_failure": "block"}], "injection": {"mode": "system_prompt"}}}]
+    with open(path + ".new", "w") as f:
+        yaml.safe_dump(doc, f, sort_keys=False)
+    os.replace(path + ".new", path)
+    return httpx.post(f"{url}/admin/reload", timeout=60)
+
+
+def test_a_reload_that_adds_a_context_source_opens_its_store_and_serves_it(mock, tmp_path):
+    """The router started with no context plugin, so no store open: the reload opens the stores the file
+    declared at start and the new source is served at once, nothing left for a restart."""
+    doc = config(mock.url, {})
+    doc["recipes"][0]["decisions"][0]["plugins"] = []
+    doc["global"]["stores"]["vector_store"] = {"files": documents(tmp_path)}
+    path = write_config(doc, str(tmp_path))
+    with router(path) as proc:
+        ask(proc.url, QUESTION)
+        assert [m["role"] for m in sent(mock)] == ["user"]
+        done = reloaded_with_context(path, doc, proc.url)
+        assert done.status_code == 200 and done.json()["restart_required"] == [], done.text
+        ask(proc.url, QUESTION)
+        messages = sent(mock)
+        assert [m["role"] for m in messages] == ["system", "user"], messages
+        assert "every 40 days with the citric descaler" in messages[0]["content"]
+        assert metric(proc.url, 'vsr_context_sources_total{source="rag",outcome="injected"}') == 1
+
+
+def test_a_reload_whose_context_store_cannot_open_is_refused_and_the_old_decision_serves(mock, tmp_path):
+    """A vector store on a Redis that refuses connections cannot take the files: the reload is refused with why,
+    and the decision keeps serving as it was (no decision half applied without its blocking source)."""
+    doc = config(mock.url, {})
+    doc["recipes"][0]["decisions"][0]["plugins"] = []
+    doc["global"]["stores"]["vector_store"] = {"backend_type": "redis", "files": documents(tmp_path),
+                                               "url": f"redis://127.0.0.1:{refused_port()}/0"}
+    path = write_config(doc, str(tmp_path))
+    with router(path) as proc:
+        refused = reloaded_with_context(path, doc, proc.url)
+        assert refused.status_code == 422, refused.text
+        message = refused.json()["error"]["message"]
+        assert "recipes[r].decisions[d].plugins[0] (context)" in message and "vector store" in message, message
+        assert "ConnectionError" in message or "Connection refused" in message, message
+        served = httpx.post(f"{proc.url}/v1/chat/completions", timeout=30,
+                            json={"model": "auto", "messages": [{"role": "user", "content": QUESTION}]})
+        assert served.status_code == 200 and "x-vsr-warnings" not in served.headers
+        assert [m["role"] for m in sent(mock)] == ["user"]
+        assert metric(proc.url, 'vsr_config_reloads_total{outcome="failed"}') == 1

@@ -132,7 +132,8 @@ def test_a_remote_answer_of_another_width_or_no_answer_fails(mock):
 
 # Recall features that may embed; everything else, decisions and signals above all, never imports an embedder.
 RECALL_MODULES = {"vsr_fast.events.cache_store", "vsr_fast.events.service", "vsr_fast.events.vector_store",
-                  "vsr_fast.events.memory_store", "vsr_fast.server.serve", "vsr_fast.server.state"}
+                  "vsr_fast.events.memory_store", "vsr_fast.server.context_stores", "vsr_fast.server.serve",
+                  "vsr_fast.server.state"}
 
 
 def test_no_decision_path_reads_an_embedding():

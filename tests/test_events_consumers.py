@@ -385,6 +385,7 @@ async def test_services_wire_recorder_cache_and_shadow_together(stream_config):
         from vsr_fast.server.route import decode_chat
 
         ev.received(raw, decode_chat(raw))
+        ev.shadowed("live", "openai", raw)      # single-model dispatch: the request the live model was sent
         cap = ev.capture(CacheIntent(key="k1", ttl_seconds=30), svc.cache.max_entry_bytes)
         cap.feed(GOOD)
         ev.answer(status=200, response_path="upstream", model="live", streamed=False, captured=cap,

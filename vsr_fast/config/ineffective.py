@@ -1,7 +1,8 @@
 """Load warnings for settings that load but can never take effect: a plugin type given twice in one layer (only
 the first is read), a model listed twice in one modelRefs (a candidate once), a fast_response with nothing to
 say, a tools policy ``filtered`` with no ``allow_tools`` (it removes every tool), a predicate over a
-probability that no probability can meet, and a vLLM ``reasoning_family`` on a model that gets no reasoning field.
+probability that no probability can meet, a vLLM ``reasoning_family`` on a model that gets no reasoning field, and
+a masking ``entity_types`` label that its pii rule's ``ignore_labels`` drops (the rule never reports one to mask).
 
 Each warning is one ``<path>: <code>: <message>`` line, like the load errors; the file still loads.
 """
@@ -32,7 +33,8 @@ def check_ineffective(config: RouterConfig, warnings: list[str]) -> None:
             # A System One entrypoint's decision keeps only its own plugins.
             stack = ([] if recipe.name in native else inherited) + [(f"{where}.plugins", decision.plugins)]
             found += [_twice(decision.modelRefs, where), _tools_filtered(stack),
-                      _leaf_predicates(recipe.signals, decision.rules, f"{where}.rules")]
+                      _leaf_predicates(recipe.signals, decision.rules, f"{where}.rules"),
+                      _masked_ignored(stack, recipe.signals)]
         if recipe.fallback is not None:
             found += [_twice(recipe.fallback.modelRefs, f"{base}.fallback"), _tools_filtered(inherited)]
     # A layer's warning is found once for each decision it covers: it is said once.
@@ -61,15 +63,19 @@ def _layer_warnings(path: str, entries: list[PluginEntry]) -> Iterator[str]:
                    "it takes with an empty message")
 
 
+def _read_entries(stack: list[tuple[str, list[PluginEntry]]], type_: str) -> Iterator[tuple[str, int, dict]]:
+    """``(layer path, index, configuration)`` of the entry of ``type_`` each layer reads (its first), lowest first."""
+    for path, entries in stack:
+        j, entry = next(((j, e) for j, e in enumerate(entries) if e.type == type_), (None, None))
+        if entry is not None and j is not None:
+            yield path, j, entry.configuration
+
+
 def _tools_filtered(stack: list[tuple[str, list[PluginEntry]]]) -> Iterator[str]:
     """A merged tools policy (lowest layer first) ``filtered`` with no allow_tools, named at the layer that set
     the mode."""
     enabled, mode, allow, where = None, None, None, ""
-    for path, entries in stack:
-        j, entry = next(((j, e) for j, e in enumerate(entries) if e.type == "tools"), (None, None))
-        if entry is None:
-            continue
-        conf = entry.configuration
+    for path, j, conf in _read_entries(stack, "tools"):
         enabled = conf.get("enabled", enabled)
         policy = conf.get("policy") if isinstance(conf.get("policy"), dict) else {}
         if "mode" in policy:
@@ -78,6 +84,24 @@ def _tools_filtered(stack: list[tuple[str, list[PluginEntry]]]) -> Iterator[str]
     if enabled is not False and mode == "filtered" and not allow:
         yield (f"{where}: empty_allow_tools: mode filtered keeps only the allow_tools, and none is listed: "
                "every tool is removed (list allow_tools, or write mode: none to mean it)")
+
+
+def _masked_ignored(stack: list[tuple[str, list[PluginEntry]]], signals: Signals) -> Iterator[str]:
+    """Each label of a merged masking ``entity_types`` (lowest layer first) that its pii rule ignores, named at
+    the layer that wrote the list: the rule never reports such a span, so masking never masks one."""
+    enabled, signal, labels, where = None, None, None, ""
+    for path, j, conf in _read_entries(stack, "masking"):
+        enabled, signal = conf.get("enabled", enabled), conf.get("signal", signal)
+        if isinstance(conf.get("entity_types"), list):
+            labels, where = conf["entity_types"], f"{path}[{j}].configuration.entity_types"
+    rule = next((r for r in signals.pii if r.name == signal), None)
+    if enabled is False or rule is None or not labels:
+        return
+    for i, label in enumerate(labels):
+        if label in rule.ignore_labels:
+            yield (f"{where}[{i}]: masked_label_ignored: pii rule {signal!r} ignores {label} (ignore_labels), so "
+                   f"it never reports one and masking never masks it: remove {label} from the rule's "
+                   "ignore_labels to mask it, or from entity_types")
 
 
 def _unread_families(config: RouterConfig) -> Iterator[str]:

@@ -240,8 +240,8 @@ def for_record(ev: Event) -> Event:
     The shadow copy's body (the whole request, for the dispatcher) and an
     answer body kept only for the cache are dropped; the rest stays.
     """
-    if isinstance(ev, RequestReceived) and ev.shadow is not None:
-        return msgspec.structs.replace(ev, shadow=None)
+    if isinstance(ev, (RequestReceived, AnswerCompleted)) and ev.shadow is not None:
+        ev = msgspec.structs.replace(ev, shadow=None)
     if isinstance(ev, AnswerCompleted) and ev.body is not None:
         if ev.finish_reason is None and not ev.body_truncated:
             # Read the facts while the whole body is still here; the record may keep none of it.

@@ -45,6 +45,8 @@ from .writer import EventSink
 _ns = time.time_ns
 # The client APIs a shadow copy is made of (Images are no conversation to compare).
 SHADOWED_APIS = frozenset({"chat", "messages", "responses"})
+# A live model's api_format -> the client API its provider-bound request is read in, for a shadow copy of it.
+FORMAT_API = {"openai": "chat", "anthropic": "messages", "responses": "responses"}
 
 
 class RequestEvents:
@@ -64,6 +66,7 @@ class RequestEvents:
         "started_ms",
         "withheld",
         "shadow_refused",
+        "shadow",
     )
 
     def __init__(self, sink: EventSink, *, config_version: str, request_id: str = "", session_id: str | None = None,
@@ -85,6 +88,9 @@ class RequestEvents:
         # A sampled shadow copy not made, why: ``not_allowed`` (its model is outside the key's models) or
         # ``personal_data`` (capture_personal_data: false).
         self.shadow_refused: str | None = None
+        # The sampled shadow copy, its body filled once one provider answered through single-model dispatch
+        # (``shadowed``); the answer's event carries it to the shadow dispatcher.
+        self.shadow: ShadowCopy | None = None
 
     @property
     def kept(self) -> bool:
@@ -118,8 +124,7 @@ class RequestEvents:
 
     def received(self, raw: bytes, request: ChatRequest | None, *, route: Route | None = None,
                  identity: Identity | None = None, api: str = "chat", shadow: bool = True,
-                 model: str | None = None, stream: bool | None = None, withhold: bool = False,
-                 shadow_body: bytes | None = None) -> None:
+                 model: str | None = None, stream: bool | None = None, withhold: bool = False) -> None:
         """The request arrived (record it once routing chose the policy; ``ts_ms`` is its arrival).
 
         The body is kept as received, every field the client sent (``body_copy``).
@@ -127,19 +132,18 @@ class RequestEvents:
         copy is its canonical form cut with the current user turn last (``request_copy``).
         Any other client API: ``request`` is None, a copy past the limit is cut by
         ``body_copy``, and ``model`` and ``stream`` say what it asked for. ``shadow``: False where
-        router_replay.shadow must not run (anything but single-model provider dispatch
-        of a Chat, Messages or Responses request, spec 5.7); a sampled copy to a model outside ``identity``'s key
-        ``models``, or under capture_personal_data: false, is not made either (``shadow_refused``).
-        ``shadow_body``: the body the copy carries when not ``raw`` (a Responses chain's stored turns expanded).
+        router_replay.shadow must not run (a request that is no Chat, Messages or Responses one, or has no
+        candidate); a sampled copy to a model outside ``identity``'s key ``models``, or under
+        capture_personal_data: false (no event carries such a request's text, masked or not), is not made either
+        (``shadow_refused``). A sampled copy goes out only once ``shadowed`` gives it the live
+        provider-bound request (spec 5.7: single-model provider dispatch only; no cache hit, no Looper executor).
         ``withhold``: no event carries a copy of the body (masking protects what it holds, or
         capture_personal_data: false), nor of the answer, which can echo the request's fields (``answer``).
         """
-        self.sink.record(self._received(raw, request, route, identity, api, shadow, model, stream, withhold,
-                                        shadow_body))
+        self.sink.record(self._received(raw, request, route, identity, api, shadow, model, stream, withhold))
 
     def _received(self, raw: bytes, request: ChatRequest | None, route: Route | None, identity: Identity | None,
-                  api: str, shadow: bool, model: str | None, stream: bool | None, withhold: bool,
-                  shadow_body: bytes | None = None) -> RequestReceived:
+                  api: str, shadow: bool, model: str | None, stream: bool | None, withhold: bool) -> RequestReceived:
         if route is not None:
             self.recipe = route.recipe
         self.withheld = withhold
@@ -153,29 +157,25 @@ class RequestEvents:
                 copy, cut = body_copy(raw, p.request_bytes)
             if identity is not None:
                 user, groups = identity.user, sorted(identity.groups)
-        shadow_copy = None
         sp = p.shadow
-        # Chat, Messages and Responses bodies: the dispatcher translates each to the candidate's format.
         if shadow and api in SHADOWED_APIS and p.enabled and sp is not None and random.random() < sp.sample_rate:
-            live = route.candidates[0].name if route is not None and route.candidates else None
             if not p.capture_personal_data:
                 # The copy would carry the prompt to a second model, and through the stream, which this
-                # policy keeps no body of.
+                # policy keeps no body of (masking may leave labels it does not mask in clear).
                 self.shadow_refused = "personal_data"
             elif identity is not None and not identity.reaches(sp.model):
                 # The copy would carry the caller's prompt to a model its key may not reach.
                 self.shadow_refused = "not_allowed"
             else:
-                shadow_copy = ShadowCopy(model=sp.model, body=raw if shadow_body is None else shadow_body,
-                                         api=api, decision=route.decision if route is not None else None,
-                                         live_model=live,
+                self.shadow = ShadowCopy(model=sp.model, body=b"", api=api, shaped=True,
+                                         decision=route.decision if route is not None else None,
                                          timeout_seconds=sp.timeout_seconds, max_concurrency=sp.max_concurrency,
                                          max_body_bytes=p.response_bytes)
         if request is not None:
             model, stream = request.model, request.stream
         seq = self._seq
         self._seq = seq + 1
-        if copy is None and not cut and user is None and not groups and shadow_copy is None:
+        if copy is None and not cut and user is None and not groups:
             # The fields left out are at their defaults: the same event (``_FEW_KEYWORDS``).
             return RequestReceived(
                 replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
@@ -186,7 +186,7 @@ class RequestEvents:
             replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
             config_version=self.config_version, seq=seq, ts_ms=self.started_ms, replay=p.enabled,
             api=api, model=model or "", stream=bool(stream), body_bytes=len(raw), request=copy,
-            request_truncated=cut, user=user, groups=groups, shadow=shadow_copy,
+            request_truncated=cut, user=user, groups=groups,
         )
 
     def signals(self, readings: Readings | None) -> None:
@@ -236,9 +236,9 @@ class RequestEvents:
 
     def routed(self, raw: bytes, request: ChatRequest | None, route: Route, *, identity: Identity | None = None,
                shadow: bool = True, api: str = "chat", model: str | None = None, stream: bool | None = None,
-               withhold: bool = False, shadow_body: bytes | None = None) -> None:
+               withhold: bool = False) -> None:
         """``received``, ``signals`` and ``decision`` at once: what the hot path calls after routing."""
-        received = self._received(raw, request, route, identity, api, shadow, model, stream, withhold, shadow_body)
+        received = self._received(raw, request, route, identity, api, shadow, model, stream, withhold)
         readings = route.readings
         chosen = route.chosen
         alg = chosen.decision.algorithm.type if chosen and chosen.decision else "static"
@@ -285,6 +285,14 @@ class RequestEvents:
                 hop += 1
             self.attempt(a, hop=hop)
 
+    def shadowed(self, model: str, api_format: str, body: bytes) -> None:
+        """One provider (``model``) answered through single-model dispatch the request ``body`` it was sent (in
+        ``api_format``, every request plugin applied, masking last): what a sampled shadow copy carries."""
+        copy = self.shadow
+        api = FORMAT_API.get(api_format)
+        if copy is not None and api is not None:
+            self.shadow = _replace(copy, body=body, api=api, live_model=model)
+
     def capture(self, cache: CacheIntent | None, cache_max_bytes: int) -> AnswerCapture | None:
         """What the relay feeds the answer to: enough for the cache and the record, or None for neither."""
         limit = max(0 if self.withheld else self.policy.response_bytes, cache_max_bytes if cache is not None else 0)
@@ -304,6 +312,9 @@ class RequestEvents:
         p = self.policy
         seq = self._seq
         self._seq = seq + 1
+        shadow, self.shadow = self.shadow, None
+        if shadow is not None and not shadow.body:
+            shadow = None           # no provider answered through single-model dispatch: nothing to compare
         # The fields most answers set, then the rest apart when any is not at its default (``_FEW_KEYWORDS``).
         event = AnswerCompleted(
             replay_id=self.replay_id, request_id=self.request_id, session_id=self.session_id, recipe=self.recipe,
@@ -316,8 +327,8 @@ class RequestEvents:
                     and cache is None and cost is None and cost_currency is None
                     and (self.withheld or not p.response_bytes)):
                 # Most upstream answers: their usage and time to first byte, in one replace.
-                if usage is not None or ttfb_ms is not None:
-                    event = _replace(event, usage=usage, ttfb_ms=ttfb_ms)
+                if usage is not None or ttfb_ms is not None or shadow is not None:
+                    event = _replace(event, usage=usage, ttfb_ms=ttfb_ms, shadow=shadow)
                 self.sink.record(event)
                 return
             body, size, truncated = None, 0, False
@@ -335,6 +346,8 @@ class RequestEvents:
             # As the record would keep it (no body: replay_body_bytes is 0), and no cache intent: the writer that
             # stores the answer is the handoff's.
             event = for_record(_replace(event, cache=None))
+        if shadow is not None:      # masked where the decision masks: placeholders, never the values
+            event = _replace(event, shadow=shadow)
         self.sink.record(event)
 
     def cache_hit(self, key: str, answer: CachedAnswer, *, decision: str | None) -> None:

@@ -1,27 +1,29 @@
 """The shadow dispatcher: ``router_replay.shadow`` copies, sent off the request path.
 
-A sampled request reaches the stream with a ``ShadowCopy`` (the client's
-body, never its headers). This consumer sends it to the candidate model
-through the server's own upstream client and appends the answer as a
-``shadow_answer`` event next to the live one. The live answer was sent long
-before: a shadow can neither delay nor change it.
+A sampled request that one provider answered through single-model dispatch
+(spec 5.7: no cache hit, fast_response or Looper executor) reaches the stream
+with a ``ShadowCopy`` on its answer's event: the request that provider was
+sent, every request plugin applied (the tools policy, context, system_prompt,
+request_params, prompt_cache, masking last: placeholders, never the values),
+never its headers. This consumer sends it to the candidate model through the
+server's own upstream client and appends the answer as a ``shadow_answer``
+event next to the live one. The live answer was sent before: a shadow can
+neither delay nor change it.
 
 ``send(copy, recipe) -> (status, body)`` is the server's: it reads the copy
-in its client API (Chat, Messages or Responses), writes it for the shadow
-model as a live request to that model is written (its format, its upstream
-name, then the decision's request plugins: system_prompt, header_mutation,
-request_params, prompt_cache), and calls the model with the model's own
-static credential, never a user's (spec 6.7). Copies go out whole
-(``stream: false``) so the two answers compare. Tools and context rewrites,
-which read stores and other models at request time, are not made again.
+in the client API of the live model's format, writes it in the shadow model's
+format and upstream name, adds header_mutation's headers, and calls the model
+with the model's own static credential, never a user's (spec 6.7). Copies go
+out whole (``stream: false``) so the two answers compare.
 
 Each candidate model gets ``max_concurrency`` copies in flight; a copy that
 finds them all busy is skipped and counted, so a slow candidate never makes
 the group fall behind. A copy whose model the caller's key may not reach is
 never made (``RequestEvents``) and counted here as ``skipped_not_allowed``; nor is a copy of a request
-whose router_replay says ``capture_personal_data: false`` (``skipped_personal_data``), nor of one its
-decision masks. The copy travels in the stream, whatever ``capture_request_body`` says: the stream is
-the dispatcher's only way to it; the record never keeps it.
+whose router_replay says ``capture_personal_data: false`` (``skipped_personal_data``): no event carries
+its text, masked or not. The copy travels in the stream, whatever ``capture_request_body`` says: the
+stream is the dispatcher's only way to it; the record never keeps it. (A ``request_received`` event an
+earlier version journaled may carry a copy of the client's body: it is sent as it was then.)
 A copy is acknowledged when its answer is recorded; a
 copy in flight when the router stops is sent again on the next start.
 """
@@ -37,7 +39,7 @@ import trio
 from .capture import answer_facts
 from .consumers import Acks
 from .source import Entry
-from .types import RequestReceived, ShadowAnswered, ShadowCopy, now_ms
+from .types import AnswerCompleted, RequestReceived, ShadowAnswered, ShadowCopy, now_ms
 from .writer import EventSink
 
 log = logging.getLogger("vsr_fast.events.shadow")
@@ -79,7 +81,7 @@ class ShadowDispatcher:
     async def handle(self, entries: list[Entry], acks: Acks) -> None:
         for e in entries:
             ev = e.event
-            if not isinstance(ev, RequestReceived) or ev.shadow is None:
+            if not isinstance(ev, (RequestReceived, AnswerCompleted)) or ev.shadow is None:
                 acks.done(e.id)
                 continue
             limiter = self._limiter(ev.shadow.model, ev.shadow.max_concurrency)
@@ -92,7 +94,7 @@ class ShadowDispatcher:
                 continue
             self._nursery.start_soon(self._shadow, e.id, ev, limiter, token, acks)
 
-    async def _shadow(self, entry_id: str, ev: RequestReceived, limiter: trio.CapacityLimiter, token: object,
+    async def _shadow(self, entry_id: str, ev: RequestReceived | AnswerCompleted, limiter: trio.CapacityLimiter, token: object,
                       acks: Acks) -> None:
         copy = ev.shadow
         assert copy is not None

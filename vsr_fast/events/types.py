@@ -54,15 +54,18 @@ class DecisionVerdict(_Part):
 class ShadowCopy(_Part):
     """What the shadow dispatcher needs to send a sampled copy (router_replay.shadow).
 
-    ``body`` is the client's whole request body in its client API (``api``), a Responses chain's stored turns
-    expanded into it (``previous_response_id``); it never carries a header, so never a credential. The
-    dispatcher translates it to the shadow model's format and applies the decision's (``decision``) per-model
-    rewrites, as a live request to that model gets them, and sends it with the shadow model's own credential.
+    ``shaped`` (every copy made now): ``body`` is the live model's provider-bound request as it was sent, every
+    request plugin applied (tools policy, context, system_prompt, request_params, masking last: placeholders,
+    never the values), in ``api``, the client API of that model's format. The dispatcher writes it in the
+    shadow model's format and name and adds only header_mutation's headers. Without ``shaped`` (a copy an
+    earlier version journaled): the client's body, which gets the decision's (``decision``) per-model
+    rewrites. The body never carries a header, so never a credential; the shadow model's own is sent.
     """
 
     model: str
     body: bytes
     api: str = "chat"                 # the client API the body is written in: chat, messages, responses
+    shaped: bool = False              # ``body`` is the live provider-bound request, every rewrite made
     decision: str | None = None       # the live decision, whose request plugins the copy gets too
     live_model: str | None = None     # the model the live request went to, for the comparison
     timeout_seconds: float = 30.0
@@ -176,6 +179,8 @@ class AnswerCompleted(_Event, tag="answer_completed"):
     cache: CacheIntent | None = None
     cost: float | None = None         # x-vsr-cost: every call of the answer at its model's pricing
     cost_currency: str | None = None
+    # A sampled router_replay.shadow copy: only an answer of single-model provider dispatch carries one.
+    shadow: ShadowCopy | None = None
 
 
 class CacheHit(_Event, tag="cache_hit"):

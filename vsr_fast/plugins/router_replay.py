@@ -28,13 +28,14 @@ TYPE = "router_replay"
 class ShadowConfig(Block):
     """``router_replay.shadow``: where sampled copies go.
 
-    Chat Completions, Messages and Responses requests are sampled (a Responses chain with its stored turns
-    in). The copy goes to the shadow model as a live request to that model would: written in its format, then
-    the decision's system_prompt, header_mutation, request_params and prompt_cache rewrites (the tools and
-    context rewrites, which read stores and models at request time, are not made again); its answer joins the
-    record's ``shadow``. A copy travels to its dispatcher in the event stream, whatever ``capture_request_body`` says (the record
-    never keeps it); a request under ``capture_personal_data: false`` is never copied, nor is one its decision
-    masks unless a router_replay layer says ``capture_personal_data: true`` (then its prompt, as received, is).
+    Chat Completions, Messages and Responses requests are sampled. A copy is made only where one provider
+    answered through single-model dispatch (spec 5.7): never for a cache hit, a fast_response or a Looper
+    executor that asks several models (fusion, ratings...). The copy is the request that provider was sent,
+    every request plugin applied (the tools policy, context, system_prompt, request_params, prompt_cache, and
+    masking last: placeholders, never the values, whatever ``capture_personal_data`` says), written in the
+    shadow model's format and name with header_mutation's headers; its answer joins the record's ``shadow``.
+    A copy travels to its dispatcher in the event stream, whatever ``capture_request_body`` says (the record
+    never keeps it); a request under ``capture_personal_data: false`` is never copied.
     """
 
     model: Annotated[str, Meta(min_length=1)] | UnsetType = UNSET
@@ -50,7 +51,8 @@ class RouterReplayConfig(Block):
     capture_request_body: bool | UnsetType = UNSET
     capture_response_body: bool | UnsetType = UNSET
     # false keeps no body and no identity, whatever the capture_* fields say, and makes no shadow copy (migrated
-    # data_policy). No event carries the request's text or its answer: a response_cache on the request stores the
+    # data_policy). true lets the record keep a masking decision's request as received; a shadow copy is masked
+    # either way. No event carries the request's text or its answer: a response_cache on the request stores the
     # answer under its hashed key by the router's own task, never through the stream, and keeps no semantic entry
     # (the request's text): the decision's cache answers only the same request (exact).
     capture_personal_data: bool | UnsetType = UNSET

@@ -14,6 +14,7 @@ import msgspec
 
 from .header_mutation import HeaderMutation
 from .request_params import RequestParams
+from .system_prompt import SystemPrompt
 
 _DECODE = msgspec.json.Decoder()
 _ENCODE = msgspec.json.Encoder()
@@ -39,10 +40,19 @@ class Shaping:
                 return policy.generation.thinking
         return None
 
+    def headers(self, headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+        """``headers`` after header_mutation alone: a body every other plugin wrote already (a shadow copy)."""
+        out = list(headers)
+        for _, policy in self.steps:
+            if isinstance(policy, HeaderMutation):
+                policy.apply(out)
+        return tuple(out)
+
     def apply(self, body: bytes, api_format: str, headers: tuple[tuple[str, str], ...],
-              reasoning: str | None = None) -> Shaped:
+              reasoning: str | None = None, context: tuple[str, ...] = ()) -> Shaped:
         """The provider-bound body and headers after every plugin, with what each changed; ``reasoning`` is the
-        model's reasoning syntax (``ProviderModel.reasoning``), which request_params' thinking is written in."""
+        model's reasoning syntax (``ProviderModel.reasoning``), which request_params' thinking is written in;
+        ``context`` the texts the context plugin put in the system prompt (a system_prompt replace keeps them)."""
         changes: list[str] = []
         doc = None
         out_headers = list(headers)
@@ -55,7 +65,8 @@ class Shaping:
                     if not isinstance(doc, dict):
                         return Shaped(body, headers, ())
                 # Only request_params writes reasoning fields, in the model's own syntax.
-                extra = (reasoning,) if isinstance(policy, RequestParams) else ()
+                extra = (reasoning,) if isinstance(policy, RequestParams) else (
+                    (context,) if isinstance(policy, SystemPrompt) else ())
                 change = policy.apply(doc, api_format, *extra)
             if change:
                 changes.append(f"{type_}: {change}")

@@ -2,7 +2,10 @@
 
 ``insert`` puts the configured prompt ahead of the caller's own (which stays);
 ``replace`` removes the caller's system instructions and sends only the
-configured one. The v0.3 ``append`` replaced the caller's prompt: it is
+configured one, followed by the context the ``context`` plugin placed in the
+system prompt (spec 5.7: context reaches the model; the table lists context
+ahead of system_prompt, so the context plugin runs first and replace must keep
+what it placed). The v0.3 ``append`` replaced the caller's prompt: it is
 refused with what to write instead. Written in each target ``api_format``'s
 own field: Chat ``system`` messages, Messages ``system``, Responses
 ``instructions``.
@@ -34,17 +37,23 @@ class SystemPrompt:
     mode: str
     text: str
 
-    def apply(self, body: dict[str, Any], api_format: str) -> str | None:
-        """Rewrite ``body`` in place; what changed, for the replay record (None: nothing)."""
+    def apply(self, body: dict[str, Any], api_format: str, context: tuple[str, ...] = ()) -> str | None:
+        """Rewrite ``body`` in place; what changed, for the replay record (None: nothing). ``context``: the
+        texts the context plugin placed in the system prompt, which a replace puts back after its own."""
+        prompt = self
+        if self.mode == "replace" and context:
+            prompt = SystemPrompt(self.mode, "\n\n".join((self.text, *context)))
         if api_format == "openai":
-            _chat(body, self)
+            _chat(body, prompt)
         elif api_format == "anthropic":
-            _messages(body, self)
+            _messages(body, prompt)
         elif api_format == "responses":
-            _responses(body, self)
+            _responses(body, prompt)
         else:
             return None
-        return f"{self.mode} ({len(self.text)} chars)"
+        if prompt is self:
+            return f"{self.mode} ({len(self.text)} chars)"
+        return f"{self.mode} ({len(self.text)} chars), the injected context kept after it"
 
 
 def resolve(*layers: SystemPromptConfig | None) -> SystemPrompt | None:

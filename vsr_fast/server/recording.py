@@ -133,7 +133,7 @@ class Policies:
         return self._tools.get((recipe, decision))
 
     def withholds_request(self, recipe: str | None, decision: str | None) -> bool:
-        """Whether the record and the shadow must not carry this request as received: its decision masks,
+        """Whether the record must not carry this request as received (a shadow copy never does): its decision masks,
         and no router_replay layer says ``capture_personal_data: true`` (the default leaves it unset)."""
         if self.masking(recipe, decision) is None:
             return False
@@ -255,25 +255,23 @@ class Recording:
             self.capture = AnswerCapture(store.max_entry_bytes) if self.intent is not None else None
             return
         ev.policy = replay = plan.replay
-        # A masking decision's request reaches neither the record nor a shadow model as received; a private one's
-        # (masking, or capture_personal_data: false) travels in no event, nor does its answer (``answered``).
-        withhold, private = plan.withhold, plan.private
+        # A masking decision's request reaches neither the record nor a shadow model as received (a shadow copy is
+        # the masked provider-bound request); a private one's (masking, or capture_personal_data: false) travels
+        # in no event, nor does its answer (``answered``).
+        private = plan.private
         if (replay.request_bytes > 0 or replay.shadow is not None) and identity is None:
             # The record keeps it beside the request copy; a shadow copy goes only where its key reaches.
             identity = state.identity(scope)
         api = req.api
+        # A shadow copy is the live provider-bound request (``shadowed``): masked where the decision masks.
+        shadow = len(route.candidates) >= 1 and route.recipe is not None
         if api == "chat":
             # RequestEvents reads the model and stream of a Chat body from the body itself.
-            ev.routed(raw, req.body, route, identity=identity,
-                      shadow=len(route.candidates) >= 1 and route.recipe is not None and not withhold, api=api,
-                      withhold=private)
+            ev.routed(raw, req.body, route, identity=identity, shadow=shadow, api=api, withhold=private)
         else:
             adapter = state.adapters[api]
-            # The shadow copy carries the prepared body (``req.raw``): a Responses chain's stored turns in, so
-            # the candidate answers the conversation the live model did.
-            ev.routed(raw, None, route, identity=identity,
-                      shadow=len(route.candidates) >= 1 and route.recipe is not None and not withhold, api=api,
-                      model=adapter.model(req), stream=adapter.stream(req), withhold=private, shadow_body=req.raw)
+            ev.routed(raw, None, route, identity=identity, shadow=shadow, api=api,
+                      model=adapter.model(req), stream=adapter.stream(req), withhold=private)
         if ev.shadow_refused and self.services.shadow is not None:
             self.services.shadow.skipped[ev.shadow_refused] += 1
         self.capture = ev.capture(self.intent, store.max_entry_bytes)
@@ -301,6 +299,11 @@ class Recording:
         earlier request)."""
         if self.events is not None:
             self.events.cache_hit(hit.key, hit.answer, decision=route.decision)
+
+    def shadowed(self, model: str, api_format: str, body: bytes) -> None:
+        """The request one provider answered through single-model dispatch, as sent: a sampled shadow copy's."""
+        if self.events is not None:
+            self.events.shadowed(model, api_format, body)
 
     def attempts(self, attempts: list[Attempt], *, hops: bool = False) -> None:
         if self.events is not None:

@@ -14,6 +14,11 @@ and names each such field (``restart_required``: the admin answer, the log and t
 judge that asks a System One deployment the client does not run among them, and a native System One alias
 served by backend_refs the client did not start.
 
+The context plugin's stores are the exception: a reload that makes a decision use the plugin in a process
+that has not opened them opens them (``global.stores`` as the process started), so the new sources are served
+at once. A store that cannot open refuses the reload: the decisions keep serving as they were, never without
+a source they declare (whatever its ``on_failure``).
+
 Every reload reads again the secrets the file names (``api_key_env``, ``api_key_file``, ``password_*``): the
 version covers their digests (``config.secrets``), so a rotated key file is a change, and a kept backend takes
 its new key. The file's load warnings (a ``missing_credential``) are logged as serve prints them at start, and
@@ -27,16 +32,18 @@ from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 import msgspec
+import redis
 import trio
 
 from ..config.schema import RouterConfig
 from ..config.secrets import secret_files
-from ..errors import ConfigError, StoreUnavailable, redact
+from ..errors import ConfigError, EmbeddingFailed, StoreFull, StoreUnavailable, redact
 from ..plugins.layers import shadow_used, types_used
 from ..routing import load_file
 from ..routing.open_systemone import alias_key
 from ..upstream.pool import Upstreams
 from .asgi import Receive, Scope, Send
+from .context_stores import held, open_context_stores
 from .state import AppState
 
 log = logging.getLogger("vsr_fast.reload")
@@ -64,8 +71,9 @@ AT_START = ("listeners", "global.stores", "global.model_catalog", "global.router
             "global.router.auth.enabled", "global.router.auth.store", "global.router.rate_limits", "global.router.tracing", "global.router.config_watch.enabled",
             "global.router.limits.header_timeout_ms", "global.router.limits.send_timeout_ms",
             "global.router.limits.max_connections")
-# Plugin types whose stores or services serve opens at start only when some layer names one.
-OPENED_AT_START = ("context", "response_cache", "router_replay")
+# Plugin types whose stores or services serve opens at start only when some layer names one. The context
+# plugin's stores a reload opens (``Generations._context``).
+OPENED_AT_START = ("response_cache", "router_replay")
 
 
 class Reloaded(NamedTuple):
@@ -212,6 +220,7 @@ class Generations:
                 new = old.regenerated(loaded, upstreams)
                 later = tuple(restart_required(self.started, loaded.config, self.started_secrets, loaded.secrets)
                               + systemone_unstarted(old.systemone_client, loaded.table))
+                await self._context(new)
             except ConfigError as exc:
                 return self._refused(old, "; ".join(exc.shown) or str(exc), count)
             except Exception as exc:   # noqa: BLE001 - a bug in loading is a refused reload, never a dead router
@@ -234,6 +243,19 @@ class Generations:
                 log.warning("reload: %s changed what is read only at start, in effect after a restart: %s",
                             self._path, ", ".join(later))
             return Reloaded(True, message, later, tuple(loaded.warnings), swapped=True)
+
+    async def _context(self, new: AppState) -> None:
+        """Open the context plugin's stores for ``new`` when it is the first generation to use the plugin; a
+        ConfigError naming the first decision that uses it when they cannot open."""
+        if new.vectors is not None or "context" not in types_used(new.loaded.config) or new.embedders is None:
+            return
+        try:
+            new.vectors, new.memories = await open_context_stores(self.started.global_.stores, new.embedders)
+        except (OSError, EmbeddingFailed, StoreFull, redis.RedisError) as exc:
+            where = next(path for path, entry in new.loaded.config.plugin_entries() if entry.type == "context")
+            raise ConfigError([f"{where} (context): its vector store and memory store (global.stores) could not "
+                               f"open: {type(exc).__name__}: {redact(str(exc))}"]) from None
+        self._nursery.start_soon(held, new.vectors, new.memories)
 
     def _refused(self, old: AppState, why: str, count: bool) -> Reloaded:
         old.metrics.reloaded(False)

@@ -33,8 +33,6 @@ from ..errors import ConfigError, ListenError, StartError, VsrError
 from ..embeddings import Embedders
 from ..events.cache_store import cache_of
 from ..events.cache_writer import CacheWriter
-from ..events.memory_store import MemoryStore
-from ..events.vector_store import VectorStore
 from ..events.service import open_event_services
 from ..events.types import ShadowCopy
 from ..routing.open_systemone import open_systemone, read_attached_cards
@@ -42,6 +40,7 @@ from ..upstream import open_upstreams
 from ..upstream.health import check_backends
 from . import heap, process
 from .app import edge_refusals, make_app
+from .context_stores import context_stores
 from .listen import Connections, serve_http
 from .metrics_view import serve_peers
 from .reload import Generations
@@ -178,7 +177,7 @@ async def _serve_on(loaded: Loaded, opts: ServeOptions, listeners: _Listeners, t
     direct = "response_cache" in uses and stores.event_stream.backend == "none"
     async with open_upstreams(loaded.config) as upstreams, open_systemone(loaded) as systemone, events_cm as events, \
             _direct_cache(stores if direct else None, embedders) as direct_cache, _closing(embedders), \
-            _context_stores(stores if "context" in uses else None, embedders) as (vectors, memories):
+            context_stores(stores if "context" in uses else None, embedders) as (vectors, memories):
         state = AppState(loaded=loaded, upstreams=upstreams, systemone_client=systemone, events=events,
                          direct_cache=direct_cache, embedders=embedders, vectors=vectors, memories=memories, metrics_dir=opts.metrics_dir, worker=opts.worker)
         holder.append(state)
@@ -301,25 +300,6 @@ async def _closing(embedders: Embedders):
 
 
 @asynccontextmanager
-async def _context_stores(stores, embedders: Embedders):
-    """The context plugin's vector store (its ``files`` ingested now) and memory store; (None, None) when no
-    decision uses the plugin, so nothing is embedded."""
-    if stores is None:
-        yield None, None
-        return
-    vectors = VectorStore(stores.vector_store, embedders.for_store(stores.vector_store.embedding))
-    memories = MemoryStore(stores.memory, embedders.for_store(stores.memory.embedding))
-    try:
-        if stores.vector_store.files:
-            added = await trio.to_thread.run_sync(vectors.ingest_files_sync)
-            log.info("vsr-fast: vector store: %d chunks from %d files", added, len(stores.vector_store.files))
-        yield vectors, memories
-    finally:
-        vectors.close()
-        memories.close()
-
-
-@asynccontextmanager
 async def _direct_cache(stores, embedders: Embedders):
     """The response cache and its writer for a router with no event stream; None when not needed."""
     if stores is None:
@@ -364,8 +344,10 @@ def _orphan_event_dirs(loaded: Loaded, opts: ServeOptions) -> list[Path]:
 
 async def shadow_call(state: AppState, copy: ShadowCopy, recipe: str | None) -> tuple[int, bytes]:
     """A shadow copy to its model with the router's own backend key, never the user's credential: read in its
-    client API, written in the model's format, then the decision's per-model rewrites (system_prompt,
-    header_mutation, request_params, prompt_cache), as the live dispatch writes a candidate's request."""
+    client API, written in the model's format. A ``shaped`` copy is the live provider-bound request, every
+    request plugin made (masking last): it gets only header_mutation's headers. An earlier version's copy (the
+    client's body) gets the decision's per-model rewrites (system_prompt, header_mutation, request_params,
+    prompt_cache), as the live dispatch writes a candidate's request."""
     model = state.table.models[copy.model]
     adapter = state.adapters[copy.api]
     shaping = state.policies.shaping(recipe, copy.decision) if recipe is not None else None
@@ -374,6 +356,8 @@ async def shadow_call(state: AppState, copy: ShadowCopy, recipe: str | None) -> 
         out = adapter.upstream(req, m.api_format, m.upstream_model, stream_usage=m.stream_usage, reasoning=m.reasoning)
         if shaping is None:
             return out
+        if copy.shaped:
+            return dataclasses.replace(out, headers=shaping.headers(out.headers))
         shaped = shaping.apply(out.body, m.api_format, out.headers, m.reasoning)
         return dataclasses.replace(out, body=shaped.body, headers=shaped.headers)
 

@@ -87,7 +87,10 @@ async def assemble(ex: Exchange) -> None:
         ex.rec.turn = Turn(ex.state.memories, user, text)
     thinking = _thinks(ex, body, fmt) if found else False
     for kind, items in found:
-        mode = inject(body, fmt, kind, render(kind, items), policy.injection, thinking=thinking)
+        text = render(kind, items)
+        mode = inject(body, fmt, kind, text, policy.injection, thinking=thinking)
+        if mode != "tool_role":
+            ex.system_context += (text,)
         changes.append(f"context: {len(items)} {kind} items ({mode})")
     if changes:
         ex.req = ex.adapter.with_raw(req, _ENCODE.encode(body))

@@ -83,6 +83,9 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
             ex.tried(exc.attempts)
             raise
         ex.tried(answer.attempts)
+        # router_replay.shadow compares single-model provider dispatch only (spec 5.7): its copy is the request
+        # this provider was sent, every request plugin applied (the tools policy, context, masking last).
+        ex.rec.shadowed(answer.model.name, answer.model.api_format, ex.outbound[answer.model.name].body)
         answer = looper.count_cost(ex, answer, tally)
     if not (isinstance(answer, Whole) and answer.status >= 400):
         looper.served(ex, answer.model.name)      # multi_factor's affinity, retention's current model
@@ -93,7 +96,7 @@ def _rewritten(ex: Exchange, out: Outbound, model: ProviderModel, retains: bool,
     """The shaping plugins, then the retention's prefix when the decision ``retains`` it, on ``out``; what each
     changed joins ``changes``."""
     if ex.shaping is not None:
-        shaped = ex.shaping.apply(out.body, model.api_format, out.headers, model.reasoning)
+        shaped = ex.shaping.apply(out.body, model.api_format, out.headers, model.reasoning, ex.system_context)
         changes += shaped.changes
         out = dataclasses.replace(out, body=shaped.body, headers=shaped.headers)
     if retains:

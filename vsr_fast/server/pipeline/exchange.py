@@ -46,7 +46,7 @@ class Exchange:
                  "rec", "recipe", "req", "route", "scope", "shaping", "stage", "started", "state",
                  "status", "trace", "warnings", "arrived", "ticket", "meter", "guard_outcome", "guard_codes", "held",
                  "cost", "first_byte", "failure", "watch", "losses", "kept", "backend", "backend_first_byte",
-                 "attempts")
+                 "attempts", "system_context")
 
     def __init__(self, state: AppState, api: str, scope: Scope) -> None:
         self.state, self.api, self.scope = state, api, scope
@@ -62,6 +62,8 @@ class Exchange:
         self.route: Route | None = None
         self.shaping: Any = None
         self.masking: Any = None          # the decision's masking policy: dispatch's last rewrite
+        # The context placed in the system prompt (``pipeline.context``): a system_prompt replace keeps it.
+        self.system_context: tuple[str, ...] = ()
         self.masked_spans: dict | None = None   # text -> the pii rule's spans, kept across candidates
         # value -> its numbered placeholder, kept across candidates; in this request's memory only (unmask)
         self.masked_values: dict[str, str] | None = None

@@ -220,7 +220,7 @@ async def number(ex: Exchange) -> None:
                                   reasoning=model.reasoning)
         body = out.body
         if ex.shaping is not None:
-            body = ex.shaping.apply(body, model.api_format, out.headers, model.reasoning).body
+            body = ex.shaping.apply(body, model.api_format, out.headers, model.reasoning, ex.system_context).body
         await mask(ex, body, model.api_format, ex.masking)
     except VsrError:
         ex.masked_values = None
