@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 import trio
 
+from ..config.schema import BACKEND_MAX_EVENT_BYTES
 from ..errors import UpstreamError, UpstreamInvalid, UpstreamTooLarge, VsrError
 from ..protocol.error_types import ANTHROPIC_TYPES, anthropic_type, openai_type
 from ..protocol.translate import BY_FORMAT
@@ -148,17 +149,19 @@ class EventCheck:
     ``.failed``) or an error event; one that stops before is cut short, which ``close`` says. A Chat
     stream whose every choice has its ``finish_reason`` has ended too: servers that leave out ``[DONE]``
     exist, and the answer is whole. The terminator is the stream's last event (``done``): ``feed`` passes
-    no byte after it.
+    no byte after it. An event not ended within ``max_event`` bytes (a line that never ends) is a failure
+    (UpstreamTooLarge): it is held until it ends, so it bounds what a stream holds.
     """
 
-    __slots__ = ("_data", "_ends", "_label", "_open", "_pending", "_terminator", "answering", "done", "ended", "erred",
-                 "erred_data", "events", "failure")
+    __slots__ = ("_data", "_ends", "_label", "_max_event", "_open", "_pending", "_terminator", "answering", "done",
+                 "ended", "erred", "erred_data", "events", "failure")
 
-    def __init__(self, api_format: str, label: str) -> None:
+    def __init__(self, api_format: str, label: str, max_event: int = BACKEND_MAX_EVENT_BYTES) -> None:
         self._data = _EVENT_DATA.get(api_format, _CHUNK)
         self._ends = _ENDS.get(api_format, _CHAT_ENDS)
         self._terminator = _TERMINATOR.get(api_format, "data: [DONE]")
         self._label = label
+        self._max_event = max_event     # an unfinished event past this is a failure: it is held until it ends
         self._pending = bytearray()
         self._open: dict[int, bool] | None = None     # Chat: each choice index seen, whether it is still open
         self.events = 0
@@ -167,7 +170,7 @@ class EventCheck:
         self.erred: str | None = None   # the backend's error event that ended it (error, response.failed)
         self.erred_data = b""           # that event's data
         self.answering = False          # an event of the answer came (not a ``PREAMBLE`` one, not an error)
-        self.failure: UpstreamInvalid | None = None
+        self.failure: UpstreamInvalid | UpstreamTooLarge | None = None
 
     def feed(self, chunk: bytes) -> int:
         """How many bytes of ``chunk`` may pass: all of it, its unfinished event included, unless an event
@@ -194,7 +197,16 @@ class EventCheck:
                 self._pending = bytearray()
                 return start - carried
         self._pending = bytearray(data[start:]) if start or not carried else self._pending
+        if len(self._pending) > self._max_event:
+            return self._overlong(max(0, start - carried))
         return len(chunk)
+
+    def _overlong(self, good: int) -> int:
+        """The unfinished event passed ``max_event`` bytes: a failure, only the ``good`` bytes before it pass."""
+        self._pending = bytearray()
+        self.failure = UpstreamTooLarge.at(
+            self._label, f"streamed an event not ended within {self._max_event} bytes (max_event_bytes)")
+        return good
 
     def _feed_lf(self, chunk: bytes) -> int:
         # The common read: whole events, LF line ends, nothing carried. bytes.split finds the same
@@ -214,6 +226,8 @@ class EventCheck:
                 return start
         if rest:
             self._pending = bytearray(rest)
+            if len(rest) > self._max_event:
+                return self._overlong(start)
         return len(chunk)
 
     def close(self) -> UpstreamInvalid | None:

@@ -349,7 +349,8 @@ class Dispatcher:
                         continue
                     return _whole(model, backend, resp, body, attempts, first_byte)
                 answers.check_status(status, backend.label)
-                rest = answers.Checked(resp.chunks(), answers.EventCheck(model.api_format, backend.label),
+                rest = answers.Checked(resp.chunks(), answers.EventCheck(model.api_format, backend.label,
+                                                                            backend.max_event_bytes),
                                        backend.max_response_bytes, backend.label)
                 first = await _first_event(rest)
                 failed = rest.failed_at_once(model.api_format, backend.secret)

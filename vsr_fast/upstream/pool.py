@@ -54,6 +54,7 @@ class Backend:
         self.delegated: tuple[str, str] | None = _place(ref, model.api_format) \
             if ref.auth is not None and ref.auth.credential == "delegated" else None
         self.max_response_bytes = ref.max_response_bytes
+        self.max_event_bytes = ref.max_event_bytes
         self.max_pending = ref.max_pending or 4 * ref.max_connections * ref.pool_shards
         self.pending = 0        # attempts sent or waiting for a connection, streams until closed
         read = ref.read_timeout_ms / 1000
