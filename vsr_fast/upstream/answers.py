@@ -17,7 +17,7 @@ import trio
 from ..config.schema import BACKEND_MAX_EVENT_BYTES
 from ..errors import UpstreamError, UpstreamInvalid, UpstreamTooLarge, VsrError
 from ..protocol.error_types import ANTHROPIC_TYPES, anthropic_type, openai_type
-from ..protocol.translate import BY_FORMAT
+from ..protocol.translate import BY_FORMAT, PATHS
 from .transport import Response
 
 log = logging.getLogger("vsr_fast.upstream")
@@ -270,6 +270,13 @@ class EventCheck:
             self.events += 1
             self.ended = self.done = self.answering = True
             return None
+        if not value.isascii():
+            # msgspec skips the fields it is not asked for without reading their strings: invalid UTF-8 in a
+            # delta's text would pass here and fail the client's translation, after the attempt was accepted.
+            try:
+                value.decode()
+            except UnicodeDecodeError as exc:
+                return self._bad(f"an event whose data is not UTF-8 ({exc.reason} at byte {exc.start})", value)
         try:
             event = self._data.decode(value)
         except msgspec.DecodeError as exc:
@@ -388,12 +395,20 @@ def check_shape(path: str, body: bytes, label: str) -> None:
         _reads(decoder.decode, body, label, f"answered 2xx with a body that is not an answer of {path}")
 
 
-def check_answer(api_format: str, body: bytes, label: str) -> None:
-    """UpstreamInvalid unless a whole success ``body`` reads as an answer of ``api_format``, all of it: a stream
-    request's whole answer is written as the client's events, which takes more than its top level."""
-    reader = BY_FORMAT.get(api_format)
-    if reader is not None:
+def check_whole(api_format: str, path: str, body: bytes, label: str, streamed: bool = False) -> None:
+    """UpstreamInvalid unless a whole success ``body`` reads as an answer of ``api_format``, all of it, when it
+    is one (from the format's answer path, or to a stream request, whose answer is written as the client's
+    events); else of its path's top-level shape. Read here, in the attempt, an unreadable answer (invalid
+    UTF-8, ``prompt_tokens: "12"``) is the backend's failure and the next one answers, whatever the client's
+    API: read only when translated, it was a 502 for some clients and relayed to others. The whole read costs
+    about what the shape check does (1.9 against 0.7 µs for 852 bytes, 303 against 274 µs for 1 MiB)."""
+    reader = BY_FORMAT.get(api_format) if streamed or path == PATHS.get(api_format) else None
+    if reader is None:
+        check_shape(path, body, label)
+    elif streamed:
         _reads(reader.read_answer, body, label, "answered a stream request whole, with no answer it could stream")
+    else:
+        _reads(reader.read_answer, body, label, f"answered 2xx with a body that is not a readable answer of {path}")
 
 
 def _reads(read, body: bytes, label: str, what: str) -> None:

@@ -448,9 +448,7 @@ async def _read_whole(resp: Response, model: ProviderModel, backend: Backend, pa
         raise _transport_failure(exc, backend) from None
     if resp.status >= 400:
         return answers.sanitized(body, backend.secret, model.api_format, resp.status, label)
-    answers.check_shape(path, body, label)
-    if streamed:
-        answers.check_answer(model.api_format, body, label)
+    answers.check_whole(model.api_format, path, body, label, streamed)
     return body
 
 
