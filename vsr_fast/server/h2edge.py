@@ -25,7 +25,10 @@
   GOAWAY NO_ERROR and closed (``listen.EdgeServer``); a frame header declaring more than the frame size is a
   connection error once its 9 bytes have come (h2 waited for the whole frame, up to 16 MiB, first); a header
   block (or frame header) left unfinished for header_timeout_ms while other streams are open ends the
-  connection with GOAWAY PROTOCOL_ERROR (its stream does not exist yet: nothing to reset).
+  connection with GOAWAY PROTOCOL_ERROR (its stream does not exist yet: nothing to reset);
+- an app that let go of its stream with the answer unfinished (cut past the request deadline's grace while its
+  client granted no window) left the stream open, unreset, until the connection's idle timer: it is reset
+  (RST_STREAM CANCEL), as HTTP/1 closes the connection of an answer that did not end.
 """
 from __future__ import annotations
 
@@ -40,7 +43,7 @@ import priority
 import trio
 from hypercorn.events import Closed, RawData, Updated
 from hypercorn.protocol import ProtocolWrapper
-from hypercorn.protocol.events import Body, Data, EndBody, EndData, Trailers
+from hypercorn.protocol.events import Body, Data, EndBody, EndData, StreamClosed, Trailers
 from hypercorn.protocol.h2 import BUFFER_LOW_WATER, H2Protocol, StreamBuffer
 from hypercorn.protocol.h11 import H2CProtocolRequiredError, H2ProtocolAssumedError
 
@@ -296,6 +299,8 @@ class EdgeH2Protocol(H2Protocol):
         return True
 
     async def stream_send(self, event) -> None:
+        if isinstance(event, StreamClosed) and self._unfinished(event.stream_id):
+            await self._reset_unfinished(event.stream_id)
         if not isinstance(event, _SENDING) or event.stream_id not in self.stream_buffers:
             await super().stream_send(event)
             return
@@ -310,6 +315,22 @@ class EdgeH2Protocol(H2Protocol):
                 self._idle.pop(event.stream_id, None)
         if idle.cancelled_caught:
             await self._cut(event.stream_id)
+
+    def _unfinished(self, stream_id: int) -> bool:
+        """Whether the app let go of a stream whose answer it did not end (no END_STREAM queued, none buffered):
+        cut past its deadline's grace while its client took nothing."""
+        buffer = self.stream_buffers.get(stream_id)
+        return not self._answered(stream_id) and not (buffer is not None and buffer.complete)
+
+    async def _reset_unfinished(self, stream_id: int) -> None:
+        """Resets a stream whose answer was cut unfinished (RST_STREAM CANCEL), as HTTP/1 closes the connection:
+        hypercorn only forgot it, and the client waited on it until the connection's idle timer."""
+        try:
+            self.connection.reset_stream(stream_id, h2.errors.ErrorCodes.CANCEL)
+        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
+            pass
+        await self._drop_buffer(stream_id)
+        await self._flush()
 
     async def _cut(self, stream_id: int) -> None:
         """Ends a stream whose client took none of it for ``send_timeout_s``: its request learns why first."""
