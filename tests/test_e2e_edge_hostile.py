@@ -356,3 +356,24 @@ def test_a_stream_its_client_grants_no_window_is_reset_at_the_request_deadline(t
                 assert health(s, conn, 3) == b"200"         # the connection serves on
             wait_until(lambda: any('"status": 504' in line or '"status":504' in line for line in proc.lines),
                        "the access log's 504")
+
+
+def test_a_stream_past_max_concurrent_streams_is_refused_alone_and_the_connection_serves_on(edge):
+    """RFC 9113 5.1.2: a stream past SETTINGS_MAX_CONCURRENT_STREAMS (hypercorn's 100) is refused with RST_STREAM
+    REFUSED_STREAM, the connection kept, as nginx does; it was GOAWAY PROTOCOL_ERROR, every request on it lost. The
+    headers are sent before the router's SETTINGS are read, so the client's own h2 does not hold the 101st back."""
+    conn = client()
+    opened = [1 + 2 * i for i in range(101)]
+    with socket.create_connection(("127.0.0.1", edge.port), timeout=20) as s:
+        for stream_id in opened:        # each request's body left unfinished: all 101 open at once
+            conn.send_headers(stream_id, chat_head(100))
+        s.sendall(conn.data_to_send())
+        events = events_until(s, conn, ended(opened[-1]))
+        assert not [e for e in events if isinstance(e, h2.events.ConnectionTerminated)], events
+        refused = [e for e in events if isinstance(e, h2.events.StreamReset)]
+        assert [(e.stream_id, e.error_code) for e in refused] == [(opened[-1], h2.errors.ErrorCodes.REFUSED_STREAM)]
+        events += events_until(s, conn, lambda ev: all(ended(i)(events + ev) for i in opened[:-1]))
+        assert {status_of(events, i) for i in opened[:-1]} == {b"408"}     # body_timeout_ms: each answered
+        for stream_id in opened[:-1]:   # the client's side of each, still open, closed: room for one more
+            conn.reset_stream(stream_id)
+        assert health(s, conn, opened[-1] + 2) == b"200"                    # and the connection serves on

@@ -26,6 +26,8 @@
   connection error once its 9 bytes have come (h2 waited for the whole frame, up to 16 MiB, first); a header
   block (or frame header) left unfinished for header_timeout_ms while other streams are open ends the
   connection with GOAWAY PROTOCOL_ERROR (its stream does not exist yet: nothing to reset);
+- a stream past SETTINGS_MAX_CONCURRENT_STREAMS was a connection error (GOAWAY PROTOCOL_ERROR, every request on
+  the connection lost): that stream alone is refused, RST_STREAM REFUSED_STREAM (RFC 9113 5.1.2, as nginx);
 - an app that let go of its stream with the answer unfinished (cut past the request deadline's grace while its
   client granted no window) left the stream open, unreset, until the connection's idle timer: it is reset
   (RST_STREAM CANCEL), as HTTP/1 closes the connection of an answer that did not end.
@@ -84,7 +86,8 @@ class H2Counts:
 
 
 class Malformed(h2.events.Event):
-    """A request its stream's own rules refused (RFC 9113 8.1.1): the stream is reset, the connection lives."""
+    """A request its stream's own rules refused (RFC 9113 8.1.1), or one past the concurrent streams' limit: the
+    stream is reset, the connection lives."""
 
     def __init__(self, stream_id: int, reason: str) -> None:
         self.stream_id, self.reason = stream_id, reason
@@ -146,8 +149,23 @@ class EdgeH2Connection(h2.connection.H2Connection):
     def _receive_headers_frame(self, frame):
         try:
             return super()._receive_headers_frame(frame)
+        except h2.exceptions.TooManyStreamsError as error:
+            return self._over_limit(frame, error)
         except _Refused as error:
             return self._refuse(frame.stream_id, error)
+
+    def _over_limit(self, frame, error: h2.exceptions.TooManyStreamsError) -> tuple[list, list]:
+        """A stream past SETTINGS_MAX_CONCURRENT_STREAMS, refused alone (RFC 9113 5.1.2: RST_STREAM REFUSED_STREAM,
+        as nginx does; h2 raised a connection error). h2 checks the limit before decoding the header block: the
+        stream is opened here as h2 would, so HPACK stays in step and the reset is of an open stream."""
+        headers = h2.connection._decode_headers(self.decoder, frame.data)
+        events = self.state_machine.process_input(h2.connection.ConnectionInputs.RECV_HEADERS)
+        stream = self._get_or_create_stream(frame.stream_id, h2.connection.AllowedStreamIDs(not self.config.client_side))
+        try:
+            stream.receive_headers(headers, "END_STREAM" in frame.flags, self.config.header_encoding)
+        except _Refused:
+            pass        # malformed as well: refused either way
+        return stream.reset_stream(h2.errors.ErrorCodes.REFUSED_STREAM), [*events, Malformed(frame.stream_id, str(error))]
 
     def _receive_data_frame(self, frame):
         try:
