@@ -2,7 +2,8 @@
 scripted backend started here answers what trial 20 found (invalid UTF-8 in the content, ``prompt_tokens`` as a
 string, a stream whose first event is invalid UTF-8), and the next backend answers, whatever API the client speaks.
 A usage chunk of the wrong types after a whole answer is ignored, with a warning: the stream the client read ends
-whole, not with an error event.
+whole, not with an error event. A whole answer's tool call whose arguments are not JSON is unreadable for a Messages
+client (its tool_use input must be an object), and taken as sent by an OpenAI one.
 """
 from __future__ import annotations
 
@@ -43,6 +44,12 @@ MODES = {
     "utf8bad": ("application/json", json.dumps(chat("he-llo")).encode().replace(b"he-llo", b"he\xff\xfello")),
     "usagestr": ("application/json", json.dumps(chat(usage={"prompt_tokens": "12", "completion_tokens": None})
                                                 ).encode()),
+    # A Chat tool call whose arguments are not JSON: a Chat or Responses client takes the string as it is (OpenAI's
+    # arguments are a string the model may get wrong), a Messages client's tool_use input must be an object.
+    "toolbad": ("application/json", json.dumps({**chat(), "choices": [{"index": 0, "finish_reason": "tool_calls",
+                "message": {"role": "assistant", "content": None, "tool_calls": [{
+                    "id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{not json"}}]}}]}
+                                               ).encode()),
     "good-sse": ("text/event-stream", chunk({"role": "assistant", "content": "hello "}) + chunk({"content": "there"})
                  + chunk({}, "stop") + b"data: [DONE]\n\n"),
     "utf8bad-sse": ("text/event-stream", chunk({"role": "assistant", "content": "o-k"}).replace(b"o-k", b"o\xffk")
@@ -78,8 +85,8 @@ def edge(tmp_path_factory):
         # first turn once in 1001 rounds).
         models = [{"name": f"{mode}-then-good", "backend_refs": [{"endpoint": f"{url}/{mode}/v1", "weight": 1000},
                                                                   {"endpoint": f"{url}/good/v1"}]}
-                  for mode in ("utf8bad", "usagestr")]
-        models += [{"name": "usagebig", "backend_refs": [{"endpoint": f"{url}/usagebig/v1"}]}]
+                  for mode in ("utf8bad", "usagestr", "toolbad")]
+        models += [{"name": mode, "backend_refs": [{"endpoint": f"{url}/{mode}/v1"}]} for mode in ("usagebig", "toolbad")]
         doc = config(models, [{"name": "only", "modelRefs": [{"model": models[0]["name"]}]}])
         doc["global"] = {"router": {"access_log": {"enabled": True}, "upstream": {
             "retries": {"max_retries": 0}, "outlier": {"consecutive_failures": 1000}}}}
@@ -144,3 +151,25 @@ def test_the_openai_sdk_reads_a_stream_whose_usage_chunk_was_bogus(edge):
     text = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
         model="usagebig", stream=True, messages=[{"role": "user", "content": "hi"}]) if c.choices)
     assert text == "ok"
+
+
+def test_a_tool_call_whose_arguments_are_not_json_moves_a_messages_client_on_to_the_next_backend(edge):
+    """A whole answer's tool_use input was ``{}`` (the call's arguments silently lost) while a streamed one passed the
+    string on, which the anthropic SDK refuses (``Unable to parse tool parameter JSON from model``): whole, the
+    answer is the backend's failure for a Messages client, as an unreadable one, and the next backend answers."""
+    rid = "toolbad-messages-whole"
+    r = post(edge, "messages", "toolbad-then-good", rid, False)
+    assert r.status_code == 200 and r.json()["content"][0]["text"] == "hello from the backend", r.text
+    first_attempt_failed(edge, rid)
+    alone = post(edge, "messages", "toolbad", "toolbad-messages-alone", False)
+    assert alone.status_code == 502, alone.text
+    assert "arguments are not a JSON object" in alone.json()["error"]["message"], alone.text
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_a_tool_call_whose_arguments_are_not_json_reaches_an_openai_client_as_sent(edge, api):
+    r = post(edge, api, "toolbad", f"toolbad-{api}", False)
+    assert r.status_code == 200, r.text
+    calls = (r.json()["choices"][0]["message"]["tool_calls"] if api == "chat" else
+             [{"function": o} for o in r.json()["output"] if o["type"] == "function_call"])
+    assert [c["function"]["arguments"] for c in calls] == ["{not json"]
