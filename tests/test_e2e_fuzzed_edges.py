@@ -10,7 +10,8 @@
 - Content-Length beside Transfer-Encoding is refused on the head alone; HTTP/2.0 as an HTTP/1 line is a 505; a
   method not spelled in capitals (``get``) is a 400, as nginx answers (methods are case-sensitive, RFC 9110 9.1);
 - an admin body not typed JSON is a 415; a 404 under System One's routes is in its shape;
-- a chunked body whose chunk lines end in a bare LF is a 400 at once (it waited for body_timeout_ms, then a 408).
+- a chunked body whose chunk lines end in a bare LF is a 400 at once (it waited for body_timeout_ms, then a 408);
+- a Host header that is not a host and port (``a b/c``) is a 400 ``invalid_host``, as nginx answers.
 """
 from __future__ import annotations
 
@@ -390,3 +391,27 @@ def test_a_chunked_body_whose_chunk_lines_end_in_a_bare_lf_is_a_400_at_once(gw, 
     assert head.startswith(b"HTTP/1.1 400 "), data
     assert b"\r\nconnection: close" in head.lower(), head
     assert json.loads(answer)["error"]["code"] == "malformed_request", answer
+
+
+# --- 10. a Host header that names no host --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("host", [b"Host: a b/c", b"Host: x/y", b"Host: a\\b", b"Host: x:po"],
+                         ids=["space-slash", "slash", "backslash", "port-not-digits"])
+def test_a_host_header_that_is_not_a_host_is_a_400_and_the_connection_closes(gw, host):
+    """RFC 9112 3.2: a request with a Host that is not ``uri-host [":" port]`` is a 400 (nginx: "client sent invalid
+    host header"); it was served. (Two Host lines h11 refuses itself: 400 malformed_request.)"""
+    body = json.dumps({"model": "vsr/auto", "messages": HI}).encode()
+    data = exchange(gw.port, b"POST /v1/chat/completions HTTP/1.1\r\n%s\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (host, len(body), body))
+    head, _, answer = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), data
+    assert b"\r\nconnection: close" in head.lower(), head
+    assert json.loads(answer)["error"]["code"] == "invalid_host", answer
+
+
+@pytest.mark.parametrize("host", [b"example.com", b"127.0.0.1:8080", b"[::1]:80", b"my_host.local", b""])
+def test_a_host_header_naming_a_host_is_served(gw, host):
+    body = json.dumps({"model": "vsr/auto", "messages": HI}).encode()
+    data = exchange(gw.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                             b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (host, len(body), body))
+    assert data.startswith(b"HTTP/1.1 200 "), data
