@@ -154,6 +154,11 @@ class Backend:
     def pool(self, shard: int) -> httpcore.AsyncConnectionPool:
         return self._pools[shard]
 
+    async def sweep(self) -> None:
+        """Closes its pools' idle connections that expired or that the backend closed (``QuietPool.sweep``)."""
+        for pool in self._pools:
+            await pool.sweep()
+
     async def aclose(self) -> None:
         for pool in self._pools:
             await pool.aclose()
