@@ -16,9 +16,13 @@ import openai
 import pytest
 
 from .hostile_upstream import serving
-from .procs import config, router, write_config
+from .procs import config, router, wait_until, write_config
 from .test_e2e_stream_ends import access_line
 
+# The endless whole answer: at most these bytes (past max_response_bytes, 64 MiB), and what each request's backend
+# managed to write before the router closed the connection.
+ENDLESS_UP_TO = 80 << 20
+ENDLESS_SENT: list[int] = []
 PATH = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses"}
 
 
@@ -70,6 +74,22 @@ class _Scripted(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         stream = json.loads(self.rfile.read(int(self.headers.get("content-length", 0)))).get("stream")
         mode = self.path.strip("/").split("/")[0] + ("-sse" if stream else "")
+        if mode == "endless":       # a whole answer's start, then 64 KiB blocks until the router closes
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            sent, block = 0, b"a" * (64 << 10)
+            try:
+                self.wfile.write(b'{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"')
+                while sent < ENDLESS_UP_TO:
+                    self.wfile.write(block)
+                    sent += len(block)
+            except OSError:
+                pass
+            ENDLESS_SENT.append(sent)
+            return
         content_type, body = MODES[mode]
         self.send_response(200)
         self.send_header("content-type", content_type)
@@ -85,11 +105,12 @@ def edge(tmp_path_factory):
         # first turn once in 1001 rounds).
         models = [{"name": f"{mode}-then-good", "backend_refs": [{"endpoint": f"{url}/{mode}/v1", "weight": 1000},
                                                                   {"endpoint": f"{url}/good/v1"}]}
-                  for mode in ("utf8bad", "usagestr", "toolbad")]
+                  for mode in ("utf8bad", "usagestr", "toolbad", "endless")]
         models += [{"name": mode, "backend_refs": [{"endpoint": f"{url}/{mode}/v1"}]} for mode in ("usagebig", "toolbad")]
         doc = config(models, [{"name": "only", "modelRefs": [{"model": models[0]["name"]}]}])
         doc["global"] = {"router": {"access_log": {"enabled": True}, "upstream": {
-            "retries": {"max_retries": 0}, "outlier": {"consecutive_failures": 1000}}}}
+            "retries": {"max_retries": 0}, "outlier": {"consecutive_failures": 1000},
+            "max_buffered_bytes": 4 << 20}}}
         with router(write_config(doc, str(tmp_path_factory.mktemp("unreadable")))) as proc:
             yield proc
 
@@ -173,3 +194,15 @@ def test_a_tool_call_whose_arguments_are_not_json_reaches_an_openai_client_as_se
     calls = (r.json()["choices"][0]["message"]["tool_calls"] if api == "chat" else
              [{"function": o} for o in r.json()["output"] if o["type"] == "function_call"])
     assert [c["function"]["arguments"] for c in calls] == ["{not json"]
+
+
+def test_a_whole_answer_past_max_buffered_bytes_moves_on_to_the_next_backend(edge):
+    """The trial's case: a backend writes a whole answer's start, then 64 KiB blocks without end. Each answer was held
+    up to its max_response_bytes (64 MiB); now the worker's answers being read together are held to
+    max_buffered_bytes (4 MiB here): past it the answer is the backend's failure and the next backend answers."""
+    before = len(ENDLESS_SENT)
+    r = post(edge, "chat", "endless-then-good", "endless-whole", False)
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "hello from the backend"
+    first_attempt_failed(edge, "endless-whole")
+    wait_until(lambda: len(ENDLESS_SENT) > before, "the backend's write failing on the closed connection")
+    assert ENDLESS_SENT[before] < 24 << 20, ENDLESS_SENT[before]    # 4 MiB read, and the sockets' buffers

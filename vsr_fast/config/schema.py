@@ -358,6 +358,11 @@ class UpstreamPolicy(_Block):
     outlier: Outlier = Outlier()
     retries: Retries = Retries()
     health_check: HealthCheck = HealthCheck()     # every backend's, unless its backend_ref has its own
+    # Bytes of whole answers being read, across a worker's requests: an answer that would pass it is the backend's
+    # failure (502 upstream_answer_too_large, the next backend tried), however far below its max_response_bytes.
+    # Each answer is bounded on its own; this bounds them together (12 backends trickling 64 MiB each took a
+    # worker from 160 MB to 1.4 GB), as nginx's proxy_buffers and Envoy's buffer limits bound theirs.
+    max_buffered_bytes: Annotated[int, Meta(ge=1 << 20, le=1 << 40)] = 256 << 20
 
 
 class AccessLogConfig(_Block):

@@ -429,23 +429,44 @@ def _reads(read, body: bytes, label: str, what: str):
         return None     # a Responses answer whose status is failed: the client reads that failure
 
 
-async def read_bounded(resp: Response, limit: int, label: str) -> bytes:
-    """The whole body of ``resp``, read in chunks; UpstreamTooLarge as soon as it is known to pass ``limit``."""
+class Buffered:
+    """The bytes of whole answers being read across a worker's requests, and their bound
+    (``global.router.upstream.max_buffered_bytes``, set by ``Upstreams``)."""
+
+    __slots__ = ("held", "limit")
+
+    def __init__(self, limit: int = 256 << 20) -> None:
+        self.held, self.limit = 0, limit
+
+
+BUFFERED = Buffered()
+
+
+async def read_bounded(resp: Response, limit: int, label: str, buffered: Buffered = BUFFERED) -> bytes:
+    """The whole body of ``resp``, read in chunks; UpstreamTooLarge as soon as it is known to pass ``limit``, or
+    to take the bytes ``buffered`` holds for every answer being read past its limit."""
     declared = resp.header(b"content-length")
     if declared.isdigit() and int(declared) > limit:
         raise _too_large(label, limit)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in resp.chunks():
-        size += len(chunk)
-        if size > limit:
-            # Let go of what was read now: the error's traceback holds this frame, and whoever keeps the error
-            # (a round's last failure, in a reference cycle with its frame) would keep ``limit`` bytes alive until
-            # the cyclic collector runs, which a router with a frozen heap and a raised threshold seldom does.
-            chunks.clear()
-            del chunk
-            raise _too_large(label, limit)
-        chunks.append(chunk)
+    try:
+        async for chunk in resp.chunks():
+            size += len(chunk)
+            buffered.held += len(chunk)
+            if size > limit or buffered.held > buffered.limit:
+                # Let go of what was read now: the error's traceback holds this frame, and whoever keeps the error
+                # (a round's last failure, in a reference cycle with its frame) would keep ``limit`` bytes alive
+                # until the cyclic collector runs, which a router with a frozen heap and a raised threshold seldom
+                # does.
+                chunks.clear()
+                del chunk
+                raise _too_large(label, limit) if size > limit else UpstreamTooLarge.at(
+                    label, f"answered while the router held {buffered.limit} bytes of answers being read "
+                           "(max_buffered_bytes)")
+            chunks.append(chunk)
+    finally:
+        buffered.held -= size
     return b"".join(chunks)
 
 

@@ -24,6 +24,7 @@ from ..errors import ConfigError
 from ..headers.registry import ANTHROPIC_VERSION
 from ..protocol.anthropic import API_VERSION
 from ..metrics import escape as _escape
+from . import answers
 from .lease import Lease, Shards
 from .transport import Origin, new_pool, ssl_context
 
@@ -241,6 +242,7 @@ class Upstreams:
         self.context = context
         self.outlier = config.global_.router.upstream.outlier
         self.retries = config.global_.router.upstream.retries
+        answers.BUFFERED.limit = config.global_.router.upstream.max_buffered_bytes     # the worker's, one bound
         # A reload keeps the backends whose model and ref are unchanged: their connections and health.
         kept: dict[bytes, list[Backend]] = {}
         for bs in (previous.backends.values() if previous is not None else ()):
