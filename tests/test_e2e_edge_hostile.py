@@ -3,7 +3,8 @@
 - a DATA frame on a stream the router has already answered is refused on that stream alone (RST_STREAM) and the
   router keeps serving (hypercorn raised KeyError through the connection's task, which ended the process);
 - a client that grants no flow-control window holds back the relay: the router stops reading the backend (its
-  stream never completes) and ``send_timeout_ms`` cuts the stream, recorded 408 ``send_timeout``;
+  stream never completes) and ``send_timeout_ms`` cuts the stream, recorded 408 ``send_timeout``; past the request's
+  deadline (and its grace) first, the stream is reset then;
 - streams the client resets in the read that opened them never reach the backend, and a connection that resets
   too many is closed with GOAWAY ENHANCE_YOUR_CALM (CVE-2023-44487, as nginx and Envoy do), counted.
 """
@@ -85,6 +86,14 @@ def chat_head(length: int | None = None) -> list[tuple[str, str]]:
     return head + ([("content-length", str(length))] if length is not None else [])
 
 
+def send_chat(sock, conn, model: str, stream: bool = False) -> None:
+    """A whole chat request on stream 1."""
+    body = json.dumps({"model": model, "messages": CHAT, **({"stream": True} if stream else {})}).encode()
+    conn.send_headers(1, chat_head(len(body)))
+    conn.send_data(1, body, end_stream=True)
+    sock.sendall(conn.data_to_send())
+
+
 def events_until(sock, conn, until) -> list:
     """Frames read until ``until(events)`` holds (every event so far, in order)."""
     events: list = []
@@ -138,11 +147,8 @@ def test_a_client_that_grants_no_window_stalls_the_backend_until_send_timeout_cu
     reset(big)
     cut = metric(edge, 'vsr_request_timeouts_total{api="chat",stage="send"')
     conn = client(window=0)
-    body = json.dumps({"model": "big", "messages": CHAT, "stream": True}).encode()
     with socket.create_connection(("127.0.0.1", edge.port), timeout=20) as s:
-        conn.send_headers(1, chat_head(len(body)))
-        conn.send_data(1, body, end_stream=True)
-        s.sendall(conn.data_to_send())
+        send_chat(s, conn, "big", stream=True)
         events = events_until(s, conn, lambda ev: any(isinstance(e, h2.events.ResponseReceived) for e in ev))
         assert status_of(events, 1) == b"200"
         # The router reads the backend only as far as its client takes the answer: the backend's 24 MB never all
@@ -305,12 +311,9 @@ def test_a_client_reading_a_large_answer_steadily_is_not_cut_by_send_timeout(tmp
         doc["global"] = {"router": {"limits": {"send_timeout_ms": 1000}}}
         with router(write_config(doc, str(tmp_path))) as proc:
             conn = client(window=16384)
-            body = json.dumps({"model": "m", "messages": CHAT}).encode()
             got = bytearray()
             with socket.create_connection(("127.0.0.1", proc.port), timeout=20) as s:
-                conn.send_headers(1, chat_head(len(body)))
-                conn.send_data(1, body, end_stream=True)
-                s.sendall(conn.data_to_send())
+                send_chat(s, conn, "m")
                 events: list = []
                 while not ended(1)(events):
                     data = s.recv(65536)
@@ -326,3 +329,51 @@ def test_a_client_reading_a_large_answer_steadily_is_not_cut_by_send_timeout(tmp
             assert not [e for e in events if isinstance(e, h2.events.StreamReset)], "the stream was cut"
             assert status_of(events, 1) == b"200"
             assert json.loads(bytes(got))["choices"][0]["message"]["content"] == answer
+
+
+def test_a_stream_its_client_grants_no_window_is_reset_at_the_request_deadline(tmp_path):
+    """The trial's case: a streamed request whose client grants no window, past the request's deadline. The access
+    log said 504 but the stream stayed open, no RST_STREAM, until the connection's idle timer: HTTP/1 closes the
+    connection of an answer cut unfinished; here its stream is reset (send_timeout_ms is far later) and the
+    connection serves on."""
+    with mock_upstream() as mock:
+        httpx.post(f"{mock.url}/_mock/config", json={"chunks": 1000, "chunk_interval_ms": 50},
+                   timeout=30).raise_for_status()
+        doc = config([{"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}],
+                     [{"name": "d", "modelRefs": [{"model": "m"}]}])
+        doc["global"] = {"router": {"access_log": {"enabled": True},
+                                    "limits": {"request_timeout_ms": 1500, "send_timeout_ms": 600_000}}}
+        with router(write_config(doc, str(tmp_path))) as proc:
+            conn = client(window=0)
+            with socket.create_connection(("127.0.0.1", proc.port), timeout=60) as s:
+                send_chat(s, conn, "m", stream=True)
+                events = events_until(s, conn, ended(1))
+                assert status_of(events, 1) == b"200"
+                assert not [e for e in events if isinstance(e, h2.events.ConnectionTerminated)], events
+                resets = [e for e in events if isinstance(e, h2.events.StreamReset) and e.stream_id == 1]
+                assert [e.error_code for e in resets] == [h2.errors.ErrorCodes.CANCEL], events
+                conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 65535})
+                assert health(s, conn, 3) == b"200"         # the connection serves on
+            wait_until(lambda: any('"status": 504' in line or '"status":504' in line for line in proc.lines),
+                       "the access log's 504")
+
+
+def test_a_stream_past_max_concurrent_streams_is_refused_alone_and_the_connection_serves_on(edge):
+    """RFC 9113 5.1.2: a stream past SETTINGS_MAX_CONCURRENT_STREAMS (hypercorn's 100) is refused with RST_STREAM
+    REFUSED_STREAM, the connection kept, as nginx does; it was GOAWAY PROTOCOL_ERROR, every request on it lost. The
+    headers are sent before the router's SETTINGS are read, so the client's own h2 does not hold the 101st back."""
+    conn = client()
+    opened = [1 + 2 * i for i in range(101)]
+    with socket.create_connection(("127.0.0.1", edge.port), timeout=20) as s:
+        for stream_id in opened:        # each request's body left unfinished: all 101 open at once
+            conn.send_headers(stream_id, chat_head(100))
+        s.sendall(conn.data_to_send())
+        events = events_until(s, conn, ended(opened[-1]))
+        assert not [e for e in events if isinstance(e, h2.events.ConnectionTerminated)], events
+        refused = [e for e in events if isinstance(e, h2.events.StreamReset)]
+        assert [(e.stream_id, e.error_code) for e in refused] == [(opened[-1], h2.errors.ErrorCodes.REFUSED_STREAM)]
+        events += events_until(s, conn, lambda ev: all(ended(i)(events + ev) for i in opened[:-1]))
+        assert {status_of(events, i) for i in opened[:-1]} == {b"408"}     # body_timeout_ms: each answered
+        for stream_id in opened[:-1]:   # the client's side of each, still open, closed: room for one more
+            conn.reset_stream(stream_id)
+        assert health(s, conn, opened[-1] + 2) == b"200"                    # and the connection serves on

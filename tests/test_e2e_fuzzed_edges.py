@@ -9,7 +9,9 @@
 - wrong types inside Chat's tool_choice and logit_bias and Messages' cache_control are 400s naming the field;
 - Content-Length beside Transfer-Encoding is refused on the head alone; HTTP/2.0 as an HTTP/1 line is a 505; a
   method not spelled in capitals (``get``) is a 400, as nginx answers (methods are case-sensitive, RFC 9110 9.1);
-- an admin body not typed JSON is a 415; a 404 under System One's routes is in its shape.
+- an admin body not typed JSON is a 415; a 404 under System One's routes is in its shape;
+- a chunked body whose chunk lines end in a bare LF is a 400 at once (it waited for body_timeout_ms, then a 408);
+- a Host header that is not a host and port (``a b/c``) is a 400 ``invalid_host``, as nginx answers.
 """
 from __future__ import annotations
 
@@ -372,3 +374,44 @@ def test_a_method_in_capitals_is_still_served_and_the_connection_kept(gw):
     data = exchange(gw.port, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n"
                              b"Connection: close\r\n\r\n")
     assert data.count(b"HTTP/1.1 200 ") == 2, data
+
+
+# --- 9. a chunked body whose lines end in a bare LF ------------------------------------------------------------------
+
+@pytest.mark.parametrize("chunk", [b"%x\n%s\n0\n\n", b"zz\r\n%s\r\n0\r\n\r\n"], ids=["bare-lf", "bad-size"])
+def test_a_chunked_body_whose_chunk_lines_end_in_a_bare_lf_is_a_400_at_once(gw, chunk):
+    """h11 reads a chunk line only up to CRLF: one ended by a bare LF was waited on until body_timeout_ms, then a
+    408 that blamed the client's pace. RFC 9112 7.1 has CRLF there; a bare LF is refused as soon as it comes, as a
+    chunk size that is not hex is (no smuggling: the router and a proxy before it cannot read the body apart)."""
+    body = json.dumps({"model": "vsr/auto", "messages": HI}).encode()
+    chunked = chunk % (len(body), body) if chunk.startswith(b"%x") else chunk % body
+    data = exchange(gw.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n" + chunked)
+    head, _, answer = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), data
+    assert b"\r\nconnection: close" in head.lower(), head
+    assert json.loads(answer)["error"]["code"] == "malformed_request", answer
+
+
+# --- 10. a Host header that names no host --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("host", [b"Host: a b/c", b"Host: x/y", b"Host: a\\b", b"Host: x:po"],
+                         ids=["space-slash", "slash", "backslash", "port-not-digits"])
+def test_a_host_header_that_is_not_a_host_is_a_400_and_the_connection_closes(gw, host):
+    """RFC 9112 3.2: a request with a Host that is not ``uri-host [":" port]`` is a 400 (nginx: "client sent invalid
+    host header"); it was served. (Two Host lines h11 refuses itself: 400 malformed_request.)"""
+    body = json.dumps({"model": "vsr/auto", "messages": HI}).encode()
+    data = exchange(gw.port, b"POST /v1/chat/completions HTTP/1.1\r\n%s\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (host, len(body), body))
+    head, _, answer = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), data
+    assert b"\r\nconnection: close" in head.lower(), head
+    assert json.loads(answer)["error"]["code"] == "invalid_host", answer
+
+
+@pytest.mark.parametrize("host", [b"example.com", b"127.0.0.1:8080", b"[::1]:80", b"my_host.local", b""])
+def test_a_host_header_naming_a_host_is_served(gw, host):
+    body = json.dumps({"model": "vsr/auto", "messages": HI}).encode()
+    data = exchange(gw.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                             b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (host, len(body), body))
+    assert data.startswith(b"HTTP/1.1 200 "), data

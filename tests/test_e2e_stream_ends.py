@@ -71,6 +71,10 @@ ANSWERS = {
 }
 FORMAT_OF_PATH = {"completions": "chat", "messages": "messages", "responses": "responses"}
 API_FORMAT = {"chat": "openai", "messages": "anthropic", "responses": "responses"}
+# The endless line's bytes: at most these, past the default max_response_bytes (64 MiB); how many each request
+# managed to write before the router closed its connection.
+ENDLESS_UP_TO = 80 << 20
+ENDLESS_SENT: list[int] = []
 # How many connections each mode saw closed by the router while it still held them open.
 CLOSED: dict[str, int] = {}
 
@@ -86,11 +90,23 @@ class Hostile(hostile_upstream.Handler):
         self.send_header("content-type", "text/event-stream")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
+        if mode == "endless":       # Chat only: "Hello ", then a line that never ends, until the router closes
+            self.send(*events[:2])
+            self.close_connection = True
+            sent, piece = 0, b"data: " + b"C" * (PIECE - 6)
+            try:
+                while sent < ENDLESS_UP_TO:
+                    self.send(piece)
+                    sent += len(piece)
+            except OSError:         # the router closed the connection it stopped reading
+                pass
+            ENDLESS_SENT.append(sent)
+            return
         if mode.startswith("long"):     # Chat only: one line of LONG bytes, in PIECE-sized chunks
-            self.send(events[0])
-            line = chat_chunk({"content": "A" * LONG}) if mode == "long-ok" else b"data: " + b"B" * LONG
+            self.send(*events[:2 if mode == "long-default" else 1])     # past max_event_bytes once "Hello " came
+            line = chat_chunk({"content": "A" * LONG}) if mode != "long-cut" else b"data: " + b"B" * LONG
             self.send(*(line[i:i + PIECE] for i in range(0, len(line), PIECE)))
-            if mode == "long-ok":
+            if mode != "long-cut":
                 self.send(chat_chunk({}, "stop"), end)
             self.wfile.write(b"0\r\n\r\n")
             return
@@ -142,7 +158,11 @@ MODES = ("cut-mid", "cut-clean", "after-done", "after-done-framed")
 def edge(hostile, tmp_path_factory):
     models = [{"name": f"{mode}-{fmt}", "api_format": API_FORMAT[fmt],
                "backend_refs": [{"endpoint": f"{hostile}/{mode}/v1"}]} for mode in MODES for fmt in ANSWERS]
-    models += [{"name": mode, "backend_refs": [{"endpoint": f"{hostile}/{mode}/v1"}]} for mode in ("long-ok", "long-cut")]
+    # A 20 MB event is relayed where max_event_bytes allows it; by default (1 MiB) it is refused.
+    models += [{"name": mode, "backend_refs": [{"endpoint": f"{hostile}/{mode}/v1", "max_event_bytes": 32 << 20}]}
+               for mode in ("long-ok", "long-cut")]
+    models += [{"name": mode, "backend_refs": [{"endpoint": f"{hostile}/{mode}/v1"}]}
+               for mode in ("long-default", "endless")]
     doc = config(models, [{"name": "only", "modelRefs": [{"model": models[0]["name"]}]}])
     directory = tmp_path_factory.mktemp("stream-ends")
     doc["global"] = {"router": {"access_log": {"enabled": True}, "upstream": {"retries": {"max_retries": 0}}},
@@ -335,10 +355,35 @@ def test_a_20_mb_line_is_relayed_whole(edge, api):
 
 
 @pytest.mark.parametrize("api", ["chat", "messages"])
-def test_a_20_mb_line_that_never_ends_is_refused_with_the_error_event(edge, api):
-    rid = f"long-cut-{api}-{uuid.uuid4().hex[:8]}"
-    got, exc, _ = sdk_stream(edge, api, "long-cut", rid)
+def test_a_line_that_never_ends_is_cut_at_max_event_bytes_not_at_max_response_bytes(edge, api):
+    """The trial's case: a backend writes one SSE line of 64 KiB blocks without end. The stream ends with the
+    error event once the line passes max_event_bytes (1 MiB), and the router closes the connection then: the
+    backend got far fewer bytes in than max_response_bytes (64 MiB), which each such stream held before."""
+    rid = f"endless-{api}-{uuid.uuid4().hex[:8]}"
+    before = len(ENDLESS_SENT)
+    got, exc, _ = sdk_stream(edge, api, "endless", rid)
     said = failed_as_its_protocol_says(api, got, exc)
-    assert "failed mid-stream" in said and "B" * 100 not in said, said[:300]
-    assert access_line(edge, rid)["cause"] == "midstream_invalid_answer"
+    assert "failed mid-stream" in said and "C" * 100 not in said, said[:300]
+    assert access_line(edge, rid)["cause"] == "midstream_too_large"
+    wait_until(lambda: len(ENDLESS_SENT) > before, "the backend's write failing on the closed connection")
+    # What the router read (1 MiB) and what the sockets' buffers took: far below 64 MiB.
+    assert ENDLESS_SENT[before] < 24 << 20, ENDLESS_SENT[before]
+    assert httpx.get(f"{edge.url}/health").status_code == 200
+
+
+# A 20 MB line that the body ends before the line does (max_event_bytes 32 MiB), and a whole 20 MB event past the
+# default max_event_bytes (1 MiB): each refused with the error event, none of the line relayed.
+REFUSED_LINES = {"long-cut": ("B", "midstream_invalid_answer", "not a JSON event of its protocol"),
+                 "long-default": ("A", "midstream_too_large", "an event not ended within 1048576 bytes (max_event_bytes)")}
+
+
+@pytest.mark.parametrize("mode", list(REFUSED_LINES))
+@pytest.mark.parametrize("api", ["chat", "messages"])
+def test_a_20_mb_line_that_never_ends_is_refused_with_the_error_event(edge, api, mode):
+    letter, cause, why = REFUSED_LINES[mode]
+    rid = f"{mode}-{api}-{uuid.uuid4().hex[:8]}"
+    got, exc, _ = sdk_stream(edge, api, mode, rid)
+    said = failed_as_its_protocol_says(api, got, exc)
+    assert "failed mid-stream" in said and letter * 100 not in said and why in said, said[:300]
+    assert access_line(edge, rid)["cause"] == cause
     assert httpx.get(f"{edge.url}/health").status_code == 200

@@ -28,6 +28,7 @@
     │   ├── HeadTooLarge            431 request_head_too_large (a request head past hypercorn's h11_max_incomplete_size)
     │   ├── CodingNotImplemented    501 transfer_coding_not_implemented (a Transfer-Encoding other than chunked)
     │   ├── InvalidMethod           400 invalid_method         (a method not in capitals: get, Post; HTTP/1 and 2)
+    │   ├── InvalidHost             400 invalid_host           (a Host that is not uri-host [":" port], or two)
     │   ├── VersionNotSupported     505 http_version_not_supported (HTTP/2.0 or later as an HTTP/1 request line)
     │   ├── OriginRefused           403 origin_not_allowed     (an Origin not in global.router.cors.allow_origins)
     │   ├── MethodNotAllowed        405 method_not_allowed
@@ -342,6 +343,13 @@ class InvalidMethod(RequestError):
     answers."""
 
     code = "invalid_method"
+
+
+class InvalidHost(RequestError):
+    """A Host header that is not ``uri-host [":" port]`` (``a b/c``), or more than one: RFC 9112 3.2 has a server
+    answer 400, as nginx does ("client sent invalid host header"); it was served."""
+
+    code = "invalid_host"
 
 
 class VersionNotSupported(RequestError):

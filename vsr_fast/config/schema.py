@@ -61,6 +61,7 @@ class HealthCheck(_Block):
 
 
 BACKEND_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+BACKEND_MAX_EVENT_BYTES = 1024 * 1024
 
 
 class BackendRef(_Block):
@@ -87,6 +88,11 @@ class BackendRef(_Block):
     # An answer (whole or streamed) past this is cut with a 502 or the stream's error event, never held whole.
     # A native alias's (api_format: systemone) left unset is a System One deployment's default, 1 MiB.
     max_response_bytes: Annotated[int, Meta(ge=1024, le=1 << 30)] = BACKEND_MAX_RESPONSE_BYTES
+    # One event of a streamed answer (an SSE line or event not yet ended) past this ends the stream with a 502
+    # or its error event: an unfinished event is held until it ends, and a backend that never ends one would
+    # make each stream hold max_response_bytes (Envoy's per-connection buffer limit is 1 MiB too). Raise it
+    # for backends whose single events are larger (a Responses response.completed echoing a long answer).
+    max_event_bytes: Annotated[int, Meta(ge=1024, le=1 << 30)] = BACKEND_MAX_EVENT_BYTES
     # Requests in flight or queued for a connection; past it the backend is skipped, and with every backend
     # skipped the client gets 503 with Retry-After at once. Unset: four times the connections.
     max_pending: Annotated[int, Meta(ge=1, le=100_000)] | None = None
@@ -354,6 +360,11 @@ class UpstreamPolicy(_Block):
     outlier: Outlier = Outlier()
     retries: Retries = Retries()
     health_check: HealthCheck = HealthCheck()     # every backend's, unless its backend_ref has its own
+    # Bytes of whole answers being read, across a worker's requests: an answer that would pass it is the backend's
+    # failure (502 upstream_answer_too_large, the next backend tried), however far below its max_response_bytes.
+    # Each answer is bounded on its own; this bounds them together (12 backends trickling 64 MiB each took a
+    # worker from 160 MB to 1.4 GB), as nginx's proxy_buffers and Envoy's buffer limits bound theirs.
+    max_buffered_bytes: Annotated[int, Meta(ge=1 << 20, le=1 << 40)] = 256 << 20
 
 
 class AccessLogConfig(_Block):

@@ -21,7 +21,7 @@ import h11
 from h11._connection import _SWITCH_CONNECT, _SWITCH_UPGRADE, _body_framing, _keep_alive
 from h11._headers import (CONTENT_LENGTH_MAX_DIGITS, Headers, _field_name_re, _field_value_re, get_comma_header,
                           has_expect_100_continue, normalize_and_validate)
-from h11._readers import READERS
+from h11._readers import READERS, ChunkedReader
 from h11._state import CLIENT, IDLE, SEND_BODY, SEND_RESPONSE, SERVER
 
 from .read import read_request, read_response
@@ -102,6 +102,21 @@ def _set_comma_header(headers: Headers, name: bytes, new_values: list[bytes]) ->
     return Headers(kept + added)
 
 
+class _CrlfChunks(ChunkedReader):
+    """h11's chunked body reader, refusing a chunk line ended by a bare LF as soon as it comes: h11 finds a chunk
+    line only by its CRLF, so it waited for one that never came, and the request ended at body_timeout_ms as a 408
+    blaming the client's pace. RFC 9112 7.1 has CRLF there; a bare LF is refused, not taken for one, so that no
+    proxy before the router reads the body's framing otherwise (a chunk size not in hex is refused the same way)."""
+
+    def __call__(self, buf):
+        event = super().__call__(buf)
+        # No event, with a chunk line awaited: no CRLF in the buffer, so any LF in it is a bare one.
+        if event is None and not (self._bytes_in_chunk or self._bytes_to_discard or self._reading_trailer) \
+                and b"\n" in buf._data:
+            raise h11.RemoteProtocolError("a chunk line ended by a bare LF, not CRLF")
+        return event
+
+
 class WireConnection(h11.Connection):
     """h11's connection, writing an answer of unknown length (chunked, or HTTP/1.0's close) without validating
     its head twice more: ``_clean_up_response_headers_for_sending`` is h11 0.16's, with the rebuilt heads made by
@@ -152,7 +167,8 @@ class WireConnection(h11.Connection):
         state = self._cstate.states[role]
         if state is SEND_BODY:
             framing_type, args = _body_framing(self._request_method, event)
-            return io_dict[SEND_BODY][framing_type](*args)
+            make = io_dict[SEND_BODY][framing_type]
+            return (_CrlfChunks if make is ChunkedReader else make)(*args)
         if io_dict is READERS:      # the heads read by ``headers.read``: h11's readers, each line checked once
             reader = _HEAD_READERS.get((role, state))
             if reader is not None:

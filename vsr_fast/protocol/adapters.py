@@ -110,6 +110,9 @@ class Outbound:
     losses: tuple[Loss, ...] = ()
     # The requesting user's credential, for a delegated backend only (spec 6.7); never logged or recorded.
     credential: str | None = field(default=None, repr=False)
+    # The client reads tool calls' arguments as objects (a Messages client's tool_use input) from a backend that
+    # sends them as strings: one that is not a JSON object makes the answer unreadable (``answers.check_whole``).
+    tool_objects: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +210,7 @@ class Adapter(abc.ABC):
             req.memo[key] = body, losses
         body, losses = req.memo[key]
         return Outbound(PATHS[api_format], body, self.stream(req) and api_format != "images", headers,
-                        tuple(losses))
+                        tuple(losses), tool_objects=self.native == "anthropic")
 
     def same_format(self, req: Inbound, reasoning: str | None) -> tuple[bytes, list[Loss]]:
         """The client's body for a backend of its own format, and what it lost: the client's bytes, but for what

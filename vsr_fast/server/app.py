@@ -10,8 +10,8 @@ from http import HTTPStatus
 from werkzeug.exceptions import NotFound
 
 from ..errors import (AdminOnly, AmbiguousFraming, AuthError, CodingNotImplemented, HeaderTimeout, HeadTooLarge,
-                      InvalidMethod, MalformedRequest, MethodNotAllowed, NonCanonicalPath, OriginRefused, RequestError,
-                      RouteNotFound, UnsupportedMedia, VersionNotSupported, VsrError, echoing)
+                      InvalidHost, InvalidMethod, MalformedRequest, MethodNotAllowed, NonCanonicalPath, OriginRefused,
+                      RequestError, RouteNotFound, UnsupportedMedia, VersionNotSupported, VsrError, echoing)
 from ..auth.source import ANONYMOUS, SCOPE_KEY
 from ..events import ids
 from ..headers.public import public_headers
@@ -58,6 +58,9 @@ MAX_HEAD_BYTES = 16 * 1024
 # A method as nginx reads one: capital letters, "_" and "-" (every registered method is so spelled). RFC 9110 9.1:
 # methods are case-sensitive, so ``get`` is no GET; h11 takes any token and hypercorn upper-cases it.
 _METHOD = re.compile(rb"[A-Z_-]+")
+# RFC 9112 3.2's Host: uri-host [":" port], uri-host an IP literal in brackets or a reg-name (RFC 3986 3.2.2:
+# unreserved, pct-encoded and sub-delims characters); empty is allowed (a target with no authority).
+_HOST = re.compile(rb"(?:\[[0-9A-Za-z:.%~_-]+\]|[0-9A-Za-z._~%!$&'()*+,;=-]*)(?::[0-9]*)?")
 
 
 def head_bytes(scope: Scope) -> int:
@@ -126,6 +129,14 @@ def make_app(state: AppState, role: str = "serving"):
             await _refuse(state, send, scope, path, echoing(
                 InvalidMethod, "the request method {} is not one: methods are case-sensitive (RFC 9110 9.1) and "
                 "spelled in capitals, as GET and POST", spelled.decode("latin-1")), *close, shape=scope)
+            return
+        hosts = [value for name, value in scope["headers"] if name == b"host"]
+        if len(hosts) > 1 or (hosts and not _HOST.fullmatch(hosts[0])):
+            await discard_body(receive)
+            close = [(b"connection", b"close")] if version.startswith("1.") else []
+            await _refuse(state, send, scope, path, InvalidHost(
+                "the request has more than one Host header (RFC 9112 3.2)" if len(hosts) > 1 else
+                "the request's Host header is not a host and port (RFC 9112 3.2)"), *close, shape=scope)
             return
         if "." in version and not version.startswith("1."):     # h11's: HTTP/2 and 3 come as "2" and "3"
             await discard_body(receive)

@@ -25,7 +25,12 @@
   GOAWAY NO_ERROR and closed (``listen.EdgeServer``); a frame header declaring more than the frame size is a
   connection error once its 9 bytes have come (h2 waited for the whole frame, up to 16 MiB, first); a header
   block (or frame header) left unfinished for header_timeout_ms while other streams are open ends the
-  connection with GOAWAY PROTOCOL_ERROR (its stream does not exist yet: nothing to reset).
+  connection with GOAWAY PROTOCOL_ERROR (its stream does not exist yet: nothing to reset);
+- a stream past SETTINGS_MAX_CONCURRENT_STREAMS was a connection error (GOAWAY PROTOCOL_ERROR, every request on
+  the connection lost): that stream alone is refused, RST_STREAM REFUSED_STREAM (RFC 9113 5.1.2, as nginx);
+- an app that let go of its stream with the answer unfinished (cut past the request deadline's grace while its
+  client granted no window) left the stream open, unreset, until the connection's idle timer: it is reset
+  (RST_STREAM CANCEL), as HTTP/1 closes the connection of an answer that did not end.
 """
 from __future__ import annotations
 
@@ -42,7 +47,7 @@ import priority
 import trio
 from hypercorn.events import Closed, RawData, Updated
 from hypercorn.protocol import ProtocolWrapper
-from hypercorn.protocol.events import Body, Data, EndBody, EndData, Response, Trailers
+from hypercorn.protocol.events import Body, Data, EndBody, EndData, Response, StreamClosed, Trailers
 from hypercorn.protocol.h2 import BUFFER_LOW_WATER, H2Protocol, StreamBuffer
 from hypercorn.protocol.h11 import H2CProtocolRequiredError, H2ProtocolAssumedError
 
@@ -83,7 +88,8 @@ class H2Counts:
 
 
 class Malformed(h2.events.Event):
-    """A request its stream's own rules refused (RFC 9113 8.1.1): the stream is reset, the connection lives."""
+    """A request its stream's own rules refused (RFC 9113 8.1.1), or one past the concurrent streams' limit: the
+    stream is reset, the connection lives."""
 
     def __init__(self, stream_id: int, reason: str) -> None:
         self.stream_id, self.reason = stream_id, reason
@@ -145,8 +151,23 @@ class EdgeH2Connection(h2.connection.H2Connection):
     def _receive_headers_frame(self, frame):
         try:
             return super()._receive_headers_frame(frame)
+        except h2.exceptions.TooManyStreamsError as error:
+            return self._over_limit(frame, error)
         except _Refused as error:
             return self._refuse(frame.stream_id, error)
+
+    def _over_limit(self, frame, error: h2.exceptions.TooManyStreamsError) -> tuple[list, list]:
+        """A stream past SETTINGS_MAX_CONCURRENT_STREAMS, refused alone (RFC 9113 5.1.2: RST_STREAM REFUSED_STREAM,
+        as nginx does; h2 raised a connection error). h2 checks the limit before decoding the header block: the
+        stream is opened here as h2 would, so HPACK stays in step and the reset is of an open stream."""
+        headers = h2.connection._decode_headers(self.decoder, frame.data)
+        events = self.state_machine.process_input(h2.connection.ConnectionInputs.RECV_HEADERS)
+        stream = self._get_or_create_stream(frame.stream_id, h2.connection.AllowedStreamIDs(not self.config.client_side))
+        try:
+            stream.receive_headers(headers, "END_STREAM" in frame.flags, self.config.header_encoding)
+        except _Refused:
+            pass        # malformed as well: refused either way
+        return stream.reset_stream(h2.errors.ErrorCodes.REFUSED_STREAM), [*events, Malformed(frame.stream_id, str(error))]
 
     def _receive_data_frame(self, frame):
         try:
@@ -300,6 +321,8 @@ class EdgeH2Protocol(H2Protocol):
     async def stream_send(self, event) -> None:
         if type(event) is Response and event.status_code >= 400:    # hypercorn's own refusals too: given an id
             event = dataclasses.replace(event, headers=quotable(event.status_code, event.headers))
+        if isinstance(event, StreamClosed) and self._unfinished(event.stream_id):
+            await self._reset_unfinished(event.stream_id)
         if not isinstance(event, _SENDING) or event.stream_id not in self.stream_buffers:
             await super().stream_send(event)
             return
@@ -314,6 +337,22 @@ class EdgeH2Protocol(H2Protocol):
                 self._idle.pop(event.stream_id, None)
         if idle.cancelled_caught:
             await self._cut(event.stream_id)
+
+    def _unfinished(self, stream_id: int) -> bool:
+        """Whether the app let go of a stream whose answer it did not end (no END_STREAM queued, none buffered):
+        cut past its deadline's grace while its client took nothing."""
+        buffer = self.stream_buffers.get(stream_id)
+        return not self._answered(stream_id) and not (buffer is not None and buffer.complete)
+
+    async def _reset_unfinished(self, stream_id: int) -> None:
+        """Resets a stream whose answer was cut unfinished (RST_STREAM CANCEL), as HTTP/1 closes the connection:
+        hypercorn only forgot it, and the client waited on it until the connection's idle timer."""
+        try:
+            self.connection.reset_stream(stream_id, h2.errors.ErrorCodes.CANCEL)
+        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
+            pass
+        await self._drop_buffer(stream_id)
+        await self._flush()
 
     async def _cut(self, stream_id: int) -> None:
         """Ends a stream whose client took none of it for ``send_timeout_s``: its request learns why first."""

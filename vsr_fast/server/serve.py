@@ -37,7 +37,7 @@ from ..events.service import open_event_services
 from ..events.types import ShadowCopy
 from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
-from ..upstream.health import check_backends
+from ..upstream.health import check_backends, sweep_idle
 from . import heap, process
 from .app import edge_refusals, make_app
 from .context_stores import context_stores
@@ -208,6 +208,7 @@ async def _serve_on(loaded: Loaded, opts: ServeOptions, listeners: _Listeners, t
                 await background.start(_on_hangup, generations)
                 background.start_soon(_on_user1, generations)
                 background.start_soon(check_backends, lambda: generations.current.upstreams)
+                background.start_soon(sweep_idle, lambda: generations.current.upstreams)
                 if loaded.config.global_.router.config_watch.enabled and opts.config_path:
                     background.start_soon(generations.watch)
                 if listeners.admin is not None:

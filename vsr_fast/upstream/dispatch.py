@@ -144,6 +144,7 @@ class Outbound(Protocol):
     body: bytes
     headers: tuple[tuple[str, str | bytes], ...]
     credential: str | None
+    tool_objects: bool
 
 
 # A candidate's request, built when it is first tried; awaitable where a rewrite asks System One (masking).
@@ -302,7 +303,7 @@ class Dispatcher:
             first_byte = time.perf_counter()
             status = resp.status
             try:
-                body = await _read_whole(resp, model, backend, out.path)
+                body = await _read_whole(resp, model, backend, out)
             except BaseException as exc:
                 _cut(status)
                 if isinstance(exc, trio.Cancelled):
@@ -340,7 +341,7 @@ class Dispatcher:
                 if status >= 400 or "text/event-stream" not in content_type:
                     first_byte = time.perf_counter()    # a whole answer's head, as ``_whole_round`` reads it
                     try:
-                        body = await _read_whole(resp, model, backend, out.path, streamed=True)
+                        body = await _read_whole(resp, model, backend, out, streamed=True)
                     finally:
                         await resp.aclose()
                     self._record(attempts, model, backend, started, status, None)
@@ -349,7 +350,8 @@ class Dispatcher:
                         continue
                     return _whole(model, backend, resp, body, attempts, first_byte)
                 answers.check_status(status, backend.label)
-                rest = answers.Checked(resp.chunks(), answers.EventCheck(model.api_format, backend.label),
+                rest = answers.Checked(resp.chunks(), answers.EventCheck(model.api_format, backend.label,
+                                                                            backend.max_event_bytes),
                                        backend.max_response_bytes, backend.label)
                 first = await _first_event(rest)
                 failed = rest.failed_at_once(model.api_format, backend.secret)
@@ -434,7 +436,7 @@ def _moves_on(backend: Backend, status: int) -> bool:
     return status in RETRYABLE_STATUS and not (backend.delegated is not None and status in CLIENTS_OWN_STATUS)
 
 
-async def _read_whole(resp: Response, model: ProviderModel, backend: Backend, path: str, *,
+async def _read_whole(resp: Response, model: ProviderModel, backend: Backend, out: Outbound, *,
                       streamed: bool = False) -> bytes:
     """A whole answer the router may relay: a relayable status, bounded, a success of its protocol's shape
     (``streamed``, to a stream request: an answer all through, to be written as events), an error sanitized.
@@ -447,9 +449,7 @@ async def _read_whole(resp: Response, model: ProviderModel, backend: Backend, pa
         raise _transport_failure(exc, backend) from None
     if resp.status >= 400:
         return answers.sanitized(body, backend.secret, model.api_format, resp.status, label)
-    answers.check_shape(path, body, label)
-    if streamed:
-        answers.check_answer(model.api_format, body, label)
+    answers.check_whole(model.api_format, out.path, body, label, streamed, out.tool_objects)
     return body
 
 

@@ -24,6 +24,7 @@ from ..errors import ConfigError
 from ..headers.registry import ANTHROPIC_VERSION
 from ..protocol.anthropic import API_VERSION
 from ..metrics import escape as _escape
+from . import answers
 from .lease import Lease, Shards
 from .transport import Origin, new_pool, ssl_context
 
@@ -54,6 +55,7 @@ class Backend:
         self.delegated: tuple[str, str] | None = _place(ref, model.api_format) \
             if ref.auth is not None and ref.auth.credential == "delegated" else None
         self.max_response_bytes = ref.max_response_bytes
+        self.max_event_bytes = ref.max_event_bytes
         self.max_pending = ref.max_pending or 4 * ref.max_connections * ref.pool_shards
         self.pending = 0        # attempts sent or waiting for a connection, streams until closed
         read = ref.read_timeout_ms / 1000
@@ -153,6 +155,11 @@ class Backend:
     def pool(self, shard: int) -> httpcore.AsyncConnectionPool:
         return self._pools[shard]
 
+    async def sweep(self) -> None:
+        """Closes its pools' idle connections that expired or that the backend closed (``QuietPool.sweep``)."""
+        for pool in self._pools:
+            await pool.sweep()
+
     async def aclose(self) -> None:
         for pool in self._pools:
             await pool.aclose()
@@ -235,6 +242,7 @@ class Upstreams:
         self.context = context
         self.outlier = config.global_.router.upstream.outlier
         self.retries = config.global_.router.upstream.retries
+        answers.BUFFERED.limit = config.global_.router.upstream.max_buffered_bytes     # the worker's, one bound
         # A reload keeps the backends whose model and ref are unchanged: their connections and health.
         kept: dict[bytes, list[Backend]] = {}
         for bs in (previous.backends.values() if previous is not None else ()):

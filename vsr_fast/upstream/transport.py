@@ -217,6 +217,15 @@ class QuietPool(httpcore.AsyncConnectionPool):
             return None
         return chosen
 
+    async def sweep(self) -> None:
+        """Closes the connections the pool would close at its next request: idle past their keep-alive, or closed
+        by the backend while idle (``has_expired``: the socket readable). Without a request to this pool their
+        sockets stayed open, in CLOSE-WAIT once the backend had closed its end (``sweep_idle`` calls this)."""
+        if self._connections:
+            with self._optional_thread_lock:
+                closing = self._assign_requests_to_connections()
+            await self._close_connections(closing)
+
     async def _close_connections(self, closing: list[httpcore.AsyncConnectionInterface]) -> None:
         # httpcore shields the closing of every request's list of expired connections, empty nearly always:
         # a cancel scope for nothing, twice a request.

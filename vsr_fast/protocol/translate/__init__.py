@@ -13,6 +13,8 @@ from ._common import is_error_of as is_error_of
 from ._common import new_id as new_id
 from ._common import read_error as read_error
 from ._ir import Answer as Answer
+from ._ir import ToolCall as ToolCall
+from ._common import parse_arguments as parse_arguments
 from ._ir import Conversation as Conversation
 from ._ir import NoTurns as NoTurns
 from ._ir import answer_events as answer_events
@@ -41,6 +43,6 @@ __all__ = [
     "MESSAGES", "NewId", "Usage",
     "NoTurns", "PATHS", "Passthrough", "RESPONSES", "SSEParser", "StreamTranslator", "Translating",
     "WARNINGS_LIMIT_BYTES", "WholeToStream", "answer_events", "chat_messages", "client_param", "dropped",
-    "is_error_of", "new_id", "read_error",
+    "is_error_of", "new_id", "parse_arguments", "read_error", "ToolCall",
     "render_warnings", "sf_string",
 ]

@@ -1,6 +1,7 @@
 """OpenAI Chat Completions <-> the neutral forms."""
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -19,6 +20,8 @@ from ._thinking import block as thinking_block
 from ._thinking import of_block
 from ._losses import CONVERTED, MOVED, Loss, dropped
 from ._sse import data_event
+
+log = logging.getLogger("vsr_fast.translate")
 
 PATH = "/chat/completions"
 ID = "chatcmpl-"   # the prefix of an answer's id
@@ -540,11 +543,25 @@ class _Chunk(msgspec.Struct, frozen=True):
     model: str | None = ""
     created: int | None = 0
     choices: list[_ChunkChoice] = []
-    usage: wire.Usage | None = None
+    usage: Any = None       # read apart (``_chunk_usage``): one of the wrong types must not end the answer
     error: Any = None
 
 
 _CHUNK = msgspec.json.Decoder(_Chunk)
+
+
+def _chunk_usage(usage: Any) -> Usage | None:
+    """A chunk's usage, or None when it is not Chat's (``prompt_tokens: 1e30``, ``-5``, a string): the answer
+    it follows is whole, and the client reads usage as unreported rather than an error event ending it."""
+    try:
+        u = msgspec.convert(usage, wire.Usage)
+    except msgspec.ValidationError as exc:
+        log.warning("a backend's Chat stream reported usage that is not Chat's, ignored: %s", exc)
+        return None
+    if min(u.prompt_tokens or 0, u.completion_tokens or 0) < 0:
+        log.warning("a backend's Chat stream reported negative usage, ignored: %r", usage)
+        return None
+    return read_usage(u)
 _JSON = msgspec.json.Decoder()
 _EMPTY = _Delta()
 
@@ -592,7 +609,7 @@ class StreamReader:
             self._started = True
             out.append(Started(chunk.id or "", chunk.model or "", chunk.created or 0))
         if chunk.usage is not None:
-            self._usage = read_usage(chunk.usage)
+            self._usage = _chunk_usage(chunk.usage) or self._usage
         for choice in chunk.choices:
             if choice.index:
                 continue
