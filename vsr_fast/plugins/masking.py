@@ -21,6 +21,7 @@ decoded body.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -268,12 +269,16 @@ def replace(body: dict, api_format: str, values: dict[str, str]) -> int:
     have (``_as_name``)."""
     if not values:
         return 0
-    pattern = copies(values)
+    pattern, order = copies(values), _longest_first(values)
+
+    def placeholder(m: re.Match[str]) -> str:
+        return values[order[m.lastindex - 1]]   # type: ignore[operator]
+
     count = 0
 
     def visit(text: str) -> str | None:
         nonlocal count
-        out, n = pattern.subn(lambda m: values[m.group(0)], text)
+        out, n = pattern.subn(placeholder, text)
         count += n
         return out if n else None
 
@@ -285,7 +290,7 @@ def replace(body: dict, api_format: str, values: dict[str, str]) -> int:
             return _as_name(new) if new is not None else None
         out, at = [], 0
         for m in pattern.finditer(form):        # the spoken form has the name's length: its offsets are the name's
-            out += [name[at:m.start()], _as_name(values[m.group(0)])]
+            out += [name[at:m.start()], _as_name(placeholder(m))]
             at = m.end()
             count += 1
         return "".join(out) + name[at:] if out else None
@@ -295,19 +300,49 @@ def replace(body: dict, api_format: str, values: dict[str, str]) -> int:
 
 
 def copies(values: Iterable[str]) -> re.Pattern[str]:
-    """Where a copy of one of ``values`` stands in a text, the longest first. A value of letters alone (a name,
+    """Where a copy of one of ``values`` stands in a text, the longest first, group i+1 the i-th of them
+    (``_longest_first``). A copy is any spelling of the value in another case or without its accents ("MARIA
+    GONZALEZ", "maria gonzalez", "Jurgen Muller" of "Jürgen Müller"): the same datum, which the docs promise
+    masked wherever it stands. A value of letters alone (a name,
     a place: no digit, no "@") is a word or words, and inside a longer word is another word ("Ann" in
     "Annual", "Mi" in "Miami"): only a whole-word copy counts, a letter of a script written without spaces
     being a word's end ("山田さん", ``protocol.words``). A value with a digit or an "@" (an address, a
     card, a phone number) is the same datum wherever it stands, glued to text in a flattened page or inside a
     URL's query: every copy counts, so none is left in clear."""
     parts = []
-    for value in sorted(values, key=len, reverse=True):
-        body = re.escape(value)
+    for value in _longest_first(values):
+        body = "".join(_spelling(c) for c in value)
         if _LETTERS.fullmatch(value):
             body = (_NOT_AFTER if _WORD.match(value[0]) else "") + body + (_NOT_BEFORE if _WORD.match(value[-1]) else "")
-        parts.append(body)
-    return re.compile("|".join(parts)) if parts else _NEVER
+        parts.append(f"({body})")
+    return re.compile("|".join(parts), re.IGNORECASE) if parts else _NEVER
+
+
+def _longest_first(values: Iterable[str]) -> list[str]:
+    return sorted(values, key=len, reverse=True)
+
+
+def fold(value: str) -> str:
+    """``value`` as ``copies`` compares it: accents dropped, case folded (two spans of one datum share its
+    placeholder)."""
+    return "".join(c for c in unicodedata.normalize("NFKD", value) if not unicodedata.combining(c)).casefold()
+
+
+def _spelling(c: str) -> str:
+    """One character of a value as a pattern: a Latin letter with or without its accents (``re.IGNORECASE``
+    reads the cases)."""
+    base = unicodedata.normalize("NFKD", c)[:1].lower()
+    variants = _ACCENTED.get(base)
+    return f"[{base}{variants}]" if variants and (c.lower() == base or c.lower() in variants) else re.escape(c)
+
+
+# Each ASCII letter's accented forms of Latin-1 and Latin Extended-A/B ("u": "ùúûüũūŭůűų..."), lower case.
+_ACCENTED: dict[str, str] = {}
+for _code in range(0xC0, 0x250):
+    _c = chr(_code).lower()
+    _b = unicodedata.normalize("NFKD", _c)[:1]
+    if _b.isascii() and _b.isalpha() and _b != _c and _c not in _ACCENTED.get(_b, ""):
+        _ACCENTED[_b] = _ACCENTED.get(_b, "") + _c
 
 
 _LETTERS = re.compile(r"[^\d@]+")
@@ -335,4 +370,4 @@ def _as_name(text: str) -> str:
     return _NOT_IN_NAME.sub("_", text)
 
 
-__all__ = ["Masking", "MaskingConfig", "TYPE", "check", "copies", "replace", "resolve", "spoken", "texts"]
+__all__ = ["Masking", "MaskingConfig", "TYPE", "check", "copies", "fold", "replace", "resolve", "spoken", "texts"]

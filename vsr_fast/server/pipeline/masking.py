@@ -82,13 +82,16 @@ def _replaced(ex: Exchange | Masked, body: bytes, doc: dict, found: list[str], a
         numbered = ex.masked_values = {}
     values: dict[str, str] = {}
     labels: Counter[str] = Counter()
+    # Another spelling of a value numbered already ("MARIA GONZALEZ" of "Maria Gonzalez") is that value.
+    folded = {masking.fold(v): p for v, p in numbered.items()}
     for text in found:
         for s in sorted(spans[text] or (), key=lambda s: s.start):
             value = text[s.start:s.end]
             if value.strip() and policy.wants(s.label) and value not in values:
                 placeholder = numbered.get(value)
                 if placeholder is None:
-                    placeholder = numbered[value] = _next(numbered, policy, s.label)
+                    placeholder = folded.get(masking.fold(value)) or _next(numbered, policy, s.label)
+                    numbered[value] = folded[masking.fold(value)] = placeholder
                 values[value] = placeholder
                 labels[s.label] += 1
     if not masking.replace(doc, api_format, values):
@@ -111,7 +114,10 @@ def restorer(ex: Exchange) -> Restorer | None:
     policy = ex.masking
     if policy is None or not policy.unmask or not ex.masked_values:
         return None
-    return Restorer({placeholder: value for value, placeholder in ex.masked_values.items()})
+    restored: dict[str, str] = {}
+    for value, placeholder in ex.masked_values.items():
+        restored.setdefault(placeholder, value)      # the first spelling of a value its others share
+    return Restorer(restored)
 
 
 def defines(ex: Exchange, cached) -> bool:
