@@ -70,3 +70,30 @@ def test_other_spellings_of_a_masked_name_are_masked_too(leaks, fmt):
     body = sent(upstream)
     assert_absent(body, "Maria Gonzalez", "MARIA GONZALEZ", "maria gonzalez", "Jürgen Müller", "JÜRGEN MÜLLER",
                   "jürgen müller", "Jurgen Muller")
+
+
+# --- 2. structured values as people write them ------------------------------------------------------------------
+
+STRUCTURED = [
+    ("Write to _maria.gonzalez@example.com_ please.", ["maria.gonzalez@example.com", "maria.gonzalez"]),
+    ("Mail maria.gonzalez@example.com_ (work) today.", ["maria.gonzalez@example.com", "maria.gonzalez"]),
+    ("Call +49 151 23456789_ now.", ["23456789"]),
+    ("Phone: _+49 151 23456789_", ["+49", "23456789"]),
+    ("Mail maria.gon\u200bzalez@example.com today.", ["maria.gon", "example.com"]),
+    ("Mail maria\u00ad.gonzalez@example.com today.", ["maria", "gonzalez"]),
+    ("Call +49 151\n23456789 after six.", ["23456789"]),
+    ("Call 0049 151 23456789 after six.", ["23456789", "0049 151"]),
+    ("IBAN de89370400440532013000 for the refund.", ["370400440532013000"]),
+    ("IBAN DE89-3704-0044-0532-0130-00 for the refund.", ["3704-0044-0532"]),
+    ("Card 4111.1111.1111.1111 expired.", ["4111.1111.1111.1111", "1111.1111"]),
+    ("Reach me at maria.gonzalez @ example.com soon.", ["maria.gonzalez"]),
+    ("Reach me at maria.gonzalez(at)example.com soon.", ["maria.gonzalez"]),
+]
+
+
+@pytest.mark.parametrize("text,values", STRUCTURED, ids=[t[:24] for t, _ in STRUCTURED])
+def test_structured_values_written_the_ways_people_write_them_are_masked(leaks, text, values):
+    proc, upstream = leaks
+    chat(proc).chat.completions.create(model="vsr/openai", messages=[{"role": "user", "content": text}])
+    body = last(upstream)["body"]["messages"][0]["content"]
+    assert_absent(body, *values)

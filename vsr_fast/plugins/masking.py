@@ -323,9 +323,10 @@ def _longest_first(values: Iterable[str]) -> list[str]:
 
 
 def fold(value: str) -> str:
-    """``value`` as ``copies`` compares it: accents dropped, case folded (two spans of one datum share its
-    placeholder)."""
-    return "".join(c for c in unicodedata.normalize("NFKD", value) if not unicodedata.combining(c)).casefold()
+    """``value`` as ``copies`` compares it: accents and invisible characters (a soft hyphen, a zero-width space)
+    dropped, case folded (two spans of one datum share its placeholder)."""
+    return "".join(c for c in unicodedata.normalize("NFKD", value)
+                   if not unicodedata.combining(c) and unicodedata.category(c) != "Cf").casefold()
 
 
 def _spelling(c: str) -> str:
