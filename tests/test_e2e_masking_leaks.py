@@ -97,3 +97,42 @@ def test_structured_values_written_the_ways_people_write_them_are_masked(leaks, 
     chat(proc).chat.completions.create(model="vsr/openai", messages=[{"role": "user", "content": text}])
     body = last(upstream)["body"]["messages"][0]["content"]
     assert_absent(body, *values)
+
+
+# --- 3. every field the provider reads ----------------------------------------------------------------------
+
+EMAIL = "maria.gonzalez@example.com"
+
+
+def test_responses_prompt_variables_are_masked(leaks):
+    proc, upstream = leaks
+    chat(proc).responses.create(model="vsr/responses", input="Draft the letter.", prompt={
+        "id": "pmpt_1", "variables": {"customer": f"Maria at {EMAIL}",
+                                      "card": {"type": "input_text", "text": f"cc {EMAIL}"}}})
+    body = sent(upstream)
+    assert "pmpt_1" in body and "[EMAIL_ADDRESS_1]" in body
+    assert_absent(body, EMAIL)
+
+
+@pytest.mark.parametrize("field", ["output_format", "output_config"])
+def test_messages_output_format_schemas_are_masked_on_an_anthropic_backend(leaks, field):
+    proc, upstream = leaks
+    fmt = {"type": "json_schema", "schema": {"type": "object", "properties": {
+        "to": {"type": "string", "enum": [EMAIL, "other"], "description": f"Write to {EMAIL}."}}}}
+    extra = {"output_format": fmt} if field == "output_format" else {"output_config": {"format": fmt}}
+    messages(proc).messages.create(model="vsr/anthropic", max_tokens=32, extra_body=extra,
+                                   messages=[{"role": "user", "content": "Answer in JSON."}])
+    body = sent(upstream)
+    assert field in body and "[EMAIL_ADDRESS_1]" in body
+    assert_absent(body, EMAIL)
+
+
+def test_chat_web_search_user_location_is_masked(leaks):
+    proc, upstream = leaks
+    chat(proc).chat.completions.create(
+        model="vsr/openai", messages=[{"role": "user", "content": "Where is the nearest office?"}],
+        web_search_options={"user_location": {"type": "approximate", "approximate": {
+            "city": "Call +49 151 23456789", "region": EMAIL}}})
+    body = sent(upstream)
+    assert "user_location" in body
+    assert_absent(body, EMAIL, "23456789")

@@ -7,7 +7,8 @@ and output declarations (descriptions, and every string of their JSON
 schemas: defaults, enum values, examples), the stop sequences, and the
 caller's identifiers (``user``, ``safety_identifier``, ``prompt_cache_key``,
 ``metadata``'s values, Messages' ``metadata.user_id``, a Chat message's
-``name``). Each text position is asked about on its own (``texts``); every
+``name``), and every other field the provider reads but ``_UNREAD``'s ids, enums and credentials (a
+Responses ``prompt``'s variables, Messages' ``output_format``, Chat's ``web_search_options``). Each text position is asked about on its own (``texts``); every
 value a kept span labels is then replaced, wherever a copy of it appears in
 those positions, by its own numbered placeholder (``replace``;
 ``MaskingConfig``): a value of letters alone only as whole words (``copies``), which
@@ -48,6 +49,14 @@ _DECLARED = {"openai": ("tools", "functions", "response_format", "prediction", "
 # apart sends an opaque or hashed id, which no pii rule labels.
 _IDENTIFIERS = {"openai": ("user", "safety_identifier", "prompt_cache_key", "metadata"),
                 "anthropic": ("metadata",), "responses": ("user", "safety_identifier", "prompt_cache_key", "metadata")}
+# Every other field of the body is read too (``_positions``): whatever the client sends, the provider reads
+# ("prompt.variables" of a Responses prompt template, Messages' "output_format" and "output_config.format"
+# schemas, Chat's "web_search_options.user_location"), through ``_declared``, so a key naming a kind or an id is
+# skipped and a JSON schema is read as one. Except these, whose strings the provider parses as ids, enums or
+# credentials: changing one breaks the request, and none holds what a person wrote.
+_UNREAD = frozenset({"model", "stream", "service_tier", "reasoning_effort", "previous_response_id", "conversation",
+                     "include", "truncation", "modalities", "tool_choice", "function_call", "container",
+                     "mcp_servers", "context_management", "background", "store", "stream_options", "logit_bias"})
 # The Chat roles whose message ``name`` names a participant: a person's name, perhaps.
 _PARTICIPANTS = frozenset({"system", "developer", "user", "assistant"})
 # The keys of a declaration whose value is a JSON schema.
@@ -223,9 +232,14 @@ def _positions(body: dict, api_format: str, visit: Callable[[str], str | None], 
             new = _walk(body[root], visit, body, root, skip)
             if new is not None:
                 body[root] = new
-    for root in _DECLARED.get(api_format, ()):
-        if root in body:
+    known = {*_ROOTS.get(api_format, ()), *_IDENTIFIERS.get(api_format, ()), *_UNREAD}
+    for root in (*_DECLARED.get(api_format, ()), *(k for k in body if k not in known)):
+        if root in body and isinstance(body[root], (dict, list)):
             new = _declared(body[root], visit, skip)
+            if new is not None:
+                body[root] = new
+        elif isinstance(body.get(root), str) and root not in skip:
+            new = visit(body[root])
             if new is not None:
                 body[root] = new
     if api_format == "openai" and isinstance(body.get("messages"), list):
