@@ -136,3 +136,88 @@ def test_chat_web_search_user_location_is_masked(leaks):
     body = sent(upstream)
     assert "user_location" in body
     assert_absent(body, EMAIL, "23456789")
+
+
+# --- 4. attached files and URLs ---------------------------------------------------------------------------------
+
+LETTER = f"Dear team,\nplease refund Maria Gonzalez, {EMAIL}, +49 151 23456789.\n"
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def decoded_files(body: dict) -> str:
+    """Every base64 payload of the provider-bound body, decoded where it is text."""
+    out = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if isinstance(v, str) and k in ("file_data", "data"):
+                    out.append(base64.b64decode(v.split(",", 1)[-1]).decode())
+                else:
+                    walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(body)
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("api", ["responses", "chat", "messages"])
+def test_a_text_file_is_decoded_masked_and_re_encoded(leaks, api):
+    proc, upstream = leaks
+    if api == "responses":
+        chat(proc).responses.create(model="vsr/responses", input=[{"role": "user", "content": [
+            {"type": "input_text", "text": "Summarise the letter."},
+            {"type": "input_file", "filename": "letter.txt", "file_data": f"data:text/plain;base64,{b64(LETTER)}"}]}])
+    elif api == "chat":
+        chat(proc).chat.completions.create(model="vsr/openai", messages=[{"role": "user", "content": [
+            {"type": "text", "text": "Summarise the letter."},
+            {"type": "file", "file": {"filename": "letter.csv", "file_data": f"data:text/csv;base64,{b64(LETTER)}"}}]}])
+    else:
+        messages(proc).messages.create(model="vsr/anthropic", max_tokens=32, messages=[{"role": "user", "content": [
+            {"type": "document", "source": {"type": "base64", "media_type": "text/plain", "data": b64(LETTER)}},
+            {"type": "text", "text": "Summarise the letter."}]}])
+    body = last(upstream)["body"]
+    files = decoded_files(body)
+    assert "Dear team" in files and "[EMAIL_ADDRESS_1]" in files, files
+    assert_absent(files + sent(upstream), EMAIL, "23456789", "Maria Gonzalez")
+
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(64))).decode()
+PDF = base64.b64encode(b"%PDF-1.4\n" + bytes(range(64))).decode()
+
+
+@pytest.mark.parametrize("case", ["chat image", "chat url", "messages pdf", "messages url", "responses pdf"])
+def test_a_file_or_url_masking_cannot_clean_fails_closed_naming_its_field(leaks, case):
+    proc, upstream = leaks
+    marker = f"Describe it, case {case}."
+    url = f"https://files.example/{EMAIL}/cv.pdf"
+    try:
+        if case.startswith("chat"):
+            part = ({"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}} if case == "chat image"
+                    else {"type": "image_url", "image_url": {"url": url}})
+            chat(proc).chat.completions.create(model="vsr/openai", messages=[{"role": "user", "content": [
+                {"type": "text", "text": marker}, part]}])
+        elif case.startswith("messages"):
+            source = ({"type": "base64", "media_type": "application/pdf", "data": PDF} if case == "messages pdf"
+                      else {"type": "url", "url": url})
+            messages(proc).messages.create(model="vsr/anthropic", max_tokens=32, messages=[{"role": "user", "content": [
+                {"type": "document", "source": source}, {"type": "text", "text": marker}]}])
+        else:
+            chat(proc).responses.create(model="vsr/responses", input=[{"role": "user", "content": [
+                {"type": "input_text", "text": marker},
+                {"type": "input_file", "filename": "cv.pdf", "file_data": f"data:application/pdf;base64,{PDF}"}]}])
+    except (openai.BadRequestError, anthropic.BadRequestError) as exc:
+        text = str(exc) + json.dumps(exc.body)
+        assert "masking cannot read and clean" in text and (case.startswith("messages") or "masking_unreadable" in text), text
+        field = {"chat image": "image_url.url", "chat url": "image_url.url", "messages pdf": "source.data",
+                 "messages url": "source.url", "responses pdf": "file_data"}[case]
+        assert field in text and ("messages[0]" in text or "input[0]" in text), text
+        assert EMAIL not in text
+    else:
+        pytest.fail(f"{case}: forwarded")
+    last_body = last(upstream)
+    assert last_body is None or marker not in json.dumps(last_body["body"])

@@ -523,6 +523,13 @@ class MaskingUnavailable(VsrError):
     status, code, type, stage = 503, "masking_unavailable", "api_error", "plugins"
 
 
+class MaskingRefused(MaskingUnavailable):
+    """An attachment masking cannot clean (a binary file, a URL holding personal data): the request fails
+    closed, unsent, with ``param`` the field's path in the provider-bound body."""
+
+    status, code, type = 400, "masking_unreadable", "invalid_request_error"
+
+
 class ToolSelectionFailed(VsrError):
     """tools.select could not choose (the decision model failed or was late) and its on_error is fail."""
 

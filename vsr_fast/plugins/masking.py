@@ -21,8 +21,11 @@ decoded body.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 import unicodedata
+import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -153,16 +156,77 @@ def check(raw: dict, path: str) -> list[str]:
     return []
 
 
-# Replacing also reaches URLs (a copy of a value in a link's query still leaves the router); reading does not.
-_NOT_REPLACED = _NOT_TEXT - {"url", "image_url", "file_url"}
+_NOT_REPLACED = _NOT_TEXT
+
+
+class Unreadable(Exception):
+    """An attachment masking cannot clean (``_attached``): ``node[key]`` holds it, ``what`` says what it is (no
+    value of it). The request fails closed, unsent (``vsr_fast.errors.MaskingRefused``)."""
+
+    def __init__(self, what: str, node: dict, key: str) -> None:
+        super().__init__(what)
+        self.what, self.node, self.key = what, node, key
+
+
+# Keys whose string is a URL, or a file's data (a data: URL, or base64 with its media type beside it).
+_ATTACHED = frozenset({"url", "image_url", "file_url", "file_data"})
+# The media types of text: a file of one is decoded, masked as a text position, and encoded again.
+_TEXT_MEDIA = re.compile(r"text/[\w.+-]+|application/(?:json|csv|xml|yaml|x-yaml|x-ndjson|ndjson|[\w.-]+\+(?:json|xml))",
+                         re.IGNORECASE)
+_TEXT_NAMES = re.compile(r".*\.(?:txt|csv|tsv|json|jsonl|md|xml|yaml|yml|html?|log)", re.IGNORECASE | re.DOTALL)
+_MEDIA_TYPE = re.compile(r"[\w.+-]{1,40}/[\w.+-]{1,60}")     # one named in an error (never a client's free text)
+_DATA_URL = re.compile(r"data:([^,]*),", re.IGNORECASE)
+
+
+def _attached(value: str, node: dict, key: str, visit: Callable[[str], str | None]) -> str | None:
+    """``visit`` an attachment: a text file's text (decoded, and encoded again when replaced); a binary file, or
+    a URL in which masking finds a value, is ``Unreadable`` (a link rewritten would lead nowhere, and a
+    PDF's or an image's text no pattern reads)."""
+    head = _DATA_URL.match(value)
+    if head is not None:
+        media, _, params = head.group(1).partition(";")
+        return _file(value[head.end():], media, params, node, key, visit, value[:head.end()])
+    if key == "data":
+        return _file(value, str(node.get("media_type") or ""), "base64", node, key, visit, "")
+    if key == "file_data":
+        name = node.get("filename")
+        media = "text/plain" if isinstance(name, str) and _TEXT_NAMES.fullmatch(name) else "application/octet-stream"
+        return _file(value, media, "base64", node, key, visit, "")
+    if visit(value) is not None:
+        raise Unreadable("a URL holding personal data", node, key)
+    return None
+
+
+def _file(payload: str, media: str, params: str, node: dict, key: str, visit: Callable[[str], str | None],
+          head: str) -> str | None:
+    if not _TEXT_MEDIA.fullmatch(media.strip()):
+        named = media.strip() if _MEDIA_TYPE.fullmatch(media.strip()) else "unknown type"
+        raise Unreadable(f"a binary file ({named})", node, key)
+    options = [p.strip().lower() for p in params.split(";")]
+    charset = next((p[8:] for p in options if p.startswith("charset=")), "utf-8")
+    try:
+        raw = base64.b64decode(payload, validate=False) if "base64" in options else urllib.parse.unquote_to_bytes(payload)
+        text = raw.decode(charset)
+    except (binascii.Error, ValueError, LookupError):
+        raise Unreadable(f"a {media.strip() if _MEDIA_TYPE.fullmatch(media.strip()) else 'text'} file that is not "
+                         "valid base64 text", node, key) from None
+    new = visit(text)
+    if new is None:
+        return None
+    data = new.encode(charset, "replace")
+    return head + (base64.b64encode(data).decode() if "base64" in options else urllib.parse.quote_from_bytes(data))
 
 
 def _walk(node: Any, visit: Callable[[str], str | None], parent: dict | None = None, key: str | None = None,
           skip: frozenset[str] = _NOT_TEXT) -> Any:
-    """Call ``visit`` on every text leaf under ``node``; a str it returns replaces the leaf."""
+    """Call ``visit`` on every text leaf under ``node``, attachments too (``_attached``); a str it returns
+    replaces the leaf."""
     if isinstance(node, str):
-        if key == "data" and not (parent is not None and parent.get("type") == "text"):
-            return None                     # base64 media; a text document's data is text
+        if key == "data" and parent is not None and parent.get("type") != "text":
+            if parent.get("type") == "redacted_thinking":
+                return None                 # the provider's own encrypted text
+            if parent.get("type") == "base64":
+                return _attached(node, parent, key, visit)
         return visit(node)
     if isinstance(node, list):
         for i, item in enumerate(node):
@@ -171,11 +235,30 @@ def _walk(node: Any, visit: Callable[[str], str | None], parent: dict | None = N
                 node[i] = new
     elif isinstance(node, dict):
         for k, v in node.items():
-            if k in skip:
+            if k in _ATTACHED and isinstance(v, str):
+                new = _attached(v, node, k, visit)
+            elif k == "input_audio":
+                raise Unreadable("audio", node, k)
+            elif k in skip and k not in _ATTACHED:
                 continue
-            new = _walk(v, visit, node, k, skip)
+            else:
+                new = _walk(v, visit, node, k, skip)
             if new is not None:
                 node[k] = new
+    return None
+
+
+def path(doc: Any, node: dict, key: str, at: str = "") -> str | None:
+    """Where ``node[key]`` stands in ``doc`` ("messages[0].content[1].image_url.url"), found by identity."""
+    if doc is node:
+        return f"{at}.{key}" if at else key
+    items = (doc.items() if isinstance(doc, dict) else
+             ((f"[{i}]", v) for i, v in enumerate(doc)) if isinstance(doc, list) else ())
+    for k, v in items:
+        if isinstance(v, (dict, list)):
+            found = path(v, node, key, (at + k) if k.startswith("[") else f"{at}.{k}" if at else k)
+            if found is not None:
+                return found
     return None
 
 
@@ -385,4 +468,4 @@ def _as_name(text: str) -> str:
     return _NOT_IN_NAME.sub("_", text)
 
 
-__all__ = ["Masking", "MaskingConfig", "TYPE", "check", "copies", "fold", "replace", "resolve", "spoken", "texts"]
+__all__ = ["Masking", "MaskingConfig", "TYPE", "Unreadable", "check", "copies", "fold", "path", "replace", "resolve", "spoken", "texts"]

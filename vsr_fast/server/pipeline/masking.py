@@ -7,15 +7,17 @@ fallback candidate pays only for texts its own format wrote differently;
 the request stage's answer about the current turn is reused by its text, and
 the System One client's reuse cache answers any text already asked about.
 A text it cannot read whole fails the request closed (``MaskingUnavailable``),
-before anything is sent.
+before anything is sent; so does an attachment it cannot clean, a binary file or a URL holding personal
+data (``MaskingRefused``, 400 naming the field; a text file is decoded, masked and encoded again).
 """
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import contextmanager
 
 import msgspec
 
-from ...errors import MaskingUnavailable, VsrError
+from ...errors import MaskingRefused, MaskingUnavailable, VsrError
 from ...plugins import masking
 from ...plugins.unmask import Restorer, answer_texts
 from ...protocol.canonical import TURN_JOIN
@@ -69,7 +71,19 @@ def _read(body: bytes, api_format: str) -> tuple[dict | None, list[str]]:
     doc = _DECODE.decode(body)
     if not isinstance(doc, dict):
         return None, []
-    return doc, masking.texts(doc, api_format)
+    with _refusing(doc):
+        return doc, masking.texts(doc, api_format)
+
+
+@contextmanager
+def _refusing(doc: dict):
+    """An attachment masking cannot clean as the request's 400, naming its field (``MaskingRefused``)."""
+    try:
+        yield
+    except masking.Unreadable as exc:
+        where = masking.path(doc, exc.node, exc.key) or exc.key
+        raise MaskingRefused(f"masking cannot read and clean {exc.what} at {where}; the request was not sent (send it as "
+                             "text, or through a decision that does not mask)", param=where) from None
 
 
 def _replaced(ex: Exchange | Masked, body: bytes, doc: dict, found: list[str], api_format: str, policy: masking.Masking,
@@ -94,8 +108,9 @@ def _replaced(ex: Exchange | Masked, body: bytes, doc: dict, found: list[str], a
                     numbered[value] = folded[masking.fold(value)] = placeholder
                 values[value] = placeholder
                 labels[s.label] += 1
-    if not masking.replace(doc, api_format, values):
-        return body, None
+    with _refusing(doc):
+        if not masking.replace(doc, api_format, values):
+            return body, None
     return _ENCODE.encode(doc), "masked " + ", ".join(f"{n} {label}" for label, n in sorted(labels.items()))
 
 
