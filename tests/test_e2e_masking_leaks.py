@@ -11,8 +11,11 @@ import anthropic
 import httpx
 import openai
 import pytest
+import redis
 
-from .procs import mock_upstream, model, router, write_config
+from vsr_fast.events.types import decode_event
+
+from .procs import mock_upstream, model, redis_prefix, router, wait_for_value, wait_until, write_config
 
 FORMATS = ("openai", "anthropic", "responses")
 PII = {"pii": [{"name": "personal", "on_unknown": "match", "input": {"history": True, "tool_results": True}}]}
@@ -23,7 +26,8 @@ PLUGINS = [{"type": "masking", "configuration": {"enabled": True, "signal": "per
 
 @pytest.fixture(scope="module")
 def leaks(tmp_path_factory):
-    with mock_upstream() as upstream:
+    folder = tmp_path_factory.mktemp("leaks")
+    with mock_upstream() as upstream, redis_prefix("leaks") as prefix:
         doc = {
             "version": "v0.5",
             "providers": {"models": [{**model(f"m-{f}", f"{upstream.url}/v1"), "api_format": f} for f in FORMATS]},
@@ -32,8 +36,11 @@ def leaks(tmp_path_factory):
                  "modelRefs": [{"model": f"m-{f}"}], "plugins": PLUGINS}]} for f in FORMATS],
             "entrypoints": [{"api": "chat", "model_names": [f"vsr/{f}"], "recipe": f"r-{f}", "default": f == "openai"}
                             for f in FORMATS],
+            "global": {"router": {"access_log": {"enabled": True, "path": str(folder / "access.log")}},
+                       "stores": {"event_stream": {"backend": "redis", "stream": f"{prefix}events"}}},
         }
-        with router(write_config(doc, str(tmp_path_factory.mktemp("leaks")))) as proc:
+        with router(write_config(doc, str(folder))) as proc:
+            proc.access_log, proc.events = folder / "access.log", f"{prefix}events"
             yield proc, upstream
 
 
@@ -221,3 +228,41 @@ def test_a_file_or_url_masking_cannot_clean_fails_closed_naming_its_field(leaks,
         pytest.fail(f"{case}: forwarded")
     last_body = last(upstream)
     assert last_body is None or marker not in json.dumps(last_body["body"])
+
+
+# --- 5. the error path and the event stream ---------------------------------------------------------------------
+
+def logged(proc, request_id: str) -> str:
+    """The access log's line and every event of one request, as one text."""
+    def line():
+        text = proc.access_log.read_text() if proc.access_log.exists() else ""
+        return next((l for l in text.splitlines() if request_id in l), None)
+    out = [wait_for_value(line, f"the access log line of {request_id}")]
+    for _, fields in redis.Redis().xrange(proc.events):
+        for value in fields.values():
+            try:
+                ev = decode_event(value)
+            except Exception:
+                continue
+            if getattr(ev, "request_id", None) == request_id:
+                out.append(repr(ev))
+    return "\n".join(out)
+
+
+def test_a_metadata_key_holding_personal_data_stays_out_of_the_logs(leaks):
+    proc, upstream = leaks
+    key = f"Maria Gonzalez {EMAIL}"
+    r = httpx.post(f"{proc.url}/v1/chat/completions", json={
+        "model": "vsr/openai", "messages": [{"role": "user", "content": "hi"}], "metadata": {key: 5}})
+    assert r.status_code == 400, r.text
+    assert_absent(logged(proc, r.headers["x-request-id"]), EMAIL, "Maria Gonzalez")
+
+
+def test_a_model_name_that_is_an_address_stays_out_of_the_events(leaks):
+    proc, upstream = leaks
+    raw = chat(proc).chat.completions.with_raw_response.create(
+        model=EMAIL, messages=[{"role": "user", "content": "hi"}])
+    rid = raw.headers["x-request-id"]
+    wait_until(lambda: "answer_completed" in logged(proc, rid).lower() or "AnswerCompleted" in logged(proc, rid),
+               "the answer's event")
+    assert_absent(logged(proc, rid), EMAIL)

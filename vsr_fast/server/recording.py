@@ -252,7 +252,8 @@ class Recording:
             return
         ev.policy = replay = plan.replay
         # A masking decision's request reaches neither the record nor a shadow model as received; a private one's
-        # (masking, or capture_personal_data: false) travels in no event, nor does its answer (``answered``).
+        # (masking, or capture_personal_data: false) travels in no event, nor does its answer (``answered``), nor
+        # a model name it gave that no entrypoint serves (a default entrypoint routes any: an address, perhaps).
         withhold, private = plan.withhold, plan.private
         if (replay.request_bytes > 0 or replay.shadow is not None) and identity is None:
             # The record keeps it beside the request copy; a shadow copy goes only where its key reaches.
@@ -262,14 +263,15 @@ class Recording:
             # RequestEvents reads the model and stream of a Chat body from the body itself.
             ev.routed(raw, req.body, route, identity=identity,
                       shadow=len(route.candidates) >= 1 and route.recipe is not None and not withhold, api=api,
-                      withhold=private)
+                      withhold=private, model_shown=not private or state.table.knows_model(req.body.model))
         else:
             adapter = state.adapters[api]
             # The shadow copy carries the prepared body (``req.raw``): a Responses chain's stored turns in, so
             # the candidate answers the conversation the live model did.
             ev.routed(raw, None, route, identity=identity,
                       shadow=len(route.candidates) >= 1 and route.recipe is not None and not withhold, api=api,
-                      model=adapter.model(req), stream=adapter.stream(req), withhold=private, shadow_body=req.raw)
+                      model=adapter.model(req), stream=adapter.stream(req), withhold=private, shadow_body=req.raw,
+                      model_shown=not private or state.table.knows_model(adapter.model(req)))
         if ev.shadow_refused and self.services.shadow is not None:
             self.services.shadow.skipped[ev.shadow_refused] += 1
         self.capture = ev.capture(self.intent, store.max_entry_bytes)
