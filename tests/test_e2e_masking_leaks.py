@@ -266,3 +266,19 @@ def test_a_model_name_that_is_an_address_stays_out_of_the_events(leaks):
     wait_until(lambda: "answer_completed" in logged(proc, rid).lower() or "AnswerCompleted" in logged(proc, rid),
                "the answer's event")
     assert_absent(logged(proc, rid), EMAIL)
+
+
+# --- 6. a refusal before the decision, on an entrypoint whose decisions mask ------------------------------------
+
+@pytest.mark.parametrize("api", ["chat", "messages"])
+def test_a_refusal_before_the_decision_does_not_echo_the_clients_value(leaks, api):
+    proc, upstream = leaks
+    role = f"Maria Gonzalez {EMAIL}"
+    if api == "chat":
+        r = httpx.post(f"{proc.url}/v1/chat/completions", json={
+            "model": "vsr/openai", "messages": [{"role": role, "content": "hi"}]})
+    else:
+        r = httpx.post(f"{proc.url}/v1/messages", json={
+            "model": "vsr/anthropic", "max_tokens": 8, "messages": [{"role": role, "content": "hi"}]})
+    assert r.status_code == 400 and "messages" in r.text and "role" in r.text, r.text
+    assert_absent(r.text + logged(proc, r.headers["x-request-id"]), EMAIL, "Maria Gonzalez")

@@ -7,6 +7,7 @@ merged per (recipe, decision) once and kept.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import re
 from functools import lru_cache
@@ -145,6 +146,19 @@ class Policies:
             # none is kept of this request, and the cache answers only the same request, by its hashed key.
             cache = dataclasses.replace(cache, mode="exact", semantic=None, match=None)
         return Plan(cache, replay, withhold, self.guard_key(recipe, decision), private)
+
+    @functools.cached_property
+    def unrouted_private(self) -> bool:
+        """Whether a request refused before it has a decision is private (its error quotes none of its values):
+        the global layer says so, or a decision some entrypoint reaches is private (masks, or keeps no personal
+        data): the request may have been one of that decision's, and its refusal must not say otherwise."""
+        reached = {ep.recipe for ep in self.config.entrypoints}
+        return self.plan(None, None).private or any(
+            self.plan(r.name, d.name).private for r in self.config.recipes if r.name in reached for d in r.decisions)
+
+    def private(self, recipe: str | None, decision: str | None) -> bool:
+        """Whether a request of (recipe, decision) is private; one without a decision yet: ``unrouted_private``."""
+        return self.plan(recipe, decision).private if decision is not None else self.unrouted_private
 
     def global_replay(self) -> router_replay.ReplayPolicy:
         return router_replay.resolve(plugin_config.layer_of(self.config.global_.plugins, "router_replay"))
