@@ -27,7 +27,7 @@ PLUGINS = [{"type": "masking", "configuration": {"enabled": True, "signal": "per
 @pytest.fixture(scope="module")
 def leaks(tmp_path_factory):
     folder = tmp_path_factory.mktemp("leaks")
-    with mock_upstream() as upstream, redis_prefix("leaks") as prefix:
+    with mock_upstream("--echo") as upstream, redis_prefix("leaks") as prefix:
         doc = {
             "version": "v0.5",
             "providers": {"models": [{**model(f"m-{f}", f"{upstream.url}/v1"), "api_format": f} for f in FORMATS]},
@@ -39,7 +39,7 @@ def leaks(tmp_path_factory):
             "global": {"router": {"access_log": {"enabled": True, "path": str(folder / "access.log")}},
                        "stores": {"event_stream": {"backend": "redis", "stream": f"{prefix}events"}}},
         }
-        with router(write_config(doc, str(folder))) as proc:
+        with router(write_config(doc, str(folder))) as proc:    # the mock echoes the last user message
             proc.access_log, proc.events = folder / "access.log", f"{prefix}events"
             yield proc, upstream
 
@@ -282,3 +282,23 @@ def test_a_refusal_before_the_decision_does_not_echo_the_clients_value(leaks, ap
             "model": "vsr/anthropic", "max_tokens": 8, "messages": [{"role": role, "content": "hi"}]})
     assert r.status_code == 400 and "messages" in r.text and "role" in r.text, r.text
     assert_absent(r.text + logged(proc, r.headers["x-request-id"]), EMAIL, "Maria Gonzalez")
+
+
+# --- 7. one value, one placeholder, restored as the client wrote it --------------------------------------------
+
+def test_an_address_in_markdown_bold_is_one_value_with_one_placeholder(leaks):
+    proc, upstream = leaks
+    text = f"Write to **{EMAIL}** or to {EMAIL}."
+    answer = chat(proc).chat.completions.create(model="vsr/openai", messages=[{"role": "user", "content": text}])
+    body = last(upstream)["body"]["messages"][0]["content"]
+    assert body == "Write to **[EMAIL_ADDRESS_1]** or to [EMAIL_ADDRESS_1].", body
+    assert answer.choices[0].message.content == text
+
+
+def test_a_chat_name_is_restored_as_the_client_wrote_it(leaks):
+    proc, upstream = leaks
+    text = "Please greet juergen_mueller."
+    answer = chat(proc).chat.completions.create(model="vsr/openai", messages=[
+        {"role": "user", "name": "juergen_mueller", "content": text}])
+    assert_absent(sent(upstream), "juergen_mueller", "Juergen Mueller")
+    assert answer.choices[0].message.content == text

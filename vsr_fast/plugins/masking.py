@@ -346,8 +346,10 @@ def _positions(body: dict, api_format: str, visit: Callable[[str], str | None], 
                     value[k] = new
 
 
-def texts(body: dict, api_format: str) -> list[str]:
-    """The distinct non-blank texts of ``body``'s text positions, in order of first appearance."""
+def texts(body: dict, api_format: str, names: dict[str, str] | None = None) -> list[str]:
+    """The distinct non-blank texts of ``body``'s text positions, in order of first appearance; ``names``, when
+    given, gets each Chat ``name`` read in its spoken form (``spoken``), by that form: the client's own text
+    of a value found there (a placeholder restores "juergen_mueller", not "Juergen Mueller")."""
     seen: dict[str, None] = {}
 
     def visit(text: str) -> None:
@@ -355,7 +357,13 @@ def texts(body: dict, api_format: str) -> list[str]:
             seen.setdefault(text, None)
         return None
 
-    _positions(body, api_format, visit, _NOT_TEXT, lambda name: visit(spoken(name)))
+    def visit_name(name: str) -> None:
+        form = spoken(name)
+        if names is not None and form != name:
+            names.setdefault(form, name)
+        return visit(form)
+
+    _positions(body, api_format, visit, _NOT_TEXT, visit_name)
     return list(seen)
 
 

@@ -81,7 +81,7 @@ _LABEL_CHAR = rf"(?:[A-Za-z0-9]|{_INTL})"
 _DOMAIN = re.compile(rf"@(?:{_LABEL_CHAR}(?:(?:{_LABEL_CHAR}|-){{0,61}}{_LABEL_CHAR})?\.)+"
                      rf"(?:[A-Za-z]|[^\W\d_\x00-\x7f{UNSPACED}]){{2,63}}{_END}")
 # The whole address as one regex: what ``_emails`` finds (role mailboxes aside), each address at most 254 characters.
-EMAIL_PATTERN = rf"(?<![.+-])(?<!{W})(?:_+(?=[A-Za-z0-9]))?(?P<address>{_ATOM}(?:\.{_ATOM})*" + _DOMAIN.pattern + ")"
+EMAIL_PATTERN = rf"(?<![.+-])(?<!{W})(?:[_*]+(?=[A-Za-z0-9]))?(?P<address>{_ATOM}(?:\.{_ATOM})*" + _DOMAIN.pattern + ")"
 # Up to the last character that cannot be in a local part: the part starts after it.
 _BEFORE_LOCAL = re.compile(rf"(?s:.*(?:[^\w!#$%&'*+/=?^`{{|}}~.\u0300-\u036f-]|[{UNSPACED}]))?")
 _LOCAL_START = re.compile(rf"(?<![.+-])(?<!{W})[^.]")
@@ -106,9 +106,9 @@ def _emails(text: str) -> Iterator[Found]:
         start = _LOCAL_START.search(text, lo if dots < 0 else max(lo, dots + 2), at)
         if start is not None:
             end = domain.end()
-            # Markdown's emphasis around an address ("_maria@example.com_") is no part of it.
+            # Markdown's emphasis around an address ("_maria@example.com_", "**maria@example.com**") is no part of it.
             first = start.start()
-            while text[first] == "_" and first + 1 < at:
+            while text[first] in "_*" and first + 1 < at:
                 first += 1
             if not (text[first].isascii() and text[first].isalnum()):
                 first = start.start()

@@ -45,7 +45,7 @@ class Masked:
 async def mask(ex: Exchange | Masked, body: bytes, api_format: str,
                policy: masking.Masking) -> tuple[bytes, str | None]:
     """``body`` with its personal data replaced, and what changed (counts by label, never a value)."""
-    doc, found = await off_loop(ex.state.metrics, "masking", len(body), _read, body, api_format)
+    doc, found, names = await off_loop(ex.state.metrics, "masking", len(body), _read, body, api_format)
     if doc is None:
         return body, None
     spans = ex.masked_spans
@@ -63,16 +63,19 @@ async def mask(ex: Exchange | Masked, body: bytes, api_format: str,
             raise MaskingUnavailable(f"masking could not read {unread} of the request's {len(found)} texts "
                                      f"(pii rule {policy.signal!r}); the request was not sent")
         spans.update(got)   # type: ignore[arg-type]
-    return await off_loop(ex.state.metrics, "masking", len(body), _replaced, ex, body, doc, found, api_format, policy, spans)
+    return await off_loop(ex.state.metrics, "masking", len(body), _replaced, ex, body, doc, found, api_format, policy,
+                          spans, names)
 
 
-def _read(body: bytes, api_format: str) -> tuple[dict | None, list[str]]:
-    """The body's document and its texts in ``api_format``; None for a body that is no object."""
+def _read(body: bytes, api_format: str) -> tuple[dict | None, list[str], dict[str, str]]:
+    """The body's document, its texts in ``api_format`` and its Chat names by their spoken forms
+    (``masking.texts``); None for a body that is no object."""
     doc = _DECODE.decode(body)
+    names: dict[str, str] = {}
     if not isinstance(doc, dict):
-        return None, []
+        return None, [], names
     with _refusing(doc):
-        return doc, masking.texts(doc, api_format)
+        return doc, masking.texts(doc, api_format, names), names
 
 
 @contextmanager
@@ -87,7 +90,7 @@ def _refusing(doc: dict):
 
 
 def _replaced(ex: Exchange | Masked, body: bytes, doc: dict, found: list[str], api_format: str, policy: masking.Masking,
-              spans: dict) -> tuple[bytes, str | None]:
+              spans: dict, names: dict[str, str]) -> tuple[bytes, str | None]:
     """``doc`` with each labelled value of ``spans`` replaced by its placeholder, encoded, and what changed."""
     # One numbering for the whole request: a fallback candidate of another format names each value as the
     # first did, and numbers only the values its own text adds.
@@ -105,6 +108,11 @@ def _replaced(ex: Exchange | Masked, body: bytes, doc: dict, found: list[str], a
                 placeholder = numbered.get(value)
                 if placeholder is None:
                     placeholder = folded.get(masking.fold(value)) or _next(numbered, policy, s.label)
+                    # A Chat name's value as the client wrote it ("juergen_mueller" of the spoken "Juergen
+                    # Mueller"), first: the answer restores the client's text, and its copies are masked too.
+                    own = names[text][s.start:s.end] if text in names else value
+                    if own != value and own not in numbered:
+                        numbered[own] = values[own] = placeholder
                     numbered[value] = folded[masking.fold(value)] = placeholder
                 values[value] = placeholder
                 labels[s.label] += 1
