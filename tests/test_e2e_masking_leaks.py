@@ -302,3 +302,14 @@ def test_a_chat_name_is_restored_as_the_client_wrote_it(leaks):
         {"role": "user", "name": "juergen_mueller", "content": text}])
     assert_absent(sent(upstream), "juergen_mueller", "Juergen Mueller")
     assert answer.choices[0].message.content == text
+
+
+# --- 8. a placeholder the client wrote itself -------------------------------------------------------------------
+
+def test_a_literal_placeholder_in_the_clients_text_is_left_as_it_is(leaks):
+    proc, upstream = leaks
+    text = "The template says [PERSON_1] and [EMAIL_ADDRESS_1]. I'm Maria Gonzalez, maria.gonzalez@example.com."
+    answer = chat(proc).chat.completions.create(model="vsr/openai", messages=[{"role": "user", "content": text}])
+    body = last(upstream)["body"]["messages"][0]["content"]
+    assert body == "The template says [PERSON_1] and [EMAIL_ADDRESS_1]. I'm [PERSON_2], [EMAIL_ADDRESS_2].", body
+    assert answer.choices[0].message.content == text

@@ -97,6 +97,10 @@ def _replaced(ex: Exchange | Masked, body: bytes, doc: dict, found: list[str], a
     numbered = ex.masked_values
     if numbered is None:
         numbered = ex.masked_values = {}
+    # A placeholder the client wrote itself ("[PERSON_1]" in a template) is its text: numbering goes past it, so
+    # the answer's copy of it stays the client's, never a value.
+    named = policy.named()
+    literal = {m.group(0) for text in found for m in named.finditer(text)}
     values: dict[str, str] = {}
     labels: Counter[str] = Counter()
     # Another spelling of a value numbered already ("MARIA GONZALEZ" of "Maria Gonzalez") is that value.
@@ -107,7 +111,7 @@ def _replaced(ex: Exchange | Masked, body: bytes, doc: dict, found: list[str], a
             if value.strip() and policy.wants(s.label) and value not in values:
                 placeholder = numbered.get(value)
                 if placeholder is None:
-                    placeholder = folded.get(masking.fold(value)) or _next(numbered, policy, s.label)
+                    placeholder = folded.get(masking.fold(value)) or _next(numbered, policy, s.label, literal)
                     # A Chat name's value as the client wrote it ("juergen_mueller" of the spoken "Juergen
                     # Mueller"), first: the answer restores the client's text, and its copies are masked too.
                     own = names[text][s.start:s.end] if text in names else value
@@ -122,9 +126,10 @@ def _replaced(ex: Exchange | Masked, body: bytes, doc: dict, found: list[str], a
     return _ENCODE.encode(doc), "masked " + ", ".join(f"{n} {label}" for label, n in sorted(labels.items()))
 
 
-def _next(numbered: dict[str, str], policy: masking.Masking, label: str) -> str:
-    """``label``'s next free placeholder: two labels sharing a placeholder text share its numbers."""
-    taken = set(numbered.values())
+def _next(numbered: dict[str, str], policy: masking.Masking, label: str, literal: set[str]) -> str:
+    """``label``'s next free placeholder: two labels sharing a placeholder text share its numbers, and none the
+    client's text holds (``literal``) is used."""
+    taken = set(numbered.values()) | literal
     n = 1
     while (placeholder := policy.placeholder(label, n)) in taken:
         n += 1
