@@ -313,3 +313,14 @@ def test_a_literal_placeholder_in_the_clients_text_is_left_as_it_is(leaks):
     body = last(upstream)["body"]["messages"][0]["content"]
     assert body == "The template says [PERSON_1] and [EMAIL_ADDRESS_1]. I'm [PERSON_2], [EMAIL_ADDRESS_2].", body
     assert answer.choices[0].message.content == text
+
+
+# --- 9. the client's User-Agent ------------------------------------------------------------------------------
+
+def test_the_clients_user_agent_does_not_reach_the_provider_on_a_masking_decision(leaks):
+    proc, upstream = leaks
+    agent = "SupportDesk/1.0 (agent Maria Gonzalez maria.gonzalez@example.com)"
+    chat(proc).chat.completions.create(model="vsr/openai", messages=[{"role": "user", "content": "hi"}],
+                                       extra_headers={"User-Agent": agent})
+    agents = [v for k, v in last(upstream)["headers"].items() if k.lower() == "user-agent"]
+    assert agents and all("Gonzalez" not in a and "SupportDesk" not in a for a in agents), agents
