@@ -2,6 +2,7 @@
 api_format's body (every text position read, every copy of a value replaced, names and ids left alone)."""
 from __future__ import annotations
 
+import base64
 import copy
 import json
 
@@ -86,7 +87,7 @@ BODIES = {
                "messages": [
                    {"role": "system", "content": f"sys {E}"},
                    {"role": "user", "content": [{"type": "text", "text": f"hi {E}"},
-                                                {"type": "image_url", "image_url": {"url": f"https://x/{E}"}}]},
+                                                {"type": "image_url", "image_url": {"url": "https://x/cat.png"}}]},
                    {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
                        "name": "lookup", "arguments": json.dumps({"e": E, "p": P})}}]},
                    {"role": "tool", "tool_call_id": "c1", "content": f"{P} and {P}"}]},
@@ -95,8 +96,8 @@ BODIES = {
         {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "lookup",
                                            "input": {"who": {"e": E}, "list": [P]}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": f"{P}"},
-                                     {"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                                                  "data": "QUJD"}}]}]},
+                                     {"type": "document", "source": {"type": "base64", "media_type": "text/plain",
+                                                                     "data": base64.b64encode(f"doc {E}".encode()).decode()}}]}]},
     "responses": {"model": "x", "instructions": f"sys {E}", "input": [
         {"role": "user", "content": [{"type": "input_text", "text": f"hi {E}"}]},
         {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": json.dumps({"e": E})},
@@ -105,12 +106,26 @@ BODIES = {
 }
 
 
+@pytest.mark.parametrize("part", [
+    {"type": "image_url", "image_url": {"url": f"https://x/{E}"}},
+    {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}},
+    {"type": "file", "file": {"filename": "a.pdf", "file_data": "QUJD"}},
+    {"type": "input_audio", "input_audio": {"data": "QUJD", "format": "wav"}}])
+def test_an_attachment_masking_cannot_clean_is_unreadable_with_its_place(part):
+    body = {"model": "x", "messages": [{"role": "user", "content": [{"type": "text", "text": f"hi {E}"}, part]}]}
+    with pytest.raises(masking.Unreadable) as raised:
+        masking.texts(body, "openai")
+        masking.replace(body, "openai", {E: "[EMAIL_ADDRESS_1]"})
+    where = masking.path(body, raised.value.node, raised.value.key)
+    assert where is not None and where.startswith("messages[0].content[1].") and E not in raised.value.what
+
+
 @pytest.mark.parametrize("fmt", sorted(BODIES))
 def test_every_text_position_is_read_and_every_copy_replaced(fmt):
     body = copy.deepcopy(BODIES[fmt])
     found = masking.texts(body, fmt)
     assert any(E in t for t in found) and any(P in t for t in found)
-    assert "lookup" not in found and "x" not in found and "QUJD" not in found   # names, ids, media: not text
+    assert "lookup" not in found and "x" not in found                           # names, ids: not text
     count = masking.replace(body, fmt, {E: "[EMAIL_ADDRESS]", P: "[PHONE_NUMBER]"})
     text = json.dumps(body)
     assert count >= 4

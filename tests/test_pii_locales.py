@@ -280,7 +280,8 @@ def _work(monkeypatch, text: str) -> int:
 # text is about four times the work (a quadratic reader does sixteen times): counted in characters read, not
 # timed.
 @pytest.mark.parametrize("unit", ["12 ", "0 ", "030/1 ", "0151 2345678 ", "0151\u00a02345678\u2009", "1-2 3.4 ",
-                                  "0151 2345678-1-2-3-4-5-6-7-8-9-0-1-2-3-4-5-6-7-8 "])
+                                  "0151 2345678-1-2-3-4-5-6-7-8-9-0-1-2-3-4-5-6-7-8 ",
+                                  "+49 151\n2345678 ", "+4\n1\n2\n"])
 def test_phone_detection_reads_linearly_in_digits_and_separators(monkeypatch, unit):
     small, large = unit * (12_000 // len(unit)), unit * (48_000 // len(unit))
     ratio = _work(monkeypatch, large) / max(_work(monkeypatch, small), 1)

@@ -614,20 +614,35 @@ class _Reads:
         return call
 
 
-@pytest.mark.parametrize("unit", ["@", "a@", "a.@", "!" * 63 + "@", "x@" + "a." * 30, "é" * 70 + "@b.io ", " @b.io"])
-def test_email_detection_reads_each_character_a_bounded_number_of_times(monkeypatch, unit):
-    # '@'*125000 cost 130x the CPU of prose: every '@' re-read a 320-character window around it.
+def _reads_of(monkeypatch, detect, unit: str) -> list[tuple[int, int]]:
+    """(text length, characters handed to ``_pii``'s patterns) of ``detect`` on 500 and 1000 copies of ``unit``."""
     from vsr_fast.models.vsr_static import _pii
 
     tally = [0]
     for name, value in vars(_pii).items():
         if isinstance(value, re.Pattern):
             monkeypatch.setattr(_pii, name, _Reads(value, tally))
+    out = []
     for copies in (500, 1000):
         text = unit * copies
         tally[0] = 0
-        list(_pii._emails(text))
-        assert tally[0] <= 3 * len(text), (unit, copies, tally[0])
+        list(getattr(_pii, detect)(text))
+        out.append((len(text), tally[0]))
+    return out
+
+
+@pytest.mark.parametrize("unit", ["@", "a@", "a.@", "!" * 63 + "@", "x@" + "a." * 30, "é" * 70 + "@b.io ", " @b.io"])
+def test_email_detection_reads_each_character_a_bounded_number_of_times(monkeypatch, unit):
+    # '@'*125000 cost 130x the CPU of prose: every '@' re-read a 320-character window around it.
+    for length, read in _reads_of(monkeypatch, "_emails", unit):
+        assert read <= 3 * length, (unit, length, read)
+
+
+@pytest.mark.parametrize("unit", [" @", " @ ", "a @ b.", "a(at)b.", "x" * 70 + " @ " + "b." * 40, "a.b @ c.de "])
+def test_spelled_out_address_detection_reads_each_character_a_bounded_number_of_times(monkeypatch, unit):
+    # "maria @ example.com", "maria(at)example.com": each "at" reads its domain no further than the next one.
+    for length, read in _reads_of(monkeypatch, "_spelled_out", unit):
+        assert read <= 3 * length, (unit, length, read)
 
 
 def test_email_detection_finds_what_the_whole_pattern_finds():
@@ -637,9 +652,9 @@ def test_email_detection_finds_what_the_whole_pattern_finds():
     whole = re.compile(_pii.EMAIL_PATTERN)
     rng = random.Random(74)
     for _ in range(20000):
-        text = "".join(rng.choice(["a", "bc", ".", "..", "@", "-", "!", "_", " ", "é", "は", "1", "+", "@x.io", "de.fg"])
+        text = "".join(rng.choice(["a", "bc", ".", "..", "@", "-", "!", "_", " ", "é", "は", "1", "+", "@x.io", "de.fg", "_a"])
                        for _ in range(rng.randint(1, 16)))
-        want = [("EMAIL_ADDRESS", m.start(), m.end(), 1.0) for m in whole.finditer(text)]
+        want = [("EMAIL_ADDRESS", m.start("address"), m.end(), 1.0) for m in whole.finditer(text)]
         assert list(_pii._emails(text)) == want, text
 
 

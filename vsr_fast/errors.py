@@ -110,6 +110,7 @@ class VsrError(Exception):
     # The message without the client's values it quotes (``echoing``), or None when it quotes none: what the log,
     # the access log and the event journal keep, and what a private request's client reads (``unechoed``).
     bare: str | None = None
+    bare_param: str | None = None
 
     def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
@@ -118,18 +119,20 @@ class VsrError(Exception):
         # What the log, the access log and the event journal keep; ``message`` is what the client reads.
         self.detail = message
 
-    def withhold(self, bare: str) -> VsrError:
-        """Says ``bare`` is this message without the client's values: the logs keep that. Returns self."""
+    def withhold(self, bare: str, param: str | None = None) -> VsrError:
+        """Says ``bare`` is this message without the client's values (``param``: the path without its keys, when
+        it names a client's key): the logs keep that. Returns self."""
         self.bare = self.detail = bare
+        self.bare_param = param if param is not None else self.param
         return self
 
     def unechoed(self) -> VsrError:
         """This error as a private request's client reads it (masking, capture_personal_data: false): no value
         of the request quoted, however short."""
-        if self.bare is None or self.bare == self.message:
+        if self.bare is None or (self.bare == self.message and self.bare_param == self.param):
             return self
         other = copy.copy(self)
-        other.message = self.bare
+        other.message, other.param = self.bare, self.bare_param
         return other
 
 
@@ -529,6 +532,13 @@ class MaskingUnavailable(VsrError):
     unsent. The message names no text (it would carry what masking protects)."""
 
     status, code, type, stage = 503, "masking_unavailable", "api_error", "plugins"
+
+
+class MaskingRefused(MaskingUnavailable):
+    """An attachment masking cannot clean (a binary file, a URL holding personal data): the request fails
+    closed, unsent, with ``param`` the field's path in the provider-bound body."""
+
+    status, code, type = 400, "masking_unreadable", "invalid_request_error"
 
 
 class ToolSelectionFailed(VsrError):

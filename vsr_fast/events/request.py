@@ -49,6 +49,11 @@ SHADOWED_APIS = frozenset({"chat", "messages", "responses"})
 FORMAT_API = {"openai": "chat", "anthropic": "messages", "responses": "responses"}
 
 
+# What request_received (and the replay index, built from it) says for a private request's model name that no
+# entrypoint serves: the client's free text, an e-mail address as often as not.
+MODEL_WITHHELD = "(model not shown)"
+
+
 class RequestEvents:
     """The event recorder of one request. ``replay_id`` goes in x-vsr-replay-id when ``kept``."""
 
@@ -236,9 +241,12 @@ class RequestEvents:
 
     def routed(self, raw: bytes, request: ChatRequest | None, route: Route, *, identity: Identity | None = None,
                shadow: bool = True, api: str = "chat", model: str | None = None, stream: bool | None = None,
-               withhold: bool = False) -> None:
-        """``received``, ``signals`` and ``decision`` at once: what the hot path calls after routing."""
+               withhold: bool = False, model_shown: bool = True) -> None:
+        """``received``, ``signals`` and ``decision`` at once: what the hot path calls after routing.
+        ``model_shown`` false: the model name the client gave is recorded ``MODEL_WITHHELD``."""
         received = self._received(raw, request, route, identity, api, shadow, model, stream, withhold)
+        if not model_shown:
+            received = _replace(received, model=MODEL_WITHHELD)
         readings = route.readings
         chosen = route.chosen
         alg = chosen.decision.algorithm.type if chosen and chosen.decision else "static"

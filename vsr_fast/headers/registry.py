@@ -9,6 +9,8 @@ import enum
 import re
 from typing import NamedTuple
 
+from .. import __version__
+
 
 class Surface(enum.Enum):
     PUBLIC = "public"
@@ -131,6 +133,9 @@ ROUTER_PREFIX = "x-vsr-"
 # The only client headers a provider-bound request may carry (spec 5.10): the
 # router writes content-type, accept and the backend's credential itself.
 TO_PROVIDER = frozenset({REQUEST_ID, "traceparent", "tracestate", "user-agent"})
+# What a masking decision's request says in the client's User-Agent's place: the client's is its free text
+# ("SupportDesk/1.0 (agent Maria Gonzalez)"), which masking does not read, so it does not leave the router.
+ROUTER_AGENT = f"vsr-fast/{__version__}".encode()
 
 # Provider-defined headers a client sends for the body it sends: the betas that
 # unlock fields (Claude Code's context_management, output_config, mid-conversation

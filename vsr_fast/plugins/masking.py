@@ -7,7 +7,8 @@ and output declarations (descriptions, and every string of their JSON
 schemas: defaults, enum values, examples), the stop sequences, and the
 caller's identifiers (``user``, ``safety_identifier``, ``prompt_cache_key``,
 ``metadata``'s values, Messages' ``metadata.user_id``, a Chat message's
-``name``). Each text position is asked about on its own (``texts``); every
+``name``), and every other field the provider reads but ``_UNREAD``'s ids, enums and credentials (a
+Responses ``prompt``'s variables, Messages' ``output_format``, Chat's ``web_search_options``). Each text position is asked about on its own (``texts``); every
 value a kept span labels is then replaced, wherever a copy of it appears in
 those positions, by its own numbered placeholder (``replace``;
 ``MaskingConfig``): a value of letters alone only as whole words (``copies``), which
@@ -20,7 +21,11 @@ decoded body.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import re
+import unicodedata
+import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -47,6 +52,14 @@ _DECLARED = {"openai": ("tools", "functions", "response_format", "prediction", "
 # apart sends an opaque or hashed id, which no pii rule labels.
 _IDENTIFIERS = {"openai": ("user", "safety_identifier", "prompt_cache_key", "metadata"),
                 "anthropic": ("metadata",), "responses": ("user", "safety_identifier", "prompt_cache_key", "metadata")}
+# Every other field of the body is read too (``_positions``): whatever the client sends, the provider reads
+# ("prompt.variables" of a Responses prompt template, Messages' "output_format" and "output_config.format"
+# schemas, Chat's "web_search_options.user_location"), through ``_declared``, so a key naming a kind or an id is
+# skipped and a JSON schema is read as one. Except these, whose strings the provider parses as ids, enums or
+# credentials: changing one breaks the request, and none holds what a person wrote.
+_UNREAD = frozenset({"model", "stream", "service_tier", "reasoning_effort", "previous_response_id", "conversation",
+                     "include", "truncation", "modalities", "tool_choice", "function_call", "container",
+                     "mcp_servers", "context_management", "background", "store", "stream_options", "logit_bias"})
 # The Chat roles whose message ``name`` names a participant: a person's name, perhaps.
 _PARTICIPANTS = frozenset({"system", "developer", "user", "assistant"})
 # The keys of a declaration whose value is a JSON schema.
@@ -143,16 +156,77 @@ def check(raw: dict, path: str) -> list[str]:
     return []
 
 
-# Replacing also reaches URLs (a copy of a value in a link's query still leaves the router); reading does not.
-_NOT_REPLACED = _NOT_TEXT - {"url", "image_url", "file_url"}
+_NOT_REPLACED = _NOT_TEXT
+
+
+class Unreadable(Exception):
+    """An attachment masking cannot clean (``_attached``): ``node[key]`` holds it, ``what`` says what it is (no
+    value of it). The request fails closed, unsent (``vsr_fast.errors.MaskingRefused``)."""
+
+    def __init__(self, what: str, node: dict, key: str) -> None:
+        super().__init__(what)
+        self.what, self.node, self.key = what, node, key
+
+
+# Keys whose string is a URL, or a file's data (a data: URL, or base64 with its media type beside it).
+_ATTACHED = frozenset({"url", "image_url", "file_url", "file_data"})
+# The media types of text: a file of one is decoded, masked as a text position, and encoded again.
+_TEXT_MEDIA = re.compile(r"text/[\w.+-]+|application/(?:json|csv|xml|yaml|x-yaml|x-ndjson|ndjson|[\w.-]+\+(?:json|xml))",
+                         re.IGNORECASE)
+_TEXT_NAMES = re.compile(r".*\.(?:txt|csv|tsv|json|jsonl|md|xml|yaml|yml|html?|log)", re.IGNORECASE | re.DOTALL)
+_MEDIA_TYPE = re.compile(r"[\w.+-]{1,40}/[\w.+-]{1,60}")     # one named in an error (never a client's free text)
+_DATA_URL = re.compile(r"data:([^,]*),", re.IGNORECASE)
+
+
+def _attached(value: str, node: dict, key: str, visit: Callable[[str], str | None]) -> str | None:
+    """``visit`` an attachment: a text file's text (decoded, and encoded again when replaced); a binary file, or
+    a URL in which masking finds a value, is ``Unreadable`` (a link rewritten would lead nowhere, and a
+    PDF's or an image's text no pattern reads)."""
+    head = _DATA_URL.match(value)
+    if head is not None:
+        media, _, params = head.group(1).partition(";")
+        return _file(value[head.end():], media, params, node, key, visit, value[:head.end()])
+    if key == "data":
+        return _file(value, str(node.get("media_type") or ""), "base64", node, key, visit, "")
+    if key == "file_data":
+        name = node.get("filename")
+        media = "text/plain" if isinstance(name, str) and _TEXT_NAMES.fullmatch(name) else "application/octet-stream"
+        return _file(value, media, "base64", node, key, visit, "")
+    if visit(value) is not None:
+        raise Unreadable("a URL holding personal data", node, key)
+    return None
+
+
+def _file(payload: str, media: str, params: str, node: dict, key: str, visit: Callable[[str], str | None],
+          head: str) -> str | None:
+    if not _TEXT_MEDIA.fullmatch(media.strip()):
+        named = media.strip() if _MEDIA_TYPE.fullmatch(media.strip()) else "unknown type"
+        raise Unreadable(f"a binary file ({named})", node, key)
+    options = [p.strip().lower() for p in params.split(";")]
+    charset = next((p[8:] for p in options if p.startswith("charset=")), "utf-8")
+    try:
+        raw = base64.b64decode(payload, validate=False) if "base64" in options else urllib.parse.unquote_to_bytes(payload)
+        text = raw.decode(charset)
+    except (binascii.Error, ValueError, LookupError):
+        raise Unreadable(f"a {media.strip() if _MEDIA_TYPE.fullmatch(media.strip()) else 'text'} file that is not "
+                         "valid base64 text", node, key) from None
+    new = visit(text)
+    if new is None:
+        return None
+    data = new.encode(charset, "replace")
+    return head + (base64.b64encode(data).decode() if "base64" in options else urllib.parse.quote_from_bytes(data))
 
 
 def _walk(node: Any, visit: Callable[[str], str | None], parent: dict | None = None, key: str | None = None,
           skip: frozenset[str] = _NOT_TEXT) -> Any:
-    """Call ``visit`` on every text leaf under ``node``; a str it returns replaces the leaf."""
+    """Call ``visit`` on every text leaf under ``node``, attachments too (``_attached``); a str it returns
+    replaces the leaf."""
     if isinstance(node, str):
-        if key == "data" and not (parent is not None and parent.get("type") == "text"):
-            return None                     # base64 media; a text document's data is text
+        if key == "data" and parent is not None and parent.get("type") != "text":
+            if parent.get("type") == "redacted_thinking":
+                return None                 # the provider's own encrypted text
+            if parent.get("type") == "base64":
+                return _attached(node, parent, key, visit)
         return visit(node)
     if isinstance(node, list):
         for i, item in enumerate(node):
@@ -161,11 +235,30 @@ def _walk(node: Any, visit: Callable[[str], str | None], parent: dict | None = N
                 node[i] = new
     elif isinstance(node, dict):
         for k, v in node.items():
-            if k in skip:
+            if k in _ATTACHED and isinstance(v, str):
+                new = _attached(v, node, k, visit)
+            elif k == "input_audio":
+                raise Unreadable("audio", node, k)
+            elif k in skip and k not in _ATTACHED:
                 continue
-            new = _walk(v, visit, node, k, skip)
+            else:
+                new = _walk(v, visit, node, k, skip)
             if new is not None:
                 node[k] = new
+    return None
+
+
+def path(doc: Any, node: dict, key: str, at: str = "") -> str | None:
+    """Where ``node[key]`` stands in ``doc`` ("messages[0].content[1].image_url.url"), found by identity."""
+    if doc is node:
+        return f"{at}.{key}" if at else key
+    items = (doc.items() if isinstance(doc, dict) else
+             ((f"[{i}]", v) for i, v in enumerate(doc)) if isinstance(doc, list) else ())
+    for k, v in items:
+        if isinstance(v, (dict, list)):
+            found = path(v, node, key, (at + k) if k.startswith("[") else f"{at}.{k}" if at else k)
+            if found is not None:
+                return found
     return None
 
 
@@ -222,9 +315,14 @@ def _positions(body: dict, api_format: str, visit: Callable[[str], str | None], 
             new = _walk(body[root], visit, body, root, skip)
             if new is not None:
                 body[root] = new
-    for root in _DECLARED.get(api_format, ()):
-        if root in body:
+    known = {*_ROOTS.get(api_format, ()), *_IDENTIFIERS.get(api_format, ()), *_UNREAD}
+    for root in (*_DECLARED.get(api_format, ()), *(k for k in body if k not in known)):
+        if root in body and isinstance(body[root], (dict, list)):
             new = _declared(body[root], visit, skip)
+            if new is not None:
+                body[root] = new
+        elif isinstance(body.get(root), str) and root not in skip:
+            new = visit(body[root])
             if new is not None:
                 body[root] = new
     if api_format == "openai" and isinstance(body.get("messages"), list):
@@ -248,8 +346,10 @@ def _positions(body: dict, api_format: str, visit: Callable[[str], str | None], 
                     value[k] = new
 
 
-def texts(body: dict, api_format: str) -> list[str]:
-    """The distinct non-blank texts of ``body``'s text positions, in order of first appearance."""
+def texts(body: dict, api_format: str, names: dict[str, str] | None = None) -> list[str]:
+    """The distinct non-blank texts of ``body``'s text positions, in order of first appearance; ``names``, when
+    given, gets each Chat ``name`` read in its spoken form (``spoken``), by that form: the client's own text
+    of a value found there (a placeholder restores "juergen_mueller", not "Juergen Mueller")."""
     seen: dict[str, None] = {}
 
     def visit(text: str) -> None:
@@ -257,7 +357,13 @@ def texts(body: dict, api_format: str) -> list[str]:
             seen.setdefault(text, None)
         return None
 
-    _positions(body, api_format, visit, _NOT_TEXT, lambda name: visit(spoken(name)))
+    def visit_name(name: str) -> None:
+        form = spoken(name)
+        if names is not None and form != name:
+            names.setdefault(form, name)
+        return visit(form)
+
+    _positions(body, api_format, visit, _NOT_TEXT, visit_name)
     return list(seen)
 
 
@@ -268,12 +374,16 @@ def replace(body: dict, api_format: str, values: dict[str, str]) -> int:
     have (``_as_name``)."""
     if not values:
         return 0
-    pattern = copies(values)
+    pattern, order = copies(values), _longest_first(values)
+
+    def placeholder(m: re.Match[str]) -> str:
+        return values[order[m.lastindex - 1]]   # type: ignore[operator]
+
     count = 0
 
     def visit(text: str) -> str | None:
         nonlocal count
-        out, n = pattern.subn(lambda m: values[m.group(0)], text)
+        out, n = pattern.subn(placeholder, text)
         count += n
         return out if n else None
 
@@ -285,7 +395,7 @@ def replace(body: dict, api_format: str, values: dict[str, str]) -> int:
             return _as_name(new) if new is not None else None
         out, at = [], 0
         for m in pattern.finditer(form):        # the spoken form has the name's length: its offsets are the name's
-            out += [name[at:m.start()], _as_name(values[m.group(0)])]
+            out += [name[at:m.start()], _as_name(placeholder(m))]
             at = m.end()
             count += 1
         return "".join(out) + name[at:] if out else None
@@ -295,19 +405,50 @@ def replace(body: dict, api_format: str, values: dict[str, str]) -> int:
 
 
 def copies(values: Iterable[str]) -> re.Pattern[str]:
-    """Where a copy of one of ``values`` stands in a text, the longest first. A value of letters alone (a name,
+    """Where a copy of one of ``values`` stands in a text, the longest first, group i+1 the i-th of them
+    (``_longest_first``). A copy is any spelling of the value in another case or without its accents ("MARIA
+    GONZALEZ", "maria gonzalez", "Jurgen Muller" of "Jürgen Müller"): the same datum, which the docs promise
+    masked wherever it stands. A value of letters alone (a name,
     a place: no digit, no "@") is a word or words, and inside a longer word is another word ("Ann" in
     "Annual", "Mi" in "Miami"): only a whole-word copy counts, a letter of a script written without spaces
     being a word's end ("山田さん", ``protocol.words``). A value with a digit or an "@" (an address, a
     card, a phone number) is the same datum wherever it stands, glued to text in a flattened page or inside a
     URL's query: every copy counts, so none is left in clear."""
     parts = []
-    for value in sorted(values, key=len, reverse=True):
-        body = re.escape(value)
+    for value in _longest_first(values):
+        body = "".join(_spelling(c) for c in value)
         if _LETTERS.fullmatch(value):
             body = (_NOT_AFTER if _WORD.match(value[0]) else "") + body + (_NOT_BEFORE if _WORD.match(value[-1]) else "")
-        parts.append(body)
-    return re.compile("|".join(parts)) if parts else _NEVER
+        parts.append(f"({body})")
+    return re.compile("|".join(parts), re.IGNORECASE) if parts else _NEVER
+
+
+def _longest_first(values: Iterable[str]) -> list[str]:
+    return sorted(values, key=len, reverse=True)
+
+
+def fold(value: str) -> str:
+    """``value`` as ``copies`` compares it: accents and invisible characters (a soft hyphen, a zero-width space)
+    dropped, case folded (two spans of one datum share its placeholder)."""
+    return "".join(c for c in unicodedata.normalize("NFKD", value)
+                   if not unicodedata.combining(c) and unicodedata.category(c) != "Cf").casefold()
+
+
+def _spelling(c: str) -> str:
+    """One character of a value as a pattern: a Latin letter with or without its accents (``re.IGNORECASE``
+    reads the cases)."""
+    base = unicodedata.normalize("NFKD", c)[:1].lower()
+    variants = _ACCENTED.get(base)
+    return f"[{base}{variants}]" if variants and (c.lower() == base or c.lower() in variants) else re.escape(c)
+
+
+# Each ASCII letter's accented forms of Latin-1 and Latin Extended-A/B ("u": "ùúûüũūŭůűų..."), lower case.
+_ACCENTED: dict[str, str] = {}
+for _code in range(0xC0, 0x250):
+    _c = chr(_code).lower()
+    _b = unicodedata.normalize("NFKD", _c)[:1]
+    if _b.isascii() and _b.isalpha() and _b != _c and _c not in _ACCENTED.get(_b, ""):
+        _ACCENTED[_b] = _ACCENTED.get(_b, "") + _c
 
 
 _LETTERS = re.compile(r"[^\d@]+")
@@ -335,4 +476,4 @@ def _as_name(text: str) -> str:
     return _NOT_IN_NAME.sub("_", text)
 
 
-__all__ = ["Masking", "MaskingConfig", "TYPE", "check", "copies", "replace", "resolve", "spoken", "texts"]
+__all__ = ["Masking", "MaskingConfig", "TYPE", "Unreadable", "check", "copies", "fold", "path", "replace", "resolve", "spoken", "texts"]

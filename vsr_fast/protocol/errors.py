@@ -236,6 +236,13 @@ def _parse_path(text: str) -> Path:
 # writes one (``metadata."a.b"``), and cut at 64 characters: a path is a param, never a copy of the body.
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
 KEY_LIMIT = 64
+# A client's key in a path is the client's text too ("metadata.\"Maria Gonzalez maria@example.com\""): the
+# logs and a private request's client read this in its place, as they read ``WITHHELD`` for a value.
+KEY_WITHHELD = "(key not shown)"
+
+
+class ClientKey(str):
+    """A path segment that is a key the client chose (a dict's), not a field the schema names."""
 
 
 def keys_named(problem: Problem, raw: bytes, schema: Any) -> Problem:
@@ -256,7 +263,7 @@ def keys_named(problem: Problem, raw: bytes, schema: Any) -> Problem:
             key = _failing_key(value, candidates) if isinstance(value, dict) else None
             if key is None:
                 return problem
-            path.append(key if _PLAIN_KEY.fullmatch(key) else json_key(key))
+            path.append(ClientKey(key if _PLAIN_KEY.fullmatch(key) else json_key(key)))
             value = value[key]
             continue
         candidates = [v for t in candidates for v in _py_step(t, segment)]
@@ -392,8 +399,14 @@ def _withheld(_value: str) -> str:
 
 
 def _rendered(problem: Problem, error: RequestError, render) -> RequestError:
-    """``error`` told its message without the refused value (the logs' and a private request's), if it has one."""
-    return error.withhold(render(problem, _withheld)) if problem.value is not None else error
+    """``error`` told its message without the refused value and the client's keys in its path (the logs' and a
+    private request's), if it has either."""
+    keyed = any(isinstance(s, ClientKey) for s in problem.path)
+    if problem.value is None and not keyed:
+        return error
+    if keyed:
+        problem = replace(problem, path=tuple(KEY_WITHHELD if isinstance(s, ClientKey) else s for s in problem.path))
+    return error.withhold(render(problem, _withheld), param=openai_path(problem.path) or None if keyed else error.param)
 
 
 def openai_request_error(problem: Problem) -> RequestError:

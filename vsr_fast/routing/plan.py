@@ -482,6 +482,11 @@ class RoutingTable:
         """The compiled recipe whose rules a route's plugins name: its own, or the direct one's."""
         return self.recipes.get(recipe) if recipe is not None else self.direct
 
+    def knows_model(self, model_name: str | None) -> bool:
+        """Whether ``model_name`` is a name this configuration serves (an entrypoint's or a provider model's): any
+        other is the client's free text, which a default entrypoint routes all the same."""
+        return model_name in self.by_name or model_name in self.models or model_name in self.systemone_by_name
+
     def recipe_for(self, model_name: str) -> CompiledRecipe | None:
         """The recipe serving a public model name, or None when a provider model is named and
         ``global.router.direct_models`` allows it."""

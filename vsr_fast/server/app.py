@@ -409,8 +409,8 @@ async def _refuse(state: AppState, send: Send, scope: Scope, path: str, err: Vsr
     headers = public_headers(config_version=state.config_version, path=ResponsePath.ERROR,
                              recipe=None, decision=None, model=None)
     headers += [(b"content-type", b"application/json"), *extra]
-    if err.bare is not None and state.policies.plan(None, None).private:
-        err = err.unechoed()    # no decision yet: the global layer says whether requests are private
+    if err.bare is not None and state.policies.unrouted_private:
+        err = err.unechoed()    # no decision yet: private if any decision the request may reach is
     status, body = error_for_path(path, err) if shape is None else error_for_request(shape, err)
     api = INFERENCE_APIS.get(path)
     rid = request_id(scope)

@@ -148,7 +148,7 @@ async def _forwarded(state: AppState, adapter, req: Inbound, route, scope: Scope
         return Outbound(PATH, rewrite(model.upstream_model), False, headers, credential=credential)
 
     # bytes: see Exchange.provider_headers; a client's x-request-id only when the router keeps it.
-    extra = [(k.decode(), v) for k, v in scope["headers"]
+    extra = [(k.decode(), h.ROUTER_AGENT if k == b"user-agent" and policy is not None else v) for k, v in scope["headers"]
              if k in _TO_PROVIDER and (k != b"x-request-id" or kept_request_id(v) == v.decode("latin-1"))]
     try:
         answer = await state.dispatcher.whole(anthropic_models, outbound_for, extra)

@@ -7,6 +7,7 @@ merged per (recipe, decision) once and kept.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import re
 from functools import lru_cache
@@ -150,6 +151,19 @@ class Policies:
             cache = dataclasses.replace(cache, mode="exact", semantic=None, match=None)
         return Plan(cache, replay, withhold, self.guard_key(recipe, decision), private)
 
+    @functools.cached_property
+    def unrouted_private(self) -> bool:
+        """Whether a request refused before it has a decision is private (its error quotes none of its values):
+        the global layer says so, or a decision some entrypoint reaches is private (masks, or keeps no personal
+        data): the request may have been one of that decision's, and its refusal must not say otherwise."""
+        reached = {ep.recipe for ep in self.config.entrypoints}
+        return self.plan(None, None).private or any(
+            self.plan(r.name, d.name).private for r in self.config.recipes if r.name in reached for d in r.decisions)
+
+    def private(self, recipe: str | None, decision: str | None) -> bool:
+        """Whether a request of (recipe, decision) is private; one without a decision yet: ``unrouted_private``."""
+        return self.plan(recipe, decision).private if decision is not None else self.unrouted_private
+
     def global_replay(self) -> router_replay.ReplayPolicy:
         return router_replay.resolve(plugin_config.layer_of(self.config.global_.plugins, "router_replay"))
 
@@ -257,7 +271,8 @@ class Recording:
         ev.policy = replay = plan.replay
         # A masking decision's request reaches neither the record nor a shadow model as received (a shadow copy is
         # the masked provider-bound request); a private one's (masking, or capture_personal_data: false) travels
-        # in no event, nor does its answer (``answered``).
+        # in no event, nor does its answer (``answered``), nor a model name it gave that no entrypoint serves (a
+        # default entrypoint routes any: an address, perhaps).
         private = plan.private
         if (replay.request_bytes > 0 or replay.shadow is not None) and identity is None:
             # The record keeps it beside the request copy; a shadow copy goes only where its key reaches.
@@ -267,11 +282,13 @@ class Recording:
         shadow = len(route.candidates) >= 1 and route.recipe is not None
         if api == "chat":
             # RequestEvents reads the model and stream of a Chat body from the body itself.
-            ev.routed(raw, req.body, route, identity=identity, shadow=shadow, api=api, withhold=private)
+            ev.routed(raw, req.body, route, identity=identity, shadow=shadow, api=api, withhold=private,
+                      model_shown=not private or state.table.knows_model(req.body.model))
         else:
             adapter = state.adapters[api]
             ev.routed(raw, None, route, identity=identity, shadow=shadow, api=api,
-                      model=adapter.model(req), stream=adapter.stream(req), withhold=private)
+                      model=adapter.model(req), stream=adapter.stream(req), withhold=private,
+                      model_shown=not private or state.table.knows_model(adapter.model(req)))
         if ev.shadow_refused and self.services.shadow is not None:
             self.services.shadow.skipped[ev.shadow_refused] += 1
         self.capture = ev.capture(self.intent, store.max_entry_bytes)

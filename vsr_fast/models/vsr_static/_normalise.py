@@ -22,6 +22,20 @@ import unicodedata
 from dataclasses import dataclass
 
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+# Characters that print as nothing: a soft hyphen, zero-width spaces and joiners, the word joiner, a BOM. Inside
+# an address they hide it from every pattern ("maria\u00ad.gonzalez@example.com" left "maria" in clear); folded
+# away with the character before them, as a combining mark is folded with its letter.
+INVISIBLE = "\u00ad\u180e\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff"
+_INVISIBLE = re.compile(f"[{INVISIBLE}]")
+
+
+def _attached(ch: str) -> bool:
+    """Whether ``ch`` belongs to the piece of the character before it."""
+    return bool(unicodedata.combining(ch)) or ch in INVISIBLE
+
+
+def _nfkc(piece: str) -> str:
+    return _INVISIBLE.sub("", unicodedata.normalize("NFKC", piece))
 
 
 def nfkc(text: str) -> str:
@@ -59,7 +73,7 @@ class Folded:
 
 def fold(text: str) -> Folded:
     """``text`` in NFKC piece by piece, with the map back (``Folded``)."""
-    if text.isascii() or unicodedata.is_normalized("NFKC", text):
+    if text.isascii() or (unicodedata.is_normalized("NFKC", text) and _INVISIBLE.search(text) is None):
         return Folded(text)
     out: list[str] = []
     norm: list[int] = []
@@ -78,11 +92,11 @@ def fold(text: str) -> Folded:
     for m in _NON_ASCII.finditer(text):
         start, end = m.span()
         # A combining mark after an ASCII letter belongs to that letter's piece.
-        if start and unicodedata.combining(text[start]):
+        if start and _attached(text[start]):
             start -= 1
         start = max(start, o)
         run = text[start:end]
-        folded = unicodedata.normalize("NFKC", run)
+        folded = _nfkc(run)
         if folded == run:
             continue                 # left in the plain text around it
         plain(start)
@@ -99,11 +113,11 @@ def fold(text: str) -> Folded:
         i = start
         while i < end:
             j = i + 1
-            while j < end and unicodedata.combining(text[j]):
+            while j < end and _attached(text[j]):
                 j += 1
             piece = text[i:j]
-            folded = unicodedata.normalize("NFKC", piece)
-            if folded == piece:
+            folded = _nfkc(piece)
+            if folded == piece or not folded:
                 plain(j)
             else:
                 norm.append(n), orig.append(o), atomic.append(True)

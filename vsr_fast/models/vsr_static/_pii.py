@@ -1,13 +1,17 @@
 r"""Structured personal data as character spans: regexes find candidates, validators decide.
 
     EMAIL_ADDRESS  RFC 5321-shaped address; domain labels and a letters-only TLD checked; letters beyond
-                   ASCII in the local part and the domain as RFC 6531 allows ("élodie@example.fr")
-    CREDIT_CARD    13-19 digits, one consistent separator; Luhn and the networks' IIN ranges
+                   ASCII in the local part and the domain as RFC 6531 allows ("élodie@example.fr");
+                   markdown's underscores around it left out ("_maria@example.com_"); one spelled
+                   out to dodge harvesters ("maria @ example.com", "maria(at)example.com") at 0.9
+    CREDIT_CARD    13-19 digits, one consistent separator (a space, a dash, or dots between groups
+                   of four); Luhn and the networks' IIN ranges
     US_SSN         AAA-GG-SSSS (or spaces); area not 000/666/9xx, group not 00, serial not
                    0000, and the SSA's voided examples refused. Nine bare digits count only
                    after an "SSN"/"social security" cue
     IP_ADDRESS     IPv4 and IPv6 (with an embedded IPv4 or a zone), checked by ``ipaddress``
-    IBAN_CODE      country code, that country's length, mod-97 == 1; print format or compact
+    IBAN_CODE      country code, that country's length, mod-97 == 1; print format (spaces or dashes)
+                   or compact, upper or lower case
     PHONE_NUMBER   a digit-run candidate validated by ``phonenumbers``' metadata: with a
                    +country code, a valid or possible number of that country; without one, a
                    valid US number, or a valid number of a common locale (``NATIONAL``) as
@@ -15,7 +19,11 @@ r"""Structured personal data as character spans: regexes find candidates, valida
                    Dates, thousands-grouped amounts and dotted versions are refused by shape.
                    Groups are parted by the separators phonenumbers reads (spaces, dashes, dots, a
                    "/" after a trunk-prefixed area code: "030/12345678"); numbers written side by side
-                   ("0151 2345678 0170 9876543") are each their own span
+                   ("0151 2345678 0170 9876543") are each their own span; "00" dials a +country code
+                   ("0049 151 23456789"), and a +country code's number broken by a line break is one
+
+Invisible characters (a soft hyphen, a zero-width space) inside a value are folded away before these
+patterns read it (``_normalise.fold``): a span covers them in the client's text.
 
 An EMAIL_ADDRESS of a role mailbox (``ROLE_MAILBOXES``: noreply@, no-reply@, donotreply@,
 do-not-reply@, mailer-daemon@, postmaster@, with "_" for "-" and any "+tag" but VERP's, which holds the
@@ -64,13 +72,16 @@ LABELS = ("EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "US_SSN", "IP_ADDRESS"
 # RFC 6531 lets a local part and a domain's labels hold letters beyond ASCII ("élodie.martin@example.fr",
 # "jürgen@müller.de"): those of scripts that space their words, and combining accents ("e" + U+0301). A letter of
 # a script written without spaces is a boundary, as in ``W``: "メールはjürgen@example.deまで".
+# Where a span may end: before no word character nor "-", or before underscores that are no word's (markdown
+# italics: "_maria@example.com_", "+49 151 23456789_ (mobile)").
+_END = rf"(?=_*(?!{W}|-))"
 _INTL = rf"[^\W\x00-\x7f{UNSPACED}]|[\u0300-\u036f]"
 _ATOM = rf"(?:[A-Za-z0-9!#$%&'*+/=?^_`{{|}}~-]|{_INTL})+"
 _LABEL_CHAR = rf"(?:[A-Za-z0-9]|{_INTL})"
 _DOMAIN = re.compile(rf"@(?:{_LABEL_CHAR}(?:(?:{_LABEL_CHAR}|-){{0,61}}{_LABEL_CHAR})?\.)+"
-                     rf"(?:[A-Za-z]|[^\W\d_\x00-\x7f{UNSPACED}]){{2,63}}(?!{W}|-)")
+                     rf"(?:[A-Za-z]|[^\W\d_\x00-\x7f{UNSPACED}]){{2,63}}{_END}")
 # The whole address as one regex: what ``_emails`` finds (role mailboxes aside), each address at most 254 characters.
-EMAIL_PATTERN = rf"(?<![.+-])(?<!{W}){_ATOM}(?:\.{_ATOM})*" + _DOMAIN.pattern
+EMAIL_PATTERN = rf"(?<![.+-])(?<!{W})(?:[_*]+(?=[A-Za-z0-9]))?(?P<address>{_ATOM}(?:\.{_ATOM})*" + _DOMAIN.pattern + ")"
 # Up to the last character that cannot be in a local part: the part starts after it.
 _BEFORE_LOCAL = re.compile(rf"(?s:.*(?:[^\w!#$%&'*+/=?^`{{|}}~.\u0300-\u036f-]|[{UNSPACED}]))?")
 _LOCAL_START = re.compile(rf"(?<![.+-])(?<!{W})[^.]")
@@ -95,15 +106,56 @@ def _emails(text: str) -> Iterator[Found]:
         start = _LOCAL_START.search(text, lo if dots < 0 else max(lo, dots + 2), at)
         if start is not None:
             end = domain.end()
-            box, _, tag = text[start.start():at].partition("+")
+            # Markdown's emphasis around an address ("_maria@example.com_", "**maria@example.com**") is no part of it.
+            first = start.start()
+            while text[first] in "_*" and first + 1 < at:
+                first += 1
+            if not (text[first].isascii() and text[first].isalnum()):
+                first = start.start()
+            box, _, tag = text[first:at].partition("+")
             # A role mailbox's +tag holding "=" is VERP's: the recipient's address, "@" written "=".
-            if end - start.start() <= 254 and (box.lower() not in ROLE_MAILBOXES or "=" in tag):
-                yield "EMAIL_ADDRESS", start.start(), end, 1.0
+            if end - first <= 254 and (box.lower() not in ROLE_MAILBOXES or "=" in tag):
+                yield "EMAIL_ADDRESS", first, end, 1.0
+
+
+# An address written to dodge harvesters: "maria @ example.com", "maria(at)example.com", "maria [at] example [dot] com".
+# Found from its "at" (one pass), the local part read back no further than the previous one's end, at most 64
+# characters, the domain no further than the next "at": linear in the text.
+_SPELLED_AT = re.compile(r" @ ?|@ |\s?[(\[{]at[)\]}]\s?", re.IGNORECASE)
+_SPELLED_DOMAIN = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.|\s?[(\[{]dot[)\]}]\s?))+"
+                             r"[A-Za-z]{2,63}(?![A-Za-z0-9-])", re.IGNORECASE)
+_SPELLED_HINTS = ("at)", "at]", "at}", "AT)", "AT]", "AT}", "At)", "At]")
+_LOCAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
+
+
+def _spelled_out(text: str) -> Iterator[Found]:
+    """EMAIL_ADDRESS spans of addresses spelled out (``_SPELLED_AT``), less sure than a written one's."""
+    if not (" @" in text or "@ " in text or any(a in text for a in _SPELLED_HINTS)):
+        return
+    ats = list(_SPELLED_AT.finditer(text))
+    end = 0
+    for k, at in enumerate(ats):
+        if at.start() < end:
+            continue
+        lo, first = max(end, at.start() - 64), at.start()
+        while first > lo and text[first - 1] in _LOCAL_CHARS:
+            first -= 1
+        while first < at.start() and text[first] in "._%+-":
+            first += 1
+        if first == at.start() or (first and _WORD.match(text, first - 1, first)):
+            continue
+        stop = min(ats[k + 1].start() if k + 1 < len(ats) else len(text), at.end() + 255)
+        domain = _SPELLED_DOMAIN.match(text, at.end(), stop)
+        if domain is not None:
+            end = domain.end()
+            yield "EMAIL_ADDRESS", first, end, 0.9
 
 
 # --- payment cards ---------------------------------------------------------------------------
 
-_CARD = re.compile(r"\d(?<![\d.,+-]\d)\d{1,5}(?:[ -]?\d{2,7}){1,5}(?!\d|-\d|[.,]\d)")
+_CARD = re.compile(r"\d(?<![\d.,+-]\d)\d{1,5}(?:[ .-]?\d{2,7}){1,5}(?!\d|-\d|[.,]\d)")
+# A card grouped by dots: as printed, four digits a group (Amex 4-6-5); a decimal's digits are not.
+_DOTTED_CARD = re.compile(r"\d{4}(?:\.\d{4}){3}(?:\.\d{1,3})?|\d{4}\.\d{6}\.\d{5}")
 # (first digits, low, high, allowed lengths): Visa, Mastercard, Amex, Discover, JCB, Diners,
 # UnionPay, Maestro. A Luhn-valid number outside every range is not called a card.
 _IIN = [
@@ -136,8 +188,10 @@ def card_network_ok(digits: str) -> bool:
 def _cards(text: str) -> Iterator[Found]:
     for m in _CARD.finditer(text):
         raw = m.group()
-        seps = set(re.findall(r"[ -]", raw))
-        digits = re.sub(r"[ -]", "", raw)
+        seps = set(re.findall(r"[ .-]", raw))
+        digits = re.sub(r"[ .-]", "", raw)
+        if "." in seps and not _DOTTED_CARD.fullmatch(raw):
+            continue
         if len(seps) <= 1 and 13 <= len(digits) <= 19 and luhn(digits) and card_network_ok(digits):
             yield "CREDIT_CARD", m.start(), m.end(), 1.0
 
@@ -223,7 +277,9 @@ IBAN_LENGTHS = {
     "SO": 23, "ST": 25, "SV": 28, "TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20, "YE": 30,
 }
 _WORD = re.compile(W)
-_IBAN_START = re.compile(r"([A-Z])(?<![A-Za-z0-9][A-Z])([A-Z])\d{2}(?=[ ]?[A-Z0-9])")
+# Its country code in either case ("de89370400440532013000" typed in lower case), groups parted by spaces or dashes.
+_IBAN_START = re.compile(r"([A-Za-z])(?<![A-Za-z0-9][A-Za-z])([A-Za-z])\d{2}(?=[ -]?[A-Za-z0-9])")
+_IBAN_END = re.compile(_END)
 
 
 def iban_ok(compact: str) -> bool:
@@ -235,23 +291,26 @@ def iban_ok(compact: str) -> bool:
 
 def _ibans(text: str) -> Iterator[Found]:
     for m in _IBAN_START.finditer(text):
-        need = IBAN_LENGTHS.get(m.group(1) + m.group(2))
+        need = IBAN_LENGTHS.get((m.group(1) + m.group(2)).upper())
         if need is None:
             continue
-        # Walk forward over the country's exact length, allowing single spaces between
-        # 4-character groups, so a following word ("... 00 THEN") is never swallowed.
+        # Walk forward over the country's exact length, allowing one kind of separator (a space or a dash)
+        # between 4-character groups and letters of the country code's case, so a following word ("... 00
+        # THEN") is never swallowed.
+        upper, sep = m.group(1).isupper(), None
         i, taken, chars = m.start(), 0, []
         while taken < need and i < len(text):
             c = text[i]
-            if c.isascii() and c.isalnum() and (c.isdigit() or c.isupper()):
+            if c.isascii() and (c.isdigit() or (c.isalpha() and c.isupper() == upper)):
                 chars.append(c)
                 taken += 1
                 i += 1
-            elif c == " " and taken % 4 == 0 and i + 1 < len(text) and text[i + 1].isalnum():
+            elif c in " -" and sep in (None, c) and taken % 4 == 0 and i + 1 < len(text) and text[i + 1].isalnum():
+                sep = c
                 i += 1
             else:
                 break
-        if taken == need and not _WORD.match(text, i) and iban_ok("".join(chars)):
+        if taken == need and _IBAN_END.match(text, i) and iban_ok("".join(chars).upper()):
             yield "IBAN_CODE", m.start(), i, 1.0
 
 
@@ -261,10 +320,10 @@ def _ibans(text: str) -> Iterator[Found]:
 # parentheses six digits are a number ("(030) 901820"). A "-" or "/" before the first character makes the digits
 # the tail of a code or a date ("INV-2024-000123", "12/05/2024"). A "/" may part the groups after a +country code
 # or a trunk-prefixed area code ("0151/2345678"; ``_slash_ok``), not elsewhere: a date's or a fraction's digits
-# are no candidate.
-_PHONE = re.compile(rf"[+(\d](?<!(?:{W}|[+/-])[+(\d])(?:(?<=\+)\d{{1,3}}[ .-]?(?:\(\d{{1,4}}\)[ .-]?)?\d[\d ./-]{{5,15}}|"
+# are no candidate. An "_" before it is markdown's emphasis when no word character precedes it ("_+49 151 ..._").
+_PHONE = re.compile(rf"[+(\d](?<!(?:(?!_){W}|[+/-])[+(\d])(?<!{W}_[+(\d])(?:(?<=\+)\d{{1,3}}[ .-]?(?:\(\d{{1,4}}\)[ .-]?)?\d[\d ./-]{{5,15}}|"
                     rf"(?<=\()\d{{1,4}}\)[ .-]?\d[\d .-]{{4,15}}|(?<=0)\d{{1,4}} ?/ ?\d[\d .-]{{2,13}}|"
-                    rf"(?<=\d)[\d .-]{{5,15}})\d(?!{W}|-\d|[.,]\d)")
+                    rf"(?<=\d)[\d .-]{{5,15}})\d(?=_*(?!{W}|-\d|[.,]\d))")
 # The separators phonenumbers reads between digits (its ``VALID_PUNCTUATION``) as the one character of each kind
 # the patterns know, one character for one, so offsets hold: its dashes (hyphen, en and em dash, minus sign,
 # fullwidth hyphen) as "-", its spaces (no-break, ideographic) and the narrow no-break and thin spaces French
@@ -282,7 +341,7 @@ _RUN = re.compile(rf"(?:[ ./-]{{1,3}}\d+){{0,{_RUN_GROUPS}}}")
 _RUN_MORE = re.compile(r"[ ./-]{1,3}\d")
 _CUTS = 12
 _PIECE = 32   # longer than any ``_PHONE`` match (29 characters at most)
-_RUN_END = re.compile(rf"(?!{W}|[.,]\d)")
+_RUN_END = re.compile(rf"(?=_*(?!{W}|[.,]\d))")
 # After a national number's area code, which starts with the trunk "0" (German, Austrian and Swiss habit:
 # "030/12345678", "030 / 12345678"); a +country code's number takes one anywhere ("+49 151/2345678"). A date,
 # a fraction, a season or a case number ("2023/2024", "12345/678901") has its slash elsewhere.
@@ -341,6 +400,24 @@ def _locales() -> tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None, bool
     return tuple(out)
 
 
+# A +country code's number broken across two lines ("+49 151\n23456789", a wrapped signature): each line's part
+# is no candidate alone. Found from each line break between digits; each side read at most 20 characters.
+_LINE_BREAK = re.compile(r"(?<=\d) *\r?\n *(?=\d)")
+_HEAD = re.compile(r"\+\d[\d .-]{1,18}\Z")
+_TAIL = re.compile(r"\d[\d .-]{0,18}\d|\d")
+
+
+def _broken(text: str, ok: Callable[[str], bool]) -> Iterator[Found]:
+    for m in _LINE_BREAK.finditer(text):
+        head = _HEAD.search(text, max(0, m.start() - 20), m.start())
+        tail = _TAIL.match(text, m.end(), m.end() + 20)
+        if head is None or tail is None or _WORD.match(text, tail.end()) or ok(head.group()):
+            continue
+        joined = head.group() + " " + tail.group()
+        if _PHONE.fullmatch(joined) and ok(joined):
+            yield "PHONE_NUMBER", head.start(), tail.end(), 0.9
+
+
 def _phones(text: str) -> Iterator[Found]:
     if not text.isascii():
         text = _OTHER_SEPARATOR.sub(lambda m: _SEPARATORS[m.group()], text)
@@ -369,6 +446,8 @@ def _phones(text: str) -> Iterator[Found]:
         elif ok(cand):
             yield "PHONE_NUMBER", start, end, 0.9
         m = _PHONE.search(text, end)
+    if "\n" in text:
+        yield from _broken(text, ok)
 
 
 def _side_by_side(text: str, start: int, end: int, ok: Callable[[str], bool],
@@ -458,6 +537,8 @@ def _window(text: str, cuts: list[int], ok: Callable[[str], bool]) -> list[tuple
 def _phone_ok(cand: str) -> bool:
     if not _slash_ok(cand):
         return False
+    if cand.startswith("00") and cand[2:3] not in ("", "0") and not cand.isdigit():
+        cand = "+" + cand[2:]      # the international prefix most of the world dials: "0049 151 23456789"
     if cand[0] == "+":
         try:
             number = phonenumbers.parse(cand, None)
@@ -524,7 +605,7 @@ def find(text: str, labels: tuple[str, ...] | frozenset[str] = LABELS, extra: It
     phone question just because cards were not asked about. ``extra`` are other
     detectors' candidates (the named-entity stage's), resolved with these.
     """
-    found = [f for detect in DETECTORS.values() for f in detect(text)]
+    found = [f for detect in (*DETECTORS.values(), _spelled_out) for f in detect(text)]
     found.extend(extra)
     found.sort(key=lambda f: (-f[3], f[1] - f[2], f[1]))
     # A candidate is taken when none of its characters is: one mark per character taken, so the cost is the

@@ -530,8 +530,9 @@ async def error(ex: Exchange, send: Send, exc: VsrError) -> None:
         ex.headers()
     except UnsendableHeader as unsendable:
         ex.failure = exc = unsendable
-    if exc.bare is not None and ex.state.policies.plan(ex.recipe, ex.decision).private:
-        # A private request (masking, capture_personal_data: false; before routing, the global layer's) hears
+    if exc.bare is not None and ex.state.policies.private(ex.recipe, ex.decision):
+        # A private request (masking, capture_personal_data: false; before its decision, one that any decision
+        # it may reach would make private: ``Policies.unrouted_private``) hears
         # where its bad field is and what was expected, not its value back.
         exc = exc.unechoed()
     status, content_type, body = ex.adapter.error(exc)

@@ -149,7 +149,8 @@ class Exchange:
         """The client headers registered to reach providers; every other one, x-vsr-* included, stays here.
         Values stay bytes: httpx encodes a str value as ASCII and would fail on a client's non-ASCII one. The
         client's x-request-id goes as the router kept it (``recording.kept_request_id``): its own, or the new one."""
-        return [(k.decode(), v if k != _REQUEST_ID else self.rec.request_id.encode())
+        return [(k.decode(), self.rec.request_id.encode() if k == _REQUEST_ID
+                 else h.ROUTER_AGENT if k == b"user-agent" and self.masking is not None else v)
                 for k, v in self.scope["headers"] if k in _TO_PROVIDER]
 
     @property

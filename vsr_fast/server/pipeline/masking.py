@@ -7,15 +7,17 @@ fallback candidate pays only for texts its own format wrote differently;
 the request stage's answer about the current turn is reused by its text, and
 the System One client's reuse cache answers any text already asked about.
 A text it cannot read whole fails the request closed (``MaskingUnavailable``),
-before anything is sent.
+before anything is sent; so does an attachment it cannot clean, a binary file or a URL holding personal
+data (``MaskingRefused``, 400 naming the field; a text file is decoded, masked and encoded again).
 """
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import contextmanager
 
 import msgspec
 
-from ...errors import MaskingUnavailable, VsrError
+from ...errors import MaskingRefused, MaskingUnavailable, VsrError
 from ...plugins import masking
 from ...plugins.unmask import Restorer, answer_texts
 from ...protocol.canonical import TURN_JOIN
@@ -43,7 +45,7 @@ class Masked:
 async def mask(ex: Exchange | Masked, body: bytes, api_format: str,
                policy: masking.Masking) -> tuple[bytes, str | None]:
     """``body`` with its personal data replaced, and what changed (counts by label, never a value)."""
-    doc, found = await off_loop(ex.state.metrics, "masking", len(body), _read, body, api_format)
+    doc, found, names = await off_loop(ex.state.metrics, "masking", len(body), _read, body, api_format)
     if doc is None:
         return body, None
     spans = ex.masked_spans
@@ -61,44 +63,73 @@ async def mask(ex: Exchange | Masked, body: bytes, api_format: str,
             raise MaskingUnavailable(f"masking could not read {unread} of the request's {len(found)} texts "
                                      f"(pii rule {policy.signal!r}); the request was not sent")
         spans.update(got)   # type: ignore[arg-type]
-    return await off_loop(ex.state.metrics, "masking", len(body), _replaced, ex, body, doc, found, api_format, policy, spans)
+    return await off_loop(ex.state.metrics, "masking", len(body), _replaced, ex, body, doc, found, api_format, policy,
+                          spans, names)
 
 
-def _read(body: bytes, api_format: str) -> tuple[dict | None, list[str]]:
-    """The body's document and its texts in ``api_format``; None for a body that is no object."""
+def _read(body: bytes, api_format: str) -> tuple[dict | None, list[str], dict[str, str]]:
+    """The body's document, its texts in ``api_format`` and its Chat names by their spoken forms
+    (``masking.texts``); None for a body that is no object."""
     doc = _DECODE.decode(body)
+    names: dict[str, str] = {}
     if not isinstance(doc, dict):
-        return None, []
-    return doc, masking.texts(doc, api_format)
+        return None, [], names
+    with _refusing(doc):
+        return doc, masking.texts(doc, api_format, names), names
+
+
+@contextmanager
+def _refusing(doc: dict):
+    """An attachment masking cannot clean as the request's 400, naming its field (``MaskingRefused``)."""
+    try:
+        yield
+    except masking.Unreadable as exc:
+        where = masking.path(doc, exc.node, exc.key) or exc.key
+        raise MaskingRefused(f"masking cannot read and clean {exc.what} at {where}; the request was not sent (send it as "
+                             "text, or through a decision that does not mask)", param=where) from None
 
 
 def _replaced(ex: Exchange | Masked, body: bytes, doc: dict, found: list[str], api_format: str, policy: masking.Masking,
-              spans: dict) -> tuple[bytes, str | None]:
+              spans: dict, names: dict[str, str]) -> tuple[bytes, str | None]:
     """``doc`` with each labelled value of ``spans`` replaced by its placeholder, encoded, and what changed."""
     # One numbering for the whole request: a fallback candidate of another format names each value as the
     # first did, and numbers only the values its own text adds.
     numbered = ex.masked_values
     if numbered is None:
         numbered = ex.masked_values = {}
+    # A placeholder the client wrote itself ("[PERSON_1]" in a template) is its text: numbering goes past it, so
+    # the answer's copy of it stays the client's, never a value.
+    named = policy.named()
+    literal = {m.group(0) for text in found for m in named.finditer(text)}
     values: dict[str, str] = {}
     labels: Counter[str] = Counter()
+    # Another spelling of a value numbered already ("MARIA GONZALEZ" of "Maria Gonzalez") is that value.
+    folded = {masking.fold(v): p for v, p in numbered.items()}
     for text in found:
         for s in sorted(spans[text] or (), key=lambda s: s.start):
             value = text[s.start:s.end]
             if value.strip() and policy.wants(s.label) and value not in values:
                 placeholder = numbered.get(value)
                 if placeholder is None:
-                    placeholder = numbered[value] = _next(numbered, policy, s.label)
+                    placeholder = folded.get(masking.fold(value)) or _next(numbered, policy, s.label, literal)
+                    # A Chat name's value as the client wrote it ("juergen_mueller" of the spoken "Juergen
+                    # Mueller"), first: the answer restores the client's text, and its copies are masked too.
+                    own = names[text][s.start:s.end] if text in names else value
+                    if own != value and own not in numbered:
+                        numbered[own] = values[own] = placeholder
+                    numbered[value] = folded[masking.fold(value)] = placeholder
                 values[value] = placeholder
                 labels[s.label] += 1
-    if not masking.replace(doc, api_format, values):
-        return body, None
+    with _refusing(doc):
+        if not masking.replace(doc, api_format, values):
+            return body, None
     return _ENCODE.encode(doc), "masked " + ", ".join(f"{n} {label}" for label, n in sorted(labels.items()))
 
 
-def _next(numbered: dict[str, str], policy: masking.Masking, label: str) -> str:
-    """``label``'s next free placeholder: two labels sharing a placeholder text share its numbers."""
-    taken = set(numbered.values())
+def _next(numbered: dict[str, str], policy: masking.Masking, label: str, literal: set[str]) -> str:
+    """``label``'s next free placeholder: two labels sharing a placeholder text share its numbers, and none the
+    client's text holds (``literal``) is used."""
+    taken = set(numbered.values()) | literal
     n = 1
     while (placeholder := policy.placeholder(label, n)) in taken:
         n += 1
@@ -111,7 +142,10 @@ def restorer(ex: Exchange) -> Restorer | None:
     policy = ex.masking
     if policy is None or not policy.unmask or not ex.masked_values:
         return None
-    return Restorer({placeholder: value for value, placeholder in ex.masked_values.items()})
+    restored: dict[str, str] = {}
+    for value, placeholder in ex.masked_values.items():
+        restored.setdefault(placeholder, value)      # the first spelling of a value its others share
+    return Restorer(restored)
 
 
 def defines(ex: Exchange, cached) -> bool:
