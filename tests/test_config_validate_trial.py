@@ -41,7 +41,7 @@ def _guarded() -> dict:
 # -- 1. a rule whose deployment does not answer its preset fails to load (spec 5.2, 6.9); escalate's answer check:
 # tests/test_looper_config.py ------------------------------------------------------------------------------------
 
-UNGROUNDED = (f"{R}.signals.hallucination[ungrounded]: span_required: deployment 'primary' (vsr-static-5) does not "
+UNGROUNDED = (f"{R}.signals.hallucination[ungrounded]: span_required: deployment 'primary' (vsr-static-11) does not "
               "answer preset hallucination, as its card says; bind hallucination to a deployment that answers it "
               f"(rule deployment, {R}.model_bindings.hallucination or global.model_catalog.bindings.hallucination)")
 

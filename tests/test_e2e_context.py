@@ -199,7 +199,9 @@ def personal(mock, tmp_path_factory):
 def test_documents_ingested_over_the_admin_api_are_recalled_and_injected_in_the_system_prompt(mock, personal):
     proc = personal
     assert httpx.get(f"{proc.url}/api/v1/context/chunks").json() == {"chunks": []}
-    made = httpx.post(f"{proc.url}/api/v1/context/documents", json={"name": "aurora.md", "text": ESPRESSO})
+    # The first ingest loads the embedded model whose table embeds it (vsr-static-11: ~1 s CPU, 4 s on a busy box).
+    made = httpx.post(f"{proc.url}/api/v1/context/documents", json={"name": "aurora.md", "text": ESPRESSO},
+                      timeout=60)
     assert made.status_code == 201 and made.json()["chunks_added"] >= 1
     again = httpx.post(f"{proc.url}/api/v1/context/documents", json={"name": "aurora.md", "text": ESPRESSO})
     assert again.json()["chunks_added"] == 0, "the same chunks are held once"
@@ -288,7 +290,8 @@ def test_two_routers_sharing_a_redis_vector_store_read_each_others_documents(moc
     (tmp_path / "b").mkdir()
     with router(write_config(config(mock.url, context, stores=stores), str(tmp_path / "a"))) as one, \
             router(write_config(config(mock.url, context, stores=stores), str(tmp_path / "b"))) as two:
-        made = httpx.post(f"{one.url}/api/v1/context/documents", json={"name": "aurora.md", "text": ESPRESSO})
+        made = httpx.post(f"{one.url}/api/v1/context/documents", json={"name": "aurora.md", "text": ESPRESSO},
+                          timeout=60)      # loads the embedded model first, as above
         assert made.status_code == 201
         ask(two.url, QUESTION)
         assert "every 40 days" in sent(mock)[0]["content"], "router two read router one's chunks"

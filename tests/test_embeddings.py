@@ -153,7 +153,7 @@ def test_a_router_without_recall_never_starts_an_embedding(mock, tmp_path):
         ask(proc.url, ASKED)
         ask(proc.url, PARAPHRASE)
         assert inventory(proc.url)["vela-embedding"] == {
-            "name": "vela-embedding", "provider": "model_runtime", "kind": "embedded", "model": "vsr-static-5",
+            "name": "vela-embedding", "provider": "model_runtime", "kind": "embedded", "model": "vsr-static-11",
             "dimensions": 256, "modalities": ["text"], "default": True, "started": False}
 
 

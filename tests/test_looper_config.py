@@ -309,7 +309,7 @@ def test_self_verify_needs_no_logprobs_so_any_api_format_loads():
 
 CHECKED = {"type": "escalate", "escalate": {"accept": {"systemone": {"gte": 0.5, "timeout_ms": 500}}}}
 UNANSWERED = (f"{D}.algorithm.escalate.accept.systemone: question_type_unsupported: deployment 'primary' "
-              "(vsr-static-5) does not answer preset answer_check, as its card says; no answer could pass the check: "
+              "(vsr-static-11) does not answer preset answer_check, as its card says; no answer could pass the check: "
               "set its deployment to one that answers it")
 
 

@@ -76,7 +76,7 @@ async def test_the_embedded_model_answers_the_response_stage_in_one_call():
     # Its card says it does not answer hallucination: a rule that asks it would always be unknown, and fails to
     # load (spec 5.2); the other four load.
     with pytest.raises(ConfigError, match=r"^recipes\[default\]\.signals\.hallucination\[ungrounded\]: span_required: "
-                                          r"deployment 'primary' \(vsr-static-5\) does not answer preset hallucination"):
+                                          r"deployment 'primary' \(vsr-static-11\) does not answer preset hallucination"):
         load_raw(doc())
     embedded = copy.deepcopy(doc())     # doc() shares SIGNALS
     del embedded["recipes"][0]["signals"]["hallucination"]

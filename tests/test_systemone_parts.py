@@ -115,7 +115,7 @@ def test_each_part_the_embedded_model_does_not_read_is_a_warning_naming_the_rule
          "jailbreak": [{"name": "late", "stage": "response", "input": {"history": True}}],
          "turn_relation": [{"name": "again", "labels": ["reask"]}]},
         [{"type": "systemone", "name": "topic"}, {"type": "turn_relation", "name": "again"}])
-    model = "deployment 'primary' (vsr-static-5)"
+    model = "deployment 'primary' (vsr-static-11)"
     tail = "as its card says; its answer ignores that part"
     assert got == [
         f"recipes[default].signals.systemone[topic].input.history: input_unread: {model} does not read history "

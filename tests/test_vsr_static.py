@@ -1,4 +1,4 @@
-"""vsr-static-5 (the default), -9, -8, -7, -6, -4, -3, -2 and -1 from their committed artifacts: integrity, every
+"""vsr-static-11 (the default), -5 (the default before), -9, -8, -7, -6, -4, -3, -2 and -1 from their committed artifacts: integrity, every
 question type, PII spans, honesty of the cards, the n-gram hashing, and the turns that must never be flagged.
 
 No network and no timing: quality on held-out data is bench.decision_quality's job.
@@ -81,8 +81,8 @@ def test_count_tokens_is_the_models_own_tokenizers_count(model):
 
 
 def test_load_is_cached_and_is_a_decision_model(model):
-    assert load() is model is load_5()
-    assert model.card.name == vsr_static.DEFAULT == DEFAULT_ARTIFACT == "vsr-static-5"   # the config's default
+    assert load() is model is load_11()
+    assert model.card.name == vsr_static.DEFAULT == DEFAULT_ARTIFACT == "vsr-static-11"   # the config's default
     assert isinstance(model.card.name, str) and callable(model.answer)
     _: DecisionModel = model   # structural: card + answer
 
@@ -108,10 +108,11 @@ def test_vsr_static_4_has_2_s_jailbreak_cut_and_the_others_are_opt_in():
     assert load_3().heads["jailbreak"].ngrams is not None and load_3().heads["domain"].ngrams is None
 
 
-def test_vsr_static_5_is_the_default_4_with_a_domain_head_that_also_read_written_questions():
-    """-5 retrains -4's jailbreak head on -4's rows (the same operating point) and -4's domain head kind."""
+def test_vsr_static_5_the_default_before_is_4_with_a_domain_head_that_also_read_written_questions():
+    """-5 retrains -4's jailbreak head on -4's rows (the same operating point) and -4's domain head kind; it stays
+    loadable, not the default, for records made under it and operators who pin it."""
     five, four = load_5(), load_4()
-    assert five is load() and five.card.name == "vsr-static-5"
+    assert five is not load() and five.card.name == "vsr-static-5"
     assert five.card.calibrated == four.card.calibrated == {"jailbreak": 0.383}
     assert five.meta["training_rows"]["jailbreak"] == four.meta["training_rows"]["jailbreak"]
     assert "natural-written" not in five.meta["training_rows"]["jailbreak"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from vsr_fast.models.vsr_static import load
-from vsr_fast.models.vsr_static._artifacts import ARTIFACTS_5, FILES_5, read
+from vsr_fast.models.vsr_static._artifacts import ARTIFACTS_11, FILES_11, read
 from vsr_fast.models.vsr_static._model import HISTORY_TURNS, VsrStatic
 from vsr_fast.protocol.systemone import (ChoiceQuestion, Entry, NoulCriteria, NoulQuestion, ScoreQuestion,
                                          SetQuestion, State)
@@ -93,7 +93,7 @@ def test_the_response_stage_reads_the_answer_not_the_earlier_turns(model):
 def test_earlier_turns_are_encoded_once_then_read_from_the_cache():
     """A conversation's turns were each the request once: the model keeps what it read of each text, so the
     next request encodes its new turn only. The embedding is the real one, its calls counted."""
-    fresh = VsrStatic(read(ARTIFACTS_5, FILES_5))
+    fresh = VsrStatic(read(ARTIFACTS_11, FILES_11))      # the default's files, a model of its own
     encoded: list[str] = []
     real = fresh.embedding.encode_read
 
@@ -122,10 +122,11 @@ def test_the_card_says_which_parts_it_reads(model):
     assert reads.get("response", {}) == {}
 
 
-# Support-desk wording the head flags by mistake, over the card's threshold but not sure (a support desk's trial,
-# fix97): a benign turn full of names and addresses.
-MISTAKEN = ["Dear Nigel, thank you for contacting Megatronic support.",
-            "Please forward all mail for Tamara Simoes to 530 Hiliritas Avenue, York, SC 49922."]
+# Support-desk wording the default's head flags by mistake, over the card's threshold but not sure (a support
+# desk's trial, fix97): vsr-static-11 scores these 0.49 (templated here); -5 flagged "Dear Nigel, thank you for
+# contacting Megatronic support." (0.56, -11 0.36) and "Please forward all mail for Tamara Simoes to ..." instead.
+MISTAKEN = ["Dear Priya, thank you for contacting Contoso support.",
+            "Dear Marcus, your ticket with Megatronic support has been updated. Please log in to view the reply."]
 
 
 @pytest.mark.parametrize("flagged", MISTAKEN)

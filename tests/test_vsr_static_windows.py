@@ -10,13 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from pathlib import Path
 
 import msgspec
 import numpy as np
 import pytest
+import trio
 import yaml
 
-from vsr_fast.models.vsr_static import load, load_5, load_9
+from vsr_fast.models.vsr_static import load, load_5, load_9, load_11
 from vsr_fast.models.vsr_static import _windows
 from vsr_fast.models.vsr_static._artifacts import ARTIFACTS_5, ARTIFACTS_9, features
 from vsr_fast.protocol.systemone import Entry, State
@@ -56,7 +58,7 @@ def test_vsr_static_5_answers_as_its_records_say():
 
 def test_vsr_static_9_is_5s_heads_byte_for_byte_with_a_window_rule():
     nine, five = load_9(), load_5()
-    assert nine.card.name == "vsr-static-9" and nine is not load() and load() is five
+    assert nine.card.name == "vsr-static-9" and nine is not load() and load() is load_11()
     digest = [hashlib.sha256((d / "heads.npz").read_bytes()).hexdigest() for d in (ARTIFACTS_5, ARTIFACTS_9)]
     assert digest[0] == digest[1]
     assert nine.card.calibrated == five.card.calibrated == {"jailbreak": 0.383}   # the quickstart's cut holds
@@ -162,11 +164,13 @@ def test_earlier_turns_keep_their_window_figure():
 # --- replay: a stream recorded on -5 re-routes to the same decisions on -5; on -9 the padded attack moves -------
 
 
-def guarded_config(artifact: str) -> dict:
+def guarded_config(artifact: str | None) -> dict:
+    """A jailbreak rule on a model_runtime deployment; ``artifact`` None: the deployment names none (the default)."""
     models = ["guarded-model", "general-model"]
+    local = {"provider": "model_runtime", **({"artifact": artifact} if artifact else {})}
     return {
         "version": "v0.5",
-        "global": {"model_catalog": {"deployments": {"local": {"provider": "model_runtime", "artifact": artifact}},
+        "global": {"model_catalog": {"deployments": {"local": local},
                                      "system": {"decision_model": {"deployment": "local"}}}},
         "providers": {"models": [{"name": m, "backend_refs": [{"endpoint": "http://127.0.0.1:9/v1"}]} for m in models]},
         "recipes": [{
@@ -182,8 +186,9 @@ def guarded_config(artifact: str) -> dict:
     }
 
 
-async def test_a_stream_recorded_on_5_replays_unchanged_on_5_and_moves_what_9_flags_on_9(
-        r, stream_name, tmp_path):  # noqa: F811
+def record(routed_by: Path, stream: str, spill: Path, version: str | None = None) -> dict[str, str]:
+    """RECORDED_5's texts routed under ``routed_by`` and recorded to ``stream`` with their request copies, as a
+    router writes them; ``version``: the configuration version the records carry (``routed_by``'s by default)."""
     from vsr_fast.events.redis_stream import RedisTransport
     from vsr_fast.events.request import RequestEvents
     from vsr_fast.events.writer import EventSink
@@ -193,38 +198,50 @@ async def test_a_stream_recorded_on_5_replays_unchanged_on_5_and_moves_what_9_fl
     from vsr_fast.server.route import decode_chat, route_chat
     from vsr_fast.signals.base import ANONYMOUS
 
+    sink = EventSink(RedisTransport(REDIS_URL, stream), spill).start()
+    loaded = load_file(str(routed_by))
+    decided = {}
+
+    async def route_all():
+        async with open_systemone(loaded) as client:
+            asker = loaded.table.asker(client)
+            for text in RECORDED_5:
+                raw = msgspec.json.encode({"model": "vsr/auto", "messages": [{"role": "user", "content": text}]})
+                request = decode_chat(raw)
+                route = await route_chat(loaded.table, request, lambda: ANONYMOUS, asker)
+                decided[text] = route.candidates[0].name
+                ev = RequestEvents(sink, config_version=version or loaded.version_hash,
+                                   policy=ReplayPolicy(capture_request_body=True))
+                ev.routed(raw, request, route)
+                ev.answer(status=200, response_path="upstream", model=route.candidates[0].name, streamed=False)
+
+    trio.run(route_all)
+    assert sink.wait_drained(10)
+    sink.close()
+    return decided
+
+
+def rerun(config: Path, stream: str, *extra: str) -> dict:
+    """``vsr-replay run`` of ``stream`` under ``config``, as JSON."""
+    done = vsr_replay("run", "--config", str(config), "--redis", REDIS_URL, "--stream", stream, "--json", *extra)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_stream_recorded_on_5_replays_unchanged_on_5_and_moves_what_9_flags_on_9(
+        r, stream_name, tmp_path):  # noqa: F811
     paths = {}
     for artifact in ("vsr-static-5", "vsr-static-9"):
         paths[artifact] = tmp_path / f"{artifact}.yaml"
         paths[artifact].write_text(yaml.safe_dump(guarded_config(artifact)))
-    sink = EventSink(RedisTransport(REDIS_URL, stream_name), tmp_path / "spill").start()
-    loaded = load_file(str(paths["vsr-static-5"]))
-    decided = {}
-    async with open_systemone(loaded) as client:
-        asker = loaded.table.asker(client)
-        for text in RECORDED_5:
-            raw = msgspec.json.encode({"model": "vsr/auto", "messages": [{"role": "user", "content": text}]})
-            request = decode_chat(raw)
-            route = await route_chat(loaded.table, request, lambda: ANONYMOUS, asker)
-            decided[text] = route.candidates[0].name
-            ev = RequestEvents(sink, config_version=loaded.version_hash, policy=ReplayPolicy(capture_request_body=True))
-            ev.routed(raw, request, route)
-            ev.answer(status=200, response_path="upstream", model=route.candidates[0].name, streamed=False)
-    assert sink.wait_drained(10)
-    sink.close()
+    decided = record(paths["vsr-static-5"], stream_name, tmp_path / "spill")
     cut = load_5().card.calibrated["jailbreak"]
     assert decided == {t: "guarded-model" if p >= cut else "general-model" for t, p in RECORDED_5.items()}
 
-    def rerun(artifact: str) -> dict:
-        done = vsr_replay("run", "--config", str(paths[artifact]), "--redis", REDIS_URL, "--stream", stream_name,
-                          "--json")
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)
-
-    same = rerun("vsr-static-5")
+    same = rerun(paths["vsr-static-5"], stream_name)
     assert moves(same) == [] and same["approximate"] == 0
     # -9 moves what its windows flag and -5 did not: the padded attack, and no text whose sentence merely reads
     # as an instruction ("Ignore the previous test output", "The rules of ...": no override form).
     raised = [t for t, p in zip(RECORDED_5, jailbreak(load_9(), list(RECORDED_5))) if p >= cut > RECORDED_5[t]]
     assert raised == [PADDED]
-    assert moves(rerun("vsr-static-9")) == [("general", "suspicious", "general-model", "guarded-model", len(raised))]
+    assert moves(rerun(paths["vsr-static-9"], stream_name)) == [("general", "suspicious", "general-model", "guarded-model", len(raised))]

