@@ -11,7 +11,7 @@ from werkzeug.exceptions import NotFound
 
 from ..errors import (AdminOnly, AmbiguousFraming, AuthError, CodingNotImplemented, HeaderTimeout, HeadTooLarge,
                       InvalidMethod, MalformedRequest, MethodNotAllowed, NonCanonicalPath, OriginRefused, RequestError,
-                      RouteNotFound, UnsupportedMedia, VersionNotSupported, VsrError, echoing)
+                      RouteNotFound, ShuttingDown, UnsupportedMedia, VersionNotSupported, VsrError, echoing)
 from ..auth.source import ANONYMOUS, SCOPE_KEY
 from ..events import ids
 from ..headers.public import public_headers
@@ -150,6 +150,15 @@ def make_app(state: AppState, role: str = "serving"):
             shape = {**scope, "path": normalised(path)}     # the error's protocol only: nothing routes on it
             await _refuse(state, send, scope, shape["path"],
                           NonCanonicalPath(f"the request path is not canonical: {why}"), shape=shape)
+            return
+        if state.closed:
+            # Read after the listeners closed, on a connection kept alive (its bytes came as the drain began): no
+            # new request runs on a stopping router, and none is dropped unanswered either.
+            await discard_body(receive)
+            close = [(b"connection", b"close")] if version.startswith("1.") else []
+            await _refuse(state, send, scope, path, ShuttingDown(
+                "the router is stopping and takes no new request: send it again on a new connection"),
+                (b"retry-after", b"1"), *close, shape=scope)
             return
         origin = header(scope, b"origin")
         if origin is not None:

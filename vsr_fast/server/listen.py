@@ -19,7 +19,8 @@ cancels keeps what it had left to write, which goes first when the answer's end 
 closes, the answer ended with it unwritten). At the shutdown trigger the
 loop stops and the listening socket closes at once: a connection arriving during the drain is refused by the
 kernel rather than queued; those in flight have ``graceful_timeout`` to finish, as in
-hypercorn. HTTP/2 is hypercorn's with the defects a hostile client reached worked around (``h2edge``), and
+hypercorn. A kept-alive connection is closed at once only if no byte of a next request has come: one that has is
+read and answered (``503 shutting_down``, closing: the app), never dropped unanswered. HTTP/2 is hypercorn's with the defects a hostile client reached worked around (``h2edge``), and
 whatever a connection's handling raises closes that connection alone (``vsr_connections_failed_total``).
 """
 from __future__ import annotations
@@ -117,6 +118,7 @@ class EdgeServer(TCPServer):
         self._held = b""        # a whole answer's head, sent with its body (asgi.ClientSide.hold_head)
         self._stopping = False
         self._closed = False
+        self._reading = trio.CancelScope()     # the read loop's: cancelled when the server closes the connection
 
     async def run(self) -> None:
         CLIENT_SIDE.set(self.client_side)     # in this connection's task: its request tasks inherit it
@@ -149,6 +151,11 @@ class EdgeServer(TCPServer):
                     await self._cut(None)
             return
         await super().protocol_send(event)
+        if isinstance(event, Closed):
+            # Closed after an answer (the drain's, a Connection: close): a request pipelined behind it left h11
+            # paused, its reader waiting for an answer that never starts, which held the connection (and the
+            # process's drain) until the graceful timeout.
+            self._reading.cancel()
 
     async def _send_raw(self, data: bytes) -> None:
         # hypercorn's RawData send, without two scheduler passes: its lock taken at once when free
@@ -223,6 +230,7 @@ class EdgeServer(TCPServer):
         the close later, would tell them only that the client left)."""
         self._owed = b""
         self.client_side.left(why)
+        self._reading.cancel()
         await trio.aclose_forcefully(self.stream)
         await self.protocol.handle(Closed())
 
@@ -247,7 +255,10 @@ class EdgeServer(TCPServer):
             group.spawn_app = spawn_app
         # hypercorn reads until the client closes or resets the connection (or the server closed it after a
         # final answer): then every request still answering on it has lost its client.
-        await self._read_until_closed()
+        with self._reading:
+            await self._read_until_closed()
+        if self._reading.cancelled_caught:      # the server closed the connection (_initiate_server_close, _cut)
+            await self.protocol.handle(Closed())
         self.client_side.left()
         self._closed = True         # nothing left for the idle timer to time out
         self._idle.cancel()
@@ -286,12 +297,14 @@ class EdgeServer(TCPServer):
         with self._idle:
             await self.context.terminated.wait()
             self._stopping = True       # idle when the server stops: closed at once, as hypercorn does
-            if self._idle.deadline == math.inf:
-                await trio.sleep_forever()      # answering: closed once its answer has gone (protocol_send)
+            if self._idle.deadline == math.inf or self._request_came():
+                # Answering (closed once its answer has gone: protocol_send), or a request's bytes have come: it
+                # is read and answered (503 shutting_down, closing), a head left unfinished at its header timeout.
+                await trio.sleep_forever()
         if self._closed:
             return
         with trio.CancelScope(shield=True):
-            if not self._stopping and (head := self._unfinished_head()):
+            if head := self._unfinished_head():
                 with trio.move_on_after(LINGER_S):
                     try:
                         await self.stream.send_all(self.edge_answer(_request_target(head, whole=False), 408))
@@ -301,6 +314,24 @@ class EdgeServer(TCPServer):
                 with trio.move_on_after(LINGER_S):
                     await h2.goaway()
             await self._initiate_server_close()
+
+    async def _initiate_server_close(self) -> None:
+        self._reading.cancel()      # a reader h11 paused (a request read, its answer not begun) waits no more
+        await super()._initiate_server_close()
+
+    def _request_came(self) -> bool:
+        """Whether an idle HTTP/1 connection has a request's bytes: held by h11, or still unread in the socket."""
+        if self._h11() is None:
+            return False
+        if self._unfinished_head():
+            return True
+        raw = getattr(getattr(self.stream, "socket", None), "_sock", None)
+        if raw is None:
+            return False
+        try:
+            return bool(raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except OSError:         # nothing there (EAGAIN), or the connection is gone
+            return False
 
     def _chunk_due(self) -> int:
         """The bytes h11 still expects of the chunk it is reading (its chunk size, less what came); 0 when it

@@ -480,11 +480,12 @@ async def _on_signals(generations: Generations, shutdown: trio.Event, opts: Serv
                 generations.drain(trio.current_time() + delay + max(0.0, graceful - drain_margin_s(graceful)))
                 _say(opts, f"vsr-fast: {name}: draining" + (f"; accepting for {delay:g} s more" if delay else "")
                      + f", then up to {graceful:g} s for requests in flight")
-                nursery.start_soon(_stop_accepting, shutdown, delay)
+                nursery.start_soon(_stop_accepting, generations, shutdown, delay)
 
 
-async def _stop_accepting(shutdown: trio.Event, delay_s: float) -> None:
+async def _stop_accepting(generations: Generations, shutdown: trio.Event, delay_s: float) -> None:
     await trio.sleep(delay_s)
+    generations.close()
     shutdown.set()
 
 
