@@ -1,4 +1,5 @@
-"""What a drain answers and logs (an outside SRE's trial): a keep-alive request sent behind an in-flight answer."""
+"""What a drain answers and logs (an outside SRE's trial): a keep-alive request sent behind an in-flight answer,
+the Connection: close of answers in flight at SIGTERM, the connections queued when the listener closes."""
 from __future__ import annotations
 
 import json
@@ -146,3 +147,27 @@ def test_a_keep_alive_request_sent_after_an_in_flight_answer_is_answered_or_clos
     finally:
         proc.stop()
 
+
+def test_answers_in_flight_at_sigterm_carry_connection_close(tmp_path, slow, silent):
+    # README: from SIGTERM on, every HTTP/1 answer carries Connection: close (Envoy's drain). Both requests began
+    # before it: one answered by its upstream, one cut by the graceful timeout (503 shutting_down).
+    doc = config([model("m", f"{slow.url}/v1"), model("held", f"{silent.url}/v1")],
+                 [{"name": "d", "modelRefs": [{"model": "m"}]}])
+    proc = Proc(["-m", "vsr_fast", "serve", "--config", write_config(doc, str(tmp_path)), "--port", "0",
+                 "--host", "127.0.0.1", "--graceful-timeout", "6"], "vsr-fast: serving on",
+                env={"VSR_STATE_DIR": str(tmp_path / "state")}).start()
+    try:
+        with socket.create_connection(("127.0.0.1", proc.port), timeout=30) as answered, \
+                socket.create_connection(("127.0.0.1", proc.port), timeout=30) as cut:
+            before = httpx.get(f"{silent.url}/_mock/stats").json()["requests"]
+            cut.sendall(post("held"))
+            wait_until(lambda: httpx.get(f"{silent.url}/_mock/stats").json()["requests"] > before, "the silent one")
+            in_flight_then_sigterm(proc, slow, answered)
+            whole, refused = one_answer(answered), one_answer(cut)
+        assert whole.startswith(b"HTTP/1.1 200"), whole
+        assert refused.startswith(b"HTTP/1.1 503") and b"shutting_down" in refused, refused
+        for answer in (whole, refused):
+            assert b"\r\nconnection: close\r\n" in answer.split(b"\r\n\r\n")[0].lower() + b"\r\n", answer
+        assert proc.wait(30) == 0
+    finally:
+        proc.stop()

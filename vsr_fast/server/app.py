@@ -176,10 +176,6 @@ def make_app(state: AppState, role: str = "serving"):
             # The allowed origin may read the answer, the router's headers included.
             send = _adding(send, (b"access-control-allow-origin", origin), (b"access-control-expose-headers", b"*"),
                            (b"vary", b"origin"))
-        if state.draining and scope.get("http_version") != "2":
-            # As Envoy's drain: each HTTP/1 answer closes its connection, so a keep-alive client's next request
-            # opens a new one, which a load balancer gives to a router that is not stopping (HTTP/2: GOAWAY).
-            send = _adding(send, (b"connection", b"close"))     # h11 reads it and closes once the answer ends
         api = CLIENT_APIS.get(path)
         if api is None and path.startswith(MODEL_PREFIX):
             api = "models"      # one model of the listing: the listing's key

@@ -28,6 +28,7 @@ from hypercorn.protocol.h11 import STREAM_ID, H2ProtocolAssumedError, H11Protoco
 from hypercorn.protocol.http_stream import HTTPStream
 
 from ..headers.wire import WireConnection, valid_headers
+from . import process
 from .asgi import CLIENT_SIDE
 
 
@@ -68,7 +69,10 @@ class EdgeH11Protocol(H11Protocol):
         # hypercorn 0.18's final-answer branch, the head validated by headers.wire instead of h11's constructor.
         if type(event) is Response and event.status_code >= 200:
             headers = list(chain(event.headers, self.config.response_headers("h11")))
-            if self.keep_alive_requests >= self.config.keep_alive_max_requests:
+            if self.keep_alive_requests >= self.config.keep_alive_max_requests or (
+                    process.draining() and (b"connection", b"close") not in headers):
+                # Draining: as Envoy's drain, each answer begun from SIGTERM on (one in flight then too) closes its
+                # connection, so a keep-alive client's next request goes to a router that is not stopping.
                 headers.append((b"connection", b"close"))
             await self._send_h11_event(h11.Response(headers=valid_headers(headers), status_code=event.status_code))
         else:

@@ -132,6 +132,11 @@ def note_draining() -> None:
     _state["draining"] = True
 
 
+def draining() -> bool:
+    """Whether the router drains (from its first SIGTERM or SIGINT on)."""
+    return _state["draining"]
+
+
 def exiting() -> None:
     """The process is ending: every signal above is ignored from now on. The interpreter's finalization puts a
     Python handler back to the default action, so a repeated SIGTERM (or a SIGHUP) arriving while a drained
