@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+from collections import Counter
 
 import httpx
 import pytest
@@ -170,4 +171,30 @@ def test_answers_in_flight_at_sigterm_carry_connection_close(tmp_path, slow, sil
             assert b"\r\nconnection: close\r\n" in answer.split(b"\r\n\r\n")[0].lower() + b"\r\n", answer
         assert proc.wait(30) == 0
     finally:
+        proc.stop()
+
+
+def test_connections_queued_when_the_listener_closes_are_answered_not_reset(tmp_path, upstream):
+    # README: a new connection is refused, never queued and dropped. Connections the kernel accepted into the
+    # listen queue while the router could not run (SIGSTOP) are still queued when SIGTERM closes the listener:
+    # each gets an HTTP answer (served, or 503 and closed) rather than the close's reset.
+    proc, _ = draining_router(tmp_path, upstream)
+    queued: list[socket.socket] = []
+    try:
+        proc.signal(signal.SIGSTOP)
+        try:
+            for _ in range(40):
+                queued.append(socket.create_connection(("127.0.0.1", proc.port), timeout=30))
+                queued[-1].sendall(POST)
+        finally:
+            proc.signal(signal.SIGTERM)
+            proc.signal(signal.SIGCONT)
+        answers = [read_until_closed(sock) for sock in queued]      # a reset reads as b""
+        assert all(a.startswith((b"HTTP/1.1 200", b"HTTP/1.1 503")) for a in answers), \
+            Counter(a[:12] for a in answers)
+        assert all(b"\r\nconnection: close\r\n" in a.lower() for a in answers), answers
+        assert proc.wait(30) == 0
+    finally:
+        for sock in queued:
+            sock.close()
         proc.stop()

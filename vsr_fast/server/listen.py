@@ -18,7 +18,8 @@ for ``send_timeout_s`` has its connection closed (nginx's ``send_timeout``); a w
 cancels keeps what it had left to write, which goes first when the answer's end is written (or the connection
 closes, the answer ended with it unwritten). At the shutdown trigger the
 loop stops and the listening socket closes at once: a connection arriving during the drain is refused by the
-kernel rather than queued; those in flight have ``graceful_timeout`` to finish, as in
+kernel rather than queued, and one the kernel had queued by then is accepted and answered 503 shutting_down
+(the close would reset it); those in flight have ``graceful_timeout`` to finish, as in
 hypercorn. A kept-alive connection is closed at once only if no byte of a next request has come: one that has is
 read and answered (``503 shutting_down``, closing: the app), never dropped unanswered. HTTP/2 is hypercorn's with the defects a hostile client reached worked around (``h2edge``), and
 whatever a connection's handling raises closes that connection alone (``vsr_connections_failed_total``).
@@ -63,6 +64,9 @@ _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\
          b"connection: close\r\ncontent-length: %d\r\n\r\n%s")
 _BUSY_BODY = (b'{"error": {"message": "this listener already holds its %d connections; retry shortly", '
               b'"type": "server_error", "param": null, "code": "too_many_connections"}}')
+_STOPPING_BODY = (b'{"error": {"message": "the router is stopping and takes no new connection; retry on another '
+                  b'instance", "type": "api_error", "param": null, "code": "shutting_down"}}')
+_STOPPING = _BUSY % (len(_STOPPING_BODY), _STOPPING_BODY)
 LINGER_S = 1.0
 # The first digit of an error status: a head with another one is never a refusal of the edge's.
 _ERROR_CLASSES = (b"4", b"5")
@@ -196,8 +200,7 @@ class EdgeServer(TCPServer):
         """What the socket did not take at once, as the client reads it. Cancelled (the request's deadline), the
         write keeps what it had left (``_owed``) rather than break the byte stream mid-chunk, and raises; no
         progress for ``send_timeout_s`` closes the connection."""
-        raw = getattr(self.stream, "socket", None)
-        raw = getattr(raw, "_sock", None) if type(self.stream) is trio.SocketStream else None
+        raw = self._raw_socket()
         if raw is None:     # not a plain socket's (a test's): trio's send_all, whose partial progress is not known
             with trio.CancelScope(shield=True, deadline=trio.current_time() + self.send_timeout_s) as shield:
                 await self.stream.send_all(rest)
@@ -267,10 +270,17 @@ class EdgeServer(TCPServer):
         # hypercorn's read loop without its per-read timeout, which serve leaves unset (the idle timer bounds a
         # request's head, the body's pace its body): its ``fail_after(inf)`` costs a generator context and a
         # cancel scope a read.
+        # On a plain socket the bytes read go to h11 with no scheduler pass between (trio's receive_some takes one
+        # after its read): the drain's idle close (_request_came) finds a request's bytes in the socket or in h11,
+        # never in neither. The pass is taken once they are handed over.
+        raw = self._raw_socket()
         while True:
             try:
-                data = await self.stream.receive_some(MAX_RECV)
-            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                if raw is None:
+                    data = await self.stream.receive_some(MAX_RECV)
+                else:
+                    data = await _receive(raw)
+            except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
                 break
             self._read = data
             await self.protocol.handle(RawData(data))
@@ -278,7 +288,14 @@ class EdgeServer(TCPServer):
                 break
             if self.client_side.reading is not None:
                 self.client_side.body_over()     # a chunk size read may alone pass the limit: no data follows it
+            if raw is not None:
+                await trio.lowlevel.cancel_shielded_checkpoint()
         await self.protocol.handle(Closed())
+
+    def _raw_socket(self) -> socket.socket | None:
+        """The connection's socket, when it is a plain one (not a test's stream)."""
+        raw = getattr(self.stream, "socket", None)
+        return getattr(raw, "_sock", None) if type(self.stream) is trio.SocketStream else None
 
     def _refusal(self, head: bytes) -> bytes:
         """In place of hypercorn's answer to a request h11 refused (``head``: its status, ``content-length: 0``
@@ -325,7 +342,7 @@ class EdgeServer(TCPServer):
             return False
         if self._unfinished_head():
             return True
-        raw = getattr(getattr(self.stream, "socket", None), "_sock", None)
+        raw = self._raw_socket()
         if raw is None:
             return False
         try:
@@ -351,6 +368,17 @@ class EdgeServer(TCPServer):
         """The connection's h11 state machine; None before it has one, or on HTTP/2 or a WebSocket."""
         conn = getattr(getattr(getattr(self, "protocol", None), "protocol", None), "connection", None)
         return conn if isinstance(conn, h11.Connection) else None
+
+
+async def _receive(raw: socket.socket) -> bytes:
+    """Up to MAX_RECV bytes of ``raw`` (b"": the client closed), waiting for them; no scheduler pass after the
+    read. ClosedResourceError once the server closed it, OSError when the connection broke."""
+    await trio.lowlevel.checkpoint_if_cancelled()
+    while True:
+        try:
+            return raw.recv(MAX_RECV)
+        except BlockingIOError:
+            await trio.lowlevel.wait_readable(raw)
 
 
 def _request_target(head: bytes, whole: bool = True) -> bytes:
@@ -408,6 +436,7 @@ async def serve_http(app, cfg: hypercorn.config.Config, sock: socket.socket, shu
                     accepting.cancel_scope.cancel()
                 accepting.start_soon(stop)
                 accepting.start_soon(_accept, listener, handler, server_nursery, connections)
+            _answer_queued(sock, server_nursery, connections)
             await listener.aclose()         # refused from now on; the connections in flight drain
             await context.terminated.set()
             server_nursery.cancel_scope.deadline = trio.current_time() + cfg.graceful_timeout
@@ -470,12 +499,31 @@ class _FailureLog:
 _failure_log = _FailureLog()
 
 
-async def _refuse(stream: trio.SocketStream, connections: Connections) -> None:
-    """503 on a connection past the cap, then a lingering close."""
-    body = _BUSY_BODY % (connections.cap or 0)
+def _answer_queued(sock: socket.socket, nursery: trio.Nursery, connections: Connections) -> None:
+    """Accept every connection the kernel has queued on the listening ``sock`` (not blocking) and answer each 503
+    shutting_down: the socket's close would reset them, their requests maybe sent already. Called right before that
+    close, with no checkpoint between: nothing is queued after it."""
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except OSError:         # none left (EAGAIN), or none to be had now: the close refuses the rest
+            return
+        stream = trio.SocketStream(trio.socket.from_stdlib_socket(conn))
+        if connections.lingering >= MAX_LINGERING:
+            conn.close()
+            continue
+        connections.lingering += 1
+        nursery.start_soon(_refuse, stream, connections, _STOPPING)
+
+
+async def _refuse(stream: trio.SocketStream, connections: Connections, answer: bytes | None = None) -> None:
+    """503 on a connection past the cap (or ``answer``), then a lingering close."""
+    if answer is None:
+        body = _BUSY_BODY % (connections.cap or 0)
+        answer = _BUSY % (len(body), body)
     try:
         with trio.move_on_after(LINGER_S):
-            await stream.send_all(_BUSY % (len(body), body))
+            await stream.send_all(answer)
             await stream.send_eof()
             while await stream.receive_some(65536):
                 pass
