@@ -140,6 +140,10 @@ class EdgeServer(TCPServer):
             # Every answer's head passes here: its status is read first (an error's), the h11 state only then.
             if data[9:10] in _ERROR_CLASSES and data.startswith(b"HTTP/1.") and (conn := self._h11()) is not None \
                     and conn.their_state is h11.ERROR:
+                if self.client_side.closed:
+                    # The client closed mid-request (h11 refuses the end of a body or head cut short): no one to
+                    # answer, and no refusal to count or log (its request, if it was read, logs its own 499).
+                    return
                 data = self._refusal(data)
             await self._send_raw(data)
             return
@@ -283,6 +287,8 @@ class EdgeServer(TCPServer):
             except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
                 break
             self._read = data
+            if not data:
+                self.client_side.closed = True
             await self.protocol.handle(RawData(data))
             if not data:
                 break

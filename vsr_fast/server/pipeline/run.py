@@ -58,6 +58,8 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
             await error(ex, send, exc)
     except ClientGone:
         ex.status = 499
+        if ex.path is ResponsePath.UPSTREAM and not ex.attempts:
+            ex.path = ResponsePath.ERROR        # gone before any upstream was tried: none answered it
         state.metrics.disconnects.inc(api)
         _unfinished(ex)
     except Exception:  # the ASGI edge: a bug, never Cancelled (a BaseException)
