@@ -68,3 +68,14 @@ def test_a_client_that_leaves_mid_body_is_logged_once_as_499_and_no_400_is_count
     assert after[0]["path"] != "upstream", after[0]      # no upstream was tried
     assert counter(logged, "vsr_requests_total", status="400") == requests_400
     assert counter(logged, "vsr_http_refusals_total", status="400") == refusals_400
+
+
+def test_a_request_id_the_router_made_reaches_the_provider(logged, mock):
+    # docs/config.md (AccessLogConfig): the answer and the provider's request carry the request's id, the one
+    # the router made when the client sent none too.
+    r = httpx.post(f"{logged.url}/v1/chat/completions", timeout=30,
+                   json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 200, r.text
+    made = r.headers["x-request-id"]
+    assert httpx.get(f"{mock.url}/_mock/stats").json()["last_request"]["headers"].get("x-request-id") == made
+    wait_until(lambda: any(line["request_id"] == made for line in lines(logged)), "its access-log line")
