@@ -79,3 +79,19 @@ def test_a_request_id_the_router_made_reaches_the_provider(logged, mock):
     made = r.headers["x-request-id"]
     assert httpx.get(f"{mock.url}/_mock/stats").json()["last_request"]["headers"].get("x-request-id") == made
     wait_until(lambda: any(line["request_id"] == made for line in lines(logged)), "its access-log line")
+
+
+def test_a_whole_request_its_client_left_logs_the_backend_tried_and_a_405_its_latency(logged, silent):
+    # docs: backend is the one that answered, else the last one tried; every line has its latency.
+    before = httpx.get(f"{silent.url}/_mock/stats").json()["requests"]
+    body = json.dumps({"model": "slow", "messages": [{"role": "user", "content": PROMPT}]}).encode()
+    with socket.create_connection(("127.0.0.1", logged.port), timeout=30) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: r\r\nContent-Type: application/json\r\n"
+                     b"x-request-id: left-waiting\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        wait_until(lambda: httpx.get(f"{silent.url}/_mock/stats").json()["requests"] > before, "the upstream holds it")
+    assert httpx.get(f"{logged.url}/v1/chat/completions", headers={"x-request-id": "not-allowed"},
+                     timeout=30).status_code == 405
+    by_id = {line["request_id"]: line for line in fenced(logged)}
+    left = by_id["left-waiting"]
+    assert (left["status"], left.get("attempts"), left.get("backend")) == (499, 1, "held-1"), left
+    assert isinstance(by_id["not-allowed"].get("latency_s"), float), by_id["not-allowed"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from http import HTTPStatus
@@ -26,7 +27,7 @@ from .input_tokens import PATH as INPUT_TOKENS_PATH, handle_input_tokens
 from .models_api import PATH as MODELS_PATH
 from .responses_api import PREFIX as RESPONSES_PREFIX, methods_at as responses_methods
 from .paths import non_canonical, normalised, versioned
-from .pipeline import handle_api, refused
+from .pipeline import STARTED, handle_api, refused
 from .preview import handle_preview
 from .recording import request_id
 from .shapes import SYSTEMONE_PATHS, error_for_path, error_for_request, unrouted_message
@@ -113,6 +114,7 @@ def make_app(state: AppState, role: str = "serving"):
             else:
                 await admin(scope, receive, send)   # lifespan
             return
+        scope[STARTED] = time.perf_counter()    # a refusal's latency (pipeline.refused)
         path, method = scope["path"], scope["method"]
         if not path.startswith("/"):
             path = to_origin_form(scope)        # once, for every route and quart's alike
