@@ -11,18 +11,26 @@ import time
 import httpx
 import pytest
 
-from .procs import config, model, router, wait_until, write_config
+from .procs import config, mock_upstream, model, router, wait_until, write_config
 
 PROMPT = "tell me about the weather in Paris this weekend, please, in some detail"
 
 
 @pytest.fixture(scope="module")
-def logged(mock, silent, tmp_path_factory):
-    """A router in front of ``mock`` (vsr/auto) and ``silent`` (the model ``slow``: a whole request's client
-    leaves while it waits), its access log in a file."""
+def trickle():
+    """A stream of 200 chunks, one each 100 ms, with no usage: its client leaves while it runs."""
+    with mock_upstream("--chunks", "200", "--chunk-interval-ms", "100") as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def logged(mock, silent, trickle, tmp_path_factory):
+    """A router in front of ``mock`` (vsr/auto), ``silent`` (the model ``slow``: a whole request's client leaves
+    while it waits) and ``trickle`` (the model ``streamed``), its access log in a file."""
     directory = tmp_path_factory.mktemp("access")
     doc = config([model("m", f"{mock.url}/v1"), {**model("slow", f"{silent.url}/v1"),
-                                                "backend_refs": [{"endpoint": f"{silent.url}/v1", "name": "held-1"}]}],
+                                                "backend_refs": [{"endpoint": f"{silent.url}/v1", "name": "held-1"}]},
+                  model("streamed", f"{trickle.url}/v1")],
                  [{"name": "d", "modelRefs": [{"model": "m"}]}])
     log_path = directory / "access.log"
     doc["global"] = {"router": {"access_log": {"enabled": True, "format": "json", "path": str(log_path)}},
@@ -95,3 +103,18 @@ def test_a_whole_request_its_client_left_logs_the_backend_tried_and_a_405_its_la
     left = by_id["left-waiting"]
     assert (left["status"], left.get("attempts"), left.get("backend")) == (499, 1, "held-1"), left
     assert isinstance(by_id["not-allowed"].get("latency_s"), float), by_id["not-allowed"]
+
+
+def test_a_stream_its_client_left_estimates_a_short_prompt_as_at_least_one_token(logged):
+    # vsr_tokens_estimated_total's help: four bytes a token of the request's text. "hi" is text: a token, not 0.
+    body = json.dumps({"model": "streamed", "stream": True, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    with socket.create_connection(("127.0.0.1", logged.port), timeout=30) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: r\r\nContent-Type: application/json\r\n"
+                     b"x-request-id: left-streaming\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        got = b""
+        while got.count(b"data:") < 2:
+            chunk = sock.recv(65536)
+            assert chunk, got
+            got += chunk
+    line = next(line for line in fenced(logged) if line["request_id"] == "left-streaming")
+    assert (line["status"], line.get("usage_estimated"), line.get("input_tokens")) == (499, True, 1), line
