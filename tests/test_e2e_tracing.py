@@ -14,7 +14,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from .procs import ROOT, config, refused_port, router, wait_until, write_config
+from .procs import ROOT, config, model, refused_port, router, wait_until, write_config
 from .test_e2e_systemone import MATH_HARD, config as s1_config, set_rules
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -135,3 +135,30 @@ def test_on_without_the_extra_the_router_refuses_to_start(tmp_path, blocked):
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2, out.stderr
     assert "global.router.tracing.enabled: missing_dependency: tracing needs the otel extra" in out.stderr
+
+
+def test_the_upstream_request_carries_the_attempt_span_as_its_parent(tmp_path, mock):
+    # W3C Trace Context: a hop that takes part in the trace rewrites the parent id. The provider's request names
+    # the router's attempt span as its parent, in the client's trace (its tracestate passed on), or in the trace
+    # the router began when the client sent none.
+    doc = config([model("m", f"{mock.url}/v1")], [{"name": "d", "modelRefs": [{"model": "m"}]}])
+    seen: list[dict] = []
+    with Collector() as collector:
+        doc["global"] = {"router": {"tracing": {"enabled": True, "endpoint": collector.url}}}
+        with router(write_config(doc, str(tmp_path))) as proc:
+            for headers in ({"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01", "tracestate": "vendor=abc"}, {}):
+                r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20, headers=headers,
+                               json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
+                assert r.status_code == 200, r.text
+                seen.append(httpx.get(f"{mock.url}/_mock/stats").json()["last_request"]["headers"])
+            proc.stop()
+        wait_until(lambda: len([s for s in collector.spans if s.name == "vsr.upstream.attempt"]) == 2,
+                   "the two attempts' spans")
+    attempts = sorted((s for s in collector.spans if s.name == "vsr.upstream.attempt"),
+                      key=lambda s: s.start_time_unix_nano)
+    for sent, attempt in zip(seen, attempts):
+        version, trace_id, parent_id, flags = sent["traceparent"].split("-")
+        assert (trace_id, parent_id) == (attempt.trace_id.hex(), attempt.span_id.hex()), (sent, attempt)
+    assert attempts[0].trace_id.hex() == TRACE_ID
+    assert seen[0]["tracestate"] == "vendor=abc"
+    assert "tracestate" not in seen[1]

@@ -4,18 +4,22 @@ Off, nothing here runs per request: each call site tests ``tracer is not None`` 
 the SDK is never imported. On, a request's span continues the ``traceparent`` it came with and is the current
 context while the request runs, so what its tasks record (routing, System One calls, upstream attempts) are its
 children. Those are recorded once they ended, from the start the stage already keeps, so no stage holds a
-context manager open. The SDK's batch processor exports from a thread of its own, never the event loop.
+context manager open; an upstream attempt's span alone is started as its request leaves, whose ``traceparent``
+names it (``begin_attempt``). The SDK's batch processor exports from a thread of its own, never the event loop.
 """
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from contextvars import ContextVar
 from typing import Any
 
 from .errors import ConfigError
 
 tracer: Any = None      # the SDK's Tracer while tracing is on; None when off
 _otel: Any = None       # the SDK pieces the spans use, once imported
+# The upstream attempt the current task is making (begin_attempt), until it is recorded (end_attempt).
+_ATTEMPT: ContextVar[Any] = ContextVar("vsr_attempt_span", default=None)
 
 
 class _Otel:
@@ -83,6 +87,27 @@ def record(name: str, started: float, attributes: dict[str, Any], error: str | N
     now, wall = time.perf_counter(), time.time_ns()
     span = tracer.start_span(name, start_time=wall - int((now - started) * 1e9), kind=_otel.kinds[kind])
     _finish(span, attributes, error, wall)
+
+
+def begin_attempt() -> list[tuple[bytes, bytes]]:
+    """Start an upstream attempt's span (a child of the current span, ended by ``end_attempt`` in the same task)
+    and return the ``traceparent`` (and ``tracestate``) its request carries: W3C Trace Context has a hop that takes
+    part rewrite the parent id, so the provider's spans hang under this attempt, not the client's span."""
+    span = tracer.start_span("vsr.upstream.attempt", kind=_otel.kinds["client"])
+    _ATTEMPT.set(span)
+    carrier: dict[str, str] = {}
+    _otel.propagator.inject(carrier, context=_otel.trace.set_span_in_context(span))
+    return [(k.encode(), v.encode("latin-1")) for k, v in carrier.items()]
+
+
+def end_attempt(started: float, attributes: dict[str, Any], error: str | None) -> None:
+    """End the attempt span ``begin_attempt`` started in this task (or record one from ``started``)."""
+    span = _ATTEMPT.get()
+    if span is None:
+        record("vsr.upstream.attempt", started, attributes, error, kind="client")
+        return
+    _ATTEMPT.set(None)
+    _finish(span, attributes, error, None)
 
 
 def _finish(span: Any, attributes: dict[str, Any], error: str | None, end: int | None) -> None:

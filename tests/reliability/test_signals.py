@@ -215,3 +215,27 @@ def test_drain_delay_keeps_serving_with_ready_503_then_closes_the_listener(tmp_p
         assert not refused(proc.port)
         wait_until(lambda: refused(proc.port), "the listener closed after the delay")
         assert proc.wait(20) == 0
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_while_starting_exits_0(tmp_path, slow_stream, workers):
+    # README: SIGTERM exits 0. Sent while the router is still starting (its imports take seconds): one process
+    # once its start-up handlers are set, a supervisor once it has started its workers (which may not have set
+    # theirs yet). Before, the signal's default action ended them: 143, or "supervisor exiting with code 15".
+    args = ["-m", "vsr_fast", "serve", "--config", _config(tmp_path, slow_stream), "--port", "0"]
+    if workers > 1:
+        args += ["--workers", str(workers)]
+    popen = _started(args, {"VSR_STATE_DIR": str(tmp_path / "state")})
+    try:
+        if workers > 1:
+            _lines_until(popen, lambda seen: "supervisor of 2 workers" in seen[-1])
+        else:
+            wait_until(lambda: _caught(popen.pid, signal.SIGTERM), "SIGTERM's start-up handler")
+        popen.send_signal(signal.SIGTERM)
+        assert popen.wait(60) == 0, popen.stderr.read()
+        rest = popen.stderr.read()
+        assert "serving on" not in rest and "exiting with code 15" not in rest, rest
+    finally:
+        if popen.poll() is None:
+            popen.kill()
+            popen.wait(10)

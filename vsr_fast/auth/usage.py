@@ -115,6 +115,12 @@ def _whole_text(body: bytes) -> int:
     return n
 
 
+def estimated(text_bytes: int) -> int:
+    """Tokens in ``text_bytes`` of text at four bytes a token, rounded up: any text is one at least ("hi" was 0).
+    The usage logged and counted only: what a key is charged (``tokens``) keeps its floor of the sum."""
+    return -(-text_bytes // 4)
+
+
 class UsageMeter:
     __slots__ = ("request_bytes", "prompt", "text_bytes", "tail", "input", "output", "total", "seen", "relayed",
                  "unsent", "prepaid", "answered", "cut_short")
@@ -199,7 +205,7 @@ class UsageMeter:
         if body is None:
             self.finish()       # the stream has ended: its last line is whole
         text = _whole_text(body) if body is not None else self.text_bytes
-        return self._prompt() // 4, text // 4
+        return estimated(self._prompt()), estimated(text)
 
     def usage(self) -> tuple[int, int, int, bool] | None:
         """The answer's usage (input, output, total, estimated): as the backend reported it, else the estimate of

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from http import HTTPStatus
@@ -11,7 +12,8 @@ from werkzeug.exceptions import NotFound
 
 from ..errors import (AdminOnly, AmbiguousFraming, AuthError, CodingNotImplemented, HeaderTimeout, HeadTooLarge,
                       InvalidHost, InvalidMethod, MalformedRequest, MethodNotAllowed, NonCanonicalPath, OriginRefused,
-                      RequestError, RouteNotFound, UnsupportedMedia, VersionNotSupported, VsrError, echoing)
+                      RequestError, RouteNotFound, ShuttingDown, UnsupportedMedia, VersionNotSupported, VsrError,
+                      echoing)
 from ..auth.source import ANONYMOUS, SCOPE_KEY
 from ..events import ids
 from ..headers.public import public_headers
@@ -26,7 +28,7 @@ from .input_tokens import PATH as INPUT_TOKENS_PATH, handle_input_tokens
 from .models_api import PATH as MODELS_PATH
 from .responses_api import PREFIX as RESPONSES_PREFIX, methods_at as responses_methods
 from .paths import non_canonical, normalised, versioned
-from .pipeline import handle_api, refused
+from .pipeline import STARTED, handle_api, refused
 from .preview import handle_preview
 from .recording import request_id
 from .shapes import SYSTEMONE_PATHS, error_for_path, error_for_request, unrouted_message
@@ -116,6 +118,7 @@ def make_app(state: AppState, role: str = "serving"):
             else:
                 await admin(scope, receive, send)   # lifespan
             return
+        scope[STARTED] = time.perf_counter()    # a refusal's latency (pipeline.refused)
         path, method = scope["path"], scope["method"]
         if not path.startswith("/"):
             path = to_origin_form(scope)        # once, for every route and quart's alike
@@ -162,6 +165,15 @@ def make_app(state: AppState, role: str = "serving"):
             await _refuse(state, send, scope, shape["path"],
                           NonCanonicalPath(f"the request path is not canonical: {why}"), shape=shape)
             return
+        if state.closed:
+            # Read after the listeners closed, on a connection kept alive (its bytes came as the drain began): no
+            # new request runs on a stopping router, and none is dropped unanswered either.
+            await discard_body(receive)
+            close = [(b"connection", b"close")] if version.startswith("1.") else []
+            await _refuse(state, send, scope, path, ShuttingDown(
+                "the router is stopping and takes no new request: send it again on a new connection"),
+                (b"retry-after", b"1"), *close, shape=scope)
+            return
         origin = header(scope, b"origin")
         if origin is not None:
             # A browser's request: only from the origins the configuration lists. Without this any web page
@@ -178,10 +190,6 @@ def make_app(state: AppState, role: str = "serving"):
             # The allowed origin may read the answer, the router's headers included.
             send = _adding(send, (b"access-control-allow-origin", origin), (b"access-control-expose-headers", b"*"),
                            (b"vary", b"origin"))
-        if state.draining and scope.get("http_version") != "2":
-            # As Envoy's drain: each HTTP/1 answer closes its connection, so a keep-alive client's next request
-            # opens a new one, which a load balancer gives to a router that is not stopping (HTTP/2: GOAWAY).
-            send = _adding(send, (b"connection", b"close"))     # h11 reads it and closes once the answer ends
         api = CLIENT_APIS.get(path)
         if api is None and path.startswith(MODEL_PREFIX):
             api = "models"      # one model of the listing: the listing's key

@@ -30,6 +30,7 @@ from hypercorn.protocol.http_stream import HTTPStream
 
 from ..headers.wire import adopt as to_wire
 from ..headers.wire import valid_headers
+from . import process
 from .asgi import CLIENT_SIDE, quotable
 
 
@@ -73,7 +74,10 @@ class EdgeH11Protocol(H11Protocol):
             headers = list(chain(event.headers, self.config.response_headers("h11")))
             if event.status_code >= 400:
                 headers = quotable(event.status_code, headers)
-            if self.keep_alive_requests >= self.config.keep_alive_max_requests:
+            if self.keep_alive_requests >= self.config.keep_alive_max_requests or (
+                    process.draining() and (b"connection", b"close") not in headers):
+                # Draining: as Envoy's drain, each answer begun from SIGTERM on (one in flight then too) closes its
+                # connection, so a keep-alive client's next request goes to a router that is not stopping.
                 headers.append((b"connection", b"close"))
             await self._send_h11_event(h11.Response(headers=valid_headers(headers), status_code=event.status_code))
         else:

@@ -18,8 +18,10 @@ for ``send_timeout_s`` has its connection closed (nginx's ``send_timeout``); a w
 cancels keeps what it had left to write, which goes first when the answer's end is written (or the connection
 closes, the answer ended with it unwritten). At the shutdown trigger the
 loop stops and the listening socket closes at once: a connection arriving during the drain is refused by the
-kernel rather than queued; those in flight have ``graceful_timeout`` to finish, as in
-hypercorn. HTTP/2 is hypercorn's with the defects a hostile client reached worked around (``h2edge``), and
+kernel rather than queued, and one the kernel had queued by then is accepted and answered 503 shutting_down
+(the close would reset it); those in flight have ``graceful_timeout`` to finish, as in
+hypercorn. A kept-alive connection is closed at once only if no byte of a next request has come: one that has is
+read and answered (``503 shutting_down``, closing: the app), never dropped unanswered. HTTP/2 is hypercorn's with the defects a hostile client reached worked around (``h2edge``), and
 whatever a connection's handling raises closes that connection alone (``vsr_connections_failed_total``).
 """
 from __future__ import annotations
@@ -63,6 +65,8 @@ _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\
          b"x-request-id: %s\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s")
 _BUSY_BODY = (b'{"error": {"message": "this listener already holds its %d connections; retry shortly", '
               b'"type": "server_error", "param": null, "code": "too_many_connections"}}')
+_STOPPING_BODY = (b'{"error": {"message": "the router is stopping and takes no new connection; retry on another '
+                  b'instance", "type": "api_error", "param": null, "code": "shutting_down"}}')
 LINGER_S = 1.0
 # The first digit of an error status: a head with another one is never a refusal of the edge's.
 _ERROR_CLASSES = (b"4", b"5")
@@ -118,6 +122,7 @@ class EdgeServer(TCPServer):
         self._held = b""        # a whole answer's head, sent with its body (asgi.ClientSide.hold_head)
         self._stopping = False
         self._closed = False
+        self._reading = trio.CancelScope()     # the read loop's: cancelled when the server closes the connection
 
     async def run(self) -> None:
         CLIENT_SIDE.set(self.client_side)     # in this connection's task: its request tasks inherit it
@@ -135,6 +140,10 @@ class EdgeServer(TCPServer):
             # Every answer's head passes here: its status is read first (an error's), the h11 state only then.
             if data[9:10] in _ERROR_CLASSES and data.startswith(b"HTTP/1.") and (conn := self._h11()) is not None \
                     and conn.their_state is h11.ERROR:
+                if self.client_side.closed:
+                    # The client closed mid-request (h11 refuses the end of a body or head cut short): no one to
+                    # answer, and no refusal to count or log (its request, if it was read, logs its own 499).
+                    return
                 data = self._refusal(data)
             await self._send_raw(data)
             return
@@ -150,6 +159,11 @@ class EdgeServer(TCPServer):
                     await self._cut(None)
             return
         await super().protocol_send(event)
+        if isinstance(event, Closed):
+            # Closed after an answer (the drain's, a Connection: close): a request pipelined behind it left h11
+            # paused, its reader waiting for an answer that never starts, which held the connection (and the
+            # process's drain) until the graceful timeout.
+            self._reading.cancel()
 
     async def _send_raw(self, data: bytes) -> None:
         # hypercorn's RawData send, without two scheduler passes: its lock taken at once when free
@@ -190,8 +204,7 @@ class EdgeServer(TCPServer):
         """What the socket did not take at once, as the client reads it. Cancelled (the request's deadline), the
         write keeps what it had left (``_owed``) rather than break the byte stream mid-chunk, and raises; no
         progress for ``send_timeout_s`` closes the connection."""
-        raw = getattr(self.stream, "socket", None)
-        raw = getattr(raw, "_sock", None) if type(self.stream) is trio.SocketStream else None
+        raw = self._raw_socket()
         if raw is None:     # not a plain socket's (a test's): trio's send_all, whose partial progress is not known
             with trio.CancelScope(shield=True, deadline=trio.current_time() + self.send_timeout_s) as shield:
                 await self.stream.send_all(rest)
@@ -224,6 +237,7 @@ class EdgeServer(TCPServer):
         the close later, would tell them only that the client left)."""
         self._owed = b""
         self.client_side.left(why)
+        self._reading.cancel()
         await trio.aclose_forcefully(self.stream)
         await self.protocol.handle(Closed())
 
@@ -248,7 +262,10 @@ class EdgeServer(TCPServer):
             group.spawn_app = spawn_app
         # hypercorn reads until the client closes or resets the connection (or the server closed it after a
         # final answer): then every request still answering on it has lost its client.
-        await self._read_until_closed()
+        with self._reading:
+            await self._read_until_closed()
+        if self._reading.cancelled_caught:      # the server closed the connection (_initiate_server_close, _cut)
+            await self.protocol.handle(Closed())
         self.client_side.left()
         self._closed = True         # nothing left for the idle timer to time out
         self._idle.cancel()
@@ -257,18 +274,34 @@ class EdgeServer(TCPServer):
         # hypercorn's read loop without its per-read timeout, which serve leaves unset (the idle timer bounds a
         # request's head, the body's pace its body): its ``fail_after(inf)`` costs a generator context and a
         # cancel scope a read.
+        # On a plain socket the bytes read go to h11 with no scheduler pass between (trio's receive_some takes one
+        # after its read): the drain's idle close (_request_came) finds a request's bytes in the socket or in h11,
+        # never in neither. The pass is taken once they are handed over.
+        raw = self._raw_socket()
         while True:
             try:
-                data = await self.stream.receive_some(MAX_RECV)
-            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                if raw is None:
+                    data = await self.stream.receive_some(MAX_RECV)
+                else:
+                    data = await _receive(raw)
+            except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
                 break
             self._read = data
+            if not data:
+                self.client_side.closed = True
             await self.protocol.handle(RawData(data))
             if not data:
                 break
             if self.client_side.reading is not None:
                 self.client_side.body_over()     # a chunk size read may alone pass the limit: no data follows it
+            if raw is not None:
+                await trio.lowlevel.cancel_shielded_checkpoint()
         await self.protocol.handle(Closed())
+
+    def _raw_socket(self) -> socket.socket | None:
+        """The connection's socket, when it is a plain one (not a test's stream)."""
+        raw = getattr(self.stream, "socket", None)
+        return getattr(raw, "_sock", None) if type(self.stream) is trio.SocketStream else None
 
     def _refusal(self, head: bytes) -> bytes:
         """In place of hypercorn's answer to a request h11 refused (``head``: its status, ``content-length: 0``
@@ -287,12 +320,14 @@ class EdgeServer(TCPServer):
         with self._idle:
             await self.context.terminated.wait()
             self._stopping = True       # idle when the server stops: closed at once, as hypercorn does
-            if self._idle.deadline == math.inf:
-                await trio.sleep_forever()      # answering: closed once its answer has gone (protocol_send)
+            if self._idle.deadline == math.inf or self._request_came():
+                # Answering (closed once its answer has gone: protocol_send), or a request's bytes have come: it
+                # is read and answered (503 shutting_down, closing), a head left unfinished at its header timeout.
+                await trio.sleep_forever()
         if self._closed:
             return
         with trio.CancelScope(shield=True):
-            if not self._stopping and (head := self._unfinished_head()):
+            if head := self._unfinished_head():
                 with trio.move_on_after(LINGER_S):
                     try:
                         await self.stream.send_all(self.edge_answer(_request_target(head, whole=False), 408))
@@ -302,6 +337,24 @@ class EdgeServer(TCPServer):
                 with trio.move_on_after(LINGER_S):
                     await h2.goaway()
             await self._initiate_server_close()
+
+    async def _initiate_server_close(self) -> None:
+        self._reading.cancel()      # a reader h11 paused (a request read, its answer not begun) waits no more
+        await super()._initiate_server_close()
+
+    def _request_came(self) -> bool:
+        """Whether an idle HTTP/1 connection has a request's bytes: held by h11, or still unread in the socket."""
+        if self._h11() is None:
+            return False
+        if self._unfinished_head():
+            return True
+        raw = self._raw_socket()
+        if raw is None:
+            return False
+        try:
+            return bool(raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except OSError:         # nothing there (EAGAIN), or the connection is gone
+            return False
 
     def _chunk_due(self) -> int:
         """The bytes h11 still expects of the chunk it is reading (its chunk size, less what came); 0 when it
@@ -321,6 +374,17 @@ class EdgeServer(TCPServer):
         """The connection's h11 state machine; None before it has one, or on HTTP/2 or a WebSocket."""
         conn = getattr(getattr(getattr(self, "protocol", None), "protocol", None), "connection", None)
         return conn if isinstance(conn, h11.Connection) else None
+
+
+async def _receive(raw: socket.socket) -> bytes:
+    """Up to MAX_RECV bytes of ``raw`` (b"": the client closed), waiting for them; no scheduler pass after the
+    read. ClosedResourceError once the server closed it, OSError when the connection broke."""
+    await trio.lowlevel.checkpoint_if_cancelled()
+    while True:
+        try:
+            return raw.recv(MAX_RECV)
+        except BlockingIOError:
+            await trio.lowlevel.wait_readable(raw)
 
 
 def _request_target(head: bytes, whole: bool = True) -> bytes:
@@ -378,6 +442,7 @@ async def serve_http(app, cfg: hypercorn.config.Config, sock: socket.socket, shu
                     accepting.cancel_scope.cancel()
                 accepting.start_soon(stop)
                 accepting.start_soon(_accept, listener, handler, server_nursery, connections)
+            _answer_queued(sock, server_nursery, connections)
             await listener.aclose()         # refused from now on; the connections in flight drain
             await context.terminated.set()
             server_nursery.cancel_scope.deadline = trio.current_time() + cfg.graceful_timeout
@@ -440,9 +505,28 @@ class _FailureLog:
 _failure_log = _FailureLog()
 
 
-async def _refuse(stream: trio.SocketStream, connections: Connections) -> None:
-    """503 on a connection past the cap (with a request id a user can quote), then a lingering close."""
-    body = _BUSY_BODY % (connections.cap or 0)
+def _answer_queued(sock: socket.socket, nursery: trio.Nursery, connections: Connections) -> None:
+    """Accept every connection the kernel has queued on the listening ``sock`` (not blocking) and answer each 503
+    shutting_down: the socket's close would reset them, their requests maybe sent already. Called right before that
+    close, with no checkpoint between: nothing is queued after it."""
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except OSError:         # none left (EAGAIN), or none to be had now: the close refuses the rest
+            return
+        stream = trio.SocketStream(trio.socket.from_stdlib_socket(conn))
+        if connections.lingering >= MAX_LINGERING:
+            conn.close()
+            continue
+        connections.lingering += 1
+        nursery.start_soon(_refuse, stream, connections, _STOPPING_BODY)
+
+
+async def _refuse(stream: trio.SocketStream, connections: Connections, body: bytes | None = None) -> None:
+    """503 on a connection past the cap (or with ``body``), with a request id a user can quote, then a lingering
+    close."""
+    if body is None:
+        body = _BUSY_BODY % (connections.cap or 0)
     try:
         with trio.move_on_after(LINGER_S):
             await stream.send_all(_BUSY % (ids.request_id().encode(), len(body), body))

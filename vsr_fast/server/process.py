@@ -6,8 +6,9 @@ router's own receivers (``serve``) take over and again once they have closed:
 
 - SIGHUP is held: the router reloads once it serves (the file may have changed after it was read);
 - SIGUSR1 is logged and otherwise ignored (``serve.user1`` is its hook once serving);
-- SIGTERM and SIGINT keep their default action while starting (the process ends at once), and once the
-  router drains, a repeated one is the same request: it is ignored, the drain goes on.
+- SIGTERM and SIGINT while starting end the process at once with code 0, as a drained stop does (nothing is
+  served yet, nothing to drain; their default action's 143 read as a crash), and once the router drains, a
+  repeated one is the same request: it is ignored, the drain goes on.
 
 A third SIGTERM or SIGINT does not escalate either: the README names SIGTERM the graceful stop and nothing
 faster, and conventions disagree on the fast one (nginx: TERM and INT fast, QUIT graceful; gunicorn: TERM
@@ -16,8 +17,9 @@ supervisor takes SIGQUIT as the quick stop and kills its workers. A supervisor k
 SIGTERM (their parent-death signal). Whatever blocks a drain, the process ends HARD_EXIT_MARGIN_S past it
 (``hard_exit_after``), and a supervisor kills a worker still running some seconds later.
 
-A supervisor starts its workers with SIGHUP and SIGUSR1 blocked (``spawn_blocked``): one sent on before the
-worker's ``hold_signals`` ran stays pending, and is held then, rather than killing the worker.
+A supervisor starts its workers with these four signals blocked (``spawn_blocked``): one sent on before the
+worker's ``hold_signals`` ran stays pending, and takes its start-up meaning then, rather than killing the worker
+by its default action.
 """
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ import subprocess
 import sys
 import time
 
-# The signals a worker starts with blocked, until hold_signals unblocks them.
+# The signals held or ignored while starting (hold_signals), and those a worker starts with blocked until then.
 HELD = frozenset({signal.SIGHUP, signal.SIGUSR1})
+BLOCKED_AT_SPAWN = HELD | {signal.SIGTERM, signal.SIGINT}
 # The supervisor's pid, in a worker's environment: the worker dies with it (die_with_supervisor).
 SUPERVISOR_ENV = "VSR_SUPERVISOR_PID"
 _PR_SET_PDEATHSIG = 1
@@ -79,9 +82,9 @@ def _stop(signum, frame) -> None:
         if not orphaned():      # a killed supervisor's second parent-death signal (orphaned) is no news
             say(f"vsr-fast: {name} again: already draining")
         return
-    # Not serving yet: the default action, as before this handler (the process ends by the signal).
-    signal.signal(signum, signal.SIG_DFL)
-    os.kill(os.getpid(), signum)
+    # Not serving yet: nothing to drain, and the stop asked for is a clean one (README: SIGTERM exits 0).
+    say(f"vsr-fast: {name} while starting: exiting")
+    os._exit(0)
 
 
 def hold_signals() -> None:
@@ -90,7 +93,7 @@ def hold_signals() -> None:
     signal.signal(signal.SIGUSR1, _user1_early)
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, BLOCKED_AT_SPAWN)
     die_with_supervisor()
 
 
@@ -130,6 +133,11 @@ def take_held_hangup() -> bool:
 def note_draining() -> None:
     """The router drains: a SIGTERM or SIGINT from now on is ignored, even once its receivers have closed."""
     _state["draining"] = True
+
+
+def draining() -> bool:
+    """Whether the router drains (from its first SIGTERM or SIGINT on)."""
+    return _state["draining"]
 
 
 def exiting() -> None:
@@ -176,11 +184,11 @@ def orphaned() -> bool:
 
 
 def spawn_blocked(argv: list[str], pass_fds: tuple[int, ...]) -> subprocess.Popen:
-    """A worker process, started with HELD blocked, dying with this process.
+    """A worker process, started with BLOCKED_AT_SPAWN blocked, dying with this process.
 
     From the main thread: the parent-death signal follows the thread that forked (trio's ``open_process``
     forks in a worker thread, which ends when idle), and the signal mask is the calling thread's."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, BLOCKED_AT_SPAWN)
     try:
         return subprocess.Popen(argv, pass_fds=pass_fds, env={**os.environ, SUPERVISOR_ENV: str(os.getpid())})
     finally:

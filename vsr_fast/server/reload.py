@@ -178,6 +178,11 @@ class Generations:
         for state in self.every:
             state.drain(deadline)
 
+    def close(self) -> None:
+        """The listeners close: every generation refuses the requests read from now on (``AppState.closed``)."""
+        for state in self.every:
+            state.closed = True
+
     def reopen_logs(self) -> None:
         """Reopen the access log file at its path (after logrotate renamed it): what SIGUSR1 asks, as of nginx,
         and what every reload does first. Returns at once; the access log's writer reopens before its next line."""
@@ -229,6 +234,7 @@ class Generations:
             new.restart_required = later
             if old.draining:
                 new.drain(old.drain_deadline)
+            new.closed = old.closed
             self.apps = self._build(new)
             self.current = new
             self.every.append(new)

@@ -465,11 +465,12 @@ async def _on_signals(generations: Generations, shutdown: trio.Event, opts: Serv
                 generations.drain(trio.current_time() + delay + max(0.0, graceful - drain_margin_s(graceful)))
                 _say(opts, f"vsr-fast: {name}: draining" + (f"; accepting for {delay:g} s more" if delay else "")
                      + f", then up to {graceful:g} s for requests in flight")
-                nursery.start_soon(_stop_accepting, shutdown, delay)
+                nursery.start_soon(_stop_accepting, generations, shutdown, delay)
 
 
-async def _stop_accepting(shutdown: trio.Event, delay_s: float) -> None:
+async def _stop_accepting(generations: Generations, shutdown: trio.Event, delay_s: float) -> None:
     await trio.sleep(delay_s)
+    generations.close()
     shutdown.set()
 
 
@@ -580,11 +581,7 @@ async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str
                    "--workers", str(opts.workers),
                    "--graceful-timeout", str(opts.graceful_timeout_s), "--drain-delay", str(opts.drain_delay_s),
                    "--metrics-dir", metrics_dir]
-    # Each dies with this process (process.spawn_blocked), so a supervisor killed leaves no orphan on the port.
-    procs = [process.spawn_blocked([sys.executable, "-m", "vsr_fast", *worker_argv, "--worker-index", str(index)],
-                                   (sock.fileno(),))
-             for index in range(opts.workers)]
-    print(f"vsr-fast: supervisor of {opts.workers} workers on http://{where}", file=sys.stderr, flush=True)
+    procs: list[subprocess.Popen] = []     # started once SIGTERM is the drain's (forward)
     stopping = False
     stop_started = trio.Event()
 
@@ -628,6 +625,14 @@ async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str
             nonlocal stopping
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1,
                                            signal.SIGQUIT) as signals:
+                # The workers start only now: a SIGTERM from here on drains them (one before exits 0 at once,
+                # process._stop, with none started). Each dies with this process (process.spawn_blocked), so a
+                # supervisor killed leaves no orphan on the port.
+                procs.extend(process.spawn_blocked([sys.executable, "-m", "vsr_fast", *worker_argv,
+                                                    "--worker-index", str(index)], (sock.fileno(),))
+                             for index in range(opts.workers))
+                print(f"vsr-fast: supervisor of {opts.workers} workers on http://{where}", file=sys.stderr,
+                      flush=True)
                 task_status.started()
                 if process.take_held_hangup():
                     _send_on(procs, signal.SIGHUP)

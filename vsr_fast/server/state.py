@@ -44,6 +44,9 @@ class AppState:
     draining: bool = False
     # Set at SIGTERM: no request runs past it, so each gets its answer before the graceful timeout cuts it.
     drain_deadline: float = math.inf
+    # Set once the listeners have closed (the drain delay past): a request read from then on, on a connection kept
+    # alive, is answered 503 shutting_down with its connection's close rather than served.
+    closed: bool = False
     inflight: set = field(default_factory=set)      # the pipeline's Exchanges now running
     connections: Connections = field(default_factory=lambda: Connections(None))   # the listener's (serve sets)
     metrics_dir: str | None = None      # under a supervisor: where the workers answer their series (metrics_view)

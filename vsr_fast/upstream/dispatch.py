@@ -70,6 +70,7 @@ NO_BACKEND = UpstreamError("no backend is configured for the chosen models")
 log = logging.getLogger("vsr_fast.upstream")
 Headers = list[tuple[str, str | bytes]]   # bytes for values passed on from a client, as it sent them
 _JSON_HEADERS = ((b"content-type", b"application/json"), (b"accept-encoding", b"identity"))
+_TRACE_HEADERS = (b"traceparent", b"tracestate")
 
 
 @dataclass(slots=True)
@@ -221,9 +222,9 @@ class Dispatcher:
                           fallback=bool(attempts), streaming=streaming)
         attempts.append(attempt)
         if tracing.tracer is not None:
-            tracing.record("vsr.upstream.attempt", started, {
+            tracing.end_attempt(started, {
                 "vsr.model": model.name, "vsr.backend": backend.label, "http.response.status_code": status,
-                "vsr.upstream.cause": cause, "server.address": backend.base}, error=cause, kind="client")
+                "vsr.upstream.cause": cause, "server.address": backend.base}, cause)
         if cause is not None:
             log.info("upstream attempt failed: model=%s backend=%s cause=%s: %s", model.name, backend.label, cause,
                      failure.detail if failure is not None else f"HTTP {status}")
@@ -245,6 +246,10 @@ class Dispatcher:
         attempt = Attempt(model.name, backend.label, status, None, time.perf_counter() - started,
                           cut.cause(rnd.deadline), fallback=bool(attempts))
         attempts.append(attempt)
+        if tracing.tracer is not None:
+            tracing.end_attempt(started, {"vsr.model": model.name, "vsr.backend": backend.label,
+                                          "http.response.status_code": status, "vsr.upstream.cause": attempt.cause,
+                                          "server.address": backend.base}, attempt.cause)
         self._on_attempt(attempt)
 
     async def whole(self, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor, extra: Headers,
@@ -396,6 +401,9 @@ class Dispatcher:
                 backend.label, f"already holds its {backend.max_pending} pending requests")
         else:
             headers = self._headers(backend, extra, out)
+            if tracing.tracer is not None:
+                # The attempt's own traceparent (and the tracestate with it) in place of the client's.
+                headers = [h for h in headers if h[0] not in _TRACE_HEADERS] + tracing.begin_attempt()
             lease = None
             sending = Sending()
             token = SENDING.set(sending)

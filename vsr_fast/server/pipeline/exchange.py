@@ -148,10 +148,16 @@ class Exchange:
     def provider_headers(self) -> list[tuple[str, bytes]]:
         """The client headers registered to reach providers; every other one, x-vsr-* included, stays here.
         Values stay bytes: httpx encodes a str value as ASCII and would fail on a client's non-ASCII one. The
-        client's x-request-id goes as the router kept it (``recording.kept_request_id``): its own, or the new one."""
-        return [(k.decode(), self.rec.request_id.encode() if k == _REQUEST_ID
-                 else h.ROUTER_AGENT if k == b"user-agent" and self.masking is not None else v)
-                for k, v in self.scope["headers"] if k in _TO_PROVIDER]
+        client's x-request-id goes as the router kept it (``recording.kept_request_id``): its own, or the new one,
+        which goes when the client sent none too. On a masking decision the provider reads the router's own
+        User-Agent."""
+        rid = self.rec.request_id.encode()
+        out = [(k.decode(), rid if k == _REQUEST_ID
+                else h.ROUTER_AGENT if k == b"user-agent" and self.masking is not None else v)
+               for k, v in self.scope["headers"] if k in _TO_PROVIDER]
+        if not any(k == h.REQUEST_ID for k, _ in out):
+            out.append((h.REQUEST_ID, rid))
+        return out
 
     @property
     def deadline(self) -> float:

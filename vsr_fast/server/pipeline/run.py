@@ -58,6 +58,8 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
             await error(ex, send, exc)
     except ClientGone:
         ex.status = 499
+        if ex.path is ResponsePath.UPSTREAM and not ex.attempts:
+            ex.path = ResponsePath.ERROR        # gone before any upstream was tried: none answered it
         state.metrics.disconnects.inc(api)
         _unfinished(ex)
     except Exception:  # the ASGI edge: a bug, never Cancelled (a BaseException)
@@ -103,19 +105,24 @@ def accounted(ex, span) -> None:
 
 def refused(state: AppState, api: str, scope: Scope, request_id: str, status: int, failure: VsrError) -> None:
     """A request of client API ``api`` refused before its pipeline ran (app.py: its method, media type, key,
-    framing, path...), counted and logged as the pipeline's answers are; it has no route, no latency measured."""
+    framing, path...), counted and logged as the pipeline's answers are; it has no route. Its latency is from the
+    app's start (``STARTED``), unknown for one the connection server refused."""
     m = state.metrics
+    started = scope.get(STARTED)
     m.requests.inc(api, "", "", "", str(status))
     m.responses.inc(api, ResponsePath.ERROR.value)
     if state.access_log is not None:
         who = state.identity(scope)
         state.access_log.log({
             "request_id": request_id, **client_fields(scope, state.trusted_proxies), "key_id": who.key_id, "user": who.user, "team": who.team, "tenant": who.tenant,
-            "api": api, "status": status, "path": ResponsePath.ERROR.value, "error": failure.code,
-            "message": failure.detail,
+            "api": api, "status": status, "path": ResponsePath.ERROR.value,
+            "latency_s": round(time.perf_counter() - started, 6) if started is not None else None,
+            "error": failure.code, "message": failure.detail,
         })
 
 
+# The scope key of the perf_counter() a request reached the app at (app.make_app): a refusal's latency.
+STARTED = "vsr.started"
 # A client's User-Agent is logged up to this many characters (a header may be 64 KiB).
 _MAX_USER_AGENT = 256
 # The client's fields as OpenTelemetry's semantic conventions name them on the request span.
@@ -160,7 +167,8 @@ def _access_fields(ex: Exchange, usage: tuple[int, int, int, bool] | None) -> di
         "key_id": who.key_id, "user": who.user, "team": who.team, "tenant": who.tenant,
         "api": ex.api, "recipe": ex.recipe, "decision": ex.decision, "model": ex.model,
         # The backend that answered, or the last one tried when every attempt failed.
-        "backend": ex.backend or (failure.backend if isinstance(failure, UpstreamError) else None),
+        "backend": ex.backend or (failure.backend if isinstance(failure, UpstreamError) else None)
+        or (ex.attempts[-1].backend if ex.attempts else None),
         # How many upstream attempts it took, and the backends of those that failed (in order): a request that
         # failed over shows where it went first, not only where it ended.
         "attempts": len(ex.attempts) or None,
