@@ -86,6 +86,7 @@ def _edge(stream: trio.SocketStream, send_timeout_s: float = 60.0) -> EdgeServer
     server.client_side, server.send_lock, server.stream = ClientSide(), trio.Lock(), stream
     server._held = server._owed = b""
     server.send_timeout_s = send_timeout_s
+    server._reading = trio.CancelScope()     # the read loop's, which a cut cancels
     return server
 
 

@@ -407,8 +407,9 @@ def check_whole(api_format: str, path: str, body: bytes, label: str, streamed: b
     input), so a call whose arguments are not a JSON object is unreadable too (it was ``input: {}``, the call's
     arguments lost)."""
     reader = BY_FORMAT.get(api_format) if streamed or path == PATHS.get(api_format) else None
+    # The shape first: a reader fills fields left out with defaults (a Chat answer with no ``choices`` reads).
+    check_shape(path, body, label)
     if reader is None:
-        check_shape(path, body, label)
         return
     what = "answered a stream request whole, with no answer it could stream" if streamed else \
         f"answered 2xx with a body that is not a readable answer of {path}"
