@@ -460,7 +460,7 @@ def test_the_cache_works_without_an_event_stream_and_keys_on_the_team(mock, fake
 def test_a_held_stream_past_64_mib_is_refused_unread(mock, fake, tmp_path):
     """The held bound itself: the backend may send 128 MiB, the guard holds no more than 64 MiB."""
     set_rules(fake, RULES)
-    answer_with(mock, "B" * (65 << 20), chunks=65)
+    answer_with(mock, "B" * (65 << 20), chunks=260)    # each event under max_event_bytes (1 MiB)
     path = write_config(guard_config(mock.url, fake.url, backend_max_bytes=128 << 20), str(tmp_path))
     try:
         with router(path) as proc:

@@ -56,6 +56,7 @@
     ├── StoreUnavailable            503 store_unavailable      store (Redis or another store did not answer)
     ├── StoreFull                   507 store_full             store (a document the vector store has no room for)
     ├── MaskingUnavailable          503 masking_unavailable    plugins (spans for a text to mask could not be had)
+    │   └── MaskingRefused          400 masking_unreadable     plugins (an attachment masking cannot clean)
     ├── ToolSelectionFailed         503 tool_selection_failed  plugins (tools.select with on_error: fail)
     ├── MatchFailed                 503 match_failed           plugins (a match judge with on_error: fail)
     ├── ClassifyFailed              503 classify_failed        systemone (a diagnostics question unanswered)
