@@ -324,3 +324,13 @@ def test_the_clients_user_agent_does_not_reach_the_provider_on_a_masking_decisio
                                        extra_headers={"User-Agent": agent})
     agents = [v for k, v in last(upstream)["headers"].items() if k.lower() == "user-agent"]
     assert agents and all("Gonzalez" not in a and "SupportDesk" not in a for a in agents), agents
+
+
+def test_the_clients_user_agent_stays_out_of_the_access_log_on_a_masking_decision(leaks):
+    proc, _ = leaks
+    agent = "SupportDesk/1.0 (agent Maria Gonzalez maria.gonzalez@example.com)"
+    r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"User-Agent": agent},
+                   json={"model": "vsr/openai", "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 200, r.text
+    line = json.loads(logged(proc, r.headers["x-request-id"]).splitlines()[0])
+    assert line["decision"] and line["user_agent"] == "(not shown)", line

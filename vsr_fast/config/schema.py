@@ -372,7 +372,7 @@ class AccessLogConfig(_Block):
     x-request-id when it is printable ASCII of at most 200 bytes, else one the router makes, as Envoy
     regenerates an id it cannot use; the answer and the provider's request carry it in x-request-id), replay id
     (when a replay record is kept: x-vsr-replay-id), the client (``remote_addr``: the peer's address, as nginx's
-    $remote_addr, or behind ``trusted_proxies`` the client's they forwarded, ``peer_addr`` then the proxy's; ``method``; ``user_agent``, its first 256 characters), the caller (key id, never the key; user,
+    $remote_addr, or behind ``trusted_proxies`` the client's they forwarded, ``peer_addr`` then the proxy's; ``method``; ``user_agent``, its first 256 characters, "(not shown)" on a masking decision), the caller (key id, never the key; user,
     team, tenant), client API, recipe, decision, model, the backend that answered (else the last one tried),
     ``attempts`` (how many upstream attempts) and ``failed_backends`` (those that failed, comma-separated, in
     order), status, response path, latency, time to first byte, tokens (``usage_estimated: true`` when they are the router's estimate: the backend reported none), error code, an upstream failure's cause and the error's message; logfmt quotes a value with a space,

@@ -125,6 +125,8 @@ def refused(state: AppState, api: str, scope: Scope, request_id: str, status: in
 STARTED = "vsr.started"
 # A client's User-Agent is logged up to this many characters (a header may be 64 KiB).
 _MAX_USER_AGENT = 256
+# What the access log says for a masking decision's User-Agent.
+WITHHELD_AGENT = "(not shown)"
 # The client's fields as OpenTelemetry's semantic conventions name them on the request span.
 _OTEL_NAMES = {"remote_addr": "client.address", "peer_addr": "network.peer.address", "method": "http.request.method", "user_agent": "user_agent.original"}
 
@@ -160,9 +162,14 @@ def _access_fields(ex: Exchange, usage: tuple[int, int, int, bool] | None) -> di
     if usage is None and meter is not None and meter.prepaid:   # an executor's answer: the usage it reported
         usage = meter.usage()
     who = ex.state.identity(ex.scope)
+    client = client_fields(ex.scope, ex.state.trusted_proxies)
+    if ex.masking is not None and client["user_agent"] is not None:
+        # A client's User-Agent is free text ("SupportDesk (agent Maria ...)"): a masking decision keeps it from
+        # the log as it keeps it from the provider (``Exchange.provider_headers``).
+        client["user_agent"] = WITHHELD_AGENT
     return {
         # The client's x-request-id, else the router's: the answer's x-request-id either way.
-        "request_id": ex.rec.request_id, "replay_id": ex.rec.replay_id, **client_fields(ex.scope, ex.state.trusted_proxies),
+        "request_id": ex.rec.request_id, "replay_id": ex.rec.replay_id, **client,
         # Who called: the key's id (never the key or its hash) and whom it names, or a trusted listener's headers.
         "key_id": who.key_id, "user": who.user, "team": who.team, "tenant": who.tenant,
         "api": ex.api, "recipe": ex.recipe, "decision": ex.decision, "model": ex.model,
