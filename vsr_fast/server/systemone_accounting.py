@@ -44,6 +44,7 @@ class SystemOneExchange:
 
     api = API
     meter = None        # System One answers carry no token usage to meter
+    masking = None      # nor a masking plugin's policy: the client's User-Agent is logged as sent
 
     def __init__(self, state: AppState, scope: Scope) -> None:
         self.state, self.scope = state, scope
