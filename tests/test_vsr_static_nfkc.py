@@ -41,10 +41,8 @@ def test_on_5_a_full_width_attack_scores_as_the_attack():
     assert wide == pytest.approx(plain) and wide >= load_5().card.calibrated["jailbreak"]
 
 
-@pytest.mark.xfail(strict=True, reason="vsr-static-11 asks the language kernel about the text before NFKC: "
-                                       "full-width English reads as not English, so -8's head is not mixed in "
-                                       "(0.9991 against 0.99999; still flagged)")
 def test_a_full_width_attack_scores_as_the_attack(model):
+    # -11's gate asks the language kernel about the NFKC text: full-width English is English, so -8's head mixes in.
     plain, wide = plain_and_wide(model)
     assert wide == pytest.approx(plain)
 

@@ -210,7 +210,8 @@ class _Gate:
 
         known = read.windows.get("english")
         if known is None:
-            known = read.windows["english"] = detect(read.text).code == "en"
+            # Asked in NFKC, as the heads read it: full-width English is English to a reader and to the heads.
+            known = read.windows["english"] = detect(nfkc(read.text)).code == "en"
         return known
 
     def partner_margins(self, partner: _Head, reads: Sequence[_Read], counts: np.ndarray,
