@@ -51,6 +51,7 @@ from ..locks import acquire
 from ..sockets import send_now
 from ..upstream.stream import JOIN_MAX_BYTES
 from .asgi import CLIENT_SIDE, ClientSide
+from .failure_log import FailureLog
 from .h11edge import EdgeH11Protocol
 from .h2edge import EdgeH2Protocol, EdgeProtocol, H2Counts
 
@@ -485,24 +486,8 @@ async def _run(stream: trio.SocketStream, handler, connections: Connections) -> 
         await trio.aclose_forcefully(stream)
 
 
-class _FailureLog:
-    """Logs a connection's failure with its traceback at most once every ``every_s`` (a client can repeat the
-    bytes that cause it), saying how many went unlogged between."""
-
-    def __init__(self, every_s: float = 60.0) -> None:
-        self.every_s, self.last, self.unlogged = every_s, -math.inf, 0
-
-    def report(self, error: BaseException) -> None:
-        now = trio.current_time()
-        if now - self.last < self.every_s:
-            self.unlogged += 1
-            return
-        self.last, unlogged, self.unlogged = now, self.unlogged, 0
-        log.error("a client connection's handling raised; that connection was closed, the listener serves on "
-                  "(%d more since the last of these)", unlogged, exc_info=error)
-
-
-_failure_log = _FailureLog()
+_failure_log = FailureLog(log, "a client connection's handling raised; that connection was closed, the listener "
+                          "serves on")
 
 
 def _answer_queued(sock: socket.socket, nursery: trio.Nursery, connections: Connections) -> None:
