@@ -47,6 +47,7 @@ from hypercorn.utils import repr_socket_addr, wrap_app
 
 from ..errors import SendTimeout
 from ..events import ids
+from ..headers.registry import SERVER
 from ..locks import acquire
 from ..sockets import send_now
 from ..upstream.stream import JOIN_MAX_BYTES
@@ -57,13 +58,16 @@ from .h2edge import EdgeH2Protocol, EdgeProtocol, H2Counts
 
 log = logging.getLogger("vsr_fast.listen")
 # The whole answer to a request refused before any app saw it, from its request target (b"": not known) and
-# status: a head unfinished at the header timeout, one h11 refuses; None keeps hypercorn's answer.
-EdgeAnswer = Callable[[bytes, int], bytes | None]
+# status: a head unfinished at the header timeout, one h11 refuses; None keeps hypercorn's answer. A third argument,
+# when known, says why (``MISSING_HOST``).
+EdgeAnswer = Callable[..., bytes | None]
+# Why h11 refused a head: an HTTP/1.1 request without Host (RFC 9112 3.2: a server MUST answer 400).
+MISSING_HOST = "missing_host"
 
 # accept(2) failures that mean "no resources now", not "no socket": wait and go on (as trio's serve_listeners).
 _RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
-         b"x-request-id: %s\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s")
+         b"x-request-id: %s\r\nserver: " + SERVER.encode() + b"\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s")
 _BUSY_BODY = (b'{"error": {"message": "this listener already holds its %d connections; retry shortly", '
               b'"type": "server_error", "param": null, "code": "too_many_connections"}}')
 _STOPPING_BODY = (b'{"error": {"message": "the router is stopping and takes no new connection; retry on another '
@@ -310,11 +314,16 @@ class EdgeServer(TCPServer):
         in the protocol of the path the request named, when that is known."""
         stream = getattr(self.protocol.protocol, "stream", None)
         scope = getattr(stream, "scope", None)
+        status, why = int(head[9:12]), None
         if scope is not None:      # refused in its body: the head was read
             target = scope["raw_path"]
         else:                   # refused in its head: h11 holds it still (431) or took it from the last read
-            target = _request_target(self._h11().trailing_data[0]) or _request_target(self._read)
-        return self.edge_answer(target, int(head[9:12])) or head
+            held = self._h11().trailing_data[0]
+            request = held if _request_target(held) else self._read
+            target = _request_target(request)
+            if status == 400 and _without_host(request):
+                why = MISSING_HOST
+        return self.edge_answer(target, status, why) or head
 
     async def _idle_timeout(self) -> None:
         # Started once, by hypercorn, when the connection opens (protocol_send takes its later restarts).
@@ -395,6 +404,20 @@ def _request_target(head: bytes, whole: bool = True) -> bytes:
     if whole and (len(line) != 3 or not line[2].startswith(b"HTTP/")):
         return b""
     return line[1] if len(line) > 1 else b""
+
+
+def _without_host(head: bytes) -> bool:
+    """Whether ``head`` is a whole HTTP/1.1 request head with no Host header (h11 refuses it; read only then)."""
+    lines = head.split(b"\n")
+    if not lines[0].rstrip(b"\r").endswith(b" HTTP/1.1"):
+        return False
+    for line in lines[1:]:
+        line = line.rstrip(b"\r")
+        if not line:            # the head's end: none of its lines was a Host
+            return True
+        if line[:5].lower() == b"host:":
+            return False
+    return False                # not whole: not known
 
 
 def put_at_once(put: Callable[[dict], Awaitable[None]]) -> Callable[[dict], Awaitable[None]]:

@@ -35,6 +35,7 @@ from ..events.cache_store import cache_of
 from ..events.cache_writer import CacheWriter
 from ..events.service import open_event_services
 from ..events.types import ShadowCopy
+from ..headers.registry import SERVER
 from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
 from ..upstream.health import check_backends, sweep_idle
@@ -74,9 +75,12 @@ def resolve_bind(loaded: Loaded, opts: ServeOptions) -> ServeOptions:
     return dataclasses.replace(opts, host=host, port=port)
 
 
+_SERVER = (b"server", SERVER.encode())
+
+
 class EdgeConfig(hypercorn.config.Config):
     """hypercorn's configuration, whose Date header is formatted once a second (it names whole seconds), not on
-    every answer."""
+    every answer, and whose Server header names the router (``headers.registry.SERVER``)."""
 
     _date_second: int | None = None
     _date_value = b""
@@ -90,7 +94,7 @@ class EdgeConfig(hypercorn.config.Config):
                 self._date_second, self._date_value = now, format_date_time(now).encode("ascii")
             headers.append((b"date", self._date_value))
         if self.include_server_header:
-            headers.append((b"server", f"hypercorn-{protocol}".encode("ascii")))
+            headers.append(_SERVER)
 
         for alt_svc_header in self.alt_svc_headers:
             headers.append((b"alt-svc", alt_svc_header.encode()))
