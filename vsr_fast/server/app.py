@@ -29,7 +29,7 @@ from .input_tokens import PATH as INPUT_TOKENS_PATH, handle_input_tokens
 from .models_api import PATH as MODELS_PATH
 from .responses_api import PREFIX as RESPONSES_PREFIX, methods_at as responses_methods
 from .paths import non_canonical, normalised, versioned
-from .pipeline import STARTED, handle_api, refused
+from .pipeline import STARTED, handle_api, refused, refused_connection
 from .preview import handle_preview
 from .recording import request_id
 from .shapes import SYSTEMONE_PATHS, error_for_path, error_for_request, unrouted_message
@@ -489,6 +489,13 @@ def edge_refusals(state_of: Callable[[], AppState]) -> Callable[[bytes, int], by
             refused(state, api, {"headers": [], SCOPE_KEY: ANONYMOUS}, rid, status, edge_error(status, why))
         return whole
     return answer
+
+
+def connection_refusals(state_of: Callable[[], AppState]) -> Callable[[str, str | None, str, str], None]:
+    """``refused`` for the listener: each connection it answers 503 before reading a request, logged."""
+    def logged(request_id: str, peer: str | None, code: str, message: str) -> None:
+        refused_connection(state_of(), request_id, peer, code, message)
+    return logged
 
 
 async def _until_response_ends(app, scope: Scope, receive: Receive, send: Send) -> None:

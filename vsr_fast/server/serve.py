@@ -40,7 +40,7 @@ from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
 from ..upstream.health import check_backends, sweep_idle
 from . import heap, process
-from .app import edge_refusals, make_app
+from .app import connection_refusals, edge_refusals, make_app
 from .context_stores import context_stores
 from .listen import Connections, serve_http
 from .metrics_view import serve_peers
@@ -208,6 +208,7 @@ async def _serve_on(loaded: Loaded, opts: ServeOptions, listeners: _Listeners, t
                 generations = Generations(state, opts.config_path, _apps, background)
                 current[0] = lambda: generations.current
                 refusals = edge_refusals(lambda: generations.current)
+                unread = connection_refusals(lambda: generations.current)
                 await background.start(_on_signals, generations, shutdown, opts)
                 await background.start(_on_hangup, generations)
                 background.start_soon(_on_user1, generations)
@@ -219,11 +220,12 @@ async def _serve_on(loaded: Loaded, opts: ServeOptions, listeners: _Listeners, t
                     admin_binds = await nursery.start(serve_http, generations.app("admin"), listeners.admin_cfg,
                                                       listeners.admin, shutdown.wait,
                                                       Connections(max_connections(limits)), refusals,
-                                                      limits.send_timeout_ms / 1000)
+                                                      limits.send_timeout_ms / 1000, unread)
                     sys.stderr.write(f"vsr-fast: admin on {', '.join(admin_binds)}\n")
                 binds = await nursery.start(serve_http, generations.app("serving"), listeners.cfg,
                                             listeners.serving,
-                                            shutdown.wait, state.connections, refusals, limits.send_timeout_ms / 1000)
+                                            shutdown.wait, state.connections, refusals, limits.send_timeout_ms / 1000,
+                                            unread)
                 if opts.settle_heap:
                     heap.settle()
                 # One write, newline included: workers share the supervisor's stderr, and print's two

@@ -159,6 +159,14 @@ def refused(state: AppState, api: str, scope: Scope, request_id: str, status: in
         })
 
 
+def refused_connection(state: AppState, request_id: str, peer: str | None, code: str, message: str) -> None:
+    """A connection the listener answered 503 before reading any request (its connection cap, the drain): its
+    access log line, as nginx logs the 503s of its limit_conn. No request was read: no API, method or caller."""
+    if state.access_log is not None:
+        state.access_log.log({"request_id": request_id, "remote_addr": peer, "status": 503,
+                              "path": ResponsePath.ERROR.value, "error": code, "message": message})
+
+
 # The scope key of the perf_counter() a request reached the app at (app.make_app): a refusal's latency.
 STARTED = "vsr.started"
 # A client's User-Agent is logged up to this many characters (a header may be 64 KiB).
