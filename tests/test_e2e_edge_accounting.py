@@ -8,6 +8,10 @@ import json
 import re
 import socket
 
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
 import httpx
 import openai
 import pytest
@@ -15,6 +19,7 @@ import pytest
 from . import hostile_upstream
 from .procs import Proc, config, router, wait_for_value, write_config
 from .test_e2e_auth import sha
+from .test_e2e_edge_hostile import ended, events_until, status_of
 
 KEY = "vsk-edge-" + "e" * 32
 ANSWER = "hello"        # 5 bytes: 1.25 tokens at four bytes a token, an estimate of 2
@@ -99,6 +104,25 @@ def test_an_http11_request_without_host_is_refused_400_with_a_request_id_and_log
     assert raw(edge, b"GET /health HTTP/1.0\r\n\r\n")[0].startswith(b"HTTP/1.1 200 ")
     head, body = raw(edge, chat_request(b"1.0", host=False))
     assert head.startswith(b"HTTP/1.1 200 ") and json.loads(body)["choices"][0]["message"]["content"] == ANSWER
+
+
+def test_an_http2_request_with_neither_authority_nor_host_is_reset_and_the_connection_serves_on(edge):
+    # RFC 9113 8.3.1 and 8.1.1: malformed, a stream error PROTOCOL_ERROR (h2 itself holds it); never served.
+    def ask(sock, conn, stream_id: int, *authority: tuple[str, str]) -> list:
+        conn.send_headers(stream_id, [(":method", "GET"), (":path", "/health"), (":scheme", "http"), *authority],
+                          end_stream=True)
+        sock.sendall(conn.data_to_send())
+        return events_until(sock, conn, ended(stream_id))
+
+    with socket.create_connection(("127.0.0.1", edge.port), timeout=10) as sock:
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True,
+                                                                    validate_outbound_headers=False))
+        conn.initiate_connection()
+        sock.sendall(conn.data_to_send())
+        reset = [e for e in ask(sock, conn, 1) if isinstance(e, h2.events.StreamReset)]
+        assert [(e.stream_id, e.error_code) for e in reset] == [(1, h2.errors.ErrorCodes.PROTOCOL_ERROR)]
+        assert status_of(ask(sock, conn, 3, (":authority", "r")), 3) == b"200"
+        assert status_of(ask(sock, conn, 5, ("host", "r")), 5) == b"200"
 
 
 # --- the Server header ----------------------------------------------------------------------------------------
