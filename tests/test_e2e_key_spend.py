@@ -24,7 +24,7 @@ from .test_e2e_auth import REDIS_URL, sha
 
 BUDGET = 100_000
 LONG = "x" * 150
-PROMPT = (len("late ") + len(LONG)) // 4     # a cut request's prompt estimate: its text at 4 bytes a token
+PROMPT = -(-(len("late ") + len(LONG)) // 4)  # a cut request's prompt estimate: its text at 4 bytes a token, rounded up
 # What each failing request of a case costs: nothing where no backend billed it, its prompt where one may have.
 CASES = {"validation": 0, "too_large": 0, "messages_invalid": 0, "backend_400": 0, "all_failed": 0, "fast": 0,
          "cache_hit": 0, "not_allowed": 0, "deadline": PROMPT, "client_left": PROMPT, "looper_deadline": PROMPT}

@@ -41,6 +41,7 @@ def test_past_the_cap_a_connection_gets_503_and_is_closed_then_one_is_served_aga
         head, _, body = answer.partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 503 "), answer
         assert b"retry-after: 1" in head.lower() and b"connection: close" in head.lower()
+        assert b"\r\nserver: vsr-fast\r\n" in head + b"\r\n", head      # the router's name, as every answer's
         assert re.search(rb"\r\nx-request-id: [0-9a-f]{32}\r\n", head), head     # one a user can quote
         assert json.loads(body)["error"]["code"] == "too_many_connections"
         assert b"chat.completion" not in answer                # refused before its request was read

@@ -3,6 +3,7 @@ the Connection: close of answers in flight at SIGTERM, the connections queued wh
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 from collections import Counter
@@ -178,7 +179,7 @@ def test_connections_queued_when_the_listener_closes_are_answered_not_reset(tmp_
     # README: a new connection is refused, never queued and dropped. Connections the kernel accepted into the
     # listen queue while the router could not run (SIGSTOP) are still queued when SIGTERM closes the listener:
     # each gets an HTTP answer (served, or 503 and closed) rather than the close's reset.
-    proc, _ = draining_router(tmp_path, upstream)
+    proc, log_path = draining_router(tmp_path, upstream)
     queued: list[socket.socket] = []
     try:
         proc.signal(signal.SIGSTOP)
@@ -194,6 +195,13 @@ def test_connections_queued_when_the_listener_closes_are_answered_not_reset(tmp_
             Counter(a[:12] for a in answers)
         assert all(b"\r\nconnection: close\r\n" in a.lower() for a in answers), answers
         assert proc.wait(30) == 0
+        # Each answer has its access log line, those the listener answered before reading a request too.
+        logged = {line["request_id"]: line for line in log_lines(log_path)}
+        refused = [a for a in answers if a.startswith(b"HTTP/1.1 503")]
+        for answer in refused:
+            rid = re.search(rb"\r\nx-request-id: (\S+)\r\n", answer).group(1).decode()
+            assert (logged[rid]["status"], logged[rid]["error"]) == (503, "shutting_down"), logged.get(rid)
+        assert len(logged) == len(answers), (len(logged), Counter(a[:12] for a in answers))
     finally:
         for sock in queued:
             sock.close()

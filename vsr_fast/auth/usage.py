@@ -117,7 +117,7 @@ def _whole_text(body: bytes) -> int:
 
 def estimated(text_bytes: int) -> int:
     """Tokens in ``text_bytes`` of text at four bytes a token, rounded up: any text is one at least ("hi" was 0).
-    The usage logged and counted only: what a key is charged (``tokens``) keeps its floor of the sum."""
+    What the access log shows and what a key is charged (``tokens``) alike: the prompt's and the answer's each."""
     return -(-text_bytes // 4)
 
 
@@ -231,12 +231,14 @@ class UsageMeter:
         prompt's estimate at least when an attempt was cut after its request reached a backend."""
         self.finish()
         if self.prepaid:        # an executor's calls, each charged as it ended; one cut short, its prompt
-            return self.unsent + (self._prompt() // 4 if self.cut_short else 0)
+            return self.unsent + (estimated(self._prompt()) if self.cut_short else 0)
         if self.seen:
             return max(self.total, self.input + self.output) + self.unsent
         if not (self.answered or self.cut_short):
             return self.unsent
-        return (self._prompt() + self.text_bytes) // 4 + self.unsent
+        # The estimate the access log shows (``usage``): the prompt's and the answer's each rounded up. Their sum
+        # rounded down charged a token or two less than the line said.
+        return estimated(self._prompt()) + estimated(self.text_bytes) + self.unsent
 
     def _prompt(self) -> int:
         return self.prompt() if self.prompt is not None else self.request_bytes

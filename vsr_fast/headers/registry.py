@@ -128,6 +128,9 @@ def provider_rate_headers(headers) -> list[tuple[bytes, bytes]]:
 _PROVIDER = PROVIDER_PREFIX.encode()
 
 PUBLIC_SCHEMA = "3"
+# The Server header of every answer: the router by name, as nginx and Envoy name theirs; never the stack under it
+# (hypercorn's default said hypercorn-h11).
+SERVER = "vsr-fast"
 ROUTER_PREFIX = "x-vsr-"
 
 # The only client headers a provider-bound request may carry (spec 5.10): the

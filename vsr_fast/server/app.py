@@ -17,18 +17,19 @@ from ..errors import (AdminOnly, AmbiguousFraming, AuthError, CodingNotImplement
 from ..auth.source import ANONYMOUS, SCOPE_KEY
 from ..events import ids
 from ..headers.public import public_headers
-from ..headers.registry import ANTHROPIC_REQUEST_ID, REQUEST_ID as _REQUEST_ID, ResponsePath
+from ..headers.registry import ANTHROPIC_REQUEST_ID, REQUEST_ID as _REQUEST_ID, SERVER, ResponsePath
 from ..protocol.anthropic import with_request_id
 from .admin import make_admin
 from .classify_api import PATHS as CLASSIFY_PATHS, handle_classify
 from .asgi import (CLOSE_UNREAD, ClientGone, Receive, Scope, Send, discard_body, header, lingering_close, origin_path, send_whole,
                    sent_method, shield_final, to_origin_form)
 from .count_tokens import handle_count_tokens
+from .listen import MISSING_HOST
 from .input_tokens import PATH as INPUT_TOKENS_PATH, handle_input_tokens
 from .models_api import PATH as MODELS_PATH
 from .responses_api import PREFIX as RESPONSES_PREFIX, methods_at as responses_methods
 from .paths import non_canonical, normalised, versioned
-from .pipeline import STARTED, handle_api, refused
+from .pipeline import STARTED, handle_api, refused, refused_connection
 from .preview import handle_preview
 from .recording import request_id
 from .shapes import SYSTEMONE_PATHS, error_for_path, error_for_request, unrouted_message
@@ -449,25 +450,35 @@ EDGE_REFUSALS = {
 }
 
 
-def edge_answer(target: bytes, status: int, request_id: str) -> bytes | None:
+_SERVER = SERVER.encode()
+# A refusal of the edge's whose cause is known (``listen.EdgeAnswer``): in place of its status's.
+EDGE_CAUSES = {MISSING_HOST: InvalidHost("an HTTP/1.1 request must carry a Host header (RFC 9112 3.2)")}
+
+
+def edge_error(status: int, why: str | None = None) -> VsrError | None:
+    """The error of a request the edge refused with ``status``, for the cause ``why`` when one is known."""
+    return (EDGE_CAUSES.get(why) if why is not None else None) or EDGE_REFUSALS.get(status)
+
+
+def edge_answer(target: bytes, status: int, request_id: str, why: str | None = None) -> bytes | None:
     """The whole answer, closing the connection, to a request refused with ``status`` before any app saw it, in
     the protocol of the path its request ``target`` names (b"": not known); None for a status not listed."""
-    err = EDGE_REFUSALS.get(status)
+    err = edge_error(status, why)
     if err is None:
         return None
     path = origin_path(target).split(b"?", 1)[0].decode("latin-1")
     status, body = error_for_path(path, err)
-    return (b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\nx-request-id: %s\r\nconnection: close\r\n"
-            b"content-length: %d\r\n\r\n%s" % (status, HTTPStatus(status).phrase.encode(), request_id.encode(),
-                                                   len(body), body))
+    return (b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\nx-request-id: %s\r\nserver: %s\r\n"
+            b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (status, HTTPStatus(status).phrase.encode(),
+                                                                     request_id.encode(), _SERVER, len(body), body))
 
 
 def edge_refusals(state_of: Callable[[], AppState]) -> Callable[[bytes, int], bytes | None]:
     """``edge_answer`` for the connection server, each refusal counted (``vsr_http_refusals_total``) and, on an
     inference path, logged and counted as its other refusals are (nginx logs the 400s it answers itself)."""
-    def answer(target: bytes, status: int) -> bytes | None:
+    def answer(target: bytes, status: int, why: str | None = None) -> bytes | None:
         rid = ids.request_id()
-        whole = edge_answer(target, status, rid)
+        whole = edge_answer(target, status, rid, why)
         if whole is None:
             return None
         state = state_of()
@@ -475,9 +486,16 @@ def edge_refusals(state_of: Callable[[], AppState]) -> Callable[[bytes, int], by
         path = origin_path(target).split(b"?", 1)[0].decode("latin-1")
         if (api := INFERENCE_APIS.get(path)) is not None:
             # No header was read, or none can be trusted: the caller is nobody, whatever key it may have sent.
-            refused(state, api, {"headers": [], SCOPE_KEY: ANONYMOUS}, rid, status, EDGE_REFUSALS[status])
+            refused(state, api, {"headers": [], SCOPE_KEY: ANONYMOUS}, rid, status, edge_error(status, why))
         return whole
     return answer
+
+
+def connection_refusals(state_of: Callable[[], AppState]) -> Callable[[str, str | None, str, str], None]:
+    """``refused`` for the listener: each connection it answers 503 before reading a request, logged."""
+    def logged(request_id: str, peer: str | None, code: str, message: str) -> None:
+        refused_connection(state_of(), request_id, peer, code, message)
+    return logged
 
 
 async def _until_response_ends(app, scope: Scope, receive: Receive, send: Send) -> None:

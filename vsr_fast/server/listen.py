@@ -6,7 +6,7 @@ hypercorn's ``worker_serve`` takes no connection limit and hands its accept loop
 ``max_connections`` a new one is answered at once ``503`` with ``Retry-After: 1`` and
 ``Connection: close`` (nginx's ``limit_conn`` answers 503 too), written before the request is
 read since no protocol is known yet, its bytes then read and dropped for up to a second so
-the close does not reset the answer away. A connection whose request head is still unfinished
+the close does not reset the answer away; each such 503 (the drain's too) has its access log line. A connection whose request head is still unfinished
 when the header timeout (hypercorn's idle timer) passes is answered ``408`` in the protocol of
 the path its request line names, if it got that far, before the close (hypercorn closes
 silently); one that sent nothing is closed silently, as nginx does. An HTTP/2 connection with no stream
@@ -27,6 +27,7 @@ whatever a connection's handling raises closes that connection alone (``vsr_conn
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import math
 import socket
@@ -47,26 +48,33 @@ from hypercorn.utils import repr_socket_addr, wrap_app
 
 from ..errors import SendTimeout
 from ..events import ids
+from ..headers.registry import SERVER
 from ..locks import acquire
 from ..sockets import send_now
 from ..upstream.stream import JOIN_MAX_BYTES
 from .asgi import CLIENT_SIDE, ClientSide
+from .failure_log import FailureLog
 from .h11edge import EdgeH11Protocol
 from .h2edge import EdgeH2Protocol, EdgeProtocol, H2Counts
 
 log = logging.getLogger("vsr_fast.listen")
 # The whole answer to a request refused before any app saw it, from its request target (b"": not known) and
-# status: a head unfinished at the header timeout, one h11 refuses; None keeps hypercorn's answer.
-EdgeAnswer = Callable[[bytes, int], bytes | None]
+# status: a head unfinished at the header timeout, one h11 refuses; None keeps hypercorn's answer. A third argument,
+# when known, says why (``MISSING_HOST``).
+EdgeAnswer = Callable[..., bytes | None]
+# Why h11 refused a head: an HTTP/1.1 request without Host (RFC 9112 3.2: a server MUST answer 400).
+MISSING_HOST = "missing_host"
 
 # accept(2) failures that mean "no resources now", not "no socket": wait and go on (as trio's serve_listeners).
 _RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
-_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
-         b"x-request-id: %s\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s")
-_BUSY_BODY = (b'{"error": {"message": "this listener already holds its %d connections; retry shortly", '
-              b'"type": "server_error", "param": null, "code": "too_many_connections"}}')
-_STOPPING_BODY = (b'{"error": {"message": "the router is stopping and takes no new connection; retry on another '
-                  b'instance", "type": "api_error", "param": null, "code": "shutting_down"}}')
+_BUSY_HEAD = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
+         b"x-request-id: %s\r\nserver: " + SERVER.encode() + b"\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s")
+# The 503s the listener answers before reading any request: (code, message, type) of their error body.
+_BUSY = ("too_many_connections", "this listener already holds its %d connections; retry shortly", "server_error")
+_STOPPING = ("shutting_down", "the router is stopping and takes no new connection; retry on another instance",
+             "api_error")
+# Each such 503's access log line: (request id, the peer's address, code, message).
+RefusedConnection = Callable[[str, str | None, str, str], None]
 LINGER_S = 1.0
 # The first digit of an error status: a head with another one is never a refusal of the edge's.
 _ERROR_CLASSES = (b"4", b"5")
@@ -309,11 +317,16 @@ class EdgeServer(TCPServer):
         in the protocol of the path the request named, when that is known."""
         stream = getattr(self.protocol.protocol, "stream", None)
         scope = getattr(stream, "scope", None)
+        status, why = int(head[9:12]), None
         if scope is not None:      # refused in its body: the head was read
             target = scope["raw_path"]
         else:                   # refused in its head: h11 holds it still (431) or took it from the last read
-            target = _request_target(self._h11().trailing_data[0]) or _request_target(self._read)
-        return self.edge_answer(target, int(head[9:12])) or head
+            held = self._h11().trailing_data[0]
+            request = held if _request_target(held) else self._read
+            target = _request_target(request)
+            if status == 400 and _without_host(request):
+                why = MISSING_HOST
+        return self.edge_answer(target, status, why) or head
 
     async def _idle_timeout(self) -> None:
         # Started once, by hypercorn, when the connection opens (protocol_send takes its later restarts).
@@ -396,6 +409,20 @@ def _request_target(head: bytes, whole: bool = True) -> bytes:
     return line[1] if len(line) > 1 else b""
 
 
+def _without_host(head: bytes) -> bool:
+    """Whether ``head`` is a whole HTTP/1.1 request head with no Host header (h11 refuses it; read only then)."""
+    lines = head.split(b"\n")
+    if not lines[0].rstrip(b"\r").endswith(b" HTTP/1.1"):
+        return False
+    for line in lines[1:]:
+        line = line.rstrip(b"\r")
+        if not line:            # the head's end: none of its lines was a Host
+            return True
+        if line[:5].lower() == b"host:":
+            return False
+    return False                # not whole: not known
+
+
 def put_at_once(put: Callable[[dict], Awaitable[None]]) -> Callable[[dict], Awaitable[None]]:
     """A memory channel's ``send`` that queues at once while there is room (no scheduler pass) and waits, as
     before, when the queue is full; any other ``put`` is returned as it is."""
@@ -414,11 +441,11 @@ def put_at_once(put: Callable[[dict], Awaitable[None]]) -> Callable[[dict], Awai
 
 
 async def serve_http(app, cfg: hypercorn.config.Config, sock: socket.socket, shutdown: Callable[[], Awaitable[None]],
-                     connections: Connections, edge_answer: EdgeAnswer, send_timeout_s: float = 60.0, *,
-                     task_status=trio.TASK_STATUS_IGNORED) -> None:
+                     connections: Connections, edge_answer: EdgeAnswer, send_timeout_s: float = 60.0,
+                     refused: RefusedConnection | None = None, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve ``app`` on the listening ``sock`` until ``shutdown`` returns, then drain (hypercorn's
     ``worker_serve`` for one plain-HTTP socket, with this module's accept loop); ``send_timeout_s``: the
-    ``limits.send_timeout_ms`` of its connections."""
+    ``limits.send_timeout_ms`` of its connections; ``refused``: told of each connection answered 503 unread."""
     if cfg.read_timeout is not None:
         raise ValueError("hypercorn's read_timeout is not read here (EdgeServer._read_until_closed): leave it unset")
     cfg.set_statsd_logger_class(StatsdLogger)
@@ -441,8 +468,8 @@ async def serve_http(app, cfg: hypercorn.config.Config, sock: socket.socket, shu
                     await shutdown()
                     accepting.cancel_scope.cancel()
                 accepting.start_soon(stop)
-                accepting.start_soon(_accept, listener, handler, server_nursery, connections)
-            _answer_queued(sock, server_nursery, connections)
+                accepting.start_soon(_accept, listener, handler, server_nursery, connections, refused)
+            _answer_queued(sock, server_nursery, connections, refused)
             await listener.aclose()         # refused from now on; the connections in flight drain
             await context.terminated.set()
             server_nursery.cancel_scope.deadline = trio.current_time() + cfg.graceful_timeout
@@ -450,7 +477,8 @@ async def serve_http(app, cfg: hypercorn.config.Config, sock: socket.socket, shu
         lifespan_nursery.cancel_scope.cancel()
 
 
-async def _accept(listener: trio.SocketListener, handler, nursery: trio.Nursery, connections: Connections) -> None:
+async def _accept(listener: trio.SocketListener, handler, nursery: trio.Nursery, connections: Connections,
+                  refused: RefusedConnection | None) -> None:
     while True:
         try:
             stream = await listener.accept()
@@ -466,7 +494,7 @@ async def _accept(listener: trio.SocketListener, handler, nursery: trio.Nursery,
                 await trio.aclose_forcefully(stream)
             else:
                 connections.lingering += 1
-                nursery.start_soon(_refuse, stream, connections)
+                nursery.start_soon(_refuse, stream, connections, refused)
         else:
             connections.active += 1
             nursery.start_soon(_run, stream, handler, connections)
@@ -485,27 +513,12 @@ async def _run(stream: trio.SocketStream, handler, connections: Connections) -> 
         await trio.aclose_forcefully(stream)
 
 
-class _FailureLog:
-    """Logs a connection's failure with its traceback at most once every ``every_s`` (a client can repeat the
-    bytes that cause it), saying how many went unlogged between."""
-
-    def __init__(self, every_s: float = 60.0) -> None:
-        self.every_s, self.last, self.unlogged = every_s, -math.inf, 0
-
-    def report(self, error: BaseException) -> None:
-        now = trio.current_time()
-        if now - self.last < self.every_s:
-            self.unlogged += 1
-            return
-        self.last, unlogged, self.unlogged = now, self.unlogged, 0
-        log.error("a client connection's handling raised; that connection was closed, the listener serves on "
-                  "(%d more since the last of these)", unlogged, exc_info=error)
+_failure_log = FailureLog(log, "a client connection's handling raised; that connection was closed, the listener "
+                          "serves on")
 
 
-_failure_log = _FailureLog()
-
-
-def _answer_queued(sock: socket.socket, nursery: trio.Nursery, connections: Connections) -> None:
+def _answer_queued(sock: socket.socket, nursery: trio.Nursery, connections: Connections,
+                   refused: RefusedConnection | None) -> None:
     """Accept every connection the kernel has queued on the listening ``sock`` (not blocking) and answer each 503
     shutting_down: the socket's close would reset them, their requests maybe sent already. Called right before that
     close, with no checkpoint between: nothing is queued after it."""
@@ -519,17 +532,21 @@ def _answer_queued(sock: socket.socket, nursery: trio.Nursery, connections: Conn
             conn.close()
             continue
         connections.lingering += 1
-        nursery.start_soon(_refuse, stream, connections, _STOPPING_BODY)
+        nursery.start_soon(_refuse, stream, connections, refused, _STOPPING)
 
 
-async def _refuse(stream: trio.SocketStream, connections: Connections, body: bytes | None = None) -> None:
-    """503 on a connection past the cap (or with ``body``), with a request id a user can quote, then a lingering
-    close."""
-    if body is None:
-        body = _BUSY_BODY % (connections.cap or 0)
+async def _refuse(stream: trio.SocketStream, connections: Connections, refused: RefusedConnection | None,
+                  why: tuple[str, str, str] | None = None) -> None:
+    """503 on a connection past the cap (or for ``why``), with a request id a user can quote and an access log
+    line (``refused``), then a lingering close."""
+    code, message, kind = why or (_BUSY[0], _BUSY[1] % (connections.cap or 0), _BUSY[2])
+    rid = ids.request_id()
+    body = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}}).encode()
+    if refused is not None:
+        refused(rid, _peer(stream), code, message)
     try:
         with trio.move_on_after(LINGER_S):
-            await stream.send_all(_BUSY % (ids.request_id().encode(), len(body), body))
+            await stream.send_all(_BUSY_HEAD % (rid.encode(), len(body), body))
             await stream.send_eof()
             while await stream.receive_some(65536):
                 pass
@@ -538,6 +555,14 @@ async def _refuse(stream: trio.SocketStream, connections: Connections, body: byt
     finally:
         connections.lingering -= 1
         await trio.aclose_forcefully(stream)
+
+
+def _peer(stream: trio.SocketStream) -> str | None:
+    """The address of the client at the other end of ``stream``; None once it is gone."""
+    try:
+        return stream.socket.getpeername()[0]
+    except OSError:
+        return None
 
 
 __all__ = ["Connections", "serve_http"]

@@ -35,11 +35,12 @@ from ..events.cache_store import cache_of
 from ..events.cache_writer import CacheWriter
 from ..events.service import open_event_services
 from ..events.types import ShadowCopy
+from ..headers.registry import SERVER
 from ..routing.open_systemone import open_systemone, read_attached_cards
 from ..upstream import open_upstreams
 from ..upstream.health import check_backends, sweep_idle
 from . import heap, process
-from .app import edge_refusals, make_app
+from .app import connection_refusals, edge_refusals, make_app
 from .context_stores import context_stores
 from .listen import Connections, serve_http
 from .metrics_view import serve_peers
@@ -74,9 +75,12 @@ def resolve_bind(loaded: Loaded, opts: ServeOptions) -> ServeOptions:
     return dataclasses.replace(opts, host=host, port=port)
 
 
+_SERVER = (b"server", SERVER.encode())
+
+
 class EdgeConfig(hypercorn.config.Config):
     """hypercorn's configuration, whose Date header is formatted once a second (it names whole seconds), not on
-    every answer."""
+    every answer, and whose Server header names the router (``headers.registry.SERVER``)."""
 
     _date_second: int | None = None
     _date_value = b""
@@ -90,7 +94,7 @@ class EdgeConfig(hypercorn.config.Config):
                 self._date_second, self._date_value = now, format_date_time(now).encode("ascii")
             headers.append((b"date", self._date_value))
         if self.include_server_header:
-            headers.append((b"server", f"hypercorn-{protocol}".encode("ascii")))
+            headers.append(_SERVER)
 
         for alt_svc_header in self.alt_svc_headers:
             headers.append((b"alt-svc", alt_svc_header.encode()))
@@ -204,6 +208,7 @@ async def _serve_on(loaded: Loaded, opts: ServeOptions, listeners: _Listeners, t
                 generations = Generations(state, opts.config_path, _apps, background)
                 current[0] = lambda: generations.current
                 refusals = edge_refusals(lambda: generations.current)
+                unread = connection_refusals(lambda: generations.current)
                 await background.start(_on_signals, generations, shutdown, opts)
                 await background.start(_on_hangup, generations)
                 background.start_soon(_on_user1, generations)
@@ -215,11 +220,12 @@ async def _serve_on(loaded: Loaded, opts: ServeOptions, listeners: _Listeners, t
                     admin_binds = await nursery.start(serve_http, generations.app("admin"), listeners.admin_cfg,
                                                       listeners.admin, shutdown.wait,
                                                       Connections(max_connections(limits)), refusals,
-                                                      limits.send_timeout_ms / 1000)
+                                                      limits.send_timeout_ms / 1000, unread)
                     sys.stderr.write(f"vsr-fast: admin on {', '.join(admin_binds)}\n")
                 binds = await nursery.start(serve_http, generations.app("serving"), listeners.cfg,
                                             listeners.serving,
-                                            shutdown.wait, state.connections, refusals, limits.send_timeout_ms / 1000)
+                                            shutdown.wait, state.connections, refusals, limits.send_timeout_ms / 1000,
+                                            unread)
                 if opts.settle_heap:
                     heap.settle()
                 # One write, newline included: workers share the supervisor's stderr, and print's two

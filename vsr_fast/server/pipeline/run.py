@@ -26,6 +26,7 @@ from ...headers.registry import ResponsePath
 from ...upstream import cut as cut_attempts
 from ...upstream.billing import BILLING
 from ..asgi import ClientGone, Receive, Scope, Send, header, is_whole, take_queued, watching
+from ..failure_log import FailureLog
 from ..forwarded import client_address
 from ..state import AppState
 from .admit import admit, check_names, release
@@ -72,13 +73,55 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
         cut_attempts.LEFT.reset(left)
         BILLING.reset(billing)
         state.inflight.discard(ex)
-        release(ex)
+        try:
+            release(ex)     # the key's place given back, its tokens charged
+        except Exception as exc:  # noqa: BLE001 - the answer has gone: its access log line must still be written
+            _accounting_failed.report(exc)
         accounted(ex, span)
 
 
 def accounted(ex, span) -> None:
     """One finished request counted (``vsr_requests_total``...), logged (the access log) and its span ended: an
-    ``Exchange``, or the System One API's own (``systemone_accounting``), which reads the same fields."""
+    ``Exchange``, or the System One API's own (``systemone_accounting``), which reads the same fields. A part that
+    raises is logged (``_accounting_failed``) and the access log line still written, with what is known."""
+    try:
+        usage = _counted(ex)
+    except Exception as exc:  # noqa: BLE001 - a request's answer is never lost to its accounting
+        _accounting_failed.report(exc)
+        usage = None
+    state = ex.state
+    if state.access_log is None and span is None:
+        return
+    try:
+        fields = _access_fields(ex, usage)
+        if state.access_log is not None:
+            state.access_log.log(fields)
+    except Exception as exc:  # noqa: BLE001 - as above
+        _accounting_failed.report(exc)
+        fields = _known_fields(ex)
+        if state.access_log is not None:
+            state.access_log.log(fields)
+    if span is not None:
+        tracing.end_request(span, _span_attributes(fields), fields["error"])
+
+
+# An exception accounting a request (its charge, its counts, its access log fields): said once a minute at most.
+_accounting_failed = FailureLog(log, "request accounting raised; each such request's answer stood and its access "
+                                     "log line was written with what was known")
+
+
+def _known_fields(ex) -> dict:
+    """The access log's fields of a request whose own (``_access_fields``) raised: those that cannot."""
+    rec, path, failure = getattr(ex, "rec", None), getattr(ex, "path", None), getattr(ex, "failure", None)
+    started = getattr(ex, "started", None)
+    return {"request_id": getattr(rec, "request_id", None), "api": getattr(ex, "api", None),
+            "status": getattr(ex, "status", None), "path": getattr(path, "value", None),
+            "latency_s": round(time.perf_counter() - started, 6) if isinstance(started, float) else None,
+            "error": getattr(failure, "code", None), "message": getattr(failure, "detail", None)}
+
+
+def _counted(ex) -> tuple[int, int, int, bool] | None:
+    """The request counted in the metrics; the answer's usage (``UsageMeter.usage``), for its access log line."""
     state, api = ex.state, ex.api
     m = state.metrics
     m.requests.inc(api, ex.recipe or "", ex.decision or "", ex.model or "", str(ex.status))
@@ -95,12 +138,7 @@ def accounted(ex, span) -> None:
         if usage[3]:
             m.tokens_estimated.inc(ex.model or "", "input", by=usage[0])
             m.tokens_estimated.inc(ex.model or "", "output", by=usage[1])
-    if state.access_log is not None or span is not None:
-        fields = _access_fields(ex, usage)
-        if state.access_log is not None:
-            state.access_log.log(fields)
-        if span is not None:
-            tracing.end_request(span, _span_attributes(fields), fields["error"])
+    return usage
 
 
 def refused(state: AppState, api: str, scope: Scope, request_id: str, status: int, failure: VsrError) -> None:
@@ -119,6 +157,14 @@ def refused(state: AppState, api: str, scope: Scope, request_id: str, status: in
             "latency_s": round(time.perf_counter() - started, 6) if started is not None else None,
             "error": failure.code, "message": failure.detail,
         })
+
+
+def refused_connection(state: AppState, request_id: str, peer: str | None, code: str, message: str) -> None:
+    """A connection the listener answered 503 before reading any request (its connection cap, the drain): its
+    access log line, as nginx logs the 503s of its limit_conn. No request was read: no API, method or caller."""
+    if state.access_log is not None:
+        state.access_log.log({"request_id": request_id, "remote_addr": peer, "status": 503,
+                              "path": ResponsePath.ERROR.value, "error": code, "message": message})
 
 
 # The scope key of the perf_counter() a request reached the app at (app.make_app): a refusal's latency.
