@@ -57,4 +57,4 @@ def test_unpacking_again_keeps_a_matching_copy(unpacked):
 def test_language_detection_reads_the_default_copy_when_make_build_wrote_it():
     """``make build`` writes the copy beside the extensions; without it every router with a language rule or
     vsr-static-11 decompresses py3langid's xz file at start."""
-    assert langid_model.unpacked_matches(), f"{langid_model.UNPACKED}: run make build (python -m {langid_model.__name__})"
+    assert langid_model.unpacked_matches(), f"{langid_model.UNPACKED}: run make build ({langid_model.__name__})"
