@@ -41,6 +41,9 @@ build-runtime: $(RUNTIME) $(PYX)
 	@# Bytecode written once: where PYTHONDONTWRITEBYTECODE is set (this sandbox, its CI), every router, mock and
 	@# CLI process the suite starts compiled the package's 200 modules again (a third of a process's start).
 	@$(PY) -m compileall -q -j 2 vsr_fast bench replay tests > /dev/null
+	@# py3langid's model unpacked once: each router with a language rule or vsr-static-11 otherwise spends
+	@# ~0.45 s of CPU decompressing its xz file at start (vsr_fast/signals/langid_model.py).
+	@$(PY) -m vsr_fast.signals.langid_model
 
 # The dev extras' install and the extensions' build need only the runtime step and not each other: on two cores
 # they run at once (pip mostly waits on downloads and unpacking while the compiler runs).
@@ -79,4 +82,4 @@ bench: build
 	$(PY) -m bench.compare
 
 clean:
-	rm -rf $(VENV) $(CLIENTS) build *.egg-info _ext/*.c vsr_fast/_ext/*.so
+	rm -rf $(VENV) $(CLIENTS) build *.egg-info _ext/*.c vsr_fast/_ext/*.so vsr_fast/_ext/langid-model.npz*

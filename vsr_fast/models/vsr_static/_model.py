@@ -206,7 +206,7 @@ class _Gate:
     @staticmethod
     def is_english(read: _Read) -> bool:
         """Whether the language kernel (the ``language`` signal's) calls the text English; kept with the read."""
-        from ...signals.language import detect    # py3langid's tables load on first use (~0.5 s): -11 only
+        from ...signals.language import detect    # py3langid's tables load on first use (~0.2 s): -11 only
 
         known = read.windows.get("english")
         if known is None:
