@@ -24,11 +24,13 @@ redis-py's encoding cost ~300 µs of CPU), so each router holds small leases:
 
 ``k`` is 1 under 50 requests (or places) a minute and grows to 64 with the
 limit, so a small limit is exact and a large one costs one call per ``k``.
-When Redis does not answer (``store_timeout_ms``, then a second marked away)
-each router decides with its own windows alone, which never let more than a
-limit through by themselves. Those windows are read on every request, Redis
-up or not, so a Redis that comes back without what was admitted meanwhile
-does not let a router past its limit again within the window.
+When Redis does not answer (one call, which every request waiting for the same
+lease shares, given up after ``store_timeout_ms``) the router marks it away and
+no request asks it again until a probe in the background finds it answering
+(``_PROBE_S`` apart): meanwhile each router decides with its own windows alone,
+which never let more than a limit through by themselves. Those windows are read
+on every request, Redis up or not, so a Redis that comes back without what was
+admitted meanwhile does not let a router past its limit again within the window.
 """
 from __future__ import annotations
 
@@ -52,7 +54,7 @@ log = logging.getLogger("vsr_fast.auth")
 
 WINDOW_S = 60.0
 PERIOD_S = {"minute": 60, "hour": 3_600, "day": 86_400, "month": 30 * 86_400}
-_DOWN_FOR_S = 1.0
+_PROBE_S = 1.0             # how often a router asks a store marked away whether it answers again
 _SYNC_S = 0.1              # how stale a router's view of the shared token counts may get
 _IDLE_S = 1.0              # leased places unused this long go back
 _LEASE_TTL_S = 30.0        # an in-flight lease not renewed for this long frees itself (a dead router's)
@@ -228,7 +230,7 @@ class _Shared:
 
     __slots__ = ("rpm_free", "rpm_since", "rpm_taken", "rpm_frees_at", "conc_free", "conc_held", "conc_since", "leasing", "tokens_new",
                  "tokens_seen", "tokens_first", "spent_seen", "budget_ttl_s", "synced", "syncing", "renewed",
-                 "refused_until", "refused_retry_s")
+                 "refused_until", "refused_retry_s", "lease_error")
 
     def __init__(self) -> None:
         self.rpm_free: list[str] = []          # places granted in the shared log, not yet spent
@@ -239,6 +241,7 @@ class _Shared:
         self.conc_held: set[str] = set()       # every in-flight place this router holds
         self.conc_since = 0.0
         self.leasing: trio.Event | None = None
+        self.lease_error: BaseException | None = None   # how the last lease call ended, for those that waited
         self.tokens_new = 0                    # charged here, not yet added to the shared buckets
         self.tokens_seen = 0                   # the window's total at the last sync
         self.tokens_first = -1
@@ -300,8 +303,7 @@ class Limiter:
         self._member = f"{os.getpid()}.{time.time_ns() % 10**9}."
         self._redis: redis.Redis | None = None
         self._worker: Worker | None = None
-        self._down_until = 0.0
-        self._away = False
+        self._away = False           # the store did not answer; decide locally until a probe finds it again
         self._sha: dict[str, str] = {}
         if self.active and store.backend == "redis":
             self._redis = redis.Redis.from_url(store.redis_url(), socket_timeout=1.0, socket_connect_timeout=0.5)
@@ -323,9 +325,14 @@ class Limiter:
         if self._worker is None:
             return
         try:
+            probed = 0.0
             while True:
                 await trio.sleep(_SYNC_S)
-                await self._tend()
+                if not self._away:
+                    await self._tend()
+                elif time.monotonic() - probed >= _PROBE_S:
+                    probed = time.monotonic()
+                    await self._probe()
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(2):
                 for (kind, name), sh in list(self._shared.items()):
@@ -542,14 +549,22 @@ class Limiter:
         return sh
 
     def _shared_up(self) -> bool:
-        return self._worker is not None and time.time() >= self._down_until
+        return self._worker is not None and not self._away
 
     def _mark_down(self, exc: BaseException) -> None:
-        if time.time() >= self._down_until:
-            log.warning("rate limits: the shared store did not answer (%s); deciding locally for %.0f s",
-                        type(exc).__name__, _DOWN_FOR_S)
-        self._down_until = time.time() + _DOWN_FOR_S
+        if not self._away:
+            log.warning("rate limits: the shared store did not answer (%s); deciding locally until it does",
+                        type(exc).__name__)
         self._away = True
+
+    async def _probe(self) -> None:
+        """Ask a store marked away whether it answers (off the request path: no request waits for it)."""
+        assert self._worker is not None and self._redis is not None
+        try:
+            await self._worker.call(self._redis.ping, timeout=self._timeout)
+        except (redis.RedisError, CallTimedOut, OSError):
+            return
+        self._answered()
 
     def _answered(self) -> None:
         """A shared call succeeded: say so once after an outage (operators and tests read the pair)."""
@@ -617,11 +632,17 @@ class Limiter:
             sh.conc_free.append(conc)
 
     async def _lease(self, s: Scope, sh: _Shared, which: str, now: float) -> None:
-        """One lease call per scope at a time: the others wait for it and look again."""
+        """One lease call per scope at a time: the others wait for it and share its outcome (a refusal, or a
+        store that did not answer, which they must not ask again one after another on the one worker thread)."""
         if sh.leasing is not None:
             await sh.leasing.wait()
+            if sh.lease_error is not None:
+                raise sh.lease_error
             return
+        if not self._shared_up():
+            raise CallTimedOut("the shared store is marked away")      # by a call another request waited for
         sh.leasing = trio.Event()
+        sh.lease_error = None
         try:
             assert self._worker is not None
             base = f"{self._prefix}{s.kind}:{s.name}:"
@@ -653,6 +674,10 @@ class Limiter:
                 sh.conc_free += new
                 sh.conc_held.update(new)
                 sh.conc_since = now
+        except (_Refused, redis.RedisError, CallTimedOut, OSError) as exc:
+            # Shared with those waiting; a cancellation is not: it is this request's own, the others lease again.
+            sh.lease_error = exc
+            raise
         finally:
             sh.leasing.set()
             sh.leasing = None
@@ -662,6 +687,8 @@ class Limiter:
         if sh.syncing is not None:
             await sh.syncing.wait()
             return
+        if not self._shared_up():
+            raise CallTimedOut("the shared store is marked away")
         sh.syncing = trio.Event()
         try:
             assert self._worker is not None
