@@ -7,9 +7,12 @@ redis-py's encoding cost ~300 µs of CPU), so each router holds small leases:
   log at once (one atomic Lua call that never grants past the limit) and spends
   them locally; places left unused for a second are given back. Nothing is ever
   admitted that the shared log did not grant, so the limit holds across routers.
+  Once fewer than ``4k`` places are left the log grants one at a time, so near
+  the limit no router holds places it leased ahead while another is refused.
 - requests in flight: the same with expiring leases (renewed while held, so a
-  router that dies frees its places); a finished request's place returns to its
-  router's pool, which gives back what stays idle.
+  router that dies frees its places); a finished request's place is given back
+  to the shared set at once (without waiting), as LiteLLM's parallel-request
+  limit frees it, so the next request may take it on any router.
 - tokens per minute and budgets: reserved at admission, settled from the answer's
   usage. A request reserves an estimate of its tokens (its body's size at four
   bytes a token, or what its scope's recent requests used, whichever is more)
@@ -60,12 +63,14 @@ _IDLE_S = 1.0              # leased places unused this long go back
 _LEASE_TTL_S = 30.0        # an in-flight lease not renewed for this long frees itself (a dead router's)
 
 # KEYS[1] the sliding log. ARGV: now_ms, k, limit, member prefix, first member number.
-# Grants up to k places (members scored now); returns {granted, retry_ms, places taken, ms until the oldest
-# frees} (the last two for x-ratelimit-*).
+# Grants up to k places (members scored now), one when fewer than 4k are left (see the module's docstring);
+# returns {granted, retry_ms, places taken, ms until the oldest frees} (the last two for x-ratelimit-*).
 _LEASE_RPM = """
 local now, k, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 60000)
-local g = math.min(k, limit - redis.call('ZCARD', KEYS[1]))
+local room = limit - redis.call('ZCARD', KEYS[1])
+local g = math.min(k, room)
+if room < 4 * k then g = math.min(1, room) end
 if g <= 0 then
   local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   local retry = tonumber(oldest[2]) + 60000 - now
@@ -79,10 +84,13 @@ return {g, 0, redis.call('ZCARD', KEYS[1]), tonumber(oldest[2]) + 60000 - now}
 """
 
 # KEYS[1] the in-flight leases. ARGV: now_ms, k, limit, ttl_ms, member prefix, first member number.
+# Grants up to k places, one when fewer than 4k are left.
 _LEASE_CONC = """
 local now, k, limit, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local g = math.min(k, limit - redis.call('ZCARD', KEYS[1]))
+local room = limit - redis.call('ZCARD', KEYS[1])
+local g = math.min(k, room)
+if room < 4 * k then g = math.min(1, room) end
 if g <= 0 then return 0 end
 local first = tonumber(ARGV[6])
 for i = 0, g - 1 do redis.call('ZADD', KEYS[1], now + ttl, ARGV[5] .. (first + i)) end
@@ -529,8 +537,8 @@ class Limiter:
             sh = self._shared.get((s.kind, s.name))
             if sh is not None:
                 if place is not None:
-                    sh.conc_free.append(place)
-                    sh.conc_since = now
+                    sh.conc_held.discard(place)
+                    self._give_back(f"{self._prefix}{s.kind}:{s.name}:inflight", [place])
                 if tokens > 0 and (s.limits.tpm is not None or s.limits.budget is not None):
                     sh.tokens_new += tokens
 
