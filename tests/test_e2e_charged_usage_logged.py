@@ -4,6 +4,8 @@ SDK and httpx as clients.
 
 - A whole answer the response guard blocks was billed by its provider: the key's budget is charged its usage, and
   the access log's line shows it (not estimated), as a blocked stream's does.
+- A client that leaves before the first byte of a slow backend's answer is charged its prompt's estimate, and the
+  499 line shows that estimate, marked ``usage_estimated``, as a mid-stream disconnect's does.
 """
 from __future__ import annotations
 
@@ -87,3 +89,15 @@ def test_a_blocked_whole_answer_is_charged_and_logged_as_billed(charged_router, 
     billed = tokens + whole["input_tokens"] + whole["output_tokens"]
     wait_until(lambda: budget_used(prefix, "guarded") == billed, "the blocked answer's usage to reach Redis")
 
+
+def test_a_client_gone_before_the_first_byte_is_logged_with_what_it_was_charged(charged_router):
+    proc, prefix = charged_router
+    text = "y" * 400
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{proc.url}/v1/chat/completions", timeout=httpx.Timeout(30, read=1.0),
+                   headers={"authorization": f"Bearer {SLOW_KEY}", "x-request-id": "gone-early"},
+                   json={"model": "slow", "messages": [{"role": "user", "content": text}]})
+    line = access_line(proc, "gone-early")
+    assert line["status"] == 499 and line.get("usage_estimated") is True, line
+    assert line.get("output_tokens") == 0 and line.get("input_tokens") == len(text) // 4, line
+    wait_until(lambda: budget_used(prefix, "leaver") == line["input_tokens"], "the prompt's charge to reach Redis")
