@@ -246,6 +246,13 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
     def no_store() -> tuple[Response, int]:
         return _bad("no key store: set global.router.auth.store.backend: redis"), 400
 
+    def declared(key_id: str, then: str) -> tuple[Response, int] | None:
+        """The 409 for a key id the configuration declares (its file is where it changes), else None."""
+        if any(k.id == key_id for k in state.loaded.config.global_.router.auth.keys):
+            return _bad(f"{shown(key_id)} is declared in the configuration (global.router.auth.keys[{key_id}]); "
+                        f"{then}"), 409
+        return None
+
     async def listed(key_id: str | None = None) -> list[dict]:
         """Every key (declared ones first, marked by ``source``; never a secret) with its current use of its
         limits, as LiteLLM's /key/info: only ``key_id``'s when given."""
@@ -277,10 +284,10 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
             # DELETE /api/v1/keys/{id} and .../rotate could never name it (a path segment; canonical paths only).
             return _bad(f"a key id is one path segment: {shown(body.id)} holds '/', '%' or is a dot segment",
                         param="id"), 400
-        if any(k.id == body.id for k in state.loaded.config.global_.router.auth.keys):
-            # Two secrets under one identity would share its limits and records; the router refuses such a stored key.
-            return _bad(f"{shown(body.id)} is declared in the configuration (global.router.auth.keys[{body.id}]); "
-                        "choose another id"), 409
+        # Two secrets under one identity would share its limits and records; the router refuses such a stored key.
+        clash = declared(body.id, "choose another id")
+        if clash is not None:
+            return clash
         unknown = key_name_errors(state.loaded.config, body.entrypoints, body.models, "")
         if unknown:
             # As the file's loader refuses them in a declared key: the first, with the path to its field.
@@ -296,6 +303,9 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
 
     @app.delete("/api/v1/keys/<key_id>")
     async def revoke_key(key_id: str) -> Response | tuple[Response, int]:
+        clash = declared(key_id, "remove it from the file")
+        if clash is not None:
+            return clash
         gone = await changed(KeyStore.revoke, key_id)
         if gone is None:
             return no_store()
@@ -303,6 +313,9 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
 
     @app.post("/api/v1/keys/<key_id>/rotate")
     async def rotate_key(key_id: str) -> Response | tuple[Response, int]:
+        clash = declared(key_id, "change its sha256 in the file")
+        if clash is not None:
+            return clash
         try:
             key = await changed(KeyStore.rotate, key_id)
         except KeyError:
