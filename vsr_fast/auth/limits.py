@@ -51,12 +51,12 @@ from ..config.auth import AuthStore, Limits, RateLimits
 from ..errors import RateLimited, shown
 from ..headers import registry as h
 from ..protocol.canonical import Identity
+from . import periods
 from .worker import CallTimedOut, Worker
 
 log = logging.getLogger("vsr_fast.auth")
 
 WINDOW_S = 60.0
-PERIOD_S = {"minute": 60, "hour": 3_600, "day": 86_400, "month": 30 * 86_400}
 _PROBE_S = 1.0             # how often a router asks a store marked away whether it answers again
 _SYNC_S = 0.1              # how stale a router's view of the shared token counts may get
 _IDLE_S = 1.0              # leased places unused this long go back
@@ -204,7 +204,7 @@ class _Local:
     def spent_in(self, limits: Limits, now: float) -> int:
         """The tokens this router charged in the budget's current period."""
         assert limits.budget is not None
-        index = int(now // PERIOD_S[limits.budget.period])
+        index = periods.current(limits.budget.period, now)[0]
         if index != self.period:
             self.period, self.spent = index, 0
         return self.spent
@@ -216,15 +216,14 @@ class _Local:
             self.typical = tokens if not self.typical else (3 * self.typical + tokens + 3) // 4
 
 
-def budget_suffix(period_s: int, now: float) -> str:
+def budget_suffix(period: str, now: float) -> str:
     """The name, under a scope's keys, of the counter of its budget's current period."""
-    return f"budget:{int(now // period_s)}"
+    return f"budget:{periods.current(period, now)[0]}"
 
 
 def _period_left_s(limits: Limits, now: float) -> float:
     assert limits.budget is not None
-    period = PERIOD_S[limits.budget.period]
-    return (int(now // period) + 1) * period - now
+    return periods.current(limits.budget.period, now)[1] - now
 
 
 def _token_retry_s(used: int, limit: int, reset_s: float) -> float:
@@ -703,9 +702,9 @@ class Limiter:
             now = time.time()
             base = f"{self._prefix}{s.kind}:{s.name}:"
             budget = s.limits.budget
-            period = PERIOD_S[budget.period] if budget is not None else 60
+            period = budget.period if budget is not None else "minute"
             budget_key = base + budget_suffix(period, now)
-            ttl_ms = int(((int(now // period) + 1) * period - now) * 1000) + 1
+            ttl_ms = int((periods.current(period, now)[1] - now) * 1000) + 1
             pushed = sh.tokens_new
             total, first, spent, budget_ttl = await self._worker.call(
                 self._eval, "tokens", _TOKENS, [base + "tpm", budget_key], [int(now * 1000), pushed, ttl_ms],

@@ -20,7 +20,9 @@ Sha256Hex = Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")]
 class Budget(Block):
     """A token budget per period, counted from the answers' usage, whole and streamed alike; each request
     reserves its estimated tokens at admission (settled from its usage), so requests in flight cannot spend
-    it many times over. A declared pricing is reported (the cost header, the events), never limited."""
+    it many times over. A declared pricing is reported (the cost header, the events), never limited. Periods are
+    UTC calendar periods: a day from midnight UTC, a month from the 1st (not 30 days), an hour and a minute the
+    clock's; the budget starts from nothing with each."""
 
     tokens: Annotated[int, Meta(ge=1)]
     period: Literal["minute", "hour", "day", "month"] = "day"
