@@ -47,7 +47,7 @@ def charged_router(mock, fake, tmp_path_factory):
 def budget_used(prefix: str, key_id: str) -> int:
     r = redis.Redis.from_url(REDIS_URL)
     try:
-        return sum(int(r.get(k) or 0) for k in r.scan_iter(match=f"{prefix}limit:key:{key_id}:budget:*"))
+        return sum(int(v) for k in r.scan_iter(match=f"{prefix}limit:key:{key_id}:spent:*") for v in r.hvals(k))
     finally:
         r.close()
 

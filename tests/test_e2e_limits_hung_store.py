@@ -48,3 +48,38 @@ def test_a_hung_store_is_asked_once_for_requests_of_one_key(mock, tmp_path, own_
         wait_until(lambda: any("answers again" in line for line in proc.lines), "the probe to find the store")
         assert send() == 200
         r.close()
+
+
+BUDGET_KEY = "vsk-lost-" + "l" * 32
+
+
+def test_a_budget_spent_before_redis_lost_its_data_is_spent_after(mock, tmp_path, own_redis):
+    """Redis restarts empty (no RDB, no AOF): the router that charged the budget this period puts its share back,
+    so the budget is not admitted a second time."""
+    prefix = "vsr-test-lost:"
+    store = {"backend": "redis", "url": own_redis.url, "prefix": prefix}
+    doc = auth_doc(mock.url, store=store, keys=[{"id": "lost", "sha256": sha(BUDGET_KEY),
+                                                  "limits": {"budget": {"tokens": 100_000, "period": "day"}}}])
+    with router(write_config(doc, str(tmp_path))) as proc:
+        def send() -> httpx.Response:
+            return httpx.post(f"{proc.url}/v1/chat/completions", json=BODY,
+                              headers={"authorization": f"Bearer {BUDGET_KEY}"}, timeout=60)
+
+        spent = sum(send().json()["usage"]["total_tokens"] for _ in range(3))
+
+        def used() -> int:
+            r = redis.Redis.from_url(own_redis.url)
+            try:
+                return sum(int(v) for k in r.scan_iter(match=f"{prefix}limit:key:lost:spent:*") for v in r.hvals(k))
+            except redis.ConnectionError:
+                return -1
+            finally:
+                r.close()
+
+        wait_until(lambda: used() == spent, "the budget's tokens to reach Redis")
+        own_redis.kill()
+        own_redis.start()           # the same port, nothing kept
+        assert used() == 0
+        wait_until(lambda: used() == spent, "the router to put its share of the budget back")
+        more = send().json()["usage"]["total_tokens"]
+        wait_until(lambda: used() == spent + more, "new charges on top of it")

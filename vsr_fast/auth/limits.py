@@ -24,6 +24,9 @@ redis-py's encoding cost ~300 µs of CPU), so each router holds small leases:
   last admitted request's reservation plus what admitted requests use beyond
   their reservations, and, across routers, one sync interval's tokens (as any
   after-the-fact count). A view older than ``_SYNC_S`` is refreshed before deciding.
+  A budget's period is a hash of each router's share, which the router sets to
+  what it charged this period (never lowering it): a Redis restarted without its
+  data gets back, at the next sync, what every router still running charged.
 
 ``k`` is 1 under 50 requests (or places) a minute and grows to 64 with the
 limit, so a small limit is exact and a large one costs one call per ``k``.
@@ -109,16 +112,23 @@ if score > 0 then redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2])) end
 return 1
 """
 
-# KEYS[1] per-second token buckets, KEYS[2] the period's budget counter. ARGV: now_ms, tokens, budget ttl_ms.
-# Adds this router's new tokens, returns {window total, earliest bucket second, budget used, budget ttl_ms}.
+# KEYS[1] per-second token buckets, KEYS[2] the period's budget: each router's share (a hash field). ARGV: now_ms,
+# tokens, budget ttl_ms, this router's name, what it charged the budget this period (its share: 0 without one).
+# Adds this router's new tokens; sets its share, never lowering it, so a Redis that lost the hash (restarted
+# without its data) gets back what every router still running charged. Returns {window total, earliest bucket
+# second, budget used, budget ttl_ms}.
 _TOKENS = """
-local now, tokens, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local now, tokens, ttl, own = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[5])
 if tokens > 0 then
   redis.call('HINCRBY', KEYS[1], math.floor(now / 1000), tokens)
   redis.call('PEXPIRE', KEYS[1], 61000)
-  redis.call('INCRBY', KEYS[2], tokens)
+end
+if own > tonumber(redis.call('HGET', KEYS[2], ARGV[4]) or '0') then
+  redis.call('HSET', KEYS[2], ARGV[4], own)
   if redis.call('PTTL', KEYS[2]) < 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
 end
+local used = 0
+for _, v in ipairs(redis.call('HVALS', KEYS[2])) do used = used + tonumber(v) end
 local rows = redis.call('HGETALL', KEYS[1])
 local sum, first, floor = 0, -1, math.floor((now - 60000) / 1000)
 for j = 1, #rows, 2 do
@@ -128,7 +138,7 @@ for j = 1, #rows, 2 do
     if first < 0 or s < first then first = s end
   end
 end
-return {sum, first, tonumber(redis.call('GET', KEYS[2]) or '0'), redis.call('PTTL', KEYS[2])}
+return {sum, first, used, redis.call('PTTL', KEYS[2])}
 """
 
 
@@ -218,7 +228,7 @@ class _Local:
 
 def budget_suffix(period: str, now: float) -> str:
     """The name, under a scope's keys, of the counter of its budget's current period."""
-    return f"budget:{periods.current(period, now)[0]}"
+    return f"spent:{periods.current(period, now)[0]}"
 
 
 def _period_left_s(limits: Limits, now: float) -> float:
@@ -706,9 +716,10 @@ class Limiter:
             budget_key = base + budget_suffix(period, now)
             ttl_ms = int((periods.current(period, now)[1] - now) * 1000) + 1
             pushed = sh.tokens_new
+            own = self._local_of(s).spent_in(s.limits, now) if budget is not None else 0
             total, first, spent, budget_ttl = await self._worker.call(
-                self._eval, "tokens", _TOKENS, [base + "tpm", budget_key], [int(now * 1000), pushed, ttl_ms],
-                timeout=self._timeout)
+                self._eval, "tokens", _TOKENS, [base + "tpm", budget_key],
+                [int(now * 1000), pushed, ttl_ms, self._member, own], timeout=self._timeout)
             self._answered()
             sh.tokens_new -= pushed
             sh.tokens_seen, sh.tokens_first, sh.spent_seen = int(total), int(first), int(spent)

@@ -59,7 +59,7 @@ def shared(r: redis.Redis, prefix: str, keys: Sequence[tuple[str, Limits]], now:
     for key_id, lim in keys:
         base = f"{prefix}limit:key:{key_id}:"
         if lim.budget is not None:
-            pipe.get(base + budget_suffix(lim.budget.period, now))
+            pipe.hvals(base + budget_suffix(lim.budget.period, now))     # each router's share
         if lim.tpm is not None:
             pipe.hgetall(base + "tpm")
         if lim.rpm is not None:     # the rpm script drops places scored at or before 60 s ago
@@ -68,7 +68,7 @@ def shared(r: redis.Redis, prefix: str, keys: Sequence[tuple[str, Limits]], now:
     floor = (now_ms - int(WINDOW_S * 1000)) // 1000     # the tokens script's: buckets at or before it are gone
     out = []
     for _, lim in keys:
-        spent = int(next(replies) or 0) if lim.budget is not None else 0
+        spent = sum(int(v) for v in next(replies)) if lim.budget is not None else 0
         tokens = sum(int(v) for s, v in next(replies).items() if int(s) > floor) if lim.tpm is not None else 0
         requests = int(next(replies)) if lim.rpm is not None else 0
         out.append(_usage(lim, now, spent, tokens, requests))

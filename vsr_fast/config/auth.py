@@ -58,7 +58,11 @@ class ClientKey(Block):
 class AuthStore(RedisAt):
     """Where stored keys and shared limit windows live: Redis, shared by every router. Without it (``none``) each
     process keeps its own windows: under ``serve --workers N`` every worker enforces each key's, team's and
-    tenant's limits apart, so the effective limit is up to N times the declared one (said at start)."""
+    tenant's limits apart, so the effective limit is up to N times the declared one (said at start). Run that Redis
+    persistent (``appendonly yes``, or RDB snapshots): stored keys, budgets and windows are its data. One that
+    restarts empty loses the stored keys (restore or create them again) and the rpm and tpm windows (each
+    router's own windows still hold it to each limit within the minute); each budget gets back, within a second,
+    what every router still running charged it this period, but not the share of a router restarted since."""
 
     backend: Literal["redis", "none"] = "none"
     prefix: Annotated[str, Meta(min_length=1)] = "vsr:auth:"
