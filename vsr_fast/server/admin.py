@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import Annotated
@@ -261,12 +262,27 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
         keys = [k for k in keys if key_id is None or k.id == key_id]
         pairs = [(k.id, k.limits) for k in keys]
         used = await call(KeyStore.usage, pairs) if stored is not None else spend.local(state.limiter, pairs)
+        counts = await counted([("key", k.id) for k in keys])
         return [{"id": k.id, "source": "store" if isinstance(k, StoredKey) else "config",
-                 **msgspec.to_builtins(k), "usage": u} for k, u in zip(keys, used)]
+                 **msgspec.to_builtins(k), "usage": u, "counts": c} for k, u, c in zip(keys, used, counts)]
+
+    async def counted(scopes: list[tuple[str, str]]) -> list[dict]:
+        """Each scope's requests and tokens this UTC day and month (``auth.tally``), every router's."""
+        return await trio.to_thread.run_sync(state.tally.counts, scopes, time.time())
+
+    async def team_rows() -> list[dict]:
+        """Every team the configuration or a key names, with its counts and its limits where it has some."""
+        auth, teams = state.loaded.config.global_.router.auth, state.loaded.config.global_.router.rate_limits.teams
+        keys, _ = merged(auth.keys, tuple(await call(KeyStore.list) or ()))
+        names = sorted({*teams, *(k.team for k in keys if k.team)})
+        counts = await counted([("team", name) for name in names])
+        return [{"team": name, "limits": teams.get(name), "counts": c} for name, c in zip(names, counts)]
 
     @app.get("/api/v1/keys")
     async def list_keys() -> Response:
-        return Response(msgspec.json.encode({"keys": await listed()}), content_type="application/json")
+        # The teams beside the keys: under the keys' admin path (a team's counts are its keys' requests).
+        return Response(msgspec.json.encode({"keys": await listed(), "teams": await team_rows()}),
+                        content_type="application/json")
 
     @app.get("/api/v1/keys/<key_id>")
     async def get_key(key_id: str) -> Response | tuple[Response, int]:
