@@ -291,3 +291,32 @@ def test_the_production_example_loads():
     assert auth.enabled and auth.store.backend == "redis" and {k.id for k in auth.keys} == {"oncall", "web-frontend"}
     assert [listener.role for listener in loaded.config.listeners] == ["serving", "admin"]
     assert not any("missing_identity_source" in w for w in loaded.warnings)
+
+
+# --- budget periods ------------------------------------------------------------------------------
+
+
+def test_a_month_budget_is_the_calendar_month_in_utc():
+    """A key whose month began on 2026-12-04 ends it with December (not 30 days from the epoch's block: 2027-01-02),
+    and what it spent in December does not count in January."""
+    import datetime as dt
+
+    from vsr_fast.auth import spend
+    from vsr_fast.config.auth import Budget
+
+    def at(*ymdhm: int) -> float:
+        return dt.datetime(*ymdhm, tzinfo=dt.timezone.utc).timestamp()
+
+    lim = Limiter(RateLimits(), AuthStore(), keys_have_limits=True)
+    limits = Limits(budget=Budget(tokens=100, period="month"))
+    december, last_minute, january = at(2026, 12, 4, 9, 0), at(2026, 12, 31, 23, 59), at(2027, 1, 1, 0, 0)
+    (used,) = spend.local(lim, [("k", limits)], december)
+    assert used.budget.period_end_ms == int(january * 1000)
+    assert lim.own_use("k", limits, december) == (0, 0, 0)
+    local = lim._local_of(lim.scopes(Identity(user="u", key_id="k", limits=limits))[0])
+    local.spent_in(limits, december)
+    local.spent += 60
+    assert lim.own_use("k", limits, last_minute)[0] == 60, "the same month until its last second"
+    assert lim.own_use("k", limits, january)[0] == 0, "a new month starts from nothing"
+    (used,) = spend.local(lim, [("k", Limits(budget=Budget(tokens=100, period="day")))], december)
+    assert used.budget.period_end_ms == int(at(2026, 12, 5) * 1000), "a day ends at midnight UTC"

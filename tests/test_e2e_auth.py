@@ -434,6 +434,11 @@ def test_keys_are_managed_on_the_admin_listener(listening):
     declared = "declared"                         # auth_doc's first key
     clash = httpx.post(f"{admin}/api/v1/keys", json={"id": declared})
     assert clash.status_code == 409 and "declared in the configuration" in clash.text, clash.text
+    # A declared key is changed in the file: revoking or rotating it over HTTP says so, not "no key".
+    assert httpx.get(f"{admin}/api/v1/keys/{declared}").json()["source"] == "config"
+    for refused in (httpx.delete(f"{admin}/api/v1/keys/{declared}"),
+                    httpx.post(f"{admin}/api/v1/keys/{declared}/rotate")):
+        assert refused.status_code == 409 and "declared in the configuration" in refused.text, refused.text
     listed = [k for k in httpx.get(f"{admin}/api/v1/keys").json()["keys"] if k["source"] == "store"]
     assert [k["id"] for k in listed] == ["web"] and listed[0]["limits"]["rpm"] == 5 and key not in str(listed)
     ok = lambda: httpx.get(f"{proc.url}/v1/models", headers={"authorization": f"Bearer {key}"}).status_code

@@ -88,7 +88,8 @@ def charged(prefix: str, key_id: str) -> tuple[int, int]:
     """What Redis holds for the key: (its budget's tokens this period, its tpm window's tokens)."""
     r = redis.Redis.from_url(REDIS_URL)
     try:
-        budget = sum(int(r.get(k) or 0) for k in r.scan_iter(match=f"{prefix}limit:key:{key_id}:budget:*"))
+        # The period's budget: each router's share, a field of its hash.
+        budget = sum(int(v) for k in r.scan_iter(match=f"{prefix}limit:key:{key_id}:spent:*") for v in r.hvals(k))
         tpm = sum(int(v) for v in r.hgetall(f"{prefix}limit:key:{key_id}:tpm").values())
         return budget, tpm
     finally:

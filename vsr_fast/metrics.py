@@ -121,6 +121,14 @@ class Metrics:
             "vsr_rate_limited_total", "Requests refused with 429 by a key's, team's or tenant's limit.",
             ("api", "scope", "limit")
         )
+        self.team_requests = Counter(
+            "vsr_team_requests_total", "Requests by the caller's team: a team the configuration names (a declared "
+            "key's or rate_limits.teams), else \"other\" (stored keys' teams would be unbounded).", ("team",)
+        )
+        self.team_tokens = Counter(
+            "vsr_team_tokens_total", "Tokens charged by the caller's team (as vsr_team_requests_total labels it).",
+            ("team",)
+        )
         self.auth_failures = Counter(
             "vsr_auth_failures_total", "Requests refused for their key (missing, invalid, not allowed).", ("api", "code")
         )
@@ -196,7 +204,8 @@ class Metrics:
         lines: list[str] = []
         for series in (self.requests, self.responses, self.latency, self.first_byte, self.tokens, self.tokens_estimated,
                        self.upstream_attempts, self.upstream_errors, self.disconnects,
-                       self.timeouts, self.rate_limited, self.auth_failures, self.judge_truncated,
+                       self.timeouts, self.rate_limited, self.team_requests, self.team_tokens, self.auth_failures,
+                       self.judge_truncated,
                        self.match_recall, self.match_judge, self.match_stage, self.context_sources,
                        self.memory_writes, self.guard_buffered, self.guard_outcomes, self.cost, self.http_refusals,
                        self.off_loop, self.reloads):

@@ -7,9 +7,12 @@ redis-py's encoding cost ~300 µs of CPU), so each router holds small leases:
   log at once (one atomic Lua call that never grants past the limit) and spends
   them locally; places left unused for a second are given back. Nothing is ever
   admitted that the shared log did not grant, so the limit holds across routers.
+  Once fewer than ``4k`` places are left the log grants one at a time, so near
+  the limit no router holds places it leased ahead while another is refused.
 - requests in flight: the same with expiring leases (renewed while held, so a
-  router that dies frees its places); a finished request's place returns to its
-  router's pool, which gives back what stays idle.
+  router that dies frees its places); a finished request's place is given back
+  to the shared set at once (without waiting), as LiteLLM's parallel-request
+  limit frees it, so the next request may take it on any router.
 - tokens per minute and budgets: reserved at admission, settled from the answer's
   usage. A request reserves an estimate of its tokens (its body's size at four
   bytes a token, or what its scope's recent requests used, whichever is more)
@@ -21,14 +24,19 @@ redis-py's encoding cost ~300 µs of CPU), so each router holds small leases:
   last admitted request's reservation plus what admitted requests use beyond
   their reservations, and, across routers, one sync interval's tokens (as any
   after-the-fact count). A view older than ``_SYNC_S`` is refreshed before deciding.
+  A budget's period is a hash of each router's share, which the router sets to
+  what it charged this period (never lowering it): a Redis restarted without its
+  data gets back, at the next sync, what every router still running charged.
 
 ``k`` is 1 under 50 requests (or places) a minute and grows to 64 with the
 limit, so a small limit is exact and a large one costs one call per ``k``.
-When Redis does not answer (``store_timeout_ms``, then a second marked away)
-each router decides with its own windows alone, which never let more than a
-limit through by themselves. Those windows are read on every request, Redis
-up or not, so a Redis that comes back without what was admitted meanwhile
-does not let a router past its limit again within the window.
+When Redis does not answer (one call, which every request waiting for the same
+lease shares, given up after ``store_timeout_ms``) the router marks it away and
+no request asks it again until a probe in the background finds it answering
+(``_PROBE_S`` apart): meanwhile each router decides with its own windows alone,
+which never let more than a limit through by themselves. Those windows are read
+on every request, Redis up or not, so a Redis that comes back without what was
+admitted meanwhile does not let a router past its limit again within the window.
 """
 from __future__ import annotations
 
@@ -46,24 +54,26 @@ from ..config.auth import AuthStore, Limits, RateLimits
 from ..errors import RateLimited, shown
 from ..headers import registry as h
 from ..protocol.canonical import Identity
+from . import periods
 from .worker import CallTimedOut, Worker
 
 log = logging.getLogger("vsr_fast.auth")
 
 WINDOW_S = 60.0
-PERIOD_S = {"minute": 60, "hour": 3_600, "day": 86_400, "month": 30 * 86_400}
-_DOWN_FOR_S = 1.0
+_PROBE_S = 1.0             # how often a router asks a store marked away whether it answers again
 _SYNC_S = 0.1              # how stale a router's view of the shared token counts may get
 _IDLE_S = 1.0              # leased places unused this long go back
 _LEASE_TTL_S = 30.0        # an in-flight lease not renewed for this long frees itself (a dead router's)
 
 # KEYS[1] the sliding log. ARGV: now_ms, k, limit, member prefix, first member number.
-# Grants up to k places (members scored now); returns {granted, retry_ms, places taken, ms until the oldest
-# frees} (the last two for x-ratelimit-*).
+# Grants up to k places (members scored now), one when fewer than 4k are left (see the module's docstring);
+# returns {granted, retry_ms, places taken, ms until the oldest frees} (the last two for x-ratelimit-*).
 _LEASE_RPM = """
 local now, k, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 60000)
-local g = math.min(k, limit - redis.call('ZCARD', KEYS[1]))
+local room = limit - redis.call('ZCARD', KEYS[1])
+local g = math.min(k, room)
+if room < 4 * k then g = math.min(1, room) end
 if g <= 0 then
   local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   local retry = tonumber(oldest[2]) + 60000 - now
@@ -77,10 +87,13 @@ return {g, 0, redis.call('ZCARD', KEYS[1]), tonumber(oldest[2]) + 60000 - now}
 """
 
 # KEYS[1] the in-flight leases. ARGV: now_ms, k, limit, ttl_ms, member prefix, first member number.
+# Grants up to k places, one when fewer than 4k are left.
 _LEASE_CONC = """
 local now, k, limit, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local g = math.min(k, limit - redis.call('ZCARD', KEYS[1]))
+local room = limit - redis.call('ZCARD', KEYS[1])
+local g = math.min(k, room)
+if room < 4 * k then g = math.min(1, room) end
 if g <= 0 then return 0 end
 local first = tonumber(ARGV[6])
 for i = 0, g - 1 do redis.call('ZADD', KEYS[1], now + ttl, ARGV[5] .. (first + i)) end
@@ -99,16 +112,23 @@ if score > 0 then redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2])) end
 return 1
 """
 
-# KEYS[1] per-second token buckets, KEYS[2] the period's budget counter. ARGV: now_ms, tokens, budget ttl_ms.
-# Adds this router's new tokens, returns {window total, earliest bucket second, budget used, budget ttl_ms}.
+# KEYS[1] per-second token buckets, KEYS[2] the period's budget: each router's share (a hash field). ARGV: now_ms,
+# tokens, budget ttl_ms, this router's name, what it charged the budget this period (its share: 0 without one).
+# Adds this router's new tokens; sets its share, never lowering it, so a Redis that lost the hash (restarted
+# without its data) gets back what every router still running charged. Returns {window total, earliest bucket
+# second, budget used, budget ttl_ms}.
 _TOKENS = """
-local now, tokens, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local now, tokens, ttl, own = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[5])
 if tokens > 0 then
   redis.call('HINCRBY', KEYS[1], math.floor(now / 1000), tokens)
   redis.call('PEXPIRE', KEYS[1], 61000)
-  redis.call('INCRBY', KEYS[2], tokens)
+end
+if own > tonumber(redis.call('HGET', KEYS[2], ARGV[4]) or '0') then
+  redis.call('HSET', KEYS[2], ARGV[4], own)
   if redis.call('PTTL', KEYS[2]) < 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
 end
+local used = 0
+for _, v in ipairs(redis.call('HVALS', KEYS[2])) do used = used + tonumber(v) end
 local rows = redis.call('HGETALL', KEYS[1])
 local sum, first, floor = 0, -1, math.floor((now - 60000) / 1000)
 for j = 1, #rows, 2 do
@@ -118,7 +138,7 @@ for j = 1, #rows, 2 do
     if first < 0 or s < first then first = s end
   end
 end
-return {sum, first, tonumber(redis.call('GET', KEYS[2]) or '0'), redis.call('PTTL', KEYS[2])}
+return {sum, first, used, redis.call('PTTL', KEYS[2])}
 """
 
 
@@ -194,7 +214,7 @@ class _Local:
     def spent_in(self, limits: Limits, now: float) -> int:
         """The tokens this router charged in the budget's current period."""
         assert limits.budget is not None
-        index = int(now // PERIOD_S[limits.budget.period])
+        index = periods.current(limits.budget.period, now)[0]
         if index != self.period:
             self.period, self.spent = index, 0
         return self.spent
@@ -206,15 +226,14 @@ class _Local:
             self.typical = tokens if not self.typical else (3 * self.typical + tokens + 3) // 4
 
 
-def budget_suffix(period_s: int, now: float) -> str:
+def budget_suffix(period: str, now: float) -> str:
     """The name, under a scope's keys, of the counter of its budget's current period."""
-    return f"budget:{int(now // period_s)}"
+    return f"spent:{periods.current(period, now)[0]}"
 
 
 def _period_left_s(limits: Limits, now: float) -> float:
     assert limits.budget is not None
-    period = PERIOD_S[limits.budget.period]
-    return (int(now // period) + 1) * period - now
+    return periods.current(limits.budget.period, now)[1] - now
 
 
 def _token_retry_s(used: int, limit: int, reset_s: float) -> float:
@@ -228,7 +247,7 @@ class _Shared:
 
     __slots__ = ("rpm_free", "rpm_since", "rpm_taken", "rpm_frees_at", "conc_free", "conc_held", "conc_since", "leasing", "tokens_new",
                  "tokens_seen", "tokens_first", "spent_seen", "budget_ttl_s", "synced", "syncing", "renewed",
-                 "refused_until", "refused_retry_s")
+                 "refused_until", "refused_retry_s", "lease_error")
 
     def __init__(self) -> None:
         self.rpm_free: list[str] = []          # places granted in the shared log, not yet spent
@@ -239,6 +258,7 @@ class _Shared:
         self.conc_held: set[str] = set()       # every in-flight place this router holds
         self.conc_since = 0.0
         self.leasing: trio.Event | None = None
+        self.lease_error: BaseException | None = None   # how the last lease call ended, for those that waited
         self.tokens_new = 0                    # charged here, not yet added to the shared buckets
         self.tokens_seen = 0                   # the window's total at the last sync
         self.tokens_first = -1
@@ -300,8 +320,7 @@ class Limiter:
         self._member = f"{os.getpid()}.{time.time_ns() % 10**9}."
         self._redis: redis.Redis | None = None
         self._worker: Worker | None = None
-        self._down_until = 0.0
-        self._away = False
+        self._away = False           # the store did not answer; decide locally until a probe finds it again
         self._sha: dict[str, str] = {}
         if self.active and store.backend == "redis":
             self._redis = redis.Redis.from_url(store.redis_url(), socket_timeout=1.0, socket_connect_timeout=0.5)
@@ -323,9 +342,14 @@ class Limiter:
         if self._worker is None:
             return
         try:
+            probed = 0.0
             while True:
                 await trio.sleep(_SYNC_S)
-                await self._tend()
+                if not self._away:
+                    await self._tend()
+                elif time.monotonic() - probed >= _PROBE_S:
+                    probed = time.monotonic()
+                    await self._probe()
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(2):
                 for (kind, name), sh in list(self._shared.items()):
@@ -522,8 +546,8 @@ class Limiter:
             sh = self._shared.get((s.kind, s.name))
             if sh is not None:
                 if place is not None:
-                    sh.conc_free.append(place)
-                    sh.conc_since = now
+                    sh.conc_held.discard(place)
+                    self._give_back(f"{self._prefix}{s.kind}:{s.name}:inflight", [place])
                 if tokens > 0 and (s.limits.tpm is not None or s.limits.budget is not None):
                     sh.tokens_new += tokens
 
@@ -542,14 +566,22 @@ class Limiter:
         return sh
 
     def _shared_up(self) -> bool:
-        return self._worker is not None and time.time() >= self._down_until
+        return self._worker is not None and not self._away
 
     def _mark_down(self, exc: BaseException) -> None:
-        if time.time() >= self._down_until:
-            log.warning("rate limits: the shared store did not answer (%s); deciding locally for %.0f s",
-                        type(exc).__name__, _DOWN_FOR_S)
-        self._down_until = time.time() + _DOWN_FOR_S
+        if not self._away:
+            log.warning("rate limits: the shared store did not answer (%s); deciding locally until it does",
+                        type(exc).__name__)
         self._away = True
+
+    async def _probe(self) -> None:
+        """Ask a store marked away whether it answers (off the request path: no request waits for it)."""
+        assert self._worker is not None and self._redis is not None
+        try:
+            await self._worker.call(self._redis.ping, timeout=self._timeout)
+        except (redis.RedisError, CallTimedOut, OSError):
+            return
+        self._answered()
 
     def _answered(self) -> None:
         """A shared call succeeded: say so once after an outage (operators and tests read the pair)."""
@@ -617,11 +649,17 @@ class Limiter:
             sh.conc_free.append(conc)
 
     async def _lease(self, s: Scope, sh: _Shared, which: str, now: float) -> None:
-        """One lease call per scope at a time: the others wait for it and look again."""
+        """One lease call per scope at a time: the others wait for it and share its outcome (a refusal, or a
+        store that did not answer, which they must not ask again one after another on the one worker thread)."""
         if sh.leasing is not None:
             await sh.leasing.wait()
+            if sh.lease_error is not None:
+                raise sh.lease_error
             return
+        if not self._shared_up():
+            raise CallTimedOut("the shared store is marked away")      # by a call another request waited for
         sh.leasing = trio.Event()
+        sh.lease_error = None
         try:
             assert self._worker is not None
             base = f"{self._prefix}{s.kind}:{s.name}:"
@@ -653,6 +691,10 @@ class Limiter:
                 sh.conc_free += new
                 sh.conc_held.update(new)
                 sh.conc_since = now
+        except (_Refused, redis.RedisError, CallTimedOut, OSError) as exc:
+            # Shared with those waiting; a cancellation is not: it is this request's own, the others lease again.
+            sh.lease_error = exc
+            raise
         finally:
             sh.leasing.set()
             sh.leasing = None
@@ -662,19 +704,22 @@ class Limiter:
         if sh.syncing is not None:
             await sh.syncing.wait()
             return
+        if not self._shared_up():
+            raise CallTimedOut("the shared store is marked away")
         sh.syncing = trio.Event()
         try:
             assert self._worker is not None
             now = time.time()
             base = f"{self._prefix}{s.kind}:{s.name}:"
             budget = s.limits.budget
-            period = PERIOD_S[budget.period] if budget is not None else 60
+            period = budget.period if budget is not None else "minute"
             budget_key = base + budget_suffix(period, now)
-            ttl_ms = int(((int(now // period) + 1) * period - now) * 1000) + 1
+            ttl_ms = int((periods.current(period, now)[1] - now) * 1000) + 1
             pushed = sh.tokens_new
+            own = self._local_of(s).spent_in(s.limits, now) if budget is not None else 0
             total, first, spent, budget_ttl = await self._worker.call(
-                self._eval, "tokens", _TOKENS, [base + "tpm", budget_key], [int(now * 1000), pushed, ttl_ms],
-                timeout=self._timeout)
+                self._eval, "tokens", _TOKENS, [base + "tpm", budget_key],
+                [int(now * 1000), pushed, ttl_ms, self._member, own], timeout=self._timeout)
             self._answered()
             sh.tokens_new -= pushed
             sh.tokens_seen, sh.tokens_first, sh.spent_seen = int(total), int(first), int(spent)

@@ -15,7 +15,8 @@ import msgspec
 import redis
 
 from ..config.auth import Limits
-from .limits import PERIOD_S, WINDOW_S, Limiter, budget_suffix
+from . import periods
+from .limits import WINDOW_S, Limiter, budget_suffix
 
 
 class BudgetUse(msgspec.Struct, kw_only=True):
@@ -40,10 +41,9 @@ class Usage(msgspec.Struct, kw_only=True, omit_defaults=True):
 def _usage(lim: Limits, now: float, spent: int, tokens: int, requests: int) -> Usage:
     out = Usage()
     if lim.budget is not None:
-        period = PERIOD_S[lim.budget.period]
+        end = periods.current(lim.budget.period, now)[1]
         out.budget = BudgetUse(tokens=lim.budget.tokens, period=lim.budget.period, used=spent,
-                               remaining=max(0, lim.budget.tokens - spent),
-                               period_end_ms=(int(now // period) + 1) * period * 1000)
+                               remaining=max(0, lim.budget.tokens - spent), period_end_ms=int(end * 1000))
     if lim.tpm is not None:
         out.tpm = WindowUse(limit=lim.tpm, used=tokens)
     if lim.rpm is not None:
@@ -59,7 +59,7 @@ def shared(r: redis.Redis, prefix: str, keys: Sequence[tuple[str, Limits]], now:
     for key_id, lim in keys:
         base = f"{prefix}limit:key:{key_id}:"
         if lim.budget is not None:
-            pipe.get(base + budget_suffix(PERIOD_S[lim.budget.period], now))
+            pipe.hvals(base + budget_suffix(lim.budget.period, now))     # each router's share
         if lim.tpm is not None:
             pipe.hgetall(base + "tpm")
         if lim.rpm is not None:     # the rpm script drops places scored at or before 60 s ago
@@ -68,7 +68,7 @@ def shared(r: redis.Redis, prefix: str, keys: Sequence[tuple[str, Limits]], now:
     floor = (now_ms - int(WINDOW_S * 1000)) // 1000     # the tokens script's: buckets at or before it are gone
     out = []
     for _, lim in keys:
-        spent = int(next(replies) or 0) if lim.budget is not None else 0
+        spent = sum(int(v) for v in next(replies)) if lim.budget is not None else 0
         tokens = sum(int(v) for s, v in next(replies).items() if int(s) > floor) if lim.tpm is not None else 0
         requests = int(next(replies)) if lim.rpm is not None else 0
         out.append(_usage(lim, now, spent, tokens, requests))

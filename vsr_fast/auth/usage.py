@@ -209,12 +209,13 @@ class UsageMeter:
 
     def usage(self) -> tuple[int, int, int, bool] | None:
         """The answer's usage (input, output, total, estimated): as the backend reported it, else the estimate of
-        a model's answer that reported none (docs/config.md, ``stream_usage``); None for no model's answer, and
-        for an executor's, whose calls were each counted as they ended."""
+        a model's answer that reported none (docs/config.md, ``stream_usage``) or of an attempt cut after it
+        reached a backend (what ``tokens`` charges); None when no backend billed it, and for an executor's answer,
+        whose calls were each counted as they ended."""
         reported = self.reported()
         if reported is not None:
             return (*reported, False)
-        if not self.answered or self.prepaid:
+        if not (self.answered or self.cut_short) or self.prepaid:
             return None
         given, taken = self.estimate()
         return given, taken, given + taken, True

@@ -124,16 +124,20 @@ def _blocks() -> tuple[list[Block], list[Block]]:
     """The configuration's blocks (document order, first path first) and the plugin configurations'."""
     seen: dict[type, Block] = {}
 
-    def walk(cls: type, path: str, order: list[Block]) -> None:
+    def walk(cls: type, path: str, order: list[Block], above: tuple[type, ...] = ()) -> None:
+        # A block met again is documented once, but its blocks are reached at its new path too (a team's
+        # limits' budget is at rate_limits.teams.<key>.budget as well); a block inside itself ends the walk.
         if cls in seen:
             seen[cls].paths.append(path)
-            return
-        block = seen[cls] = Block(cls, [path])
-        order.append(block)
+            if cls in above:
+                return
+        else:
+            order.append(seen.setdefault(cls, Block(cls, [path])))
         info = mi.type_info(cls)
         for f in info.fields:
             for sub, suffix in _structs(f.type):
-                walk(sub, f"{path}.{f.encode_name}{suffix}" if path else f"{f.encode_name}{suffix}", order)
+                walk(sub, f"{path}.{f.encode_name}{suffix}" if path else f"{f.encode_name}{suffix}", order,
+                     (*above, cls))
 
     config: list[Block] = []
     walk(RouterConfig, "", config)

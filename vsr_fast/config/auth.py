@@ -20,7 +20,9 @@ Sha256Hex = Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")]
 class Budget(Block):
     """A token budget per period, counted from the answers' usage, whole and streamed alike; each request
     reserves its estimated tokens at admission (settled from its usage), so requests in flight cannot spend
-    it many times over. A declared pricing is reported (the cost header, the events), never limited."""
+    it many times over. A declared pricing is reported (the cost header, the events), never limited. Periods are
+    UTC calendar periods: a day from midnight UTC, a month from the 1st (not 30 days), an hour and a minute the
+    clock's; the budget starts from nothing with each."""
 
     tokens: Annotated[int, Meta(ge=1)]
     period: Literal["minute", "hour", "day", "month"] = "day"
@@ -56,7 +58,11 @@ class ClientKey(Block):
 class AuthStore(RedisAt):
     """Where stored keys and shared limit windows live: Redis, shared by every router. Without it (``none``) each
     process keeps its own windows: under ``serve --workers N`` every worker enforces each key's, team's and
-    tenant's limits apart, so the effective limit is up to N times the declared one (said at start)."""
+    tenant's limits apart, so the effective limit is up to N times the declared one (said at start). Run that Redis
+    persistent (``appendonly yes``, or RDB snapshots): stored keys, budgets and windows are its data. One that
+    restarts empty loses the stored keys (restore or create them again) and the rpm and tpm windows (each
+    router's own windows still hold it to each limit within the minute); each budget gets back, within a second,
+    what every router still running charged it this period, but not the share of a router restarted since."""
 
     backend: Literal["redis", "none"] = "none"
     prefix: Annotated[str, Meta(min_length=1)] = "vsr:auth:"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import Annotated
@@ -246,6 +247,13 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
     def no_store() -> tuple[Response, int]:
         return _bad("no key store: set global.router.auth.store.backend: redis"), 400
 
+    def declared(key_id: str, then: str) -> tuple[Response, int] | None:
+        """The 409 for a key id the configuration declares (its file is where it changes), else None."""
+        if any(k.id == key_id for k in state.loaded.config.global_.router.auth.keys):
+            return _bad(f"{shown(key_id)} is declared in the configuration (global.router.auth.keys[{key_id}]); "
+                        f"{then}"), 409
+        return None
+
     async def listed(key_id: str | None = None) -> list[dict]:
         """Every key (declared ones first, marked by ``source``; never a secret) with its current use of its
         limits, as LiteLLM's /key/info: only ``key_id``'s when given."""
@@ -254,12 +262,27 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
         keys = [k for k in keys if key_id is None or k.id == key_id]
         pairs = [(k.id, k.limits) for k in keys]
         used = await call(KeyStore.usage, pairs) if stored is not None else spend.local(state.limiter, pairs)
+        counts = await counted([("key", k.id) for k in keys])
         return [{"id": k.id, "source": "store" if isinstance(k, StoredKey) else "config",
-                 **msgspec.to_builtins(k), "usage": u} for k, u in zip(keys, used)]
+                 **msgspec.to_builtins(k), "usage": u, "counts": c} for k, u, c in zip(keys, used, counts)]
+
+    async def counted(scopes: list[tuple[str, str]]) -> list[dict]:
+        """Each scope's requests and tokens this UTC day and month (``auth.tally``), every router's."""
+        return await trio.to_thread.run_sync(state.tally.counts, scopes, time.time())
+
+    async def team_rows() -> list[dict]:
+        """Every team the configuration or a key names, with its counts and its limits where it has some."""
+        auth, teams = state.loaded.config.global_.router.auth, state.loaded.config.global_.router.rate_limits.teams
+        keys, _ = merged(auth.keys, tuple(await call(KeyStore.list) or ()))
+        names = sorted({*teams, *(k.team for k in keys if k.team)})
+        counts = await counted([("team", name) for name in names])
+        return [{"team": name, "limits": teams.get(name), "counts": c} for name, c in zip(names, counts)]
 
     @app.get("/api/v1/keys")
     async def list_keys() -> Response:
-        return Response(msgspec.json.encode({"keys": await listed()}), content_type="application/json")
+        # The teams beside the keys: under the keys' admin path (a team's counts are its keys' requests).
+        return Response(msgspec.json.encode({"keys": await listed(), "teams": await team_rows()}),
+                        content_type="application/json")
 
     @app.get("/api/v1/keys/<key_id>")
     async def get_key(key_id: str) -> Response | tuple[Response, int]:
@@ -277,10 +300,10 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
             # DELETE /api/v1/keys/{id} and .../rotate could never name it (a path segment; canonical paths only).
             return _bad(f"a key id is one path segment: {shown(body.id)} holds '/', '%' or is a dot segment",
                         param="id"), 400
-        if any(k.id == body.id for k in state.loaded.config.global_.router.auth.keys):
-            # Two secrets under one identity would share its limits and records; the router refuses such a stored key.
-            return _bad(f"{shown(body.id)} is declared in the configuration (global.router.auth.keys[{body.id}]); "
-                        "choose another id"), 409
+        # Two secrets under one identity would share its limits and records; the router refuses such a stored key.
+        clash = declared(body.id, "choose another id")
+        if clash is not None:
+            return clash
         unknown = key_name_errors(state.loaded.config, body.entrypoints, body.models, "")
         if unknown:
             # As the file's loader refuses them in a declared key: the first, with the path to its field.
@@ -296,6 +319,9 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
 
     @app.delete("/api/v1/keys/<key_id>")
     async def revoke_key(key_id: str) -> Response | tuple[Response, int]:
+        clash = declared(key_id, "remove it from the file")
+        if clash is not None:
+            return clash
         gone = await changed(KeyStore.revoke, key_id)
         if gone is None:
             return no_store()
@@ -303,6 +329,9 @@ def _key_routes(app: QuartTrio, state: AppState) -> None:
 
     @app.post("/api/v1/keys/<key_id>/rotate")
     async def rotate_key(key_id: str) -> Response | tuple[Response, int]:
+        clash = declared(key_id, "change its sha256 in the file")
+        if clash is not None:
+            return clash
         try:
             key = await changed(KeyStore.rotate, key_id)
         except KeyError:

@@ -195,6 +195,7 @@ async def _serve_on(loaded: Loaded, opts: ServeOptions, listeners: _Listeners, t
             background.start_soon(state.response_store.run)
             background.start_soon(state.auth.run)
             background.start_soon(state.limiter.run)
+            background.start_soon(state.tally.run)
             if direct_cache is not None:
                 background.start_soon(direct_cache.run)
             if state.access_log is not None:

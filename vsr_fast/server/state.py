@@ -27,6 +27,7 @@ from .asgi import BodyPace
 from .listen import Connections
 from .recording import Policies
 from ..auth.limits import Limiter
+from ..auth.tally import Tally
 from ..auth.source import Authenticator
 
 
@@ -71,6 +72,7 @@ class AppState:
         limits = config.global_.router.limits
         self.limiter = Limiter(config.global_.router.rate_limits, auth.store, keys_have_limits=_keys_have_limits(config),
                                lease_s=limits.request_timeout_ms / 1000, metrics=self.metrics)
+        self.tally = Tally(auth.store, self.metrics)
         self._derive()
 
     def _derive(self) -> None:
@@ -101,6 +103,8 @@ class AppState:
         self.delegated_deployments = frozenset(
             name for name, r in (client.runners.items() if client is not None else ()) if getattr(r, "delegated", None))
         self.delegated_header = config.global_.services.authz.delegated_credential.header.lower().encode()
+        auth = config.global_.router.auth
+        self.tally.teams = frozenset([*config.global_.router.rate_limits.teams, *(k.team for k in auth.keys if k.team)])
 
     def regenerated(self, loaded: Loaded, upstreams: Upstreams) -> "AppState":
         """The next generation: this one's long-lived parts, the new configuration's routes and backends.

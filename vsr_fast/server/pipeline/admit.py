@@ -13,6 +13,8 @@ request reserved, and charges the answer's tokens.
 """
 from __future__ import annotations
 
+import time
+
 from ...auth.access import check_name
 from ...auth.usage import UsageMeter
 from ...errors import KeyNotAllowed
@@ -52,7 +54,11 @@ def check_names(ex: Exchange) -> None:
 
 
 def release(ex: Exchange) -> None:
+    tokens = ex.meter.tokens() if ex.meter is not None else 0
     ticket = ex.ticket
     if ticket is not None:
         ex.ticket = None
-        ex.state.limiter.done(ticket, ex.meter.tokens() if ex.meter is not None else 0)
+        ex.state.limiter.done(ticket, tokens)
+    who = ex.state.identity(ex.scope)
+    if who.key_id is not None or who.team is not None:     # the admin API's counts per key and team
+        ex.state.tally.add(who.key_id, who.team, tokens, time.time())

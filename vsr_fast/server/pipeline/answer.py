@@ -233,6 +233,8 @@ async def _whole(ex: Exchange, send: Send, result: Whole) -> None:
             codes = verdict.codes
             response_guard.settle(ex, verdict.outcome, verdict.recorded, held=False, streamed=False)
             if verdict.outcome == "blocked":
+                if ex.meter is not None:    # its provider billed the answer the client never sees: charge that
+                    ex.meter.whole(result.body)
                 await _blocked(ex, send, response_guard.blocked_error(verdict), streamed=False)
                 return
             note = response_guard.noted(verdict)

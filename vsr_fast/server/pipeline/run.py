@@ -287,7 +287,8 @@ def _unfinished(ex: Exchange) -> None:
     """The record of an answer whose client left, or was cut for not reading, before its end (the answer stage
     never recorded it): streamed when the client asked for a stream, as its answer was (or would have been)."""
     ex.rec.answered(status=ex.status, path=ex.path.value, model=ex.model, complete=False, content_type=None,
-                    streamed=ex.req is not None and ex.adapter.stream(ex.req), first_byte=ex.backend_first_byte)
+                    streamed=ex.req is not None and ex.adapter.stream(ex.req), first_byte=ex.backend_first_byte,
+                    usage=ex.meter.usage() if ex.meter is not None else None)     # what it was charged
 
 
 async def _kept(ex: Exchange, send: Send, outer: trio.CancelScope) -> VsrError | None:
