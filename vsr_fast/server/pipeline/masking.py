@@ -98,9 +98,14 @@ def _replaced(ex: Exchange | Masked, body: bytes, doc: dict, found: list[str], a
     if numbered is None:
         numbered = ex.masked_values = {}
     # A placeholder the client wrote itself ("[PERSON_1]" in a template) is its text: numbering goes past it, so
-    # the answer's copy of it stays the client's, never a value.
+    # the answer's copy of it stays the client's, never a value. One in an assistant turn is the router's own,
+    # carried back (the model's thinking sealed in a reasoning item, a stored response, an answer left masked):
+    # it names the value it named when the router wrote it, which numbering in order of first appearance over
+    # the same conversation gives it again, so the model's history agrees with itself and its answer's copy is
+    # restored.
     named = policy.named()
-    literal = {m.group(0) for text in found for m in named.finditer(text)}
+    own = masking.client_texts(doc, api_format)
+    literal = {m.group(0) for text in found if text in own for m in named.finditer(text)}
     values: dict[str, str] = {}
     labels: Counter[str] = Counter()
     # Another spelling of a value numbered already ("MARIA GONZALEZ" of "Maria Gonzalez") is that value.

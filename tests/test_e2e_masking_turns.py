@@ -1,0 +1,160 @@
+"""masking across the turns of a conversation: the router's own placeholders mean the same values every turn.
+
+An outside trial drove Codex and the SDKs through a masking decision to a thinking Claude: turn 2's user turn
+reached the provider as ``[EMAIL_ADDRESS_2]`` while the model's own signed thinking, round-tripped in the router's
+``vsr-thinking:`` blob (or in a response stored for ``previous_response_id``), still said ``[EMAIL_ADDRESS_1]``;
+the model's history disagreed with itself and the client read a literal ``[EMAIL_ADDRESS_1]``. A scripted Claude
+started here checks each thinking block it gets back against its signature (as Anthropic does), thinks about the
+address it was sent, and on its second turn answers with the placeholder its own thinking named. The router runs
+as a real process; the official SDKs are the clients.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import anthropic
+import openai
+import pytest
+
+from . import hostile_upstream
+from .procs import config, router, write_config
+
+EMAIL = "jane.doe@example.com"
+NAMED = re.compile(r"\[EMAIL_ADDRESS_\d+\]")
+MASKING = {"type": "masking", "configuration": {"enabled": True, "signal": "personal",
+                                                "entity_types": ["EMAIL_ADDRESS", "PHONE_NUMBER"]}}
+EXEC = {"type": "function", "name": "exec_command", "description": "Runs a shell command.",
+        "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}
+
+
+def signed(text: str) -> str:
+    return "sig:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _text(content) -> str:
+    if isinstance(content, str):
+        return content
+    return " ".join(b.get("text") or json.dumps(b.get("content")) for b in content if isinstance(b, dict))
+
+
+class Claude(hostile_upstream.Handler):
+    """A thinking Claude: a thinking block sent back other than as signed is a 400; a first turn thinks about the
+    address it reads (and calls ``exec_command`` with it when given tools); a later turn answers with the
+    placeholder its own last thinking named."""
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+        BODIES.keep(body)
+        memory = []             # what the model thought, or else said, in its last turn
+        for m in body["messages"]:
+            if m["role"] != "assistant":
+                continue
+            blocks = m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
+            for b in blocks:
+                if b.get("type") == "thinking" and b.get("signature") != signed(b["thinking"]):
+                    self.whole(400, json.dumps({"type": "error", "error": {
+                        "type": "invalid_request_error", "message": "Invalid signature in thinking block"}}).encode())
+                    return
+            said = [b.get("thinking") or b.get("text") or "" for b in blocks if b.get("type") in ("thinking", "text")]
+            memory = said[:1]
+        if memory:
+            said = NAMED.findall(memory[0])[0]
+            thought, reply = f"I noted the address as {said}.", {"type": "text", "text": f"Your email is {said}."}
+        else:
+            said = NAMED.findall(_text(body["messages"][-1]["content"]))[0]
+            thought = f"The user's email is {said}."
+            reply = ({"type": "tool_use", "id": "toolu_1", "name": "exec_command", "input": {"cmd": f"echo {said}"}}
+                     if body.get("tools") else {"type": "text", "text": f"Noted, {said}."})
+        doc = {"id": "msg_s", "type": "message", "role": "assistant", "model": "claude",
+               "content": [{"type": "thinking", "thinking": thought, "signature": signed(thought)}, reply],
+               "stop_reason": "tool_use" if reply["type"] == "tool_use" else "end_turn", "stop_sequence": None,
+               "usage": {"input_tokens": 9, "output_tokens": 7}}
+        self.whole(200, json.dumps(doc).encode())
+
+
+BODIES = hostile_upstream.Bodies()
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory):
+    with hostile_upstream.serving(Claude) as url:
+        models = [{"name": "claude", "api_format": "anthropic", "capabilities": ["reasoning"],
+                   "backend_refs": [{"endpoint": f"{url}/v1"}]}]
+        keep = {"type": "masking", "configuration": {**MASKING["configuration"], "unmask": False}}
+        doc = config(models, [{"name": "private", "modelRefs": [{"model": "claude"}], "plugins": [MASKING]},
+                              {"name": "masked", "priority": 20, "modelRefs": [{"model": "claude"}], "plugins": [keep],
+                               "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "keep"}]}}],
+                     signals={"pii": [{"name": "personal"}],
+                              "keywords": [{"name": "keep", "operator": "OR", "keywords": ["as masked"]}]})
+        doc["global"] = {"router": {"upstream": {"retries": {"max_retries": 0}}}}
+        with router(write_config(doc, str(tmp_path_factory.mktemp("masking-turns")))) as proc:
+            yield proc
+
+
+def assert_one_placeholder() -> None:
+    """The last provider-bound body names the address by one placeholder everywhere: the user's turns and the
+    model's own thinking agree."""
+    sent = json.dumps(BODIES.last())
+    assert EMAIL not in sent
+    assert set(NAMED.findall(sent)) == {"[EMAIL_ADDRESS_1]"}, sent
+
+
+def responses(gw) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{gw.url}/v1", api_key="k", max_retries=0)
+
+
+def test_codex_tool_loop_keeps_the_placeholder_of_its_sealed_thinking(gw):
+    """Codex (store: false): the reasoning item's encrypted_content carries the model's thinking back."""
+    client, ask = responses(gw), [{"role": "user", "content": f"My email is {EMAIL}. Run echo with it"}]
+    kw = {"model": "vsr/auto", "tools": [EXEC], "store": False, "include": ["reasoning.encrypted_content"],
+          "reasoning": {"effort": "medium"}}
+    first = client.responses.create(input=ask, **kw)
+    call = next(i for i in first.output if i.type == "function_call")
+    assert json.loads(call.arguments) == {"cmd": f"echo {EMAIL}"}
+    items = [i.model_dump(exclude_none=True) for i in first.output]
+    second = client.responses.create(input=[*ask, *items, {"type": "function_call_output", "call_id": call.call_id,
+                                                           "output": EMAIL + "\n"}], **kw)
+    assert_one_placeholder()
+    assert second.output_text == f"Your email is {EMAIL}."
+
+
+def test_previous_response_id_keeps_the_placeholder_of_the_stored_thinking(gw):
+    client = responses(gw)
+    kw = {"model": "vsr/auto", "reasoning": {"effort": "medium"}}
+    first = client.responses.create(input=f"My email is {EMAIL}.", **kw)
+    assert first.output_text == f"Noted, {EMAIL}."
+    second = client.responses.create(input="What is my email?", previous_response_id=first.id, **kw)
+    assert_one_placeholder()
+    assert second.output_text == f"Your email is {EMAIL}."
+
+
+def test_claude_code_thinking_comes_back_as_it_was_signed(gw):
+    """A Messages client reads the thinking restored; masked again, it is the text the model signed."""
+    client = anthropic.Anthropic(base_url=gw.url, api_key="k", max_retries=0)
+    kw = {"model": "vsr/auto", "max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 1024},
+          "tools": [{"name": EXEC["name"], "description": EXEC["description"], "input_schema": EXEC["parameters"]}]}
+    ask = [{"role": "user", "content": f"My email is {EMAIL}. Run echo with it"}]
+    first = client.messages.create(messages=ask, **kw)
+    thinking, call = first.content
+    assert thinking.thinking == f"The user's email is {EMAIL}." and call.input == {"cmd": f"echo {EMAIL}"}
+    history = [*ask, {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": EMAIL}]}]
+    second = client.messages.create(messages=history, **kw)
+    assert_one_placeholder()
+    assert second.content[-1].text == f"Your email is {EMAIL}."
+
+
+def test_an_answer_left_masked_and_carried_back_keeps_its_placeholder(gw):
+    """``unmask: false``: the client reads the router's placeholder and sends it back in the assistant turn; the
+    address in its own turns gets the same one, not the next."""
+    client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="k", max_retries=0)
+    ask = [{"role": "user", "content": f"My email is {EMAIL}, as masked."}]
+    first = client.chat.completions.create(model="vsr/auto", messages=ask).choices[0].message.content
+    assert first == "Noted, [EMAIL_ADDRESS_1]."
+    history = [*ask, {"role": "assistant", "content": first},
+               {"role": "user", "content": f"Is {EMAIL} right, as masked?"}]
+    second = client.chat.completions.create(model="vsr/auto", messages=history).choices[0].message.content
+    assert_one_placeholder()
+    assert second == "Your email is [EMAIL_ADDRESS_1]."
