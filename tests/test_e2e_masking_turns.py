@@ -146,15 +146,17 @@ def test_claude_code_thinking_comes_back_as_it_was_signed(gw):
     assert second.content[-1].text == f"Your email is {EMAIL}."
 
 
-def test_an_answer_left_masked_and_carried_back_keeps_its_placeholder(gw):
+@pytest.mark.parametrize("named", [EMAIL, "[EMAIL_ADDRESS_1]"], ids=["address", "placeholder"])
+def test_an_answer_left_masked_and_carried_back_keeps_its_placeholder(gw, named):
     """``unmask: false``: the client reads the router's placeholder and sends it back in the assistant turn; the
-    address in its own turns gets the same one, not the next."""
+    address in its own turns gets the same one, not the next, and so it does when the user quotes the placeholder
+    the answer showed (it names the router's value, not a template's)."""
     client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="k", max_retries=0)
     ask = [{"role": "user", "content": f"My email is {EMAIL}, as masked."}]
     first = client.chat.completions.create(model="vsr/auto", messages=ask).choices[0].message.content
     assert first == "Noted, [EMAIL_ADDRESS_1]."
     history = [*ask, {"role": "assistant", "content": first},
-               {"role": "user", "content": f"Is {EMAIL} right, as masked?"}]
+               {"role": "user", "content": f"Is {named} right, as masked?"}]
     second = client.chat.completions.create(model="vsr/auto", messages=history).choices[0].message.content
     assert_one_placeholder()
     assert second == "Your email is [EMAIL_ADDRESS_1]."

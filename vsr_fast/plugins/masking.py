@@ -367,9 +367,9 @@ def texts(body: dict, api_format: str, names: dict[str, str] | None = None) -> l
     return list(seen)
 
 
-# The client's own Responses input items: its messages, and what its tools returned. Every other item (an
-# assistant message, reasoning, a tool call) is the model's output carried back.
 def _clients_item(item: Any) -> bool:
+    """Whether a Responses input item is the client's own: its messages, and what its tools returned. Every other
+    item (an assistant message, reasoning, a tool call) is the model's output carried back."""
     if not isinstance(item, dict):
         return True
     kind = item.get("type")

@@ -9,6 +9,8 @@ the System One client's reuse cache answers any text already asked about.
 A text it cannot read whole fails the request closed (``MaskingUnavailable``),
 before anything is sent; so does an attachment it cannot clean, a binary file or a URL holding personal
 data (``MaskingRefused``, 400 naming the field; a text file is decoded, masked and encoded again).
+Placeholders are numbered in order of first appearance, past the client's own literal ones; one in an assistant
+turn is the router's own carried back, and names the value it named on the turn that wrote it (``_replaced``).
 """
 from __future__ import annotations
 
@@ -102,10 +104,11 @@ def _replaced(ex: Exchange | Masked, body: bytes, doc: dict, found: list[str], a
     # carried back (the model's thinking sealed in a reasoning item, a stored response, an answer left masked):
     # it names the value it named when the router wrote it, which numbering in order of first appearance over
     # the same conversation gives it again, so the model's history agrees with itself and its answer's copy is
-    # restored.
+    # restored. The client's copy of one of those (a user quoting the masked answer it read) names that value too.
     named = policy.named()
     own = masking.client_texts(doc, api_format)
-    literal = {m.group(0) for text in found if text in own for m in named.finditer(text)}
+    routers = {m.group(0) for text in found if text not in own for m in named.finditer(text)}
+    literal = {m.group(0) for text in found if text in own for m in named.finditer(text)} - routers
     values: dict[str, str] = {}
     labels: Counter[str] = Counter()
     # Another spelling of a value numbered already ("MARIA GONZALEZ" of "Maria Gonzalez") is that value.
