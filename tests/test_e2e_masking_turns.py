@@ -20,6 +20,7 @@ import pytest
 
 from . import hostile_upstream
 from .procs import config, router, write_config
+from .test_e2e_stream_tool_calls import named
 
 EMAIL = "jane.doe@example.com"
 NAMED = re.compile(r"\[EMAIL_ADDRESS_\d+\]")
@@ -71,7 +72,30 @@ class Claude(hostile_upstream.Handler):
                "content": [{"type": "thinking", "thinking": thought, "signature": signed(thought)}, reply],
                "stop_reason": "tool_use" if reply["type"] == "tool_use" else "end_turn", "stop_sequence": None,
                "usage": {"input_tokens": 9, "output_tokens": 7}}
-        self.whole(200, json.dumps(doc).encode())
+        if body.get("stream"):
+            self.sse(streamed(doc))
+        else:
+            self.whole(200, json.dumps(doc).encode())
+
+
+def streamed(doc: dict) -> list[bytes]:
+    """``doc`` as Anthropic streams it: the thinking in a delta, then its signature; a tool's input as JSON text."""
+    out = [named("message_start", {"message": {**doc, "content": [], "stop_reason": None}})]
+    for i, b in enumerate(doc["content"]):
+        start, deltas = {**b}, []
+        if b["type"] == "thinking":
+            start.update(thinking="", signature="")
+            deltas = [{"type": "thinking_delta", "thinking": b["thinking"]},
+                      {"type": "signature_delta", "signature": b["signature"]}]
+        elif b["type"] == "text":
+            start["text"], deltas = "", [{"type": "text_delta", "text": b["text"]}]
+        else:
+            start["input"], deltas = {}, [{"type": "input_json_delta", "partial_json": json.dumps(b["input"])}]
+        out.append(named("content_block_start", {"index": i, "content_block": start}))
+        out += [named("content_block_delta", {"index": i, "delta": d}) for d in deltas]
+        out.append(named("content_block_stop", {"index": i}))
+    return out + [named("message_delta", {"delta": {"stop_reason": doc["stop_reason"], "stop_sequence": None},
+                                          "usage": {"output_tokens": 7}}), named("message_stop", {})]
 
 
 BODIES = hostile_upstream.Bodies()
@@ -105,17 +129,28 @@ def responses(gw) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{gw.url}/v1", api_key="k", max_retries=0)
 
 
-def test_codex_tool_loop_keeps_the_placeholder_of_its_sealed_thinking(gw):
+def codex_turn(gw, stream: bool, items: list):
+    """One Responses turn as Codex sends it (store: false, the encrypted reasoning asked for): the final response."""
+    kw = {"model": "vsr/auto", "input": items, "tools": [EXEC], "store": False,
+          "include": ["reasoning.encrypted_content"], "reasoning": {"effort": "medium"}}
+    if not stream:
+        return responses(gw).responses.create(**kw)
+    with responses(gw).responses.stream(**kw) as s:
+        for _ in s:
+            pass
+        return s.get_final_response()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_codex_tool_loop_keeps_the_placeholder_of_its_sealed_thinking(gw, stream):
     """Codex (store: false): the reasoning item's encrypted_content carries the model's thinking back."""
-    client, ask = responses(gw), [{"role": "user", "content": f"My email is {EMAIL}. Run echo with it"}]
-    kw = {"model": "vsr/auto", "tools": [EXEC], "store": False, "include": ["reasoning.encrypted_content"],
-          "reasoning": {"effort": "medium"}}
-    first = client.responses.create(input=ask, **kw)
+    ask = [{"role": "user", "content": f"My email is {EMAIL}. Run echo with it"}]
+    first = codex_turn(gw, stream, ask)
     call = next(i for i in first.output if i.type == "function_call")
     assert json.loads(call.arguments) == {"cmd": f"echo {EMAIL}"}
     items = [i.model_dump(exclude_none=True) for i in first.output]
-    second = client.responses.create(input=[*ask, *items, {"type": "function_call_output", "call_id": call.call_id,
-                                                           "output": EMAIL + "\n"}], **kw)
+    second = codex_turn(gw, stream, [*ask, *items, {"type": "function_call_output", "call_id": call.call_id,
+                                                    "output": EMAIL + "\n"}])
     assert_one_placeholder()
     assert second.output_text == f"Your email is {EMAIL}."
 
