@@ -24,6 +24,7 @@ from .test_e2e_stream_tool_calls import named
 
 EMAIL = "jane.doe@example.com"
 NAMED = re.compile(r"\[EMAIL_ADDRESS_\d+\]")
+BARE = re.compile(r"(?<!\d)\d{10}(?!\d)")
 MASKING = {"type": "masking", "configuration": {"enabled": True, "signal": "personal",
                                                 "entity_types": ["EMAIL_ADDRESS", "PHONE_NUMBER"]}}
 EXEC = {"type": "function", "name": "exec_command", "description": "Runs a shell command.",
@@ -64,8 +65,9 @@ class Claude(hostile_upstream.Handler):
             said = NAMED.findall(memory[0])[0]
             thought, reply = f"I noted the address as {said}.", {"type": "text", "text": f"Your email is {said}."}
         else:
-            said = NAMED.findall(_text(body["messages"][-1]["content"]))[0]
-            thought = f"The user's email is {said}."
+            asked = _text(body["messages"][-1]["content"])
+            said = NAMED.findall(asked)[0]
+            thought = f"The user's email is {said}." + "".join(f" Phone: {d}." for d in BARE.findall(asked))
             reply = ({"type": "tool_use", "id": "toolu_1", "name": "exec_command", "input": {"cmd": f"echo {said}"}}
                      if body.get("tools") else {"type": "text", "text": f"Noted, {said}."})
         doc = {"id": "msg_s", "type": "message", "role": "assistant", "model": "claude",
@@ -195,3 +197,21 @@ def test_an_answer_left_masked_and_carried_back_keeps_its_placeholder(gw, named)
     second = client.chat.completions.create(model="vsr/auto", messages=history).choices[0].message.content
     assert_one_placeholder()
     assert second == "Your email is [EMAIL_ADDRESS_1]."
+
+
+def test_a_value_only_the_models_own_thinking_names_comes_back_as_it_was_signed(gw):
+    """The user's bare "4155552671" is no phone where it stands (no cue), and reached the model as written; the
+    model's thinking calls it a phone. Masked in that thinking on the next turn, the block would no longer be the
+    one the model signed (Anthropic refuses the turn): a value the provider itself wrote there is left as it is."""
+    client = anthropic.Anthropic(base_url=gw.url, api_key="k", max_retries=0)
+    kw = {"model": "vsr/auto", "max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 1024},
+          "tools": [{"name": EXEC["name"], "description": EXEC["description"], "input_schema": EXEC["parameters"]}]}
+    ask = [{"role": "user", "content": f"My email is {EMAIL}. Run echo with it and with 4155552671"}]
+    first = client.messages.create(messages=ask, **kw)
+    thinking, call = first.content
+    assert thinking.thinking == f"The user's email is {EMAIL}. Phone: 4155552671."
+    history = [*ask, {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": EMAIL}]}]
+    second = client.messages.create(messages=history, **kw)
+    assert_one_placeholder()
+    assert second.content[-1].text == f"Your email is {EMAIL}."

@@ -391,6 +391,17 @@ def client_texts(body: dict, api_format: str) -> set[str]:
     return set(texts({**body, **roots}, api_format))
 
 
+def signed_texts(body: dict, api_format: str) -> set[str]:
+    """The texts of ``body``'s signed thinking blocks (Messages' content, Chat's LiteLLM ``thinking_blocks``): the
+    provider checks each against its signature, so it must come back as the model wrote it."""
+    key = "content" if api_format == "anthropic" else "thinking_blocks" if api_format == "openai" else None
+    turns = body.get("messages") if key is not None else None
+    return {b["thinking"] for m in turns if isinstance(m, dict) and m.get("role") == "assistant"
+            for b in (m.get(key) if isinstance(m.get(key), list) else ())
+            if isinstance(b, dict) and b.get("type") == "thinking" and b.get("signature")
+            and isinstance(b.get("thinking"), str)} if isinstance(turns, list) else set()
+
+
 def replace(body: dict, api_format: str, values: dict[str, str]) -> int:
     """Replace every copy (``copies``) of each value (value -> placeholder) in ``body``'s text positions, in
     place; how many copies were replaced. Longer values first, so a value inside another is never left half.
@@ -500,4 +511,4 @@ def _as_name(text: str) -> str:
     return _NOT_IN_NAME.sub("_", text)
 
 
-__all__ = ["Masking", "MaskingConfig", "TYPE", "Unreadable", "check", "client_texts", "copies", "fold", "path", "replace", "resolve", "spoken", "texts"]
+__all__ = ["Masking", "MaskingConfig", "TYPE", "Unreadable", "check", "client_texts", "copies", "signed_texts", "fold", "path", "replace", "resolve", "spoken", "texts"]

@@ -109,12 +109,16 @@ def _replaced(ex: Exchange | Masked, body: bytes, doc: dict, found: list[str], a
     own = masking.client_texts(doc, api_format)
     routers = {m.group(0) for text in found if text not in own for m in named.finditer(text)}
     literal = {m.group(0) for text in found if text in own for m in named.finditer(text)} - routers
+    # A signed thinking block comes back as the model wrote it, or the provider refuses the turn: a value the model
+    # wrote there itself adds no placeholder (the provider wrote it: nothing reaches it that it had not), while the
+    # copies of the request's values, which the router restored for the client, are masked again as they were.
+    signed = masking.signed_texts(doc, api_format) - own
     values: dict[str, str] = {}
     labels: Counter[str] = Counter()
     # Another spelling of a value numbered already ("MARIA GONZALEZ" of "Maria Gonzalez") is that value.
     folded = {masking.fold(v): p for v, p in numbered.items()}
     for text in found:
-        for s in sorted(spans[text] or (), key=lambda s: s.start):
+        for s in sorted(spans[text] or () if text not in signed else (), key=lambda s: s.start):
             value = text[s.start:s.end]
             if value.strip() and policy.wants(s.label) and value not in values:
                 placeholder = numbered.get(value)
