@@ -167,20 +167,26 @@ def test_previous_response_id_keeps_the_placeholder_of_the_stored_thinking(gw):
     assert second.output_text == f"Your email is {EMAIL}."
 
 
-def test_claude_code_thinking_comes_back_as_it_was_signed(gw):
-    """A Messages client reads the thinking restored; masked again, it is the text the model signed."""
+def claude_code_loop(gw, asked: str, thought: str) -> None:
+    """A Messages client's tool loop as Claude Code runs it: its first turn's thinking reads ``thought``, its second
+    sends that turn back with the tool's result; the provider gets one placeholder and the client its address."""
     client = anthropic.Anthropic(base_url=gw.url, api_key="k", max_retries=0)
     kw = {"model": "vsr/auto", "max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 1024},
           "tools": [{"name": EXEC["name"], "description": EXEC["description"], "input_schema": EXEC["parameters"]}]}
-    ask = [{"role": "user", "content": f"My email is {EMAIL}. Run echo with it"}]
+    ask = [{"role": "user", "content": asked}]
     first = client.messages.create(messages=ask, **kw)
     thinking, call = first.content
-    assert thinking.thinking == f"The user's email is {EMAIL}." and call.input == {"cmd": f"echo {EMAIL}"}
+    assert thinking.thinking == thought and call.input == {"cmd": f"echo {EMAIL}"}
     history = [*ask, {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": EMAIL}]}]
     second = client.messages.create(messages=history, **kw)
     assert_one_placeholder()
     assert second.content[-1].text == f"Your email is {EMAIL}."
+
+
+def test_claude_code_thinking_comes_back_as_it_was_signed(gw):
+    """A Messages client reads the thinking restored; masked again, it is the text the model signed."""
+    claude_code_loop(gw, f"My email is {EMAIL}. Run echo with it", f"The user's email is {EMAIL}.")
 
 
 @pytest.mark.parametrize("named", [EMAIL, "[EMAIL_ADDRESS_1]"], ids=["address", "placeholder"])
@@ -203,15 +209,5 @@ def test_a_value_only_the_models_own_thinking_names_comes_back_as_it_was_signed(
     """The user's bare "4155552671" is no phone where it stands (no cue), and reached the model as written; the
     model's thinking calls it a phone. Masked in that thinking on the next turn, the block would no longer be the
     one the model signed (Anthropic refuses the turn): a value the provider itself wrote there is left as it is."""
-    client = anthropic.Anthropic(base_url=gw.url, api_key="k", max_retries=0)
-    kw = {"model": "vsr/auto", "max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 1024},
-          "tools": [{"name": EXEC["name"], "description": EXEC["description"], "input_schema": EXEC["parameters"]}]}
-    ask = [{"role": "user", "content": f"My email is {EMAIL}. Run echo with it and with 4155552671"}]
-    first = client.messages.create(messages=ask, **kw)
-    thinking, call = first.content
-    assert thinking.thinking == f"The user's email is {EMAIL}. Phone: 4155552671."
-    history = [*ask, {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
-               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": EMAIL}]}]
-    second = client.messages.create(messages=history, **kw)
-    assert_one_placeholder()
-    assert second.content[-1].text == f"Your email is {EMAIL}."
+    claude_code_loop(gw, f"My email is {EMAIL}. Run echo with it and with 4155552671",
+                     f"The user's email is {EMAIL}. Phone: 4155552671.")
