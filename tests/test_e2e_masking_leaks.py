@@ -334,3 +334,23 @@ def test_the_clients_user_agent_stays_out_of_the_access_log_on_a_masking_decisio
     assert r.status_code == 200, r.text
     line = json.loads(logged(proc, r.headers["x-request-id"]).splitlines()[0])
     assert line["decision"] and line["user_agent"] == "(not shown)", line
+
+
+# --- 9. an agent's tool definitions (fix133) -----------------------------------------------------------------------
+
+def test_an_agents_tool_definitions_keep_their_ranges_and_the_users_phone_is_masked(leaks):
+    """Codex's exec tool reached the provider as "[PHONE_NUMBER_1] ms": a range of durations is no phone number.
+    The definitions are still read (an app may write personal data there): the user's phone beside them is masked."""
+    proc, upstream = leaks
+    described = "Runs a command. With yield_time_ms, empty polls wait 5000-300000 ms; output is capped at 10000 tokens."
+    timeout = "Timeout in ms (1000-600000); row ids such as 2345678901 are passed through."
+    tools = [{"type": "function", "name": "exec_command", "description": described, "parameters": {
+        "type": "object", "properties": {"cmd": {"type": "string"}, "timeout_ms": {"type": "integer",
+                                                                                  "description": timeout}}}}]
+    chat(proc).responses.create(model="vsr/anthropic", tools=tools,
+                                input="My phone is +1 650-253-0000, call me when the build is done.")
+    body = last(upstream)["body"]
+    assert body["tools"][0]["description"] == described
+    assert body["tools"][0]["input_schema"]["properties"]["timeout_ms"]["description"] == timeout
+    assert_absent(sent(upstream), "+1 650-253-0000", "650-253-0000")
+    assert "[PHONE_NUMBER_1]" in sent(upstream)

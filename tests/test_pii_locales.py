@@ -297,3 +297,37 @@ def test_a_candidate_before_a_long_run_of_groups_without_spaces_is_read():
 
 def spans_of(text: str) -> list[tuple[str, str]]:
     return [(label, text[a:b]) for label, a, b, _ in _pii.find(text)]
+
+
+# --- what coding agents' tool definitions and outputs hold (fix133) ----------------------------------------------
+
+# Codex's exec tool reads "empty polls wait 5000-300000 ms": a range of numbers (durations, sizes, ports, tokens),
+# a list of ports, a version. Two bounds, the lower first, the first of four digits or more and the second longer,
+# or both round, or a dash set apart by spaces, are a range: no country writes a number so.
+RANGES = [
+    "empty polls wait 5000-300000 ms", "tokens 4096-128000", "values 200-3000000", "timeout: 5000\u2013300000 ms",
+    "between 5000 - 300000 ms", "sizes 1500-250000 bytes", "retry after 2500-120000 ms", "ports 8080 8081 8082 8083",
+    "port range 30000-32767", "node 18.17.1 and python 3.12.4", "build 1.0.0-20240101123456",
+    "row 2345678901 of the table", "order #4155552671 shipped", "id: 4155552671", "Account 8005551234 is closed.",
+    "pid 3471234567 exited", "timestamp 2125551234",
+]
+
+
+@pytest.mark.parametrize("text", RANGES)
+def test_ranges_lists_versions_and_bare_ids_are_no_phones(model, text):
+    assert [s for s in spans(model, text) if s[0] == "PHONE_NUMBER"] == []
+
+
+# A number a person gives: with its separators as written at home, or bare after (or before) a word that says it
+# is a phone.
+GIVEN = [
+    ("Call me at 4155552671 tonight.", "4155552671"), ("My number is 2125551234.", "2125551234"),
+    ("4155552671 is my cell.", "4155552671"), ("Chiamami al 347-1234567.", "347-1234567"),
+    ("Tel. 91234-95678 please", "91234-95678"), ("Handy: 01512345678", "01512345678"),
+    ("电话 13800138000", "13800138000"), ("Reach me on 415-555-2671.", "415-555-2671"),
+]
+
+
+@pytest.mark.parametrize(("text", "number"), GIVEN)
+def test_a_number_given_as_a_phone_is_one(model, text, number):
+    assert spans(model, text) == [("PHONE_NUMBER", number)]

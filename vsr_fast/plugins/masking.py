@@ -367,6 +367,41 @@ def texts(body: dict, api_format: str, names: dict[str, str] | None = None) -> l
     return list(seen)
 
 
+def _clients_item(item: Any) -> bool:
+    """Whether a Responses input item is the client's own: its messages, and what its tools returned. Every other
+    item (an assistant message, reasoning, a tool call) is the model's output carried back."""
+    if not isinstance(item, dict):
+        return True
+    kind = item.get("type")
+    if kind in (None, "message"):
+        return item.get("role") != "assistant"
+    return isinstance(kind, str) and (kind.endswith("_output") or kind == "mcp_approval_response")
+
+
+def client_texts(body: dict, api_format: str) -> set[str]:
+    """The texts of ``body`` the client wrote: every text position but the assistant turns, which carry back the
+    router's own answers (the model's words and thinking, its tool calls, a stored response's output) with the
+    placeholders the router gave them."""
+    roots = {}
+    for root in _ROOTS.get(api_format, ()):
+        turns = body.get(root)
+        if isinstance(turns, list):
+            roots[root] = [t for t in turns if _clients_item(t)] if api_format == "responses" else \
+                [t for t in turns if not (isinstance(t, dict) and t.get("role") == "assistant")]
+    return set(texts({**body, **roots}, api_format))
+
+
+def signed_texts(body: dict, api_format: str) -> set[str]:
+    """The texts of ``body``'s signed thinking blocks (Messages' content, Chat's LiteLLM ``thinking_blocks``): the
+    provider checks each against its signature, so it must come back as the model wrote it."""
+    key = "content" if api_format == "anthropic" else "thinking_blocks" if api_format == "openai" else None
+    turns = body.get("messages") if key is not None else None
+    return {b["thinking"] for m in turns if isinstance(m, dict) and m.get("role") == "assistant"
+            for b in (m.get(key) if isinstance(m.get(key), list) else ())
+            if isinstance(b, dict) and b.get("type") == "thinking" and b.get("signature")
+            and isinstance(b.get("thinking"), str)} if isinstance(turns, list) else set()
+
+
 def replace(body: dict, api_format: str, values: dict[str, str]) -> int:
     """Replace every copy (``copies``) of each value (value -> placeholder) in ``body``'s text positions, in
     place; how many copies were replaced. Longer values first, so a value inside another is never left half.
@@ -476,4 +511,4 @@ def _as_name(text: str) -> str:
     return _NOT_IN_NAME.sub("_", text)
 
 
-__all__ = ["Masking", "MaskingConfig", "TYPE", "Unreadable", "check", "copies", "fold", "path", "replace", "resolve", "spoken", "texts"]
+__all__ = ["Masking", "MaskingConfig", "TYPE", "Unreadable", "check", "client_texts", "copies", "signed_texts", "fold", "path", "replace", "resolve", "spoken", "texts"]

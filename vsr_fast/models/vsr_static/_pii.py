@@ -16,7 +16,9 @@ r"""Structured personal data as character spans: regexes find candidates, valida
                    +country code, a valid or possible number of that country; without one, a
                    valid US number, or a valid number of a common locale (``NATIONAL``) as
                    its people write it at home (the trunk "0" where the country dials one).
-                   Dates, thousands-grouped amounts and dotted versions are refused by shape.
+                   Dates, thousands-grouped amounts, dotted versions and ranges ("5000-300000 ms")
+                   are refused by shape; a bare run of digits (no separator, no +) counts only next
+                   to a phone cue ("call", "Tel.", "手机"): alone it is an id as often.
                    Groups are parted by the separators phonenumbers reads (spaces, dashes, dots, a
                    "/" after a trunk-prefixed area code: "030/12345678"); numbers written side by side
                    ("0151 2345678 0170 9876543") are each their own span; "00" dials a +country code
@@ -441,9 +443,10 @@ def _phones(text: str) -> Iterator[Found]:
                   if run > end or (" " in cand and not ok(cand)) else None)
         if pieces and (pieces[0][0] == start or not ok(cand)):
             for lo, hi in pieces:
-                yield "PHONE_NUMBER", lo, hi, 0.9
+                if _given(text, lo, hi):
+                    yield "PHONE_NUMBER", lo, hi, 0.9
             end = pieces[-1][1]
-        elif ok(cand):
+        elif ok(cand) and _given(text, start, end):
             yield "PHONE_NUMBER", start, end, 0.9
         m = _PHONE.search(text, end)
     if "\n" in text:
@@ -578,7 +581,42 @@ def _refused_shape(cand: str) -> bool:
         return True      # dots group a phone alone, two digits or more a group; "3.11.4.2" is a version
     if _THOUSANDS.fullmatch(cand) and not _SPANISH.fullmatch(cand):
         return True
-    return bool(_DATE_FIRST.match(cand) or _CODE_SHAPE.fullmatch(cand))
+    return bool(_DATE_FIRST.match(cand) or _CODE_SHAPE.fullmatch(cand) or _range(cand))
+
+
+# Two numbers and a dash: a range when the lower comes first ("empty polls wait 5000-300000 ms" in Codex's exec
+# tool, "4096-128000 tokens") and the shape is none a country writes its numbers in: a first group of four digits
+# or more and a longer second (a phone's two groups are 2-3 then 7-8 digits, "347-1234567", or 5 and 5,
+# "98765-43210"), both bounds round ("200-3000000"), or the dash set apart by spaces ("5000 - 300000").
+_RANGE = re.compile(r"([1-9]\d*)( ?)-\2([1-9]\d*)")
+
+
+def _range(cand: str) -> bool:
+    m = _RANGE.fullmatch(cand)
+    if m is None:
+        return False
+    low, spaced, high = m.groups()
+    return int(low) < int(high) and (bool(spaced) or (len(low) >= 4 and len(high) > len(low))
+                                     or (low.endswith("00") and high.endswith("00")))
+
+
+# A bare run of digits (no separator, no "+") is as often an id, a count or a timestamp ("row 2345678901", "order
+# #4155552671"): it is a phone only next to a word that says so, as nine bare digits are an SSN only after an
+# "SSN" cue. Read in the 40 characters before it and the 24 after ("4155552671 is my cell").
+_PHONE_CUE = re.compile(
+    r"(?i:\b(?:phone|telephone|tel|call|calls|calling|called|ring|mobile|cell|cellphone|fax|whatsapp|sms|text me|"
+    r"dial|reach|contact|hotline|my number|number is|telefon\w*|handy|mobil\w*|rufnummer|nummer|anruf\w*|ruf|"
+    r"t[ée]l[ée]phone|t[ée]l|portable|num[ée]ro|appel\w*|tel[ée]fono|m[óo]vil|celular|n[úu]mero|llam\w*|telefone|"
+    r"telem[óo]vel|ligue|cellulare|chiam\w*|bel|телефон\w*|номер\w*|звон\w*)\b)"
+    r"|電話|携帯|番号|手机|电话|号码|联系|전화|휴대폰|번호|फ़ोन|फोन|मोबाइल|नंबर")
+
+
+def _given(text: str, start: int, end: int) -> bool:
+    """Whether the span ``text[start:end]`` reads as a phone where it stands: any written with separators or a
+    +country code; a bare run of digits only next to a phone cue (``_PHONE_CUE``)."""
+    if not text[start:end].isdigit():
+        return True
+    return bool(_PHONE_CUE.search(text, max(0, start - 40), start) or _PHONE_CUE.search(text, end, end + 24))
 
 
 def _national_ok(digits: str, bare: bool) -> bool:

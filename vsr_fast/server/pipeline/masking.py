@@ -9,6 +9,8 @@ the System One client's reuse cache answers any text already asked about.
 A text it cannot read whole fails the request closed (``MaskingUnavailable``),
 before anything is sent; so does an attachment it cannot clean, a binary file or a URL holding personal
 data (``MaskingRefused``, 400 naming the field; a text file is decoded, masked and encoded again).
+Placeholders are numbered in order of first appearance, past the client's own literal ones; one in an assistant
+turn is the router's own carried back, and names the value it named on the turn that wrote it (``_replaced``).
 """
 from __future__ import annotations
 
@@ -98,15 +100,25 @@ def _replaced(ex: Exchange | Masked, body: bytes, doc: dict, found: list[str], a
     if numbered is None:
         numbered = ex.masked_values = {}
     # A placeholder the client wrote itself ("[PERSON_1]" in a template) is its text: numbering goes past it, so
-    # the answer's copy of it stays the client's, never a value.
+    # the answer's copy of it stays the client's, never a value. One in an assistant turn is the router's own,
+    # carried back (the model's thinking sealed in a reasoning item, a stored response, an answer left masked):
+    # it names the value it named when the router wrote it, which numbering in order of first appearance over
+    # the same conversation gives it again, so the model's history agrees with itself and its answer's copy is
+    # restored. The client's copy of one of those (a user quoting the masked answer it read) names that value too.
     named = policy.named()
-    literal = {m.group(0) for text in found for m in named.finditer(text)}
+    own = masking.client_texts(doc, api_format)
+    routers = {m.group(0) for text in found if text not in own for m in named.finditer(text)}
+    literal = {m.group(0) for text in found if text in own for m in named.finditer(text)} - routers
+    # A signed thinking block comes back as the model wrote it, or the provider refuses the turn: a value the model
+    # wrote there itself adds no placeholder (the provider wrote it: nothing reaches it that it had not), while the
+    # copies of the request's values, which the router restored for the client, are masked again as they were.
+    signed = masking.signed_texts(doc, api_format) - own
     values: dict[str, str] = {}
     labels: Counter[str] = Counter()
     # Another spelling of a value numbered already ("MARIA GONZALEZ" of "Maria Gonzalez") is that value.
     folded = {masking.fold(v): p for v, p in numbered.items()}
     for text in found:
-        for s in sorted(spans[text] or (), key=lambda s: s.start):
+        for s in sorted(spans[text] or () if text not in signed else (), key=lambda s: s.start):
             value = text[s.start:s.end]
             if value.strip() and policy.wants(s.label) and value not in values:
                 placeholder = numbered.get(value)
