@@ -324,7 +324,7 @@ class Adapter(abc.ABC):
                      tried: str = "") -> Reply:
         """A backend's error answer in the client's shape: as it came when it has that shape already and no
         attempts before it are to be named (``tried``, after its message); else read, its message and code kept."""
-        if not tried and api_format == self.native and is_error_of(self.native, body):
+        if not tried and api_format == self.native and is_error_of(self.native, body, status):
             return Reply(status, content_type or JSON, body)
         err = read_error(status, body, content_type)
         err.param = client_param(api_format, self.native, err.param)   # the client's field, not the backend's
