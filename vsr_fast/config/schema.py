@@ -151,6 +151,11 @@ class ProviderModel(_Block):
     # whole answer of any model that reports no usage is estimated the same way, and a translated one (a Messages or
     # Responses client's) carries the estimate.
     stream_usage: bool = True
+    # The field an openai-format model gets the output limit in when the router translates a request for it (a
+    # Messages client's max_tokens, a Responses client's max_output_tokens): max_completion_tokens, as OpenAI's
+    # reasoning models refuse max_tokens; max_tokens for Ollama and LM Studio, which ignore the other and generate
+    # unbounded. A Chat client's own body keeps the field it sent.
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
 
     @property
     def upstream_model(self) -> str:

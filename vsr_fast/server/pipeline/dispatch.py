@@ -31,7 +31,8 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
 
     def built(model: ProviderModel, inbound: Inbound, tune: Tune | None) -> Outbound:
         out = ex.adapter.upstream(inbound, model.api_format, model.upstream_model,
-                                  stream_usage=model.stream_usage, reasoning=model.reasoning)
+                                  stream_usage=model.stream_usage, reasoning=model.reasoning,
+                                  max_tokens_field=model.max_tokens_field)
         if tune is not None:
             out = dataclasses.replace(out, body=tune(out.body, model.api_format))
         # The client's forwarded headers join the request's own, so header_mutation sees them all.
