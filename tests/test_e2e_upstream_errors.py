@@ -316,7 +316,8 @@ def test_a_backends_429_keeps_its_message_code_and_retry_after(edge, stream):
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
 def test_when_every_attempt_answered_an_error_the_last_reaches_the_client_naming_the_attempts(edge, api, stream):
-    before = len(access_lines(edge, "boom-openai"))
+    # Logged under the model whose answer was relayed (down-openai's 503), beside its backend.
+    before = len(access_lines(edge, "down-openai"))
     exc = sdk_error(edge, api, "vsr/auto", stream)
     # The backend's 503 keeps its status; Anthropic's clients read it as the overloaded_error it is.
     assert exc.status_code == 503
@@ -329,7 +330,7 @@ def test_when_every_attempt_answered_an_error_the_last_reaches_the_client_naming
     assert "boom-openai: HTTP 500" in error["message"] and "down-openai: HTTP 503" in error["message"], error
     if api != "messages":
         assert error["code"] == "maintenance"
-    logged = wait_for_value(lambda: access_lines(edge, "boom-openai")[before:], "the access log's line")[0]
+    logged = wait_for_value(lambda: access_lines(edge, "down-openai")[before:], "the access log's line")[0]
     assert logged["status"] == exc.status_code and logged["cause"] == "status_5xx", logged
     assert logged["message"].startswith("every upstream attempt failed"), logged
 

@@ -82,6 +82,8 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
             answer = await send(r.candidates, outbound_for, [])
         except UpstreamError as exc:        # every attempt failed: the record still shows each one
             ex.tried(exc.attempts)
+            if exc.attempts:    # the failure relayed is the last attempt's: its model, beside its backend
+                ex.model = exc.attempts[-1].model
             raise
         ex.tried(answer.attempts)
         # router_replay.shadow compares single-model provider dispatch only (spec 5.7): its copy is the request
