@@ -188,7 +188,10 @@ def _upstream_answered(ex: Exchange, result: Stream | Whole) -> None:
     if ex.meter is not None and result.status < 400:
         ex.meter.answered = True            # a model answered: its tokens are charged, estimated if unreported
     if result.model.name != r.candidates[0].name and ex.path != h.ResponsePath.LOOPER:
-        ex.path = h.ResponsePath.FALLBACK
+        ex.path = h.ResponsePath.FALLBACK     # a later candidate than the first answered: a failover
+    if result.status < 400 and any(a.failed for a in result.attempts):
+        how = "failover" if any(a.model != result.model.name for a in result.attempts) else "retry"
+        ex.state.metrics.recovered.inc(ex.api, result.model.name, how)
 
 
 async def _whole(ex: Exchange, send: Send, result: Whole) -> None:
