@@ -163,6 +163,14 @@ def test_direct_models_refuse_answers_404_naming_the_entrypoints(mock, tmp_path)
         assert caught.value.body["param"] == "model"
         ok = client.chat.completions.create(model="vsr/auto", messages=[{"role": "user", "content": "hi"}])
         assert ok.choices[0].message.content
+        # What a chat naming it gets 404 for is neither listed nor found, in either shape.
+        claude = anthropic.Anthropic(base_url=proc.url, api_key="x", max_retries=0)
+        assert [m.id for m in client.models.list()] == ["vsr/auto"]
+        assert [m.id for m in claude.models.list(limit=1000)] == ["vsr/auto"]
+        with pytest.raises(openai.NotFoundError):
+            client.models.retrieve("assistant")
+        with pytest.raises(anthropic.NotFoundError):
+            claude.models.retrieve("assistant")
 
 
 def test_direct_models_allow_skips_the_recipe(mock, tmp_path):

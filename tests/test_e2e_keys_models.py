@@ -81,7 +81,8 @@ def test_a_key_limited_by_entrypoints_still_names_only_them(limited):
 
 @pytest.mark.parametrize("key,visible", [
     (KEY, ["vsr/auto", "vsr/other", "m-b"]),
-    (NARROW_KEY, ["vsr/auto", "vsr/other", "m-c"]),
+    # Every route of vsr/auto and vsr/other is of models outside m-c (403 on call): neither is listed.
+    (NARROW_KEY, ["m-c"]),
     (OTHER_KEY, ["vsr/auto"]),
 ])
 def test_the_model_list_shows_only_what_the_key_may_call(limited, key, visible):
@@ -97,3 +98,12 @@ def test_the_model_list_shows_only_what_the_key_may_call(limited, key, visible):
                 c.models.retrieve(name)
             with pytest.raises(anthropic.NotFoundError):
                 a.models.retrieve(name)
+
+
+def test_anthropics_catch_all_is_not_found_for_a_key_whose_models_it_never_reaches(limited):
+    """Claude Code's own default name falls to the default recipe: found for a key that reaches one of its
+    models, not for one whose every route would be refused."""
+    found = anthropic.Anthropic(base_url=limited.url, api_key=KEY, max_retries=0).models.retrieve("claude-x")
+    assert found.id == "claude-x"
+    with pytest.raises(anthropic.NotFoundError):
+        anthropic.Anthropic(base_url=limited.url, api_key=NARROW_KEY, max_retries=0).models.retrieve("claude-x")

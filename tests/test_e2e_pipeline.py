@@ -344,7 +344,8 @@ def test_the_signals_take_half_of_what_the_request_has_left_and_the_model_the_re
     with router(write_config(doc, str(tmp_path_factory.mktemp("half")))) as proc:
         r = httpx.post(f"{proc.url}/v1/chat/completions", json=BODIES["chat"][1], timeout=30)
         assert r.status_code == 200, r.text
-        assert r.headers["x-vsr-response-path"] == "fallback" and r.headers["x-vsr-selected-model"] == "m"
+        assert r.headers["x-vsr-response-path"] == "upstream" and r.headers["x-vsr-selected-model"] == "m"
+        assert "x-vsr-selected-decision" not in r.headers      # the recipe's fallback answered
         assert metric(proc, "vsr_request_timeouts_total") == 0
 
 

@@ -23,7 +23,9 @@ def gw(mock, tmp_path_factory):
     ("POST", "/v1/audio/transcriptions"), ("POST", "/v1/moderations"), ("GET", "/v1/files"),
     ("POST", "/v1/batches"), ("POST", "/v1/fine_tuning/jobs"), ("GET", "/v1/vector_stores"),
     ("POST", "/v1/images/edits"), ("POST", "/v1/images/variations"), ("POST", "/v1/uploads"),
-    ("POST", "/v1/assistants"), ("POST", "/v1/threads/runs"), ("GET", "/v1/realtime")])
+    ("POST", "/v1/assistants"), ("POST", "/v1/threads/runs"), ("GET", "/v1/realtime"),
+    # Every client route is also served without /v1: those it does not serve say so the same way.
+    ("POST", "/embeddings"), ("POST", "/completions"), ("POST", "/audio/speech"), ("GET", "/files")])
 def test_an_openai_route_the_router_does_not_serve_says_so(gw, method, path):
     r = httpx.request(method, f"{gw.url}{path}", json={"model": "m", "input": "x"})
     assert r.status_code == 404 and r.headers["content-type"].startswith("application/json")
@@ -53,6 +55,21 @@ def test_the_openai_sdk_reads_the_404(gw):
     with pytest.raises(openai.NotFoundError) as info:
         sdk.embeddings.create(model="m", input="hello")
     assert "not routed by vsr-fast" in info.value.message
+
+
+def test_the_azure_sdks_deployment_route_is_told_how_to_reach_the_router(gw):
+    sdk = openai.AzureOpenAI(azure_endpoint=gw.url, api_key="x", api_version="2024-06-01", max_retries=0)
+    with pytest.raises(openai.NotFoundError) as info:
+        sdk.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    error = info.value.body
+    assert error["code"] == "not_found", error
+    assert "Invalid URL (POST /openai/deployments/gpt-4o/chat/completions)" in error["message"], error
+    assert "not routed by vsr-fast" in error["message"] and "OpenAI client" in error["message"], error
+
+
+def test_a_path_of_no_api_keeps_the_plain_404(gw):
+    error = httpx.get(f"{gw.url}/favicon.ico").json()["error"]
+    assert "vsr-fast" not in error["message"], error
 
 
 @pytest.mark.parametrize(("alias", "path"), [("/health/readiness", "/ready"), ("/health/liveliness", "/health"),

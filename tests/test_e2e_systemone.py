@@ -123,8 +123,8 @@ def test_question_failed_is_retried_once_without_that_question(fake, s1_router):
     assert "preset:complexity" in first["body"]["questions"]
     assert sorted(second["body"]["questions"]) == ["preset:domain", "preset:jailbreak", "systemone:needs_tools"]
     # complexity is unknown, so hard_math (an AND on it) is unresolved and no_match; tools_or_unsure: 0.1 < 0.7.
-    assert r.headers.get("x-vsr-selected-decision") is None
-    assert r.headers["x-vsr-response-path"] == "fallback"
+    assert r.headers.get("x-vsr-selected-decision") is None     # the recipe's fallback: its first model answered
+    assert r.headers["x-vsr-response-path"] == "upstream"
 
 
 def test_invalid_input_drops_the_entry(fake, s1_router):

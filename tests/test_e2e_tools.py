@@ -220,7 +220,8 @@ def test_the_recipes_fallback_gets_the_recipes_and_the_global_tools_policy(layer
     client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0)
     raw = client.chat.completions.with_raw_response.create(
         model="vsr/auto", tools=[chat_tool(n) for n in OFFERED], messages=[{"role": "user", "content": "hello"}])
-    assert raw.headers["x-vsr-response-path"] == "fallback" and raw.headers["x-vsr-selected-model"] == "m-anthropic"
+    assert raw.headers["x-vsr-response-path"] == "upstream" and raw.headers["x-vsr-selected-model"] == "m-anthropic"
+    assert "x-vsr-selected-decision" not in raw.headers
     assert names(sent(upstream)) == ["docs.search"]
     record = replay_record(proc, raw.headers["x-vsr-replay-id"])
     assert any("tools: policy filtered: removed admin.delete, weather" in p for p in record["plugins"]), record

@@ -43,6 +43,14 @@ TOO_LONG_OA = json.dumps({"error": {"message": "This model's maximum context len
 TOO_LONG_AN = json.dumps({"type": "error", "error": {"type": "invalid_request_error",
                                                      "message": "prompt is too long: 210000 tokens > 200000 maximum"}}
                          ).encode()
+# vLLM's overflow: its current shape (its exception's name as the type, the status as the code), and its older one
+# with the fields at the top level.
+VLLM_SAID = ("This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (8000 in the "
+             "messages, 1000 in the completion). Please reduce the length of the messages or completion.")
+TOO_LONG_VLLM = json.dumps({"error": {"message": VLLM_SAID, "type": "BadRequestError", "param": None, "code": 400}}
+                           ).encode()
+TOO_LONG_VLLM_OLD = json.dumps({"object": "error", "message": VLLM_SAID, "type": "BadRequestError", "param": None,
+                                "code": 400}).encode()
 OVERLOADED = json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}).encode()
 HTML = b"<html><body><h1>400 Bad Request</h1><p>nginx at 10.1.2.3</p></body></html>"
 # mode -> (status, content type, body, extra headers)
@@ -59,6 +67,8 @@ MODES = {
     "slow": (429, "application/json", SLOW, (("Retry-After", "7"),)),
     "toolong-oa": (400, "application/json", TOO_LONG_OA, ()),
     "toolong-an": (400, "application/json", TOO_LONG_AN, ()),
+    "toolong-vllm": (400, "application/json", TOO_LONG_VLLM, ()),
+    "toolong-vllmold": (400, "application/json", TOO_LONG_VLLM_OLD, ()),
     "overloaded": (529, "application/json", OVERLOADED, ()),
 }
 LEAKS = ("127.0.0.1", "Error:", "ConnectError", "ReadError", "RemoteProtocolError", "Errno", "be-secret-name")
@@ -306,7 +316,8 @@ def test_a_backends_429_keeps_its_message_code_and_retry_after(edge, stream):
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
 def test_when_every_attempt_answered_an_error_the_last_reaches_the_client_naming_the_attempts(edge, api, stream):
-    before = len(access_lines(edge, "boom-openai"))
+    # Logged under the model whose answer was relayed (down-openai's 503), beside its backend.
+    before = len(access_lines(edge, "down-openai"))
     exc = sdk_error(edge, api, "vsr/auto", stream)
     # The backend's 503 keeps its status; Anthropic's clients read it as the overloaded_error it is.
     assert exc.status_code == 503
@@ -319,7 +330,7 @@ def test_when_every_attempt_answered_an_error_the_last_reaches_the_client_naming
     assert "boom-openai: HTTP 500" in error["message"] and "down-openai: HTTP 503" in error["message"], error
     if api != "messages":
         assert error["code"] == "maintenance"
-    logged = wait_for_value(lambda: access_lines(edge, "boom-openai")[before:], "the access log's line")[0]
+    logged = wait_for_value(lambda: access_lines(edge, "down-openai")[before:], "the access log's line")[0]
     assert logged["status"] == exc.status_code and logged["cause"] == "status_5xx", logged
     assert logged["message"].startswith("every upstream attempt failed"), logged
 
@@ -344,6 +355,23 @@ def test_openais_context_length_exceeded_is_prompt_too_long_for_claude_code(edge
     assert exc.status_code == 400
     assert error_of("messages", exc) == {"type": "invalid_request_error",
                                          "message": "prompt is too long: 130000 tokens > 128000 maximum"}
+
+
+@pytest.mark.parametrize("mode", ["toolong-vllm", "toolong-vllmold"])
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_vllms_context_overflow_is_context_length_exceeded_for_openai_clients(edge, api, mode):
+    # Read by its words, as OpenAI's own is: vLLM codes it 400 (or, in its older shape, not at all).
+    error = error_of(api, sdk_error(edge, api, f"{mode}-openai", False))
+    assert (error["code"], error["type"], error["message"]) == \
+        ("context_length_exceeded", "invalid_request_error", VLLM_SAID), error
+
+
+@pytest.mark.parametrize("mode", ["toolong-vllm", "toolong-vllmold"])
+def test_vllms_context_overflow_is_prompt_too_long_for_claude_code(edge, mode):
+    exc = sdk_error(edge, "messages", f"{mode}-openai", False)
+    assert exc.status_code == 400
+    assert error_of("messages", exc) == {"type": "invalid_request_error",
+                                         "message": "prompt is too long: 9000 tokens > 8192 maximum"}
 
 
 def test_a_relayed_400_keeps_its_code_and_names_the_responses_field_for_a_responses_client(edge):

@@ -84,7 +84,13 @@ class Metrics:
         )
         self.responses = Counter(
             "vsr_responses_total", "Answers by how they were produced, as x-vsr-response-path said (upstream, "
-            "cache, fast_response, looper, fallback, blocked, rate_limited, error...).", ("api", "path")
+            "cache, fast_response, looper, fallback: a later candidate than the first, blocked, rate_limited, "
+            "error...).", ("api", "path")
+        )
+        self.recovered = Counter(
+            "vsr_recovered_answers_total", "Model answers served after a failed attempt of the same request, by "
+            "the model that answered and how: retry (another attempt at it) or failover (an earlier model failed).",
+            ("api", "model", "how")
         )
         self.latency = Histogram(
             "vsr_request_duration_seconds", "Request latency until the last byte.", ("api", "decision", "model")
@@ -202,7 +208,7 @@ class Metrics:
 
     def render(self, *extra: list[str]) -> bytes:
         lines: list[str] = []
-        for series in (self.requests, self.responses, self.latency, self.first_byte, self.tokens, self.tokens_estimated,
+        for series in (self.requests, self.responses, self.recovered, self.latency, self.first_byte, self.tokens, self.tokens_estimated,
                        self.upstream_attempts, self.upstream_errors, self.disconnects,
                        self.timeouts, self.rate_limited, self.team_requests, self.team_tokens, self.auth_failures,
                        self.judge_truncated,

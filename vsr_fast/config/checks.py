@@ -301,7 +301,7 @@ def _check_providers(config: RouterConfig, errors: list[str], warnings: list[str
                               f"[{labels[label]}]'s name; its metrics, health state and log lines would read "
                               "as one backend's: name each backend of a model once")
             labels.setdefault(label, i)
-            problem = endpoint_problem(ref.endpoint)
+            problem = endpoint_problem(ref.endpoint) or pasted_route(ref.endpoint)
             if problem:
                 errors.append(f"{where}.endpoint: invalid_value: {problem}")
             auth = ref.auth
@@ -334,7 +334,27 @@ def endpoint_problem(endpoint: str) -> str | None:
         return f"{endpoint!r} names no host"
     if not _HOST.fullmatch(parts.hostname) or any(c.isspace() for c in endpoint):
         return f"{endpoint!r} is not a URL (expected http[s]://host[:port][/path] or host:port)"
+    if "#" in endpoint:
+        return (f"{endpoint!r} has a fragment ({parts.fragment!r}), which no HTTP request carries: it would be "
+                "dropped; remove it (a query, such as Azure's ?api-version=, is kept)")
     return None
+
+
+# The routes the router appends to a backend's base. A base ending in one (a pasted full URL) is refused, not
+# warned about: every call would go to .../chat/completions/chat/completions, a 404 that moves each request to
+# the next candidate without counting against the backend's health, so the backend would be skipped silently.
+_API_ROUTES = ("/chat/completions", "/completions", "/messages", "/responses", "/images/generations",
+               "/embeddings")
+
+
+def pasted_route(endpoint: str) -> str | None:
+    """Why a backend endpoint that already ends in an API route cannot be called, or None."""
+    path = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}").path.rstrip("/")
+    route = next((r for r in _API_ROUTES if path.endswith(r)), None)
+    if route is None:
+        return None
+    return (f"{endpoint!r} already ends in the API route {route!r}, which the router appends itself: name the "
+            f"base ({path[:-len(route)] or '/v1'!r} here) and keep any query")
 
 
 # A DNS name, an IPv4 address or a bracketed IPv6 address (urlsplit strips the brackets).

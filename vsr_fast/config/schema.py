@@ -48,9 +48,11 @@ class Auth(KeySource):
 
 class HealthCheck(_Block):
     """Active health checks (off by default): ``GET path`` under the backend's base URL (``/models``: ``GET
-    /v1/models``) every ``interval_ms``; ``unhealthy_threshold`` failed checks in a row (a connect error, a
-    timeout past ``timeout_ms``, a status outside 2xx) take the backend out of the rotation, ``healthy_threshold``
-    passing ones in a row bring it back, without any client traffic."""
+    /v1/models``), with the endpoint's query, every ``interval_ms``; ``unhealthy_threshold`` failed checks in a
+    row (a connect error, a timeout past ``timeout_ms``, a status outside 2xx) take the backend out of the
+    rotation, ``healthy_threshold`` passing ones in a row bring it back, without any client traffic. An Azure
+    deployment's endpoint (``.../openai/deployments/NAME?api-version=V``) is checked under its resource's
+    ``/openai`` instead (``GET /openai/models?api-version=V``): Azure lists models only there."""
 
     enabled: bool = False
     path: Annotated[str, Meta(pattern=r"^/[^\s]*$")] = "/models"
@@ -69,6 +71,11 @@ class BackendRef(_Block):
     weighted round robin); the others of the model are its fallbacks for that request. Ejected ones come after
     the backends of every candidate model, the decision's fallback models included."""
 
+    # The API base the router appends its routes to (/chat/completions, /messages, /responses); its query is kept
+    # on every request and health check. Azure OpenAI:
+    # https://RES.openai.azure.com/openai/deployments/NAME?api-version=2024-06-01
+    # with auth header api-key and prefix "". A fragment, or a base already ending in such a route (a pasted full
+    # URL), is refused.
     endpoint: str
     name: str | None = None
     protocol: Literal["http", "https"] | None = None
@@ -144,6 +151,11 @@ class ProviderModel(_Block):
     # whole answer of any model that reports no usage is estimated the same way, and a translated one (a Messages or
     # Responses client's) carries the estimate.
     stream_usage: bool = True
+    # The field an openai-format model gets the output limit in when the router translates a request for it (a
+    # Messages client's max_tokens, a Responses client's max_output_tokens): max_completion_tokens, as OpenAI's
+    # reasoning models refuse max_tokens; max_tokens for Ollama and LM Studio, which ignore the other and generate
+    # unbounded. A Chat client's own body keeps the field it sent.
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
 
     @property
     def upstream_model(self) -> str:

@@ -179,13 +179,14 @@ class Adapter(abc.ABC):
                                 identity=identity)
 
     def upstream(self, req: Inbound, api_format: str, upstream_model: str, *, stream_usage: bool = True,
-                 reasoning: str | None = None) -> Outbound:
+                 reasoning: str | None = None, max_tokens_field: str = "max_completion_tokens") -> Outbound:
         """The request for a backend speaking ``api_format``, naming ``upstream_model``. A stream to an
         openai-format backend asks for its usage (``stream_options.include_usage``) unless ``stream_usage``
         is false (a server that refuses the field): the limits, costs and metrics read it. ``reasoning`` is the model's
         reasoning syntax (``ProviderModel.reasoning``): None for a model that does not reason, which gets none of
         the client's reasoning fields (each dropped and listed, as gpt-4o and its like refuse ``reasoning_effort``);
-        ``chat_template_kwargs`` for the only one a Chat client's ``chat_template_kwargs`` reaches."""
+        ``chat_template_kwargs`` for the only one a Chat client's ``chat_template_kwargs`` reaches.
+        ``max_tokens_field``: the field a translated request's output limit takes (``ProviderModel``'s)."""
         if api_format not in PATHS:
             raise UnsupportedCapability(f"api_format {api_format!r} does not serve {self.api} requests")
         headers = self.provider_headers(req, api_format)
@@ -202,11 +203,13 @@ class Adapter(abc.ABC):
                 found = req.memo[key] = ModelRewriter(raw, self.model(req)), tuple(losses)
             rewrite, losses = found
             return Outbound(PATHS[api_format], rewrite(upstream_model), self.stream(req), headers, losses)
-        key = ("body", api_format, upstream_model, stream_usage, reasoning)
+        key = ("body", api_format, upstream_model, stream_usage, reasoning, max_tokens_field)
         if key not in req.memo:
             body, losses = self._translate(req, api_format, upstream_model, reasoning)
             if api_format == "openai" and not stream_usage and self.stream(req):
                 body = with_stream_usage(body, False)     # the translation asks for it: this server refuses it
+            if api_format == "openai" and max_tokens_field != "max_completion_tokens":
+                body = with_max_tokens_field(body, max_tokens_field)
             req.memo[key] = body, losses
         body, losses = req.memo[key]
         return Outbound(PATHS[api_format], body, self.stream(req) and api_format != "images", headers,
@@ -324,7 +327,7 @@ class Adapter(abc.ABC):
                      tried: str = "") -> Reply:
         """A backend's error answer in the client's shape: as it came when it has that shape already and no
         attempts before it are to be named (``tried``, after its message); else read, its message and code kept."""
-        if not tried and api_format == self.native and is_error_of(self.native, body):
+        if not tried and api_format == self.native and is_error_of(self.native, body, status):
             return Reply(status, content_type or JSON, body)
         err = read_error(status, body, content_type)
         err.param = client_param(api_format, self.native, err.param)   # the client's field, not the backend's
@@ -464,6 +467,16 @@ def with_stream_usage(raw: bytes, ask: bool) -> bytes:
     old = top.get("stream_options")
     options = msgspec.json.decode(old) if old is not None else None
     top["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+    return chat.ENCODER.encode(top)
+
+
+def with_max_tokens_field(raw: bytes, field: str) -> bytes:
+    """A translated Chat request body with its output limit under ``field`` (the translation writes
+    ``max_completion_tokens``)."""
+    top = dict(chat.TOP_LEVEL_DECODER.decode(raw))
+    if "max_completion_tokens" not in top:
+        return raw
+    top[field] = top.pop("max_completion_tokens")
     return chat.ENCODER.encode(top)
 
 

@@ -531,8 +531,16 @@ def error_status_and_type(status: int, code: str | None = None, relayed: bool = 
 # ContextWindowExceededError read) and the start of Anthropic's message (which Claude Code reads, to compact).
 CONTEXT_EXCEEDED = "context_length_exceeded"
 PROMPT_TOO_LONG = "prompt is too long"
-_OPENAI_CONTEXT = re.compile(r"maximum context length is (\d+) tokens.*?(?:resulted in|requested) (\d+) tokens",
-                             re.DOTALL)
+_OPENAI_CONTEXT = re.compile(r"maximum context length is (\d+) tokens.*?(?:resulted in|requested|has) (\d+) (?:input )?"
+                             r"tokens", re.DOTALL)
+# OpenAI's overflow and every server that copies its words (vLLM, SGLang, LM Studio), whatever code it gives it
+# (vLLM's is its status, 400): told by the words, as OpenAI's SDKs and LiteLLM tell it.
+_OPENAI_OVERFLOW = re.compile(r"maximum context length is \d+ tokens")
+
+
+def context_overflow(status: int, message: str) -> bool:
+    """Whether a backend's error answer says its context window overflowed, in OpenAI's or Anthropic's words."""
+    return status == 400 and (message.startswith(PROMPT_TOO_LONG) or _OPENAI_OVERFLOW.search(message) is not None)
 
 
 def prompt_too_long(message: str) -> str:

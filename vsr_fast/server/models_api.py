@@ -1,5 +1,6 @@
-"""``GET /v1/models`` and ``GET /v1/models/{id}``: the names the request's key may put in ``model`` (the
-entrypoints' names, then the provider models that are not System One aliases), in OpenAI's shape or, for
+"""``GET /v1/models`` and ``GET /v1/models/{id}``: the names the request's key may put in ``model`` and be served
+(the entrypoints' names with a route it may reach, then the provider models that are not System One aliases,
+unless ``direct_models: refuse``), in OpenAI's shape or, for
 Anthropic's SDK (told apart by its ``anthropic-version`` header, as Anthropic's API needs it), Anthropic's.
 A name the key may not call is neither listed nor found (404); one only the catch-all serves is not listed, and is
 found by Anthropic's SDK only (Claude Code's default model)."""
@@ -12,8 +13,10 @@ from quart import request
 
 from ..auth.access import check_name
 from ..auth.keys import may_name_entrypoint, may_name_model
+from ..config.schema import Recipe
 from ..errors import InvalidValue, KeyNotAllowed, ModelNotFound, echoing
 from ..headers.registry import ANTHROPIC_VERSION as ANTHROPIC_VERSION
+from ..protocol.canonical import Identity
 from .state import AppState
 
 PATH = "/v1/models"
@@ -24,11 +27,26 @@ ANTHROPIC_LIMIT, ANTHROPIC_MAX_LIMIT = 20, 1000     # Anthropic's page size: def
 
 
 def names(state: AppState) -> list[str]:
-    """The model names of the listing, entrypoints first: those the request's key may call (all without keys)."""
+    """The model names of the listing, entrypoints first: those the request's key may call and be served by
+    (all without keys): an entrypoint with a route the key may reach, a provider model unless
+    ``direct_models: refuse``."""
     identity = state.identity(request.scope)
-    chat_models = [n for n, m in state.table.models.items() if m.api_format != "systemone"]
-    return [*(n for n in state.table.entrypoint_names if may_name_entrypoint(identity, n)),
+    table = state.table
+    chat_models = [] if table.direct_models == "refuse" else \
+        [n for n, m in table.models.items() if m.api_format != "systemone"]
+    return [*(n for n in table.entrypoint_names
+              if may_name_entrypoint(identity, n) and _reachable(identity, table.by_name[n].recipe)),
             *(n for n in chat_models if may_name_model(identity, n))]
+
+
+def _reachable(identity: Identity, recipe: Recipe) -> bool:
+    """Whether some route of ``recipe`` (a decision's or the fallback's) keeps a candidate the key reaches:
+    a name whose every route ``allowed_route`` refuses (403) is one the key may not ask for."""
+    if identity.models is None:
+        return True
+    routes = [d.modelRefs for d in recipe.decisions] + ([recipe.fallback.modelRefs] if recipe.fallback else [])
+    # A route with no candidate (a decision answered by its plugins) is never refused.
+    return any(not refs or any(identity.reaches(r.model) for r in refs) for refs in routes)
 
 
 def openai_model(name: str) -> dict:
@@ -84,11 +102,12 @@ def _caught_all(state: AppState, name: str) -> bool:
     if table.default is None or name in table.models or name in table.by_name \
             or name in table.systemone_by_name:
         return False
+    identity = state.identity(request.scope)
     try:
-        check_name(state.identity(request.scope), name, table.by_name, table.models)
+        check_name(identity, name, table.by_name, table.models)
     except KeyNotAllowed:
         return False
-    return True
+    return _reachable(identity, table.default.recipe)
 
 
 def is_models_path(path: str) -> bool:

@@ -105,13 +105,11 @@ async def previewed_route(table, request, identity, asker, policies, adapter=Non
 
 def preview_path(route: Route, policies) -> ResponsePath:
     """The x-vsr-response-path the real request would answer on (a cache hit aside, which no preview can tell):
-    the decision's fast_response answers with no model; the recipe's fallback, when no decision matched; an
-    executor's answer is the Looper's; an image decision's, an image generation; else a model's, upstream. The
+    the decision's fast_response answers with no model; an executor's answer is the Looper's (``fallback``
+    says a later candidate answered, which no preview can tell either; the recipe's fallback is ``upstream``); an image decision's, an image generation; else a model's, upstream. The
     request path's rule, in its order (``pipeline.route``, ``pipeline.answer``)."""
     if policies.fast(route.recipe, route.decision) is not None:
         return ResponsePath.FAST_RESPONSE
-    if route.fallback:
-        return ResponsePath.FALLBACK
     if algorithm_of(route) in _LOOPER_ALGORITHMS:
         return ResponsePath.LOOPER
     chosen = route.chosen

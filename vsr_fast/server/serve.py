@@ -361,7 +361,8 @@ async def shadow_call(state: AppState, copy: ShadowCopy, recipe: str | None) -> 
     shaping = state.policies.shaping(recipe, copy.decision) if recipe is not None else None
 
     def outbound(m):
-        out = adapter.upstream(req, m.api_format, m.upstream_model, stream_usage=m.stream_usage, reasoning=m.reasoning)
+        out = adapter.upstream(req, m.api_format, m.upstream_model, stream_usage=m.stream_usage, reasoning=m.reasoning,
+                               max_tokens_field=m.max_tokens_field)
         if shaping is None:
             return out
         if copy.shaped:

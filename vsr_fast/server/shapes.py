@@ -45,15 +45,27 @@ PROVIDER_ONLY = tuple(f"/v1/{name}" for name in (
     "images/edits", "images/variations", "uploads", "assistants", "threads", "realtime"))
 
 
+# Azure OpenAI's own routes (its SDK's AzureOpenAI client): the router serves their calls under OpenAI's paths.
+AZURE_PREFIX = "/openai/"
+
+
 def unrouted_message(method: str, path: str, default: str) -> str:
-    """A 404's message under /v1/ (``default`` elsewhere): OpenAI's words for an unknown URL, what the router
-    serves, and for one of OpenAI's routes it has none of, to send it to the provider (a typo is no such route)."""
-    if not path.startswith("/v1/"):
+    """A 404's message under /v1/, for one of OpenAI's routes spelled without it (every client route is served
+    both ways) and for Azure's (``default`` elsewhere): OpenAI's words for an unknown URL, what the router serves,
+    and for one of OpenAI's routes it has none of, to send it to the provider (a typo is no such route)."""
+    bare = "/v1" + path
+    provider_only = any(p == q or p.startswith(q + "/") for p in (path, bare) for q in PROVIDER_ONLY)
+    azure = path.startswith(AZURE_PREFIX)
+    if not (path.startswith("/v1/") or provider_only or azure):
         return default
     # The client's method and path as OpenAI's words quote them, a long or unprintable one capped (``told``).
     method, path = told(method), told(path)
     served = ", ".join(SERVED)
-    if any(path == p or path.startswith(p + "/") for p in PROVIDER_ONLY):
+    if azure:
+        return (f"Invalid URL ({method} {path}): not routed by vsr-fast, which serves {served}; Azure OpenAI's "
+                "deployment routes are not among them: point an OpenAI client at the router's /v1 and name the "
+                "model, and the router calls the Azure deployment a backend names.")
+    if provider_only:
         return (f"Invalid URL ({method} {path}): not routed by vsr-fast, which serves {served}; "
                 "send this request to the provider itself.")
     return f"Invalid URL ({method} {path}): no such route; vsr-fast serves {served}."

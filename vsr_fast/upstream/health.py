@@ -60,7 +60,7 @@ async def _probe(backend: Backend) -> None:
     outcome = "timeout"     # not answered within timeout_ms, whichever step it was at
     try:
         with trio.move_on_after(health.timeout_ms / 1000):
-            status = await transport.probe(backend.prober(), backend.origin, health.path, headers)
+            status = await transport.probe(backend.prober(), backend.probe_origin, health.path, headers)
             outcome = "ok" if 200 <= status < 300 else status_cause(status)
     except transport.TransportError as exc:
         outcome = transport.cause(exc)

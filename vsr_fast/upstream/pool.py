@@ -10,6 +10,7 @@ so a kept cookie would ride on the next user's request.
 """
 from __future__ import annotations
 
+import re
 import time
 from contextlib import asynccontextmanager
 from collections.abc import AsyncIterator
@@ -30,13 +31,30 @@ from .transport import Origin, new_pool, ssl_context
 
 
 def base_url(ref: BackendRef) -> str:
-    """The backend's API base: a bare ``host:port`` is http, an empty path is ``/v1``."""
+    """The backend's API base: a bare ``host:port`` is http, an empty path is ``/v1``; its query (Azure's
+    ``api-version``) rides on every request built from it."""
     endpoint = ref.endpoint
     if "://" not in endpoint:
         endpoint = f"{ref.protocol or 'http'}://{endpoint}"
     parts = urlsplit(endpoint)
     path = parts.path.rstrip("/") or "/v1"
-    return f"{parts.scheme}://{parts.netloc}{path}"
+    query = f"?{parts.query}" if parts.query else ""
+    return f"{parts.scheme}://{parts.netloc}{path}{query}"
+
+
+# Azure OpenAI serves a deployment's calls under .../openai/deployments/NAME but lists models only at the
+# resource's .../openai/models (same api-version): a check's GET under the deployment is Azure's 404, which would
+# take a serving backend out of the rotation, so a deployment's checks ask under the resource's /openai.
+_AZURE_DEPLOYMENT = re.compile(r"(.*/openai)/deployments/[^/?]+")
+
+
+def probe_url(base: str) -> str:
+    """The base a health check's path goes under: the backend's, or an Azure deployment's resource."""
+    parts = urlsplit(base)
+    azure = _AZURE_DEPLOYMENT.fullmatch(parts.path)
+    if azure is None:
+        return base
+    return parts._replace(path=azure.group(1)).geturl()
 
 
 class Backend:
@@ -46,8 +64,10 @@ class Backend:
         self.model = model
         self.ref = ref
         self.label = ref.name or f"{model.name}[{index}]"
-        self.base = base_url(ref)
-        self.origin = Origin(self.base)
+        url = base_url(ref)
+        self.base = url.partition("?")[0]       # what traces name: a query may carry a key
+        self.origin = Origin(url)
+        self.probe_origin = Origin(probe_url(url))
         self._where = f"providers.models[{model.name}].backend_refs[{index}]"
         self.rekey()
         # A delegated backend acts for the requesting user: the request's own credential goes under this

@@ -112,9 +112,9 @@ def tls_reason(exc: BaseException, *, logged: bool = False) -> str:
 
 
 class Origin:
-    """One backend's scheme, host and port, parsed once, and the URL of each path under its base."""
+    """One backend's scheme, host and port, parsed once, and the URL of each path under its base (with its query)."""
 
-    __slots__ = ("_base", "_urls", "host_header", "host", "port", "scheme")
+    __slots__ = ("_base", "_query", "_urls", "host_header", "host", "port", "scheme")
 
     def __init__(self, base: str) -> None:
         parts = urlsplit(base)
@@ -125,6 +125,7 @@ class Origin:
         netloc = parts.netloc.rsplit("@", 1)[-1]
         self.host_header = netloc.encode("idna") if self.port not in (None, default) else self.host
         self._base = parts.path.rstrip("/")
+        self._query = f"?{parts.query}" if parts.query else ""     # Azure's api-version, on every path
         self._urls: dict[str, httpcore.URL] = {}
 
     def url(self, path: str) -> httpcore.URL:
@@ -132,7 +133,7 @@ class Origin:
         url = self._urls.get(path)
         if url is None:
             url = httpcore.URL(scheme=self.scheme, host=self.host, port=self.port,
-                               target=(self._base + path).encode("ascii"))
+                               target=(self._base + path + self._query).encode("ascii"))
             self._urls[path] = url
         return url
 

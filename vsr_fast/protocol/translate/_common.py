@@ -11,7 +11,7 @@ from typing import Any, Literal
 import msgspec
 
 from ...errors import UpstreamAnswer
-from ..anthropic import CONTEXT_EXCEEDED, PROMPT_TOO_LONG
+from ..anthropic import CONTEXT_EXCEEDED, PROMPT_TOO_LONG, context_overflow
 from ..chat import TOP_LEVEL_DECODER
 from ..error_types import openai_type
 from ._ir import Conversation, Image, Text, ToolResult
@@ -123,6 +123,7 @@ class _AnthropicError(msgspec.Struct):
 class _AnyError(msgspec.Struct):
     error: _OpenAIError | str | None = None
     type: Any = None
+    object: Any = None
     message: Any = None     # an old vLLM's {"object": "error", "message": ...}
     detail: Any = None      # FastAPI's {"detail": ...}
 
@@ -156,13 +157,15 @@ _OPENAI_ERROR_SHAPE = msgspec.json.Decoder(_OpenAIErrorShape)
 _SAID_MAX = 500
 
 
-def is_error_of(api_format: str, body: bytes) -> bool:
-    """Whether ``body`` is an error object of ``api_format``'s own shape, which its SDK reads as it is."""
+def is_error_of(api_format: str, body: bytes, status: int = 0) -> bool:
+    """Whether ``body`` is an error object of ``api_format``'s own shape, which its SDK reads as it is: not an
+    OpenAI-shaped context overflow without OpenAI's code (vLLM's is 400), which is read and given it."""
     try:
-        _ERROR_SHAPES.get(api_format, _OPENAI_ERROR_SHAPE).decode(body)
+        doc = _ERROR_SHAPES.get(api_format, _OPENAI_ERROR_SHAPE).decode(body)
     except msgspec.DecodeError:    # ValidationError included
         return False
-    return True
+    return not (isinstance(doc, _OpenAIErrorShape) and doc.error.code != CONTEXT_EXCEEDED
+                and context_overflow(status, doc.error.message))
 
 
 def _said(detail: object) -> object:
@@ -206,6 +209,8 @@ def read_error(status: int, body: bytes, content_type: str = "") -> UpstreamAnsw
     err = doc.error
     if isinstance(err, str):
         return upstream_error(status, err, None, None)
+    if err is None and doc.object == "error" and isinstance(doc.message, str) and context_overflow(status, doc.message):
+        return upstream_error(status, doc.message, CONTEXT_EXCEEDED, None)    # an old vLLM's, in its own words
     if err is None:
         said = doc.message if isinstance(doc.message, str) else _said(doc.detail)
         return upstream_error(status, _answered(status, body, content_type, said), None, None)
@@ -216,6 +221,8 @@ def read_error(status: int, body: bytes, content_type: str = "") -> UpstreamAnsw
         code = {"overloaded_error": "overloaded", "rate_limit_error": "rate_limited"}.get(err.type or "", err.type)
         if status == 400 and err.message.startswith(PROMPT_TOO_LONG):
             code = CONTEXT_EXCEEDED
+    elif context_overflow(status, err.message):     # vLLM's code is 400: its words tell it, as OpenAI's SDKs read them
+        code = CONTEXT_EXCEEDED
     # The type is the client API's for the status (protocol.error_types), whatever the backend called it.
     return upstream_error(status, err.message or f"upstream answered HTTP {status}", code, None, param)
 

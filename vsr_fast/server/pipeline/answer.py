@@ -14,7 +14,7 @@ import trio
 import msgspec
 
 from ...errors import (RateLimited, RequestTimeout, ResponseTooLarge, ShuttingDown, UpstreamError, UpstreamInvalid,
-                       UnsendableHeader, UpstreamStatus, UpstreamTooLarge, VsrError, cause_words)
+                       UnsendableHeader, UpstreamStatus, UpstreamTimeout, UpstreamTooLarge, VsrError, cause_words)
 from ...headers import registry as h
 from ...plugins import fast_response
 from ...plugins.response_cache import CachedAnswer
@@ -23,6 +23,7 @@ from ...plugins.unmask import StreamRestorer
 from ...protocol.prompt_texts import text_bytes
 from ...protocol.translate import Estimate, Usage, render_warnings
 from ...upstream import Stream, Whole, failure_cause
+from ...upstream.transport import Timeout
 from ..asgi import Send, send_whole
 from . import guard as response_guard
 from .exchange import Exchange
@@ -187,7 +188,10 @@ def _upstream_answered(ex: Exchange, result: Stream | Whole) -> None:
     if ex.meter is not None and result.status < 400:
         ex.meter.answered = True            # a model answered: its tokens are charged, estimated if unreported
     if result.model.name != r.candidates[0].name and ex.path != h.ResponsePath.LOOPER:
-        ex.path = h.ResponsePath.FALLBACK
+        ex.path = h.ResponsePath.FALLBACK     # a later candidate than the first answered: a failover
+    if result.status < 400 and any(a.failed for a in result.attempts):
+        how = "failover" if any(a.model != result.model.name for a in result.attempts) else "retry"
+        ex.state.metrics.recovered.inc(ex.api, result.model.name, how)
 
 
 async def _whole(ex: Exchange, send: Send, result: Whole) -> None:
@@ -519,7 +523,9 @@ def _midstream(ex: Exchange, stream: Stream, exc: Exception, held: str) -> Upstr
     stream.broke(cause)
     # A broken event or an answer past its size keeps its own code; the rest are the transport's. The client
     # reads what went wrong, the log where and the exception (an address, an errno).
-    kind = type(exc) if isinstance(exc, (UpstreamInvalid, UpstreamTooLarge)) else UpstreamError
+    kind = type(exc) if isinstance(exc, (UpstreamInvalid, UpstreamTooLarge, UpstreamTimeout)) else UpstreamError
+    if isinstance(exc, Timeout):    # the 504 the same timeout gets whole, as a broken stream counts its failure's
+        kind = UpstreamTimeout
     said = exc.message if isinstance(exc, UpstreamError) else cause_words(cause, stream.backend.timeouts)
     return kind(f"the answer of {stream.model.name} failed mid-stream{held}: {said}", cause=f"midstream_{cause}",
                 detail=f"upstream {stream.backend.label} failed mid-stream{held}: {exc!r}")

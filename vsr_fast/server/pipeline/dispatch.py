@@ -31,7 +31,8 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
 
     def built(model: ProviderModel, inbound: Inbound, tune: Tune | None) -> Outbound:
         out = ex.adapter.upstream(inbound, model.api_format, model.upstream_model,
-                                  stream_usage=model.stream_usage, reasoning=model.reasoning)
+                                  stream_usage=model.stream_usage, reasoning=model.reasoning,
+                                  max_tokens_field=model.max_tokens_field)
         if tune is not None:
             out = dataclasses.replace(out, body=tune(out.body, model.api_format))
         # The client's forwarded headers join the request's own, so header_mutation sees them all.
@@ -81,6 +82,8 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
             answer = await send(r.candidates, outbound_for, [])
         except UpstreamError as exc:        # every attempt failed: the record still shows each one
             ex.tried(exc.attempts)
+            if exc.attempts:    # the failure relayed is the last attempt's: its model, beside its backend
+                ex.model = exc.attempts[-1].model
             raise
         ex.tried(answer.attempts)
         # router_replay.shadow compares single-model provider dispatch only (spec 5.7): its copy is the request

@@ -263,7 +263,7 @@ async def number(ex: Exchange) -> None:
     model = r.candidates[0]
     try:
         out = ex.adapter.upstream(req, model.api_format, model.upstream_model, stream_usage=model.stream_usage,
-                                  reasoning=model.reasoning)
+                                  reasoning=model.reasoning, max_tokens_field=model.max_tokens_field)
         body = out.body
         if ex.shaping is not None:
             body = ex.shaping.apply(body, model.api_format, out.headers, model.reasoning, ex.system_context).body

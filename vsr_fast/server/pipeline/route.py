@@ -59,8 +59,6 @@ async def route(ex: Exchange) -> None:
     if state.debug_policy != "none" and header(ex.scope, _DEBUG) is not None:
         ex.trace = state.trace_for(ex.scope, r)
         retention.traced(ex, r, was_held)
-    if r.fallback:
-        ex.path = h.ResponsePath.FALLBACK
     # The cache key's canonical request and the replay copy: body-sized work.
     await off_loop(ex.state.metrics, "record", len(ex.raw), ex.rec.routed, state, ex.scope, ex.raw, req, r)
     replay = ex.rec.replay_header()
