@@ -4,6 +4,9 @@ scripted Chat backend started here, a real router subprocess, the official SDKs.
 - ``finish_reason: "length"`` in the middle of a tool call (arguments ``'{"command": "ec'``) is the model's own
   end, not a broken answer: whole or streamed, a Messages client reads ``stop_reason: max_tokens`` and a Responses
   client ``status: incomplete`` (``max_output_tokens``), and no other candidate is asked;
+- a stream that ends with ``[DONE]`` and no ``finish_reason`` did not say how the answer ended: as one that ends
+  with no terminator at all, each client gets its protocol's error ending, never ``end_turn`` or
+  ``response.completed``.
 """
 from __future__ import annotations
 
@@ -117,3 +120,25 @@ def test_a_tool_call_cut_by_length_is_incomplete_to_a_responses_client(routed, s
         response = client.responses.create(model="cut", input="Run echo hi.", tools=[FUNCTION])
     assert (response.status, response.incomplete_details.reason) == ("incomplete", "max_output_tokens")
     assert asked_ok() == before
+
+
+def test_a_stream_ending_with_done_and_no_finish_is_an_error_to_a_messages_client(routed):
+    client = anthropic.Anthropic(base_url=routed.url, api_key="k", max_retries=0, timeout=20)
+    events = []
+    with pytest.raises(anthropic.APIStatusError):
+        with client.messages.create(model="nofinish", max_tokens=50, stream=True,
+                                    messages=[{"role": "user", "content": "Say hello."}]) as s:
+            for ev in s:
+                events.append(ev.type)
+    assert "message_stop" not in events and "message_delta" not in events, events
+
+
+def test_a_stream_ending_with_done_and_no_finish_is_not_completed_to_a_responses_client(routed):
+    client = openai.OpenAI(base_url=f"{routed.url}/v1", api_key="k", max_retries=0, timeout=20)
+    kinds = []
+    try:
+        for ev in client.responses.create(model="nofinish", input="Say hello.", stream=True):
+            kinds.append(ev.type)
+    except openai.APIError:
+        kinds.append("raised")
+    assert "response.completed" not in kinds and ("response.failed" in kinds or "raised" in kinds), kinds

@@ -592,7 +592,9 @@ class StreamReader:
         if self._done:
             return []
         if data == b"[DONE]":
-            return self._end()
+            # [DONE] with no finish_reason said: the answer's end is unknown (a server that stopped generating),
+            # the same as a stream that ends with neither; not a stop the client would take for a whole answer.
+            return self.close()
         chunk = _CHUNK.decode(data)
         if chunk.error is not None:
             self._done = True
