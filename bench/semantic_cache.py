@@ -11,6 +11,13 @@ the embedded decision model's ``same_request`` judge (min_score 0.8), each
 pair in its own partition. Precision = same pairs among the hits; recall = hits
 among the same pairs.
 
+Tool calls: ``bench/data/tool_pairs.tsv``, requests offering a shell tool whose
+answer is a tool call (the outside trial's three pairs among them). Measured
+with the matcher alone (what the router served before) and with the rule it
+follows now: an answer that calls a tool is served only to the same request
+(``events.cache_store.calls_tool``), so no near pair is served, and no
+paraphrase either.
+
 Cost: 100,000 entries of one partition (the worst case: every entry a
 candidate) in the memory backend's index; one lookup = embed the request + the
 cosine over the matrix + top_k. Median and p99 of 2,000 lookups.
@@ -37,18 +44,21 @@ from vsr_fast.protocol import systemone as wire
 from vsr_fast.systemone.presets import PRESETS
 
 DATA = Path(__file__).parent / "data" / "paraphrase_pairs.tsv"
+TOOL_DATA = Path(__file__).parent / "data" / "tool_pairs.tsv"
 
 
-def pairs() -> list[tuple[str, str, str]]:
+def pairs(path: Path = DATA) -> list[tuple[str, str, str]]:
     out = []
-    for line in DATA.read_text().splitlines():
+    for line in path.read_text().splitlines():
         if line and not line.startswith("#"):
             label, a, b = line.split("\t")
             out.append((label, a, b))
     return out
 
 
-def quality() -> dict:
+def quality(path: Path = DATA, tool_calls: bool = False) -> dict:
+    """Hit precision and recall of the default match on ``path``'s pairs; ``tool_calls``: each cached answer
+    calls a tool, which the router serves only to the same request (none of a pair's new requests is)."""
     model = vsr_static.load()
     match = FEATURES[SEMANTIC].default
     assert match.recall is not None and match.judge is not None
@@ -57,8 +67,10 @@ def quality() -> dict:
     index = SemanticIndex(model.embedding.dim, 10_000)
     hits = {"same": 0, "near": 0}
     totals = {"same": 0, "near": 0}
-    for n, (label, cached, new) in enumerate(pairs()):
+    for n, (label, cached, new) in enumerate(pairs(path)):
         totals[label] += 1
+        if tool_calls and new != cached:
+            continue
         index.add(str(n), "k", cached, model.embedding.encode([cached])[0], 3600)
         found = index.search(str(n), model.embedding.encode([new])[0], match.recall.top_k or 3,
                              match.recall.min_similarity)
@@ -119,6 +131,10 @@ def main() -> None:
     q = quality()
     print(f"paraphrase set: {q['same']} same pairs, {q['near']} near pairs")
     print(f"hit precision {q['precision']:.3f}  hit recall {q['recall']:.3f}  false hits {q['false_hits']}")
+    for label, calls in (("matcher alone", False), ("served: tool calls exact only", True)):
+        t = quality(TOOL_DATA, calls)
+        print(f"tool-call set ({t['same']} same, {t['near']} near pairs), {label}: hit precision "
+              f"{t['precision']:.3f}  hit recall {t['recall']:.3f}  false hits {t['false_hits']}")
     small = lookup_cost(1_000, 1_000)
     print(f"lookup (embed + search) over 1,000 entries: p50 {small['p50_ms'] * 1000:.0f} µs, "
           f"p99 {small['p99_ms'] * 1000:.0f} µs")

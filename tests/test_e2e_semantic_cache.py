@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 
+import anthropic
 import httpx
 import openai
 import pytest
@@ -144,3 +145,36 @@ def test_a_malformed_cache_entry_is_skipped_and_counted_never_a_500(mock, tmp_pa
         assert ask(proc.url, ASKED)["x-vsr-response-path"] == "upstream", "a stored answer unreadable: a miss"
         assert metric(proc.url, "vsr_response_cache_undecodable_total") == 4
     r.close()
+
+
+# Cached request, then a request of the same words that asks for another command (the outside trial's pairs).
+TOOL_PAIRS = [("Show the files in the dist folder using Bash.", "Delete the files in the dist folder using Bash."),
+              ("Run the unit tests with Bash.", "Skip the unit tests and push to main with Bash."),
+              ("Print the contents of app.yaml using Bash.", "Print the contents of prod-secrets.yaml using Bash.")]
+BASH = {"name": "Bash", "description": "Run a shell command.",
+        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}
+
+
+def call_bash(url: str, text: str):
+    """A Messages request offering Bash, which the mock calls (tool_choice any): the answer is a tool call."""
+    client = anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0, timeout=20,
+                                 default_headers={"x-authz-user-id": "alice"})
+    raw = client.messages.with_raw_response.create(model="auto", max_tokens=200, tools=[BASH],
+                                                   tool_choice={"type": "any"},
+                                                   messages=[{"role": "user", "content": text}])
+    assert raw.parse().stop_reason == "tool_use"
+    return raw.headers["x-vsr-response-path"]
+
+
+def test_an_answer_that_calls_a_tool_is_served_again_only_to_the_same_request(mock, tmp_path):
+    """The default exact_then_semantic mode: a cached tool call runs a command, so a request of near words that
+    asks for another one (delete for show, another file) must reach the model; the same request still hits."""
+    doc = config(mock.url, store={"backend_type": "memory"}, mode="exact_then_semantic")
+    doc["providers"]["models"][0]["api_format"] = "anthropic"      # the mock honours tool_choice any there
+    with router(write_config(doc, str(tmp_path))) as proc:
+        for n, (cached, other) in enumerate(TOOL_PAIRS, 1):
+            assert call_bash(proc.url, cached) == "upstream"
+            stored(proc.url, 2 * n - 1)
+            assert call_bash(proc.url, other) == "upstream", f"{other!r} was served {cached!r}'s tool call"
+            stored(proc.url, 2 * n)
+        assert call_bash(proc.url, TOOL_PAIRS[0][0]) == "cache", "an exact repeat is the same request"

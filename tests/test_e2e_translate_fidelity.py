@@ -305,6 +305,24 @@ def test_several_text_and_system_blocks_stay_apart_for_a_chat_provider(gw, mock)
 
 
 @pytest.mark.parametrize("backend", ["openai", "responses"])
+def test_an_assistant_turns_text_blocks_stay_apart_for_a_chat_or_responses_provider(gw, mock, backend):
+    """As a user turn's: glued, "Answer one." and "Answer two." became "Answer one.Answer two."."""
+    client, _ = messages(gw)
+    client.messages.create(model=f"m-{backend}", max_tokens=64, messages=[
+        {"role": "user", "content": "Two answers, please."},
+        {"role": "assistant", "content": [{"type": "text", "text": "Answer one."},
+                                          {"type": "text", "text": "Answer two."}]},
+        {"role": "user", "content": "Thanks."}])
+    body = sent(mock, backend)
+    if backend == "openai":
+        assert body["messages"][1] == {"role": "assistant", "content": [
+            {"type": "text", "text": "Answer one."}, {"type": "text", "text": "Answer two."}]}
+    else:
+        assert body["input"][1] == {"type": "message", "role": "assistant", "content": [
+            {"type": "output_text", "text": "Answer one."}, {"type": "output_text", "text": "Answer two."}]}
+
+
+@pytest.mark.parametrize("backend", ["openai", "responses"])
 def test_a_failed_tool_result_stays_marked_as_an_error(gw, mock, backend):
     client, tap = messages(gw)
     tool = {"name": "get_weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}

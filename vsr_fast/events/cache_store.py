@@ -59,6 +59,14 @@ def skip_reason(ev: AnswerCompleted, max_entry_bytes: int) -> str | None:
     return None
 
 
+def calls_tool(body: bytes, streamed: bool, finish_reason: str | None = None) -> bool:
+    """Whether an answer (whole, or its SSE) ends calling a tool. Such an answer is served again only to the
+    same request (the exact cache), never to a similar one: a tool call is a command the client runs, and a
+    request of near words may ask for another (delete for show, another file), which the similarity and the
+    ``same_request`` judge do not reliably tell apart (``plugins.response_cache``)."""
+    return (finish_reason or answer_facts(body, streamed).finish_reason) == "tool_calls"
+
+
 def answer_of(ev: AnswerCompleted) -> CachedAnswer:
     """The stored form of an answer ``skip_reason`` let through."""
     assert ev.body is not None

@@ -7,10 +7,10 @@ import logging
 import redis
 import trio
 
-from .cache_store import SKIP_REASONS, ResponseCache, answer_of, skip_reason
+from .cache_store import SKIP_REASONS, ResponseCache, answer_of, calls_tool, skip_reason
 from .consumers import Acks
 from .source import Entry, StoreUnavailable
-from .types import AnswerCompleted, CacheIntent, CacheWritten, Event, now_ms
+from .types import AnswerCompleted, CacheWritten, Event, now_ms
 from .writer import EventSink
 
 log = logging.getLogger("vsr_fast.response_cache")
@@ -51,7 +51,7 @@ class CacheWriter:
             reason = skip_reason(ev, self.cache.max_entry_bytes)
             if reason is None:
                 items.append((ev.cache.key, answer_of(ev), ev.cache.ttl_seconds))
-                similar += _similar(ev.cache)
+                similar += _similar(ev)
             else:
                 skipped[reason] += 1
             notes.append(_note(ev, reason))
@@ -85,7 +85,7 @@ class CacheWriter:
                 self.skipped[reason] += 1
             else:
                 try:
-                    await self.cache.put_many([(c.key, answer_of(ev), c.ttl_seconds)], _similar(c))
+                    await self.cache.put_many([(c.key, answer_of(ev), c.ttl_seconds)], _similar(ev))
                 except redis.RedisError as exc:
                     log.warning("response cache unavailable, an answer was not stored: %r", exc)
                     continue
@@ -106,9 +106,14 @@ class CacheWriter:
         return out
 
 
-def _similar(c: CacheIntent) -> list[tuple[str, str, str, int]]:
-    """The semantic cache's entry of an answer to store: none without a partition and a text."""
-    return [(c.partition, c.key, c.text, c.ttl_seconds)] if c.partition is not None and c.text else []
+def _similar(ev: AnswerCompleted) -> list[tuple[str, str, str, int]]:
+    """The semantic cache's entry of an answer to store: none without a partition and a text, nor for an answer
+    that calls a tool (``calls_tool``: it serves the same request alone)."""
+    c = ev.cache
+    assert c is not None and ev.body is not None
+    if c.partition is None or not c.text or calls_tool(ev.body, ev.streamed, ev.finish_reason):
+        return []
+    return [(c.partition, c.key, c.text, c.ttl_seconds)]
 
 
 def _note(ev: AnswerCompleted, reason: str | None) -> CacheWritten:

@@ -266,12 +266,17 @@ def _usage(u: WireUsage | None, usage: Usage | None = None) -> Usage | None:
     return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
 
 
+# The Responses output items the client runs (Codex's freeform exec is a custom_tool_call): a call, as Chat's.
+CLIENT_CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call", "shell_call", "apply_patch_call",
+                          "computer_call"})
+
+
 def _response_reason(doc: _Payload | _Inner) -> str | None:
     """A Responses object's end in the record's (Chat's) words: the translator's mapping."""
     if doc.status == "incomplete":
         return INCOMPLETE_IN.get(doc.incomplete_details.reason or "" if doc.incomplete_details else "", "length")
     if doc.status == "completed":
-        return "tool_calls" if any(i.type == "function_call" for i in doc.output or ()) else "stop"
+        return "tool_calls" if any(i.type in CLIENT_CALLS for i in doc.output or ()) else "stop"
     return None
 
 

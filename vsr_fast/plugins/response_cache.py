@@ -24,6 +24,12 @@ request's text (its index, the Redis stream every router's index follows, the ju
 request gets none: its decision's cache works as ``mode: exact``. Rejected: a hash-only semantic key, which is an
 exact key; keeping only the vector, which the polarity check and the judge cannot read. A decision whose answers
 must not be kept at all says ``retention: {drop: true}``.
+
+Tool calls: an answer that calls a tool (finish reason ``tool_calls``: Chat's tool_calls, Messages' tool_use,
+a Responses function or custom tool call) is stored for the exact cache and left out of the semantic index, and
+a semantic hit whose answer calls one (indexed by an older router) is a miss. The spec says nothing of it; a
+cached ``tool_use`` served for "Delete the files in dist" when "Show the files in dist" was asked runs the wrong
+command, and the judge cannot be trusted with verbs and objects (bench/semantic_cache.py, tool-call set).
 """
 from __future__ import annotations
 
@@ -50,7 +56,10 @@ class CacheRevision(Block):
 
 class SemanticConfig(Block):
     """``response_cache.semantic``: the match block that finds a similar cached request (spec 5.4). Only the
-    conversation's text is compared by meaning: its images, files and audio, like every other field, must match."""
+    conversation's text is compared by meaning: its images, files and audio, like every other field, must match.
+    An answer that calls a tool is served again only to the same request (the exact cache), never to a similar
+    one: the call is a command the client runs, and near words may ask for another (delete for show, another
+    file), which neither the similarity nor the ``same_request`` judge reliably tells apart."""
 
     match: Match | None = None
 

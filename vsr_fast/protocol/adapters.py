@@ -165,9 +165,16 @@ class Adapter(abc.ABC):
         return req
 
     def with_raw(self, req: Inbound, raw: bytes) -> Inbound:
-        """The request as a request plugin rewrote it (``raw``, in this API's own format): what every
-        candidate's body is then written from."""
-        return replace(req, raw=raw, body=self._decoder.decode(raw), memo={})
+        """The request as a request plugin or an executor rewrote it (``raw``, in this API's own format): what
+        every candidate's body is then written from. Decoded as ``decode`` decoded the client's (Messages: with
+        its betas' fields, as the request names them), so a rewrite never refuses what the client could send."""
+        return replace(req, raw=raw, body=self._redecode(req, raw), memo={})
+
+    def _redecode(self, req: Inbound, raw: bytes) -> Any:
+        try:
+            return decode_body(self._decoder, raw)
+        except BodyProblem as exc:
+            raise self.request_error(exc.problem) from None
 
     def stream(self, req: Inbound) -> bool:
         return req.body.stream
@@ -706,6 +713,9 @@ class MessagesAdapter(Adapter):
             return decode_body(anthropic.BETA_DECODERS[decoder], raw)
         except BodyProblem as exc:
             raise self.request_error(exc.problem) from None
+
+    def _redecode(self, req: Inbound, raw: bytes) -> Any:
+        return self.decode_as(self._decoder, raw, req.headers)
 
     def _read(self, req: Inbound) -> tuple[Conversation, list[Loss]]:
         return MESSAGES.read_request(req.body, req.raw)

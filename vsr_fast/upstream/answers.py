@@ -414,7 +414,9 @@ def check_whole(api_format: str, path: str, body: bytes, label: str, streamed: b
     what = "answered a stream request whole, with no answer it could stream" if streamed else \
         f"answered 2xx with a body that is not a readable answer of {path}"
     answer = _reads(reader.read_answer, body, label, what)
-    if tool_objects and answer is not None:
+    # A call cut by the answer's length is the model's own end (max_tokens to the client, as streamed), not a
+    # broken answer: no other candidate would be asked for it.
+    if tool_objects and answer is not None and answer[0].finish != "length":
         for part in answer[0].parts:
             if isinstance(part, ToolCall) and parse_arguments(part.arguments) is None:
                 raise UpstreamInvalid.at(label, f"answered a tool call ({part.name}) whose arguments are not a JSON "

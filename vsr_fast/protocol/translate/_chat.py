@@ -235,7 +235,11 @@ def write_request(conv: Conversation, model: str) -> tuple[bytes, list[Loss]]:
                 messages.append({"role": "user", "content": _content(media, losses)})
             continue
         if turn.role == "assistant":
-            msg: dict = {"role": "assistant", "content": "".join(p.text for p in turn.parts if isinstance(p, Text))}
+            texts = [p for p in turn.parts if isinstance(p, Text)]
+            # Several text blocks stay parts, as a user turn's do (Chat takes an array of text parts here too):
+            # joined, "Answer one." and "Answer two." read "Answer one.Answer two.".
+            msg: dict = {"role": "assistant", "content": _content(texts) if len(texts) > 1 else
+                         "".join(p.text for p in texts)}
             # A Chat backend reads no reasoning in its history (DeepSeek asks that none be sent back).
             losses += [dropped(p.path) for p in turn.parts if isinstance(p, Thinking)]
             calls = [p for p in turn.parts if isinstance(p, ToolCall)]
@@ -592,7 +596,9 @@ class StreamReader:
         if self._done:
             return []
         if data == b"[DONE]":
-            return self._end()
+            # [DONE] with no finish_reason said: the answer's end is unknown (a server that stopped generating),
+            # the same as a stream that ends with neither; not a stop the client would take for a whole answer.
+            return self.close()
         chunk = _CHUNK.decode(data)
         if chunk.error is not None:
             self._done = True

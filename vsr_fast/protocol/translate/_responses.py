@@ -248,11 +248,14 @@ def write_request(conv: Conversation, model: str, *, reasons: bool = False) -> t
                 items.append({"type": "function_call_output", "call_id": r.call_id,
                               "output": _result_output(r, losses)})
         elif turn.role == "assistant":
-            text = "".join(p.text for p in turn.parts if isinstance(p, Text))
+            texts = [p.text for p in turn.parts if isinstance(p, Text)]
+            text = "".join(texts)
             items += _reasoning_input(turn, losses)
             if text or not any(isinstance(p, ToolCall) for p in turn.parts):
-                # An empty answer stays a turn: dropped, it would leave the user speaking twice in a row.
-                items.append({"type": "message", "role": "assistant", "content": text})
+                # An empty answer stays a turn: dropped, it would leave the user speaking twice in a row. Several
+                # text blocks stay parts (output_text, an assistant message's), not glued together.
+                items.append({"type": "message", "role": "assistant", "content": text if len(texts) < 2 else
+                              [{"type": "output_text", "text": t} for t in texts]})
             for c in turn.parts:
                 if isinstance(c, ToolCall):
                     items.append({"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments})

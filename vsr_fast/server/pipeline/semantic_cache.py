@@ -1,5 +1,6 @@
 """The semantic response cache on the request path (spec 5.4, 5.7): recall the partition's nearest cached
-requests, drop the polarity flips, let the ``same_request`` judge confirm one, serve its stored answer.
+requests, drop the polarity flips, let the ``same_request`` judge confirm one, serve its stored answer unless
+it calls a tool (``calls_tool``: a tool call serves the same request alone, the exact cache's).
 
 The partition (``response_cache.semantic_partition``) already holds the scope's
 principal, the decision's guard and revision and every request field but the
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import time
 
+from ...events.cache_store import calls_tool
 from ...plugins.response_cache import SEMANTIC
 from ..recording import Hit
 from .exchange import Exchange
@@ -37,6 +39,7 @@ async def similar(ex: Exchange) -> Hit | None:
         order = [order[i] for i in kept]
     for key in order:
         answer = await store.lookup(key)        # an entry whose answer expired or left the store is a miss
-        if answer is not None:
+        # A tool call indexed by an older router (a shared Redis stream): served to the same request alone.
+        if answer is not None and not calls_tool(answer.body, answer.streamed):
             return Hit(key, answer, True)
     return None
