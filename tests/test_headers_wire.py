@@ -152,6 +152,22 @@ def _digest(fn) -> str:
     (httpcore.AsyncHTTPConnection.handle_async_request, "b76bc6e38ffd6565"),
     (AsyncHTTP11Connection.has_expired, "288dc074d56392c6"),
     (AsyncHTTP11Connection._response_closed, "f26a0647f3a51321"),
+    # _Exact.handle_untraced, _Body and _ShieldedClose.aclose: the steps of a request, its body and its close they
+    # copy (tests/test_upstream_exact.py holds them to httpcore's on the same scripts), and the locks they take.
+    (AsyncHTTP11Connection._send_request_body, "6155432fb58470a8"),
+    (AsyncHTTP11Connection._send_event, "274f231913b0a5a4"),
+    (AsyncHTTP11Connection._receive_response_headers, "785f56c304208b87"),
+    (AsyncHTTP11Connection._receive_response_body, "2ddbf55dd6725a3c"),
+    (httpcore.Response.aclose, "4e6d3da2f2a70876"),
+    (httpcore._models.ByteStream.__aiter__, "5e377521925b2ffa"),
+    (httpcore._synchronization.AsyncLock.__aenter__, "805885ed3befc138"),
+    (httpcore._synchronization.AsyncLock.__aexit__, "9cddecf280799b82"),
+    # transport._ClientWire: the transitions it remembers (an end of message, the next cycle's start) and how h11
+    # picks a reader and writer after one (tests/test_upstream_exact.py holds it to h11 on random exchanges).
+    (h11._connection.Connection.start_next_cycle, "d4bd9b18262fe0b4"),
+    (h11._state.ConnectionState.start_next_cycle, "0f778bb3984a1d2e"),
+    (h11._connection.Connection._respond_to_state_changes, "b2a6461c234de46b"),
+    (h11._state.ConnectionState._fire_event_triggered_transitions, "7b79ffa8d2ecbe9c"),
     # transport._trace: when a Trace traces, and what the HTTP/1.1 connection does with one (handle_async_request,
     # pinned above; the answer's stream).
     (httpcore._trace.Trace.__init__, "45b8cfc9bebbfd36"),

@@ -92,7 +92,7 @@ async def test_a_connection_past_its_keep_alive_is_closed_and_a_new_one_opened(m
 
 async def test_an_idle_connection_the_backend_closed_is_not_lent_again(caplog):
     # A backend that answers, keeps the connection, then closes it while idle: the next request is not sent on it
-    # (sent there, it would come back unanswered and be sent again: ``transport._handled``'s resend, logged).
+    # (sent there, it would come back unanswered and be sent again: ``transport.send``'s resend, logged).
     async def serve(stream: trio.SocketStream) -> None:
         await stream.receive_some(65536)
         await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: application/json\r\n\r\n{}")

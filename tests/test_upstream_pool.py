@@ -108,6 +108,28 @@ async def test_waiters_get_connections_back_in_arrival_order_and_newcomers_queue
     assert backend._shards.free() == [0, 0]
 
 
+async def test_a_lease_taken_at_once_is_the_one_lease_would_give_and_none_while_others_wait():
+    backend = _backend(1, 2)
+    first = backend.lease_now()
+    assert first is not None and first.shard == 0 and backend.pending == 1
+    second = await backend.lease()
+    assert second.shard == 1 and backend.lease_now() is None and backend.pending == 2, "none free: none at once"
+    got: list[int] = []
+
+    async def waiter() -> None:
+        got.append((await backend.lease()).shard)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter)
+        await trio.testing.wait_all_tasks_blocked()
+        assert backend.lease_now() is None and backend.pending == 3, "a lease at once does not pass a waiter"
+        first.release()
+        await trio.testing.wait_all_tasks_blocked()
+    assert got == [0] and backend.pending == 2
+    second.release()
+    assert backend.lease_now().shard == 1 and backend.pending == 2
+
+
 async def test_a_wait_past_the_pool_timeout_is_httpcore_s_pool_timeout_and_leaves_the_line(autojump_clock):
     backend = _backend(1, 1, read_ms=5_000)
     held = await backend.lease()

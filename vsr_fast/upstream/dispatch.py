@@ -252,16 +252,18 @@ class Dispatcher:
                                           "server.address": backend.base}, attempt.cause)
         self._on_attempt(attempt)
 
-    async def whole(self, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor, extra: Headers,
-                    take: Take | None = None) -> Whole:
+    # ``whole`` and ``stream`` hand back ``_rounds``' coroutine for the caller to await, rather than awaiting it in a
+    # frame of their own: every scheduler pass that resumes the call resumes each frame of its await chain.
+    def whole(self, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor, extra: Headers,
+              take: Take | None = None) -> Awaitable[Whole]:
         """The first answer that is not a retryable failure."""
-        return await self._rounds(self._whole_round, candidates, outbound_for, extra, take)
+        return self._rounds(self._whole_round, candidates, outbound_for, extra, take)
 
-    async def stream(self, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor,
-                     extra: Headers, take: Take | None = None) -> Stream | Whole:
+    def stream(self, candidates: tuple[ProviderModel, ...], outbound_for: OutboundFor,
+               extra: Headers, take: Take | None = None) -> Awaitable[Stream | Whole]:
         """An open stream with its first chunk, or a Whole for a non-retryable error answer (or a whole answer
         from a backend that does not stream, such as an images model)."""
-        return await self._rounds(self._stream_round, candidates, outbound_for, extra, take)
+        return self._rounds(self._stream_round, candidates, outbound_for, extra, take)
 
     async def _rounds(self, round_fn, candidates, outbound_for, extra, take: Take | None = None):
         """Rounds over the candidates until one answers; another round only after one that a connect error,
@@ -408,7 +410,7 @@ class Dispatcher:
             sending = Sending()
             token = SENDING.set(sending)
             try:
-                lease = await backend.lease()
+                lease = backend.lease_now() or await backend.lease()
                 resp = await transport.send(backend.pool(lease.shard), backend.origin, out.path, out.body, headers,
                                             backend.timeouts, backend.label, lease)
             except BaseException as exc:

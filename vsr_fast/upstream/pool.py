@@ -168,6 +168,14 @@ class Backend:
                 raise
         return Lease(self, shard)
 
+    def lease_now(self) -> Lease | None:
+        """``lease`` when a connection is free and nobody waits for one (no coroutine to make); else None."""
+        shard = self._shards.take()
+        if shard < 0:
+            return None
+        self.pending += 1
+        return Lease(self, shard)
+
     def returned(self, shard: int) -> None:
         self.pending -= 1
         self._shards.give_back(shard)

@@ -15,8 +15,10 @@ import logging
 import re
 import socket
 import ssl
+import typing
 import zlib
 from collections.abc import AsyncIterator, Sequence
+from itertools import chain
 from time import monotonic as _monotonic
 from urllib.parse import urlsplit
 
@@ -25,15 +27,17 @@ import httpcore
 import httpx
 import trio
 from httpcore._async import connection_pool as _pool_module, http11 as _http11_module
-from httpcore._async.http11 import AsyncHTTP11Connection, HTTP11ConnectionByteStream, HTTPConnectionState
+from httpcore._async.http11 import (AsyncHTTP11Connection, AsyncHTTP11UpgradeStream, HTTP11ConnectionByteStream,
+                                    HTTPConnectionState)
 from httpcore._models import ByteStream
+from httpcore._synchronization import AsyncShieldCancellation
 from httpcore._trace import Trace
 
 from ..errors import UpstreamInvalid
 from ..headers.registry import provider_rate_headers
 from ..headers.wire import adopt as to_wire
-from ..headers.wire import valid_headers
-from ..locks import quiet
+from ..headers.wire import WireConnection, valid_headers
+from ..locks import FreeLock, quiet
 from .lease import Lease
 from .stream import Backend, StaleConnection
 
@@ -45,7 +49,8 @@ TransportError = (httpcore.TimeoutException, httpcore.NetworkError, httpcore.Pro
 Timeout = httpcore.TimeoutException
 ConnectError = (httpcore.ConnectError, httpcore.ConnectTimeout)
 
-_IDLE, _CLOSED = HTTPConnectionState.IDLE, HTTPConnectionState.CLOSED
+_NEW, _ACTIVE, _IDLE, _CLOSED = (HTTPConnectionState.NEW, HTTPConnectionState.ACTIVE, HTTPConnectionState.IDLE,
+                                 HTTPConnectionState.CLOSED)
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
 _TIMEOUT_CAUSES = ((httpcore.ConnectTimeout, "connect_timeout"), (httpcore.ReadTimeout, "read_timeout"),
                    (httpcore.WriteTimeout, "write_timeout"), (httpcore.PoolTimeout, "pool_timeout"))
@@ -187,7 +192,8 @@ class QuietPool(httpcore.AsyncConnectionPool):
             return await super().handle_async_request(request)
         # No scheduler pass between the check above and the connection turning ACTIVE (its state lock is quiet): no
         # other request can be given it meanwhile. Its answer's stream closes shielded, as the pool's does.
-        response = await chosen.handle_async_request(request)
+        response = await chosen.handle_untraced(request) if _untraced(request) \
+            else await chosen.handle_async_request(request)     # _ready compared its origin
         if type(response.stream) is HTTP11ConnectionByteStream:
             response.stream.__class__ = _ShieldedClose
         return response
@@ -252,7 +258,71 @@ class _QuietConnection(httpcore.AsyncHTTPConnection):
                 connection.__class__ = _Exact
                 if type(connection._h11_state) is h11.Connection:
                     to_wire(connection._h11_state)
+                    if type(connection._h11_state) is WireConnection:
+                        connection._h11_state.__class__ = _ClientWire
             self.__class__ = httpcore.AsyncHTTPConnection
+
+
+_CLIENT, _SERVER, _DONE = h11.CLIENT, h11.SERVER, h11.DONE
+_KEPT = object()        # a reader or writer a transition leaves as it was
+# What an EndOfMessage leaves, by (role, client state, server state, keep-alive), no switch proposed: both states,
+# and the writer and reader h11 then chose (_KEPT where its side's state did not move). Filled from h11's own run.
+_END_AFTER: dict[tuple, tuple] = {}
+_CYCLE_AFTER: list[tuple] = []      # start_next_cycle's writer and reader, from h11's own first run
+_wire_process_event = WireConnection._process_event
+
+
+class _ClientWire(WireConnection):
+    """The h11 connection of an upstream connection (``headers.wire``'s): the end of a message, sent or received,
+    and the next cycle's start, take the states, writer and reader h11 gave the same transition before, instead of
+    running its state machine again (a dozen calls each, three times a request). A transition's outcome depends only
+    on the key it is remembered by: the states, keep-alive and no switch proposed (with one, h11 runs it); the
+    reader or writer of a state other than SEND_BODY is one shared object (its body's framing is only read from a
+    head); h11's errors come from h11, never remembered. ``tests/test_upstream_exact.py`` holds it to h11."""
+
+    def _process_event(self, role, event) -> None:
+        cstate = self._cstate
+        kind = type(event)
+        if kind is h11.Data:
+            if cstate.states[role] is h11.SEND_BODY:
+                # headers.wire's own shortcut for a body's Data, here too: no frame more for each chunk of a stream.
+                if role is _CLIENT:
+                    self.client_is_waiting_for_100_continue = False
+                return
+        elif kind is h11.EndOfMessage and not cstate.pending_switch_proposals:
+            states = cstate.states
+            key = (role, states[_CLIENT], states[_SERVER], cstate.keep_alive)
+            after = _END_AFTER.get(key)
+            if after is not None:
+                states[_CLIENT], states[_SERVER] = after[0], after[1]
+                if after[2] is not _KEPT:
+                    self._writer = after[2]
+                if after[3] is not _KEPT:
+                    self._reader = after[3]
+                if role is _CLIENT:
+                    self.client_is_waiting_for_100_continue = False
+                return
+            ours, theirs = self.our_state, self.their_state
+            _wire_process_event(self, role, event)      # h11's own transition, or its error: remembered if neither
+            after = (states[_CLIENT], states[_SERVER], self._writer if self.our_state != ours else _KEPT,
+                     self._reader if self.their_state != theirs else _KEPT)
+            if h11.SEND_BODY not in after[:2] and not cstate.pending_switch_proposals:
+                _END_AFTER[key] = after
+            return
+        _wire_process_event(self, role, event)
+
+    def start_next_cycle(self) -> None:
+        cstate = self._cstate
+        states = cstate.states
+        if not _CYCLE_AFTER or states[_CLIENT] is not _DONE or states[_SERVER] is not _DONE or len(states) != 2 \
+                or not cstate.keep_alive or cstate.pending_switch_proposals or self.client_is_waiting_for_100_continue:
+            super().start_next_cycle()
+            if not _CYCLE_AFTER:
+                _CYCLE_AFTER.append((self._writer, self._reader))
+            return
+        cstate.states = {_CLIENT: h11.IDLE, _SERVER: h11.IDLE}
+        self._request_method = None
+        self._writer, self._reader = _CYCLE_AFTER[0]
 
 
 class _Exact(AsyncHTTP11Connection):
@@ -273,16 +343,85 @@ class _Exact(AsyncHTTP11Connection):
                 return
         await super()._response_closed()
 
+    async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
+        if not _untraced(request):
+            return await super().handle_async_request(request)
+        if not self.can_handle_request(request.url.origin):
+            raise RuntimeError(f"Attempted to send request to {request.url.origin} on connection to {self._origin}")
+        return await self.handle_untraced(request)
+
+    async def handle_untraced(self, request: httpcore.Request) -> httpcore.Response:
+        """httpcore 1.0's ``handle_async_request`` for a request nothing traces (``_untraced``), its origin already
+        this connection's: the same steps, events, writes and errors, in one frame. httpcore's goes through six
+        do-nothing Traces, a helper coroutine per step and per event, and an async generator for a body it has
+        whole; each is a frame, and each of trio's async generators a hook and a weak reference."""
+        lock = self._state_lock
+        if _free(lock):
+            # ``async with`` on a free quiet lock is this check and no scheduler pass; nothing awaits inside it.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            if self._state is not _NEW and self._state is not _IDLE:
+                raise httpcore.ConnectionNotAvailable()
+            self._request_count += 1
+            self._state = _ACTIVE
+            self._expire_at = None
+        else:
+            async with lock:
+                if self._state in (_NEW, _IDLE):
+                    self._request_count += 1
+                    self._state = _ACTIVE
+                    self._expire_at = None
+                else:
+                    raise httpcore.ConnectionNotAvailable()
+        try:
+            timeouts = request.extensions.get("timeout", {})
+            timeout = timeouts.get("write", None)
+            h11_state, network = self._h11_state, self._network_stream
+            try:
+                event = _request_event(request.method, request.url.target, request.headers)   # _send_request_headers
+                sent = h11_state.send(event)
+                if sent is not None:
+                    await network.write(sent, timeout=timeout)
+                body = request.stream                                                         # _send_request_body
+                if type(body) is ByteStream:
+                    sent = h11_state.send(h11.Data(data=body._content))     # the one chunk its __aiter__ yields
+                    if sent is not None:
+                        await network.write(sent, timeout=timeout)
+                else:
+                    assert isinstance(body, typing.AsyncIterable)
+                    async for chunk in body:
+                        sent = h11_state.send(h11.Data(data=chunk))
+                        if sent is not None:
+                            await network.write(sent, timeout=timeout)
+                sent = h11_state.send(_END)
+                if sent is not None:
+                    await network.write(sent, timeout=timeout)
+            except httpcore.WriteError:
+                pass    # httpcore's reading: the server may have answered before it closed
+            timeout = timeouts.get("read", None)                                             # _receive_response_headers
+            while True:
+                event = await self._receive_event(timeout)
+                if isinstance(event, h11.Response):
+                    break
+                if isinstance(event, h11.InformationalResponse) and event.status_code == 101:
+                    break
+            status = event.status_code
+            network_stream = self._network_stream
+            if status == 101 or (request.method == b"CONNECT" and 200 <= status < 300):
+                network_stream = AsyncHTTP11UpgradeStream(network_stream, h11_state.trailing_data[0])
+            return _BuiltResponse(status, headers=event.headers.raw_items(),
+                                  content=HTTP11ConnectionByteStream(self, request),
+                                  extensions={"http_version": b"HTTP/" + event.http_version,
+                                              "reason_phrase": event.reason, "network_stream": network_stream})
+        except BaseException as exc:
+            with AsyncShieldCancellation():
+                await self._response_closed()
+            raise exc
+
     async def _send_request_headers(self, request: httpcore.Request) -> None:
         # httpcore 1.0's, the head validated by headers.wire (what h11's constructor checks, at a fraction of its
         # cost), and h11's error mapped as ``map_exceptions`` maps it, without its generator (``_receive_event``).
         timeout = request.extensions.get("timeout", {}).get("write", None)
-        try:
-            event = h11.Request(method=request.method, target=request.url.target,
-                                headers=valid_headers(request.headers))
-        except h11.LocalProtocolError as exc:
-            raise httpcore.LocalProtocolError(exc) from exc
-        await self._send_event(event, timeout=timeout)
+        await self._send_event(_request_event(request.method, request.url.target, request.headers), timeout=timeout)
 
     async def _receive_event(self, timeout: float | None = None) -> h11.Event | type[h11.PAUSED]:
         # httpcore 1.0's, with h11's error mapped by a try instead of ``map_exceptions``: that context manager is a
@@ -303,14 +442,119 @@ class _Exact(AsyncHTTP11Connection):
                 return event
 
 
+_END = h11.EndOfMessage()     # an event is immutable, and h11 keeps none it sends: one serves every request
+# (method, target) pairs h11's Request took (its method and target patterns): checked once each; bounded.
+_STARTS: set[tuple[bytes, bytes]] = set()
+_STARTS_MAX = 4096
+
+
+def _request_event(method: bytes, target: bytes, headers: Sequence[tuple[bytes, bytes]]) -> h11.Request:
+    """``h11.Request(method=method, target=target, headers=headers)``, the headers validated by ``headers.wire``
+    (h11's checks, at a fraction of their cost) and the start line's patterns matched once per (method, target);
+    h11's errors as httpcore's ``map_exceptions`` maps them. Anything else (no Host or two, a pair not seen
+    valid) is h11's constructor, which raises its own error."""
+    try:
+        fields = valid_headers(headers)
+        start = (method, target)
+        if start in _STARTS and [item[1] for item in fields._full_items].count(b"host") == 1:
+            event = object.__new__(h11.Request)
+            setattr_ = object.__setattr__
+            setattr_(event, "headers", fields)
+            setattr_(event, "method", method)
+            setattr_(event, "target", target)
+            setattr_(event, "http_version", b"1.1")
+            return event
+        event = h11.Request(method=method, target=target, headers=fields)
+        if type(method) is bytes and type(target) is bytes:
+            if len(_STARTS) >= _STARTS_MAX:
+                _STARTS.clear()
+            _STARTS.add(start)
+        return event
+    except h11.LocalProtocolError as exc:
+        raise httpcore.LocalProtocolError(exc) from exc
+
+
+_HTTP11_LOG = _http11_module.logger
+
+
+def _untraced(request: httpcore.Request) -> bool:
+    """Whether httpcore's HTTP/1.1 connection would trace nothing of ``request`` (``_trace``'s test): no ``trace``
+    extension, its logger not at DEBUG."""
+    return request.extensions.get("trace") is None and not _HTTP11_LOG.isEnabledFor(logging.DEBUG)
+
+
+def _free(lock: object) -> bool:
+    """Whether httpcore's AsyncLock ``lock`` is a quiet one (``locks.quiet``) that nobody holds: taking it is then
+    a cancellation check and no scheduler pass, giving it back nothing at all."""
+    inner = getattr(lock, "_trio_lock", None)
+    return type(inner) is FreeLock and not inner._lock.locked()
+
+
 class _ShieldedClose(HTTP11ConnectionByteStream):
     """An answer's stream from an HTTP/1.1 connection, its closing shielded from cancellation as httpcore's pool
     shields it (``PoolByteStream``): a request cancelled as its answer closes still leaves its connection idle or
-    closed, never ACTIVE for good."""
+    closed, never ACTIVE for good. Untraced, its body is read and its close made with fewer frames (``_Body``,
+    ``aclose``), to the same end."""
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        if type(self._connection) is _Exact and _untraced(self._request):
+            return _Body(self)
+        return super().__aiter__()
 
     async def aclose(self) -> None:
+        if self._closed:
+            return
+        connection = self._connection
+        state = connection._h11_state
+        if type(connection) is _Exact and state.our_state is h11.DONE and state.their_state is h11.DONE \
+                and not state.trailing_data[0] and _free(connection._state_lock) and _untraced(self._request):
+            # httpcore's close of an answer read to its end (``_Exact._response_closed``): nothing in it awaits
+            # (a free quiet lock, no socket to close), so there is nothing to shield and no cancel scope is made.
+            self._closed = True
+            connection._state = _IDLE
+            state.start_next_cycle()
+            if connection._keepalive_expiry is not None:
+                connection._expire_at = _monotonic() + connection._keepalive_expiry
+            return
         with trio.CancelScope(shield=True):
             await super().aclose()
+
+
+class _Body:
+    """``HTTP11ConnectionByteStream.__aiter__`` over ``_receive_response_body`` for an untraced answer of an
+    ``_Exact`` connection: the same chunks and the same close on a failure, from one object instead of two async
+    generators (each a frame per chunk, and for trio a first-iteration hook and a weak reference)."""
+
+    __slots__ = ("_done", "_stream", "_timeout")
+
+    def __init__(self, stream: _ShieldedClose) -> None:
+        self._stream = stream
+        self._timeout = stream._request.extensions.get("timeout", {}).get("read", None)
+        self._done = False
+
+    def __aiter__(self) -> "_Body":
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._done:
+            raise StopAsyncIteration
+        stream = self._stream
+        try:
+            while True:
+                event = await stream._connection._receive_event(timeout=self._timeout)
+                if isinstance(event, h11.Data):
+                    return bytes(event.data)
+                if isinstance(event, h11.EndOfMessage) or event is h11.PAUSED:
+                    self._done = True
+                    raise StopAsyncIteration
+        except StopAsyncIteration:
+            raise
+        except BaseException as exc:
+            # httpcore's: the answer (and maybe its connection) closed before the failure goes on.
+            self._done = True
+            with AsyncShieldCancellation():
+                await stream.aclose()
+            raise exc
 
 
 class _BuiltResponse(httpcore.Response):
@@ -401,7 +645,12 @@ class Response:
     async def aclose(self) -> None:
         """Close the answer, and give its connection's lease back (once, even if closing fails)."""
         try:
-            await self._raw.aclose()
+            raw = self._raw
+            if type(raw) is _BuiltResponse and type(raw.stream) is _ShieldedClose:
+                # httpcore's Response.aclose for this stream, without its isinstance on typing's AsyncIterable.
+                await raw.stream.aclose()
+            else:
+                await raw.aclose()
         finally:
             if self._lease is not None:
                 lease, self._lease = self._lease, None
@@ -437,7 +686,14 @@ async def send(pool: httpcore.AsyncConnectionPool, origin: Origin, path: str, bo
     request = _request(b"POST", origin.url(path),
                        [(b"Host", origin.host_header), *headers, (b"Content-Length", b"%d" % len(body))],
                        body, {"timeout": timeouts})
-    return Response(await _handled(pool, request, label), label, lease)
+    try:    # ``_handled``'s first try, in this frame (one fewer to resume at each pass of the wait for the answer)
+        return Response(await pool.handle_async_request(request), label, lease)
+    except StaleConnection as exc:
+        log.debug("upstream %s closed a kept-alive connection before answering (%s); sent again", label, exc)
+    return Response(await _resent(pool, request), label, lease)
+
+
+_BYTES = frozenset({bytes})
 
 
 def _request(method: bytes, url: httpcore.URL, headers: list[tuple[bytes, bytes]], body: bytes,
@@ -445,7 +701,7 @@ def _request(method: bytes, url: httpcore.URL, headers: list[tuple[bytes, bytes]
     """``httpcore.Request(method, url, headers=headers, content=body, extensions=extensions)``: the same object,
     built without httpcore's check of each argument's type when they are what httpcore would make of them
     (bytes, a URL, bytes pairs): its ``isinstance`` on typing's generics costs more than the request itself."""
-    if not all(type(name) is bytes and type(value) is bytes for name, value in headers):
+    if not _BYTES.issuperset(map(type, chain.from_iterable(headers))):    # in C: no Python frame per header
         return httpcore.Request(method, url, headers=headers, content=body, extensions=extensions)
     request = object.__new__(httpcore.Request)
     request.method, request.url, request.headers = method, url, headers
@@ -462,6 +718,11 @@ async def _handled(pool: httpcore.AsyncConnectionPool, request: httpcore.Request
         return await pool.handle_async_request(request)
     except StaleConnection as exc:
         log.debug("upstream %s closed a kept-alive connection before answering (%s); sent again", label, exc)
+    return await _resent(pool, request)
+
+
+async def _resent(pool: httpcore.AsyncConnectionPool, request: httpcore.Request) -> httpcore.Response:
+    """``_handled``'s second and last try."""
     try:
         return await pool.handle_async_request(request)
     except StaleConnection as exc:      # dropped again: the backend's failure, as any closed connection is
