@@ -8,6 +8,7 @@ import hypercorn.config
 import pytest
 import trio
 from hypercorn.events import RawData
+from hypercorn.protocol.events import Body, EndBody, Response, StreamClosed
 from hypercorn.protocol.h11 import H11Protocol, H11WSConnection, H2CProtocolRequiredError, H2ProtocolAssumedError
 from hypercorn.trio.worker_context import WorkerContext
 
@@ -80,3 +81,39 @@ async def test_the_edge_protocol_reads_a_second_request_on_the_connection_as_hyp
     two = _REQUESTS[0] + _REQUESTS[1]
     ours, theirs = await _fed(True, two), await _fed(False, two)
     assert ours == theirs and len(theirs[0]) == 1, "the second waits until the first is answered, in both"
+
+
+async def _answered(edge: bool, raw: bytes, events: list) -> list:
+    """What the protocol writes for ``events`` sent to it as its stream's, once ``raw`` is read."""
+    config = hypercorn.config.Config()
+    config.include_date_header = False      # both in the same second or not: not what is compared
+    sent = []
+
+    async def send(event):
+        sent.append(event.data if isinstance(event, RawData) else type(event).__name__)
+    protocol = H11Protocol(None, config, WorkerContext(None), _Apps(), {}, False, ("127.0.0.1", 5),
+                           ("127.0.0.1", 80), send)
+    if edge:
+        protocol.__class__ = EdgeH11Protocol
+        protocol.adopt()
+    await protocol.handle(RawData(data=raw))
+    for event in events:
+        try:
+            await protocol.stream_send(event)
+        except Exception as exc:        # the same refusal (a body past its length, after its end)
+            sent.append((type(exc), str(exc)))
+    return sent + [protocol.connection.states]
+
+
+@pytest.mark.parametrize("raw", [_REQUESTS[0], _REQUESTS[2]])
+@pytest.mark.parametrize("events", [
+    [Response(stream_id=1, headers=[(b"content-length", b"3")], status_code=200), Body(stream_id=1, data=b"abc"),
+     EndBody(stream_id=1), StreamClosed(stream_id=1)],
+    [Response(stream_id=1, headers=[], status_code=200), Body(stream_id=1, data=b"ab"), Body(stream_id=1, data=b""),
+     Body(stream_id=1, data=b"c"), EndBody(stream_id=1), StreamClosed(stream_id=1)],
+    [Response(stream_id=1, headers=[(b"content-length", b"1")], status_code=200), Body(stream_id=1, data=b"ab")],
+    [Response(stream_id=1, headers=[(b"content-length", b"0")], status_code=204), EndBody(stream_id=1),
+     Body(stream_id=1, data=b"x")],
+])
+async def test_the_edge_protocol_writes_an_answer_s_body_as_hypercorn_does(raw, events):
+    assert await _answered(True, raw, events) == await _answered(False, raw, events)

@@ -5,14 +5,20 @@ the socket to count writes; tests/reliability/test_strict_http.py holds the same
 cut between head and body by the connection's reader)."""
 from __future__ import annotations
 
+import hashlib
+import inspect
+import math
+
 import pytest
 import trio
+import trio._channel
 import trio.testing
 from hypercorn.config import Config
 from hypercorn.events import Updated
+from hypercorn.trio.task_group import TaskGroup
 
 from vsr_fast.server.asgi import CLIENT_SIDE, ClientSide, send_whole
-from vsr_fast.server.listen import EdgeServer, put_at_once, serve_http
+from vsr_fast.server.listen import EdgeServer, _memory_channel, _spawn_app, put_at_once, serve_http
 from vsr_fast.upstream.stream import JOIN_MAX_BYTES
 
 from .turns import without_a_pass
@@ -165,6 +171,54 @@ async def test_a_request_message_is_queued_without_a_pass_and_waits_when_the_que
         return None
 
     assert put_at_once(other) is other
+
+
+async def _spawned(spawn) -> tuple:
+    """What an app spawned by ``spawn`` is given and sends, and its queue's bound: two messages put, then a third
+    put while the queue is full, which waits until the app reads."""
+    config = Config()
+    config.max_app_queue_size = 2
+    seen, sent = [], []
+
+    async def app(scope, receive, send, sync_spawn, call_soon):
+        await trio.testing.wait_all_tasks_blocked()
+        seen.append((scope, receive.__self__.statistics().max_buffer_size, sync_spawn, call_soon))
+        seen.extend([await receive() for _ in range(3)])
+        await send({"type": "http.response.start"})
+
+    async def send(message):
+        sent.append(message)
+
+    async with TaskGroup() as group:
+        put = await spawn(group, app, config, {"type": "http"}, send)
+        await put({"n": 1})
+        await put({"n": 2})
+        await put({"n": 3})
+    return seen, sent
+
+
+async def test_the_app_is_spawned_as_hypercorn_spawns_it():
+    assert await _spawned(_spawn_app) == await _spawned(TaskGroup.spawn_app)
+    # hypercorn 0.18's, as _spawn_app copies it.
+    assert hashlib.sha256(inspect.getsource(TaskGroup.spawn_app).encode()).hexdigest()[:16] == "b4c1131427529801"
+
+
+def _channels(pair) -> list:
+    return [(type(end), vars(end._state) if hasattr(end, "_state") else None, end.statistics()) for end in pair]
+
+
+@pytest.mark.parametrize("size", [0, 1, 10, math.inf, -1, 1.5, "2"])
+def test_the_app_s_channel_is_the_one_trio_opens(size):
+    def opened(open_) -> list:
+        try:
+            return _channels(open_(size))
+        except Exception as exc:        # trio's refusal, as trio words it
+            return [type(exc), str(exc)]
+
+    assert opened(_memory_channel) == opened(trio.open_memory_channel)
+    # trio's, as _memory_channel makes its channels.
+    assert hashlib.sha256(inspect.getsource(trio._channel.open_memory_channel.__new__).encode()).hexdigest()[:16] \
+        == "b0960a15bc276977"
 
 
 async def test_a_per_read_timeout_on_hypercorn_s_config_is_refused_not_ignored():

@@ -19,10 +19,12 @@ from collections.abc import Callable
 from functools import partial
 
 from h11._events import InformationalResponse, Request, Response
-from h11._headers import CONTENT_LENGTH_MAX_DIGITS, Headers
+from h11._headers import CONTENT_LENGTH_MAX_DIGITS
 from h11._readers import _decode_header_lines, header_field_re, request_line_re, status_line_re
 from h11._receivebuffer import ReceiveBuffer
 from h11._util import LocalProtocolError, validate
+
+from .said import Said
 
 __all__ = ["read_request", "read_response"]
 
@@ -102,7 +104,7 @@ def _read(starts: dict, start_of: Callable, h11_read: Callable, buf: ReceiveBuff
         return h11_read(lines)
     event = object.__new__(cls)
     setattr_ = object.__setattr__
-    setattr_(event, "headers", Headers(items))
+    setattr_(event, "headers", Said(items))
     for name, value in fields:
         setattr_(event, name, value)
     return event

@@ -18,13 +18,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import h11
-from h11._connection import _SWITCH_CONNECT, _SWITCH_UPGRADE, _body_framing, _keep_alive
-from h11._headers import (CONTENT_LENGTH_MAX_DIGITS, Headers, _field_name_re, _field_value_re, get_comma_header,
-                          has_expect_100_continue, normalize_and_validate)
+from h11._connection import _SWITCH_CONNECT, _SWITCH_UPGRADE, NEED_DATA, PAUSED
+from h11._headers import CONTENT_LENGTH_MAX_DIGITS, Headers, _field_name_re, _field_value_re, normalize_and_validate
 from h11._readers import READERS, ChunkedReader
-from h11._state import CLIENT, IDLE, SEND_BODY, SEND_RESPONSE, SERVER
+from h11._state import (CLIENT, DONE, ERROR, IDLE, MIGHT_SWITCH_PROTOCOL, SEND_BODY, SEND_RESPONSE, SERVER,
+                        SWITCHED_PROTOCOL)
+from h11._util import LocalProtocolError, RemoteProtocolError
+from h11._writers import WRITERS
 
 from .read import read_request, read_response
+from .said import CONNECTION, UPGRADE, Said, body_framing, expects_continue, keep_alive, said
 
 __all__ = ["WireConnection", "adopt", "valid_headers"]
 
@@ -35,6 +38,8 @@ _HEADS = (h11.Request, h11.Response, h11.InformationalResponse)
 _HEADS_FINAL = (h11.Request, h11.Response)
 _SEEN: dict[tuple[bytes, bytes], tuple[bytes, bytes, bytes]] = {}
 SEEN_MAX = 4096
+# The state machine's moves once made, by what decides them (``WireConnection._process_event``): a few dozen at most.
+_MOVES: dict[tuple, tuple] = {}
 
 
 def valid_headers(headers: Iterable[tuple[bytes, bytes]]) -> Headers:
@@ -62,7 +67,7 @@ def valid_headers(headers: Iterable[tuple[bytes, bytes]]) -> Headers:
             full.append(item)
     except TypeError:       # a pair that is no tuple (a list, a bytearray in it): h11's to convert
         return normalize_and_validate(headers)
-    return Headers(full)
+    return Said(full)
 
 
 def _checked(pair: tuple[bytes, bytes]) -> tuple[bytes, bytes, bytes] | None:
@@ -99,7 +104,7 @@ def _set_comma_header(headers: Headers, name: bytes, new_values: list[bytes]) ->
     """h11's ``set_comma_header`` on headers h11 already validated (an event's): only the new values are checked."""
     kept = [item for item in headers._full_items if item[1] != name]
     added = valid_headers([(name.title(), value) for value in new_values])._full_items if new_values else []
-    return Headers(kept + added)
+    return Said(kept + added)
 
 
 class _CrlfChunks(ChunkedReader):
@@ -122,11 +127,16 @@ class WireConnection(h11.Connection):
     its head twice more: ``_clean_up_response_headers_for_sending`` is h11 0.16's, with the rebuilt heads made by
     ``_set_comma_header``. ``_process_event`` and ``_get_io_object`` are h11 0.16's without their ``typing.cast``
     calls, whose ``Union[...]`` is built anew (typing's cache lookup) at every head: no-ops that cost a few
-    thousand instructions each; a body's ``Data`` skips the state machine it cannot move. Set as the ``__class__`` of
-    the connections hypercorn and httpcore build."""
+    thousand instructions each; a body's ``Data`` skips the state machine it cannot move, and a head's move is
+    remembered (``_MOVES``); what a head says of its framing is read once (``headers.said``). ``next_event``
+    and ``start_next_cycle`` are h11's without its properties and list membership on the way. Set as the
+    ``__class__`` of the connections hypercorn and httpcore build."""
 
     def _process_event(self, role, event) -> None:
-        if type(event) is h11.Data and self._cstate.states[role] is SEND_BODY:
+        cstate = self._cstate
+        states = cstate.states
+        kind = type(event)
+        if kind is h11.Data and states[role] is SEND_BODY:
             # A body's Data leaves every state as it was (SEND_BODY -> SEND_BODY for both roles in h11's table; the
             # state-triggered rules already stood at their fixed point, and neither a switch proposal nor keep-alive
             # can change on Data), so all h11 does besides is the flag below: four Data a proxied request, each
@@ -134,39 +144,140 @@ class WireConnection(h11.Connection):
             if role is CLIENT:
                 self.client_is_waiting_for_100_continue = False
             return
-        old_states = dict(self._cstate.states)
-        if role is CLIENT and type(event) is h11.Request:
-            if event.method == b"CONNECT":
-                self._cstate.process_client_switch_proposal(_SWITCH_CONNECT)
-            if get_comma_header(event.headers, b"upgrade"):
-                self._cstate.process_client_switch_proposal(_SWITCH_UPGRADE)
-        server_switch_event = None
-        if role is SERVER:
-            server_switch_event = self._server_switch_event(event)
-        self._cstate.process_event(role, type(event), server_switch_event)
-
-        if type(event) is h11.Request:
+        old_client, old_server = states[CLIENT], states[SERVER]
+        if kind is h11.Request or kind is h11.Response:
+            head = said(event.headers)
+            closes = not keep_alive(event, head)
+        else:
+            head = None
+            closes = False
+        # A move the state machine made once it makes again from the same states: h11's ConnectionState is a
+        # function of both roles' states, keep_alive and the pending switch proposals, the role, the event's type
+        # and the server's switch event. Remembered only with no proposal pending or made and no switch event
+        # (a CONNECT, an Upgrade, a 101 go through h11 each time), so the key below is all of that.
+        key = moved = None
+        if not cstate.pending_switch_proposals and not (
+                (kind is h11.InformationalResponse and event.status_code == 101)
+                or (kind is h11.Request and role is CLIENT and (event.method == b"CONNECT" or head[UPGRADE]))):
+            key = (role, kind, old_client, old_server, cstate.keep_alive, closes)
+            moved = _MOVES.get(key)
+        if moved is not None:
+            states[CLIENT], states[SERVER] = moved
+            if closes:
+                cstate.keep_alive = False
+            if kind is h11.Response:
+                cstate.pending_switch_proposals = set()     # as h11 does (it was empty)
+        else:
+            # h11's own moves, in h11's order.
+            if role is CLIENT and kind is h11.Request:
+                if event.method == b"CONNECT":
+                    cstate.process_client_switch_proposal(_SWITCH_CONNECT)
+                if head[UPGRADE]:
+                    cstate.process_client_switch_proposal(_SWITCH_UPGRADE)
+            server_switch_event = None
+            if role is SERVER:
+                server_switch_event = self._server_switch_event(event)
+            cstate.process_event(role, kind, server_switch_event)
+            if closes:
+                cstate.process_keep_alive_disabled()
+            states = cstate.states
+            if key is not None:
+                _MOVES[key] = (states[CLIENT], states[SERVER])
+        # The rest of h11's: its bookkeeping, then ``_respond_to_state_changes`` from the states before the move.
+        if kind is h11.Request:
             self._request_method = event.method
-
-        if role is self.their_role and type(event) in _HEADS:
+            if expects_continue(event, head):
+                self.client_is_waiting_for_100_continue = True
+        if role is self.their_role and kind in _HEADS:
             self.their_http_version = event.http_version
-
-        if type(event) in _HEADS_FINAL and not _keep_alive(event):
-            self._cstate.process_keep_alive_disabled()
-
-        if type(event) is h11.Request and has_expect_100_continue(event):
-            self.client_is_waiting_for_100_continue = True
-        if type(event) in (h11.InformationalResponse, h11.Response):
+        if kind is h11.InformationalResponse or kind is h11.Response:
             self.client_is_waiting_for_100_continue = False
-        if role is CLIENT and type(event) in (h11.Data, h11.EndOfMessage):
+        if role is CLIENT and (kind is h11.Data or kind is h11.EndOfMessage):
             self.client_is_waiting_for_100_continue = False
+        ours = self.our_role
+        if ours is CLIENT:
+            if states[CLIENT] is not old_client:
+                self._writer = self._get_io_object(CLIENT, event, WRITERS)
+            if states[SERVER] is not old_server:
+                self._reader = self._get_io_object(SERVER, event, READERS)
+        else:
+            if states[SERVER] is not old_server:
+                self._writer = self._get_io_object(SERVER, event, WRITERS)
+            if states[CLIENT] is not old_client:
+                self._reader = self._get_io_object(CLIENT, event, READERS)
 
-        self._respond_to_state_changes(old_states, event)
+    def next_event(self):
+        # h11 0.16's, with ``_extract_next_receive_event`` in it, states read without the properties, and the
+        # event told from NEED_DATA and PAUSED by identity (``not in [NEED_DATA, PAUSED]``: the same answer, by
+        # __eq__ calls).
+        states = self._cstate.states
+        their_role = self.their_role
+        if states[their_role] is ERROR:
+            raise RemoteProtocolError("Can't receive data when peer state is ERROR")
+        try:
+            state = states[their_role]
+            buffer = self._receive_buffer
+            if (state is DONE and buffer) or state is MIGHT_SWITCH_PROTOCOL or state is SWITCHED_PROTOCOL:
+                event = PAUSED
+            else:
+                assert self._reader is not None
+                event = self._reader(buffer)
+                if event is None:
+                    if not buffer and self._receive_buffer_closed:
+                        if hasattr(self._reader, "read_eof"):
+                            event = self._reader.read_eof()
+                        else:
+                            event = h11.ConnectionClosed()
+                if event is None:
+                    event = NEED_DATA
+            if event is not NEED_DATA and event is not PAUSED:
+                self._process_event(their_role, event)
+            if event is NEED_DATA:
+                if len(buffer) > self._max_incomplete_event_size:
+                    raise RemoteProtocolError("Receive buffer too long", error_status_hint=431)
+                if self._receive_buffer_closed:
+                    raise RemoteProtocolError("peer unexpectedly closed connection")
+            return event
+        except BaseException as exc:
+            self._process_error(their_role)
+            if isinstance(exc, LocalProtocolError):
+                exc._reraise_as_remote_protocol_error()
+            else:
+                raise
+
+    def send(self, event):
+        # h11 0.16's, with its ``send_with_data_passthrough`` in it (one call less a message: nothing here calls
+        # that one) and our state read without the property.
+        if self._cstate.states[self.our_role] is ERROR:
+            raise LocalProtocolError("Can't send data when our state is ERROR")
+        try:
+            if type(event) is h11.Response:
+                event = self._clean_up_response_headers_for_sending(event)
+            writer = self._writer
+            self._process_event(self.our_role, event)
+            if type(event) is h11.ConnectionClosed:
+                return None
+            assert writer is not None
+            data_list: list[bytes] = []
+            writer(event, data_list.append)
+        except:     # noqa: E722 -- as h11: whatever went wrong, our side is in error
+            self._process_error(self.our_role)
+            raise
+        return b"".join(data_list)
+
+    def start_next_cycle(self) -> None:
+        # h11 0.16's: the states go from DONE to IDLE for both roles or it raises, so both the reader and the
+        # writer are chosen again (``_respond_to_state_changes`` finds both changed).
+        self._cstate.start_next_cycle()
+        self._request_method = None
+        assert not self.client_is_waiting_for_100_continue
+        self._writer = self._get_io_object(self.our_role, None, WRITERS)
+        self._reader = self._get_io_object(self.their_role, None, READERS)
 
     def _get_io_object(self, role, event, io_dict):
         state = self._cstate.states[role]
         if state is SEND_BODY:
-            framing_type, args = _body_framing(self._request_method, event)
+            framing_type, args = body_framing(self._request_method, event)
             make = io_dict[SEND_BODY][framing_type]
             return (_CrlfChunks if make is ChunkedReader else make)(*args)
         if io_dict is READERS:      # the heads read by ``headers.read``: h11's readers, each line checked once
@@ -184,7 +295,7 @@ class WireConnection(h11.Connection):
         method_for_choosing_headers = self._request_method
         if method_for_choosing_headers == b"HEAD":
             method_for_choosing_headers = b"GET"
-        framing_type, _ = _body_framing(method_for_choosing_headers, response)
+        framing_type, _ = body_framing(method_for_choosing_headers, response)
         if framing_type in ("chunked", "http/1.0"):
             headers = _set_comma_header(headers, b"content-length", [])
             if self.their_http_version is None or self.their_http_version < b"1.1":
@@ -195,15 +306,18 @@ class WireConnection(h11.Connection):
                 headers = _set_comma_header(headers, b"transfer-encoding", [b"chunked"])
 
         if not self._cstate.keep_alive or need_close:
-            connection = set(get_comma_header(headers, b"connection"))
+            connection = set(said(headers)[CONNECTION])
             connection.discard(b"keep-alive")
             connection.add(b"close")
             headers = _set_comma_header(headers, b"connection", sorted(connection))
 
+        if headers is response.headers and type(response.status_code) is int and type(response.reason) is bytes \
+                and type(response.http_version) is bytes:
+            # Nothing to change: h11's new Response would be this one, field for field (its checks passed on these).
+            return response
         return h11.Response(
             headers=headers,
             status_code=response.status_code,
             http_version=response.http_version,
             reason=response.reason,
         )
-

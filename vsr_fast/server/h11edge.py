@@ -24,7 +24,7 @@ from itertools import chain
 
 import h11
 from hypercorn.events import Event
-from hypercorn.protocol.events import Request, Response
+from hypercorn.protocol.events import Body, EndBody, Request, Response
 from hypercorn.protocol.h11 import STREAM_ID, H2ProtocolAssumedError, H11Protocol
 from hypercorn.protocol.http_stream import HTTPStream
 
@@ -69,8 +69,15 @@ class EdgeH11Protocol(H11Protocol):
 
     async def stream_send(self, event: Event) -> None:
         # hypercorn 0.18's final-answer branch, the head validated by headers.wire instead of h11's constructor; a
-        # refusal of hypercorn's own (its bare 4xx and 5xx) given a request id.
-        if type(event) is Response and event.status_code >= 200:
+        # refusal of hypercorn's own (its bare 4xx and 5xx) given a request id. A body's pieces and its end are its
+        # Body and EndBody branches, found by type (hypercorn's events are final classes) rather than at the end
+        # of its isinstance chain: one a streamed answer's chunk.
+        kind = type(event)
+        if kind is Body:
+            await self._send_h11_event(h11.Data(data=event.data))
+        elif kind is EndBody:
+            await self._send_h11_event(h11.EndOfMessage())
+        elif kind is Response and event.status_code >= 200:
             headers = list(chain(event.headers, self.config.response_headers("h11")))
             if event.status_code >= 400:
                 headers = quotable(event.status_code, headers)

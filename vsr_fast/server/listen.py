@@ -41,10 +41,12 @@ from hypercorn.events import Closed, RawData, Updated
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.statsd import StatsdLogger
+from hypercorn.trio.task_group import TaskGroup, _handle
 from hypercorn.trio.tcp_server import MAX_RECV, TCPServer
 from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import ConnectionState
 from hypercorn.utils import repr_socket_addr, wrap_app
+from trio._channel import MemoryChannelState, MemoryReceiveChannel, MemorySendChannel
 
 from ..errors import SendTimeout
 from ..events import ids
@@ -257,17 +259,10 @@ class EdgeServer(TCPServer):
             self.protocol.protocol.__class__ = EdgeH11Protocol
             self.protocol.protocol.adopt()
         self.protocol.send_timeout_s, self.protocol.counts = self.send_timeout_s, self.h2_counts
-        # It has made the connection's task group too: each request's app gets
-        # its messages from this task through a memory channel, whose send costs a scheduler pass even with
-        # room in the queue (three a request).
+        # It has made the connection's task group too, which spawns each request's app (``_spawn_app``).
         group = getattr(self, "_task_group", None)
-        if group is not None:
-            spawn = group.spawn_app
-
-            async def spawn_app(*args):
-                return put_at_once(await spawn(*args))
-
-            group.spawn_app = spawn_app
+        if group is not None and type(group) is TaskGroup:
+            group.spawn_app = partial(_spawn_app, group)
         # hypercorn reads until the client closes or resets the connection (or the server closed it after a
         # final answer): then every request still answering on it has lost its client.
         with self._reading:
@@ -421,6 +416,27 @@ def _without_host(head: bytes) -> bool:
         if line[:5].lower() == b"host:":
             return False
     return False                # not whole: not known
+
+
+async def _spawn_app(group: TaskGroup, app, config: hypercorn.config.Config, scope: dict, send):
+    """hypercorn 0.18's ``TaskGroup.spawn_app`` (pinned by digest), its memory channel opened without typing's
+    subscripts (``open_memory_channel[ASGIReceiveEvent]``, and those trio's makes: ``_memory_channel``) and its
+    send queuing at once (``put_at_once``): the app gets its messages from the connection's task through it, whose
+    send costs a scheduler pass even with room in the queue (three a request)."""
+    app_send_channel, app_receive_channel = _memory_channel(config.max_app_queue_size)
+    group._nursery.start_soon(_handle, app, config, scope, app_receive_channel.receive, send,
+                              trio.to_thread.run_sync, trio.from_thread.run)
+    return put_at_once(app_send_channel.send)
+
+
+def _memory_channel(size: int) -> tuple[MemorySendChannel, MemoryReceiveChannel]:
+    """``trio.open_memory_channel(size)`` (pinned by digest), its two channels made without the generic subscripts
+    it makes them with (``MemorySendChannel[T]``: typing's alias built and its attribute looked up, each a few
+    thousand instructions): the same channels. A size trio would refuse is trio's to refuse."""
+    if type(size) is not int or size < 0:
+        return trio.open_memory_channel(size)
+    state = MemoryChannelState(size)
+    return MemorySendChannel._create(state), MemoryReceiveChannel._create(state)
 
 
 def put_at_once(put: Callable[[dict], Awaitable[None]]) -> Callable[[dict], Awaitable[None]]:
