@@ -149,7 +149,9 @@ class EmbeddedLog:
                 try:
                     if self._live >= self._segment_entries or self._roll_after_s is not None:
                         self._roll_if_due(now)
-                    self.journal.append(data)
+                    # The live segment's own append: ``Segments.append`` and its ``live`` are two Python frames more
+                    # a batch, for an offset nobody reads here.
+                    self.journal.files[-1].append(data)
                 except OSError as exc:
                     raise TransportDown(f"embedded journal: {exc}") from exc
                 self._live += fresh

@@ -272,7 +272,9 @@ class RequestEvents:
         # ``fallback``, ``usage``, ``cause`` and ``hop`` apart, when not at their defaults (_FEW_KEYWORDS: 16 keywords
         # take the slow call). Only the backend's or model's failure has a cause: a client's 4xx passed back is none.
         # A cancellation's cut (``upstream.cut``: deadline, cancelled) is no failure of theirs, and is said too.
-        cause = attempt.cause if attempt.failed or cut.of(attempt.cause) else None
+        cause = attempt.cause     # None for a success: no call to ``cut.of``
+        if cause is not None and not (attempt.failed or cut.of(cause)):
+            cause = None
         if attempt.fallback or attempt.usage is not None or cause is not None or hop is not None:
             usage = attempt.usage
             event = _replace(event, fallback=attempt.fallback, cause=cause, hop=hop, usage=None if usage is None

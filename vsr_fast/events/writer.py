@@ -113,13 +113,6 @@ class Borrowed:
         pass
 
 
-@dataclass(slots=True)
-class _Batch:
-    items: list[Item]
-    journal_end: int | None = None   # set when the batch came from the spill journal
-    retried: bool = False
-
-
 @dataclass
 class SinkStats:
     """Counters of one sink; each is written by one thread only."""
@@ -160,7 +153,11 @@ class EventSink:
         self._take_lock = threading.Lock()   # writer's take vs close's final spill, never the hot path
         self._space = os.urandom(16)         # the deque's delivery space
         self._next = 0
-        self._inflight: _Batch | None = None
+        # The batch taken and not yet on the stream, in three plain attributes, not an object a batch: its items,
+        # the spill journal's offset after them when it came from there, and whether it failed once.
+        self._inflight: list[Item] | None = None
+        self._inflight_end: int | None = None
+        self._retried = False
         self._backoff = 0.05                 # the writer's wait after a failed batch, doubled up to 1 s
         self._deadline: float | None = None  # closing: when the writer gives up on the store
         # The spill journal: ``_spilling`` is set by record() and cleared by the writer, both under _jlock.
@@ -277,8 +274,8 @@ class EventSink:
             self._thread.join(max(0.0, deadline - time.monotonic()) + 0.5)
         with self._take_lock:
             self._abandoned = True           # a send still running may land; dedup covers it
-            leftover = list(self._inflight.items) if self._inflight and self._inflight.journal_end is None else []
-            self._inflight = None
+            leftover = list(self._inflight) if self._inflight and self._inflight_end is None else []
+            self._inflight = self._inflight_end = None
         with self._jlock:
             self._closed = True
             while self._queue:
@@ -329,37 +326,58 @@ class EventSink:
 
     def _pass(self) -> bool:
         """One turn of the writer thread: a batch sent (or kept, the store down), or a wait for events.
-        False: the thread ends."""
+        False: the thread ends.
+
+        The batch's turn is one Python frame besides the transport's: taking the batch (``_take``) and finishing
+        it run in line, and a turn that finds nothing looks at the deque and the journal before any call. Under
+        a few thousand requests a second each batch holds one request's events or less, so what a batch costs
+        beside its events is what the stream costs a request (bench/RESULTS.md, issue 14)."""
         if self._stopping and self._deadline is None:
             self._deadline = time.monotonic() + self._close_timeout
-        batch = self._current()
+        with self._take_lock:
+            items = self._inflight
+            if items is None and not self._abandoned and (self._queue or self._journal.end > self._jread):
+                items = self._inflight = self._take()
         if self._abandoned:
             return False
-        if batch is None:
+        if items is None:
             if self._stopping:
                 return False
-            if not self._leave_spill():
+            if not (self._spilling and self._leave_spill()):
                 self._sleep()
             return True
         try:
-            added = self._transport.send(batch.items)
+            added = self._transport.send(items)
         except TransportDown as exc:
-            return self._failed(batch, exc)
+            return self._failed(exc)
         if self._connected is not True:
             if self._connected is False:
                 log.warning("event stream: store back; re-sending")
             self._connected = True
         self._backoff = 0.05
-        self._done(batch, added)
+        st = self.stats
+        st.sent += added
+        st.deduplicated += len(items) - added
+        end = self._inflight_end
+        if self._retried or end is not None:
+            st.resent += added
+        with self._take_lock:
+            if self._abandoned:
+                return True                  # the next turn ends the thread
+            if end is not None:
+                self._jread = end
+                self._save_offset()
+            self._inflight, self._inflight_end, self._retried = None, None, False
         return True
 
-    def _failed(self, batch: _Batch, exc: TransportDown) -> bool:
-        """The store did not take ``batch``: keep it, and wait before it goes again (close cuts the wait short)."""
+    def _failed(self, exc: TransportDown) -> bool:
+        """The store did not take the batch in flight: keep it, and wait before it goes again (close cuts the
+        wait short)."""
         self.stats.failures += 1
         if self._connected is not False or self.stats.failures & (self.stats.failures - 1) == 0:
             log.warning("event stream: store unavailable, keeping events (%s)", exc)
         self._connected = False
-        batch.retried = True
+        self._retried = True
         if self._deadline is not None:
             left = self._deadline - time.monotonic()
             if left <= 0:
@@ -370,38 +388,20 @@ class EventSink:
         self._backoff = min(self._backoff * 2, 1.0)
         return True
 
-    def _current(self) -> _Batch | None:
-        with self._take_lock:
-            if self._inflight is None and not self._abandoned:
-                self._inflight = self._take()
-            return self._inflight
-
-    def _take(self) -> _Batch | None:
-        """The next batch: the deque first (older), then the spill journal."""
+    def _take(self) -> list[Item] | None:
+        """The next batch (under ``_take_lock``): the deque first (older), then the spill journal, whose end
+        after the batch goes in ``_inflight_end``."""
         q = self._queue
         if q:
             first, space, take = self._next + 1, self._space, q.popleft
             self._next += min(self._batch, len(q))
-            return _Batch([(space, i, take()) for i in range(first, self._next + 1)])
+            return [(space, i, take()) for i in range(first, self._next + 1)]
         if self._journal.end > self._jread:
             frames = self._journal.read(self._jread, self._batch)
             if frames:
-                return _Batch([(f.space, f.index, f.payload) for f in frames], journal_end=frames[-1].end)
+                self._inflight_end = frames[-1].end
+                return [(f.space, f.index, f.payload) for f in frames]
         return None
-
-    def _done(self, batch: _Batch, added: int) -> None:
-        st = self.stats
-        st.sent += added
-        st.deduplicated += len(batch.items) - added
-        if batch.retried or batch.journal_end is not None:
-            st.resent += added
-        with self._take_lock:
-            if self._abandoned:
-                return
-            if batch.journal_end is not None:
-                self._jread = batch.journal_end
-                self._save_offset()
-            self._inflight = None
 
     def _leave_spill(self) -> bool:
         """Everything spilled is on the stream: empty the journal and let record() use the deque again."""
