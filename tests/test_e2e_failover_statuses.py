@@ -61,35 +61,57 @@ def ask(client: httpx.Client, proc, model: str, stream: bool = False, **headers)
                        json={"model": model, "messages": CHAT, "stream": stream})
 
 
-def access_lines(proc, count: int) -> list[dict]:
+def access_lines(proc, count: int, since: int = 0) -> list[dict]:
+    """The access log lines among the router's stderr lines after the first ``since``, once there are ``count``."""
     def found():
-        lines = [json.loads(x) for x in proc.lines if x.startswith("{")]
+        lines = [json.loads(x) for x in proc.lines[since:] if x.startswith("{")]
         return lines if len(lines) >= count else None
     return wait_for_value(found, f"{count} access log lines")
 
 
+OWN_FAULTS = (400, 413, 422)
+
+
+@pytest.fixture(scope="module")
+def shared(mock, bad, tmp_path_factory):
+    """One router for the parametrized tests below, each case on models of its own (a backend's health and its
+    round robin are its model's): ``gpt-4o-<status>``, ``bad[0]`` then ``mock``; and ``vsr/own-<status>``,
+    ``own-<status>`` on ``bad[0]`` then ``claude-sonnet`` on ``mock``."""
+    pairs = [{"name": f"gpt-4o-{s}", "backend_refs": [{"endpoint": f"{bad[0].url}/v1", "name": "sick"},
+                                                       {"endpoint": f"{mock.url}/v1", "name": "well"}]}
+             for s in FAULTS]
+    own = [{"name": f"own-{s}", "backend_refs": [{"endpoint": f"{bad[0].url}/v1", "name": "b"}]} for s in OWN_FAULTS]
+    doc = config([*pairs, *own, {"name": "claude-sonnet", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}],
+                 [{"name": "d", "modelRefs": [{"model": "claude-sonnet"}]}])
+    doc["recipes"] += [{"name": f"own-{s}", "decisions": [
+        {"name": "d", "modelRefs": [{"model": f"own-{s}"}, {"model": "claude-sonnet"}]}]} for s in OWN_FAULTS]
+    doc["entrypoints"] += [{"api": "chat", "model_names": [f"vsr/own-{s}"], "recipe": f"own-{s}"}
+                           for s in OWN_FAULTS]
+    doc["global"] = {"router": {"access_log": {"enabled": True},
+                                "upstream": {"retries": {"max_retries": 0},
+                                             "outlier": {"consecutive_failures": 2, "base_ejection_ms": 60_000}}}}
+    with router(write_config(doc, str(tmp_path_factory.mktemp("shared")))) as proc:
+        yield proc
+
+
 @pytest.mark.parametrize("status", FAULTS)
-def test_a_backend_answering_a_fault_status_is_skipped_and_counted_and_only_a_401_ejects(tmp_path, mock, bad,
-                                                                                         status):
+def test_a_backend_answering_a_fault_status_is_skipped_and_counted_and_only_a_401_ejects(shared, mock, bad, status):
     # ``mock`` (conftest's) answers well; ``bad`` fail as each test sets them.
-    sick = failing(bad[0], status)
-    path = routed(tmp_path, [{"name": "gpt-4o", "backend_refs": [{"endpoint": f"{sick.url}/v1", "name": "sick"},
-                                                                 {"endpoint": f"{mock.url}/v1", "name": "well"}]}],
-                  ["gpt-4o"])
-    with router(path) as proc, httpx.Client(timeout=30) as client:
+    sick, proc, name = failing(bad[0], status), shared, f"gpt-4o-{status}"
+    with httpx.Client(timeout=30) as client:
         # Round robin puts the sick backend first every other request: the other one answers each it fails.
         for n in range(4):
-            r = ask(client, proc, "gpt-4o", stream=bool(n % 2))
+            r = ask(client, proc, name, stream=bool(n % 2))
             assert r.status_code == 200, r.text
-            assert r.headers["x-vsr-selected-model"] == "gpt-4o"
+            assert r.headers["x-vsr-selected-model"] == name
         tried = requests_seen(sick)
         assert tried == 2
         ejected = status == 401
-        assert metric(proc, "vsr_backend_up", "gpt-4o", "sick") == (0 if ejected else 1)
-        assert (metric(proc, "vsr_backend_ejections_total", "gpt-4o", "sick") or 0) == (1 if ejected else 0)
-        assert metric(proc, "vsr_upstream_errors_total", "gpt-4o", "sick", ',cause="status_4xx"') == tried
+        assert metric(proc, "vsr_backend_up", name, "sick") == (0 if ejected else 1)
+        assert (metric(proc, "vsr_backend_ejections_total", name, "sick") or 0) == (1 if ejected else 0)
+        assert metric(proc, "vsr_upstream_errors_total", name, "sick", ',cause="status_4xx"') == tried
         for _ in range(3):
-            assert ask(client, proc, "gpt-4o").status_code == 200
+            assert ask(client, proc, name).status_code == 200
         if ejected:
             assert requests_seen(sick) == tried, "an ejected backend waits behind its live peer"
         else:
@@ -136,19 +158,17 @@ def test_when_every_attempt_fails_the_last_answer_reaches_the_client_and_the_log
     assert (line["attempts"], line["failed_backends"]) == (2, "gone,nf"), line
 
 
-@pytest.mark.parametrize("status", [400, 413, 422])
-def test_the_requests_own_fault_is_relayed_at_once_and_logged(tmp_path, mock, bad, status):
-    wrong = failing(bad[0], status)
-    path = routed(tmp_path, [{"name": "gpt-4o", "backend_refs": [{"endpoint": f"{wrong.url}/v1", "name": "b"}]},
-                             {"name": "claude-sonnet", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}],
-                  ["gpt-4o", "claude-sonnet"])
+@pytest.mark.parametrize("status", OWN_FAULTS)
+def test_the_requests_own_fault_is_relayed_at_once_and_logged(shared, mock, bad, status):
+    wrong, proc = failing(bad[0], status), shared
     httpx.post(f"{mock.url}/_mock/reset").raise_for_status()
-    with router(path) as proc, httpx.Client(timeout=30) as client:
+    before = len(proc.lines)
+    with httpx.Client(timeout=30) as client:
         for _ in range(3):
-            assert ask(client, proc, "vsr/auto").status_code == status
+            assert ask(client, proc, f"vsr/own-{status}").status_code == status
         assert requests_seen(wrong) == 3 and requests_seen(mock) == 0
-        assert metric(proc, "vsr_backend_up", "gpt-4o", "b") == 1
-        line = access_lines(proc, 3)[0]
+        assert metric(proc, "vsr_backend_up", f"own-{status}", "b") == 1
+        line = access_lines(proc, 3, before)[0]
     assert (line["status"], line["cause"], line["backend"]) == (status, "status_4xx", "b"), line
     assert line["error"] and f"backend b answered HTTP {status}" in line["message"], line
 
