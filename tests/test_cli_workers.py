@@ -9,7 +9,15 @@ import pytest
 
 from vsr_fast.cli._parser import parser as _parser
 
-from .procs import cli
+from .procs import cli, config, model, refused_port, write_config
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory) -> str:
+    """One model, one decision, no signal: no worker loads the decision model the quickstart's rules read (CPU
+    each start spent on what these tests of binding and supervision never ask)."""
+    doc = config([model("m", f"http://127.0.0.1:{refused_port()}/v1")], [{"name": "d", "modelRefs": [{"model": "m"}]}])
+    return write_config(doc, str(tmp_path_factory.mktemp("plain")))
 
 
 def test_auto_is_one_worker_per_usable_core():
@@ -26,14 +34,14 @@ def test_a_bad_count_is_a_usage_error_naming_it(value):
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
-def test_a_busy_port_is_one_line_and_exit_2(workers):
+def test_a_busy_port_is_one_line_and_exit_2(plain, workers):
     import socket
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        out = subprocess.run([sys.executable, "-m", "vsr_fast", "serve", "--config", "config/quickstart.yaml",
+        out = subprocess.run([sys.executable, "-m", "vsr_fast", "serve", "--config", plain,
                               "--port", str(port), "--workers", workers],
                              capture_output=True, text=True, timeout=120)
     lines = [x for x in out.stderr.splitlines() if not x.startswith("warning:")]
@@ -64,13 +72,13 @@ def test_workers_sharing_one_embedded_stream_are_refused_before_any_starts(tmp_p
     assert "supervisor of" not in out.stderr
 
 
-def test_a_worker_that_dies_stops_the_supervisor(tmp_path):
+def test_a_worker_that_dies_stops_the_supervisor(plain):
     """Serving on fewer workers than asked, silently, is worse than exiting: the process manager restarts."""
     import signal
 
     from .procs import router
 
-    with router("config/quickstart.yaml", "--workers", "2") as proc:
+    with router(plain, "--workers", "2") as proc:
         workers = sorted(int(t) for task in os.listdir(f"/proc/{proc.popen.pid}/task")
                          for t in open(f"/proc/{proc.popen.pid}/task/{task}/children").read().split())
         assert len(workers) == 2
@@ -81,14 +89,14 @@ def test_a_worker_that_dies_stops_the_supervisor(tmp_path):
 
 @pytest.mark.parametrize("workers", ["1", "2"])
 @pytest.mark.parametrize("host", ["::1", "[::1]"])
-def test_ipv6_is_served_by_one_worker_or_many(workers, host):
+def test_ipv6_is_served_by_one_worker_or_many(plain, workers, host):
     """The supervisor binds the address's own family (getaddrinfo), as one worker does; the bracketed form a URL
     writes is accepted; every line names the address as a URL does, ``[::1]:PORT``."""
     import httpx
 
     from bench._procs import Proc
 
-    with Proc(["-m", "vsr_fast", "serve", "--config", "config/quickstart.yaml", "--host", host, "--port", "0",
+    with Proc(["-m", "vsr_fast", "serve", "--config", plain, "--host", host, "--port", "0",
                "--workers", workers], "vsr-fast: serving on") as proc:
         assert proc.url.startswith("http://[::1]:"), proc.lines
         assert httpx.get(f"{proc.url}/health").json() == {"status": "ok"}
@@ -96,14 +104,14 @@ def test_ipv6_is_served_by_one_worker_or_many(workers, host):
             assert any(f"supervisor of 2 workers on {proc.url}" in x for x in proc.lines), proc.lines
 
 
-def test_a_second_router_on_a_busy_port_from_the_same_directory_is_told_the_port_is_busy(tmp_path):
+def test_a_second_router_on_a_busy_port_from_the_same_directory_is_told_the_port_is_busy(plain, tmp_path):
     """The first router holds the port and its journal (``$VSR_STATE_DIR/events/<port>``): the second one, same
     port, same state directory, is refused for the port, not for the journal it would never have used."""
     from bench._procs import Proc
     from .procs import free_port
 
     port, env = free_port(), {"VSR_STATE_DIR": str(tmp_path / "state")}
-    args = ["-m", "vsr_fast", "serve", "--config", "config/quickstart.yaml", "--port", str(port)]
+    args = ["-m", "vsr_fast", "serve", "--config", plain, "--port", str(port)]
     with Proc(args, "vsr-fast: serving on", env=env):
         out = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120,
                              env={**os.environ, **env})

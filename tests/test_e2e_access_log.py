@@ -1,6 +1,7 @@
 """The access log: one structured line per inference request, JSON or logfmt, with the route and the cause."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -19,36 +20,60 @@ from .procs import config, refused_port, router, wait_for_value, wait_until, wri
 from .test_e2e_request_id_edge import raw_chat
 
 
-def _config(tmp_path, endpoint: str, **access) -> str:
+def _config(tmp_path, endpoint: str, plugins: list[dict] | None = None, **access) -> str:
     doc = config([{"name": "m", "backend_refs": [{"endpoint": endpoint, "name": "only"}]}],
                  [{"name": "d", "modelRefs": [{"model": "m"}]}])
     doc["global"] = {"router": {"access_log": {"enabled": True, **access},
                                 "upstream": {"retries": {"max_retries": 0}}}}
+    if plugins:
+        doc["global"]["plugins"] = plugins
     return write_config(doc, str(tmp_path))
 
 
-def test_one_json_line_per_request_with_route_tokens_and_cause(tmp_path, mock):
+@pytest.fixture(scope="module")
+def stdout_json(mock, tmp_path_factory):
+    """A router logging JSON lines to stderr (``_config``'s defaults), replay records on, for the tests that need
+    no other setting; each reads only the lines its own requests added and counters as differences (``_json_since``,
+    ``_series``)."""
+    replay = [{"type": "router_replay", "configuration": {}}]
+    with router(_config(tmp_path_factory.mktemp("stdout-json"), f"{mock.url}/v1", replay)) as proc:
+        yield proc
+
+
+def _json_since(proc, before: int) -> list[dict]:
+    """The JSON access log lines among the router's stderr lines after the first ``before``."""
+    return [json.loads(line) for line in proc.lines[before:] if line.startswith("{")]
+
+
+def _series(metrics: str, series: str) -> float:
+    """One series' value in a /metrics text (``series`` is its name and labels as written); 0 if absent."""
+    found = re.search(r"^" + re.escape(series) + r" (\S+)$", metrics, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_one_json_line_per_request_with_route_tokens_and_cause(tmp_path, stdout_json):
     dead = f"http://127.0.0.1:{refused_port()}/v1"
-    path = _config(tmp_path, f"{mock.url}/v1")
-    with router(path) as proc:
-        for i in range(3):
-            r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"x-request-id": f"req-{i}"}, timeout=20,
-                           json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}],
-                                 **({"stream": True, "stream_options": {"include_usage": True}} if i == 2 else {})})
-            assert r.status_code == 200
-        bad = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": []})
-        assert bad.status_code == 400
+    proc = stdout_json
+    before, earlier = len(proc.lines), httpx.get(f"{proc.url}/metrics").text
+    for i in range(3):
+        r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"x-request-id": f"req-{i}"}, timeout=20,
+                       json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}],
+                             **({"stream": True, "stream_options": {"include_usage": True}} if i == 2 else {})})
+        assert r.status_code == 200
+    bad = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": []})
+    assert bad.status_code == 400
 
-        def lines():
-            found = [json.loads(line) for line in proc.lines if line.startswith("{")]
-            return found if len(found) == 4 else None
+    def lines():
+        found = _json_since(proc, before)
+        return found if len(found) == 4 else None
 
-        logged = wait_for_value(lines, "four access log lines")
-        metrics = httpx.get(f"{proc.url}/metrics").text
+    logged = wait_for_value(lines, "four access log lines")
+    metrics = httpx.get(f"{proc.url}/metrics").text
     # The same usage feeds the metrics: two whole answers and the stream's usage chunk.
-    out = re.search(r'^vsr_tokens_total\{model="m",direction="output"\} (\S+)$', metrics, re.M)
-    assert out and float(out.group(1)) == sum(e["output_tokens"] for e in logged[:3])
-    assert re.search(r'^vsr_time_to_first_byte_seconds_count\{api="chat",model="m"\} 3$', metrics, re.M)
+    out = 'vsr_tokens_total{model="m",direction="output"}'
+    assert _series(metrics, out) - _series(earlier, out) == sum(e["output_tokens"] for e in logged[:3]) > 0
+    ttfb = 'vsr_time_to_first_byte_seconds_count{api="chat",model="m"}'
+    assert _series(metrics, ttfb) - _series(earlier, ttfb) == 3
     assert [e.get("request_id") for e in logged[:3]] == ["req-0", "req-1", "req-2"]
     first = logged[0]
     assert (first["api"], first["recipe"], first["decision"], first["model"], first["status"], first["path"]) == \
@@ -197,18 +222,13 @@ def test_every_line_has_a_request_id_the_client_receives_too(unjournaled):
     assert "replay_id" not in first
 
 
-def test_the_line_carries_the_replay_id_the_client_received(tmp_path, mock):
-    log = tmp_path / "access.log"
-    doc = config([{"name": "m", "backend_refs": [{"endpoint": f"{mock.url}/v1", "name": "only"}]}],
-                 [{"name": "d", "modelRefs": [{"model": "m"}]}])
-    doc["global"] = {"router": {"access_log": {"enabled": True, "path": str(log)}},
-                     "plugins": [{"type": "router_replay", "configuration": {}}]}
-    with router(write_config(doc, str(tmp_path))) as proc:
-        r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20,
-                       json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
-        assert r.status_code == 200
-        wait_until(lambda: len(_lines(log)) == 1, "one line")
-    line = _lines(log)[0]
+def test_the_line_carries_the_replay_id_the_client_received(stdout_json):
+    proc = stdout_json
+    before = len(proc.lines)
+    r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20,
+                   json={"model": "vsr/auto", "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 200
+    line = wait_for_value(lambda: _json_since(proc, before)[:1], "one line")[0]
     assert line["replay_id"] == r.headers["x-vsr-replay-id"] and line["request_id"] == r.headers["x-request-id"]
 
 
@@ -274,26 +294,27 @@ def _raw(proc, request: bytes) -> bytes:
     return got
 
 
-def test_what_the_connection_layer_refuses_is_counted_and_on_an_inference_path_logged(tmp_path, mock):
-    with router(_config(tmp_path, f"{mock.url}/v1")) as proc:
-        # h11 refuses both heads: a Content-Length that is not a number; a header line without a colon.
-        chat = _raw(proc, b"POST /v1/chat/completions HTTP/1.1\r\nHost: r\r\nContent-Length: abc\r\n\r\n")
-        health = _raw(proc, b"GET /health HTTP/1.1\r\nHost: r\r\nno colon here\r\n\r\n")
-        head, _, body = chat.partition(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 400 ") and json.loads(body)["error"]["code"] == "malformed_request"
-        assert health.startswith(b"HTTP/1.1 400 ")
-        rid = re.search(rb"\r\nx-request-id: (\S+)\r\n", head).group(1).decode()
+def test_what_the_connection_layer_refuses_is_counted_and_on_an_inference_path_logged(stdout_json):
+    proc = stdout_json
+    before, earlier = len(proc.lines), httpx.get(f"{proc.url}/metrics").text
+    # h11 refuses both heads: a Content-Length that is not a number; a header line without a colon.
+    chat = _raw(proc, b"POST /v1/chat/completions HTTP/1.1\r\nHost: r\r\nContent-Length: abc\r\n\r\n")
+    health = _raw(proc, b"GET /health HTTP/1.1\r\nHost: r\r\nno colon here\r\n\r\n")
+    head, _, body = chat.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ") and json.loads(body)["error"]["code"] == "malformed_request"
+    assert health.startswith(b"HTTP/1.1 400 ")
+    rid = re.search(rb"\r\nx-request-id: (\S+)\r\n", head).group(1).decode()
 
-        logged = wait_for_value(lambda: [json.loads(x) for x in proc.lines if x.startswith("{")] or None,
-                                "the refusal's access log line")
-        metrics = httpx.get(f"{proc.url}/metrics").text
+    logged = wait_for_value(lambda: _json_since(proc, before) or None, "the refusal's access log line")
+    metrics = httpx.get(f"{proc.url}/metrics").text
     # Only the inference path's refusal is a request of an API, logged under the id its answer carried.
     assert len(logged) == 1, logged
     assert (logged[0]["request_id"], logged[0]["api"], logged[0]["status"], logged[0]["error"]) == \
         (rid, "chat", 400, "malformed_request")
-    assert re.search(r'^vsr_http_refusals_total\{status="400"\} 2$', metrics, re.M), metrics
-    assert re.search(r'^vsr_requests_total\{api="chat",recipe="",decision="",model="",status="400"\} 1$', metrics,
-                     re.M)
+    refusals = 'vsr_http_refusals_total{status="400"}'
+    assert _series(metrics, refusals) - _series(earlier, refusals) == 2, metrics
+    requests = 'vsr_requests_total{api="chat",recipe="",decision="",model="",status="400"}'
+    assert _series(metrics, requests) - _series(earlier, requests) == 1, metrics
 
 
 def test_logfmt_quotes_and_escapes_control_characters():
@@ -316,11 +337,12 @@ def test_each_line_says_who_called_as_nginx_does(tmp_path, mock):
     assert "user_agent=sdk/1.0" in lines[1]
 
 
-def test_a_refused_request_says_who_called_too(tmp_path, mock):
-    with router(_config(tmp_path, f"{mock.url}/v1")) as proc:
-        r = httpx.put(f"{proc.url}/v1/chat/completions", headers={"user-agent": "curl/8"}, content=b"{}")
-        assert r.status_code == 405
-        line = wait_for_value(lambda: [json.loads(x) for x in proc.lines if x.startswith("{")][:1], "a line")[0]
+def test_a_refused_request_says_who_called_too(stdout_json):
+    proc = stdout_json
+    before = len(proc.lines)
+    r = httpx.put(f"{proc.url}/v1/chat/completions", headers={"user-agent": "curl/8"}, content=b"{}")
+    assert r.status_code == 405
+    line = wait_for_value(lambda: _json_since(proc, before)[:1], "a line")[0]
     assert (line["remote_addr"], line["method"], line["user_agent"], line["status"]) == ("127.0.0.1", "PUT", "curl/8",
                                                                                           405)
 
@@ -330,17 +352,19 @@ def test_a_refused_request_says_who_called_too(tmp_path, mock):
     (["127.0.0.0/8"], "10.1.2.3"),                        # one trusted hop: the address it forwarded from
     (["127.0.0.0/8", "10.0.0.0/8"], "203.0.113.7"),       # every trusted hop skipped, right to left
 ])
-def test_x_forwarded_for_is_the_client_only_from_trusted_proxies(tmp_path, mock, trusted, expected):
+def test_x_forwarded_for_is_the_client_only_from_trusted_proxies(request, tmp_path, mock, trusted, expected):
     """Trial 88: remote_addr was always the peer (a load balancer's). As nginx's real_ip (recursive) and Envoy's
     xff_num_trusted_hops: X-Forwarded-For is read only from a peer in ``trusted_proxies``, right to left, the
     first address not trusted being the client's."""
-    access = {"trusted_proxies": trusted} if trusted else {}
-    with router(_config(tmp_path, f"{mock.url}/v1", **access)) as proc:
+    serving = router(_config(tmp_path, f"{mock.url}/v1", trusted_proxies=trusted)) if trusted else \
+        contextlib.nullcontext(request.getfixturevalue("stdout_json"))   # no trusted proxy: the defaults
+    with serving as proc:
+        before = len(proc.lines)
         r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=30,
                        headers={"x-forwarded-for": "198.51.100.9, 203.0.113.7, 10.1.2.3"},
                        json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
         assert r.status_code == 200
-        line = wait_for_value(lambda: next((json.loads(x) for x in proc.lines if x.startswith("{")), None), "a line")
+        line = wait_for_value(lambda: next(iter(_json_since(proc, before)), None), "a line")
     assert line["remote_addr"] == expected, line
     assert line.get("peer_addr") == (None if expected == "127.0.0.1" else "127.0.0.1"), line
 

@@ -477,70 +477,85 @@ def test_a_cache_hit_s_event_keeps_the_answer_it_served(mock, tmp_path, stream_n
             httpx.get(f"{proc.url}/api/v1/replay/{second.headers['x-vsr-replay-id']}")))
         assert record["response_body"] == second.text and record["cache"]["hit"] is True
 
-ACCOUNT = "acct-ZX9912QK"
+PRIVACY = {"capture_allowed": [],
+           "capture_personal_data_false": [{"type": "router_replay",
+                                            "configuration": {"capture_personal_data": False}}],
+           "masking": [{"type": "masking", "configuration": {"signal": "personal"}}]}
+
+
+@pytest.fixture(scope="module")
+def private(mock, tmp_path_factory):
+    """(router, its Redis stream): a recipe per test below and privacy policy (its decision's plugins), reached by
+    the model name ``keyword-<policy>`` or ``authz-<policy>``. Each test's words are its own (``secret``) and it
+    looks for them in the whole stream."""
+    with own_stream() as name:
+        d = doc(mock.url, name)
+        d["listeners"] = [{"name": "main", "identity": {"trust_headers": True}}]
+        d["recipes"] = []
+        for policy, plugins in PRIVACY.items():
+            d["recipes"].append({"name": f"keyword-{policy}", "signals": {
+                "keywords": [{"name": "account", "method": "regex", "keywords": [r"acct-[A-Z0-9]+"]}],
+                "pii": [{"name": "personal"}]},
+                "decisions": [{"name": "d", "modelRefs": [{"model": "m"}], "plugins": plugins, "rules": {
+                    "operator": "AND", "conditions": [{"type": "keyword", "name": "account"}]}}]})
+            if policy != "masking":
+                d["recipes"].append({"name": f"authz-{policy}", "signals": {"role_bindings": [
+                    {"name": "admins", "role": "admin", "subjects": [{"kind": "User", "name": "root"}]}]},
+                    "decisions": [
+                        {"name": "admin", "priority": 10, "modelRefs": [{"model": "m"}], "plugins": plugins,
+                         "rules": {"operator": "AND", "conditions": [{"type": "authz", "name": "admins"}]}},
+                        {"name": "d", "priority": 1, "modelRefs": [{"model": "m"}], "plugins": plugins}]})
+        d["entrypoints"] = [{"api": "chat", "model_names": [r["name"]], "recipe": r["name"], "default": i == 0}
+                            for i, r in enumerate(d["recipes"])]
+        with router(write_config(d, str(tmp_path_factory.mktemp("private")))) as proc:
+            yield proc, name
+
+
+def secret(stem: str) -> str:
+    """``stem`` and a part no other request on the stream carries."""
+    return f"{stem}{uuid.uuid4().hex[:10].upper()}"
 
 
 @pytest.mark.parametrize("policy", ["capture_allowed", "capture_personal_data_false", "masking"])
-def test_a_private_requests_signals_event_keeps_the_rule_and_its_answer_not_the_words_it_matched(
-        mock, tmp_path, stream_name, policy):
+def test_a_private_requests_signals_event_keeps_the_rule_and_its_answer_not_the_words_it_matched(private, policy):
     """A keyword rule's detail quotes the request ("matched 'acct-...'"): under capture_personal_data: false, or
     on a decision that masks, the signals event says which rule matched and no more of the request."""
-    plugins = {"capture_allowed": [],
-               "capture_personal_data_false": [{"type": "router_replay",
-                                                "configuration": {"capture_personal_data": False}}],
-               "masking": [{"type": "masking", "configuration": {"signal": "personal"}}]}[policy]
-    d = doc(mock.url, stream_name)
-    d["recipes"] = [{"name": "r", "signals": {
-        "keywords": [{"name": "account", "method": "regex", "keywords": [r"acct-[A-Z0-9]+"]}],
-        "pii": [{"name": "personal"}]},
-        "decisions": [{"name": "d", "modelRefs": [{"model": "m"}], "plugins": plugins,
-                       "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "account"}]}}]}]
-    with router(write_config(d, str(tmp_path))) as proc:
-        r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20, json={"model": "auto", "messages": [
-            {"role": "user", "content": f"Why was {ACCOUNT} charged twice?"}]})
-        assert r.status_code == 200 and r.headers["x-vsr-selected-decision"] == "d", r.text
-        replay_id = r.headers["x-vsr-replay-id"]
-        events = wait_for(lambda: (lambda e: e if len(e) >= 3 else None)(events_of(stream_name, replay_id)))
-        assert events, "the request's events reached the stream"
-        (signals,) = [e for e in events if type(e).__name__ == "SignalsEvaluated"]
-        (reading,) = [x for x in signals.readings if x.type == "keyword"]
-        assert reading.name == "account" and reading.matched is True
-        private = policy != "capture_allowed"
-        assert (ACCOUNT in (reading.detail or "")) is not private, reading.detail
-        assert reading.detail == ("matched" if private else f"matched {ACCOUNT!r}")
-        streamed = b"".join(v for _, fields in redis.Redis.from_url("redis://127.0.0.1:6379/0").xrange(stream_name)
-                            for v in fields.values())
-        assert (ACCOUNT.encode() in streamed) is not private
-
-
-USER = "jane.doe.7731"
+    proc, stream_name = private
+    account = secret("acct-ZX")
+    r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20, json={"model": f"keyword-{policy}", "messages": [
+        {"role": "user", "content": f"Why was {account} charged twice?"}]})
+    assert r.status_code == 200 and r.headers["x-vsr-selected-decision"] == "d", r.text
+    replay_id = r.headers["x-vsr-replay-id"]
+    events = wait_for(lambda: (lambda e: e if len(e) >= 3 else None)(events_of(stream_name, replay_id)))
+    assert events, "the request's events reached the stream"
+    (signals,) = [e for e in events if type(e).__name__ == "SignalsEvaluated"]
+    (reading,) = [x for x in signals.readings if x.type == "keyword"]
+    assert reading.name == "account" and reading.matched is True
+    hidden = policy != "capture_allowed"
+    assert (account in (reading.detail or "")) is not hidden, reading.detail
+    assert reading.detail == ("matched" if hidden else f"matched {account!r}")
+    streamed = b"".join(v for _, fields in redis.Redis.from_url("redis://127.0.0.1:6379/0").xrange(stream_name)
+                        for v in fields.values())
+    assert (account.encode() in streamed) is not hidden
 
 
 @pytest.mark.parametrize("policy", ["capture_allowed", "capture_personal_data_false"])
-def test_a_private_requests_signals_event_names_no_caller(mock, tmp_path, stream_name, policy):
+def test_a_private_requests_signals_event_names_no_caller(private, policy):
     """An authz rule's detail names the caller ("user jane... does not hold role admin"): under
     capture_personal_data: false the request event keeps no identity, and neither does the signals event."""
-    plugins = [] if policy == "capture_allowed" else [
-        {"type": "router_replay", "configuration": {"capture_personal_data": False}}]
-    d = doc(mock.url, stream_name)
-    d["listeners"] = [{"name": "main", "identity": {"trust_headers": True}}]
-    d["recipes"] = [{"name": "r", "signals": {
-        "role_bindings": [{"name": "admins", "role": "admin", "subjects": [{"kind": "User", "name": "root"}]}]},
-        "decisions": [{"name": "admin", "priority": 10, "modelRefs": [{"model": "m"}], "plugins": plugins,
-                       "rules": {"operator": "AND", "conditions": [{"type": "authz", "name": "admins"}]}},
-                      {"name": "d", "priority": 1, "modelRefs": [{"model": "m"}], "plugins": plugins}]}]
-    with router(write_config(d, str(tmp_path))) as proc:
-        r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20, headers={"x-authz-user-id": USER},
-                       json={"model": "auto", "messages": [{"role": "user", "content": "hello"}]})
-        assert r.status_code == 200, r.text
-        replay_id = r.headers["x-vsr-replay-id"]
-        events = wait_for(lambda: (lambda e: e if len(e) >= 3 else None)(events_of(stream_name, replay_id)))
-        assert events, "the request's events reached the stream"
-        (signals,) = [e for e in events if type(e).__name__ == "SignalsEvaluated"]
-        (reading,) = [x for x in signals.readings if x.type == "authz"]
-        assert reading.matched is False
-        private = policy != "capture_allowed"
-        assert (USER in (reading.detail or "")) is not private, reading.detail
-        streamed = b"".join(v for _, fields in redis.Redis.from_url("redis://127.0.0.1:6379/0").xrange(stream_name)
-                            for v in fields.values())
-        assert (USER.encode() in streamed) is not private
+    proc, stream_name = private
+    user = secret("jane.doe.")
+    r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=20, headers={"x-authz-user-id": user},
+                   json={"model": f"authz-{policy}", "messages": [{"role": "user", "content": "hello"}]})
+    assert r.status_code == 200, r.text
+    replay_id = r.headers["x-vsr-replay-id"]
+    events = wait_for(lambda: (lambda e: e if len(e) >= 3 else None)(events_of(stream_name, replay_id)))
+    assert events, "the request's events reached the stream"
+    (signals,) = [e for e in events if type(e).__name__ == "SignalsEvaluated"]
+    (reading,) = [x for x in signals.readings if x.type == "authz"]
+    assert reading.matched is False
+    hidden = policy != "capture_allowed"
+    assert (user in (reading.detail or "")) is not hidden, reading.detail
+    streamed = b"".join(v for _, fields in redis.Redis.from_url("redis://127.0.0.1:6379/0").xrange(stream_name)
+                        for v in fields.values())
+    assert (user.encode() in streamed) is not hidden

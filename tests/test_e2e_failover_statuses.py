@@ -47,12 +47,15 @@ def metric(proc, name: str, model: str, backend: str, extra: str = "") -> float 
     return float(found.group(1)) if found else None
 
 
+# Every attempt once; a backend out after two failures in a row, for longer than any test.
+ROUTER = {"access_log": {"enabled": True},
+          "upstream": {"retries": {"max_retries": 0},
+                       "outlier": {"consecutive_failures": 2, "base_ejection_ms": 60_000}}}
+
+
 def routed(tmp_path, models: list[dict], refs: list[str], **global_) -> str:
     doc = config(models, [{"name": "d", "modelRefs": [{"model": m} for m in refs]}])
-    doc["global"] = {"router": {"access_log": {"enabled": True},
-                                "upstream": {"retries": {"max_retries": 0},
-                                             "outlier": {"consecutive_failures": 2, "base_ejection_ms": 60_000}}},
-                     **global_}
+    doc["global"] = {"router": ROUTER, **global_}
     return write_config(doc, str(tmp_path))
 
 
@@ -61,35 +64,61 @@ def ask(client: httpx.Client, proc, model: str, stream: bool = False, **headers)
                        json={"model": model, "messages": CHAT, "stream": stream})
 
 
-def access_lines(proc, count: int) -> list[dict]:
+def access_lines(proc, count: int, since: int = 0) -> list[dict]:
+    """The access log lines among the router's stderr lines after the first ``since``, once there are ``count``."""
     def found():
-        lines = [json.loads(x) for x in proc.lines if x.startswith("{")]
+        lines = [json.loads(x) for x in proc.lines[since:] if x.startswith("{")]
         return lines if len(lines) >= count else None
     return wait_for_value(found, f"{count} access log lines")
 
 
+OWN_FAULTS = (400, 413, 422)
+
+
+@pytest.fixture(scope="module")
+def shared(mock, bad, tmp_path_factory):
+    """One router for the tests below but the delegated one, each case on models of its own (a backend's health
+    and round robin are its model's), named in each test; a case's decision in a recipe of its own, reached by
+    the model name ``vsr/<recipe>``. ``claude-sonnet`` (``mock``, backend ``well``) is every fallback."""
+    def named(model: str, *backends: tuple[str, str]) -> dict:
+        return {"name": model, "backend_refs": [{"endpoint": f"{url}/v1", "name": n} for n, url in backends]}
+
+    gone = f"http://127.0.0.1:{refused_port()}"
+    models = [*(named(f"gpt-4o-{s}", ("sick", bad[0].url), ("well", mock.url)) for s in FAULTS),
+              *(named(f"own-{s}", ("b", bad[0].url)) for s in OWN_FAULTS),
+              *(named(f"all-{k}", *((f"s{s}", m.url) for m, s in zip(bad, FAULTS))) for k in ("whole", "stream")),
+              named("gone-model", ("gone", gone)), named("nf-model", ("nf", bad[0].url)),
+              named("claude-sonnet", ("well", mock.url))]
+    recipes = {**{f"own-{s}": [f"own-{s}", "claude-sonnet"] for s in OWN_FAULTS},
+               **{f"all-{k}": [f"all-{k}", "claude-sonnet"] for k in ("whole", "stream")},
+               "last": ["gone-model", "nf-model"]}
+    doc = config(models, [{"name": "d", "modelRefs": [{"model": "claude-sonnet"}]}])
+    doc["recipes"] += [{"name": name, "decisions": [{"name": "d", "modelRefs": [{"model": m} for m in refs]}]}
+                       for name, refs in recipes.items()]
+    doc["entrypoints"] += [{"api": "chat", "model_names": [f"vsr/{name}"], "recipe": name} for name in recipes]
+    doc["global"] = {"router": ROUTER}
+    with router(write_config(doc, str(tmp_path_factory.mktemp("shared")))) as proc:
+        yield proc
+
+
 @pytest.mark.parametrize("status", FAULTS)
-def test_a_backend_answering_a_fault_status_is_skipped_and_counted_and_only_a_401_ejects(tmp_path, mock, bad,
-                                                                                         status):
+def test_a_backend_answering_a_fault_status_is_skipped_and_counted_and_only_a_401_ejects(shared, mock, bad, status):
     # ``mock`` (conftest's) answers well; ``bad`` fail as each test sets them.
-    sick = failing(bad[0], status)
-    path = routed(tmp_path, [{"name": "gpt-4o", "backend_refs": [{"endpoint": f"{sick.url}/v1", "name": "sick"},
-                                                                 {"endpoint": f"{mock.url}/v1", "name": "well"}]}],
-                  ["gpt-4o"])
-    with router(path) as proc, httpx.Client(timeout=30) as client:
+    sick, proc, name = failing(bad[0], status), shared, f"gpt-4o-{status}"
+    with httpx.Client(timeout=30) as client:
         # Round robin puts the sick backend first every other request: the other one answers each it fails.
         for n in range(4):
-            r = ask(client, proc, "gpt-4o", stream=bool(n % 2))
+            r = ask(client, proc, name, stream=bool(n % 2))
             assert r.status_code == 200, r.text
-            assert r.headers["x-vsr-selected-model"] == "gpt-4o"
+            assert r.headers["x-vsr-selected-model"] == name
         tried = requests_seen(sick)
         assert tried == 2
         ejected = status == 401
-        assert metric(proc, "vsr_backend_up", "gpt-4o", "sick") == (0 if ejected else 1)
-        assert (metric(proc, "vsr_backend_ejections_total", "gpt-4o", "sick") or 0) == (1 if ejected else 0)
-        assert metric(proc, "vsr_upstream_errors_total", "gpt-4o", "sick", ',cause="status_4xx"') == tried
+        assert metric(proc, "vsr_backend_up", name, "sick") == (0 if ejected else 1)
+        assert (metric(proc, "vsr_backend_ejections_total", name, "sick") or 0) == (1 if ejected else 0)
+        assert metric(proc, "vsr_upstream_errors_total", name, "sick", ',cause="status_4xx"') == tried
         for _ in range(3):
-            assert ask(client, proc, "gpt-4o").status_code == 200
+            assert ask(client, proc, name).status_code == 200
         if ejected:
             assert requests_seen(sick) == tried, "an ejected backend waits behind its live peer"
         else:
@@ -97,58 +126,48 @@ def test_a_backend_answering_a_fault_status_is_skipped_and_counted_and_only_a_40
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-def test_every_backend_of_a_model_failing_so_falls_back_to_the_next_model(tmp_path, mock, bad, stream):
-    sick = [failing(m, s) for m, s in zip(bad, FAULTS)]
-    path = routed(tmp_path, [
-        {"name": "gpt-4o", "backend_refs": [{"endpoint": f"{m.url}/v1", "name": f"s{s}"} for m, s in zip(sick, FAULTS)]},
-        {"name": "claude-sonnet", "backend_refs": [{"endpoint": f"{mock.url}/v1", "name": "well"}]}],
-        ["gpt-4o", "claude-sonnet"])
-    with router(path) as proc, httpx.Client(timeout=30) as client:
-        r = ask(client, proc, "vsr/auto", stream=stream)
+def test_every_backend_of_a_model_failing_so_falls_back_to_the_next_model(shared, bad, stream):
+    sick, proc, before = [failing(m, s) for m, s in zip(bad, FAULTS)], shared, len(shared.lines)
+    with httpx.Client(timeout=30) as client:
+        r = ask(client, proc, f"vsr/all-{'stream' if stream else 'whole'}", stream=stream)
         assert r.status_code == 200, r.text
         assert r.headers["x-vsr-selected-model"] == "claude-sonnet"
         assert r.headers["x-vsr-response-path"] == "fallback"
         assert [requests_seen(m) for m in sick] == [1, 1, 1, 1]
         # Trial 88: the line named only the backend that answered; how many were tried, and which failed, too.
-        [line] = access_lines(proc, 1)
+        [line] = access_lines(proc, 1, before)
     assert (line["backend"], line["attempts"]) == ("well", 5), line
     assert sorted(line["failed_backends"].split(",")) == [f"s{s}" for s in FAULTS], line
 
 
-def test_when_every_attempt_fails_the_last_answer_reaches_the_client_and_the_log_names_each(tmp_path, bad):
-    missing = failing(bad[0], 404)
-    gone = f"http://127.0.0.1:{refused_port()}/v1"
-    path = routed(tmp_path, [{"name": "gpt-4o", "backend_refs": [{"endpoint": gone, "name": "gone"}]},
-                             {"name": "claude-sonnet", "backend_refs": [{"endpoint": f"{missing.url}/v1",
-                                                                         "name": "nf"}]}],
-                  ["gpt-4o", "claude-sonnet"])
-    with router(path) as proc, httpx.Client(timeout=30) as client:
-        r = ask(client, proc, "vsr/auto")
+def test_when_every_attempt_fails_the_last_answer_reaches_the_client_and_the_log_names_each(shared, bad):
+    failing(bad[0], 404)
+    proc, before = shared, len(shared.lines)
+    with httpx.Client(timeout=30) as client:
+        r = ask(client, proc, "vsr/last")
         assert r.status_code == 404, r.text
         message = r.json()["error"]["message"]
-        assert "gpt-4o: connect_refused" in message and "claude-sonnet: HTTP 404" in message, message
-        [line] = access_lines(proc, 1)
+        assert "gone-model: connect_refused" in message and "nf-model: HTTP 404" in message, message
+        [line] = access_lines(proc, 1, before)
     assert (line["status"], line["error"], line["cause"], line["backend"]) == (404, "upstream_failed", "status_4xx",
                                                                                 "nf"), line
     # Each attempt's backend and cause, not only its error code.
-    assert "gone (gpt-4o): connect_refused" in line["message"], line
-    assert "nf (claude-sonnet): HTTP 404 status_4xx" in line["message"], line
+    assert "gone (gone-model): connect_refused" in line["message"], line
+    assert "nf (nf-model): HTTP 404 status_4xx" in line["message"], line
     assert (line["attempts"], line["failed_backends"]) == (2, "gone,nf"), line
 
 
-@pytest.mark.parametrize("status", [400, 413, 422])
-def test_the_requests_own_fault_is_relayed_at_once_and_logged(tmp_path, mock, bad, status):
-    wrong = failing(bad[0], status)
-    path = routed(tmp_path, [{"name": "gpt-4o", "backend_refs": [{"endpoint": f"{wrong.url}/v1", "name": "b"}]},
-                             {"name": "claude-sonnet", "backend_refs": [{"endpoint": f"{mock.url}/v1"}]}],
-                  ["gpt-4o", "claude-sonnet"])
+@pytest.mark.parametrize("status", OWN_FAULTS)
+def test_the_requests_own_fault_is_relayed_at_once_and_logged(shared, mock, bad, status):
+    wrong, proc = failing(bad[0], status), shared
     httpx.post(f"{mock.url}/_mock/reset").raise_for_status()
-    with router(path) as proc, httpx.Client(timeout=30) as client:
+    before = len(proc.lines)
+    with httpx.Client(timeout=30) as client:
         for _ in range(3):
-            assert ask(client, proc, "vsr/auto").status_code == status
+            assert ask(client, proc, f"vsr/own-{status}").status_code == status
         assert requests_seen(wrong) == 3 and requests_seen(mock) == 0
-        assert metric(proc, "vsr_backend_up", "gpt-4o", "b") == 1
-        line = access_lines(proc, 3)[0]
+        assert metric(proc, "vsr_backend_up", f"own-{status}", "b") == 1
+        line = access_lines(proc, 3, before)[0]
     assert (line["status"], line["cause"], line["backend"]) == (status, "status_4xx", "b"), line
     assert line["error"] and f"backend b answered HTTP {status}" in line["message"], line
 

@@ -403,39 +403,49 @@ def ask_chat(proc, text: str, *, stream: bool = False, headers: dict | None = No
                       json={"model": "guard-chat", "stream": stream, "messages": [{"role": "user", "content": text}]})
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-def test_the_cache_keeps_only_what_the_guard_released(mock, fake, tmp_path, stream):
+@pytest.fixture(scope="module")
+def caching(mock, fake, tmp_path_factory):
+    """The guard and the response cache, the replay record saying what was stored. A test's prompts carry its
+    parameter, so its cache keys are its own; it reads the skip counters as differences."""
     doc = guard_config(mock.url, fake.url, cache=CACHE)
     doc["global"]["plugins"] = [REPLAY]
-    with router(write_config(doc, str(tmp_path))) as proc:
-        set_rules(fake, RULES)
-        # Noted: stored with its note, served as the client received it.
-        answer_with(mock, REFUSED)
-        first = ask_chat(proc, f"noted {stream}", stream=stream)
-        assert first.headers["x-vsr-response-path"] == "upstream" and NOTE_HEAD.encode() in first.content
-        # Wait for the first answer's own cache write (its record says so), then ask once: asking again and
-        # again until a hit sent each miss to the model, and a later answer could be the one stored.
-        def stored():
-            r = httpx.get(f"{proc.url}/api/v1/replay/{first.headers['x-vsr-replay-id']}")
-            record = r.json() if r.status_code == 200 else {}
-            return record if record.get("status") and (record.get("cache") or {}).get("stored") else None
+    with router(write_config(doc, str(tmp_path_factory.mktemp("caching")))) as proc:
+        yield proc
 
-        record = wait_for_value(stored, "the noted answer stored in the cache")
-        hit = ask_chat(proc, f"noted {stream}", stream=stream)
-        assert hit.headers["x-vsr-response-path"] == "cache" and hit.content == first.content
-        assert record["guard"] == "noted" and record["guard_codes"] == ["refused"]
-        assert record["stream"] == ("buffered" if stream else None)
-        # Blocked: never stored; flagged only in x-vsr-warnings (the refusal question failed): never stored.
-        answer_with(mock, UNSAFE)
-        assert ask_chat(proc, f"blocked {stream}", stream=stream).headers["x-vsr-response-path"] == "blocked"
-        set_rules(fake, RULES[:2] + [{"question": "preset:refusal", "answer": {"error": {"code": "question_failed"}}}])
-        answer_with(mock, SAFE)
-        flagged = ask_chat(proc, f"flagged {stream}", stream=stream)
-        assert flagged.headers["x-vsr-warnings"] == "refused;unknown"
-        wait_until(lambda: metric(proc, 'llm_cache_write_skipped_total{reason="flagged"}') == 1
-                   and metric(proc, 'llm_cache_write_skipped_total{reason="blocked"}') == 1, "both skips counted")
-        for text in (f"blocked {stream}", f"flagged {stream}"):
-            assert ask_chat(proc, text, stream=stream).headers["x-vsr-response-path"] != "cache"
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_the_cache_keeps_only_what_the_guard_released(mock, fake, caching, stream):
+    skipped = ('llm_cache_write_skipped_total{reason="flagged"}', 'llm_cache_write_skipped_total{reason="blocked"}')
+    proc = caching
+    before = [metric(proc, name) for name in skipped]
+    set_rules(fake, RULES)
+    # Noted: stored with its note, served as the client received it.
+    answer_with(mock, REFUSED)
+    first = ask_chat(proc, f"noted {stream}", stream=stream)
+    assert first.headers["x-vsr-response-path"] == "upstream" and NOTE_HEAD.encode() in first.content
+    # Wait for the first answer's own cache write (its record says so), then ask once: asking again and
+    # again until a hit sent each miss to the model, and a later answer could be the one stored.
+    def stored():
+        r = httpx.get(f"{proc.url}/api/v1/replay/{first.headers['x-vsr-replay-id']}")
+        record = r.json() if r.status_code == 200 else {}
+        return record if record.get("status") and (record.get("cache") or {}).get("stored") else None
+
+    record = wait_for_value(stored, "the noted answer stored in the cache")
+    hit = ask_chat(proc, f"noted {stream}", stream=stream)
+    assert hit.headers["x-vsr-response-path"] == "cache" and hit.content == first.content
+    assert record["guard"] == "noted" and record["guard_codes"] == ["refused"]
+    assert record["stream"] == ("buffered" if stream else None)
+    # Blocked: never stored; flagged only in x-vsr-warnings (the refusal question failed): never stored.
+    answer_with(mock, UNSAFE)
+    assert ask_chat(proc, f"blocked {stream}", stream=stream).headers["x-vsr-response-path"] == "blocked"
+    set_rules(fake, RULES[:2] + [{"question": "preset:refusal", "answer": {"error": {"code": "question_failed"}}}])
+    answer_with(mock, SAFE)
+    flagged = ask_chat(proc, f"flagged {stream}", stream=stream)
+    assert flagged.headers["x-vsr-warnings"] == "refused;unknown"
+    wait_until(lambda: [metric(proc, name) - was for name, was in zip(skipped, before)] == [1, 1],
+               "both skips counted")
+    for text in (f"blocked {stream}", f"flagged {stream}"):
+        assert ask_chat(proc, text, stream=stream).headers["x-vsr-response-path"] != "cache"
 
 
 def test_the_cache_works_without_an_event_stream_and_keys_on_the_team(mock, fake, tmp_path):

@@ -72,13 +72,6 @@ def priced(name: str, mock, pricing: dict, **extra) -> dict:
     return {**model(name, f"{mock.url}/v1", upstream_name=f"up-{name}", **extra), "pricing": pricing}
 
 
-def start(tmp_path, models: list[dict], refs: list[dict], algorithm: dict | None = None):
-    decision: dict = {"name": "main", "modelRefs": refs}
-    if algorithm is not None:
-        decision["algorithm"] = algorithm
-    return router(write_config(config(models, [decision]), str(tmp_path)))
-
-
 def shared_router(tmp_path_factory, models: list[dict], decisions: dict[str, tuple[list[dict], dict | None]],
                   global_: dict | None = None, plugins: dict[str, list[dict]] | None = None):
     """One router over ``models``; each decision (all named main, with the ``plugins`` of its key) in a recipe of
@@ -162,15 +155,43 @@ def test_an_unpriced_model_has_no_cost_header(costing):
     assert r.status_code == 200 and "x-vsr-cost" not in r.headers
 
 
+# --- random, multi_factor, escalate's order: one router, a decision each ------------------------------------
+
+MULTI_FACTOR = {"type": "multi_factor", "multi_factor": {"weights": {"latency": 0}}}
+AFFINITY = {"type": "multi_factor", "multi_factor": {"weights": {"error_rate": 0, "latency": 0},
+                                                     "quality": {"pa": 0.5, "pb": 0.47}}}
+
+
+@pytest.fixture(scope="module")
+def selecting(plain, plain2, failing, unsure, sure, tmp_path_factory):
+    """A decision per test below, over models of its own: a model's error rate, latency, session and backends'
+    health are its own, as on a router of the test's own."""
+    models = [model("a", f"{plain.url}/v1"), model("b", f"{plain.url}/v1"),
+              model("za", f"{failing.url}/v1"), model("zb", f"{plain.url}/v1"),
+              priced("dear", plain2, DEAR), priced("cheap", plain, CHEAP),
+              priced("pa", plain, CHEAP), priced("pb", plain2, CHEAP),
+              priced("small", sure, CHEAP), priced("large", unsure, DEAR)]
+    decisions = {
+        "auto": ([{"model": "a", "weight": 3}, {"model": "b", "weight": 1}], {"type": "random"}),
+        "zero-weight": ([{"model": "za", "weight": 1}, {"model": "zb", "weight": 0}], {"type": "random"}),
+        # Latency off: on a loaded box the two mocks' measured latencies differ by as much as their costs do.
+        "multi-factor": ([{"model": "dear"}, {"model": "cheap"}], MULTI_FACTOR),
+        "affinity": ([{"model": "pa"}, {"model": "pb"}], AFFINITY),
+        "order-cost": ([{"model": "large"}, {"model": "small"}],
+                       {**ESCALATE, "escalate": {**ESCALATE["escalate"], "order": "cost"}}),
+    }
+    with shared_router(tmp_path_factory, models, decisions) as proc:
+        yield proc
+
+
 # --- random ----------------------------------------------------------------------------------------------
 
 
-def test_random_spreads_by_weight_chi_squared(tmp_path, plain):
+def test_random_spreads_by_weight_chi_squared(selecting):
     """600 requests over weights 3:1; χ² against the expected 450:150 stays under 10.83 (p = 0.001, 1 df). A wrong
     spread shows at this size (1:1 would give χ² = 200)."""
-    models = [model("a", f"{plain.url}/v1"), model("b", f"{plain.url}/v1")]
-    refs = [{"model": "a", "weight": 3}, {"model": "b", "weight": 1}]
-    with start(tmp_path, models, refs, {"type": "random"}) as proc, httpx.Client() as client:
+    proc = selecting
+    with httpx.Client() as client:
         seen = {"a": 0, "b": 0}
         for _ in range(600):
             r = client.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": CHAT})
@@ -181,64 +202,56 @@ def test_random_spreads_by_weight_chi_squared(tmp_path, plain):
     assert chi2 < 10.83, seen
 
 
-def test_random_with_a_zero_weight_never_picks_it_first_and_keeps_it_as_fallback(tmp_path, failing, plain):
+def test_random_with_a_zero_weight_never_picks_it_first_and_keeps_it_as_fallback(selecting, failing, plain):
     fresh(failing, plain)
-    models = [model("a", f"{failing.url}/v1"), model("b", f"{plain.url}/v1")]
-    refs = [{"model": "a", "weight": 1}, {"model": "b", "weight": 0}]
-    with start(tmp_path, models, refs, {"type": "random"}) as proc:
-        for _ in range(5):
-            r = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": CHAT})
-            assert r.status_code == 200
-            assert (r.headers["x-vsr-selected-model"], r.headers["x-vsr-response-path"]) == ("b", "fallback")
-        assert stats(failing)["requests"] == 5
+    proc = selecting
+    for _ in range(5):
+        r = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/zero-weight", "messages": CHAT})
+        assert r.status_code == 200
+        assert (r.headers["x-vsr-selected-model"], r.headers["x-vsr-response-path"]) == ("zb", "fallback")
+    assert stats(failing)["requests"] == 5
 
 
 # --- multi_factor ----------------------------------------------------------------------------------------
 
 
-def test_multi_factor_prefers_the_cheaper_model_until_its_error_rate_rises(tmp_path, plain, plain2):
+def test_multi_factor_prefers_the_cheaper_model_until_its_error_rate_rises(selecting, plain, plain2):
     cheap_up, dear_up = plain, plain2
     fresh(cheap_up, dear_up)
-    models = [priced("dear", dear_up, DEAR), priced("cheap", cheap_up, CHEAP)]
-    refs = [{"model": "dear"}, {"model": "cheap"}]
-    # Latency off: on a loaded box the two mocks' measured latencies differ by as much as their costs do.
-    alg = {"type": "multi_factor", "multi_factor": {"weights": {"latency": 0}}}
-    with start(tmp_path, models, refs, alg) as proc:
-        def ask():
-            r = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": CHAT})
-            assert r.status_code == 200, r.text
-            return r.headers["x-vsr-selected-model"], r.headers["x-vsr-response-path"]
+    proc = selecting
 
-        assert [ask() for _ in range(3)] == [("cheap", "upstream")] * 3
-        assert stats(dear_up)["requests"] == 0
-        with configured(cheap_up, fail_rate=1):
-            answers = [ask() for _ in range(8)]
-            # Each failure falls back to the dear model, until the cheap one's error rate moves it first.
-            assert answers[0] == ("dear", "fallback")
-            assert answers[-1] == ("dear", "upstream")
-            tried = stats(cheap_up)["requests"]
-            ask()
-            assert stats(cheap_up)["requests"] == tried
+    def ask():
+        r = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/multi-factor", "messages": CHAT})
+        assert r.status_code == 200, r.text
+        return r.headers["x-vsr-selected-model"], r.headers["x-vsr-response-path"]
+
+    assert [ask() for _ in range(3)] == [("cheap", "upstream")] * 3
+    assert stats(dear_up)["requests"] == 0
+    with configured(cheap_up, fail_rate=1):
+        answers = [ask() for _ in range(8)]
+        # Each failure falls back to the dear model, until the cheap one's error rate moves it first.
+        assert answers[0] == ("dear", "fallback")
+        assert answers[-1] == ("dear", "upstream")
+        tried = stats(cheap_up)["requests"]
+        ask()
+        assert stats(cheap_up)["requests"] == tried
 
 
-def test_multi_factor_session_affinity_keeps_a_session_on_its_model_within_the_bound(tmp_path, plain, plain2):
-    """b scores 0.03 below a, less than the 0.05 affinity: a session b served stays on b; others go to a."""
-    a_up, b_up = plain, plain2
-    models = [priced("a", a_up, CHEAP), priced("b", b_up, CHEAP)]
-    alg = {"type": "multi_factor", "multi_factor": {"weights": {"error_rate": 0, "latency": 0},
-                                                    "quality": {"a": 0.5, "b": 0.47}}}
-    with start(tmp_path, models, [{"model": "a"}, {"model": "b"}], alg) as proc:
-        def ask(session: str | None = None):
-            headers = {"x-vsr-session-id": session} if session else {}
-            r = httpx.post(f"{proc.url}/v1/chat/completions", headers=headers,
-                           json={"model": "vsr/auto", "messages": CHAT})
-            assert r.status_code == 200, r.text
-            return r.headers["x-vsr-selected-model"]
+def test_multi_factor_session_affinity_keeps_a_session_on_its_model_within_the_bound(selecting, plain):
+    """pb scores 0.03 below pa, less than the 0.05 affinity: a session pb served stays on pb; others go to pa."""
+    a_up, proc = plain, selecting
 
-        assert ask("s1") == "a"
-        with configured(a_up, fail_rate=1):
-            assert ask("s2") == "b"           # a failed: b answered session s2
-        assert [ask("s2"), ask("s1"), ask(), ask("s2")] == ["b", "a", "a", "b"]
+    def ask(session: str | None = None):
+        headers = {"x-vsr-session-id": session} if session else {}
+        r = httpx.post(f"{proc.url}/v1/chat/completions", headers=headers,
+                       json={"model": "vsr/affinity", "messages": CHAT})
+        assert r.status_code == 200, r.text
+        return r.headers["x-vsr-selected-model"]
+
+    assert ask("s1") == "pa"
+    with configured(a_up, fail_rate=1):
+        assert ask("s2") == "pb"           # pa failed: pb answered session s2
+    assert [ask("s2"), ask("s1"), ask(), ask("s2")] == ["pb", "pa", "pa", "pb"]
 
 
 # --- escalate --------------------------------------------------------------------------------------------
@@ -318,14 +331,11 @@ def test_escalate_stops_at_the_first_accepted_answer(escalating, unsure, sure):
     assert stats(sure)["requests"] == 1 and stats(unsure)["requests"] == 0
 
 
-def test_escalate_order_cost_calls_the_cheaper_first(tmp_path, unsure, sure):
+def test_escalate_order_cost_calls_the_cheaper_first(selecting, unsure, sure):
     fresh(unsure, sure)
-    alg = {**ESCALATE, "escalate": {**ESCALATE["escalate"], "order": "cost"}}
-    refs = [{"model": "large"}, {"model": "small"}]
-    with start(tmp_path, [priced("small", sure, CHEAP), priced("large", unsure, DEAR)], refs, alg) as proc:
-        r = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": CHAT})
-        assert r.headers["x-vsr-selected-model"] == "small"
-        assert stats(unsure)["requests"] == 0
+    r = httpx.post(f"{selecting.url}/v1/chat/completions", json={"model": "vsr/order-cost", "messages": CHAT})
+    assert r.headers["x-vsr-selected-model"] == "small"
+    assert stats(unsure)["requests"] == 0
 
 
 RESCUE = {"type": "escalate", "escalate": {"accept": {"refusal": False}}}
