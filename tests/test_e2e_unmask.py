@@ -55,7 +55,11 @@ def echoing(tmp_path_factory):
         doc = config(models, decisions, signals={"pii": [{"name": "personal"}], "keywords": keywords})
         doc["global"] = {"plugins": [{"type": "router_replay", "configuration": {
             "enabled": True, "capture_request_body": True, "capture_response_body": True,
-            "max_body_bytes": 65536}}]}
+            "max_body_bytes": 65536}}],
+            # The embedded pii model's deadline, generous: the big request's 82 texts take the default 1 s's
+            # worth of its two threads on a starved CI box, and a late read fails the request closed (503,
+            # test_e2e_masking's), which is no outcome these tests are about.
+            "model_catalog": {"deployments": {"primary": {"provider": "model_runtime", "timeout_ms": 30000}}}}
         with router(write_config(doc, str(tmp_path_factory.mktemp("unmask")))) as proc:
             yield proc, upstream
 
@@ -322,3 +326,50 @@ def test_memory_keeps_the_answer_as_the_client_read_it_so_a_later_request_number
             assert ("User: Please write to [EMAIL_ADDRESS_2].\\nAssistant: Please write to [EMAIL_ADDRESS_2]."
                     in provider), provider
             assert f"User: Please write to {A}.\nAssistant: Please write to {A}." in answer, answer
+
+
+def test_a_cached_answer_whose_request_masking_cannot_read_is_never_served_masked(tmp_path):
+    """A hit puts this request's values back in the stored (masked) answer, numbered by reading the request
+    again; when that read fails (the pii rule's model late or down), the client must not read the placeholders:
+    the hit is a miss, and the request goes on as one, read again before it is sent (503 if that fails too).
+    The decision model is delegated, so no answer of the first request's read is reused for the hit's."""
+    from bench.fake_systemone import process as fake_process
+
+    cred = "cred-carl-" + "c" * 24
+    spans = {"question": "preset:pii", "request_contains": A, "answer": {"span": [["EMAIL_ADDRESS", 9, 9 + len(A)]]}}
+    with fake_process() as fake, mock_upstream("--echo") as upstream:
+        doc = config([model("m", f"{upstream.url}/v1")],
+                     [{"name": "d", "modelRefs": [{"model": "m"}], "plugins": [MASKING, CACHE]}],
+                     signals={"pii": [{"name": "personal"}]})
+        doc["global"] = {"model_catalog": {
+            "deployments": {"s1": {"provider": "systemone", "endpoint": f"{fake.url}/v1/systemone", "model": "fake",
+                                   "timeout_ms": 5000, "auth": {"credential": "delegated"},
+                                   "capabilities": {"question_types": ["span", "choice", "noul"]}}},
+            "system": {"decision_model": {"deployment": "s1"}}},
+            "services": {"authz": {"delegated_credential": {"enabled": True}}}}
+        with router(write_config(doc, str(tmp_path))) as proc:
+            client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0,
+                                   default_headers={"x-vsr-delegated-credential": cred})
+            text = f"Write to {A} soon."
+
+            def say() -> tuple[str, str]:
+                raw = client.chat.completions.with_raw_response.create(
+                    model="vsr/auto", messages=[{"role": "user", "content": text}])
+                return raw.parse().choices[0].message.content, raw.headers["x-vsr-response-path"]
+
+            def rules(*extra: dict) -> None:
+                httpx.post(f"{fake.url}/_fake/rules", json={"rules": [*extra, spans]}).raise_for_status()
+
+            rules()
+            assert say() == (text, "upstream")
+            assert "[EMAIL_ADDRESS_1]" in sent(upstream)
+            assert wait_for_value(lambda: (lambda a: a if a[1] == "cache" else None)(say()), "a hit") == (text, "cache")
+            # The hit's read fails once: the request is read again as a miss, and the client reads its own text.
+            rules({"question": "preset:pii", "fail": {"kind": "status", "status": 503}, "times": 1})
+            assert say() == (text, "upstream")
+            # Every read fails: 503, never the stored answer's placeholders.
+            rules({"question": "preset:pii", "fail": {"kind": "status", "status": 503}})
+            with pytest.raises(openai.InternalServerError) as caught:
+                say()
+            assert caught.value.status_code == 503 and "masking" in caught.value.response.text
+            assert "[EMAIL_ADDRESS_1]" not in caught.value.response.text

@@ -166,7 +166,7 @@ def defines(ex: Exchange, cached) -> bool:
     restore."""
     named = ex.masking.named() if ex.masking is not None else None
     if named is None or ex.masked_values is None:
-        return True             # masking is off, or could not read the request: served masked (``number``)
+        return True             # masking is off (a request it could not read never gets here: ``number``)
     known = set(ex.masked_values.values())
     body = cached.body
     if not cached.streamed and b"\\" not in body and named.search(body.decode("utf-8", "replace")) is None:
@@ -254,12 +254,13 @@ def restores(policy: masking.Masking | None, cached) -> bool:
     return any(policy.placeholder(label, 0)[:-2].encode() in body for label in policy.entity_types)
 
 
-async def number(ex: Exchange) -> None:
-    """Number this request's values as its first candidate's request would, for a cached answer; a request
-    that cannot be read leaves the answer masked, as it was stored."""
+async def number(ex: Exchange) -> bool:
+    """Number this request's values as its first candidate's request would, for a cached answer: False when
+    the request cannot be read, so the hit is a miss (served, its stored answer would reach the client masked:
+    placeholders where its values were); the request is then read again before it is sent, or fails closed."""
     r, req = ex.route, ex.req
     if ex.masking is None or r is None or req is None or not r.candidates:
-        return
+        return True
     model = r.candidates[0]
     try:
         out = ex.adapter.upstream(req, model.api_format, model.upstream_model, stream_usage=model.stream_usage,
@@ -270,3 +271,5 @@ async def number(ex: Exchange) -> None:
         await mask(ex, body, model.api_format, ex.masking)
     except VsrError:
         ex.masked_values = None
+        return False
+    return True

@@ -41,7 +41,9 @@ async def request_plugins(ex: Exchange) -> Fast | CachedAnswer | None:
         return None
     # The cache keeps the answer masked: this request's own values go back in, numbered as the request
     # would have been sent (the rewrites above included), so an exact hit reads what the first client read.
-    await number(ex)
+    # A request masking cannot read now is a miss: read again before it is sent, it fails closed if it still can't.
+    if not await number(ex):
+        return None
     # Reads the whole stored answer (a JSON decode, every event of a stream's): a big one off the loop.
     if not await off_loop(ex.state.metrics, "unmask", len(hit.answer.body), defines, ex, hit.answer):
         return None                     # a miss: the request goes to a model, its values numbered as above
