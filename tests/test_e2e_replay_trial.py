@@ -279,3 +279,31 @@ def test_a_stream_that_does_not_exist_is_exit_2_naming_it(tmp_path, stream):
         done = vsr_replay(*args, "--redis", REDIS_URL, "--stream", missing)
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert f"stream {missing} does not exist on {REDIS_URL}" in done.stderr
+
+
+# --- shadow copies wait for a slot: every sampled copy is sent ---------------------------------------------------
+
+
+def test_copies_that_find_the_shadow_model_busy_wait_for_it_and_each_record_keeps_its_answer(mock, tmp_path, stream):
+    """max_concurrency: 1 and a candidate holding the first copy: the next copies wait, none is skipped."""
+    with mock_upstream() as cand:
+        cand_model = {"name": "cand", "backend_refs": [{"endpoint": f"{cand.url}/v1"}]}
+        doc = base_doc(mock.url, stream, {"shadow": {"model": "cand", "sample_rate": 1.0, "max_concurrency": 1}},
+                       models=[cand_model])
+        with router(write_config(doc, str(tmp_path))) as proc:
+            client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="unused", max_retries=0)
+
+            def ask(text: str) -> str:
+                raw = client.chat.completions.with_raw_response.create(
+                    model="vsr/auto", messages=[{"role": "user", "content": text}])
+                return raw.headers["x-vsr-replay-id"]
+
+            httpx.post(f"{cand.url}/_mock/config", json={"latency_ms": 1500}).raise_for_status()
+            ids = [ask("first")]
+            wait_until(lambda: httpx.get(f"{cand.url}/_mock/stats").json()["requests"] == 1, "the first copy sent")
+            ids += [ask(f"busy {i}") for i in range(4)]
+            httpx.post(f"{cand.url}/_mock/config", json={"latency_ms": 0}).raise_for_status()
+            wait_until(lambda: caught_up(proc) and all(record(proc, rid).json()["shadow"] for rid in ids),
+                       "every record with its shadow answer")
+            assert httpx.get(f"{cand.url}/_mock/stats").json()["requests"] == 5
+            assert [record(proc, rid).json()["shadow"][0]["status"] for rid in ids] == [200] * 5

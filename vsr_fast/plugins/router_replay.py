@@ -40,6 +40,9 @@ class ShadowConfig(Block):
 
     model: Annotated[str, Meta(min_length=1)] | UnsetType = UNSET
     sample_rate: Annotated[float, Meta(ge=0, le=1)] | UnsetType = UNSET
+    # Copies in flight to the shadow model at once. A copy that finds them all busy waits for one: the
+    # dispatcher is off the request path and the event stream holds the backlog, so no sampled copy is skipped
+    # for being busy (a copy the stream trimmed before it was read is gone with its entry).
     max_concurrency: Annotated[int, Meta(ge=1, le=64)] | UnsetType = UNSET
     timeout_seconds: Annotated[float, Meta(gt=0, le=600)] | UnsetType = UNSET
 
