@@ -35,7 +35,9 @@ class ShadowConfig(Block):
     masking last: placeholders, never the values, whatever ``capture_personal_data`` says), written in the
     shadow model's format and name with header_mutation's headers; its answer joins the record's ``shadow``.
     A copy travels to its dispatcher in the event stream, whatever ``capture_request_body`` says (the record
-    never keeps it); a request under ``capture_personal_data: false`` is never copied.
+    never keeps it); a request under ``capture_personal_data: false`` is never copied. A sampled copy not made
+    (``capture_personal_data: false``, or a model the caller's key may not reach) is listed in the record's
+    ``shadow`` as ``{model, skipped: personal_data | not_allowed}``, so it differs from one not sampled (``[]``).
     """
 
     model: Annotated[str, Meta(min_length=1)] | UnsetType = UNSET
