@@ -181,11 +181,15 @@ class RequestEvents:
             model, stream = request.model, request.stream
         seq = self._seq
         self._seq = seq + 1
+        ev = self._received_event(raw, api, model, stream, copy, cut, user, groups, seq)
+        # Apart from the constructor (``_FEW_KEYWORDS``): what a copy-less record is missing, and why.
+        if withhold and p.request_bytes > 0:
+            # The policy keeps request copies (capture_personal_data is true), so only the masking decision
+            # withholds this one (``Policies.withholds_request``): vsr-replay says so rather than "no copy".
+            ev = _replace(ev, withheld="masking")
         if self.shadow_refused is not None and sp is not None:
-            # Rare: apart from the constructor (``_FEW_KEYWORDS``).
-            ev = self._received_event(raw, api, model, stream, copy, cut, user, groups, seq)
-            return _replace(ev, shadow_skipped=ShadowSkipped(model=sp.model, reason=self.shadow_refused))
-        return self._received_event(raw, api, model, stream, copy, cut, user, groups, seq)
+            ev = _replace(ev, shadow_skipped=ShadowSkipped(model=sp.model, reason=self.shadow_refused))
+        return ev
 
     def _received_event(self, raw: bytes, api: str, model: str | None, stream: bool | None, copy: bytes | None,
                         cut: bool, user: str | None, groups: list[str], seq: int) -> RequestReceived:

@@ -129,6 +129,9 @@ class RequestReceived(_Event, tag="request_received"):
     groups: list[str] = field(default_factory=list)
     shadow: ShadowCopy | None = None
     shadow_skipped: ShadowSkipped | None = None
+    # Why ``request`` is absent though the policy keeps copies: "masking" (the decision masks and no layer says
+    # capture_personal_data: true). vsr-replay counts such a request as withheld, not replayable.
+    withheld: str | None = None
 
 
 class SignalsEvaluated(_Event, tag="signals_evaluated"):
