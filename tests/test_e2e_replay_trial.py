@@ -319,6 +319,24 @@ def test_a_stream_that_does_not_exist_is_exit_2_naming_it(tmp_path, stream):
         assert f"stream {missing} does not exist on {REDIS_URL}" in done.stderr
 
 
+def test_a_start_or_end_that_is_no_stream_id_is_one_usage_error_and_a_start_past_the_end_warns(tmp_path, stream):
+    import redis
+    cfg = write_config(base_doc("http://127.0.0.1:9", stream, {}), str(tmp_path))
+    last = redis.Redis.from_url(REDIS_URL).xadd(stream, {"e": b"not an event"}).decode()
+    for option, value in (("--start", "garbage"), ("--end", "12-x"), ("--start", "+"), ("--end", "-")):
+        done = vsr_replay("run", "--config", cfg, "--redis", REDIS_URL, "--stream", stream, option, value)
+        assert done.returncode == 2, (option, value, done.stderr)
+        assert f"argument {option}: {value!r} is not a stream entry id" in done.stderr, done.stderr
+        assert "Redis" not in done.stderr, done.stderr
+    ms = int(last.split("-")[0])
+    out = str(tmp_path / "e.jsonl")
+    past = vsr_replay("export", "--redis", REDIS_URL, "--stream", stream, "--start", f"{ms + 1}", "--out", out)
+    assert past.returncode == 0 and Path(out).read_text() == "", past
+    assert f"--start {ms + 1} is at or past the last entry of {stream} ({last})" in past.stderr, past.stderr
+    whole = vsr_replay("export", "--redis", REDIS_URL, "--stream", stream, "--start", "-", "--end", "+", "--out", out)
+    assert whole.returncode == 0 and "warning" not in whole.stderr, whole.stderr
+
+
 # --- shadow copies wait for a slot: every sampled copy is sent ---------------------------------------------------
 
 
