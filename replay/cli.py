@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from collections.abc import Callable
 from contextlib import nullcontext
 from typing import IO
 
@@ -41,8 +43,28 @@ def _add_source(p: argparse.ArgumentParser, *, input_ok: bool) -> None:
     g.add_argument("--stream", help="the stream key (default vsr:events)")
     g.add_argument("--journal", metavar="DIR", help="an embedded stream's directory or journal file")
     g.add_argument("--from-config", metavar="FILE", help="the stream global.stores.event_stream of FILE names")
-    g.add_argument("--start", help="after this entry id (exclusive)")
-    g.add_argument("--end", help="up to this entry id (inclusive)")
+    g.add_argument("--start", type=stream_id("-"), metavar="ID",
+                   help="after this entry id (exclusive): ms or ms-seq, - for the first (an embedded journal: a "
+                        "byte offset)")
+    g.add_argument("--end", type=stream_id("+"), metavar="ID",
+                   help="up to this entry id (inclusive): ms or ms-seq, + for the last (an embedded journal: a "
+                        "byte offset)")
+
+
+_STREAM_ID = re.compile(r"[0-9]{1,20}(-[0-9]{1,20})?")
+
+
+def stream_id(whole: str) -> Callable[[str], str | None]:
+    """An argparse type for --start (``whole`` "-") or --end ("+"): a stream id, checked before Redis sees it
+    (so a typo is one usage line naming the option); ``whole`` reads as no bound."""
+    def parse(value: str) -> str | None:
+        if value == whole:
+            return None
+        if not _STREAM_ID.fullmatch(value) or any(int(part) >= 2 ** 64 for part in value.split("-")):
+            raise argparse.ArgumentTypeError(f"{value!r} is not a stream entry id: ms or ms-seq (e.g. "
+                                             f"1764800000000-0), or {whole}")
+        return value
+    return parse
 
 
 def _source(args: argparse.Namespace) -> Source:

@@ -92,6 +92,9 @@ class Comparison:
     # Routed on the session's or a stored response's state (STATEFUL_REASONS): not compared, never a change.
     stateful: collections.Counter = field(default_factory=collections.Counter)
     skipped: collections.Counter = field(default_factory=collections.Counter)
+    # Recorded without their request on purpose (a masking decision's, by default), by recorded decision: a
+    # recipe change's effect on them cannot be replayed, and this says how many that is.
+    withheld: collections.Counter = field(default_factory=collections.Counter)
     moves: dict[tuple[Outcome, Outcome], Move] = field(default_factory=dict)
     approximate_moves: dict[tuple[Outcome, Outcome], Move] = field(default_factory=dict)
     decisions_before: collections.Counter = field(default_factory=collections.Counter)
@@ -139,7 +142,7 @@ class Comparison:
             "compared": self.compared, "unchanged": self.unchanged, "changed": self.changed,
             "approximate": self.approximate, "approximate_changed": self.approximate_changed,
             "approximate_reasons": dict(self.approximate_reasons), "stateful": dict(self.stateful),
-            "skipped": dict(self.skipped),
+            "skipped": dict(self.skipped), "withheld": dict(self.withheld),
             "moves": [{"from": b.json(), "to": a.json(), "count": m.count, "examples": m.examples}
                       for b, a, m in self.sorted_moves()],
             "approximate_moves": [{"from": b.json(), "to": a.json(), "count": m.count, "examples": m.examples}
@@ -161,6 +164,9 @@ class Comparison:
                          " without that state, it would read as a change)")
         for reason, n in sorted(self.skipped.items()):
             lines.append(f"  skipped    {n} ({reason.replace('_', ' ')})")
+        for decision, n in sorted(self.withheld.items()):
+            lines.append(f"  withheld   {n} (withheld: masking decision {decision} keeps no request copy; not"
+                         " replayable)")
         for title, approximate in (("Moved:", False), ("Moved, approximately (not changes):", True)):
             moves = self.sorted_moves(approximate)
             if moves:

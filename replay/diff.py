@@ -2,33 +2,47 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
-from vsr_fast.events.types import Event
+from vsr_fast.events.types import Event, RequestReceived
 
 from .compare import Comparison, Outcome, recorded_outcome
 
 
-def outcomes(events: Iterable[tuple[str, Event]]) -> dict[str, Outcome]:
-    """Each replay id's recorded route (the first one recorded)."""
+class Recording(NamedTuple):
+    """A recording's routes, and the replay ids it recorded without their request on purpose (``withheld``)."""
+
+    routes: dict[str, Outcome]
+    withheld: set[str]
+
+
+def outcomes(events: Iterable[tuple[str, Event]]) -> Recording:
+    """Each replay id's recorded route (the first one recorded), and which requests were withheld."""
     found: dict[str, Outcome] = {}
+    withheld: set[str] = set()
     for _, ev in events:
+        if isinstance(ev, RequestReceived) and ev.withheld is not None:
+            withheld.add(ev.replay_id)
         if ev.replay_id not in found:
             outcome = recorded_outcome(ev)
             if outcome is not None:
                 found[ev.replay_id] = outcome
-    return found
+    return Recording(found, withheld)
 
 
-def diff(a: dict[str, Outcome], b: dict[str, Outcome]) -> Comparison:
-    """Routes of the requests both recorded, A as before and B as after; the others are counted as skipped."""
+def diff(a: Recording, b: Recording) -> Comparison:
+    """Routes of the requests both recorded, A as before and B as after; the others are counted as skipped, a
+    request one side withheld (``vsr-replay run`` re-routes none) as ``run`` counts it: withheld."""
     cmp = Comparison()
-    for replay_id in sorted(a.keys() & b.keys()):
-        cmp.add(replay_id, a[replay_id], b[replay_id])
-    if only_a := len(a.keys() - b.keys()):
-        cmp.skipped["only_in_a"] = only_a
-    if only_b := len(b.keys() - a.keys()):
-        cmp.skipped["only_in_b"] = only_b
+    for replay_id in sorted(a.routes.keys() & b.routes.keys()):
+        cmp.add(replay_id, a.routes[replay_id], b.routes[replay_id])
+    for side, other, label in ((a, b, "only_in_a"), (b, a, "only_in_b")):
+        for replay_id in side.routes.keys() - other.routes.keys():
+            if replay_id in side.withheld:
+                cmp.withheld[side.routes[replay_id].decision_label] += 1
+            else:
+                cmp.skipped[label] += 1
     return cmp
 
 
-__all__ = ["diff", "outcomes"]
+__all__ = ["Recording", "diff", "outcomes"]

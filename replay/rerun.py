@@ -134,7 +134,10 @@ async def run(loaded: Loaded, events: Iterable[tuple[str, Event]], *, out: IO[by
             cmp.skipped["other_config"] += 1
             continue
         if r.received.request is None:
-            cmp.skipped["no_request_copy"] += 1
+            if r.received.withheld is not None:
+                cmp.withheld[r.outcome.decision_label if r.outcome is not None else "(unknown)"] += 1
+            else:
+                cmp.skipped["no_request_copy"] += 1
             continue
         if r.outcome is None:
             cmp.skipped["no_recorded_route"] += 1

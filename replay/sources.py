@@ -8,6 +8,7 @@ spells it.
 from __future__ import annotations
 
 import abc
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -99,6 +100,12 @@ class RedisStream(Source):
             self.source.close()
             raise ValueError(f"stream {stream} does not exist on {_shown(url)}")
         self.total = self.source.length()
+        if start is not None:
+            last = self.source.last_id()
+            if last is None or stream_id_key(start) >= stream_id_key(last):
+                # Not an error (a range may be read before it fills), but "compared 0" alone would not say why.
+                print(f"vsr-replay: warning: --start {start} is at or past the last entry of {stream} "
+                      f"({last or 'none'}): nothing to read", file=sys.stderr)
 
     def __iter__(self) -> Iterator[tuple[str, Event]]:
         after = self.start
@@ -115,12 +122,21 @@ class RedisStream(Source):
             self.source.close()
 
 
+def stream_id_key(entry_id: str) -> tuple[int, int]:
+    """A Redis stream id (``ms`` or ``ms-seq``, as ``stream_id`` admits) as the pair Redis orders by."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
 class EmbeddedJournal(Source):
     """An embedded stream's journal, read-only (the router may be appending to it)."""
 
     unit = "bytes"
 
     def __init__(self, path: str, *, start: str | None = None, end: str | None = None) -> None:
+        for option, value in (("--start", start), ("--end", end)):
+            if value is not None and not value.isdigit():
+                raise ValueError(f"{option} {value}: an embedded journal's positions are byte offsets (an integer)")
         self.journal = Segments(journal_dir(Path(path)), readonly=True)
         self.start, self.end = start, end
         self.total = self.journal.end

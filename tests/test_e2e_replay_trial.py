@@ -272,6 +272,44 @@ def test_replaying_the_recording_config_counts_stateful_and_cut_routes_and_never
     assert "cut at max_body_bytes" in text
 
 
+def test_a_masking_decisions_requests_are_withheld_by_default_and_run_and_diff_say_so(mock, tmp_path, stream):
+    """capture_personal_data left unset on a masking decision keeps no copy of the request as received: run and
+    diff count those requests as withheld by decision (not replayable), not as "no request copy"/"only in a"."""
+    masking = {"type": "masking", "configuration": {"enabled": True, "signal": "personal",
+                                                    "entity_types": ["EMAIL_ADDRESS"]}}
+    decisions = [{"name": "masked", "priority": 10, "rules": kw("account"), "modelRefs": [{"model": "live"}],
+                  "plugins": [masking]},
+                 {"name": "chat", "priority": 0, "modelRefs": [{"model": "live"}]}]
+    doc = base_doc(mock.url, stream, {"capture_request_body": True}, decisions=decisions, signals={
+        "pii": [{"name": "personal"}], "keywords": [{"name": "account", "operator": "OR", "keywords": ["account"]}]})
+    config_path = write_config(doc, str(tmp_path))
+    with router(config_path) as proc:
+        client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="unused", max_retries=0)
+
+        def ask(text: str) -> tuple[str, str]:
+            raw = client.chat.completions.with_raw_response.create(
+                model="vsr/auto", messages=[{"role": "user", "content": text}])
+            return raw.headers["x-vsr-selected-decision"], raw.headers["x-vsr-replay-id"]
+
+        masked = [ask(f"the account of jane{i}@example.com") for i in range(2)]
+        plain = ask("a plain question")
+        assert [d for d, _ in masked] == ["masked", "masked"] and plain[0] == "chat"
+        wait_until(lambda: caught_up(proc), "the recorder caught up")
+        assert [record(proc, rid).json()["request_body"] for _, rid in masked] == [None, None]
+        assert record(proc, plain[1]).json()["request_body"] is not None
+
+    exported, rerouted = tmp_path / "e.jsonl", tmp_path / "r.jsonl"
+    assert vsr_replay("export", "--redis", REDIS_URL, "--stream", stream, "--out", str(exported)).returncode == 0
+    done = vsr_replay("run", "--config", config_path, "--input", str(exported), "--json", "--out", str(rerouted))
+    result = json.loads(done.stdout)
+    assert (result["compared"], result["withheld"], result["skipped"]) == (1, {"masked": 2}, {}), result
+    text = vsr_replay("run", "--config", config_path, "--input", str(exported)).stdout
+    assert "withheld   2 (withheld: masking decision masked keeps no request copy; not replayable)" in text, text
+    done = vsr_replay("diff", str(exported), str(rerouted), "--json")
+    result = json.loads(done.stdout)
+    assert (result["compared"], result["withheld"], result["skipped"]) == (1, {"masked": 2}, {}), result
+
+
 def test_a_stream_that_does_not_exist_is_exit_2_naming_it(tmp_path, stream):
     cfg = write_config(base_doc("http://127.0.0.1:9", stream, {}), str(tmp_path))
     missing = f"{stream}-typo"
@@ -279,3 +317,49 @@ def test_a_stream_that_does_not_exist_is_exit_2_naming_it(tmp_path, stream):
         done = vsr_replay(*args, "--redis", REDIS_URL, "--stream", missing)
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert f"stream {missing} does not exist on {REDIS_URL}" in done.stderr
+
+
+def test_a_start_or_end_that_is_no_stream_id_is_one_usage_error_and_a_start_past_the_end_warns(tmp_path, stream):
+    import redis
+    cfg = write_config(base_doc("http://127.0.0.1:9", stream, {}), str(tmp_path))
+    last = redis.Redis.from_url(REDIS_URL).xadd(stream, {"e": b"not an event"}).decode()
+    for option, value in (("--start", "garbage"), ("--end", "12-x"), ("--start", "+"), ("--end", "-")):
+        done = vsr_replay("run", "--config", cfg, "--redis", REDIS_URL, "--stream", stream, option, value)
+        assert done.returncode == 2, (option, value, done.stderr)
+        assert f"argument {option}: {value!r} is not a stream entry id" in done.stderr, done.stderr
+        assert "Redis" not in done.stderr, done.stderr
+    ms = int(last.split("-")[0])
+    out = str(tmp_path / "e.jsonl")
+    past = vsr_replay("export", "--redis", REDIS_URL, "--stream", stream, "--start", f"{ms + 1}", "--out", out)
+    assert past.returncode == 0 and Path(out).read_text() == "", past
+    assert f"--start {ms + 1} is at or past the last entry of {stream} ({last})" in past.stderr, past.stderr
+    whole = vsr_replay("export", "--redis", REDIS_URL, "--stream", stream, "--start", "-", "--end", "+", "--out", out)
+    assert whole.returncode == 0 and "warning" not in whole.stderr, whole.stderr
+
+
+# --- shadow copies wait for a slot: every sampled copy is sent ---------------------------------------------------
+
+
+def test_copies_that_find_the_shadow_model_busy_wait_for_it_and_each_record_keeps_its_answer(mock, tmp_path, stream):
+    """max_concurrency: 1 and a candidate holding the first copy: the next copies wait, none is skipped."""
+    with mock_upstream() as cand:
+        cand_model = {"name": "cand", "backend_refs": [{"endpoint": f"{cand.url}/v1"}]}
+        doc = base_doc(mock.url, stream, {"shadow": {"model": "cand", "sample_rate": 1.0, "max_concurrency": 1}},
+                       models=[cand_model])
+        with router(write_config(doc, str(tmp_path))) as proc:
+            client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="unused", max_retries=0)
+
+            def ask(text: str) -> str:
+                raw = client.chat.completions.with_raw_response.create(
+                    model="vsr/auto", messages=[{"role": "user", "content": text}])
+                return raw.headers["x-vsr-replay-id"]
+
+            httpx.post(f"{cand.url}/_mock/config", json={"latency_ms": 1500}).raise_for_status()
+            ids = [ask("first")]
+            wait_until(lambda: httpx.get(f"{cand.url}/_mock/stats").json()["requests"] == 1, "the first copy sent")
+            ids += [ask(f"busy {i}") for i in range(4)]
+            httpx.post(f"{cand.url}/_mock/config", json={"latency_ms": 0}).raise_for_status()
+            wait_until(lambda: caught_up(proc) and all(record(proc, rid).json()["shadow"] for rid in ids),
+                       "every record with its shadow answer")
+            assert httpx.get(f"{cand.url}/_mock/stats").json()["requests"] == 5
+            assert [record(proc, rid).json()["shadow"][0]["status"] for rid in ids] == [200] * 5

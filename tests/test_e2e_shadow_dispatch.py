@@ -116,11 +116,14 @@ def test_capture_personal_data_false_still_makes_no_shadow_copy_of_a_masked_requ
     proc, cand = fresh
     skipped = 'vsr_shadow_requests_total{outcome="skipped_personal_data"}'
     before = metric(proc, skipped)
-    ask(proc, f"masked-private: find the account of {EMAIL}")
+    private = ask(proc, f"masked-private: find the account of {EMAIL}")["x-vsr-replay-id"]
     assert metric(proc, skipped) == before + 1
     ask(proc, "a plain request after it")
     seen = settled(proc, cand, 1)
     assert seen["requests"] == 1 and "a plain request after it" in json.dumps(seen["last_request"]["body"])
+    # The record tells a sampled copy that was not made from one not sampled (``shadow: []``).
+    rec = httpx.get(f"{proc.url}/api/v1/replay/{private}", timeout=10).json()
+    assert [(s["model"], s["skipped"], s["status"]) for s in rec["shadow"]] == [("cand", "personal_data", None)]
 
 
 def test_a_shadow_copy_gets_the_live_requests_tools_policy(fresh, mock):

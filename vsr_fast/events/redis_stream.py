@@ -245,6 +245,11 @@ class RedisSource:
     def length(self) -> int:
         return int(self._call(self._redis.xlen, self.stream))
 
+    def last_id(self) -> str | None:
+        """The id of the stream's newest entry, or None when it holds none."""
+        last = self._call(self._redis.xrevrange, self.stream, "+", "-", count=1)
+        return _entries(last)[0].id if last else None
+
     def exists(self) -> bool:
         """Whether the stream key exists (XLEN answers 0 for a name never written, a typo included)."""
         return bool(self._call(self._redis.exists, self.stream))

@@ -61,6 +61,7 @@ class ShadowRecord(_Rec):
     body: str | None = None
     body_truncated: bool = False
     error: str | None = None
+    skipped: str | None = None        # the sampled copy was not made, and why (not_allowed, personal_data)
 
 
 class ErrorRecord(_Rec):
@@ -159,6 +160,8 @@ def _apply(rec: ReplayRecord, ev: Event) -> None:
             rec.request_body = ev.request.decode("utf-8", errors="replace")
         rec.request_truncated = ev.request_truncated
         rec.user, rec.groups = ev.user, list(ev.groups)
+        if ev.shadow_skipped is not None:   # sampled but not made: unlike ``shadow: []``, not sampled
+            rec.shadow.append(ShadowRecord(model=ev.shadow_skipped.model, skipped=ev.shadow_skipped.reason))
     elif isinstance(ev, SignalsEvaluated):
         rec.signals = list(ev.readings)
         rec.matched_signals = [f"{r.type}:{r.name}" for r in ev.readings if r.matched]

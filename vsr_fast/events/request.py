@@ -34,6 +34,7 @@ from .types import (
     PluginsApplied,
     RequestReceived,
     ShadowCopy,
+    ShadowSkipped,
     SignalReading,
     SignalsEvaluated,
     UpstreamAttempted,
@@ -180,6 +181,19 @@ class RequestEvents:
             model, stream = request.model, request.stream
         seq = self._seq
         self._seq = seq + 1
+        ev = self._received_event(raw, api, model, stream, copy, cut, user, groups, seq)
+        # Apart from the constructor (``_FEW_KEYWORDS``): what a copy-less record is missing, and why.
+        if withhold and p.request_bytes > 0:
+            # The policy keeps request copies (capture_personal_data is true), so only the masking decision
+            # withholds this one (``Policies.withholds_request``): vsr-replay says so rather than "no copy".
+            ev = _replace(ev, withheld="masking")
+        if self.shadow_refused is not None and sp is not None:
+            ev = _replace(ev, shadow_skipped=ShadowSkipped(model=sp.model, reason=self.shadow_refused))
+        return ev
+
+    def _received_event(self, raw: bytes, api: str, model: str | None, stream: bool | None, copy: bytes | None,
+                        cut: bool, user: str | None, groups: list[str], seq: int) -> RequestReceived:
+        p = self.policy
         if copy is None and not cut and user is None and not groups:
             # The fields left out are at their defaults: the same event (``_FEW_KEYWORDS``).
             return RequestReceived(

@@ -17,8 +17,10 @@ with the model's own static credential, never a user's (spec 6.7). Copies go
 out whole (``stream: false``) so the two answers compare.
 
 Each candidate model gets ``max_concurrency`` copies in flight; a copy that
-finds them all busy is skipped and counted, so a slow candidate never makes
-the group fall behind. A copy whose model the caller's key may not reach is
+finds them all busy waits for one, and the group waits with it: the consumer
+is off the request path, and the stream holds the backlog, so every sampled
+copy is sent (a slow candidate makes the group fall behind, never the live
+answers). A copy whose model the caller's key may not reach is
 never made (``RequestEvents``) and counted here as ``skipped_not_allowed``; nor is a copy of a request
 whose router_replay says ``capture_personal_data: false`` (``skipped_personal_data``): no event carries
 its text, masked or not. The copy travels in the stream, whatever ``capture_request_body`` says: the
@@ -66,6 +68,7 @@ class ShadowDispatcher:
         self._sink = sink
         self._nursery = nursery
         self._limiters: dict[str, trio.CapacityLimiter] = {}
+        self._in_flight: set[str] = set()    # entry ids whose copy is out (a claim may deliver them again)
         self.sent = 0
         self.failed = 0
         self.skipped: collections.Counter[str] = collections.Counter()
@@ -84,14 +87,15 @@ class ShadowDispatcher:
             if not isinstance(ev, (RequestReceived, AnswerCompleted)) or ev.shadow is None:
                 acks.done(e.id)
                 continue
+            if e.id in self._in_flight:
+                continue    # claimed again while its copy is still out: that copy acknowledges it
             limiter = self._limiter(ev.shadow.model, ev.shadow.max_concurrency)
             token = object()
-            try:
-                limiter.acquire_on_behalf_of_nowait(token)
-            except trio.WouldBlock:
-                self.skipped["busy"] += 1
-                acks.done(e.id)
-                continue
+            # Backpressure, never a skip: this consumer is off the request path, and the stream holds the
+            # backlog, so a copy waits for a free slot; skipping here would drop copies in bursts and bias
+            # the sample.
+            await limiter.acquire_on_behalf_of(token)
+            self._in_flight.add(e.id)
             self._nursery.start_soon(self._shadow, e.id, ev, limiter, token, acks)
 
     async def _shadow(self, entry_id: str, ev: RequestReceived | AnswerCompleted, limiter: trio.CapacityLimiter, token: object,
@@ -111,6 +115,7 @@ class ShadowDispatcher:
             error = f"{type(exc).__name__}: {exc}"
         finally:
             limiter.release_on_behalf_of(token)
+        self._in_flight.discard(entry_id)
         if error is None:
             self.sent += 1
         else:
@@ -133,7 +138,6 @@ class ShadowDispatcher:
             "# TYPE vsr_shadow_requests_total counter",
             f'vsr_shadow_requests_total{{outcome="answered"}} {self.sent}',
             f'vsr_shadow_requests_total{{outcome="failed"}} {self.failed}',
-            f'vsr_shadow_requests_total{{outcome="skipped_busy"}} {self.skipped["busy"]}',
             f'vsr_shadow_requests_total{{outcome="skipped_not_allowed"}} {self.skipped["not_allowed"]}',
             f'vsr_shadow_requests_total{{outcome="skipped_personal_data"}} {self.skipped["personal_data"]}',
         ]

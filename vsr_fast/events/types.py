@@ -73,6 +73,13 @@ class ShadowCopy(_Part):
     max_body_bytes: int = 0           # how much of the shadow answer the record may keep
 
 
+class ShadowSkipped(_Part):
+    """A sampled router_replay.shadow copy that was not made, and why: so a record tells it from one not sampled."""
+
+    model: str
+    reason: str                       # not_allowed (the key may not reach the model), personal_data
+
+
 class CacheIntent(_Part):
     """The answer may be cached under ``key`` if the guard released it whole."""
 
@@ -121,6 +128,10 @@ class RequestReceived(_Event, tag="request_received"):
     user: str | None = None           # the identity routing read, kept with the request copy
     groups: list[str] = field(default_factory=list)
     shadow: ShadowCopy | None = None
+    shadow_skipped: ShadowSkipped | None = None
+    # Why ``request`` is absent though the policy keeps copies: "masking" (the decision masks and no layer says
+    # capture_personal_data: true). vsr-replay counts such a request as withheld, not replayable.
+    withheld: str | None = None
 
 
 class SignalsEvaluated(_Event, tag="signals_evaluated"):

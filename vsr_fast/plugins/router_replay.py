@@ -35,11 +35,16 @@ class ShadowConfig(Block):
     masking last: placeholders, never the values, whatever ``capture_personal_data`` says), written in the
     shadow model's format and name with header_mutation's headers; its answer joins the record's ``shadow``.
     A copy travels to its dispatcher in the event stream, whatever ``capture_request_body`` says (the record
-    never keeps it); a request under ``capture_personal_data: false`` is never copied.
+    never keeps it); a request under ``capture_personal_data: false`` is never copied. A sampled copy not made
+    (``capture_personal_data: false``, or a model the caller's key may not reach) is listed in the record's
+    ``shadow`` as ``{model, skipped: personal_data | not_allowed}``, so it differs from one not sampled (``[]``).
     """
 
     model: Annotated[str, Meta(min_length=1)] | UnsetType = UNSET
     sample_rate: Annotated[float, Meta(ge=0, le=1)] | UnsetType = UNSET
+    # Copies in flight to the shadow model at once. A copy that finds them all busy waits for one: the
+    # dispatcher is off the request path and the event stream holds the backlog, so no sampled copy is skipped
+    # for being busy (a copy the stream trimmed before it was read is gone with its entry).
     max_concurrency: Annotated[int, Meta(ge=1, le=64)] | UnsetType = UNSET
     timeout_seconds: Annotated[float, Meta(gt=0, le=600)] | UnsetType = UNSET
 
@@ -51,8 +56,10 @@ class RouterReplayConfig(Block):
     capture_request_body: bool | UnsetType = UNSET
     capture_response_body: bool | UnsetType = UNSET
     # false keeps no body and no identity, whatever the capture_* fields say, and makes no shadow copy (migrated
-    # data_policy). true lets the record keep a masking decision's request as received; a shadow copy is masked
-    # either way. No event carries the request's text or its answer: a response_cache on the request stores the
+    # data_policy). A masking decision's request as received (the client's personal data) is kept only where a
+    # layer says true explicitly: left unset, its record has no request copy (request_body: null), and
+    # vsr-replay counts it as withheld, not replayable. A shadow copy is masked either way. No event carries the
+    # request's text or its answer: a response_cache on the request stores the
     # answer under its hashed key by the router's own task, never through the stream, and keeps no semantic entry
     # (the request's text): the decision's cache answers only the same request (exact).
     capture_personal_data: bool | UnsetType = UNSET
