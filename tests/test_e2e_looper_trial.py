@@ -265,7 +265,7 @@ def paths_router(tmp_path, ok, bad):
 
 
 @pytest.mark.parametrize(("text", "path", "model_header"), [
-    ("what are your opening hours", "fast_response", None), ("tell me a story", "fallback", "m"),
+    ("what are your opening hours", "fast_response", None), ("tell me a story", "upstream", "m"),   # the recipe fallback answers as `upstream` (no -decision header)
     ("escalate this please", "looper", "large")])
 def test_the_preview_says_the_path_the_request_takes(tmp_path, ok_a, failing, text, path, model_header):
     with paths_router(tmp_path, ok_a, failing) as proc:
@@ -279,6 +279,8 @@ def test_the_preview_says_the_path_the_request_takes(tmp_path, ok_a, failing, te
         assert real.headers.get("x-vsr-selected-model") == model_header
         if path != "looper":        # escalate's first call (small) fails here: the preview names the first
             assert preview.headers.get("x-vsr-selected-model") == model_header
+        if text == "tell me a story":   # no decision matched: neither names one
+            assert "x-vsr-selected-decision" not in real.headers and "x-vsr-selected-decision" not in preview.headers
 
 
 def test_escalate_says_which_model_health_moved_and_why(tmp_path, ok_a, failing):
