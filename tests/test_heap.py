@@ -28,14 +28,15 @@ heap.settle()
 frozen = gc.get_freeze_count()
 late = cycle()
 print(before[0], gc.get_threshold()[0], gc.get_threshold()[1:] == before[1:], frozen, early() is None,
-      gc.collect() >= 2 and late() is None)
+      gc.collect() >= 2 and late() is None, gc.isenabled())
 """
 
 
 def test_settle_freezes_the_heap_and_later_cycles_are_still_collected():
     out = subprocess.run([sys.executable, "-c", _SETTLE], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    default, young, same_older, frozen, early_freed, late_freed = out.stdout.split()
+    default, young, same_older, frozen, early_freed, late_freed, enabled = out.stdout.split()
+    assert enabled == "True"             # `vsr-fast serve` starts with the collector off: settle() turns it on
     assert (int(default), int(young), same_older) == (700, 10_000, "True")
     assert int(frozen) > 1_000           # the interpreter's own start-up objects at least
     assert early_freed == "True"         # garbage from before the freeze is collected, not frozen for good
@@ -76,3 +77,19 @@ async def test_the_router_process_serves_with_its_start_up_heap_frozen(routed):
     collections = _series(text, "python_gc_collections_total")
     assert set(collections) == {'{generation="0"}', '{generation="1"}', '{generation="2"}'}
     assert set(_series(text, "python_gc_objects_collected_total")) == set(collections)
+
+
+# ``serve`` runs its start-up with the collector off (cli.main); whatever way it ends, the caller's is on again.
+_SERVE_FAILS = """
+import gc
+from vsr_fast.cli import main
+code = main(["serve", "--config", "/nonexistent/vsr-fast.yaml"])
+print(code, gc.isenabled())
+"""
+
+
+def test_serve_that_ends_before_serving_leaves_the_collector_on():
+    out = subprocess.run([sys.executable, "-c", _SERVE_FAILS], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    code, enabled = out.stdout.split()
+    assert code == "2" and enabled == "True"

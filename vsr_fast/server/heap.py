@@ -26,6 +26,7 @@ def settle() -> None:
     gc.freeze()
     _, middle, old = gc.get_threshold()
     gc.set_threshold(YOUNG_THRESHOLD, middle, old)
+    gc.enable()         # `vsr-fast serve` starts with the collector off (cli.main)
 
 
 def prometheus_lines() -> list[str]:

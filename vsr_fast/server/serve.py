@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import gc
 import logging
 import os
 import shutil
@@ -510,6 +511,7 @@ def run(loaded: Loaded, opts: ServeOptions) -> int:
                     # Its supervisor was killed, and cleans nothing up: the workers' sockets go with them.
                     shutil.rmtree(opts.metrics_dir, ignore_errors=True)
         else:
+            gc.enable()         # a supervisor never settles its heap: its collector back on (cli.main)
             _check_workers(loaded, opts.workers)
             code = trio.run(_supervise, resolve_bind(loaded, opts))
     except* ConfigError as group:
