@@ -55,10 +55,11 @@ build: $(RUNTIME)
 run: build-runtime
 	$(PY) -m bench.quickstart --config config/quickstart.yaml$(if $(PORT), --port $(PORT))$(if $(MOCK_PORT), --mock-port $(MOCK_PORT))
 
-# Three workers, each test file on one of them (its module fixtures: routers, mocks, started once).
+# Four workers on two cores, each test file on one of them (its module fixtures: routers, mocks, started once):
+# a test waiting on a router's start or a deadline leaves its core to another worker.
 test: build
 	bash tests/ensure_redis.sh
-	$(PY) -m pytest -n 3 --dist loadfile
+	$(PY) -m pytest -n 4 --dist loadfile
 
 # The real clients (Claude Code, Codex CLI, the openai Node SDK; openai-agents, langchain-openai,
 # pydantic-ai, llm) through the router: not part of `make test`, since installing them takes minutes.

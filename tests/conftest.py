@@ -1,8 +1,22 @@
+import gc
+
 import pytest
 
 from bench.fake_systemone import process as fake_process
 
 from .procs import Proc, config, mock_upstream, model, router, write_config
+
+
+def pytest_configure(config):
+    """A worker holds what the tests loaded (embedded models' vocabularies, gazetteers) for its whole run: rarer
+    young collections and a frozen collected set keep the collector from scanning it over and over (~8 % of an
+    in-process test file's CPU)."""
+    gc.set_threshold(50_000, 20, 20)
+
+
+def pytest_collection_finish(session):
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(scope="module")
