@@ -117,12 +117,7 @@ def test_a_late_shadow_answer_for_an_evicted_record_does_not_bring_it_back(mock,
         if backend == "embedded":
             doc["global"]["stores"]["event_stream"] = {"backend": "embedded", "path": str(tmp_path / "events")}
         with router(write_config(doc, str(tmp_path))) as proc:
-            client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="unused", max_retries=0)
-
-            def ask(text: str) -> str:
-                raw = client.chat.completions.with_raw_response.create(
-                    model="vsr/auto", messages=[{"role": "user", "content": text}])
-                return raw.headers["x-vsr-replay-id"]
+            ask = asker(proc)
 
             # The first request's shadow is held by the candidate while two newer requests evict its record.
             httpx.post(f"{cand.url}/_mock/config", json={"latency_ms": 1500}).raise_for_status()
@@ -144,6 +139,18 @@ def test_a_late_shadow_answer_for_an_evicted_record_does_not_bring_it_back(mock,
             assert sorted(ids) == sorted(newer), "the newest whole records stay"
 
 
+def asker(proc):
+    """A function sending one Chat turn through ``proc`` and answering its replay id."""
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="unused", max_retries=0)
+
+    def ask(text: str) -> str:
+        raw = client.chat.completions.with_raw_response.create(
+            model="vsr/auto", messages=[{"role": "user", "content": text}])
+        return raw.headers["x-vsr-replay-id"]
+
+    return ask
+
+
 def caught_up(proc) -> bool:
     """The replay recorder has acknowledged every event this router appended (its consumer's late ones too)."""
     sent = metric(proc, "vsr_events_sent_total")
@@ -158,12 +165,10 @@ def test_a_reload_applies_max_records_and_ttl_seconds_to_the_running_store(mock,
     doc = base_doc(mock.url, stream, {"max_records": 100, "ttl_seconds": 3600})
     path.write_text(yaml.safe_dump(doc))
     with router(str(path)) as proc:
-        client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="unused", max_retries=0)
+        send = asker(proc)
 
         def ask(text: str) -> str:
-            raw = client.chat.completions.with_raw_response.create(
-                model="vsr/auto", messages=[{"role": "user", "content": text}])
-            rid = raw.headers["x-vsr-replay-id"]
+            rid = send(text)
             wait_until(lambda: record(proc, rid).status_code == 200, f"record {rid}")
             return rid
 
@@ -347,12 +352,7 @@ def test_copies_that_find_the_shadow_model_busy_wait_for_it_and_each_record_keep
         doc = base_doc(mock.url, stream, {"shadow": {"model": "cand", "sample_rate": 1.0, "max_concurrency": 1}},
                        models=[cand_model])
         with router(write_config(doc, str(tmp_path))) as proc:
-            client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="unused", max_retries=0)
-
-            def ask(text: str) -> str:
-                raw = client.chat.completions.with_raw_response.create(
-                    model="vsr/auto", messages=[{"role": "user", "content": text}])
-                return raw.headers["x-vsr-replay-id"]
+            ask = asker(proc)
 
             httpx.post(f"{cand.url}/_mock/config", json={"latency_ms": 1500}).raise_for_status()
             ids = [ask("first")]
