@@ -21,22 +21,26 @@ LIMITS = {"type": "request_params", "configuration": {"max_tokens_limit": 20, "t
 
 openai_mock = shared_mock()
 anthropic_mock = shared_mock()
+ollama_mock = shared_mock()
 
 
 @pytest.fixture(scope="module")
-def _routed(openai_mock, anthropic_mock, tmp_path_factory):
+def _routed(openai_mock, anthropic_mock, ollama_mock, tmp_path_factory):
     mocks = {"openai": openai_mock, "anthropic": anthropic_mock}
     models = [{**model(fmt, f"{mock.url}/v1"), "api_format": fmt} for fmt, mock in mocks.items()]
+    # An OpenAI-format backend that reads only max_tokens (Ollama, LM Studio): the model's max_tokens_field.
+    models.append({**model("ollama", f"{ollama_mock.url}/v1"), "max_tokens_field": "max_tokens"})
     refs = [{"model": fmt} for fmt in mocks]
-    decisions = {"auto": (refs, REMOM), "free": (refs, REMOM)}
+    local = {"type": "remom", "remom": {**REMOM["remom"], "breadth_schedule": [1]}}
+    decisions = {"auto": (refs, REMOM), "free": (refs, REMOM), "local": ([{"model": "ollama"}], local)}
     with shared_router(tmp_path_factory, models, decisions, plugins={"auto": [LIMITS]}) as proc:
         yield proc
 
 
 @pytest.fixture
-def mocks(openai_mock, anthropic_mock):
-    fresh(openai_mock, anthropic_mock)
-    return {"openai": openai_mock, "anthropic": anthropic_mock}
+def mocks(openai_mock, anthropic_mock, ollama_mock):
+    fresh(openai_mock, anthropic_mock, ollama_mock)
+    return {"openai": openai_mock, "anthropic": anthropic_mock, "ollama": ollama_mock}
 
 
 def sent(mock) -> dict:
@@ -74,3 +78,13 @@ def test_an_executors_temperature_reaches_an_anthropic_model_within_its_range(_r
     ask(_routed, api, "vsr/free")
     assert sent(mocks["anthropic"])["temperature"] == 1.0
     assert sent(mocks["openai"])["temperature"] == 1.5
+
+
+@pytest.mark.parametrize("api", ["chat", "messages", "responses"])
+def test_an_executors_token_budget_reaches_a_model_in_its_own_field(_routed, mocks, api):
+    """remom's 500 reaches a model whose ``max_tokens_field`` is max_tokens in that field alone, as a translated
+    client's limit does: Ollama would ignore max_completion_tokens and generate unbounded."""
+    # vsr/local: REMOM over the ollama model alone, no plugin
+    ask(_routed, api, "vsr/local")
+    body = sent(mocks["ollama"])
+    assert body["max_tokens"] == 500 and "max_completion_tokens" not in body, body

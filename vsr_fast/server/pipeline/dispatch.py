@@ -34,7 +34,7 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
                                   stream_usage=model.stream_usage, reasoning=model.reasoning,
                                   max_tokens_field=model.max_tokens_field)
         if tune is not None:
-            out = dataclasses.replace(out, body=tune(out.body, model.api_format))
+            out = dataclasses.replace(out, body=tune(out.body, model))
         # The client's forwarded headers join the request's own, so header_mutation sees them all.
         return dataclasses.replace(out, headers=(*client_headers, *out.headers), credential=credential)
 

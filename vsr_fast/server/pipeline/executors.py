@@ -254,15 +254,18 @@ def _tuning(temperature: float | None, max_tokens: int | None) -> Tune | None:
     if temperature is None and max_tokens is None:
         return None
 
-    def tune(raw: bytes, api_format: str) -> bytes:
+    def tune(raw: bytes, model: ProviderModel) -> bytes:
         body = _DECODE.decode(raw)
+        api_format = model.api_format
         if temperature is not None:
             body["temperature"] = min(temperature, _TEMPERATURE_MAX.get(api_format, temperature))
         if max_tokens is not None:
             key = _MAX_TOKENS.get(api_format, "max_tokens")
             if api_format == "openai":
-                body.pop("max_tokens", None)
-                key = "max_completion_tokens"
+                # The model's own field: Ollama and LM Studio ignore max_completion_tokens, OpenAI's reasoning
+                # models refuse max_tokens; the client's value in the other field would be a second limit.
+                key = model.max_tokens_field
+                body.pop("max_tokens" if key == "max_completion_tokens" else "max_completion_tokens", None)
             body[key] = max_tokens
         return msgspec.json.encode(body)
     return tune

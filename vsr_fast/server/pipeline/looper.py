@@ -51,7 +51,7 @@ from ..recording import session_id
 from .exchange import Exchange
 
 log = logging.getLogger("vsr_fast.looper")
-Tune = Callable[[bytes, str], bytes]        # (provider-bound body, its api_format) -> the body with an executor's settings
+Tune = Callable[[bytes, ProviderModel], bytes]   # (provider-bound body, its model) -> the body with an executor's settings
 Rewrite = Callable[..., Awaitable[Outbound]]    # (model, client-protocol body, Tune | None = None) -> request
 SELECTOR_QUESTION = "selector"     # the systemone selector's question ID (how-the-router-uses-system-one)
 
