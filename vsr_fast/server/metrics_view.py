@@ -15,6 +15,12 @@ so that file holds at least what any scrape saw of it. ``vsr_workers_stale`` say
 a scrape took from there: a scrape still answers (failing it with a 503 would hide every worker's series
 for one stuck worker's sake, and leave gaps in every graph) and an alert can watch the gauge.
 
+A worker the supervisor started again after it died (``restarts``) takes up the counters its predecessor
+left in ``worker-<n>.last`` (``_carried``: counters and histograms, not gauges, which were that process's
+state) and adds them to its own at every render, so the file it writes in place of the old one never goes
+lower: the dead worker's counts are kept, once. The supervisor keeps ``vsr_worker_restarts_total`` in a file
+of its own there (``keep_restarts``), which every scrape adds.
+
 The same sockets answer the replay API's reads: with the embedded event stream each worker records the
 requests it served in its own memory, so ``GET /api/v1/replay[/<id>]`` asks every worker (``replay_get``,
 ``replay_list``) and answers the same whichever worker the connection reached. With the Redis event stream
@@ -50,6 +56,11 @@ MIN_GAUGES = frozenset({"vsr_backend_up", "vsr_events_store_up", "vsr_config_las
 MAX_COUNTERS = frozenset({"vsr_config_reloads_total", "vsr_config_info", "vsr_config_last_reload_timestamp_seconds"})
 _PEER_TIMEOUT_S = 2.0
 _PEER_FILE = re.compile(r"^worker-(\d+)\.(?:sock|last)$")
+_SUPERVISOR_FILE = "supervisor.last"
+_RESTARTS_META = ("# HELP vsr_worker_restarts_total Worker processes the supervisor started again after one died.\n"
+                  "# TYPE vsr_worker_restarts_total counter\n")
+# The kinds of series a restarted worker takes up from its predecessor: amounts that only grow.
+_CARRIED_KINDS = frozenset({"counter", "histogram"})
 _MAX_ASK = 65536
 
 
@@ -123,6 +134,8 @@ def _last_path(directory: str, worker: int) -> str:
 
 _ERROR = b"!error "
 _keeping: dict[str, trio.Lock] = {}
+# Per ``.last`` path: the counters a dead predecessor left there, read at this process's first render.
+_carried: dict[str, bytes] = {}
 
 
 def _keep(path: str, text: bytes) -> None:
@@ -143,9 +156,42 @@ async def _rendered(state: AppState, directory: str, worker: int) -> bytes:
     an earlier one."""
     path = _last_path(directory, worker)
     async with _keeping.setdefault(path, trio.Lock()):
+        if path not in _carried:
+            _carried[path] = await trio.to_thread.run_sync(_predecessor, path)
         text = own_metrics(state)
+        if _carried[path]:
+            text = merge([text, _carried[path]])
         await trio.to_thread.run_sync(_keep, path, text)
     return text
+
+
+def _predecessor(path: str) -> bytes:
+    """The counters and histograms in ``path``, left by the worker this one replaces (none at a first start)."""
+    try:
+        return carried_series(_read(path))
+    except FileNotFoundError:
+        return b""
+
+
+def carried_series(text: bytes) -> bytes:
+    """The families of ``text`` that only grow (``_CARRIED_KINDS``), their HELP and TYPE lines included."""
+    lines = text.decode().splitlines()
+    kinds = {parts[2]: parts[3] for line in lines
+             if line.startswith("# TYPE ") and len(parts := line.split(None, 3)) == 4}
+    kept, family = [], None
+    for line in lines:
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            family = parts[2] if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") else family
+        if line and kinds.get(family) in _CARRIED_KINDS:
+            kept.append(line)
+    return ("\n".join(kept) + "\n").encode() if kept else b""
+
+
+def keep_restarts(directory: str, count: int) -> None:
+    """The supervisor's ``vsr_worker_restarts_total``, kept where every worker's scrape adds it up."""
+    text = _RESTARTS_META + f"vsr_worker_restarts_total {count}\n"
+    _keep(os.path.join(directory, _SUPERVISOR_FILE), text.encode())
 
 
 async def serve_peers(current: Callable[[], AppState], directory: str, worker: int) -> None:
@@ -238,6 +284,10 @@ async def gathered(state: AppState, directory: str | None, worker: int) -> bytes
             except OSError:
                 continue
         texts.append(text)
+    try:
+        texts.append(await trio.to_thread.run_sync(_read, os.path.join(directory, _SUPERVISOR_FILE)))
+    except OSError:
+        pass
     texts.append(b"# HELP vsr_workers_stale Workers that did not answer this scrape in time: their series are "
                  b"the last they gave out.\n# TYPE vsr_workers_stale gauge\n" + f"vsr_workers_stale {stale}\n".encode())
     return merge(texts)

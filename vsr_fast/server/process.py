@@ -19,7 +19,8 @@ SIGTERM (their parent-death signal). Whatever blocks a drain, the process ends H
 
 A supervisor starts its workers with these four signals blocked (``spawn_blocked``): one sent on before the
 worker's ``hold_signals`` ran stays pending, and takes its start-up meaning then, rather than killing the worker
-by its default action.
+by its default action. Each worker also gets a pipe it writes one line to once it serves (``serving``): a worker
+that dies after that is restarted, one that dies before it refused to start (``serve._run_workers``).
 """
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ HELD = frozenset({signal.SIGHUP, signal.SIGUSR1})
 BLOCKED_AT_SPAWN = HELD | {signal.SIGTERM, signal.SIGINT}
 # The supervisor's pid, in a worker's environment: the worker dies with it (die_with_supervisor).
 SUPERVISOR_ENV = "VSR_SUPERVISOR_PID"
+# The write end of the pipe a worker says it serves on (``serving``), in its environment.
+READY_ENV = "VSR_READY_FD"
 _PR_SET_PDEATHSIG = 1
 
 # How long past its drain's end (drain delay plus graceful timeout) a stopping process may take to close its
@@ -43,7 +46,7 @@ _PR_SET_PDEATHSIG = 1
 # it kills a worker (serve._run_workers).
 HARD_EXIT_MARGIN_S = 10.0
 
-_state = {"hangup": False, "draining": False, "supervisor": 0, "deadline": False}
+_state = {"hangup": False, "draining": False, "supervisor": 0, "deadline": False, "ready_fd": -1}
 
 
 def stamped(line: str, level: str = "INFO") -> str:
@@ -94,6 +97,11 @@ def hold_signals() -> None:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, BLOCKED_AT_SPAWN)
+    ready = os.environ.pop(READY_ENV, None)
+    if ready:
+        # Its own children (a System One runner) never hold it: the supervisor reads its EOF as this exit.
+        _state["ready_fd"] = int(ready)
+        os.set_inheritable(int(ready), False)
     die_with_supervisor()
 
 
@@ -183,13 +191,45 @@ def orphaned() -> bool:
     return state in (b"Z", b"X")
 
 
-def spawn_blocked(argv: list[str], pass_fds: tuple[int, ...]) -> subprocess.Popen:
-    """A worker process, started with BLOCKED_AT_SPAWN blocked, dying with this process.
+def spawn_blocked(argv: list[str], pass_fds: tuple[int, ...]) -> tuple[subprocess.Popen, int]:
+    """A worker process, started with BLOCKED_AT_SPAWN blocked, dying with this process; and the read end of
+    the pipe it says it serves on (``served``).
 
     From the main thread: the parent-death signal follows the thread that forked (trio's ``open_process``
     forks in a worker thread, which ends when idle), and the signal mask is the calling thread's."""
+    ready, said = os.pipe()
     old = signal.pthread_sigmask(signal.SIG_BLOCK, BLOCKED_AT_SPAWN)
     try:
-        return subprocess.Popen(argv, pass_fds=pass_fds, env={**os.environ, SUPERVISOR_ENV: str(os.getpid())})
+        proc = subprocess.Popen(argv, pass_fds=(*pass_fds, said),
+                                env={**os.environ, SUPERVISOR_ENV: str(os.getpid()), READY_ENV: str(said)})
+    except BaseException:
+        os.close(ready)
+        raise
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        os.close(said)
+    return proc, ready
+
+
+def serving() -> None:
+    """In a worker: tell the supervisor it serves (``spawn_blocked``'s pipe), once; nothing elsewhere."""
+    fd, _state["ready_fd"] = _state["ready_fd"], -1
+    if fd < 0:
+        return
+    try:
+        os.write(fd, b"serving\n")
+    except OSError:
+        pass            # the supervisor is gone: the parent-death signal says the rest
+    finally:
+        os.close(fd)
+
+
+def served(ready: int) -> bool:
+    """In the supervisor, once a worker exited: whether it had said it serves (``serving``). Closes ``ready``."""
+    try:
+        os.set_blocking(ready, False)
+        return os.read(ready, 64).startswith(b"serving")
+    except OSError:         # BlockingIOError: a write end still open elsewhere, and nothing said
+        return False
+    finally:
+        os.close(ready)

@@ -220,7 +220,10 @@ class Generations:
                     if outcomes is not None:
                         outcomes.inc("unchanged")
                     old.metrics.reloaded(True)
-                    return Reloaded(True, f"config {loaded.version_hash} unchanged", (), tuple(loaded.warnings))
+                    # What an earlier reload changed that waits for a restart still does (``/ready`` lists it).
+                    return Reloaded(True, _with_pending(f"config {loaded.version_hash} unchanged",
+                                                        old.restart_required),
+                                    old.restart_required, tuple(loaded.warnings))
                 upstreams = Upstreams(loaded.config, previous=old.upstreams)
                 new = old.regenerated(loaded, upstreams)
                 later = tuple(restart_required(self.started, loaded.config, self.started_secrets, loaded.secrets)
@@ -243,9 +246,8 @@ class Generations:
             new.metrics.reloaded(True)
             self._nursery.start_soon(self._retire, old, upstreams)
             await _rebound_records(old, new)
-            message = f"config {loaded.version_hash} loaded"
+            message = _with_pending(f"config {loaded.version_hash} loaded", later)
             if later:
-                message += f"; these take effect only after a restart: {', '.join(later)}"
                 log.warning("reload: %s changed what is read only at start, in effect after a restart: %s",
                             self._path, ", ".join(later))
             return Reloaded(True, message, later, tuple(loaded.warnings), swapped=True)
@@ -307,6 +309,11 @@ class Generations:
             await trio.sleep(_RETIRE_POLL_S)
         self.every.remove(old)
         await old.upstreams.aclose(keep=kept)
+
+
+def _with_pending(message: str, later: tuple[str, ...]) -> str:
+    """A reload's message, naming the changed fields that take effect only after a restart."""
+    return f"{message}; these take effect only after a restart: {', '.join(later)}" if later else message
 
 
 async def _rebound_records(old: AppState, new: AppState) -> None:

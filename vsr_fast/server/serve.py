@@ -44,8 +44,9 @@ from . import heap, process
 from .app import connection_refusals, edge_refusals, make_app
 from .context_stores import context_stores
 from .listen import Connections, serve_http
-from .metrics_view import serve_peers
+from .metrics_view import keep_restarts, serve_peers
 from .reload import Generations
+from .restarts import Restarts, how_ended
 from .recording import Policies
 from .state import AppState
 
@@ -240,6 +241,7 @@ async def _serve_on(loaded: Loaded, opts: ServeOptions, listeners: _Listeners, t
                     sys.stderr.write(f"warning: {apart}\n")
                 sys.stderr.write(f"vsr-fast: serving on {', '.join(binds)} (config {loaded.version_hash})\n")
                 sys.stderr.flush()
+                process.serving()       # to the supervisor: from now on a death of this worker is restarted
                 task_status.started(binds)
                 if process.take_held_hangup():
                     background.start_soon(generations.reload_and_say, "SIGHUP received while starting")
@@ -573,6 +575,7 @@ async def _supervise(opts: ServeOptions) -> int:
     assert opts.host is not None and opts.port is not None
     sock = _bound(opts.host, opts.port, reuse_port=False, backlog=1024)
     metrics_dir = tempfile.mkdtemp(prefix="vsr-workers-")
+    keep_restarts(metrics_dir, 0)
     try:
         code = await _run_workers(opts, sock, metrics_dir)
     finally:
@@ -591,9 +594,16 @@ async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str
                    "--workers", str(opts.workers),
                    "--graceful-timeout", str(opts.graceful_timeout_s), "--drain-delay", str(opts.drain_delay_s),
                    "--metrics-dir", metrics_dir]
-    procs: list[subprocess.Popen] = []     # started once SIGTERM is the drain's (forward)
+    procs: list[subprocess.Popen] = []     # started once SIGTERM is the drain's (forward); index: the worker's
+    ready: list[int] = []                  # the pipe each says it serves on (process.spawn_blocked)
+    restarts = [Restarts() for _ in range(opts.workers)]
     stopping = False
+    failed = 0                             # the exit code a crash loop leaves, whatever the others' drain
     stop_started = trio.Event()
+
+    def spawn(index: int) -> tuple[subprocess.Popen, int]:
+        return process.spawn_blocked([sys.executable, "-m", "vsr_fast", *worker_argv, "--worker-index", str(index)],
+                                     (sock.fileno(),))
 
     def stop_all(signum: int) -> None:
         nonlocal stopping
@@ -608,13 +618,41 @@ async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str
         # last worker's close refuses them (ECONNREFUSED).
         sock.close()
 
-    async def watch(index: int, proc: subprocess.Popen) -> None:
-        code = await _exited(proc)
-        if not stopping:
-            # A worker that left on its own (it refused to start, or died): the rest stop too, so the
-            # process manager sees the failure instead of a router serving on fewer workers than asked.
-            process.say(f"vsr-fast: worker {index} exited with code {code}; stopping the others", "ERROR")
-            stop_all(signal.SIGTERM)
+    async def watch(index: int) -> None:
+        nonlocal failed
+        while True:
+            proc, started = procs[index], trio.current_time()
+            code = await _exited(proc)
+            served = process.served(ready[index])
+            if stopping:
+                return          # the drain's (or SIGQUIT's) end: nothing is started again
+            how = how_ended(code)
+            if not served and not restarts[index].count:
+                # A worker that refused to start (its configuration, a port): the rest stop too, so the
+                # process manager sees the failure instead of a router serving on fewer workers than asked.
+                process.say(f"vsr-fast: worker {index} {how} before it served; stopping the others", "ERROR")
+                stop_all(signal.SIGTERM)
+                return
+            now = trio.current_time()
+            wait = restarts[index].died(now, now - started, served)
+            if wait is None:
+                process.say(f"vsr-fast: worker {index} (pid {proc.pid}) {how}: {restarts[index].loop}; stopping "
+                            "the others", "ERROR")
+                failed = abs(code) or 1
+                stop_all(signal.SIGTERM)
+                return
+            # Its connections are lost; the others' and the listening socket's go on (nginx's master alike).
+            process.say(f"vsr-fast: worker {index} (pid {proc.pid}) {how} "
+                        f"{'after serving' if served else 'before serving'}; restarting it in {wait:g} s", "ERROR")
+            # The wait also lets a SIGTERM to the whole process group reach this loop before a new start.
+            await trio.sleep(wait)
+            if stopping:
+                return
+            procs[index], ready[index] = spawn(index)
+            restarts[index].count += 1
+            await trio.to_thread.run_sync(keep_restarts, metrics_dir, sum(r.count for r in restarts))
+            process.say(f"vsr-fast: supervisor: worker {index} restarted (pid {procs[index].pid}, restart "
+                        f"{restarts[index].count} of this worker)", "WARNING")
 
     def kill_all(why: str) -> None:
         for index, p in enumerate(procs):
@@ -638,9 +676,10 @@ async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str
                 # The workers start only now: a SIGTERM from here on drains them (one before exits 0 at once,
                 # process._stop, with none started). Each dies with this process (process.spawn_blocked), so a
                 # supervisor killed leaves no orphan on the port.
-                procs.extend(process.spawn_blocked([sys.executable, "-m", "vsr_fast", *worker_argv,
-                                                    "--worker-index", str(index)], (sock.fileno(),))
-                             for index in range(opts.workers))
+                for index in range(opts.workers):
+                    proc, said = spawn(index)
+                    procs.append(proc)
+                    ready.append(said)
                 print(f"vsr-fast: supervisor of {opts.workers} workers on http://{where}", file=sys.stderr,
                       flush=True)
                 task_status.started()
@@ -669,11 +708,11 @@ async def _run_workers(opts: ServeOptions, sock: socket.socket, metrics_dir: str
         await nursery.start(forward)
         nursery.start_soon(kill_late)
         async with trio.open_nursery() as waiting:
-            for index, p in enumerate(procs):
-                waiting.start_soon(watch, index, p)
+            for index in range(len(procs)):
+                waiting.start_soon(watch, index)
         codes = [p.returncode for p in procs]
         nursery.cancel_scope.cancel()
-    return max((abs(c) for c in codes), default=0)
+    return max((failed, *(abs(c) for c in codes)))
 
 
 def _send_on(procs: list[subprocess.Popen], signum: int) -> None:
