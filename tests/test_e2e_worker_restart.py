@@ -14,6 +14,7 @@ import yaml
 
 from bench._procs import children
 from .procs import Proc, config, mock_upstream, model, router, wait_for_value, wait_until, write_config
+from .test_metrics_workers import _requests_total
 
 CHAT = [{"role": "user", "content": "hi"}]
 
@@ -99,10 +100,6 @@ def _streams_on_both(proc: Proc) -> tuple[dict[int, list[Stream]], dict[int, int
             break
     assert all(held.values()), {pid: len(s) for pid, s in held.items()}
     return held, workers
-
-
-def _requests_total(text: str) -> int:
-    return sum(int(float(v)) for v in re.findall(r"^vsr_requests_total\{[^}]*\} (\S+)$", text, re.M))
 
 
 def _chat(url: str) -> httpx.Response:

@@ -7,6 +7,10 @@ that doubles from ``BACKOFF_FIRST_S`` to ``BACKOFF_MAX_S`` and starts over once 
 StartLimitBurst in StartLimitIntervalSec), or whose last ``LOOP_DEATHS`` starts all died before serving (a
 file broken since, a port taken: each start refused, however slowly it starts), is a crash loop: the
 supervisor stops every worker and exits non-zero, so the process manager sees it.
+
+A worker started again reads the configuration file as it is then, as each worker's reload does: after a
+SIGHUP it serves what the others serve; a file broken since the last reload refuses every restart (a crash
+loop, the others' drain, exit non-zero), as gunicorn halts on a worker that fails to boot.
 """
 from __future__ import annotations
 
