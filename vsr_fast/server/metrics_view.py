@@ -194,9 +194,10 @@ def keep_restarts(directory: str, count: int) -> None:
     _keep(os.path.join(directory, _SUPERVISOR_FILE), text.encode())
 
 
-async def serve_peers(current: Callable[[], AppState], directory: str, worker: int) -> None:
+async def serve_peers(current: Callable[[], AppState], directory: str, worker: int,
+                      task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Answer this worker's peers (until cancelled): its series, or its replay records. ``current``: the
-    generation serving now (a reload's backends, not the first generation's)."""
+    generation serving now (a reload's backends, not the first generation's); started once its series are kept."""
     path = socket_path(directory, worker)
     try:
         os.unlink(path)
@@ -208,6 +209,7 @@ async def serve_peers(current: Callable[[], AppState], directory: str, worker: i
     listener = trio.SocketListener(trio.socket.from_stdlib_socket(raw))
     # Its series kept once now: a worker that stops before any scrape asked it still counts with them.
     await _rendered(current(), directory, worker)
+    task_status.started()
 
     async def answer(stream: trio.SocketStream) -> None:
         async with stream:

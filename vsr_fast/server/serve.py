@@ -202,14 +202,15 @@ async def _serve_on(loaded: Loaded, opts: ServeOptions, listeners: _Listeners, t
                 background.start_soon(direct_cache.run)
             if state.access_log is not None:
                 background.start_soon(state.access_log.run)
-            if opts.metrics_dir is not None:
-                # The generation current at each peer's ask (set below, before this task first runs).
-                background.start_soon(serve_peers, lambda: generations.current, opts.metrics_dir, opts.worker)
             async with trio.open_nursery() as nursery:
                 limits = loaded.config.global_.router.limits
                 state.connections = Connections(max_connections(limits))
                 generations = Generations(state, opts.config_path, _apps, background)
                 current[0] = lambda: generations.current
+                if opts.metrics_dir is not None:
+                    # Started before the worker says it serves: its series are kept by then, so a worker stopped
+                    # before any scrape asked it still counts (its .last file), however soon it stops.
+                    await background.start(serve_peers, lambda: generations.current, opts.metrics_dir, opts.worker)
                 refusals = edge_refusals(lambda: generations.current)
                 unread = connection_refusals(lambda: generations.current)
                 await background.start(_on_signals, generations, shutdown, opts)
