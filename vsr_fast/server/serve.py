@@ -504,6 +504,8 @@ def run(loaded: Loaded, opts: ServeOptions) -> int:
     scopes.install()        # cancel scopes' deadline bookkeeping without a generator per use (~4 % of a request)
     try:
         if opts.workers <= 1 or opts.fd is not None:
+            if opts.settle_heap:
+                heap.freeze_loaded()
             try:
                 trio.run(_serve_or_refuse, loaded, opts)
             finally:
