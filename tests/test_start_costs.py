@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import ssl
+import subprocess
+import sys
 import tempfile
 
 import httpx
@@ -11,7 +13,7 @@ import httpx
 from vsr_fast.routing.loaded import load_raw
 from vsr_fast.upstream.pool import Upstreams
 
-from .procs import Proc, config, model, write_config
+from .procs import ROOT, Proc, config, model, write_config
 
 # The router as `vsr-fast serve` runs it, saying at exit which of the optional packages and modules it loaded.
 _SERVE = """
@@ -58,3 +60,18 @@ def test_only_an_https_backend_builds_the_tls_context():
     assert isinstance(secure.context, ssl.SSLContext)
     assert secure.backends["m1"][0].prober()._ssl_context is secure.context
     assert upstreams("https://api.example.com/v1", previous=secure).context is secure.context   # one per process
+
+
+# In a process of its own: the detector is built once per process.
+_DETECT = """
+from vsr_fast.signals import langid_model, language
+print(language.detect("The weather was lovely this morning.").code, langid_model.unpacked_matches(),
+      str(langid_model.UNPACKED) in open("/proc/self/maps").read())
+"""
+
+
+def test_the_language_detector_maps_the_unpacked_model_rather_than_reading_it():
+    """Read, the tables cost each process ~0.07 s of CPU and ~68 MB of its own; mapped, their pages are shared."""
+    out = subprocess.run([sys.executable, "-c", _DETECT], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["en", "True", "True"]       # make build wrote the copy; the kernel maps it
