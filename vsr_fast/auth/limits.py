@@ -47,9 +47,9 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-import redis
 import trio
 
+from ..events.redis_client import redis
 from ..config.auth import AuthStore, Limits, RateLimits
 from ..errors import RateLimited, shown
 from ..headers import registry as h

@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-import redis
 import trio
 
+from ..events.redis_client import errors as redis_errors
 from ..config.auth import ClientKey
 from ..config.schema import Listener, RouterConfig
 from ..errors import AuthError, KeyStoreUnavailable, MissingKey
@@ -106,7 +106,7 @@ class StoredKeys:
         """The first load, before serving; a Redis that is away leaves only the declared keys until it answers."""
         try:
             await trio.to_thread.run_sync(self.refresh)
-        except redis.RedisError as exc:
+        except redis_errors() as exc:
             log.warning("client keys: the key store did not answer (%s); serving declared keys only (a key "
                         "matching none is answered 503 key_store_unavailable until the store answers)",
                         type(exc).__name__)
@@ -117,7 +117,7 @@ class StoredKeys:
         answer leaves it to the poll."""
         try:
             await trio.to_thread.run_sync(self.refresh, limiter=self._reading)
-        except redis.RedisError as exc:
+        except redis_errors() as exc:
             log.warning("client keys: the key store did not answer after a change (%s); the next poll reads it",
                         type(exc).__name__)
 
@@ -130,7 +130,7 @@ class StoredKeys:
             try:
                 await trio.to_thread.run_sync(self.refresh, limiter=self._reading, abandon_on_cancel=True)
                 failing = False
-            except redis.RedisError as exc:
+            except redis_errors() as exc:
                 if not failing:
                     log.warning("client keys: the key store did not answer (%s); keeping the last keys read",
                                 type(exc).__name__)

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
-import redis
 
 from ..config.auth import Limits
 from . import periods
 from .limits import WINDOW_S, Limiter, budget_suffix
+
+if TYPE_CHECKING:
+    import redis
 
 
 class BudgetUse(msgspec.Struct, kw_only=True):

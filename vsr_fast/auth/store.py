@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 
 import msgspec
-import redis
 
+from ..events.redis_client import redis
 from ..config.auth import AuthStore
 from ..config.auth import Limits
 from . import spend

@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 import time
 
-import redis
 import trio
 
+from ..events.redis_client import redis
 from ..config.auth import AuthStore
 from . import periods
 

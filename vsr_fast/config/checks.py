@@ -13,7 +13,6 @@ from collections import Counter
 from urllib.parse import urlsplit
 
 import msgspec
-from redis.connection import parse_url as parse_redis_url
 
 from .algorithm import algorithm_errors
 from .auth_checks import check_auth
@@ -25,6 +24,7 @@ from .decision_order import check_decision_order
 from .credentials import KeySource, key_source_problems, placement_problems, placeholder_problem
 from .output import ModelFacts, output_capability_missing, output_not_executable
 from .schema import Decision, ModelRef, Recipe, RouterConfig, RuleNode
+from .stores import DEFAULT_REDIS_URL
 
 SERVED_API_FORMATS = {"openai", "anthropic", "responses", "images", "systemone"}
 # Fields the v0.5 schema declares and the load refuses wherever they are set (unsupported_field), by (struct, field):
@@ -77,6 +77,10 @@ def _check_store_urls(config: RouterConfig, errors: list[str]) -> None:
 
 def store_url_problem(url: str) -> str | None:
     """Why redis-py cannot open ``url``, or None: redis://, rediss:// (a host) or unix:// (a socket's path)."""
+    if url == DEFAULT_REDIS_URL:
+        return None             # every store's default, which parses: redis-py is not loaded for it
+    from redis.connection import parse_url as parse_redis_url
+
     try:
         parts = urlsplit(url)
         parse_redis_url(url)    # the scheme, the port, the values of the query's known arguments

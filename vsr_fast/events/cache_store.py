@@ -12,9 +12,9 @@ from collections import OrderedDict
 
 import msgspec
 import numpy as np
-import redis
 import trio
 
+from .redis_client import redis
 from ..config.stores import ResponseCacheStore, Stores
 from ..embeddings import Embedder, Embedders, vela
 from ..errors import EmbeddingFailed

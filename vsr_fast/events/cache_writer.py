@@ -4,9 +4,9 @@ from __future__ import annotations
 import collections
 import logging
 
-import redis
 import trio
 
+from .redis_client import errors as redis_errors
 from .cache_store import SKIP_REASONS, ResponseCache, answer_of, calls_tool, skip_reason
 from .consumers import Acks
 from .source import Entry, StoreUnavailable
@@ -58,7 +58,7 @@ class CacheWriter:
         if items:
             try:
                 await self.cache.put_many(items, similar)
-            except redis.RedisError as exc:
+            except redis_errors() as exc:
                 raise StoreUnavailable(f"response cache: {type(exc).__name__}: {exc}") from exc
         self.stored += len(items)
         self.skipped.update(skipped)
@@ -86,7 +86,7 @@ class CacheWriter:
             else:
                 try:
                     await self.cache.put_many([(c.key, answer_of(ev), c.ttl_seconds)], _similar(ev))
-                except redis.RedisError as exc:
+                except redis_errors() as exc:
                     log.warning("response cache unavailable, an answer was not stored: %r", exc)
                     continue
                 self.stored += 1

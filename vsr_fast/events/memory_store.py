@@ -18,8 +18,8 @@ from collections import OrderedDict
 
 import msgspec
 import numpy as np
-import redis
 
+from .redis_client import redis
 from ..config.stores import MemoryStore as MemoryStoreConfig
 from ..embeddings import Embedder
 

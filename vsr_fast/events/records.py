@@ -26,9 +26,9 @@ from collections import OrderedDict
 from typing import Any
 
 import msgspec
-import redis
 import trio
 
+from .redis_client import redis
 from .replay_record import RecordSummary, ReplayRecord, build_record
 from .redis_stream import client
 from .source import StoreUnavailable

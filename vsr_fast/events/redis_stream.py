@@ -13,8 +13,7 @@ import logging
 import time
 from typing import Any
 
-import redis
-
+from .redis_client import redis
 from .source import Entry, StoreUnavailable, entry
 from .writer import Item, TransportDown
 
@@ -136,15 +135,14 @@ def _gone(exc: redis.ResponseError) -> bool:
 # Replies of a Redis that cannot serve for now (out of memory, a replica, a failover, a running script, a
 # failed snapshot, an ACL change) or whose fix is an operator's (another key type under the stream's name):
 # the consumers wait and retry. redis-py names some by class and leaves the others' code in the text.
-_TRANSIENT_ERRORS = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError,
-                     redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError,
-                     redis.exceptions.NoPermissionError)
+_TRANSIENT_ERRORS = ("OutOfMemoryError", "ReadOnlyError", "ClusterDownError", "TryAgainError", "NoPermissionError")
 _TRANSIENT_CODES = {"BUSY", "LOADING", "WRONGTYPE", "MISCONF", "NOREPLICAS", "MASTERDOWN", "READONLY", "OOM"}
 REFUSED_LOG_EVERY_S = 60.0
 
 
 def _transient(exc: redis.ResponseError) -> bool:
-    return isinstance(exc, _TRANSIENT_ERRORS) or str(exc).split(" ", 1)[0] in _TRANSIENT_CODES
+    return (isinstance(exc, tuple(getattr(redis.exceptions, name) for name in _TRANSIENT_ERRORS))
+            or str(exc).split(" ", 1)[0] in _TRANSIENT_CODES)
 
 
 def _id_key(entry_id: str) -> tuple[int, ...]:

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import msgspec
 import numpy as np
-import redis
 
+from .redis_client import redis
 from .._ext.bm25 import BM25Index, tokenize
 from ..config.stores import VectorStore as VectorStoreConfig
 from ..embeddings import Embedder

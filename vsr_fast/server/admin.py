@@ -9,12 +9,12 @@ from functools import partial
 from typing import Annotated
 
 import msgspec
-import redis
 import trio
 from quart import Response, jsonify, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from ..events.redis_client import errors as redis_errors
 from ..auth import spend
 from ..auth.keys import KeyFields, StoredKey
 from ..auth.source import merged
@@ -209,7 +209,7 @@ def _context_routes(app: QuartTrio, state: AppState) -> None:
         except StoreFull as exc:
             # Not a 201 that kept nothing: the caller learns the text is not there, and nothing of it is.
             return Response(openai_error_body(exc), status=exc.status, content_type="application/json")
-        except (EmbeddingFailed, redis.RedisError) as exc:
+        except (EmbeddingFailed, *redis_errors()) as exc:
             return jsonify({"error": {"message": f"not ingested: {exc}", "type": openai_type(503), "param": None,
                                       "code": "store_unavailable"}}), 503
         return jsonify({"document": doc.name, "chunks_added": added}), 201

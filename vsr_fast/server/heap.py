@@ -17,10 +17,21 @@ import gc
 YOUNG_THRESHOLD = 10_000
 
 
+def freeze_loaded() -> None:
+    """Freeze what the imports and the configuration left alive, without a collection first.
+
+    A full collection there walked all of it (~180,000 tracked objects) for ~90 ms of a ~0.7 s start, to free
+    ~4,500 objects (~1.3 MB, mostly the classes attrs and enum replace while building theirs): that garbage now
+    stays, frozen. settle() then scans only what the start made after this. Only for the router's own process.
+    """
+    gc.freeze()
+
+
 def settle() -> None:
     """Collect once, freeze everything alive now, and raise the young generation's threshold.
 
-    Only for a process that is the router's own (``vsr-fast serve``): frozen objects are never collected.
+    Only for a process that is the router's own (``vsr-fast serve``): frozen objects are never collected. After
+    freeze_loaded() the collection walks only what was made since (a few thousand objects).
     """
     gc.collect()
     gc.freeze()

@@ -32,9 +32,9 @@ from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 import msgspec
-import redis
 import trio
 
+from ..events.redis_client import errors as redis_errors
 from ..config.schema import RouterConfig
 from ..config.secrets import secret_files
 from ..errors import ConfigError, EmbeddingFailed, StoreFull, StoreUnavailable, redact
@@ -259,7 +259,7 @@ class Generations:
             return
         try:
             new.vectors, new.memories = await open_context_stores(self.started.global_.stores, new.embedders)
-        except (OSError, EmbeddingFailed, StoreFull, redis.RedisError) as exc:
+        except (OSError, EmbeddingFailed, StoreFull, *redis_errors()) as exc:
             where = next(path for path, entry in new.loaded.config.plugin_entries() if entry.type == "context")
             raise ConfigError([f"{where} (context): its vector store and memory store (global.stores) could not "
                                f"open: {type(exc).__name__}: {redact(str(exc))}"]) from None

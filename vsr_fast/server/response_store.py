@@ -7,9 +7,9 @@ request path awaits only its own lookup. The memory store
 from __future__ import annotations
 
 import msgspec
-import redis
 import trio
 
+from ..events.redis_client import redis
 from ..config.stores import ResponsesStore
 from ..errors import StoreUnavailable
 from ..protocol.responses import MemoryResponseStore, ResponseStore, StoredResponse

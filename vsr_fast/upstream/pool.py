@@ -266,8 +266,9 @@ class Upstreams:
     """The backends of every provider model, by model name, in configuration order."""
 
     def __init__(self, config: RouterConfig, previous: "Upstreams | None" = None) -> None:
-        context = previous.context if previous is not None else ssl_context()
-        self.context = context
+        # Built once the first https backend needs it (certifi's roots: ~20-40 ms of a start), then shared with
+        # every later generation: most routers' backends (a local vLLM, a sidecar, the tests' mocks) are http.
+        self.context = previous.context if previous is not None else None
         self.outlier = config.global_.router.upstream.outlier
         self.retries = config.global_.router.upstream.retries
         answers.BUFFERED.limit = config.global_.router.upstream.max_buffered_bytes     # the worker's, one bound
@@ -280,7 +281,9 @@ class Upstreams:
         def backend(m: ProviderModel, ref: BackendRef, i: int) -> Backend:
             same = kept.get(_identity(m, ref))
             if not same:
-                return Backend(m, ref, i, context)
+                if self.context is None and urlsplit(base_url(ref)).scheme != "http":
+                    self.context = ssl_context()
+                return Backend(m, ref, i, self.context)
             b = same.pop(0)
             b.rekey()
             return b

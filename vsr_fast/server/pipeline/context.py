@@ -16,9 +16,9 @@ import re
 import time
 
 import msgspec
-import redis
 import trio
 
+from ...events.redis_client import errors as redis_errors
 from ..._ext.bm25 import BM25Index, tokenize
 from ...errors import ContextFailed, EmbeddingFailed, MatchFailed
 from ...events.capture import AnswerCapture
@@ -71,7 +71,7 @@ async def assemble(ex: Exchange) -> None:
     for source in policy.sources:
         try:
             items = await (_rag(ex, source, text) if source.type == "rag" else _memory(ex, source, text, user))
-        except (EmbeddingFailed, MatchFailed, redis.RedisError, OSError) as exc:
+        except (EmbeddingFailed, MatchFailed, *redis_errors(), OSError) as exc:
             why = exc.message if isinstance(exc, (EmbeddingFailed, MatchFailed)) else f"{type(exc).__name__}: {exc}"
             log.warning("context %s source failed (on_failure: %s): %s", source.type, source.on_failure, why)
             ex.state.metrics.context_sources.inc(source.type, "failed")
@@ -277,7 +277,7 @@ async def remember(ex: Exchange) -> None:
     memory = f"User: {turn.text}\nAssistant: {answer}" if answer else f"User: {turn.text}"
     try:
         await trio.to_thread.run_sync(turn.store.add_sync, turn.user, memory)
-    except (EmbeddingFailed, redis.RedisError) as exc:
+    except (EmbeddingFailed, *redis_errors()) as exc:
         log.warning("memory: the turn was not written: %s", exc)
         ex.state.metrics.memory_writes.inc("error")
     else:
