@@ -294,7 +294,7 @@ def _raw(proc, request: bytes) -> bytes:
     return got
 
 
-def test_what_the_connection_layer_refuses_is_counted_and_on_an_inference_path_logged(stdout_json):
+def test_what_the_connection_layer_refuses_is_counted_and_logged_on_any_path(stdout_json):
     proc = stdout_json
     before, earlier = len(proc.lines), httpx.get(f"{proc.url}/metrics").text
     # h11 refuses both heads: a Content-Length that is not a number; a header line without a colon.
@@ -305,12 +305,15 @@ def test_what_the_connection_layer_refuses_is_counted_and_on_an_inference_path_l
     assert health.startswith(b"HTTP/1.1 400 ")
     rid = re.search(rb"\r\nx-request-id: (\S+)\r\n", head).group(1).decode()
 
-    logged = wait_for_value(lambda: _json_since(proc, before) or None, "the refusal's access log line")
+    logged = wait_for_value(lambda: _json_since(proc, before)[1:] and _json_since(proc, before),
+                            "the refusals' access log lines")
     metrics = httpx.get(f"{proc.url}/metrics").text
-    # Only the inference path's refusal is a request of an API, logged under the id its answer carried.
-    assert len(logged) == 1, logged
+    # Each logged under the id its answer carried (nginx logs the 400s it answers itself); only the inference
+    # path's refusal is a request of an API.
+    assert len(logged) == 2, logged
     assert (logged[0]["request_id"], logged[0]["api"], logged[0]["status"], logged[0]["error"]) == \
         (rid, "chat", 400, "malformed_request")
+    assert (logged[1].get("api"), logged[1]["status"], logged[1]["uri"]) == (None, 400, "/health"), logged[1]
     refusals = 'vsr_http_refusals_total{status="400"}'
     assert _series(metrics, refusals) - _series(earlier, refusals) == 2, metrics
     requests = 'vsr_requests_total{api="chat",recipe="",decision="",model="",status="400"}'

@@ -197,6 +197,36 @@ def test_client_disconnect_mid_stream_cancels_upstream(paced):
     assert metric_total(proc, 'vsr_requests_total{api="chat",', 'status="499"') == answered_499 + 1
 
 
+def test_a_stream_its_client_abandons_mid_way_is_a_cancelled_attempt_not_an_ok_one(paced):
+    # Trial 27: the access log said 499 and the attempt was counted ok, as if the stream had ended whole.
+    proc, slow = paced
+    configure(slow, chunks=200, chunk_interval_ms=50)
+    attempts = 'vsr_upstream_attempts_total{model="m",'
+    ok, cancelled = metric_total(proc, attempts, 'outcome="ok"'), metric_total(proc, attempts, 'outcome="cancelled"')
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="x", max_retries=0)
+    stream = client.chat.completions.create(model="vsr/auto", messages=CHAT, stream=True)
+    assert next(iter(stream)).choices is not None       # the stream has started: the attempt answered
+    stream.close()                                      # and the client leaves it
+    assert wait_for(lambda: stats(slow)["cancelled"] == 1, timeout=20), stats(slow)
+    assert wait_for(lambda: metric_total(proc, attempts, 'outcome="cancelled"') == cancelled + 1, timeout=20)
+    assert metric_total(proc, attempts, 'outcome="ok"') == ok
+    assert metric_total(proc, 'vsr_upstream_errors_total{model="m"') == 0     # the router's cut, not the model's
+
+
+def test_a_stream_the_deadline_cuts_mid_way_is_a_deadline_attempt(tmp_path):
+    with mock_upstream("--chunks", "200", "--chunk-interval-ms", "50") as slow:
+        doc = config([model("m", f"{slow.url}/v1")], [{"name": "d", "modelRefs": [{"model": "m"}]}])
+        doc["global"] = {"router": {"limits": {"request_timeout_ms": 1000}}}
+        with router(write_config(doc, str(tmp_path))) as proc:
+            client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="x", max_retries=0)
+            with pytest.raises(openai.APIError):
+                for _ in client.chat.completions.create(model="vsr/auto", messages=CHAT, stream=True):
+                    pass
+            attempts = 'vsr_upstream_attempts_total{model="m",'
+            assert wait_for(lambda: metric_total(proc, attempts, 'outcome="deadline"') == 1, timeout=20)
+            assert metric_total(proc, attempts, 'outcome="ok"') == 0
+
+
 def test_sigterm_drains_an_inflight_stream(tmp_path):
     with mock_upstream("--chunks", "20", "--chunk-interval-ms", "50") as slow:
         doc = config([model("m", f"{slow.url}/v1")], [{"name": "d", "modelRefs": [{"model": "m"}]}])

@@ -109,8 +109,9 @@ class Metrics:
             ("model", "direction")
         )
         self.upstream_attempts = Counter(
-            "vsr_upstream_attempts_total", "Upstream attempts by backend and outcome: ok, or the cause "
-            "vsr_upstream_errors_total counts (a stream by how it ended: midstream_<cause> once it had started).",
+            "vsr_upstream_attempts_total", "Upstream attempts by backend and outcome: ok, the cause "
+            "vsr_upstream_errors_total counts (a stream by how it ended: midstream_<cause> once it had started), or "
+            "deadline or cancelled for one a deadline or a cancellation (its client gone) cut, a stream's too.",
             ("model", "backend", "outcome")
         )
         self.upstream_errors = Counter(

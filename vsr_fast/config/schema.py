@@ -389,7 +389,15 @@ class AccessLogConfig(_Block):
     ``attempts`` (how many upstream attempts) and ``failed_backends`` (those that failed, comma-separated, in
     order), status, response path, latency, time to first byte, tokens (``usage_estimated: true`` when they are the router's estimate: the backend reported none), error code, an upstream failure's cause and the error's message; logfmt quotes a value with a space,
     quote, equals sign, backslash or control character and escapes the latter (\\t, \\u0001). A request refused
-    before routing (its method, media type, key) has its line too. ``level: errors``: statuses 400 and up
+    before routing (its method, media type, key) has its line too, and so does each request the connection
+    layer refuses itself (a head or chunked body h11 cannot read, a head it holds unfinished past 16 KiB or at
+    ``header_timeout_ms``), on any path, once, under the x-request-id its answer carries (the client's when its
+    head was read), with ``remote_addr`` (of a head that was not read, the peer's: none of its headers is
+    trusted), ``method``,
+    ``user_agent`` and ``uri`` (the target's path, its first 256 characters) as far as they came, and latency
+    from its first byte; one on a path of no client API has no ``api`` and is counted only in
+    ``vsr_http_refusals_total``. A body whose framing broke is that 400, never a client that left (499). Each such
+    refusal closes its connection, so a flood of them writes no faster than one of requests. ``level: errors``: statuses 400 and up
     only. ``path``: appended to (none: stderr). Lines the writer could not keep up with are counted in
     ``vsr_access_log_dropped_total{reason="queue_full"}``; lines a write failed on (a full disk, stderr's reader gone) are dropped, as nginx does, and counted with
     ``reason="write_error"``, with a warning at most once a minute: serving goes on, and writing resumes once

@@ -14,7 +14,6 @@ from ..errors import (AdminOnly, AmbiguousFraming, AuthError, CodingNotImplement
                       InvalidHost, InvalidMethod, MalformedRequest, MethodNotAllowed, NonCanonicalPath, OriginRefused,
                       RequestError, RouteNotFound, ShuttingDown, UnsupportedMedia, VersionNotSupported, VsrError,
                       echoing)
-from ..auth.source import ANONYMOUS, SCOPE_KEY
 from ..events import ids
 from ..headers.public import public_headers
 from ..headers.registry import ANTHROPIC_REQUEST_ID, REQUEST_ID as _REQUEST_ID, SERVER, ResponsePath
@@ -24,11 +23,12 @@ from .classify_api import PATHS as CLASSIFY_PATHS, handle_classify
 from .asgi import (CLOSE_UNREAD, ClientGone, Receive, Scope, Send, discard_body, header, lingering_close, origin_path, send_whole,
                    sent_method, shield_final, to_origin_form)
 from .count_tokens import handle_count_tokens
-from .listen import MISSING_HOST
+from .listen import MISSING_HOST, EdgeAnswer
 from .input_tokens import PATH as INPUT_TOKENS_PATH, handle_input_tokens
 from .models_api import PATH as MODELS_PATH
 from .responses_api import PREFIX as RESPONSES_PREFIX, methods_at as responses_methods
 from .paths import non_canonical, normalised, versioned
+from .edge_refusal import KEY as EDGE_REFUSED, head_scope, mark, refusal_of
 from .pipeline import STARTED, handle_api, refused, refused_connection
 from .preview import handle_preview
 from .recording import request_id
@@ -118,6 +118,9 @@ def make_app(state: AppState, role: str = "serving"):
                 await _refuse_websocket(scope, send, *websocket_refusal(scope["path"]))
             else:
                 await admin(scope, receive, send)   # lifespan
+            return
+        if EDGE_REFUSED in scope:
+            # The connection layer refused its body before this began (edge_refusal): answered, logged, closing.
             return
         scope[STARTED] = time.perf_counter()    # a refusal's latency (pipeline.refused)
         path, method = scope["path"], scope["method"]
@@ -240,8 +243,10 @@ def make_app(state: AppState, role: str = "serving"):
                 try:
                     await handler(state, scope, receive, send)
                 except ClientGone:
-                    # Gone while its body came: nothing to answer, counted as the inference routes count theirs.
-                    state.metrics.disconnects.inc(api or "admin")
+                    # Gone while its body came: nothing to answer, counted as the inference routes count theirs
+                    # (unless the connection layer ended the body: its refusal is logged, edge_refusal).
+                    if refusal_of(scope) is None:
+                        state.metrics.disconnects.inc(api or "admin")
         elif path == SYSTEMONE_MODELS:
             if method not in ("GET", "HEAD"):
                 await _refuse(state, send, scope, path, MethodNotAllowed("Only GET is allowed on this route"),
@@ -437,7 +442,8 @@ async def _refuse(state: AppState, send: Send, scope: Scope, path: str, err: Vsr
     try:
         await send_whole(send, status, headers, body)
     finally:
-        refused(state, api, scope, rid, status, err)
+        if refusal_of(scope) is None:   # else the connection layer's answer went in its place, and is logged
+            refused(state, api, scope, rid, status, err)
 
 
 # The refusals the connection server answers itself, before any app saw the request (listen.EdgeServer): at the
@@ -473,21 +479,32 @@ def edge_answer(target: bytes, status: int, request_id: str, why: str | None = N
                                                                      request_id.encode(), _SERVER, len(body), body))
 
 
-def edge_refusals(state_of: Callable[[], AppState]) -> Callable[[bytes, int], bytes | None]:
-    """``edge_answer`` for the connection server, each refusal counted (``vsr_http_refusals_total``) and, on an
-    inference path, logged and counted as its other refusals are (nginx logs the 400s it answers itself)."""
-    def answer(target: bytes, status: int, why: str | None = None) -> bytes | None:
-        rid = ids.request_id()
-        whole = edge_answer(target, status, rid, why)
-        if whole is None:
+def edge_refusals(state_of: Callable[[], AppState]) -> EdgeAnswer:
+    """``edge_answer`` for the connection server, each refusal counted (``vsr_http_refusals_total``) and logged
+    once, on any path, with the client's address and what of its head was read (nginx logs the 400s and 408s it
+    answers itself); on an inference path counted as its other refusals are. ``scope``: the request's, when its
+    head was read (its body's framing broke: ``edge_refusal``); else ``head``, the bytes of it that came. ``peer``:
+    the connection's (address, port); ``since``: perf_counter() as its first byte was read."""
+    def answer(target: bytes, status: int, why: str | None = None, *, scope: Scope | None = None,
+               head: bytes = b"", peer: tuple | None = None, since: float | None = None) -> bytes | None:
+        err = edge_error(status, why)
+        if err is None:
             return None
         state = state_of()
         state.metrics.http_refusals.inc(str(status))
         path = origin_path(target).split(b"?", 1)[0].decode("latin-1")
-        if (api := INFERENCE_APIS.get(path)) is not None:
-            # No header was read, or none can be trusted: the caller is nobody, whatever key it may have sent.
-            refused(state, api, {"headers": [], SCOPE_KEY: ANONYMOUS}, rid, status, edge_error(status, why))
-        return whole
+        api = INFERENCE_APIS.get(path)
+        if scope is None:
+            rid = ids.request_id()
+            scope = head_scope(head, peer)
+        else:
+            refusal = mark(scope, status, err)
+            rid = refusal.request_id
+            if refusal.owned:       # its pipeline accounts it, as the 400 in place of a client that left
+                return edge_answer(target, status, rid, why)
+        scope.setdefault(STARTED, since if since is not None else time.perf_counter())
+        refused(state, api, scope, rid, status, err, uri=path)
+        return edge_answer(target, status, rid, why)
     return answer
 
 

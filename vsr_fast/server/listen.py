@@ -31,6 +31,7 @@ import json
 import logging
 import math
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 
@@ -62,7 +63,9 @@ from .h2edge import EdgeH2Protocol, EdgeProtocol, H2Counts
 log = logging.getLogger("vsr_fast.listen")
 # The whole answer to a request refused before any app saw it, from its request target (b"": not known) and
 # status: a head unfinished at the header timeout, one h11 refuses; None keeps hypercorn's answer. A third argument,
-# when known, says why (``MISSING_HOST``).
+# when known, says why (``MISSING_HOST``); the keywords say what is known of the request for its access log line
+# (``app.edge_refusals``): ``scope`` (its head was read), else ``head`` (the bytes of it that came), ``peer``,
+# ``since`` (perf_counter() as its first byte was read).
 EdgeAnswer = Callable[..., bytes | None]
 # Why h11 refused a head: an HTTP/1.1 request without Host (RFC 9112 3.2: a server MUST answer 400).
 MISSING_HOST = "missing_host"
@@ -125,6 +128,7 @@ class EdgeServer(TCPServer):
         # What a cancelled write had left to write: the bytes h11 counts as sent, so they go before any other.
         self._owed = b""
         self._read = b""        # the last bytes read: where a head h11 refused started, if it came in one read
+        self._since: float | None = None    # perf_counter() as the first byte of the request being read came
         self.client_side = ClientSide()
         self.client_side.write = self._write
         self.client_side.due = self._chunk_due
@@ -163,6 +167,7 @@ class EdgeServer(TCPServer):
             else:       # stopping: an idle connection closes at once
                 self._idle.deadline = -math.inf if self._stopping else \
                     trio.current_time() + self.config.keep_alive_timeout
+                self._since = None      # the next request's first byte is still to come
                 if self._held:      # the answer has ended: a head still held (no end of body came) goes now
                     await self._send_raw(b"")
                 if self._owed:      # it ended with bytes its client never took: no other answer can follow them
@@ -290,6 +295,8 @@ class EdgeServer(TCPServer):
             except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
                 break
             self._read = data
+            if self._since is None:
+                self._since = time.perf_counter()
             if not data:
                 self.client_side.closed = True
             await self.protocol.handle(RawData(data))
@@ -314,14 +321,15 @@ class EdgeServer(TCPServer):
         scope = getattr(stream, "scope", None)
         status, why = int(head[9:12]), None
         if scope is not None:      # refused in its body: the head was read
-            target = scope["raw_path"]
-        else:                   # refused in its head: h11 holds it still (431) or took it from the last read
-            held = self._h11().trailing_data[0]
-            request = held if _request_target(held) else self._read
-            target = _request_target(request)
-            if status == 400 and _without_host(request):
-                why = MISSING_HOST
-        return self.edge_answer(target, status, why) or head
+            return self.edge_answer(scope["raw_path"], status, scope=scope, since=self._since) or head
+        # Refused in its head: h11 holds it still (431) or took it from the last read.
+        held = self._h11().trailing_data[0]
+        request = held if _request_target(held) else self._read
+        target = _request_target(request)
+        if status == 400 and _without_host(request):
+            why = MISSING_HOST
+        return self.edge_answer(target, status, why, head=request, peer=self.protocol.client,
+                                since=self._since) or head
 
     async def _idle_timeout(self) -> None:
         # Started once, by hypercorn, when the connection opens (protocol_send takes its later restarts).
@@ -338,7 +346,9 @@ class EdgeServer(TCPServer):
             if head := self._unfinished_head():
                 with trio.move_on_after(LINGER_S):
                     try:
-                        await self.stream.send_all(self.edge_answer(_request_target(head, whole=False), 408))
+                        await self.stream.send_all(self.edge_answer(
+                            _request_target(head, whole=False), 408, head=head, peer=self.protocol.client,
+                            since=self._since))
                     except (trio.BrokenResourceError, trio.ClosedResourceError):
                         pass
             if isinstance(h2 := getattr(self.protocol, "protocol", None), EdgeH2Protocol):

@@ -44,6 +44,11 @@ def kept_request_id(value: bytes | None) -> str:
     return ids.request_id()
 
 
+# The scope key of the id a request's ``Recording`` answers and logs it under, set as it starts: the connection
+# layer's refusal of its body (``edge_refusal``) answers under it too, and leaves the request's accounting to it.
+REQUEST_ID_KEY = "vsr.request_id"
+
+
 def request_id(scope: Scope) -> str:
     """The request's correlation id: the client's x-request-id when it sent a sane one (kept as Envoy keeps it),
     else a new one. The answer returns it in x-request-id, the provider receives it, the access log carries it."""
@@ -215,6 +220,7 @@ class Recording:
             )
         else:
             self.request_id = request_id(scope)
+        scope[REQUEST_ID_KEY] = self.request_id
 
     @property
     def store(self):

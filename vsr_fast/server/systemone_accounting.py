@@ -27,6 +27,7 @@ from ..routing import Route
 from ..systemone.deployments import CallFailed
 from ..upstream import Attempt, cut
 from .asgi import Scope, header
+from .edge_refusal import refusal_of
 from .pipeline import accounted
 from .recording import Recording
 from .state import AppState
@@ -165,6 +166,9 @@ class SystemOneExchange:
 
     def finish(self) -> None:
         """The request's end, answered or not: its last events, its counts, its access log line, its span."""
+        edge = refusal_of(self.scope)
+        if edge is not None:    # the connection layer answered its body's broken framing: no client left
+            self.status, self.failure, self.path = edge.status, edge.error, ResponsePath.ERROR
         ev = self.rec.events
         if ev is not None:
             if not self._received:

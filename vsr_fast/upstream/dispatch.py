@@ -119,7 +119,8 @@ class Stream:
     response: Response
     attempts: list[Attempt] = field(default_factory=list)
     first_byte: float | None = None      # perf_counter() as its first event arrived (``first``); None: no backend's
-    # Called once with the attempt's outcome as the stream ends: "ok", or midstream_<cause> (``broke``).
+    # Called once with the attempt's outcome as the stream ends: "ok", midstream_<cause> (``broke``), or deadline
+    # or cancelled (``cut_short``).
     ended: Callable[[str], None] | None = None
     outcome: str = "ok"
 
@@ -130,6 +131,12 @@ class Stream:
     def broke(self, cause: str) -> None:
         """The stream failed after its first event, for ``cause`` (a failure_cause)."""
         self.outcome = f"midstream_{cause}"
+
+    def cut_short(self, cause: str) -> None:
+        """A cancellation ended the stream before its end (``cut``: a deadline passed, or the client left): counted
+        as an attempt it cuts before the first byte is, never as one that ended ok."""
+        if self.outcome == "ok":
+            self.outcome = cause
 
     async def aclose(self) -> None:
         ended, self.ended = self.ended, None

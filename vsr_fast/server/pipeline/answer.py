@@ -23,6 +23,7 @@ from ...plugins.unmask import StreamRestorer
 from ...protocol.prompt_texts import text_bytes
 from ...protocol.translate import Estimate, Usage, render_warnings
 from ...upstream import Stream, Whole, failure_cause
+from ...upstream import cut as cut_attempts
 from ...upstream.transport import Timeout
 from ..asgi import Send, send_whole
 from . import guard as response_guard
@@ -335,6 +336,8 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
                     complete, failure = False, _midstream(ex, stream, relayed, "")  # the client read its error
             except Exception as exc:  # httpx stream errors after the first byte: no fallback now
                 failure = _midstream(ex, stream, exc, "")
+        if cut.cancelled_caught:
+            stream.cut_short(cut_attempts.DEADLINE)
         if cut.cancelled_caught and ex.drained():
             failure = ShuttingDown("the router is stopping; its graceful timeout passed while the answer streamed")
         elif cut.cancelled_caught:
@@ -357,8 +360,18 @@ async def _relay(ex: Exchange, send: Send, stream: Stream) -> None:
             copy.add(tail)
             await _judge_after(ex, guard, copy, complete)
         _answered(ex, streamed=True, complete=complete, content_type=SSE)
+    except trio.Cancelled:
+        _cut_short(ex, stream)
+        raise
     finally:
         await _close_upstream(stream)
+
+
+def _cut_short(ex: Exchange, stream: Stream) -> None:
+    """A stream the request's cancellation ended before its end (its client left, the grace past the deadline
+    passed): its attempt counted ``cancelled`` or ``deadline``, as one cut before its first byte is (an attempt
+    that ended whole, or broke, keeps its outcome)."""
+    stream.cut_short(cut_attempts.cause(ex.deadline))
 
 
 async def _close_upstream(stream: Stream) -> None:
@@ -461,6 +474,8 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
                             detail=f"upstream {stream.backend.label}: {broken}"), "incomplete"
                     else:
                         verdict = await response_guard.judge(ex, guard, text)
+        if cut.cancelled_caught:
+            stream.cut_short(cut_attempts.DEADLINE)
         if cut.cancelled_caught and ex.drained():
             failure, outcome = ShuttingDown("the router is stopping; its graceful timeout passed while the answer "
                                             "was held"), "incomplete"
@@ -491,6 +506,9 @@ async def _held(ex: Exchange, send: Send, stream: Stream, guard) -> None:
             shown, final = restore.sse(held_bytes, adapter.native), restore.whole(final)
         await adapter.remember(req, final)      # stored before the answer is sent: see _whole
         await _send(ex, send, shown, SSE, streamed=True, kept=held_bytes)
+    except trio.Cancelled:
+        _cut_short(ex, stream)
+        raise
     finally:
         await _close_upstream(stream)
 

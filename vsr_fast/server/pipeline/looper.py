@@ -387,7 +387,7 @@ async def _call(ex: Exchange, model: ProviderModel, outbound_for: OutboundFor, s
                 raise UpstreamError(f"the answer of {model.name} grew past what the Looper may hold")
     except trio.Cancelled:      # cut while held: the stream's attempt ends as what cut it, and is recorded
         why = cut_attempts.cause(deadline)
-        answer.broke(why)
+        answer.cut_short(why)
         if answer.attempts:
             answer.attempts[-1].cause = f"midstream_{why}"
         cut_attempts.left(answer.attempts)

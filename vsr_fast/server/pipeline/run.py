@@ -26,6 +26,7 @@ from ...headers.registry import ResponsePath
 from ...upstream import cut as cut_attempts
 from ...upstream.billing import BILLING
 from ..asgi import ClientGone, Receive, Scope, Send, header, is_whole, take_queued, watching
+from ..edge_refusal import refusal_of
 from ..failure_log import FailureLog
 from ..forwarded import client_address
 from ..state import AppState
@@ -58,10 +59,16 @@ async def handle_api(state: AppState, api: str, scope: Scope, receive: Receive, 
         if not ex.responded:
             await error(ex, send, exc)
     except ClientGone:
-        ex.status = 499
-        if ex.path is ResponsePath.UPSTREAM and not ex.attempts:
-            ex.path = ResponsePath.ERROR        # gone before any upstream was tried: none answered it
-        state.metrics.disconnects.inc(api)
+        edge = refusal_of(scope)
+        if edge is not None:
+            # Not gone: the connection layer answered its body's broken framing (a 400, closing), which ended it.
+            ex.failure, ex.status, ex.path = edge.error, edge.status, ResponsePath.ERROR
+            ex.rec.failed(edge.error.stage, edge.error)
+        else:
+            ex.status = 499
+            if ex.path is ResponsePath.UPSTREAM and not ex.attempts:
+                ex.path = ResponsePath.ERROR        # gone before any upstream was tried: none answered it
+            state.metrics.disconnects.inc(api)
         _unfinished(ex)
     except Exception:  # the ASGI edge: a bug, never Cancelled (a BaseException)
         log.exception("internal error on %s", scope.get("path"))
@@ -141,18 +148,24 @@ def _counted(ex) -> tuple[int, int, int, bool] | None:
     return usage
 
 
-def refused(state: AppState, api: str, scope: Scope, request_id: str, status: int, failure: VsrError) -> None:
+def refused(state: AppState, api: str | None, scope: Scope, request_id: str, status: int, failure: VsrError,
+            uri: str | None = None) -> None:
     """A request of client API ``api`` refused before its pipeline ran (app.py: its method, media type, key,
     framing, path...), counted and logged as the pipeline's answers are; it has no route. Its latency is from the
-    app's start (``STARTED``), unknown for one the connection server refused."""
-    m = state.metrics
+    app's start, or the first byte the connection server read of it (``STARTED``). One the connection server
+    refused is logged with its ``uri`` (bounded), on any path; one of no client API (``api`` None) is counted in
+    no API's requests."""
     started = scope.get(STARTED)
-    m.requests.inc(api, "", "", "", str(status))
-    m.responses.inc(api, ResponsePath.ERROR.value)
+    if api is not None:
+        m = state.metrics
+        m.requests.inc(api, "", "", "", str(status))
+        m.responses.inc(api, ResponsePath.ERROR.value)
     if state.access_log is not None:
         who = state.identity(scope)
         state.access_log.log({
-            "request_id": request_id, **client_fields(scope, state.trusted_proxies), "key_id": who.key_id, "user": who.user, "team": who.team, "tenant": who.tenant,
+            "request_id": request_id, **client_fields(scope, state.trusted_proxies),
+            "uri": uri[:_MAX_URI] if uri is not None else None,
+            "key_id": who.key_id, "user": who.user, "team": who.team, "tenant": who.tenant,
             "api": api, "status": status, "path": ResponsePath.ERROR.value,
             "latency_s": round(time.perf_counter() - started, 6) if started is not None else None,
             "error": failure.code, "message": failure.detail,
@@ -169,8 +182,9 @@ def refused_connection(state: AppState, request_id: str, peer: str | None, code:
 
 # The scope key of the perf_counter() a request reached the app at (app.make_app): a refusal's latency.
 STARTED = "vsr.started"
-# A client's User-Agent is logged up to this many characters (a header may be 64 KiB).
-_MAX_USER_AGENT = 256
+# A client's User-Agent is logged up to this many characters (a header may be 64 KiB), and so is the path of a
+# request the connection server refused (its head may be 16 KiB).
+_MAX_USER_AGENT = _MAX_URI = 256
 # What the access log says for a masking decision's User-Agent.
 WITHHELD_AGENT = "(not shown)"
 # The client's fields as OpenTelemetry's semantic conventions name them on the request span.
