@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 import struct
 
+import pytest
 import trio
 import trio.testing
 from hypercorn.config import Config
@@ -110,32 +111,26 @@ async def _outcome(read, stream, max_bytes: int = 1024) -> tuple:
     return got, passes.ended
 
 
-async def test_bytes_already_there_are_read_with_one_pass_as_trio_reads_them():
+@pytest.mark.parametrize("later", [False, True], ids=["already-there", "coming-later"])
+async def test_bytes_are_read_with_one_pass_as_trio_reads_them(later):
     async def scenario(read):
         stream, peer = _pair()
         with peer:
-            peer.send(b"answer")
-            got = await _outcome(read, stream, 3)
+            async def arrive() -> None:
+                if later:
+                    await trio.testing.wait_all_tasks_blocked()     # the read is waiting
+                peer.send(b"answer")
+
+            async with trio.open_nursery() as nursery:
+                if later:
+                    nursery.start_soon(arrive)
+                else:
+                    await arrive()
+                got = await _outcome(read, stream, 3)
             await stream.aclose()
             return got
 
     assert await _both(scenario) == [(("bytes", b"ans"), 1)] * 3
-
-
-async def test_bytes_that_come_later_are_waited_for():
-    async def scenario(read):
-        stream, peer = _pair()
-        with peer:
-            async with trio.open_nursery() as nursery:
-                async def late() -> None:
-                    await trio.testing.wait_all_tasks_blocked()
-                    peer.send(b"later")
-                nursery.start_soon(late)
-                got = await _outcome(read, stream)
-            await stream.aclose()
-            return got
-
-    assert await _both(scenario) == [(("bytes", b"later"), 1)] * 3
 
 
 async def test_a_peer_that_closed_reads_empty_and_one_that_reset_is_broken():
