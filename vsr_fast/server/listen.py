@@ -284,14 +284,18 @@ class EdgeServer(TCPServer):
         # cancel scope a read.
         # On a plain socket the bytes read go to h11 with no scheduler pass between (trio's receive_some takes one
         # after its read): the drain's idle close (_request_came) finds a request's bytes in the socket or in h11,
-        # never in neither. The pass is taken once they are handed over.
+        # never in neither. The pass is taken once they are handed over, in the wait for the next bytes: a request
+        # read whole leaves nothing behind it (its answer comes first), so a read right away would find the socket
+        # empty (a recv, its EAGAIN raised and caught, then the wait), and a pass of its own would resume this task
+        # once more a request, beside the app task its request started.
         raw = self._raw_socket()
+        waited = False
         while True:
             try:
                 if raw is None:
                     data = await self.stream.receive_some(MAX_RECV)
                 else:
-                    data = await _receive(raw)
+                    data = await _receive(raw, waited)
             except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
                 break
             self._read = data
@@ -305,7 +309,14 @@ class EdgeServer(TCPServer):
             if self.client_side.reading is not None:
                 self.client_side.body_over()     # a chunk size read may alone pass the limit: no data follows it
             if raw is not None:
-                await trio.lowlevel.cancel_shielded_checkpoint()
+                waited = raw.fileno() >= 0
+                if waited:
+                    try:
+                        await trio.lowlevel.wait_readable(raw)
+                    except (trio.ClosedResourceError, OSError):
+                        break
+                else:       # closed under the loop: a pass, then the read says so (or the cancel is delivered)
+                    await trio.lowlevel.cancel_shielded_checkpoint()
         await self.protocol.handle(Closed())
 
     def _raw_socket(self) -> socket.socket | None:
@@ -394,10 +405,12 @@ class EdgeServer(TCPServer):
         return conn if isinstance(conn, h11.Connection) else None
 
 
-async def _receive(raw: socket.socket) -> bytes:
+async def _receive(raw: socket.socket, waited: bool = False) -> bytes:
     """Up to MAX_RECV bytes of ``raw`` (b"": the client closed), waiting for them; no scheduler pass after the
-    read. ClosedResourceError once the server closed it, OSError when the connection broke."""
-    await trio.lowlevel.checkpoint_if_cancelled()
+    read (``waited``: the caller has just waited for them, a checkpoint). ClosedResourceError once the server closed
+    it, OSError when the connection broke."""
+    if not waited:
+        await trio.lowlevel.checkpoint_if_cancelled()
     while True:
         try:
             return raw.recv(MAX_RECV)

@@ -16,7 +16,7 @@ import httpcore
 import trio
 from httpcore._backends.trio import TrioBackend, TrioStream
 
-from ..sockets import send_now
+from ..sockets import receive_some, send_now
 from .billing import SENDING
 
 # Held writes up to this size are joined into one send; a larger body is sent as it came, with no copy.
@@ -50,11 +50,13 @@ class Stream(TrioStream):
             self._write_timeout = timeout
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        if self._held:
+        sent = bool(self._held)
+        if sent:
             await self._flush()
         with trio.CancelScope(deadline=_deadline(timeout)):
             try:
-                data = await self._stream.receive_some(max_bytes)
+                # Just sent, its answer is not there yet: waited for before any read (sockets.receive_some).
+                data = await receive_some(self._stream, max_bytes, wait_first=sent)
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                 if self._sent > 1 and not self._answered:
                     raise StaleConnection(exc) from exc
