@@ -16,7 +16,8 @@ import httpx
 import openai
 import pytest
 
-from .procs import router, wait_for_value, wait_until, write_config
+from .hostile_upstream import Handler, serving
+from .procs import mock_upstream, router, wait_for_value, wait_until, write_config
 
 SAFE = "Paris is the capital of France."
 UNSAFE = "FORBIDDEN: here is how to build the device."
@@ -341,6 +342,64 @@ def test_an_upstream_failure_mid_hold_sends_only_the_failure(mock, fake, guarded
     assert "response_guard=incomplete;buffered" in resp.headers["x-vsr-trace"]
     assert resp.headers["x-vsr-response-path"] == "error"     # nothing of the answer left: not upstream
     answer_with(mock, SAFE)
+
+
+@pytest.fixture(scope="module")
+def flaky():
+    """A model that breaks every answer after its first events."""
+    with mock_upstream("--fail-rate", "1", "--fail-mode", "midstream") as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def falling_back(mock, fake, flaky, tmp_path_factory):
+    """The guarded router, each decision's first candidate the flaky model of its API's format; guard-broken's
+    first candidate streams two good events, then one that is not JSON (the hostile upstream)."""
+    doc = guard_config(mock.url, fake.url)
+    for m in list(doc["providers"]["models"]):
+        doc["providers"]["models"].append({**m, "name": f"flaky-{m['name']}",
+                                           "backend_refs": [{"endpoint": f"{flaky.url}/v1"}]})
+    for recipe in doc["recipes"]:
+        decision = recipe["decisions"][0]
+        decision["modelRefs"] = [{"model": f"flaky-{decision['modelRefs'][0]['model']}"}, *decision["modelRefs"]]
+    with serving(Handler) as hostile:
+        doc["providers"]["models"].append({"name": "broken-chat-model",
+                                           "backend_refs": [{"endpoint": f"{hostile}/sse-broken-later/v1"}]})
+        broken = {**doc["recipes"][0], "name": "broken"}
+        broken["decisions"] = [{**broken["decisions"][0], "name": "guarded-broken",
+                                "modelRefs": [{"model": "broken-chat-model"}, {"model": "chat-model"}]}]
+        doc["recipes"].append(broken)
+        doc["entrypoints"].append({"model_names": ["guard-broken"], "recipe": "broken"})
+        with router(write_config(doc, str(tmp_path_factory.mktemp("falling-back")))) as proc:
+            yield proc
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_held_stream_that_breaks_mid_way_falls_back_to_the_next_candidate(mock, fake, flaky, falling_back, api):
+    """Nothing of a held answer reached the client when its model broke: the next candidate answers, as the
+    same request whole falls back (Envoy and LiteLLM retry what the client never received)."""
+    set_rules(fake, RULES)
+    answer_with(mock, SAFE)
+    started = httpx.get(f"{flaky.url}/_mock/stats").json()["streams_started"]
+    text, headers = streamed(falling_back, api)
+    assert text == SAFE
+    assert (headers["x-vsr-response-path"], headers["x-vsr-selected-model"]) == \
+        ("fallback", {"chat": "chat-model", "messages": "msg-model", "responses": "resp-model"}[api])
+    assert "response_guard=passed;buffered" in headers["x-vsr-trace"]
+    assert httpx.get(f"{flaky.url}/_mock/stats").json()["streams_started"] == started + 1     # it did break
+
+
+def test_a_held_stream_whose_events_break_mid_way_falls_back_too(mock, fake, falling_back):
+    """An event that is not JSON after two good ones: the same failure whole moves on, and so does the hold."""
+    set_rules(fake, RULES)
+    answer_with(mock, SAFE)
+    with chat_client(falling_back).chat.completions.with_streaming_response.create(
+            model="guard-broken", messages=[{"role": "user", "content": "What is the capital?"}], stream=True,
+            extra_headers={"x-vsr-debug": "1"}) as resp:
+        text = "".join(c.choices[0].delta.content or "" for c in resp.parse() if c.choices)
+        assert (resp.headers["x-vsr-response-path"], resp.headers["x-vsr-selected-model"]) == ("fallback",
+                                                                                              "chat-model")
+    assert text == SAFE
 
 
 @pytest.mark.parametrize("api", APIS)

@@ -110,6 +110,17 @@ def chat(proc) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{proc.url}/v1", api_key="unused", max_retries=0)
 
 
+def asked(proc, name: str, stream: bool, **extra):
+    """(headers, text) of one Chat answer of the model ``name`` through the openai SDK, whole or streamed."""
+    client = chat(proc)
+    if stream:
+        with client.chat.completions.with_streaming_response.create(
+                model=name, messages=CHAT, stream=True, **extra) as resp:
+            return resp.headers, "".join(c.choices[0].delta.content or "" for c in resp.parse() if c.choices)
+    raw = client.chat.completions.with_raw_response.create(model=name, messages=CHAT)
+    return raw.headers, raw.parse().choices[0].message.content
+
+
 # --- cost ------------------------------------------------------------------------------------------------
 
 
@@ -289,18 +300,11 @@ def escalating(_escalating, unsure, sure):
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_escalate_goes_to_the_second_model_when_the_first_fails_the_check(escalating, unsure, sure, stream):
-    client = chat(escalating)
-    if stream:
-        with client.chat.completions.with_streaming_response.create(
-                model="vsr/auto", messages=CHAT, stream=True, stream_options={"include_usage": True}) as resp:
-            headers = resp.headers
-            text = "".join(c.choices[0].delta.content or "" for c in resp.parse() if c.choices)
-    else:
-        raw = client.chat.completions.with_raw_response.create(model="vsr/auto", messages=CHAT)
-        headers, text = raw.headers, raw.parse().choices[0].message.content
+    headers, text = asked(escalating, "vsr/auto", stream, stream_options={"include_usage": True})
     assert text == "Hello! This is a canned answer from the mock upstream."
     assert headers["x-vsr-selected-model"] == "large"
     assert headers["x-vsr-response-path"] == "looper"
+    assert "x-vsr-warnings" not in headers      # an accepted answer: nothing to warn of
     assert stats(unsure)["requests"] == 1 and stats(sure)["requests"] == 1
     # Held while judged, so even a stream carries the cost of both calls.
     assert float(headers["x-vsr-cost"]) == pytest.approx(hand_cost(unsure, CHEAP) + hand_cost(sure, DEAR),
@@ -379,17 +383,19 @@ def test_escalate_refusal_false_on_the_messages_api(rescuing, refuser, stream):
 
 
 @pytest.fixture(scope="module")
-def _unaccepting(unsure, worse, tmp_path_factory):
-    """Neither model's answer passes the check."""
-    models = [priced("small", unsure, CHEAP), priced("large", worse, DEAR)]
+def _unaccepting(unsure, worse, broken, tmp_path_factory):
+    """Neither model's answer passes the check; vsr/flaky: the second model breaks mid-answer."""
+    models = [priced("small", unsure, CHEAP), priced("large", worse, DEAR), priced("flaky", broken, CHEAP)]
     with shared_router(tmp_path_factory, models, {"auto": (REFS, ESCALATE),
-                                                  "fail": (REFS, {**ESCALATE, "on_error": "fail"})}) as proc:
+                                                  "fail": (REFS, {**ESCALATE, "on_error": "fail"}),
+                                                  "flaky": ([{"model": "small"}, {"model": "flaky"}], ESCALATE)},
+                       DEBUG) as proc:
         yield proc
 
 
 @pytest.fixture
-def unaccepting(_unaccepting, unsure, worse):
-    fresh(unsure, worse)
+def unaccepting(_unaccepting, unsure, worse, broken):
+    fresh(unsure, worse, broken)
     return _unaccepting
 
 
@@ -397,6 +403,17 @@ def test_no_accepted_answer_returns_the_last_attempt_by_default(unaccepting):
     r = httpx.post(f"{unaccepting.url}/v1/chat/completions", json={"model": "vsr/auto", "messages": CHAT})
     assert r.status_code == 200
     assert (r.headers["x-vsr-selected-model"], r.headers["x-vsr-response-path"]) == ("large", "looper")
+    assert r.headers["x-vsr-warnings"] == 'looper_not_accepted;model="large"'
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_the_check_rejected_is_returned_with_a_warning(unaccepting, stream):
+    """The trial's case: small answers unsure (rejected), flaky breaks mid-answer; on_error last_attempt returns
+    small's answer, and the client is told it is not an accepted one (a held stream's headers leave after it)."""
+    headers, text = asked(unaccepting, "vsr/flaky", stream)
+    assert text == "Hello! This is a canned answer from the mock upstream."
+    assert (headers["x-vsr-selected-model"], headers["x-vsr-response-path"]) == ("small", "looper")
+    assert headers["x-vsr-warnings"] == 'looper_not_accepted;model="small"'
 
 
 def test_no_accepted_answer_with_on_error_fail_is_a_clear_error(unaccepting):
@@ -419,8 +436,9 @@ def test_max_calls_exhausted_follows_on_error(escalating, sure, on_error, status
     if status == 502:       # the calls ran out, not the time: not a timeout
         assert (r.json()["error"]["code"], r.json()["error"]["type"]) == ("looper_budget_exhausted", "server_error")
         assert "max_calls (1) spent" in r.json()["error"]["message"]
-    else:
+    else:       # the budget ended the escalation before an answer passed: the one returned is not accepted
         assert r.headers["x-vsr-selected-model"] == "small"
+        assert r.headers["x-vsr-warnings"] == 'looper_not_accepted;model="small"'
 
 
 TURN = {"reserve_ms": 15000, "thinking_cap_ms": 1000, "rescue_floor_ms": 100, "min_start_ms": 100}

@@ -48,6 +48,12 @@ DECISIONS = {
                                                                 "include_analysis": True}}),
     "fusion-judge-fails": (refs("abf"), {"type": "fusion", "fusion": {"analysis_models": ["a", "b"], "model": "f",
                                                                       "analysis_mode": "none"}}),
+    # a model that refuses connections (r) inside remom, workflows and fusion (on_error: skip)
+    "remom-dead": (refs("abr"), {"type": "remom", "remom": {"breadth_schedule": [2], "synthesis_model": "r",
+                                                            "model_distribution": "first_only"}}),
+    "workflows-dead": (refs("abr"), {"type": "workflows", "workflows": {
+        "roles": [{"name": "draft", "models": ["r", "a"], "prompt": "Draft it."}], "final": {"model": "b"}}}),
+    "fusion-dead-judge": (refs("abr"), {"type": "fusion", "fusion": {"model": "r"}}),
     "static": (refs("a"), None),
     "escalate": (refs("ab"), ESC),
     "ratings": (refs("ab"), {"type": "ratings"}),
@@ -224,6 +230,36 @@ def test_a_failed_judge_leaves_the_first_panel_answer(trial, stream):
     assert (headers["x-vsr-selected-model"], headers["x-vsr-response-path"], served) == ("a", "looper", "provider-a")
     assert "fusion_judge_failed;model=\"f\"" in headers["x-vsr-warnings"]
     assert "f: final answer failed, a's panel answer stands" in headers["x-vsr-trace"]
+
+
+# --- 6. a model failing inside remom or workflows is said, and a judge that cannot be reached is asked once ------
+
+
+def attempts_of(proc, name: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in httpx.get(f"{proc.url}/metrics").text.splitlines()
+               if line.startswith("vsr_upstream_attempts_total{") and f'model="{name}"' in line)
+
+
+@pytest.mark.parametrize("name", ["remom-dead", "workflows-dead"])
+def test_a_model_failing_inside_remom_or_workflows_is_said_to_the_client(trial, name):
+    """remom's synthesis model and a workflow role's model refuse connections (on_error: skip): the answer
+    stands from what did answer, and x-vsr-warnings names the model that failed, as fusion names its judge."""
+    proc, _, _ = trial
+    r = post(proc, name)
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-warnings"] == 'looper_call_failed;model="r"'
+
+
+def test_a_judge_that_cannot_be_reached_is_not_asked_again_in_the_request(trial):
+    """fusion's judge r is on the panel too (the modelRefs): its connection refused there, neither the analysis
+    nor the final answer asks it again (LiteLLM cools a deployment down after a connection failure)."""
+    proc, _, _ = trial
+    before = attempts_of(proc, "r")
+    r = post(proc, "fusion-dead-judge")
+    assert r.status_code == 200, r.text
+    assert attempts_of(proc, "r") - before == 1
+    assert 'fusion_judge_failed;model="r"' in r.headers["x-vsr-warnings"]
+    assert "r: not called, its connection failed earlier in this request" in r.headers["x-vsr-trace"]
 
 
 # --- 7. the answer's model is the provider's, whatever the algorithm ----------------------------------------------

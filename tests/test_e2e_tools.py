@@ -96,6 +96,29 @@ def test_a_client_forcing_a_tool_the_policy_removes_is_refused_in_its_own_protoc
     assert "tool_choice" in str(msgs.value)
 
 
+def test_a_client_requiring_a_tool_call_none_of_its_allowed_tools_can_make_is_refused(governed):
+    """tool_choice required (Chat, Responses) or any (Messages) with every offered tool removed by the policy:
+    the client demanded a tool call, so the same 400 as forcing a removed tool, and no model is asked."""
+    proc, upstream = governed
+    before = httpx.get(f"{upstream.url}/_mock/stats").json()["requests"]
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as chat:
+        client.chat.completions.create(model="vsr/auto", tools=[chat_tool("other")], tool_choice="required",
+                                       messages=[{"role": "user", "content": "Look it up via openai."}])
+    assert (chat.value.body["code"], chat.value.body["param"]) == ("invalid_value", "tool_choice"), chat.value.body
+    with pytest.raises(openai.BadRequestError) as responses:
+        client.responses.create(model="vsr/auto", input="Look it up via responses.", tool_choice="required",
+                                tools=[{"type": "function", "name": "other", "parameters": {"type": "object"}}])
+    assert (responses.value.body["code"], responses.value.body["param"]) == ("invalid_value", "tool_choice")
+    messages = anthropic.Anthropic(base_url=proc.url, api_key="k", max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as msgs:
+        messages.messages.create(model="vsr/auto", max_tokens=20, tool_choice={"type": "any"},
+                                 messages=[{"role": "user", "content": "Go via anthropic."}],
+                                 tools=[{"name": "other", "input_schema": {"type": "object"}}])
+    assert "tool_choice" in str(msgs.value)
+    assert httpx.get(f"{upstream.url}/_mock/stats").json()["requests"] == before
+
+
 def test_a_messages_client_keeps_only_its_allowed_tools(governed):
     proc, upstream = governed
     client = anthropic.Anthropic(base_url=proc.url, api_key="k")

@@ -66,3 +66,40 @@ def test_a_selection_that_drops_the_forced_tool_still_drops_the_choice(fmt):
     b = body(fmt)
     tp.keep_tools(b, fmt, POLICY.allows, forced="drop")
     assert "tool_choice" not in b
+
+
+REQUIRING = {
+    "openai": {"tools": [{"type": "function", "function": {"name": "other"}}], "tool_choice": "required"},
+    "anthropic": {"tools": [{"name": "other"}], "tool_choice": {"type": "any"}},
+    "responses": {"tools": [{"type": "function", "name": "other"}], "tool_choice": "required"},
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(REQUIRING))
+def test_requiring_a_tool_call_when_the_policy_removes_every_tool_is_refused(fmt):
+    """The client demanded a call none of its tools may make: the forced-tool 400, not a plain answer."""
+    with pytest.raises(InvalidValue) as info:
+        tp.keep_tools(json.loads(json.dumps(REQUIRING[fmt])), fmt, tp.Tools(mode="filtered",
+                                                                            allow=frozenset({"lookup"})).allows)
+    assert info.value.status == 400 and info.value.param == "tool_choice"
+
+
+@pytest.mark.parametrize("fmt", sorted(REQUIRING))
+def test_requiring_a_tool_call_with_an_allowed_tool_left_goes_through(fmt):
+    b = json.loads(json.dumps(REQUIRING[fmt]))
+    b["tools"].append(json.loads(json.dumps(FORCING[fmt]["tools"][0])))     # "safe", which the policy keeps
+    assert tp.keep_tools(b, fmt, tp.Tools(mode="filtered", allow=frozenset({"safe"})).allows) == ["other"]
+    assert b["tool_choice"] == REQUIRING[fmt]["tool_choice"]
+
+
+def test_a_responses_allowed_tools_choice_in_required_mode_demands_a_call_too():
+    b = {"tools": [{"type": "function", "name": "other"}],
+         "tool_choice": {"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "other"}]}}
+    with pytest.raises(InvalidValue):
+        tp.keep_tools(b, "responses", tp.Tools(mode="none").allows)
+
+
+def test_a_selection_that_removes_every_tool_drops_a_required_choice():
+    b = json.loads(json.dumps(REQUIRING["openai"]))
+    tp.keep_tools(b, "openai", lambda ref: False)
+    assert "tool_choice" not in b and "tools" not in b

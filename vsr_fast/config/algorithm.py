@@ -272,6 +272,8 @@ class Algorithm(Block):
     fusion: Fusion | None = None
     workflows: Workflows | None = None
     budget: Budget | None = None
+    # Executors only, each its own two: escalate last_attempt (its default) or fail; ratings, remom, fusion and
+    # workflows skip (their default) or fail. Selectors take none.
     on_error: Literal["last_attempt", "fail", "skip"] | None = None
 
 

@@ -28,14 +28,17 @@ log = logging.getLogger("vsr_fast.response_cache")
 _ANSWER = msgspec.msgpack.Encoder()
 _ANSWER_DECODER = msgspec.msgpack.Decoder(CachedAnswer)
 
-SKIP_REASONS = ("blocked", "flagged", "over_limit", "incomplete", "truncated", "error", "too_large", "retention_drop")
+SKIP_REASONS = ("blocked", "flagged", "over_limit", "incomplete", "truncated", "error", "too_large", "retention_drop",
+                "not_accepted")
 
 
 def skip_reason(ev: AnswerCompleted, max_entry_bytes: int) -> str | None:
-    """Why this answer must not be cached, or None when it may be. Order: the decision's retention, then the
-    guard's verdict."""
+    """Why this answer must not be cached, or None when it may be. Order: the decision's retention, the
+    router's own refusal (``not_accepted``), then the guard's verdict."""
     if ev.cache is not None and ev.cache.drop:
         return "retention_drop"
+    if ev.cache is not None and ev.cache.not_accepted:
+        return "not_accepted"
     if ev.guard in ("blocked", "flagged", "over_limit", "incomplete"):
         return ev.guard
     if not ev.complete:     # a stream cut mid-way carries its failure's status (502...): it did not end whole

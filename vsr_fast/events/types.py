@@ -90,6 +90,9 @@ class CacheIntent(_Part):
     text: str | None = None
     # The decision's retention says drop: the answer is looked up, never stored (spec 5.7).
     drop: bool = False
+    # The router served the answer though its own accept check refused it (escalate's ``on_error:
+    # last_attempt``): never stored, so the next request asks the models again.
+    not_accepted: bool = False
 
 
 GuardOutcome = Literal["none", "passed", "noted", "flagged", "blocked", "over_limit", "incomplete"]

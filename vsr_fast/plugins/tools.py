@@ -287,8 +287,8 @@ def listed(body: dict, fmt: str) -> list[ToolRef]:
 def keep_tools(body: dict, fmt: str, keep: Callable[[ToolRef], bool], *,
                forced: Literal["refuse", "drop"] | None = None) -> list[str]:
     """Remove, in place, every tool ``keep`` refuses (an emptied namespace or additional_tools item goes too);
-    the removed tools' keys. A ``tool_choice`` (or Chat's legacy ``function_call``) that forces a removed tool
-    is ``forced``: ``refuse`` raises InvalidValue (400, ``param`` the forcing field: the client forced a tool the
+    the removed tools' keys. A ``tool_choice`` (or Chat's legacy ``function_call``) that forces a removed tool,
+    or that requires a call (``required``, ``any``) when no tool is left, is ``forced``: ``refuse`` raises InvalidValue (400, ``param`` the forcing field: the client forced a tool the
     route's policy removes, and would otherwise get another tool called without a word), ``drop`` removes it (what
     a selection did not choose).
     Left out, a tools policy's own ``allows`` refuses and any other ``keep`` drops."""
@@ -334,6 +334,12 @@ def keep_tools(body: dict, fmt: str, keep: Callable[[ToolRef], bool], *,
     if forced == "refuse" and name in gone:
         raise echoing(InvalidValue, field + " forces tool {}, which this route's tools policy removes; "
                       "force another tool or leave the choice to the model", name, param=field)
+    if forced == "refuse" and removed and not listed(body, fmt) and _requires_call(body.get("tool_choice"), fmt):
+        # Sent on without tools, the choice would go too and the model answer in text: the client demanded a
+        # tool call that none of its tools may make, as a forced removed tool does.
+        raise InvalidValue("tool_choice requires a tool call, and this route's tools policy removes every tool "
+                           "the request offers; offer a tool it allows or leave the choice to the model",
+                           param="tool_choice")
     _fix_choice(body, fmt, gone)
     return [ref.key for ref in removed]
 
@@ -370,6 +376,17 @@ def _chosen(choice: Any, fmt: str) -> str | None:
     else:
         name = choice.get("name")
     return name if isinstance(name, str) and name else None
+
+
+def _requires_call(choice: Any, fmt: str) -> bool:
+    """Whether ``tool_choice`` demands some tool call without naming one: Chat's and Responses' ``required``
+    (Responses' ``allowed_tools`` in required mode too), Messages' ``any``."""
+    if fmt == "anthropic":
+        return isinstance(choice, dict) and choice.get("type") == "any"
+    if choice == "required":
+        return True
+    return fmt == "responses" and isinstance(choice, dict) and choice.get("type") == "allowed_tools" \
+        and choice.get("mode") == "required"
 
 
 def _fix_choice(body: dict, fmt: str, removed: set[str]) -> None:

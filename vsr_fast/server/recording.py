@@ -13,6 +13,8 @@ import re
 from functools import lru_cache
 from typing import NamedTuple
 
+import msgspec
+
 from ..plugins import layers as plugin_config
 from ..errors import VsrError
 from ..events import ids
@@ -189,7 +191,8 @@ class Recording:
     """The events and cache intent of one request; without an event stream, only the cache's part
     (``AppState.direct_cache``), and a no-op without either."""
 
-    __slots__ = ("events", "intent", "capture", "services", "direct", "cache_policy", "turn", "request_id")
+    __slots__ = ("events", "intent", "capture", "services", "direct", "cache_policy", "turn", "request_id",
+                 "not_accepted")
 
     def __init__(self, state, scope: Scope) -> None:
         self.services = state.events
@@ -199,6 +202,7 @@ class Recording:
         self.cache_policy: response_cache.CachePolicy | None = None
         self.capture = None
         self.turn = None        # pipeline.context.Turn: the answer a memory write reads, fed like the capture
+        self.not_accepted = False   # ``Exchange.not_accepted``: the answer is never cached
         if self.services is not None:
             # One pass over the headers for x-request-id and the session's (``session_id`` reads the same).
             rid = None
@@ -366,7 +370,10 @@ class Recording:
         if path == h.ResponsePath.CACHE.value:
             return None
         if status < 400 or not complete or guard not in ("none", "passed", "noted"):
-            return self.intent
+            intent = self.intent
+            if intent is not None and self.not_accepted:
+                intent = msgspec.structs.replace(intent, not_accepted=True)    # counted as a skip, never stored
+            return intent
         return None
 
     def plugins_applied(self, model: str | None, changes: list[str]) -> None:

@@ -3,6 +3,7 @@ sent in fallback order under the request's deadline."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import msgspec
 
@@ -11,15 +12,17 @@ from ...config.schema import ProviderModel
 from ...errors import UpstreamError
 from ...plugins.prompt_cache import retain_prefix
 from ...protocol.adapters import Inbound, Outbound
-from ...upstream import Stream, Whole
+from ...upstream import Attempt, Stream, Whole
 from ..delegation import delegated_credential
 from ...selection.cost import Tally
 from . import executors, looper
+from . import guard as response_guard
 from .looper import Tune
 from .exchange import Exchange
 from .masking import mask
 from .offload import off_loop
 
+log = logging.getLogger("vsr_fast.gateway")
 WRITERS = frozenset({"ratings", "remom", "fusion", "workflows"})   # executors that write their own answer
 
 
@@ -77,7 +80,9 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
         refs = [(c.name, weights.get(c.name, 1.0)) for c in r.candidates]
         answer = await executors.run(ex, kind, alg, r.candidates, refs, rewritten, streamed, tally)
     else:
-        send = dispatcher.stream if streamed else dispatcher.whole
+        guard = response_guard.guard_of(ex) if streamed else None
+        send = _held_first(ex) if guard is not None and guard.holds else \
+            dispatcher.stream if streamed else dispatcher.whole
         try:
             answer = await send(r.candidates, outbound_for, [])
         except UpstreamError as exc:        # every attempt failed: the record still shows each one
@@ -93,6 +98,44 @@ async def dispatch(ex: Exchange) -> Stream | Whole:
     if not (isinstance(answer, Whole) and answer.status >= 400):
         looper.served(ex, answer.model.name)      # multi_factor's affinity, retention's current model
     return answer
+
+
+def _held_first(ex: Exchange):
+    """The dispatcher's ``stream`` for an answer the response guard holds: nothing of it leaves before its end, so
+    a candidate whose stream breaks on the way is a failed attempt and the next one answers, as the same request
+    whole falls back (Envoy and LiteLLM retry what the client never received). The last candidate's stream goes to
+    the answer stage as it comes: its failure is what the client gets (an incomplete held stream's, spec 5.7)."""
+    dispatcher = ex.state.dispatcher
+
+    async def send(candidates: tuple[ProviderModel, ...], outbound_for, extra) -> Stream | Whole:
+        earlier: list[Attempt] = []
+        while True:
+            try:
+                answer = await dispatcher.stream(candidates, outbound_for, extra)
+            except UpstreamError as exc:
+                exc.attempts = [*earlier, *_after_failure(exc.attempts, earlier)]
+                raise
+            answer.attempts = [*earlier, *_after_failure(answer.attempts, earlier)]
+            names = [c.name for c in candidates]
+            candidates = candidates[names.index(answer.model.name) + 1:]
+            if isinstance(answer, Whole) or not candidates:
+                return answer
+            try:
+                return (await looper.held(answer, keep_headers=True))[0]
+            except UpstreamError as exc:
+                log.warning("upstream %s failed mid-stream (held, the next candidate answers): cause=%s: %s",
+                            answer.backend.label, exc.cause, exc.detail)
+                ex.state.metrics.upstream_errors.inc(answer.model.name, answer.backend.label, exc.cause)
+                earlier = exc.attempts
+    return send
+
+
+def _after_failure(attempts: list[Attempt], earlier: list[Attempt]) -> list[Attempt]:
+    """A later call's attempts, each a fallback when an earlier call's stream broke."""
+    if earlier:
+        for a in attempts:
+            a.fallback = True
+    return attempts
 
 
 def _rewritten(ex: Exchange, out: Outbound, model: ProviderModel, retains: bool, changes: list[str]) -> Outbound:

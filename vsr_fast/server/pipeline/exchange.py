@@ -97,6 +97,17 @@ class Exchange:
         self.failure: VsrError | None = None
         self.cost = None                  # selection.cost.Tally: every call's cost, summed (dispatch)
 
+    @property
+    def not_accepted(self) -> bool:
+        """Whether the answer served is one the router's own accept check refused (the Looper's escalate
+        returning its last attempt under ``on_error: last_attempt``). Set by the Looper; such an answer is never
+        cached (``llm_cache_write_skipped_total{reason="not_accepted"}``)."""
+        return self.rec.not_accepted
+
+    @not_accepted.setter
+    def not_accepted(self, value: bool) -> None:
+        self.rec.not_accepted = value      # the recording decides the cache write (``Recording._intent``)
+
     def tried(self, attempts: list[Attempt], *, hops: bool = False) -> None:
         """The upstream attempts of one call: recorded (``Recording.attempts``) and kept for the access log."""
         self.attempts += attempts

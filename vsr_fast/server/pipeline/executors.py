@@ -27,7 +27,8 @@ their cost and usage are summed; each call is charged to the caller and counted 
 ends, so a run that fails has paid for what it spent. ``on_error: skip`` (the default) drops a failed call
 (fusion: a judge's analysis that is not JSON is used as text, and a failed final answer leaves the panel's first
 answer, each said in the trace and x-vsr-warnings); ``fail`` fails the request, its error naming every call
-made and what became of it. A failed run names in x-vsr-selected-model the model whose failure ended it, else the
+made and what became of it; a call skipped names its model in x-vsr-warnings (``looper_call_failed;model=...``),
+and a model whose connection failed is not asked again in the request. A failed run names in x-vsr-selected-model the model whose failure ended it, else the
 last call made in the executor's own order (never whichever task the scheduler ran last). The answer's ``model``
 is the answering call's own, as its provider named it, as a static or escalate answer relays it. A streamed
 request gets the answer once it exists, as one held stream: these executors must have every answer before they
@@ -56,6 +57,8 @@ from .exchange import Exchange
 from .looper import Rewrite, Spent, Tune, count_tokens, fixed, metric, note, nothing, prepaid, spent_on
 
 _DECODE = msgspec.json.Decoder()
+# The causes of an attempt that never reached its backend (``upstream.transport.cause``).
+_UNREACHABLE = frozenset({"connect_refused", "connect_timeout", "connect_error", "dns_error", "tls_error"})
 _MAX_TOKENS = {"openai": "max_tokens", "anthropic": "max_tokens", "responses": "max_output_tokens"}
 _TEMPERATURE_MAX = {"anthropic": 1.0}      # Anthropic's 0-1; OpenAI's 0-2 is the configuration's own bound
 
@@ -82,6 +85,9 @@ class Calls:
         self.last: tuple[int, str] | None = None
         self.ended_by: str | None = None
         self.backends: dict = {}
+        # Models whose every backend refused or failed the connection: not asked again in this request (a
+        # fusion judge that is also on the panel), as LiteLLM cools a deployment down after a connection failure.
+        self.unreachable: set[str] = set()
         self.used = Tokens()        # every call's usage, summed: the answer's usage
         self.body = syn.plain_body(ex.req.raw) if ex.req is not None else {}
         # Every call leaves the tools out (``with_prompt``): the client hears of it as of any field not carried.
@@ -152,6 +158,9 @@ class Calls:
         if spent is not None:
             self.verdicts.append(f"{name}: not called, {spent}")
             return None
+        if name in self.unreachable:
+            self.verdicts.append(f"{agent or name}: not called, its connection failed earlier in this request")
+            return None
         outbound = await self.build(model, syn.with_prompt(self.body, self.ex.api, prompt),
                                     _tuning(temperature, max_tokens))
         self._calling(slot, name)
@@ -165,6 +174,8 @@ class Calls:
             except UpstreamError as exc:
                 self.attempts += exc.attempts
                 failure = exc.code
+                if exc.attempts and all(a.cause in _UNREACHABLE for a in exc.attempts):
+                    self.unreachable.add(name)
             except trio.Cancelled:
                 # A sibling's failure, the quorum, the request's deadline: the verdict says which (this executor's
                 # own budget says "cut by the budget" below).
@@ -206,6 +217,10 @@ class Calls:
             if self.ended_by is None:
                 self.ended_by = self.ex.model = name
             raise LooperCallsFailed(f"{name} failed ({why}) and on_error is fail")
+        # Skipped (on_error: skip): the answer stands without it, and the client is told which model failed.
+        code = f"looper_call_failed;model={sf_string(name)}"
+        if code not in self.ex.codes:
+            self.ex.codes.append(code)
         return None
 
     async def panel(self, jobs: Sequence[tuple[str, str | None, str | None]], limit: int, quorum: int | None = None,

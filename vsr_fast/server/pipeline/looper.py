@@ -10,7 +10,8 @@ dispatcher asks the budget before each attempt). A streamed
 request is held whole while it is judged (a check reads the whole answer), then
 relayed. When the budget runs out or no answer passes, ``on_error`` decides:
 ``last_attempt`` (the default) returns the last answer (an upstream's error answer is a failed call, not an
-answer), ``fail`` the Looper's error. With no answer at all, the last call's failure is the error, written in
+answer), named in x-vsr-warnings as ``looper_not_accepted;model=...`` and flagged on the exchange, ``fail`` the
+Looper's error. With no answer at all, the last call's failure is the error, written in
 the router's shape the same whole and streamed; every error names each call's verdict, and each candidate the
 budget left uncalled. A model health moved last (every backend ejected) is named, with why, in the trace's
 ``looper`` member and the preview.
@@ -31,12 +32,13 @@ from ...config.algorithm import Algorithm, AnswerCheck, MultiFactor, SystemOneSe
 from ...config.catalog import PRIMARY
 from ...config.schema import ProviderModel
 from ...errors import (CallsSpent, LooperBudgetExhausted, LooperCallsExhausted, LooperNoAcceptedAnswer, UpstreamError,
-                       UpstreamStatus, cause_words)
+                       UpstreamStatus, UpstreamTooLarge, cause_words)
 from ...headers import registry as h
 from ...headers import trace
 from ...plugins.response_guard import HOLD_LIMIT_BYTES
 from ...protocol import systemone as wire
 from ...protocol.adapters import Outbound
+from ...protocol.translate import sf_string
 from ...routing import Route
 from ...selection import accept as checks
 from ...selection import selectors, synthesis
@@ -288,11 +290,14 @@ def metric(ex: Exchange, tally: Tally) -> None:
 
 
 class Spent:
-    """A held stream's response, already closed: the relay's aclose has nothing left to do, and it carries no
-    backend's headers (the answer is the Looper's)."""
+    """A held stream's response, already closed: the relay's aclose has nothing left to do. It carries the
+    backend's x-ratelimit-* read before it closed, or none (a Looper's answer is its own)."""
+
+    def __init__(self, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        self.headers = headers or []
 
     def rate_headers(self) -> list[tuple[bytes, bytes]]:
-        return []
+        return self.headers
 
     async def aclose(self) -> None:
         return None
@@ -378,13 +383,26 @@ async def _call(ex: Exchange, model: ProviderModel, outbound_for: OutboundFor, s
     answer = await dispatcher.stream((model,), outbound_for, [], take)
     if isinstance(answer, Whole):
         return answer, answer.body
-    held = bytearray(answer.first)
+    return await held(answer)
+
+
+async def held(answer: Stream, *, keep_headers: bool = False) -> tuple[Stream, bytes]:
+    """``answer`` read to its end (at most HOLD_LIMIT_BYTES) before any of it is sent, its backend's stream closed,
+    and handed back as one chunk (with the backend's x-ratelimit-* when ``keep_headers``). One that breaks on the
+    way is its model's failure, raised with the stream's attempts: nothing of it was sent, the next may answer."""
+    name = answer.model.name
+    body = bytearray(answer.first)
     deadline = trio.current_effective_deadline()        # before any cancellation (inside one it reads -inf)
     try:
         async for chunk in answer.rest:
-            held += chunk
-            if len(held) > HOLD_LIMIT_BYTES:
-                raise UpstreamError(f"the answer of {model.name} grew past what the Looper may hold")
+            body += chunk
+            if len(body) > HOLD_LIMIT_BYTES:
+                raise UpstreamTooLarge(f"the answer of {name} grew past the {HOLD_LIMIT_BYTES >> 20} MiB a held "
+                                       "answer may keep")
+        erred = getattr(answer.rest, "ended_in_error", None)    # a checked backend stream's
+        said = erred() if erred is not None else None
+        if said is not None:        # the model ended its answer with its own error event: a failure, not an answer
+            raise said
     except trio.Cancelled:      # cut while held: the stream's attempt ends as what cut it, and is recorded
         why = cut_attempts.cause(deadline)
         answer.cut_short(why)
@@ -392,15 +410,25 @@ async def _call(ex: Exchange, model: ProviderModel, outbound_for: OutboundFor, s
             answer.attempts[-1].cause = f"midstream_{why}"
         cut_attempts.left(answer.attempts)
         raise
-    except TransportError as exc:     # a backend that broke mid-stream: that candidate failed, the next may answer
-        answer.broke(failure_cause(exc))
-        raise UpstreamError(f"the stream of {model.name} broke: {cause_words(failure_cause(exc))}",
-                            detail=f"the stream of {model.name} broke: {exc!r}") from exc
+    except (*TransportError, UpstreamError) as exc:     # broke mid-stream (or a broken event, or past a bound)
+        cause = failure_cause(exc)
+        answer.broke(cause)
+        failure = exc if isinstance(exc, UpstreamError) else UpstreamError(
+            f"the stream of {name} broke: {cause_words(cause)}", cause=f"midstream_{cause}",
+            detail=f"the stream of {name} broke: {exc!r}")
+        if answer.attempts:     # the attempt that answered its first event failed after all
+            last = answer.attempts[-1]
+            last.error, last.cause, last.failed = failure.code, f"midstream_{cause}", True
+        failure.attempts = list(answer.attempts)
+        if failure is exc:
+            raise
+        raise failure from exc
     finally:
+        headers = answer.rate_headers if keep_headers else []
         with trio.CancelScope(shield=True):
             await answer.aclose()
-    body = bytes(held)
-    return dataclasses.replace(answer, first=body, rest=nothing(), response=Spent()), body
+    whole = bytes(body)
+    return dataclasses.replace(answer, first=whole, rest=nothing(), response=Spent(headers)), whole
 
 
 def _error_answer(answer: Stream | Whole) -> UpstreamStatus:
@@ -527,6 +555,7 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
     fail = alg.on_error == "fail"
     _done(ex, attempts, verdicts, tally, spent, None if fail else last)    # last: returned unless it fails
     if last is not None and not fail:
+        _not_accepted(ex, last)
         return _as_asked(last, asked)
     prepaid(ex)
     if last is not None:
@@ -539,6 +568,14 @@ async def escalate(ex: Exchange, candidates: tuple[ProviderModel, ...], outbound
         # max_calls spent after a failure, or every candidate failed: the real cause, the last failure.
         raise _reported(failure, verdicts) if failure is not None else UpstreamError("no candidate answered")
     raise LooperNoAcceptedAnswer(f"no candidate's answer passed the accept check ({why})")
+
+
+def _not_accepted(ex: Exchange, answer: Stream | Whole) -> None:
+    """An answer returned though no check accepted it (``on_error: last_attempt``): the client is told in
+    x-vsr-warnings (the answer is held while judged, so its headers are still to leave), and the exchange is
+    flagged (``Exchange.not_accepted``: such an answer is never stored as the question's answer)."""
+    ex.not_accepted = True
+    ex.codes.append(f"looper_not_accepted;model={sf_string(answer.model.name)}")
 
 
 async def _self_verify(ex: Exchange, model: ProviderModel, body: bytes, streamed: bool, gte: float,
