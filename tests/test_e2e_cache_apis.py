@@ -63,6 +63,21 @@ def ask(proc, api: str, text: str, stream: bool) -> Seen:
         else:
             msg = raw.parse()
             out, stop, usage = msg.content[0].text, msg.stop_reason, (msg.usage.input_tokens, msg.usage.output_tokens)
+    elif api == "chat":
+        client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0)
+        extra = {"stream_options": {"include_usage": True}} if stream else {}
+        raw = client.chat.completions.with_raw_response.create(
+            model="vsr/auto", messages=[{"role": "user", "content": text}], stream=stream, **extra)
+        if stream:
+            chunks = list(raw.parse())
+            out = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            stop = next(c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason)
+            last = chunks[-1].usage
+            usage = (last.prompt_tokens, last.completion_tokens)
+        else:
+            done = raw.parse()
+            out, stop = done.choices[0].message.content, done.choices[0].finish_reason
+            usage = (done.usage.prompt_tokens, done.usage.completion_tokens)
     else:
         client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0)
         raw = client.responses.with_raw_response.create(model="vsr/auto", input=text, stream=stream)
@@ -97,6 +112,22 @@ def test_an_answer_is_recorded_with_its_facts_and_served_from_the_cache(cached, 
     assert (again.text, again.stop, again.usage) == (first.text, first.stop, first.usage)
     first_record = replay_record(cached, first.replay_id)
     assert first_record["cache"]["stored"] is True, first_record
+
+
+@pytest.mark.parametrize("first_stream", [False, True], ids=["whole-then-streamed", "streamed-then-whole"])
+@pytest.mark.parametrize("api", ["chat", "messages", "responses"])
+def test_one_entry_serves_the_request_whole_and_streamed(cached, api, first_stream):
+    """Trial 28: the cache split its entries by ``stream``; LiteLLM serves one cached answer to both forms. The
+    other form is told from the stored one in the client's protocol: what the SDK reads is the same answer."""
+    text = f"Tell me about the tides {uuid.uuid4().hex} via openai"
+    first = ask(cached, api, text, first_stream)
+    assert first.path == "upstream"
+    wait_for_value(lambda: replay_record(cached, first.replay_id).get("cache", {}).get("stored"), "stored")
+    other = ask(cached, api, text, not first_stream)
+    assert other.path == "cache"
+    assert (other.text, other.stop, other.usage) == (first.text, first.stop, first.usage)
+    record = replay_record(cached, other.replay_id, answered=True)
+    assert record["response_path"] == "cache" and record["streamed"] is (not first_stream), record
 
 
 def test_a_messages_answer_is_never_served_to_a_chat_client_of_the_same_body(cached):

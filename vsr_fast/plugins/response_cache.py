@@ -25,6 +25,12 @@ request gets none: its decision's cache works as ``mode: exact``. Rejected: a ha
 exact key; keeping only the vector, which the polarity check and the judge cannot read. A decision whose answers
 must not be kept at all says ``retention: {drop: true}``.
 
+Whole and streamed: ``stream`` is not part of the key, so one entry serves the request whole and streamed, as
+LiteLLM's cache does: a whole answer is replayed as the client protocol's stream, a stream's events assembled
+into the whole answer (``Adapter.replayed``; Chat's usage chunk follows the request's ``stream_options``). A
+stored answer that cannot be told in the other form is a miss: a Chat answer of ``n`` > 1 choices. A replayed
+stream is one event per block, not the model's pacing.
+
 Tool calls: an answer that calls a tool (finish reason ``tool_calls``: Chat's tool_calls, Messages' tool_use,
 a Responses function or custom tool call) is stored for the exact cache and left out of the semantic index, and
 a semantic hit whose answer calls one (indexed by an older router) is a miss. The spec says nothing of it; a
@@ -137,13 +143,14 @@ def check(raw: dict, path: str) -> list[str]:
 _ANY = msgspec.json.Decoder()
 _SORTED = msgspec.json.Encoder(order="sorted")
 _KEY_PARTS = msgspec.msgpack.Encoder(order="sorted")
-KEY_VERSION = "v1"
-# Fields that never change the answer: ``user`` is the client's end-user tag (scope covers users).
-_NOT_IN_KEY = ("user",)
+KEY_VERSION = "v2"      # v2: ``stream`` left out, so an older router never reads a stream stored for a whole request
+# Fields that never change the answer: ``user`` is the client's end-user tag (scope covers users); ``stream`` and
+# ``stream_options`` are its form, which a hit is told in (``Adapter.replayed``): one entry serves both forms.
+_NOT_IN_KEY = ("user", "stream", "stream_options")
 
 
 def canonical_request(raw: bytes) -> bytes:
-    """The request body with its keys sorted and ``user`` left out: one spelling per request."""
+    """The request body with its keys sorted and ``_NOT_IN_KEY`` left out: one spelling per request."""
     doc = _ANY.decode(raw)
     if isinstance(doc, dict):
         for name in _NOT_IN_KEY:
@@ -221,7 +228,7 @@ def semantic_partition(raw_request: bytes, *, recipe: str | None, decision: str 
                        policy: CachePolicy, principal: str, api: str = "chat") -> str:
     """The semantic cache's partition: the exact key's parts with the conversation's text left out. Two requests
     are compared by meaning only inside one partition, so a similar request of another principal, decision,
-    guard, revision, client API, model or parameter set (stream, temperature, tools, ...), or about another
+    guard, revision, client API, model or parameter set (temperature, tools, ...; not ``stream``), or about another
     image, file or audio clip, never hits."""
     doc = _ANY.decode(raw_request)
     if isinstance(doc, dict):
