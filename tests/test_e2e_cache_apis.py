@@ -8,6 +8,7 @@ from the cache in the client's own shape. A body that is valid in two APIs is ca
 """
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 
@@ -128,6 +129,28 @@ def test_one_entry_serves_the_request_whole_and_streamed(cached, api, first_stre
     assert (other.text, other.stop, other.usage) == (first.text, first.stop, first.usage)
     record = replay_record(cached, other.replay_id, answered=True)
     assert record["response_path"] == "cache" and record["streamed"] is (not first_stream), record
+
+
+def test_a_chat_stream_served_again_has_a_usage_chunk_exactly_when_its_client_asks(cached):
+    """A stored Chat stream ends with a usage chunk (``choices: []``) if its client asked for one; a client that
+    did not may read ``choices[0]`` of every chunk, and one that did reads its usage there."""
+    text = f"Count the waves {uuid.uuid4().hex} via openai"
+
+    def streamed(usage: bool) -> httpx.Response:
+        body = {"model": "vsr/auto", "stream": True, "messages": [{"role": "user", "content": text}],
+                **({"stream_options": {"include_usage": True}} if usage else {})}
+        r = httpx.post(f"{cached.url}/v1/chat/completions", json=body, timeout=30)
+        assert r.status_code == 200, r.text
+        return r
+
+    first = streamed(True)
+    assert first.headers["x-vsr-response-path"] == "upstream" and b'"choices":[]' in first.content
+    wait_for_value(lambda: streamed(True).headers["x-vsr-response-path"] == "cache", "the stream cached")
+    plain = streamed(False)
+    assert plain.headers["x-vsr-response-path"] == "cache"
+    chunks = [json.loads(line[6:]) for line in plain.text.splitlines() if line.startswith("data: {")]
+    assert chunks and all(c["choices"] for c in chunks), "no usage chunk the client did not ask for"
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
 
 
 def test_a_messages_answer_is_never_served_to_a_chat_client_of_the_same_body(cached):

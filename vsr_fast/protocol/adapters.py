@@ -73,7 +73,7 @@ from .translate import (
 )
 
 JSON = "application/json"
-_USAGE_CHUNK = re.compile(rb'"choices"\s*:\s*\[\s*\]')     # Chat's usage chunk, the last of its stream
+_CHAT_USAGE_CHUNK = re.compile(rb'"choices"\s*:\s*\[\s*\]')     # Chat's usage chunk, the last of its stream
 # Why a conversation with no turn is refused when translated (its field names the client's own).
 NO_TURNS = ("Expected a user or assistant turn the model's API can carry: system messages and items it drops "
             "are not turns")
@@ -720,7 +720,8 @@ class ChatAdapter(Adapter):
         """A stored stream has its usage chunk (``choices: []``) exactly when its client asked for one
         (``stream_options.include_usage``); a client that did not ask may read ``choices[0]`` of every chunk."""
         options = req.body.stream_options
-        return bool(options and options.include_usage) != bool(_USAGE_CHUNK.search(sse, max(0, len(sse) - 4096)))
+        has_usage = _CHAT_USAGE_CHUNK.search(sse, max(0, len(sse) - 4096)) is not None
+        return bool(options and options.include_usage) != has_usage
 
     def _passthrough_fail(self, message: str, status: int, code: str | None, kind: str, events: int,
                           head: bytes) -> bytes:
