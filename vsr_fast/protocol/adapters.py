@@ -408,7 +408,10 @@ class Adapter(abc.ABC):
         if self.native not in BY_FORMAT or (getattr(req.body, "n", None) or 1) > 1:
             return None
         if streamed:
-            answer = events_answer(self.held_events(body))
+            try:
+                answer = events_answer(self.held_events(body))
+            except (msgspec.DecodeError, msgspec.ValidationError):    # an event cut (a store's garbage)
+                answer = None
             if answer is None:
                 return None
             body, losses = self._write_answer(req, answer)
