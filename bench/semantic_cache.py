@@ -4,8 +4,12 @@
 
 Quality: ``bench/data/paraphrase_pairs.tsv``, pairs that ask the same thing
 (``same``) and near pairs that do not (``near``: negations and antonyms,
-different numbers, different entities). Each cached request is stored, then
-each new request looked up with the default match block exactly as the router
+different numbers, different entities, reversals: the same words with their
+roles swapped, London to Paris for Paris to London);
+``bench/data/reversal_heldout.tsv``, reported apart: reversals and paraphrases
+that reorder or keep a direction, written after the order check
+(``events.semantic_index.reordered``) was chosen and never tuned on. Each
+cached request is stored, then each new request looked up with the default match block exactly as the router
 runs it: embedding recall (top_k 3, cosine >= 0.8), the polarity check, then
 the embedded decision model's ``same_request`` judge (min_score 0.8), each
 pair in its own partition. Precision = same pairs among the hits; recall = hits
@@ -44,6 +48,7 @@ from vsr_fast.protocol import systemone as wire
 from vsr_fast.systemone.presets import PRESETS
 
 DATA = Path(__file__).parent / "data" / "paraphrase_pairs.tsv"
+HELD_OUT = Path(__file__).parent / "data" / "reversal_heldout.tsv"
 TOOL_DATA = Path(__file__).parent / "data" / "tool_pairs.tsv"
 
 
@@ -131,6 +136,9 @@ def main() -> None:
     q = quality()
     print(f"paraphrase set: {q['same']} same pairs, {q['near']} near pairs")
     print(f"hit precision {q['precision']:.3f}  hit recall {q['recall']:.3f}  false hits {q['false_hits']}")
+    h = quality(HELD_OUT)
+    print(f"held-out reversal set ({h['same']} same, {h['near']} near pairs): hit precision {h['precision']:.3f}  "
+          f"hit recall {h['recall']:.3f}  false hits {h['false_hits']}")
     for label, calls in (("matcher alone", False), ("served: tool calls exact only", True)):
         t = quality(TOOL_DATA, calls)
         print(f"tool-call set ({t['same']} same, {t['near']} near pairs), {label}: hit precision "

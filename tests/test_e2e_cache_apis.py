@@ -8,6 +8,7 @@ from the cache in the client's own shape. A body that is valid in two APIs is ca
 """
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 
@@ -63,6 +64,21 @@ def ask(proc, api: str, text: str, stream: bool) -> Seen:
         else:
             msg = raw.parse()
             out, stop, usage = msg.content[0].text, msg.stop_reason, (msg.usage.input_tokens, msg.usage.output_tokens)
+    elif api == "chat":
+        client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0)
+        extra = {"stream_options": {"include_usage": True}} if stream else {}
+        raw = client.chat.completions.with_raw_response.create(
+            model="vsr/auto", messages=[{"role": "user", "content": text}], stream=stream, **extra)
+        if stream:
+            chunks = list(raw.parse())
+            out = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            stop = next(c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason)
+            last = chunks[-1].usage
+            usage = (last.prompt_tokens, last.completion_tokens)
+        else:
+            done = raw.parse()
+            out, stop = done.choices[0].message.content, done.choices[0].finish_reason
+            usage = (done.usage.prompt_tokens, done.usage.completion_tokens)
     else:
         client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0)
         raw = client.responses.with_raw_response.create(model="vsr/auto", input=text, stream=stream)
@@ -97,6 +113,44 @@ def test_an_answer_is_recorded_with_its_facts_and_served_from_the_cache(cached, 
     assert (again.text, again.stop, again.usage) == (first.text, first.stop, first.usage)
     first_record = replay_record(cached, first.replay_id)
     assert first_record["cache"]["stored"] is True, first_record
+
+
+@pytest.mark.parametrize("first_stream", [False, True], ids=["whole-then-streamed", "streamed-then-whole"])
+@pytest.mark.parametrize("api", ["chat", "messages", "responses"])
+def test_one_entry_serves_the_request_whole_and_streamed(cached, api, first_stream):
+    """Trial 28: the cache split its entries by ``stream``; LiteLLM serves one cached answer to both forms. The
+    other form is told from the stored one in the client's protocol: what the SDK reads is the same answer."""
+    text = f"Tell me about the tides {uuid.uuid4().hex} via openai"
+    first = ask(cached, api, text, first_stream)
+    assert first.path == "upstream"
+    wait_for_value(lambda: replay_record(cached, first.replay_id).get("cache", {}).get("stored"), "stored")
+    other = ask(cached, api, text, not first_stream)
+    assert other.path == "cache"
+    assert (other.text, other.stop, other.usage) == (first.text, first.stop, first.usage)
+    record = replay_record(cached, other.replay_id, answered=True)
+    assert record["response_path"] == "cache" and record["streamed"] is (not first_stream), record
+
+
+def test_a_chat_stream_served_again_has_a_usage_chunk_exactly_when_its_client_asks(cached):
+    """A stored Chat stream ends with a usage chunk (``choices: []``) if its client asked for one; a client that
+    did not may read ``choices[0]`` of every chunk, and one that did reads its usage there."""
+    text = f"Count the waves {uuid.uuid4().hex} via openai"
+
+    def streamed(usage: bool) -> httpx.Response:
+        body = {"model": "vsr/auto", "stream": True, "messages": [{"role": "user", "content": text}],
+                **({"stream_options": {"include_usage": True}} if usage else {})}
+        r = httpx.post(f"{cached.url}/v1/chat/completions", json=body, timeout=30)
+        assert r.status_code == 200, r.text
+        return r
+
+    first = streamed(True)
+    assert first.headers["x-vsr-response-path"] == "upstream" and b'"choices":[]' in first.content
+    wait_for_value(lambda: streamed(True).headers["x-vsr-response-path"] == "cache", "the stream cached")
+    plain = streamed(False)
+    assert plain.headers["x-vsr-response-path"] == "cache"
+    chunks = [json.loads(line[6:]) for line in plain.text.splitlines() if line.startswith("data: {")]
+    assert chunks and all(c["choices"] for c in chunks), "no usage chunk the client did not ask for"
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
 
 
 def test_a_messages_answer_is_never_served_to_a_chat_client_of_the_same_body(cached):

@@ -43,6 +43,16 @@ def ask(url: str, text: str, user: str = "alice", **extra):
     return raw.headers
 
 
+def ask_streamed(url: str, text: str, user: str = "alice") -> tuple[str, str]:
+    """The response path and the text of a streamed Chat request."""
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=20,
+                           default_headers={"x-authz-user-id": user})
+    raw = client.chat.completions.with_raw_response.create(
+        model="auto", messages=[{"role": "user", "content": text}], stream=True)
+    text = "".join(c.choices[0].delta.content or "" for c in raw.parse() if c.choices)
+    return raw.headers["x-vsr-response-path"], text
+
+
 def metric(url: str, name: str) -> float:
     for line in httpx.get(f"{url}/metrics").text.splitlines():
         if line.startswith(name + " ") or line.startswith(name + "{") and line.split(" ")[0] == name:
@@ -65,6 +75,8 @@ def test_a_paraphrase_hits_an_unrelated_request_or_a_polarity_flip_or_another_us
         stored(proc.url, 1)
         hit = ask(proc.url, PARAPHRASE)
         assert hit["x-vsr-response-path"] == "cache"
+        path, text = ask_streamed(proc.url, PARAPHRASE)
+        assert path == "cache" and text, "a streamed request is served the whole answer's entry (trial 28)"
         assert ask(proc.url, UNRELATED)["x-vsr-response-path"] == "upstream"
         assert ask(proc.url, PARAPHRASE, user="bob")["x-vsr-response-path"] == "upstream", "scope user: no leak"
         assert ask(proc.url, PARAPHRASE, temperature=0.3)["x-vsr-response-path"] == "upstream", \
@@ -120,6 +132,24 @@ def test_a_request_about_another_country_is_not_served_the_cached_answer(mock, t
         assert ask(proc.url, "What's the capital of Australia?")["x-vsr-response-path"] == "cache", \
             "a paraphrase still hits"
         assert ask(proc.url, "What is the capital of Austria?")["x-vsr-response-path"] == "upstream"
+
+
+# Trial 28: the same words, another direction; each was served the first one's answer.
+REVERSALS = [("find flights from London to Paris tomorrow", "find flights from Paris to London tomorrow"),
+             ("convert 100 USD to EUR", "convert 100 EUR to USD"),
+             ("translate hello from English to French", "translate hello from French to English")]
+
+
+def test_a_reversed_request_is_not_served_the_cached_answer(mock, tmp_path, prefix):
+    """The default match block (no ``semantic`` block): recall and the judge both read words, not their order, so
+    the order check before the judge drops a reversal; a paraphrase keeping the direction still hits."""
+    with router(write_config(config(mock.url, store={"backend_type": "redis", "prefix": prefix}),
+                             str(tmp_path))) as proc:
+        for n, (cached, reversed_) in enumerate(REVERSALS, 1):
+            assert ask(proc.url, cached)["x-vsr-response-path"] == "upstream"
+            stored(proc.url, n)
+            assert ask(proc.url, reversed_)["x-vsr-response-path"] == "upstream", reversed_
+        assert ask(proc.url, "Find me flights tomorrow from London to Paris")["x-vsr-response-path"] == "cache"
 
 
 def test_a_malformed_cache_entry_is_skipped_and_counted_never_a_500(mock, tmp_path, prefix):

@@ -191,13 +191,31 @@ def test_the_replay_record_keeps_the_masked_answer(echoing, stream):
     assert got.text == text
     record = wait_for_value(lambda: (lambda r: r if r.get("response_body") else None)(
         replay_record(proc, got.headers["x-vsr-replay-id"])), "the record's answer")
+    assert kept_text(record, stream) == "Write to [EMAIL_ADDRESS_1] and [EMAIL_ADDRESS_2], record this."
+
+
+def kept_text(record: dict, stream: bool) -> str:
+    """The text of the Chat answer a replay record kept."""
     kept = record["response_body"]
     if stream:
-        kept = "".join(json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
+        return "".join(json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
                        for line in kept.splitlines() if line.startswith("data: {"))
-    else:
-        kept = json.loads(kept)["choices"][0]["message"]["content"]
-    assert kept == "Write to [EMAIL_ADDRESS_1] and [EMAIL_ADDRESS_2], record this."
+    return json.loads(kept)["choices"][0]["message"]["content"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_masking_decision_keeps_no_request_copy_but_the_masked_answer_by_default(echoing, stream):
+    """Trial 28: capture_personal_data left unset on a masking decision withheld the request as received (the
+    client's values) and the answer too (response_body: null). The answer as the model wrote it holds only the
+    placeholders the provider was sent: capture_response_body keeps it."""
+    proc, _ = echoing
+    text = f"Write to {A} and {B}, via openai."
+    got = ask(proc, "chat", "Be brief.", text, stream)
+    assert got.text == text
+    record = replay_record(proc, got.headers["x-vsr-replay-id"], answered=True)
+    assert record["request_body"] is None and record["response_body"], record
+    assert A not in record["response_body"] and B not in record["response_body"], record
+    assert kept_text(record, stream) == "Write to [EMAIL_ADDRESS_1] and [EMAIL_ADDRESS_2], via openai."
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])

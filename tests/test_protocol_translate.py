@@ -994,3 +994,29 @@ def test_a_responses_web_search_is_claudes_own_web_search(kind):
     out = adapter.upstream(req, "openai", "gpt")
     assert [t["function"]["name"] for t in json.loads(out.body)["tools"]] == ["get_weather"]
     assert ("dropped", "tools[0]") in {(loss.action, loss.field) for loss in out.losses}
+
+
+@pytest.mark.parametrize("api", ["chat", "messages", "responses"])
+def test_a_cached_answer_replayed_in_the_other_form_is_the_same_answer(api):
+    """response_cache serves one entry whole and streamed (``Adapter.replayed``): a whole answer written as the
+    client protocol's stream, then that stream assembled whole (``events_answer``), reads as the first one."""
+    from vsr_fast.protocol.translate import BY_FORMAT, Answer, ToolCall, Usage
+    from vsr_fast.protocol.translate._ir import Text
+
+    adapter, streamed_req = decode(api, STREAM_REQUESTS[api])
+    whole_req = adapter.decode(json.dumps({**STREAM_REQUESTS[api], "stream": False}).encode())
+    answer = Answer("id-1", "gpt-x", [Text("Sunny in Paris."), ToolCall("call_1", "get_weather", '{"city":"Paris"}')],
+                    "tool_calls", Usage(12, 7))
+    body, _ = adapter._write_answer(whole_req, answer)
+    sse = adapter.replayed(streamed_req, body, False)
+    assert sse is not None and sse.startswith((b"data:", b"event:"))
+    again = adapter.replayed(whole_req, sse, True)
+    assert again is not None
+    reader = BY_FORMAT[adapter.native].read_answer
+    first, second = reader(body)[0], reader(again)[0]
+    assert [(type(p), getattr(p, "text", None), getattr(p, "name", None), getattr(p, "arguments", None))
+            for p in second.parts] == [(type(p), getattr(p, "text", None), getattr(p, "name", None),
+                                        getattr(p, "arguments", None)) for p in first.parts]
+    assert (second.finish, second.usage) == (first.finish, first.usage)
+    assert adapter.replayed(whole_req, body, False) is body, "the stored form, as it is"
+    assert adapter.replayed(whole_req, sse[: len(sse) // 2], True) is None, "a stream that did not end: a miss"

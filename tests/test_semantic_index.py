@@ -126,3 +126,25 @@ def test_paraphrases_that_passed_before_still_pass_among_them_the_bench_sets():
                  ("How do I undo the last git commit?", "How can I undo my last commit in git?"),
                  ("What is the capital of France?", "What's the capital city of France?")]:
         assert not si.differs(b, a), (a, b)
+
+
+def test_a_reversal_differs_but_a_symmetric_swap_or_a_moved_phrase_does_not():
+    """Trial 28: the embedding and the same_request judge read words, not their order."""
+    for a, b in [("find flights from London to Paris tomorrow", "find flights from Paris to London tomorrow"),
+                 ("convert 100 USD to EUR", "convert 100 EUR to USD"),
+                 ("translate hello from English to French", "translate hello from French to English"),
+                 ("Is Python faster than Java?", "Is Java faster than Python?"),
+                 ("How long is the drive from Boston to New York?", "How long is the drive from New York to Boston?"),
+                 ("Why choose Kotlin over Java?", "Why choose Java over Kotlin?"),
+                 ("Can a dog eat cat food?", "Can a cat eat dog food?"),
+                 ("London -> Paris trains", "Paris -> London trains"),
+                 ("London \u2192 Paris trains", "Paris \u2192 London trains")]:
+        assert si.reordered(a, b) and si.differs(b, a), (a, b)
+    for a, b in [("What is the difference between TCP and UDP?", "What is the difference between UDP and TCP?"),
+                 ("Compare Python and Java", "Compare Java and Python"),
+                 ("Python vs Java for web development", "Java vs Python for web development"),
+                 ("How do I reverse a list in Python?", "In Python, how do I reverse a list?"),
+                 ("Find flights from London to Paris tomorrow", "Find me flights tomorrow from London to Paris"),
+                 ("How do I convert JSON to YAML?", "What is the best way to convert JSON into YAML?"),
+                 ("How do I get from the airport to downtown?", "How do I get to downtown from the airport?")]:
+        assert not si.differs(b, a) and not si.differs(a, b), (a, b)

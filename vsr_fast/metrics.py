@@ -181,7 +181,7 @@ class Metrics:
         )
         self.off_loop = Counter(
             "vsr_off_loop_steps_total", "A big body's request steps run in a worker thread, off the event loop, by "
-            "step (decode, signals, record, upstream, shaping, masking).", ("step",)
+            "step (decode, signals, record, upstream, shaping, masking, cache).", ("step",)
         )
         self.reloads = Counter(
             "vsr_config_reloads_total", "Configuration reloads by outcome (ok, unchanged, failed).", ("outcome",)

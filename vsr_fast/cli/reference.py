@@ -35,6 +35,7 @@ from ..config.schema import (AccessLogConfig, Algorithm, CandidateRequirements, 
 from ..config.signals import CONDITION_TYPES
 from ..config.stores import RedisAt
 from ..decisions.projections import TYPE as PROJECTION
+from ..plugins.response_cache import CachePolicy, ResponseCacheConfig
 from ..plugins.router_replay import ReplayPolicy, RouterReplayConfig, ShadowConfig, ShadowPolicy
 from ..plugins.table import CONFIGURATIONS
 from ..routing.plan import LEARNED_TYPES
@@ -235,7 +236,8 @@ def _is_list(t) -> bool:
 
 # A plugin block whose fields every layer may leave unset, and the policy its layers merge into: the value a field
 # takes when no layer sets it (the bottom layer's) is that policy's default.
-BOTTOM_LAYERS: dict[type, type] = {RouterReplayConfig: ReplayPolicy, ShadowConfig: ShadowPolicy}
+BOTTOM_LAYERS: dict[type, type] = {RouterReplayConfig: ReplayPolicy, ShadowConfig: ShadowPolicy,
+                                   ResponseCacheConfig: CachePolicy}
 
 
 def _bottom(cls: type, name: str) -> str | None:

@@ -144,7 +144,9 @@ class RequestEvents:
         (``shadow_refused``). A sampled copy goes out only once ``shadowed`` gives it the live
         provider-bound request (spec 5.7: single-model provider dispatch only; no cache hit, no Looper executor).
         ``withhold``: no event carries a copy of the body (masking protects what it holds, or
-        capture_personal_data: false), nor of the answer, which can echo the request's fields (``answer``).
+        capture_personal_data: false). Nor, under capture_personal_data: false, of the answer, which can echo the
+        request's fields (``answer``); a masking decision's answer, as the model wrote it, holds placeholders only
+        (the model read the masked request, which its shadow copy carries too): capture_response_body keeps it.
         """
         self.sink.record(self._received(raw, request, route, identity, api, shadow, model, stream, withhold))
 
@@ -319,7 +321,7 @@ class RequestEvents:
 
     def capture(self, cache: CacheIntent | None, cache_max_bytes: int) -> AnswerCapture | None:
         """What the relay feeds the answer to: enough for the cache and the record, or None for neither."""
-        limit = max(0 if self.withheld else self.policy.response_bytes, cache_max_bytes if cache is not None else 0)
+        limit = max(self.policy.response_bytes, cache_max_bytes if cache is not None else 0)
         return AnswerCapture(limit) if limit > 0 else None
 
     def answer(self, *, status: int, response_path: str, model: str | None, streamed: bool, held: bool = False,
@@ -349,7 +351,7 @@ class RequestEvents:
         if captured is None:
             if (not held and finish_reason is None and guard == "none" and not guard_codes
                     and cache is None and cost is None and cost_currency is None
-                    and (self.withheld or not p.response_bytes)):
+                    and not p.response_bytes):
                 # Most upstream answers: their usage and time to first byte, in one replace.
                 if usage is not None or ttfb_ms is not None or shadow is not None:
                     event = _replace(event, usage=usage, ttfb_ms=ttfb_ms, shadow=shadow)
@@ -361,14 +363,15 @@ class RequestEvents:
         event = _replace(
             event, held=held, finish_reason=finish_reason, usage=usage, guard=guard, guard_codes=list(guard_codes),
             ttfb_ms=ttfb_ms, body=body, body_bytes=size, body_truncated=truncated,
-            replay_body_bytes=0 if self.withheld else p.response_bytes, cache=cache, cost=cost,
+            replay_body_bytes=p.response_bytes, cache=cache, cost=cost,
             cost_currency=cost_currency,
         )
         if self.withheld:
             if cache is not None and handoff is not None:
                 handoff(event)
-            # As the record would keep it (no body: replay_body_bytes is 0), and no cache intent: the writer that
-            # stores the answer is the handoff's.
+            # As the record would keep it (under capture_personal_data: false no body, replay_body_bytes being 0;
+            # a masking decision's as the model wrote it, placeholders and no value), and no cache intent: the
+            # writer that stores the answer is the handoff's.
             event = for_record(_replace(event, cache=None))
         if shadow is not None:      # masked where the decision masks: placeholders, never the values
             event = _replace(event, shadow=shadow)

@@ -14,7 +14,9 @@ negation cue or an antonym is dropped, since a static embedding cannot see
 that "enable" and "disable" ask for opposite things. So is one that swaps a
 subject: another word that is no form of the first (Austria for Australia,
 Niger for Nigeria), any other number (5.5 for 5, -5 for 5), or a name added or left
-out (North Korea for Korea, New York for York).
+out (North Korea for Korea, New York for York). And so is one with the same words in another order that
+swaps their roles (``reordered``: London to Paris for Paris to London, Python faster than Java for Java faster
+than Python): the embedding and the judge both read words, not their order.
 """
 from __future__ import annotations
 
@@ -225,9 +227,74 @@ def opposite(a: str, b: str) -> bool:
     return any(ANTONYMS.get(w, frozenset()) & only_b for w in only_a)
 
 
+# The words that give the word after them a role whose order matters (from London / to Paris, faster than Java,
+# Kotlin over Java, React before Vue), each under its role's name; an arrow is "to" (``_ARROW``). Not "and",
+# "or", "vs", "between": "TCP and UDP", "Python vs Java" ask the same thing either way round.
+_ROLE_MARKERS = {"from": "from", "to": "to", "into": "to", "onto": "to", "toward": "to", "towards": "to",
+                 "than": "than", "over": "over", "before": "before", "after": "after"}
+_ARROW = re.compile(r"->|=>|[\u2192\u21d2\u27f6\u2794\u279c]")
+# Words a marker may stand before its word across (from the airport, to my laptop).
+_DETERMINERS = frozenset("a an the my your our their his her its this that these those some".split())
+# Words between two words that trade places and leave the question the same (TCP and UDP, gold or silver).
+_SYMMETRIC = frozenset("and or vs versus v plus nor".split()) | _DETERMINERS
+
+
+def _roles(ws: tuple[str, ...]) -> dict[str, set[str]]:
+    """Each content word of ``ws`` and the roles its markers give it ("from london to paris": london from,
+    paris to)."""
+    out: dict[str, set[str]] = {}
+    for i, w in enumerate(ws):
+        if w in STOPWORDS:
+            continue
+        j = i - 1
+        while j >= 0 and ws[j] in _DETERMINERS:
+            j -= 1
+        role = _ROLE_MARKERS.get(ws[j]) if j >= 0 else None
+        if role is not None:
+            out.setdefault(w, set()).add(role)
+    return out
+
+
+def _trade_places(wa: tuple[str, ...], wb: tuple[str, ...]) -> bool:
+    """Whether ``wb`` is ``wa`` with content words trading places across another word that gives them their
+    parts (a dog eats cat food / a cat eats dog food), every other word in place."""
+    if len(wa) != len(wb):
+        return False
+    moved = [i for i, (x, y) in enumerate(zip(wa, wb)) if x != y]
+    if len(moved) < 2 or sorted(wa[i] for i in moved) != sorted(wb[i] for i in moved) \
+            or any(wa[i] in STOPWORDS for i in moved):
+        return False
+    for i in moved:
+        j = next(k for k in moved if wa[k] == wb[i])
+        lo, hi = sorted((i, j))
+        if any(w not in _SYMMETRIC for w in wa[lo + 1:hi]):
+            return True
+    return False
+
+
+def reordered(a: str, b: str) -> bool:
+    """Whether ``b`` asks ``a``'s question with its roles swapped: two words both mention trade a role
+    (London to Paris / Paris to London, 100 USD to EUR / 100 EUR to USD, Python faster than Java / Java faster
+    than Python), or trade places around the word that relates them (dog eats cat food / cat eats dog food).
+    Word order is what a static embedding and the ``same_request`` judge do not see: both score a reversal as
+    the same request (trial 28). A word that moves with its role kept is wording (in Python, how do I reverse
+    a list / how do I reverse a list in Python), as is a swap across "and", "or" or "vs"."""
+    wa, wb = _scan(_ARROW.sub(" to ", a))[0], _scan(_ARROW.sub(" to ", b))[0]
+    if _trade_places(wa, wb):
+        return True
+    ra, rb = _roles(wa), _roles(wb)
+    shared = set(wa) & set(wb)
+    for x in shared & ra.keys():
+        for role in ra[x] - rb.get(x, set()):
+            # Another shared word took x's role in b, and had it not in a.
+            if any(role in rb[y] and role not in ra.get(y, ()) for y in shared & rb.keys() if y != x):
+                return True
+    return False
+
+
 def differs(a: str, b: str) -> bool:
-    """The lexical check before the judge: a polarity flip or a swapped subject."""
-    return opposite(a, b) or swapped(a, b)
+    """The lexical check before the judge: a polarity flip, a swapped subject or swapped roles."""
+    return opposite(a, b) or swapped(a, b) or reordered(a, b)
 
 
 COARSE_DIM = 32             # 100,000 rows of 32 floats stay in cache: ~0.5 ms a scan, against ~6+ ms for 256
@@ -346,4 +413,4 @@ class SemanticIndex:
 
 
 __all__ = ["COARSE_DIM", "projection", "ANTONYMS", "NEGATIONS", "STOPWORDS", "SemanticIndex", "differs", "figures",
-           "opposite", "swapped", "words"]
+           "opposite", "reordered", "swapped", "words"]

@@ -14,7 +14,9 @@ carries no guard headers, so the flag would be lost); a held answer
 ``over_limit``; an ``incomplete`` one (no finish reason, a stream that did not
 end, a guard that could not read it whole); a ``truncated`` one (finish reason
 ``length``); an ``error`` answer; one ``too_large`` for the store; one whose decision's ``retention`` says
-``retention_drop`` (looked up, never stored).
+``retention_drop`` (looked up, never stored); one ``not_accepted``: the router served it though its own accept
+check refused it (``Exchange.not_accepted``: escalate's ``on_error: last_attempt``), and a cached copy would
+outlive the better model's recovery for the whole TTL.
 
 Personal data (router_replay ``capture_personal_data: false``, or a decision that masks without a router_replay
 layer saying ``capture_personal_data: true``; ``server.recording.Plan.private``): the cache keeps only the hashed
@@ -24,6 +26,12 @@ request's text (its index, the Redis stream every router's index follows, the ju
 request gets none: its decision's cache works as ``mode: exact``. Rejected: a hash-only semantic key, which is an
 exact key; keeping only the vector, which the polarity check and the judge cannot read. A decision whose answers
 must not be kept at all says ``retention: {drop: true}``.
+
+Whole and streamed: ``stream`` is not part of the key, so one entry serves the request whole and streamed, as
+LiteLLM's cache does: a whole answer is replayed as the client protocol's stream, a stream's events assembled
+into the whole answer (``Adapter.replayed``; Chat's usage chunk follows the request's ``stream_options``). A
+stored answer that cannot be told in the other form is a miss: a Chat answer of ``n`` > 1 choices. A replayed
+stream is one event per block, not the model's pacing.
 
 Tool calls: an answer that calls a tool (finish reason ``tool_calls``: Chat's tool_calls, Messages' tool_use,
 a Responses function or custom tool call) is stored for the exact cache and left out of the semantic index, and
@@ -59,8 +67,15 @@ class SemanticConfig(Block):
     conversation's text is compared by meaning: its images, files and audio, like every other field, must match.
     An answer that calls a tool is served again only to the same request (the exact cache), never to a similar
     one: the call is a command the client runs, and near words may ask for another (delete for show, another
-    file), which neither the similarity nor the ``same_request`` judge reliably tells apart."""
+    file), which neither the similarity nor the ``same_request`` judge reliably tells apart. Before the judge a
+    lexical check drops a recalled request that reads almost the same but asks otherwise: a negation or an
+    antonym (enable / disable), another number or name (5 / 15 miles, Austria / Australia), or the same words with
+    their roles swapped (flights from London to Paris / from Paris to London, 100 USD to EUR / 100 EUR to USD,
+    Python faster than Java / Java faster than Python), which the embedding and the judge, reading words and not
+    their order, both score as the same request. A swap across "and", "or" or "vs" (TCP and UDP) is the same."""
 
+    # Unset (or no semantic block): the feature's default, recall {method: embedding, top_k: 3,
+    # min_similarity: 0.8} then judge {preset: same_request, min_score: 0.8}.
     match: Match | None = None
 
 
@@ -70,11 +85,20 @@ class ResponseCacheConfig(Block):
     Under router_replay ``capture_personal_data: false``, or on a decision that masks (unless a router_replay layer
     says ``capture_personal_data: true``), the cache keeps no request text: it stores the answer under the
     request's hashed key, written by the router itself (the event stream never carries it), and no semantic entry,
-    so ``semantic`` and ``exact_then_semantic`` answer only the same request there, as ``exact`` does."""
+    so ``semantic`` and ``exact_then_semantic`` answer only the same request there, as ``exact`` does.
+
+    One entry serves a request whole and streamed (``stream`` is no part of the key, as in LiteLLM's cache): a
+    whole answer is replayed as the client protocol's stream (one event per block, not the model's pacing; Chat's
+    usage chunk when ``stream_options.include_usage`` asks), a streamed one assembled into the whole answer. A Chat
+    answer of ``n`` > 1 choices is served only in the form it was stored in (else a miss). Never stored: an answer
+    the guard blocked or flagged, an incomplete, truncated or error answer, and one the router served though its
+    own accept check refused it (escalate's ``on_error: last_attempt``): the next request asks the models again
+    (``llm_cache_write_skipped_total{reason}``)."""
 
     enabled: bool | UnsetType = UNSET
     # exact: the same request; semantic: a similar one the match block accepts; exact_then_semantic: both.
     mode: Literal["exact", "semantic", "exact_then_semantic"] | UnsetType = UNSET
+    # No block in any layer: the semantic modes run the default match block (SemanticConfig.match).
     semantic: SemanticConfig | UnsetType = UNSET
     ttl_seconds: Annotated[int, Meta(ge=1, le=30 * 86_400)] | UnsetType = UNSET
     revision: CacheRevision | UnsetType = UNSET
@@ -137,13 +161,14 @@ def check(raw: dict, path: str) -> list[str]:
 _ANY = msgspec.json.Decoder()
 _SORTED = msgspec.json.Encoder(order="sorted")
 _KEY_PARTS = msgspec.msgpack.Encoder(order="sorted")
-KEY_VERSION = "v1"
-# Fields that never change the answer: ``user`` is the client's end-user tag (scope covers users).
-_NOT_IN_KEY = ("user",)
+KEY_VERSION = "v2"      # v2: ``stream`` left out, so an older router never reads a stream stored for a whole request
+# Fields that never change the answer: ``user`` is the client's end-user tag (scope covers users); ``stream`` and
+# ``stream_options`` are its form, which a hit is told in (``Adapter.replayed``): one entry serves both forms.
+_NOT_IN_KEY = ("user", "stream", "stream_options")
 
 
 def canonical_request(raw: bytes) -> bytes:
-    """The request body with its keys sorted and ``user`` left out: one spelling per request."""
+    """The request body with its keys sorted and ``_NOT_IN_KEY`` left out: one spelling per request."""
     doc = _ANY.decode(raw)
     if isinstance(doc, dict):
         for name in _NOT_IN_KEY:
@@ -221,7 +246,7 @@ def semantic_partition(raw_request: bytes, *, recipe: str | None, decision: str 
                        policy: CachePolicy, principal: str, api: str = "chat") -> str:
     """The semantic cache's partition: the exact key's parts with the conversation's text left out. Two requests
     are compared by meaning only inside one partition, so a similar request of another principal, decision,
-    guard, revision, client API, model or parameter set (stream, temperature, tools, ...), or about another
+    guard, revision, client API, model or parameter set (temperature, tools, ...; not ``stream``), or about another
     image, file or audio clip, never hits."""
     doc = _ANY.decode(raw_request)
     if isinstance(doc, dict):

@@ -58,10 +58,12 @@ class RouterReplayConfig(Block):
     # false keeps no body and no identity, whatever the capture_* fields say, and makes no shadow copy (migrated
     # data_policy). A masking decision's request as received (the client's personal data) is kept only where a
     # layer says true explicitly: left unset, its record has no request copy (request_body: null), and
-    # vsr-replay counts it as withheld, not replayable. A shadow copy is masked either way. No event carries the
-    # request's text or its answer: a response_cache on the request stores the
-    # answer under its hashed key by the router's own task, never through the stream, and keeps no semantic entry
-    # (the request's text): the decision's cache answers only the same request (exact).
+    # vsr-replay counts it as withheld, not replayable; its answer as the model wrote it (placeholders, never the
+    # values: the model read the masked request) is kept as capture_response_body says. A shadow copy is masked
+    # either way. On both routes no event carries the request's text (nor, under false, its answer): a
+    # response_cache on the request stores the answer under its hashed key by the router's own task, never
+    # through the stream, and keeps no semantic entry (the request's text): the decision's cache answers only the
+    # same request (exact).
     capture_personal_data: bool | UnsetType = UNSET
     # How much of the request (and of the answer, and of a shadow's answer) the record keeps. A request past it
     # is kept cut (a Chat request as its canonical form, the current user turn last), and vsr-replay re-routes

@@ -66,12 +66,14 @@ from .rewrite import ModelRewriter
 from .translate._losses import dropped
 from .translate import (
     BY_FORMAT, CHAT, GUARDED, IMAGES, MESSAGES, PATHS, RESPONSES, Answer, Conversation, Estimate, Loss, NewId, NoTurns,
-    Passthrough, SSEParser, StreamTranslator, Translating, WholeToStream, chat_messages, client_param, is_error_of,
+    Passthrough, SSEParser, StreamTranslator, Translating, WholeToStream, chat_messages, client_param, events_answer,
+    is_error_of,
     new_id,
     read_error,
 )
 
 JSON = "application/json"
+_CHAT_USAGE_CHUNK = re.compile(rb'"choices"\s*:\s*\[\s*\]')     # Chat's usage chunk, the last of its stream
 # Why a conversation with no turn is refused when translated (its field names the client's own).
 NO_TURNS = ("Expected a user or assistant turn the model's API can carry: system messages and items it drops "
             "are not turns")
@@ -393,6 +395,39 @@ class Adapter(abc.ABC):
         ``remember`` of it: here itself and nothing; Responses gives it an id of its own."""
         return body, None
 
+    # --- a cached answer in the other form ------------------------------------------------
+
+    def replayed(self, req: Inbound, body: bytes, streamed: bool) -> bytes | None:
+        """A cached answer in this protocol (``body``: whole, or its SSE when ``streamed``) in the form ``req``
+        asks (``stream``): as it is, a whole answer written as the protocol's stream, or a stream's events
+        assembled whole; None when it cannot be told so whole (a stream that did not end, an answer the other
+        form would lose a part of: Chat's choices past the first)."""
+        asked = self.stream(req)
+        if asked == streamed and not (streamed and self._restream(req, body)):
+            return body
+        if self.native not in BY_FORMAT or (getattr(req.body, "n", None) or 1) > 1:
+            return None
+        if streamed:
+            try:
+                answer = events_answer(self.held_events(body))
+            except (msgspec.DecodeError, msgspec.ValidationError):    # an event cut (a store's garbage)
+                answer = None
+            if answer is None:
+                return None
+            body, losses = self._write_answer(req, answer)
+            if losses:
+                return None
+        if not asked:
+            return body
+        tr = self.whole_as_stream(req)
+        out = tr.feed(body) + tr.close()
+        return None if tr.losses else out
+
+    def _restream(self, req: Inbound, sse: bytes) -> bool:
+        """Whether a stored stream must be written again for ``req``, which asks for another stream (Chat's usage
+        chunk)."""
+        return False
+
     # --- the response guard ----------------------------------------------------------------
 
     def guardable(self) -> bool:
@@ -683,6 +718,13 @@ class ChatAdapter(Adapter):
     def _writer(self, req: Inbound, new_id: NewId):
         options = req.body.stream_options
         return CHAT.StreamWriter(bool(options and options.include_usage), CHAT.legacy_functions(req.body))
+
+    def _restream(self, req: Inbound, sse: bytes) -> bool:
+        """A stored stream has its usage chunk (``choices: []``) exactly when its client asked for one
+        (``stream_options.include_usage``); a client that did not ask may read ``choices[0]`` of every chunk."""
+        options = req.body.stream_options
+        has_usage = _CHAT_USAGE_CHUNK.search(sse, max(0, len(sse) - 4096)) is not None
+        return bool(options and options.include_usage) != has_usage
 
     def _passthrough_fail(self, message: str, status: int, code: str | None, kind: str, events: int,
                           head: bytes) -> bytes:

@@ -18,6 +18,7 @@ from ._common import parse_arguments as parse_arguments
 from ._ir import Conversation as Conversation
 from ._ir import NoTurns as NoTurns
 from ._ir import answer_events as answer_events
+from ._ir import events_answer as events_answer
 from ._losses import WARNINGS_LIMIT_BYTES as WARNINGS_LIMIT_BYTES
 from ._losses import Loss as Loss
 from ._losses import dropped as dropped
@@ -42,7 +43,7 @@ __all__ = [
     "Answer", "BY_FORMAT", "CHAT", "GUARDED", "Conversation", "DEFAULT_MAX_TOKENS", "Estimate", "IMAGES", "Loss",
     "MESSAGES", "NewId", "Usage",
     "NoTurns", "PATHS", "Passthrough", "RESPONSES", "SSEParser", "StreamTranslator", "Translating",
-    "WARNINGS_LIMIT_BYTES", "WholeToStream", "answer_events", "chat_messages", "client_param", "dropped",
+    "WARNINGS_LIMIT_BYTES", "WholeToStream", "answer_events", "events_answer", "chat_messages", "client_param", "dropped",
     "is_error_of", "new_id", "parse_arguments", "read_error", "ToolCall",
     "render_warnings", "sf_string",
 ]

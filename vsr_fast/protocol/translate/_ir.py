@@ -267,3 +267,41 @@ def answer_events(answer: Answer) -> list[Event]:
             events += [BlockStart(i, "image", image=part), BlockStop(i)]
     events.append(Finished(answer.finish, answer.usage, answer.stop_sequence))
     return events
+
+
+def events_answer(events: list[Event]) -> Answer | None:
+    """The whole answer a complete stream's events carry (``answer_events`` read back); None for a stream that
+    failed or did not end."""
+    start = next((ev for ev in events if isinstance(ev, Started)), None)
+    end = next((ev for ev in events if isinstance(ev, Finished)), None)
+    if start is None or end is None or any(isinstance(ev, Failed) for ev in events):
+        return None
+    kinds: dict[int, BlockStart] = {}
+    texts: dict[int, list[str]] = {}
+    logprobs: dict[int, list[dict]] = {}
+    signatures: dict[int, str] = {}
+    for ev in events:
+        if isinstance(ev, BlockStart):
+            kinds.setdefault(ev.index, ev)
+        elif isinstance(ev, (TextDelta, ArgsDelta)):
+            texts.setdefault(ev.index, []).append(ev.text if isinstance(ev, TextDelta) else ev.json)
+            if isinstance(ev, TextDelta) and ev.logprobs:
+                logprobs.setdefault(ev.index, []).extend(ev.logprobs)
+        elif isinstance(ev, SignatureDelta):
+            signatures[ev.index] = signatures.get(ev.index, "") + ev.signature
+    parts: list[Text | ToolCall | GeneratedImage | Thinking] = []
+    for i, block in sorted(kinds.items()):
+        text = "".join(texts.get(i, ()))
+        if block.kind == "text":
+            parts.append(Text(text, refusal=block.refusal, logprobs=logprobs.get(i)))
+        elif block.kind == "tool":
+            parts.append(ToolCall(block.call_id, block.name, text))
+        elif block.kind == "thinking":
+            parts.append(Thinking(text, signatures.get(i), block.redacted))
+        elif block.image is not None:
+            parts.append(block.image)
+    usage = end.usage
+    if usage is None and start.input_tokens is not None:
+        usage = Usage(start.input_tokens, 0, start.cached, start.cache_write)
+    return Answer(start.id, start.model, parts, end.finish, usage, start.created, end.stop_sequence)
+

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
+
 from ...plugins.response_cache import CachedAnswer
+from ...protocol.adapters import JSON
 from .exchange import Exchange
 from ..recording import Hit
 from .masking import defines, number, restores
@@ -13,6 +16,9 @@ from .offload import off_loop
 from .context import assemble
 from .semantic_cache import similar
 from .tools import govern
+
+
+SSE = "text/event-stream"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +36,8 @@ async def request_plugins(ex: Exchange) -> Fast | CachedAnswer | None:
     if fast is not None:
         return Fast(fast.message)
     hit = await ex.rec.cached() or await similar(ex)
+    if hit is not None:
+        hit = await _as_asked(ex, hit)
     if hit is not None and not restores(policies.masking(r.recipe, r.decision), hit.answer):
         return _served(ex, hit)
     await govern(ex)      # tools: first of the request rewrites, on the request as the client wrote it
@@ -48,6 +56,24 @@ async def request_plugins(ex: Exchange) -> Fast | CachedAnswer | None:
     if not await off_loop(ex.state.metrics, "unmask", len(hit.answer.body), defines, ex, hit.answer):
         return None                     # a miss: the request goes to a model, its values numbered as above
     return _served(ex, hit)
+
+
+async def _as_asked(ex: Exchange, hit: Hit) -> Hit | None:
+    """The hit in the form the request asks: one entry serves a whole request and a streamed one, as LiteLLM's
+    does (``Adapter.replayed``); None, a miss, when it cannot be told in that form. A big one off the loop."""
+    answer, req = hit.answer, ex.req
+    assert req is not None
+    if answer.status >= 400:
+        return hit
+    body = await off_loop(ex.state.metrics, "cache", len(answer.body), ex.adapter.replayed, req, answer.body,
+                          answer.streamed)
+    if body is None:
+        return None
+    if body is answer.body:
+        return hit
+    streamed = ex.adapter.stream(req)
+    return hit._replace(answer=msgspec.structs.replace(answer, body=body, streamed=streamed,
+                                                       content_type=SSE if streamed else JSON))
 
 
 def _served(ex: Exchange, hit: Hit) -> CachedAnswer:
