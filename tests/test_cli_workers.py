@@ -50,7 +50,7 @@ def test_a_busy_port_is_one_line_and_exit_2(plain, workers):
 
 
 def test_version():
-    out = subprocess.run([sys.executable, "-m", "vsr_fast", "--version"], capture_output=True, text=True, timeout=60)
+    out = cli("--version")         # in this process: every serve test here starts ``python -m vsr_fast`` itself
     assert out.returncode == 0 and out.stdout.startswith("vsr-fast ")
 
 

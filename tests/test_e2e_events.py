@@ -271,29 +271,30 @@ def test_a_decision_that_refuses_personal_data_gets_no_shadow_copy_and_the_journ
             assert 'vsr_shadow_requests_total{outcome="skipped_personal_data"} 1' in metrics
 
 
-def test_a_record_with_an_unreadable_field_is_served_without_it_and_counted(mock, tmp_path, stream_name):
-    """A field an operator (or another version) wrote into a record: the record and the listing still answer."""
+def test_a_record_with_an_unreadable_field_is_served_without_it_and_counted(recording):
+    """A field an operator (or another version) wrote into a record: the record and the listing still answer.
+    The only test that writes one: the module's router counts no unreadable field before it."""
+    proc, stream_name = recording
     r = redis.Redis.from_url("redis://127.0.0.1:6379/0")
-    with router(write_config(doc(mock.url, stream_name), str(tmp_path))) as proc:
-        ids = []
-        for _ in range(2):
-            resp = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "auto", "messages": CHAT})
-            ids.append(resp.headers["x-vsr-replay-id"])
-        for rid in ids:
-            assert wait_for(lambda: httpx.get(f"{proc.url}/api/v1/replay/{rid}").json().get("status") == 200)
-        r.hset(f"{stream_name}:replay:r:{ids[0]}", "e:0000000099:bogus", "garbage")
-        r.hset(f"{stream_name}:replay:r:{ids[1]}", "s:ts", "notanumber")
-        got = httpx.get(f"{proc.url}/api/v1/replay/{ids[0]}")
-        assert got.status_code == 200, got.text
-        assert got.json()["decision"] == "d" and got.json()["unreadable_events"] == 1
-        listing = httpx.get(f"{proc.url}/api/v1/replay")
-        assert listing.status_code == 200, listing.text
-        assert set(ids) <= {row["id"] for row in listing.json()["records"]}
-        by_decision = httpx.get(f"{proc.url}/api/v1/replay", params={"decision": "d"})
-        assert by_decision.status_code == 200 and ids[1] in {row["id"] for row in by_decision.json()["records"]}
-        metrics = httpx.get(f"{proc.url}/metrics").text
-        # Counted at each read that met one: the record's event once, the summary's time in each listing.
-        assert "vsr_replay_unreadable_total 3" in metrics.splitlines()
+    ids = []
+    for _ in range(2):
+        resp = httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "auto", "messages": CHAT})
+        ids.append(resp.headers["x-vsr-replay-id"])
+    for rid in ids:
+        assert wait_for(lambda: httpx.get(f"{proc.url}/api/v1/replay/{rid}").json().get("status") == 200)
+    r.hset(f"{stream_name}:replay:r:{ids[0]}", "e:0000000099:bogus", "garbage")
+    r.hset(f"{stream_name}:replay:r:{ids[1]}", "s:ts", "notanumber")
+    got = httpx.get(f"{proc.url}/api/v1/replay/{ids[0]}")
+    assert got.status_code == 200, got.text
+    assert got.json()["decision"] == "d" and got.json()["unreadable_events"] == 1
+    listing = httpx.get(f"{proc.url}/api/v1/replay")
+    assert listing.status_code == 200, listing.text
+    assert set(ids) <= {row["id"] for row in listing.json()["records"]}
+    by_decision = httpx.get(f"{proc.url}/api/v1/replay", params={"decision": "d"})
+    assert by_decision.status_code == 200 and ids[1] in {row["id"] for row in by_decision.json()["records"]}
+    metrics = httpx.get(f"{proc.url}/metrics").text
+    # Counted at each read that met one: the record's event once, the summary's time in each listing.
+    assert "vsr_replay_unreadable_total 3" in metrics.splitlines()
     r.close()
 
 

@@ -18,7 +18,7 @@ import httpx
 import openai
 import pytest
 
-from .procs import mock_upstream, model, router, write_config
+from .procs import mock_upstream, model, redis_prefix, router, write_config
 from .test_e2e_auth import ADMIN_KEY, REDIS_URL, _an, _chat, _oa, auth_doc, keys_cli, prefix, sha  # noqa: F401
 
 HI = [{"role": "user", "content": "hi"}]
@@ -38,6 +38,26 @@ def _stored_key(prefix: str, **fields) -> str:
         return store.create(KeyFields(**fields))
     finally:
         store.close()
+
+
+AUTO_KEY, LIMITED_KEY, FREE_KEY, ANTH_KEY = ("vsk-auto-" + "x" * 32, "vsk-limited-" + "l" * 32, "vsk-free-" + "f" * 32,
+                                               "vsk-anth-" + "a" * 32)
+
+
+@pytest.fixture(scope="module")
+def declared(mock, tmp_path_factory):
+    """(router, its admin listener's URL): the tests below share it, each with keys of its own (a key's limit window
+    is its own), a key store under a prefix of the module's own, an admin listener."""
+    keys = [*auth_doc(mock.url)["global"]["router"]["auth"]["keys"],
+            {"id": "auto", "sha256": sha(AUTO_KEY), "entrypoints": ["vsr/auto"], "limits": {"rpm": 1}},
+            {"id": "limited", "sha256": sha(LIMITED_KEY), "limits": {"rpm": 2, "tpm": 100_000}},
+            {"id": "free", "sha256": sha(FREE_KEY)},
+            {"id": "anth", "sha256": sha(ANTH_KEY), "models": ["m-anthropic"], "limits": {"rpm": 2}}]
+    with redis_prefix("key-access") as p:
+        doc = auth_doc(mock.url, store=_store(p), keys=keys)
+        doc["listeners"] = [{"name": "main", "port": 0}, {"name": "ops", "role": "admin", "port": 0}]
+        with router(write_config(doc, str(tmp_path_factory.mktemp("declared")))) as proc:
+            yield proc, next(line for line in proc.lines if line.startswith("vsr-fast: admin on")).split()[-1]
 
 
 def test_refused_requests_take_no_place_in_the_window(mock, tmp_path, prefix):
@@ -65,19 +85,17 @@ def test_refused_requests_take_no_place_in_the_window(mock, tmp_path, prefix):
             an.messages.count_tokens(model="m-anthropic", messages=HI)
 
 
-def test_an_entrypoint_refusal_takes_no_place_either(mock, tmp_path, prefix):
-    doc = auth_doc(mock.url, keys=[{"id": "auto", "sha256": sha("vsk-auto-" + "x" * 32), "entrypoints": ["vsr/auto"],
-                                    "limits": {"rpm": 1}}])
-    with router(write_config(doc, str(tmp_path))) as proc:
-        c = _oa(proc.url, "vsk-auto-" + "x" * 32)
-        for _ in range(3):
-            with pytest.raises(openai.PermissionDeniedError):
-                _chat(c, "vsr/other")
-        assert _chat(c, "vsr/auto").choices[0].message.content
-        with pytest.raises(openai.RateLimitError):
-            _chat(c, "vsr/auto")
-        with pytest.raises(openai.RateLimitError):      # a full window answers before the body (and name) is read
+def test_an_entrypoint_refusal_takes_no_place_either(declared):
+    proc, _ = declared
+    c = _oa(proc.url, AUTO_KEY)
+    for _ in range(3):
+        with pytest.raises(openai.PermissionDeniedError):
             _chat(c, "vsr/other")
+    assert _chat(c, "vsr/auto").choices[0].message.content
+    with pytest.raises(openai.RateLimitError):
+        _chat(c, "vsr/auto")
+    with pytest.raises(openai.RateLimitError):      # a full window answers before the body (and name) is read
+        _chat(c, "vsr/other")
 
 
 def test_the_cli_refuses_undeclared_names(mock, tmp_path, prefix):
@@ -93,35 +111,32 @@ def test_the_cli_refuses_undeclared_names(mock, tmp_path, prefix):
     assert good.returncode == 0, good.stderr
 
 
-def test_the_http_api_refuses_undeclared_names(mock, tmp_path, prefix):
-    doc = auth_doc(mock.url, store=_store(prefix))
-    doc["listeners"] = [{"name": "main", "port": 0}, {"name": "ops", "role": "admin", "port": 0}]
-    with router(write_config(doc, str(tmp_path))) as proc:
-        admin = next(line for line in proc.lines if line.startswith("vsr-fast: admin on")).split()[-1]
-        r = httpx.post(f"{admin}/api/v1/keys", json={"id": "jack", "models": ["m", "nonexistent-model"]})
-        assert r.status_code == 400, r.text
+def test_the_http_api_refuses_undeclared_names(declared):
+    _, admin = declared
+    r = httpx.post(f"{admin}/api/v1/keys", json={"id": "jack", "models": ["m", "nonexistent-model"]})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["code"] == "unknown_model" and err["param"] == "models[1]", err
+    r = httpx.post(f"{admin}/api/v1/keys", json={"id": "jack", "entrypoints": ["nope"]})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "unknown_entrypoint", r.text
+    assert r.json()["error"]["param"] == "entrypoints[0]"
+    assert [k for k in httpx.get(f"{admin}/api/v1/keys").json()["keys"] if k["source"] == "store"] == []
+    # A body's fault has the path to its field and its kind, as the client APIs answer (trial 9d).
+    for body, code, param in (
+            (b'{"id": "k5", "limits": {"rpm": "10"}}', "invalid_type", "limits.rpm"),
+            (b'{"id": "k7", "bogus": 1}', "unknown_parameter", "bogus"),
+            (b'{}', "invalid_value", "id"),
+            (b'{"id": "k\xff"}'.decode("unicode_escape").encode("latin-1"), "invalid_utf8", None),
+            (b'{"id": "wide", "groups": [' + b",".join([b'"g"'] * 200_001) + b"]}", "invalid_value", "groups"),
+            # Ids the routes that revoke and rotate could never address.
+            (b'{"id": "team/bot"}', "invalid_value", "id"),
+            (b'{"id": ".."}', "invalid_value", "id")):
+        r = httpx.post(f"{admin}/api/v1/keys", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 400, (body[:40], r.text)
         err = r.json()["error"]
-        assert err["code"] == "unknown_model" and err["param"] == "models[1]", err
-        r = httpx.post(f"{admin}/api/v1/keys", json={"id": "jack", "entrypoints": ["nope"]})
-        assert r.status_code == 400 and r.json()["error"]["code"] == "unknown_entrypoint", r.text
-        assert r.json()["error"]["param"] == "entrypoints[0]"
-        assert [k for k in httpx.get(f"{admin}/api/v1/keys").json()["keys"] if k["source"] == "store"] == []
-        # A body's fault has the path to its field and its kind, as the client APIs answer (trial 9d).
-        for body, code, param in (
-                (b'{"id": "k5", "limits": {"rpm": "10"}}', "invalid_type", "limits.rpm"),
-                (b'{"id": "k7", "bogus": 1}', "unknown_parameter", "bogus"),
-                (b'{}', "invalid_value", "id"),
-                (b'{"id": "k\xff"}'.decode("unicode_escape").encode("latin-1"), "invalid_utf8", None),
-                (b'{"id": "wide", "groups": [' + b",".join([b'"g"'] * 200_001) + b"]}", "invalid_value", "groups"),
-                # Ids the routes that revoke and rotate could never address.
-                (b'{"id": "team/bot"}', "invalid_value", "id"),
-                (b'{"id": ".."}', "invalid_value", "id")):
-            r = httpx.post(f"{admin}/api/v1/keys", content=body, headers={"content-type": "application/json"})
-            assert r.status_code == 400, (body[:40], r.text)
-            err = r.json()["error"]
-            assert (err["code"], err["param"]) == (code, param), (body[:40], err)
-        assert [k for k in httpx.get(f"{admin}/api/v1/keys").json()["keys"] if k["source"] == "store"] == []
-        assert httpx.post(f"{admin}/api/v1/keys", json={"id": "jack", "models": ["m"]}).status_code == 201
+        assert (err["code"], err["param"]) == (code, param), (body[:40], err)
+    assert [k for k in httpx.get(f"{admin}/api/v1/keys").json()["keys"] if k["source"] == "store"] == []
+    assert httpx.post(f"{admin}/api/v1/keys", json={"id": "jack", "models": ["m"]}).status_code == 201
 
 
 def test_a_stored_key_naming_what_no_longer_exists_fails_closed(mock, tmp_path, prefix):
@@ -142,34 +157,31 @@ def test_a_stored_key_naming_what_no_longer_exists_fails_closed(mock, tmp_path, 
 RESET = r"^(\d+s|\d+m\d+s)$"
 
 
-def test_a_key_with_limits_reads_them_in_openais_headers(mock, tmp_path, prefix):
+def test_a_key_with_limits_reads_them_in_openais_headers(declared):
     import re
-    limited, free = "vsk-limited-" + "l" * 32, "vsk-free-" + "f" * 32
-    doc = auth_doc(mock.url, store=_store(prefix), keys=[
-        {"id": "limited", "sha256": sha(limited), "limits": {"rpm": 2, "tpm": 100_000}},
-        {"id": "free", "sha256": sha(free)}])
-    with router(write_config(doc, str(tmp_path))) as proc:
-        c = _oa(proc.url, limited).chat.completions
-        seen = []
-        for _ in range(2):
-            r = c.with_raw_response.create(model="vsr/auto", messages=HI)
-            seen.append(r.headers["x-ratelimit-remaining-requests"])
-            assert r.headers["x-ratelimit-limit-requests"] == "2"
-            assert re.match(RESET, r.headers["x-ratelimit-reset-requests"]), r.headers
-            assert r.headers["x-ratelimit-limit-tokens"] == "100000"
-            assert 0 < int(r.headers["x-ratelimit-remaining-tokens"]) <= 100_000
-            assert re.match(RESET, r.headers["x-ratelimit-reset-tokens"]), r.headers
-        assert seen == ["1", "0"]
-        with pytest.raises(openai.RateLimitError) as caught:
-            c.create(model="vsr/auto", messages=HI)
-        h = caught.value.response.headers
-        assert h["x-ratelimit-limit-requests"] == "2" and h["x-ratelimit-remaining-requests"] == "0", h
-        assert re.match(RESET, h["x-ratelimit-reset-requests"]) and h["x-ratelimit-reset-requests"] != "0s", h
-        counted = httpx.post(f"{proc.url}/v1/messages/count_tokens", headers={"x-api-key": limited},
-                             json={"model": "vsr/auto", "messages": HI}, timeout=30)
-        assert counted.status_code == 429 and counted.headers["x-ratelimit-remaining-requests"] == "0"
-        r = _oa(proc.url, free).chat.completions.with_raw_response.create(model="vsr/auto", messages=HI)
-        assert not [k for k in r.headers if k.startswith("x-ratelimit-")], "a key without limits gets none"
+    proc, _ = declared
+    limited, free = LIMITED_KEY, FREE_KEY
+    c = _oa(proc.url, limited).chat.completions
+    seen = []
+    for _ in range(2):
+        r = c.with_raw_response.create(model="vsr/auto", messages=HI)
+        seen.append(r.headers["x-ratelimit-remaining-requests"])
+        assert r.headers["x-ratelimit-limit-requests"] == "2"
+        assert re.match(RESET, r.headers["x-ratelimit-reset-requests"]), r.headers
+        assert r.headers["x-ratelimit-limit-tokens"] == "100000"
+        assert 0 < int(r.headers["x-ratelimit-remaining-tokens"]) <= 100_000
+        assert re.match(RESET, r.headers["x-ratelimit-reset-tokens"]), r.headers
+    assert seen == ["1", "0"]
+    with pytest.raises(openai.RateLimitError) as caught:
+        c.create(model="vsr/auto", messages=HI)
+    h = caught.value.response.headers
+    assert h["x-ratelimit-limit-requests"] == "2" and h["x-ratelimit-remaining-requests"] == "0", h
+    assert re.match(RESET, h["x-ratelimit-reset-requests"]) and h["x-ratelimit-reset-requests"] != "0s", h
+    counted = httpx.post(f"{proc.url}/v1/messages/count_tokens", headers={"x-api-key": limited},
+                         json={"model": "vsr/auto", "messages": HI}, timeout=30)
+    assert counted.status_code == 429 and counted.headers["x-ratelimit-remaining-requests"] == "0"
+    r = _oa(proc.url, free).chat.completions.with_raw_response.create(model="vsr/auto", messages=HI)
+    assert not [k for k in r.headers if k.startswith("x-ratelimit-")], "a key without limits gets none"
 
 
 def test_a_backends_own_rate_limit_headers_reach_the_client_renamed(tmp_path):
@@ -203,20 +215,18 @@ def test_a_backends_own_rate_limit_headers_reach_the_client_renamed(tmp_path):
                 assert "x-vsr-provider-anthropic-ratelimit-requests-limit" not in h
 
 
-def test_a_refusal_after_routing_keeps_its_place_and_a_full_window_holds_no_body_read(mock, tmp_path, prefix):
+def test_a_refusal_after_routing_keeps_its_place_and_a_full_window_holds_no_body_read(declared):
     """The name a key may send is free to refuse; a route its models cannot serve is refused only after its signals
     ran, so it keeps its place (it cost the router something). A key over its window is refused before its body is
     read: an invalid body gets the 429, not a 400 that says it was parsed."""
-    key = "vsk-anth-" + "a" * 32
-    doc = auth_doc(mock.url, keys=[{"id": "anth", "sha256": sha(key), "models": ["m-anthropic"],
-                                    "limits": {"rpm": 2}}])
-    with router(write_config(doc, str(tmp_path))) as proc:
-        c = _oa(proc.url, key)
-        for _ in range(2):       # vsr/auto routes to m, which the key may not reach: 403 after routing
-            with pytest.raises(openai.PermissionDeniedError):
-                _chat(c, "vsr/auto")
-        with pytest.raises(openai.RateLimitError):
-            _chat(c, "m-anthropic")
-        bad = httpx.post(f"{proc.url}/v1/chat/completions", content=b"{not json",
-                         headers={"authorization": f"Bearer {key}", "content-type": "application/json"})
-        assert bad.status_code == 429, bad.text
+    proc, _ = declared
+    key = ANTH_KEY
+    c = _oa(proc.url, key)
+    for _ in range(2):       # vsr/auto routes to m, which the key may not reach: 403 after routing
+        with pytest.raises(openai.PermissionDeniedError):
+            _chat(c, "vsr/auto")
+    with pytest.raises(openai.RateLimitError):
+        _chat(c, "m-anthropic")
+    bad = httpx.post(f"{proc.url}/v1/chat/completions", content=b"{not json",
+                     headers={"authorization": f"Bearer {key}", "content-type": "application/json"})
+    assert bad.status_code == 429, bad.text

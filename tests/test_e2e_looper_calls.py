@@ -4,7 +4,7 @@ included), booked under its own model, kept in the replay record; and what a fai
 
 The bench mocks play the providers (one per behaviour); clients are the official SDKs or httpx. The tests share
 one router (each decision in a recipe of its own, reached by ``vsr/<name>``), except the charge tests, which
-read a key's token window in Redis from a router of their own."""
+share one with client keys on, each reading its own key's token window in Redis."""
 from __future__ import annotations
 
 import json
@@ -14,12 +14,12 @@ import anthropic
 import httpx
 import openai
 import pytest
+import redis
 
 from .procs import redis_prefix, router, wait_for_value, wait_until, write_config
 from .test_e2e_auth import REDIS_URL, sha
 from .test_e2e_looper import DEBUG, fresh, shared_mock, shared_router, stats
 from .test_e2e_looper_executors import priced, refs
-from .test_e2e_usage_streams import KEY, _charged as charged
 
 ASK = [{"role": "user", "content": "Say hello"}]
 LONG = "Alpha " * 60
@@ -108,10 +108,22 @@ def tokens_metric(proc, name: str) -> float:
 # --- every call charged to the key, once -----------------------------------------------------------------------
 
 
-@pytest.fixture
-def metered(all_mocks, tmp_path):
-    """The shared decisions behind a key whose tpm window (in Redis) holds what each request was charged."""
-    fresh(*all_mocks.values())
+# A key per test below, each its own tpm window: (id, key).
+METERED = {name: (f"metered-{name}", f"vsk-calls-{name}-" + "c" * 32) for name in ("failed", "whole", "streamed")}
+
+
+def charged(prefix: str, key_id: str) -> int:
+    r = redis.Redis.from_url(REDIS_URL)
+    try:
+        return sum(int(v) for v in r.hvals(f"{prefix}limit:key:{key_id}:tpm"))
+    finally:
+        r.close()
+
+
+@pytest.fixture(scope="module")
+def _metered(all_mocks, tmp_path_factory):
+    """The shared decisions behind the METERED keys, whose tpm windows (in Redis) hold what each request was
+    charged."""
     with redis_prefix("looper-calls") as prefix:
         doc = {"version": "v0.5", "providers": {"models": _models(all_mocks)},
                "recipes": [{"name": k, "decisions": [{"name": "main", "modelRefs": r, "algorithm": alg}]}
@@ -119,33 +131,43 @@ def metered(all_mocks, tmp_path):
                "entrypoints": [{"api": "chat", "model_names": [f"vsr/{k}"], "recipe": k,
                                 **({"default": True} if k == "auto" else {})} for k in DECISIONS],
                "global": {"router": {"auth": {
-                   "enabled": True, "keys": [{"id": "metered", "sha256": sha(KEY), "limits": {"tpm": 1_000_000}}],
+                   "enabled": True, "keys": [{"id": id_, "sha256": sha(key), "limits": {"tpm": 1_000_000}}
+                                             for id_, key in METERED.values()],
                    "store": {"backend": "redis", "url": REDIS_URL, "prefix": prefix}}}}}
-        with router(write_config(doc, str(tmp_path))) as proc:
+        with router(write_config(doc, str(tmp_path_factory.mktemp("metered")))) as proc:
             yield proc, prefix
+
+
+@pytest.fixture
+def metered(_metered, all_mocks):
+    fresh(*all_mocks.values())
+    return _metered
 
 
 def test_a_failed_executor_run_is_charged_every_call_it_made(metered, all_mocks):
     proc, prefix = metered       # vsr/fusion-fail: the panel a and b answer, the judge f fails, on_error: fail
-    r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"authorization": f"Bearer {KEY}"}, timeout=60,
+    key_id, key = METERED["failed"]
+    r = httpx.post(f"{proc.url}/v1/chat/completions", headers={"authorization": f"Bearer {key}"}, timeout=60,
                    json={"model": "vsr/fusion-fail", "messages": ASK})
     assert r.status_code == 502 and r.json()["error"]["code"] == "looper_calls_failed", r.text
     spent = used(all_mocks["a"], all_mocks["b"])
     assert spent > 100, "the panel's answers are long: far more than the request's own estimate"
-    wait_until(lambda: charged(prefix) == spent, f"the panel's {spent} tokens to be charged (at {charged(prefix)})")
+    wait_until(lambda: charged(prefix, key_id) == spent,
+               f"the panel's {spent} tokens to be charged (at {charged(prefix, key_id)})")
 
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_an_executor_answer_is_charged_every_call_once(metered, all_mocks, stream):
     proc, prefix = metered       # vsr/auto: ratings over a and b
-    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key=KEY, max_retries=0)
+    key_id, key = METERED["streamed" if stream else "whole"]
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key=key, max_retries=0)
     if stream:
         assert list(client.chat.completions.create(model="vsr/auto", messages=ASK, stream=True))
     else:
         done = client.chat.completions.create(model="vsr/auto", messages=ASK)
         assert done.usage.total_tokens == used(all_mocks["a"], all_mocks["b"])
     spent = used(all_mocks["a"], all_mocks["b"])
-    wait_until(lambda: charged(prefix) == spent, f"{spent} tokens charged once (at {charged(prefix)})")
+    wait_until(lambda: charged(prefix, key_id) == spent, f"{spent} tokens charged once (at {charged(prefix, key_id)})")
 
 
 # --- max_calls counts every call ---------------------------------------------------------------------------------

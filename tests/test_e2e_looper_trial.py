@@ -300,23 +300,31 @@ def paths_router(tmp_path, ok, bad):
         yield proc
 
 
+@pytest.fixture(scope="module")
+def previewing(ok_a, failing, tmp_path_factory):
+    """``paths_router`` for the preview's cases below: each text reaches a route of its own, and only the escalate
+    case calls small (ejecting it), which no other case names. The health test has a router of its own."""
+    with paths_router(tmp_path_factory.mktemp("paths"), ok_a, failing) as proc:
+        yield proc
+
+
 @pytest.mark.parametrize(("text", "path", "model_header"), [
     ("what are your opening hours", "fast_response", None), ("tell me a story", "upstream", "m"),   # the recipe fallback answers as `upstream` (no -decision header)
     ("escalate this please", "looper", "large")])
-def test_the_preview_says_the_path_the_request_takes(tmp_path, ok_a, failing, text, path, model_header):
-    with paths_router(tmp_path, ok_a, failing) as proc:
-        body = {"model": "auto", "messages": [{"role": "user", "content": text}]}
-        real = httpx.post(f"{proc.url}/v1/chat/completions", json=body, timeout=30)
-        assert real.status_code == 200, real.text
-        preview = httpx.post(f"{proc.url}/api/v1/routing/preview", json=body, timeout=30)
-        assert preview.status_code == 200, preview.text
-        assert real.headers["x-vsr-response-path"] == preview.headers["x-vsr-response-path"] == path
-        assert preview.json()["response_path"] == path
-        assert real.headers.get("x-vsr-selected-model") == model_header
-        if path != "looper":        # escalate's first call (small) fails here: the preview names the first
-            assert preview.headers.get("x-vsr-selected-model") == model_header
-        if text == "tell me a story":   # no decision matched: neither names one
-            assert "x-vsr-selected-decision" not in real.headers and "x-vsr-selected-decision" not in preview.headers
+def test_the_preview_says_the_path_the_request_takes(previewing, text, path, model_header):
+    proc = previewing
+    body = {"model": "auto", "messages": [{"role": "user", "content": text}]}
+    real = httpx.post(f"{proc.url}/v1/chat/completions", json=body, timeout=30)
+    assert real.status_code == 200, real.text
+    preview = httpx.post(f"{proc.url}/api/v1/routing/preview", json=body, timeout=30)
+    assert preview.status_code == 200, preview.text
+    assert real.headers["x-vsr-response-path"] == preview.headers["x-vsr-response-path"] == path
+    assert preview.json()["response_path"] == path
+    assert real.headers.get("x-vsr-selected-model") == model_header
+    if path != "looper":        # escalate's first call (small) fails here: the preview names the first
+        assert preview.headers.get("x-vsr-selected-model") == model_header
+    if text == "tell me a story":   # no decision matched: neither names one
+        assert "x-vsr-selected-decision" not in real.headers and "x-vsr-selected-decision" not in preview.headers
 
 
 def test_escalate_says_which_model_health_moved_and_why(tmp_path, ok_a, failing):

@@ -13,7 +13,6 @@ import base64
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,9 +21,9 @@ import pytest
 import yaml
 
 from bench._procs import Proc
-from .procs import ROOT, model
+from replay.cli import main as replay_main
+from .procs import ROOT, model, run_main
 
-VSR_REPLAY = Path(sys.executable).with_name("vsr-replay")
 TEXTS = {"chat": "how do I write rust macros", "messages": "a rust borrow checker question",
          "responses": "rust lifetimes explained"}
 
@@ -49,8 +48,18 @@ def keyword_config(mock_url: str, code_keywords: list[str], events_path: str) ->
 
 
 def vsr_replay(*args: str, state_dir: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **({"VSR_STATE_DIR": state_dir} if state_dir else {})}
-    return subprocess.run([str(VSR_REPLAY), *args], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    """``vsr-replay ARGS``: its main() in this process (a process costs a second of imports; test_replay_cli runs
+    the installed command), with ``$VSR_STATE_DIR`` set to ``state_dir`` for the call."""
+    before = os.environ.get("VSR_STATE_DIR")
+    if state_dir:
+        os.environ["VSR_STATE_DIR"] = state_dir
+    try:
+        return run_main(replay_main, args, "vsr-replay", thread=True)
+    finally:
+        if before is None:
+            os.environ.pop("VSR_STATE_DIR", None)
+        else:
+            os.environ["VSR_STATE_DIR"] = before
 
 
 def send_one_of_each(url: str) -> None:

@@ -1,6 +1,7 @@
 """End to end: the router asks a fake System One API over real HTTP and routes on its answers."""
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import time
@@ -74,12 +75,12 @@ def s1_router(mock, fake, tmp_path_factory):
         yield proc
 
 
-def ask(proc, text: str, history: list[str] | None = None) -> httpx.Response:
+def ask(proc, text: str, history: list[str] | None = None, model: str = "auto") -> httpx.Response:
     messages = []
     for h in history or []:
         messages += [{"role": "user", "content": h}, {"role": "assistant", "content": "ok"}]
     messages.append({"role": "user", "content": text})
-    return httpx.post(f"{proc.url}/v1/chat/completions", json={"model": "auto", "messages": messages}, timeout=20)
+    return httpx.post(f"{proc.url}/v1/chat/completions", json={"model": model, "messages": messages}, timeout=20)
 
 
 MATH_HARD = [{"question": "preset:domain", "answer": {"choice": {"math": 0.9, "other": 0.1}}},
@@ -330,28 +331,41 @@ def test_fast_response_answers_in_each_protocol_without_a_model(mock, fake, refu
     assert seen and all(c["status"] == 200 for c in seen), "the jailbreak rule was asked and answered, never unknown"
 
 
+@pytest.fixture(scope="module")
+def retrying(mock, fake, tmp_path_factory):
+    """The refusing decision under action: retry, in a recipe per on_unknown of its jailbreak rule, reached by the
+    model name ``auto-<on_unknown>`` (the first the default, as one recipe must be)."""
+    doc = refusing_config(mock.url, fake.url, action="retry", on_unknown="match")
+    (recipe,) = doc.pop("recipes")
+    doc["recipes"], doc["entrypoints"] = [], []
+    for on_unknown in ("match", "no_match"):
+        doc["recipes"].append({**copy.deepcopy(recipe), "name": on_unknown})
+        doc["recipes"][-1]["signals"]["jailbreak"][0]["on_unknown"] = on_unknown
+        doc["entrypoints"].append({"model_names": [f"auto-{on_unknown}"], "recipe": on_unknown,
+                                   "default": on_unknown == "match"})
+    with router(write_config(doc, str(tmp_path_factory.mktemp("retrying")))) as proc:
+        yield proc
+
+
 @pytest.mark.parametrize("on_unknown", ["match", "no_match"], ids=["failed-closed-refusal", "unread-refusing-rule"])
-def test_overloaded_refusing_rule_answers_a_retryable_error(mock, fake, tmp_path, on_unknown):
+def test_overloaded_refusing_rule_answers_a_retryable_error(mock, fake, retrying, on_unknown):
     import anthropic
-    import openai
 
     set_rules(fake, [{"question": "*", "fail": "overloaded"}])
     httpx.post(f"{mock.url}/_mock/reset")
-    with router(write_config(refusing_config(mock.url, fake.url, action="retry", on_unknown=on_unknown),
-                             str(tmp_path))) as proc:
-        r = ask(proc, "hello there")
-        assert r.status_code == 429
-        assert r.json()["error"]["code"] == "overloaded"
-        assert r.headers["retry-after"] == "1"
-        assert "guard_overloaded" in r.headers["x-vsr-warnings"]
-        with pytest.raises(anthropic.APIStatusError) as info:
-            anthropic.Anthropic(base_url=proc.url, api_key="x", max_retries=0).messages.create(
-                model="auto", max_tokens=20, messages=[{"role": "user", "content": "hello"}])
-        assert info.value.status_code == 529 and info.value.body["error"]["type"] == "overloaded_error"
-        assert httpx.get(f"{mock.url}/_mock/stats").json()["requests"] == 0, "never forwarded unchecked"
-        metrics = httpx.get(f"{proc.url}/metrics").text
-        assert "vsr_signal_overload_retryable_total" in metrics
-    del openai
+    proc, name = retrying, f"auto-{on_unknown}"
+    r = ask(proc, "hello there", model=name)
+    assert r.status_code == 429
+    assert r.json()["error"]["code"] == "overloaded"
+    assert r.headers["retry-after"] == "1"
+    assert "guard_overloaded" in r.headers["x-vsr-warnings"]
+    with pytest.raises(anthropic.APIStatusError) as info:
+        anthropic.Anthropic(base_url=proc.url, api_key="x", max_retries=0).messages.create(
+            model=name, max_tokens=20, messages=[{"role": "user", "content": "hello"}])
+    assert info.value.status_code == 529 and info.value.body["error"]["type"] == "overloaded_error"
+    assert httpx.get(f"{mock.url}/_mock/stats").json()["requests"] == 0, "never forwarded unchecked"
+    metrics = httpx.get(f"{proc.url}/metrics").text
+    assert "vsr_signal_overload_retryable_total" in metrics
 
 
 def test_without_retry_an_overloaded_fail_closed_rule_refuses(mock, fake, refusing):

@@ -10,6 +10,7 @@ and a cached answer is stored masked and restored for the request it serves.
 from __future__ import annotations
 
 import json
+import re
 
 import anthropic
 import httpx
@@ -307,13 +308,10 @@ def test_a_stream_held_for_the_guard_is_released_with_the_values_back(held, api,
     assert got.text == text
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-def test_memory_keeps_the_answer_as_the_client_read_it_so_a_later_request_numbers_it_with_the_rest(
-        tmp_path, stream):
-    """Placeholders are numbered per request: a memory that kept the answer masked would carry the first request's
-    numbers into a later one that numbers the same values otherwise. Here the second request's own address comes
-    first (the memory goes after it, as a tool exchange), so A is [EMAIL_ADDRESS_2] there: the memory must name A
-    with that number in both of its halves, and the client, reading the echoed memory restored, must read A, not B."""
+@pytest.fixture(scope="module")
+def remembering(tmp_path_factory):
+    """(router, its echoing upstream): masking beside a memory each user has of their own (trusted identity
+    headers), so each test below remembers as a user of its own."""
     context = {"type": "context", "configuration": {"sources": [
         {"type": "memory", "store": {"auto": True},
          "match": {"recall": {"method": "embedding", "top_k": 3, "min_similarity": 0}}}]}}
@@ -322,28 +320,45 @@ def test_memory_keeps_the_answer_as_the_client_read_it_so_a_later_request_number
                      [{"name": "d", "modelRefs": [{"model": "m"}], "plugins": [MASKING, context]}],
                      signals={"pii": [{"name": "personal"}]})
         doc["listeners"] = [{"name": "main", "identity": {"trust_headers": True}}]
-        with router(write_config(doc, str(tmp_path))) as proc:
-            client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0,
-                                   default_headers={"x-authz-user-id": "carl"})
+        with router(write_config(doc, str(tmp_path_factory.mktemp("remembering")))) as proc:
+            yield proc, upstream
 
-            def say(text: str, tools: list | None = None) -> str:
-                extra = {"tools": tools} if tools else {}
-                messages = [{"role": "user", "content": text}]
-                if not stream:
-                    return client.chat.completions.create(model="vsr/auto", messages=messages,
-                                                          **extra).choices[0].message.content
-                return "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
-                    model="vsr/auto", messages=messages, stream=True, **extra) if c.choices)
 
-            assert say(f"Please write to {A}.") == f"Please write to {A}."
-            writes = 'vsr_context_memory_writes_total{outcome="ok"}'
-            wait_for_value(lambda: f'{writes} 1' in httpx.get(f"{proc.url}/metrics").text, "the memory write")
-            answer = say(f"Now write to {B}.", TOOLS["chat"])
-            provider = sent(upstream)
-            assert A not in provider and B not in provider, provider
-            assert ("User: Please write to [EMAIL_ADDRESS_2].\\nAssistant: Please write to [EMAIL_ADDRESS_2]."
-                    in provider), provider
-            assert f"User: Please write to {A}.\nAssistant: Please write to {A}." in answer, answer
+def memory_writes(proc) -> int:
+    found = re.search(r'^vsr_context_memory_writes_total\{outcome="ok"\} (\S+)$', httpx.get(f"{proc.url}/metrics").text,
+                      re.M)
+    return int(float(found.group(1))) if found else 0
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_memory_keeps_the_answer_as_the_client_read_it_so_a_later_request_numbers_it_with_the_rest(
+        remembering, stream):
+    """Placeholders are numbered per request: a memory that kept the answer masked would carry the first request's
+    numbers into a later one that numbers the same values otherwise. Here the second request's own address comes
+    first (the memory goes after it, as a tool exchange), so A is [EMAIL_ADDRESS_2] there: the memory must name A
+    with that number in both of its halves, and the client, reading the echoed memory restored, must read A, not B."""
+    proc, upstream = remembering
+    client = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="k", max_retries=0,
+                           default_headers={"x-authz-user-id": f"carl-{'streamed' if stream else 'whole'}"})
+
+    def say(text: str, tools: list | None = None) -> str:
+        extra = {"tools": tools} if tools else {}
+        messages = [{"role": "user", "content": text}]
+        if not stream:
+            return client.chat.completions.create(model="vsr/auto", messages=messages,
+                                                  **extra).choices[0].message.content
+        return "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+            model="vsr/auto", messages=messages, stream=True, **extra) if c.choices)
+
+    before = memory_writes(proc)
+    assert say(f"Please write to {A}.") == f"Please write to {A}."
+    wait_for_value(lambda: memory_writes(proc) == before + 1, "the memory write")
+    answer = say(f"Now write to {B}.", TOOLS["chat"])
+    provider = sent(upstream)
+    assert A not in provider and B not in provider, provider
+    assert ("User: Please write to [EMAIL_ADDRESS_2].\\nAssistant: Please write to [EMAIL_ADDRESS_2]."
+            in provider), provider
+    assert f"User: Please write to {A}.\nAssistant: Please write to {A}." in answer, answer
 
 
 def test_a_cached_answer_whose_request_masking_cannot_read_is_never_served_masked(tmp_path):
