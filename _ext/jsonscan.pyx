@@ -23,7 +23,7 @@ unescaped text (``"a"`` and ``"\\u0061"`` are one key), and stops at the first
 repeated one. A closed object's keys are dropped when the table grows.
 """
 
-from libc.stdint cimport INT64_MAX, uint64_t
+from libc.stdint cimport INT64_MAX, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memchr, memcmp, memcpy
 
@@ -148,6 +148,7 @@ cdef Py_ssize_t _unescape(const unsigned char* p, Py_ssize_t i, Py_ssize_t end, 
 
 # An object's first LINEAR keys are compared with each new one directly (most objects of a request have a
 # handful: a few ns a key); an object past that has its keys hashed, so one of 100,000 keys stays linear.
+# A hashed key's index fits the table's 32 bits: the scan stops at its items bound long before.
 DEF LINEAR = 16
 DEF SHORT = 256        # an escaped key up to this long is unescaped on the stack
 
@@ -157,12 +158,7 @@ cdef struct Member:
     Py_ssize_t length     # its bytes as sent
     uint64_t head         # its first 8 bytes (zeros past a shorter key's end): most keys differ there
     bint escaped          # a backslash in it: compared once unescaped
-
-
-cdef struct Key:
-    Member member
-    Py_ssize_t serial     # its object's number (from 1, in the order they open); 0: an empty slot
-    Py_hash_t hash        # of its unescaped text
+    uint32_t hashed       # its hash's table half, once in the table (its object past LINEAR keys)
 
 
 cdef struct Keys:
@@ -171,7 +167,11 @@ cdef struct Keys:
     Member* members       # the keys of the open objects, outermost object's first
     Py_ssize_t top, capacity
     bint members_owned    # ``members`` was malloc'ed (not the caller's stack array)
-    Key* slots            # the hashed keys of objects past LINEAR keys (NULL until one is)
+    # The keys of objects past LINEAR keys, hashed: each slot its key's hash (high half) and index in
+    # ``members`` + 1 (low half), 0 if empty. Eight bytes a key; a closed object's entries stay until the table
+    # grows, pointing at a member below ``base`` of any object looked up later, or at one of its own keys
+    # (then compared as one).
+    uint64_t* slots       # NULL until an object passes LINEAR keys
     Py_ssize_t mask       # slots - 1 (a power of two)
     Py_ssize_t used
 
@@ -214,79 +214,59 @@ cdef Py_hash_t _hash(const unsigned char* p, Member* m) noexcept nogil:
     return h
 
 
-cdef inline Py_ssize_t _slot(Py_hash_t h, Py_ssize_t serial, Py_ssize_t mask) noexcept nogil:
-    cdef unsigned long long x = <unsigned long long>h + <unsigned long long>serial * 0x9E3779B97F4A7C15ULL
-    x ^= x >> 31
-    x *= 0xBF58476D1CE4E5B9ULL
-    x ^= x >> 29
-    return <Py_ssize_t>(x & <unsigned long long>mask)
+cdef inline bint _live(Keys* keys, uint64_t entry) noexcept nogil:
+    """Whether ``entry`` is a key of an open object: its member is still there, with its hash."""
+    cdef Py_ssize_t at = <Py_ssize_t>(entry & 0xFFFFFFFFULL) - 1
+    return at < keys.top and keys.members[at].hashed == <uint32_t>(entry >> 32)
 
 
-cdef bint _open(Keys* keys, Py_ssize_t serial, Py_ssize_t depth) noexcept nogil:
-    """Whether object ``serial`` is still open: one of ``keys.objects[1..depth]``, whose objects' numbers
-    grow with their depth (an array's 0 between them), so a binary search over the levels finds it."""
-    cdef Py_ssize_t lo = 1, hi = depth, mid, k
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        k = mid
-        while k >= lo and keys.objects[k] == 0:    # an array: the nearest object below it
-            k -= 1
-        if k < lo:
-            lo = mid + 1
-        elif keys.objects[k] == serial:
-            return True
-        elif keys.objects[k] < serial:
-            lo = mid + 1
-        else:
-            hi = k - 1
-    return False
-
-
-cdef int _grow(Keys* keys, Py_ssize_t depth) noexcept nogil:
-    """Rehash the keys of the objects open at ``depth`` and above (a closed object's are dropped) into a
-    table at least twice their number (64 slots at least): 0, or -1 when out of memory."""
-    cdef Py_ssize_t live = 0, k, size = 64, s, old_size = keys.mask + 1 if keys.slots != NULL else 0
-    cdef Key* old = keys.slots
-    cdef Key* slots
-    for k in range(old_size):
-        if old[k].serial != 0 and _open(keys, old[k].serial, depth):
+cdef int _grow(Keys* keys) noexcept nogil:
+    """Rehash the open objects' entries (a closed object's are dropped) into a table at least twice their number
+    (64 slots at least): 0, or -1 when out of memory."""
+    cdef Py_ssize_t size = 64, k, s, live = 0, old = keys.mask + 1 if keys.slots != NULL else 0
+    cdef uint64_t* slots
+    for k in range(old):
+        if keys.slots[k] != 0 and _live(keys, keys.slots[k]):
             live += 1
-        else:
-            old[k].serial = 0
     while size < 2 * (live + LINEAR + 1):
         size *= 2
-    slots = <Key*>calloc(size, sizeof(Key))
+    slots = <uint64_t*>calloc(size, sizeof(uint64_t))
     if slots == NULL:
         return -1
-    for k in range(old_size):
-        if old[k].serial != 0:
-            s = _slot(old[k].hash, old[k].serial, size - 1)
-            while slots[s].serial != 0:
+    for k in range(old):
+        if keys.slots[k] != 0 and _live(keys, keys.slots[k]):
+            s = <Py_ssize_t>(keys.slots[k] >> 32) & (size - 1)
+            while slots[s] != 0:
                 s = (s + 1) & (size - 1)
-            slots[s] = old[k]
-    free(old)
+            slots[s] = keys.slots[k]
+    free(keys.slots)
     keys.slots, keys.mask, keys.used = slots, size - 1, live
     return 0
 
 
-cdef int _hashed(Keys* keys, const unsigned char* p, Member* m, Py_ssize_t depth) noexcept nogil:
-    """Add ``m`` to the table as a key of the object open at ``depth``: 1 if that object has it already, 0 if
-    not, -1 when out of memory."""
-    cdef Key key
-    cdef Py_ssize_t s
-    key.member, key.serial, key.hash = m[0], keys.objects[depth], _hash(p, m)
-    if key.hash < 0:
+cdef int _hashed(Keys* keys, const unsigned char* p, Member* m, Py_ssize_t index, Py_ssize_t depth) noexcept nogil:
+    """Add ``m`` (``members[index]``, of the object open at ``depth``) to the table: 1 if that object has it
+    already, 0 if not, -1 when out of memory."""
+    cdef Py_hash_t h = _hash(p, m)
+    cdef uint64_t entry, hashed
+    cdef Py_ssize_t s, at, first = keys.base[depth]
+    if h < 0 or index >= <Py_ssize_t>0xFFFFFFFFLL:
         return -1
-    if (keys.slots == NULL or 4 * (keys.used + 1) > 3 * (keys.mask + 1)) and _grow(keys, depth) < 0:
+    if (keys.slots == NULL or 4 * (keys.used + 1) > 3 * (keys.mask + 1)) and _grow(keys) < 0:
         return -1
-    s = _slot(key.hash, key.serial, keys.mask)
-    while keys.slots[s].serial != 0:
-        if keys.slots[s].serial == key.serial and keys.slots[s].hash == key.hash and \
-                _same(p, &keys.slots[s].member, m):
+    hashed = <uint64_t>h & 0xFFFFFFFFULL        # SipHash's bits, seeded: no body chooses where its keys land
+    s = <Py_ssize_t>hashed & keys.mask
+    entry = keys.slots[s]
+    while entry != 0:
+        at = <Py_ssize_t>(entry & 0xFFFFFFFFULL) - 1
+        # Only this object's keys count: those from its base up (a closed object's lie there no more).
+        if entry >> 32 == hashed and first <= at < keys.top and _same(p, &keys.members[at], m):
             return 1
         s = (s + 1) & keys.mask
-    keys.slots[s] = key
+        entry = keys.slots[s]
+    keys.slots[s] = (hashed << 32) | <uint64_t>(index + 1)
     keys.used += 1
+    m.hashed = <uint32_t>hashed
     return 0
 
 
@@ -300,7 +280,7 @@ cdef int _remember(Keys* keys, const unsigned char* p, Py_ssize_t n, Py_ssize_t 
     cdef int found
     cdef Member* other
     cdef uint64_t v
-    m.start, m.length, m.head = start, end - start, 0
+    m.start, m.length, m.head, m.hashed = start, end - start, 0, 0
     if start + 8 <= n:              # one load (a key is followed by its quote and a colon at least)
         memcpy(&m.head, p + start, 8)
         if m.length < 8:
@@ -324,9 +304,9 @@ cdef int _remember(Keys* keys, const unsigned char* p, Py_ssize_t n, Py_ssize_t 
     else:
         if count == LINEAR:       # the object's first keys, all different, join the table
             for k in range(first, keys.top):
-                if _hashed(keys, p, &keys.members[k], depth) < 0:
+                if _hashed(keys, p, &keys.members[k], k, depth) < 0:
                     return -1
-        found = _hashed(keys, p, &m, depth)
+        found = _hashed(keys, p, &m, keys.top, depth)
         if found != 0:
             return found
     if keys.top == keys.capacity:

@@ -115,6 +115,11 @@ def test_an_object_of_many_keys_is_hashed_and_still_exact():
     shape = json_shape(raw, 256, 10**6)
     assert shape[3] == raw.rindex(b'"\\u006b4999"') and shape == ref.json_shape(raw, 256, 10**6)
     assert json_shape(raw[:raw.rindex(b", ")] + b"}", 256, 10**6)[3] == -1
+    # Objects of 17 keys one after another: each past the direct compares, the closed ones' keys dropped.
+    many = b"[" + b", ".join([b"{" + b", ".join(keys[:17]) + b"}"] * 2000) + b", {" + b", ".join(keys[:17]) + \
+        b', "k3": 0}]'
+    assert json_shape(many, 256, 10**6) == ref.json_shape(many, 256, 10**6)
+    assert json_shape(many, 256, 10**6)[3] == many.rindex(b'"k3"')
 
 
 def _text(value, escape) -> str:
