@@ -90,12 +90,15 @@ def test_invalid_utf8_in_a_field_no_decoder_reads_is_a_400_in_the_routes_shape(g
     r = post(gw, path, body % member)
     assert r.status_code == 400, r.text
     doc = r.json()
+    named = b'"zz"' in member       # the field the bad byte is in, where its key reads as UTF-8 (trial 27)
     if shape == "openai":
         assert doc["error"]["code"] == "invalid_utf8" and doc["error"]["type"] == "invalid_request_error", doc
         assert doc["error"]["message"].startswith("Request body is not valid UTF-8"), doc
+        assert doc["error"]["param"] == ("zz" if named else None), doc
     elif shape == "anthropic":
         assert doc["type"] == "error" and doc["error"]["type"] == "invalid_request_error", doc
-        assert doc["error"]["message"].startswith("The request body is not valid UTF-8"), doc
+        start = ("zz: " if named else "") + "The request body is not valid UTF-8"
+        assert doc["error"]["message"].startswith(start), doc
     else:
         assert doc["error"]["code"] == "invalid_request" and "UTF-8" in doc["error"]["message"], doc
     assert tracebacks(gw) == before

@@ -126,7 +126,7 @@ def test_the_http_api_refuses_undeclared_names(declared):
             (b'{"id": "k5", "limits": {"rpm": "10"}}', "invalid_type", "limits.rpm"),
             (b'{"id": "k7", "bogus": 1}', "unknown_parameter", "bogus"),
             (b'{}', "invalid_value", "id"),
-            (b'{"id": "k\xff"}'.decode("unicode_escape").encode("latin-1"), "invalid_utf8", None),
+            (b'{"id": "k\xff"}'.decode("unicode_escape").encode("latin-1"), "invalid_utf8", "id"),
             (b'{"id": "wide", "groups": [' + b",".join([b'"g"'] * 200_001) + b"]}", "invalid_value", "groups"),
             # Ids the routes that revoke and rotate could never address.
             (b'{"id": "team/bot"}', "invalid_value", "id"),

@@ -357,29 +357,125 @@ def nesting_depth(data: bytes, limit: int) -> int:
 
 
 _JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*(?:"|$)|[\[\]{},]', re.S)
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+_SIMPLE_ESCAPES = {ord("n"): 10, ord("t"): 9, ord("r"): 13, ord("b"): 8, ord("f"): 12, ord('"'): 34,
+                   ord("\\"): 92, ord("/"): 47}
 
 
-def json_shape(data: bytes, depth_limit: int, items_limit: int) -> tuple[int, int, int]:
-    """(deepest, items, key): nesting, arrays + objects + commas outside strings, and the opening quote of
-    the top-level member being read when the scan stopped; it stops once either passes its limit."""
+def _hex4(s: bytes, i: int) -> int:
+    digits = s[i:i + 4]
+    return int(digits, 16) if len(digits) == 4 and all(b in _HEX for b in digits) else -1
+
+
+def unescape_key(s: bytes) -> bytes:
+    """A JSON string's content as UTF-8: a lone surrogate escape as its three bytes, a malformed escape as sent."""
+    out = bytearray()
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if c != 92 or i + 1 >= n:
+            out.append(c)
+            i += 1
+            continue
+        e = s[i + 1]
+        if e == ord("u"):
+            cp = _hex4(s, i + 2) if i + 6 <= n else -1
+            if cp < 0:
+                out.append(c)
+                i += 1
+                continue
+            i += 6
+            if 0xD800 <= cp < 0xDC00 and i + 6 <= n and s[i] == 92 and s[i + 1] == ord("u"):
+                low = _hex4(s, i + 2)
+                if 0xDC00 <= low < 0xE000:
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00)
+                    i += 6
+            out += chr(cp).encode("utf-8", "surrogatepass")
+        elif e in _SIMPLE_ESCAPES:
+            out.append(_SIMPLE_ESCAPES[e])
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return bytes(out)
+
+
+def json_shape(data: bytes, depth_limit: int, items_limit: int) -> tuple[int, int, int, int]:
+    """(deepest, items, key, repeated): nesting, arrays + objects + commas outside strings, the opening quote of
+    the top-level member being read when the scan stopped, and that of the first key its object already has
+    (unescaped text compared); it stops once either count passes its limit, or at that key."""
     depth = deepest = items = 0
-    key, expect_key = -1, False
-    for m in _JSON_TOKEN.finditer(bytes(data)):
+    key, repeated, expect_key, expect_member = -1, -1, False, False
+    levels: dict[int, set[bytes] | None] = {}       # by depth: the open object's keys, None for an array
+    data = bytes(data)
+    for m in _JSON_TOKEN.finditer(data):
         t = m.group()
         if t in (b"[", b"{"):
             depth += 1
             items += 1
             expect_key = depth == 1 and t == b"{"
+            expect_member = t == b"{"
             deepest = max(deepest, depth)
             if deepest > depth_limit or items > items_limit:
                 break
+            if depth > 0:
+                levels[depth] = set() if t == b"{" else None
         elif t in (b"]", b"}"):
             depth -= 1
+            expect_member = False
         elif t == b",":
             items += 1
             expect_key = depth == 1
+            expect_member = depth > 0 and levels[depth] is not None
             if items > items_limit:
                 break
-        elif expect_key:
-            key, expect_key = m.start(), False
-    return deepest, items, key
+        else:
+            if expect_key:
+                key, expect_key = m.start(), False
+            if expect_member:
+                expect_member = False
+                if depth > 0 and _closed(t):
+                    name = unescape_key(t[1:-1])
+                    if name in levels[depth]:
+                        repeated = m.start()
+                        break
+                    levels[depth].add(name)
+    return deepest, items, key, repeated
+
+
+def _closed(token: bytes) -> bool:
+    """Whether a string token ends with its closing quote (not an escaped one, nor the end of the text)."""
+    if not token.endswith(b'"'):
+        return False
+    k = len(token) - 1
+    while k > 0 and token[k - 1] == 92:
+        k -= 1
+    return len(token) >= 2 and (len(token) - 1 - k) % 2 == 0
+
+
+def json_path(data: bytes, offset: int) -> list[int | tuple[int]]:
+    """For each array or object ``offset`` is inside, outermost first: the element's index, or (the opening quote
+    of the member's key,), -1 before any; a key at ``offset`` is its own member."""
+    stack: list[list] = []                 # [is an object, index or key offset]
+    expect_key = False
+    for m in _JSON_TOKEN.finditer(bytes(data)):
+        if m.start() > offset:
+            break
+        t = m.group()
+        if t in (b"[", b"{"):
+            stack.append([t == b"{", -1 if t == b"{" else 0])
+            expect_key = t == b"{"
+        elif t in (b"]", b"}"):
+            if stack:
+                stack.pop()
+            expect_key = False
+        elif t == b",":
+            if stack:
+                expect_key = stack[-1][0]
+                if not stack[-1][0]:
+                    stack[-1][1] += 1
+        else:
+            if expect_key and stack:
+                stack[-1][1] = m.start()
+            expect_key = False
+    return [(at,) if obj else at for obj, at in stack]

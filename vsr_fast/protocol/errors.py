@@ -5,7 +5,9 @@ bounded first (``MAX_JSON_DEPTH``: what walks a decoded value recurses, and
 msgspec itself raises RecursionError near 100,000 levels), and so are its items
 (``MAX_JSON_ITEMS``: msgspec holds the GIL for a whole decode, so a body of
 millions of small values stalls every request of the process, in a worker
-thread too), then msgspec decodes and validates. A failure becomes one ``Problem`` (what is wrong, where, with
+thread too), and a key an object names twice is refused (msgspec and the router
+read its last value, a backend may read the first: the request routed would not
+be the one answered), then msgspec decodes and validates. A failure becomes one ``Problem`` (what is wrong, where, with
 the allowed values when the schema has a list of them), which each protocol
 renders as its API does:
 
@@ -19,6 +21,7 @@ renders as its API does:
 from __future__ import annotations
 
 import functools
+import math
 import re
 import types
 import typing
@@ -28,7 +31,7 @@ from typing import Any
 import msgspec
 from msgspec import inspect as mi
 
-from .._ext.jsonscan import json_shape
+from .._ext.jsonscan import json_path, json_shape
 from ..errors import (
     SHOWN_MAX, WITHHELD, EmptyArray, InvalidJson, InvalidType, InvalidUtf8, InvalidValue, RequestError, UnknownParameter, VsrError,
     shown,
@@ -61,7 +64,7 @@ Path = tuple[str | int, ...]
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One reason a body does not decode. ``kind``: json, utf8, depth, items, missing, unknown,
+    """One reason a body does not decode. ``kind``: json, utf8, depth, items, duplicate, missing, unknown,
     type, bound, length, enum, tag or invalid; ``path``: where, as keys and indices."""
 
     kind: str
@@ -82,9 +85,9 @@ class BodyProblem(Exception):
 
 
 def decode_body(decoder: msgspec.json.Decoder, raw: bytes) -> Any:
-    """``decoder.decode(raw)``, refusing over-deep JSON and JSON of too many items first; BodyProblem on any
-    failure."""
-    problem = shape_problem(raw)
+    """``decoder.decode(raw)``, refusing over-deep JSON, JSON of too many items and a key named twice in one
+    object first; BodyProblem on any failure."""
+    problem = shape_problem(raw, decoder.type)
     if problem is not None:
         raise BodyProblem(problem)
     try:
@@ -96,44 +99,86 @@ def decode_body(decoder: msgspec.json.Decoder, raw: bytes) -> Any:
         raise BodyProblem(Problem("depth", detail="JSON nested too deeply")) from None
 
 
-def shape_problem(raw: bytes) -> Problem | None:
+def shape_problem(raw: bytes, schema: Any = None) -> Problem | None:
     """What the checks before any decode find wrong with ``raw`` (not UTF-8, nested deeper than MAX_JSON_DEPTH,
-    more than MAX_JSON_ITEMS items: the jsonscan kernel's one pass, GIL-free), or None."""
-    utf8 = utf8_problem(raw)
+    more than MAX_JSON_ITEMS items, a key named twice in one object: the jsonscan kernel's one pass,
+    GIL-free), or None. ``schema``, the type decoded next, tells its fields from the client's keys in a path."""
+    utf8 = utf8_problem(raw, schema)
     if utf8 is not None:
         return utf8
-    depth, items, key = json_shape(raw, MAX_JSON_DEPTH, MAX_JSON_ITEMS)
+    depth, items, key, repeated = json_shape(raw, MAX_JSON_DEPTH, MAX_JSON_ITEMS)
     if depth > MAX_JSON_DEPTH:
-        return Problem("depth", detail=f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+        return Problem("depth", _member(raw, key, schema), detail=f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     if items > MAX_JSON_ITEMS:
-        return Problem("items", _member(raw, key), detail=(
+        return Problem("items", _member(raw, key, schema), detail=(
             f"JSON of more than {MAX_JSON_ITEMS} items (arrays, objects, and the members and elements they list)"))
+    if repeated >= 0:
+        return Problem("duplicate", path_at(raw, repeated, schema), detail="JSON object names this key twice")
     return None
 
 
-def utf8_problem(raw: bytes) -> Problem | None:
-    """Why ``raw`` is not UTF-8, or None. msgspec validates only the strings it decodes: an unknown field's, a
-    key's of a Struct, a passthrough's (``Raw``) would reach a backend, a log or a Redis key as they came.
-    An ASCII body, most of them, costs one word-at-a-time scan (0.3 µs for 2 KB, 40 µs for 1 MB); any other is
-    decoded once (about 4 ms a non-ASCII MB, 5 µs for 2 KB)."""
+def utf8_problem(raw: bytes, schema: Any = None) -> Problem | None:
+    """Why ``raw`` is not UTF-8, naming the field the first bad byte is in, or None. msgspec validates only the
+    strings it decodes: an unknown field's, a key's of a Struct, a passthrough's (``Raw``) would reach a backend,
+    a log or a Redis key as they came. An ASCII body, most of them, costs one word-at-a-time scan (0.3 µs for
+    2 KB, 40 µs for 1 MB); any other is decoded once (about 4 ms a non-ASCII MB, 5 µs for 2 KB)."""
     if raw.isascii():
         return None
     try:
         raw.decode()
     except UnicodeDecodeError as exc:
-        return Problem("utf8", detail=f"Invalid UTF-8 encoded string (byte {exc.start})")
+        return Problem("utf8", path_at(raw, exc.start, schema),
+                       detail=f"Invalid UTF-8 encoded string (byte {exc.start})")
     return None
 
 
-def _member(raw: bytes, key: int) -> Path:
-    """The path of the top-level member whose name's opening quote is at ``key``; () if none or unreadable."""
-    if key < 0:
-        return ()
+# A JSON string at an offset: its quotes and what is between them, escapes kept.
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+
+
+def _key_at(raw: bytes, offset: int) -> str | None:
+    """The key whose opening quote is at ``offset``, unescaped; None if it does not decode (the body is refused
+    all the same)."""
+    found = _STRING.match(raw, offset)
+    if found is None:
+        return None
     try:
-        name = msgspec.json.decode(raw[key:raw.index(b'"', key + 1) + 1])
-    except (ValueError, msgspec.DecodeError):   # an escaped quote in the name: the body is refused all the same
-        return ()
-    return (name,)
+        return msgspec.json.decode(found.group())
+    except msgspec.DecodeError:
+        return None
+
+
+def path_at(raw: bytes, offset: int, schema: Any = None) -> Path:
+    """The path of the value (or key) at ``offset`` of JSON text ``raw``, as far as its keys decode: a key
+    ``schema`` names as a field stays as it is, any other is the client's (``ClientKey``). Past MAX_JSON_DEPTH
+    levels, only the top-level member: a path is a param, never a copy of the body. On the error path only
+    (the kernel's one walk up to ``offset``)."""
+    steps = json_path(raw, offset)
+    if len(steps) > MAX_JSON_DEPTH:
+        steps = steps[:1]
+    candidates: list[Any] = [schema] if schema is not None else []
+    path: list[str | int] = []
+    for step in steps:
+        if isinstance(step, int):
+            path.append(step)
+            candidates = [v for t in candidates for v in _py_step(t, step)]
+            continue
+        name = _key_at(raw, step[0]) if step[0] >= 0 else None
+        if name is None:
+            break
+        fields = [v for t in candidates if t is not Any for v in _py_step(t, name)]
+        if fields:
+            path.append(name)
+            candidates = fields
+        else:
+            path.append(ClientKey(name if _PLAIN_KEY.fullmatch(name) else json_key(name)))
+            candidates = [v for t in candidates for v in _py_step(t, "...")]
+    return tuple(path)
+
+
+def _member(raw: bytes, key: int, schema: Any = None) -> Path:
+    """The path of the top-level member whose name's opening quote is at ``key``; () if none or unreadable."""
+    return path_at(raw, key, schema)[:1] if key >= 0 else ()
 
 
 # msgspec (0.23) misnames one JSON error: a high surrogate escape (\ud800-\udbff) not followed by
@@ -245,14 +290,36 @@ class ClientKey(str):
     """A path segment that is a key the client chose (a dict's), not a field the schema names."""
 
 
+class _OutOfRange:
+    """A JSON number past a float's range (``1e400``): what no numeric type converts from."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _number(text: str) -> float | _OutOfRange:
+    value = float(text)
+    return _OutOfRange(text) if math.isinf(value) else value
+
+
+# The body read again on the error path: msgspec's decode to Python values refuses a number past a float's range
+# ("Number out of range"), the very error being named; this one keeps it as a value no type accepts. An integer
+# of any length stays an ``int``.
+_LENIENT = msgspec.json.Decoder(float_hook=_number)
+
+
 def keys_named(problem: Problem, raw: bytes, schema: Any) -> Problem:
     """``problem`` with each ``...`` of its path (msgspec's word for "some value of this dict") replaced by the key
-    whose value fails: the first, in the body's order, that does not convert to the dict's value type. Read from
-    the body again, on the error path only (its size is bounded by then). Unchanged when no key can be told."""
-    if "..." not in problem.path or schema is None:
+    whose value fails: the first, in the body's order, that does not convert to the dict's value type; and an
+    integer past 64 bits, which msgspec calls a ``float``, called an ``int``. Read from the body again, on the
+    error path only (its size is bounded by then). Unchanged when no key can be told."""
+    misnamed = problem.kind == "type" and problem.got == "float"
+    if ("..." not in problem.path or schema is None) and not misnamed:
         return problem
     try:
-        value = msgspec.json.decode(raw)
+        value = _LENIENT.decode(raw)
     except msgspec.DecodeError:
         return problem
     candidates: list[Any] = [schema]
@@ -272,6 +339,8 @@ def keys_named(problem: Problem, raw: bytes, schema: Any) -> Problem:
         except (KeyError, IndexError, TypeError):
             return problem
         path.append(segment)
+    if misnamed and isinstance(value, int) and not isinstance(value, bool):
+        problem = replace(problem, got="int", detail=problem.detail.replace("got `float`", "got `int`"))
     return replace(problem, path=tuple(path))
 
 
@@ -297,12 +366,25 @@ def _converts(value: Any, t: Any) -> bool:
         return False
     except Exception:   # a type only a decoder's hook reads: not one this check can judge, so not the culprit
         return True
-    return True
+    return not _out_of_range(value)     # an ``Any`` takes it as it is, where the decoder refused it
+
+
+def _out_of_range(value: Any) -> bool:
+    """Whether ``value`` holds a number past a float's range (its depth is bounded by the scan)."""
+    if isinstance(value, _OutOfRange):
+        return True
+    if isinstance(value, dict):
+        return any(_out_of_range(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_out_of_range(v) for v in value)
+    return False
 
 
 def _py_step(t: Any, segment: str | int) -> list[Any]:
     """The Python types one step below ``t``: a dict's values (``...``), a list's items (an index), a Struct's
     field (a name); unions and Annotated looked through."""
+    if t is Any:
+        return [Any]     # anything below Any is Any
     origin = typing.get_origin(t)
     if origin is typing.Annotated:
         return _py_step(typing.get_args(t)[0], segment)
@@ -383,8 +465,8 @@ def _code(p: Problem) -> str:
     """OpenAI's error code for the problem (kept on our errors for every protocol: events, metrics)."""
     if p.kind == "length" and p.expected == ">= 1" and p.got != "str":     # an empty string is no array
         return "empty_array"
-    return {"json": "invalid_json", "utf8": "invalid_utf8", "depth": "invalid_json", "type": "invalid_type",
-            "unknown": "unknown_parameter"}.get(p.kind, "invalid_value")
+    return {"json": "invalid_json", "utf8": "invalid_utf8", "depth": "invalid_json", "duplicate": "invalid_json",
+            "type": "invalid_type", "unknown": "unknown_parameter"}.get(p.kind, "invalid_value")
 
 
 # Each code a decode problem can have -> its class in the error tree.
@@ -424,10 +506,10 @@ def _openai_message(p: Problem, show) -> str:
     if p.kind == "json":
         message = f"Request body is not valid JSON: {p.detail}"
     elif p.kind == "utf8":
-        message = f"Request body is not valid UTF-8: {p.detail}"
-    elif p.kind == "depth":
-        message = f"Request body is not accepted: {p.detail}"
-    elif p.kind == "items":
+        message = f"Request body is not valid UTF-8: {p.detail}{where}"
+    elif p.kind == "duplicate":
+        message = f"Invalid request body: {p.detail}{where}"
+    elif p.kind in ("depth", "items"):
         message = f"Request body is not accepted: {p.detail}" + (f"; passed in '{path}'" if path else "")
     elif p.kind == "unknown":
         message = f"Unknown parameter: '{path}'."
@@ -475,12 +557,9 @@ def anthropic_message(problem: Problem, show=shown) -> str:
     p = problem
     if p.kind == "json":
         return f"There was an error parsing the body of your request: {p.detail}"
-    if p.kind == "utf8":
-        return f"The request body is not valid UTF-8: {p.detail}"
-    if p.kind == "depth":
-        return f"The request body is not accepted: {p.detail}"
-    if p.kind == "items":
-        what = f"The request body is not accepted: {p.detail}"
+    if p.kind in ("utf8", "depth", "items"):
+        what = (f"The request body is not valid UTF-8: {p.detail}" if p.kind == "utf8" else
+                f"The request body is not accepted: {p.detail}")
         return f"{anthropic_path(p.path)}: {what}" if p.path else what
     path = p.path
     if p.kind == "missing":

@@ -26,8 +26,7 @@ import msgspec
 from msgspec import Meta, Struct, field
 from msgspec.structs import force_setattr
 
-from .._ext.jsonscan import json_shape
-from .errors import MAX_JSON_ITEMS, utf8_problem
+from .errors import shape_problem
 
 # --- free text --------------------------------------------------------------------------
 
@@ -353,15 +352,11 @@ def decode_request(body: bytes, *, model_required: bool = False) -> StandardRequ
     mixed body is refused as mixed instead of as an unknown field.
     ``model_required``: the body a client sent the router's own API.
     """
-    utf8 = utf8_problem(body)
-    if utf8 is not None:
-        raise msgspec.DecodeError(utf8.detail)
-    depth, items, _ = json_shape(body, MAX_JSON_DEPTH, MAX_JSON_ITEMS)
-    if depth > MAX_JSON_DEPTH:
-        raise msgspec.DecodeError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-    if items > MAX_JSON_ITEMS:
-        # msgspec holds the GIL for a whole decode: millions of small values would stall every request.
-        raise msgspec.DecodeError(f"JSON of more than {MAX_JSON_ITEMS} items (arrays, objects, and what they list)")
+    problem = shape_problem(body)
+    if problem is not None:
+        # msgspec's way of naming where, as every other refusal of this API reads.
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in problem.path)
+        raise msgspec.DecodeError(problem.detail + (f" - at `${where}`" if where else ""))
     top = _TOP.decode(body)
     if not isinstance(top, dict):
         raise msgspec.ValidationError("Expected `object`")
@@ -418,7 +413,6 @@ def _named(value: Any, message: str) -> tuple[str, list[str]]:
 
 
 _TOP = msgspec.json.Decoder(Any)
-MAX_JSON_DEPTH = 256   # as every client API (protocol.errors); a deeper body is an invalid_request
 _DECODERS = {(batch, client): msgspec.json.Decoder(t) for batch, client, t in (
     (False, False, StandardRequest), (True, False, BatchRequest),
     (False, True, ClientStandardRequest), (True, True, ClientBatchRequest))}
