@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...headers import trace
 from ...plugins.response_cache import CachedAnswer
 from .exchange import Exchange
 from ..recording import Hit
@@ -53,6 +54,8 @@ async def request_plugins(ex: Exchange) -> Fast | CachedAnswer | None:
 def _served(ex: Exchange, hit: Hit) -> CachedAnswer:
     assert ex.route is not None
     ex.rec.served(hit, ex.route)
-    if hit.semantic and ex.trace is not None:
-        ex.trace += ', cache="semantic"'
+    if ex.trace is not None:
+        ex.trace = trace.with_member(ex.trace, trace.token_member("cache", "semantic", similarity=hit.similarity)
+                                     if hit.semantic and hit.similarity is not None
+                                     else trace.token_member("cache", "semantic" if hit.semantic else "exact"))
     return hit.answer
