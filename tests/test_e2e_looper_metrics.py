@@ -47,7 +47,11 @@ def test_every_escalate_call_is_counted_under_its_model(escalating, unsure, sure
     assert headers["x-vsr-selected-model"] == "large" and stats(unsure)["requests"] == 1
     small, large = hand_cost(unsure, CHEAP), hand_cost(sure, DEAR)
     assert small > 0 and large > 0
-    assert float(headers["x-vsr-cost"]) == pytest.approx(small + large, rel=1e-9)
+    # Omitted on a streamed answer (spec 5.10): its head leaves before the answer's own cost is known.
+    if stream:
+        assert "x-vsr-cost" not in headers
+    else:
+        assert float(headers["x-vsr-cost"]) == pytest.approx(small + large, rel=1e-9)
     # Counted once the answer ended: polled.
     assert wait_for_value(lambda: tokens_metric(proc, "large") - before["large"][0] or None,
                           "the answer's tokens") == used(sure)

@@ -236,6 +236,41 @@ async def test_a_stream_answer_s_failure_closes_the_connection_as_httpcore_s():
     assert seen[2][0] is httpcore._async.http11.HTTPConnectionState.CLOSED and seen[2][5]
 
 
+_BOTH = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+
+
+@pytest.mark.parametrize("traced", [False, True])
+async def test_an_answer_framed_twice_is_refused_and_its_connection_closed_where_httpcore_takes_it(traced):
+    # The one departure from httpcore (``transport._one_framing``), on either path: h11 lets chunked win.
+    theirs, ours = _pair([_BOTH, _OK + b'{"ok": true}'])
+
+    async def trace(name, info):
+        pass
+
+    request = _request(extensions={"timeout": _TIMEOUTS, "trace": trace}) if traced else _request()
+    seen, _, after = await _run(theirs, [request])
+    assert seen[0][0] == 200 and seen[0][5] == [b"hello"] and after[0] is httpcore._async.http11.HTTPConnectionState.IDLE
+    seen, log, after = await _run(ours, [request, _request()])
+    refused = (httpcore.RemoteProtocolError, "upstream sent both Content-Length and Transfer-Encoding: chunked",
+               type(None), None)
+    assert seen[0] == ("failed", refused)
+    assert after[0] is httpcore._async.http11.HTTPConnectionState.CLOSED and after[5] and ("close",) in log
+    assert seen[1][0] == "failed"        # never reused: a closed connection takes no next request
+    assert transport.cause(httpcore.RemoteProtocolError(refused[1])) == "protocol_error"
+
+
+async def test_a_head_past_what_h11_holds_is_too_large_not_malformed():
+    huge = [b"HTTP/1.1 200 OK\r\n" + b"x-filler: " + b"f" * 65_536 + b"\r\n"] * 3
+    theirs, ours = _pair(huge)
+    seen = (await _run(ours, [_request()]))[0]
+    assert seen == (await _run(theirs, [_request()]))[0]
+    assert seen[0][1][:2] == (httpcore.RemoteProtocolError, "Receive buffer too long")
+    with pytest.raises(httpcore.RemoteProtocolError) as caught:
+        await _pair(huge)[1].handle_async_request(_request())
+    assert transport.cause(caught.value) == "too_large"
+    assert transport.cause(httpcore.RemoteProtocolError("illegal status line")) == "protocol_error"
+
+
 def test_the_request_event_is_h11_s():
     for headers in ([(b"Host", b"a"), (b"x", b"y")], [(b"host", b"a")]):
         for _ in range(2):

@@ -197,3 +197,34 @@ class ResponsePath(enum.StrEnum):
     RATE_LIMITED = "rate_limited"
     ERROR = "error"
     FALLBACK = "fallback"
+
+
+class TraceMember(NamedTuple):
+    name: str
+    feature: str
+    doc: str
+
+
+# x-vsr-trace's members, highest priority first (spec 5.10): the dictionary carries them in this order, and past
+# 4 KB the last ones are left out and ``truncated`` ends it. ``headers.trace`` places every member by this list.
+TRACE_MEMBERS: tuple[TraceMember, ...] = (
+    TraceMember("signals", "signals", "The matched signals, as type:name."),
+    TraceMember("coverage", "signals", "How much of the request a signal read, where it did not read it all."),
+    TraceMember("confidence", "decisions", "The chosen decision's confidence."),
+    TraceMember("algorithm", "decisions", "The chosen decision's algorithm type (static for none)."),
+    TraceMember("decision", "decisions", "The decision that matched."),
+    TraceMember("why", "decisions", "Why it was chosen (its priority among the matching ones, a model named)."),
+    TraceMember("selector", "selection", "What the selector did: a kept model, System One's choice."),
+    TraceMember("ranking", "selection", "multi_factor's score of each candidate, best first."),
+    TraceMember("modality", "output", "The decision's output modality (decisions[].output), when configured; "
+                                      "action=edit for an edit."),
+    TraceMember("cache", "response_cache", "A cache hit: exact, or semantic with the similarity of the request it "
+                                           "was stored for."),
+    TraceMember("retention", "retention", "A route an earlier turn held, and what the decision's retention keeps."),
+    TraceMember("prompt_cache", "prompt_cache", "Each model's prompt_cache markers, or why it got none."),
+    TraceMember("tools", "tools", "What the tools policy kept and removed, and what tools.select chose."),
+    TraceMember("response_guard", "response_guard", "The guard's outcome; buffered for a stream it held."),
+    TraceMember("looper", "looper", "Each Looper call and its verdict."),
+    TraceMember("match_judge_truncated", "match", "A match judge that read fewer candidates than recall found."),
+)
+TRACE_RANK = {member.name: rank for rank, member in enumerate(TRACE_MEMBERS)}

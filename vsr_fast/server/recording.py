@@ -75,6 +75,7 @@ class Hit(NamedTuple):
     key: str
     answer: response_cache.CachedAnswer
     semantic: bool
+    similarity: float | None = None     # a semantic hit's: its request's to the stored one (x-vsr-trace)
 
 
 class Policies:

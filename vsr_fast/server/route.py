@@ -43,4 +43,16 @@ def trace_of(route: Route) -> str:
     coverage = {f"{t}:{n}": c for (t, n), c in route.readings.coverage.items()} if route.readings else None
     return trace.trace_value(signals=matched_signals(route.readings), decision=route.decision,
                              why=chosen.why if chosen else "model named directly", coverage=coverage,
-                             algorithm=algorithm_of(route))
+                             algorithm=algorithm_of(route), modality=modality_member(route))
+
+
+def modality_member(route: Route) -> str | None:
+    """The trace's ``modality``: the chosen decision's output (``decisions[].output``) when it configures one."""
+    chosen = route.chosen
+    output = chosen.decision.output if chosen is not None and chosen.decision is not None else None
+    if output is None:
+        return None
+    params = {"action": output.action} if output.action != "generate" else {}
+    if isinstance(output.kind, str):
+        return trace.string_member("modality", output.kind, **params)
+    return trace.list_member("modality", list(output.kind), **params)

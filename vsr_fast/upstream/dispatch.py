@@ -502,6 +502,9 @@ def failure_cause(exc: BaseException) -> str:
     return "stream_error"
 
 
+_HEAD_WHY = f"a header block or chunk line past {transport.HEAD_MAX_BYTES >> 10} KiB"
+
+
 def _transport_failure(exc: Exception, backend: Backend) -> UpstreamError:
     # The client reads the cause in words; the backend, its address and the exception go to the log only.
     cause = transport.cause(exc)
@@ -512,6 +515,9 @@ def _transport_failure(exc: Exception, backend: Backend) -> UpstreamError:
         return UpstreamError(cause_words(cause, why=transport.tls_reason(exc)), cause=cause,
                              detail=f"backend {backend.label} failed: {type(exc).__name__}: "
                                     f"{transport.tls_reason(exc, logged=True)}")
+    if cause == "too_large":        # h11's "Receive buffer too long" says neither what nor how much
+        return UpstreamError(cause_words(cause, why=_HEAD_WHY), cause=cause,
+                             detail=f"backend {backend.label} failed: {type(exc).__name__}: {_HEAD_WHY}")
     return UpstreamError(cause_words(cause), cause=cause,
                          detail=f"backend {backend.label} failed: {type(exc).__name__}: {exc or 'connection failed'}")
 

@@ -35,6 +35,7 @@ from httpcore._trace import Trace
 
 from ..errors import UpstreamInvalid
 from ..headers.registry import provider_rate_headers
+from ..headers.said import CONTENT_LENGTH, TRANSFER_ENCODING, said
 from ..headers.wire import adopt as to_wire
 from ..headers.wire import WireConnection, valid_headers
 from ..locks import FreeLock, quiet
@@ -62,7 +63,7 @@ _CLOSED_WORDS = re.compile(r"disconnected|peer closed connection", re.I)
 def cause(exc: BaseException) -> str:
     """Why a transport error happened, in one word (``UpstreamError.cause``): connect_refused, connect_timeout,
     dns_error, tls_error, connect_error, read_timeout, write_timeout, pool_timeout, connection_closed,
-    protocol_error."""
+    too_large (a head past what the router holds unfinished), protocol_error."""
     for kind, name in _TIMEOUT_CAUSES:
         if isinstance(exc, kind):
             return name
@@ -79,7 +80,20 @@ def cause(exc: BaseException) -> str:
         return "connection_closed"
     if isinstance(exc, (httpcore.ReadError, httpcore.WriteError, httpcore.NetworkError)):
         return "connection_closed"
+    if head_too_large(exc):
+        return "too_large"
     return "protocol_error"
+
+
+# What an answer's head (or a chunk line) may hold before its end arrives: httpcore's bound, given to h11.
+HEAD_MAX_BYTES = AsyncHTTP11Connection.MAX_INCOMPLETE_EVENT_SIZE
+
+
+def head_too_large(exc: BaseException) -> bool:
+    """Whether ``exc`` is h11's refusal of an unfinished head past HEAD_MAX_BYTES ("Receive buffer too long"), which
+    h11 marks with 431, its only use of that hint: the answer was too large, not malformed."""
+    refused = _in_chain(exc, h11.RemoteProtocolError)
+    return refused is not None and refused.error_status_hint == 431
 
 
 def _chain_has(exc: BaseException | None, kind: type) -> bool:
@@ -439,7 +453,20 @@ class _Exact(AsyncHTTP11Connection):
                     raise httpcore.RemoteProtocolError("Server disconnected without sending a response.")
                 self._h11_state.receive_data(data)
             else:
+                if type(event) is h11.Response:
+                    _one_framing(event)
                 return event
+
+
+def _one_framing(event: h11.Response) -> None:
+    """Refuse an answer whose head says where its body ends twice, Content-Length beside Transfer-Encoding: h11 lets
+    chunked win, but a proxy before the backend may have read the length, so where this answer ends and the next
+    begins is not known (RFC 9112 6.3: "ought to be handled as an error"; nginx's "upstream sent ... at the same
+    time"). Raised while the answer's body is unread: the request closes the connection, never pooled again. The
+    one place ``_Exact`` departs from httpcore (``tests/test_upstream_exact.py``)."""
+    head = said(event.headers)       # read once per head already (``headers.wire``): a lookup here
+    if head[TRANSFER_ENCODING] and head[CONTENT_LENGTH]:
+        raise httpcore.RemoteProtocolError("upstream sent both Content-Length and Transfer-Encoding: chunked")
 
 
 _END = h11.EndOfMessage()     # an event is immutable, and h11 keeps none it sends: one serves every request

@@ -10,7 +10,8 @@ import msgspec
 from ...config.algorithm import kind_of
 from ...config.schema import ProviderModel
 from ...errors import UpstreamError
-from ...plugins.prompt_cache import retain_prefix
+from ...headers import trace
+from ...plugins.prompt_cache import TYPE as PROMPT_CACHE, retain_prefix
 from ...protocol.adapters import Inbound, Outbound
 from ...upstream import Attempt, Stream, Whole
 from ..delegation import delegated_credential
@@ -154,6 +155,21 @@ def _rewritten(ex: Exchange, out: Outbound, model: ProviderModel, retains: bool,
     return out
 
 
+_PROMPT_CACHE = f"{PROMPT_CACHE}: "
+
+
+def _trace_prompt_cache(ex: Exchange, model: ProviderModel, changes: list[str]) -> None:
+    """The trace's ``prompt_cache``: for each model a request was written for, the markers the plugin placed, or
+    why it placed none (another format caches prefixes on its own)."""
+    if not any(kind == PROMPT_CACHE for kind, _ in ex.shaping.steps):
+        return
+    did = next((c.removeprefix(_PROMPT_CACHE) for c in changes if c.startswith(_PROMPT_CACHE)), None)
+    if did is None:
+        did = "no marker placed" if model.api_format == "anthropic" else \
+            f"no marker: {model.api_format} caches prefixes on its own"
+    ex.trace = trace.with_items(ex.trace, "prompt_cache", [f"{model.name}: {did}"])
+
+
 def _carrying(ex: Exchange, r):
     """The route less the candidates that cannot answer in the shape the client reads (Chat's ``n`` above one to
     a backend answering one choice): a 400 naming the field and the models when none is left, before any call."""
@@ -172,6 +188,8 @@ async def _shaped(ex: Exchange, out: Outbound, model: ProviderModel) -> Outbound
     retains = bool(d is not None and d.retention is not None and d.retention.prefer_prefix_retention)
     if ex.shaping is not None or retains:
         out = await off_loop(ex.state.metrics, "shaping", len(out.body), _rewritten, ex, out, model, retains, changes)
+        if ex.trace is not None and ex.shaping is not None:
+            _trace_prompt_cache(ex, model, changes)
     if ex.masking is not None:
         body, change = await mask(ex, out.body, model.api_format, ex.masking)
         if change:

@@ -31,6 +31,7 @@ _REQUEST_ID = h.REQUEST_ID.encode()
 _ANTHROPIC_REQUEST_ID = h.ANTHROPIC_REQUEST_ID.encode()
 _WARNINGS = h.WARNINGS.encode()
 _COST, _COST_CURRENCY = h.COST.encode(), h.COST_CURRENCY.encode()
+_SSE = "text/event-stream"
 # A header value h11 sends (RFC 9110 field-value): visible bytes, inner spaces and tabs, no control byte.
 _SENDABLE = re.compile(rb"(?:[^\x00-\x20]+(?:[ \t]+[^\x00-\x20]+)*)?")
 # Values found sendable: nearly every one repeats from one answer to the next (the config version, the names, the
@@ -119,7 +120,7 @@ class Exchange:
         return self.watch is not None and self.watch.sent
 
     def headers(self, content_type: str | None = None) -> HeaderList:
-        """The public headers of the answer, with its warnings, trace and extras."""
+        """The public headers of the answer, with its warnings, cost (not on a stream), trace and extras."""
         out = public_headers(config_version=self.state.config_version, path=self.path,
                              recipe=self.recipe, decision=self.decision, model=self.model)
         rid = self.rec.request_id.encode("latin-1")
@@ -128,7 +129,9 @@ class Exchange:
             out.append((_ANTHROPIC_REQUEST_ID, rid))
         if self.warnings:
             out.append((_WARNINGS, self.warnings.encode()))
-        cost = self.cost.header_value() if self.cost is not None else None
+        # Omitted on a streamed answer (spec 5.10), whatever is known when its head leaves: an upstream stream's
+        # own cost comes last, and a Looper's earlier calls are only part of it. The record keeps the sum.
+        cost = self.cost.header_value() if self.cost is not None and content_type != _SSE else None
         if cost is not None:
             out += [(_COST, cost.encode()), (_COST_CURRENCY, (self.cost.currency or "").encode())]
         if self.trace is not None:

@@ -15,6 +15,7 @@ import time
 
 from ...config.catalog import PRIMARY
 from ...errors import MatchFailed
+from ...headers import trace
 from ...plugins.match import Judge, keep
 from ...protocol import systemone as wire
 from ...systemone.presets import PRESETS
@@ -26,7 +27,8 @@ _CUSTOM = "match"          # a custom question's ID; a preset is asked under its
 def truncated(ex: Exchange, feature: str, had: int, read: int) -> None:
     ex.state.metrics.judge_truncated.inc(feature)
     if ex.trace is not None:
-        ex.trace += f', match_judge_truncated="{feature} {had} candidates, judge read {read}"'
+        ex.trace = trace.with_member(ex.trace, trace.string_member(
+            "match_judge_truncated", f"{feature} {had} candidates, judge read {read}"))
 
 
 def recalled(ex: Exchange, feature: str, method: str, kept: int, seconds: float) -> None:

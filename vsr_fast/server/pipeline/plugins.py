@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from ...headers import trace
 from ...plugins.response_cache import CachedAnswer
 from ...protocol.adapters import JSON
 from .exchange import Exchange
@@ -79,6 +80,8 @@ async def _as_asked(ex: Exchange, hit: Hit) -> Hit | None:
 def _served(ex: Exchange, hit: Hit) -> CachedAnswer:
     assert ex.route is not None
     ex.rec.served(hit, ex.route)
-    if hit.semantic and ex.trace is not None:
-        ex.trace += ', cache="semantic"'
+    if ex.trace is not None:
+        ex.trace = trace.with_member(ex.trace, trace.token_member("cache", "semantic", similarity=hit.similarity)
+                                     if hit.semantic and hit.similarity is not None
+                                     else trace.token_member("cache", "semantic" if hit.semantic else "exact"))
     return hit.answer

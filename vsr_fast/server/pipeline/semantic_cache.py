@@ -33,13 +33,13 @@ async def similar(ex: Exchange) -> Hit | None:
     recalled(ex, SEMANTIC, "embedding", len(hits), time.perf_counter() - started)
     if not hits:
         return None
-    order = [key for _, key, _ in hits]
+    order = [(key, score) for score, key, _ in hits]
     if match.judge is not None:
         kept = await judge(ex, SEMANTIC, match.judge, intent.text, [text for _, _, text in hits])
         order = [order[i] for i in kept]
-    for key in order:
+    for key, score in order:
         answer = await store.lookup(key)        # an entry whose answer expired or left the store is a miss
         # A tool call indexed by an older router (a shared Redis stream): served to the same request alone.
         if answer is not None and not calls_tool(answer.body, answer.streamed):
-            return Hit(key, answer, True)
+            return Hit(key, answer, True, float(score))
     return None

@@ -17,6 +17,7 @@ import msgspec
 from ..._ext.bm25 import BM25Index, tokenize
 from ...config.catalog import PRIMARY
 from ...errors import ToolSelectionFailed
+from ...headers import trace
 from ...plugins import tools as tp
 from ...protocol import systemone as wire
 from ...systemone.presets import PRESETS
@@ -45,17 +46,32 @@ async def govern(ex: Exchange) -> None:
     removed = tp.keep_tools(body, fmt, policy.allows) if offered else []
     if removed:
         changes.append(f"policy {policy.mode}: removed {', '.join(removed)}")
+    # The trace's: what the policy kept as well, its names cut short (the record has them all).
+    traced = [f"policy {policy.mode}: kept {len(offered) - len(removed)} of {len(offered)}"
+              + (f", removed {_few(removed)}" if removed else "")] if offered else []
     if policy.strip_history:
         stripped = tp.strip_history(body, fmt)
         if stripped:
             changes.append(f"stripped {stripped} tool calls and results")
+            traced.append(changes[-1])
     if policy.select is not None and policy.mode != "none":
         change = await _select(ex, body, fmt, policy)
         if change:
             changes.append(change)
+            traced.append(change)
+    if ex.trace is not None and traced:
+        ex.trace = trace.with_member(ex.trace, trace.list_member("tools", traced))
     if changes:
         ex.req = ex.adapter.with_raw(req, tp.encode(body))
         ex.rec.plugins_applied(None, [f"tools: {c}" for c in changes])
+
+
+TRACE_NAMES = 8     # tool names a trace item names before "and N more"
+
+
+def _few(names: list[str]) -> str:
+    more = len(names) - TRACE_NAMES
+    return ", ".join(names[:TRACE_NAMES]) + (f" and {more} more" if more > 0 else "")
 
 
 async def _select(ex: Exchange, body: dict, fmt: str, policy: tp.Tools) -> str | None:
