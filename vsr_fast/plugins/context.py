@@ -16,10 +16,24 @@ latest user message (BM25 prefilters the judge's candidates; the
 ``context.compress`` match defaults to ``recall: {method: bm25}, judge: {preset:
 relevance}``) within ``target_tokens``, in their order, the rest marked as
 omitted. ``mode: always`` compresses every such output; ``auto`` only when the
-request is over ``budget.max_tokens`` less ``reserve_output_tokens`` (with
-``max_tokens: auto`` and no known window it does not compress). Tokens are
-estimated at four characters each. ``failure_mode: fail_open`` leaves an output
-whole when its judge fails, ``fail_closed`` fails the request.
+request is over its budget. A request still over its budget then loses whole
+earlier history turns (a user message and the replies, tool calls and tool
+results up to the next user message), the least relevant to the latest user
+message (BM25) first, older first among equals, until it fits; the system
+prompt and the last user turn stay, and the first turn kept opens with
+``[... N earlier turns omitted ...]``. A request that still does not fit is
+sent as it is, with ``x-vsr-warnings: context_over_budget;tokens=..;budget=..``.
+
+The budget is ``budget.max_tokens`` less an integer
+``reserve_output_tokens``; ``max_tokens: auto`` is the smallest
+``context_window_size`` among the route's candidates (providers.models[])
+less the reserved output, whose ``auto`` is the request's own output limit
+(``max_tokens``, ``max_completion_tokens`` or ``max_output_tokens``), else
+``DEFAULT_RESERVE_OUTPUT_TOKENS``. With ``max_tokens: auto`` and no candidate
+window there is no budget (a load warning says so): ``auto`` does not compress
+and history is kept. Tokens are estimated at four characters each.
+``failure_mode: fail_open`` leaves an output whole when its judge fails,
+``fail_closed`` fails the request.
 
 ``injection.mode``: ``tool_role`` puts each source's context in a tool
 exchange after the last user message, ``system_prompt`` in the system prompt.
@@ -43,6 +57,7 @@ from .match import check as check_match
 from .match import resolve as resolve_match
 
 TYPE = "context"
+DEFAULT_RESERVE_OUTPUT_TOKENS = 4096    # reserve_output_tokens: auto, for a request that sets no output limit
 RAG, MEMORY, COMPRESS = "context.rag", "context.memory", "context.compress"
 
 
@@ -76,11 +91,24 @@ class Targets(Block):
 
 
 class Budget(Block):
+    """The request's input budget in tokens (estimated at four characters each): an integer ``max_tokens`` (less
+    an integer ``reserve_output_tokens``), or with ``auto`` the candidates' window less the reserve."""
+
+    # auto: the smallest providers.models[].context_window_size among the route's candidates, less the reserve
     max_tokens: Annotated[int, Meta(ge=256)] | Literal["auto"] = "auto"
+    # auto: the request's own output limit (max_tokens, max_completion_tokens, max_output_tokens), else 4096
     reserve_output_tokens: Annotated[int, Meta(ge=0)] | Literal["auto"] = "auto"
 
 
 class Compress(Block):
+    """Long tool outputs shrink to their most relevant sentences; then, while the request is over its budget,
+    whole earlier history turns (a user message with the replies, tool calls and results up to the next user
+    message) are dropped, the least relevant to the latest user message (BM25) first, older first among equals.
+    The system prompt and the last user turn stay; the first user message after a dropped turn opens with
+    ``[... N earlier turns omitted ...]``. A request that still does not fit is sent as it is, with
+    ``x-vsr-warnings: context_over_budget;tokens=N;budget=M``."""
+
+    # always: compress every long tool output; auto: only a request over its budget
     mode: Literal["auto", "always"] = "auto"
     targets: Targets = Targets()
     budget: Budget = Budget()
@@ -110,13 +138,25 @@ class Retrieval:
 
 @dataclass(frozen=True, slots=True)
 class Compression:
-    """``compress`` as a request runs it: None from ``budget`` means no budget is known."""
+    """``compress`` as a request runs it: ``max_tokens`` None is auto (the candidates' window), ``reserve``
+    None is auto (the request's own output limit)."""
 
     always: bool
     tool_outputs: ToolOutputs | None
-    budget: int | None
+    max_tokens: int | None
+    reserve: int | None
     match: Match
     fail_closed: bool
+
+    def budget(self, windows: list[int], output_limit: int | None) -> int | None:
+        """The request's input budget in tokens, given its candidates' known windows and its own output limit;
+        None when ``max_tokens: auto`` has no window to read."""
+        if self.max_tokens is not None:
+            return self.max_tokens - (self.reserve or 0)    # an explicit budget is the input's: auto reserves none
+        if not windows:
+            return None
+        reserve = self.reserve if self.reserve is not None else output_limit or DEFAULT_RESERVE_OUTPUT_TOKENS
+        return max(min(windows) - reserve, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,11 +195,9 @@ def _compression(compress: Compress | None) -> Compression | None:
     if compress is None:
         return None
     budget = compress.budget
-    known = None
-    if isinstance(budget.max_tokens, int):
-        known = budget.max_tokens - (budget.reserve_output_tokens if isinstance(budget.reserve_output_tokens, int)
-                                     else 0)
-    return Compression(compress.mode == "always", compress.targets.tool_outputs, known,
+    return Compression(compress.mode == "always", compress.targets.tool_outputs,
+                       budget.max_tokens if isinstance(budget.max_tokens, int) else None,
+                       budget.reserve_output_tokens if isinstance(budget.reserve_output_tokens, int) else None,
                        resolve_match(compress.match, COMPRESS), compress.failure_mode == "fail_closed")
 
 
@@ -201,5 +239,5 @@ def check(raw: dict, path: str) -> list[str]:
     return errors
 
 
-__all__ = ["COMPRESS", "Compress", "Compression", "Context", "ContextConfig", "Injection", "MEMORY", "MemoryWrite", "RAG", "Retrieval", "Source", "TYPE",
+__all__ = ["COMPRESS", "Compress", "Compression", "Context", "ContextConfig", "DEFAULT_RESERVE_OUTPUT_TOKENS", "Injection", "MEMORY", "MemoryWrite", "RAG", "Retrieval", "Source", "TYPE",
            "check", "resolve"]
