@@ -43,8 +43,12 @@ def ctx(configuration: dict) -> dict:
     (ctx({"injection": {"mode": "user_message"}}), f"{AT}.injection.mode: invalid_value"),
     (ctx({"sources": [{"type": "rag"}], "compression": {}}), f"{AT}.compression: unknown_field"),
     (ctx({"compress": {"mode": "sometimes"}}), f"{AT}.compress.mode: invalid_value"),
+    (doc([], recipe_plugins=[{"type": "context", "configuration": {"compress": {"signals": {
+        "skip_signals": ["jailbreak", "jailbrake"]}}}}]),
+     "recipes[default].plugins[0].configuration.compress.signals.skip_signals[1]: invalid_value: 'jailbrake' is "
+     "not a signal type"),
     (ctx({"compress": {"signals": {"enabled": True}}}),
-     f"{AT}.compress.signals: invalid_value: compress.signals is not built in this router"),
+     f"{AT}.compress.signals: invalid_value: signals run before a decision is chosen"),
     (ctx({"compress": {"match": {"recall": {"method": "embedding", "top_k": 3}}}}),
      f"{AT}.compress.match.recall.method: invalid_value: context.compress recalls by bm25 or no recall"),
     (ctx({"compress": {"targets": {"tool_outputs": {"min_tokens": 100, "target_tokens": 100}}}}),
