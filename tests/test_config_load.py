@@ -142,9 +142,6 @@ CASES = [
     (edit("global", {"model_catalog": {"deployments": {"remote": {**REMOTE, "auth": {"api_key_file": "/dev/null"}}}}}),
      ["global.model_catalog.deployments.remote.auth.api_key_file: file_unreadable: /dev/null: empty"]),
     # Accepted by the spec but read by nothing here: refused until they act, never kept silently.
-    (edit("providers/models/0/context_window_size", 131072),
-     ["providers.models[fast].context_window_size: unsupported_field: not read by this router yet (no route "
-      "compares a request's size with it); remove it"]),
     (edit("recipes/0/signals", {"domains": [{"name": "math", "model_scores": {"fast": 0.9}}]}),
      ["recipes[default].signals.domains[math].model_scores: unsupported_field: read only by a multi_factor "
       "decision (its domain factor), and this recipe has none; order the modelRefs of a static decision and "

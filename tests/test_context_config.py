@@ -43,8 +43,12 @@ def ctx(configuration: dict) -> dict:
     (ctx({"injection": {"mode": "user_message"}}), f"{AT}.injection.mode: invalid_value"),
     (ctx({"sources": [{"type": "rag"}], "compression": {}}), f"{AT}.compression: unknown_field"),
     (ctx({"compress": {"mode": "sometimes"}}), f"{AT}.compress.mode: invalid_value"),
+    (doc([], recipe_plugins=[{"type": "context", "configuration": {"compress": {"signals": {
+        "skip_signals": ["jailbreak", "jailbrake"]}}}}]),
+     "recipes[default].plugins[0].configuration.compress.signals.skip_signals[1]: invalid_value: 'jailbrake' is "
+     "not a signal type"),
     (ctx({"compress": {"signals": {"enabled": True}}}),
-     f"{AT}.compress.signals: invalid_value: compress.signals is not built in this router"),
+     f"{AT}.compress.signals: invalid_value: signals run before a decision is chosen"),
     (ctx({"compress": {"match": {"recall": {"method": "embedding", "top_k": 3}}}}),
      f"{AT}.compress.match.recall.method: invalid_value: context.compress recalls by bm25 or no recall"),
     (ctx({"compress": {"targets": {"tool_outputs": {"min_tokens": 100, "target_tokens": 100}}}}),
@@ -76,14 +80,20 @@ def test_sources_take_their_feature_defaults_and_the_memory_store_bounds():
     assert written is not None and written.writes_memory
 
 
-def test_compress_runs_its_default_match_and_knows_its_budget_only_when_written():
+def test_compress_runs_its_default_match_and_reads_its_budget_from_the_window_or_the_block():
     policy = cp.resolve(cp.ContextConfig(compress=cp.Compress()))
     assert policy is not None and policy.sources == () and policy.compress is not None
-    assert policy.compress.match == FEATURES[cp.COMPRESS].default and policy.compress.budget is None
-    assert not policy.compress.always and not policy.compress.fail_closed
+    auto = policy.compress
+    assert auto.match == FEATURES[cp.COMPRESS].default and not auto.always and not auto.fail_closed
+    assert auto.budget([], None) is None, "max_tokens auto with no window: no budget"
+    assert auto.budget([32000, 8000], None) == 8000 - cp.DEFAULT_RESERVE_OUTPUT_TOKENS, "the smallest window"
+    assert auto.budget([8000], 500) == 7500, "reserve auto: the request's own output limit"
     sized = cp.resolve(cp.ContextConfig(compress=cp.Compress(mode="always", budget=cp.Budget(
         max_tokens=8000, reserve_output_tokens=1000))))
-    assert sized is not None and sized.compress is not None and (sized.compress.always, sized.compress.budget) == (True, 7000)
+    assert sized is not None and sized.compress is not None and sized.compress.always
+    assert sized.compress.budget([100], 50) == 7000, "a written max_tokens wins over the window"
+    assert cp.resolve(cp.ContextConfig(compress=cp.Compress(budget=cp.Budget(max_tokens=8000)))).compress.budget(
+        [], 500) == 8000, "a written max_tokens is the input's budget: reserve auto reserves nothing from it"
 
 
 TOOL = [{"name": "t"}]     # the client's tools, as little of them as injection reads

@@ -38,6 +38,7 @@ from ..decisions.projections import TYPE as PROJECTION
 from ..plugins.response_cache import CachePolicy, ResponseCacheConfig
 from ..plugins.router_replay import ReplayPolicy, RouterReplayConfig, ShadowConfig, ShadowPolicy
 from ..plugins.table import CONFIGURATIONS
+from ..plugins import context as context_plugin
 from ..routing.plan import LEARNED_TYPES
 from ..systemone.capabilities import BUILTIN_ARTIFACTS
 from ..systemone.presets import APPLICATION_SIGNALS, PRESETS
@@ -54,6 +55,7 @@ KNOWN_VALUES: dict[tuple[type, str], list[str] | dict[str, list[str]]] = {
     (app.SafetyRule, "labels"): _PRESET_OPTIONS["harm_categories"],
     (app.TurnRelationRule, "labels"): _PRESET_OPTIONS["turn_relation"],
     (app.ComplexityRule, "labels"): _PRESET_OPTIONS["complexity"],
+    (context_plugin.SignalsCompression, "skip_signals"): sorted(context_plugin.SIGNAL_TYPES),
     (app.LabelledRule, "labels"): {signal: _PRESET_OPTIONS[APPLICATION_SIGNALS[signal][1]]
                                    for signal in ("fact_check", "user_feedbacks", "modality")},
 }

@@ -29,8 +29,7 @@ from .stores import DEFAULT_REDIS_URL
 SERVED_API_FORMATS = {"openai", "anthropic", "responses", "images", "systemone"}
 # Fields the v0.5 schema declares and the load refuses wherever they are set (unsupported_field), by (struct, field):
 # why. The reference (cli.reference) marks their rows, so no one copies an example the load refuses.
-REFUSED_FIELDS = {("ProviderModel", "context_window_size"):
-                  "not read by this router yet (no route compares a request's size with it); remove it"}
+REFUSED_FIELDS: dict[tuple[str, str], str] = {}
 
 
 def check(config: RouterConfig) -> tuple[list[str], list[str]]:
@@ -280,9 +279,6 @@ def _check_providers(config: RouterConfig, errors: list[str], warnings: list[str
                       f"at {where}; give each model its own name")
     for model in config.providers.models:
         base = f"providers.models[{model.name}]"
-        if model.context_window_size is not None:
-            errors.append(f"{base}.context_window_size: unsupported_field: "
-                          f"{REFUSED_FIELDS['ProviderModel', 'context_window_size']}")
         if model.api_format not in SERVED_API_FORMATS:
             errors.append(
                 f"{base}.api_format: invalid_value: {model.api_format!r} is not served yet "

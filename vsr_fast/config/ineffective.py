@@ -1,8 +1,10 @@
 """Load warnings for settings that load but can never take effect: a plugin type given twice in one layer (only
 the first is read), a model listed twice in one modelRefs (a candidate once), a fast_response with nothing to
 say, a tools policy ``filtered`` with no ``allow_tools`` (it removes every tool), a predicate over a
-probability that no probability can meet, a vLLM ``reasoning_family`` on a model that gets no reasoning field, and
-a masking ``entity_types`` label that its pii rule's ``ignore_labels`` drops (the rule never reports one to mask).
+probability that no probability can meet, a vLLM ``reasoning_family`` on a model that gets no reasoning field,
+a masking ``entity_types`` label that its pii rule's ``ignore_labels`` drops (the rule never reports one to mask),
+and a context ``compress`` whose ``budget.max_tokens: auto`` has no ``context_window_size`` to read for a
+candidate.
 
 Each warning is one ``<path>: <code>: <message>`` line, like the load errors; the file still loads.
 """
@@ -22,6 +24,7 @@ _PROBABILITY_FIELDS = {"systemone": "systemone", **APPLICATION_TYPES}
 
 def check_ineffective(config: RouterConfig, warnings: list[str]) -> None:
     native = {ep.recipe for ep in config.entrypoints if ep.api == "systemone"}
+    windows = {m.name: m.context_window_size for m in config.providers.models}
     found: list[Iterator[str]] = [_layer_warnings(path, entries) for path, entries in _layers(config)]
     found.append(_unread_families(config))
     for recipe in config.recipes:
@@ -34,9 +37,10 @@ def check_ineffective(config: RouterConfig, warnings: list[str]) -> None:
             stack = ([] if recipe.name in native else inherited) + [(f"{where}.plugins", decision.plugins)]
             found += [_twice(decision.modelRefs, where), _tools_filtered(stack),
                       _leaf_predicates(recipe.signals, decision.rules, f"{where}.rules"),
-                      _masked_ignored(stack, recipe.signals)]
+                      _masked_ignored(stack, recipe.signals), _no_window(stack, decision.modelRefs, windows)]
         if recipe.fallback is not None:
-            found += [_twice(recipe.fallback.modelRefs, f"{base}.fallback"), _tools_filtered(inherited)]
+            found += [_twice(recipe.fallback.modelRefs, f"{base}.fallback"), _tools_filtered(inherited),
+                      _no_window(inherited, recipe.fallback.modelRefs, windows)]
     # A layer's warning is found once for each decision it covers: it is said once.
     warnings += dict.fromkeys(line for lines in found for line in lines)
 
@@ -102,6 +106,27 @@ def _masked_ignored(stack: list[tuple[str, list[PluginEntry]]], signals: Signals
             yield (f"{where}[{i}]: masked_label_ignored: pii rule {signal!r} ignores {label} (ignore_labels), so "
                    f"it never reports one and masking never masks it: remove {label} from the rule's "
                    "ignore_labels to mask it, or from entity_types")
+
+
+def _no_window(stack: list[tuple[str, list[PluginEntry]]], refs: list[ModelRef],
+               windows: dict[str, int | None]) -> Iterator[str]:
+    """A merged context ``compress`` (lowest layer first) whose budget is ``max_tokens: auto``, named at the
+    layer that wrote the compress block, for each candidate with no context_window_size to read it from."""
+    enabled, compress, where = None, None, ""
+    for path, j, conf in _read_entries(stack, "context"):
+        enabled = conf.get("enabled", enabled)
+        if "compress" in conf:
+            compress, where = conf["compress"], f"{path}[{j}].configuration.compress"
+    if enabled is False or not isinstance(compress, dict):
+        return
+    budget = compress.get("budget") if isinstance(compress.get("budget"), dict) else {}
+    if budget.get("max_tokens", "auto") != "auto":
+        return
+    for ref in refs:
+        if ref.model in windows and windows[ref.model] is None:
+            yield (f"{where}.budget.max_tokens: no_context_window: a compress block with max_tokens auto has no "
+                   f"window to read for model {ref.model!r}: requests to it are not brought under a budget (set "
+                   f"providers.models[{ref.model}].context_window_size, or budget.max_tokens)")
 
 
 def _unread_families(config: RouterConfig) -> Iterator[str]:

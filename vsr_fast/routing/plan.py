@@ -10,9 +10,11 @@ from __future__ import annotations
 import difflib
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import msgspec
+import trio
 
 from ..config.catalog import ModelCatalog
 from ..config.schema import ModelRef, ProviderModel, Recipe, RouterConfig, RuleNode
@@ -26,12 +28,14 @@ from ..systemone.presets import APPLICATION_SIGNALS
 from ..systemone.learned import LearnedSignals, compile_learned, fold_parts, outcome_of, why_unknown
 from ..systemone.history_windows import fold_history
 from ..systemone.states import part_shares
+from ..signals.compress import SignalsView
 from ..signals.registry import VALUED, Readings, RecipeSignals
 from ..systemone import capabilities as caps
 from ..systemone.asker import SystemOneAsker
 from ..systemone.client import Answered, SystemOneClient
 from ..systemone.scan import ScanParams
 from ..systemone.views import view_for
+from ..plugins import context as context_plugin
 from ..plugins import layers as plugin_layers
 from ..plugins import response_guard
 from .guard import CompiledGuard
@@ -71,7 +75,8 @@ REMOVED_CONDITION_TYPES = {
 
 
 # Runs a body-sized step and gives its result: in a worker thread for a big body (``server.pipeline.offload``).
-Runner = Callable[[Callable[[], CanonicalRequest]], Awaitable[CanonicalRequest]]
+_T = TypeVar("_T")
+Runner = Callable[[Callable[[], _T]], Awaitable[_T]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +99,7 @@ class CompiledRecipe:
     learned: LearnedSignals
     projections: CompiledProjections
     guards: dict[str | None, CompiledGuard] = field(default_factory=dict)   # decision (None: fallback) -> guard
+    shrink: SignalsView | None = None       # compress.signals: the compressed text the signals read
     evaluates: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -105,18 +111,29 @@ class CompiledRecipe:
         ``run`` runs the canonical form and the heuristics, which cost in proportion to the request."""
         readings = Readings()
         if self.evaluates:
-            if run is None:
-                canonical = request()
-                self.signals.evaluate(canonical, readings)
-            else:
-                def heuristics() -> CanonicalRequest:
-                    built = request()
+            def heuristics() -> tuple[CanonicalRequest, CanonicalRequest]:
+                built = request()
+                view = self.shrink.view(built) if self.shrink is not None else built
+                if view is built:
                     self.signals.evaluate(built, readings)
-                    return built
+                else:       # compress.signals: its skip_signals read the original
+                    self.signals.evaluate(view, readings, skip=self.shrink.skip, original=built)
+                return built, view
 
-                canonical = await run(heuristics)
-            if self.learned.read:
+            canonical, view = heuristics() if run is None else await run(heuristics)
+            if self.learned.read and view is canonical:
                 await read_learned(self.learned, canonical, readings, systemone)
+            elif self.learned.read:     # compress.signals: two reads at once, the skip_signals' of the original
+                assert self.shrink is not None
+                skip = self.shrink.skip
+                async with trio.open_nursery() as nursery:
+                    for rules, text in (([r for r in self.learned.read if r.condition_type not in skip], view),
+                                        ([r for r in self.learned.read if r.condition_type in skip], canonical)):
+                        if rules:
+                            nursery.start_soon(read_learned, replace(self.learned, read=rules), text, readings,
+                                               systemone)
+                if readings.request_text is not None:   # masking indexes the pii rule's spans in the turn as sent
+                    readings.request_text, readings.request_parts = canonical.text, canonical.turn_texts
             self.projections.evaluate(readings)
         return readings
 
@@ -335,6 +352,10 @@ class RoutingTable:
         self.recipes = {r.name: compile_recipe(r, self.catalog, lambda n: self._capability(n, errors), errors, warnings,
                                                recipe_guards(config, r))
                         for r in config.recipes}
+        for r in config.recipes:
+            shrink = context_plugin.signals_compression(*plugin_layers.layers(config, r, None, context_plugin.TYPE))
+            self.recipes[r.name].shrink = (SignalsView(shrink.profile, shrink.max_tokens, shrink.skip_signals)
+                                           if shrink is not None else None)
         self._prepare_models(warnings)
         self.by_name: dict[str, CompiledRecipe] = {}
         self.default: CompiledRecipe | None = None

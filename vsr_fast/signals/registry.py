@@ -94,11 +94,14 @@ class RecipeSignals:
     def reads_anything(self) -> bool:
         return bool(self._read)
 
-    def evaluate(self, request: CanonicalRequest, readings: Readings) -> None:
-        """Evaluate every read rule into ``readings``, timing each family."""
+    def evaluate(self, request: CanonicalRequest, readings: Readings, *, skip: frozenset[str] = frozenset(),
+                 original: CanonicalRequest | None = None) -> None:
+        """Evaluate every read rule into ``readings``, timing each family; the types in ``skip`` read
+        ``original`` (compress.signals' skip_signals) instead of ``request``."""
         for type_, names in self._read.items():
             started = time.perf_counter_ns()
-            outcomes = self.families[type_].evaluate(request, names)
+            read = original if original is not None and type_ in skip else request
+            outcomes = self.families[type_].evaluate(read, names)
             readings.timings_us[type_] = (time.perf_counter_ns() - started) / 1000
             for name, outcome in outcomes.items():
                 readings.outcomes[(type_, name)] = outcome

@@ -42,7 +42,6 @@ def fit(value: Any, typ: Any, path: str, notes: Notes, plugin_blocks: dict[str, 
 
 # Fields the schema declares but this router's load refuses, because nothing reads them yet (config/checks.py).
 NOT_READ_HERE = {
-    ("ProviderModel", "context_window_size"): "no route compares a request's size with it here",
     ("DomainRule", "model_scores"): "the static selector here tries a decision's modelRefs in order; order them",
 }
 

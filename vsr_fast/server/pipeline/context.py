@@ -1,4 +1,4 @@
-"""The context plugin on the request path (spec 5.7): compress long tool outputs, retrieve each source's items,
+"""The context plugin on the request path (spec 5.7): compress long tool outputs and history, retrieve each source's items,
 inject them into the request as the client wrote it (so every candidate's body carries them), and write the
 turn to the user's memory after the response.
 
@@ -27,6 +27,8 @@ from ...events.vector_store import VectorStore
 from ...plugins import context as cp
 from ...plugins.system_prompt import SystemPrompt
 from ...plugins.unmask import Restorer
+from . import history
+from .history import CHARS_PER_TOKEN
 from .exchange import Exchange
 from .match import judge, recalled
 
@@ -37,7 +39,6 @@ _ENCODE = msgspec.json.Encoder()
 _NATIVE = {"chat": "openai", "messages": "anthropic", "responses": "responses"}
 TOOL_NAME = "vsr_context"
 MEMORY_ANSWER_BYTES = 1 << 20       # the answer text a memory keeps is read from at most this much of it
-CHARS_PER_TOKEN = 4                 # compress estimates tokens; a count with the model's tokenizer costs a thread
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
@@ -115,12 +116,37 @@ def _thinks(ex: Exchange, body: dict, fmt: str) -> bool:
 
 async def _compress(ex: Exchange, body: dict, fmt: str, text: str, policy: cp.Compression,
                     size: int) -> list[str]:
-    """Shrink each long tool output to its sentences most relevant to ``text``; what changed."""
-    target = policy.tool_outputs
-    if target is None or not text:
-        return []
-    if not policy.always and (policy.budget is None or size // CHARS_PER_TOKEN <= policy.budget):
+    """Shrink each long tool output to its sentences most relevant to ``text``, then drop the least relevant
+    earlier turns while the request is over its budget; what changed."""
+    r = ex.route
+    assert r is not None
+    budget = policy.budget([c.context_window_size for c in r.candidates if c.context_window_size],
+                           _output_limit(body, fmt))
+    over = budget is not None and size // CHARS_PER_TOKEN > budget
+    if not text or not (policy.always or over):
         return []       # auto: only a request over its known budget is compressed
+    changes = await _compress_outputs(ex, body, fmt, text, policy) if policy.tool_outputs is not None else []
+    if budget is None:
+        return changes
+    dropped, tokens = history.fit(body, fmt, text, budget)
+    if dropped:
+        changes.append(f"context: dropped {dropped} earlier history turns, least relevant first (~{tokens} tokens "
+                       f"now, budget {budget})")
+    if tokens > budget:
+        ex.codes.append(f"context_over_budget;tokens={tokens};budget={budget}")
+    return changes
+
+
+def _output_limit(body: dict, fmt: str) -> int | None:
+    """The request's own output limit, in tokens: what ``reserve_output_tokens: auto`` reserves."""
+    keys = {"openai": ("max_completion_tokens", "max_tokens"), "anthropic": ("max_tokens",),
+            "responses": ("max_output_tokens",)}[fmt]
+    return next((v for k in keys if isinstance(v := body.get(k), int) and not isinstance(v, bool)), None)
+
+
+async def _compress_outputs(ex: Exchange, body: dict, fmt: str, text: str, policy: cp.Compression) -> list[str]:
+    target = policy.tool_outputs
+    assert target is not None
     changes = []
     for place in tool_outputs(body, fmt):
         output = place.text
