@@ -229,6 +229,10 @@ def test_the_admin_routes_show_each_keys_spend(spend):
     used = client.chat.completions.create(model="vsr/auto", messages=[{"role": "user", "content": "hi"}]).usage
     assert used is not None
     _settled_at(prefix, "k-stored", used.total_tokens)
+    # The day's and month's counts reach Redis with the tally's next flush, apart from the budget: read once there,
+    # so the list and the one key's answer below see the same counts.
+    wait_until(lambda: httpx.get(f"{admin}/api/v1/keys/k-stored").json()["counts"]["day"]["requests"] == 1,
+               "k-stored's request in the tally's counts")
 
     listed = httpx.get(f"{admin}/api/v1/keys")
     assert listed.status_code == 200, listed.text
@@ -240,6 +244,7 @@ def test_the_admin_routes_show_each_keys_spend(spend):
     assert one.status_code == 200, one.text
     row = one.json()
     assert row == rows["k-stored"]
+    assert row["counts"]["month"] == {"requests": 1, "tokens": used.total_tokens}, row["counts"]
     budget = row["usage"]["budget"]
     assert (budget["tokens"], budget["period"], budget["used"]) == (1_000, "hour", used.total_tokens)
     assert budget["remaining"] == 1_000 - used.total_tokens
