@@ -40,9 +40,11 @@ def fit(value: Any, typ: Any, path: str, notes: Notes, plugin_blocks: dict[str, 
     return value
 
 
-# Fields the schema declares but this router's load refuses, because nothing reads them yet (config/checks.py).
+# Fields the schema declares but this router's load refuses where a migrated recipe has them (config/checks.py):
+# model_scores is read only by a multi_factor decision, which no earlier version had.
 NOT_READ_HERE = {
-    ("DomainRule", "model_scores"): "the static selector here tries a decision's modelRefs in order; order them",
+    ("DomainRule", "model_scores"): "only a multi_factor decision's domain factor reads it here; the static "
+                                    "selector tries a decision's modelRefs in order: order them",
 }
 
 
@@ -60,7 +62,7 @@ def _fit_struct(value: dict, typ: type, path: str, notes: Notes, plugin_blocks) 
         where = f"{path}.{key}" if path else key
         why = NOT_READ_HERE.get((typ.__name__, key))
         if why is not None:
-            notes.drop(where, f"{key} is v0.5 but this router does not read it yet ({why}); dropped")
+            notes.drop(where, f"{key} is v0.5 but this router does not read it here ({why}); dropped")
             continue
         f = fields.get(key)
         if f is None:
