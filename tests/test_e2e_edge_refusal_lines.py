@@ -179,3 +179,26 @@ def test_a_body_that_breaks_on_a_path_of_no_client_api_is_one_line_and_no_discon
     assert (line["request_id"], line["status"], line["error"], line["method"], line["uri"]) == \
         ("count-1", 400, "malformed_request", "POST", "/v1/messages/count_tokens"), line
     assert series(proc, 'vsr_client_disconnects_total{api="count_tokens"}') == left
+
+
+@pytest.mark.parametrize("request_, status, error", [
+    # quart's route at /health takes GET only; /metrics reads a JSON body only; a method is spelled in capitals.
+    (b"POST /health HTTP/1.1\r\nHost: r\r\nContent-Length: 0\r\n", 405, "method_not_allowed"),
+    (b"POST /metrics HTTP/1.1\r\nHost: r\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n", 415,
+     "unsupported_media_type"),
+    (b"get /health HTTP/1.1\r\nHost: r\r\n", 400, "invalid_method"),
+])
+def test_the_apps_own_refusal_on_a_path_of_no_client_api_is_one_line_as_the_edges_are(edge, request_, status, error):
+    proc, log = edge
+    before = len(lines(log))
+    rid = f"own-{status}"
+    body = b"hi" if b"Content-Length: 2" in request_ else b""
+    head, _ = exchange(proc, request_ + b"User-Agent: lb/3\r\nx-request-id: " + rid.encode() +
+                       b"\r\nConnection: close\r\n\r\n" + body)
+    assert head.startswith(b"HTTP/1.1 %d " % status) and answer_id(head) == rid, head
+    assert status != 405 or b"\r\nallow: GET, HEAD, OPTIONS\r\n" in head, head     # as quart's own 405 named them
+    [line] = settled(proc, log, before)
+    assert (line["request_id"], line["status"], line["error"], line.get("api")) == (rid, status, error, None), line
+    assert (line["remote_addr"], line["method"], line["uri"], line["user_agent"]) == \
+        ("127.0.0.1", request_.split(b" ")[0].decode(), request_.split(b" ")[1].decode(), "lb/3"), line
+    assert line["latency_s"] >= 0

@@ -29,6 +29,8 @@ ok_b = shared_mock("--content", TEXT["b"])
 failing = shared_mock("--fail-rate", "1", "--fail-status", "500")
 slow = shared_mock("--latency-ms", "30000")
 prose = shared_mock("--content", PROSE)
+# Its first event at once, the next 30 s later: a stream the Looper holds when its budget runs out.
+drip = shared_mock("--chunks", "2", "--chunk-interval-ms", "30000")
 
 
 def refs(names: str) -> list[dict]:
@@ -42,6 +44,7 @@ DECISIONS = {
     "ratings-none": (refs("fg"), {"type": "ratings"}),
     "static-timeout": (refs("s"), None),
     "esc-deadline": (refs("sa"), {**ESC, "budget": {"deadline_ms": 400}, "on_error": "fail"}),
+    "esc-held-deadline": (refs("da"), {**ESC, "budget": {"deadline_ms": 400}, "on_error": "fail"}),
     "esc-max-calls": (refs("fa"), {**ESC, "budget": {"max_calls": 1}, "on_error": "fail"}),
     "esc-all-fail": (refs("fr"), {**ESC, "on_error": "fail"}),
     "fusion-prose": (refs("abj"), {"type": "fusion", "fusion": {"analysis_models": ["a", "b"], "model": "j",
@@ -68,7 +71,7 @@ def _doc(mocks: dict, stream: str) -> dict:
     models = [model("a", f"{mocks['a'].url}/v1", upstream_name="provider-a"),
               model("b", f"{mocks['b'].url}/v1", upstream_name="provider-b"),
               model("f", f"{mocks['f'].url}/v1"), model("g", f"{mocks['f'].url}/v1"),
-              model("s", f"{mocks['s'].url}/v1"), model("j", f"{mocks['j'].url}/v1", upstream_name="provider-j"),
+              model("s", f"{mocks['s'].url}/v1"), model("d", f"{mocks['d'].url}/v1"), model("j", f"{mocks['j'].url}/v1", upstream_name="provider-j"),
               model("r", gone)]
     recipes, entrypoints = [], []
     for key, (rs, alg) in DECISIONS.items():
@@ -88,8 +91,8 @@ def _doc(mocks: dict, stream: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def _trial(ok_a, ok_b, failing, slow, prose, tmp_path_factory):
-    mocks = {"a": ok_a, "b": ok_b, "f": failing, "s": slow, "j": prose}
+def _trial(ok_a, ok_b, failing, slow, prose, drip, tmp_path_factory):
+    mocks = {"a": ok_a, "b": ok_b, "f": failing, "s": slow, "j": prose, "d": drip}
     with own_stream() as stream, \
             router(write_config(_doc(mocks, stream), str(tmp_path_factory.mktemp("trial")))) as proc:
         yield proc, stream, mocks
@@ -172,6 +175,20 @@ def test_a_hop_the_budget_cut_has_its_attempt(trial):
     assert r.status_code == 504 and r.json()["error"]["code"] == "looper_budget_exhausted", r.text
     attempts = [e for e in kinds_of(stream, r, "AnswerCompleted") if type(e).__name__ == "UpstreamAttempted"]
     assert [(a.model, a.cause, a.hop) for a in attempts] == [("s", "deadline", 1)]
+
+
+def test_a_held_stream_the_budget_cut_has_its_attempt_cut_by_the_deadline(trial):
+    # The stream had started (its first event held), yet its attempt's cause is the one the events name for any
+    # attempt a deadline cut: ``deadline``, as an attempt cut before its first byte says it.
+    proc, stream, _ = trial
+    r = post(proc, "esc-held-deadline", stream=True)
+    attempts = [e for e in kinds_of(stream, r, "AnswerCompleted") if type(e).__name__ == "UpstreamAttempted"]
+    assert r.json()["error"]["code"] == "looper_budget_exhausted", r.text
+    assert [(a.model, a.status, a.cause, a.hop) for a in attempts] == [("d", 200, "deadline", 1)]
+    # The word the metric counts the attempt by, and no error of the model's.
+    metrics = httpx.get(f"{proc.url}/metrics").text
+    assert 'vsr_upstream_attempts_total{model="d",backend="d[0]",outcome="deadline"} 1' in metrics, metrics
+    assert 'vsr_upstream_errors_total{model="d"' not in metrics
 
 
 # --- 3. an escalation's error names every call, and the candidates left uncalled --------------------------------

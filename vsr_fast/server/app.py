@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from http import HTTPStatus
 
-from werkzeug.exceptions import NotFound
+from werkzeug.exceptions import MethodNotAllowed as werkzeug_405, NotFound
 
 from ..errors import (AdminOnly, AmbiguousFraming, AuthError, CodingNotImplemented, HeaderTimeout, HeadTooLarge,
                       InvalidHost, InvalidMethod, MalformedRequest, MethodNotAllowed, NonCanonicalPath, OriginRefused,
@@ -135,7 +135,8 @@ def make_app(state: AppState, role: str = "serving"):
             close = [(b"connection", b"close")] if version.startswith("1.") else []
             await _refuse(state, send, scope, path, echoing(
                 InvalidMethod, "the request method {} is not one: methods are case-sensitive (RFC 9110 9.1) and "
-                "spelled in capitals, as GET and POST", spelled.decode("latin-1")), *close, shape=scope)
+                "spelled in capitals, as GET and POST", spelled.decode("latin-1")), *close, shape=scope,
+                sent=spelled.decode("latin-1"))
             return
         hosts = [value for name, value in scope["headers"] if name == b"host"]
         if len(hosts) > 1 or (hosts and not _HOST.fullmatch(hosts[0])):
@@ -265,6 +266,11 @@ def make_app(state: AppState, role: str = "serving"):
             # quart reads a request's body before it finds no route: a client waiting on Expect: 100-continue
             # would be told to send it for a 404.
             await _not_here(send, scope, unrouted=True)
+        elif (allow := _methods_if_not(urls, path, method)) is not None:
+            # A quart route asked with a method it does not take (POST /health): refused here, as the POST
+            # routes' 405 is, so that it carries the client's id and has its access log line.
+            await _refuse(state, send, scope, path, MethodNotAllowed(werkzeug_405.description), (b"allow", allow),
+                          shape=scope)
         else:
             # Always shielded: whether hypercorn closes after this answer (HTTP/1.0, "Close", "close, TE", its
             # own limits) is h11's call, not a header comparison's.
@@ -382,6 +388,23 @@ def _routed(urls, path: str, method: str) -> bool:
     return True
 
 
+def _methods_if_not(urls, path: str, method: str) -> bytes | None:
+    """The ``allow`` of quart's route at ``path`` when it does not take ``method``; None when it does."""
+    try:
+        urls.match(path, method=method)
+    except werkzeug_405 as exc:
+        return ", ".join(sorted(exc.valid_methods or ())).encode()
+    except Exception:       # NotFound, a redirect to the slashed path: quart's to answer
+        return None
+    return None
+
+
+def _sent_path(scope: Scope, path: str) -> str:
+    """The request's path as the client spelled it (no query), for its access log line."""
+    raw = scope.get("raw_path")
+    return raw.decode("latin-1") if raw else path
+
+
 async def _not_here(send: Send, scope: Scope, unrouted: bool = False) -> None:
     """404 for a route this listener does not serve, worded as quart words one that exists nowhere; ``unrouted``
     (no listener serves it), an OpenAI route's saying so."""
@@ -416,10 +439,11 @@ async def _refuse_websocket(scope: Scope, send: Send, err: VsrError, extra: list
 
 
 async def _refuse(state: AppState, send: Send, scope: Scope, path: str, err: VsrError,
-                  *extra: tuple[bytes, bytes], shape: Scope | None = None) -> None:
+                  *extra: tuple[bytes, bytes], shape: Scope | None = None, sent: str | None = None) -> None:
     """``err`` before any handler ran, in the protocol of the route ``path`` names (with ``shape``: of the
-    request, for a route two client APIs share, shapes.error_for_request). On an inference route, the answer
-    carries the request's id and the refusal is counted and logged as the pipeline's answers are."""
+    request, for a route two client APIs share, shapes.error_for_request), carrying the request's id and logged
+    (``sent``: the method as spelled, when hypercorn's upper-casing is the refusal's cause); on an inference route
+    counted as the pipeline's answers are."""
     headers = public_headers(config_version=state.config_version, path=ResponsePath.ERROR,
                              recipe=None, decision=None, model=None)
     headers += [(b"content-type", b"application/json"), *extra]
@@ -436,14 +460,13 @@ async def _refuse(state: AppState, send: Send, scope: Scope, path: str, err: Vsr
     if shaped is not body:
         headers.append((ANTHROPIC_REQUEST_ID.encode(), rid.encode("latin-1")))
         body = shaped
-    if api is None:
-        await send_whole(send, status, headers, body)
-        return
     try:
         await send_whole(send, status, headers, body)
     finally:
         if refusal_of(scope) is None:   # else the connection layer's answer went in its place, and is logged
-            refused(state, api, scope, rid, status, err)
+            # On a path of no client API: logged as the edge logs its refusals there, with the path as sent.
+            logged = scope if sent is None else {**scope, "method": sent}
+            refused(state, api, logged, rid, status, err, uri=None if api is not None else _sent_path(scope, path))
 
 
 # The refusals the connection server answers itself, before any app saw the request (listen.EdgeServer): at the

@@ -27,8 +27,8 @@ def cause(deadline: float) -> str:
 
 
 def of(cause: str | None) -> bool:
-    """Whether an attempt's ``cause`` is a cancellation's (a held stream's too, ``midstream_deadline``)."""
-    return cause is not None and cause.removeprefix("midstream_") in CAUSES
+    """Whether an attempt's ``cause`` is a cancellation's (a stream's cut after its first event too)."""
+    return cause in CAUSES
 
 
 def left(attempts: list) -> None:

@@ -406,8 +406,8 @@ async def held(answer: Stream, *, keep_headers: bool = False) -> tuple[Stream, b
     except trio.Cancelled:      # cut while held: the stream's attempt ends as what cut it, and is recorded
         why = cut_attempts.cause(deadline)
         answer.cut_short(why)
-        if answer.attempts:
-            answer.attempts[-1].cause = f"midstream_{why}"
+        if answer.attempts:     # the word its metric counts (``cut_short``): a cut is no midstream_ failure
+            answer.attempts[-1].cause = why
         cut_attempts.left(answer.attempts)
         raise
     except (*TransportError, UpstreamError) as exc:     # broke mid-stream (or a broken event, or past a bound)
