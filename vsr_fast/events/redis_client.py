@@ -17,7 +17,9 @@ class _OnFirstUse:
     def __getattr__(self, name: str) -> Any:
         import redis
 
-        return getattr(redis, name)
+        value = getattr(redis, name)
+        setattr(self, name, value)      # read once: later reads are a plain attribute, not this hook
+        return value
 
 
 if TYPE_CHECKING:
